@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Install what dtnkit needs on a Debian/Ubuntu host (as root) and make ./.venv.
+#   dev/bootstrap.sh          runtime only
+#   dev/bootstrap.sh test     runtime + test tools (pytest, ruff, mypy)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+debs=(iproute2 ethtool procps python3 python3-venv)
+missing=()
+for pkg in "${debs[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "dev/bootstrap.sh: needs root to install ${missing[*]} (run it with sudo)" >&2
+    exit 1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  python3 -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
+if [ "${1:-}" = "test" ]; then
+  .venv/bin/python -m pip install -q -e '.[test]'
+else
+  .venv/bin/python -m pip install -q -e .
+fi

@@ -1,0 +1,72 @@
+"""The `dtnkit` command: ``main(argv) -> ExitStatus`` is the single catch site.
+
+Tests call :func:`main` in-process.  Every :class:`~dtnkit.errors.DtnkitError` becomes one
+line on stderr (``dtnkit: error: what: why. Next: ...``), and in ``--format json`` mode also
+a JSON object ``{"error": {...}}`` on stdout, so a script always gets JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+
+import click
+
+from dtnkit import __version__
+from dtnkit.cli import tune as tune_cli
+from dtnkit.errors import DtnkitError, ExitStatus
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="dtnkit")
+@click.option("--traceback", is_flag=True, help="Show the Python traceback of errors.")
+@click.pass_context
+def cli(ctx: click.Context, traceback: bool) -> None:
+    """Tune, measure and test research data-transfer nodes."""
+    ctx.ensure_object(dict)
+    ctx.obj["traceback"] = traceback
+
+
+cli.add_command(tune_cli.tune)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    json_mode = _wants_json(args)
+    try:
+        result = cli.main(args=args, prog_name="dtnkit", standalone_mode=False)
+    except DtnkitError as exc:
+        if "--traceback" in args:
+            raise
+        click.echo(exc.render(), err=True)
+        if json_mode:
+            click.echo(json.dumps({"error": exc.as_dict()}, indent=2))
+        return int(exc.status)
+    except click.exceptions.Abort:
+        click.echo("dtnkit: interrupted", err=True)
+        return int(ExitStatus.INTERRUPTED)
+    except KeyboardInterrupt:
+        click.echo("dtnkit: interrupted", err=True)
+        return int(ExitStatus.INTERRUPTED)
+    except click.ClickException as exc:
+        exc.show()
+        return int(ExitStatus.USAGE)
+    except click.exceptions.Exit as exc:
+        return int(exc.exit_code)
+    return int(result) if isinstance(result, int) else int(ExitStatus.OK)
+
+
+def _wants_json(args: Sequence[str]) -> bool:
+    for i, arg in enumerate(args):
+        if arg == "--format=json" or (arg == "--format" and args[i + 1:i + 2] == ["json"]):
+            return True
+    return False
+
+
+def entry() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    entry()

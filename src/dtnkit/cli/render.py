@@ -1,0 +1,191 @@
+"""Tables and messages for people (rich).  JSON output never passes through here."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+if TYPE_CHECKING:
+    from dtnkit.tune.apply import Outcome, Step
+    from dtnkit.tune.audit import Audit, Finding
+    from dtnkit.tune.profile import Profile
+    from dtnkit.tune.snapshot import Difference, Snapshot
+
+STATUS_STYLE = {"ok": "green", "differs": "bold yellow", "unsupported": "dim",
+                "unknown": "magenta", "host-scope": "cyan"}
+
+
+def _console() -> Console:
+    width = shutil.get_terminal_size((160, 40)).columns
+    return Console(width=max(width, 120), highlight=False, soft_wrap=False)
+
+
+def say(text: str) -> None:
+    _console().print(text)
+
+
+def audit_table(audit: Audit) -> None:
+    con = _console()
+    ctx = audit.ctx
+    con.print(f"[bold]dtnkit tune audit[/]: {escape(audit.host_label)}, profile "
+              f"[bold]{audit.profile.name}[/], longest RTT {ctx.rtt_ms:g} ms")
+    for note in ctx.env.notes:
+        con.print(f"[cyan]note:[/] {escape(note)}")
+    for d in ctx.decisions:
+        con.print(f"[dim]decided:[/] {d.what} = {d.value if d.value is not None else 'unknown'}"
+                  f" because {escape(d.why)}")
+    devs = ", ".join(f"{d}" + (f" ({escape(via)})" if via else "") for d, via in ctx.devices)
+    con.print(f"[dim]interfaces:[/] {devs or 'none'}")
+    table = Table(show_lines=False, header_style="bold")
+    for col in ("group", "key", "scope", "current", "recommended", "status", "why"):
+        table.add_column(col, overflow="fold")
+    for f in audit.findings:
+        table.add_row(f.group, escape(_key(f)), f.scope, escape(f.current_text),
+                      escape(f.recommended_text),
+                      f"[{STATUS_STYLE[f.status]}]{f.status}[/]", escape(f.why))
+    con.print(table)
+    counts = ", ".join(f"{n} {s}" for s, n in audit.counts.items() if n)
+    verdict = "[green]compliant[/]" if audit.compliant else "[yellow]not compliant[/]"
+    con.print(f"{verdict}: {counts}")
+    if not audit.compliant:
+        con.print("[dim]next: `dtnkit tune apply --dry-run` shows what apply would change[/]")
+
+
+def _key(f: Finding) -> str:
+    if f.key.startswith("sysctl/"):
+        return f.key[len("sysctl/"):]
+    return f"{f.device}: {f.label}" if f.device else f.label
+
+
+def plan(steps: Sequence[Step], skipped: Sequence[Finding], *, dry_run: bool) -> None:
+    con = _console()
+    if not steps:
+        con.print("nothing to change")
+    else:
+        table = Table(title="plan" + (" (dry run: nothing is written)" if dry_run else ""),
+                      header_style="bold")
+        for col in ("#", "group", "setting", "now", "to"):
+            table.add_column(col, overflow="fold")
+        for i, s in enumerate(steps, 1):
+            t = s.tunable
+            setting = t.key[len("sysctl/"):] if t.key.startswith("sysctl/") else (
+                f"{t.device}: {t.label}" if t.device else t.label)
+            table.add_row(str(i), s.group, escape(setting), escape(t.show(s.before)),
+                          escape(t.show(s.after)))
+        con.print(table)
+    for f in skipped:
+        flag = "--mtu" if f.key.startswith("link/") else "--tuned"
+        con.print(f"[dim]not applied without {flag}:[/] {escape(_key(f))} "
+                  f"({escape(f.current_text)} -> {escape(f.recommended_text)})")
+
+
+def nothing_to_do(audit: Audit, skipped: Sequence[Finding]) -> None:
+    plan([], skipped, dry_run=False)
+    say("the selected groups already comply; no baseline was needed")
+
+
+def step_done(step: Step) -> None:
+    _console().print(f"[green]✓[/] {escape(step.describe())}")
+
+
+def outcome(out: Outcome, what: str) -> None:
+    con = _console()
+    if out.baseline:
+        con.print(f"baseline snapshot: [bold]{out.baseline}[/] "
+                  f"(undo with `dtnkit tune restore`)")
+    if out.ok:
+        con.print(f"[green]{what} done[/]: {len(out.done)} settings changed and verified")
+        for path in out.persisted:
+            con.print(f"persisted: {path}")
+        return
+    assert out.error is not None
+    con.print(f"[red]✗ {what} failed[/]: {escape(out.error.render())}")
+    if out.failed is not None:
+        con.print(f"  at: {escape(out.failed.describe())}")
+    if out.rollback_errors:
+        con.print("[red]rollback could not restore everything:[/]")
+        for line in out.rollback_errors:
+            con.print(f"  {escape(line)}")
+        con.print(f"next: `dtnkit tune restore {out.baseline or ''}` once the cause is fixed")
+    else:
+        con.print(f"rolled back: {len(out.done) + (1 if out.failed else 0)} settings; "
+                  "the host is as it was before this run")
+
+
+def snapshot_list(rows: Sequence[dict[str, Any]], where: Path) -> None:
+    con = _console()
+    if not rows:
+        con.print(f"no snapshots in {where}")
+        return
+    table = Table(header_style="bold")
+    for col in ("id", "kind", "label", "created", "netns", "settings"):
+        table.add_column(col)
+    for r in rows:
+        mark = " (last baseline)" if r["last_baseline"] else ""
+        table.add_row(r["id"], r["kind"] + mark, escape(r["label"]), r["created"],
+                      r["netns"] or "-", str(r["values"]))
+    con.print(table)
+
+
+def snapshot(snap: Snapshot) -> None:
+    con = _console()
+    con.print(f"[bold]{snap.id}[/] ({snap.kind}) {escape(snap.label)}, {snap.created}, "
+              f"host {escape(str(snap.host.get('hostname')))}"
+              + (f", netns {snap.host['netns']}" if snap.host.get("netns") else ""))
+    table = Table(header_style="bold")
+    table.add_column("key")
+    table.add_column("value", overflow="fold")
+    for key, value in snap.values.items():
+        table.add_row(escape(key), escape(_value(value)))
+    con.print(table)
+    for path, content in snap.files.items():
+        con.print(f"file {path}: {'absent' if content is None else f'{len(content)} bytes'}")
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, dict | list):
+        return json.dumps(value, sort_keys=True)
+    if value is None:
+        return "-"
+    return str(value)
+
+
+def differences(a: str, b: str, diffs: Sequence[Difference]) -> None:
+    con = _console()
+    if not diffs:
+        con.print(f"no differences between {escape(a)} and {escape(b)}")
+        return
+    table = Table(header_style="bold")
+    table.add_column("key")
+    table.add_column(escape(a), overflow="fold")
+    table.add_column(escape(b), overflow="fold")
+    for d in diffs:
+        table.add_row(escape(d.key), escape(_value(d.a)), escape(_value(d.b)))
+    con.print(table)
+    con.print(f"{len(diffs)} differences")
+
+
+def profile(prof: Profile) -> None:
+    con = _console()
+    con.print(f"[bold]{prof.name}[/]: {escape(prof.description)}")
+    con.print(f"[dim]files:[/] {', '.join(prof.files)}")
+    con.print("[dim]params:[/] " + ", ".join(f"{k}={v:g}" for k, v in prof.params.items()))
+    table = Table(header_style="bold")
+    for col in ("group", "key", "value", "mode", "apply", "source"):
+        table.add_column(col, overflow="fold")
+    for key, s in prof.items.items():
+        if s.rule:
+            value = f"rule {s.rule}"
+        elif s.tiers:
+            value = ", ".join(f"{t}G: {v}" for t, v in s.tiers.items())
+        else:
+            value = str(s.value)
+        table.add_row(s.group, escape(key), escape(value), s.mode, s.apply, escape(s.source))
+    con.print(table)

@@ -1,0 +1,356 @@
+"""`dtnkit tune`: audit, apply, save, list, show, diff, restore, delete, profiles."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from dtnkit.cli import render
+from dtnkit.errors import BadInput, ExitStatus
+from dtnkit.host.host import Host
+from dtnkit.tune import apply as apply_mod
+from dtnkit.tune.audit import build_context, run_audit
+from dtnkit.tune.profile import GROUPS, USER_PROFILE_DIR, load_profile, shipped_names
+from dtnkit.tune.snapshot import (
+    DEFAULT_STATE_DIR,
+    Store,
+    capture,
+    diff,
+    load_values,
+    new_snapshot,
+)
+
+_NETNS = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+F = Callable[..., Any]
+
+
+def _host_options(f: F) -> F:
+    f = click.option("--netns", metavar="NAME",
+                     help="Work inside this network namespace (ip netns).")(f)
+    f = click.option("--tree", type=click.Path(path_type=Path), metavar="DIR",
+                     help="Read a captured host tree (proc/, sys/, cmd/) instead of this host.")(f)
+    return f
+
+
+def _state_option(f: F) -> F:
+    return click.option(
+        "--state-dir", type=click.Path(path_type=Path), metavar="DIR",
+        default=lambda: os.environ.get("DTNKIT_STATE_DIR", str(DEFAULT_STATE_DIR)),
+        show_default="/var/lib/dtnkit or $DTNKIT_STATE_DIR", help="Where snapshots live.")(f)
+
+
+def _format_option(f: F) -> F:
+    return click.option("--format", "fmt", type=click.Choice(["table", "json"]),
+                        default="table", show_default=True,
+                        help="json: only JSON on stdout.")(f)
+
+
+def _selection_options(f: F) -> F:
+    options = [
+        click.option("--profile", default="dtn", show_default=True,
+                     help="Profile name (dtn, measurement, or one in --profile-dir) or a path."),
+        click.option("--profile-dir", type=click.Path(path_type=Path), multiple=True,
+                     help=f"Directory of user profiles (default {USER_PROFILE_DIR})."),
+        click.option("--group", "groups", multiple=True, metavar="GROUP",
+                     help=f"Only these groups: {', '.join(GROUPS)}."),
+        click.option("--iface", "ifaces", multiple=True, metavar="IF",
+                     help="Only these interfaces (a bond or VLAN means its members)."),
+        click.option("--rtt", default="100ms", show_default=True,
+                     help="Longest RTT the host must serve, e.g. 150ms."),
+        click.option("--speed", "speed_gbit", type=float, metavar="GBIT",
+                     help="Size for this link speed when the NIC reports none (VMs)."),
+        click.option("--exact", is_flag=True,
+                     help="Flag and set values above the recommendation too (not raise-only)."),
+    ]
+    for opt in reversed(options):
+        f = opt(f)
+    return f
+
+
+def parse_rtt(text: str) -> float:
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s)?\s*", text)
+    if not m:
+        raise BadInput(f"bad RTT {text!r}", "give milliseconds such as 100ms or 0.15s",
+                       "e.g. --rtt 150ms")
+    value = float(m.group(1))
+    return value * 1000 if m.group(2) == "s" else value
+
+
+def make_host(netns: str | None, tree: Path | None, *, read_only: bool = False) -> Host:
+    if tree is not None:
+        if netns:
+            raise BadInput("--tree and --netns cannot be combined", "", "pick one")
+        return Host.from_tree(tree, read_only=read_only)
+    if netns is not None:
+        if not _NETNS.match(netns):
+            raise BadInput(f"bad namespace name {netns!r}",
+                           "names are letters, digits, '.', '_' and '-'", "see `ip netns list`")
+        if not Path("/run/netns", netns).exists():
+            raise BadInput(f"no network namespace {netns!r}", "it is not in /run/netns",
+                           "see `ip netns list`")
+    return Host.live(netns, read_only=read_only)
+
+
+def _profile(name: str, dirs: tuple[Path, ...]) -> Any:
+    return load_profile(name, dirs or (USER_PROFILE_DIR,))
+
+
+@click.group()
+def tune() -> None:
+    """Audit and tune host settings, with snapshots to restore them."""
+
+
+@tune.command()
+@_selection_options
+@_host_options
+@_format_option
+def audit(profile: str, profile_dir: tuple[Path, ...], groups: tuple[str, ...],
+          ifaces: tuple[str, ...], rtt: str, speed_gbit: float | None, exact: bool,
+          netns: str | None, tree: Path | None, fmt: str) -> int:
+    """Compare current settings with a profile.  Reads only.
+
+    Exit 0 when every selected item complies, 3 when any differs.
+    """
+    host = make_host(netns, tree, read_only=True)
+    result = run_audit(host, _profile(profile, profile_dir), groups=groups, rtt_ms=parse_rtt(rtt),
+                       ifaces=ifaces, exact=exact, speed_gbit=speed_gbit)
+    if fmt == "json":
+        click.echo(json.dumps(result.as_dict(), indent=2))
+    else:
+        render.audit_table(result)
+    return int(ExitStatus.OK if result.compliant else ExitStatus.DRIFT)
+
+
+@tune.command(name="apply")
+@_selection_options
+@_host_options
+@_state_option
+@_format_option
+@click.option("--dry-run", is_flag=True, help="Print the plan; write nothing.")
+@click.option("--persist", is_flag=True,
+              help="Also write /etc/sysctl.d/90-dtnkit.conf and a udev rule for interfaces.")
+@click.option("--mtu", "want_mtu", is_flag=True, help="Also apply the profile's MTU.")
+@click.option("--tuned", "want_tuned", is_flag=True,
+              help="Also switch the TuneD profile (tuned-adm).")
+@click.option("--label", default="", help="Label of the baseline snapshot.")
+def apply_cmd(profile: str, profile_dir: tuple[Path, ...], groups: tuple[str, ...],
+              ifaces: tuple[str, ...], rtt: str, speed_gbit: float | None, exact: bool,
+              netns: str | None, tree: Path | None, state_dir: Path, fmt: str, dry_run: bool,
+              persist: bool, want_mtu: bool, want_tuned: bool, label: str) -> int:
+    """Apply a profile, one group at a time, after saving a baseline.
+
+    Every write is verified; if one fails, everything this run changed is put back.
+    """
+    host = make_host(netns, tree, read_only=dry_run)
+    prof = _profile(profile, profile_dir)
+    result = run_audit(host, prof, groups=groups, rtt_ms=parse_rtt(rtt), ifaces=ifaces,
+                       exact=exact, speed_gbit=speed_gbit)
+    on_request = [n for n, on in (("mtu", want_mtu), ("tuned", want_tuned)) if on]
+    steps = apply_mod.plan(result, on_request)
+    skipped = apply_mod.skipped_on_request(result, on_request)
+    if dry_run:
+        if fmt == "json":
+            click.echo(json.dumps({"dry_run": True, "plan": [s.as_dict() for s in steps],
+                                   "skipped_on_request": [f.key for f in skipped]}, indent=2))
+        else:
+            render.plan(steps, skipped, dry_run=True)
+        return int(ExitStatus.OK)
+    if not steps and not persist:
+        if fmt == "json":
+            click.echo(json.dumps({"ok": True, "baseline": None, "applied": [],
+                                   "skipped_on_request": [f.key for f in skipped]}, indent=2))
+        else:
+            render.nothing_to_do(result, skipped)
+        return int(ExitStatus.OK)
+    store = Store(state_dir)
+    if fmt == "table":
+        render.plan(steps, skipped, dry_run=False)
+    out = apply_mod.apply(host, result, store, on_request=on_request, do_persist=persist,
+                          label=label, progress=render.step_done if fmt == "table" else None)
+    if fmt == "json":
+        doc = out.as_dict()
+        doc["skipped_on_request"] = [f.key for f in skipped]
+        click.echo(json.dumps(doc, indent=2))
+    else:
+        render.outcome(out, "apply")
+    return _outcome_status(out)
+
+
+def _outcome_status(out: apply_mod.Outcome) -> int:
+    if out.ok:
+        return int(ExitStatus.OK)
+    return int(ExitStatus.ROLLBACK_FAILED if out.rollback_errors else ExitStatus.PARTIAL_APPLY)
+
+
+def _live_values(host: Host) -> dict[str, Any]:
+    prof = load_profile("dtn", ())
+    ctx = build_context(host, prof)
+    return capture(host, ctx, apply_mod.restorable_tunables(ctx))
+
+
+@tune.command()
+@click.option("--label", default="manual", show_default=True)
+@_host_options
+@_state_option
+@_format_option
+def save(label: str, netns: str | None, tree: Path | None, state_dir: Path, fmt: str) -> int:
+    """Save every restorable setting to a snapshot."""
+    host = make_host(netns, tree, read_only=True)
+    snap = new_snapshot(host, _live_values(host), label, "manual")
+    path = Store(state_dir).save(snap)
+    if fmt == "json":
+        click.echo(json.dumps({"id": snap.id, "path": str(path), "values": len(snap.values)}))
+    else:
+        render.say(f"saved snapshot [bold]{snap.id}[/] ({len(snap.values)} settings) in {path}")
+    return 0
+
+
+@tune.command(name="list")
+@_state_option
+@_format_option
+def list_cmd(state_dir: Path, fmt: str) -> int:
+    """List saved snapshots."""
+    store = Store(state_dir)
+    rows = []
+    last = store.last_baseline()
+    for snap_id in store.ids():
+        try:
+            snap = store.load(snap_id)
+            rows.append({"id": snap.id, "kind": snap.kind, "label": snap.label,
+                         "created": snap.created, "netns": snap.host.get("netns"),
+                         "values": len(snap.values), "last_baseline": snap.id == last})
+        except BadInput as exc:
+            rows.append({"id": snap_id, "kind": "damaged", "label": exc.why, "created": "",
+                         "netns": None, "values": 0, "last_baseline": False})
+    if fmt == "json":
+        click.echo(json.dumps(rows, indent=2))
+    else:
+        render.snapshot_list(rows, store.dir)
+    return 0
+
+
+@tune.command()
+@click.argument("snapshot")
+@_state_option
+@_format_option
+def show(snapshot: str, state_dir: Path, fmt: str) -> int:
+    """Show one snapshot (a name, unique prefix, label, or `last`)."""
+    snap = Store(state_dir).load(snapshot)
+    if fmt == "json":
+        click.echo(json.dumps(snap.as_dict(), indent=2))
+    else:
+        render.snapshot(snap)
+    return 0
+
+
+@tune.command(name="diff")
+@click.argument("a")
+@click.argument("b", required=False)
+@_host_options
+@_state_option
+@_format_option
+def diff_cmd(a: str, b: str | None, netns: str | None, tree: Path | None, state_dir: Path,
+             fmt: str) -> int:
+    """Differences between A and B (default: the live host).
+
+    A and B are snapshot names, snapshot files (another host's) or sysctl.conf files.
+    Exit 0 when equal, 3 when they differ.
+    """
+    store = Store(state_dir)
+    name_a, values_a = load_values(a, store)
+    if b is None:
+        host = make_host(netns, tree, read_only=True)
+        name_b, values_b = host.label, _live_values(host)
+    else:
+        name_b, values_b = load_values(b, store)
+    # a sysctl.conf names only some keys: compare just those
+    partial = a.endswith(".conf") or (b or "").endswith(".conf")
+    diffs = diff(values_a, values_b, only_common=partial)
+    if fmt == "json":
+        click.echo(json.dumps({"a": name_a, "b": name_b, "differences": [
+            {"key": d.key, "a": d.a, "b": d.b} for d in diffs]}, indent=2))
+    else:
+        render.differences(name_a, name_b, diffs)
+    return int(ExitStatus.DRIFT if diffs else ExitStatus.OK)
+
+
+@tune.command(name="restore")
+@click.argument("snapshot", required=False)
+@_host_options
+@_state_option
+@_format_option
+@click.option("--dry-run", is_flag=True, help="Print what would change; write nothing.")
+def restore_cmd(snapshot: str | None, netns: str | None, tree: Path | None, state_dir: Path,
+                fmt: str, dry_run: bool) -> int:
+    """Put back a snapshot's exact values (default: the baseline of the last apply)."""
+    store = Store(state_dir)
+    snap = store.load(snapshot or "last")
+    host = make_host(netns, tree, read_only=dry_run)
+    if (snap.host.get("netns") or None) != (host.netns or None):
+        raise BadInput(
+            f"snapshot {snap.id} was taken in "
+            f"{'netns ' + snap.host['netns'] if snap.host.get('netns') else 'the host namespace'}",
+            f"this run works in {host.label}",
+            "give the matching --netns",
+        )
+    ctx = build_context(host, load_profile("dtn", ()))
+    if dry_run:
+        steps = apply_mod.restore_steps(host, snap, ctx)
+        if fmt == "json":
+            click.echo(json.dumps({"dry_run": True, "snapshot": snap.id,
+                                   "plan": [s.as_dict() for s in steps]}, indent=2))
+        else:
+            render.plan(steps, [], dry_run=True)
+        return 0
+    out = apply_mod.restore(host, snap, store, ctx,
+                            progress=render.step_done if fmt == "table" else None)
+    if fmt == "json":
+        click.echo(json.dumps({"snapshot": snap.id, **out.as_dict()}, indent=2))
+    else:
+        render.outcome(out, f"restore of {snap.id}")
+    return _outcome_status(out)
+
+
+@tune.command()
+@click.argument("snapshot")
+@_state_option
+def delete(snapshot: str, state_dir: Path) -> int:
+    """Delete a snapshot."""
+    snap_id = Store(state_dir).delete(snapshot)
+    render.say(f"deleted snapshot {snap_id}")
+    return 0
+
+
+@tune.command()
+@click.argument("name", required=False)
+@click.option("--profile-dir", type=click.Path(path_type=Path), multiple=True)
+@_format_option
+def profiles(name: str | None, profile_dir: tuple[Path, ...], fmt: str) -> int:
+    """List profiles, or show one after includes are merged."""
+    if name is None:
+        names = shipped_names()
+        if fmt == "json":
+            click.echo(json.dumps(names))
+        else:
+            for n in names:
+                prof = load_profile(n, profile_dir)
+                render.say(f"[bold]{n}[/]: {prof.description}")
+        return 0
+    prof = _profile(name, profile_dir)
+    if fmt == "json":
+        click.echo(json.dumps({
+            "name": prof.name, "description": prof.description, "files": list(prof.files),
+            "params": prof.params,
+            "items": {k: {"group": s.group, "value": s.value, "tiers": s.tiers, "rule": s.rule,
+                          "mode": s.mode, "apply": s.apply, "source": s.source}
+                      for k, s in prof.items.items()}}, indent=2))
+    else:
+        render.profile(prof)
+    return 0

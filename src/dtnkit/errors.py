@@ -1,0 +1,77 @@
+"""Exit codes and the one error shape every command uses.
+
+Every failure a user can meet is a :class:`DtnkitError` carrying three parts: *what* went
+wrong, *why*, and *what next*.  The CLI's single catch site renders it as::
+
+    dtnkit: error: <what>: <why>. Next: <next step>
+
+and exits with the error's :class:`ExitStatus`.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class ExitStatus(enum.IntEnum):
+    """Documented exit codes (see docs/cli.md)."""
+
+    OK = 0
+    ERROR = 1  # generic failure; the message says what
+    USAGE = 2  # bad command line (click's own code)
+    DRIFT = 3  # audit: at least one selected item differs from the profile
+    PARTIAL_APPLY = 4  # apply failed and was rolled back (host is as before)
+    ROLLBACK_FAILED = 5  # apply failed AND rollback could not restore everything
+    NEEDS_ROOT = 6
+    TOOL_MISSING = 7
+    LOCKED = 8  # another dtnkit apply/restore holds the lock
+    BAD_INPUT = 9  # malformed profile, snapshot, sysctl file; unknown interface or group
+    INTERRUPTED = 130
+
+
+class DtnkitError(Exception):
+    """An error with what / why / next, and the exit status it maps to."""
+
+    status: ExitStatus = ExitStatus.ERROR
+
+    def __init__(
+        self, what: str, why: str = "", next_step: str = "", *, status: ExitStatus | None = None
+    ) -> None:
+        super().__init__(what)
+        self.what = what
+        self.why = why
+        self.next_step = next_step
+        if status is not None:
+            self.status = status
+
+    def render(self) -> str:
+        text = f"dtnkit: error: {self.what}"
+        if self.why:
+            text += f": {self.why}"
+        if self.next_step:
+            text += f". Next: {self.next_step}"
+        return text
+
+    def as_dict(self) -> dict[str, str | int]:
+        return {
+            "what": self.what,
+            "why": self.why,
+            "next": self.next_step,
+            "exit_status": int(self.status),
+        }
+
+
+class BadInput(DtnkitError):
+    status = ExitStatus.BAD_INPUT
+
+
+class NeedsRoot(DtnkitError):
+    status = ExitStatus.NEEDS_ROOT
+
+
+class ToolMissing(DtnkitError):
+    status = ExitStatus.TOOL_MISSING
+
+
+class Locked(DtnkitError):
+    status = ExitStatus.LOCKED

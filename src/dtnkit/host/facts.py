@@ -1,0 +1,296 @@
+"""Facts about a host, read through :class:`~dtnkit.host.host.Host` and the pure parsers.
+
+Nothing here writes.  Each function says where its answer came from, so audit can show the
+reason for every automatic decision (speed tier, fq present, namespace scope, ...).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from dtnkit.errors import BadInput, DtnkitError
+from dtnkit.host import parsers
+from dtnkit.host.host import Host
+
+T = TypeVar("T")
+
+AGGREGATE_KINDS = frozenset({"bond", "team", "bridge"})
+STACKED_KINDS = frozenset({"vlan", "macvlan", "ipvlan", "macsec"})
+# links that carry no traffic of their own: not tuned unless named with --iface
+AUXILIARY_KINDS = frozenset({"ifb", "dummy", "nlmon", "sit", "ipip", "ip6tnl", "gre", "gretap",
+                             "ip6gre", "vti", "wireguard", "vxlan", "geneve"})
+
+
+@dataclass(frozen=True)
+class Unavailable:
+    """A value the host cannot give, and why (unsupported op, tool missing, no such file)."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Interface:
+    name: str
+    kind: str | None  # None: a physical NIC (or anything without linkinfo)
+    physical: bool  # has /sys/class/net/IF/device
+    speed_mbps: int | None  # None: the kernel reports no speed (-1, virtio, down, lo)
+    operstate: str
+    mtu: int
+    max_mtu: int | None
+    txqlen: int
+    master: str | None
+    lower: str | None
+    members: tuple[str, ...]
+    numa_node: int | None
+    num_tx_queues: int | None
+
+    @property
+    def loopback(self) -> bool:
+        return self.name == "lo"
+
+    @property
+    def aggregate(self) -> bool:
+        return self.kind in AGGREGATE_KINDS
+
+    @property
+    def stacked(self) -> bool:
+        return self.kind in STACKED_KINDS
+
+
+def interfaces(host: Host) -> dict[str, Interface]:
+    """Every link the host (or namespace) has, keyed by name."""
+    res = host.query(["ip", "-d", "-j", "link", "show"])
+    if res.returncode == 127:
+        raise DtnkitError(
+            "`ip` is not installed", "dtnkit reads links with `ip -d -j link`",
+            "install iproute2",
+        )
+    if not res.ok:
+        raise DtnkitError("cannot list network interfaces", res.message())
+    links = parsers.parse_ip_link_json(res.stdout)
+    members: dict[str, list[str]] = {}
+    for link in links:
+        if link.master:
+            members.setdefault(link.master, []).append(link.name)
+    out: dict[str, Interface] = {}
+    for link in links:
+        base = f"/sys/class/net/{link.name}"
+        speed = _int_or_none(host.read(f"{base}/speed"))
+        if speed is not None and speed <= 0:
+            speed = None
+        numa = _int_or_none(host.read(f"{base}/device/numa_node"))
+        out[link.name] = Interface(
+            name=link.name,
+            kind=link.kind,
+            physical=host.exists(f"{base}/device"),
+            speed_mbps=speed,
+            operstate=link.operstate,
+            mtu=link.mtu,
+            max_mtu=link.max_mtu,
+            txqlen=link.txqlen if link.txqlen is not None else 0,
+            master=link.master,
+            lower=link.lower if link.kind in STACKED_KINDS else None,
+            members=tuple(sorted(members.get(link.name, []))),
+            numa_node=numa if numa is not None and numa >= 0 else None,
+            num_tx_queues=link.num_tx_queues,
+        )
+    return out
+
+
+def leaf_devices(ifaces: dict[str, Interface], name: str) -> list[tuple[str, str]]:
+    """The devices that carry ``name``'s packets, with how they were reached.
+
+    A VLAN resolves to its lower device, a bond or bridge to its members; ethtool settings
+    belong on those, not on the virtual device (fasterdata-tuning.sh bug #15).
+    """
+    seen: set[str] = set()
+    out: list[tuple[str, str]] = []
+
+    def walk(dev: str, path: str) -> None:
+        if dev in seen or dev not in ifaces:
+            return
+        seen.add(dev)
+        iface = ifaces[dev]
+        if iface.aggregate and iface.members:
+            for member in iface.members:
+                walk(member, f"{path} -> member {member}" if path else f"member of {dev}")
+        elif iface.stacked and iface.lower:
+            walk(iface.lower, f"{path} -> lower {iface.lower}" if path else f"under {dev}")
+        else:
+            out.append((dev, path))
+
+    walk(name, "")
+    return out
+
+
+def select_interfaces(
+    ifaces: dict[str, Interface], wanted: list[str] | None
+) -> list[tuple[str, str]]:
+    """Resolve ``--iface`` choices (or all non-loopback links) to leaf devices with reasons."""
+    if wanted:
+        unknown = [w for w in wanted if w not in ifaces]
+        if unknown:
+            raise BadInput(
+                f"unknown interface {', '.join(unknown)}",
+                f"this host has {', '.join(sorted(ifaces)) or 'no interfaces'}",
+                "pick one of those with --iface (or --netns for another namespace)",
+            )
+        roots = wanted
+    else:
+        roots = [n for n, i in sorted(ifaces.items())
+                 if not i.loopback and not i.master and i.kind not in AUXILIARY_KINDS]
+    result: list[tuple[str, str]] = []
+    for name in roots:
+        for dev, path in leaf_devices(ifaces, name):
+            if dev != "lo" and dev not in [d for d, _ in result]:
+                result.append((dev, path))
+    return result
+
+
+def ethtool_read(
+    host: Host,
+    flag: str,
+    iface: str,
+    json_parser: Callable[[str], T],
+    text_parser: Callable[[str], T],
+) -> T | Unavailable:
+    """Run ``ethtool --json FLAG IF``, falling back to text; Unavailable when unsupported."""
+    host.need_tool("ethtool", "ethtool")
+    res = host.query(["ethtool", "--json", flag, iface])
+    if res.ok:
+        try:
+            return json_parser(res.stdout)
+        except parsers.ParseError:
+            pass  # an ethtool whose JSON we do not know: the text is the contract
+    res = host.query(["ethtool", flag, iface])
+    if res.returncode == 127 and "not captured" not in res.stderr:
+        return Unavailable("ethtool is not installed")
+    if not res.ok:
+        return Unavailable(_ethtool_reason(res.stderr or res.stdout))
+    try:
+        return text_parser(res.stdout)
+    except parsers.ParseError as exc:
+        return Unavailable(f"cannot parse `ethtool {flag} {iface}`: {exc}")
+
+
+def _ethtool_reason(text: str) -> str:
+    low = text.lower()
+    if "not supported" in low:
+        return "the driver does not support it"
+    if "no such device" in low:
+        return "no such device"
+    first = text.strip().splitlines()
+    return first[0] if first else "ethtool failed"
+
+
+@dataclass(frozen=True)
+class KernelCaps:
+    qdiscs: dict[str, bool | None]  # kind -> present? None when unknown
+    qdisc_evidence: str
+    cc_available: tuple[str, ...]
+    cc_allowed: tuple[str, ...]
+
+
+def kernel_caps(host: Host) -> KernelCaps:
+    config = host.kernel_config()
+    qdiscs: dict[str, bool | None] = {}
+    evidence = "no kernel config found (/proc/config.gz, /boot/config-*)"
+    for kind, symbol in (("fq", "CONFIG_NET_SCH_FQ"), ("fq_codel", "CONFIG_NET_SCH_FQ_CODEL"),
+                         ("tbf", "CONFIG_NET_SCH_TBF"), ("htb", "CONFIG_NET_SCH_HTB"),
+                         ("netem", "CONFIG_NET_SCH_NETEM")):
+        present: bool | None = None
+        if config is not None:
+            value = config.get(symbol, "n")
+            modular = value == "m" and config.get("CONFIG_MODULES", "n") == "y"
+            present = value == "y" or modular
+            evidence = "kernel config"
+        if host.exists(f"/sys/module/sch_{kind}"):
+            present = True
+        qdiscs[kind] = present
+    avail = (host.read("/proc/sys/net/ipv4/tcp_available_congestion_control") or "").split()
+    allowed = (host.read("/proc/sys/net/ipv4/tcp_allowed_congestion_control") or "").split()
+    return KernelCaps(qdiscs, evidence, tuple(avail), tuple(allowed))
+
+
+@dataclass(frozen=True)
+class Environment:
+    """Where dtnkit runs, and what that means for tuning."""
+
+    initial_netns: bool
+    netns: str | None
+    container: str | None
+    proc_sys_read_only: bool
+    root: bool
+    ram_bytes: int | None
+    notes: tuple[str, ...] = field(default=())
+
+
+def environment(host: Host) -> Environment:
+    notes: list[str] = []
+    initial = True
+    if host.netns:
+        initial = False
+        notes.append(
+            f"working in network namespace {host.netns}: host-global keys (net.core.*mem_*, "
+            "netdev_max_backlog, default_qdisc, CPU) are reported as host-scope and left alone"
+        )
+    elif not host.exists("/proc/sys/net/core/netdev_max_backlog"):
+        initial = False
+        notes.append(
+            "this is not the host's initial network namespace (netdev_max_backlog is absent): "
+            "host-global keys cannot be read or set here; run dtnkit on the host itself"
+        )
+    elif host.is_live:
+        try:
+            if os.readlink("/proc/self/ns/net") != os.readlink("/proc/1/ns/net"):
+                initial = False
+                notes.append("this process is not in PID 1's network namespace")
+        except OSError:
+            pass
+    container = _container(host)
+    if container:
+        notes.append(
+            f"running inside a container ({container}): settings made here may be "
+            "per-container or refused; tune the host itself"
+        )
+    ro = False
+    mounts = host.read("/proc/mounts") if host.is_live else None
+    for line in (mounts or "").splitlines():
+        parts = line.split()
+        if len(parts) >= 4 and parts[1] == "/proc/sys" and "ro" in parts[3].split(","):
+            ro = True
+    if ro:
+        notes.append("/proc/sys is mounted read-only: sysctls can be audited, not applied")
+    meminfo = host.read("/proc/meminfo")
+    ram = parsers.parse_meminfo(meminfo).get("MemTotal") if meminfo else None
+    is_root = (os.geteuid() == 0) if host.is_live else True
+    return Environment(initial, host.netns, container, ro, is_root, ram, tuple(notes))
+
+
+def _container(host: Host) -> str | None:
+    if host.exists("/.dockerenv"):
+        return "docker (/.dockerenv is present)"
+    if host.exists("/run/.containerenv"):
+        return "podman"
+    cgroup = host.read("/proc/1/cgroup") or ""
+    for word in ("kubepods", "docker", "lxc", "containerd", "libpod"):
+        if word in cgroup:
+            return word
+    environ = host.read("/proc/1/environ") if host.is_live else None
+    if environ:
+        for entry in environ.split("\0"):
+            if entry.startswith("container="):
+                return entry.partition("=")[2] or "container"
+    return None
+
+
+def _int_or_none(text: str | None) -> int | None:
+    if text is None:
+        return None
+    try:
+        return int(text.strip())
+    except ValueError:
+        return None

@@ -1,0 +1,338 @@
+"""The one seam between dtnkit and the system it tunes.
+
+Every read of /proc or /sys and every command dtnkit runs goes through a :class:`Host`.  A Host
+has three parts:
+
+* ``root``: where /proc and /sys live (``/`` on a live host, a captured tree in tests);
+* ``runner``: how commands run (subprocess, or replay of captured outputs);
+* ``netns``: a named network namespace to work in (commands are prefixed with
+  ``ip netns exec NAME`` and per-namespace files are read through it).
+
+Reads (:meth:`Host.read`, :meth:`Host.query`) and writes (:meth:`Host.write`,
+:meth:`Host.change`) are separate calls, so a read-only Host (``Host(..., read_only=True)``)
+can prove that audit and ``--dry-run`` write nothing: any write raises.
+"""
+
+from __future__ import annotations
+
+import errno
+import gzip
+import os
+import shutil
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from dtnkit.errors import DtnkitError, ToolMissing
+
+# Paths whose content depends on the network namespace of the reader.
+_NETNS_PATHS = ("/proc/sys/net/", "/sys/class/net/", "/proc/net/")
+
+
+@dataclass(frozen=True)
+class Result:
+    """What a command printed and how it ended."""
+
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+    def message(self) -> str:
+        """The most useful one-line description of a failure."""
+        text = (self.stderr or self.stdout).strip().splitlines()
+        first = text[0] if text else f"exit status {self.returncode}"
+        return f"`{' '.join(self.argv)}` failed: {first}"
+
+
+class Runner(Protocol):
+    def run(self, argv: Sequence[str], *, stdin: str | None = None) -> Result: ...
+
+
+class SubprocessRunner:
+    """Runs commands for real.  A missing binary is exit 127, as a shell reports it."""
+
+    def __init__(self, timeout: float = 60.0) -> None:
+        self.timeout = timeout
+
+    def run(self, argv: Sequence[str], *, stdin: str | None = None) -> Result:
+        argv = tuple(argv)
+        try:
+            proc = subprocess.run(
+                argv,
+                input=stdin,
+                capture_output=True,
+                text=True,
+                timeout=self.timeout,
+                check=False,
+                env={**os.environ, "LC_ALL": "C"},
+            )
+        except FileNotFoundError:
+            return Result(argv, 127, "", f"{argv[0]}: command not found")
+        except subprocess.TimeoutExpired:
+            return Result(argv, 124, "", f"timed out after {self.timeout:.0f} s")
+        return Result(argv, proc.returncode, proc.stdout, proc.stderr)
+
+
+@dataclass
+class Capture:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+class FixtureRunner:
+    """Replays captured command outputs from a tree's ``cmd/`` directory.
+
+    Each ``cmd/*.txt`` file starts with ``$ <argv>``, then optional ``# exit: N`` and
+    ``# stream: stderr`` lines, then the output verbatim.  Commands that change the host
+    (``Host.change``) are recorded in :attr:`changes` and succeed; a small model keeps
+    later reads consistent with them (see :mod:`dtnkit.host.fixture_model`).
+    """
+
+    def __init__(self, cmd_dir: Path) -> None:
+        self.captures: dict[tuple[str, ...], Capture] = {}
+        self.changes: list[tuple[str, ...]] = []
+        if cmd_dir.is_dir():
+            for path in sorted(cmd_dir.glob("*.txt")):
+                argv, capture = self._load(path)
+                self.captures[argv] = capture
+
+    @staticmethod
+    def _load(path: Path) -> tuple[tuple[str, ...], Capture]:
+        lines = path.read_text().split("\n")
+        if not lines or not lines[0].startswith("$ "):
+            raise DtnkitError(
+                f"fixture {path} is malformed",
+                "its first line must be `$ <command>`",
+                "fix the fixture file",
+            )
+        argv = tuple(lines[0][2:].split())
+        code, stream, i = 0, "stdout", 1
+        while i < len(lines) and lines[i].startswith("# "):
+            name, _, value = lines[i][2:].partition(":")
+            if name.strip() == "exit":
+                code = int(value)
+            elif name.strip() == "stream":
+                stream = value.strip()
+            i += 1
+        body = "\n".join(lines[i:])
+        if stream == "stderr":
+            return argv, Capture(code, "", body)
+        return argv, Capture(code, body, "")
+
+    def run(self, argv: Sequence[str], *, stdin: str | None = None) -> Result:
+        key = tuple(argv)
+        capture = self.captures.get(key)
+        if capture is None:
+            return Result(key, 127, "", f"not captured in fixture: {' '.join(key)}")
+        return Result(key, capture.returncode, capture.stdout, capture.stderr)
+
+    def record_change(self, argv: Sequence[str]) -> Result:
+        from dtnkit.host.fixture_model import apply_change
+
+        key = tuple(argv)
+        self.changes.append(key)
+        return apply_change(self, key)
+
+
+class ReadOnlyViolation(DtnkitError):
+    """Raised when a read-only Host is asked to write: a bug, never a user error."""
+
+
+@dataclass
+class WriteRecord:
+    what: str  # a path or a command line
+    value: str
+
+
+@dataclass
+class Host:
+    """Everything dtnkit knows how to touch on one host (or one network namespace)."""
+
+    root: Path = Path("/")
+    netns: str | None = None
+    runner: Runner = field(default_factory=SubprocessRunner)
+    read_only: bool = False
+    writes: list[WriteRecord] = field(default_factory=list)
+    _cache: dict[tuple[str, ...], Result] = field(default_factory=dict, repr=False)
+
+    # ---- construction ---------------------------------------------------------------------
+    @classmethod
+    def live(cls, netns: str | None = None, *, read_only: bool = False) -> Host:
+        return cls(Path("/"), netns=netns, runner=SubprocessRunner(), read_only=read_only)
+
+    @classmethod
+    def from_tree(cls, path: Path, *, read_only: bool = False) -> Host:
+        if not path.is_dir():
+            raise DtnkitError(
+                f"host tree {path} does not exist", "", "give the path of a captured tree"
+            )
+        return cls(path, runner=FixtureRunner(path / "cmd"), read_only=read_only)
+
+    def read_only_view(self) -> Host:
+        """The same host, refusing every write (used by audit and --dry-run)."""
+        return Host(self.root, self.netns, self.runner, read_only=True, _cache=self._cache)
+
+    @property
+    def is_live(self) -> bool:
+        return isinstance(self.runner, SubprocessRunner)
+
+    @property
+    def label(self) -> str:
+        if not self.is_live:
+            return f"tree {self.root}"
+        return f"netns {self.netns}" if self.netns else "host"
+
+    # ---- files ----------------------------------------------------------------------------
+    def _in_netns(self, path: str) -> bool:
+        return self.is_live and self.netns is not None and path.startswith(_NETNS_PATHS)
+
+    def _local(self, path: str) -> Path:
+        return self.root / path.lstrip("/")
+
+    def read(self, path: str) -> str | None:
+        """The content of ``path`` (``/proc/...``), or None when it does not exist."""
+        if self._in_netns(path):
+            res = self.query(["cat", path])
+            return res.stdout if res.ok else None
+        try:
+            return self._local(path).read_text()
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError as exc:
+            if exc.errno in (errno.EINVAL, errno.EOPNOTSUPP, errno.ENODEV):
+                return None  # the kernel lists the file but has no value (e.g. lo's speed)
+            raise DtnkitError(f"cannot read {path}", exc.strerror or str(exc)) from exc
+
+    def exists(self, path: str) -> bool:
+        if self._in_netns(path):
+            return self.query(["test", "-e", path]).ok
+        return self._local(path).exists()
+
+    def writable(self, path: str) -> bool:
+        """Whether the kernel would accept a write (read-only sysctls in a netns are not)."""
+        if self._in_netns(path):
+            return self.query(["test", "-w", path]).ok
+        local = self._local(path)
+        return local.exists() and os.access(local, os.W_OK)
+
+    def listdir(self, path: str) -> list[str]:
+        if self._in_netns(path):
+            res = self.query(["ls", "-1", path])
+            return sorted(res.stdout.split()) if res.ok else []
+        try:
+            return sorted(os.listdir(self._local(path)))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
+    def write(self, path: str, value: str) -> None:
+        """Write ``value`` to ``path``; raises DtnkitError with the kernel's reason."""
+        self._guard(path, value)
+        self.writes.append(WriteRecord(path, value))
+        self._cache.clear()
+        if self._in_netns(path):
+            res = self.runner.run(["ip", "netns", "exec", self.netns or "", "tee", path],
+                                  stdin=value)
+            if not res.ok:
+                raise DtnkitError(f"cannot write {value!r} to {path}", _tee_reason(res.stderr))
+            return
+        local = self._local(path)
+        try:
+            if not self.is_live:
+                local.parent.mkdir(parents=True, exist_ok=True)
+            with open(local, "w") as fh:
+                fh.write(value)
+        except OSError as exc:
+            raise DtnkitError(
+                f"cannot write {value!r} to {path}", exc.strerror or str(exc)
+            ) from exc
+
+    def remove(self, path: str) -> None:
+        self._guard(path, "<remove>")
+        self.writes.append(WriteRecord(path, "<remove>"))
+        self._cache.clear()
+        self._local(path).unlink(missing_ok=True)
+
+    def _guard(self, what: str, value: str) -> None:
+        if self.read_only:
+            raise ReadOnlyViolation(
+                f"internal error: read-only host asked to write {value!r} to {what}",
+                "audit and --dry-run never write",
+                "report this as a dtnkit bug",
+            )
+
+    # ---- commands -------------------------------------------------------------------------
+    def _argv(self, argv: Sequence[str]) -> list[str]:
+        if self.is_live and self.netns:
+            return ["ip", "netns", "exec", self.netns, *argv]
+        return list(argv)
+
+    def query(self, argv: Sequence[str]) -> Result:
+        """Run a command that only reads (cached until the next write or change)."""
+        key = tuple(argv)
+        if key not in self._cache:
+            self._cache[key] = self.runner.run(self._argv(argv))
+        return self._cache[key]
+
+    def refresh(self) -> None:
+        """Forget cached command outputs (the host may have changed behind our back)."""
+        self._cache.clear()
+
+    def change(self, argv: Sequence[str]) -> Result:
+        """Run a command that changes the host."""
+        self._guard(" ".join(argv), "")
+        self.writes.append(WriteRecord(" ".join(argv), ""))
+        self._cache.clear()
+        if isinstance(self.runner, FixtureRunner):
+            return self.runner.record_change(argv)
+        return self.runner.run(self._argv(argv))
+
+    def need_tool(self, name: str, package: str) -> None:
+        """Raise ToolMissing when a binary the command needs is absent."""
+        if self.is_live and shutil.which(name) is None:
+            raise ToolMissing(
+                f"`{name}` is not installed",
+                f"dtnkit reads and sets this through {name}",
+                f"install it (apt-get install {package} / dnf install {package})",
+            )
+
+    # ---- sysctl ---------------------------------------------------------------------------
+    @staticmethod
+    def sysctl_path(key: str) -> str:
+        return "/proc/sys/" + key.replace(".", "/")
+
+    def kernel_config(self) -> dict[str, str] | None:
+        """The kernel's build configuration, when the host exposes it."""
+        raw: str | None = None
+        gz = self._local("/proc/config.gz")
+        if gz.exists():
+            try:
+                raw = gzip.decompress(gz.read_bytes()).decode()
+            except OSError:
+                raw = None
+        if raw is None:
+            release = (self.read("/proc/sys/kernel/osrelease") or "").strip()
+            raw = self.read(f"/boot/config-{release}") if release else None
+        if raw is None:
+            return None
+        config: dict[str, str] = {}
+        for line in raw.splitlines():
+            if line.startswith("CONFIG_") and "=" in line:
+                name, _, value = line.partition("=")
+                config[name] = value
+            elif line.startswith("# CONFIG_") and line.endswith(" is not set"):
+                config[line[2:].split()[0]] = "n"
+        return config
+
+
+def _tee_reason(stderr: str) -> str:
+    # "tee: /proc/sys/...: Invalid argument" -> "Invalid argument"
+    line = stderr.strip().splitlines()[-1] if stderr.strip() else "write failed"
+    return line.rsplit(": ", 1)[-1]

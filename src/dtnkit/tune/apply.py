@@ -1,0 +1,239 @@
+"""Apply and restore as transactions: baseline first, journal every write, undo on failure.
+
+``apply`` saves a baseline snapshot of every restorable setting before its first write (not
+opt-in), writes in a fixed group order, re-reads each value to verify it, and on the first
+failure replays the journal backwards so the host ends exactly as it began.  ``restore``
+uses the same executor.  A lock file stops two runs at once.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dtnkit.errors import BadInput, DtnkitError, Locked, NeedsRoot
+from dtnkit.host.facts import Unavailable
+from dtnkit.host.host import Host
+from dtnkit.tune import persist
+from dtnkit.tune.audit import Audit, Finding, expand
+from dtnkit.tune.profile import GROUPS, KNOWN_KEYS
+from dtnkit.tune.recommend import Context
+from dtnkit.tune.snapshot import Snapshot, Store, capture, new_snapshot, sort_keys
+from dtnkit.tune.tunables import Tunable, tunable_for_key
+
+ON_REQUEST = {"mtu": "link/", "tuned": "tuned/"}
+
+
+@dataclass
+class Step:
+    tunable: Tunable
+    before: Any
+    after: Any
+    group: str = ""
+
+    def describe(self) -> str:
+        t = self.tunable
+        where = f" on {t.device}" if t.device else ""
+        return f"{t.label}{where}: {t.show(self.before)} -> {t.show(self.after)}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"key": self.tunable.key, "group": self.group, "before": self.before,
+                "after": self.after}
+
+
+@dataclass
+class Outcome:
+    """What a transaction did.  ``failed`` is None on success."""
+
+    done: list[Step] = field(default_factory=list)
+    failed: Step | None = None
+    error: DtnkitError | None = None
+    rollback_errors: list[str] = field(default_factory=list)
+    baseline: str | None = None
+    persisted: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.failed is None and self.error is None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "baseline": self.baseline,
+            "applied": [s.as_dict() for s in self.done] if self.ok else [],
+            "failed": self.failed.as_dict() if self.failed else None,
+            "error": self.error.as_dict() if self.error else None,
+            "rolled_back": [s.as_dict() for s in self.done] if not self.ok else [],
+            "rollback_errors": self.rollback_errors,
+            "persisted": self.persisted,
+        }
+
+
+def plan(audit: Audit, on_request: Sequence[str] = ()) -> list[Step]:
+    """Steps for every differing item apply may change, in the fixed group order."""
+    wanted = {ON_REQUEST[name] for name in on_request}
+    steps: list[Step] = []
+    for f in audit.findings:
+        if f.status != "differs" or f.tunable is None or f.apply == "audit-only":
+            continue
+        if f.apply == "on-request" and not any(f.key.startswith(p) for p in wanted):
+            continue
+        steps.append(Step(f.tunable, f.current, f.target, f.group))
+    return steps
+
+
+def skipped_on_request(audit: Audit, on_request: Sequence[str]) -> list[Finding]:
+    wanted = {ON_REQUEST[name] for name in on_request}
+    return [f for f in audit.findings if f.status == "differs" and f.apply == "on-request"
+            and not any(f.key.startswith(p) for p in wanted)]
+
+
+def restorable_tunables(ctx: Context, groups: Sequence[str] = GROUPS) -> list[Tunable]:
+    """Every setting a baseline must hold for the selected devices."""
+    keys = [k for k, g in KNOWN_KEYS.items() if g in groups and not k.startswith("check/")]
+    keys += [k for k, s in ctx.profile.items.items() if s.group in groups and k not in keys
+             and not k.startswith("check/")]
+    probe = Context(ctx.profile, ctx.rtt_ms, ctx.env, ctx.caps, ctx.ifaces, ctx.devices)
+    pairs = expand(probe, [g for g in GROUPS if g in groups and g != "checks"])
+    seen = {t.key for t, _ in pairs}
+    tunables = [t for t, _ in pairs]
+    for key in keys:
+        if "*" not in key and key not in seen:
+            tunables.append(tunable_for_key(key))
+    return tunables
+
+
+def require_root(host: Host, what: str) -> None:
+    if host.is_live and os.geteuid() != 0:
+        raise NeedsRoot(f"{what} needs root",
+                        "it writes /proc/sys and runs ip, tc and ethtool",
+                        "run it with sudo, or use --dry-run to see the plan")
+
+
+@contextmanager
+def lock(state_dir: Path) -> Iterator[None]:
+    state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = state_dir / "tune.lock"
+    fh = open(path, "a+")  # noqa: SIM115 - held for the whole transaction
+    try:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            fh.seek(0)
+            holder = fh.read().strip() or "unknown"
+            raise Locked("another dtnkit apply or restore is running",
+                         f"{path} is held by PID {holder}",
+                         "wait for it to finish, then run again") from exc
+        fh.seek(0)
+        fh.truncate()
+        fh.write(str(os.getpid()))
+        fh.flush()
+        yield
+    finally:
+        fh.close()
+
+
+def execute(host: Host, steps: Sequence[Step], *, progress: Any = None) -> Outcome:
+    """Write each step, verify it by re-reading; on failure undo everything done, newest first."""
+    out = Outcome()
+    for step in steps:
+        try:
+            step.tunable.write(host, step.after)
+            now = step.tunable.read(host)
+            if isinstance(now, Unavailable) or not step.tunable.satisfies(now, step.after,
+                                                                           "exact"):
+                shown = now.reason if isinstance(now, Unavailable) else step.tunable.show(now)
+                raise DtnkitError(
+                    f"verify: failed: '{step.tunable.key}' = '{shown}', expected "
+                    f"'{step.tunable.show(step.after)}'",
+                    "the kernel or driver accepted the write but kept another value",
+                )
+        except DtnkitError as exc:
+            out.failed, out.error = step, exc
+            _undo(host, [*out.done, step], out)
+            return out
+        out.done.append(step)
+        if progress is not None:
+            progress(step)
+    return out
+
+
+def _undo(host: Host, steps: Sequence[Step], out: Outcome) -> None:
+    for step in reversed(steps):
+        try:
+            now = step.tunable.read(host)
+            if not isinstance(now, Unavailable) and step.tunable.satisfies(now, step.before,
+                                                                           "exact"):
+                continue
+            step.tunable.write(host, step.before)
+        except DtnkitError as exc:
+            out.rollback_errors.append(f"{step.tunable.key}: {exc.what}: {exc.why}")
+
+
+def apply(
+    host: Host,
+    audit: Audit,
+    store: Store,
+    *,
+    on_request: Sequence[str] = (),
+    do_persist: bool = False,
+    label: str = "",
+    progress: Any = None,
+) -> Outcome:
+    require_root(host, "dtnkit tune apply")
+    if do_persist and not audit.ctx.env.initial_netns:
+        raise BadInput("--persist cannot be used in a network namespace",
+                       "it writes the host's boot-time configuration",
+                       "apply without --persist, or run on the host itself")
+    steps = plan(audit, on_request)
+    with lock(store.state_dir):
+        values = capture(host, audit.ctx, restorable_tunables(audit.ctx))
+        snap = new_snapshot(host, values, label or f"before apply {audit.profile.name}",
+                            "baseline")
+        if do_persist:
+            snap.files = persist.current_files(host)
+        store.save(snap)
+        store.set_last_baseline(snap.id)
+        out = execute(host, steps, progress=progress)
+        out.baseline = snap.id
+        if out.ok and do_persist:
+            try:
+                out.persisted = persist.write(host, audit, steps)
+            except DtnkitError as exc:
+                out.error = exc
+                _undo(host, out.done, out)
+                persist.restore_files(host, snap.files)
+    return out
+
+
+def restore_steps(host: Host, snap: Snapshot, ctx: Context) -> list[Step]:
+    steps: list[Step] = []
+    for key in sort_keys(list(snap.values)):
+        tunable = tunable_for_key(key)
+        if tunable.scope.value == "host" and not ctx.env.initial_netns:
+            continue
+        want = snap.values[key]
+        now = tunable.read(host)
+        if isinstance(now, Unavailable):
+            continue  # the device is gone: nothing to put back
+        if not tunable.satisfies(now, want, "exact"):
+            steps.append(Step(tunable, now, want, key.split("/", 1)[0]))
+    return steps
+
+
+def restore(
+    host: Host, snap: Snapshot, store: Store, ctx: Context, *, progress: Any = None
+) -> Outcome:
+    require_root(host, "dtnkit tune restore")
+    with lock(store.state_dir):
+        steps = restore_steps(host, snap, ctx)
+        out = execute(host, steps, progress=progress)
+        if out.ok and snap.files:
+            persist.restore_files(host, snap.files)
+            out.persisted = sorted(snap.files)
+    return out

@@ -1,0 +1,229 @@
+"""Audit: current vs recommended for every selected item.  Reads only.
+
+One list of :class:`Finding` feeds the table, the JSON and the apply plan, so no output can
+drop an item the others show (fasterdata-tuning.sh bug #3).
+"""
+
+from __future__ import annotations
+
+import platform
+import socket
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from dtnkit.errors import BadInput
+from dtnkit.host import facts
+from dtnkit.host.facts import Unavailable
+from dtnkit.host.host import Host
+from dtnkit.tune.checks import Ipv6Check, IrqAffinityCheck, IrqbalanceCheck, SmtCheck
+from dtnkit.tune.profile import GROUPS, ItemSpec, Profile
+from dtnkit.tune.recommend import Context, NoWant, recommend
+from dtnkit.tune.tunables import (
+    FeatureTunable,
+    Scope,
+    Tunable,
+    tunable_for_key,
+)
+
+AUDIT_SCHEMA = "dtnkit.audit/1"
+STATUSES = ("ok", "differs", "unsupported", "unknown", "host-scope")
+
+
+@dataclass
+class Finding:
+    group: str
+    key: str
+    label: str
+    scope: str
+    device: str | None
+    current: Any
+    current_text: str
+    recommended: Any
+    recommended_text: str
+    status: str
+    why: str
+    source: str
+    apply: str  # auto | on-request | audit-only
+    mode: str
+    target: Any = None  # what apply would write (raise-only keeps larger parts)
+    tunable: Tunable | None = field(default=None, repr=False)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "group": self.group, "key": self.key, "label": self.label, "scope": self.scope,
+            "device": self.device, "current": self.current, "recommended": self.recommended,
+            "status": self.status, "why": self.why, "source": self.source,
+            "apply": self.apply, "mode": self.mode,
+        }
+
+
+@dataclass
+class Audit:
+    host_label: str
+    profile: Profile
+    ctx: Context
+    findings: list[Finding]
+
+    @property
+    def counts(self) -> dict[str, int]:
+        counts = dict.fromkeys(STATUSES, 0)
+        for f in self.findings:
+            counts[f.status] += 1
+        return counts
+
+    @property
+    def compliant(self) -> bool:
+        return not any(f.status == "differs" for f in self.findings)
+
+    def as_dict(self) -> dict[str, Any]:
+        env = self.ctx.env
+        return {
+            "schema": AUDIT_SCHEMA,
+            "host": self.host_label,
+            "profile": self.profile.name,
+            "rtt_ms": self.ctx.rtt_ms,
+            "environment": {
+                "initial_netns": env.initial_netns, "netns": env.netns,
+                "container": env.container, "proc_sys_read_only": env.proc_sys_read_only,
+                "ram_bytes": env.ram_bytes, "notes": list(env.notes),
+            },
+            "interfaces": [{"device": d, "via": via,
+                            "speed_mbps": self.ctx.ifaces[d].speed_mbps} for d, via in
+                           self.ctx.devices],
+            "decisions": [{"what": d.what, "value": d.value, "why": d.why}
+                          for d in self.ctx.decisions],
+            "compliant": self.compliant,
+            "counts": self.counts,
+            "findings": [f.as_dict() for f in self.findings],
+        }
+
+
+def check_groups(groups: Sequence[str] | None) -> list[str]:
+    if not groups:
+        return list(GROUPS)
+    unknown = [g for g in groups if g not in GROUPS]
+    if unknown:
+        raise BadInput(f"unknown group {', '.join(unknown)}", f"groups: {', '.join(GROUPS)}",
+                       "pick from those with --group")
+    return [g for g in GROUPS if g in groups]
+
+
+def build_context(
+    host: Host,
+    profile: Profile,
+    *,
+    rtt_ms: float = 100.0,
+    ifaces: Sequence[str] | None = None,
+    exact: bool = False,
+    speed_gbit: float | None = None,
+) -> Context:
+    if rtt_ms <= 0 or rtt_ms > 10000:
+        raise BadInput(f"RTT {rtt_ms} ms is out of range", "give the longest RTT in ms (1-10000)",
+                       "e.g. --rtt 150")
+    links = facts.interfaces(host)
+    devices = facts.select_interfaces(links, list(ifaces) if ifaces else None)
+    return Context(
+        profile=profile, rtt_ms=rtt_ms, env=facts.environment(host),
+        caps=facts.kernel_caps(host), ifaces=links, devices=devices, exact=exact,
+        speed_override_mbps=int(speed_gbit * 1000) if speed_gbit else None,
+    )
+
+
+def expand(ctx: Context, groups: Sequence[str]) -> list[tuple[Tunable, ItemSpec]]:
+    """Every (tunable, profile item) pair the selected groups cover on this host."""
+    out: list[tuple[Tunable, ItemSpec]] = []
+    for group in groups:
+        for key, spec in ctx.profile.items.items():
+            if spec.group != group:
+                continue
+            if key.startswith("check/"):
+                out.append((_check(ctx, key), spec))
+            elif "/*/" in key:
+                for dev, _ in ctx.devices:
+                    out.append((tunable_for_key(key.replace("*", dev, 1)), spec))
+            else:
+                out.append((tunable_for_key(key), spec))
+    return out
+
+
+def _check(ctx: Context, key: str) -> Tunable:
+    if key == "check/irq-affinity":
+        return IrqAffinityCheck([ctx.ifaces[d] for d, _ in ctx.devices])
+    if key == "check/irqbalance":
+        return IrqbalanceCheck()
+    if key == "check/smt":
+        return SmtCheck()
+    return Ipv6Check()
+
+
+def evaluate(ctx: Context, host: Host, tunable: Tunable, spec: ItemSpec) -> Finding:
+    current = tunable.read(host)
+    apply = "audit-only" if not tunable.restorable else spec.apply
+    finding = Finding(
+        group=spec.group, key=tunable.key, label=tunable.label, scope=str(tunable.scope),
+        device=tunable.device, current=None, current_text="-", recommended=None,
+        recommended_text="-", status="unknown", why="", source=spec.source, apply=apply,
+        mode=spec.mode, tunable=tunable,
+    )
+    via = dict(ctx.devices).get(tunable.device or "", "")
+    if not isinstance(current, Unavailable):
+        finding.current = current
+        finding.current_text = tunable.show(current)
+    want = recommend(ctx, host, tunable, spec)
+    if not isinstance(want, NoWant):
+        finding.recommended = want.value
+        finding.recommended_text = tunable.show(want.value)
+        finding.mode = want.mode
+    notes = [n for n in (via,) if n]
+    if tunable.scope is Scope.HOST and not ctx.env.initial_netns:
+        finding.status = "host-scope"
+        notes.insert(0, "global to the host: read-only or absent in this namespace; left alone")
+    elif isinstance(current, Unavailable):
+        finding.status = "unsupported"
+        notes.insert(0, current.reason)
+    elif isinstance(want, NoWant):
+        finding.status = want.status
+        notes.insert(0, want.why)
+    elif tunable.satisfies(current, want.value, want.mode):
+        finding.status = "ok"
+        if want.mode == "raise" and not tunable.satisfies(current, want.value, "exact"):
+            notes.insert(0, "already above the recommendation (raise-only: never lowered)")
+        if want.why:
+            notes.append(want.why)
+    else:
+        finding.status = "differs"
+        finding.target = tunable.target(current, want.value, want.mode)
+        if isinstance(tunable, FeatureTunable) and tunable.fixed(host):
+            finding.status = "unsupported"
+            notes.insert(0, "fixed by the driver: cannot be changed")
+        if want.why:
+            notes.append(want.why)
+    finding.why = "; ".join(notes)
+    return finding
+
+
+def run_audit(
+    host: Host,
+    profile: Profile,
+    *,
+    groups: Sequence[str] | None = None,
+    rtt_ms: float = 100.0,
+    ifaces: Sequence[str] | None = None,
+    exact: bool = False,
+    speed_gbit: float | None = None,
+) -> Audit:
+    host = host.read_only_view()
+    chosen = check_groups(groups)
+    ctx = build_context(host, profile, rtt_ms=rtt_ms, ifaces=ifaces, exact=exact,
+                        speed_gbit=speed_gbit)
+    findings = [evaluate(ctx, host, t, spec) for t, spec in expand(ctx, chosen)]
+    return Audit(host_label(host), profile, ctx, findings)
+
+
+def host_label(host: Host) -> str:
+    if not host.is_live:
+        return f"tree:{host.root.name}"
+    name = socket.gethostname() or platform.node()
+    return f"{name} (netns {host.netns})" if host.netns else name
+

@@ -1,0 +1,304 @@
+"""Profiles are data: TOML files with an include chain, merged by a pure function.
+
+Lookup order for a profile name: each user directory (``/etc/dtnkit/profiles`` or
+``--profile-dir``), then the profiles shipped in this package.  A user profile may shadow a
+shipped one of the same name and still ``include`` it: an include never resolves to the file
+that asks for it.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from dtnkit.errors import BadInput
+
+SCHEMA = 1
+USER_PROFILE_DIR = Path("/etc/dtnkit/profiles")
+SPEED_TIERS = (10, 25, 40, 100, 200, 400)
+RULES = ("bdp", "tcp_mem", "hw_max", "fq_pacing")
+ITEM_FIELDS = {
+    "value", "tiers", "rule", "mode", "apply", "source", "requires", "note", "enabled", "group",
+    "min", "default", "floor", "ceiling", "scale", "maxrate_fraction", "min_speed_gbit",
+}
+NUMERIC_FIELDS = ("min", "default", "floor", "ceiling", "scale", "maxrate_fraction",
+                  "min_speed_gbit")
+PARAMS = {"bdp_multiplier", "ram_fraction", "maxrate_fraction", "maxrate_round_mbit"}
+
+# Every key a profile may name, and the group it belongs to.  `sysctl/<other key>` is allowed
+# too when the item names its `group`.
+KNOWN_KEYS: dict[str, str] = {
+    "sysctl/net.core.rmem_max": "buffers",
+    "sysctl/net.core.wmem_max": "buffers",
+    "sysctl/net.core.rmem_default": "buffers",
+    "sysctl/net.core.wmem_default": "buffers",
+    "sysctl/net.ipv4.tcp_rmem": "buffers",
+    "sysctl/net.ipv4.tcp_wmem": "buffers",
+    "sysctl/net.core.optmem_max": "buffers",
+    "sysctl/net.core.netdev_max_backlog": "backlog",
+    "link/*/txqueuelen": "backlog",
+    "sysctl/net.ipv4.tcp_congestion_control": "congestion",
+    "sysctl/net.ipv4.tcp_no_metrics_save": "congestion",
+    "sysctl/net.ipv4.tcp_slow_start_after_idle": "congestion",
+    "sysctl/net.ipv4.tcp_mtu_probing": "congestion",
+    "sysctl/net.core.default_qdisc": "pacing",
+    "qdisc/*/root": "pacing",
+    "ring/*/rx": "rings",
+    "ring/*/tx": "rings",
+    "feature/*/gro": "offloads",
+    "feature/*/gso": "offloads",
+    "feature/*/tso": "offloads",
+    "feature/*/rx": "offloads",
+    "feature/*/tx": "offloads",
+    "feature/*/lro": "offloads",
+    "coalesce/*/adaptive-rx": "nic",
+    "coalesce/*/adaptive-tx": "nic",
+    "pause/*/rx": "nic",
+    "pause/*/tx": "nic",
+    "link/*/mtu": "nic",
+    "cpu/governor": "cpu",
+    "tuned/profile": "cpu",
+    "check/irq-affinity": "checks",
+    "check/irqbalance": "checks",
+    "check/smt": "checks",
+    "check/ipv6": "checks",
+}
+GROUPS = ("buffers", "backlog", "congestion", "pacing", "rings", "offloads", "nic", "cpu", "checks")
+
+
+@dataclass(frozen=True)
+class ItemSpec:
+    """One profile entry after merging: what to recommend for one key, and why."""
+
+    key: str
+    group: str
+    source: str
+    value: Any = None
+    tiers: dict[int, Any] | None = None
+    rule: str | None = None
+    mode: str = "raise"
+    apply: str = "auto"
+    requires: str | None = None
+    note: str = ""
+    numbers: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    description: str
+    params: dict[str, float]
+    items: dict[str, ItemSpec]
+    files: tuple[str, ...]
+
+
+def shipped_dir() -> Path:
+    return Path(str(resources.files("dtnkit.tune") / "profiles"))
+
+
+def shipped_names() -> list[str]:
+    return sorted(p.stem for p in shipped_dir().glob("*.toml"))
+
+
+def load_profile(name_or_path: str, user_dirs: Sequence[Path] = (USER_PROFILE_DIR,)) -> Profile:
+    """Find, parse, include-resolve, merge and validate a profile."""
+    path = _resolve(name_or_path, user_dirs, exclude=())
+    raw, files = _load_chain(path, user_dirs, stack=())
+    name = Path(name_or_path).stem if _is_path(name_or_path) else name_or_path
+    return build_profile(name, raw, files)
+
+
+def _is_path(text: str) -> bool:
+    return "/" in text or text.endswith(".toml")
+
+
+def _resolve(name: str, user_dirs: Sequence[Path], exclude: Sequence[Path]) -> Path:
+    if _is_path(name):
+        path = Path(name)
+        if not path.is_file():
+            raise BadInput(f"profile file {name} does not exist", "", "give an existing .toml")
+        return path.resolve()
+    if not name.replace("-", "").replace("_", "").isalnum():
+        raise BadInput(f"bad profile name {name!r}", "names are letters, digits, - and _",
+                       "use a name such as dtn, or a path to a .toml file")
+    candidates = [d / f"{name}.toml" for d in user_dirs] + [shipped_dir() / f"{name}.toml"]
+    for cand in candidates:
+        if cand.is_file() and cand.resolve() not in exclude:
+            return cand.resolve()
+    known = sorted(set(shipped_names()) | {p.stem for d in user_dirs for p in d.glob("*.toml")})
+    raise BadInput(
+        f"unknown profile {name!r}",
+        f"known profiles: {', '.join(known)}",
+        "pick one of those, or put NAME.toml in /etc/dtnkit/profiles",
+    )
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise BadInput(f"profile {path} is not valid TOML", str(exc), "fix the file") from exc
+    except OSError as exc:
+        raise BadInput(f"cannot read profile {path}", exc.strerror or str(exc)) from exc
+
+
+def _load_chain(
+    path: Path, user_dirs: Sequence[Path], stack: tuple[Path, ...]
+) -> tuple[dict[str, Any], tuple[str, ...]]:
+    if path in stack:
+        chain = " -> ".join(str(p) for p in (*stack, path))
+        raise BadInput("profile include loop", chain, "remove one of the includes")
+    doc = _read_toml(path)
+    _check_top(doc, path)
+    merged: dict[str, Any] = {"params": {}, "tune": {}}
+    files: tuple[str, ...] = ()
+    includes = doc.get("include", [])
+    if isinstance(includes, str):
+        includes = [includes]
+    for inc in includes:
+        inc_path = _resolve(str(inc), user_dirs, exclude=(*stack, path))
+        raw, inc_files = _load_chain(inc_path, user_dirs, (*stack, path))
+        merged = merge(merged, raw)
+        files += inc_files
+    merged = merge(merged, doc)
+    return merged, (*files, str(path))
+
+
+def _check_top(doc: Mapping[str, Any], path: Path) -> None:
+    where = f"profile {path}"
+    schema = doc.get("schema", SCHEMA)
+    if schema != SCHEMA:
+        raise BadInput(f"{where} has schema {schema!r}", f"this dtnkit reads schema {SCHEMA}",
+                       "convert the profile or upgrade dtnkit")
+    unknown = set(doc) - {"schema", "description", "include", "params", "tune"}
+    if unknown:
+        raise BadInput(f"{where} has unknown top-level keys {sorted(unknown)}",
+                       "allowed: schema, description, include, params, tune", "remove them")
+    inc = doc.get("include", [])
+    if not (isinstance(inc, str) or (isinstance(inc, list) and all(isinstance(i, str)
+                                                                     for i in inc))):
+        raise BadInput(f"{where}: include must be a name or a list of names", "", "fix it")
+    params = doc.get("params", {})
+    if not isinstance(params, dict):
+        raise BadInput(f"{where}: [params] must be a table", "", "fix it")
+    for key, value in params.items():
+        if key not in PARAMS:
+            raise BadInput(f"{where}: unknown parameter {key!r}",
+                           f"known: {', '.join(sorted(PARAMS))}", "remove or rename it")
+        if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
+            raise BadInput(f"{where}: parameter {key} must be a non-negative number",
+                           f"got {value!r}", "fix it")
+    tune = doc.get("tune", {})
+    if not isinstance(tune, dict):
+        raise BadInput(f"{where}: [tune] must hold tables", "", "fix it")
+    for key, item in tune.items():
+        if not isinstance(item, dict):
+            raise BadInput(f"{where}: tune.{key!r} must be a table", f"got {item!r}", "fix it")
+        extra = set(item) - ITEM_FIELDS
+        if extra:
+            raise BadInput(f"{where}: tune.{key!r} has unknown fields {sorted(extra)}",
+                           f"allowed: {', '.join(sorted(ITEM_FIELDS))}", "remove them")
+
+
+def merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    """Pure merge of two raw profile documents: the override wins field by field.
+
+    An override that gives any of value / tiers / rule replaces all three of the base's.
+    """
+    out: dict[str, Any] = {
+        "description": override.get("description", base.get("description", "")),
+        "params": {**base.get("params", {}), **override.get("params", {})},
+        "tune": {k: dict(v) for k, v in base.get("tune", {}).items()},
+    }
+    for key, item in override.get("tune", {}).items():
+        current = out["tune"].get(key, {})
+        if {"value", "tiers", "rule"} & set(item):
+            current = {k: v for k, v in current.items() if k not in ("value", "tiers", "rule")}
+        out["tune"][key] = {**current, **item}
+    return out
+
+
+def build_profile(name: str, raw: Mapping[str, Any], files: tuple[str, ...]) -> Profile:
+    items: dict[str, ItemSpec] = {}
+    where = f"profile {name!r}"
+    for key, item in raw.get("tune", {}).items():
+        if item.get("enabled", True) is False:
+            continue
+        group = KNOWN_KEYS.get(key)
+        if group is None:
+            if key.startswith("sysctl/") and isinstance(item.get("group"), str):
+                group = item["group"]
+                if group not in GROUPS:
+                    raise BadInput(f"{where}: {key} names unknown group {group!r}",
+                                   f"groups: {', '.join(GROUPS)}", "fix the group")
+            else:
+                raise BadInput(
+                    f"{where}: unknown key {key!r}",
+                    "known keys are listed in docs/profiles.md; other sysctls need "
+                    "`sysctl/<name>` and a `group`",
+                    "fix the key",
+                )
+        given = [f for f in ("value", "tiers", "rule") if f in item]
+        if len(given) != 1:
+            raise BadInput(f"{where}: {key} needs exactly one of value, tiers, rule",
+                           f"it has {given or 'none'}", "fix the item")
+        if not isinstance(item.get("source"), str) or not item["source"].strip():
+            raise BadInput(f"{where}: {key} has no source", "every value says where it comes from",
+                           "add source = \"...\"")
+        mode = item.get("mode", "raise")
+        if mode not in ("raise", "exact"):
+            raise BadInput(f"{where}: {key} has mode {mode!r}", "modes: raise, exact", "fix it")
+        apply = item.get("apply", "auto")
+        if apply not in ("auto", "on-request"):
+            raise BadInput(f"{where}: {key} has apply {apply!r}", "use auto or on-request",
+                           "fix it")
+        rule = item.get("rule")
+        if rule is not None and rule not in RULES:
+            raise BadInput(f"{where}: {key} has unknown rule {rule!r}",
+                           f"rules: {', '.join(RULES)}", "fix it")
+        tiers = None
+        if "tiers" in item:
+            tiers = _tiers(where, key, item["tiers"])
+        value = item.get("value")
+        if "value" in item and not isinstance(value, str | int | bool):
+            raise BadInput(f"{where}: {key} value must be a string, integer or boolean",
+                           f"got {value!r}", "fix it")
+        numbers: dict[str, float] = {}
+        for fname in NUMERIC_FIELDS:
+            if fname in item:
+                num = item[fname]
+                if not isinstance(num, int | float) or isinstance(num, bool) or num < 0:
+                    raise BadInput(f"{where}: {key}.{fname} must be a non-negative number",
+                                   f"got {num!r}", "fix it")
+                numbers[fname] = float(num)
+        items[key] = ItemSpec(
+            key=key, group=group, source=item["source"], value=value, tiers=tiers, rule=rule,
+            mode=mode, apply=apply, requires=item.get("requires"), note=item.get("note", ""),
+            numbers=numbers,
+        )
+    params = {k: float(v) for k, v in raw.get("params", {}).items()}
+    missing = PARAMS - set(params)
+    if missing:
+        raise BadInput(f"{where} lacks parameters {sorted(missing)}",
+                       "they size buffers and pacing", "add them under [params] or include dtn")
+    return Profile(name, str(raw.get("description", "")), params, items, files)
+
+
+def _tiers(where: str, key: str, raw: Any) -> dict[int, Any]:
+    if not isinstance(raw, dict):
+        raise BadInput(f"{where}: {key}.tiers must be a table", f"got {raw!r}", "fix it")
+    tiers: dict[int, Any] = {}
+    for speed, value in raw.items():
+        try:
+            gbit = int(speed)
+        except ValueError:
+            gbit = -1
+        if gbit not in SPEED_TIERS:
+            raise BadInput(f"{where}: {key} has tier {speed!r}",
+                           f"tiers are {', '.join(map(str, SPEED_TIERS))} (Gbit/s)", "fix it")
+        tiers[gbit] = value
+    return tiers

@@ -1,0 +1,259 @@
+"""Snapshots: versioned JSON documents of every restorable setting, written atomically.
+
+A snapshot's ``values`` map flat keys (``sysctl/net.core.rmem_max``, ``qdisc/eth0/root``) to
+exact values, so restore replays them through the same tunables that read them.  ``files``
+records the content dtnkit's persist files had before (``null``: absent), so restore can put
+them back.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import re
+import socket
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dtnkit.errors import BadInput
+from dtnkit.host import parsers
+from dtnkit.host.facts import Unavailable
+from dtnkit.host.host import Host
+from dtnkit.tune.recommend import Context
+from dtnkit.tune.tunables import Scope, Tunable, tunable_for_key
+
+SCHEMA = "dtnkit.snapshot/1"
+DEFAULT_STATE_DIR = Path("/var/lib/dtnkit")
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+# Order in which kinds of settings are written (and the reverse for undo).
+KIND_ORDER = ("sysctl", "link", "qdisc", "ring", "feature", "coalesce", "pause", "cpu", "tuned")
+
+
+@dataclass
+class Snapshot:
+    id: str
+    label: str
+    kind: str  # manual | baseline
+    created: str
+    host: dict[str, Any]
+    values: dict[str, Any]
+    files: dict[str, str | None] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA, "id": self.id, "label": self.label, "kind": self.kind,
+            "created": self.created, "host": self.host, "values": self.values,
+            "files": self.files,
+        }
+
+    @classmethod
+    def from_dict(cls, doc: Any, origin: str) -> Snapshot:
+        if not isinstance(doc, dict):
+            raise BadInput(f"{origin} is not a dtnkit snapshot", "it is not a JSON object",
+                           "give a file written by `dtnkit tune save`")
+        schema = doc.get("schema")
+        if schema != SCHEMA:
+            raise BadInput(
+                f"{origin} has snapshot schema {schema!r}",
+                f"this dtnkit reads {SCHEMA}",
+                "use the dtnkit version that wrote it, or save a new snapshot",
+            )
+        try:
+            snap = cls(
+                id=str(doc["id"]), label=str(doc.get("label", "")), kind=str(doc["kind"]),
+                created=str(doc["created"]), host=dict(doc.get("host", {})),
+                values=dict(doc["values"]), files=dict(doc.get("files", {})),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise BadInput(f"{origin} is a damaged snapshot", f"missing or bad field {exc}",
+                           "delete it, or restore from another snapshot") from exc
+        for key in snap.values:
+            tunable_for_key(key)  # raises on a key no tunable knows
+        return snap
+
+
+def capture(host: Host, ctx: Context, tunables: Sequence[Tunable]) -> dict[str, Any]:
+    """Current values of every restorable tunable that this host (or namespace) lets us set."""
+    values: dict[str, Any] = {}
+    for tunable in tunables:
+        if not tunable.restorable:
+            continue
+        if tunable.scope is Scope.HOST and not ctx.env.initial_netns:
+            continue
+        value = tunable.read(host)
+        if not isinstance(value, Unavailable):
+            values[tunable.key] = value
+    return dict(sorted(values.items(), key=lambda kv: _order(kv[0])))
+
+
+def _order(key: str) -> tuple[int, str]:
+    kind = key.split("/", 1)[0]
+    return (KIND_ORDER.index(kind) if kind in KIND_ORDER else len(KIND_ORDER), key)
+
+
+def sort_keys(keys: Sequence[str]) -> list[str]:
+    return sorted(keys, key=_order)
+
+
+def new_snapshot(host: Host, values: dict[str, Any], label: str, kind: str) -> Snapshot:
+    now = dt.datetime.now(dt.UTC)
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", label).strip("-")[:40] or kind
+    return Snapshot(
+        id=f"{now:%Y%m%dT%H%M%S}Z-{slug}", label=label, kind=kind,
+        created=now.isoformat(timespec="seconds"),
+        host={"hostname": socket.gethostname(), "netns": host.netns,
+              "root": str(host.root), "kernel": (host.read("/proc/sys/kernel/osrelease")
+                                                 or "").strip()},
+        values=values,
+    )
+
+
+class Store:
+    """Snapshots in a directory, one JSON file each, plus a pointer to the last baseline."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.dir = state_dir / "snapshots"
+        self.state_dir = state_dir
+
+    def _path(self, snap_id: str) -> Path:
+        if not _ID.match(snap_id):
+            raise BadInput(f"bad snapshot name {snap_id!r}",
+                           "names are letters, digits, '.', '_' and '-'",
+                           "see `dtnkit tune list`")
+        return self.dir / f"{snap_id}.json"
+
+    def save(self, snap: Snapshot) -> Path:
+        self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        base = snap.id
+        n = 1
+        while self._path(snap.id).exists():
+            n += 1
+            snap.id = f"{base}-{n}"
+        path = self._path(snap.id)
+        _atomic_write(path, json.dumps(snap.as_dict(), indent=2, sort_keys=False) + "\n")
+        return path
+
+    def ids(self) -> list[str]:
+        if not self.dir.is_dir():
+            return []
+        return sorted(p.stem for p in self.dir.glob("*.json"))
+
+    def load(self, name: str) -> Snapshot:
+        snap_id = self.resolve(name)
+        path = self._path(snap_id)
+        return load_file(path)
+
+    def resolve(self, name: str) -> str:
+        """An exact id, a unique prefix or label, or ``last`` for the last baseline."""
+        if name in ("last", "baseline"):
+            last = self.last_baseline()
+            if last is None:
+                raise BadInput("no baseline has been saved yet",
+                               "`dtnkit tune apply` saves one before its first write",
+                               "give a snapshot name (see `dtnkit tune list`)")
+            return last
+        self._path(name)  # validates the characters
+        ids = self.ids()
+        if name in ids:
+            return name
+        matches = [i for i in ids if i.startswith(name) or i.endswith(f"-{name}")]
+        if len(matches) == 1:
+            return matches[0]
+        if not matches:
+            raise BadInput(f"no snapshot {name!r}", f"{len(ids)} snapshots in {self.dir}",
+                           "see `dtnkit tune list`")
+        raise BadInput(f"snapshot name {name!r} is ambiguous", f"it matches {', '.join(matches)}",
+                       "give more of the name")
+
+    def delete(self, name: str) -> str:
+        snap_id = self.resolve(name)
+        self._path(snap_id).unlink()
+        if self.last_baseline() == snap_id:
+            (self.state_dir / "last-baseline").unlink(missing_ok=True)
+        return snap_id
+
+    def last_baseline(self) -> str | None:
+        pointer = self.state_dir / "last-baseline"
+        if not pointer.is_file():
+            return None
+        snap_id = pointer.read_text().strip()
+        return snap_id if snap_id in self.ids() else None
+
+    def set_last_baseline(self, snap_id: str) -> None:
+        self.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        _atomic_write(self.state_dir / "last-baseline", snap_id + "\n")
+
+
+def load_file(path: Path) -> Snapshot:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise BadInput(f"cannot read snapshot {path}", exc.strerror or str(exc),
+                       "check the name with `dtnkit tune list`") from exc
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BadInput(f"snapshot {path} is corrupt", f"invalid JSON: {exc}",
+                       "delete it, or restore from another snapshot") from exc
+    return Snapshot.from_dict(doc, f"snapshot {path}")
+
+
+def load_values(source: str, store: Store) -> tuple[str, dict[str, Any]]:
+    """Values from a snapshot name, a snapshot file, or a sysctl.conf-style file."""
+    path = Path(source)
+    if "/" in source or path.suffix in (".json", ".conf"):
+        if not path.is_file():
+            raise BadInput(f"{source} does not exist", "", "give a snapshot name or a file path")
+        text = path.read_text(errors="replace")
+        if text.lstrip().startswith("{"):
+            snap = load_file(path)
+            return snap.id, snap.values
+        try:
+            conf = parsers.parse_sysctl_conf(text)
+        except parsers.ParseError as exc:
+            raise BadInput(f"{source} is neither a snapshot nor a sysctl file", str(exc),
+                           "give a snapshot JSON or a sysctl.conf") from exc
+        return str(path), {f"sysctl/{k}": v for k, v in conf.items()}
+    snap = store.load(source)
+    return snap.id, snap.values
+
+
+@dataclass(frozen=True)
+class Difference:
+    key: str
+    a: Any
+    b: Any
+
+
+def diff(a: dict[str, Any], b: dict[str, Any], *, only_common: bool = False) -> list[Difference]:
+    """Pure: keys whose values differ (sysctl whitespace normalised); missing keys as None."""
+    keys = set(a) & set(b) if only_common else set(a) | set(b)
+    out: list[Difference] = []
+    for key in sort_keys(list(keys)):
+        va, vb = a.get(key), b.get(key)
+        if va is not None and vb is not None:
+            tunable = tunable_for_key(key)
+            if tunable.satisfies(va, vb, "exact"):
+                continue
+        elif va is None and vb is None:
+            continue
+        out.append(Difference(key, va, vb))
+    return out
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,103 @@
+"""Shared fixtures: real network namespaces (root only) and captured host trees."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent
+HOSTS = HERE / "fixtures" / "hosts"
+
+
+def _can_netns() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root to create network namespaces"
+    if shutil.which("ip") is None:
+        return "needs iproute2 (ip)"
+    return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    reason = _can_netns()
+    no_ethtool = shutil.which("ethtool") is None
+    for item in items:
+        if reason and ("needs_root" in item.keywords or "needs_netns" in item.keywords):
+            item.add_marker(pytest.mark.skip(reason=reason))
+        if no_ethtool and "needs_ethtool" in item.keywords:
+            item.add_marker(pytest.mark.skip(reason="needs the ethtool binary"))
+
+
+def sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, capture_output=True, text=True, check=check)
+
+
+class Netns:
+    """A throw-away namespace `dk…` holding a veth pair dkv0 <-> dkv1, both up."""
+
+    def __init__(self) -> None:
+        self.name = f"dkt{uuid.uuid4().hex[:8]}"
+        self.devices = ("dkv0", "dkv1")
+
+    def create(self) -> None:
+        sh("ip", "netns", "add", self.name)
+        sh("ip", "-n", self.name, "link", "add", "dkv0", "type", "veth", "peer", "name", "dkv1")
+        for dev in self.devices:
+            sh("ip", "-n", self.name, "link", "set", dev, "up")
+
+    def delete(self) -> None:
+        sh("ip", "netns", "del", self.name, check=False)
+
+    def run(self, *argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return sh("ip", "netns", "exec", self.name, *argv, check=check)
+
+    def sysctl(self, key: str) -> str:
+        return self.run("cat", "/proc/sys/" + key.replace(".", "/")).stdout.strip()
+
+    def set_sysctl(self, key: str, value: str) -> None:
+        self.run("sh", "-c", f"echo '{value}' > /proc/sys/{key.replace('.', '/')}")
+
+    def state(self) -> dict[str, str]:
+        """Everything observable that tuning may touch, as raw tool output."""
+        out: dict[str, str] = {}
+        for sub in ("ipv4", "core"):
+            listing = self.run("sh", "-c", f"grep -r . /proc/sys/net/{sub} 2>/dev/null",
+                               check=False).stdout
+            out[f"sysctl-{sub}"] = "\n".join(sorted(
+                line for line in listing.splitlines() if "/conf/" not in line
+                and "/neigh/" not in line and "tcp_fastopen_key" not in line))
+        for dev in self.devices:
+            out[f"link-{dev}"] = self.run("cat", f"/sys/class/net/{dev}/mtu",
+                                          f"/sys/class/net/{dev}/tx_queue_len").stdout
+            out[f"tc-{dev}"] = sh("tc", "-n", self.name, "-j", "qdisc", "show", "dev", dev).stdout
+            out[f"k-{dev}"] = self.run("ethtool", "-k", dev, check=False).stdout
+        return out
+
+
+@pytest.fixture
+def netns() -> Iterator[Netns]:
+    ns = Netns()
+    try:
+        ns.create()
+        yield ns
+    finally:
+        ns.delete()
+
+
+@pytest.fixture
+def state_dir(tmp_path: Path) -> Path:
+    return tmp_path / "state"
+
+
+@pytest.fixture
+def tree(tmp_path: Path, request: pytest.FixtureRequest) -> Path:
+    """A writable copy of a captured host tree: use with indirect parametrize or tree_copy."""
+    name = getattr(request, "param", "dtn-a")
+    dst = tmp_path / name
+    shutil.copytree(HOSTS / name, dst, symlinks=True)
+    return dst
