@@ -96,7 +96,8 @@ class FixtureRunner:
     later reads consistent with them (see :mod:`dtnkit.host.fixture_model`).
     """
 
-    def __init__(self, cmd_dir: Path) -> None:
+    def __init__(self, cmd_dir: Path, root: Path | None = None) -> None:
+        self.root = root
         self.captures: dict[tuple[str, ...], Capture] = {}
         self.changes: list[tuple[str, ...]] = []
         if cmd_dir.is_dir():
@@ -174,7 +175,7 @@ class Host:
             raise DtnkitError(
                 f"host tree {path} does not exist", "", "give the path of a captured tree"
             )
-        return cls(path, runner=FixtureRunner(path / "cmd"), read_only=read_only)
+        return cls(path, runner=FixtureRunner(path / "cmd", path), read_only=read_only)
 
     def read_only_view(self) -> Host:
         """The same host, refusing every write (used by audit and --dry-run)."""

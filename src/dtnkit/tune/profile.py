@@ -129,6 +129,10 @@ def _resolve(name: str, user_dirs: Sequence[Path], exclude: Sequence[Path]) -> P
     for cand in candidates:
         if cand.is_file() and cand.resolve() not in exclude:
             return cand.resolve()
+    looped = [str(c) for c in candidates if c.is_file()]
+    if looped:
+        raise BadInput(f"profile include loop at {name!r}",
+                       f"{', '.join(looped)} already includes it", "remove one of the includes")
     known = sorted(set(shipped_names()) | {p.stem for d in user_dirs for p in d.glob("*.toml")})
     raise BadInput(
         f"unknown profile {name!r}",
