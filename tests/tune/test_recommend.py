@@ -58,9 +58,9 @@ def test_100g_at_100ms_clamps_at_the_esnet_limits() -> None:
 
 def test_10g_buffers_follow_the_bandwidth_delay_product() -> None:
     c = ctx(iface("eth0", 10_000))
-    # 10 Gbit/s x 100 ms = 119 MiB; x2 -> 256 MiB (next power of two); rmem_max x2 again
-    assert value(c, "sysctl/net.ipv4.tcp_rmem") == "4096 131072 268435456"
-    assert value(c, "sysctl/net.core.rmem_max") == 536870912
+    # 10 Gbit/s x 100 ms = 119 MiB -> 128 MiB (next power of two); rmem_max x2
+    assert value(c, "sysctl/net.ipv4.tcp_rmem") == "4096 131072 134217728"
+    assert value(c, "sysctl/net.core.rmem_max") == 268435456
     short = ctx(iface("eth0", 10_000), rtt=10.0)
     assert value(short, "sysctl/net.ipv4.tcp_rmem") == "4096 131072 33554432"  # the floor
 
@@ -132,6 +132,10 @@ def test_bbr_missing_names_what_to_install() -> None:
     assert "kernel-modules-extra" in w.why
     ok = want(ctx(iface("eth0", 10_000)), "sysctl/net.ipv4.tcp_congestion_control")
     assert isinstance(ok, Want) and "version unknown" in ok.why
+    loadable = ctx(iface("eth0", 10_000), cc=("reno", "cubic"))
+    loadable.caps = KernelCaps({"fq": True}, "test", ("reno", "cubic"), ("reno", "cubic"), ("bbr",))
+    w = want(loadable, "sysctl/net.ipv4.tcp_congestion_control")
+    assert isinstance(w, Want) and "setting the sysctl loads it" in w.why
 
 
 def test_mtu_only_where_the_nic_supports_it() -> None:

@@ -17,6 +17,8 @@ from dtnkit.host.host import Host
 
 T = TypeVar("T")
 
+JSON_TRUSTED = frozenset({"-g", "-k"})
+
 AGGREGATE_KINDS = frozenset({"bond", "team", "bridge"})
 STACKED_KINDS = frozenset({"vlan", "macvlan", "ipvlan", "macsec"})
 # links that carry no traffic of their own: not tuned unless named with --iface
@@ -157,14 +159,21 @@ def ethtool_read(
     json_parser: Callable[[str], T],
     text_parser: Callable[[str], T],
 ) -> T | Unavailable:
-    """Run ``ethtool --json FLAG IF``, falling back to text; Unavailable when unsupported."""
+    """Run ``ethtool --json FLAG IF``, falling back to text; Unavailable when unsupported.
+
+    Only ``-g`` and ``-k`` try JSON first.  ``-a`` and ``-c`` read text: ethtool 6.1's
+    ``--json -a`` prints ``true`` for every pause field whatever the state (fixed in 6.2), and
+    ``--json -c`` from 6.2 to at least 6.11 prints adaptive and CQE settings under the same
+    keys.  The text of both has been stable for years.
+    """
     host.need_tool("ethtool", "ethtool")
-    res = host.query(["ethtool", "--json", flag, iface])
-    if res.ok:
-        try:
-            return json_parser(res.stdout)
-        except parsers.ParseError:
-            pass  # an ethtool whose JSON we do not know: the text is the contract
+    if flag in JSON_TRUSTED:
+        res = host.query(["ethtool", "--json", flag, iface])
+        if res.ok:
+            try:
+                return json_parser(res.stdout)
+            except parsers.ParseError:
+                pass  # an ethtool whose JSON we do not know: the text is the contract
     res = host.query(["ethtool", flag, iface])
     if res.returncode == 127 and "not captured" not in res.stderr:
         return Unavailable("ethtool is not installed")
@@ -192,6 +201,7 @@ class KernelCaps:
     qdisc_evidence: str
     cc_available: tuple[str, ...]
     cc_allowed: tuple[str, ...]
+    cc_modules: tuple[str, ...] = ()  # built as modules, not loaded yet: a write loads them
 
 
 def kernel_caps(host: Host) -> KernelCaps:
@@ -212,7 +222,12 @@ def kernel_caps(host: Host) -> KernelCaps:
         qdiscs[kind] = present
     avail = (host.read("/proc/sys/net/ipv4/tcp_available_congestion_control") or "").split()
     allowed = (host.read("/proc/sys/net/ipv4/tcp_allowed_congestion_control") or "").split()
-    return KernelCaps(qdiscs, evidence, tuple(avail), tuple(allowed))
+    modules: list[str] = []
+    if config is not None and config.get("CONFIG_MODULES") == "y":
+        prefix = "CONFIG_TCP_CONG_"
+        modules = sorted(name[len(prefix):].lower() for name, value in config.items()
+                         if name.startswith(prefix) and value == "m")
+    return KernelCaps(qdiscs, evidence, tuple(avail), tuple(allowed), tuple(modules))
 
 
 @dataclass(frozen=True)

@@ -180,17 +180,21 @@ def _literal(
     value = spec.value
     why = ""
     if tunable.key == "sysctl/net.ipv4.tcp_congestion_control":
-        if value not in ctx.caps.cc_available:
+        if value not in ctx.caps.cc_available and value in ctx.caps.cc_modules:
+            why = (f"{value} is a kernel module not loaded yet (tcp_{value}); setting the sysctl "
+                   "loads it")
+        elif value not in ctx.caps.cc_available:
             return NoWant("unsupported", (
                 f"{value} is not offered by this kernel (available: "
                 f"{' '.join(ctx.caps.cc_available) or 'none'}); load tcp_{value} "
-                "(EL: kernel-modules-extra)"))
-        if not ctx.env.initial_netns and value not in ctx.caps.cc_allowed:
+                "(modprobe; EL: kernel-modules-extra)"))
+        elif not ctx.env.initial_netns and value not in ctx.caps.cc_allowed:
             return NoWant("unsupported", (
                 f"{value} is not in tcp_allowed_congestion_control "
                 f"({' '.join(ctx.caps.cc_allowed)}), so this namespace cannot choose it"))
         if value == "bbr":
-            why = "bbr available (version unknown: v1 and v3 both register as 'bbr')"
+            why = "; ".join(w for w in (why, "bbr version unknown: v1 and v3 both register as "
+                                             "'bbr'") if w)
     if isinstance(tunable, LinkTunable) and tunable.attr == "mtu":
         iface = ctx.ifaces.get(str(tunable.device))
         if iface and iface.max_mtu is not None and iface.max_mtu < int(value):
@@ -251,6 +255,9 @@ def _rule(
             rate = int(math.ceil(speed * 1e6 * fraction / step) * step)
             why = f"fq maxrate {fraction:g} x {speed / 1000:g} Gbit/s"
         queues = iface.num_tx_queues if iface and iface.num_tx_queues else 1
+        current = tunable.read(host)
+        if isinstance(current, dict) and current.get("kind") == "mq" and current["children"]:
+            queues = len(current["children"])  # the queues the kernel shows under mq now
         want: dict[str, Any] = {"maxrate_bps": rate, "mq": queues > 1, "queues": queues}
         if queues > 1:
             why += f"; mq kept with fq on each of {queues} queues"

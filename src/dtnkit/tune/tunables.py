@@ -138,9 +138,6 @@ class LinkTunable(Tunable):
 
 
 # ---- qdisc -----------------------------------------------------------------------------------
-DEFAULT_QDISCS = frozenset({"noqueue", "pfifo_fast"})
-
-
 def _qdisc_args(kind: str, options: dict[str, Any]) -> list[str]:
     """tc arguments that recreate a qdisc from its `tc -j` options."""
     args: list[str] = []
@@ -193,28 +190,25 @@ class QdiscTunable(Tunable):
         if not roots:
             return Unavailable(f"no root qdisc on {self.device}")
         root = roots[0]
+        major = _major(root.handle)
         children = [
             {"kind": q.kind, "handle": q.handle, "parent": q.parent, "options": q.options}
             for q in qdiscs
-            if not q.root and q.parent and q.parent.split(":")[0] + ":" == root.handle
+            if not q.root and q.parent and _major(q.parent) == major
         ]
         return {"kind": root.kind, "handle": root.handle, "options": root.options,
                 "children": children}
 
     @staticmethod
     def is_default(value: dict[str, Any]) -> bool:
-        if value["kind"] in DEFAULT_QDISCS:
-            return True
-        return value["kind"] == "mq" and all(
-            c["kind"] in DEFAULT_QDISCS for c in value.get("children", []))
+        """Attached by the kernel (handle 0:): deleting the root brings it back."""
+        return _major(str(value.get("handle", ""))) == "0"
 
     def satisfies(self, current: Value, want: Value, mode: str) -> bool:
         if not isinstance(current, dict) or not isinstance(want, dict):
             return False
         if "maxrate_bps" in want:  # a pacing recommendation
             return _pacing_matches(current, want)
-        if self.is_default(current) and self.is_default(want):
-            return True
         return _strip_handles(current) == _strip_handles(want)
 
     def show(self, value: Value) -> str:
@@ -242,16 +236,16 @@ class QdiscTunable(Tunable):
                 raise DtnkitError(f"cannot reset the root qdisc of {dev}", res.message())
             return
         kind, handle = value["kind"], value.get("handle", "")
-        root = ["tc", "qdisc", "replace", "dev", dev, "root"]
-        if handle and handle != "0:":
-            root += ["handle", handle]
+        root = ["tc", "qdisc", "replace", "dev", dev, "root", "handle", handle or "1:"]
         res = host.change([*root, kind, *_qdisc_args(kind, value.get("options", {}))])
         if not res.ok:
             raise DtnkitError(f"cannot set the root qdisc of {dev} to {kind}", res.message())
+        major = _major(handle) if handle else "1"
         for child in value.get("children", []):
-            if child["kind"] in DEFAULT_QDISCS:
+            if child["kind"] == "noqueue":
                 continue
-            res = host.change(["tc", "qdisc", "replace", "dev", dev, "parent", child["parent"],
+            parent = f"{major}:{_minor(child['parent'])}"
+            res = host.change(["tc", "qdisc", "replace", "dev", dev, "parent", parent,
                                child["kind"], *_qdisc_args(child["kind"], child["options"])])
             if not res.ok:
                 raise DtnkitError(f"cannot set qdisc {child['kind']} under {child['parent']} "
@@ -277,11 +271,22 @@ class QdiscTunable(Tunable):
                 raise DtnkitError(f"cannot set fq on {dev}", res.message())
 
 
+def _major(handle: str) -> str:
+    """The major number of a tc handle or parent: "8001:" -> "8001", ":20" and "0:" -> "0"."""
+    major = handle.split(":", 1)[0]
+    return major or "0"
+
+
+def _minor(parent: str) -> str:
+    return parent.split(":", 1)[1] if ":" in parent else parent
+
+
 def _strip_handles(value: dict[str, Any]) -> dict[str, Any]:
-    keep = ("kind", "options")
+    """A qdisc tree without the handles the kernel picks (children keyed by queue)."""
     return {
-        **{k: value.get(k) for k in keep},
-        "children": sorted((c["parent"], c["kind"], sorted(c["options"].items(), key=str))
+        "kind": value.get("kind"), "options": value.get("options"),
+        "children": sorted((_minor(c["parent"]), c["kind"], sorted(c["options"].items(),
+                                                                    key=str))
                            for c in value.get("children", [])),
     }
 

@@ -1,0 +1,5 @@
+"""`python -m dtnkit` runs the command line."""
+
+from dtnkit.cli.main import entry
+
+entry()
