@@ -185,12 +185,12 @@ def test_save_diff_list_show_delete_round_trip(
                          "--format", "json")
     assert code == ExitStatus.DRIFT
     assert out["differences"] == [{"key": "sysctl/net.ipv4.tcp_slow_start_after_idle",
-                                   "a": "1", "b": "0"}]
+                                   "a": 1, "b": 0}]
 
     code, listing = run_json(capsys, "tune", "list", *sd, "--format", "json")
     assert [r["id"] for r in listing] == [saved["id"]]
     code, shown = run_json(capsys, "tune", "show", "pre", *sd, "--format", "json")
-    assert shown["values"]["sysctl/net.ipv4.tcp_slow_start_after_idle"] == "1"
+    assert shown["values"]["sysctl/net.ipv4.tcp_slow_start_after_idle"] == 1
 
     code, out = run_json(capsys, "tune", "restore", "pre", "--netns", netns.name, *sd,
                          "--format", "json")

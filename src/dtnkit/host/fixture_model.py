@@ -57,6 +57,7 @@ def _ethtool(runner: FixtureRunner, flag: str, dev: str, pairs: list[tuple[str, 
                 return False
             text = new
         cap.stdout = text
+        cap.save(key)
         changed = True
     return changed
 

@@ -85,6 +85,20 @@ class Capture:
     returncode: int
     stdout: str
     stderr: str
+    path: Path | None = None
+
+    def save(self, argv: tuple[str, ...]) -> None:
+        """Write the capture back to its file (the tree then stays changed for later runs)."""
+        if self.path is None:
+            return
+        head = [f"$ {' '.join(argv)}"]
+        if self.returncode:
+            head.append(f"# exit: {self.returncode}")
+        body = self.stdout
+        if self.stderr and not self.stdout:
+            head.append("# stream: stderr")
+            body = self.stderr
+        self.path.write_text("\n".join(head) + "\n" + body)
 
 
 class FixtureRunner:
@@ -125,8 +139,8 @@ class FixtureRunner:
             i += 1
         body = "\n".join(lines[i:])
         if stream == "stderr":
-            return argv, Capture(code, "", body)
-        return argv, Capture(code, body, "")
+            return argv, Capture(code, "", body, path)
+        return argv, Capture(code, body, "", path)
 
     def run(self, argv: Sequence[str], *, stdin: str | None = None) -> Result:
         key = tuple(argv)
@@ -245,6 +259,8 @@ class Host:
                 raise DtnkitError(f"cannot write {value!r} to {path}", _tee_reason(res.stderr))
             return
         local = self._local(path)
+        if not self.is_live and path.startswith(("/proc/", "/sys/")):
+            value = _as_kernel_prints(path, value)
         try:
             if not self.is_live:
                 local.parent.mkdir(parents=True, exist_ok=True)
@@ -331,6 +347,13 @@ class Host:
             elif line.startswith("# CONFIG_") and line.endswith(" is not set"):
                 config[line[2:].split()[0]] = "n"
         return config
+
+
+def _as_kernel_prints(path: str, value: str) -> str:
+    """What the kernel would print back after a write (for captured trees)."""
+    if path.startswith("/proc/sys/"):
+        value = "\t".join(value.split())
+    return value.rstrip("\n") + "\n"
 
 
 def _tee_reason(stderr: str) -> str:

@@ -81,6 +81,14 @@ def _ints(value: Value) -> list[int] | None:
     return None
 
 
+def _typed(text: str) -> Value:
+    """A single integer as an int (typed JSON), anything else as normalised text."""
+    try:
+        return int(text)
+    except ValueError:
+        return text
+
+
 class SysctlTunable(Tunable):
     kind = "sysctl"
 
@@ -94,7 +102,7 @@ class SysctlTunable(Tunable):
         text = host.read(self.path)
         if text is None:
             return Unavailable(f"{self.path} does not exist on this kernel")
-        return parsers.normalize_sysctl(text)
+        return _typed(parsers.normalize_sysctl(text))
 
     def write(self, host: Host, value: Value) -> None:
         host.write(self.path, str(value))
@@ -110,8 +118,8 @@ class SysctlTunable(Tunable):
     def target(self, current: Value, want: Value, mode: str) -> Value:
         cur, wnt = _ints(current), _ints(want)
         if mode == "raise" and cur is not None and wnt is not None and len(cur) == len(wnt):
-            return " ".join(str(max(c, w)) for c, w in zip(cur, wnt, strict=True))
-        return parsers.normalize_sysctl(str(want))
+            return _typed(" ".join(str(max(c, w)) for c, w in zip(cur, wnt, strict=True)))
+        return _typed(parsers.normalize_sysctl(str(want)))
 
 
 # ---- link attributes -------------------------------------------------------------------------
