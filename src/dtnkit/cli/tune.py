@@ -11,7 +11,6 @@ from typing import Any
 
 import click
 
-from dtnkit.cli import render
 from dtnkit.errors import BadInput, ExitStatus
 from dtnkit.host.host import Host
 from dtnkit.tune import apply as apply_mod
@@ -25,6 +24,14 @@ from dtnkit.tune.snapshot import (
     load_values,
     new_snapshot,
 )
+
+
+def _render() -> Any:
+    """The table renderer, imported only when a person reads the output (rich is slow to load)."""
+    from dtnkit.cli import render
+
+    return render
+
 
 _NETNS = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
@@ -124,7 +131,7 @@ def audit(profile: str, profile_dir: tuple[Path, ...], groups: tuple[str, ...],
     if fmt == "json":
         click.echo(json.dumps(result.as_dict(), indent=2))
     else:
-        render.audit_table(result)
+        _render().audit_table(result)
     return int(ExitStatus.OK if result.compliant else ExitStatus.DRIFT)
 
 
@@ -160,26 +167,26 @@ def apply_cmd(profile: str, profile_dir: tuple[Path, ...], groups: tuple[str, ..
             click.echo(json.dumps({"dry_run": True, "plan": [s.as_dict() for s in steps],
                                    "skipped_on_request": [f.key for f in skipped]}, indent=2))
         else:
-            render.plan(steps, skipped, dry_run=True)
+            _render().plan(steps, skipped, dry_run=True)
         return int(ExitStatus.OK)
     if not steps and not persist:
         if fmt == "json":
             click.echo(json.dumps({"ok": True, "baseline": None, "applied": [],
                                    "skipped_on_request": [f.key for f in skipped]}, indent=2))
         else:
-            render.nothing_to_do(result, skipped)
+            _render().nothing_to_do(result, skipped)
         return int(ExitStatus.OK)
     store = Store(state_dir)
     if fmt == "table":
-        render.plan(steps, skipped, dry_run=False)
+        _render().plan(steps, skipped, dry_run=False)
     out = apply_mod.apply(host, result, store, on_request=on_request, do_persist=persist,
-                          label=label, progress=render.step_done if fmt == "table" else None)
+                          label=label, progress=_render().step_done if fmt == "table" else None)
     if fmt == "json":
         doc = out.as_dict()
         doc["skipped_on_request"] = [f.key for f in skipped]
         click.echo(json.dumps(doc, indent=2))
     else:
-        render.outcome(out, "apply")
+        _render().outcome(out, "apply")
     return _outcome_status(out)
 
 
@@ -208,7 +215,7 @@ def save(label: str, netns: str | None, tree: Path | None, state_dir: Path, fmt:
     if fmt == "json":
         click.echo(json.dumps({"id": snap.id, "path": str(path), "values": len(snap.values)}))
     else:
-        render.say(f"saved snapshot [bold]{snap.id}[/] ({len(snap.values)} settings) in {path}")
+        _render().say(f"saved snapshot [bold]{snap.id}[/] ({len(snap.values)} settings) in {path}")
     return 0
 
 
@@ -232,7 +239,7 @@ def list_cmd(state_dir: Path, fmt: str) -> int:
     if fmt == "json":
         click.echo(json.dumps(rows, indent=2))
     else:
-        render.snapshot_list(rows, store.dir)
+        _render().snapshot_list(rows, store.dir)
     return 0
 
 
@@ -246,7 +253,7 @@ def show(snapshot: str, state_dir: Path, fmt: str) -> int:
     if fmt == "json":
         click.echo(json.dumps(snap.as_dict(), indent=2))
     else:
-        render.snapshot(snap)
+        _render().snapshot(snap)
     return 0
 
 
@@ -277,7 +284,7 @@ def diff_cmd(a: str, b: str | None, netns: str | None, tree: Path | None, state_
         click.echo(json.dumps({"a": name_a, "b": name_b, "differences": [
             {"key": d.key, "a": d.a, "b": d.b} for d in diffs]}, indent=2))
     else:
-        render.differences(name_a, name_b, diffs)
+        _render().differences(name_a, name_b, diffs)
     return int(ExitStatus.DRIFT if diffs else ExitStatus.OK)
 
 
@@ -307,14 +314,14 @@ def restore_cmd(snapshot: str | None, netns: str | None, tree: Path | None, stat
             click.echo(json.dumps({"dry_run": True, "snapshot": snap.id,
                                    "plan": [s.as_dict() for s in steps]}, indent=2))
         else:
-            render.plan(steps, [], dry_run=True)
+            _render().plan(steps, [], dry_run=True)
         return 0
     out = apply_mod.restore(host, snap, store, ctx,
-                            progress=render.step_done if fmt == "table" else None)
+                            progress=_render().step_done if fmt == "table" else None)
     if fmt == "json":
         click.echo(json.dumps({"snapshot": snap.id, **out.as_dict()}, indent=2))
     else:
-        render.outcome(out, f"restore of {snap.id}")
+        _render().outcome(out, f"restore of {snap.id}")
     return _outcome_status(out)
 
 
@@ -324,7 +331,7 @@ def restore_cmd(snapshot: str | None, netns: str | None, tree: Path | None, stat
 def delete(snapshot: str, state_dir: Path) -> int:
     """Delete a snapshot."""
     snap_id = Store(state_dir).delete(snapshot)
-    render.say(f"deleted snapshot {snap_id}")
+    _render().say(f"deleted snapshot {snap_id}")
     return 0
 
 
@@ -341,7 +348,7 @@ def profiles(name: str | None, profile_dir: tuple[Path, ...], fmt: str) -> int:
         else:
             for n in names:
                 prof = load_profile(n, profile_dir)
-                render.say(f"[bold]{n}[/]: {prof.description}")
+                _render().say(f"[bold]{n}[/]: {prof.description}")
         return 0
     prof = _profile(name, profile_dir)
     if fmt == "json":
@@ -352,5 +359,5 @@ def profiles(name: str | None, profile_dir: tuple[Path, ...], fmt: str) -> int:
                           "mode": s.mode, "apply": s.apply, "source": s.source}
                       for k, s in prof.items.items()}}, indent=2))
     else:
-        render.profile(prof)
+        _render().profile(prof)
     return 0
