@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,7 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     ("argv", "fragment"),
     [
         (["tune", "audit", "--group", "nosuch"], "unknown group nosuch"),
+        (["tune", "audit", "--iface", "dknosuch0"], "unknown interface dknosuch0"),
         (["tune", "audit", "--profile", "nosuch"], "unknown profile 'nosuch'"),
         (["tune", "audit", "--rtt", "fast"], "bad RTT"),
         (["tune", "audit", "--netns", "../../etc"], "bad namespace name"),
@@ -81,18 +83,29 @@ def test_help_lists_every_tune_command(capsys: pytest.CaptureFixture[str]) -> No
 
 
 @pytest.mark.needs_root
-def test_non_root_apply_gets_a_clear_message(tmp_path: Path) -> None:
+def test_non_root_apply_gets_a_clear_message() -> None:
     if shutil.which("setpriv") is None:
         pytest.skip("needs setpriv (util-linux)")
-    code = (
-        "import sys; from dtnkit.cli.main import main; "
-        f"sys.exit(main(['tune', 'apply', '--group', 'congestion', '--state-dir', '{tmp_path}']))"
-    )
-    proc = subprocess.run(
-        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c",
-         code], capture_output=True, text=True, check=False,
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2] / "src")},
-    )
+    nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    # a world-readable copy of the package: the checkout may sit under a private home
+    pub = Path(tempfile.mkdtemp(prefix="dkcli-"))
+    try:
+        pub.chmod(0o755)
+        shutil.copytree(Path(__file__).parents[2] / "src" / "dtnkit", pub / "dtnkit")
+        env = {**os.environ, "PYTHONPATH": str(pub), "PYTHONDONTWRITEBYTECODE": "1"}
+        probe = subprocess.run([*nobody, sys.executable, "-c", "import click, rich, dtnkit"],
+                               capture_output=True, text=True, check=False, env=env)
+        if probe.returncode != 0:
+            pytest.skip(f"this Python cannot run as an unprivileged user: {probe.stderr[-200:]}")
+        code = (
+            "import sys; from dtnkit.cli.main import main; "
+            "sys.exit(main(['tune', 'apply', '--group', 'congestion', '--state-dir', "
+            f"'{pub}/state']))"
+        )
+        proc = subprocess.run([*nobody, sys.executable, "-c", code], capture_output=True,
+                              text=True, check=False, env=env)
+    finally:
+        shutil.rmtree(pub, ignore_errors=True)
     assert proc.returncode == ExitStatus.NEEDS_ROOT, proc.stderr
     assert "needs root" in proc.stderr and "sudo" in proc.stderr
 

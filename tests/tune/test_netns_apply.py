@@ -38,6 +38,8 @@ def test_apply_then_audit_is_compliant_for_every_per_namespace_key(
 ) -> None:
     code, before = audit_json(capsys, netns)
     assert code == ExitStatus.DRIFT
+    assert before["environment"]["initial_netns"] is False
+    assert any("host-scope" in note for note in before["environment"]["notes"])
     differing = [f["key"] for f in before["findings"]
                  if f["status"] == "differs" and f["apply"] == "auto"]
     assert "sysctl/net.ipv4.tcp_no_metrics_save" in differing
