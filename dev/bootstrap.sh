@@ -23,9 +23,11 @@ fi
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
-.venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
-if [ "${1:-}" = "test" ]; then
-  .venv/bin/python -m pip install -q -e '.[test]'
-else
-  .venv/bin/python -m pip install -q -e .
+target=.
+[ "${1:-}" = "test" ] && target='.[test]'
+# quiet unless it fails: then show pip's own words
+if ! .venv/bin/python -m pip install -q -e "$target" >.venv/pip-install.log 2>&1; then
+  cat .venv/pip-install.log >&2
+  echo "dev/bootstrap.sh: pip install failed (log: .venv/pip-install.log)" >&2
+  exit 1
 fi
