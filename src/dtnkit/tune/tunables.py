@@ -395,49 +395,59 @@ class FeatureTunable(Tunable):
             raise DtnkitError(f"cannot turn {self.short} {state} on {self.device}", res.message())
 
 
-class CoalesceTunable(Tunable):
-    kind = "coalesce"
+class _EthtoolSwitch(Tunable):
+    """An on/off setting read with ``ethtool FLAG`` and set with ``ethtool SETFLAG IF NAME on``."""
 
-    def __init__(self, device: str, which: str) -> None:
-        super().__init__(f"coalesce/{device}/{which}", Scope.INTERFACE, device, which)
+    read_flag: ClassVar[str]
+    set_flag: ClassVar[str]
+    what: ClassVar[str]
+
+    def __init__(self, device: str, which: str, label: str) -> None:
+        super().__init__(f"{self.kind}/{device}/{which}", Scope.INTERFACE, device, label)
         self.which = which
 
+    @abstractmethod
+    def pick(self, host: Host) -> bool | Unavailable | None: ...
+
     def read(self, host: Host) -> Value | Unavailable:
-        co = ethtool_read(host, "-c", str(self.device), parsers.parse_ethtool_coalesce_json,
-                          parsers.parse_ethtool_coalesce_text)
+        value = self.pick(host)
+        return value if value is not None else Unavailable(f"the driver reports no {self.what}")
+
+    def write(self, host: Host, value: Value) -> None:
+        state = "on" if value else "off"
+        res = host.change(["ethtool", self.set_flag, str(self.device), self.which, state])
+        if not res.ok and res.returncode != 80:  # 80: already so
+            raise DtnkitError(f"cannot set {self.label} {state} on {self.device}", res.message())
+
+
+class CoalesceTunable(_EthtoolSwitch):
+    kind = "coalesce"
+    read_flag, set_flag, what = "-c", "-C", "adaptive mode"
+
+    def __init__(self, device: str, which: str) -> None:
+        super().__init__(device, which, which)
+
+    def pick(self, host: Host) -> bool | Unavailable | None:
+        co = ethtool_read(host, self.read_flag, str(self.device),
+                          parsers.parse_ethtool_coalesce_json, parsers.parse_ethtool_coalesce_text)
         if isinstance(co, Unavailable):
             return co
-        value = co.adaptive_rx if self.which == "adaptive-rx" else co.adaptive_tx
-        return value if value is not None else Unavailable("the driver has no adaptive mode")
-
-    def write(self, host: Host, value: Value) -> None:
-        state = "on" if value else "off"
-        res = host.change(["ethtool", "-C", str(self.device), self.which, state])
-        if not res.ok and res.returncode != 80:
-            raise DtnkitError(f"cannot set {self.which} {state} on {self.device}", res.message())
+        return co.adaptive_rx if self.which == "adaptive-rx" else co.adaptive_tx
 
 
-class PauseTunable(Tunable):
+class PauseTunable(_EthtoolSwitch):
     kind = "pause"
+    read_flag, set_flag, what = "-a", "-A", "pause state"
 
     def __init__(self, device: str, which: str) -> None:
-        super().__init__(f"pause/{device}/{which}", Scope.INTERFACE, device, f"pause {which}")
-        self.which = which
+        super().__init__(device, which, f"pause {which}")
 
-    def read(self, host: Host) -> Value | Unavailable:
-        pause = ethtool_read(host, "-a", str(self.device), parsers.parse_ethtool_pause_json,
-                             parsers.parse_ethtool_pause_text)
+    def pick(self, host: Host) -> bool | Unavailable | None:
+        pause = ethtool_read(host, self.read_flag, str(self.device),
+                             parsers.parse_ethtool_pause_json, parsers.parse_ethtool_pause_text)
         if isinstance(pause, Unavailable):
             return pause
-        value = pause.rx if self.which == "rx" else pause.tx
-        return value if value is not None else Unavailable("no pause state reported")
-
-    def write(self, host: Host, value: Value) -> None:
-        state = "on" if value else "off"
-        res = host.change(["ethtool", "-A", str(self.device), self.which, state])
-        if not res.ok and res.returncode != 80:
-            raise DtnkitError(f"cannot set pause {self.which} {state} on {self.device}",
-                              res.message())
+        return pause.rx if self.which == "rx" else pause.tx
 
 
 # ---- cpu -------------------------------------------------------------------------------------
