@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ import pytest
 from conftest import Netns
 from dtnkit.cli.main import main
 from dtnkit.errors import ExitStatus
-from dtnkit.host.host import Host
+from dtnkit.host.host import Host, Result, SubprocessRunner
 from dtnkit.tune import apply as apply_mod
 from dtnkit.tune.audit import run_audit
 from dtnkit.tune.profile import load_profile
@@ -213,3 +214,29 @@ def test_restore_refuses_a_snapshot_of_another_namespace(
     code, out = run_json(capsys, "tune", "restore", "x", *sd, "--format", "json")
     assert code == ExitStatus.BAD_INPUT
     assert "taken in netns" in out["error"]["what"]
+
+
+class InterruptingRunner(SubprocessRunner):
+    """Real commands; the Nth write through `ip netns exec ... tee` is interrupted (Ctrl-C)."""
+
+    def __init__(self, after: int) -> None:
+        super().__init__()
+        self.left = after
+
+    def run(self, argv: Sequence[str], *, stdin: str | None = None) -> Result:
+        if "tee" in argv or ("link" in argv and "set" in argv):
+            self.left -= 1
+            if self.left == -1:  # once: the undo that follows runs normally
+                raise KeyboardInterrupt
+        return super().run(argv, stdin=stdin)
+
+
+def test_interrupt_half_way_is_undone(netns: Netns, state_dir: Path) -> None:
+    before = netns.state()
+    host = Host(Path("/"), netns=netns.name, runner=InterruptingRunner(after=4))
+    audit = run_audit(host, load_profile("dtn"))
+    out = apply_mod.apply(host, audit, Store(state_dir))
+    assert out.error is not None and out.error.status == ExitStatus.INTERRUPTED
+    assert len(out.done) == 4
+    assert out.rollback_errors == []
+    assert netns.state() == before

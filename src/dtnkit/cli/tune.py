@@ -193,6 +193,8 @@ def apply_cmd(profile: str, profile_dir: tuple[Path, ...], groups: tuple[str, ..
 def _outcome_status(out: apply_mod.Outcome) -> int:
     if out.ok:
         return int(ExitStatus.OK)
+    if out.error is not None and out.error.status == ExitStatus.INTERRUPTED:
+        return int(ExitStatus.INTERRUPTED)
     return int(ExitStatus.ROLLBACK_FAILED if out.rollback_errors else ExitStatus.PARTIAL_APPLY)
 
 

@@ -262,7 +262,7 @@ class Host:
         if not self.is_live and path.startswith(("/proc/", "/sys/")):
             value = _as_kernel_prints(path, value)
         try:
-            if not self.is_live:
+            if not self.is_live or path.startswith("/etc/"):
                 local.parent.mkdir(parents=True, exist_ok=True)
             with open(local, "w") as fh:
                 fh.write(value)

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import fcntl
 import os
+import signal
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dtnkit.errors import BadInput, DtnkitError, Locked, NeedsRoot
+from dtnkit.errors import BadInput, DtnkitError, ExitStatus, Locked, NeedsRoot
 from dtnkit.host.facts import Unavailable
 from dtnkit.host.host import Host
 from dtnkit.tune import persist
@@ -116,6 +118,23 @@ def require_root(host: Host, what: str) -> None:
 
 
 @contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """Let SIGTERM (systemd, timeout, Ansible) unwind like Ctrl-C, so the journal is undone."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextmanager
 def lock(state_dir: Path) -> Iterator[None]:
     state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     path = state_dir / "tune.lock"
@@ -155,6 +174,13 @@ def execute(host: Host, steps: Sequence[Step], *, progress: Any = None) -> Outco
                 )
         except DtnkitError as exc:
             out.failed, out.error = step, exc
+            _undo(host, [*out.done, step], out)
+            return out
+        except KeyboardInterrupt:
+            out.failed = step
+            out.error = DtnkitError("interrupted", "Ctrl-C or SIGTERM during the run",
+                                    "nothing to do: this run's changes were undone",
+                                    status=ExitStatus.INTERRUPTED)
             _undo(host, [*out.done, step], out)
             return out
         out.done.append(step)
@@ -199,7 +225,8 @@ def apply(
             snap.files = persist.current_files(host)
         store.save(snap)
         store.set_last_baseline(snap.id)
-        out = execute(host, steps, progress=progress)
+        with sigterm_as_interrupt():
+            out = execute(host, steps, progress=progress)
         out.baseline = snap.id
         if out.ok and do_persist:
             try:
@@ -232,7 +259,8 @@ def restore(
     require_root(host, "dtnkit tune restore")
     with lock(store.state_dir):
         steps = restore_steps(host, snap, ctx)
-        out = execute(host, steps, progress=progress)
+        with sigterm_as_interrupt():
+            out = execute(host, steps, progress=progress)
         if out.ok and snap.files:
             persist.restore_files(host, snap.files)
             out.persisted = sorted(snap.files)
