@@ -22,7 +22,7 @@ from dtnkit.errors import BadInput, DtnkitError, ExitStatus, Locked, NeedsRoot
 from dtnkit.host.facts import Unavailable
 from dtnkit.host.host import Host
 from dtnkit.tune import persist
-from dtnkit.tune.audit import Audit, Finding, expand
+from dtnkit.tune.audit import Audit, Finding, tunables_for
 from dtnkit.tune.profile import GROUPS, KNOWN_KEYS
 from dtnkit.tune.recommend import Context
 from dtnkit.tune.snapshot import Snapshot, Store, capture, new_snapshot, sort_keys
@@ -97,17 +97,10 @@ def skipped_on_request(audit: Audit, on_request: Sequence[str]) -> list[Finding]
 
 def restorable_tunables(ctx: Context, groups: Sequence[str] = GROUPS) -> list[Tunable]:
     """Every setting a baseline must hold for the selected devices."""
-    keys = [k for k, g in KNOWN_KEYS.items() if g in groups and not k.startswith("check/")]
-    keys += [k for k, s in ctx.profile.items.items() if s.group in groups and k not in keys
-             and not k.startswith("check/")]
-    probe = Context(ctx.profile, ctx.rtt_ms, ctx.env, ctx.caps, ctx.ifaces, ctx.devices)
-    pairs = expand(probe, [g for g in GROUPS if g in groups and g != "checks"])
-    seen = {t.key for t, _ in pairs}
-    tunables = [t for t, _ in pairs]
-    for key in keys:
-        if "*" not in key and key not in seen:
-            tunables.append(tunable_for_key(key))
-    return tunables
+    keys = [k for k, g in KNOWN_KEYS.items() if g in groups]
+    keys += [k for k, s in ctx.profile.items.items() if s.group in groups and k not in keys]
+    return [t for key in keys if not key.startswith("check/")
+            for t in tunables_for(key, ctx.devices)]
 
 
 def require_root(host: Host, what: str) -> None:

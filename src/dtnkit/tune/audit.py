@@ -139,12 +139,16 @@ def expand(ctx: Context, groups: Sequence[str]) -> list[tuple[Tunable, ItemSpec]
                 continue
             if key.startswith("check/"):
                 out.append((_check(ctx, key), spec))
-            elif "/*/" in key:
-                for dev, _ in ctx.devices:
-                    out.append((tunable_for_key(key.replace("*", dev, 1)), spec))
             else:
-                out.append((tunable_for_key(key), spec))
+                out.extend((t, spec) for t in tunables_for(key, ctx.devices))
     return out
+
+
+def tunables_for(key: str, devices: Sequence[tuple[str, str]]) -> list[Tunable]:
+    """The tunables a profile key names: one per selected device for `kind/*/name`."""
+    if "/*/" in key:
+        return [tunable_for_key(key.replace("*", dev, 1)) for dev, _ in devices]
+    return [tunable_for_key(key)]
 
 
 def _check(ctx: Context, key: str) -> Tunable:
