@@ -8,10 +8,12 @@ the baseline snapshot, so restore removes or reverts them.
 from __future__ import annotations
 
 import datetime as dt
+import re
 import shlex
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from dtnkit.errors import DtnkitError
 from dtnkit.host.host import Host
 from dtnkit.tune.tunables import (
     CoalesceTunable,
@@ -29,6 +31,7 @@ if TYPE_CHECKING:
     from dtnkit.tune.audit import Audit
 
 SYSCTL_FILE = "/etc/sysctl.d/90-dtnkit.conf"
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9_.@-]{1,15}$")
 UDEV_FILE = "/etc/udev/rules.d/90-dtnkit.rules"
 FILES = (SYSCTL_FILE, UDEV_FILE)
 
@@ -47,6 +50,17 @@ def restore_files(host: Host, files: dict[str, str | None]) -> None:
             host.write(path, content)
 
 
+def _commands(tunable: Tunable, value: Any) -> list[list[str]]:
+    """The commands that set ``value`` at boot, with absolute paths for udev."""
+    if isinstance(tunable, QdiscTunable):
+        if not (isinstance(value, dict) and "maxrate_bps" in value):
+            return []  # only dtnkit's own pacing is persisted, not an arbitrary qdisc
+        return [[f"/sbin/{argv[0]}", *argv[1:]]
+                for argv in QdiscTunable.pacing_commands(str(tunable.device), value)]
+    argv = _command(tunable, value)
+    return [argv] if argv is not None else []
+
+
 def _command(tunable: Tunable, value: Any) -> list[str] | None:
     dev = str(tunable.device)
     if isinstance(tunable, LinkTunable):
@@ -59,12 +73,6 @@ def _command(tunable: Tunable, value: Any) -> list[str] | None:
         return ["/sbin/ethtool", "-C", dev, tunable.which, "on" if value else "off"]
     if isinstance(tunable, PauseTunable):
         return ["/sbin/ethtool", "-A", dev, tunable.which, "on" if value else "off"]
-    if isinstance(tunable, QdiscTunable) and isinstance(value, dict) and "maxrate_bps" in value:
-        rate = int(value["maxrate_bps"])
-        fq = "fq" + (f" maxrate {rate}bit" if rate else "")
-        if value.get("mq"):
-            return None  # expressed as several commands below
-        return ["/sbin/tc", "qdisc", "replace", "dev", dev, "root", *fq.split()]
     return None
 
 
@@ -83,6 +91,10 @@ def render_sysctl(audit: Audit, values: dict[str, str]) -> str:
 def render_udev(commands: dict[str, list[list[str]]]) -> str:
     lines = ["# Written by dtnkit tune apply --persist; `dtnkit tune restore` removes it."]
     for dev, cmds in commands.items():
+        if not _SAFE_NAME.match(dev):
+            raise DtnkitError(f"cannot persist settings of interface {dev!r}",
+                              "its name has characters a udev rule cannot hold safely",
+                              "rename the interface, or apply without --persist")
         for argv in cmds:
             run = " ".join(shlex.quote(a) for a in argv)
             lines.append(f'ACTION=="add", SUBSYSTEM=="net", KERNEL=="{dev}", RUN+="{run}"')
@@ -99,29 +111,21 @@ def write(host: Host, audit: Audit, steps: Sequence[Step]) -> list[str]:
             continue
         if f.status == "differs" and f.key not in applied:
             continue
-        value = applied.get(f.key, f.current)
+        if f.key not in applied and f.apply != "auto":
+            continue  # on-request items persist only when this run applied them
+        # what is in force now: the value written, else the current one (raise-only keeps a
+        # site's larger value); a qdisc that already paces is persisted as its recommendation
+        value = applied.get(f.key, f.recommended if isinstance(f.tunable, QdiscTunable)
+                            else f.current)
         if isinstance(f.tunable, SysctlTunable):
             sysctls[f.tunable.name] = str(value)
-            continue
-        if f.device is None:
-            continue
-        if isinstance(f.tunable, QdiscTunable) and isinstance(value, dict) and value.get("mq"):
-            rate = int(value["maxrate_bps"])
-            fq = ["fq"] + (["maxrate", f"{rate}bit"] if rate else [])
-            cmds = [["/sbin/tc", "qdisc", "replace", "dev", f.device, "root", "handle", "1:",
-                     "mq"]]
-            cmds += [["/sbin/tc", "qdisc", "replace", "dev", f.device, "parent", f"1:{q:x}", *fq]
-                     for q in range(1, int(value["queues"]) + 1)]
-            commands.setdefault(f.device, []).extend(cmds)
-            continue
-        argv = _command(f.tunable, value)
-        if argv is not None and (f.key in applied or (f.status == "ok" and f.apply == "auto")):
-            commands.setdefault(f.device, []).append(argv)
+        elif f.device is not None:
+            commands.setdefault(f.device, []).extend(_commands(f.tunable, value))
     written: list[str] = []
     if sysctls:
         host.write(SYSCTL_FILE, render_sysctl(audit, sysctls))
         written.append(SYSCTL_FILE)
-    if commands:
+    if any(commands.values()):
         host.write(UDEV_FILE, render_udev(commands))
         written.append(UDEV_FILE)
     return written

@@ -260,23 +260,22 @@ class QdiscTunable(Tunable):
                                   f"on {dev}", res.message())
 
     @staticmethod
-    def _write_pacing(host: Host, dev: str, want: dict[str, Any]) -> None:
+    def pacing_commands(dev: str, want: dict[str, Any]) -> list[list[str]]:
+        """tc commands for fq pacing: under each queue of a new mq root, or as the root."""
         rate = int(want["maxrate_bps"])
         fq = ["fq"] + (["maxrate", f"{rate}bit"] if rate else [])
-        if want.get("mq"):
-            res = host.change(["tc", "qdisc", "replace", "dev", dev, "root", "handle", "1:",
-                               "mq"])
+        if not want.get("mq"):
+            return [["tc", "qdisc", "replace", "dev", dev, "root", *fq]]
+        cmds = [["tc", "qdisc", "replace", "dev", dev, "root", "handle", "1:", "mq"]]
+        cmds += [["tc", "qdisc", "replace", "dev", dev, "parent", f"1:{queue:x}", *fq]
+                 for queue in range(1, int(want["queues"]) + 1)]
+        return cmds
+
+    def _write_pacing(self, host: Host, dev: str, want: dict[str, Any]) -> None:
+        for argv in self.pacing_commands(dev, want):
+            res = host.change(argv)
             if not res.ok:
-                raise DtnkitError(f"cannot set mq on {dev}", res.message())
-            for queue in range(1, int(want["queues"]) + 1):
-                res = host.change(["tc", "qdisc", "replace", "dev", dev, "parent",
-                                   f"1:{queue:x}", *fq])
-                if not res.ok:
-                    raise DtnkitError(f"cannot set fq on queue {queue} of {dev}", res.message())
-        else:
-            res = host.change(["tc", "qdisc", "replace", "dev", dev, "root", *fq])
-            if not res.ok:
-                raise DtnkitError(f"cannot set fq on {dev}", res.message())
+                raise DtnkitError(f"cannot set up fq pacing on {dev}", res.message())
 
 
 def _major(handle: str) -> str:
