@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from dtnkit.errors import DtnkitError
 from dtnkit.tune import persist
 from dtnkit.tune.tunables import QdiscTunable, RingTunable, tunable_for_key
 
@@ -37,9 +40,5 @@ def test_udev_rule_runs_on_add_for_that_interface_only() -> None:
 
 
 def test_a_hostile_interface_name_is_refused() -> None:
-    import pytest
-
-    from dtnkit.errors import DtnkitError
-
     with pytest.raises(DtnkitError, match="cannot persist"):
         persist.render_udev({'x", RUN+="/bin/sh': [["/sbin/ethtool", "-K", "x", "lro", "off"]]})
