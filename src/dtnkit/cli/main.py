@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import click
 
 from dtnkit import __version__
+from dtnkit.cli import lab as lab_cli
 from dtnkit.cli import tune as tune_cli
 from dtnkit.errors import DtnkitError, ExitStatus
 
@@ -29,6 +30,7 @@ def cli(ctx: click.Context, traceback: bool) -> None:
 
 
 cli.add_command(tune_cli.tune)
+cli.add_command(lab_cli.lab)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -24,6 +24,7 @@ from dtnkit.tune.snapshot import (
     load_values,
     new_snapshot,
 )
+from dtnkit.units import parse_ms
 
 
 def _render() -> Any:
@@ -82,12 +83,7 @@ def _selection_options(f: F) -> F:
 
 
 def parse_rtt(text: str) -> float:
-    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s)?\s*", text)
-    if not m:
-        raise BadInput(f"bad RTT {text!r}", "give milliseconds such as 100ms or 0.15s",
-                       "e.g. --rtt 150ms")
-    value = float(m.group(1))
-    return value * 1000 if m.group(2) == "s" else value
+    return parse_ms(text, "RTT", lo=0.1, hi=10000.0)
 
 
 def make_host(netns: str | None, tree: Path | None, *, read_only: bool = False) -> Host:

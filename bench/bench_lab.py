@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""Accuracy and capacity of `dtnkit lab` paths, through the public Python API (root only).
+
+    .venv/bin/python bench/bench_lab.py [--seconds 10] [--quick]
+
+Tables:
+  1. idle RTT (ping -c 50 -i 0.01) for configured RTTs 5..200 ms: mean, mdev, error
+  2. rate cap: one iperf3 stream with large buffers at 50 ms for caps up to 2 Gbit/s, goodput
+     as a ratio of the cap after header overhead (1448 payload bytes per 1514 on the wire)
+  3. delay-stage capacity: uncapped 50 ms path, 1 and 4 streams, goodput and the stage's own
+     CPU use, against the same namespaces with no delay stage (baseline, same run)
+  4. loss: configured vs measured drop rate and the 4-sigma binomial bound
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+from typing import Any
+
+from dtnkit.lab import path as lab
+from dtnkit.lab.path import LabHost, LabPath
+
+BIG = "4096 131072 268435456"
+WIRE = 1448 / 1514
+
+
+def iperf(client: LabHost, server: LabHost, seconds: int, streams: int = 1) -> float:
+    srv = server.popen(["iperf3", "-s", "-1", "--forceflush"])
+    try:
+        assert srv.stdout is not None
+        for line in srv.stdout:
+            if "listening" in line:
+                break
+        out = client.run(["iperf3", "-c", server.address, "-t", str(seconds), "-P",
+                          str(streams), "-J"], timeout=seconds + 60).stdout
+        srv.wait(timeout=30)
+    finally:
+        if srv.poll() is None:
+            os.killpg(srv.pid, signal.SIGKILL)
+            srv.wait()
+    doc: dict[str, Any] = json.loads(out)
+    return float(doc["end"]["sum_received"]["bits_per_second"])
+
+
+def buffers(p: LabPath, value: str) -> None:
+    for h in p.hosts:
+        for key in ("tcp_rmem", "tcp_wmem"):
+            h.run(["sh", "-c", f"echo '{value}' > /proc/sys/net/ipv4/{key}"])
+
+
+def ping(p: LabPath, count: int = 50) -> tuple[float, float]:
+    out = p.src.run(["ping", "-q", "-n", "-c", str(count), "-i", "0.01", p.dst.address]).stdout
+    stats = out.rsplit("=", 1)[1].split()[0].split("/")
+    return float(stats[1]), float(stats[3])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=int, default=10)
+    parser.add_argument("--quick", action="store_true", help="fewer points")
+    args = parser.parse_args()
+    secs = args.seconds
+    if os.geteuid() != 0:
+        sys.exit("bench_lab.py needs root")
+
+    print("1. idle RTT")
+    print(f"{'configured ms':>13} {'mean ms':>8} {'mdev ms':>8} {'error ms':>9}")
+    rtts = (10, 100) if args.quick else (5, 10, 50, 100, 200)
+    with lab.path("dkbench", rtt_ms=rtts[0]) as p:
+        print(f"backend: {p.state.backend} ({p.state.backend_reason})")
+        for rtt in rtts:
+            p.set(rtt_ms=rtt)
+            mean, mdev = ping(p)
+            print(f"{rtt:>13} {mean:>8.2f} {mdev:>8.3f} {mean - rtt:>+9.2f}")
+
+    print("\n2. rate cap, one stream, large buffers, 50 ms")
+    print(f"{'cap Mbit/s':>10} {'goodput Mbit/s':>15} {'ratio to cap':>13}")
+    caps = (500, 2000) if args.quick else (100, 500, 1000, 2000)
+    with lab.path("dkbench", rtt_ms=50, rate_bps=caps[0] * 10**6) as p:
+        buffers(p, BIG)
+        for cap in caps:
+            p.set(rate_bps=cap * 10**6)
+            got = iperf(p.src, p.dst, secs)
+            print(f"{cap:>10} {got / 1e6:>15.0f} {got / (cap * 1e6 * WIRE):>13.3f}")
+
+    print("\n3. delay-stage capacity, uncapped, large buffers")
+    print(f"{'case':<30} {'Gbit/s':>7} {'stage CPU %':>12} {'lateness p99 ms':>16}")
+    with lab.path("dkbench", rtt_ms=0) as p:
+        buffers(p, BIG)
+        # baseline: the same namespaces and devices, no delay stage in the way
+        lab._ns(p.mid, "iptables", "-w", "-F", "FORWARD")
+        base = iperf(p.src, p.dst, secs)
+        print(f"{'no delay stage (baseline)':<30} {base / 1e9:>7.2f} {'-':>12} {'-':>16}")
+    for streams in (1, 4):
+        with lab.path("dkbench", rtt_ms=50) as p:
+            buffers(p, BIG)
+            got = iperf(p.src, p.dst, secs, streams)
+            st = p.emulator_stats(fresh=True) or {}
+            late = (st.get("lateness_ms") or {}).get("p99")
+            print(f"{f'50 ms, {streams} stream(s)':<30} {got / 1e9:>7.2f} "
+                  f"{st.get('cpu_percent', '-'):>12} {late!s:>16}  ({got / base:.2f} x baseline)")
+
+    print("\n4. loss (ping -c 2000 -i 0.002, forward queue)")
+    print(f"{'configured':>10} {'packets':>8} {'dropped':>8} {'measured':>9} {'4-sigma bound':>14}")
+    for loss in (0.001, 0.01) if args.quick else (0.0001, 0.001, 0.01, 0.05):
+        with lab.path("dkbench", rtt_ms=1, loss=loss, seed=11) as p:
+            p.src.run(["ping", "-q", "-c", "2000", "-i", "0.002", "-W", "1", p.dst.address],
+                      check=False, timeout=120)
+            q = (p.emulator_stats(fresh=True) or {})["queues"]["0"]
+        n, d = q["packets"], q["dropped_loss"]
+        bound = 4 * (n * loss * (1 - loss)) ** 0.5
+        print(f"{loss:>10g} {n:>8} {d:>8} {d / n:>9.5f} {f'{n * loss:.1f} +- {bound:.1f}':>14}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,172 @@
+"""`dtnkit lab`: emulated WAN paths between network namespaces."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from typing import Any
+
+import click
+
+from dtnkit.errors import BadInput
+from dtnkit.units import parse_bytes, parse_fraction, parse_ms, parse_rate
+
+
+def _lab() -> Any:
+    from dtnkit.lab import path as lab_path
+
+    return lab_path
+
+
+def _console() -> Any:
+    from dtnkit.cli.render import _console as console
+
+    return console()
+
+
+def _fmt(f: Any) -> Any:
+    return click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table",
+                        show_default=True, help="json: only JSON on stdout.")(f)
+
+
+@click.group()
+def lab() -> None:
+    """Emulated WAN paths (RTT, rate cap, loss) between network namespaces."""
+
+
+@lab.command()
+@click.argument("name")
+@click.option("--rtt", default="50ms", show_default=True, help="Round-trip time, e.g. 50ms.")
+@click.option("--rate", default=None, help="Bottleneck rate, e.g. 2gbit (default: none).")
+@click.option("--loss", default="0", show_default=True, help="Forward-path loss, e.g. 0.01%.")
+@click.option("--queue", default="auto", show_default=True,
+              help="Bottleneck FIFO in bytes, or auto (one bandwidth-delay product).")
+@click.option("--mtu", type=int, default=1500, show_default=True)
+@click.option("--src", "n_src", type=int, default=1, show_default=True,
+              help="Hosts on the sending side.")
+@click.option("--dst", "n_dst", type=int, default=1, show_default=True,
+              help="Hosts on the receiving side.")
+@click.option("--backend", type=click.Choice(["auto", "netem", "nfqueue"]), default="auto",
+              show_default=True)
+@click.option("--seed", type=int, default=1, show_default=True, help="Seed of the loss draws.")
+@_fmt
+def up(name: str, rtt: str, rate: str | None, loss: str, queue: str, mtu: int, n_src: int,
+       n_dst: int, backend: str, seed: int, fmt: str) -> int:
+    """Build path NAME and print its hosts."""
+    lab_path = _lab()
+    spec = lab_path.PathSpec(
+        rtt_ms=parse_ms(rtt, "RTT", hi=2000), rate_bps=parse_rate(rate) if rate else None,
+        loss=parse_fraction(loss), queue_bytes=None if queue == "auto" else parse_bytes(queue),
+        mtu=mtu, n_src=n_src, n_dst=n_dst, backend=backend, seed=seed)
+    built = lab_path.up(name, spec)
+    doc = built.status(measure=False)
+    if fmt == "json":
+        click.echo(json.dumps(doc, indent=2))
+        return 0
+    con = _console()
+    rate_text = f"{spec.rate_bps / 1e9:g} Gbit/s" if spec.rate_bps else "no rate cap"
+    con.print(f"[bold]{name}[/] is up: RTT {spec.rtt_ms:g} ms, {rate_text}, loss "
+              f"{spec.loss * 100:g}%, queue {spec.queue_size() or '-'} bytes")
+    con.print(f"backend: [bold]{doc['backend']}[/] because {doc['backend_reason']}")
+    for h in doc["hosts"]:
+        con.print(f"  {h['name']:<6} {h['address']:<16} netns {h['netns']}")
+    src, dst = doc["hosts"][0], doc["hosts"][-1]
+    con.print("reach them with, e.g.:")
+    con.print(f"  dtnkit lab exec {name} {dst['name']} -- iperf3 -s -D")
+    con.print(f"  dtnkit lab exec {name} {src['name']} -- iperf3 -c {dst['address']} -t 10")
+    con.print(f"  dtnkit tune apply --group buffers --netns {src['netns']}")
+    return 0
+
+
+@lab.command(name="list")
+@_fmt
+def list_cmd(fmt: str) -> int:
+    """List lab paths."""
+    rows = _lab().list_paths()
+    if fmt == "json":
+        click.echo(json.dumps(rows, indent=2))
+        return 0
+    con = _console()
+    if not rows:
+        con.print("no lab paths")
+    for r in rows:
+        rate = f"{r['rate_bps'] / 1e9:g} Gbit/s" if r["rate_bps"] else "uncapped"
+        con.print(f"{r['name']:<12} {r['status']:<9} {r['backend']:<8} RTT {r['rtt_ms']:g} ms, "
+                  f"{rate}, loss {r['loss'] * 100:g}%, hosts {' '.join(r['hosts'])}")
+    return 0
+
+
+@lab.command()
+@click.argument("name")
+@click.option("--no-measure", is_flag=True, help="Skip the ping that measures the RTT.")
+@_fmt
+def status(name: str, no_measure: bool, fmt: str) -> int:
+    """Configured vs measured RTT, counters and emulator health."""
+    doc = _lab().load(name).status(measure=not no_measure)
+    if fmt == "json":
+        click.echo(json.dumps(doc, indent=2))
+        return 0
+    con = _console()
+    con.print(f"[bold]{doc['name']}[/] ({doc['status']}), backend {doc['backend']}")
+    measured = doc.get("measured")
+    got = f"{measured['avg_ms']:.2f} ms (mdev {measured['mdev_ms']:.2f})" if measured else "-"
+    con.print(f"RTT configured {doc['rtt_ms']:g} ms, measured {got}")
+    emu = doc["emulator"]
+    if emu["kind"] == "nfqueue":
+        late = emu.get("lateness_ms") or {}
+        con.print(f"delay stage: pid {emu['pid']} {'alive' if emu['alive'] else 'DEAD'}, cpu "
+                  f"{emu.get('cpu_percent')}%, lateness p99 {late.get('p99')} ms")
+        for q, info in (emu.get("queues") or {}).items():
+            con.print(f"  queue {q}: {info}")
+    for side, qdiscs in doc["counters"].items():
+        for q in qdiscs:
+            con.print(f"  {side}: {q}")
+    return 0
+
+
+@lab.command(name="set")
+@click.argument("name")
+@click.option("--rtt", default=None)
+@click.option("--rate", default=None)
+@click.option("--loss", default=None)
+@click.option("--queue", default=None)
+def set_cmd(name: str, rtt: str | None, rate: str | None, loss: str | None,
+            queue: str | None) -> int:
+    """Change a path's RTT, rate, loss or queue in place."""
+    if rtt is None and rate is None and loss is None and queue is None:
+        raise BadInput("nothing to change", "", "give --rtt, --rate, --loss or --queue")
+    built = _lab().load(name)
+    built.set(rtt_ms=parse_ms(rtt, "RTT", hi=2000) if rtt is not None else None,
+              rate_bps=parse_rate(rate) if rate else None,
+              loss=parse_fraction(loss) if loss is not None else None,
+              queue_bytes=parse_bytes(queue) if queue else None)
+    click.echo(f"{name}: RTT {built.spec.rtt_ms:g} ms, rate {built.spec.rate_bps or 'uncapped'}, "
+               f"loss {built.spec.loss:g}")
+    return 0
+
+
+@lab.command(name="exec", context_settings={"ignore_unknown_options": True})
+@click.argument("name")
+@click.argument("host")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
+def exec_cmd(name: str, host: str, command: tuple[str, ...]) -> int:
+    """Run COMMAND inside HOST's namespace (use -- before the command)."""
+    target = _lab().load(name).host(host)
+    return subprocess.run(target.argv(list(command)), check=False).returncode
+
+
+@lab.command()
+@click.argument("name", required=False)
+@click.option("--all", "everything", is_flag=True, help="Every lab path, and leftovers.")
+def down(name: str | None, everything: bool) -> int:
+    """Remove a path: processes, namespaces, devices, rules, state."""
+    lab_path = _lab()
+    if everything:
+        removed = lab_path.down_all()
+    elif name:
+        removed = lab_path.down(name)
+    else:
+        raise BadInput("which path?", "give NAME or --all", "see `dtnkit lab list`")
+    click.echo(f"removed {len(removed)} namespaces" + (f": {' '.join(removed)}" if removed
+                                                       else ""))
+    return 0

@@ -1,0 +1,1 @@
+"""Emulated WAN paths between network namespaces."""

@@ -1,0 +1,93 @@
+"""Parsing of the quantities people type: durations, rates, sizes, probabilities.
+
+Each parser accepts what tc and iperf3 users write (``50ms``, ``2gbit``, ``0.01%``, ``64KiB``)
+and raises :class:`~dtnkit.errors.BadInput` naming the quantity and an example.
+"""
+
+from __future__ import annotations
+
+import re
+
+from dtnkit.errors import BadInput
+
+_NUM = r"\s*([0-9]+(?:\.[0-9]+)?)\s*"
+
+
+def parse_ms(text: str | float, what: str = "RTT", *, lo: float = 0.0,
+             hi: float = 10000.0) -> float:
+    """``100ms``, ``0.15s``, ``150`` (ms) -> milliseconds, within [lo, hi]."""
+    if isinstance(text, int | float):
+        value = float(text)
+    else:
+        m = re.fullmatch(_NUM + r"(ms|s|us)?\s*", text)
+        if not m:
+            raise BadInput(f"bad {what} {text!r}", "give milliseconds such as 100ms or 0.15s",
+                           f"e.g. --{what.lower()} 50ms")
+        scale = {"s": 1000.0, "us": 0.001}.get(m.group(2) or "ms", 1.0)
+        value = float(m.group(1)) * scale
+    if not lo <= value <= hi:
+        raise BadInput(f"{what} {value:g} ms is out of range", f"allowed: {lo:g} to {hi:g} ms",
+                       f"give a {what} in that range")
+    return value
+
+
+_RATE = {"": 1, "bit": 1, "kbit": 10**3, "mbit": 10**6, "gbit": 10**9, "tbit": 10**12,
+         "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12,
+         "bps": 8, "kbps": 8 * 10**3, "mbps": 8 * 10**6, "gbps": 8 * 10**9}
+
+
+def parse_rate(text: str | int, what: str = "rate", *, lo: int = 10**6,
+               hi: int = 400 * 10**9) -> int:
+    """``2gbit``, ``500mbit``, ``1g`` (bits/s; tc's ``bps`` is bytes/s) -> bits per second."""
+    if isinstance(text, int):
+        value = text
+    else:
+        m = re.fullmatch(_NUM + r"([A-Za-z]*)\s*", text)
+        unit = m.group(2).lower() if m else ""
+        if not m or unit not in _RATE:
+            raise BadInput(f"bad {what} {text!r}", "give a rate such as 2gbit or 500mbit",
+                           f"e.g. --{what} 2gbit")
+        value = int(float(m.group(1)) * _RATE[unit])
+    if not lo <= value <= hi:
+        raise BadInput(f"{what} {value} bit/s is out of range",
+                       f"allowed: {lo / 1e6:g} Mbit/s to {hi / 1e9:g} Gbit/s",
+                       f"give a {what} in that range")
+    return value
+
+
+def parse_fraction(text: str | float, what: str = "loss", *, hi: float = 0.5) -> float:
+    """``0.01%`` or ``0.0001`` -> a probability in [0, hi]."""
+    if isinstance(text, int | float):
+        value = float(text)
+    else:
+        m = re.fullmatch(_NUM + r"(%)?\s*", text)
+        if not m:
+            raise BadInput(f"bad {what} {text!r}", "give a percentage such as 0.01% or a "
+                           "probability such as 0.0001", f"e.g. --{what} 0.01%")
+        value = float(m.group(1)) / (100 if m.group(2) else 1)
+    if not 0 <= value <= hi:
+        raise BadInput(f"{what} {value:g} is out of range", f"allowed: 0 to {hi * 100:g}%",
+                       f"give a {what} in that range")
+    return value
+
+
+_SIZE = {"": 1, "b": 1, "k": 1024, "kb": 1000, "kib": 1024, "m": 2**20, "mb": 10**6,
+         "mib": 2**20, "g": 2**30, "gb": 10**9, "gib": 2**30}
+
+
+def parse_bytes(text: str | int, what: str = "queue", *, lo: int = 1500,
+                hi: int = 2**31) -> int:
+    """``64KiB``, ``4m``, ``1500`` -> bytes."""
+    if isinstance(text, int):
+        value = text
+    else:
+        m = re.fullmatch(_NUM + r"([A-Za-z]*)\s*", text)
+        unit = m.group(2).lower() if m else ""
+        if not m or unit not in _SIZE:
+            raise BadInput(f"bad {what} size {text!r}", "give bytes such as 4MiB or 65536",
+                           f"e.g. --{what} 4MiB")
+        value = int(float(m.group(1)) * _SIZE[unit])
+    if not lo <= value <= hi:
+        raise BadInput(f"{what} size {value} bytes is out of range",
+                       f"allowed: {lo} to {hi} bytes", f"give a {what} in that range")
+    return value

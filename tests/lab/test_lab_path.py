@@ -1,0 +1,229 @@
+"""Lab paths for real: namespaces, the delay stage, htb, iperf3 and ping.
+
+Rates vary by about ±30 % between runs on the CI machine, so every throughput assertion is a
+relation (to the cap, to window/RTT, between runs), never an absolute figure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dtnkit.cli.main import main
+from dtnkit.errors import BadInput, ExitStatus
+from dtnkit.lab import path as lab
+from dtnkit.lab.path import LabHost, LabPath, PathSpec
+
+pytestmark = [pytest.mark.needs_root, pytest.mark.needs_netns]
+
+NEEDS = [t for t in ("iperf3", "ping", "iptables") if shutil.which(t) is None]
+needs_tools = pytest.mark.skipif(bool(NEEDS), reason=f"needs {', '.join(NEEDS)}")
+SMALL = "4096 131072 4194304"  # 4 MiB buffers in both end namespaces
+
+
+@pytest.fixture
+def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = tmp_path / "lab"
+    monkeypatch.setattr(lab, "STATE_ROOT", root)
+    return root
+
+
+@pytest.fixture
+def leftovers(state: Path) -> Iterator[None]:
+    """Fails a test that leaves a lab namespace or one of its delay stages behind."""
+    yield
+    assert [n for n in lab._netns_list() if n.startswith(lab.NS_PREFIX)] == []
+    assert subprocess.run(["pgrep", "-f", f"dtnkit.lab.nfqdelay .*{state}"],
+                          capture_output=True).returncode == 1
+
+
+def iperf(client: LabHost, server: LabHost, *, seconds: int = 8, streams: int = 1) -> float:
+    """Goodput in bit/s of one iperf3 run (the server is started and stopped here)."""
+    srv = server.popen(["iperf3", "-s", "-1", "--forceflush"])
+    try:
+        assert srv.stdout is not None
+        for line in srv.stdout:  # wait until it listens: its own words, no sleep
+            if "listening" in line:
+                break
+        out = client.run(["iperf3", "-c", server.address, "-t", str(seconds), "-P",
+                          str(streams), "-J"], timeout=seconds + 30).stdout
+        srv.wait(timeout=30)
+    finally:
+        if srv.poll() is None:
+            os.killpg(srv.pid, signal.SIGKILL)
+            srv.wait()
+    doc: dict[str, Any] = json.loads(out)
+    return float(doc["end"]["sum_received"]["bits_per_second"])
+
+
+def set_buffers(p: LabPath, value: str) -> None:
+    for h in p.hosts:
+        for key in ("tcp_rmem", "tcp_wmem"):
+            h.run(["sh", "-c", f"echo '{value}' > /proc/sys/net/ipv4/{key}"])
+
+
+@needs_tools
+@pytest.mark.parametrize("rtt", [10.0, 100.0])
+def test_idle_rtt_is_accurate(rtt: float, state: Path, leftovers: None) -> None:
+    with lab.path(rtt_ms=rtt) as p:
+        got = p.measure_rtt(count=20)
+    assert got is not None
+    assert rtt - 0.1 <= got["avg_ms"] <= rtt + 1.5
+    assert got["mdev_ms"] < 0.5
+
+
+@needs_tools
+@pytest.mark.parametrize("rate", [500_000_000, 2_000_000_000])
+def test_rate_cap_is_accurate(rate: int, state: Path, leftovers: None) -> None:
+    with lab.path(rtt_ms=10, rate_bps=rate) as p:
+        set_buffers(p, "4096 131072 67108864")
+        got = iperf(p.src, p.dst, seconds=5)
+    # goodput excludes TCP/IP/Ethernet headers (1448 of 1514 bytes at MTU 1500)
+    assert 0.90 <= got / (rate * 1448 / 1514) <= 1.02
+
+
+@needs_tools
+def test_physics_window_over_rtt_then_tuned_buffers_then_streams(
+    state: Path, leftovers: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cap = 2_000_000_000
+    with lab.path(rtt_ms=50, rate_bps=cap) as p:
+        set_buffers(p, SMALL)
+        one = iperf(p.src, p.dst)
+        window_rate = 4 * 2**20 * 8 / 0.050
+        assert one < 0.5 * cap  # bound by the window, not the cap
+        assert 0.35 <= one / window_rate <= 1.1
+
+        four = iperf(p.src, p.dst, streams=4)
+        assert 3.0 <= four / one <= 4.6
+
+        for h in (p.src, p.dst):  # dtnkit tune, for real, on both ends of the path
+            code = main(["tune", "apply", "--group", "buffers", "--netns", h.netns, "--rtt",
+                         "50ms", "--state-dir", str(state / "tune"), "--format", "json"])
+            assert code == ExitStatus.OK, capsys.readouterr()
+        tuned = iperf(p.src, p.dst)
+        assert tuned >= 0.8 * cap * 1448 / 1514
+
+
+@needs_tools
+def test_parameters_change_in_place(state: Path, leftovers: None) -> None:
+    with lab.path(rtt_ms=10) as p:
+        before = p.measure_rtt()
+        p.set(rtt_ms=40)
+        after = p.measure_rtt()
+        assert p.status(measure=False)["rtt_ms"] == 40
+    assert before is not None and after is not None
+    assert 9.9 <= before["avg_ms"] <= 11.5
+    assert 39.9 <= after["avg_ms"] <= 41.5
+
+
+@needs_tools
+def test_loss_is_within_a_binomial_bound(state: Path, leftovers: None) -> None:
+    with lab.path(rtt_ms=2, loss=0.05, seed=7) as p:
+        p.src.run(["ping", "-q", "-c", "400", "-i", "0.002", "-W", "1", p.dst.address],
+                  check=False)
+        stats = p.emulator_stats(fresh=True)
+    assert stats is not None
+    q = stats["queues"]["0"]
+    n, dropped = q["packets"], q["dropped_loss"]
+    mean, sd = n * 0.05, (n * 0.05 * 0.95) ** 0.5
+    assert n >= 400 and abs(dropped - mean) <= 4 * sd
+
+
+@needs_tools
+def test_multi_host_sides_share_the_path(state: Path, leftovers: None) -> None:
+    with lab.path(rtt_ms=5, n_src=2, n_dst=2) as p:
+        assert [h.name for h in p.hosts] == ["src1", "src2", "dst1", "dst2"]
+        for h in p.hosts[:2]:
+            got = h.run(["ping", "-c", "2", "-i", "0.05", p.host("dst2").address])
+            assert "2 received" in got.stdout
+
+
+@needs_tools
+def test_failure_inside_the_block_still_tears_down(state: Path, leftovers: None) -> None:
+    with pytest.raises(RuntimeError), lab.path(rtt_ms=5) as p:
+        assert p.src.netns in lab._netns_list()
+        raise RuntimeError("test failed mid-way")
+
+
+@needs_tools
+def test_kill_9_of_the_emulator_then_down_leaves_nothing(state: Path, leftovers: None) -> None:
+    p = lab.up("dkkill", PathSpec(rtt_ms=5))
+    pid = p.state.emulator_pid
+    assert pid and lab._alive(pid)
+    server = p.dst.popen(["sleep", "300"])  # a process inside a lab namespace
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    assert main(["lab", "down", "dkkill"]) == 0
+    assert not Path(f"/proc/{server.pid}").exists()  # stopped and reaped by down
+    assert not (state / "dkkill").exists()
+
+
+@needs_tools
+def test_cli_up_status_exec_list_down(
+    state: Path, leftovers: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    try:
+        capsys.readouterr()
+        assert main(["lab", "up", "dkcli", "--rtt", "20ms", "--rate", "1gbit", "--format",
+                     "json"]) == 0
+        up = json.loads(capsys.readouterr().out)
+        assert up["backend"] in ("netem", "nfqueue") and up["backend_reason"]
+        assert [h["name"] for h in up["hosts"]] == ["src", "dst"]
+        assert main(["lab", "status", "dkcli", "--format", "json"]) == 0
+        st = json.loads(capsys.readouterr().out)
+        for key in ("name", "backend", "rtt_ms", "rate_bps", "loss", "hosts"):
+            assert key in st
+        assert st["rate_bps"] == 1_000_000_000 and st["rtt_ms"] == 20
+        assert {"name", "netns", "address"} <= set(st["hosts"][0])
+        assert 19.9 <= st["measured"]["avg_ms"] <= 21.5
+        if st["backend"] == "nfqueue":
+            assert st["emulator"]["alive"] and st["emulator"]["cpu_percent"] is not None
+        assert main(["lab", "list", "--format", "json"]) == 0
+        assert [r["name"] for r in json.loads(capsys.readouterr().out)] == ["dkcli"]
+        assert main(["lab", "up", "dkcli"]) == ExitStatus.BAD_INPUT  # name in use
+        assert "already exists" in capsys.readouterr().err
+    finally:
+        assert main(["lab", "down", "--all"]) == 0
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragment"),
+    [
+        (["--rtt", "5s"], "out of range"),
+        (["--rtt", "fast"], "bad RTT"),
+        (["--rate", "10tbit"], "out of range"),
+        (["--rate", "lots"], "bad rate"),
+        (["--loss", "80%"], "out of range"),
+        (["--src", "0"], "out of range"),
+        (["--mtu", "100"], "out of range"),
+    ],
+)
+def test_bad_input_builds_nothing(
+    argv: list[str], fragment: str, state: Path, leftovers: None,
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    capsys.readouterr()
+    assert main(["lab", "up", "dkbad", *argv]) == ExitStatus.BAD_INPUT
+    assert fragment in capsys.readouterr().err
+    assert not (state / "dkbad").exists()
+
+
+def test_bad_names_are_refused() -> None:
+    for name in ("../x", "UPPER", "a" * 13, "-x", ""):
+        with pytest.raises(BadInput):
+            lab.check_name(name)
+
+
+def test_queue_is_one_bandwidth_delay_product_unless_given() -> None:
+    assert PathSpec(rtt_ms=50, rate_bps=2 * 10**9).queue_size() == 12_500_000
+    assert PathSpec(rtt_ms=1, rate_bps=10**8).queue_size() == lab.MIN_QUEUE
+    assert PathSpec(rtt_ms=50, rate_bps=10**9, queue_bytes=10**6).queue_size() == 10**6
