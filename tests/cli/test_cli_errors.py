@@ -83,7 +83,12 @@ def test_help_lists_every_tune_command(capsys: pytest.CaptureFixture[str]) -> No
 
 
 @pytest.mark.needs_root
-def test_non_root_apply_gets_a_clear_message() -> None:
+@pytest.mark.parametrize(
+    ("argv", "fragment"),
+    [(["tune", "apply", "--group", "congestion", "--state-dir", "{pub}/state"], "needs root"),
+     (["lab", "up", "dknobody", "--rtt", "10ms"], "dtnkit lab needs root")],
+)
+def test_non_root_gets_a_clear_message(argv: list[str], fragment: str) -> None:
     if shutil.which("setpriv") is None:
         pytest.skip("needs setpriv (util-linux)")
     nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
@@ -97,17 +102,15 @@ def test_non_root_apply_gets_a_clear_message() -> None:
                                capture_output=True, text=True, check=False, env=env)
         if probe.returncode != 0:
             pytest.skip(f"this Python cannot run as an unprivileged user: {probe.stderr[-200:]}")
-        code = (
-            "import sys; from dtnkit.cli.main import main; "
-            "sys.exit(main(['tune', 'apply', '--group', 'congestion', '--state-dir', "
-            f"'{pub}/state']))"
-        )
+        args = [a.format(pub=pub) for a in argv]
+        code = f"import sys; from dtnkit.cli.main import main; sys.exit(main({args!r}))"
         proc = subprocess.run([*nobody, sys.executable, "-c", code], capture_output=True,
                               text=True, check=False, env=env)
     finally:
         shutil.rmtree(pub, ignore_errors=True)
     assert proc.returncode == ExitStatus.NEEDS_ROOT, proc.stderr
-    assert "needs root" in proc.stderr and "sudo" in proc.stderr
+    assert fragment in proc.stderr and "sudo" in proc.stderr
+    assert not Path("/run/dtnkit/lab/dknobody").exists()
 
 
 @pytest.mark.needs_root
