@@ -227,3 +227,26 @@ def test_queue_is_one_bandwidth_delay_product_unless_given() -> None:
     assert PathSpec(rtt_ms=50, rate_bps=2 * 10**9).queue_size() == 12_500_000
     assert PathSpec(rtt_ms=1, rate_bps=10**8).queue_size() == lab.MIN_QUEUE
     assert PathSpec(rtt_ms=50, rate_bps=10**9, queue_bytes=10**6).queue_size() == 10**6
+
+
+def test_netem_backend_commands(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This kernel has no netem, so only the commands can be checked here (real DTNs have it:
+    the backend is chosen there automatically)."""
+    calls: list[list[str]] = []
+    monkeypatch.setattr(lab, "_run", lambda argv, check=True: calls.append(list(argv)))
+    state = lab._plan("dknetem", PathSpec(rtt_ms=40, rate_bps=10**9, loss=0.001), 3, (251, 252))
+    state.backend = "netem"
+    LabPath(state)._apply_path(initial=True)
+    tc = [" ".join(c) for c in calls if c[0] == "tc" and ("qdisc" in c or "class" in c)]
+    assert "tc -n dkl-dknetem-path qdisc add dev dkd1 parent 1:1 handle 10: netem delay 20.0ms " \
+           "limit 1000000 loss 0.1%" in tc
+    assert "tc -n dkl-dknetem-path qdisc add dev dks1 parent 1:1 handle 10: netem delay 20.0ms " \
+           "limit 1000000" in tc  # the reverse direction is delayed, not lossy
+    assert any("htb rate 1000000000bit" in c for c in tc)
+    assert not any("iptables" in c for c in calls)
+    calls.clear()
+    state.spec.rate_bps = None  # no cap: netem is the root qdisc
+    LabPath(state)._apply_path()
+    assert [" ".join(c[6:]) for c in calls if "replace" in c] == [
+        "dks1 root netem delay 20.0ms limit 1000000",
+        "dkd1 root netem delay 20.0ms limit 1000000 loss 0.1%"]
