@@ -143,14 +143,35 @@ def audit(profile: str, profile_dir: tuple[Path, ...], groups: tuple[str, ...],
 @click.option("--tuned", "want_tuned", is_flag=True,
               help="Also switch the TuneD profile (tuned-adm).")
 @click.option("--label", default="", help="Label of the baseline snapshot.")
+@click.option("--from-experiment", "experiment_id", default=None, metavar="ID",
+              help="Apply only the groups that helped in this experiment (its profile and RTT).")
+@click.option("--db", type=click.Path(path_type=Path), default=None,
+              help="Results store holding the experiment (default $DTNKIT_DB or "
+                   "/var/lib/dtnkit/results.sqlite).")
 def apply_cmd(profile: str, profile_dir: tuple[Path, ...], groups: tuple[str, ...],
               ifaces: tuple[str, ...], rtt: str, speed_gbit: float | None, exact: bool,
               netns: str | None, tree: Path | None, state_dir: Path, fmt: str, dry_run: bool,
-              persist: bool, want_mtu: bool, want_tuned: bool, label: str) -> int:
+              persist: bool, want_mtu: bool, want_tuned: bool, label: str,
+              experiment_id: str | None, db: Path | None) -> int:
     """Apply a profile, one group at a time, after saving a baseline.
 
     Every write is verified; if one fails, everything this run changed is put back.
     """
+    if experiment_id is not None:
+        from dtnkit.measure.store import DEFAULT_DB, ResultStore
+
+        exp = ResultStore(db or DEFAULT_DB).get_experiment(experiment_id)
+        groups = tuple(exp.get("helped", []))
+        profile, rtt = exp["spec"]["profile"], f"{exp['spec']['rtt_ms']}ms"
+        if not groups:
+            if fmt == "json":
+                click.echo(json.dumps({"ok": True, "experiment": experiment_id,
+                                       "applied": [], "baseline": None}))
+            else:
+                click.echo(f"experiment {experiment_id} found no group that helps: "
+                           "nothing to apply")
+            return int(ExitStatus.OK)
+        label = label or f"from {experiment_id}"
     host = make_host(netns, tree, read_only=dry_run)
     prof = _profile(profile, profile_dir)
     result = run_audit(host, prof, groups=groups, rtt_ms=parse_rtt(rtt), ifaces=ifaces,

@@ -286,7 +286,8 @@ class Host:
             )
 
     # ---- commands -------------------------------------------------------------------------
-    def _argv(self, argv: Sequence[str]) -> list[str]:
+    def argv(self, argv: Sequence[str]) -> list[str]:
+        """The command line that runs ``argv`` on this host (inside its namespace)."""
         if self.is_live and self.netns:
             return ["ip", "netns", "exec", self.netns, *argv]
         return list(argv)
@@ -295,7 +296,7 @@ class Host:
         """Run a command that only reads (cached until the next write or change)."""
         key = tuple(argv)
         if key not in self._cache:
-            self._cache[key] = self.runner.run(self._argv(argv))
+            self._cache[key] = self.runner.run(self.argv(argv))
         return self._cache[key]
 
     def refresh(self) -> None:
@@ -309,7 +310,7 @@ class Host:
         self._cache.clear()
         if isinstance(self.runner, FixtureRunner):
             return self.runner.record_change(argv)
-        return self.runner.run(self._argv(argv))
+        return self.runner.run(self.argv(argv))
 
     def need_tool(self, name: str, package: str) -> None:
         """Raise ToolMissing when a binary the command needs is absent."""

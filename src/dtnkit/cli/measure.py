@@ -1,0 +1,349 @@
+"""`dtnkit probe`, `dtnkit results`, `dtnkit diagnose`, `dtnkit experiment`."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from dtnkit.errors import BadInput
+from dtnkit.host.host import Host
+from dtnkit.measure.store import DEFAULT_DB, ProbeResult, ResultStore, export
+
+F = Callable[..., Any]
+
+
+def _common(f: F) -> F:
+    f = click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table",
+                     show_default=True, help="json: only JSON on stdout.")(f)
+    f = click.option("--db", type=click.Path(path_type=Path),
+                     default=lambda: os.environ.get("DTNKIT_DB", str(DEFAULT_DB)),
+                     show_default="/var/lib/dtnkit/results.sqlite or $DTNKIT_DB",
+                     help="The results store (SQLite).")(f)
+    f = click.option("--netns", metavar="NS", help="Run from inside this network namespace.")(f)
+    f = click.option("--interval", "interval_s", type=float, default=5.0, show_default=True,
+                     help="Sampler period in seconds.")(f)
+    return f
+
+
+def _host(netns: str | None) -> Host:
+    from dtnkit.cli.tune import make_host
+
+    return make_host(netns, None)
+
+
+def _wrap(cgroup: Path | None) -> Callable[[Sequence[str]], list[str]] | None:
+    """Run a tool inside a cgroup (e.g. one that throttles a disk), by its procs file."""
+    if cgroup is None:
+        return None
+    procs = cgroup / "cgroup.procs"
+    if not procs.exists():
+        raise BadInput(f"{cgroup} is not a cgroup", "it has no cgroup.procs",
+                       "give a cgroup directory under /sys/fs/cgroup")
+
+    def wrap(argv: Sequence[str]) -> list[str]:
+        return ["sh", "-c", 'echo $$ > "$0"; exec "$@"', str(procs), *argv]
+
+    return wrap
+
+
+def _emit(result: ProbeResult, fmt: str) -> None:
+    if fmt == "json":
+        click.echo(json.dumps(result.as_dict(with_raw=False), indent=2))
+        return
+    from dtnkit.cli.render import _console
+
+    con = _console()
+    con.print(f"[bold]{result.kind} probe[/] result {result.id}: "
+              f"{result.summary.get('throughput_bps', 0) / 1e9:.3f} Gbit/s")
+    for key, value in result.summary.items():
+        if value is not None and not isinstance(value, dict | list):
+            con.print(f"  {key}: {value:.4g}" if isinstance(value, float) else
+                      f"  {key}: {value}")
+
+
+@click.group()
+def probe() -> None:
+    """Measure one layer: network (iperf3), storage (fio), end to end."""
+
+
+@probe.command()
+@click.option("--peer", required=True, help="NAME/HOST of a lab path, localhost, or an address "
+              "running iperf3 -s.")
+@click.option("--streams", type=int, default=1, show_default=True)
+@click.option("--duration", "duration_s", type=int, default=10, show_default=True)
+@click.option("--cc", default=None, help="Congestion control for the test (iperf3 -C).")
+@click.option("--fq-rate", default=None, help="Per-flow pacing rate (iperf3 --fq-rate).")
+@click.option("--reverse", is_flag=True, help="The peer sends (iperf3 -R).")
+@click.option("--port", type=int, default=5201, show_default=True)
+@_common
+def net(peer: str, streams: int, duration_s: int, cc: str | None, fq_rate: str | None,
+        reverse: bool, port: int, netns: str | None, db: Path, fmt: str,
+        interval_s: float) -> int:
+    """iperf3 to a peer, with CPU, retransmits and per-flow state sampled."""
+    from dtnkit.measure.iperf import NetSpec, run_net_probe
+
+    host = _host(netns)
+    result = run_net_probe(host, NetSpec(peer, streams, duration_s, cc, fq_rate, reverse, port,
+                                         interval_s))
+    result.tuning = _tuning(host)
+    ResultStore(db).add(result)
+    _emit(result, fmt)
+    return 0
+
+
+@probe.command()
+@click.option("--path", "path", required=True, help="Directory (or block device) to test.")
+@click.option("--size", "size", default="256MiB", show_default=True)
+@click.option("--direct/--buffered", default=True, show_default=True)
+@click.option("--jobs", type=int, default=1, show_default=True)
+@click.option("--cgroup", type=click.Path(path_type=Path), default=None,
+              help="Run fio inside this cgroup (e.g. one that throttles the disk).")
+@_common
+def disk(path: str, size: str, direct: bool, jobs: int, cgroup: Path | None, netns: str | None,
+         db: Path, fmt: str, interval_s: float) -> int:
+    """fio sequential write and read."""
+    from dtnkit.measure.disk import DiskSpec, run_disk_probe
+    from dtnkit.units import parse_bytes
+
+    host = _host(netns)
+    result = run_disk_probe(host, DiskSpec(path, parse_bytes(size, "size", lo=2**20), direct,
+                                           jobs, interval_s), wrap=_wrap(cgroup))
+    ResultStore(db).add(result)
+    _emit(result, fmt)
+    return 0
+
+
+@probe.command()
+@click.argument("src")
+@click.argument("dst")
+@click.option("--command", default=None, help="Transfer command with {src} and {dst}, e.g. "
+              "'xrdcp {src} {dst}'.")
+@click.option("--bytes", "nbytes", type=int, default=None,
+              help="Bytes moved (default: the size of SRC).")
+@click.option("--cgroup", type=click.Path(path_type=Path), default=None,
+              help="Run the transfer inside this cgroup.")
+@_common
+def e2e(src: str, dst: str, command: str | None, nbytes: int | None, cgroup: Path | None,
+        netns: str | None, db: Path, fmt: str, interval_s: float) -> int:
+    """A real transfer, timed: rate = bytes / wall time."""
+    from dtnkit.measure.e2e import E2ESpec, run_e2e_probe
+
+    host = _host(netns)
+    result = run_e2e_probe(host, E2ESpec(src, dst, command, nbytes, interval_s=interval_s),
+                           wrap=_wrap(cgroup))
+    ResultStore(db).add(result)
+    _emit(result, fmt)
+    return 0
+
+
+def _tuning(host: Host) -> dict[str, Any] | None:
+    """The tuning live during a probe (recorded with the result)."""
+    from dtnkit.cli.tune import _live_values
+
+    try:
+        return _live_values(host)
+    except Exception:  # recording the tuning must never lose a measurement
+        return None
+
+
+@click.group()
+def results() -> None:
+    """Stored probe results and experiments."""
+
+
+@results.command(name="list")
+@click.option("--kind", type=click.Choice(["net", "disk", "e2e"]), default=None)
+@click.option("--limit", type=int, default=50, show_default=True)
+@click.option("--experiments", is_flag=True, help="List experiments instead.")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
+@click.option("--db", type=click.Path(path_type=Path),
+              default=lambda: os.environ.get("DTNKIT_DB", str(DEFAULT_DB)))
+def list_cmd(kind: str | None, limit: int, experiments: bool, fmt: str, db: Path) -> int:
+    store = ResultStore(db)
+    if experiments:
+        exps = store.experiments()
+        if fmt == "json":
+            click.echo(json.dumps(exps, indent=2))
+        for e in exps if fmt == "table" else []:
+            verdicts = ", ".join(f"{g['group']}={g['verdict']}" for g in e["groups"])
+            click.echo(f"{e['id']}  probe {e['spec']['probe']}  {verdicts}")
+        return 0
+    rows = store.results(kind=kind, limit=limit)
+    if fmt == "json":
+        click.echo(json.dumps([r.as_dict(with_raw=False) for r in rows], indent=2))
+        return 0
+    for r in rows:
+        rate = r.summary.get("throughput_bps") or 0
+        click.echo(f"{r.id:>5}  {r.kind:<4}  {r.netns or '-':<18} {rate / 1e9:8.3f} Gbit/s  "
+                   f"tuning {r.tuning_id or '-'}  {r.label}")
+    return 0
+
+
+@results.command()
+@click.argument("result_id", type=int)
+@click.option("--db", type=click.Path(path_type=Path),
+              default=lambda: os.environ.get("DTNKIT_DB", str(DEFAULT_DB)))
+def show(result_id: int, db: Path) -> int:
+    click.echo(json.dumps(ResultStore(db).get(result_id).as_dict(), indent=2))
+    return 0
+
+
+@results.command(name="export")
+@click.option("--format", "fmt", type=click.Choice(["json", "csv"]), default="json")
+@click.option("--kind", type=click.Choice(["net", "disk", "e2e"]), default=None)
+@click.option("--db", type=click.Path(path_type=Path),
+              default=lambda: os.environ.get("DTNKIT_DB", str(DEFAULT_DB)))
+def export_cmd(fmt: str, kind: str | None, db: Path) -> int:
+    click.echo(export(ResultStore(db).results(kind=kind, limit=100000), fmt))
+    return 0
+
+
+@click.command()
+@click.option("--peer", default=None, help="iperf3 peer: NAME/HOST of a lab path, localhost, "
+              "or an address.")
+@click.option("--path", "path", default=None, help="Storage to probe with fio.")
+@click.option("--e2e", "e2e", nargs=2, default=None, metavar="SRC DST",
+              help="An end-to-end transfer (with --command).")
+@click.option("--command", default=None, help="Transfer command for --e2e ({src} {dst}).")
+@click.option("--streams", type=int, default=1, show_default=True)
+@click.option("--duration", "duration_s", type=int, default=10, show_default=True)
+@click.option("--size", default="256MiB", show_default=True, help="fio file size.")
+@click.option("--cgroup", type=click.Path(path_type=Path), default=None,
+              help="Run fio and the transfer inside this cgroup.")
+@_common
+def diagnose(peer: str | None, path: str | None, e2e: tuple[str, str] | None,
+             command: str | None, streams: int, duration_s: int, size: str,
+             cgroup: Path | None, netns: str | None, db: Path, fmt: str,
+             interval_s: float) -> int:
+    """Measure each layer and name the one that binds, with the next step.
+
+    Exit: 0 nothing binds, 10 NIC, 11 host network, 12 path, 13 storage, 14 application.
+    """
+    from dtnkit.diagnose.layers import EXIT
+    from dtnkit.diagnose.layers import diagnose as run
+    from dtnkit.measure.disk import DiskSpec, run_disk_probe
+    from dtnkit.measure.e2e import E2ESpec, run_e2e_probe
+    from dtnkit.measure.iperf import NetSpec, egress_speed_mbps, resolve_peer, run_net_probe
+    from dtnkit.units import parse_bytes
+
+    if not (peer or path or e2e):
+        raise BadInput("nothing to diagnose", "give --peer, --path and/or --e2e",
+                       "e.g. dtnkit diagnose --peer demo/dst --netns dkl-demo-src")
+    host = _host(netns)
+    store = ResultStore(db)
+    net = disk_r = e2e_r = None
+    link = None
+    if peer:
+        spec = NetSpec(peer, streams, duration_s, interval_s=interval_s)
+        net = run_net_probe(host, spec)
+        net.tuning = _tuning(host)
+        store.add(net)
+        _, mbps = egress_speed_mbps(host, resolve_peer(peer).address)
+        link = mbps * 1e6 if mbps else None
+    if path:
+        disk_r = run_disk_probe(host, DiskSpec(path, parse_bytes(size, "size", lo=2**20),
+                                               interval_s=interval_s), wrap=_wrap(cgroup))
+        store.add(disk_r)
+    if e2e:
+        e2e_r = run_e2e_probe(host, E2ESpec(e2e[0], e2e[1], command, interval_s=interval_s),
+                              wrap=_wrap(cgroup))
+        store.add(e2e_r)
+    result = run(net, link_bps=link, disk=disk_r, e2e=e2e_r)
+    if fmt == "json":
+        click.echo(json.dumps(result.as_dict(), indent=2))
+    else:
+        from dtnkit.cli.render import _console
+
+        con = _console()
+        for c in result.checks:
+            mark = {True: "[red]binds[/]", False: "[green]ok[/]", None: "[dim]-[/]"}[c.binds]
+            con.print(f"{c.layer:<13} {mark}  {c.checked}: {c.found}")
+        v = result.as_dict()["verdict"]
+        con.print(f"[bold]verdict: {v['layer']}[/]: {v['summary']}")
+        if v["next"]:
+            con.print(f"next: {v['next']}")
+    return EXIT[result.layer]
+
+
+@click.command()
+@click.option("--groups", required=True, help="Comma-separated groups, e.g. buffers,congestion.")
+@click.option("--probe", "probe_kind", type=click.Choice(["net", "disk", "e2e"]), default="net",
+              show_default=True)
+@click.option("--peer", default=None, help="iperf3 peer (for --probe net).")
+@click.option("--path", "path", default=None, help="Storage (for --probe disk).")
+@click.option("--e2e", "e2e", nargs=2, default=None, metavar="SRC DST")
+@click.option("--command", default=None)
+@click.option("--repeat", type=int, default=2, show_default=True)
+@click.option("--both-ends", is_flag=True, help="Apply each group on the peer (a lab host) too.")
+@click.option("--profile", default="dtn", show_default=True)
+@click.option("--rtt", default="100ms", show_default=True)
+@click.option("--streams", type=int, default=1, show_default=True)
+@click.option("--duration", "duration_s", type=int, default=10, show_default=True)
+@click.option("--state-dir", type=click.Path(path_type=Path),
+              default=lambda: os.environ.get("DTNKIT_STATE_DIR", "/var/lib/dtnkit"))
+@_common
+def experiment(groups: str, probe_kind: str, peer: str | None, path: str | None,
+               e2e: tuple[str, str] | None, command: str | None, repeat: int, both_ends: bool,
+               profile: str, rtt: str, streams: int, duration_s: int, state_dir: Path,
+               netns: str | None, db: Path, fmt: str, interval_s: float) -> int:
+    """Apply one group at a time against interleaved baselines; keep what helps.
+
+    `dtnkit tune apply --from-experiment ID` then applies only the groups that helped.
+    """
+    from dtnkit.cli.tune import parse_rtt
+    from dtnkit.diagnose.experiment import ExperimentSpec, run_experiment
+    from dtnkit.measure.disk import DiskSpec, run_disk_probe
+    from dtnkit.measure.e2e import E2ESpec, run_e2e_probe
+    from dtnkit.measure.iperf import NetSpec, resolve_peer, run_net_probe
+    from dtnkit.tune.profile import load_profile
+
+    host = _host(netns)
+    hosts = [host]
+    probe_fn: Callable[[], ProbeResult]
+    if probe_kind == "net":
+        if not peer:
+            raise BadInput("--probe net needs --peer", "", "e.g. --peer demo/dst")
+        spec = NetSpec(peer, streams, duration_s, interval_s=interval_s)
+
+        def probe_fn() -> ProbeResult:
+            return run_net_probe(host, spec)
+
+        if both_ends:
+            target = resolve_peer(peer)
+            if not target.netns:
+                raise BadInput("--both-ends needs a lab peer (NAME/HOST)",
+                               "remote hosts are not supported yet", "use --peer NAME/HOST")
+            hosts.append(Host.live(target.netns))
+    elif probe_kind == "disk":
+        if not path:
+            raise BadInput("--probe disk needs --path", "", "e.g. --path /data")
+        dspec = DiskSpec(path, interval_s=interval_s)
+
+        def probe_fn() -> ProbeResult:
+            return run_disk_probe(host, dspec)
+    else:
+        if not e2e:
+            raise BadInput("--probe e2e needs --e2e SRC DST", "", "and --command")
+        espec = E2ESpec(e2e[0], e2e[1], command, interval_s=interval_s)
+
+        def probe_fn() -> ProbeResult:
+            return run_e2e_probe(host, espec)
+
+    prof = load_profile(profile)
+    say = None if fmt == "json" else click.echo
+    report = run_experiment(hosts, ExperimentSpec([g.strip() for g in groups.split(",")
+                                                   if g.strip()], probe_kind, repeat, both_ends,
+                                                  parse_rtt(rtt)),
+                            probe_fn, prof, ResultStore(db), state_dir, progress=say)
+    if fmt == "json":
+        click.echo(json.dumps(report, indent=2))
+    else:
+        click.echo(f"experiment {report['id']}: helped: {', '.join(report['helped']) or 'none'}")
+        click.echo(f"apply what helped: dtnkit tune apply --from-experiment {report['id']}"
+                   + (f" --netns {netns}" if netns else ""))
+    return 0

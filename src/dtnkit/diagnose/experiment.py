@@ -1,0 +1,134 @@
+"""Per-group experiments: save -> apply one group -> probe -> restore, against interleaved
+baseline runs (A B A B ...), so each group's effect is a ratio with its noise.
+
+A group *helps* when its median beats the baseline median by more than the noise, is
+*harmful* when it loses by more than the noise, and *neutral* inside the noise or when the
+hosts already comply (``applied: false``: nothing to apply).
+"""
+
+from __future__ import annotations
+
+import secrets
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dtnkit.errors import DtnkitError
+from dtnkit.host.host import Host
+from dtnkit.measure.store import ProbeResult, ResultStore
+from dtnkit.tune import apply as apply_mod
+from dtnkit.tune.audit import build_context, check_groups, run_audit
+from dtnkit.tune.profile import Profile
+from dtnkit.tune.snapshot import Store
+
+MIN_MARGIN = 0.05  # never call an effect below 5 % real
+
+
+@dataclass
+class ExperimentSpec:
+    groups: list[str]
+    probe: str
+    repeat: int = 2
+    both_ends: bool = False
+    rtt_ms: float = 100.0
+
+
+def _median(xs: Sequence[float]) -> float:
+    return statistics.median(xs) if xs else 0.0
+
+
+def judge(baseline: Sequence[float], treated: Sequence[float]) -> tuple[str, float, float]:
+    """(verdict, ratio of medians, margin): the margin is the baseline's own relative spread."""
+    base, got = _median(baseline), _median(treated)
+    if base <= 0:
+        return "neutral", 0.0, 1.0
+    spread = (max(baseline) - min(baseline)) / base if len(baseline) > 1 else 0.0
+    margin = max(MIN_MARGIN, spread)
+    ratio = got / base
+    if ratio > 1 + margin:
+        return "helps", ratio, margin
+    if ratio < 1 - margin:
+        return "harmful", ratio, margin
+    return "neutral", ratio, margin
+
+
+def run_experiment(
+    hosts: Sequence[Host],
+    spec: ExperimentSpec,
+    probe: Callable[[], ProbeResult],
+    profile: Profile,
+    store: ResultStore,
+    state_dir: Path,
+    *,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """``hosts``: where groups are applied (this host, and the peer with --both-ends)."""
+    check_groups(spec.groups)
+    if spec.repeat < 1 or spec.repeat > 20:
+        raise DtnkitError("--repeat must be 1 to 20", f"got {spec.repeat}")
+    exp_id = f"exp-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{secrets.token_hex(2)}"
+    say = progress or (lambda _msg: None)
+    snaps = Store(state_dir)
+    report: dict[str, Any] = {"id": exp_id, "started": time.time(), "spec": {
+        "groups": spec.groups, "probe": spec.probe, "repeat": spec.repeat,
+        "both_ends": spec.both_ends, "rtt_ms": spec.rtt_ms, "profile": profile.name,
+        "hosts": [h.label for h in hosts]}, "groups": []}
+
+    def measured(label: str) -> float:
+        r = probe()
+        r.experiment_id, r.label = exp_id, label
+        store.add(r)
+        value = float(r.summary["throughput_bps"])
+        say(f"  {label}: {value / 1e9:.3f} Gbit/s")
+        return value
+
+    for group in spec.groups:
+        say(f"group {group}")
+        base: list[float] = []
+        treated: list[float] = []
+        changes: list[dict[str, Any]] = []
+        applicable = True
+        for k in range(spec.repeat):
+            base.append(measured(f"{group}:baseline:{k}"))
+            baselines: list[tuple[Host, str]] = []
+            try:
+                for h in hosts:
+                    audit = run_audit(h, profile, groups=[group], rtt_ms=spec.rtt_ms)
+                    if not apply_mod.plan(audit):
+                        continue
+                    out = apply_mod.apply(h, audit, snaps, label=f"{exp_id} {group}")
+                    if out.baseline:
+                        baselines.append((h, out.baseline))
+                    if not out.ok:
+                        assert out.error is not None
+                        raise out.error
+                    if k == 0:
+                        changes += [{"host": h.label, **s.as_dict()} for s in out.done]
+                if not baselines:
+                    applicable = False
+                    break
+                treated.append(measured(f"{group}:applied:{k}"))
+            finally:
+                for h, snap_id in reversed(baselines):
+                    ctx = build_context(h, profile, rtt_ms=spec.rtt_ms)
+                    apply_mod.restore(h, snaps.load(snap_id), snaps, ctx)
+        if not applicable:
+            report["groups"].append({"group": group, "verdict": "neutral", "applied": False,
+                                     "why": "nothing to apply: the hosts already comply",
+                                     "baseline_bps": base, "applied_bps": [], "ratio": None,
+                                     "margin": None, "changes": []})
+            say("  neutral: nothing to apply (the hosts already comply)")
+            continue
+        verdict, ratio, margin = judge(base, treated)
+        say(f"  {verdict}: x{ratio:.2f} (noise +-{margin:.0%})")
+        report["groups"].append({"group": group, "verdict": verdict, "applied": True,
+                                 "ratio": ratio,
+                                 "margin": margin, "baseline_bps": base, "applied_bps": treated,
+                                 "changes": changes})
+    report["helped"] = [g["group"] for g in report["groups"] if g["verdict"] == "helps"]
+    report["finished"] = time.time()
+    store.add_experiment(exp_id, report)
+    return report

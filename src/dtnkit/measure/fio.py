@@ -1,0 +1,282 @@
+"""The storage probe's tool layer: fio command lines, fio's JSON, one write-then-read probe.
+
+The probe writes one file ``dtnkit-probe.dat`` sequentially in the given directory, reads it
+back sequentially, and removes it.  Given a block device instead, it writes the device (its
+data is destroyed; fio itself refuses a mounted device) and then reads it.
+
+Direct I/O (the default) measures the disk.  Buffered I/O (``direct=False``) adds
+``--end_fsync=1`` to the write, so its rate includes flushing the page cache, and fio's default
+``invalidate=1`` drops the file's cached pages before the read; without those, both rates
+would be memory copies.
+
+Several jobs split the size: each job handles ``size / jobs`` bytes at its own offset
+(``--offset_increment``), so the file is written and read once in total.
+
+fio quirks handled here: notes such as "note: both iodepth >= 1 and synchronous I/O engine are
+selected" are printed on stdout *before* the JSON; an I/O error still exits 1 with a full JSON
+report whose job has ``"error": <errno>``; a bad option prints nothing on stdout; fio creates
+missing parent directories of ``--filename`` itself (so the probe checks the directory first).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import stat
+import subprocess
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from dtnkit.errors import BadInput, DtnkitError, ToolMissing
+from dtnkit.host.parsers import ParseError
+
+PROBE_FILE = "dtnkit-probe.dat"
+RW_MODES = ("write", "read")
+LIBAIO_IODEPTH = 8
+_SOURCE = "fio --output-format=json"
+
+Wrap = Callable[[Sequence[str]], list[str]]
+
+
+def can_run() -> tuple[bool, list[str]]:
+    """Whether the storage probe can run here, and the reasons when it cannot."""
+    if shutil.which("fio") is None:
+        return False, ["fio is not installed (apt-get install fio)"]
+    return True, []
+
+
+@functools.lru_cache(maxsize=1)
+def ioengine() -> str:
+    """``libaio`` when this fio has it built in, else ``psync``."""
+    fio = shutil.which("fio")
+    if fio is None:
+        return "psync"
+    try:
+        proc = subprocess.run([fio, "--enghelp"], capture_output=True, text=True, timeout=20,
+                              check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return "psync"
+    engines = {line.strip() for line in proc.stdout.splitlines()}
+    return "libaio" if "libaio" in engines else "psync"
+
+
+def fio_argv(target: str, *, rw: str, size_bytes: int, block_size: str = "1M",
+             direct: bool = True, jobs: int = 1, runtime_s: int | None = None,
+             name: str = "dtnkit", iodepth: int = LIBAIO_IODEPTH) -> list[str]:
+    """One sequential fio job (``rw`` is ``write`` or ``read``) on a file or block device.
+
+    ``size_bytes`` is the total over all jobs; ``runtime_s`` stops a job early (the job still
+    ends sooner when its share of the size is done).  ``iodepth`` applies to libaio only.
+    """
+    if rw not in RW_MODES:
+        raise BadInput(f"unknown fio mode {rw!r}", f"modes: {', '.join(RW_MODES)}",
+                       "use rw='write' or rw='read'")
+    if not 1 <= jobs <= 64:
+        raise BadInput(f"{jobs} fio jobs is out of range", "allowed: 1 to 64", "e.g. jobs=4")
+    if size_bytes < jobs * 4096:
+        raise BadInput(f"fio size {size_bytes} bytes is too small",
+                       f"each of the {jobs} jobs needs at least 4 KiB", "give a larger size")
+    if runtime_s is not None and runtime_s < 1:
+        raise BadInput(f"fio runtime {runtime_s} s is out of range", "at least 1 s",
+                       "e.g. runtime_s=5")
+    engine = ioengine()
+    per_job = size_bytes // jobs
+    argv = ["fio", f"--name={name}", f"--filename={target}", f"--rw={rw}",
+            f"--bs={block_size}", f"--size={per_job}", f"--direct={int(direct)}",
+            f"--ioengine={engine}"]
+    if engine == "libaio":
+        argv.append(f"--iodepth={max(1, iodepth)}")
+    if jobs > 1:
+        argv += [f"--numjobs={jobs}", f"--offset_increment={per_job}"]
+    if rw == "write" and not direct:
+        argv.append("--end_fsync=1")
+    if runtime_s is not None:
+        argv.append(f"--runtime={runtime_s}")
+    argv += ["--group_reporting", "--output-format=json"]
+    return argv
+
+
+def _find_report(text: str) -> dict[str, Any]:
+    """The JSON report in fio's stdout, skipping the notes fio may print before it."""
+    if not isinstance(text, str):
+        raise ParseError(f"{_SOURCE}: expected text (str), got {type(text).__name__}")
+    if not text.strip():
+        raise ParseError(f"{_SOURCE}: empty input")
+    decoder = json.JSONDecoder()
+    start = text.find("{")
+    while start != -1:
+        try:
+            doc, _end = decoder.raw_decode(text, start)
+        except (json.JSONDecodeError, RecursionError):
+            doc = None
+        if isinstance(doc, dict) and "jobs" in doc:
+            return doc
+        start = text.find("{", start + 1)
+    first = text.strip().splitlines()[0][:120]
+    raise ParseError(f"{_SOURCE}: no JSON report with 'jobs' found (starts with {first!r})")
+
+
+def _num(obj: Any, key: str, where: str) -> float:
+    value = obj.get(key) if isinstance(obj, dict) else None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ParseError(f"{_SOURCE}: {where}: missing or non-numeric {key!r}")
+    return float(value)
+
+
+def _lat_ms(side: dict[str, Any], where: str) -> float:
+    """Mean total latency in ms: ``lat_ns`` (fio >= 3.0) or ``lat`` in microseconds (2.x)."""
+    if isinstance(side.get("lat_ns"), dict):
+        return _num(side["lat_ns"], "mean", f"{where}.lat_ns") / 1e6
+    if isinstance(side.get("lat"), dict):
+        return _num(side["lat"], "mean", f"{where}.lat") / 1e3
+    raise ParseError(f"{_SOURCE}: {where}: no 'lat_ns' latency")
+
+
+def parse_fio_json(text: str) -> dict[str, Any]:
+    """Summary of fio's JSON output: rates in bytes/s, latencies in ms, runtime in s.
+
+    Jobs are summed (rates, IOPS) or weighted by their I/O count (latency), so the result is
+    the same with or without ``--group_reporting``.  ``error`` is the largest job error (an
+    errno; 0 when every job succeeded).  Raises :class:`ParseError` on anything else.
+    """
+    doc = _find_report(text)
+    jobs = doc["jobs"]
+    if not isinstance(jobs, list) or not jobs:
+        raise ParseError(f"{_SOURCE}: 'jobs' is not a non-empty list")
+    out: dict[str, Any] = {}
+    runtime_ms = 0.0
+    error = 0
+    for i, job in enumerate(jobs):
+        where = f"jobs[{i}]"
+        if not isinstance(job, dict):
+            raise ParseError(f"{_SOURCE}: {where} is not an object")
+        error = max(error, int(_num(job, "error", where)))
+        runtime_ms = max(runtime_ms, _num(job, "job_runtime", where))
+    n_jobs = len(jobs)
+    if n_jobs == 1:  # with --group_reporting one entry stands for all the clones
+        options = jobs[0].get("job options")
+        numjobs = str(options.get("numjobs", "1")) if isinstance(options, dict) else "1"
+        n_jobs = int(numjobs) if numjobs.isdigit() and int(numjobs) > 0 else 1
+    for side in ("read", "write"):
+        bps = iops = ios = lat_weighted = 0.0
+        for i, job in enumerate(jobs):
+            where = f"jobs[{i}].{side}"
+            data = job.get(side)
+            if not isinstance(data, dict):
+                raise ParseError(f"{_SOURCE}: {where} is missing")
+            bps += _num(data, "bw_bytes", where)
+            iops += _num(data, "iops", where)
+            n = _num(data, "total_ios", where)
+            if n:
+                ios += n
+                lat_weighted += _lat_ms(data, where) * n
+        out[f"{side}_bps"] = bps
+        out[f"{side}_iops"] = iops
+        out[f"{side}_lat_ms_mean"] = lat_weighted / ios if ios else 0.0
+    out["runtime_s"] = runtime_ms / 1000
+    out["jobs"] = n_jobs
+    out["error"] = error
+    return out
+
+
+def _check_target(path: str) -> tuple[str, bool]:
+    """(fio target, is a block device); BadInput for anything the probe cannot use."""
+    if not path:
+        raise BadInput("no path for the storage probe", "", "give a directory to probe")
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise BadInput(f"{path} does not exist", "the storage probe needs an existing "
+                       "directory (or a block device)", "create it or give another path") from None
+    except OSError as exc:
+        raise BadInput(f"cannot look at {path}", exc.strerror or str(exc),
+                       "give a directory you can write") from None
+    if stat.S_ISBLK(st.st_mode):
+        if not os.access(path, os.R_OK | os.W_OK):
+            raise BadInput(f"block device {path} is not writable", "the probe writes the device",
+                           "run as root, or give a directory")
+        return path, True
+    if not stat.S_ISDIR(st.st_mode):
+        raise BadInput(f"{path} is not a directory", "the storage probe writes a file "
+                       f"{PROBE_FILE} in a directory (or a whole block device)",
+                       "give the directory to probe")
+    target = str(Path(path) / PROBE_FILE)
+    try:  # os.access is no use for root on a read-only file system: try for real
+        with open(target, "wb"):
+            pass
+    except OSError as exc:
+        raise BadInput(f"cannot write in {path}", exc.strerror or str(exc),
+                       "give a directory you can write") from None
+    return target, False
+
+
+def _fio_message(proc: subprocess.CompletedProcess[str]) -> str:
+    lines = [line.strip() for line in (proc.stderr or "").splitlines() if line.strip()]
+    fio_lines = [line for line in lines if line.startswith("fio:")]
+    text = "; ".join(dict.fromkeys(fio_lines or lines))  # fio repeats some messages
+    return text[-500:] or f"exit status {proc.returncode}"
+
+
+def _run_fio(argv: list[str], rw: str, timeout_s: float) -> tuple[dict[str, Any], str]:
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s,
+                              check=False)
+    except subprocess.TimeoutExpired:
+        raise DtnkitError(f"fio {rw} did not finish", f"still running after {timeout_s:g} s",
+                          "give a smaller size or a longer timeout") from None
+    except FileNotFoundError as exc:
+        raise ToolMissing("fio could not be started", str(exc),
+                          "apt-get install fio") from None
+    try:
+        summary = parse_fio_json(proc.stdout)
+    except ParseError as exc:
+        raise DtnkitError(f"fio {rw} failed", _fio_message(proc) if proc.returncode
+                          else str(exc), "run the fio command by hand to see more: "
+                          + " ".join(argv)) from None
+    if proc.returncode != 0 or summary["error"]:
+        why = _fio_message(proc)
+        if summary["error"]:
+            why = f"{why} (errno {summary['error']}: {os.strerror(summary['error'])})"
+        raise DtnkitError(f"fio {rw} failed", why, "check the path and its free space")
+    return summary, proc.stdout
+
+
+def run_disk_probe(path: str, *, size_bytes: int = 256 * 2**20, direct: bool = True,
+                   jobs: int = 1, wrap: Wrap | None = None,
+                   timeout_s: float = 600) -> dict[str, Any]:
+    """Sequential write, then sequential read, of ``size_bytes`` in directory ``path``.
+
+    ``wrap`` turns each fio argv into the one actually run (for example
+    :meth:`dtnkit.lab.disk.SlowDisk.wrap`, to run fio inside a throttling cgroup).
+    """
+    ok, reasons = can_run()
+    if not ok:
+        raise ToolMissing("the storage probe cannot run", "; ".join(reasons),
+                          "install fio and run again")
+    if size_bytes < 2**20:
+        raise BadInput(f"probe size {size_bytes} bytes is too small", "at least 1 MiB",
+                       "e.g. 256 MiB")
+    fio_argv("/dev/null", rw="write", size_bytes=size_bytes, jobs=jobs)  # validates jobs
+    target, is_device = _check_target(path)
+    raw: dict[str, str] = {}
+    results: dict[str, dict[str, Any]] = {}
+    try:
+        for rw in RW_MODES:
+            argv = fio_argv(target, rw=rw, size_bytes=size_bytes, direct=direct, jobs=jobs)
+            results[rw], raw[rw] = _run_fio(wrap(argv) if wrap else argv, rw, timeout_s)
+    finally:
+        if not is_device:
+            Path(target).unlink(missing_ok=True)
+    return {
+        "write_bps": results["write"]["write_bps"],
+        "read_bps": results["read"]["read_bps"],
+        "write_lat_ms_mean": results["write"]["write_lat_ms_mean"],
+        "read_lat_ms_mean": results["read"]["read_lat_ms_mean"],
+        "size_bytes": size_bytes,
+        "direct": direct,
+        "jobs": jobs,
+        "raw": raw,
+    }
