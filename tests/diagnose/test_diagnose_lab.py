@@ -89,6 +89,10 @@ def test_small_buffers_on_a_long_path(capsys: pytest.CaptureFixture[str],
             assert code == 0 and out["ok"], out
         after = probe(capsys, p, env)
         assert after > 1.5 * before
+        # every stored result says which tuning was live: the applied buffers changed it
+        code, rows = run(capsys, "results", "list", "--db", env["db"], "--format", "json")
+        assert rows and all(r["tuning_id"] for r in rows)
+        assert rows[0]["tuning_id"] != rows[1]["tuning_id"]
 
 
 @needs_tools

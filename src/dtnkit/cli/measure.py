@@ -113,6 +113,7 @@ def disk(path: str, size: str, direct: bool, jobs: int, cgroup: Path | None, net
     host = _host(netns)
     result = run_disk_probe(host, DiskSpec(path, parse_bytes(size, "size", lo=2**20), direct,
                                            jobs, interval_s), wrap=_wrap(cgroup))
+    result.tuning = _tuning(host)
     ResultStore(db).add(result)
     _emit(result, fmt)
     return 0
@@ -136,6 +137,7 @@ def e2e(src: str, dst: str, command: str | None, nbytes: int | None, cgroup: Pat
     host = _host(netns)
     result = run_e2e_probe(host, E2ESpec(src, dst, command, nbytes, interval_s=interval_s),
                            wrap=_wrap(cgroup))
+    result.tuning = _tuning(host)
     ResultStore(db).add(result)
     _emit(result, fmt)
     return 0
@@ -143,12 +145,9 @@ def e2e(src: str, dst: str, command: str | None, nbytes: int | None, cgroup: Pat
 
 def _tuning(host: Host) -> dict[str, Any] | None:
     """The tuning live during a probe (recorded with the result)."""
-    from dtnkit.cli.tune import _live_values
+    from dtnkit.diagnose.experiment import live_tuning
 
-    try:
-        return _live_values(host)
-    except Exception:  # recording the tuning must never lose a measurement
-        return None
+    return live_tuning(host)
 
 
 @click.group()
@@ -248,10 +247,12 @@ def diagnose(peer: str | None, path: str | None, e2e: tuple[str, str] | None,
     if path:
         disk_r = run_disk_probe(host, DiskSpec(path, parse_bytes(size, "size", lo=2**20),
                                                interval_s=interval_s), wrap=_wrap(cgroup))
+        disk_r.tuning = _tuning(host)
         store.add(disk_r)
     if e2e:
         e2e_r = run_e2e_probe(host, E2ESpec(e2e[0], e2e[1], command, interval_s=interval_s),
                               wrap=_wrap(cgroup))
+        e2e_r.tuning = _tuning(host)
         store.add(e2e_r)
     result = run(net, link_bps=link, disk=disk_r, e2e=e2e_r)
     if fmt == "json":

@@ -19,7 +19,6 @@ from dtnkit.tune.profile import GROUPS, USER_PROFILE_DIR, load_profile, shipped_
 from dtnkit.tune.snapshot import (
     DEFAULT_STATE_DIR,
     Store,
-    capture,
     diff,
     load_values,
     new_snapshot,
@@ -215,11 +214,6 @@ def _outcome_status(out: apply_mod.Outcome) -> int:
     return int(ExitStatus.ROLLBACK_FAILED if out.rollback_errors else ExitStatus.PARTIAL_APPLY)
 
 
-def _live_values(host: Host) -> dict[str, Any]:
-    prof = load_profile("dtn", ())
-    ctx = build_context(host, prof)
-    return capture(host, ctx, apply_mod.restorable_tunables(ctx))
-
 
 @tune.command()
 @click.option("--label", default="manual", show_default=True)
@@ -229,7 +223,7 @@ def _live_values(host: Host) -> dict[str, Any]:
 def save(label: str, netns: str | None, tree: Path | None, state_dir: Path, fmt: str) -> int:
     """Save every restorable setting to a snapshot."""
     host = make_host(netns, tree, read_only=True)
-    snap = new_snapshot(host, _live_values(host), label, "manual")
+    snap = new_snapshot(host, apply_mod.live_values(host), label, "manual")
     path = Store(state_dir).save(snap)
     if fmt == "json":
         click.echo(json.dumps({"id": snap.id, "path": str(path), "values": len(snap.values)}))
@@ -293,7 +287,7 @@ def diff_cmd(a: str, b: str | None, netns: str | None, tree: Path | None, state_
     name_a, values_a = load_values(a, store)
     if b is None:
         host = make_host(netns, tree, read_only=True)
-        name_b, values_b = host.label, _live_values(host)
+        name_b, values_b = host.label, apply_mod.live_values(host)
     else:
         name_b, values_b = load_values(b, store)
     # a sysctl.conf names only some keys: compare just those

@@ -36,6 +36,14 @@ class ExperimentSpec:
     rtt_ms: float = 100.0
 
 
+def live_tuning(host: Host) -> dict[str, Any] | None:
+    """The tuning live during a probe, recorded with its result; None if unreadable."""
+    try:
+        return apply_mod.live_values(host)
+    except DtnkitError:  # recording the tuning must never lose a measurement
+        return None
+
+
 def _median(xs: Sequence[float]) -> float:
     return statistics.median(xs) if xs else 0.0
 
@@ -80,6 +88,7 @@ def run_experiment(
     def measured(label: str) -> float:
         r = probe()
         r.experiment_id, r.label = exp_id, label
+        r.tuning = live_tuning(hosts[0])
         store.add(r)
         value = float(r.summary["throughput_bps"])
         say(f"  {label}: {value / 1e9:.3f} Gbit/s")

@@ -103,6 +103,15 @@ def restorable_tunables(ctx: Context, groups: Sequence[str] = GROUPS) -> list[Tu
             for t in tunables_for(key, ctx.devices)]
 
 
+def live_values(host: Host) -> dict[str, Any]:
+    """Every restorable setting of the host as it is now (what `tune save` stores)."""
+    from dtnkit.tune.audit import build_context
+    from dtnkit.tune.profile import load_profile
+
+    ctx = build_context(host, load_profile("dtn", ()))
+    return capture(host, ctx, restorable_tunables(ctx))
+
+
 def require_root(host: Host, what: str) -> None:
     if host.is_live and os.geteuid() != 0:
         raise NeedsRoot(f"{what} needs root",
