@@ -145,15 +145,15 @@ class ParseError(ValueError):
         self.lineno = lineno
 
 
-def _error(
+def error_at(
     source: str, message: str, lineno: int | None = None, line: str | None = None
 ) -> ParseError:
     where = f"{source}: line {lineno}: " if lineno is not None else f"{source}: "
-    shown = f": {line.strip()!r}" if line is not None else ""
+    shown = f": {line.strip()[:200]!r}" if line is not None else ""
     return ParseError(f"{where}{message}{shown}", lineno=lineno)
 
 
-def _require_text(text: str, source: str) -> None:
+def require_text(text: str, source: str) -> None:
     if not isinstance(text, str):
         raise ParseError(f"{source}: expected text (str), got {type(text).__name__}")
     if not text.strip():
@@ -161,11 +161,12 @@ def _require_text(text: str, source: str) -> None:
 
 
 def _load_json(text: str, source: str, **kwargs: Any) -> Any:
-    _require_text(text, source)
+    require_text(text, source)
     try:
         return json.loads(text, **kwargs)
     except json.JSONDecodeError as exc:
-        raise _error(source, f"invalid JSON ({exc.msg}, column {exc.colno})", exc.lineno) from None
+        raise error_at(source, f"invalid JSON ({exc.msg}, column {exc.colno})",
+                       exc.lineno) from None
     except RecursionError:
         raise ParseError(f"{source}: JSON nested too deeply") from None
 
@@ -192,7 +193,7 @@ def _int_or_na(value: str, source: str, lineno: int, line: str) -> int | None:
         return None
     if _is_uint(value):
         return int(value)
-    raise _error(source, "expected a number or 'n/a'", lineno, line)
+    raise error_at(source, "expected a number or 'n/a'", lineno, line)
 
 
 def _on_off_na(value: str, source: str, lineno: int, line: str) -> bool | None:
@@ -203,7 +204,7 @@ def _on_off_na(value: str, source: str, lineno: int, line: str) -> bool | None:
         return False
     if value == "n/a":
         return None
-    raise _error(source, "expected 'on', 'off' or 'n/a'", lineno, line)
+    raise error_at(source, "expected 'on', 'off' or 'n/a'", lineno, line)
 
 
 def _int_or_str(value: str) -> int | str:
@@ -255,12 +256,12 @@ def parse_sysctl_conf(text: str) -> dict[str, str]:
             continue
         key, sep, value = stripped.partition("=")
         if not sep:
-            raise _error(source, "expected 'key = value'", lineno, line)
+            raise error_at(source, "expected 'key = value'", lineno, line)
         key = key.strip()
         if key.startswith("-"):
             key = key[1:].strip()
         if not key:
-            raise _error(source, "empty key", lineno, line)
+            raise error_at(source, "empty key", lineno, line)
         result[_sysctl_key(key)] = normalize_sysctl(value)
     return result
 
@@ -275,7 +276,7 @@ def _parse_max_cur_sections(
 
     Only rows whose label is in ``keys`` are read (label -> field name); other rows are ignored.
     """
-    _require_text(text, source)
+    require_text(text, source)
     maxima: dict[str, int | None] = {}
     current: dict[str, int | None] = {}
     section: dict[str, int | None] | None = None
@@ -415,7 +416,7 @@ def _parse_feature_line(
 ) -> Feature:
     match = _FEATURE_RE.match(line.strip())
     if match is None:
-        raise _error(source, "expected 'feature: on|off [note]'", lineno, line)
+        raise error_at(source, "expected 'feature: on|off [note]'", lineno, line)
     on = match["state"] == "on"
     fixed = False
     requested: bool | None = on if plain_is_requested else None
@@ -430,7 +431,7 @@ def _parse_feature_line(
         elif note == "not requested":
             requested = None
         else:
-            raise _error(source, f"unknown feature annotation [{note}]", lineno, line)
+            raise error_at(source, f"unknown feature annotation [{note}]", lineno, line)
     return Feature(name=match["name"].strip(), on=on, fixed=fixed, requested=requested)
 
 
@@ -440,7 +441,7 @@ def parse_ethtool_features_text(text: str) -> dict[str, Feature]:
     ``requested`` is set only where the row says ``[requested on|off]``.
     """
     source = "ethtool -k"
-    _require_text(text, source)
+    require_text(text, source)
     features: dict[str, Feature] = {}
     for lineno, line in enumerate(text.splitlines(), 1):
         stripped = line.strip()
@@ -502,7 +503,7 @@ def parse_ethtool_feature_changes(text: str) -> dict[str, Feature]:
             in_changes = True
             continue
         if not in_changes:
-            raise _error(source, "expected 'Actual changes:' first", lineno, line)
+            raise error_at(source, "expected 'Actual changes:' first", lineno, line)
         feature = _parse_feature_line(line, lineno, source, plain_is_requested=True)
         changes[feature.name] = feature
     return changes
@@ -531,7 +532,7 @@ _RX_TX_PAIR_RE = re.compile(r"^(?P<label>Adaptive|CQE mode) RX:\s*(?P<rx>\S+)\s+
 def parse_ethtool_coalesce_text(text: str) -> Coalesce:
     """Parse ``ethtool -c IF`` text (ethtool 6.1 ``name: value`` or newer ``name:\\tvalue``)."""
     source = "ethtool -c"
-    _require_text(text, source)
+    require_text(text, source)
     adaptive_rx: bool | None = None
     adaptive_tx: bool | None = None
     recognized = False
@@ -561,11 +562,11 @@ def parse_ethtool_coalesce_text(text: str) -> Coalesce:
             # newer ethtool prints "tx-aggr-time-usecs\t<value>" without a colon
             parts = stripped.split()
             if len(parts) != 2:
-                raise _error(source, "expected 'name: value'", lineno, line)
+                raise error_at(source, "expected 'name: value'", lineno, line)
             key, value = parts
         key = key.strip()
         if not key or " " in key:
-            raise _error(source, "expected 'name: value'", lineno, line)
+            raise error_at(source, "expected 'name: value'", lineno, line)
         values[key] = _int_or_str(value.strip())
     if not recognized:
         raise ParseError(f"{source}: no 'Coalesce parameters for' header or 'Adaptive RX:' line")
@@ -630,7 +631,7 @@ _PAUSE_LABELS = {"Autonegotiate": "autoneg", "RX": "rx", "TX": "tx"}
 def parse_ethtool_pause_text(text: str) -> Pause:
     """Parse ``ethtool -a IF`` (the ``negotiated`` and ``Statistics`` rows are ignored)."""
     source = "ethtool -a"
-    _require_text(text, source)
+    require_text(text, source)
     found: dict[str, bool | None] = {}
     for lineno, line in enumerate(text.splitlines(), 1):
         label, sep, value = line.strip().partition(":")
@@ -662,7 +663,7 @@ def parse_ethtool_pause_json(text: str) -> Pause:
 def parse_ethtool_driver(text: str) -> dict[str, str]:
     """Parse ``ethtool -i IF`` into ``{key: value}`` with keys as printed; empty values kept."""
     source = "ethtool -i"
-    _require_text(text, source)
+    require_text(text, source)
     info: dict[str, str] = {}
     for lineno, line in enumerate(text.splitlines(), 1):
         if not line.strip():
@@ -670,7 +671,7 @@ def parse_ethtool_driver(text: str) -> dict[str, str]:
         key, sep, value = line.partition(":")
         key = key.strip()
         if not sep or not key:
-            raise _error(source, "expected 'key: value'", lineno, line)
+            raise error_at(source, "expected 'key: value'", lineno, line)
         info[key] = value.strip()
     if "driver" not in info:
         raise ParseError(f"{source}: no 'driver:' line")
@@ -683,7 +684,7 @@ _SPEED_RE = re.compile(r"^\s*Speed:\s*(?P<value>.*?)\s*$", re.MULTILINE)
 def parse_ethtool_speed(text: str) -> int | None:
     """Link speed in Mbit/s from ``ethtool IF``; ``None`` for ``Unknown!`` or no Speed row."""
     source = "ethtool"
-    _require_text(text, source)
+    require_text(text, source)
     match = _SPEED_RE.search(text)
     if match is None:
         return None
@@ -693,7 +694,7 @@ def parse_ethtool_speed(text: str) -> int | None:
     speed = re.fullmatch(r"([0-9]+)Mb/s", value)
     if speed is None:
         lineno = text.count("\n", 0, match.start("value")) + 1
-        raise _error(source, "unrecognized speed", lineno, match.group(0))
+        raise error_at(source, "unrecognized speed", lineno, match.group(0))
     return int(speed.group(1))
 
 
@@ -884,14 +885,14 @@ def _split_qdisc_options(tokens: list[str]) -> dict[str, object]:
 def parse_tc_qdisc_text(text: str) -> list[Qdisc]:
     """Parse ``tc qdisc show [dev IF]`` (indented ``-s`` statistics rows are skipped)."""
     source = "tc qdisc"
-    _require_text(text, source)
+    require_text(text, source)
     qdiscs: list[Qdisc] = []
     for lineno, line in enumerate(text.splitlines(), 1):
         if not line.strip() or line[:1].isspace():
             continue
         tokens = line.split()
         if tokens[0] != "qdisc" or len(tokens) < 4 or not tokens[2].endswith(":"):
-            raise _error(source, "expected 'qdisc KIND HANDLE root|parent ID ...'", lineno, line)
+            raise error_at(source, "expected 'qdisc KIND HANDLE root|parent ID ...'", lineno, line)
         kind, handle = tokens[1], tokens[2]
         index = 3
         if tokens[index] == "dev":
@@ -905,7 +906,7 @@ def parse_tc_qdisc_text(text: str) -> list[Qdisc]:
             parent = tokens[index + 1]
             index += 2
         else:
-            raise _error(source, "expected 'root' or 'parent ID'", lineno, line)
+            raise error_at(source, "expected 'root' or 'parent ID'", lineno, line)
         if index + 1 < len(tokens) and tokens[index] == "refcnt":
             index += 2
         qdiscs.append(
@@ -957,14 +958,14 @@ _MEMINFO_RE = re.compile(r"^(?P<key>[^:\s][^:]*):\s*(?P<value>[0-9]+)(?:\s+(?P<u
 def parse_meminfo(text: str) -> dict[str, int]:
     """Parse ``/proc/meminfo``: ``kB`` values converted to bytes, unitless values as int."""
     source = "/proc/meminfo"
-    _require_text(text, source)
+    require_text(text, source)
     info: dict[str, int] = {}
     for lineno, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         match = _MEMINFO_RE.match(line.strip())
         if match is None:
-            raise _error(source, "expected 'Key: N [kB]'", lineno, line)
+            raise error_at(source, "expected 'Key: N [kB]'", lineno, line)
         value = int(match["value"])
         info[match["key"]] = value * 1024 if match["unit"] else value
     return info
@@ -991,12 +992,12 @@ _HWIRQ_RE = re.compile(r"\d+(?:-[A-Za-z]+)?")
 def parse_proc_interrupts(text: str) -> list[Interrupt]:
     """Parse ``/proc/interrupts``; only numeric IRQ rows (NMI, LOC, ERR ... are skipped)."""
     source = "/proc/interrupts"
-    _require_text(text, source)
+    require_text(text, source)
     lines = text.splitlines()
     header_index = next(index for index, line in enumerate(lines) if line.strip())
     cpus = lines[header_index].split()
     if not cpus or not all(re.fullmatch(r"CPU\d+", cpu) for cpu in cpus):
-        raise _error(
+        raise error_at(
             source, "expected a 'CPU0 CPU1 ...' header", header_index + 1, lines[header_index]
         )
     interrupts: list[Interrupt] = []
@@ -1006,13 +1007,13 @@ def parse_proc_interrupts(text: str) -> list[Interrupt]:
         tokens = list(re.finditer(r"\S+", line))
         first = tokens[0].group()
         if not first.endswith(":"):
-            raise _error(source, "expected 'IRQ: counts...'", lineno, line)
+            raise error_at(source, "expected 'IRQ: counts...'", lineno, line)
         irq = first[:-1]
         if not irq.isdigit():
             continue
         count_tokens = [token.group() for token in tokens[1 : 1 + len(cpus)]]
         if len(count_tokens) != len(cpus) or not all(_is_uint(token) for token in count_tokens):
-            raise _error(source, f"expected {len(cpus)} per-CPU counts", lineno, line)
+            raise error_at(source, f"expected {len(cpus)} per-CPU counts", lineno, line)
         rest = tokens[1 + len(cpus) :]
         chip = rest[0].group() if rest else ""
         position = 1
@@ -1058,7 +1059,7 @@ _BOND_MODES = {
 def parse_proc_net_bonding(text: str) -> Bond:
     """Parse ``/proc/net/bonding/BOND``: the mode and the slave interfaces in order."""
     source = "/proc/net/bonding"
-    _require_text(text, source)
+    require_text(text, source)
     mode: str | None = None
     slaves: list[str] = []
     for lineno, line in enumerate(text.splitlines(), 1):
@@ -1070,7 +1071,7 @@ def parse_proc_net_bonding(text: str) -> Bond:
             mode = _BOND_MODES.get(value, value)
         elif key == "Slave Interface":
             if not value:
-                raise _error(source, "empty slave name", lineno, line)
+                raise error_at(source, "empty slave name", lineno, line)
             slaves.append(value)
     if not mode:
         raise ParseError(f"{source}: no 'Bonding Mode:' line")
@@ -1087,13 +1088,13 @@ def parse_tuned_active(text: str) -> str | None:
     (``a b``) is returned as printed.
     """
     source = "tuned-adm active"
-    _require_text(text, source)
+    require_text(text, source)
     for lineno, line in enumerate(text.splitlines(), 1):
         stripped = line.strip()
         if stripped.startswith("Current active profile:"):
             profile = stripped.partition(":")[2].strip()
             if not profile:
-                raise _error(source, "empty profile name", lineno, line)
+                raise error_at(source, "empty profile name", lineno, line)
             return profile
         if stripped == "No current active profile.":
             return None
@@ -1105,7 +1106,7 @@ def parse_tuned_active(text: str) -> str | None:
 def parse_tuned_verify(text: str) -> tuple[bool, list[str]]:
     """``(passed, lines)`` from ``tuned-adm verify`` stdout; ``lines`` are the non-blank lines."""
     source = "tuned-adm verify"
-    _require_text(text, source)
+    require_text(text, source)
     lines = [line.rstrip() for line in text.splitlines() if line.strip()]
     for line in lines:
         if line.startswith("Verification succeeded"):

@@ -515,6 +515,10 @@ class LabPath:
             time.sleep(0.05)  # the engine rewrites its report twice a second; bounded wait
 
     def measure_rtt(self, count: int = 5) -> dict[str, float] | None:
+        """Idle RTT from the first src to the first dst host (ping), after one unmeasured
+        warm-up ping so neighbour (ARP) resolution is not counted."""
+        self.src.run(["ping", "-q", "-n", "-c", "1", "-W", "3", self.dst.address], check=False,
+                     timeout=10)
         proc = self.src.run(["ping", "-q", "-n", "-c", str(count), "-i", "0.2", "-W", "3",
                              self.dst.address], check=False, timeout=30)
         m = re.search(r"= ([0-9.]+)/([0-9.]+)/([0-9.]+)/([0-9.]+) ms", proc.stdout)

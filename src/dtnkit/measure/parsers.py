@@ -40,7 +40,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from dtnkit.host.parsers import ParseError
+from dtnkit.host.parsers import ParseError, error_at, require_text
 
 __all__ = ["parse_net_dev", "parse_proc_stat", "parse_snmp", "parse_ss_tin"]
 
@@ -48,25 +48,12 @@ CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "ste
               "guest_nice")
 
 
-def _error(source: str, message: str, lineno: int | None = None,
-           line: str | None = None) -> ParseError:
-    where = f"{source}: line {lineno}: " if lineno is not None else f"{source}: "
-    shown = f": {line.strip()[:200]!r}" if line is not None else ""
-    return ParseError(f"{where}{message}{shown}", lineno=lineno)
-
-
-def _require_text(text: str, source: str) -> None:
-    if not isinstance(text, str):
-        raise ParseError(f"{source}: expected text (str), got {type(text).__name__}")
-    if not text.strip():
-        raise ParseError(f"{source}: empty input")
-
 
 def _int(value: str, source: str, lineno: int, line: str) -> int:
     try:
         return int(value)
     except ValueError:
-        raise _error(source, f"expected an integer, got {value!r}", lineno, line) from None
+        raise error_at(source, f"expected an integer, got {value!r}", lineno, line) from None
 
 
 # ---- /proc/stat ----------------------------------------------------------------------------------
@@ -77,7 +64,7 @@ def parse_proc_stat(text: str) -> dict[str, Any]:
     are 0.
     """
     source = "/proc/stat"
-    _require_text(text, source)
+    require_text(text, source)
     cpus: dict[str, dict[str, int]] = {}
     out: dict[str, Any] = {"cpus": cpus}
     for lineno, line in enumerate(text.splitlines(), 1):
@@ -87,25 +74,25 @@ def parse_proc_stat(text: str) -> dict[str, Any]:
         name = words[0]
         if name.startswith("cpu"):
             if not (name == "cpu" or name[3:].isdigit()):
-                raise _error(source, "unknown cpu row", lineno, line)
+                raise error_at(source, "unknown cpu row", lineno, line)
             values = [_int(w, source, lineno, line) for w in words[1:]]
             if len(values) < 4:
-                raise _error(source, "a cpu row has at least 4 columns", lineno, line)
+                raise error_at(source, "a cpu row has at least 4 columns", lineno, line)
             if any(v < 0 for v in values):
-                raise _error(source, "negative jiffies", lineno, line)
+                raise error_at(source, "negative jiffies", lineno, line)
             row = dict.fromkeys(CPU_FIELDS, 0)
             row.update(zip(CPU_FIELDS, values, strict=False))
             cpus[name] = row
         elif name in ("ctxt", "procs_running", "procs_blocked", "processes", "btime"):
             if len(words) != 2:
-                raise _error(source, f"expected `{name} N`", lineno, line)
+                raise error_at(source, f"expected `{name} N`", lineno, line)
             out[name] = _int(words[1], source, lineno, line)
         elif not re.fullmatch(r"[a-z_]+", name):
-            raise _error(source, "not a /proc/stat row", lineno, line)
+            raise error_at(source, "not a /proc/stat row", lineno, line)
     if "cpu" not in cpus:
-        raise _error(source, "no `cpu` row")
+        raise error_at(source, "no `cpu` row")
     if "ctxt" not in out:
-        raise _error(source, "no `ctxt` row")
+        raise error_at(source, "no `ctxt` row")
     return out
 
 
@@ -113,26 +100,26 @@ def parse_proc_stat(text: str) -> dict[str, Any]:
 def parse_snmp(text: str) -> dict[str, dict[str, int]]:
     """``{"Tcp": {"OutSegs": n, ...}, "TcpExt": {...}, ...}`` from header/value line pairs."""
     source = "/proc/net/snmp"
-    _require_text(text, source)
+    require_text(text, source)
     lines = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
     if len(lines) % 2:
         n, line = lines[-1]
-        raise _error(source, "a header line without its value line", n, line)
+        raise error_at(source, "a header line without its value line", n, line)
     out: dict[str, dict[str, int]] = {}
     for (hn, head), (vn, vals) in zip(lines[::2], lines[1::2], strict=True):
         hprefix, hsep, hrest = head.partition(":")
         vprefix, vsep, vrest = vals.partition(":")
         if not hsep or not hprefix.strip() or " " in hprefix.strip():
-            raise _error(source, "expected `Prefix: Name Name ...`", hn, head)
+            raise error_at(source, "expected `Prefix: Name Name ...`", hn, head)
         if not vsep or vprefix != hprefix:
-            raise _error(source, f"expected the values of {hprefix}", vn, vals)
+            raise error_at(source, f"expected the values of {hprefix}", vn, vals)
         names, values = hrest.split(), vrest.split()
         if len(names) != len(values):
-            raise _error(source, f"{hprefix} has {len(names)} names but {len(values)} values",
+            raise error_at(source, f"{hprefix} has {len(names)} names but {len(values)} values",
                          vn, vals)
         for name in names:
             if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", name):
-                raise _error(source, f"bad counter name {name!r}", hn, head)
+                raise error_at(source, f"bad counter name {name!r}", hn, head)
         out[hprefix.strip()] = {k: _int(v, source, vn, vals) for k, v in
                                 zip(names, values, strict=True)}
     return out
@@ -142,7 +129,7 @@ def parse_snmp(text: str) -> dict[str, dict[str, int]]:
 def parse_net_dev(text: str) -> dict[str, dict[str, int]]:
     """``{"eth0": {"rx_bytes", "rx_packets", "rx_errs", "rx_drop", ..., "tx_bytes", ...}}``."""
     source = "/proc/net/dev"
-    _require_text(text, source)
+    require_text(text, source)
     lines = text.splitlines()
     fields: list[str] | None = None
     out: dict[str, dict[str, int]] = {}
@@ -154,22 +141,22 @@ def parse_net_dev(text: str) -> dict[str, dict[str, int]]:
         if "|" in line and fields is None:
             parts = line.split("|")
             if len(parts) != 3 or parts[0].strip() != "face":
-                raise _error(source, "unknown header", lineno, line)
+                raise error_at(source, "unknown header", lineno, line)
             fields = [f"rx_{w}" for w in parts[1].split()] + [f"tx_{w}" for w in parts[2].split()]
             continue
         if fields is None:
-            raise _error(source, "a device row before the header", lineno, line)
+            raise error_at(source, "a device row before the header", lineno, line)
         name, sep, rest = line.strip().partition(":")
         if not sep or not name or " " in name:
-            raise _error(source, "expected `NAME: counters`", lineno, line)
+            raise error_at(source, "expected `NAME: counters`", lineno, line)
         values = rest.split()
         if len(values) != len(fields):
-            raise _error(source, f"expected {len(fields)} counters, got {len(values)}",
+            raise error_at(source, f"expected {len(fields)} counters, got {len(values)}",
                          lineno, line)
         out[name] = {k: _int(v, source, lineno, line) for k, v in
                      zip(fields, values, strict=True)}
     if fields is None:
-        raise _error(source, "no header")
+        raise error_at(source, "no header")
     return out
 
 
@@ -191,13 +178,13 @@ _SOURCE = "ss -tinO"
 def _rate(value: str, lineno: int, line: str) -> int:
     m = _RATE.fullmatch(value)
     if not m:
-        raise _error(_SOURCE, f"expected a rate like 123bps, got {value!r}", lineno, line)
+        raise error_at(_SOURCE, f"expected a rate like 123bps, got {value!r}", lineno, line)
     return round(float(m.group(1)) * _PREFIX[m.group(2)])
 
 
 def _num(value: str, lineno: int, line: str, what: str) -> float:
     if not _NUMBER.fullmatch(value):
-        raise _error(_SOURCE, f"{what}: expected a number, got {value!r}", lineno, line)
+        raise error_at(_SOURCE, f"{what}: expected a number, got {value!r}", lineno, line)
     return float(value)
 
 
@@ -217,7 +204,7 @@ def _group(name: str, body: str, flow: dict[str, Any], lineno: int, line: str) -
     for item in body.split(","):
         k, sep, v = item.partition(":")
         if not sep:
-            raise _error(_SOURCE, f"bbr: expected k:v, got {item!r}", lineno, line)
+            raise error_at(_SOURCE, f"bbr: expected k:v, got {item!r}", lineno, line)
         if k == "bw":
             flow["bbr_bw_bps"] = _rate(v, lineno, line)
         elif k == "mrtt":
@@ -236,7 +223,7 @@ def _info(words: list[str], flow: dict[str, Any], lineno: int, line: str) -> Non
         i += 1
         if word in _RATE_WORDS:
             if i >= len(words):
-                raise _error(_SOURCE, f"{word} without a value", lineno, line)
+                raise error_at(_SOURCE, f"{word} without a value", lineno, line)
             value = words[i]
             i += 1
             first, _, peak = value.partition("/")
@@ -247,7 +234,7 @@ def _info(words: list[str], flow: dict[str, Any], lineno: int, line: str) -> Non
         key, sep, value = word.partition(":")
         if not sep:
             if not re.fullmatch(r"[A-Za-z<][A-Za-z0-9_<>-]*", word):
-                raise _error(_SOURCE, f"unexpected word {word!r}", lineno, line)
+                raise error_at(_SOURCE, f"unexpected word {word!r}", lineno, line)
             if word not in _FLAGS and not word.startswith("tcp-ulp-") and "cc" not in flow:
                 flow["cc"] = word  # the congestion control: the one bare word not a flag
                 continue
@@ -261,7 +248,7 @@ def _info(words: list[str], flow: dict[str, Any], lineno: int, line: str) -> Non
                 body += " " + words[i]
                 i += 1
             if not body.endswith(")"):
-                raise _error(_SOURCE, f"unclosed group {key}:(", lineno, line)
+                raise error_at(_SOURCE, f"unclosed group {key}:(", lineno, line)
             _group(key, body[1:-1], flow, lineno, line)
             continue
         if key == "rtt":
@@ -277,12 +264,12 @@ def _info(words: list[str], flow: dict[str, Any], lineno: int, line: str) -> Non
         elif key in ("rwnd_limited", "sndbuf_limited", "cwnd_limited"):
             m = _MS_LIMITED.fullmatch(value)
             if not m:
-                raise _error(_SOURCE, f"{key}: expected Nms(P%), got {value!r}", lineno, line)
+                raise error_at(_SOURCE, f"{key}: expected Nms(P%), got {value!r}", lineno, line)
             flow[f"{key}_ms"] = int(m.group(1))
             flow[f"{key}_pct"] = float(m.group(2))
         elif key == "busy":
             if not value.endswith("ms"):
-                raise _error(_SOURCE, f"busy: expected Nms, got {value!r}", lineno, line)
+                raise error_at(_SOURCE, f"busy: expected Nms, got {value!r}", lineno, line)
             flow["busy_ms"] = int(_num(value[:-2], lineno, line, "busy"))
         elif key == "wscale":
             snd, _, rcv = value.partition(",")
@@ -318,7 +305,7 @@ def parse_ss_tin(text: str) -> list[dict[str, Any]]:
         words = line.split()
         if line[0] in " \t":  # ss without -O: tcp_info on an indented continuation line
             if not flows:
-                raise _error(_SOURCE, "tcp_info before any socket", lineno, line)
+                raise error_at(_SOURCE, "tcp_info before any socket", lineno, line)
             _info(words, flows[-1], lineno, line)
             continue
         if words[0] in ("State", "Netid"):
@@ -326,12 +313,12 @@ def parse_ss_tin(text: str) -> list[dict[str, Any]]:
         if words[0] in _NETIDS and len(words) > 1 and _STATE.fullmatch(words[1]):
             words = words[1:]
         if len(words) < 5 or not _STATE.fullmatch(words[0]):
-            raise _error(_SOURCE, "expected `STATE RECV-Q SEND-Q LOCAL PEER ...`", lineno, line)
+            raise error_at(_SOURCE, "expected `STATE RECV-Q SEND-Q LOCAL PEER ...`", lineno, line)
         state, recv_q, send_q, local, peer = words[:5]
         if not (recv_q.isdigit() and send_q.isdigit()):
-            raise _error(_SOURCE, "Recv-Q and Send-Q must be numbers", lineno, line)
+            raise error_at(_SOURCE, "Recv-Q and Send-Q must be numbers", lineno, line)
         if ":" not in local or ":" not in peer:
-            raise _error(_SOURCE, "expected ADDRESS:PORT", lineno, line)
+            raise error_at(_SOURCE, "expected ADDRESS:PORT", lineno, line)
         laddr, lport = _split_addr(local)
         paddr, pport = _split_addr(peer)
         flow: dict[str, Any] = {
