@@ -27,7 +27,6 @@ from typing import Any
 from dtnkit.cli.main import main as dtnkit
 from dtnkit.lab import path as lab
 from dtnkit.lab.disk import slow_disk
-from dtnkit.lab.path import LabPath
 
 
 def run(*argv: str) -> tuple[int, Any]:
@@ -35,12 +34,6 @@ def run(*argv: str) -> tuple[int, Any]:
     with contextlib.redirect_stdout(out):
         code = dtnkit(list(argv))
     return code, json.loads(out.getvalue())
-
-
-def buffers(p: LabPath, value: str) -> None:
-    for h in p.hosts:
-        for key in ("tcp_rmem", "tcp_wmem"):
-            h.run(["sh", "-c", f"echo '{value}' > /proc/sys/net/ipv4/{key}"])
 
 
 def verdict_line(name: str, diag: dict[str, Any]) -> None:
@@ -73,7 +66,7 @@ def main() -> int:
     common = ["--duration", args.duration, "--interval", "1", "--db", db, "--format", "json"]
 
     with lab.path("dkcase1", rtt_ms=50, rate_bps=2 * 10**9) as p:
-        buffers(p, "4096 131072 4194304")
+        p.set_tcp_buffers("4096 131072 4194304")
         peer = ["--peer", f"{p.name}/dst", "--netns", p.src.netns]
         _, diag = run("diagnose", *peer, *common)
         verdict_line("1. small buffers, 50 ms, 2 Gbit/s cap", diag)
@@ -88,7 +81,7 @@ def main() -> int:
               f"{after['summary']['throughput_bps'] / 1e9:.3f} Gbit/s")
 
     with lab.path("dkcase2", rtt_ms=20, rate_bps=500 * 10**6) as p:
-        buffers(p, "4096 131072 67108864")
+        p.set_tcp_buffers("4096 131072 67108864")
         peer = ["--peer", f"{p.name}/dst", "--netns", p.src.netns]
         _, diag = run("diagnose", *peer, *common)
         verdict_line("2. 500 Mbit/s cap, 20 ms, 64 MiB buffers", diag)
@@ -99,7 +92,7 @@ def main() -> int:
 
     with slow_disk(48 * 2**20, read_bps=20 * 10**6, write_bps=20 * 10**6,
                    workdir=tmp) as sd, lab.path("dkcase3", rtt_ms=10) as p:
-        buffers(p, "4096 131072 67108864")
+        p.set_tcp_buffers("4096 131072 67108864")
         sink = p.dst.popen([sys.executable, "-m", "dtnkit.measure.netpipe", "recv", "9100"],
                            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
         try:

@@ -15,42 +15,15 @@ Tables:
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import signal
 import sys
 import time
-from typing import Any
 
 from dtnkit.lab import path as lab
-from dtnkit.lab.path import LabHost, LabPath
+from dtnkit.lab.path import LabPath
 
 BIG = "4096 131072 268435456"
 WIRE = 1448 / 1514
-
-
-def iperf(client: LabHost, server: LabHost, seconds: int, streams: int = 1) -> float:
-    srv = server.popen(["iperf3", "-s", "-1", "--forceflush"])
-    try:
-        assert srv.stdout is not None
-        for line in srv.stdout:
-            if "listening" in line:
-                break
-        out = client.run(["iperf3", "-c", server.address, "-t", str(seconds), "-P",
-                          str(streams), "-J"], timeout=seconds + 60).stdout
-        srv.wait(timeout=30)
-    finally:
-        if srv.poll() is None:
-            os.killpg(srv.pid, signal.SIGKILL)
-            srv.wait()
-    doc: dict[str, Any] = json.loads(out)
-    return float(doc["end"]["sum_received"]["bits_per_second"])
-
-
-def buffers(p: LabPath, value: str) -> None:
-    for h in p.hosts:
-        for key in ("tcp_rmem", "tcp_wmem"):
-            h.run(["sh", "-c", f"echo '{value}' > /proc/sys/net/ipv4/{key}"])
 
 
 def ping(p: LabPath, count: int = 50) -> tuple[float, float]:
@@ -83,26 +56,26 @@ def main() -> int:
     print(f"{'cap Mbit/s':>10} {'goodput Mbit/s':>15} {'ratio to cap':>13}")
     caps = (500, 2000) if args.quick else (100, 500, 1000, 2000)
     with lab.path("dkbench", rtt_ms=50, rate_bps=caps[0] * 10**6) as p:
-        buffers(p, BIG)
+        p.set_tcp_buffers(BIG)
         for cap in caps:
             p.set(rate_bps=cap * 10**6)
-            got = iperf(p.src, p.dst, secs)
+            got = p.goodput_bps(seconds=secs)
             print(f"{cap:>10} {got / 1e6:>15.0f} {got / (cap * 1e6 * WIRE):>13.3f}")
 
     print("\n3. delay-stage capacity, uncapped, large buffers")
     print(f"{'case':<30} {'Gbit/s':>7} {'stage CPU % (run mean)':>23}")
     with lab.path("dkbench", rtt_ms=0) as p:
-        buffers(p, BIG)
+        p.set_tcp_buffers(BIG)
         # baseline: the same namespaces and devices, no delay stage in the way
         lab._ns(p.mid, "iptables", "-w", "-F", "FORWARD")
-        base = iperf(p.src, p.dst, secs)
+        base = p.goodput_bps(seconds=secs)
         print(f"{'no delay stage (baseline)':<30} {base / 1e9:>7.2f} {'-':>23}")
     for streams in (1, 4):
         with lab.path("dkbench", rtt_ms=50) as p:
-            buffers(p, BIG)
+            p.set_tcp_buffers(BIG)
             before = p.emulator_stats(fresh=True) or {}
             start = time.monotonic()
-            got = iperf(p.src, p.dst, secs, streams)
+            got = p.goodput_bps(seconds=secs, streams=streams)
             after = p.emulator_stats(fresh=True) or {}
             cpu = (after["cpu_seconds"] - before["cpu_seconds"]) / (time.monotonic() - start)
             print(f"{f'50 ms, {streams} stream(s)':<30} {got / 1e9:>7.2f} {cpu * 100:>23.1f}"

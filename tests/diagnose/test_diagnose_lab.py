@@ -44,12 +44,6 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, Any]:
     return code, json.loads(out) if out.strip().startswith(("{", "[")) else out
 
 
-def set_buffers(p: LabPath, value: str) -> None:
-    for h in p.hosts:
-        for key in ("tcp_rmem", "tcp_wmem"):
-            h.run(["sh", "-c", f"echo '{value}' > /proc/sys/net/ipv4/{key}"])
-
-
 def probe(capsys: pytest.CaptureFixture[str], p: LabPath, env: dict[str, str]) -> float:
     code, doc = run(capsys, "probe", "net", "--peer", f"{p.name}/dst", "--netns", p.src.netns,
                     "--duration", "4", "--interval", "1", "--db", env["db"], "--format", "json")
@@ -61,7 +55,7 @@ def probe(capsys: pytest.CaptureFixture[str], p: LabPath, env: dict[str, str]) -
 def test_small_buffers_on_a_long_path(capsys: pytest.CaptureFixture[str],
                                       env: dict[str, str]) -> None:
     with lab.path(rtt_ms=50, rate_bps=2_000_000_000) as p:
-        set_buffers(p, SMALL)
+        p.set_tcp_buffers(SMALL)
         code, diag = run(capsys, "diagnose", "--peer", f"{p.name}/dst", "--netns", p.src.netns,
                          "--duration", "4", "--interval", "0.5", "--db", env["db"],
                          "--format", "json")
@@ -98,7 +92,7 @@ def test_small_buffers_on_a_long_path(capsys: pytest.CaptureFixture[str],
 @needs_tools
 def test_a_rate_cap_that_binds(capsys: pytest.CaptureFixture[str], env: dict[str, str]) -> None:
     with lab.path(rtt_ms=20, rate_bps=500_000_000) as p:
-        set_buffers(p, BIG)
+        p.set_tcp_buffers(BIG)
         code, diag = run(capsys, "diagnose", "--peer", f"{p.name}/dst", "--netns", p.src.netns,
                          "--duration", "4", "--interval", "0.5", "--db", env["db"],
                          "--format", "json")
@@ -151,7 +145,7 @@ def test_throttled_storage(capsys: pytest.CaptureFixture[str], env: dict[str, st
         pytest.skip(why)
     with slow_disk(48 * 2**20, read_bps=20 * 10**6, write_bps=20 * 10**6,
                    workdir=tmp_path) as sd, lab.path(rtt_ms=10) as p:
-        set_buffers(p, BIG)
+        p.set_tcp_buffers(BIG)
         sink = receiver(p, 9100)
         command = (f"dd if={{src}} bs=1M iflag=direct status=none | {sys.executable} -m "
                    "dtnkit.measure.netpipe send {dst}")

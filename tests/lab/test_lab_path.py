@@ -13,14 +13,13 @@ import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from dtnkit.cli.main import main
 from dtnkit.errors import BadInput, ExitStatus
 from dtnkit.lab import path as lab
-from dtnkit.lab.path import LabHost, LabPath, PathSpec
+from dtnkit.lab.path import LabPath, PathSpec
 
 pytestmark = [pytest.mark.needs_root, pytest.mark.needs_netns]
 
@@ -45,31 +44,6 @@ def leftovers(state: Path) -> Iterator[None]:
                           capture_output=True).returncode == 1
 
 
-def iperf(client: LabHost, server: LabHost, *, seconds: int = 8, streams: int = 1) -> float:
-    """Goodput in bit/s of one iperf3 run (the server is started and stopped here)."""
-    srv = server.popen(["iperf3", "-s", "-1", "--forceflush"])
-    try:
-        assert srv.stdout is not None
-        for line in srv.stdout:  # wait until it listens: its own words, no sleep
-            if "listening" in line:
-                break
-        out = client.run(["iperf3", "-c", server.address, "-t", str(seconds), "-P",
-                          str(streams), "-J"], timeout=seconds + 30).stdout
-        srv.wait(timeout=30)
-    finally:
-        if srv.poll() is None:
-            os.killpg(srv.pid, signal.SIGKILL)
-            srv.wait()
-    doc: dict[str, Any] = json.loads(out)
-    return float(doc["end"]["sum_received"]["bits_per_second"])
-
-
-def set_buffers(p: LabPath, value: str) -> None:
-    for h in p.hosts:
-        for key in ("tcp_rmem", "tcp_wmem"):
-            h.run(["sh", "-c", f"echo '{value}' > /proc/sys/net/ipv4/{key}"])
-
-
 @needs_tools
 @pytest.mark.parametrize("rtt", [10.0, 100.0])
 def test_idle_rtt_is_accurate(rtt: float, state: Path, leftovers: None) -> None:
@@ -84,8 +58,8 @@ def test_idle_rtt_is_accurate(rtt: float, state: Path, leftovers: None) -> None:
 @pytest.mark.parametrize("rate", [500_000_000, 2_000_000_000])
 def test_rate_cap_is_accurate(rate: int, state: Path, leftovers: None) -> None:
     with lab.path(rtt_ms=10, rate_bps=rate) as p:
-        set_buffers(p, "4096 131072 67108864")
-        got = iperf(p.src, p.dst, seconds=5)
+        p.set_tcp_buffers("4096 131072 67108864")
+        got = p.goodput_bps(seconds=5)
     # goodput excludes TCP/IP/Ethernet headers (1448 of 1514 bytes at MTU 1500)
     assert 0.90 <= got / (rate * 1448 / 1514) <= 1.02
 
@@ -96,20 +70,20 @@ def test_physics_window_over_rtt_then_tuned_buffers_then_streams(
 ) -> None:
     cap = 2_000_000_000
     with lab.path(rtt_ms=50, rate_bps=cap) as p:
-        set_buffers(p, SMALL)
-        one = iperf(p.src, p.dst)
+        p.set_tcp_buffers(SMALL)
+        one = p.goodput_bps()
         window_rate = 4 * 2**20 * 8 / 0.050
         assert one < 0.5 * cap  # bound by the window, not the cap
         assert 0.35 <= one / window_rate <= 1.1
 
-        four = iperf(p.src, p.dst, streams=4)
+        four = p.goodput_bps(streams=4)
         assert 3.0 <= four / one <= 4.6
 
         for h in (p.src, p.dst):  # dtnkit tune, for real, on both ends of the path
             code = main(["tune", "apply", "--group", "buffers", "--netns", h.netns, "--rtt",
                          "50ms", "--state-dir", str(state / "tune"), "--format", "json"])
             assert code == ExitStatus.OK, capsys.readouterr()
-        tuned = iperf(p.src, p.dst)
+        tuned = p.goodput_bps()
         assert tuned >= 0.8 * cap * 1448 / 1514
 
 

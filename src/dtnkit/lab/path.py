@@ -465,6 +465,20 @@ class LabPath:
         raise DtnkitError("the delay stage did not start within 10 s",
                           "its stats file never appeared", "see emulator.log in the state dir")
 
+    def set_tcp_buffers(self, value: str) -> None:
+        """Set tcp_rmem and tcp_wmem (e.g. ``"4096 131072 4194304"``) on every end host."""
+        for h in self.hosts:
+            for key in ("tcp_rmem", "tcp_wmem"):
+                h.run(["sh", "-c", f"echo '{value}' > /proc/sys/net/ipv4/{key}"])
+
+    def goodput_bps(self, *, seconds: int = 8, streams: int = 1) -> float:
+        """One iperf3 run from the first src to the first dst host (the network probe)."""
+        from dtnkit.measure.iperf import NetSpec, run_net_probe
+
+        spec = NetSpec(f"{self.name}/{self.dst.name}", streams=streams, duration_s=seconds)
+        result = run_net_probe(Host.live(self.src.netns), spec)
+        return float(result.summary["throughput_bps"])
+
     # ---- change in place -----------------------------------------------------------------------
     def set(self, *, rtt_ms: float | None = None, rate_bps: int | None = None,
             loss: float | None = None, queue_bytes: int | None = None) -> None:
