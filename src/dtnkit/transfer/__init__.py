@@ -1,0 +1,1 @@
+"""Transfer: checksums, digests, the HTTP server and client."""
