@@ -16,6 +16,7 @@ import click
 from dtnkit import __version__
 from dtnkit.cli import lab as lab_cli
 from dtnkit.cli import measure as measure_cli
+from dtnkit.cli import serve as serve_cli
 from dtnkit.cli import tune as tune_cli
 from dtnkit.errors import DtnkitError, ExitStatus
 
@@ -32,6 +33,7 @@ def cli(ctx: click.Context, traceback: bool) -> None:
 
 cli.add_command(tune_cli.tune)
 cli.add_command(lab_cli.lab)
+cli.add_command(serve_cli.serve)
 for _cmd in (measure_cli.probe, measure_cli.results, measure_cli.diagnose,
              measure_cli.experiment):
     cli.add_command(_cmd)

@@ -1,0 +1,65 @@
+"""`dtnkit serve`: serve one directory tree over HTTP(S) for the data mover."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from pathlib import Path
+from types import FrameType
+
+import click
+
+from dtnkit.errors import BadInput
+
+
+@click.command()
+@click.option("--root", required=True,
+              type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="Directory to serve; nothing outside it is reachable.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", type=click.IntRange(0, 65535), default=None,
+              help="Port (default 8443 with TLS, 8080 without; 0 picks a free one).")
+@click.option("--cert", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="PEM certificate (chain) for TLS; needs --key.")
+@click.option("--key", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="PEM private key for --cert.")
+@click.option("--tokens", "tokens_file",
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Bearer tokens, one 'TOKEN read|write|read,write' a line.")
+@click.option("--anonymous-read", is_flag=True,
+              help="Allow GET/HEAD/PROPFIND without a token.")
+@click.option("--quiet", is_flag=True, help="No access log on stderr.")
+def serve(root: Path, host: str, port: int | None, cert: Path | None, key: Path | None,
+          tokens_file: Path | None, anonymous_read: bool, quiet: bool) -> int:
+    """Serve ROOT over HTTP(S): GET/HEAD (ranges, digests), PUT, DELETE, MKCOL, PROPFIND.
+
+    Prints one line with the URL once listening; stops on SIGTERM or SIGINT.
+    """
+    from dtnkit.transfer.server import start_server
+
+    if (cert is None) != (key is None):
+        raise BadInput("TLS", "--cert and --key go together", "pass both, or neither for HTTP")
+    tls = (cert, key) if cert is not None and key is not None else None
+    if port is None:
+        port = 8443 if tls is not None else 8080
+    handle = start_server(root, host=host, port=port, tls=tls, tokens=tokens_file,
+                          anonymous_read=anonymous_read, quiet=quiet)
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            previous[signum] = signal.signal(signum, on_signal)
+    try:
+        click.echo(f"dtnkit serve: listening on {handle.url} (root {handle.root})")
+        while not stop.wait(0.5):
+            pass
+    finally:
+        handle.stop()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    click.echo("dtnkit serve: stopped", err=True)
+    return 0
