@@ -1,0 +1,1 @@
+"""Name the layer that binds (diagnose) and keep only the tuning that helps (experiment)."""
