@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import click
 
 from dtnkit import __version__
+from dtnkit.cli import cp as cp_cli
 from dtnkit.cli import lab as lab_cli
 from dtnkit.cli import measure as measure_cli
 from dtnkit.cli import serve as serve_cli
@@ -34,6 +35,7 @@ def cli(ctx: click.Context, traceback: bool) -> None:
 cli.add_command(tune_cli.tune)
 cli.add_command(lab_cli.lab)
 cli.add_command(serve_cli.serve)
+cli.add_command(cp_cli.cp)
 for _cmd in (measure_cli.probe, measure_cli.results, measure_cli.diagnose,
              measure_cli.experiment):
     cli.add_command(_cmd)
@@ -66,6 +68,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _wants_json(args: Sequence[str]) -> bool:
+    if "--json" in args:
+        return True
     for i, arg in enumerate(args):
         if arg == "--format=json" or (arg == "--format" and args[i + 1:i + 2] == ["json"]):
             return True

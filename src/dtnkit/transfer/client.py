@@ -1,0 +1,773 @@
+"""The client half of the mover: ``copy(src, dst, options)`` over HTTP(S) with ``http.client``.
+
+Download: HEAD (size, ETag), the source digest from a HEAD with ``Want-Digest`` (waited for in
+``sequential`` mode, asked concurrently with the transfer otherwise), then N streams, each a
+keep-alive connection fetching disjoint ``Range`` blocks and writing them with ``os.pwrite`` into
+``.<name>.dtnkit-part`` next to the destination, which is renamed only after verification.
+
+Upload: one PUT of the whole body. ``sequential`` sends a ``Digest`` header computed before
+(the server verifies before committing); ``block`` hashes the bytes in the pass that reads them
+for sending (FIVER); ``block`` and ``file`` then compare with the server's ``Want-Digest``
+answer and DELETE the remote file on a mismatch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import http.client
+import os
+import queue
+import ssl
+import threading
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import quote, unquote, urlsplit
+
+from dtnkit.errors import BadInput, DtnkitError
+from dtnkit.transfer import checksum as cks
+from dtnkit.transfer import digest as dg
+from dtnkit.transfer import pipeline as pl
+
+PART_SUFFIX = ".dtnkit-part"
+FATAL_STATUSES = frozenset({400, 401, 403, 404, 405, 409, 411, 413, 415, 416, 501})
+
+
+class TransferError(DtnkitError):
+    """A copy failed (after retries when they apply)."""
+
+
+class FatalHttp(TransferError):
+    """An HTTP answer that retrying cannot fix (401, 403, 404, ...)."""
+
+
+class Retryable(Exception):
+    """A connection error, a stall or a 5xx: worth another try."""
+
+
+class ChecksumMismatch(TransferError):
+    pass
+
+
+@dataclass
+class Options:
+    streams: int = 1
+    block_size: int = pl.DEFAULT_BLOCK
+    checksum: str = "adler32"
+    verify: str = "block"
+    level: str = "inflight"
+    retries: int = 3
+    backoff: float = 0.5
+    stall_timeout: float = 60.0
+    token: str | None = None
+    ca_file: str | None = None
+    insecure: bool = False
+    parallel: int = 1
+    recursive: bool = False
+    max_buffered: int = pl.DEFAULT_MAX_BUFFERED
+    progress: Callable[[int], None] | None = None
+
+    def check(self) -> None:
+        if self.streams < 1 or self.parallel < 1:
+            raise BadInput("--streams/--parallel", "must be at least 1", "pass 1 or more")
+        if self.block_size < 1:
+            raise BadInput("--block-size", "must be positive", "pass e.g. 8M")
+        if self.verify not in pl.VERIFY_MODES:
+            raise BadInput(f"--verify {self.verify}", "unknown mode",
+                           f"use one of {', '.join(pl.VERIFY_MODES)}")
+        if self.level not in pl.LEVELS:
+            raise BadInput(f"--verify-level {self.level}", "unknown level",
+                           f"use one of {', '.join(pl.LEVELS)}")
+        try:
+            self.checksum = cks.canonical(self.checksum)
+        except ValueError as exc:
+            raise BadInput(f"--checksum {self.checksum}", str(exc),
+                           f"use one of {', '.join(cks.ALGORITHMS)}") from None
+        if self.retries < 0:
+            raise BadInput("--retries", "must be >= 0", "pass 0 or more")
+
+
+@dataclass
+class FileResult:
+    source: str
+    destination: str
+    size: int
+    digest: str | None
+    level: str
+    retries: int = 0
+    read_back: int = 0
+
+
+@dataclass
+class Summary:
+    files: list[FileResult] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def bytes(self) -> int:
+        return sum(f.size for f in self.files)
+
+    def as_dict(self, options: Options) -> dict[str, object]:
+        levels = {f.level for f in self.files}
+        order = [lvl for lvl in ("none", *pl.LEVELS) if lvl in levels]
+        digest = self.files[0].digest if len(self.files) == 1 else None
+        return {
+            "files": len(self.files),
+            "bytes": self.bytes,
+            "seconds": round(self.seconds, 6),
+            "rate_bps": round(self.bytes * 8 / self.seconds, 1) if self.seconds > 0 else None,
+            "checksum": options.checksum if options.verify != "none" else None,
+            "digest": digest,
+            "verify": options.verify,
+            "level": order[0] if order else options.level,  # the weakest level achieved
+            "streams": options.streams,
+            "retries": sum(f.retries for f in self.files),
+        }
+
+
+# --------------------------------------------------------------------------- HTTP plumbing
+
+
+def is_url(text: str) -> bool:
+    return text.startswith(("http://", "https://"))
+
+
+@dataclass(frozen=True)
+class Url:
+    scheme: str
+    host: str
+    port: int
+    path: str  # percent-encoded, starts with "/"
+
+    @classmethod
+    def parse(cls, text: str) -> Url:
+        parts = urlsplit(text)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise BadInput(f"URL {text!r}", "is not http(s)://host[:port]/path",
+                           "pass e.g. http://127.0.0.1:8080/data/file")
+        try:
+            port = parts.port or (443 if parts.scheme == "https" else 80)
+        except ValueError:
+            raise BadInput(f"URL {text!r}", "has a bad port", "fix the port") from None
+        return cls(parts.scheme, parts.hostname, port, parts.path or "/")
+
+    def with_path(self, path: str) -> Url:
+        return Url(self.scheme, self.host, self.port, path)
+
+    def child(self, name: str) -> Url:
+        base = self.path if self.path.endswith("/") else self.path + "/"
+        return self.with_path(base + quote(name, safe=""))
+
+    @property
+    def name(self) -> str:
+        return unquote(self.path.rstrip("/").rsplit("/", 1)[-1])
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.scheme}://{host}:{self.port}{self.path}"
+
+
+@dataclass
+class RemoteInfo:
+    size: int
+    etag: str | None
+    digests: dict[str, bytes]
+    is_dir: bool = False
+
+
+class Session:
+    """Connection factory and request helpers for one server."""
+
+    def __init__(self, url: Url, options: Options) -> None:
+        self.url = url
+        self.options = options
+        self._context: ssl.SSLContext | None = None
+        if url.scheme == "https":
+            if options.insecure:
+                ctx = ssl.create_default_context()
+                ctx.check_hostname = False
+                ctx.verify_mode = ssl.CERT_NONE
+            else:
+                try:
+                    ctx = ssl.create_default_context(cafile=options.ca_file)
+                except (OSError, ssl.SSLError) as exc:
+                    raise BadInput(f"--ca-file {options.ca_file}", f"cannot be loaded ({exc})",
+                                   "pass a PEM CA bundle") from None
+            self._context = ctx
+
+    def connect(self) -> http.client.HTTPConnection:
+        timeout = self.options.stall_timeout
+        if self._context is not None:
+            return http.client.HTTPSConnection(self.url.host, self.url.port, timeout=timeout,
+                                               context=self._context)
+        return http.client.HTTPConnection(self.url.host, self.url.port, timeout=timeout)
+
+    def headers(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        out = {"User-Agent": "dtnkit-cp"}
+        if self.options.token:
+            out["Authorization"] = f"Bearer {self.options.token}"
+        out.update(extra or {})
+        return out
+
+    def request(self, method: str, url: Url, headers: dict[str, str] | None = None,
+                body: bytes | None = None,
+                conn: http.client.HTTPConnection | None = None
+                ) -> tuple[int, http.client.HTTPMessage, bytes]:
+        """One small request; raises Retryable on connection trouble."""
+        own = conn is None
+        c = conn or self.connect()
+        try:
+            c.request(method, url.path, body=body, headers=self.headers(headers))
+            r = c.getresponse()
+            data = r.read()
+            return r.status, r.headers, data
+        except (OSError, http.client.HTTPException) as exc:
+            c.close()
+            raise Retryable(f"{method} {url}: {exc.__class__.__name__}: {exc}") from exc
+        finally:
+            if own:
+                c.close()
+
+    def with_retries(self, what: str, call: Callable[[], tuple[int, http.client.HTTPMessage,
+                                                              bytes]]
+                     ) -> tuple[int, http.client.HTTPMessage, bytes]:
+        attempt = 0
+        while True:
+            try:
+                status, headers, body = call()
+                if status >= 500:
+                    raise Retryable(f"{what}: HTTP {status} {_reason(body)}")
+                return status, headers, body
+            except Retryable as exc:
+                if attempt >= self.options.retries:
+                    raise TransferError(what, f"failed after {attempt + 1} attempts ({exc})",
+                                        "check that the server is up and reachable") from None
+                time.sleep(self.options.backoff * 2**attempt)
+                attempt += 1
+
+    def head(self, url: Url, want: str | None = None) -> RemoteInfo:
+        extra = {"Want-Digest": _want(want)} if want else {}
+        status, headers, body = self.with_retries(
+            f"HEAD {url}", lambda: self.request("HEAD", url, extra))
+        check_status(status, f"HEAD {url}", body)
+        digests: dict[str, bytes] = {}
+        if headers.get("Digest"):
+            try:
+                digests = dg.parse_digest(headers["Digest"])
+            except ValueError as exc:
+                raise TransferError(f"Digest from {url}", f"cannot be parsed ({exc})",
+                                    "check the server") from None
+        ctype = headers.get("Content-Type", "")
+        return RemoteInfo(int(headers.get("Content-Length", "0")), headers.get("ETag"), digests,
+                          is_dir=ctype.startswith("text/plain")
+                          and headers.get("Accept-Ranges") is None)
+
+    def propfind(self, url: Url) -> list[tuple[Url, bool, int]]:
+        """Children of a collection (Depth: 1): ``(url, is_dir, size)`` each."""
+        status, _headers, body = self.with_retries(
+            f"PROPFIND {url}", lambda: self.request("PROPFIND", url, {"Depth": "1"}))
+        check_status(status, f"PROPFIND {url}", body, ok=(207,))
+        ns = "{DAV:}"
+        out: list[tuple[Url, bool, int]] = []
+        own = url.path.rstrip("/")
+        for resp in ET.fromstring(body).iter(f"{ns}response"):
+            href = resp.findtext(f"{ns}href") or ""
+            path = urlsplit(href).path
+            if path.rstrip("/") == own:
+                continue
+            is_dir = resp.find(f".//{ns}collection") is not None
+            size = int(resp.findtext(f".//{ns}getcontentlength") or 0)
+            out.append((url.with_path(path), is_dir, size))
+        return out
+
+
+def _want(name: str) -> str:
+    return {"sha256": "sha-256"}.get(name, name)
+
+
+def _reason(body: bytes) -> str:
+    return body.decode("utf-8", "replace").strip().splitlines()[0][:200] if body.strip() else ""
+
+
+def check_status(status: int, what: str, body: bytes, ok: tuple[int, ...] = (200, 206)) -> None:
+    if status in ok:
+        return
+    why = f"HTTP {status}" + (f" ({_reason(body)})" if _reason(body) else "")
+    if status == 401:
+        raise FatalHttp(what, f"{why}: not authenticated",
+                        "pass a valid --token or set DTNKIT_TOKEN / BEARER_TOKEN")
+    if status == 403:
+        raise FatalHttp(what, f"{why}: forbidden", "check the token's scope and the path")
+    if status == 404:
+        raise FatalHttp(what, f"{why}: not found", "check the URL")
+    raise FatalHttp(what, why, "check the request and the server log")
+
+
+# --------------------------------------------------------------------------- download
+
+
+def part_path(dst: Path) -> Path:
+    return dst.with_name(f".{dst.name}{PART_SUFFIX}")
+
+
+class _Abort(Exception):
+    pass
+
+
+def _fetch_blocks(session: Session, url: Url, info: RemoteInfo, fd: int,
+                  blocks: list[pl.Block], verifier: pl.BlockVerifier | None,
+                  options: Options) -> int:
+    """Fetch every block on up to ``streams`` connections; returns the number of retries."""
+    work: queue.SimpleQueue[pl.Block] = queue.SimpleQueue()
+    for b in blocks:
+        work.put(b)
+    stop = threading.Event()
+    errors: list[BaseException] = []
+    retries = [0]
+    lock = threading.Lock()
+
+    def fetch_one(conn: http.client.HTTPConnection, b: pl.Block) -> bytearray:
+        hdrs = {"Range": f"bytes={b.offset}-{b.end}"}
+        if info.etag:
+            hdrs["If-Range"] = info.etag
+        conn.request("GET", url.path, headers=session.headers(hdrs))
+        r = conn.getresponse()
+        if r.status >= 500:
+            r.read()
+            raise Retryable(f"GET {url} block {b.index}: HTTP {r.status}")
+        if r.status != 206:
+            body = r.read(4096)
+            if r.status == 200:
+                raise FatalHttp(f"GET {url}", "the server sent the whole file instead of a "
+                                "range (the source changed during the copy?)", "retry the copy")
+            check_status(r.status, f"GET {url}", body, ok=(206,))
+        buf = bytearray(b.length)
+        view = memoryview(buf)
+        got = 0
+        while got < b.length:
+            if stop.is_set():
+                raise _Abort()
+            n = r.readinto(view[got:])
+            if not n:
+                raise Retryable(f"GET {url} block {b.index}: connection closed after "
+                                f"{got} of {b.length} bytes")
+            got += n
+        if r.read(1):
+            raise Retryable(f"GET {url} block {b.index}: longer than asked")
+        return buf
+
+    def stream() -> None:
+        conn: http.client.HTTPConnection | None = None
+        try:
+            while not stop.is_set():
+                try:
+                    b = work.get_nowait()
+                except queue.Empty:
+                    return
+                attempt = 0
+                while True:
+                    if stop.is_set():
+                        return
+                    try:
+                        if conn is None:
+                            conn = session.connect()
+                        buf = fetch_one(conn, b)
+                        break
+                    except (Retryable, OSError, http.client.HTTPException) as exc:
+                        if conn is not None:
+                            conn.close()
+                            conn = None
+                        if attempt >= options.retries:
+                            raise TransferError(
+                                f"GET {url}", f"block {b.index} failed after {attempt + 1} "
+                                f"attempts ({exc})",
+                                "check that the server is up; raise --retries or "
+                                "--stall-timeout") from None
+                        with lock:
+                            retries[0] += 1
+                        time.sleep(options.backoff * 2**attempt)
+                        attempt += 1
+                view = memoryview(buf)
+                done = 0
+                while done < b.length:
+                    done += os.pwrite(fd, view[done:], b.offset + done)
+                if verifier is not None:
+                    verifier.accept(b, buf)
+                if options.progress is not None:
+                    options.progress(b.length)
+        except _Abort:
+            return
+        except BaseException as exc:
+            with lock:
+                errors.append(exc)
+            stop.set()
+        finally:
+            if conn is not None:
+                conn.close()
+
+    n = min(options.streams, len(blocks))
+    threads = [threading.Thread(target=stream, name=f"dtnkit-stream-{i}", daemon=True)
+               for i in range(n)]
+    for t in threads:
+        t.start()
+    try:
+        for t in threads:
+            t.join()
+    finally:
+        stop.set()
+    if errors:
+        raise errors[0]
+    return retries[0]
+
+
+def _source_digest(session: Session, url: Url, name: str) -> bytes:
+    info = session.head(url, want=name)
+    if name not in info.digests:
+        offered = ", ".join(info.digests) or "none"
+        raise TransferError(f"source digest of {url}", f"the server did not offer {name} "
+                            f"(offered: {offered})", "pick another --checksum or --verify none")
+    return info.digests[name]
+
+
+class _Background:
+    """Run a call in a thread; ``result()`` re-raises its exception."""
+
+    def __init__(self, call: Callable[[], bytes]) -> None:
+        self._value: bytes | None = None
+        self._error: BaseException | None = None
+
+        def run() -> None:
+            try:
+                self._value = call()
+            except BaseException as exc:
+                self._error = exc
+
+        self._thread = threading.Thread(target=run, daemon=True, name="dtnkit-source-digest")
+        self._thread.start()
+
+    def result(self) -> bytes:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._value is not None
+        return self._value
+
+
+def download(session: Session, url: Url, dst: Path, options: Options) -> FileResult:
+    total_retries = 0
+    last: ChecksumMismatch | None = None
+    for _attempt in range(options.retries + 1):
+        try:
+            result = _download_once(session, url, dst, options)
+        except ChecksumMismatch as exc:
+            last = exc
+            total_retries += 1
+            continue
+        result.retries += total_retries
+        return result
+    assert last is not None
+    last.why += f" (after {options.retries + 1} attempts)"
+    raise last
+
+
+def _download_once(session: Session, url: Url, dst: Path, options: Options) -> FileResult:
+    name = options.checksum
+    verify = options.verify
+    info = session.head(url)
+    if info.is_dir:
+        raise BadInput(f"{url}", "is a collection", "pass -r to copy a directory")
+    source: _Background | None = None
+    expected: bytes | None = None
+    if verify == "sequential":
+        expected = _source_digest(session, url, name)
+    elif verify != "none":
+        source = _Background(lambda: _source_digest(session, url, name))
+    blocks = pl.plan_blocks(info.size, options.block_size)
+    part = part_path(dst)
+    fd = os.open(part, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    committed = False
+    verifier: pl.BlockVerifier | None = None
+    try:
+        os.ftruncate(fd, info.size)
+        if verify == "block":
+            verifier = pl.make_verifier(
+                name, blocks, lambda b: os.pread(fd, b.length, b.offset), options.max_buffered)
+        retries = _fetch_blocks(session, url, info, fd, blocks, verifier, options)
+        got: bytes | None = None
+        level = options.level
+        if verify == "block" and verifier is not None:
+            got = verifier.digest()
+        if options.level in ("durable", "ondisk"):
+            os.fsync(fd)
+        if verify in ("sequential", "file") and options.level != "ondisk":
+            got = pl.checksum_fd(fd, name, info.size)
+        ondisk: bytes | None = None
+        if options.level == "ondisk" and verify != "none":
+            pl.evict(fd)
+            ondisk = pl.checksum_fd(fd, name, info.size)
+            level = pl.achieved_level("ondisk", part)
+            if got is None:
+                got = ondisk
+        if verify == "none":
+            level = "durable" if options.level != "inflight" else "inflight"
+        if source is not None:
+            expected = source.result()
+        if expected is not None:
+            for value in (got, ondisk):
+                if value is not None and value != expected:
+                    raise ChecksumMismatch(
+                        f"checksum mismatch for {url}",
+                        f"{name} expected {_show(name, expected)} (source), got "
+                        f"{_show(name, value)}; {dst} was not written",
+                        "retry later; if it persists, check the source storage")
+        os.replace(part, dst)
+        committed = True
+        if options.level != "inflight":
+            _fsync_dir(dst.parent)
+        return FileResult(str(url), str(dst), info.size,
+                          _show(name, expected) if expected is not None else None,
+                          level, retries,
+                          getattr(verifier, "read_back", 0))
+    finally:
+        if verifier is not None:
+            verifier.close()
+        os.close(fd)
+        if not committed:
+            with contextlib.suppress(OSError):
+                os.unlink(part)
+        if source is not None:
+            with contextlib.suppress(BaseException):
+                source.result()
+
+
+def _show(name: str, value: bytes) -> str:
+    return dg.format_digest(name, value).split("=", 1)[1]
+
+
+def _fsync_dir(directory: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+# --------------------------------------------------------------------------- upload
+
+
+def upload(session: Session, src: Path, url: Url, options: Options) -> FileResult:
+    total_retries = 0
+    last: ChecksumMismatch | None = None
+    for _attempt in range(options.retries + 1):
+        try:
+            result = _upload_once(session, src, url, options)
+        except ChecksumMismatch as exc:
+            last = exc
+            total_retries += 1
+            continue
+        result.retries += total_retries
+        return result
+    assert last is not None
+    last.why += f" (after {options.retries + 1} attempts)"
+    raise last
+
+
+def _upload_once(session: Session, src: Path, url: Url, options: Options) -> FileResult:
+    name, verify = options.checksum, options.verify
+    try:
+        fd = os.open(src, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise BadInput(f"source {src}", exc.strerror or str(exc), "check the path") from None
+    try:
+        size = os.fstat(fd).st_size
+        extra = {"Content-Length": str(size), "Content-Type": "application/octet-stream"}
+        local: bytes | None = None
+        if verify == "sequential":
+            local = pl.checksum_fd(fd, name, size, options.block_size)
+            extra["Digest"] = dg.format_digest(name, local)
+        hasher = cks.new(name) if verify == "block" else None
+        retries = 0
+        attempt = 0
+        while True:
+            try:
+                status, body = _put_body(session, url, fd, size, extra, hasher, options)
+            except Retryable as exc:
+                if attempt >= options.retries:
+                    raise TransferError(f"PUT {url}", f"failed after {attempt + 1} attempts "
+                                        f"({exc})", "check that the server is up") from None
+                time.sleep(options.backoff * 2**attempt)
+                attempt += 1
+                retries += 1
+                hasher = cks.new(name) if verify == "block" else None
+                continue
+            if status >= 500:
+                if attempt >= options.retries:
+                    raise TransferError(f"PUT {url}", f"HTTP {status} {_reason(body)}",
+                                        "check the server log")
+                time.sleep(options.backoff * 2**attempt)
+                attempt += 1
+                retries += 1
+                hasher = cks.new(name) if verify == "block" else None
+                continue
+            break
+        if status == 412 and verify == "sequential":
+            raise ChecksumMismatch(f"checksum mismatch for {src} -> {url}",
+                                   f"the server refused the body: {_reason(body)}",
+                                   "retry; if it persists, check the source storage")
+        check_status(status, f"PUT {url}", body, ok=(200, 201, 204))
+        if hasher is not None:
+            local = hasher.digest()
+        elif verify == "file":
+            local = pl.checksum_fd(fd, name, size, options.block_size)
+        remote: bytes | None = None
+        if verify in ("file", "block", "sequential"):
+            remote = _source_digest(session, url, name)
+            if local is not None and remote != local:
+                with contextlib.suppress(DtnkitError, Retryable):
+                    session.request("DELETE", url)
+                raise ChecksumMismatch(f"checksum mismatch for {src} -> {url}",
+                                       f"{name} local {_show(name, local)}, remote "
+                                       f"{_show(name, remote)}; the remote copy was deleted",
+                                       "retry; if it persists, check both storages")
+        # the server fsyncs before its rename: an upload is at least durable
+        level = "durable" if verify != "none" else "inflight"
+        return FileResult(str(src), str(url), size,
+                          _show(name, local) if local is not None else None, level, retries)
+    finally:
+        os.close(fd)
+
+
+def _put_body(session: Session, url: Url, fd: int, size: int, extra: dict[str, str],
+              hasher: cks.Checksum | None, options: Options) -> tuple[int, bytes]:
+    conn = session.connect()
+    try:
+        conn.putrequest("PUT", url.path, skip_accept_encoding=True)
+        for key, value in session.headers(extra).items():
+            conn.putheader(key, value)
+        conn.endheaders()
+        buf = bytearray(max(1, min(options.block_size, size)))
+        view = memoryview(buf)
+        offset = 0
+        while offset < size:
+            n = os.preadv(fd, [view[:min(len(buf), size - offset)]], offset)
+            if n <= 0:
+                raise TransferError(f"source {size}", f"ended at {offset} bytes",
+                                    "do not modify files while copying them")
+            if hasher is not None:
+                hasher.update(view[:n])  # FIVER: hash the bytes read for sending
+            conn.sock.sendall(view[:n])
+            offset += n
+            if options.progress is not None:
+                options.progress(n)
+        r = conn.getresponse()
+        return r.status, r.read()
+    except (OSError, http.client.HTTPException) as exc:
+        raise Retryable(f"PUT {url}: {exc.__class__.__name__}: {exc}") from exc
+    finally:
+        conn.close()
+
+
+def mkcol(session: Session, url: Url) -> None:
+    status, _h, body = session.with_retries(f"MKCOL {url}",
+                                            lambda: session.request("MKCOL", url))
+    if status not in (201, 405):  # 405: exists already
+        check_status(status, f"MKCOL {url}", body, ok=(201,))
+
+
+# --------------------------------------------------------------------------- planning, copy
+
+
+def _remote_walk(session: Session, url: Url, dst: Path) -> Iterator[tuple[Url, Path]]:
+    dst.mkdir(parents=True, exist_ok=True)
+    for child, is_dir, _size in session.propfind(url):
+        target = dst / child.name
+        if is_dir:
+            yield from _remote_walk(session, child, target)
+        else:
+            yield child, target
+
+
+def _local_walk(session: Session, src: Path, url: Url) -> Iterator[tuple[Path, Url]]:
+    mkcol(session, url)
+    for entry in sorted(src.iterdir()):
+        if entry.is_symlink():
+            continue
+        if entry.is_dir():
+            yield from _local_walk(session, entry, url.child(entry.name))
+        elif entry.is_file():
+            yield entry, url.child(entry.name)
+
+
+def copy(src: str, dst: str, options: Options) -> Summary:
+    """Copy *src* to *dst* (one of them a URL); returns the summary."""
+    options.check()
+    start = time.monotonic()
+    summary = Summary()
+    jobs: list[Callable[[], FileResult]] = []
+    if is_url(src) and is_url(dst):
+        raise BadInput("remote to remote", "is not supported yet",
+                       "copy to a local file first, then upload it")
+    if not is_url(src) and not is_url(dst):
+        raise BadInput("local to local", "is not what cp is for", "use cp(1)")
+    if is_url(src):
+        url = Url.parse(src)
+        session = Session(url, options)
+        target = Path(dst)
+        if options.recursive:
+            base = target / url.name if target.is_dir() and url.name else target
+            for child, path in _remote_walk(session, url, base):
+                jobs.append(functools.partial(download, session, child, path, options))
+        else:
+            if target.is_dir() or dst.endswith("/"):
+                target = target / url.name
+            if not target.parent.is_dir():
+                raise BadInput(f"destination {dst}", "its directory does not exist",
+                               "create it first")
+            jobs.append(functools.partial(download, session, url, target, options))
+    else:
+        url = Url.parse(dst)
+        session = Session(url, options)
+        local = Path(src)
+        if local.is_dir():
+            if not options.recursive:
+                raise BadInput(f"source {src}", "is a directory", "pass -r to copy it")
+            top = url.child(local.name) if dst.endswith("/") else url
+            for file, remote in _local_walk(session, local, top):
+                jobs.append(functools.partial(upload, session, file, remote, options))
+        else:
+            if not local.is_file():
+                raise BadInput(f"source {src}", "is not a file", "check the path")
+            if dst.endswith("/"):
+                url = url.child(local.name)
+            jobs.append(functools.partial(upload, session, local, url, options))
+    if options.parallel == 1 or len(jobs) <= 1:
+        for job in jobs:
+            summary.files.append(job())
+    else:
+        with ThreadPoolExecutor(options.parallel, thread_name_prefix="dtnkit-file") as pool:
+            futures = [pool.submit(job) for job in jobs]
+            for fut in futures:
+                summary.files.append(fut.result())
+    summary.seconds = time.monotonic() - start
+    return summary
+
+
+def total_size(src: str, options: Options) -> int | None:
+    """Bytes to move for a progress bar, when cheap to know (a single file)."""
+    try:
+        if is_url(src):
+            if options.recursive:
+                return None
+            url = Url.parse(src)
+            return Session(url, options).head(url).size
+        p = Path(src)
+        if p.is_file():
+            return p.stat().st_size
+        return sum(f.stat().st_size for f in p.rglob("*") if f.is_file() and not f.is_symlink())
+    except (DtnkitError, OSError):
+        return None

@@ -1,0 +1,257 @@
+"""Block-level verification pipelined with a multi-stream transfer (no network here).
+
+* :func:`plan_blocks` cuts a file into disjoint ``(index, offset, length)`` blocks.
+* :class:`BlockCombiner` (adler32, crc32c): each block's value is computed as it arrives, on
+  whichever stream, and the whole-file value is folded from the per-block values in file order
+  with :func:`dtnkit.transfer.checksum.combine_blocks` -- nothing is read back.
+* :class:`OrderedHasher` (md5, sha256): an ordered stage (its own thread) hashes blocks in file
+  order as the contiguous prefix grows. It holds at most ``max_buffered`` out-of-order blocks in
+  memory; a block arriving when that buffer is full is dropped from memory and read back from
+  the partly written file when its turn comes (dCache ``ChecksumChannel`` style), so memory
+  stays bounded and the receiving streams never wait for the hasher.
+* :func:`checksum_fd` / :func:`evict` / :func:`filesystem_type` support the verification levels
+  ``inflight``, ``durable`` (fsync before the rename, FIVER) and ``ondisk`` (fsync, drop the
+  cached pages, re-read from disk: RIVA).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from dtnkit.transfer import checksum as cks
+
+VERIFY_MODES: tuple[str, ...] = ("none", "sequential", "file", "block")
+LEVELS: tuple[str, ...] = ("inflight", "durable", "ondisk")
+DEFAULT_BLOCK = 8 * 2**20
+DEFAULT_MAX_BUFFERED = 8
+
+#: Filesystems whose pages cannot be dropped: a re-read comes from memory whatever we do.
+MEMORY_FILESYSTEMS = frozenset({"tmpfs", "ramfs", "devtmpfs", "hugetlbfs"})
+
+Buffer = bytes | bytearray | memoryview
+
+
+@dataclass(frozen=True)
+class Block:
+    index: int
+    offset: int
+    length: int
+
+    @property
+    def end(self) -> int:
+        """The last byte of the block (inclusive, as in an HTTP Range)."""
+        return self.offset + self.length - 1
+
+
+def plan_blocks(size: int, block_size: int) -> list[Block]:
+    """Disjoint blocks covering ``[0, size)``; the last one may be shorter; none for size 0."""
+    if size < 0:
+        raise ValueError(f"size {size} is negative")
+    if block_size <= 0:
+        raise ValueError(f"block size must be positive, not {block_size}")
+    return [Block(i, off, min(block_size, size - off))
+            for i, off in enumerate(range(0, size, block_size))]
+
+
+class BlockVerifier(Protocol):
+    """Receives each block once it is written; gives the whole-file digest at the end."""
+
+    name: str
+
+    def accept(self, block: Block, data: Buffer) -> None: ...
+
+    def digest(self, timeout: float | None = None) -> bytes: ...
+
+    def close(self) -> None: ...
+
+
+class BlockCombiner:
+    """Out-of-order, any-stream verification for combinable checksums (adler32, crc32c)."""
+
+    def __init__(self, name: str, blocks: list[Block]) -> None:
+        self.name = cks.canonical(name)
+        if self.name not in cks.COMBINABLE:
+            raise ValueError(f"{self.name} cannot be combined; use OrderedHasher")
+        self._blocks = blocks
+        self._values: list[int | None] = [None] * len(blocks)
+        self._lock = threading.Lock()
+
+    def accept(self, block: Block, data: Buffer) -> None:
+        if len(data) != block.length:
+            raise ValueError(f"block {block.index} is {len(data)} bytes, expected {block.length}")
+        value = cks.block_value(self.name, data)  # zlib / crc32c release the GIL
+        self.add_value(block.index, value)
+
+    def add_value(self, index: int, value: int) -> None:
+        with self._lock:
+            self._values[index] = value
+
+    def block_values(self) -> list[int | None]:
+        with self._lock:
+            return list(self._values)
+
+    def digest(self, timeout: float | None = None) -> bytes:
+        values = self.block_values()
+        missing = [i for i, v in enumerate(values) if v is None]
+        if missing:
+            raise RuntimeError(f"{len(missing)} block(s) never arrived (first {missing[0]})")
+        pairs = [(v, b.length) for v, b in zip(values, self._blocks, strict=True)
+                 if v is not None]
+        return cks.to_bytes(self.name, cks.combine_blocks(self.name, pairs))
+
+    def close(self) -> None:
+        return None
+
+
+class OrderedHasher:
+    """Ordered hashing stage for md5/sha256 with at most ``max_buffered`` blocks in memory.
+
+    ``read_block`` reads a block back (from the partly written destination) when it was not
+    kept in memory. Call :meth:`accept` after the block's bytes are written, :meth:`digest`
+    at the end and :meth:`close` always (stops the thread).
+    """
+
+    def __init__(self, name: str, blocks: list[Block],
+                 read_block: Callable[[Block], Buffer],
+                 max_buffered: int = DEFAULT_MAX_BUFFERED) -> None:
+        self.name = cks.canonical(name)
+        if max_buffered < 0:
+            raise ValueError("max_buffered must be >= 0")
+        self._blocks = blocks
+        self._read_block = read_block
+        self._max = max_buffered
+        self._hash = cks.new(self.name)
+        self._cond = threading.Condition()
+        self._arrived = [False] * len(blocks)
+        self._held: dict[int, Buffer] = {}
+        self._next = 0
+        self._closed = False
+        self._error: BaseException | None = None
+        self._result: bytes | None = None
+        self.peak_buffered = 0
+        self.read_back = 0
+        self._thread = threading.Thread(target=self._run, name="dtnkit-ordered-hash",
+                                        daemon=True)
+        self._thread.start()
+
+    def accept(self, block: Block, data: Buffer) -> None:
+        if len(data) != block.length:
+            raise ValueError(f"block {block.index} is {len(data)} bytes, expected {block.length}")
+        with self._cond:
+            if self._arrived[block.index]:
+                return
+            self._arrived[block.index] = True
+            # The next block in order is always kept (it is hashed at once); others only while
+            # there is room.
+            if block.index == self._next or len(self._held) < self._max:
+                self._held[block.index] = data
+                self.peak_buffered = max(self.peak_buffered, len(self._held))
+            self._cond.notify_all()
+
+    def _run(self) -> None:
+        try:
+            while True:
+                with self._cond:
+                    while not self._closed and self._next < len(self._blocks) \
+                            and not self._arrived[self._next]:
+                        self._cond.wait()
+                    if self._closed or self._next >= len(self._blocks):
+                        break
+                    index = self._next
+                    data = self._held.pop(index, None)
+                block = self._blocks[index]
+                if data is None:
+                    data = self._read_block(block)
+                    self.read_back += 1
+                    if len(data) != block.length:
+                        raise OSError(f"read back {len(data)} of {block.length} bytes of "
+                                      f"block {index}")
+                self._hash.update(data)
+                with self._cond:
+                    self._next += 1
+                    self._cond.notify_all()
+            with self._cond:
+                if self._next >= len(self._blocks):
+                    self._result = self._hash.digest()
+                self._cond.notify_all()
+        except BaseException as exc:  # reported by digest()
+            with self._cond:
+                self._error = exc
+                self._cond.notify_all()
+
+    def digest(self, timeout: float | None = None) -> bytes:
+        self._thread.join(timeout)
+        with self._cond:
+            if self._error is not None:
+                raise RuntimeError(f"ordered hashing failed: {self._error}") from self._error
+            if self._result is None:
+                raise RuntimeError(f"ordered hashing incomplete: {self._next} of "
+                                   f"{len(self._blocks)} blocks hashed")
+            return self._result
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._held.clear()
+            self._cond.notify_all()
+        self._thread.join()
+
+
+def make_verifier(name: str, blocks: list[Block], read_block: Callable[[Block], Buffer],
+                  max_buffered: int = DEFAULT_MAX_BUFFERED) -> BlockVerifier:
+    """The right block verifier for *name*: combiner when combinable, ordered hasher else."""
+    if cks.canonical(name) in cks.COMBINABLE:
+        return BlockCombiner(name, blocks)
+    return OrderedHasher(name, blocks, read_block, max_buffered)
+
+
+def checksum_fd(fd: int, name: str, size: int, block_size: int = DEFAULT_BLOCK) -> bytes:
+    """Digest of the first *size* bytes of an open file, read with pread."""
+    h = cks.new(name)
+    buf = bytearray(max(1, min(block_size, size)))
+    view = memoryview(buf)
+    offset = 0
+    while offset < size:
+        n = os.preadv(fd, [view[:min(len(buf), size - offset)]], offset)
+        if n <= 0:
+            raise OSError(f"file ended at {offset} of {size} bytes")
+        h.update(view[:n])
+        offset += n
+    return h.digest()
+
+
+def evict(fd: int) -> None:
+    """fsync, then ask the kernel to drop the file's cached pages (RIVA)."""
+    os.fsync(fd)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+
+
+def filesystem_type(path: Path) -> str:
+    """The type of the filesystem holding *path* (longest mount point in /proc/self/mounts)."""
+    try:
+        text = Path("/proc/self/mounts").read_text()
+    except OSError:
+        return "unknown"
+    target = str(path.resolve())
+    best, kind = "", "unknown"
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        mount = fields[1].replace("\\040", " ")
+        inside = target == mount or target.startswith(mount.rstrip("/") + "/")
+        if inside and len(mount) >= len(best):
+            best, kind = mount, fields[2]
+    return kind
+
+
+def achieved_level(requested: str, path: Path) -> str:
+    """What *requested* amounts to on the filesystem of *path*: ondisk is durable on tmpfs."""
+    if requested == "ondisk" and filesystem_type(path) in MEMORY_FILESYSTEMS:
+        return "durable"
+    return requested
