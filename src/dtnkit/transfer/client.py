@@ -457,12 +457,13 @@ class _Background:
         return self._value
 
 
-def download(session: Session, url: Url, dst: Path, options: Options) -> FileResult:
+def _retry_on_mismatch(once: Callable[[], FileResult], options: Options) -> FileResult:
+    """Run a whole-file copy again after a checksum mismatch, up to ``options.retries``."""
     total_retries = 0
     last: ChecksumMismatch | None = None
     for _attempt in range(options.retries + 1):
         try:
-            result = _download_once(session, url, dst, options)
+            result = once()
         except ChecksumMismatch as exc:
             last = exc
             total_retries += 1
@@ -472,6 +473,10 @@ def download(session: Session, url: Url, dst: Path, options: Options) -> FileRes
     assert last is not None
     last.why += f" (after {options.retries + 1} attempts)"
     raise last
+
+
+def download(session: Session, url: Url, dst: Path, options: Options) -> FileResult:
+    return _retry_on_mismatch(lambda: _download_once(session, url, dst, options), options)
 
 
 def _download_once(session: Session, url: Url, dst: Path, options: Options) -> FileResult:
@@ -561,20 +566,7 @@ def _fsync_dir(directory: Path) -> None:
 
 
 def upload(session: Session, src: Path, url: Url, options: Options) -> FileResult:
-    total_retries = 0
-    last: ChecksumMismatch | None = None
-    for _attempt in range(options.retries + 1):
-        try:
-            result = _upload_once(session, src, url, options)
-        except ChecksumMismatch as exc:
-            last = exc
-            total_retries += 1
-            continue
-        result.retries += total_retries
-        return result
-    assert last is not None
-    last.why += f" (after {options.retries + 1} attempts)"
-    raise last
+    return _retry_on_mismatch(lambda: _upload_once(session, src, url, options), options)
 
 
 def _upload_once(session: Session, src: Path, url: Url, options: Options) -> FileResult:
