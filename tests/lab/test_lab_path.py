@@ -47,11 +47,18 @@ def leftovers(state: Path) -> Iterator[None]:
 @needs_tools
 @pytest.mark.parametrize("rtt", [10.0, 100.0])
 def test_idle_rtt_is_accurate(rtt: float, state: Path, leftovers: None) -> None:
+    # up to three measurements: a VM's steal time can put one outlier into a run of 20 pings;
+    # a real bias or jitter of the delay stage fails all three
+    tries: list[dict[str, float] | None] = []
     with lab.path(rtt_ms=rtt) as p:
-        got = p.measure_rtt(count=20)
-    assert got is not None
-    assert rtt - 0.1 <= got["avg_ms"] <= rtt + 1.5
-    assert got["mdev_ms"] < 0.5
+        for _ in range(3):
+            got = p.measure_rtt(count=20)
+            tries.append(got)
+            if got and rtt - 0.1 <= got["avg_ms"] <= rtt + 1.5 and got["mdev_ms"] < 0.5:
+                break
+    assert got is not None, tries
+    assert rtt - 0.1 <= got["avg_ms"] <= rtt + 1.5, tries
+    assert got["mdev_ms"] < 0.5, tries
 
 
 @needs_tools
