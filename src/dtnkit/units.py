@@ -36,18 +36,22 @@ _RATE = {"": 1, "bit": 1, "kbit": 10**3, "mbit": 10**6, "gbit": 10**9, "tbit": 1
          "bps": 8, "kbps": 8 * 10**3, "mbps": 8 * 10**6, "gbps": 8 * 10**9}
 
 
+def _scaled(text: str | int, units: dict[str, int], what: str, why: str, next_step: str) -> int:
+    """A number with an optional unit from ``units`` (case-insensitive), scaled to an int."""
+    if isinstance(text, int):
+        return text
+    m = re.fullmatch(_NUM + r"([A-Za-z]*)\s*", text)
+    unit = m.group(2).lower() if m else ""
+    if not m or unit not in units:
+        raise BadInput(what, why, next_step)
+    return int(float(m.group(1)) * units[unit])
+
+
 def parse_rate(text: str | int, what: str = "rate", *, lo: int = 10**6,
                hi: int = 400 * 10**9) -> int:
     """``2gbit``, ``500mbit``, ``1g`` (bits/s; tc's ``bps`` is bytes/s) -> bits per second."""
-    if isinstance(text, int):
-        value = text
-    else:
-        m = re.fullmatch(_NUM + r"([A-Za-z]*)\s*", text)
-        unit = m.group(2).lower() if m else ""
-        if not m or unit not in _RATE:
-            raise BadInput(f"bad {what} {text!r}", "give a rate such as 2gbit or 500mbit",
-                           f"e.g. --{what} 2gbit")
-        value = int(float(m.group(1)) * _RATE[unit])
+    value = _scaled(text, _RATE, f"bad {what} {text!r}", "give a rate such as 2gbit or "
+                    "500mbit", f"e.g. --{what} 2gbit")
     if not lo <= value <= hi:
         raise BadInput(f"{what} {value} bit/s is out of range",
                        f"allowed: {lo / 1e6:g} Mbit/s to {hi / 1e9:g} Gbit/s",
@@ -75,19 +79,13 @@ _SIZE = {"": 1, "b": 1, "k": 1024, "kb": 1000, "kib": 1024, "m": 2**20, "mb": 10
          "mib": 2**20, "g": 2**30, "gb": 10**9, "gib": 2**30}
 
 
-def parse_bytes(text: str | int, what: str = "queue", *, lo: int = 1500,
+def parse_bytes(text: str | int, what: str = "queue size", *, lo: int = 1500,
                 hi: int = 2**31) -> int:
     """``64KiB``, ``4m``, ``1500`` -> bytes."""
-    if isinstance(text, int):
-        value = text
-    else:
-        m = re.fullmatch(_NUM + r"([A-Za-z]*)\s*", text)
-        unit = m.group(2).lower() if m else ""
-        if not m or unit not in _SIZE:
-            raise BadInput(f"bad {what} size {text!r}", "give bytes such as 4MiB or 65536",
-                           f"e.g. --{what} 4MiB")
-        value = int(float(m.group(1)) * _SIZE[unit])
+    option = what.split()[0]
+    value = _scaled(text, _SIZE, f"bad {what} {text!r}", "give bytes such as 4MiB or 65536",
+                    f"e.g. --{option} 4MiB")
     if not lo <= value <= hi:
-        raise BadInput(f"{what} size {value} bytes is out of range",
+        raise BadInput(f"{what} {value} bytes is out of range",
                        f"allowed: {lo} to {hi} bytes", f"give a {what} in that range")
     return value
