@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-debs=(iproute2 ethtool procps iptables iputils-ping iperf3 util-linux python3 python3-venv)
+debs=(iproute2 ethtool procps iptables iputils-ping iperf3 fio openssl util-linux python3 python3-venv)
 missing=()
 for pkg in "${debs[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
