@@ -70,9 +70,16 @@ def _progress(enabled: bool, total: int | None) -> Iterator[Callable[[int], None
               help="PEM CA bundle to verify the server's certificate.")
 @click.option("--insecure", is_flag=True, help="Do not verify the server's certificate.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON summary on stdout.")
+@click.option("--tpc", type=click.Choice(["pull", "push"]), default=None,
+              help="HTTP third-party copy between two servers: pull (COPY to DST with "
+                   "Source: SRC) or push (COPY to SRC with Destination: DST).")
+@click.option("--remote-token", default=None,
+              help="With --tpc: token for the passive server, forwarded as "
+                   "TransferHeaderAuthorization (default: --token).")
 def cp(src: str, dst: str, recursive: bool, streams: int, parallel: int, block_size: str,
        checksum: str, verify: str, level: str, retries: int, stall_timeout: float,
-       token: str | None, ca_file: str | None, insecure: bool, as_json: bool) -> int:
+       token: str | None, ca_file: str | None, insecure: bool, as_json: bool,
+       tpc: str | None = None, remote_token: str | None = None) -> int:
     """Copy SRC to DST; one is a local path, the other http(s)://host:port/path.
 
     The destination appears only after verification; a failed copy leaves nothing behind.
@@ -81,6 +88,9 @@ def cp(src: str, dst: str, recursive: bool, streams: int, parallel: int, block_s
 
     if token is None:
         token = os.environ.get("DTNKIT_TOKEN") or os.environ.get("BEARER_TOKEN") or None
+    if tpc is not None:
+        return _third_party(tpc, src, dst, token, remote_token or token, streams, checksum,
+                            stall_timeout, ca_file, insecure, as_json)
     options = client.Options(
         streams=streams, block_size=parse_bytes(block_size, "block-size", lo=4096, hi=2**30),
         checksum=checksum, verify=verify, level=level, retries=retries,
@@ -101,4 +111,41 @@ def cp(src: str, dst: str, recursive: bool, streams: int, parallel: int, block_s
         click.echo(f"copied {result['files']} file(s), {result['bytes']} bytes in "
                    f"{result['seconds']:.2f} s ({rate_text}); verify {verify}, "
                    f"level {result['level']}{digest}", err=True)
+    return 0
+
+
+def _third_party(mode: str, src: str, dst: str, token: str | None, remote_token: str | None,
+                 streams: int, checksum: str, timeout: float, ca_file: str | None,
+                 insecure: bool, as_json: bool) -> int:
+    """``cp --tpc``: ask one server to copy from/to the other; the active side verifies."""
+    from dtnkit.errors import BadInput
+    from dtnkit.transfer import client, tpc
+
+    if not (client.is_url(src) and client.is_url(dst)):
+        raise BadInput("--tpc", "needs two http(s) URLs", "pass SRC and DST as URLs")
+    forward = {"Authorization": f"Bearer {remote_token}"} if remote_token else {}
+    pull = mode == "pull"
+    result = tpc.request_copy(dst if pull else src, source=src if pull else None,
+                              destination=None if pull else dst, token=token,
+                              transfer_headers=forward, streams=streams, timeout=timeout,
+                              checksum=checksum, ca_file=ca_file, insecure=insecure)
+    if not result.ok:
+        raise tpc.TpcError(f"third-party copy {src} -> {dst} ({mode})", result.reason,
+                           "check both servers' logs and the tokens")
+    # Report the destination's digest (the active side already compared it with the source).
+    url = client.Url.parse(dst)
+    options = client.Options(token=token if pull else remote_token, checksum=checksum,
+                             ca_file=ca_file, insecure=insecure, retries=1)
+    info = client.Session(url, options).head(url, want=checksum)
+    raw = info.digests.get(checksum)
+    digest = client._show(checksum, raw) if raw is not None else None
+    summary = {"mode": mode, "source": src, "destination": dst, "bytes": info.size,
+               "seconds": round(result.seconds, 6), "checksum": checksum, "digest": digest,
+               "markers": len(result.markers), "final": result.final}
+    if as_json:
+        click.echo(json.dumps(summary))
+    else:
+        shown = f", {checksum} {digest}" if digest else ""
+        click.echo(f"third-party {mode}: {info.size} bytes in {result.seconds:.2f} s{shown}",
+                   err=True)
     return 0

@@ -29,9 +29,13 @@ from dtnkit.errors import BadInput
 @click.option("--anonymous-read", is_flag=True,
               help="Allow GET/HEAD/PROPFIND without a token.")
 @click.option("--quiet", is_flag=True, help="No access log on stderr.")
+@click.option("--marker-interval", type=click.FloatRange(0.05, 600), default=5.0,
+              show_default=True, help="Seconds between third-party-copy performance markers.")
 def serve(root: Path, host: str, port: int | None, cert: Path | None, key: Path | None,
-          tokens_file: Path | None, anonymous_read: bool, quiet: bool) -> int:
-    """Serve ROOT over HTTP(S): GET/HEAD (ranges, digests), PUT, DELETE, MKCOL, PROPFIND.
+          tokens_file: Path | None, anonymous_read: bool, quiet: bool,
+          marker_interval: float) -> int:
+    """Serve ROOT over HTTP(S): GET/HEAD (ranges, digests), PUT, DELETE, MKCOL, PROPFIND,
+    and HTTP third-party COPY (pull with Source:, push with Destination:).
 
     Prints one line with the URL once listening; stops on SIGTERM or SIGINT.
     """
@@ -43,7 +47,8 @@ def serve(root: Path, host: str, port: int | None, cert: Path | None, key: Path 
     if port is None:
         port = 8443 if tls is not None else 8080
     handle = start_server(root, host=host, port=port, tls=tls, tokens=tokens_file,
-                          anonymous_read=anonymous_read, quiet=quiet)
+                          anonymous_read=anonymous_read, quiet=quiet,
+                          marker_interval=marker_interval)
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:

@@ -59,7 +59,7 @@ CACHE_ENTRIES = 10_000
 
 READ_METHODS = frozenset({"GET", "HEAD", "PROPFIND"})
 WRITE_METHODS = frozenset({"PUT", "DELETE", "MKCOL"})
-ALLOW = "OPTIONS, GET, HEAD, PUT, DELETE, MKCOL, PROPFIND"
+ALLOW = "OPTIONS, GET, HEAD, PUT, DELETE, MKCOL, PROPFIND, COPY"
 
 TlsSpec = ssl.SSLContext | tuple[str | Path, str | Path]
 FileKey = tuple[int, int, int, int]  # size, mtime_ns, inode, device
@@ -144,6 +144,7 @@ class ServerConfig:
     anonymous_read: bool
     quiet: bool
     log: TextIO
+    marker_interval: float = 5.0  # seconds between HTTP-TPC performance markers
 
 
 class _Server(ThreadingHTTPServer):
@@ -335,8 +336,9 @@ class _Handler(BaseHTTPRequestHandler):
         self._run(self._options)
 
     def do_COPY(self) -> None:
-        self._run(lambda: self._fail(HttpError(
-            501, "COPY", "third-party copy is not implemented by dtnkit serve")))
+        from dtnkit.transfer import tpc  # HTTP third-party copy; imports this module
+
+        self._run(lambda: tpc.handle_copy(self))
 
     def do_MOVE(self) -> None:
         self._run(lambda: self._fail(HttpError(
@@ -447,9 +449,11 @@ class _Handler(BaseHTTPRequestHandler):
                             "is the temporary name of an upload")
         return path
 
-    def _authorize(self) -> None:
+    def _authorize(self, need: str | None = None) -> None:
         method = self.command
-        need = "read" if method in READ_METHODS else "write" if method in WRITE_METHODS else None
+        if need is None:
+            need = ("read" if method in READ_METHODS else
+                    "write" if method in WRITE_METHODS else None)
         if need is None:
             return
         config = self.server.config
@@ -1178,7 +1182,7 @@ def start_server(root: str | Path, *, host: str = "127.0.0.1", port: int = 0,
                  tls: TlsSpec | None = None,
                  tokens: tokmod.TokenStore | str | Path | None = None,
                  anonymous_read: bool = False, quiet: bool = False,
-                 log: TextIO | None = None) -> ServerHandle:
+                 log: TextIO | None = None, marker_interval: float = 5.0) -> ServerHandle:
     """Serve ``root`` in background threads; port 0 picks a free port (see ``.port``)."""
     root_path = Path(root)
     if not root_path.is_dir():
@@ -1189,7 +1193,8 @@ def start_server(root: str | Path, *, host: str = "127.0.0.1", port: int = 0,
                        "request would be refused", "pass --tokens FILE, --anonymous-read, or both")
     context = tls_context(*tls) if isinstance(tls, tuple) else tls
     config = ServerConfig(root=root_path.resolve(), tokens=store, anonymous_read=anonymous_read,
-                          quiet=quiet, log=log if log is not None else sys.stderr)
+                          quiet=quiet, log=log if log is not None else sys.stderr,
+                          marker_interval=marker_interval)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     try:
         server = _Server((host, port), family, config, context)
