@@ -403,3 +403,102 @@ def test_cli_bad_input(tmp_path: Path) -> None:
     with pytest.raises(DtnkitError):
         cp.main(["http://127.0.0.1:1/x", str(tmp_path / "b"), "--block-size", "zz"],
                 standalone_mode=False)
+
+
+# --------------------------------------------------------------------------- hot path (buffers)
+
+
+@pytest.mark.parametrize("held", [0, 2, 8])
+def test_ordered_hasher_releases_every_buffer_once(held: int) -> None:
+    data = payload(12 * BLOCK + 99)
+    blocks = pl.plan_blocks(len(data), BLOCK)
+    released: list[int] = []
+    order = blocks[1::2] + blocks[0::2]
+    bufs = {b.index: bytearray(data[b.offset:b.offset + b.length]) for b in blocks}
+    hasher = pl.OrderedHasher("md5", blocks, lambda b: data[b.offset:b.offset + b.length],
+                              max_buffered=held)
+    ids = {id(buf): i for i, buf in bufs.items()}
+    hasher.set_release(lambda buf: released.append(ids.get(id(buf), -1)))
+    try:
+        for b in order:
+            hasher.accept(b, bufs[b.index])
+        assert hasher.digest(timeout=10) == hashlib.md5(data).digest()
+    finally:
+        hasher.close()
+    accepted = [r for r in released if r >= 0]
+    assert sorted(accepted) == list(range(len(blocks)))  # each accepted buffer exactly once
+
+
+def test_ordered_hasher_close_releases_held_buffers() -> None:
+    blocks = pl.plan_blocks(4 * BLOCK, BLOCK)
+    released: list[object] = []
+    hasher = pl.OrderedHasher("sha256", blocks, lambda b: b"\0" * b.length, max_buffered=4)
+    hasher.set_release(released.append)
+    held = [bytearray(BLOCK) for _ in range(3)]
+    for b, buf in zip(blocks[1:], held, strict=True):  # block 0 never comes: all are held
+        hasher.accept(b, buf)
+    hasher.close()
+    assert sorted(map(id, released)) == sorted(map(id, held))
+
+
+def test_buffer_pool_reuses_block_buffers() -> None:
+    pool = client._BufferPool(BLOCK)
+    a = pool.get()
+    pool.put(memoryview(a)[:10])  # a view of a pooled buffer gives the buffer back
+    assert pool.get() is a
+    pool.put(b"x" * BLOCK)  # read-back bytes are not pooled
+    pool.put(bytearray(3))  # nor buffers of another size
+    assert pool.get() is not a and len(pool.get()) == BLOCK
+
+
+@pytest.mark.parametrize("depth", [0, 1, 2])
+def test_combine_hasher_concurrent_streams(depth: int) -> None:
+    data = payload(40 * BLOCK + 5)
+    blocks = pl.plan_blocks(len(data), BLOCK)
+    combiner = pl.BlockCombiner("adler32", blocks)
+    pool = client._BufferPool(BLOCK)
+    hasher = client._CombineHasher(combiner, pool, depth=depth)
+
+    def stream(mine: list[pl.Block]) -> None:
+        for b in mine:
+            buf = pool.get()
+            buf[:b.length] = data[b.offset:b.offset + b.length]
+            hasher.submit(b, buf)
+
+    threads = [threading.Thread(target=stream, args=(blocks[i::3],)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    hasher.close()
+    assert hasher.error is None
+    assert combiner.digest() == cks.to_bytes("adler32", zlib.adler32(data))
+    if depth == 0:
+        assert hasher.inline == len(blocks)
+
+
+def test_combine_hasher_reports_errors() -> None:
+    blocks = pl.plan_blocks(2 * BLOCK, BLOCK)
+    pool = client._BufferPool(BLOCK)
+    hasher = client._CombineHasher(pl.BlockCombiner("crc32c", blocks), pool)
+    bad = pl.Block(0, 0, BLOCK + 1)  # longer than the buffer: accept refuses it
+    hasher.submit(bad, bytearray(BLOCK))
+    hasher.close()
+    assert isinstance(hasher.error, ValueError)
+
+
+@pytest.mark.parametrize("name", ["adler32", "crc32c", "md5", "sha256"])
+@pytest.mark.parametrize("streams,held", [(1, 8), (3, 0), (3, 2)])
+def test_download_many_blocks_reused_buffers(served: tuple[ServerHandle, Path],
+                                             tmp_path: Path, name: str, streams: int,
+                                             held: int) -> None:
+    """Receive buffers are reused across blocks: neither the data nor the digest mix them."""
+    handle, root = served
+    data = payload(50 * BLOCK + 333, seed=11)
+    (root / "many").write_bytes(data)
+    dst = tmp_path / "many"
+    summary = client.copy(handle.url + "many", str(dst),
+                          opts(checksum=name, streams=streams, max_buffered=held))
+    assert dst.read_bytes() == data
+    assert summary.files[0].digest == client._show(name, cks.file_checksum(dst, name))
+    assert leftovers(tmp_path) == []

@@ -330,7 +330,15 @@ def _fetch_blocks(session: Session, url: Url, info: RemoteInfo, fd: int,
     retries = [0]
     lock = threading.Lock()
 
-    def fetch_one(conn: http.client.HTTPConnection, b: pl.Block) -> bytearray:
+    combiner = verifier if isinstance(verifier, pl.BlockCombiner) else None
+    pool = _BufferPool(min(options.block_size, max(1, info.size)))
+    hasher = _CombineHasher(combiner, pool) if combiner is not None else None
+    if isinstance(verifier, pl.OrderedHasher):
+        verifier.set_release(pool.put)
+        verifier.set_read_block(functools.partial(_read_back, fd, pool=pool))
+
+    def fetch_one(conn: http.client.HTTPConnection, b: pl.Block, buf: bytearray) -> None:
+        """Receive block *b* into *buf*; write (and hash, when combinable) while cache-hot."""
         hdrs = {"Range": f"bytes={b.offset}-{b.end}"}
         if info.etag:
             hdrs["If-Range"] = info.etag
@@ -345,20 +353,22 @@ def _fetch_blocks(session: Session, url: Url, info: RemoteInfo, fd: int,
                 raise FatalHttp(f"GET {url}", "the server sent the whole file instead of a "
                                 "range (the source changed during the copy?)", "retry the copy")
             check_status(r.status, f"GET {url}", body, ok=(206,))
-        buf = bytearray(b.length)
-        view = memoryview(buf)
-        got = 0
+        view = memoryview(buf)[:b.length]
+        got = done = 0
         while got < b.length:
             if stop.is_set():
                 raise _Abort()
-            n = r.readinto(view[got:])
+            n = r.readinto(view[got:min(b.length, done + _CHUNK)])
             if not n:
                 raise Retryable(f"GET {url} block {b.index}: connection closed after "
                                 f"{got} of {b.length} bytes")
             got += n
+            if got - done >= _CHUNK or got == b.length:
+                # write each chunk right after it arrived, while in the CPU cache
+                _pwrite_all(fd, view[done:got], b.offset + done)
+                done = got
         if r.read(1):
             raise Retryable(f"GET {url} block {b.index}: longer than asked")
-        return buf
 
     def stream() -> None:
         conn: http.client.HTTPConnection | None = None
@@ -369,13 +379,14 @@ def _fetch_blocks(session: Session, url: Url, info: RemoteInfo, fd: int,
                 except queue.Empty:
                     return
                 attempt = 0
+                buf = pool.get()
                 while True:
                     if stop.is_set():
                         return
                     try:
                         if conn is None:
                             conn = session.connect()
-                        buf = fetch_one(conn, b)
+                        fetch_one(conn, b, buf)
                         break
                     except (Retryable, OSError, http.client.HTTPException) as exc:
                         if conn is not None:
@@ -391,12 +402,13 @@ def _fetch_blocks(session: Session, url: Url, info: RemoteInfo, fd: int,
                             retries[0] += 1
                         time.sleep(options.backoff * 2**attempt)
                         attempt += 1
-                view = memoryview(buf)
-                done = 0
-                while done < b.length:
-                    done += os.pwrite(fd, view[done:], b.offset + done)
-                if verifier is not None:
-                    verifier.accept(b, buf)
+                if hasher is not None:
+                    hasher.submit(b, buf)  # owns buf now, gives it back to the pool
+                elif verifier is not None:
+                    # the ordered hasher owns buf now and gives it back to the pool when done
+                    verifier.accept(b, memoryview(buf)[:b.length])
+                else:
+                    pool.put(buf)
                 if options.progress is not None:
                     options.progress(b.length)
         except _Abort:
@@ -419,9 +431,118 @@ def _fetch_blocks(session: Session, url: Url, info: RemoteInfo, fd: int,
             t.join()
     finally:
         stop.set()
+        if hasher is not None:
+            hasher.close()
     if errors:
         raise errors[0]
+    if hasher is not None and hasher.error is not None:
+        raise hasher.error
     return retries[0]
+
+
+#: Receive granularity: each chunk is written and hashed while still in the CPU cache; large
+#: enough for zlib/crc32c to release the GIL and for few syscalls.
+_CHUNK = 2**20
+
+
+def _pwrite_all(fd: int, data: memoryview, offset: int) -> None:
+    done = 0
+    while done < len(data):
+        done += os.pwrite(fd, data[done:], offset + done)
+
+
+class _CombineHasher:
+    """Hashes received blocks (adler32, crc32c) in a helper thread, on whole blocks (zlib and
+    crc32c release the GIL on large buffers), so that with few streams the hashing runs on
+    another core while the stream receives its next block. When the helper already has
+    ``depth`` blocks, the stream hashes the block itself (a direct call, no hand-off): memory
+    stays bounded and with many streams the hashing spreads over them.
+    """
+
+    def __init__(self, combiner: pl.BlockCombiner, pool: _BufferPool, depth: int = 2) -> None:
+        self._combiner = combiner
+        self._pool = pool
+        self._depth = depth
+        self._pending = 0
+        self._lock = threading.Lock()
+        self._queue: queue.SimpleQueue[tuple[pl.Block, bytearray] | None] = queue.SimpleQueue()
+        self.error: BaseException | None = None
+        self.inline = 0
+        self._thread = threading.Thread(target=self._run, name="dtnkit-block-hash",
+                                        daemon=True)
+        self._thread.start()
+
+    def submit(self, block: pl.Block, buf: bytearray) -> None:
+        with self._lock:
+            busy = self._pending >= self._depth
+            if not busy:
+                self._pending += 1
+        if not busy:
+            self._queue.put((block, buf))
+            return
+        self.inline += 1
+        try:
+            self._combiner.accept(block, memoryview(buf)[:block.length])
+        finally:
+            self._pool.put(buf)
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            block, buf = item
+            try:
+                self._combiner.accept(block, memoryview(buf)[:block.length])
+            except BaseException as exc:  # reported by _fetch_blocks
+                self.error = self.error or exc
+            finally:
+                self._pool.put(buf)
+                with self._lock:
+                    self._pending -= 1
+
+    def close(self) -> None:
+        """Wait for the queued blocks to be hashed and stop the thread."""
+        self._queue.put(None)
+        self._thread.join()
+
+
+def _read_back(fd: int, block: pl.Block, pool: _BufferPool | None = None) -> pl.Buffer:
+    """Block *block* of the part file (into a pooled buffer when *pool* is given)."""
+    if pool is None:
+        return os.pread(fd, block.length, block.offset)
+    view = memoryview(pool.get())[:block.length]
+    got = 0
+    while got < block.length:
+        n = os.preadv(fd, [view[got:]], block.offset + got)
+        if n <= 0:
+            break
+        got += n
+    return view[:got]
+
+
+class _BufferPool:
+    """Block-sized receive buffers, reused: no allocation, zero-filling or page faults per block.
+
+    One per stream in use, plus those the ordered hasher holds until it has hashed them.
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._free: list[bytearray] = []
+        self._lock = threading.Lock()
+
+    def get(self) -> bytearray:
+        with self._lock:
+            if self._free:
+                return self._free.pop()
+        return bytearray(self.size)
+
+    def put(self, buf: pl.Buffer) -> None:
+        obj = buf.obj if isinstance(buf, memoryview) else buf
+        if isinstance(obj, bytearray) and len(obj) == self.size:
+            with self._lock:
+                self._free.append(obj)
 
 
 def _source_digest(session: Session, url: Url, name: str) -> bytes:
@@ -499,8 +620,8 @@ def _download_once(session: Session, url: Url, dst: Path, options: Options) -> F
     try:
         os.ftruncate(fd, info.size)
         if verify == "block":
-            verifier = pl.make_verifier(
-                name, blocks, lambda b: os.pread(fd, b.length, b.offset), options.max_buffered)
+            verifier = pl.make_verifier(name, blocks, functools.partial(_read_back, fd),
+                                        options.max_buffered)
         retries = _fetch_blocks(session, url, info, fd, blocks, verifier, options)
         got: bytes | None = None
         level = options.level

@@ -126,6 +126,7 @@ class OrderedHasher:
         self._read_block = read_block
         self._max = max_buffered
         self._hash = cks.new(self.name)
+        self._release: Callable[[Buffer], None] | None = None
         self._cond = threading.Condition()
         self._arrived = [False] * len(blocks)
         self._held: dict[int, Buffer] = {}
@@ -139,19 +140,35 @@ class OrderedHasher:
                                         daemon=True)
         self._thread.start()
 
+    def set_release(self, release: Callable[[Buffer], None] | None) -> None:
+        """Give each accepted buffer to *release* once it is no longer needed (hashed, or
+        not kept): the caller may then reuse it. Without it, buffers are just dropped."""
+        self._release = release
+
+    def set_read_block(self, read_block: Callable[[Block], Buffer]) -> None:
+        """Replace the read-back function (e.g. one reading into a reusable buffer)."""
+        self._read_block = read_block
+
+    def _done_with(self, data: Buffer) -> None:
+        if self._release is not None:
+            self._release(data)
+
     def accept(self, block: Block, data: Buffer) -> None:
         if len(data) != block.length:
             raise ValueError(f"block {block.index} is {len(data)} bytes, expected {block.length}")
         with self._cond:
-            if self._arrived[block.index]:
-                return
-            self._arrived[block.index] = True
-            # The next block in order is always kept (it is hashed at once); others only while
-            # there is room.
-            if block.index == self._next or len(self._held) < self._max:
-                self._held[block.index] = data
-                self.peak_buffered = max(self.peak_buffered, len(self._held))
-            self._cond.notify_all()
+            kept = False
+            if not self._arrived[block.index] and not self._closed:
+                self._arrived[block.index] = True
+                # The next block in order is always kept (it is hashed at once); others only
+                # while there is room.
+                if block.index == self._next or len(self._held) < self._max:
+                    self._held[block.index] = data
+                    kept = True
+                    self.peak_buffered = max(self.peak_buffered, len(self._held))
+                self._cond.notify_all()
+        if not kept:
+            self._done_with(data)
 
     def _run(self) -> None:
         try:
@@ -171,7 +188,10 @@ class OrderedHasher:
                     if len(data) != block.length:
                         raise OSError(f"read back {len(data)} of {block.length} bytes of "
                                       f"block {index}")
-                self._hash.update(data)
+                try:
+                    self._hash.update(data)
+                finally:
+                    self._done_with(data)
                 with self._cond:
                     self._next += 1
                     self._cond.notify_all()
@@ -197,8 +217,11 @@ class OrderedHasher:
     def close(self) -> None:
         with self._cond:
             self._closed = True
+            held = list(self._held.values())
             self._held.clear()
             self._cond.notify_all()
+        for data in held:
+            self._done_with(data)
         self._thread.join()
 
 
