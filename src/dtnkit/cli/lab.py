@@ -19,7 +19,8 @@ def _lab() -> Any:
 
 
 def _console() -> Any:
-    from dtnkit.cli.render import _console as console
+    """The table console, imported only when a person reads the output (rich is slow)."""
+    from dtnkit.cli.render import console
 
     return console()
 

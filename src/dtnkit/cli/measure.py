@@ -55,9 +55,9 @@ def _emit(result: ProbeResult, fmt: str) -> None:
     if fmt == "json":
         click.echo(json.dumps(result.as_dict(with_raw=False), indent=2))
         return
-    from dtnkit.cli.render import _console
+    from dtnkit.cli.render import console
 
-    con = _console()
+    con = console()
     con.print(f"[bold]{result.kind} probe[/] result {result.id}: "
               f"{result.summary.get('throughput_bps', 0) / 1e9:.3f} Gbit/s")
     for key, value in result.summary.items():
@@ -258,9 +258,9 @@ def diagnose(peer: str | None, path: str | None, e2e: tuple[str, str] | None,
     if fmt == "json":
         click.echo(json.dumps(result.as_dict(), indent=2))
     else:
-        from dtnkit.cli.render import _console
+        from dtnkit.cli.render import console
 
-        con = _console()
+        con = console()
         for c in result.checks:
             mark = {True: "[red]binds[/]", False: "[green]ok[/]", None: "[dim]-[/]"}[c.binds]
             con.print(f"{c.layer:<13} {mark}  {c.checked}: {c.found}")

@@ -22,17 +22,17 @@ STATUS_STYLE = {"ok": "green", "differs": "bold yellow", "unsupported": "dim",
                 "unknown": "magenta", "host-scope": "cyan"}
 
 
-def _console() -> Console:
+def console() -> Console:
     width = shutil.get_terminal_size((160, 40)).columns
     return Console(width=max(width, 120), highlight=False, soft_wrap=False)
 
 
 def say(text: str) -> None:
-    _console().print(text)
+    console().print(text)
 
 
 def audit_table(audit: Audit) -> None:
-    con = _console()
+    con = console()
     ctx = audit.ctx
     con.print(f"[bold]dtnkit tune audit[/]: {escape(audit.host_label)}, profile "
               f"[bold]{audit.profile.name}[/], longest RTT {ctx.rtt_ms:g} ms")
@@ -65,7 +65,7 @@ def _key(f: Finding) -> str:
 
 
 def plan(steps: Sequence[Step], skipped: Sequence[Finding], *, dry_run: bool) -> None:
-    con = _console()
+    con = console()
     if not steps:
         con.print("nothing to change")
     else:
@@ -92,11 +92,11 @@ def nothing_to_do(audit: Audit, skipped: Sequence[Finding]) -> None:
 
 
 def step_done(step: Step) -> None:
-    _console().print(f"[green]✓[/] {escape(step.describe())}")
+    console().print(f"[green]✓[/] {escape(step.describe())}")
 
 
 def outcome(out: Outcome, what: str) -> None:
-    con = _console()
+    con = console()
     if out.baseline:
         con.print(f"baseline snapshot: [bold]{out.baseline}[/] "
                   f"(undo with `dtnkit tune restore`)")
@@ -120,7 +120,7 @@ def outcome(out: Outcome, what: str) -> None:
 
 
 def snapshot_list(rows: Sequence[dict[str, Any]], where: Path) -> None:
-    con = _console()
+    con = console()
     if not rows:
         con.print(f"no snapshots in {where}")
         return
@@ -135,7 +135,7 @@ def snapshot_list(rows: Sequence[dict[str, Any]], where: Path) -> None:
 
 
 def snapshot(snap: Snapshot) -> None:
-    con = _console()
+    con = console()
     con.print(f"[bold]{snap.id}[/] ({snap.kind}) {escape(snap.label)}, {snap.created}, "
               f"host {escape(str(snap.host.get('hostname')))}"
               + (f", netns {snap.host['netns']}" if snap.host.get("netns") else ""))
@@ -158,7 +158,7 @@ def _value(value: Any) -> str:
 
 
 def differences(a: str, b: str, diffs: Sequence[Difference]) -> None:
-    con = _console()
+    con = console()
     if not diffs:
         con.print(f"no differences between {escape(a)} and {escape(b)}")
         return
@@ -173,7 +173,7 @@ def differences(a: str, b: str, diffs: Sequence[Difference]) -> None:
 
 
 def profile(prof: Profile) -> None:
-    con = _console()
+    con = console()
     con.print(f"[bold]{prof.name}[/]: {escape(prof.description)}")
     con.print(f"[dim]files:[/] {', '.join(prof.files)}")
     con.print("[dim]params:[/] " + ", ".join(f"{k}={v:g}" for k, v in prof.params.items()))
