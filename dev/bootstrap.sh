@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
 # Install what dtnkit needs on a Debian/Ubuntu host (as root) and make ./.venv.
 #   dev/bootstrap.sh          runtime only
-#   dev/bootstrap.sh test     runtime + test tools (pytest, ruff, mypy)
+#   dev/bootstrap.sh test     runtime + test tools (pytest, ruff, mypy) and the interop peers
+#                             (XRootD 5.5 with XrdHttp/TPC, gfal2 + gfal-copy, davix, curl,
+#                             rclone) that the mover's tests and benchmarks run against
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 debs=(iproute2 ethtool procps iptables iputils-ping iperf3 fio openssl util-linux python3 python3-venv)
+if [ "${1:-}" = "test" ]; then
+  debs+=(curl xrootd-server xrootd-server-plugins xrootd-plugins xrootd-client
+         gfal2 gfal2-plugin-http gfal2-plugin-file gfal2-util-scripts davix rclone)
+fi
 missing=()
 for pkg in "${debs[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
