@@ -23,14 +23,35 @@ def _can_netns() -> str | None:
     return None
 
 
+def _peer_reason(marker: str) -> str | None:
+    """Why a real interop peer (needs_xrootd / needs_gfal / needs_davix) cannot run here."""
+    from tests.support import xrootd
+
+    if marker == "needs_xrootd":
+        return xrootd.missing_xrootd()
+    if marker == "needs_gfal":
+        return xrootd.missing("gfal-copy", "gfal-ls", "openssl") or xrootd.missing_gfal2_python()
+    return xrootd.missing("davix-get", "davix-put", "davix-ls", "openssl")
+
+
+PEER_MARKERS = ("needs_xrootd", "needs_gfal", "needs_davix")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     reason = _can_netns()
     no_ethtool = shutil.which("ethtool") is None
+    peers: dict[str, str | None] = {}
     for item in items:
         if reason and ("needs_root" in item.keywords or "needs_netns" in item.keywords):
             item.add_marker(pytest.mark.skip(reason=reason))
         if no_ethtool and "needs_ethtool" in item.keywords:
             item.add_marker(pytest.mark.skip(reason="needs the ethtool binary"))
+        for marker in PEER_MARKERS:
+            if marker in item.keywords:
+                if marker not in peers:
+                    peers[marker] = _peer_reason(marker)
+                if peers[marker]:
+                    item.add_marker(pytest.mark.skip(reason=peers[marker]))
 
 
 def sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:

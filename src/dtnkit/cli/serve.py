@@ -31,9 +31,19 @@ from dtnkit.errors import BadInput
 @click.option("--quiet", is_flag=True, help="No access log on stderr.")
 @click.option("--marker-interval", type=click.FloatRange(0.05, 600), default=5.0,
               show_default=True, help="Seconds between third-party-copy performance markers.")
+@click.option("--ca-file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              default=None, help="PEM CA bundle trusted when this server, as the active "
+                                 "party of a third-party copy, connects to the remote one.")
+@click.option("--no-upload-sessions", "no_upload_sessions", is_flag=True,
+              help="Refuse multi-stream partial uploads (POST Dtnkit-Upload sessions); "
+                   "clients fall back to one PUT stream.")
+@click.option("--upload-expiry", type=click.FloatRange(1, 7 * 86400), default=3600.0,
+              show_default=True,
+              help="Seconds an idle partial-upload session (and its part file) is kept.")
 def serve(root: Path, host: str, port: int | None, cert: Path | None, key: Path | None,
           tokens_file: Path | None, anonymous_read: bool, quiet: bool,
-          marker_interval: float) -> int:
+          marker_interval: float, ca_file: Path | None = None,
+          no_upload_sessions: bool = False, upload_expiry: float = 3600.0) -> int:
     """Serve ROOT over HTTP(S): GET/HEAD (ranges, digests), PUT, DELETE, MKCOL, PROPFIND,
     and HTTP third-party COPY (pull with Source:, push with Destination:).
 
@@ -48,7 +58,8 @@ def serve(root: Path, host: str, port: int | None, cert: Path | None, key: Path 
         port = 8443 if tls is not None else 8080
     handle = start_server(root, host=host, port=port, tls=tls, tokens=tokens_file,
                           anonymous_read=anonymous_read, quiet=quiet,
-                          marker_interval=marker_interval)
+                          marker_interval=marker_interval, ca_file=ca_file,
+                          upload_sessions=not no_upload_sessions, upload_expiry=upload_expiry)
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:

@@ -27,18 +27,22 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 
 from dtnkit.errors import BadInput, DtnkitError
 from dtnkit.transfer import checksum as cks
 from dtnkit.transfer import client as cl
 from dtnkit.transfer import digest as dg
 from dtnkit.transfer import paths
+from dtnkit.transfer import pipeline as pl
 
 if TYPE_CHECKING:
     from dtnkit.transfer.server import _Handler
 
 DEFAULT_MARKER_INTERVAL = 5.0
+#: Statuses followed as redirects (COPY, the active side's HEAD); at most MAX_REDIRECTS hops.
+REDIRECTS = frozenset({301, 302, 303, 307, 308})
+MAX_REDIRECTS = 5
 MAX_STREAMS = 100
 POLL = 0.1  # seconds between checks for a closed COPY connection
 FINAL_PREFIXES = ("success:", "failure:", "failed:", "aborted:")
@@ -177,26 +181,58 @@ def parse_stream(lines: Any, on_marker: Callable[[Marker], None] | None = None
     return parser.finish(), markers
 
 
+def same_origin(a: cl.Url, b: cl.Url) -> bool:
+    """Same scheme, host and port (where a bearer token may be sent again)."""
+    return (a.scheme, a.host.lower(), a.port) == (b.scheme, b.host.lower(), b.port)
+
+
+def follow_redirect(base: cl.Url, location: str | None, what: str) -> cl.Url:
+    """The URL a redirect points to (relative Locations resolved, query kept, ``davs://`` read
+    as ``https://``); never from https down to plain http."""
+    if not location or not location.strip():
+        raise TpcError(what, "redirect without a Location header", "check the server")
+    target = location.strip()
+    if target.startswith("davs://"):
+        target = "https://" + target[len("davs://"):]
+    elif target.startswith("dav://"):
+        target = "http://" + target[len("dav://"):]
+    target = urljoin(str(base), target)
+    try:
+        url = cl.Url.parse(target)
+    except BadInput:
+        raise TpcError(what, f"redirect to {target[:200]!r}, not an http(s) URL",
+                       "check the server's redirect configuration") from None
+    if base.scheme == "https" and url.scheme != "https":
+        raise TpcError(what, f"redirect from https down to {target[:200]!r} refused",
+                       "configure the server to redirect to https")
+    query = urlsplit(target).query
+    return url.with_path(url.path + "?" + query) if query else url
+
+
 def request_copy(active_url: str, *, source: str | None = None,
                  destination: str | None = None, token: str | None = None,
                  transfer_headers: Mapping[str, str] | None = None, streams: int = 1,
                  timeout: float = 60.0, on_marker: Callable[[Marker], None] | None = None,
                  checksum: str | None = None, ca_file: str | None = None,
-                 insecure: bool = False) -> TpcResult:
+                 insecure: bool = False, require_checksum: bool | None = None) -> TpcResult:
     """Send COPY to the active party; follow its marker stream; trust only the final line.
 
     ``transfer_headers`` are sent as ``TransferHeader<Name>``.  ``timeout`` bounds the wait
-    between two lines of the stream.  Raises :class:`TpcError` when the server refuses the
-    request, :class:`MarkerStreamError` on a malformed stream; a ``failure:`` final line gives
-    a result with ``ok`` False.
+    between two lines of the stream.  ``require_checksum`` sends
+    ``RequireChecksumVerification: true|false`` (not sent when None).  A 301/302/303/307/308
+    answer is followed (COPY again, at most :data:`MAX_REDIRECTS` hops, never from https to
+    http); the bearer token goes only to the origin it was given for, the TransferHeaders
+    (meant for the passive party) to every hop.  Raises :class:`TpcError` when the server
+    refuses the request, :class:`MarkerStreamError` on a malformed stream; a ``failure:``
+    final line gives a result with ``ok`` False.
     """
     if (source is None) == (destination is None):
         raise BadInput("third-party copy", "needs exactly one of source and destination",
                        "pass source= (pull) or destination= (push)")
-    url = cl.Url.parse(active_url)
-    session = cl.Session(url, cl.Options(token=token, ca_file=ca_file, insecure=insecure,
-                                         stall_timeout=timeout))
+    first = url = cl.Url.parse(active_url)
     headers = {"Credential": "none", "X-Number-Of-Streams": str(streams)}
+    if require_checksum is not None:
+        headers["RequireChecksumVerification"] = "true" if require_checksum else "false"
     if source is not None:
         headers["Source"] = source
     if destination is not None:
@@ -206,15 +242,30 @@ def request_copy(active_url: str, *, source: str | None = None,
     for name, value in (transfer_headers or {}).items():
         headers[f"TransferHeader{name}"] = value
     start = time.monotonic()
-    conn = session.connect()
-    what = f"COPY {url}"
-    try:
+    hops = 0
+    while True:
+        session = cl.Session(url, cl.Options(token=token if same_origin(url, first) else None,
+                                             ca_file=ca_file, insecure=insecure,
+                                             stall_timeout=timeout))
+        conn = session.connect()
+        what = f"COPY {url}"
         try:
             conn.request("COPY", url.path, headers=session.headers(headers))
             resp = conn.getresponse()
         except (OSError, http.client.HTTPException) as exc:
+            conn.close()
             raise TpcError(what, f"{exc.__class__.__name__}: {exc}",
                            "check that the active server is up") from None
+        if resp.status not in REDIRECTS:
+            break
+        location = resp.getheader("Location")
+        conn.close()
+        hops += 1
+        if hops > MAX_REDIRECTS:
+            raise TpcError(f"COPY {first}", f"more than {MAX_REDIRECTS} redirects",
+                           "check the active server's redirect configuration")
+        url = follow_redirect(url, location, what)
+    try:
         if resp.status not in (201, 202):
             body = resp.read(4096)
             try:
@@ -351,6 +402,51 @@ def _algorithm(value: str | None) -> str:
     return cks.canonical(chosen)
 
 
+def _require(value: str | None) -> bool | None:
+    from dtnkit.transfer.server import HttpError
+
+    if value is None:
+        return None
+    low = value.strip().lower()
+    if low in ("true", "1", "yes"):
+        return True
+    if low in ("false", "0", "no"):
+        return False
+    raise HttpError(400, f"RequireChecksumVerification {value[:20]!r}", "must be true or false")
+
+
+def _resolve(remote: cl.Url, options: cl.Options, forward: Mapping[str, str],
+             want: str | None) -> tuple[_ForwardingSession, cl.Url, int, dict[str, bytes]]:
+    """HEAD the remote file (with ``Want-Digest: want``), following redirects.
+
+    Returns the session for the final URL, that URL, the HEAD's status and the digests it
+    offered.  The forwarded ``Authorization`` goes only to the origin it was given for; the
+    redirect target is expected to authorize the request itself (e.g. an ``authz`` query).
+    """
+    url, hops = remote, 0
+    session = _ForwardingSession(url, options, forward)
+    extra = {"Want-Digest": {"sha256": "sha-256"}.get(want, want)} if want else {}
+    while True:
+        status, headers, _body = session.with_retries(
+            f"HEAD {url}",
+            lambda s=session, u=url: s.request("HEAD", u, extra))  # type: ignore[misc]
+        if status not in REDIRECTS:
+            break
+        hops += 1
+        if hops > MAX_REDIRECTS:
+            raise TpcError(f"HEAD {remote}", f"more than {MAX_REDIRECTS} redirects",
+                           "check the remote server's redirect configuration")
+        url = follow_redirect(url, headers.get("Location"), f"HEAD {url}")
+        kept = forward if same_origin(url, remote) else {
+            k: v for k, v in forward.items() if k.lower() != "authorization"}
+        session = _ForwardingSession(url, options, kept)
+    digests: dict[str, bytes] = {}
+    if status == 200 and headers.get("Digest"):
+        with contextlib.suppress(ValueError):
+            digests = dg.parse_digest(headers["Digest"])
+    return session, url, status, digests
+
+
 def handle_copy(handler: _Handler) -> None:
     """Serve one COPY request on ``handler`` (a ``dtnkit serve`` request handler)."""
     from dtnkit.transfer.server import HttpError, _os_error, _show
@@ -379,6 +475,7 @@ def handle_copy(handler: _Handler) -> None:
                         "same file on this same server")
     forward = _forwarded(h)
     streams = _streams(h.get("X-Number-Of-Streams"))
+    require = _require(h.get("RequireChecksumVerification"))
     algorithm = _algorithm(h.get("Want-Digest"))
     if pull:
         if path == root or path.is_dir():
@@ -396,17 +493,28 @@ def handle_copy(handler: _Handler) -> None:
             raise HttpError(405, where, f"is not a regular file ({st.st_mode:o})")
 
     options = cl.Options(streams=streams, checksum=algorithm,
-                         verify="block" if pull else "sequential", retries=1, backoff=0.2)
+                         verify="block" if pull else "sequential", retries=1, backoff=0.2,
+                         ca_file=getattr(handler.server.config, "ca_file", None))
     options.check()
     job = _Job()
     options.progress = job.progress
-    session = _ForwardingSession(remote, options, forward)
     if pull:
         def work() -> None:
-            _pull(session, remote, path, options, job, handler)
+            session, url, status, offered = _resolve(remote, options, forward, algorithm)
+            if status == 200 and algorithm not in offered:
+                if require is False:
+                    options.verify = "none"  # the client allowed an unverified copy
+                else:
+                    raise TpcError(f"source digest of {url}",
+                                   f"the source offered no {algorithm} digest (offered: "
+                                   f"{', '.join(offered) or 'none'}), so the copy cannot be "
+                                   "verified", "pick another Want-Digest algorithm, or send "
+                                   "RequireChecksumVerification: false")
+            _pull(session, url, path, options, job, handler)
     else:
         def work() -> None:
-            _push(session, path, remote, options, job)
+            session, url, _status, _offered = _resolve(remote, options, forward, None)
+            _push(session, path, url, options, job, require is not False)
 
     def run() -> None:
         try:
@@ -501,10 +609,22 @@ def _pull(session: cl.Session, url: cl.Url, path: Path, options: cl.Options, job
 
 
 def _push(session: cl.Session, path: Path, url: cl.Url, options: cl.Options,
-          job: _Job) -> None:
+          job: _Job, require: bool = True) -> None:
+    """PUT ``path`` to ``url``.  ``require``: the remote's digest must match (the upload
+    fails when it offers none); otherwise it is compared only when the remote offers one."""
     size = os.stat(path).st_size
+    local: bytes | None = None
+    if not require:
+        options.verify = "none"
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            local = pl.checksum_fd(fd, options.checksum, size, options.block_size)
+        finally:
+            os.close(fd)
     try:
         cl.upload(session, path, url, options)
+        if local is not None:
+            _check_if_offered(session, url, options.checksum, local)
     except _Cancelled:
         _delete_if_sent(session, url, job, size)
         raise
@@ -516,6 +636,19 @@ def _push(session: cl.Session, path: Path, url: cl.Url, options: cl.Options,
     if job.cancel.is_set():  # the client left after the PUT: undo it (best effort)
         _delete_if_sent(session, url, job, size)
         raise _Cancelled()
+
+
+def _check_if_offered(session: cl.Session, url: cl.Url, name: str, local: bytes) -> None:
+    """Compare with the remote digest when it offers one (RequireChecksumVerification: false)."""
+    info = session.head(url, want=name)
+    remote = info.digests.get(name)
+    if remote is not None and remote != local:
+        with contextlib.suppress(DtnkitError, cl.Retryable):
+            session.request("DELETE", url)
+        raise cl.ChecksumMismatch(f"checksum mismatch for {url}",
+                                  f"{name} local {cl._show(name, local)}, remote "
+                                  f"{cl._show(name, remote)}; the remote copy was deleted",
+                                  "retry; if it persists, check both storages")
 
 
 def _delete_if_sent(session: cl.Session, url: cl.Url, job: _Job, size: int) -> None:

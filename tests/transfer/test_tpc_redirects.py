@@ -1,0 +1,196 @@
+"""TPC redirects, RequireChecksumVerification and failed-pull cleanup (found against real
+peers: XRootD/dCache redirect, XRootD 5.5 offers only its configured digests and leaves a
+0-byte file after a failed pull)."""
+
+from __future__ import annotations
+
+import re
+import threading
+import zlib
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dtnkit.transfer import client as cl
+from dtnkit.transfer import tokens, tpc
+from dtnkit.transfer.server import ServerHandle, start_server
+
+DATA = bytes(range(256)) * 4096  # 1 MiB
+RW, RO = "rw-token", "ro-token"
+
+
+class _Peer(ThreadingHTTPServer):
+    daemon_threads = True
+    seen: list[tuple[str, str, str | None]]
+    redirect_to: str | None
+    data: bytes
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """Redirects everything (307) when ``redirect_to`` is set, else serves ``data`` with
+    ranges but no Digest (a server that cannot checksum)."""
+
+    protocol_version = "HTTP/1.1"
+    server: _Peer
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def _any(self) -> None:
+        self.server.seen.append((self.command, self.path, self.headers.get("Authorization")))
+        if self.command in ("PUT", "DELETE"):
+            self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            self.send_response(201 if self.command == "PUT" else 204)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        if self.server.redirect_to is not None and not self.path.startswith("/real/"):
+            self.send_response(307)
+            self.send_header("Location", self.server.redirect_to + self.path.lstrip("/"))
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        data = self.server.data
+        m = re.fullmatch(r"bytes=(\d+)-(\d+)", self.headers.get("Range", ""))
+        body = data[int(m[1]):int(m[2]) + 1] if m else data
+        self.send_response(206 if m else 200)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Accept-Ranges", "bytes")
+        self.send_header("Content-Type", "application/octet-stream")
+        self.end_headers()
+        if self.command == "GET":
+            self.wfile.write(body)
+
+    do_GET = do_HEAD = do_COPY = do_PUT = do_DELETE = _any
+
+
+@pytest.fixture()
+def peer() -> Iterator[_Peer]:
+    server = _Peer(("127.0.0.1", 0), _Handler)
+    server.seen, server.redirect_to, server.data = [], None, DATA
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                              daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+@pytest.fixture()
+def dk(tmp_path: Path) -> Iterator[ServerHandle]:
+    (tmp_path / "root").mkdir()
+    handle = start_server(tmp_path / "root", tokens=tokens.parse(f"{RW} read,write\n{RO} read\n"),
+                          quiet=True, marker_interval=0.2)
+    try:
+        yield handle
+    finally:
+        handle.stop()
+
+
+def peer_url(peer: _Peer) -> str:
+    return f"http://127.0.0.1:{peer.server_address[1]}/"
+
+
+def test_request_copy_follows_a_redirect_without_leaking_the_token(
+        peer: _Peer, dk: ServerHandle) -> None:
+    (dk.root / "x.bin").write_bytes(DATA)
+    peer.redirect_to = dk.url  # the "door" redirects the COPY to the active dtnkit
+    with pytest.raises(tpc.TpcError, match="401"):
+        tpc.request_copy(peer_url(peer) + "y.bin", source=dk.url + "x.bin", token=RW,
+                         transfer_headers={"Authorization": f"Bearer {RO}"}, timeout=10)
+    # the token was for the door, not the other origin: dtnkit refused the COPY without it
+    assert peer.seen == [("COPY", "/y.bin", f"Bearer {RW}")]
+    assert not (dk.root / "y.bin").exists()
+
+
+def test_request_copy_redirect_same_origin_keeps_token_and_is_bounded(
+        peer: _Peer, dk: ServerHandle) -> None:
+    peer.redirect_to = peer_url(peer) + "again/"  # a redirect loop on the same origin
+    with pytest.raises(tpc.TpcError, match="more than 5 redirects"):
+        tpc.request_copy(peer_url(peer) + "y.bin", source=dk.url + "x.bin", token=RW,
+                         timeout=10)
+    assert len(peer.seen) == tpc.MAX_REDIRECTS + 1
+    assert all(auth == f"Bearer {RW}" for _m, _p, auth in peer.seen)
+
+
+def test_follow_redirect_rules() -> None:
+    base = cl.Url.parse("https://door:8443/a/b")
+    assert str(tpc.follow_redirect(base, "/c?authz=t", "x")) == "https://door:8443/c?authz=t"
+    assert str(tpc.follow_redirect(base, "davs://pool:2880/d", "x")) == "https://pool:2880/d"
+    with pytest.raises(tpc.TpcError, match="down to"):
+        tpc.follow_redirect(base, "http://pool/d", "x")
+    with pytest.raises(tpc.TpcError, match="without a Location"):
+        tpc.follow_redirect(base, None, "x")
+
+
+def test_active_pull_follows_the_source_redirect(peer: _Peer, dk: ServerHandle,
+                                                 tmp_path: Path) -> None:
+    (tmp_path / "other").mkdir()
+    with start_server(tmp_path / "other", tokens=tokens.parse(f"{RO} read\n"),
+                      quiet=True) as other:
+        (other.root / "real.bin").write_bytes(DATA)
+        peer.redirect_to = other.url  # the source "door" redirects to the data server
+        res = tpc.request_copy(dk.url + "got.bin", source=peer_url(peer) + "real.bin",
+                               token=RW, transfer_headers={"Authorization": f"Bearer {RO}"},
+                               timeout=10)
+    # cross-origin: the forwarded token is not re-sent, so the data server refuses (401)
+    assert not res.ok and "401" in res.final
+    assert peer.seen[0][:2] == ("HEAD", "/real.bin")
+    assert not (dk.root / "got.bin").exists()
+
+
+def test_active_pull_follows_a_same_origin_redirect(peer: _Peer, dk: ServerHandle) -> None:
+    peer.redirect_to = peer_url(peer) + "real/"  # HEAD /a.bin -> 307 /real/a.bin (same origin)
+    res = tpc.request_copy(dk.url + "got.bin", source=peer_url(peer) + "a.bin", token=RW,
+                           transfer_headers={"Authorization": f"Bearer {RO}"}, timeout=10,
+                           require_checksum=False)  # the peer offers no digest
+    assert res.ok, res.final
+    assert (dk.root / "got.bin").read_bytes() == DATA
+    assert peer.seen[0] == ("HEAD", "/a.bin", f"Bearer {RO}")
+    assert ("GET", "/real/a.bin", f"Bearer {RO}") in peer.seen  # token kept: same origin
+    assert zlib.adler32((dk.root / "got.bin").read_bytes()) == zlib.adler32(DATA)
+
+
+def test_require_checksum_verification(peer: _Peer, dk: ServerHandle) -> None:
+    src = peer_url(peer) + "nodigest.bin"  # serves ranges but never a Digest
+    strict = tpc.request_copy(dk.url + "a.bin", source=src, token=RW, timeout=10,
+                              require_checksum=True)
+    assert not strict.ok and "offered no adler32" in strict.final
+    default = tpc.request_copy(dk.url + "b.bin", source=src, token=RW, timeout=10)
+    assert not default.ok and "offered no adler32" in default.final  # default: required
+    lax = tpc.request_copy(dk.url + "c.bin", source=src, token=RW, timeout=10,
+                           require_checksum=False)
+    assert lax.ok, lax.final
+    assert (dk.root / "c.bin").read_bytes() == DATA
+    assert not (dk.root / "a.bin").exists() and not (dk.root / "b.bin").exists()
+    assert not [p for p in dk.root.iterdir() if "dtnkit-part" in p.name]
+
+
+def test_push_without_remote_digest_needs_require_false(peer: _Peer, dk: ServerHandle) -> None:
+    (dk.root / "p.bin").write_bytes(DATA)
+    strict = tpc.request_copy(dk.url + "p.bin", destination=peer_url(peer) + "p.bin",
+                              token=RO, timeout=10)
+    assert not strict.ok and "did not offer" in strict.final
+    lax = tpc.request_copy(dk.url + "p.bin", destination=peer_url(peer) + "q.bin",
+                           token=RO, timeout=10, require_checksum=False)
+    assert lax.ok, lax.final
+    assert ("PUT", "/q.bin", None) in peer.seen
+    assert ("DELETE", "/p.bin", None) in peer.seen  # the unverifiable strict push was undone
+
+
+def test_bad_require_header_is_400(dk: ServerHandle) -> None:
+    import http.client
+
+    conn = http.client.HTTPConnection("127.0.0.1", dk.port, timeout=10)
+    conn.request("COPY", "/x.bin", headers={"Authorization": f"Bearer {RW}",
+                                            "Source": "http://127.0.0.1:1/y",
+                                            "RequireChecksumVerification": "maybe"})
+    resp = conn.getresponse()
+    assert resp.status == 400 and b"RequireChecksumVerification" in resp.read()
+    conn.close()
