@@ -1,0 +1,436 @@
+"""Multi-stream, resumable uploads (upload sessions) over real loopback sockets.
+
+A small TCP proxy between the client and the in-process `dtnkit serve` flips a byte, cuts a
+connection or plays dead, once, on the client-to-server direction.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import http.client
+import random
+import socket
+import threading
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from dtnkit.transfer import checksum as cks
+from dtnkit.transfer import client, tokens
+from dtnkit.transfer import digest as dg
+from dtnkit.transfer import multi_upload as mu
+from dtnkit.transfer.server import ServerHandle, start_server
+
+TOKEN = "tok-rw"
+READER = "tok-ro"
+OTHER = "tok-rw2"
+BLOCK = 4096
+SIZE = 7 * BLOCK + 1234  # not a multiple of the block size
+
+
+def payload(size: int, seed: int = 5) -> bytes:
+    return random.Random(seed).randbytes(size)
+
+
+@pytest.fixture(autouse=True)
+def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    d = tmp_path / "state"
+    monkeypatch.setenv("XDG_STATE_HOME", str(d))
+    return d
+
+
+def serve(root: Path, **kw: object) -> ServerHandle:
+    store = tokens.parse(f"{TOKEN} read,write\n{READER} read\n{OTHER} read,write\n")
+    return start_server(root, tokens=store, quiet=True, **kw)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[ServerHandle, Path]]:
+    root = tmp_path / "srv"
+    root.mkdir()
+    with serve(root) as h:
+        yield h, root
+
+
+def opts(**kw: object) -> client.Options:
+    base: dict[str, object] = {"token": TOKEN, "block_size": BLOCK, "streams": 4,
+                               "backoff": 0.01, "retries": 2, "stall_timeout": 10.0}
+    base.update(kw)
+    return client.Options(**base)  # type: ignore[arg-type]
+
+
+def parts(directory: Path) -> list[str]:
+    return [p.name for p in directory.rglob("*") if "dtnkit-part" in p.name]
+
+
+class Proxy:
+    """TCP relay to ``port``; on the client->server direction, once: flip the byte at
+    ``flip_at`` of a connection's stream, or cut the connection there; or, with
+    ``dead_after``, cut every connection once that many bytes went through in total (until
+    :meth:`heal`)."""
+
+    def __init__(self, port: int, *, flip_at: int | None = None, cut_at: int | None = None,
+                 dead_after: int | None = None) -> None:
+        self.target = port
+        self.flip_at, self.cut_at, self.dead_after = flip_at, cut_at, dead_after
+        self.fired = 0
+        self.total = 0
+        self.healed = False
+        self.lock = threading.Lock()
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(32)
+        self.port = self.sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}/"
+        self._threads: list[threading.Thread] = []
+        self._socks: list[socket.socket] = []
+        self._accept = threading.Thread(target=self._serve, daemon=True)
+        self._accept.start()
+
+    def heal(self) -> None:
+        with self.lock:
+            self.healed = True
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            up = socket.create_connection(("127.0.0.1", self.target))
+            self._socks += [conn, up]
+            for a, b, inspect in ((conn, up, True), (up, conn, False)):
+                t = threading.Thread(target=self._pump, args=(a, b, inspect), daemon=True)
+                self._threads.append(t)
+                t.start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket, inspect: bool) -> None:
+        seen = 0
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                if inspect:
+                    data, cut = self._tamper(bytearray(data), seen)
+                    seen += len(data)
+                    if cut:
+                        break
+                dst.sendall(data)
+        except OSError:
+            pass
+        for s in (src, dst):
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+
+    def _tamper(self, data: bytearray, seen: int) -> tuple[bytearray, bool]:
+        with self.lock:
+            if self.dead_after is not None and not self.healed:
+                self.total += len(data)
+                if self.total > self.dead_after:
+                    self.fired += 1
+                    return data, True
+            at = self.flip_at if self.flip_at is not None else self.cut_at
+            if at is not None and not self.fired and seen <= at < seen + len(data):
+                self.fired += 1
+                if self.cut_at is not None:
+                    return data[:at - seen], True
+                data[at - seen] ^= 0x01
+        return data, False
+
+    def stop(self) -> None:
+        self.sock.close()
+        for s in self._socks:
+            with contextlib.suppress(OSError):
+                s.close()
+        for t in self._threads:
+            t.join(5)
+
+
+# --------------------------------------------------------------------------- round trips
+
+
+@pytest.mark.parametrize("streams", [1, 4])
+@pytest.mark.parametrize("name", cks.ALGORITHMS)
+def test_multi_stream_round_trip(served: tuple[ServerHandle, Path], tmp_path: Path,
+                                 name: str, streams: int) -> None:
+    handle, root = served
+    data = payload(SIZE)
+    src = tmp_path / "up.bin"
+    src.write_bytes(data)
+    before = handle.counters
+    o = opts(checksum=name, streams=streams)
+    summary = client.copy(str(src), handle.url + "up.bin", o)
+    assert (root / "up.bin").read_bytes() == data
+    assert parts(root) == []
+    f = summary.files[0]
+    assert f.digest == client._show(name, cks.file_checksum(src, name))
+    assert f.level == "durable" and f.upload_streams == streams
+    assert summary.as_dict(o)["upload_streams"] == streams
+    ranges = handle.counters["range_puts"] - before["range_puts"]
+    assert ranges == (8 if streams > 1 else 0)  # one stream: the plain PUT
+    # sessions: adler32/crc32c folded from per-range values, nothing read back; md5/sha256
+    # read once at commit; one PUT: read once by the Want-Digest check that follows it
+    read = handle.counters["checksum_bytes"] - before["checksum_bytes"]
+    assert read == (0 if streams > 1 and name in cks.COMBINABLE else SIZE)
+    assert list((tmp_path / "state").rglob("*.json")) == []  # journal gone
+
+
+@pytest.mark.parametrize("size", [0, 1, BLOCK, BLOCK + 1])
+def test_small_and_empty_files(served: tuple[ServerHandle, Path], tmp_path: Path,
+                               size: int) -> None:
+    handle, root = served
+    src = tmp_path / "s"
+    src.write_bytes(payload(size))
+    summary = client.copy(str(src), handle.url + "s", opts(checksum="md5"))
+    assert (root / "s").read_bytes() == payload(size)
+    assert summary.files[0].upload_streams == (2 if size > BLOCK else 1)
+
+
+def test_fallback_to_one_put_without_sessions(tmp_path: Path) -> None:
+    root = tmp_path / "srv"
+    root.mkdir()
+    with serve(root, upload_sessions=False) as handle:
+        data = payload(SIZE)
+        src = tmp_path / "f"
+        src.write_bytes(data)
+        o = opts()
+        summary = client.copy(str(src), handle.url + "f", o)
+        assert (root / "f").read_bytes() == data
+        result = summary.as_dict(o)
+        assert result["upload_streams"] == 1
+        assert summary.files[0].note and "501" in summary.files[0].note
+        assert handle.counters["range_puts"] == 0
+        status, _h, body = _call(handle, "POST", "/f", {"Dtnkit-Upload": "start",
+                                                        "Upload-Length": "5"})
+        assert status == 501 and b"disabled" in body
+
+
+# --------------------------------------------------------------------------- damage on the wire
+
+
+@pytest.mark.parametrize("name", ["adler32", "md5"])
+def test_corrupted_range_is_resent(served: tuple[ServerHandle, Path], tmp_path: Path,
+                                   name: str) -> None:
+    """adler32: the range's own Digest fails (412), that range alone is re-sent; md5: the
+    commit fails (412), nothing is committed, the file is sent again."""
+    handle, root = served
+    data = payload(SIZE)
+    src = tmp_path / "c"
+    src.write_bytes(data)
+    proxy = Proxy(handle.port, flip_at=2000)  # inside the first range's body
+    try:
+        before = handle.counters
+        summary = client.copy(str(src), proxy.url + "c", opts(checksum=name))
+    finally:
+        proxy.stop()
+    assert proxy.fired == 1
+    assert (root / "c").read_bytes() == data and parts(root) == []
+    assert summary.files[0].retries >= 1
+    sent = handle.counters["range_bytes"] - before["range_bytes"]
+    if name == "adler32":
+        assert sent == SIZE  # the bad range was never recorded; only it was re-sent
+    else:
+        assert sent >= SIZE + SIZE - BLOCK  # a second session
+
+
+def test_range_cut_mid_way_is_retried(served: tuple[ServerHandle, Path],
+                                      tmp_path: Path) -> None:
+    handle, root = served
+    data = payload(SIZE)
+    src = tmp_path / "k"
+    src.write_bytes(data)
+    proxy = Proxy(handle.port, cut_at=2000)
+    try:
+        summary = client.copy(str(src), proxy.url + "k", opts(checksum="crc32c"))
+    finally:
+        proxy.stop()
+    assert proxy.fired == 1
+    assert (root / "k").read_bytes() == data
+    assert summary.files[0].retries >= 1
+
+
+def test_interrupted_upload_resumes_with_missing_ranges_only(
+        served: tuple[ServerHandle, Path], tmp_path: Path, state_dir: Path) -> None:
+    handle, root = served
+    data = payload(SIZE)
+    src = tmp_path / "r"
+    src.write_bytes(data)
+    proxy = Proxy(handle.port, dead_after=3 * BLOCK)
+    try:
+        with pytest.raises(client.TransferError) as info:
+            client.copy(str(src), proxy.url + "r", opts(retries=0, streams=2))
+        assert "rerun the same command to resume" in info.value.next_step
+        assert not (root / "r").exists()
+        assert len(parts(root)) == 1 and len(list(state_dir.rglob("*.json"))) == 1
+        first = handle.counters["range_bytes"]
+        assert 0 < first < SIZE
+        proxy.heal()
+        summary = client.copy(str(src), proxy.url + "r", opts(retries=0, streams=2))
+    finally:
+        proxy.stop()
+    assert (root / "r").read_bytes() == data and parts(root) == []
+    assert handle.counters["range_bytes"] - first == SIZE - first  # only the missing ones
+    assert summary.files[0].read_back == first // BLOCK  # hashed from the source, not sent
+    assert list(state_dir.rglob("*.json")) == []
+
+
+def test_changed_source_does_not_resume(served: tuple[ServerHandle, Path],
+                                        tmp_path: Path, state_dir: Path) -> None:
+    handle, root = served
+    src = tmp_path / "m"
+    src.write_bytes(payload(SIZE))
+    proxy = Proxy(handle.port, dead_after=3 * BLOCK)
+    try:
+        with pytest.raises(client.TransferError):
+            client.copy(str(src), proxy.url + "m", opts(retries=0, streams=2))
+        proxy.heal()
+        src.write_bytes(payload(SIZE, seed=9))  # another file now: another journal key
+        before = handle.counters["range_bytes"]
+        client.copy(str(src), proxy.url + "m", opts(streams=2))
+    finally:
+        proxy.stop()
+    assert (root / "m").read_bytes() == payload(SIZE, seed=9)
+    assert handle.counters["range_bytes"] - before == SIZE
+
+
+# --------------------------------------------------------------------------- hostile requests
+
+
+def _call(h: ServerHandle, method: str, path: str, headers: dict[str, str],
+          body: bytes | None = None, token: str | None = TOKEN
+          ) -> tuple[int, http.client.HTTPMessage, bytes]:
+    c = http.client.HTTPConnection(h.host, h.port, timeout=20)
+    hdrs = dict(headers)
+    if token is not None:
+        hdrs["Authorization"] = f"Bearer {token}"
+    try:
+        c.request(method, path, body=body, headers=hdrs)
+        r = c.getresponse()
+        return r.status, r.headers, r.read()
+    finally:
+        c.close()
+
+
+def _start(h: ServerHandle, path: str, length: int, token: str = TOKEN) -> str:
+    status, headers, body = _call(h, "POST", path, {"Dtnkit-Upload": "start",
+                                                    "Upload-Length": str(length),
+                                                    "Dtnkit-Upload-Checksum": "adler32"},
+                                  token=token)
+    assert status == 201, body
+    return str(headers["Dtnkit-Upload-Id"])
+
+
+def _put(h: ServerHandle, path: str, ident: str, rng: str, body: bytes,
+         token: str = TOKEN, extra: dict[str, str] | None = None) -> int:
+    status, _h, _b = _call(h, "PUT", path, {"Dtnkit-Upload-Id": ident, "Content-Range": rng,
+                                            **(extra or {})}, body, token=token)
+    return status
+
+
+def test_session_protocol_and_hostile_requests(served: tuple[ServerHandle, Path]) -> None:
+    h, root = served
+    data = payload(100)
+    ident = _start(h, "/x", 100)
+    assert _put(h, "/x", ident, "bytes 0-49/100", data[:50]) == 204
+    # malformed, past the length, wrong total, body/range disagreement, overlap
+    assert _put(h, "/x", ident, "bytes 50-/100", data[50:]) == 400
+    assert _put(h, "/x", ident, "bytes=50-99/100", data[50:]) == 400
+    assert _put(h, "/x", ident, "bytes 60-50/100", b"") == 400
+    assert _put(h, "/x", ident, "bytes 90-109/100", payload(20)) == 416
+    assert _put(h, "/x", ident, "bytes 50-99/200", data[50:]) == 400
+    assert _put(h, "/x", ident, "bytes 50-99/100", data[50:90]) == 400
+    assert _put(h, "/x", ident, "bytes 40-59/100", data[40:60]) == 409
+    # a range with a wrong Digest is refused and not recorded
+    bad = dg.format_digest("adler32", (zlib.adler32(b"nope")).to_bytes(4, "big"))
+    assert _put(h, "/x", ident, "bytes 50-99/100", data[50:], extra={"Digest": bad}) == 412
+    # ids: unknown, another path, another token; scopes
+    assert _put(h, "/x", "not-an-id", "bytes 50-99/100", data[50:]) == 404
+    assert _put(h, "/y", ident, "bytes 50-99/100", data[50:]) == 404
+    assert _put(h, "/x", ident, "bytes 50-99/100", data[50:], token=OTHER) == 404
+    assert _put(h, "/x", ident, "bytes 50-99/100", data[50:], token=READER) == 403
+    status, _hd, _b = _call(h, "POST", "/x", {"Dtnkit-Upload": "start", "Upload-Length": "1"},
+                            token=None)
+    assert status == 401
+    status, _hd, _b = _call(h, "POST", "/x", {"Dtnkit-Upload": "start", "Upload-Length": "1"},
+                            token=READER)
+    assert status == 403
+    status, _hd, _b = _call(h, "POST", "/x", {"Dtnkit-Upload": "start", "Upload-Length": "-1"})
+    assert status == 400
+    status, _hd, _b = _call(h, "POST", "/nodir/x", {"Dtnkit-Upload": "start",
+                                                    "Upload-Length": "1"})
+    assert status == 409
+    status, _hd, _b = _call(h, "POST", "/x", {})
+    assert status == 405
+    # status, then a commit with a range missing
+    status, hd, _b = _call(h, "POST", "/x", {"Dtnkit-Upload": "status",
+                                             "Dtnkit-Upload-Id": ident})
+    assert status == 200 and hd["Dtnkit-Upload-Ranges"] == "0-49"
+    good = dg.format_digest("md5", hashlib.md5(data).digest())
+    status, _hd, body = _call(h, "POST", "/x", {"Dtnkit-Upload": "commit",
+                                                "Dtnkit-Upload-Id": ident, "Digest": good})
+    assert status == 409 and b"missing" in body and not (root / "x").exists()
+    # the same range again replaces it; then a commit with a wrong digest: 412, all gone
+    assert _put(h, "/x", ident, "bytes 0-49/100", data[:50]) == 204
+    assert _put(h, "/x", ident, "bytes 50-99/100", data[50:]) == 204
+    wrong = dg.format_digest("md5", hashlib.md5(b"other").digest())
+    status, _hd, body = _call(h, "POST", "/x", {"Dtnkit-Upload": "commit",
+                                                "Dtnkit-Upload-Id": ident, "Digest": wrong})
+    assert status == 412 and b"mismatch" in body
+    assert not (root / "x").exists() and parts(root) == []
+    assert _put(h, "/x", ident, "bytes 0-49/100", data[:50]) == 404  # discarded
+    # a good session commits (adler32 folded, md5 read once); abort with DELETE
+    ident = _start(h, "/x", 100)
+    assert _put(h, "/x", ident, "bytes 50-99/100", data[50:]) == 204
+    assert _put(h, "/x", ident, "bytes 0-49/100", data[:50]) == 204
+    both = dg.format_digest("adler32", zlib.adler32(data).to_bytes(4, "big"))
+    status, hd, _b = _call(h, "POST", "/x", {"Dtnkit-Upload": "commit",
+                                             "Dtnkit-Upload-Id": ident, "Digest": both,
+                                             "Content-MD5": good.split("=", 1)[1]})
+    assert status == 201 and (root / "x").read_bytes() == data
+    ident = _start(h, "/z", 10)
+    status, _hd, _b = _call(h, "DELETE", "/z", {"Dtnkit-Upload-Id": ident}, token=OTHER)
+    assert status == 404
+    status, _hd, _b = _call(h, "DELETE", "/z", {"Dtnkit-Upload-Id": ident})
+    assert status == 204 and parts(root) == [] and not (root / "z").exists()
+    # a part file cannot be reached by name
+    assert _call(h, "GET", "/.x.dtnkit-part-uabc", {})[0] == 403
+    # a Content-Range without a session is still refused
+    assert _call(h, "PUT", "/w", {"Content-Range": "bytes 0-1/2"}, b"ab")[0] == 501
+
+
+def test_expired_session_is_refused(tmp_path: Path) -> None:
+    root = tmp_path / "srv"
+    root.mkdir()
+    with serve(root, upload_expiry=0.0) as h:
+        ident = _start(h, "/e", 10)
+        assert _put(h, "/e", ident, "bytes 0-9/10", payload(10)) == 404
+        assert not (root / "e").exists()
+
+
+def test_orphan_part_files_are_removed(tmp_path: Path) -> None:
+    root = tmp_path / "srv"
+    (root / "d").mkdir(parents=True)
+    orphan = root / "d" / ".f.dtnkit-part-u0123456789abcdef"
+    orphan.write_bytes(b"x")
+    plain = root / "d" / ".g.dtnkit-part-0123"  # a single PUT's: not the janitor's
+    plain.write_bytes(b"y")
+    with serve(root, upload_expiry=3600.0) as h:
+        registry = h._server.uploads
+        assert registry is not None
+        assert registry.remove_orphans() == 0  # younger than the expiry
+        registry.expiry = 0.0
+        registry.remove_orphans()
+        assert not orphan.exists() and plain.exists()
+
+
+def test_journal_location(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    assert mu.journal_dir() == tmp_path / "dtnkit" / "uploads"
+    monkeypatch.delenv("XDG_STATE_HOME")
+    expected = (Path("/var/lib/dtnkit/uploads") if hasattr(mu.os, "geteuid")
+                and mu.os.geteuid() == 0 else Path.home() / ".local/state/dtnkit/uploads")
+    assert mu.journal_dir() == expected
