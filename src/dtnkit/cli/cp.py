@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import click
 
 from dtnkit.transfer import checksum as cks
 from dtnkit.transfer import pipeline as pl
 from dtnkit.units import parse_bytes
+
+if TYPE_CHECKING:
+    from dtnkit.transfer import client
 
 
 @contextmanager
@@ -42,6 +47,27 @@ def _progress(enabled: bool, total: int | None) -> Iterator[Callable[[int], None
         yield advance
 
 
+@contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM acts as Ctrl-C while copying: a download keeps its part file and journal."""
+    def on_term(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, on_term)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    except KeyboardInterrupt:
+        click.echo("dtnkit cp: interrupted; a partial download is kept: rerun the same command "
+                   "to resume", err=True)
+        raise
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 @click.command()
 @click.argument("src")
 @click.argument("dst")
@@ -64,6 +90,9 @@ def _progress(enabled: bool, total: int | None) -> Iterator[Callable[[int], None
 @click.option("--retries", type=click.IntRange(0, 100), default=3, show_default=True)
 @click.option("--stall-timeout", type=click.FloatRange(0.1), default=60.0, show_default=True,
               help="Seconds without progress on a stream before it is retried.")
+@click.option("--no-resume", is_flag=True,
+              help="Download: start over instead of resuming a part file kept by an "
+                   "interrupted run.")
 @click.option("--token", default=None, help="Bearer token (default $DTNKIT_TOKEN, "
                                             "then $BEARER_TOKEN).")
 @click.option("--ca-file", type=click.Path(exists=True, dir_okay=False), default=None,
@@ -76,11 +105,24 @@ def _progress(enabled: bool, total: int | None) -> Iterator[Callable[[int], None
 @click.option("--remote-token", default=None,
               help="With --tpc: token for the passive server, forwarded as "
                    "TransferHeaderAuthorization (default: --token).")
+@click.option("--src-token", default=None,
+              help="Remote to remote without --tpc (relayed through this client): token for "
+                   "the source server (default: --token).")
+@click.option("--dst-token", default=None,
+              help="Remote to remote without --tpc: token for the destination server "
+                   "(default: --token).")
 def cp(src: str, dst: str, recursive: bool, streams: int, parallel: int, block_size: str,
        checksum: str, verify: str, level: str, retries: int, stall_timeout: float,
        token: str | None, ca_file: str | None, insecure: bool, as_json: bool,
-       tpc: str | None = None, remote_token: str | None = None) -> int:
-    """Copy SRC to DST; one is a local path, the other http(s)://host:port/path.
+       tpc: str | None = None, remote_token: str | None = None,
+       no_resume: bool = False, src_token: str | None = None,
+       dst_token: str | None = None) -> int:
+    """Copy SRC to DST: local path or http(s)://host:port/path, at least one a URL.
+
+    Two URLs without --tpc: relayed through this client (ranges fetched from SRC and sent to
+    DST, hashed in flight, compared with SRC's digest).  Uploads with --streams N > 1 use N
+    streams and resumable upload sessions where the server has them (dtnkit serve), else one
+    PUT stream (the JSON summary's upload_streams); rerun a failed upload to resume it.
 
     The destination appears only after verification; a failed copy leaves nothing behind.
     """
@@ -95,12 +137,14 @@ def cp(src: str, dst: str, recursive: bool, streams: int, parallel: int, block_s
         streams=streams, block_size=parse_bytes(block_size, "block-size", lo=4096, hi=2**30),
         checksum=checksum, verify=verify, level=level, retries=retries,
         stall_timeout=stall_timeout, token=token, ca_file=ca_file, insecure=insecure,
-        parallel=parallel, recursive=recursive)
+        parallel=parallel, recursive=recursive, resume=not no_resume,
+        src_token=src_token, dst_token=dst_token)
     show = sys.stderr.isatty() and not as_json
     total = client.total_size(src, options) if show else None
     with _progress(show, total) as advance:
         options.progress = advance
-        summary = client.copy(src, dst, options)
+        with _sigterm_interrupts():
+            summary = client.copy(src, dst, options)
     result = summary.as_dict(options)
     if as_json:
         click.echo(json.dumps(result))
@@ -114,6 +158,17 @@ def cp(src: str, dst: str, recursive: bool, streams: int, parallel: int, block_s
     return 0
 
 
+def _status(session: client.Session, method: str, url: client.Url) -> int | None:
+    """Status of a small request (None when the server could not be asked)."""
+    from dtnkit.errors import DtnkitError
+    from dtnkit.transfer import client
+
+    try:
+        return session.request(method, url)[0]
+    except (client.Retryable, DtnkitError):
+        return None
+
+
 def _third_party(mode: str, src: str, dst: str, token: str | None, remote_token: str | None,
                  streams: int, checksum: str, timeout: float, ca_file: str | None,
                  insecure: bool, as_json: bool) -> int:
@@ -125,18 +180,25 @@ def _third_party(mode: str, src: str, dst: str, token: str | None, remote_token:
         raise BadInput("--tpc", "needs two http(s) URLs", "pass SRC and DST as URLs")
     forward = {"Authorization": f"Bearer {remote_token}"} if remote_token else {}
     pull = mode == "pull"
+    url = client.Url.parse(dst)
+    options = client.Options(token=token if pull else remote_token, checksum=checksum,
+                             ca_file=ca_file, insecure=insecure, retries=1)
+    dst_session = client.Session(url, options)
+    existed = _status(dst_session, "HEAD", url) != 404
     result = tpc.request_copy(dst if pull else src, source=src if pull else None,
                               destination=None if pull else dst, token=token,
                               transfer_headers=forward, streams=streams, timeout=timeout,
                               checksum=checksum, ca_file=ca_file, insecure=insecure)
     if not result.ok:
-        raise tpc.TpcError(f"third-party copy {src} -> {dst} ({mode})", result.reason,
+        # XRootD 5.5 answers 201 and leaves a 0-byte or partial destination after a failed
+        # pull: remove it, but only if it was not there before the copy.
+        removed = not existed and _status(dst_session, "DELETE", url) in (200, 204)
+        raise tpc.TpcError(f"third-party copy {src} -> {dst} ({mode})", result.reason
+                           + ("; removed the partial destination the active server left"
+                              if removed else ""),
                            "check both servers' logs and the tokens")
     # Report the destination's digest (the active side already compared it with the source).
-    url = client.Url.parse(dst)
-    options = client.Options(token=token if pull else remote_token, checksum=checksum,
-                             ca_file=ca_file, insecure=insecure, retries=1)
-    info = client.Session(url, options).head(url, want=checksum)
+    info = dst_session.head(url, want=checksum)
     raw = info.digests.get(checksum)
     digest = client._show(checksum, raw) if raw is not None else None
     summary = {"mode": mode, "source": src, "destination": dst, "bytes": info.size,

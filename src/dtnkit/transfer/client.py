@@ -5,10 +5,13 @@ Download: HEAD (size, ETag), the source digest from a HEAD with ``Want-Digest`` 
 keep-alive connection fetching disjoint ``Range`` blocks and writing them with ``os.pwrite`` into
 ``.<name>.dtnkit-part`` next to the destination, which is renamed only after verification.
 
-Upload: one PUT of the whole body. ``sequential`` sends a ``Digest`` header computed before
-(the server verifies before committing); ``block`` hashes the bytes in the pass that reads them
-for sending (FIVER); ``block`` and ``file`` then compare with the server's ``Want-Digest``
-answer and DELETE the remote file on a mismatch.
+Upload: with ``streams > 1`` several PUT streams through a resumable upload session when the
+server has them (:mod:`dtnkit.transfer.multi_upload`); else one PUT of the whole body.
+Remote to remote without TPC: relayed through the client (same module).  One PUT:
+``sequential`` sends a ``Digest`` header computed before (the server verifies before
+committing); ``block`` hashes the bytes in the pass that reads them for sending (FIVER);
+``block`` and ``file`` then compare with the server's ``Want-Digest`` answer and DELETE the
+remote file on a mismatch.
 """
 
 from __future__ import annotations
@@ -16,8 +19,10 @@ from __future__ import annotations
 import contextlib
 import functools
 import http.client
+import json
 import os
 import queue
+import socket
 import ssl
 import threading
 import time
@@ -70,6 +75,9 @@ class Options:
     recursive: bool = False
     max_buffered: int = pl.DEFAULT_MAX_BUFFERED
     progress: Callable[[int], None] | None = None
+    src_token: str | None = None  # remote to remote: the source's token (default: token)
+    dst_token: str | None = None  # remote to remote: the destination's token (default: token)
+    resume: bool = True  # downloads: continue from a kept part file and its journal
 
     def check(self) -> None:
         if self.streams < 1 or self.parallel < 1:
@@ -100,6 +108,10 @@ class FileResult:
     level: str
     retries: int = 0
     read_back: int = 0
+    upload_streams: int | None = None  # uploads and relays: PUT streams used (1: one PUT)
+    refetched_blocks: int = 0  # blocks fetched again after a mismatch (bad-block re-fetch)
+    resumed_blocks: int = 0  # blocks kept from an interrupted run
+    note: str | None = None  # e.g. why a kept part file was not resumed
 
 
 @dataclass
@@ -126,6 +138,11 @@ class Summary:
             "level": order[0] if order else options.level,  # the weakest level achieved
             "streams": options.streams,
             "retries": sum(f.retries for f in self.files),
+            **({"upload_streams": max(f.upload_streams or 1 for f in self.files)}
+               if any(f.upload_streams is not None for f in self.files) else {}),
+            "refetched_blocks": sum(f.refetched_blocks for f in self.files),
+            "resumed_blocks": sum(f.resumed_blocks for f in self.files),
+            "notes": [f"{f.destination}: {f.note}" for f in self.files if f.note],
         }
 
 
@@ -177,6 +194,7 @@ class RemoteInfo:
     etag: str | None
     digests: dict[str, bytes]
     is_dir: bool = False
+    last_modified: str | None = None
 
 
 class Session:
@@ -185,6 +203,7 @@ class Session:
     def __init__(self, url: Url, options: Options) -> None:
         self.url = url
         self.options = options
+        self.token = options.token
         self._context: ssl.SSLContext | None = None
         if url.scheme == "https":
             if options.insecure:
@@ -208,8 +227,8 @@ class Session:
 
     def headers(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         out = {"User-Agent": "dtnkit-cp"}
-        if self.options.token:
-            out["Authorization"] = f"Bearer {self.options.token}"
+        if self.token:
+            out["Authorization"] = f"Bearer {self.token}"
         out.update(extra or {})
         return out
 
@@ -264,7 +283,8 @@ class Session:
         ctype = headers.get("Content-Type", "")
         return RemoteInfo(int(headers.get("Content-Length", "0")), headers.get("ETag"), digests,
                           is_dir=ctype.startswith("text/plain")
-                          and headers.get("Accept-Ranges") is None)
+                          and headers.get("Accept-Ranges") is None,
+                          last_modified=headers.get("Last-Modified"))
 
     def propfind(self, url: Url) -> list[tuple[Url, bool, int]]:
         """Children of a collection (Depth: 1): ``(url, is_dir, size)`` each."""
@@ -320,8 +340,13 @@ class _Abort(Exception):
 
 def _fetch_blocks(session: Session, url: Url, info: RemoteInfo, fd: int,
                   blocks: list[pl.Block], verifier: pl.BlockVerifier | None,
-                  options: Options) -> int:
-    """Fetch every block on up to ``streams`` connections; returns the number of retries."""
+                  options: Options, done: set[int] | None = None) -> int:
+    """Fetch every block on up to ``streams`` connections; returns the number of retries.
+
+    The index of each block completely written is added to *done* (the resume journal).  A
+    stall (no byte for ``stall_timeout`` seconds, the sockets' timeout) or a cut connection
+    fails the request; the block is retried on a new connection.
+    """
     work: queue.SimpleQueue[pl.Block] = queue.SimpleQueue()
     for b in blocks:
         work.put(b)
@@ -329,6 +354,7 @@ def _fetch_blocks(session: Session, url: Url, info: RemoteInfo, fd: int,
     errors: list[BaseException] = []
     retries = [0]
     lock = threading.Lock()
+    live: dict[int, http.client.HTTPConnection] = {}  # per stream, cut on an interrupt
 
     combiner = verifier if isinstance(verifier, pl.BlockCombiner) else None
     pool = _BufferPool(min(options.block_size, max(1, info.size)))
@@ -370,7 +396,7 @@ def _fetch_blocks(session: Session, url: Url, info: RemoteInfo, fd: int,
         if r.read(1):
             raise Retryable(f"GET {url} block {b.index}: longer than asked")
 
-    def stream() -> None:
+    def stream(index: int) -> None:
         conn: http.client.HTTPConnection | None = None
         try:
             while not stop.is_set():
@@ -386,6 +412,7 @@ def _fetch_blocks(session: Session, url: Url, info: RemoteInfo, fd: int,
                     try:
                         if conn is None:
                             conn = session.connect()
+                            live[index] = conn
                         fetch_one(conn, b, buf)
                         break
                     except (Retryable, OSError, http.client.HTTPException) as exc:
@@ -402,6 +429,9 @@ def _fetch_blocks(session: Session, url: Url, info: RemoteInfo, fd: int,
                             retries[0] += 1
                         time.sleep(options.backoff * 2**attempt)
                         attempt += 1
+                if done is not None:
+                    with lock:
+                        done.add(b.index)  # every byte of it is written
                 if hasher is not None:
                     hasher.submit(b, buf)  # owns buf now, gives it back to the pool
                 elif verifier is not None:
@@ -418,11 +448,13 @@ def _fetch_blocks(session: Session, url: Url, info: RemoteInfo, fd: int,
                 errors.append(exc)
             stop.set()
         finally:
+            live.pop(index, None)
             if conn is not None:
                 conn.close()
 
     n = min(options.streams, len(blocks))
-    threads = [threading.Thread(target=stream, name=f"dtnkit-stream-{i}", daemon=True)
+    threads = [threading.Thread(target=stream, args=(i,), name=f"dtnkit-stream-{i}",
+                                daemon=True)
                for i in range(n)]
     for t in threads:
         t.start()
@@ -431,6 +463,14 @@ def _fetch_blocks(session: Session, url: Url, info: RemoteInfo, fd: int,
             t.join()
     finally:
         stop.set()
+        # Interrupted (Ctrl-C): cut the streams' sockets so that none is left waiting for data
+        # or writing into the part file once the caller has closed it.
+        for c in list(live.values()):
+            with contextlib.suppress(OSError, AttributeError):
+                if c.sock is not None:
+                    c.sock.shutdown(socket.SHUT_RDWR)
+        for t in threads:
+            t.join(10.0)
         if hasher is not None:
             hasher.close()
     if errors:
@@ -596,11 +636,273 @@ def _retry_on_mismatch(once: Callable[[], FileResult], options: Options) -> File
     raise last
 
 
+@dataclass
+class _Attempts:
+    """Mismatch attempts of one download, shared by bad-block rounds and whole-file fetches."""
+
+    left: int  # mismatch retries still allowed
+    used: int = 1  # attempts made (the first fetch is attempt 1)
+    retries: int = 0
+    refetched_blocks: int = 0
+
+
 def download(session: Session, url: Url, dst: Path, options: Options) -> FileResult:
-    return _retry_on_mismatch(lambda: _download_once(session, url, dst, options), options)
+    """Download with verification: a mismatch fetches again only the blocks whose source
+    ``Content-Digest`` differs (or the whole file when the server gives none), up to
+    ``options.retries`` times in all; transport failures keep the part file for a rerun."""
+    state = _Attempts(options.retries)
+    while True:
+        try:
+            result = _download_once(session, url, dst, options, state)
+        except ChecksumMismatch as exc:
+            if state.left <= 0:
+                exc.why += f" (after {state.used} attempts)"
+                raise
+            state.left -= 1
+            state.used += 1
+            state.retries += 1
+            continue
+        result.retries += state.retries
+        result.refetched_blocks = state.refetched_blocks
+        return result
 
 
-def _download_once(session: Session, url: Url, dst: Path, options: Options) -> FileResult:
+def journal_path(dst: Path) -> Path:
+    return dst.with_name(f".{dst.name}{PART_SUFFIX}.json")
+
+
+JOURNAL_VERSION = 1
+_JOURNAL_KEYS = frozenset({"version", "source", "size", "etag", "last_modified", "block_size",
+                           "checksum", "done", "values"})
+_MAX_JOURNAL = 64 * 2**20
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _journal_problem(doc: object, url: Url, info: RemoteInfo, options: Options,
+                     nblocks: int) -> str | None:
+    """Why the journal *doc* cannot be used for this run (None: it can).  Strict: anything
+    unexpected is a reason to start over, never something to trust."""
+    if not isinstance(doc, dict) or set(doc) != _JOURNAL_KEYS:
+        return "the resume journal is malformed"
+    if doc["version"] != JOURNAL_VERSION:
+        return "the resume journal has another version"
+    if doc["source"] != str(url):
+        return "the resume journal is for another source URL"
+    if not _is_int(doc["size"]) or doc["size"] != info.size:
+        return "the source's size changed"
+    if not isinstance(doc["etag"], (str, type(None))) or not isinstance(
+            doc["last_modified"], (str, type(None))):
+        return "the resume journal is malformed"
+    if doc["etag"] is None and doc["last_modified"] is None:
+        return "the source has no ETag or Last-Modified to check it against"
+    if doc["etag"] != info.etag or doc["last_modified"] != info.last_modified:
+        return "the source changed (ETag or Last-Modified)"
+    if not _is_int(doc["block_size"]) or doc["block_size"] != options.block_size:
+        return "the block size differs"
+    done, values, name = doc["done"], doc["values"], doc["checksum"]
+    if not isinstance(done, list) or not all(_is_int(i) and 0 <= i < nblocks for i in done) \
+            or len(set(done)) != len(done):
+        return "the resume journal is malformed"
+    if name is not None and name not in cks.COMBINABLE:
+        return "the resume journal is malformed"
+    if not isinstance(values, dict) or (values and name is None):
+        return "the resume journal is malformed"
+    for key, value in values.items():
+        if not key.isdigit() or int(key) not in done or not _is_int(value) \
+                or not 0 <= value <= 0xFFFFFFFF:
+            return "the resume journal is malformed"
+    return None
+
+
+def _load_journal(dst: Path, url: Url, info: RemoteInfo, options: Options,
+                  nblocks: int) -> tuple[dict[int, int | None], str | None, str | None]:
+    """Blocks kept from an interrupted run (index -> recorded value or None), the algorithm
+    of the values, and a note for the summary.  The journal is removed once read: a run that
+    fails again writes a new one."""
+    journal, part = journal_path(dst), part_path(dst)
+    if not journal.exists():
+        return {}, None, None
+    try:
+        if not options.resume:
+            return {}, None, "started over (--no-resume); the kept part file was discarded"
+        if journal.stat().st_size > _MAX_JOURNAL:
+            return {}, None, "started over: the resume journal is too large"
+        try:
+            doc = json.loads(journal.read_bytes())
+        except (OSError, ValueError) as exc:
+            return {}, None, f"started over: the resume journal cannot be read ({exc})"
+        problem = _journal_problem(doc, url, info, options, nblocks)
+        if problem is None:
+            try:
+                st = os.stat(part, follow_symlinks=False)
+            except OSError:
+                problem = "the part file is missing"
+            else:
+                if not (os.path.isfile(part) and not part.is_symlink()) or \
+                        st.st_size != info.size:
+                    problem = "the part file is not the expected size"
+        if problem is not None:
+            return {}, None, f"started over: {problem}"
+        values = {int(k): int(v) for k, v in doc["values"].items()}
+        return {i: values.get(i) for i in doc["done"]}, doc["checksum"], None
+    finally:
+        with contextlib.suppress(OSError):
+            journal.unlink()
+
+
+def _save_journal(dst: Path, url: Url, info: RemoteInfo, options: Options, fd: int,
+                  done: set[int], verifier: pl.BlockVerifier | None,
+                  stale: set[int]) -> bool:
+    """Keep the part file for a rerun: fsync it, then write the journal atomically (temporary
+    file, fsync, rename).  False when there is nothing worth keeping or it cannot be written."""
+    if not done or (info.etag is None and info.last_modified is None):
+        return False
+    name: str | None = None
+    values: dict[str, int] = {}
+    if isinstance(verifier, pl.BlockCombiner):
+        name = verifier.name
+        for i, v in enumerate(verifier.block_values()):
+            if v is not None and i in done and i not in stale:
+                values[str(i)] = v
+    doc = {"version": JOURNAL_VERSION, "source": str(url), "size": info.size,
+           "etag": info.etag, "last_modified": info.last_modified,
+           "block_size": options.block_size, "checksum": name if values else None,
+           "done": sorted(done), "values": values}
+    journal = journal_path(dst)
+    tmp = journal.with_name(f"{journal.name}.{os.getpid()}.tmp")
+    try:
+        os.fsync(fd)
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(doc, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, journal)
+        _fsync_dir(dst.parent)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        return False
+    return True
+
+
+def _resume_blocks(fd: int, blocks: list[pl.Block], kept: dict[int, int | None],
+                   kept_name: str | None, verifier: pl.BlockVerifier | None) -> set[int]:
+    """Blocks of the kept part file to use: each is read back from the part file and hashed
+    (the verifier gets the bytes on disk, never a recorded value); a recorded per-block value
+    that disagrees with the bytes on disk marks the block as damaged: it is fetched again."""
+    good: set[int] = set()
+    for b in blocks:
+        if b.index not in kept:
+            continue
+        data = _read_back(fd, b)
+        if len(data) != b.length:
+            continue
+        recorded = kept[b.index]
+        if recorded is not None and kept_name is not None \
+                and cks.block_value(kept_name, data) != recorded:
+            continue
+        if verifier is not None:
+            verifier.accept(b, data)
+        good.add(b.index)
+    return good
+
+
+_RFC9530_KEY = {"adler32": "adler", "crc32c": "crc32c", "md5": "md5", "sha256": "sha-256"}
+
+
+def _block_digests(session: Session, url: Url, info: RemoteInfo, blocks: list[pl.Block],
+                   name: str, options: Options) -> dict[int, bytes] | None:
+    """The source's ``Content-Digest`` (RFC 9530) of each block's range, asked with ``HEAD``
+    on up to ``streams`` keep-alive connections; None when the server gives none."""
+    work: queue.SimpleQueue[pl.Block] = queue.SimpleQueue()
+    for b in blocks:
+        work.put(b)
+    out: dict[int, bytes] = {}
+    errors: list[BaseException] = []
+    unsupported = threading.Event()
+    want = f"{_RFC9530_KEY[name]}=10"
+
+    def worker() -> None:
+        conn = session.connect()
+        try:
+            while not unsupported.is_set() and not errors:
+                try:
+                    b = work.get_nowait()
+                except queue.Empty:
+                    return
+                hdrs = {"Range": f"bytes={b.offset}-{b.end}", "Want-Content-Digest": want}
+                if info.etag:
+                    hdrs["If-Range"] = info.etag
+                what = f"HEAD {url} (block {b.index} digest)"
+                status, headers, body = session.with_retries(
+                    what, functools.partial(session.request, "HEAD", url, hdrs, None, conn))
+                if status == 200 or (status == 206 and not headers.get("Content-Digest")):
+                    unsupported.set()  # no ranges (or the source changed) or no digests
+                    return
+                check_status(status, what, body, ok=(206,))
+                crange = headers.get("Content-Range")
+                if crange != f"bytes {b.offset}-{b.end}/{info.size}":
+                    raise TransferError(what, f"Content-Range {crange!r} is not the block asked "
+                                        f"for (bytes {b.offset}-{b.end}/{info.size})",
+                                        "check the server")
+                try:
+                    values = dg.parse_repr_digest(headers["Content-Digest"])
+                except ValueError as exc:
+                    raise TransferError(f"Content-Digest from {url} (block {b.index})",
+                                        f"cannot be parsed ({exc})",
+                                        "check the server; rerun with --verify file to "
+                                        "fetch the whole file again instead") from None
+                if name not in values:
+                    unsupported.set()
+                    return
+                out[b.index] = values[name]
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            conn.close()
+
+    threads = [threading.Thread(target=worker, name=f"dtnkit-block-digest-{i}", daemon=True)
+               for i in range(min(options.streams, len(blocks)))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    if unsupported.is_set():
+        return None
+    return out
+
+
+def _bad_blocks(session: Session, url: Url, info: RemoteInfo, fd: int,
+                blocks: list[pl.Block], name: str, values: list[int | None] | None,
+                options: Options) -> list[pl.Block] | None:
+    """Blocks of the part file whose *name* digest differs from the source's for the same
+    range; local digests come from *values* (per-block values computed as the bytes arrived)
+    when given, else from the part file.  None when the server gives no per-block digests."""
+    remote = _block_digests(session, url, info, blocks, name, options)
+    if remote is None:
+        return None
+    bad: list[pl.Block] = []
+    for b in blocks:
+        value = values[b.index] if values is not None else None
+        if value is not None:
+            local = cks.to_bytes(name, value)
+        else:
+            h = cks.new(name)
+            h.update(_read_back(fd, b))
+            local = h.digest()
+        if local != remote[b.index]:
+            bad.append(b)
+    return bad
+
+
+def _download_once(session: Session, url: Url, dst: Path, options: Options,
+                   state: _Attempts | None = None) -> FileResult:
+    state = state if state is not None else _Attempts(0)
     name = options.checksum
     verify = options.verify
     info = session.head(url)
@@ -614,15 +916,44 @@ def _download_once(session: Session, url: Url, dst: Path, options: Options) -> F
         source = _Background(lambda: _source_digest(session, url, name))
     blocks = pl.plan_blocks(info.size, options.block_size)
     part = part_path(dst)
-    fd = os.open(part, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-    committed = False
+    kept, kept_name, note = _load_journal(dst, url, info, options, len(blocks))
+    if kept:
+        fd = os.open(part, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
+    else:
+        fd = os.open(part, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    committed = keep_part = False
     verifier: pl.BlockVerifier | None = None
+    done: set[int] = set()
+    stale: set[int] = set()  # blocks re-fetched: the verifier's values are not theirs
     try:
-        os.ftruncate(fd, info.size)
+        if os.fstat(fd).st_size != info.size:
+            if kept:
+                kept, note = {}, "started over: the part file is not the expected size"
+            os.ftruncate(fd, info.size)
         if verify == "block":
             verifier = pl.make_verifier(name, blocks, functools.partial(_read_back, fd),
                                         options.max_buffered)
-        retries = _fetch_blocks(session, url, info, fd, blocks, verifier, options)
+        if kept:
+            done = _resume_blocks(fd, blocks, kept, kept_name, verifier)
+            damaged = len(kept) - len(done)
+            note = f"resumed: {len(done)} of {len(blocks)} blocks kept from the interrupted run"
+            if damaged:
+                note += f"; {damaged} kept block(s) did not match the journal, fetched again"
+        resumed = len(done)
+        if done and options.progress is not None:
+            # the bar counts what the file needs, kept blocks included, so it ends at 100 %
+            options.progress(sum(b.length for b in blocks if b.index in done))
+        todo = [b for b in blocks if b.index not in done]
+        try:
+            retries = _fetch_blocks(session, url, info, fd, todo, verifier, options, done)
+        except TransferError as exc:
+            if type(exc) is TransferError and _save_journal(dst, url, info, options, fd, done,
+                                                            verifier, stale):
+                keep_part = True
+                exc.next_step = (f"rerun the same command to resume ({len(done)} of "
+                                 f"{len(blocks)} blocks are kept in {part}); check that the "
+                                 "server is up; --no-resume starts over")
+            raise
         got: bytes | None = None
         level = options.level
         if verify == "block" and verifier is not None:
@@ -642,14 +973,56 @@ def _download_once(session: Session, url: Url, dst: Path, options: Options) -> F
             level = "durable" if options.level != "inflight" else "inflight"
         if source is not None:
             expected = source.result()
-        if expected is not None:
-            for value in (got, ondisk):
-                if value is not None and value != expected:
-                    raise ChecksumMismatch(
-                        f"checksum mismatch for {url}",
-                        f"{name} expected {_show(name, expected)} (source), got "
-                        f"{_show(name, value)}; {dst} was not written",
-                        "retry later; if it persists, check the source storage")
+        first_round = True
+        while expected is not None:
+            bad_value = next((v for v in (got, ondisk) if v is not None and v != expected), None)
+            if bad_value is None:
+                break
+            why = (f"{name} expected {_show(name, expected)} (source), got "
+                   f"{_show(name, bad_value)}; {dst} was not written")
+            step = ("retry later; if it persists, check the source storage (its stored "
+                    "checksum and its disk), the network path and the destination disk")
+            if state.left <= 0:
+                raise ChecksumMismatch(f"checksum mismatch for {url}", why, step)
+            # Which blocks differ?  Compare per-block digests with the source's Content-Digest;
+            # the values computed as the bytes arrived serve when they are what was checked.
+            values: list[int | None] | None = None
+            probe = "crc32c"
+            if isinstance(verifier, pl.BlockCombiner) and first_round and ondisk is None:
+                values, probe = verifier.block_values(), verifier.name
+            bad = _bad_blocks(session, url, info, fd, blocks, probe, values, options)
+            if bad is None:
+                raise ChecksumMismatch(f"checksum mismatch for {url}", why + "; the server "
+                                       "gives no per-block Content-Digest, so the whole file "
+                                       "is fetched again", step)
+            if not bad:
+                raise ChecksumMismatch(f"checksum mismatch for {url}", why + "; every block "
+                                       "matches the source's per-block digest: the source's "
+                                       "whole-file checksum disagrees with its content", step)
+            state.left -= 1
+            state.used += 1
+            state.retries += 1
+            state.refetched_blocks += len(bad)
+            first_round = False
+            for b in bad:
+                done.discard(b.index)
+                stale.add(b.index)
+            try:
+                retries += _fetch_blocks(session, url, info, fd, bad, None, options, done)
+            except TransferError as exc:
+                if type(exc) is TransferError and _save_journal(
+                        dst, url, info, options, fd, done, verifier, stale):
+                    keep_part = True
+                    exc.next_step = "rerun the same command to resume; --no-resume starts over"
+                raise
+            # the whole file once more, from disk for ondisk
+            if options.level == "ondisk":
+                pl.evict(fd)
+                got = ondisk = pl.checksum_fd(fd, name, info.size)
+            else:
+                if options.level == "durable":
+                    os.fsync(fd)
+                got = pl.checksum_fd(fd, name, info.size)
         os.replace(part, dst)
         committed = True
         if options.level != "inflight":
@@ -657,12 +1030,16 @@ def _download_once(session: Session, url: Url, dst: Path, options: Options) -> F
         return FileResult(str(url), str(dst), info.size,
                           _show(name, expected) if expected is not None else None,
                           level, retries,
-                          getattr(verifier, "read_back", 0))
+                          getattr(verifier, "read_back", 0), resumed_blocks=resumed, note=note)
+    except KeyboardInterrupt:
+        if _save_journal(dst, url, info, options, fd, done, verifier, stale):
+            keep_part = True
+        raise
     finally:
         if verifier is not None:
             verifier.close()
         os.close(fd)
-        if not committed:
+        if not committed and not keep_part:
             with contextlib.suppress(OSError):
                 os.unlink(part)
         if source is not None:
@@ -687,7 +1064,21 @@ def _fsync_dir(directory: Path) -> None:
 
 
 def upload(session: Session, src: Path, url: Url, options: Options) -> FileResult:
-    return _retry_on_mismatch(lambda: _upload_once(session, src, url, options), options)
+    """Several streams through an upload session when ``streams > 1``, the file has more
+    than one block and the server has sessions (:mod:`dtnkit.transfer.multi_upload`); else one
+    PUT stream."""
+    note: str | None = None
+    if options.streams > 1:
+        from dtnkit.transfer import multi_upload as mu
+
+        try:
+            return mu.upload_file(session, src, url, options)
+        except mu.UseSinglePut as exc:
+            if "HTTP" in str(exc) or "no upload sessions" in str(exc):
+                note = f"one PUT stream: {exc}"
+    result = _retry_on_mismatch(lambda: _upload_once(session, src, url, options), options)
+    result.note = result.note or note
+    return result
 
 
 def _upload_once(session: Session, src: Path, url: Url, options: Options) -> FileResult:
@@ -750,7 +1141,8 @@ def _upload_once(session: Session, src: Path, url: Url, options: Options) -> Fil
         # the server fsyncs before its rename: an upload is at least durable
         level = "durable" if verify != "none" else "inflight"
         return FileResult(str(src), str(url), size,
-                          _show(name, local) if local is not None else None, level, retries)
+                          _show(name, local) if local is not None else None, level, retries,
+                          upload_streams=1)
     finally:
         os.close(fd)
 
@@ -816,6 +1208,29 @@ def _local_walk(session: Session, src: Path, url: Url) -> Iterator[tuple[Path, U
             yield entry, url.child(entry.name)
 
 
+def _relay_jobs(src: str, dst: str, options: Options) -> list[Callable[[], FileResult]]:
+    """Remote to remote through this client (not third-party copy): GET ranges from the
+    source, PUT them to the destination; separate tokens with ``src_token``/``dst_token``."""
+    from dtnkit.transfer import multi_upload as mu
+
+    src_url, dst_url = Url.parse(src), Url.parse(dst)
+    src_session, dst_session = Session(src_url, options), Session(dst_url, options)
+    src_session.token = options.src_token or options.token
+    dst_session.token = options.dst_token or options.token
+    jobs: list[Callable[[], FileResult]] = []
+    if options.recursive:
+        top = dst_url.child(src_url.name) if dst.endswith("/") and src_url.name else dst_url
+        for child, target in mu.relay_walk(src_session, src_url, dst_session, top):
+            jobs.append(functools.partial(mu.relay, src_session, child, dst_session, target,
+                                          options))
+        return jobs
+    if dst.endswith("/"):
+        dst_url = dst_url.child(src_url.name)
+    jobs.append(functools.partial(mu.relay, src_session, src_url, dst_session, dst_url,
+                                  options))
+    return jobs
+
+
 def copy(src: str, dst: str, options: Options) -> Summary:
     """Copy *src* to *dst* (one of them a URL); returns the summary."""
     options.check()
@@ -823,11 +1238,12 @@ def copy(src: str, dst: str, options: Options) -> Summary:
     summary = Summary()
     jobs: list[Callable[[], FileResult]] = []
     if is_url(src) and is_url(dst):
-        raise BadInput("remote to remote", "is not supported yet",
-                       "copy to a local file first, then upload it")
+        jobs = _relay_jobs(src, dst, options)
     if not is_url(src) and not is_url(dst):
         raise BadInput("local to local", "is not what cp is for", "use cp(1)")
-    if is_url(src):
+    if is_url(src) and is_url(dst):
+        pass  # the relay jobs above
+    elif is_url(src):
         url = Url.parse(src)
         session = Session(url, options)
         target = Path(dst)

@@ -48,6 +48,7 @@ from dtnkit.transfer import checksum as cks
 from dtnkit.transfer import digest as dg
 from dtnkit.transfer import paths
 from dtnkit.transfer import tokens as tokmod
+from dtnkit.transfer import upload_sessions as ups
 
 BLOCK = 8 * 2**20  # hashing block (GET digests) and chunked-body buffer
 RECV_BLOCK = 2**20  # PUT receive buffer (Content-Length bodies)
@@ -59,7 +60,7 @@ CACHE_ENTRIES = 10_000
 
 READ_METHODS = frozenset({"GET", "HEAD", "PROPFIND"})
 WRITE_METHODS = frozenset({"PUT", "DELETE", "MKCOL"})
-ALLOW = "OPTIONS, GET, HEAD, PUT, DELETE, MKCOL, PROPFIND, COPY"
+ALLOW = "OPTIONS, GET, HEAD, PUT, DELETE, MKCOL, PROPFIND, COPY, POST"
 
 TlsSpec = ssl.SSLContext | tuple[str | Path, str | Path]
 FileKey = tuple[int, int, int, int]  # size, mtime_ns, inode, device
@@ -124,6 +125,8 @@ class Counters:
     tls_body_bytes: int = 0
     received_bytes: int = 0
     checksum_bytes: int = 0
+    range_puts: int = 0  # partial-upload ranges recorded (upload_sessions)
+    range_bytes: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def add(self, name: str, value: int) -> None:
@@ -134,7 +137,7 @@ class Counters:
         with self.lock:
             return {k: getattr(self, k) for k in
                     ("requests", "sendfile_bytes", "tls_body_bytes", "received_bytes",
-                     "checksum_bytes")}
+                     "checksum_bytes", "range_puts", "range_bytes")}
 
 
 @dataclass(frozen=True)
@@ -145,6 +148,9 @@ class ServerConfig:
     quiet: bool
     log: TextIO
     marker_interval: float = 5.0  # seconds between HTTP-TPC performance markers
+    upload_sessions: bool = True  # multi-stream partial uploads (POST Dtnkit-Upload)
+    upload_expiry: float = ups.DEFAULT_EXPIRY  # seconds an idle upload session lives
+    ca_file: str | None = None  # PEM CAs trusted by this server's own TPC requests
 
 
 class _Server(ThreadingHTTPServer):
@@ -158,6 +164,8 @@ class _Server(ThreadingHTTPServer):
         self.tls = tls
         self.cache = ChecksumCache()
         self.counters = Counters()
+        self.uploads: ups.Registry | None = (
+            ups.Registry(config.root, config.upload_expiry) if config.upload_sessions else None)
         self.log_lock = threading.Lock()
         self._live_lock = threading.Lock()
         self._live: dict[int, socket.socket] = {}
@@ -321,10 +329,15 @@ class _Handler(BaseHTTPRequestHandler):
         self._run(lambda: self._get(head=True))
 
     def do_PUT(self) -> None:
-        self._run(self._put)
+        self._run(lambda: ups.handle_put_range(self) if ups.is_session_request(self)
+                  else self._put())
 
     def do_DELETE(self) -> None:
-        self._run(self._delete)
+        self._run(lambda: ups.handle_delete(self) if ups.is_session_request(self)
+                  else self._delete())
+
+    def do_POST(self) -> None:
+        self._run(lambda: ups.handle_post(self))
 
     def do_MKCOL(self) -> None:
         self._run(self._mkcol)
@@ -348,7 +361,7 @@ class _Handler(BaseHTTPRequestHandler):
         # Check the token and the path before inviting the client to send a body.
         try:
             self._authorize()
-            if self.command == "PUT":
+            if self.command == "PUT" and not ups.is_session_request(self):
                 self._put_checks(self._resolve())
         except (HttpError, BadInput) as exc:
             self._fail(exc)
@@ -624,6 +637,7 @@ class _Handler(BaseHTTPRequestHandler):
             except ValueError as exc:
                 raise HttpError(400, f"Range {range_value!r}", str(exc)) from None
         digest_headers = self._digest_headers(f.fileno(), st, path)
+        digest_headers += self._content_digest(f.fileno(), st, path, span)
         start, end = span if span is not None else (0, size - 1)
         count = end - start + 1 if size else 0
         self.send_response(206 if span is not None else 200)
@@ -700,6 +714,47 @@ class _Handler(BaseHTTPRequestHandler):
             headers.append(("Repr-Digest", dg.format_repr_digest({new: digests[new]})))
         return headers
 
+    def _content_digest(self, fd: int, st: os.stat_result, path: Path,
+                        span: tuple[int, int] | None) -> list[tuple[str, str]]:
+        """``Want-Content-Digest`` (RFC 9530) -> ``Content-Digest`` of the bytes a GET sends.
+
+        For a range, the digest of that range (also on HEAD: of what a GET would send), read
+        and hashed per request (the cost of reading the range, nothing cached); without a range
+        the content is the whole representation, answered from the checksum cache.  Only an
+        algorithm that was asked for; a malformed field is 400.
+        """
+        want = self.headers.get("Want-Content-Digest")
+        if want is None:
+            return []
+        try:
+            name = dg.choose(dg.parse_want_repr_digest(want), cks.ALGORITHMS)
+        except ValueError as exc:
+            why = str(exc).replace("Want-Repr-Digest", "Want-Content-Digest")
+            raise HttpError(400, "Want-Content-Digest", why) from None
+        if name is None:
+            return []
+        if span is None:
+            value = self._checksums(fd, st, path, [name])[name]
+            return [("Content-Digest", dg.format_repr_digest({name: value}))]
+        start, end = span
+        count = end - start + 1
+        h = cks.new(name)
+        buf = bytearray(min(BLOCK, count))
+        view = memoryview(buf)
+        done = 0
+        while done < count:
+            n = os.preadv(fd, [view[:min(len(buf), count - done)]], start + done)
+            if n <= 0:
+                break
+            h.update(view[:n])
+            done += n
+        self.server.counters.add("checksum_bytes", done)
+        if done != count or _file_key(os.fstat(fd)) != _file_key(st):
+            raise HttpError(503, _show(path, self.server.config.root),
+                            "changed while its range digest was computed; retry",
+                            [("Retry-After", "1")])
+        return [("Content-Digest", dg.format_repr_digest({name: h.digest()}))]
+
     def _checksums(self, fd: int, st: os.stat_result, path: Path,
                    names: Iterable[str]) -> dict[str, bytes]:
         cache = self.server.cache
@@ -741,7 +796,9 @@ class _Handler(BaseHTTPRequestHandler):
             raise HttpError(405, where, "the root is a collection; PUT a file under it")
         if self.headers.get("Content-Range") is not None:
             raise HttpError(501, f"PUT {where} with Content-Range",
-                            "partial uploads are not supported yet; upload the whole file")
+                            "a partial upload needs an upload session (POST with "
+                            "Dtnkit-Upload: start, then Dtnkit-Upload-Id on each range); "
+                            "or upload the whole file")
         encoding = self.headers.get("Content-Encoding", "identity").strip().lower()
         if encoding not in ("", "identity"):
             raise HttpError(415, f"Content-Encoding {encoding!r}",
@@ -1167,6 +1224,8 @@ class ServerHandle:
         self._stopped = True
         self._server.shutdown()
         self._server.server_close()
+        if self._server.uploads is not None:
+            self._server.uploads.close()
         self._server.close_connections(timeout)
         self._thread.join(timeout)
 
@@ -1182,8 +1241,14 @@ def start_server(root: str | Path, *, host: str = "127.0.0.1", port: int = 0,
                  tls: TlsSpec | None = None,
                  tokens: tokmod.TokenStore | str | Path | None = None,
                  anonymous_read: bool = False, quiet: bool = False,
-                 log: TextIO | None = None, marker_interval: float = 5.0) -> ServerHandle:
-    """Serve ``root`` in background threads; port 0 picks a free port (see ``.port``)."""
+                 log: TextIO | None = None, marker_interval: float = 5.0,
+                 ca_file: str | Path | None = None, upload_sessions: bool = True,
+                 upload_expiry: float = ups.DEFAULT_EXPIRY) -> ServerHandle:
+    """Serve ``root`` in background threads; port 0 picks a free port (see ``.port``).
+
+    ``ca_file``: PEM CA bundle that third-party copies (this server as the active party)
+    use to verify the remote server (default: the system's trust store).
+    """
     root_path = Path(root)
     if not root_path.is_dir():
         raise BadInput(f"root {root_path}", "is not a directory", "pass an existing directory")
@@ -1194,7 +1259,9 @@ def start_server(root: str | Path, *, host: str = "127.0.0.1", port: int = 0,
     context = tls_context(*tls) if isinstance(tls, tuple) else tls
     config = ServerConfig(root=root_path.resolve(), tokens=store, anonymous_read=anonymous_read,
                           quiet=quiet, log=log if log is not None else sys.stderr,
-                          marker_interval=marker_interval)
+                          marker_interval=marker_interval,
+                          ca_file=str(ca_file) if ca_file is not None else None,
+                          upload_sessions=upload_sessions, upload_expiry=upload_expiry)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     try:
         server = _Server((host, port), family, config, context)
