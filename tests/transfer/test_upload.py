@@ -278,6 +278,27 @@ def test_interrupted_upload_resumes_with_missing_ranges_only(
     assert list(state_dir.rglob("*.json")) == []
 
 
+def test_no_resume_keeps_no_journal_and_sends_everything(
+        served: tuple[ServerHandle, Path], tmp_path: Path, state_dir: Path) -> None:
+    handle, root = served
+    data = payload(SIZE)
+    src = tmp_path / "n"
+    src.write_bytes(data)
+    proxy = Proxy(handle.port, dead_after=3 * BLOCK)
+    try:
+        with pytest.raises(client.TransferError) as info:
+            client.copy(str(src), proxy.url + "n", opts(retries=0, streams=2, resume=False))
+        assert "resume" not in info.value.next_step
+        assert list(state_dir.rglob("*.json")) == []
+        proxy.heal()
+        before = handle.counters["range_bytes"]
+        client.copy(str(src), proxy.url + "n", opts(streams=2, resume=False))
+    finally:
+        proxy.stop()
+    assert (root / "n").read_bytes() == data
+    assert handle.counters["range_bytes"] - before == SIZE
+
+
 def test_changed_source_does_not_resume(served: tuple[ServerHandle, Path],
                                         tmp_path: Path, state_dir: Path) -> None:
     handle, root = served

@@ -91,8 +91,8 @@ def _sigterm_interrupts() -> Iterator[None]:
 @click.option("--stall-timeout", type=click.FloatRange(0.1), default=60.0, show_default=True,
               help="Seconds without progress on a stream before it is retried.")
 @click.option("--no-resume", is_flag=True,
-              help="Download: start over instead of resuming a part file kept by an "
-                   "interrupted run.")
+              help="Start over instead of resuming what an interrupted run kept (a "
+                   "download's part file, an upload's session on the server).")
 @click.option("--token", default=None, help="Bearer token (default $DTNKIT_TOKEN, "
                                             "then $BEARER_TOKEN).")
 @click.option("--ca-file", type=click.Path(exists=True, dir_okay=False), default=None,

@@ -77,7 +77,7 @@ class Options:
     progress: Callable[[int], None] | None = None
     src_token: str | None = None  # remote to remote: the source's token (default: token)
     dst_token: str | None = None  # remote to remote: the destination's token (default: token)
-    resume: bool = True  # downloads: continue from a kept part file and its journal
+    resume: bool = True  # continue from a kept part file (download) or session (upload)
 
     def check(self) -> None:
         if self.streams < 1 or self.parallel < 1:

@@ -245,9 +245,10 @@ def send_blocks(session: cl.Session, url: cl.Url, ident: str, size: int,
                             raise cl.TransferError(
                                 f"PUT {url}", f"range {b.offset}-{b.end} failed after "
                                 f"{attempt + 1} attempts ({exc})",
-                                "rerun the same command to resume (the ranges already sent "
-                                "are kept on the server); raise --retries or --stall-timeout"
-                            ) from None
+                                ("rerun the same command to resume (the ranges already sent "
+                                 "are kept on the server); " if options.resume else "")
+                                + "check that the server is up; raise --retries or "
+                                "--stall-timeout") from None
                         with lock:
                             retries[0] += 1
                         time.sleep(options.backoff * 2**attempt)
@@ -357,7 +358,7 @@ def _upload_session_once(session: cl.Session, src: Path, url: cl.Url, options: c
         size = os.fstat(fd).st_size
         blocks = pl.plan_blocks(size, options.block_size)
         have: list[tuple[int, int]] = []
-        old = journal.load() if resume else None
+        old = journal.load() if resume and options.resume else None
         if old is not None:
             got = status(session, url, old)
             if got is not None:
@@ -366,8 +367,9 @@ def _upload_session_once(session: cl.Session, src: Path, url: cl.Url, options: c
                 journal.remove()
         if ident is None:
             ident = start(session, url, size, name if verify != "none" else None)
-            journal.save(ident)
-        keep = True  # from here a failure keeps the session for a rerun
+            if options.resume:
+                journal.save(ident)
+        keep = options.resume  # from here a failure keeps the session for a rerun
         local: bytes | None = None
         if verify == "sequential":
             local = pl.checksum_fd(fd, name, size, options.block_size)

@@ -494,6 +494,7 @@ def handle_copy(handler: _Handler) -> None:
 
     options = cl.Options(streams=streams, checksum=algorithm,
                          verify="block" if pull else "sequential", retries=1, backoff=0.2,
+                         resume=False,  # a failed server-side copy leaves nothing to resume
                          ca_file=getattr(handler.server.config, "ca_file", None))
     options.check()
     job = _Job()
