@@ -123,9 +123,9 @@ def test_follow_redirect_rules() -> None:
     base = cl.Url.parse("https://door:8443/a/b")
     assert str(tpc.follow_redirect(base, "/c?authz=t", "x")) == "https://door:8443/c?authz=t"
     assert str(tpc.follow_redirect(base, "davs://pool:2880/d", "x")) == "https://pool:2880/d"
-    with pytest.raises(tpc.TpcError, match="down to"):
+    with pytest.raises(cl.TransferError, match="down to"):
         tpc.follow_redirect(base, "http://pool/d", "x")
-    with pytest.raises(tpc.TpcError, match="without a Location"):
+    with pytest.raises(cl.TransferError, match="without a Location"):
         tpc.follow_redirect(base, None, "x")
 
 
@@ -194,3 +194,40 @@ def test_bad_require_header_is_400(dk: ServerHandle) -> None:
     resp = conn.getresponse()
     assert resp.status == 400 and b"RequireChecksumVerification" in resp.read()
     conn.close()
+
+
+# --------------------------------------------------------------------------- cp downloads
+
+
+def test_download_follows_a_door_redirect_to_the_data_server(
+        peer: _Peer, dk: ServerHandle, tmp_path: Path) -> None:
+    """A door (dCache, an XRootD redirector) sends the client to a data server on another
+    origin: the HEAD follows it, the ranges and the digest come from the data server, the
+    token stays with the door, and the query the door added is kept."""
+    (dk.root / "x.bin").write_bytes(DATA)
+    with start_server(dk.root, quiet=True, anonymous_read=True) as pool:
+        peer.redirect_to = pool.url
+        dst = tmp_path / "x.bin"
+        summary = cl.copy(peer_url(peer) + "x.bin?authz=abc", str(dst),
+                          cl.Options(token=RW, streams=2, block_size=256 * 1024))
+    assert dst.read_bytes() == DATA
+    assert summary.files[0].digest == f"{zlib.adler32(DATA):08x}"
+    assert peer.seen == [("HEAD", "/x.bin?authz=abc", f"Bearer {RW}")]  # only the door's
+
+
+def test_download_redirect_on_the_same_origin_keeps_the_token(
+        peer: _Peer, tmp_path: Path) -> None:
+    peer.redirect_to = peer_url(peer) + "real/"
+    dst = tmp_path / "y.bin"
+    cl.copy(peer_url(peer) + "y.bin", str(dst), cl.Options(token=RW, verify="none"))
+    assert dst.read_bytes() == DATA
+    assert [m for m, _p, _a in peer.seen] == ["HEAD", "HEAD", "GET"]
+    assert {a for _m, _p, a in peer.seen} == {f"Bearer {RW}"}
+    assert peer.seen[-1][1] == "/real/y.bin"
+
+
+def test_download_redirect_loop_is_bounded(peer: _Peer, tmp_path: Path) -> None:
+    peer.redirect_to = peer_url(peer)
+    with pytest.raises(cl.TransferError, match="more than 5 redirects"):
+        cl.copy(peer_url(peer) + "z.bin", str(tmp_path / "z.bin"), cl.Options(verify="none"))
+    assert list(tmp_path.iterdir()) == []

@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import quote, unquote, urljoin, urlsplit
 
 from dtnkit.errors import BadInput, DtnkitError
 from dtnkit.transfer import checksum as cks
@@ -45,6 +45,9 @@ FATAL_STATUSES = frozenset({400, 401, 403, 404, 405, 409, 411, 413, 415, 416, 50
 class TransferError(DtnkitError):
     """A copy failed (after retries when they apply)."""
 
+    def __str__(self) -> str:
+        return f"{self.what}: {self.why}" if self.why else self.what
+
 
 class FatalHttp(TransferError):
     """An HTTP answer that retrying cannot fix (401, 403, 404, ...)."""
@@ -56,6 +59,14 @@ class Retryable(Exception):
 
 class ChecksumMismatch(TransferError):
     pass
+
+
+class _Redirected(Exception):
+    """A 3xx answer to a HEAD; :meth:`Session.resolve` follows it."""
+
+    def __init__(self, location: str | None) -> None:
+        super().__init__(location)
+        self.location = location
 
 
 @dataclass
@@ -170,22 +181,57 @@ class Url:
             port = parts.port or (443 if parts.scheme == "https" else 80)
         except ValueError:
             raise BadInput(f"URL {text!r}", "has a bad port", "fix the port") from None
-        return cls(parts.scheme, parts.hostname, port, parts.path or "/")
+        # the query stays in the request target: ?authz=..., a pool's session id, ...
+        query = f"?{parts.query}" if parts.query else ""
+        return cls(parts.scheme, parts.hostname, port, (parts.path or "/") + query)
 
     def with_path(self, path: str) -> Url:
         return Url(self.scheme, self.host, self.port, path)
 
     def child(self, name: str) -> Url:
-        base = self.path if self.path.endswith("/") else self.path + "/"
-        return self.with_path(base + quote(name, safe=""))
+        path, sep, query = self.path.partition("?")
+        base = path if path.endswith("/") else path + "/"
+        return self.with_path(base + quote(name, safe="") + sep + query)
 
     @property
     def name(self) -> str:
-        return unquote(self.path.rstrip("/").rsplit("/", 1)[-1])
+        return unquote(self.path.partition("?")[0].rstrip("/").rsplit("/", 1)[-1])
 
     def __str__(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"{self.scheme}://{host}:{self.port}{self.path}"
+
+
+#: Statuses followed as redirects; at most MAX_REDIRECTS hops.
+REDIRECTS = frozenset({301, 302, 303, 307, 308})
+MAX_REDIRECTS = 5
+
+
+def same_origin(a: Url, b: Url) -> bool:
+    """Same scheme, host and port (where a bearer token may be sent again)."""
+    return (a.scheme, a.host.lower(), a.port) == (b.scheme, b.host.lower(), b.port)
+
+
+def follow_redirect(base: Url, location: str | None, what: str) -> Url:
+    """The URL a redirect points to (relative Locations resolved, query kept, ``davs://`` read
+    as ``https://``); never from https down to plain http."""
+    if not location or not location.strip():
+        raise TransferError(what, "redirect without a Location header", "check the server")
+    target = location.strip()
+    if target.startswith("davs://"):
+        target = "https://" + target[len("davs://"):]
+    elif target.startswith("dav://"):
+        target = "http://" + target[len("dav://"):]
+    target = urljoin(str(base), target)
+    try:
+        url = Url.parse(target)
+    except BadInput:
+        raise TransferError(what, f"redirect to {target[:200]!r}, not an http(s) URL",
+                            "check the server's redirect configuration") from None
+    if base.scheme == "https" and url.scheme != "https":
+        raise TransferError(what, f"redirect from https down to {target[:200]!r} refused",
+                            "configure the server to redirect to https")
+    return url
 
 
 @dataclass
@@ -268,10 +314,37 @@ class Session:
                 time.sleep(self.options.backoff * 2**attempt)
                 attempt += 1
 
-    def head(self, url: Url, want: str | None = None) -> RemoteInfo:
+    def for_url(self, url: Url) -> Session:
+        """A session for *url* reached by a redirect: the token goes only to its own origin
+        (the redirect target authorizes the request itself, e.g. with a query)."""
+        if same_origin(url, self.url):
+            return self
+        other = Session(url, self.options)
+        other.token = None
+        return other
+
+    def resolve(self, url: Url) -> tuple[Session, Url, RemoteInfo]:
+        """HEAD *url* following redirects (a dCache door sends GETs to a pool, an XRootD
+        redirector to a data server): the session and URL to fetch from, and what it is."""
+        session, hops = self, 0
+        while True:
+            try:
+                return session, url, session.head(url, redirects=True)
+            except _Redirected as moved:
+                hops += 1
+                if hops > MAX_REDIRECTS:
+                    raise TransferError(f"HEAD {url}", f"more than {MAX_REDIRECTS} redirects",
+                                        "check the server's redirect configuration") from None
+                url = follow_redirect(url, moved.location, f"HEAD {url}")
+                session = self.for_url(url)
+
+    def head(self, url: Url, want: str | None = None, *, redirects: bool = False) -> RemoteInfo:
+        """HEAD *url*; with ``redirects`` a 3xx raises :class:`_Redirected` (see resolve)."""
         extra = {"Want-Digest": _want(want)} if want else {}
         status, headers, body = self.with_retries(
             f"HEAD {url}", lambda: self.request("HEAD", url, extra))
+        if redirects and status in REDIRECTS:
+            raise _Redirected(headers.get("Location"))
         check_status(status, f"HEAD {url}", body)
         digests: dict[str, bytes] = {}
         if headers.get("Digest"):
@@ -324,6 +397,10 @@ def check_status(status: int, what: str, body: bytes, ok: tuple[int, ...] = (200
         raise FatalHttp(what, f"{why}: forbidden", "check the token's scope and the path")
     if status == 404:
         raise FatalHttp(what, f"{why}: not found", "check the URL")
+    if status in REDIRECTS:
+        raise FatalHttp(what, f"{why}: a redirect",
+                        "dtnkit cp follows redirects on the HEAD before a download, not on "
+                        "each request; copy from the URL the server redirects to")
     raise FatalHttp(what, why, "check the request and the server log")
 
 
@@ -905,7 +982,8 @@ def _download_once(session: Session, url: Url, dst: Path, options: Options,
     state = state if state is not None else _Attempts(0)
     name = options.checksum
     verify = options.verify
-    info = session.head(url)
+    origin = url  # what the user asked for: the resume journal is keyed by it
+    session, url, info = session.resolve(url)
     if info.is_dir:
         raise BadInput(f"{url}", "is a collection", "pass -r to copy a directory")
     source: _Background | None = None
@@ -916,7 +994,7 @@ def _download_once(session: Session, url: Url, dst: Path, options: Options,
         source = _Background(lambda: _source_digest(session, url, name))
     blocks = pl.plan_blocks(info.size, options.block_size)
     part = part_path(dst)
-    kept, kept_name, note = _load_journal(dst, url, info, options, len(blocks))
+    kept, kept_name, note = _load_journal(dst, origin, info, options, len(blocks))
     if kept:
         fd = os.open(part, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
     else:
@@ -947,7 +1025,7 @@ def _download_once(session: Session, url: Url, dst: Path, options: Options,
         try:
             retries = _fetch_blocks(session, url, info, fd, todo, verifier, options, done)
         except TransferError as exc:
-            if type(exc) is TransferError and _save_journal(dst, url, info, options, fd, done,
+            if type(exc) is TransferError and _save_journal(dst, origin, info, options, fd, done,
                                                             verifier, stale):
                 keep_part = True
                 exc.next_step = (f"rerun the same command to resume ({len(done)} of "
@@ -1011,7 +1089,7 @@ def _download_once(session: Session, url: Url, dst: Path, options: Options,
                 retries += _fetch_blocks(session, url, info, fd, bad, None, options, done)
             except TransferError as exc:
                 if type(exc) is TransferError and _save_journal(
-                        dst, url, info, options, fd, done, verifier, stale):
+                        dst, origin, info, options, fd, done, verifier, stale):
                     keep_part = True
                     exc.next_step = "rerun the same command to resume; --no-resume starts over"
                 raise
@@ -1032,7 +1110,7 @@ def _download_once(session: Session, url: Url, dst: Path, options: Options,
                           level, retries,
                           getattr(verifier, "read_back", 0), resumed_blocks=resumed, note=note)
     except KeyboardInterrupt:
-        if _save_journal(dst, url, info, options, fd, done, verifier, stale):
+        if _save_journal(dst, origin, info, options, fd, done, verifier, stale):
             keep_part = True
         raise
     finally:

@@ -505,7 +505,7 @@ class _RangeReader:
 def relay(src_session: cl.Session, src: cl.Url, dst_session: cl.Session, dst: cl.Url,
           options: cl.Options) -> cl.FileResult:
     """Copy one file from one server to another through this client."""
-    info = src_session.head(src)
+    src_session, src, info = src_session.resolve(src)
     if info.is_dir:
         from dtnkit.errors import BadInput
 

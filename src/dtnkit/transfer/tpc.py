@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urlsplit
 
 from dtnkit.errors import BadInput, DtnkitError
 from dtnkit.transfer import checksum as cks
@@ -41,8 +41,10 @@ if TYPE_CHECKING:
 
 DEFAULT_MARKER_INTERVAL = 5.0
 #: Statuses followed as redirects (COPY, the active side's HEAD); at most MAX_REDIRECTS hops.
-REDIRECTS = frozenset({301, 302, 303, 307, 308})
-MAX_REDIRECTS = 5
+REDIRECTS = cl.REDIRECTS
+MAX_REDIRECTS = cl.MAX_REDIRECTS
+same_origin = cl.same_origin
+follow_redirect = cl.follow_redirect
 MAX_STREAMS = 100
 POLL = 0.1  # seconds between checks for a closed COPY connection
 FINAL_PREFIXES = ("success:", "failure:", "failed:", "aborted:")
@@ -53,9 +55,6 @@ UNFORWARDABLE = frozenset({"host", "content-length", "transfer-encoding", "conne
 
 class TpcError(cl.TransferError):
     """A third-party copy failed (the final line said so, or the request was refused)."""
-
-    def __str__(self) -> str:
-        return f"{self.what}: {self.why}" if self.why else self.what
 
 
 class MarkerStreamError(TpcError):
@@ -179,34 +178,6 @@ def parse_stream(lines: Any, on_marker: Callable[[Marker], None] | None = None
             if on_marker is not None:
                 on_marker(marker)
     return parser.finish(), markers
-
-
-def same_origin(a: cl.Url, b: cl.Url) -> bool:
-    """Same scheme, host and port (where a bearer token may be sent again)."""
-    return (a.scheme, a.host.lower(), a.port) == (b.scheme, b.host.lower(), b.port)
-
-
-def follow_redirect(base: cl.Url, location: str | None, what: str) -> cl.Url:
-    """The URL a redirect points to (relative Locations resolved, query kept, ``davs://`` read
-    as ``https://``); never from https down to plain http."""
-    if not location or not location.strip():
-        raise TpcError(what, "redirect without a Location header", "check the server")
-    target = location.strip()
-    if target.startswith("davs://"):
-        target = "https://" + target[len("davs://"):]
-    elif target.startswith("dav://"):
-        target = "http://" + target[len("dav://"):]
-    target = urljoin(str(base), target)
-    try:
-        url = cl.Url.parse(target)
-    except BadInput:
-        raise TpcError(what, f"redirect to {target[:200]!r}, not an http(s) URL",
-                       "check the server's redirect configuration") from None
-    if base.scheme == "https" and url.scheme != "https":
-        raise TpcError(what, f"redirect from https down to {target[:200]!r} refused",
-                       "configure the server to redirect to https")
-    query = urlsplit(target).query
-    return url.with_path(url.path + "?" + query) if query else url
 
 
 def request_copy(active_url: str, *, source: str | None = None,
