@@ -4,7 +4,9 @@ peers: XRootD/dCache redirect, XRootD 5.5 offers only its configured digests and
 
 from __future__ import annotations
 
+import os
 import re
+import socket
 import threading
 import zlib
 from collections.abc import Iterator
@@ -27,6 +29,7 @@ class _Peer(ThreadingHTTPServer):
     seen: list[tuple[str, str, str | None]]
     redirect_to: str | None
     data: bytes
+    received: dict[str, bytes]  # PUT bodies by path
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -39,18 +42,34 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, *args: Any) -> None:
         pass
 
+    def _redirecting(self) -> bool:
+        return self.server.redirect_to is not None and not self.path.startswith("/real/")
+
+    def handle_expect_100(self) -> bool:
+        # a door redirects a PUT before the body: no "100 Continue" then
+        return True if self._redirecting() else super().handle_expect_100()
+
     def _any(self) -> None:
         self.server.seen.append((self.command, self.path, self.headers.get("Authorization")))
-        if self.command in ("PUT", "DELETE"):
+        if self.command == "PUT" and not self._redirecting():
+            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            self.server.received[self.path] = body
+            self.send_response(201)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        if self.command == "DELETE":
             self.rfile.read(int(self.headers.get("Content-Length", "0")))
             self.send_response(201 if self.command == "PUT" else 204)
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
-        if self.server.redirect_to is not None and not self.path.startswith("/real/"):
+        if self._redirecting():
             self.send_response(307)
             self.send_header("Location", self.server.redirect_to + self.path.lstrip("/"))
             self.send_header("Content-Length", "0")
+            if self.command == "PUT":
+                self.close_connection = True  # the body (if any came) was not read
             self.end_headers()
             return
         data = self.server.data
@@ -70,7 +89,7 @@ class _Handler(BaseHTTPRequestHandler):
 @pytest.fixture()
 def peer() -> Iterator[_Peer]:
     server = _Peer(("127.0.0.1", 0), _Handler)
-    server.seen, server.redirect_to, server.data = [], None, DATA
+    server.seen, server.redirect_to, server.data, server.received = [], None, DATA, {}
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
                               daemon=True)
     thread.start()
@@ -231,3 +250,78 @@ def test_download_redirect_loop_is_bounded(peer: _Peer, tmp_path: Path) -> None:
     with pytest.raises(cl.TransferError, match="more than 5 redirects"):
         cl.copy(peer_url(peer) + "z.bin", str(tmp_path / "z.bin"), cl.Options(verify="none"))
     assert list(tmp_path.iterdir()) == []
+
+
+# --------------------------------------------------------------------------- cp uploads
+
+
+def test_upload_follows_a_put_redirect_before_sending_the_body(
+        peer: _Peer, tmp_path: Path) -> None:
+    """``Expect: 100-continue``: the door answers 307 to the headers, the body goes only to the
+    pool (here on the same origin, so the token goes along)."""
+    src = tmp_path / "up.bin"
+    src.write_bytes(DATA)
+    peer.redirect_to = peer_url(peer) + "real/"
+    summary = cl.copy(str(src), peer_url(peer) + "up.bin", cl.Options(token=RW, verify="none"))
+    assert summary.files[0].size == len(DATA)
+    assert peer.seen == [("PUT", "/up.bin", f"Bearer {RW}"),
+                         ("PUT", "/real/up.bin", f"Bearer {RW}")]
+    assert peer.received == {"/real/up.bin": DATA}
+
+
+def test_upload_redirect_to_another_origin_does_not_leak_the_token(
+        peer: _Peer, dk: ServerHandle, tmp_path: Path) -> None:
+    src = tmp_path / "up.bin"
+    src.write_bytes(DATA)
+    peer.redirect_to = dk.url
+    with pytest.raises(cl.FatalHttp, match="401"):
+        cl.copy(str(src), peer_url(peer) + "up.bin", cl.Options(token=RW, verify="none"))
+    assert not (dk.root / "up.bin").exists() and peer.received == {}
+
+
+def test_upload_refused_before_the_body(dk: ServerHandle, tmp_path: Path) -> None:
+    src = tmp_path / "big.bin"
+    src.write_bytes(DATA * 8)
+    with pytest.raises(cl.FatalHttp, match="403"):
+        cl.copy(str(src), dk.url + "big.bin", cl.Options(token=RO, retries=0))
+    assert not (dk.root / "big.bin").exists()
+
+
+@pytest.mark.parametrize("answer", [b"HTTP/1.1 403 Forbidden\r\nContent-Length: 2\r\n\r\nno",
+                                    b"HTTP/1.1 307 Temporary Redirect\r\nLocation: /x\r\n"
+                                    b"Content-Length: 0\r\n\r\n"])
+def test_an_early_answer_means_no_body_is_sent(tmp_path: Path, answer: bytes) -> None:
+    """A raw server answers the PUT's headers at once, then counts every byte that still
+    arrives until the client closes: with ``Expect: 100-continue`` none of the body does."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    after: list[int] = []
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            head = b""
+            while b"\r\n\r\n" not in head:
+                head += conn.recv(4096)
+            assert b"expect: 100-continue" in head.lower()
+            extra = len(head.split(b"\r\n\r\n", 1)[1])
+            conn.sendall(answer)
+            while chunk := conn.recv(65536):
+                extra += len(chunk)
+            after.append(extra)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    src = tmp_path / "f.bin"
+    src.write_bytes(DATA)
+    url = cl.Url.parse(f"http://127.0.0.1:{listener.getsockname()[1]}/f.bin")
+    session = cl.Session(url, cl.Options())
+    fd = os.open(src, os.O_RDONLY)
+    try:
+        status, headers, _body = cl._put_body(session, url, fd, len(DATA), {
+            "Content-Length": str(len(DATA))}, None, cl.Options())
+    finally:
+        os.close(fd)
+        thread.join(10)
+        listener.close()
+    assert status in (403, 307) and after == [0]
+    assert status == 403 or headers["location"] == "/x"

@@ -22,6 +22,7 @@ import http.client
 import json
 import os
 import queue
+import select
 import socket
 import ssl
 import threading
@@ -323,13 +324,13 @@ class Session:
         other.token = None
         return other
 
-    def resolve(self, url: Url) -> tuple[Session, Url, RemoteInfo]:
+    def resolve(self, url: Url, want: str | None = None) -> tuple[Session, Url, RemoteInfo]:
         """HEAD *url* following redirects (a dCache door sends GETs to a pool, an XRootD
         redirector to a data server): the session and URL to fetch from, and what it is."""
         session, hops = self, 0
         while True:
             try:
-                return session, url, session.head(url, redirects=True)
+                return session, url, session.head(url, want, redirects=True)
             except _Redirected as moved:
                 hops += 1
                 if hops > MAX_REDIRECTS:
@@ -663,7 +664,7 @@ class _BufferPool:
 
 
 def _source_digest(session: Session, url: Url, name: str) -> bytes:
-    info = session.head(url, want=name)
+    _session, _url, info = session.resolve(url, want=name)
     if name not in info.digests:
         offered = ", ".join(info.digests) or "none"
         raise TransferError(f"source digest of {url}", f"the server did not offer {name} "
@@ -1174,10 +1175,12 @@ def _upload_once(session: Session, src: Path, url: Url, options: Options) -> Fil
             extra["Digest"] = dg.format_digest(name, local)
         hasher = cks.new(name) if verify == "block" else None
         retries = 0
-        attempt = 0
+        attempt = hops = 0
+        target, target_session = url, session  # where the body goes (after redirects)
         while True:
             try:
-                status, body = _put_body(session, url, fd, size, extra, hasher, options)
+                status, headers, body = _put_body(target_session, target, fd, size, extra,
+                                                  hasher, options)
             except Retryable as exc:
                 if attempt >= options.retries:
                     raise TransferError(f"PUT {url}", f"failed after {attempt + 1} attempts "
@@ -1194,6 +1197,15 @@ def _upload_once(session: Session, src: Path, url: Url, options: Options) -> Fil
                 time.sleep(options.backoff * 2**attempt)
                 attempt += 1
                 retries += 1
+                hasher = cks.new(name) if verify == "block" else None
+                continue
+            if status in REDIRECTS:  # a door sending the body to a pool (dCache)
+                hops += 1
+                if hops > MAX_REDIRECTS:
+                    raise TransferError(f"PUT {url}", f"more than {MAX_REDIRECTS} redirects",
+                                        "check the server's redirect configuration")
+                target = follow_redirect(target, headers.get("location"), f"PUT {target}")
+                target_session = session.for_url(target)
                 hasher = cks.new(name) if verify == "block" else None
                 continue
             break
@@ -1225,14 +1237,75 @@ def _upload_once(session: Session, src: Path, url: Url, options: Options) -> Fil
         os.close(fd)
 
 
+#: How long a PUT waits for ``100 Continue`` (or an early final answer: a redirect, 401, 403)
+#: before sending the body anyway, as RFC 9110 asks of clients (a server may ignore Expect).
+EXPECT_WAIT = 1.0
+_MAX_LINE = 8192
+
+
+def _early_answer(conn: http.client.HTTPConnection, wait: float = EXPECT_WAIT
+                  ) -> tuple[int, dict[str, str], bytes] | None:
+    """After request headers with ``Expect: 100-continue``: None when the body may go (``100
+    Continue``, or no answer within *wait*); otherwise the server's final answer (status,
+    lower-cased headers, body up to 64 KiB), and the body must not be sent."""
+    sock = conn.sock
+    if not select.select([sock], [], [], wait)[0]:
+        return None
+    # unbuffered: reads nothing past the interim answer (the server sends nothing more until
+    # it has the body), so http.client can still read the final response afterwards
+    fp = sock.makefile("rb", buffering=0)
+    try:
+        def line() -> bytes:
+            out = bytearray()
+            while not out.endswith(b"\n"):
+                c = fp.read(1)
+                if not c or len(out) > _MAX_LINE:
+                    raise Retryable("PUT: malformed or truncated interim answer")
+                out += c
+            return bytes(out)
+
+        parts = line().split(None, 2)
+        if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
+            raise Retryable(f"PUT: not an HTTP status line: {b' '.join(parts[:2])!r}")
+        status = int(parts[1])
+        headers: dict[str, str] = {}
+        for _ in range(100):
+            raw = line()
+            if raw in (b"\r\n", b"\n"):
+                break
+            key, _sep, value = raw.decode("latin-1").partition(":")
+            headers[key.strip().lower()] = value.strip()
+        if status == 100:
+            return None
+        length = headers.get("content-length", "0")
+        want = min(int(length) if length.isdigit() else 0, 65536)
+        body = bytearray()
+        while len(body) < want:
+            chunk = fp.read(want - len(body))
+            if not chunk:
+                break
+            body += chunk
+        return status, headers, bytes(body)
+    finally:
+        fp.close()
+
+
 def _put_body(session: Session, url: Url, fd: int, size: int, extra: dict[str, str],
-              hasher: cks.Checksum | None, options: Options) -> tuple[int, bytes]:
+              hasher: cks.Checksum | None, options: Options
+              ) -> tuple[int, dict[str, str], bytes]:
+    """One PUT of the file.  With a body it asks ``Expect: 100-continue`` first, so a refusal
+    (401, 403) or a redirect costs no bytes."""
     conn = session.connect()
     try:
         conn.putrequest("PUT", url.path, skip_accept_encoding=True)
-        for key, value in session.headers(extra).items():
+        for key, value in session.headers(
+                {**extra, "Expect": "100-continue"} if size else extra).items():
             conn.putheader(key, value)
         conn.endheaders()
+        if size:
+            early = _early_answer(conn)
+            if early is not None:
+                return early
         buf = bytearray(max(1, min(options.block_size, size)))
         view = memoryview(buf)
         offset = 0
@@ -1248,8 +1321,8 @@ def _put_body(session: Session, url: Url, fd: int, size: int, extra: dict[str, s
             if options.progress is not None:
                 options.progress(n)
         r = conn.getresponse()
-        return r.status, r.read()
-    except (OSError, http.client.HTTPException) as exc:
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
+    except (OSError, http.client.HTTPException, ValueError) as exc:
         raise Retryable(f"PUT {url}: {exc.__class__.__name__}: {exc}") from exc
     finally:
         conn.close()
