@@ -26,6 +26,9 @@ class ExitStatus(enum.IntEnum):
     TOOL_MISSING = 7
     LOCKED = 8  # another dtnkit apply/restore holds the lock
     BAD_INPUT = 9  # malformed profile, snapshot, sysctl file; unknown interface or group
+    TRANSFER_FAILED = 20  # cp/serve peer: connection, stall, 5xx after retries (rerun resumes)
+    INTEGRITY = 21  # cp: checksum mismatch after retries; nothing was committed
+    REFUSED = 22  # cp: the server refused (401, 403, 404, ...): retrying will not help
     INTERRUPTED = 130
 
 

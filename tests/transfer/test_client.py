@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from dtnkit.cli.cp import cp
+from dtnkit.cli.main import main
 from dtnkit.errors import BadInput, DtnkitError
 from dtnkit.transfer import checksum as cks
 from dtnkit.transfer import client, tokens
@@ -504,3 +505,28 @@ def test_download_many_blocks_reused_buffers(served: tuple[ServerHandle, Path],
     assert dst.read_bytes() == data
     assert summary.files[0].digest == client._show(name, cks.file_checksum(dst, name))
     assert leftovers(tmp_path) == []
+
+
+def test_cli_exit_codes_name_the_failure(served: tuple[ServerHandle, Path],
+                                         tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                         ) -> None:
+    """20: transfer failed (rerun may help), 21: integrity, 22: refused; JSON errors too."""
+    handle, root = served
+    src = root / "e.bin"
+    src.write_bytes(payload(SIZE))
+    corrupt_behind_cache(src, handle, "adler32")
+    base = ["cp", "--retries", "0", "--json", "--token", TOKEN]
+    assert main([*base, handle.url + "e.bin", str(tmp_path / "e")]) == 21
+    assert main([*base, handle.url + "missing", str(tmp_path / "m")]) == 22
+    assert main([*base[:-1], "wrong", handle.url + "e.bin", str(tmp_path / "t")]) == 22
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}/x"
+    assert main([*base, dead, str(tmp_path / "d")]) == 20
+    out, dec, docs = capsys.readouterr().out.strip(), json.JSONDecoder(), []
+    while out:
+        doc, end = dec.raw_decode(out)
+        docs.append(doc)
+        out = out[end:].strip()
+    assert [d["error"]["exit_status"] for d in docs] == [21, 22, 22, 20]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["srv"]  # nothing written

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote, unquote, urljoin, urlsplit
 
-from dtnkit.errors import BadInput, DtnkitError
+from dtnkit.errors import BadInput, DtnkitError, ExitStatus
 from dtnkit.transfer import checksum as cks
 from dtnkit.transfer import digest as dg
 from dtnkit.transfer import pipeline as pl
@@ -46,6 +46,8 @@ FATAL_STATUSES = frozenset({400, 401, 403, 404, 405, 409, 411, 413, 415, 416, 50
 class TransferError(DtnkitError):
     """A copy failed (after retries when they apply)."""
 
+    status = ExitStatus.TRANSFER_FAILED
+
     def __str__(self) -> str:
         return f"{self.what}: {self.why}" if self.why else self.what
 
@@ -53,13 +55,15 @@ class TransferError(DtnkitError):
 class FatalHttp(TransferError):
     """An HTTP answer that retrying cannot fix (401, 403, 404, ...)."""
 
+    status = ExitStatus.REFUSED
+
 
 class Retryable(Exception):
     """A connection error, a stall or a 5xx: worth another try."""
 
 
 class ChecksumMismatch(TransferError):
-    pass
+    status = ExitStatus.INTEGRITY
 
 
 class _Redirected(Exception):
