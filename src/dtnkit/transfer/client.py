@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 from urllib.parse import quote, unquote, urljoin, urlsplit
 
 from dtnkit.errors import BadInput, DtnkitError, ExitStatus
@@ -40,6 +41,7 @@ from dtnkit.transfer import digest as dg
 from dtnkit.transfer import pipeline as pl
 
 PART_SUFFIX = ".dtnkit-part"
+_S = TypeVar("_S")
 FATAL_STATUSES = frozenset({400, 401, 403, 404, 405, 409, 411, 413, 415, 416, 501})
 
 
@@ -417,7 +419,94 @@ def part_path(dst: Path) -> Path:
 
 
 class _Abort(Exception):
-    pass
+    """Raised inside a stream's block work when the run is stopping: leave quietly."""
+
+
+def run_streams(session: Session, blocks: list[pl.Block], options: Options, *,
+                work: Callable[[http.client.HTTPConnection, pl.Block, _S], None],
+                prepare: Callable[[pl.Block], _S],
+                finish: Callable[[pl.Block, _S], None],
+                give_up: Callable[[pl.Block, int, BaseException], BaseException],
+                stop: threading.Event | None = None, name: str = "dtnkit-stream") -> int:
+    """Run ``work(conn, block, state)`` for every block on up to ``options.streams`` keep-alive
+    connections (one thread each); returns the number of retries.
+
+    ``prepare(block)`` makes the block's state once (a buffer, the bytes to send) and
+    ``finish(block, state)`` hands it on after success.  A connection error, a stall (the
+    sockets' ``stall_timeout``) or :class:`Retryable` closes the connection and retries the
+    block on a new one after ``backoff * 2**attempt`` seconds, ``options.retries`` times, then
+    ``give_up(block, attempts, exc)`` is raised.  The first error stops every stream and is
+    raised; ``work`` may raise :class:`_Abort` when *stop* is set.  On the way out (Ctrl-C
+    included) the streams' sockets are cut so that no thread is left receiving or writing.
+    """
+    queue_: queue.SimpleQueue[pl.Block] = queue.SimpleQueue()
+    for b in blocks:
+        queue_.put(b)
+    stop = stop if stop is not None else threading.Event()
+    errors: list[BaseException] = []
+    retries = [0]
+    lock = threading.Lock()
+    live: dict[int, http.client.HTTPConnection] = {}
+
+    def stream(index: int) -> None:
+        conn: http.client.HTTPConnection | None = None
+        try:
+            while not stop.is_set():
+                try:
+                    b = queue_.get_nowait()
+                except queue.Empty:
+                    return
+                state = prepare(b)
+                attempt = 0
+                while True:
+                    if stop.is_set():
+                        return
+                    try:
+                        if conn is None:
+                            conn = session.connect()
+                            live[index] = conn
+                        work(conn, b, state)
+                        break
+                    except (Retryable, OSError, http.client.HTTPException) as exc:
+                        if conn is not None:
+                            conn.close()
+                            conn = None
+                        if attempt >= options.retries:
+                            raise give_up(b, attempt + 1, exc) from None
+                        with lock:
+                            retries[0] += 1
+                        time.sleep(options.backoff * 2**attempt)
+                        attempt += 1
+                finish(b, state)
+        except _Abort:
+            return
+        except BaseException as exc:
+            with lock:
+                errors.append(exc)
+            stop.set()
+        finally:
+            live.pop(index, None)
+            if conn is not None:
+                conn.close()
+
+    threads = [threading.Thread(target=stream, args=(i,), name=f"{name}-{i}", daemon=True)
+               for i in range(min(options.streams, len(blocks)))]
+    for t in threads:
+        t.start()
+    try:
+        for t in threads:
+            t.join()
+    finally:
+        stop.set()
+        for c in list(live.values()):
+            with contextlib.suppress(OSError, AttributeError):
+                if c.sock is not None:
+                    c.sock.shutdown(socket.SHUT_RDWR)
+        for t in threads:
+            t.join(10.0)
+    if errors:
+        raise errors[0]
+    return retries[0]
 
 
 def _fetch_blocks(session: Session, url: Url, info: RemoteInfo, fd: int,
@@ -429,15 +518,8 @@ def _fetch_blocks(session: Session, url: Url, info: RemoteInfo, fd: int,
     stall (no byte for ``stall_timeout`` seconds, the sockets' timeout) or a cut connection
     fails the request; the block is retried on a new connection.
     """
-    work: queue.SimpleQueue[pl.Block] = queue.SimpleQueue()
-    for b in blocks:
-        work.put(b)
     stop = threading.Event()
-    errors: list[BaseException] = []
-    retries = [0]
     lock = threading.Lock()
-    live: dict[int, http.client.HTTPConnection] = {}  # per stream, cut on an interrupt
-
     combiner = verifier if isinstance(verifier, pl.BlockCombiner) else None
     pool = _BufferPool(min(options.block_size, max(1, info.size)))
     hasher = _CombineHasher(combiner, pool) if combiner is not None else None
@@ -462,104 +544,51 @@ def _fetch_blocks(session: Session, url: Url, info: RemoteInfo, fd: int,
                                 "range (the source changed during the copy?)", "retry the copy")
             check_status(r.status, f"GET {url}", body, ok=(206,))
         view = memoryview(buf)[:b.length]
-        got = done = 0
+        got = written = 0
         while got < b.length:
             if stop.is_set():
                 raise _Abort()
-            n = r.readinto(view[got:min(b.length, done + _CHUNK)])
+            n = r.readinto(view[got:min(b.length, written + _CHUNK)])
             if not n:
                 raise Retryable(f"GET {url} block {b.index}: connection closed after "
                                 f"{got} of {b.length} bytes")
             got += n
-            if got - done >= _CHUNK or got == b.length:
+            if got - written >= _CHUNK or got == b.length:
                 # write each chunk right after it arrived, while in the CPU cache
-                _pwrite_all(fd, view[done:got], b.offset + done)
-                done = got
+                _pwrite_all(fd, view[written:got], b.offset + written)
+                written = got
         if r.read(1):
             raise Retryable(f"GET {url} block {b.index}: longer than asked")
 
-    def stream(index: int) -> None:
-        conn: http.client.HTTPConnection | None = None
-        try:
-            while not stop.is_set():
-                try:
-                    b = work.get_nowait()
-                except queue.Empty:
-                    return
-                attempt = 0
-                buf = pool.get()
-                while True:
-                    if stop.is_set():
-                        return
-                    try:
-                        if conn is None:
-                            conn = session.connect()
-                            live[index] = conn
-                        fetch_one(conn, b, buf)
-                        break
-                    except (Retryable, OSError, http.client.HTTPException) as exc:
-                        if conn is not None:
-                            conn.close()
-                            conn = None
-                        if attempt >= options.retries:
-                            raise TransferError(
-                                f"GET {url}", f"block {b.index} failed after {attempt + 1} "
-                                f"attempts ({exc})",
-                                "check that the server is up; raise --retries or "
-                                "--stall-timeout") from None
-                        with lock:
-                            retries[0] += 1
-                        time.sleep(options.backoff * 2**attempt)
-                        attempt += 1
-                if done is not None:
-                    with lock:
-                        done.add(b.index)  # every byte of it is written
-                if hasher is not None:
-                    hasher.submit(b, buf)  # owns buf now, gives it back to the pool
-                elif verifier is not None:
-                    # the ordered hasher owns buf now and gives it back to the pool when done
-                    verifier.accept(b, memoryview(buf)[:b.length])
-                else:
-                    pool.put(buf)
-                if options.progress is not None:
-                    options.progress(b.length)
-        except _Abort:
-            return
-        except BaseException as exc:
+    def received(b: pl.Block, buf: bytearray) -> None:
+        if done is not None:
             with lock:
-                errors.append(exc)
-            stop.set()
-        finally:
-            live.pop(index, None)
-            if conn is not None:
-                conn.close()
+                done.add(b.index)  # every byte of it is written
+        if hasher is not None:
+            hasher.submit(b, buf)  # owns buf now, gives it back to the pool
+        elif verifier is not None:
+            # the ordered hasher owns buf now and gives it back to the pool when done
+            verifier.accept(b, memoryview(buf)[:b.length])
+        else:
+            pool.put(buf)
+        if options.progress is not None:
+            options.progress(b.length)
 
-    n = min(options.streams, len(blocks))
-    threads = [threading.Thread(target=stream, args=(i,), name=f"dtnkit-stream-{i}",
-                                daemon=True)
-               for i in range(n)]
-    for t in threads:
-        t.start()
+    def give_up(b: pl.Block, attempts: int, exc: BaseException) -> TransferError:
+        return TransferError(f"GET {url}", f"block {b.index} failed after {attempts} "
+                             f"attempts ({exc})",
+                             "check that the server is up; raise --retries or --stall-timeout")
+
     try:
-        for t in threads:
-            t.join()
+        retries = run_streams(session, blocks, options, work=fetch_one,
+                              prepare=lambda _b: pool.get(), finish=received, give_up=give_up,
+                              stop=stop)
     finally:
-        stop.set()
-        # Interrupted (Ctrl-C): cut the streams' sockets so that none is left waiting for data
-        # or writing into the part file once the caller has closed it.
-        for c in list(live.values()):
-            with contextlib.suppress(OSError, AttributeError):
-                if c.sock is not None:
-                    c.sock.shutdown(socket.SHUT_RDWR)
-        for t in threads:
-            t.join(10.0)
         if hasher is not None:
             hasher.close()
-    if errors:
-        raise errors[0]
     if hasher is not None and hasher.error is not None:
         raise hasher.error
-    return retries[0]
+    return retries
 
 
 #: Receive granularity: each chunk is written and hashed while still in the CPU cache; large
@@ -899,64 +928,52 @@ def _block_digests(session: Session, url: Url, info: RemoteInfo, blocks: list[pl
                    name: str, options: Options) -> dict[int, bytes] | None:
     """The source's ``Content-Digest`` (RFC 9530) of each block's range, asked with ``HEAD``
     on up to ``streams`` keep-alive connections; None when the server gives none."""
-    work: queue.SimpleQueue[pl.Block] = queue.SimpleQueue()
-    for b in blocks:
-        work.put(b)
     out: dict[int, bytes] = {}
-    errors: list[BaseException] = []
+    stop = threading.Event()
     unsupported = threading.Event()
     want = f"{_RFC9530_KEY[name]}=10"
 
-    def worker() -> None:
-        conn = session.connect()
+    def probe(conn: http.client.HTTPConnection, b: pl.Block, _state: None) -> None:
+        hdrs = {"Range": f"bytes={b.offset}-{b.end}", "Want-Content-Digest": want}
+        if info.etag:
+            hdrs["If-Range"] = info.etag
+        what = f"HEAD {url} (block {b.index} digest)"
+        conn.request("HEAD", url.path, headers=session.headers(hdrs))
+        r = conn.getresponse()
+        body = r.read()
+        if r.status >= 500:
+            raise Retryable(f"{what}: HTTP {r.status}")
+        if r.status == 200 or (r.status == 206 and not r.getheader("Content-Digest")):
+            unsupported.set()  # no ranges (or the source changed) or no digests
+            stop.set()
+            raise _Abort()
+        check_status(r.status, what, body, ok=(206,))
+        crange = r.getheader("Content-Range")
+        if crange != f"bytes {b.offset}-{b.end}/{info.size}":
+            raise TransferError(what, f"Content-Range {crange!r} is not the block asked "
+                                f"for (bytes {b.offset}-{b.end}/{info.size})", "check the server")
         try:
-            while not unsupported.is_set() and not errors:
-                try:
-                    b = work.get_nowait()
-                except queue.Empty:
-                    return
-                hdrs = {"Range": f"bytes={b.offset}-{b.end}", "Want-Content-Digest": want}
-                if info.etag:
-                    hdrs["If-Range"] = info.etag
-                what = f"HEAD {url} (block {b.index} digest)"
-                status, headers, body = session.with_retries(
-                    what, functools.partial(session.request, "HEAD", url, hdrs, None, conn))
-                if status == 200 or (status == 206 and not headers.get("Content-Digest")):
-                    unsupported.set()  # no ranges (or the source changed) or no digests
-                    return
-                check_status(status, what, body, ok=(206,))
-                crange = headers.get("Content-Range")
-                if crange != f"bytes {b.offset}-{b.end}/{info.size}":
-                    raise TransferError(what, f"Content-Range {crange!r} is not the block asked "
-                                        f"for (bytes {b.offset}-{b.end}/{info.size})",
-                                        "check the server")
-                try:
-                    values = dg.parse_repr_digest(headers["Content-Digest"])
-                except ValueError as exc:
-                    raise TransferError(f"Content-Digest from {url} (block {b.index})",
-                                        f"cannot be parsed ({exc})",
-                                        "check the server; rerun with --verify file to "
-                                        "fetch the whole file again instead") from None
-                if name not in values:
-                    unsupported.set()
-                    return
-                out[b.index] = values[name]
-        except BaseException as exc:
-            errors.append(exc)
-        finally:
-            conn.close()
+            values = dg.parse_repr_digest(r.getheader("Content-Digest") or "")
+        except ValueError as exc:
+            raise TransferError(f"Content-Digest from {url} (block {b.index})",
+                                f"cannot be parsed ({exc})",
+                                "check the server; rerun with --verify file to fetch the "
+                                "whole file again instead") from None
+        if name not in values:
+            unsupported.set()
+            stop.set()
+            raise _Abort()
+        out[b.index] = values[name]
 
-    threads = [threading.Thread(target=worker, name=f"dtnkit-block-digest-{i}", daemon=True)
-               for i in range(min(options.streams, len(blocks)))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
-    if unsupported.is_set():
-        return None
-    return out
+    def give_up(b: pl.Block, attempts: int, exc: BaseException) -> TransferError:
+        return TransferError(f"HEAD {url} (block {b.index} digest)",
+                             f"failed after {attempts} attempts ({exc})",
+                             "check that the server is up and reachable")
+
+    run_streams(session, blocks, options, work=probe, prepare=lambda _b: None,
+                finish=lambda _b, _s: None, give_up=give_up, stop=stop,
+                name="dtnkit-block-digest")
+    return None if unsupported.is_set() else out
 
 
 def _bad_blocks(session: Session, url: Url, info: RemoteInfo, fd: int,

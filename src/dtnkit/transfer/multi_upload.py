@@ -33,7 +33,6 @@ import hashlib
 import http.client
 import json
 import os
-import queue
 import threading
 import time
 import weakref
@@ -171,27 +170,22 @@ def _covered(block: pl.Block, ranges: list[tuple[int, int]]) -> bool:
 
 #: fills the given buffer with block *b* and returns the filled view
 ReadBlock = Callable[[pl.Block, bytearray], memoryview]
+#: a block read for sending: its buffer, the bytes, their adler32/crc32c value
+_Read = tuple[bytearray, memoryview, int | None]
 
 
 def send_blocks(session: cl.Session, url: cl.Url, ident: str, size: int,
                 blocks: list[pl.Block], read: ReadBlock, verifier: pl.BlockVerifier | None,
                 options: cl.Options, range_digest: bool) -> int:
     """PUT every block on up to ``streams`` connections; returns the number of retries."""
-    work: queue.SimpleQueue[pl.Block] = queue.SimpleQueue()
-    for b in blocks:
-        work.put(b)
-    stop = threading.Event()
-    errors: list[BaseException] = []
-    retries = [0]
-    lock = threading.Lock()
     pool = cl._BufferPool(min(options.block_size, max(1, size)))
     combiner = verifier if isinstance(verifier, pl.BlockCombiner) else None
     if isinstance(verifier, pl.OrderedHasher):
         verifier.set_release(pool.put)
     name = options.checksum
 
-    def put_one(conn: http.client.HTTPConnection, b: pl.Block, data: memoryview,
-                value: int | None) -> None:
+    def put_one(conn: http.client.HTTPConnection, b: pl.Block, state: _Read) -> None:
+        _buf, data, value = state
         hdrs = {ID_HEADER: ident, "Content-Range": f"bytes {b.offset}-{b.end}/{size}",
                 "Content-Length": str(b.length), "Content-Type": "application/octet-stream"}
         if value is not None and range_digest:
@@ -215,71 +209,33 @@ def send_blocks(session: cl.Session, url: cl.Url, ident: str, size: int,
         cl.check_status(r.status, f"PUT {url} range {b.offset}-{b.end}", body,
                         ok=(200, 201, 204))
 
-    def stream() -> None:
-        conn: http.client.HTTPConnection | None = None
-        try:
-            while not stop.is_set():
-                try:
-                    b = work.get_nowait()
-                except queue.Empty:
-                    return
-                buf = pool.get()
-                data = read(b, buf)
-                value = cks.block_value(name, data) if (combiner or range_digest) else None
-                if combiner is not None and value is not None:
-                    combiner.add_value(b.index, value)
-                attempt = 0
-                while True:
-                    if stop.is_set():
-                        return
-                    try:
-                        if conn is None:
-                            conn = session.connect()
-                        put_one(conn, b, data, value)
-                        break
-                    except (cl.Retryable, OSError, http.client.HTTPException) as exc:
-                        if conn is not None:
-                            conn.close()
-                            conn = None
-                        if attempt >= options.retries:
-                            raise cl.TransferError(
-                                f"PUT {url}", f"range {b.offset}-{b.end} failed after "
-                                f"{attempt + 1} attempts ({exc})",
-                                ("rerun the same command to resume (the ranges already sent "
-                                 "are kept on the server); " if options.resume else "")
-                                + "check that the server is up; raise --retries or "
-                                "--stall-timeout") from None
-                        with lock:
-                            retries[0] += 1
-                        time.sleep(options.backoff * 2**attempt)
-                        attempt += 1
-                if isinstance(verifier, pl.OrderedHasher):
-                    verifier.accept(b, data)  # owns buf now, gives it back to the pool
-                else:
-                    pool.put(buf)
-                if options.progress is not None:
-                    options.progress(b.length)
-        except BaseException as exc:
-            with lock:
-                errors.append(exc)
-            stop.set()
-        finally:
-            if conn is not None:
-                conn.close()
+    def prepare(b: pl.Block) -> _Read:
+        """Read the block once and hash it as read for sending (FIVER)."""
+        buf = pool.get()
+        data = read(b, buf)
+        value = cks.block_value(name, data) if (combiner or range_digest) else None
+        if combiner is not None and value is not None:
+            combiner.add_value(b.index, value)
+        return buf, data, value
 
-    n = min(options.streams, len(blocks))
-    threads = [threading.Thread(target=stream, name=f"dtnkit-up-{i}", daemon=True)
-               for i in range(n)]
-    for t in threads:
-        t.start()
-    try:
-        for t in threads:
-            t.join()
-    finally:
-        stop.set()
-    if errors:
-        raise errors[0]
-    return retries[0]
+    def sent(b: pl.Block, state: _Read) -> None:
+        buf, data, _value = state
+        if isinstance(verifier, pl.OrderedHasher):
+            verifier.accept(b, data)  # owns buf now, gives it back to the pool
+        else:
+            pool.put(buf)
+        if options.progress is not None:
+            options.progress(b.length)
+
+    def give_up(b: pl.Block, attempts: int, exc: BaseException) -> cl.TransferError:
+        return cl.TransferError(
+            f"PUT {url}", f"range {b.offset}-{b.end} failed after {attempts} attempts ({exc})",
+            ("rerun the same command to resume (the ranges already sent are kept on the "
+             "server); " if options.resume else "")
+            + "check that the server is up; raise --retries or --stall-timeout")
+
+    return cl.run_streams(session, blocks, options, work=put_one, prepare=prepare,
+                          finish=sent, give_up=give_up, name="dtnkit-up")
 
 
 def commit(session: cl.Session, url: cl.Url, ident: str, digest: str | None) -> None:
