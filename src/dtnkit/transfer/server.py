@@ -855,21 +855,8 @@ class _Handler(BaseHTTPRequestHandler):
                                    for n in bad)
                 raise HttpError(412, f"PUT {where}",
                                 f"checksum mismatch, nothing written: {detail}")
-            existed = os.path.lexists(path)
-            try:
-                old = _stat_or_none(path) if existed else None
-                if old is not None and stat.S_ISREG(old.st_mode):  # keep the mode it had
-                    os.fchmod(fd, stat.S_IMODE(old.st_mode))
-                st = os.fstat(fd)
-                os.replace(part, path)
-                committed = True
-                _fsync_dir(path.parent)
-            except OSError as exc:
-                raise _os_error(exc, path, root) from None
-            if got:
-                self.server.cache.store(path, _file_key(st), got)
-            else:
-                self.server.cache.forget(path)
+            existed = commit_part(self.server.cache, fd, part, path, root, got)
+            committed = True
         finally:
             os.close(fd)
             if not committed:
@@ -1082,6 +1069,27 @@ def _lingering_close(sock: socket.socket, *, seconds: float = 2.0,
         pass
     finally:
         sock.close()
+
+
+def commit_part(cache: ChecksumCache, fd: int, part: Path, path: Path, root: Path,
+                digests: Mapping[str, bytes]) -> bool:
+    """Rename a verified, fsynced part file over *path* (keeping the mode a file there had),
+    fsync the directory and remember the digests; True when a file was replaced."""
+    existed = os.path.lexists(path)
+    try:
+        old = _stat_or_none(path) if existed else None
+        if old is not None and stat.S_ISREG(old.st_mode):
+            os.fchmod(fd, stat.S_IMODE(old.st_mode))
+        st = os.fstat(fd)
+        os.replace(part, path)
+        _fsync_dir(path.parent)
+    except OSError as exc:
+        raise _os_error(exc, path, root) from None
+    if digests:
+        cache.store(path, _file_key(st), digests)
+    else:
+        cache.forget(path)
+    return existed
 
 
 def _stat_or_none(path: Path) -> os.stat_result | None:

@@ -35,7 +35,6 @@ import hashlib
 import os
 import re
 import secrets
-import stat
 import threading
 import time
 from dataclasses import dataclass, field
@@ -445,13 +444,7 @@ def handle_put_range(handler: _Handler) -> None:
 
 
 def _commit(handler: _Handler, registry: Registry, session: UploadSession) -> None:
-    from dtnkit.transfer.server import (
-        _file_key,
-        _fsync_dir,
-        _os_error,
-        _stat_or_none,
-        sent_digests,
-    )
+    from dtnkit.transfer.server import _os_error, commit_part, sent_digests
 
     root = handler.server.config.root
     path = session.path
@@ -502,20 +495,10 @@ def _commit(handler: _Handler, registry: Registry, session: UploadSession) -> No
                         f"checksum mismatch, nothing written, session discarded: {detail}")
         try:
             os.fsync(session.fd)
-            existed = os.path.lexists(path)
-            old = _stat_or_none(path) if existed else None
-            if old is not None and stat.S_ISREG(old.st_mode):
-                os.fchmod(session.fd, stat.S_IMODE(old.st_mode))
-            st = os.fstat(session.fd)
-            os.replace(session.part, path)
-            committed = True
-            _fsync_dir(path.parent)
         except OSError as exc:
             raise _os_error(exc, path, root) from None
-        if got:
-            handler.server.cache.store(path, _file_key(st), got)
-        else:
-            handler.server.cache.forget(path)
+        existed = commit_part(handler.server.cache, session.fd, session.part, path, root, got)
+        committed = True
     finally:
         registry._close_fd(session)
         if not committed:
