@@ -1243,12 +1243,9 @@ def _upload_once(session: Session, src: Path, url: Url, options: Options) -> Fil
         if verify in ("file", "block", "sequential"):
             remote = _source_digest(session, url, name)
             if local is not None and remote != local:
-                with contextlib.suppress(DtnkitError, Retryable):
-                    session.request("DELETE", url)
-                raise ChecksumMismatch(f"checksum mismatch for {src} -> {url}",
-                                       f"{name} local {_show(name, local)}, remote "
-                                       f"{_show(name, remote)}; the remote copy was deleted",
-                                       "retry; if it persists, check both storages")
+                raise discard_remote(session, url, f"checksum mismatch for {src} -> {url}",
+                                     f"{name} local {_show(name, local)}, remote "
+                                     f"{_show(name, remote)}")
         # the server fsyncs before its rename: an upload is at least durable
         level = "durable" if verify != "none" else "inflight"
         return FileResult(str(src), str(url), size,
@@ -1309,6 +1306,14 @@ def _early_answer(conn: http.client.HTTPConnection, wait: float = EXPECT_WAIT
         return status, headers, bytes(body)
     finally:
         fp.close()
+
+
+def discard_remote(session: Session, url: Url, what: str, why: str) -> ChecksumMismatch:
+    """DELETE a remote file that failed verification (best effort); the error to raise."""
+    with contextlib.suppress(DtnkitError, Retryable):
+        session.request("DELETE", url)
+    return ChecksumMismatch(what, f"{why}; the remote copy was deleted",
+                            "retry; if it persists, check both storages")
 
 
 def _put_body(session: Session, url: Url, fd: int, size: int, extra: dict[str, str],

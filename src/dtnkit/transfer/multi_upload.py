@@ -572,12 +572,9 @@ def _relay_put_once(src_session: cl.Session, src: cl.Url, dst_session: cl.Sessio
         cl.check_status(status, f"PUT {dst}", body, ok=(200, 201, 204))
         got = hasher.digest() if hasher is not None else None
         if got is not None and want is not None and got != want:
-            with contextlib.suppress(DtnkitError, cl.Retryable):
-                dst_session.request("DELETE", dst)
-            raise cl.ChecksumMismatch(f"checksum mismatch for {src} -> {dst}",
-                                      f"{name} source {cl._show(name, want)}, relayed "
-                                      f"{cl._show(name, got)}; the destination was deleted",
-                                      "retry; if it persists, check both storages")
+            raise cl.discard_remote(dst_session, dst, f"checksum mismatch for {src} -> {dst}",
+                                    f"{name} source {cl._show(name, want)}, relayed "
+                                    f"{cl._show(name, got)}")
         result = cl.FileResult(str(src), str(dst), size,
                                cl._show(name, got) if got is not None else None,
                                "durable" if verify != "none" else "inflight")

@@ -615,12 +615,9 @@ def _check_if_offered(session: cl.Session, url: cl.Url, name: str, local: bytes)
     info = session.head(url, want=name)
     remote = info.digests.get(name)
     if remote is not None and remote != local:
-        with contextlib.suppress(DtnkitError, cl.Retryable):
-            session.request("DELETE", url)
-        raise cl.ChecksumMismatch(f"checksum mismatch for {url}",
-                                  f"{name} local {cl._show(name, local)}, remote "
-                                  f"{cl._show(name, remote)}; the remote copy was deleted",
-                                  "retry; if it persists, check both storages")
+        raise cl.discard_remote(session, url, f"checksum mismatch for {url}",
+                                f"{name} local {cl._show(name, local)}, remote "
+                                f"{cl._show(name, remote)}")
 
 
 def _delete_if_sent(session: cl.Session, url: cl.Url, job: _Job, size: int) -> None:
