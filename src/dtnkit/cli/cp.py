@@ -185,10 +185,23 @@ def _third_party(mode: str, src: str, dst: str, token: str | None, remote_token:
                              ca_file=ca_file, insecure=insecure, retries=1)
     dst_session = client.Session(url, options)
     existed = _status(dst_session, "HEAD", url) != 404
-    result = tpc.request_copy(dst if pull else src, source=src if pull else None,
-                              destination=None if pull else dst, token=token,
-                              transfer_headers=forward, streams=streams, timeout=timeout,
-                              checksum=checksum, ca_file=ca_file, insecure=insecure)
+    show = sys.stderr.isatty() and not as_json
+    with _progress(show, None) as advance:
+        per_stripe: dict[int, int] = {}
+
+        def on_marker(marker: tpc.Marker) -> None:
+            """Advance the bar by what the markers say moved since the last one."""
+            if advance is None or marker.stripe_bytes is None:
+                return
+            before = sum(per_stripe.values())
+            per_stripe[marker.stripe_index or 0] = marker.stripe_bytes
+            advance(max(0, sum(per_stripe.values()) - before))
+
+        result = tpc.request_copy(dst if pull else src, source=src if pull else None,
+                                  destination=None if pull else dst, token=token,
+                                  transfer_headers=forward, streams=streams, timeout=timeout,
+                                  checksum=checksum, ca_file=ca_file, insecure=insecure,
+                                  on_marker=on_marker)
     if not result.ok:
         # XRootD 5.5 answers 201 and leaves a 0-byte or partial destination after a failed
         # pull: remove it, but only if it was not there before the copy.
