@@ -12,6 +12,7 @@ import os
 import random
 import socket
 import threading
+import time
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -530,3 +531,45 @@ def test_cli_exit_codes_name_the_failure(served: tuple[ServerHandle, Path],
         out = out[end:].strip()
     assert [d["error"]["exit_status"] for d in docs] == [21, 22, 22, 20]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["srv"]  # nothing written
+
+
+@pytest.mark.parametrize("wait", [0.0, 10.0])
+def test_ordered_hasher_back_pressure_keeps_blocks_in_memory(wait: float) -> None:
+    """A stream ahead of the hasher waits for room instead of dropping its block (which the
+    hasher would then read back from the destination); without waiting, blocks are dropped."""
+    data = payload(6 * BLOCK)
+    blocks = pl.plan_blocks(len(data), BLOCK)
+    hasher = pl.OrderedHasher("md5", blocks, lambda b: data[b.offset:b.offset + b.length],
+                              max_buffered=1)
+    try:
+        ahead = threading.Thread(target=lambda: [
+            hasher.accept(b, data[b.offset:b.offset + b.length], wait=wait)
+            for b in blocks[1:]])
+        ahead.start()
+        if wait == 0.0:
+            ahead.join()  # every block but the first arrived; all but one were dropped
+        hasher.accept(blocks[0], data[:BLOCK])
+        ahead.join(20)
+        assert hasher.digest(timeout=20) == hashlib.md5(data).digest()
+        assert (hasher.read_back == 0) == (wait > 0)
+    finally:
+        hasher.close()
+
+
+def test_ordered_hasher_back_pressure_gives_way_to_stop() -> None:
+    data = payload(3 * BLOCK)
+    blocks = pl.plan_blocks(len(data), BLOCK)
+    hasher = pl.OrderedHasher("md5", blocks, lambda b: data[b.offset:b.offset + b.length],
+                              max_buffered=1)
+    stop = threading.Event()
+    stop.set()
+    try:
+        hasher.accept(blocks[1], data[BLOCK:2 * BLOCK])
+        start = time.monotonic()
+        hasher.accept(blocks[2], data[2 * BLOCK:], wait=30.0, stop=stop)  # full: no wait
+        assert time.monotonic() - start < 5
+        hasher.accept(blocks[0], data[:BLOCK])
+        assert hasher.digest(timeout=20) == hashlib.md5(data).digest()
+        assert hasher.read_back == 1
+    finally:
+        hasher.close()

@@ -566,8 +566,11 @@ def _fetch_blocks(session: Session, url: Url, info: RemoteInfo, fd: int,
                 done.add(b.index)  # every byte of it is written
         if hasher is not None:
             hasher.submit(b, buf)  # owns buf now, gives it back to the pool
+        elif isinstance(verifier, pl.OrderedHasher):
+            # the ordered hasher owns buf now and gives it back to the pool when done; wait
+            # for it rather than have it read the block back
+            verifier.accept(b, memoryview(buf)[:b.length], wait=pl.BACKPRESSURE_WAIT, stop=stop)
         elif verifier is not None:
-            # the ordered hasher owns buf now and gives it back to the pool when done
             verifier.accept(b, memoryview(buf)[:b.length])
         else:
             pool.put(buf)

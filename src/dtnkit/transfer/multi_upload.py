@@ -178,6 +178,7 @@ def send_blocks(session: cl.Session, url: cl.Url, ident: str, size: int,
                 blocks: list[pl.Block], read: ReadBlock, verifier: pl.BlockVerifier | None,
                 options: cl.Options, range_digest: bool) -> int:
     """PUT every block on up to ``streams`` connections; returns the number of retries."""
+    stop = threading.Event()
     pool = cl._BufferPool(min(options.block_size, max(1, size)))
     combiner = verifier if isinstance(verifier, pl.BlockCombiner) else None
     if isinstance(verifier, pl.OrderedHasher):
@@ -221,7 +222,8 @@ def send_blocks(session: cl.Session, url: cl.Url, ident: str, size: int,
     def sent(b: pl.Block, state: _Read) -> None:
         buf, data, _value = state
         if isinstance(verifier, pl.OrderedHasher):
-            verifier.accept(b, data)  # owns buf now, gives it back to the pool
+            # owns buf now, gives it back to the pool; wait for it rather than drop the block
+            verifier.accept(b, data, wait=pl.BACKPRESSURE_WAIT, stop=stop)
         else:
             pool.put(buf)
         if options.progress is not None:
@@ -235,7 +237,7 @@ def send_blocks(session: cl.Session, url: cl.Url, ident: str, size: int,
             + "check that the server is up; raise --retries or --stall-timeout")
 
     return cl.run_streams(session, blocks, options, work=put_one, prepare=prepare,
-                          finish=sent, give_up=give_up, name="dtnkit-up")
+                          finish=sent, give_up=give_up, stop=stop, name="dtnkit-up")
 
 
 def commit(session: cl.Session, url: cl.Url, ident: str, digest: str | None) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,9 @@ VERIFY_MODES: tuple[str, ...] = ("none", "sequential", "file", "block")
 LEVELS: tuple[str, ...] = ("inflight", "durable", "ondisk")
 DEFAULT_BLOCK = 8 * 2**20
 DEFAULT_MAX_BUFFERED = 8
+#: How long a receiving stream waits for the ordered hasher (md5, sha256) to catch up before
+#: it drops its block for a later read-back (a stalled next block must not stop the others).
+BACKPRESSURE_WAIT = 30.0
 
 #: Filesystems whose pages cannot be dropped: a re-read comes from memory whatever we do.
 MEMORY_FILESYSTEMS = frozenset({"tmpfs", "ramfs", "devtmpfs", "hugetlbfs"})
@@ -153,10 +157,25 @@ class OrderedHasher:
         if self._release is not None:
             self._release(data)
 
-    def accept(self, block: Block, data: Buffer) -> None:
+    def accept(self, block: Block, data: Buffer, *, wait: float = 0.0,
+               stop: threading.Event | None = None) -> None:
+        """Hand *block* over.  With *wait* > 0 (the receiving streams), back-pressure: while
+        the block is not the next in order and ``max_buffered`` blocks are held, wait up to
+        *wait* seconds (or until *stop*) for the hasher to catch up, so the block is hashed
+        from memory instead of being dropped and read back from the destination (a second
+        copy on the cores the hash needs).  Without it the block is dropped when full."""
         if len(data) != block.length:
             raise ValueError(f"block {block.index} is {len(data)} bytes, expected {block.length}")
         with self._cond:
+            if wait > 0:
+                deadline = time.monotonic() + wait
+                while (not self._closed and block.index != self._next
+                       and len(self._held) >= self._max
+                       and not (stop is not None and stop.is_set())):
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._cond.wait(min(left, 0.1))
             kept = False
             if not self._arrived[block.index] and not self._closed:
                 self._arrived[block.index] = True
