@@ -103,6 +103,37 @@ def test_crc32c_fallback_when_package_missing() -> None:
     assert result.stdout.strip() == "ok"
 
 
+def test_isal_adler32_is_used_when_installed() -> None:
+    pytest.importorskip("isal")
+    assert checksum.ADLER32_BACKEND == "isal"
+    data = bytes(range(256)) * 4099
+    assert checksum.adler32(data) == zlib.adler32(data)
+    assert checksum.adler32(memoryview(data)[7:], 12345) == zlib.adler32(data[7:], 12345)
+
+
+def test_adler32_falls_back_to_zlib_without_isal() -> None:
+    code = textwrap.dedent(
+        """
+        import sys, zlib
+        sys.modules["isal"] = None  # makes `from isal import ...` raise ImportError
+        from dtnkit.transfer import checksum as c
+        assert c.ADLER32_BACKEND == "zlib", c.ADLER32_BACKEND
+        data = bytes(range(256)) * 300
+        h = c.new("adler32")
+        h.update(data[:1000])
+        h.update(memoryview(data)[1000:])
+        assert h.value == zlib.adler32(data)
+        assert c.block_value("adler32", data) == zlib.adler32(data)
+        print("ok")
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"
+
+
 def test_adler32_vectors() -> None:
     running = new("adler32")
     assert running.hexdigest() == "00000001"  # the empty input
