@@ -573,3 +573,27 @@ def test_ordered_hasher_back_pressure_gives_way_to_stop() -> None:
         assert hasher.read_back == 1
     finally:
         hasher.close()
+
+
+@pytest.mark.parametrize("name", ["adler32", "md5"])
+def test_download_to_dev_null_verifies_in_memory(served: tuple[ServerHandle, Path],
+                                                 tmp_path: Path, name: str) -> None:
+    """``cp URL /dev/null``: the network path alone, every byte still checked in flight."""
+    handle, root = served
+    data = payload(SIZE)
+    (root / "n.bin").write_bytes(data)
+    summary = client.copy(handle.url + "n.bin", "/dev/null", opts(checksum=name))
+    assert summary.files[0].digest == client._show(name, _digest(name, data))
+    assert summary.files[0].level == "inflight"
+    corrupt_behind_cache(root / "n.bin", handle, name)
+    with pytest.raises(client.ChecksumMismatch, match="from the network"):
+        client.copy(handle.url + "n.bin", "/dev/null", opts(checksum=name, retries=0))
+    with pytest.raises(BadInput) as info:
+        client.copy(handle.url + "n.bin", "/dev/null", opts(verify="file"))
+    assert "is a device" in info.value.why
+
+
+def _digest(name: str, data: bytes) -> bytes:
+    h = cks.new(name)
+    h.update(data)
+    return h.digest()

@@ -25,6 +25,7 @@ import queue
 import select
 import socket
 import ssl
+import stat
 import threading
 import time
 import xml.etree.ElementTree as ET
@@ -781,6 +782,56 @@ def download(session: Session, url: Url, dst: Path, options: Options) -> FileRes
         return result
 
 
+def _is_device(path: Path) -> bool:
+    try:
+        return stat.S_ISCHR(path.stat().st_mode)
+    except OSError:
+        return False
+
+
+def download_to_device(session: Session, url: Url, dst: Path, options: Options) -> FileResult:
+    """Fetch into a character device, e.g. ``dtnkit cp URL /dev/null`` (the network path
+    alone, as ``xrdcp URL /dev/null``): no part file, rename or resume; ``--verify block``
+    still checks every byte received against the source's digest, in memory."""
+    name = options.checksum
+    if options.verify in ("sequential", "file") or options.level != "inflight":
+        raise BadInput(f"destination {dst}", "is a device: it cannot be read back",
+                       "use --verify block or none with --verify-level inflight")
+    session, url, info = session.resolve(url)
+    if info.is_dir:
+        raise BadInput(f"{url}", "is a collection", "copy a file to a device")
+    source = (_Background(lambda: _source_digest(session, url, name))
+              if options.verify == "block" else None)
+    blocks = pl.plan_blocks(info.size, options.block_size)
+
+    def no_read_back(block: pl.Block) -> pl.Buffer:
+        raise OSError(f"block {block.index} would have to be read back from {dst} (the "
+                      "ordered hash fell behind); use fewer --streams or copy to a file")
+
+    verifier = (pl.make_verifier(name, blocks, no_read_back, options.max_buffered)
+                if options.verify == "block" else None)
+    fd = os.open(dst, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        retries = _fetch_blocks(session, url, info, fd, blocks, verifier, options)
+        got = verifier.digest() if verifier is not None else None
+        expected = source.result() if source is not None else None
+        if expected is not None and got != expected:
+            raise ChecksumMismatch(f"checksum mismatch for {url}",
+                                   f"{name} expected {_show(name, expected)} (source), got "
+                                   f"{_show(name, got or b'')} from the network",
+                                   "retry; if it persists, check the source and the path")
+        return FileResult(str(url), str(dst), info.size,
+                          _show(name, expected) if expected is not None else None,
+                          "inflight", retries)
+    finally:
+        if verifier is not None:
+            verifier.close()
+        os.close(fd)
+        if source is not None:
+            with contextlib.suppress(BaseException):
+                source.result()
+
+
 def journal_path(dst: Path) -> Path:
     return dst.with_name(f".{dst.name}{PART_SUFFIX}.json")
 
@@ -1431,6 +1482,8 @@ def copy(src: str, dst: str, options: Options) -> Summary:
             base = target / url.name if target.is_dir() and url.name else target
             for child, path in _remote_walk(session, url, base):
                 jobs.append(functools.partial(download, session, child, path, options))
+        elif _is_device(target):
+            jobs.append(functools.partial(download_to_device, session, url, target, options))
         else:
             if target.is_dir() or dst.endswith("/"):
                 target = target / url.name
