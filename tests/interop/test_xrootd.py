@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from tests.interop.conftest import TOKENS
-from tests.support.xrootd import Pki, Xrootd, running_dtnkit, running_xrootd
+from tests.support.xrootd import TOKENS, Pki, Xrootd, make_pki, running_dtnkit, running_xrootd
 
 from dtnkit.cli.cp import cp
 from dtnkit.transfer import tpc
@@ -25,6 +24,12 @@ pytestmark = pytest.mark.needs_xrootd
 
 DATA = os.urandom(3 << 20) + b"odd tail"  # 3 MiB and a bit: several 512 KiB blocks
 
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    """One throwaway CA per module: the real peers trust it, dtnkit serve uses it."""
+    return make_pki(Path(tmp_path_factory.mktemp("pki")))
 
 def adler(data: bytes) -> str:
     return f"{zlib.adler32(data):08x}"

@@ -328,3 +328,7 @@ def running_dtnkit(pki: Pki, *, tokens: str, root: Path | None = None,
         handle.stop()
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+#: the bearer tokens the interop tests' dtnkit servers accept
+TOKENS = "rw-token read,write\nro-token read\n"
