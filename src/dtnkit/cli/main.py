@@ -7,6 +7,7 @@ a JSON object ``{"error": {...}}`` on stdout, so a script always gets JSON.
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 from collections.abc import Sequence
@@ -14,15 +15,36 @@ from collections.abc import Sequence
 import click
 
 from dtnkit import __version__
-from dtnkit.cli import cp as cp_cli
-from dtnkit.cli import lab as lab_cli
-from dtnkit.cli import measure as measure_cli
-from dtnkit.cli import serve as serve_cli
-from dtnkit.cli import tune as tune_cli
 from dtnkit.errors import DtnkitError, ExitStatus
 
+#: command -> (module, attribute); a command's module is imported only when it runs (or for
+#: the help listing), so `dtnkit cp` does not pay for tune/lab/measure imports at start-up
+COMMANDS: dict[str, tuple[str, str]] = {
+    "tune": ("dtnkit.cli.tune", "tune"),
+    "lab": ("dtnkit.cli.lab", "lab"),
+    "serve": ("dtnkit.cli.serve", "serve"),
+    "cp": ("dtnkit.cli.cp", "cp"),
+    "probe": ("dtnkit.cli.measure", "probe"),
+    "results": ("dtnkit.cli.measure", "results"),
+    "diagnose": ("dtnkit.cli.measure", "diagnose"),
+    "experiment": ("dtnkit.cli.measure", "experiment"),
+}
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+
+class _LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in COMMANDS:
+            return None
+        module, attr = COMMANDS[cmd_name]
+        command = getattr(importlib.import_module(module), attr)
+        assert isinstance(command, click.Command)
+        return command
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="dtnkit")
 @click.option("--traceback", is_flag=True, help="Show the Python traceback of errors.")
 @click.pass_context
@@ -31,14 +53,6 @@ def cli(ctx: click.Context, traceback: bool) -> None:
     ctx.ensure_object(dict)
     ctx.obj["traceback"] = traceback
 
-
-cli.add_command(tune_cli.tune)
-cli.add_command(lab_cli.lab)
-cli.add_command(serve_cli.serve)
-cli.add_command(cp_cli.cp)
-for _cmd in (measure_cli.probe, measure_cli.results, measure_cli.diagnose,
-             measure_cli.experiment):
-    cli.add_command(_cmd)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
