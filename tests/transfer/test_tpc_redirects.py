@@ -83,7 +83,7 @@ class _Handler(BaseHTTPRequestHandler):
         if self.command == "GET":
             self.wfile.write(body)
 
-    do_GET = do_HEAD = do_COPY = do_PUT = do_DELETE = _any
+    do_GET = do_HEAD = do_COPY = do_PUT = do_DELETE = do_POST = _any
 
 
 @pytest.fixture()
@@ -267,6 +267,20 @@ def test_upload_follows_a_put_redirect_before_sending_the_body(
     assert peer.seen == [("PUT", "/up.bin", f"Bearer {RW}"),
                          ("PUT", "/real/up.bin", f"Bearer {RW}")]
     assert peer.received == {"/real/up.bin": DATA}
+
+
+def test_multi_stream_upload_to_a_redirecting_door_falls_back_to_one_put(
+        peer: _Peer, tmp_path: Path) -> None:
+    """A door that redirects the session start too: one PUT, which follows the redirect."""
+    src = tmp_path / "up4.bin"
+    src.write_bytes(DATA)
+    peer.redirect_to = peer_url(peer) + "real/"
+    summary = cl.copy(str(src), peer_url(peer) + "up4.bin",
+                      cl.Options(token=RW, verify="none", streams=4, block_size=128 * 1024))
+    assert summary.files[0].upload_streams == 1
+    assert [(m, p) for m, p, _a in peer.seen] == [
+        ("POST", "/up4.bin"), ("PUT", "/up4.bin"), ("PUT", "/real/up4.bin")]
+    assert peer.received == {"/real/up4.bin": DATA}
 
 
 def test_upload_redirect_to_another_origin_does_not_leak_the_token(

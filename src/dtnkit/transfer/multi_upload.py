@@ -133,7 +133,8 @@ def start(session: cl.Session, url: cl.Url, size: int, algorithm: str | None) ->
     ident = headers.get(ID_HEADER)
     if status == 201 and ident:
         return ident
-    if status in UNSUPPORTED or (200 <= status < 300 and not ident):
+    # a redirect too: a door (dCache) sends PUTs to a pool, which the single PUT follows
+    if status in UNSUPPORTED or status in cl.REDIRECTS or (200 <= status < 300 and not ident):
         with _unsupported_lock:
             _unsupported.add(session)
         raise UseSinglePut(f"the server answered the session start with HTTP {status}")
