@@ -56,7 +56,8 @@ CHECKSUM_HEADER = "Dtnkit-Upload-Checksum"
 EXPIRES_HEADER = "Dtnkit-Upload-Expires"
 PART_PREFIX = "u"  # session part files: .<name>.dtnkit-part-u<16 hex>
 DEFAULT_EXPIRY = 3600.0
-MAX_SESSIONS = 10_000
+#: each open session holds one file descriptor: bounded well below the usual 1024 fd limit
+MAX_SESSIONS = 512
 
 _CONTENT_RANGE = re.compile(r"bytes (\d{1,19})-(\d{1,19})/(\d{1,19})")
 
