@@ -651,3 +651,23 @@ def test_malformed_or_missing_digest_answers_from_a_peer(tmp_path: Path, case: s
         assert not dst.exists() and leftovers(tmp_path) == []
     finally:
         peer.stop()
+
+
+def test_journal_stays_until_the_rerun_ends(served: tuple[ServerHandle, Path],
+                                            tmp_path: Path) -> None:
+    """A rerun that is itself killed outright (no chance to write a journal) must still leave
+    the next run something to resume: the journal is removed only when the rerun ends."""
+    handle, root = served
+    data = payload()
+    (root / "j.bin").write_bytes(data)
+    dst = tmp_path / "j.bin"
+    handle2 = _interrupt(handle, root, dst, after=4 * BLOCK)
+    try:
+        during: list[bool] = []
+        summary = client.copy(handle2.url + "j.bin", str(dst), opts(
+            progress=lambda _n: during.append(client.journal_path(dst).exists())))
+    finally:
+        handle2.stop()
+    assert summary.files[0].resumed_blocks >= 4
+    assert during and all(during)
+    assert dst.read_bytes() == data and leftovers(tmp_path) == []

@@ -885,11 +885,14 @@ def _journal_problem(doc: object, url: Url, info: RemoteInfo, options: Options,
 def _load_journal(dst: Path, url: Url, info: RemoteInfo, options: Options,
                   nblocks: int) -> tuple[dict[int, int | None], str | None, str | None]:
     """Blocks kept from an interrupted run (index -> recorded value or None), the algorithm
-    of the values, and a note for the summary.  The journal is removed once read: a run that
-    fails again writes a new one."""
+    of the values, and a note for the summary.  A journal that cannot be used is removed; a
+    usable one stays until the run ends (removed on success or discard, rewritten when the
+    run fails again), so a rerun killed outright still leaves the next one something to
+    resume: every kept block is checked again from the part file anyway."""
     journal, part = journal_path(dst), part_path(dst)
     if not journal.exists():
         return {}, None, None
+    usable = False
     try:
         if not options.resume:
             return {}, None, "started over (--no-resume); the kept part file was discarded"
@@ -912,10 +915,12 @@ def _load_journal(dst: Path, url: Url, info: RemoteInfo, options: Options,
         if problem is not None:
             return {}, None, f"started over: {problem}"
         values = {int(k): int(v) for k, v in doc["values"].items()}
+        usable = True
         return {i: values.get(i) for i in doc["done"]}, doc["checksum"], None
     finally:
-        with contextlib.suppress(OSError):
-            journal.unlink()
+        if not usable:
+            with contextlib.suppress(OSError):
+                journal.unlink()
 
 
 def _save_journal(dst: Path, url: Url, info: RemoteInfo, options: Options, fd: int,
@@ -1196,6 +1201,9 @@ def _download_once(session: Session, url: Url, dst: Path, options: Options,
         if not committed and not keep_part:
             with contextlib.suppress(OSError):
                 os.unlink(part)
+        if not keep_part:  # committed or discarded: an older run's journal is done with
+            with contextlib.suppress(OSError):
+                os.unlink(journal_path(dst))
         if source is not None:
             with contextlib.suppress(BaseException):
                 source.result()
