@@ -73,9 +73,10 @@ class Proxy:
     :meth:`heal`)."""
 
     def __init__(self, port: int, *, flip_at: int | None = None, cut_at: int | None = None,
-                 dead_after: int | None = None) -> None:
+                 dead_after: int | None = None, lose_answer_to: bytes | None = None) -> None:
         self.target = port
         self.flip_at, self.cut_at, self.dead_after = flip_at, cut_at, dead_after
+        self.lose_answer_to = lose_answer_to  # once: forward that request, drop its answer
         self.fired = 0
         self.total = 0
         self.healed = False
@@ -102,12 +103,15 @@ class Proxy:
                 return
             up = socket.create_connection(("127.0.0.1", self.target))
             self._socks += [conn, up]
+            lose = threading.Event()  # this connection's answers are dropped from now on
             for a, b, inspect in ((conn, up, True), (up, conn, False)):
-                t = threading.Thread(target=self._pump, args=(a, b, inspect), daemon=True)
+                t = threading.Thread(target=self._pump, args=(a, b, inspect, lose),
+                                     daemon=True)
                 self._threads.append(t)
                 t.start()
 
-    def _pump(self, src: socket.socket, dst: socket.socket, inspect: bool) -> None:
+    def _pump(self, src: socket.socket, dst: socket.socket, inspect: bool,
+              lose: threading.Event) -> None:
         seen = 0
         try:
             while True:
@@ -115,10 +119,17 @@ class Proxy:
                 if not data:
                     break
                 if inspect:
+                    with self.lock:
+                        if self.lose_answer_to is not None and self.lose_answer_to in data \
+                                and not self.fired:
+                            self.fired += 1
+                            lose.set()  # before the server can answer
                     data, cut = self._tamper(bytearray(data), seen)
                     seen += len(data)
                     if cut:
                         break
+                elif lose.is_set():
+                    break  # the answer never reaches the client
                 dst.sendall(data)
         except OSError:
             pass
@@ -455,3 +466,22 @@ def test_journal_location(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
     expected = (Path("/var/lib/dtnkit/uploads") if hasattr(mu.os, "geteuid")
                 and mu.os.geteuid() == 0 else Path.home() / ".local/state/dtnkit/uploads")
     assert mu.journal_dir() == expected
+
+
+def test_lost_commit_answer_is_not_a_lost_upload(served: tuple[ServerHandle, Path],
+                                                 tmp_path: Path, state_dir: Path) -> None:
+    """The commit went through but its answer was lost: the retried commit finds no session
+    (404), and the client checks the target's digest instead of sending the file again."""
+    handle, root = served
+    data = payload(SIZE)
+    src = tmp_path / "c"
+    src.write_bytes(data)
+    proxy = Proxy(handle.port, lose_answer_to=b"Dtnkit-Upload: commit")
+    try:
+        summary = client.copy(str(src), proxy.url + "c", opts(streams=2, stall_timeout=1.0))
+    finally:
+        proxy.stop()
+    assert proxy.fired == 1
+    assert (root / "c").read_bytes() == data
+    assert handle.counters["range_bytes"] == SIZE  # sent once
+    assert summary.files[0].upload_streams == 2

@@ -241,13 +241,32 @@ def send_blocks(session: cl.Session, url: cl.Url, ident: str, size: int,
                           finish=sent, give_up=give_up, stop=stop, name="dtnkit-up")
 
 
+def _already_there(session: cl.Session, url: cl.Url, digest: str) -> bool:
+    """Whether *url* now has the whole-file *digest* (``name=value``) the commit carried."""
+    try:
+        want = dg.parse_digest(digest)
+        name = next(iter(want))
+        info = session.head(url, want=name)
+    except (ValueError, StopIteration, DtnkitError):
+        return False
+    return info.digests.get(name) == want[name]
+
+
 def commit(session: cl.Session, url: cl.Url, ident: str, digest: str | None) -> None:
     """Ask the server to verify and rename; ChecksumMismatch on 412, _SessionLost on 404."""
     extra = {HEADER: "commit", ID_HEADER: ident}
     if digest is not None:
         extra["Digest"] = digest
-    st, _headers, body = session.with_retries(
-        f"POST {url} (commit upload)", lambda: session.request("POST", url, extra))
+    sent = [0]
+
+    def call() -> tuple[int, http.client.HTTPMessage, bytes]:
+        sent[0] += 1
+        return session.request("POST", url, extra)
+
+    st, _headers, body = session.with_retries(f"POST {url} (commit upload)", call)
+    if st in (404, 410) and sent[0] > 1 and digest is not None \
+            and _already_there(session, url, digest):
+        return  # an earlier attempt committed it and only the answer was lost
     if st == 412:
         raise cl.ChecksumMismatch(f"checksum mismatch for {url}",
                                   f"the server refused the commit: {cl._reason(body)}",
