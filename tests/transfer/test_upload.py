@@ -184,9 +184,9 @@ def test_multi_stream_round_trip(served: tuple[ServerHandle, Path], tmp_path: Pa
     ranges = handle.counters["range_puts"] - before["range_puts"]
     assert ranges == (8 if streams > 1 else 0)  # one stream: the plain PUT
     # sessions: adler32/crc32c folded from per-range values, nothing read back; md5/sha256
-    # read once at commit; one PUT: read once by the Want-Digest check that follows it
+    # read once at commit; one PUT: hashed while received (Want-Digest on the PUT)
     read = handle.counters["checksum_bytes"] - before["checksum_bytes"]
-    assert read == (0 if streams > 1 and name in cks.COMBINABLE else SIZE)
+    assert read == (SIZE if streams > 1 and name not in cks.COMBINABLE else 0)
     assert list((tmp_path / "state").rglob("*.json")) == []  # journal gone
 
 
@@ -485,3 +485,31 @@ def test_lost_commit_answer_is_not_a_lost_upload(served: tuple[ServerHandle, Pat
     assert (root / "c").read_bytes() == data
     assert handle.counters["range_bytes"] == SIZE  # sent once
     assert summary.files[0].upload_streams == 2
+
+
+@pytest.mark.parametrize("name", ["adler32", "md5"])
+def test_single_put_digest_comes_with_the_answer(served: tuple[ServerHandle, Path],
+                                                 tmp_path: Path, name: str) -> None:
+    """``Want-Digest`` on the PUT: the server hashes while receiving and answers ``Digest``,
+    so verifying reads nothing back; with a wrong algorithm token it is a 400."""
+    handle, root = served
+    data = payload(SIZE)
+    src = tmp_path / "w"
+    src.write_bytes(data)
+    before = handle.counters.get("checksum_bytes", 0)
+    summary = client.copy(str(src), handle.url + "w", opts(streams=1, checksum=name))
+    assert (root / "w").read_bytes() == data
+    assert summary.files[0].digest == client._show(name, _digest(name, data))
+    assert handle.counters.get("checksum_bytes", 0) == before  # no read-back, no HEAD hash
+    status, headers, _body = _call(handle, "PUT", "/w2", {"Want-Digest": "adler32;q=0.5, md5",
+                                                         "Content-Length": "3"}, b"abc")
+    assert status == 201 and headers["Digest"] == "md5=kAFQmDzST7DWlj99KOF/cg=="
+    status, _h, _body = _call(handle, "PUT", "/w3", {"Want-Digest": "md5;q=x",
+                                                    "Content-Length": "3"}, b"abc")
+    assert status == 400 and not (root / "w3").exists()
+
+
+def _digest(name: str, data: bytes) -> bytes:
+    h = cks.new(name)
+    h.update(data)
+    return h.digest()

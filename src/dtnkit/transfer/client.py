@@ -1252,6 +1252,10 @@ def _upload_once(session: Session, src: Path, url: Url, options: Options) -> Fil
     try:
         size = os.fstat(fd).st_size
         extra = {"Content-Length": str(size), "Content-Type": "application/octet-stream"}
+        if verify != "none":
+            # ask the server to hash while it receives and answer with the Digest (RFC 3230),
+            # instead of reading the new file back for a HEAD afterwards
+            extra["Want-Digest"] = _want(name)
         local: bytes | None = None
         if verify == "sequential":
             local = pl.checksum_fd(fd, name, size, options.block_size)
@@ -1303,7 +1307,9 @@ def _upload_once(session: Session, src: Path, url: Url, options: Options) -> Fil
             local = pl.checksum_fd(fd, name, size, options.block_size)
         remote: bytes | None = None
         if verify in ("file", "block", "sequential"):
-            remote = _source_digest(session, url, name)
+            remote = _answered_digest(headers, name)
+            if remote is None:  # not every server answers Want-Digest on a PUT
+                remote = _source_digest(session, url, name)
             if local is not None and remote != local:
                 raise discard_remote(session, url, f"checksum mismatch for {src} -> {url}",
                                      f"{name} local {_show(name, local)}, remote "
@@ -1368,6 +1374,14 @@ def _early_answer(conn: http.client.HTTPConnection, wait: float = EXPECT_WAIT
         return status, headers, bytes(body)
     finally:
         fp.close()
+
+
+def _answered_digest(headers: dict[str, str], name: str) -> bytes | None:
+    """The *name* digest in a response's ``Digest`` header, if it has one that parses."""
+    try:
+        return dg.parse_digest(headers.get("digest", "")).get(name)
+    except ValueError:
+        return None
 
 
 def discard_remote(session: Session, url: Url, what: str, why: str) -> ChecksumMismatch:

@@ -824,7 +824,15 @@ class _Handler(BaseHTTPRequestHandler):
                             "needs Content-Length or Transfer-Encoding: chunked")
         if length is not None:
             _check_space(path.parent, length, where)
-        sums = {name: cks.new(name) for name in expected}
+        # Want-Digest on a PUT (RFC 3230: any request may ask for the resulting instance's
+        # digest): hashed while receiving, answered in the response and cached, so a client
+        # that verifies needs no HEAD that would read the new file back
+        try:
+            wanted = self.headers.get("Want-Digest")
+            answer = dg.choose(dg.parse_want_digest(wanted), cks.ALGORITHMS) if wanted else None
+        except ValueError as exc:
+            raise HttpError(400, "Want-Digest", str(exc)) from None
+        sums = {name: cks.new(name) for name in {*expected, *([answer] if answer else [])}}
         part = path.with_name(paths.part_name(path.name, secrets.token_hex(8)))
         try:
             fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
@@ -862,7 +870,8 @@ class _Handler(BaseHTTPRequestHandler):
             if not committed:
                 with contextlib.suppress(OSError):
                     os.unlink(part)
-        self._send_empty(204 if existed else 201)
+        self._send_empty(204 if existed else 201, [("Digest", dg.format_digest(
+            answer, got[answer]))] if answer else [])
 
     def _send_empty(self, status: int, headers: Iterable[tuple[str, str]] = ()) -> None:
         self.send_response(status)
