@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.support.xrootd import Pki, make_pki
 
 HERE = Path(__file__).parent
 HOSTS = HERE / "fixtures" / "hosts"
@@ -122,3 +123,10 @@ def tree(tmp_path: Path, request: pytest.FixtureRequest) -> Path:
     dst = tmp_path / name
     shutil.copytree(HOSTS / name, dst, symlinks=True)
     return dst
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    """A throwaway CA per module (tests/interop): the real peers trust it, dtnkit serve uses
+    certificates from it."""
+    return make_pki(Path(tmp_path_factory.mktemp("pki")))

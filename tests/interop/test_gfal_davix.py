@@ -5,26 +5,16 @@ from __future__ import annotations
 
 import os
 import subprocess
-import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.support.xrootd import TOKENS, Pki, gfal_env, make_pki, running_dtnkit
+from tests.support.xrootd import TOKENS, Pki, adler, gfal_env, running_dtnkit
 
 from dtnkit.transfer.server import ServerHandle
 
 DATA = os.urandom(2 << 20) + b"tail"
 
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
-    """One throwaway CA per module: the real peers trust it, dtnkit serve uses it."""
-    return make_pki(Path(tmp_path_factory.mktemp("pki")))
-
-def adler(data: bytes) -> str:
-    return f"{zlib.adler32(data):08x}"
 
 
 @pytest.fixture(scope="module")

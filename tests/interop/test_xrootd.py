@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import json
 import os
-import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from tests.support.xrootd import TOKENS, Pki, Xrootd, make_pki, running_dtnkit, running_xrootd
+from tests.support.xrootd import TOKENS, Pki, Xrootd, adler, running_dtnkit, running_xrootd
 
 from dtnkit.cli.cp import cp
 from dtnkit.transfer import tpc
@@ -24,15 +23,6 @@ pytestmark = pytest.mark.needs_xrootd
 
 DATA = os.urandom(3 << 20) + b"odd tail"  # 3 MiB and a bit: several 512 KiB blocks
 
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
-    """One throwaway CA per module: the real peers trust it, dtnkit serve uses it."""
-    return make_pki(Path(tmp_path_factory.mktemp("pki")))
-
-def adler(data: bytes) -> str:
-    return f"{zlib.adler32(data):08x}"
 
 
 @pytest.fixture(scope="module")

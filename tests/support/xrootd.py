@@ -35,6 +35,7 @@ import ssl
 import subprocess
 import tempfile
 import time
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -332,3 +333,8 @@ def running_dtnkit(pki: Pki, *, tokens: str, root: Path | None = None,
 
 #: the bearer tokens the interop tests' dtnkit servers accept
 TOKENS = "rw-token read,write\nro-token read\n"
+
+
+def adler(data: bytes) -> str:
+    """adler32 of *data* as the 8 hex digits peers send."""
+    return f"{zlib.adler32(data):08x}"
