@@ -667,13 +667,7 @@ def _read_back(fd: int, block: pl.Block, pool: _BufferPool | None = None) -> pl.
     if pool is None:
         return os.pread(fd, block.length, block.offset)
     view = memoryview(pool.get())[:block.length]
-    got = 0
-    while got < block.length:
-        n = os.preadv(fd, [view[got:]], block.offset + got)
-        if n <= 0:
-            break
-        got += n
-    return view[:got]
+    return view[:pl.pread_into(fd, view, block.offset)]
 
 
 class _BufferPool:
@@ -1408,20 +1402,17 @@ def _put_body(session: Session, url: Url, fd: int, size: int, extra: dict[str, s
             early = _early_answer(conn)
             if early is not None:
                 return early
-        buf = bytearray(max(1, min(options.block_size, size)))
-        view = memoryview(buf)
         offset = 0
-        while offset < size:
-            n = os.preadv(fd, [view[:min(len(buf), size - offset)]], offset)
-            if n <= 0:
-                raise TransferError(f"source {size}", f"ended at {offset} bytes",
-                                    "do not modify files while copying them")
+        for view in pl.read_chunks(fd, 0, size, options.block_size):
             if hasher is not None:
-                hasher.update(view[:n])  # FIVER: hash the bytes read for sending
-            conn.sock.sendall(view[:n])
-            offset += n
+                hasher.update(view)  # FIVER: hash the bytes read for sending
+            conn.sock.sendall(view)
+            offset += len(view)
             if options.progress is not None:
-                options.progress(n)
+                options.progress(len(view))
+        if offset < size:
+            raise TransferError(f"source {size}", f"ended at {offset} bytes",
+                                "do not modify files while copying them")
         r = conn.getresponse()
         return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
     except (OSError, http.client.HTTPException, ValueError) as exc:

@@ -362,13 +362,10 @@ def _upload_session_once(session: cl.Session, src: Path, url: cl.Url, options: c
 
         def read(b: pl.Block, buf: bytearray) -> memoryview:
             view = memoryview(buf)[:b.length]
-            got = 0
-            while got < b.length:
-                n = os.preadv(fd, [view[got:]], b.offset + got)
-                if n <= 0:
-                    raise cl.TransferError(f"source {src}", f"ended at {b.offset + got} bytes",
-                                           "do not modify files while copying them")
-                got += n
+            got = pl.pread_into(fd, view, b.offset)
+            if got < b.length:
+                raise cl.TransferError(f"source {src}", f"ended at {b.offset + got} bytes",
+                                       "do not modify files while copying them")
             return view
 
         retries = send_blocks(session, url, ident, size, todo, read, verifier, options,

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -252,18 +252,43 @@ def make_verifier(name: str, blocks: list[Block], read_block: Callable[[Block], 
     return OrderedHasher(name, blocks, read_block, max_buffered)
 
 
+def read_chunks(fd: int, start: int, count: int | None, chunk: int) -> Iterator[memoryview]:
+    """Bytes ``[start, start + count)`` of an open file (to its end when *count* is None),
+    read with pread into one reused buffer of at most *chunk* bytes; each view is valid until
+    the next is asked for.  Stops early at the end of the file: callers compare the bytes
+    they got with those they asked for."""
+    buf = bytearray(max(1, chunk if count is None else min(chunk, count)))
+    view = memoryview(buf)
+    done = 0
+    while count is None or done < count:
+        want = len(buf) if count is None else min(len(buf), count - done)
+        n = os.preadv(fd, [view[:want]], start + done)
+        if n <= 0:
+            return
+        yield view[:n]
+        done += n
+
+
+def pread_into(fd: int, view: memoryview, offset: int) -> int:
+    """Fill *view* from *offset* of an open file; the bytes read (fewer only at its end)."""
+    got = 0
+    while got < len(view):
+        n = os.preadv(fd, [view[got:]], offset + got)
+        if n <= 0:
+            break
+        got += n
+    return got
+
+
 def checksum_fd(fd: int, name: str, size: int, block_size: int = DEFAULT_BLOCK) -> bytes:
     """Digest of the first *size* bytes of an open file, read with pread."""
     h = cks.new(name)
-    buf = bytearray(max(1, min(block_size, size)))
-    view = memoryview(buf)
     offset = 0
-    while offset < size:
-        n = os.preadv(fd, [view[:min(len(buf), size - offset)]], offset)
-        if n <= 0:
-            raise OSError(f"file ended at {offset} of {size} bytes")
-        h.update(view[:n])
-        offset += n
+    for view in read_chunks(fd, 0, size, block_size):
+        h.update(view)
+        offset += len(view)
+    if offset < size:
+        raise OSError(f"file ended at {offset} of {size} bytes")
     return h.digest()
 
 

@@ -47,6 +47,7 @@ from dtnkit.errors import BadInput, DtnkitError
 from dtnkit.transfer import checksum as cks
 from dtnkit.transfer import digest as dg
 from dtnkit.transfer import paths
+from dtnkit.transfer import pipeline as pl
 from dtnkit.transfer import tokens as tokmod
 from dtnkit.transfer import upload_sessions as ups
 
@@ -665,15 +666,10 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
 
     def _send_tls(self, fd: int, start: int, count: int) -> int:
-        buf = bytearray(min(TLS_BLOCK, count))
-        view = memoryview(buf)
         sent = 0
-        while sent < count:
-            n = os.preadv(fd, [view[:min(len(buf), count - sent)]], start + sent)
-            if n <= 0:
-                break
-            self.connection.sendall(view[:n])
-            sent += n
+        for view in pl.read_chunks(fd, start, count, TLS_BLOCK):
+            self.connection.sendall(view)
+            sent += len(view)
         return sent
 
     def _send_listing(self, path: Path, *, head: bool) -> None:
@@ -739,15 +735,10 @@ class _Handler(BaseHTTPRequestHandler):
         start, end = span
         count = end - start + 1
         h = cks.new(name)
-        buf = bytearray(min(BLOCK, count))
-        view = memoryview(buf)
         done = 0
-        while done < count:
-            n = os.preadv(fd, [view[:min(len(buf), count - done)]], start + done)
-            if n <= 0:
-                break
-            h.update(view[:n])
-            done += n
+        for view in pl.read_chunks(fd, start, count, BLOCK):
+            h.update(view)
+            done += len(view)
         self.server.counters.add("checksum_bytes", done)
         if done != count or _file_key(os.fstat(fd)) != _file_key(st):
             raise HttpError(503, _show(path, self.server.config.root),
@@ -766,16 +757,11 @@ class _Handler(BaseHTTPRequestHandler):
             return have
         cache.misses += 1
         sums = {n: cks.new(n) for n in missing}
-        buf = bytearray(BLOCK)
-        view = memoryview(buf)
         offset = 0
-        while True:
-            n = os.preadv(fd, [view], offset)
-            if n <= 0:
-                break
+        for view in pl.read_chunks(fd, 0, None, BLOCK):
             for s in sums.values():
-                s.update(view[:n])
-            offset += n
+                s.update(view)
+            offset += len(view)
         self.server.counters.add("checksum_bytes", offset)
         after = os.fstat(fd)
         if _file_key(after) != key or offset != st.st_size:

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING
 from dtnkit.transfer import checksum as cks
 from dtnkit.transfer import digest as dg
 from dtnkit.transfer import paths
+from dtnkit.transfer import pipeline as pl
 from dtnkit.transfer import tokens as tokmod
 
 if TYPE_CHECKING:
@@ -475,17 +476,13 @@ def _commit(handler: _Handler, registry: Registry, session: UploadSession) -> No
         rest = [name for name in expected if name not in got]
         if rest:
             sums = {name: cks.new(name) for name in rest}
-            buf = bytearray(min(8 * 2**20, max(1, session.length)))
-            view = memoryview(buf)
             offset = 0
-            while offset < session.length:
-                n = os.preadv(session.fd, [view[:min(len(buf), session.length - offset)]],
-                              offset)
-                if n <= 0:
-                    raise _http(500, where, "the part file is shorter than the upload")
+            for view in pl.read_chunks(session.fd, 0, session.length, pl.DEFAULT_BLOCK):
                 for s in sums.values():
-                    s.update(view[:n])
-                offset += n
+                    s.update(view)
+                offset += len(view)
+            if offset < session.length:
+                raise _http(500, where, "the part file is shorter than the upload")
             handler.server.counters.add("checksum_bytes", offset)
             got.update({name: s.digest() for name, s in sums.items()})
         bad = [name for name in expected if got[name] != expected[name]]
