@@ -498,3 +498,12 @@ def choose(wanted: Sequence[tuple[str, float]], available: Sequence[str]) -> str
         if q > best_q:
             best, best_q = ours[key], q
     return best
+
+
+def mismatches(expected: Mapping[str, bytes], got: Mapping[str, bytes]) -> str | None:
+    """``name expected X got Y; ...`` for every expected digest that *got* contradicts, or
+    None when all match (the detail of a 412)."""
+    bad = [name for name in expected if got[name] != expected[name]]
+    if not bad:
+        return None
+    return "; ".join(f"{n} expected {expected[n].hex()} got {got[n].hex()}" for n in bad)

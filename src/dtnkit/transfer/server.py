@@ -843,10 +843,8 @@ class _Handler(BaseHTTPRequestHandler):
                     raise
                 raise _os_error(exc, path, root) from None
             got = {name: s.digest() for name, s in sums.items()}
-            bad = [name for name in expected if got[name] != expected[name]]
-            if bad:
-                detail = "; ".join(f"{n} expected {expected[n].hex()} got {got[n].hex()}"
-                                   for n in bad)
+            detail = dg.mismatches(expected, got)
+            if detail is not None:
                 raise HttpError(412, f"PUT {where}",
                                 f"checksum mismatch, nothing written: {detail}")
             existed = commit_part(self.server.cache, fd, part, path, root, got)

@@ -424,12 +424,10 @@ def handle_put_range(handler: _Handler) -> None:
             raise _http(400, f"Content-Range {value!r}",
                         f"covers {count} bytes but the body had {size}")
         got = {name: s.digest() for name, s in sums.items()}
-        bad = [name for name in expected if got[name] != expected[name]]
-        if bad:
+        detail = dg.mismatches(expected, got)
+        if detail is not None:
             raise _http(412, f"PUT {_where(path, root)} range {a}-{b}",
-                        "checksum mismatch, range not recorded: "
-                        + "; ".join(f"{x} expected {expected[x].hex()} got {got[x].hex()}"
-                                    for x in bad))
+                        f"checksum mismatch, range not recorded: {detail}")
         rvalue = (cks.from_bytes(session.algorithm, got[session.algorithm])
                   if session.algorithm is not None else None)
         with session.lock:
@@ -485,10 +483,8 @@ def _commit(handler: _Handler, registry: Registry, session: UploadSession) -> No
                 raise _http(500, where, "the part file is shorter than the upload")
             handler.server.counters.add("checksum_bytes", offset)
             got.update({name: s.digest() for name, s in sums.items()})
-        bad = [name for name in expected if got[name] != expected[name]]
-        if bad:
-            detail = "; ".join(f"{n} expected {expected[n].hex()} got {got[n].hex()}"
-                               for n in bad)
+        detail = dg.mismatches(expected, got)
+        if detail is not None:
             raise _http(412, f"commit of {where}",
                         f"checksum mismatch, nothing written, session discarded: {detail}")
         try:
