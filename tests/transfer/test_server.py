@@ -371,6 +371,12 @@ def test_put_broken_off_commits_nothing(server: ServerHandle, root: Path) -> Non
             "Content-Length: 100000\r\n\r\n".encode()
             + b"x" * 5000
         )
+        # the server is receiving into its part file; only then break the body off (else
+        # the check below could run before the part file even exists)
+        deadline = time.monotonic() + 5
+        while no_part_files(root) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not no_part_files(root)
     deadline = time.monotonic() + 5
     while not no_part_files(root) and time.monotonic() < deadline:
         time.sleep(0.02)
