@@ -29,7 +29,7 @@ After each section a line says how much CPU other processes took meanwhile (the 
 
 The dtnkit server always runs in its own process (``dtnkit serve``); except in the cold seed
 table its digest cache is warmed before timing (a server with stored checksums). dtnkit copies
-are timed in-process through ``dtnkit.transfer.client.copy`` except in ``peers`` (the CLI with
+are timed in-process through ``dtnkit.transfer.client.copy.copy`` except in ``peers`` (the CLI with
 ``--json``).
 
     .venv/bin/python bench/bench_cp.py                  # everything, about 21 minutes
@@ -58,7 +58,10 @@ from functools import partial
 from pathlib import Path
 
 from dtnkit.transfer import checksum as cks
-from dtnkit.transfer import client
+from dtnkit.transfer.client.copy import copy
+from dtnkit.transfer.client.options import Options
+from dtnkit.transfer.client.session import Session, Url
+from dtnkit.transfer.client.verify import Level, Verify
 
 MiB = 2**20
 GiB = 2**30
@@ -253,8 +256,8 @@ http.listingdeny no
 
 def warm_digests(url: str, algos: list[str]) -> None:
     """Ask the server for each digest once, so its cache holds them before timing."""
-    u = client.Url.parse(url)
-    session = client.Session(u, client.Options(retries=0))
+    u = Url.parse(url)
+    session = Session(u, Options(retries=0))
     for algo in algos:
         session.head(u, want=cks.canonical(algo))
 
@@ -270,11 +273,11 @@ class Bench:
 
     def cp(self, url: str, dst: Path, *, streams: int, algo: str, mode: str,
            block: int | None = None, level: str = "inflight") -> float:
-        """One ``client.copy`` download; seconds; the destination is deleted after."""
-        opts = client.Options(streams=streams, block_size=block or self.block, checksum=algo,
-                              verify=mode, level=level, retries=0)
+        """One ``copy`` download; seconds; the destination is deleted after."""
+        opts = Options(streams=streams, block_size=block or self.block, checksum=algo,
+                       verify=Verify(mode), level=Level(level), retries=0)
         start = time.perf_counter()
-        client.copy(url, str(dst), opts)
+        copy(url, str(dst), opts)
         elapsed = time.perf_counter() - start
         if not stat.S_ISCHR(dst.stat().st_mode):
             dst.unlink()

@@ -8,16 +8,12 @@ import signal
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
 
 import click
 
 from dtnkit.transfer import checksum as cks
-from dtnkit.transfer import pipeline as pl
+from dtnkit.transfer.client.verify import Level, Verify
 from dtnkit.units import parse_bytes
-
-if TYPE_CHECKING:
-    from dtnkit.transfer import client
 
 
 @contextmanager
@@ -80,12 +76,12 @@ def _sigterm_interrupts() -> Iterator[None]:
               help="Range block size per request.")
 @click.option("--checksum", type=click.Choice(cks.ALGORITHMS), default="adler32",
               show_default=True)
-@click.option("--verify", type=click.Choice(pl.VERIFY_MODES), default="block",
+@click.option("--verify", type=click.Choice([v.value for v in Verify]), default="block",
               show_default=True,
               help="none; sequential (source, transfer, re-read destination); file (checksum "
                    "after the transfer); block (pipelined with the transfer).")
-@click.option("--verify-level", "level", type=click.Choice(pl.LEVELS), default="inflight",
-              show_default=True,
+@click.option("--verify-level", "level", type=click.Choice([lv.value for lv in Level]),
+              default="inflight", show_default=True,
               help="inflight; durable (fsync before rename); ondisk (evict pages, re-read).")
 @click.option("--retries", type=click.IntRange(0, 100), default=3, show_default=True)
 @click.option("--stall-timeout", type=click.FloatRange(0.1), default=60.0, show_default=True,
@@ -126,25 +122,26 @@ def cp(src: str, dst: str, recursive: bool, streams: int, parallel: int, block_s
 
     The destination appears only after verification; a failed copy leaves nothing behind.
     """
-    from dtnkit.transfer import client
+    from dtnkit.transfer.client.copy import copy, total_size
+    from dtnkit.transfer.client.options import Options
 
     if token is None:
         token = os.environ.get("DTNKIT_TOKEN") or os.environ.get("BEARER_TOKEN") or None
     if tpc is not None:
         return _third_party(tpc, src, dst, token, remote_token or token, streams, checksum,
                             stall_timeout, ca_file, insecure, as_json)
-    options = client.Options(
+    options = Options(
         streams=streams, block_size=parse_bytes(block_size, "block-size", lo=4096, hi=2**30),
-        checksum=checksum, verify=verify, level=level, retries=retries,
+        checksum=checksum, verify=Verify(verify), level=Level(level), retries=retries,
         stall_timeout=stall_timeout, token=token, ca_file=ca_file, insecure=insecure,
         parallel=parallel, recursive=recursive, resume=not no_resume,
         src_token=src_token, dst_token=dst_token)
     show = sys.stderr.isatty() and not as_json
-    total = client.total_size(src, options) if show else None
+    total = total_size(src, options) if show else None
     with _progress(show, total) as advance:
         options.progress = advance
         with _sigterm_interrupts():
-            summary = client.copy(src, dst, options)
+            summary = copy(src, dst, options)
     result = summary.as_dict(options)
     if as_json:
         click.echo(json.dumps(result))
@@ -158,33 +155,12 @@ def cp(src: str, dst: str, recursive: bool, streams: int, parallel: int, block_s
     return 0
 
 
-def _status(session: client.Session, method: str, url: client.Url) -> int | None:
-    """Status of a small request (None when the server could not be asked)."""
-    from dtnkit.errors import DtnkitError
-    from dtnkit.transfer import client
-
-    try:
-        return session.request(method, url)[0]
-    except (client.Retryable, DtnkitError):
-        return None
-
-
 def _third_party(mode: str, src: str, dst: str, token: str | None, remote_token: str | None,
                  streams: int, checksum: str, timeout: float, ca_file: str | None,
                  insecure: bool, as_json: bool) -> int:
     """``cp --tpc``: ask one server to copy from/to the other; the active side verifies."""
-    from dtnkit.errors import BadInput
-    from dtnkit.transfer import client, tpc
+    from dtnkit.transfer.client import tpc
 
-    if not (client.is_url(src) and client.is_url(dst)):
-        raise BadInput("--tpc", "needs two http(s) URLs", "pass SRC and DST as URLs")
-    forward = {"Authorization": f"Bearer {remote_token}"} if remote_token else {}
-    pull = mode == "pull"
-    url = client.Url.parse(dst)
-    options = client.Options(token=token if pull else remote_token, checksum=checksum,
-                             ca_file=ca_file, insecure=insecure, retries=1)
-    dst_session = client.Session(url, options)
-    existed = _status(dst_session, "HEAD", url) != 404
     show = sys.stderr.isatty() and not as_json
     with _progress(show, None) as advance:
         per_stripe: dict[int, int] = {}
@@ -197,30 +173,14 @@ def _third_party(mode: str, src: str, dst: str, token: str | None, remote_token:
             per_stripe[marker.stripe_index or 0] = marker.stripe_bytes
             advance(max(0, sum(per_stripe.values()) - before))
 
-        result = tpc.request_copy(dst if pull else src, source=src if pull else None,
-                                  destination=None if pull else dst, token=token,
-                                  transfer_headers=forward, streams=streams, timeout=timeout,
-                                  checksum=checksum, ca_file=ca_file, insecure=insecure,
-                                  on_marker=on_marker)
-    if not result.ok:
-        # XRootD 5.5 answers 201 and leaves a 0-byte or partial destination after a failed
-        # pull: remove it, but only if it was not there before the copy.
-        removed = not existed and _status(dst_session, "DELETE", url) in (200, 204)
-        raise tpc.TpcError(f"third-party copy {src} -> {dst} ({mode})", result.reason
-                           + ("; removed the partial destination the active server left"
-                              if removed else ""),
-                           "check both servers' logs and the tokens")
-    # Report the destination's digest (the active side already compared it with the source).
-    info = dst_session.head(url, want=checksum)
-    raw = info.digests.get(checksum)
-    digest = client._show(checksum, raw) if raw is not None else None
-    summary = {"mode": mode, "source": src, "destination": dst, "bytes": info.size,
-               "seconds": round(result.seconds, 6), "checksum": checksum, "digest": digest,
-               "markers": len(result.markers), "final": result.final}
+        done = tpc.third_party_copy(mode, src, dst, token=token, remote_token=remote_token,
+                                    streams=streams, checksum=checksum, timeout=timeout,
+                                    ca_file=ca_file, insecure=insecure, on_marker=on_marker)
+    summary = done.as_dict()
     if as_json:
         click.echo(json.dumps(summary))
     else:
-        shown = f", {checksum} {digest}" if digest else ""
-        click.echo(f"third-party {mode}: {info.size} bytes in {result.seconds:.2f} s{shown}",
-                   err=True)
+        shown = f", {checksum} {summary['digest']}" if summary["digest"] else ""
+        click.echo(f"third-party {mode}: {done.size} bytes in {done.result.seconds:.2f} s"
+                   f"{shown}", err=True)
     return 0

@@ -1,0 +1,132 @@
+"""``copy(src, dst, options)``: what to move (a file, a tree, to or from a server or between
+two), as one job per file, run one by one or ``parallel`` at a time."""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from dtnkit.errors import BadInput, DtnkitError
+from dtnkit.transfer.client.download import download, download_to_device, is_device
+from dtnkit.transfer.client.options import FileResult, Options, Summary
+from dtnkit.transfer.client.relay import relay, relay_walk
+from dtnkit.transfer.client.session import Session, Url, is_url, mkcol
+from dtnkit.transfer.client.upload import upload
+
+
+def remote_walk(session: Session, url: Url, dst: Path) -> Iterator[tuple[Url, Path]]:
+    dst.mkdir(parents=True, exist_ok=True)
+    for child, is_dir, _size in session.propfind(url):
+        target = dst / child.name
+        if is_dir:
+            yield from remote_walk(session, child, target)
+        else:
+            yield child, target
+
+
+def local_walk(session: Session, src: Path, url: Url) -> Iterator[tuple[Path, Url]]:
+    mkcol(session, url)
+    for entry in sorted(src.iterdir()):
+        if entry.is_symlink():
+            continue
+        if entry.is_dir():
+            yield from local_walk(session, entry, url.child(entry.name))
+        elif entry.is_file():
+            yield entry, url.child(entry.name)
+
+
+def relay_jobs(src: str, dst: str, options: Options) -> list[Callable[[], FileResult]]:
+    """Remote to remote through this client (not third-party copy): GET ranges from the
+    source, PUT them to the destination; separate tokens with ``src_token``/``dst_token``."""
+    src_url, dst_url = Url.parse(src), Url.parse(dst)
+    src_session, dst_session = Session(src_url, options), Session(dst_url, options)
+    src_session.token = options.src_token or options.token
+    dst_session.token = options.dst_token or options.token
+    jobs: list[Callable[[], FileResult]] = []
+    if options.recursive:
+        top = dst_url.child(src_url.name) if dst.endswith("/") and src_url.name else dst_url
+        for child, target in relay_walk(src_session, src_url, dst_session, top):
+            jobs.append(functools.partial(relay, src_session, child, dst_session, target,
+                                          options))
+        return jobs
+    if dst.endswith("/"):
+        dst_url = dst_url.child(src_url.name)
+    jobs.append(functools.partial(relay, src_session, src_url, dst_session, dst_url,
+                                  options))
+    return jobs
+
+
+def copy(src: str, dst: str, options: Options) -> Summary:
+    """Copy *src* to *dst* (one of them a URL); returns the summary."""
+    options.check()
+    start = time.monotonic()
+    summary = Summary()
+    jobs: list[Callable[[], FileResult]] = []
+    if is_url(src) and is_url(dst):
+        jobs = relay_jobs(src, dst, options)
+    if not is_url(src) and not is_url(dst):
+        raise BadInput("local to local", "is not what cp is for", "use cp(1)")
+    if is_url(src) and is_url(dst):
+        pass  # the relay jobs above
+    elif is_url(src):
+        url = Url.parse(src)
+        session = Session(url, options)
+        target = Path(dst)
+        if options.recursive:
+            base = target / url.name if target.is_dir() and url.name else target
+            for child, path in remote_walk(session, url, base):
+                jobs.append(functools.partial(download, session, child, path, options))
+        elif is_device(target):
+            jobs.append(functools.partial(download_to_device, session, url, target, options))
+        else:
+            if target.is_dir() or dst.endswith("/"):
+                target = target / url.name
+            if not target.parent.is_dir():
+                raise BadInput(f"destination {dst}", "its directory does not exist",
+                               "create it first")
+            jobs.append(functools.partial(download, session, url, target, options))
+    else:
+        url = Url.parse(dst)
+        session = Session(url, options)
+        local = Path(src)
+        if local.is_dir():
+            if not options.recursive:
+                raise BadInput(f"source {src}", "is a directory", "pass -r to copy it")
+            top = url.child(local.name) if dst.endswith("/") else url
+            for file, remote in local_walk(session, local, top):
+                jobs.append(functools.partial(upload, session, file, remote, options))
+        else:
+            if not local.is_file():
+                raise BadInput(f"source {src}", "is not a file", "check the path")
+            if dst.endswith("/"):
+                url = url.child(local.name)
+            jobs.append(functools.partial(upload, session, local, url, options))
+    if options.parallel == 1 or len(jobs) <= 1:
+        for job in jobs:
+            summary.files.append(job())
+    else:
+        with ThreadPoolExecutor(options.parallel, thread_name_prefix="dtnkit-file") as pool:
+            futures = [pool.submit(job) for job in jobs]
+            for fut in futures:
+                summary.files.append(fut.result())
+    summary.seconds = time.monotonic() - start
+    return summary
+
+
+def total_size(src: str, options: Options) -> int | None:
+    """Bytes to move for a progress bar, when cheap to know (a single file)."""
+    try:
+        if is_url(src):
+            if options.recursive:
+                return None
+            url = Url.parse(src)
+            return Session(url, options).head(url).size
+        p = Path(src)
+        if p.is_file():
+            return p.stat().st_size
+        return sum(f.stat().st_size for f in p.rglob("*") if f.is_file() and not f.is_symlink())
+    except (DtnkitError, OSError):
+        return None

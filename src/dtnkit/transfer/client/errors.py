@@ -1,0 +1,54 @@
+"""The client's error family, each mapped to an :class:`~dtnkit.errors.ExitStatus`."""
+
+from __future__ import annotations
+
+from dtnkit.errors import DtnkitError, ExitStatus
+
+
+class TransferError(DtnkitError):
+    """A copy failed (after retries when they apply)."""
+
+    status = ExitStatus.TRANSFER_FAILED
+
+    def __str__(self) -> str:
+        return f"{self.what}: {self.why}" if self.why else self.what
+
+
+class FatalHttp(TransferError):
+    """An HTTP answer that retrying cannot fix (401, 403, 404, ...)."""
+
+    status = ExitStatus.REFUSED
+
+
+class Retryable(Exception):
+    """A connection error, a stall or a 5xx: worth another try."""
+
+
+class ChecksumMismatch(TransferError):
+    status = ExitStatus.INTEGRITY
+
+
+class Redirected(Exception):
+    """A 3xx answer to a HEAD; :meth:`~dtnkit.transfer.client.session.Session.resolve`
+    follows it."""
+
+    def __init__(self, location: str | None) -> None:
+        super().__init__(location)
+        self.location = location
+
+
+class Abort(Exception):
+    """Raised inside a stream's block work when the run is stopping: leave quietly."""
+
+
+class UseSinglePut(Exception):
+    """Upload sessions are not available (or not worth it): send one PUT stream."""
+
+
+class SessionLost(Exception):
+    """The server no longer knows the upload session (expired, restarted): start a new one."""
+
+
+def reason(body: bytes) -> str:
+    """The first line of an error answer's body, for messages."""
+    return body.decode("utf-8", "replace").strip().splitlines()[0][:200] if body.strip() else ""

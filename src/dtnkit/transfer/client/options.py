@@ -1,0 +1,108 @@
+"""What a copy is asked to do (:class:`Options`) and what it did (:class:`FileResult`,
+:class:`Summary`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from dtnkit.errors import BadInput
+from dtnkit.transfer import checksum as cks
+from dtnkit.transfer import pipeline as pl
+from dtnkit.transfer.client.verify import Level, Verify, VerifyPlan, show_digest
+
+
+@dataclass
+class Options:
+    streams: int = 1
+    block_size: int = pl.DEFAULT_BLOCK
+    checksum: str = "adler32"
+    verify: Verify = Verify.BLOCK
+    level: Level = Level.INFLIGHT
+    retries: int = 3
+    backoff: float = 0.5
+    stall_timeout: float = 60.0
+    token: str | None = None
+    ca_file: str | None = None
+    insecure: bool = False
+    parallel: int = 1
+    recursive: bool = False
+    max_buffered: int = pl.DEFAULT_MAX_BUFFERED
+    progress: Callable[[int], None] | None = None
+    src_token: str | None = None  # remote to remote: the source's token (default: token)
+    dst_token: str | None = None  # remote to remote: the destination's token (default: token)
+    resume: bool = True  # continue from a kept part file (download) or session (upload)
+
+    def check(self) -> None:
+        if self.streams < 1 or self.parallel < 1:
+            raise BadInput("--streams/--parallel", "must be at least 1", "pass 1 or more")
+        if self.block_size < 1:
+            raise BadInput("--block-size", "must be positive", "pass e.g. 8M")
+        try:
+            self.verify = Verify(self.verify)
+        except ValueError:
+            raise BadInput(f"--verify {self.verify}", "unknown mode",
+                           f"use one of {', '.join(Verify)}") from None
+        try:
+            self.level = Level(self.level)
+        except ValueError:
+            raise BadInput(f"--verify-level {self.level}", "unknown level",
+                           f"use one of {', '.join(Level)}") from None
+        try:
+            self.checksum = cks.canonical(self.checksum)
+        except ValueError as exc:
+            raise BadInput(f"--checksum {self.checksum}", str(exc),
+                           f"use one of {', '.join(cks.ALGORITHMS)}") from None
+        if self.retries < 0:
+            raise BadInput("--retries", "must be >= 0", "pass 0 or more")
+
+    def plan(self) -> VerifyPlan:
+        """The verify plan of these options as they are now (a TPC copy may lower verify)."""
+        return VerifyPlan.of(self.verify, self.level, self.checksum)
+
+
+@dataclass
+class FileResult:
+    source: str
+    destination: str
+    size: int
+    digest: bytes | None  # the verified digest (of Options.checksum); None when not verified
+    level: Level
+    retries: int = 0
+    read_back: int = 0
+    upload_streams: int | None = None  # uploads and relays: PUT streams used (1: one PUT)
+    refetched_blocks: int = 0  # blocks fetched again after a mismatch (bad-block re-fetch)
+    resumed_blocks: int = 0  # blocks kept from an interrupted run
+    note: str | None = None  # e.g. why a kept part file was not resumed
+
+
+@dataclass
+class Summary:
+    files: list[FileResult] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def bytes(self) -> int:
+        return sum(f.size for f in self.files)
+
+    def as_dict(self, options: Options) -> dict[str, object]:
+        levels = {f.level for f in self.files}
+        order = [lvl for lvl in ("none", *Level) if lvl in levels]
+        raw = self.files[0].digest if len(self.files) == 1 else None
+        return {
+            "files": len(self.files),
+            "bytes": self.bytes,
+            "seconds": round(self.seconds, 6),
+            "rate_bps": round(self.bytes * 8 / self.seconds, 1) if self.seconds > 0 else None,
+            "checksum": options.checksum if options.verify != Verify.NONE else None,
+            "digest": show_digest(options.checksum, raw) if raw is not None else None,
+            "verify": str(options.verify),
+            "level": str(order[0] if order else options.level),  # the weakest level achieved
+            "streams": options.streams,
+            "retries": sum(f.retries for f in self.files),
+            **({"upload_streams": max(f.upload_streams or 1 for f in self.files)}
+               if any(f.upload_streams is not None for f in self.files) else {}),
+            "refetched_blocks": sum(f.refetched_blocks for f in self.files),
+            "resumed_blocks": sum(f.resumed_blocks for f in self.files),
+            "notes": [f"{f.destination}: {f.note}" for f in self.files if f.note],
+        }

@@ -1,0 +1,293 @@
+"""HTTP third-party copy (HTTP-TPC), the requesting side: ``COPY`` with ``Source:`` (pull) or
+``Destination:`` (push) sent to the active party (:func:`request_copy`), whose
+performance-marker stream is parsed with :class:`MarkerParser` and whose final line alone is
+trusted; :func:`third_party_copy` is ``dtnkit cp --tpc`` (the copy, the clean-up of what a
+failed copy left, the destination's digest).
+"""
+
+from __future__ import annotations
+
+import http.client
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from dtnkit.errors import BadInput
+from dtnkit.transfer import checksum as cks
+from dtnkit.transfer.client.errors import TransferError
+from dtnkit.transfer.client.options import Options
+from dtnkit.transfer.client.session import (
+    MAX_REDIRECTS,
+    REDIRECTS,
+    Session,
+    Url,
+    check_status,
+    follow_redirect,
+    is_url,
+    same_origin,
+    status_of,
+    want_name,
+)
+from dtnkit.transfer.client.verify import show_digest
+
+FINAL_PREFIXES = ("success:", "failure:", "failed:", "aborted:")
+
+
+class TpcError(TransferError):
+    """A third-party copy failed (the final line said so, or the request was refused)."""
+
+
+class MarkerStreamError(TpcError):
+    """The performance-marker stream could not be parsed."""
+
+
+@dataclass
+class Marker:
+    timestamp: int | None = None
+    stripe_index: int | None = None
+    stripe_bytes: int | None = None
+    stripe_count: int | None = None
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class TpcResult:
+    ok: bool
+    final: str  # the final line as sent
+    status: int
+    markers: list[Marker] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def reason(self) -> str:
+        return self.final.split(":", 1)[1].strip() if ":" in self.final else self.final
+
+    @property
+    def bytes(self) -> int | None:
+        """Bytes the last marker reported (summed over stripes), or None without markers."""
+        if not self.markers:
+            return None
+        last: dict[int, int] = {}
+        for m in self.markers:
+            if m.stripe_bytes is not None:
+                last[m.stripe_index or 0] = m.stripe_bytes
+        return sum(last.values()) if last else None
+
+
+_INT_KEYS = {"timestamp": "timestamp", "stripe index": "stripe_index",
+             "stripe bytes transferred": "stripe_bytes", "total stripe count": "stripe_count"}
+
+
+class MarkerParser:
+    """Line-by-line parser of a marker stream; lenient about case, spacing and unknown keys.
+
+    :meth:`feed` returns a :class:`Marker` when a block ends; :meth:`finish` returns the final
+    line (``success: ...``/``failure: ...``) or raises :class:`MarkerStreamError`.
+    """
+
+    def __init__(self) -> None:
+        self._block: Marker | None = None
+        self._final: str | None = None
+        self._line = 0
+
+    def _error(self, why: str) -> MarkerStreamError:
+        return MarkerStreamError("performance-marker stream", f"line {self._line}: {why}",
+                                 "the active server does not speak HTTP-TPC as expected")
+
+    def feed(self, raw: str) -> Marker | None:
+        self._line += 1
+        line = raw.strip()
+        if not line:
+            return None
+        low = line.lower()
+        if self._final is not None:
+            raise self._error(f"{line[:80]!r} after the final line {self._final[:80]!r}")
+        if self._block is None:
+            if low == "perf marker":
+                self._block = Marker()
+                return None
+            if low.startswith(FINAL_PREFIXES):
+                self._final = line
+                return None
+            raise self._error(f"expected 'Perf Marker' or a final line, got {line[:80]!r}")
+        if low == "end":
+            marker, self._block = self._block, None
+            return marker
+        if low == "perf marker" or low.startswith(FINAL_PREFIXES):
+            raise self._error(f"{line[:80]!r} inside a marker (missing 'End')")
+        key, sep, value = line.partition(":")
+        if not sep:
+            raise self._error(f"{line[:80]!r} is not 'Key: value'")
+        key, value = " ".join(key.lower().split()), value.strip()
+        attr = _INT_KEYS.get(key)
+        if attr is None:
+            self._block.extra[key] = value
+            return None
+        if not value.isdigit():
+            raise self._error(f"{key} {value[:40]!r} is not a non-negative integer")
+        setattr(self._block, attr, int(value))
+        return None
+
+    def finish(self) -> str:
+        if self._block is not None:
+            raise self._error("the stream ended inside a marker")
+        if self._final is None:
+            raise TpcError("third-party copy", "the marker stream ended without a final "
+                           "'success:' or 'failure:' line (connection lost?)",
+                           "check the destination and retry the copy")
+        return self._final
+
+
+def parse_stream(lines: Any, on_marker: Callable[[Marker], None] | None = None
+                 ) -> tuple[str, list[Marker]]:
+    """Parse an iterable of lines (str or bytes); returns (final line, markers)."""
+    parser = MarkerParser()
+    markers: list[Marker] = []
+    for raw in lines:
+        text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+        marker = parser.feed(text)
+        if marker is not None:
+            markers.append(marker)
+            if on_marker is not None:
+                on_marker(marker)
+    return parser.finish(), markers
+
+
+def request_copy(active_url: str, *, source: str | None = None,
+                 destination: str | None = None, token: str | None = None,
+                 transfer_headers: Mapping[str, str] | None = None, streams: int = 1,
+                 timeout: float = 60.0, on_marker: Callable[[Marker], None] | None = None,
+                 checksum: str | None = None, ca_file: str | None = None,
+                 insecure: bool = False, require_checksum: bool | None = None) -> TpcResult:
+    """Send COPY to the active party; follow its marker stream; trust only the final line.
+
+    ``transfer_headers`` are sent as ``TransferHeader<Name>``.  ``timeout`` bounds the wait
+    between two lines of the stream.  ``require_checksum`` sends
+    ``RequireChecksumVerification: true|false`` (not sent when None).  A 301/302/303/307/308
+    answer is followed (COPY again, at most :data:`MAX_REDIRECTS` hops, never from https to
+    http); the bearer token goes only to the origin it was given for, the TransferHeaders
+    (meant for the passive party) to every hop.  Raises :class:`TpcError` when the server
+    refuses the request, :class:`MarkerStreamError` on a malformed stream; a ``failure:``
+    final line gives a result with ``ok`` False.
+    """
+    if (source is None) == (destination is None):
+        raise BadInput("third-party copy", "needs exactly one of source and destination",
+                       "pass source= (pull) or destination= (push)")
+    first = url = Url.parse(active_url)
+    headers = {"Credential": "none", "X-Number-Of-Streams": str(streams)}
+    if require_checksum is not None:
+        headers["RequireChecksumVerification"] = "true" if require_checksum else "false"
+    if source is not None:
+        headers["Source"] = source
+    if destination is not None:
+        headers["Destination"] = destination
+    if checksum is not None:
+        headers["Want-Digest"] = want_name(cks.canonical(checksum))
+    for name, value in (transfer_headers or {}).items():
+        headers[f"TransferHeader{name}"] = value
+    start = time.monotonic()
+    hops = 0
+    while True:
+        session = Session(url, Options(token=token if same_origin(url, first) else None,
+                                             ca_file=ca_file, insecure=insecure,
+                                             stall_timeout=timeout))
+        conn = session.connect()
+        what = f"COPY {url}"
+        try:
+            conn.request("COPY", url.path, headers=session.headers(headers))
+            resp = conn.getresponse()
+        except (OSError, http.client.HTTPException) as exc:
+            conn.close()
+            raise TpcError(what, f"{exc.__class__.__name__}: {exc}",
+                           "check that the active server is up") from None
+        if resp.status not in REDIRECTS:
+            break
+        location = resp.getheader("Location")
+        conn.close()
+        hops += 1
+        if hops > MAX_REDIRECTS:
+            raise TpcError(f"COPY {first}", f"more than {MAX_REDIRECTS} redirects",
+                           "check the active server's redirect configuration")
+        url = follow_redirect(url, location, what)
+    try:
+        if resp.status not in (201, 202):
+            body = resp.read(4096)
+            try:
+                check_status(resp.status, what, body, ok=(201, 202))
+            except TransferError as exc:
+                raise TpcError(exc.what, exc.why, exc.next_step) from None
+
+        def lines() -> Any:
+            while True:
+                try:
+                    line = resp.readline(65536)
+                except (OSError, http.client.HTTPException) as exc:
+                    raise TpcError(what, f"the marker stream broke off ({exc})",
+                                   "check the destination and retry") from None
+                if not line:
+                    return
+                yield line
+
+        final, markers = parse_stream(lines(), on_marker)
+    finally:
+        conn.close()
+    ok = final.lower().startswith("success:")
+    return TpcResult(ok, final, resp.status, markers, time.monotonic() - start)
+
+
+@dataclass
+class ThirdPartySummary:
+    """What ``dtnkit cp --tpc`` reports."""
+
+    mode: str  # pull or push
+    source: str
+    destination: str
+    size: int  # the destination's size after the copy
+    result: TpcResult
+    checksum: str
+    digest: bytes | None  # the destination's digest, as its server gives it
+
+    def as_dict(self) -> dict[str, object]:
+        return {"mode": self.mode, "source": self.source, "destination": self.destination,
+                "bytes": self.size, "seconds": round(self.result.seconds, 6),
+                "checksum": self.checksum,
+                "digest": show_digest(self.checksum, self.digest)
+                if self.digest is not None else None,
+                "markers": len(self.result.markers), "final": self.result.final}
+
+
+def third_party_copy(mode: str, src: str, dst: str, *, token: str | None,
+                     remote_token: str | None, streams: int, checksum: str, timeout: float,
+                     ca_file: str | None, insecure: bool,
+                     on_marker: Callable[[Marker], None] | None = None) -> ThirdPartySummary:
+    """Ask one server to copy from (``pull``: COPY to *dst*) or to (``push``: COPY to *src*)
+    the other; the active side verifies.  A failed copy raises :class:`TpcError` after
+    removing a destination the active server left behind, but only one that did not exist
+    before the copy; a successful one reports the destination's size and digest."""
+    if not (is_url(src) and is_url(dst)):
+        raise BadInput("--tpc", "needs two http(s) URLs", "pass SRC and DST as URLs")
+    forward = {"Authorization": f"Bearer {remote_token}"} if remote_token else {}
+    pull = mode == "pull"
+    url = Url.parse(dst)
+    options = Options(token=token if pull else remote_token, checksum=checksum,
+                      ca_file=ca_file, insecure=insecure, retries=1)
+    dst_session = Session(url, options)
+    existed = status_of(dst_session, "HEAD", url) != 404
+    result = request_copy(dst if pull else src, source=src if pull else None,
+                          destination=None if pull else dst, token=token,
+                          transfer_headers=forward, streams=streams, timeout=timeout,
+                          checksum=checksum, ca_file=ca_file, insecure=insecure,
+                          on_marker=on_marker)
+    if not result.ok:
+        # XRootD 5.5 answers 201 and leaves a 0-byte or partial destination after a failed
+        # pull: remove it, but only if it was not there before the copy.
+        removed = not existed and status_of(dst_session, "DELETE", url) in (200, 204)
+        raise TpcError(f"third-party copy {src} -> {dst} ({mode})", result.reason
+                       + ("; removed the partial destination the active server left"
+                          if removed else ""),
+                       "check both servers' logs and the tokens")
+    # Report the destination's digest (the active side already compared it with the source).
+    info = dst_session.head(url, want=checksum)
+    return ThirdPartySummary(mode, src, dst, info.size, result, checksum,
+                             info.digests.get(checksum))

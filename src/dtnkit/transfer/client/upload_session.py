@@ -1,0 +1,138 @@
+"""The client side of the resumable upload sessions of ``dtnkit serve`` (protocol in
+:mod:`dtnkit.transfer.upload_sessions`): start, status, commit, abort.
+
+A server that does not answer the session start with 201 and an id (XRootD, plain WebDAV, a
+``dtnkit serve --no-upload-sessions``) gets one PUT stream instead: :class:`UseSinglePut`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import threading
+import weakref
+
+from dtnkit.errors import DtnkitError
+from dtnkit.transfer import checksum as cks
+from dtnkit.transfer import digest as dg
+from dtnkit.transfer import pipeline as pl
+from dtnkit.transfer.client.errors import (
+    ChecksumMismatch,
+    Retryable,
+    SessionLost,
+    UseSinglePut,
+    reason,
+)
+from dtnkit.transfer.client.session import REDIRECTS, Session, Url, check_status
+
+# =========================================================================== wire
+# The upload-session header names and the range bookkeeping: the one place the client
+# knows them (to be replaced by transfer/wire/upload.py, shared with the server).
+
+HEADER = "Dtnkit-Upload"
+ID_HEADER = "Dtnkit-Upload-Id"
+RANGES_HEADER = "Dtnkit-Upload-Ranges"
+CHECKSUM_HEADER = "Dtnkit-Upload-Checksum"
+#: answers to the session start that mean "no sessions here": fall back to one PUT
+UNSUPPORTED = frozenset({400, 404, 405, 409, 411, 413, 415, 501})
+
+
+def parse_ranges(value: str | None) -> list[tuple[int, int]]:
+    """The ``Dtnkit-Upload-Ranges`` value (``a-b,c-d``, inclusive) as pairs; junk skipped."""
+    out = []
+    for item in (value or "").split(","):
+        a, sep, b = item.strip().partition("-")
+        if sep and a.isdigit() and b.isdigit():
+            out.append((int(a), int(b)))
+    return out
+
+
+def covered(block: pl.Block, ranges: list[tuple[int, int]]) -> bool:
+    """Whether the server already has every byte of *block* (inclusive *ranges*)."""
+    return any(a <= block.offset and block.end <= b for a, b in ranges)
+
+# =========================================================================== end of wire
+
+
+_unsupported: weakref.WeakSet[Session] = weakref.WeakSet()  # sessions refused by server
+_unsupported_lock = threading.Lock()
+
+
+def start(session: Session, url: Url, size: int, algorithm: str | None) -> str:
+    """Open an upload session; UseSinglePut when the server has none."""
+    with _unsupported_lock:
+        if session in _unsupported:
+            raise UseSinglePut("the server has no upload sessions")
+    extra = {HEADER: "start", "Upload-Length": str(size)}
+    if algorithm in cks.COMBINABLE:
+        extra[CHECKSUM_HEADER] = algorithm
+    raw = [0]
+
+    def call() -> tuple[int, http.client.HTTPMessage, bytes]:
+        st, hdrs, data = session.request("POST", url, extra)
+        raw[0] = st
+        return (405 if st == 501 else st), hdrs, data  # 501 is an answer, not a failure
+
+    status, headers, body = session.with_retries(f"POST {url} (start upload)", call)
+    status = raw[0]
+    ident = headers.get(ID_HEADER)
+    if status == 201 and ident:
+        return ident
+    # a redirect too: a door (dCache) sends PUTs to a pool, which the single PUT follows
+    if status in UNSUPPORTED or status in REDIRECTS or (200 <= status < 300 and not ident):
+        with _unsupported_lock:
+            _unsupported.add(session)
+        raise UseSinglePut(f"the server answered the session start with HTTP {status}")
+    check_status(status, f"POST {url} (start upload)", body, ok=(201,))
+    raise AssertionError("unreachable")
+
+
+def status(session: Session, url: Url, ident: str) -> list[tuple[int, int]] | None:
+    """The received ranges of a session, or None when the server does not know it."""
+    st, headers, body = session.with_retries(
+        f"POST {url} (upload status)",
+        lambda: session.request("POST", url, {HEADER: "status", ID_HEADER: ident}))
+    if st in (404, 410):
+        return None
+    check_status(st, f"POST {url} (upload status)", body, ok=(200,))
+    return parse_ranges(headers.get(RANGES_HEADER))
+
+
+def abort(session: Session, url: Url, ident: str) -> None:
+    with contextlib.suppress(DtnkitError, Retryable):
+        session.request("DELETE", url, {ID_HEADER: ident})
+
+
+def already_there(session: Session, url: Url, digest: str) -> bool:
+    """Whether *url* now has the whole-file *digest* (``name=value``) the commit carried."""
+    try:
+        want = dg.parse_digest(digest)
+        name = next(iter(want))
+        info = session.head(url, want=name)
+    except (ValueError, StopIteration, DtnkitError):
+        return False
+    return info.digests.get(name) == want[name]
+
+
+def commit(session: Session, url: Url, ident: str, digest: str | None) -> None:
+    """Ask the server to verify and rename; ChecksumMismatch on 412, SessionLost on 404."""
+    extra = {HEADER: "commit", ID_HEADER: ident}
+    if digest is not None:
+        extra["Digest"] = digest
+    sent = [0]
+
+    def call() -> tuple[int, http.client.HTTPMessage, bytes]:
+        sent[0] += 1
+        return session.request("POST", url, extra)
+
+    st, _headers, body = session.with_retries(f"POST {url} (commit upload)", call)
+    if st in (404, 410) and sent[0] > 1 and digest is not None \
+            and already_there(session, url, digest):
+        return  # an earlier attempt committed it and only the answer was lost
+    if st == 412:
+        raise ChecksumMismatch(f"checksum mismatch for {url}",
+                                  f"the server refused the commit: {reason(body)}",
+                                  "retry; if it persists, check the source storage and the path")
+    if st in (404, 410):
+        raise SessionLost(f"commit of {url}: HTTP {st} {reason(body)}")
+    check_status(st, f"POST {url} (commit upload)", body, ok=(200, 201, 204))
