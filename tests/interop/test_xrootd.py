@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from tests.support.xrootd import TOKENS, Pki, Xrootd, adler, running_dtnkit, running_xrootd
 
 from dtnkit.cli.cp import cp
-from dtnkit.transfer import tpc
+from dtnkit.transfer.client.tpc import TpcResult, request_copy
 from dtnkit.transfer.server import ServerHandle
 
 pytestmark = pytest.mark.needs_xrootd
@@ -73,7 +73,7 @@ def test_cp_upload_to_xrootd(xrd: Xrootd, pki: Pki, tmp_path: Path) -> None:
     assert xrd.digest("up.bin") == f"adler32={adler(DATA)}"
 
 
-def _check_markers(res: tpc.TpcResult, status: int) -> None:
+def _check_markers(res: TpcResult, status: int) -> None:
     assert res.ok, res.final
     assert res.status == status
     assert res.final == "success: Created"
@@ -83,7 +83,7 @@ def _check_markers(res: tpc.TpcResult, status: int) -> None:
 
 def test_dtnkit_active_pull_from_xrootd(xrd: Xrootd, dk: ServerHandle, pki: Pki) -> None:
     xrd.put("tpc-src.bin", DATA)
-    res = tpc.request_copy(dk.url + "pulled.bin", source=xrd.url + "tpc-src.bin",
+    res = request_copy(dk.url + "pulled.bin", source=xrd.url + "tpc-src.bin",
                            token="rw-token", streams=2, timeout=30, ca_file=str(pki.ca_file))
     _check_markers(res, 202)
     assert res.bytes == len(DATA)
@@ -93,7 +93,7 @@ def test_dtnkit_active_pull_from_xrootd(xrd: Xrootd, dk: ServerHandle, pki: Pki)
 
 def test_dtnkit_active_push_to_xrootd(xrd: Xrootd, dk: ServerHandle, pki: Pki) -> None:
     (dk.root / "push-src.bin").write_bytes(DATA)
-    res = tpc.request_copy(dk.url + "push-src.bin", destination=xrd.url + "pushed.bin",
+    res = request_copy(dk.url + "push-src.bin", destination=xrd.url + "pushed.bin",
                            token="ro-token", timeout=30, ca_file=str(pki.ca_file),
                            checksum="adler32")
     _check_markers(res, 202)
@@ -106,7 +106,7 @@ def test_xrootd_active_pull_from_dtnkit(xrd: Xrootd, dk: ServerHandle, streams: 
                                         pki: Pki) -> None:
     (dk.root / "x-src.bin").write_bytes(DATA)
     name = f"xpulled{streams}.bin"
-    res = tpc.request_copy(xrd.url + name, source=dk.url + "x-src.bin", streams=streams,
+    res = request_copy(xrd.url + name, source=dk.url + "x-src.bin", streams=streams,
                            transfer_headers={"Authorization": "Bearer ro-token"}, timeout=30,
                            ca_file=str(pki.ca_file))
     _check_markers(res, 201)  # XRootD 5.5.3 answers 201, not 202
@@ -141,7 +141,7 @@ def test_xrootd_pull_of_missing_source_fails_and_leaves_nothing(
 
 def test_dtnkit_pull_of_missing_xrootd_source_fails_and_leaves_nothing(
         xrd: Xrootd, dk: ServerHandle, pki: Pki) -> None:
-    res = tpc.request_copy(dk.url + "never.bin", source=xrd.url + "no-such-file.bin",
+    res = request_copy(dk.url + "never.bin", source=xrd.url + "no-such-file.bin",
                            token="rw-token", timeout=30, ca_file=str(pki.ca_file))
     assert not res.ok and res.final.startswith("failure:") and "404" in res.final
     assert not (dk.root / "never.bin").exists() and leftovers(dk.root) == []
@@ -152,13 +152,13 @@ def test_require_checksum_verification_against_xrootd(xrd: Xrootd, dk: ServerHan
     # XRootD is configured for adler32/md5/crc32c only: asked for sha-256 it silently answers
     # with adler32, so dtnkit cannot verify a sha-256 pull.
     xrd.put("nosha.bin", DATA)
-    res = tpc.request_copy(dk.url + "sha-strict.bin", source=xrd.url + "nosha.bin",
+    res = request_copy(dk.url + "sha-strict.bin", source=xrd.url + "nosha.bin",
                            token="rw-token", checksum="sha256", timeout=30,
                            ca_file=str(pki.ca_file),
                            require_checksum=True)
     assert not res.ok and "offered no sha256" in res.final
     assert not (dk.root / "sha-strict.bin").exists()
-    res = tpc.request_copy(dk.url + "sha-lax.bin", source=xrd.url + "nosha.bin",
+    res = request_copy(dk.url + "sha-lax.bin", source=xrd.url + "nosha.bin",
                            token="rw-token", checksum="sha256", timeout=30,
                            ca_file=str(pki.ca_file),
                            require_checksum=False)

@@ -23,8 +23,14 @@ from dtnkit.cli.cp import cp
 from dtnkit.cli.main import main
 from dtnkit.errors import BadInput, DtnkitError
 from dtnkit.transfer import checksum as cks
-from dtnkit.transfer import client, tokens
 from dtnkit.transfer import pipeline as pl
+from dtnkit.transfer import tokens
+from dtnkit.transfer.client.copy import copy
+from dtnkit.transfer.client.errors import ChecksumMismatch, FatalHttp, TransferError
+from dtnkit.transfer.client.options import Options
+from dtnkit.transfer.client.session import Session, Url
+from dtnkit.transfer.client.streams import BufferPool, CombineHasher
+from dtnkit.transfer.client.verify import show_digest
 from dtnkit.transfer.server import ServerHandle, start_server
 
 TOKEN = "tok-rw"
@@ -48,11 +54,11 @@ def served(tmp_path: Path) -> Iterator[tuple[ServerHandle, Path]]:
         handle.stop()
 
 
-def opts(**kw: object) -> client.Options:
+def opts(**kw: object) -> Options:
     base: dict[str, object] = {"token": TOKEN, "block_size": BLOCK, "streams": 4,
                                "backoff": 0.01, "retries": 2, "stall_timeout": 10.0}
     base.update(kw)
-    return client.Options(**base)  # type: ignore[arg-type]
+    return Options(**base)  # type: ignore[arg-type]
 
 
 def leftovers(directory: Path) -> list[str]:
@@ -125,7 +131,7 @@ def test_download_round_trip(served: tuple[ServerHandle, Path], tmp_path: Path, 
     data = payload(SIZE)
     (root / "f.bin").write_bytes(data)
     dst = tmp_path / "out.bin"
-    summary = client.copy(handle.url + "f.bin", str(dst),
+    summary = copy(handle.url + "f.bin", str(dst),
                           opts(checksum=name, verify=verify, streams=streams))
     assert dst.read_bytes() == data
     assert leftovers(tmp_path) == []
@@ -134,7 +140,7 @@ def test_download_round_trip(served: tuple[ServerHandle, Path], tmp_path: Path, 
     if verify == "none":
         assert result.digest is None
     else:
-        assert result.digest == client._show(name, cks.file_checksum(dst, name))
+        assert show_digest(name, result.digest) == show_digest(name, cks.file_checksum(dst, name))
 
 
 def test_download_empty_file(served: tuple[ServerHandle, Path], tmp_path: Path) -> None:
@@ -142,7 +148,7 @@ def test_download_empty_file(served: tuple[ServerHandle, Path], tmp_path: Path) 
     (root / "empty").write_bytes(b"")
     for name in ("adler32", "sha256"):
         dst = tmp_path / f"empty-{name}"
-        client.copy(handle.url + "empty", str(dst), opts(checksum=name))
+        copy(handle.url + "empty", str(dst), opts(checksum=name))
         assert dst.exists() and dst.read_bytes() == b""
 
 
@@ -152,14 +158,14 @@ def test_download_md5_with_tiny_reorder_buffer(served: tuple[ServerHandle, Path]
     data = payload(64 * BLOCK + 17)
     (root / "big").write_bytes(data)
     dst = tmp_path / "big"
-    client.copy(handle.url + "big", str(dst), opts(checksum="md5", streams=8, max_buffered=1))
+    copy(handle.url + "big", str(dst), opts(checksum="md5", streams=8, max_buffered=1))
     assert dst.read_bytes() == data
 
 
 def corrupt_behind_cache(path: Path, handle: ServerHandle, name: str) -> None:
     """Let the server cache the digest, then flip a byte keeping size and mtime."""
-    session = client.Session(client.Url.parse(handle.url), opts())
-    session.head(client.Url.parse(handle.url + path.name), want=name)
+    session = Session(Url.parse(handle.url), opts())
+    session.head(Url.parse(handle.url + path.name), want=name)
     st = path.stat()
     with open(path, "r+b") as f:
         f.seek(SIZE // 2)
@@ -178,8 +184,8 @@ def test_corrupted_source_is_detected_and_not_committed(
     src.write_bytes(payload(SIZE))
     corrupt_behind_cache(src, handle, name)
     dst = tmp_path / "c.bin"
-    with pytest.raises(client.ChecksumMismatch) as info:
-        client.copy(handle.url + "c.bin", str(dst), opts(checksum=name, verify=verify,
+    with pytest.raises(ChecksumMismatch) as info:
+        copy(handle.url + "c.bin", str(dst), opts(checksum=name, verify=verify,
                                                            retries=1))
     assert "checksum mismatch" in info.value.what
     assert "expected" in info.value.why and "after 2 attempts" in info.value.why
@@ -194,7 +200,7 @@ def test_levels_reported(served: tuple[ServerHandle, Path], tmp_path: Path,
     data = payload(SIZE)
     (root / "l.bin").write_bytes(data)
     dst = tmp_path / "l.bin"
-    summary = client.copy(handle.url + "l.bin", str(dst), opts(level=level))
+    summary = copy(handle.url + "l.bin", str(dst), opts(level=level))
     assert dst.read_bytes() == data
     expected = pl.achieved_level(level, tmp_path)
     assert summary.files[0].level == expected
@@ -207,8 +213,8 @@ def test_ondisk_detects_corruption_too(served: tuple[ServerHandle, Path],
     src = root / "o.bin"
     src.write_bytes(payload(SIZE))
     corrupt_behind_cache(src, handle, "adler32")
-    with pytest.raises(client.ChecksumMismatch):
-        client.copy(handle.url + "o.bin", str(tmp_path / "o.bin"),
+    with pytest.raises(ChecksumMismatch):
+        copy(handle.url + "o.bin", str(tmp_path / "o.bin"),
                     opts(level="ondisk", retries=0))
     assert not (tmp_path / "o.bin").exists() and leftovers(tmp_path) == []
 
@@ -219,21 +225,21 @@ def test_wrong_token_is_fatal_and_writes_nothing(served: tuple[ServerHandle, Pat
     (root / "t.bin").write_bytes(payload(100))
     out = tmp_path / "dl"
     out.mkdir()
-    with pytest.raises(client.FatalHttp) as info:
-        client.copy(handle.url + "t.bin", str(out / "t.bin"), opts(token="wrong"))
+    with pytest.raises(FatalHttp) as info:
+        copy(handle.url + "t.bin", str(out / "t.bin"), opts(token="wrong"))
     assert "401" in info.value.why and "--token" in info.value.next_step
     assert list(out.iterdir()) == []
     up = tmp_path / "u.bin"
     up.write_bytes(b"x" * 10)
-    with pytest.raises(client.FatalHttp):
-        client.copy(str(up), handle.url + "u.bin", opts(token="wrong"))
+    with pytest.raises(FatalHttp):
+        copy(str(up), handle.url + "u.bin", opts(token="wrong"))
     assert not (root / "u.bin").exists() and leftovers(root) == []
 
 
 def test_missing_source_is_404(served: tuple[ServerHandle, Path], tmp_path: Path) -> None:
     handle, _root = served
-    with pytest.raises(client.FatalHttp, match="HEAD"):
-        client.copy(handle.url + "nope", str(tmp_path / "x"), opts())
+    with pytest.raises(FatalHttp, match="HEAD"):
+        copy(handle.url + "nope", str(tmp_path / "x"), opts())
     assert not (tmp_path / "x").exists()
 
 
@@ -302,8 +308,8 @@ def test_server_dying_mid_transfer_retries_then_fails(tmp_path: Path) -> None:
     server = DyingServer(payload(SIZE))
     try:
         dst = tmp_path / "d.bin"
-        with pytest.raises(client.TransferError) as info:
-            client.copy(f"http://127.0.0.1:{server.port}/d.bin", str(dst),
+        with pytest.raises(TransferError) as info:
+            copy(f"http://127.0.0.1:{server.port}/d.bin", str(dst),
                         opts(retries=2, streams=2))
         assert "failed after 3 attempts" in info.value.why
         assert "connection closed" in info.value.why
@@ -320,8 +326,8 @@ def test_stall_timeout_retries(tmp_path: Path) -> None:
     sock.listen(8)
     try:
         port = sock.getsockname()[1]
-        with pytest.raises(client.TransferError, match="HEAD"):
-            client.copy(f"http://127.0.0.1:{port}/x", str(tmp_path / "x"),
+        with pytest.raises(TransferError, match="HEAD"):
+            copy(f"http://127.0.0.1:{port}/x", str(tmp_path / "x"),
                         opts(retries=1, stall_timeout=0.2))
         assert not (tmp_path / "x").exists()
     finally:
@@ -339,11 +345,12 @@ def test_upload_round_trip(served: tuple[ServerHandle, Path], tmp_path: Path, na
     data = payload(SIZE, seed=3)
     src = tmp_path / "up.bin"
     src.write_bytes(data)
-    summary = client.copy(str(src), handle.url, opts(checksum=name, verify=verify))
+    summary = copy(str(src), handle.url, opts(checksum=name, verify=verify))
     assert (root / "up.bin").read_bytes() == data
     assert leftovers(root) == []
     if verify != "none":
-        assert summary.files[0].digest == client._show(name, cks.file_checksum(src, name))
+        assert show_digest(name, summary.files[0].digest) == show_digest(
+            name, cks.file_checksum(src, name))
         assert summary.files[0].level == "durable"
 
 
@@ -351,7 +358,7 @@ def test_upload_empty(served: tuple[ServerHandle, Path], tmp_path: Path) -> None
     handle, root = served
     src = tmp_path / "e"
     src.write_bytes(b"")
-    client.copy(str(src), handle.url + "e", opts())
+    copy(str(src), handle.url + "e", opts())
     assert (root / "e").read_bytes() == b""
 
 
@@ -367,12 +374,12 @@ def test_recursive_round_trip_parallel(served: tuple[ServerHandle, Path],
              "sub/deeper/d": payload(3 * BLOCK, 4)}
     for rel, data in files.items():
         (tree / rel).write_bytes(data)
-    up = client.copy(str(tree), handle.url + "tree", opts(recursive=True, parallel=3))
+    up = copy(str(tree), handle.url + "tree", opts(recursive=True, parallel=3))
     assert len(up.files) == 4
     for rel, data in files.items():
         assert (root / "tree" / rel).read_bytes() == data
     back = tmp_path / "back"
-    down = client.copy(handle.url + "tree/", str(back), opts(recursive=True, parallel=3,
+    down = copy(handle.url + "tree/", str(back), opts(recursive=True, parallel=3,
                                                              checksum="md5"))
     assert len(down.files) == 4
     for rel, data in files.items():
@@ -446,7 +453,7 @@ def test_ordered_hasher_close_releases_held_buffers() -> None:
 
 
 def test_buffer_pool_reuses_block_buffers() -> None:
-    pool = client._BufferPool(BLOCK)
+    pool = BufferPool(BLOCK)
     a = pool.get()
     pool.put(memoryview(a)[:10])  # a view of a pooled buffer gives the buffer back
     assert pool.get() is a
@@ -460,8 +467,8 @@ def test_combine_hasher_concurrent_streams(depth: int) -> None:
     data = payload(40 * BLOCK + 5)
     blocks = pl.plan_blocks(len(data), BLOCK)
     combiner = pl.BlockCombiner("adler32", blocks)
-    pool = client._BufferPool(BLOCK)
-    hasher = client._CombineHasher(combiner, pool, depth=depth)
+    pool = BufferPool(BLOCK)
+    hasher = CombineHasher(combiner, pool, depth=depth)
 
     def stream(mine: list[pl.Block]) -> None:
         for b in mine:
@@ -483,8 +490,8 @@ def test_combine_hasher_concurrent_streams(depth: int) -> None:
 
 def test_combine_hasher_reports_errors() -> None:
     blocks = pl.plan_blocks(2 * BLOCK, BLOCK)
-    pool = client._BufferPool(BLOCK)
-    hasher = client._CombineHasher(pl.BlockCombiner("crc32c", blocks), pool)
+    pool = BufferPool(BLOCK)
+    hasher = CombineHasher(pl.BlockCombiner("crc32c", blocks), pool)
     bad = pl.Block(0, 0, BLOCK + 1)  # longer than the buffer: accept refuses it
     hasher.submit(bad, bytearray(BLOCK))
     hasher.close()
@@ -501,10 +508,11 @@ def test_download_many_blocks_reused_buffers(served: tuple[ServerHandle, Path],
     data = payload(50 * BLOCK + 333, seed=11)
     (root / "many").write_bytes(data)
     dst = tmp_path / "many"
-    summary = client.copy(handle.url + "many", str(dst),
+    summary = copy(handle.url + "many", str(dst),
                           opts(checksum=name, streams=streams, max_buffered=held))
     assert dst.read_bytes() == data
-    assert summary.files[0].digest == client._show(name, cks.file_checksum(dst, name))
+    assert show_digest(name, summary.files[0].digest) == show_digest(
+        name, cks.file_checksum(dst, name))
     assert leftovers(tmp_path) == []
 
 
@@ -582,14 +590,14 @@ def test_download_to_dev_null_verifies_in_memory(served: tuple[ServerHandle, Pat
     handle, root = served
     data = payload(SIZE)
     (root / "n.bin").write_bytes(data)
-    summary = client.copy(handle.url + "n.bin", "/dev/null", opts(checksum=name))
-    assert summary.files[0].digest == client._show(name, _digest(name, data))
+    summary = copy(handle.url + "n.bin", "/dev/null", opts(checksum=name))
+    assert show_digest(name, summary.files[0].digest) == show_digest(name, _digest(name, data))
     assert summary.files[0].level == "inflight"
     corrupt_behind_cache(root / "n.bin", handle, name)
-    with pytest.raises(client.ChecksumMismatch, match="from the network"):
-        client.copy(handle.url + "n.bin", "/dev/null", opts(checksum=name, retries=0))
+    with pytest.raises(ChecksumMismatch, match="from the network"):
+        copy(handle.url + "n.bin", "/dev/null", opts(checksum=name, retries=0))
     with pytest.raises(BadInput) as info:
-        client.copy(handle.url + "n.bin", "/dev/null", opts(verify="file"))
+        copy(handle.url + "n.bin", "/dev/null", opts(verify="file"))
     assert "is a device" in info.value.why
 
 

@@ -28,8 +28,12 @@ from pathlib import Path
 import pytest
 
 from dtnkit.transfer import checksum as cks
-from dtnkit.transfer import client
 from dtnkit.transfer import digest as dg
+from dtnkit.transfer.client.copy import copy
+from dtnkit.transfer.client.errors import ChecksumMismatch, TransferError
+from dtnkit.transfer.client.journals import journal_path, part_path
+from dtnkit.transfer.client.options import Options
+from dtnkit.transfer.client.session import Url
 from dtnkit.transfer.server import ServerHandle, start_server
 
 BLOCK = 64 * 1024
@@ -41,11 +45,11 @@ def payload(size: int = SIZE, seed: int = 11) -> bytes:
     return random.Random(seed).randbytes(size)
 
 
-def opts(**kw: object) -> client.Options:
+def opts(**kw: object) -> Options:
     base: dict[str, object] = {"block_size": BLOCK, "streams": 2, "backoff": 0.01,
                                "retries": 2, "stall_timeout": 10.0}
     base.update(kw)
-    return client.Options(**base)  # type: ignore[arg-type]
+    return Options(**base)  # type: ignore[arg-type]
 
 
 def wait_for(predicate: Callable[[], bool], seconds: float = 10.0) -> bool:
@@ -233,7 +237,7 @@ def test_flipped_wire_byte_refetches_only_the_bad_block(
     relay.flip_range, relay.flip_at = 5 * BLOCK, 1234
     dst = tmp_path / "w.bin"
     before = handle.counters["sendfile_bytes"]
-    summary = client.copy(f"http://127.0.0.1:{relay.port}/w.bin", str(dst),
+    summary = copy(f"http://127.0.0.1:{relay.port}/w.bin", str(dst),
                           opts(checksum=name))
     assert relay.flipped.is_set()
     assert dst.read_bytes() == data
@@ -254,8 +258,8 @@ def test_flipped_wire_byte_every_attempt_fails_clearly(
     (root / "z.bin").write_bytes(payload())
     relay.flip_range, relay.flip_at = 0, 7
     dst = tmp_path / "z.bin"
-    with pytest.raises(client.ChecksumMismatch) as info:
-        client.copy(f"http://127.0.0.1:{relay.port}/z.bin", str(dst), opts(retries=0))
+    with pytest.raises(ChecksumMismatch) as info:
+        copy(f"http://127.0.0.1:{relay.port}/z.bin", str(dst), opts(retries=0))
     assert "expected" in info.value.why and "was not written" in info.value.why
     assert "after 1 attempts" in info.value.why and "check the source" in info.value.next_step
     assert not dst.exists() and leftovers(tmp_path) == []
@@ -268,7 +272,7 @@ def test_cut_connection_is_retried(relayed: tuple[ServerHandle, Path, Relay],
     (root / "c.bin").write_bytes(data)
     relay.cut_after = 3 * BLOCK + 500  # in the middle of a body (HEAD answers are small)
     dst = tmp_path / "c.bin"
-    summary = client.copy(f"http://127.0.0.1:{relay.port}/c.bin", str(dst), opts())
+    summary = copy(f"http://127.0.0.1:{relay.port}/c.bin", str(dst), opts())
     assert relay.cut.is_set()
     assert dst.read_bytes() == data
     assert summary.files[0].retries >= 1 and summary.files[0].refetched_blocks == 0
@@ -281,7 +285,7 @@ def test_stalled_stream_times_out_and_block_is_retried_on_a_new_connection(
     (root / "s.bin").write_bytes(data)
     relay.stall_after = 2 * BLOCK + 100  # the body stops mid-block, the socket stays open
     dst = tmp_path / "s.bin"
-    summary = client.copy(f"http://127.0.0.1:{relay.port}/s.bin", str(dst),
+    summary = copy(f"http://127.0.0.1:{relay.port}/s.bin", str(dst),
                           opts(stall_timeout=0.5, streams=1, verify="file"))
     assert relay.stalled.is_set()
     assert dst.read_bytes() == data
@@ -300,7 +304,7 @@ def _flip_in_part(dst: Path, offset: int, after: int) -> Callable[[int], None]:
     def hook(n: int) -> None:
         seen[0] += n
         if seen[0] >= after and seen[0] - n < after:
-            with open(client.part_path(dst), "r+b") as f:
+            with open(part_path(dst), "r+b") as f:
                 f.seek(offset)
                 byte = f.read(1)
                 f.seek(offset)
@@ -316,7 +320,7 @@ def test_disk_flip_is_caught_by_ondisk_and_only_that_block_refetched(
     dst = tmp_path / "d.bin"
     options = opts(level="ondisk", streams=1,
                    progress=_flip_in_part(dst, BLOCK + 10, after=3 * BLOCK))
-    summary = client.copy(handle.url + "d.bin", str(dst), options)
+    summary = copy(handle.url + "d.bin", str(dst), options)
     assert dst.read_bytes() == data
     assert summary.files[0].refetched_blocks == 1
     assert leftovers(tmp_path) == []
@@ -331,7 +335,7 @@ def test_disk_flip_is_invisible_to_inflight(served: tuple[ServerHandle, Path],
     dst = tmp_path / "i.bin"
     options = opts(level="inflight", streams=1,
                    progress=_flip_in_part(dst, BLOCK + 10, after=3 * BLOCK))
-    client.copy(handle.url + "i.bin", str(dst), options)
+    copy(handle.url + "i.bin", str(dst), options)
     assert dst.read_bytes() != data  # committed: only --verify-level ondisk re-reads
 
 
@@ -350,11 +354,11 @@ def _interrupt(handle: ServerHandle, root: Path, dst: Path, after: int,
             seen[0] += n
             if seen[0] >= after > seen[0] - n:
                 handle.stop()
-    with pytest.raises(client.TransferError) as info:
-        client.copy(handle.url + dst.name, str(dst), opts(progress=hook, retries=1, **kw))
+    with pytest.raises(TransferError) as info:
+        copy(handle.url + dst.name, str(dst), opts(progress=hook, retries=1, **kw))
     assert "rerun the same command to resume" in info.value.next_step
     assert not dst.exists()
-    assert client.part_path(dst).exists() and client.journal_path(dst).exists()
+    assert part_path(dst).exists() and journal_path(dst).exists()
     return start_server(root, host="127.0.0.1", port=handle.port, anonymous_read=True,
                         quiet=True)
 
@@ -379,7 +383,7 @@ def test_resume_after_transport_failure(served: tuple[ServerHandle, Path], tmp_p
     checksum = "crc32c" if tamper == "algorithm" else "adler32"
     handle2 = _interrupt(handle, root, dst, after=4 * BLOCK, checksum=checksum)
     try:
-        journal = client.journal_path(dst)
+        journal = journal_path(dst)
         doc = json.loads(journal.read_text())
         assert doc["size"] == SIZE and doc["block_size"] == BLOCK and len(doc["done"]) >= 4
         assert doc["checksum"] == checksum and set(doc["values"]) <= {str(i) for i in doc["done"]}
@@ -395,10 +399,10 @@ def test_resume_after_transport_failure(served: tuple[ServerHandle, Path], tmp_p
         elif tamper == "no-resume":
             kw["resume"] = False
         elif tamper == "truncated":
-            os.truncate(client.part_path(dst), 100)
+            os.truncate(part_path(dst), 100)
         got, count = _counting()
         before = handle2.counters["sendfile_bytes"]
-        summary = client.copy(handle2.url + "r.bin", str(dst), opts(progress=count, **kw))
+        summary = copy(handle2.url + "r.bin", str(dst), opts(progress=count, **kw))
         result = summary.files[0]
         assert dst.read_bytes() == data
         assert leftovers(tmp_path) == []
@@ -432,11 +436,11 @@ def test_resume_with_md5_rehashes_kept_blocks(served: tuple[ServerHandle, Path],
     try:
         # damage a kept block on disk: md5 has no per-block values in the journal, so the
         # whole-file check catches it and the bad-block re-fetch repairs it
-        done = json.loads(client.journal_path(dst).read_text())["done"]
-        with open(client.part_path(dst), "r+b") as f:
+        done = json.loads(journal_path(dst).read_text())["done"]
+        with open(part_path(dst), "r+b") as f:
             f.seek(min(done) * BLOCK + 3)
             f.write(b"\xff\xfe")
-        summary = client.copy(handle2.url + "m.bin", str(dst), opts(checksum="md5"))
+        summary = copy(handle2.url + "m.bin", str(dst), opts(checksum="md5"))
         assert dst.read_bytes() == data
         assert summary.files[0].resumed_blocks == len(done)
         assert summary.files[0].refetched_blocks == 1
@@ -476,7 +480,7 @@ def test_server_process_killed_mid_transfer_then_rerun_resumes(tmp_path: Path) -
     second: subprocess.Popen[str] | None = None
     try:
         first, url = _serve_process(root)
-        port = client.Url.parse(url).port
+        port = Url.parse(url).port
         killed = threading.Event()
         lock = threading.Lock()
         seen = [0]
@@ -490,15 +494,15 @@ def test_server_process_killed_mid_transfer_then_rerun_resumes(tmp_path: Path) -
                     first.wait(10)
                     killed.set()
 
-        with pytest.raises(client.TransferError) as info:
-            client.copy(url + "k.bin", str(dst), opts(progress=hook, retries=2))
+        with pytest.raises(TransferError) as info:
+            copy(url + "k.bin", str(dst), opts(progress=hook, retries=2))
         assert killed.is_set()
         assert "rerun the same command to resume" in info.value.next_step
-        assert not dst.exists() and client.journal_path(dst).exists()
+        assert not dst.exists() and journal_path(dst).exists()
         second, url2 = _serve_process(root, port)
         assert url2 == url
         got, count = _counting()
-        summary = client.copy(url + "k.bin", str(dst), opts(progress=count))
+        summary = copy(url + "k.bin", str(dst), opts(progress=count))
         assert dst.read_bytes() == data
         # kept blocks are not fetched again (and count towards the progress bar's 100 %)
         assert got[0] == len(data) and summary.files[0].resumed_blocks >= 10
@@ -638,13 +642,13 @@ def test_malformed_or_missing_digest_answers_from_a_peer(tmp_path: Path, case: s
         dst = tmp_path / "p.bin"
         url = f"http://127.0.0.1:{peer.server_address[1]}/p.bin"
         if case == "no-content-digest":  # falls back to fetching the whole file again
-            with pytest.raises(client.ChecksumMismatch) as mism:
-                client.copy(url, str(dst), opts(retries=1))
+            with pytest.raises(ChecksumMismatch) as mism:
+                copy(url, str(dst), opts(retries=1))
             assert "after 2 attempts" in mism.value.why
             assert peer.gets == 2 * NBLOCKS
         else:
-            with pytest.raises(client.TransferError) as info:
-                client.copy(url, str(dst), opts(retries=1))
+            with pytest.raises(TransferError) as info:
+                copy(url, str(dst), opts(retries=1))
             header = "Content-Digest" if case == "bad-content-digest" else "Digest"
             assert info.value.what.startswith(f"{header} from")
             assert "cannot be parsed" in info.value.why and info.value.next_step
@@ -664,8 +668,8 @@ def test_journal_stays_until_the_rerun_ends(served: tuple[ServerHandle, Path],
     handle2 = _interrupt(handle, root, dst, after=4 * BLOCK)
     try:
         during: list[bool] = []
-        summary = client.copy(handle2.url + "j.bin", str(dst), opts(
-            progress=lambda _n: during.append(client.journal_path(dst).exists())))
+        summary = copy(handle2.url + "j.bin", str(dst), opts(
+            progress=lambda _n: during.append(journal_path(dst).exists())))
     finally:
         handle2.stop()
     assert summary.files[0].resumed_blocks >= 4

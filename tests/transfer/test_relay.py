@@ -12,7 +12,11 @@ import pytest
 
 from dtnkit.cli.cp import cp
 from dtnkit.transfer import checksum as cks
-from dtnkit.transfer import client, tokens
+from dtnkit.transfer import tokens
+from dtnkit.transfer.client.copy import copy
+from dtnkit.transfer.client.errors import FatalHttp
+from dtnkit.transfer.client.options import Options
+from dtnkit.transfer.client.verify import show_digest
 from dtnkit.transfer.server import ServerHandle, start_server
 
 TOKEN_A = "tok-a"
@@ -47,12 +51,12 @@ def pair(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         b.stop()
 
 
-def opts(**kw: object) -> client.Options:
+def opts(**kw: object) -> Options:
     base: dict[str, object] = {"src_token": TOKEN_A, "dst_token": TOKEN_B,
                                "block_size": BLOCK, "streams": 4, "backoff": 0.01,
                                "retries": 2, "stall_timeout": 10.0}
     base.update(kw)
-    return client.Options(**base)  # type: ignore[arg-type]
+    return Options(**base)  # type: ignore[arg-type]
 
 
 def parts(directory: Path) -> list[str]:
@@ -66,11 +70,11 @@ def test_relay_file(pair: tuple[ServerHandle, Path, ServerHandle, Path], name: s
     a, a_root, b, b_root = pair
     data = payload(SIZE)
     (a_root / "x").write_bytes(data)
-    summary = client.copy(a.url + "x", b.url + "y", opts(checksum=name, streams=streams,
+    summary = copy(a.url + "x", b.url + "y", opts(checksum=name, streams=streams,
                                                           max_buffered=1))
     assert (b_root / "y").read_bytes() == data and parts(b_root) == []
     f = summary.files[0]
-    assert f.digest == client._show(name, cks.file_checksum(a_root / "x", name))
+    assert show_digest(name, f.digest) == show_digest(name, cks.file_checksum(a_root / "x", name))
     assert f.upload_streams == streams
     assert b.counters["range_puts"] == (7 if streams > 1 else 0)
 
@@ -83,7 +87,7 @@ def test_relay_tree_and_empty_file(pair: tuple[ServerHandle, Path, ServerHandle,
     for rel, data in files.items():
         (a_root / rel).parent.mkdir(parents=True, exist_ok=True)
         (a_root / rel).write_bytes(data)
-    summary = client.copy(a.url + "t", b.url + "copy", opts(recursive=True, parallel=2))
+    summary = copy(a.url + "t", b.url + "copy", opts(recursive=True, parallel=2))
     assert len(summary.files) == 4
     for rel, data in files.items():
         assert (b_root / "copy" / rel.removeprefix("t/")).read_bytes() == data
@@ -95,7 +99,7 @@ def test_relay_to_a_server_without_sessions(tmp_path: Path) -> None:
     try:
         data = payload(SIZE)
         (a_root / "x").write_bytes(data)
-        summary = client.copy(a.url + "x", b.url, opts())
+        summary = copy(a.url + "x", b.url, opts())
         assert (b_root / "x").read_bytes() == data
         assert summary.files[0].upload_streams == 1
     finally:
@@ -107,10 +111,10 @@ def test_relay_wrong_token_fails_clearly(pair: tuple[ServerHandle, Path, ServerH
                                          ) -> None:
     a, a_root, b, b_root = pair
     (a_root / "x").write_bytes(payload(SIZE))
-    with pytest.raises(client.FatalHttp, match="HEAD"):
-        client.copy(a.url + "x", b.url + "y", opts(src_token=TOKEN_B))
-    with pytest.raises(client.FatalHttp):
-        client.copy(a.url + "x", b.url + "y", opts(dst_token=TOKEN_A))
+    with pytest.raises(FatalHttp, match="HEAD"):
+        copy(a.url + "x", b.url + "y", opts(src_token=TOKEN_B))
+    with pytest.raises(FatalHttp):
+        copy(a.url + "x", b.url + "y", opts(dst_token=TOKEN_A))
     assert not (b_root / "y").exists() and parts(b_root) == []
 
 

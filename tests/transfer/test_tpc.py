@@ -16,7 +16,14 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from dtnkit.transfer import tokens, tpc
+from dtnkit.transfer import tokens
+from dtnkit.transfer.client.tpc import (
+    Marker,
+    MarkerStreamError,
+    TpcError,
+    parse_stream,
+    request_copy,
+)
 from dtnkit.transfer.server import ServerHandle, start_server
 
 A_RW, A_RO, B_RW, B_RO = "a-read-write", "a-read-only", "b-read-write", "b-read-only"
@@ -55,8 +62,8 @@ def leftovers(root: Path) -> list[str]:
 def test_pull_round_trip_with_markers(pair: tuple[ServerHandle, ServerHandle]) -> None:
     a, b = pair
     (a.root / "x.bin").write_bytes(BIG)
-    seen: list[tpc.Marker] = []
-    res = tpc.request_copy(b.url + "y.bin", source=a.url + "x.bin", token=B_RW,
+    seen: list[Marker] = []
+    res = request_copy(b.url + "y.bin", source=a.url + "x.bin", token=B_RW,
                            transfer_headers={"Authorization": f"Bearer {A_RO}"},
                            streams=2, timeout=20, on_marker=seen.append)
     assert res.ok, res.final
@@ -71,7 +78,7 @@ def test_pull_round_trip_with_markers(pair: tuple[ServerHandle, ServerHandle]) -
 def test_push_round_trip(pair: tuple[ServerHandle, ServerHandle]) -> None:
     a, b = pair
     (a.root / "x.bin").write_bytes(BIG)
-    res = tpc.request_copy(a.url + "x.bin", destination=b.url + "z.bin", token=A_RO,
+    res = request_copy(a.url + "x.bin", destination=b.url + "z.bin", token=A_RO,
                            transfer_headers={"Authorization": f"Bearer {B_RW}"}, timeout=20,
                            checksum="crc32c")
     assert res.ok, res.final
@@ -83,7 +90,7 @@ def test_push_round_trip(pair: tuple[ServerHandle, ServerHandle]) -> None:
 def test_missing_source_fails_and_creates_nothing(
         pair: tuple[ServerHandle, ServerHandle]) -> None:
     a, b = pair
-    res = tpc.request_copy(b.url + "y.bin", source=a.url + "nope.bin", token=B_RW,
+    res = request_copy(b.url + "y.bin", source=a.url + "nope.bin", token=B_RW,
                            transfer_headers={"Authorization": f"Bearer {A_RO}"}, timeout=20)
     assert not res.ok and res.final.startswith("failure:") and "404" in res.final
     assert list(b.root.iterdir()) == []
@@ -102,7 +109,7 @@ def test_corrupted_source_digest_mismatch(pair: tuple[ServerHandle, ServerHandle
     with open(src, "r+b") as f:  # same size, same mtime: the server's cached digest is stale
         f.write(b"X")
     os.utime(src, ns=(st.st_atime_ns, st.st_mtime_ns))
-    res = tpc.request_copy(b.url + "y.bin", source=a.url + "x.bin", token=B_RW,
+    res = request_copy(b.url + "y.bin", source=a.url + "x.bin", token=B_RW,
                            transfer_headers={"Authorization": f"Bearer {A_RO}"}, timeout=20)
     assert not res.ok and "checksum mismatch" in res.final
     assert list(b.root.iterdir()) == []
@@ -114,21 +121,21 @@ def test_bad_transfer_authorization(pair: tuple[ServerHandle, ServerHandle],
     a, b = pair
     (a.root / "x.bin").write_bytes(SMALL)
     if auth == f"Bearer {B_RO}":  # push with a read-only token for the destination
-        res = tpc.request_copy(a.url + "x.bin", destination=b.url + "z.bin", token=A_RO,
+        res = request_copy(a.url + "x.bin", destination=b.url + "z.bin", token=A_RO,
                                transfer_headers={"Authorization": auth}, timeout=20)
         assert not res.ok and "403" in res.final
         assert list(b.root.iterdir()) == []
         return
     headers = {"Authorization": auth} if auth else {}
-    res = tpc.request_copy(b.url + "y.bin", source=a.url + "x.bin", token=B_RW,
+    res = request_copy(b.url + "y.bin", source=a.url + "x.bin", token=B_RW,
                            transfer_headers=headers, timeout=20)
     assert not res.ok and "401" in res.final
     assert list(b.root.iterdir()) == []
 
 
 def refused(pattern: str, active: str, **kw: Any) -> None:
-    with pytest.raises(tpc.TpcError) as info:
-        tpc.request_copy(active, timeout=20, **kw)
+    with pytest.raises(TpcError) as info:
+        request_copy(active, timeout=20, **kw)
     assert re.search(pattern, info.value.render()), info.value.render()
 
 
@@ -160,7 +167,7 @@ def test_marker_parser() -> None:
     good = ["Perf Marker\n", "    Timestamp: 1700000000\n", "STRIPE INDEX: 0\n",
             "Stripe Bytes Transferred: 42\n", "Total Stripe Count: 1\n",
             "RemoteConnections: tcp:127.0.0.1:1\n", "End\n", "\n", "success: Created\n"]
-    final, markers = tpc.parse_stream(good)
+    final, markers = parse_stream(good)
     assert final == "success: Created" and markers[0].stripe_bytes == 42
     assert markers[0].extra == {"remoteconnections": "tcp:127.0.0.1:1"}
     bad = {
@@ -173,11 +180,11 @@ def test_marker_parser() -> None:
         "after the final line": ["success: Created", "failure: late"],
     }
     for why, lines in bad.items():
-        with pytest.raises(tpc.MarkerStreamError, match=why):
-            tpc.parse_stream(lines)
-    with pytest.raises(tpc.TpcError, match="without a final"):
-        tpc.parse_stream(["Perf Marker", "End"])
-    final, _ = tpc.parse_stream([b"failure: x: y\n"])
+        with pytest.raises(MarkerStreamError, match=why):
+            parse_stream(lines)
+    with pytest.raises(TpcError, match="without a final"):
+        parse_stream(["Perf Marker", "End"])
+    final, _ = parse_stream([b"failure: x: y\n"])
     assert final == "failure: x: y"
 
 
@@ -234,7 +241,7 @@ def test_periodic_markers_on_a_slow_pull(pair: tuple[ServerHandle, ServerHandle]
                                          slow: ThreadingHTTPServer) -> None:
     _a, b = pair
     seen: list[int] = []
-    res = tpc.request_copy(b.url + "y.bin", source=f"http://127.0.0.1:{slow.server_port}/x",
+    res = request_copy(b.url + "y.bin", source=f"http://127.0.0.1:{slow.server_port}/x",
                            token=B_RW, timeout=20,
                            on_marker=lambda m: seen.append(m.stripe_bytes or 0))
     assert res.ok, res.final

@@ -16,8 +16,14 @@ from typing import Any
 
 import pytest
 
-from dtnkit.transfer import client as cl
-from dtnkit.transfer import tokens, tpc
+from dtnkit.transfer import tokens
+from dtnkit.transfer.client.copy import copy
+from dtnkit.transfer.client.ends import put_body
+from dtnkit.transfer.client.errors import FatalHttp, TransferError
+from dtnkit.transfer.client.options import Options
+from dtnkit.transfer.client.session import MAX_REDIRECTS, Session, Url, follow_redirect
+from dtnkit.transfer.client.tpc import TpcError, request_copy
+from dtnkit.transfer.client.verify import show_digest
 from dtnkit.transfer.server import ServerHandle, start_server
 
 DATA = bytes(range(256)) * 4096  # 1 MiB
@@ -120,8 +126,8 @@ def test_request_copy_follows_a_redirect_without_leaking_the_token(
         peer: _Peer, dk: ServerHandle) -> None:
     (dk.root / "x.bin").write_bytes(DATA)
     peer.redirect_to = dk.url  # the "door" redirects the COPY to the active dtnkit
-    with pytest.raises(tpc.TpcError, match="401"):
-        tpc.request_copy(peer_url(peer) + "y.bin", source=dk.url + "x.bin", token=RW,
+    with pytest.raises(TpcError, match="401"):
+        request_copy(peer_url(peer) + "y.bin", source=dk.url + "x.bin", token=RW,
                          transfer_headers={"Authorization": f"Bearer {RO}"}, timeout=10)
     # the token was for the door, not the other origin: dtnkit refused the COPY without it
     assert peer.seen == [("COPY", "/y.bin", f"Bearer {RW}")]
@@ -131,21 +137,21 @@ def test_request_copy_follows_a_redirect_without_leaking_the_token(
 def test_request_copy_redirect_same_origin_keeps_token_and_is_bounded(
         peer: _Peer, dk: ServerHandle) -> None:
     peer.redirect_to = peer_url(peer) + "again/"  # a redirect loop on the same origin
-    with pytest.raises(tpc.TpcError, match="more than 5 redirects"):
-        tpc.request_copy(peer_url(peer) + "y.bin", source=dk.url + "x.bin", token=RW,
+    with pytest.raises(TpcError, match="more than 5 redirects"):
+        request_copy(peer_url(peer) + "y.bin", source=dk.url + "x.bin", token=RW,
                          timeout=10)
-    assert len(peer.seen) == tpc.MAX_REDIRECTS + 1
+    assert len(peer.seen) == MAX_REDIRECTS + 1
     assert all(auth == f"Bearer {RW}" for _m, _p, auth in peer.seen)
 
 
 def test_follow_redirect_rules() -> None:
-    base = cl.Url.parse("https://door:8443/a/b")
-    assert str(tpc.follow_redirect(base, "/c?authz=t", "x")) == "https://door:8443/c?authz=t"
-    assert str(tpc.follow_redirect(base, "davs://pool:2880/d", "x")) == "https://pool:2880/d"
-    with pytest.raises(cl.TransferError, match="down to"):
-        tpc.follow_redirect(base, "http://pool/d", "x")
-    with pytest.raises(cl.TransferError, match="without a Location"):
-        tpc.follow_redirect(base, None, "x")
+    base = Url.parse("https://door:8443/a/b")
+    assert str(follow_redirect(base, "/c?authz=t", "x")) == "https://door:8443/c?authz=t"
+    assert str(follow_redirect(base, "davs://pool:2880/d", "x")) == "https://pool:2880/d"
+    with pytest.raises(TransferError, match="down to"):
+        follow_redirect(base, "http://pool/d", "x")
+    with pytest.raises(TransferError, match="without a Location"):
+        follow_redirect(base, None, "x")
 
 
 def test_active_pull_follows_the_source_redirect(peer: _Peer, dk: ServerHandle,
@@ -155,7 +161,7 @@ def test_active_pull_follows_the_source_redirect(peer: _Peer, dk: ServerHandle,
                       quiet=True) as other:
         (other.root / "real.bin").write_bytes(DATA)
         peer.redirect_to = other.url  # the source "door" redirects to the data server
-        res = tpc.request_copy(dk.url + "got.bin", source=peer_url(peer) + "real.bin",
+        res = request_copy(dk.url + "got.bin", source=peer_url(peer) + "real.bin",
                                token=RW, transfer_headers={"Authorization": f"Bearer {RO}"},
                                timeout=10)
     # cross-origin: the forwarded token is not re-sent, so the data server refuses (401)
@@ -166,7 +172,7 @@ def test_active_pull_follows_the_source_redirect(peer: _Peer, dk: ServerHandle,
 
 def test_active_pull_follows_a_same_origin_redirect(peer: _Peer, dk: ServerHandle) -> None:
     peer.redirect_to = peer_url(peer) + "real/"  # HEAD /a.bin -> 307 /real/a.bin (same origin)
-    res = tpc.request_copy(dk.url + "got.bin", source=peer_url(peer) + "a.bin", token=RW,
+    res = request_copy(dk.url + "got.bin", source=peer_url(peer) + "a.bin", token=RW,
                            transfer_headers={"Authorization": f"Bearer {RO}"}, timeout=10,
                            require_checksum=False)  # the peer offers no digest
     assert res.ok, res.final
@@ -178,12 +184,12 @@ def test_active_pull_follows_a_same_origin_redirect(peer: _Peer, dk: ServerHandl
 
 def test_require_checksum_verification(peer: _Peer, dk: ServerHandle) -> None:
     src = peer_url(peer) + "nodigest.bin"  # serves ranges but never a Digest
-    strict = tpc.request_copy(dk.url + "a.bin", source=src, token=RW, timeout=10,
+    strict = request_copy(dk.url + "a.bin", source=src, token=RW, timeout=10,
                               require_checksum=True)
     assert not strict.ok and "offered no adler32" in strict.final
-    default = tpc.request_copy(dk.url + "b.bin", source=src, token=RW, timeout=10)
+    default = request_copy(dk.url + "b.bin", source=src, token=RW, timeout=10)
     assert not default.ok and "offered no adler32" in default.final  # default: required
-    lax = tpc.request_copy(dk.url + "c.bin", source=src, token=RW, timeout=10,
+    lax = request_copy(dk.url + "c.bin", source=src, token=RW, timeout=10,
                            require_checksum=False)
     assert lax.ok, lax.final
     assert (dk.root / "c.bin").read_bytes() == DATA
@@ -193,10 +199,10 @@ def test_require_checksum_verification(peer: _Peer, dk: ServerHandle) -> None:
 
 def test_push_without_remote_digest_needs_require_false(peer: _Peer, dk: ServerHandle) -> None:
     (dk.root / "p.bin").write_bytes(DATA)
-    strict = tpc.request_copy(dk.url + "p.bin", destination=peer_url(peer) + "p.bin",
+    strict = request_copy(dk.url + "p.bin", destination=peer_url(peer) + "p.bin",
                               token=RO, timeout=10)
     assert not strict.ok and "did not offer" in strict.final
-    lax = tpc.request_copy(dk.url + "p.bin", destination=peer_url(peer) + "q.bin",
+    lax = request_copy(dk.url + "p.bin", destination=peer_url(peer) + "q.bin",
                            token=RO, timeout=10, require_checksum=False)
     assert lax.ok, lax.final
     assert ("PUT", "/q.bin", None) in peer.seen
@@ -227,10 +233,10 @@ def test_download_follows_a_door_redirect_to_the_data_server(
     with start_server(dk.root, quiet=True, anonymous_read=True) as pool:
         peer.redirect_to = pool.url
         dst = tmp_path / "x.bin"
-        summary = cl.copy(peer_url(peer) + "x.bin?authz=abc", str(dst),
-                          cl.Options(token=RW, streams=2, block_size=256 * 1024))
+        summary = copy(peer_url(peer) + "x.bin?authz=abc", str(dst),
+                          Options(token=RW, streams=2, block_size=256 * 1024))
     assert dst.read_bytes() == DATA
-    assert summary.files[0].digest == f"{zlib.adler32(DATA):08x}"
+    assert show_digest("adler32", summary.files[0].digest) == f"{zlib.adler32(DATA):08x}"
     assert peer.seen == [("HEAD", "/x.bin?authz=abc", f"Bearer {RW}")]  # only the door's
 
 
@@ -238,7 +244,7 @@ def test_download_redirect_on_the_same_origin_keeps_the_token(
         peer: _Peer, tmp_path: Path) -> None:
     peer.redirect_to = peer_url(peer) + "real/"
     dst = tmp_path / "y.bin"
-    cl.copy(peer_url(peer) + "y.bin", str(dst), cl.Options(token=RW, verify="none"))
+    copy(peer_url(peer) + "y.bin", str(dst), Options(token=RW, verify="none"))
     assert dst.read_bytes() == DATA
     assert [m for m, _p, _a in peer.seen] == ["HEAD", "HEAD", "GET"]
     assert {a for _m, _p, a in peer.seen} == {f"Bearer {RW}"}
@@ -247,8 +253,8 @@ def test_download_redirect_on_the_same_origin_keeps_the_token(
 
 def test_download_redirect_loop_is_bounded(peer: _Peer, tmp_path: Path) -> None:
     peer.redirect_to = peer_url(peer)
-    with pytest.raises(cl.TransferError, match="more than 5 redirects"):
-        cl.copy(peer_url(peer) + "z.bin", str(tmp_path / "z.bin"), cl.Options(verify="none"))
+    with pytest.raises(TransferError, match="more than 5 redirects"):
+        copy(peer_url(peer) + "z.bin", str(tmp_path / "z.bin"), Options(verify="none"))
     assert list(tmp_path.iterdir()) == []
 
 
@@ -262,7 +268,7 @@ def test_upload_follows_a_put_redirect_before_sending_the_body(
     src = tmp_path / "up.bin"
     src.write_bytes(DATA)
     peer.redirect_to = peer_url(peer) + "real/"
-    summary = cl.copy(str(src), peer_url(peer) + "up.bin", cl.Options(token=RW, verify="none"))
+    summary = copy(str(src), peer_url(peer) + "up.bin", Options(token=RW, verify="none"))
     assert summary.files[0].size == len(DATA)
     assert peer.seen == [("PUT", "/up.bin", f"Bearer {RW}"),
                          ("PUT", "/real/up.bin", f"Bearer {RW}")]
@@ -275,8 +281,8 @@ def test_multi_stream_upload_to_a_redirecting_door_falls_back_to_one_put(
     src = tmp_path / "up4.bin"
     src.write_bytes(DATA)
     peer.redirect_to = peer_url(peer) + "real/"
-    summary = cl.copy(str(src), peer_url(peer) + "up4.bin",
-                      cl.Options(token=RW, verify="none", streams=4, block_size=128 * 1024))
+    summary = copy(str(src), peer_url(peer) + "up4.bin",
+                      Options(token=RW, verify="none", streams=4, block_size=128 * 1024))
     assert summary.files[0].upload_streams == 1
     assert [(m, p) for m, p, _a in peer.seen] == [
         ("POST", "/up4.bin"), ("PUT", "/up4.bin"), ("PUT", "/real/up4.bin")]
@@ -288,16 +294,16 @@ def test_upload_redirect_to_another_origin_does_not_leak_the_token(
     src = tmp_path / "up.bin"
     src.write_bytes(DATA)
     peer.redirect_to = dk.url
-    with pytest.raises(cl.FatalHttp, match="401"):
-        cl.copy(str(src), peer_url(peer) + "up.bin", cl.Options(token=RW, verify="none"))
+    with pytest.raises(FatalHttp, match="401"):
+        copy(str(src), peer_url(peer) + "up.bin", Options(token=RW, verify="none"))
     assert not (dk.root / "up.bin").exists() and peer.received == {}
 
 
 def test_upload_refused_before_the_body(dk: ServerHandle, tmp_path: Path) -> None:
     src = tmp_path / "big.bin"
     src.write_bytes(DATA * 8)
-    with pytest.raises(cl.FatalHttp, match="403"):
-        cl.copy(str(src), dk.url + "big.bin", cl.Options(token=RO, retries=0))
+    with pytest.raises(FatalHttp, match="403"):
+        copy(str(src), dk.url + "big.bin", Options(token=RO, retries=0))
     assert not (dk.root / "big.bin").exists()
 
 
@@ -327,12 +333,12 @@ def test_an_early_answer_means_no_body_is_sent(tmp_path: Path, answer: bytes) ->
     thread.start()
     src = tmp_path / "f.bin"
     src.write_bytes(DATA)
-    url = cl.Url.parse(f"http://127.0.0.1:{listener.getsockname()[1]}/f.bin")
-    session = cl.Session(url, cl.Options())
+    url = Url.parse(f"http://127.0.0.1:{listener.getsockname()[1]}/f.bin")
+    session = Session(url, Options())
     fd = os.open(src, os.O_RDONLY)
     try:
-        status, headers, _body = cl._put_body(session, url, fd, len(DATA), {
-            "Content-Length": str(len(DATA))}, None, cl.Options())
+        status, headers, _body = put_body(session, url, fd, len(DATA), {
+            "Content-Length": str(len(DATA))}, None, Options())
     finally:
         os.close(fd)
         thread.join(10)

@@ -19,9 +19,14 @@ from pathlib import Path
 import pytest
 
 from dtnkit.transfer import checksum as cks
-from dtnkit.transfer import client, tokens
 from dtnkit.transfer import digest as dg
-from dtnkit.transfer import multi_upload as mu
+from dtnkit.transfer import tokens
+from dtnkit.transfer.client import journals
+from dtnkit.transfer.client.copy import copy
+from dtnkit.transfer.client.errors import TransferError
+from dtnkit.transfer.client.journals import journal_dir
+from dtnkit.transfer.client.options import Options
+from dtnkit.transfer.client.verify import show_digest
 from dtnkit.transfer.server import ServerHandle, start_server
 
 TOKEN = "tok-rw"
@@ -55,11 +60,11 @@ def served(tmp_path: Path) -> Iterator[tuple[ServerHandle, Path]]:
         yield h, root
 
 
-def opts(**kw: object) -> client.Options:
+def opts(**kw: object) -> Options:
     base: dict[str, object] = {"token": TOKEN, "block_size": BLOCK, "streams": 4,
                                "backoff": 0.01, "retries": 2, "stall_timeout": 10.0}
     base.update(kw)
-    return client.Options(**base)  # type: ignore[arg-type]
+    return Options(**base)  # type: ignore[arg-type]
 
 
 def parts(directory: Path) -> list[str]:
@@ -174,11 +179,11 @@ def test_multi_stream_round_trip(served: tuple[ServerHandle, Path], tmp_path: Pa
     src.write_bytes(data)
     before = handle.counters
     o = opts(checksum=name, streams=streams)
-    summary = client.copy(str(src), handle.url + "up.bin", o)
+    summary = copy(str(src), handle.url + "up.bin", o)
     assert (root / "up.bin").read_bytes() == data
     assert parts(root) == []
     f = summary.files[0]
-    assert f.digest == client._show(name, cks.file_checksum(src, name))
+    assert show_digest(name, f.digest) == show_digest(name, cks.file_checksum(src, name))
     assert f.level == "durable" and f.upload_streams == streams
     assert summary.as_dict(o)["upload_streams"] == streams
     ranges = handle.counters["range_puts"] - before["range_puts"]
@@ -196,7 +201,7 @@ def test_small_and_empty_files(served: tuple[ServerHandle, Path], tmp_path: Path
     handle, root = served
     src = tmp_path / "s"
     src.write_bytes(payload(size))
-    summary = client.copy(str(src), handle.url + "s", opts(checksum="md5"))
+    summary = copy(str(src), handle.url + "s", opts(checksum="md5"))
     assert (root / "s").read_bytes() == payload(size)
     assert summary.files[0].upload_streams == (2 if size > BLOCK else 1)
 
@@ -209,7 +214,7 @@ def test_fallback_to_one_put_without_sessions(tmp_path: Path) -> None:
         src = tmp_path / "f"
         src.write_bytes(data)
         o = opts()
-        summary = client.copy(str(src), handle.url + "f", o)
+        summary = copy(str(src), handle.url + "f", o)
         assert (root / "f").read_bytes() == data
         result = summary.as_dict(o)
         assert result["upload_streams"] == 1
@@ -235,7 +240,7 @@ def test_corrupted_range_is_resent(served: tuple[ServerHandle, Path], tmp_path: 
     proxy = Proxy(handle.port, flip_at=2000)  # inside the first range's body
     try:
         before = handle.counters
-        summary = client.copy(str(src), proxy.url + "c", opts(checksum=name))
+        summary = copy(str(src), proxy.url + "c", opts(checksum=name))
     finally:
         proxy.stop()
     assert proxy.fired == 1
@@ -256,7 +261,7 @@ def test_range_cut_mid_way_is_retried(served: tuple[ServerHandle, Path],
     src.write_bytes(data)
     proxy = Proxy(handle.port, cut_at=2000)
     try:
-        summary = client.copy(str(src), proxy.url + "k", opts(checksum="crc32c"))
+        summary = copy(str(src), proxy.url + "k", opts(checksum="crc32c"))
     finally:
         proxy.stop()
     assert proxy.fired == 1
@@ -272,15 +277,15 @@ def test_interrupted_upload_resumes_with_missing_ranges_only(
     src.write_bytes(data)
     proxy = Proxy(handle.port, dead_after=3 * BLOCK)
     try:
-        with pytest.raises(client.TransferError) as info:
-            client.copy(str(src), proxy.url + "r", opts(retries=0, streams=2))
+        with pytest.raises(TransferError) as info:
+            copy(str(src), proxy.url + "r", opts(retries=0, streams=2))
         assert "rerun the same command to resume" in info.value.next_step
         assert not (root / "r").exists()
         assert len(parts(root)) == 1 and len(list(state_dir.rglob("*.json"))) == 1
         first = handle.counters["range_bytes"]
         assert 0 < first < SIZE
         proxy.heal()
-        summary = client.copy(str(src), proxy.url + "r", opts(retries=0, streams=2))
+        summary = copy(str(src), proxy.url + "r", opts(retries=0, streams=2))
     finally:
         proxy.stop()
     assert (root / "r").read_bytes() == data and parts(root) == []
@@ -297,13 +302,13 @@ def test_no_resume_keeps_no_journal_and_sends_everything(
     src.write_bytes(data)
     proxy = Proxy(handle.port, dead_after=3 * BLOCK)
     try:
-        with pytest.raises(client.TransferError) as info:
-            client.copy(str(src), proxy.url + "n", opts(retries=0, streams=2, resume=False))
+        with pytest.raises(TransferError) as info:
+            copy(str(src), proxy.url + "n", opts(retries=0, streams=2, resume=False))
         assert "resume" not in info.value.next_step
         assert list(state_dir.rglob("*.json")) == []
         proxy.heal()
         before = handle.counters["range_bytes"]
-        client.copy(str(src), proxy.url + "n", opts(streams=2, resume=False))
+        copy(str(src), proxy.url + "n", opts(streams=2, resume=False))
     finally:
         proxy.stop()
     assert (root / "n").read_bytes() == data
@@ -317,12 +322,12 @@ def test_changed_source_does_not_resume(served: tuple[ServerHandle, Path],
     src.write_bytes(payload(SIZE))
     proxy = Proxy(handle.port, dead_after=3 * BLOCK)
     try:
-        with pytest.raises(client.TransferError):
-            client.copy(str(src), proxy.url + "m", opts(retries=0, streams=2))
+        with pytest.raises(TransferError):
+            copy(str(src), proxy.url + "m", opts(retries=0, streams=2))
         proxy.heal()
         src.write_bytes(payload(SIZE, seed=9))  # another file now: another journal key
         before = handle.counters["range_bytes"]
-        client.copy(str(src), proxy.url + "m", opts(streams=2))
+        copy(str(src), proxy.url + "m", opts(streams=2))
     finally:
         proxy.stop()
     assert (root / "m").read_bytes() == payload(SIZE, seed=9)
@@ -461,11 +466,11 @@ def test_orphan_part_files_are_removed(tmp_path: Path) -> None:
 
 def test_journal_location(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
-    assert mu.journal_dir() == tmp_path / "dtnkit" / "uploads"
+    assert journal_dir() == tmp_path / "dtnkit" / "uploads"
     monkeypatch.delenv("XDG_STATE_HOME")
-    expected = (Path("/var/lib/dtnkit/uploads") if hasattr(mu.os, "geteuid")
-                and mu.os.geteuid() == 0 else Path.home() / ".local/state/dtnkit/uploads")
-    assert mu.journal_dir() == expected
+    expected = (Path("/var/lib/dtnkit/uploads") if hasattr(journals.os, "geteuid")
+                and journals.os.geteuid() == 0 else Path.home() / ".local/state/dtnkit/uploads")
+    assert journal_dir() == expected
 
 
 def test_lost_commit_answer_is_not_a_lost_upload(served: tuple[ServerHandle, Path],
@@ -478,7 +483,7 @@ def test_lost_commit_answer_is_not_a_lost_upload(served: tuple[ServerHandle, Pat
     src.write_bytes(data)
     proxy = Proxy(handle.port, lose_answer_to=b"Dtnkit-Upload: commit")
     try:
-        summary = client.copy(str(src), proxy.url + "c", opts(streams=2, stall_timeout=1.0))
+        summary = copy(str(src), proxy.url + "c", opts(streams=2, stall_timeout=1.0))
     finally:
         proxy.stop()
     assert proxy.fired == 1
@@ -497,9 +502,9 @@ def test_single_put_digest_comes_with_the_answer(served: tuple[ServerHandle, Pat
     src = tmp_path / "w"
     src.write_bytes(data)
     before = handle.counters.get("checksum_bytes", 0)
-    summary = client.copy(str(src), handle.url + "w", opts(streams=1, checksum=name))
+    summary = copy(str(src), handle.url + "w", opts(streams=1, checksum=name))
     assert (root / "w").read_bytes() == data
-    assert summary.files[0].digest == client._show(name, _digest(name, data))
+    assert show_digest(name, summary.files[0].digest) == show_digest(name, _digest(name, data))
     assert handle.counters.get("checksum_bytes", 0) == before  # no read-back, no HEAD hash
     status, headers, _body = _call(handle, "PUT", "/w2", {"Want-Digest": "adler32;q=0.5, md5",
                                                          "Content-Length": "3"}, b"abc")

@@ -111,7 +111,8 @@ def download_to_device(session: Session, url: Url, dst: Path, options: Options) 
                                    f"{name} expected {plan.show(expected)} (source), got "
                                    f"{plan.show(got or b'')} from the network",
                                    "retry; if it persists, check the source and the path")
-        return FileResult(str(url), str(dst), info.size, expected, Level.INFLIGHT, retries)
+        return FileResult(str(url), str(dst), info.size, expected, Level.INFLIGHT, retries,
+                          algorithm=name)
     finally:
         if verifier is not None:
             verifier.close()
@@ -331,7 +332,8 @@ def download_once(session: Session, url: Url, dst: Path, options: Options,
         if plan.fsync:
             fsync_dir(dst.parent)
         return FileResult(str(url), str(dst), info.size, expected, level, retries,
-                          getattr(verifier, "read_back", 0), resumed_blocks=resumed, note=note)
+                          getattr(verifier, "read_back", 0), resumed_blocks=resumed, note=note,
+                          algorithm=name)
     except KeyboardInterrupt:
         if save_journal(dst, origin, info, options, fd, done, verifier, stale):
             keep_part = True

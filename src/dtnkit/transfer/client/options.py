@@ -74,6 +74,13 @@ class FileResult:
     refetched_blocks: int = 0  # blocks fetched again after a mismatch (bad-block re-fetch)
     resumed_blocks: int = 0  # blocks kept from an interrupted run
     note: str | None = None  # e.g. why a kept part file was not resumed
+    algorithm: str | None = None  # the digest's checksum algorithm
+
+    def shown_digest(self) -> str | None:
+        """The digest as people and JSON see it (hex or base64, as in a Digest header)."""
+        if self.digest is None or self.algorithm is None:
+            return None
+        return show_digest(self.algorithm, self.digest)
 
 
 @dataclass
@@ -88,14 +95,13 @@ class Summary:
     def as_dict(self, options: Options) -> dict[str, object]:
         levels = {f.level for f in self.files}
         order = [lvl for lvl in ("none", *Level) if lvl in levels]
-        raw = self.files[0].digest if len(self.files) == 1 else None
         return {
             "files": len(self.files),
             "bytes": self.bytes,
             "seconds": round(self.seconds, 6),
             "rate_bps": round(self.bytes * 8 / self.seconds, 1) if self.seconds > 0 else None,
             "checksum": options.checksum if options.verify != Verify.NONE else None,
-            "digest": show_digest(options.checksum, raw) if raw is not None else None,
+            "digest": self.files[0].shown_digest() if len(self.files) == 1 else None,
             "verify": str(options.verify),
             "level": str(order[0] if order else options.level),  # the weakest level achieved
             "streams": options.streams,

@@ -90,7 +90,7 @@ def relay_session_once(src_session: Session, src: Url, info: RemoteInfo,
         us.commit(dst_session, dst, ident,
                   dg.format_digest(name, got) if got is not None else None)
         result = FileResult(str(src), str(dst), info.size, got, plan.upload_level,
-                            retries + reader.retries)
+                            retries + reader.retries, algorithm=name)
         result.upload_streams = min(options.streams, len(blocks))
         return result
     finally:
@@ -144,7 +144,7 @@ def relay_put_once(src_session: Session, src: Url, dst_session: Session, dst: Ur
             raise discard_remote(dst_session, dst, f"checksum mismatch for {src} -> {dst}",
                                  f"{name} source {plan.show(want)}, relayed "
                                  f"{plan.show(got)}")
-        result = FileResult(str(src), str(dst), size, got, plan.upload_level)
+        result = FileResult(str(src), str(dst), size, got, plan.upload_level, algorithm=name)
         result.upload_streams = 1
         return result
     finally:

@@ -151,7 +151,7 @@ def upload_once(session: Session, src: Path, url: Url, options: Options) -> File
                                      f"{plan.show(remote)}")
         # the server fsyncs before its rename: an upload is at least durable
         return FileResult(str(src), str(url), size, local, plan.upload_level, retries,
-                          upload_streams=1)
+                          upload_streams=1, algorithm=name)
     finally:
         os.close(fd)
 
@@ -249,7 +249,7 @@ def upload_session_once(session: Session, src: Path, url: Url, options: Options,
         finally:
             journal.remove()
         result = FileResult(str(src), str(url), size, local, plan.upload_level, retries,
-                            read_back=len(skipped))
+                            read_back=len(skipped), algorithm=name)
         result.upload_streams = min(options.streams, max(1, len(todo)))
         return result
     except BaseException as exc:
