@@ -76,12 +76,12 @@ def _sigterm_interrupts() -> Iterator[None]:
               help="Range block size per request.")
 @click.option("--checksum", type=click.Choice(cks.ALGORITHMS), default="adler32",
               show_default=True)
-@click.option("--verify", type=click.Choice([v.value for v in Verify]), default="block",
+@click.option("--verify", type=click.Choice([v.value for v in Verify]), default=Verify.BLOCK.value,
               show_default=True,
               help="none; sequential (source, transfer, re-read destination); file (checksum "
                    "after the transfer); block (pipelined with the transfer).")
 @click.option("--verify-level", "level", type=click.Choice([lv.value for lv in Level]),
-              default="inflight", show_default=True,
+              default=Level.INFLIGHT.value, show_default=True,
               help="inflight; durable (fsync before rename); ondisk (evict pages, re-read).")
 @click.option("--retries", type=click.IntRange(0, 100), default=3, show_default=True)
 @click.option("--stall-timeout", type=click.FloatRange(0.1), default=60.0, show_default=True,

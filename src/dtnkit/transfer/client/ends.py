@@ -449,7 +449,7 @@ def put_body(session: Session, url: Url, fd: int, size: int, extra: dict[str, st
         early = sink.open()
         if early is not None:
             return early
-        source = LocalFileSource(fd, str(url))
+        source = LocalFileSource(fd, f"fd {fd}")
         sent = pump(source.chunks(size, options.block_size), sink, hasher, options.progress)
         if sent < size:
             raise TransferError(f"source {size}", f"ended at {sent} bytes",

@@ -94,7 +94,7 @@ class Summary:
 
     def as_dict(self, options: Options) -> dict[str, object]:
         levels = {f.level for f in self.files}
-        order = [lvl for lvl in ("none", *Level) if lvl in levels]
+        order = [lvl for lvl in Level if lvl in levels]
         return {
             "files": len(self.files),
             "bytes": self.bytes,
