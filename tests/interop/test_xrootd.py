@@ -84,7 +84,7 @@ def _check_markers(res: TpcResult, status: int) -> None:
 def test_dtnkit_active_pull_from_xrootd(xrd: Xrootd, dk: ServerHandle, pki: Pki) -> None:
     xrd.put("tpc-src.bin", DATA)
     res = request_copy(dk.url + "pulled.bin", source=xrd.url + "tpc-src.bin",
-                           token="rw-token", streams=2, timeout=30, ca_file=str(pki.ca_file))
+                       token="rw-token", streams=2, timeout=30, ca_file=str(pki.ca_file))
     _check_markers(res, 202)
     assert res.bytes == len(DATA)
     assert (dk.root / "pulled.bin").read_bytes() == DATA
@@ -94,8 +94,8 @@ def test_dtnkit_active_pull_from_xrootd(xrd: Xrootd, dk: ServerHandle, pki: Pki)
 def test_dtnkit_active_push_to_xrootd(xrd: Xrootd, dk: ServerHandle, pki: Pki) -> None:
     (dk.root / "push-src.bin").write_bytes(DATA)
     res = request_copy(dk.url + "push-src.bin", destination=xrd.url + "pushed.bin",
-                           token="ro-token", timeout=30, ca_file=str(pki.ca_file),
-                           checksum="adler32")
+                       token="ro-token", timeout=30, ca_file=str(pki.ca_file),
+                       checksum="adler32")
     _check_markers(res, 202)
     assert (xrd.root / "pushed.bin").read_bytes() == DATA
     assert xrd.digest("pushed.bin") == f"adler32={adler(DATA)}"
@@ -107,8 +107,8 @@ def test_xrootd_active_pull_from_dtnkit(xrd: Xrootd, dk: ServerHandle, streams: 
     (dk.root / "x-src.bin").write_bytes(DATA)
     name = f"xpulled{streams}.bin"
     res = request_copy(xrd.url + name, source=dk.url + "x-src.bin", streams=streams,
-                           transfer_headers={"Authorization": "Bearer ro-token"}, timeout=30,
-                           ca_file=str(pki.ca_file))
+                       transfer_headers={"Authorization": "Bearer ro-token"}, timeout=30,
+                       ca_file=str(pki.ca_file))
     _check_markers(res, 201)  # XRootD 5.5.3 answers 201, not 202
     # XRootD's markers carry an extra key (RemoteConnections: tcp:127.0.0.1:<dtnkit port>)
     assert str(dk.port) in res.markers[-1].extra.get("remoteconnections", "")
@@ -142,26 +142,26 @@ def test_xrootd_pull_of_missing_source_fails_and_leaves_nothing(
 def test_dtnkit_pull_of_missing_xrootd_source_fails_and_leaves_nothing(
         xrd: Xrootd, dk: ServerHandle, pki: Pki) -> None:
     res = request_copy(dk.url + "never.bin", source=xrd.url + "no-such-file.bin",
-                           token="rw-token", timeout=30, ca_file=str(pki.ca_file))
+                       token="rw-token", timeout=30, ca_file=str(pki.ca_file))
     assert not res.ok and res.final.startswith("failure:") and "404" in res.final
     assert not (dk.root / "never.bin").exists() and leftovers(dk.root) == []
 
 
 def test_require_checksum_verification_against_xrootd(xrd: Xrootd, dk: ServerHandle,
-                                                       pki: Pki) -> None:
+                                                      pki: Pki) -> None:
     # XRootD is configured for adler32/md5/crc32c only: asked for sha-256 it silently answers
     # with adler32, so dtnkit cannot verify a sha-256 pull.
     xrd.put("nosha.bin", DATA)
     res = request_copy(dk.url + "sha-strict.bin", source=xrd.url + "nosha.bin",
-                           token="rw-token", checksum="sha256", timeout=30,
-                           ca_file=str(pki.ca_file),
-                           require_checksum=True)
+                       token="rw-token", checksum="sha256", timeout=30,
+                       ca_file=str(pki.ca_file),
+                       require_checksum=True)
     assert not res.ok and "offered no sha256" in res.final
     assert not (dk.root / "sha-strict.bin").exists()
     res = request_copy(dk.url + "sha-lax.bin", source=xrd.url + "nosha.bin",
-                           token="rw-token", checksum="sha256", timeout=30,
-                           ca_file=str(pki.ca_file),
-                           require_checksum=False)
+                       token="rw-token", checksum="sha256", timeout=30,
+                       ca_file=str(pki.ca_file),
+                       require_checksum=False)
     assert res.ok, res.final
     assert (dk.root / "sha-lax.bin").read_bytes() == DATA
     assert leftovers(dk.root) == []

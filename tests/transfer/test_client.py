@@ -132,7 +132,7 @@ def test_download_round_trip(served: tuple[ServerHandle, Path], tmp_path: Path, 
     (root / "f.bin").write_bytes(data)
     dst = tmp_path / "out.bin"
     summary = copy(handle.url + "f.bin", str(dst),
-                          opts(checksum=name, verify=verify, streams=streams))
+                   opts(checksum=name, verify=verify, streams=streams))
     assert dst.read_bytes() == data
     assert leftovers(tmp_path) == []
     result = summary.files[0]
@@ -186,7 +186,7 @@ def test_corrupted_source_is_detected_and_not_committed(
     dst = tmp_path / "c.bin"
     with pytest.raises(ChecksumMismatch) as info:
         copy(handle.url + "c.bin", str(dst), opts(checksum=name, verify=verify,
-                                                           retries=1))
+                                                  retries=1))
     assert "checksum mismatch" in info.value.what
     assert "expected" in info.value.why and "after 2 attempts" in info.value.why
     assert not dst.exists()
@@ -215,7 +215,7 @@ def test_ondisk_detects_corruption_too(served: tuple[ServerHandle, Path],
     corrupt_behind_cache(src, handle, "adler32")
     with pytest.raises(ChecksumMismatch):
         copy(handle.url + "o.bin", str(tmp_path / "o.bin"),
-                    opts(level="ondisk", retries=0))
+             opts(level="ondisk", retries=0))
     assert not (tmp_path / "o.bin").exists() and leftovers(tmp_path) == []
 
 
@@ -310,7 +310,7 @@ def test_server_dying_mid_transfer_retries_then_fails(tmp_path: Path) -> None:
         dst = tmp_path / "d.bin"
         with pytest.raises(TransferError) as info:
             copy(f"http://127.0.0.1:{server.port}/d.bin", str(dst),
-                        opts(retries=2, streams=2))
+                 opts(retries=2, streams=2))
         assert "failed after 3 attempts" in info.value.why
         assert "connection closed" in info.value.why
         assert server.gets >= 3
@@ -328,7 +328,7 @@ def test_stall_timeout_retries(tmp_path: Path) -> None:
         port = sock.getsockname()[1]
         with pytest.raises(TransferError, match="HEAD"):
             copy(f"http://127.0.0.1:{port}/x", str(tmp_path / "x"),
-                        opts(retries=1, stall_timeout=0.2))
+                 opts(retries=1, stall_timeout=0.2))
         assert not (tmp_path / "x").exists()
     finally:
         sock.close()
@@ -380,7 +380,7 @@ def test_recursive_round_trip_parallel(served: tuple[ServerHandle, Path],
         assert (root / "tree" / rel).read_bytes() == data
     back = tmp_path / "back"
     down = copy(handle.url + "tree/", str(back), opts(recursive=True, parallel=3,
-                                                             checksum="md5"))
+                                                      checksum="md5"))
     assert len(down.files) == 4
     for rel, data in files.items():
         assert (back / rel).read_bytes() == data
@@ -509,7 +509,7 @@ def test_download_many_blocks_reused_buffers(served: tuple[ServerHandle, Path],
     (root / "many").write_bytes(data)
     dst = tmp_path / "many"
     summary = copy(handle.url + "many", str(dst),
-                          opts(checksum=name, streams=streams, max_buffered=held))
+                   opts(checksum=name, streams=streams, max_buffered=held))
     assert dst.read_bytes() == data
     assert show_digest(name, summary.files[0].digest) == show_digest(
         name, cks.file_checksum(dst, name))

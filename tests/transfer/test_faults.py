@@ -238,7 +238,7 @@ def test_flipped_wire_byte_refetches_only_the_bad_block(
     dst = tmp_path / "w.bin"
     before = handle.counters["sendfile_bytes"]
     summary = copy(f"http://127.0.0.1:{relay.port}/w.bin", str(dst),
-                          opts(checksum=name))
+                   opts(checksum=name))
     assert relay.flipped.is_set()
     assert dst.read_bytes() == data
     result = summary.files[0]
@@ -286,7 +286,7 @@ def test_stalled_stream_times_out_and_block_is_retried_on_a_new_connection(
     relay.stall_after = 2 * BLOCK + 100  # the body stops mid-block, the socket stays open
     dst = tmp_path / "s.bin"
     summary = copy(f"http://127.0.0.1:{relay.port}/s.bin", str(dst),
-                          opts(stall_timeout=0.5, streams=1, verify="file"))
+                   opts(stall_timeout=0.5, streams=1, verify="file"))
     assert relay.stalled.is_set()
     assert dst.read_bytes() == data
     assert summary.files[0].retries == 1

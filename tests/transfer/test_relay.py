@@ -71,7 +71,7 @@ def test_relay_file(pair: tuple[ServerHandle, Path, ServerHandle, Path], name: s
     data = payload(SIZE)
     (a_root / "x").write_bytes(data)
     summary = copy(a.url + "x", b.url + "y", opts(checksum=name, streams=streams,
-                                                          max_buffered=1))
+                                                  max_buffered=1))
     assert (b_root / "y").read_bytes() == data and parts(b_root) == []
     f = summary.files[0]
     assert show_digest(name, f.digest) == show_digest(name, cks.file_checksum(a_root / "x", name))

@@ -64,8 +64,8 @@ def test_pull_round_trip_with_markers(pair: tuple[ServerHandle, ServerHandle]) -
     (a.root / "x.bin").write_bytes(BIG)
     seen: list[Marker] = []
     res = request_copy(b.url + "y.bin", source=a.url + "x.bin", token=B_RW,
-                           transfer_headers={"Authorization": f"Bearer {A_RO}"},
-                           streams=2, timeout=20, on_marker=seen.append)
+                       transfer_headers={"Authorization": f"Bearer {A_RO}"},
+                       streams=2, timeout=20, on_marker=seen.append)
     assert res.ok, res.final
     assert res.status == 202 and res.final == "success: Created"
     assert (b.root / "y.bin").read_bytes() == BIG
@@ -79,8 +79,8 @@ def test_push_round_trip(pair: tuple[ServerHandle, ServerHandle]) -> None:
     a, b = pair
     (a.root / "x.bin").write_bytes(BIG)
     res = request_copy(a.url + "x.bin", destination=b.url + "z.bin", token=A_RO,
-                           transfer_headers={"Authorization": f"Bearer {B_RW}"}, timeout=20,
-                           checksum="crc32c")
+                       transfer_headers={"Authorization": f"Bearer {B_RW}"}, timeout=20,
+                       checksum="crc32c")
     assert res.ok, res.final
     assert (b.root / "z.bin").read_bytes() == BIG
     assert res.bytes == len(BIG)
@@ -91,7 +91,7 @@ def test_missing_source_fails_and_creates_nothing(
         pair: tuple[ServerHandle, ServerHandle]) -> None:
     a, b = pair
     res = request_copy(b.url + "y.bin", source=a.url + "nope.bin", token=B_RW,
-                           transfer_headers={"Authorization": f"Bearer {A_RO}"}, timeout=20)
+                       transfer_headers={"Authorization": f"Bearer {A_RO}"}, timeout=20)
     assert not res.ok and res.final.startswith("failure:") and "404" in res.final
     assert list(b.root.iterdir()) == []
 
@@ -102,7 +102,7 @@ def test_corrupted_source_digest_mismatch(pair: tuple[ServerHandle, ServerHandle
     src.write_bytes(SMALL)
     conn = http.client.HTTPConnection(a.host, a.port, timeout=10)
     conn.request("HEAD", "/x.bin", headers={"Authorization": f"Bearer {A_RO}",
-                                             "Want-Digest": "adler32"})
+                                            "Want-Digest": "adler32"})
     assert conn.getresponse().headers["Digest"] == f"adler32={adler(SMALL)}"
     conn.close()
     st = src.stat()
@@ -110,7 +110,7 @@ def test_corrupted_source_digest_mismatch(pair: tuple[ServerHandle, ServerHandle
         f.write(b"X")
     os.utime(src, ns=(st.st_atime_ns, st.st_mtime_ns))
     res = request_copy(b.url + "y.bin", source=a.url + "x.bin", token=B_RW,
-                           transfer_headers={"Authorization": f"Bearer {A_RO}"}, timeout=20)
+                       transfer_headers={"Authorization": f"Bearer {A_RO}"}, timeout=20)
     assert not res.ok and "checksum mismatch" in res.final
     assert list(b.root.iterdir()) == []
 
@@ -122,13 +122,13 @@ def test_bad_transfer_authorization(pair: tuple[ServerHandle, ServerHandle],
     (a.root / "x.bin").write_bytes(SMALL)
     if auth == f"Bearer {B_RO}":  # push with a read-only token for the destination
         res = request_copy(a.url + "x.bin", destination=b.url + "z.bin", token=A_RO,
-                               transfer_headers={"Authorization": auth}, timeout=20)
+                           transfer_headers={"Authorization": auth}, timeout=20)
         assert not res.ok and "403" in res.final
         assert list(b.root.iterdir()) == []
         return
     headers = {"Authorization": auth} if auth else {}
     res = request_copy(b.url + "y.bin", source=a.url + "x.bin", token=B_RW,
-                           transfer_headers=headers, timeout=20)
+                       transfer_headers=headers, timeout=20)
     assert not res.ok and "401" in res.final
     assert list(b.root.iterdir()) == []
 
@@ -242,8 +242,8 @@ def test_periodic_markers_on_a_slow_pull(pair: tuple[ServerHandle, ServerHandle]
     _a, b = pair
     seen: list[int] = []
     res = request_copy(b.url + "y.bin", source=f"http://127.0.0.1:{slow.server_port}/x",
-                           token=B_RW, timeout=20,
-                           on_marker=lambda m: seen.append(m.stripe_bytes or 0))
+                       token=B_RW, timeout=20,
+                       on_marker=lambda m: seen.append(m.stripe_bytes or 0))
     assert res.ok, res.final
     assert len(seen) >= 3 and seen == sorted(seen) and seen[-1] == len(_SlowSource.body)
     assert (b.root / "y.bin").read_bytes() == _SlowSource.body

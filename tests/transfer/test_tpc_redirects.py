@@ -128,7 +128,7 @@ def test_request_copy_follows_a_redirect_without_leaking_the_token(
     peer.redirect_to = dk.url  # the "door" redirects the COPY to the active dtnkit
     with pytest.raises(TpcError, match="401"):
         request_copy(peer_url(peer) + "y.bin", source=dk.url + "x.bin", token=RW,
-                         transfer_headers={"Authorization": f"Bearer {RO}"}, timeout=10)
+                     transfer_headers={"Authorization": f"Bearer {RO}"}, timeout=10)
     # the token was for the door, not the other origin: dtnkit refused the COPY without it
     assert peer.seen == [("COPY", "/y.bin", f"Bearer {RW}")]
     assert not (dk.root / "y.bin").exists()
@@ -139,7 +139,7 @@ def test_request_copy_redirect_same_origin_keeps_token_and_is_bounded(
     peer.redirect_to = peer_url(peer) + "again/"  # a redirect loop on the same origin
     with pytest.raises(TpcError, match="more than 5 redirects"):
         request_copy(peer_url(peer) + "y.bin", source=dk.url + "x.bin", token=RW,
-                         timeout=10)
+                     timeout=10)
     assert len(peer.seen) == MAX_REDIRECTS + 1
     assert all(auth == f"Bearer {RW}" for _m, _p, auth in peer.seen)
 
@@ -162,8 +162,8 @@ def test_active_pull_follows_the_source_redirect(peer: _Peer, dk: ServerHandle,
         (other.root / "real.bin").write_bytes(DATA)
         peer.redirect_to = other.url  # the source "door" redirects to the data server
         res = request_copy(dk.url + "got.bin", source=peer_url(peer) + "real.bin",
-                               token=RW, transfer_headers={"Authorization": f"Bearer {RO}"},
-                               timeout=10)
+                           token=RW, transfer_headers={"Authorization": f"Bearer {RO}"},
+                           timeout=10)
     # cross-origin: the forwarded token is not re-sent, so the data server refuses (401)
     assert not res.ok and "401" in res.final
     assert peer.seen[0][:2] == ("HEAD", "/real.bin")
@@ -173,8 +173,8 @@ def test_active_pull_follows_the_source_redirect(peer: _Peer, dk: ServerHandle,
 def test_active_pull_follows_a_same_origin_redirect(peer: _Peer, dk: ServerHandle) -> None:
     peer.redirect_to = peer_url(peer) + "real/"  # HEAD /a.bin -> 307 /real/a.bin (same origin)
     res = request_copy(dk.url + "got.bin", source=peer_url(peer) + "a.bin", token=RW,
-                           transfer_headers={"Authorization": f"Bearer {RO}"}, timeout=10,
-                           require_checksum=False)  # the peer offers no digest
+                       transfer_headers={"Authorization": f"Bearer {RO}"}, timeout=10,
+                       require_checksum=False)  # the peer offers no digest
     assert res.ok, res.final
     assert (dk.root / "got.bin").read_bytes() == DATA
     assert peer.seen[0] == ("HEAD", "/a.bin", f"Bearer {RO}")
@@ -185,12 +185,12 @@ def test_active_pull_follows_a_same_origin_redirect(peer: _Peer, dk: ServerHandl
 def test_require_checksum_verification(peer: _Peer, dk: ServerHandle) -> None:
     src = peer_url(peer) + "nodigest.bin"  # serves ranges but never a Digest
     strict = request_copy(dk.url + "a.bin", source=src, token=RW, timeout=10,
-                              require_checksum=True)
+                          require_checksum=True)
     assert not strict.ok and "offered no adler32" in strict.final
     default = request_copy(dk.url + "b.bin", source=src, token=RW, timeout=10)
     assert not default.ok and "offered no adler32" in default.final  # default: required
     lax = request_copy(dk.url + "c.bin", source=src, token=RW, timeout=10,
-                           require_checksum=False)
+                       require_checksum=False)
     assert lax.ok, lax.final
     assert (dk.root / "c.bin").read_bytes() == DATA
     assert not (dk.root / "a.bin").exists() and not (dk.root / "b.bin").exists()
@@ -200,10 +200,10 @@ def test_require_checksum_verification(peer: _Peer, dk: ServerHandle) -> None:
 def test_push_without_remote_digest_needs_require_false(peer: _Peer, dk: ServerHandle) -> None:
     (dk.root / "p.bin").write_bytes(DATA)
     strict = request_copy(dk.url + "p.bin", destination=peer_url(peer) + "p.bin",
-                              token=RO, timeout=10)
+                          token=RO, timeout=10)
     assert not strict.ok and "did not offer" in strict.final
     lax = request_copy(dk.url + "p.bin", destination=peer_url(peer) + "q.bin",
-                           token=RO, timeout=10, require_checksum=False)
+                       token=RO, timeout=10, require_checksum=False)
     assert lax.ok, lax.final
     assert ("PUT", "/q.bin", None) in peer.seen
     assert ("DELETE", "/p.bin", None) in peer.seen  # the unverifiable strict push was undone
@@ -234,7 +234,7 @@ def test_download_follows_a_door_redirect_to_the_data_server(
         peer.redirect_to = pool.url
         dst = tmp_path / "x.bin"
         summary = copy(peer_url(peer) + "x.bin?authz=abc", str(dst),
-                          Options(token=RW, streams=2, block_size=256 * 1024))
+                       Options(token=RW, streams=2, block_size=256 * 1024))
     assert dst.read_bytes() == DATA
     assert show_digest("adler32", summary.files[0].digest) == f"{zlib.adler32(DATA):08x}"
     assert peer.seen == [("HEAD", "/x.bin?authz=abc", f"Bearer {RW}")]  # only the door's
@@ -282,7 +282,7 @@ def test_multi_stream_upload_to_a_redirecting_door_falls_back_to_one_put(
     src.write_bytes(DATA)
     peer.redirect_to = peer_url(peer) + "real/"
     summary = copy(str(src), peer_url(peer) + "up4.bin",
-                      Options(token=RW, verify="none", streams=4, block_size=128 * 1024))
+                   Options(token=RW, verify="none", streams=4, block_size=128 * 1024))
     assert summary.files[0].upload_streams == 1
     assert [(m, p) for m, p, _a in peer.seen] == [
         ("POST", "/up4.bin"), ("PUT", "/up4.bin"), ("PUT", "/real/up4.bin")]

@@ -267,9 +267,9 @@ def handle_copy(handler: _Handler) -> None:
             raise HttpError(405, where, f"is not a regular file ({st.st_mode:o})")
 
     options = Options(streams=streams, checksum=algorithm,
-                         verify=Verify.BLOCK if pull else Verify.SEQUENTIAL, retries=1, backoff=0.2,
-                         resume=False,  # a failed server-side copy leaves nothing to resume
-                         ca_file=getattr(handler.server.config, "ca_file", None))
+                      verify=Verify.BLOCK if pull else Verify.SEQUENTIAL, retries=1, backoff=0.2,
+                      resume=False,  # a failed server-side copy leaves nothing to resume
+                      ca_file=getattr(handler.server.config, "ca_file", None))
     options.check()
     job = _Job()
     options.progress = job.progress
@@ -417,8 +417,8 @@ def _check_if_offered(session: Session, url: Url, name: str, local: bytes) -> No
     remote = info.digests.get(name)
     if remote is not None and remote != local:
         raise discard_remote(session, url, f"checksum mismatch for {url}",
-                                f"{name} local {show_digest(name, local)}, remote "
-                                f"{show_digest(name, remote)}")
+                             f"{name} local {show_digest(name, local)}, remote "
+                             f"{show_digest(name, remote)}")
 
 
 def _delete_if_sent(session: Session, url: Url, job: _Job, size: int) -> None:

@@ -126,7 +126,7 @@ RFC9530_KEY = {"adler32": "adler", "crc32c": "crc32c", "md5": "md5", "sha256": "
 
 
 def block_digests(session: Session, url: Url, info: RemoteInfo, blocks: list[pl.Block],
-                   name: str, options: Options) -> dict[int, bytes] | None:
+                  name: str, options: Options) -> dict[int, bytes] | None:
     """The source's ``Content-Digest`` (RFC 9530) of each block's range, asked with ``HEAD``
     on up to ``streams`` keep-alive connections; None when the server gives none."""
     out: dict[int, bytes] = {}
@@ -178,8 +178,8 @@ def block_digests(session: Session, url: Url, info: RemoteInfo, blocks: list[pl.
 
 
 def bad_blocks(session: Session, url: Url, info: RemoteInfo, fd: int,
-                blocks: list[pl.Block], name: str, values: list[int | None] | None,
-                options: Options) -> list[pl.Block] | None:
+               blocks: list[pl.Block], name: str, values: list[int | None] | None,
+               options: Options) -> list[pl.Block] | None:
     """Blocks of the part file whose *name* digest differs from the source's for the same
     range; local digests come from *values* (per-block values computed as the bytes arrived)
     when given, else from the part file.  None when the server gives no per-block digests."""
@@ -201,7 +201,7 @@ def bad_blocks(session: Session, url: Url, info: RemoteInfo, fd: int,
 
 
 def download_once(session: Session, url: Url, dst: Path, options: Options,
-                   state: Attempts | None = None) -> FileResult:
+                  state: Attempts | None = None) -> FileResult:
     state = state if state is not None else Attempts(0)
     plan = options.plan()
     name = plan.algorithm
@@ -251,7 +251,7 @@ def download_once(session: Session, url: Url, dst: Path, options: Options,
                                   verifier=verifier, done=done)
         except TransferError as exc:
             if type(exc) is TransferError and save_journal(dst, origin, info, options, fd, done,
-                                                            verifier, stale):
+                                                           verifier, stale):
                 keep_part = True
                 exc.next_step = (f"rerun the same command to resume ({len(done)} of "
                                  f"{len(blocks)} blocks are kept in {part}); check that the "

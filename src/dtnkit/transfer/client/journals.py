@@ -92,7 +92,7 @@ def _journal_problem(doc: object, url: Url, info: RemoteInfo, options: Options,
 
 
 def load_journal(dst: Path, url: Url, info: RemoteInfo, options: Options,
-                  nblocks: int) -> tuple[dict[int, int | None], str | None, str | None]:
+                 nblocks: int) -> tuple[dict[int, int | None], str | None, str | None]:
     """Blocks kept from an interrupted run (index -> recorded value or None), the algorithm
     of the values, and a note for the summary.  A journal that cannot be used is removed; a
     usable one stays until the run ends (removed on success or discard, rewritten when the
@@ -133,8 +133,8 @@ def load_journal(dst: Path, url: Url, info: RemoteInfo, options: Options,
 
 
 def save_journal(dst: Path, url: Url, info: RemoteInfo, options: Options, fd: int,
-                  done: set[int], verifier: pl.BlockVerifier | None,
-                  stale: set[int]) -> bool:
+                 done: set[int], verifier: pl.BlockVerifier | None,
+                 stale: set[int]) -> bool:
     """Keep the part file for a rerun: fsync it, then write the journal atomically (temporary
     file, fsync, rename).  False when there is nothing worth keeping or it cannot be written."""
     if not done or (info.etag is None and info.last_modified is None):
@@ -168,7 +168,7 @@ def save_journal(dst: Path, url: Url, info: RemoteInfo, options: Options, fd: in
 
 
 def resume_blocks(fd: int, blocks: list[pl.Block], kept: dict[int, int | None],
-                   kept_name: str | None, verifier: pl.BlockVerifier | None) -> set[int]:
+                  kept_name: str | None, verifier: pl.BlockVerifier | None) -> set[int]:
     """Blocks of the kept part file to use: each is read back from the part file and hashed
     (the verifier gets the bytes on disk, never a recorded value); a recorded per-block value
     that disagrees with the bytes on disk marks the block as damaged: it is fetched again."""

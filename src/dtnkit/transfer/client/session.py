@@ -164,7 +164,7 @@ class Session:
                 c.close()
 
     def with_retries(self, what: str, call: Callable[[], tuple[int, http.client.HTTPMessage,
-                                                              bytes]]
+                                                               bytes]]
                      ) -> tuple[int, http.client.HTTPMessage, bytes]:
         attempt = 0
         while True:

@@ -190,8 +190,8 @@ def request_copy(active_url: str, *, source: str | None = None,
     hops = 0
     while True:
         session = Session(url, Options(token=token if same_origin(url, first) else None,
-                                             ca_file=ca_file, insecure=insecure,
-                                             stall_timeout=timeout))
+                                       ca_file=ca_file, insecure=insecure,
+                                       stall_timeout=timeout))
         conn = session.connect()
         what = f"COPY {url}"
         try:

@@ -131,8 +131,8 @@ def commit(session: Session, url: Url, ident: str, digest: str | None) -> None:
         return  # an earlier attempt committed it and only the answer was lost
     if st == 412:
         raise ChecksumMismatch(f"checksum mismatch for {url}",
-                                  f"the server refused the commit: {reason(body)}",
-                                  "retry; if it persists, check the source storage and the path")
+                               f"the server refused the commit: {reason(body)}",
+                               "retry; if it persists, check the source storage and the path")
     if st in (404, 410):
         raise SessionLost(f"commit of {url}: HTTP {st} {reason(body)}")
     check_status(st, f"POST {url} (commit upload)", body, ok=(200, 201, 204))
