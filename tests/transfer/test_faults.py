@@ -29,7 +29,7 @@ import pytest
 
 from dtnkit.transfer import checksum as cks
 from dtnkit.transfer import client
-from dtnkit.transfer import digest as dg
+from dtnkit.transfer.wire import digests as dg
 from dtnkit.transfer.server import ServerHandle, start_server
 
 BLOCK = 64 * 1024

@@ -20,7 +20,7 @@ import pytest
 
 from dtnkit.transfer import checksum as cks
 from dtnkit.transfer import client, tokens
-from dtnkit.transfer import digest as dg
+from dtnkit.transfer.wire import digests as dg
 from dtnkit.transfer import multi_upload as mu
 from dtnkit.transfer.server import ServerHandle, start_server
 

@@ -38,7 +38,7 @@ from urllib.parse import quote, unquote, urljoin, urlsplit
 
 from dtnkit.errors import BadInput, DtnkitError, ExitStatus
 from dtnkit.transfer import checksum as cks
-from dtnkit.transfer import digest as dg
+from dtnkit.transfer.wire import digests as dg
 from dtnkit.transfer import pipeline as pl
 
 PART_SUFFIX = ".dtnkit-part"

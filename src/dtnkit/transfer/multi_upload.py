@@ -42,7 +42,7 @@ from pathlib import Path
 from dtnkit.errors import DtnkitError
 from dtnkit.transfer import checksum as cks
 from dtnkit.transfer import client as cl
-from dtnkit.transfer import digest as dg
+from dtnkit.transfer.wire import digests as dg
 from dtnkit.transfer import pipeline as pl
 
 HEADER = "Dtnkit-Upload"

@@ -45,7 +45,7 @@ from xml.sax.saxutils import escape as xml_escape
 from dtnkit import __version__
 from dtnkit.errors import BadInput, DtnkitError
 from dtnkit.transfer import checksum as cks
-from dtnkit.transfer import digest as dg
+from dtnkit.transfer.wire import digests as dg
 from dtnkit.transfer import paths
 from dtnkit.transfer import pipeline as pl
 from dtnkit.transfer import tokens as tokmod

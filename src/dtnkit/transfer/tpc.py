@@ -32,7 +32,7 @@ from urllib.parse import urlsplit
 from dtnkit.errors import BadInput, DtnkitError
 from dtnkit.transfer import checksum as cks
 from dtnkit.transfer import client as cl
-from dtnkit.transfer import digest as dg
+from dtnkit.transfer.wire import digests as dg
 from dtnkit.transfer import paths
 from dtnkit.transfer import pipeline as pl
 

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dtnkit.transfer import checksum as cks
-from dtnkit.transfer import digest as dg
+from dtnkit.transfer.wire import digests as dg
 from dtnkit.transfer import paths
 from dtnkit.transfer import pipeline as pl
 from dtnkit.transfer import tokens as tokmod
