@@ -375,9 +375,9 @@ def test_file_checksum_empty_file_and_bad_block_size(tmp_path: Path) -> None:
 
 def test_tables_are_derived_from_the_registry() -> None:
     reg = checksum.REGISTRY
-    assert ALGORITHMS == tuple(reg)
+    assert tuple(reg) == ALGORITHMS
     assert frozenset(n for n, a in reg.items() if a.combine is not None) == COMBINABLE
-    assert checksum.DIGEST_SIZE == {n: a.size for n, a in reg.items()}
+    assert {n: a.size for n, a in reg.items()} == checksum.DIGEST_SIZE
     for alias, name in checksum.ALIASES.items():
         assert alias in reg[name].spellings and alias != name
     for record in reg.values():

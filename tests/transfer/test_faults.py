@@ -29,8 +29,8 @@ import pytest
 
 from dtnkit.transfer import checksum as cks
 from dtnkit.transfer import client
-from dtnkit.transfer.wire import digests as dg
 from dtnkit.transfer.server import ServerHandle, start_server
+from dtnkit.transfer.wire import digests as dg
 
 BLOCK = 64 * 1024
 NBLOCKS = 12

@@ -25,12 +25,8 @@ import pytest
 
 from dtnkit.errors import BadInput
 from dtnkit.transfer import paths, tokens
-from dtnkit.transfer.server import (
-    RangeNotSatisfiable,
-    ServerHandle,
-    parse_range,
-    start_server,
-)
+from dtnkit.transfer.server import ServerHandle, start_server
+from dtnkit.transfer.wire.ranges import RangeNotSatisfiable, parse_range
 
 READ, WRITE, BOTH = "tok-read-only", "tok-write-only", "tok-read-write"
 DATA = bytes(range(256)) * 40 + b"tail"  # 10244 bytes

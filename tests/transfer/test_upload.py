@@ -20,9 +20,9 @@ import pytest
 
 from dtnkit.transfer import checksum as cks
 from dtnkit.transfer import client, tokens
-from dtnkit.transfer.wire import digests as dg
 from dtnkit.transfer import multi_upload as mu
 from dtnkit.transfer.server import ServerHandle, start_server
+from dtnkit.transfer.wire import digests as dg
 
 TOKEN = "tok-rw"
 READER = "tok-ro"

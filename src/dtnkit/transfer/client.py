@@ -38,8 +38,8 @@ from urllib.parse import quote, unquote, urljoin, urlsplit
 
 from dtnkit.errors import BadInput, DtnkitError, ExitStatus
 from dtnkit.transfer import checksum as cks
-from dtnkit.transfer.wire import digests as dg
 from dtnkit.transfer import pipeline as pl
+from dtnkit.transfer.wire import digests as dg
 
 PART_SUFFIX = ".dtnkit-part"
 _S = TypeVar("_S")

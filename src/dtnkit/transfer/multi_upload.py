@@ -42,8 +42,8 @@ from pathlib import Path
 from dtnkit.errors import DtnkitError
 from dtnkit.transfer import checksum as cks
 from dtnkit.transfer import client as cl
-from dtnkit.transfer.wire import digests as dg
 from dtnkit.transfer import pipeline as pl
+from dtnkit.transfer.wire import digests as dg
 
 HEADER = "Dtnkit-Upload"
 ID_HEADER = "Dtnkit-Upload-Id"

@@ -443,7 +443,7 @@ def test_fuzz_only_digest_error(header: str) -> None:
             parse(header)
 
 
-# --------------------------------------------------------------------------- sha512 (one registry record)
+# --------------------------------------------------------------------------- sha512
 
 
 def test_sha512_rfc3230_base64_and_hex() -> None:

@@ -221,6 +221,20 @@ def format_digest(name: str, digest: bytes) -> str:
     return f"{label}={base64.b64encode(digest).decode('ascii')}"
 
 
+def format_value(name: str, digest: bytes) -> str:
+    """The value of one ``Digest`` item alone: what :func:`format_digest` puts after ``=``."""
+    return format_digest(name, digest).split("=", 1)[1]
+
+
+def parse_value(name: str, text: str) -> bytes:
+    """The raw digest of one ``Digest`` item value for algorithm *name* (any spelling)."""
+    ours = _ours_or_error(name)
+    text = text.strip(_OWS)
+    if not text:
+        raise DigestError(f"Digest: empty value for {name}")
+    return _decode_digest_value(ours, text)
+
+
 # --------------------------------------------------------------------------- RFC 9530
 
 

@@ -1,0 +1,369 @@
+"""HTTP third-party copy, server side: ``COPY`` with ``Source:`` (pull) or ``Destination:``
+(push).
+
+The active party moves the bytes with the client's own
+:func:`~dtnkit.transfer.client.download` / :func:`~dtnkit.transfer.client.upload` in a
+thread, forwarding ``TransferHeader<Name>`` headers with the prefix stripped, and answers
+``202`` with a ``text/plain`` performance-marker stream (``Perf Marker`` ... ``End`` blocks
+every ``marker_interval`` seconds, :mod:`dtnkit.transfer.wire.markers`), then one final line:
+``success: Created`` or ``failure: <what>: <why>``.  A pull lands in a temporary name next to
+the target and is renamed only after its digest matched the remote's; a failed or cancelled
+copy (the COPY connection closed) leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from dtnkit.errors import BadInput, DtnkitError
+from dtnkit.transfer import checksum as cks
+from dtnkit.transfer import client as cl
+from dtnkit.transfer import files, paths, tpc
+from dtnkit.transfer import pipeline as pl
+from dtnkit.transfer.server.errors import HttpError, os_error, show
+from dtnkit.transfer.server.exchange import Exchange, Headers
+from dtnkit.transfer.wire import digests as dg
+from dtnkit.transfer.wire import markers
+
+MAX_STREAMS = 100
+POLL = 0.1  # seconds between checks for a closed COPY connection
+#: Headers a TransferHeader may not set on the active party's requests (framing, routing).
+UNFORWARDABLE = frozenset({"host", "content-length", "transfer-encoding", "connection", "range",
+                           "if-range", "te", "trailer", "upgrade", "expect", "keep-alive"})
+
+
+class Cancelled(Exception):
+    """The COPY connection went away: stop the copy."""
+
+
+class ForwardingSession(cl.Session):
+    """A client session whose requests carry the COPY's TransferHeaders."""
+
+    def __init__(self, url: cl.Url, options: cl.Options, forward: Mapping[str, str]) -> None:
+        super().__init__(url, options)
+        self._forward = dict(forward)
+
+    def headers(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        out = {"User-Agent": "dtnkit-tpc", **self._forward}
+        out.update(extra or {})
+        return out
+
+
+@dataclass
+class Job:
+    """One copy in its thread: bytes moved so far, cancel and done flags, the error."""
+
+    total: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    cancel: threading.Event = field(default_factory=threading.Event)
+    done: threading.Event = field(default_factory=threading.Event)
+    error: str | None = None
+    put_sent: bool = False
+
+    def progress(self, n: int) -> None:
+        if self.cancel.is_set():
+            raise Cancelled()
+        with self.lock:
+            self.total += n
+
+    @property
+    def sent(self) -> int:
+        with self.lock:
+            return self.total
+
+
+def forwarded(headers: Headers) -> dict[str, str]:
+    """The ``TransferHeader<Name>`` headers as ``Name`` (400 for framing and routing ones)."""
+    out: dict[str, str] = {}
+    for name, value in headers.items():
+        if not name.lower().startswith("transferheader"):
+            continue
+        real = name[len("TransferHeader"):]
+        if not real or real.lower() in UNFORWARDABLE:
+            raise HttpError(400, f"header {name}", "cannot be forwarded to the remote side")
+        out[real] = value
+    return out
+
+
+def remote_url(value: str, header: str) -> cl.Url:
+    value = value.strip()
+    if value.startswith("davs://"):
+        value = "https://" + value[len("davs://"):]
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise HttpError(400, f"{header} {value[:200]!r}", "is not an http(s) URL")
+    try:
+        return cl.Url.parse(value)
+    except BadInput as exc:
+        raise HttpError(400, f"{header} {value[:200]!r}", exc.why) from None
+
+
+def _points_at_us(ex: Exchange, url: cl.Url, path: Path) -> bool:
+    if url.port != ex.local_port:
+        return False
+    names = {"localhost", "127.0.0.1", "::1", "0.0.0.0", "::", *ex.local_names()}
+    host = ex.headers.get("Host")
+    if host:
+        names.add(urlsplit(f"//{host}").hostname or "")
+    if url.host not in names:
+        return False
+    try:
+        other = paths.resolve(ex.services.config.root, url.path.split("?", 1)[0])
+    except BadInput:
+        return False
+    return other == path
+
+
+def streams(value: str | None) -> int:
+    if value is None:
+        return 1
+    if not value.strip().isdigit() or int(value) > MAX_STREAMS:
+        raise HttpError(400, f"X-Number-Of-Streams {value[:20]!r}",
+                        f"must be an integer from 0 to {MAX_STREAMS}")
+    return max(1, int(value))
+
+
+def algorithm(value: str | None) -> str:
+    if not value:
+        return "adler32"
+    try:
+        chosen = dg.choose(dg.parse_want_digest(value), cks.ALGORITHMS)
+    except ValueError as exc:
+        raise HttpError(400, "Want-Digest", str(exc)) from None
+    if chosen is None:
+        raise HttpError(400, f"Want-Digest {value[:80]!r}",
+                        f"names no algorithm we can verify ({', '.join(cks.ALGORITHMS)})")
+    return cks.canonical(chosen)
+
+
+def require(value: str | None) -> bool | None:
+    if value is None:
+        return None
+    low = value.strip().lower()
+    if low in ("true", "1", "yes"):
+        return True
+    if low in ("false", "0", "no"):
+        return False
+    raise HttpError(400, f"RequireChecksumVerification {value[:20]!r}", "must be true or false")
+
+
+def resolve_remote(remote: cl.Url, options: cl.Options, forward: Mapping[str, str],
+                   want: str | None) -> tuple[ForwardingSession, cl.Url, int, dict[str, bytes]]:
+    """HEAD the remote file (with ``Want-Digest: want``), following redirects.
+
+    Returns the session for the final URL, that URL, the HEAD's status and the digests it
+    offered.  The forwarded ``Authorization`` goes only to the origin it was given for; the
+    redirect target is expected to authorize the request itself (e.g. an ``authz`` query).
+    """
+    url, hops = remote, 0
+    session = ForwardingSession(url, options, forward)
+    extra = {"Want-Digest": cks.REGISTRY[want].rfc3230} if want else {}
+    while True:
+        status, headers, _body = session.with_retries(
+            f"HEAD {url}",
+            lambda s=session, u=url: s.request("HEAD", u, extra))  # type: ignore[misc]
+        if status not in cl.REDIRECTS:
+            break
+        hops += 1
+        if hops > cl.MAX_REDIRECTS:
+            raise tpc.TpcError(f"HEAD {remote}", f"more than {cl.MAX_REDIRECTS} redirects",
+                               "check the remote server's redirect configuration")
+        url = cl.follow_redirect(url, headers.get("Location"), f"HEAD {url}")
+        kept = forward if cl.same_origin(url, remote) else {
+            k: v for k, v in forward.items() if k.lower() != "authorization"}
+        session = ForwardingSession(url, options, kept)
+    digests: dict[str, bytes] = {}
+    if status == 200 and headers.get("Digest"):
+        with contextlib.suppress(ValueError):
+            digests = dg.parse_digest(headers["Digest"])
+    return session, url, status, digests
+
+
+def handle_copy(ex: Exchange) -> None:
+    """Serve one COPY request."""
+    h = ex.headers
+    source, destination = h.get("Source"), h.get("Destination")
+    if (source is None) == (destination is None):
+        raise HttpError(400, "COPY", "needs exactly one of the Source (pull) and Destination "
+                        "(push) headers")
+    pull = source is not None
+    ex.authorize("write" if pull else "read")
+    if ex.body_pending():
+        ex.discard_body()
+    credential = h.get("Credential")
+    if credential is not None and credential.strip().lower() != "none":
+        raise HttpError(400, f"Credential {credential[:40]!r}",
+                        "unsupported credential; send 'Credential: none' and a bearer token "
+                        "in TransferHeaderAuthorization")
+    path = ex.resolve()
+    config = ex.services.config
+    root = config.root
+    where = show(path, root)
+    remote = remote_url((source if pull else destination) or "",
+                        "Source" if pull else "Destination")
+    if _points_at_us(ex, remote, path):
+        raise HttpError(400, f"COPY {where}", f"{'Source' if pull else 'Destination'} is this "
+                        "same file on this same server")
+    forward = forwarded(h)
+    n_streams = streams(h.get("X-Number-Of-Streams"))
+    required = require(h.get("RequireChecksumVerification"))
+    name = algorithm(h.get("Want-Digest"))
+    if pull:
+        if path == root or path.is_dir():
+            raise HttpError(405, where, "is a collection; COPY to a file name under it")
+        if not path.parent.is_dir():
+            raise HttpError(409, where, "its parent collection does not exist; MKCOL it first")
+        if (h.get("Overwrite", "T") or "").strip().upper() == "F" and os.path.lexists(path):
+            raise HttpError(412, where, "exists and Overwrite: F was sent")
+    else:
+        try:
+            st = os.stat(path)
+        except OSError as exc:
+            raise os_error(exc, path, root) from None
+        if not os.path.isfile(path):
+            raise HttpError(405, where, f"is not a regular file ({st.st_mode:o})")
+
+    options = cl.Options(streams=n_streams, checksum=name,
+                         verify="block" if pull else "sequential", retries=1, backoff=0.2,
+                         resume=False,  # a failed server-side copy leaves nothing to resume
+                         ca_file=config.ca_file)
+    options.check()
+    job = Job()
+    options.progress = job.progress
+    if pull:
+        def work() -> None:
+            session, url, status, offered = resolve_remote(remote, options, forward, name)
+            if status == 200 and name not in offered:
+                if required is False:
+                    options.verify = "none"  # the client allowed an unverified copy
+                else:
+                    raise tpc.TpcError(f"source digest of {url}",
+                                       f"the source offered no {name} digest (offered: "
+                                       f"{', '.join(offered) or 'none'}), so the copy cannot "
+                                       "be verified", "pick another Want-Digest algorithm, or "
+                                       "send RequireChecksumVerification: false")
+            pull_file(session, url, path, options, job, ex)
+    else:
+        def work() -> None:
+            session, url, _status, _offered = resolve_remote(remote, options, forward, None)
+            push_file(session, path, url, options, job, required is not False)
+
+    def run() -> None:
+        try:
+            work()
+        except Cancelled:
+            job.error = "COPY: cancelled (the client closed the connection)"
+        except DtnkitError as exc:
+            job.error = f"{exc.what}: {exc.why}" if exc.why else exc.what
+        except Exception as exc:  # report, never crash the handler
+            job.error = f"COPY {where}: {exc.__class__.__name__}: {exc}"
+        finally:
+            job.done.set()
+
+    interval = config.marker_interval
+
+    def marker() -> bytes:
+        return markers.format_marker(job.sent, int(time.time())).encode("utf-8", "replace")
+
+    ex.start_chunked(202, [("Content-Type", "text/plain; charset=utf-8")])
+    thread = threading.Thread(target=run, daemon=True, name="dtnkit-tpc")
+    thread.start()
+    try:
+        next_marker = time.monotonic() + interval
+        while not job.done.wait(POLL):
+            if ex.client_gone():
+                raise Cancelled()
+            if time.monotonic() >= next_marker:
+                ex.write_chunk(marker())
+                next_marker = time.monotonic() + interval
+        ex.write_chunk(marker())
+        final = (markers.success_line() if job.error is None
+                 else markers.failure_line(job.error))
+        ex.write_chunk(final.encode("utf-8", "replace"))
+        ex.end_chunked()
+    except (Cancelled, OSError):
+        job.cancel.set()
+        thread.join(options.stall_timeout + 10)
+        ex.close_after()
+    ex.count_bytes(job.sent)
+
+
+def pull_file(session: cl.Session, url: cl.Url, path: Path, options: cl.Options, job: Job,
+              ex: Exchange) -> None:
+    """Download *url* to a part file next to *path*, then rename it over *path*."""
+    tmp = files.part_for(path)
+    committed = False
+    try:
+        result = cl.download(session, url, tmp, options)
+        if job.cancel.is_set():
+            raise Cancelled()
+        os.replace(tmp, path)
+        committed = True
+        with contextlib.suppress(OSError):
+            files.fsync_dir(path.parent)
+        if result.digest is not None:
+            with contextlib.suppress(ValueError, OSError):
+                name = options.checksum
+                value = {name: dg.parse_value(name, result.digest)}
+                ex.services.cache.store(path, files.file_key(os.stat(path)), value)
+    finally:
+        if not committed:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            with contextlib.suppress(OSError):
+                os.unlink(cl.part_path(tmp))
+
+
+def push_file(session: cl.Session, path: Path, url: cl.Url, options: cl.Options,
+              job: Job, required: bool = True) -> None:
+    """PUT ``path`` to ``url``.  ``required``: the remote's digest must match (the upload
+    fails when it offers none); otherwise it is compared only when the remote offers one."""
+    size = os.stat(path).st_size
+    local: bytes | None = None
+    if not required:
+        options.verify = "none"
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            local = pl.checksum_fd(fd, options.checksum, size, options.block_size)
+        finally:
+            os.close(fd)
+    try:
+        cl.upload(session, path, url, options)
+        if local is not None:
+            _check_if_offered(session, url, options.checksum, local)
+    except Cancelled:
+        _delete_if_sent(session, url, job, size)
+        raise
+    except cl.ChecksumMismatch:
+        raise  # refused before commit (412), or deleted by upload() after a late mismatch
+    except DtnkitError:
+        _delete_if_sent(session, url, job, size)
+        raise
+    if job.cancel.is_set():  # the client left after the PUT: undo it (best effort)
+        _delete_if_sent(session, url, job, size)
+        raise Cancelled()
+
+
+def _check_if_offered(session: cl.Session, url: cl.Url, name: str, local: bytes) -> None:
+    """Compare with the remote digest when it offers one (RequireChecksumVerification: false)."""
+    info = session.head(url, want=name)
+    remote = info.digests.get(name)
+    if remote is not None and remote != local:
+        raise cl.discard_remote(session, url, f"checksum mismatch for {url}",
+                                f"{name} local {dg.format_value(name, local)}, remote "
+                                f"{dg.format_value(name, remote)}")
+
+
+def _delete_if_sent(session: cl.Session, url: cl.Url, job: Job, size: int) -> None:
+    """DELETE the remote file when the whole body went out (the PUT may have created it)."""
+    if job.sent < size:
+        return  # the body broke off: the remote discards its temporary
+    with contextlib.suppress(DtnkitError, cl.Retryable):
+        session.request("DELETE", url)
