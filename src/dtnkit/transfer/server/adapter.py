@@ -79,10 +79,6 @@ class HttpServer(ThreadingHTTPServer):
     def counters(self) -> Counters:
         return self.services.counters
 
-    @property
-    def cache(self) -> files.ChecksumCache:
-        return self.services.cache
-
     def server_bind(self) -> None:
         # HTTPServer.server_bind calls getfqdn(), a DNS lookup that can hang; skip it.
         socketserver.TCPServer.server_bind(self)
