@@ -200,7 +200,7 @@ def test_unknown_name_lists_the_known_ones() -> None:
     with pytest.raises(ValueError, match=r"crc32.*adler32, crc32c, md5, sha256"):
         new("crc32")
     with pytest.raises(ValueError, match="unknown"):
-        new("sha-512")
+        new("sha-384")
 
 
 # --------------------------------------------------------------------------- combine
@@ -368,3 +368,45 @@ def test_file_checksum_empty_file_and_bad_block_size(tmp_path: Path) -> None:
         file_checksum(path, "md5", block_size=0)
     with pytest.raises(FileNotFoundError):
         file_checksum(tmp_path / "missing", "md5")
+
+
+# --------------------------------------------------------------------------- the registry
+
+
+def test_tables_are_derived_from_the_registry() -> None:
+    reg = checksum.REGISTRY
+    assert tuple(reg) == ALGORITHMS
+    assert frozenset(n for n, a in reg.items() if a.combine is not None) == COMBINABLE
+    assert {n: a.size for n, a in reg.items()} == checksum.DIGEST_SIZE
+    for alias, name in checksum.ALIASES.items():
+        assert alias in reg[name].spellings and alias != name
+    for record in reg.values():
+        assert len(record.new().digest()) == record.size
+        if record.combinable:  # a combinable algorithm brings its block function and empty value
+            assert record.block is not None and record.empty is not None
+            assert record.hex_on_wire and record.size == 4
+
+
+def test_sha512_is_one_record() -> None:
+    data = _data(7, 70_000)
+    for spelling in ("sha512", "SHA-512", " sha-512 "):
+        h = new(spelling)
+        h.update(data)
+        assert h.digest() == hashlib.sha512(data).digest()
+        assert checksum.canonical(spelling) == "sha512"
+    assert checksum.DIGEST_SIZE["sha512"] == 64
+    assert "sha512" in ALGORITHMS and "sha512" not in COMBINABLE
+    record = checksum.REGISTRY["sha512"]
+    assert (record.rfc3230, record.rfc9530, record.hex_on_wire) == ("sha-512", "sha-512", False)
+    with pytest.raises(ValueError, match="cannot be combined"):
+        checksum.combine("sha512", 1, 1, 1)
+    hasher = checksum.MultiHasher(["sha512", "adler32"])
+    hasher.update(data)
+    assert hasher.digests()["sha512"] == hashlib.sha512(data).digest()
+
+
+def test_sha512_file_checksum(tmp_path: Path) -> None:
+    path = tmp_path / "f"
+    data = _data(8, 3 * KIB + 1)
+    path.write_bytes(data)
+    assert checksum.file_checksum(path, "sha512", block_size=KIB) == hashlib.sha512(data).digest()

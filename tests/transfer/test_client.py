@@ -30,8 +30,8 @@ from dtnkit.transfer.client.errors import ChecksumMismatch, FatalHttp, TransferE
 from dtnkit.transfer.client.options import Options
 from dtnkit.transfer.client.session import Session, Url
 from dtnkit.transfer.client.streams import BufferPool, CombineHasher
-from dtnkit.transfer.client.verify import show_digest
 from dtnkit.transfer.server import ServerHandle, start_server
+from dtnkit.transfer.wire import digests as dg
 
 TOKEN = "tok-rw"
 BLOCK = 4096
@@ -140,7 +140,8 @@ def test_download_round_trip(served: tuple[ServerHandle, Path], tmp_path: Path, 
     if verify == "none":
         assert result.digest is None
     else:
-        assert show_digest(name, result.digest) == show_digest(name, cks.file_checksum(dst, name))
+        assert (dg.format_value(name, result.digest)
+                == dg.format_value(name, cks.file_checksum(dst, name)))
 
 
 def test_download_empty_file(served: tuple[ServerHandle, Path], tmp_path: Path) -> None:
@@ -349,7 +350,7 @@ def test_upload_round_trip(served: tuple[ServerHandle, Path], tmp_path: Path, na
     assert (root / "up.bin").read_bytes() == data
     assert leftovers(root) == []
     if verify != "none":
-        assert show_digest(name, summary.files[0].digest) == show_digest(
+        assert dg.format_value(name, summary.files[0].digest) == dg.format_value(
             name, cks.file_checksum(src, name))
         assert summary.files[0].level == "durable"
 
@@ -511,7 +512,7 @@ def test_download_many_blocks_reused_buffers(served: tuple[ServerHandle, Path],
     summary = copy(handle.url + "many", str(dst),
                    opts(checksum=name, streams=streams, max_buffered=held))
     assert dst.read_bytes() == data
-    assert show_digest(name, summary.files[0].digest) == show_digest(
+    assert dg.format_value(name, summary.files[0].digest) == dg.format_value(
         name, cks.file_checksum(dst, name))
     assert leftovers(tmp_path) == []
 
@@ -591,7 +592,8 @@ def test_download_to_dev_null_verifies_in_memory(served: tuple[ServerHandle, Pat
     data = payload(SIZE)
     (root / "n.bin").write_bytes(data)
     summary = copy(handle.url + "n.bin", "/dev/null", opts(checksum=name))
-    assert show_digest(name, summary.files[0].digest) == show_digest(name, _digest(name, data))
+    assert (dg.format_value(name, summary.files[0].digest)
+            == dg.format_value(name, _digest(name, data)))
     assert summary.files[0].level == "inflight"
     corrupt_behind_cache(root / "n.bin", handle, name)
     with pytest.raises(ChecksumMismatch, match="from the network"):

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from dtnkit.transfer import checksum as cks
-from dtnkit.transfer import digest as dg
 from dtnkit.transfer import pipeline as pl
 from dtnkit.transfer import tokens
 from dtnkit.transfer.client import upload_session as us
@@ -31,6 +30,8 @@ from dtnkit.transfer.client.ends import (
 from dtnkit.transfer.client.options import Options
 from dtnkit.transfer.client.session import Session, Url
 from dtnkit.transfer.server import ServerHandle, start_server
+from dtnkit.transfer.wire import digests as dg
+from dtnkit.transfer.wire import upload as wup
 
 TOKEN = "tok-rw"
 BLOCK = 4096
@@ -183,9 +184,10 @@ def test_one_put_fed_by_a_get(servers: tuple[ServerHandle, ServerHandle]) -> Non
 
 
 def test_upload_session_ranges() -> None:
-    assert us.parse_ranges("0-9, 20-29,x-1,5,") == [(0, 9), (20, 29)]
-    assert us.parse_ranges(None) == []
+    # the client reads the server's ranges with wire.upload, block by block
+    assert wup.parse_ranges("0-9, 20-29,x-1,5,") == [(0, 9), (20, 29)]
+    assert wup.parse_ranges(None) == []
     ranges = [(0, 9), (20, 29)]
-    assert us.covered(pl.Block(0, 0, 10), ranges)
-    assert not us.covered(pl.Block(1, 10, 10), ranges)
-    assert not us.covered(pl.Block(2, 5, 10), ranges)
+    for block, held in ((pl.Block(0, 0, 10), True), (pl.Block(1, 10, 10), False),
+                        (pl.Block(2, 5, 10), False)):
+        assert wup.covered(block.offset, block.end, ranges) is held

@@ -28,13 +28,13 @@ from pathlib import Path
 import pytest
 
 from dtnkit.transfer import checksum as cks
-from dtnkit.transfer import digest as dg
 from dtnkit.transfer.client.copy import copy
 from dtnkit.transfer.client.errors import ChecksumMismatch, TransferError
 from dtnkit.transfer.client.journals import journal_path, part_path
 from dtnkit.transfer.client.options import Options
 from dtnkit.transfer.client.session import Url
 from dtnkit.transfer.server import ServerHandle, start_server
+from dtnkit.transfer.wire import digests as dg
 
 BLOCK = 64 * 1024
 NBLOCKS = 12

@@ -16,8 +16,8 @@ from dtnkit.transfer import tokens
 from dtnkit.transfer.client.copy import copy
 from dtnkit.transfer.client.errors import FatalHttp
 from dtnkit.transfer.client.options import Options
-from dtnkit.transfer.client.verify import show_digest
 from dtnkit.transfer.server import ServerHandle, start_server
+from dtnkit.transfer.wire import digests as dg
 
 TOKEN_A = "tok-a"
 TOKEN_B = "tok-b"
@@ -74,7 +74,8 @@ def test_relay_file(pair: tuple[ServerHandle, Path, ServerHandle, Path], name: s
                                                   max_buffered=1))
     assert (b_root / "y").read_bytes() == data and parts(b_root) == []
     f = summary.files[0]
-    assert show_digest(name, f.digest) == show_digest(name, cks.file_checksum(a_root / "x", name))
+    assert (dg.format_value(name, f.digest)
+            == dg.format_value(name, cks.file_checksum(a_root / "x", name)))
     assert f.upload_streams == streams
     assert b.counters["range_puts"] == (7 if streams > 1 else 0)
 

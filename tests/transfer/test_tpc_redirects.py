@@ -23,8 +23,8 @@ from dtnkit.transfer.client.errors import FatalHttp, TransferError
 from dtnkit.transfer.client.options import Options
 from dtnkit.transfer.client.session import MAX_REDIRECTS, Session, Url, follow_redirect
 from dtnkit.transfer.client.tpc import TpcError, request_copy
-from dtnkit.transfer.client.verify import show_digest
 from dtnkit.transfer.server import ServerHandle, start_server
+from dtnkit.transfer.wire import digests as dg
 
 DATA = bytes(range(256)) * 4096  # 1 MiB
 RW, RO = "rw-token", "ro-token"
@@ -236,7 +236,7 @@ def test_download_follows_a_door_redirect_to_the_data_server(
         summary = copy(peer_url(peer) + "x.bin?authz=abc", str(dst),
                        Options(token=RW, streams=2, block_size=256 * 1024))
     assert dst.read_bytes() == DATA
-    assert show_digest("adler32", summary.files[0].digest) == f"{zlib.adler32(DATA):08x}"
+    assert dg.format_value("adler32", summary.files[0].digest) == f"{zlib.adler32(DATA):08x}"
     assert peer.seen == [("HEAD", "/x.bin?authz=abc", f"Bearer {RW}")]  # only the door's
 
 

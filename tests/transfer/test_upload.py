@@ -19,15 +19,14 @@ from pathlib import Path
 import pytest
 
 from dtnkit.transfer import checksum as cks
-from dtnkit.transfer import digest as dg
 from dtnkit.transfer import tokens
 from dtnkit.transfer.client import journals
 from dtnkit.transfer.client.copy import copy
 from dtnkit.transfer.client.errors import TransferError
 from dtnkit.transfer.client.journals import journal_dir
 from dtnkit.transfer.client.options import Options
-from dtnkit.transfer.client.verify import show_digest
 from dtnkit.transfer.server import ServerHandle, start_server
+from dtnkit.transfer.wire import digests as dg
 
 TOKEN = "tok-rw"
 READER = "tok-ro"
@@ -183,7 +182,7 @@ def test_multi_stream_round_trip(served: tuple[ServerHandle, Path], tmp_path: Pa
     assert (root / "up.bin").read_bytes() == data
     assert parts(root) == []
     f = summary.files[0]
-    assert show_digest(name, f.digest) == show_digest(name, cks.file_checksum(src, name))
+    assert dg.format_value(name, f.digest) == dg.format_value(name, cks.file_checksum(src, name))
     assert f.level == "durable" and f.upload_streams == streams
     assert summary.as_dict(o)["upload_streams"] == streams
     ranges = handle.counters["range_puts"] - before["range_puts"]
@@ -504,7 +503,8 @@ def test_single_put_digest_comes_with_the_answer(served: tuple[ServerHandle, Pat
     before = handle.counters.get("checksum_bytes", 0)
     summary = copy(str(src), handle.url + "w", opts(streams=1, checksum=name))
     assert (root / "w").read_bytes() == data
-    assert show_digest(name, summary.files[0].digest) == show_digest(name, _digest(name, data))
+    assert (dg.format_value(name, summary.files[0].digest)
+            == dg.format_value(name, _digest(name, data)))
     assert handle.counters.get("checksum_bytes", 0) == before  # no read-back, no HEAD hash
     status, headers, _body = _call(handle, "PUT", "/w2", {"Want-Digest": "adler32;q=0.5, md5",
                                                          "Content-Length": "3"}, b"abc")

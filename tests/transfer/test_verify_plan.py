@@ -9,7 +9,8 @@ import pytest
 from dtnkit.errors import BadInput
 from dtnkit.transfer import pipeline as pl
 from dtnkit.transfer.client.options import FileResult, Options, Summary
-from dtnkit.transfer.client.verify import Level, Verify, VerifyPlan, show_digest
+from dtnkit.transfer.client.verify import Level, Verify, VerifyPlan
+from dtnkit.transfer.wire import digests as dg
 
 
 def test_enums_keep_the_cli_and_json_strings() -> None:
@@ -64,7 +65,7 @@ def test_digest_is_bytes_formatted_only_when_shown() -> None:
     raw = bytes.fromhex("0a0b0c0d")
     result = FileResult("s", "d", 3, raw, Level.DURABLE, algorithm="adler32")
     assert result.digest == raw and result.shown_digest() == "0a0b0c0d"
-    assert show_digest("sha256", bytes(32)).endswith("=")  # base64, as in a Digest header
+    assert dg.format_value("sha256", bytes(32)).endswith("=")  # base64, as in a Digest header
     options = Options(checksum="md5", verify=Verify.FILE)
     doc = Summary([result], 1.0).as_dict(options)
     assert doc["digest"] == "0a0b0c0d"  # the result's own algorithm, not the options'

@@ -160,12 +160,13 @@ def _third_party(mode: str, src: str, dst: str, token: str | None, remote_token:
                  insecure: bool, as_json: bool) -> int:
     """``cp --tpc``: ask one server to copy from/to the other; the active side verifies."""
     from dtnkit.transfer.client import tpc
+    from dtnkit.transfer.wire.markers import Marker
 
     show = sys.stderr.isatty() and not as_json
     with _progress(show, None) as advance:
         per_stripe: dict[int, int] = {}
 
-        def on_marker(marker: tpc.Marker) -> None:
+        def on_marker(marker: Marker) -> None:
             """Advance the bar by what the markers say moved since the last one."""
             if advance is None or marker.stripe_bytes is None:
                 return

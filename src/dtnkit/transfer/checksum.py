@@ -1,11 +1,16 @@
-"""Checksums for a block-pipelined, multi-stream data mover.
+"""Checksums for a block-pipelined, multi-stream data mover: one registry of algorithms.
 
-Four algorithms, by the names dtnkit uses everywhere (:data:`ALGORITHMS`):
+Every algorithm dtnkit knows is one :class:`Algorithm` record in :data:`REGISTRY` (name,
+aliases, digest size, its names in RFC 3230 ``Digest`` and RFC 9530 ``Repr-Digest``, hex or
+base64 on the RFC 3230 wire, constructor, and for combinable ones the block and combine
+functions). Every other table (:data:`ALGORITHMS`, :data:`COMBINABLE`, :data:`ALIASES`,
+:data:`DIGEST_SIZE`, the HTTP name maps of :mod:`dtnkit.transfer.wire.digests`) is derived
+from it: adding an algorithm is adding one record.
 
 * ``adler32`` (zlib) and ``crc32c`` (Castagnoli) are *combinable*: each block of a file can be
   hashed on its own, in any order and on any stream, and the whole-file value follows from the
   per-block values and lengths (:func:`combine`, :func:`combine_blocks`) in O(log n) per block.
-* ``md5`` and ``sha256`` are not: they must see the bytes in file order.
+* ``md5``, ``sha256`` and ``sha512`` are not: they must see the bytes in file order.
 
 crc32c uses the ``crc32c`` package (C, SSE4.2/ARMv8 instructions) when it is importable; without
 it, a pure-Python table-driven fallback gives the same values, over a thousand times slower
@@ -14,7 +19,7 @@ it, a pure-Python table-driven fallback gives the same values, over a thousand t
 about 4x zlib's on x86-64) when it is importable, else zlib's (:data:`ADLER32_BACKEND`).
 
 Digests are the algorithm's natural big-endian bytes: 4 for adler32 and crc32c, 16 for md5, 32
-for sha256; :func:`to_bytes` turns an adler32/crc32c integer into them.
+for sha256, 64 for sha512; :func:`to_bytes` turns an adler32/crc32c integer into them.
 """
 
 from __future__ import annotations
@@ -25,17 +30,9 @@ import hashlib
 import sys
 import zlib
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
-
-ALGORITHMS: tuple[str, ...] = ("adler32", "crc32c", "md5", "sha256")
-COMBINABLE = frozenset({"adler32", "crc32c"})
-
-#: Other spellings accepted for the names above (matched case-insensitively).
-ALIASES: dict[str, str] = {"sha-256": "sha256", "adler": "adler32"}
-
-#: Digest length in bytes per algorithm.
-DIGEST_SIZE: dict[str, int] = {"adler32": 4, "crc32c": 4, "md5": 16, "sha256": 32}
 
 Buffer = bytes | bytearray | memoryview
 
@@ -55,26 +52,6 @@ class Checksum(Protocol):
     def digest(self) -> bytes: ...
 
     def hexdigest(self) -> str: ...
-
-
-def canonical(name: str) -> str:
-    """The dtnkit name of an algorithm (``"SHA-256"`` -> ``"sha256"``); ValueError if unknown."""
-    key = name.strip().lower()
-    key = ALIASES.get(key, key)
-    if key not in DIGEST_SIZE:
-        known = ", ".join(ALGORITHMS)
-        raise ValueError(f"unknown checksum algorithm {name!r} (known: {known})")
-    return key
-
-
-def _combinable(name: str) -> str:
-    key = canonical(name)
-    if key not in COMBINABLE:
-        raise ValueError(
-            f"{key} values cannot be combined or expressed as an integer "
-            f"(combinable: {', '.join(sorted(COMBINABLE))})"
-        )
-    return key
 
 
 # --------------------------------------------------------------------------- crc32c
@@ -341,33 +318,102 @@ class Crc32c(_IntChecksum):
         self.value = _crc32c_update(data, self.value)
 
 
+# --------------------------------------------------------------------------- the registry
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """Everything dtnkit knows about one checksum algorithm."""
+
+    name: str  # dtnkit's name (CLI, journals, APIs)
+    size: int  # digest length in bytes
+    rfc3230: str  # the name sent in RFC 3230 ``Digest`` / ``Want-Digest``
+    rfc9530: str  # the name sent in RFC 9530 ``Repr-Digest`` / ``Want-Repr-Digest``
+    hex_on_wire: bool  # RFC 3230 value in hex (a 32-bit integer) rather than base64
+    new: Callable[[], Checksum]  # a fresh running checksum
+    aliases: tuple[str, ...] = ()  # other spellings accepted (lowercase)
+    #: combinable algorithms only: value of A+B from value(A), value(B), len(B)
+    combine: Callable[[int, int, int], int] | None = None
+    block: Callable[[Buffer], int] | None = None  # value of one block on its own
+    empty: int | None = None  # value of no bytes
+
+    @property
+    def combinable(self) -> bool:
+        return self.combine is not None
+
+    @property
+    def spellings(self) -> frozenset[str]:
+        """Every lowercase name that means this algorithm (ours, HTTP's, aliases)."""
+        return frozenset({self.name, self.rfc3230.lower(), self.rfc9530.lower(), *self.aliases})
+
+
+def _md5() -> Checksum:
+    # usedforsecurity=False: an integrity check, allowed on FIPS-mode hosts too
+    return hashlib.md5(usedforsecurity=False)
+
+
+REGISTRY: dict[str, Algorithm] = {a.name: a for a in (
+    # RFC 9530 registers "adler" where RFC 3230 had "ADLER32".
+    Algorithm("adler32", 4, "adler32", "adler", True, lambda: Adler32(),
+              combine=adler32_combine, block=lambda data: _adler32_update(data, 1), empty=1),
+    Algorithm("crc32c", 4, "crc32c", "crc32c", True, lambda: Crc32c(),
+              combine=crc32c_combine, block=lambda data: _crc32c_update(data, 0), empty=0),
+    Algorithm("md5", 16, "md5", "md5", False, _md5),
+    Algorithm("sha256", 32, "sha-256", "sha-256", False, hashlib.sha256),
+    Algorithm("sha512", 64, "sha-512", "sha-512", False, hashlib.sha512),
+)}
+
+ALGORITHMS: tuple[str, ...] = tuple(REGISTRY)
+COMBINABLE = frozenset(a.name for a in REGISTRY.values() if a.combinable)
+#: Other spellings accepted for the names above (matched case-insensitively).
+ALIASES: dict[str, str] = {
+    spelling: a.name for a in REGISTRY.values() for spelling in sorted(a.spellings)
+    if spelling != a.name}
+#: Digest length in bytes per algorithm.
+DIGEST_SIZE: dict[str, int] = {a.name: a.size for a in REGISTRY.values()}
+
+
+def canonical(name: str) -> str:
+    """The dtnkit name of an algorithm (``"SHA-256"`` -> ``"sha256"``); ValueError if unknown."""
+    key = name.strip().lower()
+    key = ALIASES.get(key, key)
+    if key not in REGISTRY:
+        known = ", ".join(ALGORITHMS)
+        raise ValueError(f"unknown checksum algorithm {name!r} (known: {known})")
+    return key
+
+
+def algorithm(name: str) -> Algorithm:
+    """The registry record of *name* (any spelling); ValueError if unknown."""
+    return REGISTRY[canonical(name)]
+
+
+def lookup(name: str) -> Algorithm | None:
+    """The record for a name as received (any case and spelling), or None when unknown."""
+    key = name.strip().lower()
+    return REGISTRY.get(ALIASES.get(key, key))
+
+
+def _combinable(name: str) -> Algorithm:
+    record = algorithm(name)
+    if not record.combinable:
+        raise ValueError(
+            f"{record.name} values cannot be combined or expressed as an integer "
+            f"(combinable: {', '.join(sorted(COMBINABLE))})"
+        )
+    return record
+
+
 def new(name: str) -> Checksum:
     """A fresh running checksum for *name* (any case; ``sha-256`` and ``adler`` accepted)."""
-    key = canonical(name)
-    if key == "adler32":
-        return Adler32()
-    if key == "crc32c":
-        return Crc32c()
-    if key == "md5":
-        # usedforsecurity=False: an integrity check, allowed on FIPS-mode hosts too
-        return hashlib.md5(usedforsecurity=False)
-    return hashlib.sha256()
-
-
-_BLOCK: dict[str, Callable[[Buffer], int]] = {
-    "adler32": lambda data: _adler32_update(data, 1),
-    "crc32c": lambda data: _crc32c_update(data, 0),
-}
-_EMPTY = {"adler32": 1, "crc32c": 0}
-_COMBINE: dict[str, Callable[[int, int, int], int]] = {
-    "adler32": adler32_combine,
-    "crc32c": crc32c_combine,
-}
+    return algorithm(name).new()
 
 
 def block_value(name: str, data: Buffer) -> int:
     """adler32 or crc32c of one block on its own, as an int (ready for :func:`combine`)."""
-    return _BLOCK[_combinable(name)](data)
+    block = _combinable(name).block
+    assert block is not None
+    return block(data)
 
 
 def _check_value(value: int, what: str) -> None:
@@ -377,12 +423,13 @@ def _check_value(value: int, what: str) -> None:
 
 def combine(name: str, first: int, second: int, len_second: int) -> int:
     """The value of A+B from value(A), value(B) and len(B) (adler32 or crc32c), O(log len)."""
-    key = _combinable(name)
+    step = _combinable(name).combine
+    assert step is not None
     _check_value(first, "first")
     _check_value(second, "second")
     if len_second < 0:
         raise ValueError(f"block length {len_second} is negative")
-    return _COMBINE[key](first, second, len_second)
+    return step(first, second, len_second)
 
 
 def combine_blocks(name: str, blocks: Iterable[tuple[int, int]]) -> int:
@@ -391,9 +438,9 @@ def combine_blocks(name: str, blocks: Iterable[tuple[int, int]]) -> int:
     Blocks may have been hashed in any order and on any stream; only this fold needs the file
     order. No blocks gives the value of the empty file.
     """
-    key = _combinable(name)
-    step = _COMBINE[key]
-    total = _EMPTY[key]
+    record = _combinable(name)
+    step, total = record.combine, record.empty
+    assert step is not None and total is not None
     for value, length in blocks:
         _check_value(value, "block value")
         if length < 0:

@@ -22,7 +22,6 @@ from pathlib import Path
 
 from dtnkit.errors import BadInput
 from dtnkit.transfer import checksum as cks
-from dtnkit.transfer import digest as dg
 from dtnkit.transfer import pipeline as pl
 from dtnkit.transfer.client.ends import FileSink, HttpRangeSource, move_blocks
 from dtnkit.transfer.client.errors import Abort, ChecksumMismatch, Retryable, TransferError
@@ -38,6 +37,7 @@ from dtnkit.transfer.client.options import FileResult, Options
 from dtnkit.transfer.client.session import RemoteInfo, Session, Url, check_status, source_digest
 from dtnkit.transfer.client.streams import Background, read_back, run_streams
 from dtnkit.transfer.client.verify import Level
+from dtnkit.transfer.wire import digests as dg
 
 
 @dataclass
@@ -122,9 +122,6 @@ def download_to_device(session: Session, url: Url, dst: Path, options: Options) 
                 source.result()
 
 
-RFC9530_KEY = {"adler32": "adler", "crc32c": "crc32c", "md5": "md5", "sha256": "sha-256"}
-
-
 def block_digests(session: Session, url: Url, info: RemoteInfo, blocks: list[pl.Block],
                   name: str, options: Options) -> dict[int, bytes] | None:
     """The source's ``Content-Digest`` (RFC 9530) of each block's range, asked with ``HEAD``
@@ -132,7 +129,7 @@ def block_digests(session: Session, url: Url, info: RemoteInfo, blocks: list[pl.
     out: dict[int, bytes] = {}
     stop = threading.Event()
     unsupported = threading.Event()
-    want = f"{RFC9530_KEY[name]}=10"
+    want = f"{cks.REGISTRY[name].rfc9530}=10"
 
     def probe(conn: http.client.HTTPConnection, b: pl.Block, _state: None) -> None:
         hdrs = {"Range": f"bytes={b.offset}-{b.end}", "Want-Content-Digest": want}

@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Protocol
 
 from dtnkit.transfer import checksum as cks
-from dtnkit.transfer import digest as dg
 from dtnkit.transfer import pipeline as pl
 from dtnkit.transfer.client.errors import (
     Abort,
@@ -45,7 +44,8 @@ from dtnkit.transfer.client.streams import (
     read_back,
     run_streams,
 )
-from dtnkit.transfer.client.upload_session import ID_HEADER
+from dtnkit.transfer.wire import digests as dg
+from dtnkit.transfer.wire.upload import ID_HEADER
 
 #: Writes bytes that just arrived at a file offset (a local sink, while they are cache-hot).
 WriteAt = Callable[[memoryview, int], None]

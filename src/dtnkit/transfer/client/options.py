@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from dtnkit.errors import BadInput
 from dtnkit.transfer import checksum as cks
 from dtnkit.transfer import pipeline as pl
-from dtnkit.transfer.client.verify import Level, Verify, VerifyPlan, show_digest
+from dtnkit.transfer.client.verify import Level, Verify, VerifyPlan
+from dtnkit.transfer.wire import digests as dg
 
 
 @dataclass
@@ -80,7 +81,7 @@ class FileResult:
         """The digest as people and JSON see it (hex or base64, as in a Digest header)."""
         if self.digest is None or self.algorithm is None:
             return None
-        return show_digest(self.algorithm, self.digest)
+        return dg.format_value(self.algorithm, self.digest)
 
 
 @dataclass

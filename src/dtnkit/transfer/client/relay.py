@@ -15,7 +15,6 @@ from collections.abc import Iterator
 
 from dtnkit.errors import BadInput
 from dtnkit.transfer import checksum as cks
-from dtnkit.transfer import digest as dg
 from dtnkit.transfer import pipeline as pl
 from dtnkit.transfer.client import upload_session as us
 from dtnkit.transfer.client.ends import (
@@ -39,6 +38,7 @@ from dtnkit.transfer.client.session import (
 )
 from dtnkit.transfer.client.streams import Background, retry_on_mismatch
 from dtnkit.transfer.client.upload import with_restarts
+from dtnkit.transfer.wire import digests as dg
 
 
 def relay(src_session: Session, src: Url, dst_session: Session, dst: Url,

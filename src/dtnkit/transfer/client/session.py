@@ -8,13 +8,12 @@ import contextlib
 import http.client
 import ssl
 import time
-import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import quote, unquote, urljoin, urlsplit
 
 from dtnkit.errors import BadInput, DtnkitError
-from dtnkit.transfer import digest as dg
+from dtnkit.transfer import checksum as cks
 from dtnkit.transfer.client.errors import (
     ChecksumMismatch,
     FatalHttp,
@@ -24,6 +23,8 @@ from dtnkit.transfer.client.errors import (
     reason,
 )
 from dtnkit.transfer.client.options import Options
+from dtnkit.transfer.wire import digests as dg
+from dtnkit.transfer.wire import multistatus
 
 
 def is_url(text: str) -> bool:
@@ -230,23 +231,13 @@ class Session:
         status, _headers, body = self.with_retries(
             f"PROPFIND {url}", lambda: self.request("PROPFIND", url, {"Depth": "1"}))
         check_status(status, f"PROPFIND {url}", body, ok=(207,))
-        ns = "{DAV:}"
-        out: list[tuple[Url, bool, int]] = []
-        own = url.path.rstrip("/")
-        for resp in ET.fromstring(body).iter(f"{ns}response"):
-            href = resp.findtext(f"{ns}href") or ""
-            path = urlsplit(href).path
-            if path.rstrip("/") == own:
-                continue
-            is_dir = resp.find(f".//{ns}collection") is not None
-            size = int(resp.findtext(f".//{ns}getcontentlength") or 0)
-            out.append((url.with_path(path), is_dir, size))
-        return out
+        return [(url.with_path(m.path), m.is_dir, m.size)
+                for m in multistatus.parse(body, url.path)]
 
 
 def want_name(name: str) -> str:
     """The name of *name* in a ``Want-Digest`` request header (RFC 3230)."""
-    return {"sha256": "sha-256"}.get(name, name)
+    return cks.REGISTRY[name].rfc3230
 
 
 def check_status(status: int, what: str, body: bytes, ok: tuple[int, ...] = (200, 206)) -> None:

@@ -1,15 +1,15 @@
 """HTTP third-party copy (HTTP-TPC), the requesting side: ``COPY`` with ``Source:`` (pull) or
 ``Destination:`` (push) sent to the active party (:func:`request_copy`), whose
-performance-marker stream is parsed with :class:`MarkerParser` and whose final line alone is
-trusted; :func:`third_party_copy` is ``dtnkit cp --tpc`` (the copy, the clean-up of what a
-failed copy left, the destination's digest).
+performance-marker stream is parsed by :mod:`dtnkit.transfer.wire.markers` and whose final
+line alone is trusted; :func:`third_party_copy` is ``dtnkit cp --tpc`` (the copy, the
+clean-up of what a failed copy left, the destination's digest).
 """
 
 from __future__ import annotations
 
 import http.client
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,9 +29,9 @@ from dtnkit.transfer.client.session import (
     status_of,
     want_name,
 )
-from dtnkit.transfer.client.verify import show_digest
-
-FINAL_PREFIXES = ("success:", "failure:", "failed:", "aborted:")
+from dtnkit.transfer.wire import digests as dg
+from dtnkit.transfer.wire import markers
+from dtnkit.transfer.wire.markers import Marker
 
 
 class TpcError(TransferError):
@@ -40,15 +40,6 @@ class TpcError(TransferError):
 
 class MarkerStreamError(TpcError):
     """The performance-marker stream could not be parsed."""
-
-
-@dataclass
-class Marker:
-    timestamp: int | None = None
-    stripe_index: int | None = None
-    stripe_bytes: int | None = None
-    stripe_count: int | None = None
-    extra: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -75,83 +66,21 @@ class TpcResult:
         return sum(last.values()) if last else None
 
 
-_INT_KEYS = {"timestamp": "timestamp", "stripe index": "stripe_index",
-             "stripe bytes transferred": "stripe_bytes", "total stripe count": "stripe_count"}
-
-
-class MarkerParser:
-    """Line-by-line parser of a marker stream; lenient about case, spacing and unknown keys.
-
-    :meth:`feed` returns a :class:`Marker` when a block ends; :meth:`finish` returns the final
-    line (``success: ...``/``failure: ...``) or raises :class:`MarkerStreamError`.
-    """
-
-    def __init__(self) -> None:
-        self._block: Marker | None = None
-        self._final: str | None = None
-        self._line = 0
-
-    def _error(self, why: str) -> MarkerStreamError:
-        return MarkerStreamError("performance-marker stream", f"line {self._line}: {why}",
-                                 "the active server does not speak HTTP-TPC as expected")
-
-    def feed(self, raw: str) -> Marker | None:
-        self._line += 1
-        line = raw.strip()
-        if not line:
-            return None
-        low = line.lower()
-        if self._final is not None:
-            raise self._error(f"{line[:80]!r} after the final line {self._final[:80]!r}")
-        if self._block is None:
-            if low == "perf marker":
-                self._block = Marker()
-                return None
-            if low.startswith(FINAL_PREFIXES):
-                self._final = line
-                return None
-            raise self._error(f"expected 'Perf Marker' or a final line, got {line[:80]!r}")
-        if low == "end":
-            marker, self._block = self._block, None
-            return marker
-        if low == "perf marker" or low.startswith(FINAL_PREFIXES):
-            raise self._error(f"{line[:80]!r} inside a marker (missing 'End')")
-        key, sep, value = line.partition(":")
-        if not sep:
-            raise self._error(f"{line[:80]!r} is not 'Key: value'")
-        key, value = " ".join(key.lower().split()), value.strip()
-        attr = _INT_KEYS.get(key)
-        if attr is None:
-            self._block.extra[key] = value
-            return None
-        if not value.isdigit():
-            raise self._error(f"{key} {value[:40]!r} is not a non-negative integer")
-        setattr(self._block, attr, int(value))
-        return None
-
-    def finish(self) -> str:
-        if self._block is not None:
-            raise self._error("the stream ended inside a marker")
-        if self._final is None:
-            raise TpcError("third-party copy", "the marker stream ended without a final "
-                           "'success:' or 'failure:' line (connection lost?)",
-                           "check the destination and retry the copy")
-        return self._final
-
-
-def parse_stream(lines: Any, on_marker: Callable[[Marker], None] | None = None
+def parse_stream(lines: Iterable[str | bytes],
+                 on_marker: Callable[[Marker], None] | None = None
                  ) -> tuple[str, list[Marker]]:
-    """Parse an iterable of lines (str or bytes); returns (final line, markers)."""
-    parser = MarkerParser()
-    markers: list[Marker] = []
-    for raw in lines:
-        text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
-        marker = parser.feed(text)
-        if marker is not None:
-            markers.append(marker)
-            if on_marker is not None:
-                on_marker(marker)
-    return parser.finish(), markers
+    """Parse a marker stream (:func:`dtnkit.transfer.wire.markers.parse_stream`) with its
+    errors as this module's: :class:`MarkerStreamError`, or :class:`TpcError` when the
+    stream ended without a final line."""
+    try:
+        return markers.parse_stream(lines, on_marker)
+    except markers.MarkerSyntaxError as exc:
+        raise MarkerStreamError("performance-marker stream", str(exc),
+                                "the active server does not speak HTTP-TPC as expected"
+                                ) from None
+    except markers.NoFinalLine as exc:
+        raise TpcError("third-party copy", str(exc),
+                       "check the destination and retry the copy") from None
 
 
 def request_copy(active_url: str, *, source: str | None = None,
@@ -229,11 +158,11 @@ def request_copy(active_url: str, *, source: str | None = None,
                     return
                 yield line
 
-        final, markers = parse_stream(lines(), on_marker)
+        final, seen = parse_stream(lines(), on_marker)
     finally:
         conn.close()
-    ok = final.lower().startswith("success:")
-    return TpcResult(ok, final, resp.status, markers, time.monotonic() - start)
+    return TpcResult(markers.is_success(final), final, resp.status, seen,
+                     time.monotonic() - start)
 
 
 @dataclass
@@ -252,7 +181,7 @@ class ThirdPartySummary:
         return {"mode": self.mode, "source": self.source, "destination": self.destination,
                 "bytes": self.size, "seconds": round(self.result.seconds, 6),
                 "checksum": self.checksum,
-                "digest": show_digest(self.checksum, self.digest)
+                "digest": dg.format_value(self.checksum, self.digest)
                 if self.digest is not None else None,
                 "markers": len(self.result.markers), "final": self.result.final}
 

@@ -28,7 +28,6 @@ from pathlib import Path
 
 from dtnkit.errors import BadInput
 from dtnkit.transfer import checksum as cks
-from dtnkit.transfer import digest as dg
 from dtnkit.transfer import pipeline as pl
 from dtnkit.transfer.client import upload_session as us
 from dtnkit.transfer.client.ends import LocalFileSource, SessionSink, move_blocks, put_body
@@ -56,6 +55,8 @@ from dtnkit.transfer.client.session import (
 )
 from dtnkit.transfer.client.streams import read_back, retry_on_mismatch
 from dtnkit.transfer.client.verify import Verify
+from dtnkit.transfer.wire import digests as dg
+from dtnkit.transfer.wire.upload import covered
 
 
 def upload(session: Session, src: Path, url: Url, options: Options) -> FileResult:
@@ -224,8 +225,8 @@ def upload_session_once(session: Session, src: Path, url: Url, options: Options,
         local: bytes | None = None
         if plan.sequential:
             local = pl.checksum_fd(fd, name, size, options.block_size)
-        todo = [b for b in blocks if not us.covered(b, have)]
-        skipped = [b for b in blocks if us.covered(b, have)]
+        todo = [b for b in blocks if not covered(b.offset, b.end, have)]
+        skipped = [b for b in blocks if covered(b.offset, b.end, have)]
         if plan.block:
             verifier = pl.make_verifier(name, blocks, functools.partial(read_back, fd),
                                         options.max_buffered)

@@ -1,5 +1,6 @@
-"""The client side of the resumable upload sessions of ``dtnkit serve`` (protocol in
-:mod:`dtnkit.transfer.upload_sessions`): start, status, commit, abort.
+"""The client side of the resumable upload sessions of ``dtnkit serve``: start, status,
+commit, abort (headers and ranges in :mod:`dtnkit.transfer.wire.upload`, the server side in
+:mod:`dtnkit.transfer.server.sessions`).
 
 A server that does not answer the session start with 201 and an id (XRootD, plain WebDAV, a
 ``dtnkit serve --no-upload-sessions``) gets one PUT stream instead: :class:`UseSinglePut`.
@@ -14,8 +15,6 @@ import weakref
 
 from dtnkit.errors import DtnkitError
 from dtnkit.transfer import checksum as cks
-from dtnkit.transfer import digest as dg
-from dtnkit.transfer import pipeline as pl
 from dtnkit.transfer.client.errors import (
     ChecksumMismatch,
     Retryable,
@@ -24,34 +23,18 @@ from dtnkit.transfer.client.errors import (
     reason,
 )
 from dtnkit.transfer.client.session import REDIRECTS, Session, Url, check_status
+from dtnkit.transfer.wire import digests as dg
+from dtnkit.transfer.wire.upload import (
+    CHECKSUM_HEADER,
+    HEADER,
+    ID_HEADER,
+    LENGTH_HEADER,
+    RANGES_HEADER,
+    parse_ranges,
+)
 
-# =========================================================================== wire
-# The upload-session header names and the range bookkeeping: the one place the client
-# knows them (to be replaced by transfer/wire/upload.py, shared with the server).
-
-HEADER = "Dtnkit-Upload"
-ID_HEADER = "Dtnkit-Upload-Id"
-RANGES_HEADER = "Dtnkit-Upload-Ranges"
-CHECKSUM_HEADER = "Dtnkit-Upload-Checksum"
 #: answers to the session start that mean "no sessions here": fall back to one PUT
 UNSUPPORTED = frozenset({400, 404, 405, 409, 411, 413, 415, 501})
-
-
-def parse_ranges(value: str | None) -> list[tuple[int, int]]:
-    """The ``Dtnkit-Upload-Ranges`` value (``a-b,c-d``, inclusive) as pairs; junk skipped."""
-    out = []
-    for item in (value or "").split(","):
-        a, sep, b = item.strip().partition("-")
-        if sep and a.isdigit() and b.isdigit():
-            out.append((int(a), int(b)))
-    return out
-
-
-def covered(block: pl.Block, ranges: list[tuple[int, int]]) -> bool:
-    """Whether the server already has every byte of *block* (inclusive *ranges*)."""
-    return any(a <= block.offset and block.end <= b for a, b in ranges)
-
-# =========================================================================== end of wire
 
 
 _unsupported: weakref.WeakSet[Session] = weakref.WeakSet()  # sessions refused by server
@@ -63,7 +46,7 @@ def start(session: Session, url: Url, size: int, algorithm: str | None) -> str:
     with _unsupported_lock:
         if session in _unsupported:
             raise UseSinglePut("the server has no upload sessions")
-    extra = {HEADER: "start", "Upload-Length": str(size)}
+    extra = {HEADER: "start", LENGTH_HEADER: str(size)}
     if algorithm in cks.COMBINABLE:
         extra[CHECKSUM_HEADER] = algorithm
     raw = [0]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from dtnkit.transfer import digest as dg
+from dtnkit.transfer.wire import digests as dg
 
 
 class Verify(enum.StrEnum):
@@ -30,10 +30,6 @@ class Level(enum.StrEnum):
     DURABLE = "durable"
     ONDISK = "ondisk"
 
-
-def show_digest(name: str, value: bytes) -> str:
-    """A digest as shown to people and in JSON: its RFC 3230 value (hex or base64)."""
-    return dg.format_digest(name, value).split("=", 1)[1]
 
 
 @dataclass(frozen=True)
@@ -108,4 +104,4 @@ class VerifyPlan:
         return self.algorithm if self.checks else None
 
     def show(self, value: bytes) -> str:
-        return show_digest(self.algorithm, value)
+        return dg.format_value(self.algorithm, value)

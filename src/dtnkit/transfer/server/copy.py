@@ -1,36 +1,30 @@
-"""HTTP third-party copy (HTTP-TPC): ``COPY`` with ``Source:`` (pull) or ``Destination:`` (push).
+"""HTTP third-party copy, server side: ``COPY`` with ``Source:`` (pull) or ``Destination:``
+(push).
 
-Server side (:func:`handle_copy`, called by ``dtnkit serve`` for COPY): the active party moves
-the bytes with the client's own :func:`~dtnkit.transfer.client.download.download` /
-:func:`~dtnkit.transfer.client.upload.upload` in a thread, forwarding ``TransferHeader<Name>``
-headers with the prefix stripped, and answers ``202`` with a ``text/plain`` performance-marker
-stream (``Perf Marker`` ... ``End`` blocks every ``marker_interval`` seconds), then one final line:
+The active party moves the bytes with the client's own
+:func:`~dtnkit.transfer.client.download` / :func:`~dtnkit.transfer.client.upload` in a
+thread, forwarding ``TransferHeader<Name>`` headers with the prefix stripped, and answers
+``202`` with a ``text/plain`` performance-marker stream (``Perf Marker`` ... ``End`` blocks
+every ``marker_interval`` seconds, :mod:`dtnkit.transfer.wire.markers`), then one final line:
 ``success: Created`` or ``failure: <what>: <why>``.  A pull lands in a temporary name next to
 the target and is renamed only after its digest matched the remote's; a failed or cancelled
 copy (the COPY connection closed) leaves nothing behind.
-
-Client side: :mod:`dtnkit.transfer.client.tpc`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import secrets
-import select
-import socket
 import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from dtnkit.errors import BadInput, DtnkitError
 from dtnkit.transfer import checksum as cks
-from dtnkit.transfer import digest as dg
-from dtnkit.transfer import paths
+from dtnkit.transfer import files, paths
 from dtnkit.transfer import pipeline as pl
 from dtnkit.transfer.client.download import download
 from dtnkit.transfer.client.errors import ChecksumMismatch, Retryable
@@ -44,16 +38,15 @@ from dtnkit.transfer.client.session import (
     discard_remote,
     follow_redirect,
     same_origin,
-    want_name,
 )
 from dtnkit.transfer.client.tpc import TpcError
 from dtnkit.transfer.client.upload import upload
-from dtnkit.transfer.client.verify import Verify, show_digest
+from dtnkit.transfer.client.verify import Verify
+from dtnkit.transfer.server.errors import HttpError, os_error, show
+from dtnkit.transfer.server.exchange import Exchange, Headers
+from dtnkit.transfer.wire import digests as dg
+from dtnkit.transfer.wire import markers
 
-if TYPE_CHECKING:
-    from dtnkit.transfer.server import _Handler
-
-DEFAULT_MARKER_INTERVAL = 5.0
 MAX_STREAMS = 100
 POLL = 0.1  # seconds between checks for a closed COPY connection
 #: Headers a TransferHeader may not set on the active party's requests (framing, routing).
@@ -61,14 +54,11 @@ UNFORWARDABLE = frozenset({"host", "content-length", "transfer-encoding", "conne
                            "if-range", "te", "trailer", "upgrade", "expect", "keep-alive"})
 
 
-class _Cancelled(Exception):
+class Cancelled(Exception):
     """The COPY connection went away: stop the copy."""
 
 
-# =========================================================================== server side
-
-
-class _ForwardingSession(Session):
+class ForwardingSession(Session):
     """A client session whose requests carry the COPY's TransferHeaders."""
 
     def __init__(self, url: Url, options: Options, forward: Mapping[str, str]) -> None:
@@ -82,7 +72,9 @@ class _ForwardingSession(Session):
 
 
 @dataclass
-class _Job:
+class Job:
+    """One copy in its thread: bytes moved so far, cancel and done flags, the error."""
+
     total: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
     cancel: threading.Event = field(default_factory=threading.Event)
@@ -92,7 +84,7 @@ class _Job:
 
     def progress(self, n: int) -> None:
         if self.cancel.is_set():
-            raise _Cancelled()
+            raise Cancelled()
         with self.lock:
             self.total += n
 
@@ -102,9 +94,8 @@ class _Job:
             return self.total
 
 
-def _forwarded(headers: Any) -> dict[str, str]:
-    from dtnkit.transfer.server import HttpError
-
+def forwarded(headers: Headers) -> dict[str, str]:
+    """The ``TransferHeader<Name>`` headers as ``Name`` (400 for framing and routing ones)."""
     out: dict[str, str] = {}
     for name, value in headers.items():
         if not name.lower().startswith("transferheader"):
@@ -116,9 +107,7 @@ def _forwarded(headers: Any) -> dict[str, str]:
     return out
 
 
-def _remote_url(value: str, header: str) -> Url:
-    from dtnkit.transfer.server import HttpError
-
+def remote_url(value: str, header: str) -> Url:
     value = value.strip()
     if value.startswith("davs://"):
         value = "https://" + value[len("davs://"):]
@@ -131,28 +120,23 @@ def _remote_url(value: str, header: str) -> Url:
         raise HttpError(400, f"{header} {value[:200]!r}", exc.why) from None
 
 
-def _points_at_us(handler: _Handler, url: Url, path: Path) -> bool:
-    server = handler.server
-    if url.port != server.server_port:
+def _points_at_us(ex: Exchange, url: Url, path: Path) -> bool:
+    if url.port != ex.local_port:
         return False
-    names = {server.server_name, "localhost", "127.0.0.1", "::1", "0.0.0.0", "::"}
-    host = handler.headers.get("Host")
+    names = {"localhost", "127.0.0.1", "::1", "0.0.0.0", "::", *ex.local_names()}
+    host = ex.headers.get("Host")
     if host:
         names.add(urlsplit(f"//{host}").hostname or "")
-    with contextlib.suppress(OSError):
-        names.add(handler.connection.getsockname()[0])
     if url.host not in names:
         return False
     try:
-        other = paths.resolve(server.config.root, url.path.split("?", 1)[0])
+        other = paths.resolve(ex.services.config.root, url.path.split("?", 1)[0])
     except BadInput:
         return False
     return other == path
 
 
-def _streams(value: str | None) -> int:
-    from dtnkit.transfer.server import HttpError
-
+def streams(value: str | None) -> int:
     if value is None:
         return 1
     if not value.strip().isdigit() or int(value) > MAX_STREAMS:
@@ -161,9 +145,7 @@ def _streams(value: str | None) -> int:
     return max(1, int(value))
 
 
-def _algorithm(value: str | None) -> str:
-    from dtnkit.transfer.server import HttpError
-
+def algorithm(value: str | None) -> str:
     if not value:
         return "adler32"
     try:
@@ -176,9 +158,7 @@ def _algorithm(value: str | None) -> str:
     return cks.canonical(chosen)
 
 
-def _require(value: str | None) -> bool | None:
-    from dtnkit.transfer.server import HttpError
-
+def require(value: str | None) -> bool | None:
     if value is None:
         return None
     low = value.strip().lower()
@@ -189,8 +169,8 @@ def _require(value: str | None) -> bool | None:
     raise HttpError(400, f"RequireChecksumVerification {value[:20]!r}", "must be true or false")
 
 
-def _resolve(remote: Url, options: Options, forward: Mapping[str, str],
-             want: str | None) -> tuple[_ForwardingSession, Url, int, dict[str, bytes]]:
+def resolve_remote(remote: Url, options: Options, forward: Mapping[str, str],
+                   want: str | None) -> tuple[ForwardingSession, Url, int, dict[str, bytes]]:
     """HEAD the remote file (with ``Want-Digest: want``), following redirects.
 
     Returns the session for the final URL, that URL, the HEAD's status and the digests it
@@ -198,8 +178,8 @@ def _resolve(remote: Url, options: Options, forward: Mapping[str, str],
     redirect target is expected to authorize the request itself (e.g. an ``authz`` query).
     """
     url, hops = remote, 0
-    session = _ForwardingSession(url, options, forward)
-    extra = {"Want-Digest": want_name(want)} if want else {}
+    session = ForwardingSession(url, options, forward)
+    extra = {"Want-Digest": cks.REGISTRY[want].rfc3230} if want else {}
     while True:
         status, headers, _body = session.with_retries(
             f"HEAD {url}",
@@ -209,11 +189,11 @@ def _resolve(remote: Url, options: Options, forward: Mapping[str, str],
         hops += 1
         if hops > MAX_REDIRECTS:
             raise TpcError(f"HEAD {remote}", f"more than {MAX_REDIRECTS} redirects",
-                           "check the remote server's redirect configuration")
+                               "check the remote server's redirect configuration")
         url = follow_redirect(url, headers.get("Location"), f"HEAD {url}")
         kept = forward if same_origin(url, remote) else {
             k: v for k, v in forward.items() if k.lower() != "authorization"}
-        session = _ForwardingSession(url, options, kept)
+        session = ForwardingSession(url, options, kept)
     digests: dict[str, bytes] = {}
     if status == 200 and headers.get("Digest"):
         with contextlib.suppress(ValueError):
@@ -221,80 +201,79 @@ def _resolve(remote: Url, options: Options, forward: Mapping[str, str],
     return session, url, status, digests
 
 
-def handle_copy(handler: _Handler) -> None:
-    """Serve one COPY request on ``handler`` (a ``dtnkit serve`` request handler)."""
-    from dtnkit.transfer.server import HttpError, _os_error, _show
-
-    h = handler.headers
+def handle_copy(ex: Exchange) -> None:
+    """Serve one COPY request."""
+    h = ex.headers
     source, destination = h.get("Source"), h.get("Destination")
     if (source is None) == (destination is None):
         raise HttpError(400, "COPY", "needs exactly one of the Source (pull) and Destination "
                         "(push) headers")
     pull = source is not None
-    handler._authorize("write" if pull else "read")
-    if handler._body_pending():
-        handler._discard_body()
+    ex.authorize("write" if pull else "read")
+    if ex.body_pending():
+        ex.discard_body()
     credential = h.get("Credential")
     if credential is not None and credential.strip().lower() != "none":
         raise HttpError(400, f"Credential {credential[:40]!r}",
                         "unsupported credential; send 'Credential: none' and a bearer token "
                         "in TransferHeaderAuthorization")
-    path = handler._resolve()
-    root = handler.server.config.root
-    where = _show(path, root)
-    remote = _remote_url((source if pull else destination) or "",
-                         "Source" if pull else "Destination")
-    if _points_at_us(handler, remote, path):
+    path = ex.resolve()
+    config = ex.services.config
+    root = config.root
+    where = show(path, root)
+    remote = remote_url((source if pull else destination) or "",
+                        "Source" if pull else "Destination")
+    if _points_at_us(ex, remote, path):
         raise HttpError(400, f"COPY {where}", f"{'Source' if pull else 'Destination'} is this "
                         "same file on this same server")
-    forward = _forwarded(h)
-    streams = _streams(h.get("X-Number-Of-Streams"))
-    require = _require(h.get("RequireChecksumVerification"))
-    algorithm = _algorithm(h.get("Want-Digest"))
+    forward = forwarded(h)
+    n_streams = streams(h.get("X-Number-Of-Streams"))
+    required = require(h.get("RequireChecksumVerification"))
+    name = algorithm(h.get("Want-Digest"))
     if pull:
         if path == root or path.is_dir():
             raise HttpError(405, where, "is a collection; COPY to a file name under it")
         if not path.parent.is_dir():
             raise HttpError(409, where, "its parent collection does not exist; MKCOL it first")
-        if h.get("Overwrite", "T").strip().upper() == "F" and os.path.lexists(path):
+        if (h.get("Overwrite", "T") or "").strip().upper() == "F" and os.path.lexists(path):
             raise HttpError(412, where, "exists and Overwrite: F was sent")
     else:
         try:
             st = os.stat(path)
         except OSError as exc:
-            raise _os_error(exc, path, root) from None
+            raise os_error(exc, path, root) from None
         if not os.path.isfile(path):
             raise HttpError(405, where, f"is not a regular file ({st.st_mode:o})")
 
-    options = Options(streams=streams, checksum=algorithm,
-                      verify=Verify.BLOCK if pull else Verify.SEQUENTIAL, retries=1, backoff=0.2,
-                      resume=False,  # a failed server-side copy leaves nothing to resume
-                      ca_file=getattr(handler.server.config, "ca_file", None))
+    options = Options(streams=n_streams, checksum=name,
+                         verify=Verify.BLOCK if pull else Verify.SEQUENTIAL, retries=1, backoff=0.2,
+                         resume=False,  # a failed server-side copy leaves nothing to resume
+                         ca_file=config.ca_file)
     options.check()
-    job = _Job()
+    job = Job()
     options.progress = job.progress
     if pull:
         def work() -> None:
-            session, url, status, offered = _resolve(remote, options, forward, algorithm)
-            if status == 200 and algorithm not in offered:
-                if require is False:
+            session, url, status, offered = resolve_remote(remote, options, forward, name)
+            if status == 200 and name not in offered:
+                if required is False:
                     options.verify = Verify.NONE  # the client allowed an unverified copy
                 else:
                     raise TpcError(f"source digest of {url}",
-                                   f"the source offered no {algorithm} digest (offered: "
-                                   f"{', '.join(offered) or 'none'}), so the copy cannot be "
-                                   "verified", "pick another Want-Digest algorithm, or send "
-                                   "RequireChecksumVerification: false")
-            _pull(session, url, path, options, job, handler)
+                                       f"the source offered no {name} digest (offered: "
+                                       f"{', '.join(offered) or 'none'}), so the copy cannot "
+                                       "be verified", "pick another Want-Digest algorithm, or "
+                                       "send RequireChecksumVerification: false")
+            pull_file(session, url, path, options, job, ex)
     else:
         def work() -> None:
-            session, url, _status, _offered = _resolve(remote, options, forward, None)
-            _push(session, path, url, options, job, require is not False)
+            session, url, _status, _offered = resolve_remote(remote, options, forward, None)
+            push_file(session, path, url, options, job, required is not False)
 
     def run() -> None:
         try:
             work()
-        except _Cancelled:
+        except Cancelled:
             job.error = "COPY: cancelled (the client closed the connection)"
         except DtnkitError as exc:
             job.error = f"{exc.what}: {exc.why}" if exc.why else exc.what
@@ -303,76 +282,51 @@ def handle_copy(handler: _Handler) -> None:
         finally:
             job.done.set()
 
-    interval = getattr(handler.server.config, "marker_interval", DEFAULT_MARKER_INTERVAL)
-    handler.send_response(202)
-    handler.send_header("Content-Type", "text/plain; charset=utf-8")
-    handler.send_header("Transfer-Encoding", "chunked")
-    handler.end_headers()
+    interval = config.marker_interval
+
+    def marker() -> bytes:
+        return markers.format_marker(job.sent, int(time.time())).encode("utf-8", "replace")
+
+    ex.start_chunked(202, [("Content-Type", "text/plain; charset=utf-8")])
     thread = threading.Thread(target=run, daemon=True, name="dtnkit-tpc")
     thread.start()
     try:
         next_marker = time.monotonic() + interval
         while not job.done.wait(POLL):
-            if _client_gone(handler.connection):
-                raise _Cancelled()
+            if ex.client_gone():
+                raise Cancelled()
             if time.monotonic() >= next_marker:
-                _chunk(handler, _marker(job.sent))
+                ex.write_chunk(marker())
                 next_marker = time.monotonic() + interval
-        _chunk(handler, _marker(job.sent))
-        if job.error is None:
-            _chunk(handler, "success: Created\n")
-        else:
-            _chunk(handler, "failure: " + " ".join(job.error.split())[:2000] + "\n")
-        handler.wfile.write(b"0\r\n\r\n")
-        handler.wfile.flush()
-    except (_Cancelled, OSError):
+        ex.write_chunk(marker())
+        final = (markers.success_line() if job.error is None
+                 else markers.failure_line(job.error))
+        ex.write_chunk(final.encode("utf-8", "replace"))
+        ex.end_chunked()
+    except (Cancelled, OSError):
         job.cancel.set()
         thread.join(options.stall_timeout + 10)
-        handler.close_connection = True
-    handler._bytes += job.sent
+        ex.close_after()
+    ex.count_bytes(job.sent)
 
 
-def _client_gone(sock: socket.socket) -> bool:
-    try:
-        readable, _, _ = select.select([sock], [], [], 0)
-        if not readable:
-            return False
-        return socket.socket.recv(sock, 1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
-    except BlockingIOError:
-        return False
-    except (OSError, ValueError):
-        return True
-
-
-def _marker(sent: int) -> str:
-    return (f"Perf Marker\nTimestamp: {int(time.time())}\nStripe Index: 0\n"
-            f"Stripe Bytes Transferred: {sent}\nTotal Stripe Count: 1\nEnd\n")
-
-
-def _chunk(handler: _Handler, text: str) -> None:
-    data = text.encode("utf-8", "replace")
-    handler.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-    handler.wfile.flush()
-
-
-def _pull(session: Session, url: Url, path: Path, options: Options, job: _Job,
-          handler: _Handler) -> None:
-    from dtnkit.transfer.server import _file_key, _fsync_dir
-
-    tmp = path.with_name(paths.part_name(path.name, secrets.token_hex(8)))
+def pull_file(session: Session, url: Url, path: Path, options: Options, job: Job,
+              ex: Exchange) -> None:
+    """Download *url* to a part file next to *path*, then rename it over *path*."""
+    tmp = files.part_for(path)
     committed = False
     try:
         result = download(session, url, tmp, options)
         if job.cancel.is_set():
-            raise _Cancelled()
+            raise Cancelled()
         os.replace(tmp, path)
         committed = True
         with contextlib.suppress(OSError):
-            _fsync_dir(path.parent)
+            files.fsync_dir(path.parent)
         if result.digest is not None:
             with contextlib.suppress(ValueError, OSError):
                 value = {options.checksum: result.digest}
-                handler.server.cache.store(path, _file_key(os.stat(path)), value)
+                ex.services.cache.store(path, files.file_key(os.stat(path)), value)
     finally:
         if not committed:
             with contextlib.suppress(OSError):
@@ -381,13 +335,13 @@ def _pull(session: Session, url: Url, path: Path, options: Options, job: _Job,
                 os.unlink(part_path(tmp))
 
 
-def _push(session: Session, path: Path, url: Url, options: Options,
-          job: _Job, require: bool = True) -> None:
-    """PUT ``path`` to ``url``.  ``require``: the remote's digest must match (the upload
+def push_file(session: Session, path: Path, url: Url, options: Options,
+              job: Job, required: bool = True) -> None:
+    """PUT ``path`` to ``url``.  ``required``: the remote's digest must match (the upload
     fails when it offers none); otherwise it is compared only when the remote offers one."""
     size = os.stat(path).st_size
     local: bytes | None = None
-    if not require:
+    if not required:
         options.verify = Verify.NONE
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         try:
@@ -398,7 +352,7 @@ def _push(session: Session, path: Path, url: Url, options: Options,
         upload(session, path, url, options)
         if local is not None:
             _check_if_offered(session, url, options.checksum, local)
-    except _Cancelled:
+    except Cancelled:
         _delete_if_sent(session, url, job, size)
         raise
     except ChecksumMismatch:
@@ -408,7 +362,7 @@ def _push(session: Session, path: Path, url: Url, options: Options,
         raise
     if job.cancel.is_set():  # the client left after the PUT: undo it (best effort)
         _delete_if_sent(session, url, job, size)
-        raise _Cancelled()
+        raise Cancelled()
 
 
 def _check_if_offered(session: Session, url: Url, name: str, local: bytes) -> None:
@@ -417,11 +371,11 @@ def _check_if_offered(session: Session, url: Url, name: str, local: bytes) -> No
     remote = info.digests.get(name)
     if remote is not None and remote != local:
         raise discard_remote(session, url, f"checksum mismatch for {url}",
-                             f"{name} local {show_digest(name, local)}, remote "
-                             f"{show_digest(name, remote)}")
+                                f"{name} local {dg.format_value(name, local)}, remote "
+                                f"{dg.format_value(name, remote)}")
 
 
-def _delete_if_sent(session: Session, url: Url, job: _Job, size: int) -> None:
+def _delete_if_sent(session: Session, url: Url, job: Job, size: int) -> None:
     """DELETE the remote file when the whole body went out (the PUT may have created it)."""
     if job.sent < size:
         return  # the body broke off: the remote discards its temporary

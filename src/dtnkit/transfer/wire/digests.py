@@ -16,7 +16,11 @@ adler32   8 lowercase hex digits   1-8 hex digits, any case (``9600001``); base6
 crc32c    8 lowercase hex digits   1-8 hex digits; base64 of the 4 bytes (XRootD < 5.8.1)
 md5       base64                   32 hex digits (old DPM)
 sha-256   base64                   64 hex digits
+sha-512   base64                   128 hex digits
 ========  =======================  ====================================================
+
+Which algorithm goes in hex and under which names comes from the checksum registry
+(:data:`dtnkit.transfer.checksum.REGISTRY`); this module adds no table of its own.
 
 crc32c is sent in hex because the IANA registry for RFC 3230 says so (``crc32c=0a72a4df`` for
 "dog"), XRootD switched from base64 to hex in 5.8.1 (commit d825555, issue #2456: its test now
@@ -39,23 +43,16 @@ import binascii
 import re
 from collections.abc import Mapping, Sequence
 
+from dtnkit.transfer import checksum as cks
 from dtnkit.transfer.checksum import DIGEST_SIZE
 
 MAX_FIELD_LEN = 8192
 MAX_ITEMS = 64
 
-# Our name -> the name we send. RFC 9530 registers "adler" where RFC 3230 had "ADLER32".
-_RFC3230_NAME = {"adler32": "adler32", "crc32c": "crc32c", "md5": "md5", "sha256": "sha-256"}
-_RFC9530_NAME = {"adler32": "adler", "crc32c": "crc32c", "md5": "md5", "sha256": "sha-256"}
-# Received name (lowercased) -> our name.
-_FROM_HTTP = {
-    "adler32": "adler32",
-    "adler": "adler32",
-    "crc32c": "crc32c",
-    "md5": "md5",
-    "sha-256": "sha256",
-    "sha256": "sha256",
-}
+# Our name -> the name we send; received name (lowercased) -> our name: from the registry.
+_RFC3230_NAME = {a.name: a.rfc3230.lower() for a in cks.REGISTRY.values()}
+_RFC9530_NAME = {a.name: a.rfc9530.lower() for a in cks.REGISTRY.values()}
+_FROM_HTTP = {spelling: a.name for a in cks.REGISTRY.values() for spelling in a.spellings}
 
 _FIELD_CHARS = re.compile(r"[\t\x20-\x7e]*")  # visible ASCII, space, tab: no CTLs, no non-ASCII
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
@@ -152,7 +149,8 @@ def _decode_digest_value(name: str, text: str) -> bytes:
     """The raw digest of one ``Digest`` item value for one of our algorithms."""
     what = f"Digest {_RFC3230_NAME[name]}"
     size = DIGEST_SIZE[name]
-    if size == 4:  # adler32, crc32c: hex per the registry; base64 from XRootD < 5.8.1 (crc32c)
+    if cks.REGISTRY[name].hex_on_wire:  # adler32, crc32c: a 32-bit integer in hex per the
+        # IANA registry; base64 from XRootD < 5.8.1 (crc32c)
         if _HEX32.fullmatch(text):
             return int(text, 16).to_bytes(4, "big")
         if _B64_4BYTES.fullmatch(text):
@@ -169,7 +167,7 @@ def _decode_digest_value(name: str, text: str) -> bytes:
 def parse_digest(value: str) -> dict[str, bytes]:
     """``Digest`` (RFC 3230) -> raw digest bytes per algorithm we know (dtnkit names).
 
-    Algorithms we do not compute (``UNIXcksum``, ``sha-512``, ...) are skipped. A known one
+    Algorithms we do not compute (``UNIXcksum``, ``sha-384``, ...) are skipped. A known one
     with an undecodable value or the wrong length, a member without ``=``, or one algorithm
     given twice with different values is a DigestError. Values may be quoted.
     """
@@ -218,9 +216,23 @@ def format_digest(name: str, digest: bytes) -> str:
     ours = _ours_or_error(name)
     _check_size(ours, digest)
     label = _RFC3230_NAME[ours]
-    if DIGEST_SIZE[ours] == 4:
+    if cks.REGISTRY[ours].hex_on_wire:
         return f"{label}={bytes(digest).hex()}"
     return f"{label}={base64.b64encode(digest).decode('ascii')}"
+
+
+def format_value(name: str, digest: bytes) -> str:
+    """The value of one ``Digest`` item alone: what :func:`format_digest` puts after ``=``."""
+    return format_digest(name, digest).split("=", 1)[1]
+
+
+def parse_value(name: str, text: str) -> bytes:
+    """The raw digest of one ``Digest`` item value for algorithm *name* (any spelling)."""
+    ours = _ours_or_error(name)
+    text = text.strip(_OWS)
+    if not text:
+        raise DigestError(f"Digest: empty value for {name}")
+    return _decode_digest_value(ours, text)
 
 
 # --------------------------------------------------------------------------- RFC 9530
@@ -437,7 +449,8 @@ def parse_want_repr_digest(value: str) -> list[tuple[str, float]]:
 def format_repr_digest(items: Mapping[str, bytes]) -> str:
     """``Repr-Digest`` / ``Content-Digest`` (RFC 9530): ``sha-256=:<base64>:, adler=:<b64>:``.
 
-    Names are written as RFC 9530 registers them (``adler``, ``crc32c``, ``md5``, ``sha-256``).
+    Names are written as RFC 9530 registers them (``adler``, ``crc32c``, ``md5``, ``sha-256``,
+    ``sha-512``).
     """
     members: dict[str, str] = {}
     for name, digest in items.items():

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dtnkit.transfer import checksum
-from dtnkit.transfer.digest import (
+from dtnkit.transfer.wire.digests import (
     MAX_FIELD_LEN,
     MAX_ITEMS,
     DigestError,
@@ -103,7 +103,7 @@ def test_md5_and_sha256_in_hex_are_accepted() -> None:
 
 
 def test_unknown_algorithms_are_skipped() -> None:
-    header = "UNIXcksum=1234567 ,SHA=qZk+NkcGgWq6PiVxeFDCbJzQ2J0=, sha-512=x, crc32=1a2b, adler32=1"
+    header = "UNIXcksum=1234567 ,SHA=qZk+NkcGgWq6PiVxeFDCbJzQ2J0=, sha-384=x, crc32=1a2b, adler32=1"
     assert parse_digest(header) == {"adler32": b"\x00\x00\x00\x01"}
 
 
@@ -194,8 +194,8 @@ def test_want_digest_parameters_and_spacing() -> None:
 def test_rfc9530_want_repr_digest() -> None:
     assert parse_want_repr_digest("adler=5, sha-256=9") == [("sha256", 9.0), ("adler32", 5.0)]
     assert parse_want_repr_digest("sha-256=10, md5=3") == [("sha256", 10.0), ("md5", 3.0)]
-    wanted = parse_want_repr_digest("sha-512=3, sha-256=10, unixsum=0")
-    assert wanted == [("sha256", 10.0), ("sha-512", 3.0), ("unixsum", 0.0)]
+    wanted = parse_want_repr_digest("sha-384=3, sha-256=10, unixsum=0")
+    assert wanted == [("sha256", 10.0), ("sha-384", 3.0), ("unixsum", 0.0)]
     # xrootd's test: adler=1,md5=5 is answered with md5
     assert choose(parse_want_repr_digest("adler=1,md5=5"), ["adler32", "md5"]) == "md5"
     assert choose(parse_want_repr_digest("md5=0, adler=1"), ["md5"]) is None
@@ -220,7 +220,7 @@ def test_repr_digest_roundtrip_and_names() -> None:
 
 
 def test_repr_digest_skips_unknown_and_accepts_adler32_key() -> None:
-    header = 'unixsum=1234, sha-512=:AAAA:, x="s", adler32=:ChssPQ==:, y=(1 2);a'
+    header = 'unixsum=1234, sha-384=:AAAA:, x="s", adler32=:ChssPQ==:, y=(1 2);a'
     assert parse_repr_digest(header) == {"adler32": bytes.fromhex("0a1b2c3d")}
     assert parse_repr_digest("md5=:mRykpCtRV62NckS3pmYroQ:") == {
         "md5": hashlib.md5(ALPHABET).digest()  # missing padding tolerated (RFC 8941 4.2.7)
@@ -441,3 +441,29 @@ def test_fuzz_only_digest_error(header: str) -> None:
     for parse in (parse_digest, parse_want_digest, parse_repr_digest, parse_want_repr_digest):
         with contextlib.suppress(DigestError):
             parse(header)
+
+
+# --------------------------------------------------------------------------- sha512
+
+
+def test_sha512_rfc3230_base64_and_hex() -> None:
+    raw = hashlib.sha512(ALPHABET).digest()
+    item = format_digest("sha512", raw)
+    assert item == "sha-512=" + base64.b64encode(raw).decode()
+    assert format_digest("SHA-512", raw) == item
+    assert parse_digest(item) == {"sha512": raw}
+    assert parse_digest(f"SHA-512={raw.hex().upper()}") == {"sha512": raw}
+    with pytest.raises(DigestError, match="64"):
+        parse_digest("sha-512=" + base64.b64encode(raw[:32]).decode())
+
+
+def test_sha512_rfc9530() -> None:
+    raw = hashlib.sha512(ALPHABET).digest()
+    header = format_repr_digest({"sha512": raw})
+    assert header == f"sha-512=:{base64.b64encode(raw).decode()}:"
+    assert parse_repr_digest(header) == {"sha512": raw}
+    assert parse_want_repr_digest("sha-512=3, sha-256=10") == [("sha256", 10.0), ("sha512", 3.0)]
+    assert parse_want_digest("SHA-512;q=0.5") == [("sha512", 0.5)]
+    assert choose(parse_want_digest("sha-512"), checksum.ALGORITHMS) == "sha512"
+    with pytest.raises(DigestError, match="sha-512 is 4 bytes, expected 64"):
+        parse_repr_digest("sha-512=:AAAAAA==:")

@@ -1,0 +1,78 @@
+"""WebDAV's share of the methods: DELETE, MKCOL, PROPFIND (depth 0 and 1) and OPTIONS."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+from dtnkit.transfer.server import listing
+from dtnkit.transfer.server.errors import HttpError, os_error, show
+from dtnkit.transfer.server.exchange import Exchange
+from dtnkit.transfer.wire import multistatus
+
+MAX_PROPFIND_BODY = 1 << 20
+
+
+def handle_delete(ex: Exchange) -> None:
+    ex.authorize()
+    path = ex.resolve()
+    root = ex.services.config.root
+    if path == root:
+        raise HttpError(403, "/", "the served root cannot be deleted")
+    try:
+        if stat.S_ISDIR(os.lstat(path).st_mode):
+            os.rmdir(path)
+        else:
+            os.unlink(path)
+            ex.services.cache.forget(path)
+    except OSError as exc:
+        raise os_error(exc, path, root) from None
+    ex.send_empty(204)
+
+
+def handle_mkcol(ex: Exchange) -> None:
+    ex.authorize()
+    if ex.body_pending():
+        raise HttpError(415, "MKCOL with a body", "is not supported (RFC 4918 9.3)")
+    path = ex.resolve()
+    root = ex.services.config.root
+    where = show(path, root)
+    if os.path.lexists(path):
+        raise HttpError(405, where, "already exists")
+    if not path.parent.is_dir():
+        raise HttpError(409, where, "its parent collection does not exist")
+    try:
+        os.mkdir(path)
+    except FileExistsError:
+        raise HttpError(405, where, "already exists") from None
+    except OSError as exc:
+        raise os_error(exc, path, root) from None
+    ex.send_empty(201)
+
+
+def handle_options(ex: Exchange, allow: str) -> None:
+    """``Allow`` is the route table's (passed in: the table names this handler)."""
+    if ex.body_pending():
+        ex.read_small_body(MAX_PROPFIND_BODY)
+    ex.send_empty(200, [("Allow", allow), ("DAV", "1"), ("Accept-Ranges", "bytes")])
+
+
+def handle_propfind(ex: Exchange) -> None:
+    ex.authorize()
+    path = ex.resolve()
+    root = ex.services.config.root
+    depth = (ex.headers.get("Depth", "1") or "").strip().lower()
+    if depth == "infinity":
+        raise HttpError(403, "PROPFIND with Depth: infinity", "is not supported; use 0 or 1")
+    if depth not in ("0", "1"):
+        raise HttpError(400, f"Depth {depth!r}", "must be 0 or 1")
+    ex.read_small_body(MAX_PROPFIND_BODY)  # the requested properties are ignored
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise os_error(exc, path, root) from None
+    items = [listing.Entry(path.name, path, st)]
+    if depth == "1" and stat.S_ISDIR(st.st_mode):
+        items.extend(listing.entries(path, root))
+    body = multistatus.build(item.wire(root) for item in items).encode("utf-8")
+    ex.send_bytes(207, [("Content-Type", 'application/xml; charset="utf-8"')], body)

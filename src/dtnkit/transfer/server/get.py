@@ -1,0 +1,183 @@
+"""GET and HEAD: files (a single byte range, conditional requests, digests) and listings.
+
+Plain-HTTP bodies go out with ``sendfile(2)`` (no copy through Python), TLS bodies in 1 MiB
+pieces (the adapter decides). ``Want-Digest`` / ``Want-Repr-Digest`` are answered from the
+per-file checksum cache.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+from collections.abc import Iterable
+from pathlib import Path
+
+from dtnkit.transfer import checksum as cks
+from dtnkit.transfer import files
+from dtnkit.transfer import pipeline as pl
+from dtnkit.transfer.server import integrity, listing
+from dtnkit.transfer.server.errors import HttpError, os_error, show
+from dtnkit.transfer.server.exchange import Exchange, FileLike
+from dtnkit.transfer.wire import digests as dg
+from dtnkit.transfer.wire import ranges
+
+BLOCK = 8 * 2**20  # hashing block (GET digests)
+
+
+def handle_get(ex: Exchange) -> None:
+    serve(ex, head=False)
+
+
+def handle_head(ex: Exchange) -> None:
+    serve(ex, head=True)
+
+
+def serve(ex: Exchange, *, head: bool) -> None:
+    ex.authorize()
+    path = ex.resolve()
+    root = ex.services.config.root
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise os_error(exc, path, root) from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            os.close(fd)
+            if not stat.S_ISDIR(st.st_mode):
+                raise HttpError(403, show(path, root), "is not a regular file")
+            _send_listing(ex, path, head=head)
+            return
+        os.set_blocking(fd, True)
+        f = open(fd, "rb", buffering=0)  # noqa: SIM115 (closed by the with below)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+        raise
+    with f:
+        _send_file(ex, f.fileno(), f, st, path, head=head)
+
+
+def _send_file(ex: Exchange, fd: int, f: FileLike, st: os.stat_result, path: Path, *,
+               head: bool) -> None:
+    size = st.st_size
+    tag = ranges.etag(st)
+    last_modified = ranges.http_date(st.st_mtime)
+    h = ex.headers
+    if ranges.not_modified(h.get("If-None-Match"), h.get("If-Modified-Since"), tag,
+                           st.st_mtime):
+        ex.send_head(304, [("ETag", tag), ("Last-Modified", last_modified)])
+        return
+    span: tuple[int, int] | None = None
+    range_value = h.get("Range")
+    if range_value is not None and ranges.if_range_holds(h.get("If-Range"), tag, st.st_mtime):
+        try:
+            span = ranges.parse_range(range_value, size)
+        except ranges.RangeNotSatisfiable as exc:
+            raise HttpError(416, f"Range {range_value!r}", str(exc),
+                            [("Content-Range", ranges.unsatisfied_range(size))]) from None
+        except ValueError as exc:
+            raise HttpError(400, f"Range {range_value!r}", str(exc)) from None
+    digest_headers = _digest_headers(ex, fd, st, path)
+    digest_headers += _content_digest(ex, fd, st, path, span)
+    start, end = span if span is not None else (0, size - 1)
+    count = end - start + 1 if size else 0
+    headers = [("Content-Type", "application/octet-stream"), ("Content-Length", str(count))]
+    if span is not None:
+        headers.append(("Content-Range", ranges.format_content_range(start, end, size)))
+    headers += [("Accept-Ranges", "bytes"), ("ETag", tag), ("Last-Modified", last_modified)]
+    ex.send_head(206 if span is not None else 200, headers + digest_headers)
+    if head or not count:
+        return
+    ex.send_file(f, start, count)
+
+
+def _send_listing(ex: Exchange, path: Path, *, head: bool) -> None:
+    names = []
+    for entry in listing.entries(path, ex.services.config.root):
+        names.append(entry.name + ("/" if entry.is_dir else ""))
+    body = "".join(f"{name}\n" for name in sorted(names)).encode("utf-8", "surrogateescape")
+    ex.send_bytes(200, [("Content-Type", "text/plain; charset=utf-8")], body, head=head)
+
+
+def _digest_headers(ex: Exchange, fd: int, st: os.stat_result,
+                    path: Path) -> list[tuple[str, str]]:
+    want = ex.headers.get("Want-Digest")
+    want_repr = ex.headers.get("Want-Repr-Digest")
+    if want is None and want_repr is None:
+        return []
+    old = integrity.want_digest(want)
+    new = integrity.want_repr_digest(want_repr)
+    names = [n for n in (old, new) if n is not None]
+    if not names:
+        return []
+    digests = checksums(ex, fd, st, path, names)
+    headers = []
+    if old is not None:
+        headers.append(("Digest", dg.format_digest(old, digests[old])))
+    if new is not None:
+        headers.append(("Repr-Digest", dg.format_repr_digest({new: digests[new]})))
+    return headers
+
+
+def _content_digest(ex: Exchange, fd: int, st: os.stat_result, path: Path,
+                    span: tuple[int, int] | None) -> list[tuple[str, str]]:
+    """``Want-Content-Digest`` (RFC 9530) -> ``Content-Digest`` of the bytes a GET sends.
+
+    For a range, the digest of that range (also on HEAD: of what a GET would send), read
+    and hashed per request (the cost of reading the range, nothing cached); without a range
+    the content is the whole representation, answered from the checksum cache.  Only an
+    algorithm that was asked for; a malformed field is 400.
+    """
+    want = ex.headers.get("Want-Content-Digest")
+    if want is None:
+        return []
+    name = integrity.want_repr_digest(want, "Want-Content-Digest")
+    if name is None:
+        return []
+    if span is None:
+        value = checksums(ex, fd, st, path, [name])[name]
+        return [("Content-Digest", dg.format_repr_digest({name: value}))]
+    start, end = span
+    count = end - start + 1
+    h = cks.new(name)
+    done = 0
+    for view in pl.read_chunks(fd, start, count, BLOCK):
+        h.update(view)
+        done += len(view)
+    ex.services.counters.add("checksum_bytes", done)
+    if done != count or files.file_key(os.fstat(fd)) != files.file_key(st):
+        raise HttpError(503, show(path, ex.services.config.root),
+                        "changed while its range digest was computed; retry",
+                        [("Retry-After", "1")])
+    return [("Content-Digest", dg.format_repr_digest({name: h.digest()}))]
+
+
+def checksums(ex: Exchange, fd: int, st: os.stat_result, path: Path,
+              names: Iterable[str]) -> dict[str, bytes]:
+    """Digests of the open file *fd* (*st* its stat), from the cache or by reading it once."""
+    cache = ex.services.cache
+    key = files.file_key(st)
+    have = cache.lookup(path, key)
+    missing = sorted({n for n in names if n not in have})
+    if not missing:
+        cache.hits += 1
+        return have
+    cache.misses += 1
+    sums = {n: cks.new(n) for n in missing}
+    offset = 0
+    for view in pl.read_chunks(fd, 0, None, BLOCK):
+        for s in sums.values():
+            s.update(view)
+        offset += len(view)
+    ex.services.counters.add("checksum_bytes", offset)
+    after = os.fstat(fd)
+    if files.file_key(after) != key or offset != st.st_size:
+        raise HttpError(503, show(path, ex.services.config.root),
+                        "changed while its checksum was computed; retry",
+                        [("Retry-After", "1")])
+    fresh = {n: s.digest() for n, s in sums.items()}
+    cache.store(path, key, fresh)
+    have.update(fresh)
+    return have

@@ -1,0 +1,51 @@
+"""The members of a served directory, as GET (plain text) and PROPFIND (XML) list them."""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from dtnkit.transfer import paths
+from dtnkit.transfer.server.errors import os_error
+from dtnkit.transfer.wire import multistatus, ranges
+
+
+@dataclass(frozen=True)
+class Entry:
+    name: str
+    path: Path
+    st: os.stat_result
+
+    @property
+    def is_dir(self) -> bool:
+        return stat.S_ISDIR(self.st.st_mode)
+
+    def wire(self, root: Path) -> multistatus.Entry:
+        """This entry as a multistatus member, its href relative to *root*."""
+        return multistatus.Entry(href=paths.relative_url(root, self.path), is_dir=self.is_dir,
+                                 size=self.st.st_size, mtime=self.st.st_mtime,
+                                 etag=ranges.etag(self.st))
+
+
+def entries(directory: Path, root: Path) -> list[Entry]:
+    """Children worth listing: no upload temporaries, no symlinks out of the root."""
+    items = []
+    try:
+        scan = list(os.scandir(directory))
+    except OSError as exc:
+        raise os_error(exc, directory, root) from None
+    for entry in scan:
+        if paths.is_part_name(entry.name):
+            continue
+        child = directory / entry.name
+        try:
+            if entry.is_symlink() and not child.resolve().is_relative_to(root):
+                continue
+            st = entry.stat()
+        except (OSError, RuntimeError):
+            continue
+        items.append(Entry(entry.name, child, st))
+    items.sort(key=lambda e: e.name)
+    return items
