@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dtnkit.host import parsers
 from dtnkit.host.facts import Interface, Unavailable
 from dtnkit.host.host import Host
+from dtnkit.host.parsers.ethtool import parse_ethtool_driver
+from dtnkit.host.parsers.proc import parse_cpu_list, parse_proc_interrupts
 from dtnkit.tune.tunables import Scope, Tunable, Value
 
 
@@ -71,25 +72,25 @@ class IrqAffinityCheck(Check):
         text = host.read("/proc/interrupts")
         if text is None:
             return Unavailable("/proc/interrupts is not readable")
-        irqs = parsers.parse_proc_interrupts(text)
+        irqs = parse_proc_interrupts(text)
         problems: list[str] = []
         checked = 0
         for dev in numa_devs:
             cpulist = host.read(f"/sys/devices/system/node/node{dev.numa_node}/cpulist")
             if cpulist is None:
                 continue
-            node_cpus = set(parsers.parse_cpu_list(cpulist))
+            node_cpus = set(parse_cpu_list(cpulist))
             tags = {dev.name}
             info = host.query(["ethtool", "-i", dev.name])
             if info.ok:
-                bus = parsers.parse_ethtool_driver(info.stdout).get("bus-info", "")
+                bus = parse_ethtool_driver(info.stdout).get("bus-info", "")
                 if bus:
                     tags.add(bus)
             mine = [i for i in irqs if any(t in i.name for t in tags)]
             off = 0
             for irq in mine:
                 aff = host.read(f"/proc/irq/{irq.irq}/smp_affinity_list")
-                if aff is not None and not set(parsers.parse_cpu_list(aff)) <= node_cpus:
+                if aff is not None and not set(parse_cpu_list(aff)) <= node_cpus:
                     off += 1
             checked += len(mine)
             if off:

@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from dtnkit.errors import BadInput
-from dtnkit.host import parsers
 from dtnkit.host.facts import Unavailable
 from dtnkit.host.host import Host
+from dtnkit.host.parsers import ParseError
+from dtnkit.host.parsers.sysctl import parse_sysctl_conf
 from dtnkit.tune.recommend import Context
 from dtnkit.tune.tunables import Scope, Tunable, tunable_for_key
 
@@ -214,8 +215,8 @@ def load_values(source: str, store: Store) -> tuple[str, dict[str, Any]]:
             snap = load_file(path)
             return snap.id, snap.values
         try:
-            conf = parsers.parse_sysctl_conf(text)
-        except parsers.ParseError as exc:
+            conf = parse_sysctl_conf(text)
+        except ParseError as exc:
             raise BadInput(f"{source} is neither a snapshot nor a sysctl file", str(exc),
                            "give a snapshot JSON or a sysctl.conf") from exc
         return str(path), {f"sysctl/{k}": v for k, v in conf.items()}

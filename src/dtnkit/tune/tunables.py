@@ -13,9 +13,24 @@ from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
 from dtnkit.errors import DtnkitError
-from dtnkit.host import parsers
 from dtnkit.host.facts import Unavailable, ethtool_read
 from dtnkit.host.host import Host
+from dtnkit.host.parsers.ethtool import (
+    Feature,
+    Rings,
+    parse_ethtool_coalesce_json,
+    parse_ethtool_coalesce_text,
+    parse_ethtool_features_json,
+    parse_ethtool_features_text,
+    parse_ethtool_pause_json,
+    parse_ethtool_pause_text,
+    parse_ethtool_rings_json,
+    parse_ethtool_rings_text,
+)
+from dtnkit.host.parsers.proc import parse_governors
+from dtnkit.host.parsers.sysctl import normalize_sysctl
+from dtnkit.host.parsers.tc import parse_tc_qdisc_json
+from dtnkit.host.parsers.tuned import parse_tuned_active
 
 Value = Any  # JSON-able: str, int, bool, dict, None
 
@@ -102,7 +117,7 @@ class SysctlTunable(Tunable):
         text = host.read(self.path)
         if text is None:
             return Unavailable(f"{self.path} does not exist on this kernel")
-        return _typed(parsers.normalize_sysctl(text))
+        return _typed(normalize_sysctl(text))
 
     def write(self, host: Host, value: Value) -> None:
         host.write(self.path, str(value))
@@ -113,13 +128,13 @@ class SysctlTunable(Tunable):
             if mode == "raise":
                 return all(c >= w for c, w in zip(cur, wnt, strict=True))
             return cur == wnt
-        return parsers.normalize_sysctl(str(current)) == parsers.normalize_sysctl(str(want))
+        return normalize_sysctl(str(current)) == normalize_sysctl(str(want))
 
     def target(self, current: Value, want: Value, mode: str) -> Value:
         cur, wnt = _ints(current), _ints(want)
         if mode == "raise" and cur is not None and wnt is not None and len(cur) == len(wnt):
             return _typed(" ".join(str(max(c, w)) for c, w in zip(cur, wnt, strict=True)))
-        return _typed(parsers.normalize_sysctl(str(want)))
+        return _typed(normalize_sysctl(str(want)))
 
 
 # ---- link attributes -------------------------------------------------------------------------
@@ -193,7 +208,7 @@ class QdiscTunable(Tunable):
         res = host.query(["tc", "-j", "qdisc", "show", "dev", str(self.device)])
         if not res.ok:
             return Unavailable(res.message())
-        qdiscs = parsers.parse_tc_qdisc_json(res.stdout)
+        qdiscs = parse_tc_qdisc_json(res.stdout)
         roots = [q for q in qdiscs if q.root]
         if not roots:
             return Unavailable(f"no root qdisc on {self.device}")
@@ -322,9 +337,9 @@ class RingTunable(Tunable):
         super().__init__(f"ring/{device}/{which}", Scope.INTERFACE, device, f"{which} ring")
         self.which = which
 
-    def rings(self, host: Host) -> parsers.Rings | Unavailable:
-        return ethtool_read(host, "-g", str(self.device), parsers.parse_ethtool_rings_json,
-                            parsers.parse_ethtool_rings_text)
+    def rings(self, host: Host) -> Rings | Unavailable:
+        return ethtool_read(host, "-g", str(self.device), parse_ethtool_rings_json,
+                            parse_ethtool_rings_text)
 
     def read(self, host: Host) -> Value | Unavailable:
         rings = self.rings(host)
@@ -365,9 +380,9 @@ class FeatureTunable(Tunable):
         self.short = short
         self.long = FEATURES[short]
 
-    def features(self, host: Host) -> dict[str, parsers.Feature] | Unavailable:
-        return ethtool_read(host, "-k", str(self.device), parsers.parse_ethtool_features_json,
-                            parsers.parse_ethtool_features_text)
+    def features(self, host: Host) -> dict[str, Feature] | Unavailable:
+        return ethtool_read(host, "-k", str(self.device), parse_ethtool_features_json,
+                            parse_ethtool_features_text)
 
     def read(self, host: Host) -> Value | Unavailable:
         feats = self.features(host)
@@ -428,7 +443,7 @@ class CoalesceTunable(_EthtoolSwitch):
 
     def pick(self, host: Host) -> bool | Unavailable | None:
         co = ethtool_read(host, self.read_flag, str(self.device),
-                          parsers.parse_ethtool_coalesce_json, parsers.parse_ethtool_coalesce_text)
+                          parse_ethtool_coalesce_json, parse_ethtool_coalesce_text)
         if isinstance(co, Unavailable):
             return co
         return co.adaptive_rx if self.which == "adaptive-rx" else co.adaptive_tx
@@ -443,7 +458,7 @@ class PauseTunable(_EthtoolSwitch):
 
     def pick(self, host: Host) -> bool | Unavailable | None:
         pause = ethtool_read(host, self.read_flag, str(self.device),
-                             parsers.parse_ethtool_pause_json, parsers.parse_ethtool_pause_text)
+                             parse_ethtool_pause_json, parse_ethtool_pause_text)
         if isinstance(pause, Unavailable):
             return pause
         return pause.rx if self.which == "rx" else pause.tx
@@ -478,7 +493,7 @@ class GovernorTunable(Tunable):
         for cpu in self.cpus(host):
             text = host.read(f"/sys/devices/system/cpu/{cpu}/cpufreq/scaling_available_governors")
             if text is not None:
-                return parsers.parse_governors(text)
+                return parse_governors(text)
         return []
 
     def satisfies(self, current: Value, want: Value, mode: str) -> bool:
@@ -518,7 +533,7 @@ class TunedTunable(Tunable):
             return Unavailable("TuneD is not installed")
         if not res.ok:
             return Unavailable(res.message())
-        return parsers.parse_tuned_active(res.stdout)
+        return parse_tuned_active(res.stdout)
 
     def write(self, host: Host, value: Value) -> None:
         argv = ["tuned-adm", "off"] if value is None else ["tuned-adm", "profile", str(value)]
