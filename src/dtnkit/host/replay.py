@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from dtnkit.errors import DtnkitError
+from dtnkit.host.parsers.ethtool import FEATURE_NAMES
 from dtnkit.host.runner import Result
 
 
@@ -97,11 +98,6 @@ class FixtureRunner:
 
 # ---- the model of changes ---------------------------------------------------------------
 _ETHTOOL_SET = {"-G": "-g", "-K": "-k", "-C": "-c", "-A": "-a"}
-_FEATURE_NAMES = {
-    "gro": "generic-receive-offload", "gso": "generic-segmentation-offload",
-    "tso": "tcp-segmentation-offload", "rx": "rx-checksumming", "tx": "tx-checksumming",
-    "lro": "large-receive-offload",
-}
 
 
 def _apply_change(runner: FixtureRunner, argv: tuple[str, ...]) -> Result:
@@ -147,7 +143,7 @@ def _json_set(flag: str, text: str, name: str, value: str) -> str | None:
     if flag == "-G":
         obj[name] = int(value)
     elif flag == "-K":
-        long = _FEATURE_NAMES.get(name, name)
+        long = FEATURE_NAMES.get(name, name)
         if long not in obj:
             return None
         obj[long]["active"] = on
@@ -163,7 +159,7 @@ def _text_set(flag: str, text: str, name: str, value: str) -> str | None:
         tail, n = re.subn(rf"(?m)^({label}:\s+)\S+", rf"\g<1>{value}", tail, count=1)
         return head + sep + tail if sep and n else None
     if flag == "-K":
-        long = _FEATURE_NAMES.get(name, name)
+        long = FEATURE_NAMES.get(name, name)
         new, n = re.subn(rf"(?m)^(\s*{re.escape(long)}: )(on|off)", rf"\g<1>{value}", text)
         return new if n else None
     if flag == "-C":

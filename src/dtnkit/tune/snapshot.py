@@ -24,15 +24,16 @@ from dtnkit.host.facts import Unavailable
 from dtnkit.host.host import Host
 from dtnkit.host.parsers import ParseError
 from dtnkit.host.parsers.sysctl import parse_sysctl_conf
-from dtnkit.tune.recommend import Context
-from dtnkit.tune.tunables import Scope, Tunable, tunable_for_key
+from dtnkit.tune.context import Context
+from dtnkit.tune.kinds.base import Scope, Tunable
+from dtnkit.tune.registry import KINDS, tunable_for_key
 
 SCHEMA = "dtnkit.snapshot/1"
 DEFAULT_STATE_DIR = Path("/var/lib/dtnkit")
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
-# Order in which kinds of settings are written (and the reverse for undo).
-KIND_ORDER = ("sysctl", "link", "qdisc", "ring", "feature", "coalesce", "pause", "cpu", "tuned")
+# Order in which kinds of settings are written (and the reverse for undo): the registry's.
+KIND_ORDER = tuple(KINDS)
 
 
 @dataclass

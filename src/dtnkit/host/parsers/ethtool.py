@@ -221,6 +221,18 @@ def parse_ethtool_channels_text(text: str) -> Channels:
 # --------------------------------------------------------------------------- ethtool -k / -K
 
 
+# The short names `ethtool -K` takes for the features dtnkit tunes, and the names `ethtool -k`
+# prints for them.
+FEATURE_NAMES = {
+    "gro": "generic-receive-offload",
+    "gso": "generic-segmentation-offload",
+    "tso": "tcp-segmentation-offload",
+    "rx": "rx-checksumming",
+    "tx": "tx-checksumming",
+    "lro": "large-receive-offload",
+}
+
+
 @dataclass(frozen=True)
 class Feature:
     """One netdev feature.
