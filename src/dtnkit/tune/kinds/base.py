@@ -100,8 +100,8 @@ class DeviceTunable(Tunable):
     def build(cls, device: str, name: str) -> Tunable: ...
 
 
-class CommandTunable(DeviceTunable):
-    """An interface setting written by one command whose argv :meth:`commands` declares once.
+class CommandTunable(Tunable):
+    """A setting written by running commands whose argv :meth:`commands` declares once.
 
     That declaration is what :meth:`write` runs (apply, restore and the undo of both) and what
     the udev rule of ``--persist`` runs at boot, with absolute paths since udev has no PATH.

@@ -25,12 +25,20 @@ from dtnkit.host.parsers.ethtool import (
     parse_ethtool_rings_json,
     parse_ethtool_rings_text,
 )
-from dtnkit.tune.kinds.base import Argv, CommandTunable, Scope, Tunable, Value, on_off
+from dtnkit.tune.kinds.base import (
+    Argv,
+    CommandTunable,
+    DeviceTunable,
+    Scope,
+    Tunable,
+    Value,
+    on_off,
+)
 
 ALREADY_SO = 80  # ethtool's exit status when the setting already has that value
 
 
-class RingTunable(CommandTunable):
+class RingTunable(DeviceTunable, CommandTunable):
     kind = "ring"
     names = ("rx", "tx")
     ok_returncodes = frozenset({0, ALREADY_SO})
@@ -68,7 +76,7 @@ class RingTunable(CommandTunable):
         return f"cannot set the {self.which} ring of {self.device} to {value}"
 
 
-class FeatureTunable(CommandTunable):
+class FeatureTunable(DeviceTunable, CommandTunable):
     kind = "feature"
     names = tuple(FEATURE_NAMES)
 
@@ -110,7 +118,7 @@ class FeatureTunable(CommandTunable):
         return f"cannot turn {self.short} {on_off(value)} on {self.device}"
 
 
-class EthtoolSwitch(CommandTunable):
+class EthtoolSwitch(DeviceTunable, CommandTunable):
     """An on/off setting read with ``ethtool FLAG`` and set with ``ethtool SETFLAG IF NAME on``."""
 
     read_flag: ClassVar[str]

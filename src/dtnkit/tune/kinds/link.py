@@ -7,11 +7,11 @@ from typing import ClassVar
 from dtnkit.host.facts import Unavailable
 from dtnkit.host.host import Host
 from dtnkit.tune.context import Context, NoWant, Want
-from dtnkit.tune.kinds.base import Argv, CommandTunable, Scope, Tunable, Value
+from dtnkit.tune.kinds.base import Argv, CommandTunable, DeviceTunable, Scope, Tunable, Value
 from dtnkit.tune.profile import ItemSpec
 
 
-class LinkTunable(CommandTunable):
+class LinkTunable(DeviceTunable, CommandTunable):
     kind = "link"
     names = ("mtu", "txqueuelen")
     _files: ClassVar[dict[str, str]] = {"mtu": "mtu", "txqueuelen": "tx_queue_len"}

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from dtnkit.errors import DtnkitError
 from dtnkit.host.facts import Unavailable
 from dtnkit.host.host import Host
 from dtnkit.host.parsers.tuned import parse_tuned_active
 from dtnkit.tune.context import Context, NoWant, Want
-from dtnkit.tune.kinds.base import Scope, Tunable, Value
+from dtnkit.tune.kinds.base import Argv, CommandTunable, Scope, Tunable, Value
 from dtnkit.tune.profile import ItemSpec
 
 
-class TunedTunable(Tunable):
+class TunedTunable(CommandTunable):
     kind = "tuned"
 
     def __init__(self) -> None:
@@ -29,12 +28,15 @@ class TunedTunable(Tunable):
             return Unavailable(res.message())
         return parse_tuned_active(res.stdout)
 
-    def write(self, host: Host, value: Value) -> None:
-        argv = ["tuned-adm", "off"] if value is None else ["tuned-adm", "profile", str(value)]
-        res = host.change(argv)
-        # tuned-adm can exit 0 and fail: the re-read in verify is what counts
-        if not res.ok:
-            raise DtnkitError(f"`{' '.join(argv)}` failed", res.message())
+    # tuned-adm can exit 0 and fail: the re-read in verify is what counts
+    def commands(self, value: Value) -> list[Argv]:
+        return [["tuned-adm", "off"] if value is None else ["tuned-adm", "profile", str(value)]]
+
+    def failure(self, value: Value) -> str:
+        return f"`{' '.join(self.commands(value)[0])}` failed"
+
+    def boot_commands(self, value: Value) -> list[Argv]:
+        return []  # TuneD keeps its active profile across reboots itself
 
     def literal(self, ctx: Context, host: Host, spec: ItemSpec, mode: str) -> Want | NoWant:
         return Want(spec.value, mode,
