@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +16,11 @@ from dtnkit.host.facts import Environment, Interface, KernelCaps
 from dtnkit.host.host import Host
 from dtnkit.host.runner import Result
 from dtnkit.tune import persist
+from dtnkit.tune.audit import expand
 from dtnkit.tune.checks import CHECKS, check_for_key
 from dtnkit.tune.context import Context
 from dtnkit.tune.kinds.base import CommandTunable
-from dtnkit.tune.profile import KNOWN_KEYS, load_profile
+from dtnkit.tune.profile import KNOWN_KEYS, ItemSpec, load_profile
 from dtnkit.tune.registry import KINDS, kind_for_key, tunable_for_key
 from dtnkit.tune.snapshot import KIND_ORDER
 
@@ -192,3 +194,11 @@ def test_pacing_is_one_declaration_for_apply_and_persist(tmp_path: Path) -> None
     recorder = Recorder()
     tunable.write(Host(tmp_path, runner=recorder), want)
     assert [["/sbin/" + a[0], *a[1:]] for a in recorder.ran] == tunable.boot_commands(want)
+
+
+def test_an_audit_with_an_unknown_check_key_fails_instead_of_checking_ipv6() -> None:
+    c = ctx()
+    spec = ItemSpec(key="check/nosuch", group="checks", source="test", value="x")
+    c.profile = replace(c.profile, items={"check/nosuch": spec})
+    with pytest.raises(BadInput, match="unknown check"):
+        expand(c, ["checks"])
