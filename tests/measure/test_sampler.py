@@ -19,8 +19,9 @@ from typing import Any
 
 import pytest
 
-from dtnkit.host.host import Host, Result
+from dtnkit.host.host import Host
 from dtnkit.host.parsers import ParseError
+from dtnkit.host.runner import Result
 from dtnkit.lab import path as lab
 from dtnkit.lab.path import LabPath
 from dtnkit.measure import parsers as mp

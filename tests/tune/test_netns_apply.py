@@ -12,7 +12,8 @@ import pytest
 from conftest import Netns
 from dtnkit.cli.main import main
 from dtnkit.errors import ExitStatus
-from dtnkit.host.host import Host, Result, SubprocessRunner
+from dtnkit.host.host import Host
+from dtnkit.host.runner import Result, SubprocessRunner
 from dtnkit.tune import apply as apply_mod
 from dtnkit.tune.audit import run_audit
 from dtnkit.tune.profile import load_profile

@@ -6,12 +6,14 @@ import pytest
 
 from dtnkit.errors import DtnkitError
 from dtnkit.tune import persist
-from dtnkit.tune.tunables import QdiscTunable, RingTunable, tunable_for_key
+from dtnkit.tune.kinds.ethtool import RingTunable
+from dtnkit.tune.kinds.qdisc import QdiscTunable
+from dtnkit.tune.registry import tunable_for_key
 
 
 def test_pacing_is_persisted_as_mq_with_fq_under_each_queue() -> None:
     want = {"maxrate_bps": 20_000_000_000, "mq": True, "queues": 3}
-    cmds = persist._commands(QdiscTunable("ens5f1np1"), want)
+    cmds = QdiscTunable("ens5f1np1").boot_commands(want)
     assert cmds == [
         ["/sbin/tc", "qdisc", "replace", "dev", "ens5f1np1", "root", "handle", "1:", "mq"],
         *[["/sbin/tc", "qdisc", "replace", "dev", "ens5f1np1", "parent", f"1:{q}", "fq",
@@ -19,20 +21,18 @@ def test_pacing_is_persisted_as_mq_with_fq_under_each_queue() -> None:
     ]
     # the same commands apply uses, without the absolute path
     assert QdiscTunable.pacing_commands("ens5f1np1", want)[0][0] == "tc"
-    single = persist._commands(QdiscTunable("eth0"), {"maxrate_bps": 0, "mq": False,
-                                                      "queues": 1})
+    single = QdiscTunable("eth0").boot_commands({"maxrate_bps": 0, "mq": False, "queues": 1})
     assert single == [["/sbin/tc", "qdisc", "replace", "dev", "eth0", "root", "fq"]]
 
 
 def test_an_arbitrary_qdisc_is_not_persisted() -> None:
     tbf = {"kind": "tbf", "handle": "8001:", "options": {"rate": 1}, "children": []}
-    assert persist._commands(QdiscTunable("eth0"), tbf) == []
+    assert QdiscTunable("eth0").boot_commands(tbf) == []
 
 
 def test_udev_rule_runs_on_add_for_that_interface_only() -> None:
-    text = persist.render_udev({"eth0": persist._commands(RingTunable("eth0", "rx"), 4096)
-                                + persist._commands(tunable_for_key("feature/eth0/lro"),
-                                                    False)})
+    text = persist.render_udev({"eth0": RingTunable("eth0", "rx").boot_commands(4096)
+                                + tunable_for_key("feature/eth0/lro").boot_commands(False)})
     lines = text.splitlines()
     assert lines[1] == 'ACTION=="add", SUBSYSTEM=="net", KERNEL=="eth0", ' \
                        'RUN+="/sbin/ethtool -G eth0 rx 4096"'

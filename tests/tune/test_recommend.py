@@ -8,9 +8,11 @@ import pytest
 
 from dtnkit.host.facts import Environment, Interface, KernelCaps
 from dtnkit.host.host import Host
+from dtnkit.tune.context import Context, NoWant, Want
+from dtnkit.tune.kinds.qdisc import QdiscTunable
 from dtnkit.tune.profile import load_profile
-from dtnkit.tune.recommend import Context, NoWant, Want, recommend, tier_for
-from dtnkit.tune.tunables import QdiscTunable, tunable_for_key
+from dtnkit.tune.recommend import recommend, tier_for
+from dtnkit.tune.registry import tunable_for_key
 
 GiB = 2**30
 HOST = Host(Path("/nonexistent"))

@@ -12,7 +12,8 @@ import pytest
 
 from dtnkit.cli.main import main
 from dtnkit.errors import ExitStatus
-from dtnkit.host.host import FixtureRunner, Host
+from dtnkit.host.host import Host
+from dtnkit.host.replay import FixtureRunner
 from dtnkit.tune.audit import run_audit
 from dtnkit.tune.profile import load_profile
 

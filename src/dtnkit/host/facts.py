@@ -12,8 +12,10 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from dtnkit.errors import BadInput, DtnkitError
-from dtnkit.host import parsers
 from dtnkit.host.host import Host
+from dtnkit.host.parsers import ParseError
+from dtnkit.host.parsers.iproute import parse_ip_link_json
+from dtnkit.host.parsers.proc import parse_meminfo
 
 T = TypeVar("T")
 
@@ -72,7 +74,7 @@ def interfaces(host: Host) -> dict[str, Interface]:
         )
     if not res.ok:
         raise DtnkitError("cannot list network interfaces", res.message())
-    links = parsers.parse_ip_link_json(res.stdout)
+    links = parse_ip_link_json(res.stdout)
     members: dict[str, list[str]] = {}
     for link in links:
         if link.master:
@@ -172,7 +174,7 @@ def ethtool_read(
         if res.ok:
             try:
                 return json_parser(res.stdout)
-            except parsers.ParseError:
+            except ParseError:
                 pass  # an ethtool whose JSON we do not know: the text is the contract
     res = host.query(["ethtool", flag, iface])
     if res.returncode == 127 and "not captured" not in res.stderr:
@@ -181,7 +183,7 @@ def ethtool_read(
         return Unavailable(_ethtool_reason(res.stderr or res.stdout))
     try:
         return text_parser(res.stdout)
-    except parsers.ParseError as exc:
+    except ParseError as exc:
         return Unavailable(f"cannot parse `ethtool {flag} {iface}`: {exc}")
 
 
@@ -280,7 +282,7 @@ def environment(host: Host) -> Environment:
     if ro:
         notes.append("/proc/sys is mounted read-only: sysctls can be audited, not applied")
     meminfo = host.read("/proc/meminfo")
-    ram = parsers.parse_meminfo(meminfo).get("MemTotal") if meminfo else None
+    ram = parse_meminfo(meminfo).get("MemTotal") if meminfo else None
     is_root = (os.geteuid() == 0) if host.is_live else True
     return Environment(initial, host.netns, container, ro, is_root, ram, tuple(notes))
 

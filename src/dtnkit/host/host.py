@@ -4,7 +4,8 @@ Every read of /proc or /sys and every command dtnkit runs goes through a :class:
 has three parts:
 
 * ``root``: where /proc and /sys live (``/`` on a live host, a captured tree in tests);
-* ``runner``: how commands run (subprocess, or replay of captured outputs);
+* ``runner``: how commands run (:mod:`dtnkit.host.runner`, or the replay of captured
+  outputs in :mod:`dtnkit.host.replay`);
 * ``netns``: a named network namespace to work in (commands are prefixed with
   ``ip netns exec NAME`` and per-namespace files are read through it).
 
@@ -19,142 +20,16 @@ import errno
 import gzip
 import os
 import shutil
-import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
 
 from dtnkit.errors import DtnkitError, ToolMissing
+from dtnkit.host.replay import FixtureRunner
+from dtnkit.host.runner import Result, Runner, SubprocessRunner
 
 # Paths whose content depends on the network namespace of the reader.
 _NETNS_PATHS = ("/proc/sys/net/", "/sys/class/net/", "/proc/net/")
-
-
-@dataclass(frozen=True)
-class Result:
-    """What a command printed and how it ended."""
-
-    argv: tuple[str, ...]
-    returncode: int
-    stdout: str
-    stderr: str
-
-    @property
-    def ok(self) -> bool:
-        return self.returncode == 0
-
-    def message(self) -> str:
-        """The most useful one-line description of a failure."""
-        text = (self.stderr or self.stdout).strip().splitlines()
-        first = text[0] if text else f"exit status {self.returncode}"
-        return f"`{' '.join(self.argv)}` failed: {first}"
-
-
-class Runner(Protocol):
-    def run(self, argv: Sequence[str], *, stdin: str | None = None) -> Result: ...
-
-
-class SubprocessRunner:
-    """Runs commands for real.  A missing binary is exit 127, as a shell reports it."""
-
-    def __init__(self, timeout: float = 60.0) -> None:
-        self.timeout = timeout
-
-    def run(self, argv: Sequence[str], *, stdin: str | None = None) -> Result:
-        argv = tuple(argv)
-        try:
-            proc = subprocess.run(
-                argv,
-                input=stdin,
-                capture_output=True,
-                text=True,
-                timeout=self.timeout,
-                check=False,
-                env={**os.environ, "LC_ALL": "C"},
-            )
-        except FileNotFoundError:
-            return Result(argv, 127, "", f"{argv[0]}: command not found")
-        except subprocess.TimeoutExpired:
-            return Result(argv, 124, "", f"timed out after {self.timeout:.0f} s")
-        return Result(argv, proc.returncode, proc.stdout, proc.stderr)
-
-
-@dataclass
-class Capture:
-    returncode: int
-    stdout: str
-    stderr: str
-    path: Path | None = None
-
-    def save(self, argv: tuple[str, ...]) -> None:
-        """Write the capture back to its file (the tree then stays changed for later runs)."""
-        if self.path is None:
-            return
-        head = [f"$ {' '.join(argv)}"]
-        if self.returncode:
-            head.append(f"# exit: {self.returncode}")
-        body = self.stdout
-        if self.stderr and not self.stdout:
-            head.append("# stream: stderr")
-            body = self.stderr
-        self.path.write_text("\n".join(head) + "\n" + body)
-
-
-class FixtureRunner:
-    """Replays captured command outputs from a tree's ``cmd/`` directory.
-
-    Each ``cmd/*.txt`` file starts with ``$ <argv>``, then optional ``# exit: N`` and
-    ``# stream: stderr`` lines, then the output verbatim.  Commands that change the host
-    (``Host.change``) are recorded in :attr:`changes` and succeed; a small model keeps
-    later reads consistent with them (see :mod:`dtnkit.host.fixture_model`).
-    """
-
-    def __init__(self, cmd_dir: Path, root: Path | None = None) -> None:
-        self.root = root
-        self.captures: dict[tuple[str, ...], Capture] = {}
-        self.changes: list[tuple[str, ...]] = []
-        if cmd_dir.is_dir():
-            for path in sorted(cmd_dir.glob("*.txt")):
-                argv, capture = self._load(path)
-                self.captures[argv] = capture
-
-    @staticmethod
-    def _load(path: Path) -> tuple[tuple[str, ...], Capture]:
-        lines = path.read_text().split("\n")
-        if not lines or not lines[0].startswith("$ "):
-            raise DtnkitError(
-                f"fixture {path} is malformed",
-                "its first line must be `$ <command>`",
-                "fix the fixture file",
-            )
-        argv = tuple(lines[0][2:].split())
-        code, stream, i = 0, "stdout", 1
-        while i < len(lines) and lines[i].startswith("# "):
-            name, _, value = lines[i][2:].partition(":")
-            if name.strip() == "exit":
-                code = int(value)
-            elif name.strip() == "stream":
-                stream = value.strip()
-            i += 1
-        body = "\n".join(lines[i:])
-        if stream == "stderr":
-            return argv, Capture(code, "", body, path)
-        return argv, Capture(code, body, "", path)
-
-    def run(self, argv: Sequence[str], *, stdin: str | None = None) -> Result:
-        key = tuple(argv)
-        capture = self.captures.get(key)
-        if capture is None:
-            return Result(key, 127, "", f"not captured in fixture: {' '.join(key)}")
-        return Result(key, capture.returncode, capture.stdout, capture.stderr)
-
-    def record_change(self, argv: Sequence[str]) -> Result:
-        from dtnkit.host.fixture_model import apply_change
-
-        key = tuple(argv)
-        self.changes.append(key)
-        return apply_change(self, key)
 
 
 class ReadOnlyViolation(DtnkitError):

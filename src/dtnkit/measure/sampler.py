@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
-from dtnkit.host.host import Host, SubprocessRunner
+from dtnkit.host.host import Host
+from dtnkit.host.runner import SubprocessRunner
 from dtnkit.measure.parsers import parse_net_dev, parse_proc_stat, parse_snmp, parse_ss_tin
 
 __all__ = ["Sampler", "summarize"]

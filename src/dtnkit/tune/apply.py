@@ -23,10 +23,11 @@ from dtnkit.host.facts import Unavailable
 from dtnkit.host.host import Host
 from dtnkit.tune import persist
 from dtnkit.tune.audit import Audit, Finding, tunables_for
+from dtnkit.tune.context import Context
+from dtnkit.tune.kinds.base import Tunable
 from dtnkit.tune.profile import GROUPS, KNOWN_KEYS
-from dtnkit.tune.recommend import Context
+from dtnkit.tune.registry import tunable_for_key
 from dtnkit.tune.snapshot import Snapshot, Store, capture, new_snapshot, sort_keys
-from dtnkit.tune.tunables import Tunable, tunable_for_key
 
 ON_REQUEST = {"mtu": "link/", "tuned": "tuned/"}
 
@@ -93,6 +94,28 @@ def skipped_on_request(audit: Audit, on_request: Sequence[str]) -> list[Finding]
     wanted = {ON_REQUEST[name] for name in on_request}
     return [f for f in audit.findings if f.status == "differs" and f.apply == "on-request"
             and not any(f.key.startswith(p) for p in wanted)]
+
+
+def persist_values(audit: Audit, steps: Sequence[Step]) -> dict[str, Any]:
+    """What --persist makes survive a reboot: everything the profile wants that is in force."""
+    values: dict[str, Any] = {}
+    applied = {s.tunable.key: s.after for s in steps}
+    for f in audit.findings:
+        if f.tunable is None or f.status not in ("ok", "differs"):
+            continue
+        if f.status == "differs" and f.key not in applied:
+            continue
+        if f.key not in applied and f.apply != "auto":
+            continue  # on-request items persist only when this run applied them
+        # what is in force now: the value written, else the current one (raise-only keeps a
+        # site's larger value); a qdisc that already paces is persisted as its recommendation
+        values[f.key] = applied.get(f.key, f.recommended if f.tunable.persist_recommended
+                                    else f.current)
+    return values
+
+
+def persist_origin(audit: Audit) -> str:
+    return f"profile {audit.profile.name}, rtt {audit.ctx.rtt_ms:g} ms"
 
 
 def restorable_tunables(ctx: Context, groups: Sequence[str] = GROUPS) -> list[Tunable]:
@@ -232,7 +255,8 @@ def apply(
         out.baseline = snap.id
         if out.ok and do_persist:
             try:
-                out.persisted = persist.write(host, audit, steps)
+                out.persisted = persist.write(host, persist_values(audit, steps),
+                                              persist_origin(audit))
             except DtnkitError as exc:
                 out.error = exc
                 _undo(host, out.done, out)

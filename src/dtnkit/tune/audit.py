@@ -16,15 +16,12 @@ from dtnkit.errors import BadInput
 from dtnkit.host import facts
 from dtnkit.host.facts import Unavailable
 from dtnkit.host.host import Host
-from dtnkit.tune.checks import Ipv6Check, IrqAffinityCheck, IrqbalanceCheck, SmtCheck
+from dtnkit.tune.checks import check_for_key
+from dtnkit.tune.context import Context, NoWant
+from dtnkit.tune.kinds.base import Scope, Tunable
 from dtnkit.tune.profile import GROUPS, ItemSpec, Profile
-from dtnkit.tune.recommend import Context, NoWant, recommend
-from dtnkit.tune.tunables import (
-    FeatureTunable,
-    Scope,
-    Tunable,
-    tunable_for_key,
-)
+from dtnkit.tune.recommend import recommend
+from dtnkit.tune.registry import tunable_for_key
 
 AUDIT_SCHEMA = "dtnkit.audit/1"
 STATUSES = ("ok", "differs", "unsupported", "unknown", "host-scope")
@@ -138,7 +135,7 @@ def expand(ctx: Context, groups: Sequence[str]) -> list[tuple[Tunable, ItemSpec]
             if spec.group != group:
                 continue
             if key.startswith("check/"):
-                out.append((_check(ctx, key), spec))
+                out.append((check_for_key(key, ctx), spec))
             else:
                 out.extend((t, spec) for t in tunables_for(key, ctx.devices))
     return out
@@ -149,16 +146,6 @@ def tunables_for(key: str, devices: Sequence[tuple[str, str]]) -> list[Tunable]:
     if "/*/" in key:
         return [tunable_for_key(key.replace("*", dev, 1)) for dev, _ in devices]
     return [tunable_for_key(key)]
-
-
-def _check(ctx: Context, key: str) -> Tunable:
-    if key == "check/irq-affinity":
-        return IrqAffinityCheck([ctx.ifaces[d] for d, _ in ctx.devices])
-    if key == "check/irqbalance":
-        return IrqbalanceCheck()
-    if key == "check/smt":
-        return SmtCheck()
-    return Ipv6Check()
 
 
 def evaluate(ctx: Context, host: Host, tunable: Tunable, spec: ItemSpec) -> Finding:
@@ -198,7 +185,7 @@ def evaluate(ctx: Context, host: Host, tunable: Tunable, spec: ItemSpec) -> Find
     else:
         finding.status = "differs"
         finding.target = tunable.target(current, want.value, want.mode)
-        if isinstance(tunable, FeatureTunable) and tunable.fixed(host):
+        if tunable.fixed(host):
             finding.status = "unsupported"
             notes.insert(0, "fixed by the driver: cannot be changed")
         if want.why:

@@ -2,91 +2,24 @@
 
 Every automatic decision (which speed sizes the buffers, which tier a speed falls in, why a
 value is capped) is carried as text in :class:`Want.why` and in :class:`Context.decisions`,
-so audit output shows it.
+so audit output shows it.  A literal value goes through its kind's own hook
+(:meth:`Tunable.literal`) for the special cases (a congestion control the kernel lacks, an MTU
+above the NIC's largest, ...).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from typing import Any
 
-from dtnkit.host.facts import Environment, Interface, KernelCaps
 from dtnkit.host.host import Host
-from dtnkit.tune.profile import SPEED_TIERS, ItemSpec, Profile
-from dtnkit.tune.tunables import (
-    GovernorTunable,
-    LinkTunable,
-    QdiscTunable,
-    RingTunable,
-    Tunable,
-)
+from dtnkit.tune.context import Context, NoWant, Want
+from dtnkit.tune.kinds.base import Tunable
+from dtnkit.tune.kinds.ethtool import RingTunable
+from dtnkit.tune.kinds.qdisc import QdiscTunable
+from dtnkit.tune.profile import SPEED_TIERS, ItemSpec
 
 INT_MAX = 2147483647
-
-
-@dataclass(frozen=True)
-class Want:
-    value: Any
-    mode: str
-    why: str
-
-
-@dataclass(frozen=True)
-class NoWant:
-    status: str  # "unsupported" or "unknown"
-    why: str
-
-
-@dataclass(frozen=True)
-class Decision:
-    what: str
-    value: Any
-    why: str
-
-
-@dataclass
-class Context:
-    profile: Profile
-    rtt_ms: float
-    env: Environment
-    caps: KernelCaps
-    ifaces: dict[str, Interface]
-    devices: list[tuple[str, str]]  # selected leaf devices, with how they were reached
-    exact: bool = False
-    speed_override_mbps: int | None = None
-    decisions: list[Decision] = field(default_factory=list)
-    buffer_speed_mbps: int | None = None
-
-    def __post_init__(self) -> None:
-        self._choose_buffer_speed()
-
-    def _choose_buffer_speed(self) -> None:
-        if self.speed_override_mbps:
-            self.buffer_speed_mbps = self.speed_override_mbps
-            self.decisions.append(Decision("buffer speed", self.speed_override_mbps,
-                                           "given with --speed"))
-            return
-        known = [(self.ifaces[d].speed_mbps or 0, d) for d, _ in self.devices
-                 if d in self.ifaces and self.ifaces[d].speed_mbps]
-        up = [(s, d) for s, d in known if self.ifaces[d].operstate.upper() in ("UP", "UNKNOWN")]
-        pool = up or known
-        if not pool:
-            self.decisions.append(Decision(
-                "buffer speed", None,
-                "no selected interface reports its speed; buffer sizes are unknown "
-                "(give --speed GBIT)"))
-            return
-        speed, dev = max(pool)
-        self.buffer_speed_mbps = speed
-        note = "" if up else " (no selected link is up; using the fastest link anyway)"
-        self.decisions.append(Decision(
-            "buffer speed", speed,
-            f"fastest selected link is {dev} at {speed / 1000:g} Gbit/s; a bond counts by its "
-            f"members, since one TCP flow uses one member{note}"))
-
-    def param(self, spec: ItemSpec, name: str) -> float:
-        return spec.numbers.get(name, self.profile.params[name])
 
 
 def tier_for(mbps: int) -> tuple[int, str]:
@@ -164,7 +97,7 @@ def recommend(ctx: Context, host: Host, tunable: Tunable, spec: ItemSpec) -> Wan
             return NoWant("unknown", f"the profile has no value for the {tier}G tier")
         why = f"{tier}G tier" + (f" ({note})" if note else "")
         return Want(spec.tiers[tier], mode, why)
-    return _literal(ctx, host, tunable, spec, mode)
+    return tunable.literal(ctx, host, spec, mode)
 
 
 def _speed_for(ctx: Context, tunable: Tunable) -> int | None:
@@ -172,48 +105,6 @@ def _speed_for(ctx: Context, tunable: Tunable) -> int | None:
         iface = ctx.ifaces.get(tunable.device)
         return iface.speed_mbps if iface and iface.speed_mbps else ctx.speed_override_mbps
     return ctx.buffer_speed_mbps
-
-
-def _literal(
-    ctx: Context, host: Host, tunable: Tunable, spec: ItemSpec, mode: str
-) -> Want | NoWant:
-    value = spec.value
-    why = ""
-    if tunable.key == "sysctl/net.ipv4.tcp_congestion_control":
-        if value not in ctx.caps.cc_available and value in ctx.caps.cc_modules:
-            why = (f"{value} is a kernel module not loaded yet (tcp_{value}); setting the sysctl "
-                   "loads it")
-        elif value not in ctx.caps.cc_available:
-            return NoWant("unsupported", (
-                f"{value} is not offered by this kernel (available: "
-                f"{' '.join(ctx.caps.cc_available) or 'none'}); load tcp_{value} "
-                "(modprobe; EL: kernel-modules-extra)"))
-        elif not ctx.env.initial_netns and value not in ctx.caps.cc_allowed:
-            return NoWant("unsupported", (
-                f"{value} is not in tcp_allowed_congestion_control "
-                f"({' '.join(ctx.caps.cc_allowed)}), so this namespace cannot choose it"))
-        if value == "bbr":
-            why = "; ".join(w for w in (why, "bbr version unknown: v1 and v3 both register as "
-                                             "'bbr'") if w)
-    if isinstance(tunable, LinkTunable) and tunable.attr == "mtu":
-        iface = ctx.ifaces.get(str(tunable.device))
-        if iface and iface.max_mtu is not None and iface.max_mtu < int(value):
-            return NoWant("unsupported", f"the NIC's largest MTU is {iface.max_mtu}")
-        why = "applied only with --mtu; the whole path must carry jumbo frames"
-    if isinstance(tunable, GovernorTunable):
-        avail = tunable.available(host)
-        if avail and value not in avail:
-            return NoWant("unsupported", f"{value} is not offered by the cpufreq driver "
-                                         f"(available: {' '.join(avail)})")
-    if tunable.key == "tuned/profile":
-        why = ("applied only with --tuned; TuneD re-applies /etc/sysctl.d on start unless "
-               "reapply_sysctl=0, and its own sysctls can undo dtnkit's")
-    if tunable.key == "check/smt":
-        min_gbit = spec.numbers.get("min_speed_gbit", 0)
-        speed = ctx.buffer_speed_mbps or 0
-        if speed / 1000 < min_gbit:
-            return Want("any", "exact", f"SMT matters at {min_gbit:g}G and up")
-    return Want(value, mode, why)
 
 
 def _rule(

@@ -20,18 +20,20 @@ from pathlib import Path
 from typing import Any
 
 from dtnkit.errors import BadInput
-from dtnkit.host import parsers
 from dtnkit.host.facts import Unavailable
 from dtnkit.host.host import Host
-from dtnkit.tune.recommend import Context
-from dtnkit.tune.tunables import Scope, Tunable, tunable_for_key
+from dtnkit.host.parsers import ParseError
+from dtnkit.host.parsers.sysctl import parse_sysctl_conf
+from dtnkit.tune.context import Context
+from dtnkit.tune.kinds.base import Scope, Tunable
+from dtnkit.tune.registry import KINDS, tunable_for_key
 
 SCHEMA = "dtnkit.snapshot/1"
 DEFAULT_STATE_DIR = Path("/var/lib/dtnkit")
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
-# Order in which kinds of settings are written (and the reverse for undo).
-KIND_ORDER = ("sysctl", "link", "qdisc", "ring", "feature", "coalesce", "pause", "cpu", "tuned")
+# Order in which kinds of settings are written (and the reverse for undo): the registry's.
+KIND_ORDER = tuple(KINDS)
 
 
 @dataclass
@@ -214,8 +216,8 @@ def load_values(source: str, store: Store) -> tuple[str, dict[str, Any]]:
             snap = load_file(path)
             return snap.id, snap.values
         try:
-            conf = parsers.parse_sysctl_conf(text)
-        except parsers.ParseError as exc:
+            conf = parse_sysctl_conf(text)
+        except ParseError as exc:
             raise BadInput(f"{source} is neither a snapshot nor a sysctl file", str(exc),
                            "give a snapshot JSON or a sysctl.conf") from exc
         return str(path), {f"sysctl/{k}": v for k, v in conf.items()}

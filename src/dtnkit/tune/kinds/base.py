@@ -1,0 +1,135 @@
+"""The base of every kind of setting: read, write, compare, show, and the per-kind hooks.
+
+Each tunable has a flat key (``sysctl/net.core.rmem_max``, ``ring/ens5f1np1/rx``,
+``qdisc/eth0/root``) that is also its key in snapshots; :mod:`dtnkit.tune.registry` maps a key
+back to its kind by its prefix.  Apply and verify share one comparison
+(:meth:`Tunable.satisfies`), so they cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import enum
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+from dtnkit.errors import DtnkitError
+from dtnkit.host.facts import Unavailable
+from dtnkit.host.host import Host
+from dtnkit.tune.context import Context, NoWant, Want
+from dtnkit.tune.profile import ItemSpec
+
+Value = Any  # JSON-able: str, int, bool, dict, None
+Argv = list[str]
+
+
+class Scope(enum.StrEnum):
+    HOST = "host"  # global to the kernel: one value for every namespace
+    NETNS = "netns"  # per network namespace
+    INTERFACE = "interface"
+
+
+class Tunable(ABC):
+    kind: ClassVar[str]  # the key prefix the registry files it under
+    restorable: ClassVar[bool] = True
+    # persist writes the recommendation rather than the value read (fq pacing: the qdisc tree
+    # the kernel shows is not what the boot-time commands take)
+    persist_recommended: ClassVar[bool] = False
+
+    def __init__(self, key: str, scope: Scope, device: str | None, label: str) -> None:
+        self.key = key
+        self.scope = scope
+        self.device = device
+        self.label = label
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.key}>"
+
+    @classmethod
+    @abstractmethod
+    def from_key(cls, rest: str) -> Tunable | None:
+        """The tunable for the part of a key after ``kind/``; None when this kind has none."""
+
+    @abstractmethod
+    def read(self, host: Host) -> Value | Unavailable: ...
+
+    def write(self, host: Host, value: Value) -> None:
+        raise DtnkitError(f"{self.key} cannot be set", "it is audit-only")
+
+    def satisfies(self, current: Value, want: Value, mode: str) -> bool:
+        if mode == "raise" and isinstance(current, int) and isinstance(want, int):
+            return current >= want
+        return bool(current == want)
+
+    def target(self, current: Value, want: Value, mode: str) -> Value:
+        """The value to write so that ``satisfies`` holds (raise-only keeps larger parts)."""
+        return want
+
+    def show(self, value: Value) -> str:
+        if value is None:
+            return "-"
+        if isinstance(value, bool):
+            return "on" if value else "off"
+        return str(value)
+
+    # ---- per-kind hooks -------------------------------------------------------------------
+    def literal(self, ctx: Context, host: Host, spec: ItemSpec, mode: str) -> Want | NoWant:
+        """The recommendation for a literal profile value (kinds add their special cases)."""
+        return Want(spec.value, mode, "")
+
+    def fixed(self, host: Host) -> bool:
+        """Whether the driver pins this setting, so a difference cannot be changed."""
+        return False
+
+    def boot_commands(self, value: Value) -> list[Argv]:
+        """Commands a udev rule runs when the device appears, to set ``value`` again at boot."""
+        return []
+
+
+class DeviceTunable(Tunable):
+    """A setting of one interface, keyed ``kind/DEVICE/NAME`` with NAME one of ``names``."""
+
+    names: ClassVar[tuple[str, ...]]
+
+    @classmethod
+    def from_key(cls, rest: str) -> Tunable | None:
+        device, _, name = rest.rpartition("/")
+        return cls.build(device, name) if device and name in cls.names else None
+
+    @classmethod
+    @abstractmethod
+    def build(cls, device: str, name: str) -> Tunable: ...
+
+
+class CommandTunable(Tunable):
+    """A setting written by running commands whose argv :meth:`commands` declares once.
+
+    That declaration is what :meth:`write` runs (apply, restore and the undo of both) and what
+    the udev rule of ``--persist`` runs at boot, with absolute paths since udev has no PATH.
+    """
+
+    ok_returncodes: ClassVar[frozenset[int]] = frozenset({0})
+
+    @abstractmethod
+    def commands(self, value: Value) -> list[Argv]: ...
+
+    @abstractmethod
+    def failure(self, value: Value) -> str:
+        """What could not be done, for the error when a command fails."""
+
+    def write(self, host: Host, value: Value) -> None:
+        for argv in self.commands(value):
+            res = host.change(argv)
+            if res.returncode not in self.ok_returncodes:
+                raise DtnkitError(self.failure(value), res.message())
+
+    def boot_commands(self, value: Value) -> list[Argv]:
+        return [absolute(argv) for argv in self.commands(value)]
+
+
+def absolute(argv: Argv) -> Argv:
+    """The argv with the binary's absolute path, for udev (``ip``, ``tc``, ``ethtool``)."""
+    return [f"/sbin/{argv[0]}", *argv[1:]]
+
+
+def on_off(value: Value) -> str:
+    return "on" if value else "off"

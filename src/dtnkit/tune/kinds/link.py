@@ -1,0 +1,48 @@
+"""``link/DEVICE/mtu`` and ``link/DEVICE/txqueuelen``: read from /sys, set with ``ip link``."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from dtnkit.host.facts import Unavailable
+from dtnkit.host.host import Host
+from dtnkit.tune.context import Context, NoWant, Want
+from dtnkit.tune.kinds.base import Argv, CommandTunable, DeviceTunable, Scope, Tunable, Value
+from dtnkit.tune.profile import ItemSpec
+
+
+class LinkTunable(DeviceTunable, CommandTunable):
+    kind = "link"
+    names = ("mtu", "txqueuelen")
+    _files: ClassVar[dict[str, str]] = {"mtu": "mtu", "txqueuelen": "tx_queue_len"}
+
+    def __init__(self, device: str, attr: str) -> None:
+        if attr not in self._files:
+            raise ValueError(attr)
+        super().__init__(f"link/{device}/{attr}", Scope.INTERFACE, device, attr)
+        self.attr = attr
+
+    @classmethod
+    def build(cls, device: str, name: str) -> Tunable:
+        return cls(device, name)
+
+    def read(self, host: Host) -> Value | Unavailable:
+        text = host.read(f"/sys/class/net/{self.device}/{self._files[self.attr]}")
+        if text is None:
+            return Unavailable(f"no interface {self.device}")
+        return int(text.strip())
+
+    def commands(self, value: Value) -> list[Argv]:
+        return [["ip", "link", "set", "dev", str(self.device), self.attr, str(value)]]
+
+    def failure(self, value: Value) -> str:
+        return f"cannot set {self.attr} {value} on {self.device}"
+
+    def literal(self, ctx: Context, host: Host, spec: ItemSpec, mode: str) -> Want | NoWant:
+        if self.attr != "mtu":
+            return super().literal(ctx, host, spec, mode)
+        iface = ctx.ifaces.get(str(self.device))
+        if iface and iface.max_mtu is not None and iface.max_mtu < int(spec.value):
+            return NoWant("unsupported", f"the NIC's largest MTU is {iface.max_mtu}")
+        return Want(spec.value, mode,
+                    "applied only with --mtu; the whole path must carry jumbo frames")

@@ -1,0 +1,103 @@
+"""``sysctl/NAME``: a kernel setting under /proc/sys, written as a file.
+
+The one declaration is the name: the file apply writes (:meth:`Host.sysctl_path`) and the
+``NAME = VALUE`` line ``--persist`` puts in /etc/sysctl.d both derive from it.
+"""
+
+from __future__ import annotations
+
+from dtnkit.host.facts import Unavailable
+from dtnkit.host.host import Host
+from dtnkit.host.parsers.sysctl import normalize_sysctl
+from dtnkit.tune.context import Context, NoWant, Want
+from dtnkit.tune.kinds.base import Scope, Tunable, Value
+from dtnkit.tune.profile import ItemSpec
+
+# sysctls that are global to the host (read-only or absent inside other namespaces)
+HOST_GLOBAL_SYSCTLS = frozenset({
+    "net.core.rmem_max", "net.core.wmem_max", "net.core.rmem_default", "net.core.wmem_default",
+    "net.core.netdev_max_backlog", "net.core.default_qdisc",
+})
+CONGESTION_CONTROL = "net.ipv4.tcp_congestion_control"
+
+
+def _ints(value: Value) -> list[int] | None:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return [value]
+    if isinstance(value, str):
+        try:
+            return [int(x) for x in value.split()]
+        except ValueError:
+            return None
+    return None
+
+
+def _typed(text: str) -> Value:
+    """A single integer as an int (typed JSON), anything else as normalised text."""
+    try:
+        return int(text)
+    except ValueError:
+        return text
+
+
+class SysctlTunable(Tunable):
+    kind = "sysctl"
+
+    def __init__(self, name: str) -> None:
+        scope = Scope.HOST if name in HOST_GLOBAL_SYSCTLS else Scope.NETNS
+        super().__init__(f"sysctl/{name}", scope, None, name)
+        self.name = name
+        self.path = Host.sysctl_path(name)
+
+    @classmethod
+    def from_key(cls, rest: str) -> Tunable | None:
+        return cls(rest) if rest else None
+
+    def read(self, host: Host) -> Value | Unavailable:
+        text = host.read(self.path)
+        if text is None:
+            return Unavailable(f"{self.path} does not exist on this kernel")
+        return _typed(normalize_sysctl(text))
+
+    def write(self, host: Host, value: Value) -> None:
+        host.write(self.path, str(value))
+
+    def sysctl_d_line(self, value: Value) -> tuple[str, str]:
+        """The ``name = value`` pair --persist writes to /etc/sysctl.d."""
+        return self.name, str(value)
+
+    def satisfies(self, current: Value, want: Value, mode: str) -> bool:
+        cur, wnt = _ints(current), _ints(want)
+        if cur is not None and wnt is not None and len(cur) == len(wnt):
+            if mode == "raise":
+                return all(c >= w for c, w in zip(cur, wnt, strict=True))
+            return cur == wnt
+        return normalize_sysctl(str(current)) == normalize_sysctl(str(want))
+
+    def target(self, current: Value, want: Value, mode: str) -> Value:
+        cur, wnt = _ints(current), _ints(want)
+        if mode == "raise" and cur is not None and wnt is not None and len(cur) == len(wnt):
+            return _typed(" ".join(str(max(c, w)) for c, w in zip(cur, wnt, strict=True)))
+        return _typed(normalize_sysctl(str(want)))
+
+    def literal(self, ctx: Context, host: Host, spec: ItemSpec, mode: str) -> Want | NoWant:
+        if self.name != CONGESTION_CONTROL:
+            return super().literal(ctx, host, spec, mode)
+        value = spec.value
+        why = ""
+        if value not in ctx.caps.cc_available and value in ctx.caps.cc_modules:
+            why = (f"{value} is a kernel module not loaded yet (tcp_{value}); setting the sysctl "
+                   "loads it")
+        elif value not in ctx.caps.cc_available:
+            return NoWant("unsupported", (
+                f"{value} is not offered by this kernel (available: "
+                f"{' '.join(ctx.caps.cc_available) or 'none'}); load tcp_{value} "
+                "(modprobe; EL: kernel-modules-extra)"))
+        elif not ctx.env.initial_netns and value not in ctx.caps.cc_allowed:
+            return NoWant("unsupported", (
+                f"{value} is not in tcp_allowed_congestion_control "
+                f"({' '.join(ctx.caps.cc_allowed)}), so this namespace cannot choose it"))
+        if value == "bbr":
+            why = "; ".join(w for w in (why, "bbr version unknown: v1 and v3 both register as "
+                                             "'bbr'") if w)
+        return Want(value, mode, why)
