@@ -24,9 +24,17 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.support
+
+from tests.support.lab import set_tcp_buffers
+
 from dtnkit.cli.main import main as dtnkit
 from dtnkit.lab import path as lab
 from dtnkit.lab.disk import slow_disk
+from dtnkit.lab.path import DEFAULT_LAB_STATE
+
+# where `dtnkit lab` keeps its state: the CLI commands below find the paths there
+STATE = Path(os.environ.get("DTNKIT_LAB_STATE", str(DEFAULT_LAB_STATE)))
 
 
 def run(*argv: str) -> tuple[int, Any]:
@@ -65,8 +73,8 @@ def main() -> int:
     db, state = str(tmp / "results.sqlite"), str(tmp / "tune")
     common = ["--duration", args.duration, "--interval", "1", "--db", db, "--format", "json"]
 
-    with lab.path("dkcase1", rtt_ms=50, rate_bps=2 * 10**9) as p:
-        p.set_tcp_buffers("4096 131072 4194304")
+    with lab.path("dkcase1", state_root=STATE, rtt_ms=50, rate_bps=2 * 10**9) as p:
+        set_tcp_buffers(p, "4096 131072 4194304")
         peer = ["--peer", f"{p.name}/dst", "--netns", p.src.netns]
         _, diag = run("diagnose", *peer, *common)
         verdict_line("1. small buffers, 50 ms, 2 Gbit/s cap", diag)
@@ -80,8 +88,8 @@ def main() -> int:
         print(f"  after apply --from-experiment: "
               f"{after['summary']['throughput_bps'] / 1e9:.3f} Gbit/s")
 
-    with lab.path("dkcase2", rtt_ms=20, rate_bps=500 * 10**6) as p:
-        p.set_tcp_buffers("4096 131072 67108864")
+    with lab.path("dkcase2", state_root=STATE, rtt_ms=20, rate_bps=500 * 10**6) as p:
+        set_tcp_buffers(p, "4096 131072 67108864")
         peer = ["--peer", f"{p.name}/dst", "--netns", p.src.netns]
         _, diag = run("diagnose", *peer, *common)
         verdict_line("2. 500 Mbit/s cap, 20 ms, 64 MiB buffers", diag)
@@ -91,8 +99,8 @@ def main() -> int:
         print(f"  helped: {exp['helped'] or 'none'}")
 
     with slow_disk(48 * 2**20, read_bps=20 * 10**6, write_bps=20 * 10**6,
-                   workdir=tmp) as sd, lab.path("dkcase3", rtt_ms=10) as p:
-        p.set_tcp_buffers("4096 131072 67108864")
+                   workdir=tmp) as sd, lab.path("dkcase3", state_root=STATE, rtt_ms=10) as p:
+        set_tcp_buffers(p, "4096 131072 67108864")
         sink = p.dst.popen([sys.executable, "-m", "dtnkit.measure.netpipe", "recv", "9100"],
                            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
         try:

@@ -16,11 +16,20 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.support
+
+from tests.support.lab import goodput_bps, set_tcp_buffers
 
 from dtnkit.lab import path as lab
-from dtnkit.lab.path import LabPath
+from dtnkit.lab.path import DEFAULT_LAB_STATE, LabPath
+
+# where `dtnkit lab` keeps its state, as the CLI has it
+STATE = Path(os.environ.get("DTNKIT_LAB_STATE", str(DEFAULT_LAB_STATE)))
 
 BIG = "4096 131072 268435456"
 WIRE = 1448 / 1514
@@ -45,7 +54,7 @@ def main() -> int:
     print("1. idle RTT")
     print(f"{'configured ms':>13} {'mean ms':>8} {'mdev ms':>8} {'error ms':>9}")
     rtts = (10, 100) if args.quick else (5, 10, 50, 100, 200)
-    with lab.path("dkbench", rtt_ms=rtts[0]) as p:
+    with lab.path("dkbench", state_root=STATE, rtt_ms=rtts[0]) as p:
         print(f"backend: {p.state.backend} ({p.state.backend_reason})")
         for rtt in rtts:
             p.set(rtt_ms=rtt)
@@ -55,27 +64,28 @@ def main() -> int:
     print("\n2. rate cap, one stream, large buffers, 50 ms")
     print(f"{'cap Mbit/s':>10} {'goodput Mbit/s':>15} {'ratio to cap':>13}")
     caps = (500, 2000) if args.quick else (100, 500, 1000, 2000)
-    with lab.path("dkbench", rtt_ms=50, rate_bps=caps[0] * 10**6) as p:
-        p.set_tcp_buffers(BIG)
+    with lab.path("dkbench", state_root=STATE, rtt_ms=50, rate_bps=caps[0] * 10**6) as p:
+        set_tcp_buffers(p, BIG)
         for cap in caps:
             p.set(rate_bps=cap * 10**6)
-            got = p.goodput_bps(seconds=secs)
+            got = goodput_bps(p, seconds=secs)
             print(f"{cap:>10} {got / 1e6:>15.0f} {got / (cap * 1e6 * WIRE):>13.3f}")
 
     print("\n3. delay-stage capacity, uncapped, large buffers")
     print(f"{'case':<30} {'Gbit/s':>7} {'stage CPU % (run mean)':>23}")
-    with lab.path("dkbench", rtt_ms=0) as p:
-        p.set_tcp_buffers(BIG)
+    with lab.path("dkbench", state_root=STATE, rtt_ms=0) as p:
+        set_tcp_buffers(p, BIG)
         # baseline: the same namespaces and devices, no delay stage in the way
-        lab._ns(p.mid, "iptables", "-w", "-F", "FORWARD")
-        base = p.goodput_bps(seconds=secs)
+        subprocess.run(["ip", "netns", "exec", p.mid, "iptables", "-w", "-F", "FORWARD"],
+                       check=True)
+        base = goodput_bps(p, seconds=secs)
         print(f"{'no delay stage (baseline)':<30} {base / 1e9:>7.2f} {'-':>23}")
     for streams in (1, 4):
-        with lab.path("dkbench", rtt_ms=50) as p:
-            p.set_tcp_buffers(BIG)
+        with lab.path("dkbench", state_root=STATE, rtt_ms=50) as p:
+            set_tcp_buffers(p, BIG)
             before = p.emulator_stats(fresh=True) or {}
             start = time.monotonic()
-            got = p.goodput_bps(seconds=secs, streams=streams)
+            got = goodput_bps(p, seconds=secs, streams=streams)
             after = p.emulator_stats(fresh=True) or {}
             cpu = (after["cpu_seconds"] - before["cpu_seconds"]) / (time.monotonic() - start)
             print(f"{f'50 ms, {streams} stream(s)':<30} {got / 1e9:>7.2f} {cpu * 100:>23.1f}"
@@ -84,7 +94,7 @@ def main() -> int:
     print("\n4. loss (ping -c 2000 -i 0.002, forward queue)")
     print(f"{'configured':>10} {'packets':>8} {'dropped':>8} {'measured':>9} {'4-sigma bound':>14}")
     for loss in (0.001, 0.01) if args.quick else (0.0001, 0.001, 0.01, 0.05):
-        with lab.path("dkbench", rtt_ms=1, loss=loss, seed=11) as p:
+        with lab.path("dkbench", state_root=STATE, rtt_ms=1, loss=loss, seed=11) as p:
             p.src.run(["ping", "-q", "-c", "2000", "-i", "0.002", "-W", "1", p.dst.address],
                       check=False, timeout=120)
             q = (p.emulator_stats(fresh=True) or {})["queues"]["0"]

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.support.lab import set_tcp_buffers
 
 from dtnkit.cli.main import main
 from dtnkit.errors import ExitStatus
@@ -33,8 +34,10 @@ BIG = "4096 131072 67108864"
 
 @pytest.fixture
 def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    monkeypatch.setattr(lab, "STATE_ROOT", tmp_path / "lab")
-    return {"db": str(tmp_path / "results.sqlite"), "state": str(tmp_path / "tune")}
+    """Files of this test; the lab state root goes to the CLI as $DTNKIT_LAB_STATE."""
+    monkeypatch.setenv("DTNKIT_LAB_STATE", str(tmp_path / "lab"))
+    return {"db": str(tmp_path / "results.sqlite"), "state": str(tmp_path / "tune"),
+            "lab": str(tmp_path / "lab")}
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, Any]:
@@ -54,8 +57,8 @@ def probe(capsys: pytest.CaptureFixture[str], p: LabPath, env: dict[str, str]) -
 @needs_tools
 def test_small_buffers_on_a_long_path(capsys: pytest.CaptureFixture[str],
                                       env: dict[str, str]) -> None:
-    with lab.path(rtt_ms=50, rate_bps=2_000_000_000) as p:
-        p.set_tcp_buffers(SMALL)
+    with lab.path(state_root=Path(env["lab"]), rtt_ms=50, rate_bps=2_000_000_000) as p:
+        set_tcp_buffers(p, SMALL)
         code, diag = run(capsys, "diagnose", "--peer", f"{p.name}/dst", "--netns", p.src.netns,
                          "--duration", "4", "--interval", "0.5", "--db", env["db"],
                          "--format", "json")
@@ -91,8 +94,8 @@ def test_small_buffers_on_a_long_path(capsys: pytest.CaptureFixture[str],
 
 @needs_tools
 def test_a_rate_cap_that_binds(capsys: pytest.CaptureFixture[str], env: dict[str, str]) -> None:
-    with lab.path(rtt_ms=20, rate_bps=500_000_000) as p:
-        p.set_tcp_buffers(BIG)
+    with lab.path(state_root=Path(env["lab"]), rtt_ms=20, rate_bps=500_000_000) as p:
+        set_tcp_buffers(p, BIG)
         code, diag = run(capsys, "diagnose", "--peer", f"{p.name}/dst", "--netns", p.src.netns,
                          "--duration", "4", "--interval", "0.5", "--db", env["db"],
                          "--format", "json")
@@ -144,8 +147,8 @@ def test_throttled_storage(capsys: pytest.CaptureFixture[str], env: dict[str, st
     if why:
         pytest.skip(why)
     with slow_disk(48 * 2**20, read_bps=20 * 10**6, write_bps=20 * 10**6,
-                   workdir=tmp_path) as sd, lab.path(rtt_ms=10) as p:
-        p.set_tcp_buffers(BIG)
+                   workdir=tmp_path) as sd, lab.path(state_root=Path(env["lab"]), rtt_ms=10) as p:
+        set_tcp_buffers(p, BIG)
         sink = receiver(p, 9100)
         command = (f"dd if={{src}} bs=1M iflag=direct status=none | {sys.executable} -m "
                    "dtnkit.measure.netpipe send {dst}")
@@ -164,7 +167,7 @@ def test_throttled_storage(capsys: pytest.CaptureFixture[str], env: dict[str, st
 @needs_tools
 def test_a_peer_that_does_not_answer(capsys: pytest.CaptureFixture[str],
                                      env: dict[str, str]) -> None:
-    with lab.path(rtt_ms=1) as p:
+    with lab.path(state_root=Path(env["lab"]), rtt_ms=1) as p:
         silent = p.dst.address.rsplit(".", 1)[0] + ".99"  # inside the lab: nobody there
         code, doc = run(capsys, "probe", "net", "--peer", silent, "--netns", p.src.netns,
                         "--duration", "2", "--db", env["db"], "--format", "json")

@@ -11,10 +11,11 @@ import os
 import shutil
 import signal
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
+from tests.support.lab import goodput_bps, set_tcp_buffers
 
 from dtnkit.cli.main import main
 from dtnkit.errors import BadInput, ExitStatus
@@ -30,8 +31,9 @@ SMALL = "4096 131072 4194304"  # 4 MiB buffers in both end namespaces
 
 @pytest.fixture
 def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """This test's lab state root: passed to the API, and to the CLI as $DTNKIT_LAB_STATE."""
     root = tmp_path / "lab"
-    monkeypatch.setattr(lab, "STATE_ROOT", root)
+    monkeypatch.setenv("DTNKIT_LAB_STATE", str(root))
     return root
 
 
@@ -50,7 +52,7 @@ def test_idle_rtt_is_accurate(rtt: float, state: Path, leftovers: None) -> None:
     # up to three measurements: a VM's steal time can put one outlier into a run of 20 pings;
     # a real bias or jitter of the delay stage fails all three
     tries: list[dict[str, float] | None] = []
-    with lab.path(rtt_ms=rtt) as p:
+    with lab.path(state_root=state, rtt_ms=rtt) as p:
         for _ in range(3):
             got = p.measure_rtt(count=20)
             tries.append(got)
@@ -64,9 +66,9 @@ def test_idle_rtt_is_accurate(rtt: float, state: Path, leftovers: None) -> None:
 @needs_tools
 @pytest.mark.parametrize("rate", [500_000_000, 2_000_000_000])
 def test_rate_cap_is_accurate(rate: int, state: Path, leftovers: None) -> None:
-    with lab.path(rtt_ms=10, rate_bps=rate) as p:
-        p.set_tcp_buffers("4096 131072 67108864")
-        got = p.goodput_bps(seconds=5)
+    with lab.path(state_root=state, rtt_ms=10, rate_bps=rate) as p:
+        set_tcp_buffers(p, "4096 131072 67108864")
+        got = goodput_bps(p, seconds=5)
     # goodput excludes TCP/IP/Ethernet headers (1448 of 1514 bytes at MTU 1500)
     assert 0.90 <= got / (rate * 1448 / 1514) <= 1.02
 
@@ -76,27 +78,27 @@ def test_physics_window_over_rtt_then_tuned_buffers_then_streams(
     state: Path, leftovers: None, capsys: pytest.CaptureFixture[str]
 ) -> None:
     cap = 2_000_000_000
-    with lab.path(rtt_ms=50, rate_bps=cap) as p:
-        p.set_tcp_buffers(SMALL)
-        one = p.goodput_bps()
+    with lab.path(state_root=state, rtt_ms=50, rate_bps=cap) as p:
+        set_tcp_buffers(p, SMALL)
+        one = goodput_bps(p)
         window_rate = 4 * 2**20 * 8 / 0.050
         assert one < 0.5 * cap  # bound by the window, not the cap
         assert 0.35 <= one / window_rate <= 1.1
 
-        four = p.goodput_bps(streams=4)
+        four = goodput_bps(p, streams=4)
         assert 3.0 <= four / one <= 4.6
 
         for h in (p.src, p.dst):  # dtnkit tune, for real, on both ends of the path
             code = main(["tune", "apply", "--group", "buffers", "--netns", h.netns, "--rtt",
                          "50ms", "--state-dir", str(state / "tune"), "--format", "json"])
             assert code == ExitStatus.OK, capsys.readouterr()
-        tuned = p.goodput_bps()
+        tuned = goodput_bps(p)
         assert tuned >= 0.8 * cap * 1448 / 1514
 
 
 @needs_tools
 def test_parameters_change_in_place(state: Path, leftovers: None) -> None:
-    with lab.path(rtt_ms=10) as p:
+    with lab.path(state_root=state, rtt_ms=10) as p:
         before = p.measure_rtt()
         p.set(rtt_ms=40)
         after = p.measure_rtt()
@@ -108,7 +110,7 @@ def test_parameters_change_in_place(state: Path, leftovers: None) -> None:
 
 @needs_tools
 def test_loss_is_within_a_binomial_bound(state: Path, leftovers: None) -> None:
-    with lab.path(rtt_ms=2, loss=0.05, seed=7) as p:
+    with lab.path(state_root=state, rtt_ms=2, loss=0.05, seed=7) as p:
         p.src.run(["ping", "-q", "-c", "400", "-i", "0.002", "-W", "1", p.dst.address],
                   check=False)
         stats = p.emulator_stats(fresh=True)
@@ -121,7 +123,7 @@ def test_loss_is_within_a_binomial_bound(state: Path, leftovers: None) -> None:
 
 @needs_tools
 def test_multi_host_sides_share_the_path(state: Path, leftovers: None) -> None:
-    with lab.path(rtt_ms=5, n_src=2, n_dst=2) as p:
+    with lab.path(state_root=state, rtt_ms=5, n_src=2, n_dst=2) as p:
         assert [h.name for h in p.hosts] == ["src1", "src2", "dst1", "dst2"]
         for h in p.hosts[:2]:
             got = h.run(["ping", "-c", "2", "-i", "0.05", p.host("dst2").address])
@@ -130,14 +132,14 @@ def test_multi_host_sides_share_the_path(state: Path, leftovers: None) -> None:
 
 @needs_tools
 def test_failure_inside_the_block_still_tears_down(state: Path, leftovers: None) -> None:
-    with pytest.raises(RuntimeError), lab.path(rtt_ms=5) as p:
+    with pytest.raises(RuntimeError), lab.path(state_root=state, rtt_ms=5) as p:
         assert p.src.netns in lab._netns_list()
         raise RuntimeError("test failed mid-way")
 
 
 @needs_tools
 def test_kill_9_of_the_emulator_then_down_leaves_nothing(state: Path, leftovers: None) -> None:
-    p = lab.up("dkkill", PathSpec(rtt_ms=5))
+    p = lab.up("dkkill", PathSpec(rtt_ms=5), state_root=state)
     pid = p.state.emulator_pid
     assert pid and lab._alive(pid)
     server = p.dst.popen(["sleep", "300"])  # a process inside a lab namespace
@@ -210,14 +212,18 @@ def test_queue_is_one_bandwidth_delay_product_unless_given() -> None:
     assert PathSpec(rtt_ms=50, rate_bps=10**9, queue_bytes=10**6).queue_size() == 10**6
 
 
-def test_netem_backend_commands(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_netem_backend_commands(tmp_path: Path) -> None:
     """This kernel has no netem, so only the commands can be checked here (real DTNs have it:
     the backend is chosen there automatically)."""
     calls: list[list[str]] = []
-    monkeypatch.setattr(lab, "_run", lambda argv, check=True: calls.append(list(argv)))
-    state = lab._plan("dknetem", PathSpec(rtt_ms=40, rate_bps=10**9, loss=0.001), 3, (251, 252))
+
+    def record(argv: Sequence[str], *, check: bool = True) -> subprocess.CompletedProcess[str]:
+        calls.append(list(argv))
+        return subprocess.CompletedProcess(list(argv), 0, "", "")
+
+    state = lab.plan("dknetem", PathSpec(rtt_ms=40, rate_bps=10**9, loss=0.001), 3, (251, 252))
     state.backend = "netem"
-    LabPath(state)._apply_path(initial=True)
+    LabPath(state, state_root=tmp_path, run=record)._apply_path(initial=True)
     tc = [" ".join(c) for c in calls if c[0] == "tc" and ("qdisc" in c or "class" in c)]
     assert "tc -n dkl-dknetem-path qdisc add dev dkd1 parent 1:1 handle 10: netem delay 20.0ms " \
            "limit 1000000 loss 0.1%" in tc
@@ -227,7 +233,7 @@ def test_netem_backend_commands(monkeypatch: pytest.MonkeyPatch) -> None:
     assert not any("iptables" in c for c in calls)
     calls.clear()
     state.spec.rate_bps = None  # no cap: netem is the root qdisc
-    LabPath(state)._apply_path()
+    LabPath(state, state_root=tmp_path, run=record)._apply_path()
     assert [" ".join(c[6:]) for c in calls if "replace" in c] == [
         "dks1 root netem delay 20.0ms limit 1000000",
         "dkd1 root netem delay 20.0ms limit 1000000 loss 0.1%"]

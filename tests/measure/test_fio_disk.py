@@ -12,7 +12,7 @@ import pytest
 from dtnkit.errors import BadInput, DtnkitError
 from dtnkit.host.parsers import ParseError
 from dtnkit.lab.disk import KIND_V1, KIND_V2, SlowDisk, slow_disk, throttling_available
-from dtnkit.measure import fio
+from dtnkit.measure.tools import fio
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "fio"
 MiB = 2**20

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.support.lab import set_tcp_buffers
 
 from dtnkit.host.host import Host
 from dtnkit.host.parsers import ParseError
@@ -429,17 +430,9 @@ LARGE = "4096 131072 67108864"
 
 @pytest.fixture(scope="module")
 def path(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabPath]:
-    with pytest.MonkeyPatch.context() as mp_:
-        mp_.setattr(lab, "STATE_ROOT", tmp_path_factory.mktemp("lab"))
-        with lab.path(rtt_ms=50, rate_bps=10**9) as p:
-            yield p
-        assert [n for n in lab._netns_list() if n.startswith(f"{lab.NS_PREFIX}{p.name}-")] == []
-
-
-def set_buffers(p: LabPath, value: str) -> None:
-    for h in p.hosts:
-        for key in ("tcp_rmem", "tcp_wmem"):
-            h.run(["sh", "-c", f"echo '{value}' > /proc/sys/net/ipv4/{key}"])
+    with lab.path(state_root=tmp_path_factory.mktemp("lab"), rtt_ms=50, rate_bps=10**9) as p:
+        yield p
+    assert [n for n in lab._netns_list() if n.startswith(f"{lab.NS_PREFIX}{p.name}-")] == []
 
 
 def sampled_iperf(p: LabPath, seconds: int = 3) -> list[dict[str, Any]]:
@@ -469,9 +462,9 @@ def sampled_iperf(p: LabPath, seconds: int = 3) -> list[dict[str, Any]]:
 @pytest.mark.needs_netns
 @pytest.mark.skipif(bool(NEEDS), reason=f"needs {', '.join(NEEDS)}")
 def test_sampler_over_a_lab_path(path: LabPath) -> None:
-    set_buffers(path, TINY)
+    set_tcp_buffers(path, TINY)
     tiny = sampled_iperf(path)
-    set_buffers(path, LARGE)
+    set_tcp_buffers(path, LARGE)
     large = sampled_iperf(path)
 
     for samples in (tiny, large):

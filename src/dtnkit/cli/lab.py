@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import click
@@ -16,6 +18,12 @@ def _lab() -> Any:
     from dtnkit.lab import path as lab_path
 
     return lab_path
+
+
+def _state_root() -> Path:
+    from dtnkit.lab.path import DEFAULT_LAB_STATE
+
+    return Path(os.environ.get("DTNKIT_LAB_STATE", str(DEFAULT_LAB_STATE)))
 
 
 def _console() -> Any:
@@ -59,7 +67,7 @@ def up(name: str, rtt: str, rate: str | None, loss: str, queue: str, mtu: int, n
         rtt_ms=parse_ms(rtt, "RTT", hi=2000), rate_bps=parse_rate(rate) if rate else None,
         loss=parse_fraction(loss), queue_bytes=None if queue == "auto" else parse_bytes(queue),
         mtu=mtu, n_src=n_src, n_dst=n_dst, backend=backend, seed=seed)
-    built = lab_path.up(name, spec)
+    built = lab_path.up(name, spec, state_root=_state_root())
     doc = built.status(measure=False)
     if fmt == "json":
         click.echo(json.dumps(doc, indent=2))
@@ -83,7 +91,7 @@ def up(name: str, rtt: str, rate: str | None, loss: str, queue: str, mtu: int, n
 @_fmt
 def list_cmd(fmt: str) -> int:
     """List lab paths."""
-    rows = _lab().list_paths()
+    rows = _lab().list_paths(state_root=_state_root())
     if fmt == "json":
         click.echo(json.dumps(rows, indent=2))
         return 0
@@ -103,7 +111,7 @@ def list_cmd(fmt: str) -> int:
 @_fmt
 def status(name: str, no_measure: bool, fmt: str) -> int:
     """Configured vs measured RTT, counters and emulator health."""
-    doc = _lab().load(name).status(measure=not no_measure)
+    doc = _lab().load(name, state_root=_state_root()).status(measure=not no_measure)
     if fmt == "json":
         click.echo(json.dumps(doc, indent=2))
         return 0
@@ -136,7 +144,7 @@ def set_cmd(name: str, rtt: str | None, rate: str | None, loss: str | None,
     """Change a path's RTT, rate, loss or queue in place."""
     if rtt is None and rate is None and loss is None and queue is None:
         raise BadInput("nothing to change", "", "give --rtt, --rate, --loss or --queue")
-    built = _lab().load(name)
+    built = _lab().load(name, state_root=_state_root())
     built.set(rtt_ms=parse_ms(rtt, "RTT", hi=2000) if rtt is not None else None,
               rate_bps=parse_rate(rate) if rate else None,
               loss=parse_fraction(loss) if loss is not None else None,
@@ -152,7 +160,7 @@ def set_cmd(name: str, rtt: str | None, rate: str | None, loss: str | None,
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 def exec_cmd(name: str, host: str, command: tuple[str, ...]) -> int:
     """Run COMMAND inside HOST's namespace (use -- before the command)."""
-    target = _lab().load(name).host(host)
+    target = _lab().load(name, state_root=_state_root()).host(host)
     return subprocess.run(target.argv(list(command)), check=False).returncode
 
 
@@ -163,9 +171,9 @@ def down(name: str | None, everything: bool) -> int:
     """Remove a path: processes, namespaces, devices, rules, state."""
     lab_path = _lab()
     if everything:
-        removed = lab_path.down_all()
+        removed = lab_path.down_all(state_root=_state_root())
     elif name:
-        removed = lab_path.down(name)
+        removed = lab_path.down(name, state_root=_state_root())
     else:
         raise BadInput("which path?", "give NAME or --all", "see `dtnkit lab list`")
     click.echo(f"removed {len(removed)} namespaces" + (f": {' '.join(removed)}" if removed

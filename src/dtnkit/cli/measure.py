@@ -12,9 +12,43 @@ import click
 
 from dtnkit.errors import BadInput
 from dtnkit.host.host import Host
-from dtnkit.measure.store import DEFAULT_DB, ProbeResult, ResultStore, export
+from dtnkit.measure.result import ProbeResult
+from dtnkit.measure.store import DEFAULT_DB, ResultStore, export
+from dtnkit.measure.tool import Context
 
 F = Callable[..., Any]
+
+
+class Registered(click.Choice):  # type: ignore[type-arg]
+    """Choices read from the measure registry when click needs them: probe kinds, or the
+    tools of one kind (``kind``), so a tool registered there is a choice here."""
+
+    def __init__(self, kind: str | None = None) -> None:
+        self.kind = kind
+        super().__init__([])
+
+    @property  # type: ignore[override]
+    def choices(self) -> list[str]:
+        from dtnkit.measure import registry
+
+        return registry.probe_kinds() if self.kind is None else registry.tool_names(self.kind)
+
+    @choices.setter
+    def choices(self, value: Any) -> None:
+        pass  # click sets its list in __init__; the registry is the list
+
+
+def _tool(kind: str) -> Callable[[F], F]:
+    return click.option("--tool", type=Registered(kind), default=None,
+                        help=f"How to measure (default: the {kind} probe's default tool).")
+
+
+def _context(cgroup: Path | None = None) -> Context:
+    """The tools' wrapper (a cgroup) and the lab paths that NAME/HOST peers name."""
+    from dtnkit.lab.path import DEFAULT_LAB_STATE, lab_peers
+
+    root = Path(os.environ.get("DTNKIT_LAB_STATE", str(DEFAULT_LAB_STATE)))
+    return Context(wrap=_wrap(cgroup), lab_peers=lab_peers(root))
 
 
 def _common(f: F) -> F:
@@ -80,16 +114,18 @@ def probe() -> None:
 @click.option("--fq-rate", default=None, help="Per-flow pacing rate (iperf3 --fq-rate).")
 @click.option("--reverse", is_flag=True, help="The peer sends (iperf3 -R).")
 @click.option("--port", type=int, default=5201, show_default=True)
+@_tool("net")
 @_common
 def net(peer: str, streams: int, duration_s: int, cc: str | None, fq_rate: str | None,
-        reverse: bool, port: int, netns: str | None, db: Path, fmt: str,
+        reverse: bool, port: int, tool: str | None, netns: str | None, db: Path, fmt: str,
         interval_s: float) -> int:
     """iperf3 to a peer, with CPU, retransmits and per-flow state sampled."""
-    from dtnkit.measure.iperf import NetSpec, run_net_probe
+    from dtnkit.measure.probes.net import NetSpec
+    from dtnkit.measure.registry import run_probe
 
     host = _host(netns)
-    result = run_net_probe(host, NetSpec(peer, streams, duration_s, cc, fq_rate, reverse, port,
-                                         interval_s))
+    result = run_probe(host, NetSpec(peer, streams, duration_s, cc, fq_rate, reverse, port,
+                                     interval_s), tool=tool, context=_context())
     result.tuning = _tuning(host)
     ResultStore(db).add(result)
     _emit(result, fmt)
@@ -103,16 +139,18 @@ def net(peer: str, streams: int, duration_s: int, cc: str | None, fq_rate: str |
 @click.option("--jobs", type=int, default=1, show_default=True)
 @click.option("--cgroup", type=click.Path(path_type=Path), default=None,
               help="Run fio inside this cgroup (e.g. one that throttles the disk).")
+@_tool("disk")
 @_common
-def disk(path: str, size: str, direct: bool, jobs: int, cgroup: Path | None, netns: str | None,
-         db: Path, fmt: str, interval_s: float) -> int:
+def disk(path: str, size: str, direct: bool, jobs: int, cgroup: Path | None, tool: str | None,
+         netns: str | None, db: Path, fmt: str, interval_s: float) -> int:
     """fio sequential write and read."""
-    from dtnkit.measure.disk import DiskSpec, run_disk_probe
+    from dtnkit.measure.probes.disk import DiskSpec
+    from dtnkit.measure.registry import run_probe
     from dtnkit.units import parse_bytes
 
     host = _host(netns)
-    result = run_disk_probe(host, DiskSpec(path, parse_bytes(size, "size", lo=2**20), direct,
-                                           jobs, interval_s), wrap=_wrap(cgroup))
+    result = run_probe(host, DiskSpec(path, parse_bytes(size, "size", lo=2**20), direct, jobs,
+                                      interval_s), tool=tool, context=_context(cgroup))
     result.tuning = _tuning(host)
     ResultStore(db).add(result)
     _emit(result, fmt)
@@ -123,24 +161,31 @@ def disk(path: str, size: str, direct: bool, jobs: int, cgroup: Path | None, net
 @click.argument("src")
 @click.argument("dst")
 @click.option("--command", default=None, help="Transfer command with {src} and {dst}, e.g. "
-              "'xrdcp {src} {dst}'.")
+              "'xrdcp {src} {dst}' (the command tool; default tool: dtnkit cp).")
 @click.option("--bytes", "nbytes", type=int, default=None,
               help="Bytes moved (default: the size of SRC).")
 @click.option("--cgroup", type=click.Path(path_type=Path), default=None,
               help="Run the transfer inside this cgroup.")
+@_tool("e2e")
 @_common
 def e2e(src: str, dst: str, command: str | None, nbytes: int | None, cgroup: Path | None,
-        netns: str | None, db: Path, fmt: str, interval_s: float) -> int:
+        tool: str | None, netns: str | None, db: Path, fmt: str, interval_s: float) -> int:
     """A real transfer, timed: rate = bytes / wall time."""
-    from dtnkit.measure.e2e import E2ESpec, run_e2e_probe
+    from dtnkit.measure.probes.e2e import E2ESpec
+    from dtnkit.measure.registry import run_probe
 
     host = _host(netns)
-    result = run_e2e_probe(host, E2ESpec(src, dst, command, nbytes, interval_s=interval_s),
-                           wrap=_wrap(cgroup))
+    result = run_probe(host, E2ESpec(src, dst, command, nbytes, interval_s=interval_s),
+                       tool=_e2e_tool(tool, command), context=_context(cgroup))
     result.tuning = _tuning(host)
     ResultStore(db).add(result)
     _emit(result, fmt)
     return 0
+
+
+def _e2e_tool(tool: str | None, command: str | None) -> str | None:
+    """--command without --tool means the command tool; neither: the default mover."""
+    return tool or ("command" if command else None)
 
 
 def _tuning(host: Host) -> dict[str, Any] | None:
@@ -156,7 +201,7 @@ def results() -> None:
 
 
 @results.command(name="list")
-@click.option("--kind", type=click.Choice(["net", "disk", "e2e"]), default=None)
+@click.option("--kind", type=Registered(), default=None)
 @click.option("--limit", type=int, default=50, show_default=True)
 @click.option("--experiments", is_flag=True, help="List experiments instead.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
@@ -194,7 +239,7 @@ def show(result_id: int, db: Path) -> int:
 
 @results.command(name="export")
 @click.option("--format", "fmt", type=click.Choice(["json", "csv"]), default="json")
-@click.option("--kind", type=click.Choice(["net", "disk", "e2e"]), default=None)
+@click.option("--kind", type=Registered(), default=None)
 @click.option("--db", type=click.Path(path_type=Path),
               default=lambda: os.environ.get("DTNKIT_DB", str(DEFAULT_DB)))
 def export_cmd(fmt: str, kind: str | None, db: Path) -> int:
@@ -207,7 +252,7 @@ def export_cmd(fmt: str, kind: str | None, db: Path) -> int:
               "or an address.")
 @click.option("--path", "path", default=None, help="Storage to probe with fio.")
 @click.option("--e2e", "e2e", nargs=2, default=None, metavar="SRC DST",
-              help="An end-to-end transfer (with --command).")
+              help="An end-to-end transfer (dtnkit cp, or --command).")
 @click.option("--command", default=None, help="Transfer command for --e2e ({src} {dst}).")
 @click.option("--streams", type=int, default=1, show_default=True)
 @click.option("--duration", "duration_s", type=int, default=10, show_default=True)
@@ -225,9 +270,10 @@ def diagnose(peer: str | None, path: str | None, e2e: tuple[str, str] | None,
     """
     from dtnkit.diagnose.layers import EXIT
     from dtnkit.diagnose.layers import diagnose as run
-    from dtnkit.measure.disk import DiskSpec, run_disk_probe
-    from dtnkit.measure.e2e import E2ESpec, run_e2e_probe
-    from dtnkit.measure.iperf import NetSpec, egress_speed_mbps, resolve_peer, run_net_probe
+    from dtnkit.measure.probes.disk import DiskSpec
+    from dtnkit.measure.probes.e2e import E2ESpec
+    from dtnkit.measure.probes.net import NetSpec, egress_speed_mbps, resolve_peer
+    from dtnkit.measure.registry import run_probe
     from dtnkit.units import parse_bytes
 
     if not (peer or path or e2e):
@@ -239,19 +285,20 @@ def diagnose(peer: str | None, path: str | None, e2e: tuple[str, str] | None,
     link = None
     if peer:
         spec = NetSpec(peer, streams, duration_s, interval_s=interval_s)
-        net = run_net_probe(host, spec)
+        context = _context()
+        net = run_probe(host, spec, context=context)
         net.tuning = _tuning(host)
         store.add(net)
-        _, mbps = egress_speed_mbps(host, resolve_peer(peer).address)
+        _, mbps = egress_speed_mbps(host, resolve_peer(peer, context.lab_peers).address)
         link = mbps * 1e6 if mbps else None
     if path:
-        disk_r = run_disk_probe(host, DiskSpec(path, parse_bytes(size, "size", lo=2**20),
-                                               interval_s=interval_s), wrap=_wrap(cgroup))
+        disk_r = run_probe(host, DiskSpec(path, parse_bytes(size, "size", lo=2**20),
+                                          interval_s=interval_s), context=_context(cgroup))
         disk_r.tuning = _tuning(host)
         store.add(disk_r)
     if e2e:
-        e2e_r = run_e2e_probe(host, E2ESpec(e2e[0], e2e[1], command, interval_s=interval_s),
-                              wrap=_wrap(cgroup))
+        e2e_r = run_probe(host, E2ESpec(e2e[0], e2e[1], command, interval_s=interval_s),
+                          tool=_e2e_tool(None, command), context=_context(cgroup))
         e2e_r.tuning = _tuning(host)
         store.add(e2e_r)
     result = run(net, link_bps=link, disk=disk_r, e2e=e2e_r)
@@ -273,8 +320,9 @@ def diagnose(peer: str | None, path: str | None, e2e: tuple[str, str] | None,
 
 @click.command()
 @click.option("--groups", required=True, help="Comma-separated groups, e.g. buffers,congestion.")
-@click.option("--probe", "probe_kind", type=click.Choice(["net", "disk", "e2e"]), default="net",
-              show_default=True)
+@click.option("--probe", "probe_kind", type=Registered(), default="net", show_default=True)
+@click.option("--tool", default=None, help="How to measure (default: the probe's default "
+              "tool); see `dtnkit probe KIND --help`.")
 @click.option("--peer", default=None, help="iperf3 peer (for --probe net).")
 @click.option("--path", "path", default=None, help="Storage (for --probe disk).")
 @click.option("--e2e", "e2e", nargs=2, default=None, metavar="SRC DST")
@@ -288,8 +336,9 @@ def diagnose(peer: str | None, path: str | None, e2e: tuple[str, str] | None,
 @click.option("--state-dir", type=click.Path(path_type=Path),
               default=lambda: os.environ.get("DTNKIT_STATE_DIR", "/var/lib/dtnkit"))
 @_common
-def experiment(groups: str, probe_kind: str, peer: str | None, path: str | None,
-               e2e: tuple[str, str] | None, command: str | None, repeat: int, both_ends: bool,
+def experiment(groups: str, probe_kind: str, tool: str | None, peer: str | None,
+               path: str | None, e2e: tuple[str, str] | None, command: str | None,
+               repeat: int, both_ends: bool,
                profile: str, rtt: str, streams: int, duration_s: int, state_dir: Path,
                netns: str | None, db: Path, fmt: str, interval_s: float) -> int:
     """Apply one group at a time against interleaved baselines; keep what helps.
@@ -298,24 +347,22 @@ def experiment(groups: str, probe_kind: str, peer: str | None, path: str | None,
     """
     from dtnkit.cli.tune import parse_rtt
     from dtnkit.diagnose.experiment import ExperimentSpec, run_experiment
-    from dtnkit.measure.disk import DiskSpec, run_disk_probe
-    from dtnkit.measure.e2e import E2ESpec, run_e2e_probe
-    from dtnkit.measure.iperf import NetSpec, resolve_peer, run_net_probe
+    from dtnkit.measure.probes.disk import DiskSpec
+    from dtnkit.measure.probes.e2e import E2ESpec
+    from dtnkit.measure.probes.net import NetSpec, resolve_peer
+    from dtnkit.measure.tool import ProbeSpec
     from dtnkit.tune.profile import load_profile
 
     host = _host(netns)
     hosts = [host]
-    probe_fn: Callable[[], ProbeResult]
+    context = _context()
+    probe_spec: ProbeSpec
     if probe_kind == "net":
         if not peer:
             raise BadInput("--probe net needs --peer", "", "e.g. --peer demo/dst")
-        spec = NetSpec(peer, streams, duration_s, interval_s=interval_s)
-
-        def probe_fn() -> ProbeResult:
-            return run_net_probe(host, spec)
-
+        probe_spec = NetSpec(peer, streams, duration_s, interval_s=interval_s)
         if both_ends:
-            target = resolve_peer(peer)
+            target = resolve_peer(peer, context.lab_peers)
             if not target.netns:
                 raise BadInput("--both-ends needs a lab peer (NAME/HOST)",
                                "remote hosts are not supported yet", "use --peer NAME/HOST")
@@ -323,24 +370,20 @@ def experiment(groups: str, probe_kind: str, peer: str | None, path: str | None,
     elif probe_kind == "disk":
         if not path:
             raise BadInput("--probe disk needs --path", "", "e.g. --path /data")
-        dspec = DiskSpec(path, interval_s=interval_s)
-
-        def probe_fn() -> ProbeResult:
-            return run_disk_probe(host, dspec)
+        probe_spec = DiskSpec(path, interval_s=interval_s)
     else:
         if not e2e:
-            raise BadInput("--probe e2e needs --e2e SRC DST", "", "and --command")
-        espec = E2ESpec(e2e[0], e2e[1], command, interval_s=interval_s)
-
-        def probe_fn() -> ProbeResult:
-            return run_e2e_probe(host, espec)
+            raise BadInput("--probe e2e needs --e2e SRC DST", "",
+                           "e.g. --e2e /data/f http://dtn:8080/f")
+        probe_spec = E2ESpec(e2e[0], e2e[1], command, interval_s=interval_s)
+        tool = _e2e_tool(tool, command)
 
     prof = load_profile(profile)
     say = None if fmt == "json" else click.echo
     report = run_experiment(hosts, ExperimentSpec([g.strip() for g in groups.split(",")
-                                                   if g.strip()], probe_kind, repeat, both_ends,
-                                                  parse_rtt(rtt)),
-                            probe_fn, prof, ResultStore(db), state_dir, progress=say)
+                                                   if g.strip()], probe_spec, tool, repeat,
+                                                  both_ends, parse_rtt(rtt)),
+                            prof, ResultStore(db), state_dir, context=context, progress=say)
     if fmt == "json":
         click.echo(json.dumps(report, indent=2))
     else:

@@ -159,7 +159,8 @@ def apply_cmd(profile: str, profile_dir: tuple[Path, ...], groups: tuple[str, ..
     if experiment_id is not None:
         from dtnkit.measure.store import DEFAULT_DB, ResultStore
 
-        exp = ResultStore(db or DEFAULT_DB).get_experiment(experiment_id)
+        exp = ResultStore(db or Path(os.environ.get("DTNKIT_DB", str(DEFAULT_DB)))
+                          ).get_experiment(experiment_id)
         groups = tuple(exp.get("helped", []))
         profile, rtt = exp["spec"]["profile"], f"{exp['spec']['rtt_ms']}ms"
         if not groups:

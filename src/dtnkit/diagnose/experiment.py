@@ -18,7 +18,9 @@ from typing import Any
 
 from dtnkit.errors import DtnkitError
 from dtnkit.host.host import Host
-from dtnkit.measure.store import ProbeResult, ResultStore
+from dtnkit.measure.registry import run_probe
+from dtnkit.measure.store import ResultStore
+from dtnkit.measure.tool import Context, ProbeSpec
 from dtnkit.tune import apply as apply_mod
 from dtnkit.tune.audit import build_context, check_groups, run_audit
 from dtnkit.tune.profile import Profile
@@ -30,7 +32,8 @@ MIN_MARGIN = 0.05  # never call an effect below 5 % real
 @dataclass
 class ExperimentSpec:
     groups: list[str]
-    probe: str
+    probe: ProbeSpec  # what each run measures (its kind picks the tools)
+    tool: str | None = None  # None: the probe's default tool
     repeat: int = 2
     both_ends: bool = False
     rtt_ms: float = 100.0
@@ -66,14 +69,15 @@ def judge(baseline: Sequence[float], treated: Sequence[float]) -> tuple[str, flo
 def run_experiment(
     hosts: Sequence[Host],
     spec: ExperimentSpec,
-    probe: Callable[[], ProbeResult],
     profile: Profile,
     store: ResultStore,
     state_dir: Path,
     *,
+    context: Context | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    """``hosts``: where groups are applied (this host, and the peer with --both-ends)."""
+    """``hosts``: where groups are applied (this host, and the peer with --both-ends); every
+    probe runs from the first."""
     check_groups(spec.groups)
     if spec.repeat < 1 or spec.repeat > 20:
         raise DtnkitError("--repeat must be 1 to 20", f"got {spec.repeat}")
@@ -81,12 +85,12 @@ def run_experiment(
     say = progress or (lambda _msg: None)
     snaps = Store(state_dir)
     report: dict[str, Any] = {"id": exp_id, "started": time.time(), "spec": {
-        "groups": spec.groups, "probe": spec.probe, "repeat": spec.repeat,
+        "groups": spec.groups, "probe": spec.probe.kind, "repeat": spec.repeat,
         "both_ends": spec.both_ends, "rtt_ms": spec.rtt_ms, "profile": profile.name,
         "hosts": [h.label for h in hosts]}, "groups": []}
 
     def measured(label: str) -> float:
-        r = probe()
+        r = run_probe(hosts[0], spec.probe, tool=spec.tool, context=context)
         r.experiment_id, r.label = exp_id, label
         r.tuning = live_tuning(hosts[0])
         store.add(r)

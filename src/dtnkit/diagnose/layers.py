@@ -11,7 +11,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
-from dtnkit.measure.store import ProbeResult
+from dtnkit.measure.result import ProbeResult
 
 
 class Layer(enum.StrEnum):

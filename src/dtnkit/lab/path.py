@@ -5,8 +5,10 @@ when a side has several) routed through a middle namespace ``dkl-NAME-path`` tha
 path: the one-way delay and loss (netem when the kernel has it, else dtnkit's NFQUEUE delay
 stage) and the rate cap (htb with a byte-limited FIFO on the middle's egress devices).
 
-State is kept under ``/run/dtnkit/lab/NAME/state.json`` and written *before* anything is
-built, so ``down`` cleans up after a crash, a failed build or ``kill -9`` of the emulator.
+State is kept under ``STATE_ROOT/NAME/state.json`` (the CLI's default root is
+``/run/dtnkit/lab``) and written *before* anything is built, so ``down`` cleans up after a
+crash, a failed build or ``kill -9`` of the emulator.  Every call that reads or writes state
+takes its ``state_root``: nothing here reads the environment.
 """
 
 from __future__ import annotations
@@ -26,12 +28,13 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from dtnkit.errors import BadInput, DtnkitError, NeedsRoot, ToolMissing
 from dtnkit.host.host import Host
+from dtnkit.measure.probes.net import LabPeers, Peer
 
-STATE_ROOT = Path(os.environ.get("DTNKIT_LAB_STATE", "/run/dtnkit/lab"))
+DEFAULT_LAB_STATE = Path("/run/dtnkit/lab")
 NS_PREFIX = "dkl-"
 _NAME = re.compile(r"^[a-z][a-z0-9]{0,11}$")
 LINK_DEV = "dklink0"  # the end host's device, in its own namespace
@@ -150,19 +153,23 @@ class LabState:
         )
 
 
-def state_dir(name: str) -> Path:
-    return STATE_ROOT / name
+def state_dir(name: str, state_root: Path) -> Path:
+    return state_root / name
 
 
-def _run(argv: Sequence[str], *, check: bool = True) -> subprocess.CompletedProcess[str]:
+class Run(Protocol):
+    """How a path runs ``ip``/``tc``/``iptables``: :func:`run_command`, or a test's recorder."""
+
+    def __call__(self, argv: Sequence[str], *,
+                 check: bool = True) -> subprocess.CompletedProcess[str]: ...
+
+
+def run_command(argv: Sequence[str], *, check: bool = True) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run(list(argv), capture_output=True, text=True, check=False, timeout=60)
     if check and proc.returncode != 0:
         raise DtnkitError(f"`{' '.join(argv)}` failed", (proc.stderr or proc.stdout).strip())
     return proc
 
-
-def _ns(ns: str, *argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return _run(["ip", "netns", "exec", ns, *argv], check=check)
 
 
 # ---- backends --------------------------------------------------------------------------------
@@ -219,7 +226,7 @@ def choose_backend(requested: str) -> tuple[str, str]:
 def _used_networks() -> list[ipaddress.IPv4Network]:
     nets: list[ipaddress.IPv4Network] = []
     for argv in (["ip", "-j", "-4", "addr"], ["ip", "-j", "-4", "route"]):
-        proc = _run(argv, check=False)
+        proc = run_command(argv, check=False)
         try:
             doc = json.loads(proc.stdout or "[]")
         except json.JSONDecodeError:
@@ -246,26 +253,26 @@ def _choose_octets() -> tuple[int, int]:
                       "remove a conflicting route")
 
 
-def _states() -> list[LabState]:
+def _states(state_root: Path) -> list[LabState]:
     out: list[LabState] = []
-    if not STATE_ROOT.is_dir():
+    if not state_root.is_dir():
         return out
-    for d in sorted(STATE_ROOT.iterdir()):
+    for d in sorted(state_root.iterdir()):
         with contextlib.suppress(OSError, ValueError, KeyError, TypeError, BadInput):
             out.append(LabState.from_dict(json.loads((d / "state.json").read_text())))
     return out
 
 
 @contextlib.contextmanager
-def _lock() -> Iterator[None]:
-    STATE_ROOT.mkdir(parents=True, exist_ok=True)
-    with open(STATE_ROOT / ".lock", "a+") as fh:
+def _lock(state_root: Path) -> Iterator[None]:
+    state_root.mkdir(parents=True, exist_ok=True)
+    with open(state_root / ".lock", "a+") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         yield
 
 
-def _save(state: LabState) -> None:
-    d = state_dir(state.name)
+def _save(state: LabState, state_root: Path) -> None:
+    d = state_dir(state.name, state_root)
     d.mkdir(parents=True, exist_ok=True)
     tmp = d / ".state.json.tmp"
     tmp.write_text(json.dumps(state.as_dict(), indent=2))
@@ -288,7 +295,7 @@ def check_name(name: str) -> None:
                        "e.g. dtnkit lab up demo")
 
 
-def _plan(name: str, spec: PathSpec, index: int, octets: tuple[int, int]) -> LabState:
+def plan(name: str, spec: PathSpec, index: int, octets: tuple[int, int]) -> LabState:
     state = LabState(name, spec, index, octets)
     mid = f"{NS_PREFIX}{name}-path"
     state.namespaces = [mid]
@@ -303,10 +310,22 @@ def _plan(name: str, spec: PathSpec, index: int, octets: tuple[int, int]) -> Lab
 
 
 class LabPath:
-    """A built path.  Use :func:`path` (context manager) or :func:`up` / :func:`down`."""
+    """A built path.  Use :func:`path` (context manager) or :func:`up` / :func:`down`.
 
-    def __init__(self, state: LabState) -> None:
+    ``run`` runs the path's ``ip``/``tc``/``iptables`` commands (a test passes a recorder).
+    """
+
+    def __init__(self, state: LabState, *, state_root: Path, run: Run = run_command) -> None:
         self.state = state
+        self.state_root = state_root
+        self.run = run
+
+    def _ns(self, ns: str, *argv: str, check: bool = True) -> None:
+        self.run(["ip", "netns", "exec", ns, *argv], check=check)
+
+    @property
+    def dir(self) -> Path:
+        return state_dir(self.name, self.state_root)
 
     # ---- names -------------------------------------------------------------------------------
     @property
@@ -351,38 +370,38 @@ class LabPath:
 
     @property
     def config_path(self) -> Path:
-        return state_dir(self.name) / "emulator.json"
+        return self.dir / "emulator.json"
 
     @property
     def stats_path(self) -> Path:
-        return state_dir(self.name) / "emulator-stats.json"
+        return self.dir / "emulator-stats.json"
 
     # ---- build -------------------------------------------------------------------------------
     def _build(self) -> None:
         spec = self.spec
         for ns in self.state.namespaces:
-            _run(["ip", "netns", "add", ns])
-            _run(["ip", "-n", ns, "link", "set", "lo", "up"])
-        _ns(self.mid, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+            self.run(["ip", "netns", "add", ns])
+            self.run(["ip", "-n", ns, "link", "set", "lo", "up"])
+        Host.live(self.mid).write("/proc/sys/net/ipv4/ip_forward", "1")
         for side in ("src", "dst"):
             hosts = [h for h in self.hosts if h.side == side]
             dev = self.side_dev(side)
             if len(hosts) > 1:
-                _run(["ip", "-n", self.mid, "link", "add", dev, "type", "bridge"])
+                self.run(["ip", "-n", self.mid, "link", "add", dev, "type", "bridge"])
             for h in hosts:
-                _run(["ip", "-n", self.mid, "link", "add", h.mid_dev, "mtu", str(spec.mtu),
-                      "type", "veth", "peer", "name", LINK_DEV, "mtu", str(spec.mtu),
-                      "netns", h.netns])
+                self.run(["ip", "-n", self.mid, "link", "add", h.mid_dev, "mtu", str(spec.mtu),
+                          "type", "veth", "peer", "name", LINK_DEV, "mtu", str(spec.mtu),
+                          "netns", h.netns])
                 if len(hosts) > 1:
-                    _run(["ip", "-n", self.mid, "link", "set", h.mid_dev, "master", dev])
-                _run(["ip", "-n", self.mid, "link", "set", h.mid_dev, "up"])
-                _run(["ip", "-n", h.netns, "addr", "add", f"{h.address}/24", "dev", LINK_DEV])
-                _run(["ip", "-n", h.netns, "link", "set", LINK_DEV, "up"])
-                _run(["ip", "-n", h.netns, "route", "add", "default", "via",
-                      self.gateway(side)])
+                    self.run(["ip", "-n", self.mid, "link", "set", h.mid_dev, "master", dev])
+                self.run(["ip", "-n", self.mid, "link", "set", h.mid_dev, "up"])
+                self.run(["ip", "-n", h.netns, "addr", "add", f"{h.address}/24", "dev", LINK_DEV])
+                self.run(["ip", "-n", h.netns, "link", "set", LINK_DEV, "up"])
+                self.run(["ip", "-n", h.netns, "route", "add", "default", "via",
+                          self.gateway(side)])
             if len(hosts) > 1:
-                _run(["ip", "-n", self.mid, "link", "set", dev, "mtu", str(spec.mtu), "up"])
-            _run(["ip", "-n", self.mid, "addr", "add", f"{self.gateway(side)}/24", "dev", dev])
+                self.run(["ip", "-n", self.mid, "link", "set", dev, "mtu", str(spec.mtu), "up"])
+            self.run(["ip", "-n", self.mid, "addr", "add", f"{self.gateway(side)}/24", "dev", dev])
         self._apply_path(initial=True)
 
     def _apply_path(self, *, initial: bool = False) -> None:
@@ -397,19 +416,19 @@ class LabPath:
         rate = self.spec.rate_bps
         for side in ("src", "dst"):
             dev = self.side_dev(side)
-            _run(["tc", "-n", self.mid, "qdisc", "del", "dev", dev, "root"], check=False)
+            self.run(["tc", "-n", self.mid, "qdisc", "del", "dev", dev, "root"], check=False)
             if not rate:
                 continue
             # an explicit burst: htb's computed default shapes badly at Gbit/s (lab.md);
             # one 4 ms timer tick (HZ=250) of tokens, at least two 64 KiB GSO segments
             burst = max(int(rate / 8 * 0.004), 2 * 65536)
-            _run(["tc", "-n", self.mid, "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb",
-                  "default", "1"])
-            _run(["tc", "-n", self.mid, "class", "add", "dev", dev, "parent", "1:", "classid",
-                  "1:1", "htb", "rate", f"{rate}bit", "ceil", f"{rate}bit", "burst", str(burst),
-                  "cburst", str(burst)])
-            _run(["tc", "-n", self.mid, "qdisc", "add", "dev", dev, "parent", "1:1", "handle",
-                  "10:", *leaf(dev)])
+            self.run(["tc", "-n", self.mid, "qdisc", "add", "dev", dev, "root", "handle", "1:",
+                      "htb", "default", "1"])
+            self.run(["tc", "-n", self.mid, "class", "add", "dev", dev, "parent", "1:", "classid",
+                      "1:1", "htb", "rate", f"{rate}bit", "ceil", f"{rate}bit", "burst", str(burst),
+                      "cburst", str(burst)])
+            self.run(["tc", "-n", self.mid, "qdisc", "add", "dev", dev, "parent", "1:1", "handle",
+                      "10:", *leaf(dev)])
 
     def _netem(self) -> None:
         spec = self.spec
@@ -423,7 +442,7 @@ class LabPath:
         else:
             for side in ("src", "dst"):
                 dev = self.side_dev(side)
-                _run(["tc", "-n", self.mid, "qdisc", "replace", "dev", dev, "root", *leaf(dev)])
+                self.run(["tc", "-n", self.mid, "qdisc", "replace", "dev", dev, "root", *leaf(dev)])
 
     def _nfqueue(self, initial: bool) -> None:
         config = {"queues": {"0": {"delay_ms": self.spec.one_way_ms, "loss": self.spec.loss},
@@ -436,7 +455,7 @@ class LabPath:
             if self.state.emulator_pid and _alive(self.state.emulator_pid):
                 os.kill(self.state.emulator_pid, signal.SIGHUP)
             return
-        log = open(state_dir(self.name) / "emulator.log", "w")  # noqa: SIM115 - child keeps it
+        log = open(self.dir / "emulator.log", "w")  # noqa: SIM115 - child keeps it
         proc = subprocess.Popen(
             ["ip", "netns", "exec", self.mid, sys.executable, "-m", "dtnkit.lab.nfqdelay",
              "--config", str(self.config_path), "--stats", str(self.stats_path)],
@@ -445,10 +464,10 @@ class LabPath:
         )
         log.close()
         self.state.emulator_pid = proc.pid
-        _save(self.state)
+        _save(self.state, self.state_root)
         self._wait_ready(proc)
         for qnum, side in ((0, "src"), (1, "dst")):
-            _ns(self.mid, "iptables", "-w", "-A", "FORWARD", "-i", self.side_dev(side), "-j",
+            self._ns(self.mid, "iptables", "-w", "-A", "FORWARD", "-i", self.side_dev(side), "-j",
                 "NFQUEUE", "--queue-num", str(qnum))
 
     def _wait_ready(self, proc: subprocess.Popen[bytes]) -> None:
@@ -456,7 +475,7 @@ class LabPath:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             if proc.poll() is not None:
-                log = (state_dir(self.name) / "emulator.log").read_text()[-800:]
+                log = (self.dir / "emulator.log").read_text()[-800:]
                 raise DtnkitError("the delay stage did not start", log.strip() or
                                   f"exit status {proc.returncode}")
             if self.stats_path.exists():
@@ -464,20 +483,6 @@ class LabPath:
             time.sleep(0.02)  # polling a readiness file, bounded by the deadline
         raise DtnkitError("the delay stage did not start within 10 s",
                           "its stats file never appeared", "see emulator.log in the state dir")
-
-    def set_tcp_buffers(self, value: str) -> None:
-        """Set tcp_rmem and tcp_wmem (e.g. ``"4096 131072 4194304"``) on every end host."""
-        for h in self.hosts:
-            for key in ("tcp_rmem", "tcp_wmem"):
-                h.run(["sh", "-c", f"echo '{value}' > /proc/sys/net/ipv4/{key}"])
-
-    def goodput_bps(self, *, seconds: int = 8, streams: int = 1) -> float:
-        """One iperf3 run from the first src to the first dst host (the network probe)."""
-        from dtnkit.measure.iperf import NetSpec, run_net_probe
-
-        spec = NetSpec(f"{self.name}/{self.dst.name}", streams=streams, duration_s=seconds)
-        result = run_net_probe(Host.live(self.src.netns), spec)
-        return float(result.summary["throughput_bps"])
 
     # ---- change in place -----------------------------------------------------------------------
     def set(self, *, rtt_ms: float | None = None, rate_bps: int | None = None,
@@ -490,7 +495,7 @@ class LabPath:
                              if v is not None}})
         new.validate()
         self.state.spec = new
-        _save(self.state)
+        _save(self.state, self.state_root)
         if self.state.backend == "netem":
             self._netem()
             return
@@ -545,8 +550,8 @@ class LabPath:
         out: dict[str, Any] = {}
         for side in ("src", "dst"):
             dev = self.side_dev(side)
-            proc = _run(["tc", "-n", self.mid, "-s", "-j", "qdisc", "show", "dev", dev],
-                        check=False)
+            proc = self.run(["tc", "-n", self.mid, "-s", "-j", "qdisc", "show", "dev", dev],
+                            check=False)
             try:
                 qdiscs = json.loads(proc.stdout or "[]")
             except json.JSONDecodeError:
@@ -583,7 +588,7 @@ class LabPath:
 
     # ---- teardown ------------------------------------------------------------------------------
     def down(self) -> list[str]:
-        return _teardown(self.name, self.state)
+        return _teardown(self.name, self.state, self.state_root)
 
 
 def _alive(pid: int) -> bool:
@@ -613,11 +618,11 @@ def _stop(pid: int) -> None:
 
 
 def _netns_list() -> list[str]:
-    proc = _run(["ip", "netns", "list"], check=False)
+    proc = run_command(["ip", "netns", "list"], check=False)
     return [line.split()[0] for line in proc.stdout.splitlines() if line.strip()]
 
 
-def _teardown(name: str, state: LabState | None) -> list[str]:
+def _teardown(name: str, state: LabState | None, state_root: Path) -> list[str]:
     """Remove everything of lab path NAME: processes, namespaces (with their devices and
     iptables rules), state.  Works from partial or missing state."""
     removed: list[str] = []
@@ -627,99 +632,109 @@ def _teardown(name: str, state: LabState | None) -> list[str]:
     names = set(state.namespaces if state else []) | {n for n in _netns_list()
                                                       if n.startswith(prefix)}
     for ns in sorted(names):
-        pids = _run(["ip", "netns", "pids", ns], check=False).stdout.split()
+        pids = run_command(["ip", "netns", "pids", ns], check=False).stdout.split()
         for pid in pids:
             with contextlib.suppress(ProcessLookupError, ValueError):
                 os.kill(int(pid), signal.SIGKILL)
         for pid in pids:
             with contextlib.suppress(ChildProcessError, OSError, ValueError):
                 os.waitpid(int(pid), 0)
-        if _run(["ip", "netns", "del", ns], check=False).returncode == 0:
+        if run_command(["ip", "netns", "del", ns], check=False).returncode == 0:
             removed.append(ns)
-    shutil.rmtree(state_dir(name), ignore_errors=True)
+    shutil.rmtree(state_dir(name, state_root), ignore_errors=True)
     return removed
 
 
 # ---- public API --------------------------------------------------------------------------------
-def up(name: str, spec: PathSpec) -> LabPath:
+def up(name: str, spec: PathSpec, *, state_root: Path) -> LabPath:
     """Build a path; on any failure remove what was built and re-raise."""
     _require_root()
     check_name(name)
     spec.validate()
     backend, reason = choose_backend(spec.backend)
-    with _lock():
-        if state_dir(name).exists() or any(n.startswith(f"{NS_PREFIX}{name}-")
+    with _lock(state_root):
+        if state_dir(name, state_root).exists() or any(n.startswith(f"{NS_PREFIX}{name}-")
                                            for n in _netns_list()):
             raise BadInput(f"lab path {name!r} already exists", "names are unique",
                            f"pick another name, or `dtnkit lab down {name}` first")
-        used = {s.index for s in _states()}
+        used = {s.index for s in _states(state_root)}
         index = next(i for i in range(256) if i not in used)
-        state = _plan(name, spec, index, _choose_octets())
+        state = plan(name, spec, index, _choose_octets())
         state.backend, state.backend_reason = backend, reason
-        _save(state)  # before anything exists: down can always clean up
-    lab = LabPath(state)
+        _save(state, state_root)  # before anything exists: down can always clean up
+    lab = LabPath(state, state_root=state_root)
     try:
         lab._build()
         state.status = "up"
-        _save(state)
+        _save(state, state_root)
     except BaseException:
-        _teardown(name, state)
+        _teardown(name, state, state_root)
         raise
     return lab
 
 
-def load(name: str) -> LabPath:
+def load(name: str, *, state_root: Path) -> LabPath:
     check_name(name)
-    path = state_dir(name) / "state.json"
+    path = state_dir(name, state_root) / "state.json"
     if not path.exists():
         raise BadInput(f"no lab path {name!r}", "see `dtnkit lab list`", "or build it with "
                        "`dtnkit lab up`")
     try:
-        return LabPath(LabState.from_dict(json.loads(path.read_text())))
+        return LabPath(LabState.from_dict(json.loads(path.read_text())), state_root=state_root)
     except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
         raise BadInput(f"lab state of {name!r} is damaged", str(exc),
                        f"`dtnkit lab down {name}` removes what is left") from exc
 
 
-def down(name: str) -> list[str]:
+def down(name: str, *, state_root: Path) -> list[str]:
     _require_root()
     check_name(name)
     state: LabState | None
     try:
-        state = load(name).state
+        state = load(name, state_root=state_root).state
     except BadInput:
         state = None
-    return _teardown(name, state)
+    return _teardown(name, state, state_root)
 
 
-def down_all() -> list[str]:
+def down_all(*, state_root: Path) -> list[str]:
     _require_root()
-    names = {s.name for s in _states()}
-    if STATE_ROOT.is_dir():
-        names |= {d.name for d in STATE_ROOT.iterdir() if d.is_dir() and _NAME.match(d.name)}
+    names = {s.name for s in _states(state_root)}
+    if state_root.is_dir():
+        names |= {d.name for d in state_root.iterdir() if d.is_dir() and _NAME.match(d.name)}
     names |= {n[len(NS_PREFIX):].rsplit("-", 1)[0] for n in _netns_list()
               if n.startswith(NS_PREFIX)}
     removed: list[str] = []
     for name in sorted(names):
         state = None
         with contextlib.suppress(BadInput):
-            state = load(name).state
-        removed += _teardown(name, state)
+            state = load(name, state_root=state_root).state
+        removed += _teardown(name, state, state_root)
     return removed
 
 
-def list_paths() -> list[dict[str, Any]]:
+def list_paths(*, state_root: Path) -> list[dict[str, Any]]:
     return [{"name": s.name, "backend": s.backend, "status": s.status, "rtt_ms": s.spec.rtt_ms,
              "rate_bps": s.spec.rate_bps, "loss": s.spec.loss,
-             "hosts": [h.name for h in s.hosts]} for s in _states()]
+             "hosts": [h.name for h in s.hosts]} for s in _states(state_root)]
+
+
+def lab_peers(state_root: Path) -> LabPeers:
+    """``NAME/HOST`` peers of the network probe: the lab host's address and namespace (the
+    probe starts its own iperf3 server there)."""
+    def peer(name: str, host: str) -> Peer:
+        target = load(name, state_root=state_root).host(host)
+        return Peer(target.address, target.netns, True, f"lab {name}/{host}")
+
+    return peer
 
 
 @contextlib.contextmanager
-def path(name: str | None = None, **spec: Any) -> Iterator[LabPath]:
+def path(name: str | None = None, *, state_root: Path, **spec: Any) -> Iterator[LabPath]:
     """Build a path for the duration of a ``with`` block; it is always torn down."""
     name = name or f"t{secrets.token_hex(4)}"
-    lab = up(name, PathSpec(**spec))
+    lab = up(name, PathSpec(**spec), state_root=state_root)
     try:
         yield lab
     finally:
-        _teardown(name, lab.state)
+        _teardown(name, lab.state, state_root)

@@ -8,22 +8,19 @@ back to the host state that produced it.
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
 import json
-import os
-import socket
 import sqlite3
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from dtnkit.errors import BadInput
+from dtnkit.measure.result import ProbeResult
 
-RESULT_SCHEMA = "dtnkit.result/1"
-DEFAULT_DB = Path(os.environ.get("DTNKIT_DB", "/var/lib/dtnkit/results.sqlite"))
+# where the CLI keeps results unless told otherwise (--db, $DTNKIT_DB: read by the CLI only)
+DEFAULT_DB = Path("/var/lib/dtnkit/results.sqlite")
 
 _DDL = """
 CREATE TABLE IF NOT EXISTS results (
@@ -39,47 +36,8 @@ CREATE TABLE IF NOT EXISTS experiments (
 """
 
 
-@dataclass
-class ProbeResult:
-    kind: str  # net | disk | e2e
-    spec: dict[str, Any]
-    summary: dict[str, Any]
-    samples: list[dict[str, Any]] = field(default_factory=list)
-    raw: str = ""
-    ok: bool = True
-    error: str | None = None
-    host: str = field(default_factory=socket.gethostname)
-    netns: str | None = None
-    started: float = field(default_factory=time.time)
-    duration_s: float = 0.0
-    tuning: dict[str, Any] | None = None
-    id: int | None = None
-    experiment_id: str | None = None
-    label: str = ""
-
-    @property
-    def tuning_id(self) -> str | None:
-        if self.tuning is None:
-            return None
-        blob = json.dumps(self.tuning, sort_keys=True).encode()
-        return hashlib.sha256(blob).hexdigest()[:16]
-
-    def as_dict(self, *, with_raw: bool = True) -> dict[str, Any]:
-        doc = {
-            "schema": RESULT_SCHEMA, "id": self.id, "kind": self.kind, "host": self.host,
-            "netns": self.netns, "started": self.started, "duration_s": self.duration_s,
-            "ok": self.ok, "error": self.error, "tuning_id": self.tuning_id,
-            "experiment_id": self.experiment_id, "label": self.label, "spec": self.spec,
-            "summary": self.summary, "samples": self.samples,
-        }
-        if with_raw:
-            doc["raw"] = self.raw
-            doc["tuning"] = self.tuning
-        return doc
-
-
 class ResultStore:
-    def __init__(self, path: Path = DEFAULT_DB) -> None:
+    def __init__(self, path: Path) -> None:
         self.path = path
 
     def _db(self) -> sqlite3.Connection:

@@ -1,4 +1,4 @@
-"""The storage probe's tool layer: fio command lines, fio's JSON, one write-then-read probe.
+"""The storage tool fio: fio command lines, fio's JSON, one write-then-read probe.
 
 The probe writes one file ``dtnkit-probe.dat`` sequentially in the given directory, reads it
 back sequentially, and removes it.  Given a block device instead, it writes the device (its
@@ -26,20 +26,21 @@ import os
 import shutil
 import stat
 import subprocess
-from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from dtnkit.errors import BadInput, DtnkitError, ToolMissing
+from dtnkit.host.host import Host
 from dtnkit.host.parsers import ParseError
+from dtnkit.measure.probes.disk import KIND as DISK_KIND
+from dtnkit.measure.probes.disk import DiskSpec
+from dtnkit.measure.sampler import Sampler
+from dtnkit.measure.tool import Context, ToolRun, Wrap
 
 PROBE_FILE = "dtnkit-probe.dat"
 RW_MODES = ("write", "read")
 LIBAIO_IODEPTH = 8
 _SOURCE = "fio --output-format=json"
-
-Wrap = Callable[[Sequence[str]], list[str]]
-
 
 def can_run() -> tuple[bool, list[str]]:
     """Whether the storage probe can run here, and the reasons when it cannot."""
@@ -280,3 +281,26 @@ def run_disk_probe(path: str, *, size_bytes: int = 256 * 2**20, direct: bool = T
         "jobs": jobs,
         "raw": raw,
     }
+
+
+class Fio:
+    """fio, sequential write then read (:func:`run_disk_probe`), beside the sampler."""
+
+    name = "fio"
+    kind = DISK_KIND
+    about = "sequential write, then read, with fio"
+    package = "fio"
+
+    def can_run(self) -> tuple[bool, list[str]]:
+        return can_run()
+
+    def parse(self, text: str) -> dict[str, Any]:
+        return parse_fio_json(text)
+
+    def run(self, host: Host, spec: DiskSpec, context: Context) -> ToolRun:
+        with Sampler(host, interval_s=spec.interval_s) as sampler:
+            got = run_disk_probe(spec.path, size_bytes=spec.size_bytes, direct=spec.direct,
+                                 jobs=spec.jobs, wrap=context.wrap)
+        raw = got.pop("raw", {})
+        summary = {**got, "throughput_bps": float(got["read_bps"]) * 8}  # reading feeds a transfer
+        return ToolRun(summary, str(raw), sampler.samples)

@@ -1,0 +1,55 @@
+"""One probe run, whatever measured it: spec, tool-neutral summary, samples, raw output.
+
+The summary's keys carry their units (``throughput_bps``, ``rtt_ms_mean``); ``raw`` is the
+tool's own output, kept beside the parsed figures so a figure can be checked against it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import socket
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+RESULT_SCHEMA = "dtnkit.result/1"
+
+
+@dataclass
+class ProbeResult:
+    kind: str  # net | disk | e2e
+    spec: dict[str, Any]
+    summary: dict[str, Any]
+    samples: list[dict[str, Any]] = field(default_factory=list)
+    raw: str = ""
+    ok: bool = True
+    error: str | None = None
+    host: str = field(default_factory=socket.gethostname)
+    netns: str | None = None
+    started: float = field(default_factory=time.time)
+    duration_s: float = 0.0
+    tuning: dict[str, Any] | None = None
+    id: int | None = None
+    experiment_id: str | None = None
+    label: str = ""
+
+    @property
+    def tuning_id(self) -> str | None:
+        if self.tuning is None:
+            return None
+        blob = json.dumps(self.tuning, sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+    def as_dict(self, *, with_raw: bool = True) -> dict[str, Any]:
+        doc = {
+            "schema": RESULT_SCHEMA, "id": self.id, "kind": self.kind, "host": self.host,
+            "netns": self.netns, "started": self.started, "duration_s": self.duration_s,
+            "ok": self.ok, "error": self.error, "tuning_id": self.tuning_id,
+            "experiment_id": self.experiment_id, "label": self.label, "spec": self.spec,
+            "summary": self.summary, "samples": self.samples,
+        }
+        if with_raw:
+            doc["raw"] = self.raw
+            doc["tuning"] = self.tuning
+        return doc

@@ -1,0 +1,87 @@
+"""The end-to-end tool ``dtnkit-cp`` (the default mover): ``dtnkit cp SRC DST --json``, timed.
+
+It runs the CLI as a subprocess (``python -m dtnkit cp``), inside the probing host's
+namespace and the wrapper's cgroup like any other mover, so measuring never imports the
+transfer code and the figure is what a user running ``dtnkit cp`` gets.  The rate is bytes /
+wall time, process start included, as for any mover; ``dtnkit cp``'s own figures are kept
+beside it with a ``mover_`` prefix.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+import time
+from typing import Any
+
+from dtnkit.errors import DtnkitError
+from dtnkit.host.host import Host
+from dtnkit.host.parsers import ParseError
+from dtnkit.measure.probes.e2e import KIND as E2E_KIND
+from dtnkit.measure.probes.e2e import E2ESpec, rate_summary
+from dtnkit.measure.sampler import Sampler
+from dtnkit.measure.tool import Context, ToolRun
+
+SOURCE = "dtnkit cp --json"
+
+
+def parse_cp_json(text: str) -> dict[str, Any]:
+    """``dtnkit cp --json``'s summary line: ``mover_bytes``, ``mover_seconds``,
+    ``mover_rate_bps``, ``mover_files`` (what dtnkit cp itself counted and timed)."""
+    lines = [line for line in text.splitlines() if line.strip().startswith("{")]
+    if not lines:
+        raise ParseError(f"{SOURCE}: no JSON summary line")
+    try:
+        doc = json.loads(lines[-1])
+    except json.JSONDecodeError as exc:
+        raise ParseError(f"{SOURCE}: bad JSON: {exc}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("bytes"), int):
+        raise ParseError(f"{SOURCE}: no 'bytes' in the summary")
+    out: dict[str, Any] = {"mover_bytes": doc["bytes"]}
+    for key in ("seconds", "rate_bps", "files"):
+        value = doc.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            out[f"mover_{key}"] = value
+    return out
+
+
+class DtnkitCp:
+    name = "dtnkit-cp"
+    kind = E2E_KIND
+    about = "dtnkit cp SRC DST (the default mover), timed"
+    package = "dtnkit"
+
+    def can_run(self) -> tuple[bool, list[str]]:
+        return True, []  # this Python runs dtnkit: it is installed where the probe runs
+
+    def parse(self, text: str) -> dict[str, Any]:
+        return parse_cp_json(text)
+
+    def run(self, host: Host, spec: E2ESpec, context: Context) -> ToolRun:
+        mover = [sys.executable, "-m", "dtnkit", "cp", spec.src, spec.dst, "--json"]
+        argv = context.argv(host.argv(mover))
+        with Sampler(host, interval_s=spec.interval_s) as sampler:
+            t0 = time.monotonic()
+            try:
+                proc = subprocess.run(argv, capture_output=True, text=True, check=False,
+                                      timeout=spec.timeout_s)
+            except subprocess.TimeoutExpired as exc:
+                raise DtnkitError("the transfer did not finish", f"{exc.timeout:g} s passed",
+                                  "raise --timeout or check the transfer") from exc
+            wall = time.monotonic() - t0
+        if proc.returncode != 0:
+            raise DtnkitError("the transfer with dtnkit cp failed",
+                              (proc.stderr or proc.stdout).strip()[-400:] or
+                              f"exit status {proc.returncode}",
+                              f"run `dtnkit cp {shlex.quote(spec.src)} "
+                              f"{shlex.quote(spec.dst)}` by hand to see why")
+        try:
+            figures = parse_cp_json(proc.stdout)
+        except ParseError as exc:
+            raise DtnkitError("dtnkit cp printed no summary", str(exc),
+                              "run it by hand with --json") from None
+        size = spec.bytes if spec.bytes is not None else int(figures["mover_bytes"])
+        return ToolRun({**rate_summary(size, wall), **figures}, proc.stdout + proc.stderr,
+                       sampler.samples, {"command_line": shlex.join(mover)})
