@@ -2,28 +2,26 @@
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import click
 
+from dtnkit.cli.options import db_option, pass_env, state_dir_option
+from dtnkit.cli.output import Printer, emit, for_people, format_option
+from dtnkit.environment import Environment
 from dtnkit.errors import BadInput
 from dtnkit.host.host import Host
-from dtnkit.measure.store import DEFAULT_DB, ProbeResult, ResultStore, export
+from dtnkit.measure.store import ProbeResult, ResultStore, export
 
 F = Callable[..., Any]
 
 
 def _common(f: F) -> F:
-    f = click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table",
-                     show_default=True, help="json: only JSON on stdout.")(f)
-    f = click.option("--db", type=click.Path(path_type=Path),
-                     default=lambda: os.environ.get("DTNKIT_DB", str(DEFAULT_DB)),
-                     show_default="/var/lib/dtnkit/results.sqlite or $DTNKIT_DB",
-                     help="The results store (SQLite).")(f)
+    f = format_option(f)
+    f = db_option(show_default="/var/lib/dtnkit/results.sqlite or $DTNKIT_DB",
+                  help="The results store (SQLite).")(f)
     f = click.option("--netns", metavar="NS", help="Run from inside this network namespace.")(f)
     f = click.option("--interval", "interval_s", type=float, default=5.0, show_default=True,
                      help="Sampler period in seconds.")(f)
@@ -51,13 +49,12 @@ def _wrap(cgroup: Path | None) -> Callable[[Sequence[str]], list[str]] | None:
     return wrap
 
 
-def _emit(result: ProbeResult, fmt: str) -> None:
-    if fmt == "json":
-        click.echo(json.dumps(result.as_dict(with_raw=False), indent=2))
-        return
-    from dtnkit.cli.render import console
+def _emit(env: Environment, result: ProbeResult, fmt: str) -> None:
+    emit(env, result.as_dict(with_raw=False), fmt, lambda p: _probe_table(p, result))
 
-    con = console()
+
+def _probe_table(p: Printer, result: ProbeResult) -> None:
+    con = p.console
     con.print(f"[bold]{result.kind} probe[/] result {result.id}: "
               f"{result.summary.get('throughput_bps', 0) / 1e9:.3f} Gbit/s")
     for key, value in result.summary.items():
@@ -81,7 +78,9 @@ def probe() -> None:
 @click.option("--reverse", is_flag=True, help="The peer sends (iperf3 -R).")
 @click.option("--port", type=int, default=5201, show_default=True)
 @_common
-def net(peer: str, streams: int, duration_s: int, cc: str | None, fq_rate: str | None,
+@pass_env
+def net(env: Environment,
+        peer: str, streams: int, duration_s: int, cc: str | None, fq_rate: str | None,
         reverse: bool, port: int, netns: str | None, db: Path, fmt: str,
         interval_s: float) -> int:
     """iperf3 to a peer, with CPU, retransmits and per-flow state sampled."""
@@ -92,7 +91,7 @@ def net(peer: str, streams: int, duration_s: int, cc: str | None, fq_rate: str |
                                          interval_s))
     result.tuning = _tuning(host)
     ResultStore(db).add(result)
-    _emit(result, fmt)
+    _emit(env, result, fmt)
     return 0
 
 
@@ -104,7 +103,9 @@ def net(peer: str, streams: int, duration_s: int, cc: str | None, fq_rate: str |
 @click.option("--cgroup", type=click.Path(path_type=Path), default=None,
               help="Run fio inside this cgroup (e.g. one that throttles the disk).")
 @_common
-def disk(path: str, size: str, direct: bool, jobs: int, cgroup: Path | None, netns: str | None,
+@pass_env
+def disk(env: Environment,
+         path: str, size: str, direct: bool, jobs: int, cgroup: Path | None, netns: str | None,
          db: Path, fmt: str, interval_s: float) -> int:
     """fio sequential write and read."""
     from dtnkit.measure.disk import DiskSpec, run_disk_probe
@@ -115,7 +116,7 @@ def disk(path: str, size: str, direct: bool, jobs: int, cgroup: Path | None, net
                                            jobs, interval_s), wrap=_wrap(cgroup))
     result.tuning = _tuning(host)
     ResultStore(db).add(result)
-    _emit(result, fmt)
+    _emit(env, result, fmt)
     return 0
 
 
@@ -129,7 +130,9 @@ def disk(path: str, size: str, direct: bool, jobs: int, cgroup: Path | None, net
 @click.option("--cgroup", type=click.Path(path_type=Path), default=None,
               help="Run the transfer inside this cgroup.")
 @_common
-def e2e(src: str, dst: str, command: str | None, nbytes: int | None, cgroup: Path | None,
+@pass_env
+def e2e(env: Environment,
+        src: str, dst: str, command: str | None, nbytes: int | None, cgroup: Path | None,
         netns: str | None, db: Path, fmt: str, interval_s: float) -> int:
     """A real transfer, timed: rate = bytes / wall time."""
     from dtnkit.measure.e2e import E2ESpec, run_e2e_probe
@@ -139,7 +142,7 @@ def e2e(src: str, dst: str, command: str | None, nbytes: int | None, cgroup: Pat
                            wrap=_wrap(cgroup))
     result.tuning = _tuning(host)
     ResultStore(db).add(result)
-    _emit(result, fmt)
+    _emit(env, result, fmt)
     return 0
 
 
@@ -160,45 +163,50 @@ def results() -> None:
 @click.option("--limit", type=int, default=50, show_default=True)
 @click.option("--experiments", is_flag=True, help="List experiments instead.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
-@click.option("--db", type=click.Path(path_type=Path),
-              default=lambda: os.environ.get("DTNKIT_DB", str(DEFAULT_DB)))
-def list_cmd(kind: str | None, limit: int, experiments: bool, fmt: str, db: Path) -> int:
+@db_option()
+@pass_env
+def list_cmd(env: Environment, kind: str | None, limit: int, experiments: bool, fmt: str,
+             db: Path) -> int:
     store = ResultStore(db)
     if experiments:
         exps = store.experiments()
-        if fmt == "json":
-            click.echo(json.dumps(exps, indent=2))
-        for e in exps if fmt == "table" else []:
-            verdicts = ", ".join(f"{g['group']}={g['verdict']}" for g in e["groups"])
-            click.echo(f"{e['id']}  probe {e['spec']['probe']}  {verdicts}")
+
+        def experiment_lines(p: Printer) -> None:
+            for e in exps:
+                verdicts = ", ".join(f"{g['group']}={g['verdict']}" for g in e["groups"])
+                p.echo(f"{e['id']}  probe {e['spec']['probe']}  {verdicts}")
+
+        emit(env, exps, fmt, experiment_lines)
         return 0
     rows = store.results(kind=kind, limit=limit)
-    if fmt == "json":
-        click.echo(json.dumps([r.as_dict(with_raw=False) for r in rows], indent=2))
-        return 0
-    for r in rows:
-        rate = r.summary.get("throughput_bps") or 0
-        click.echo(f"{r.id:>5}  {r.kind:<4}  {r.netns or '-':<18} {rate / 1e9:8.3f} Gbit/s  "
+
+    def result_lines(p: Printer) -> None:
+        for r in rows:
+            rate = r.summary.get("throughput_bps") or 0
+            p.echo(f"{r.id:>5}  {r.kind:<4}  {r.netns or '-':<18} {rate / 1e9:8.3f} Gbit/s  "
                    f"tuning {r.tuning_id or '-'}  {r.label}")
+
+    emit(env, [r.as_dict(with_raw=False) for r in rows], fmt, result_lines)
     return 0
 
 
 @results.command()
 @click.argument("result_id", type=int)
-@click.option("--db", type=click.Path(path_type=Path),
-              default=lambda: os.environ.get("DTNKIT_DB", str(DEFAULT_DB)))
-def show(result_id: int, db: Path) -> int:
-    click.echo(json.dumps(ResultStore(db).get(result_id).as_dict(), indent=2))
+@db_option()
+@pass_env
+def show(env: Environment, result_id: int, db: Path) -> int:
+    emit(env, ResultStore(db).get(result_id).as_dict(), "json")
     return 0
 
 
 @results.command(name="export")
 @click.option("--format", "fmt", type=click.Choice(["json", "csv"]), default="json")
 @click.option("--kind", type=click.Choice(["net", "disk", "e2e"]), default=None)
-@click.option("--db", type=click.Path(path_type=Path),
-              default=lambda: os.environ.get("DTNKIT_DB", str(DEFAULT_DB)))
-def export_cmd(fmt: str, kind: str | None, db: Path) -> int:
-    click.echo(export(ResultStore(db).results(kind=kind, limit=100000), fmt))
+@db_option()
+@pass_env
+def export_cmd(env: Environment, fmt: str, kind: str | None, db: Path) -> int:
+    rows = ResultStore(db).results(kind=kind, limit=100000)
+    emit(env, [r.as_dict() for r in rows], fmt, lambda p: p.echo(export(rows, fmt)))
     return 0
 
 
@@ -215,7 +223,8 @@ def export_cmd(fmt: str, kind: str | None, db: Path) -> int:
 @click.option("--cgroup", type=click.Path(path_type=Path), default=None,
               help="Run fio and the transfer inside this cgroup.")
 @_common
-def diagnose(peer: str | None, path: str | None, e2e: tuple[str, str] | None,
+@pass_env
+def diagnose(env: Environment, peer: str | None, path: str | None, e2e: tuple[str, str] | None,
              command: str | None, streams: int, duration_s: int, size: str,
              cgroup: Path | None, netns: str | None, db: Path, fmt: str,
              interval_s: float) -> int:
@@ -255,12 +264,9 @@ def diagnose(peer: str | None, path: str | None, e2e: tuple[str, str] | None,
         e2e_r.tuning = _tuning(host)
         store.add(e2e_r)
     result = run(net, link_bps=link, disk=disk_r, e2e=e2e_r)
-    if fmt == "json":
-        click.echo(json.dumps(result.as_dict(), indent=2))
-    else:
-        from dtnkit.cli.render import console
 
-        con = console()
+    def verdict(p: Printer) -> None:
+        con = p.console
         for c in result.checks:
             mark = {True: "[red]binds[/]", False: "[green]ok[/]", None: "[dim]-[/]"}[c.binds]
             con.print(f"{c.layer:<13} {mark}  {c.checked}: {c.found}")
@@ -268,7 +274,9 @@ def diagnose(peer: str | None, path: str | None, e2e: tuple[str, str] | None,
         con.print(f"[bold]verdict: {v['layer']}[/]: {v['summary']}")
         if v["next"]:
             con.print(f"next: {v['next']}")
-    return EXIT[result.layer]
+
+    emit(env, result.as_dict(), fmt, verdict)
+    return int(EXIT[result.layer])
 
 
 @click.command()
@@ -285,10 +293,10 @@ def diagnose(peer: str | None, path: str | None, e2e: tuple[str, str] | None,
 @click.option("--rtt", default="100ms", show_default=True)
 @click.option("--streams", type=int, default=1, show_default=True)
 @click.option("--duration", "duration_s", type=int, default=10, show_default=True)
-@click.option("--state-dir", type=click.Path(path_type=Path),
-              default=lambda: os.environ.get("DTNKIT_STATE_DIR", "/var/lib/dtnkit"))
+@state_dir_option()
 @_common
-def experiment(groups: str, probe_kind: str, peer: str | None, path: str | None,
+@pass_env
+def experiment(env: Environment, groups: str, probe_kind: str, peer: str | None, path: str | None,
                e2e: tuple[str, str] | None, command: str | None, repeat: int, both_ends: bool,
                profile: str, rtt: str, streams: int, duration_s: int, state_dir: Path,
                netns: str | None, db: Path, fmt: str, interval_s: float) -> int:
@@ -336,15 +344,17 @@ def experiment(groups: str, probe_kind: str, peer: str | None, path: str | None,
             return run_e2e_probe(host, espec)
 
     prof = load_profile(profile)
-    say = None if fmt == "json" else click.echo
+    person = for_people(env, fmt)
+    say = None if person is None else person.echo
     report = run_experiment(hosts, ExperimentSpec([g.strip() for g in groups.split(",")
                                                    if g.strip()], probe_kind, repeat, both_ends,
                                                   parse_rtt(rtt)),
                             probe_fn, prof, ResultStore(db), state_dir, progress=say)
-    if fmt == "json":
-        click.echo(json.dumps(report, indent=2))
-    else:
-        click.echo(f"experiment {report['id']}: helped: {', '.join(report['helped']) or 'none'}")
-        click.echo(f"apply what helped: dtnkit tune apply --from-experiment {report['id']}"
-                   + (f" --netns {netns}" if netns else ""))
+
+    def summary(p: Printer) -> None:
+        p.echo(f"experiment {report['id']}: helped: {', '.join(report['helped']) or 'none'}")
+        p.echo(f"apply what helped: dtnkit tune apply --from-experiment {report['id']}"
+               + (f" --netns {netns}" if netns else ""))
+
+    emit(env, report, fmt, summary)
     return 0
