@@ -87,6 +87,7 @@ def net(env: Environment,
     from dtnkit.measure.iperf import NetSpec, run_net_probe
 
     host = _host(netns)
+    # merge: a lab peer (NAME/HOST) resolves under state_root=env.lab_state_root
     result = run_net_probe(host, NetSpec(peer, streams, duration_s, cc, fq_rate, reverse, port,
                                          interval_s))
     result.tuning = _tuning(host)
@@ -248,9 +249,11 @@ def diagnose(env: Environment, peer: str | None, path: str | None, e2e: tuple[st
     link = None
     if peer:
         spec = NetSpec(peer, streams, duration_s, interval_s=interval_s)
+        # merge: a lab peer (NAME/HOST) resolves under state_root=env.lab_state_root
         net = run_net_probe(host, spec)
         net.tuning = _tuning(host)
         store.add(net)
+        # merge: a lab peer (NAME/HOST) resolves under state_root=env.lab_state_root
         _, mbps = egress_speed_mbps(host, resolve_peer(peer).address)
         link = mbps * 1e6 if mbps else None
     if path:
@@ -320,9 +323,11 @@ def experiment(env: Environment, groups: str, probe_kind: str, peer: str | None,
         spec = NetSpec(peer, streams, duration_s, interval_s=interval_s)
 
         def probe_fn() -> ProbeResult:
+            # merge: a lab peer (NAME/HOST) resolves under state_root=env.lab_state_root
             return run_net_probe(host, spec)
 
         if both_ends:
+            # merge: a lab peer (NAME/HOST) resolves under state_root=env.lab_state_root
             target = resolve_peer(peer)
             if not target.netns:
                 raise BadInput("--both-ends needs a lab peer (NAME/HOST)",
