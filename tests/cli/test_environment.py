@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -134,3 +135,28 @@ def test_a_custom_environment_writes_under_its_state_dir_only(
     assert {p.name for p in files_under(environment.state_dir / "snapshots")} >= {
         Path(saved["path"]).name, f"{applied['baseline']}.json"}
     assert (files_under(default) if default.is_dir() else set()) == before_default
+
+
+def test_cp_sends_the_environments_token_unless_given_one(
+    tmp_path: Path, environment: Environment
+) -> None:
+    from dtnkit.transfer.server import start_server
+
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "f.bin").write_bytes(b"x" * 1000)
+    tokens = tmp_path / "tokens"
+    tokens.write_text("envtoken read\n")
+    handle = start_server(root, tokens=tokens, quiet=True)
+    try:
+        url = handle.url + "f.bin"
+        env = replace(environment, token="envtoken")
+        assert main(["cp", url, str(tmp_path / "a.bin"), "--json"], env) == 0
+        assert json.loads(taken(env.stdout))["bytes"] == 1000
+        # the flag wins over the environment
+        code = main(["cp", url, str(tmp_path / "b.bin"), "--json", "--token", "wrong"], env)
+        assert code == ExitStatus.REFUSED and not (tmp_path / "b.bin").exists()
+        # no token at all
+        assert main(["cp", url, str(tmp_path / "c.bin")], environment) == ExitStatus.REFUSED
+    finally:
+        handle.stop()
