@@ -1,16 +1,21 @@
-"""Shared fixtures: real network namespaces (root only) and captured host trees."""
+"""Shared fixtures: real network namespaces (root only), captured host trees, and an
+Environment of the test's own for ``main(argv, env)``."""
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TextIO
 
 import pytest
 from tests.support.xrootd import Pki, make_pki
+
+from dtnkit.environment import Environment
 
 HERE = Path(__file__).parent
 HOSTS = HERE / "fixtures" / "hosts"
@@ -114,6 +119,25 @@ def netns() -> Iterator[Netns]:
 @pytest.fixture
 def state_dir(tmp_path: Path) -> Path:
     return tmp_path / "state"
+
+
+@pytest.fixture
+def environment(tmp_path: Path) -> Environment:
+    """An environment of the test's own for ``main(argv, environment)``: snapshots, results and
+    lab state under tmp_path, no token, not a terminal, and in-memory streams (read them with
+    :func:`taken`)."""
+    return Environment(state_dir=tmp_path / "state", results_db=tmp_path / "results.sqlite",
+                       lab_state_root=tmp_path / "lab", stdin=io.StringIO(),
+                       stdout=io.StringIO(), stderr=io.StringIO())
+
+
+def taken(stream: TextIO) -> str:
+    """What was written to an in-memory stream since the last call (like capsys.readouterr)."""
+    assert isinstance(stream, io.StringIO)
+    text = stream.getvalue()
+    stream.seek(0)
+    stream.truncate()
+    return text
 
 
 @pytest.fixture

@@ -26,6 +26,12 @@ class ExitStatus(enum.IntEnum):
     TOOL_MISSING = 7
     LOCKED = 8  # another dtnkit apply/restore holds the lock
     BAD_INPUT = 9  # malformed profile, snapshot, sysctl file; unknown interface or group
+    # diagnose: the layer that binds (OK when none does; docs/measure.md has the checks)
+    BINDS_NIC = 10  # iperf3 reaches the NIC's line rate
+    BINDS_HOST_NETWORK = 11  # flows are window-limited, or a core is saturated by softirq
+    BINDS_PATH = 12  # below line rate, neither window- nor CPU-limited
+    BINDS_STORAGE = 13  # storage is slower than the network
+    BINDS_APPLICATION = 14  # end to end is well below both network and storage
     TRANSFER_FAILED = 20  # cp/serve peer: connection, stall, 5xx after retries (rerun resumes)
     INTEGRITY = 21  # cp: checksum mismatch after retries; nothing was committed
     REFUSED = 22  # cp: the server refused (401, 403, 404, ...): retrying will not help

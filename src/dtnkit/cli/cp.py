@@ -2,22 +2,23 @@
 
 from __future__ import annotations
 
-import json
-import os
 import signal
-import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import click
 
+from dtnkit.cli.options import pass_env
+from dtnkit.cli.output import emit
+from dtnkit.environment import Environment
 from dtnkit.transfer import checksum as cks
 from dtnkit.transfer.client.verify import Level, Verify
 from dtnkit.units import parse_bytes
 
 
 @contextmanager
-def _progress(enabled: bool, total: int | None) -> Iterator[Callable[[int], None] | None]:
+def _progress(env: Environment, enabled: bool,
+              total: int | None) -> Iterator[Callable[[int], None] | None]:
     """A rich progress bar on stderr (rate, ETA); yields its advance(bytes) or None."""
     if not enabled:
         yield None
@@ -33,7 +34,7 @@ def _progress(enabled: bool, total: int | None) -> Iterator[Callable[[int], None
 
     progress = Progress("[progress.description]{task.description}", BarColumn(),
                         DownloadColumn(binary_units=True), TransferSpeedColumn(),
-                        TimeRemainingColumn(), console=Console(stderr=True), transient=True)
+                        TimeRemainingColumn(), console=Console(file=env.stderr), transient=True)
     with progress:
         task = progress.add_task("cp", total=total)
 
@@ -44,7 +45,7 @@ def _progress(enabled: bool, total: int | None) -> Iterator[Callable[[int], None
 
 
 @contextmanager
-def _sigterm_interrupts() -> Iterator[None]:
+def _sigterm_interrupts(env: Environment) -> Iterator[None]:
     """SIGTERM acts as Ctrl-C while copying: a download keeps its part file and journal."""
     def on_term(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
@@ -58,7 +59,7 @@ def _sigterm_interrupts() -> Iterator[None]:
         yield
     except KeyboardInterrupt:
         click.echo("dtnkit cp: interrupted; a partial download is kept: rerun the same command "
-                   "to resume", err=True)
+                   "to resume", file=env.stderr)
         raise
     finally:
         signal.signal(signal.SIGTERM, previous)
@@ -107,7 +108,9 @@ def _sigterm_interrupts() -> Iterator[None]:
 @click.option("--dst-token", default=None,
               help="Remote to remote without --tpc: token for the destination server "
                    "(default: --token).")
-def cp(src: str, dst: str, recursive: bool, streams: int, parallel: int, block_size: str,
+@pass_env
+def cp(env: Environment,
+       src: str, dst: str, recursive: bool, streams: int, parallel: int, block_size: str,
        checksum: str, verify: str, level: str, retries: int, stall_timeout: float,
        token: str | None, ca_file: str | None, insecure: bool, as_json: bool,
        tpc: str | None = None, remote_token: str | None = None,
@@ -126,9 +129,9 @@ def cp(src: str, dst: str, recursive: bool, streams: int, parallel: int, block_s
     from dtnkit.transfer.client.options import Options
 
     if token is None:
-        token = os.environ.get("DTNKIT_TOKEN") or os.environ.get("BEARER_TOKEN") or None
+        token = env.token
     if tpc is not None:
-        return _third_party(tpc, src, dst, token, remote_token or token, streams, checksum,
+        return _third_party(env, tpc, src, dst, token, remote_token or token, streams, checksum,
                             stall_timeout, ca_file, insecure, as_json)
     options = Options(
         streams=streams, block_size=parse_bytes(block_size, "block-size", lo=4096, hi=2**30),
@@ -136,34 +139,34 @@ def cp(src: str, dst: str, recursive: bool, streams: int, parallel: int, block_s
         stall_timeout=stall_timeout, token=token, ca_file=ca_file, insecure=insecure,
         parallel=parallel, recursive=recursive, resume=not no_resume,
         src_token=src_token, dst_token=dst_token)
-    show = sys.stderr.isatty() and not as_json
+    show = env.stderr_isatty and not as_json
     total = total_size(src, options) if show else None
-    with _progress(show, total) as advance:
+    with _progress(env, show, total) as advance:
         options.progress = advance
-        with _sigterm_interrupts():
+        with _sigterm_interrupts(env):
             summary = copy(src, dst, options)
     result = summary.as_dict(options)
-    if as_json:
-        click.echo(json.dumps(result))
-    else:
-        rate = result["rate_bps"]
-        rate_text = f"{float(rate) / 1e6:.1f} Mb/s" if isinstance(rate, float) else "-"
-        digest = f", {options.checksum} {result['digest']}" if result["digest"] else ""
-        click.echo(f"copied {result['files']} file(s), {result['bytes']} bytes in "
-                   f"{result['seconds']:.2f} s ({rate_text}); verify {verify}, "
-                   f"level {result['level']}{digest}", err=True)
+    rate = result["rate_bps"]
+    rate_text = f"{float(rate) / 1e6:.1f} Mb/s" if isinstance(rate, float) else "-"
+    digest = f", {options.checksum} {result['digest']}" if result["digest"] else ""
+    # for people the summary goes to stderr, beside the progress bar
+    emit(env, result, "json" if as_json else "table",
+         lambda p: p.echo(f"copied {result['files']} file(s), {result['bytes']} bytes in "
+                          f"{result['seconds']:.2f} s ({rate_text}); verify {verify}, "
+                          f"level {result['level']}{digest}", err=True), indent=None)
     return 0
 
 
-def _third_party(mode: str, src: str, dst: str, token: str | None, remote_token: str | None,
+def _third_party(env: Environment,
+                 mode: str, src: str, dst: str, token: str | None, remote_token: str | None,
                  streams: int, checksum: str, timeout: float, ca_file: str | None,
                  insecure: bool, as_json: bool) -> int:
     """``cp --tpc``: ask one server to copy from/to the other; the active side verifies."""
     from dtnkit.transfer.client import tpc
     from dtnkit.transfer.wire.markers import Marker
 
-    show = sys.stderr.isatty() and not as_json
-    with _progress(show, None) as advance:
+    show = env.stderr_isatty and not as_json
+    with _progress(env, show, None) as advance:
         per_stripe: dict[int, int] = {}
 
         def on_marker(marker: Marker) -> None:
@@ -178,10 +181,8 @@ def _third_party(mode: str, src: str, dst: str, token: str | None, remote_token:
                                     streams=streams, checksum=checksum, timeout=timeout,
                                     ca_file=ca_file, insecure=insecure, on_marker=on_marker)
     summary = done.as_dict()
-    if as_json:
-        click.echo(json.dumps(summary))
-    else:
-        shown = f", {checksum} {summary['digest']}" if summary["digest"] else ""
-        click.echo(f"third-party {mode}: {done.size} bytes in {done.result.seconds:.2f} s"
-                   f"{shown}", err=True)
+    shown = f", {checksum} {summary['digest']}" if summary["digest"] else ""
+    emit(env, summary, "json" if as_json else "table",
+         lambda p: p.echo(f"third-party {mode}: {done.size} bytes in {done.result.seconds:.2f} s"
+                          f"{shown}", err=True), indent=None)
     return 0

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
-from pathlib import Path
 from typing import Any
 
 import click
 
+from dtnkit.cli.options import pass_env
+from dtnkit.cli.output import Printer, emit, format_option
+from dtnkit.environment import Environment
 from dtnkit.errors import BadInput
 from dtnkit.units import parse_bytes, parse_fraction, parse_ms, parse_rate
 
@@ -18,24 +18,6 @@ def _lab() -> Any:
     from dtnkit.lab import path as lab_path
 
     return lab_path
-
-
-def _state_root() -> Path:
-    from dtnkit.lab.path import DEFAULT_LAB_STATE
-
-    return Path(os.environ.get("DTNKIT_LAB_STATE", str(DEFAULT_LAB_STATE)))
-
-
-def _console() -> Any:
-    """The table console, imported only when a person reads the output (rich is slow)."""
-    from dtnkit.cli.render import console
-
-    return console()
-
-
-def _fmt(f: Any) -> Any:
-    return click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table",
-                        show_default=True, help="json: only JSON on stdout.")(f)
 
 
 @click.group()
@@ -58,8 +40,10 @@ def lab() -> None:
 @click.option("--backend", type=click.Choice(["auto", "netem", "nfqueue"]), default="auto",
               show_default=True)
 @click.option("--seed", type=int, default=1, show_default=True, help="Seed of the loss draws.")
-@_fmt
-def up(name: str, rtt: str, rate: str | None, loss: str, queue: str, mtu: int, n_src: int,
+@format_option
+@pass_env
+def up(env: Environment,
+       name: str, rtt: str, rate: str | None, loss: str, queue: str, mtu: int, n_src: int,
        n_dst: int, backend: str, seed: int, fmt: str) -> int:
     """Build path NAME and print its hosts."""
     lab_path = _lab()
@@ -67,12 +51,14 @@ def up(name: str, rtt: str, rate: str | None, loss: str, queue: str, mtu: int, n
         rtt_ms=parse_ms(rtt, "RTT", hi=2000), rate_bps=parse_rate(rate) if rate else None,
         loss=parse_fraction(loss), queue_bytes=None if queue == "auto" else parse_bytes(queue),
         mtu=mtu, n_src=n_src, n_dst=n_dst, backend=backend, seed=seed)
-    built = lab_path.up(name, spec, state_root=_state_root())
+    built = lab_path.up(name, spec, state_root=env.lab_state_root)
     doc = built.status(measure=False)
-    if fmt == "json":
-        click.echo(json.dumps(doc, indent=2))
-        return 0
-    con = _console()
+    emit(env, doc, fmt, lambda p: _up_table(p, name, spec, doc))
+    return 0
+
+
+def _up_table(p: Printer, name: str, spec: Any, doc: dict[str, Any]) -> None:
+    con = p.console
     rate_text = f"{spec.rate_bps / 1e9:g} Gbit/s" if spec.rate_bps else "no rate cap"
     con.print(f"[bold]{name}[/] is up: RTT {spec.rtt_ms:g} ms, {rate_text}, loss "
               f"{spec.loss * 100:g}%, queue {spec.queue_size() or '-'} bytes")
@@ -84,38 +70,43 @@ def up(name: str, rtt: str, rate: str | None, loss: str, queue: str, mtu: int, n
     con.print(f"  dtnkit lab exec {name} {dst['name']} -- iperf3 -s -D")
     con.print(f"  dtnkit lab exec {name} {src['name']} -- iperf3 -c {dst['address']} -t 10")
     con.print(f"  dtnkit tune apply --group buffers --netns {src['netns']}")
-    return 0
 
 
 @lab.command(name="list")
-@_fmt
-def list_cmd(fmt: str) -> int:
+@format_option
+@pass_env
+def list_cmd(env: Environment, fmt: str) -> int:
     """List lab paths."""
-    rows = _lab().list_paths(state_root=_state_root())
-    if fmt == "json":
-        click.echo(json.dumps(rows, indent=2))
-        return 0
-    con = _console()
-    if not rows:
-        con.print("no lab paths")
-    for r in rows:
-        rate = f"{r['rate_bps'] / 1e9:g} Gbit/s" if r["rate_bps"] else "uncapped"
-        con.print(f"{r['name']:<12} {r['status']:<9} {r['backend']:<8} RTT {r['rtt_ms']:g} ms, "
-                  f"{rate}, loss {r['loss'] * 100:g}%, hosts {' '.join(r['hosts'])}")
+    rows = _lab().list_paths(state_root=env.lab_state_root)
+
+    def listing(p: Printer) -> None:
+        con = p.console
+        if not rows:
+            con.print("no lab paths")
+        for r in rows:
+            rate = f"{r['rate_bps'] / 1e9:g} Gbit/s" if r["rate_bps"] else "uncapped"
+            con.print(f"{r['name']:<12} {r['status']:<9} {r['backend']:<8} RTT "
+                      f"{r['rtt_ms']:g} ms, {rate}, loss {r['loss'] * 100:g}%, "
+                      f"hosts {' '.join(r['hosts'])}")
+
+    emit(env, rows, fmt, listing)
     return 0
 
 
 @lab.command()
 @click.argument("name")
 @click.option("--no-measure", is_flag=True, help="Skip the ping that measures the RTT.")
-@_fmt
-def status(name: str, no_measure: bool, fmt: str) -> int:
+@format_option
+@pass_env
+def status(env: Environment, name: str, no_measure: bool, fmt: str) -> int:
     """Configured vs measured RTT, counters and emulator health."""
-    doc = _lab().load(name, state_root=_state_root()).status(measure=not no_measure)
-    if fmt == "json":
-        click.echo(json.dumps(doc, indent=2))
-        return 0
-    con = _console()
+    doc = _lab().load(name, state_root=env.lab_state_root).status(measure=not no_measure)
+    emit(env, doc, fmt, lambda p: _status_table(p, doc))
+    return 0
+
+
+def _status_table(p: Printer, doc: dict[str, Any]) -> None:
+    con = p.console
     con.print(f"[bold]{doc['name']}[/] ({doc['status']}), backend {doc['backend']}")
     measured = doc.get("measured")
     got = f"{measured['avg_ms']:.2f} ms (mdev {measured['mdev_ms']:.2f})" if measured else "-"
@@ -130,7 +121,6 @@ def status(name: str, no_measure: bool, fmt: str) -> int:
     for side, qdiscs in doc["counters"].items():
         for q in qdiscs:
             con.print(f"  {side}: {q}")
-    return 0
 
 
 @lab.command(name="set")
@@ -139,18 +129,21 @@ def status(name: str, no_measure: bool, fmt: str) -> int:
 @click.option("--rate", default=None)
 @click.option("--loss", default=None)
 @click.option("--queue", default=None)
-def set_cmd(name: str, rtt: str | None, rate: str | None, loss: str | None,
+@pass_env
+def set_cmd(env: Environment, name: str, rtt: str | None, rate: str | None, loss: str | None,
             queue: str | None) -> int:
     """Change a path's RTT, rate, loss or queue in place."""
     if rtt is None and rate is None and loss is None and queue is None:
         raise BadInput("nothing to change", "", "give --rtt, --rate, --loss or --queue")
-    built = _lab().load(name, state_root=_state_root())
+    built = _lab().load(name, state_root=env.lab_state_root)
     built.set(rtt_ms=parse_ms(rtt, "RTT", hi=2000) if rtt is not None else None,
               rate_bps=parse_rate(rate) if rate else None,
               loss=parse_fraction(loss) if loss is not None else None,
               queue_bytes=parse_bytes(queue) if queue else None)
-    click.echo(f"{name}: RTT {built.spec.rtt_ms:g} ms, rate {built.spec.rate_bps or 'uncapped'}, "
-               f"loss {built.spec.loss:g}")
+    spec = built.spec
+    emit(env, {"name": name, "rtt_ms": spec.rtt_ms, "rate_bps": spec.rate_bps, "loss": spec.loss},
+         "table", lambda p: p.echo(f"{name}: RTT {spec.rtt_ms:g} ms, rate "
+                                   f"{spec.rate_bps or 'uncapped'}, loss {spec.loss:g}"))
     return 0
 
 
@@ -158,24 +151,27 @@ def set_cmd(name: str, rtt: str | None, rate: str | None, loss: str | None,
 @click.argument("name")
 @click.argument("host")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
-def exec_cmd(name: str, host: str, command: tuple[str, ...]) -> int:
+@pass_env
+def exec_cmd(env: Environment, name: str, host: str, command: tuple[str, ...]) -> int:
     """Run COMMAND inside HOST's namespace (use -- before the command)."""
-    target = _lab().load(name, state_root=_state_root()).host(host)
+    target = _lab().load(name, state_root=env.lab_state_root).host(host)
     return subprocess.run(target.argv(list(command)), check=False).returncode
 
 
 @lab.command()
 @click.argument("name", required=False)
 @click.option("--all", "everything", is_flag=True, help="Every lab path, and leftovers.")
-def down(name: str | None, everything: bool) -> int:
+@pass_env
+def down(env: Environment, name: str | None, everything: bool) -> int:
     """Remove a path: processes, namespaces, devices, rules, state."""
     lab_path = _lab()
     if everything:
-        removed = lab_path.down_all(state_root=_state_root())
+        removed = lab_path.down_all(state_root=env.lab_state_root)
     elif name:
-        removed = lab_path.down(name, state_root=_state_root())
+        removed = lab_path.down(name, state_root=env.lab_state_root)
     else:
         raise BadInput("which path?", "give NAME or --all", "see `dtnkit lab list`")
-    click.echo(f"removed {len(removed)} namespaces" + (f": {' '.join(removed)}" if removed
-                                                       else ""))
+    emit(env, {"removed": removed}, "table",
+         lambda p: p.echo(f"removed {len(removed)} namespaces"
+                          + (f": {' '.join(removed)}" if removed else "")))
     return 0

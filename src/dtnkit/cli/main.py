@@ -1,20 +1,24 @@
-"""The `dtnkit` command: ``main(argv) -> ExitStatus`` is the single catch site.
+"""The `dtnkit` command: ``main(argv, env) -> ExitStatus`` is the single catch site.
 
-Tests call :func:`main` in-process.  Every :class:`~dtnkit.errors.DtnkitError` becomes one
-line on stderr (``dtnkit: error: what: why. Next: ...``), and in ``--format json`` mode also
-a JSON object ``{"error": {...}}`` on stdout, so a script always gets JSON.
+Tests call :func:`main` in-process, with an :class:`~dtnkit.environment.Environment` of their
+own when they want other state directories or streams; otherwise ``main`` reads the process's
+one, once, and hands it to every command as click's ``ctx.obj``.  Every
+:class:`~dtnkit.errors.DtnkitError` becomes one line on stderr (``dtnkit: error: what: why.
+Next: ...``), and in ``--format json`` mode also a JSON object ``{"error": {...}}`` on stdout,
+so a script always gets JSON.
 """
 
 from __future__ import annotations
 
 import importlib
-import json
 import sys
 from collections.abc import Sequence
 
 import click
 
 from dtnkit import __version__
+from dtnkit.cli.output import emit
+from dtnkit.environment import Environment
 from dtnkit.errors import DtnkitError, ExitStatus
 
 #: command -> (module, attribute); a command's module is imported only when it runs (or for
@@ -47,34 +51,32 @@ class _LazyGroup(click.Group):
 @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="dtnkit")
 @click.option("--traceback", is_flag=True, help="Show the Python traceback of errors.")
-@click.pass_context
-def cli(ctx: click.Context, traceback: bool) -> None:
+def cli(traceback: bool) -> None:
     """Tune, measure and test research data-transfer nodes."""
-    ctx.ensure_object(dict)
-    ctx.obj["traceback"] = traceback
+    # --traceback is acted on by main(), which sees it before click parses anything
 
 
-
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, env: Environment | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    env = Environment.from_os() if env is None else env
     json_mode = _wants_json(args)
     try:
-        result = cli.main(args=args, prog_name="dtnkit", standalone_mode=False)
+        result = cli.main(args=args, prog_name="dtnkit", standalone_mode=False, obj=env)
     except DtnkitError as exc:
         if "--traceback" in args:
             raise
-        click.echo(exc.render(), err=True)
+        click.echo(exc.render(), file=env.stderr)
         if json_mode:
-            click.echo(json.dumps({"error": exc.as_dict()}, indent=2))
+            emit(env, {"error": exc.as_dict()}, "json")
         return int(exc.status)
     except click.exceptions.Abort:
-        click.echo("dtnkit: interrupted", err=True)
+        click.echo("dtnkit: interrupted", file=env.stderr)
         return int(ExitStatus.INTERRUPTED)
     except KeyboardInterrupt:
-        click.echo("dtnkit: interrupted", err=True)
+        click.echo("dtnkit: interrupted", file=env.stderr)
         return int(ExitStatus.INTERRUPTED)
     except click.ClickException as exc:
-        exc.show()
+        exc.show(file=env.stderr)
         return int(ExitStatus.USAGE)
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import click
 
+from dtnkit.cli.options import db_option, pass_env, state_dir_option
+from dtnkit.cli.output import Printer, emit, for_people, format_option
+from dtnkit.environment import Environment
 from dtnkit.errors import BadInput
 from dtnkit.host.host import Host
 from dtnkit.measure.result import ProbeResult
-from dtnkit.measure.store import DEFAULT_DB, ResultStore, export
+from dtnkit.measure.store import ResultStore, export
 from dtnkit.measure.tool import Context
 
 F = Callable[..., Any]
@@ -43,21 +44,17 @@ def _tool(kind: str) -> Callable[[F], F]:
                         help=f"How to measure (default: the {kind} probe's default tool).")
 
 
-def _context(cgroup: Path | None = None) -> Context:
+def _context(env: Environment, cgroup: Path | None = None) -> Context:
     """The tools' wrapper (a cgroup) and the lab paths that NAME/HOST peers name."""
-    from dtnkit.lab.path import DEFAULT_LAB_STATE, lab_peers
+    from dtnkit.lab.path import lab_peers
 
-    root = Path(os.environ.get("DTNKIT_LAB_STATE", str(DEFAULT_LAB_STATE)))
-    return Context(wrap=_wrap(cgroup), lab_peers=lab_peers(root))
+    return Context(wrap=_wrap(cgroup), lab_peers=lab_peers(env.lab_state_root))
 
 
 def _common(f: F) -> F:
-    f = click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table",
-                     show_default=True, help="json: only JSON on stdout.")(f)
-    f = click.option("--db", type=click.Path(path_type=Path),
-                     default=lambda: os.environ.get("DTNKIT_DB", str(DEFAULT_DB)),
-                     show_default="/var/lib/dtnkit/results.sqlite or $DTNKIT_DB",
-                     help="The results store (SQLite).")(f)
+    f = format_option(f)
+    f = db_option(show_default="/var/lib/dtnkit/results.sqlite or $DTNKIT_DB",
+                  help="The results store (SQLite).")(f)
     f = click.option("--netns", metavar="NS", help="Run from inside this network namespace.")(f)
     f = click.option("--interval", "interval_s", type=float, default=5.0, show_default=True,
                      help="Sampler period in seconds.")(f)
@@ -85,13 +82,12 @@ def _wrap(cgroup: Path | None) -> Callable[[Sequence[str]], list[str]] | None:
     return wrap
 
 
-def _emit(result: ProbeResult, fmt: str) -> None:
-    if fmt == "json":
-        click.echo(json.dumps(result.as_dict(with_raw=False), indent=2))
-        return
-    from dtnkit.cli.render import console
+def _emit(env: Environment, result: ProbeResult, fmt: str) -> None:
+    emit(env, result.as_dict(with_raw=False), fmt, lambda p: _probe_table(p, result))
 
-    con = console()
+
+def _probe_table(p: Printer, result: ProbeResult) -> None:
+    con = p.console
     con.print(f"[bold]{result.kind} probe[/] result {result.id}: "
               f"{result.summary.get('throughput_bps', 0) / 1e9:.3f} Gbit/s")
     for key, value in result.summary.items():
@@ -116,7 +112,9 @@ def probe() -> None:
 @click.option("--port", type=int, default=5201, show_default=True)
 @_tool("net")
 @_common
-def net(peer: str, streams: int, duration_s: int, cc: str | None, fq_rate: str | None,
+@pass_env
+def net(env: Environment,
+        peer: str, streams: int, duration_s: int, cc: str | None, fq_rate: str | None,
         reverse: bool, port: int, tool: str | None, netns: str | None, db: Path, fmt: str,
         interval_s: float) -> int:
     """iperf3 to a peer, with CPU, retransmits and per-flow state sampled."""
@@ -125,10 +123,10 @@ def net(peer: str, streams: int, duration_s: int, cc: str | None, fq_rate: str |
 
     host = _host(netns)
     result = run_probe(host, NetSpec(peer, streams, duration_s, cc, fq_rate, reverse, port,
-                                     interval_s), tool=tool, context=_context())
+                                     interval_s), tool=tool, context=_context(env))
     result.tuning = _tuning(host)
     ResultStore(db).add(result)
-    _emit(result, fmt)
+    _emit(env, result, fmt)
     return 0
 
 
@@ -141,7 +139,9 @@ def net(peer: str, streams: int, duration_s: int, cc: str | None, fq_rate: str |
               help="Run fio inside this cgroup (e.g. one that throttles the disk).")
 @_tool("disk")
 @_common
-def disk(path: str, size: str, direct: bool, jobs: int, cgroup: Path | None, tool: str | None,
+@pass_env
+def disk(env: Environment,
+         path: str, size: str, direct: bool, jobs: int, cgroup: Path | None, tool: str | None,
          netns: str | None, db: Path, fmt: str, interval_s: float) -> int:
     """fio sequential write and read."""
     from dtnkit.measure.probes.disk import DiskSpec
@@ -150,10 +150,10 @@ def disk(path: str, size: str, direct: bool, jobs: int, cgroup: Path | None, too
 
     host = _host(netns)
     result = run_probe(host, DiskSpec(path, parse_bytes(size, "size", lo=2**20), direct, jobs,
-                                      interval_s), tool=tool, context=_context(cgroup))
+                                      interval_s), tool=tool, context=_context(env, cgroup))
     result.tuning = _tuning(host)
     ResultStore(db).add(result)
-    _emit(result, fmt)
+    _emit(env, result, fmt)
     return 0
 
 
@@ -168,7 +168,9 @@ def disk(path: str, size: str, direct: bool, jobs: int, cgroup: Path | None, too
               help="Run the transfer inside this cgroup.")
 @_tool("e2e")
 @_common
-def e2e(src: str, dst: str, command: str | None, nbytes: int | None, cgroup: Path | None,
+@pass_env
+def e2e(env: Environment,
+        src: str, dst: str, command: str | None, nbytes: int | None, cgroup: Path | None,
         tool: str | None, netns: str | None, db: Path, fmt: str, interval_s: float) -> int:
     """A real transfer, timed: rate = bytes / wall time."""
     from dtnkit.measure.probes.e2e import E2ESpec
@@ -176,10 +178,10 @@ def e2e(src: str, dst: str, command: str | None, nbytes: int | None, cgroup: Pat
 
     host = _host(netns)
     result = run_probe(host, E2ESpec(src, dst, command, nbytes, interval_s=interval_s),
-                       tool=_e2e_tool(tool, command), context=_context(cgroup))
+                       tool=_e2e_tool(tool, command), context=_context(env, cgroup))
     result.tuning = _tuning(host)
     ResultStore(db).add(result)
-    _emit(result, fmt)
+    _emit(env, result, fmt)
     return 0
 
 
@@ -205,45 +207,50 @@ def results() -> None:
 @click.option("--limit", type=int, default=50, show_default=True)
 @click.option("--experiments", is_flag=True, help="List experiments instead.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
-@click.option("--db", type=click.Path(path_type=Path),
-              default=lambda: os.environ.get("DTNKIT_DB", str(DEFAULT_DB)))
-def list_cmd(kind: str | None, limit: int, experiments: bool, fmt: str, db: Path) -> int:
+@db_option()
+@pass_env
+def list_cmd(env: Environment, kind: str | None, limit: int, experiments: bool, fmt: str,
+             db: Path) -> int:
     store = ResultStore(db)
     if experiments:
         exps = store.experiments()
-        if fmt == "json":
-            click.echo(json.dumps(exps, indent=2))
-        for e in exps if fmt == "table" else []:
-            verdicts = ", ".join(f"{g['group']}={g['verdict']}" for g in e["groups"])
-            click.echo(f"{e['id']}  probe {e['spec']['probe']}  {verdicts}")
+
+        def experiment_lines(p: Printer) -> None:
+            for e in exps:
+                verdicts = ", ".join(f"{g['group']}={g['verdict']}" for g in e["groups"])
+                p.echo(f"{e['id']}  probe {e['spec']['probe']}  {verdicts}")
+
+        emit(env, exps, fmt, experiment_lines)
         return 0
     rows = store.results(kind=kind, limit=limit)
-    if fmt == "json":
-        click.echo(json.dumps([r.as_dict(with_raw=False) for r in rows], indent=2))
-        return 0
-    for r in rows:
-        rate = r.summary.get("throughput_bps") or 0
-        click.echo(f"{r.id:>5}  {r.kind:<4}  {r.netns or '-':<18} {rate / 1e9:8.3f} Gbit/s  "
+
+    def result_lines(p: Printer) -> None:
+        for r in rows:
+            rate = r.summary.get("throughput_bps") or 0
+            p.echo(f"{r.id:>5}  {r.kind:<4}  {r.netns or '-':<18} {rate / 1e9:8.3f} Gbit/s  "
                    f"tuning {r.tuning_id or '-'}  {r.label}")
+
+    emit(env, [r.as_dict(with_raw=False) for r in rows], fmt, result_lines)
     return 0
 
 
 @results.command()
 @click.argument("result_id", type=int)
-@click.option("--db", type=click.Path(path_type=Path),
-              default=lambda: os.environ.get("DTNKIT_DB", str(DEFAULT_DB)))
-def show(result_id: int, db: Path) -> int:
-    click.echo(json.dumps(ResultStore(db).get(result_id).as_dict(), indent=2))
+@db_option()
+@pass_env
+def show(env: Environment, result_id: int, db: Path) -> int:
+    emit(env, ResultStore(db).get(result_id).as_dict(), "json")
     return 0
 
 
 @results.command(name="export")
 @click.option("--format", "fmt", type=click.Choice(["json", "csv"]), default="json")
 @click.option("--kind", type=Registered(), default=None)
-@click.option("--db", type=click.Path(path_type=Path),
-              default=lambda: os.environ.get("DTNKIT_DB", str(DEFAULT_DB)))
-def export_cmd(fmt: str, kind: str | None, db: Path) -> int:
-    click.echo(export(ResultStore(db).results(kind=kind, limit=100000), fmt))
+@db_option()
+@pass_env
+def export_cmd(env: Environment, fmt: str, kind: str | None, db: Path) -> int:
+    rows = ResultStore(db).results(kind=kind, limit=100000)
+    emit(env, [r.as_dict() for r in rows], fmt, lambda p: p.echo(export(rows, fmt)))
     return 0
 
 
@@ -260,7 +267,8 @@ def export_cmd(fmt: str, kind: str | None, db: Path) -> int:
 @click.option("--cgroup", type=click.Path(path_type=Path), default=None,
               help="Run fio and the transfer inside this cgroup.")
 @_common
-def diagnose(peer: str | None, path: str | None, e2e: tuple[str, str] | None,
+@pass_env
+def diagnose(env: Environment, peer: str | None, path: str | None, e2e: tuple[str, str] | None,
              command: str | None, streams: int, duration_s: int, size: str,
              cgroup: Path | None, netns: str | None, db: Path, fmt: str,
              interval_s: float) -> int:
@@ -285,7 +293,7 @@ def diagnose(peer: str | None, path: str | None, e2e: tuple[str, str] | None,
     link = None
     if peer:
         spec = NetSpec(peer, streams, duration_s, interval_s=interval_s)
-        context = _context()
+        context = _context(env)
         net = run_probe(host, spec, context=context)
         net.tuning = _tuning(host)
         store.add(net)
@@ -293,21 +301,18 @@ def diagnose(peer: str | None, path: str | None, e2e: tuple[str, str] | None,
         link = mbps * 1e6 if mbps else None
     if path:
         disk_r = run_probe(host, DiskSpec(path, parse_bytes(size, "size", lo=2**20),
-                                          interval_s=interval_s), context=_context(cgroup))
+                                          interval_s=interval_s), context=_context(env, cgroup))
         disk_r.tuning = _tuning(host)
         store.add(disk_r)
     if e2e:
         e2e_r = run_probe(host, E2ESpec(e2e[0], e2e[1], command, interval_s=interval_s),
-                          tool=_e2e_tool(None, command), context=_context(cgroup))
+                          tool=_e2e_tool(None, command), context=_context(env, cgroup))
         e2e_r.tuning = _tuning(host)
         store.add(e2e_r)
     result = run(net, link_bps=link, disk=disk_r, e2e=e2e_r)
-    if fmt == "json":
-        click.echo(json.dumps(result.as_dict(), indent=2))
-    else:
-        from dtnkit.cli.render import console
 
-        con = console()
+    def verdict(p: Printer) -> None:
+        con = p.console
         for c in result.checks:
             mark = {True: "[red]binds[/]", False: "[green]ok[/]", None: "[dim]-[/]"}[c.binds]
             con.print(f"{c.layer:<13} {mark}  {c.checked}: {c.found}")
@@ -315,7 +320,9 @@ def diagnose(peer: str | None, path: str | None, e2e: tuple[str, str] | None,
         con.print(f"[bold]verdict: {v['layer']}[/]: {v['summary']}")
         if v["next"]:
             con.print(f"next: {v['next']}")
-    return EXIT[result.layer]
+
+    emit(env, result.as_dict(), fmt, verdict)
+    return int(EXIT[result.layer])
 
 
 @click.command()
@@ -333,12 +340,12 @@ def diagnose(peer: str | None, path: str | None, e2e: tuple[str, str] | None,
 @click.option("--rtt", default="100ms", show_default=True)
 @click.option("--streams", type=int, default=1, show_default=True)
 @click.option("--duration", "duration_s", type=int, default=10, show_default=True)
-@click.option("--state-dir", type=click.Path(path_type=Path),
-              default=lambda: os.environ.get("DTNKIT_STATE_DIR", "/var/lib/dtnkit"))
+@state_dir_option()
 @_common
-def experiment(groups: str, probe_kind: str, tool: str | None, peer: str | None,
-               path: str | None, e2e: tuple[str, str] | None, command: str | None,
-               repeat: int, both_ends: bool,
+@pass_env
+def experiment(env: Environment, groups: str, probe_kind: str, tool: str | None,
+               peer: str | None, path: str | None, e2e: tuple[str, str] | None,
+               command: str | None, repeat: int, both_ends: bool,
                profile: str, rtt: str, streams: int, duration_s: int, state_dir: Path,
                netns: str | None, db: Path, fmt: str, interval_s: float) -> int:
     """Apply one group at a time against interleaved baselines; keep what helps.
@@ -355,7 +362,7 @@ def experiment(groups: str, probe_kind: str, tool: str | None, peer: str | None,
 
     host = _host(netns)
     hosts = [host]
-    context = _context()
+    context = _context(env)
     probe_spec: ProbeSpec
     if probe_kind == "net":
         if not peer:
@@ -379,15 +386,17 @@ def experiment(groups: str, probe_kind: str, tool: str | None, peer: str | None,
         tool = _e2e_tool(tool, command)
 
     prof = load_profile(profile)
-    say = None if fmt == "json" else click.echo
+    person = for_people(env, fmt)
+    say = None if person is None else person.echo
     report = run_experiment(hosts, ExperimentSpec([g.strip() for g in groups.split(",")
                                                    if g.strip()], probe_spec, tool, repeat,
                                                   both_ends, parse_rtt(rtt)),
                             prof, ResultStore(db), state_dir, context=context, progress=say)
-    if fmt == "json":
-        click.echo(json.dumps(report, indent=2))
-    else:
-        click.echo(f"experiment {report['id']}: helped: {', '.join(report['helped']) or 'none'}")
-        click.echo(f"apply what helped: dtnkit tune apply --from-experiment {report['id']}"
-                   + (f" --netns {netns}" if netns else ""))
+
+    def summary(p: Printer) -> None:
+        p.echo(f"experiment {report['id']}: helped: {', '.join(report['helped']) or 'none'}")
+        p.echo(f"apply what helped: dtnkit tune apply --from-experiment {report['id']}"
+               + (f" --netns {netns}" if netns else ""))
+
+    emit(env, report, fmt, summary)
     return 0

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -13,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 if TYPE_CHECKING:
+    from dtnkit.environment import Environment
     from dtnkit.tune.apply import Outcome, Step
     from dtnkit.tune.audit import Audit, Finding
     from dtnkit.tune.profile import Profile
@@ -22,17 +22,12 @@ STATUS_STYLE = {"ok": "green", "differs": "bold yellow", "unsupported": "dim",
                 "unknown": "magenta", "host-scope": "cyan"}
 
 
-def console() -> Console:
-    width = shutil.get_terminal_size((160, 40)).columns
-    return Console(width=max(width, 120), highlight=False, soft_wrap=False)
+def console(env: Environment) -> Console:
+    return Console(file=env.stdout, width=max(env.terminal_width, 120), highlight=False,
+                   soft_wrap=False)
 
 
-def say(text: str) -> None:
-    console().print(text)
-
-
-def audit_table(audit: Audit) -> None:
-    con = console()
+def audit_table(con: Console, audit: Audit) -> None:
     ctx = audit.ctx
     con.print(f"[bold]dtnkit tune audit[/]: {escape(audit.host_label)}, profile "
               f"[bold]{audit.profile.name}[/], longest RTT {ctx.rtt_ms:g} ms")
@@ -64,8 +59,8 @@ def _key(f: Finding) -> str:
     return f"{f.device}: {f.label}" if f.device else f.label
 
 
-def plan(steps: Sequence[Step], skipped: Sequence[Finding], *, dry_run: bool) -> None:
-    con = console()
+def plan(con: Console, steps: Sequence[Step], skipped: Sequence[Finding], *,
+         dry_run: bool) -> None:
     if not steps:
         con.print("nothing to change")
     else:
@@ -86,17 +81,16 @@ def plan(steps: Sequence[Step], skipped: Sequence[Finding], *, dry_run: bool) ->
                   f"({escape(f.current_text)} -> {escape(f.recommended_text)})")
 
 
-def nothing_to_do(audit: Audit, skipped: Sequence[Finding]) -> None:
-    plan([], skipped, dry_run=False)
-    say("the selected groups already comply; no baseline was needed")
+def nothing_to_do(con: Console, audit: Audit, skipped: Sequence[Finding]) -> None:
+    plan(con, [], skipped, dry_run=False)
+    con.print("the selected groups already comply; no baseline was needed")
 
 
-def step_done(step: Step) -> None:
-    console().print(f"[green]✓[/] {escape(step.describe())}")
+def step_done(con: Console, step: Step) -> None:
+    con.print(f"[green]✓[/] {escape(step.describe())}")
 
 
-def outcome(out: Outcome, what: str) -> None:
-    con = console()
+def outcome(con: Console, out: Outcome, what: str) -> None:
     if out.baseline:
         con.print(f"baseline snapshot: [bold]{out.baseline}[/] "
                   f"(undo with `dtnkit tune restore`)")
@@ -119,8 +113,7 @@ def outcome(out: Outcome, what: str) -> None:
                   "the host is as it was before this run")
 
 
-def snapshot_list(rows: Sequence[dict[str, Any]], where: Path) -> None:
-    con = console()
+def snapshot_list(con: Console, rows: Sequence[dict[str, Any]], where: Path) -> None:
     if not rows:
         con.print(f"no snapshots in {where}")
         return
@@ -134,8 +127,7 @@ def snapshot_list(rows: Sequence[dict[str, Any]], where: Path) -> None:
     con.print(table)
 
 
-def snapshot(snap: Snapshot) -> None:
-    con = console()
+def snapshot(con: Console, snap: Snapshot) -> None:
     con.print(f"[bold]{snap.id}[/] ({snap.kind}) {escape(snap.label)}, {snap.created}, "
               f"host {escape(str(snap.host.get('hostname')))}"
               + (f", netns {snap.host['netns']}" if snap.host.get("netns") else ""))
@@ -157,8 +149,7 @@ def _value(value: Any) -> str:
     return str(value)
 
 
-def differences(a: str, b: str, diffs: Sequence[Difference]) -> None:
-    con = console()
+def differences(con: Console, a: str, b: str, diffs: Sequence[Difference]) -> None:
     if not diffs:
         con.print(f"no differences between {escape(a)} and {escape(b)}")
         return
@@ -172,8 +163,7 @@ def differences(a: str, b: str, diffs: Sequence[Difference]) -> None:
     con.print(f"{len(diffs)} differences")
 
 
-def profile(prof: Profile) -> None:
-    con = console()
+def profile(con: Console, prof: Profile) -> None:
     con.print(f"[bold]{prof.name}[/]: {escape(prof.description)}")
     con.print(f"[dim]files:[/] {', '.join(prof.files)}")
     con.print("[dim]params:[/] " + ", ".join(f"{k}={v:g}" for k, v in prof.params.items()))

@@ -9,6 +9,9 @@ from types import FrameType
 
 import click
 
+from dtnkit.cli.options import pass_env
+from dtnkit.cli.output import emit
+from dtnkit.environment import Environment
 from dtnkit.errors import BadInput
 
 
@@ -40,7 +43,9 @@ from dtnkit.errors import BadInput
 @click.option("--upload-expiry", type=click.FloatRange(1, 7 * 86400), default=3600.0,
               show_default=True,
               help="Seconds an idle partial-upload session (and its part file) is kept.")
-def serve(root: Path, host: str, port: int | None, cert: Path | None, key: Path | None,
+@pass_env
+def serve(env: Environment,
+          root: Path, host: str, port: int | None, cert: Path | None, key: Path | None,
           tokens_file: Path | None, anonymous_read: bool, quiet: bool,
           marker_interval: float, ca_file: Path | None = None,
           no_upload_sessions: bool = False, upload_expiry: float = 3600.0) -> int:
@@ -70,12 +75,13 @@ def serve(root: Path, host: str, port: int | None, cert: Path | None, key: Path 
         for signum in (signal.SIGTERM, signal.SIGINT):
             previous[signum] = signal.signal(signum, on_signal)
     try:
-        click.echo(f"dtnkit serve: listening on {handle.url} (root {handle.root})")
+        emit(env, {"url": handle.url, "root": str(handle.root)}, "table",
+             lambda p: p.echo(f"dtnkit serve: listening on {handle.url} (root {handle.root})"))
         while not stop.wait(0.5):
             pass
     finally:
         handle.stop()
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-    click.echo("dtnkit serve: stopped", err=True)
+    click.echo("dtnkit serve: stopped", file=env.stderr)
     return 0

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -11,18 +9,15 @@ from typing import Any
 
 import click
 
+from dtnkit.cli.options import db_option, pass_env, state_dir_option
+from dtnkit.cli.output import Printer, emit, for_people, format_option
+from dtnkit.environment import Environment
 from dtnkit.errors import BadInput, ExitStatus
 from dtnkit.host.host import Host
 from dtnkit.tune import apply as apply_mod
 from dtnkit.tune.audit import build_context, run_audit
 from dtnkit.tune.profile import GROUPS, USER_PROFILE_DIR, load_profile, shipped_names
-from dtnkit.tune.snapshot import (
-    DEFAULT_STATE_DIR,
-    Store,
-    diff,
-    load_values,
-    new_snapshot,
-)
+from dtnkit.tune.snapshot import Store, diff, load_values, new_snapshot
 from dtnkit.units import parse_ms
 
 
@@ -47,16 +42,8 @@ def _host_options(f: F) -> F:
 
 
 def _state_option(f: F) -> F:
-    return click.option(
-        "--state-dir", type=click.Path(path_type=Path), metavar="DIR",
-        default=lambda: os.environ.get("DTNKIT_STATE_DIR", str(DEFAULT_STATE_DIR)),
-        show_default="/var/lib/dtnkit or $DTNKIT_STATE_DIR", help="Where snapshots live.")(f)
-
-
-def _format_option(f: F) -> F:
-    return click.option("--format", "fmt", type=click.Choice(["table", "json"]),
-                        default="table", show_default=True,
-                        help="json: only JSON on stdout.")(f)
+    return state_dir_option(metavar="DIR", show_default="/var/lib/dtnkit or $DTNKIT_STATE_DIR",
+                            help="Where snapshots live.")(f)
 
 
 def _selection_options(f: F) -> F:
@@ -112,8 +99,9 @@ def tune() -> None:
 @tune.command()
 @_selection_options
 @_host_options
-@_format_option
-def audit(profile: str, profile_dir: tuple[Path, ...], groups: tuple[str, ...],
+@format_option
+@pass_env
+def audit(env: Environment, profile: str, profile_dir: tuple[Path, ...], groups: tuple[str, ...],
           ifaces: tuple[str, ...], rtt: str, speed_gbit: float | None, exact: bool,
           netns: str | None, tree: Path | None, fmt: str) -> int:
     """Compare current settings with a profile.  Reads only.
@@ -123,10 +111,7 @@ def audit(profile: str, profile_dir: tuple[Path, ...], groups: tuple[str, ...],
     host = make_host(netns, tree, read_only=True)
     result = run_audit(host, _profile(profile, profile_dir), groups=groups, rtt_ms=parse_rtt(rtt),
                        ifaces=ifaces, exact=exact, speed_gbit=speed_gbit)
-    if fmt == "json":
-        click.echo(json.dumps(result.as_dict(), indent=2))
-    else:
-        _render().audit_table(result)
+    emit(env, result.as_dict(), fmt, lambda p: _render().audit_table(p.console, result))
     return int(ExitStatus.OK if result.compliant else ExitStatus.DRIFT)
 
 
@@ -134,7 +119,7 @@ def audit(profile: str, profile_dir: tuple[Path, ...], groups: tuple[str, ...],
 @_selection_options
 @_host_options
 @_state_option
-@_format_option
+@format_option
 @click.option("--dry-run", is_flag=True, help="Print the plan; write nothing.")
 @click.option("--persist", is_flag=True,
               help="Also write /etc/sysctl.d/90-dtnkit.conf and a udev rule for interfaces.")
@@ -144,32 +129,29 @@ def audit(profile: str, profile_dir: tuple[Path, ...], groups: tuple[str, ...],
 @click.option("--label", default="", help="Label of the baseline snapshot.")
 @click.option("--from-experiment", "experiment_id", default=None, metavar="ID",
               help="Apply only the groups that helped in this experiment (its profile and RTT).")
-@click.option("--db", type=click.Path(path_type=Path), default=None,
-              help="Results store holding the experiment (default $DTNKIT_DB or "
-                   "/var/lib/dtnkit/results.sqlite).")
-def apply_cmd(profile: str, profile_dir: tuple[Path, ...], groups: tuple[str, ...],
+@db_option(help="Results store holding the experiment (default $DTNKIT_DB or "
+                "/var/lib/dtnkit/results.sqlite).")
+@pass_env
+def apply_cmd(env: Environment,
+              profile: str, profile_dir: tuple[Path, ...], groups: tuple[str, ...],
               ifaces: tuple[str, ...], rtt: str, speed_gbit: float | None, exact: bool,
               netns: str | None, tree: Path | None, state_dir: Path, fmt: str, dry_run: bool,
               persist: bool, want_mtu: bool, want_tuned: bool, label: str,
-              experiment_id: str | None, db: Path | None) -> int:
+              experiment_id: str | None, db: Path) -> int:
     """Apply a profile, one group at a time, after saving a baseline.
 
     Every write is verified; if one fails, everything this run changed is put back.
     """
     if experiment_id is not None:
-        from dtnkit.measure.store import DEFAULT_DB, ResultStore
+        from dtnkit.measure.store import ResultStore
 
-        exp = ResultStore(db or Path(os.environ.get("DTNKIT_DB", str(DEFAULT_DB)))
-                          ).get_experiment(experiment_id)
+        exp = ResultStore(db).get_experiment(experiment_id)
         groups = tuple(exp.get("helped", []))
         profile, rtt = exp["spec"]["profile"], f"{exp['spec']['rtt_ms']}ms"
         if not groups:
-            if fmt == "json":
-                click.echo(json.dumps({"ok": True, "experiment": experiment_id,
-                                       "applied": [], "baseline": None}))
-            else:
-                click.echo(f"experiment {experiment_id} found no group that helps: "
-                           "nothing to apply")
+            emit(env, {"ok": True, "experiment": experiment_id, "applied": [], "baseline": None},
+                 fmt, lambda p: p.echo(f"experiment {experiment_id} found no group that helps: "
+                                       "nothing to apply"), indent=None)
             return int(ExitStatus.OK)
         label = label or f"from {experiment_id}"
     host = make_host(netns, tree, read_only=dry_run)
@@ -179,32 +161,38 @@ def apply_cmd(profile: str, profile_dir: tuple[Path, ...], groups: tuple[str, ..
     on_request = [n for n, on in (("mtu", want_mtu), ("tuned", want_tuned)) if on]
     steps = apply_mod.plan(result, on_request)
     skipped = apply_mod.skipped_on_request(result, on_request)
+    skipped_keys = [f.key for f in skipped]
     if dry_run:
-        if fmt == "json":
-            click.echo(json.dumps({"dry_run": True, "plan": [s.as_dict() for s in steps],
-                                   "skipped_on_request": [f.key for f in skipped]}, indent=2))
-        else:
-            _render().plan(steps, skipped, dry_run=True)
+        emit(env, {"dry_run": True, "plan": [s.as_dict() for s in steps],
+                   "skipped_on_request": skipped_keys}, fmt,
+             lambda p: _render().plan(p.console, steps, skipped, dry_run=True))
         return int(ExitStatus.OK)
     if not steps and not persist:
-        if fmt == "json":
-            click.echo(json.dumps({"ok": True, "baseline": None, "applied": [],
-                                   "skipped_on_request": [f.key for f in skipped]}, indent=2))
-        else:
-            _render().nothing_to_do(result, skipped)
+        emit(env, {"ok": True, "baseline": None, "applied": [],
+                   "skipped_on_request": skipped_keys}, fmt,
+             lambda p: _render().nothing_to_do(p.console, result, skipped))
         return int(ExitStatus.OK)
     store = Store(state_dir)
-    if fmt == "table":
-        _render().plan(steps, skipped, dry_run=False)
+    person = for_people(env, fmt)
+    if person is not None:
+        _render().plan(person.console, steps, skipped, dry_run=False)
     out = apply_mod.apply(host, result, store, on_request=on_request, do_persist=persist,
-                          label=label, progress=_render().step_done if fmt == "table" else None)
-    if fmt == "json":
-        doc = out.as_dict()
-        doc["skipped_on_request"] = [f.key for f in skipped]
-        click.echo(json.dumps(doc, indent=2))
-    else:
-        _render().outcome(out, "apply")
+                          label=label, progress=_progress(person))
+    emit(env, {**out.as_dict(), "skipped_on_request": skipped_keys}, fmt,
+         lambda p: _render().outcome(p.console, out, "apply"))
     return _outcome_status(out)
+
+
+def _progress(person: Printer | None) -> Callable[[apply_mod.Step], None] | None:
+    """A tick per verified step, for people only."""
+    if person is None:
+        return None
+    con = person.console
+
+    def step_done(step: apply_mod.Step) -> None:
+        _render().step_done(con, step)
+
+    return step_done
 
 
 def _outcome_status(out: apply_mod.Outcome) -> int:
@@ -220,23 +208,25 @@ def _outcome_status(out: apply_mod.Outcome) -> int:
 @click.option("--label", default="manual", show_default=True)
 @_host_options
 @_state_option
-@_format_option
-def save(label: str, netns: str | None, tree: Path | None, state_dir: Path, fmt: str) -> int:
+@format_option
+@pass_env
+def save(env: Environment,
+         label: str, netns: str | None, tree: Path | None, state_dir: Path, fmt: str) -> int:
     """Save every restorable setting to a snapshot."""
     host = make_host(netns, tree, read_only=True)
     snap = new_snapshot(host, apply_mod.live_values(host), label, "manual")
     path = Store(state_dir).save(snap)
-    if fmt == "json":
-        click.echo(json.dumps({"id": snap.id, "path": str(path), "values": len(snap.values)}))
-    else:
-        _render().say(f"saved snapshot [bold]{snap.id}[/] ({len(snap.values)} settings) in {path}")
+    emit(env, {"id": snap.id, "path": str(path), "values": len(snap.values)}, fmt,
+         lambda p: p.console.print(f"saved snapshot [bold]{snap.id}[/] "
+                                   f"({len(snap.values)} settings) in {path}"), indent=None)
     return 0
 
 
 @tune.command(name="list")
 @_state_option
-@_format_option
-def list_cmd(state_dir: Path, fmt: str) -> int:
+@format_option
+@pass_env
+def list_cmd(env: Environment, state_dir: Path, fmt: str) -> int:
     """List saved snapshots."""
     store = Store(state_dir)
     rows = []
@@ -250,24 +240,19 @@ def list_cmd(state_dir: Path, fmt: str) -> int:
         except BadInput as exc:
             rows.append({"id": snap_id, "kind": "damaged", "label": exc.why, "created": "",
                          "netns": None, "values": 0, "last_baseline": False})
-    if fmt == "json":
-        click.echo(json.dumps(rows, indent=2))
-    else:
-        _render().snapshot_list(rows, store.dir)
+    emit(env, rows, fmt, lambda p: _render().snapshot_list(p.console, rows, store.dir))
     return 0
 
 
 @tune.command()
 @click.argument("snapshot")
 @_state_option
-@_format_option
-def show(snapshot: str, state_dir: Path, fmt: str) -> int:
+@format_option
+@pass_env
+def show(env: Environment, snapshot: str, state_dir: Path, fmt: str) -> int:
     """Show one snapshot (a name, unique prefix, label, or `last`)."""
     snap = Store(state_dir).load(snapshot)
-    if fmt == "json":
-        click.echo(json.dumps(snap.as_dict(), indent=2))
-    else:
-        _render().snapshot(snap)
+    emit(env, snap.as_dict(), fmt, lambda p: _render().snapshot(p.console, snap))
     return 0
 
 
@@ -276,8 +261,10 @@ def show(snapshot: str, state_dir: Path, fmt: str) -> int:
 @click.argument("b", required=False)
 @_host_options
 @_state_option
-@_format_option
-def diff_cmd(a: str, b: str | None, netns: str | None, tree: Path | None, state_dir: Path,
+@format_option
+@pass_env
+def diff_cmd(env: Environment,
+             a: str, b: str | None, netns: str | None, tree: Path | None, state_dir: Path,
              fmt: str) -> int:
     """Differences between A and B (default: the live host).
 
@@ -294,11 +281,9 @@ def diff_cmd(a: str, b: str | None, netns: str | None, tree: Path | None, state_
     # a sysctl.conf names only some keys: compare just those
     partial = a.endswith(".conf") or (b or "").endswith(".conf")
     diffs = diff(values_a, values_b, only_common=partial)
-    if fmt == "json":
-        click.echo(json.dumps({"a": name_a, "b": name_b, "differences": [
-            {"key": d.key, "a": d.a, "b": d.b} for d in diffs]}, indent=2))
-    else:
-        _render().differences(name_a, name_b, diffs)
+    emit(env, {"a": name_a, "b": name_b,
+               "differences": [{"key": d.key, "a": d.a, "b": d.b} for d in diffs]}, fmt,
+         lambda p: _render().differences(p.console, name_a, name_b, diffs))
     return int(ExitStatus.DRIFT if diffs else ExitStatus.OK)
 
 
@@ -306,9 +291,11 @@ def diff_cmd(a: str, b: str | None, netns: str | None, tree: Path | None, state_
 @click.argument("snapshot", required=False)
 @_host_options
 @_state_option
-@_format_option
+@format_option
 @click.option("--dry-run", is_flag=True, help="Print what would change; write nothing.")
-def restore_cmd(snapshot: str | None, netns: str | None, tree: Path | None, state_dir: Path,
+@pass_env
+def restore_cmd(env: Environment,
+                snapshot: str | None, netns: str | None, tree: Path | None, state_dir: Path,
                 fmt: str, dry_run: bool) -> int:
     """Put back a snapshot's exact values (default: the baseline of the last apply)."""
     store = Store(state_dir)
@@ -324,54 +311,50 @@ def restore_cmd(snapshot: str | None, netns: str | None, tree: Path | None, stat
     ctx = build_context(host, load_profile("dtn", ()))
     if dry_run:
         steps = apply_mod.restore_steps(host, snap, ctx)
-        if fmt == "json":
-            click.echo(json.dumps({"dry_run": True, "snapshot": snap.id,
-                                   "plan": [s.as_dict() for s in steps]}, indent=2))
-        else:
-            _render().plan(steps, [], dry_run=True)
+        emit(env, {"dry_run": True, "snapshot": snap.id, "plan": [s.as_dict() for s in steps]},
+             fmt, lambda p: _render().plan(p.console, steps, [], dry_run=True))
         return 0
-    out = apply_mod.restore(host, snap, store, ctx,
-                            progress=_render().step_done if fmt == "table" else None)
-    if fmt == "json":
-        click.echo(json.dumps({"snapshot": snap.id, **out.as_dict()}, indent=2))
-    else:
-        _render().outcome(out, f"restore of {snap.id}")
+    out = apply_mod.restore(host, snap, store, ctx, progress=_progress(for_people(env, fmt)))
+    emit(env, {"snapshot": snap.id, **out.as_dict()}, fmt,
+         lambda p: _render().outcome(p.console, out, f"restore of {snap.id}"))
     return _outcome_status(out)
 
 
 @tune.command()
 @click.argument("snapshot")
 @_state_option
-def delete(snapshot: str, state_dir: Path) -> int:
+@pass_env
+def delete(env: Environment, snapshot: str, state_dir: Path) -> int:
     """Delete a snapshot."""
     snap_id = Store(state_dir).delete(snapshot)
-    _render().say(f"deleted snapshot {snap_id}")
+    emit(env, {"deleted": snap_id}, "table",
+         lambda p: p.console.print(f"deleted snapshot {snap_id}"))
     return 0
 
 
 @tune.command()
 @click.argument("name", required=False)
 @click.option("--profile-dir", type=click.Path(path_type=Path), multiple=True)
-@_format_option
-def profiles(name: str | None, profile_dir: tuple[Path, ...], fmt: str) -> int:
+@format_option
+@pass_env
+def profiles(env: Environment, name: str | None, profile_dir: tuple[Path, ...],
+             fmt: str) -> int:
     """List profiles, or show one after includes are merged."""
     if name is None:
         names = shipped_names()
-        if fmt == "json":
-            click.echo(json.dumps(names))
-        else:
+
+        def listing(p: Printer) -> None:
             for n in names:
-                prof = load_profile(n, profile_dir)
-                _render().say(f"[bold]{n}[/]: {prof.description}")
+                p.console.print(f"[bold]{n}[/]: {load_profile(n, profile_dir).description}")
+
+        emit(env, names, fmt, listing, indent=None)
         return 0
     prof = _profile(name, profile_dir)
-    if fmt == "json":
-        click.echo(json.dumps({
-            "name": prof.name, "description": prof.description, "files": list(prof.files),
-            "params": prof.params,
-            "items": {k: {"group": s.group, "value": s.value, "tiers": s.tiers, "rule": s.rule,
-                          "mode": s.mode, "apply": s.apply, "source": s.source}
-                      for k, s in prof.items.items()}}, indent=2))
-    else:
-        _render().profile(prof)
+    emit(env, {
+        "name": prof.name, "description": prof.description, "files": list(prof.files),
+        "params": prof.params,
+        "items": {k: {"group": s.group, "value": s.value, "tiers": s.tiers, "rule": s.rule,
+                      "mode": s.mode, "apply": s.apply, "source": s.source}
+                  for k, s in prof.items.items()}},
+         fmt, lambda p: _render().profile(p.console, prof))
     return 0

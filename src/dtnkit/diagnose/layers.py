@@ -11,6 +11,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
+from dtnkit.errors import ExitStatus
 from dtnkit.measure.result import ProbeResult
 
 
@@ -24,8 +25,9 @@ class Layer(enum.StrEnum):
 
 
 # exit status of `dtnkit diagnose` for each verdict (docs/cli.md)
-EXIT = {Layer.NONE: 0, Layer.NIC: 10, Layer.HOST_NETWORK: 11, Layer.PATH: 12,
-        Layer.STORAGE: 13, Layer.APPLICATION: 14}
+EXIT = {Layer.NONE: ExitStatus.OK, Layer.NIC: ExitStatus.BINDS_NIC,
+        Layer.HOST_NETWORK: ExitStatus.BINDS_HOST_NETWORK, Layer.PATH: ExitStatus.BINDS_PATH,
+        Layer.STORAGE: ExitStatus.BINDS_STORAGE, Layer.APPLICATION: ExitStatus.BINDS_APPLICATION}
 
 WINDOW_LIMITED_PCT = 10.0  # rwnd_limited or sndbuf_limited share of the flow's busy time
 SOFTIRQ_SATURATED_PCT = 90.0

@@ -1,0 +1,112 @@
+"""The one environment object: where state lives, which token to send, and the terminal.
+
+Everything dtnkit takes from the process environment is read in one place,
+:meth:`Environment.from_os`, called once by ``dtnkit.cli.main.main`` and handed down to every
+command.  Nothing reads ``os.environ`` at import time, so a test builds its own
+``Environment(state_dir=tmp_path, ...)`` instead of setting variables or patching module
+globals (HTTPie's ``Environment`` is the model).
+
+Precedence, for each setting: an explicit command-line flag, then the environment variable
+read here, then the default below.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+#: snapshots, the apply lock, experiment state ($DTNKIT_STATE_DIR)
+DEFAULT_STATE_DIR = Path("/var/lib/dtnkit")
+#: the SQLite results store ($DTNKIT_DB)
+DEFAULT_RESULTS_DB = Path("/var/lib/dtnkit/results.sqlite")
+#: lab path state: one directory per path, and the lab lock ($DTNKIT_LAB_STATE)
+DEFAULT_LAB_STATE_ROOT = Path("/run/dtnkit/lab")
+#: columns when the width cannot be told (not a terminal, no $COLUMNS)
+FALLBACK_WIDTH = 160
+
+
+def _stdin() -> TextIO:
+    return sys.stdin
+
+
+def _stdout() -> TextIO:
+    return sys.stdout
+
+
+def _stderr() -> TextIO:
+    return sys.stderr
+
+
+@dataclass(frozen=True)
+class Environment:
+    """What a command may know about the process it runs in.
+
+    The defaults describe a quiet, non-interactive run: streams are the ones current when the
+    object is built, neither is a terminal, the width is the fallback.  ``from_os`` fills in
+    the real values.
+    """
+
+    state_dir: Path = DEFAULT_STATE_DIR
+    results_db: Path = DEFAULT_RESULTS_DB
+    lab_state_root: Path = DEFAULT_LAB_STATE_ROOT
+    #: bearer token for `dtnkit cp` when --token is not given
+    token: str | None = None
+    stdin: TextIO = field(default_factory=_stdin)
+    stdout: TextIO = field(default_factory=_stdout)
+    stderr: TextIO = field(default_factory=_stderr)
+    stdout_isatty: bool = False
+    stderr_isatty: bool = False
+    terminal_width: int = FALLBACK_WIDTH
+
+    @classmethod
+    def from_os(
+        cls,
+        environ: Mapping[str, str] | None = None,
+        *,
+        stdin: TextIO | None = None,
+        stdout: TextIO | None = None,
+        stderr: TextIO | None = None,
+    ) -> Environment:
+        """Read the process environment (or ``environ``) and the standard streams, once."""
+        env = os.environ if environ is None else environ
+        out = sys.stdout if stdout is None else stdout
+        err = sys.stderr if stderr is None else stderr
+        return cls(
+            state_dir=Path(env.get("DTNKIT_STATE_DIR", str(DEFAULT_STATE_DIR))),
+            results_db=Path(env.get("DTNKIT_DB", str(DEFAULT_RESULTS_DB))),
+            lab_state_root=Path(env.get("DTNKIT_LAB_STATE", str(DEFAULT_LAB_STATE_ROOT))),
+            # an empty variable counts as unset (a shell's `DTNKIT_TOKEN= dtnkit cp ...`)
+            token=env.get("DTNKIT_TOKEN") or env.get("BEARER_TOKEN") or None,
+            stdin=sys.stdin if stdin is None else stdin,
+            stdout=out,
+            stderr=err,
+            stdout_isatty=_isatty(out),
+            stderr_isatty=_isatty(err),
+            terminal_width=terminal_width(env),
+        )
+
+
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # a stream without a file, or a closed one
+        return False
+
+
+def terminal_width(environ: Mapping[str, str]) -> int:
+    """Columns as ``shutil.get_terminal_size`` finds them ($COLUMNS, then the terminal of the
+    process's original stdout), but from ``environ`` rather than ``os.environ``."""
+    try:
+        columns = int(environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0 and sys.__stdout__ is not None:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns if columns > 0 else FALLBACK_WIDTH
