@@ -23,13 +23,16 @@ cp      each tree's own ``dtnkit serve`` on 127.0.0.1 (free port, root in a /dev
         then that tree's ``dtnkit cp --json --retries 0`` downloading and uploading. Reduced
         matrix (12; ``--matrix full`` for all 16): per direction streams 1 and 4 x verify none
         and verify block with adler32 and with md5 (verify none ignores the checksum, so full
-        only repeats it). About 4 minutes at 1 GiB and 3 rounds on the 2-core VM.
-        Figures: cp's own ``seconds`` (the copy, without interpreter start-up) and the
-        process's wall time.
+        only repeats it). About 6 minutes at 1 GiB and 3 rounds on the loaded 2-core VM, under
+        2 minutes at 256 MiB.
+        Figures: cp's own ``seconds`` (the copy, without interpreter start-up), the process's
+        wall time, and CPU seconds (user + system) of the cp process plus its server meanwhile,
+        which other processes on a shared machine disturb much less than wall time.
 audit   ``dtnkit tune audit --format json`` on the captured trees ``dtn-a`` and ``dtn-b``
         (``--tree``, the fixtures of the before tree, so both trees read the same input) and on
         this host (all groups, ``--group buffers``): wall time of a fresh process (after one
-        warm-up run that writes the bytecode cache, as bench_audit.py does), and in-process
+        warm-up run that writes the bytecode cache, as bench_audit.py does) and its CPU
+        seconds (user + system, its own subprocesses included), and in-process
         time of ``dtnkit.cli.main.main([...])`` (stdout captured) in a small driver run once
         per round in each tree: the median of ``--inproc-calls`` calls after one warm-up call.
 
@@ -39,7 +42,7 @@ the same round (paired); tables give the median ratio and its min-max over the r
 each tree's median, and for cp also best after / best before (load from other processes only
 adds time, so the best of the rounds is the least disturbed figure).
 
-Checks before timing (a difference is a failure: listed at the end, exit status 1): the audit
+Checks (a difference is a failure: listed at the end, exit status 1): the audit
 commands print byte-identical JSON and exit alike in both trees (a live-host case whose output
 varies between two runs of the same tree is reported as not comparable, not as a failure);
 every first-round copy is byte-identical to the source, later rounds check the size; cp's JSON
@@ -57,6 +60,7 @@ import filecmp
 import http.client
 import json
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -194,6 +198,22 @@ def order(i: int, trees: tuple[Tree, Tree]) -> tuple[Tree, Tree]:
     return trees if i % 2 == 0 else (trees[1], trees[0])
 
 
+def proc_cpu(pid: int) -> float:
+    """CPU seconds (user + system) a running process has used so far, 0 if gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def children_cpu() -> float:
+    """CPU seconds of the waited-for children so far: the difference around one
+    ``subprocess.run`` is that process's CPU (the servers are not waited for until the end)."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 class CpuWatch:
     """CPU other processes used meanwhile (the VM is shared): /proc/stat busy time minus this
     script's, its waited-for children's and the running servers'."""
@@ -202,20 +222,12 @@ class CpuWatch:
         self.pids = pids
         self.start = self._sample()
 
-    @staticmethod
-    def _proc_cpu(pid: int) -> float:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        except (OSError, IndexError, ValueError):
-            return 0.0
-
     def _sample(self) -> tuple[float, float, float]:
         cpu = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
         busy = (sum(cpu[:8]) - cpu[3] - cpu[4]) / os.sysconf("SC_CLK_TCK")
         t = os.times()
         ours = t.user + t.system + t.children_user + t.children_system
-        ours += sum(self._proc_cpu(p) for p in self.pids)
+        ours += sum(proc_cpu(p) for p in self.pids)
         return time.monotonic(), busy, ours
 
     def report(self) -> str:
@@ -335,6 +347,7 @@ def cp_configs(matrix: str) -> list[CpConfig]:
 class CpRun:
     seconds: float  # cp's own figure
     wall: float
+    cpu: float  # the cp process's and its server's CPU seconds
     summary: dict[str, object]
 
 
@@ -376,10 +389,12 @@ class CpBench:
         argv = tree.dtnkit("cp", src, target, "--streams", str(c.streams), "--verify",
                            c.verify, "--checksum", c.checksum, "--retries", "0", "--json",
                            "--token", TOKEN)
+        cpu = children_cpu() + proc_cpu(server.proc.pid)
         start = time.perf_counter()
         r = subprocess.run(argv, capture_output=True, text=True, env=tree.env, timeout=1800,
                            check=False)
         wall = time.perf_counter() - start
+        cpu = children_cpu() + proc_cpu(server.proc.pid) - cpu
         try:
             if r.returncode != 0:
                 raise RuntimeError(f"{tree.label}: {c.name}: exit {r.returncode}: "
@@ -397,7 +412,7 @@ class CpBench:
             elif check and not filecmp.cmp(self.src, dst, shallow=False):
                 self.failures.append(f"cp {c.name} ({tree.label}): copy differs from the "
                                      f"source")
-            return CpRun(float(summary["seconds"]), wall, summary)
+            return CpRun(float(summary["seconds"]), wall, cpu, summary)
         finally:
             with contextlib.suppress(OSError):
                 dst.unlink()
@@ -432,6 +447,7 @@ class CpBench:
         rows = []
         bests: list[float] = []
         all_s: list[float] = []
+        all_cpu: list[float] = []
         for c in configs:
             b, af = runs[(c, before)], runs[(c, after)]
             sb, sa = [r.summary for r in b], [r.summary for r in af]
@@ -442,22 +458,27 @@ class CpBench:
                                      f"{strip[0]} vs {next(s for s in strip if s != strip[0])}")
             bs, as_ = [r.seconds for r in b], [r.seconds for r in af]
             bw, aw = [r.wall for r in b], [r.wall for r in af]
+            bc, ac = [r.cpu for r in b], [r.cpu for r in af]
             rows.append([c.name, f"{statistics.median(bs):.2f}", f"{statistics.median(as_):.2f}",
                          fmt_ratio(paired(bs, as_)), f"{min(as_) / min(bs):.3f}",
-                         f"{statistics.median(bw):.2f}", f"{statistics.median(aw):.2f}",
-                         fmt_ratio(paired(bw, aw)), f"{min(aw) / min(bw):.3f}"])
+                         fmt_ratio(paired(bw, aw)), f"{statistics.median(bc):.2f}",
+                         f"{statistics.median(ac):.2f}", fmt_ratio(paired(bc, ac))])
             bests.append(min(as_) / min(bs))
             all_s.extend(paired(bs, as_))
+            all_cpu.extend(paired(bc, ac))
         out(f"### cp: {a.size} MiB on {a.dir} over loopback, {a.rounds} rounds interleaved, "
             f"8 MiB blocks, warm server digests; seconds (median of the rounds), after / before "
             f"(median [min-max] of the per-round ratios) and best after / best before")
         out()
-        table(["copy", "before s", "after s", "ratio", "best ratio", "before wall s",
-               "after wall s", "wall ratio", "wall best ratio"], rows)
-        out(f"Over all copies: per-round ratios (cp's seconds) {fmt_ratio(all_s)}; geometric "
-            f"mean of the best ratios {statistics.geometric_mean(bests):.3f}. \"s\" is the "
-            f"copy as cp reports it (--json seconds), \"wall\" the process, with interpreter "
-            f"start-up and imports.")
+        table(["copy", "before s", "after s", "ratio", "best ratio", "wall ratio",
+               "before CPU s", "after CPU s", "CPU ratio"], rows)
+        out(f"Over all copies: per-round ratios of cp's seconds {fmt_ratio(all_s)}, of CPU "
+            f"{fmt_ratio(all_cpu)}; geometric mean of the best ratios "
+            f"{statistics.geometric_mean(bests):.3f}. \"s\" is the copy as cp reports it "
+            f"(--json seconds); \"wall\" the cp process, with interpreter start-up and "
+            f"imports; \"CPU\" the user + system seconds of the cp process and of its server "
+            f"during it (start-up included; less disturbed by other processes than wall time "
+            f"on a shared machine).")
         out()
         out(watch.report())
         out()
@@ -499,11 +520,14 @@ def audit_cases(fixtures: Path) -> list[tuple[str, list[str], bool]]:
     return cases
 
 
-def run_cli(tree: Tree, argv: list[str]) -> tuple[float, subprocess.CompletedProcess[bytes]]:
+def run_cli(tree: Tree, argv: list[str]
+            ) -> tuple[float, float, subprocess.CompletedProcess[bytes]]:
+    """(wall seconds, CPU seconds, result) of one fresh ``dtnkit`` process."""
+    cpu = children_cpu()
     start = time.perf_counter()
     r = subprocess.run(tree.dtnkit(*argv), capture_output=True, env=tree.env, timeout=600,
                        check=False)
-    return time.perf_counter() - start, r
+    return time.perf_counter() - start, children_cpu() - cpu, r
 
 
 def section_audit(args: argparse.Namespace, trees: tuple[Tree, Tree],
@@ -514,7 +538,7 @@ def section_audit(args: argparse.Namespace, trees: tuple[Tree, Tree],
     comparable: dict[str, str] = {}
     # identical outputs first (this run is also the warm-up that writes the bytecode)
     for name, argv, deterministic in cases:
-        got = {t.label: run_cli(t, argv)[1] for t in trees}
+        got = {t.label: run_cli(t, argv)[2] for t in trees}
         for t in trees:
             if got[t.label].returncode not in AUDIT_OK:
                 raise SystemExit(f"audit {name} ({t.label}) failed "
@@ -524,7 +548,7 @@ def section_audit(args: argparse.Namespace, trees: tuple[Tree, Tree],
         same = b.stdout == a.stdout and b.returncode == a.returncode
         if same:
             comparable[name] = "identical"
-        elif not deterministic and run_cli(trees[0], argv)[1].stdout != b.stdout:
+        elif not deterministic and run_cli(trees[0], argv)[2].stdout != b.stdout:
             comparable[name] = "varies between runs, not compared"
         else:
             comparable[name] = "DIFFERENT"
@@ -532,12 +556,18 @@ def section_audit(args: argparse.Namespace, trees: tuple[Tree, Tree],
                             f"{a.returncode}, {len(b.stdout)} vs {len(a.stdout)} bytes)")
         log(f"audit {name}: outputs {comparable[name]}")
     rows = []
+    all_wall: list[float] = []
+    all_cpu: list[float] = []
+    all_inproc: list[float] = []
     n = args.audit_runs
     for name, argv, _det in cases:
         wall: dict[str, list[float]] = {t.label: [] for t in trees}
+        cpu: dict[str, list[float]] = {t.label: [] for t in trees}
         for i in range(n):
             for t in order(i, trees):
-                wall[t.label].append(run_cli(t, argv)[0])
+                w, c, _r = run_cli(t, argv)
+                wall[t.label].append(w)
+                cpu[t.label].append(c)
         inproc: dict[str, list[float]] = {t.label: [] for t in trees}
         for i in range(args.inproc_rounds):
             for t in order(i, trees):
@@ -549,12 +579,17 @@ def section_audit(args: argparse.Namespace, trees: tuple[Tree, Tree],
                                      f"{(r.stdout + r.stderr)[-800:]}")
                 inproc[t.label].append(statistics.median(json.loads(r.stdout)["times"]))
         bw, aw = (wall[t.label] for t in trees)
+        bc, ac = (cpu[t.label] for t in trees)
         bi, ai = (inproc[t.label] for t in trees)
+        all_wall.extend(paired(bw, aw))
+        all_cpu.extend(paired(bc, ac))
+        all_inproc.extend(paired(bi, ai))
         log(f"audit {name}: wall {statistics.median(bw) * 1e3:.0f} / "
             f"{statistics.median(aw) * 1e3:.0f} ms, in-process "
             f"{statistics.median(bi) * 1e3:.1f} / {statistics.median(ai) * 1e3:.1f} ms")
         rows.append([name, comparable[name], f"{statistics.median(bw) * 1e3:.0f}",
                      f"{statistics.median(aw) * 1e3:.0f}", fmt_ratio(paired(bw, aw)),
+                     fmt_ratio(paired(bc, ac)),
                      f"{statistics.median(bi) * 1e3:.1f}", f"{statistics.median(ai) * 1e3:.1f}",
                      fmt_ratio(paired(bi, ai))])
     out(f"### tune audit --format json: wall time of a fresh process ({n} runs interleaved, "
@@ -562,8 +597,11 @@ def section_audit(args: argparse.Namespace, trees: tuple[Tree, Tree],
         f"tree, each the median of {args.inproc_calls} calls after a warm-up call); ms "
         f"(median) and after / before (median [min-max] of the paired ratios)")
     out()
-    table(["case", "output", "before ms", "after ms", "wall ratio", "before in-proc ms",
-           "after in-proc ms", "in-proc ratio"], rows)
+    table(["case", "output", "before ms", "after ms", "wall ratio", "CPU ratio",
+           "before in-proc ms", "after in-proc ms", "in-proc ratio"], rows)
+    out(f"Over all cases: paired wall ratios {fmt_ratio(all_wall)}, CPU (user + system of the "
+        f"process) {fmt_ratio(all_cpu)}, in-process {fmt_ratio(all_inproc)}.")
+    out()
     out(watch.report())
     out()
 
