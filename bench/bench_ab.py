@@ -453,9 +453,12 @@ class CpBench:
             sb, sa = [r.summary for r in b], [r.summary for r in af]
             volatile = ("seconds", "rate_bps")
             strip = [{k: v for k, v in s.items() if k not in volatile} for s in (*sb, *sa)]
-            if any(s != strip[0] for s in strip):
-                self.failures.append(f"cp {c.name}: --json summaries differ: "
-                                     f"{strip[0]} vs {next(s for s in strip if s != strip[0])}")
+            other = next((s for s in strip if s != strip[0]), None)
+            if other is not None:
+                diff = {k: (strip[0].get(k), other.get(k)) for k in {*strip[0], *other}
+                        if strip[0].get(k) != other.get(k)}
+                self.failures.append(f"cp {c.name}: --json summaries differ (key: before "
+                                     f"first round, the first that differs): {diff}")
             bs, as_ = [r.seconds for r in b], [r.seconds for r in af]
             bw, aw = [r.wall for r in b], [r.wall for r in af]
             bc, ac = [r.cpu for r in b], [r.cpu for r in af]
@@ -520,6 +523,16 @@ def audit_cases(fixtures: Path) -> list[tuple[str, list[str], bool]]:
     return cases
 
 
+def first_difference(before: bytes, after: bytes) -> str:
+    """Where two outputs part: the first differing line of each."""
+    bl, al = before.decode(errors="replace").splitlines(), after.decode(errors="replace")\
+        .splitlines()
+    for i, (x, y) in enumerate(zip(bl, al, strict=False)):
+        if x != y:
+            return f"line {i + 1}: before {x[:80]!r}, after {y[:80]!r}"
+    return f"one ends at line {min(len(bl), len(al)) + 1}"
+
+
 def run_cli(tree: Tree, argv: list[str]
             ) -> tuple[float, float, subprocess.CompletedProcess[bytes]]:
     """(wall seconds, CPU seconds, result) of one fresh ``dtnkit`` process."""
@@ -553,7 +566,8 @@ def section_audit(args: argparse.Namespace, trees: tuple[Tree, Tree],
         else:
             comparable[name] = "DIFFERENT"
             failures.append(f"audit {name}: output differs (exit {b.returncode} vs "
-                            f"{a.returncode}, {len(b.stdout)} vs {len(a.stdout)} bytes)")
+                            f"{a.returncode}, {len(b.stdout)} vs {len(a.stdout)} bytes); "
+                            f"{first_difference(b.stdout, a.stdout)}")
         log(f"audit {name}: outputs {comparable[name]}")
     rows = []
     all_wall: list[float] = []
@@ -680,4 +694,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    try:
+        raise SystemExit(main())
+    except KeyboardInterrupt:  # the servers are stopped and the files removed by now
+        log("interrupted")
+        raise SystemExit(130) from None
