@@ -29,12 +29,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.sup
 from tests.support.lab import set_tcp_buffers
 
 from dtnkit.cli.main import main as dtnkit
+from dtnkit.environment import Environment
 from dtnkit.lab import path as lab
 from dtnkit.lab.disk import slow_disk
-from dtnkit.lab.path import DEFAULT_LAB_STATE
 
 # where `dtnkit lab` keeps its state: the CLI commands below find the paths there
-STATE = Path(os.environ.get("DTNKIT_LAB_STATE", str(DEFAULT_LAB_STATE)))
+STATE = Environment.from_os().lab_state_root
 
 
 def run(*argv: str) -> tuple[int, Any]:

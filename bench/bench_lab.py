@@ -25,11 +25,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.sup
 
 from tests.support.lab import goodput_bps, set_tcp_buffers
 
+from dtnkit.environment import Environment
 from dtnkit.lab import path as lab
-from dtnkit.lab.path import DEFAULT_LAB_STATE, LabPath
+from dtnkit.lab.path import LabPath
 
 # where `dtnkit lab` keeps its state, as the CLI has it
-STATE = Path(os.environ.get("DTNKIT_LAB_STATE", str(DEFAULT_LAB_STATE)))
+STATE = Environment.from_os().lab_state_root
 
 BIG = "4096 131072 268435456"
 WIRE = 1448 / 1514

@@ -5,7 +5,7 @@ when a side has several) routed through a middle namespace ``dkl-NAME-path`` tha
 path: the one-way delay and loss (netem when the kernel has it, else dtnkit's NFQUEUE delay
 stage) and the rate cap (htb with a byte-limited FIFO on the middle's egress devices).
 
-State is kept under ``STATE_ROOT/NAME/state.json`` (the CLI's default root is
+State is kept under ``state_root/NAME/state.json`` (the CLI's default root is
 ``/run/dtnkit/lab``) and written *before* anything is built, so ``down`` cleans up after a
 crash, a failed build or ``kill -9`` of the emulator.  Every call that reads or writes state
 takes its ``state_root``: nothing here reads the environment.
@@ -34,7 +34,6 @@ from dtnkit.errors import BadInput, DtnkitError, NeedsRoot, ToolMissing
 from dtnkit.host.host import Host
 from dtnkit.measure.probes.net import LabPeers, Peer
 
-DEFAULT_LAB_STATE = Path("/run/dtnkit/lab")
 NS_PREFIX = "dkl-"
 _NAME = re.compile(r"^[a-z][a-z0-9]{0,11}$")
 LINK_DEV = "dklink0"  # the end host's device, in its own namespace

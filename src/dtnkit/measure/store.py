@@ -19,9 +19,6 @@ from typing import Any
 from dtnkit.errors import BadInput
 from dtnkit.measure.result import ProbeResult
 
-# where the CLI keeps results unless told otherwise (--db, $DTNKIT_DB: read by the CLI only)
-DEFAULT_DB = Path("/var/lib/dtnkit/results.sqlite")
-
 _DDL = """
 CREATE TABLE IF NOT EXISTS results (
     id INTEGER PRIMARY KEY AUTOINCREMENT,

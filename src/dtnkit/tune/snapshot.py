@@ -29,7 +29,6 @@ from dtnkit.tune.kinds.base import Scope, Tunable
 from dtnkit.tune.registry import KINDS, tunable_for_key
 
 SCHEMA = "dtnkit.snapshot/1"
-DEFAULT_STATE_DIR = Path("/var/lib/dtnkit")
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 # Order in which kinds of settings are written (and the reverse for undo): the registry's.

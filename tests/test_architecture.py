@@ -1,0 +1,81 @@
+"""The import rules of docs/architecture.md that import-linter does not check.
+
+import-linter (run by dev/test.sh) checks the layers and that no modules import each other in a
+cycle.  This checks the third rule: no module uses another module's private (``_name``) names,
+whether imported by name (``from dtnkit.x import _y``) or reached through a module
+(``from dtnkit import x``; ``x._y``).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+
+def _modules() -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for path in sorted((SRC / "dtnkit").rglob("*.py")):
+        parts = list(path.relative_to(SRC).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+def _absolute(module: str, path: Path, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+    base = package[: len(package) - node.level + 1]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def private_uses(modules: dict[str, Path]) -> list[str]:
+    problems: list[str] = []
+    for module, path in modules.items():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        aliases: dict[str, str] = {}  # local name -> dtnkit module it is bound to
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name in modules and alias.asname:
+                        aliases[alias.asname] = alias.name
+            elif isinstance(node, ast.ImportFrom):
+                source = _absolute(module, path, node)
+                if not source.startswith("dtnkit"):
+                    continue
+                for alias in node.names:
+                    full = f"{source}.{alias.name}"
+                    if full in modules:
+                        aliases[alias.asname or alias.name] = full
+                    elif _private(alias.name) and source != module:
+                        problems.append(f"{module} imports {source}.{alias.name}")
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                    and node.value.id in aliases and _private(node.attr)
+                    and aliases[node.value.id] != module):
+                problems.append(f"{module} uses {aliases[node.value.id]}.{node.attr}"
+                                f" (line {node.lineno})")
+    return sorted(set(problems))
+
+
+def test_the_checker_sees_a_private_import(tmp_path: Path) -> None:
+    a = tmp_path / "a.py"
+    a.write_text("from dtnkit.b import _hidden\nfrom dtnkit import c\nc._secret()\n")
+    b, c = tmp_path / "b.py", tmp_path / "c.py"
+    b.write_text("_hidden = 1\n")
+    c.write_text("def _secret() -> None: ...\n")
+    found = private_uses({"dtnkit.a": a, "dtnkit.b": b, "dtnkit.c": c})
+    assert found == ["dtnkit.a imports dtnkit.b._hidden", "dtnkit.a uses dtnkit.c._secret (line 3)"]
+
+
+def test_no_module_uses_another_modules_private_names() -> None:
+    modules = _modules()
+    assert "dtnkit.transfer.server.adapter" in modules  # it reads the real tree
+    assert private_uses(modules) == []
