@@ -419,7 +419,10 @@ class CpBench:
 
     def section(self, stack: ExitStack) -> None:
         a = self.args
-        configs = cp_configs(a.matrix)
+        configs = [c for c in cp_configs(a.matrix)
+                   if not a.copies or any(want in c.name for want in a.copies)]
+        if not configs:
+            raise SystemExit(f"bench_ab: no copy matches --copies {a.copies}")
         log(f"cp: writing the {a.size} MiB source in {self.base}")
         self.make_source()
         tokens = self.base / "tokens"
@@ -636,6 +639,9 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--only", choices=("cp", "audit"), default=None)
     ap.add_argument("--matrix", choices=("reduced", "full"), default="reduced",
                     help="cp configurations (default reduced: 12; full: 16)")
+    ap.add_argument("--copies", action="append", default=[], metavar="TEXT",
+                    help="only the copies whose name contains TEXT (repeatable), e.g. "
+                         "'upload 4 str none'")
     ap.add_argument("--audit-runs", type=int, default=15,
                     help="fresh-process audit runs per case and tree (default 15)")
     ap.add_argument("--inproc-rounds", type=int, default=5,

@@ -9,16 +9,14 @@ the source.
 from __future__ import annotations
 
 import shlex
-import subprocess
-import time
 from typing import Any
 
-from dtnkit.errors import BadInput, DtnkitError
+from dtnkit.errors import BadInput
 from dtnkit.host.host import Host
 from dtnkit.measure.probes.e2e import KIND as E2E_KIND
 from dtnkit.measure.probes.e2e import E2ESpec, rate_summary, source_size
-from dtnkit.measure.sampler import Sampler
 from dtnkit.measure.tool import Context, ToolRun
+from dtnkit.measure.tools.timed import run_timed
 
 
 class Command:
@@ -43,19 +41,8 @@ class Command:
         # join the cgroup before entering the namespace: `ip netns exec` remounts /sys, so the
         # cgroup files are not visible inside it
         argv = context.argv(host.argv(["sh", "-c", line]))
-        with Sampler(host, interval_s=spec.interval_s) as sampler:
-            t0 = time.monotonic()
-            try:
-                proc = subprocess.run(argv, capture_output=True, text=True, check=False,
-                                      timeout=spec.timeout_s)
-            except subprocess.TimeoutExpired as exc:
-                raise DtnkitError("the transfer did not finish", f"{exc.timeout:g} s passed",
-                                  "raise --timeout or check the transfer") from exc
-            wall = time.monotonic() - t0
-        if proc.returncode != 0:
-            raise DtnkitError("the transfer command failed",
-                              (proc.stderr or proc.stdout).strip()[-400:] or
-                              f"exit status {proc.returncode}",
-                              "run the command by hand to see why")
-        return ToolRun({**rate_summary(size, wall), **self.parse(proc.stdout)},
-                       proc.stdout + proc.stderr, sampler.samples, {"command_line": line})
+        done = run_timed(host, argv, spec, failed="the transfer command failed",
+                         next_step="run the command by hand to see why")
+        return ToolRun({**rate_summary(size, done.wall), **self.parse(done.proc.stdout)},
+                       done.proc.stdout + done.proc.stderr, done.samples,
+                       {"command_line": line})

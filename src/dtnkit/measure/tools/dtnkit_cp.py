@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import json
 import shlex
-import subprocess
 import sys
-import time
 from typing import Any
 
 from dtnkit.errors import DtnkitError
@@ -21,8 +19,8 @@ from dtnkit.host.host import Host
 from dtnkit.host.parsers import ParseError
 from dtnkit.measure.probes.e2e import KIND as E2E_KIND
 from dtnkit.measure.probes.e2e import E2ESpec, rate_summary
-from dtnkit.measure.sampler import Sampler
 from dtnkit.measure.tool import Context, ToolRun
+from dtnkit.measure.tools.timed import run_timed
 
 SOURCE = "dtnkit cp --json"
 
@@ -62,26 +60,15 @@ class DtnkitCp:
     def run(self, host: Host, spec: E2ESpec, context: Context) -> ToolRun:
         mover = [sys.executable, "-m", "dtnkit", "cp", spec.src, spec.dst, "--json"]
         argv = context.argv(host.argv(mover))
-        with Sampler(host, interval_s=spec.interval_s) as sampler:
-            t0 = time.monotonic()
-            try:
-                proc = subprocess.run(argv, capture_output=True, text=True, check=False,
-                                      timeout=spec.timeout_s)
-            except subprocess.TimeoutExpired as exc:
-                raise DtnkitError("the transfer did not finish", f"{exc.timeout:g} s passed",
-                                  "raise --timeout or check the transfer") from exc
-            wall = time.monotonic() - t0
-        if proc.returncode != 0:
-            raise DtnkitError("the transfer with dtnkit cp failed",
-                              (proc.stderr or proc.stdout).strip()[-400:] or
-                              f"exit status {proc.returncode}",
-                              f"run `dtnkit cp {shlex.quote(spec.src)} "
-                              f"{shlex.quote(spec.dst)}` by hand to see why")
+        done = run_timed(host, argv, spec, failed="the transfer with dtnkit cp failed",
+                         next_step=f"run `dtnkit cp {shlex.quote(spec.src)} "
+                                   f"{shlex.quote(spec.dst)}` by hand to see why")
         try:
-            figures = parse_cp_json(proc.stdout)
+            figures = parse_cp_json(done.proc.stdout)
         except ParseError as exc:
             raise DtnkitError("dtnkit cp printed no summary", str(exc),
                               "run it by hand with --json") from None
         size = spec.bytes if spec.bytes is not None else int(figures["mover_bytes"])
-        return ToolRun({**rate_summary(size, wall), **figures}, proc.stdout + proc.stderr,
-                       sampler.samples, {"command_line": shlex.join(mover)})
+        return ToolRun({**rate_summary(size, done.wall), **figures},
+                       done.proc.stdout + done.proc.stderr, done.samples,
+                       {"command_line": shlex.join(mover)})

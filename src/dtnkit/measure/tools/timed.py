@@ -1,0 +1,40 @@
+"""One timed transfer process for the end-to-end tools: run it beside the sampler, within
+the probe's time limit, and turn a non-zero exit into one clear error."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from dtnkit.errors import DtnkitError
+from dtnkit.host.host import Host
+from dtnkit.measure.probes.e2e import E2ESpec
+from dtnkit.measure.sampler import Sampler
+
+
+@dataclass
+class Timed:
+    proc: subprocess.CompletedProcess[str]
+    wall: float  # seconds, process start included
+    samples: list[dict[str, Any]]
+
+
+def run_timed(host: Host, argv: list[str], spec: E2ESpec, *, failed: str,
+              next_step: str) -> Timed:
+    """Run *argv* (already wrapped for the host's namespace and cgroup) and time it;
+    ``failed`` names the transfer in the error when it exits non-zero."""
+    with Sampler(host, interval_s=spec.interval_s) as sampler:
+        t0 = time.monotonic()
+        try:
+            proc = subprocess.run(argv, capture_output=True, text=True, check=False,
+                                  timeout=spec.timeout_s)
+        except subprocess.TimeoutExpired as exc:
+            raise DtnkitError("the transfer did not finish", f"{exc.timeout:g} s passed",
+                              "raise --timeout or check the transfer") from exc
+        wall = time.monotonic() - t0
+    if proc.returncode != 0:
+        raise DtnkitError(failed, (proc.stderr or proc.stdout).strip()[-400:] or
+                          f"exit status {proc.returncode}", next_step)
+    return Timed(proc, wall, sampler.samples)
