@@ -89,3 +89,43 @@ def parse_bytes(text: str | int, what: str = "queue size", *, lo: int = 1500,
         raise BadInput(f"{what} {value} bytes is out of range",
                        f"allowed: {lo} to {hi} bytes", f"give a {what} in that range")
     return value
+
+
+# Link speeds: bit units only (tc's `bps` means bytes/s, and people mean bits when they
+# write "25Gbps" for a NIC, so the byte units are refused rather than guessed); ethtool's
+# "Mb/s" spelling is accepted as it prints it.
+_SPEED = {u: s for u, s in _RATE.items() if not u.endswith("bps") and u != ""}
+_SPEED.update({"b/s": 1, "kb/s": 10**3, "mb/s": 10**6, "gb/s": 10**9, "tb/s": 10**12})
+BARE_SPEED_MAX_GBIT = 1000
+
+
+def parse_speed(text: str | float, what: str = "speed") -> int:
+    """``25gbit``, ``100G``, ``10000mbit``, ``25000Mb/s`` or a bare ``25`` (Gbit/s) -> Mbit/s.
+
+    A bare number is Gbit/s; one above 1000 is refused, since ethtool prints Mb/s and
+    ``--speed 10000`` would otherwise mean 10 Tbit/s.  The result is 10 Mbit/s to 1.6 Tbit/s.
+    """
+    example = f"e.g. --{what} 25gbit, --{what} 100G or --{what} 10000mbit"
+    raw = str(text).strip()
+    m = re.fullmatch(_NUM + r"([A-Za-z/]*)\s*", raw)
+    unit = m.group(2).lower() if m else ""
+    if not m or (unit and unit not in _SPEED):
+        raise BadInput(f"bad {what} {raw!r}",
+                       "give a link speed with a bit unit (gbit, mbit, G, M, Gb/s) or a "
+                       "bare number of Gbit/s", example)
+    number = float(m.group(1))
+    if not unit:
+        if number > BARE_SPEED_MAX_GBIT:
+            raise BadInput(
+                f"{what} {raw} is read as {number:g} Gbit/s",
+                f"a bare number is Gbit/s and no NIC is faster than {BARE_SPEED_MAX_GBIT} "
+                "Gbit/s; ethtool reports Mb/s",
+                f"write the unit: --{what} {raw}mbit (or --{what} {number / 1000:g}gbit)")
+        bits = number * 10**9
+    else:
+        bits = number * _SPEED[unit]
+    mbps = int(round(bits / 10**6))
+    if not 10 <= mbps <= 1_600_000:
+        raise BadInput(f"{what} {raw} ({bits / 1e9:g} Gbit/s) is out of range",
+                       "allowed: 10 Mbit/s to 1600 Gbit/s", example)
+    return mbps

@@ -49,7 +49,9 @@ def audit_table(con: Console, audit: Audit) -> None:
     counts = ", ".join(f"{n} {s}" for s, n in audit.counts.items() if n)
     verdict = "[green]compliant[/]" if audit.compliant else "[yellow]not compliant[/]"
     con.print(f"{verdict}: {counts}")
-    if not audit.compliant:
+    for item in audit.undecided:
+        con.print(f"[magenta]unknown:[/] {len(item['keys'])} items: {escape(item['hint'])}")
+    if any(f.status == "differs" for f in audit.findings):
         con.print("[dim]next: `dtnkit tune apply --dry-run` shows what apply would change[/]")
 
 

@@ -18,7 +18,7 @@ from dtnkit.tune import apply as apply_mod
 from dtnkit.tune.audit import build_context, run_audit
 from dtnkit.tune.profile import GROUPS, USER_PROFILE_DIR, load_profile, shipped_names
 from dtnkit.tune.snapshot import Store, diff, load_values, new_snapshot
-from dtnkit.units import parse_ms
+from dtnkit.units import parse_ms, parse_speed
 
 
 def _render() -> Any:
@@ -58,8 +58,9 @@ def _selection_options(f: F) -> F:
                      help="Only these interfaces (a bond or VLAN means its members)."),
         click.option("--rtt", default="100ms", show_default=True,
                      help="Longest RTT the host must serve, e.g. 150ms."),
-        click.option("--speed", "speed_gbit", type=float, metavar="GBIT",
-                     help="Size for this link speed when the NIC reports none (VMs)."),
+        click.option("--speed", "speed", metavar="SPEED",
+                     help="Size every speed-dependent item for this link speed, e.g. 25gbit, "
+                          "100G, 10000mbit (a bare number is Gbit/s; at most 1000)."),
         click.option("--exact", is_flag=True,
                      help="Flag and set values above the recommendation too (not raise-only)."),
     ]
@@ -102,15 +103,17 @@ def tune() -> None:
 @format_option
 @pass_env
 def audit(env: Environment, profile: str, profile_dir: tuple[Path, ...], groups: tuple[str, ...],
-          ifaces: tuple[str, ...], rtt: str, speed_gbit: float | None, exact: bool,
+          ifaces: tuple[str, ...], rtt: str, speed: str | None, exact: bool,
           netns: str | None, tree: Path | None, fmt: str) -> int:
     """Compare current settings with a profile.  Reads only.
 
-    Exit 0 when every selected item complies, 3 when any differs.
+    Exit 0 when every selected item complies, 3 when any differs or is unknown (the output
+    says what to give, e.g. --speed for a NIC that reports none).
     """
     host = make_host(netns, tree, read_only=True)
     result = run_audit(host, _profile(profile, profile_dir), groups=groups, rtt_ms=parse_rtt(rtt),
-                       ifaces=ifaces, exact=exact, speed_gbit=speed_gbit)
+                       ifaces=ifaces, exact=exact,
+                       speed_mbps=None if speed is None else parse_speed(speed))
     emit(env, result.as_dict(), fmt, lambda p: _render().audit_table(p.console, result))
     return int(ExitStatus.OK if result.compliant else ExitStatus.DRIFT)
 
@@ -134,7 +137,7 @@ def audit(env: Environment, profile: str, profile_dir: tuple[Path, ...], groups:
 @pass_env
 def apply_cmd(env: Environment,
               profile: str, profile_dir: tuple[Path, ...], groups: tuple[str, ...],
-              ifaces: tuple[str, ...], rtt: str, speed_gbit: float | None, exact: bool,
+              ifaces: tuple[str, ...], rtt: str, speed: str | None, exact: bool,
               netns: str | None, tree: Path | None, state_dir: Path, fmt: str, dry_run: bool,
               persist: bool, want_mtu: bool, want_tuned: bool, label: str,
               experiment_id: str | None, db: Path) -> int:
@@ -157,7 +160,7 @@ def apply_cmd(env: Environment,
     host = make_host(netns, tree, read_only=dry_run)
     prof = _profile(profile, profile_dir)
     result = run_audit(host, prof, groups=groups, rtt_ms=parse_rtt(rtt), ifaces=ifaces,
-                       exact=exact, speed_gbit=speed_gbit)
+                       exact=exact, speed_mbps=None if speed is None else parse_speed(speed))
     on_request = [n for n, on in (("mtu", want_mtu), ("tuned", want_tuned)) if on]
     steps = apply_mod.plan(result, on_request)
     skipped = apply_mod.skipped_on_request(result, on_request)

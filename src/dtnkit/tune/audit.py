@@ -44,6 +44,7 @@ class Finding:
     apply: str  # auto | on-request | audit-only
     mode: str
     target: Any = None  # what apply would write (raise-only keeps larger parts)
+    give: str = ""  # for "unknown": the option that would decide it (e.g. "--speed")
     tunable: Tunable | None = field(default=None, repr=False)
 
     def as_dict(self) -> dict[str, Any]:
@@ -71,7 +72,25 @@ class Audit:
 
     @property
     def compliant(self) -> bool:
-        return not any(f.status == "differs" for f in self.findings)
+        """Nothing differs and nothing is unknown: an item dtnkit cannot judge is not proof
+        that the host complies."""
+        return not any(f.status in ("differs", "unknown") for f in self.findings)
+
+    @property
+    def undecided(self) -> list[dict[str, Any]]:
+        """The unknown items grouped by what would decide them (``give``: an option, or
+        null when only each item's ``why`` can say)."""
+        groups: dict[str, list[Finding]] = {}
+        for f in self.findings:
+            if f.status == "unknown":
+                groups.setdefault(f.give, []).append(f)
+        out = []
+        for give, found in sorted(groups.items(), key=lambda kv: kv[0] == ""):
+            hint = (f"give {give} and audit again" if give else
+                    "dtnkit cannot tell on this host; see each item's why")
+            out.append({"give": give or None, "hint": hint,
+                        "keys": [f.key for f in found]})
+        return out
 
     def as_dict(self) -> dict[str, Any]:
         env = self.ctx.env
@@ -91,6 +110,7 @@ class Audit:
             "decisions": [{"what": d.what, "value": d.value, "why": d.why}
                           for d in self.ctx.decisions],
             "compliant": self.compliant,
+            "undecided": self.undecided,
             "counts": self.counts,
             "findings": [f.as_dict() for f in self.findings],
         }
@@ -113,17 +133,20 @@ def build_context(
     rtt_ms: float = 100.0,
     ifaces: Sequence[str] | None = None,
     exact: bool = False,
-    speed_gbit: float | None = None,
+    speed_mbps: int | None = None,
 ) -> Context:
     if rtt_ms <= 0 or rtt_ms > 10000:
         raise BadInput(f"RTT {rtt_ms} ms is out of range", "give the longest RTT in ms (1-10000)",
                        "e.g. --rtt 150")
+    if speed_mbps is not None and not 10 <= speed_mbps <= 1_600_000:
+        raise BadInput(f"speed {speed_mbps} Mbit/s is out of range",
+                       "allowed: 10 Mbit/s to 1600 Gbit/s", "e.g. --speed 25gbit")
     links = facts.interfaces(host)
     devices = facts.select_interfaces(links, list(ifaces) if ifaces else None)
     return Context(
         profile=profile, rtt_ms=rtt_ms, env=facts.environment(host),
         caps=facts.kernel_caps(host), ifaces=links, devices=devices, exact=exact,
-        speed_override_mbps=int(speed_gbit * 1000) if speed_gbit else None,
+        speed_override_mbps=speed_mbps,
     )
 
 
@@ -175,6 +198,7 @@ def evaluate(ctx: Context, host: Host, tunable: Tunable, spec: ItemSpec) -> Find
         notes.insert(0, current.reason)
     elif isinstance(want, NoWant):
         finding.status = want.status
+        finding.give = want.give
         notes.insert(0, want.why)
     elif tunable.satisfies(current, want.value, want.mode):
         finding.status = "ok"
@@ -202,12 +226,12 @@ def run_audit(
     rtt_ms: float = 100.0,
     ifaces: Sequence[str] | None = None,
     exact: bool = False,
-    speed_gbit: float | None = None,
+    speed_mbps: int | None = None,
 ) -> Audit:
     host = host.read_only_view()
     chosen = check_groups(groups)
     ctx = build_context(host, profile, rtt_ms=rtt_ms, ifaces=ifaces, exact=exact,
-                        speed_gbit=speed_gbit)
+                        speed_mbps=speed_mbps)
     findings = [evaluate(ctx, host, t, spec) for t, spec in expand(ctx, chosen)]
     return Audit(host_label(host), profile, ctx, findings)
 

@@ -20,13 +20,14 @@ from dtnkit.errors import BadInput
 SCHEMA = 1
 USER_PROFILE_DIR = Path("/etc/dtnkit/profiles")
 SPEED_TIERS = (10, 25, 40, 100, 200, 400)
-RULES = ("bdp", "tcp_mem", "hw_max", "fq_pacing")
+RULES = ("bdp", "tcp_mem", "tcp_mem_pages", "hw_max", "fq_pacing")
 ITEM_FIELDS = {
     "value", "tiers", "rule", "mode", "apply", "source", "requires", "note", "enabled", "group",
     "min", "default", "floor", "ceiling", "scale", "maxrate_fraction", "min_speed_gbit",
+    "full_sockets", "max_ram_fraction",
 }
 NUMERIC_FIELDS = ("min", "default", "floor", "ceiling", "scale", "maxrate_fraction",
-                  "min_speed_gbit")
+                  "min_speed_gbit", "full_sockets", "max_ram_fraction")
 PARAMS = {"bdp_multiplier", "ram_fraction", "maxrate_fraction", "maxrate_round_mbit"}
 
 # Every key a profile may name, and the group it belongs to.  `sysctl/<other key>` is allowed
@@ -39,6 +40,7 @@ KNOWN_KEYS: dict[str, str] = {
     "sysctl/net.ipv4.tcp_rmem": "buffers",
     "sysctl/net.ipv4.tcp_wmem": "buffers",
     "sysctl/net.core.optmem_max": "buffers",
+    "sysctl/net.ipv4.tcp_mem": "buffers",
     "sysctl/net.core.netdev_max_backlog": "backlog",
     "link/*/txqueuelen": "backlog",
     "sysctl/net.ipv4.tcp_congestion_control": "congestion",

@@ -10,6 +10,7 @@ above the NIC's largest, ...).
 from __future__ import annotations
 
 import math
+import os
 from typing import Any
 
 from dtnkit.host.host import Host
@@ -44,11 +45,17 @@ def _pow2_floor(n: float) -> int:
     return 1 << max(0, math.floor(math.log2(max(n, 1))))
 
 
+SPEED_HINT = "give --speed, e.g. --speed 25gbit (ethtool's Mb/s: --speed 25000mbit)"
+
+
+def _speed_unknown(what: str) -> NoWant:
+    return NoWant("unknown", f"link speed unknown, so {what} ({SPEED_HINT})", give="--speed")
+
+
 def _bdp_bytes(ctx: Context, spec: ItemSpec, scale: float) -> tuple[int, str] | NoWant:
     speed = ctx.buffer_speed_mbps
     if speed is None:
-        return NoWant("unknown", "link speed unknown, so the bandwidth-delay product is too "
-                                 "(give --speed GBIT)")
+        return _speed_unknown("the bandwidth-delay product is too")
     bdp = speed * 1e6 / 8 * ctx.rtt_ms / 1000
     mult = ctx.param(spec, "bdp_multiplier")
     raw = _pow2(bdp * mult * scale)
@@ -60,13 +67,13 @@ def _bdp_bytes(ctx: Context, spec: ItemSpec, scale: float) -> tuple[int, str] | 
     value = max(raw, floor)
     if value > raw:
         why += f"; raised to the floor {floor}"
-    ram = ctx.env.ram_bytes
+    ram = ctx.ram_bytes
     if ram:
         ram_cap = _pow2_floor(ram * ctx.param(spec, "ram_fraction"))
         if value > ram_cap:
             value = ram_cap
             why += (f"; capped at {ctx.param(spec, 'ram_fraction'):g} of RAM "
-                    f"({ram_cap / 2**20:.0f} MiB)")
+                    f"({ram / 2**30:g} GiB: {ram_cap / 2**20:.0f} MiB)")
     if value > ceiling:
         value = ceiling
         why += f"; clamped at {ceiling}"
@@ -88,23 +95,17 @@ def recommend(ctx: Context, host: Host, tunable: Tunable, spec: ItemSpec) -> Wan
     if spec.rule is not None:
         return _rule(ctx, host, tunable, spec, mode)
     if spec.tiers is not None:
-        speed = _speed_for(ctx, tunable)
+        speed = ctx.speed_for(tunable.device)
         if speed is None:
-            return NoWant("unknown", "link speed unknown, so the speed tier is too "
-                                     "(give --speed GBIT)")
+            return _speed_unknown("the speed tier is too")
         tier, note = tier_for(speed)
         if tier not in spec.tiers:
             return NoWant("unknown", f"the profile has no value for the {tier}G tier")
         why = f"{tier}G tier" + (f" ({note})" if note else "")
+        if ctx.speed_override_mbps:
+            why += " from --speed"
         return Want(spec.tiers[tier], mode, why)
     return tunable.literal(ctx, host, spec, mode)
-
-
-def _speed_for(ctx: Context, tunable: Tunable) -> int | None:
-    if tunable.device is not None:
-        iface = ctx.ifaces.get(tunable.device)
-        return iface.speed_mbps if iface and iface.speed_mbps else ctx.speed_override_mbps
-    return ctx.buffer_speed_mbps
 
 
 def _rule(
@@ -122,6 +123,8 @@ def _rule(
         lo = int(spec.numbers.get("min", 4096))
         default = int(spec.numbers.get("default", 131072))
         return Want(f"{lo} {default} {got[0]}", mode, got[1])
+    if spec.rule == "tcp_mem_pages":
+        return _tcp_mem_pages(ctx, host, spec, mode)
     if spec.rule == "hw_max":
         if not isinstance(tunable, RingTunable):
             return NoWant("unknown", "hw_max applies to rings only")
@@ -139,12 +142,14 @@ def _rule(
         rate = 0
         why = "fq without a per-flow cap"
         if fraction > 0:
-            speed = _speed_for(ctx, tunable)
+            speed = ctx.speed_for(tunable.device)
             if speed is None:
-                return NoWant("unknown", "link speed unknown, so maxrate is too")
+                return _speed_unknown("maxrate is too")
             step = ctx.profile.params["maxrate_round_mbit"] * 1e6
             rate = int(math.ceil(speed * 1e6 * fraction / step) * step)
             why = f"fq maxrate {fraction:g} x {speed / 1000:g} Gbit/s"
+            if ctx.speed_override_mbps:
+                why += " (--speed)"
         queues = iface.num_tx_queues if iface and iface.num_tx_queues else 1
         current = tunable.read(host)
         if isinstance(current, dict) and current.get("kind") == "mq" and current["children"]:
@@ -154,3 +159,72 @@ def _rule(
             why += f"; mq kept with fq on each of {queues} queues"
         return Want(want, "exact", why)
     return NoWant("unknown", f"rule {spec.rule} is not implemented")
+
+
+SOCKET_BUFFERS = ("net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem")
+TCP_MEM = "net.ipv4.tcp_mem"
+
+
+def _last_int(text: object) -> int | None:
+    parts = str(text).split() if text is not None else []
+    try:
+        return int(parts[-1]) if parts else None
+    except ValueError:
+        return None
+
+
+def _page_size(host: Host) -> int:
+    """tcp_mem counts pages; a captured tree is an x86_64 host (4 KiB pages)."""
+    return os.sysconf("SC_PAGE_SIZE") if host.is_live else 4096
+
+
+def _full_socket(ctx: Context, host: Host) -> tuple[int, str] | NoWant:
+    """The most one TCP socket may hold after apply: the larger tcp_rmem / tcp_wmem max, the
+    profile's or the host's own when larger (raise-only keeps it)."""
+    best, name = 0, ""
+    for sysctl in SOCKET_BUFFERS:
+        sizes: list[int] = []
+        spec = ctx.profile.items.get(f"sysctl/{sysctl}")
+        if spec is not None and spec.rule == "tcp_mem":
+            got = _bdp_bytes(ctx, spec, spec.numbers.get("scale", 1.0))
+            if isinstance(got, NoWant):
+                return NoWant(got.status, f"the socket buffers are unknown: {got.why}", got.give)
+            sizes.append(got[0])
+        elif spec is not None and (wanted := _last_int(spec.value)) is not None:
+            sizes.append(wanted)
+        if (current := _last_int(host.read(Host.sysctl_path(sysctl)))) is not None:
+            sizes.append(current)
+        if sizes and max(sizes) > best:
+            best, name = max(sizes), sysctl
+    if not best:
+        return NoWant("unknown", "neither the profile nor the host gives tcp_rmem/tcp_wmem")
+    return best, name
+
+
+def _tcp_mem_pages(ctx: Context, host: Host, spec: ItemSpec, mode: str) -> Want | NoWant:
+    """net.ipv4.tcp_mem (pages, host-wide): room for ``full_sockets`` full-size sockets before
+    memory pressure, in the kernel's own proportions (tcp_init_mem: low 3/4, max 3/2 of the
+    pressure threshold), the ceiling at most ``max_ram_fraction`` of RAM."""
+    got = _full_socket(ctx, host)
+    if isinstance(got, NoWant):
+        return got
+    socket, name = got
+    page = _page_size(host)
+    full = int(spec.numbers.get("full_sockets", 4))
+    pressure = -(-full * socket // page)
+    high = pressure * 3 // 2
+    why = (f"a full-size socket holds {socket / 2**20:g} MiB ({name} max); want {full} of them "
+           f"before memory pressure (pressure {pressure} pages of {page} B, low and max in the "
+           "kernel's 3/4 and 3/2 proportions)")
+    fraction = spec.numbers.get("max_ram_fraction", 0.5)
+    if ctx.ram_bytes and high * page > ctx.ram_bytes * fraction:
+        high = int(ctx.ram_bytes * fraction) // page
+        pressure = high * 2 // 3
+        why += (f"; capped: max at {fraction:g} of RAM ({ctx.ram_bytes / 2**30:g} GiB), so only "
+                f"{pressure * page // socket} fit before pressure")
+    now = [int(x) for x in (host.read(Host.sysctl_path(TCP_MEM)) or "").split()
+           if x.isdigit()]
+    if len(now) == 3:
+        why += (f"; now {now[1] * page // socket} fit before pressure and "
+                f"{now[2] * page // socket} under the ceiling (tcp_mem max x page / socket)")
+    return Want(f"{pressure * 3 // 4} {pressure} {high}", mode, why)

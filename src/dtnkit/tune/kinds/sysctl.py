@@ -16,7 +16,7 @@ from dtnkit.tune.profile import ItemSpec
 # sysctls that are global to the host (read-only or absent inside other namespaces)
 HOST_GLOBAL_SYSCTLS = frozenset({
     "net.core.rmem_max", "net.core.wmem_max", "net.core.rmem_default", "net.core.wmem_default",
-    "net.core.netdev_max_backlog", "net.core.default_qdisc",
+    "net.core.netdev_max_backlog", "net.core.default_qdisc", "net.ipv4.tcp_mem",
 })
 CONGESTION_CONTROL = "net.ipv4.tcp_congestion_control"
 
