@@ -124,7 +124,7 @@ def parse_speed(text: str | float, what: str = "speed") -> int:
         bits = number * 10**9
     else:
         bits = number * _SPEED[unit]
-    mbps = int(round(bits / 10**6))
+    mbps = round(bits / 10**6)
     if not 10 <= mbps <= 1_600_000:
         raise BadInput(f"{what} {raw} ({bits / 1e9:g} Gbit/s) is out of range",
                        "allowed: 10 Mbit/s to 1600 Gbit/s", example)

@@ -136,6 +136,7 @@ def test_speed_sizes_every_per_interface_item(
                     '400 = 25000 }\nsource = "test"\n')
     code, doc = audit(environment, dtn_b, "--profile", str(site), "--speed", "100",
                       "--group", "pacing", "--group", "backlog", "--group", "buffers")
+    assert code == ExitStatus.DRIFT
     found = rows(doc)
     for dev in ("eno1", "enp1s0", "ens2"):
         assert found[f"qdisc/{dev}/root"]["recommended"]["maxrate_bps"] == 20 * 10**9, dev
@@ -205,7 +206,7 @@ def test_tcp_mem_is_capped_at_half_the_ram(
                    "--speed", "100gbit")
     item = rows(doc)["sysctl/net.ipv4.tcp_mem"]
     low, pressure, high = (int(x) for x in item["recommended"].split())
-    assert high * 4096 == 2 * GiB and pressure == high * 2 // 3
+    assert high * 4096 == 2 * GiB and pressure == high * 2 // 3 and low == pressure * 3 // 4
     assert "capped: max at 0.5 of RAM (4 GiB), so only 1 fit before pressure" in item["why"]
 
 
