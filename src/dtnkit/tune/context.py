@@ -22,9 +22,9 @@ def nominal_ram(mem_total: int) -> int:
     binary code)" (kernel Documentation/filesystems/proc.rst): the installed size less the
     firmware's reserved ranges, the kernel image, crashkernel and the page structures (64 bytes
     per 4 KiB page, 1.6 %), so a 16 GiB host shows about 15.6 GiB.  Installed sizes are
-    m x 2^k with m in 1, 1.25, 1.5, 1.75 (8, 12, 16, 24, 40, 48, 64, 96, 192, 288 GiB ...), so
-    rounding MemTotal up to the next multiple of 1/8 of its power of two gives back the
-    installed size whenever less than 6 % is reserved, and never adds more than 12.5 %.
+    multiples of 1/8 of their power of two (8, 12, 16, 24, 40, 48, 64, 96, 192, 288 GiB ...),
+    so rounding MemTotal up to the next multiple of 1/8 of its own power of two gives back the
+    installed size whenever less than 6.25 % is reserved, and never adds more than 12.5 %.
     """
     if mem_total <= 0:
         return mem_total
