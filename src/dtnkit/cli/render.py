@@ -85,7 +85,12 @@ def plan(con: Console, steps: Sequence[Step], skipped: Sequence[Finding], *,
 
 def nothing_to_do(con: Console, audit: Audit, skipped: Sequence[Finding]) -> None:
     plan(con, [], skipped, dry_run=False)
-    con.print("the selected groups already comply; no baseline was needed")
+    if not audit.undecided:
+        con.print("the selected groups already comply; no baseline was needed")
+        return
+    con.print("nothing dtnkit can judge differs; no baseline was needed")
+    for item in audit.undecided:
+        con.print(f"[magenta]unknown:[/] {len(item['keys'])} items: {escape(item['hint'])}")
 
 
 def step_done(con: Console, step: Step) -> None:
