@@ -123,7 +123,7 @@ def restorable_tunables(ctx: Context, groups: Sequence[str] = GROUPS) -> list[Tu
     keys = [k for k, g in KNOWN_KEYS.items() if g in groups]
     keys += [k for k, s in ctx.profile.items.items() if s.group in groups and k not in keys]
     return [t for key in keys if not key.startswith("check/")
-            for t in tunables_for(key, ctx.devices)]
+            for t in tunables_for(key, ctx.devices, ctx.ifaces)]
 
 
 def live_values(host: Host) -> dict[str, Any]:
