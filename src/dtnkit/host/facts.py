@@ -236,8 +236,8 @@ def select_interfaces(
 
     Without ``--iface``, a link is a data interface when it runs at 10 Gbit/s or more (a link
     that reports no speed is kept) and carries a default route (``routes``: the devices with one;
-    this test is skipped when routes are unknown or no candidate has a default route).  The
-    links left out, and why, are appended to ``skipped``.
+    this test is skipped when routes are unknown or no link of 10G or more has a default route,
+    e.g. in a lab namespace).  The links left out, and why, are appended to ``skipped``.
     """
     if wanted:
         unknown = [w for w in wanted if w not in ifaces]
@@ -251,8 +251,8 @@ def select_interfaces(
     else:
         candidates = [n for n, i in sorted(ifaces.items())
                       if not i.loopback and not i.master and i.kind not in AUXILIARY_KINDS]
-        routed = routes is not None and any(
-            set(upper_devices(ifaces, n)) & routes for n in candidates)
+        fast = [n for n in candidates if data_link_reason(ifaces, n, None, False) is None]
+        routed = routes is not None and any(set(upper_devices(ifaces, n)) & routes for n in fast)
         roots = []
         for name in candidates:
             reason = data_link_reason(ifaces, name, routes, routed)
