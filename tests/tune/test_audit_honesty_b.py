@@ -216,11 +216,12 @@ def ip(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
 
 class Stack:
     """Namespace dkab…: bridge dkbr over veth members dkm0/dkm1 (peers dkp0/dkp1), macvlan
-    dkmv on the bridge; all up, MTU 1500."""
+    dkbr.7 on the bridge (named like a VLAN,
+    so it sorts before its lower device); all up, MTU 1500."""
 
     def __init__(self) -> None:
         self.ns = f"dkab{uuid.uuid4().hex[:8]}"
-        self.devices = ("dkm0", "dkm1", "dkbr", "dkmv")
+        self.devices = ("dkm0", "dkm1", "dkbr", "dkbr.7")
 
     def create(self) -> None:
         ip("netns", "add", self.ns)
@@ -229,8 +230,8 @@ class Stack:
         for i in (0, 1):
             ip(*n, "link", "add", f"dkm{i}", "type", "veth", "peer", "name", f"dkp{i}")
             ip(*n, "link", "set", f"dkm{i}", "master", "dkbr")
-        ip(*n, "link", "add", "link", "dkbr", "name", "dkmv", "type", "macvlan", "mode", "bridge")
-        for dev in ("dkbr", "dkm0", "dkm1", "dkp0", "dkp1", "dkmv"):
+        ip(*n, "link", "add", "link", "dkbr", "name", "dkbr.7", "type", "macvlan", "mode", "bridge")
+        for dev in ("dkbr", "dkm0", "dkm1", "dkp0", "dkp1", "dkbr.7"):
             ip(*n, "link", "set", dev, "up")
 
     def mtus(self) -> dict[str, int]:
@@ -255,9 +256,9 @@ def stack() -> Iterator[Stack]:
 @pytest.mark.needs_netns
 def test_kernel_refuses_an_upper_mtu_above_its_lower(stack: Stack) -> None:
     """Why the order matters: raising the macvlan before the bridge under it fails."""
-    res = ip("-n", stack.ns, "link", "set", "dev", "dkmv", "mtu", "9000", check=False)
+    res = ip("-n", stack.ns, "link", "set", "dev", "dkbr.7", "mtu", "9000", check=False)
     assert res.returncode != 0
-    assert stack.mtus()["dkmv"] == 1500
+    assert stack.mtus()["dkbr.7"] == 1500
 
 
 @pytest.mark.needs_root
@@ -266,7 +267,7 @@ def test_mtu_apply_raises_the_whole_stack_and_restore_lowers_it(
     capsys: pytest.CaptureFixture[str], stack: Stack, tmp_path: Path
 ) -> None:
     state = ["--state-dir", str(tmp_path / "state")]
-    common = ["--netns", stack.ns, "--iface", "dkmv", "--group", "nic", "--format", "json"]
+    common = ["--netns", stack.ns, "--iface", "dkbr.7", "--group", "nic", "--format", "json"]
     code, out = run_json(capsys, "tune", "apply", *common, "--mtu", *state)
     assert code == ExitStatus.OK, out
     assert stack.mtus() == dict.fromkeys(stack.devices, 9000)
@@ -287,11 +288,35 @@ def test_audit_flags_a_stack_left_at_1500_over_jumbo_members(
     """The reproduction: members at 9000, bridge and macvlan at 1500 used to audit ok."""
     for dev in ("dkm0", "dkm1"):
         ip("-n", stack.ns, "link", "set", "dev", dev, "mtu", "9000")
-    assert stack.mtus()["dkbr"] == 1500 or stack.mtus()["dkmv"] == 1500
-    code, doc = run_json(capsys, "tune", "audit", "--netns", stack.ns, "--iface", "dkmv",
+    assert stack.mtus()["dkbr"] == 1500 or stack.mtus()["dkbr.7"] == 1500
+    code, doc = run_json(capsys, "tune", "audit", "--netns", stack.ns, "--iface", "dkbr.7",
                          "--group", "nic", "--format", "json")
     assert code == ExitStatus.DRIFT
     mtu = {f["device"]: (f["current"], f["status"]) for f in doc["findings"]
            if f["key"].endswith("/mtu")}
     assert mtu["dkm0"] == (9000, "ok")
-    assert mtu["dkmv"] == (1500, "differs")
+    assert mtu["dkbr.7"] == (1500, "differs")
+
+
+@pytest.mark.needs_root
+@pytest.mark.needs_netns
+def test_restore_raises_the_stack_lowest_first(
+    capsys: pytest.CaptureFixture[str], stack: Stack, tmp_path: Path
+) -> None:
+    """A jumbo baseline restored over a stack lowered by hand: link/dkbr.7/mtu sorts before
+    link/dkbr/mtu (as bond0.111 before bond0), so key order alone writes the upper first and the
+    kernel refuses it."""
+    state = ["--state-dir", str(tmp_path / "state")]
+    for dev in ("dkm0", "dkm1", "dkbr", "dkbr.7"):
+        ip("-n", stack.ns, "link", "set", "dev", dev, "mtu", "9000")
+    code, out = run_json(capsys, "tune", "save", "--netns", stack.ns, "--label", "jumbo",
+                         "--format", "json", *state)
+    assert code == ExitStatus.OK, out
+    ip("-n", stack.ns, "link", "set", "dev", "dkbr", "mtu", "1500")  # the kernel lowers dkbr.7
+    for dev in ("dkm0", "dkm1"):
+        ip("-n", stack.ns, "link", "set", "dev", dev, "mtu", "1500")
+    assert stack.mtus() == dict.fromkeys(stack.devices, 1500)
+    code, out = run_json(capsys, "tune", "restore", "jumbo", "--netns", stack.ns,
+                         "--format", "json", *state)
+    assert code == ExitStatus.OK, out
+    assert stack.mtus() == dict.fromkeys(stack.devices, 9000)
