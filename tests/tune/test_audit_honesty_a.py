@@ -134,7 +134,9 @@ def test_speed_sizes_every_per_interface_item(
     site.write_text('schema = 1\ninclude = ["dtn"]\n[tune."link/*/txqueuelen"]\n'
                     'tiers = { 10 = 10000, 25 = 12000, 40 = 18000, 100 = 25000, 200 = 25000, '
                     '400 = 25000 }\nsource = "test"\n')
+    # named with --iface: eno1 (1G, no default route) and ens2 are not data NICs by default
     code, doc = audit(environment, dtn_b, "--profile", str(site), "--speed", "100",
+                      "--iface", "eno1", "--iface", "enp1s0", "--iface", "ens2",
                       "--group", "pacing", "--group", "backlog", "--group", "buffers")
     assert code == ExitStatus.DRIFT
     found = rows(doc)

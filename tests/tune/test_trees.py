@@ -84,6 +84,9 @@ def test_rings_go_to_the_hardware_maximum_text_and_json(
     _, b = audit(capsys, HOSTS / "dtn-b", "--group", "rings")  # ethtool 6.1: JSON refused
     r = rows(b)
     assert r["ring/enp1s0/rx"]["status"] == "ok"
+    assert "ring/eno1/tx" not in r  # a 1G management port is not a data interface
+    _, b = audit(capsys, HOSTS / "dtn-b", "--group", "rings", "--iface", "eno1")
+    r = rows(b)
     assert (r["ring/eno1/tx"]["current"], r["ring/eno1/tx"]["recommended"]) == (256, 4096)
 
 
@@ -178,7 +181,8 @@ def test_persist_writes_files_and_restore_removes_them(
 ) -> None:
     state = ["--state-dir", str(tmp_path / "state")]
     code, out = run_json(capsys, "tune", "apply", "--tree", str(tree), "--group", "congestion",
-                         "--group", "rings", "--persist", "--format", "json", *state)
+                         "--group", "rings", "--iface", "enp1s0", "--iface", "eno1",
+                         "--persist", "--format", "json", *state)
     assert code == ExitStatus.OK, out
     conf = tree / "etc/sysctl.d/90-dtnkit.conf"
     udev = tree / "etc/udev/rules.d/90-dtnkit.rules"

@@ -14,7 +14,13 @@ from typing import TypeVar
 from dtnkit.errors import BadInput, DtnkitError
 from dtnkit.host.host import Host
 from dtnkit.host.parsers import ParseError
-from dtnkit.host.parsers.iproute import parse_ip_link_json
+from dtnkit.host.parsers.ethtool import parse_ethtool_driver
+from dtnkit.host.parsers.iproute import (
+    Address,
+    parse_ip_addr_json,
+    parse_ip_link_json,
+    parse_ip_route_json,
+)
 from dtnkit.host.parsers.proc import parse_meminfo
 
 T = TypeVar("T")
@@ -130,10 +136,109 @@ def leaf_devices(ifaces: dict[str, Interface], name: str) -> list[tuple[str, str
     return out
 
 
-def select_interfaces(
-    ifaces: dict[str, Interface], wanted: list[str] | None
+DATA_MIN_MBPS = 10_000  # below this a link is a management port, not a data NIC
+
+
+def default_route_devices(host: Host) -> set[str] | None:
+    """Devices that carry an IPv4 or IPv6 default route; None when routes cannot be read."""
+    devs: set[str] = set()
+    read_any = False
+    for argv in (["ip", "-j", "route", "show", "default"],
+                 ["ip", "-6", "-j", "route", "show", "default"]):
+        res = host.query(argv)
+        if not res.ok:
+            continue
+        try:
+            routes = parse_ip_route_json(res.stdout)
+        except ParseError:
+            continue
+        read_any = True
+        for route in routes:
+            if route.default:
+                devs.update(route.devs)
+    return devs if read_any else None
+
+
+def upper_devices(ifaces: dict[str, Interface], name: str) -> list[str]:
+    """``name`` and every device stacked on it: its bond or bridge, their VLANs, and so on."""
+    out = [name]
+    for dev in out:
+        iface = ifaces.get(dev)
+        if iface is None:
+            continue
+        above = [n for n, i in sorted(ifaces.items())
+                 if (i.stacked and i.lower == dev) or (iface.master == n)]
+        out.extend(n for n in above if n not in out)
+    return out
+
+
+def stack_depth(ifaces: dict[str, Interface], name: str, seen: frozenset[str] = frozenset()) -> int:
+    """0 for a device that carries its own packets, 1 + the depth below for a bond or VLAN."""
+    iface = ifaces.get(name)
+    if iface is None or name in seen:
+        return 0
+    below: list[str] = []
+    if iface.aggregate:
+        below = list(iface.members)
+    elif iface.stacked and iface.lower:
+        below = [iface.lower]
+    below = [b for b in below if b in ifaces]
+    if not below:
+        return 0
+    return 1 + max(stack_depth(ifaces, b, seen | {name}) for b in below)
+
+
+def link_stack(
+    ifaces: dict[str, Interface], devices: list[tuple[str, str]]
 ) -> list[tuple[str, str]]:
-    """Resolve ``--iface`` choices (or all non-loopback links) to leaf devices with reasons."""
+    """The selected leaf devices and every bond, bridge and VLAN above them, lowest first.
+
+    This is the order an MTU is raised in: the kernel refuses a VLAN MTU above its lower
+    device's, and a bond sets its members' MTU to its own, so members, then the bond, then its
+    VLANs (lowering goes the other way; the kernel lowers a VLAN with its lower device).
+    """
+    out: list[tuple[str, str]] = list(devices)
+    names = [d for d, _ in devices]
+    for dev, _ in devices:
+        for up in upper_devices(ifaces, dev)[1:]:
+            if up not in names and not ifaces[up].loopback:
+                names.append(up)
+                iface = ifaces[up]
+                under = iface.members if iface.aggregate else (iface.lower or "",)
+                out.append((up, f"above {', '.join(u for u in under if u)}"))
+    order = {name: i for i, name in enumerate(names)}
+    return sorted(out, key=lambda item: (stack_depth(ifaces, item[0]), order[item[0]]))
+
+
+def data_link_reason(
+    ifaces: dict[str, Interface], name: str, routes: set[str] | None, routed_anywhere: bool
+) -> str | None:
+    """Why ``name`` is not a data interface (below 10G, no default route), or None if it is."""
+    reasons: list[str] = []
+    speeds = [ifaces[d].speed_mbps for d, _ in leaf_devices(ifaces, name)
+              if d in ifaces and ifaces[d].speed_mbps]
+    speed = sum(s for s in speeds if s) if ifaces[name].aggregate else max(
+        (s for s in speeds if s), default=0)
+    if speeds and speed < DATA_MIN_MBPS:
+        reasons.append(f"{speed / 1000:g} Gbit/s")
+    if routes is not None and routed_anywhere and not set(upper_devices(ifaces, name)) & routes:
+        reasons.append("no default route")
+    return ", ".join(reasons) or None
+
+
+def select_interfaces(
+    ifaces: dict[str, Interface],
+    wanted: list[str] | None,
+    routes: set[str] | None = None,
+    skipped: list[tuple[str, str]] | None = None,
+) -> list[tuple[str, str]]:
+    """Resolve ``--iface`` choices (or the data links) to leaf devices with reasons.
+
+    Without ``--iface``, a link is a data interface when it runs at 10 Gbit/s or more (a link
+    that reports no speed is kept) and carries a default route (``routes``: the devices with one;
+    this test is skipped when routes are unknown or no link of 10G or more has a default route,
+    e.g. in a lab namespace).  The links left out, and why, are appended to ``skipped``.
+    """
     if wanted:
         unknown = [w for w in wanted if w not in ifaces]
         if unknown:
@@ -144,14 +249,48 @@ def select_interfaces(
             )
         roots = wanted
     else:
-        roots = [n for n, i in sorted(ifaces.items())
-                 if not i.loopback and not i.master and i.kind not in AUXILIARY_KINDS]
+        candidates = [n for n, i in sorted(ifaces.items())
+                      if not i.loopback and not i.master and i.kind not in AUXILIARY_KINDS]
+        fast = [n for n in candidates if data_link_reason(ifaces, n, None, False) is None]
+        routed = routes is not None and any(set(upper_devices(ifaces, n)) & routes for n in fast)
+        roots = []
+        for name in candidates:
+            reason = data_link_reason(ifaces, name, routes, routed)
+            if reason is None:
+                roots.append(name)
+            elif skipped is not None:
+                skipped.append((name, reason))
     result: list[tuple[str, str]] = []
     for name in roots:
         for dev, path in leaf_devices(ifaces, name):
             if dev != "lo" and dev not in [d for d, _ in result]:
                 result.append((dev, path))
     return result
+
+
+def nic_driver(host: Host, dev: str) -> dict[str, str | None]:
+    """Driver, driver version and firmware of ``dev`` from ``ethtool -i`` (None when unknown)."""
+    res = host.query(["ethtool", "-i", dev])
+    info: dict[str, str] = {}
+    if res.ok:
+        try:
+            info = parse_ethtool_driver(res.stdout)
+        except ParseError:
+            info = {}
+    return {"driver": info.get("driver") or None, "version": info.get("version") or None,
+            "firmware": info.get("firmware-version") or None,
+            "bus": info.get("bus-info") or None}
+
+
+def addresses(host: Host, family: str = "-6") -> list[Address] | Unavailable:
+    """The addresses of every link (``ip -6 -j addr show`` by default)."""
+    res = host.query(["ip", family, "-j", "addr", "show"])
+    if not res.ok:
+        return Unavailable(f"cannot list addresses: {res.message()}")
+    try:
+        return parse_ip_addr_json(res.stdout)
+    except ParseError as exc:
+        return Unavailable(str(exc))
 
 
 def ethtool_read(

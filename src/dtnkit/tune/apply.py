@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from dtnkit.errors import BadInput, DtnkitError, ExitStatus, Locked, NeedsRoot
+from dtnkit.host import facts
 from dtnkit.host.facts import Unavailable
 from dtnkit.host.host import Host
 from dtnkit.tune import persist
@@ -123,7 +124,7 @@ def restorable_tunables(ctx: Context, groups: Sequence[str] = GROUPS) -> list[Tu
     keys = [k for k, g in KNOWN_KEYS.items() if g in groups]
     keys += [k for k, s in ctx.profile.items.items() if s.group in groups and k not in keys]
     return [t for key in keys if not key.startswith("check/")
-            for t in tunables_for(key, ctx.devices)]
+            for t in tunables_for(key, ctx.devices, ctx.ifaces)]
 
 
 def live_values(host: Host) -> dict[str, Any]:
@@ -276,7 +277,30 @@ def restore_steps(host: Host, snap: Snapshot, ctx: Context) -> list[Step]:
             continue  # the device is gone: nothing to put back
         if not tunable.satisfies(now, want, "exact"):
             steps.append(Step(tunable, now, want, key.split("/", 1)[0]))
-    return steps
+    return mtu_stack_order(steps, ctx)
+
+
+def mtu_stack_order(steps: list[Step], ctx: Context) -> list[Step]:
+    """MTU steps in an order the kernel accepts: lowered VLANs, bonds, then members; raised
+    members, bonds, then VLANs (a VLAN's MTU may not exceed its lower device's).  Other steps
+    keep their places."""
+    slots = [i for i, s in enumerate(steps) if s.tunable.key.startswith("link/")
+             and s.tunable.key.endswith("/mtu")]
+
+    def depth(step: Step) -> int:
+        return facts.stack_depth(ctx.ifaces, str(step.tunable.device))
+
+    mtu = [steps[i] for i in slots]
+    down = sorted((s for s in mtu if _num(s.after) < _num(s.before)), key=lambda s: -depth(s))
+    up = sorted((s for s in mtu if _num(s.after) >= _num(s.before)), key=depth)
+    out = list(steps)
+    for slot, step in zip(slots, down + up, strict=True):
+        out[slot] = step
+    return out
+
+
+def _num(value: Any) -> int:
+    return value if isinstance(value, int) else 0
 
 
 def restore(

@@ -14,10 +14,10 @@ from typing import Any
 
 from dtnkit.errors import BadInput
 from dtnkit.host import facts
-from dtnkit.host.facts import Unavailable
+from dtnkit.host.facts import Interface, Unavailable
 from dtnkit.host.host import Host
 from dtnkit.tune.checks import check_for_key
-from dtnkit.tune.context import Context, NoWant
+from dtnkit.tune.context import Context, Decision, NoWant
 from dtnkit.tune.kinds.base import Scope, Tunable
 from dtnkit.tune.profile import GROUPS, ItemSpec, Profile
 from dtnkit.tune.recommend import recommend
@@ -62,6 +62,7 @@ class Audit:
     profile: Profile
     ctx: Context
     findings: list[Finding]
+    nics: dict[str, dict[str, str | None]] = field(default_factory=dict)  # ethtool -i per device
 
     @property
     def counts(self) -> dict[str, int]:
@@ -105,7 +106,9 @@ class Audit:
                 "ram_bytes": env.ram_bytes, "notes": list(env.notes),
             },
             "interfaces": [{"device": d, "via": via,
-                            "speed_mbps": self.ctx.ifaces[d].speed_mbps} for d, via in
+                            "speed_mbps": self.ctx.ifaces[d].speed_mbps,
+                            "driver": self.nics.get(d, {}).get("driver"),
+                            "firmware": self.nics.get(d, {}).get("firmware")} for d, via in
                            self.ctx.devices],
             "decisions": [{"what": d.what, "value": d.value, "why": d.why}
                           for d in self.ctx.decisions],
@@ -142,12 +145,17 @@ def build_context(
         raise BadInput(f"speed {speed_mbps} Mbit/s is out of range",
                        "allowed: 10 Mbit/s to 1600 Gbit/s", "e.g. --speed 25gbit")
     links = facts.interfaces(host)
-    devices = facts.select_interfaces(links, list(ifaces) if ifaces else None)
-    return Context(
+    skipped: list[tuple[str, str]] = []
+    devices = facts.select_interfaces(links, list(ifaces) if ifaces else None,
+                                      facts.default_route_devices(host), skipped)
+    ctx = Context(
         profile=profile, rtt_ms=rtt_ms, env=facts.environment(host),
         caps=facts.kernel_caps(host), ifaces=links, devices=devices, exact=exact,
         speed_override_mbps=speed_mbps,
     )
+    ctx.decisions.extend(Decision("not a data interface", name, f"{why} (name it with --iface "
+                                  "to tune it)") for name, why in skipped)
+    return ctx
 
 
 def expand(ctx: Context, groups: Sequence[str]) -> list[tuple[Tunable, ItemSpec]]:
@@ -160,13 +168,21 @@ def expand(ctx: Context, groups: Sequence[str]) -> list[tuple[Tunable, ItemSpec]
             if key.startswith("check/"):
                 out.append((check_for_key(key, ctx), spec))
             else:
-                out.extend((t, spec) for t in tunables_for(key, ctx.devices))
+                out.extend((t, spec) for t in tunables_for(key, ctx.devices, ctx.ifaces))
     return out
 
 
-def tunables_for(key: str, devices: Sequence[tuple[str, str]]) -> list[Tunable]:
-    """The tunables a profile key names: one per selected device for `kind/*/name`."""
+def tunables_for(
+    key: str, devices: Sequence[tuple[str, str]], ifaces: dict[str, Interface] | None = None
+) -> list[Tunable]:
+    """The tunables a profile key names: one per selected device for `kind/*/name`.
+
+    An MTU belongs to the whole stack (members, bond, VLANs, lowest first) when ``ifaces`` is
+    given, so apply raises it in an order the kernel accepts and audit checks every level.
+    """
     if "/*/" in key:
+        if ifaces is not None and key == "link/*/mtu":
+            devices = facts.link_stack(ifaces, list(devices))
         return [tunable_for_key(key.replace("*", dev, 1)) for dev, _ in devices]
     return [tunable_for_key(key)]
 
@@ -233,7 +249,8 @@ def run_audit(
     ctx = build_context(host, profile, rtt_ms=rtt_ms, ifaces=ifaces, exact=exact,
                         speed_mbps=speed_mbps)
     findings = [evaluate(ctx, host, t, spec) for t, spec in expand(ctx, chosen)]
-    return Audit(host_label(host), profile, ctx, findings)
+    nics = {d: facts.nic_driver(host, d) for d, _ in ctx.devices}
+    return Audit(host_label(host), profile, ctx, findings, nics)
 
 
 def host_label(host: Host) -> str:

@@ -9,9 +9,12 @@ from __future__ import annotations
 from typing import ClassVar
 
 from dtnkit.errors import BadInput
+from dtnkit.host import facts
 from dtnkit.host.facts import Interface, Unavailable
 from dtnkit.host.host import Host
+from dtnkit.host.parsers import ParseError
 from dtnkit.host.parsers.ethtool import parse_ethtool_driver
+from dtnkit.host.parsers.iproute import parse_ip_route_json
 from dtnkit.host.parsers.proc import parse_cpu_list, parse_proc_interrupts
 from dtnkit.tune.context import Context, NoWant, Want
 from dtnkit.tune.kinds.base import Scope, Tunable, Value
@@ -72,13 +75,134 @@ class SmtCheck(Check):
 
 
 class Ipv6Check(Check):
+    """Dual stack for real: a global IPv6 address on a data interface and an IPv6 default route.
+
+    ``disable_ipv6 = 0`` alone proves nothing: every link gets a link-local ``fe80::`` address,
+    which no remote host can reach.  The address may sit on a bond or VLAN above the NIC.
+    """
+
     name, title = "ipv6", "IPv6"
+
+    def __init__(self, stack: list[str]) -> None:
+        super().__init__()
+        self.stack = stack
+
+    @classmethod
+    def for_context(cls, ctx: Context) -> Check:
+        return cls([d for d, _ in facts.link_stack(ctx.ifaces, list(ctx.devices))])
 
     def read(self, host: Host) -> Value | Unavailable:
         text = host.read("/proc/sys/net/ipv6/conf/all/disable_ipv6")
         if text is None:
             return "absent"
-        return "disabled" if text.strip() == "1" else "present"
+        if text.strip() == "1":
+            return "disabled"
+        addrs = facts.addresses(host, "-6")
+        if isinstance(addrs, Unavailable):
+            return addrs
+        res = host.query(["ip", "-6", "-j", "route", "show", "default"])
+        if not res.ok:
+            return Unavailable(f"cannot read IPv6 routes: {res.message()}")
+        try:
+            routes = [r for r in parse_ip_route_json(res.stdout) if r.default]
+        except ParseError as exc:
+            return Unavailable(str(exc))
+        mine = set(self.stack)
+        global_on = sorted({a.ifname for a in addrs
+                            if a.family == "inet6" and a.scope == "global" and a.ifname in mine})
+        routed = sorted({d for r in routes for d in r.devs if d in mine})
+        problems: list[str] = []
+        if not global_on:
+            where = ", ".join(self.stack) or "no data interface"
+            local = any(a.ifname in mine and a.scope == "link" for a in addrs)
+            problems.append(f"no global IPv6 address on {where}"
+                            + (" (link-local only)" if local else ""))
+        if not routed:
+            others = sorted({d for r in routes for d in r.devs})
+            problems.append("no IPv6 default route" + (
+                f" on a data interface (only via {', '.join(others)})" if others else ""))
+        return "; ".join(problems) if problems else "present"
+
+
+class IommuCheck(Check):
+    """``iommu=pt`` on the kernel command line: at 100G an IOMMU translating every DMA costs
+    throughput (ESnet fasterdata 100G page)."""
+
+    name, title = "iommu", "iommu=pt on the kernel command line"
+
+    def read(self, host: Host) -> Value | Unavailable:
+        text = host.read("/proc/cmdline")
+        if text is None:
+            return Unavailable("/proc/cmdline is not readable")
+        values = [w.partition("=")[2] for w in text.split() if w.startswith("iommu=")]
+        return values[-1] if values else "not set"
+
+    def satisfies(self, current: Value, want: Value, mode: str) -> bool:
+        return want == "any" or bool(current == want)
+
+    def literal(self, ctx: Context, host: Host, spec: ItemSpec, mode: str) -> Want | NoWant:
+        min_gbit = spec.numbers.get("min_speed_gbit", 0)
+        speed = ctx.buffer_speed_mbps or 0
+        if speed / 1000 < min_gbit:
+            return Want("any", "exact", f"iommu=pt matters at {min_gbit:g}G and up")
+        return Want(spec.value, mode, "add iommu=pt to the kernel command line (GRUB) and reboot")
+
+
+HASHING_MODES = ("802.3ad", "balance-xor", "balance-tlb", "balance-alb")
+
+
+class BondHashCheck(Check):
+    """A bond that spreads flows by hash should hash on layer 3+4, or every flow between two
+    hosts takes one member (layer2 hashes MAC addresses only)."""
+
+    name, title = "bond-hash", "bond xmit_hash_policy"
+
+    def __init__(self, bonds: list[str]) -> None:
+        super().__init__()
+        self.bonds = bonds
+
+    @classmethod
+    def for_context(cls, ctx: Context) -> Check:
+        stack = facts.link_stack(ctx.ifaces, list(ctx.devices))
+        return cls([d for d, _ in stack if ctx.ifaces[d].kind == "bond"])
+
+    def read(self, host: Host) -> Value | Unavailable:
+        if not self.bonds:
+            return "no bond"
+        wrong: list[str] = []
+        for bond in self.bonds:
+            mode, policy = self._bond(host, bond)
+            if mode is None or policy is None:
+                return Unavailable(f"cannot read {bond}'s mode and hash policy "
+                                   f"(/sys/class/net/{bond}/bonding, /proc/net/bonding/{bond})")
+            if mode in HASHING_MODES and policy != "layer3+4":
+                wrong.append(f"{bond}: {policy} ({mode})")
+        return "; ".join(wrong) if wrong else "layer3+4"
+
+    @staticmethod
+    def _bond(host: Host, bond: str) -> tuple[str | None, str | None]:
+        base = f"/sys/class/net/{bond}/bonding"
+        mode, policy = host.read(f"{base}/mode"), host.read(f"{base}/xmit_hash_policy")
+        if mode is not None and policy is not None:
+            return mode.split()[0], policy.split()[0]
+        text = host.read(f"/proc/net/bonding/{bond}")
+        if text is None:
+            return None, None
+        found: dict[str, str] = {}
+        for line in text.splitlines():
+            key, _, value = line.partition(":")
+            found.setdefault(key.strip(), value.strip())
+        mode_text = found.get("Bonding Mode", "")
+        names = {"IEEE 802.3ad Dynamic link aggregation": "802.3ad",
+                 "load balancing (xor)": "balance-xor",
+                 "transmit load balancing": "balance-tlb",
+                 "adaptive load balancing": "balance-alb"}
+        policy_text = found.get("Transmit Hash Policy")
+        return (names.get(mode_text, mode_text or None),
+                policy_text.split()[0] if policy_text else "n/a")
+
+    def satisfies(self, current: Value, want: Value, mode: str) -> bool:
+        return current in (want, "no bond")
 
 
 class IrqAffinityCheck(Check):
@@ -131,7 +255,8 @@ class IrqAffinityCheck(Check):
 
 
 CHECKS: dict[str, type[Check]] = {
-    check.name: check for check in (IrqAffinityCheck, IrqbalanceCheck, SmtCheck, Ipv6Check)
+    check.name: check for check in (IrqAffinityCheck, IrqbalanceCheck, SmtCheck, Ipv6Check,
+                                    IommuCheck, BondHashCheck)
 }
 
 

@@ -68,6 +68,8 @@ KNOWN_KEYS: dict[str, str] = {
     "check/irqbalance": "checks",
     "check/smt": "checks",
     "check/ipv6": "checks",
+    "check/iommu": "checks",
+    "check/bond-hash": "checks",
 }
 GROUPS = ("buffers", "backlog", "congestion", "pacing", "rings", "offloads", "nic", "cpu", "checks")
 

@@ -14,7 +14,11 @@ from tests.support.captures import (
 )
 
 from dtnkit.host.parsers import ParseError
-from dtnkit.host.parsers.iproute import parse_ip_link_json
+from dtnkit.host.parsers.iproute import (
+    parse_ip_addr_json,
+    parse_ip_link_json,
+    parse_ip_route_json,
+)
 
 # --------------------------------------------------------------------------- ip -j link
 
@@ -115,3 +119,42 @@ BASE_LINK = (
 def test_ip_link_malformed(text: str) -> None:
     with pytest.raises(ParseError):
         parse_ip_link_json(text)
+
+
+# --------------------------------------------------------------------------- ip -j addr / route
+
+
+def test_ip_addr_local_capture_scopes() -> None:
+    addrs = parse_ip_addr_json(local("dkab-cap.ip-6-j-addr-show.json"))
+    by = {(a.ifname, a.scope): a for a in addrs}
+    assert by[("a0", "global")].local == "2001:db8:10::10"
+    assert by[("a0", "global")].prefixlen == 64
+    assert by[("a0", "link")].local.startswith("fe80::")
+    assert by[("lo", "host")].local == "::1"
+    assert {a.scope for a in addrs if a.ifname in ("a1", "b0", "b1")} == {"link"}
+    assert all(a.family == "inet6" for a in addrs)
+
+
+def test_ip_route_local_captures() -> None:
+    two = parse_ip_route_json(local("dkab-cap.ip-j-route-show-default.two-metrics.json"))
+    assert [(r.dst, r.devs, r.gateway, r.metric) for r in two] == [
+        ("default", ("a0",), "198.51.100.1", 100), ("default", ("b0",), "203.0.113.1", 200)]
+    multi = parse_ip_route_json(local("dkab-cap.ip-j-route-show-default.multipath.json"))
+    assert len(multi) == 1 and multi[0].default and multi[0].devs == ("a0", "b0")
+    six = parse_ip_route_json(local("dkab-cap.ip-6-j-route-show-default.json"))
+    assert six[0].devs == ("a0",) and six[0].gateway == "2001:db8:10::1"
+    assert parse_ip_route_json(local("dkab-cap.ip-6-j-route-show-default.none.json")) == []
+
+
+@pytest.mark.parametrize("text", ["{}", '[{"dev": "a0"}]', '[{"dst": "default", "nexthops": 3}]',
+                                  "[1]", "not json"])
+def test_ip_route_refuses_bad_shapes(text: str) -> None:
+    with pytest.raises(ParseError):
+        parse_ip_route_json(text)
+
+
+@pytest.mark.parametrize("text", ["{}", '[{"ifname": "a0", "addr_info": {}}]',
+                                  '[{"ifname": "a0", "addr_info": [{"family": "inet6"}]}]'])
+def test_ip_addr_refuses_bad_shapes(text: str) -> None:
+    with pytest.raises(ParseError):
+        parse_ip_addr_json(text)

@@ -1,4 +1,4 @@
-"""Parser for ``ip -d -j link show``.
+"""Parsers for ``ip -d -j link show``, ``ip [-6] -j addr show`` and ``ip [-6] -j route show``.
 
 The format, as printed by iproute2 6.1 (Debian 12) and by newer releases, checked against
 the real captures under ``tests/fixtures/captured``:
@@ -117,3 +117,101 @@ def parse_ip_link_json(text: str) -> list[Link]:
     if not isinstance(data, list):
         raise ParseError(f"{source}: expected a JSON list, got {type(data).__name__}")
     return [_parse_link(entry, position) for position, entry in enumerate(data)]
+
+
+@dataclass(frozen=True)
+class Address:
+    """One address of one link from ``ip -j addr show`` (``ip -6 -j addr`` for IPv6 only).
+
+    ``scope`` is as ip prints it: ``global``, ``link``, ``host`` (or a number for a custom one).
+    """
+
+    ifname: str
+    family: str  # "inet" or "inet6"
+    local: str
+    prefixlen: int
+    scope: str
+
+
+def parse_ip_addr_json(text: str) -> list[Address]:
+    """Parse ``ip [-6] -j addr show``: a JSON list of links, each with ``addr_info``.
+
+    A link with no address has no ``addr_info`` (or an empty list); ip prints ``[{}]`` entries
+    for links filtered out by ``-6`` on some releases, which are skipped.
+    """
+    source = "ip -j addr"
+    data = load_json(text, source)
+    if not isinstance(data, list):
+        raise ParseError(f"{source}: expected a JSON list, got {type(data).__name__}")
+    out: list[Address] = []
+    for position, entry in enumerate(data):
+        where = f"{source}: item {position}"
+        if not isinstance(entry, dict):
+            raise ParseError(f"{where} is not an object: {entry!r}")
+        if not entry:
+            continue
+        name = req_str(entry, "ifname", where)
+        infos = entry.get("addr_info", [])
+        if not isinstance(infos, list):
+            raise ParseError(f"{where} ({name}): 'addr_info' is not a list")
+        for info in infos:
+            if not isinstance(info, dict):
+                raise ParseError(f"{where} ({name}): an addr_info item is not an object")
+            if not info:
+                continue
+            scope = info.get("scope", "global")
+            out.append(Address(
+                ifname=name,
+                family=req_str(info, "family", where),
+                local=req_str(info, "local", where),
+                prefixlen=req_int(info, "prefixlen", where),
+                scope=str(scope),
+            ))
+    return out
+
+
+@dataclass(frozen=True)
+class Route:
+    """One route from ``ip [-6] -j route show``; a multipath route lists every nexthop device."""
+
+    dst: str
+    devs: tuple[str, ...]
+    gateway: str | None
+    metric: int | None
+
+    @property
+    def default(self) -> bool:
+        return self.dst == "default"
+
+
+def parse_ip_route_json(text: str) -> list[Route]:
+    """Parse ``ip [-6] -j route show [default]``, in order."""
+    source = "ip -j route"
+    data = load_json(text, source)
+    if not isinstance(data, list):
+        raise ParseError(f"{source}: expected a JSON list, got {type(data).__name__}")
+    out: list[Route] = []
+    for position, entry in enumerate(data):
+        where = f"{source}: item {position}"
+        if not isinstance(entry, dict):
+            raise ParseError(f"{where} is not an object: {entry!r}")
+        devs: list[str] = []
+        dev = opt_str(entry, "dev", where)
+        if dev:
+            devs.append(dev)
+        hops = entry.get("nexthops", [])
+        if not isinstance(hops, list):
+            raise ParseError(f"{where}: 'nexthops' is not a list")
+        for hop in hops:
+            if not isinstance(hop, dict):
+                raise ParseError(f"{where}: a nexthop is not an object")
+            hop_dev = opt_str(hop, "dev", where)
+            if hop_dev and hop_dev not in devs:
+                devs.append(hop_dev)
+        out.append(Route(
+            dst=req_str(entry, "dst", where),
+            devs=tuple(devs),
+            gateway=opt_str(entry, "gateway", where),
+            metric=opt_int(entry, "metric", where),
+        ))
+    return out
