@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import shlex
 import subprocess
 import sys
 import uuid
@@ -106,10 +107,11 @@ def test_twenty_concurrent_applies_write_once_and_restore_exactly(
     baseline = Store(home).load(writer["baseline"])
     assert baseline.values == start_values
     assert {k: start_values[k] for k in changed(writer)} == changed(writer)
-    assert f"--netns {ns.name}" in writer["undo"] and str(home) in writer["undo"]
-
-    run_one("tune", "restore", writer["baseline"], "--netns", ns.name, "--state-dir",
-            str(home))
+    # the undo hint names this namespace and state dir: pasted as is, it restores the start
+    undo = shlex.split(writer["undo"])
+    assert undo[:4] == ["dtnkit", "tune", "restore", writer["baseline"]]
+    assert f"--netns {ns.name}" in writer["undo"] and f"--state-dir {home}" in writer["undo"]
+    run_one(*undo[1:])
     assert ns.state() == start_state
 
 
