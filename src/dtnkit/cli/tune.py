@@ -371,7 +371,8 @@ def restore_cmd(env: Environment,
     out = apply_mod.restore(host, snap, store, ctx, progress=_progress(for_people(env, fmt)),
                             wait_s=wait_s, on_wait=_waiting(env))
     emit(env, {"snapshot": snap.id, **out.as_dict()}, fmt,
-         lambda p: _render().outcome(p.console, out, f"restore of {snap.id}"))
+         lambda p: _render().outcome(p.console, out, f"restore of {snap.id}",
+                                     restore_hint(snap.id, netns, tree, state_dir)))
     return _outcome_status(out)
 
 
