@@ -21,6 +21,8 @@ import pytest
 
 from conftest import Netns
 from dtnkit.errors import ExitStatus
+from dtnkit.host.host import Host
+from dtnkit.tune import apply as apply_mod
 from dtnkit.tune.snapshot import Store
 
 pytestmark = [pytest.mark.needs_root, pytest.mark.needs_netns, pytest.mark.needs_ethtool]
@@ -37,11 +39,15 @@ class LockNetns(Netns):
 @pytest.fixture
 def ns() -> Iterator[LockNetns]:
     n = LockNetns()
+    lock_file: Path | None = None
     try:
         n.create()
+        lock_file, _ = apply_mod.lock_path(Host.live(n.name), Path("/nonexistent"))
         yield n
     finally:
         n.delete()
+        if lock_file is not None:  # this namespace's lock file, now that it is gone
+            lock_file.unlink(missing_ok=True)
 
 
 def dtnkit(*argv: str) -> list[str]:
