@@ -162,15 +162,23 @@ def test_raise_only_leaves_larger_values_alone_and_exact_lowers_them(
 
 
 def test_second_run_waits_for_the_lock(
-    netns: Netns, state_dir: Path, capsys: pytest.CaptureFixture[str]
+    netns: Netns, state_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     before = netns.state()
-    with apply_mod.lock(state_dir):
+    with apply_mod.lock(Host.live(netns.name), state_dir):
         code, out = run_json(capsys, "tune", "apply", "--netns", netns.name, "--state-dir",
                              str(state_dir), "--format", "json")
-    assert code == ExitStatus.LOCKED
-    assert "another dtnkit apply" in out["error"]["what"]
+        assert code == ExitStatus.LOCKED
+        assert "another dtnkit apply" in out["error"]["what"]
+        # the lock is the namespace's, not the state dir's: another --state-dir waits too
+        code, out = run_json(capsys, "tune", "apply", "--netns", netns.name, "--state-dir",
+                             str(tmp_path / "other"), "--format", "json")
+        assert code == ExitStatus.LOCKED
+        code, out = run_json(capsys, "tune", "restore", "x", "--netns", netns.name,
+                             "--state-dir", str(tmp_path / "other"), "--format", "json")
+        assert code in (ExitStatus.LOCKED, ExitStatus.BAD_INPUT)  # no snapshot x: 9 first
     assert netns.state() == before
+    assert not (tmp_path / "other").exists() or not any((tmp_path / "other").iterdir())
 
 
 def test_save_diff_list_show_delete_round_trip(
@@ -235,8 +243,7 @@ class InterruptingRunner(SubprocessRunner):
 def test_interrupt_half_way_is_undone(netns: Netns, state_dir: Path) -> None:
     before = netns.state()
     host = Host(Path("/"), netns=netns.name, runner=InterruptingRunner(after=4))
-    audit = run_audit(host, load_profile("dtn"))
-    out = apply_mod.apply(host, audit, Store(state_dir))
+    out = apply_mod.apply(host, lambda h: run_audit(h, load_profile("dtn")), Store(state_dir))
     assert out.error is not None and out.error.status == ExitStatus.INTERRUPTED
     assert len(out.done) == 4
     assert out.rollback_errors == []

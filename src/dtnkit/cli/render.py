@@ -97,10 +97,12 @@ def step_done(con: Console, step: Step) -> None:
     con.print(f"[green]✓[/] {escape(step.describe())}")
 
 
-def outcome(con: Console, out: Outcome, what: str) -> None:
+def outcome(con: Console, out: Outcome, what: str, undo: str = "") -> None:
+    """``undo`` is the restore command for this run's baseline, with the options in force."""
+    undo = undo or f"dtnkit tune restore {out.baseline or ''}".rstrip()
     if out.baseline:
         con.print(f"baseline snapshot: [bold]{out.baseline}[/] "
-                  f"(undo with `dtnkit tune restore`)")
+                  f"(undo with `{escape(undo)}`)")
     if out.ok:
         con.print(f"[green]{what} done[/]: {len(out.done)} settings changed and verified")
         for path in out.persisted:
@@ -114,7 +116,7 @@ def outcome(con: Console, out: Outcome, what: str) -> None:
         con.print("[red]rollback could not restore everything:[/]")
         for line in out.rollback_errors:
             con.print(f"  {escape(line)}")
-        con.print(f"next: `dtnkit tune restore {out.baseline or ''}` once the cause is fixed")
+        con.print(f"next: `{escape(undo)}` once the cause is fixed")
     else:
         con.print(f"rolled back: {len(out.done) + (1 if out.failed else 0)} settings; "
                   "the host is as it was before this run")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ import click
 
 from dtnkit.cli.options import db_option, pass_env, state_dir_option
 from dtnkit.cli.output import Printer, emit, for_people, format_option
-from dtnkit.environment import Environment
+from dtnkit.environment import DEFAULT_STATE_DIR, Environment
 from dtnkit.errors import BadInput, ExitStatus
 from dtnkit.host.host import Host
 from dtnkit.tune import apply as apply_mod
@@ -88,6 +89,40 @@ def make_host(netns: str | None, tree: Path | None, *, read_only: bool = False) 
     return Host.live(netns, read_only=read_only)
 
 
+def _wait_option(f: F) -> F:
+    return click.option(
+        "--wait", "wait", default="0s", show_default=True, metavar="DURATION",
+        help="If another apply or restore holds this namespace's lock, wait up to this long "
+             f"(at most {apply_mod.MAX_WAIT_S:g}s) instead of exiting 8 at once.")(f)
+
+
+def parse_wait(text: str) -> float:
+    """--wait as seconds."""
+    return parse_ms(text, "wait", lo=0.0, hi=apply_mod.MAX_WAIT_S * 1000) / 1000
+
+
+def _waiting(env: Environment) -> Callable[[str], None]:
+    """Say once, on stderr (stdout may hold JSON), that the run waits for the lock."""
+    def say(message: str) -> None:
+        click.echo(f"dtnkit: {message}", file=env.stderr)
+
+    return say
+
+
+def restore_hint(baseline: str | None, netns: str | None, tree: Path | None,
+                 state_dir: Path) -> str:
+    """The restore command for ``baseline`` that acts on the same target and state dir as the
+    run that printed it, so it can be pasted as is."""
+    argv = ["dtnkit", "tune", "restore"] + ([baseline] if baseline else [])
+    if netns:
+        argv += ["--netns", netns]
+    if tree is not None:
+        argv += ["--tree", str(tree)]
+    if state_dir.absolute() != DEFAULT_STATE_DIR:
+        argv += ["--state-dir", str(state_dir.absolute())]
+    return shlex.join(argv)
+
+
 def _profile(name: str, dirs: tuple[Path, ...]) -> Any:
     return load_profile(name, dirs or (USER_PROFILE_DIR,))
 
@@ -130,6 +165,7 @@ def audit(env: Environment, profile: str, profile_dir: tuple[Path, ...], groups:
 @click.option("--tuned", "want_tuned", is_flag=True,
               help="Also switch the TuneD profile (tuned-adm).")
 @click.option("--label", default="", help="Label of the baseline snapshot.")
+@_wait_option
 @click.option("--from-experiment", "experiment_id", default=None, metavar="ID",
               help="Apply only the groups that helped in this experiment (its profile and RTT).")
 @db_option(help="Results store holding the experiment (default $DTNKIT_DB or "
@@ -139,7 +175,7 @@ def apply_cmd(env: Environment,
               profile: str, profile_dir: tuple[Path, ...], groups: tuple[str, ...],
               ifaces: tuple[str, ...], rtt: str, speed: str | None, exact: bool,
               netns: str | None, tree: Path | None, state_dir: Path, fmt: str, dry_run: bool,
-              persist: bool, want_mtu: bool, want_tuned: bool, label: str,
+              persist: bool, want_mtu: bool, want_tuned: bool, label: str, wait: str,
               experiment_id: str | None, db: Path) -> int:
     """Apply a profile, one group at a time, after saving a baseline.
 
@@ -157,32 +193,49 @@ def apply_cmd(env: Environment,
                                        "nothing to apply"), indent=None)
             return int(ExitStatus.OK)
         label = label or f"from {experiment_id}"
+    wait_s = parse_wait(wait)
+    speed_mbps = None if speed is None else parse_speed(speed)
     host = make_host(netns, tree, read_only=dry_run)
     prof = _profile(profile, profile_dir)
-    result = run_audit(host, prof, groups=groups, rtt_ms=parse_rtt(rtt), ifaces=ifaces,
-                       exact=exact, speed_mbps=None if speed is None else parse_speed(speed))
+    rtt_ms = parse_rtt(rtt)
     on_request = [n for n, on in (("mtu", want_mtu), ("tuned", want_tuned)) if on]
-    steps = apply_mod.plan(result, on_request)
-    skipped = apply_mod.skipped_on_request(result, on_request)
-    skipped_keys = [f.key for f in skipped]
+
+    def read(h: Host) -> Any:
+        return run_audit(h, prof, groups=groups, rtt_ms=rtt_ms, ifaces=ifaces, exact=exact,
+                         speed_mbps=speed_mbps)
+
     if dry_run:
+        result = read(host)
+        steps = apply_mod.plan(result, on_request)
+        skipped = apply_mod.skipped_on_request(result, on_request)
         emit(env, {"dry_run": True, "plan": [s.as_dict() for s in steps],
-                   "skipped_on_request": skipped_keys}, fmt,
+                   "skipped_on_request": [f.key for f in skipped]}, fmt,
              lambda p: _render().plan(p.console, steps, skipped, dry_run=True))
-        return int(ExitStatus.OK)
-    if not steps and not persist:
-        emit(env, {"ok": True, "baseline": None, "applied": [],
-                   "skipped_on_request": skipped_keys}, fmt,
-             lambda p: _render().nothing_to_do(p.console, result, skipped))
         return int(ExitStatus.OK)
     store = Store(state_dir)
     person = for_people(env, fmt)
-    if person is not None:
-        _render().plan(person.console, steps, skipped, dry_run=False)
-    out = apply_mod.apply(host, result, store, on_request=on_request, do_persist=persist,
-                          label=label, progress=_progress(person))
-    emit(env, {**out.as_dict(), "skipped_on_request": skipped_keys}, fmt,
-         lambda p: _render().outcome(p.console, out, "apply"))
+
+    def show_plan(result: Any, steps: list[apply_mod.Step]) -> None:
+        if person is not None:
+            skipped = apply_mod.skipped_on_request(result, on_request)
+            _render().plan(person.console, steps, skipped, dry_run=False)
+
+    # read, plan, baseline, write and verify all happen under the namespace's lock
+    out = apply_mod.apply(host, read, store, on_request=on_request, do_persist=persist,
+                          label=label, progress=_progress(person), wait_s=wait_s,
+                          on_wait=_waiting(env), on_plan=show_plan)
+    assert out.audit is not None
+    result = out.audit
+    skipped = apply_mod.skipped_on_request(result, on_request)
+    skipped_keys = [f.key for f in skipped]
+    if out.baseline is None and out.ok:
+        emit(env, {"ok": True, "baseline": None, "applied": [],
+                   "skipped_on_request": skipped_keys, "lock": out.as_dict()["lock"]}, fmt,
+             lambda p: _render().nothing_to_do(p.console, result, skipped))
+        return int(ExitStatus.OK)
+    undo = restore_hint(out.baseline, netns, tree, state_dir)
+    emit(env, {**out.as_dict(), "undo": undo, "skipped_on_request": skipped_keys}, fmt,
+         lambda p: _render().outcome(p.console, out, "apply", undo))
     return _outcome_status(out)
 
 
@@ -296,11 +349,13 @@ def diff_cmd(env: Environment,
 @_state_option
 @format_option
 @click.option("--dry-run", is_flag=True, help="Print what would change; write nothing.")
+@_wait_option
 @pass_env
 def restore_cmd(env: Environment,
                 snapshot: str | None, netns: str | None, tree: Path | None, state_dir: Path,
-                fmt: str, dry_run: bool) -> int:
+                fmt: str, dry_run: bool, wait: str) -> int:
     """Put back a snapshot's exact values (default: the baseline of the last apply)."""
+    wait_s = parse_wait(wait)
     store = Store(state_dir)
     snap = store.load(snapshot or "last")
     host = make_host(netns, tree, read_only=dry_run)
@@ -317,9 +372,11 @@ def restore_cmd(env: Environment,
         emit(env, {"dry_run": True, "snapshot": snap.id, "plan": [s.as_dict() for s in steps]},
              fmt, lambda p: _render().plan(p.console, steps, [], dry_run=True))
         return 0
-    out = apply_mod.restore(host, snap, store, ctx, progress=_progress(for_people(env, fmt)))
+    out = apply_mod.restore(host, snap, store, ctx, progress=_progress(for_people(env, fmt)),
+                            wait_s=wait_s, on_wait=_waiting(env))
     emit(env, {"snapshot": snap.id, **out.as_dict()}, fmt,
-         lambda p: _render().outcome(p.console, out, f"restore of {snap.id}"))
+         lambda p: _render().outcome(p.console, out, f"restore of {snap.id}",
+                                     restore_hint(snap.id, netns, tree, state_dir)))
     return _outcome_status(out)
 
 

@@ -13,6 +13,7 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -112,7 +113,10 @@ def run_experiment(
                     audit = run_audit(h, profile, groups=[group], rtt_ms=spec.rtt_ms)
                     if not apply_mod.plan(audit):
                         continue
-                    out = apply_mod.apply(h, audit, snaps, label=f"{exp_id} {group}")
+                    # apply audits again under the lock: the plan above may be stale by then
+                    out = apply_mod.apply(h, partial(run_audit, profile=profile,
+                                                     groups=[group], rtt_ms=spec.rtt_ms),
+                                          snaps, label=f"{exp_id} {group}")
                     if out.baseline:
                         baselines.append((h, out.baseline))
                     if not out.ok:

@@ -3,7 +3,11 @@
 ``apply`` saves a baseline snapshot of every restorable setting before its first write (not
 opt-in), writes in a fixed group order, re-reads each value to verify it, and on the first
 failure replays the journal backwards so the host ends exactly as it began.  ``restore``
-uses the same executor.  A lock file stops two runs at once.
+uses the same executor.
+
+One lock per target network namespace covers the whole transaction: read (the audit), plan,
+baseline snapshot, write and verify, so the baseline is what the host held when the lock was
+taken, never a read made before it.  See :func:`lock` for its scope.
 """
 
 from __future__ import annotations
@@ -12,7 +16,8 @@ import fcntl
 import os
 import signal
 import threading
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +36,11 @@ from dtnkit.tune.registry import tunable_for_key
 from dtnkit.tune.snapshot import Snapshot, Store, capture, new_snapshot, sort_keys
 
 ON_REQUEST = {"mtu": "link/", "tuned": "tuned/"}
+
+#: where the per-namespace locks live (tmpfs: a lock never outlives a boot)
+LOCK_DIR = Path("/run/dtnkit/tune")
+#: the longest --wait for the lock
+MAX_WAIT_S = 600.0
 
 
 @dataclass
@@ -60,6 +70,9 @@ class Outcome:
     rollback_errors: list[str] = field(default_factory=list)
     baseline: str | None = None
     persisted: list[str] = field(default_factory=list)
+    audit: Audit | None = field(default=None, repr=False)  # apply: the audit made under the lock
+    planned: list[Step] = field(default_factory=list)
+    held: Held | None = None
 
     @property
     def ok(self) -> bool:
@@ -75,6 +88,7 @@ class Outcome:
             "rolled_back": [s.as_dict() for s in self.done] if not self.ok else [],
             "rollback_errors": self.rollback_errors,
             "persisted": self.persisted,
+            "lock": self.held.as_dict() if self.held else None,
         }
 
 
@@ -160,24 +174,103 @@ def sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-@contextmanager
-def lock(state_dir: Path) -> Iterator[None]:
-    state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    path = state_dir / "tune.lock"
-    fh = open(path, "a+")  # noqa: SIM115 - held for the whole transaction
+@dataclass
+class Held:
+    """The lock a transaction ran under: which file, how long it waited, when it held it
+    (wall-clock seconds, comparable between processes)."""
+
+    path: Path
+    target: str
+    waited_s: float
+    acquired: float
+    released: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"path": str(self.path), "target": self.target, "waited_s": self.waited_s,
+                "acquired": self.acquired, "released": self.released}
+
+
+def lock_path(host: Host, state_dir: Path) -> tuple[Path, str]:
+    """The lock file for ``host`` and what it guards.
+
+    A live host's lock is keyed by the identity (inode) of its network namespace, under
+    /run/dtnkit/tune: every apply and restore on one namespace takes the same lock whatever its
+    --state-dir, and two names for one namespace (or ``ip netns exec NS dtnkit ...`` against
+    ``--netns NS``) share it.  Runs on different namespaces do not wait for each other: inside a
+    namespace only that namespace's settings are written.  A captured tree (--tree) is locked
+    by a file in its state dir, as it has no namespace.
+    """
+    if not host.is_live:
+        return state_dir / "tune.lock", f"tree {host.root}"
+    ns_file = f"/run/netns/{host.netns}" if host.netns else "/proc/self/ns/net"
     try:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError as exc:
-            fh.seek(0)
-            holder = fh.read().strip() or "unknown"
-            raise Locked("another dtnkit apply or restore is running",
-                         f"{path} is held by PID {holder}",
-                         "wait for it to finish, then run again") from exc
+        st = os.stat(ns_file)
+    except OSError as exc:
+        raise BadInput(f"cannot lock namespace {host.netns or 'of this process'}",
+                       f"{ns_file}: {exc.strerror or exc}", "see `ip netns list`") from exc
+    return LOCK_DIR / f"netns-{st.st_dev}-{st.st_ino}.lock", host.label
+
+
+@contextmanager
+def lock(host: Host, state_dir: Path, *, wait_s: float = 0.0,
+         on_wait: Callable[[str], None] | None = None) -> Iterator[Held]:
+    """Hold the target's lock for a whole transaction (see :func:`lock_path` for its scope).
+
+    With ``wait_s`` 0 a held lock fails at once with exit 8 (LOCKED); otherwise it waits up to
+    ``wait_s`` seconds, telling ``on_wait`` once who holds it, then fails with exit 8.
+    """
+    path, target = lock_path(host, state_dir)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fh = open(path, "a+")  # noqa: SIM115 - held for the whole transaction
+    except OSError as exc:
+        raise DtnkitError(f"cannot open the lock {path}", exc.strerror or str(exc),
+                          "check that the directory is writable (run as root)") from exc
+    start = time.monotonic()
+    told = False
+    try:
+        while True:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError as exc:
+                fh.seek(0)
+                holder = fh.read().strip() or "unknown"
+                waited = time.monotonic() - start
+                if waited >= wait_s:
+                    after = f" after waiting {waited:.0f} s" if wait_s else ""
+                    raise Locked(f"another dtnkit apply or restore is running on {target}",
+                                 f"{path} is held by PID {holder}{after}",
+                                 "wait for it to finish and run again, or give --wait 60s"
+                                 ) from exc
+                if not told and on_wait is not None:
+                    on_wait(f"waiting up to {wait_s:g} s for PID {holder}, which holds the "
+                            f"lock on {target}")
+                    told = True
+                time.sleep(min(0.05, max(0.0, wait_s - waited)))
+        held = Held(path, target, round(time.monotonic() - start, 3), time.time())
         fh.seek(0)
         fh.truncate()
         fh.write(str(os.getpid()))
         fh.flush()
+        yield held
+        held.released = time.time()
+    finally:
+        fh.close()
+
+
+@contextmanager
+def store_lock(state_dir: Path) -> Iterator[None]:
+    """Serialise saving a snapshot and moving the last-baseline mark between runs on different
+    namespaces that share one state dir (held for milliseconds, so it simply waits)."""
+    try:
+        state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fh = open(state_dir / "store.lock", "a+")  # noqa: SIM115
+    except OSError as exc:
+        raise DtnkitError(f"cannot use the state dir {state_dir}", exc.strerror or str(exc),
+                          "give a writable --state-dir") from exc
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX)
         yield
     finally:
         fh.close()
@@ -229,31 +322,49 @@ def _undo(host: Host, steps: Sequence[Step], out: Outcome) -> None:
 
 def apply(
     host: Host,
-    audit: Audit,
+    read: Callable[[Host], Audit],
     store: Store,
     *,
     on_request: Sequence[str] = (),
     do_persist: bool = False,
     label: str = "",
     progress: Any = None,
+    wait_s: float = 0.0,
+    on_wait: Callable[[str], None] | None = None,
+    on_plan: Callable[[Audit, list[Step]], None] | None = None,
 ) -> Outcome:
+    """Read, plan, save the baseline, write and verify, all under the target's lock.
+
+    ``read(host)`` makes the audit; it runs after the lock is taken, on a host whose cached
+    reads were dropped, so the plan and the baseline are what the host holds now.  With nothing
+    to change (and no --persist) nothing is saved: ``baseline`` is None and ``planned`` empty.
+    """
     require_root(host, "dtnkit tune apply")
-    if do_persist and not audit.ctx.env.initial_netns:
-        raise BadInput("--persist cannot be used in a network namespace",
-                       "it writes the host's boot-time configuration",
-                       "apply without --persist, or run on the host itself")
-    steps = plan(audit, on_request)
-    with lock(store.state_dir):
+    with lock(host, store.state_dir, wait_s=wait_s, on_wait=on_wait) as held:
+        host.refresh()
+        audit = read(host)
+        if do_persist and not audit.ctx.env.initial_netns:
+            raise BadInput("--persist cannot be used in a network namespace",
+                           "it writes the host's boot-time configuration",
+                           "apply without --persist, or run on the host itself")
+        steps = plan(audit, on_request)
+        if not steps and not do_persist:
+            out = Outcome(audit=audit, held=held)
+            held.released = time.time()
+            return out
+        if on_plan is not None:
+            on_plan(audit, steps)
         values = capture(host, audit.ctx, restorable_tunables(audit.ctx))
         snap = new_snapshot(host, values, label or f"before apply {audit.profile.name}",
                             "baseline")
         if do_persist:
             snap.files = persist.current_files(host)
-        store.save(snap)
-        store.set_last_baseline(snap.id)
+        with store_lock(store.state_dir):
+            store.save(snap)
+            store.set_last_baseline(snap.id)
         with sigterm_as_interrupt():
             out = execute(host, steps, progress=progress)
-        out.baseline = snap.id
+        out.baseline, out.audit, out.planned, out.held = snap.id, audit, steps, held
         if out.ok and do_persist:
             try:
                 out.persisted = persist.write(host, persist_values(audit, steps),
@@ -262,6 +373,7 @@ def apply(
                 out.error = exc
                 _undo(host, out.done, out)
                 persist.restore_files(host, snap.files)
+        held.released = time.time()
     return out
 
 
@@ -304,14 +416,19 @@ def _num(value: Any) -> int:
 
 
 def restore(
-    host: Host, snap: Snapshot, store: Store, ctx: Context, *, progress: Any = None
+    host: Host, snap: Snapshot, store: Store, ctx: Context, *, progress: Any = None,
+    wait_s: float = 0.0, on_wait: Callable[[str], None] | None = None,
 ) -> Outcome:
+    """Put back ``snap`` under the same lock as apply, comparing with values read under it."""
     require_root(host, "dtnkit tune restore")
-    with lock(store.state_dir):
+    with lock(host, store.state_dir, wait_s=wait_s, on_wait=on_wait) as held:
+        host.refresh()
         steps = restore_steps(host, snap, ctx)
         with sigterm_as_interrupt():
             out = execute(host, steps, progress=progress)
         if out.ok and snap.files:
             persist.restore_files(host, snap.files)
             out.persisted = sorted(snap.files)
+        out.planned, out.held = steps, held
+        held.released = time.time()
     return out
