@@ -81,6 +81,12 @@ def plan(con: Console, steps: Sequence[Step], skipped: Sequence[Finding], *,
                   f"({escape(f.current_text)} -> {escape(f.recommended_text)})")
 
 
+def restore_plan(con: Console, steps: Sequence[Step], skipped: Sequence[str]) -> None:
+    plan(con, steps, [], dry_run=True)
+    for line in skipped:
+        con.print(f"[dim]left alone:[/] {escape(line)}")
+
+
 def nothing_to_do(con: Console, audit: Audit, skipped: Sequence[Finding]) -> None:
     plan(con, [], skipped, dry_run=False)
     con.print("the selected groups already comply; no baseline was needed")
@@ -91,6 +97,8 @@ def step_done(con: Console, step: Step) -> None:
 
 
 def outcome(con: Console, out: Outcome, what: str) -> None:
+    for line in out.skipped:
+        con.print(f"[dim]left alone:[/] {escape(line)}")
     if out.baseline:
         con.print(f"baseline snapshot: [bold]{out.baseline}[/] "
                   f"(undo with `dtnkit tune restore`)")

@@ -24,9 +24,9 @@ from dtnkit.host.host import Host
 from dtnkit.tune import persist
 from dtnkit.tune.audit import Audit, Finding, tunables_for
 from dtnkit.tune.context import Context
-from dtnkit.tune.kinds.base import Tunable
+from dtnkit.tune.kinds.base import Scope, Tunable
 from dtnkit.tune.profile import GROUPS, KNOWN_KEYS
-from dtnkit.tune.registry import tunable_for_key
+from dtnkit.tune.registry import prepare_scopes, tunable_for_key
 from dtnkit.tune.snapshot import Snapshot, Store, capture, new_snapshot, sort_keys
 
 ON_REQUEST = {"mtu": "link/", "tuned": "tuned/"}
@@ -59,6 +59,7 @@ class Outcome:
     rollback_errors: list[str] = field(default_factory=list)
     baseline: str | None = None
     persisted: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # left alone on purpose, with why
 
     @property
     def ok(self) -> bool:
@@ -74,6 +75,7 @@ class Outcome:
             "rolled_back": [s.as_dict() for s in self.done] if not self.ok else [],
             "rollback_errors": self.rollback_errors,
             "persisted": self.persisted,
+            "skipped": self.skipped,
         }
 
 
@@ -264,19 +266,41 @@ def apply(
     return out
 
 
-def restore_steps(host: Host, snap: Snapshot, ctx: Context) -> list[Step]:
+def restore_plan(host: Host, snap: Snapshot, ctx: Context) -> tuple[list[Step], list[str]]:
+    """The steps that put ``snap`` back, and one line per thing left alone and why.
+
+    Inside a namespace nothing global to the host is restored: a sysctl the kernel keeps for
+    the host (asked of the kernel, see :mod:`dtnkit.host.sysctl_scope`) and the persist files
+    under /etc, which belong to the host, are skipped with a line saying so.
+    """
     steps: list[Step] = []
-    for key in sort_keys(list(snap.values)):
-        tunable = tunable_for_key(key)
-        if tunable.scope.value == "host" and not ctx.env.initial_netns:
-            continue
+    skipped: list[str] = []
+    in_netns = not ctx.env.initial_netns
+    tunables = [tunable_for_key(key) for key in sort_keys(list(snap.values))]
+    if in_netns:
+        prepare_scopes(host, tunables)
+    for tunable in tunables:
+        key = tunable.key
+        if in_netns:
+            scope, why = tunable.scope_on(host)
+            if scope is Scope.HOST:
+                skipped.append(f"{key}: global to the host ({why or 'not per namespace'}); "
+                               "not restored inside a namespace")
+                continue
         want = snap.values[key]
         now = tunable.read(host)
         if isinstance(now, Unavailable):
             continue  # the device is gone: nothing to put back
         if not tunable.satisfies(now, want, "exact"):
             steps.append(Step(tunable, now, want, key.split("/", 1)[0]))
-    return steps
+    if in_netns:
+        skipped += [f"{path}: a host file; not restored inside a namespace (restore it on the "
+                    "host itself)" for path in sorted(snap.files)]
+    return steps, skipped
+
+
+def restore_steps(host: Host, snap: Snapshot, ctx: Context) -> list[Step]:
+    return restore_plan(host, snap, ctx)[0]
 
 
 def restore(
@@ -284,10 +308,11 @@ def restore(
 ) -> Outcome:
     require_root(host, "dtnkit tune restore")
     with lock(store.state_dir):
-        steps = restore_steps(host, snap, ctx)
+        steps, skipped = restore_plan(host, snap, ctx)
         with sigterm_as_interrupt():
             out = execute(host, steps, progress=progress)
-        if out.ok and snap.files:
+        out.skipped = skipped
+        if out.ok and snap.files and ctx.env.initial_netns:
             persist.restore_files(host, snap.files)
             out.persisted = sorted(snap.files)
     return out
