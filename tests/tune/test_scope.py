@@ -187,7 +187,7 @@ def test_a_probe_that_cannot_run_classes_every_key_host_global() -> None:
 def test_a_host_global_sysctl_is_never_written_inside_a_namespace(ns: Ns) -> None:
     before = host_sysctl("vm.stat_interval")
     try:
-        with pytest.raises(DtnkitError, match="refusing to write vm.stat_interval"):
+        with pytest.raises(DtnkitError, match=r"refusing to write vm\.stat_interval"):
             SysctlTunable("vm.stat_interval").write(Host.live(ns.name),
                                                     str(int(before) + 1))
     finally:
@@ -254,8 +254,8 @@ def test_restore_in_a_namespace_refuses_a_snapshot_naming_a_kernel_key(
     before = host_sysctl("vm.stat_interval")
     snap = netns_snapshot(environment, ns, {"sysctl/vm.stat_interval": int(before) + 1})
     try:
-        code, out, err = run(environment, "tune", "restore", snap, "--netns", ns.name,
-                             "--state-dir", str(environment.state_dir))
+        code, _, err = run(environment, "tune", "restore", snap, "--netns", ns.name,
+                           "--state-dir", str(environment.state_dir))
     finally:
         if host_sysctl("vm.stat_interval") != before:  # only on a broken dtnkit
             Path("/proc/sys/vm/stat_interval").write_text(before)

@@ -300,19 +300,16 @@ def site_sysctls_text() -> str:
 
 def _site_group(where: str, key: str, item: Mapping[str, Any]) -> str:
     """The group of a key a site adds: an allow-listed sysctl naming a known group."""
-    if not key.startswith("sysctl/"):
+    group = item.get("group")
+    if not key.startswith("sysctl/") or not isinstance(group, str):
         raise BadInput(f"{where}: unknown key {key!r}",
                        "known keys are listed in docs/profiles.md; other sysctls need "
-                       "`sysctl/<name>` and a `group`", "fix the key")
+                       f"`sysctl/<name>` and a `group`, from: {site_sysctls_text()}",
+                       "fix the key")
     if not site_sysctl_allowed(key.partition("/")[2]):
         raise BadInput(f"{where}: {key} is not a network setting a site profile may add",
                        f"site profiles may add only these sysctls: {site_sysctls_text()} "
                        "(docs/profiles.md)", "remove it; set other kernel settings outside dtnkit")
-    group = item.get("group")
-    if not isinstance(group, str):
-        raise BadInput(f"{where}: unknown key {key!r}",
-                       "known keys are listed in docs/profiles.md; other sysctls need "
-                       "`sysctl/<name>` and a `group`", "add group = \"...\"")
     if group not in GROUPS:
         raise BadInput(f"{where}: {key} names unknown group {group!r}",
                        f"groups: {', '.join(GROUPS)}", "fix the group")
