@@ -12,23 +12,23 @@ name and vanishes with the probe process, so nothing can be left behind):
 2. the new namespace sees the host's own file      -> host-global (not namespaced at all:
    the same inode, with the host's file held open so the number cannot be reused)
 3. outside ``/proc/sys/net``                       -> host-global (never written to find out)
-4. read-only in the new namespace                  -> host-global (the host's value, shared)
-5. writable: write a changed value there, read it back, then read the host's value:
-   unchanged -> per namespace; changed -> host-global (and the host's value is put back at
-   once); no changed value could be written -> host-global ("could not prove it").
+4. read-only there (no write bit)                  -> host-global (the host's value, shared)
+5. write a changed value there (the host's value +-1 in its last field, or another
+   congestion control) and read it back, then read the host's value: unchanged -> per
+   namespace; changed -> host-global (the host's value is put back at once); no changed
+   value could be written -> host-global ("could not prove it").
 
 Every doubt ends in "host-global", the side that is never written inside a namespace.  One
-probe process serves a whole batch of keys and results are cached per key for the run, and
-the probe runs only when a namespace is targeted.  It needs root (``unshare``); when it
+probe process (``sh``, a few ms) serves a whole batch of keys, results are cached per key for
+the run, and the probe runs only when a namespace is targeted.  It needs root (``unshare``); when it
 cannot run, every key it was asked about is host-global with the reason.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import sys
+import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,62 +37,77 @@ from dtnkit.host.runner import Runner, SubprocessRunner
 
 NET_PREFIX = "net."
 
-# Runs inside the new namespace (python3 -I: stdlib only).  stdin: {"names": [...],
-# "host_ino": {name: inode or null}}; stdout: {name: {...facts...}}.
-_CHILD = r"""
-import json, os, sys
-req = json.load(sys.stdin)
-def path(name):
-    return "/proc/sys/" + name.replace(".", "/")
-def read(p):
-    with open(p) as fh:
-        return fh.read()
-def candidates(name, text):
+def _candidates(name: str, text: str | None, available_cc: str | None) -> list[str]:
+    """Values other than the host's that the key is likely to accept (for the write probe)."""
+    if text is None:
+        return []
     if name == "net.ipv4.tcp_congestion_control":
-        avail = read("/proc/sys/net/ipv4/tcp_available_congestion_control").split()
-        return [a for a in avail if a != text.strip()][:2]
+        return [cc for cc in (available_cc or "").split() if cc != text.strip()][:2]
     try:
         nums = [int(f) for f in text.split()]
     except ValueError:
         return []
     if not nums:
         return []
-    out = []
-    for last in ([nums[-1] - 1, nums[-1] + 1] if nums[-1] > 0 else [nums[-1] + 1]):
-        out.append(" ".join(str(n) for n in nums[:-1] + [last]))
-    return out
-res = {}
-for name in req["names"]:
-    p = path(name)
-    try:
-        st = os.stat(p)
-    except OSError:
-        res[name] = {"present": False}
-        continue
-    fact = {"present": True, "same_file": st.st_ino == req["host_ino"].get(name),
-            "writable": os.access(p, os.W_OK), "wrote": None, "errors": []}
-    res[name] = fact
-    if fact["same_file"] or not fact["writable"] or not name.startswith("net."):
-        continue
-    try:
-        text = read(p)
-    except OSError as exc:
-        fact["errors"].append(str(exc.strerror))
-        continue
-    for cand in candidates(name, text):
-        try:
-            with open(p, "w") as fh:
-                fh.write(cand)
-            if read(p).split() == cand.split():
-                fact["wrote"] = cand
-                break
-            fact["errors"].append("the value read back is not the one written")
-        except OSError as exc:
-            fact["errors"].append(str(exc.strerror))
-    if fact["wrote"] is None and not fact["errors"]:
-        fact["errors"].append("no other valid value is known for it")
-json.dump(res, sys.stdout)
-"""
+    lasts = [nums[-1] - 1, nums[-1] + 1] if nums[-1] > 0 else [nums[-1] + 1]
+    return [" ".join(str(n) for n in [*nums[:-1], last]) for last in lasts]
+
+
+def _script(names: list[str], host_ino: dict[str, int | None],
+            cands: dict[str, list[str]]) -> str:
+    """A POSIX sh script for the new namespace.  One ``stat`` prints ``P INODE MODE PATH`` for
+    every key that exists there; then each key with candidates and a file of its own is
+    written: ``W i j READBACK`` after the first write that worked, ``E i j`` for a refused one.
+    (``cat`` reads back: a sysctl file read a byte at a time, as ``read`` does, shows only
+    its first byte.)"""
+    paths = " ".join(shlex.quote(sysctl_file(n)) for n in names)
+    lines = [f"stat -L -c 'P %i %a %n' {paths} 2>/dev/null"]
+    for i, name in enumerate(names):
+        if not cands[name]:
+            continue
+        path = shlex.quote(sysctl_file(name))
+        ino = str(host_ino[name]) if host_ino[name] is not None else "none"
+        words = " ".join(shlex.quote(c) for c in cands[name])
+        lines.append(
+            f'p={path}; if [ -e "$p" ] && [ "$(stat -L -c %i "$p")" != {ino} ]; then j=0; '
+            f'for c in {words}; do j=$((j+1)); '
+            f'if {{ printf "%s" "$c" > "$p"; }} 2>/dev/null; then '
+            f'echo "W {i} $j $(cat "$p")"; break; else echo "E {i} $j"; fi; done; fi')
+    return "\n".join(lines) + "\n"
+
+
+def _facts(names: list[str], host_ino: dict[str, int | None], cands: dict[str, list[str]],
+           out: str) -> dict[str, dict[str, object]]:
+    index = {sysctl_file(n): i for i, n in enumerate(names)}
+    facts: dict[str, dict[str, object]] = {
+        n: {"present": False, "same_file": False, "read_only": False, "wrote": None,
+            "errors": []} for n in names}
+    for line in out.splitlines():
+        parts = line.split(maxsplit=3)
+        if parts[:1] == ["P"] and len(parts) == 4 and parts[3] in index:
+            name = names[index[parts[3]]]
+            fact = facts[name]
+            fact["present"] = True
+            fact["same_file"] = parts[1] == str(host_ino[name])
+            fact["read_only"] = not (int(parts[2], 8) & 0o222) if parts[2].isdigit() else False
+            continue
+        if len(parts) < 3 or not parts[1].isdigit() or int(parts[1]) >= len(names):
+            continue
+        name = names[int(parts[1])]
+        errors = facts[name]["errors"]
+        assert isinstance(errors, list)
+        if not parts[2].isdigit() or not 0 < int(parts[2]) <= len(cands[name]):
+            continue
+        cand = cands[name][int(parts[2]) - 1]
+        if parts[0] == "E":
+            errors.append(f"{cand!r} refused")
+        elif parts[0] == "W":
+            readback = parts[3] if len(parts) > 3 else ""
+            if readback.split() == cand.split():
+                facts[name]["wrote"] = cand
+            else:
+                errors.append(f"wrote {cand!r} but read back {readback!r}")
+    return facts
 
 
 @dataclass(frozen=True)
@@ -144,22 +159,22 @@ class ScopeProbe:
                 except OSError:
                     host_ino[name] = None
             before = {n: self._host_value(n) for n in names}
+            cc = self._host_value("net.ipv4.tcp_available_congestion_control")
+            cands = {n: _candidates(n, before[n], cc) if n.startswith(NET_PREFIX) else []
+                     for n in names}
             self.probes += 1
-            res = self.runner.run(["unshare", "--net", "--", sys.executable, "-I", "-c", _CHILD],
-                                  stdin=json.dumps({"names": names, "host_ino": host_ino}))
+            res = self.runner.run(["unshare", "--net", "--", "sh", "-c",
+                                   _script(names, host_ino, cands)])
             after = {n: self._host_value(n) for n in names}
         finally:
             for fd in fds.values():
                 os.close(fd)
-        try:
-            facts = json.loads(res.stdout) if res.ok else None
-        except json.JSONDecodeError:
-            facts = None
-        if not isinstance(facts, dict):
+        if not res.ok:
             why = ("could not probe a new namespace (" + res.message() + "); treated as "
                    "host-global")
             return {n: SysctlScope(n, False, why) for n in names}
-        return {n: self._verdict(n, facts.get(n, {}), before[n], after[n], host_ino[n])
+        facts = _facts(names, host_ino, cands, res.stdout)
+        return {n: self._verdict(n, facts[n], before[n], after[n], host_ino[n])
                 for n in names}
 
     def _verdict(self, name: str, fact: dict[str, object], before: str | None,
@@ -177,19 +192,20 @@ class ScopeProbe:
         if not name.startswith(NET_PREFIX):
             return glob("outside /proc/sys/net, the only sysctls a network namespace has its "
                         "own copy of")
-        if not fact.get("writable"):
-            return glob("read-only in a new network namespace: the host's value, shared")
         if before != after:
             if before is not None:
                 with contextlib.suppress(OSError):
                     self._host_path(name).write_text(before)
             return glob("a write in a new network namespace changed the host's value "
                         "(put back): global")
+        if fact.get("read_only"):
+            return glob("read-only in a new network namespace: the host's value, shared")
         if fact.get("wrote") is None:
             errors = fact.get("errors") or []
             detail = "; ".join(str(e) for e in errors) if isinstance(errors, list) else ""
-            return glob(f"could not prove it per-namespace ({detail or 'no write'}); treated "
-                        "as host-global")
+            return glob("could not prove it per-namespace ("
+                        f"{detail or 'no other valid value is known for it'}); treated as "
+                        "host-global")
         return SysctlScope(name, True, "a write in a new network namespace left the host's "
                            "value unchanged: per-namespace")
 
