@@ -177,9 +177,56 @@ def test_a_probe_that_cannot_run_classes_every_key_host_global() -> None:
             from dtnkit.host.runner import Result
             return Result(tuple(argv), 1, "", "unshare: Operation not permitted")
 
-    verdict = ScopeProbe(runner=Failing()).classify(["net.ipv4.tcp_rmem"])["net.ipv4.tcp_rmem"]
+    probe = ScopeProbe(runner=Failing())
+    verdict = probe.classify(["net.ipv4.tcp_rmem"])["net.ipv4.tcp_rmem"]
     assert not verdict.per_netns
     assert "Operation not permitted" in verdict.why
+    assert probe.probes == 2 and probe.cache == {}  # asked again once, a doubt never cached
+
+
+class Leaking:
+    """A stand-in for the throw-away namespace whose write reaches the "host" file (what a
+    global-but-writable key would do), or where someone else changes the host meanwhile."""
+
+    def __init__(self, host_file: Path, value: str | None) -> None:
+        self.host_file, self.value, self.calls = host_file, value, 0
+
+    def run(self, argv: Any, *, stdin: str | None = None) -> Any:
+        from dtnkit.host.runner import Result
+        self.calls += 1
+        if self.calls > 1:
+            return Result(tuple(argv), 1, "", "unshare: no more this time")
+        written = self.value if self.value is not None else "4096 131072 6291455"
+        self.host_file.write_text(written + "\n")
+        out = ("P 1 644 /proc/sys/net/ipv4/tcp_rmem\n"
+               "W 0 1 4096 131072 6291455\n")
+        return Result(tuple(argv), 0, out, "")
+
+
+def test_a_write_that_reaches_the_host_classes_the_key_global_and_is_put_back(
+    tmp_path: Path
+) -> None:
+    host_file = tmp_path / "net" / "ipv4" / "tcp_rmem"
+    host_file.parent.mkdir(parents=True)
+    host_file.write_text("4096\t131072\t6291456\n")
+    probe = ScopeProbe(runner=Leaking(host_file, None), proc_sys=tmp_path)
+    verdict = probe.classify(["net.ipv4.tcp_rmem"])["net.ipv4.tcp_rmem"]
+    assert not verdict.per_netns and "changed the host's value (put back)" in verdict.why
+    assert host_file.read_text() == "4096\t131072\t6291456\n"
+    assert "net.ipv4.tcp_rmem" in probe.cache
+
+
+def test_a_host_value_changed_by_someone_else_is_a_doubt_and_is_not_reverted(
+    tmp_path: Path
+) -> None:
+    host_file = tmp_path / "net" / "ipv4" / "tcp_rmem"
+    host_file.parent.mkdir(parents=True)
+    host_file.write_text("4096\t131072\t6291456\n")
+    probe = ScopeProbe(runner=Leaking(host_file, "4096 87380 9999999"), proc_sys=tmp_path)
+    verdict = probe.classify(["net.ipv4.tcp_rmem"])["net.ipv4.tcp_rmem"]
+    assert not verdict.per_netns and not verdict.final
+    assert host_file.read_text() == "4096 87380 9999999\n"  # someone else's value stays
+    assert probe.probes == 2 and probe.cache == {}  # asked again, and no answer is cached
 
 
 @pytest.mark.needs_root

@@ -21,7 +21,9 @@ name and vanishes with the probe process, so nothing can be left behind):
 Every doubt ends in "host-global", the side that is never written inside a namespace.  One
 probe process (``sh``, a few ms) serves a whole batch of keys, results are cached per key for
 the run, and the probe runs only when a namespace is targeted.  It needs root (``unshare``); when it
-cannot run, every key it was asked about is host-global with the reason.
+cannot run, every key it was asked about is host-global with the reason.  Such doubts (and a
+host value changed by someone else during the probe) are asked once more and never cached;
+the host's value is put back only when it holds exactly what the probe wrote.
 """
 
 from __future__ import annotations
@@ -117,6 +119,7 @@ class SysctlScope:
     name: str
     per_netns: bool
     why: str
+    final: bool = True  # the kernel's answer (cached); False: no answer this time (a doubt)
 
 
 def sysctl_file(name: str) -> str:
@@ -143,10 +146,15 @@ class ScopeProbe:
 
     def classify(self, names: Iterable[str]) -> dict[str, SysctlScope]:
         wanted = list(dict.fromkeys(names))
-        todo = [n for n in wanted if n not in self.cache]
-        if todo:
-            self.cache.update(self._probe(todo))
-        return {n: self.cache[n] for n in wanted}
+        got = {n: self.cache[n] for n in wanted if n in self.cache}
+        todo = [n for n in wanted if n not in got]
+        for _ in range(2):  # a doubt (probe failed, host changed meanwhile) is asked again once
+            if not todo:
+                break
+            got.update(self._probe(todo))
+            todo = [n for n in todo if not got[n].final]
+        self.cache.update({n: v for n, v in got.items() if v.final})
+        return {n: got[n] for n in wanted}
 
     def _probe(self, names: list[str]) -> dict[str, SysctlScope]:
         fds: dict[str, int] = {}
@@ -172,7 +180,7 @@ class ScopeProbe:
         if not res.ok:
             why = ("could not probe a new namespace (" + res.message() + "); treated as "
                    "host-global")
-            return {n: SysctlScope(n, False, why) for n in names}
+            return {n: SysctlScope(n, False, why, final=False) for n in names}
         facts = _facts(names, host_ino, cands, res.stdout)
         return {n: self._verdict(n, facts[n], before[n], after[n], host_ino[n])
                 for n in names}
@@ -193,11 +201,15 @@ class ScopeProbe:
             return glob("outside /proc/sys/net, the only sysctls a network namespace has its "
                         "own copy of")
         if before != after:
-            if before is not None:
-                with contextlib.suppress(OSError):
+            wrote = fact.get("wrote")
+            if before is not None and isinstance(wrote, str) and (after or "").split() == \
+                    wrote.split():
+                with contextlib.suppress(OSError):  # our write reached the host: undo it
                     self._host_path(name).write_text(before)
-            return glob("a write in a new network namespace changed the host's value "
-                        "(put back): global")
+                return glob("a write in a new network namespace changed the host's value "
+                            "(put back): global")
+            return SysctlScope(name, False, "the host's value changed during the probe (not "
+                               "by it); treated as host-global", final=False)
         if fact.get("read_only"):
             return glob("read-only in a new network namespace: the host's value, shared")
         if fact.get("wrote") is None:
