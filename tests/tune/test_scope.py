@@ -169,6 +169,9 @@ def test_the_probe_asks_the_kernel_once_per_batch_and_changes_nothing_on_the_hos
     probe.classify(["net.ipv4.tcp_rmem", "kernel.core_pattern"])  # cached: no new probe
     assert probe.probes == 1
     assert {n: host_sysctl(n) for n in names} == before
+    alone = ScopeProbe()  # only absent keys: still one answer, not a failed probe
+    assert alone.classify(["net.core.netdev_max_backlog"])["net.core.netdev_max_backlog"].final
+    assert alone.probes == 1
 
 
 def test_a_probe_that_cannot_run_classes_every_key_host_global() -> None:
