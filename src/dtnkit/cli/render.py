@@ -83,6 +83,12 @@ def plan(con: Console, steps: Sequence[Step], skipped: Sequence[Finding], *,
                   f"({escape(f.current_text)} -> {escape(f.recommended_text)})")
 
 
+def restore_plan(con: Console, steps: Sequence[Step], skipped: Sequence[str]) -> None:
+    plan(con, steps, [], dry_run=True)
+    for line in skipped:
+        con.print(f"[dim]left alone:[/] {escape(line)}")
+
+
 def nothing_to_do(con: Console, audit: Audit, skipped: Sequence[Finding]) -> None:
     plan(con, [], skipped, dry_run=False)
     if not audit.undecided:
@@ -100,6 +106,8 @@ def step_done(con: Console, step: Step) -> None:
 def outcome(con: Console, out: Outcome, what: str, undo: str = "") -> None:
     """``undo`` is the restore command for this run's baseline, with the options in force."""
     undo = undo or f"dtnkit tune restore {out.baseline or ''}".rstrip()
+    for line in out.skipped:
+        con.print(f"[dim]left alone:[/] {escape(line)}")
     if out.baseline:
         con.print(f"baseline snapshot: [bold]{out.baseline}[/] "
                   f"(undo with `{escape(undo)}`)")

@@ -368,9 +368,10 @@ def restore_cmd(env: Environment,
         )
     ctx = build_context(host, load_profile("dtn", ()))
     if dry_run:
-        steps = apply_mod.restore_steps(host, snap, ctx)
-        emit(env, {"dry_run": True, "snapshot": snap.id, "plan": [s.as_dict() for s in steps]},
-             fmt, lambda p: _render().plan(p.console, steps, [], dry_run=True))
+        steps, skipped = apply_mod.restore_plan(host, snap, ctx)
+        emit(env, {"dry_run": True, "snapshot": snap.id, "plan": [s.as_dict() for s in steps],
+                   "skipped": skipped}, fmt,
+             lambda p: _render().restore_plan(p.console, steps, skipped))
         return 0
     out = apply_mod.restore(host, snap, store, ctx, progress=_progress(for_people(env, fmt)),
                             wait_s=wait_s, on_wait=_waiting(env))

@@ -30,9 +30,9 @@ from dtnkit.host.host import Host
 from dtnkit.tune import persist
 from dtnkit.tune.audit import Audit, Finding, tunables_for
 from dtnkit.tune.context import Context
-from dtnkit.tune.kinds.base import Tunable
+from dtnkit.tune.kinds.base import Scope, Tunable
 from dtnkit.tune.profile import GROUPS, KNOWN_KEYS
-from dtnkit.tune.registry import tunable_for_key
+from dtnkit.tune.registry import prepare_scopes, tunable_for_key
 from dtnkit.tune.snapshot import Snapshot, Store, capture, new_snapshot, sort_keys
 
 ON_REQUEST = {"mtu": "link/", "tuned": "tuned/"}
@@ -73,6 +73,7 @@ class Outcome:
     audit: Audit | None = field(default=None, repr=False)  # apply: the audit made under the lock
     planned: list[Step] = field(default_factory=list)
     held: Held | None = None
+    skipped: list[str] = field(default_factory=list)  # left alone on purpose, with why
 
     @property
     def ok(self) -> bool:
@@ -89,6 +90,7 @@ class Outcome:
             "rollback_errors": self.rollback_errors,
             "persisted": self.persisted,
             "lock": self.held.as_dict() if self.held else None,
+            "skipped": self.skipped,
         }
 
 
@@ -377,19 +379,41 @@ def apply(
     return out
 
 
-def restore_steps(host: Host, snap: Snapshot, ctx: Context) -> list[Step]:
+def restore_plan(host: Host, snap: Snapshot, ctx: Context) -> tuple[list[Step], list[str]]:
+    """The steps that put ``snap`` back, and one line per thing left alone and why.
+
+    Inside a namespace nothing global to the host is restored: a sysctl the kernel keeps for
+    the host (asked of the kernel, see :mod:`dtnkit.host.sysctl_scope`) and the persist files
+    under /etc, which belong to the host, are skipped with a line saying so.
+    """
     steps: list[Step] = []
-    for key in sort_keys(list(snap.values)):
-        tunable = tunable_for_key(key)
-        if tunable.scope.value == "host" and not ctx.env.initial_netns:
-            continue
+    skipped: list[str] = []
+    in_netns = not ctx.env.initial_netns
+    tunables = [tunable_for_key(key) for key in sort_keys(list(snap.values))]
+    if in_netns:
+        prepare_scopes(host, tunables)
+    for tunable in tunables:
+        key = tunable.key
+        if in_netns:
+            scope, why = tunable.scope_on(host)
+            if scope is Scope.HOST:
+                skipped.append(f"{key}: global to the host ({why or 'not per namespace'}); "
+                               "not restored inside a namespace")
+                continue
         want = snap.values[key]
         now = tunable.read(host)
         if isinstance(now, Unavailable):
             continue  # the device is gone: nothing to put back
         if not tunable.satisfies(now, want, "exact"):
             steps.append(Step(tunable, now, want, key.split("/", 1)[0]))
-    return mtu_stack_order(steps, ctx)
+    if in_netns:
+        skipped += [f"{path}: a host file; not restored inside a namespace (restore it on the "
+                    "host itself)" for path in sorted(snap.files)]
+    return mtu_stack_order(steps, ctx), skipped
+
+
+def restore_steps(host: Host, snap: Snapshot, ctx: Context) -> list[Step]:
+    return restore_plan(host, snap, ctx)[0]
 
 
 def mtu_stack_order(steps: list[Step], ctx: Context) -> list[Step]:
@@ -423,10 +447,11 @@ def restore(
     require_root(host, "dtnkit tune restore")
     with lock(host, store.state_dir, wait_s=wait_s, on_wait=on_wait) as held:
         host.refresh()
-        steps = restore_steps(host, snap, ctx)
+        steps, skipped = restore_plan(host, snap, ctx)
         with sigterm_as_interrupt():
             out = execute(host, steps, progress=progress)
-        if out.ok and snap.files:
+        out.skipped = skipped
+        if out.ok and snap.files and ctx.env.initial_netns:
             persist.restore_files(host, snap.files)
             out.persisted = sorted(snap.files)
         out.planned, out.held = steps, held

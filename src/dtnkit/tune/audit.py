@@ -21,7 +21,7 @@ from dtnkit.tune.context import Context, Decision, NoWant
 from dtnkit.tune.kinds.base import Scope, Tunable
 from dtnkit.tune.profile import GROUPS, ItemSpec, Profile
 from dtnkit.tune.recommend import recommend
-from dtnkit.tune.registry import tunable_for_key
+from dtnkit.tune.registry import prepare_scopes, tunable_for_key
 
 AUDIT_SCHEMA = "dtnkit.audit/1"
 STATUSES = ("ok", "differs", "unsupported", "unknown", "host-scope")
@@ -206,9 +206,12 @@ def evaluate(ctx: Context, host: Host, tunable: Tunable, spec: ItemSpec) -> Find
         finding.recommended_text = tunable.show(want.value)
         finding.mode = want.mode
     notes = [n for n in (via,) if n]
-    if tunable.scope is Scope.HOST and not ctx.env.initial_netns:
+    scope, scope_why = (tunable.scope, "") if ctx.env.initial_netns else tunable.scope_on(host)
+    finding.scope = str(scope)
+    if scope is Scope.HOST and not ctx.env.initial_netns:
         finding.status = "host-scope"
-        notes.insert(0, "global to the host: read-only or absent in this namespace; left alone")
+        notes.insert(0, f"global to the host ({scope_why or 'not per namespace'}): never "
+                        "written inside a namespace; left alone")
     elif isinstance(current, Unavailable):
         finding.status = "unsupported"
         notes.insert(0, current.reason)
@@ -248,7 +251,10 @@ def run_audit(
     chosen = check_groups(groups)
     ctx = build_context(host, profile, rtt_ms=rtt_ms, ifaces=ifaces, exact=exact,
                         speed_mbps=speed_mbps)
-    findings = [evaluate(ctx, host, t, spec) for t, spec in expand(ctx, chosen)]
+    pairs = expand(ctx, chosen)
+    if not ctx.env.initial_netns:
+        prepare_scopes(host, [t for t, _ in pairs])
+    findings = [evaluate(ctx, host, t, spec) for t, spec in pairs]
     nics = {d: facts.nic_driver(host, d) for d, _ in ctx.devices}
     return Audit(host_label(host), profile, ctx, findings, nics)
 

@@ -8,6 +8,7 @@ that asks for it.
 
 from __future__ import annotations
 
+import fnmatch
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -71,6 +72,13 @@ KNOWN_KEYS: dict[str, str] = {
     "check/iommu": "checks",
     "check/bond-hash": "checks",
 }
+# The only sysctls a site profile may add beyond KNOWN_KEYS (with a `group`): network settings
+# of the TCP/UDP stack and the core network buffers.  Nothing else (kernel.*, vm.*, fs.*,
+# routing and firewall keys such as net.ipv4.ip_forward or net.ipv4.conf.*) is a transfer
+# tuning, and kernel.* / vm.* are global to the host.  docs/profiles.md lists the same.
+SITE_SYSCTLS = ("net.core.*", "net.ipv4.tcp_*", "net.ipv4.udp_*", "net.ipv4.ip_local_port_range",
+                "net.ipv4.ip_no_pmtu_disc")
+SITE_SYSCTLS_EXCLUDED = ("net.core.bpf_*",)  # BPF JIT hardening: security, not tuning
 GROUPS = ("buffers", "backlog", "congestion", "pacing", "rings", "offloads", "nic", "cpu", "checks")
 
 
@@ -236,20 +244,7 @@ def build_profile(name: str, raw: Mapping[str, Any], files: tuple[str, ...]) -> 
     for key, item in raw.get("tune", {}).items():
         if item.get("enabled", True) is False:
             continue
-        group = KNOWN_KEYS.get(key)
-        if group is None:
-            if key.startswith("sysctl/") and isinstance(item.get("group"), str):
-                group = item["group"]
-                if group not in GROUPS:
-                    raise BadInput(f"{where}: {key} names unknown group {group!r}",
-                                   f"groups: {', '.join(GROUPS)}", "fix the group")
-            else:
-                raise BadInput(
-                    f"{where}: unknown key {key!r}",
-                    "known keys are listed in docs/profiles.md; other sysctls need "
-                    "`sysctl/<name>` and a `group`",
-                    "fix the key",
-                )
+        group = KNOWN_KEYS.get(key) or _site_group(where, key, item)
         given = [f for f in ("value", "tiers", "rule") if f in item]
         if len(given) != 1:
             raise BadInput(f"{where}: {key} needs exactly one of value, tiers, rule",
@@ -294,6 +289,35 @@ def build_profile(name: str, raw: Mapping[str, Any], files: tuple[str, ...]) -> 
         raise BadInput(f"{where} lacks parameters {sorted(missing)}",
                        "they size buffers and pacing", "add them under [params] or include dtn")
     return Profile(name, str(raw.get("description", "")), params, items, files)
+
+
+def site_sysctl_allowed(name: str) -> bool:
+    """Whether a site profile may add the sysctl ``name`` (the allow-list above)."""
+    return (any(fnmatch.fnmatchcase(name, p) for p in SITE_SYSCTLS)
+            and not any(fnmatch.fnmatchcase(name, p) for p in SITE_SYSCTLS_EXCLUDED))
+
+
+def site_sysctls_text() -> str:
+    excluded = ", ".join(SITE_SYSCTLS_EXCLUDED)
+    return f"{', '.join(SITE_SYSCTLS)} (not {excluded})"
+
+
+def _site_group(where: str, key: str, item: Mapping[str, Any]) -> str:
+    """The group of a key a site adds: an allow-listed sysctl naming a known group."""
+    group = item.get("group")
+    if not key.startswith("sysctl/") or not isinstance(group, str):
+        raise BadInput(f"{where}: unknown key {key!r}",
+                       "known keys are listed in docs/profiles.md; other sysctls need "
+                       f"`sysctl/<name>` and a `group`, from: {site_sysctls_text()}",
+                       "fix the key")
+    if not site_sysctl_allowed(key.partition("/")[2]):
+        raise BadInput(f"{where}: {key} is not a network setting a site profile may add",
+                       f"site profiles may add only these sysctls: {site_sysctls_text()} "
+                       "(docs/profiles.md)", "remove it; set other kernel settings outside dtnkit")
+    if group not in GROUPS:
+        raise BadInput(f"{where}: {key} names unknown group {group!r}",
+                       f"groups: {', '.join(GROUPS)}", "fix the group")
+    return group
 
 
 def _tiers(where: str, key: str, raw: Any) -> dict[int, Any]:

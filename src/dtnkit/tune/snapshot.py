@@ -26,7 +26,7 @@ from dtnkit.host.parsers import ParseError
 from dtnkit.host.parsers.sysctl import parse_sysctl_conf
 from dtnkit.tune.context import Context
 from dtnkit.tune.kinds.base import Scope, Tunable
-from dtnkit.tune.registry import KINDS, tunable_for_key
+from dtnkit.tune.registry import KINDS, accept_snapshot_key, prepare_scopes, tunable_for_key
 
 SCHEMA = "dtnkit.snapshot/1"
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -73,18 +73,25 @@ class Snapshot:
         except (KeyError, TypeError, ValueError) as exc:
             raise BadInput(f"{origin} is a damaged snapshot", f"missing or bad field {exc}",
                            "delete it, or restore from another snapshot") from exc
-        for key in snap.values:
-            tunable_for_key(key)  # raises on a key no tunable knows
+        _accept_keys(snap.values, origin)
         return snap
+
+
+def _accept_keys(values: dict[str, Any], origin: str) -> None:
+    """Every key must be claimed by a kind and be in a known group (scope: see registry)."""
+    for key in values:
+        accept_snapshot_key(key, origin)
 
 
 def capture(host: Host, ctx: Context, tunables: Sequence[Tunable]) -> dict[str, Any]:
     """Current values of every restorable tunable that this host (or namespace) lets us set."""
     values: dict[str, Any] = {}
+    if not ctx.env.initial_netns:
+        prepare_scopes(host, tunables)
     for tunable in tunables:
         if not tunable.restorable:
             continue
-        if tunable.scope is Scope.HOST and not ctx.env.initial_netns:
+        if not ctx.env.initial_netns and tunable.scope_on(host)[0] is Scope.HOST:
             continue
         value = tunable.read(host)
         if not isinstance(value, Unavailable):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from dtnkit.errors import DtnkitError
@@ -72,6 +73,16 @@ class Tunable(ABC):
         return str(value)
 
     # ---- per-kind hooks -------------------------------------------------------------------
+    def scope_on(self, host: Host) -> tuple[Scope, str]:
+        """This setting's scope as ``host``'s kernel treats it, and why (asked only when a
+        namespace is targeted; kinds whose scope the kernel decides override it)."""
+        return self.scope, ""
+
+    @classmethod
+    def prepare_scopes(cls, host: Host, tunables: Sequence[Tunable]) -> None:
+        """Learn the scope of many settings of this kind at once (one probe, not one each)."""
+        return None
+
     def literal(self, ctx: Context, host: Host, spec: ItemSpec, mode: str) -> Want | NoWant:
         """The recommendation for a literal profile value (kinds add their special cases)."""
         return Want(spec.value, mode, "")

@@ -2,23 +2,37 @@
 
 The one declaration is the name: the file apply writes (:meth:`Host.sysctl_path`) and the
 ``NAME = VALUE`` line ``--persist`` puts in /etc/sysctl.d both derive from it.
+
+Whether a sysctl is per network namespace or global to the host is asked of the kernel
+(:mod:`dtnkit.host.sysctl_scope`) whenever a namespace is targeted; the static rule below is
+only for captured trees, which have no kernel to ask.  A host-global sysctl is never written
+inside a namespace: :meth:`SysctlTunable.write` refuses it whatever planned the write.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
+
+from dtnkit.errors import DtnkitError
 from dtnkit.host.facts import Unavailable
 from dtnkit.host.host import Host
 from dtnkit.host.parsers.sysctl import normalize_sysctl
+from dtnkit.host.sysctl_scope import PROBE
 from dtnkit.tune.context import Context, NoWant, Want
 from dtnkit.tune.kinds.base import Scope, Tunable, Value
 from dtnkit.tune.profile import ItemSpec
 
-# sysctls that are global to the host (read-only or absent inside other namespaces)
+# Captured trees only (no kernel to probe): the keys of the shipped profile that kernels keep
+# global to the host (read-only or absent inside other namespaces); every key outside net.*
+# is global too.  A live namespace is always probed instead.
 HOST_GLOBAL_SYSCTLS = frozenset({
     "net.core.rmem_max", "net.core.wmem_max", "net.core.rmem_default", "net.core.wmem_default",
     "net.core.netdev_max_backlog", "net.core.default_qdisc", "net.ipv4.tcp_mem",
 })
 CONGESTION_CONTROL = "net.ipv4.tcp_congestion_control"
+# what the sysctl kind claims: dotted names of letters, digits and _ @ : + - (no paths)
+_NAME = re.compile(r"^[a-z0-9_]+(\.[A-Za-z0-9_@:+-]+)+$")
 
 
 def _ints(value: Value) -> list[int] | None:
@@ -44,14 +58,26 @@ class SysctlTunable(Tunable):
     kind = "sysctl"
 
     def __init__(self, name: str) -> None:
-        scope = Scope.HOST if name in HOST_GLOBAL_SYSCTLS else Scope.NETNS
+        scope = (Scope.HOST if name in HOST_GLOBAL_SYSCTLS or not name.startswith("net.")
+                 else Scope.NETNS)
         super().__init__(f"sysctl/{name}", scope, None, name)
         self.name = name
         self.path = Host.sysctl_path(name)
 
     @classmethod
     def from_key(cls, rest: str) -> Tunable | None:
-        return cls(rest) if rest else None
+        return cls(rest) if _NAME.match(rest) else None
+
+    def scope_on(self, host: Host) -> tuple[Scope, str]:
+        if not host.is_live:
+            return self.scope, "" if self.scope is Scope.NETNS else "global to the host"
+        verdict = PROBE.classify([self.name])[self.name]
+        return (Scope.NETNS if verdict.per_netns else Scope.HOST), verdict.why
+
+    @classmethod
+    def prepare_scopes(cls, host: Host, tunables: Sequence[Tunable]) -> None:
+        if host.is_live:
+            PROBE.classify(t.name for t in tunables if isinstance(t, SysctlTunable))
 
     def read(self, host: Host) -> Value | Unavailable:
         text = host.read(self.path)
@@ -60,6 +86,12 @@ class SysctlTunable(Tunable):
         return _typed(normalize_sysctl(text))
 
     def write(self, host: Host, value: Value) -> None:
+        if host.netns is not None:
+            scope, why = self.scope_on(host)
+            if scope is Scope.HOST:
+                raise DtnkitError(f"refusing to write {self.name} inside namespace {host.netns}",
+                                  f"it is global to the host: {why}",
+                                  "set it on the host itself, outside the namespace")
         host.write(self.path, str(value))
 
     def sysctl_d_line(self, value: Value) -> tuple[str, str]:
