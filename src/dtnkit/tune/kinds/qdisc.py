@@ -12,16 +12,55 @@ from typing import Any
 from dtnkit.errors import DtnkitError
 from dtnkit.host.facts import Unavailable
 from dtnkit.host.host import Host
-from dtnkit.host.parsers.tc import parse_tc_qdisc_json
+from dtnkit.host.parsers.tc import parse_tc_class_text, parse_tc_qdisc_json
 from dtnkit.tune.kinds.base import Argv, DeviceTunable, Scope, Tunable, Value, absolute
+
+# The options tc can set again, per kind, as ``tc -j qdisc show`` reports them.  Anything else
+# it reports (htb's ``direct_packets_stat`` counter, ...) is statistics: never stored, and
+# ignored when a snapshot that holds it is compared.
+_OPTIONS: dict[str, tuple[str, ...]] = {
+    "pfifo": ("limit",),
+    "bfifo": ("limit",),
+    "pfifo_fast": ("bands", "priomap", "multiqueue"),  # fixed by the kernel
+    "tbf": ("rate", "burst", "lat", "limit", "minburst"),
+    "htb": ("r2q", "default", "direct_qlen"),
+    "mq": (),
+    "noqueue": (),
+    "fq": ("limit", "flow_limit", "quantum", "initial_quantum", "buckets", "maxrate",
+           "low_rate_threshold", "refill_delay", "orphan_mask", "pacing", "ce_threshold",
+           "horizon", "horizon_drop"),
+    "fq_codel": ("limit", "flows", "quantum", "target", "interval", "memory_limit", "ecn",
+                 "drop_batch", "ce_threshold"),
+}
+# The options of an htb class, as ``tc -d class show`` prints them (``level`` is derived).
+_HTB_CLASS_OPTIONS = ("prio", "quantum", "rate", "ceil", "burst", "cburst")
+# Attached to ingress/clsact (``parent ffff:fff1``): out of scope, never read nor written.
+_INGRESS_PARENT = "ffff:fff1"
+
+
+def _options(kind: str, options: dict[str, Any]) -> dict[str, Any]:
+    """The settable options of a qdisc; unknown kinds keep all (restore refuses them)."""
+    keep = _OPTIONS.get(kind)
+    if keep is None:
+        return dict(options)
+    return {k: v for k, v in options.items() if k in keep}
 
 
 def _qdisc_args(kind: str, options: dict[str, Any]) -> list[str]:
-    """tc arguments that recreate a qdisc from its `tc -j` options."""
+    """tc arguments that recreate a qdisc from its `tc -j` options, as tc will report them."""
     args: list[str] = []
     if kind == "tbf":
-        args += ["rate", f"{options['rate']}bps", "burst", f"{options['burst']}b"]
-        args += ["latency", f"{options.get('lat', 50000)}us"]
+        if "minburst" in options:
+            raise DtnkitError("cannot recreate a tbf with a peak rate",
+                              "tc -j does not report the peak rate",
+                              "restore it by hand with tc")
+        rate, burst = int(options["rate"]), int(options["burst"])
+        buffer = tbf_burst_for(rate, burst)
+        args += ["rate", f"{rate}bps", "burst", f"{buffer}b"]
+        if "limit" in options:
+            args += ["limit", f"{int(options['limit'])}b"]
+        else:
+            args += ["limit", f"{tbf_limit_for(rate, buffer, int(options.get('lat', 50000)))}b"]
     elif kind in ("pfifo", "bfifo"):
         if "limit" in options:
             args += ["limit", str(options["limit"])]
@@ -30,6 +69,8 @@ def _qdisc_args(kind: str, options: dict[str, Any]) -> list[str]:
             args += ["default", str(options["default"]).removeprefix("0x")]
         if "r2q" in options:
             args += ["r2q", str(options["r2q"])]
+        if "direct_qlen" in options:
+            args += ["direct_qlen", str(options["direct_qlen"])]
     elif kind == "fq":
         for name in ("limit", "flow_limit", "quantum", "initial_quantum", "buckets"):
             if name in options:
@@ -51,6 +92,113 @@ def _qdisc_args(kind: str, options: dict[str, Any]) -> list[str]:
     return args
 
 
+# ---- tc's rounding of a token-bucket burst --------------------------------------------------
+# tc turns a burst of B bytes at R bytes/s into whole microseconds, int(1e6 * (B / R)), sends
+# them as ticks (exact on every kernel with a 1 ns clock), and shows int(R * us / 1e6) bytes
+# (iproute2 tc_core.c: tc_calc_xmittime / tc_calc_xmitsize).  Writing back the burst tc shows
+# can lose a microsecond to floating point (65250 -> 64875 at 3gbit), so dtnkit writes a burst
+# in the middle of the microsecond that shows the recorded value.
+
+
+def _burst_us(rate: int, burst: int) -> int:
+    return int(1e6 * (burst / rate))
+
+
+def _shown_burst(rate: int, us: int) -> int:
+    return int(rate * us / 1e6)
+
+
+def tbf_burst_for(rate: int, shown: int) -> int:
+    """A burst (bytes) that tc shows as ``shown`` at ``rate`` bytes/s (``shown`` if none does)."""
+    if rate <= 0:
+        return shown
+    guess = int(shown * 1e6 / rate)
+    for us in range(max(guess - 2, 0), guess + 3):
+        if _shown_burst(rate, us) != shown:
+            continue
+        middle = int(rate * (us + 0.5) / 1e6)
+        for burst in (middle, middle + 1, middle - 1, shown, shown + 1):
+            if burst > 0 and _shown_burst(rate, _burst_us(rate, burst)) == shown:
+                return burst
+    return shown
+
+
+def tbf_limit_for(rate: int, burst: int, lat_us: int) -> int:
+    """A limit (bytes) for which tc shows ``lat_us`` as the latency of a tbf.
+
+    tc shows int(1e6 * (limit / rate) - us(burst)), with the limit tc would compute from
+    ``latency`` as the first guess.
+    """
+    us = _burst_us(rate, burst)
+    low = max(int(rate * (lat_us + us) / 1e6) - 2, 1)
+    high = int(rate * (lat_us + us + 1) / 1e6) + 3
+    for limit in range(low, high):
+        if int(1e6 * (limit / rate) - us) == lat_us:
+            return limit
+    return int(rate * lat_us / 1e6) + burst
+
+
+# ---- htb classes ----------------------------------------------------------------------------
+_RATE_UNITS = {"": 1, "K": 1000, "M": 1000**2, "G": 1000**3, "T": 1000**4,
+               "Ki": 1024, "Mi": 1024**2, "Gi": 1024**3, "Ti": 1024**4}
+
+
+def _rate_bits(text: str) -> int:
+    """Bits/s of a rate as tc prints it (``100Mbit``, ``123456Kbit``, ``1Gibit``)."""
+    number = text.rstrip("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+    unit = text[len(number):]
+    if unit.endswith("bit"):
+        scale, per = _RATE_UNITS.get(unit[:-3]), 1
+    elif unit.endswith("bps"):
+        scale, per = _RATE_UNITS.get(unit[:-3]), 8
+    else:
+        scale, per = None, 1
+    if scale is None or not number:
+        raise DtnkitError(f"cannot read the rate {text!r}", "tc printed a unit dtnkit does not "
+                          "know", "restore it by hand with tc")
+    return int(float(number) * scale * per)
+
+
+def _bytes(text: str) -> int:
+    """Bytes of a size as tc prints it (``1600b``, ``1600b/1``, ``15Kb``)."""
+    size = text.split("/", 1)[0]
+    for suffix, scale in (("Kb", 1024), ("Mb", 1024**2), ("Gb", 1024**3), ("b", 1)):
+        if size.endswith(suffix) and size[: -len(suffix)].isdigit():
+            return int(size[: -len(suffix)]) * scale
+    if size.isdigit():
+        return int(size)
+    raise DtnkitError(f"cannot read the size {text!r}", "tc printed a unit dtnkit does not know",
+                      "restore it by hand with tc")
+
+
+def _class_options(options: dict[str, Any]) -> dict[str, Any]:
+    """An htb class's settable options, with bursts as plain byte counts."""
+    keep = {k: v for k, v in options.items() if k in _HTB_CLASS_OPTIONS}
+    for name in ("burst", "cburst"):
+        if isinstance(keep.get(name), str):
+            keep[name] = _bytes(keep[name])
+    for name in ("prio", "quantum"):
+        if isinstance(keep.get(name), str) and keep[name].isdigit():
+            keep[name] = int(keep[name])
+    return keep
+
+
+def _class_args(options: dict[str, Any]) -> list[str]:
+    """tc arguments that recreate an htb class so that tc shows ``options`` again."""
+    rate_bits = _rate_bits(str(options["rate"]))
+    ceil_bits = _rate_bits(str(options.get("ceil", options["rate"])))
+    rate, ceil = rate_bits // 8, ceil_bits // 8  # the kernel keeps bytes/s
+    args = ["rate", f"{rate_bits}bit", "ceil", f"{ceil_bits}bit"]
+    if "burst" in options:
+        args += ["burst", f"{tbf_burst_for(rate, int(options['burst']))}b"]
+    if "cburst" in options:
+        args += ["cburst", f"{tbf_burst_for(ceil, int(options['cburst']))}b"]
+    for name in ("prio", "quantum"):
+        if name in options:
+            args += [name, str(options[name])]
+    return args
+
+
 class QdiscTunable(DeviceTunable):
     """The root qdisc of a device, with its parameters and (for mq) its children."""
 
@@ -66,6 +214,11 @@ class QdiscTunable(DeviceTunable):
         return cls(device)
 
     def read(self, host: Host) -> Value | Unavailable:
+        """The root qdisc, every qdisc under it and (for htb) its classes, minus counters.
+
+        ingress/clsact and filters are out of scope: not read, and restore leaves them as
+        they are.
+        """
         res = host.query(["tc", "-j", "qdisc", "show", "dev", str(self.device)])
         if not res.ok:
             return Unavailable(res.message())
@@ -74,14 +227,26 @@ class QdiscTunable(DeviceTunable):
         if not roots:
             return Unavailable(f"no root qdisc on {self.device}")
         root = roots[0]
-        major = _major(root.handle)
         children = [
-            {"kind": q.kind, "handle": q.handle, "parent": q.parent, "options": q.options}
+            {"kind": q.kind, "handle": q.handle, "parent": q.parent,
+             "options": _options(q.kind, q.options)}
             for q in qdiscs
-            if not q.root and q.parent and _major(q.parent) == major
+            if not q.root and q.parent and q.parent != _INGRESS_PARENT
+            and q.kind not in ("ingress", "clsact")
         ]
-        return {"kind": root.kind, "handle": root.handle, "options": root.options,
-                "children": children}
+        value: dict[str, Any] = {"kind": root.kind, "handle": root.handle,
+                                 "options": _options(root.kind, root.options),
+                                 "children": children}
+        if "htb" in {root.kind, *(c["kind"] for c in children)}:
+            res = host.query(["tc", "-d", "class", "show", "dev", str(self.device)])
+            if not res.ok:
+                return Unavailable(res.message())
+            value["classes"] = [
+                {"kind": c.kind, "classid": c.classid, "parent": c.parent,
+                 "options": _class_options(c.options)}
+                for c in parse_tc_class_text(res.stdout) if c.kind == "htb"
+            ]
+        return value
 
     @staticmethod
     def is_default(value: dict[str, Any]) -> bool:
@@ -93,7 +258,7 @@ class QdiscTunable(DeviceTunable):
             return False
         if "maxrate_bps" in want:  # a pacing recommendation
             return _pacing_matches(current, want)
-        return _strip_handles(current) == _strip_handles(want)
+        return _normal(current) == _normal(want)
 
     def show(self, value: Value) -> str:
         if not isinstance(value, dict):
@@ -103,8 +268,12 @@ class QdiscTunable(DeviceTunable):
             cap = f" maxrate {rate / 1e9:g}gbit" if rate else ""
             return f"mq + fq{cap}" if value.get("mq") else f"fq{cap}"
         kids = {c["kind"] for c in value.get("children", [])}
+        classes = len(value.get("classes", []))
+        shown = f" ({classes} classes)" if classes else ""
         if kids:
-            return f"{value['kind']} + {'/'.join(sorted(kids))}"
+            return f"{value['kind']}{shown} + {'/'.join(sorted(kids))}"
+        if classes:
+            return f"{value['kind']}{shown}"
         opts = " ".join(f"{k}={v}" for k, v in value.get("options", {}).items()
                         if k in ("rate", "burst", "limit", "maxrate"))
         return f"{value['kind']} {opts}".strip()
@@ -119,21 +288,71 @@ class QdiscTunable(DeviceTunable):
             if not res.ok and "handle of zero" not in res.stderr and "No such" not in res.stderr:
                 raise DtnkitError(f"cannot reset the root qdisc of {dev}", res.message())
             return
-        kind, handle = value["kind"], value.get("handle", "")
-        root = ["tc", "qdisc", "replace", "dev", dev, "root", "handle", handle or "1:"]
-        res = host.change([*root, kind, *_qdisc_args(kind, value.get("options", {}))])
+        self._write_tree(host, dev, value)
+
+    def _write_tree(self, host: Host, dev: str, value: dict[str, Any]) -> None:
+        """Delete the root (and so every qdisc and class under it), then build the tree again:
+        each qdisc, then its classes parent first, then the qdiscs under them, with the
+        recorded handles so that every ``parent`` still names the same place.  Children with
+        handle ``0:`` are the ones the kernel attaches by itself (mq's per-queue defaults)."""
+        res = host.change(["tc", "qdisc", "del", "dev", dev, "root"])
+        if not res.ok and "handle of zero" not in res.stderr and "No such" not in res.stderr:
+            raise DtnkitError(f"cannot reset the root qdisc of {dev}", res.message())
+        kind, handle = value["kind"], value.get("handle", "") or "1:"
+        res = host.change(["tc", "qdisc", "add", "dev", dev, "root", "handle", handle, kind,
+                           *_qdisc_args(kind, value.get("options", {}))])
         if not res.ok:
             raise DtnkitError(f"cannot set the root qdisc of {dev} to {kind}", res.message())
-        major = _major(handle) if handle else "1"
-        for child in value.get("children", []):
-            if child["kind"] == "noqueue":
+        pending = [c for c in value.get("children", []) if _major(c["handle"]) != "0"]
+        defaults = [c for c in value.get("children", []) if _major(c["handle"]) == "0"]
+        classes = list(value.get("classes", []))
+        majors = [_major(handle)]
+        while majors:
+            major = majors.pop(0)
+            self._write_classes(host, dev, [c for c in classes
+                                            if _major(c["classid"]) == major])
+            for child in [c for c in pending if _major(c["parent"]) == major]:
+                pending.remove(child)
+                res = host.change(["tc", "qdisc", "add", "dev", dev, "parent", child["parent"],
+                                   "handle", child["handle"], child["kind"],
+                                   *_qdisc_args(child["kind"], child["options"])])
+                if not res.ok:
+                    raise DtnkitError(f"cannot set qdisc {child['kind']} under "
+                                      f"{child['parent']} on {dev}", res.message())
+                majors.append(_major(child["handle"]))
+        for child in defaults:  # a kernel default whose kind changed since (default_qdisc)
+            if child["kind"] in ("noqueue", "pfifo_fast"):
                 continue
-            parent = f"{major}:{_minor(child['parent'])}"
-            res = host.change(["tc", "qdisc", "replace", "dev", dev, "parent", parent,
+            res = host.change(["tc", "qdisc", "replace", "dev", dev, "parent", child["parent"],
                                child["kind"], *_qdisc_args(child["kind"], child["options"])])
             if not res.ok:
                 raise DtnkitError(f"cannot set qdisc {child['kind']} under {child['parent']} "
                                   f"on {dev}", res.message())
+        if pending:
+            raise DtnkitError(f"cannot place qdisc {pending[0]['kind']} {pending[0]['handle']} "
+                              f"on {dev}", f"its parent {pending[0]['parent']} is not in the "
+                              "recorded tree", "restore it by hand with tc")
+
+    @staticmethod
+    def _write_classes(host: Host, dev: str, classes: list[dict[str, Any]]) -> None:
+        done: set[str] = set()
+        while classes:
+            ready = [c for c in classes if c["parent"] is None or c["parent"] in done
+                     or _minor(c["parent"]) in ("", "0")]
+            if not ready:
+                raise DtnkitError(f"cannot place class {classes[0]['classid']} on {dev}",
+                                  f"its parent {classes[0]['parent']} is not in the recorded "
+                                  "tree", "restore it by hand with tc")
+            for cls in ready:
+                classes.remove(cls)
+                parent = cls["parent"] or f"{_major(cls['classid'])}:"
+                res = host.change(["tc", "class", "add", "dev", dev, "parent", parent,
+                                   "classid", cls["classid"], cls["kind"],
+                                   *_class_args(cls["options"])])
+                if not res.ok:
+                    raise DtnkitError(f"cannot add class {cls['classid']} on {dev}",
+                                      res.message())
+                done.add(cls["classid"])
 
     def boot_commands(self, value: Value) -> list[Argv]:
         """Only dtnkit's own pacing is persisted, not an arbitrary qdisc."""
@@ -170,13 +389,20 @@ def _minor(parent: str) -> str:
     return parent.split(":", 1)[1] if ":" in parent else parent
 
 
-def _strip_handles(value: dict[str, Any]) -> dict[str, Any]:
-    """A qdisc tree without the handles the kernel picks (children keyed by queue)."""
+def _normal(value: dict[str, Any]) -> dict[str, Any]:
+    """A qdisc tree as compared: handles and parents as recorded, options without counters,
+    children and classes in a fixed order (the kernel's listing order may change)."""
     return {
-        "kind": value.get("kind"), "options": value.get("options"),
-        "children": sorted((_minor(c["parent"]), c["kind"], sorted(c["options"].items(),
-                                                                    key=str))
+        "kind": value.get("kind"), "handle": value.get("handle"),
+        "options": _options(str(value.get("kind")), dict(value.get("options") or {})),
+        "children": sorted((str(c.get("parent")), str(c.get("handle")), str(c.get("kind")),
+                            sorted(_options(str(c.get("kind")),
+                                            dict(c.get("options") or {})).items(), key=str))
                            for c in value.get("children", [])),
+        "classes": sorted((str(c.get("classid")), str(c.get("parent")), str(c.get("kind")),
+                           sorted(_class_options(dict(c.get("options") or {})).items(),
+                                  key=str))
+                          for c in value.get("classes", [])),
     }
 
 
