@@ -15,6 +15,7 @@ from dtnkit.host.host import Host
 from dtnkit.host.parsers.tc import parse_tc_class_text, parse_tc_qdisc_json
 from dtnkit.tune.kinds.base import Argv, DeviceTunable, Scope, Tunable, Value, absolute
 
+DEFAULT_TICK = 1000 / 64  # tc's ticks per microsecond with high-resolution timers
 # The options tc can set again, per kind, as ``tc -j qdisc show`` reports them.  Anything else
 # it reports (htb's ``direct_packets_stat`` counter, ...) is statistics: never stored, and
 # ignored when a snapshot that holds it is compared.
@@ -46,7 +47,7 @@ def _options(kind: str, options: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in options.items() if k in keep}
 
 
-def _qdisc_args(kind: str, options: dict[str, Any]) -> list[str]:
+def _qdisc_args(kind: str, options: dict[str, Any], tick: float = DEFAULT_TICK) -> list[str]:
     """tc arguments that recreate a qdisc from its `tc -j` options, as tc will report them."""
     args: list[str] = []
     if kind == "tbf":
@@ -55,12 +56,13 @@ def _qdisc_args(kind: str, options: dict[str, Any]) -> list[str]:
                               "tc -j does not report the peak rate",
                               "restore it by hand with tc")
         rate, burst = int(options["rate"]), int(options["burst"])
-        buffer = tbf_burst_for(rate, burst)
+        buffer = burst_for(rate, burst, tick)
         args += ["rate", f"{rate}bps", "burst", f"{buffer}b"]
         if "limit" in options:
             args += ["limit", f"{int(options['limit'])}b"]
         else:
-            args += ["limit", f"{tbf_limit_for(rate, buffer, int(options.get('lat', 50000)))}b"]
+            lat = int(options.get("lat", 50000))
+            args += ["limit", f"{tbf_limit_for(rate, buffer, lat, tick)}b"]
     elif kind in ("pfifo", "bfifo"):
         if "limit" in options:
             args += ["limit", str(options["limit"])]
@@ -93,43 +95,60 @@ def _qdisc_args(kind: str, options: dict[str, Any]) -> list[str]:
 
 
 # ---- tc's rounding of a token-bucket burst --------------------------------------------------
-# tc turns a burst of B bytes at R bytes/s into whole microseconds, int(1e6 * (B / R)), sends
-# them as ticks (exact on every kernel with a 1 ns clock), and shows int(R * us / 1e6) bytes
-# (iproute2 tc_core.c: tc_calc_xmittime / tc_calc_xmitsize).  Writing back the burst tc shows
-# can lose a microsecond to floating point (65250 -> 64875 at 3gbit), so dtnkit writes a burst
-# in the middle of the microsecond that shows the recorded value.
+# tc turns a burst of B bytes at R bytes/s into 1e6 * B / R microseconds (htb first cuts them to
+# whole microseconds), into int(us * TICK) kernel ticks (TICK from /proc/net/psched: 15.625 on
+# every kernel with high-resolution timers), and shows int(R * int(ticks / TICK) / 1e6) bytes
+# (iproute2 tc_core.c).  So writing back the burst tc shows loses up to a microsecond each time
+# (tbf: 65250 -> 64875 at 3gbit).  dtnkit writes the middle of the range of bursts that tc shows
+# as the recorded value; the model was checked against tc 6.1 on random rates and bursts.
+_U32 = 2**32 - 1
 
 
-def _burst_us(rate: int, burst: int) -> int:
-    return int(1e6 * (burst / rate))
+def psched_tick(host: Host) -> float:
+    """tc's ticks per microsecond, as tc_core_init computes it from /proc/net/psched."""
+    text = host.read("/proc/net/psched") or ""
+    try:
+        t2us, us2t, clock_res = (int(word, 16) for word in text.split()[:3])
+    except ValueError:
+        return DEFAULT_TICK
+    if clock_res == 1_000_000_000:
+        t2us = us2t
+    return t2us / us2t * (clock_res / 1e6) if us2t else DEFAULT_TICK
 
 
-def _shown_burst(rate: int, us: int) -> int:
-    return int(rate * us / 1e6)
+def shown_burst(rate: int, burst: int, tick: float = DEFAULT_TICK,
+                whole_us: bool = False) -> int:
+    """The burst tc shows after writing ``burst`` bytes at ``rate`` bytes/s."""
+    us = 1e6 * (burst / rate)
+    ticks = int((int(us) if whole_us else us) * tick)
+    return int(rate * int(ticks / tick) / 1e6)
 
 
-def tbf_burst_for(rate: int, shown: int) -> int:
+def burst_for(rate: int, shown: int, tick: float = DEFAULT_TICK, whole_us: bool = False) -> int:
     """A burst (bytes) that tc shows as ``shown`` at ``rate`` bytes/s (``shown`` if none does)."""
-    if rate <= 0:
+    if rate <= 0 or shown <= 0:
         return shown
-    guess = int(shown * 1e6 / rate)
-    for us in range(max(guess - 2, 0), guess + 3):
-        if _shown_burst(rate, us) != shown:
-            continue
-        middle = int(rate * (us + 0.5) / 1e6)
-        for burst in (middle, middle + 1, middle - 1, shown, shown + 1):
-            if burst > 0 and _shown_burst(rate, _burst_us(rate, burst)) == shown:
-                return burst
-    return shown
+
+    def first(at_least: int) -> int:  # the smallest burst tc shows as >= at_least
+        low, high = 1, _U32
+        while low < high:
+            middle = (low + high) // 2
+            if shown_burst(rate, middle, tick, whole_us) >= at_least:
+                high = middle
+            else:
+                low = middle + 1
+        return low
+
+    low, high = first(shown), first(shown + 1) - 1
+    if low > high or shown_burst(rate, low, tick, whole_us) != shown:
+        return shown
+    return (low + high) // 2
 
 
-def tbf_limit_for(rate: int, burst: int, lat_us: int) -> int:
-    """A limit (bytes) for which tc shows ``lat_us`` as the latency of a tbf.
-
-    tc shows int(1e6 * (limit / rate) - us(burst)), with the limit tc would compute from
-    ``latency`` as the first guess.
-    """
-    us = _burst_us(rate, burst)
+def tbf_limit_for(rate: int, burst: int, lat_us: int, tick: float = DEFAULT_TICK) -> int:
+    """A limit (bytes) for which tc shows ``lat_us`` as the latency of a tbf: tc shows
+    int(1e6 * limit / rate - int(ticks / TICK)) (q_tbf.c)."""
+    us = int(int(1e6 * (burst / rate) * tick) / tick)
     low = max(int(rate * (lat_us + us) / 1e6) - 2, 1)
     high = int(rate * (lat_us + us + 1) / 1e6) + 3
     for limit in range(low, high):
@@ -183,16 +202,16 @@ def _class_options(options: dict[str, Any]) -> dict[str, Any]:
     return keep
 
 
-def _class_args(options: dict[str, Any]) -> list[str]:
+def _class_args(options: dict[str, Any], tick: float = DEFAULT_TICK) -> list[str]:
     """tc arguments that recreate an htb class so that tc shows ``options`` again."""
     rate_bits = _rate_bits(str(options["rate"]))
     ceil_bits = _rate_bits(str(options.get("ceil", options["rate"])))
     rate, ceil = rate_bits // 8, ceil_bits // 8  # the kernel keeps bytes/s
     args = ["rate", f"{rate_bits}bit", "ceil", f"{ceil_bits}bit"]
     if "burst" in options:
-        args += ["burst", f"{tbf_burst_for(rate, int(options['burst']))}b"]
+        args += ["burst", f"{burst_for(rate, int(options['burst']), tick, True)}b"]
     if "cburst" in options:
-        args += ["cburst", f"{tbf_burst_for(ceil, int(options['cburst']))}b"]
+        args += ["cburst", f"{burst_for(ceil, int(options['cburst']), tick, True)}b"]
     for name in ("prio", "quantum"):
         if name in options:
             args += [name, str(options[name])]
@@ -298,9 +317,10 @@ class QdiscTunable(DeviceTunable):
         res = host.change(["tc", "qdisc", "del", "dev", dev, "root"])
         if not res.ok and "handle of zero" not in res.stderr and "No such" not in res.stderr:
             raise DtnkitError(f"cannot reset the root qdisc of {dev}", res.message())
+        tick = psched_tick(host)
         kind, handle = value["kind"], value.get("handle", "") or "1:"
         res = host.change(["tc", "qdisc", "add", "dev", dev, "root", "handle", handle, kind,
-                           *_qdisc_args(kind, value.get("options", {}))])
+                           *_qdisc_args(kind, value.get("options", {}), tick)])
         if not res.ok:
             raise DtnkitError(f"cannot set the root qdisc of {dev} to {kind}", res.message())
         pending = [c for c in value.get("children", []) if _major(c["handle"]) != "0"]
@@ -310,12 +330,12 @@ class QdiscTunable(DeviceTunable):
         while majors:
             major = majors.pop(0)
             self._write_classes(host, dev, [c for c in classes
-                                            if _major(c["classid"]) == major])
+                                            if _major(c["classid"]) == major], tick)
             for child in [c for c in pending if _major(c["parent"]) == major]:
                 pending.remove(child)
                 res = host.change(["tc", "qdisc", "add", "dev", dev, "parent", child["parent"],
                                    "handle", child["handle"], child["kind"],
-                                   *_qdisc_args(child["kind"], child["options"])])
+                                   *_qdisc_args(child["kind"], child["options"], tick)])
                 if not res.ok:
                     raise DtnkitError(f"cannot set qdisc {child['kind']} under "
                                       f"{child['parent']} on {dev}", res.message())
@@ -324,7 +344,7 @@ class QdiscTunable(DeviceTunable):
             if child["kind"] in ("noqueue", "pfifo_fast"):
                 continue
             res = host.change(["tc", "qdisc", "replace", "dev", dev, "parent", child["parent"],
-                               child["kind"], *_qdisc_args(child["kind"], child["options"])])
+                               child["kind"], *_qdisc_args(child["kind"], child["options"], tick)])
             if not res.ok:
                 raise DtnkitError(f"cannot set qdisc {child['kind']} under {child['parent']} "
                                   f"on {dev}", res.message())
@@ -334,7 +354,8 @@ class QdiscTunable(DeviceTunable):
                               "recorded tree", "restore it by hand with tc")
 
     @staticmethod
-    def _write_classes(host: Host, dev: str, classes: list[dict[str, Any]]) -> None:
+    def _write_classes(host: Host, dev: str, classes: list[dict[str, Any]],
+                       tick: float) -> None:
         done: set[str] = set()
         while classes:
             ready = [c for c in classes if c["parent"] is None or c["parent"] in done
@@ -348,7 +369,7 @@ class QdiscTunable(DeviceTunable):
                 parent = cls["parent"] or f"{_major(cls['classid'])}:"
                 res = host.change(["tc", "class", "add", "dev", dev, "parent", parent,
                                    "classid", cls["classid"], cls["kind"],
-                                   *_class_args(cls["options"])])
+                                   *_class_args(cls["options"], tick)])
                 if not res.ok:
                     raise DtnkitError(f"cannot add class {cls['classid']} on {dev}",
                                       res.message())
