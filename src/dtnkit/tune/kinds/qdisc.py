@@ -124,22 +124,23 @@ def shown_burst(rate: int, burst: int, tick: float = DEFAULT_TICK,
     return int(rate * int(ticks / tick) / 1e6)
 
 
+def _first(rate: int, at_least: int, tick: float, whole_us: bool) -> int:
+    """The smallest burst tc shows as at least ``at_least`` bytes."""
+    low, high = 1, _U32
+    while low < high:
+        middle = (low + high) // 2
+        if shown_burst(rate, middle, tick, whole_us) >= at_least:
+            high = middle
+        else:
+            low = middle + 1
+    return low
+
+
 def burst_for(rate: int, shown: int, tick: float = DEFAULT_TICK, whole_us: bool = False) -> int:
     """A burst (bytes) that tc shows as ``shown`` at ``rate`` bytes/s (``shown`` if none does)."""
     if rate <= 0 or shown <= 0:
         return shown
-
-    def first(at_least: int) -> int:  # the smallest burst tc shows as >= at_least
-        low, high = 1, _U32
-        while low < high:
-            middle = (low + high) // 2
-            if shown_burst(rate, middle, tick, whole_us) >= at_least:
-                high = middle
-            else:
-                low = middle + 1
-        return low
-
-    low, high = first(shown), first(shown + 1) - 1
+    low, high = _first(rate, shown, tick, whole_us), _first(rate, shown + 1, tick, whole_us) - 1
     if low > high or shown_burst(rate, low, tick, whole_us) != shown:
         return shown
     return (low + high) // 2
@@ -190,32 +191,100 @@ def _bytes(text: str) -> int:
                       "restore it by hand with tc")
 
 
+def size_text(size: int) -> str:
+    """A size as tc prints it (iproute2 print_size): ``1600b``, ``11Kb`` (within 16 B of a
+    KiB multiple), ``2Mb`` (within 1 KiB of a MiB multiple)."""
+    if size >= 1024 * 1024 and abs(1024 * 1024 * round(size / (1024 * 1024)) - size) < 1024:
+        return f"{round(size / (1024 * 1024)):g}Mb"
+    if size >= 1024 and abs(1024 * round(size / 1024) - size) < 16:
+        return f"{round(size / 1024):g}Kb"
+    return f"{size}b"
+
+
+def _size_fuzz(text: str) -> int:
+    return 1024 if text.endswith("Mb") else 16 if text.endswith("Kb") else 0
+
+
 def _class_options(options: dict[str, Any]) -> dict[str, Any]:
-    """An htb class's settable options, with bursts as plain byte counts."""
+    """An htb class's settable options as tc prints them (bursts without the ``/cell``)."""
     keep = {k: v for k, v in options.items() if k in _HTB_CLASS_OPTIONS}
     for name in ("burst", "cburst"):
+        if isinstance(keep.get(name), int):
+            keep[name] = f"{keep[name]}b"
         if isinstance(keep.get(name), str):
-            keep[name] = _bytes(keep[name])
+            keep[name] = keep[name].split("/", 1)[0]
     for name in ("prio", "quantum"):
         if isinstance(keep.get(name), str) and keep[name].isdigit():
             keep[name] = int(keep[name])
     return keep
 
 
+def class_burst_for(rate: int, text: str, tick: float = DEFAULT_TICK) -> int:
+    """A burst (bytes) of an htb class at ``rate`` bytes/s that tc prints as ``text``, or the
+    one nearest to it when the rate tc printed was rounded and no burst prints the same."""
+    target, fuzz = _bytes(text), _size_fuzz(text)
+    shown = max(target - fuzz, 1)
+    while shown <= target + fuzz:
+        burst = burst_for(rate, shown, tick, True)
+        now = shown_burst(rate, burst, tick, True) if rate > 0 else shown
+        if now == shown and size_text(shown) == text:
+            return burst
+        shown = max(now, shown) + 1
+    if rate <= 0:
+        return target
+    above = _first(rate, target, tick, True)
+    below = max(above - 1, 1)
+    return min((above, below),
+               key=lambda burst: abs(shown_burst(rate, burst, tick, True) - target))
+
+
 def _class_args(options: dict[str, Any], tick: float = DEFAULT_TICK) -> list[str]:
     """tc arguments that recreate an htb class so that tc shows ``options`` again."""
+    options = _class_options(options)
     rate_bits = _rate_bits(str(options["rate"]))
     ceil_bits = _rate_bits(str(options.get("ceil", options["rate"])))
     rate, ceil = rate_bits // 8, ceil_bits // 8  # the kernel keeps bytes/s
     args = ["rate", f"{rate_bits}bit", "ceil", f"{ceil_bits}bit"]
     if "burst" in options:
-        args += ["burst", f"{burst_for(rate, int(options['burst']), tick, True)}b"]
+        args += ["burst", f"{class_burst_for(rate, options['burst'], tick)}b"]
     if "cburst" in options:
-        args += ["cburst", f"{burst_for(ceil, int(options['cburst']), tick, True)}b"]
+        args += ["cburst", f"{class_burst_for(ceil, options['cburst'], tick)}b"]
     for name in ("prio", "quantum"):
         if name in options:
             args += [name, str(options[name])]
     return args
+
+
+def _classes_match(current: list[dict[str, Any]], want: list[dict[str, Any]]) -> bool:
+    """htb classes compare as tc prints them, except that a burst may differ by what one
+    microsecond is at the class's rate (plus tc's print rounding): tc prints a rate rounded
+    (``123456Kbit`` for 123456789 bit/s), so the exact rate, and with it the bytes a burst of
+    whole microseconds prints as, cannot always be written back."""
+    def keyed(classes: list[dict[str, Any]]) -> dict[tuple[str, str, str], dict[str, Any]]:
+        return {(str(c.get("classid")), str(c.get("parent")), str(c.get("kind"))):
+                _class_options(dict(c.get("options") or {})) for c in classes}
+
+    now, wanted = keyed(current), keyed(want)
+    if now.keys() != wanted.keys():
+        return False
+    for key, opts in wanted.items():
+        got = now[key]
+        bursts = {"burst": "rate", "cburst": "ceil"}
+        if {k: v for k, v in got.items() if k not in bursts} != \
+                {k: v for k, v in opts.items() if k not in bursts}:
+            return False
+        for name, rate_name in bursts.items():
+            a, b = got.get(name), opts.get(name)
+            if a == b:
+                continue
+            if not isinstance(a, str) or not isinstance(b, str) or rate_name not in opts:
+                return False
+            slack = _rate_bits(str(opts[rate_name])) / 8e6 + 1 + _size_fuzz(a) + _size_fuzz(b)
+            if abs(_bytes(a) - _bytes(b)) > slack:
+                return False
+    return True
+
+
 
 
 class QdiscTunable(DeviceTunable):
@@ -277,7 +346,8 @@ class QdiscTunable(DeviceTunable):
             return False
         if "maxrate_bps" in want:  # a pacing recommendation
             return _pacing_matches(current, want)
-        return _normal(current) == _normal(want)
+        return _normal(current) == _normal(want) and _classes_match(
+            list(current.get("classes", [])), list(want.get("classes", [])))
 
     def show(self, value: Value) -> str:
         if not isinstance(value, dict):
@@ -412,7 +482,7 @@ def _minor(parent: str) -> str:
 
 def _normal(value: dict[str, Any]) -> dict[str, Any]:
     """A qdisc tree as compared: handles and parents as recorded, options without counters,
-    children and classes in a fixed order (the kernel's listing order may change)."""
+    children in a fixed order (the kernel's listing order may change); classes apart."""
     return {
         "kind": value.get("kind"), "handle": value.get("handle"),
         "options": _options(str(value.get("kind")), dict(value.get("options") or {})),
@@ -420,10 +490,6 @@ def _normal(value: dict[str, Any]) -> dict[str, Any]:
                             sorted(_options(str(c.get("kind")),
                                             dict(c.get("options") or {})).items(), key=str))
                            for c in value.get("children", [])),
-        "classes": sorted((str(c.get("classid")), str(c.get("parent")), str(c.get("kind")),
-                           sorted(_class_options(dict(c.get("options") or {})).items(),
-                                  key=str))
-                          for c in value.get("classes", [])),
     }
 
 
