@@ -325,6 +325,9 @@ class QdiscTunable(DeviceTunable):
         value: dict[str, Any] = {"kind": root.kind, "handle": root.handle,
                                  "options": _options(root.kind, root.options),
                                  "children": children}
+        untouched = sorted({q.kind for q in qdiscs if q.kind in ("ingress", "clsact")})
+        if untouched:  # shown in plans, never compared nor written
+            value["untouched"] = untouched
         if "htb" in {root.kind, *(c["kind"] for c in children)}:
             res = host.query(["tc", "-d", "class", "show", "dev", str(self.device)])
             if not res.ok:
@@ -359,13 +362,16 @@ class QdiscTunable(DeviceTunable):
         kids = {c["kind"] for c in value.get("children", [])}
         classes = len(value.get("classes", []))
         shown = f" ({classes} classes)" if classes else ""
+        untouched = value.get("untouched") or []
+        note = (f"; {'/'.join(map(str, untouched))} and filters left as they are"
+                if untouched else "")
         if kids:
-            return f"{value['kind']}{shown} + {'/'.join(sorted(kids))}"
+            return f"{value['kind']}{shown} + {'/'.join(sorted(kids))}{note}"
         if classes:
-            return f"{value['kind']}{shown}"
+            return f"{value['kind']}{shown}{note}"
         opts = " ".join(f"{k}={v}" for k, v in value.get("options", {}).items()
                         if k in ("rate", "burst", "limit", "maxrate"))
-        return f"{value['kind']} {opts}".strip()
+        return f"{value['kind']} {opts}".strip() + note
 
     def write(self, host: Host, value: Value) -> None:
         dev = str(self.device)
