@@ -21,8 +21,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from dtnkit.cli.main import main
-from dtnkit.errors import ExitStatus
-from dtnkit.tune.kinds.qdisc import QdiscTunable, burst_for, shown_burst
+from dtnkit.errors import DtnkitError, ExitStatus
+from dtnkit.tune.kinds.qdisc import QdiscTunable, burst_for, shown_burst, tree_commands
 
 COUNTERS = ("direct_packets_stat",)  # statistics tc prints among the options
 DEV = "eth0"
@@ -321,3 +321,43 @@ def test_random_trees_are_restored_exactly(qdns: QdNs, tmp_path: Path) -> None:
         round_trip(qdns, tmp_path, f"p{next(count)}", asked)
 
     check()
+
+
+@pytest.mark.needs_root
+@pytest.mark.needs_netns
+def test_clsact_is_left_alone_and_the_plan_says_so(
+    qdns: QdNs, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    qdns.tc("qdisc", "add", "dev", DEV, "root", "handle", "3:", "bfifo", "limit", "30000")
+    qdns.tc("qdisc", "add", "dev", DEV, "clsact")
+    snap = save(qdns, tmp_path, "cls")
+    assert snap["values"][f"qdisc/{DEV}/root"]["untouched"] == ["clsact"]
+    qdns.reset()
+    capsys.readouterr()
+    assert main(["tune", "restore", "cls", "--dry-run", "--netns", qdns.name, "--state-dir",
+                 str(tmp_path)]) == ExitStatus.OK
+    assert "clsact and filters left as they are" in capsys.readouterr().out
+    assert restore(qdns, tmp_path, "cls") == ExitStatus.OK
+    kinds = {q["kind"] for q in qdns.state()[0]}
+    assert kinds == {"bfifo", "clsact"}
+
+
+@pytest.mark.needs_root
+@pytest.mark.needs_netns
+def test_tbf_with_a_peak_rate_is_refused_and_rolled_back(
+    qdns: QdNs, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """tc -j does not report a tbf's peak rate: restore says so instead of dropping it."""
+    qdns.tc("qdisc", "add", "dev", DEV, "root", "tbf", "rate", "1gbit", "burst", "64kb",
+            "peakrate", "2gbit", "mtu", "2000", "latency", "20ms")
+    save(qdns, tmp_path, "peak")
+    qdns.reset()
+    qdns.tc("qdisc", "add", "dev", DEV, "root", "handle", "9:", "pfifo", "limit", "7")
+    before = qdns.state()
+    capsys.readouterr()
+    assert restore(qdns, tmp_path, "peak") == ExitStatus.PARTIAL_APPLY
+    assert "cannot recreate a tbf with a peak rate" in "".join(capsys.readouterr())
+    assert qdns.state() == before
+    with pytest.raises(DtnkitError, match="peak rate"):  # refused before anything is run
+        tree_commands(DEV, {"kind": "tbf", "handle": "1:", "children": [], "options": {
+            "rate": 125000000, "burst": 65500, "minburst": 1500, "lat": 20000}})

@@ -386,70 +386,17 @@ class QdiscTunable(DeviceTunable):
         self._write_tree(host, dev, value)
 
     def _write_tree(self, host: Host, dev: str, value: dict[str, Any]) -> None:
-        """Delete the root (and so every qdisc and class under it), then build the tree again:
-        each qdisc, then its classes parent first, then the qdiscs under them, with the
-        recorded handles so that every ``parent`` still names the same place.  Children with
-        handle ``0:`` are the ones the kernel attaches by itself (mq's per-queue defaults)."""
+        """Delete the root (and so every qdisc and class under it), then build the tree again
+        (:func:`tree_commands`).  Every command is made before the first is run, so a tree
+        dtnkit cannot recreate is refused with the host untouched."""
+        steps = tree_commands(dev, value, psched_tick(host))
         res = host.change(["tc", "qdisc", "del", "dev", dev, "root"])
         if not res.ok and "handle of zero" not in res.stderr and "No such" not in res.stderr:
             raise DtnkitError(f"cannot reset the root qdisc of {dev}", res.message())
-        tick = psched_tick(host)
-        kind, handle = value["kind"], value.get("handle", "") or "1:"
-        res = host.change(["tc", "qdisc", "add", "dev", dev, "root", "handle", handle, kind,
-                           *_qdisc_args(kind, value.get("options", {}), tick)])
-        if not res.ok:
-            raise DtnkitError(f"cannot set the root qdisc of {dev} to {kind}", res.message())
-        pending = [c for c in value.get("children", []) if _major(c["handle"]) != "0"]
-        defaults = [c for c in value.get("children", []) if _major(c["handle"]) == "0"]
-        classes = list(value.get("classes", []))
-        majors = [_major(handle)]
-        while majors:
-            major = majors.pop(0)
-            self._write_classes(host, dev, [c for c in classes
-                                            if _major(c["classid"]) == major], tick)
-            for child in [c for c in pending if _major(c["parent"]) == major]:
-                pending.remove(child)
-                res = host.change(["tc", "qdisc", "add", "dev", dev, "parent", child["parent"],
-                                   "handle", child["handle"], child["kind"],
-                                   *_qdisc_args(child["kind"], child["options"], tick)])
-                if not res.ok:
-                    raise DtnkitError(f"cannot set qdisc {child['kind']} under "
-                                      f"{child['parent']} on {dev}", res.message())
-                majors.append(_major(child["handle"]))
-        for child in defaults:  # a kernel default whose kind changed since (default_qdisc)
-            if child["kind"] in ("noqueue", "pfifo_fast"):
-                continue
-            res = host.change(["tc", "qdisc", "replace", "dev", dev, "parent", child["parent"],
-                               child["kind"], *_qdisc_args(child["kind"], child["options"], tick)])
+        for what, argv in steps:
+            res = host.change(argv)
             if not res.ok:
-                raise DtnkitError(f"cannot set qdisc {child['kind']} under {child['parent']} "
-                                  f"on {dev}", res.message())
-        if pending:
-            raise DtnkitError(f"cannot place qdisc {pending[0]['kind']} {pending[0]['handle']} "
-                              f"on {dev}", f"its parent {pending[0]['parent']} is not in the "
-                              "recorded tree", "restore it by hand with tc")
-
-    @staticmethod
-    def _write_classes(host: Host, dev: str, classes: list[dict[str, Any]],
-                       tick: float) -> None:
-        done: set[str] = set()
-        while classes:
-            ready = [c for c in classes if c["parent"] is None or c["parent"] in done
-                     or _minor(c["parent"]) in ("", "0")]
-            if not ready:
-                raise DtnkitError(f"cannot place class {classes[0]['classid']} on {dev}",
-                                  f"its parent {classes[0]['parent']} is not in the recorded "
-                                  "tree", "restore it by hand with tc")
-            for cls in ready:
-                classes.remove(cls)
-                parent = cls["parent"] or f"{_major(cls['classid'])}:"
-                res = host.change(["tc", "class", "add", "dev", dev, "parent", parent,
-                                   "classid", cls["classid"], cls["kind"],
-                                   *_class_args(cls["options"], tick)])
-                if not res.ok:
-                    raise DtnkitError(f"cannot add class {cls['classid']} on {dev}",
-                                      res.message())
-                done.add(cls["classid"])
+                raise DtnkitError(f"cannot {what} on {dev}", res.message())
 
     def boot_commands(self, value: Value) -> list[Argv]:
         """Only dtnkit's own pacing is persisted, not an arbitrary qdisc."""
@@ -474,6 +421,66 @@ class QdiscTunable(DeviceTunable):
             res = host.change(argv)
             if not res.ok:
                 raise DtnkitError(f"cannot set up fq pacing on {dev}", res.message())
+
+
+def tree_commands(dev: str, value: dict[str, Any], tick: float = DEFAULT_TICK
+                  ) -> list[tuple[str, Argv]]:
+    """(what, tc argv) that build a recorded tree on a device whose root was deleted: the
+    root, then for each qdisc its classes parent first and the qdiscs under them, with the
+    recorded handles so that every ``parent`` still names the same place.  Children with
+    handle ``0:`` are the ones the kernel attaches by itself (mq's per-queue defaults)."""
+    kind, handle = value["kind"], value.get("handle", "") or "1:"
+    cmds: list[tuple[str, Argv]] = [
+        (f"set the root qdisc to {kind}",
+         ["tc", "qdisc", "add", "dev", dev, "root", "handle", handle, kind,
+          *_qdisc_args(kind, value.get("options", {}), tick)])]
+    pending = [c for c in value.get("children", []) if _major(c["handle"]) != "0"]
+    defaults = [c for c in value.get("children", []) if _major(c["handle"]) == "0"]
+    classes = list(value.get("classes", []))
+    majors = [_major(handle)]
+    while majors:
+        major = majors.pop(0)
+        cmds += _class_commands(dev, [c for c in classes if _major(c["classid"]) == major],
+                                tick)
+        for child in [c for c in pending if _major(c["parent"]) == major]:
+            pending.remove(child)
+            cmds.append((f"set qdisc {child['kind']} under {child['parent']}",
+                         ["tc", "qdisc", "add", "dev", dev, "parent", child["parent"],
+                          "handle", child["handle"], child["kind"],
+                          *_qdisc_args(child["kind"], child["options"], tick)]))
+            majors.append(_major(child["handle"]))
+    if pending:
+        raise DtnkitError(f"cannot place qdisc {pending[0]['kind']} {pending[0]['handle']} "
+                          f"on {dev}", f"its parent {pending[0]['parent']} is not in the "
+                          "recorded tree", "restore it by hand with tc")
+    for child in defaults:  # a kernel default whose kind changed since (default_qdisc)
+        if child["kind"] not in ("noqueue", "pfifo_fast"):
+            cmds.append((f"set qdisc {child['kind']} under {child['parent']}",
+                         ["tc", "qdisc", "replace", "dev", dev, "parent", child["parent"],
+                          child["kind"], *_qdisc_args(child["kind"], child["options"], tick)]))
+    return cmds
+
+
+def _class_commands(dev: str, classes: list[dict[str, Any]], tick: float
+                    ) -> list[tuple[str, Argv]]:
+    """tc commands that add the classes of one qdisc, each after its parent class."""
+    cmds: list[tuple[str, Argv]] = []
+    done: set[str] = set()
+    while classes:
+        ready = [c for c in classes if c["parent"] is None or c["parent"] in done
+                 or _minor(c["parent"]) in ("", "0")]
+        if not ready:
+            raise DtnkitError(f"cannot place class {classes[0]['classid']} on {dev}",
+                              f"its parent {classes[0]['parent']} is not in the recorded tree",
+                              "restore it by hand with tc")
+        for cls in ready:
+            classes.remove(cls)
+            parent = cls["parent"] or f"{_major(cls['classid'])}:"
+            cmds.append((f"add class {cls['classid']}",
+                         ["tc", "class", "add", "dev", dev, "parent", parent, "classid",
+                          cls["classid"], cls["kind"], *_class_args(cls["options"], tick)]))
+            done.add(cls["classid"])
+    return cmds
 
 
 def _major(handle: str) -> str:
