@@ -1,7 +1,8 @@
-"""``qdisc/DEVICE/root``: the root qdisc of a device with its options and children, via ``tc``.
+"""``qdisc/DEVICE/root``: the root qdisc of a device with everything under it, via ``tc``.
 
-Its value is either the tree ``tc -j qdisc show`` gives (what a snapshot holds and restore puts
-back) or a pacing recommendation (``maxrate_bps``, ``mq``, ``queues``), which apply and
+Its value is either the tree ``tc -j qdisc show`` and ``tc -d class show`` give, minus counters
+(what a snapshot holds and restore puts back exactly, see docs/architecture.md) or a pacing
+recommendation (``maxrate_bps``, ``mq``, ``queues``), which apply and
 ``--persist`` both turn into commands with :meth:`QdiscTunable.pacing_commands`.
 """
 
