@@ -14,7 +14,7 @@ from tests.support.captures import (
 )
 
 from dtnkit.host.parsers import ParseError
-from dtnkit.host.parsers.tc import parse_tc_qdisc_json, parse_tc_qdisc_text
+from dtnkit.host.parsers.tc import parse_tc_class_text, parse_tc_qdisc_json, parse_tc_qdisc_text
 
 # --------------------------------------------------------------------------- tc qdisc
 
@@ -146,3 +146,35 @@ def test_tc_text_malformed(text: str) -> None:
 def test_tc_json_malformed(text: str) -> None:
     with pytest.raises(ParseError):
         parse_tc_qdisc_json(text)
+
+
+# --------------------------------------------------------------------------- tc class
+
+# `tc -d class show dev eth0` from iproute2 6.1 on the development VM (also what `tc -j -d`
+# prints there: htb classes have no JSON form in 6.1).
+HTB_CLASSES = (
+    "class htb 1:10 parent 1:1 leaf 10: prio 2 quantum 3000 rate 123456Kbit ceil 987654Kbit "
+    "linklayer ethernet burst 12314b/1 mpu 0b cburst 5185b/1 mpu 0b level 0 \n"
+    "class htb 1:1 root rate 1Gbit ceil 2Gbit linklayer ethernet burst 15125b/1 mpu 0b "
+    "cburst 20000b/1 mpu 0b level 7 \n"
+    "class mq 7:2 root leaf 30: \n"
+)
+
+
+def test_tc_class_text_htb_and_mq() -> None:
+    leaf, inner, mq = parse_tc_class_text(HTB_CLASSES)
+    assert (leaf.kind, leaf.classid, leaf.parent, leaf.leaf) == ("htb", "1:10", "1:1", "10:")
+    assert leaf.options == {"prio": "2", "quantum": "3000", "rate": "123456Kbit",
+                            "ceil": "987654Kbit", "linklayer": "ethernet", "burst": "12314b/1",
+                            "mpu": "0b", "cburst": "5185b/1", "level": "0"}
+    assert (inner.parent, inner.leaf, inner.options["burst"]) == (None, None, "15125b/1")
+    assert (mq.kind, mq.classid, mq.parent, mq.leaf, mq.options) == ("mq", "7:2", None, "30:",
+                                                                     {})
+    assert parse_tc_class_text("") == []
+
+
+@pytest.mark.parametrize("text", ["qdisc htb 1: root\n", "class htb\n", "class htb 1:1 sideways\n",
+                                  "class htb 1 root\n"])
+def test_tc_class_text_malformed(text: str) -> None:
+    with pytest.raises(ParseError):
+        parse_tc_class_text(text)

@@ -1,7 +1,8 @@
-"""``qdisc/DEVICE/root``: the root qdisc of a device with its options and children, via ``tc``.
+"""``qdisc/DEVICE/root``: the root qdisc of a device with everything under it, via ``tc``.
 
-Its value is either the tree ``tc -j qdisc show`` gives (what a snapshot holds and restore puts
-back) or a pacing recommendation (``maxrate_bps``, ``mq``, ``queues``), which apply and
+Its value is either the tree ``tc -j qdisc show`` and ``tc -d class show`` give, minus counters
+(what a snapshot holds and restore puts back exactly, see docs/architecture.md) or a pacing
+recommendation (``maxrate_bps``, ``mq``, ``queues``), which apply and
 ``--persist`` both turn into commands with :meth:`QdiscTunable.pacing_commands`.
 """
 
@@ -12,16 +13,57 @@ from typing import Any
 from dtnkit.errors import DtnkitError
 from dtnkit.host.facts import Unavailable
 from dtnkit.host.host import Host
-from dtnkit.host.parsers.tc import parse_tc_qdisc_json
+from dtnkit.host.parsers.tc import parse_tc_class_text, parse_tc_qdisc_json
 from dtnkit.tune.kinds.base import Argv, DeviceTunable, Scope, Tunable, Value, absolute
 
+DEFAULT_TICK = 1000 / 64  # tc's ticks per microsecond with high-resolution timers
+# The options tc can set again, per kind, as ``tc -j qdisc show`` reports them.  Anything else
+# it reports (htb's ``direct_packets_stat`` counter, ...) is statistics: never stored, and
+# ignored when a snapshot that holds it is compared.
+_OPTIONS: dict[str, tuple[str, ...]] = {
+    "pfifo": ("limit",),
+    "bfifo": ("limit",),
+    "pfifo_fast": ("bands", "priomap", "multiqueue"),  # fixed by the kernel
+    "tbf": ("rate", "burst", "lat", "limit", "minburst"),
+    "htb": ("r2q", "default", "direct_qlen"),
+    "mq": (),
+    "noqueue": (),
+    "fq": ("limit", "flow_limit", "quantum", "initial_quantum", "buckets", "maxrate",
+           "low_rate_threshold", "refill_delay", "orphan_mask", "pacing", "ce_threshold",
+           "horizon", "horizon_drop"),
+    "fq_codel": ("limit", "flows", "quantum", "target", "interval", "memory_limit", "ecn",
+                 "drop_batch", "ce_threshold"),
+}
+# The options of an htb class, as ``tc -d class show`` prints them (``level`` is derived).
+_HTB_CLASS_OPTIONS = ("prio", "quantum", "rate", "ceil", "burst", "cburst")
+# Attached to ingress/clsact (``parent ffff:fff1``): out of scope, never read nor written.
+_INGRESS_PARENT = "ffff:fff1"
 
-def _qdisc_args(kind: str, options: dict[str, Any]) -> list[str]:
-    """tc arguments that recreate a qdisc from its `tc -j` options."""
+
+def _options(kind: str, options: dict[str, Any]) -> dict[str, Any]:
+    """The settable options of a qdisc; unknown kinds keep all (restore refuses them)."""
+    keep = _OPTIONS.get(kind)
+    if keep is None:
+        return dict(options)
+    return {k: v for k, v in options.items() if k in keep}
+
+
+def _qdisc_args(kind: str, options: dict[str, Any], tick: float = DEFAULT_TICK) -> list[str]:
+    """tc arguments that recreate a qdisc from its `tc -j` options, as tc will report them."""
     args: list[str] = []
     if kind == "tbf":
-        args += ["rate", f"{options['rate']}bps", "burst", f"{options['burst']}b"]
-        args += ["latency", f"{options.get('lat', 50000)}us"]
+        if "minburst" in options:
+            raise DtnkitError("cannot recreate a tbf with a peak rate",
+                              "tc -j does not report the peak rate",
+                              "restore it by hand with tc")
+        rate, burst = int(options["rate"]), int(options["burst"])
+        buffer = burst_for(rate, burst, tick)
+        args += ["rate", f"{rate}bps", "burst", f"{buffer}b"]
+        if "limit" in options:
+            args += ["limit", f"{int(options['limit'])}b"]
+        else:
+            lat = int(options.get("lat", 50000))
+            args += ["limit", f"{tbf_limit_for(rate, buffer, lat, tick)}b"]
     elif kind in ("pfifo", "bfifo"):
         if "limit" in options:
             args += ["limit", str(options["limit"])]
@@ -30,6 +72,8 @@ def _qdisc_args(kind: str, options: dict[str, Any]) -> list[str]:
             args += ["default", str(options["default"]).removeprefix("0x")]
         if "r2q" in options:
             args += ["r2q", str(options["r2q"])]
+        if "direct_qlen" in options:
+            args += ["direct_qlen", str(options["direct_qlen"])]
     elif kind == "fq":
         for name in ("limit", "flow_limit", "quantum", "initial_quantum", "buckets"):
             if name in options:
@@ -51,6 +95,199 @@ def _qdisc_args(kind: str, options: dict[str, Any]) -> list[str]:
     return args
 
 
+# ---- tc's rounding of a token-bucket burst --------------------------------------------------
+# tc turns a burst of B bytes at R bytes/s into 1e6 * B / R microseconds (htb first cuts them to
+# whole microseconds), into int(us * TICK) kernel ticks (TICK from /proc/net/psched: 15.625 on
+# every kernel with high-resolution timers), and shows int(R * int(ticks / TICK) / 1e6) bytes
+# (iproute2 tc_core.c).  So writing back the burst tc shows loses up to a microsecond each time
+# (tbf: 65250 -> 64875 at 3gbit).  dtnkit writes the middle of the range of bursts that tc shows
+# as the recorded value; the model was checked against tc 6.1 on random rates and bursts.
+_U32 = 2**32 - 1
+
+
+def psched_tick(host: Host) -> float:
+    """tc's ticks per microsecond, as tc_core_init computes it from /proc/net/psched."""
+    text = host.read("/proc/net/psched") or ""
+    try:
+        t2us, us2t, clock_res = (int(word, 16) for word in text.split()[:3])
+    except ValueError:
+        return DEFAULT_TICK
+    if clock_res == 1_000_000_000:
+        t2us = us2t
+    return t2us / us2t * (clock_res / 1e6) if us2t else DEFAULT_TICK
+
+
+def shown_burst(rate: int, burst: int, tick: float = DEFAULT_TICK,
+                whole_us: bool = False) -> int:
+    """The burst tc shows after writing ``burst`` bytes at ``rate`` bytes/s."""
+    us = 1e6 * (burst / rate)
+    ticks = int((int(us) if whole_us else us) * tick)
+    return int(rate * int(ticks / tick) / 1e6)
+
+
+def _first(rate: int, at_least: int, tick: float, whole_us: bool) -> int:
+    """The smallest burst tc shows as at least ``at_least`` bytes."""
+    low, high = 1, _U32
+    while low < high:
+        middle = (low + high) // 2
+        if shown_burst(rate, middle, tick, whole_us) >= at_least:
+            high = middle
+        else:
+            low = middle + 1
+    return low
+
+
+def burst_for(rate: int, shown: int, tick: float = DEFAULT_TICK, whole_us: bool = False) -> int:
+    """A burst (bytes) that tc shows as ``shown`` at ``rate`` bytes/s (``shown`` if none does)."""
+    if rate <= 0 or shown <= 0:
+        return shown
+    low, high = _first(rate, shown, tick, whole_us), _first(rate, shown + 1, tick, whole_us) - 1
+    if low > high or shown_burst(rate, low, tick, whole_us) != shown:
+        return shown
+    return (low + high) // 2
+
+
+def tbf_limit_for(rate: int, burst: int, lat_us: int, tick: float = DEFAULT_TICK) -> int:
+    """A limit (bytes) for which tc shows ``lat_us`` as the latency of a tbf: tc shows
+    int(1e6 * limit / rate - int(ticks / TICK)) (q_tbf.c)."""
+    us = int(int(1e6 * (burst / rate) * tick) / tick)
+    low = max(int(rate * (lat_us + us) / 1e6) - 2, 1)
+    high = int(rate * (lat_us + us + 1) / 1e6) + 3
+    for limit in range(low, high):
+        if int(1e6 * (limit / rate) - us) == lat_us:
+            return limit
+    return int(rate * lat_us / 1e6) + burst
+
+
+# ---- htb classes ----------------------------------------------------------------------------
+_RATE_UNITS = {"": 1, "K": 1000, "M": 1000**2, "G": 1000**3, "T": 1000**4,
+               "Ki": 1024, "Mi": 1024**2, "Gi": 1024**3, "Ti": 1024**4}
+
+
+def _rate_bits(text: str) -> int:
+    """Bits/s of a rate as tc prints it (``100Mbit``, ``123456Kbit``, ``1Gibit``)."""
+    number = text.rstrip("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+    unit = text[len(number):]
+    if unit.endswith("bit"):
+        scale, per = _RATE_UNITS.get(unit[:-3]), 1
+    elif unit.endswith("bps"):
+        scale, per = _RATE_UNITS.get(unit[:-3]), 8
+    else:
+        scale, per = None, 1
+    if scale is None or not number:
+        raise DtnkitError(f"cannot read the rate {text!r}", "tc printed a unit dtnkit does not "
+                          "know", "restore it by hand with tc")
+    return int(float(number) * scale * per)
+
+
+def _bytes(text: str) -> int:
+    """Bytes of a size as tc prints it (``1600b``, ``1600b/1``, ``15Kb``)."""
+    size = text.split("/", 1)[0]
+    for suffix, scale in (("Kb", 1024), ("Mb", 1024**2), ("Gb", 1024**3), ("b", 1)):
+        if size.endswith(suffix) and size[: -len(suffix)].isdigit():
+            return int(size[: -len(suffix)]) * scale
+    if size.isdigit():
+        return int(size)
+    raise DtnkitError(f"cannot read the size {text!r}", "tc printed a unit dtnkit does not know",
+                      "restore it by hand with tc")
+
+
+def size_text(size: int) -> str:
+    """A size as tc prints it (iproute2 print_size): ``1600b``, ``11Kb`` (within 16 B of a
+    KiB multiple), ``2Mb`` (within 1 KiB of a MiB multiple)."""
+    if size >= 1024 * 1024 and abs(1024 * 1024 * round(size / (1024 * 1024)) - size) < 1024:
+        return f"{round(size / (1024 * 1024)):g}Mb"
+    if size >= 1024 and abs(1024 * round(size / 1024) - size) < 16:
+        return f"{round(size / 1024):g}Kb"
+    return f"{size}b"
+
+
+def _size_fuzz(text: str) -> int:
+    return 1024 if text.endswith("Mb") else 16 if text.endswith("Kb") else 0
+
+
+def _class_options(options: dict[str, Any]) -> dict[str, Any]:
+    """An htb class's settable options as tc prints them (bursts without the ``/cell``)."""
+    keep = {k: v for k, v in options.items() if k in _HTB_CLASS_OPTIONS}
+    for name in ("burst", "cburst"):
+        if isinstance(keep.get(name), int):
+            keep[name] = f"{keep[name]}b"
+        if isinstance(keep.get(name), str):
+            keep[name] = keep[name].split("/", 1)[0]
+    for name in ("prio", "quantum"):
+        if isinstance(keep.get(name), str) and keep[name].isdigit():
+            keep[name] = int(keep[name])
+    return keep
+
+
+def class_burst_for(rate: int, text: str, tick: float = DEFAULT_TICK) -> int:
+    """A burst (bytes) of an htb class at ``rate`` bytes/s that tc prints as ``text``, or the
+    one nearest to it when the rate tc printed was rounded and no burst prints the same."""
+    target, fuzz = _bytes(text), _size_fuzz(text)
+    shown = max(target - fuzz, 1)
+    while shown <= target + fuzz:
+        burst = burst_for(rate, shown, tick, True)
+        now = shown_burst(rate, burst, tick, True) if rate > 0 else shown
+        if now == shown and size_text(shown) == text:
+            return burst
+        shown = max(now, shown) + 1
+    if rate <= 0:
+        return target
+    above = _first(rate, target, tick, True)
+    below = max(above - 1, 1)
+    return min((above, below),
+               key=lambda burst: abs(shown_burst(rate, burst, tick, True) - target))
+
+
+def _class_args(options: dict[str, Any], tick: float = DEFAULT_TICK) -> list[str]:
+    """tc arguments that recreate an htb class so that tc shows ``options`` again."""
+    options = _class_options(options)
+    rate_bits = _rate_bits(str(options["rate"]))
+    ceil_bits = _rate_bits(str(options.get("ceil", options["rate"])))
+    rate, ceil = rate_bits // 8, ceil_bits // 8  # the kernel keeps bytes/s
+    args = ["rate", f"{rate_bits}bit", "ceil", f"{ceil_bits}bit"]
+    if "burst" in options:
+        args += ["burst", f"{class_burst_for(rate, options['burst'], tick)}b"]
+    if "cburst" in options:
+        args += ["cburst", f"{class_burst_for(ceil, options['cburst'], tick)}b"]
+    for name in ("prio", "quantum"):
+        if name in options:
+            args += [name, str(options[name])]
+    return args
+
+
+def _classes_match(current: list[dict[str, Any]], want: list[dict[str, Any]]) -> bool:
+    """htb classes compare as tc prints them, except that a burst may differ by what one
+    microsecond is at the class's rate (plus tc's print rounding): tc prints a rate rounded
+    (``123456Kbit`` for 123456789 bit/s), so the exact rate, and with it the bytes a burst of
+    whole microseconds prints as, cannot always be written back."""
+    def keyed(classes: list[dict[str, Any]]) -> dict[tuple[str, str, str], dict[str, Any]]:
+        return {(str(c.get("classid")), str(c.get("parent")), str(c.get("kind"))):
+                _class_options(dict(c.get("options") or {})) for c in classes}
+
+    now, wanted = keyed(current), keyed(want)
+    if now.keys() != wanted.keys():
+        return False
+    for key, opts in wanted.items():
+        got = now[key]
+        bursts = {"burst": "rate", "cburst": "ceil"}
+        if {k: v for k, v in got.items() if k not in bursts} != \
+                {k: v for k, v in opts.items() if k not in bursts}:
+            return False
+        for name, rate_name in bursts.items():
+            a, b = got.get(name), opts.get(name)
+            if a == b:
+                continue
+            if not isinstance(a, str) or not isinstance(b, str) or rate_name not in opts:
+                return False
+            slack = _rate_bits(str(opts[rate_name])) / 8e6 + 1 + _size_fuzz(a) + _size_fuzz(b)
+            if abs(_bytes(a) - _bytes(b)) > slack:
+                return False
+    return True
+
+
+
+
 class QdiscTunable(DeviceTunable):
     """The root qdisc of a device, with its parameters and (for mq) its children."""
 
@@ -66,6 +303,11 @@ class QdiscTunable(DeviceTunable):
         return cls(device)
 
     def read(self, host: Host) -> Value | Unavailable:
+        """The root qdisc, every qdisc under it and (for htb) its classes, minus counters.
+
+        ingress/clsact and filters are out of scope: not read, and restore leaves them as
+        they are.
+        """
         res = host.query(["tc", "-j", "qdisc", "show", "dev", str(self.device)])
         if not res.ok:
             return Unavailable(res.message())
@@ -74,14 +316,29 @@ class QdiscTunable(DeviceTunable):
         if not roots:
             return Unavailable(f"no root qdisc on {self.device}")
         root = roots[0]
-        major = _major(root.handle)
         children = [
-            {"kind": q.kind, "handle": q.handle, "parent": q.parent, "options": q.options}
+            {"kind": q.kind, "handle": q.handle, "parent": q.parent,
+             "options": _options(q.kind, q.options)}
             for q in qdiscs
-            if not q.root and q.parent and _major(q.parent) == major
+            if not q.root and q.parent and q.parent != _INGRESS_PARENT
+            and q.kind not in ("ingress", "clsact")
         ]
-        return {"kind": root.kind, "handle": root.handle, "options": root.options,
-                "children": children}
+        value: dict[str, Any] = {"kind": root.kind, "handle": root.handle,
+                                 "options": _options(root.kind, root.options),
+                                 "children": children}
+        untouched = sorted({q.kind for q in qdiscs if q.kind in ("ingress", "clsact")})
+        if untouched:  # shown in plans, never compared nor written
+            value["untouched"] = untouched
+        if "htb" in {root.kind, *(c["kind"] for c in children)}:
+            res = host.query(["tc", "-d", "class", "show", "dev", str(self.device)])
+            if not res.ok:
+                return Unavailable(res.message())
+            value["classes"] = [
+                {"kind": c.kind, "classid": c.classid, "parent": c.parent,
+                 "options": _class_options(c.options)}
+                for c in parse_tc_class_text(res.stdout) if c.kind == "htb"
+            ]
+        return value
 
     @staticmethod
     def is_default(value: dict[str, Any]) -> bool:
@@ -93,7 +350,8 @@ class QdiscTunable(DeviceTunable):
             return False
         if "maxrate_bps" in want:  # a pacing recommendation
             return _pacing_matches(current, want)
-        return _strip_handles(current) == _strip_handles(want)
+        return _normal(current) == _normal(want) and _classes_match(
+            list(current.get("classes", [])), list(want.get("classes", [])))
 
     def show(self, value: Value) -> str:
         if not isinstance(value, dict):
@@ -103,11 +361,18 @@ class QdiscTunable(DeviceTunable):
             cap = f" maxrate {rate / 1e9:g}gbit" if rate else ""
             return f"mq + fq{cap}" if value.get("mq") else f"fq{cap}"
         kids = {c["kind"] for c in value.get("children", [])}
+        classes = len(value.get("classes", []))
+        shown = f" ({classes} classes)" if classes else ""
+        untouched = value.get("untouched") or []
+        note = (f"; {'/'.join(map(str, untouched))} and filters left as they are"
+                if untouched else "")
         if kids:
-            return f"{value['kind']} + {'/'.join(sorted(kids))}"
+            return f"{value['kind']}{shown} + {'/'.join(sorted(kids))}{note}"
+        if classes:
+            return f"{value['kind']}{shown}{note}"
         opts = " ".join(f"{k}={v}" for k, v in value.get("options", {}).items()
                         if k in ("rate", "burst", "limit", "maxrate"))
-        return f"{value['kind']} {opts}".strip()
+        return f"{value['kind']} {opts}".strip() + note
 
     def write(self, host: Host, value: Value) -> None:
         dev = str(self.device)
@@ -119,21 +384,20 @@ class QdiscTunable(DeviceTunable):
             if not res.ok and "handle of zero" not in res.stderr and "No such" not in res.stderr:
                 raise DtnkitError(f"cannot reset the root qdisc of {dev}", res.message())
             return
-        kind, handle = value["kind"], value.get("handle", "")
-        root = ["tc", "qdisc", "replace", "dev", dev, "root", "handle", handle or "1:"]
-        res = host.change([*root, kind, *_qdisc_args(kind, value.get("options", {}))])
-        if not res.ok:
-            raise DtnkitError(f"cannot set the root qdisc of {dev} to {kind}", res.message())
-        major = _major(handle) if handle else "1"
-        for child in value.get("children", []):
-            if child["kind"] == "noqueue":
-                continue
-            parent = f"{major}:{_minor(child['parent'])}"
-            res = host.change(["tc", "qdisc", "replace", "dev", dev, "parent", parent,
-                               child["kind"], *_qdisc_args(child["kind"], child["options"])])
+        self._write_tree(host, dev, value)
+
+    def _write_tree(self, host: Host, dev: str, value: dict[str, Any]) -> None:
+        """Delete the root (and so every qdisc and class under it), then build the tree again
+        (:func:`tree_commands`).  Every command is made before the first is run, so a tree
+        dtnkit cannot recreate is refused with the host untouched."""
+        steps = tree_commands(dev, value, psched_tick(host))
+        res = host.change(["tc", "qdisc", "del", "dev", dev, "root"])
+        if not res.ok and "handle of zero" not in res.stderr and "No such" not in res.stderr:
+            raise DtnkitError(f"cannot reset the root qdisc of {dev}", res.message())
+        for what, argv in steps:
+            res = host.change(argv)
             if not res.ok:
-                raise DtnkitError(f"cannot set qdisc {child['kind']} under {child['parent']} "
-                                  f"on {dev}", res.message())
+                raise DtnkitError(f"cannot {what} on {dev}", res.message())
 
     def boot_commands(self, value: Value) -> list[Argv]:
         """Only dtnkit's own pacing is persisted, not an arbitrary qdisc."""
@@ -160,6 +424,66 @@ class QdiscTunable(DeviceTunable):
                 raise DtnkitError(f"cannot set up fq pacing on {dev}", res.message())
 
 
+def tree_commands(dev: str, value: dict[str, Any], tick: float = DEFAULT_TICK
+                  ) -> list[tuple[str, Argv]]:
+    """(what, tc argv) that build a recorded tree on a device whose root was deleted: the
+    root, then for each qdisc its classes parent first and the qdiscs under them, with the
+    recorded handles so that every ``parent`` still names the same place.  Children with
+    handle ``0:`` are the ones the kernel attaches by itself (mq's per-queue defaults)."""
+    kind, handle = value["kind"], value.get("handle", "") or "1:"
+    cmds: list[tuple[str, Argv]] = [
+        (f"set the root qdisc to {kind}",
+         ["tc", "qdisc", "add", "dev", dev, "root", "handle", handle, kind,
+          *_qdisc_args(kind, value.get("options", {}), tick)])]
+    pending = [c for c in value.get("children", []) if _major(c["handle"]) != "0"]
+    defaults = [c for c in value.get("children", []) if _major(c["handle"]) == "0"]
+    classes = list(value.get("classes", []))
+    majors = [_major(handle)]
+    while majors:
+        major = majors.pop(0)
+        cmds += _class_commands(dev, [c for c in classes if _major(c["classid"]) == major],
+                                tick)
+        for child in [c for c in pending if _major(c["parent"]) == major]:
+            pending.remove(child)
+            cmds.append((f"set qdisc {child['kind']} under {child['parent']}",
+                         ["tc", "qdisc", "add", "dev", dev, "parent", child["parent"],
+                          "handle", child["handle"], child["kind"],
+                          *_qdisc_args(child["kind"], child["options"], tick)]))
+            majors.append(_major(child["handle"]))
+    if pending:
+        raise DtnkitError(f"cannot place qdisc {pending[0]['kind']} {pending[0]['handle']} "
+                          f"on {dev}", f"its parent {pending[0]['parent']} is not in the "
+                          "recorded tree", "restore it by hand with tc")
+    for child in defaults:  # a kernel default whose kind changed since (default_qdisc)
+        if child["kind"] not in ("noqueue", "pfifo_fast"):
+            cmds.append((f"set qdisc {child['kind']} under {child['parent']}",
+                         ["tc", "qdisc", "replace", "dev", dev, "parent", child["parent"],
+                          child["kind"], *_qdisc_args(child["kind"], child["options"], tick)]))
+    return cmds
+
+
+def _class_commands(dev: str, classes: list[dict[str, Any]], tick: float
+                    ) -> list[tuple[str, Argv]]:
+    """tc commands that add the classes of one qdisc, each after its parent class."""
+    cmds: list[tuple[str, Argv]] = []
+    done: set[str] = set()
+    while classes:
+        ready = [c for c in classes if c["parent"] is None or c["parent"] in done
+                 or _minor(c["parent"]) in ("", "0")]
+        if not ready:
+            raise DtnkitError(f"cannot place class {classes[0]['classid']} on {dev}",
+                              f"its parent {classes[0]['parent']} is not in the recorded tree",
+                              "restore it by hand with tc")
+        for cls in ready:
+            classes.remove(cls)
+            parent = cls["parent"] or f"{_major(cls['classid'])}:"
+            cmds.append((f"add class {cls['classid']}",
+                         ["tc", "class", "add", "dev", dev, "parent", parent, "classid",
+                          cls["classid"], cls["kind"], *_class_args(cls["options"], tick)]))
+            done.add(cls["classid"])
+    return cmds
+
+
 def _major(handle: str) -> str:
     """The major number of a tc handle or parent: "8001:" -> "8001", ":20" and "0:" -> "0"."""
     major = handle.split(":", 1)[0]
@@ -170,12 +494,15 @@ def _minor(parent: str) -> str:
     return parent.split(":", 1)[1] if ":" in parent else parent
 
 
-def _strip_handles(value: dict[str, Any]) -> dict[str, Any]:
-    """A qdisc tree without the handles the kernel picks (children keyed by queue)."""
+def _normal(value: dict[str, Any]) -> dict[str, Any]:
+    """A qdisc tree as compared: handles and parents as recorded, options without counters,
+    children in a fixed order (the kernel's listing order may change); classes apart."""
     return {
-        "kind": value.get("kind"), "options": value.get("options"),
-        "children": sorted((_minor(c["parent"]), c["kind"], sorted(c["options"].items(),
-                                                                    key=str))
+        "kind": value.get("kind"), "handle": value.get("handle"),
+        "options": _options(str(value.get("kind")), dict(value.get("options") or {})),
+        "children": sorted((str(c.get("parent")), str(c.get("handle")), str(c.get("kind")),
+                            sorted(_options(str(c.get("kind")),
+                                            dict(c.get("options") or {})).items(), key=str))
                            for c in value.get("children", [])),
     }
 
