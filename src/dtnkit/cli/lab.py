@@ -31,7 +31,7 @@ def lab() -> None:
 @click.option("--rate", default=None, help="Bottleneck rate, e.g. 2gbit (default: none).")
 @click.option("--loss", default="0", show_default=True, help="Forward-path loss, e.g. 0.01%.")
 @click.option("--src-rate", default=None, help="The sending hosts' own interface rate, e.g. "
-              "1gbit (a tbf on their eth0: the NIC is the limit; default: none).")
+              "1gbit (a tbf on their interface: the NIC is the limit; default: none).")
 @click.option("--queue", default="auto", show_default=True,
               help="Bottleneck FIFO in bytes, or auto (one bandwidth-delay product).")
 @click.option("--mtu", type=int, default=1500, show_default=True)

@@ -121,8 +121,9 @@ def diagnose(net: ProbeResult | None, *, link_bps: float | None = None,
     E = e2e.summary["throughput_bps"] if e2e else None
     s = net.summary if net else {}
     checks: list[Check] = []
+    # every probe run by the registry has sampler_samples; a result without one is not judged
     n_samples = int(s.get("sampler_samples") or 0)
-    undersampled = net is not None and n_samples < MIN_SAMPLES
+    undersampled = net is not None and "sampler_samples" in s and n_samples < MIN_SAMPLES
     here = ends[0] if ends else ""
     line = min(r for r in (link_bps, cap_bps) if r) if (link_bps or cap_bps) else None
     iface = dev or "the interface"

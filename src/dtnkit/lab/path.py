@@ -56,7 +56,7 @@ class PathSpec:
     n_dst: int = 1
     backend: str = "auto"
     seed: int = 1
-    src_rate_bps: int | None = None  # the sending hosts' own interface rate (tbf on their eth0)
+    src_rate_bps: int | None = None  # the sending hosts' own interface rate (a tbf)
 
     def validate(self) -> None:
         if not 0 <= self.rtt_ms <= 2000:
@@ -410,7 +410,7 @@ class LabPath:
 
     def _cap_sources(self) -> None:
         """--src-rate: the sending hosts' own interface is the limit (a NIC at line rate): a tbf
-        root on their eth0, queueing in the host as a full NIC does, not on the path."""
+        root on their LINK_DEV, queueing in the host as a full NIC does, not on the path."""
         rate = self.spec.src_rate_bps
         if not rate:
             return
