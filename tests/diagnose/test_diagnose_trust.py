@@ -166,8 +166,13 @@ def test_the_nic_full_case(capsys: pytest.CaptureFixture[str], env: dict[str, st
     cap = 500_000_000
     with lab.path(name(), state_root=Path(env["lab"]), rtt_ms=10, src_rate_bps=cap) as p:
         peer = ["--peer", f"{p.name}/dst", "--netns", p.src.netns]
-        code, diag = run(capsys, "diagnose", *peer, "--duration", "5", "--db", env["db"],
-                         "--format", "json")
+        # the delay stage runs in user space: on a loaded 2-core machine one run may fall
+        # short of the cap, so up to 3 runs (a wrong NIC check fails all three)
+        for _ in range(3):
+            code, diag = run(capsys, "diagnose", *peer, "--duration", "5", "--db", env["db"],
+                             "--format", "json")
+            if code == ExitStatus.BINDS_NIC:
+                break
         assert code == ExitStatus.BINDS_NIC, diag["checks"]
         ev = diag["verdict"]["evidence"]
         assert ev["cap_bps"] == cap and ev["cap_kind"] == "tbf" and ev["dev"] == lab.LINK_DEV
