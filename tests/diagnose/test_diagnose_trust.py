@@ -194,3 +194,11 @@ def test_the_nic_full_case(capsys: pytest.CaptureFixture[str], env: dict[str, st
         assert tcp(p) == before
         root = p.src.run(["tc", "-j", "qdisc", "show", "dev", lab.LINK_DEV, "root"]).stdout
         assert json.loads(root)[0]["kind"] == "tbf"
+
+
+def test_a_bad_source_rate_is_refused(capsys: pytest.CaptureFixture[str],
+                                      env: dict[str, str]) -> None:
+    for bad in ("0", "fast", "-1gbit", "nan"):
+        code, doc = run(capsys, "lab", "up", "dgbad", "--src-rate", bad, "--format", "json")
+        assert code == ExitStatus.BAD_INPUT, (bad, doc)
+    assert not (Path(env["lab"]) / "dgbad").exists()
