@@ -140,6 +140,10 @@ def diagnose(net: ProbeResult | None, *, link_bps: float | None = None,
     if T is None:
         checks.append(Check(Layer.NIC, "iperf3 rate vs link speed", "no network probe", None))
     else:
+        peer = net.spec.get("peer") if net else None
+        experiment_cmd = " ".join(x for x in (
+            "dtnkit experiment --groups buffers,congestion", f"--peer {peer}" if peer else "",
+            "--both-ends" if len(ends) > 1 else "", here) if x)
         # what the interface puts on the wire (headers included, as a NIC or shaper counts)
         tx = s.get("sampler_nic_tx_bps_mean") if s.get("sampler_nic_tx_dev") == dev else None
         ev = {"throughput_bps": T, "link_bps": link_bps, "cap_bps": cap_bps,
@@ -153,7 +157,7 @@ def diagnose(net: ProbeResult | None, *, link_bps: float | None = None,
                 f"NIC-bound: iperf3 {_g(T)} is {T / line:.0%} of {line_text}{sends}",
                 True, "a faster NIC or more NICs; host tuning will not raise this and buffer "
                 "tuning may hurt (do not apply buffers or pacing here; an experiment shows "
-                "it: dtnkit experiment --groups buffers,congestion ...)", evidence=ev))
+                f"it: `{experiment_cmd}`)", evidence=ev))
         else:
             share = f"{T / line:.0%} of {line_text}" if line else "link speed unknown"
             checks.append(Check(Layer.NIC, "iperf3 rate vs the egress interface's line rate",
