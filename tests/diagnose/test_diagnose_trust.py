@@ -179,7 +179,7 @@ def test_the_nic_full_case(capsys: pytest.CaptureFixture[str], env: dict[str, st
         assert ev["link_bps"] > cap  # the link is faster: its shaper is the line rate
         assert ev["egress_tx_bps_mean"] >= 0.8 * cap, ev
         assert (f"`dtnkit experiment --groups buffers,congestion --peer {p.name}/dst --both-ends "
-                f"--netns {p.src.netns}`") in diag["verdict"]["next"]
+                f"--netns {p.src.netns}") in diag["verdict"]["next"]
 
         code, exp = run(capsys, "experiment", "--groups", "buffers,congestion", *peer,
                         "--both-ends", "--repeat", "2", "--duration", "3", "--rtt", "10ms",
