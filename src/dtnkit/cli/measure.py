@@ -74,13 +74,15 @@ def _interval(interval_s: float | None, duration_s: float | None = None) -> floa
 
 def _opts(netns: str | None, state_dir: Path | None = None, db: Path | None = None) -> str:
     """The options in force that a pasted next-step command needs (defaults left out)."""
+    from shlex import quote
+
     from dtnkit.environment import DEFAULT_RESULTS_DB, DEFAULT_STATE_DIR
 
-    parts = [f"--netns {netns}"] if netns else []
+    parts = [f"--netns {quote(netns)}"] if netns else []
     if state_dir is not None and state_dir != DEFAULT_STATE_DIR:
-        parts.append(f"--state-dir {state_dir}")
+        parts.append(f"--state-dir {quote(str(state_dir))}")
     if db is not None and db != DEFAULT_RESULTS_DB:
-        parts.append(f"--db {db}")
+        parts.append(f"--db {quote(str(db))}")
     return " ".join(parts)
 
 
