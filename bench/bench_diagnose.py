@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
-"""The three diagnose cases on lab paths, with the figures behind each verdict (root only).
+"""The four diagnose cases on lab paths, with the figures behind each verdict (root only).
 
-    .venv/bin/python bench/bench_diagnose.py [--duration 5]
+    .venv/bin/python bench/bench_diagnose.py [--duration 5] [--case nic ...] [--prefix dkcase]
 
 1. small buffers (4 MiB) on a 50 ms, 2 Gbit/s path: verdict, then an experiment on
    buffers and congestion (both ends), then the rate after `tune apply --from-experiment`
 2. a 500 Mbit/s cap on a 20 ms path with 64 MiB buffers: verdict and experiment
 3. storage throttled to 20 MB/s (loop device + cgroup) under a 10 ms path: verdict with the
    network, fio and end-to-end rates
+4. the NIC full: the sender's own interface capped at 1 Gbit/s (lab --src-rate, a tbf on its
+   lab interface), path uncapped, 10 ms, default buffers: verdict with the interface's send rate, an
+   experiment on buffers and congestion (both ends), and what `--from-experiment` applies
 """
 
 from __future__ import annotations
@@ -66,14 +69,35 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--duration", default="5")
+    parser.add_argument("--case", action="append", choices=CASES,
+                        help="Run only these cases (repeatable; default: all).")
+    parser.add_argument("--prefix", default="dkcase", help="Lab path names: PREFIX1 ...")
     args = parser.parse_args()
+    cases = args.case or list(CASES)
+    pre = args.prefix
     if os.geteuid() != 0:
         sys.exit("bench_diagnose.py needs root")
     tmp = Path(tempfile.mkdtemp(prefix="dkbench-"))
     db, state = str(tmp / "results.sqlite"), str(tmp / "tune")
     common = ["--duration", args.duration, "--interval", "1", "--db", db, "--format", "json"]
 
-    with lab.path("dkcase1", state_root=STATE, rtt_ms=50, rate_bps=2 * 10**9) as p:
+    if "buffers" in cases:
+        case_buffers(f"{pre}1", common, state, db)
+    if "cap" in cases:
+        case_cap(f"{pre}2", common, state)
+    if "storage" in cases:
+        case_storage(f"{pre}3", common, tmp)
+    if "nic" in cases:
+        case_nic(f"{pre}4", common, state, db)
+    shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+CASES = ("buffers", "cap", "storage", "nic")
+
+
+def case_buffers(name: str, common: list[str], state: str, db: str) -> None:
+    with lab.path(name, state_root=STATE, rtt_ms=50, rate_bps=2 * 10**9) as p:
         set_tcp_buffers(p, "4096 131072 4194304")
         peer = ["--peer", f"{p.name}/dst", "--netns", p.src.netns]
         _, diag = run("diagnose", *peer, *common)
@@ -88,7 +112,10 @@ def main() -> int:
         print(f"  after apply --from-experiment: "
               f"{after['summary']['throughput_bps'] / 1e9:.3f} Gbit/s")
 
-    with lab.path("dkcase2", state_root=STATE, rtt_ms=20, rate_bps=500 * 10**6) as p:
+
+
+def case_cap(name: str, common: list[str], state: str) -> None:
+    with lab.path(name, state_root=STATE, rtt_ms=20, rate_bps=500 * 10**6) as p:
         set_tcp_buffers(p, "4096 131072 67108864")
         peer = ["--peer", f"{p.name}/dst", "--netns", p.src.netns]
         _, diag = run("diagnose", *peer, *common)
@@ -98,8 +125,11 @@ def main() -> int:
         experiment_lines(exp)
         print(f"  helped: {exp['helped'] or 'none'}")
 
+
+
+def case_storage(name: str, common: list[str], tmp: Path) -> None:
     with slow_disk(48 * 2**20, read_bps=20 * 10**6, write_bps=20 * 10**6,
-                   workdir=tmp) as sd, lab.path("dkcase3", state_root=STATE, rtt_ms=10) as p:
+                   workdir=tmp) as sd, lab.path(name, state_root=STATE, rtt_ms=10) as p:
         set_tcp_buffers(p, "4096 131072 67108864")
         sink = p.dst.popen([sys.executable, "-m", "dtnkit.measure.netpipe", "recv", "9100"],
                            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
@@ -117,8 +147,29 @@ def main() -> int:
             if sink.poll() is None:
                 os.killpg(sink.pid, signal.SIGKILL)
             sink.wait()
-    shutil.rmtree(tmp, ignore_errors=True)
-    return 0
+
+
+def case_nic(name: str, common: list[str], state: str, db: str) -> None:
+    with lab.path(name, state_root=STATE, rtt_ms=10, src_rate_bps=10**9) as p:
+        peer = ["--peer", f"{p.name}/dst", "--netns", p.src.netns]
+        _, diag = run("diagnose", *peer, *common)
+        verdict_line("4. the sender's NIC full (1 Gbit/s tbf on its interface), 10 ms, no path cap",
+                     diag)
+        ev = diag["verdict"]["evidence"]
+        if ev.get("egress_tx_bps_mean"):
+            print(f"  {ev['dev']} sends {ev['egress_tx_bps_mean'] / 1e9:.3f} Gbit/s (mean; max "
+                  f"{ev['egress_tx_bps_max'] / 1e9:.3f}) against its "
+                  f"{ev['line_rate_bps'] / 1e9:.3f} Gbit/s {ev['cap_kind']} cap")
+        _, exp = run("experiment", "--groups", "buffers,congestion", *peer, "--both-ends",
+                     "--rtt", "10ms", "--state-dir", state, *common)
+        experiment_lines(exp)
+        applied = []
+        for h in (p.src, p.dst):
+            _, out = run("tune", "apply", "--from-experiment", exp["id"], "--db", db, "--netns",
+                         h.netns, "--state-dir", state, "--format", "json")
+            applied += out.get("applied", [])
+        print(f"  helped: {exp['helped'] or 'none'}; --from-experiment applied "
+              f"{len(applied)} settings")
 
 
 if __name__ == "__main__":

@@ -70,7 +70,7 @@ def test_small_buffers_on_a_long_path(capsys: pytest.CaptureFixture[str],
                         f"{p.name}/dst", "--netns", p.src.netns, "--both-ends", "--repeat",
                         "2", "--duration", "4", "--rtt", "50ms", "--interval", "1",
                         "--state-dir", env["state"], "--db", env["db"], "--format", "json")
-        assert code == 0
+        assert code == 0, exp
         verdicts = {g["group"]: g for g in exp["groups"]}
         assert verdicts["buffers"]["verdict"] == "helps", verdicts["buffers"]
         assert verdicts["buffers"]["ratio"] > 1.5
@@ -106,7 +106,7 @@ def test_a_rate_cap_that_binds(capsys: pytest.CaptureFixture[str], env: dict[str
                         f"{p.name}/dst", "--netns", p.src.netns, "--both-ends", "--repeat",
                         "2", "--duration", "3", "--rtt", "20ms", "--interval", "1",
                         "--state-dir", env["state"], "--db", env["db"], "--format", "json")
-        assert code == 0
+        assert code == 0, exp
         assert {g["verdict"] for g in exp["groups"]} <= {"neutral", "harmful"}, exp["groups"]
         assert exp["helped"] == []
         state = p.src.run(["sh", "-c", "cat /proc/sys/net/ipv4/tcp_*mem "

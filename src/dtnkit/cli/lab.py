@@ -30,6 +30,8 @@ def lab() -> None:
 @click.option("--rtt", default="50ms", show_default=True, help="Round-trip time, e.g. 50ms.")
 @click.option("--rate", default=None, help="Bottleneck rate, e.g. 2gbit (default: none).")
 @click.option("--loss", default="0", show_default=True, help="Forward-path loss, e.g. 0.01%.")
+@click.option("--src-rate", default=None, help="The sending hosts' own interface rate, e.g. "
+              "1gbit (a tbf on their interface: the NIC is the limit; default: none).")
 @click.option("--queue", default="auto", show_default=True,
               help="Bottleneck FIFO in bytes, or auto (one bandwidth-delay product).")
 @click.option("--mtu", type=int, default=1500, show_default=True)
@@ -43,14 +45,15 @@ def lab() -> None:
 @format_option
 @pass_env
 def up(env: Environment,
-       name: str, rtt: str, rate: str | None, loss: str, queue: str, mtu: int, n_src: int,
-       n_dst: int, backend: str, seed: int, fmt: str) -> int:
+       name: str, rtt: str, rate: str | None, src_rate: str | None, loss: str, queue: str,
+       mtu: int, n_src: int, n_dst: int, backend: str, seed: int, fmt: str) -> int:
     """Build path NAME and print its hosts."""
     lab_path = _lab()
     spec = lab_path.PathSpec(
         rtt_ms=parse_ms(rtt, "RTT", hi=2000), rate_bps=parse_rate(rate) if rate else None,
         loss=parse_fraction(loss), queue_bytes=None if queue == "auto" else parse_bytes(queue),
-        mtu=mtu, n_src=n_src, n_dst=n_dst, backend=backend, seed=seed)
+        mtu=mtu, n_src=n_src, n_dst=n_dst, backend=backend, seed=seed,
+        src_rate_bps=parse_rate(src_rate, "src-rate") if src_rate else None)
     built = lab_path.up(name, spec, state_root=env.lab_state_root)
     doc = built.status(measure=False)
     emit(env, doc, fmt, lambda p: _up_table(p, name, spec, doc))
@@ -62,6 +65,8 @@ def _up_table(p: Printer, name: str, spec: Any, doc: dict[str, Any]) -> None:
     rate_text = f"{spec.rate_bps / 1e9:g} Gbit/s" if spec.rate_bps else "no rate cap"
     con.print(f"[bold]{name}[/] is up: RTT {spec.rtt_ms:g} ms, {rate_text}, loss "
               f"{spec.loss * 100:g}%, queue {spec.queue_size() or '-'} bytes")
+    if spec.src_rate_bps:
+        con.print(f"sending hosts' interfaces capped at {spec.src_rate_bps / 1e9:g} Gbit/s")
     con.print(f"backend: [bold]{doc['backend']}[/] because {doc['backend_reason']}")
     for h in doc["hosts"]:
         con.print(f"  {h['name']:<6} {h['address']:<16} netns {h['netns']}")

@@ -56,9 +56,34 @@ def _common(f: F) -> F:
     f = db_option(show_default="/var/lib/dtnkit/results.sqlite or $DTNKIT_DB",
                   help="The results store (SQLite).")(f)
     f = click.option("--netns", metavar="NS", help="Run from inside this network namespace.")(f)
-    f = click.option("--interval", "interval_s", type=float, default=5.0, show_default=True,
-                     help="Sampler period in seconds.")(f)
+    f = click.option("--interval", "interval_s", type=float, default=None,
+                     help="Sampler period in seconds (default: min(5, duration / 5) when the "
+                     "run has a --duration, so it gets at least 5 samples; else 5).")(f)
     return f
+
+
+def _interval(interval_s: float | None, duration_s: float | None = None) -> float:
+    """The sampler period: as given, else one fifth of the duration (at most 5 s)."""
+    if interval_s is None:
+        return min(5.0, duration_s / 5) if duration_s else 5.0
+    if not 0.1 <= interval_s <= 3600:  # also refuses nan
+        raise BadInput(f"--interval {interval_s} is out of range", "allowed: 0.1 to 3600 s",
+                       "e.g. --interval 1, or leave it out")
+    return interval_s
+
+
+def _opts(netns: str | None, state_dir: Path | None = None, db: Path | None = None) -> str:
+    """The options in force that a pasted next-step command needs (defaults left out)."""
+    from shlex import quote
+
+    from dtnkit.environment import DEFAULT_RESULTS_DB, DEFAULT_STATE_DIR
+
+    parts = [f"--netns {quote(netns)}"] if netns else []
+    if state_dir is not None and state_dir != DEFAULT_STATE_DIR:
+        parts.append(f"--state-dir {quote(str(state_dir))}")
+    if db is not None and db != DEFAULT_RESULTS_DB:
+        parts.append(f"--db {quote(str(db))}")
+    return " ".join(parts)
 
 
 def _host(netns: str | None) -> Host:
@@ -116,14 +141,15 @@ def probe() -> None:
 def net(env: Environment,
         peer: str, streams: int, duration_s: int, cc: str | None, fq_rate: str | None,
         reverse: bool, port: int, tool: str | None, netns: str | None, db: Path, fmt: str,
-        interval_s: float) -> int:
+        interval_s: float | None) -> int:
     """iperf3 to a peer, with CPU, retransmits and per-flow state sampled."""
     from dtnkit.measure.probes.net import NetSpec
     from dtnkit.measure.registry import run_probe
 
     host = _host(netns)
     result = run_probe(host, NetSpec(peer, streams, duration_s, cc, fq_rate, reverse, port,
-                                     interval_s), tool=tool, context=_context(env))
+                                     _interval(interval_s, duration_s)), tool=tool,
+                       context=_context(env))
     result.tuning = _tuning(host)
     ResultStore(db).add(result)
     _emit(env, result, fmt)
@@ -142,7 +168,7 @@ def net(env: Environment,
 @pass_env
 def disk(env: Environment,
          path: str, size: str, direct: bool, jobs: int, cgroup: Path | None, tool: str | None,
-         netns: str | None, db: Path, fmt: str, interval_s: float) -> int:
+         netns: str | None, db: Path, fmt: str, interval_s: float | None) -> int:
     """fio sequential write and read."""
     from dtnkit.measure.probes.disk import DiskSpec
     from dtnkit.measure.registry import run_probe
@@ -150,7 +176,8 @@ def disk(env: Environment,
 
     host = _host(netns)
     result = run_probe(host, DiskSpec(path, parse_bytes(size, "size", lo=2**20), direct, jobs,
-                                      interval_s), tool=tool, context=_context(env, cgroup))
+                                      _interval(interval_s)), tool=tool,
+                       context=_context(env, cgroup))
     result.tuning = _tuning(host)
     ResultStore(db).add(result)
     _emit(env, result, fmt)
@@ -171,13 +198,15 @@ def disk(env: Environment,
 @pass_env
 def e2e(env: Environment,
         src: str, dst: str, command: str | None, nbytes: int | None, cgroup: Path | None,
-        tool: str | None, netns: str | None, db: Path, fmt: str, interval_s: float) -> int:
+        tool: str | None, netns: str | None, db: Path, fmt: str,
+        interval_s: float | None) -> int:
     """A real transfer, timed: rate = bytes / wall time."""
     from dtnkit.measure.probes.e2e import E2ESpec
     from dtnkit.measure.registry import run_probe
 
     host = _host(netns)
-    result = run_probe(host, E2ESpec(src, dst, command, nbytes, interval_s=interval_s),
+    result = run_probe(host, E2ESpec(src, dst, command, nbytes,
+                                     interval_s=_interval(interval_s)),
                        tool=_e2e_tool(tool, command), context=_context(env, cgroup))
     result.tuning = _tuning(host)
     ResultStore(db).add(result)
@@ -266,18 +295,21 @@ def export_cmd(env: Environment, fmt: str, kind: str | None, db: Path) -> int:
 @click.option("--size", default="256MiB", show_default=True, help="fio file size.")
 @click.option("--cgroup", type=click.Path(path_type=Path), default=None,
               help="Run fio and the transfer inside this cgroup.")
+@state_dir_option(help="Where `dtnkit tune` keeps its snapshots (carried into the hints).")
 @_common
 @pass_env
 def diagnose(env: Environment, peer: str | None, path: str | None, e2e: tuple[str, str] | None,
              command: str | None, streams: int, duration_s: int, size: str,
-             cgroup: Path | None, netns: str | None, db: Path, fmt: str,
-             interval_s: float) -> int:
+             cgroup: Path | None, state_dir: Path, netns: str | None, db: Path, fmt: str,
+             interval_s: float | None) -> int:
     """Measure each layer and name the one that binds, with the next step.
 
-    Exit: 0 nothing binds, 10 NIC, 11 host network, 12 path, 13 storage, 14 application.
+    Exit: 0 nothing binds, 10 NIC, 11 host network, 12 path, 13 storage, 14 application,
+    15 inconclusive (fewer than 5 sampler samples of the network probe).
     """
     from dtnkit.diagnose.layers import EXIT
     from dtnkit.diagnose.layers import diagnose as run
+    from dtnkit.diagnose.nic import LineRate, line_rate
     from dtnkit.measure.probes.disk import DiskSpec
     from dtnkit.measure.probes.e2e import E2ESpec
     from dtnkit.measure.probes.net import NetSpec, egress_speed_mbps, resolve_peer
@@ -290,15 +322,19 @@ def diagnose(env: Environment, peer: str | None, path: str | None, e2e: tuple[st
     host = _host(netns)
     store = ResultStore(db)
     net = disk_r = e2e_r = None
-    link = None
+    line = LineRate(None, None)
+    ends = [_opts(netns, state_dir)]
     if peer:
-        spec = NetSpec(peer, streams, duration_s, interval_s=interval_s)
+        spec = NetSpec(peer, streams, duration_s, interval_s=_interval(interval_s, duration_s))
         context = _context(env)
+        target = resolve_peer(peer, context.lab_peers)
+        if target.netns:  # a lab peer: its own command in the hints
+            ends.append(_opts(target.netns, state_dir))
         net = run_probe(host, spec, context=context)
         net.tuning = _tuning(host)
         store.add(net)
-        _, mbps = egress_speed_mbps(host, resolve_peer(peer, context.lab_peers).address)
-        link = mbps * 1e6 if mbps else None
+        line = line_rate(host, *egress_speed_mbps(host, target.address))
+    interval_s = _interval(interval_s)
     if path:
         disk_r = run_probe(host, DiskSpec(path, parse_bytes(size, "size", lo=2**20),
                                           interval_s=interval_s), context=_context(env, cgroup))
@@ -309,7 +345,8 @@ def diagnose(env: Environment, peer: str | None, path: str | None, e2e: tuple[st
                           tool=_e2e_tool(None, command), context=_context(env, cgroup))
         e2e_r.tuning = _tuning(host)
         store.add(e2e_r)
-    result = run(net, link_bps=link, disk=disk_r, e2e=e2e_r)
+    result = run(net, link_bps=line.link_bps, disk=disk_r, e2e=e2e_r, cap_bps=line.cap_bps,
+                 cap_kind=line.cap_kind, dev=line.dev, ends=ends)
 
     def verdict(p: Printer) -> None:
         con = p.console
@@ -347,7 +384,7 @@ def experiment(env: Environment, groups: str, probe_kind: str, tool: str | None,
                peer: str | None, path: str | None, e2e: tuple[str, str] | None,
                command: str | None, repeat: int, both_ends: bool,
                profile: str, rtt: str, streams: int, duration_s: int, state_dir: Path,
-               netns: str | None, db: Path, fmt: str, interval_s: float) -> int:
+               netns: str | None, db: Path, fmt: str, interval_s: float | None) -> int:
     """Apply one group at a time against interleaved baselines; keep what helps.
 
     `dtnkit tune apply --from-experiment ID` then applies only the groups that helped.
@@ -364,6 +401,7 @@ def experiment(env: Environment, groups: str, probe_kind: str, tool: str | None,
     hosts = [host]
     context = _context(env)
     probe_spec: ProbeSpec
+    interval_s = _interval(interval_s, duration_s if probe_kind == "net" else None)
     if probe_kind == "net":
         if not peer:
             raise BadInput("--probe net needs --peer", "", "e.g. --peer demo/dst")
@@ -393,10 +431,17 @@ def experiment(env: Environment, groups: str, probe_kind: str, tool: str | None,
                                                   both_ends, parse_rtt(rtt)),
                             prof, ResultStore(db), state_dir, context=context, progress=say)
 
+    # the same command on every end the groups were tried on, with the options in force
+    report["next"] = [" ".join(x for x in (f"dtnkit tune apply --from-experiment {report['id']}",
+                                           _opts(h.netns, state_dir, db)) if x)
+                      for h in hosts] if report["helped"] else []
+
     def summary(p: Printer) -> None:
         p.echo(f"experiment {report['id']}: helped: {', '.join(report['helped']) or 'none'}")
-        p.echo(f"apply what helped: dtnkit tune apply --from-experiment {report['id']}"
-               + (f" --netns {netns}" if netns else ""))
+        if not report["next"]:
+            p.echo("nothing to apply: keep the hosts as they are")
+        for cmd in report["next"]:
+            p.echo(f"apply what helped: {cmd}")
 
     emit(env, report, fmt, summary)
     return 0

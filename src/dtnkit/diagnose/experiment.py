@@ -4,6 +4,11 @@ baseline runs (A B A B ...), so each group's effect is a ratio with its noise.
 A group *helps* when its median beats the baseline median by more than the noise, is
 *harmful* when it loses by more than the noise, and *neutral* inside the noise or when the
 hosts already comply (``applied: false``: nothing to apply).
+
+An experiment's own snapshots live apart from `tune apply`'s (``STATE/experiments/ID/``): they
+never move the "last baseline" that a later ``tune restore`` goes back to, and each is deleted
+once its group is restored; the experiment dir is removed when all are (the results record of
+the experiment stays in the results store).  A snapshot whose restore failed is kept there.
 """
 
 from __future__ import annotations
@@ -28,6 +33,33 @@ from dtnkit.tune.profile import Profile
 from dtnkit.tune.snapshot import Store
 
 MIN_MARGIN = 0.05  # never call an effect below 5 % real
+
+
+class ExperimentSnapshots(Store):
+    """Snapshots of one experiment, under ``STATE/experiments/ID``: the lock is still the
+    state dir's (experiments and applies never write at once), but they are not listed by
+    ``tune list`` and never become the "last baseline"."""
+
+    def __init__(self, state_dir: Path, exp_id: str) -> None:
+        super().__init__(state_dir)
+        self.dir = state_dir / "experiments" / exp_id
+
+    def set_last_baseline(self, snap_id: str) -> None:
+        """Experiments leave apply's last baseline where it is."""
+
+    def last_baseline(self) -> str | None:
+        return None
+
+    def remove(self, snap_id: str) -> None:
+        (self.dir / f"{snap_id}.json").unlink(missing_ok=True)
+
+    def remove_dir(self) -> None:
+        """The experiment's dir, once it holds no snapshot (a failed restore keeps its own)."""
+        try:
+            self.dir.rmdir()
+            self.dir.parent.rmdir()  # the experiments dir, when no other is running
+        except OSError:
+            pass
 
 
 @dataclass
@@ -84,7 +116,7 @@ def run_experiment(
         raise DtnkitError("--repeat must be 1 to 20", f"got {spec.repeat}")
     exp_id = f"exp-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{secrets.token_hex(2)}"
     say = progress or (lambda _msg: None)
-    snaps = Store(state_dir)
+    snaps = ExperimentSnapshots(state_dir, exp_id)
     report: dict[str, Any] = {"id": exp_id, "started": time.time(), "spec": {
         "groups": spec.groups, "probe": spec.probe.kind, "repeat": spec.repeat,
         "both_ends": spec.both_ends, "rtt_ms": spec.rtt_ms, "profile": profile.name,
@@ -131,7 +163,12 @@ def run_experiment(
             finally:
                 for h, snap_id in reversed(baselines):
                     ctx = build_context(h, profile, rtt_ms=spec.rtt_ms)
-                    apply_mod.restore(h, snaps.load(snap_id), snaps, ctx)
+                    back = apply_mod.restore(h, snaps.load(snap_id), snaps, ctx)
+                    if back.ok:
+                        snaps.remove(snap_id)
+                    else:
+                        report.setdefault("kept_snapshots", []).append(
+                            str(snaps.dir / f"{snap_id}.json"))
         if not applicable:
             report["groups"].append({"group": group, "verdict": "neutral", "applied": False,
                                      "why": "nothing to apply: the hosts already comply",
@@ -145,6 +182,7 @@ def run_experiment(
                                  "ratio": ratio,
                                  "margin": margin, "baseline_bps": base, "applied_bps": treated,
                                  "changes": changes})
+    snaps.remove_dir()
     report["helped"] = [g["group"] for g in report["groups"] if g["verdict"] == "helps"]
     report["finished"] = time.time()
     store.add_experiment(exp_id, report)

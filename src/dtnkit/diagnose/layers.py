@@ -2,12 +2,15 @@
 
 Order: NIC line rate -> host network stack -> path -> storage -> application.  The network
 checks bind only when the network is the slowest thing measured; when storage is slower, they
-say so and the storage check decides.  Pure: results in, verdict out.
+say so and the storage check decides.  The host-network and path checks read the sampler:
+with fewer than MIN_SAMPLES samples of the network probe they are not decided and the verdict
+is ``inconclusive``, never a layer.  Pure: results in, verdict out.
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,12 +25,16 @@ class Layer(enum.StrEnum):
     STORAGE = "storage"
     APPLICATION = "application"
     NONE = "none"
+    INCONCLUSIVE = "inconclusive"  # too few samples to name a layer
 
 
 # exit status of `dtnkit diagnose` for each verdict (docs/cli.md)
 EXIT = {Layer.NONE: ExitStatus.OK, Layer.NIC: ExitStatus.BINDS_NIC,
         Layer.HOST_NETWORK: ExitStatus.BINDS_HOST_NETWORK, Layer.PATH: ExitStatus.BINDS_PATH,
-        Layer.STORAGE: ExitStatus.BINDS_STORAGE, Layer.APPLICATION: ExitStatus.BINDS_APPLICATION}
+        Layer.STORAGE: ExitStatus.BINDS_STORAGE, Layer.APPLICATION: ExitStatus.BINDS_APPLICATION,
+        Layer.INCONCLUSIVE: ExitStatus.INCONCLUSIVE}
+
+MIN_SAMPLES = 5  # sampler samples of the network probe the flow-limit checks need
 
 WINDOW_LIMITED_PCT = 10.0  # rwnd_limited or sndbuf_limited share of the flow's busy time
 SOFTIRQ_SATURATED_PCT = 90.0
@@ -54,6 +61,9 @@ class Check:
 class Diagnosis:
     checks: list[Check]
     results: dict[str, ProbeResult]
+    # why no layer can be named (too few samples), with the next step; "" when decided
+    inconclusive: str = ""
+    rerun: str = ""
 
     @property
     def verdict(self) -> Check | None:
@@ -62,17 +72,24 @@ class Diagnosis:
     @property
     def layer(self) -> Layer:
         v = self.verdict
-        return v.layer if v else Layer.NONE
+        return v.layer if v else Layer.INCONCLUSIVE if self.inconclusive else Layer.NONE
 
     def as_dict(self) -> dict[str, Any]:
         v = self.verdict
+        if v is None and self.inconclusive:
+            summary, nxt = self.inconclusive, self.rerun
+        else:
+            summary = v.found if v else "no layer binds on the figures measured"
+            nxt = v.next_step if v else \
+                "measure end to end (--e2e) to see what the transfer meets"
+        net = self.results.get("net")
         return {
             "schema": "dtnkit.diagnosis/1",
-            "verdict": {"layer": str(self.layer), "summary": v.found if v else
-                        "no layer binds on the figures measured",
-                        "groups": v.groups if v else [], "next": v.next_step if v else
-                        "measure end to end (--e2e) to see what the transfer meets",
-                        "evidence": v.evidence if v else {}},
+            "verdict": {"layer": str(self.layer), "summary": summary,
+                        "groups": v.groups if v else [], "next": nxt,
+                        "evidence": v.evidence if v else {},
+                        "samples": net.summary.get("sampler_samples") if net else None,
+                        "min_samples": MIN_SAMPLES},
             "checks": [c.as_dict() for c in self.checks],
             "results": {k: r.as_dict(with_raw=False) for k, r in self.results.items()},
         }
@@ -82,13 +99,36 @@ def _g(bps: float | None) -> str:
     return "-" if bps is None else f"{bps / 1e9:.2f} Gbit/s"
 
 
+def tune_hint(args: str, ends: Sequence[str], *, peer_too: bool = True) -> str:
+    """``dtnkit tune apply ARGS`` once per end, each with the options in force there
+    (``--netns``, ``--state-dir``); one end only: say the peer needs it too."""
+    cmds = [" ".join(x for x in ("dtnkit tune apply", args, opts) if x) for opts in ends or [""]]
+    text = " and ".join(f"`{c}`" for c in cmds)
+    if len(cmds) == 1 and peer_too:
+        text += " (here, and the same on the peer)"
+    return text
+
+
 def diagnose(net: ProbeResult | None, *, link_bps: float | None = None,
-             disk: ProbeResult | None = None, e2e: ProbeResult | None = None) -> Diagnosis:
+             disk: ProbeResult | None = None, e2e: ProbeResult | None = None,
+             cap_bps: float | None = None, cap_kind: str = "", dev: str | None = None,
+             ends: Sequence[str] = ("",)) -> Diagnosis:
+    """``link_bps``: the egress interface's speed; ``cap_bps``: a shaper on it (``cap_kind``
+    tbf/htb) when one is lower; ``ends``: the options of each end to tune, for the hints
+    (the first is this host)."""
     T = net.summary["throughput_bps"] if net else None
     D = disk.summary["throughput_bps"] if disk else None
     E = e2e.summary["throughput_bps"] if e2e else None
     s = net.summary if net else {}
     checks: list[Check] = []
+    # every probe run by the registry has sampler_samples; a result without one is not judged
+    n_samples = int(s.get("sampler_samples") or 0)
+    undersampled = net is not None and "sampler_samples" in s and n_samples < MIN_SAMPLES
+    here = ends[0] if ends else ""
+    line = min(r for r in (link_bps, cap_bps) if r) if (link_bps or cap_bps) else None
+    iface = dev or "the interface"
+    line_text = (f"{iface}'s {_g(line)} {cap_kind} cap (link {_g(link_bps)})"
+                 if cap_bps and line == cap_bps else f"the {_g(line)} link")
 
     # does the network set the pace at all?
     net_binds = T is not None and (D is None or T <= 1.25 * D) and (E is None or E >= 0.7 * T)
@@ -99,20 +139,35 @@ def diagnose(net: ProbeResult | None, *, link_bps: float | None = None,
     # 1. NIC line rate
     if T is None:
         checks.append(Check(Layer.NIC, "iperf3 rate vs link speed", "no network probe", None))
-    elif link_bps and LINE_RATE_SHARE * link_bps <= T and net_binds:
-        checks.append(Check(
-            Layer.NIC, "iperf3 rate vs link speed",
-            f"NIC-bound: iperf3 {_g(T)} is {T / link_bps:.0%} of the {_g(link_bps)} link",
-            True, "a faster NIC or more NICs; host tuning will not raise this and buffer "
-            "tuning may hurt (do not apply buffers or pacing here)",
-            evidence={"throughput_bps": T, "link_bps": link_bps}))
     else:
-        share = f"{T / link_bps:.0%} of the {_g(link_bps)} link" if link_bps else \
-            "link speed unknown"
-        checks.append(Check(Layer.NIC, "iperf3 rate vs link speed",
-                            f"not at line rate: {_g(T)} ({share})" + (f"; {slower}" if slower
-                                                                       else ""), False,
-                            evidence={"throughput_bps": T, "link_bps": link_bps}))
+        peer = net.spec.get("peer") if net else None
+        experiment_cmd = " ".join(x for x in (
+            "dtnkit experiment --groups buffers,congestion", f"--peer {peer}" if peer else "",
+            "--both-ends" if len(ends) > 1 else "", here) if x)
+        # what the interface puts on the wire (headers included, as a NIC or shaper counts)
+        tx = s.get("sampler_nic_tx_bps_mean") if s.get("sampler_nic_tx_dev") == dev else None
+        ev = {"throughput_bps": T, "link_bps": link_bps, "cap_bps": cap_bps,
+              "cap_kind": cap_kind or None, "line_rate_bps": line, "dev": dev,
+              "egress_tx_bps_mean": tx, "egress_tx_bps_max": s.get("sampler_nic_tx_bps_max")
+              if tx else None}
+        if line and LINE_RATE_SHARE * line <= max(T, tx or 0.0) and net_binds:
+            sends = f"; {iface} sends {_g(tx)} ({tx / line:.0%} of it)" if tx else ""
+            checks.append(Check(
+                Layer.NIC, "iperf3 rate vs the egress interface's line rate",
+                f"NIC-bound: iperf3 {_g(T)} is {T / line:.0%} of {line_text}{sends}",
+                True, "a faster NIC or more NICs; host tuning will not raise this and buffer "
+                "tuning may hurt (do not apply buffers or pacing here; an experiment shows "
+                f"it: `{experiment_cmd}`)", evidence=ev))
+        else:
+            share = f"{T / line:.0%} of {line_text}" if line else "link speed unknown"
+            checks.append(Check(Layer.NIC, "iperf3 rate vs the egress interface's line rate",
+                                f"not at line rate: {_g(T)} ({share})" + (f"; {slower}" if slower
+                                                                           else ""), False,
+                                evidence=ev))
+
+    def not_decided(layer: Layer, checked: str, ev: dict[str, Any]) -> Check:
+        return Check(layer, checked, f"not decided: the network probe has {n_samples} sampler "
+                     f"sample(s), {MIN_SAMPLES} needed", None, evidence=ev)
 
     # 2. host network stack: window- or CPU-limited flows
     if T is not None and not any(c.binds for c in checks):
@@ -123,7 +178,10 @@ def diagnose(net: ProbeResult | None, *, link_bps: float | None = None,
         ev = {"rwnd_limited_pct_max": rwnd, "sndbuf_limited_pct_max": sndbuf,
               "softirq_pct_max": softirq, "rtt_ms_mean": rtt,
               "snd_cwnd_bytes_max": s.get("snd_cwnd_bytes_max"), "throughput_bps": T}
-        if net_binds and max(rwnd, sndbuf) >= WINDOW_LIMITED_PCT:
+        if net_binds and undersampled:
+            checks.append(not_decided(Layer.HOST_NETWORK,
+                                      "flow limits from tcp_info (ss -ti) and softirq load", ev))
+        elif net_binds and max(rwnd, sndbuf) >= WINDOW_LIMITED_PCT:
             which = "receive window" if rwnd >= sndbuf else "send buffer"
             checks.append(Check(
                 Layer.HOST_NETWORK, "flow limits from tcp_info (ss -ti) and softirq load",
@@ -131,14 +189,16 @@ def diagnose(net: ProbeResult | None, *, link_bps: float | None = None,
                 f"(rwnd_limited {rwnd:.0f}%, sndbuf_limited {sndbuf:.0f}% of the time) at "
                 f"{_g(T)} with RTT {rtt or 0:.1f} ms: buffers are below the path's "
                 "bandwidth-delay product", True,
-                "tune buffers on both ends: dtnkit tune apply --group buffers --rtt "
-                f"{max(1, round(rtt or 100))}ms (then pacing)", ["buffers", "pacing"], ev))
+                "tune buffers on both ends: " + tune_hint(
+                    f"--group buffers --rtt {max(1, round(rtt or 100))}ms", ends)
+                + " (then pacing)", ["buffers", "pacing"], ev))
         elif net_binds and softirq >= SOFTIRQ_SATURATED_PCT:
             checks.append(Check(
                 Layer.HOST_NETWORK, "flow limits from tcp_info (ss -ti) and softirq load",
                 f"host-network-bound: one core is {softirq:.0f}% in softirq at {_g(T)}", True,
                 "spread and lighten packet work: tune rings, offloads and pacing; check IRQ "
-                "affinity (dtnkit tune audit --group checks)", ["rings", "offloads", "pacing"],
+                "affinity (" + " ".join(x for x in ("dtnkit tune audit --group checks", here)
+                                       if x) + ")", ["rings", "offloads", "pacing"],
                 ev))
         else:
             checks.append(Check(
@@ -154,7 +214,10 @@ def diagnose(net: ProbeResult | None, *, link_bps: float | None = None,
               "rtt_ms_min": rtt_min,
               "rtt_ms_mean": rtt_mean, "spurious_retrans_hint":
               s.get("sampler_spurious_retrans_hint"), "throughput_bps": T}
-        if net_binds:
+        if net_binds and undersampled:
+            checks.append(not_decided(
+                Layer.PATH, "what limits flows that are neither window- nor CPU-limited", ev))
+        elif net_binds:
             queueing = (f", RTT {rtt_min:.1f} -> {rtt_mean:.1f} ms under load"
                         if rtt_min and rtt_mean else "")
             checks.append(Check(
@@ -202,4 +265,16 @@ def diagnose(net: ProbeResult | None, *, link_bps: float | None = None,
                 "look at the transfer tool: streams, block size, checksums, TLS" if binds else "",
                 [], {"e2e_bps": E, "network_bps": T, "disk_read_bps": D}))
     results = {k: r for k, r in (("net", net), ("disk", disk), ("e2e", e2e)) if r is not None}
-    return Diagnosis(checks, results)
+    why = rerun = ""
+    if undersampled and not any(c.binds for c in checks) and any(
+            c.binds is None and c.found.startswith("not decided") for c in checks):
+        spec = net.spec if net else {}
+        duration = float(spec.get("duration_s") or 10)
+        interval = float(spec.get("interval_s") or 5)
+        why = (f"inconclusive: the network probe has {n_samples} sampler sample(s) "
+               f"({duration:g} s sampled every {interval:g} s), {MIN_SAMPLES} are needed "
+               "to tell a window- or CPU-limited host from a path bottleneck")
+        rerun = (f"run again with --duration {max(duration, MIN_SAMPLES * interval):g} or "
+                 f"--interval {duration / MIN_SAMPLES:g} (or leave --interval out: it follows "
+                 "the duration)")
+    return Diagnosis(checks, results, why, rerun)

@@ -56,6 +56,7 @@ class PathSpec:
     n_dst: int = 1
     backend: str = "auto"
     seed: int = 1
+    src_rate_bps: int | None = None  # the sending hosts' own interface rate (a tbf)
 
     def validate(self) -> None:
         if not 0 <= self.rtt_ms <= 2000:
@@ -64,6 +65,9 @@ class PathSpec:
         if self.rate_bps is not None and not 10**6 <= self.rate_bps <= 100 * 10**9:
             raise BadInput(f"rate {self.rate_bps} bit/s is out of range",
                            "allowed: 1 Mbit/s to 100 Gbit/s", "e.g. --rate 2gbit")
+        if self.src_rate_bps is not None and not 10**6 <= self.src_rate_bps <= 100 * 10**9:
+            raise BadInput(f"source rate {self.src_rate_bps} bit/s is out of range",
+                           "allowed: 1 Mbit/s to 100 Gbit/s", "e.g. --src-rate 1gbit")
         if not 0 <= self.loss <= 0.5:
             raise BadInput(f"loss {self.loss:g} is out of range", "allowed: 0 to 50%",
                            "e.g. --loss 0.01%")
@@ -401,7 +405,20 @@ class LabPath:
             if len(hosts) > 1:
                 self.run(["ip", "-n", self.mid, "link", "set", dev, "mtu", str(spec.mtu), "up"])
             self.run(["ip", "-n", self.mid, "addr", "add", f"{self.gateway(side)}/24", "dev", dev])
+        self._cap_sources()
         self._apply_path(initial=True)
+
+    def _cap_sources(self) -> None:
+        """--src-rate: the sending hosts' own interface is the limit (a NIC at line rate): a tbf
+        root on their LINK_DEV, queueing in the host as a full NIC does, not on the path."""
+        rate = self.spec.src_rate_bps
+        if not rate:
+            return
+        burst = max(int(rate / 8 * 0.004), 2 * 65536)  # one 4 ms tick, two GSO segments
+        for h in self.hosts:
+            if h.side == "src":
+                self.run(["tc", "-n", h.netns, "qdisc", "replace", "dev", LINK_DEV, "root",
+                          "tbf", "rate", f"{rate}bit", "burst", str(burst), "latency", "50ms"])
 
     def _apply_path(self, *, initial: bool = False) -> None:
         if self.state.backend == "netem":
@@ -574,6 +591,7 @@ class LabPath:
         doc: dict[str, Any] = {
             "name": st.name, "backend": st.backend, "backend_reason": st.backend_reason,
             "status": st.status, "rtt_ms": st.spec.rtt_ms, "rate_bps": st.spec.rate_bps,
+            "src_rate_bps": st.spec.src_rate_bps,
             "loss": st.spec.loss, "queue_bytes": st.spec.queue_size() or None,
             "mtu": st.spec.mtu, "middle_netns": self.mid,
             "hosts": [{"name": h.name, "side": h.side, "netns": h.netns, "address": h.address}

@@ -109,8 +109,12 @@ class Sampler:
 
     # ---- the thread --------------------------------------------------------------------------
     def _loop(self) -> None:
-        while not self._stop.wait(self.interval_s):
+        # on a schedule from the start, so slow reads do not stretch the period (a 5 s probe
+        # sampled each second gets its five samples on a loaded machine too)
+        k = 1
+        while not self._stop.wait(max(0.0, self._t0 + k * self.interval_s - time.monotonic())):
             self._step()
+            k = max(k + 1, int((time.monotonic() - self._t0) / self.interval_s) + 1)
 
     def _step(self, *, final: bool = False) -> None:
         """Take one reading and append (or, at the end, maybe replace) a sample; never raises."""
@@ -340,6 +344,18 @@ def summarize(samples: Sequence[dict[str, Any]]) -> dict[str, Any]:
         if nics else None
     out["nic_rx_errors_total"] = sum(d["rx_errors"] for n in nics for d in n.values()) \
         if nics else None
+
+    # the busiest interface's send rate (evidence of an interface at its line rate or cap)
+    tx: dict[str, list[tuple[float, float]]] = {}
+    for smp in samples:
+        for name, d in (smp.get("nic") or {}).items():
+            tx.setdefault(name, []).append((d.get("tx_bps") or 0.0, smp.get("dt_s") or 0.0))
+    means = {name: _wmean([v for v, _ in vs], [w for _, w in vs]) or 0.0
+             for name, vs in tx.items()}
+    busiest = max(means, key=lambda name: means[name], default=None)
+    out["nic_tx_dev"] = busiest
+    out["nic_tx_bps_mean"] = means[busiest] if busiest is not None else None
+    out["nic_tx_bps_max"] = max(v for v, _ in tx[busiest]) if busiest is not None else None
 
     flows = [f for s in samples for f in s.get("flows") or []]
     out["flows_max"] = max((len(s.get("flows") or []) for s in samples), default=0)
