@@ -6,6 +6,7 @@ and raises :class:`~dtnkit.errors.BadInput` naming the quantity and an example.
 
 from __future__ import annotations
 
+import math
 import re
 
 from dtnkit.errors import BadInput
@@ -88,4 +89,12 @@ def parse_bytes(text: str | int, what: str = "queue size", *, lo: int = 1500,
     if not lo <= value <= hi:
         raise BadInput(f"{what} {value} bytes is out of range",
                        f"allowed: {lo} to {hi} bytes", f"give a {what} in that range")
+    return value
+
+
+def check_finite(value: float, what: str, *, lo: float, hi: float, example: str) -> float:
+    """A number given as a float option: finite and in (lo, hi] (NaN, inf, -1 are refused)."""
+    if not math.isfinite(value) or not lo < value <= hi:
+        raise BadInput(f"bad {what} {value!r}", f"it must be a number above {lo:g} and at most "
+                       f"{hi:g}", f"e.g. {example}")
     return value

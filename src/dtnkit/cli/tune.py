@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +18,8 @@ from dtnkit.host.host import Host
 from dtnkit.tune import apply as apply_mod
 from dtnkit.tune.audit import build_context, run_audit
 from dtnkit.tune.profile import GROUPS, USER_PROFILE_DIR, load_profile, shipped_names
-from dtnkit.tune.snapshot import Store, diff, load_values, new_snapshot
-from dtnkit.units import parse_ms
+from dtnkit.tune.snapshot import Store, diff, load_values, new_snapshot, state_dir_error
+from dtnkit.units import check_finite, parse_ms
 
 
 def _render() -> Any:
@@ -46,6 +47,12 @@ def _state_option(f: F) -> F:
                             help="Where snapshots live.")(f)
 
 
+def _check_speed(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    if value is None:
+        return None
+    return check_finite(value, "--speed", lo=0, hi=100000, example="--speed 25 (Gbit/s)")
+
+
 def _selection_options(f: F) -> F:
     options = [
         click.option("--profile", default="dtn", show_default=True,
@@ -58,7 +65,7 @@ def _selection_options(f: F) -> F:
                      help="Only these interfaces (a bond or VLAN means its members)."),
         click.option("--rtt", default="100ms", show_default=True,
                      help="Longest RTT the host must serve, e.g. 150ms."),
-        click.option("--speed", "speed_gbit", type=float, metavar="GBIT",
+        click.option("--speed", "speed_gbit", type=float, metavar="GBIT", callback=_check_speed,
                      help="Size for this link speed when the NIC reports none (VMs)."),
         click.option("--exact", is_flag=True,
                      help="Flag and set values above the recommendation too (not raise-only)."),
@@ -85,6 +92,19 @@ def make_host(netns: str | None, tree: Path | None, *, read_only: bool = False) 
             raise BadInput(f"no network namespace {netns!r}", "it is not in /run/netns",
                            "see `ip netns list`")
     return Host.live(netns, read_only=read_only)
+
+
+@contextmanager
+def _state_errors(state_dir: Path, what: str) -> Iterator[None]:
+    """An OSError on the state dir (the lock, the baseline) is one error line, not a traceback;
+    it happens before the first write to the host."""
+    try:
+        yield
+    except OSError as exc:
+        inside = str(exc.filename or "").startswith(str(state_dir))
+        if not inside:
+            raise
+        raise state_dir_error(state_dir, what, exc) from exc
 
 
 def _profile(name: str, dirs: tuple[Path, ...]) -> Any:
@@ -176,8 +196,9 @@ def apply_cmd(env: Environment,
     person = for_people(env, fmt)
     if person is not None:
         _render().plan(person.console, steps, skipped, dry_run=False)
-    out = apply_mod.apply(host, result, store, on_request=on_request, do_persist=persist,
-                          label=label, progress=_progress(person))
+    with _state_errors(state_dir, "cannot save the baseline or take the lock"):
+        out = apply_mod.apply(host, result, store, on_request=on_request, do_persist=persist,
+                              label=label, progress=_progress(person))
     emit(env, {**out.as_dict(), "skipped_on_request": skipped_keys}, fmt,
          lambda p: _render().outcome(p.console, out, "apply"))
     return _outcome_status(out)
@@ -314,7 +335,9 @@ def restore_cmd(env: Environment,
         emit(env, {"dry_run": True, "snapshot": snap.id, "plan": [s.as_dict() for s in steps]},
              fmt, lambda p: _render().plan(p.console, steps, [], dry_run=True))
         return 0
-    out = apply_mod.restore(host, snap, store, ctx, progress=_progress(for_people(env, fmt)))
+    with _state_errors(state_dir, "cannot take the lock"):
+        out = apply_mod.restore(host, snap, store, ctx,
+                                progress=_progress(for_people(env, fmt)))
     emit(env, {"snapshot": snap.id, **out.as_dict()}, fmt,
          lambda p: _render().outcome(p.console, out, f"restore of {snap.id}"))
     return _outcome_status(out)
