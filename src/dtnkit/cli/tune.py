@@ -19,6 +19,7 @@ from dtnkit.tune import apply as apply_mod
 from dtnkit.tune.audit import build_context, run_audit
 from dtnkit.tune.profile import GROUPS, USER_PROFILE_DIR, load_profile, shipped_names
 from dtnkit.tune.snapshot import Store, diff, load_values, new_snapshot, state_dir_error
+from dtnkit.tune.validation import check_profile
 from dtnkit.units import check_finite, parse_ms
 
 
@@ -101,14 +102,17 @@ def _state_errors(state_dir: Path, what: str) -> Iterator[None]:
     try:
         yield
     except OSError as exc:
-        inside = str(exc.filename or "").startswith(str(state_dir))
-        if not inside:
+        # host writes raise DtnkitError; an OSError here is the state dir's (a full one fails
+        # in write() or fsync(), which name no file)
+        if exc.filename is not None and not str(exc.filename).startswith(str(state_dir)):
             raise
         raise state_dir_error(state_dir, what, exc) from exc
 
 
 def _profile(name: str, dirs: tuple[Path, ...]) -> Any:
-    return load_profile(name, dirs or (USER_PROFILE_DIR,))
+    prof = load_profile(name, dirs or (USER_PROFILE_DIR,))
+    check_profile(prof)  # `tune profiles NAME` shows only what apply would accept
+    return prof
 
 
 @click.group()

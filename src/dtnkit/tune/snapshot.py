@@ -139,9 +139,10 @@ class Store:
 
     def ids(self) -> list[str]:
         with state_io(self.state_dir, "cannot list snapshots"):
-            if self.state_dir.exists() and not self.state_dir.is_dir():
-                raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR),
-                                         str(self.state_dir))
+            # the state dir, or the nearest of its parents that exists, is a plain file
+            found = next(p for p in (self.state_dir, *self.state_dir.parents) if p.exists())
+            if not found.is_dir():
+                raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(found))
             if not self.dir.is_dir():
                 return []
             return sorted(p.stem for p in self.dir.iterdir()
@@ -185,11 +186,12 @@ class Store:
 
     def last_baseline(self) -> str | None:
         pointer = self.state_dir / "last-baseline"
+        ids = self.ids()  # refuses a state dir that is a plain file
         with state_io(self.state_dir, "cannot read the last baseline"):
             if not pointer.is_file():
                 return None
             snap_id = decode_text(pointer.read_bytes(), str(pointer), "delete it").strip()
-        return snap_id if snap_id in self.ids() else None
+        return snap_id if snap_id in ids else None
 
     def set_last_baseline(self, snap_id: str) -> None:
         with state_io(self.state_dir, "cannot record the last baseline"):
