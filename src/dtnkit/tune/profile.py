@@ -29,6 +29,11 @@ ITEM_FIELDS = {
 NUMERIC_FIELDS = ("min", "default", "floor", "ceiling", "scale", "maxrate_fraction",
                   "min_speed_gbit")
 PARAMS = {"bdp_multiplier", "ram_fraction", "maxrate_fraction", "maxrate_round_mbit"}
+# the range each parameter takes (inclusive): a zero rounding step or RAM share is refused
+PARAM_RANGES: dict[str, tuple[float, float]] = {
+    "bdp_multiplier": (0.01, 1000.0), "ram_fraction": (0.001, 1.0),
+    "maxrate_fraction": (0.0, 1.0), "maxrate_round_mbit": (1.0, 1e6),
+}
 
 # Every key a profile may name, and the group it belongs to.  `sysctl/<other key>` is allowed
 # too when the item names its `group`.
@@ -222,9 +227,9 @@ def _check_top(doc: Mapping[str, Any], path: Path) -> None:
         if key not in PARAMS:
             raise BadInput(f"{where}: unknown parameter {key!r}",
                            f"known: {', '.join(sorted(PARAMS))}", "remove or rename it")
-        if not _number(value) or value > 1e6:
-            raise BadInput(f"{where}: parameter {key} must be a finite non-negative number "
-                           "(at most 1e6)",
+        lo, hi = PARAM_RANGES[key]
+        if not _number(value) or not lo <= value <= hi:
+            raise BadInput(f"{where}: parameter {key} must be a number from {lo:g} to {hi:g}",
                            f"got {value!r}", "fix it")
     tune = doc.get("tune", {})
     if not isinstance(tune, dict):
@@ -313,8 +318,10 @@ def build_profile(name: str, raw: Mapping[str, Any], files: tuple[str, ...]) -> 
         for fname in NUMERIC_FIELDS:
             if fname in item:
                 num = item[fname]
-                if not _number(num) or num > 2**63:
-                    raise BadInput(f"{where}: {key}.{fname} must be a finite non-negative number",
+                lo, hi = PARAM_RANGES.get(fname, (0.0, 2.0**63))
+                if not _number(num) or not lo <= num <= hi:
+                    raise BadInput(f"{where}: {key}.{fname} must be a number from {lo:g} to "
+                                   f"{hi:g}",
                                    f"got {num!r}", "fix it")
                 numbers[fname] = float(num)
         items[key] = ItemSpec(
