@@ -229,7 +229,8 @@ def _check_top(doc: Mapping[str, Any], path: Path) -> None:
                            f"known: {', '.join(sorted(PARAMS))}", "remove or rename it")
         lo, hi = PARAM_RANGES[key]
         if not _number(value) or not lo <= value <= hi:
-            raise BadInput(f"{where}: parameter {key} must be a number from {lo:g} to {hi:g}",
+            raise BadInput(f"{where}: parameter {key} must be a finite non-negative number "
+                           f"from {lo:g} to {hi:g}",
                            f"got {value!r}", "fix it")
     tune = doc.get("tune", {})
     if not isinstance(tune, dict):
