@@ -6,6 +6,7 @@ and raises :class:`~dtnkit.errors.BadInput` naming the quantity and an example.
 
 from __future__ import annotations
 
+import math
 import re
 
 from dtnkit.errors import BadInput
@@ -129,3 +130,11 @@ def parse_speed(text: str | float, what: str = "speed") -> int:
         raise BadInput(f"{what} {raw} ({bits / 1e9:g} Gbit/s) is out of range",
                        "allowed: 10 Mbit/s to 1600 Gbit/s", example)
     return mbps
+
+
+def check_finite(value: float, what: str, *, lo: float, hi: float, example: str) -> float:
+    """A number given as a float option: finite and in (lo, hi] (NaN, inf, -1 are refused)."""
+    if not math.isfinite(value) or not lo < value <= hi:
+        raise BadInput(f"bad {what} {value!r}", f"it must be a number above {lo:g} and at most "
+                       f"{hi:g}", f"e.g. {example}")
+    return value

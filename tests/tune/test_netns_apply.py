@@ -112,17 +112,18 @@ def test_dry_run_writes_nothing(
 def test_failure_half_way_leaves_the_namespace_exactly_as_before(
     netns: Netns, state_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # the kernel rejects a negative tcp_mtu_probing (EINVAL) after buffers, backlog and the
-    # earlier congestion keys have been written
+    # the kernel rejects tcp_ecn 5 (EINVAL: it takes 0-2) after buffers, backlog and the
+    # earlier congestion keys have been written; dtnkit's own checks know no bounds for
+    # tcp_ecn, so only the kernel can refuse it (a value dtnkit knows is bad is refused first)
     profile = tmp_path / "bad.toml"
-    profile.write_text('include = ["dtn"]\n[tune."sysctl/net.ipv4.tcp_mtu_probing"]\n'
-                       'value = -1\nmode = "exact"\nsource = "test: a value the kernel rejects"\n')
+    profile.write_text('include = ["dtn"]\n[tune."sysctl/net.ipv4.tcp_ecn"]\ngroup = "congestion"\n'
+                       'value = 5\nmode = "exact"\nsource = "test: a value the kernel rejects"\n')
     before = netns.state()
     code, out = run_json(capsys, "tune", "apply", "--netns", netns.name, "--state-dir",
                          str(state_dir), "--profile", str(profile), "--format", "json")
     assert code == ExitStatus.PARTIAL_APPLY
     assert out["ok"] is False
-    assert out["failed"]["key"] == "sysctl/net.ipv4.tcp_mtu_probing"
+    assert out["failed"]["key"] == "sysctl/net.ipv4.tcp_ecn"
     assert "Invalid argument" in out["error"]["why"]
     assert len(out["rolled_back"]) >= 3  # buffers, txqueuelen, earlier congestion keys
     assert out["rollback_errors"] == []

@@ -12,7 +12,8 @@ from dtnkit.host.host import Host
 from dtnkit.tune.snapshot import SCHEMA, Snapshot, Store, diff, load_values, new_snapshot
 
 VALUES = {"sysctl/net.ipv4.tcp_rmem": "4096 131072 6291456", "link/eth0/mtu": 1500,
-          "qdisc/eth0/root": {"kind": "tbf", "handle": "8001:", "options": {"rate": 1},
+          "qdisc/eth0/root": {"kind": "tbf", "handle": "8001:",
+                              "options": {"rate": 1, "burst": 1600},
                               "children": []}}
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,8 @@ from dtnkit.host.host import Host
 from dtnkit.tune import apply as apply_mod
 from dtnkit.tune.audit import build_context, run_audit
 from dtnkit.tune.profile import GROUPS, USER_PROFILE_DIR, load_profile, shipped_names
-from dtnkit.tune.snapshot import Store, diff, load_values, new_snapshot
+from dtnkit.tune.snapshot import Store, diff, load_values, new_snapshot, state_dir_error
+from dtnkit.tune.validation import check_profile
 from dtnkit.units import parse_ms, parse_speed
 
 
@@ -123,8 +125,24 @@ def restore_hint(baseline: str | None, netns: str | None, tree: Path | None,
     return shlex.join(argv)
 
 
+@contextmanager
+def _state_errors(state_dir: Path, what: str) -> Iterator[None]:
+    """An OSError on the state dir (the lock, the baseline) is one error line, not a traceback;
+    it happens before the first write to the host."""
+    try:
+        yield
+    except OSError as exc:
+        # host writes raise DtnkitError; an OSError here is the state dir's (a full one fails
+        # in write() or fsync(), which name no file)
+        if exc.filename is not None and not str(exc.filename).startswith(str(state_dir)):
+            raise
+        raise state_dir_error(state_dir, what, exc) from exc
+
+
 def _profile(name: str, dirs: tuple[Path, ...]) -> Any:
-    return load_profile(name, dirs or (USER_PROFILE_DIR,))
+    prof = load_profile(name, dirs or (USER_PROFILE_DIR,))
+    check_profile(prof)  # `tune profiles NAME` shows only what apply would accept
+    return prof
 
 
 @click.group()
@@ -221,9 +239,10 @@ def apply_cmd(env: Environment,
             _render().plan(person.console, steps, skipped, dry_run=False)
 
     # read, plan, baseline, write and verify all happen under the namespace's lock
-    out = apply_mod.apply(host, read, store, on_request=on_request, do_persist=persist,
-                          label=label, progress=_progress(person), wait_s=wait_s,
-                          on_wait=_waiting(env), on_plan=show_plan)
+    with _state_errors(state_dir, "cannot save the baseline or take the lock"):
+        out = apply_mod.apply(host, read, store, on_request=on_request, do_persist=persist,
+                              label=label, progress=_progress(person), wait_s=wait_s,
+                              on_wait=_waiting(env), on_plan=show_plan)
     assert out.audit is not None
     result = out.audit
     skipped = apply_mod.skipped_on_request(result, on_request)
@@ -373,8 +392,10 @@ def restore_cmd(env: Environment,
                    "skipped": skipped}, fmt,
              lambda p: _render().restore_plan(p.console, steps, skipped))
         return 0
-    out = apply_mod.restore(host, snap, store, ctx, progress=_progress(for_people(env, fmt)),
-                            wait_s=wait_s, on_wait=_waiting(env))
+    with _state_errors(state_dir, "cannot take the lock"):
+        out = apply_mod.restore(host, snap, store, ctx,
+                                progress=_progress(for_people(env, fmt)),
+                                wait_s=wait_s, on_wait=_waiting(env))
     emit(env, {"snapshot": snap.id, **out.as_dict()}, fmt,
          lambda p: _render().outcome(p.console, out, f"restore of {snap.id}",
                                      restore_hint(snap.id, netns, tree, state_dir)))

@@ -33,7 +33,14 @@ from dtnkit.tune.context import Context
 from dtnkit.tune.kinds.base import Scope, Tunable
 from dtnkit.tune.profile import GROUPS, KNOWN_KEYS
 from dtnkit.tune.registry import prepare_scopes, tunable_for_key
-from dtnkit.tune.snapshot import Snapshot, Store, capture, new_snapshot, sort_keys
+from dtnkit.tune.snapshot import (
+    Snapshot,
+    Store,
+    capture,
+    new_snapshot,
+    sort_keys,
+    state_dir_error,
+)
 
 ON_REQUEST = {"mtu": "link/", "tuned": "tuned/"}
 
@@ -226,6 +233,8 @@ def lock(host: Host, state_dir: Path, *, wait_s: float = 0.0,
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         fh = open(path, "a+")  # noqa: SIM115 - held for the whole transaction
     except OSError as exc:
+        if path.is_relative_to(state_dir):  # a --tree run locks in the state dir
+            raise state_dir_error(state_dir, "cannot take the lock", exc) from exc
         raise DtnkitError(f"cannot open the lock {path}", exc.strerror or str(exc),
                           "check that the directory is writable (run as root)") from exc
     start = time.monotonic()

@@ -22,6 +22,7 @@ from dtnkit.tune.kinds.base import Scope, Tunable
 from dtnkit.tune.profile import GROUPS, ItemSpec, Profile
 from dtnkit.tune.recommend import recommend
 from dtnkit.tune.registry import prepare_scopes, tunable_for_key
+from dtnkit.tune.validation import check_profile
 
 AUDIT_SCHEMA = "dtnkit.audit/1"
 STATUSES = ("ok", "differs", "unsupported", "unknown", "host-scope")
@@ -138,12 +139,13 @@ def build_context(
     exact: bool = False,
     speed_mbps: int | None = None,
 ) -> Context:
-    if rtt_ms <= 0 or rtt_ms > 10000:
+    if not 0 < rtt_ms <= 10000:  # NaN too
         raise BadInput(f"RTT {rtt_ms} ms is out of range", "give the longest RTT in ms (1-10000)",
                        "e.g. --rtt 150")
     if speed_mbps is not None and not 10 <= speed_mbps <= 1_600_000:
         raise BadInput(f"speed {speed_mbps} Mbit/s is out of range",
                        "allowed: 10 Mbit/s to 1600 Gbit/s", "e.g. --speed 25gbit")
+    check_profile(profile)  # every literal value by its kind, before anything reads or writes
     links = facts.interfaces(host)
     skipped: list[tuple[str, str]] = []
     devices = facts.select_interfaces(links, list(ifaces) if ifaces else None,

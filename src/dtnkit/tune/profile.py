@@ -9,6 +9,7 @@ that asks for it.
 from __future__ import annotations
 
 import fnmatch
+import math
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,6 +31,11 @@ ITEM_FIELDS = {
 NUMERIC_FIELDS = ("min", "default", "floor", "ceiling", "scale", "maxrate_fraction",
                   "min_speed_gbit", "full_sockets", "max_ram_fraction")
 PARAMS = {"bdp_multiplier", "ram_fraction", "maxrate_fraction", "maxrate_round_mbit"}
+# the range each parameter takes (inclusive): a zero rounding step or RAM share is refused
+PARAM_RANGES: dict[str, tuple[float, float]] = {
+    "bdp_multiplier": (0.01, 1000.0), "ram_fraction": (0.001, 1.0),
+    "maxrate_fraction": (0.0, 1.0), "maxrate_round_mbit": (1.0, 1e6),
+}
 
 # Every key a profile may name, and the group it belongs to.  `sysctl/<other key>` is allowed
 # too when the item names its `group`.
@@ -153,13 +159,39 @@ def _resolve(name: str, user_dirs: Sequence[Path], exclude: Sequence[Path]) -> P
     )
 
 
+MAX_PROFILE_BYTES = 2**20
+
+
 def _read_toml(path: Path) -> dict[str, Any]:
+    """Strict: UTF-8, valid TOML (a key or table given twice is invalid), not absurdly deep."""
     try:
-        return tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise BadInput(f"profile {path} is not valid TOML", str(exc), "fix the file") from exc
+        data = path.read_bytes()
     except OSError as exc:
         raise BadInput(f"cannot read profile {path}", exc.strerror or str(exc)) from exc
+    if len(data) > MAX_PROFILE_BYTES:
+        raise BadInput(f"profile {path} is too large", f"{len(data)} bytes, at most "
+                       f"{MAX_PROFILE_BYTES}", "give a profile file")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"profile {path} is not UTF-8 text",
+                       f"byte 0x{data[exc.start]:02x} at offset {exc.start}",
+                       "save it as UTF-8") from exc
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise BadInput(f"profile {path} is not valid TOML", str(exc), "fix the file") from exc
+    except RecursionError as exc:
+        raise BadInput(f"profile {path} is not valid TOML", "it is nested too deeply",
+                       "fix the file") from exc
+    except ValueError as exc:  # e.g. an integer of more than 4300 digits
+        raise BadInput(f"profile {path} is not valid TOML", str(exc), "fix the file") from exc
+
+
+def _number(value: Any) -> bool:
+    """A finite, non-negative int or float (not a boolean, NaN or infinity)."""
+    return (isinstance(value, int | float) and not isinstance(value, bool)
+            and math.isfinite(value) and value >= 0)
 
 
 def _load_chain(
@@ -194,6 +226,8 @@ def _check_top(doc: Mapping[str, Any], path: Path) -> None:
     if unknown:
         raise BadInput(f"{where} has unknown top-level keys {sorted(unknown)}",
                        "allowed: schema, description, include, params, tune", "remove them")
+    if not isinstance(doc.get("description", ""), str):
+        raise BadInput(f"{where}: description must be a string", "", "fix it")
     inc = doc.get("include", [])
     if not (isinstance(inc, str) or (isinstance(inc, list) and all(isinstance(i, str)
                                                                      for i in inc))):
@@ -205,8 +239,10 @@ def _check_top(doc: Mapping[str, Any], path: Path) -> None:
         if key not in PARAMS:
             raise BadInput(f"{where}: unknown parameter {key!r}",
                            f"known: {', '.join(sorted(PARAMS))}", "remove or rename it")
-        if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
-            raise BadInput(f"{where}: parameter {key} must be a non-negative number",
+        lo, hi = PARAM_RANGES[key]
+        if not _number(value) or not lo <= value <= hi:
+            raise BadInput(f"{where}: parameter {key} must be a finite non-negative number "
+                           f"from {lo:g} to {hi:g}",
                            f"got {value!r}", "fix it")
     tune = doc.get("tune", {})
     if not isinstance(tune, dict):
@@ -218,6 +254,14 @@ def _check_top(doc: Mapping[str, Any], path: Path) -> None:
         if extra:
             raise BadInput(f"{where}: tune.{key!r} has unknown fields {sorted(extra)}",
                            f"allowed: {', '.join(sorted(ITEM_FIELDS))}", "remove them")
+        for fname, ftype, want in (("enabled", bool, "true or false"),
+                                   ("note", str, "a string"), ("requires", str, "a string"),
+                                   ("group", str, "a string"), ("source", str, "a string"),
+                                   ("mode", str, "a string"), ("apply", str, "a string"),
+                                   ("rule", str, "a string")):
+            if fname in item and not isinstance(item[fname], ftype):
+                raise BadInput(f"{where}: tune.{key!r}.{fname} must be {want}",
+                               f"got {item[fname]!r:.60}", "fix it")
 
 
 def merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
@@ -274,8 +318,10 @@ def build_profile(name: str, raw: Mapping[str, Any], files: tuple[str, ...]) -> 
         for fname in NUMERIC_FIELDS:
             if fname in item:
                 num = item[fname]
-                if not isinstance(num, int | float) or isinstance(num, bool) or num < 0:
-                    raise BadInput(f"{where}: {key}.{fname} must be a non-negative number",
+                lo, hi = PARAM_RANGES.get(fname, (0.0, 2.0**63))
+                if not _number(num) or not lo <= num <= hi:
+                    raise BadInput(f"{where}: {key}.{fname} must be a number from {lo:g} to "
+                                   f"{hi:g}",
                                    f"got {num!r}", "fix it")
                 numbers[fname] = float(num)
         items[key] = ItemSpec(

@@ -9,17 +9,19 @@ them back.
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import json
 import os
 import re
 import socket
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dtnkit.errors import BadInput
+from dtnkit.errors import BadInput, DtnkitError, ExitStatus
 from dtnkit.host.facts import Unavailable
 from dtnkit.host.host import Host
 from dtnkit.host.parsers import ParseError
@@ -27,6 +29,7 @@ from dtnkit.host.parsers.sysctl import parse_sysctl_conf
 from dtnkit.tune.context import Context
 from dtnkit.tune.kinds.base import Scope, Tunable
 from dtnkit.tune.registry import KINDS, accept_snapshot_key, prepare_scopes, tunable_for_key
+from dtnkit.tune.validation import check_snapshot, decode_text, parse_json
 
 SCHEMA = "dtnkit.snapshot/1"
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -64,15 +67,12 @@ class Snapshot:
                 f"this dtnkit reads {SCHEMA}",
                 "use the dtnkit version that wrote it, or save a new snapshot",
             )
-        try:
-            snap = cls(
-                id=str(doc["id"]), label=str(doc.get("label", "")), kind=str(doc["kind"]),
-                created=str(doc["created"]), host=dict(doc.get("host", {})),
-                values=dict(doc["values"]), files=dict(doc.get("files", {})),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise BadInput(f"{origin} is a damaged snapshot", f"missing or bad field {exc}",
-                           "delete it, or restore from another snapshot") from exc
+        check_snapshot(doc, origin)  # every field, every value by its kind: before any use
+        snap = cls(
+            id=doc["id"], label=doc.get("label", ""), kind=doc["kind"],
+            created=doc["created"], host=dict(doc.get("host", {})),
+            values=dict(doc["values"]), files=dict(doc.get("files", {})),
+        )
         _accept_keys(snap.values, origin)
         return snap
 
@@ -136,20 +136,27 @@ class Store:
         return self.dir / f"{snap_id}.json"
 
     def save(self, snap: Snapshot) -> Path:
-        self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        base = snap.id
-        n = 1
-        while self._path(snap.id).exists():
-            n += 1
-            snap.id = f"{base}-{n}"
-        path = self._path(snap.id)
-        _atomic_write(path, json.dumps(snap.as_dict(), indent=2, sort_keys=False) + "\n")
+        with state_io(self.state_dir, "cannot save snapshot"):
+            self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            base = snap.id
+            n = 1
+            while self._path(snap.id).exists():
+                n += 1
+                snap.id = f"{base}-{n}"
+            path = self._path(snap.id)
+            _atomic_write(path, json.dumps(snap.as_dict(), indent=2, sort_keys=False) + "\n")
         return path
 
     def ids(self) -> list[str]:
-        if not self.dir.is_dir():
-            return []
-        return sorted(p.stem for p in self.dir.glob("*.json"))
+        with state_io(self.state_dir, "cannot list snapshots"):
+            # the state dir, or the nearest of its parents that exists, is a plain file
+            found = next(p for p in (self.state_dir, *self.state_dir.parents) if p.exists())
+            if not found.is_dir():
+                raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(found))
+            if not self.dir.is_dir():
+                return []
+            return sorted(p.stem for p in self.dir.iterdir()
+                          if p.suffix == ".json" and not p.name.startswith("."))
 
     def load(self, name: str) -> Snapshot:
         snap_id = self.resolve(name)
@@ -180,35 +187,57 @@ class Store:
 
     def delete(self, name: str) -> str:
         snap_id = self.resolve(name)
-        self._path(snap_id).unlink()
-        if self.last_baseline() == snap_id:
-            (self.state_dir / "last-baseline").unlink(missing_ok=True)
+        with state_io(self.state_dir, f"cannot delete snapshot {snap_id}"):
+            last = self.last_baseline()
+            self._path(snap_id).unlink()
+            if last == snap_id:
+                (self.state_dir / "last-baseline").unlink(missing_ok=True)
         return snap_id
 
     def last_baseline(self) -> str | None:
         pointer = self.state_dir / "last-baseline"
-        if not pointer.is_file():
-            return None
-        snap_id = pointer.read_text().strip()
-        return snap_id if snap_id in self.ids() else None
+        ids = self.ids()  # refuses a state dir that is a plain file
+        with state_io(self.state_dir, "cannot read the last baseline"):
+            if not pointer.is_file():
+                return None
+            snap_id = decode_text(pointer.read_bytes(), str(pointer), "delete it").strip()
+        return snap_id if snap_id in ids else None
 
     def set_last_baseline(self, snap_id: str) -> None:
-        self.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        _atomic_write(self.state_dir / "last-baseline", snap_id + "\n")
+        with state_io(self.state_dir, "cannot record the last baseline"):
+            self.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            _atomic_write(self.state_dir / "last-baseline", snap_id + "\n")
+
+
+@contextmanager
+def state_io(state_dir: Path, what: str) -> Iterator[None]:
+    """An OSError on the state directory becomes one error line (exit 9 when the path given
+    is not a directory, 1 when it is read-only, full or unreadable)."""
+    try:
+        yield
+    except OSError as exc:
+        raise state_dir_error(state_dir, what, exc) from exc
+
+
+def state_dir_error(state_dir: Path, what: str, exc: OSError) -> DtnkitError:
+    where = f" ({exc.filename})" if exc.filename else ""
+    why = f"{exc.strerror or exc}{where}"
+    if exc.errno in (errno.ENOTDIR, errno.EEXIST):
+        return BadInput(f"{what} in {state_dir}", why,
+                        "give a directory with --state-dir or $DTNKIT_STATE_DIR")
+    return DtnkitError(f"{what} in {state_dir}", why,
+                       "free space or make it writable, or give another --state-dir",
+                       status=ExitStatus.ERROR)
 
 
 def load_file(path: Path) -> Snapshot:
     try:
-        text = path.read_text()
+        data = path.read_bytes()
     except OSError as exc:
         raise BadInput(f"cannot read snapshot {path}", exc.strerror or str(exc),
                        "check the name with `dtnkit tune list`") from exc
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise BadInput(f"snapshot {path} is corrupt", f"invalid JSON: {exc}",
-                       "delete it, or restore from another snapshot") from exc
-    return Snapshot.from_dict(doc, f"snapshot {path}")
+    origin = f"snapshot {path}"
+    return Snapshot.from_dict(parse_json(data, origin), origin)
 
 
 def load_values(source: str, store: Store) -> tuple[str, dict[str, Any]]:
@@ -217,7 +246,11 @@ def load_values(source: str, store: Store) -> tuple[str, dict[str, Any]]:
     if "/" in source or path.suffix in (".json", ".conf"):
         if not path.is_file():
             raise BadInput(f"{source} does not exist", "", "give a snapshot name or a file path")
-        text = path.read_text(errors="replace")
+        try:
+            text = path.read_text(errors="replace")
+        except OSError as exc:
+            raise BadInput(f"cannot read {source}", exc.strerror or str(exc),
+                           "give a snapshot name or a file path") from exc
         if text.lstrip().startswith("{"):
             snap = load_file(path)
             return snap.id, snap.values

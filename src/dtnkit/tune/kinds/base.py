@@ -9,6 +9,8 @@ back to its kind by its prefix.  Apply and verify share one comparison
 from __future__ import annotations
 
 import enum
+import math
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, ClassVar
@@ -94,6 +96,64 @@ class Tunable(ABC):
     def boot_commands(self, value: Value) -> list[Argv]:
         """Commands a udev rule runs when the device appears, to set ``value`` again at boot."""
         return []
+
+    def validate(self, value: Value) -> str | None:
+        """Why ``value`` cannot be this setting's value (None: it can).
+
+        Snapshot and profile loading call it for every value before anything is written, so a
+        bad value is refused as bad input rather than written or crashed on.  The base accepts
+        one plain scalar; kinds narrow it (types, ranges, names).
+        """
+        return check_scalar(value)
+
+
+# ---- value checks the kinds' validate hooks are built from (each: None or why not) ---------
+_TEXT = re.compile(r"[\t\x20-\x7e]*")
+
+
+def check_int(value: Value, lo: int, hi: int) -> str | None:
+    """An integer (not a boolean) in [lo, hi]."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return f"it must be an integer, not {type_name(value)}"
+    if not lo <= value <= hi:
+        return f"{value} is out of range ({lo} to {hi})"
+    return None
+
+
+def check_bool(value: Value) -> str | None:
+    return None if isinstance(value, bool) else f"it must be true or false, not {type_name(value)}"
+
+
+def check_name(value: Value, pattern: re.Pattern[str], example: str) -> str | None:
+    """A string matching ``pattern`` (names of qdiscs, governors, profiles...)."""
+    if not isinstance(value, str):
+        return f"it must be a name such as {example}, not {type_name(value)}"
+    if not pattern.fullmatch(value):
+        return f"{value[:40]!r} is not a valid name (e.g. {example})"
+    return None
+
+
+def check_scalar(value: Value) -> str | None:
+    """A printable one-line string, a 64-bit integer, a boolean or null."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return check_int(value, -(2**63), 2**64 - 1)
+    if isinstance(value, float):
+        return "it must not be a fraction" if math.isfinite(value) else "it must be finite"
+    if isinstance(value, str):
+        if len(value) > 4096 or not _TEXT.fullmatch(value):
+            return "it must be printable text on one line (at most 4096 characters)"
+        return None
+    return f"it must be a plain value, not {type_name(value)}"
+
+
+def type_name(value: Value) -> str:
+    """A value's type as JSON and TOML users know it."""
+    if value is None:
+        return "null"
+    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
+            list: "a list", dict: "an object"}.get(type(value), type(value).__name__)
 
 
 class DeviceTunable(Tunable):

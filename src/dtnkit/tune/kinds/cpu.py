@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import re
+
 from dtnkit.errors import DtnkitError
 from dtnkit.host.facts import Unavailable
 from dtnkit.host.host import Host
 from dtnkit.host.parsers.proc import parse_governors
 from dtnkit.tune.context import Context, NoWant, Want
-from dtnkit.tune.kinds.base import Scope, Tunable, Value
+from dtnkit.tune.kinds.base import Scope, Tunable, Value, check_name
 from dtnkit.tune.profile import ItemSpec
+
+_GOVERNOR = re.compile(r"[a-z][a-z0-9_]{0,31}")
+_CPU = re.compile(r"cpu[0-9]{1,5}")
 
 
 class GovernorTunable(Tunable):
@@ -63,6 +68,20 @@ class GovernorTunable(Tunable):
                 counts[gov] = counts.get(gov, 0) + 1
             return ", ".join(f"{g} ({n} CPUs)" for g, n in sorted(counts.items()))
         return super().show(value)
+
+    def validate(self, value: Value) -> str | None:
+        """A governor name (profile), or CPU -> governor for every CPU (snapshot)."""
+        if not isinstance(value, dict):
+            return check_name(value, _GOVERNOR, "performance")
+        if not value:
+            return "it names no CPU"
+        for cpu, gov in value.items():
+            if not _CPU.fullmatch(cpu):
+                return f"{cpu[:40]!r} is not a CPU name such as cpu0"
+            why = check_name(gov, _GOVERNOR, "performance")
+            if why:
+                return f"{cpu}: {why}"
+        return None
 
     def write(self, host: Host, value: Value) -> None:
         if not isinstance(value, dict):

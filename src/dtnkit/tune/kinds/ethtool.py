@@ -32,6 +32,8 @@ from dtnkit.tune.kinds.base import (
     Scope,
     Tunable,
     Value,
+    check_bool,
+    check_int,
     on_off,
 )
 
@@ -75,6 +77,9 @@ class RingTunable(DeviceTunable, CommandTunable):
     def failure(self, value: Value) -> str:
         return f"cannot set the {self.which} ring of {self.device} to {value}"
 
+    def validate(self, value: Value) -> str | None:
+        return check_int(value, 0, 2**32 - 1)  # ethtool's ring sizes are u32
+
 
 class FeatureTunable(DeviceTunable, CommandTunable):
     kind = "feature"
@@ -117,6 +122,9 @@ class FeatureTunable(DeviceTunable, CommandTunable):
     def failure(self, value: Value) -> str:
         return f"cannot turn {self.short} {on_off(value)} on {self.device}"
 
+    def validate(self, value: Value) -> str | None:
+        return check_bool(value)
+
 
 class EthtoolSwitch(DeviceTunable, CommandTunable):
     """An on/off setting read with ``ethtool FLAG`` and set with ``ethtool SETFLAG IF NAME on``."""
@@ -142,6 +150,9 @@ class EthtoolSwitch(DeviceTunable, CommandTunable):
 
     def failure(self, value: Value) -> str:
         return f"cannot set {self.label} {on_off(value)} on {self.device}"
+
+    def validate(self, value: Value) -> str | None:
+        return check_bool(value)
 
 
 class CoalesceTunable(EthtoolSwitch):

@@ -7,7 +7,15 @@ from typing import ClassVar
 from dtnkit.host.facts import Unavailable
 from dtnkit.host.host import Host
 from dtnkit.tune.context import Context, NoWant, Want
-from dtnkit.tune.kinds.base import Argv, CommandTunable, DeviceTunable, Scope, Tunable, Value
+from dtnkit.tune.kinds.base import (
+    Argv,
+    CommandTunable,
+    DeviceTunable,
+    Scope,
+    Tunable,
+    Value,
+    check_int,
+)
 from dtnkit.tune.profile import ItemSpec
 
 
@@ -15,6 +23,10 @@ class LinkTunable(DeviceTunable, CommandTunable):
     kind = "link"
     names = ("mtu", "txqueuelen")
     _files: ClassVar[dict[str, str]] = {"mtu": "mtu", "txqueuelen": "tx_queue_len"}
+    # what the kernel takes: MTU from IPv4's minimum to the largest any device has (lo);
+    # tx_queue_len is an unsigned 32-bit count (ip link stores -5 as 4294967291)
+    bounds: ClassVar[dict[str, tuple[int, int]]] = {"mtu": (68, 65536),
+                                                    "txqueuelen": (0, 2**32 - 1)}
 
     def __init__(self, device: str, attr: str) -> None:
         if attr not in self._files:
@@ -37,6 +49,9 @@ class LinkTunable(DeviceTunable, CommandTunable):
 
     def failure(self, value: Value) -> str:
         return f"cannot set {self.attr} {value} on {self.device}"
+
+    def validate(self, value: Value) -> str | None:
+        return check_int(value, *self.bounds[self.attr])
 
     def literal(self, ctx: Context, host: Host, spec: ItemSpec, mode: str) -> Want | NoWant:
         if self.attr != "mtu":

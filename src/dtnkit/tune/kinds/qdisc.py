@@ -8,13 +8,25 @@ recommendation (``maxrate_bps``, ``mq``, ``queues``), which apply and
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from dtnkit.errors import DtnkitError
 from dtnkit.host.facts import Unavailable
 from dtnkit.host.host import Host
 from dtnkit.host.parsers.tc import parse_tc_class_text, parse_tc_qdisc_json
-from dtnkit.tune.kinds.base import Argv, DeviceTunable, Scope, Tunable, Value, absolute
+from dtnkit.tune.kinds.base import (
+    Argv,
+    DeviceTunable,
+    Scope,
+    Tunable,
+    Value,
+    absolute,
+    check_bool,
+    check_int,
+    check_name,
+    type_name,
+)
 
 DEFAULT_TICK = 1000 / 64  # tc's ticks per microsecond with high-resolution timers
 # The options tc can set again, per kind, as ``tc -j qdisc show`` reports them.  Anything else
@@ -399,6 +411,9 @@ class QdiscTunable(DeviceTunable):
             if not res.ok:
                 raise DtnkitError(f"cannot {what} on {dev}", res.message())
 
+    def validate(self, value: Value) -> str | None:
+        return validate_qdisc(value)
+
     def boot_commands(self, value: Value) -> list[Argv]:
         """Only dtnkit's own pacing is persisted, not an arbitrary qdisc."""
         if not (isinstance(value, dict) and "maxrate_bps" in value):
@@ -521,3 +536,68 @@ def _pacing_matches(current: dict[str, Any], want: dict[str, Any]) -> bool:
         if rate and abs(got - rate) > rate * 0.01:
             return False
     return True
+
+
+# ---- validation of a qdisc value (snapshot tree or pacing recommendation) ------------------
+_QDISC_KIND = re.compile(r"[a-z][a-z0-9_]{0,15}")
+_HANDLE = re.compile(r"[0-9a-fA-F]{0,5}:[0-9a-fA-F]{0,5}")
+#: options a kind cannot be recreated without
+REQUIRED_OPTIONS: dict[str, tuple[str, ...]] = {"tbf": ("rate", "burst")}
+#: options the tc arguments are built from: non-negative integers when present
+INTEGER_OPTIONS = ("rate", "burst", "lat", "limit", "flow_limit", "quantum", "initial_quantum",
+                   "buckets", "maxrate", "flows", "target", "interval", "r2q")
+U64 = 2**64 - 1
+
+
+def validate_qdisc(value: Value) -> str | None:
+    """Why ``value`` is neither a qdisc tree as read nor a pacing recommendation (None: it is)."""
+    if not isinstance(value, dict):
+        return f"it must be an object, not {type_name(value)}"
+    if "maxrate_bps" in value:
+        extra = set(value) - {"maxrate_bps", "mq", "queues"}
+        if extra:
+            return f"unknown fields {sorted(extra)} in a pacing value"
+        why = check_int(value["maxrate_bps"], 0, U64) or check_bool(value.get("mq", False))
+        if not why and value.get("mq"):
+            why = check_int(value.get("queues"), 1, 4096)
+        return f"maxrate_bps/mq/queues: {why}" if why else None
+    why = _check_node(value, root=True)
+    if why:
+        return why
+    children = value.get("children", [])
+    if not isinstance(children, list):
+        return f"children must be a list, not {type_name(children)}"
+    for i, child in enumerate(children):
+        if not isinstance(child, dict):
+            return f"children[{i}] must be an object, not {type_name(child)}"
+        why = _check_node(child, root=False)
+        if why:
+            return f"children[{i}]: {why}"
+    return None
+
+
+def _check_node(node: dict[str, Any], *, root: bool) -> str | None:
+    if "kind" not in node:
+        return "it has no kind"
+    why = check_name(node["kind"], _QDISC_KIND, "tbf")
+    if why:
+        return f"kind: {why}"
+    for name in ("handle", "parent"):
+        if name in node or (name == "parent" and not root):
+            text = node.get(name)
+            if not isinstance(text, str) or not _HANDLE.fullmatch(text):
+                return f"{name} must be a tc handle such as 1: or :1, not {str(text)[:20]!r}"
+    if "options" not in node and not root:
+        return "it has no options"
+    options = node.get("options", {})
+    if not isinstance(options, dict):
+        return f"options must be an object, not {type_name(options)}"
+    missing = [o for o in REQUIRED_OPTIONS.get(node["kind"], ()) if o not in options]
+    if missing:
+        return f"a {node['kind']} qdisc needs options {', '.join(missing)}"
+    for name in INTEGER_OPTIONS:
+        if name in options:
+            why = check_int(options[name], 0, U64)
+            if why:
+                return f"option {name}: {why}"
+    return None

@@ -20,7 +20,7 @@ from dtnkit.host.host import Host
 from dtnkit.host.parsers.sysctl import normalize_sysctl
 from dtnkit.host.sysctl_scope import PROBE
 from dtnkit.tune.context import Context, NoWant, Want
-from dtnkit.tune.kinds.base import Scope, Tunable, Value
+from dtnkit.tune.kinds.base import Scope, Tunable, Value, check_int, check_name, check_scalar
 from dtnkit.tune.profile import ItemSpec
 
 # Captured trees only (no kernel to probe): the keys of the shipped profile that kernels keep
@@ -33,6 +33,25 @@ HOST_GLOBAL_SYSCTLS = frozenset({
 CONGESTION_CONTROL = "net.ipv4.tcp_congestion_control"
 # what the sysctl kind claims: dotted names of letters, digits and _ @ : + - (no paths)
 _NAME = re.compile(r"^[a-z0-9_]+(\.[A-Za-z0-9_@:+-]+)+$")
+
+INT_MAX = 2**31 - 1  # the kernel's int sysctls (proc_dointvec)
+LONG_MAX = 2**63 - 1
+# Bounds of the sysctls dtnkit knows, as the kernel takes them: one integer in [lo, hi], or a
+# triple (min default max, each in [lo, hi], ordered); other sysctls get the generic check.
+SYSCTL_INTS: dict[str, tuple[int, int]] = {
+    "net.core.rmem_max": (0, INT_MAX), "net.core.wmem_max": (0, INT_MAX),
+    "net.core.rmem_default": (0, INT_MAX), "net.core.wmem_default": (0, INT_MAX),
+    "net.core.optmem_max": (0, INT_MAX), "net.core.netdev_max_backlog": (0, INT_MAX),
+    "net.ipv4.tcp_no_metrics_save": (0, 1), "net.ipv4.tcp_slow_start_after_idle": (0, 1),
+    "net.ipv4.tcp_mtu_probing": (0, 2),
+}
+SYSCTL_TRIPLES: dict[str, tuple[int, int]] = {
+    "net.ipv4.tcp_rmem": (1, INT_MAX), "net.ipv4.tcp_wmem": (1, INT_MAX),
+    "net.ipv4.tcp_mem": (0, LONG_MAX),  # pages
+}
+SYSCTL_NAMES = frozenset({"net.core.default_qdisc", CONGESTION_CONTROL})
+_ALGORITHM = re.compile(r"[a-z][a-z0-9_]{0,15}")
+_SYSCTL_NAME = re.compile(r"[a-z0-9_]+(\.[A-Za-z0-9_@/:-]+)+")
 
 
 def _ints(value: Value) -> list[int] | None:
@@ -112,6 +131,9 @@ class SysctlTunable(Tunable):
             return _typed(" ".join(str(max(c, w)) for c, w in zip(cur, wnt, strict=True)))
         return _typed(normalize_sysctl(str(want)))
 
+    def validate(self, value: Value) -> str | None:
+        return validate_sysctl(self.name, value)
+
     def literal(self, ctx: Context, host: Host, spec: ItemSpec, mode: str) -> Want | NoWant:
         if self.name != CONGESTION_CONTROL:
             return super().literal(ctx, host, spec, mode)
@@ -133,3 +155,31 @@ class SysctlTunable(Tunable):
             why = "; ".join(w for w in (why, "bbr version unknown: v1 and v3 both register as "
                                              "'bbr'") if w)
         return Want(value, mode, why)
+
+
+def validate_sysctl(name: str, value: Value) -> str | None:
+    """Why ``value`` cannot be written to sysctl ``name`` (None: it can)."""
+    if not _SYSCTL_NAME.fullmatch(name):
+        return f"{name[:60]!r} is not a sysctl name"
+    if isinstance(value, bool):
+        return "it must be a number or text, not a boolean"
+    if name in SYSCTL_NAMES:
+        return check_name(value, _ALGORITHM, "fq or bbr")
+    if name in SYSCTL_INTS:
+        ints = _ints(value)
+        if ints is None or len(ints) != 1:
+            return f"it must be one integer, not {str(value)[:40]!r}"
+        return check_int(ints[0], *SYSCTL_INTS[name])
+    if name in SYSCTL_TRIPLES:
+        ints = _ints(value)
+        if ints is None or len(ints) != 3:
+            return f"it must be three integers (min default max), not {str(value)[:40]!r}"
+        lo, hi = SYSCTL_TRIPLES[name]
+        for part in ints:
+            why = check_int(part, lo, hi)
+            if why:
+                return why
+        if not ints[0] <= ints[1] <= ints[2]:
+            return f"{' '.join(map(str, ints))} is not ordered min <= default <= max"
+        return None
+    return check_scalar(value) if value is not None else "it must have a value, not null"

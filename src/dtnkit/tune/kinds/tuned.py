@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import re
+
 from dtnkit.host.facts import Unavailable
 from dtnkit.host.host import Host
 from dtnkit.host.parsers.tuned import parse_tuned_active
 from dtnkit.tune.context import Context, NoWant, Want
-from dtnkit.tune.kinds.base import Argv, CommandTunable, Scope, Tunable, Value
+from dtnkit.tune.kinds.base import Argv, CommandTunable, Scope, Tunable, Value, check_name
 from dtnkit.tune.profile import ItemSpec
+
+# one or more TuneD profile names, space-separated (tuned-adm merges them)
+_PROFILES = re.compile(r"[A-Za-z0-9_.-]{1,64}( [A-Za-z0-9_.-]{1,64}){0,7}")
 
 
 class TunedTunable(CommandTunable):
@@ -34,6 +39,9 @@ class TunedTunable(CommandTunable):
 
     def failure(self, value: Value) -> str:
         return f"`{' '.join(self.commands(value)[0])}` failed"
+
+    def validate(self, value: Value) -> str | None:
+        return None if value is None else check_name(value, _PROFILES, "network-throughput")
 
     def boot_commands(self, value: Value) -> list[Argv]:
         return []  # TuneD keeps its active profile across reboots itself
