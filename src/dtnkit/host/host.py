@@ -7,7 +7,8 @@ has three parts:
 * ``runner``: how commands run (:mod:`dtnkit.host.runner`, or the replay of captured
   outputs in :mod:`dtnkit.host.replay`);
 * ``netns``: a named network namespace to work in (commands are prefixed with
-  ``ip netns exec NAME`` and per-namespace files are read through it).
+  ``ip netns exec NAME``; per-namespace files are read through it, most of them in one batch:
+  see :data:`_BATCH_READER`).
 
 Reads (:meth:`Host.read`, :meth:`Host.query`) and writes (:meth:`Host.write`,
 :meth:`Host.change`) are separate calls, so a read-only Host (``Host(..., read_only=True)``)
@@ -18,8 +19,10 @@ from __future__ import annotations
 
 import errno
 import gzip
+import json
 import os
 import shutil
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +33,67 @@ from dtnkit.host.runner import Result, Runner, SubprocessRunner
 
 # Paths whose content depends on the network namespace of the reader.
 _NETNS_PATHS = ("/proc/sys/net/", "/sys/class/net/", "/proc/net/")
+
+# What one process inside a namespace reads for all later reads (instead of one
+# `ip netns exec cat` per file): every file of these directories, and of each interface's
+# directory, with its listing; missing, unreadable (EINVAL: the kernel lists the file but has
+# no value) and writable files told apart.  Paths elsewhere are read one at a time.
+_BATCH_DIRS = ("/proc/sys/net/core", "/proc/sys/net/ipv4", "/proc/sys/net/ipv6/conf/all",
+               "/proc/sys/net/ipv6/conf/default", "/sys/class/net")
+_BATCH_DEVICE_FILES = ("device", "device/numa_node")
+_BATCH_READER = r"""
+import json, os, sys
+dirs, extra = json.loads(sys.argv[1])
+out = {"dirs": {}, "files": {}, "exists": {}, "writable": []}
+def read(path):
+    try:
+        with open(path, "rb") as fh:
+            out["files"][path] = fh.read().decode(errors="replace")
+    except OSError:
+        out["files"][path] = None
+    if os.access(path, os.W_OK):
+        out["writable"].append(path)
+def walk(d):
+    try:
+        names = sorted(os.listdir(d))
+    except OSError:
+        return
+    out["dirs"][d] = names
+    for n in names:
+        path = d + "/" + n
+        if os.path.isfile(path):
+            read(path)
+for d in dirs:
+    walk(d)
+for dev in out["dirs"].get("/sys/class/net", []):
+    walk("/sys/class/net/" + dev)
+    for name in extra:
+        path = "/sys/class/net/" + dev + "/" + name
+        out["exists"][path] = os.path.exists(path)
+        if out["exists"][path] and os.path.isfile(path):
+            read(path)
+json.dump(out, sys.stdout)
+"""
+
+
+@dataclass
+class _Batch:
+    """What the batch reader saw in a namespace (see _BATCH_READER)."""
+
+    dirs: dict[str, list[str]]
+    files: dict[str, str | None]
+    exists: dict[str, bool]
+    writable: set[str]
+
+    def knows(self, path: str) -> bool:
+        """Whether the batch answers for ``path`` (its directory was listed, or it was named)."""
+        return path in self.dirs or path in self.exists or path.rpartition("/")[0] in self.dirs
+
+    def present(self, path: str) -> bool:
+        if path in self.exists:
+            return self.exists[path]
+        parent, _, name = path.rpartition("/")
+        return path in self.dirs or name in self.dirs.get(parent, ())
 
 
 class ReadOnlyViolation(DtnkitError):
@@ -52,6 +116,8 @@ class Host:
     read_only: bool = False
     writes: list[WriteRecord] = field(default_factory=list)
     _cache: dict[tuple[str, ...], Result] = field(default_factory=dict, repr=False)
+    # The namespace's files read in one process (key None), dropped with _cache.
+    _batch: dict[None, _Batch] = field(default_factory=dict, repr=False)
 
     # ---- construction ---------------------------------------------------------------------
     @classmethod
@@ -68,7 +134,8 @@ class Host:
 
     def read_only_view(self) -> Host:
         """The same host, refusing every write (used by audit and --dry-run)."""
-        return Host(self.root, self.netns, self.runner, read_only=True, _cache=self._cache)
+        return Host(self.root, self.netns, self.runner, read_only=True, _cache=self._cache,
+                    _batch=self._batch)
 
     @property
     def is_live(self) -> bool:
@@ -87,9 +154,33 @@ class Host:
     def _local(self, path: str) -> Path:
         return self.root / path.lstrip("/")
 
+    def _batched(self, path: str) -> _Batch | None:
+        """The namespace's batch read when it answers for ``path`` (read on first use)."""
+        if not path.startswith(("/proc/sys/net/", "/sys/class/net")):
+            return None
+        if None not in self._batch:
+            extra = json.dumps([_BATCH_DIRS, _BATCH_DEVICE_FILES])
+            res = self.runner.run(self.argv([sys.executable, "-I", "-S", "-c", _BATCH_READER,
+                                             extra]))
+            try:
+                doc = json.loads(res.stdout) if res.ok else None
+            except ValueError:
+                doc = None
+            if not isinstance(doc, dict):  # no batch: each file is read on its own
+                doc = {"dirs": {}, "files": {}, "exists": {}, "writable": []}
+            self._batch[None] = _Batch(doc["dirs"], doc["files"], doc["exists"],
+                                       set(doc["writable"]))
+        batch = self._batch[None]
+        return batch if batch.knows(path.rstrip("/")) else None
+
     def read(self, path: str) -> str | None:
         """The content of ``path`` (``/proc/...``), or None when it does not exist."""
         if self._in_netns(path):
+            batch = self._batched(path)
+            if batch is not None and path in batch.files:
+                return batch.files[path]
+            if batch is not None and not batch.present(path):
+                return None
             res = self.query(["cat", path])
             return res.stdout if res.ok else None
         try:
@@ -103,18 +194,29 @@ class Host:
 
     def exists(self, path: str) -> bool:
         if self._in_netns(path):
+            batch = self._batched(path)
+            if batch is not None:
+                return batch.present(path.rstrip("/"))
             return self.query(["test", "-e", path]).ok
         return self._local(path).exists()
 
     def writable(self, path: str) -> bool:
         """Whether the kernel would accept a write (read-only sysctls in a netns are not)."""
         if self._in_netns(path):
+            batch = self._batched(path)
+            if batch is not None and path in batch.files:
+                return path in batch.writable
+            if batch is not None and not batch.present(path):
+                return False
             return self.query(["test", "-w", path]).ok
         local = self._local(path)
         return local.exists() and os.access(local, os.W_OK)
 
     def listdir(self, path: str) -> list[str]:
         if self._in_netns(path):
+            batch = self._batched(path)
+            if batch is not None and path.rstrip("/") in batch.dirs:
+                return list(batch.dirs[path.rstrip("/")])
             res = self.query(["ls", "-1", path])
             return sorted(res.stdout.split()) if res.ok else []
         try:
@@ -126,7 +228,7 @@ class Host:
         """Write ``value`` to ``path``; raises DtnkitError with the kernel's reason."""
         self._guard(path, value)
         self.writes.append(WriteRecord(path, value))
-        self._cache.clear()
+        self.refresh()
         if self._in_netns(path):
             res = self.runner.run(["ip", "netns", "exec", self.netns or "", "tee", path],
                                   stdin=value)
@@ -149,7 +251,7 @@ class Host:
     def remove(self, path: str) -> None:
         self._guard(path, "<remove>")
         self.writes.append(WriteRecord(path, "<remove>"))
-        self._cache.clear()
+        self.refresh()
         self._local(path).unlink(missing_ok=True)
 
     def _guard(self, what: str, value: str) -> None:
@@ -175,14 +277,16 @@ class Host:
         return self._cache[key]
 
     def refresh(self) -> None:
-        """Forget cached command outputs (the host may have changed behind our back)."""
+        """Forget cached command outputs and files (the host may have changed behind our
+        back)."""
         self._cache.clear()
+        self._batch.clear()
 
     def change(self, argv: Sequence[str]) -> Result:
         """Run a command that changes the host."""
         self._guard(" ".join(argv), "")
         self.writes.append(WriteRecord(" ".join(argv), ""))
-        self._cache.clear()
+        self.refresh()
         if isinstance(self.runner, FixtureRunner):
             return self.runner.record_change(argv)
         return self.runner.run(self.argv(argv))
