@@ -86,14 +86,25 @@ class _Batch:
     writable: set[str]
 
     def knows(self, path: str) -> bool:
-        """Whether the batch answers for ``path`` (its directory was listed, or it was named)."""
-        return path in self.dirs or path in self.exists or path.rpartition("/")[0] in self.dirs
+        """Whether the batch answers for ``path``: its directory was listed, it was named, or
+        a listed directory above it lacks the next step (then it does not exist)."""
+        return (path in self.dirs or path in self.exists or path.rpartition("/")[0] in self.dirs
+                or self._missing_step(path))
 
     def present(self, path: str) -> bool:
         if path in self.exists:
             return self.exists[path]
         parent, _, name = path.rpartition("/")
-        return path in self.dirs or name in self.dirs.get(parent, ())
+        return path in self.dirs or (name in self.dirs.get(parent, ())
+                                     and not self._missing_step(path))
+
+    def _missing_step(self, path: str) -> bool:
+        head = path
+        while head.count("/") > 1:
+            head, _, step = head.rpartition("/")
+            if head in self.dirs and step not in self.dirs[head]:
+                return True
+        return False
 
 
 class ReadOnlyViolation(DtnkitError):
@@ -149,7 +160,8 @@ class Host:
 
     # ---- files ----------------------------------------------------------------------------
     def _in_netns(self, path: str) -> bool:
-        return self.is_live and self.netns is not None and path.startswith(_NETNS_PATHS)
+        return (self.is_live and self.netns is not None
+                and (path.rstrip("/") + "/").startswith(_NETNS_PATHS))
 
     def _local(self, path: str) -> Path:
         return self.root / path.lstrip("/")

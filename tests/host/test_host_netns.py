@@ -1,0 +1,98 @@
+"""The Host seam inside a real network namespace: files read in one batch process, with the
+same answers as reading each file on its own."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+
+from conftest import Netns
+from dtnkit.host.host import Host
+from dtnkit.host.runner import Result, SubprocessRunner
+from dtnkit.tune.audit import run_audit
+from dtnkit.tune.profile import load_profile
+
+pytestmark = [pytest.mark.needs_root, pytest.mark.needs_netns]
+
+
+class CountingRunner(SubprocessRunner):
+    """Real commands, each one recorded."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[str, ...]] = []
+
+    def run(self, argv: Sequence[str], *, stdin: str | None = None) -> Result:
+        self.calls.append(tuple(argv))
+        return super().run(argv, stdin=stdin)
+
+
+@pytest.fixture
+def ns() -> Iterator[Netns]:
+    made = Netns(prefix="dkhn")  # this module's own namespaces
+    try:
+        made.create()
+        yield made
+    finally:
+        made.delete()
+
+
+def one_by_one(ns: Netns, path: str) -> tuple[bool, str | None, bool]:
+    """(exists, content or None, writable) as `test`/`cat` inside the namespace see it."""
+    exists = ns.run("test", "-e", path, check=False).returncode == 0
+    cat = ns.run("cat", path, check=False)
+    return exists, cat.stdout if cat.returncode == 0 else None, \
+        ns.run("test", "-w", path, check=False).returncode == 0
+
+
+def test_batch_reads_agree_with_reading_each_file(ns: Netns) -> None:
+    host = Host(Path("/"), netns=ns.name, runner=CountingRunner())
+    ns.set_sysctl("net.core.somaxconn", "1234")  # differs from the root namespace's
+    paths = ["/proc/sys/net/core/rmem_max",  # read-only in a child namespace
+             "/proc/sys/net/ipv4/tcp_rmem",
+             "/proc/sys/net/ipv4/tcp_congestion_control", "/proc/sys/net/core/somaxconn",
+             "/proc/sys/net/ipv6/conf/all/disable_ipv6", "/proc/sys/net/core/nosuchkey",
+             "/sys/class/net/dkv0/mtu", "/sys/class/net/dkv0/speed",  # EINVAL on a veth
+             "/sys/class/net/dkv1/tx_queue_len", "/sys/class/net/dkv0/device",
+             "/sys/class/net/dkv0/device/numa_node", "/sys/class/net/nosuchdev/mtu",
+             "/sys/class/net/lo/operstate",
+             "/proc/sys/net/ipv4/conf/dkv0/forwarding",  # outside the batch: one by one
+             "/sys/class/net/dkv0/statistics/rx_bytes"]
+    for path in paths:
+        assert (host.exists(path), host.read(path), host.writable(path)) == \
+            one_by_one(ns, path), path
+    assert host.read("/proc/sys/net/core/somaxconn") == "1234\n"
+    assert host.listdir("/sys/class/net") == sorted(["dkv0", "dkv1", "lo"])
+    assert host.listdir("/proc/sys/net/core") == sorted(
+        ns.run("ls", "/proc/sys/net/core").stdout.split())
+    runner = host.runner
+    assert isinstance(runner, CountingRunner)
+    batches = [c for c in runner.calls if "-I" in c]
+    assert len(batches) == 1  # one process answered for every batched path
+    singles = [c[-1] for c in runner.calls if c[4:5] in (("cat",), ("test",))]
+    assert set(singles) == {"/proc/sys/net/ipv4/conf/dkv0/forwarding",
+                            "/sys/class/net/dkv0/statistics/rx_bytes"}
+
+
+def test_a_write_drops_the_batch(ns: Netns) -> None:
+    host = Host.live(ns.name)
+    assert host.read("/proc/sys/net/core/somaxconn") is not None
+    host.write("/proc/sys/net/core/somaxconn", "4321")
+    assert host.read("/proc/sys/net/core/somaxconn") == "4321\n"
+    ns.set_sysctl("net.core.somaxconn", "5432")  # behind the host's back
+    assert host.read("/proc/sys/net/core/somaxconn") == "4321\n"  # cached until refreshed
+    host.refresh()
+    assert host.read("/proc/sys/net/core/somaxconn") == "5432\n"
+
+
+def test_an_audit_in_a_namespace_reads_its_files_in_one_process(ns: Netns) -> None:
+    """Before the batch, every file was its own `ip netns exec cat` (26 for this audit)."""
+    runner = CountingRunner()
+    audit = run_audit(Host(Path("/"), netns=ns.name, runner=runner, read_only=True),
+                      load_profile("dtn"))
+    assert audit.findings
+    reads = [c for c in runner.calls if c[4:5] in (("cat",), ("test",), ("ls",))]
+    assert reads == []
+    assert len([c for c in runner.calls if "-I" in c]) == 1
