@@ -3,8 +3,10 @@ same answers as reading each file on its own."""
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -96,3 +98,30 @@ def test_an_audit_in_a_namespace_reads_its_files_in_one_process(ns: Netns) -> No
     reads = [c for c in runner.calls if c[4:5] in (("cat",), ("test",), ("ls",))]
     assert reads == []
     assert len([c for c in runner.calls if "-I" in c]) == 1
+
+
+def test_an_audit_in_a_namespace_starts_one_process_and_finds_the_same(
+    ns: Netns, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the plain runner, a process inside the namespace answers every read and runs every
+    command; the findings are those of one process per command (the counting runner)."""
+    one_each = run_audit(Host(Path("/"), netns=ns.name, runner=CountingRunner(),
+                              read_only=True), load_profile("dtn"))
+    started: list[list[str]] = []
+
+    class Counting(subprocess.Popen):  # type: ignore[type-arg]
+        def __init__(self, args: list[str], *rest: Any, **kw: Any) -> None:
+            started.append(list(args))
+            super().__init__(args, *rest, **kw)
+
+    monkeypatch.setattr(subprocess, "Popen", Counting)
+    host = Host.live(ns.name, read_only=True)
+    helper = run_audit(host, load_profile("dtn"))
+    assert len(started) == 1 and started[0][:4] == ["ip", "netns", "exec", ns.name], started
+    assert [(f.key, f.device, f.current, f.status) for f in helper.findings] == \
+        [(f.key, f.device, f.current, f.status) for f in one_each.findings]
+    host.refresh()  # a write would do the same: the helper stays, its answers are fresh
+    ns.set_sysctl("net.core.somaxconn", "777")  # the test's own process
+    assert host.read("/proc/sys/net/core/somaxconn") == "777\n"
+    assert host.query(["cat", "/proc/sys/net/core/somaxconn"]).stdout == "777\n"
+    assert len(started) == 2

@@ -22,10 +22,14 @@ import gzip
 import json
 import os
 import shutil
+import subprocess
 import sys
+import threading
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from dtnkit.errors import DtnkitError, ToolMissing
 from dtnkit.host.replay import FixtureRunner
@@ -41,39 +45,106 @@ _NETNS_PATHS = ("/proc/sys/net/", "/sys/class/net/", "/proc/net/")
 _BATCH_DIRS = ("/proc/sys/net/core", "/proc/sys/net/ipv4", "/proc/sys/net/ipv6/conf/all",
                "/proc/sys/net/ipv6/conf/default", "/sys/class/net")
 _BATCH_DEVICE_FILES = ("device", "device/numa_node")
-_BATCH_READER = r"""
-import json, os, sys
-dirs, extra = json.loads(sys.argv[1])
-out = {"dirs": {}, "files": {}, "exists": {}, "writable": []}
-def read(path):
-    try:
-        with open(path, "rb") as fh:
-            out["files"][path] = fh.read().decode(errors="replace")
-    except OSError:
-        out["files"][path] = None
-    if os.access(path, os.W_OK):
-        out["writable"].append(path)
-def walk(d):
-    try:
-        names = sorted(os.listdir(d))
-    except OSError:
-        return
-    out["dirs"][d] = names
-    for n in names:
-        path = d + "/" + n
-        if os.path.isfile(path):
-            read(path)
-for d in dirs:
-    walk(d)
-for dev in out["dirs"].get("/sys/class/net", []):
-    walk("/sys/class/net/" + dev)
-    for name in extra:
-        path = "/sys/class/net/" + dev + "/" + name
-        out["exists"][path] = os.path.exists(path)
-        if out["exists"][path] and os.path.isfile(path):
-            read(path)
-json.dump(out, sys.stdout)
+_BATCH_FUNC = r"""
+import json, os, subprocess, sys
+def batch(dirs, extra):
+    out = {"dirs": {}, "files": {}, "exists": {}, "writable": []}
+    def read(path):
+        try:
+            with open(path, "rb") as fh:
+                out["files"][path] = fh.read().decode(errors="replace")
+        except OSError:
+            out["files"][path] = None
+        if os.access(path, os.W_OK):
+            out["writable"].append(path)
+    def walk(d):
+        try:
+            names = sorted(os.listdir(d))
+        except OSError:
+            return
+        out["dirs"][d] = names
+        for n in names:
+            path = d + "/" + n
+            if os.path.isfile(path):
+                read(path)
+    for d in dirs:
+        walk(d)
+    for dev in out["dirs"].get("/sys/class/net", []):
+        walk("/sys/class/net/" + dev)
+        for name in extra:
+            path = "/sys/class/net/" + dev + "/" + name
+            out["exists"][path] = os.path.exists(path)
+            if out["exists"][path] and os.path.isfile(path):
+                read(path)
+    return out
 """
+# The same read in a process of its own (when the helper cannot be used).
+_BATCH_READER = _BATCH_FUNC + "json.dump(batch(*json.loads(sys.argv[1])), sys.stdout)\n"
+# One process that stays in the namespace for the Host's life (started by `ip netns exec`, so
+# it sees the namespace's /sys as `ip netns exec CMD` does): each request, a JSON line, is a
+# batch read or a command it runs as a child; the reply is a JSON line.  It ends when the
+# Host's end of the pipe closes.
+_NS_HELPER = _BATCH_FUNC + r"""
+env = {**os.environ, "LC_ALL": "C"}
+for line in sys.stdin:
+    req = json.loads(line)
+    if "batch" in req:
+        reply = {"rc": 0, "out": json.dumps(batch(*req["batch"])), "err": ""}
+    else:
+        try:
+            p = subprocess.run(req["argv"], input=req["stdin"], capture_output=True, text=True,
+                               timeout=req["timeout"], check=False, env=env)
+            reply = {"rc": p.returncode, "out": p.stdout, "err": p.stderr}
+        except FileNotFoundError:
+            reply = {"rc": 127, "out": "", "err": req["argv"][0] + ": command not found"}
+        except subprocess.TimeoutExpired:
+            reply = {"rc": 124, "out": "", "err": "timed out after %.0f s" % req["timeout"]}
+    sys.stdout.write(json.dumps(reply) + "\n")
+    sys.stdout.flush()
+"""
+
+
+class _Helper:
+    """The Host's end of the helper process inside a namespace (see _NS_HELPER)."""
+
+    def __init__(self, netns: str, timeout: float) -> None:
+        self.timeout = timeout
+        self.lock = threading.Lock()
+        self.proc: subprocess.Popen[str] | None = subprocess.Popen(
+            ["ip", "netns", "exec", netns, sys.executable, "-I", "-S", "-c", _NS_HELPER],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            text=True, env={**os.environ, "LC_ALL": "C"})
+        weakref.finalize(self, _Helper._close, self.proc)
+
+    @staticmethod
+    def _close(proc: subprocess.Popen[str]) -> None:
+        if proc.stdin is not None:
+            proc.stdin.close()  # the helper's loop ends; it exits on its own
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+    def ask(self, request: dict[str, Any]) -> dict[str, Any] | None:
+        """The helper's reply, or None when it is gone (the caller falls back to one process
+        per command)."""
+        with self.lock:
+            proc = self.proc
+            if proc is None or proc.stdin is None or proc.stdout is None:
+                return None
+            try:
+                proc.stdin.write(json.dumps(request) + "\n")
+                proc.stdin.flush()
+                line = proc.stdout.readline()
+                reply = json.loads(line) if line else None
+            except (OSError, ValueError):
+                reply = None
+            if not isinstance(reply, dict):
+                self.proc = None
+                _Helper._close(proc)
+                return None
+            return reply
 
 
 @dataclass
@@ -129,6 +200,8 @@ class Host:
     _cache: dict[tuple[str, ...], Result] = field(default_factory=dict, repr=False)
     # The namespace's files read in one process (key None), dropped with _cache.
     _batch: dict[None, _Batch] = field(default_factory=dict, repr=False)
+    # The helper process inside the namespace (key None), started at the first read.
+    _helper: dict[None, _Helper] = field(default_factory=dict, repr=False)
 
     # ---- construction ---------------------------------------------------------------------
     @classmethod
@@ -146,7 +219,7 @@ class Host:
     def read_only_view(self) -> Host:
         """The same host, refusing every write (used by audit and --dry-run)."""
         return Host(self.root, self.netns, self.runner, read_only=True, _cache=self._cache,
-                    _batch=self._batch)
+                    _batch=self._batch, _helper=self._helper)
 
     @property
     def is_live(self) -> bool:
@@ -171,11 +244,13 @@ class Host:
         if not path.startswith(("/proc/sys/net/", "/sys/class/net")):
             return None
         if None not in self._batch:
-            extra = json.dumps([_BATCH_DIRS, _BATCH_DEVICE_FILES])
-            res = self.runner.run(self.argv([sys.executable, "-I", "-S", "-c", _BATCH_READER,
-                                             extra]))
+            res = self._in_helper({"batch": [_BATCH_DIRS, _BATCH_DEVICE_FILES]})
+            if res is None:
+                res = self.runner.run(self.argv([
+                    sys.executable, "-I", "-S", "-c", _BATCH_READER,
+                    json.dumps([_BATCH_DIRS, _BATCH_DEVICE_FILES])]))
             try:
-                doc = json.loads(res.stdout) if res.ok else None
+                doc = json.loads(res.stdout) if res is not None and res.ok else None
             except ValueError:
                 doc = None
             if not isinstance(doc, dict):  # no batch: each file is read on its own
@@ -282,11 +357,26 @@ class Host:
         return list(argv)
 
     def query(self, argv: Sequence[str]) -> Result:
-        """Run a command that only reads (cached until the next write or change)."""
+        """Run a command that only reads (cached until the next write or change); in a
+        namespace through the helper there, when it runs."""
         key = tuple(argv)
         if key not in self._cache:
-            self._cache[key] = self.runner.run(self.argv(argv))
+            res = self._in_helper({"argv": list(argv), "stdin": None})
+            self._cache[key] = res if res is not None else self.runner.run(self.argv(argv))
         return self._cache[key]
+
+    def _in_helper(self, request: dict[str, Any]) -> Result | None:
+        """Run a request in the namespace's helper process: only for a live namespace with
+        the plain subprocess runner (a runner of the caller's own sees every command)."""
+        if not (self.netns and type(self.runner) is SubprocessRunner):
+            return None
+        if None not in self._helper:
+            self._helper[None] = _Helper(self.netns, self.runner.timeout)
+        reply = self._helper[None].ask({**request, "timeout": self.runner.timeout})
+        if reply is None:
+            return None
+        argv = tuple(self.argv(request.get("argv") or ["<batch>"]))
+        return Result(argv, int(reply["rc"]), str(reply["out"]), str(reply["err"]))
 
     def refresh(self) -> None:
         """Forget cached command outputs and files (the host may have changed behind our
