@@ -125,3 +125,18 @@ def test_an_audit_in_a_namespace_starts_one_process_and_finds_the_same(
     assert host.read("/proc/sys/net/core/somaxconn") == "777\n"
     assert host.query(["cat", "/proc/sys/net/core/somaxconn"]).stdout == "777\n"
     assert len(started) == 2
+
+
+def test_the_helper_reports_commands_as_the_runner_does(ns: Netns) -> None:
+    host = Host.live(ns.name, read_only=True)
+    plain = SubprocessRunner()
+    for argv in (["sh", "-c", "echo out; echo err >&2; exit 3"],
+                 ["cat", "/proc/sys/net/core/somaxconn"], ["cat", "/nonexistent"]):
+        got, want = host.query(argv), plain.run(host.argv(argv))
+        assert (got.argv, got.returncode, got.stdout, got.stderr) == \
+            (want.argv, want.returncode, want.stdout, want.stderr)
+    # a missing tool is 127 as in the root namespace (`ip netns exec` itself says 1)
+    missing = host.query(["dtnkit-no-such-tool"])
+    assert (missing.returncode, missing.stderr) == (127, "dtnkit-no-such-tool: command not found")
+    host.runner = SubprocessRunner(timeout=0.5)
+    assert host.query(["sleep", "5"]).returncode == 124
