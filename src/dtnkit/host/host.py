@@ -94,15 +94,14 @@ import marshal, select, time
 ENV = dict(os.environ, LC_ALL="C")
 def run(argv, stdin, timeout):
     (i_r, i_w), (o_r, o_w), (e_r, e_w) = os.pipe(), os.pipe(), os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.dup2(i_r, 0); os.dup2(o_w, 1); os.dup2(e_w, 2)
-        os.closerange(3, 1 << 16)
-        try:
-            os.execvpe(argv[0], argv, ENV)
-        except OSError:
-            os.write(2, (argv[0] + ": command not found").encode())
-        os._exit(127)
+    try:  # pipes are close-on-exec: the child keeps only its three dup2 copies
+        pid = os.posix_spawnp(argv[0], argv, ENV, file_actions=[
+            (os.POSIX_SPAWN_DUP2, i_r, 0), (os.POSIX_SPAWN_DUP2, o_w, 1),
+            (os.POSIX_SPAWN_DUP2, e_w, 2)])
+    except OSError:
+        for fd in (i_r, i_w, o_r, o_w, e_r, e_w):
+            os.close(fd)
+        return 127, "", argv[0] + ": command not found"
     for fd in (i_r, o_w, e_w):
         os.close(fd)
     if stdin:
