@@ -10,7 +10,9 @@ every case once, so a burst of load on the machine hits all cases alike:
   audit (all)        `dtnkit tune audit --format json` on this host, every group
   audit (buffers)    `dtnkit tune audit --group buffers --format json`
   audit (tree dtn-a) the same on the captured 100G host tree (replayed commands)
-  audit (netns)      every group inside a fresh namespace with a veth pair (root only)
+  audit (netns)      every group inside a fresh namespace holding one end of a veth pair
+                     (the other end in a second namespace), so it has one data interface as
+                     the host has (root only)
   fasterdata audit   fasterdata-tuning.sh --mode audit --target dtn --nocolor (osg-htc/networking,
                      not shipped with dtnkit: give its path with --fasterdata; row skipped
                      when absent; its log goes to a temporary directory).  Its text audit:
@@ -79,10 +81,14 @@ def main() -> int:
     ]
     ns = None
     if os.geteuid() == 0 and shutil.which("ip"):
+        # one veth end in the audited namespace, its peer in a second one: one data
+        # interface (and lo), as the host has, so both audits run the same per-device commands
         ns = f"{args.netns_prefix}{uuid.uuid4().hex[:6]}"
-        subprocess.run(["ip", "netns", "add", ns], check=True)
+        peer_ns = f"{ns}p"
+        for name in (ns, peer_ns):
+            subprocess.run(["ip", "netns", "add", name], check=True)
         subprocess.run(["ip", "-n", ns, "link", "add", "dkv0", "type", "veth", "peer", "name",
-                        "dkv1"], check=True)
+                        "dkv1", "netns", peer_ns], check=True)
         cases.append(("audit (netns, veth)", [*DTNKIT, "tune", "audit", "--netns", ns,
                                               "--format", "json"]))
     envs = {name: ENV for name, _ in cases}
@@ -101,7 +107,8 @@ def main() -> int:
                 runs[name].append(timed_once(argv, envs[name]))
     finally:
         if ns:
-            subprocess.run(["ip", "netns", "del", ns], check=False)
+            for name in (ns, f"{ns}p"):
+                subprocess.run(["ip", "netns", "del", name], check=False)
         logs.cleanup()
     results = list(runs.items())
 
