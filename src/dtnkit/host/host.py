@@ -7,8 +7,9 @@ has three parts:
 * ``runner``: how commands run (:mod:`dtnkit.host.runner`, or the replay of captured
   outputs in :mod:`dtnkit.host.replay`);
 * ``netns``: a named network namespace to work in (commands are prefixed with
-  ``ip netns exec NAME``; per-namespace files are read through it, most of them in one batch:
-  see :data:`_BATCH_READER`).
+  ``ip netns exec NAME``; per-namespace files are read there).  With the plain runner, reads
+  and read-only commands go through one helper process inside the namespace (see
+  :data:`_NS_HELPER`), which reads most per-namespace files in one batch.
 
 Reads (:meth:`Host.read`, :meth:`Host.query`) and writes (:meth:`Host.write`,
 :meth:`Host.change`) are separate calls, so a read-only Host (``Host(..., read_only=True)``)
