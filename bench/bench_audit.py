@@ -1,18 +1,27 @@
 #!/usr/bin/env python3
 """Wall time of `dtnkit tune audit`, as an admin runs it, against baselines in the same run.
 
-    .venv/bin/python bench/bench_audit.py [--runs 15]
+    .venv/bin/python bench/bench_audit.py [--runs 15] [--fasterdata PATH]
 
-Cases (each a fresh process, as from a shell or Ansible):
+Cases (each a fresh process, as from a shell or Ansible), interleaved: each run goes through
+every case once, so a burst of load on the machine hits all cases alike:
   python startup     `python -c pass`: the floor any Python CLI pays
   sysctl -a          what an admin types to eyeball settings by hand
   audit (all)        `dtnkit tune audit --format json` on this host, every group
   audit (buffers)    `dtnkit tune audit --group buffers --format json`
   audit (tree dtn-a) the same on the captured 100G host tree (replayed commands)
-  audit (netns)      every group inside a fresh namespace with a veth pair (root only)
+  audit (netns)      every group inside a fresh namespace holding one end of a veth pair
+                     (the other end in a second namespace), so it has one data interface as
+                     the host has (root only)
+  fasterdata audit   fasterdata-tuning.sh --mode audit --target dtn --nocolor (osg-htc/networking,
+                     not shipped with dtnkit: give its path with --fasterdata; row skipped
+                     when absent; its log goes to a temporary directory).  Its text audit:
+                     its --json audit takes 30-40 s here, which would flatter dtnkit.
 
 Prints the median, min and max of --runs runs (after one warm-up run that also writes the
-bytecode cache, as an installed package has) and the ratio of each median to python startup.
+bytecode cache, as an installed package has), the ratio of each median to python startup, and
+the two ratios the project holds itself to: the namespace audit against the host audit (at
+most 1.2), and the host audit against fasterdata-tuning.sh's audit.
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Sequence
@@ -36,24 +46,30 @@ DTNKIT = [sys.executable, "-m", "dtnkit.cli.main"]
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def timed(argv: Sequence[str], runs: int) -> list[float]:
-    subprocess.run(argv, capture_output=True, check=False, env=ENV)  # warm caches, write .pyc
-    times: list[float] = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        proc = subprocess.run(argv, capture_output=True, check=False, env=ENV)
-        times.append(time.perf_counter() - start)
-        if proc.returncode not in (0, 3):
-            raise SystemExit(f"{' '.join(argv)} failed ({proc.returncode}): "
-                             f"{proc.stderr.decode()[-500:]}")
-    return times
+def warm(argv: Sequence[str]) -> None:
+    subprocess.run(argv, capture_output=True, check=False, env=ENV)  # caches, .pyc
+
+
+def timed_once(argv: Sequence[str], env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    proc = subprocess.run(argv, capture_output=True, check=False, env=env)
+    took = time.perf_counter() - start
+    if proc.returncode not in (0, 3):
+        raise SystemExit(f"{' '.join(argv)} failed ({proc.returncode}): "
+                         f"{proc.stderr.decode()[-500:]}")
+    return took
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--fasterdata", type=Path, default=None,
+                        help="path of fasterdata-tuning.sh (osg-htc/networking)")
+    parser.add_argument("--netns-prefix", default="dkbench",
+                        help="start of the name of the namespace the bench makes")
     args = parser.parse_args()
+    logs = tempfile.TemporaryDirectory(prefix="dkbench-fd")
 
     cases: list[tuple[str, list[str]]] = [
         ("python startup", [sys.executable, "-c", "pass"]),
@@ -65,17 +81,36 @@ def main() -> int:
     ]
     ns = None
     if os.geteuid() == 0 and shutil.which("ip"):
-        ns = f"dkbench{uuid.uuid4().hex[:6]}"
-        subprocess.run(["ip", "netns", "add", ns], check=True)
+        # one veth end in the audited namespace, its peer in a second one: one data
+        # interface (and lo), as the host has, so both audits run the same per-device commands
+        ns = f"{args.netns_prefix}{uuid.uuid4().hex[:6]}"
+        peer_ns = f"{ns}p"
+        for name in (ns, peer_ns):
+            subprocess.run(["ip", "netns", "add", name], check=True)
         subprocess.run(["ip", "-n", ns, "link", "add", "dkv0", "type", "veth", "peer", "name",
-                        "dkv1"], check=True)
+                        "dkv1", "netns", peer_ns], check=True)
         cases.append(("audit (netns, veth)", [*DTNKIT, "tune", "audit", "--netns", ns,
                                               "--format", "json"]))
+    envs = {name: ENV for name, _ in cases}
+    if args.fasterdata and args.fasterdata.is_file():
+        cases.append(("fasterdata audit", ["bash", str(args.fasterdata), "--mode", "audit",
+                                           "--target", "dtn", "--nocolor"]))
+        envs["fasterdata audit"] = {**ENV, "LOGFILE": f"{logs.name}/fasterdata.log"}
+    elif args.fasterdata:
+        print(f"no {args.fasterdata}: fasterdata row skipped", file=sys.stderr)
+    runs: dict[str, list[float]] = {name: [] for name, _ in cases}
     try:
-        results = [(name, timed(argv, args.runs)) for name, argv in cases]
+        for _, argv in cases:
+            warm(argv)
+        for _ in range(args.runs):
+            for name, argv in cases:
+                runs[name].append(timed_once(argv, envs[name]))
     finally:
         if ns:
-            subprocess.run(["ip", "netns", "del", ns], check=False)
+            for name in (ns, f"{ns}p"):
+                subprocess.run(["ip", "netns", "del", name], check=False)
+        logs.cleanup()
+    results = list(runs.items())
 
     base = statistics.median(results[0][1])
     print(f"dtnkit tune audit wall time, {args.runs} runs each, "
@@ -85,6 +120,13 @@ def main() -> int:
         med = statistics.median(times)
         print(f"{name:<22} {med * 1000:>10.1f} {min(times) * 1000:>8.1f} "
               f"{max(times) * 1000:>8.1f} {med / base:>9.2f}")
+    medians = {name: statistics.median(t) for name, t in results}
+    host = medians["audit (all groups)"]
+    if "audit (netns, veth)" in medians:
+        print(f"netns audit / host audit: {medians['audit (netns, veth)'] / host:.2f} "
+              "(target <= 1.2)")
+    if "fasterdata audit" in medians:
+        print(f"host audit / fasterdata-tuning.sh audit: {host / medians['fasterdata audit']:.2f}")
     return 0
 
 

@@ -65,10 +65,11 @@ def sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
 
 
 class Netns:
-    """A throw-away namespace `dk…` holding a veth pair dkv0 <-> dkv1, both up."""
+    """A throw-away namespace `PREFIX…` (a test module may give its own prefix; the rest is
+    random) holding a veth pair dkv0 <-> dkv1, both up."""
 
-    def __init__(self) -> None:
-        self.name = f"dkt{uuid.uuid4().hex[:8]}"
+    def __init__(self, prefix: str = "dkt") -> None:
+        self.name = f"{prefix}{uuid.uuid4().hex[:8]}"
         self.devices = ("dkv0", "dkv1")
 
     def create(self) -> None:

@@ -166,14 +166,26 @@ def exec_cmd(env: Environment, name: str, host: str, command: tuple[str, ...]) -
 @lab.command()
 @click.argument("name", required=False)
 @click.option("--all", "everything", is_flag=True, help="Every lab path, and leftovers.")
+@click.option("--prefix", default=None,
+              help="With --all: only paths whose name starts with this.")
+@click.option("--missing-ok", is_flag=True, help="A NAME that does not exist is not an error.")
 @pass_env
-def down(env: Environment, name: str | None, everything: bool) -> int:
+def down(env: Environment, name: str | None, everything: bool, prefix: str | None,
+         missing_ok: bool) -> int:
     """Remove a path: processes, namespaces, devices, rules, state."""
     lab_path = _lab()
+    if prefix is not None and not everything:
+        raise BadInput("--prefix needs --all", "it picks which paths --all removes",
+                       f"`dtnkit lab down --all --prefix {prefix}`")
+    if everything and name:
+        raise BadInput("give NAME or --all, not both", "",
+                       "`dtnkit lab down NAME` or `dtnkit lab down --all [--prefix P]`")
     if everything:
-        removed = lab_path.down_all(state_root=env.lab_state_root)
+        if prefix is not None:
+            lab_path.check_prefix(prefix)
+        removed = lab_path.down_all(state_root=env.lab_state_root, prefix=prefix or "")
     elif name:
-        removed = lab_path.down(name, state_root=env.lab_state_root)
+        removed = lab_path.down(name, state_root=env.lab_state_root, missing_ok=missing_ok)
     else:
         raise BadInput("which path?", "give NAME or --all", "see `dtnkit lab list`")
     emit(env, {"removed": removed}, "table",

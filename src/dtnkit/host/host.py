@@ -7,7 +7,9 @@ has three parts:
 * ``runner``: how commands run (:mod:`dtnkit.host.runner`, or the replay of captured
   outputs in :mod:`dtnkit.host.replay`);
 * ``netns``: a named network namespace to work in (commands are prefixed with
-  ``ip netns exec NAME`` and per-namespace files are read through it).
+  ``ip netns exec NAME``; per-namespace files are read there).  With the plain runner, reads
+  and read-only commands go through one helper process inside the namespace (see
+  :data:`_NS_HELPER`), which reads most per-namespace files in one batch.
 
 Reads (:meth:`Host.read`, :meth:`Host.query`) and writes (:meth:`Host.write`,
 :meth:`Host.change`) are separate calls, so a read-only Host (``Host(..., read_only=True)``)
@@ -16,13 +18,21 @@ can prove that audit and ``--dry-run`` write nothing: any write raises.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import gzip
+import json
+import marshal
 import os
 import shutil
+import subprocess
+import sys
+import threading
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from dtnkit.errors import DtnkitError, ToolMissing
 from dtnkit.host.replay import FixtureRunner
@@ -30,6 +40,188 @@ from dtnkit.host.runner import Result, Runner, SubprocessRunner
 
 # Paths whose content depends on the network namespace of the reader.
 _NETNS_PATHS = ("/proc/sys/net/", "/sys/class/net/", "/proc/net/")
+
+# What one process inside a namespace reads for all later reads (instead of one
+# `ip netns exec cat` per file): every file of these directories, and of each interface's
+# directory, with its listing; missing, unreadable (EINVAL: the kernel lists the file but has
+# no value) and writable files told apart.  Paths elsewhere are read one at a time.
+_BATCH_DIRS = ("/proc/sys/net/core", "/proc/sys/net/ipv4", "/proc/sys/net/ipv6/conf/all",
+               "/proc/sys/net/ipv6/conf/default", "/sys/class/net")
+_BATCH_DEVICE_FILES = ("device", "device/numa_node")
+_BATCH_FUNC = r"""
+import os, sys
+def batch(dirs, extra):
+    out = {"dirs": {}, "files": {}, "exists": {}, "writable": []}
+    def read(path):
+        try:
+            with open(path, "rb") as fh:
+                out["files"][path] = fh.read().decode(errors="replace")
+        except OSError:
+            out["files"][path] = None
+        if os.access(path, os.W_OK):
+            out["writable"].append(path)
+    def walk(d):
+        try:
+            names = sorted(os.listdir(d))
+        except OSError:
+            return
+        out["dirs"][d] = names
+        for n in names:
+            path = d + "/" + n
+            if os.path.isfile(path):
+                read(path)
+    for d in dirs:
+        walk(d)
+    for dev in out["dirs"].get("/sys/class/net", []):
+        walk("/sys/class/net/" + dev)
+        for name in extra:
+            path = "/sys/class/net/" + dev + "/" + name
+            out["exists"][path] = os.path.exists(path)
+            if out["exists"][path] and os.path.isfile(path):
+                read(path)
+    return out
+"""
+# The same read in a process of its own (when the helper cannot be used).
+_BATCH_READER = _BATCH_FUNC + (
+    "import json\njson.dump(batch(*json.loads(sys.argv[1])), sys.stdout)\n")
+# One process that stays in the namespace for the Host's life (started by `ip netns exec`, so
+# it sees the namespace's /sys as `ip netns exec CMD` does).  Each request is a batch read or
+# a command it runs as its child, with the runner's timeout.  Requests and replies are
+# length-prefixed marshal documents, and it imports only built-in modules (subprocess and
+# json would cost 50-100 ms of start-up on a loaded machine).  It ends when the Host's end of
+# the pipe closes.
+_NS_HELPER = _BATCH_FUNC + r"""
+import marshal, select, time
+ENV = dict(os.environ, LC_ALL="C")
+def run(argv, stdin, timeout):
+    (i_r, i_w), (o_r, o_w), (e_r, e_w) = os.pipe(), os.pipe(), os.pipe()
+    try:  # pipes are close-on-exec: the child keeps only its three dup2 copies
+        pid = os.posix_spawnp(argv[0], argv, ENV, file_actions=[
+            (os.POSIX_SPAWN_DUP2, i_r, 0), (os.POSIX_SPAWN_DUP2, o_w, 1),
+            (os.POSIX_SPAWN_DUP2, e_w, 2)])
+    except OSError:
+        for fd in (i_r, i_w, o_r, o_w, e_r, e_w):
+            os.close(fd)
+        return 127, "", argv[0] + ": command not found"
+    for fd in (i_r, o_w, e_w):
+        os.close(fd)
+    if stdin:
+        os.write(i_w, stdin.encode())
+    os.close(i_w)
+    got, deadline, rc = {o_r: [], e_r: []}, time.monotonic() + timeout, None
+    while got and rc is None:
+        ready = select.select(list(got), [], [], max(0, deadline - time.monotonic()))[0]
+        if not ready:
+            os.kill(pid, 9)
+            rc = 124
+        for fd in ready:
+            chunk = os.read(fd, 65536)
+            if chunk:
+                got[fd].append(chunk)
+            else:
+                os.close(fd)
+                out = got.pop(fd)
+                if fd == o_r: stdout = out
+                else: stderr = out
+    for fd in got:
+        os.close(fd)
+    status = os.waitpid(pid, 0)[1]
+    if rc == 124:
+        return 124, "", "timed out after %.0f s" % timeout
+    text = lambda parts: b"".join(parts).decode(errors="replace")
+    return os.waitstatus_to_exitcode(status), text(stdout), text(stderr)
+def recv():
+    head = sys.stdin.buffer.read(4)
+    if len(head) < 4:
+        return None
+    return marshal.loads(sys.stdin.buffer.read(int.from_bytes(head, "big")))
+while (req := recv()) is not None:
+    if "batch" in req:
+        reply = {"rc": 0, "batch": batch(*req["batch"]), "out": "", "err": ""}
+    else:
+        rc, out, err = run(req["argv"], req["stdin"], req["timeout"])
+        reply = {"rc": rc, "out": out, "err": err}
+    data = marshal.dumps(reply)
+    sys.stdout.buffer.write(len(data).to_bytes(4, "big") + data)
+    sys.stdout.buffer.flush()
+"""
+
+
+class _Helper:
+    """The Host's end of the helper process inside a namespace (see _NS_HELPER)."""
+
+    def __init__(self, netns: str) -> None:
+        self.lock = threading.Lock()
+        self.proc: subprocess.Popen[bytes] | None = subprocess.Popen(
+            ["ip", "netns", "exec", netns, sys.executable, "-I", "-S", "-c", _NS_HELPER],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            env={**os.environ, "LC_ALL": "C"})
+        weakref.finalize(self, _Helper._close, self.proc)
+
+    @staticmethod
+    def _close(proc: subprocess.Popen[bytes]) -> None:
+        if proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                proc.stdin.close()  # the helper's loop ends; it exits on its own
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+    def ask(self, request: dict[str, Any]) -> dict[str, Any] | None:
+        """The helper's reply, or None when it is gone (the caller falls back to one process
+        per command)."""
+        with self.lock:
+            proc = self.proc
+            if proc is None or proc.stdin is None or proc.stdout is None:
+                return None
+            reply: Any = None
+            try:
+                data = marshal.dumps(request)
+                proc.stdin.write(len(data).to_bytes(4, "big") + data)
+                proc.stdin.flush()
+                head = proc.stdout.read(4)
+                if len(head) == 4:
+                    reply = marshal.loads(proc.stdout.read(int.from_bytes(head, "big")))
+            except (OSError, ValueError, EOFError, TypeError):
+                reply = None
+            if not isinstance(reply, dict):
+                self.proc = None
+                _Helper._close(proc)
+                return None
+            return reply
+
+
+@dataclass
+class _Batch:
+    """What the batch reader saw in a namespace (see _BATCH_READER)."""
+
+    dirs: dict[str, list[str]]
+    files: dict[str, str | None]
+    exists: dict[str, bool]
+    writable: set[str]
+
+    def knows(self, path: str) -> bool:
+        """Whether the batch answers for ``path``: its directory was listed, it was named, or
+        a listed directory above it lacks the next step (then it does not exist)."""
+        return (path in self.dirs or path in self.exists or path.rpartition("/")[0] in self.dirs
+                or self._missing_step(path))
+
+    def present(self, path: str) -> bool:
+        if path in self.exists:
+            return self.exists[path]
+        parent, _, name = path.rpartition("/")
+        return path in self.dirs or (name in self.dirs.get(parent, ())
+                                     and not self._missing_step(path))
+
+    def _missing_step(self, path: str) -> bool:
+        head = path
+        while head.count("/") > 1:
+            head, _, step = head.rpartition("/")
+            if head in self.dirs and step not in self.dirs[head]:
+                return True
+        return False
 
 
 class ReadOnlyViolation(DtnkitError):
@@ -52,6 +244,10 @@ class Host:
     read_only: bool = False
     writes: list[WriteRecord] = field(default_factory=list)
     _cache: dict[tuple[str, ...], Result] = field(default_factory=dict, repr=False)
+    # The namespace's files read in one process (key None), dropped with _cache.
+    _batch: dict[None, _Batch] = field(default_factory=dict, repr=False)
+    # The helper process inside the namespace (key None), started at the first read.
+    _helper: dict[None, _Helper] = field(default_factory=dict, repr=False)
 
     # ---- construction ---------------------------------------------------------------------
     @classmethod
@@ -68,7 +264,8 @@ class Host:
 
     def read_only_view(self) -> Host:
         """The same host, refusing every write (used by audit and --dry-run)."""
-        return Host(self.root, self.netns, self.runner, read_only=True, _cache=self._cache)
+        return Host(self.root, self.netns, self.runner, read_only=True, _cache=self._cache,
+                    _batch=self._batch, _helper=self._helper)
 
     @property
     def is_live(self) -> bool:
@@ -82,14 +279,42 @@ class Host:
 
     # ---- files ----------------------------------------------------------------------------
     def _in_netns(self, path: str) -> bool:
-        return self.is_live and self.netns is not None and path.startswith(_NETNS_PATHS)
+        return (self.is_live and self.netns is not None
+                and (path.rstrip("/") + "/").startswith(_NETNS_PATHS))
 
     def _local(self, path: str) -> Path:
         return self.root / path.lstrip("/")
 
+    def _batched(self, path: str) -> _Batch | None:
+        """The namespace's batch read when it answers for ``path`` (read on first use)."""
+        if not path.startswith(("/proc/sys/net/", "/sys/class/net")):
+            return None
+        if None not in self._batch:
+            doc = self._helper_reply({"batch": [_BATCH_DIRS, _BATCH_DEVICE_FILES]})
+            doc = doc.get("batch") if doc is not None else None
+            if doc is None:
+                res = self.runner.run(self.argv([
+                    sys.executable, "-I", "-S", "-c", _BATCH_READER,
+                    json.dumps([_BATCH_DIRS, _BATCH_DEVICE_FILES])]))
+                try:
+                    doc = json.loads(res.stdout) if res.ok else None
+                except ValueError:
+                    doc = None
+            if not isinstance(doc, dict):  # no batch: each file is read on its own
+                doc = {"dirs": {}, "files": {}, "exists": {}, "writable": []}
+            self._batch[None] = _Batch(doc["dirs"], doc["files"], doc["exists"],
+                                       set(doc["writable"]))
+        batch = self._batch[None]
+        return batch if batch.knows(path.rstrip("/")) else None
+
     def read(self, path: str) -> str | None:
         """The content of ``path`` (``/proc/...``), or None when it does not exist."""
         if self._in_netns(path):
+            batch = self._batched(path)
+            if batch is not None and path in batch.files:
+                return batch.files[path]
+            if batch is not None and not batch.present(path):
+                return None
             res = self.query(["cat", path])
             return res.stdout if res.ok else None
         try:
@@ -103,18 +328,29 @@ class Host:
 
     def exists(self, path: str) -> bool:
         if self._in_netns(path):
+            batch = self._batched(path)
+            if batch is not None:
+                return batch.present(path.rstrip("/"))
             return self.query(["test", "-e", path]).ok
         return self._local(path).exists()
 
     def writable(self, path: str) -> bool:
         """Whether the kernel would accept a write (read-only sysctls in a netns are not)."""
         if self._in_netns(path):
+            batch = self._batched(path)
+            if batch is not None and path in batch.files:
+                return path in batch.writable
+            if batch is not None and not batch.present(path):
+                return False
             return self.query(["test", "-w", path]).ok
         local = self._local(path)
         return local.exists() and os.access(local, os.W_OK)
 
     def listdir(self, path: str) -> list[str]:
         if self._in_netns(path):
+            batch = self._batched(path)
+            if batch is not None and path.rstrip("/") in batch.dirs:
+                return list(batch.dirs[path.rstrip("/")])
             res = self.query(["ls", "-1", path])
             return sorted(res.stdout.split()) if res.ok else []
         try:
@@ -126,7 +362,7 @@ class Host:
         """Write ``value`` to ``path``; raises DtnkitError with the kernel's reason."""
         self._guard(path, value)
         self.writes.append(WriteRecord(path, value))
-        self._cache.clear()
+        self.refresh()
         if self._in_netns(path):
             res = self.runner.run(["ip", "netns", "exec", self.netns or "", "tee", path],
                                   stdin=value)
@@ -149,7 +385,7 @@ class Host:
     def remove(self, path: str) -> None:
         self._guard(path, "<remove>")
         self.writes.append(WriteRecord(path, "<remove>"))
-        self._cache.clear()
+        self.refresh()
         self._local(path).unlink(missing_ok=True)
 
     def _guard(self, what: str, value: str) -> None:
@@ -168,21 +404,43 @@ class Host:
         return list(argv)
 
     def query(self, argv: Sequence[str]) -> Result:
-        """Run a command that only reads (cached until the next write or change)."""
+        """Run a command that only reads (cached until the next write or change); in a
+        namespace through the helper there, when it runs."""
         key = tuple(argv)
         if key not in self._cache:
-            self._cache[key] = self.runner.run(self.argv(argv))
+            res = self._in_helper({"argv": list(argv), "stdin": None})
+            self._cache[key] = res if res is not None else self.runner.run(self.argv(argv))
         return self._cache[key]
 
+    def _in_helper(self, request: dict[str, Any]) -> Result | None:
+        """Run a command in the namespace's helper process, or None when it cannot."""
+        reply = self._helper_reply(request)
+        if reply is None:
+            return None
+        argv = tuple(self.argv(request["argv"]))
+        return Result(argv, int(reply["rc"]), str(reply["out"]), str(reply["err"]))
+
+    def _helper_reply(self, request: dict[str, Any]) -> dict[str, Any] | None:
+        """The namespace's helper process's reply: only for a live namespace with the plain
+        subprocess runner (a runner of the caller's own sees every command)."""
+        runner = self.runner
+        if not (self.netns and type(runner) is SubprocessRunner):
+            return None
+        if None not in self._helper:
+            self._helper[None] = _Helper(self.netns)
+        return self._helper[None].ask({**request, "timeout": float(runner.timeout)})
+
     def refresh(self) -> None:
-        """Forget cached command outputs (the host may have changed behind our back)."""
+        """Forget cached command outputs and files (the host may have changed behind our
+        back)."""
         self._cache.clear()
+        self._batch.clear()
 
     def change(self, argv: Sequence[str]) -> Result:
         """Run a command that changes the host."""
         self._guard(" ".join(argv), "")
         self.writes.append(WriteRecord(" ".join(argv), ""))
-        self._cache.clear()
+        self.refresh()
         if isinstance(self.runner, FixtureRunner):
             return self.runner.record_change(argv)
         return self.runner.run(self.argv(argv))

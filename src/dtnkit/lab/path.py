@@ -703,9 +703,15 @@ def load(name: str, *, state_root: Path) -> LabPath:
                        f"`dtnkit lab down {name}` removes what is left") from exc
 
 
-def down(name: str, *, state_root: Path) -> list[str]:
+def down(name: str, *, state_root: Path, missing_ok: bool = False) -> list[str]:
+    """Remove path NAME; a name with neither state nor namespaces is bad input unless
+    ``missing_ok``."""
     _require_root()
     check_name(name)
+    if not missing_ok and not state_dir(name, state_root).exists() and not any(
+            n.startswith(f"{NS_PREFIX}{name}-") for n in _netns_list()):
+        raise BadInput(f"no lab path {name!r}", "it has no state and no namespaces",
+                       "see `dtnkit lab list`, or add --missing-ok")
     state: LabState | None
     try:
         state = load(name, state_root=state_root).state
@@ -714,15 +720,27 @@ def down(name: str, *, state_root: Path) -> list[str]:
     return _teardown(name, state, state_root)
 
 
-def down_all(*, state_root: Path) -> list[str]:
+def check_prefix(prefix: str) -> None:
+    """A name prefix for ``down_all``: the start of a valid path name."""
+    if not _NAME.match(prefix):
+        raise BadInput(f"bad lab name prefix {prefix!r}",
+                       "path names are 1-12 lower-case letters and digits, starting with a letter",
+                       "give the start of the names to remove, e.g. --prefix t")
+
+
+def down_all(*, state_root: Path, prefix: str = "") -> list[str]:
+    """Remove every lab path (state and ``dkl-*`` namespaces), or only those whose name starts
+    with ``prefix``."""
     _require_root()
+    if prefix:
+        check_prefix(prefix)
     names = {s.name for s in _states(state_root)}
     if state_root.is_dir():
         names |= {d.name for d in state_root.iterdir() if d.is_dir() and _NAME.match(d.name)}
     names |= {n[len(NS_PREFIX):].rsplit("-", 1)[0] for n in _netns_list()
               if n.startswith(NS_PREFIX)}
     removed: list[str] = []
-    for name in sorted(names):
+    for name in sorted(n for n in names if n.startswith(prefix)):
         state = None
         with contextlib.suppress(BadInput):
             state = load(name, state_root=state_root).state
