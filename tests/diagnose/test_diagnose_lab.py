@@ -7,7 +7,6 @@ change end to end).  Relations with tolerances, never absolute rates.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -18,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.support.cli import lab_files, run
 from tests.support.lab import set_tcp_buffers
 
-from dtnkit.cli.main import main
 from dtnkit.errors import ExitStatus
 from dtnkit.lab import path as lab
 from dtnkit.lab.path import LabPath
@@ -31,20 +30,6 @@ needs_tools = pytest.mark.skipif(bool(NEEDS), reason=f"needs {', '.join(NEEDS)}"
 SMALL = "4096 131072 4194304"
 BIG = "4096 131072 67108864"
 
-
-@pytest.fixture
-def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    """Files of this test; the lab state root goes to the CLI as $DTNKIT_LAB_STATE."""
-    monkeypatch.setenv("DTNKIT_LAB_STATE", str(tmp_path / "lab"))
-    return {"db": str(tmp_path / "results.sqlite"), "state": str(tmp_path / "tune"),
-            "lab": str(tmp_path / "lab")}
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, Any]:
-    capsys.readouterr()
-    code = main(list(argv))
-    out = capsys.readouterr().out
-    return code, json.loads(out) if out.strip().startswith(("{", "[")) else out
 
 
 def probe(capsys: pytest.CaptureFixture[str], p: LabPath, env: dict[str, str]) -> float:
@@ -188,3 +173,8 @@ def test_missing_iperf3_and_fio_are_named(
     code, doc = run(capsys, "probe", "disk", "--path", str(tmp_path), "--db", env["db"],
                     "--format", "json")
     assert code == ExitStatus.TOOL_MISSING and "fio" in doc["error"]["why"]
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    return lab_files(tmp_path, monkeypatch)

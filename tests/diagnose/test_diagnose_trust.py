@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.support.cli import lab_files, run
 from tests.support.lab import set_tcp_buffers
 
-from dtnkit.cli.main import main
 from dtnkit.diagnose.layers import EXIT, MIN_SAMPLES, Layer, diagnose, tune_hint
 from dtnkit.errors import ExitStatus
 from dtnkit.lab import path as lab
@@ -27,19 +27,6 @@ G = 1e9
 def name() -> str:
     return f"dg{secrets.token_hex(3)}"
 
-
-@pytest.fixture
-def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    monkeypatch.setenv("DTNKIT_LAB_STATE", str(tmp_path / "lab"))
-    return {"db": str(tmp_path / "results.sqlite"), "state": str(tmp_path / "tune"),
-            "lab": str(tmp_path / "lab")}
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, Any]:
-    capsys.readouterr()
-    code = main(list(argv))
-    out = capsys.readouterr().out
-    return code, json.loads(out) if out.strip().startswith(("{", "[")) else out
 
 
 # ---- pure -------------------------------------------------------------------------------------
@@ -204,3 +191,8 @@ def test_a_bad_source_rate_is_refused(capsys: pytest.CaptureFixture[str],
         code, doc = run(capsys, "lab", "up", "dgbad", "--src-rate", bad, "--format", "json")
         assert code == ExitStatus.BAD_INPUT, (bad, doc)
     assert not (Path(env["lab"]) / "dgbad").exists()
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    return lab_files(tmp_path, monkeypatch)
