@@ -249,3 +249,30 @@ def test_interrupt_half_way_is_undone(netns: Netns, state_dir: Path) -> None:
     assert len(out.done) == 4
     assert out.rollback_errors == []
     assert netns.state() == before
+
+
+class FailingRunner(SubprocessRunner):
+    """Real commands; the Nth write fails with an exception that is not a DtnkitError (an OS
+    failure or a bug), once."""
+
+    def __init__(self, after: int) -> None:
+        super().__init__()
+        self.left = after
+
+    def run(self, argv: Sequence[str], *, stdin: str | None = None) -> Result:
+        if "tee" in argv or ("link" in argv and "set" in argv):
+            self.left -= 1
+            if self.left == -1:
+                raise OSError(5, "simulated I/O error")
+        return super().run(argv, stdin=stdin)
+
+
+def test_an_unexpected_failure_half_way_is_undone(netns: Netns, state_dir: Path) -> None:
+    before = netns.state()
+    host = Host(Path("/"), netns=netns.name, runner=FailingRunner(after=4))
+    out = apply_mod.apply(host, lambda h: run_audit(h, load_profile("dtn")), Store(state_dir))
+    assert out.error is not None and out.error.status == ExitStatus.ERROR
+    assert "OSError" in out.error.why
+    assert len(out.done) == 4
+    assert out.rollback_errors == []
+    assert netns.state() == before

@@ -313,6 +313,13 @@ def execute(host: Host, steps: Sequence[Step], *, progress: Any = None) -> Outco
                                     status=ExitStatus.INTERRUPTED)
             _undo(host, [*out.done, step], out)
             return out
+        except Exception as exc:  # a bug or an OS failure: still never leave a host half-tuned
+            out.failed = step
+            out.error = DtnkitError(f"unexpected failure writing {step.tunable.key}",
+                                    f"{type(exc).__name__}: {exc}",
+                                    "this run's changes were undone; please report it")
+            _undo(host, [*out.done, step], out)
+            return out
         out.done.append(step)
         if progress is not None:
             progress(step)
@@ -329,6 +336,8 @@ def _undo(host: Host, steps: Sequence[Step], out: Outcome) -> None:
             step.tunable.write(host, step.before)
         except DtnkitError as exc:
             out.rollback_errors.append(f"{step.tunable.key}: {exc.what}: {exc.why}")
+        except Exception as exc:  # go on undoing the older steps
+            out.rollback_errors.append(f"{step.tunable.key}: {type(exc).__name__}: {exc}")
 
 
 def apply(
