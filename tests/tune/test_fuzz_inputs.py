@@ -132,6 +132,16 @@ KEYS = ["sysctl/net.core.rmem_max", "sysctl/net.ipv4.tcp_rmem", "sysctl/net.core
 TOP = ["schema", "id", "label", "kind", "created", "host", "values", "files", "extra"]
 
 
+def _damage(draw: st.DrawFn, data: bytes, form: str) -> bytes:
+    """A document's bytes with a few random bytes inserted ("bytes") or cut off ("truncate")."""
+    if form == "bytes":
+        at = draw(st.integers(0, len(data)))
+        return data[:at] + draw(st.binary(min_size=1, max_size=4)) + data[at:]
+    if form == "truncate":
+        return data[:draw(st.integers(0, len(data)))]
+    return data
+
+
 def _deep(depth: int) -> str:
     return "[" * depth + "]" * depth
 
@@ -169,13 +179,7 @@ def snapshot_bytes(draw: st.DrawFn, base: dict[str, Any]) -> bytes:
     elif form == "deepvalue":
         text = text.replace('"values": {', f'"values": {{"cpu/governor": '
                                            f'{_deep(draw(st.integers(20, 3000)))}, ', 1)
-    data = text.encode()
-    if form == "bytes":
-        at = draw(st.integers(0, len(data)))
-        data = data[:at] + draw(st.binary(min_size=1, max_size=4)) + data[at:]
-    elif form == "truncate":
-        data = data[:draw(st.integers(0, len(data)))]
-    return data
+    return _damage(draw, text.encode(), form)
 
 
 def test_fuzz_snapshots_through_restore(world: World) -> None:
@@ -265,13 +269,7 @@ def profile_bytes(draw: st.DrawFn) -> bytes:
         text += f'{header}\nsource = "again"\n'
     elif form == "deep":
         text += f"x = {_deep(draw(st.integers(30, 5000)))}\n"
-    data = text.encode()
-    if form == "bytes":
-        at = draw(st.integers(0, len(data)))
-        data = data[:at] + draw(st.binary(min_size=1, max_size=4)) + data[at:]
-    elif form == "truncate":
-        data = data[:draw(st.integers(0, len(data)))]
-    return data
+    return _damage(draw, text.encode(), form)
 
 
 def test_fuzz_profiles_through_apply(world: World) -> None:

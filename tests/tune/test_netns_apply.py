@@ -226,24 +226,27 @@ def test_restore_refuses_a_snapshot_of_another_namespace(
     assert "taken in netns" in out["error"]["what"]
 
 
-class InterruptingRunner(SubprocessRunner):
-    """Real commands; the Nth write through `ip netns exec ... tee` is interrupted (Ctrl-C)."""
+class FaultyRunner(SubprocessRunner):
+    """Real commands; the Nth write (`ip netns exec ... tee`, `ip link set`) raises *fault*
+    instead, once: the undo that follows runs normally."""
 
-    def __init__(self, after: int) -> None:
+    def __init__(self, after: int, fault: BaseException) -> None:
         super().__init__()
         self.left = after
+        self.fault = fault
 
     def run(self, argv: Sequence[str], *, stdin: str | None = None) -> Result:
         if "tee" in argv or ("link" in argv and "set" in argv):
             self.left -= 1
-            if self.left == -1:  # once: the undo that follows runs normally
-                raise KeyboardInterrupt
+            if self.left == -1:
+                raise self.fault
         return super().run(argv, stdin=stdin)
 
 
 def test_interrupt_half_way_is_undone(netns: Netns, state_dir: Path) -> None:
     before = netns.state()
-    host = Host(Path("/"), netns=netns.name, runner=InterruptingRunner(after=4))
+    runner = FaultyRunner(after=4, fault=KeyboardInterrupt())
+    host = Host(Path("/"), netns=netns.name, runner=runner)
     out = apply_mod.apply(host, lambda h: run_audit(h, load_profile("dtn")), Store(state_dir))
     assert out.error is not None and out.error.status == ExitStatus.INTERRUPTED
     assert len(out.done) == 4
@@ -251,25 +254,10 @@ def test_interrupt_half_way_is_undone(netns: Netns, state_dir: Path) -> None:
     assert netns.state() == before
 
 
-class FailingRunner(SubprocessRunner):
-    """Real commands; the Nth write fails with an exception that is not a DtnkitError (an OS
-    failure or a bug), once."""
-
-    def __init__(self, after: int) -> None:
-        super().__init__()
-        self.left = after
-
-    def run(self, argv: Sequence[str], *, stdin: str | None = None) -> Result:
-        if "tee" in argv or ("link" in argv and "set" in argv):
-            self.left -= 1
-            if self.left == -1:
-                raise OSError(5, "simulated I/O error")
-        return super().run(argv, stdin=stdin)
-
-
 def test_an_unexpected_failure_half_way_is_undone(netns: Netns, state_dir: Path) -> None:
     before = netns.state()
-    host = Host(Path("/"), netns=netns.name, runner=FailingRunner(after=4))
+    runner = FaultyRunner(after=4, fault=OSError(5, "simulated I/O error"))
+    host = Host(Path("/"), netns=netns.name, runner=runner)
     out = apply_mod.apply(host, lambda h: run_audit(h, load_profile("dtn")), Store(state_dir))
     assert out.error is not None and out.error.status == ExitStatus.ERROR
     assert "OSError" in out.error.why
