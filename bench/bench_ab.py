@@ -74,6 +74,8 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from benchlib import CpuWatch, free_port, proc_cpu
+
 REPO = Path(__file__).resolve().parent.parent
 MiB = 2**20
 T0 = time.monotonic()
@@ -198,15 +200,6 @@ def order(i: int, trees: tuple[Tree, Tree]) -> tuple[Tree, Tree]:
     return trees if i % 2 == 0 else (trees[1], trees[0])
 
 
-def proc_cpu(pid: int) -> float:
-    """CPU seconds (user + system) a running process has used so far, 0 if gone."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return 0.0
-
-
 def children_cpu() -> float:
     """CPU seconds of the waited-for children so far: the difference around one
     ``subprocess.run`` is that process's CPU (the servers are not waited for until the end)."""
@@ -214,41 +207,7 @@ def children_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-class CpuWatch:
-    """CPU other processes used meanwhile (the VM is shared): /proc/stat busy time minus this
-    script's, its waited-for children's and the running servers'."""
-
-    def __init__(self, pids: list[int]) -> None:
-        self.pids = pids
-        self.start = self._sample()
-
-    def _sample(self) -> tuple[float, float, float]:
-        cpu = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-        busy = (sum(cpu[:8]) - cpu[3] - cpu[4]) / os.sysconf("SC_CLK_TCK")
-        t = os.times()
-        ours = t.user + t.system + t.children_user + t.children_system
-        ours += sum(proc_cpu(p) for p in self.pids)
-        return time.monotonic(), busy, ours
-
-    def report(self) -> str:
-        now = self._sample()
-        wall = now[0] - self.start[0]
-        other = max(0.0, (now[1] - self.start[1]) - (now[2] - self.start[2]))
-        ncpu = os.cpu_count() or 1
-        load = Path("/proc/loadavg").read_text().split()[0]
-        return (f"_This section took {wall:.0f} s; other processes used "
-                f"{100 * other / (ncpu * max(wall, 1e-9)):.0f} % of the {ncpu} CPUs meanwhile "
-                f"(1-min load average at the end: {load})._")
-
-
 # --------------------------------------------------------------------------- servers
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:
@@ -436,7 +395,7 @@ class CpBench:
         for t in self.trees:
             warm_digests(self.servers[t.label], self.name, sorted({c.checksum for c in configs}))
             self.run(t, CpConfig("download", 1, "none", "adler32"), check=False)  # warm-up
-        watch = CpuWatch([s.proc.pid for s in self.servers.values()])
+        watch = CpuWatch(lambda: [s.proc.pid for s in self.servers.values()])
         runs: dict[tuple[CpConfig, str], list[CpRun]] = {(c, t.label): [] for c in configs
                                                          for t in self.trees}
         for rnd in range(a.rounds):
@@ -550,7 +509,7 @@ def section_audit(args: argparse.Namespace, trees: tuple[Tree, Tree],
                   failures: list[str]) -> None:
     fixtures = trees[0].root / "tests" / "fixtures" / "hosts"
     cases = audit_cases(fixtures)
-    watch = CpuWatch([])
+    watch = CpuWatch()
     comparable: dict[str, str] = {}
     # identical outputs first (this run is also the warm-up that writes the bytecode)
     for name, argv, deterministic in cases:

@@ -57,6 +57,7 @@ from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 
+from benchlib import CpuWatch, free_port
 from dtnkit.transfer import checksum as cks
 from dtnkit.transfer.client.copy import copy
 from dtnkit.transfer.client.options import Options
@@ -130,49 +131,6 @@ def cached_fraction(path: Path) -> float | None:
 
 
 _TRACKED: dict[int, subprocess.Popen[str] | subprocess.Popen[bytes]] = {}
-
-
-def _proc_cpu(pid: int) -> float:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return 0.0
-
-
-class CpuWatch:
-    """CPU used by other processes (other users' jobs, steal) while a section runs: the
-    machine's busy time from /proc/stat minus this script's and its children's."""
-
-    def __init__(self) -> None:
-        self.start = self._sample()
-
-    @staticmethod
-    def _sample() -> tuple[float, float, float]:
-        cpu = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-        hz = os.sysconf("SC_CLK_TCK")
-        busy = (sum(cpu[:8]) - cpu[3] - cpu[4]) / hz  # all but idle and iowait
-        t = os.times()
-        ours = t.user + t.system + t.children_user + t.children_system
-        ours += sum(_proc_cpu(p.pid) for p in _TRACKED.values() if p.poll() is None)
-        return time.monotonic(), busy, ours
-
-    def report(self) -> str:
-        now = self._sample()
-        wall = now[0] - self.start[0]
-        other = max(0.0, (now[1] - self.start[1]) - (now[2] - self.start[2]))
-        ncpu = os.cpu_count() or 1
-        load = Path("/proc/loadavg").read_text().split()[0]
-        return (f"_While this section ran ({wall:.0f} s), other processes used "
-                f"{100 * other / (ncpu * wall):.0f} % of the {ncpu} CPUs "
-                f"(1-min load average at the end: {load})._")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def wait_port(port: int, proc: subprocess.Popen[bytes] | subprocess.Popen[str],
@@ -760,7 +718,7 @@ def main() -> None:
             }
             for key in SECTIONS:
                 if key in args.sections:
-                    watch = CpuWatch()
+                    watch = CpuWatch(lambda: [p.pid for p in _TRACKED.values() if p.poll() is None])
                     sections[key]()
                     if key == "seed":
                         warm_digests(url + name, args.checksums)
