@@ -98,6 +98,8 @@ def parse_bytes(text: str | int, what: str = "queue size", *, lo: int = 1500,
 _SPEED = {u: s for u, s in _RATE.items() if not u.endswith("bps") and u != ""}
 _SPEED.update({"b/s": 1, "kb/s": 10**3, "mb/s": 10**6, "gb/s": 10**9, "tb/s": 10**12})
 BARE_SPEED_MAX_GBIT = 1000
+#: link speeds dtnkit sizes for, Mbit/s (10 Mbit/s to 1.6 Tbit/s)
+SPEED_MBPS_MIN, SPEED_MBPS_MAX = 10, 1_600_000
 
 
 def parse_speed(text: str | float, what: str = "speed") -> int:
@@ -126,7 +128,7 @@ def parse_speed(text: str | float, what: str = "speed") -> int:
     else:
         bits = number * _SPEED[unit]
     mbps = round(bits / 10**6)
-    if not 10 <= mbps <= 1_600_000:
+    if not SPEED_MBPS_MIN <= mbps <= SPEED_MBPS_MAX:
         raise BadInput(f"{what} {raw} ({bits / 1e9:g} Gbit/s) is out of range",
                        "allowed: 10 Mbit/s to 1600 Gbit/s", example)
     return mbps

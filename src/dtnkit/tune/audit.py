@@ -23,6 +23,7 @@ from dtnkit.tune.profile import GROUPS, ItemSpec, Profile
 from dtnkit.tune.recommend import recommend
 from dtnkit.tune.registry import prepare_scopes, tunable_for_key
 from dtnkit.tune.validation import check_profile
+from dtnkit.units import SPEED_MBPS_MAX, SPEED_MBPS_MIN
 
 AUDIT_SCHEMA = "dtnkit.audit/1"
 STATUSES = ("ok", "differs", "unsupported", "unknown", "host-scope")
@@ -142,7 +143,7 @@ def build_context(
     if not 0 < rtt_ms <= 10000:  # NaN too
         raise BadInput(f"RTT {rtt_ms} ms is out of range", "give the longest RTT in ms (1-10000)",
                        "e.g. --rtt 150")
-    if speed_mbps is not None and not 10 <= speed_mbps <= 1_600_000:
+    if speed_mbps is not None and not SPEED_MBPS_MIN <= speed_mbps <= SPEED_MBPS_MAX:
         raise BadInput(f"speed {speed_mbps} Mbit/s is out of range",
                        "allowed: 10 Mbit/s to 1600 Gbit/s", "e.g. --speed 25gbit")
     check_profile(profile)  # every literal value by its kind, before anything reads or writes
