@@ -35,6 +35,10 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
         (["tune", "audit", "--netns", "dknosuchns"], "no network namespace"),
         (["tune", "show", "nosuch", "--state-dir", "/nonexistent-dk"], "no snapshot"),
         (["tune", "restore", "--state-dir", "/nonexistent-dk"], "no baseline has been saved"),
+        (["tune", "apply", "--wait", "nan", "--state-dir", "/nonexistent-dk"], "bad wait"),
+        (["tune", "apply", "--wait", "-5s", "--state-dir", "/nonexistent-dk"], "bad wait"),
+        (["tune", "restore", "last", "--wait", "1h", "--state-dir", "/nonexistent-dk"],
+         "wait"),
     ],
 )
 def test_bad_input_is_one_line_with_what_why_next(
