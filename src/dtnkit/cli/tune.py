@@ -7,7 +7,7 @@ import shlex
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -16,12 +16,16 @@ from dtnkit.cli.output import Printer, emit, for_people, format_option
 from dtnkit.environment import DEFAULT_STATE_DIR, Environment
 from dtnkit.errors import BadInput, ExitStatus
 from dtnkit.host.host import Host
-from dtnkit.tune import apply as apply_mod
 from dtnkit.tune.audit import build_context, run_audit
 from dtnkit.tune.profile import GROUPS, USER_PROFILE_DIR, load_profile, shipped_names
-from dtnkit.tune.snapshot import Store, diff, load_values, new_snapshot, state_dir_error
 from dtnkit.tune.validation import check_profile
 from dtnkit.units import parse_ms, parse_speed
+
+if TYPE_CHECKING:
+    from dtnkit.tune import apply as apply_mod
+
+#: the longest --wait for the lock of apply and restore
+MAX_WAIT_S = 600.0
 
 
 def _render() -> Any:
@@ -95,12 +99,12 @@ def _wait_option(f: F) -> F:
     return click.option(
         "--wait", "wait", default="0s", show_default=True, metavar="DURATION",
         help="If another apply or restore holds this namespace's lock, wait up to this long "
-             f"(at most {apply_mod.MAX_WAIT_S:g}s) instead of exiting 8 at once.")(f)
+             f"(at most {MAX_WAIT_S:g}s) instead of exiting 8 at once.")(f)
 
 
 def parse_wait(text: str) -> float:
     """--wait as seconds."""
-    return parse_ms(text, "wait", lo=0.0, hi=apply_mod.MAX_WAIT_S * 1000) / 1000
+    return parse_ms(text, "wait", lo=0.0, hi=MAX_WAIT_S * 1000) / 1000
 
 
 def _waiting(env: Environment) -> Callable[[str], None]:
@@ -129,6 +133,8 @@ def restore_hint(baseline: str | None, netns: str | None, tree: Path | None,
 def _state_errors(state_dir: Path, what: str) -> Iterator[None]:
     """An OSError on the state dir (the lock, the baseline) is one error line, not a traceback;
     it happens before the first write to the host."""
+    from dtnkit.tune.snapshot import state_dir_error
+
     try:
         yield
     except OSError as exc:
@@ -199,6 +205,9 @@ def apply_cmd(env: Environment,
 
     Every write is verified; if one fails, everything this run changed is put back.
     """
+    from dtnkit.tune import apply as apply_mod  # apply's modules: not loaded by audit
+    from dtnkit.tune.snapshot import Store
+
     if experiment_id is not None:
         from dtnkit.measure.store import ResultStore
 
@@ -288,6 +297,9 @@ def _outcome_status(out: apply_mod.Outcome) -> int:
 def save(env: Environment,
          label: str, netns: str | None, tree: Path | None, state_dir: Path, fmt: str) -> int:
     """Save every restorable setting to a snapshot."""
+    from dtnkit.tune import apply as apply_mod  # apply's modules: not loaded by audit
+    from dtnkit.tune.snapshot import Store, new_snapshot
+
     host = make_host(netns, tree, read_only=True)
     snap = new_snapshot(host, apply_mod.live_values(host), label, "manual")
     path = Store(state_dir).save(snap)
@@ -303,6 +315,8 @@ def save(env: Environment,
 @pass_env
 def list_cmd(env: Environment, state_dir: Path, fmt: str) -> int:
     """List saved snapshots."""
+    from dtnkit.tune.snapshot import Store
+
     store = Store(state_dir)
     rows = []
     last = store.last_baseline()
@@ -326,6 +340,8 @@ def list_cmd(env: Environment, state_dir: Path, fmt: str) -> int:
 @pass_env
 def show(env: Environment, snapshot: str, state_dir: Path, fmt: str) -> int:
     """Show one snapshot (a name, unique prefix, label, or `last`)."""
+    from dtnkit.tune.snapshot import Store
+
     snap = Store(state_dir).load(snapshot)
     emit(env, snap.as_dict(), fmt, lambda p: _render().snapshot(p.console, snap))
     return 0
@@ -346,6 +362,9 @@ def diff_cmd(env: Environment,
     A and B are snapshot names, snapshot files (another host's) or sysctl.conf files.
     Exit 0 when equal, 3 when they differ.
     """
+    from dtnkit.tune import apply as apply_mod  # apply's modules: not loaded by audit
+    from dtnkit.tune.snapshot import Store, diff, load_values
+
     store = Store(state_dir)
     name_a, values_a = load_values(a, store)
     if b is None:
@@ -374,6 +393,9 @@ def restore_cmd(env: Environment,
                 snapshot: str | None, netns: str | None, tree: Path | None, state_dir: Path,
                 fmt: str, dry_run: bool, wait: str) -> int:
     """Put back a snapshot's exact values (default: the baseline of the last apply)."""
+    from dtnkit.tune import apply as apply_mod  # apply's modules: not loaded by audit
+    from dtnkit.tune.snapshot import Store
+
     wait_s = parse_wait(wait)
     store = Store(state_dir)
     snap = store.load(snapshot or "last")
@@ -408,6 +430,8 @@ def restore_cmd(env: Environment,
 @pass_env
 def delete(env: Environment, snapshot: str, state_dir: Path) -> int:
     """Delete a snapshot."""
+    from dtnkit.tune.snapshot import Store
+
     snap_id = Store(state_dir).delete(snapshot)
     emit(env, {"deleted": snap_id}, "table",
          lambda p: p.console.print(f"deleted snapshot {snap_id}"))

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import gzip
 import json
 import marshal
 import os
@@ -465,6 +464,8 @@ class Host:
         gz = self._local("/proc/config.gz")
         if gz.exists():
             try:
+                import gzip  # rare: only hosts that expose /proc/config.gz
+
                 raw = gzip.decompress(gz.read_bytes()).decode()
             except OSError:
                 raw = None

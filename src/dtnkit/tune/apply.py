@@ -46,8 +46,6 @@ ON_REQUEST = {"mtu": "link/", "tuned": "tuned/"}
 
 #: where the per-namespace locks live (tmpfs: a lock never outlives a boot)
 LOCK_DIR = Path("/run/dtnkit/tune")
-#: the longest --wait for the lock
-MAX_WAIT_S = 600.0
 
 
 @dataclass

@@ -6,8 +6,7 @@ drop an item the others show (fasterdata-tuning.sh bug #3).
 
 from __future__ import annotations
 
-import platform
-import socket
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -265,6 +264,6 @@ def run_audit(
 def host_label(host: Host) -> str:
     if not host.is_live:
         return f"tree:{host.root.name}"
-    name = socket.gethostname() or platform.node()
+    name = os.uname().nodename
     return f"{name} (netns {host.netns})" if host.netns else name
 

@@ -13,7 +13,6 @@ import math
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -115,7 +114,7 @@ class Profile:
 
 
 def shipped_dir() -> Path:
-    return Path(str(resources.files("dtnkit.tune") / "profiles"))
+    return Path(__file__).resolve().parent / "profiles"  # package data, installed as files
 
 
 def shipped_names() -> list[str]:
