@@ -28,7 +28,7 @@ import subprocess
 import sys
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -247,6 +247,11 @@ class Host:
     _batch: dict[None, _Batch] = field(default_factory=dict, repr=False)
     # The helper process inside the namespace (key None), started at the first read.
     _helper: dict[None, _Helper] = field(default_factory=dict, repr=False)
+    # Commands being run by another thread (see read_ahead): key -> done.
+    _running: dict[tuple[str, ...], threading.Event] = field(default_factory=dict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    # Bumped by refresh(): a command that started before it is not cached after it.
+    _generation: list[int] = field(default_factory=lambda: [0], repr=False)
 
     # ---- construction ---------------------------------------------------------------------
     @classmethod
@@ -264,7 +269,8 @@ class Host:
     def read_only_view(self) -> Host:
         """The same host, refusing every write (used by audit and --dry-run)."""
         return Host(self.root, self.netns, self.runner, read_only=True, _cache=self._cache,
-                    _batch=self._batch, _helper=self._helper)
+                    _batch=self._batch, _helper=self._helper, _running=self._running,
+                    _lock=self._lock, _generation=self._generation)
 
     @property
     def is_live(self) -> bool:
@@ -406,10 +412,59 @@ class Host:
         """Run a command that only reads (cached until the next write or change); in a
         namespace through the helper there, when it runs."""
         key = tuple(argv)
-        if key not in self._cache:
+        while True:
+            with self._lock:
+                if key in self._cache:
+                    return self._cache[key]
+                running = self._running.get(key)
+                if running is None:
+                    done = self._running[key] = threading.Event()
+                    generation = self._generation[0]
+                    break
+            running.wait()  # another thread runs it: take its result
+        try:
             res = self._in_helper({"argv": list(argv), "stdin": None})
-            self._cache[key] = res if res is not None else self.runner.run(self.argv(argv))
-        return self._cache[key]
+            if res is None:
+                res = self.runner.run(self.argv(argv))
+            with self._lock:
+                if self._generation[0] == generation:
+                    self._cache[key] = res
+        finally:
+            with self._lock:
+                if self._running.get(key) is done:
+                    del self._running[key]
+            done.set()
+        return res
+
+    def read_ahead(self, reads: Sequence[Callable[[], object]], workers: int = 4) -> None:
+        """Run independent reads side by side, so the commands behind them (each ``ip``,
+        ``ethtool`` or ``tc`` is a process start) overlap instead of queueing.
+
+        Only their cached command outputs are kept: the caller then reads again in its own
+        order, so what it reports never depends on timing.  Best effort: a read that fails
+        here fails again where the caller makes it.  Sequential (a no-op) for a namespace,
+        whose one helper process answers one request at a time, a captured tree, and a
+        runner of the caller's own.
+        """
+        if not (self.netns is None and type(self.runner) is SubprocessRunner) or len(reads) < 2:
+            return
+        todo = list(reversed(reads))
+
+        def work() -> None:
+            while True:
+                with self._lock:
+                    if not todo:
+                        return
+                    read = todo.pop()
+                with contextlib.suppress(Exception):
+                    read()
+
+        threads = [threading.Thread(target=work, name="dtnkit-read", daemon=True)
+                   for _ in range(min(workers, len(reads)))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
 
     def _in_helper(self, request: dict[str, Any]) -> Result | None:
         """Run a command in the namespace's helper process, or None when it cannot."""
@@ -432,7 +487,9 @@ class Host:
     def refresh(self) -> None:
         """Forget cached command outputs and files (the host may have changed behind our
         back)."""
-        self._cache.clear()
+        with self._lock:
+            self._cache.clear()
+            self._generation[0] += 1
         self._batch.clear()
 
     def change(self, argv: Sequence[str]) -> Result:

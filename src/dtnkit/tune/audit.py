@@ -6,6 +6,7 @@ drop an item the others show (fasterdata-tuning.sh bug #3).
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -146,6 +147,8 @@ def build_context(
         raise BadInput(f"speed {speed_mbps} Mbit/s is out of range",
                        "allowed: 10 Mbit/s to 1600 Gbit/s", "e.g. --speed 25gbit")
     check_profile(profile)  # every literal value by its kind, before anything reads or writes
+    host.read_ahead([lambda: facts.interfaces(host), lambda: facts.default_route_devices(host),
+                     lambda: facts.environment(host), lambda: facts.kernel_caps(host)])
     links = facts.interfaces(host)
     skipped: list[tuple[str, str]] = []
     devices = facts.select_interfaces(links, list(ifaces) if ifaces else None,
@@ -256,6 +259,8 @@ def run_audit(
     pairs = expand(ctx, chosen)
     if not ctx.env.initial_netns:
         prepare_scopes(host, [t for t, _ in pairs])
+    host.read_ahead([*(functools.partial(t.read, host) for t, _ in pairs),
+                     *(functools.partial(facts.nic_driver, host, d) for d, _ in ctx.devices)])
     findings = [evaluate(ctx, host, t, spec) for t, spec in pairs]
     nics = {d: facts.nic_driver(host, d) for d, _ in ctx.devices}
     return Audit(host_label(host), profile, ctx, findings, nics)

@@ -1,0 +1,90 @@
+"""Host.read_ahead: commands of independent reads overlap, each still runs once, and a
+refresh() is never undone by a read that started before it."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+from dtnkit.host.host import Host
+from dtnkit.host.runner import SubprocessRunner
+
+
+def _wait_for(predicate: object, seconds: float = 30.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not predicate():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached")
+        time.sleep(0.01)
+
+
+def test_one_command_asked_by_many_threads_runs_once(tmp_path: Path) -> None:
+    log, gate = tmp_path / "log", tmp_path / "gate"
+    os.mkfifo(gate)
+    argv = ["sh", "-c", f"echo run >> {log}; read x < {gate}; echo done"]
+    host = Host.live()
+    results: list[str] = []
+    reads = [lambda: results.append(host.query(argv).stdout) for _ in range(6)]
+    runner = threading.Thread(target=host.read_ahead, args=(reads,), kwargs={"workers": 6})
+    runner.start()
+    _wait_for(lambda: log.exists() and log.read_text())  # the first run is blocked on the gate
+    with open(gate, "w") as fh:  # let it finish (every blocked reader, had there been more)
+        fh.write("go\n")
+    runner.join(timeout=60)
+    assert not runner.is_alive()
+    assert log.read_text() == "run\n"  # the other five waited for the first one's result
+    assert results == ["done\n"] * 6
+
+
+def test_read_ahead_fills_the_cache_the_caller_reads_in_its_own_order() -> None:
+    host = Host.live()
+    argvs = [["echo", str(i)] for i in range(8)]
+    host.read_ahead([lambda a=a: host.query(a) for a in argvs])
+
+    class Refuse(SubprocessRunner):
+        def run(self, argv: object, *, stdin: str | None = None) -> object:  # type: ignore[override]
+            raise AssertionError(f"ran {argv} again: not cached")
+
+    host.runner = Refuse()
+    assert [host.query(a).stdout for a in argvs] == [f"{i}\n" for i in range(8)]
+
+
+def test_a_failing_read_ahead_is_left_to_the_caller() -> None:
+    host = Host.live()
+
+    def boom() -> None:
+        raise RuntimeError("read failed")
+
+    host.read_ahead([boom, lambda: host.query(["true"])])  # no exception escapes
+    assert host.query(["true"]).ok
+
+
+def test_refresh_drops_a_result_that_was_read_before_it(tmp_path: Path) -> None:
+    log, gate = tmp_path / "log", tmp_path / "gate"
+    os.mkfifo(gate)
+    host = Host.live()
+    argv = ["sh", "-c", f"echo run >> {log}; read x < {gate}; echo old"]
+    reader = threading.Thread(target=host.query, args=(argv,))
+    reader.start()
+    _wait_for(lambda: log.exists() and log.read_text())  # the query is under way
+    host.refresh()  # e.g. a write happened while the command ran
+    with open(gate, "w") as fh:
+        fh.write("go\n")
+    reader.join(timeout=60)
+    gate.unlink()
+    gate.write_text("go\n")  # a plain file now: the next run does not block
+    assert host.query(argv).stdout == "old\n"
+    assert log.read_text() == "run\nrun\n"  # ran again: the first result predates refresh()
+
+
+def test_no_read_ahead_in_a_namespace_or_with_a_runner_of_the_callers_own() -> None:
+    for host in (Host(netns="dkl-nosuch"), Host(runner=_Recording())):
+        seen: list[int] = []
+        host.read_ahead([lambda seen=seen: seen.append(1)] * 3)
+        assert seen == []  # nothing ahead: the caller reads in order, as without it
+
+
+class _Recording(SubprocessRunner):
+    """A runner of the caller's own (e.g. a test's): it must see every command in order."""
