@@ -39,7 +39,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DTNKIT = [sys.executable, "-m", "dtnkit.cli.main"]
+# The installed command, as an admin runs it: the venv's console script (no runpy), run by the
+# interpreter that runs this bench (make the venv with the distribution's python3, as
+# dev/bootstrap.sh does: a site runs that one).
+_SCRIPT = Path(sys.executable).parent / "dtnkit"
+DTNKIT = [str(_SCRIPT)] if _SCRIPT.is_file() else [sys.executable, "-m", "dtnkit.cli.main"]
 
 
 # As installed on a site: bytecode cached (some shells here set PYTHONDONTWRITEBYTECODE).

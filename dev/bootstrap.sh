@@ -27,7 +27,11 @@ if ((${#missing[@]})); then
 fi
 
 if [ ! -x .venv/bin/python ]; then
-  python3 -m venv .venv
+  # the distribution's python3 (installed above; built with PGO/LTO, as on a site's DTN),
+  # not whichever python3 comes first on PATH (a pyenv build can start twice as slowly)
+  py=/usr/bin/python3
+  [ -x "$py" ] || py=python3
+  "$py" -m venv .venv
 fi
 target=.
 [ "${1:-}" = "test" ] && target='.[test]'
