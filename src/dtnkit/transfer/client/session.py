@@ -26,9 +26,37 @@ from dtnkit.transfer.client.options import Options
 from dtnkit.transfer.wire import digests as dg
 from dtnkit.transfer.wire import multistatus
 
+#: Schemes read as another: WebDAV's names, as gfal2 and davix users write them.
+ALIASES = {"dav": "http", "davs": "https"}
+#: XRootD's own protocol: not HTTP; named so the refusal can say what to use instead.
+XROOTD_SCHEMES = frozenset({"root", "roots", "xroot", "xroots"})
+
+
+def _scheme(text: str) -> str:
+    head, sep, _rest = text.partition("://")
+    return head.lower() if sep and head.isascii() and head.isalpha() else ""
+
 
 def is_url(text: str) -> bool:
-    return text.startswith(("http://", "https://"))
+    """A URL (http, https, dav, davs; also root:// so that it is refused, never taken for a
+    local path), not a local path."""
+    scheme = _scheme(text)
+    return scheme in ("http", "https") or scheme in ALIASES or scheme in XROOTD_SCHEMES
+
+
+def normalize(text: str) -> str:
+    """*text* with ``dav://`` read as ``http://`` and ``davs://`` as ``https://``; BadInput
+    for XRootD's ``root://`` (with the HTTP door or xrdcp as the way out).  The one place
+    where the schemes users type become the ones dtnkit speaks."""
+    scheme = _scheme(text)
+    if scheme in ALIASES:
+        return ALIASES[scheme] + text[len(scheme):]
+    if scheme in XROOTD_SCHEMES:
+        host = urlsplit(text).hostname or "host"
+        raise BadInput(f"URL {text[:200]!r}", f"{scheme}:// is XRootD's own protocol, which "
+                       "dtnkit does not speak",
+                       f"use the server's HTTP door (e.g. davs://{host}:1094/path), or xrdcp")
+    return text
 
 
 @dataclass(frozen=True)
@@ -40,7 +68,7 @@ class Url:
 
     @classmethod
     def parse(cls, text: str) -> Url:
-        parts = urlsplit(text)
+        parts = urlsplit(normalize(text))
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise BadInput(f"URL {text!r}", "is not http(s)://host[:port]/path",
                            "pass e.g. http://127.0.0.1:8080/data/file")
@@ -85,10 +113,8 @@ def follow_redirect(base: Url, location: str | None, what: str) -> Url:
     if not location or not location.strip():
         raise TransferError(what, "redirect without a Location header", "check the server")
     target = location.strip()
-    if target.startswith("davs://"):
-        target = "https://" + target[len("davs://"):]
-    elif target.startswith("dav://"):
-        target = "http://" + target[len("dav://"):]
+    if _scheme(target) in ALIASES:
+        target = normalize(target)
     target = urljoin(str(base), target)
     try:
         url = Url.parse(target)

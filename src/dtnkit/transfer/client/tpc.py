@@ -25,6 +25,7 @@ from dtnkit.transfer.client.session import (
     check_status,
     follow_redirect,
     is_url,
+    normalize,
     same_origin,
     status_of,
     want_name,
@@ -108,9 +109,9 @@ def request_copy(active_url: str, *, source: str | None = None,
     if require_checksum is not None:
         headers["RequireChecksumVerification"] = "true" if require_checksum else "false"
     if source is not None:
-        headers["Source"] = source
+        headers["Source"] = normalize(source)  # dav(s):// as http(s)://, for every peer
     if destination is not None:
-        headers["Destination"] = destination
+        headers["Destination"] = normalize(destination)
     if checksum is not None:
         headers["Want-Digest"] = want_name(cks.canonical(checksum))
     for name, value in (transfer_headers or {}).items():
@@ -196,6 +197,7 @@ def third_party_copy(mode: str, src: str, dst: str, *, token: str | None,
     before the copy; a successful one reports the destination's size and digest."""
     if not (is_url(src) and is_url(dst)):
         raise BadInput("--tpc", "needs two http(s) URLs", "pass SRC and DST as URLs")
+    src, dst = normalize(src), normalize(dst)
     forward = {"Authorization": f"Bearer {remote_token}"} if remote_token else {}
     pull = mode == "pull"
     url = Url.parse(dst)
