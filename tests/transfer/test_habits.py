@@ -5,8 +5,9 @@ json``, rates in bit/s and digests in hex."""
 
 from __future__ import annotations
 
+import http.client
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -140,3 +141,143 @@ def test_cp_tpc_with_dav_urls(pair: tuple[ServerHandle, ServerHandle],
                              dav(a, "x"), dav(b, name))
         assert code == 0, err
         assert (b.root / name).read_bytes() == data
+
+
+# --------------------------------------------------------------------------- server: PUT
+# conditions, checked again at the commit (a file that appears while the body arrives)
+
+
+def _conn(handle: ServerHandle) -> http.client.HTTPConnection:
+    port = int(handle.url.rsplit(":", 1)[1].strip("/"))
+    return http.client.HTTPConnection("127.0.0.1", port, timeout=20)
+
+
+def in_flight_max() -> int:
+    """Bytes the kernel may hold between a sender and a receiver that has read nothing (both
+    socket buffers at their largest)."""
+    def top(key: str) -> int:
+        return int(Path(f"/proc/sys/net/ipv4/{key}").read_text().split()[2])
+
+    return top("tcp_rmem") + top("tcp_wmem")
+
+
+def put_with_interlude(handle: ServerHandle, name: str, body: bytes, headers: dict[str, str],
+                       interlude: Callable[[], None]) -> tuple[int, bytes]:
+    """PUT a body of more than the socket buffers hold, then *body*; *interlude* runs in
+    between, when the send of the first part has returned: the server is then reading the
+    body (its checks before the body are done) and cannot commit before the rest."""
+    first = in_flight_max() + 2**20
+    conn = _conn(handle)
+    try:
+        conn.putrequest("PUT", "/" + name, skip_accept_encoding=True)
+        for key, value in {"Authorization": f"Bearer {TOKEN}",
+                           "Content-Length": str(first + len(body)), **headers}.items():
+            conn.putheader(key, value)
+        conn.endheaders()
+        conn.send(bytes(first))
+        interlude()
+        conn.send(body)
+        r = conn.getresponse()
+        return r.status, r.read()
+    finally:
+        conn.close()
+
+
+def put(handle: ServerHandle, name: str, body: bytes, headers: dict[str, str]) -> int:
+    status, _r = _session_request(handle, "PUT", name, headers, body)
+    return status
+
+
+def head_etag(handle: ServerHandle, name: str) -> str:
+    conn = _conn(handle)
+    try:
+        conn.request("HEAD", "/" + name, headers={"Authorization": f"Bearer {TOKEN}"})
+        r = conn.getresponse()
+        r.read()
+        assert r.status == 200
+        tag = r.getheader("ETag")
+        assert tag
+        return tag
+    finally:
+        conn.close()
+
+
+def test_put_if_none_match_star_is_checked_at_the_commit(served: ServerHandle) -> None:
+    target = served.root / "late"
+    status, body = put_with_interlude(served, "late", payload(), {"If-None-Match": "*"},
+                                      lambda: target.write_bytes(b"another writer"))
+    assert status == 412, body
+    assert target.read_bytes() == b"another writer"
+    assert [p.name for p in served.root.iterdir()] == ["late"]  # no part file left
+
+
+def test_put_if_match(served: ServerHandle) -> None:
+    target = served.root / "f"
+    target.write_bytes(b"version one")
+    tag = head_etag(served, "f")
+    # another tag, and the right one as a weak tag (never matches a strong comparison)
+    for value in ('"0-0-0"', f"W/{tag}"):
+        assert put(served, "f", b"v2", {"If-Match": value}) == 412, value
+    assert target.read_bytes() == b"version one"
+    assert put(served, "f", b"version two", {"If-Match": f'"nope", {tag}'}) == 204
+    assert target.read_bytes() == b"version two"
+    # If-Match on a file that does not exist: 412, nothing created; malformed: 400
+    assert put(served, "g", b"x", {"If-Match": "*"}) == 412
+    assert put(served, "g", b"x", {"If-Match": "no quotes"}) == 400
+    assert put(served, "g", b"x", {"If-None-Match": tag}) == 201
+    assert put(served, "f", b"x", {"If-None-Match": f'"a", W/{head_etag(served, "f")}'}) == 412
+    assert (served.root / "g").read_bytes() == b"x"
+    assert target.read_bytes() == b"version two"
+
+
+def test_put_if_match_is_checked_at_the_commit(served: ServerHandle) -> None:
+    target = served.root / "f"
+    target.write_bytes(b"version one")
+    tag = head_etag(served, "f")
+
+    def other_writer() -> None:
+        target.write_bytes(b"version one, changed meanwhile")
+
+    status, _body = put_with_interlude(served, "f", payload(), {"If-Match": tag},
+                                       other_writer)
+    assert status == 412
+    assert target.read_bytes() == b"version one, changed meanwhile"
+    assert [p.name for p in served.root.iterdir()] == ["f"]
+
+
+def _session_request(handle: ServerHandle, method: str, name: str, headers: dict[str, str],
+                     body: bytes = b"") -> tuple[int, http.client.HTTPResponse]:
+    conn = _conn(handle)
+    try:
+        conn.request(method, "/" + name, body=body,
+                     headers={"Authorization": f"Bearer {TOKEN}", **headers})
+        r = conn.getresponse()
+        r.read()
+        return r.status, r
+    finally:
+        conn.close()
+
+
+def test_session_commit_if_none_match_star_is_atomic(served: ServerHandle) -> None:
+    data = payload(1000)
+    status, r = _session_request(served, "POST", "s", {"Dtnkit-Upload": "start",
+                                                       "Upload-Length": "1000",
+                                                       "If-None-Match": "*"})
+    assert status == 201
+    ident = r.getheader("Dtnkit-Upload-Id") or ""
+    status, _r = _session_request(served, "PUT", "s", {"Dtnkit-Upload-Id": ident,
+                                                       "Content-Range": "bytes 0-999/1000"},
+                                  data)
+    assert status == 204
+    (served.root / "s").write_bytes(b"another writer")
+    status, _r = _session_request(served, "POST", "s", {"Dtnkit-Upload": "commit",
+                                                        "Dtnkit-Upload-Id": ident,
+                                                        "If-None-Match": "*"})
+    assert status == 412
+    assert (served.root / "s").read_bytes() == b"another writer"
+    assert [p.name for p in served.root.iterdir()] == ["s"]
+    # a session start for an existing file with If-None-Match: * is refused at once
+    status, _r = _session_request(served, "POST", "s", {"Dtnkit-Upload": "start",
+                                                        "Upload-Length": "1000",
+                                                        "If-None-Match": "*"})
+    assert status == 412
