@@ -17,6 +17,9 @@ from dtnkit.cli.main import main
 from dtnkit.environment import Environment
 from dtnkit.errors import BadInput, ExitStatus
 from dtnkit.transfer import tokens
+from dtnkit.transfer.client.copy import copy
+from dtnkit.transfer.client.errors import DestinationExists
+from dtnkit.transfer.client.options import Options
 from dtnkit.transfer.client.session import Url, is_url
 from dtnkit.transfer.server import ServerHandle, start_server
 
@@ -281,3 +284,85 @@ def test_session_commit_if_none_match_star_is_atomic(served: ServerHandle) -> No
                                                         "Upload-Length": "1000",
                                                         "If-None-Match": "*"})
     assert status == 412
+
+
+# --------------------------------------------------------------------------- no overwrite
+# without -f, as xrdcp and gfal-copy
+
+
+CASES = ["download", "upload", "upload-session", "relay", "relay-session", "tpc-pull",
+         "tpc-push"]
+
+
+def _case(case: str, a: ServerHandle, b: ServerHandle,
+          tmp_path: Path) -> tuple[list[str], Path]:
+    """The cp arguments of *case* and the destination file they write."""
+    local = tmp_path / "local.bin"
+    streams = ["--streams", "2"] if case.endswith("session") else ["--streams", "1"]
+    if case == "download":
+        return [dav(a, "src.bin"), str(local)], local
+    if case.startswith("upload"):
+        local.write_bytes(payload())
+        return [str(local), a.url + "dst.bin", *streams], a.root / "dst.bin"
+    if case.startswith("relay"):
+        return [a.url + "src.bin", b.url + "dst.bin", *streams], b.root / "dst.bin"
+    mode = case.split("-")[1]
+    return ["--tpc", mode, "--remote-token", TOKEN, a.url + "src.bin",
+            b.url + "dst.bin"], b.root / "dst.bin"
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_an_existing_destination_is_kept_without_force(
+        case: str, pair: tuple[ServerHandle, ServerHandle], tmp_path: Path,
+        environment: Environment) -> None:
+    a, b = pair
+    (a.root / "src.bin").write_bytes(payload())
+    argv, dst = _case(case, a, b, tmp_path)
+    dst.write_bytes(b"precious")
+    code, out, err = cp(environment, *argv)
+    assert code == ExitStatus.REFUSED and out == ""
+    line = one_error_line(err)
+    assert "exists" in line and "--force" in line
+    assert dst.read_bytes() == b"precious"
+    assert not [p for p in dst.parent.iterdir() if "dtnkit-part" in p.name]
+    for force in ("-f", "--force"):
+        dst.write_bytes(b"precious")
+        code, _out, err = cp(environment, *argv, force)
+        assert code == 0, err
+        assert dst.read_bytes() == payload()
+
+
+def test_a_destination_that_appears_during_a_download_is_kept(
+        served: ServerHandle, tmp_path: Path) -> None:
+    (served.root / "src.bin").write_bytes(payload())
+    dst = tmp_path / "dst.bin"
+
+    def other_writer(_n: int) -> None:
+        if not dst.exists():
+            dst.write_bytes(b"another writer")
+
+    options = Options(token=TOKEN, block_size=65536, streams=2, overwrite=False,
+                      progress=other_writer)
+    with pytest.raises(DestinationExists):
+        copy(served.url + "src.bin", str(dst), options)
+    assert dst.read_bytes() == b"another writer"
+    assert [p.name for p in tmp_path.iterdir()] == ["dst.bin", "srv"]
+
+
+@pytest.mark.parametrize("streams", [1, 2])
+def test_a_destination_that_appears_during_an_upload_is_kept(
+        streams: int, served: ServerHandle, tmp_path: Path) -> None:
+    src = tmp_path / "src.bin"
+    src.write_bytes(payload())
+    dst = served.root / "dst.bin"
+
+    def other_writer(_n: int) -> None:
+        if not dst.exists():
+            dst.write_bytes(b"another writer")
+
+    options = Options(token=TOKEN, block_size=65536, streams=streams, overwrite=False,
+                      progress=other_writer, backoff=0.01)
+    with pytest.raises(DestinationExists):
+        copy(str(src), served.url + "dst.bin", options)
+    assert dst.read_bytes() == b"another writer"
+    assert [p.name for p in served.root.iterdir()] == ["dst.bin"]

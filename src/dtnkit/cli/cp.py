@@ -9,7 +9,7 @@ from contextlib import contextmanager
 import click
 
 from dtnkit.cli.options import pass_env
-from dtnkit.cli.output import emit
+from dtnkit.cli.output import emit, format_option
 from dtnkit.environment import Environment
 from dtnkit.transfer import checksum as cks
 from dtnkit.transfer.client.verify import Level, Verify
@@ -75,8 +75,8 @@ def _sigterm_interrupts(env: Environment) -> Iterator[None]:
               help="Files copied concurrently.")
 @click.option("--block-size", default="8MiB", show_default=True,
               help="Range block size per request.")
-@click.option("--checksum", type=click.Choice(cks.ALGORITHMS), default="adler32",
-              show_default=True)
+@click.option("-K", "--checksum", type=click.Choice(cks.ALGORITHMS), default="adler32",
+              show_default=True, help="Checksum algorithm (-K as in gfal-copy).")
 @click.option("--verify", type=click.Choice([v.value for v in Verify]), default=Verify.BLOCK.value,
               show_default=True,
               help="none; sequential (source, transfer, re-read destination); file (checksum "
@@ -95,7 +95,12 @@ def _sigterm_interrupts(env: Environment) -> Iterator[None]:
 @click.option("--ca-file", type=click.Path(exists=True, dir_okay=False), default=None,
               help="PEM CA bundle to verify the server's certificate.")
 @click.option("--insecure", is_flag=True, help="Do not verify the server's certificate.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON summary on stdout.")
+@click.option("--json", "as_json", is_flag=True, hidden=True,
+              help="The same as --format json (kept for scripts).")
+@format_option
+@click.option("-f", "--force", is_flag=True,
+              help="Replace an existing destination (as xrdcp -f and gfal-copy -f); "
+                   "without it an existing file is never overwritten.")
 @click.option("--tpc", type=click.Choice(["pull", "push"]), default=None,
               help="HTTP third-party copy between two servers: pull (COPY to DST with "
                    "Source: SRC) or push (COPY to SRC with Destination: DST).")
@@ -113,7 +118,8 @@ def cp(env: Environment,
        src: str, dst: str, recursive: bool, streams: int, parallel: int, block_size: str,
        checksum: str, verify: str, level: str, retries: int, stall_timeout: float,
        token: str | None, ca_file: str | None, insecure: bool, as_json: bool,
-       tpc: str | None = None, remote_token: str | None = None,
+       fmt: str = "table", force: bool = False, tpc: str | None = None,
+       remote_token: str | None = None,
        no_resume: bool = False, src_token: str | None = None,
        dst_token: str | None = None) -> int:
     """Copy SRC to DST: local path or http(s)://host:port/path, at least one a URL.
@@ -128,17 +134,18 @@ def cp(env: Environment,
     from dtnkit.transfer.client.copy import copy, total_size
     from dtnkit.transfer.client.options import Options
 
+    as_json = as_json or fmt == "json"
     if token is None:
         token = env.token
     if tpc is not None:
         return _third_party(env, tpc, src, dst, token, remote_token or token, streams, checksum,
-                            stall_timeout, ca_file, insecure, as_json)
+                            stall_timeout, ca_file, insecure, as_json, overwrite=force)
     options = Options(
         streams=streams, block_size=parse_bytes(block_size, "block-size", lo=4096, hi=2**30),
         checksum=checksum, verify=Verify(verify), level=Level(level), retries=retries,
         stall_timeout=stall_timeout, token=token, ca_file=ca_file, insecure=insecure,
         parallel=parallel, recursive=recursive, resume=not no_resume,
-        src_token=src_token, dst_token=dst_token)
+        src_token=src_token, dst_token=dst_token, overwrite=force)
     show = env.stderr_isatty and not as_json
     total = total_size(src, options) if show else None
     with _progress(env, show, total) as advance:
@@ -160,7 +167,7 @@ def cp(env: Environment,
 def _third_party(env: Environment,
                  mode: str, src: str, dst: str, token: str | None, remote_token: str | None,
                  streams: int, checksum: str, timeout: float, ca_file: str | None,
-                 insecure: bool, as_json: bool) -> int:
+                 insecure: bool, as_json: bool, *, overwrite: bool = True) -> int:
     """``cp --tpc``: ask one server to copy from/to the other; the active side verifies."""
     from dtnkit.transfer.client import tpc
     from dtnkit.transfer.wire.markers import Marker
@@ -179,7 +186,8 @@ def _third_party(env: Environment,
 
         done = tpc.third_party_copy(mode, src, dst, token=token, remote_token=remote_token,
                                     streams=streams, checksum=checksum, timeout=timeout,
-                                    ca_file=ca_file, insecure=insecure, on_marker=on_marker)
+                                    ca_file=ca_file, insecure=insecure, on_marker=on_marker,
+                                    overwrite=overwrite)
     summary = done.as_dict()
     shown = f", {checksum} {summary['digest']}" if summary["digest"] else ""
     emit(env, summary, "json" if as_json else "table",

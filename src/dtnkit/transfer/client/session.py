@@ -16,6 +16,7 @@ from dtnkit.errors import BadInput, DtnkitError
 from dtnkit.transfer import checksum as cks
 from dtnkit.transfer.client.errors import (
     ChecksumMismatch,
+    DestinationExists,
     FatalHttp,
     Redirected,
     Retryable,
@@ -316,6 +317,26 @@ def status_of(session: Session, method: str, url: Url) -> int | None:
         return session.request(method, url)[0]
     except (Retryable, DtnkitError):
         return None
+
+
+def create_only(options: Options) -> dict[str, str]:
+    """The header of a write that may not replace a file (no ``-f``): ``If-None-Match: *``."""
+    return {} if options.overwrite else {"If-None-Match": "*"}
+
+
+def refuse_existing(session: Session, url: Url, options: Options) -> None:
+    """Without ``-f``: DestinationExists when *url* is there now (a HEAD), before any byte is
+    sent, for servers that ignore ``If-None-Match`` on a PUT; the header still makes the
+    commit atomic on servers that honour it."""
+    if not options.overwrite and status_of(session, "HEAD", url) == 200:
+        raise DestinationExists(str(url))
+
+
+def existing_after_412(session: Session, url: Url, status: int, options: Options) -> None:
+    """After a 412 to a write sent with ``If-None-Match: *``: DestinationExists when the
+    target is there now (else the 412 was about something else, such as a digest)."""
+    if status == 412 and not options.overwrite and status_of(session, "HEAD", url) == 200:
+        raise DestinationExists(str(url))
 
 
 def mkcol(session: Session, url: Url) -> None:

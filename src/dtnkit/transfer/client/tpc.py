@@ -15,7 +15,7 @@ from typing import Any
 
 from dtnkit.errors import BadInput
 from dtnkit.transfer import checksum as cks
-from dtnkit.transfer.client.errors import TransferError
+from dtnkit.transfer.client.errors import DestinationExists, TransferError
 from dtnkit.transfer.client.options import Options
 from dtnkit.transfer.client.session import (
     MAX_REDIRECTS,
@@ -89,10 +89,14 @@ def request_copy(active_url: str, *, source: str | None = None,
                  transfer_headers: Mapping[str, str] | None = None, streams: int = 1,
                  timeout: float = 60.0, on_marker: Callable[[Marker], None] | None = None,
                  checksum: str | None = None, ca_file: str | None = None,
-                 insecure: bool = False, require_checksum: bool | None = None) -> TpcResult:
+                 insecure: bool = False, require_checksum: bool | None = None,
+                 overwrite: bool = True) -> TpcResult:
     """Send COPY to the active party; follow its marker stream; trust only the final line.
 
-    ``transfer_headers`` are sent as ``TransferHeader<Name>``.  ``timeout`` bounds the wait
+    ``transfer_headers`` are sent as ``TransferHeader<Name>``.  ``overwrite=False`` sends
+    ``Overwrite: F`` (RFC 4918; XRootD then opens the destination exclusively, 412 when it
+    exists; dtnkit serve renames without replacing, and a push PUTs with
+    ``If-None-Match: *``).  ``timeout`` bounds the wait
     between two lines of the stream.  ``require_checksum`` sends
     ``RequireChecksumVerification: true|false`` (not sent when None).  A 301/302/303/307/308
     answer is followed (COPY again, at most :data:`MAX_REDIRECTS` hops, never from https to
@@ -106,6 +110,8 @@ def request_copy(active_url: str, *, source: str | None = None,
                        "pass source= (pull) or destination= (push)")
     first = url = Url.parse(active_url)
     headers = {"Credential": "none", "X-Number-Of-Streams": str(streams)}
+    if not overwrite:
+        headers["Overwrite"] = "F"
     if require_checksum is not None:
         headers["RequireChecksumVerification"] = "true" if require_checksum else "false"
     if source is not None:
@@ -190,7 +196,8 @@ class ThirdPartySummary:
 def third_party_copy(mode: str, src: str, dst: str, *, token: str | None,
                      remote_token: str | None, streams: int, checksum: str, timeout: float,
                      ca_file: str | None, insecure: bool,
-                     on_marker: Callable[[Marker], None] | None = None) -> ThirdPartySummary:
+                     on_marker: Callable[[Marker], None] | None = None,
+                     overwrite: bool = True) -> ThirdPartySummary:
     """Ask one server to copy from (``pull``: COPY to *dst*) or to (``push``: COPY to *src*)
     the other; the active side verifies.  A failed copy raises :class:`TpcError` after
     removing a destination the active server left behind, but only one that did not exist
@@ -204,12 +211,15 @@ def third_party_copy(mode: str, src: str, dst: str, *, token: str | None,
     options = Options(token=token if pull else remote_token, checksum=checksum,
                       ca_file=ca_file, insecure=insecure, retries=1)
     dst_session = Session(url, options)
-    existed = status_of(dst_session, "HEAD", url) != 404
+    before = status_of(dst_session, "HEAD", url)
+    existed = before != 404
+    if before == 200 and not overwrite:
+        raise DestinationExists(str(url))  # also for an active side that ignores Overwrite
     result = request_copy(dst if pull else src, source=src if pull else None,
                           destination=None if pull else dst, token=token,
                           transfer_headers=forward, streams=streams, timeout=timeout,
                           checksum=checksum, ca_file=ca_file, insecure=insecure,
-                          on_marker=on_marker)
+                          on_marker=on_marker, overwrite=overwrite)
     if not result.ok:
         # XRootD 5.5 answers 201 and leaves a 0-byte or partial destination after a failed
         # pull: remove it, but only if it was not there before the copy.
