@@ -71,8 +71,9 @@ class Url:
     def parse(cls, text: str) -> Url:
         parts = urlsplit(normalize(text))
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise BadInput(f"URL {text!r}", "is not http(s)://host[:port]/path",
-                           "pass e.g. http://127.0.0.1:8080/data/file")
+            raise BadInput(f"URL {text!r}", "is not an http(s) URL",
+                           "pass e.g. http://127.0.0.1:8080/data/file or "
+                           "davs://host:1094/data/file")
         try:
             port = parts.port or (443 if parts.scheme == "https" else 80)
         except ValueError:
