@@ -5,8 +5,15 @@ json``, rates in bit/s and digests in hex."""
 
 from __future__ import annotations
 
+import hashlib
 import http.client
+import json
 import random
+import re
+import subprocess
+import sys
+import urllib.request
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -21,7 +28,9 @@ from dtnkit.transfer.client.copy import copy
 from dtnkit.transfer.client.errors import DestinationExists
 from dtnkit.transfer.client.options import Options
 from dtnkit.transfer.client.session import Url, is_url
+from dtnkit.transfer.client.tpc import source_size as tpc_total
 from dtnkit.transfer.server import ServerHandle, start_server
+from dtnkit.units import format_rate
 
 TOKEN = "habits-rw"
 SIZE = 3 * 65536 + 777
@@ -366,3 +375,85 @@ def test_a_destination_that_appears_during_an_upload_is_kept(
         copy(str(src), served.url + "dst.bin", options)
     assert dst.read_bytes() == b"another writer"
     assert [p.name for p in served.root.iterdir()] == ["dst.bin"]
+
+
+# --------------------------------------------------------------------------- output habits
+
+
+@pytest.mark.parametrize(("bits", "shown"), [
+    (0, "0.00 bits/sec"), (941e6, "941 Mbits/sec"), (9.41e9, "9.41 Gbits/sec"),
+    (23.46e9, "23.5 Gbits/sec"), (112.4e6, "112 Mbits/sec"), (999.7e6, "1.00 Gbits/sec"),
+    (5.5e3, "5.50 Kbits/sec"), (2.5e15, "2500 Tbits/sec")])
+def test_rates_read_as_iperf3_prints_them(bits: float, shown: str) -> None:
+    assert format_rate(bits) == shown
+
+
+@pytest.mark.parametrize(("algorithm", "expected"), [
+    ("md5", lambda d: hashlib.md5(d).hexdigest()),
+    ("sha256", lambda d: hashlib.sha256(d).hexdigest()),
+    ("adler32", lambda d: f"{zlib.adler32(d):08x}")])
+def test_k_format_json_and_hex_digests(algorithm: str, expected: Callable[[bytes], str],
+                                       served: ServerHandle, tmp_path: Path,
+                                       environment: Environment) -> None:
+    data = payload()
+    src = tmp_path / "f"
+    src.write_bytes(data)
+    code, out, err = cp(environment, str(src), served.url + "f", "-K", algorithm,
+                        "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["checksum"] == algorithm and doc["digest"] == expected(data)  # as md5sum
+    code, out, err = cp(environment, served.url + "f", str(tmp_path / "g"), "-K", algorithm,
+                        "--json")  # the old spelling still works
+    assert code == 0, err
+    assert json.loads(out)["digest"] == expected(data)
+    code, out, err = cp(environment, served.url + "f", str(tmp_path / "h"), "-K", algorithm)
+    assert code == 0 and out == ""
+    assert f"{algorithm} {expected(data)}" in err
+    assert re.search(r"\(\d[\d.]* [KMGT]?bits/sec\)", err), err
+
+
+def test_tpc_json_has_a_hex_digest_and_a_rate(pair: tuple[ServerHandle, ServerHandle],
+                                             environment: Environment) -> None:
+    a, b = pair
+    data = payload()
+    (a.root / "x").write_bytes(data)
+    code, out, err = cp(environment, "--tpc", "pull", "--remote-token", TOKEN, "-K", "md5",
+                        a.url + "x", b.url + "y", "--format", "json")
+    assert code == 0, err
+    assert json.loads(out)["digest"] == hashlib.md5(data).hexdigest()
+    code, out, err = cp(environment, "--tpc", "pull", "--remote-token", TOKEN, "-K", "md5",
+                        a.url + "x", b.url + "z")
+    assert code == 0 and out == ""
+    assert hashlib.md5(data).hexdigest() in err and "bits/sec" in err
+
+
+def test_tpc_progress_knows_the_total_size(served: ServerHandle) -> None:
+    a = served
+    (a.root / "x").write_bytes(payload())
+    for mode, token, remote in (("pull", "wrong", TOKEN), ("push", TOKEN, "wrong")):
+        # the source's own token: the remote one for a pull, the client's for a push
+        assert tpc_total(mode, a.url + "x", token=token, remote_token=remote, ca_file=None,
+                         insecure=False) == SIZE
+    assert tpc_total("pull", a.url + "missing", token=TOKEN, remote_token=TOKEN,
+                     ca_file=None, insecure=False) is None
+
+
+def test_serve_format_json(tmp_path: Path) -> None:
+    root = tmp_path / "srv"
+    root.mkdir()
+    (root / "f").write_bytes(b"hello")
+    exe = Path(sys.executable).parent / "dtnkit"
+    proc = subprocess.Popen([str(exe), "serve", "--root", str(root), "--port", "0",
+                             "--anonymous-read", "--quiet", "--format", "json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        doc = json.loads(proc.stdout.readline())
+        assert doc["root"] == str(root) and doc["url"].startswith("http://127.0.0.1:")
+        with urllib.request.urlopen(doc["url"] + "f", timeout=10) as r:
+            assert r.read() == b"hello"
+    finally:
+        proc.terminate()
+        _out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0, err

@@ -13,7 +13,7 @@ from dtnkit.cli.output import emit, format_option
 from dtnkit.environment import Environment
 from dtnkit.transfer import checksum as cks
 from dtnkit.transfer.client.verify import Level, Verify
-from dtnkit.units import parse_bytes
+from dtnkit.units import format_rate, parse_bytes
 
 
 @contextmanager
@@ -28,12 +28,22 @@ def _progress(env: Environment, enabled: bool,
         BarColumn,
         DownloadColumn,
         Progress,
+        ProgressColumn,
+        Task,
         TimeRemainingColumn,
-        TransferSpeedColumn,
     )
+    from rich.text import Text
+
+    class BitRate(ProgressColumn):
+        """The rate in bit/s, as iperf3 prints it."""
+
+        def render(self, task: Task) -> Text:
+            speed = task.finished_speed or task.speed
+            return Text(format_rate(speed * 8) if speed is not None else "?",
+                        style="progress.data.speed")
 
     progress = Progress("[progress.description]{task.description}", BarColumn(),
-                        DownloadColumn(binary_units=True), TransferSpeedColumn(),
+                        DownloadColumn(binary_units=True), BitRate(),
                         TimeRemainingColumn(), console=Console(file=env.stderr), transient=True)
     with progress:
         task = progress.add_task("cp", total=total)
@@ -154,7 +164,7 @@ def cp(env: Environment,
             summary = copy(src, dst, options)
     result = summary.as_dict(options)
     rate = result["rate_bps"]
-    rate_text = f"{float(rate) / 1e6:.1f} Mb/s" if isinstance(rate, float) else "-"
+    rate_text = format_rate(rate) if isinstance(rate, float) else "-"
     digest = f", {options.checksum} {result['digest']}" if result["digest"] else ""
     # for people the summary goes to stderr, beside the progress bar
     emit(env, result, "json" if as_json else "table",
@@ -173,7 +183,10 @@ def _third_party(env: Environment,
     from dtnkit.transfer.wire.markers import Marker
 
     show = env.stderr_isatty and not as_json
-    with _progress(env, show, None) as advance:
+    # the markers tell the bytes moved, not the size: ask the source for the bar's total
+    total = tpc.source_size(mode, src, token=token, remote_token=remote_token,
+                            ca_file=ca_file, insecure=insecure) if show else None
+    with _progress(env, show, total) as advance:
         per_stripe: dict[int, int] = {}
 
         def on_marker(marker: Marker) -> None:
@@ -190,7 +203,9 @@ def _third_party(env: Environment,
                                     overwrite=overwrite)
     summary = done.as_dict()
     shown = f", {checksum} {summary['digest']}" if summary["digest"] else ""
+    seconds = done.result.seconds
+    rate = f" ({format_rate(done.size * 8 / seconds)})" if seconds > 0 else ""
     emit(env, summary, "json" if as_json else "table",
-         lambda p: p.echo(f"third-party {mode}: {done.size} bytes in {done.result.seconds:.2f} s"
+         lambda p: p.echo(f"third-party {mode}: {done.size} bytes in {seconds:.2f} s{rate}"
                           f"{shown}", err=True), indent=None)
     return 0

@@ -81,10 +81,10 @@ class FileResult:
     algorithm: str | None = None  # the digest's checksum algorithm
 
     def shown_digest(self) -> str | None:
-        """The digest as people and JSON see it (hex or base64, as in a Digest header)."""
+        """The digest as people and JSON see it: hex, as md5sum prints it."""
         if self.digest is None or self.algorithm is None:
             return None
-        return dg.format_value(self.algorithm, self.digest)
+        return dg.show(self.digest)
 
 
 @dataclass

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from dtnkit.errors import BadInput
+from dtnkit.errors import BadInput, DtnkitError
 from dtnkit.transfer import checksum as cks
 from dtnkit.transfer.client.errors import DestinationExists, TransferError
 from dtnkit.transfer.client.options import Options
@@ -188,9 +188,23 @@ class ThirdPartySummary:
         return {"mode": self.mode, "source": self.source, "destination": self.destination,
                 "bytes": self.size, "seconds": round(self.result.seconds, 6),
                 "checksum": self.checksum,
-                "digest": dg.format_value(self.checksum, self.digest)
-                if self.digest is not None else None,
+                "digest": dg.show(self.digest) if self.digest is not None else None,
                 "markers": len(self.result.markers), "final": self.result.final}
+
+
+def source_size(mode: str, src: str, *, token: str | None, remote_token: str | None,
+                ca_file: str | None, insecure: bool) -> int | None:
+    """The size of a third-party copy's source, for a progress bar's total (the markers
+    give only the bytes moved): a HEAD with the source's own token (the remote token for a
+    pull, the client's for a push); None when the source does not say."""
+    try:
+        url = Url.parse(src)
+        options = Options(token=remote_token if mode == "pull" else token, ca_file=ca_file,
+                          insecure=insecure, retries=0, stall_timeout=10.0)
+        _session, _url, info = Session(url, options).resolve(url)
+    except DtnkitError:
+        return None
+    return None if info.is_dir else info.size
 
 
 def third_party_copy(mode: str, src: str, dst: str, *, token: str | None,
