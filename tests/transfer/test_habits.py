@@ -12,9 +12,11 @@ import random
 import re
 import subprocess
 import sys
+import threading
 import urllib.request
 import zlib
 from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -28,6 +30,7 @@ from dtnkit.transfer.client.copy import copy
 from dtnkit.transfer.client.errors import DestinationExists
 from dtnkit.transfer.client.options import Options
 from dtnkit.transfer.client.session import Url, is_url
+from dtnkit.transfer.client.tpc import TpcResult, request_copy
 from dtnkit.transfer.client.tpc import source_size as tpc_total
 from dtnkit.transfer.server import ServerHandle, start_server
 from dtnkit.units import format_rate
@@ -457,3 +460,114 @@ def test_serve_format_json(tmp_path: Path) -> None:
         proc.terminate()
         _out, err = proc.communicate(timeout=20)
     assert proc.returncode == 0, err
+
+
+# --------------------------------------------------------------------------- COPY Overwrite: F
+# with peers that hold the copy at a chosen moment (deterministic, no sleeps)
+
+
+class Peer(BaseHTTPRequestHandler):
+    """A source (GET waits for ``gate``) or a destination (PUT answers 412, as after another
+    writer's commit) of a third-party copy; it records the methods it was sent."""
+
+    data = b""
+    gate: threading.Event
+    reached: threading.Event
+    seen: list[str]
+    exists: bool = False
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def do_HEAD(self) -> None:
+        self.seen.append("HEAD")
+        if self.path.endswith("/dst") and not self.exists:
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(self.data)))
+        self.send_header("ETag", '"peer-1"')
+        self.send_header("Accept-Ranges", "bytes")
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Digest", f"adler32={zlib.adler32(self.data):08x}")
+        self.end_headers()
+
+    def do_GET(self) -> None:
+        self.seen.append("GET")
+        self.reached.set()
+        assert self.gate.wait(30)
+        first, last = (int(v) for v in self.headers["Range"].split("=")[1].split("-"))
+        body = self.data[first:last + 1]
+        self.send_response(206)
+        self.send_header("Content-Range", f"bytes {first}-{last}/{len(self.data)}")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_PUT(self) -> None:
+        self.seen.append("PUT " + ("If-None-Match: " + self.headers.get("If-None-Match", "")))
+        self.rfile.read(int(self.headers["Content-Length"]))
+        type(self).exists = True  # another writer committed first
+        self.send_response(412)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def do_DELETE(self) -> None:
+        self.seen.append("DELETE")
+        self.send_response(204)
+        self.end_headers()
+
+
+@pytest.fixture
+def peer() -> Iterator[tuple[str, type[Peer]]]:
+    handler = type("OnePeer", (Peer,), {"data": payload(), "gate": threading.Event(),
+                                        "reached": threading.Event(), "seen": [],
+                                        "exists": False})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", handler
+    finally:
+        handler.gate.set()
+        server.shutdown()
+        server.server_close()
+        thread.join(10)
+
+
+def test_copy_pull_overwrite_f_keeps_a_file_that_appears_meanwhile(
+        served: ServerHandle, peer: tuple[str, type[Peer]]) -> None:
+    url, handler = peer
+    target = served.root / "y"
+    result: list[object] = []
+
+    def copy_it() -> None:
+        try:
+            result.append(request_copy(served.url + "y", source=url + "/x", token=TOKEN,
+                                       timeout=20, overwrite=False))
+        except BaseException as exc:
+            result.append(exc)
+
+    t = threading.Thread(target=copy_it)
+    t.start()
+    assert handler.reached.wait(20)
+    target.write_bytes(b"another writer")
+    handler.gate.set()
+    t.join(30)
+    done = result[0]
+    assert isinstance(done, TpcResult) and not done.ok, done
+    assert "exists" in done.final
+    assert target.read_bytes() == b"another writer"
+    assert [p.name for p in served.root.iterdir()] == ["y"]
+
+
+def test_copy_push_overwrite_f_never_deletes_what_another_writer_made(
+        served: ServerHandle, peer: tuple[str, type[Peer]]) -> None:
+    url, handler = peer
+    (served.root / "x").write_bytes(payload())
+    done = request_copy(served.url + "x", destination=url + "/dst", token=TOKEN, timeout=20,
+                        overwrite=False)
+    assert not done.ok and "exists" in done.final, done.final
+    assert "PUT If-None-Match: *" in handler.seen and "DELETE" not in handler.seen
