@@ -27,7 +27,7 @@ from dtnkit.environment import Environment
 from dtnkit.errors import BadInput, ExitStatus
 from dtnkit.transfer import tokens
 from dtnkit.transfer.client.copy import copy
-from dtnkit.transfer.client.errors import DestinationExists
+from dtnkit.transfer.client.errors import DestinationExists, TransferError
 from dtnkit.transfer.client.options import Options
 from dtnkit.transfer.client.session import Url, is_url
 from dtnkit.transfer.client.tpc import TpcResult, request_copy
@@ -571,3 +571,46 @@ def test_copy_push_overwrite_f_never_deletes_what_another_writer_made(
                         overwrite=False)
     assert not done.ok and "exists" in done.final, done.final
     assert "PUT If-None-Match: *" in handler.seen and "DELETE" not in handler.seen
+
+
+def test_resuming_a_kept_part_file_is_not_an_overwrite(tmp_path: Path) -> None:
+    """An interrupted download keeps its part file; the rerun without -f resumes it (the
+    destination does not exist), while an existing destination is still refused and the
+    kept part file left for a later rerun."""
+    root = tmp_path / "srv"
+    handle = _serve(root)
+    data = payload(40 * 4096)
+    (root / "r.bin").write_bytes(data)
+    dst = tmp_path / "r.bin"
+    seen = [0]
+    lock = threading.Lock()
+
+    def stop_half_way(n: int) -> None:
+        with lock:
+            seen[0] += n
+            if seen[0] >= len(data) // 2 > seen[0] - n:
+                handle.stop()
+
+    def options(**kw: object) -> Options:
+        base: dict[str, object] = {"token": TOKEN, "block_size": 4096, "streams": 2,
+                                   "retries": 1, "backoff": 0.01, "stall_timeout": 5.0,
+                                   "overwrite": False}
+        return Options(**{**base, **kw})  # type: ignore[arg-type]
+
+    with pytest.raises(TransferError):
+        copy(handle.url + "r.bin", str(dst), options(progress=stop_half_way))
+    handle = start_server(root, host="127.0.0.1", port=handle.port, quiet=True,
+                          tokens=tokens.parse(f"{TOKEN} read,write\n"))
+    try:
+        kept = sorted(p.name for p in tmp_path.iterdir() if "dtnkit-part" in p.name)
+        assert len(kept) == 2  # the part file and its journal
+        dst.write_bytes(b"precious")
+        with pytest.raises(DestinationExists):
+            copy(handle.url + "r.bin", str(dst), options())
+        assert dst.read_bytes() == b"precious"
+        assert sorted(p.name for p in tmp_path.iterdir() if "dtnkit-part" in p.name) == kept
+        dst.unlink()
+        summary = copy(handle.url + "r.bin", str(dst), options())
+        assert dst.read_bytes() == data and summary.files[0].resumed_blocks > 0
+    finally:
+        handle.stop()
