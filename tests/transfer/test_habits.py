@@ -25,7 +25,7 @@ from tests.conftest import taken
 from dtnkit.cli.main import main
 from dtnkit.environment import Environment
 from dtnkit.errors import BadInput, ExitStatus
-from dtnkit.transfer import tokens
+from dtnkit.transfer import files, tokens
 from dtnkit.transfer.client.copy import copy
 from dtnkit.transfer.client.errors import DestinationExists, TransferError
 from dtnkit.transfer.client.options import Options
@@ -614,3 +614,22 @@ def test_resuming_a_kept_part_file_is_not_an_overwrite(tmp_path: Path) -> None:
         assert dst.read_bytes() == data and summary.files[0].resumed_blocks > 0
     finally:
         handle.stop()
+
+
+@pytest.mark.parametrize("kernel", [True, False])
+def test_rename_noreplace(kernel: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    if not kernel:  # a C library or filesystem without renameat2: the hard-link way
+        monkeypatch.setattr(files, "_renameat2", None)
+    src, dst = tmp_path / "part", tmp_path / "dst"
+    src.write_bytes(b"new")
+    dst.write_bytes(b"old")
+    with pytest.raises(FileExistsError):
+        files.rename_noreplace(src, dst)
+    dst.unlink()
+    dst.symlink_to(tmp_path / "nowhere")  # a dangling symlink is there too
+    with pytest.raises(FileExistsError):
+        files.rename_noreplace(src, dst)
+    assert src.read_bytes() == b"new" and dst.is_symlink()
+    dst.unlink()
+    files.rename_noreplace(src, dst)
+    assert dst.read_bytes() == b"new" and not src.exists()
