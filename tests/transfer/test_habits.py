@@ -120,7 +120,7 @@ def test_cp_root_url_is_one_line_and_writes_nothing(tmp_path: Path,
     code, out, err = cp(environment, str(src), "root://eos.example//eos/f")
     assert code == ExitStatus.BAD_INPUT and out == ""
     line = one_error_line(err)
-    assert "root://" in line and "davs://eos.example:1094/" in line and "xrdcp" in line
+    assert "root://" in line and "davs://eos.example:1094/eos/f" in line and "xrdcp" in line
     code, _out, err = cp(environment, "root://eos.example//eos/f", str(tmp_path / "g"))
     assert code == ExitStatus.BAD_INPUT
     one_error_line(err)

@@ -53,10 +53,11 @@ def normalize(text: str) -> str:
     if scheme in ALIASES:
         return ALIASES[scheme] + text[len(scheme):]
     if scheme in XROOTD_SCHEMES:
-        host = urlsplit(text).hostname or "host"
+        parts = urlsplit(text)
+        door = f"davs://{parts.hostname or 'host'}:1094/{parts.path.lstrip('/')[:200]}"
         raise BadInput(f"URL {text[:200]!r}", f"{scheme}:// is XRootD's own protocol, which "
                        "dtnkit does not speak",
-                       f"use the server's HTTP door (e.g. davs://{host}:1094/path), or xrdcp")
+                       f"use the server's HTTP door (e.g. {door}), or xrdcp")
     return text
 
 
