@@ -230,6 +230,7 @@ def _commit(ex: Exchange, registry: Registry, session: UploadSession) -> None:
     path = session.path
     where = show(path, root)
     expected = integrity.request_digests(ex.headers)
+    conditions = put.conditions(ex)  # a malformed one is 400 before the session is taken
     with session.lock:
         if session.inflight:
             raise HttpError(409, f"commit of {where}", "ranges are still being received")
@@ -268,8 +269,8 @@ def _commit(ex: Exchange, registry: Registry, session: UploadSession) -> None:
                             f"checksum mismatch, nothing written, session discarded: {detail}")
         try:
             os.fsync(session.fd)
-            existed = put.conditions(ex).commit(ex.services.cache, session.fd, session.part,
-                                                path, got, where)
+            existed = conditions.commit(ex.services.cache, session.fd, session.part, path,
+                                        got, where)
         except OSError as exc:
             raise os_error(exc, path, root) from None
         committed = True
