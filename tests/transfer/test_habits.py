@@ -30,7 +30,7 @@ from dtnkit.transfer.client.copy import copy
 from dtnkit.transfer.client.errors import DestinationExists, TransferError
 from dtnkit.transfer.client.options import Options
 from dtnkit.transfer.client.session import Url, is_url
-from dtnkit.transfer.client.tpc import TpcResult, request_copy
+from dtnkit.transfer.client.tpc import TpcError, TpcResult, request_copy, third_party_copy
 from dtnkit.transfer.client.tpc import source_size as tpc_total
 from dtnkit.transfer.server import ServerHandle, start_server
 from dtnkit.units import format_rate
@@ -633,3 +633,30 @@ def test_rename_noreplace(kernel: bool, tmp_path: Path, monkeypatch: pytest.Monk
     dst.unlink()
     files.rename_noreplace(src, dst)
     assert dst.read_bytes() == b"new" and not src.exists()
+
+
+def test_cp_tpc_never_deletes_a_file_that_appeared_during_the_copy(
+        served: ServerHandle, peer: tuple[str, type[Peer]]) -> None:
+    """The clean-up of a failed copy (XRootD leaves partial files) must not remove the file
+    that made an Overwrite: F copy fail."""
+    url, handler = peer
+    target = served.root / "y"
+    result: list[object] = []
+
+    def copy_it() -> None:
+        try:
+            result.append(third_party_copy("pull", url + "/x", served.url + "y", token=TOKEN,
+                                           remote_token=None, streams=1, checksum="adler32",
+                                           timeout=20, ca_file=None, insecure=False,
+                                           overwrite=False))
+        except BaseException as exc:
+            result.append(exc)
+
+    t = threading.Thread(target=copy_it)
+    t.start()
+    assert handler.reached.wait(20)
+    target.write_bytes(b"another writer")
+    handler.gate.set()
+    t.join(30)
+    assert isinstance(result[0], TpcError) and "exists" in result[0].render(), result
+    assert target.read_bytes() == b"another writer"

@@ -237,7 +237,11 @@ def third_party_copy(mode: str, src: str, dst: str, *, token: str | None,
     if not result.ok:
         # XRootD 5.5 answers 201 and leaves a 0-byte or partial destination after a failed
         # pull: remove it, but only if it was not there before the copy.
-        removed = not existed and status_of(dst_session, "DELETE", url) in (200, 204)
+        # Nor a file that made an Overwrite: F copy fail: another writer's (dtnkit serve says
+        # so: "exists and Overwrite: F" for a pull, "destination URL: exists" for a push).
+        theirs = "Overwrite: F" in result.reason or result.reason.endswith(": exists")
+        removed = not existed and not theirs and status_of(
+            dst_session, "DELETE", url) in (200, 204)
         raise TpcError(f"third-party copy {src} -> {dst} ({mode})", result.reason
                        + ("; removed the partial destination the active server left"
                           if removed else ""),
