@@ -140,3 +140,23 @@ def check_finite(value: float, what: str, *, lo: float, hi: float, example: str)
         raise BadInput(f"bad {what} {value!r}", f"it must be a number above {lo:g} and at most "
                        f"{hi:g}", f"e.g. {example}")
     return value
+
+
+_RATE_UNITS = ("bits/sec", "Kbits/sec", "Mbits/sec", "Gbits/sec", "Tbits/sec")
+
+
+def format_rate(bits_per_second: float) -> str:
+    """A rate as iperf3 prints it: ``941 Mbits/sec``, ``9.41 Gbits/sec``, ``23.5 Gbits/sec``
+    (SI prefixes, three significant digits, the unit that keeps the number under 1000)."""
+    value = float(bits_per_second)
+    unit = 0
+    while value >= 999.5 and unit < len(_RATE_UNITS) - 1:
+        value /= 1000
+        unit += 1
+    if value < 9.995:
+        text = f"{value:.2f}"
+    elif value < 99.95:
+        text = f"{value:.1f}"
+    else:
+        text = f"{value:.0f}"
+    return f"{text} {_RATE_UNITS[unit]}"

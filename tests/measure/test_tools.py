@@ -178,7 +178,7 @@ def test_e2e_probe_moves_with_dtnkit_cp_by_default(
     assert code == ExitStatus.OK, up
     assert (root / "up.bin").read_bytes() == data
     assert up["kind"] == "e2e" and up["spec"]["tool"] == "dtnkit-cp"
-    assert up["spec"]["command_line"].endswith(f"cp {src} {url}up.bin --json")
+    assert up["spec"]["command_line"].endswith(f"cp {src} {url}up.bin -f --json")
     s = up["summary"]
     assert s["bytes"] == s["mover_bytes"] == len(data) and s["mover_files"] == 1
     assert s["throughput_bps"] == pytest.approx(len(data) * 8 / s["seconds"])

@@ -9,11 +9,11 @@ from contextlib import contextmanager
 import click
 
 from dtnkit.cli.options import pass_env
-from dtnkit.cli.output import emit
+from dtnkit.cli.output import emit, format_option
 from dtnkit.environment import Environment
 from dtnkit.transfer import checksum as cks
 from dtnkit.transfer.client.verify import Level, Verify
-from dtnkit.units import parse_bytes
+from dtnkit.units import format_rate, parse_bytes
 
 
 @contextmanager
@@ -28,12 +28,22 @@ def _progress(env: Environment, enabled: bool,
         BarColumn,
         DownloadColumn,
         Progress,
+        ProgressColumn,
+        Task,
         TimeRemainingColumn,
-        TransferSpeedColumn,
     )
+    from rich.text import Text
+
+    class BitRate(ProgressColumn):
+        """The rate in bit/s, as iperf3 prints it."""
+
+        def render(self, task: Task) -> Text:
+            speed = task.finished_speed or task.speed
+            return Text(format_rate(speed * 8) if speed is not None else "?",
+                        style="progress.data.speed")
 
     progress = Progress("[progress.description]{task.description}", BarColumn(),
-                        DownloadColumn(binary_units=True), TransferSpeedColumn(),
+                        DownloadColumn(binary_units=True), BitRate(),
                         TimeRemainingColumn(), console=Console(file=env.stderr), transient=True)
     with progress:
         task = progress.add_task("cp", total=total)
@@ -75,8 +85,8 @@ def _sigterm_interrupts(env: Environment) -> Iterator[None]:
               help="Files copied concurrently.")
 @click.option("--block-size", default="8MiB", show_default=True,
               help="Range block size per request.")
-@click.option("--checksum", type=click.Choice(cks.ALGORITHMS), default="adler32",
-              show_default=True)
+@click.option("-K", "--checksum", type=click.Choice(cks.ALGORITHMS), default="adler32",
+              show_default=True, help="Checksum algorithm (-K as in gfal-copy).")
 @click.option("--verify", type=click.Choice([v.value for v in Verify]), default=Verify.BLOCK.value,
               show_default=True,
               help="none; sequential (source, transfer, re-read destination); file (checksum "
@@ -95,7 +105,12 @@ def _sigterm_interrupts(env: Environment) -> Iterator[None]:
 @click.option("--ca-file", type=click.Path(exists=True, dir_okay=False), default=None,
               help="PEM CA bundle to verify the server's certificate.")
 @click.option("--insecure", is_flag=True, help="Do not verify the server's certificate.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON summary on stdout.")
+@click.option("--json", "as_json", is_flag=True, hidden=True,
+              help="The same as --format json (kept for scripts).")
+@format_option
+@click.option("-f", "--force", is_flag=True,
+              help="Replace an existing destination (as xrdcp -f and gfal-copy -f); "
+                   "without it an existing file is never overwritten.")
 @click.option("--tpc", type=click.Choice(["pull", "push"]), default=None,
               help="HTTP third-party copy between two servers: pull (COPY to DST with "
                    "Source: SRC) or push (COPY to SRC with Destination: DST).")
@@ -113,7 +128,8 @@ def cp(env: Environment,
        src: str, dst: str, recursive: bool, streams: int, parallel: int, block_size: str,
        checksum: str, verify: str, level: str, retries: int, stall_timeout: float,
        token: str | None, ca_file: str | None, insecure: bool, as_json: bool,
-       tpc: str | None = None, remote_token: str | None = None,
+       fmt: str = "table", force: bool = False, tpc: str | None = None,
+       remote_token: str | None = None,
        no_resume: bool = False, src_token: str | None = None,
        dst_token: str | None = None) -> int:
     """Copy SRC to DST: local path or http(s)://host:port/path, at least one a URL.
@@ -128,17 +144,18 @@ def cp(env: Environment,
     from dtnkit.transfer.client.copy import copy, total_size
     from dtnkit.transfer.client.options import Options
 
+    as_json = as_json or fmt == "json"
     if token is None:
         token = env.token
     if tpc is not None:
         return _third_party(env, tpc, src, dst, token, remote_token or token, streams, checksum,
-                            stall_timeout, ca_file, insecure, as_json)
+                            stall_timeout, ca_file, insecure, as_json, overwrite=force)
     options = Options(
         streams=streams, block_size=parse_bytes(block_size, "block-size", lo=4096, hi=2**30),
         checksum=checksum, verify=Verify(verify), level=Level(level), retries=retries,
         stall_timeout=stall_timeout, token=token, ca_file=ca_file, insecure=insecure,
         parallel=parallel, recursive=recursive, resume=not no_resume,
-        src_token=src_token, dst_token=dst_token)
+        src_token=src_token, dst_token=dst_token, overwrite=force)
     show = env.stderr_isatty and not as_json
     total = total_size(src, options) if show else None
     with _progress(env, show, total) as advance:
@@ -147,7 +164,7 @@ def cp(env: Environment,
             summary = copy(src, dst, options)
     result = summary.as_dict(options)
     rate = result["rate_bps"]
-    rate_text = f"{float(rate) / 1e6:.1f} Mb/s" if isinstance(rate, float) else "-"
+    rate_text = format_rate(rate) if isinstance(rate, float) else "-"
     digest = f", {options.checksum} {result['digest']}" if result["digest"] else ""
     # for people the summary goes to stderr, beside the progress bar
     emit(env, result, "json" if as_json else "table",
@@ -160,13 +177,16 @@ def cp(env: Environment,
 def _third_party(env: Environment,
                  mode: str, src: str, dst: str, token: str | None, remote_token: str | None,
                  streams: int, checksum: str, timeout: float, ca_file: str | None,
-                 insecure: bool, as_json: bool) -> int:
+                 insecure: bool, as_json: bool, *, overwrite: bool = True) -> int:
     """``cp --tpc``: ask one server to copy from/to the other; the active side verifies."""
     from dtnkit.transfer.client import tpc
     from dtnkit.transfer.wire.markers import Marker
 
     show = env.stderr_isatty and not as_json
-    with _progress(env, show, None) as advance:
+    # the markers tell the bytes moved, not the size: ask the source for the bar's total
+    total = tpc.source_size(mode, src, token=token, remote_token=remote_token,
+                            ca_file=ca_file, insecure=insecure) if show else None
+    with _progress(env, show, total) as advance:
         per_stripe: dict[int, int] = {}
 
         def on_marker(marker: Marker) -> None:
@@ -179,10 +199,13 @@ def _third_party(env: Environment,
 
         done = tpc.third_party_copy(mode, src, dst, token=token, remote_token=remote_token,
                                     streams=streams, checksum=checksum, timeout=timeout,
-                                    ca_file=ca_file, insecure=insecure, on_marker=on_marker)
+                                    ca_file=ca_file, insecure=insecure, on_marker=on_marker,
+                                    overwrite=overwrite)
     summary = done.as_dict()
     shown = f", {checksum} {summary['digest']}" if summary["digest"] else ""
+    seconds = done.result.seconds
+    rate = f" ({format_rate(done.size * 8 / seconds)})" if seconds > 0 else ""
     emit(env, summary, "json" if as_json else "table",
-         lambda p: p.echo(f"third-party {mode}: {done.size} bytes in {done.result.seconds:.2f} s"
+         lambda p: p.echo(f"third-party {mode}: {done.size} bytes in {seconds:.2f} s{rate}"
                           f"{shown}", err=True), indent=None)
     return 0

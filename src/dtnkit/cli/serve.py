@@ -10,7 +10,7 @@ from types import FrameType
 import click
 
 from dtnkit.cli.options import pass_env
-from dtnkit.cli.output import emit
+from dtnkit.cli.output import emit, format_option
 from dtnkit.environment import Environment
 from dtnkit.errors import BadInput
 
@@ -43,16 +43,19 @@ from dtnkit.errors import BadInput
 @click.option("--upload-expiry", type=click.FloatRange(1, 7 * 86400), default=3600.0,
               show_default=True,
               help="Seconds an idle partial-upload session (and its part file) is kept.")
+@format_option
 @pass_env
 def serve(env: Environment,
           root: Path, host: str, port: int | None, cert: Path | None, key: Path | None,
           tokens_file: Path | None, anonymous_read: bool, quiet: bool,
           marker_interval: float, ca_file: Path | None = None,
-          no_upload_sessions: bool = False, upload_expiry: float = 3600.0) -> int:
+          no_upload_sessions: bool = False, upload_expiry: float = 3600.0,
+          fmt: str = "table") -> int:
     """Serve ROOT over HTTP(S): GET/HEAD (ranges, digests), PUT, DELETE, MKCOL, PROPFIND,
     and HTTP third-party COPY (pull with Source:, push with Destination:).
 
-    Prints one line with the URL once listening; stops on SIGTERM or SIGINT.
+    Prints one line with the URL once listening (with --format json, one JSON object on one
+    line: url, root); stops on SIGTERM or SIGINT.
     """
     from dtnkit.transfer.server import start_server
 
@@ -75,8 +78,9 @@ def serve(env: Environment,
         for signum in (signal.SIGTERM, signal.SIGINT):
             previous[signum] = signal.signal(signum, on_signal)
     try:
-        emit(env, {"url": handle.url, "root": str(handle.root)}, "table",
-             lambda p: p.echo(f"dtnkit serve: listening on {handle.url} (root {handle.root})"))
+        emit(env, {"url": handle.url, "root": str(handle.root)}, fmt,
+             lambda p: p.echo(f"dtnkit serve: listening on {handle.url} (root {handle.root})"),
+             indent=None)
         while not stop.wait(0.5):
             pass
     finally:

@@ -10,11 +10,13 @@ A file arrives under a hidden part name next to its target (``.<name>.dtnkit-par
 from __future__ import annotations
 
 import collections
+import ctypes
+import errno
 import os
 import secrets
 import stat
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from dtnkit.transfer import paths
@@ -103,18 +105,62 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+_RENAME_NOREPLACE = 1  # linux/fs.h
+_AT_FDCWD = -100
+_libc = ctypes.CDLL(None, use_errno=True)
+_renameat2 = getattr(_libc, "renameat2", None)
+
+
+def rename_noreplace(src: Path | str, dst: Path | str, *, src_dir_fd: int | None = None,
+                     dst_dir_fd: int | None = None) -> None:
+    """Rename *src* to *dst* only if *dst* does not exist, atomically: FileExistsError when
+    it does (also when it appears at the last moment; a dangling symlink counts).
+
+    ``renameat2(RENAME_NOREPLACE)``; where the filesystem or the C library lacks it, a hard
+    link (which fails with EEXIST just as atomically) and the unlink of *src*."""
+    if _renameat2 is not None:
+        rc = _renameat2(_AT_FDCWD if src_dir_fd is None else src_dir_fd, os.fsencode(src),
+                        _AT_FDCWD if dst_dir_fd is None else dst_dir_fd, os.fsencode(dst),
+                        _RENAME_NOREPLACE)
+        if rc == 0:
+            return
+        err = ctypes.get_errno()
+        if err not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+            raise OSError(err, os.strerror(err), str(dst))
+    os.link(src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd, follow_symlinks=False)
+    os.unlink(src, dir_fd=src_dir_fd)
+
+
+#: Held from a commit's look at its target to its rename, so that a conditional commit
+#: (If-Match) compares the entity tag of the very file it replaces.
+_COMMIT_LOCK = threading.Lock()
+
+#: Raises when a commit must not happen, given the target's stat (None: no target).
+Precondition = Callable[[os.stat_result | None], None]
+
+
 def commit_part(cache: ChecksumCache, fd: int, part: Path, path: Path,
-                digests: Mapping[str, bytes]) -> bool:
+                digests: Mapping[str, bytes], *, replace: bool = True,
+                precondition: Precondition | None = None) -> bool:
     """Rename a verified, fsynced part file over *path* (keeping the mode a file there had),
     fsync the directory and remember the digests; True when a file was replaced.
 
+    ``replace=False``: never over an existing file (FileExistsError, atomically, also
+    against other processes).  *precondition* sees the target as it is just before the
+    rename (no other commit of this process in between) and raises to refuse.
     OSError when the rename or the directory fsync fails."""
-    existed = os.path.lexists(path)
-    old = stat_or_none(path) if existed else None
-    if old is not None and stat.S_ISREG(old.st_mode):
-        os.fchmod(fd, stat.S_IMODE(old.st_mode))
-    st = os.fstat(fd)
-    os.replace(part, path)
+    with _COMMIT_LOCK:
+        existed = os.path.lexists(path)
+        old = stat_or_none(path) if existed else None
+        if precondition is not None:
+            precondition(old)
+        if old is not None and stat.S_ISREG(old.st_mode):
+            os.fchmod(fd, stat.S_IMODE(old.st_mode))
+        st = os.fstat(fd)
+        if replace:
+            os.replace(part, path)
+        else:
+            rename_noreplace(part, path)
     fsync_dir(path.parent)
     if digests:
         cache.store(path, file_key(st), digests)

@@ -58,7 +58,8 @@ class DtnkitCp:
         return parse_cp_json(text)
 
     def run(self, host: Host, spec: E2ESpec, context: Context) -> ToolRun:
-        mover = [sys.executable, "-m", "dtnkit", "cp", spec.src, spec.dst, "--json"]
+        # -f: a probe repeats into the same destination (as `xrdcp -f` in a --command)
+        mover = [sys.executable, "-m", "dtnkit", "cp", spec.src, spec.dst, "-f", "--json"]
         argv = context.argv(host.argv(mover))
         done = run_timed(host, argv, spec, failed="the transfer with dtnkit cp failed",
                          next_step=f"run `dtnkit cp {shlex.quote(spec.src)} "

@@ -22,9 +22,16 @@ from pathlib import Path
 
 from dtnkit.errors import BadInput
 from dtnkit.transfer import checksum as cks
+from dtnkit.transfer import files
 from dtnkit.transfer import pipeline as pl
 from dtnkit.transfer.client.ends import FileSink, HttpRangeSource, move_blocks
-from dtnkit.transfer.client.errors import Abort, ChecksumMismatch, Retryable, TransferError
+from dtnkit.transfer.client.errors import (
+    Abort,
+    ChecksumMismatch,
+    DestinationExists,
+    Retryable,
+    TransferError,
+)
 from dtnkit.transfer.client.journals import (
     fsync_dir,
     journal_path,
@@ -203,6 +210,9 @@ def download_once(session: Session, url: Url, dst: Path, options: Options,
     plan = options.plan()
     name = plan.algorithm
     origin = url  # what the user asked for: the resume journal is keyed by it
+    if not options.overwrite and os.path.lexists(dst):
+        # only the destination counts: a kept part file is resumed, never "overwritten"
+        raise DestinationExists(str(dst))
     session, url, info = session.resolve(url)
     if info.is_dir:
         raise BadInput(f"{url}", "is a collection", "pass -r to copy a directory")
@@ -324,7 +334,13 @@ def download_once(session: Session, url: Url, dst: Path, options: Options,
                 if plan.level is Level.DURABLE:
                     os.fsync(fd)
                 got = pl.checksum_fd(fd, name, info.size)
-        os.replace(part, dst)
+        if options.overwrite:
+            os.replace(part, dst)
+        else:
+            try:  # never over a file that appeared during the copy, whoever wrote it
+                files.rename_noreplace(part, dst)
+            except FileExistsError:
+                raise DestinationExists(str(dst)) from None
         committed = True
         if plan.fsync:
             fsync_dir(dst.parent)

@@ -20,6 +20,14 @@ class FatalHttp(TransferError):
     status = ExitStatus.REFUSED
 
 
+class DestinationExists(FatalHttp):
+    """The destination is there and the copy may not replace it (no ``-f/--force``)."""
+
+    def __init__(self, where: str) -> None:
+        super().__init__(f"destination {where}", "exists",
+                         "pass -f/--force to overwrite it, or pick another name")
+
+
 class Retryable(Exception):
     """A connection error, a stall or a 5xx: worth another try."""
 

@@ -33,6 +33,9 @@ class Options:
     src_token: str | None = None  # remote to remote: the source's token (default: token)
     dst_token: str | None = None  # remote to remote: the destination's token (default: token)
     resume: bool = True  # continue from a kept part file (download) or session (upload)
+    # replace an existing destination (cp -f); False: refuse it, atomically at the commit
+    # (a local rename that never replaces, If-None-Match: * on a PUT, Overwrite: F on a COPY)
+    overwrite: bool = True
 
     def check(self) -> None:
         if self.streams < 1 or self.parallel < 1:
@@ -78,10 +81,10 @@ class FileResult:
     algorithm: str | None = None  # the digest's checksum algorithm
 
     def shown_digest(self) -> str | None:
-        """The digest as people and JSON see it (hex or base64, as in a Digest header)."""
+        """The digest as people and JSON see it: hex, as md5sum prints it."""
         if self.digest is None or self.algorithm is None:
             return None
-        return dg.format_value(self.algorithm, self.digest)
+        return dg.show(self.digest)
 
 
 @dataclass

@@ -32,8 +32,11 @@ from dtnkit.transfer.client.session import (
     Session,
     Url,
     check_status,
+    create_only,
     discard_remote,
+    existing_after_412,
     mkcol,
+    refuse_existing,
     source_digest,
 )
 from dtnkit.transfer.client.streams import Background, retry_on_mismatch
@@ -47,6 +50,7 @@ def relay(src_session: Session, src: Url, dst_session: Session, dst: Url,
     src_session, src, info = src_session.resolve(src)
     if info.is_dir:
         raise BadInput(f"{src}", "is a collection", "pass -r to copy a directory")
+    refuse_existing(dst_session, dst, options)
     use_session = options.streams > 1 and info.size > options.block_size
     if use_session:
         try:
@@ -64,7 +68,8 @@ def relay_session_once(src_session: Session, src: Url, info: RemoteInfo,
     plan = options.plan()
     name = plan.algorithm
     expected: Background | None = None
-    ident = us.start(dst_session, dst, info.size, plan.session_algorithm)
+    ident = us.start(dst_session, dst, info.size, plan.session_algorithm,
+                     create_only=not options.overwrite)
     reader = HttpRangeSource(src_session, src, info.etag, options)
     verifier: pl.BlockVerifier | None = None
     done = False
@@ -88,7 +93,8 @@ def relay_session_once(src_session: Session, src: Url, info: RemoteInfo,
                 f"nothing was committed", "retry; if it persists, check the source storage")
         done = True
         us.commit(dst_session, dst, ident,
-                  dg.format_digest(name, got) if got is not None else None)
+                  dg.format_digest(name, got) if got is not None else None,
+                  create_only=not options.overwrite)
         result = FileResult(str(src), str(dst), info.size, got, plan.upload_level,
                             retries + reader.retries, algorithm=name)
         result.upload_streams = min(options.streams, len(blocks))
@@ -122,7 +128,8 @@ def relay_put_once(src_session: Session, src: Url, dst_session: Session, dst: Ur
         if r.status != 200:
             check_status(r.status, f"GET {src}", r.read(4096), ok=(200,))
         size = int(r.headers.get("Content-Length", "0"))
-        extra = {"Content-Length": str(size), "Content-Type": "application/octet-stream"}
+        extra = {"Content-Length": str(size), "Content-Type": "application/octet-stream",
+                 **create_only(options)}
         if want is not None:
             extra["Digest"] = dg.format_digest(name, want)
         buf = bytearray(max(1, min(options.block_size, size, 2**20 * 4)))
@@ -134,6 +141,7 @@ def relay_put_once(src_session: Session, src: Url, dst_session: Session, dst: Ur
         except (Retryable, OSError, http.client.HTTPException) as exc:
             raise ChecksumMismatch(f"relay {src} -> {dst}", f"broke off ({exc})",
                                    "retry") from None
+        existing_after_412(dst_session, dst, status, options)
         if status == 412:
             raise ChecksumMismatch(f"checksum mismatch for {src} -> {dst}",
                                    f"the destination refused the body: {reason(body)}",

@@ -16,6 +16,7 @@ from dtnkit.errors import BadInput, DtnkitError
 from dtnkit.transfer import checksum as cks
 from dtnkit.transfer.client.errors import (
     ChecksumMismatch,
+    DestinationExists,
     FatalHttp,
     Redirected,
     Retryable,
@@ -26,9 +27,38 @@ from dtnkit.transfer.client.options import Options
 from dtnkit.transfer.wire import digests as dg
 from dtnkit.transfer.wire import multistatus
 
+#: Schemes read as another: WebDAV's names, as gfal2 and davix users write them.
+ALIASES = {"dav": "http", "davs": "https"}
+#: XRootD's own protocol: not HTTP; named so the refusal can say what to use instead.
+XROOTD_SCHEMES = frozenset({"root", "roots", "xroot", "xroots"})
+
+
+def _scheme(text: str) -> str:
+    head, sep, _rest = text.partition("://")
+    return head.lower() if sep and head.isascii() and head.isalpha() else ""
+
 
 def is_url(text: str) -> bool:
-    return text.startswith(("http://", "https://"))
+    """A URL (http, https, dav, davs; also root:// so that it is refused, never taken for a
+    local path), not a local path."""
+    scheme = _scheme(text)
+    return scheme in ("http", "https") or scheme in ALIASES or scheme in XROOTD_SCHEMES
+
+
+def normalize(text: str) -> str:
+    """*text* with ``dav://`` read as ``http://`` and ``davs://`` as ``https://``; BadInput
+    for XRootD's ``root://`` (with the HTTP door or xrdcp as the way out).  The one place
+    where the schemes users type become the ones dtnkit speaks."""
+    scheme = _scheme(text)
+    if scheme in ALIASES:
+        return ALIASES[scheme] + text[len(scheme):]
+    if scheme in XROOTD_SCHEMES:
+        parts = urlsplit(text)
+        door = f"davs://{parts.hostname or 'host'}:1094/{parts.path.lstrip('/')[:200]}"
+        raise BadInput(f"URL {text[:200]!r}", f"{scheme}:// is XRootD's own protocol, which "
+                       "dtnkit does not speak",
+                       f"use the server's HTTP door (e.g. {door}), or xrdcp")
+    return text
 
 
 @dataclass(frozen=True)
@@ -40,10 +70,11 @@ class Url:
 
     @classmethod
     def parse(cls, text: str) -> Url:
-        parts = urlsplit(text)
+        parts = urlsplit(normalize(text))
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise BadInput(f"URL {text!r}", "is not http(s)://host[:port]/path",
-                           "pass e.g. http://127.0.0.1:8080/data/file")
+            raise BadInput(f"URL {text!r}", "is not an http(s) URL",
+                           "pass e.g. http://127.0.0.1:8080/data/file or "
+                           "davs://host:1094/data/file")
         try:
             port = parts.port or (443 if parts.scheme == "https" else 80)
         except ValueError:
@@ -85,10 +116,8 @@ def follow_redirect(base: Url, location: str | None, what: str) -> Url:
     if not location or not location.strip():
         raise TransferError(what, "redirect without a Location header", "check the server")
     target = location.strip()
-    if target.startswith("davs://"):
-        target = "https://" + target[len("davs://"):]
-    elif target.startswith("dav://"):
-        target = "http://" + target[len("dav://"):]
+    if _scheme(target) in ALIASES:
+        target = normalize(target)
     target = urljoin(str(base), target)
     try:
         url = Url.parse(target)
@@ -290,6 +319,26 @@ def status_of(session: Session, method: str, url: Url) -> int | None:
         return session.request(method, url)[0]
     except (Retryable, DtnkitError):
         return None
+
+
+def create_only(options: Options) -> dict[str, str]:
+    """The header of a write that may not replace a file (no ``-f``): ``If-None-Match: *``."""
+    return {} if options.overwrite else {"If-None-Match": "*"}
+
+
+def refuse_existing(session: Session, url: Url, options: Options) -> None:
+    """Without ``-f``: DestinationExists when *url* is there now (a HEAD), before any byte is
+    sent, for servers that ignore ``If-None-Match`` on a PUT; the header still makes the
+    commit atomic on servers that honour it."""
+    if not options.overwrite and status_of(session, "HEAD", url) == 200:
+        raise DestinationExists(str(url))
+
+
+def existing_after_412(session: Session, url: Url, status: int, options: Options) -> None:
+    """After a 412 to a write sent with ``If-None-Match: *``: DestinationExists when the
+    target is there now (else the 412 was about something else, such as a digest)."""
+    if status == 412 and not options.overwrite and status_of(session, "HEAD", url) == 200:
+        raise DestinationExists(str(url))
 
 
 def mkcol(session: Session, url: Url) -> None:

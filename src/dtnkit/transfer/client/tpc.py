@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from dtnkit.errors import BadInput
+from dtnkit.errors import BadInput, DtnkitError
 from dtnkit.transfer import checksum as cks
-from dtnkit.transfer.client.errors import TransferError
+from dtnkit.transfer.client.errors import DestinationExists, TransferError
 from dtnkit.transfer.client.options import Options
 from dtnkit.transfer.client.session import (
     MAX_REDIRECTS,
@@ -25,6 +25,7 @@ from dtnkit.transfer.client.session import (
     check_status,
     follow_redirect,
     is_url,
+    normalize,
     same_origin,
     status_of,
     want_name,
@@ -88,10 +89,14 @@ def request_copy(active_url: str, *, source: str | None = None,
                  transfer_headers: Mapping[str, str] | None = None, streams: int = 1,
                  timeout: float = 60.0, on_marker: Callable[[Marker], None] | None = None,
                  checksum: str | None = None, ca_file: str | None = None,
-                 insecure: bool = False, require_checksum: bool | None = None) -> TpcResult:
+                 insecure: bool = False, require_checksum: bool | None = None,
+                 overwrite: bool = True) -> TpcResult:
     """Send COPY to the active party; follow its marker stream; trust only the final line.
 
-    ``transfer_headers`` are sent as ``TransferHeader<Name>``.  ``timeout`` bounds the wait
+    ``transfer_headers`` are sent as ``TransferHeader<Name>``.  ``overwrite=False`` sends
+    ``Overwrite: F`` (RFC 4918; XRootD then opens the destination exclusively, 412 when it
+    exists; dtnkit serve renames without replacing, and a push PUTs with
+    ``If-None-Match: *``).  ``timeout`` bounds the wait
     between two lines of the stream.  ``require_checksum`` sends
     ``RequireChecksumVerification: true|false`` (not sent when None).  A 301/302/303/307/308
     answer is followed (COPY again, at most :data:`MAX_REDIRECTS` hops, never from https to
@@ -105,12 +110,14 @@ def request_copy(active_url: str, *, source: str | None = None,
                        "pass source= (pull) or destination= (push)")
     first = url = Url.parse(active_url)
     headers = {"Credential": "none", "X-Number-Of-Streams": str(streams)}
+    if not overwrite:
+        headers["Overwrite"] = "F"
     if require_checksum is not None:
         headers["RequireChecksumVerification"] = "true" if require_checksum else "false"
     if source is not None:
-        headers["Source"] = source
+        headers["Source"] = normalize(source)  # dav(s):// as http(s)://, for every peer
     if destination is not None:
-        headers["Destination"] = destination
+        headers["Destination"] = normalize(destination)
     if checksum is not None:
         headers["Want-Digest"] = want_name(cks.canonical(checksum))
     for name, value in (transfer_headers or {}).items():
@@ -181,37 +188,60 @@ class ThirdPartySummary:
         return {"mode": self.mode, "source": self.source, "destination": self.destination,
                 "bytes": self.size, "seconds": round(self.result.seconds, 6),
                 "checksum": self.checksum,
-                "digest": dg.format_value(self.checksum, self.digest)
-                if self.digest is not None else None,
+                "digest": dg.show(self.digest) if self.digest is not None else None,
                 "markers": len(self.result.markers), "final": self.result.final}
+
+
+def source_size(mode: str, src: str, *, token: str | None, remote_token: str | None,
+                ca_file: str | None, insecure: bool) -> int | None:
+    """The size of a third-party copy's source, for a progress bar's total (the markers
+    give only the bytes moved): a HEAD with the source's own token (the remote token for a
+    pull, the client's for a push); None when the source does not say."""
+    try:
+        url = Url.parse(src)
+        options = Options(token=remote_token if mode == "pull" else token, ca_file=ca_file,
+                          insecure=insecure, retries=0, stall_timeout=10.0)
+        _session, _url, info = Session(url, options).resolve(url)
+    except DtnkitError:
+        return None
+    return None if info.is_dir else info.size
 
 
 def third_party_copy(mode: str, src: str, dst: str, *, token: str | None,
                      remote_token: str | None, streams: int, checksum: str, timeout: float,
                      ca_file: str | None, insecure: bool,
-                     on_marker: Callable[[Marker], None] | None = None) -> ThirdPartySummary:
+                     on_marker: Callable[[Marker], None] | None = None,
+                     overwrite: bool = True) -> ThirdPartySummary:
     """Ask one server to copy from (``pull``: COPY to *dst*) or to (``push``: COPY to *src*)
     the other; the active side verifies.  A failed copy raises :class:`TpcError` after
     removing a destination the active server left behind, but only one that did not exist
     before the copy; a successful one reports the destination's size and digest."""
     if not (is_url(src) and is_url(dst)):
         raise BadInput("--tpc", "needs two http(s) URLs", "pass SRC and DST as URLs")
+    src, dst = normalize(src), normalize(dst)
     forward = {"Authorization": f"Bearer {remote_token}"} if remote_token else {}
     pull = mode == "pull"
     url = Url.parse(dst)
     options = Options(token=token if pull else remote_token, checksum=checksum,
                       ca_file=ca_file, insecure=insecure, retries=1)
     dst_session = Session(url, options)
-    existed = status_of(dst_session, "HEAD", url) != 404
+    before = status_of(dst_session, "HEAD", url)
+    existed = before != 404
+    if before == 200 and not overwrite:
+        raise DestinationExists(str(url))  # also for an active side that ignores Overwrite
     result = request_copy(dst if pull else src, source=src if pull else None,
                           destination=None if pull else dst, token=token,
                           transfer_headers=forward, streams=streams, timeout=timeout,
                           checksum=checksum, ca_file=ca_file, insecure=insecure,
-                          on_marker=on_marker)
+                          on_marker=on_marker, overwrite=overwrite)
     if not result.ok:
         # XRootD 5.5 answers 201 and leaves a 0-byte or partial destination after a failed
         # pull: remove it, but only if it was not there before the copy.
-        removed = not existed and status_of(dst_session, "DELETE", url) in (200, 204)
+        # Nor a file that made an Overwrite: F copy fail: another writer's (dtnkit serve says
+        # so: "exists and Overwrite: F" for a pull, "destination URL: exists" for a push).
+        theirs = "Overwrite: F" in result.reason or result.reason.endswith(": exists")
+        removed = not existed and not theirs and status_of(
+            dst_session, "DELETE", url) in (200, 204)
         raise TpcError(f"third-party copy {src} -> {dst} ({mode})", result.reason
                        + ("; removed the partial destination the active server left"
                           if removed else ""),

@@ -48,8 +48,11 @@ from dtnkit.transfer.client.session import (
     Url,
     answered_digest,
     check_status,
+    create_only,
     discard_remote,
+    existing_after_412,
     follow_redirect,
+    refuse_existing,
     source_digest,
     want_name,
 )
@@ -63,6 +66,7 @@ def upload(session: Session, src: Path, url: Url, options: Options) -> FileResul
     """Several streams through an upload session when ``streams > 1``, the file has more
     than one block and the server has sessions; else one PUT stream."""
     note: str | None = None
+    refuse_existing(session, url, options)
     if options.streams > 1:
         try:
             return upload_file(session, src, url, options)
@@ -84,7 +88,8 @@ def upload_once(session: Session, src: Path, url: Url, options: Options) -> File
         raise BadInput(f"source {src}", exc.strerror or str(exc), "check the path") from None
     try:
         size = os.fstat(fd).st_size
-        extra = {"Content-Length": str(size), "Content-Type": "application/octet-stream"}
+        extra = {"Content-Length": str(size), "Content-Type": "application/octet-stream",
+                 **create_only(options)}
         if plan.checks:
             # ask the server to hash while it receives and answer with the Digest (RFC 3230),
             # instead of reading the new file back for a HEAD afterwards
@@ -133,6 +138,7 @@ def upload_once(session: Session, src: Path, url: Url, options: Options) -> File
                 hasher = new_hasher()
                 continue
             break
+        existing_after_412(target_session, target, status, options)
         if status == 412 and plan.sequential:
             raise ChecksumMismatch(f"checksum mismatch for {src} -> {url}",
                                    f"the server refused the body: {reason(body)}",
@@ -218,7 +224,8 @@ def upload_session_once(session: Session, src: Path, url: Url, options: Options,
             else:
                 journal.remove()
         if ident is None:
-            ident = us.start(session, url, size, plan.session_algorithm)
+            ident = us.start(session, url, size, plan.session_algorithm,
+                             create_only=not options.overwrite)
             if options.resume:
                 journal.save(ident)
         keep = options.resume  # from here a failure keeps the session for a rerun
@@ -246,7 +253,7 @@ def upload_session_once(session: Session, src: Path, url: Url, options: Options,
         keep = False
         try:
             us.commit(session, url, ident, dg.format_digest(name, local)
-                      if local is not None else None)
+                      if local is not None else None, create_only=not options.overwrite)
         finally:
             journal.remove()
         result = FileResult(str(src), str(url), size, local, plan.upload_level, retries,

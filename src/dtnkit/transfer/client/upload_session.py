@@ -17,12 +17,13 @@ from dtnkit.errors import DtnkitError
 from dtnkit.transfer import checksum as cks
 from dtnkit.transfer.client.errors import (
     ChecksumMismatch,
+    DestinationExists,
     Retryable,
     SessionLost,
     UseSinglePut,
     reason,
 )
-from dtnkit.transfer.client.session import REDIRECTS, Session, Url, check_status
+from dtnkit.transfer.client.session import REDIRECTS, Session, Url, check_status, status_of
 from dtnkit.transfer.wire import digests as dg
 from dtnkit.transfer.wire.upload import (
     CHECKSUM_HEADER,
@@ -41,14 +42,18 @@ _unsupported: weakref.WeakSet[Session] = weakref.WeakSet()  # sessions refused b
 _unsupported_lock = threading.Lock()
 
 
-def start(session: Session, url: Url, size: int, algorithm: str | None) -> str:
-    """Open an upload session; UseSinglePut when the server has none."""
+def start(session: Session, url: Url, size: int, algorithm: str | None, *,
+          create_only: bool = False) -> str:
+    """Open an upload session; UseSinglePut when the server has none.  *create_only*: the
+    session may not replace a file (``If-None-Match: *``, asked again at the commit)."""
     with _unsupported_lock:
         if session in _unsupported:
             raise UseSinglePut("the server has no upload sessions")
     extra = {HEADER: "start", LENGTH_HEADER: str(size)}
     if algorithm in cks.COMBINABLE:
         extra[CHECKSUM_HEADER] = algorithm
+    if create_only:
+        extra["If-None-Match"] = "*"
     raw = [0]
 
     def call() -> tuple[int, http.client.HTTPMessage, bytes]:
@@ -61,6 +66,8 @@ def start(session: Session, url: Url, size: int, algorithm: str | None) -> str:
     ident = headers.get(ID_HEADER)
     if status == 201 and ident:
         return ident
+    if status == 412 and create_only:
+        raise DestinationExists(str(url))
     # a redirect too: a door (dCache) sends PUTs to a pool, which the single PUT follows
     if status in UNSUPPORTED or status in REDIRECTS or (200 <= status < 300 and not ident):
         with _unsupported_lock:
@@ -97,9 +104,13 @@ def already_there(session: Session, url: Url, digest: str) -> bool:
     return info.digests.get(name) == want[name]
 
 
-def commit(session: Session, url: Url, ident: str, digest: str | None) -> None:
-    """Ask the server to verify and rename; ChecksumMismatch on 412, SessionLost on 404."""
+def commit(session: Session, url: Url, ident: str, digest: str | None, *,
+           create_only: bool = False) -> None:
+    """Ask the server to verify and rename; ChecksumMismatch on 412 (DestinationExists when
+    *create_only* and the target is there), SessionLost on 404."""
     extra = {HEADER: "commit", ID_HEADER: ident}
+    if create_only:
+        extra["If-None-Match"] = "*"
     if digest is not None:
         extra["Digest"] = digest
     sent = [0]
@@ -112,6 +123,8 @@ def commit(session: Session, url: Url, ident: str, digest: str | None) -> None:
     if st in (404, 410) and sent[0] > 1 and digest is not None \
             and already_there(session, url, digest):
         return  # an earlier attempt committed it and only the answer was lost
+    if st == 412 and create_only and status_of(session, "HEAD", url) == 200:
+        raise DestinationExists(str(url))
     if st == 412:
         raise ChecksumMismatch(f"checksum mismatch for {url}",
                                f"the server refused the commit: {reason(body)}",

@@ -104,4 +104,4 @@ class VerifyPlan:
         return self.algorithm if self.checks else None
 
     def show(self, value: bytes) -> str:
-        return dg.format_value(self.algorithm, value)
+        return dg.show(value)

@@ -18,7 +18,7 @@ import os
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -27,7 +27,7 @@ from dtnkit.transfer import checksum as cks
 from dtnkit.transfer import files, paths
 from dtnkit.transfer import pipeline as pl
 from dtnkit.transfer.client.download import download
-from dtnkit.transfer.client.errors import ChecksumMismatch, Retryable
+from dtnkit.transfer.client.errors import ChecksumMismatch, DestinationExists, Retryable
 from dtnkit.transfer.client.journals import part_path
 from dtnkit.transfer.client.options import Options
 from dtnkit.transfer.client.session import (
@@ -109,13 +109,8 @@ def forwarded(headers: Headers) -> dict[str, str]:
 
 def remote_url(value: str, header: str) -> Url:
     value = value.strip()
-    if value.startswith("davs://"):
-        value = "https://" + value[len("davs://"):]
-    parts = urlsplit(value)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise HttpError(400, f"{header} {value[:200]!r}", "is not an http(s) URL")
     try:
-        return Url.parse(value)
+        return Url.parse(value)  # dav(s):// read as http(s)://, as XRootD reads davs://
     except BadInput as exc:
         raise HttpError(400, f"{header} {value[:200]!r}", exc.why) from None
 
@@ -230,12 +225,13 @@ def handle_copy(ex: Exchange) -> None:
     n_streams = streams(h.get("X-Number-Of-Streams"))
     required = require(h.get("RequireChecksumVerification"))
     name = algorithm(h.get("Want-Digest"))
+    overwrite = (h.get("Overwrite", "T") or "").strip().upper() != "F"
     if pull:
         if path == root or path.is_dir():
             raise HttpError(405, where, "is a collection; COPY to a file name under it")
         if not path.parent.is_dir():
             raise HttpError(409, where, "its parent collection does not exist; MKCOL it first")
-        if (h.get("Overwrite", "T") or "").strip().upper() == "F" and os.path.lexists(path):
+        if not overwrite and os.path.lexists(path):
             raise HttpError(412, where, "exists and Overwrite: F was sent")
     else:
         try:
@@ -248,7 +244,8 @@ def handle_copy(ex: Exchange) -> None:
     options = Options(streams=n_streams, checksum=name,
                          verify=Verify.BLOCK if pull else Verify.SEQUENTIAL, retries=1, backoff=0.2,
                          resume=False,  # a failed server-side copy leaves nothing to resume
-                         ca_file=config.ca_file)
+                         ca_file=config.ca_file,
+                         overwrite=overwrite)  # Overwrite: F -> a push PUTs If-None-Match: *
     options.check()
     job = Job()
     options.progress = job.progress
@@ -264,7 +261,7 @@ def handle_copy(ex: Exchange) -> None:
                                        f"{', '.join(offered) or 'none'}), so the copy cannot "
                                        "be verified", "pick another Want-Digest algorithm, or "
                                        "send RequireChecksumVerification: false")
-            pull_file(session, url, path, options, job, ex)
+            pull_file(session, url, path, options, job, ex, overwrite=overwrite)
     else:
         def work() -> None:
             session, url, _status, _offered = resolve_remote(remote, options, forward, None)
@@ -311,15 +308,23 @@ def handle_copy(ex: Exchange) -> None:
 
 
 def pull_file(session: Session, url: Url, path: Path, options: Options, job: Job,
-              ex: Exchange) -> None:
-    """Download *url* to a part file next to *path*, then rename it over *path*."""
+              ex: Exchange, *, overwrite: bool = True) -> None:
+    """Download *url* to a part file next to *path*, then rename it over *path* (not over
+    an existing file, whoever made it, unless *overwrite*)."""
     tmp = files.part_for(path)
     committed = False
     try:
-        result = download(session, url, tmp, options)
+        result = download(session, url, tmp, replace(options, overwrite=True))
         if job.cancel.is_set():
             raise Cancelled()
-        os.replace(tmp, path)
+        if overwrite:
+            os.replace(tmp, path)
+        else:
+            try:
+                files.rename_noreplace(tmp, path)
+            except FileExistsError:
+                raise TpcError(f"COPY {path.name}", "exists and Overwrite: F was sent",
+                               "") from None
         committed = True
         with contextlib.suppress(OSError):
             files.fsync_dir(path.parent)
@@ -355,8 +360,9 @@ def push_file(session: Session, path: Path, url: Url, options: Options,
     except Cancelled:
         _delete_if_sent(session, url, job, size)
         raise
-    except ChecksumMismatch:
-        raise  # refused before commit (412), or deleted by upload() after a late mismatch
+    except (ChecksumMismatch, DestinationExists):
+        raise  # refused before commit (412), or deleted by upload() after a late mismatch;
+        # or another writer's file that must stay
     except DtnkitError:
         _delete_if_sent(session, url, job, size)
         raise

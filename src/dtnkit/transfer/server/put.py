@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 from dtnkit.transfer import checksum as cks
@@ -12,6 +13,8 @@ from dtnkit.transfer.server import integrity
 from dtnkit.transfer.server.errors import HttpError, os_error, show
 from dtnkit.transfer.server.exchange import Exchange
 from dtnkit.transfer.wire import digests as dg
+from dtnkit.transfer.wire import ranges
+from dtnkit.transfer.wire.conditions import WriteConditions
 
 
 def check(ex: Exchange, path: Path) -> None:
@@ -33,8 +36,40 @@ def check(ex: Exchange, path: Path) -> None:
         raise HttpError(409, where, "its parent collection does not exist; MKCOL it first")
     if path.is_dir():
         raise HttpError(405, where, "is a collection")
-    if (ex.headers.get("If-None-Match", "") or "").strip() == "*" and os.path.lexists(path):
-        raise HttpError(412, where, "exists and If-None-Match: * was sent")
+    conditions(ex).check(files.stat_or_none(path), where)
+
+
+class Conditions:
+    """A write's ``If-Match`` / ``If-None-Match``: asked before the body (:meth:`check`) and
+    again at the commit, on the target as it is just before the rename (:meth:`commit`)."""
+
+    def __init__(self, value: WriteConditions) -> None:
+        self.value = value
+
+    def check(self, st: os.stat_result | None, where: str) -> None:
+        why = self.value.refusal(ranges.etag(st) if st is not None else None)
+        if why is not None:
+            raise HttpError(412, where, why)
+
+    def commit(self, cache: files.ChecksumCache, fd: int, part: Path, path: Path,
+               digests: Mapping[str, bytes], where: str) -> bool:
+        """:func:`files.commit_part` under these conditions (412 when they fail): with
+        ``If-None-Match: *`` the rename never replaces a file, whoever made it."""
+        try:
+            return files.commit_part(
+                cache, fd, part, path, digests, replace=not self.value.create_only,
+                precondition=(lambda st: self.check(st, where)) if self.value.any else None)
+        except FileExistsError:
+            raise HttpError(412, where, "exists and If-None-Match: * was sent") from None
+
+
+def conditions(ex: Exchange) -> Conditions:
+    """The request's write conditions; 400 when a header is malformed."""
+    h = ex.headers
+    try:
+        return Conditions(WriteConditions.parse(h.get("If-Match"), h.get("If-None-Match")))
+    except ValueError as exc:
+        raise HttpError(400, "If-Match/If-None-Match", str(exc)) from None
 
 
 def handle_put(ex: Exchange) -> None:
@@ -82,7 +117,7 @@ def handle_put(ex: Exchange) -> None:
             raise HttpError(412, f"PUT {where}",
                             f"checksum mismatch, nothing written: {detail}")
         try:
-            existed = files.commit_part(ex.services.cache, fd, part, path, got)
+            existed = conditions(ex).commit(ex.services.cache, fd, part, path, got, where)
         except OSError as exc:
             raise os_error(exc, path, root) from None
         committed = True

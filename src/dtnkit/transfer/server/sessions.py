@@ -39,7 +39,7 @@ from dtnkit.transfer import checksum as cks
 from dtnkit.transfer import files
 from dtnkit.transfer import pipeline as pl
 from dtnkit.transfer import tokens as tokmod
-from dtnkit.transfer.server import integrity
+from dtnkit.transfer.server import integrity, put
 from dtnkit.transfer.server.errors import HttpError, os_error, show
 from dtnkit.transfer.server.exchange import Exchange
 from dtnkit.transfer.server.registry import ReceivedRange, Registry, UploadSession
@@ -127,6 +127,7 @@ def _start(ex: Exchange, registry: Registry, path: Path) -> None:
         raise HttpError(409, where, "its parent collection does not exist; MKCOL it first")
     if path.is_dir():
         raise HttpError(405, where, "is a collection")
+    put.conditions(ex).check(files.stat_or_none(path), where)  # refused before any byte
     integrity.check_space(path.parent, length, where)
     try:
         session = registry.create(path, length, _owner(ex), algorithm)
@@ -229,6 +230,7 @@ def _commit(ex: Exchange, registry: Registry, session: UploadSession) -> None:
     path = session.path
     where = show(path, root)
     expected = integrity.request_digests(ex.headers)
+    conditions = put.conditions(ex)  # a malformed one is 400 before the session is taken
     with session.lock:
         if session.inflight:
             raise HttpError(409, f"commit of {where}", "ranges are still being received")
@@ -267,7 +269,8 @@ def _commit(ex: Exchange, registry: Registry, session: UploadSession) -> None:
                             f"checksum mismatch, nothing written, session discarded: {detail}")
         try:
             os.fsync(session.fd)
-            existed = files.commit_part(ex.services.cache, session.fd, session.part, path, got)
+            existed = conditions.commit(ex.services.cache, session.fd, session.part, path,
+                                        got, where)
         except OSError as exc:
             raise os_error(exc, path, root) from None
         committed = True

@@ -226,6 +226,12 @@ def format_value(name: str, digest: bytes) -> str:
     return format_digest(name, digest).split("=", 1)[1]
 
 
+def show(digest: bytes) -> str:
+    """A digest for people and JSON, as md5sum, sha256sum and xrdadler32 print it: lowercase
+    hex, whatever the algorithm (base64 is only for md5/sha in headers on the wire)."""
+    return bytes(digest).hex()
+
+
 def parse_value(name: str, text: str) -> bytes:
     """The raw digest of one ``Digest`` item value for algorithm *name* (any spelling)."""
     ours = _ours_or_error(name)
