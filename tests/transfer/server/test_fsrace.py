@@ -1,0 +1,158 @@
+"""A local user swapping a served directory with a symlink to an outside directory
+(``renameat2(RENAME_EXCHANGE)``, in a loop, in its own process) while requests hammer it:
+nothing may be read from, created in or removed from the outside directory.
+
+Each operation runs through its real handler (no socket: thousands of tries in a second or
+two) until the attacker has made at least 10,000 swaps, once with ``openat2`` and once with the
+``O_NOFOLLOW`` walk forced; ``test_fsrace_http.py`` repeats a few hundred over real HTTP.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from dtnkit.transfer import fsroot
+from dtnkit.transfer.server.exchange import Services
+from dtnkit.transfer.server.registry import Registry
+from tests.support import fsrace
+from tests.support.fsrace import OUTSIDE, OUTSIDE_ONLY, Layout, run
+
+SWAPS = 10_000
+MIN_TRIES = 1_000
+MAX_SECONDS = 8.0  # per operation: a stop, not a target (the swaps usually take < 1 s)
+
+
+@pytest.fixture(params=["openat2", "walk"])
+def mode(request: pytest.FixtureRequest) -> Iterator[str]:
+    if request.param == "openat2" and not fsroot.has_openat2():
+        pytest.skip("this kernel has no openat2")
+    saved = fsroot.FALLBACK
+    fsroot.FALLBACK = request.param == "walk"
+    yield request.param
+    fsroot.FALLBACK = saved
+
+
+@pytest.fixture
+def layout() -> Iterator[Layout]:
+    base = Path(tempfile.mkdtemp(prefix="dk11fs-"))
+    lay = Layout.make(base)
+    yield lay
+    lay.close()
+    shutil.rmtree(base)
+
+
+def hammer(layout: Layout, one: Callable[[int], bool],
+           changed: set[str] | None = None) -> tuple[int, int, int]:
+    """Call ``one(i)`` (True: it escaped) while the swapper runs, until it has made SWAPS
+    swaps and MIN_TRIES tries were made; (tries, escapes, swaps).  With *changed* (the
+    outside names before), an escape is a name created or removed outside instead."""
+    import time  # noqa: PLC0415
+
+    tries = escapes = 0
+    deadline = time.monotonic() + MAX_SECONDS
+    with fsrace.swapping(layout) as swapper:
+        while tries < MIN_TRIES or (swapper.swaps() < SWAPS and time.monotonic() < deadline):
+            escapes += one(tries)
+            tries += 1
+    if changed is not None:
+        escapes = len(layout.outside_names() ^ changed)
+    print(f"\n{tries} tries, {escapes} escapes, {swapper.final} swaps")
+    return tries, escapes, swapper.final or 0
+
+
+def check(layout: Layout, result: tuple[int, int, int], before: set[str]) -> None:
+    tries, escapes, swaps = result
+    assert swaps >= SWAPS, f"only {swaps} swaps in {tries} tries"
+    assert escapes == 0, f"{escapes} escapes in {tries} tries"
+    assert layout.outside_names() == before  # nothing created or removed outside
+    assert (layout.outside / "file").read_bytes() == OUTSIDE
+
+
+def _svc(layout: Layout) -> Services:
+    return fsrace.services(layout.root)
+
+
+def test_get(mode: str, layout: Layout) -> None:
+    svc, before = _svc(layout), layout.outside_names()
+    check(layout, hammer(layout, lambda i: OUTSIDE[:20] in run(svc, "GET", "/d/file").body),
+          before)
+
+
+def test_head_digest(mode: str, layout: Layout) -> None:
+    svc, before = _svc(layout), layout.outside_names()
+    import base64  # noqa: PLC0415
+
+    leak = base64.b64encode(hashlib.sha256(OUTSIDE).digest()).decode()
+
+    def one(i: int) -> bool:
+        svc.cache.forget(layout.root.resolve() / "d" / "file")
+        reply = run(svc, "HEAD", "/d/file", {"Want-Digest": "sha-256",
+                                              "Want-Content-Digest": "sha-256=1"})
+        return any(leak in value for _name, value in reply.headers)
+
+    check(layout, hammer(layout, one), before)
+
+
+def test_listing(mode: str, layout: Layout) -> None:
+    svc, before = _svc(layout), layout.outside_names()
+
+    def one(i: int) -> bool:
+        reply = run(svc, "PROPFIND", "/d/", {"Depth": "1"}) if i % 2 else run(svc, "GET", "/d/")
+        return OUTSIDE_ONLY.encode() in reply.body
+
+    check(layout, hammer(layout, one), before)
+
+
+def test_put(mode: str, layout: Layout) -> None:
+    svc, before = _svc(layout), layout.outside_names()
+    check(layout, hammer(layout, lambda i: not run(svc, "PUT", f"/d/put-{i}", body=b"new"),
+                         before), before)
+
+
+def test_mkcol(mode: str, layout: Layout) -> None:
+    svc, before = _svc(layout), layout.outside_names()
+    check(layout, hammer(layout, lambda i: not run(svc, "MKCOL", f"/d/col-{i}"), before),
+          before)
+
+
+def test_delete(mode: str, layout: Layout) -> None:
+    svc = _svc(layout)
+    for i in range(MIN_TRIES * 4):
+        for fd in (layout.inside_fd, layout.outside_fd):
+            os.close(os.open(f"victim-{i}", os.O_CREAT | os.O_WRONLY, 0o644, dir_fd=fd))
+    before = layout.outside_names()
+
+    def one(i: int) -> bool:
+        run(svc, "DELETE", f"/d/victim-{i % (MIN_TRIES * 4)}")
+        return False
+
+    check(layout, hammer(layout, one, before), before)
+
+
+def test_upload_session(mode: str, layout: Layout) -> None:
+    registry = Registry(layout.root.resolve(), 3600.0)
+    try:
+        svc = fsrace.services(layout.root, registry)
+        before = layout.outside_names()
+
+        def one(i: int) -> bool:
+            target = f"/d/up-{i}"
+            reply = run(svc, "POST", target, {"Dtnkit-Upload": "start", "Upload-Length": "4"})
+            ident = dict(reply.headers).get("Dtnkit-Upload-Id")
+            if ident is not None:
+                run(svc, "PUT", target, {"Dtnkit-Upload-Id": ident,
+                                         "Content-Range": "bytes 0-3/4"}, b"abcd")
+                run(svc, "POST", target, {"Dtnkit-Upload": "commit",
+                                          "Dtnkit-Upload-Id": ident})
+            return False
+
+        check(layout, hammer(layout, one, before), before)
+    finally:
+        registry.close()
