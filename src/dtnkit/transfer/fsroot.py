@@ -34,7 +34,7 @@ Rel = Sequence[str]
 SYS_OPENAT2 = 437  # the same number on every architecture (new syscalls share a table)
 RESOLVE_NO_SYMLINKS = 0x04
 RESOLVE_BENEATH = 0x08
-_DIR_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 
 #: Force the component-by-component walk even where ``openat2`` exists (tests).
 FALLBACK = False
@@ -132,7 +132,8 @@ class Root:
             os.close(parent)
 
     def open_dir(self, rel: Rel) -> int:
-        """An ``O_PATH`` descriptor of the directory *rel*, for the ``*at`` calls below."""
+        """A descriptor of the directory *rel* (read-only: listable, fsyncable), for ``*at``
+        calls."""
         _check(rel)
         if uses_openat2():
             return _raw_openat2(self.fd, os.fsencode("/".join(rel)) if rel else b".",

@@ -17,12 +17,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from tests.support import fsrace
+from tests.support.fsrace import OUTSIDE, OUTSIDE_ONLY, Layout, run
 
 from dtnkit.transfer import fsroot
 from dtnkit.transfer.server.exchange import Services
 from dtnkit.transfer.server.registry import Registry
-from tests.support import fsrace
-from tests.support.fsrace import OUTSIDE, OUTSIDE_ONLY, Layout, run
 
 SWAPS = 10_000
 MIN_TRIES = 1_000
@@ -53,7 +53,7 @@ def hammer(layout: Layout, one: Callable[[int], bool],
     """Call ``one(i)`` (True: it escaped) while the swapper runs, until it has made SWAPS
     swaps and MIN_TRIES tries were made; (tries, escapes, swaps).  With *changed* (the
     outside names before), an escape is a name created or removed outside instead."""
-    import time  # noqa: PLC0415
+    import time
 
     tries = escapes = 0
     deadline = time.monotonic() + MAX_SECONDS
@@ -87,7 +87,7 @@ def test_get(mode: str, layout: Layout) -> None:
 
 def test_head_digest(mode: str, layout: Layout) -> None:
     svc, before = _svc(layout), layout.outside_names()
-    import base64  # noqa: PLC0415
+    import base64
 
     leak = base64.b64encode(hashlib.sha256(OUTSIDE).digest()).decode()
 

@@ -55,7 +55,8 @@ def os_error(exc: OSError, path: Path, root: Path) -> HttpError:
         return HttpError(405, where, "is a collection")
     if code == errno.ENAMETOOLONG:
         return HttpError(414, where, "the name is too long for the filesystem")
-    if code == errno.ELOOP:
-        return HttpError(400, where, "too many levels of symbolic links")
+    if code == errno.ELOOP:  # fsroot refuses every symlink, inside the tree or not
+        return HttpError(400, where, "is or passes through a symbolic link, which this "
+                         "server does not follow")
     reason = os.strerror(code) if code else exc.__class__.__name__
     return HttpError(500, where, reason)

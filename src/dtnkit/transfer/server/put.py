@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
+import stat
 from pathlib import Path
 
 from dtnkit.transfer import checksum as cks
-from dtnkit.transfer import files
+from dtnkit.transfer import files, fsroot
 from dtnkit.transfer.server import integrity
 from dtnkit.transfer.server.errors import HttpError, os_error, show
 from dtnkit.transfer.server.exchange import Exchange
@@ -29,11 +29,14 @@ def check(ex: Exchange, path: Path) -> None:
     if encoding not in ("", "identity"):
         raise HttpError(415, f"Content-Encoding {encoding!r}",
                         "is not supported; send the bytes as they are")
-    if not path.parent.is_dir():
+    names = files.rel(root, path)
+    with fsroot.Root(root) as fs:
+        parent, st = files.lstat_or_none(fs, names[:-1]), files.lstat_or_none(fs, names)
+    if parent is None or not stat.S_ISDIR(parent.st_mode):
         raise HttpError(409, where, "its parent collection does not exist; MKCOL it first")
-    if path.is_dir():
+    if st is not None and stat.S_ISDIR(st.st_mode):
         raise HttpError(405, where, "is a collection")
-    if (ex.headers.get("If-None-Match", "") or "").strip() == "*" and os.path.lexists(path):
+    if (ex.headers.get("If-None-Match", "") or "").strip() == "*" and st is not None:
         raise HttpError(412, where, "exists and If-None-Match: * was sent")
 
 
@@ -57,7 +60,7 @@ def handle_put(ex: Exchange) -> None:
     sums = {name: cks.new(name) for name in {*expected, *([answer] if answer else [])}}
     part = files.part_for(path)
     try:
-        fd = files.create_part(part)
+        fd = files.create_part(part, root)
     except OSError as exc:
         raise os_error(exc, path, root) from None
     committed = False
@@ -82,14 +85,14 @@ def handle_put(ex: Exchange) -> None:
             raise HttpError(412, f"PUT {where}",
                             f"checksum mismatch, nothing written: {detail}")
         try:
-            existed = files.commit_part(ex.services.cache, fd, part, path, got)
+            existed = files.commit_part(ex.services.cache, fd, part, path, got, root)
         except OSError as exc:
             raise os_error(exc, path, root) from None
         committed = True
     finally:
+        files.release(fd)
         os.close(fd)
         if not committed:
-            with contextlib.suppress(OSError):
-                os.unlink(part)
+            files.remove_part(part, root)
     ex.send_empty(204 if existed else 201, [("Digest", dg.format_digest(
         answer, got[answer]))] if answer else [])
