@@ -9,6 +9,7 @@ two) until the attacker has made at least 10,000 swaps, once with ``openat2`` an
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import os
 import shutil
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from tests.support import fsrace
-from tests.support.fsrace import OUTSIDE, OUTSIDE_ONLY, Layout, run
+from tests.support.fsrace import INSIDE, OUTSIDE, OUTSIDE_ONLY, Layout, run
 
 from dtnkit.transfer import fsroot
 from dtnkit.transfer.server.exchange import Services
@@ -81,23 +82,36 @@ def _svc(layout: Layout) -> Services:
 
 def test_get(mode: str, layout: Layout) -> None:
     svc, before = _svc(layout), layout.outside_names()
-    check(layout, hammer(layout, lambda i: OUTSIDE[:20] in run(svc, "GET", "/d/file").body),
-          before)
+    served = []
+
+    def one(i: int) -> bool:
+        body = run(svc, "GET", "/d/file").body
+        served.append(body == INSIDE)
+        return OUTSIDE[:20] in body
+
+    check(layout, hammer(layout, one), before)
+    assert sum(served) > 0  # the requests that met the real directory were served
+
+
+def _served_names(layout: Layout, prefix: str) -> int:
+    return len([n for n in layout.inside_names() if n.startswith(prefix)])
 
 
 def test_head_digest(mode: str, layout: Layout) -> None:
     svc, before = _svc(layout), layout.outside_names()
-    import base64
-
     leak = base64.b64encode(hashlib.sha256(OUTSIDE).digest()).decode()
 
     def one(i: int) -> bool:
         svc.cache.forget(layout.root.resolve() / "d" / "file")
         reply = run(svc, "HEAD", "/d/file", {"Want-Digest": "sha-256",
                                               "Want-Content-Digest": "sha-256=1"})
+        served.append(any(good in value for _name, value in reply.headers))
         return any(leak in value for _name, value in reply.headers)
 
+    served: list[bool] = []
+    good = base64.b64encode(hashlib.sha256(INSIDE).digest()).decode()
     check(layout, hammer(layout, one), before)
+    assert sum(served) > 0
 
 
 def test_listing(mode: str, layout: Layout) -> None:
@@ -105,21 +119,26 @@ def test_listing(mode: str, layout: Layout) -> None:
 
     def one(i: int) -> bool:
         reply = run(svc, "PROPFIND", "/d/", {"Depth": "1"}) if i % 2 else run(svc, "GET", "/d/")
+        served.append(b"file" in reply.body)
         return OUTSIDE_ONLY.encode() in reply.body
 
+    served: list[bool] = []
     check(layout, hammer(layout, one), before)
+    assert sum(served) > 0
 
 
 def test_put(mode: str, layout: Layout) -> None:
     svc, before = _svc(layout), layout.outside_names()
     check(layout, hammer(layout, lambda i: not run(svc, "PUT", f"/d/put-{i}", body=b"new"),
                          before), before)
+    assert _served_names(layout, "put-") > 0
 
 
 def test_mkcol(mode: str, layout: Layout) -> None:
     svc, before = _svc(layout), layout.outside_names()
     check(layout, hammer(layout, lambda i: not run(svc, "MKCOL", f"/d/col-{i}"), before),
           before)
+    assert _served_names(layout, "col-") > 0
 
 
 def test_delete(mode: str, layout: Layout) -> None:
@@ -134,6 +153,7 @@ def test_delete(mode: str, layout: Layout) -> None:
         return False
 
     check(layout, hammer(layout, one, before), before)
+    assert _served_names(layout, "victim-") < MIN_TRIES * 4
 
 
 def test_upload_session(mode: str, layout: Layout) -> None:
@@ -154,5 +174,6 @@ def test_upload_session(mode: str, layout: Layout) -> None:
             return False
 
         check(layout, hammer(layout, one, before), before)
+        assert _served_names(layout, "up-") > 0
     finally:
         registry.close()

@@ -1,0 +1,147 @@
+"""Part files left by killed uploads: the janitor removes every kind at start and
+periodically, never one in use; a killed client's PUT leaves nothing."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from dtnkit.transfer import paths, tokens
+from dtnkit.transfer.server import ServerHandle, start_server
+from dtnkit.transfer.server.janitor import sweep
+
+TOKEN = "janitor-rw"
+MiB = 2**20
+
+# A client that sends a PUT's head and 1 MiB of a 64 MiB body, says so, and waits to be
+# killed (or, with "stall", to be told nothing: it just holds the connection).
+_CLIENT = r"""
+import socket, sys, time
+port, path = int(sys.argv[1]), sys.argv[2]
+s = socket.create_connection(("127.0.0.1", port))
+s.sendall((f"PUT {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer janitor-rw\r\n"
+           f"Content-Length: {64 << 20}\r\n\r\n").encode())
+s.sendall(b"x" * (1 << 20))
+print("sent", flush=True)
+sys.stdin.read()
+"""
+
+
+def parts(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*") if paths.PART_MARK in p.name)
+
+
+def wait_for(what: str, cond: object, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():  # type: ignore[operator]
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+def age(path: Path, seconds: float) -> None:
+    t = time.time() - seconds
+    os.utime(path, (t, t), follow_symlinks=False)
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    r = tmp_path / "root"
+    (r / "d").mkdir(parents=True)
+    return r
+
+
+def serve(root: Path, max_age: float) -> ServerHandle:
+    return start_server(root, tokens=tokens.parse(f"{TOKEN} read,write\n"), quiet=True,
+                        upload_expiry=max_age)
+
+
+@pytest.fixture
+def client_of() -> Iterator[list[subprocess.Popen[str]]]:
+    procs: list[subprocess.Popen[str]] = []
+    yield procs
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+        p.wait(10)
+
+
+def start_client(procs: list[subprocess.Popen[str]], port: int,
+                 path: str) -> subprocess.Popen[str]:
+    proc = subprocess.Popen([sys.executable, "-c", _CLIENT, str(port), path],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    procs.append(proc)
+    assert proc.stdout is not None and proc.stdout.readline() == "sent\n"
+    return proc
+
+
+def test_live_part_is_kept_and_a_killed_client_leaves_nothing(
+        root: Path, client_of: list[subprocess.Popen[str]]) -> None:
+    with serve(root, 0.05) as h:  # sweeps every 0.05 s, removes parts older than 0.05 s
+        janitor = h._server.janitor
+        proc = start_client(client_of, h.port, "/d/big")
+        wait_for("the part file", lambda: len(parts(root)) == 1)
+        part = parts(root)[0]
+        wait_for("1 MiB in the part file", lambda: part.stat().st_size >= MiB)
+        age(part, 3600)  # as if the upload had stalled for an hour
+        seen = janitor.sweeps
+        wait_for("two sweeps", lambda: janitor.sweeps >= seen + 2)
+        assert part.exists()  # in use: kept
+        proc.send_signal(signal.SIGKILL)
+        wait_for("the killed PUT's part file to go", lambda: not parts(root))
+        assert not (root / "d" / "big").exists()
+
+
+def test_parts_of_a_killed_server_are_removed_at_start(
+        tmp_path: Path, root: Path, client_of: list[subprocess.Popen[str]]) -> None:
+    tok = tmp_path / "tokens"
+    tok.write_text(f"{TOKEN} read,write\n")
+    code = "from dtnkit.cli.serve import serve; serve()"
+    server = subprocess.Popen([sys.executable, "-c", code, "--root", str(root), "--port", "0",
+                               "--tokens", str(tok), "--quiet"],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    client_of.append(server)  # type: ignore[arg-type]
+    assert server.stdout is not None
+    line = server.stdout.readline()
+    port = int(line.split("listening on ", 1)[1].split()[0].rsplit(":", 1)[1].strip("/"))
+    for i in range(3):
+        start_client(client_of, port, f"/d/f{i}")
+    wait_for("three part files", lambda: len(parts(root)) == 3)
+    server.kill()  # the server dies mid-PUT: its part files stay
+    server.wait(10)
+    left = parts(root)
+    assert len(left) == 3
+    young = root / "d" / ".young.dtnkit-part-u0123456789abcdef"  # another kind, recent
+    young.write_bytes(b"y")
+    pull = root / "d" / ".p.dtnkit-part-0011223344556677"  # a COPY pull's, and the client's
+    pull.write_bytes(b"p")
+    inner = root / "d" / "..p.dtnkit-part-0011223344556677.dtnkit-part"
+    inner.write_bytes(b"q")
+    for p in [*left, pull, inner]:
+        age(p, 7200)
+    (root / "d" / "keep").write_bytes(b"k")
+    age(root / "d" / "keep", 7200)  # not a part file: never touched
+    with serve(root, 3600) as h:
+        janitor = h._server.janitor
+        wait_for("the first sweep", lambda: janitor.sweeps >= 1)
+        assert janitor.removed == 5
+    assert parts(root) == [young]
+    assert (root / "d" / "keep").read_bytes() == b"k"
+
+
+def test_sweep_does_not_follow_symlinks(tmp_path: Path, root: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    victim = outside / ".v.dtnkit-part-0123"
+    victim.write_bytes(b"v")
+    age(victim, 7200)
+    (root / "d" / "link").symlink_to(outside)
+    (root / ".linkfile.dtnkit-part-1").symlink_to(victim)
+    assert sweep(root.resolve(), 60) == 0
+    assert victim.exists() and (root / ".linkfile.dtnkit-part-1").is_symlink()
