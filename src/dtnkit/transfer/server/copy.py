@@ -331,8 +331,12 @@ def pull_file(session: Session, url: Url, path: Path, options: Options, job: Job
     writes through ``/proc/self/fd/N/<part>`` (that very directory, whatever is renamed
     meanwhile) and the rename is taken in it too."""
     root = ex.services.config.root
-    with fsroot.Root(root) as fs:
-        dirfd = fs.open_dir(files.rel(root, path.parent))
+    try:
+        with fsroot.Root(root) as fs:
+            dirfd = fs.open_dir(files.rel(root, path.parent))
+    except OSError as exc:
+        raise TpcError(f"COPY {show(path, root)}", os_error(exc, path.parent, root).why,
+                       "check that the parent collection exists") from None
     name = files.part_for(path).name
     tmp = fsroot.fd_path(dirfd) / name
     directory = os.fstat(dirfd)
