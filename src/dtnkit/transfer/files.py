@@ -222,10 +222,20 @@ def commit_part(cache: ChecksumCache, fd: int, part: Path, path: Path,
     return old is not None
 
 
-def free_space(directory: Path) -> int | None:
-    """Bytes an unprivileged writer may still use under *directory*, None when unknown."""
+def free_space(directory: Path, root: Path | None = None) -> int | None:
+    """Bytes an unprivileged writer may still use under *directory*, None when unknown.
+
+    With *root*, *directory* is opened under it without following a symlink."""
     try:
-        vfs = os.statvfs(directory)
+        if root is None:
+            vfs = os.statvfs(directory)
+        else:
+            with fsroot.Root(root) as fs:
+                fd = fs.open_dir(rel(root, directory))
+            try:
+                vfs = os.fstatvfs(fd)
+            finally:
+                os.close(fd)
     except OSError:
         return None
     return vfs.f_bavail * vfs.f_frsize

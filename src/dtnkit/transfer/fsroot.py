@@ -155,6 +155,7 @@ class Root:
         """``stat`` of *rel* itself (a symlink at the end is reported, not followed)."""
         if not rel:
             return os.fstat(self.fd)
+        _check(rel[-1:])
         parent = self.open_dir(rel[:-1])
         try:
             return os.stat(rel[-1], dir_fd=parent, follow_symlinks=False)

@@ -10,9 +10,11 @@ two) until the attacker has made at least 10,000 swaps, once with ``openat2`` an
 from __future__ import annotations
 
 import base64
+import errno
 import hashlib
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -26,7 +28,7 @@ from dtnkit.transfer.server.exchange import Services
 from dtnkit.transfer.server.registry import Registry
 
 SWAPS = 10_000
-MIN_TRIES = 1_000
+MIN_TRIES = 600
 MAX_SECONDS = 8.0  # per operation: a stop, not a target (the swaps usually take < 1 s)
 
 
@@ -177,3 +179,56 @@ def test_upload_session(mode: str, layout: Layout) -> None:
         assert _served_names(layout, "up-") > 0
     finally:
         registry.close()
+
+
+# --------------------------------------------------------------------------- the module itself
+
+
+def test_both_ways_refuse_every_symlink(mode: str, tmp_path: Path,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    if mode == "walk":  # the walk must not fall back on openat2 by accident
+        def boom(*args: object) -> int:
+            raise AssertionError("openat2 called in walk mode")
+
+        monkeypatch.setattr(fsroot, "_raw_openat2", boom)
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    (root / "in" / "sub").mkdir(parents=True)
+    outside.mkdir()
+    (root / "in" / "f").write_bytes(b"in")
+    (outside / "f").write_bytes(b"out")
+    (root / "out").symlink_to(outside)
+    (root / "inlink").symlink_to("in")  # even a link that stays inside
+    (root / "in" / "flink").symlink_to("f")
+    with fsroot.Root(root) as fs:
+        fd = fs.open(("in", "f"), os.O_RDONLY)
+        assert os.read(fd, 10) == b"in"
+        os.close(fd)
+        for rel in (("out", "f"), ("inlink", "f"), ("in", "flink"), ("out",)):
+            with pytest.raises(OSError) as info:
+                os.close(fs.open(rel, os.O_RDONLY))
+            assert info.value.errno in (errno.ELOOP, errno.ENOTDIR), rel
+        for bad in (("out", "new"), ("inlink", "new")):
+            with pytest.raises(OSError):
+                fs.mkdir(bad)
+            with pytest.raises(OSError):
+                os.close(fs.open(bad, os.O_WRONLY | os.O_CREAT | os.O_EXCL))
+            with pytest.raises(OSError):
+                fs.remove((*bad[:-1], "f"))
+        with pytest.raises(OSError):
+            fs.listdir(("out",))
+        for bad_name in ("..", ".", "a/b", ""):
+            with pytest.raises(OSError):
+                fs.lstat(("in", bad_name))
+        assert {n for n, _st in fs.listdir(("in",))} == {"f", "sub", "flink"}
+        assert stat.S_ISLNK(fs.lstat(("out",)).st_mode)  # lstat: the link itself
+        fs.mkdir(("in", "new"))
+        assert fs.remove(("in", "new")) is True
+        assert fs.remove(("out",)) is False  # DELETE removes a link, not its target
+    assert sorted(os.listdir(outside)) == ["f"] and (outside / "f").read_bytes() == b"out"
+    assert not (root / "out").exists()
+
+
+def test_openat2_probe_is_cached() -> None:
+    first = fsroot.has_openat2()
+    assert fsroot.has_openat2() is first
+    assert first == (tuple(int(x) for x in os.uname().release.split(".")[:2]) >= (5, 6))

@@ -13,11 +13,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from tests.support import fsrace
+from tests.support.fsrace import INSIDE, OUTSIDE, OUTSIDE_ONLY, TOKEN, Layout
 
 from dtnkit.transfer import tokens
 from dtnkit.transfer.server import ServerHandle, start_server
-from tests.support import fsrace
-from tests.support.fsrace import INSIDE, OUTSIDE, OUTSIDE_ONLY, TOKEN, Layout
 
 SWAPS = 10_000
 TRIES = 200

@@ -3,6 +3,7 @@ periodically, never one in use; a killed client's PUT leaves nothing."""
 
 from __future__ import annotations
 
+import http.client
 import os
 import signal
 import subprocess
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from dtnkit.transfer import paths, tokens
+from dtnkit.transfer import files, paths, tokens
 from dtnkit.transfer.server import ServerHandle, start_server
 from dtnkit.transfer.server.janitor import sweep
 
@@ -145,3 +146,41 @@ def test_sweep_does_not_follow_symlinks(tmp_path: Path, root: Path) -> None:
     (root / ".linkfile.dtnkit-part-1").symlink_to(victim)
     assert sweep(root.resolve(), 60) == 0
     assert victim.exists() and (root / ".linkfile.dtnkit-part-1").is_symlink()
+
+
+def test_live_names_of_a_copy_pull_are_kept(root: Path) -> None:
+    d = root / "d"
+    tmp = ".x.dtnkit-part-00aa11bb22cc33dd"  # a pull's temporary name, and the client's files
+    names = [tmp, f".{tmp}.dtnkit-part", f".{tmp}.dtnkit-part.json", ".y.dtnkit-part-ff"]
+    for name in names:
+        (d / name).write_bytes(b"z")
+        age(d / name, 7200)
+    directory = os.stat(d)
+    files.LIVE.add_name(directory, tmp)
+    try:
+        assert sweep(root.resolve(), 60) == 1  # only the other one
+    finally:
+        files.LIVE.discard_name(directory, tmp)
+    assert sorted(p.name for p in parts(root)) == sorted(names[:3])
+    assert sweep(root.resolve(), 60) == 3
+
+
+def test_symlinks_inside_the_tree_are_not_followed(root: Path) -> None:
+    (root / "d" / "f").write_bytes(b"data")
+    (root / "inlink").symlink_to("d")
+    (root / "d" / "flink").symlink_to("f")
+    with serve(root, 3600) as h:
+        for method, path in (("GET", "/inlink/f"), ("GET", "/d/flink"), ("PUT", "/inlink/new"),
+                             ("MKCOL", "/inlink/new"), ("PROPFIND", "/d/flink")):
+            conn = http.client.HTTPConnection(h.host, h.port, timeout=10)
+            conn.request(method, path, body=b"x" if method == "PUT" else None,
+                         headers={"Authorization": f"Bearer {TOKEN}"})
+            r = conn.getresponse()
+            body = r.read()
+            conn.close()
+            assert r.status == 400 and b"symbolic link" in body, (method, path, r.status)
+        conn = http.client.HTTPConnection(h.host, h.port, timeout=10)
+        conn.request("GET", "/d/", headers={"Authorization": f"Bearer {TOKEN}"})
+        assert conn.getresponse().read() == b"f\n"  # links are not listed
+        conn.close()
+    assert sorted(os.listdir(root / "d")) == ["f", "flink"]

@@ -43,7 +43,7 @@ from dtnkit.transfer.client.session import (
 from dtnkit.transfer.client.tpc import TpcError
 from dtnkit.transfer.client.upload import upload
 from dtnkit.transfer.client.verify import Verify
-from dtnkit.transfer.server.errors import HttpError, os_error, show
+from dtnkit.transfer.server.errors import HttpError, os_error, refuse_link, show
 from dtnkit.transfer.server.exchange import Exchange, Headers
 from dtnkit.transfer.wire import digests as dg
 from dtnkit.transfer.wire import markers
@@ -238,6 +238,7 @@ def handle_copy(ex: Exchange) -> None:
             parent, there = files.lstat_or_none(fs, names[:-1]), files.lstat_or_none(fs, names)
         if path == root or (there is not None and stat.S_ISDIR(there.st_mode)):
             raise HttpError(405, where, "is a collection; COPY to a file name under it")
+        refuse_link(parent, path.parent, root)
         if parent is None or not stat.S_ISDIR(parent.st_mode):
             raise HttpError(409, where, "its parent collection does not exist; MKCOL it first")
         if (h.get("Overwrite", "T") or "").strip().upper() == "F" and there is not None:
@@ -300,9 +301,14 @@ def handle_copy(ex: Exchange) -> None:
     def marker() -> bytes:
         return markers.format_marker(job.sent, int(time.time())).encode("utf-8", "replace")
 
-    ex.start_chunked(202, [("Content-Type", "text/plain; charset=utf-8")])
-    thread = threading.Thread(target=run, daemon=True, name="dtnkit-tpc")
-    thread.start()
+    try:
+        ex.start_chunked(202, [("Content-Type", "text/plain; charset=utf-8")])
+        thread = threading.Thread(target=run, daemon=True, name="dtnkit-tpc")
+        thread.start()
+    except BaseException:
+        if source_fd >= 0:
+            os.close(source_fd)  # run() closes it once started
+        raise
     try:
         next_marker = time.monotonic() + interval
         while not job.done.wait(POLL):

@@ -7,7 +7,7 @@ import stat
 
 from dtnkit.transfer import files, fsroot
 from dtnkit.transfer.server import listing
-from dtnkit.transfer.server.errors import HttpError, os_error, show
+from dtnkit.transfer.server.errors import HttpError, os_error, refuse_link, show
 from dtnkit.transfer.server.exchange import Exchange
 from dtnkit.transfer.wire import multistatus
 
@@ -42,6 +42,7 @@ def handle_mkcol(ex: Exchange) -> None:
             if files.lstat_or_none(fs, names) is not None:
                 raise HttpError(405, where, "already exists")
             parent = files.lstat_or_none(fs, names[:-1])
+            refuse_link(parent, path.parent, root)
             if parent is None or not stat.S_ISDIR(parent.st_mode):
                 raise HttpError(409, where, "its parent collection does not exist")
             fs.mkdir(names)

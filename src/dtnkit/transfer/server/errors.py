@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -37,6 +38,12 @@ def show(path: Path, root: Path) -> str:
 def printable(text: str) -> str:
     """*text* safe for one log line (no control characters, no double quotes)."""
     return "".join(c if c.isprintable() and c != '"' else f"\\x{ord(c):02x}" for c in text)
+
+
+def refuse_link(st: os.stat_result | None, path: Path, root: Path) -> None:
+    """HttpError 400 when *st* (an lstat) is a symlink: the server follows none."""
+    if st is not None and stat.S_ISLNK(st.st_mode):
+        raise os_error(OSError(errno.ELOOP, "a symbolic link"), path, root)
 
 
 def os_error(exc: OSError, path: Path, root: Path) -> HttpError:

@@ -9,7 +9,7 @@ from pathlib import Path
 from dtnkit.transfer import checksum as cks
 from dtnkit.transfer import files, fsroot
 from dtnkit.transfer.server import integrity
-from dtnkit.transfer.server.errors import HttpError, os_error, show
+from dtnkit.transfer.server.errors import HttpError, os_error, refuse_link, show
 from dtnkit.transfer.server.exchange import Exchange
 from dtnkit.transfer.wire import digests as dg
 
@@ -32,6 +32,7 @@ def check(ex: Exchange, path: Path) -> None:
     names = files.rel(root, path)
     with fsroot.Root(root) as fs:
         parent, st = files.lstat_or_none(fs, names[:-1]), files.lstat_or_none(fs, names)
+    refuse_link(parent, path.parent, root)
     if parent is None or not stat.S_ISDIR(parent.st_mode):
         raise HttpError(409, where, "its parent collection does not exist; MKCOL it first")
     if st is not None and stat.S_ISDIR(st.st_mode):
@@ -52,7 +53,7 @@ def handle_put(ex: Exchange) -> None:
         raise HttpError(411, f"PUT {where}",
                         "needs Content-Length or Transfer-Encoding: chunked")
     if length is not None:
-        integrity.check_space(path.parent, length, where)
+        integrity.check_space(path.parent, length, where, root)
     # Want-Digest on a PUT (RFC 3230: any request may ask for the resulting instance's
     # digest): hashed while receiving, answered in the response and cached, so a client
     # that verifies needs no HEAD that would read the new file back

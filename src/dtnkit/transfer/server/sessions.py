@@ -40,7 +40,7 @@ from dtnkit.transfer import files, fsroot
 from dtnkit.transfer import pipeline as pl
 from dtnkit.transfer import tokens as tokmod
 from dtnkit.transfer.server import integrity
-from dtnkit.transfer.server.errors import HttpError, os_error, show
+from dtnkit.transfer.server.errors import HttpError, os_error, refuse_link, show
 from dtnkit.transfer.server.exchange import Exchange
 from dtnkit.transfer.server.registry import ReceivedRange, Registry, UploadSession
 from dtnkit.transfer.wire import digests as dg
@@ -126,11 +126,12 @@ def _start(ex: Exchange, registry: Registry, path: Path) -> None:
     names = files.rel(root, path)
     with fsroot.Root(root) as fs:
         parent, st = files.lstat_or_none(fs, names[:-1]), files.lstat_or_none(fs, names)
+    refuse_link(parent, path.parent, root)
     if parent is None or not stat.S_ISDIR(parent.st_mode):
         raise HttpError(409, where, "its parent collection does not exist; MKCOL it first")
     if st is not None and stat.S_ISDIR(st.st_mode):
         raise HttpError(405, where, "is a collection")
-    integrity.check_space(path.parent, length, where)
+    integrity.check_space(path.parent, length, where, root)
     try:
         session = registry.create(path, length, _owner(ex), algorithm)
     except OSError as exc:
