@@ -23,6 +23,7 @@ from pathlib import Path
 from dtnkit.transfer import fsroot, paths
 
 CACHE_ENTRIES = 10_000
+MAX_NOTED = 10_000  # directories with part files remembered for the janitor, per root
 FileKey = tuple[int, int, int, int]  # size, mtime_ns, inode, device
 
 
@@ -83,6 +84,7 @@ def create_part(part: Path, root: Path, *, readable: bool = False) -> int:
     with fsroot.Root(root) as fs:
         fd = fs.open(rel(root, part), mode | os.O_CREAT | os.O_EXCL, 0o666)
     LIVE.add(os.fstat(fd))
+    LIVE.note_dir(root, rel(root, part.parent))
     return fd
 
 
@@ -95,6 +97,8 @@ class LiveParts:
         self._lock = threading.Lock()
         self._items: collections.Counter[tuple[int, int]] = collections.Counter()
         self._names: collections.Counter[tuple[int, int, str]] = collections.Counter()
+        self._dirs: dict[str, set[tuple[str, ...]]] = {}
+        self._overflow: set[str] = set()
 
     def add_name(self, directory: os.stat_result, name: str) -> None:
         """Every file in *directory* whose name contains *name* is in use."""
@@ -134,6 +138,26 @@ class LiveParts:
     def __contains__(self, st: os.stat_result) -> bool:
         with self._lock:
             return (st.st_dev, st.st_ino) in self._items
+
+    def note_dir(self, root: Path, directory: tuple[str, ...]) -> None:
+        """A part file was made in *directory* (names under *root*): the periodic sweep looks
+        there (at most :data:`MAX_NOTED` directories per root; beyond, a full sweep)."""
+        with self._lock:
+            noted = self._dirs.setdefault(str(root), set())
+            if len(noted) < MAX_NOTED:
+                noted.add(directory)
+            else:
+                self._overflow.add(str(root))
+
+    def take_dirs(self, root: Path) -> set[tuple[str, ...]] | None:
+        """The directories noted under *root* since the last call; None: too many to list,
+        sweep the whole tree."""
+        with self._lock:
+            noted = self._dirs.pop(str(root), set())
+            if str(root) in self._overflow:
+                self._overflow.discard(str(root))
+                return None
+            return noted
 
 
 #: the part files in use in this process (PUT, upload sessions, COPY pulls)

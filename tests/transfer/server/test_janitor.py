@@ -184,3 +184,14 @@ def test_symlinks_inside_the_tree_are_not_followed(root: Path) -> None:
         assert conn.getresponse().read() == b"f\n"  # links are not listed
         conn.close()
     assert sorted(os.listdir(root / "d")) == ["f", "flink"]
+
+
+def test_periodic_sweep_finds_a_part_left_while_running(root: Path) -> None:
+    with serve(root, 0.05) as h:
+        janitor = h._server.janitor
+        part = root.resolve() / "d" / ".leak.dtnkit-part-abcdef"
+        fd = files.create_part(part, root.resolve())  # as a request that died without cleanup
+        files.release(fd)
+        os.close(fd)
+        wait_for("the leaked part file to go", lambda: not part.exists())
+        assert janitor.removed == 1

@@ -347,6 +347,7 @@ def pull_file(session: Session, url: Url, path: Path, options: Options, job: Job
     tmp = fsroot.fd_path(dirfd) / name
     directory = os.fstat(dirfd)
     files.LIVE.add_name(directory, name)
+    files.LIVE.note_dir(root, files.rel(root, path.parent))
     committed = False
     try:
         result = download(session, url, tmp, options)
