@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import http.client
 import os
+import platform
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.support import fsrace
 
 from dtnkit.transfer import files, paths, tokens
 from dtnkit.transfer.server import ServerHandle, start_server
@@ -195,3 +199,32 @@ def test_periodic_sweep_finds_a_part_left_while_running(root: Path) -> None:
         os.close(fd)
         wait_for("the leaked part file to go", lambda: not part.exists())
         assert janitor.removed == 1
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="renameat2 as syscall 316")
+def test_sweep_under_directory_swaps() -> None:
+    base = Path(tempfile.mkdtemp(prefix="dk11fs-"))
+    lay = fsrace.Layout.make(base)
+    try:
+        names = [f".p{i}.dtnkit-part-u{i:016x}" for i in range(20)]
+        old = time.time() - 7200
+
+        def plant(dirfd: int) -> None:
+            for name in names:
+                fd = os.open(name, os.O_CREAT | os.O_WRONLY, 0o644, dir_fd=dirfd)
+                os.utime(fd, (old, old))
+                os.close(fd)
+
+        plant(lay.outside_fd)
+        before = lay.outside_names()
+        sweeps = removed = 0
+        with fsrace.swapping(lay) as swapper:
+            while sweeps < 200 or swapper.swaps() < 10_000:
+                plant(lay.inside_fd)
+                removed += sweep(lay.root.resolve(), 60)
+                sweeps += 1
+        assert lay.outside_names() == before  # nothing removed outside
+        assert removed > 0  # and the sweeps that met the real directory did their work
+    finally:
+        lay.close()
+        shutil.rmtree(base)
