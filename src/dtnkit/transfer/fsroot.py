@@ -25,6 +25,7 @@ import ctypes
 import errno
 import os
 import stat
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
@@ -35,6 +36,11 @@ SYS_OPENAT2 = 437  # the same number on every architecture (new syscalls share a
 RESOLVE_NO_SYMLINKS = 0x04
 RESOLVE_BENEATH = 0x08
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+
+#: The directory (device, inode) each root path named when first opened: the root itself is
+#: opened by its path, so a user who can rename one of its parents could swap it for a link.
+_pinned: dict[str, tuple[int, int]] = {}
+_pin_lock = threading.Lock()
 
 #: Force the component-by-component walk even where ``openat2`` exists (tests).
 FALLBACK = False
@@ -51,32 +57,39 @@ _syscall = _libc.syscall
 _syscall.restype = ctypes.c_long
 
 
+RETRIES = 64  # EAGAIN: a rename raced the lookup; retried this often, then refused
+
+
 def _raw_openat2(dirfd: int, rel: bytes, flags: int, mode: int) -> int:
     how = _OpenHow(flags, mode, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)
+    tries = 0
     while True:
         fd = _syscall(ctypes.c_long(SYS_OPENAT2), ctypes.c_int(dirfd), ctypes.c_char_p(rel),
                       ctypes.byref(how), ctypes.c_size_t(ctypes.sizeof(how)))
         if fd >= 0:
             return int(fd)
         code = ctypes.get_errno()
-        if code == errno.EINTR:
-            continue
-        if code == errno.EAGAIN:  # a rename raced the lookup (RESOLVE_* lookups retry)
+        tries += 1
+        if code == errno.EINTR or (code == errno.EAGAIN and tries < RETRIES):
             continue
         raise OSError(code, os.strerror(code), rel.decode(errors="surrogateescape"))
 
 
 def has_openat2() -> bool:
-    """True when this kernel has ``openat2`` with ``RESOLVE_BENEATH`` (probed once)."""
+    """True when this kernel has ``openat2`` with ``RESOLVE_BENEATH`` (probed once; a
+    failure other than "not there" or "not allowed" is not remembered)."""
     global _probed
     if _probed is None:
+        top = os.open("/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
-            fd = _raw_openat2(-100, b".", _DIR_FLAGS, 0)  # AT_FDCWD
-        except OSError:
-            _probed = False
-        else:
-            os.close(fd)
-            _probed = True
+            os.close(_raw_openat2(top, b".", _DIR_FLAGS, 0))
+        except OSError as exc:
+            if exc.errno in (errno.ENOSYS, errno.EPERM, errno.EINVAL, errno.E2BIG):
+                _probed = False
+            return False
+        finally:
+            os.close(top)
+        _probed = True
     return _probed
 
 
@@ -99,6 +112,13 @@ class Root:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        st = os.fstat(self.fd)
+        with _pin_lock:
+            first = _pinned.setdefault(str(self.path), (st.st_dev, st.st_ino))
+        if first != (st.st_dev, st.st_ino):
+            self.close()
+            raise OSError(errno.ESTALE, "the served directory was replaced since it was "
+                          "first opened (restart the server)", str(self.path))
 
     def close(self) -> None:
         if self.fd >= 0:

@@ -242,3 +242,16 @@ def test_openat2_probe_is_cached(monkeypatch: pytest.MonkeyPatch) -> None:
     assert fsroot.has_openat2() is first
     monkeypatch.setattr(fsroot, "FALLBACK", True)
     assert not fsroot.uses_openat2()
+
+
+def test_a_replaced_root_is_refused(tmp_path: Path) -> None:
+    root = tmp_path / "served"
+    root.mkdir()
+    (root / "f").write_bytes(b"in")
+    with fsroot.Root(root) as fs:  # the server's first open pins the directory
+        assert fs.lstat(("f",)).st_size == 2
+    root.rename(tmp_path / "old")
+    root.symlink_to("/")  # a user who owns the parent swaps the root for a link
+    with pytest.raises(OSError) as info:
+        fsroot.Root(root)
+    assert info.value.errno == errno.ESTALE
