@@ -37,10 +37,36 @@ RESOLVE_NO_SYMLINKS = 0x04
 RESOLVE_BENEATH = 0x08
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 
-#: The directory (device, inode) each root path named when first opened: the root itself is
-#: opened by its path, so a user who can rename one of its parents could swap it for a link.
+#: Root paths held open (descriptor, users) by :func:`pin`: a :class:`Root` of such a path
+#: duplicates that descriptor instead of opening the path again, so a user who can rename
+#: one of the root's parents cannot swap the root itself for a link once the server runs.
 _pinned: dict[str, tuple[int, int]] = {}
 _pin_lock = threading.Lock()
+
+
+def pin(path: str | Path) -> None:
+    """Open the directory *path* now and use that descriptor for every later :class:`Root`
+    of it, until as many :func:`unpin` calls."""
+    key = os.fspath(path)
+    with _pin_lock:
+        held = _pinned.get(key)
+        if held is not None:
+            _pinned[key] = (held[0], held[1] + 1)
+            return
+        _pinned[key] = (os.open(key, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC), 1)
+
+
+def unpin(path: str | Path) -> None:
+    key = os.fspath(path)
+    with _pin_lock:
+        held = _pinned.get(key)
+        if held is None:
+            return
+        if held[1] > 1:
+            _pinned[key] = (held[0], held[1] - 1)
+            return
+        del _pinned[key]
+        os.close(held[0])  # under the lock: no Root is duplicating it now
 
 #: Force the component-by-component walk even where ``openat2`` exists (tests).
 FALLBACK = False
@@ -110,15 +136,13 @@ class Root:
     """
 
     def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        self.fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        st = os.fstat(self.fd)
+        self.path = os.fspath(path)
         with _pin_lock:
-            first = _pinned.setdefault(str(self.path), (st.st_dev, st.st_ino))
-        if first != (st.st_dev, st.st_ino):
-            self.close()
-            raise OSError(errno.ESTALE, "the served directory was replaced since it was "
-                          "first opened (restart the server)", str(self.path))
+            pinned = _pinned.get(self.path)
+            if pinned is not None:  # a copy of the descriptor opened at server start
+                self.fd = os.dup(pinned[0])
+                return
+        self.fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
 
     def close(self) -> None:
         if self.fd >= 0:

@@ -244,14 +244,19 @@ def test_openat2_probe_is_cached(monkeypatch: pytest.MonkeyPatch) -> None:
     assert not fsroot.uses_openat2()
 
 
-def test_a_replaced_root_is_refused(tmp_path: Path) -> None:
+def test_a_swapped_root_changes_nothing_once_pinned(tmp_path: Path) -> None:
     root = tmp_path / "served"
     root.mkdir()
     (root / "f").write_bytes(b"in")
-    with fsroot.Root(root) as fs:  # the server's first open pins the directory
-        assert fs.lstat(("f",)).st_size == 2
-    root.rename(tmp_path / "old")
-    root.symlink_to("/")  # a user who owns the parent swaps the root for a link
-    with pytest.raises(OSError) as info:
-        fsroot.Root(root)
-    assert info.value.errno == errno.ESTALE
+    fsroot.pin(root)  # what the server does at start
+    try:
+        root.rename(tmp_path / "old")
+        root.symlink_to("/")  # a user who owns the parent swaps the root for a link
+        with fsroot.Root(root) as fs:
+            assert fs.lstat(("f",)).st_size == 2  # still the directory opened at start
+            with pytest.raises(FileNotFoundError):
+                fs.lstat(("etc",))
+    finally:
+        fsroot.unpin(root)
+    with fsroot.Root(root) as fs:  # not pinned any more: the path as it is now
+        assert stat.S_ISDIR(fs.lstat(("etc",)).st_mode)

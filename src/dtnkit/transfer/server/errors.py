@@ -65,8 +65,5 @@ def os_error(exc: OSError, path: Path, root: Path) -> HttpError:
     if code == errno.ELOOP:  # fsroot refuses every symlink, inside the tree or not
         return HttpError(400, where, "is or passes through a symbolic link, which this "
                          "server does not follow")
-    if code == errno.ESTALE:  # fsroot: the root path names another directory than at start
-        return HttpError(500, where, "the served root was replaced since the server started; "
-                         "the server must be restarted")
     reason = os.strerror(code) if code else exc.__class__.__name__
     return HttpError(500, where, reason)

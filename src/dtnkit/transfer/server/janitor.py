@@ -100,13 +100,15 @@ def _sweep_dir(root: Path, names: tuple[str, ...], dirfd: int, cutoff: float,
 
 
 class Janitor:
-    """A thread that runs :func:`sweep` over the whole tree at start, then every
+    """Holds the served root open for the server's lifetime (:func:`fsroot.pin`), and runs
+    a thread that runs :func:`sweep` over the whole tree at start, then every
     ``max_age / 4`` (at most 600 s) over the directories where part files were made or
     stayed since (a full walk of a large tree every few minutes would cost more than it
     finds: a running server removes its own part files when a request ends)."""
 
     def __init__(self, root: Path, max_age: float) -> None:
         self.root = root
+        fsroot.pin(root)  # the server's requests work from this descriptor from now on
         self.max_age = max_age
         self.removed = 0
         self.sweeps = 0
@@ -128,3 +130,4 @@ class Janitor:
     def close(self) -> None:
         self._stop.set()
         self._thread.join(5)
+        fsroot.unpin(self.root)
