@@ -18,12 +18,12 @@ def test_part_files_and_commit(tmp_path: Path) -> None:
     assert part.parent == tmp_path and paths.is_part_name(part.name)
     assert files.part_for(target, "u1").name == paths.part_name("f", "u1")
     cache = files.ChecksumCache()
-    fd = files.create_part(part)
+    fd = files.create_part(part, tmp_path)
     try:
         files.write_all(fd, memoryview(b"new bytes"))
         files.pwrite_all(fd, memoryview(b"N"), 0)
         os.fsync(fd)
-        assert files.commit_part(cache, fd, part, target, {"md5": b"x" * 16}) is True
+        assert files.commit_part(cache, fd, part, target, {"md5": b"x" * 16}, tmp_path) is True
     finally:
         os.close(fd)
     assert target.read_bytes() == b"New bytes" and not part.exists()
@@ -31,21 +31,22 @@ def test_part_files_and_commit(tmp_path: Path) -> None:
     key = files.file_key(os.stat(target))
     assert cache.lookup(target, key) == {"md5": b"x" * 16}
     with pytest.raises(FileExistsError):
-        os.close(files.create_part(tmp_path / "f"))
+        os.close(files.create_part(tmp_path / "f", tmp_path))
 
 
 def test_commit_of_a_new_file_without_digests(tmp_path: Path) -> None:
     target = tmp_path / "g"
     cache = files.ChecksumCache()
     part = files.part_for(target)
-    fd = files.create_part(part, readable=True)
+    fd = files.create_part(part, tmp_path, readable=True)
     try:
-        assert files.commit_part(cache, fd, part, target, {}) is False
+        assert files.commit_part(cache, fd, part, target, {}, tmp_path) is False
     finally:
         os.close(fd)
     assert target.exists()
     with pytest.raises(OSError):
-        files.commit_part(cache, -1, part, tmp_path / "missing" / "h", {})
+        files.commit_part(cache, -1, part.parent / "missing" / part.name,
+                          tmp_path / "missing" / "h", {}, tmp_path)
 
 
 def test_checksum_cache_keys_and_bounds(tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ from dtnkit.transfer.client.errors import TransferError
 from dtnkit.transfer.client.journals import journal_dir
 from dtnkit.transfer.client.options import Options
 from dtnkit.transfer.server import ServerHandle, start_server
+from dtnkit.transfer.server.janitor import sweep
 from dtnkit.transfer.wire import digests as dg
 
 TOKEN = "tok-rw"
@@ -452,15 +453,12 @@ def test_orphan_part_files_are_removed(tmp_path: Path) -> None:
     (root / "d").mkdir(parents=True)
     orphan = root / "d" / ".f.dtnkit-part-u0123456789abcdef"
     orphan.write_bytes(b"x")
-    plain = root / "d" / ".g.dtnkit-part-0123"  # a single PUT's: not the janitor's
+    plain = root / "d" / ".g.dtnkit-part-0123"  # a single PUT's: the janitor's too
     plain.write_bytes(b"y")
     with serve(root, upload_expiry=3600.0) as h:
-        registry = h._server.uploads
-        assert registry is not None
-        assert registry.remove_orphans() == 0  # younger than the expiry
-        registry.expiry = 0.0
-        registry.remove_orphans()
-        assert not orphan.exists() and plain.exists()
+        assert sweep(h.root, 3600.0) == 0  # younger than the expiry
+        assert sweep(h.root, 0.0) == 2
+        assert not orphan.exists() and not plain.exists()
 
 
 def test_journal_location(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -42,7 +42,8 @@ from dtnkit.errors import BadInput
                    "clients fall back to one PUT stream.")
 @click.option("--upload-expiry", type=click.FloatRange(1, 7 * 86400), default=3600.0,
               show_default=True,
-              help="Seconds an idle partial-upload session (and its part file) is kept.")
+              help="Seconds an idle partial-upload session is kept, and the age at which "
+                   "part files left by killed uploads and copies are removed.")
 @format_option
 @pass_env
 def serve(env: Environment,

@@ -1,5 +1,6 @@
 """Files on the receiving side: part files, commit by rename, directory fsync, the checksum
-cache and free space.
+cache, free space and the part files in use.  Every name is opened under the served root with
+:mod:`~dtnkit.transfer.fsroot` (no symlink followed, nothing outside the root reached).
 
 A file arrives under a hidden part name next to its target (``.<name>.dtnkit-part-<tag>``,
 :mod:`dtnkit.transfer.paths`), is fsynced and verified, and only then renamed over the target
@@ -10,6 +11,7 @@ A file arrives under a hidden part name next to its target (``.<name>.dtnkit-par
 from __future__ import annotations
 
 import collections
+import contextlib
 import ctypes
 import errno
 import os
@@ -19,9 +21,10 @@ import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from dtnkit.transfer import paths
+from dtnkit.transfer import fsroot, paths
 
 CACHE_ENTRIES = 10_000
+MAX_NOTED = 10_000  # directories with part files remembered for the janitor, per root
 FileKey = tuple[int, int, int, int]  # size, mtime_ns, inode, device
 
 
@@ -69,10 +72,109 @@ def part_for(path: Path, tag: str | None = None) -> Path:
     return path.with_name(paths.part_name(path.name, tag or secrets.token_hex(8)))
 
 
-def create_part(part: Path, *, readable: bool = False) -> int:
-    """Create *part* (it must not exist) and return its descriptor, write-only by default."""
+def rel(root: Path, path: Path) -> tuple[str, ...]:
+    """*path* (under the resolved *root*) as the names :mod:`~dtnkit.transfer.fsroot` takes."""
+    return path.relative_to(root).parts
+
+
+def create_part(part: Path, root: Path, *, readable: bool = False) -> int:
+    """Create *part* (it must not exist, no symlink on the way) under *root* and return its
+    descriptor, write-only by default; the part counts as in use (:data:`LIVE`) until
+    :func:`release`."""
     mode = os.O_RDWR if readable else os.O_WRONLY
-    return os.open(part, mode | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+    with fsroot.Root(root) as fs:
+        fd = fs.open(rel(root, part), mode | os.O_CREAT | os.O_EXCL, 0o666)
+    LIVE.add(os.fstat(fd))
+    LIVE.note_dir(root, rel(root, part.parent))
+    return fd
+
+
+class LiveParts:
+    """The part files this process is writing, by device and inode, and the temporary names
+    in use in a directory (a COPY pull's, whose files the client code creates): the janitor
+    skips them."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._items: collections.Counter[tuple[int, int]] = collections.Counter()
+        self._names: collections.Counter[tuple[int, int, str]] = collections.Counter()
+        self._dirs: dict[str, set[tuple[str, ...]]] = {}
+        self._overflow: set[str] = set()
+
+    def add_name(self, directory: os.stat_result, name: str) -> None:
+        """Every file in *directory* whose name contains *name* is in use."""
+        with self._lock:
+            self._names[(directory.st_dev, directory.st_ino, name)] += 1
+
+    def discard_name(self, directory: os.stat_result, name: str) -> None:
+        with self._lock:
+            key = (directory.st_dev, directory.st_ino, name)
+            self._names[key] -= 1
+            if self._names[key] <= 0:
+                del self._names[key]
+
+    def holds(self, st: os.stat_result, dirfd: int, name: str) -> bool:
+        """True when the file *name* (its lstat *st*) in the directory *dirfd* is in use."""
+        if st in self:
+            return True
+        with self._lock:
+            if not self._names:
+                return False
+        d = os.fstat(dirfd)
+        with self._lock:
+            return any(dev == d.st_dev and ino == d.st_ino and live in name
+                       for dev, ino, live in self._names)
+
+    def add(self, st: os.stat_result) -> None:
+        with self._lock:
+            self._items[(st.st_dev, st.st_ino)] += 1
+
+    def discard(self, st: os.stat_result) -> None:
+        with self._lock:
+            key = (st.st_dev, st.st_ino)
+            self._items[key] -= 1
+            if self._items[key] <= 0:
+                del self._items[key]
+
+    def __contains__(self, st: os.stat_result) -> bool:
+        with self._lock:
+            return (st.st_dev, st.st_ino) in self._items
+
+    def note_dir(self, root: Path, directory: tuple[str, ...]) -> None:
+        """A part file was made in *directory* (names under *root*): the periodic sweep looks
+        there (at most :data:`MAX_NOTED` directories per root; beyond, a full sweep)."""
+        with self._lock:
+            noted = self._dirs.setdefault(str(root), set())
+            if len(noted) < MAX_NOTED:
+                noted.add(directory)
+            else:
+                self._overflow.add(str(root))
+
+    def take_dirs(self, root: Path) -> set[tuple[str, ...]] | None:
+        """The directories noted under *root* since the last call; None: too many to list,
+        sweep the whole tree."""
+        with self._lock:
+            noted = self._dirs.pop(str(root), set())
+            if str(root) in self._overflow:
+                self._overflow.discard(str(root))
+                return None
+            return noted
+
+
+#: the part files in use in this process (PUT, upload sessions, COPY pulls)
+LIVE = LiveParts()
+
+
+def release(fd: int) -> None:
+    """The part file open as *fd* is no longer in use (call before closing it)."""
+    with contextlib.suppress(OSError):
+        LIVE.discard(os.fstat(fd))
+
+
+def remove_part(part: Path, root: Path) -> None:
+    """Remove *part* under *root* if it is there (never through a symlink)."""
+    with contextlib.suppress(OSError), fsroot.Root(root) as fs:
+        fs.remove(rel(root, part))
 
 
 def write_all(fd: int, view: memoryview) -> None:
@@ -139,40 +241,70 @@ _COMMIT_LOCK = threading.Lock()
 Precondition = Callable[[os.stat_result | None], None]
 
 
+def lstat_or_none(fs: fsroot.Root, names: fsroot.Rel) -> os.stat_result | None:
+    try:
+        return fs.lstat(names)
+    except OSError:
+        return None
+
+
 def commit_part(cache: ChecksumCache, fd: int, part: Path, path: Path,
-                digests: Mapping[str, bytes], *, replace: bool = True,
+                digests: Mapping[str, bytes], root: Path, *, replace: bool = True,
                 precondition: Precondition | None = None) -> bool:
     """Rename a verified, fsynced part file over *path* (keeping the mode a file there had),
     fsync the directory and remember the digests; True when a file was replaced.
 
+    Both names are taken in the one directory descriptor of *path*'s parent, opened under
+    *root* without following symlinks: if the directory was swapped since the part was
+    created, the part is not found there and nothing is renamed.
     ``replace=False``: never over an existing file (FileExistsError, atomically, also
     against other processes).  *precondition* sees the target as it is just before the
     rename (no other commit of this process in between) and raises to refuse.
     OSError when the rename or the directory fsync fails."""
-    with _COMMIT_LOCK:
-        existed = os.path.lexists(path)
-        old = stat_or_none(path) if existed else None
-        if precondition is not None:
-            precondition(old)
-        if old is not None and stat.S_ISREG(old.st_mode):
-            os.fchmod(fd, stat.S_IMODE(old.st_mode))
-        st = os.fstat(fd)
-        if replace:
-            os.replace(part, path)
-        else:
-            rename_noreplace(part, path)
-    fsync_dir(path.parent)
+    if part.parent != path.parent:
+        raise OSError(errno.EXDEV, "a part file is committed in its own directory", str(part))
+    with fsroot.Root(root) as fs:
+        dirfd = fs.open_dir(rel(root, path.parent))
+    try:
+        with _COMMIT_LOCK:
+            try:
+                old: os.stat_result | None = os.stat(path.name, dir_fd=dirfd,
+                                                     follow_symlinks=False)
+            except FileNotFoundError:
+                old = None
+            if precondition is not None:
+                precondition(old)
+            if old is not None and stat.S_ISREG(old.st_mode):
+                os.fchmod(fd, stat.S_IMODE(old.st_mode))
+            st = os.fstat(fd)
+            if replace:
+                fsroot.replace_at(dirfd, part.name, path.name)
+            else:
+                rename_noreplace(part.name, path.name, src_dir_fd=dirfd, dst_dir_fd=dirfd)
+        os.fsync(dirfd)
+    finally:
+        os.close(dirfd)
     if digests:
         cache.store(path, file_key(st), digests)
     else:
         cache.forget(path)
-    return existed
+    return old is not None
 
 
-def free_space(directory: Path) -> int | None:
-    """Bytes an unprivileged writer may still use under *directory*, None when unknown."""
+def free_space(directory: Path, root: Path | None = None) -> int | None:
+    """Bytes an unprivileged writer may still use under *directory*, None when unknown.
+
+    With *root*, *directory* is opened under it without following a symlink."""
     try:
-        vfs = os.statvfs(directory)
+        if root is None:
+            vfs = os.statvfs(directory)
+        else:
+            with fsroot.Root(root) as fs:
+                fd = fs.open_dir(rel(root, directory))
+            try:
+                vfs = os.fstatvfs(fd)
+            finally:
+                os.close(fd)
     except OSError:
         return None
     return vfs.f_bavail * vfs.f_frsize

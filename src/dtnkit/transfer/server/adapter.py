@@ -46,6 +46,7 @@ from dtnkit.transfer.server.config import (
 )
 from dtnkit.transfer.server.errors import BodyError, HttpError, printable
 from dtnkit.transfer.server.exchange import FileLike, HeaderList, Services, Sink
+from dtnkit.transfer.server.janitor import Janitor
 from dtnkit.transfer.server.registry import Registry
 
 BLOCK = 8 * 2**20  # chunked-body buffer
@@ -68,6 +69,7 @@ class HttpServer(ThreadingHTTPServer):
         self.uploads: Registry | None = (
             Registry(config.root, config.upload_expiry) if config.upload_sessions else None)
         self.services = Services(config, files.ChecksumCache(), Counters(), self.uploads)
+        self.janitor = Janitor(config.root, config.upload_expiry)  # part files left behind
         self.log_lock = threading.Lock()
         self._live_lock = threading.Lock()
         self._live: dict[int, socket.socket] = {}
@@ -573,6 +575,7 @@ class ServerHandle:
         self._stopped = True
         self._server.shutdown()
         self._server.server_close()
+        self._server.janitor.close()
         if self._server.uploads is not None:
             self._server.uploads.close()
         self._server.close_connections(timeout)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import threading
 import time
 from collections.abc import Mapping
@@ -24,7 +25,7 @@ from urllib.parse import urlsplit
 
 from dtnkit.errors import BadInput, DtnkitError
 from dtnkit.transfer import checksum as cks
-from dtnkit.transfer import files, paths
+from dtnkit.transfer import files, fsroot, paths
 from dtnkit.transfer import pipeline as pl
 from dtnkit.transfer.client.download import download
 from dtnkit.transfer.client.errors import ChecksumMismatch, DestinationExists, Retryable
@@ -42,7 +43,7 @@ from dtnkit.transfer.client.session import (
 from dtnkit.transfer.client.tpc import TpcError
 from dtnkit.transfer.client.upload import upload
 from dtnkit.transfer.client.verify import Verify
-from dtnkit.transfer.server.errors import HttpError, os_error, show
+from dtnkit.transfer.server.errors import HttpError, os_error, refuse_link, show
 from dtnkit.transfer.server.exchange import Exchange, Headers
 from dtnkit.transfer.wire import digests as dg
 from dtnkit.transfer.wire import markers
@@ -226,19 +227,29 @@ def handle_copy(ex: Exchange) -> None:
     required = require(h.get("RequireChecksumVerification"))
     name = algorithm(h.get("Want-Digest"))
     overwrite = (h.get("Overwrite", "T") or "").strip().upper() != "F"
+    names = files.rel(root, path)
+    source_fd = -1  # push: the local file, opened under the root without following a symlink
     if pull:
-        if path == root or path.is_dir():
+        with fsroot.Root(root) as fs:
+            parent, there = files.lstat_or_none(fs, names[:-1]), files.lstat_or_none(fs, names)
+        if path == root or (there is not None and stat.S_ISDIR(there.st_mode)):
             raise HttpError(405, where, "is a collection; COPY to a file name under it")
-        if not path.parent.is_dir():
+        refuse_link(parent, path.parent, root)
+        if parent is None or not stat.S_ISDIR(parent.st_mode):
             raise HttpError(409, where, "its parent collection does not exist; MKCOL it first")
-        if not overwrite and os.path.lexists(path):
+        if not overwrite and there is not None:
             raise HttpError(412, where, "exists and Overwrite: F was sent")
     else:
         try:
-            st = os.stat(path)
+            with fsroot.Root(root) as fs:
+                source_fd = fs.open(names, os.O_RDONLY | os.O_NONBLOCK)
+            st = os.fstat(source_fd)
         except OSError as exc:
+            if source_fd >= 0:
+                os.close(source_fd)
             raise os_error(exc, path, root) from None
-        if not os.path.isfile(path):
+        if not stat.S_ISREG(st.st_mode):
+            os.close(source_fd)
             raise HttpError(405, where, f"is not a regular file ({st.st_mode:o})")
 
     options = Options(streams=n_streams, checksum=name,
@@ -265,7 +276,8 @@ def handle_copy(ex: Exchange) -> None:
     else:
         def work() -> None:
             session, url, _status, _offered = resolve_remote(remote, options, forward, None)
-            push_file(session, path, url, options, job, required is not False)
+            push_file(session, fsroot.fd_path(source_fd), url, options, job,
+                      required is not False)
 
     def run() -> None:
         try:
@@ -277,6 +289,8 @@ def handle_copy(ex: Exchange) -> None:
         except Exception as exc:  # report, never crash the handler
             job.error = f"COPY {where}: {exc.__class__.__name__}: {exc}"
         finally:
+            if source_fd >= 0:
+                os.close(source_fd)
             job.done.set()
 
     interval = config.marker_interval
@@ -284,9 +298,14 @@ def handle_copy(ex: Exchange) -> None:
     def marker() -> bytes:
         return markers.format_marker(job.sent, int(time.time())).encode("utf-8", "replace")
 
-    ex.start_chunked(202, [("Content-Type", "text/plain; charset=utf-8")])
-    thread = threading.Thread(target=run, daemon=True, name="dtnkit-tpc")
-    thread.start()
+    try:
+        ex.start_chunked(202, [("Content-Type", "text/plain; charset=utf-8")])
+        thread = threading.Thread(target=run, daemon=True, name="dtnkit-tpc")
+        thread.start()
+    except BaseException:
+        if source_fd >= 0:
+            os.close(source_fd)  # run() closes it once started
+        raise
     try:
         next_marker = time.monotonic() + interval
         while not job.done.wait(POLL):
@@ -310,34 +329,51 @@ def handle_copy(ex: Exchange) -> None:
 def pull_file(session: Session, url: Url, path: Path, options: Options, job: Job,
               ex: Exchange, *, overwrite: bool = True) -> None:
     """Download *url* to a part file next to *path*, then rename it over *path* (not over
-    an existing file, whoever made it, unless *overwrite*)."""
-    tmp = files.part_for(path)
+    an existing file, whoever made it, unless *overwrite*).
+
+    The directory is opened once under the root without following a symlink; the download
+    writes through ``/proc/self/fd/N/<part>`` (that very directory, whatever is renamed
+    meanwhile) and the rename is taken in it too."""
+    root = ex.services.config.root
+    try:
+        with fsroot.Root(root) as fs:
+            dirfd = fs.open_dir(files.rel(root, path.parent))
+    except OSError as exc:
+        raise TpcError(f"COPY {show(path, root)}", os_error(exc, path.parent, root).why,
+                       "check that the parent collection exists") from None
+    name = files.part_for(path).name
+    tmp = fsroot.fd_path(dirfd) / name
+    directory = os.fstat(dirfd)
+    files.LIVE.add_name(directory, name)
+    files.LIVE.note_dir(root, files.rel(root, path.parent))
     committed = False
     try:
         result = download(session, url, tmp, replace(options, overwrite=True))
         if job.cancel.is_set():
             raise Cancelled()
         if overwrite:
-            os.replace(tmp, path)
+            fsroot.replace_at(dirfd, name, path.name)
         else:
             try:
-                files.rename_noreplace(tmp, path)
+                files.rename_noreplace(name, path.name, src_dir_fd=dirfd, dst_dir_fd=dirfd)
             except FileExistsError:
                 raise TpcError(f"COPY {path.name}", "exists and Overwrite: F was sent",
                                "") from None
         committed = True
         with contextlib.suppress(OSError):
-            files.fsync_dir(path.parent)
+            os.fsync(dirfd)
         if result.digest is not None:
             with contextlib.suppress(ValueError, OSError):
                 value = {options.checksum: result.digest}
-                ex.services.cache.store(path, files.file_key(os.stat(path)), value)
+                st = os.stat(path.name, dir_fd=dirfd, follow_symlinks=False)
+                ex.services.cache.store(path, files.file_key(st), value)
     finally:
         if not committed:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            with contextlib.suppress(OSError):
-                os.unlink(part_path(tmp))
+            for leftover in (name, part_path(tmp).name):
+                with contextlib.suppress(OSError):
+                    os.unlink(leftover, dir_fd=dirfd)
+        files.LIVE.discard_name(directory, name)
+        os.close(dirfd)
 
 
 def push_file(session: Session, path: Path, url: Url, options: Options,

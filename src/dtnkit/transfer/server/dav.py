@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import os
+import errno
 import stat
 
+from dtnkit.transfer import files, fsroot
 from dtnkit.transfer.server import listing
-from dtnkit.transfer.server.errors import HttpError, os_error, show
+from dtnkit.transfer.server.errors import HttpError, os_error, refuse_link, show
 from dtnkit.transfer.server.exchange import Exchange
 from dtnkit.transfer.wire import multistatus
 
@@ -20,11 +21,9 @@ def handle_delete(ex: Exchange) -> None:
     if path == root:
         raise HttpError(403, "/", "the served root cannot be deleted")
     try:
-        if stat.S_ISDIR(os.lstat(path).st_mode):
-            os.rmdir(path)
-        else:
-            os.unlink(path)
-            ex.services.cache.forget(path)
+        with fsroot.Root(root) as fs:
+            if not fs.remove(files.rel(root, path)):
+                ex.services.cache.forget(path)
     except OSError as exc:
         raise os_error(exc, path, root) from None
     ex.send_empty(204)
@@ -37,12 +36,16 @@ def handle_mkcol(ex: Exchange) -> None:
     path = ex.resolve()
     root = ex.services.config.root
     where = show(path, root)
-    if os.path.lexists(path):
-        raise HttpError(405, where, "already exists")
-    if not path.parent.is_dir():
-        raise HttpError(409, where, "its parent collection does not exist")
+    names = files.rel(root, path)
     try:
-        os.mkdir(path)
+        with fsroot.Root(root) as fs:
+            if files.lstat_or_none(fs, names) is not None:
+                raise HttpError(405, where, "already exists")
+            parent = files.lstat_or_none(fs, names[:-1])
+            refuse_link(parent, path.parent, root)
+            if parent is None or not stat.S_ISDIR(parent.st_mode):
+                raise HttpError(409, where, "its parent collection does not exist")
+            fs.mkdir(names)
     except FileExistsError:
         raise HttpError(405, where, "already exists") from None
     except OSError as exc:
@@ -68,7 +71,10 @@ def handle_propfind(ex: Exchange) -> None:
         raise HttpError(400, f"Depth {depth!r}", "must be 0 or 1")
     ex.read_small_body(MAX_PROPFIND_BODY)  # the requested properties are ignored
     try:
-        st = os.stat(path)
+        with fsroot.Root(root) as fs:
+            st = fs.lstat(files.rel(root, path))
+        if stat.S_ISLNK(st.st_mode):
+            raise OSError(errno.ELOOP, "a symbolic link", path.name)
     except OSError as exc:
         raise os_error(exc, path, root) from None
     items = [listing.Entry(path.name, path, st)]

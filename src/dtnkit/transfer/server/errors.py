@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -39,6 +40,12 @@ def printable(text: str) -> str:
     return "".join(c if c.isprintable() and c != '"' else f"\\x{ord(c):02x}" for c in text)
 
 
+def refuse_link(st: os.stat_result | None, path: Path, root: Path) -> None:
+    """HttpError 400 when *st* (an lstat) is a symlink: the server follows none."""
+    if st is not None and stat.S_ISLNK(st.st_mode):
+        raise os_error(OSError(errno.ELOOP, "a symbolic link"), path, root)
+
+
 def os_error(exc: OSError, path: Path, root: Path) -> HttpError:
     """The HTTP answer to a failed file operation on *path*."""
     where = show(path, root)
@@ -55,7 +62,8 @@ def os_error(exc: OSError, path: Path, root: Path) -> HttpError:
         return HttpError(405, where, "is a collection")
     if code == errno.ENAMETOOLONG:
         return HttpError(414, where, "the name is too long for the filesystem")
-    if code == errno.ELOOP:
-        return HttpError(400, where, "too many levels of symbolic links")
+    if code == errno.ELOOP:  # fsroot refuses every symlink, inside the tree or not
+        return HttpError(400, where, "is or passes through a symbolic link, which this "
+                         "server does not follow")
     reason = os.strerror(code) if code else exc.__class__.__name__
     return HttpError(500, where, reason)

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from dtnkit.transfer import checksum as cks
-from dtnkit.transfer import files
+from dtnkit.transfer import files, fsroot
 from dtnkit.transfer import pipeline as pl
 from dtnkit.transfer.server import integrity, listing
 from dtnkit.transfer.server.errors import HttpError, os_error, show
@@ -38,7 +38,8 @@ def serve(ex: Exchange, *, head: bool) -> None:
     path = ex.resolve()
     root = ex.services.config.root
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with fsroot.Root(root) as fs:
+            fd = fs.open(files.rel(root, path), os.O_RDONLY | os.O_NONBLOCK)
     except OSError as exc:
         raise os_error(exc, path, root) from None
     try:

@@ -64,8 +64,8 @@ def want_repr_digest(value: str | None, header: str = "Want-Repr-Digest") -> str
         raise HttpError(400, header, why) from None
 
 
-def check_space(directory: Path, length: int, where: str) -> None:
-    """HttpError 507 when *length* bytes do not fit under *directory*."""
-    free = files.free_space(directory)
+def check_space(directory: Path, length: int, where: str, root: Path | None = None) -> None:
+    """HttpError 507 when *length* bytes do not fit under *directory* (under *root*)."""
+    free = files.free_space(directory, root)
     if free is not None and length > free:
         raise HttpError(507, f"PUT {where}", f"needs {length} bytes, {free} are free")

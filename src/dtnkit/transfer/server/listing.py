@@ -7,7 +7,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from dtnkit.transfer import paths
+from dtnkit.transfer import files, fsroot, paths
 from dtnkit.transfer.server.errors import os_error
 from dtnkit.transfer.wire import multistatus, ranges
 
@@ -30,22 +30,19 @@ class Entry:
 
 
 def entries(directory: Path, root: Path) -> list[Entry]:
-    """Children worth listing: no upload temporaries, no symlinks out of the root."""
+    """Children worth listing: no upload temporaries, no symlinks (the server follows none).
+
+    Read through one descriptor of *directory*, opened under *root* without following a
+    symlink, so a directory swapped for a link meanwhile lists nothing outside the root."""
     items = []
     try:
-        scan = list(os.scandir(directory))
+        with fsroot.Root(root) as fs:
+            scan = fs.listdir(files.rel(root, directory))
     except OSError as exc:
         raise os_error(exc, directory, root) from None
-    for entry in scan:
-        if paths.is_part_name(entry.name):
+    for name, st in scan:
+        if paths.is_part_name(name) or stat.S_ISLNK(st.st_mode):
             continue
-        child = directory / entry.name
-        try:
-            if entry.is_symlink() and not child.resolve().is_relative_to(root):
-                continue
-            st = entry.stat()
-        except (OSError, RuntimeError):
-            continue
-        items.append(Entry(entry.name, child, st))
+        items.append(Entry(name, directory / name, st))
     items.sort(key=lambda e: e.name)
     return items

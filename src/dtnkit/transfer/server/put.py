@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 
 from dtnkit.transfer import checksum as cks
-from dtnkit.transfer import files
+from dtnkit.transfer import files, fsroot
 from dtnkit.transfer.server import integrity
-from dtnkit.transfer.server.errors import HttpError, os_error, show
+from dtnkit.transfer.server.errors import HttpError, os_error, refuse_link, show
 from dtnkit.transfer.server.exchange import Exchange
 from dtnkit.transfer.wire import digests as dg
 from dtnkit.transfer.wire import ranges
@@ -32,11 +32,15 @@ def check(ex: Exchange, path: Path) -> None:
     if encoding not in ("", "identity"):
         raise HttpError(415, f"Content-Encoding {encoding!r}",
                         "is not supported; send the bytes as they are")
-    if not path.parent.is_dir():
+    names = files.rel(root, path)
+    with fsroot.Root(root) as fs:
+        parent, st = files.lstat_or_none(fs, names[:-1]), files.lstat_or_none(fs, names)
+    refuse_link(parent, path.parent, root)
+    if parent is None or not stat.S_ISDIR(parent.st_mode):
         raise HttpError(409, where, "its parent collection does not exist; MKCOL it first")
-    if path.is_dir():
+    if st is not None and stat.S_ISDIR(st.st_mode):
         raise HttpError(405, where, "is a collection")
-    conditions(ex).check(files.stat_or_none(path), where)
+    conditions(ex).check(st, where)
 
 
 class Conditions:
@@ -52,12 +56,12 @@ class Conditions:
             raise HttpError(412, where, why)
 
     def commit(self, cache: files.ChecksumCache, fd: int, part: Path, path: Path,
-               digests: Mapping[str, bytes], where: str) -> bool:
+               digests: Mapping[str, bytes], root: Path, where: str) -> bool:
         """:func:`files.commit_part` under these conditions (412 when they fail): with
         ``If-None-Match: *`` the rename never replaces a file, whoever made it."""
         try:
             return files.commit_part(
-                cache, fd, part, path, digests, replace=not self.value.create_only,
+                cache, fd, part, path, digests, root, replace=not self.value.create_only,
                 precondition=(lambda st: self.check(st, where)) if self.value.any else None)
         except FileExistsError:
             raise HttpError(412, where, "exists and If-None-Match: * was sent") from None
@@ -84,7 +88,7 @@ def handle_put(ex: Exchange) -> None:
         raise HttpError(411, f"PUT {where}",
                         "needs Content-Length or Transfer-Encoding: chunked")
     if length is not None:
-        integrity.check_space(path.parent, length, where)
+        integrity.check_space(path.parent, length, where, root)
     # Want-Digest on a PUT (RFC 3230: any request may ask for the resulting instance's
     # digest): hashed while receiving, answered in the response and cached, so a client
     # that verifies needs no HEAD that would read the new file back
@@ -92,7 +96,7 @@ def handle_put(ex: Exchange) -> None:
     sums = {name: cks.new(name) for name in {*expected, *([answer] if answer else [])}}
     part = files.part_for(path)
     try:
-        fd = files.create_part(part)
+        fd = files.create_part(part, root)
     except OSError as exc:
         raise os_error(exc, path, root) from None
     committed = False
@@ -117,14 +121,14 @@ def handle_put(ex: Exchange) -> None:
             raise HttpError(412, f"PUT {where}",
                             f"checksum mismatch, nothing written: {detail}")
         try:
-            existed = conditions(ex).commit(ex.services.cache, fd, part, path, got, where)
+            existed = conditions(ex).commit(ex.services.cache, fd, part, path, got, root, where)
         except OSError as exc:
             raise os_error(exc, path, root) from None
         committed = True
     finally:
+        files.release(fd)
         os.close(fd)
         if not committed:
-            with contextlib.suppress(OSError):
-                os.unlink(part)
+            files.remove_part(part, root)
     ex.send_empty(204 if existed else 201, [("Digest", dg.format_digest(
         answer, got[answer]))] if answer else [])

@@ -1,8 +1,9 @@
 """The open upload sessions of one server: their part files, ranges, expiry and janitor.
 
 Sessions live in the server's memory: a restarted server forgets them (the client then starts
-again), and a janitor removes session part files idle for longer than the expiry, also those
-left by an earlier server process.
+again); a thread drops sessions idle for longer than the expiry, and the server's part-file
+janitor (:mod:`~dtnkit.transfer.server.janitor`) removes part files left by an earlier
+process.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dtnkit.transfer import files, paths
+from dtnkit.transfer import files
 from dtnkit.transfer.server.config import DEFAULT_EXPIRY
 from dtnkit.transfer.server.errors import HttpError, show
 from dtnkit.transfer.wire import upload as wup
@@ -88,32 +89,8 @@ class Registry:
             self.close_fd(s)
 
     def _janitor(self) -> None:
-        with contextlib.suppress(OSError):
-            self.remove_orphans()
         while not self._stop.wait(max(0.05, min(self.expiry / 4, 60.0))):
             self.purge()
-
-    def remove_orphans(self) -> int:
-        """Remove session part files under the root idle for longer than the expiry."""
-        removed = 0
-        cutoff = time.time() - self.expiry
-        mark = paths.PART_MARK + PART_PREFIX
-        for directory, _dirs, names in os.walk(self.root):
-            if self._stop.is_set():
-                break
-            for name in names:
-                if not (name.startswith(".") and mark in name):
-                    continue
-                full = os.path.join(directory, name)
-                with self._lock:
-                    known = any(str(s.part) == full for s in self._sessions.values())
-                try:
-                    if not known and os.lstat(full).st_mtime < cutoff:
-                        os.unlink(full)
-                        removed += 1
-                except OSError:
-                    continue
-        return removed
 
     def purge(self) -> int:
         now = time.monotonic()
@@ -137,13 +114,13 @@ class Registry:
                                 [("Retry-After", "60")])
         ident = secrets.token_urlsafe(24)
         part = files.part_for(path, PART_PREFIX + part_token(ident))
-        fd = files.create_part(part, readable=True)
+        fd = files.create_part(part, self.root, readable=True)
         try:
             os.ftruncate(fd, length)
         except OSError:
+            files.release(fd)
             os.close(fd)
-            with contextlib.suppress(OSError):
-                os.unlink(part)
+            files.remove_part(part, self.root)
             raise
         session = UploadSession(ident, path, part, length, owner, algorithm, fd,
                                 time.monotonic())
@@ -171,8 +148,7 @@ class Registry:
     def discard(self, s: UploadSession) -> None:
         self.forget(s)
         self.close_fd(s)
-        with contextlib.suppress(OSError):
-            os.unlink(s.part)
+        files.remove_part(s.part, self.root)
 
     @staticmethod
     def close_fd(s: UploadSession) -> None:
@@ -180,6 +156,7 @@ class Registry:
             if s.closed:
                 return
             s.closed = True
+        files.release(s.fd)
         with contextlib.suppress(OSError):
             os.close(s.fd)
 

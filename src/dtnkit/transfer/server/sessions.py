@@ -29,18 +29,18 @@ The sessions themselves are kept by :class:`~dtnkit.transfer.server.registry.Reg
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
+import stat
 import time
 from pathlib import Path
 
 from dtnkit.transfer import checksum as cks
-from dtnkit.transfer import files
+from dtnkit.transfer import files, fsroot
 from dtnkit.transfer import pipeline as pl
 from dtnkit.transfer import tokens as tokmod
 from dtnkit.transfer.server import integrity, put
-from dtnkit.transfer.server.errors import HttpError, os_error, show
+from dtnkit.transfer.server.errors import HttpError, os_error, refuse_link, show
 from dtnkit.transfer.server.exchange import Exchange
 from dtnkit.transfer.server.registry import ReceivedRange, Registry, UploadSession
 from dtnkit.transfer.wire import digests as dg
@@ -123,12 +123,16 @@ def _start(ex: Exchange, registry: Registry, path: Path) -> None:
             algorithm = None  # md5/sha-256 are computed at commit, from the part file
     if path == root:
         raise HttpError(405, where, "the root is a collection; upload a file under it")
-    if not path.parent.is_dir():
+    names = files.rel(root, path)
+    with fsroot.Root(root) as fs:
+        parent, st = files.lstat_or_none(fs, names[:-1]), files.lstat_or_none(fs, names)
+    refuse_link(parent, path.parent, root)
+    if parent is None or not stat.S_ISDIR(parent.st_mode):
         raise HttpError(409, where, "its parent collection does not exist; MKCOL it first")
-    if path.is_dir():
+    if st is not None and stat.S_ISDIR(st.st_mode):
         raise HttpError(405, where, "is a collection")
-    put.conditions(ex).check(files.stat_or_none(path), where)  # refused before any byte
-    integrity.check_space(path.parent, length, where)
+    put.conditions(ex).check(st, where)  # refused before any byte
+    integrity.check_space(path.parent, length, where, root)
     try:
         session = registry.create(path, length, _owner(ex), algorithm)
     except OSError as exc:
@@ -270,14 +274,13 @@ def _commit(ex: Exchange, registry: Registry, session: UploadSession) -> None:
         try:
             os.fsync(session.fd)
             existed = conditions.commit(ex.services.cache, session.fd, session.part, path,
-                                        got, where)
+                                        got, root, where)
         except OSError as exc:
             raise os_error(exc, path, root) from None
         committed = True
     finally:
         registry.close_fd(session)
         if not committed:
-            with contextlib.suppress(OSError):
-                os.unlink(session.part)
+            files.remove_part(session.part, root)
     headers = [("Digest", dg.format_digest(n, v)) for n, v in sorted(got.items())[:1]]
     ex.send_empty(204 if existed else 201, headers)
