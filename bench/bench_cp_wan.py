@@ -618,4 +618,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        print("bench_cp_wan: interrupted", file=sys.stderr)
+        sys.exit(130)
