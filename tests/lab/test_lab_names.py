@@ -4,6 +4,7 @@ as at a site instead of waiting 5 s for a DNS server the namespace cannot reach.
 
 from __future__ import annotations
 
+import re
 import secrets
 import shutil
 import statistics
@@ -23,9 +24,10 @@ from dtnkit.lab.path import LabPath
 pytestmark = [pytest.mark.needs_root, pytest.mark.needs_netns]
 needs_iptables = pytest.mark.skipif(shutil.which("iptables") is None, reason="needs iptables")
 
-# A stalled lookup waits the resolver's timeout (5 s by default); a lookup that fails at once
-# takes milliseconds.  Half a second separates them whatever the machine's load.
-FAST_S = 0.5
+# A stalled lookup waits the resolver's timeout (5.0 s measured before the fix); one that fails
+# at once takes about 2 ms on an idle machine.  On top of a lookup from the hosts file measured
+# in the same test, 2 s separates them even with the 2 CPUs shared by 20 runnable processes.
+FAST_S = 2.0
 
 # This module's lab names start with `b11n` and a random part per test.
 MODULE_PREFIX = "b11n"
@@ -99,13 +101,16 @@ def test_every_namespace_resolves_every_host_fast(built: LabPath) -> None:
 @needs_iptables
 def test_an_unknown_name_fails_at_once(built: LabPath) -> None:
     p = built
-    times = []
+    times, known = [], []
     for _ in range(3):
         elapsed, answer = in_ns(p.dst.netns, FORWARD_UNKNOWN,
                                 f"nosuch-{secrets.token_hex(4)}.example")
         assert answer.startswith("failed"), answer
         times.append(elapsed)
-    assert statistics.median(times) < FAST_S, times
+        elapsed, answer = in_ns(p.dst.netns, FORWARD_UNKNOWN, p.hostname(p.src))
+        assert answer == "resolved"
+        known.append(elapsed)
+    assert statistics.median(times) < statistics.median(known) + FAST_S, (times, known)
 
 
 @needs_iptables
@@ -169,12 +174,14 @@ def test_xrootd_without_nodnr_serves_quickly_in_the_lab(built: LabPath, tmp_path
         root.mkdir()
         (root / "small.bin").write_bytes(b"x" * 65536)
         serve = p.dst.popen([sys.executable, "-m", "dtnkit", "serve", "--root", str(root),
-                             "--host", "0.0.0.0", "--port", "8443", "--cert", str(pki.cert),
+                             "--host", "0.0.0.0", "--port", "0", "--cert", str(pki.cert),
                              "--key", str(pki.key), "--anonymous-read", "--quiet"])
         try:
             assert serve.stdout is not None
-            assert "https://" in serve.stdout.readline()
-            base = curl_times(p, f"https://{p.dst.address}:8443/small.bin", pki.ca_file)
+            port = re.search(r"https://[^\s/]+:(\d+)", serve.stdout.readline())
+            assert port, "dtnkit serve did not start"
+            base = curl_times(p, f"https://{p.dst.address}:{port.group(1)}/small.bin",
+                              pki.ca_file)
             got = curl_times(p, f"{xrd.url}small.bin", pki.ca_file)
         finally:
             serve.terminate()
