@@ -33,6 +33,7 @@ import signal
 import socket
 import ssl
 import subprocess
+import sys
 import tempfile
 import time
 import zlib
@@ -120,8 +121,9 @@ def _openssl(*argv: str, cwd: Path) -> None:
         raise RuntimeError(f"openssl {' '.join(argv)} failed:\n{proc.stderr}")
 
 
-def make_pki(directory: Path) -> Pki:
-    """A CA and one server/client certificate for 127.0.0.1 and localhost (valid 2 days)."""
+def make_pki(directory: Path, names: tuple[str, ...] = ()) -> Pki:
+    """A CA and one server/client certificate for 127.0.0.1 and localhost (valid 2 days);
+    ``names``: more addresses or host names it is valid for (lab hosts)."""
     directory.mkdir(parents=True, exist_ok=True)
     _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key",
              "-out", "ca.pem", "-days", "2", "-subj", "/CN=dtnkit throwaway test CA",
@@ -130,7 +132,9 @@ def make_pki(directory: Path) -> Pki:
     (directory / "host.ext").write_text(
         "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n"
         "extendedKeyUsage=serverAuth,clientAuth\n"
-        "subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+        "subjectAltName=" + ",".join(
+            f"IP:{n}" if n.replace(".", "").isdigit() or ":" in n else f"DNS:{n}"
+            for n in ("127.0.0.1", "localhost", *names)) + "\n")
     _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "host.key", "-out", "host.csr",
              "-subj", "/CN=localhost", cwd=directory)
     _openssl("x509", "-req", "-in", "host.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
@@ -163,14 +167,15 @@ class Xrootd:
     log: Path
     process: subprocess.Popen[bytes]
     pki: Pki
+    host: str = "127.0.0.1"  # the address or name clients use (a lab host's)
 
     @property
     def url(self) -> str:
-        return f"https://127.0.0.1:{self.http_port}/"
+        return f"https://{self.host}:{self.http_port}/"
 
     @property
     def xroot_url(self) -> str:
-        return f"root://127.0.0.1:{self.port}/"
+        return f"root://{self.host}:{self.port}/"
 
     def put(self, name: str, data: bytes) -> Path:
         """Place a file in XRootD's data root, owned by the user XRootD runs as."""
@@ -258,12 +263,42 @@ def wait_https(port: int, ca_file: Path, deadline: float, *,
     raise RuntimeError(f"{what} on port {port} not ready in time (last error: {last})")
 
 
+def wait_https_in(netns: str, port: int, ca_file: Path, deadline: float, *,
+                  alive: subprocess.Popen[bytes], what: str = "server") -> None:
+    """:func:`wait_https` from inside network namespace ``netns`` (one child polls its
+    127.0.0.1 there)."""
+    probe = (
+        "import http.client, ssl, sys, time\n"
+        "ctx = ssl.create_default_context(cafile=sys.argv[3])\n"
+        "end = time.monotonic() + float(sys.argv[4])\n"
+        "while time.monotonic() < end:\n"
+        "    c = http.client.HTTPSConnection(sys.argv[1], int(sys.argv[2]), timeout=10,\n"
+        "                                    context=ctx)\n"
+        "    try:\n"
+        "        c.request('HEAD', '/'); c.getresponse().read(); sys.exit(0)\n"
+        "    except (OSError, http.client.HTTPException):\n"
+        "        time.sleep(0.05)\n"
+        "    finally:\n"
+        "        c.close()\n"
+        "sys.exit(1)\n")
+    left = max(deadline - time.monotonic(), 0.1)
+    proc = subprocess.run(["ip", "netns", "exec", netns, sys.executable, "-I", "-S", "-c", probe,
+                           "127.0.0.1", str(port), str(ca_file), f"{left:.2f}"],
+                          capture_output=True, check=False, timeout=left + 10)
+    if proc.returncode != 0 or alive.poll() is not None:
+        raise RuntimeError(f"{what} on port {port} in {netns} not ready in time "
+                           f"(exit {alive.poll()})")
+
+
 @contextlib.contextmanager
-def running_xrootd(pki: Pki, *, timeout: float = 20.0) -> Iterator[Xrootd]:
+def running_xrootd(pki: Pki, *, timeout: float = 20.0, netns: str | None = None,
+                   host: str = "127.0.0.1") -> Iterator[Xrootd]:
     """Start XRootD in a fresh temporary directory; stop it (by PID) and remove the directory.
 
     The PKI is copied into the work directory so that XRootD (running as ``xrootd`` when we
-    are root) can read its key (mode 600, owned by that user).
+    are root) can read its key (mode 600, owned by that user).  ``netns``: run it in that
+    network namespace (a lab host's, under ``ip netns exec``, which execs it: same PID),
+    reached at ``host``.
     """
     workdir = Path(tempfile.mkdtemp(prefix="dkxrd-"))
     proc: subprocess.Popen[bytes] | None = None
@@ -289,14 +324,20 @@ def running_xrootd(pki: Pki, *, timeout: float = 20.0) -> Iterator[Xrootd]:
                 for f in files:
                     os.chown(os.path.join(dirpath, f), ent.pw_uid, ent.pw_gid)
             argv += ["-R", XROOTD_USER]
+        if netns is not None:
+            argv = ["ip", "netns", "exec", netns, *argv]
         proc = subprocess.Popen(argv, cwd=workdir, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         # -n names the instance: XRootD writes its log to <dir of -l>/<name>/<file of -l>
         server = Xrootd(workdir, root, port, http_port, workdir / "dkxrd" / "xrootd.log",
-                        proc, pki)
+                        proc, pki, host)
         try:
-            wait_https(http_port, pki.ca_file, time.monotonic() + timeout, alive=proc,
-                       what="xrootd")
+            if netns is None:
+                wait_https(http_port, pki.ca_file, time.monotonic() + timeout, alive=proc,
+                           what="xrootd")
+            else:
+                wait_https_in(netns, http_port, pki.ca_file, time.monotonic() + timeout,
+                              alive=proc, what="xrootd")
         except RuntimeError as exc:
             raise RuntimeError(f"{exc}\n--- xrootd log ---\n{server.log_tail()}") from None
         yield server

@@ -69,7 +69,7 @@ def _up_table(p: Printer, name: str, spec: Any, doc: dict[str, Any]) -> None:
         con.print(f"sending hosts' interfaces capped at {spec.src_rate_bps / 1e9:g} Gbit/s")
     con.print(f"backend: [bold]{doc['backend']}[/] because {doc['backend_reason']}")
     for h in doc["hosts"]:
-        con.print(f"  {h['name']:<6} {h['address']:<16} netns {h['netns']}")
+        con.print(f"  {h['name']:<6} {h['address']:<16} {h['hostname']:<22} netns {h['netns']}")
     src, dst = doc["hosts"][0], doc["hosts"][-1]
     con.print("reach them with, e.g.:")
     con.print(f"  dtnkit lab exec {name} {dst['name']} -- iperf3 -s -D")

@@ -41,6 +41,13 @@ SUBNET_CANDIDATES = ((251, 252), (241, 242), (231, 232), (221, 222))
 MAX_HOSTS_PER_SIDE = 16
 # the FIFO must hold several 64 KiB GSO segments, or a short path drops at the first burst
 MIN_QUEUE = 8 * 65536
+# `ip netns exec NS` bind-mounts every file of /etc/netns/NS over the one of /etc: the lab's
+# hosts file and resolv.conf go there, so every command run in a lab namespace sees them
+ETC_NETNS = Path("/etc/netns")
+DOMAIN = "lab"
+# a lab namespace reaches no DNS server: lookups ask loopback, where nothing listens, and so
+# fail at once (ICMP port unreachable) instead of waiting 5 s for a server out of reach
+RESOLV_CONF = "nameserver 127.0.0.1\noptions timeout:1 attempts:1\n"
 
 
 @dataclass
@@ -379,12 +386,47 @@ class LabPath:
     def stats_path(self) -> Path:
         return self.dir / "emulator-stats.json"
 
+    def hostname(self, host: LabHost) -> str:
+        """The host's name in every namespace of the path: ``HOST.NAME.lab``."""
+        return f"{host.name}.{self.name}.{DOMAIN}"
+
+    def names(self) -> list[tuple[str, str]]:
+        """(address, name) of every host of the path and of the middle's two sides."""
+        out = [(h.address, self.hostname(h)) for h in self.hosts]
+        return out + [(self.gateway(side), f"path-{side}.{self.name}.{DOMAIN}")
+                      for side in ("src", "dst")]
+
+    def _write_names(self) -> None:
+        """hosts and resolv.conf for every namespace of the path, under /etc/netns/NS/: the
+        machine's own hosts file (localhost, its name) and the path's hosts after it."""
+        marker = _marker(self.name)
+        base = ""
+        with contextlib.suppress(OSError):
+            base = Path("/etc/hosts").read_text()
+        block = "".join(f"{addr}\t{name}\n" for addr, name in self.names())
+        files = {"hosts": f"{base.rstrip()}\n\n{marker}\n{block}",
+                 "resolv.conf": f"{marker}\n{RESOLV_CONF}"}
+        for ns in self.state.namespaces:
+            d = ETC_NETNS / ns
+            d.mkdir(parents=True, exist_ok=True)
+            for fname, text in files.items():
+                target = d / fname
+                if target.exists() and marker not in target.read_text(errors="replace"):
+                    raise DtnkitError(f"cannot give lab path {self.name} its host names",
+                                      f"{target} exists and was not written by dtnkit",
+                                      "remove or rename it, or pick another lab name")
+                tmp = d / f".{fname}.dtnkit-tmp"
+                tmp.write_text(text)
+                tmp.chmod(0o644)
+                os.replace(tmp, target)
+
     # ---- build -------------------------------------------------------------------------------
     def _build(self) -> None:
         spec = self.spec
         for ns in self.state.namespaces:
             self.run(["ip", "netns", "add", ns])
             self.run(["ip", "-n", ns, "link", "set", "lo", "up"])
+        self._write_names()
         Host.live(self.mid).write("/proc/sys/net/ipv4/ip_forward", "1")
         for side in ("src", "dst"):
             hosts = [h for h in self.hosts if h.side == side]
@@ -594,8 +636,8 @@ class LabPath:
             "src_rate_bps": st.spec.src_rate_bps,
             "loss": st.spec.loss, "queue_bytes": st.spec.queue_size() or None,
             "mtu": st.spec.mtu, "middle_netns": self.mid,
-            "hosts": [{"name": h.name, "side": h.side, "netns": h.netns, "address": h.address}
-                      for h in st.hosts],
+            "hosts": [{"name": h.name, "side": h.side, "netns": h.netns, "address": h.address,
+                       "hostname": self.hostname(h)} for h in st.hosts],
             "emulator": emulator,
             "counters": self.counters(),
         }
@@ -634,6 +676,28 @@ def _stop(pid: int) -> None:
             os.waitpid(pid, 0)
 
 
+def _marker(name: str) -> str:
+    return f"# dtnkit lab {name}: removed by `dtnkit lab down {name}`"
+
+
+def _remove_names(name: str, namespaces: set[str]) -> None:
+    """Remove the hosts and resolv.conf the lab wrote under /etc/netns (only files that carry
+    its marker) and the namespace's directory there if nothing else is left in it."""
+    prefix = f"{NS_PREFIX}{name}-"
+    dirs = {ETC_NETNS / ns for ns in namespaces}
+    with contextlib.suppress(OSError):
+        dirs |= {d for d in ETC_NETNS.iterdir() if d.name.startswith(prefix)}
+    marker = _marker(name)
+    for d in dirs:
+        for fname in ("hosts", "resolv.conf", ".hosts.dtnkit-tmp", ".resolv.conf.dtnkit-tmp"):
+            f = d / fname
+            with contextlib.suppress(OSError):
+                if fname.startswith(".") or marker in f.read_text(errors="replace"):
+                    f.unlink()
+        with contextlib.suppress(OSError):
+            d.rmdir()  # only when empty: an admin's own files stay
+
+
 def _netns_list() -> list[str]:
     proc = run_command(["ip", "netns", "list"], check=False)
     return [line.split()[0] for line in proc.stdout.splitlines() if line.strip()]
@@ -658,6 +722,7 @@ def _teardown(name: str, state: LabState | None, state_root: Path) -> list[str]:
                 os.waitpid(int(pid), 0)
         if run_command(["ip", "netns", "del", ns], check=False).returncode == 0:
             removed.append(ns)
+    _remove_names(name, names)
     shutil.rmtree(state_dir(name, state_root), ignore_errors=True)
     return removed
 
@@ -739,6 +804,9 @@ def down_all(*, state_root: Path, prefix: str = "") -> list[str]:
         names |= {d.name for d in state_root.iterdir() if d.is_dir() and _NAME.match(d.name)}
     names |= {n[len(NS_PREFIX):].rsplit("-", 1)[0] for n in _netns_list()
               if n.startswith(NS_PREFIX)}
+    with contextlib.suppress(OSError):  # name files left by a crash between build steps
+        names |= {d.name[len(NS_PREFIX):].rsplit("-", 1)[0] for d in ETC_NETNS.iterdir()
+                  if d.name.startswith(NS_PREFIX) and "-" in d.name[len(NS_PREFIX):]}
     removed: list[str] = []
     for name in sorted(n for n in names if n.startswith(prefix)):
         state = None

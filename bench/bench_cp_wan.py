@@ -1,0 +1,625 @@
+"""Benchmark `dtnkit cp` and dtnkit's HTTP-TPC on emulated WAN paths against curl, gfal-copy,
+xrdcp and XRootD, and judge the targets of issue 11.
+
+For each lab path (``--paths``, default 50 ms / 1 Gbit/s and 10 ms / 2 Gbit/s) and each state
+of the ends (``--ends``: untuned, and tuned with ``dtnkit tune apply --netns`` on both end
+namespaces, restored after), the script builds a `dtnkit lab` path and starts, in its
+namespaces, over TLS with a throwaway CA (``tests.support.xrootd.make_pki``, the interop tests'
+PKI, with the lab hosts' names):
+
+- on ``src``: XRootD 5.5.3 (XrdHttp and root://, without ``nodnr``: the lab's hosts have
+  names) and ``dtnkit serve``, both holding the ``--sizes`` test file;
+- on ``dst``: XRootD and ``dtnkit serve`` as the active parties of HTTP-TPC pulls.
+
+Clients run on ``dst`` (downloads cross the path from src to dst; uploads go back to src):
+verified ``dtnkit cp`` (``--streams auto`` when this dtnkit has it, else 8; one stream; its
+default when that is neither), unverified curl, ``gfal-copy -K adler32``, ``xrdcp --cksum
+adler32:source``, ``xrdcp -S 8`` (root://), uploads with ``dtnkit cp`` to dtnkit serve, and
+HTTP-TPC pulls from XRootD on src into dtnkit serve on dst (verified, adler32) and into
+XRootD on dst, at 1 and 8 streams (the COPY request timed inside the namespace).  Times are
+wall times of the commands as a user runs them (process start included), except TPC.  Every
+round runs every measurement once, pairs next to each other, the order reversed every other
+round; the tables give medians over ``--repeat`` rounds and the ratio of each target pair
+with met / not met.
+
+Everything it creates carries its prefix (``--prefix``, lab names ``PREFIX0``, ``PREFIX1``
+... so namespaces ``dkl-PREFIX*``; the work directory ``/dev/shm/dtnkit-wanbench-*``); on
+Ctrl-C, SIGTERM or an error it stops its servers by PID, restores the tuning and removes its
+lab paths; at start it removes what a killed run of the same prefix left.
+
+    .venv/bin/python bench/bench_cp_wan.py                       # all paths and ends
+    .venv/bin/python bench/bench_cp_wan.py --paths 50ms/1gbit    # one path, untuned and tuned
+    .venv/bin/python bench/bench_cp_wan.py --quick               # smoke check, 1-2 minutes
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.support
+
+from tests.support.xrootd import (
+    XROOTD_USER,
+    Pki,
+    gfal_env,
+    make_pki,
+    missing,
+    missing_gfal2_python,
+    missing_xrootd,
+    running_xrootd,
+)
+
+from benchlib import CpuWatch
+from dtnkit.errors import DtnkitError
+from dtnkit.lab import path as lab
+from dtnkit.lab.path import LabPath
+from dtnkit.units import parse_ms, parse_rate
+
+MiB = 2**20
+REPO = Path(__file__).resolve().parent.parent
+STATE_ROOT = Path("/run/dtnkit/bench-wan")
+WORK_PREFIX = "dtnkit-wanbench-"
+TOKENS = "rw-token read,write\nro-token read\n"
+T0 = time.monotonic()
+
+
+def log(msg: str) -> None:
+    print(f"[{time.monotonic() - T0:7.1f}s] {msg}", file=sys.stderr, flush=True)
+
+
+def out(line: str = "") -> None:
+    print(line, flush=True)
+
+
+def table(head: list[str], rows: list[list[str]]) -> None:
+    out("| " + " | ".join(head) + " |")
+    out("|" + "---|" * len(head))
+    for r in rows:
+        out("| " + " | ".join(r) + " |")
+    out()
+
+
+# --------------------------------------------------------------------------- what is measured
+
+
+@dataclass(frozen=True)
+class Target:
+    """One goal of the issue: ``measured`` / ``baseline`` (median times) at most ``limit``."""
+
+    measured: str
+    baseline: str
+    limit: float | None  # None: shown for information
+    what: str
+
+
+def cp_streams_flavours() -> tuple[str, str | None]:
+    """How this dtnkit picks streams: ('auto' or '8', the default when it is neither 1 nor
+    auto, else None)."""
+    helptext = subprocess.run([sys.executable, "-m", "dtnkit", "cp", "--help"],
+                              capture_output=True, text=True, check=False).stdout
+    flat = " ".join(helptext.split())
+    m = re.search(r"--streams[^\[]*\[default: ([^;\]]+)", flat)
+    default = m.group(1).strip() if m else "1"
+    # click checks a given option's value before it misses the arguments
+    probe = subprocess.run([sys.executable, "-m", "dtnkit", "cp", "--streams", "auto"],
+                           capture_output=True, text=True, check=False)
+    many = "8" if "--streams" in probe.stderr else "auto"
+    return many, (None if default in ("1", "auto", many) else default)
+
+
+def targets(many: str, default: str | None) -> list[Target]:
+    auto = f"cp {many} XRootD"
+    rows = [
+        Target(auto, "gfal-copy -K adler32", 0.5, "verified cp vs gfal-copy, from XRootD"),
+        Target(f"cp {many} dtnkit", "gfal-copy -K adler32", 0.5,
+               "verified cp from dtnkit serve vs gfal-copy from XRootD"),
+        Target(auto, "xrdcp -S 8", 0.75, "verified cp vs xrdcp -S 8 (root://)"),
+        Target(f"cp {many} dtnkit", "xrdcp -S 8", 0.75,
+               "verified cp from dtnkit serve vs xrdcp -S 8"),
+        Target("cp 1 XRootD", "curl XRootD", 1.0, "one verified stream vs unverified curl"),
+        Target("cp 1 dtnkit", "curl dtnkit", 1.0, "one verified stream vs unverified curl"),
+        Target(f"upload {many}", f"cp {many} dtnkit", 1.1, "upload vs download, dtnkit serve"),
+        Target("upload 1", "cp 1 dtnkit", 1.1, "upload vs download, one stream"),
+        Target("tpc dtnkit 1", "tpc XRootD 1", 1.0, "TPC pull, active dtnkit vs XRootD"),
+        Target("tpc dtnkit 8", "tpc XRootD 8", 1.0, "TPC pull, active dtnkit vs XRootD"),
+        Target(auto, "xrdcp --cksum adler32:source", None, "verified cp vs verified xrdcp"),
+        Target(f"cp {many} dtnkit", "xrdcp --cksum adler32:source", None,
+               "verified cp from dtnkit serve vs verified xrdcp"),
+    ]
+    if default is not None:
+        rows.append(Target(f"cp default({default}) XRootD", "gfal-copy -K adler32", None,
+                           "cp with its default streams"))
+    return rows
+
+
+def order(many: str, default: str | None) -> list[str]:
+    """Every measurement of a round, each target pair next to each other."""
+    names = [f"cp {many} XRootD", "gfal-copy -K adler32", "xrdcp -S 8",
+             "xrdcp --cksum adler32:source", f"cp {many} dtnkit", f"upload {many}",
+             "cp 1 XRootD", "curl XRootD", "cp 1 dtnkit", "curl dtnkit", "upload 1",
+             "tpc dtnkit 1", "tpc XRootD 1", "tpc dtnkit 8", "tpc XRootD 8"]
+    if default is not None:
+        names.append(f"cp default({default}) XRootD")
+    return names
+
+
+def round_order(names: list[str], k: int) -> list[str]:
+    """Round k's order: as listed, reversed every other round (drift hits both sides)."""
+    return list(names) if k % 2 == 0 else list(reversed(names))
+
+
+def verdict(times: dict[str, list[float]], t: Target) -> tuple[str, str]:
+    """(ratio, met / not met / -) of a target from the medians of the runs that succeeded."""
+    a, b = times.get(t.measured, []), times.get(t.baseline, [])
+    if not a or not b:
+        return "-", "no data"
+    ratio = statistics.median(a) / statistics.median(b)
+    if t.limit is None:
+        return f"{ratio:.2f}", "(information)"
+    return f"{ratio:.2f}", "met" if ratio <= t.limit else "not met"
+
+
+# --------------------------------------------------------------------------- servers
+
+
+class Tracked:
+    """Children the bench started, stopped by PID whatever happens."""
+
+    def __init__(self) -> None:
+        self.procs: dict[int, subprocess.Popen[Any]] = {}
+
+    def add(self, proc: subprocess.Popen[Any]) -> None:
+        self.procs[proc.pid] = proc
+
+    def stop(self, proc: subprocess.Popen[Any]) -> None:
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(proc.pid, signal.SIGKILL)
+                proc.wait(10)
+        self.procs.pop(proc.pid, None)
+
+    def pids(self) -> list[int]:
+        return [p for p, proc in self.procs.items() if proc.poll() is None]
+
+
+TRACKED = Tracked()
+SERVE_ARGS: list[str] = []  # --serve-arg, and --tpc-allow for the lab when serve has it
+
+
+@dataclass
+class Serve:
+    url: str  # https://HOST.NAME.lab:PORT/
+    root: Path
+
+
+@contextlib.contextmanager
+def dtnkit_serve(host: lab.LabHost, hostname: str, root: Path, pki: Pki, work: Path,
+                 extra: list[str]) -> Iterator[Serve]:
+    """``dtnkit serve`` (TLS, tokens, trusting the CA for its own TPC) in a lab namespace."""
+    tokens = work / "tokens"
+    tokens.write_text(TOKENS)
+    tokens.chmod(0o600)
+    root.mkdir(parents=True, exist_ok=True)
+    with open(work / f"serve-{host.name}.log", "w") as errlog:
+        proc = host.popen([sys.executable, "-m", "dtnkit", "serve", "--root", str(root),
+                           "--host", "0.0.0.0", "--port", "0", "--cert", str(pki.cert),
+                           "--key", str(pki.key), "--tokens", str(tokens),
+                           "--ca-file", str(pki.ca_file), "--quiet", *extra, *SERVE_ARGS],
+                          stderr=errlog)
+    TRACKED.add(proc)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        m = re.search(r"https://[^:/\s]+:(\d+)", line)
+        if not m:
+            raise RuntimeError(f"dtnkit serve on {host.name} did not start: {line!r} "
+                               f"(exit {proc.poll()})")
+        yield Serve(f"https://{hostname}:{m.group(1)}/", root)
+    finally:
+        TRACKED.stop(proc)
+
+
+def serve_has(option: str) -> bool:
+    helptext = subprocess.run([sys.executable, "-m", "dtnkit", "serve", "--help"],
+                              capture_output=True, text=True, check=False).stdout
+    return option in helptext
+
+
+def place(src: Path, dest: Path, *, owner: str | None = None) -> None:
+    """A hard link of the test file (same tmpfs), owned by XRootD's user when it serves it."""
+    with contextlib.suppress(FileNotFoundError):
+        dest.unlink()
+    os.link(src, dest)
+    if owner is not None and os.geteuid() == 0:
+        shutil.chown(dest, owner, owner)
+
+
+def make_file(path: Path, size: int) -> None:
+    chunk = os.urandom(16 * MiB)
+    with open(path, "wb") as f:
+        left = size
+        while left:
+            n = min(left, len(chunk))
+            f.write(chunk[:n])
+            left -= n
+    path.chmod(0o644)
+
+
+# --------------------------------------------------------------------------- one configuration
+
+
+@dataclass
+class Config:
+    rtt_ms: float
+    rate_bps: int
+    tuned: bool
+    size: int
+
+    @property
+    def label(self) -> str:
+        return (f"{self.rtt_ms:g} ms / {self.rate_bps / 1e9:g} Gbit/s, ends "
+                f"{'tuned' if self.tuned else 'untuned'}, {self.size // MiB} MiB")
+
+
+@dataclass
+class Results:
+    times: dict[str, list[float]] = field(default_factory=dict)
+    failures: dict[str, list[str]] = field(default_factory=dict)
+
+
+TPC_SCRIPT = """
+import sys, time
+from dtnkit.transfer.client.tpc import request_copy
+dst, src, token, streams, ca = sys.argv[1:6]
+t0 = time.monotonic()
+res = request_copy(dst, source=src, token=token or None, streams=int(streams), timeout=600,
+                   checksum="adler32", ca_file=ca)
+elapsed = time.monotonic() - t0
+print("ELAPSED", elapsed, "OK" if res.ok else "FAIL", res.final)
+"""
+
+
+class Run:
+    """The measurements of one configuration, on a built path with its servers."""
+
+    def __init__(self, p: LabPath, cfg: Config, pki: Pki, work: Path, name: str,
+                 xsrc_url: str, xsrc_root_url: str, dsrc: Serve, xdst_url: str, xdst_root: Path,
+                 ddst: Serve, many: str, default: str | None) -> None:
+        self.p, self.cfg, self.pki, self.work, self.name = p, cfg, pki, work, name
+        self.xsrc_url, self.xsrc_root_url, self.dsrc = xsrc_url, xsrc_root_url, dsrc
+        self.xdst_url, self.xdst_root, self.ddst = xdst_url, xdst_root, ddst
+        self.many, self.default = many, default
+        self.out = work / "out"
+        self.out.mkdir(exist_ok=True)
+        self.env = gfal_env(pki, None)
+
+    def dtnkit_cp(self, *args: str) -> list[str]:
+        return [sys.executable, "-m", "dtnkit", "cp", "--ca-file", str(self.pki.ca_file),
+                "--checksum", "adler32", "--token", "rw-token", *args]
+
+    def streams(self, n: str) -> list[str]:
+        return [] if n.startswith("default") else ["--streams", n]
+
+    def command(self, label: str) -> tuple[list[str], Path, Callable[[], None]]:
+        """argv run on dst, the file it should leave, and how to clean up after it."""
+        name, dest = self.name, self.out / self.name
+        x, d = self.xsrc_url + name, self.dsrc.url + name
+
+        def rm_dest() -> None:
+            with contextlib.suppress(FileNotFoundError):
+                dest.unlink()
+
+        up = self.dsrc.root / "up.bin"
+
+        def rm_up() -> None:
+            with contextlib.suppress(FileNotFoundError):
+                up.unlink()
+
+        kind, _, rest = label.partition(" ")
+        if kind == "cp":
+            n, _, server = rest.rpartition(" ")
+            src = x if server == "XRootD" else d
+            n = n.split("(")[1].rstrip(")") if n.startswith("default") else n
+            argv = self.dtnkit_cp(*([] if label.startswith("cp default") else
+                                    ["--streams", n]), src, str(dest))
+            return argv, dest, rm_dest
+        if kind == "upload":
+            return (self.dtnkit_cp("--streams", rest, str(self.work / "src" / name),
+                                   self.dsrc.url + "up.bin"), up, rm_up)
+        if label == "gfal-copy -K adler32":
+            env = [f"{k}={self.env[k]}" for k in ("X509_CERT_DIR", "GFAL_PYTHONBIN")]
+            return (["env", *env, "gfal-copy", "-f", "-K", "adler32", x, f"file://{dest}"],
+                    dest, rm_dest)
+        if label == "xrdcp -S 8":
+            return (["xrdcp", "-f", "-s", "-S", "8", f"{self.xsrc_root_url}/{name}", str(dest)],
+                    dest, rm_dest)
+        if label == "xrdcp --cksum adler32:source":
+            return (["xrdcp", "-f", "-s", "--cksum", "adler32:source",
+                     f"{self.xsrc_root_url}/{name}", str(dest)], dest, rm_dest)
+        if kind == "curl":
+            src = x if rest == "XRootD" else d
+            return (["curl", "-sS", "-f", "--cacert", str(self.pki.ca_file), "-H",
+                     "Authorization: Bearer ro-token", "-o", str(dest), src], dest, rm_dest)
+        raise ValueError(label)
+
+    def tpc(self, label: str) -> float:
+        _, active, streams = label.split()
+        if active == "dtnkit":
+            dst_url, token, dest = self.ddst.url + "tpc.bin", "rw-token", self.ddst.root / "tpc.bin"
+        else:
+            dst_url, token, dest = self.xdst_url + "tpc.bin", "", self.xdst_root / "tpc.bin"
+        try:
+            proc = self.p.dst.run([sys.executable, "-c", TPC_SCRIPT, dst_url,
+                                   self.xsrc_url + self.name, token, streams,
+                                   str(self.pki.ca_file)], check=False, timeout=900)
+            m = re.search(r"ELAPSED (\S+) (OK|FAIL) ?(.*)", proc.stdout)
+            if not m or m.group(2) != "OK":
+                raise RuntimeError((m.group(3) if m else proc.stderr.strip()[-300:]) or "?")
+            size = dest.stat().st_size
+            if size != self.cfg.size:
+                raise RuntimeError(f"destination has {size} bytes")
+            return float(m.group(1))
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                dest.unlink()
+
+    def measure(self, label: str) -> float:
+        if label.startswith("tpc "):
+            return self.tpc(label)
+        argv, dest, clean = self.command(label)
+        try:
+            t0 = time.monotonic()
+            proc = self.p.dst.run(argv, check=False, timeout=900)
+            elapsed = time.monotonic() - t0
+            if proc.returncode != 0:
+                raise RuntimeError(f"exit {proc.returncode}: "
+                                   f"{(proc.stderr or proc.stdout).strip()[-300:]}")
+            size = dest.stat().st_size if dest.exists() else -1
+            if size != self.cfg.size:
+                raise RuntimeError(f"{dest.name} has {size} bytes, not {self.cfg.size}")
+            return elapsed
+        finally:
+            clean()
+
+
+def warm(run: Run) -> None:
+    """Untimed: the sources' adler32 computed and stored (as on a server that keeps them)."""
+    for url in (run.xsrc_url, run.dsrc.url):
+        run.p.dst.run(["curl", "-sS", "-f", "-I", "--cacert", str(run.pki.ca_file), "-H",
+                       "Want-Digest: adler32", "-H", "Authorization: Bearer ro-token",
+                       url + run.name], check=False, timeout=300)
+
+
+def tune(p: LabPath, state_dir: Path, rtt_ms: float) -> None:
+    for h in (p.src, p.dst):
+        proc = subprocess.run([sys.executable, "-m", "dtnkit", "tune", "apply", "--netns",
+                               h.netns, "--state-dir", str(state_dir / h.name), "--rtt",
+                               f"{max(rtt_ms, 1):g}ms", "--format", "json"],
+                              capture_output=True, text=True, check=False, timeout=300)
+        if proc.returncode != 0:
+            raise RuntimeError(f"tune apply on {h.netns} failed: {proc.stderr.strip()}")
+        log(f"tuned {h.netns}")
+
+
+def untune(p: LabPath, state_dir: Path) -> None:
+    for h in (p.src, p.dst):
+        if not (state_dir / h.name).exists():
+            continue
+        proc = subprocess.run([sys.executable, "-m", "dtnkit", "tune", "restore", "--netns",
+                               h.netns, "--state-dir", str(state_dir / h.name)],
+                              capture_output=True, text=True, check=False, timeout=300)
+        log(f"restored {h.netns}: exit {proc.returncode}")
+
+
+def run_config(cfg: Config, lab_name: str, work: Path, repeat: int, many: str,
+               default: str | None, src_file: Path) -> Results:
+    res = Results()
+    cwork = work / lab_name
+    cwork.mkdir(mode=0o711)
+    tempfile.tempdir = str(cwork)  # XRootD's work directories: inside ours, on tmpfs
+    log(f"{cfg.label}: building lab {lab_name}")
+    with contextlib.ExitStack() as stack:
+        p = stack.enter_context(lab.path(lab_name, state_root=STATE_ROOT, rtt_ms=cfg.rtt_ms,
+                                         rate_bps=cfg.rate_bps))
+        src_name, dst_name = p.hostname(p.src), p.hostname(p.dst)
+        pki = make_pki(cwork / "pki", (src_name, dst_name, p.src.address, p.dst.address))
+        tune_state = cwork / "tune"
+        if cfg.tuned:
+            stack.callback(untune, p, tune_state)
+            tune(p, tune_state, cfg.rtt_ms)
+        xsrc = stack.enter_context(running_xrootd(pki, netns=p.src.netns, host=src_name))
+        xdst = stack.enter_context(running_xrootd(pki, netns=p.dst.netns, host=dst_name))
+        for x in (xsrc, xdst):
+            TRACKED.add(x.process)
+        # a dtnkit with a TPC allow-list refuses private addresses unless listed
+        allow = ["--tpc-allow", p.src.address] if serve_has("--tpc-allow") else []
+        dsrc = stack.enter_context(dtnkit_serve(p.src, src_name, cwork / "serve-src", pki,
+                                                cwork, []))
+        ddst = stack.enter_context(dtnkit_serve(p.dst, dst_name, cwork / "serve-dst", pki,
+                                                cwork, allow))
+        (cwork / "src").mkdir()
+        name = src_file.name
+        place(src_file, cwork / "src" / name)
+        place(src_file, xsrc.root / name, owner=XROOTD_USER)
+        place(src_file, dsrc.root / name)
+        run = Run(p, cfg, pki, cwork, name, xsrc.url, xsrc.xroot_url, dsrc, xdst.url, xdst.root,
+                  ddst, many, default)
+        warm(run)
+        names = order(many, default)
+        watch = CpuWatch(TRACKED.pids)
+        for k in range(repeat):
+            for label in round_order(names, k):
+                try:
+                    t = run.measure(label)
+                    res.times.setdefault(label, []).append(t)
+                    log(f"round {k + 1}/{repeat} {label}: {t:.2f} s")
+                except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
+                    res.failures.setdefault(label, []).append(str(exc))
+                    log(f"round {k + 1}/{repeat} {label}: FAILED {exc}")
+        report(cfg, res, names, many, default, p, repeat)
+        out(watch.report())
+        out()
+        for x in (xsrc, xdst):
+            TRACKED.procs.pop(x.process.pid, None)
+    return res
+
+
+def report(cfg: Config, res: Results, names: list[str], many: str, default: str | None,
+           p: LabPath, repeat: int) -> None:
+    rtt = p.measure_rtt(3)
+    out(f"### {cfg.label}")
+    out()
+    out(f"Lab path: `dtnkit lab` {p.state.backend}, measured idle RTT "
+        f"{rtt['avg_ms'] if rtt else float('nan'):.1f} ms; {repeat} rounds, medians.")
+    out()
+    rows = []
+    for label in names:
+        t = res.times.get(label, [])
+        fails = len(res.failures.get(label, []))
+        med = statistics.median(t) if t else float("nan")
+        rate = f"{cfg.size * 8 / med / 1e6:.0f}" if t else "-"
+        rows.append([label, f"{med:.2f}" if t else "-", rate,
+                     " ".join(f"{x:.2f}" for x in t), str(fails) if fails else ""])
+    table(["measurement", "median s", "Mbit/s", "runs (s)", "failed"], rows)
+    trows = []
+    for goal in targets(many, default):
+        ratio, ok = verdict(res.times, goal)
+        limit = f"<= {goal.limit:g}" if goal.limit is not None else ""
+        trows.append([f"{goal.measured} / {goal.baseline}", goal.what, ratio, limit, ok])
+    table(["ratio (median times)", "what", "ratio", "target", "verdict"], trows)
+    for label, errs in res.failures.items():
+        out(f"- {label} failed: {errs[0][:200]}")
+    if res.failures:
+        out()
+
+
+# --------------------------------------------------------------------------- cleanup, main
+
+
+def clean_leftovers(prefix: str) -> None:
+    """What a killed run of this prefix left: its lab paths, its dead runs' work dirs."""
+    removed = lab.down_all(state_root=STATE_ROOT, prefix=prefix)
+    if removed:
+        log(f"removed leftovers of an earlier run: {' '.join(removed)}")
+    for d in Path("/dev/shm").glob(f"{WORK_PREFIX}{prefix}-*"):
+        with contextlib.suppress(OSError, ValueError):
+            pid = int((d / "pid").read_text())
+            if not Path(f"/proc/{pid}").exists():
+                shutil.rmtree(d, ignore_errors=True)
+
+
+def preflight() -> list[str]:
+    reasons = [r for r in (missing_xrootd(), missing("curl", "xrdcp", "gfal-copy", "iptables"),
+                           missing_gfal2_python()) if r]
+    if os.geteuid() != 0:
+        reasons.append("needs root (lab namespaces)")
+    return reasons
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--paths", default="50ms/1gbit,10ms/2gbit",
+                    help="comma-separated RTT/RATE lab paths")
+    ap.add_argument("--ends", default="untuned,tuned", help="untuned, tuned or both")
+    ap.add_argument("--sizes", default="256", help="MiB, comma-separated (e.g. 256,1024)")
+    ap.add_argument("--repeat", type=int, default=2, help="rounds (medians over them)")
+    ap.add_argument("--prefix", default="b11w",
+                    help="start of the lab names (namespaces dkl-PREFIX*); at most 8 "
+                         "lower-case letters and digits")
+    ap.add_argument("--serve-arg", action="append", default=[],
+                    help="one more argument for every `dtnkit serve` (repeatable)")
+    ap.add_argument("--quick", action="store_true",
+                    help="smoke check: first path, untuned, 64 MiB, one round")
+    args = ap.parse_args(argv)
+    try:
+        args.paths = [(parse_ms(r), parse_rate(b))
+                      for r, b in (x.split("/", 1) for x in args.paths.split(",") if x)]
+    except (ValueError, DtnkitError) as exc:
+        ap.error(f"--paths: give RTT/RATE, e.g. 50ms/1gbit ({exc})")
+    args.ends = [e for e in args.ends.split(",") if e]
+    if set(args.ends) - {"untuned", "tuned"}:
+        ap.error("--ends takes untuned, tuned")
+    args.sizes = [int(s) * MiB for s in args.sizes.split(",") if s]
+    if not re.fullmatch(r"[a-z][a-z0-9]{0,7}", args.prefix):
+        ap.error("--prefix: 1-8 lower-case letters and digits, starting with a letter")
+    if args.quick:
+        args.paths, args.ends, args.sizes, args.repeat = args.paths[:1], ["untuned"], \
+            [64 * MiB], 1
+    if args.repeat < 1:
+        ap.error("--repeat must be at least 1")
+    return args
+
+
+def _terminate(signum: int, frame: object) -> None:
+    sys.exit(128 + signum)  # run the finally blocks: servers, tuning, lab paths, files
+
+
+def main(argv: list[str] | None = None) -> int:
+    signal.signal(signal.SIGTERM, _terminate)
+    signal.signal(signal.SIGHUP, _terminate)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # even when started with "&"
+    args = parse_args(argv)
+    reasons = preflight()
+    if reasons:
+        print(f"bench_cp_wan: cannot run here: {'; '.join(reasons)}", file=sys.stderr)
+        return 2
+    clean_leftovers(args.prefix)
+    many, default = cp_streams_flavours()
+    SERVE_ARGS.extend(args.serve_arg)
+    work = Path(tempfile.mkdtemp(prefix=f"{WORK_PREFIX}{args.prefix}-", dir="/dev/shm"))
+    work.chmod(0o711)  # XRootD's user walks through it to its own work directory
+    (work / "pid").write_text(str(os.getpid()))
+    commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+                            capture_output=True, text=True, check=False).stdout.strip()
+    out(f"`bench/bench_cp_wan.py {' '.join(sys.argv[1:] if argv is None else argv)}`: "
+        f"{time.strftime('%Y-%m-%d %H:%M')}, commit {commit or '?'}, {os.cpu_count()} CPUs, "
+        f"kernel {os.uname().release}; dtnkit cp streams: {many}"
+        f"{f', default {default}' if default else ''}")
+    out()
+    log(f"work in {work}; labs {args.prefix}0.. under {STATE_ROOT}")
+    n = 0
+    try:
+        for size in args.sizes:
+            src_file = work / f"f{size // MiB}m.bin"
+            make_file(src_file, size)
+            for rtt_ms, rate in args.paths:
+                for ends in args.ends:
+                    cfg = Config(rtt_ms, rate, ends == "tuned", size)
+                    run_config(cfg, f"{args.prefix}{n}", work, args.repeat, many, default,
+                               src_file)
+                    n += 1
+            src_file.unlink()
+    finally:
+        for pid in TRACKED.pids():
+            TRACKED.stop(TRACKED.procs[pid])
+        lab.down_all(state_root=STATE_ROOT, prefix=args.prefix)
+        shutil.rmtree(work, ignore_errors=True)
+        log(f"done in {time.monotonic() - T0:.0f} s; cleaned up")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        print("bench_cp_wan: interrupted", file=sys.stderr)
+        sys.exit(130)
