@@ -129,7 +129,8 @@ def _start(ex: Exchange, registry: Registry, path: Path) -> None:
         raise HttpError(405, where, "is a collection")
     integrity.check_space(path.parent, length, where)
     try:
-        session = registry.create(path, length, _owner(ex), algorithm)
+        session = registry.create(path, length, _owner(ex), algorithm,
+                                  ex.services.config.limits)
     except OSError as exc:
         raise os_error(exc, path, root) from None
     ex.send_empty(201, [(wup.ID_HEADER, session.ident), (wup.LENGTH_HEADER, str(length)),
