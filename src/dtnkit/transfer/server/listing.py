@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,22 +31,28 @@ class Entry:
 
 
 def entries(directory: Path, root: Path) -> list[Entry]:
-    """Children worth listing: no upload temporaries, no symlinks out of the root."""
-    items = []
+    """Children worth listing, sorted by name (see :func:`iter_entries`)."""
+    return sorted(iter_entries(directory, root), key=lambda e: e.name)
+
+
+def iter_entries(directory: Path, root: Path) -> Iterator[Entry]:
+    """Children worth listing, in directory order, one at a time (a listing of any size in
+    bounded memory): no upload temporaries, no symlinks out of the root.  HttpError when
+    the directory cannot be opened; an error while reading it ends the iteration with
+    OSError."""
     try:
-        scan = list(os.scandir(directory))
+        scan = os.scandir(directory)
     except OSError as exc:
         raise os_error(exc, directory, root) from None
-    for entry in scan:
-        if paths.is_part_name(entry.name):
-            continue
-        child = directory / entry.name
-        try:
-            if entry.is_symlink() and not child.resolve().is_relative_to(root):
+    with scan:
+        for entry in scan:
+            if paths.is_part_name(entry.name):
                 continue
-            st = entry.stat()
-        except (OSError, RuntimeError):
-            continue
-        items.append(Entry(entry.name, child, st))
-    items.sort(key=lambda e: e.name)
-    return items
+            child = directory / entry.name
+            try:
+                if entry.is_symlink() and not child.resolve().is_relative_to(root):
+                    continue
+                st = entry.stat()
+            except (OSError, RuntimeError):
+                continue
+            yield Entry(entry.name, child, st)
