@@ -6,7 +6,8 @@ that enforces the hashing limits is a :class:`HashGate` per server: a semaphore 
 (at most ``hash_slots`` requests of one token hash at a time; the rest wait up to
 ``hash_wait`` seconds, then get 503 with ``Retry-After``) and a cache of range digests keyed
 by the file's identity (device, inode, size, mtime_ns) and the range, so twenty identical
-``HEAD`` + ``Range`` + ``Want-Content-Digest`` requests read the range once.
+``HEAD`` + ``Range`` + ``Want-Content-Digest`` requests read the range once (the others wait
+for the first, :meth:`HashGate.once`, then find its result).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 from dataclasses import dataclass
 
 from dtnkit.transfer.server.errors import HttpError
@@ -67,6 +68,7 @@ class HashGate:
         self._slots: dict[str, threading.BoundedSemaphore] = {}
         self._users: collections.Counter[str] = collections.Counter()
         self._ranges: collections.OrderedDict[RangeKey, bytes] = collections.OrderedDict()
+        self._keys: dict[Hashable, tuple[threading.Lock, int]] = {}
         self.waits = 0  # requests that had to wait for a slot (tests, benchmarks)
         self.refused = 0  # requests refused after waiting hash_wait
 
@@ -97,6 +99,24 @@ class HashGate:
                 if not self._users[owner]:  # forget idle tokens: the table stays small
                     del self._users[owner]
                     self._slots.pop(owner, None)
+
+    @contextlib.contextmanager
+    def once(self, key: Hashable) -> Iterator[None]:
+        """Let one request at a time work on *key* (a file version, a range): the others
+        wait for it and then find its result in the cache instead of hashing again."""
+        with self._lock:
+            lock, users = self._keys.get(key, (threading.Lock(), 0))
+            self._keys[key] = (lock, users + 1)
+        try:
+            with lock:
+                yield
+        finally:
+            with self._lock:
+                lock, users = self._keys[key]
+                if users == 1:
+                    del self._keys[key]
+                else:
+                    self._keys[key] = (lock, users - 1)
 
     def cached_range(self, key: RangeKey) -> bytes | None:
         with self._lock:
