@@ -350,3 +350,20 @@ def test_failure_lines_hold_no_server_paths(tmp_path: Path, remotes: list[Any]) 
         assert not res.ok
         assert str(server.root) not in res.final and str(tmp_path) not in res.final
         assert "/x.bin" in res.final, res.final
+
+
+@pytest.mark.parametrize("argv", [["--tpc-allow", "10.0.0.0/33"], ["--tpc-allow", "a b"],
+                                  ["--session-bytes-per-token", "lots"],
+                                  ["--range-digest-max", "-1"]])
+def test_bad_serve_flags_are_one_error_line(tmp_path: Path, environment: Any,
+                                            argv: list[str]) -> None:
+    from tests.conftest import taken
+
+    from dtnkit.cli.main import main
+
+    (tmp_path / "root").mkdir()
+    rc = main(["serve", "--root", str(tmp_path / "root"), "--anonymous-read", "--port", "0",
+               *argv], environment)
+    err = taken(environment.stderr)
+    assert rc == 9, err
+    assert err.count("\n") == 1 and err.startswith("dtnkit: error:") and "Traceback" not in err
