@@ -30,7 +30,6 @@ The sessions themselves are kept by :class:`~dtnkit.transfer.server.registry.Reg
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import time
 from pathlib import Path
@@ -38,8 +37,7 @@ from pathlib import Path
 from dtnkit.transfer import checksum as cks
 from dtnkit.transfer import files
 from dtnkit.transfer import pipeline as pl
-from dtnkit.transfer import tokens as tokmod
-from dtnkit.transfer.server import integrity
+from dtnkit.transfer.server import access, integrity
 from dtnkit.transfer.server.errors import HttpError, os_error, show
 from dtnkit.transfer.server.exchange import Exchange
 from dtnkit.transfer.server.registry import ReceivedRange, Registry, UploadSession
@@ -54,8 +52,7 @@ def is_session_request(ex: Exchange) -> bool:
 
 
 def _owner(ex: Exchange) -> str:
-    token = tokmod.bearer(ex.headers.get("Authorization")) or ""
-    return hashlib.sha256(token.encode("utf-8", "surrogateescape")).hexdigest()
+    return access.principal(ex.headers.get("Authorization"))
 
 
 def _registry(ex: Exchange) -> Registry:
