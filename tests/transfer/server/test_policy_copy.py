@@ -187,7 +187,7 @@ def test_copy_needs_the_local_sides_scope(tmp_path: Path, remotes: list[Any]) ->
 @pytest.mark.parametrize("target", [
     "127.0.0.1", "127.8.9.10", "[::1]", "localhost", "0.0.0.0", "[::]", "10.1.2.3",
     "192.168.1.1", "172.16.0.1", "169.254.169.254", "100.64.0.1", "[fe80::1]", "[fd00::1]",
-    "[::ffff:127.0.0.1]", "224.0.0.1"])
+    "[::ffff:127.0.0.1]", "224.0.0.1", "2130706433", "0x7f000001", "127.1", "017700000001"])
 def test_special_addresses_are_refused_unless_listed(tmp_path: Path, remotes: list[Any],
                                                      target: str) -> None:
     remote = new_remote(remotes)

@@ -94,8 +94,8 @@ def _send_file(ex: Exchange, fd: int, f: FileLike, st: os.stat_result, path: Pat
 
 
 def _send_listing(ex: Exchange, path: Path, *, head: bool) -> None:
-    names = []
-    for entry in listing.entries(path, ex.services.config.root):
+    names = []  # names only, not every member's stat: memory of a large directory
+    for entry in listing.iter_entries(path, ex.services.config.root):
         names.append(entry.name + ("/" if entry.is_dir else ""))
     body = "".join(f"{name}\n" for name in sorted(names)).encode("utf-8", "surrogateescape")
     ex.send_bytes(200, [("Content-Type", "text/plain; charset=utf-8")], body, head=head)
