@@ -38,14 +38,20 @@ def entries(directory: Path, root: Path) -> list[Entry]:
 def iter_entries(directory: Path, root: Path) -> Iterator[Entry]:
     """Children worth listing, in directory order, one at a time (a listing of any size in
     bounded memory): no upload temporaries, no symlinks out of the root.  HttpError when
-    the directory cannot be opened; an error while reading it ends the iteration with
-    OSError."""
+    the directory cannot be opened or read (after a streamed answer's head: the adapter
+    then cuts the connection)."""
     try:
         scan = os.scandir(directory)
     except OSError as exc:
         raise os_error(exc, directory, root) from None
     with scan:
-        for entry in scan:
+        while True:
+            try:
+                entry = next(scan, None)
+            except OSError as exc:
+                raise os_error(exc, directory, root) from None
+            if entry is None:
+                return
             if paths.is_part_name(entry.name):
                 continue
             child = directory / entry.name
