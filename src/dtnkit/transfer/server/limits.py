@@ -18,6 +18,7 @@ import threading
 from collections.abc import Hashable, Iterator
 from dataclasses import dataclass
 
+from dtnkit.errors import BadInput
 from dtnkit.transfer.server.errors import HttpError
 
 MiB = 2**20
@@ -41,18 +42,22 @@ class Limits:
     #: range digests remembered (per server)
     range_cache_entries: int = 4096
 
-    def check(self) -> None:
-        """ValueError naming the first value out of range."""
+    def __post_init__(self) -> None:
+        bad = None
         if self.sessions_per_token < 1:
-            raise ValueError("sessions per token must be at least 1")
-        if self.session_bytes_per_token is not None and self.session_bytes_per_token < 1:
-            raise ValueError("session bytes per token must be at least 1")
-        if self.hash_slots < 1:
-            raise ValueError("hashing slots per token must be at least 1")
-        if not 0 < self.hash_wait <= 3600:
-            raise ValueError("the hashing wait must be between 0 and 3600 s")
-        if self.range_digest_max < 0:
-            raise ValueError("the range digest limit cannot be negative")
+            bad = "sessions per token must be at least 1"
+        elif self.session_bytes_per_token is not None and self.session_bytes_per_token < 1:
+            bad = "session bytes per token must be at least 1"
+        elif self.hash_slots < 1:
+            bad = "hashing slots per token must be at least 1"
+        elif not 0 < self.hash_wait <= 3600:
+            bad = "the hashing wait must be more than 0 and at most 3600 s"
+        elif self.range_digest_max < 0:
+            bad = "the range digest limit cannot be negative"
+        elif self.range_cache_entries < 0:
+            bad = "the range digest cache cannot have a negative size"
+        if bad is not None:
+            raise BadInput("server limits", bad, "fix the value of that dtnkit serve flag")
 
 
 #: (device, inode, size, mtime_ns) of a file, then first and last byte, then the algorithm
