@@ -363,7 +363,8 @@ def running_dtnkit(pki: Pki, *, tokens: str, root: Path | None = None,
         tmp = tempfile.mkdtemp(prefix="dkserve-")
         root = Path(tmp)
     handle = start_server(root, tls=(pki.cert, pki.key), tokens=tokmod.parse(tokens),
-                          quiet=True, marker_interval=marker_interval, ca_file=pki.ca_file)
+                          quiet=True, marker_interval=marker_interval, ca_file=pki.ca_file,
+                          tpc_allow=["127.0.0.1", "localhost"])  # the peers are on loopback
     try:
         yield handle
     finally:

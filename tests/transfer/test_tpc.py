@@ -41,10 +41,10 @@ def pair(tmp_path: Path) -> Iterator[tuple[ServerHandle, ServerHandle]]:
     ra.mkdir()
     rb.mkdir()
     sa = start_server(ra, tokens=tokens.parse(f"{A_RW} read,write\n{A_RO} read\n"), quiet=True,
-                      marker_interval=0.2)
+                      marker_interval=0.2, tpc_allow=["127.0.0.1"])
     try:
         sb = start_server(rb, tokens=tokens.parse(f"{B_RW} read,write\n{B_RO} read\n"),
-                          quiet=True, marker_interval=0.2)
+                          quiet=True, marker_interval=0.2, tpc_allow=["127.0.0.1"])
     except BaseException:
         sa.stop()
         raise

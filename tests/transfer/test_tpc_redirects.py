@@ -111,7 +111,7 @@ def peer() -> Iterator[_Peer]:
 def dk(tmp_path: Path) -> Iterator[ServerHandle]:
     (tmp_path / "root").mkdir()
     handle = start_server(tmp_path / "root", tokens=tokens.parse(f"{RW} read,write\n{RO} read\n"),
-                          quiet=True, marker_interval=0.2)
+                          quiet=True, marker_interval=0.2, tpc_allow=["127.0.0.1"])
     try:
         yield handle
     finally:

@@ -13,6 +13,8 @@ from dtnkit.cli.options import pass_env
 from dtnkit.cli.output import emit, format_option
 from dtnkit.environment import Environment
 from dtnkit.errors import BadInput
+from dtnkit.transfer.server.limits import Limits
+from dtnkit.units import parse_bytes
 
 
 @click.command()
@@ -45,13 +47,31 @@ from dtnkit.errors import BadInput
               help="Seconds an idle partial-upload session is kept, and the age at which "
                    "part files left by killed uploads and copies are removed.")
 @format_option
+@click.option("--tpc-allow", "tpc_allow", multiple=True, metavar="HOST[:PORT]|CIDR",
+              help="Let third-party copies reach this host or range too (repeatable); "
+                   "without it only public addresses: loopback, link-local, private and "
+                   "unspecified ones are refused.  Failures from listed hosts are told in "
+                   "full, others in one generic line.")
+@click.option("--sessions-per-token", type=click.IntRange(1, 512),
+              default=Limits.sessions_per_token, show_default=True,
+              help="Upload sessions one token may have open at once.")
+@click.option("--session-bytes-per-token", default=None, metavar="SIZE",
+              help="Bytes the open upload sessions of one token may declare "
+                   "[default: half the free space].")
+@click.option("--hash-slots", type=click.IntRange(1, 64), default=Limits.hash_slots,
+              show_default=True,
+              help="Requests of one token that may compute digests at the same time.")
+@click.option("--range-digest-max", default="64MiB", show_default=True, metavar="SIZE",
+              help="Largest range whose Content-Digest is computed (0: none).")
 @pass_env
 def serve(env: Environment,
           root: Path, host: str, port: int | None, cert: Path | None, key: Path | None,
           tokens_file: Path | None, anonymous_read: bool, quiet: bool,
           marker_interval: float, ca_file: Path | None = None,
           no_upload_sessions: bool = False, upload_expiry: float = 3600.0,
-          fmt: str = "table") -> int:
+          tpc_allow: tuple[str, ...] = (), sessions_per_token: int = Limits.sessions_per_token,
+          session_bytes_per_token: str | None = None, hash_slots: int = Limits.hash_slots,
+          range_digest_max: str = "64MiB", fmt: str = "table") -> int:
     """Serve ROOT over HTTP(S): GET/HEAD (ranges, digests), PUT, DELETE, MKCOL, PROPFIND,
     and HTTP third-party COPY (pull with Source:, push with Destination:).
 
@@ -65,10 +85,18 @@ def serve(env: Environment,
     tls = (cert, key) if cert is not None and key is not None else None
     if port is None:
         port = 8443 if tls is not None else 8080
+    limits = Limits(
+        sessions_per_token=sessions_per_token,
+        session_bytes_per_token=None if session_bytes_per_token is None else parse_bytes(
+            session_bytes_per_token, "session-bytes-per-token size", lo=1, hi=2**62),
+        hash_slots=hash_slots,
+        range_digest_max=parse_bytes(range_digest_max, "range-digest-max size", lo=0,
+                                     hi=2**62))
     handle = start_server(root, host=host, port=port, tls=tls, tokens=tokens_file,
                           anonymous_read=anonymous_read, quiet=quiet,
                           marker_interval=marker_interval, ca_file=ca_file,
-                          upload_sessions=not no_upload_sessions, upload_expiry=upload_expiry)
+                          upload_sessions=not no_upload_sessions, upload_expiry=upload_expiry,
+                          tpc_allow=tpc_allow, limits=limits)
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:

@@ -26,7 +26,7 @@ import errno
 import os
 import stat
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -242,6 +242,23 @@ class Root:
                 except OSError:
                     continue  # gone meanwhile
             return out
+        finally:
+            os.close(fd)
+
+
+    def scandir(self, rel: Rel) -> Iterator[tuple[str, os.stat_result]]:
+        """The members of directory *rel* with their ``lstat``, one at a time, in directory
+        order (a listing of any size in bounded memory), read through one descriptor.
+        OSError when the directory cannot be opened or read."""
+        fd = self.open(rel, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            with os.scandir(fd) as scan:
+                for entry in scan:
+                    try:
+                        st = entry.stat(follow_symlinks=False)
+                    except OSError:
+                        continue  # gone meanwhile
+                    yield entry.name, st
         finally:
             os.close(fd)
 

@@ -36,6 +36,9 @@ from dtnkit.transfer.wire.upload import (
 
 #: answers to the session start that mean "no sessions here": fall back to one PUT
 UNSUPPORTED = frozenset({400, 404, 405, 409, 411, 413, 415, 501})
+#: "no session for you now" (dtnkit serve: too many open for this token, or not enough
+#: space reserved for them): one PUT for this file, no retry; the next file asks again
+REFUSED = frozenset({503, 507})
 
 
 _unsupported: weakref.WeakSet[Session] = weakref.WeakSet()  # sessions refused by server
@@ -59,7 +62,8 @@ def start(session: Session, url: Url, size: int, algorithm: str | None, *,
     def call() -> tuple[int, http.client.HTTPMessage, bytes]:
         st, hdrs, data = session.request("POST", url, extra)
         raw[0] = st
-        return (405 if st == 501 else st), hdrs, data  # 501 is an answer, not a failure
+        # 501, 503 and 507 are answers here, not failures to retry
+        return (405 if st == 501 or st in REFUSED else st), hdrs, data
 
     status, headers, body = session.with_retries(f"POST {url} (start upload)", call)
     status = raw[0]
@@ -68,6 +72,9 @@ def start(session: Session, url: Url, size: int, algorithm: str | None, *,
         return ident
     if status == 412 and create_only:
         raise DestinationExists(str(url))
+    if status in REFUSED:
+        raise UseSinglePut(f"the server refused a new upload session with HTTP {status} "
+                           f"({reason(body)})")
     # a redirect too: a door (dCache) sends PUTs to a pool, which the single PUT follows
     if status in UNSUPPORTED or status in REDIRECTS or (200 <= status < 300 and not ident):
         with _unsupported_lock:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -46,3 +47,12 @@ def authorize(config: ServerConfig, authorization: str | None, need: str, what: 
                         [("WWW-Authenticate", 'Bearer realm="dtnkit", error="invalid_token"')])
     if need not in scopes:
         raise HttpError(403, what, f"the bearer token does not have {need} scope")
+
+
+def principal(authorization: str | None) -> str:
+    """Who a request counts against for per-token limits: a hash of its bearer token, or
+    "" for every request without one."""
+    token = tokmod.bearer(authorization)
+    if token is None:
+        return ""
+    return hashlib.sha256(token.encode("utf-8", "surrogateescape")).hexdigest()

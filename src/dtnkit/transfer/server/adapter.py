@@ -24,7 +24,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -47,7 +47,9 @@ from dtnkit.transfer.server.config import (
 from dtnkit.transfer.server.errors import BodyError, HttpError, printable
 from dtnkit.transfer.server.exchange import FileLike, HeaderList, Services, Sink
 from dtnkit.transfer.server.janitor import Janitor
+from dtnkit.transfer.server.limits import Limits
 from dtnkit.transfer.server.registry import Registry
+from dtnkit.transfer.server.tpc_allow import AllowList
 
 BLOCK = 8 * 2**20  # chunked-body buffer
 RECV_BLOCK = 2**20  # PUT receive buffer (Content-Length bodies)
@@ -595,7 +597,8 @@ def start_server(root: str | Path, *, host: str = "127.0.0.1", port: int = 0,
                  anonymous_read: bool = False, quiet: bool = False,
                  log: TextIO | None = None, marker_interval: float = 5.0,
                  ca_file: str | Path | None = None, upload_sessions: bool = True,
-                 upload_expiry: float = DEFAULT_EXPIRY) -> ServerHandle:
+                 upload_expiry: float = DEFAULT_EXPIRY,
+                 tpc_allow: Iterable[str] = (), limits: Limits | None = None) -> ServerHandle:
     """Serve ``root`` in background threads; port 0 picks a free port (see ``.port``).
 
     ``ca_file``: PEM CA bundle that third-party copies (this server as the active party)
@@ -613,7 +616,8 @@ def start_server(root: str | Path, *, host: str = "127.0.0.1", port: int = 0,
                           quiet=quiet, log=log if log is not None else sys.stderr,
                           marker_interval=marker_interval,
                           ca_file=str(ca_file) if ca_file is not None else None,
-                          upload_sessions=upload_sessions, upload_expiry=upload_expiry)
+                          upload_sessions=upload_sessions, upload_expiry=upload_expiry,
+                          tpc_allow=AllowList.parse(tpc_allow), limits=limits or Limits())
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     try:
         server = HttpServer((host, port), family, config, context)

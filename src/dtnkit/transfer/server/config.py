@@ -10,6 +10,8 @@ from typing import TextIO
 
 from dtnkit.errors import BadInput
 from dtnkit.transfer import tokens as tokmod
+from dtnkit.transfer.server.limits import Limits
+from dtnkit.transfer.server.tpc_allow import AllowList
 
 DEFAULT_EXPIRY = 3600.0  # seconds an idle upload session lives
 DEFAULT_MARKER_INTERVAL = 5.0  # seconds between HTTP-TPC performance markers
@@ -28,6 +30,9 @@ class ServerConfig:
     upload_sessions: bool = True  # multi-stream partial uploads (POST Dtnkit-Upload)
     upload_expiry: float = DEFAULT_EXPIRY  # seconds an idle upload session lives
     ca_file: str | None = None  # PEM CAs trusted by this server's own TPC requests
+    #: remotes a COPY may reach besides public addresses (listed: failures are told)
+    tpc_allow: AllowList = field(default_factory=AllowList)
+    limits: Limits = field(default_factory=Limits)  # per-token limits (upload sessions, hashing)
 
 
 @dataclass

@@ -14,7 +14,11 @@ copy (the COPY connection closed) leaves nothing behind.
 from __future__ import annotations
 
 import contextlib
+import http.client
 import os
+import re
+import socket
+import ssl
 import stat
 import threading
 import time
@@ -27,6 +31,7 @@ from dtnkit.errors import BadInput, DtnkitError
 from dtnkit.transfer import checksum as cks
 from dtnkit.transfer import files, fsroot, paths
 from dtnkit.transfer import pipeline as pl
+from dtnkit.transfer import tokens as tokmod
 from dtnkit.transfer.client.download import download
 from dtnkit.transfer.client.errors import ChecksumMismatch, DestinationExists, Retryable
 from dtnkit.transfer.client.journals import part_path
@@ -43,33 +48,100 @@ from dtnkit.transfer.client.session import (
 from dtnkit.transfer.client.tpc import TpcError
 from dtnkit.transfer.client.upload import upload
 from dtnkit.transfer.client.verify import Verify
-from dtnkit.transfer.server.errors import HttpError, os_error, refuse_link, show
+from dtnkit.transfer.server.config import ServerConfig
+from dtnkit.transfer.server.errors import HttpError, os_error, printable, refuse_link, show
 from dtnkit.transfer.server.exchange import Exchange, Headers
+from dtnkit.transfer.server.tpc_allow import GENERIC, AllowList, RemoteRefused
 from dtnkit.transfer.wire import digests as dg
 from dtnkit.transfer.wire import markers
 
 MAX_STREAMS = 100
 POLL = 0.1  # seconds between checks for a closed COPY connection
-#: Headers a TransferHeader may not set on the active party's requests (framing, routing).
-UNFORWARDABLE = frozenset({"host", "content-length", "transfer-encoding", "connection", "range",
-                           "if-range", "te", "trailer", "upgrade", "expect", "keep-alive"})
+#: The only ``TransferHeader<Name>`` headers forwarded (as ``Name``), by lower-case name:
+#: the remote's token, and the tape metadata FTS sends.  Anything else (Cookie, Host, ...)
+#: is refused with 400: the client does not choose what the server sends on its behalf.
+FORWARDED = {"authorization": "Authorization", "archivemetadata": "ArchiveMetadata"}
 
 
 class Cancelled(Exception):
     """The COPY connection went away: stop the copy."""
 
 
-class ForwardingSession(Session):
-    """A client session whose requests carry the COPY's TransferHeaders."""
+@dataclass
+class Reach:
+    """Where this COPY's connections may go (the allow-list) and whether every host it
+    reached so far was listed there (then failure lines give the reason)."""
 
-    def __init__(self, url: Url, options: Options, forward: Mapping[str, str]) -> None:
+    allow: AllowList
+    listed: bool = True
+
+
+class _PinnedHTTP(http.client.HTTPConnection):
+    """A connection to *address*, the one checked, whatever the name resolves to now."""
+
+    def __init__(self, host: str, port: int, address: str, timeout: float) -> None:
+        super().__init__(host, port, timeout=timeout)
+        self.address = address
+
+    def connect(self) -> None:
+        self.sock = socket.create_connection((self.address, self.port), self.timeout)
+        with contextlib.suppress(OSError):
+            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+class _PinnedHTTPS(http.client.HTTPSConnection):
+    """The same over TLS: the certificate is checked for the name in the URL."""
+
+    def __init__(self, host: str, port: int, address: str, timeout: float,
+                 tls: ssl.SSLContext) -> None:
+        super().__init__(host, port, timeout=timeout, context=tls)
+        self.address = address
+        self.tls = tls
+
+    def connect(self) -> None:
+        sock = socket.create_connection((self.address, self.port), self.timeout)
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            self.sock = self.tls.wrap_socket(sock, server_hostname=self.host)
+        except BaseException:
+            sock.close()
+            raise
+
+
+class ForwardingSession(Session):
+    """A client session whose requests carry the COPY's forwarded TransferHeaders and go
+    only to the address checked against the allow-list when the session was made
+    (:class:`RemoteRefused` when none is allowed); redirects to other origins get a new,
+    checked session without the forwarded ``Authorization``."""
+
+    def __init__(self, url: Url, options: Options, forward: Mapping[str, str],
+                 reach: Reach) -> None:
         super().__init__(url, options)
         self._forward = dict(forward)
+        self.reach = reach
+        self.address, listed = reach.allow.pick(url.host, url.port)
+        reach.listed = reach.listed and listed
+        self.tls: ssl.SSLContext | None = None
+        if url.scheme == "https":
+            self.tls = ssl.create_default_context(cafile=options.ca_file)
 
     def headers(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         out = {"User-Agent": "dtnkit-tpc", **self._forward}
         out.update(extra or {})
         return out
+
+    def connect(self) -> http.client.HTTPConnection:
+        timeout = self.options.stall_timeout
+        if self.tls is not None:
+            return _PinnedHTTPS(self.url.host, self.url.port, self.address, timeout, self.tls)
+        return _PinnedHTTP(self.url.host, self.url.port, self.address, timeout)
+
+    def for_url(self, url: Url) -> Session:
+        if same_origin(url, self.url):
+            return self
+        kept = {k: v for k, v in self._forward.items() if k.lower() != "authorization"}
+        return ForwardingSession(url, self.options, kept, self.reach)
 
 
 @dataclass
@@ -96,14 +168,17 @@ class Job:
 
 
 def forwarded(headers: Headers) -> dict[str, str]:
-    """The ``TransferHeader<Name>`` headers as ``Name`` (400 for framing and routing ones)."""
+    """The ``TransferHeader<Name>`` headers as ``Name``; 400 for a name not in
+    :data:`FORWARDED`."""
     out: dict[str, str] = {}
     for name, value in headers.items():
         if not name.lower().startswith("transferheader"):
             continue
-        real = name[len("TransferHeader"):]
-        if not real or real.lower() in UNFORWARDABLE:
-            raise HttpError(400, f"header {name}", "cannot be forwarded to the remote side")
+        real = FORWARDED.get(name[len("TransferHeader"):].lower())
+        if real is None:
+            allowed = " and ".join(f"TransferHeader{n}" for n in FORWARDED.values())
+            raise HttpError(400, f"header {printable(name[:80])}",
+                            f"is not forwarded to the remote side (only {allowed} are)")
         out[real] = value
     return out
 
@@ -165,16 +240,18 @@ def require(value: str | None) -> bool | None:
     raise HttpError(400, f"RequireChecksumVerification {value[:20]!r}", "must be true or false")
 
 
-def resolve_remote(remote: Url, options: Options, forward: Mapping[str, str],
-                   want: str | None) -> tuple[ForwardingSession, Url, int, dict[str, bytes]]:
+def resolve_remote(first: ForwardingSession, want: str | None
+                   ) -> tuple[Session, Url, int, dict[str, bytes]]:
     """HEAD the remote file (with ``Want-Digest: want``), following redirects.
 
     Returns the session for the final URL, that URL, the HEAD's status and the digests it
     offered.  The forwarded ``Authorization`` goes only to the origin it was given for; the
     redirect target is expected to authorize the request itself (e.g. an ``authz`` query).
+    Every hop is checked against the allow-list (:meth:`ForwardingSession.for_url`).
     """
-    url, hops = remote, 0
-    session = ForwardingSession(url, options, forward)
+    remote = url = first.url
+    hops = 0
+    session: Session = first
     extra = {"Want-Digest": cks.REGISTRY[want].rfc3230} if want else {}
     while True:
         status, headers, _body = session.with_retries(
@@ -187,9 +264,7 @@ def resolve_remote(remote: Url, options: Options, forward: Mapping[str, str],
             raise TpcError(f"HEAD {remote}", f"more than {MAX_REDIRECTS} redirects",
                                "check the remote server's redirect configuration")
         url = follow_redirect(url, headers.get("Location"), f"HEAD {url}")
-        kept = forward if same_origin(url, remote) else {
-            k: v for k, v in forward.items() if k.lower() != "authorization"}
-        session = ForwardingSession(url, options, kept)
+        session = first.for_url(url)
     digests: dict[str, bytes] = {}
     if status == 200 and headers.get("Digest"):
         with contextlib.suppress(ValueError):
@@ -205,7 +280,12 @@ def handle_copy(ex: Exchange) -> None:
         raise HttpError(400, "COPY", "needs exactly one of the Source (pull) and Destination "
                         "(push) headers")
     pull = source is not None
-    ex.authorize("write" if pull else "read")
+    need = "write" if pull else "read"  # the scope of the local side: pull writes here
+    if tokmod.bearer(h.get("Authorization")) is None:  # never anonymous, whatever the server
+        raise HttpError(401, f"COPY {ex.log_target}", f"needs a bearer token with {need} "
+                        "scope (also with anonymous read)",
+                        [("WWW-Authenticate", 'Bearer realm="dtnkit"')])
+    ex.authorize(need)
     if ex.body_pending():
         ex.discard_body()
     credential = h.get("Credential")
@@ -258,11 +338,19 @@ def handle_copy(ex: Exchange) -> None:
                          ca_file=config.ca_file,
                          overwrite=overwrite)  # Overwrite: F -> a push PUTs If-None-Match: *
     options.check()
+    reach = Reach(config.tpc_allow)
+    header = "Source" if pull else "Destination"
+    try:
+        first = ForwardingSession(remote, options, forward, reach)
+    except RemoteRefused as exc:
+        log(config, f"COPY {where}: {header} refused: {exc}")
+        raise HttpError(403, f"COPY {where}", f"the {header} host is not allowed by this "
+                        "server (not a public address, and not in its --tpc-allow)") from None
     job = Job()
     options.progress = job.progress
     if pull:
         def work() -> None:
-            session, url, status, offered = resolve_remote(remote, options, forward, name)
+            session, url, status, offered = resolve_remote(first, name)
             if status == 200 and name not in offered:
                 if required is False:
                     options.verify = Verify.NONE  # the client allowed an unverified copy
@@ -275,22 +363,32 @@ def handle_copy(ex: Exchange) -> None:
             pull_file(session, url, path, options, job, ex, overwrite=overwrite)
     else:
         def work() -> None:
-            session, url, _status, _offered = resolve_remote(remote, options, forward, None)
+            session, url, _status, _offered = resolve_remote(first, None)
             push_file(session, fsroot.fd_path(source_fd), url, options, job,
                       required is not False)
 
     def run() -> None:
+        detail: str | None = None
         try:
             work()
         except Cancelled:
             job.error = "COPY: cancelled (the client closed the connection)"
+        except RemoteRefused as exc:
+            detail = f"redirect refused: {exc}"
+            reach.listed = False
         except DtnkitError as exc:
-            job.error = f"{exc.what}: {exc.why}" if exc.why else exc.what
+            detail = f"{exc.what}: {exc.why}" if exc.why else exc.what
         except Exception as exc:  # report, never crash the handler
-            job.error = f"COPY {where}: {exc.__class__.__name__}: {exc}"
+            detail = f"COPY {where}: {exc.__class__.__name__}: {exc}"
         finally:
             if source_fd >= 0:
                 os.close(source_fd)
+            if detail is not None:
+                detail = unrooted(detail, root)
+                log(config, f"COPY {where} ({header} {remote}) failed: {detail}")
+                # only a listed remote's failure is told: else a scanner would learn which
+                # ports answer (refused, timed out, TLS, an HTTP status, no digest...)
+                job.error = detail if reach.listed else f"COPY {where}: {GENERIC}"
             job.done.set()
 
     interval = config.marker_interval
@@ -324,6 +422,20 @@ def handle_copy(ex: Exchange) -> None:
         thread.join(options.stall_timeout + 10)
         ex.close_after()
     ex.count_bytes(job.sent)
+
+
+def unrooted(text: str, root: Path) -> str:
+    """*text* with the served root's absolute path taken out of every path under it."""
+    base = str(root).rstrip("/")
+    return re.sub(re.escape(base) + r"(?=/|\b|$)", "", text) if base else text
+
+
+def log(config: ServerConfig, line: str) -> None:
+    """One line in the server log (a URL's query may hold a secret: it is cut)."""
+    line = re.sub(r"\?[^\s'\"]*", "?...", printable(line))
+    with contextlib.suppress(OSError, ValueError):
+        config.log.write(line + "\n")
+        config.log.flush()
 
 
 def pull_file(session: Session, url: Url, path: Path, options: Options, job: Job,

@@ -10,13 +10,14 @@ threads, keep-alive and the access log.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from email.message import Message
 from pathlib import Path
 from typing import Protocol
 
 from dtnkit.transfer.files import ChecksumCache
 from dtnkit.transfer.server.config import Counters, ServerConfig
+from dtnkit.transfer.server.limits import HashGate
 from dtnkit.transfer.server.registry import Registry
 
 #: Request headers, looked up case-insensitively (what http.server parses them into).
@@ -39,6 +40,10 @@ class Services:
     cache: ChecksumCache
     counters: Counters
     uploads: Registry | None  # None: upload sessions are disabled
+    hashing: HashGate = field(init=False)  # per-token hashing slots, range-digest cache
+
+    def __post_init__(self) -> None:
+        self.hashing = HashGate(self.config.limits)
 
 
 class Exchange(Protocol):

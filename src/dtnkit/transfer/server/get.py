@@ -16,7 +16,7 @@ from pathlib import Path
 from dtnkit.transfer import checksum as cks
 from dtnkit.transfer import files, fsroot
 from dtnkit.transfer import pipeline as pl
-from dtnkit.transfer.server import integrity, listing
+from dtnkit.transfer.server import access, integrity, listing
 from dtnkit.transfer.server.errors import HttpError, os_error, show
 from dtnkit.transfer.server.exchange import Exchange, FileLike
 from dtnkit.transfer.wire import digests as dg
@@ -95,8 +95,8 @@ def _send_file(ex: Exchange, fd: int, f: FileLike, st: os.stat_result, path: Pat
 
 
 def _send_listing(ex: Exchange, path: Path, *, head: bool) -> None:
-    names = []
-    for entry in listing.entries(path, ex.services.config.root):
+    names = []  # names only, not every member's stat: memory of a large directory
+    for entry in listing.iter_entries(path, ex.services.config.root):
         names.append(entry.name + ("/" if entry.is_dir else ""))
     body = "".join(f"{name}\n" for name in sorted(names)).encode("utf-8", "surrogateescape")
     ex.send_bytes(200, [("Content-Type", "text/plain; charset=utf-8")], body, head=head)
@@ -126,10 +126,11 @@ def _content_digest(ex: Exchange, fd: int, st: os.stat_result, path: Path,
                     span: tuple[int, int] | None) -> list[tuple[str, str]]:
     """``Want-Content-Digest`` (RFC 9530) -> ``Content-Digest`` of the bytes a GET sends.
 
-    For a range, the digest of that range (also on HEAD: of what a GET would send), read
-    and hashed per request (the cost of reading the range, nothing cached); without a range
-    the content is the whole representation, answered from the checksum cache.  Only an
-    algorithm that was asked for; a malformed field is 400.
+    For a range, the digest of that range (also on HEAD: of what a GET would send): from
+    the range-digest cache, else read and hashed in one of the token's hashing slots; a
+    range over ``--range-digest-max`` gets none (the field is a preference).  Without a
+    range the content is the whole representation, answered from the checksum cache.  Only
+    an algorithm that was asked for; a malformed field is 400.
     """
     want = ex.headers.get("Want-Content-Digest")
     if want is None:
@@ -142,6 +143,24 @@ def _content_digest(ex: Exchange, fd: int, st: os.stat_result, path: Path,
         return [("Content-Digest", dg.format_repr_digest({name: value}))]
     start, end = span
     count = end - start + 1
+    gate = ex.services.hashing
+    if count > gate.limits.range_digest_max:
+        return []
+    key = (files.file_key(st), start, end, name)
+    cached = gate.cached_range(key)
+    if cached is None:
+        with gate.once(key):
+            cached = gate.cached_range(key)  # computed while this request waited?
+            if cached is None:
+                with gate.slot(access.principal(ex.headers.get("Authorization")),
+                               f"{ex.method} {show(path, ex.services.config.root)}"):
+                    cached = _range_digest(ex, fd, st, path, name, start, count)
+                gate.store_range(key, cached)
+    return [("Content-Digest", dg.format_repr_digest({name: cached}))]
+
+
+def _range_digest(ex: Exchange, fd: int, st: os.stat_result, path: Path, name: str,
+                  start: int, count: int) -> bytes:
     h = cks.new(name)
     done = 0
     for view in pl.read_chunks(fd, start, count, BLOCK):
@@ -152,7 +171,7 @@ def _content_digest(ex: Exchange, fd: int, st: os.stat_result, path: Path,
         raise HttpError(503, show(path, ex.services.config.root),
                         "changed while its range digest was computed; retry",
                         [("Retry-After", "1")])
-    return [("Content-Digest", dg.format_repr_digest({name: h.digest()}))]
+    return h.digest()
 
 
 def checksums(ex: Exchange, fd: int, st: os.stat_result, path: Path,
@@ -165,6 +184,23 @@ def checksums(ex: Exchange, fd: int, st: os.stat_result, path: Path,
     if not missing:
         cache.hits += 1
         return have
+    gate = ex.services.hashing
+    with gate.once((str(path), key)):
+        have = cache.lookup(path, key)  # another request may have computed it meanwhile
+        missing = sorted({n for n in names if n not in have})
+        if not missing:
+            cache.hits += 1
+            return have
+        with gate.slot(access.principal(ex.headers.get("Authorization")),
+                       f"{ex.method} {show(path, ex.services.config.root)}"):
+            return _compute(ex, fd, st, path, have, missing)
+
+
+def _compute(ex: Exchange, fd: int, st: os.stat_result, path: Path, have: dict[str, bytes],
+             missing: list[str]) -> dict[str, bytes]:
+    """Read the file once for the *missing* digests; store them in the checksum cache."""
+    cache = ex.services.cache
+    key = files.file_key(st)
     cache.misses += 1
     sums = {n: cks.new(n) for n in missing}
     offset = 0

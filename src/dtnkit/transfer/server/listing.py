@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,19 +31,30 @@ class Entry:
 
 
 def entries(directory: Path, root: Path) -> list[Entry]:
-    """Children worth listing: no upload temporaries, no symlinks (the server follows none).
+    """Children worth listing, sorted by name (see :func:`iter_entries`)."""
+    return sorted(iter_entries(directory, root), key=lambda e: e.name)
+
+
+def iter_entries(directory: Path, root: Path) -> Iterator[Entry]:
+    """Children worth listing, in directory order, one at a time (a listing of any size in
+    bounded memory): no upload temporaries, no symlinks (the server follows none).
 
     Read through one descriptor of *directory*, opened under *root* without following a
-    symlink, so a directory swapped for a link meanwhile lists nothing outside the root."""
-    items = []
+    symlink, so a directory swapped for a link meanwhile lists nothing outside the root.
+    HttpError when the directory cannot be opened or read (after a streamed answer's head:
+    the adapter then cuts the connection)."""
     try:
         with fsroot.Root(root) as fs:
-            scan = fs.listdir(files.rel(root, directory))
+            scan = fs.scandir(files.rel(root, directory))
+            first = next(scan, None)  # opens the directory now: errors before any output
     except OSError as exc:
         raise os_error(exc, directory, root) from None
-    for name, st in scan:
-        if paths.is_part_name(name) or stat.S_ISLNK(st.st_mode):
-            continue
-        items.append(Entry(name, directory / name, st))
-    items.sort(key=lambda e: e.name)
-    return items
+    item = first
+    while item is not None:
+        name, st = item
+        if not (paths.is_part_name(name) or stat.S_ISLNK(st.st_mode)):
+            yield Entry(name, directory / name, st)
+        try:
+            item = next(scan, None)
+        except OSError as exc:
+            raise os_error(exc, directory, root) from None

@@ -20,6 +20,7 @@ from pathlib import Path
 from dtnkit.transfer import files
 from dtnkit.transfer.server.config import DEFAULT_EXPIRY
 from dtnkit.transfer.server.errors import HttpError, show
+from dtnkit.transfer.server.limits import Limits
 from dtnkit.transfer.wire import upload as wup
 
 PART_PREFIX = "u"  # session part files: .<name>.dtnkit-part-u<16 hex>
@@ -58,6 +59,15 @@ class UploadSession:
     def merged(self) -> list[tuple[int, int]]:
         return wup.merge(self.spans())
 
+    def outstanding(self) -> int:
+        """Declared bytes not received yet: what the sparse part file may still take.
+
+        Without the session's lock (the registry's is held, and a commit takes them in the
+        other order): ``list()`` copies the values in one step under the GIL.
+        """
+        received = list(self.ranges.values())
+        return self.length - sum(r.end - r.start + 1 for r in received)
+
 
 def part_token(ident: str) -> str:
     """The id does not appear on disk: the part name carries a hash of it."""
@@ -72,6 +82,7 @@ class Registry:
         self.expiry = expiry
         self._lock = threading.Lock()
         self._sessions: dict[str, UploadSession] = {}
+        self._pending: list[tuple[str, int]] = []  # (owner, length) of sessions being made
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._janitor, name="dtnkit-upload-janitor",
                                         daemon=True)
@@ -105,13 +116,51 @@ class Registry:
 
     # --- sessions ----------------------------------------------------------------------
 
+    def admit(self, path: Path, length: int, owner: str, limits: Limits) -> None:
+        """Refuse a new session (call with the lock held): 503 when the server or this
+        token has too many open, 507 when the bytes still to come in this token's sessions
+        (or in all of them) would not fit (sparse part files count as their declared size).
+        """
+        mine = [s for s in self._sessions.values() if s.owner == owner]
+        mine_pending = [n for o, n in self._pending if o == owner]
+        if len(self._sessions) + len(self._pending) >= MAX_SESSIONS:
+            raise HttpError(503, "upload session", "too many open sessions on this server; "
+                            "retry later or upload with one PUT", [("Retry-After", "60")])
+        if len(mine) + len(mine_pending) >= limits.sessions_per_token:
+            raise HttpError(503, "upload session", f"this token has {limits.sessions_per_token}"
+                            " open sessions, its limit; retry later or upload with one PUT",
+                            [("Retry-After", "60")])
+        free = files.free_space(path.parent)
+        everyone = sum(s.outstanding() for s in self._sessions.values())
+        everyone += sum(n for _o, n in self._pending)
+        own = sum(s.outstanding() for s in mine) + sum(mine_pending)
+        cap = limits.session_bytes_per_token
+        if cap is None and free is not None:
+            cap = free // 2
+        if cap is not None and own + length > cap:
+            raise HttpError(507, "upload session", f"this token's open sessions would hold "
+                            f"{own + length} bytes, more than its limit of {cap}; upload with "
+                            "one PUT or finish the other sessions")
+        if free is not None and everyone + length > free:
+            raise HttpError(507, "upload session", f"the open sessions would hold "
+                            f"{everyone + length} bytes, more than the {free} free; upload "
+                            "with one PUT")
+
     def create(self, path: Path, length: int, owner: str,
-               algorithm: str | None) -> UploadSession:
+               algorithm: str | None, limits: Limits | None = None) -> UploadSession:
         self.purge()
+        claim = (owner, length)
         with self._lock:
-            if len(self._sessions) >= MAX_SESSIONS:
-                raise HttpError(503, "upload session", "too many open sessions; retry later",
-                                [("Retry-After", "60")])
+            self.admit(path, length, owner, limits or Limits())
+            self._pending.append(claim)
+        try:
+            return self._create(path, length, owner, algorithm)
+        finally:
+            with self._lock:
+                self._pending.remove(claim)
+
+    def _create(self, path: Path, length: int, owner: str,
+                algorithm: str | None) -> UploadSession:
         ident = secrets.token_urlsafe(24)
         part = files.part_for(path, PART_PREFIX + part_token(ident))
         fd = files.create_part(part, self.root, readable=True)

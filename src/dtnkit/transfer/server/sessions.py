@@ -29,7 +29,6 @@ The sessions themselves are kept by :class:`~dtnkit.transfer.server.registry.Reg
 
 from __future__ import annotations
 
-import hashlib
 import os
 import stat
 import time
@@ -38,8 +37,7 @@ from pathlib import Path
 from dtnkit.transfer import checksum as cks
 from dtnkit.transfer import files, fsroot
 from dtnkit.transfer import pipeline as pl
-from dtnkit.transfer import tokens as tokmod
-from dtnkit.transfer.server import integrity, put
+from dtnkit.transfer.server import access, integrity, put
 from dtnkit.transfer.server.errors import HttpError, os_error, refuse_link, show
 from dtnkit.transfer.server.exchange import Exchange
 from dtnkit.transfer.server.registry import ReceivedRange, Registry, UploadSession
@@ -54,8 +52,7 @@ def is_session_request(ex: Exchange) -> bool:
 
 
 def _owner(ex: Exchange) -> str:
-    token = tokmod.bearer(ex.headers.get("Authorization")) or ""
-    return hashlib.sha256(token.encode("utf-8", "surrogateescape")).hexdigest()
+    return access.principal(ex.headers.get("Authorization"))
 
 
 def _registry(ex: Exchange) -> Registry:
@@ -134,7 +131,8 @@ def _start(ex: Exchange, registry: Registry, path: Path) -> None:
     put.conditions(ex).check(st, where)  # refused before any byte
     integrity.check_space(path.parent, length, where, root)
     try:
-        session = registry.create(path, length, _owner(ex), algorithm)
+        session = registry.create(path, length, _owner(ex), algorithm,
+                                  ex.services.config.limits)
     except OSError as exc:
         raise os_error(exc, path, root) from None
     ex.send_empty(201, [(wup.ID_HEADER, session.ident), (wup.LENGTH_HEADER, str(length)),

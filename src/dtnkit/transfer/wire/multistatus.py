@@ -39,25 +39,32 @@ class Member(NamedTuple):
     size: int
 
 
+#: the start and the end of a multistatus body; :func:`response` is one member between them
+#: (a server streams a long listing in pieces)
+OPENING = '<?xml version="1.0" encoding="utf-8"?>\n<D:multistatus xmlns:D="DAV:">\n'
+CLOSING = "</D:multistatus>\n"
+
+
 def build(entries: Iterable[Entry]) -> str:
     """The multistatus XML for the entries, in the given order."""
-    out = ['<?xml version="1.0" encoding="utf-8"?>\n<D:multistatus xmlns:D="DAV:">\n']
-    for item in entries:
-        href = item.href
-        if item.is_dir and not href.endswith("/"):
-            href += "/"
-        props = [f"<D:getlastmodified>{ranges.http_date(item.mtime)}</D:getlastmodified>"]
-        if item.is_dir:
-            props.append("<D:resourcetype><D:collection/></D:resourcetype>")
-        else:
-            props.append("<D:resourcetype/>")
-            props.append(f"<D:getcontentlength>{item.size}</D:getcontentlength>")
-            props.append(f"<D:getetag>{xml_escape(item.etag)}</D:getetag>")
-        out.append(f"<D:response><D:href>{xml_escape(href)}</D:href><D:propstat><D:prop>"
-                   f"{''.join(props)}</D:prop><D:status>HTTP/1.1 200 OK</D:status>"
-                   f"</D:propstat></D:response>\n")
-    out.append("</D:multistatus>\n")
-    return "".join(out)
+    return "".join([OPENING, *(response(item) for item in entries), CLOSING])
+
+
+def response(item: Entry) -> str:
+    """One ``D:response`` element."""
+    href = item.href
+    if item.is_dir and not href.endswith("/"):
+        href += "/"
+    props = [f"<D:getlastmodified>{ranges.http_date(item.mtime)}</D:getlastmodified>"]
+    if item.is_dir:
+        props.append("<D:resourcetype><D:collection/></D:resourcetype>")
+    else:
+        props.append("<D:resourcetype/>")
+        props.append(f"<D:getcontentlength>{item.size}</D:getcontentlength>")
+        props.append(f"<D:getetag>{xml_escape(item.etag)}</D:getetag>")
+    return (f"<D:response><D:href>{xml_escape(href)}</D:href><D:propstat><D:prop>"
+            f"{''.join(props)}</D:prop><D:status>HTTP/1.1 200 OK</D:status>"
+            f"</D:propstat></D:response>\n")
 
 
 def parse(body: bytes | str, own: str) -> list[Member]:

@@ -1,0 +1,150 @@
+"""Which remote hosts a third-party copy may reach, and the one address it then connects to.
+
+Without ``--tpc-allow`` a COPY may reach any *global* address (the public internet, where
+other sites' DTNs are); loopback, link-local, private, shared (CGN), unspecified, multicast
+and reserved addresses are refused, so a token holder cannot make the server a proxy into
+its own host or site network.  Each ``--tpc-allow`` entry adds to that: ``HOST``,
+``HOST:PORT``, ``[IPv6]:PORT``, an address or a ``CIDR`` range.  A name is resolved once per
+connection target and the connection goes to the address that was checked (never resolved
+again), so DNS rebinding cannot swap in another address between check and connect; every
+redirect hop is checked the same way.
+
+A remote matched by an entry is *listed*: failure lines name what went wrong there.  Other
+remotes get one line for every failure (refused, timed out, TLS, an HTTP error, a digest it
+did not offer), so a COPY cannot be used as a port scanner; the server log has the reason.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from dtnkit.errors import BadInput
+
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+#: the one failure line for a remote that is not listed (or not allowed at all)
+GENERIC = ("the remote side could not be reached, refused the transfer or answered with an "
+           "error (details are in the server log)")
+
+
+class RemoteRefused(Exception):
+    """The remote host is not allowed: the COPY fails with :data:`GENERIC`."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    host: str | None = None  # a name, lower case (None: a network)
+    network: Network | None = None  # an address is a /32 or /128
+    port: int | None = None  # None: any port
+
+    def matches(self, host: str, address: Address, port: int) -> bool:
+        if self.port is not None and self.port != port:
+            return False
+        if self.host is not None:
+            return self.host == host.lower().rstrip(".")
+        return self.network is not None and address in self.network
+
+
+def parse_entry(text: str) -> Entry:
+    """One ``--tpc-allow`` value: HOST, HOST:PORT, [IPv6]:PORT, ADDRESS or CIDR."""
+    value = text.strip()
+    bad = BadInput(f"--tpc-allow {text!r}", "is not HOST, HOST:PORT, an address or a CIDR "
+                   "range", "pass e.g. dtn2.example.org, dtn2.example.org:8443, "
+                   "192.0.2.7, [2001:db8::7]:8443 or 10.1.0.0/16")
+    if not value or any(c.isspace() for c in value):
+        raise bad
+    if "/" in value:
+        try:
+            return Entry(network=ipaddress.ip_network(value, strict=False))
+        except ValueError:
+            raise bad from None
+    port: int | None = None
+    host = value
+    if value.startswith("["):
+        inner, sep, rest = value[1:].partition("]")
+        if not sep or (rest and not rest.startswith(":")):
+            raise bad
+        host, port_text = inner, rest[1:]
+        if rest:
+            port = _port(port_text, bad)
+    elif value.count(":") == 1:
+        host, port_text = value.split(":")
+        port = _port(port_text, bad)
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        name = host.lower().rstrip(".")
+        if not name or not all(part and all(c.isalnum() or c in "-_" for c in part)
+                               for part in name.split(".")):
+            raise bad from None
+        return Entry(host=name, port=port)
+    return Entry(network=ipaddress.ip_network(address), port=port)
+
+
+def _port(text: str, bad: BadInput) -> int:
+    if not text.isdigit() or not 0 < int(text) < 65536:
+        raise bad
+    return int(text)
+
+
+def usable(address: Address) -> Address:
+    """The address as the kernel will use it (an IPv4-mapped IPv6 address is IPv4)."""
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    return address
+
+
+def is_public(address: Address) -> bool:
+    """A global unicast address (not loopback, private, link-local, CGN, reserved...)."""
+    address = usable(address)
+    return address.is_global and not address.is_multicast
+
+
+@dataclass(frozen=True)
+class AllowList:
+    entries: tuple[Entry, ...] = ()
+
+    @classmethod
+    def parse(cls, values: Iterable[str]) -> AllowList:
+        return cls(tuple(parse_entry(v) for v in values))
+
+    def listed(self, host: str, address: Address, port: int) -> bool:
+        address = usable(address)
+        return any(e.matches(host, address, port) for e in self.entries)
+
+    def allows(self, host: str, address: Address, port: int) -> bool:
+        return is_public(address) or self.listed(host, address, port)
+
+    def pick(self, host: str, port: int) -> tuple[str, bool]:
+        """Resolve *host* once; the first allowed address and whether it is listed.
+
+        RemoteRefused when the name does not resolve or no address of it is allowed.
+        """
+        try:
+            literal: Address | None = ipaddress.ip_address(host)
+        except ValueError:
+            literal = None
+        if literal is not None:
+            candidates = [literal]
+        else:
+            try:
+                infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+            except (OSError, UnicodeError) as exc:
+                raise RemoteRefused(f"{host}: cannot be resolved ({exc})") from None
+            candidates = []
+            for info in infos:
+                with_scope = str(info[4][0])
+                try:
+                    candidates.append(ipaddress.ip_address(with_scope.split("%", 1)[0]))
+                except ValueError:
+                    continue
+        for address in candidates:
+            if self.allows(host, address, port):
+                return str(usable(address)), self.listed(host, address, port)
+        shown = ", ".join(str(a) for a in candidates[:4]) or "no address"
+        raise RemoteRefused(f"{host} port {port} ({shown}) is not allowed: not a public "
+                            "address and not in --tpc-allow")
