@@ -76,6 +76,8 @@ class Site:
             self.roots[host].mkdir(exist_ok=True)
             args = [self.path(host, a) for a in argv[2:]]
             extra = ["--cert", str(self.pki.cert), "--key", str(self.pki.key)] if tls else []
+            # the README's hosts are this machine's loopback here: let COPY reach it
+            extra += ["--tpc-allow", "127.0.0.1", "--tpc-allow", "localhost"]
             proc = subprocess.Popen([DTNKIT, "serve", *args, *extra, "--port", "0", "--quiet",
                                      "--format", "json"], stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, text=True)

@@ -224,6 +224,16 @@ class DirectExchange:
         self.reply.body = os.pread(f.fileno(), count, start)
         return len(self.reply.body)
 
+    def start_chunked(self, status: int, headers: HeaderList = ()) -> None:
+        self.send_head(status, headers)
+        self.reply.body = b""
+
+    def write_chunk(self, data: bytes) -> None:
+        self.reply.body += data
+
+    def end_chunked(self) -> None:
+        pass
+
     def count_bytes(self, n: int) -> None:
         return None
 

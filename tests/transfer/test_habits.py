@@ -46,7 +46,7 @@ def payload(size: int = SIZE, seed: int = 11) -> bytes:
 def _serve(root: Path) -> ServerHandle:
     root.mkdir(exist_ok=True)
     return start_server(root, host="127.0.0.1", port=0, quiet=True, marker_interval=0.2,
-                        tokens=tokens.parse(f"{TOKEN} read,write\n"))
+                        tokens=tokens.parse(f"{TOKEN} read,write\n"), tpc_allow=("127.0.0.1",))
 
 
 @pytest.fixture

@@ -37,7 +37,8 @@ def setup() -> Iterator[tuple[Layout, ServerHandle, ServerHandle, Path]]:
     remote.mkdir()
     (remote / "src").write_bytes(INSIDE)
     store = tokens.parse(f"{TOKEN} read,write\n")
-    with start_server(lay.root, tokens=store, quiet=True, marker_interval=0.05) as h, \
+    with start_server(lay.root, tokens=store, quiet=True, marker_interval=0.05,
+                      tpc_allow=("127.0.0.1",)) as h, \
             start_server(remote, tokens=store, quiet=True) as other:
         yield lay, h, other, remote
     lay.close()

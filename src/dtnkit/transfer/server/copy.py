@@ -384,7 +384,9 @@ def handle_copy(ex: Exchange) -> None:
             if source_fd >= 0:
                 os.close(source_fd)
             if detail is not None:
-                detail = unrooted(detail, root)
+                # the local side is opened by descriptor (fsroot): name it as the client did
+                detail = re.sub(r"/proc/self/fd/\d+(?:/[^\s:]*)?", show(path, root),
+                                unrooted(detail, root))
                 log(config, f"COPY {where} ({header} {remote}) failed: {detail}")
                 # only a listed remote's failure is told: else a scanner would learn which
                 # ports answer (refused, timed out, TLS, an HTTP status, no digest...)

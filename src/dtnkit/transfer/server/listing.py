@@ -46,10 +46,14 @@ def iter_entries(directory: Path, root: Path) -> Iterator[Entry]:
     try:
         with fsroot.Root(root) as fs:
             scan = fs.scandir(files.rel(root, directory))
-            first = next(scan, None)  # opens the directory now: errors before any output
+            first = next(scan, None)  # opens the directory now: its errors come before any output
     except OSError as exc:
         raise os_error(exc, directory, root) from None
-    item = first
+    return _members(first, scan, directory, root)
+
+
+def _members(item: tuple[str, os.stat_result] | None, scan: Iterator[tuple[str, os.stat_result]],
+             directory: Path, root: Path) -> Iterator[Entry]:
     while item is not None:
         name, st = item
         if not (paths.is_part_name(name) or stat.S_ISLNK(st.st_mode)):
