@@ -17,12 +17,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
 from dtnkit.cli.main import main
 from dtnkit.errors import DtnkitError, ExitStatus
-from dtnkit.tune.kinds.qdisc import QdiscTunable, burst_for, shown_burst, tree_commands
+from dtnkit.tune.kinds.qdisc import (
+    DEFAULT_TICK,
+    QdiscTunable,
+    burst_for,
+    shown_burst,
+    tbf_limit_for,
+    tree_commands,
+)
 
 COUNTERS = ("direct_packets_stat",)  # statistics tc prints among the options
 DEV = "eth0"
@@ -172,6 +179,14 @@ def test_tc_shrinks_a_burst_written_back_as_shown_and_dtnkit_does_not() -> None:
                        whole_us=True) == 15125
 
 
+def test_a_latency_of_0_is_written_as_a_limit_tc_shows_as_lat_0() -> None:
+    rate = 1_999_209_017  # bytes/s; tc shows "lat" only when the latency is not negative
+    buffer = burst_for(rate, 279_889)
+    limit = tbf_limit_for(rate, buffer, 0)
+    us = int(int(1e6 * (buffer / rate) * DEFAULT_TICK) / DEFAULT_TICK)
+    assert 0 <= 1e6 * limit / rate - us < 1
+
+
 @pytest.mark.needs_root
 @pytest.mark.needs_netns
 def test_tbf_root_is_restored_exactly(qdns: QdNs, tmp_path: Path) -> None:
@@ -310,6 +325,11 @@ def test_random_trees_are_restored_exactly(qdns: QdNs, tmp_path: Path) -> None:
     @settings(max_examples=10, deadline=None, phases=[Phase.explicit, Phase.generate],
               database=None, suppress_health_check=[HealthCheck.too_slow])
     @given(tree())
+    # found by this test: lat 0 written as a limit whose latency is just under 0, which tc
+    # shows as "limit", not "lat 0"
+    @example([["qdisc", "add", "dev", DEV, "root", "handle", "35d:", "mq"],
+              ["qdisc", "add", "dev", DEV, "parent", "35d:3", "handle", "1f48:", "tbf", "rate",
+               "1999209017bps", "burst", "280177b", "limit", "280240"]])
     def check(cmds: list[list[str]]) -> None:
         qdns.reset()
         asked: dict[str, int] = {}

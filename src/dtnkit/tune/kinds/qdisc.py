@@ -160,13 +160,15 @@ def burst_for(rate: int, shown: int, tick: float = DEFAULT_TICK, whole_us: bool 
 
 
 def tbf_limit_for(rate: int, burst: int, lat_us: int, tick: float = DEFAULT_TICK) -> int:
-    """A limit (bytes) for which tc shows ``lat_us`` as the latency of a tbf: tc shows
-    int(1e6 * limit / rate - int(ticks / TICK)) (q_tbf.c)."""
+    """A limit (bytes) for which tc shows ``lat_us`` as the latency of a tbf: tc computes
+    1e6 * limit / rate - int(ticks / TICK), shows it truncated to whole microseconds, and
+    only when it is not negative (q_tbf.c): a latency just under 0 is not "lat 0"."""
     us = int(int(1e6 * (burst / rate) * tick) / tick)
     low = max(int(rate * (lat_us + us) / 1e6) - 2, 1)
     high = int(rate * (lat_us + us + 1) / 1e6) + 3
     for limit in range(low, high):
-        if int(1e6 * (limit / rate) - us) == lat_us:
+        latency = 1e6 * (limit / rate) - us
+        if latency >= 0 and int(latency) == lat_us:
             return limit
     return int(rate * lat_us / 1e6) + burst
 
