@@ -43,16 +43,30 @@ from dtnkit.errors import BadInput
 @click.option("--upload-expiry", type=click.FloatRange(1, 7 * 86400), default=3600.0,
               show_default=True,
               help="Seconds an idle partial-upload session (and its part file) is kept.")
+@click.option("--max-connections", type=click.IntRange(1, 2**24), default=None,
+              help="Connections open at once; more get 503 and are closed (default: derived "
+                   "from the descriptor limit, whose soft value is raised to the hard one).")
+@click.option("--head-timeout", type=click.FloatRange(1, 600), default=20.0, show_default=True,
+              help="Seconds for a whole request head (and a TLS handshake) to arrive.")
+@click.option("--idle-timeout", type=click.FloatRange(1, 3600), default=60.0,
+              show_default=True, help="Seconds a kept-alive connection may wait for its "
+                                      "next request.")
+@click.option("--drain-timeout", type=click.FloatRange(0, 3600), default=30.0,
+              show_default=True, help="On SIGTERM or SIGINT: seconds requests in progress "
+                                      "may take to finish before they are cut.")
 @pass_env
 def serve(env: Environment,
           root: Path, host: str, port: int | None, cert: Path | None, key: Path | None,
           tokens_file: Path | None, anonymous_read: bool, quiet: bool,
           marker_interval: float, ca_file: Path | None = None,
-          no_upload_sessions: bool = False, upload_expiry: float = 3600.0) -> int:
+          no_upload_sessions: bool = False, upload_expiry: float = 3600.0,
+          max_connections: int | None = None, head_timeout: float = 20.0,
+          idle_timeout: float = 60.0, drain_timeout: float = 30.0) -> int:
     """Serve ROOT over HTTP(S): GET/HEAD (ranges, digests), PUT, DELETE, MKCOL, PROPFIND,
     and HTTP third-party COPY (pull with Source:, push with Destination:).
 
-    Prints one line with the URL once listening; stops on SIGTERM or SIGINT.
+    Prints one line with the URL once listening. On SIGTERM or SIGINT it stops accepting,
+    lets requests in progress finish (up to --drain-timeout) and stops.
     """
     from dtnkit.transfer.server import start_server
 
@@ -64,7 +78,9 @@ def serve(env: Environment,
     handle = start_server(root, host=host, port=port, tls=tls, tokens=tokens_file,
                           anonymous_read=anonymous_read, quiet=quiet,
                           marker_interval=marker_interval, ca_file=ca_file,
-                          upload_sessions=not no_upload_sessions, upload_expiry=upload_expiry)
+                          upload_sessions=not no_upload_sessions, upload_expiry=upload_expiry,
+                          max_connections=max_connections, head_timeout=head_timeout,
+                          idle_timeout=idle_timeout)
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -80,7 +96,7 @@ def serve(env: Environment,
         while not stop.wait(0.5):
             pass
     finally:
-        handle.stop()
+        handle.stop(drain=drain_timeout)
         for signum, handler in previous.items():
             signal.signal(signum, handler)
     click.echo("dtnkit serve: stopped", file=env.stderr)
