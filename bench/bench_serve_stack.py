@@ -1,0 +1,238 @@
+#!/usr/bin/env python3
+"""The HTTP stack under ``dtnkit serve``, before vs after, interleaved in one run (issue 11).
+
+    .venv/bin/python bench/bench_serve_stack.py                    # 79605bc vs this checkout
+    .venv/bin/python bench/bench_serve_stack.py --before REV --size 256 --rounds 5 --idle 10000
+
+Each tree runs its own ``dtnkit serve`` (``python -c 'from dtnkit.cli.serve import serve;
+serve()'`` with ``PYTHONPATH=<tree>/src``, same interpreter and packages) on 127.0.0.1, root in
+a /dev/shm temporary directory, ``--quiet``.  ``--before`` is a directory holding
+``src/dtnkit`` or a git revision (a temporary ``git worktree``, removed at the end).
+
+Sections (markdown tables on stdout, progress on stderr):
+
+get    GET of the whole ``--size`` MiB file (plain HTTP: ``sendfile``), the client reading into
+       a reused buffer; MB/s per tree, and after/before of the same round.
+put    PUT of the same size with ``Want-Digest: adler32`` (the server hashes while receiving,
+       fsyncs, renames); MB/s.  Both: the tree going first alternates by round; median ratio
+       with its min-max, and best after / best before (load only adds time).
+idle   ``--idle`` idle connections opened to each server in turn (this process's soft
+       descriptor limit is raised to the hard one; the servers inherit it): the server's RSS
+       before and while they are held, how many it holds, and the time of a real GET (1 MiB,
+       a new connection) while they are held: median and max of 20.
+
+Only loopback; servers are stopped by their PID; temporary directories removed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import http.client
+import os
+import resource
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from benchlib import CpuWatch, free_port
+
+REPO = Path(__file__).resolve().parent.parent
+MiB = 2**20
+TOKEN = "bench-stack-token"
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def materialise(spec: str) -> Iterator[Path]:
+    path = Path(spec)
+    if (path / "src" / "dtnkit").is_dir():
+        yield path
+        return
+    tmp = Path(tempfile.mkdtemp(prefix="bench-stack-"))
+    wt = tmp / "tree"
+    subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "--quiet", str(wt),
+                    spec], check=True)
+    try:
+        yield wt
+    finally:
+        subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(wt)],
+                       capture_output=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+class Server:
+    def __init__(self, name: str, tree: Path, root: Path, tokens: Path) -> None:
+        self.name = name
+        self.port = free_port()
+        env = dict(os.environ, PYTHONPATH=str(tree / "src"))
+        code = "from dtnkit.cli.serve import serve; serve()"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", code, "--root", str(root), "--port", str(self.port),
+             "--tokens", str(tokens), "--quiet"], env=env, stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL, text=True)
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if "listening" not in line:
+            raise SystemExit(f"{name}: the server did not start: {line!r}")
+
+    def rss_mib(self) -> float:
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        return 0.0
+
+    def threads(self) -> int:
+        return len(os.listdir(f"/proc/{self.proc.pid}/task"))
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait()
+
+
+def get_seconds(port: int, path: str, size: int) -> float:
+    buf = bytearray(4 * MiB)
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    t0 = time.monotonic()
+    c.request("GET", path, headers={"Authorization": f"Bearer {TOKEN}"})
+    r = c.getresponse()
+    got = 0
+    while n := r.readinto(buf):  # type: ignore[arg-type]
+        got += n
+    seconds = time.monotonic() - t0
+    c.close()
+    if r.status != 200 or got != size:
+        raise SystemExit(f"GET {path}: {r.status}, {got} of {size} bytes")
+    return seconds
+
+
+def put_seconds(port: int, data: bytes) -> float:
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    t0 = time.monotonic()
+    c.request("PUT", "/up.bin", body=data, headers={"Authorization": f"Bearer {TOKEN}",
+                                                    "Want-Digest": "adler32"})
+    r = c.getresponse()
+    r.read()
+    seconds = time.monotonic() - t0
+    c.close()
+    if r.status not in (201, 204) or "adler32" not in (r.headers.get("Digest") or ""):
+        raise SystemExit(f"PUT: {r.status} {r.headers.get('Digest')}")
+    return seconds
+
+
+def fmt(ratios: list[float]) -> str:
+    return (f"{statistics.median(ratios):.3f} ({min(ratios):.3f}-{max(ratios):.3f})"
+            if ratios else "-")
+
+
+def throughput(servers: dict[str, Server], size: int, rounds: int, data: bytes) -> None:
+    for section in ("get", "put"):
+        rates: dict[str, list[float]] = {name: [] for name in servers}
+        watch = CpuWatch(lambda: [s.proc.pid for s in servers.values()])
+        for i in range(rounds):
+            names = list(servers) if i % 2 == 0 else list(reversed(servers))
+            for name in names:
+                port = servers[name].port
+                sec = (get_seconds(port, "/big.bin", size) if section == "get"
+                       else put_seconds(port, data))
+                rates[name].append(size / MiB / sec)
+                log(f"{section} round {i + 1} {name}: {size / MiB / sec:.0f} MiB/s")
+        ratios = [a / b for a, b in zip(rates["after"], rates["before"], strict=True)]
+        print(f"\n### {section.upper()} {size // MiB} MiB over loopback ({rounds} rounds)\n")
+        print("| before MiB/s (median) | after MiB/s (median) | after/before (median, min-max) "
+              "| best after / best before |")
+        print("|---|---|---|---|")
+        print(f"| {statistics.median(rates['before']):.0f} "
+              f"| {statistics.median(rates['after']):.0f} | {fmt(ratios)} "
+              f"| {max(rates['after']) / max(rates['before']):.3f} |")
+        print("\n" + watch.report())
+
+
+def idle(servers: dict[str, Server], count: int) -> None:
+    print(f"\n### {count} idle connections held\n")
+    print("| tree | RSS before (MiB) | RSS held (MiB) | threads held | connect s | "
+          "GET 1 MiB while held: median ms | max ms | failed |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name, server in servers.items():
+        rss0 = server.rss_mib()
+        socks: list[socket.socket] = []
+        t0 = time.monotonic()
+        failed = 0
+        for _ in range(count):
+            s = socket.socket()
+            s.settimeout(10)
+            try:
+                s.connect(("127.0.0.1", server.port))
+            except OSError:
+                failed += 1
+                s.close()
+                continue
+            socks.append(s)
+        connect = time.monotonic() - t0
+        time.sleep(2.0)  # let the server take them all in (RSS is sampled after)
+        times = []
+        for _ in range(20):
+            try:
+                times.append(get_seconds(server.port, "/small.bin", MiB) * 1000)
+            except (OSError, SystemExit, http.client.HTTPException):
+                times.append(float("inf"))
+        rss1 = server.rss_mib()
+        threads = server.threads()
+        for s in socks:
+            s.close()
+        log(f"idle {name}: {rss0:.0f} -> {rss1:.0f} MiB, {threads} threads, GET "
+            f"{statistics.median(times):.1f} ms")
+        print(f"| {name} | {rss0:.0f} | {rss1:.0f} | {threads} | {connect:.1f} | "
+              f"{statistics.median(times):.1f} | {max(times):.1f} | {failed} |")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    ap.add_argument("--before", default="79605bc")
+    ap.add_argument("--after", default=str(REPO))
+    ap.add_argument("--size", type=int, default=256, help="MiB (default 256)")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--idle", type=int, default=10000)
+    ap.add_argument("--only", choices=["throughput", "idle"])
+    args = ap.parse_args()
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    size = args.size * MiB
+    with contextlib.ExitStack() as stack:
+        before = stack.enter_context(materialise(args.before))
+        after = Path(args.after)
+        tmp = Path(tempfile.mkdtemp(prefix="bench-stack-", dir="/dev/shm"))
+        stack.callback(shutil.rmtree, tmp, True)
+        data = os.urandom(size)
+        tokens = tmp / "tokens"
+        tokens.write_text(f"{TOKEN} read,write\n")
+        servers: dict[str, Server] = {}
+        for name, tree in (("before", before), ("after", after)):
+            root = tmp / name
+            root.mkdir()
+            (root / "big.bin").write_bytes(data)
+            (root / "small.bin").write_bytes(data[:MiB])
+            servers[name] = Server(name, tree, root, tokens)
+            stack.callback(servers[name].stop)
+        print(f"# bench_serve_stack: before {args.before}, after {after} "
+              f"(descriptor limit {hard}, {os.cpu_count()} CPUs)")
+        if args.only in (None, "throughput"):
+            throughput(servers, size, args.rounds, data)
+        if args.only in (None, "idle"):
+            idle(servers, args.idle)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
