@@ -354,6 +354,8 @@ class Hub:
         with self.cond:
             self.idle[conn.sock.fileno()] = conn
         self.sel.register(conn.sock, selectors.EVENT_READ, conn)
+        if not conn.handshaking:  # the head is often there already: one select round less
+            self._readable(conn)
 
     def _readable(self, conn: Conn) -> None:
         sock = conn.sock
