@@ -12,15 +12,18 @@ a /dev/shm temporary directory, ``--quiet``.  ``--before`` is a directory holdin
 Sections (markdown tables on stdout, progress on stderr):
 
 get    GET of the whole ``--size`` MiB file (plain HTTP: ``sendfile``), the client reading into
-       a reused buffer; MB/s per tree, and after/before of the same round.
+       a reused buffer; MiB/s and the server's CPU seconds (user + system) per GiB, per
+       tree, and after/before of the same round.  On a shared machine the CPU figure is the
+       steadier one: other processes' load changes wall time much more than CPU per byte.
 put    PUT of the same size with ``Want-Digest: adler32`` (the server hashes while receiving,
-       fsyncs, renames); MB/s.  Both: the tree going first alternates by round; median ratio
-       with its min-max, and best after / best before (load only adds time).
+       fsyncs, renames); the same figures.  Both: the tree going first alternates by round;
+       median ratio with its min-max, and best after / best before (load only adds time).
 idle   ``--idle`` idle connections opened to each server in turn (this process's soft
        descriptor limit is raised to the hard one; the servers inherit it): the server's RSS
        before and while they are held, how many it holds, and the time of a real GET (1 MiB,
        a new connection) while they are held: median, p95 and max of 40 (and the median
-       of 40 with none held, for comparison).
+       of 40 with none held, for comparison).  Each server is stopped after its turn (10,000
+       threads ending would load the machine while the other is measured).
 
 Only loopback; servers are stopped by their PID; temporary directories removed.
 """
@@ -43,7 +46,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from benchlib import CpuWatch, free_port
+from benchlib import CpuWatch, free_port, proc_cpu
 
 REPO = Path(__file__).resolve().parent.parent
 MiB = 2**20
@@ -140,23 +143,33 @@ def fmt(ratios: list[float]) -> str:
 def throughput(servers: dict[str, Server], size: int, rounds: int, data: bytes) -> None:
     for section in ("get", "put"):
         rates: dict[str, list[float]] = {name: [] for name in servers}
+        cpus: dict[str, list[float]] = {name: [] for name in servers}
         watch = CpuWatch(lambda: [s.proc.pid for s in servers.values()])
         for i in range(rounds):
             names = list(servers) if i % 2 == 0 else list(reversed(servers))
             for name in names:
-                port = servers[name].port
-                sec = (get_seconds(port, "/big.bin", size) if section == "get"
-                       else put_seconds(port, data))
+                server = servers[name]
+                cpu0 = proc_cpu(server.proc.pid)
+                sec = (get_seconds(server.port, "/big.bin", size) if section == "get"
+                       else put_seconds(server.port, data))
+                cpu = (proc_cpu(server.proc.pid) - cpu0) / (size / 2**30)
                 rates[name].append(size / MiB / sec)
-                log(f"{section} round {i + 1} {name}: {size / MiB / sec:.0f} MiB/s")
+                cpus[name].append(cpu)
+                log(f"{section} round {i + 1} {name}: {size / MiB / sec:.0f} MiB/s, "
+                    f"server {cpu:.3f} CPU s/GiB")
         ratios = [a / b for a, b in zip(rates["after"], rates["before"], strict=True)]
+        cpu_ratios = [a / b for a, b in zip(cpus["after"], cpus["before"], strict=True)
+                      if b > 0]
         print(f"\n### {section.upper()} {size // MiB} MiB over loopback ({rounds} rounds)\n")
-        print("| before MiB/s (median) | after MiB/s (median) | after/before (median, min-max) "
+        print("| figure | before (median) | after (median) | after/before (median, min-max) "
               "| best after / best before |")
-        print("|---|---|---|---|")
-        print(f"| {statistics.median(rates['before']):.0f} "
+        print("|---|---|---|---|---|")
+        print(f"| MiB/s | {statistics.median(rates['before']):.0f} "
               f"| {statistics.median(rates['after']):.0f} | {fmt(ratios)} "
               f"| {max(rates['after']) / max(rates['before']):.3f} |")
+        print(f"| server CPU s/GiB | {statistics.median(cpus['before']):.3f} "
+              f"| {statistics.median(cpus['after']):.3f} | {fmt(cpu_ratios)} "
+              f"| {min(cpus['after']) / max(min(cpus['before']), 1e-9):.3f} |")
         print("\n" + watch.report())
 
 
@@ -195,6 +208,7 @@ def idle(servers: dict[str, Server], count: int) -> None:
         threads = server.threads()
         for s in socks:
             s.close()
+        server.stop()  # its teardown must not load the machine while the next one is measured
         log(f"idle {name}: {rss0:.0f} -> {rss1:.0f} MiB, {threads} threads, GET "
             f"{statistics.median(times):.1f} ms")
         p95 = sorted(times)[int(0.95 * len(times)) - 1]

@@ -91,8 +91,10 @@ def serve(env: Environment,
         for signum in (signal.SIGTERM, signal.SIGINT):
             previous[signum] = signal.signal(signum, on_signal)
     try:
-        emit(env, {"url": handle.url, "root": str(handle.root)}, "table",
-             lambda p: p.echo(f"dtnkit serve: listening on {handle.url} (root {handle.root})"))
+        cap = handle.limits.max_connections
+        emit(env, {"url": handle.url, "root": str(handle.root), "max_connections": cap},
+             "table", lambda p: p.echo(f"dtnkit serve: listening on {handle.url} "
+                                       f"(root {handle.root}, up to {cap} connections)"))
         while not stop.wait(0.5):
             pass
     finally:

@@ -258,7 +258,11 @@ class Hub:
                             while self.wake_r.recv(4096):
                                 pass
                     else:
-                        self._readable(key.data)
+                        try:
+                            self._readable(key.data)
+                        except Exception:  # a bug: drop this connection, keep serving
+                            self.log("internal error:\n" + traceback.format_exc(), True)
+                            self._drop(key.data)
                 self._returns()
                 now = time.monotonic()
                 if self.stopping and listening:
@@ -299,7 +303,8 @@ class Hub:
                     return
                 if exc.errno in (errno.ECONNABORTED, errno.EPROTO, errno.EPERM, errno.EINTR):
                     continue
-                raise
+                self._back_off(exc)  # unexpected: never spin on it either
+                return
             self.backoff = 0.0
             self.short_of_fds = False
             peer = str(address[0])
