@@ -14,7 +14,8 @@ Sections (markdown tables on stdout, progress on stderr):
 get    GET of the whole ``--size`` MiB file (plain HTTP: ``sendfile``), the client reading into
        a reused buffer; MiB/s and the server's CPU seconds (user + system) per GiB, per
        tree, and after/before of the same round.  On a shared machine the CPU figure is the
-       steadier one: other processes' load changes wall time much more than CPU per byte.
+       steadier one: other processes' load changes wall time much more than CPU per byte
+       (CPU is summed over all rounds: one transfer is only a few clock ticks).
 put    PUT of the same size with ``Want-Digest: adler32`` (the server hashes while receiving,
        fsyncs, renames); the same figures.  Both: the tree going first alternates by round;
        median ratio with its min-max, and best after / best before (load only adds time).
@@ -24,6 +25,9 @@ idle   ``--idle`` idle connections opened to each server in turn (this process's
        a new connection) while they are held: median, p95 and max of 40 (and the median
        of 40 with none held, for comparison).  Each server is stopped after its turn (10,000
        threads ending would load the machine while the other is measured).
+
+``--aiohttp`` adds a third server, bench/aiohttp_candidate.py (aiohttp's ``FileResponse``
+for GET, a hashed PUT in the event loop), to every section: the other candidate stack.
 
 Only loopback; servers are stopped by their PID; temporary directories removed.
 """
@@ -76,15 +80,18 @@ def materialise(spec: str) -> Iterator[Path]:
 
 
 class Server:
-    def __init__(self, name: str, tree: Path, root: Path, tokens: Path) -> None:
+    def __init__(self, name: str, tree: Path | None, root: Path, tokens: Path) -> None:
         self.name = name
         self.port = free_port()
-        env = dict(os.environ, PYTHONPATH=str(tree / "src"))
-        code = "from dtnkit.cli.serve import serve; serve()"
+        if tree is None:  # the aiohttp candidate
+            env = dict(os.environ)
+            argv = [sys.executable, str(Path(__file__).with_name("aiohttp_candidate.py"))]
+        else:
+            env = dict(os.environ, PYTHONPATH=str(tree / "src"))
+            argv = [sys.executable, "-c", "from dtnkit.cli.serve import serve; serve()"]
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", code, "--root", str(root), "--port", str(self.port),
-             "--tokens", str(tokens), "--quiet"], env=env, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, text=True)
+            [*argv, "--root", str(root), "--port", str(self.port), "--tokens", str(tokens),
+             "--quiet"], env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
         if "listening" not in line:
@@ -157,19 +164,17 @@ def throughput(servers: dict[str, Server], size: int, rounds: int, data: bytes) 
                 cpus[name].append(cpu)
                 log(f"{section} round {i + 1} {name}: {size / MiB / sec:.0f} MiB/s, "
                     f"server {cpu:.3f} CPU s/GiB")
-        ratios = [a / b for a, b in zip(rates["after"], rates["before"], strict=True)]
-        cpu_ratios = [a / b for a, b in zip(cpus["after"], cpus["before"], strict=True)
-                      if b > 0]
         print(f"\n### {section.upper()} {size // MiB} MiB over loopback ({rounds} rounds)\n")
-        print("| figure | before (median) | after (median) | after/before (median, min-max) "
-              "| best after / best before |")
-        print("|---|---|---|---|---|")
-        print(f"| MiB/s | {statistics.median(rates['before']):.0f} "
-              f"| {statistics.median(rates['after']):.0f} | {fmt(ratios)} "
-              f"| {max(rates['after']) / max(rates['before']):.3f} |")
-        print(f"| server CPU s/GiB | {statistics.median(cpus['before']):.3f} "
-              f"| {statistics.median(cpus['after']):.3f} | {fmt(cpu_ratios)} "
-              f"| {min(cpus['after']) / max(min(cpus['before']), 1e-9):.3f} |")
+        print("| server | MiB/s (median) | / before (median, min-max) | best / best before "
+              "| server CPU s/GiB (all rounds) | / before |")
+        print("|---|---|---|---|---|---|")
+        base_cpu = sum(cpus["before"]) / rounds
+        for name in servers:
+            ratios = [x / y for x, y in zip(rates[name], rates["before"], strict=True)]
+            cpu = sum(cpus[name]) / rounds
+            print(f"| {name} | {statistics.median(rates[name]):.0f} | {fmt(ratios)} "
+                  f"| {max(rates[name]) / max(rates['before']):.3f} | {cpu:.3f} "
+                  f"| {cpu / max(base_cpu, 1e-9):.3f} |")
         print("\n" + watch.report())
 
 
@@ -224,6 +229,8 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--idle", type=int, default=10000)
     ap.add_argument("--only", choices=["throughput", "idle"])
+    ap.add_argument("--aiohttp", action="store_true",
+                    help="also measure bench/aiohttp_candidate.py (needs aiohttp installed)")
     args = ap.parse_args()
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
@@ -237,7 +244,10 @@ def main() -> int:
         tokens = tmp / "tokens"
         tokens.write_text(f"{TOKEN} read,write\n")
         servers: dict[str, Server] = {}
-        for name, tree in (("before", before), ("after", after)):
+        candidates: list[tuple[str, Path | None]] = [("before", before), ("after", after)]
+        if args.aiohttp:
+            candidates.append(("aiohttp", None))
+        for name, tree in candidates:
             root = tmp / name
             root.mkdir()
             (root / "big.bin").write_bytes(data)
