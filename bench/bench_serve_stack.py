@@ -23,8 +23,10 @@ idle   ``--idle`` idle connections opened to each server in turn (this process's
        descriptor limit is raised to the hard one; the servers inherit it): the server's RSS
        before and while they are held, how many it holds, and the time of a real GET (1 MiB,
        a new connection) while they are held: median, p95 and max of 40 (and the median
-       of 40 with none held, for comparison).  Each server is stopped after its turn (10,000
-       threads ending would load the machine while the other is measured).
+       of 40 with none held, for comparison), and the server's open descriptors then (the
+       connections it still holds: dtnkit's head deadline is 20 s, a turn is shorter).  Each
+       server is stopped after its turn (10,000 threads ending would load the machine while
+       the next one is measured).
 
 ``--aiohttp`` adds a third server, bench/aiohttp_candidate.py (aiohttp's ``FileResponse``
 for GET, a hashed PUT in the event loop), to every section: the other candidate stack.
@@ -102,6 +104,9 @@ class Server:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024
         return 0.0
+
+    def fds(self) -> int:
+        return len(os.listdir(f"/proc/{self.proc.pid}/fd"))
 
     def threads(self) -> int:
         return len(os.listdir(f"/proc/{self.proc.pid}/task"))
@@ -181,9 +186,9 @@ def throughput(servers: dict[str, Server], size: int, rounds: int, data: bytes) 
 def idle(servers: dict[str, Server], count: int) -> None:
     print(f"\n### {count} idle connections held\n")
     print("| tree | GET 1 MiB, none held: median ms | RSS before (MiB) | RSS held (MiB) | "
-          "threads held | connect s | GET 1 MiB while held: median ms | p95 ms | max ms | "
-          "failed |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "descriptors open | threads | connect s | GET 1 MiB while held: median ms | p95 ms | "
+          "max ms | failed |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for name, server in servers.items():
         alone = statistics.median(get_seconds(server.port, "/small.bin", MiB) * 1000
                                   for _ in range(40))
@@ -211,13 +216,15 @@ def idle(servers: dict[str, Server], count: int) -> None:
                 times.append(float("inf"))
         rss1 = server.rss_mib()
         threads = server.threads()
+        fds = server.fds()
         for s in socks:
             s.close()
         server.stop()  # its teardown must not load the machine while the next one is measured
         log(f"idle {name}: {rss0:.0f} -> {rss1:.0f} MiB, {threads} threads, GET "
             f"{statistics.median(times):.1f} ms")
         p95 = sorted(times)[int(0.95 * len(times)) - 1]
-        print(f"| {name} | {alone:.1f} | {rss0:.0f} | {rss1:.0f} | {threads} | {connect:.1f} | "
+        print(f"| {name} | {alone:.1f} | {rss0:.0f} | {rss1:.0f} | {fds} | {threads} "
+              f"| {connect:.1f} | "
               f"{statistics.median(times):.1f} | {p95:.1f} | {max(times):.1f} | {failed} |")
 
 
@@ -232,6 +239,7 @@ def main() -> int:
     ap.add_argument("--aiohttp", action="store_true",
                     help="also measure bench/aiohttp_candidate.py (needs aiohttp installed)")
     args = ap.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # clean up on SIGTERM too
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     size = args.size * MiB
