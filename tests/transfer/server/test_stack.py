@@ -10,6 +10,7 @@ import queue
 import select
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import textwrap
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from tests.support.rawhttp import LockedLog, exchange
+from tests.support.xrootd import Pki
 
 from dtnkit.transfer.server import ServerHandle, start_server
 
@@ -255,3 +257,29 @@ def test_stop_closes_idle_kept_alive_connections(root: Path) -> None:
     h.stop(drain=5.0)
     with pytest.raises((ConnectionError, http.client.HTTPException)):  # idle: closed
         get(h.port, c)
+
+
+def test_tls_keep_alive_pipelining_and_a_stalled_handshake(root: Path, pki: Pki) -> None:
+    with start_server(root, anonymous_read=True, tls=(pki.cert, pki.key), head_timeout=1.0,
+                      quiet=True) as h:
+        ctx = ssl.create_default_context(cafile=str(pki.ca_file))
+        c = http.client.HTTPSConnection("127.0.0.1", h.port, timeout=10, context=ctx)
+        for _ in range(3):  # the same TLS connection, parked between requests
+            assert get(h.port, c) == (200, PAYLOAD)
+        c.close()
+        with socket.create_connection(("127.0.0.1", h.port)) as raw:
+            raw.sendall(b"\x16\x03\x01\x00")  # the start of a ClientHello, then nothing
+            t0 = time.monotonic()
+            closed, _data = closed_within(raw, 5.0)
+            assert closed and 0.9 < time.monotonic() - t0 < 2.5
+        with socket.create_connection(("127.0.0.1", h.port)) as raw:
+            tls = ctx.wrap_socket(raw, server_hostname="127.0.0.1")
+            two = b"GET /f HTTP/1.1\r\nHost: x\r\n\r\n" * 2
+            tls.sendall(two)  # pipelined: both answered in order
+            data = b""
+            while data.count(PAYLOAD) < 2:
+                chunk = tls.recv(65536)
+                assert chunk
+                data += chunk
+            assert data.count(b"HTTP/1.1 200 ") == 2
+            tls.close()
