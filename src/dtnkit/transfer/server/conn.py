@@ -41,6 +41,7 @@ RECV = 65536
 SWEEP = 0.25  # seconds between deadline checks
 BACKOFF_FIRST = 0.05
 BACKOFF_MAX = 1.0
+REFUSING = 64  # refused connections read until they close (beyond: closed at once)
 OUT_OF_FDS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 REFUSAL = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
            b"Retry-After: 1\r\nConnection: close\r\nContent-Length: 52\r\n\r\n"
@@ -149,6 +150,7 @@ class Hub:
         self.short_of_fds = False
         self.at_cap = False
         self.refused = 0
+        self.refusing: dict[socket.socket, float] = {}  # refused, read until closed
         listener.setblocking(False)
         self.sel.register(listener, selectors.EVENT_READ, None)
         self.sel.register(self.wake_r, selectors.EVENT_READ, self.wake_r)
@@ -253,6 +255,8 @@ class Hub:
                 for key, _mask in self.sel.select(timeout):
                     if key.fileobj is self.listener:
                         self._accept()
+                    elif key.data is self.refusing:
+                        self._refused_readable(key.fileobj)  # type: ignore[arg-type]
                     elif key.data is self.wake_r:
                         with contextlib.suppress(OSError):
                             while self.wake_r.recv(4096):
@@ -282,6 +286,8 @@ class Hub:
                 self._unlisten()
             for conn in list(self.idle.values()):
                 self._drop(conn)
+            for sock in list(self.refusing):
+                self._unrefuse(sock)
             self.sel.close()
             self.wake_r.close()
             self.wake_w.close()
@@ -337,9 +343,31 @@ class Hub:
             sock.send(REFUSAL)
             socket.socket.shutdown(sock, socket.SHUT_WR)
         except OSError:
-            pass
-        finally:
             sock.close()
+            return
+        if len(self.refusing) >= REFUSING:
+            sock.close()
+            return
+        # Read what the client sends until it closes (at most a second), so that closing
+        # with its request unread does not reset the connection and destroy the 503.
+        self.refusing[sock] = time.monotonic() + 1.0
+        self.sel.register(sock, selectors.EVENT_READ, self.refusing)
+
+    def _refused_readable(self, sock: socket.socket) -> None:
+        try:
+            if sock.recv(RECV):
+                return
+        except BlockingIOError:
+            return
+        except OSError:
+            pass
+        self._unrefuse(sock)
+
+    def _unrefuse(self, sock: socket.socket) -> None:
+        self.refusing.pop(sock, None)
+        with contextlib.suppress(KeyError, ValueError):
+            self.sel.unregister(sock)
+        sock.close()
 
     def _admit(self, sock: socket.socket, peer: str) -> None:
         now = time.monotonic()
@@ -437,6 +465,8 @@ class Hub:
                 self._readable(conn)
 
     def _sweep(self, now: float) -> None:
+        for sock in [s for s, deadline in self.refusing.items() if deadline <= now]:
+            self._unrefuse(sock)
         for conn in [c for c in self.idle.values() if c.deadline <= now]:
             if conn.buf or (conn.fresh and conn.handshaking):
                 self.log(f"{conn.peer} request head not complete within "
