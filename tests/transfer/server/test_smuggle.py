@@ -178,3 +178,24 @@ def test_malformed_chunked_bodies_are_400_and_commit_nothing(served: tuple,
     answer = exchange(handle.port, raw)
     assert answer.statuses == [400], answer.data
     assert not (root / "c").exists() and (root / "victim").exists()
+
+
+def test_the_head_scanner_fed_a_byte_at_a_time_agrees_and_refuses_early() -> None:
+    from dtnkit.transfer.server import http11
+
+    head = b"\r\nGET /f HTTP/1.1\r\nHost: x\r\n" + b"X-A: 1\r\n" * 50 + b"\r\n"
+    raw = head + b"GET /next HTTP/1.1\r\n"
+    scanner = http11.HeadScanner()
+    ends = [scanner.end(raw[:n]) for n in range(1, len(raw) + 1)]
+    first = next(i for i, e in enumerate(ends) if e is not None)
+    assert first == len(head) - 1 and ends[first] == len(head) == http11.head_end(raw)
+    assert http11.parse_head(raw[:len(head)]).headers.get_all("X-A") == ["1"] * 50
+    many = b"GET /f HTTP/1.1\r\n" + b"X:1\r\n" * 200
+    scanner = http11.HeadScanner()
+    with pytest.raises(http11.BadRequest) as refused:
+        for n in range(1, len(many) + 1):
+            scanner.end(many[:n])
+    assert refused.value.status == 431 and n < len(b"GET /f HTTP/1.1\r\n") + 5 * 103
+    with pytest.raises(http11.BadRequest) as bare:  # before the head could end
+        http11.HeadScanner().end(b"GET /f HTTP/1.1\r\nHost: x\nX: " + b"y" * 20)
+    assert bare.value.status == 400

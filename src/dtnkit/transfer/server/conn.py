@@ -104,6 +104,7 @@ class Conn:
         "handshaking",
         "head_len",
         "peer",
+        "scanner",
         "sock",
     )
 
@@ -116,6 +117,7 @@ class Conn:
         self.handshaking = False
         self.head_len = 0  # bytes of buf that are the complete head (set before dispatch)
         self.error: http11.BadRequest | None = None  # the head cannot be read
+        self.scanner = http11.HeadScanner()  # where the head being received ends
 
 
 #: serve(conn) -> keep the connection open for another request
@@ -424,7 +426,7 @@ class Hub:
 
     def _check(self, conn: Conn) -> None:
         try:
-            end = http11.head_end(conn.buf)
+            end = conn.scanner.end(conn.buf)
         except http11.BadRequest as exc:
             conn.error = exc
             end = len(conn.buf)
@@ -448,6 +450,7 @@ class Hub:
             conn.fresh = False
             conn.error = None
             conn.head_len = 0
+            conn.scanner = http11.HeadScanner()
             try:
                 conn.sock.setblocking(False)
             except OSError:

@@ -1,7 +1,7 @@
 """A strict, sans-I/O reader of HTTP/1.1 request heads (RFC 9112), and response heads.
 
-Nothing here touches a socket: :func:`head_end` finds where a head ends in the bytes received
-so far, :func:`parse_head` turns a complete head into a :class:`Request` or raises
+Nothing here touches a socket: :class:`HeadScanner` finds where a head ends in the bytes
+received so far, :func:`parse_head` turns a complete head into a :class:`Request` or raises
 :class:`BadRequest` with the status to answer.  Strict on purpose, because a server that reads
 a request differently from a proxy in front of it can be smuggled requests:
 
@@ -61,28 +61,52 @@ class Request:
     expect_continue: bool = False
 
 
-def head_end(buf: bytes | bytearray) -> int | None:
-    """The offset just past the blank line ending the head in *buf*, or None to read more.
+class HeadScanner:
+    """Finds where a head ends in a growing buffer, looking at each byte once.
 
-    Leading empty lines (CRLF) before a request line are skipped by :func:`parse_head`; here
-    they count as part of the head.  Raises :class:`BadRequest` (431) when no head ends within
-    :data:`MAX_HEAD` bytes, (400) when a line ends with a bare LF.
+    :meth:`end` is called with the whole buffer after each receive; it only scans what was
+    added since the previous call (a head trickled a byte at a time costs no more than one
+    sent at once).  Leading empty lines (CRLF) before a request line are skipped by
+    :func:`parse_head`; here they count as part of the head.
     """
-    end = buf.find(b"\r\n\r\n", 0, MAX_HEAD + 4)
-    if end >= 0:
-        return end + 4
-    lf = buf.find(b"\n")
-    while lf >= 0:
-        if lf == 0 or buf[lf - 1] != 0x0D:
-            raise BadRequest(400, "a line ends with a bare LF; lines end with CRLF")
-        lf = buf.find(b"\n", lf + 1)
-    last = buf.rfind(b"\r\n") + 2 if b"\r\n" in buf else 0
-    if len(buf) > MAX_HEAD:
-        raise BadRequest(431, f"the request head is longer than {MAX_HEAD} bytes")
-    if len(buf) - last > MAX_LINE:
-        raise BadRequest(431 if last else 414,
-                         f"a line of the request head is longer than {MAX_LINE} bytes")
-    return None
+
+    __slots__ = ("lines", "scanned")
+
+    def __init__(self) -> None:
+        self.scanned = 0  # bytes already looked at
+        self.lines = 0  # line ends seen
+
+    def end(self, buf: bytes | bytearray) -> int | None:
+        """The offset just past the blank line ending the head, or None to read more.
+
+        Raises :class:`BadRequest`: 400 when a line ends with a bare LF; 431 when no head
+        ends within :data:`MAX_HEAD` bytes or it has more than :data:`MAX_HEADERS` lines; 414
+        or 431 when the line being received is already longer than :data:`MAX_LINE`.
+        """
+        begin = self.scanned
+        self.scanned = len(buf)
+        lf = buf.find(b"\n", begin)
+        while lf >= 0:
+            if lf == 0 or buf[lf - 1] != 0x0D:
+                raise BadRequest(400, "a line ends with a bare LF; lines end with CRLF")
+            if lf >= 3 and buf[lf - 3:lf - 1] == b"\r\n":
+                return lf + 1
+            self.lines += 1
+            if self.lines > MAX_HEADERS + 2:  # the request line, leading empty lines
+                raise BadRequest(431, f"more than {MAX_HEADERS} header lines")
+            lf = buf.find(b"\n", lf + 1)
+        if len(buf) > MAX_HEAD:
+            raise BadRequest(431, f"the request head is longer than {MAX_HEAD} bytes")
+        last = buf.rfind(b"\r\n") + 2 if self.lines else 0
+        if len(buf) - last > MAX_LINE:
+            raise BadRequest(431 if self.lines else 414,
+                             f"a line of the request head is longer than {MAX_LINE} bytes")
+        return None
+
+
+def head_end(buf: bytes | bytearray) -> int | None:
+    """:meth:`HeadScanner.end` of a buffer looked at once."""
+    return HeadScanner().end(buf)
 
 
 def parse_head(head: bytes | bytearray) -> Request:
