@@ -63,6 +63,17 @@ from dtnkit.units import parse_bytes
               help="Requests of one token that may compute digests at the same time.")
 @click.option("--range-digest-max", default="64MiB", show_default=True, metavar="SIZE",
               help="Largest range whose Content-Digest is computed (0: none).")
+@click.option("--max-connections", type=click.IntRange(1, 2**24), default=None,
+              help="Connections open at once; more get 503 and are closed (default: derived "
+                   "from the descriptor limit, whose soft value is raised to the hard one).")
+@click.option("--head-timeout", type=click.FloatRange(1, 600), default=20.0, show_default=True,
+              help="Seconds for a whole request head (and a TLS handshake) to arrive.")
+@click.option("--idle-timeout", type=click.FloatRange(1, 3600), default=60.0,
+              show_default=True, help="Seconds a kept-alive connection may wait for its "
+                                      "next request.")
+@click.option("--drain-timeout", type=click.FloatRange(0, 3600), default=30.0,
+              show_default=True, help="On SIGTERM or SIGINT: seconds requests in progress "
+                                      "may take to finish before they are cut.")
 @pass_env
 def serve(env: Environment,
           root: Path, host: str, port: int | None, cert: Path | None, key: Path | None,
@@ -71,12 +82,15 @@ def serve(env: Environment,
           no_upload_sessions: bool = False, upload_expiry: float = 3600.0,
           tpc_allow: tuple[str, ...] = (), sessions_per_token: int = Limits.sessions_per_token,
           session_bytes_per_token: str | None = None, hash_slots: int = Limits.hash_slots,
-          range_digest_max: str = "64MiB", fmt: str = "table") -> int:
+          range_digest_max: str = "64MiB", fmt: str = "table",
+          max_connections: int | None = None, head_timeout: float = 20.0,
+          idle_timeout: float = 60.0, drain_timeout: float = 30.0) -> int:
     """Serve ROOT over HTTP(S): GET/HEAD (ranges, digests), PUT, DELETE, MKCOL, PROPFIND,
     and HTTP third-party COPY (pull with Source:, push with Destination:).
 
     Prints one line with the URL once listening (with --format json, one JSON object on one
-    line: url, root); stops on SIGTERM or SIGINT.
+    line: url, root).  On SIGTERM or SIGINT it stops accepting, lets requests in progress
+    finish (up to --drain-timeout) and stops.
     """
     from dtnkit.transfer.server import start_server
 
@@ -96,7 +110,9 @@ def serve(env: Environment,
                           anonymous_read=anonymous_read, quiet=quiet,
                           marker_interval=marker_interval, ca_file=ca_file,
                           upload_sessions=not no_upload_sessions, upload_expiry=upload_expiry,
-                          tpc_allow=tpc_allow, limits=limits)
+                          tpc_allow=tpc_allow, limits=limits,
+                          max_connections=max_connections, head_timeout=head_timeout,
+                          idle_timeout=idle_timeout)
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -107,13 +123,14 @@ def serve(env: Environment,
         for signum in (signal.SIGTERM, signal.SIGINT):
             previous[signum] = signal.signal(signum, on_signal)
     try:
-        emit(env, {"url": handle.url, "root": str(handle.root)}, fmt,
-             lambda p: p.echo(f"dtnkit serve: listening on {handle.url} (root {handle.root})"),
-             indent=None)
+        cap = handle.limits.max_connections
+        emit(env, {"url": handle.url, "root": str(handle.root), "max_connections": cap}, fmt,
+             lambda p: p.echo(f"dtnkit serve: listening on {handle.url} "
+                              f"(root {handle.root}, up to {cap} connections)"), indent=None)
         while not stop.wait(0.5):
             pass
     finally:
-        handle.stop()
+        handle.stop(drain=drain_timeout)
         for signum, handler in previous.items():
             signal.signal(signum, handler)
     click.echo("dtnkit serve: stopped", file=env.stderr)

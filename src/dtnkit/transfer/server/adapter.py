@@ -1,42 +1,41 @@
-"""The one module that knows the HTTP stack: threads, sockets, TLS, keep-alive, the access log.
+"""The one module that knows the HTTP stack: sockets, TLS, keep-alive, the access log.
 
-Threading model: :class:`http.server.ThreadingHTTPServer` with one thread per connection and
-persistent (keep-alive) connections.  Request bodies and files are moved with blocking calls
-that release the GIL (``sendfile``, ``recv_into``, ``write``, hashing of large buffers), so
-threads scale across connections without an event loop; the TLS handshake runs in the
-connection's thread, never in the accept loop.  Plain-HTTP GET bodies go out with
-:meth:`socket.socket.sendfile` (``sendfile(2)``, no copy through Python); TLS bodies are
-read and sent in 1 MiB pieces.
+Connections are held by :mod:`dtnkit.transfer.server.conn` (one selector thread for idle
+connections and request heads, a bounded pool of worker threads serving requests); heads are
+read by the strict parser of :mod:`dtnkit.transfer.server.http11`.  Request bodies and files
+are moved with blocking calls that release the GIL (``sendfile``, ``recv_into``, ``write``,
+hashing of large buffers).  Plain-HTTP GET bodies go out with
+:meth:`socket.socket.sendfile` (``sendfile(2)``, no copy through Python); TLS bodies are read
+and sent in 1 MiB pieces.
 
-:class:`RequestHandler` implements :class:`~dtnkit.transfer.server.exchange.Exchange` and
-dispatches each method through the route table (:mod:`dtnkit.transfer.server.routes`).
+:class:`RequestHandler` implements :class:`~dtnkit.transfer.server.exchange.Exchange` for one
+request and dispatches its method through the route table
+(:mod:`dtnkit.transfer.server.routes`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import io
+import email.utils
 import select
 import socket
-import socketserver
 import ssl
 import sys
 import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable
-from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from email.message import Message
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TextIO
+from typing import TextIO
 
 from dtnkit import __version__
 from dtnkit.errors import BadInput, DtnkitError
 from dtnkit.transfer import files, paths
 from dtnkit.transfer import pipeline as pl
 from dtnkit.transfer import tokens as tokmod
-from dtnkit.transfer.server import access, routes
+from dtnkit.transfer.server import access, conn, http11, routes
 from dtnkit.transfer.server.config import (
     DEFAULT_EXPIRY,
     Counters,
@@ -54,91 +53,40 @@ from dtnkit.transfer.server.tpc_allow import AllowList
 BLOCK = 8 * 2**20  # chunked-body buffer
 RECV_BLOCK = 2**20  # PUT receive buffer (Content-Length bodies)
 TLS_BLOCK = 2**20  # GET body piece over TLS
-IDLE_TIMEOUT = 300.0  # seconds a connection may sit without sending anything we wait for
-HANDSHAKE_TIMEOUT = 30.0
 SMALL_BODY = 2**16  # an unexpected body up to this size is read and dropped
+CHUNK_LINE = 1024  # bytes in a chunk-size line
+TRAILERS = 8192  # bytes of the trailer section of a chunked body
+LISTEN_BACKLOG = 1024
+SERVER = f"dtnkit/{__version__}"
 
 
-class HttpServer(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 128
+class HttpServer:
+    """What the requests of one server share: configuration, services, the log, the hub."""
 
-    def __init__(self, address: tuple[str, int], family: socket.AddressFamily,
-                 config: ServerConfig, tls: ssl.SSLContext | None) -> None:
-        self.address_family = family
+    def __init__(self, listener: socket.socket, config: ServerConfig,
+                 tls: ssl.SSLContext | None, limits: conn.Limits) -> None:
         self.config = config
         self.tls = tls
+        self.limits = limits
+        host, port = listener.getsockname()[:2]
+        self.server_name = str(host)
+        self.server_port = int(port)
         self.uploads: Registry | None = (
             Registry(config.root, config.upload_expiry) if config.upload_sessions else None)
         self.services = Services(config, files.ChecksumCache(), Counters(), self.uploads)
         self.janitor = Janitor(config.root, config.upload_expiry)  # part files left behind
         self.log_lock = threading.Lock()
-        self._live_lock = threading.Lock()
-        self._live: dict[int, socket.socket] = {}
-        self._conn_threads: set[threading.Thread] = set()
-        self.stopping = False
-        super().__init__(address, RequestHandler)
+        self.hub = conn.Hub(listener, tls, limits, self.serve, self.write_log, close_socket)
 
     @property
     def counters(self) -> Counters:
         return self.services.counters
 
-    def server_bind(self) -> None:
-        # HTTPServer.server_bind calls getfqdn(), a DNS lookup that can hang; skip it.
-        socketserver.TCPServer.server_bind(self)
-        host, port = self.server_address[:2]
-        self.server_name = str(host)
-        self.server_port = int(port)
+    @property
+    def stopping(self) -> bool:
+        return self.hub.stopping
 
-    def process_request(self, request: Any, client_address: Any) -> None:
-        thread = threading.Thread(target=self._connection, args=(request, client_address),
-                                  daemon=True, name="dtnkit-serve-conn")
-        with self._live_lock:
-            self._conn_threads.add(thread)
-        thread.start()
-
-    def _connection(self, request: socket.socket, client_address: Any) -> None:
-        ident = threading.get_ident()
-        sock: socket.socket = request
-        with self._live_lock:
-            self._live[ident] = sock
-        try:
-            if self.stopping:
-                return
-            with contextlib.suppress(OSError):  # small responses must not wait for an ACK
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            if self.tls is not None:
-                sock.settimeout(HANDSHAKE_TIMEOUT)
-                try:
-                    sock = self.tls.wrap_socket(sock, server_side=True)
-                except (OSError, ssl.SSLError) as exc:
-                    self.write_log(f"{client_address[0]} TLS handshake failed: "
-                                   f"{exc.__class__.__name__}: {exc}")
-                    return
-                with self._live_lock:
-                    self._live[ident] = sock
-            RequestHandler(sock, client_address, self)
-        except Exception:  # a bug: report it here, never to the client
-            self.write_log("internal error:\n" + traceback.format_exc(), force=True)
-        finally:
-            if isinstance(sock, ssl.SSLSocket) and not self.stopping:
-                try:  # send close_notify (bounded), then close the TCP connection
-                    sock.settimeout(1.0)
-                    sock = sock.unwrap()
-                except (OSError, ValueError):
-                    pass
-            with self._live_lock:
-                self._live.pop(ident, None)
-                self._conn_threads.discard(threading.current_thread())
-            lingering_close(sock)
-            request.close()
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        exc = sys.exc_info()[1]
-        self.write_log(f"{client_address[0]} connection failed: {exc.__class__.__name__}: {exc}",
-                       force=True)
-
-    def write_log(self, line: str, *, force: bool = False) -> None:
+    def write_log(self, line: str, force: bool = False) -> None:
         if self.config.quiet and not force:
             return
         with self.log_lock:
@@ -148,98 +96,93 @@ class HttpServer(ThreadingHTTPServer):
             except (OSError, ValueError):
                 pass
 
-    def close_connections(self, timeout: float) -> None:
-        """Cut every open connection and wait (up to ``timeout``) for its thread to end."""
-        self.stopping = True
-        with self._live_lock:
-            live = list(self._live.values())
-            threads = list(self._conn_threads)
-        for sock in live:
-            # The base-class method: SSLSocket.shutdown would tear down its state under the
-            # feet of the thread reading from it.
-            with contextlib.suppress(OSError):
-                socket.socket.shutdown(sock, socket.SHUT_RDWR)
-        deadline = time.monotonic() + timeout
-        for thread in threads:
-            thread.join(max(0.0, deadline - time.monotonic()))
+    def serve(self, c: conn.Conn) -> bool:
+        """Serve the request whose head is in ``c.buf``; True to keep the connection."""
+        c.sock.settimeout(self.limits.io_timeout)
+        handler = RequestHandler(self, c)
+        handler.handle()
+        return not handler.close_connection
 
 
-class RequestHandler(BaseHTTPRequestHandler):
-    """One connection; each request on it is an :class:`Exchange` for the route's handler."""
+def close_socket(sock: socket.socket) -> None:
+    """Close a connection: TLS close_notify (bounded), then a lingering TCP close."""
+    if isinstance(sock, ssl.SSLSocket):
+        try:
+            sock.settimeout(1.0)
+            sock = sock.unwrap()
+        except (OSError, ValueError):
+            pass
+    lingering_close(sock)
 
-    protocol_version = "HTTP/1.1"
-    server_version = f"dtnkit/{__version__}"
-    sys_version = ""
-    timeout = IDLE_TIMEOUT
-    server: HttpServer
 
-    # --- per-request state ------------------------------------------------------------
+class RequestHandler:
+    """One request on a connection: the :class:`Exchange` its route's handler works with."""
 
-    def setup(self) -> None:
-        super().setup()
-        self._reset()
+    server_version = SERVER
 
-    def _reset(self) -> None:
+    def __init__(self, server: HttpServer, c: conn.Conn) -> None:
+        self.server = server
+        self.conn = c
+        self.connection = c.sock
+        self.client_address = (c.peer, 0)
+        self.command = ""
+        self.path = "-"
+        self.request: http11.Request | None = None
+        self.close_connection = True
         self._status: int | None = None
         self._bytes = 0
         self._t0 = time.monotonic()
         self._body_done = False
         self._headers_sent = False
+        self._buf = bytearray(c.buf[c.head_len:])  # bytes read past the head
 
-    def handle_one_request(self) -> None:
-        self._reset()
+    # --- one request ------------------------------------------------------------------------
+
+    def handle(self) -> None:
+        c = self.conn
         try:
-            super().handle_one_request()
-        except (ConnectionError, TimeoutError):
+            if c.error is not None:
+                raise c.error
+            self.request = http11.parse_head(c.buf[:c.head_len])
+            self.command = self.request.method
+            self.path = self.request.target
+            self.close_connection = not self.request.keep_alive or self.server.stopping
+            route = routes.BY_METHOD.get(self.command)
+            if route is None:
+                raise HttpError(501, printable(self.command),
+                                "method not supported by dtnkit serve")
+            if self.server.stopping:
+                raise HttpError(503, "server", "shutting down; retry on another server",
+                                [("Retry-After", "5")])
+            if self.request.expect_continue and not self._continue():
+                return
+            self.run(route)
+        except http11.BadRequest as exc:
+            self.close_connection = True
+            self._fail(HttpError(exc.status, "request", exc.why))
+        except HttpError as exc:
+            self._fail(exc)
+        except (ConnectionError, TimeoutError, ssl.SSLError):
+            self.close_connection = True
+        except OSError:
             self.close_connection = True
         finally:
+            c.buf = self._buf
             if self._status is not None:
                 self._access_log()
 
-    def parse_request(self) -> bool:
-        self._t0 = time.monotonic()
-        self.path = "-"
-        return super().parse_request()
-
-    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
-        self._status = int(code) if isinstance(code, int) else None
-
-    def version_string(self) -> str:
-        return self.server_version
-
-    def log_message(self, format: str, *args: Any) -> None:
-        self.server.write_log(f"{self.client_address[0]} {format % args}")
-
-    def end_headers(self) -> None:
-        super().end_headers()
-        self._headers_sent = True
-
-    def _access_log(self) -> None:
-        seconds = time.monotonic() - self._t0
-        method = printable(self.command or "-")
-        self.server.counters.add("requests", 1)
-        self.server.write_log(f'{self.client_address[0]} "{method} {self.log_target}" '
-                              f"{self._status} {self._bytes} {seconds:.3f}s")
-
-    # --- dispatch -----------------------------------------------------------------------
-
-    def handle_expect_100(self) -> bool:
+    def _continue(self) -> bool:
         # Check the token and the path before inviting the client to send a body.
         try:
             routes.before_continue(self)
         except (HttpError, BadInput) as exc:
             self._fail(exc)
             return False
-        ok = super().handle_expect_100()
-        self._headers_sent = False  # "100 Continue" is not the response
-        return ok
+        self.connection.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
+        return True
 
     def run(self, route: routes.Route) -> None:
         try:
-            te = self.headers.get("Transfer-Encoding")
-            if te is not None and te.strip().lower() != "chunked":
-                self.close_connection = True
-                raise HttpError(501, f"Transfer-Encoding {te!r}", "only chunked is supported")
             if route.drops_body and self.body_pending():
                 self.discard_body()
             route.handler(self)
@@ -260,6 +203,13 @@ class RequestHandler(BaseHTTPRequestHandler):
             self._fail(HttpError(500, f"{self.command} {self.log_target}",
                                  "internal server error (see the server log)"))
 
+    def _access_log(self) -> None:
+        seconds = time.monotonic() - self._t0
+        method = printable(self.command or "-")
+        self.server.counters.add("requests", 1)
+        self.server.write_log(f'{self.client_address[0]} "{method} {self.log_target}" '
+                              f"{self._status} {self._bytes} {seconds:.3f}s")
+
     def _fail(self, exc: HttpError | BadInput) -> None:
         if isinstance(exc, BadInput):
             status = 414 if isinstance(exc, paths.PathTooLong) else 400
@@ -269,33 +219,32 @@ class RequestHandler(BaseHTTPRequestHandler):
             return
         self._send_text(exc.status, f"{exc.what}: {exc.why}\n", exc.headers)
 
-    def send_error(self, code: int, message: str | None = None,
-                   explain: str | None = None) -> None:
-        # Used by the base class for malformed requests and unknown methods: plain text.
-        try:
-            reason = HTTPStatus(code).phrase
-        except ValueError:
-            reason = "error"
-        what = printable(self.command) if getattr(self, "command", None) else "request"
-        why = "method not supported by dtnkit serve" if code == 501 else message or reason
-        self.close_connection = True
-        self._send_text(code, f"{what}: {why}\n", ())
-
     def _send_text(self, status: int, text: str, headers: HeaderList) -> None:
         body = text.encode("utf-8", "replace")
         if self.body_pending():
             self.close_connection = True
-        self.send_response(status)
+        head = [*headers, ("Content-Type", "text/plain; charset=utf-8"),
+                ("Content-Length", str(len(body)))]
+        self._send(status, head, b"" if self.command == "HEAD" else body)
+
+    def _send(self, status: int, headers: HeaderList, body: bytes = b"") -> None:
+        """The response head (with Server, Date and, when closing, Connection) and *body*."""
+        out = [("Server", SERVER), ("Date", http_date())]
         for name, value in headers:
-            self.send_header(name, value)
-        self.send_header("Content-Type", "text/plain; charset=utf-8")
-        self.send_header("Content-Length", str(len(body)))
+            if name.lower() == "connection":
+                if value.strip().lower() == "close":
+                    self.close_connection = True
+                continue
+            out.append((name, value))
+        if self.server.stopping:
+            self.close_connection = True
         if self.close_connection:
-            self.send_header("Connection", "close")
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
-            self._bytes += len(body)
+            out.append(("Connection", "close"))
+        if self._status is None:
+            self._status = status
+        self._headers_sent = True
+        self.connection.sendall(http11.response_head(status, out) + body)
+        self._bytes += len(body)
 
     # --- Exchange: the request ------------------------------------------------------------
 
@@ -304,13 +253,18 @@ class RequestHandler(BaseHTTPRequestHandler):
         return self.command
 
     @property
+    def headers(self) -> Message:
+        assert self.request is not None
+        return self.request.headers
+
+    @property
     def services(self) -> Services:
         return self.server.services
 
     @property
     def log_target(self) -> str:
         """The request path without its query (which may carry a token), printable."""
-        return printable(getattr(self, "path", "-").split("?", 1)[0])
+        return printable(self.path.split("?", 1)[0])
 
     def local_names(self) -> list[str]:
         names = [self.server.server_name]
@@ -334,26 +288,15 @@ class RequestHandler(BaseHTTPRequestHandler):
                          f"{self.command} {self.log_target}")
 
     def content_length(self) -> int | None:
-        value = self.headers.get("Content-Length")
-        if value is None:
-            return None
-        if not value.strip().isdigit():
-            self.close_connection = True
-            raise HttpError(400, "Content-Length", f"{value!r} is not a byte count")
-        return int(value)
+        return self.request.content_length if self.request is not None else None
 
     def is_chunked(self) -> bool:
-        return "chunked" in self.headers.get("Transfer-Encoding", "").lower()
+        return self.request is not None and self.request.chunked
 
     def body_pending(self) -> bool:
-        if self._body_done or getattr(self, "headers", None) is None:
+        if self._body_done or self.request is None:
             return False
-        if self.is_chunked():
-            return True
-        try:
-            return int(self.headers.get("Content-Length", "0")) > 0
-        except ValueError:
-            return True
+        return self.request.chunked or bool(self.request.content_length)
 
     def read_small_body(self, limit: int) -> bytes:
         if self.is_chunked():
@@ -372,16 +315,13 @@ class RequestHandler(BaseHTTPRequestHandler):
         length = self.content_length() or 0
         if length > limit:
             raise HttpError(413, f"{self.command} body", f"is larger than {limit} bytes")
-        data = self.rfile.read(length)
-        if len(data) != length:
-            raise BodyError(f"the body broke off after {len(data)} of {length} bytes")
-        self._body_done = True
-        return data
+        parts = []
+        self._read_length(length, lambda view: parts.append(bytes(view)))
+        return b"".join(parts)
 
     def discard_body(self) -> None:
-        length = self.headers.get("Content-Length", "")
-        if (length.isdigit() and int(length) <= SMALL_BODY
-                and "Transfer-Encoding" not in self.headers):
+        length = self.content_length()
+        if length is not None and length <= SMALL_BODY:
             self.read_small_body(SMALL_BODY)
 
     def read_body(self, sink: Sink) -> int:
@@ -391,88 +331,109 @@ class RequestHandler(BaseHTTPRequestHandler):
         if length is None:
             raise HttpError(411, f"{self.command} {self.log_target}",
                             "needs Content-Length or Transfer-Encoding: chunked")
+        return self._read_length(length, sink)
+
+    def _read_length(self, length: int, sink: Sink) -> int:
         remaining = length
         broke = "the body broke off after {} of {} bytes"
-        if remaining and isinstance(self.rfile, io.BufferedReader):
-            # First what the header parser already buffered (one raw read at most), then
-            # straight from the socket: recv_into a 1 MiB buffer is about twice as fast as
-            # BufferedReader.readinto, and never reads past the body (keep-alive stays exact).
-            ahead = self.rfile.peek(1)
-            first = self.rfile.read(min(len(ahead), remaining))
-            if not first:
-                raise BodyError(broke.format(0, length))
+        if remaining and self._buf:
+            # First what was read with the head, then straight from the socket (recv_into a
+            # 1 MiB buffer, never past the body: keep-alive stays exact).
+            first = bytes(self._buf[:remaining])
+            del self._buf[:len(first)]
             sink(memoryview(first))
             remaining -= len(first)
-        buf = bytearray(min(RECV_BLOCK, max(remaining, 1)))
-        view = memoryview(buf)
-        while remaining:
-            n = self.connection.recv_into(view, min(remaining, len(buf)))
-            if not n:
-                raise BodyError(broke.format(length - remaining, length))
-            sink(view[:n])
-            remaining -= n
+        if remaining:
+            buf = bytearray(min(RECV_BLOCK, remaining))
+            view = memoryview(buf)
+            while remaining:
+                n = self.connection.recv_into(view, min(remaining, len(buf)))
+                if not n:
+                    raise BodyError(broke.format(length - remaining, length))
+                sink(view[:n])
+                remaining -= n
         self._body_done = True
         return length
+
+    def _fill(self, want: int) -> bool:
+        """Receive into the read-ahead buffer (up to *want* bytes); False at end of stream."""
+        data = self.connection.recv(max(want, 4096))
+        if not data:
+            return False
+        self._buf += data
+        return True
+
+    def _readline(self, limit: int) -> bytes:
+        """One CRLF-ended line (without CRLF); BodyError when longer than *limit* or cut."""
+        while True:
+            end = self._buf.find(b"\r\n", 0, limit + 2)
+            if end >= 0:
+                line = bytes(self._buf[:end])
+                del self._buf[:end + 2]
+                if b"\n" in line or b"\r" in line:
+                    raise BodyError("a bare CR or LF in a chunked body")
+                return line
+            if len(self._buf) > limit + 1:
+                raise BodyError(f"a line of the chunked body is longer than {limit} bytes")
+            if not self._fill(4096):
+                raise BodyError("the chunked body broke off")
 
     def _read_chunked(self, sink: Callable[[memoryview], None]) -> int:
         total = 0
         buf = bytearray(BLOCK)
         view = memoryview(buf)
         while True:
-            line = self.rfile.readline(1024)
-            if not line.endswith(b"\n"):
-                raise BodyError("a chunk-size line is missing or too long")
             try:
-                size = int(line.split(b";", 1)[0].strip(), 16)
-            except ValueError:
-                raise BodyError(f"bad chunk-size line {line[:40]!r}") from None
-            if size < 0:
-                raise BodyError("negative chunk size")
+                size = http11.parse_chunk_size(self._readline(CHUNK_LINE))
+            except ValueError as exc:
+                raise BodyError(str(exc)) from None
             if size == 0:
                 break
             while size:
-                n = self.rfile.readinto(view[:min(size, len(buf))])
-                if not n:
-                    raise BodyError(f"the body broke off after {total} bytes")
-                sink(view[:n])
+                if self._buf:
+                    piece = bytes(self._buf[:size])
+                    del self._buf[:len(piece)]
+                    sink(memoryview(piece))
+                    n = len(piece)
+                else:
+                    n = self.connection.recv_into(view, min(size, len(buf)))
+                    if not n:
+                        raise BodyError(f"the body broke off after {total} bytes")
+                    sink(view[:n])
                 size -= n
                 total += n
-            if self.rfile.read(2) != b"\r\n":
+            if self._readline(0) != b"":
                 raise BodyError("a chunk does not end with CRLF")
+        seen = 0
         while True:  # trailer section
-            line = self.rfile.readline(8192)
-            if line in (b"\r\n", b"\n"):
-                break
+            line = self._readline(TRAILERS)
             if not line:
-                raise BodyError("the chunked body broke off in its trailers")
+                break
+            seen += len(line) + 2
+            if seen > TRAILERS:
+                raise BodyError(f"the trailers are longer than {TRAILERS} bytes")
         self._body_done = True
         return total
 
     # --- Exchange: the answer --------------------------------------------------------------
 
     def send_head(self, status: int, headers: HeaderList = ()) -> None:
-        self.send_response(status)
-        for name, value in headers:
-            self.send_header(name, value)
-        self.end_headers()
+        self._send(status, headers)
 
     def send_empty(self, status: int, headers: HeaderList = ()) -> None:
-        self.send_head(status, [*headers, ("Content-Length", "0")])
+        self._send(status, [*headers, ("Content-Length", "0")])
 
     def send_bytes(self, status: int, headers: HeaderList, body: bytes, *,
                    head: bool = False) -> None:
-        self.send_head(status, [*headers, ("Content-Length", str(len(body)))])
-        if not head:
-            self.wfile.write(body)
-            self._bytes += len(body)
+        self._send(status, [*headers, ("Content-Length", str(len(body)))],
+                   b"" if head else body)
 
     def send_file(self, f: FileLike, start: int, count: int) -> int:
-        self.wfile.flush()
         if isinstance(self.connection, ssl.SSLSocket):
             sent = self._send_tls(f.fileno(), start, count)
             self.server.counters.add("tls_body_bytes", sent)
         else:
-            sent = self.connection.sendfile(f, start, count)
+            sent = self.connection.sendfile(f, start, count)  # type: ignore[arg-type]
             self.server.counters.add("sendfile_bytes", sent)
         self._bytes += sent
         if sent != count:  # the file shrank under us; the framing is broken
@@ -487,15 +448,13 @@ class RequestHandler(BaseHTTPRequestHandler):
         return sent
 
     def start_chunked(self, status: int, headers: HeaderList = ()) -> None:
-        self.send_head(status, [*headers, ("Transfer-Encoding", "chunked")])
+        self._send(status, [*headers, ("Transfer-Encoding", "chunked")])
 
     def write_chunk(self, data: bytes) -> None:
-        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-        self.wfile.flush()
+        self.connection.sendall(b"%x\r\n%s\r\n" % (len(data), data))
 
     def end_chunked(self) -> None:
-        self.wfile.write(b"0\r\n\r\n")
-        self.wfile.flush()
+        self.connection.sendall(b"0\r\n\r\n")
 
     def client_gone(self) -> bool:
         sock = self.connection
@@ -524,9 +483,19 @@ def _dispatcher(route: routes.Route) -> Callable[[RequestHandler], None]:
     return do
 
 
-for _route in routes.ROUTES:  # BaseHTTPRequestHandler looks up do_<METHOD>
+for _route in routes.ROUTES:  # one do_<METHOD> per row of the route table
     setattr(RequestHandler, f"do_{_route.method}", _dispatcher(_route))
 
+_date_cache: tuple[int, str] = (0, "")
+
+
+def http_date() -> str:
+    """The ``Date`` header value, formatted once a second."""
+    global _date_cache
+    now = int(time.time())
+    if _date_cache[0] != now:
+        _date_cache = (now, email.utils.formatdate(now, usegmt=True))
+    return _date_cache[1]
 
 def lingering_close(sock: socket.socket, *, seconds: float = 2.0,
                     limit: int = 64 * 2**20) -> None:
@@ -557,31 +526,39 @@ def lingering_close(sock: socket.socket, *, seconds: float = 2.0,
 class ServerHandle:
     """A running server: ``.url``, ``.port``, ``.stop()``; a context manager."""
 
-    def __init__(self, server: HttpServer, thread: threading.Thread, url: str) -> None:
+    def __init__(self, server: HttpServer, url: str) -> None:
         self._server = server
-        self._thread = thread
         self.url = url
         self.host = server.server_name
         self.port = server.server_port
         self.root = server.config.root
+        self.limits = server.limits
         self._stopped = False
 
     @property
     def counters(self) -> dict[str, int]:
         return self._server.counters.snapshot()
 
-    def stop(self, timeout: float = 5.0) -> None:
-        """Stop accepting, cut open connections, wait for their threads; idempotent."""
+    @property
+    def connections(self) -> int:
+        """Connections open now (idle and served)."""
+        return self._server.hub.count()
+
+    def stop(self, timeout: float = 5.0, *, drain: float = 0.0) -> bool:
+        """Stop accepting and close idle connections; let requests in progress finish for up
+        to *drain* seconds, then cut the rest and wait (up to *timeout*) for the threads.
+        Idempotent; True when nothing had to be cut."""
         if self._stopped:
-            return
+            return True
         self._stopped = True
-        self._server.shutdown()
-        self._server.server_close()
+        hub = self._server.hub
+        hub.stop_accepting()
+        drained = hub.wait_idle(drain)
         self._server.janitor.close()
         if self._server.uploads is not None:
             self._server.uploads.close()
-        self._server.close_connections(timeout)
-        self._thread.join(timeout)
+        hub.cut(timeout)
+        return drained
 
     def __enter__(self) -> ServerHandle:
         return self
@@ -598,11 +575,16 @@ def start_server(root: str | Path, *, host: str = "127.0.0.1", port: int = 0,
                  log: TextIO | None = None, marker_interval: float = 5.0,
                  ca_file: str | Path | None = None, upload_sessions: bool = True,
                  upload_expiry: float = DEFAULT_EXPIRY,
-                 tpc_allow: Iterable[str] = (), limits: Limits | None = None) -> ServerHandle:
+                 tpc_allow: Iterable[str] = (), limits: Limits | None = None,
+                 max_connections: int | None = None,
+                 head_timeout: float = conn.HEAD_TIMEOUT,
+                 idle_timeout: float = conn.IDLE_TIMEOUT) -> ServerHandle:
     """Serve ``root`` in background threads; port 0 picks a free port (see ``.port``).
 
     ``ca_file``: PEM CA bundle that third-party copies (this server as the active party)
     use to verify the remote server (default: the system's trust store).
+    ``max_connections``: default (None) derived from the descriptor limit, whose soft value
+    is first raised to the hard one; a larger value is lowered to it.
     """
     root_path = Path(root)
     if not root_path.is_dir():
@@ -618,15 +600,26 @@ def start_server(root: str | Path, *, host: str = "127.0.0.1", port: int = 0,
                           ca_file=str(ca_file) if ca_file is not None else None,
                           upload_sessions=upload_sessions, upload_expiry=upload_expiry,
                           tpc_allow=AllowList.parse(tpc_allow), limits=limits or Limits())
+    cap = conn.derive_cap(conn.raise_fd_limit(), conn.open_fds())
+    if max_connections is not None:
+        cap = max(1, min(cap, max_connections))
+    conn_limits = conn.Limits(max_connections=cap, head_timeout=head_timeout,
+                              idle_timeout=idle_timeout)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     try:
-        server = HttpServer((host, port), family, config, context)
+        listener = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            listener.bind((host, port))
+            listener.listen(LISTEN_BACKLOG)
+        except OSError:
+            listener.close()
+            raise
     except OSError as exc:
         raise DtnkitError(f"cannot listen on {host} port {port}", exc.strerror or str(exc),
                           "choose another --port or --host") from None
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1},
-                              daemon=True, name="dtnkit-serve")
-    thread.start()
+    server = HttpServer(listener, config, context, conn_limits)
+    server.hub.start()
     scheme = "https" if context is not None else "http"
     shown = f"[{host}]" if ":" in host else host
-    return ServerHandle(server, thread, f"{scheme}://{shown}:{server.server_port}/")
+    return ServerHandle(server, f"{scheme}://{shown}:{server.server_port}/")
