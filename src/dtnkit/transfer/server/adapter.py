@@ -135,6 +135,8 @@ class RequestHandler:
         self._body_done = False
         self._headers_sent = False
         self._buf = bytearray(c.buf[c.head_len:])  # bytes read past the head
+        self.limits = server.limits
+        self._pace: conn.Pace | None = None  # while a body is read
 
     # --- one request ------------------------------------------------------------------------
 
@@ -326,12 +328,27 @@ class RequestHandler:
 
     def read_body(self, sink: Sink) -> int:
         if self.is_chunked():
-            return self._read_chunked(sink)
-        length = self.content_length()
-        if length is None:
-            raise HttpError(411, f"{self.command} {self.log_target}",
-                            "needs Content-Length or Transfer-Encoding: chunked")
-        return self._read_length(length, sink)
+            read: Callable[[], int] = lambda: self._read_chunked(sink)  # noqa: E731
+        else:
+            length = self.content_length()
+            if length is None:
+                raise HttpError(411, f"{self.command} {self.log_target}",
+                                "needs Content-Length or Transfer-Encoding: chunked")
+            read = lambda: self._read_length(length, sink)  # noqa: E731
+        # a body must keep coming (conn.Pace): no receive waits longer than one rate window
+        self._pace = conn.Pace(self.limits)
+        self.connection.settimeout(min(self.limits.io_timeout, self.limits.rate_window))
+        try:
+            return read()
+        finally:
+            self._pace = None
+            self.connection.settimeout(self.limits.io_timeout)
+
+    def _paced(self, n: int) -> int:
+        """Count *n* body bytes received (TimeoutError when the body comes too slowly)."""
+        if self._pace is not None:
+            self._pace.add(n)
+        return n
 
     def _read_length(self, length: int, sink: Sink) -> int:
         remaining = length
@@ -347,7 +364,7 @@ class RequestHandler:
             buf = bytearray(min(RECV_BLOCK, remaining))
             view = memoryview(buf)
             while remaining:
-                n = self.connection.recv_into(view, min(remaining, len(buf)))
+                n = self._paced(self.connection.recv_into(view, min(remaining, len(buf))))
                 if not n:
                     raise BodyError(broke.format(length - remaining, length))
                 sink(view[:n])
@@ -360,6 +377,7 @@ class RequestHandler:
         data = self.connection.recv(max(want, 4096))
         if not data:
             return False
+        self._paced(len(data))
         self._buf += data
         return True
 
@@ -396,7 +414,7 @@ class RequestHandler:
                     sink(memoryview(piece))
                     n = len(piece)
                 else:
-                    n = self.connection.recv_into(view, min(size, len(buf)))
+                    n = self._paced(self.connection.recv_into(view, min(size, len(buf))))
                     if not n:
                         raise BodyError(f"the body broke off after {total} bytes")
                     sink(view[:n])
@@ -578,7 +596,9 @@ def start_server(root: str | Path, *, host: str = "127.0.0.1", port: int = 0,
                  tpc_allow: Iterable[str] = (), limits: Limits | None = None,
                  max_connections: int | None = None,
                  head_timeout: float = conn.HEAD_TIMEOUT,
-                 idle_timeout: float = conn.IDLE_TIMEOUT) -> ServerHandle:
+                 idle_timeout: float = conn.IDLE_TIMEOUT,
+                 body_min_rate: int = conn.MIN_BODY_RATE,
+                 rate_window: float = conn.RATE_WINDOW) -> ServerHandle:
     """Serve ``root`` in background threads; port 0 picks a free port (see ``.port``).
 
     ``ca_file``: PEM CA bundle that third-party copies (this server as the active party)
@@ -604,7 +624,8 @@ def start_server(root: str | Path, *, host: str = "127.0.0.1", port: int = 0,
     if max_connections is not None:
         cap = max(1, min(cap, max_connections))
     conn_limits = conn.Limits(max_connections=cap, head_timeout=head_timeout,
-                              idle_timeout=idle_timeout)
+                              idle_timeout=idle_timeout, body_min_rate=body_min_rate,
+                              rate_window=rate_window)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     try:
         listener = socket.socket(family, socket.SOCK_STREAM)

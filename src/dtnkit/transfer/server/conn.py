@@ -37,6 +37,8 @@ HEAD_TIMEOUT = 20.0  # seconds for a whole request head (or a TLS handshake and 
 IDLE_TIMEOUT = 60.0  # seconds a kept-alive connection may wait for its next request
 IO_TIMEOUT = 300.0  # seconds a worker waits for one receive or send of a body
 WORKERS = 512  # requests served at once; more heads wait for a worker
+MIN_BODY_RATE = 1024  # bytes/s a request body must keep up, over each RATE_WINDOW ...
+RATE_WINDOW = 30.0  # ... seconds (curl's --low-speed-limit / --low-speed-time, server side)
 RECV = 65536
 SWEEP = 0.25  # seconds between deadline checks
 BACKOFF_FIRST = 0.05
@@ -60,6 +62,30 @@ class Limits:
     idle_timeout: float = IDLE_TIMEOUT
     io_timeout: float = IO_TIMEOUT
     workers: int = WORKERS
+    body_min_rate: int = MIN_BODY_RATE
+    rate_window: float = RATE_WINDOW
+
+
+class Pace:
+    """A request body must keep coming: at least ``body_min_rate`` bytes/s over each
+    ``rate_window`` seconds, so a client that trickles a body cannot hold a worker for long
+    (the head has its own deadline; a body may be terabytes, so it gets a rate, not a time)."""
+
+    def __init__(self, limits: Limits) -> None:
+        self.limits = limits
+        self.start = time.monotonic()
+        self.got = 0
+
+    def add(self, n: int) -> None:
+        """Count *n* bytes received; raise TimeoutError when the window closed too slow."""
+        self.got += n
+        now = time.monotonic()
+        took = now - self.start
+        if took >= self.limits.rate_window:
+            if self.got < self.limits.body_min_rate * took:
+                raise TimeoutError(f"the body came at {self.got / took:.0f} B/s over "
+                                   f"{took:.0f} s (less than {self.limits.body_min_rate} B/s)")
+            self.start, self.got = now, 0
 
 
 def raise_fd_limit() -> int:
