@@ -150,6 +150,8 @@ class HostileServer:
     def stop(self) -> None:
         self.stopping.set()
         with contextlib.suppress(OSError):
+            self._listener.shutdown(socket.SHUT_RDWR)  # wakes the accept (close alone does not)
+        with contextlib.suppress(OSError):
             self._listener.close()
         self._accept.join(5)
         with self._lock:

@@ -24,6 +24,7 @@ from dtnkit.environment import Environment
 from dtnkit.transfer.client.journals import journal_path, part_path, save_journal
 from dtnkit.transfer.client.options import Options
 from dtnkit.transfer.client.session import Session, Url
+from dtnkit.transfer import tokens
 from dtnkit.transfer.server import start_server
 
 BLOCK = 64 * 1024
@@ -100,12 +101,13 @@ def test_relay_refuses_hrefs_outside_the_destination(href: str, tmp_path: Path,
                                                      environment: Environment) -> None:
     root = tmp_path / "srv"
     (root / "up").mkdir(parents=True)
-    handle = start_server(root, host="127.0.0.1", port=0, anonymous_write=True, quiet=True)
+    handle = start_server(root, host="127.0.0.1", port=0, quiet=True,
+                          tokens=tokens.parse("tok-w read,write\n"))
     tree = {"/d/": [(href, href.endswith("/"), 1)], "/elsewhere/x/": []}
     try:
         with hostile(listing(tree)) as srv:
-            code, err = cli(environment, "cp", "-r", "--retries", "0", srv.url("/d/"),
-                            handle.url + "up/in")
+            code, err = cli(environment, "cp", "-r", "--retries", "0", "--dst-token", "tok-w",
+                            srv.url("/d/"), handle.url + "up/in")
     finally:
         handle.stop()
     one_error_line(err)

@@ -384,7 +384,7 @@ def early_answer(conn: http.client.HTTPConnection, wait: float = EXPECT_WAIT) ->
         if status == 100:
             return None
         length = headers.get("content-length", "0")
-        want = min(int(length) if length.isdigit() else 0, 65536)
+        want = min(int(length) if length.isascii() and length.isdigit() else 0, 65536)
         body = bytearray()
         while len(body) < want:
             chunk = fp.read(want - len(body))

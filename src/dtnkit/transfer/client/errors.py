@@ -20,6 +20,13 @@ class FatalHttp(TransferError):
     status = ExitStatus.REFUSED
 
 
+class BadAnswer(TransferError):
+    """A server's answer that is unsafe or malformed (a listing pointing outside the
+    destination, a 206 for other bytes, a negative length): retrying will not fix it."""
+
+    status = ExitStatus.REFUSED
+
+
 class Retryable(Exception):
     """A connection error, a stall or a 5xx: worth another try."""
 
