@@ -101,7 +101,8 @@ def _sigterm_interrupts(env: Environment) -> Iterator[None]:
                    "Source: SRC) or push (COPY to SRC with Destination: DST).")
 @click.option("--remote-token", default=None,
               help="With --tpc: token for the passive server, forwarded as "
-                   "TransferHeaderAuthorization (default: --token).")
+                   "TransferHeaderAuthorization (default: none; --token is never sent to "
+                   "the other server).")
 @click.option("--src-token", default=None,
               help="Remote to remote without --tpc (relayed through this client): token for "
                    "the source server (default: --token).")
@@ -131,7 +132,8 @@ def cp(env: Environment,
     if token is None:
         token = env.token
     if tpc is not None:
-        return _third_party(env, tpc, src, dst, token, remote_token or token, streams, checksum,
+        # never --token: the passive server gets a token only when one is given for it
+        return _third_party(env, tpc, src, dst, token, remote_token, streams, checksum,
                             stall_timeout, ca_file, insecure, as_json)
     options = Options(
         streams=streams, block_size=parse_bytes(block_size, "block-size", lo=4096, hi=2**30),

@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import http.client
 import select
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -35,7 +36,12 @@ from dtnkit.transfer.client.errors import (
     reason,
 )
 from dtnkit.transfer.client.options import Options
-from dtnkit.transfer.client.session import Session, Url, check_status
+from dtnkit.transfer.client.session import (
+    Session,
+    Url,
+    certificate_refused,
+    check_status,
+)
 from dtnkit.transfer.client.streams import (
     CHUNK,
     BufferPool,
@@ -140,6 +146,8 @@ class HttpRangeSource:
                 if conn is not None:
                     conn.close()
                 self._local.conn = None
+                if isinstance(exc, ssl.SSLCertVerificationError):
+                    raise certificate_refused(exc, f"GET {self.url}") from None
                 if attempt >= self.options.retries:
                     raise TransferError(f"GET {self.url}", f"range {b.offset}-{b.end} "
                                         f"failed after {attempt + 1} attempts ({exc})",

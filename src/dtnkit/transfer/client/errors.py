@@ -27,6 +27,12 @@ class BadAnswer(TransferError):
     status = ExitStatus.REFUSED
 
 
+class CertificateRefused(TransferError):
+    """The server's TLS certificate did not verify: retrying will not change it."""
+
+    status = ExitStatus.REFUSED
+
+
 class Retryable(Exception):
     """A connection error, a stall or a 5xx: worth another try."""
 

@@ -17,6 +17,7 @@ from dtnkit.transfer import checksum as cks
 from dtnkit.transfer.client.answers import content_length
 from dtnkit.transfer.client.errors import (
     BadAnswer,
+    CertificateRefused,
     ChecksumMismatch,
     FatalHttp,
     Redirected,
@@ -169,6 +170,8 @@ class Session:
             return r.status, r.headers, data
         except (OSError, http.client.HTTPException) as exc:
             c.close()
+            if isinstance(exc, ssl.SSLCertVerificationError):
+                raise certificate_refused(exc, f"{method} {url}") from None
             raise Retryable(f"{method} {url}: {exc.__class__.__name__}: {exc}") from exc
         finally:
             if own:
@@ -250,6 +253,14 @@ class Session:
         except ValueError as exc:
             raise BadAnswer(what, f"the listing cannot be used ({exc})",
                             "check the server") from None
+
+
+def certificate_refused(exc: ssl.SSLCertVerificationError, what: str) -> CertificateRefused:
+    """The error for a certificate that did not verify: not retried, exit 22."""
+    why = exc.verify_message or exc.reason or str(exc)
+    return CertificateRefused(what, f"the server's TLS certificate was not accepted ({why})",
+                              "pass --ca-file with the CA bundle that signed it, and check "
+                              "the host name in the URL (--insecure skips the check)")
 
 
 def want_name(name: str) -> str:

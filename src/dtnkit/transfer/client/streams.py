@@ -9,6 +9,7 @@ import http.client
 import os
 import queue
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable
@@ -17,7 +18,7 @@ from typing import TypeVar
 from dtnkit.transfer import pipeline as pl
 from dtnkit.transfer.client.errors import Abort, ChecksumMismatch, Retryable
 from dtnkit.transfer.client.options import FileResult, Options
-from dtnkit.transfer.client.session import Session
+from dtnkit.transfer.client.session import Session, certificate_refused
 
 _S = TypeVar("_S")
 
@@ -71,6 +72,8 @@ def run_streams(session: Session, blocks: list[pl.Block], options: Options, *,
                         if conn is not None:
                             conn.close()
                             conn = None
+                        if isinstance(exc, ssl.SSLCertVerificationError):
+                            raise certificate_refused(exc, f"{name} to {session.url}") from None
                         if attempt >= options.retries:
                             raise give_up(b, attempt + 1, exc) from None
                         with lock:

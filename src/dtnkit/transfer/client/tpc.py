@@ -8,6 +8,7 @@ clean-up of what a failed copy left, the destination's digest).
 from __future__ import annotations
 
 import http.client
+import ssl
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from dtnkit.transfer.client.session import (
     REDIRECTS,
     Session,
     Url,
+    certificate_refused,
     check_status,
     follow_redirect,
     is_url,
@@ -128,6 +130,10 @@ def request_copy(active_url: str, *, source: str | None = None,
             resp = conn.getresponse()
         except (OSError, http.client.HTTPException) as exc:
             conn.close()
+            if isinstance(exc, ssl.SSLCertVerificationError):
+                refused = certificate_refused(exc, what)
+                raise TpcError(refused.what, refused.why, refused.next_step,
+                               status=refused.status) from None
             raise TpcError(what, f"{exc.__class__.__name__}: {exc}",
                            "check that the active server is up") from None
         if resp.status not in REDIRECTS:
@@ -144,8 +150,8 @@ def request_copy(active_url: str, *, source: str | None = None,
             body = resp.read(4096)
             try:
                 check_status(resp.status, what, body, ok=(201, 202))
-            except TransferError as exc:
-                raise TpcError(exc.what, exc.why, exc.next_step) from None
+            except TransferError as exc:  # keeps its exit status: 401/403 are 22, not 20
+                raise TpcError(exc.what, exc.why, exc.next_step, status=exc.status) from None
 
         def lines() -> Any:
             while True:
