@@ -46,7 +46,7 @@ class Reply:
             lines.append(f"Content-Length: {len(self.body)}")
         if self.close:
             lines.append("Connection: close")
-        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("utf-8")  # raw, whatever it is
 
 
 Script = Callable[[Request], Reply]

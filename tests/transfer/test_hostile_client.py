@@ -21,10 +21,10 @@ from tests.support.xrootd import Pki
 
 from dtnkit.cli.main import main
 from dtnkit.environment import Environment
+from dtnkit.transfer import tokens
 from dtnkit.transfer.client.journals import journal_path, part_path, save_journal
 from dtnkit.transfer.client.options import Options
 from dtnkit.transfer.client.session import Session, Url
-from dtnkit.transfer import tokens
 from dtnkit.transfer.server import start_server
 
 BLOCK = 64 * 1024

@@ -47,8 +47,8 @@ def test_parse_like_the_client() -> None:
         <d:collection/></d:resourcetype></d:prop></d:propstat></d:response>
       <d:response><d:href>/x/nolen</d:href></d:response>
     </d:multistatus>"""
-    assert [m[:3] for m in multistatus.parse(body, "/x/")] == [("/x/f%20g", False, 12), ("/x/sub/", True, 0),
-                                              ("/x/nolen", False, 0)]
+    got = [m[:3] for m in multistatus.parse(body, "/x/")]
+    assert got == [("/x/f%20g", False, 12), ("/x/sub/", True, 0), ("/x/nolen", False, 0)]
 
 
 def test_parse_rejections() -> None:

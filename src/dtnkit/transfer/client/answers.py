@@ -32,14 +32,16 @@ def content_length(value: str | None, what: str, *, default: int | None = 0) -> 
     return int(text)
 
 
-def check_content_range(value: str | None, first: int, last: int, size: int,
+def check_content_range(value: str | None, first: int, last: int, size: int | None,
                         what: str) -> None:
     """A ``206`` answer must be for exactly the bytes asked for, of the size known from the
-    HEAD: ``bytes first-last/size``; anything else (no header, other bytes, another total,
-    ``*``) is refused, whatever the verify mode."""
-    asked = f"bytes {first}-{last}/{size}"
+    HEAD (any total when *size* is None): ``bytes first-last/size``; anything else (no
+    header, other bytes, another total, ``*``) is refused, whatever the verify mode."""
+    asked = f"bytes {first}-{last}/{size if size is not None else 'N'}"
     m = _CONTENT_RANGE.fullmatch((value or "").strip())
-    if m is None or tuple(int(g) for g in m.groups()) != (first, last, size):
+    got = tuple(int(g) for g in m.groups()) if m is not None else None
+    if got is None or got[:2] != (first, last) or (size is not None and got[2] != size) \
+            or got[2] <= last:
         shown = "no Content-Range" if value is None else f"Content-Range {value[:80]!r}"
         raise BadAnswer(what, f"{shown} is not the range asked for ({asked})",
                         "check the server (a proxy or cache in between?); nothing was "

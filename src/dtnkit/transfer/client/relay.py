@@ -67,7 +67,7 @@ def relay_session_once(src_session: Session, src: Url, info: RemoteInfo,
     name = plan.algorithm
     expected: Background | None = None
     ident = us.start(dst_session, dst, info.size, plan.session_algorithm)
-    reader = HttpRangeSource(src_session, src, info.etag, options)
+    reader = HttpRangeSource(src_session, src, info.etag, options, info.size)
     verifier: pl.BlockVerifier | None = None
     done = False
     try:

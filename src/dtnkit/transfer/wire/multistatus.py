@@ -92,7 +92,7 @@ def parse(body: bytes | str, own: str) -> list[Member]:
     is_dir = False
     members: list[tuple[str, bool, str | None]] = []
 
-    def refuse(*_args: object) -> None:
+    def refuse(*_args: object) -> int:
         raise ListingError("a DOCTYPE or entity in a listing is refused")
 
     def start(name: str, _attrs: object) -> None:
