@@ -69,6 +69,7 @@ def relay_jobs(src: str, dst: str, options: Options) -> list[Callable[[], FileRe
 def copy(src: str, dst: str, options: Options) -> Summary:
     """Copy *src* to *dst* (one of them a URL); returns the summary."""
     options.check()
+    options.start()  # the deadline counts from here
     start = time.monotonic()
     summary = Summary()
     jobs: list[Callable[[], FileResult]] = []

@@ -18,7 +18,6 @@ from __future__ import annotations
 import functools
 import http.client
 import select
-import ssl
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -40,8 +39,8 @@ from dtnkit.transfer.client.options import Options
 from dtnkit.transfer.client.session import (
     Session,
     Url,
-    certificate_refused,
     check_status,
+    fatal_transport,
 )
 from dtnkit.transfer.client.streams import (
     CHUNK,
@@ -152,8 +151,9 @@ class HttpRangeSource:
                 if conn is not None:
                     conn.close()
                 self._local.conn = None
-                if isinstance(exc, ssl.SSLCertVerificationError):
-                    raise certificate_refused(exc, f"GET {self.url}") from None
+                fatal = fatal_transport(exc, f"GET {self.url}")
+                if fatal is not None:
+                    raise fatal from None
                 if attempt >= self.options.retries:
                     raise TransferError(f"GET {self.url}", f"range {b.offset}-{b.end} "
                                         f"failed after {attempt + 1} attempts ({exc})",

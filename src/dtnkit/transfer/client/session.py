@@ -26,6 +26,7 @@ from dtnkit.transfer.client.errors import (
     reason,
 )
 from dtnkit.transfer.client.options import Options
+from dtnkit.transfer.client.pace import DeadlinePassed, PacedHTTPConnection, PacedHTTPSConnection
 from dtnkit.transfer.wire import digests as dg
 from dtnkit.transfer.wire import multistatus
 
@@ -139,11 +140,12 @@ class Session:
             self._context = ctx
 
     def connect(self) -> http.client.HTTPConnection:
-        timeout = self.options.stall_timeout
+        """A new connection (connected at its first request) whose socket keeps the minimum
+        rate and the deadline (:mod:`~dtnkit.transfer.client.pace`)."""
         if self._context is not None:
-            return http.client.HTTPSConnection(self.url.host, self.url.port, timeout=timeout,
-                                               context=self._context)
-        return http.client.HTTPConnection(self.url.host, self.url.port, timeout=timeout)
+            return PacedHTTPSConnection(self.url.host, self.url.port, self.options,
+                                        self._context)
+        return PacedHTTPConnection(self.url.host, self.url.port, self.options)
 
     def headers(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         out = {"User-Agent": "dtnkit-cp"}
@@ -170,8 +172,9 @@ class Session:
             return r.status, r.headers, data
         except (OSError, http.client.HTTPException) as exc:
             c.close()
-            if isinstance(exc, ssl.SSLCertVerificationError):
-                raise certificate_refused(exc, f"{method} {url}") from None
+            fatal = fatal_transport(exc, f"{method} {url}")
+            if fatal is not None:
+                raise fatal from None
             raise Retryable(f"{method} {url}: {exc.__class__.__name__}: {exc}") from exc
         finally:
             if own:
@@ -261,6 +264,16 @@ def certificate_refused(exc: ssl.SSLCertVerificationError, what: str) -> Certifi
     return CertificateRefused(what, f"the server's TLS certificate was not accepted ({why})",
                               "pass --ca-file with the CA bundle that signed it, and check "
                               "the host name in the URL (--insecure skips the check)")
+
+
+def fatal_transport(exc: BaseException, what: str) -> TransferError | None:
+    """The error for a transport failure that retrying cannot help (a certificate that does
+    not verify, the deadline passed); None for one worth a retry."""
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return certificate_refused(exc, what)
+    if isinstance(exc, DeadlinePassed):
+        return TransferError(what, str(exc), "raise --deadline; a rerun resumes what was kept")
+    return None
 
 
 def want_name(name: str) -> str:

@@ -9,7 +9,6 @@ import http.client
 import os
 import queue
 import socket
-import ssl
 import threading
 import time
 from collections.abc import Callable
@@ -18,7 +17,7 @@ from typing import TypeVar
 from dtnkit.transfer import pipeline as pl
 from dtnkit.transfer.client.errors import Abort, ChecksumMismatch, Retryable
 from dtnkit.transfer.client.options import FileResult, Options
-from dtnkit.transfer.client.session import Session, certificate_refused
+from dtnkit.transfer.client.session import Session, fatal_transport
 
 _S = TypeVar("_S")
 
@@ -72,8 +71,9 @@ def run_streams(session: Session, blocks: list[pl.Block], options: Options, *,
                         if conn is not None:
                             conn.close()
                             conn = None
-                        if isinstance(exc, ssl.SSLCertVerificationError):
-                            raise certificate_refused(exc, f"{name} to {session.url}") from None
+                        fatal = fatal_transport(exc, f"{name} to {session.url}")
+                        if fatal is not None:
+                            raise fatal from None
                         if attempt >= options.retries:
                             raise give_up(b, attempt + 1, exc) from None
                         with lock:
