@@ -235,7 +235,7 @@ class UploadJournal:
                          options.checksum, str(options.block_size)])
         self.path = directory / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.json"
         self.record = {"source": str(src), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
-                       "url": str(url), "checksum": options.checksum,
+                       "url": journal_source(url), "checksum": options.checksum,
                        "block_size": options.block_size}
 
     def load(self) -> str | None:
