@@ -21,11 +21,9 @@ from tests.support.xrootd import Pki
 
 from dtnkit.cli.main import main
 from dtnkit.environment import Environment
-from dtnkit.transfer import tokens
 from dtnkit.transfer.client.journals import journal_path, part_path, save_journal
 from dtnkit.transfer.client.options import Options
 from dtnkit.transfer.client.session import Session, Url
-from dtnkit.transfer.server import start_server
 
 BLOCK = 64 * 1024
 DATA = random.Random(5).randbytes(3 * BLOCK + 100)
@@ -96,23 +94,22 @@ def test_recursive_download_refuses_hrefs_outside_the_destination(
     assert files_under(tmp_path) == ["a", "a/b", "a/b/dst"]  # nothing fetched at all
 
 
-@pytest.mark.parametrize("href", ["/d/..", "/d/..%2Fescaped", "/elsewhere/x/"])
-def test_relay_refuses_hrefs_outside_the_destination(href: str, tmp_path: Path,
-                                                     environment: Environment) -> None:
-    root = tmp_path / "srv"
-    (root / "up").mkdir(parents=True)
-    handle = start_server(root, host="127.0.0.1", port=0, quiet=True,
-                          tokens=tokens.parse("tok-w read,write\n"))
-    tree = {"/d/": [(href, href.endswith("/"), 1)], "/elsewhere/x/": []}
-    try:
-        with hostile(listing(tree)) as srv:
-            code, err = cli(environment, "cp", "-r", "--retries", "0", "--dst-token", "tok-w",
-                            srv.url("/d/"), handle.url + "up/in")
-    finally:
-        handle.stop()
+@pytest.mark.parametrize("href", ["/d/..", "/d/..%2Fescaped", "/elsewhere/x/", "/d/."])
+def test_relay_refuses_hrefs_outside_the_destination(href: str, environment: Environment
+                                                     ) -> None:
+    """The destination is a naive server that would store any PUT: the client must send
+    none (before the fix it sent PUT /up/in/.. , i.e. /up)."""
+    def naive(req: Request) -> Reply:
+        return Reply(201 if req.method in ("PUT", "MKCOL") else 404, [], b"")
+
+    tree = {"/d/": [(href, href.endswith("/"), 1)], "/elsewhere/x/": [("/elsewhere/x/f", False, 1)]}
+    with hostile(listing(tree)) as srv, hostile(naive) as dst:
+        code, err = cli(environment, "cp", "-r", "--retries", "0", "--verify", "none",
+                        srv.url("/d/"), dst.url("/up/in"))
+        stored = [r.target for r in dst.requests if r.method == "PUT"]
     one_error_line(err)
     assert code == 22, err
-    assert files_under(root) == ["up", "up/in"]
+    assert stored == []
 
 
 def test_a_normal_listing_still_copies(tmp_path: Path, environment: Environment) -> None:
