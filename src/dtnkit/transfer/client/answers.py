@@ -15,6 +15,9 @@ from dtnkit.transfer.client.errors import BadAnswer
 MAX_LENGTH = 2**63 - 1
 _DIGITS = re.compile(r"[0-9]{1,19}")
 _CONTENT_RANGE = re.compile(r"bytes ([0-9]{1,19})-([0-9]{1,19})/([0-9]{1,19})")
+#: Most blocks one file may be cut into (the block list is planned up front: a server
+#: claiming 2**62 bytes must not make the client plan 2**39 blocks); 32 TiB at 8 MiB blocks.
+MAX_BLOCKS = 2**22
 #: The longest file name a listing may give (Linux NAME_MAX, in UTF-8 bytes).
 NAME_MAX = 255
 
@@ -30,6 +33,14 @@ def content_length(value: str | None, what: str, *, default: int | None = 0) -> 
         raise BadAnswer(what, f"Content-Length {value[:40]!r} is not a number of bytes",
                         "check the server (a proxy in between?)")
     return int(text)
+
+
+def check_file_size(size: int, block_size: int, what: str) -> None:
+    """A remote file's size must fit in :data:`MAX_BLOCKS` blocks of *block_size*."""
+    if size > MAX_BLOCKS * block_size:
+        raise BadAnswer(what, f"Content-Length {size} would be more than {MAX_BLOCKS} blocks "
+                        f"of {block_size} bytes", "check the server; if the file is that "
+                        "large, raise --block-size")
 
 
 def check_content_range(value: str | None, first: int, last: int, size: int | None,

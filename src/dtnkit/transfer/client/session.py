@@ -14,7 +14,7 @@ from urllib.parse import quote, unquote, urljoin, urlsplit
 
 from dtnkit.errors import BadInput, DtnkitError
 from dtnkit.transfer import checksum as cks
-from dtnkit.transfer.client.answers import content_length
+from dtnkit.transfer.client.answers import check_file_size, content_length
 from dtnkit.transfer.client.errors import (
     BadAnswer,
     CertificateRefused,
@@ -238,6 +238,7 @@ class Session:
                                     "check the server") from None
         ctype = headers.get("Content-Type", "")
         size = content_length(headers.get("Content-Length"), f"HEAD {url}")
+        check_file_size(size, self.options.block_size, f"HEAD {url}")
         return RemoteInfo(size, headers.get("ETag"), digests,
                           is_dir=ctype.startswith("text/plain")
                           and headers.get("Accept-Ranges") is None,
