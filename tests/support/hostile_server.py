@@ -35,6 +35,7 @@ class Reply:
     #: body bytes per second (None: at once); sent one byte at a time at that pace
     trickle: float | None = None
     #: add Content-Length of the body unless the headers already name one
+    trickle_head: bool = False  # the status line and headers at the trickle's pace too
     length: bool = True
     close: bool = False  # close the connection after this reply
 
@@ -108,7 +109,10 @@ class HostileServer:
                 with self._lock:
                     self.requests.append(request)
                 reply = self.script(request)
-                conn.sendall(reply.head())
+                if reply.trickle_head and reply.trickle is not None:
+                    self._trickle(conn, reply.head(), reply.trickle)
+                else:
+                    conn.sendall(reply.head())
                 if request.method != "HEAD":
                     self._send_body(conn, reply)
                 if reply.close:
@@ -123,11 +127,14 @@ class HostileServer:
         if reply.trickle is None:
             conn.sendall(reply.body)
             return
-        pause = 1.0 / reply.trickle
-        for i in range(len(reply.body)):
+        self._trickle(conn, reply.body, reply.trickle)
+
+    def _trickle(self, conn: socket.socket, data: bytes, rate: float) -> None:
+        pause = 1.0 / rate
+        for i in range(len(data)):
             if self.stopping.wait(pause):  # the pace of a trickling server, not a sync
                 return
-            conn.sendall(reply.body[i:i + 1])
+            conn.sendall(data[i:i + 1])
 
     @staticmethod
     def _read(reader: object) -> Request | None:

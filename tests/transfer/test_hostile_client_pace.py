@@ -51,6 +51,20 @@ def test_a_trickle_is_cut_by_the_minimum_rate(tmp_path: Path, environment: Envir
     assert not dst.exists()
 
 
+def test_trickled_headers_are_cut_too(tmp_path: Path, environment: Environment) -> None:
+    """The answer's head itself at 10 bytes a second (http.client reads up to 100 header
+    lines of 64 KiB each: hours at that pace)."""
+    def script(req: Request) -> Reply:
+        return Reply(200, [("X-Pad", "p" * 5000)], b"", trickle=10, trickle_head=True)
+
+    with hostile(script) as srv:
+        code, err, took = run(environment, "--low-speed-limit", "1KiB", "--low-speed-time", "1",
+                              srv.url("/f"), str(tmp_path / "f"))
+    assert code == 20, err
+    assert "low-speed-limit" in err and "Traceback" not in err
+    assert took < 10
+
+
 def test_a_fast_enough_trickle_is_cut_by_the_deadline(tmp_path: Path,
                                                       environment: Environment) -> None:
     """2000 B/s keeps a 100 B/s minimum; --deadline 2 ends the 8 s copy, not retried."""
