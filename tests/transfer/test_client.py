@@ -291,9 +291,12 @@ class DyingServer:
                                   f"Digest: {digest}\r\nConnection: close\r\n\r\n").encode())
                     return
                 self.gets += 1
-                conn.sendall((f"HTTP/1.1 206 Partial Content\r\nContent-Length: {BLOCK}\r\n"
-                              f"Content-Range: bytes 0-{BLOCK - 1}/{size}\r\n\r\n").encode()
-                             + self.data[:BLOCK // 2])
+                first = int(head.partition("Range: bytes=")[2].partition("-")[0] or 0)
+                last = min(first + BLOCK, size) - 1  # the range asked for (blocks of BLOCK)
+                conn.sendall((f"HTTP/1.1 206 Partial Content\r\n"
+                              f"Content-Length: {last - first + 1}\r\n"
+                              f"Content-Range: bytes {first}-{last}/{size}\r\n\r\n").encode()
+                             + self.data[first:first + BLOCK // 2])
             except OSError:
                 return
 

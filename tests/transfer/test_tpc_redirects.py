@@ -82,6 +82,9 @@ class _Handler(BaseHTTPRequestHandler):
         m = re.fullmatch(r"bytes=(\d+)-(\d+)", self.headers.get("Range", ""))
         body = data[int(m[1]):int(m[2]) + 1] if m else data
         self.send_response(206 if m else 200)
+        if m:  # a 206 names its range (RFC 9110 15.3.7): the client checks it
+            last = int(m[1]) + len(body) - 1
+            self.send_header("Content-Range", f"bytes {m[1]}-{last}/{len(data)}")
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Accept-Ranges", "bytes")
         self.send_header("Content-Type", "application/octet-stream")

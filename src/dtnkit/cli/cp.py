@@ -97,6 +97,13 @@ def _sigterm_interrupts(env: Environment) -> Iterator[None]:
 @click.option("--retries", type=click.IntRange(0, 100), default=3, show_default=True)
 @click.option("--stall-timeout", type=click.FloatRange(0.1), default=60.0, show_default=True,
               help="Seconds without progress on a stream before it is retried.")
+@click.option("--low-speed-limit", default="1KiB", show_default=True,
+              help="Minimum rate of each connection, in bytes/s (0: none): slower than this "
+                   "for --low-speed-time seconds counts as a stall.")
+@click.option("--low-speed-time", type=click.FloatRange(0.1, 86400), default=30.0,
+              show_default=True, help="Seconds a connection may stay below --low-speed-limit.")
+@click.option("--deadline", type=click.FloatRange(0.1), default=None,
+              help="Seconds the whole copy may take (default: no limit); not retried.")
 @click.option("--no-resume", is_flag=True,
               help="Start over instead of resuming what an interrupted run kept (a "
                    "download's part file, an upload's session on the server).")
@@ -116,7 +123,8 @@ def _sigterm_interrupts(env: Environment) -> Iterator[None]:
                    "Source: SRC) or push (COPY to SRC with Destination: DST).")
 @click.option("--remote-token", default=None,
               help="With --tpc: token for the passive server, forwarded as "
-                   "TransferHeaderAuthorization (default: --token).")
+                   "TransferHeaderAuthorization (default: none; --token is never sent to "
+                   "the other server).")
 @click.option("--src-token", default=None,
               help="Remote to remote without --tpc (relayed through this client): token for "
                    "the source server (default: --token).")
@@ -131,7 +139,8 @@ def cp(env: Environment,
        fmt: str = "table", force: bool = False, tpc: str | None = None,
        remote_token: str | None = None,
        no_resume: bool = False, src_token: str | None = None,
-       dst_token: str | None = None) -> int:
+       dst_token: str | None = None, low_speed_limit: str = "1KiB",
+       low_speed_time: float = 30.0, deadline: float | None = None) -> int:
     """Copy SRC to DST: local path or http(s)://host:port/path, at least one a URL.
 
     Two URLs without --tpc: relayed through this client (ranges fetched from SRC and sent to
@@ -148,14 +157,18 @@ def cp(env: Environment,
     if token is None:
         token = env.token
     if tpc is not None:
-        return _third_party(env, tpc, src, dst, token, remote_token or token, streams, checksum,
-                            stall_timeout, ca_file, insecure, as_json, overwrite=force)
+        # never --token: the passive server gets a token only when one is given for it
+        return _third_party(env, tpc, src, dst, token, remote_token, streams, checksum,
+                            stall_timeout, ca_file, insecure, as_json, deadline,
+                            overwrite=force)
     options = Options(
         streams=streams, block_size=parse_bytes(block_size, "block-size", lo=4096, hi=2**30),
         checksum=checksum, verify=Verify(verify), level=Level(level), retries=retries,
         stall_timeout=stall_timeout, token=token, ca_file=ca_file, insecure=insecure,
         parallel=parallel, recursive=recursive, resume=not no_resume,
-        src_token=src_token, dst_token=dst_token, overwrite=force)
+        src_token=src_token, dst_token=dst_token, overwrite=force,
+        low_speed_limit=parse_bytes(low_speed_limit, "low-speed-limit rate", lo=0, hi=2**40),
+        low_speed_time=low_speed_time, deadline=deadline)
     show = env.stderr_isatty and not as_json
     total = total_size(src, options) if show else None
     with _progress(env, show, total) as advance:
@@ -177,7 +190,8 @@ def cp(env: Environment,
 def _third_party(env: Environment,
                  mode: str, src: str, dst: str, token: str | None, remote_token: str | None,
                  streams: int, checksum: str, timeout: float, ca_file: str | None,
-                 insecure: bool, as_json: bool, *, overwrite: bool = True) -> int:
+                 insecure: bool, as_json: bool, deadline: float | None = None, *,
+                 overwrite: bool = True) -> int:
     """``cp --tpc``: ask one server to copy from/to the other; the active side verifies."""
     from dtnkit.transfer.client import tpc
     from dtnkit.transfer.wire.markers import Marker
@@ -200,7 +214,7 @@ def _third_party(env: Environment,
         done = tpc.third_party_copy(mode, src, dst, token=token, remote_token=remote_token,
                                     streams=streams, checksum=checksum, timeout=timeout,
                                     ca_file=ca_file, insecure=insecure, on_marker=on_marker,
-                                    overwrite=overwrite)
+                                    deadline=deadline, overwrite=overwrite)
     summary = done.as_dict()
     shown = f", {checksum} {summary['digest']}" if summary["digest"] else ""
     seconds = done.result.seconds

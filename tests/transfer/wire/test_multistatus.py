@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -49,12 +47,12 @@ def test_parse_like_the_client() -> None:
         <d:collection/></d:resourcetype></d:prop></d:propstat></d:response>
       <d:response><d:href>/x/nolen</d:href></d:response>
     </d:multistatus>"""
-    assert multistatus.parse(body, "/x/") == [("/x/f%20g", False, 12), ("/x/sub/", True, 0),
-                                              ("/x/nolen", False, 0)]
+    got = [m[:3] for m in multistatus.parse(body, "/x/")]
+    assert got == [("/x/f%20g", False, 12), ("/x/sub/", True, 0), ("/x/nolen", False, 0)]
 
 
 def test_parse_rejections() -> None:
-    with pytest.raises(ET.ParseError):
+    with pytest.raises(multistatus.ListingError):
         multistatus.parse(b"<not xml", "/")
     bad = (b'<D:multistatus xmlns:D="DAV:"><D:response><D:href>/a</D:href>'
            b"<D:getcontentlength>ten</D:getcontentlength></D:response></D:multistatus>")

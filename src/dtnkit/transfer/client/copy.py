@@ -14,17 +14,24 @@ from dtnkit.transfer.client.download import download, download_to_device, is_dev
 from dtnkit.transfer.client.options import FileResult, Options, Summary
 from dtnkit.transfer.client.relay import relay, relay_walk
 from dtnkit.transfer.client.session import Session, Url, is_url, mkcol
+from dtnkit.transfer.client.tree import walk
 from dtnkit.transfer.client.upload import upload
 
 
 def remote_walk(session: Session, url: Url, dst: Path) -> Iterator[tuple[Url, Path]]:
+    """(remote file, local file) pairs of a tree, every name checked
+    (:func:`~dtnkit.transfer.client.tree.walk`); makes the local directories, never through
+    a symbolic link."""
     dst.mkdir(parents=True, exist_ok=True)
-    for child, is_dir, _size in session.propfind(url):
-        target = dst / child.name
-        if is_dir:
-            yield from remote_walk(session, child, target)
+    for member in walk(session, url):
+        target = dst.joinpath(*member.names)
+        if member.is_dir:
+            if target.is_symlink():
+                raise BadInput(f"destination {target}", "is a symbolic link",
+                               "remove it, or copy into another directory")
+            target.mkdir(exist_ok=True)
         else:
-            yield child, target
+            yield member.url, target
 
 
 def local_walk(session: Session, src: Path, url: Url) -> Iterator[tuple[Path, Url]]:
@@ -62,6 +69,7 @@ def relay_jobs(src: str, dst: str, options: Options) -> list[Callable[[], FileRe
 def copy(src: str, dst: str, options: Options) -> Summary:
     """Copy *src* to *dst* (one of them a URL); returns the summary."""
     options.check()
+    options.start()  # the deadline counts from here
     start = time.monotonic()
     summary = Summary()
     jobs: list[Callable[[], FileResult]] = []

@@ -109,8 +109,8 @@ def download_to_device(session: Session, url: Url, dst: Path, options: Options) 
                 if plan.block else None)
     fd = os.open(dst, os.O_WRONLY | os.O_CLOEXEC)
     try:
-        retries = move_blocks(HttpRangeSource(session, url, info.etag, options), FileSink(fd),
-                              blocks, options, size=info.size, verifier=verifier)
+        retries = move_blocks(HttpRangeSource(session, url, info.etag, options, info.size),
+                              FileSink(fd), blocks, options, size=info.size, verifier=verifier)
         got = verifier.digest() if verifier is not None else None
         expected = source.result() if source is not None else None
         if expected is not None and got != expected:
@@ -230,7 +230,7 @@ def download_once(session: Session, url: Url, dst: Path, options: Options,
     else:
         fd = os.open(part, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
     committed = keep_part = False
-    source_end, sink = HttpRangeSource(session, url, info.etag, options), FileSink(fd)
+    source_end, sink = HttpRangeSource(session, url, info.etag, options, info.size), FileSink(fd)
     verifier: pl.BlockVerifier | None = None
     done: set[int] = set()
     stale: set[int] = set()  # blocks re-fetched: the verifier's values are not theirs

@@ -26,6 +26,7 @@ from typing import Protocol
 
 from dtnkit.transfer import checksum as cks
 from dtnkit.transfer import pipeline as pl
+from dtnkit.transfer.client.answers import check_content_range
 from dtnkit.transfer.client.errors import (
     Abort,
     FatalHttp,
@@ -35,7 +36,12 @@ from dtnkit.transfer.client.errors import (
     reason,
 )
 from dtnkit.transfer.client.options import Options
-from dtnkit.transfer.client.session import Session, Url, check_status
+from dtnkit.transfer.client.session import (
+    Session,
+    Url,
+    check_status,
+    fatal_transport,
+)
 from dtnkit.transfer.client.streams import (
     CHUNK,
     BufferPool,
@@ -56,9 +62,12 @@ WriteAt = Callable[[memoryview, int], None]
 
 def fetch_range(session: Session, url: Url, etag: str | None, b: pl.Block, buf: bytearray,
                 conn: http.client.HTTPConnection, *, label: str,
-                write: WriteAt | None = None, stop: threading.Event | None = None
-                ) -> memoryview:
+                write: WriteAt | None = None, stop: threading.Event | None = None,
+                size: int | None = None) -> memoryview:
     """``GET`` block *b* of *url* on *conn* into *buf*; the filled view.
+
+    The ``206`` must carry the ``Content-Range`` of exactly *b* (of *size* when known):
+    :func:`~dtnkit.transfer.client.answers.check_content_range`.
 
     With *write*, each :data:`~dtnkit.transfer.client.streams.CHUNK` is written right after
     it arrived, while in the CPU cache.  *label* names the block in messages.
@@ -77,6 +86,7 @@ def fetch_range(session: Session, url: Url, etag: str | None, b: pl.Block, buf: 
             raise FatalHttp(f"GET {url}", "the server sent the whole file instead of a "
                             "range (the source changed during the copy?)", "retry the copy")
         check_status(r.status, f"GET {url}", body, ok=(206,))
+    check_content_range(r.getheader("Content-Range"), b.offset, b.end, size, f"GET {url} {label}")
     view = memoryview(buf)[:b.length]
     got = written = 0
     while got < b.length:
@@ -107,8 +117,9 @@ class HttpRangeSource:
     thread_name = "dtnkit-stream"
 
     def __init__(self, session: Session, url: Url, etag: str | None,
-                 options: Options) -> None:
+                 options: Options, size: int | None = None) -> None:
         self.session, self.url, self.etag, self.options = session, url, etag, options
+        self.size = size  # the file's size from the HEAD: every 206's total must be it
         self._local = threading.local()
         self._all: list[http.client.HTTPConnection] = []
         self._lock = threading.Lock()
@@ -117,7 +128,7 @@ class HttpRangeSource:
     def fetch(self, conn: http.client.HTTPConnection, b: pl.Block, buf: bytearray,
               write: WriteAt | None, stop: threading.Event) -> memoryview:
         return fetch_range(self.session, self.url, self.etag, b, buf, conn,
-                           label=f"block {b.index}", write=write, stop=stop)
+                           label=f"block {b.index}", write=write, stop=stop, size=self.size)
 
     def give_up(self, b: pl.Block, attempts: int, exc: BaseException) -> TransferError:
         return TransferError(f"GET {self.url}", f"block {b.index} failed after {attempts} "
@@ -135,11 +146,14 @@ class HttpRangeSource:
                     with self._lock:
                         self._all.append(conn)
                 return fetch_range(self.session, self.url, self.etag, b, buf, conn,
-                                   label=f"range {b.offset}-{b.end}")
+                                   label=f"range {b.offset}-{b.end}", size=self.size)
             except (Retryable, OSError, http.client.HTTPException) as exc:
                 if conn is not None:
                     conn.close()
                 self._local.conn = None
+                fatal = fatal_transport(exc, f"GET {self.url}")
+                if fatal is not None:
+                    raise fatal from None
                 if attempt >= self.options.retries:
                     raise TransferError(f"GET {self.url}", f"range {b.offset}-{b.end} "
                                         f"failed after {attempt + 1} attempts ({exc})",
@@ -384,7 +398,7 @@ def early_answer(conn: http.client.HTTPConnection, wait: float = EXPECT_WAIT) ->
         if status == 100:
             return None
         length = headers.get("content-length", "0")
-        want = min(int(length) if length.isdigit() else 0, 65536)
+        want = min(int(length) if length.isascii() and length.isdigit() else 0, 65536)
         body = bytearray()
         while len(body) < want:
             chunk = fp.read(want - len(body))

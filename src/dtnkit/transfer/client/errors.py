@@ -26,6 +26,17 @@ class DestinationExists(FatalHttp):
     def __init__(self, where: str) -> None:
         super().__init__(f"destination {where}", "exists",
                          "pass -f/--force to overwrite it, or pick another name")
+class BadAnswer(TransferError):
+    """A server's answer that is unsafe or malformed (a listing pointing outside the
+    destination, a 206 for other bytes, a negative length): retrying will not fix it."""
+
+    status = ExitStatus.REFUSED
+
+
+class CertificateRefused(TransferError):
+    """The server's TLS certificate did not verify: retrying will not change it."""
+
+    status = ExitStatus.REFUSED
 
 
 class Retryable(Exception):

@@ -45,10 +45,21 @@ def journal_path(dst: Path) -> Path:
     return dst.with_name(f".{dst.name}{PART_SUFFIX}.json")
 
 
-JOURNAL_VERSION = 1
+JOURNAL_VERSION = 2  # 2: the source without its query (1 kept it)
 _JOURNAL_KEYS = frozenset({"version", "source", "size", "etag", "last_modified", "block_size",
                            "checksum", "done", "values"})
 _MAX_JOURNAL = 64 * 2**20
+
+
+def journal_source(url: Url) -> str:
+    """The source as a journal records it: the URL without its query, which may be a
+    pre-signed secret; a query is kept only as its SHA-256, so another query is another
+    source."""
+    path, _sep, query = url.path.partition("?")
+    text = str(url.with_path(path))
+    if query:
+        text += "?sha256=" + hashlib.sha256(query.encode()).hexdigest()
+    return text
 
 
 def _is_int(value: object) -> bool:
@@ -63,7 +74,7 @@ def _journal_problem(doc: object, url: Url, info: RemoteInfo, options: Options,
         return "the resume journal is malformed"
     if doc["version"] != JOURNAL_VERSION:
         return "the resume journal has another version"
-    if doc["source"] != str(url):
+    if doc["source"] != journal_source(url):
         return "the resume journal is for another source URL"
     if not _is_int(doc["size"]) or doc["size"] != info.size:
         return "the source's size changed"
@@ -99,12 +110,19 @@ def load_journal(dst: Path, url: Url, info: RemoteInfo, options: Options,
     run fails again), so a rerun killed outright still leaves the next one something to
     resume: every kept block is checked again from the part file anyway."""
     journal, part = journal_path(dst), part_path(dst)
-    if not journal.exists():
+    if not os.path.lexists(journal):
         return {}, None, None
     usable = False
     try:
         if not options.resume:
             return {}, None, "started over (--no-resume); the kept part file was discarded"
+        if not options.plan().checks:
+            # nothing would compare the kept bytes with the source: a damaged or tampered
+            # part file (and its journal) would be committed as it is
+            return {}, None, ("started over: with --verify none the blocks kept by an "
+                              "interrupted run cannot be checked")
+        if journal.is_symlink() or not journal.is_file():
+            return {}, None, "started over: the resume journal is not a regular file"
         if journal.stat().st_size > _MAX_JOURNAL:
             return {}, None, "started over: the resume journal is too large"
         try:
@@ -146,7 +164,7 @@ def save_journal(dst: Path, url: Url, info: RemoteInfo, options: Options, fd: in
         for i, v in enumerate(verifier.block_values()):
             if v is not None and i in done and i not in stale:
                 values[str(i)] = v
-    doc = {"version": JOURNAL_VERSION, "source": str(url), "size": info.size,
+    doc = {"version": JOURNAL_VERSION, "source": journal_source(url), "size": info.size,
            "etag": info.etag, "last_modified": info.last_modified,
            "block_size": options.block_size, "checksum": name if values else None,
            "done": sorted(done), "values": values}
@@ -154,7 +172,12 @@ def save_journal(dst: Path, url: Url, info: RemoteInfo, options: Options, fd: in
     tmp = journal.with_name(f"{journal.name}.{os.getpid()}.tmp")
     try:
         os.fsync(fd)
-        with open(tmp, "w", encoding="utf-8") as f:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        # 0600: the journal names the source (and its ETag) for this user only
+        out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW,
+                      0o600)
+        with os.fdopen(out, "w", encoding="utf-8") as f:
             json.dump(doc, f)
             f.flush()
             os.fsync(f.fileno())
@@ -212,7 +235,7 @@ class UploadJournal:
                          options.checksum, str(options.block_size)])
         self.path = directory / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.json"
         self.record = {"source": str(src), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
-                       "url": str(url), "checksum": options.checksum,
+                       "url": journal_source(url), "checksum": options.checksum,
                        "block_size": options.block_size}
 
     def load(self) -> str | None:

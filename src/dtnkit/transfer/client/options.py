@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -11,6 +13,11 @@ from dtnkit.transfer import checksum as cks
 from dtnkit.transfer import pipeline as pl
 from dtnkit.transfer.client.verify import Level, Verify, VerifyPlan
 from dtnkit.transfer.wire import digests as dg
+
+#: The default minimum rate: 1 KiB/s over 30 s (a connection slower than that for half a
+#: minute is dead or hostile; curl has the rule but no default).
+DEFAULT_LOW_SPEED_LIMIT = 1024
+DEFAULT_LOW_SPEED_TIME = 30.0
 
 
 @dataclass
@@ -36,6 +43,26 @@ class Options:
     # replace an existing destination (cp -f); False: refuse it, atomically at the commit
     # (a local rename that never replaces, If-None-Match: * on a PUT, Overwrite: F on a COPY)
     overwrite: bool = True
+    # the minimum rate of every connection (client/pace.py): fewer than low_speed_limit
+    # bytes/s over low_speed_time seconds fails it (0: no minimum); server TPC pulls get
+    # these defaults too
+    low_speed_limit: int = DEFAULT_LOW_SPEED_LIMIT
+    low_speed_time: float = DEFAULT_LOW_SPEED_TIME
+    deadline: float | None = None  # seconds for the whole copy, from its start (None: none)
+    started: float | None = None  # time.monotonic() when the copy started (the deadline's 0)
+
+    def deadline_at(self) -> float | None:
+        """The monotonic time the deadline passes (None without one); the clock starts at
+        the first call when :meth:`start` was not called."""
+        if self.deadline is None:
+            return None
+        if self.started is None:
+            self.started = time.monotonic()
+        return self.started + self.deadline
+
+    def start(self) -> None:
+        """Start the deadline's clock: the copy begins now."""
+        self.started = time.monotonic()
 
     def check(self) -> None:
         if self.streams < 1 or self.parallel < 1:
@@ -59,6 +86,15 @@ class Options:
                            f"use one of {', '.join(cks.ALGORITHMS)}") from None
         if self.retries < 0:
             raise BadInput("--retries", "must be >= 0", "pass 0 or more")
+        if self.low_speed_limit < 0:
+            raise BadInput("--low-speed-limit", "must be >= 0", "pass e.g. 1KiB, or 0 for none")
+        if not (math.isfinite(self.low_speed_time) and self.low_speed_time > 0):
+            raise BadInput("--low-speed-time", "must be a positive number of seconds",
+                           "pass e.g. 30")
+        if self.deadline is not None and not (math.isfinite(self.deadline)
+                                              and self.deadline > 0):
+            raise BadInput("--deadline", "must be a positive number of seconds",
+                           "pass e.g. 3600")
 
     def plan(self) -> VerifyPlan:
         """The verify plan of these options as they are now (a TPC copy may lower verify)."""

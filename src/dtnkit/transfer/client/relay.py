@@ -17,6 +17,7 @@ from dtnkit.errors import BadInput
 from dtnkit.transfer import checksum as cks
 from dtnkit.transfer import pipeline as pl
 from dtnkit.transfer.client import upload_session as us
+from dtnkit.transfer.client.answers import content_length
 from dtnkit.transfer.client.ends import (
     HttpRangeSource,
     SessionSink,
@@ -40,6 +41,7 @@ from dtnkit.transfer.client.session import (
     source_digest,
 )
 from dtnkit.transfer.client.streams import Background, retry_on_mismatch
+from dtnkit.transfer.client.tree import walk
 from dtnkit.transfer.client.upload import with_restarts
 from dtnkit.transfer.wire import digests as dg
 
@@ -70,7 +72,7 @@ def relay_session_once(src_session: Session, src: Url, info: RemoteInfo,
     expected: Background | None = None
     ident = us.start(dst_session, dst, info.size, plan.session_algorithm,
                      create_only=not options.overwrite)
-    reader = HttpRangeSource(src_session, src, info.etag, options)
+    reader = HttpRangeSource(src_session, src, info.etag, options, info.size)
     verifier: pl.BlockVerifier | None = None
     done = False
     try:
@@ -127,7 +129,7 @@ def relay_put_once(src_session: Session, src: Url, dst_session: Session, dst: Ur
             raise ChecksumMismatch(f"GET {src}", f"failed ({exc})", "retry") from None
         if r.status != 200:
             check_status(r.status, f"GET {src}", r.read(4096), ok=(200,))
-        size = int(r.headers.get("Content-Length", "0"))
+        size = content_length(r.headers.get("Content-Length"), f"GET {src}", default=None)
         extra = {"Content-Length": str(size), "Content-Type": "application/octet-stream",
                  **create_only(options)}
         if want is not None:
@@ -163,11 +165,14 @@ def relay_put_once(src_session: Session, src: Url, dst_session: Session, dst: Ur
 
 def relay_walk(src_session: Session, src: Url, dst_session: Session,
                dst: Url) -> Iterator[tuple[Url, Url]]:
-    """(source file, destination file) pairs of a tree; MKCOLs the destination collections."""
+    """(source file, destination file) pairs of a tree, every name checked
+    (:func:`~dtnkit.transfer.client.tree.walk`); MKCOLs the destination collections."""
     mkcol(dst_session, dst)
-    for child, is_dir, _size in src_session.propfind(src):
-        target = dst.child(child.name)
-        if is_dir:
-            yield from relay_walk(src_session, child, dst_session, target)
+    for member in walk(src_session, src):
+        target = dst
+        for name in member.names:
+            target = target.child(name)
+        if member.is_dir:
+            mkcol(dst_session, target)
         else:
-            yield child, target
+            yield member.url, target

@@ -14,7 +14,10 @@ from urllib.parse import quote, unquote, urljoin, urlsplit
 
 from dtnkit.errors import BadInput, DtnkitError
 from dtnkit.transfer import checksum as cks
+from dtnkit.transfer.client.answers import check_file_size, content_length
 from dtnkit.transfer.client.errors import (
+    BadAnswer,
+    CertificateRefused,
     ChecksumMismatch,
     DestinationExists,
     FatalHttp,
@@ -24,6 +27,7 @@ from dtnkit.transfer.client.errors import (
     reason,
 )
 from dtnkit.transfer.client.options import Options
+from dtnkit.transfer.client.pace import DeadlinePassed, PacedHTTPConnection, PacedHTTPSConnection
 from dtnkit.transfer.wire import digests as dg
 from dtnkit.transfer.wire import multistatus
 
@@ -100,6 +104,10 @@ class Url:
         return f"{self.scheme}://{host}:{self.port}{self.path}"
 
 
+#: Longest body read from a small request's answer, and from a PROPFIND listing.
+MAX_ANSWER = 16 * 2**20
+MAX_LISTING = 256 * 2**20
+
 #: Statuses followed as redirects; at most MAX_REDIRECTS hops.
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
 MAX_REDIRECTS = 5
@@ -161,11 +169,12 @@ class Session:
             self._context = ctx
 
     def connect(self) -> http.client.HTTPConnection:
-        timeout = self.options.stall_timeout
+        """A new connection (connected at its first request) whose socket keeps the minimum
+        rate and the deadline (:mod:`~dtnkit.transfer.client.pace`)."""
         if self._context is not None:
-            return http.client.HTTPSConnection(self.url.host, self.url.port, timeout=timeout,
-                                               context=self._context)
-        return http.client.HTTPConnection(self.url.host, self.url.port, timeout=timeout)
+            return PacedHTTPSConnection(self.url.host, self.url.port, self.options,
+                                        self._context)
+        return PacedHTTPConnection(self.url.host, self.url.port, self.options)
 
     def headers(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         out = {"User-Agent": "dtnkit-cp"}
@@ -176,18 +185,25 @@ class Session:
 
     def request(self, method: str, url: Url, headers: dict[str, str] | None = None,
                 body: bytes | None = None,
-                conn: http.client.HTTPConnection | None = None
+                conn: http.client.HTTPConnection | None = None, limit: int = MAX_ANSWER
                 ) -> tuple[int, http.client.HTTPMessage, bytes]:
-        """One small request; raises Retryable on connection trouble."""
+        """One small request; raises Retryable on connection trouble, BadAnswer when the
+        answer's body is longer than *limit*."""
         own = conn is None
         c = conn or self.connect()
         try:
             c.request(method, url.path, body=body, headers=self.headers(headers))
             r = c.getresponse()
-            data = r.read()
+            data = r.read(limit + 1)
+            if len(data) > limit:
+                raise BadAnswer(f"{method} {url}", f"the answer is longer than {limit} bytes",
+                                "check the server")
             return r.status, r.headers, data
         except (OSError, http.client.HTTPException) as exc:
             c.close()
+            fatal = fatal_transport(exc, f"{method} {url}")
+            if fatal is not None:
+                raise fatal from None
             raise Retryable(f"{method} {url}: {exc.__class__.__name__}: {exc}") from exc
         finally:
             if own:
@@ -250,18 +266,44 @@ class Session:
                 raise TransferError(f"Digest from {url}", f"cannot be parsed ({exc})",
                                     "check the server") from None
         ctype = headers.get("Content-Type", "")
-        return RemoteInfo(int(headers.get("Content-Length", "0")), headers.get("ETag"), digests,
+        size = content_length(headers.get("Content-Length"), f"HEAD {url}")
+        check_file_size(size, self.options.block_size, f"HEAD {url}")
+        return RemoteInfo(size, headers.get("ETag"), digests,
                           is_dir=ctype.startswith("text/plain")
                           and headers.get("Accept-Ranges") is None,
                           last_modified=headers.get("Last-Modified"))
 
-    def propfind(self, url: Url) -> list[tuple[Url, bool, int]]:
-        """Children of a collection (Depth: 1): ``(url, is_dir, size)`` each."""
+    def propfind_members(self, url: Url) -> list[multistatus.Member]:
+        """The members of a collection (``Depth: 1``) as the server lists them, unchecked:
+        :mod:`~dtnkit.transfer.client.tree` checks each name before using it.  A body
+        larger than :data:`MAX_LISTING` or that does not parse is refused."""
+        what = f"PROPFIND {url}"
         status, _headers, body = self.with_retries(
-            f"PROPFIND {url}", lambda: self.request("PROPFIND", url, {"Depth": "1"}))
-        check_status(status, f"PROPFIND {url}", body, ok=(207,))
-        return [(url.with_path(m.path), m.is_dir, m.size)
-                for m in multistatus.parse(body, url.path)]
+            what, lambda: self.request("PROPFIND", url, {"Depth": "1"}, limit=MAX_LISTING))
+        check_status(status, what, body, ok=(207,))
+        try:
+            return multistatus.parse(body, url.path.partition("?")[0])
+        except ValueError as exc:
+            raise BadAnswer(what, f"the listing cannot be used ({exc})",
+                            "check the server") from None
+
+
+def certificate_refused(exc: ssl.SSLCertVerificationError, what: str) -> CertificateRefused:
+    """The error for a certificate that did not verify: not retried, exit 22."""
+    why = exc.verify_message or exc.reason or str(exc)
+    return CertificateRefused(what, f"the server's TLS certificate was not accepted ({why})",
+                              "pass --ca-file with the CA bundle that signed it, and check "
+                              "the host name in the URL (--insecure skips the check)")
+
+
+def fatal_transport(exc: BaseException, what: str) -> TransferError | None:
+    """The error for a transport failure that retrying cannot help (a certificate that does
+    not verify, the deadline passed); None for one worth a retry."""
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return certificate_refused(exc, what)
+    if isinstance(exc, DeadlinePassed):
+        return TransferError(what, str(exc), "raise --deadline; a rerun resumes what was kept")
+    return None
 
 
 def want_name(name: str) -> str:

@@ -17,7 +17,7 @@ from typing import TypeVar
 from dtnkit.transfer import pipeline as pl
 from dtnkit.transfer.client.errors import Abort, ChecksumMismatch, Retryable
 from dtnkit.transfer.client.options import FileResult, Options
-from dtnkit.transfer.client.session import Session
+from dtnkit.transfer.client.session import Session, fatal_transport
 
 _S = TypeVar("_S")
 
@@ -71,6 +71,9 @@ def run_streams(session: Session, blocks: list[pl.Block], options: Options, *,
                         if conn is not None:
                             conn.close()
                             conn = None
+                        fatal = fatal_transport(exc, f"{name} to {session.url}")
+                        if fatal is not None:
+                            raise fatal from None
                         if attempt >= options.retries:
                             raise give_up(b, attempt + 1, exc) from None
                         with lock:

@@ -23,6 +23,7 @@ from dtnkit.transfer.client.session import (
     Session,
     Url,
     check_status,
+    fatal_transport,
     follow_redirect,
     is_url,
     normalize,
@@ -90,14 +91,15 @@ def request_copy(active_url: str, *, source: str | None = None,
                  timeout: float = 60.0, on_marker: Callable[[Marker], None] | None = None,
                  checksum: str | None = None, ca_file: str | None = None,
                  insecure: bool = False, require_checksum: bool | None = None,
-                 overwrite: bool = True) -> TpcResult:
+                 deadline: float | None = None, overwrite: bool = True) -> TpcResult:
     """Send COPY to the active party; follow its marker stream; trust only the final line.
 
     ``transfer_headers`` are sent as ``TransferHeader<Name>``.  ``overwrite=False`` sends
     ``Overwrite: F`` (RFC 4918; XRootD then opens the destination exclusively, 412 when it
     exists; dtnkit serve renames without replacing, and a push PUTs with
-    ``If-None-Match: *``).  ``timeout`` bounds the wait
-    between two lines of the stream.  ``require_checksum`` sends
+    ``If-None-Match: *``).  ``timeout`` bounds the wait between two lines of the stream,
+    ``deadline`` (seconds) the whole request; the minimum rate does not apply (markers are a
+    few bytes every few seconds).  ``require_checksum`` sends
     ``RequireChecksumVerification: true|false`` (not sent when None).  A 301/302/303/307/308
     answer is followed (COPY again, at most :data:`MAX_REDIRECTS` hops, never from https to
     http); the bearer token goes only to the origin it was given for, the TransferHeaders
@@ -124,10 +126,13 @@ def request_copy(active_url: str, *, source: str | None = None,
         headers[f"TransferHeader{name}"] = value
     start = time.monotonic()
     hops = 0
+    clock = Options(deadline=deadline, low_speed_limit=0, stall_timeout=timeout)
+    clock.start()
     while True:
         session = Session(url, Options(token=token if same_origin(url, first) else None,
                                        ca_file=ca_file, insecure=insecure,
-                                       stall_timeout=timeout))
+                                       stall_timeout=timeout, low_speed_limit=0,
+                                       deadline=deadline, started=clock.started))
         conn = session.connect()
         what = f"COPY {url}"
         try:
@@ -135,6 +140,10 @@ def request_copy(active_url: str, *, source: str | None = None,
             resp = conn.getresponse()
         except (OSError, http.client.HTTPException) as exc:
             conn.close()
+            fatal = fatal_transport(exc, what)
+            if fatal is not None:
+                raise TpcError(fatal.what, fatal.why, fatal.next_step,
+                               status=fatal.status) from None
             raise TpcError(what, f"{exc.__class__.__name__}: {exc}",
                            "check that the active server is up") from None
         if resp.status not in REDIRECTS:
@@ -151,8 +160,8 @@ def request_copy(active_url: str, *, source: str | None = None,
             body = resp.read(4096)
             try:
                 check_status(resp.status, what, body, ok=(201, 202))
-            except TransferError as exc:
-                raise TpcError(exc.what, exc.why, exc.next_step) from None
+            except TransferError as exc:  # keeps its exit status: 401/403 are 22, not 20
+                raise TpcError(exc.what, exc.why, exc.next_step, status=exc.status) from None
 
         def lines() -> Any:
             while True:
@@ -211,7 +220,8 @@ def third_party_copy(mode: str, src: str, dst: str, *, token: str | None,
                      remote_token: str | None, streams: int, checksum: str, timeout: float,
                      ca_file: str | None, insecure: bool,
                      on_marker: Callable[[Marker], None] | None = None,
-                     overwrite: bool = True) -> ThirdPartySummary:
+                     deadline: float | None = None, overwrite: bool = True
+                     ) -> ThirdPartySummary:
     """Ask one server to copy from (``pull``: COPY to *dst*) or to (``push``: COPY to *src*)
     the other; the active side verifies.  A failed copy raises :class:`TpcError` after
     removing a destination the active server left behind, but only one that did not exist
@@ -233,7 +243,7 @@ def third_party_copy(mode: str, src: str, dst: str, *, token: str | None,
                           destination=None if pull else dst, token=token,
                           transfer_headers=forward, streams=streams, timeout=timeout,
                           checksum=checksum, ca_file=ca_file, insecure=insecure,
-                          on_marker=on_marker, overwrite=overwrite)
+                          on_marker=on_marker, deadline=deadline, overwrite=overwrite)
     if not result.ok:
         # XRootD 5.5 answers 201 and leaves a 0-byte or partial destination after a failed
         # pull: remove it, but only if it was not there before the copy.

@@ -1,0 +1,185 @@
+"""The minimum rate and the overall deadline of every client connection.
+
+A server that trickles (one byte a second) never trips a stall timeout, which only bounds
+each wait for bytes.  Every connection the client opens (:meth:`Session.connect
+<dtnkit.transfer.client.session.Session.connect>`: downloads, uploads, relays, listings,
+HEADs, and the server's own TPC pulls, which use this client) wraps its socket in a
+:class:`PacedSocket` that counts the bytes moved:
+
+* **minimum rate** (curl's ``--speed-limit`` / ``--speed-time``): when fewer than
+  ``low_speed_limit`` bytes a second moved over ``low_speed_time`` seconds, the connection
+  fails with :class:`TooSlow` (a stall: the block is retried on a new connection, then the
+  copy fails, keeping what it has for a rerun).  The window opens at the first byte moved
+  in a direction (a new request, its answer), so the time a server thinks before answering
+  (a checksum of a large file) is governed by the stall timeout alone.
+* **deadline**: no socket operation starts or waits past ``Options.deadline`` seconds after
+  the copy began; :class:`DeadlinePassed` is not retried.
+"""
+
+from __future__ import annotations
+
+import http.client
+import io
+import socket
+import ssl
+import time
+from typing import Any
+
+from dtnkit.transfer.client.options import Options
+
+#: Sends are counted (and checked) in pieces of this size.
+SEND_PIECE = 256 * 1024
+
+
+class TooSlow(TimeoutError):
+    """Fewer than ``low_speed_limit`` bytes a second over ``low_speed_time`` seconds."""
+
+
+class DeadlinePassed(TimeoutError):
+    """The copy's ``--deadline`` passed."""
+
+
+def deadline_left(options: Options, now: float | None = None) -> float | None:
+    """Seconds left before the deadline (None without one); DeadlinePassed when none are."""
+    at = options.deadline_at()
+    if at is None:
+        return None
+    left = at - (time.monotonic() if now is None else now)
+    if left <= 0:
+        raise DeadlinePassed(f"the --deadline of {options.deadline:g} s passed")
+    return left
+
+
+def socket_timeout(options: Options, *, strict: bool = True) -> float:
+    """The timeout of a socket operation: the stall timeout, cut short by the deadline
+    (DeadlinePassed when it has passed, unless not *strict*: then a tiny timeout)."""
+    try:
+        left = deadline_left(options)
+    except DeadlinePassed:
+        if strict:
+            raise
+        left = 0.001
+    return options.stall_timeout if left is None else min(options.stall_timeout, left)
+
+
+class PacedSocket:
+    """A connected socket (plain or TLS) whose sends and receives are counted against the
+    minimum rate and the deadline; everything else is the socket's own."""
+
+    def __init__(self, sock: socket.socket, options: Options) -> None:
+        self._sock = sock
+        self._options = options
+        self._sending: bool | None = None
+        self._start: float | None = None  # when the window opened (first byte of it)
+        self._moved = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sock, name)
+
+    def _before(self, sending: bool) -> None:
+        if sending is not self._sending:  # a new request or its answer: a new window
+            self._sending, self._start, self._moved = sending, None, 0
+        if self._options.deadline is not None:
+            self._sock.settimeout(socket_timeout(self._options))
+
+    def _after(self, n: int) -> None:
+        now = time.monotonic()
+        if self._start is None:
+            self._start = now
+        self._moved += n
+        limit = self._options.low_speed_limit
+        elapsed = now - self._start
+        if limit and elapsed >= self._options.low_speed_time:
+            if self._moved < limit * elapsed:
+                raise TooSlow(f"{self._moved} bytes in {elapsed:.1f} s, below --low-speed-limit "
+                              f"{limit} B/s over --low-speed-time "
+                              f"{self._options.low_speed_time:g} s")
+            self._start, self._moved = now, 0
+
+    def _timed_out(self, exc: OSError) -> OSError:
+        try:
+            deadline_left(self._options)
+        except DeadlinePassed as passed:
+            return passed
+        return exc
+
+    def recv_into(self, buffer: Any, nbytes: int = 0, flags: int = 0) -> int:
+        self._before(False)
+        try:
+            n = self._sock.recv_into(buffer, nbytes, flags)
+        except TimeoutError as exc:
+            raise self._timed_out(exc) from None
+        self._after(n)
+        return n
+
+    def recv(self, bufsize: int, flags: int = 0) -> bytes:
+        self._before(False)
+        try:
+            data = self._sock.recv(bufsize, flags)
+        except TimeoutError as exc:
+            raise self._timed_out(exc) from None
+        self._after(len(data))
+        return data
+
+    def send(self, data: Any, flags: int = 0) -> int:
+        self._before(True)
+        try:
+            n = self._sock.send(data, flags)
+        except TimeoutError as exc:
+            raise self._timed_out(exc) from None
+        self._after(n)
+        return n
+
+    def sendall(self, data: Any, flags: int = 0) -> None:
+        view = memoryview(data).cast("B")
+        for at in range(0, len(view), SEND_PIECE):
+            piece = view[at:at + SEND_PIECE]
+            self._before(True)
+            try:
+                self._sock.sendall(piece, flags)
+            except TimeoutError as exc:
+                raise self._timed_out(exc) from None
+            self._after(len(piece))
+        if not len(view):
+            self._sock.sendall(view, flags)
+
+    def makefile(self, mode: str = "r", buffering: int | None = None, **_kw: Any) -> Any:
+        """A binary file over this socket (what http.client reads answers from), so that
+        its reads are counted too."""
+        raw = socket.SocketIO(self, "rb" if "r" in mode else "wb")  # type: ignore[arg-type]
+        self._sock._io_refs += 1  # type: ignore[attr-defined]  # as socket.makefile does
+        if buffering == 0:
+            return raw
+        size = io.DEFAULT_BUFFER_SIZE if buffering in (None, -1) else buffering
+        return io.BufferedReader(raw, size) if "r" in mode else io.BufferedWriter(raw, size)
+
+    def close(self) -> None:
+        self._sock.close()
+
+
+class PacedHTTPConnection(http.client.HTTPConnection):
+    """An HTTP connection on a :class:`PacedSocket`."""
+
+    def __init__(self, host: str, port: int, options: Options) -> None:
+        super().__init__(host, port, timeout=socket_timeout(options, strict=False))
+        self.options = options
+
+    def connect(self) -> None:
+        self.timeout = socket_timeout(self.options)
+        super().connect()
+        self.sock = PacedSocket(self.sock, self.options)
+
+
+class PacedHTTPSConnection(http.client.HTTPSConnection):
+    """An HTTPS connection whose TLS socket is a :class:`PacedSocket`."""
+
+    def __init__(self, host: str, port: int, options: Options,
+                 context: ssl.SSLContext) -> None:
+        super().__init__(host, port, timeout=socket_timeout(options, strict=False),
+                         context=context)
+        self.options = options
+
+    def connect(self) -> None:
+        self.timeout = socket_timeout(self.options)
+        super().connect()
+        self.sock = PacedSocket(self.sock, self.options)
