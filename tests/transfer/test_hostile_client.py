@@ -314,7 +314,7 @@ def test_tpc_sends_no_token_to_the_other_server_by_default(environment: Environm
         return Reply(200, [("Content-Length", "0")], length=False)
 
     with hostile(script) as srv:
-        code, err = cli(environment, "cp", "--tpc", "pull", "--token", "MINE",
+        code, err = cli(environment, "cp", "--tpc", "pull", "-f", "--token", "MINE",
                         "http://127.0.0.1:1/src", srv.url("/dst"))
         copies = [r for r in srv.requests if r.method == "COPY"]
     assert code == 0, err
@@ -330,7 +330,7 @@ def test_tpc_remote_token_is_forwarded_when_given(environment: Environment) -> N
         return Reply(200, [("Content-Length", "0")], length=False)
 
     with hostile(script) as srv:
-        code, err = cli(environment, "cp", "--tpc", "pull", "--token", "MINE",
+        code, err = cli(environment, "cp", "--tpc", "pull", "-f", "--token", "MINE",
                         "--remote-token", "THEIRS", "http://127.0.0.1:1/src", srv.url("/dst"))
         copy = next(r for r in srv.requests if r.method == "COPY")
     assert code == 0, err
@@ -345,7 +345,7 @@ def test_a_refused_tpc_exits_22(status: int, environment: Environment) -> None:
         return Reply(404, [], b"")
 
     with hostile(script) as srv:
-        code, err = cli(environment, "cp", "--tpc", "pull", "--token", "x",
+        code, err = cli(environment, "cp", "--tpc", "pull", "-f", "--token", "x",
                         "http://127.0.0.1:1/src", srv.url("/dst"))
     one_error_line(err)
     assert code == 22, err

@@ -90,7 +90,7 @@ def test_the_deadline_bounds_a_tpc_marker_stream(environment: Environment) -> No
 
     with hostile(script) as srv:
         began = time.monotonic()
-        code = main(["cp", "--tpc", "pull", "--deadline", "2", "http://127.0.0.1:1/s",
+        code = main(["cp", "--tpc", "pull", "-f", "--deadline", "2", "http://127.0.0.1:1/s",
                      srv.url("/d")], environment)
         took = time.monotonic() - began
     err = taken(environment.stderr)
