@@ -4,9 +4,14 @@ refresh() is never undone by a read that started before it."""
 from __future__ import annotations
 
 import os
+import subprocess
 import threading
 import time
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from dtnkit.host.host import Host
 from dtnkit.host.runner import SubprocessRunner
@@ -79,8 +84,8 @@ def test_refresh_drops_a_result_that_was_read_before_it(tmp_path: Path) -> None:
     assert log.read_text() == "run\nrun\n"  # ran again: the first result predates refresh()
 
 
-def test_no_read_ahead_in_a_namespace_or_with_a_runner_of_the_callers_own() -> None:
-    for host in (Host(netns="dkl-nosuch"), Host(runner=_Recording())):
+def test_no_read_ahead_with_a_runner_of_the_callers_own() -> None:
+    for host in (Host(runner=_Recording()), Host(netns="dkl-nosuch", runner=_Recording())):
         seen: list[int] = []
         host.read_ahead([lambda seen=seen: seen.append(1)] * 3)
         assert seen == []  # nothing ahead: the caller reads in order, as without it
@@ -88,3 +93,45 @@ def test_no_read_ahead_in_a_namespace_or_with_a_runner_of_the_callers_own() -> N
 
 class _Recording(SubprocessRunner):
     """A runner of the caller's own (e.g. a test's): it must see every command in order."""
+
+
+@pytest.fixture
+def netns() -> Iterator[str]:
+    name = f"dkra{uuid.uuid4().hex[:8]}"
+    subprocess.run(["ip", "netns", "add", name], check=True)
+    try:
+        yield name
+    finally:
+        subprocess.run(["ip", "netns", "del", name], check=False)
+
+
+@pytest.mark.needs_root
+@pytest.mark.needs_netns
+def test_in_a_namespace_the_helper_runs_the_planned_commands_side_by_side(
+    netns: str, tmp_path: Path
+) -> None:
+    # Two commands that can only finish together: each opens a FIFO the other one reads.
+    # Run one after the other they would both hit the runner's timeout.
+    a, b = tmp_path / "a", tmp_path / "b"
+    os.mkfifo(a)
+    os.mkfifo(b)
+    first = ["sh", "-c", f"echo one > {a}; cat {b}"]
+    second = ["sh", "-c", f"cat {a}; echo two > {b}"]
+    then = ["echo", "after"]
+    host = Host(netns=netns, runner=SubprocessRunner(timeout=20))
+
+    def chained() -> None:  # a read whose second command depends on its first's output
+        if host.query(first).ok:
+            host.query(then)
+
+    host.read_ahead([chained, lambda: host.query(second)])
+
+    class Refuse(SubprocessRunner):
+        def run(self, argv: object, *, stdin: str | None = None) -> object:  # type: ignore[override]
+            raise AssertionError(f"ran {argv} again: not cached")
+
+    host.runner = Refuse()
+    host.read_ahead = lambda reads, workers=4: None  # type: ignore[method-assign]
+    results = [host.query(c) for c in (first, second, then)]
+    assert [(r.returncode, r.stdout) for r in results] == [(0, "two\n"), (0, "one\n"),
+                                                          (0, "after\n")]

@@ -92,43 +92,59 @@ _BATCH_READER = _BATCH_FUNC + (
 _NS_HELPER = _BATCH_FUNC + r"""
 import marshal, select, time
 ENV = dict(os.environ, LC_ALL="C")
-def run(argv, stdin, timeout):
-    (i_r, i_w), (o_r, o_w), (e_r, e_w) = os.pipe(), os.pipe(), os.pipe()
-    try:  # pipes are close-on-exec: the child keeps only its three dup2 copies
-        pid = os.posix_spawnp(argv[0], argv, ENV, file_actions=[
-            (os.POSIX_SPAWN_DUP2, i_r, 0), (os.POSIX_SPAWN_DUP2, o_w, 1),
-            (os.POSIX_SPAWN_DUP2, e_w, 2)])
-    except OSError:
-        for fd in (i_r, i_w, o_r, o_w, e_r, e_w):
+def run_many(reqs, timeout):
+    # every (argv, stdin) at once, as children of this process; [(rc, out, err)] in order
+    procs, fds = [], {}
+    for argv, stdin in reqs:
+        (i_r, i_w), (o_r, o_w), (e_r, e_w) = os.pipe(), os.pipe(), os.pipe()
+        try:  # pipes are close-on-exec: the child keeps only its three dup2 copies
+            pid = os.posix_spawnp(argv[0], argv, ENV, file_actions=[
+                (os.POSIX_SPAWN_DUP2, i_r, 0), (os.POSIX_SPAWN_DUP2, o_w, 1),
+                (os.POSIX_SPAWN_DUP2, e_w, 2)])
+        except OSError:
+            for fd in (i_r, i_w, o_r, o_w, e_r, e_w):
+                os.close(fd)
+            procs.append([None, 127, [], [argv[0].encode() + b": command not found"]])
+            continue
+        for fd in (i_r, o_w, e_w):
             os.close(fd)
-        return 127, "", argv[0] + ": command not found"
-    for fd in (i_r, o_w, e_w):
-        os.close(fd)
-    if stdin:
-        os.write(i_w, stdin.encode())
-    os.close(i_w)
-    got, deadline, rc = {o_r: [], e_r: []}, time.monotonic() + timeout, None
-    while got and rc is None:
-        ready = select.select(list(got), [], [], max(0, deadline - time.monotonic()))[0]
+        if stdin:
+            os.write(i_w, stdin.encode())
+        os.close(i_w)
+        proc = [pid, None, [], []]
+        procs.append(proc)
+        fds[o_r], fds[e_r] = proc[2], proc[3]
+    deadline = time.monotonic() + timeout
+    while fds:
+        ready = select.select(list(fds), [], [], max(0, deadline - time.monotonic()))[0]
         if not ready:
-            os.kill(pid, 9)
-            rc = 124
+            break
         for fd in ready:
             chunk = os.read(fd, 65536)
             if chunk:
-                got[fd].append(chunk)
+                fds[fd].append(chunk)
             else:
                 os.close(fd)
-                out = got.pop(fd)
-                if fd == o_r: stdout = out
-                else: stderr = out
-    for fd in got:
+                del fds[fd]
+    for fd in fds:
         os.close(fd)
-    status = os.waitpid(pid, 0)[1]
-    if rc == 124:
-        return 124, "", "timed out after %.0f s" % timeout
+    out = []
     text = lambda parts: b"".join(parts).decode(errors="replace")
-    return os.waitstatus_to_exitcode(status), text(stdout), text(stderr)
+    for pid, rc, stdout, stderr in procs:
+        if pid is not None and fds:
+            try:
+                os.kill(pid, 9)  # still running at the deadline
+            except OSError:
+                pass
+        if pid is not None:
+            status = os.waitpid(pid, 0)[1]
+            rc = 124 if fds and any(stdout is v or stderr is v for v in fds.values()) else (
+                os.waitstatus_to_exitcode(status))
+        if rc == 124:
+            out.append((124, "", "timed out after %.0f s" % timeout))
+        else:
+            out.append((rc, text(stdout), text(stderr)))
+    return out
 def recv():
     head = sys.stdin.buffer.read(4)
     if len(head) < 4:
@@ -137,8 +153,11 @@ def recv():
 while (req := recv()) is not None:
     if "batch" in req:
         reply = {"rc": 0, "batch": batch(*req["batch"]), "out": "", "err": ""}
+    elif "many" in req:
+        reply = {"many": [list(r) for r in run_many([(a, None) for a in req["many"]],
+                                                     req["timeout"])]}
     else:
-        rc, out, err = run(req["argv"], req["stdin"], req["timeout"])
+        rc, out, err = run_many([(req["argv"], req["stdin"])], req["timeout"])[0]
         reply = {"rc": rc, "out": out, "err": err}
     data = marshal.dumps(reply)
     sys.stdout.buffer.write(len(data).to_bytes(4, "big") + data)
@@ -223,6 +242,14 @@ class _Batch:
         return False
 
 
+class _Planned(BaseException):
+    """Raised by Host.query while read_ahead plans a namespace's commands: not an error, so
+    not an Exception a read could catch as one."""
+
+
+_PLAN_ROUNDS = 4  # a command whose output leads to another (ethtool --json, then text): depth
+
+
 class ReadOnlyViolation(DtnkitError):
     """Raised when a read-only Host is asked to write: a bug, never a user error."""
 
@@ -252,6 +279,8 @@ class Host:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
     # Bumped by refresh(): a command that started before it is not cached after it.
     _generation: list[int] = field(default_factory=lambda: [0], repr=False)
+    # While read_ahead plans a namespace's commands: the commands the reads would run.
+    _planning: list[dict[tuple[str, ...], None]] = field(default_factory=list, repr=False)
 
     # ---- construction ---------------------------------------------------------------------
     @classmethod
@@ -270,7 +299,8 @@ class Host:
         """The same host, refusing every write (used by audit and --dry-run)."""
         return Host(self.root, self.netns, self.runner, read_only=True, _cache=self._cache,
                     _batch=self._batch, _helper=self._helper, _running=self._running,
-                    _lock=self._lock, _generation=self._generation)
+                    _lock=self._lock, _generation=self._generation,
+                    _planning=self._planning)
 
     @property
     def is_live(self) -> bool:
@@ -416,6 +446,9 @@ class Host:
             with self._lock:
                 if key in self._cache:
                     return self._cache[key]
+                if self._planning:  # read_ahead asks what this read would run: stop here
+                    self._planning[-1][key] = None
+                    raise _Planned()
                 running = self._running.get(key)
                 if running is None:
                     done = self._running[key] = threading.Event()
@@ -442,11 +475,16 @@ class Host:
 
         Only their cached command outputs are kept: the caller then reads again in its own
         order, so what it reports never depends on timing.  Best effort: a read that fails
-        here fails again where the caller makes it.  Sequential (a no-op) for a namespace,
-        whose one helper process answers one request at a time, a captured tree, and a
-        runner of the caller's own.
+        here fails again where the caller makes it.  In a namespace, whose one helper process
+        answers one request at a time, the reads are first run to learn the commands they
+        need (each stops at its first command not yet known), the helper runs those side by
+        side, and again for the commands their outputs lead to.  A no-op for a captured tree
+        and a runner of the caller's own.
         """
-        if not (self.netns is None and type(self.runner) is SubprocessRunner) or len(reads) < 2:
+        if type(self.runner) is not SubprocessRunner or len(reads) < 2:
+            return
+        if self.netns is not None:
+            self._read_ahead_in_helper(reads)
             return
         todo = list(reversed(reads))
 
@@ -465,6 +503,33 @@ class Host:
             t.start()
         for t in threads:
             t.join()
+
+    def _read_ahead_in_helper(self, reads: Sequence[Callable[[], object]]) -> None:
+        for _ in range(_PLAN_ROUNDS):
+            planned: dict[tuple[str, ...], None] = {}
+            self._planning.append(planned)
+            try:
+                for read in reads:
+                    try:
+                        read()
+                    except (_Planned, Exception):
+                        continue  # planned, or failed: the caller's own read says why
+            finally:
+                self._planning.pop()
+            if not planned:
+                return
+            with self._lock:
+                generation = self._generation[0]
+            reply = self._helper_reply({"many": [list(k) for k in planned], "stdin": None})
+            many = reply.get("many") if reply is not None else None
+            if not isinstance(many, list) or len(many) != len(planned):
+                return  # no helper: the caller runs its commands one by one
+            with self._lock:
+                if self._generation[0] != generation:
+                    return
+                for key, (rc, out, err) in zip(planned, many, strict=True):
+                    self._cache[key] = Result(tuple(self.argv(key)), int(rc), str(out),
+                                              str(err))
 
     def _in_helper(self, request: dict[str, Any]) -> Result | None:
         """Run a command in the namespace's helper process, or None when it cannot."""
