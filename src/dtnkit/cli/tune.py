@@ -16,9 +16,7 @@ from dtnkit.cli.output import Printer, emit, for_people, format_option
 from dtnkit.environment import DEFAULT_STATE_DIR, Environment
 from dtnkit.errors import BadInput, ExitStatus
 from dtnkit.host.host import Host
-from dtnkit.tune.audit import build_context, run_audit
 from dtnkit.tune.profile import GROUPS, USER_PROFILE_DIR, load_profile, shipped_names
-from dtnkit.tune.validation import check_profile
 from dtnkit.units import parse_ms, parse_speed
 
 if TYPE_CHECKING:
@@ -146,6 +144,8 @@ def _state_errors(state_dir: Path, what: str) -> Iterator[None]:
 
 
 def _profile(name: str, dirs: tuple[Path, ...]) -> Any:
+    from dtnkit.tune.validation import check_profile
+
     prof = load_profile(name, dirs or (USER_PROFILE_DIR,))
     check_profile(prof)  # `tune profiles NAME` shows only what apply would accept
     return prof
@@ -169,10 +169,12 @@ def audit(env: Environment, profile: str, profile_dir: tuple[Path, ...], groups:
     Exit 0 when every selected item complies, 3 when any differs or is unknown (the output
     says what to give, e.g. --speed for a NIC that reports none).
     """
-    host = make_host(netns, tree, read_only=True)
-    result = run_audit(host, _profile(profile, profile_dir), groups=groups, rtt_ms=parse_rtt(rtt),
-                       ifaces=ifaces, exact=exact,
-                       speed_mbps=None if speed is None else parse_speed(speed))
+    rtt_ms, speed_mbps = parse_rtt(rtt), None if speed is None else parse_speed(speed)
+    host = make_host(netns, tree, read_only=True)  # a namespace's helper starts now ...
+    from dtnkit.tune.audit import run_audit  # ... while the audit's modules load
+
+    result = run_audit(host, _profile(profile, profile_dir), groups=groups, rtt_ms=rtt_ms,
+                       ifaces=ifaces, exact=exact, speed_mbps=speed_mbps)
     emit(env, result.as_dict(), fmt, lambda p: _render().audit_table(p.console, result))
     return int(ExitStatus.OK if result.compliant else ExitStatus.DRIFT)
 
@@ -222,9 +224,11 @@ def apply_cmd(env: Environment,
         label = label or f"from {experiment_id}"
     wait_s = parse_wait(wait)
     speed_mbps = None if speed is None else parse_speed(speed)
-    host = make_host(netns, tree, read_only=dry_run)
-    prof = _profile(profile, profile_dir)
     rtt_ms = parse_rtt(rtt)
+    host = make_host(netns, tree, read_only=dry_run)
+    from dtnkit.tune.audit import run_audit
+
+    prof = _profile(profile, profile_dir)
     on_request = [n for n, on in (("mtu", want_mtu), ("tuned", want_tuned)) if on]
 
     def read(h: Host) -> Any:
@@ -407,6 +411,8 @@ def restore_cmd(env: Environment,
             f"this run works in {host.label}",
             "give the matching --netns",
         )
+    from dtnkit.tune.audit import build_context
+
     ctx = build_context(host, load_profile("dtn", ()))
     if dry_run:
         steps, skipped = apply_mod.restore_plan(host, snap, ctx)

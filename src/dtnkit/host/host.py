@@ -47,6 +47,7 @@ _NETNS_PATHS = ("/proc/sys/net/", "/sys/class/net/", "/proc/net/")
 _BATCH_DIRS = ("/proc/sys/net/core", "/proc/sys/net/ipv4", "/proc/sys/net/ipv6/conf/all",
                "/proc/sys/net/ipv6/conf/default", "/sys/class/net")
 _BATCH_DEVICE_FILES = ("device", "device/numa_node")
+_BATCH_REQUEST: dict[str, Any] = {"batch": [list(_BATCH_DIRS), list(_BATCH_DEVICE_FILES)]}
 _BATCH_FUNC = r"""
 import os, sys
 def batch(dirs, extra):
@@ -166,15 +167,25 @@ while (req := recv()) is not None:
 
 
 class _Helper:
-    """The Host's end of the helper process inside a namespace (see _NS_HELPER)."""
+    """The Host's end of the helper process inside a namespace (see _NS_HELPER).
 
-    def __init__(self, netns: str) -> None:
+    ``first``: a request sent as soon as the process starts (the batch read), so the helper's
+    start-up and that read overlap with whatever the caller does before it needs the reply."""
+
+    def __init__(self, netns: str, first: dict[str, Any] | None = None) -> None:
         self.lock = threading.Lock()
         self.proc: subprocess.Popen[bytes] | None = subprocess.Popen(
             ["ip", "netns", "exec", netns, sys.executable, "-I", "-S", "-c", _NS_HELPER],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             env={**os.environ, "LC_ALL": "C"})
         weakref.finalize(self, _Helper._close, self.proc)
+        self.sent: list[dict[str, Any]] = []  # requests whose replies are not read yet
+        # the first request and its reply, read while another request was asked first
+        self.early: tuple[dict[str, Any], dict[str, Any]] | None = None
+        if first is not None:
+            with self.lock:
+                if self._send(first):
+                    self.sent.append(first)
 
     @staticmethod
     def _close(proc: subprocess.Popen[bytes]) -> None:
@@ -187,26 +198,57 @@ class _Helper:
             proc.kill()
             proc.wait()
 
+    def _send(self, request: dict[str, Any]) -> bool:
+        proc = self.proc
+        if proc is None or proc.stdin is None:
+            return False
+        try:
+            data = marshal.dumps(request)
+            proc.stdin.write(len(data).to_bytes(4, "big") + data)
+            proc.stdin.flush()
+        except (OSError, ValueError):
+            return False
+        return True
+
+    def _receive(self) -> Any:
+        proc = self.proc
+        if proc is None or proc.stdout is None:
+            return None
+        try:
+            head = proc.stdout.read(4)
+            if len(head) == 4:
+                return marshal.loads(proc.stdout.read(int.from_bytes(head, "big")))
+        except (OSError, ValueError, EOFError, TypeError):
+            pass
+        return None
+
+    def _gone(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is not None:
+            _Helper._close(proc)
+
     def ask(self, request: dict[str, Any]) -> dict[str, Any] | None:
         """The helper's reply, or None when it is gone (the caller falls back to one process
         per command)."""
         with self.lock:
-            proc = self.proc
-            if proc is None or proc.stdin is None or proc.stdout is None:
+            if self.sent:  # the first request's reply comes first
+                first = self.sent.pop()
+                reply = self._receive()
+                if not isinstance(reply, dict):
+                    self._gone()
+                    return None
+                if first == request:
+                    return reply
+                self.early = (first, reply)
+            if self.early is not None and self.early[0] == request:
+                early, self.early = self.early[1], None
+                return early
+            if not self._send(request):
+                self._gone()
                 return None
-            reply: Any = None
-            try:
-                data = marshal.dumps(request)
-                proc.stdin.write(len(data).to_bytes(4, "big") + data)
-                proc.stdin.flush()
-                head = proc.stdout.read(4)
-                if len(head) == 4:
-                    reply = marshal.loads(proc.stdout.read(int.from_bytes(head, "big")))
-            except (OSError, ValueError, EOFError, TypeError):
-                reply = None
+            reply = self._receive()
             if not isinstance(reply, dict):
-                self.proc = None
-                _Helper._close(proc)
+                self._gone()
                 return None
             return reply
 
@@ -285,7 +327,10 @@ class Host:
     # ---- construction ---------------------------------------------------------------------
     @classmethod
     def live(cls, netns: str | None = None, *, read_only: bool = False) -> Host:
-        return cls(Path("/"), netns=netns, runner=SubprocessRunner(), read_only=read_only)
+        host = cls(Path("/"), netns=netns, runner=SubprocessRunner(), read_only=read_only)
+        if netns is not None:  # start the namespace's helper and its batch read right away
+            host._helper[None] = _Helper(netns, first=host._helper_request(_BATCH_REQUEST))
+        return host
 
     @classmethod
     def from_tree(cls, path: Path, *, read_only: bool = False) -> Host:
@@ -325,7 +370,7 @@ class Host:
         if not path.startswith(("/proc/sys/net/", "/sys/class/net")):
             return None
         if None not in self._batch:
-            doc = self._helper_reply({"batch": [_BATCH_DIRS, _BATCH_DEVICE_FILES]})
+            doc = self._helper_reply(_BATCH_REQUEST)
             doc = doc.get("batch") if doc is not None else None
             if doc is None:
                 res = self.runner.run(self.argv([
@@ -547,7 +592,11 @@ class Host:
             return None
         if None not in self._helper:
             self._helper[None] = _Helper(self.netns)
-        return self._helper[None].ask({**request, "timeout": float(runner.timeout)})
+        return self._helper[None].ask(self._helper_request(request))
+
+    def _helper_request(self, request: dict[str, Any]) -> dict[str, Any]:
+        timeout = getattr(self.runner, "timeout", 60.0)
+        return {**request, "timeout": float(timeout)}
 
     def refresh(self) -> None:
         """Forget cached command outputs and files (the host may have changed behind our
