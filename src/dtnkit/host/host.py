@@ -227,6 +227,15 @@ class _Helper:
         if proc is not None:
             _Helper._close(proc)
 
+    def drop_early(self) -> None:
+        """Forget the first request's reply (read before a refresh, it may be stale)."""
+        with self.lock:
+            if self.sent:
+                self.sent.pop()
+                if not isinstance(self._receive(), dict):
+                    self._gone()
+            self.early = None
+
     def ask(self, request: dict[str, Any]) -> dict[str, Any] | None:
         """The helper's reply, or None when it is gone (the caller falls back to one process
         per command)."""
@@ -323,6 +332,8 @@ class Host:
     _generation: list[int] = field(default_factory=lambda: [0], repr=False)
     # While read_ahead plans a namespace's commands: the commands the reads would run.
     _planning: list[dict[tuple[str, ...], None]] = field(default_factory=list, repr=False)
+    # What does not change while dtnkit runs (the kernel's build config, where a tool is).
+    _fixed: dict[str, Any] = field(default_factory=dict, repr=False)
 
     # ---- construction ---------------------------------------------------------------------
     @classmethod
@@ -345,7 +356,7 @@ class Host:
         return Host(self.root, self.netns, self.runner, read_only=True, _cache=self._cache,
                     _batch=self._batch, _helper=self._helper, _running=self._running,
                     _lock=self._lock, _generation=self._generation,
-                    _planning=self._planning)
+                    _planning=self._planning, _fixed=self._fixed)
 
     @property
     def is_live(self) -> bool:
@@ -605,6 +616,8 @@ class Host:
             self._cache.clear()
             self._generation[0] += 1
         self._batch.clear()
+        for helper in self._helper.values():
+            helper.drop_early()  # a batch read sent at start is as old as the cache
 
     def change(self, argv: Sequence[str]) -> Result:
         """Run a command that changes the host."""
@@ -617,7 +630,11 @@ class Host:
 
     def need_tool(self, name: str, package: str) -> None:
         """Raise ToolMissing when a binary the command needs is absent."""
-        if self.is_live and shutil.which(name) is None:
+        if not self.is_live:
+            return
+        if f"which {name}" not in self._fixed:
+            self._fixed[f"which {name}"] = shutil.which(name)
+        if self._fixed[f"which {name}"] is None:
             raise ToolMissing(
                 f"`{name}` is not installed",
                 f"dtnkit reads and sets this through {name}",
@@ -630,12 +647,19 @@ class Host:
         return "/proc/sys/" + key.replace(".", "/")
 
     def kernel_config(self) -> dict[str, str] | None:
-        """The kernel's build configuration, when the host exposes it."""
+        """The kernel's build configuration, when the host exposes it (read once: it does not
+        change while the kernel runs)."""
+        if "kernel config" not in self._fixed:
+            self._fixed["kernel config"] = self._read_kernel_config()
+        config: dict[str, str] | None = self._fixed["kernel config"]
+        return config
+
+    def _read_kernel_config(self) -> dict[str, str] | None:
         raw: str | None = None
         gz = self._local("/proc/config.gz")
         if gz.exists():
             try:
-                import gzip  # rare: only hosts that expose /proc/config.gz
+                import gzip  # only for hosts that expose /proc/config.gz
 
                 raw = gzip.decompress(gz.read_bytes()).decode()
             except OSError:
