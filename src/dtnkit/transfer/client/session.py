@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import contextlib
 import http.client
+import socket
 import ssl
+import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -101,6 +103,32 @@ def follow_redirect(base: Url, location: str | None, what: str) -> Url:
     return url
 
 
+#: ``struct tcp_info`` (linux/tcp.h) up to ``tcpi_rttvar``: eight ``__u8`` (state, ca_state,
+#: retransmits, probes, backoff, options, the two wscale nibbles, the app-limited bits), then
+#: ``__u32`` rto, ato, snd_mss, rcv_mss, unacked, sacked, lost, retrans, fackets,
+#: last_data_sent, last_ack_sent, last_data_recv, last_ack_recv, pmtu, rcv_ssthresh, rtt
+#: (offset 68, microseconds: the kernel's smoothed RTT), rttvar.  The layout only grows at its
+#: end, so this prefix holds on every kernel since 2.6.
+TCP_INFO_PREFIX = struct.Struct("=8B17I")
+TCPI_RTT = 8 + 15  # index of tcpi_rtt in the unpacked prefix
+
+
+def tcp_rtt(sock: socket.socket) -> float | None:
+    """The kernel's smoothed round-trip time of a connected TCP socket, in seconds (the
+    handshake gives the first sample); None where TCP_INFO is missing."""
+    option = getattr(socket, "TCP_INFO", None)
+    if option is None:
+        return None
+    try:
+        raw = sock.getsockopt(socket.IPPROTO_TCP, option, TCP_INFO_PREFIX.size)
+    except OSError:
+        return None
+    if len(raw) < TCP_INFO_PREFIX.size:
+        return None
+    rtt_us = TCP_INFO_PREFIX.unpack(raw)[TCPI_RTT]
+    return rtt_us / 1e6 if rtt_us > 0 else None
+
+
 @dataclass
 class RemoteInfo:
     size: int
@@ -130,6 +158,30 @@ class Session:
                     raise BadInput(f"--ca-file {options.ca_file}", f"cannot be loaded ({exc})",
                                    "pass a PEM CA bundle") from None
             self._context = ctx
+        self.rtt: float | None = None  # of the first connection that answered (TCP_INFO)
+        self.peer: str | None = None  # that connection's remote address
+
+    def note_path(self, conn: http.client.HTTPConnection) -> None:
+        """Keep the round-trip time and remote address of the first connection that got an
+        answer (what ``--streams auto`` decides from)."""
+        if self.rtt is not None or conn.sock is None:
+            return
+        with contextlib.suppress(OSError):
+            self.peer = str(conn.sock.getpeername()[0])
+            self.rtt = tcp_rtt(conn.sock)
+
+    def measure_path(self) -> float | None:
+        """The round-trip time, measured on a new connection when none answered yet."""
+        if self.rtt is None:
+            c = self.connect()
+            try:
+                c.connect()
+                self.note_path(c)
+            except OSError:
+                pass
+            finally:
+                c.close()
+        return self.rtt
 
     def connect(self) -> http.client.HTTPConnection:
         timeout = self.options.stall_timeout
@@ -156,6 +208,7 @@ class Session:
             c.request(method, url.path, body=body, headers=self.headers(headers))
             r = c.getresponse()
             data = r.read()
+            self.note_path(c)
             return r.status, r.headers, data
         except (OSError, http.client.HTTPException) as exc:
             c.close()
