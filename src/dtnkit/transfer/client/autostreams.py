@@ -123,6 +123,13 @@ def show_rate(bps: float) -> str:
     return f"{bps:g} bit/s"
 
 
+def show_bytes(n: float) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n / 2**10:.3g} KiB"
+
+
 def decide(rtt_s: float | None, rate_bps: float, rate_from: str, limits: Limits | None,
            cap: int = CAP) -> Decision:
     """The number of streams, with the reason in words."""
@@ -137,8 +144,8 @@ def decide(rtt_s: float | None, rate_bps: float, rate_from: str, limits: Limits 
     bdp = rate_bps / 8 * rtt_s
     capped = n == cap and math.ceil(round(bdp / window, 9)) > cap
     reason = (f"{n} stream{'s' if n > 1 else ''}: rate {show_rate(rate_bps)} ({rate_from}) x "
-              f"RTT {rtt_s * 1e3:.1f} ms = {bdp / 2**20:.1f} MiB in flight, window "
-              f"{window / 2**20:.1f} MiB per stream (receive {limits.receive_window}, send "
+              f"RTT {rtt_s * 1e3:.3g} ms = {show_bytes(bdp)} in flight, window "
+              f"{show_bytes(window)} per stream (receive {limits.receive_window}, send "
               f"{limits.send_window} bytes: half of tcp_rmem max {limits.tcp_rmem_max}, "
               f"tcp_wmem max {limits.tcp_wmem_max}; rmem_max {limits.rmem_max})"
               + (f", capped at {cap}" if capped else ""))
@@ -157,6 +164,7 @@ class AutoStreams:
         self._link_rate = link_rate
         self.cap = cap
         self.decision: Decision | None = None
+        self.on_decision: Callable[[Decision], None] | None = None  # e.g. say it on stderr
         self._lock = threading.Lock()
 
     def decide(self, rtt_s: Callable[[], float | None],
@@ -174,6 +182,8 @@ class AutoStreams:
                     link = self._link_rate(address) if address else None
                     rate, source = link if link else (ASSUMED_RATE, "assumed; pass --rate")
                 self.decision = decide(rtt, rate, source, self._limits(), self.cap)
+                if self.on_decision is not None:
+                    self.on_decision(self.decision)
             return self.decision
 
 
