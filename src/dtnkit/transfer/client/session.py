@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import contextlib
 import http.client
+import select
 import socket
 import ssl
 import struct
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -70,6 +72,12 @@ class Url:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"{self.scheme}://{host}:{self.port}{self.path}"
 
+
+#: A connection left open by a small request is handed to the next :meth:`Session.connect`
+#: within this many seconds (saving a handshake: one round trip, two with TLS), well inside
+#: the keep-alive time-outs of servers (5 s and more).
+IDLE_REUSE = 2.0
+MAX_IDLE = 4
 
 #: Statuses followed as redirects; at most MAX_REDIRECTS hops.
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
@@ -160,6 +168,8 @@ class Session:
             self._context = ctx
         self.rtt: float | None = None  # of the first connection that answered (TCP_INFO)
         self.peer: str | None = None  # that connection's remote address
+        self._idle: list[tuple[http.client.HTTPConnection, float]] = []
+        self._idle_lock = threading.Lock()
 
     def note_path(self, conn: http.client.HTTPConnection) -> None:
         """Keep the round-trip time and remote address of the first connection that got an
@@ -183,7 +193,37 @@ class Session:
                 c.close()
         return self.rtt
 
+    def park(self, conn: http.client.HTTPConnection) -> None:
+        """Keep an idle keep-alive connection (its response read) for the next connect."""
+        with self._idle_lock:
+            if conn.sock is not None and len(self._idle) < MAX_IDLE:
+                self._idle.append((conn, time.monotonic()))
+                return
+        conn.close()
+
+    def _reuse(self) -> http.client.HTTPConnection | None:
+        """A parked connection still fit for a request: recent, and with nothing to read
+        (a readable idle socket is one the server closed)."""
+        with self._idle_lock:
+            idle, self._idle = self._idle, []
+        found: http.client.HTTPConnection | None = None
+        for conn, since in reversed(idle):
+            sock = conn.sock
+            fresh = found is None and time.monotonic() - since < IDLE_REUSE
+            try:
+                fresh = fresh and sock is not None and not select.select([sock], [], [], 0)[0]
+            except (OSError, ValueError):
+                fresh = False
+            if fresh:
+                found = conn
+            else:
+                conn.close()
+        return found
+
     def connect(self) -> http.client.HTTPConnection:
+        reused = self._reuse()
+        if reused is not None:
+            return reused
         timeout = self.options.stall_timeout
         if self._context is not None:
             return http.client.HTTPSConnection(self.url.host, self.url.port, timeout=timeout,
@@ -209,6 +249,9 @@ class Session:
             r = c.getresponse()
             data = r.read()
             self.note_path(c)
+            if own and not r.will_close:
+                own = False
+                self.park(c)
             return r.status, r.headers, data
         except (OSError, http.client.HTTPException) as exc:
             c.close()
