@@ -53,7 +53,7 @@ from dtnkit.transfer.client.session import (
     source_digest,
     want_name,
 )
-from dtnkit.transfer.client.streams import read_back, retry_on_mismatch
+from dtnkit.transfer.client.streams import read_back, retry_on_mismatch, settle_streams
 from dtnkit.transfer.client.verify import Verify
 from dtnkit.transfer.wire import digests as dg
 from dtnkit.transfer.wire.upload import covered
@@ -63,7 +63,7 @@ def upload(session: Session, src: Path, url: Url, options: Options) -> FileResul
     """Several streams through an upload session when ``streams > 1``, the file has more
     than one block and the server has sessions; else one PUT stream."""
     note: str | None = None
-    if options.streams > 1:
+    if settle_streams(options, session) > 1:
         try:
             return upload_file(session, src, url, options)
         except UseSinglePut as exc:
