@@ -21,7 +21,8 @@ from dtnkit.environment import Environment
 from dtnkit.errors import ExitStatus
 from dtnkit.host.host import Host
 from dtnkit.transfer.client import autostreams as au
-from dtnkit.transfer.client.session import tcp_rtt
+from dtnkit.transfer.client.options import Options
+from dtnkit.transfer.client.session import Session, Url, tcp_rtt
 from dtnkit.transfer.server import ServerHandle, start_server
 
 MiB = 2**20
@@ -223,3 +224,29 @@ def test_auto_on_a_50ms_lab_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert auto["streams"] >= 2  # 6 MiB in flight does not fit one untuned window
     assert "--streams auto: " in res.stderr and "RTT 5" in res.stderr
     assert (tmp_path / "got").read_bytes() == (root / "f").read_bytes()
+
+
+def test_so_rcvbuf_is_set_only_when_it_beats_autotuning(served: tuple[ServerHandle, Path]
+                                                        ) -> None:
+    """A host whose SO_RCVBUF cap (rmem_max) gives more than autotuning reaches gets it set
+    before the handshake; an untuned host (cap 4 MiB < half of tcp_rmem's 32 MiB) keeps
+    autotuning: SO_RCVBUF is never set blindly."""
+    handle, _root = served
+    url = Url.parse(f"{handle.url}f")
+    small_autotune = au.Limits(tcp_rmem_max=MiB, tcp_wmem_max=4 * MiB, rmem_max=2 * MiB,
+                               wmem_max=4 * MiB)
+    for limits, want in ((small_autotune, 2 * MiB), (UNTUNED, None)):
+        auto = au.AutoStreams(None, lambda lim=limits: lim, lambda _a: None)
+        session = Session(url, Options(auto=auto))
+        conn = session.connect()
+        try:
+            conn.request("HEAD", url.path)
+            assert conn.getresponse().status == 200
+            assert conn.sock is not None
+            got = conn.sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+            if want is None:
+                assert got < 2 * MiB  # the kernel's initial buffer, left to autotuning
+            else:
+                assert got == 2 * want  # the kernel doubles it for its bookkeeping
+        finally:
+            conn.close()

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import click
+from click.core import ParameterSource
 
 from dtnkit.cli.options import pass_env
 from dtnkit.cli.output import emit
@@ -80,7 +81,7 @@ def _sigterm_interrupts(env: Environment) -> Iterator[None]:
 @click.argument("src")
 @click.argument("dst")
 @click.option("-r", "--recursive", is_flag=True, help="Copy a directory tree.")
-@click.option("--streams", callback=_streams, metavar="N|auto", default="1", show_default=True,
+@click.option("--streams", callback=_streams, metavar="N|auto", default="auto", show_default=True,
               help="Parallel TCP streams per file (disjoint byte ranges), or auto: "
                    "ceil(rate x RTT / window) from the first connection's RTT, this host's "
                    "socket buffer limits and --rate (at most 16; the reason goes to stderr).")
@@ -152,7 +153,9 @@ def cp(env: Environment,
         raise BadInput("--rate", "only chooses the number of streams",
                        "pass --streams auto with it, or drop --rate")
     if tpc is not None:
-        if streams == "auto":  # the path between the two servers is not seen from here
+        explicit = click.get_current_context().get_parameter_source("streams") not in (
+            ParameterSource.DEFAULT, None)
+        if streams == "auto" and explicit:  # the servers' path is not seen from here
             click.echo("dtnkit cp: --streams auto: 1 stream for --tpc (the path between the "
                        "servers is not measured from this client); pass --streams N",
                        file=env.stderr)

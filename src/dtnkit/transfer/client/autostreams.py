@@ -166,6 +166,24 @@ class AutoStreams:
         self.decision: Decision | None = None
         self.on_decision: Callable[[Decision], None] | None = None  # e.g. say it on stderr
         self._lock = threading.Lock()
+        self._known: Limits | None = None
+        self._read = False
+
+    def limits(self) -> Limits | None:
+        """This host's buffer limits, read once."""
+        with self._lock:
+            return self._limits_locked()
+
+    def _limits_locked(self) -> Limits | None:
+        if not self._read:
+            self._known, self._read = self._limits(), True
+        return self._known
+
+    def rcvbuf(self) -> int | None:
+        """SO_RCVBUF for new connections, or None (autotuning): see
+        :meth:`Limits.rcvbuf_to_set`."""
+        limits = self.limits()
+        return limits.rcvbuf_to_set() if limits is not None else None
 
     def decide(self, rtt_s: Callable[[], float | None],
                peer: Callable[[], str | None]) -> Decision:
@@ -181,7 +199,7 @@ class AutoStreams:
                     address = peer()
                     link = self._link_rate(address) if address else None
                     rate, source = link if link else (ASSUMED_RATE, "assumed; pass --rate")
-                self.decision = decide(rtt, rate, source, self._limits(), self.cap)
+                self.decision = decide(rtt, rate, source, self._limits_locked(), self.cap)
                 if self.on_decision is not None:
                     self.on_decision(self.decision)
             return self.decision

@@ -137,6 +137,49 @@ def tcp_rtt(sock: socket.socket) -> float | None:
     return rtt_us / 1e6 if rtt_us > 0 else None
 
 
+def open_socket(host: str, port: int, timeout: float | None, rcvbuf: int) -> socket.socket:
+    """A TCP connection whose receive buffer is set to *rcvbuf* before the handshake (the
+    window scale is agreed then); as :func:`socket.create_connection` otherwise."""
+    error: OSError | None = None
+    for family, kind, proto, _name, address in socket.getaddrinfo(host, port, 0,
+                                                                  socket.SOCK_STREAM):
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+            sock.settimeout(timeout)
+            sock.connect(address)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            return sock
+        except OSError as exc:
+            error = exc
+            sock.close()
+    raise error or OSError(f"cannot resolve {host}")
+
+
+class RcvbufConnection(http.client.HTTPConnection):
+    """HTTP on a socket with a set receive buffer (see :func:`open_socket`)."""
+
+    def __init__(self, host: str, port: int, *, timeout: float, rcvbuf: int) -> None:
+        super().__init__(host, port, timeout=timeout)
+        self.rcvbuf = rcvbuf
+
+    def connect(self) -> None:
+        self.sock = open_socket(self.host, self.port, self.timeout, self.rcvbuf)
+
+
+class RcvbufTlsConnection(http.client.HTTPSConnection):
+    """HTTPS on a socket with a set receive buffer (see :func:`open_socket`)."""
+
+    def __init__(self, host: str, port: int, *, timeout: float, context: ssl.SSLContext,
+                 rcvbuf: int) -> None:
+        super().__init__(host, port, timeout=timeout, context=context)
+        self.tls, self.rcvbuf = context, rcvbuf
+
+    def connect(self) -> None:
+        sock = open_socket(self.host, self.port, self.timeout, self.rcvbuf)
+        self.sock = self.tls.wrap_socket(sock, server_hostname=self.host)
+
+
 @dataclass
 class RemoteInfo:
     size: int
@@ -225,6 +268,14 @@ class Session:
         if reused is not None:
             return reused
         timeout = self.options.stall_timeout
+        # SO_RCVBUF only where the host lets it beat autotuning (autostreams.Limits)
+        rcvbuf = self.options.auto.rcvbuf() if self.options.auto is not None else None
+        if rcvbuf is not None:
+            if self._context is not None:
+                return RcvbufTlsConnection(self.url.host, self.url.port, timeout=timeout,
+                                           context=self._context, rcvbuf=rcvbuf)
+            return RcvbufConnection(self.url.host, self.url.port, timeout=timeout,
+                                    rcvbuf=rcvbuf)
         if self._context is not None:
             return http.client.HTTPSConnection(self.url.host, self.url.port, timeout=timeout,
                                                context=self._context)
