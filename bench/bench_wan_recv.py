@@ -154,7 +154,8 @@ def main() -> int:
             chosen = int(auto.doc["streams"])  # type: ignore[attr-defined]
             reason = auto.doc["streams_auto"]["reason"]  # type: ignore[attr-defined]
             configs: dict[str, Callable[[Path], float]] = {
-                "curl": curl, "before 1": cp("before"), "after 1": cp("after"),
+                "curl": curl, "before 1": cp("before", "--streams", "1"),
+                "after 1": cp("after", "--streams", "1"),
                 "after auto": auto, f"before {chosen}": cp("before", "--streams", str(chosen))}
             if args.tpc:
                 configs["tpc before"] = tpc("before")

@@ -56,6 +56,7 @@ class CountingRelay:
         self.cut_after: int | None = None
         self.cut = threading.Event()
         self.requests: list[str] = []
+        self.connections = 0
         self._lock = threading.Lock()
         self._socks: list[socket.socket] = []
         self.sock = socket.create_server(("127.0.0.1", 0))
@@ -71,6 +72,7 @@ class CountingRelay:
             upstream = socket.create_connection(("127.0.0.1", self.target))
             with self._lock:
                 self._socks += [client, upstream]
+                self.connections += 1
             threading.Thread(target=self._up, args=(client, upstream), daemon=True).start()
             threading.Thread(target=self._down, args=(upstream, client), daemon=True).start()
 
@@ -158,6 +160,9 @@ def test_one_stream_fetches_the_file_with_one_get(
     assert dst.read_bytes() == data
     assert relay.gets() == [f"bytes=0-{SIZE - 1}"]
     assert summary.files[0].retries == 0
+    # the GET goes on the HEAD's kept-alive connection (no second handshake); the source's
+    # digest is asked on a connection of its own
+    assert relay.connections == (1 if verify == "none" else 2)
     if verify == "block":
         assert summary.files[0].digest is not None
 

@@ -264,9 +264,12 @@ class Session:
         return found
 
     def connect(self) -> http.client.HTTPConnection:
+        """A parked connection (see :meth:`park`) or a new one."""
         reused = self._reuse()
-        if reused is not None:
-            return reused
+        return reused if reused is not None else self.open_connection()
+
+    def open_connection(self) -> http.client.HTTPConnection:
+        """A new connection (connected at its first request)."""
         timeout = self.options.stall_timeout
         # SO_RCVBUF only where the host lets it beat autotuning (autostreams.Limits)
         rcvbuf = self.options.auto.rcvbuf() if self.options.auto is not None else None
@@ -290,11 +293,12 @@ class Session:
 
     def request(self, method: str, url: Url, headers: dict[str, str] | None = None,
                 body: bytes | None = None,
-                conn: http.client.HTTPConnection | None = None
+                conn: http.client.HTTPConnection | None = None, *, fresh: bool = False
                 ) -> tuple[int, http.client.HTTPMessage, bytes]:
-        """One small request; raises Retryable on connection trouble."""
+        """One small request; raises Retryable on connection trouble.  *fresh*: on a new
+        connection, leaving a parked one to the transfer that follows."""
         own = conn is None
-        c = conn or self.connect()
+        c = conn or (self.open_connection() if fresh else self.connect())
         try:
             c.request(method, url.path, body=body, headers=self.headers(headers))
             r = c.getresponse()
@@ -356,7 +360,9 @@ class Session:
         """HEAD *url*; with ``redirects`` a 3xx raises :class:`Redirected` (see resolve)."""
         extra = {"Want-Digest": want_name(want)} if want else {}
         status, headers, body = self.with_retries(
-            f"HEAD {url}", lambda: self.request("HEAD", url, extra))
+            # a digest may take the server a while (an uncached file is read): on a
+            # connection of its own, the parked one is for the transfer
+            f"HEAD {url}", lambda: self.request("HEAD", url, extra, fresh=bool(want)))
         if redirects and status in REDIRECTS:
             raise Redirected(headers.get("Location"))
         check_status(status, f"HEAD {url}", body)
