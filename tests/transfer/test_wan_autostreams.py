@@ -20,12 +20,14 @@ from dtnkit.cli.main import main
 from dtnkit.environment import Environment
 from dtnkit.errors import ExitStatus
 from dtnkit.host.host import Host
+from dtnkit.transfer import tokens
 from dtnkit.transfer.client import autostreams as au
 from dtnkit.transfer.client.options import Options
 from dtnkit.transfer.client.session import Session, Url, tcp_rtt
 from dtnkit.transfer.server import ServerHandle, start_server
 
 MiB = 2**20
+WRITE = "w11-rw"
 UNTUNED = au.Limits(tcp_rmem_max=32 * MiB, tcp_wmem_max=4 * MiB, rmem_max=4 * MiB,
                     wmem_max=4 * MiB)  # this machine's defaults
 
@@ -138,7 +140,8 @@ def served(tmp_path: Path) -> Iterator[tuple[ServerHandle, Path]]:
     root = tmp_path / "srv"
     root.mkdir()
     (root / "f").write_bytes(b"z" * 300_000)
-    handle = start_server(root, host="127.0.0.1", port=0, anonymous_read=True, quiet=True)
+    handle = start_server(root, host="127.0.0.1", port=0, anonymous_read=True, quiet=True,
+                          tokens=tokens.parse(f"{WRITE} read,write\n"))
     try:
         yield handle, root
     finally:
@@ -163,7 +166,7 @@ def test_cli_streams_auto_on_loopback(served: tuple[ServerHandle, Path], tmp_pat
 
 
 @pytest.mark.parametrize(("argv", "says"), [
-    (["--rate", "1g"], "--rate: only chooses the number of streams"),
+    (["--streams", "4", "--rate", "1g"], "--rate: only chooses the number of streams"),
     (["--streams", "auto", "--rate", "3furlongs"], "bad rate '3furlongs'"),
     (["--streams", "auto", "--rate", "nan"], "bad rate 'nan'"),
 ])
@@ -250,3 +253,19 @@ def test_so_rcvbuf_is_set_only_when_it_beats_autotuning(served: tuple[ServerHand
                 assert got == 2 * want  # the kernel doubles it for its bookkeeping
         finally:
             conn.close()
+
+
+def test_cli_upload_with_auto_decides_on_its_own_connection(
+        served: tuple[ServerHandle, Path], tmp_path: Path, environment: Environment) -> None:
+    """An upload makes no request before its streams are chosen: auto opens the first
+    connection itself (once deadlocked: that connection asked auto for SO_RCVBUF)."""
+    handle, root = served
+    src = tmp_path / "up.bin"
+    src.write_bytes(secrets.token_bytes(100_000))
+    code = main(["cp", str(src), f"{handle.url}up.bin", "--json", "--token", WRITE],
+                environment)
+    err = taken(environment.stderr)
+    assert code == 0, err
+    assert json.loads(taken(environment.stdout))["streams_auto"]["streams"] == 1
+    assert "--streams auto: 1 stream" in err
+    assert (root / "up.bin").read_bytes() == src.read_bytes()

@@ -165,7 +165,8 @@ class AutoStreams:
         self.cap = cap
         self.decision: Decision | None = None
         self.on_decision: Callable[[Decision], None] | None = None  # e.g. say it on stderr
-        self._lock = threading.Lock()
+        # reentrant: deciding may open the first connection, which asks rcvbuf()
+        self._lock = threading.RLock()
         self._known: Limits | None = None
         self._read = False
 
