@@ -290,8 +290,7 @@ def test_stalled_stream_times_out_and_block_is_retried_on_a_new_connection(
     assert relay.stalled.is_set()
     assert dst.read_bytes() == data
     assert summary.files[0].retries == 1
-    # the stalled stream (it may reuse the HEAD's kept-alive connection) and its replacement
-    assert relay.connections >= 2
+    assert relay.connections >= 3  # HEAD, the stalled stream, its replacement (+ digest)
 
 
 # --------------------------------------------------------------------------- on disk

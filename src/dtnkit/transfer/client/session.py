@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import contextlib
 import http.client
-import select
 import socket
 import ssl
 import struct
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -72,12 +70,6 @@ class Url:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"{self.scheme}://{host}:{self.port}{self.path}"
 
-
-#: A connection left open by a small request is handed to the next :meth:`Session.connect`
-#: within this many seconds (saving a handshake: one round trip, two with TLS), well inside
-#: the keep-alive time-outs of servers (5 s and more).
-IDLE_REUSE = 2.0
-MAX_IDLE = 4
 
 #: Statuses followed as redirects; at most MAX_REDIRECTS hops.
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
@@ -211,8 +203,6 @@ class Session:
             self._context = ctx
         self.rtt: float | None = None  # of the first connection that answered (TCP_INFO)
         self.peer: str | None = None  # that connection's remote address
-        self._idle: list[tuple[http.client.HTTPConnection, float]] = []
-        self._idle_lock = threading.Lock()
 
     def note_path(self, conn: http.client.HTTPConnection) -> None:
         """Keep the round-trip time and remote address of the first connection that got an
@@ -236,40 +226,7 @@ class Session:
                 c.close()
         return self.rtt
 
-    def park(self, conn: http.client.HTTPConnection) -> None:
-        """Keep an idle keep-alive connection (its response read) for the next connect."""
-        with self._idle_lock:
-            if conn.sock is not None and len(self._idle) < MAX_IDLE:
-                self._idle.append((conn, time.monotonic()))
-                return
-        conn.close()
-
-    def _reuse(self) -> http.client.HTTPConnection | None:
-        """A parked connection still fit for a request: recent, and with nothing to read
-        (a readable idle socket is one the server closed)."""
-        with self._idle_lock:
-            idle, self._idle = self._idle, []
-        found: http.client.HTTPConnection | None = None
-        for conn, since in reversed(idle):
-            sock = conn.sock
-            fresh = found is None and time.monotonic() - since < IDLE_REUSE
-            try:
-                fresh = fresh and sock is not None and not select.select([sock], [], [], 0)[0]
-            except (OSError, ValueError):
-                fresh = False
-            if fresh:
-                found = conn
-            else:
-                conn.close()
-        return found
-
     def connect(self) -> http.client.HTTPConnection:
-        """A parked connection (see :meth:`park`) or a new one."""
-        reused = self._reuse()
-        return reused if reused is not None else self.open_connection()
-
-    def open_connection(self) -> http.client.HTTPConnection:
-        """A new connection (connected at its first request)."""
         timeout = self.options.stall_timeout
         # SO_RCVBUF only where the host lets it beat autotuning (autostreams.Limits)
         rcvbuf = self.options.auto.rcvbuf() if self.options.auto is not None else None
@@ -293,20 +250,16 @@ class Session:
 
     def request(self, method: str, url: Url, headers: dict[str, str] | None = None,
                 body: bytes | None = None,
-                conn: http.client.HTTPConnection | None = None, *, fresh: bool = False
+                conn: http.client.HTTPConnection | None = None
                 ) -> tuple[int, http.client.HTTPMessage, bytes]:
-        """One small request; raises Retryable on connection trouble.  *fresh*: on a new
-        connection, leaving a parked one to the transfer that follows."""
+        """One small request; raises Retryable on connection trouble."""
         own = conn is None
-        c = conn or (self.open_connection() if fresh else self.connect())
+        c = conn or self.connect()
         try:
             c.request(method, url.path, body=body, headers=self.headers(headers))
             r = c.getresponse()
             data = r.read()
             self.note_path(c)
-            if own and not r.will_close:
-                own = False
-                self.park(c)
             return r.status, r.headers, data
         except (OSError, http.client.HTTPException) as exc:
             c.close()
@@ -360,9 +313,7 @@ class Session:
         """HEAD *url*; with ``redirects`` a 3xx raises :class:`Redirected` (see resolve)."""
         extra = {"Want-Digest": want_name(want)} if want else {}
         status, headers, body = self.with_retries(
-            # a digest may take the server a while (an uncached file is read): on a
-            # connection of its own, the parked one is for the transfer
-            f"HEAD {url}", lambda: self.request("HEAD", url, extra, fresh=bool(want)))
+            f"HEAD {url}", lambda: self.request("HEAD", url, extra))
         if redirects and status in REDIRECTS:
             raise Redirected(headers.get("Location"))
         check_status(status, f"HEAD {url}", body)
