@@ -25,8 +25,8 @@ through the same download code.
 Every round runs each configuration once, in an order rotated from round to round.  Each
 ratio is of the same round (paired); the tables give the median ratio and its min-max, and
 each configuration's median.  Times: the copy as the tool reports it (cp's JSON ``seconds``,
-curl's ``time_total``, cp --tpc's summary), without interpreter start-up (about 0.3 s for
-Python, which a 2 s transfer would otherwise hide nothing of).  Every copy is compared with
+curl's ``time_total``, cp --tpc's summary), without interpreter start-up (about 0.3 s of
+Python imports, which curl does not pay).  Every copy is compared with
 the source (size, and bytes in the first round).  The path and the servers are removed at the
 end, also on Ctrl-C.
 """
