@@ -7,13 +7,25 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import click
+from click.core import ParameterSource
 
 from dtnkit.cli.options import pass_env
 from dtnkit.cli.output import emit, format_option
 from dtnkit.environment import Environment
+from dtnkit.errors import BadInput
 from dtnkit.transfer import checksum as cks
 from dtnkit.transfer.client.verify import Level, Verify
-from dtnkit.units import format_rate, parse_bytes
+from dtnkit.units import format_rate, parse_bytes, parse_rate
+
+
+def _streams(ctx: click.Context, param: click.Parameter, value: object) -> int | str:
+    """``--streams``: 1-256 or ``auto``."""
+    text = str(value).strip()
+    if text.lower() == "auto":
+        return "auto"
+    if text.isdigit() and 1 <= int(text) <= 256:
+        return int(text)
+    raise click.BadParameter(f"{value!r} is neither auto nor a number from 1 to 256")
 
 
 @contextmanager
@@ -79,8 +91,13 @@ def _sigterm_interrupts(env: Environment) -> Iterator[None]:
 @click.argument("src")
 @click.argument("dst")
 @click.option("-r", "--recursive", is_flag=True, help="Copy a directory tree.")
-@click.option("--streams", type=click.IntRange(1, 256), default=1, show_default=True,
-              help="Parallel TCP streams per file (disjoint byte ranges).")
+@click.option("--streams", callback=_streams, metavar="N|auto", default="auto", show_default=True,
+              help="Parallel TCP streams per file (disjoint byte ranges), or auto: "
+                   "ceil(rate x RTT / window) from the first connection's RTT, this host's "
+                   "socket buffer limits and --rate (at most 16; the reason goes to stderr).")
+@click.option("--rate", "path_rate", default=None,
+              help="With --streams auto: the path's rate in bit/s as iperf3 takes it (1g, "
+                   "10G, 500mbit); default: the link speed of the interface to the server.")
 @click.option("--parallel", type=click.IntRange(1, 256), default=1, show_default=True,
               help="Files copied concurrently.")
 @click.option("--block-size", default="8MiB", show_default=True,
@@ -133,7 +150,8 @@ def _sigterm_interrupts(env: Environment) -> Iterator[None]:
                    "(default: --token).")
 @pass_env
 def cp(env: Environment,
-       src: str, dst: str, recursive: bool, streams: int, parallel: int, block_size: str,
+       src: str, dst: str, recursive: bool, streams: int | str, path_rate: str | None,
+       parallel: int, block_size: str,
        checksum: str, verify: str, level: str, retries: int, stall_timeout: float,
        token: str | None, ca_file: str | None, insecure: bool, as_json: bool,
        fmt: str = "table", force: bool = False, tpc: str | None = None,
@@ -156,13 +174,32 @@ def cp(env: Environment,
     as_json = as_json or fmt == "json"
     if token is None:
         token = env.token
+    rate_bps = parse_rate(path_rate, "rate") if path_rate is not None else None
+    if rate_bps is not None and streams != "auto":
+        raise BadInput("--rate", "only chooses the number of streams",
+                       "pass --streams auto with it, or drop --rate")
     if tpc is not None:
+        explicit = click.get_current_context().get_parameter_source("streams") not in (
+            ParameterSource.DEFAULT, None)
+        if streams == "auto" and explicit:  # the servers' path is not seen from here
+            click.echo("dtnkit cp: --streams auto: 1 stream for --tpc (the path between the "
+                       "servers is not measured from this client); pass --streams N",
+                       file=env.stderr)
         # never --token: the passive server gets a token only when one is given for it
-        return _third_party(env, tpc, src, dst, token, remote_token, streams, checksum,
+        return _third_party(env, tpc, src, dst, token, remote_token,
+                            streams if isinstance(streams, int) else 1, checksum,
                             stall_timeout, ca_file, insecure, as_json, deadline,
                             overwrite=force)
+    auto = None
+    if streams == "auto":
+        from dtnkit.transfer.client import autostreams
+
+        auto = autostreams.for_this_host(rate_bps)
+        auto.on_decision = lambda d: click.echo(f"dtnkit cp: --streams auto: {d.reason}",
+                                                file=env.stderr)
     options = Options(
-        streams=streams, block_size=parse_bytes(block_size, "block-size", lo=4096, hi=2**30),
+        streams=streams if isinstance(streams, int) else 1, auto=auto,
+        block_size=parse_bytes(block_size, "block-size", lo=4096, hi=2**30),
         checksum=checksum, verify=Verify(verify), level=Level(level), retries=retries,
         stall_timeout=stall_timeout, token=token, ca_file=ca_file, insecure=insecure,
         parallel=parallel, recursive=recursive, resume=not no_resume,

@@ -17,12 +17,13 @@
 from __future__ import annotations
 
 import os
+import queue
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar
 
 from dtnkit.transfer import checksum as cks
 
@@ -242,6 +243,58 @@ class OrderedHasher:
         for data in held:
             self._done_with(data)
         self._thread.join()
+
+
+_T = TypeVar("_T")
+
+
+class Stage(Generic[_T]):
+    """A consumer thread fed through a bounded queue: the producer (a thread receiving from
+    a socket) only hands items over, so it goes back to the socket at once while the consumer
+    writes and hashes, and the kernel's receive buffer keeps draining (the window stays open).
+    :meth:`put` blocks while *depth* items wait (memory stays bounded: back-pressure reaches
+    the sender through TCP) and raises the consumer's first error; after an error the
+    consumer skips what is queued.  :meth:`drain` waits until everything queued is consumed;
+    :meth:`close` (always) drains and stops the thread."""
+
+    def __init__(self, consume: Callable[[_T], None], depth: int, name: str) -> None:
+        if depth < 1:
+            raise ValueError("depth must be at least 1")
+        self._consume = consume
+        self._queue: queue.Queue[tuple[_T] | None] = queue.Queue(maxsize=depth)
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            try:
+                if item is None:
+                    return
+                if self.error is None:
+                    self._consume(item[0])
+            except BaseException as exc:  # raised to the producer by put / drain
+                self.error = exc
+            finally:
+                self._queue.task_done()
+
+    def _check(self) -> None:
+        if self.error is not None:
+            raise self.error
+
+    def put(self, item: _T) -> None:
+        self._check()
+        self._queue.put((item,))
+
+    def drain(self) -> None:
+        self._queue.join()
+        self._check()
+
+    def close(self) -> None:
+        if self._thread.is_alive():
+            self._queue.put(None)
+            self._thread.join()
 
 
 def make_verifier(name: str, blocks: list[Block], read_block: Callable[[Block], Buffer],

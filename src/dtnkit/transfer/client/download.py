@@ -24,7 +24,7 @@ from dtnkit.errors import BadInput
 from dtnkit.transfer import checksum as cks
 from dtnkit.transfer import files
 from dtnkit.transfer import pipeline as pl
-from dtnkit.transfer.client.ends import FileSink, HttpRangeSource, move_blocks
+from dtnkit.transfer.client.ends import FileSink, HttpRangeSource
 from dtnkit.transfer.client.errors import (
     Abort,
     ChecksumMismatch,
@@ -41,6 +41,7 @@ from dtnkit.transfer.client.journals import (
     save_journal,
 )
 from dtnkit.transfer.client.options import FileResult, Options
+from dtnkit.transfer.client.receive import fetch_blocks
 from dtnkit.transfer.client.session import RemoteInfo, Session, Url, check_status, source_digest
 from dtnkit.transfer.client.streams import Background, read_back, run_streams
 from dtnkit.transfer.client.verify import Level
@@ -109,8 +110,8 @@ def download_to_device(session: Session, url: Url, dst: Path, options: Options) 
                 if plan.block else None)
     fd = os.open(dst, os.O_WRONLY | os.O_CLOEXEC)
     try:
-        retries = move_blocks(HttpRangeSource(session, url, info.etag, options, info.size),
-                              FileSink(fd), blocks, options, size=info.size, verifier=verifier)
+        retries = fetch_blocks(HttpRangeSource(session, url, info.etag, options, info.size),
+                               FileSink(fd), blocks, options, size=info.size, verifier=verifier)
         got = verifier.digest() if verifier is not None else None
         expected = source.result() if source is not None else None
         if expected is not None and got != expected:
@@ -254,7 +255,7 @@ def download_once(session: Session, url: Url, dst: Path, options: Options,
             options.progress(sum(b.length for b in blocks if b.index in done))
         todo = [b for b in blocks if b.index not in done]
         try:
-            retries = move_blocks(source_end, sink, todo, options, size=info.size,
+            retries = fetch_blocks(source_end, sink, todo, options, size=info.size,
                                   verifier=verifier, done=done)
         except TransferError as exc:
             if type(exc) is TransferError and save_journal(dst, origin, info, options, fd, done,
@@ -318,7 +319,7 @@ def download_once(session: Session, url: Url, dst: Path, options: Options,
                 done.discard(b.index)
                 stale.add(b.index)
             try:
-                retries += move_blocks(source_end, sink, bad, options, size=info.size,
+                retries += fetch_blocks(source_end, sink, bad, options, size=info.size,
                                        done=done)
             except TransferError as exc:
                 if type(exc) is TransferError and save_journal(

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from dtnkit.errors import BadInput
 from dtnkit.transfer import checksum as cks
 from dtnkit.transfer import pipeline as pl
+from dtnkit.transfer.client.autostreams import AutoStreams
 from dtnkit.transfer.client.verify import Level, Verify, VerifyPlan
 from dtnkit.transfer.wire import digests as dg
 
@@ -63,6 +64,7 @@ class Options:
     def start(self) -> None:
         """Start the deadline's clock: the copy begins now."""
         self.started = time.monotonic()
+    auto: AutoStreams | None = None  # --streams auto: decides `streams` on the first connection
 
     def check(self) -> None:
         if self.streams < 1 or self.parallel < 1:
@@ -145,6 +147,8 @@ class Summary:
             "verify": str(options.verify),
             "level": str(order[0] if order else options.level),  # the weakest level achieved
             "streams": options.streams,
+            **({"streams_auto": options.auto.decision.as_dict()}
+               if options.auto is not None and options.auto.decision is not None else {}),
             "retries": sum(f.retries for f in self.files),
             **({"upload_streams": max(f.upload_streams or 1 for f in self.files)}
                if any(f.upload_streams is not None for f in self.files) else {}),

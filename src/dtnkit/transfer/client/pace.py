@@ -157,16 +157,41 @@ class PacedSocket:
         self._sock.close()
 
 
-class PacedHTTPConnection(http.client.HTTPConnection):
-    """An HTTP connection on a :class:`PacedSocket`."""
+def open_socket(host: str, port: int, timeout: float | None, rcvbuf: int) -> socket.socket:
+    """A TCP connection whose receive buffer is set to *rcvbuf* before the handshake (the
+    window scale is agreed then); as :func:`socket.create_connection` otherwise."""
+    error: OSError | None = None
+    for family, kind, proto, _name, address in socket.getaddrinfo(host, port, 0,
+                                                                  socket.SOCK_STREAM):
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+            sock.settimeout(timeout)
+            sock.connect(address)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            return sock
+        except OSError as exc:
+            error = exc
+            sock.close()
+    raise error or OSError(f"cannot resolve {host}")
 
-    def __init__(self, host: str, port: int, options: Options) -> None:
+
+class PacedHTTPConnection(http.client.HTTPConnection):
+    """An HTTP connection on a :class:`PacedSocket` (its receive buffer set to *rcvbuf*
+    before the handshake when given, see :func:`open_socket`)."""
+
+    def __init__(self, host: str, port: int, options: Options, *,
+                 rcvbuf: int | None = None) -> None:
         super().__init__(host, port, timeout=socket_timeout(options, strict=False))
         self.options = options
+        self.rcvbuf = rcvbuf
 
     def connect(self) -> None:
         self.timeout = socket_timeout(self.options)
-        super().connect()
+        if self.rcvbuf is None:
+            super().connect()
+        else:
+            self.sock = open_socket(self.host, self.port, self.timeout, self.rcvbuf)
         self.sock = PacedSocket(self.sock, self.options)
 
 
@@ -174,12 +199,18 @@ class PacedHTTPSConnection(http.client.HTTPSConnection):
     """An HTTPS connection whose TLS socket is a :class:`PacedSocket`."""
 
     def __init__(self, host: str, port: int, options: Options,
-                 context: ssl.SSLContext) -> None:
+                 context: ssl.SSLContext, *, rcvbuf: int | None = None) -> None:
         super().__init__(host, port, timeout=socket_timeout(options, strict=False),
                          context=context)
         self.options = options
+        self.tls = context
+        self.rcvbuf = rcvbuf
 
     def connect(self) -> None:
         self.timeout = socket_timeout(self.options)
-        super().connect()
+        if self.rcvbuf is None:
+            super().connect()
+        else:
+            sock = open_socket(self.host, self.port, self.timeout, self.rcvbuf)
+            self.sock = self.tls.wrap_socket(sock, server_hostname=self.host)
         self.sock = PacedSocket(self.sock, self.options)

@@ -40,7 +40,7 @@ from dtnkit.transfer.client.session import (
     refuse_existing,
     source_digest,
 )
-from dtnkit.transfer.client.streams import Background, retry_on_mismatch
+from dtnkit.transfer.client.streams import Background, retry_on_mismatch, settle_streams
 from dtnkit.transfer.client.tree import walk
 from dtnkit.transfer.client.upload import with_restarts
 from dtnkit.transfer.wire import digests as dg
@@ -53,7 +53,7 @@ def relay(src_session: Session, src: Url, dst_session: Session, dst: Url,
     if info.is_dir:
         raise BadInput(f"{src}", "is a collection", "pass -r to copy a directory")
     refuse_existing(dst_session, dst, options)
-    use_session = options.streams > 1 and info.size > options.block_size
+    use_session = settle_streams(options, dst_session) > 1 and info.size > options.block_size
     if use_session:
         try:
             return with_restarts(

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import contextlib
 import http.client
+import socket
 import ssl
+import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -138,6 +140,32 @@ def follow_redirect(base: Url, location: str | None, what: str) -> Url:
     return url
 
 
+#: ``struct tcp_info`` (linux/tcp.h) up to ``tcpi_rttvar``: eight ``__u8`` (state, ca_state,
+#: retransmits, probes, backoff, options, the two wscale nibbles, the app-limited bits), then
+#: ``__u32`` rto, ato, snd_mss, rcv_mss, unacked, sacked, lost, retrans, fackets,
+#: last_data_sent, last_ack_sent, last_data_recv, last_ack_recv, pmtu, rcv_ssthresh, rtt
+#: (offset 68, microseconds: the kernel's smoothed RTT), rttvar.  The layout only grows at its
+#: end, so this prefix holds on every kernel since 2.6.
+TCP_INFO_PREFIX = struct.Struct("=8B17I")
+TCPI_RTT = 8 + 15  # index of tcpi_rtt in the unpacked prefix
+
+
+def tcp_rtt(sock: socket.socket) -> float | None:
+    """The kernel's smoothed round-trip time of a connected TCP socket, in seconds (the
+    handshake gives the first sample); None where TCP_INFO is missing."""
+    option = getattr(socket, "TCP_INFO", None)
+    if option is None:
+        return None
+    try:
+        raw = sock.getsockopt(socket.IPPROTO_TCP, option, TCP_INFO_PREFIX.size)
+    except OSError:
+        return None
+    if len(raw) < TCP_INFO_PREFIX.size:
+        return None
+    rtt_us = TCP_INFO_PREFIX.unpack(raw)[TCPI_RTT]
+    return rtt_us / 1e6 if rtt_us > 0 else None
+
+
 @dataclass
 class RemoteInfo:
     size: int
@@ -167,14 +195,40 @@ class Session:
                     raise BadInput(f"--ca-file {options.ca_file}", f"cannot be loaded ({exc})",
                                    "pass a PEM CA bundle") from None
             self._context = ctx
+        self.rtt: float | None = None  # of the first connection that answered (TCP_INFO)
+        self.peer: str | None = None  # that connection's remote address
+
+    def note_path(self, conn: http.client.HTTPConnection) -> None:
+        """Keep the round-trip time and remote address of the first connection that got an
+        answer (what ``--streams auto`` decides from)."""
+        if self.rtt is not None or conn.sock is None:
+            return
+        with contextlib.suppress(OSError):
+            self.peer = str(conn.sock.getpeername()[0])
+            self.rtt = tcp_rtt(conn.sock)
+
+    def measure_path(self) -> float | None:
+        """The round-trip time, measured on a new connection when none answered yet."""
+        if self.rtt is None:
+            c = self.connect()
+            try:
+                c.connect()
+                self.note_path(c)
+            except OSError:
+                pass
+            finally:
+                c.close()
+        return self.rtt
 
     def connect(self) -> http.client.HTTPConnection:
         """A new connection (connected at its first request) whose socket keeps the minimum
-        rate and the deadline (:mod:`~dtnkit.transfer.client.pace`)."""
+        rate and the deadline (:mod:`~dtnkit.transfer.client.pace`), with a set receive
+        buffer only where the host lets it beat autotuning (autostreams.Limits)."""
+        rcvbuf = self.options.auto.rcvbuf() if self.options.auto is not None else None
         if self._context is not None:
             return PacedHTTPSConnection(self.url.host, self.url.port, self.options,
-                                        self._context)
-        return PacedHTTPConnection(self.url.host, self.url.port, self.options)
+                                        self._context, rcvbuf=rcvbuf)
+        return PacedHTTPConnection(self.url.host, self.url.port, self.options, rcvbuf=rcvbuf)
 
     def headers(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         out = {"User-Agent": "dtnkit-cp"}
@@ -198,6 +252,7 @@ class Session:
             if len(data) > limit:
                 raise BadAnswer(f"{method} {url}", f"the answer is longer than {limit} bytes",
                                 "check the server")
+            self.note_path(c)
             return r.status, r.headers, data
         except (OSError, http.client.HTTPException) as exc:
             c.close()

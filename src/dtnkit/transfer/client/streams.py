@@ -22,6 +22,15 @@ from dtnkit.transfer.client.session import Session, fatal_transport
 _S = TypeVar("_S")
 
 
+def settle_streams(options: Options, session: Session) -> int:
+    """The streams of this run: with ``--streams auto`` decided once, from the round-trip
+    time of the first connection to *session*'s server (one is made if none answered yet)."""
+    if options.auto is not None:
+        options.streams = options.auto.decide(session.measure_path,
+                                              lambda: session.peer).streams
+    return options.streams
+
+
 def run_streams(session: Session, blocks: list[pl.Block], options: Options, *,
                 work: Callable[[http.client.HTTPConnection, pl.Block, _S], None],
                 prepare: Callable[[pl.Block], _S],
@@ -39,6 +48,7 @@ def run_streams(session: Session, blocks: list[pl.Block], options: Options, *,
     raised; ``work`` may raise :class:`Abort` when *stop* is set.  On the way out (Ctrl-C
     included) the streams' sockets are cut so that no thread is left receiving or writing.
     """
+    settle_streams(options, session)
     queue_: queue.SimpleQueue[pl.Block] = queue.SimpleQueue()
     for b in blocks:
         queue_.put(b)

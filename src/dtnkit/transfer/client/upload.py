@@ -56,7 +56,7 @@ from dtnkit.transfer.client.session import (
     source_digest,
     want_name,
 )
-from dtnkit.transfer.client.streams import read_back, retry_on_mismatch
+from dtnkit.transfer.client.streams import read_back, retry_on_mismatch, settle_streams
 from dtnkit.transfer.client.verify import Verify
 from dtnkit.transfer.wire import digests as dg
 from dtnkit.transfer.wire.upload import covered
@@ -67,7 +67,7 @@ def upload(session: Session, src: Path, url: Url, options: Options) -> FileResul
     than one block and the server has sessions; else one PUT stream."""
     note: str | None = None
     refuse_existing(session, url, options)
-    if options.streams > 1:
+    if settle_streams(options, session) > 1:
         try:
             return upload_file(session, src, url, options)
         except UseSinglePut as exc:

@@ -32,6 +32,7 @@ from dtnkit.transfer import checksum as cks
 from dtnkit.transfer import files, fsroot, paths
 from dtnkit.transfer import pipeline as pl
 from dtnkit.transfer import tokens as tokmod
+from dtnkit.transfer.client import pace
 from dtnkit.transfer.client.download import download
 from dtnkit.transfer.client.errors import ChecksumMismatch, DestinationExists, Retryable
 from dtnkit.transfer.client.journals import part_path
@@ -77,36 +78,44 @@ class Reach:
 
 
 class _PinnedHTTP(http.client.HTTPConnection):
-    """A connection to *address*, the one checked, whatever the name resolves to now."""
+    """A connection to *address*, the one checked, whatever the name resolves to now; its
+    socket keeps the client's minimum rate and deadline (client/pace.py), as `cp`'s do."""
 
-    def __init__(self, host: str, port: int, address: str, timeout: float) -> None:
-        super().__init__(host, port, timeout=timeout)
+    def __init__(self, host: str, port: int, address: str, options: Options) -> None:
+        super().__init__(host, port, timeout=pace.socket_timeout(options, strict=False))
         self.address = address
+        self.options = options
 
     def connect(self) -> None:
-        self.sock = socket.create_connection((self.address, self.port), self.timeout)
+        self.timeout = pace.socket_timeout(self.options)
+        sock = socket.create_connection((self.address, self.port), self.timeout)
         with contextlib.suppress(OSError):
-            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock = pace.PacedSocket(sock, self.options)
 
 
 class _PinnedHTTPS(http.client.HTTPSConnection):
     """The same over TLS: the certificate is checked for the name in the URL."""
 
-    def __init__(self, host: str, port: int, address: str, timeout: float,
+    def __init__(self, host: str, port: int, address: str, options: Options,
                  tls: ssl.SSLContext) -> None:
-        super().__init__(host, port, timeout=timeout, context=tls)
+        super().__init__(host, port, timeout=pace.socket_timeout(options, strict=False),
+                         context=tls)
         self.address = address
+        self.options = options
         self.tls = tls
 
     def connect(self) -> None:
+        self.timeout = pace.socket_timeout(self.options)
         sock = socket.create_connection((self.address, self.port), self.timeout)
         with contextlib.suppress(OSError):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         try:
-            self.sock = self.tls.wrap_socket(sock, server_hostname=self.host)
+            tls_sock = self.tls.wrap_socket(sock, server_hostname=self.host)
         except BaseException:
             sock.close()
             raise
+        self.sock = pace.PacedSocket(tls_sock, self.options)
 
 
 class ForwardingSession(Session):
@@ -132,10 +141,10 @@ class ForwardingSession(Session):
         return out
 
     def connect(self) -> http.client.HTTPConnection:
-        timeout = self.options.stall_timeout
         if self.tls is not None:
-            return _PinnedHTTPS(self.url.host, self.url.port, self.address, timeout, self.tls)
-        return _PinnedHTTP(self.url.host, self.url.port, self.address, timeout)
+            return _PinnedHTTPS(self.url.host, self.url.port, self.address, self.options,
+                                self.tls)
+        return _PinnedHTTP(self.url.host, self.url.port, self.address, self.options)
 
     def for_url(self, url: Url) -> Session:
         if same_origin(url, self.url):

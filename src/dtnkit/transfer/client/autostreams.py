@@ -1,0 +1,243 @@
+"""``--streams auto``: how many TCP streams fill the path, from what this host knows.
+
+One TCP stream moves at most one window per round trip.  The window a stream can reach is
+bounded by the socket buffers both ends allow (Linux autotuning grows a socket's buffer up to
+``net.ipv4.tcp_rmem``/``tcp_wmem``'s third value; ``SO_RCVBUF``/``SO_SNDBUF`` set by hand are
+capped by ``net.core.rmem_max``/``wmem_max`` and turn autotuning off), and the kernel keeps
+part of each buffer for its own bookkeeping (``tcp_adv_win_scale`` 1, the default: half;
+kernels since 6.6 measure that share per connection, about half again for GSO traffic), so
+
+    streams = ceil(rate x RTT / window),    window = min(receive buffer, send buffer) / 2
+
+with the RTT measured by the kernel on the first connection (``TCP_INFO``), the rate given
+(``--rate``) or, failing that, the link speed of the interface the server is reached through
+(an upper bound of the path), and the buffers read from this host.  The far end's buffers are
+not known: they are taken to be this host's (two untuned Linux hosts have the same defaults).
+The result is capped (:data:`CAP`) and never below one; every input is kept in the
+:class:`Decision` so that ``dtnkit cp`` can say what it chose and why.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from dtnkit.host.host import Host
+
+#: Most streams ``auto`` chooses: beyond this, more streams mostly add loss and memory.
+CAP = 16
+#: Share of a socket buffer that carries data in flight (tcp_adv_win_scale = 1).
+WINDOW_SHARE = 0.5
+#: Rate assumed when neither --rate nor a link speed is known (a DTN's common NIC).
+ASSUMED_RATE = 10 * 10**9
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The socket buffer limits of a host, in bytes (third values of the tcp_*mem triples and
+    the caps on SO_RCVBUF/SO_SNDBUF)."""
+
+    tcp_rmem_max: int
+    tcp_wmem_max: int
+    rmem_max: int
+    wmem_max: int
+
+    @property
+    def receive_window(self) -> int:
+        """Bytes a receiving socket can advertise: autotuning's share of tcp_rmem's third
+        value, or all of SO_RCVBUF's cap when dtnkit sets it (:meth:`rcvbuf_to_set`; the
+        kernel doubles a SO_RCVBUF value for its bookkeeping)."""
+        return max(int(self.tcp_rmem_max * WINDOW_SHARE), self.rcvbuf_to_set() or 0)
+
+    @property
+    def send_window(self) -> int:
+        """Bytes a sending socket can have in flight (autotuning's share of tcp_wmem)."""
+        return int(self.tcp_wmem_max * WINDOW_SHARE)
+
+    @property
+    def window(self) -> int:
+        """Bytes one stream can have in flight: the smaller of the two."""
+        return max(1, min(self.receive_window, self.send_window))
+
+    def rcvbuf_to_set(self) -> int | None:
+        """SO_RCVBUF for a receiving socket, or None to leave autotuning on.  Setting it
+        turns autotuning off, so only when its cap (net.core.rmem_max) gives a larger window
+        than autotuning reaches (half of tcp_rmem's third value)."""
+        return self.rmem_max if self.rmem_max > self.tcp_rmem_max * WINDOW_SHARE else None
+
+
+def parse_limits(tcp_rmem: str | None, tcp_wmem: str | None, rmem_max: str | None,
+                 wmem_max: str | None) -> Limits | None:
+    """:class:`Limits` from the text of the four sysctl files; None when one is missing or
+    malformed."""
+    try:
+        triples = [(text or "").split() for text in (tcp_rmem, tcp_wmem)]
+        if any(len(t) != 3 for t in triples):
+            return None
+        values = [int(triples[0][2]), int(triples[1][2]), int((rmem_max or "").strip()),
+                  int((wmem_max or "").strip())]
+    except ValueError:
+        return None
+    if any(v <= 0 for v in values):
+        return None
+    return Limits(*values)
+
+
+def streams_for(rate_bps: float, rtt_s: float, window_bytes: int, cap: int = CAP) -> int:
+    """``ceil(rate x RTT / window)`` streams (rate in bit/s, RTT in s, window in bytes),
+    at least 1 and at most *cap*."""
+    if not (rate_bps > 0 and rtt_s >= 0 and window_bytes > 0):
+        raise ValueError(f"rate {rate_bps}, RTT {rtt_s} and window {window_bytes} must be "
+                         "positive")
+    bdp = rate_bps / 8 * rtt_s
+    # a window that exactly fills the path needs no second stream: round off float noise
+    need = math.ceil(round(bdp / window_bytes, 9))
+    return max(1, min(cap, need))
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What ``--streams auto`` chose and from what."""
+
+    streams: int
+    rtt_s: float | None
+    rate_bps: float
+    rate_from: str  # "--rate", "link DEV", "assumed"
+    window_bytes: int | None
+    reason: str
+
+    def as_dict(self) -> dict[str, object]:
+        return {"streams": self.streams,
+                "rtt_ms": None if self.rtt_s is None else round(self.rtt_s * 1e3, 3),
+                "rate_bps": self.rate_bps, "rate_from": self.rate_from,
+                "window_bytes": self.window_bytes, "reason": self.reason}
+
+
+def show_rate(bps: float) -> str:
+    for unit, scale in (("Gbit/s", 1e9), ("Mbit/s", 1e6), ("kbit/s", 1e3)):
+        if bps >= scale:
+            return f"{bps / scale:g} {unit}"
+    return f"{bps:g} bit/s"
+
+
+def show_bytes(n: float) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n / 2**10:.3g} KiB"
+
+
+def decide(rtt_s: float | None, rate_bps: float, rate_from: str, limits: Limits | None,
+           cap: int = CAP) -> Decision:
+    """The number of streams, with the reason in words."""
+    if rtt_s is None:
+        return Decision(1, None, rate_bps, rate_from, None,
+                        "1 stream: the round-trip time could not be measured (no TCP_INFO)")
+    if limits is None:
+        return Decision(1, rtt_s, rate_bps, rate_from, None,
+                        "1 stream: the socket buffer limits of this host could not be read")
+    window = limits.window
+    n = streams_for(rate_bps, rtt_s, window, cap)
+    bdp = rate_bps / 8 * rtt_s
+    capped = n == cap and math.ceil(round(bdp / window, 9)) > cap
+    reason = (f"{n} stream{'s' if n > 1 else ''}: rate {show_rate(rate_bps)} ({rate_from}) x "
+              f"RTT {rtt_s * 1e3:.3g} ms = {show_bytes(bdp)} in flight, window "
+              f"{show_bytes(window)} per stream (receive {limits.receive_window}, send "
+              f"{limits.send_window} bytes: half of tcp_rmem max {limits.tcp_rmem_max}, "
+              f"tcp_wmem max {limits.tcp_wmem_max}; rmem_max {limits.rmem_max})"
+              + (f", capped at {cap}" if capped else ""))
+    return Decision(n, rtt_s, rate_bps, rate_from, window, reason)
+
+
+class AutoStreams:
+    """``--streams auto`` for one ``dtnkit cp`` run: decided once, on the first connection
+    that asks (parallel files wait for that one decision), then fixed for the run."""
+
+    def __init__(self, rate_bps: int | None, limits: Callable[[], Limits | None],
+                 link_rate: Callable[[str], tuple[float, str] | None],
+                 cap: int = CAP) -> None:
+        self.rate_bps = rate_bps
+        self._limits = limits
+        self._link_rate = link_rate
+        self.cap = cap
+        self.decision: Decision | None = None
+        self.on_decision: Callable[[Decision], None] | None = None  # e.g. say it on stderr
+        # reentrant: deciding may open the first connection, which asks rcvbuf()
+        self._lock = threading.RLock()
+        self._known: Limits | None = None
+        self._read = False
+
+    def limits(self) -> Limits | None:
+        """This host's buffer limits, read once."""
+        with self._lock:
+            return self._limits_locked()
+
+    def _limits_locked(self) -> Limits | None:
+        if not self._read:
+            self._known, self._read = self._limits(), True
+        return self._known
+
+    def rcvbuf(self) -> int | None:
+        """SO_RCVBUF for new connections, or None (autotuning): see
+        :meth:`Limits.rcvbuf_to_set`."""
+        limits = self.limits()
+        return limits.rcvbuf_to_set() if limits is not None else None
+
+    def decide(self, rtt_s: Callable[[], float | None],
+               peer: Callable[[], str | None]) -> Decision:
+        """The decision, made on the first call from ``rtt_s()`` (the first connection's
+        TCP_INFO round-trip time) and ``peer()`` (its remote address, for the link rate)."""
+        with self._lock:
+            if self.decision is None:
+                rtt = rtt_s()
+                rate: float
+                if self.rate_bps is not None:
+                    rate, source = self.rate_bps, "--rate"
+                else:
+                    address = peer()
+                    link = self._link_rate(address) if address else None
+                    rate, source = link if link else (ASSUMED_RATE, "assumed; pass --rate")
+                self.decision = decide(rtt, rate, source, self._limits_locked(), self.cap)
+                if self.on_decision is not None:
+                    self.on_decision(self.decision)
+            return self.decision
+
+
+_SYSCTLS = ("/proc/sys/net/ipv4/tcp_rmem", "/proc/sys/net/ipv4/tcp_wmem",
+            "/proc/sys/net/core/rmem_max", "/proc/sys/net/core/wmem_max")
+
+
+def host_limits(host: Host) -> Limits | None:
+    """This host's socket buffer limits (of the network namespace *host* reads)."""
+    return parse_limits(*(host.read(path) for path in _SYSCTLS))
+
+
+def link_rate(host: Host, address: str) -> tuple[float, str] | None:
+    """The link speed of the interface *address* is reached through, in bit/s, and where it
+    came from; None when the kernel does not know it (loopback, some virtual devices)."""
+    res = host.query(["ip", "-j", "route", "get", address])
+    if not res.ok:
+        return None
+    try:
+        routes = json.loads(res.stdout)
+        dev = str(routes[0]["dev"])
+    except (ValueError, LookupError, TypeError):
+        return None
+    if "/" in dev or dev.startswith("."):
+        return None
+    text = host.read(f"/sys/class/net/{dev}/speed")
+    try:
+        mbit = int((text or "").strip())
+    except ValueError:
+        return None
+    return (mbit * 10**6, f"link speed of {dev}") if mbit > 0 else None
+
+
+def for_this_host(rate_bps: int | None, cap: int = CAP) -> AutoStreams:
+    """``--streams auto`` reading this process's host (and network namespace)."""
+    host = Host.live()
+    return AutoStreams(rate_bps, lambda: host_limits(host),
+                       lambda address: link_rate(host, address), cap)

@@ -1,0 +1,222 @@
+"""Downloads on one stream: one ``GET`` per contiguous run of blocks, read by one thread while
+another writes and verifies.
+
+With several streams each block is its own ranged ``GET`` (:func:`~dtnkit.transfer.client.ends
+.move_blocks`): the streams overlap each other's request round trips.  A single stream cannot:
+a request per 8 MiB block leaves the path idle one round trip per block (on a 50 ms path at
+1 Gbit/s, 30 % of the time), and a receiving thread that also writes and hashes leaves the
+socket unread meanwhile, so the kernel's receive buffer fills and the advertised window
+shrinks.  Here one ``GET`` asks for the whole run (the whole file, or what a resume still
+needs), and the blocks are cut from its body: the stream's thread only receives, into pooled
+block buffers, and hands each 1 MiB chunk to a writer stage (:class:`~dtnkit.transfer.pipeline
+.Stage`, a bounded queue) that writes it and, at the end of each block, marks it done and
+gives it to the verifier, exactly as the multi-stream loop does.  Blocks stay the unit of
+retries, resume journals and bad-block re-fetch: a broken connection resumes with a new
+``GET`` from the first block not yet received.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.client
+import threading
+from dataclasses import dataclass
+
+from dtnkit.transfer import pipeline as pl
+from dtnkit.transfer.client.ends import FileSink, HttpRangeSource, move_blocks
+from dtnkit.transfer.client.errors import Abort, FatalHttp, Retryable, TransferError
+from dtnkit.transfer.client.options import Options
+from dtnkit.transfer.client.session import check_status
+from dtnkit.transfer.client.streams import (
+    CHUNK,
+    BufferPool,
+    CombineHasher,
+    run_streams,
+    settle_streams,
+)
+from dtnkit.transfer.wire.ranges import format_content_range
+
+#: Chunks waiting for the writer: 64 MiB at most between the socket and the disk.
+STAGE_DEPTH = 64
+
+
+def fetch_blocks(source: HttpRangeSource, sink: FileSink, blocks: list[pl.Block],
+                 options: Options, *, size: int, verifier: pl.BlockVerifier | None = None,
+                 done: set[int] | None = None) -> int:
+    """Fetch *blocks* of *source* into *sink* (see :func:`~dtnkit.transfer.client.ends
+    .move_blocks` for *verifier* and *done*); returns the number of retries.  One stream:
+    one ``GET`` per contiguous run of blocks (:class:`OneGet`); more: a ``GET`` per block."""
+    if settle_streams(options, source.session) > 1:
+        return move_blocks(source, sink, blocks, options, size=size, verifier=verifier,
+                           done=done)
+    return OneGet(source, sink, blocks, options, size, verifier, done).run()
+
+
+def runs(blocks: list[pl.Block]) -> dict[int, int]:
+    """For each block's index, the last byte of the contiguous run of *blocks* it is in."""
+    last: dict[int, int] = {}
+    start = 0
+    for i in range(1, len(blocks) + 1):
+        if i == len(blocks) or blocks[i].offset != blocks[i - 1].offset + blocks[i - 1].length:
+            for b in blocks[start:i]:
+                last[b.index] = blocks[i - 1].end
+            start = i
+    return last
+
+
+#: What the receiving thread hands the writer: a chunk to write at its offset (buf None), or
+#: the end of a block (offset -1; data empty) with the block's buffer.
+_Item = tuple[int, pl.Block, memoryview, bytearray | None]
+
+
+@dataclass
+class _Attempt:
+    buf: bytearray
+    tries: int = 0
+
+
+@dataclass
+class _Open:
+    """The response being read: on which connection, up to which offset."""
+
+    conn: http.client.HTTPConnection
+    response: http.client.HTTPResponse
+    offset: int
+
+
+class OneGet:
+    """One stream, one ``GET`` per contiguous run; receiving apart from writing and hashing."""
+
+    def __init__(self, source: HttpRangeSource, sink: FileSink, blocks: list[pl.Block],
+                 options: Options, size: int, verifier: pl.BlockVerifier | None,
+                 done: set[int] | None) -> None:
+        self.source, self.sink, self.blocks, self.options = source, sink, blocks, options
+        self.size, self.verifier, self.done = size, verifier, done
+        self.last = runs(blocks)
+        self.stop = threading.Event()
+        self.pool = BufferPool(min(options.block_size, max(1, size)))
+        self.combiner = verifier if isinstance(verifier, pl.BlockCombiner) else None
+        self.ordered = verifier if isinstance(verifier, pl.OrderedHasher) else None
+        self.open: _Open | None = None
+
+    # ------------------------------------------------------------------ the receiving thread
+    def _response_at(self, conn: http.client.HTTPConnection,
+                     b: pl.Block) -> http.client.HTTPResponse:
+        """The open response when it continues at block *b* on *conn*, else a new ``GET`` of
+        the run from *b* on."""
+        if self.open is not None and self.open.conn is conn and self.open.offset == b.offset:
+            return self.open.response
+        self.open = None
+        src = self.source
+        first, last = b.offset, self.last[b.index]
+        hdrs = {"Range": f"bytes={first}-{last}"}
+        if src.etag:
+            hdrs["If-Range"] = src.etag
+        what = f"GET {src.url}"
+        conn.request("GET", src.url.path, headers=src.session.headers(hdrs))
+        r = conn.getresponse()
+        if r.status >= 500:
+            r.read(4096)
+            raise Retryable(f"{what} bytes {first}-{last}: HTTP {r.status}")
+        if r.status != 206:
+            body = r.read(4096)
+            if r.status == 200:
+                raise FatalHttp(what, "the server sent the whole file instead of a range "
+                                "(the source changed during the copy?)", "retry the copy")
+            check_status(r.status, what, body, ok=(206,))
+        want = format_content_range(first, last, self.size)
+        got = r.getheader("Content-Range")
+        # a 206 without Content-Range is tolerated (as by the per-block fetch) when its
+        # length is the range's; every byte count is checked while reading anyway
+        if got is None and r.getheader("Content-Length") == str(last - first + 1):
+            return r
+        if got is None or got.strip() != want:
+            raise FatalHttp(what, f"Content-Range {got!r} is not the range asked for ({want})",
+                            "check the server (or a proxy on the way); retry the copy")
+        return r
+
+    def work(self, stage: pl.Stage[_Item],
+             conn: http.client.HTTPConnection, b: pl.Block, state: _Attempt) -> None:
+        if state.tries:
+            stage.drain()  # an earlier attempt's chunks are written before buf is refilled
+        state.tries += 1
+        r = self._response_at(conn, b)
+        view = memoryview(state.buf)[:b.length]
+        got = posted = 0
+        while got < b.length:
+            if self.stop.is_set():
+                raise Abort()
+            n = r.readinto(view[got:min(b.length, posted + CHUNK)])
+            if not n:
+                self.open = None
+                raise Retryable(f"GET {self.source.url} block {b.index}: connection closed "
+                                f"after {got} of {b.length} bytes")
+            got += n
+            if got - posted >= CHUNK or got == b.length:
+                stage.put((b.offset + posted, b, view[posted:got], None))
+                posted = got
+        if b.end == self.last[b.index]:
+            self.open = None
+            if r.read(1):
+                raise Retryable(f"GET {self.source.url}: longer than asked")
+        else:
+            self.open = _Open(conn, r, b.offset + b.length)
+
+    # ------------------------------------------------------------------ the writer stage
+    def run(self) -> int:
+        hasher = CombineHasher(self.combiner, self.pool) if self.combiner is not None else None
+        if self.ordered is not None:
+            self.ordered.set_release(self.pool.put)
+            self.ordered.set_read_block(functools.partial(self.sink.read_back, pool=self.pool))
+        lock = threading.Lock()
+
+        def moved(b: pl.Block, buf: bytearray) -> None:
+            if self.done is not None:
+                with lock:
+                    self.done.add(b.index)  # every byte of it is written
+            if hasher is not None:
+                hasher.submit(b, buf)  # owns buf now, gives it back to the pool
+            elif self.ordered is not None:
+                self.ordered.accept(b, memoryview(buf)[:b.length], wait=pl.BACKPRESSURE_WAIT,
+                                    stop=self.stop)
+            elif self.verifier is not None:
+                self.verifier.accept(b, memoryview(buf)[:b.length])
+            else:
+                self.pool.put(buf)
+            if self.options.progress is not None:
+                self.options.progress(b.length)
+
+        def consume(item: _Item) -> None:
+            offset, b, data, buf = item
+            if buf is not None:
+                moved(b, buf)
+            else:
+                self.sink.write(data, offset)
+
+        stage: pl.Stage[_Item] = pl.Stage(
+            consume, STAGE_DEPTH, "dtnkit-write")
+
+        def finish(b: pl.Block, state: _Attempt) -> None:
+            stage.put((-1, b, memoryview(b""), state.buf))
+
+        def give_up(b: pl.Block, attempts: int, exc: BaseException) -> TransferError:
+            return TransferError(f"GET {self.source.url}", f"block {b.index} failed after "
+                                 f"{attempts} attempts ({exc})",
+                                 "check that the server is up; raise --retries or "
+                                 "--stall-timeout")
+
+        try:
+            retries = run_streams(self.source.session, self.blocks, self.options,
+                                  work=functools.partial(self.work, stage),
+                                  prepare=lambda _b: _Attempt(self.pool.get()), finish=finish,
+                                  give_up=give_up, stop=self.stop,
+                                  name=self.source.thread_name)
+            stage.drain()
+        finally:
+            self.stop.set()
+            stage.close()
+            if hasher is not None:
+                hasher.close()
+        if hasher is not None and hasher.error is not None:
+            raise hasher.error
+        return retries
