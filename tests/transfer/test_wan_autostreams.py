@@ -262,7 +262,8 @@ def test_cli_upload_with_auto_decides_on_its_own_connection(
     handle, root = served
     src = tmp_path / "up.bin"
     src.write_bytes(secrets.token_bytes(100_000))
-    code = main(["cp", str(src), f"{handle.url}up.bin", "--json", "--token", WRITE],
+    code = main(["cp", str(src), f"{handle.url}up.bin", "--streams", "auto", "--json",
+                 "--token", WRITE],
                 environment)
     err = taken(environment.stderr)
     assert code == 0, err

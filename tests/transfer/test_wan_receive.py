@@ -25,7 +25,7 @@ import pytest
 from dtnkit.transfer import pipeline as pl
 from dtnkit.transfer.client.copy import copy
 from dtnkit.transfer.client.ends import FileSink, HttpRangeSource
-from dtnkit.transfer.client.errors import FatalHttp
+from dtnkit.transfer.client.errors import BadAnswer
 from dtnkit.transfer.client.options import Options
 from dtnkit.transfer.client.receive import fetch_blocks, runs
 from dtnkit.transfer.client.session import Session, Url
@@ -306,7 +306,7 @@ def test_a_206_for_another_range_is_refused_and_nothing_is_written(tmp_path: Pat
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         dst = tmp_path / "w.bin"
-        with pytest.raises(FatalHttp, match="Content-Range"):
+        with pytest.raises(BadAnswer, match="Content-Range"):
             copy(f"http://127.0.0.1:{server.server_address[1]}/w.bin", str(dst),
                  opts(verify="none"))
         assert sorted(p.name for p in tmp_path.iterdir()) == []

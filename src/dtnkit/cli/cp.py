@@ -195,8 +195,11 @@ def cp(env: Environment,
         from dtnkit.transfer.client import autostreams
 
         auto = autostreams.for_this_host(rate_bps)
-        auto.on_decision = lambda d: click.echo(f"dtnkit cp: --streams auto: {d.reason}",
-                                                file=env.stderr)
+        asked = click.get_current_context().get_parameter_source("streams") not in (
+            ParameterSource.DEFAULT, None)
+        if asked or (env.stderr_isatty and not as_json):  # else: in the summary and JSON
+            auto.on_decision = lambda d: click.echo(f"dtnkit cp: --streams auto: {d.reason}",
+                                                    file=env.stderr)
     options = Options(
         streams=streams if isinstance(streams, int) else 1, auto=auto,
         block_size=parse_bytes(block_size, "block-size", lo=4096, hi=2**30),
@@ -216,6 +219,8 @@ def cp(env: Environment,
     rate = result["rate_bps"]
     rate_text = format_rate(rate) if isinstance(rate, float) else "-"
     digest = f", {options.checksum} {result['digest']}" if result["digest"] else ""
+    if auto is not None and auto.decision is not None:
+        digest += f", {auto.decision.streams} stream(s) (auto)"
     # for people the summary goes to stderr, beside the progress bar
     emit(env, result, "json" if as_json else "table",
          lambda p: p.echo(f"copied {result['files']} file(s), {result['bytes']} bytes in "
