@@ -105,23 +105,39 @@ def crc32c_python(data: Buffer, crc: int = 0) -> int:
 
 
 _Crc32cFn = Callable[[Buffer, int], int]
-_crc32c_update: _Crc32cFn
-try:
-    import crc32c as _crc32c_pkg
-except ImportError:  # pragma: no cover - exercised in a subprocess by the tests
-    _crc32c_update = crc32c_python
-    CRC32C_BACKEND = "python"
-else:
-    try:  # CRC32C_SW_MODE=none on a CPU without CRC instructions: the package raises on use
-        _usable = _crc32c_pkg.crc32c(b"123456789") == 0xE3069283
-    except Exception:  # pragma: no cover - depends on the CPU and environment
-        _usable = False
-    if _usable:
-        _crc32c_update = _crc32c_pkg.crc32c
-        CRC32C_BACKEND = "crc32c-hw" if _crc32c_pkg.hardware_based else "crc32c-sw"
-    else:  # pragma: no cover
-        _crc32c_update = crc32c_python
-        CRC32C_BACKEND = "python"
+_crc32c_chosen: list[tuple[_Crc32cFn, str]] = []
+
+
+def _crc32c_impl() -> tuple[_Crc32cFn, str]:
+    """The CRC-32C function and its backend's name, chosen at the first use: the crc32c
+    package costs ~30 ms of start-up (it imports importlib.metadata), which a copy that never
+    computes a crc32c should not pay."""
+    if not _crc32c_chosen:
+        try:
+            import crc32c as pkg
+        except ImportError:  # pragma: no cover - exercised in a subprocess by the tests
+            _crc32c_chosen.append((crc32c_python, "python"))
+        else:
+            try:  # CRC32C_SW_MODE=none on a CPU without CRC instructions: it raises on use
+                usable = pkg.crc32c(b"123456789") == 0xE3069283
+            except Exception:  # pragma: no cover - depends on the CPU and environment
+                usable = False
+            if usable:
+                _crc32c_chosen.append(
+                    (pkg.crc32c, "crc32c-hw" if pkg.hardware_based else "crc32c-sw"))
+            else:  # pragma: no cover
+                _crc32c_chosen.append((crc32c_python, "python"))
+    return _crc32c_chosen[0]
+
+
+def _crc32c_update(data: Buffer, crc: int) -> int:
+    return _crc32c_impl()[0](data, crc)
+
+
+def __getattr__(name: str) -> object:
+    if name == "CRC32C_BACKEND":  # which CRC-32C implementation is in use
+        return _crc32c_impl()[1]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 _Adler32Fn = Callable[[Buffer, int], int]
