@@ -74,29 +74,12 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from benchlib import CpuWatch, free_port, proc_cpu
+from benchlib import T0, CpuWatch, free_port, log, out, proc_cpu, stop, table
 
 REPO = Path(__file__).resolve().parent.parent
 MiB = 2**20
-T0 = time.monotonic()
 TOKEN = "dtnkit-bench-ab-token"
 AUDIT_OK = (0, 3)  # 3: the audit found settings to change
-
-
-def log(msg: str) -> None:
-    print(f"[{time.monotonic() - T0:7.1f}s] {msg}", file=sys.stderr, flush=True)
-
-
-def out(line: str = "") -> None:
-    print(line, flush=True)
-
-
-def table(head: list[str], rows: list[list[str]]) -> None:
-    out("| " + " | ".join(head) + " |")
-    out("|" + "---|" * len(head))
-    for r in rows:
-        out("| " + " | ".join(r) + " |")
-    out()
 
 
 # --------------------------------------------------------------------------- trees
@@ -209,16 +192,6 @@ def children_cpu() -> float:
 
 # --------------------------------------------------------------------------- servers
 
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    """Stop one child by its PID: SIGTERM, then SIGKILL after 10 s."""
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 @dataclass

@@ -57,7 +57,7 @@ from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 
-from benchlib import CpuWatch, free_port
+from benchlib import T0, CpuWatch, free_port, log, out, stop, table
 from dtnkit.transfer import checksum as cks
 from dtnkit.transfer.client.copy import copy
 from dtnkit.transfer.client.options import Options
@@ -69,23 +69,6 @@ GiB = 2**30
 MODES = ("none", "sequential", "file", "block")
 SECTIONS = ("main", "seed", "sizes", "blocks", "disk", "iperf", "peers")
 REPO = Path(__file__).resolve().parent.parent
-T0 = time.monotonic()
-
-
-def log(msg: str) -> None:
-    print(f"[{time.monotonic() - T0:7.1f}s] {msg}", file=sys.stderr, flush=True)
-
-
-def out(line: str = "") -> None:
-    print(line, flush=True)
-
-
-def table(head: list[str], rows: list[list[str]]) -> None:
-    out("| " + " | ".join(head) + " |")
-    out("|" + "---|" * len(head))
-    for r in rows:
-        out("| " + " | ".join(r) + " |")
-    out()
 
 
 def mb_s(size: int, seconds: float) -> str:
@@ -145,16 +128,6 @@ def wait_port(port: int, proc: subprocess.Popen[bytes] | subprocess.Popen[str],
         time.sleep(0.1)
     raise RuntimeError(f"nothing listening on port {port} after {timeout} s")
 
-
-def stop(proc: subprocess.Popen[bytes] | subprocess.Popen[str]) -> None:
-    """Stop one child by its PID: SIGTERM, then SIGKILL after 10 s."""
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 @contextmanager

@@ -63,7 +63,7 @@ from tests.support.xrootd import (
     running_xrootd,
 )
 
-from benchlib import CpuWatch
+from benchlib import T0, CpuWatch, log, out, table
 from dtnkit.errors import DtnkitError
 from dtnkit.lab import path as lab
 from dtnkit.lab.path import LabPath
@@ -74,23 +74,6 @@ REPO = Path(__file__).resolve().parent.parent
 STATE_ROOT = Path("/run/dtnkit/bench-wan")
 WORK_PREFIX = "dtnkit-wanbench-"
 TOKENS = "rw-token read,write\nro-token read\n"
-T0 = time.monotonic()
-
-
-def log(msg: str) -> None:
-    print(f"[{time.monotonic() - T0:7.1f}s] {msg}", file=sys.stderr, flush=True)
-
-
-def out(line: str = "") -> None:
-    print(line, flush=True)
-
-
-def table(head: list[str], rows: list[list[str]]) -> None:
-    out("| " + " | ".join(head) + " |")
-    out("|" + "---|" * len(head))
-    for r in rows:
-        out("| " + " | ".join(r) + " |")
-    out()
 
 
 # --------------------------------------------------------------------------- what is measured

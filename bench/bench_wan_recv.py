@@ -48,7 +48,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchlib import CpuWatch
+from benchlib import CpuWatch, stop
 from dtnkit.environment import Environment
 from dtnkit.lab import path as lab
 from dtnkit.lab.path import LabHost
@@ -195,12 +195,7 @@ def main() -> int:
         return 0
     finally:
         for proc in procs:
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
+            stop(proc)
         shutil.rmtree(work, ignore_errors=True)
 
 

@@ -1,9 +1,12 @@
-"""What the benchmarks share: CPU accounting on a shared machine, and a free loopback port."""
+"""What the benchmarks share: CPU accounting on a shared machine, a free loopback port, stopping
+a child, and the log, output and Markdown table lines every bench prints."""
 
 from __future__ import annotations
 
 import os
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -51,3 +54,35 @@ def free_port() -> int:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
         return port
+
+
+T0 = time.monotonic()
+
+
+def log(msg: str) -> None:
+    """A progress line on stderr, with the seconds since the bench started."""
+    print(f"[{time.monotonic() - T0:7.1f}s] {msg}", file=sys.stderr, flush=True)
+
+
+def out(line: str = "") -> None:
+    print(line, flush=True)
+
+
+def table(head: list[str], rows: list[list[str]]) -> None:
+    """A Markdown table on stdout (the benches' results go into docs as they print)."""
+    out("| " + " | ".join(head) + " |")
+    out("|" + "---|" * len(head))
+    for r in rows:
+        out("| " + " | ".join(r) + " |")
+    out()
+
+
+def stop(proc: subprocess.Popen[bytes] | subprocess.Popen[str]) -> None:
+    """Stop one child by its PID: SIGTERM, then SIGKILL after 10 s."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -23,6 +23,7 @@ import io
 import socket
 import ssl
 import time
+from collections.abc import Callable
 from typing import Any
 
 from dtnkit.transfer.client.options import Options
@@ -103,31 +104,26 @@ class PacedSocket:
             return passed
         return exc
 
-    def recv_into(self, buffer: Any, nbytes: int = 0, flags: int = 0) -> int:
-        self._before(False)
+    def _paced(self, sending: bool, call: Callable[[], Any]) -> Any:
+        """One socket call, timed out by the deadline and counted against the minimum rate."""
+        self._before(sending)
         try:
-            n = self._sock.recv_into(buffer, nbytes, flags)
+            got = call()
         except TimeoutError as exc:
             raise self._timed_out(exc) from None
-        self._after(n)
+        self._after(len(got) if isinstance(got, bytes) else int(got))
+        return got
+
+    def recv_into(self, buffer: Any, nbytes: int = 0, flags: int = 0) -> int:
+        n: int = self._paced(False, lambda: self._sock.recv_into(buffer, nbytes, flags))
         return n
 
     def recv(self, bufsize: int, flags: int = 0) -> bytes:
-        self._before(False)
-        try:
-            data = self._sock.recv(bufsize, flags)
-        except TimeoutError as exc:
-            raise self._timed_out(exc) from None
-        self._after(len(data))
+        data: bytes = self._paced(False, lambda: self._sock.recv(bufsize, flags))
         return data
 
     def send(self, data: Any, flags: int = 0) -> int:
-        self._before(True)
-        try:
-            n = self._sock.send(data, flags)
-        except TimeoutError as exc:
-            raise self._timed_out(exc) from None
-        self._after(n)
+        n: int = self._paced(True, lambda: self._sock.send(data, flags))
         return n
 
     def sendall(self, data: Any, flags: int = 0) -> None:
