@@ -153,15 +153,18 @@ class PacedSocket:
         self._sock.close()
 
 
-def open_socket(host: str, port: int, timeout: float | None, rcvbuf: int) -> socket.socket:
-    """A TCP connection whose receive buffer is set to *rcvbuf* before the handshake (the
-    window scale is agreed then); as :func:`socket.create_connection` otherwise."""
+def open_socket(host: str, port: int, timeout: float | None,
+                rcvbuf: int | None = None) -> socket.socket:
+    """A TCP connection to *host* (a name or an address), as
+    :func:`socket.create_connection`, with TCP_NODELAY; its receive buffer set to *rcvbuf*
+    before the handshake when given (the window scale is agreed then)."""
     error: OSError | None = None
     for family, kind, proto, _name, address in socket.getaddrinfo(host, port, 0,
                                                                   socket.SOCK_STREAM):
         sock = socket.socket(family, kind, proto)
         try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+            if rcvbuf is not None:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
             sock.settimeout(timeout)
             sock.connect(address)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -173,40 +176,42 @@ def open_socket(host: str, port: int, timeout: float | None, rcvbuf: int) -> soc
 
 
 class PacedHTTPConnection(http.client.HTTPConnection):
-    """An HTTP connection on a :class:`PacedSocket` (its receive buffer set to *rcvbuf*
-    before the handshake when given, see :func:`open_socket`)."""
+    """An HTTP connection on a :class:`PacedSocket`: to *address* when given (the one a
+    server's third-party copy checked, whatever the name resolves to now), else to the
+    host's name; its receive buffer set to *rcvbuf* when given (:func:`open_socket`)."""
 
     def __init__(self, host: str, port: int, options: Options, *,
-                 rcvbuf: int | None = None) -> None:
+                 rcvbuf: int | None = None, address: str | None = None) -> None:
         super().__init__(host, port, timeout=socket_timeout(options, strict=False))
         self.options = options
         self.rcvbuf = rcvbuf
+        self.address = address
 
     def connect(self) -> None:
         self.timeout = socket_timeout(self.options)
-        if self.rcvbuf is None:
-            super().connect()
-        else:
-            self.sock = open_socket(self.host, self.port, self.timeout, self.rcvbuf)
-        self.sock = PacedSocket(self.sock, self.options)
+        sock = open_socket(self.address or self.host, self.port, self.timeout, self.rcvbuf)
+        self.sock = PacedSocket(sock, self.options)
 
 
 class PacedHTTPSConnection(http.client.HTTPSConnection):
-    """An HTTPS connection whose TLS socket is a :class:`PacedSocket`."""
+    """The same over TLS; the certificate is checked for the host's name."""
 
     def __init__(self, host: str, port: int, options: Options,
-                 context: ssl.SSLContext, *, rcvbuf: int | None = None) -> None:
+                 context: ssl.SSLContext, *, rcvbuf: int | None = None,
+                 address: str | None = None) -> None:
         super().__init__(host, port, timeout=socket_timeout(options, strict=False),
                          context=context)
         self.options = options
         self.tls = context
         self.rcvbuf = rcvbuf
+        self.address = address
 
     def connect(self) -> None:
         self.timeout = socket_timeout(self.options)
-        if self.rcvbuf is None:
-            super().connect()
-        else:
-            sock = open_socket(self.host, self.port, self.timeout, self.rcvbuf)
-            self.sock = self.tls.wrap_socket(sock, server_hostname=self.host)
-        self.sock = PacedSocket(self.sock, self.options)
+        sock = open_socket(self.address or self.host, self.port, self.timeout, self.rcvbuf)
+        try:
+            tls_sock = self.tls.wrap_socket(sock, server_hostname=self.host)
+        except BaseException:
+            sock.close()
+            raise
+        self.sock = PacedSocket(tls_sock, self.options)

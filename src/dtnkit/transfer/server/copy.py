@@ -17,7 +17,6 @@ import contextlib
 import http.client
 import os
 import re
-import socket
 import ssl
 import stat
 import threading
@@ -77,47 +76,6 @@ class Reach:
     listed: bool = True
 
 
-class _PinnedHTTP(http.client.HTTPConnection):
-    """A connection to *address*, the one checked, whatever the name resolves to now; its
-    socket keeps the client's minimum rate and deadline (client/pace.py), as `cp`'s do."""
-
-    def __init__(self, host: str, port: int, address: str, options: Options) -> None:
-        super().__init__(host, port, timeout=pace.socket_timeout(options, strict=False))
-        self.address = address
-        self.options = options
-
-    def connect(self) -> None:
-        self.timeout = pace.socket_timeout(self.options)
-        sock = socket.create_connection((self.address, self.port), self.timeout)
-        with contextlib.suppress(OSError):
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.sock = pace.PacedSocket(sock, self.options)
-
-
-class _PinnedHTTPS(http.client.HTTPSConnection):
-    """The same over TLS: the certificate is checked for the name in the URL."""
-
-    def __init__(self, host: str, port: int, address: str, options: Options,
-                 tls: ssl.SSLContext) -> None:
-        super().__init__(host, port, timeout=pace.socket_timeout(options, strict=False),
-                         context=tls)
-        self.address = address
-        self.options = options
-        self.tls = tls
-
-    def connect(self) -> None:
-        self.timeout = pace.socket_timeout(self.options)
-        sock = socket.create_connection((self.address, self.port), self.timeout)
-        with contextlib.suppress(OSError):
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        try:
-            tls_sock = self.tls.wrap_socket(sock, server_hostname=self.host)
-        except BaseException:
-            sock.close()
-            raise
-        self.sock = pace.PacedSocket(tls_sock, self.options)
-
-
 class ForwardingSession(Session):
     """A client session whose requests carry the COPY's forwarded TransferHeaders and go
     only to the address checked against the allow-list when the session was made
@@ -141,10 +99,13 @@ class ForwardingSession(Session):
         return out
 
     def connect(self) -> http.client.HTTPConnection:
+        # to the address checked, whatever the name resolves to now; the socket keeps the
+        # client's minimum rate and deadline (client/pace.py), as `cp`'s do
         if self.tls is not None:
-            return _PinnedHTTPS(self.url.host, self.url.port, self.address, self.options,
-                                self.tls)
-        return _PinnedHTTP(self.url.host, self.url.port, self.address, self.options)
+            return pace.PacedHTTPSConnection(self.url.host, self.url.port, self.options,
+                                             self.tls, address=self.address)
+        return pace.PacedHTTPConnection(self.url.host, self.url.port, self.options,
+                                        address=self.address)
 
     def for_url(self, url: Url) -> Session:
         if same_origin(url, self.url):
