@@ -57,7 +57,7 @@ from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 
-from benchlib import T0, CpuWatch, free_port, log, out, stop, table
+from benchlib import T0, CpuWatch, free_port, log, make_file, out, stop, table
 from dtnkit.transfer import checksum as cks
 from dtnkit.transfer.client.copy import copy
 from dtnkit.transfer.client.options import Options
@@ -80,17 +80,6 @@ def fmt_size(size: int) -> str:
 
 
 # --------------------------------------------------------------------------- files, processes
-
-
-def make_file(path: Path, size: int) -> None:
-    chunk = os.urandom(16 * MiB)
-    with open(path, "wb") as f:
-        left = size
-        while left:
-            n = min(left, len(chunk))
-            f.write(chunk[:n])
-            left -= n
-    path.chmod(0o644)
 
 
 def evict(path: Path) -> None:

@@ -63,7 +63,7 @@ from tests.support.xrootd import (
     running_xrootd,
 )
 
-from benchlib import T0, CpuWatch, log, out, table
+from benchlib import T0, CpuWatch, log, make_file, out, stop, table
 from dtnkit.errors import DtnkitError
 from dtnkit.lab import path as lab
 from dtnkit.lab.path import LabPath
@@ -169,15 +169,7 @@ class Tracked:
         self.procs[proc.pid] = proc
 
     def stop(self, proc: subprocess.Popen[Any]) -> None:
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(proc.pid, signal.SIGKILL)
-                proc.wait(10)
+        stop(proc)
         self.procs.pop(proc.pid, None)
 
     def pids(self) -> list[int]:
@@ -234,17 +226,6 @@ def place(src: Path, dest: Path, *, owner: str | None = None) -> None:
     os.link(src, dest)
     if owner is not None and os.geteuid() == 0:
         shutil.chown(dest, owner, owner)
-
-
-def make_file(path: Path, size: int) -> None:
-    chunk = os.urandom(16 * MiB)
-    with open(path, "wb") as f:
-        left = size
-        while left:
-            n = min(left, len(chunk))
-            f.write(chunk[:n])
-            left -= n
-    path.chmod(0o644)
 
 
 # --------------------------------------------------------------------------- one configuration

@@ -86,3 +86,15 @@ def stop(proc: subprocess.Popen[bytes] | subprocess.Popen[str]) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def make_file(path: Path, size: int) -> None:
+    """*size* bytes of random data (16 MiB of it, repeated), mode 0644."""
+    chunk = os.urandom(16 * 2**20)
+    with open(path, "wb") as f:
+        left = size
+        while left:
+            n = min(left, len(chunk))
+            f.write(chunk[:n])
+            left -= n
+    path.chmod(0o644)
