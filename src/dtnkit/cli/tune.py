@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from dtnkit.cli.options import db_option, pass_env, state_dir_option
+from dtnkit.cli.options import db_option, group_option, pass_env, state_dir_option
 from dtnkit.cli.output import Printer, emit, for_people, format_option
 from dtnkit.environment import DEFAULT_STATE_DIR, Environment
 from dtnkit.errors import BadInput, ExitStatus
 from dtnkit.host.host import Host
-from dtnkit.tune.profile import GROUPS, USER_PROFILE_DIR, load_profile, shipped_names
+from dtnkit.tune.profile import USER_PROFILE_DIR, load_profile, shipped_names
 from dtnkit.units import parse_ms, parse_speed
 
 if TYPE_CHECKING:
@@ -52,13 +52,12 @@ def _state_option(f: F) -> F:
 
 
 def _selection_options(f: F) -> F:
-    options = [
+    options: list[Callable[[F], F]] = [
         click.option("--profile", default="dtn", show_default=True,
                      help="Profile name (dtn, measurement, or one in --profile-dir) or a path."),
         click.option("--profile-dir", type=click.Path(path_type=Path), multiple=True,
                      help=f"Directory of user profiles (default {USER_PROFILE_DIR})."),
-        click.option("--group", "groups", multiple=True, metavar="GROUP",
-                     help=f"Only these groups: {', '.join(GROUPS)}."),
+        group_option(),
         click.option("--iface", "ifaces", multiple=True, metavar="IF",
                      help="Only these interfaces (a bond or VLAN means its members)."),
         click.option("--rtt", default="100ms", show_default=True,
@@ -101,8 +100,10 @@ def _wait_option(f: F) -> F:
 
 
 def parse_wait(text: str) -> float:
-    """--wait as seconds."""
-    return parse_ms(text, "wait", lo=0.0, hi=MAX_WAIT_S * 1000) / 1000
+    """--wait as seconds (a bare number is seconds, as every duration flag)."""
+    from dtnkit.units import parse_duration
+
+    return parse_duration(text, "--wait", lo=0.0, hi=MAX_WAIT_S)
 
 
 def _waiting(env: Environment) -> Callable[[str], None]:
@@ -433,13 +434,14 @@ def restore_cmd(env: Environment,
 @tune.command()
 @click.argument("snapshot")
 @_state_option
+@format_option
 @pass_env
-def delete(env: Environment, snapshot: str, state_dir: Path) -> int:
+def delete(env: Environment, snapshot: str, state_dir: Path, fmt: str) -> int:
     """Delete a snapshot."""
     from dtnkit.tune.snapshot import Store
 
     snap_id = Store(state_dir).delete(snapshot)
-    emit(env, {"deleted": snap_id}, "table",
+    emit(env, {"deleted": snap_id}, fmt,
          lambda p: p.console.print(f"deleted snapshot {snap_id}"))
     return 0
 
