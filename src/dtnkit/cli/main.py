@@ -11,6 +11,7 @@ so a script always gets JSON.
 from __future__ import annotations
 
 import importlib
+import re
 import sys
 from collections.abc import Sequence
 
@@ -35,7 +36,24 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+class StdoutClosed(Exception):
+    """stdout's reader went away (`dtnkit ... | head`); raised past click, which would exit 1."""
+
+
 class _LazyGroup(click.Group):
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError as exc:
+            if _stdout_closed(ctx.find_object(Environment)):
+                raise StdoutClosed() from exc
+            raise
+        except SystemExit as exc:
+            # rich's console exits 1 when its output pipe is closed
+            if isinstance(exc.__context__, BrokenPipeError):
+                raise StdoutClosed() from exc
+            raise
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         return list(COMMANDS)
 
@@ -75,15 +93,8 @@ def main(argv: Sequence[str] | None = None, env: Environment | None = None) -> i
         if json_mode:
             emit(env, {"error": exc.as_dict()}, "json")
         return int(exc.status)
-    except BrokenPipeError:
-        if not _stdout_closed(env):
-            raise
-        return int(ExitStatus.BROKEN_PIPE)
-    except SystemExit as exc:
-        # rich's console exits 1 when its output pipe is closed; a closed pipe is SIGPIPE's
-        if isinstance(exc.__context__, BrokenPipeError):
-            return int(ExitStatus.BROKEN_PIPE)
-        raise
+    except StdoutClosed:
+        return int(ExitStatus.BROKEN_PIPE)  # entry() ends the process as SIGPIPE would
     except click.exceptions.Abort:
         click.echo("dtnkit: interrupted", file=env.stderr)
         return int(ExitStatus.INTERRUPTED)
@@ -110,15 +121,19 @@ def usage_error(exc: click.UsageError) -> DtnkitError:
 def _message(exc: click.ClickException) -> str:
     """Click's message on one line, without its capital and full stop."""
     text = "; ".join(line.strip() for line in exc.format_message().splitlines() if line.strip())
-    text, _, hint = text.partition(". Did you mean ")
-    text = text.rstrip(".") + (f" (did you mean {hint.rstrip('?.')}?)" if hint else "")
+    m = re.fullmatch(r"(.*?)\.? \(?Did you mean (?:one of: )?(.*?)\?\)?", text)
+    if m:  # click's "... '--grou'. (Did you mean one of: '--group', '--groups'?)"
+        text = f"{m.group(1)} (did you mean {m.group(2).replace(', ', ' or ')}?)"
+    text = text.rstrip(".")
     return text[:1].lower() + text[1:]
 
 
-def _stdout_closed(env: Environment) -> bool:
+def _stdout_closed(env: Environment | None) -> bool:
     """Whether the reader of stdout is gone (a pipe to `head` that has exited)."""
     import select
 
+    if env is None:
+        return False
     try:
         fd = env.stdout.fileno()
     except (AttributeError, OSError, ValueError):
