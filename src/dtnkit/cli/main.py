@@ -144,6 +144,8 @@ def _stdout_closed(env: Environment | None) -> bool:
 
 
 def _wants_json(args: Sequence[str]) -> bool:
+    if "--" in args:  # what follows is another command's (`lab exec ... -- iperf3 -J`)
+        args = args[:list(args).index("--")]
     if "--json" in args or "-J" in args:
         return True
     for i, arg in enumerate(args):
