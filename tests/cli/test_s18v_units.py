@@ -42,7 +42,7 @@ def test_format_is_read_back(seconds: int) -> None:
 
 
 @given(st.text(max_size=12))
-@settings(max_examples=500)
+@settings(max_examples=300)
 def test_any_text_is_a_duration_in_range_or_one_bad_input(text: str) -> None:
     try:
         value = parse_duration(text, "--wait", lo=0, hi=600)
@@ -91,7 +91,7 @@ def test_map_pairs_are_read_back(pairs: list[tuple[str, str]], comma: bool) -> N
 
 
 @given(st.lists(st.text(max_size=20), max_size=4))
-@settings(max_examples=500)
+@settings(max_examples=300)
 def test_any_map_text_is_pairs_or_one_bad_input(items: list[str]) -> None:
     try:
         got = parse_map(items)

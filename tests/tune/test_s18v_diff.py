@@ -3,7 +3,9 @@ restore plan names groups.  Real CLI runs on the captured trees dtn-a and dtn-b.
 
 from __future__ import annotations
 
+import io
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -36,9 +38,25 @@ def diff_json(env: Environment, *argv: str) -> dict[str, Any]:
     return doc
 
 
+@pytest.fixture(scope="module")
+def saved_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The snapshots of dtn-a and dtn-b, saved once for the module (a save takes ~1 s)."""
+    state = tmp_path_factory.mktemp("s18v-state")
+    env = Environment(state_dir=state, results_db=state / "r.sqlite",
+                      lab_state_root=state / "lab", stdin=io.StringIO(), stdout=io.StringIO(),
+                      stderr=io.StringIO())
+    save(env, "dtn-a", "a")
+    save(env, "dtn-b", "b")
+    return state / "snapshots"
+
+
 @pytest.fixture
-def two_hosts(environment: Environment) -> tuple[Path, Path]:
-    return save(environment, "dtn-a", "a"), save(environment, "dtn-b", "b")
+def two_hosts(environment: Environment, saved_once: Path) -> tuple[Path, Path]:
+    """A copy of them in this test's own state dir (a test may change them)."""
+    shutil.copytree(saved_once, environment.state_dir / "snapshots")
+    files = sorted((environment.state_dir / "snapshots").glob("*.json"))
+    by_label = {json.loads(f.read_text())["label"]: f for f in files}
+    return by_label["a"], by_label["b"]
 
 
 def test_snapshots_record_interface_roles(environment: Environment,
