@@ -131,8 +131,8 @@ def probe() -> None:
               "running iperf3 -s.")
 @click.option("-P", "--streams", type=int, default=1, show_default=True,
               help="Parallel streams (iperf3 -P).")
-@click.option("-t", "--duration", "duration_s", type=Duration(1, 3600, whole=True), default=10,
-              show_default="10s", help="How long to send, e.g. 30s or 2m (iperf3 -t; whole "
+@click.option("-t", "--duration", "duration_s", type=Duration(1, 3600, whole=True), default="10s",
+              show_default=True, help="How long to send, e.g. 30s or 2m (iperf3 -t; whole "
               "seconds).")
 @click.option("-C", "--cc", default=None, help="Congestion control for the test (iperf3 -C).")
 @click.option("--fq-rate", default=None, help="Per-flow pacing rate (iperf3 --fq-rate).")
@@ -323,8 +323,8 @@ def export_cmd(env: Environment, fmt: str, kind: str | None, db: Path) -> int:
               help="An end-to-end transfer (dtnkit cp, or --command).")
 @click.option("--command", default=None, help="Transfer command for --e2e ({src} {dst}).")
 @click.option("--streams", type=int, default=1, show_default=True)
-@click.option("--duration", "duration_s", type=Duration(1, 3600, whole=True), default=10,
-              show_default="10s", help="How long iperf3 sends, e.g. 30s or 2m.")
+@click.option("--duration", "duration_s", type=Duration(1, 3600, whole=True), default="10s",
+              show_default=True, help="How long iperf3 sends, e.g. 30s or 2m.")
 @click.option("--size", default="256MiB", show_default=True, help="fio file size.")
 @click.option("--cgroup", type=click.Path(path_type=Path), default=None,
               help="Run fio and the transfer inside this cgroup.")
@@ -410,8 +410,8 @@ def diagnose(env: Environment, peer: str | None, path: str | None, e2e: tuple[st
 @click.option("--profile", default="dtn", show_default=True)
 @click.option("--rtt", default="100ms", show_default=True)
 @click.option("--streams", type=int, default=1, show_default=True)
-@click.option("--duration", "duration_s", type=Duration(1, 3600, whole=True), default=10,
-              show_default="10s", help="How long each probe runs, e.g. 30s or 2m.")
+@click.option("--duration", "duration_s", type=Duration(1, 3600, whole=True), default="10s",
+              show_default=True, help="How long each probe runs, e.g. 30s or 2m.")
 @state_dir_option()
 @_common
 @pass_env
