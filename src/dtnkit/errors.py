@@ -37,6 +37,7 @@ class ExitStatus(enum.IntEnum):
     INTEGRITY = 21  # cp: checksum mismatch after retries; nothing was committed
     REFUSED = 22  # cp: the server refused (401, 403, 404, ...): retrying will not help
     INTERRUPTED = 130
+    BROKEN_PIPE = 141  # stdout's reader left (`| head`): killed by SIGPIPE, as Unix tools
 
 
 class DtnkitError(Exception):

@@ -32,6 +32,54 @@ def parse_ms(text: str | float, what: str = "RTT", *, lo: float = 0.0,
     return value
 
 
+_DURATION = {"": 1.0, "us": 1e-6, "ms": 1e-3, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0,
+             "h": 3600.0, "d": 86400.0}
+_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)([a-z]*)")
+
+
+def parse_duration(text: str | float, what: str = "--duration", *, lo: float = 0.0,
+                   hi: float = 86400.0, whole: bool = False) -> float:
+    """``5s``, ``2m``, ``1h30m``, ``1500ms`` or a bare number of seconds -> seconds, in
+    [lo, hi].  ``whole``: only whole seconds (what iperf3's ``-t`` takes)."""
+    example = f"e.g. {what} 30s, {what} 2m or {what} 1h30m"
+    if isinstance(text, bool):
+        raise BadInput(f"bad {what} {text!r}", "give a duration", example)
+    if isinstance(text, int | float):
+        value = float(text)
+    else:
+        raw = "".join(text.split()).lower()
+        parts = _DURATION_PART.findall(raw)
+        units = [unit for _, unit in parts]
+        if (not parts or "".join(n + u for n, u in parts) != raw
+                or any(u not in _DURATION for u in units)
+                or ("" in units and len(parts) > 1) or len(set(units)) != len(units)):
+            raise BadInput(f"bad {what} {text!r}", "give a duration such as 30s, 2m, 1h30m or "
+                           "1500ms (a bare number is seconds)", example)
+        value = sum(float(n) * _DURATION[u] for n, u in parts)
+    if not math.isfinite(value) or not lo <= value <= hi:
+        raise BadInput(f"{what} {text} is out of range",
+                       f"allowed: {format_duration(lo)} to {format_duration(hi)}",
+                       f"give {what} in that range")
+    if whole and value != int(value):
+        raise BadInput(f"{what} {text} is not a whole number of seconds",
+                       "iperf3 runs for whole seconds", example)
+    return value
+
+
+def format_duration(seconds: float) -> str:
+    """``1500ms``, ``30s``, ``2m``, ``1h30m`` (the form :func:`parse_duration` reads)."""
+    if seconds < 1 and seconds != 0:
+        return f"{seconds * 1000:g}ms"
+    if seconds < 60 or seconds != int(seconds):
+        return f"{seconds:g}s"
+    out, rest = "", int(seconds)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if rest >= size:
+            out += f"{rest // size}{unit}"
+            rest %= size
+    return out
+
+
 _RATE = {"": 1, "bit": 1, "kbit": 10**3, "mbit": 10**6, "gbit": 10**9, "tbit": 10**12,
          "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12,
          "bps": 8, "kbps": 8 * 10**3, "mbps": 8 * 10**6, "gbps": 8 * 10**9}
@@ -62,6 +110,7 @@ def parse_rate(text: str | int, what: str = "rate", *, lo: int = 10**6,
 
 def parse_fraction(text: str | float, what: str = "loss", *, hi: float = 0.5) -> float:
     """``0.01%`` or ``0.0001`` -> a probability in [0, hi]."""
+    percent = False
     if isinstance(text, int | float):
         value = float(text)
     else:
@@ -69,10 +118,19 @@ def parse_fraction(text: str | float, what: str = "loss", *, hi: float = 0.5) ->
         if not m:
             raise BadInput(f"bad {what} {text!r}", "give a percentage such as 0.01% or a "
                            "probability such as 0.0001", f"e.g. --{what} 0.01%")
-        value = float(m.group(1)) / (100 if m.group(2) else 1)
+        percent = bool(m.group(2))
+        value = float(m.group(1)) / (100 if percent else 1)
+    allowed = f"allowed: 0 to {hi * 100:g}% (a probability of 0 to {hi:g})"
     if not 0 <= value <= hi:
-        raise BadInput(f"{what} {value:g} is out of range", f"allowed: 0 to {hi * 100:g}%",
-                       f"give a {what} in that range")
+        if percent:
+            raise BadInput(f"{what} {value * 100:g}% is out of range", allowed,
+                           f"give a {what} in that range, e.g. --{what} 1%")
+        shown = f"{value:g}"
+        raise BadInput(
+            f"{what} {shown} is out of range",
+            f"a number without % is a probability ({shown} = {value * 100:g}%); {allowed}",
+            f"for {shown} percent write --{what} {shown}%" if value <= hi * 100 else
+            f"give a {what} in that range, e.g. --{what} 1%")
     return value
 
 

@@ -198,7 +198,9 @@ def test_save_diff_list_show_delete_round_trip(
                          "--format", "json")
     assert code == ExitStatus.DRIFT
     assert out["differences"] == [{"key": "sysctl/net.ipv4.tcp_slow_start_after_idle",
-                                   "a": 1, "b": 0}]
+                                   "b_key": "sysctl/net.ipv4.tcp_slow_start_after_idle",
+                                   "group": "congestion", "unit": None, "a": 1, "b": 0}]
+    assert out["pairs"] == []  # the same namespace: every interface pairs by its name
 
     code, listing = run_json(capsys, "tune", "list", *sd, "--format", "json")
     assert [r["id"] for r in listing] == [saved["id"]]

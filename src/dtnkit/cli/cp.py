@@ -9,7 +9,7 @@ from contextlib import contextmanager
 import click
 from click.core import ParameterSource
 
-from dtnkit.cli.options import pass_env
+from dtnkit.cli.options import Duration, pass_env
 from dtnkit.cli.output import emit, format_option
 from dtnkit.environment import Environment
 from dtnkit.errors import BadInput
@@ -112,15 +112,18 @@ def _sigterm_interrupts(env: Environment) -> Iterator[None]:
               default=Level.INFLIGHT.value, show_default=True,
               help="inflight; durable (fsync before rename); ondisk (evict pages, re-read).")
 @click.option("--retries", type=click.IntRange(0, 100), default=3, show_default=True)
-@click.option("--stall-timeout", type=click.FloatRange(0.1), default=60.0, show_default=True,
-              help="Seconds without progress on a stream before it is retried.")
+@click.option("--stall-timeout", type=Duration(0.1, 365 * 86400), default="60s",
+              show_default=True,
+              help="Time (e.g. 60s, 2m) without progress on a stream before it is retried.")
 @click.option("--low-speed-limit", default="1KiB", show_default=True,
               help="Minimum rate of each connection, in bytes/s (0: none): slower than this "
-                   "for --low-speed-time seconds counts as a stall.")
-@click.option("--low-speed-time", type=click.FloatRange(0.1, 86400), default=30.0,
-              show_default=True, help="Seconds a connection may stay below --low-speed-limit.")
-@click.option("--deadline", type=click.FloatRange(0.1), default=None,
-              help="Seconds the whole copy may take (default: no limit); not retried.")
+                   "for --low-speed-time counts as a stall.")
+@click.option("--low-speed-time", type=Duration(0.1, 86400), default="30s",
+              show_default=True,
+              help="How long (e.g. 30s) a connection may stay below --low-speed-limit.")
+@click.option("--deadline", type=Duration(0.1, 365 * 86400), default=None,
+              help="How long the whole copy may take, e.g. 10m or 2h (default: no limit); "
+                   "not retried.")
 @click.option("--no-resume", is_flag=True,
               help="Start over instead of resuming what an interrupted run kept (a "
                    "download's part file, an upload's session on the server).")

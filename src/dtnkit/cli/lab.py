@@ -134,9 +134,10 @@ def _status_table(p: Printer, doc: dict[str, Any]) -> None:
 @click.option("--rate", default=None)
 @click.option("--loss", default=None)
 @click.option("--queue", default=None)
+@format_option
 @pass_env
 def set_cmd(env: Environment, name: str, rtt: str | None, rate: str | None, loss: str | None,
-            queue: str | None) -> int:
+            queue: str | None, fmt: str) -> int:
     """Change a path's RTT, rate, loss or queue in place."""
     if rtt is None and rate is None and loss is None and queue is None:
         raise BadInput("nothing to change", "", "give --rtt, --rate, --loss or --queue")
@@ -147,7 +148,7 @@ def set_cmd(env: Environment, name: str, rtt: str | None, rate: str | None, loss
               queue_bytes=parse_bytes(queue) if queue else None)
     spec = built.spec
     emit(env, {"name": name, "rtt_ms": spec.rtt_ms, "rate_bps": spec.rate_bps, "loss": spec.loss},
-         "table", lambda p: p.echo(f"{name}: RTT {spec.rtt_ms:g} ms, rate "
+         fmt, lambda p: p.echo(f"{name}: RTT {spec.rtt_ms:g} ms, rate "
                                    f"{spec.rate_bps or 'uncapped'}, loss {spec.loss:g}"))
     return 0
 
@@ -169,9 +170,10 @@ def exec_cmd(env: Environment, name: str, host: str, command: tuple[str, ...]) -
 @click.option("--prefix", default=None,
               help="With --all: only paths whose name starts with this.")
 @click.option("--missing-ok", is_flag=True, help="A NAME that does not exist is not an error.")
+@format_option
 @pass_env
 def down(env: Environment, name: str | None, everything: bool, prefix: str | None,
-         missing_ok: bool) -> int:
+         missing_ok: bool, fmt: str) -> int:
     """Remove a path: processes, namespaces, devices, rules, state."""
     lab_path = _lab()
     if prefix is not None and not everything:
@@ -188,7 +190,7 @@ def down(env: Environment, name: str | None, everything: bool, prefix: str | Non
         removed = lab_path.down(name, state_root=env.lab_state_root, missing_ok=missing_ok)
     else:
         raise BadInput("which path?", "give NAME or --all", "see `dtnkit lab list`")
-    emit(env, {"removed": removed}, "table",
+    emit(env, {"removed": removed}, fmt,
          lambda p: p.echo(f"removed {len(removed)} namespaces"
                           + (f": {' '.join(removed)}" if removed else "")))
     return 0

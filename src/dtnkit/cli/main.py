@@ -11,6 +11,7 @@ so a script always gets JSON.
 from __future__ import annotations
 
 import importlib
+import re
 import sys
 from collections.abc import Sequence
 
@@ -35,7 +36,24 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+class StdoutClosed(Exception):
+    """stdout's reader went away (`dtnkit ... | head`); raised past click, which would exit 1."""
+
+
 class _LazyGroup(click.Group):
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError as exc:
+            if _stdout_closed(ctx.find_object(Environment)):
+                raise StdoutClosed() from exc
+            raise
+        except SystemExit as exc:
+            # rich's console exits 1 when its output pipe is closed
+            if isinstance(exc.__context__, BrokenPipeError):
+                raise StdoutClosed() from exc
+            raise
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         return list(COMMANDS)
 
@@ -61,7 +79,13 @@ def main(argv: Sequence[str] | None = None, env: Environment | None = None) -> i
     env = Environment.from_os() if env is None else env
     json_mode = _wants_json(args)
     try:
-        result = cli.main(args=args, prog_name="dtnkit", standalone_mode=False, obj=env)
+        try:
+            result = cli.main(args=args, prog_name="dtnkit", standalone_mode=False, obj=env)
+        except click.exceptions.NoArgsIsHelpError as exc:
+            exc.show(file=env.stderr)  # a bare command group: its help, as git does
+            return int(ExitStatus.USAGE)
+        except click.UsageError as exc:  # click's four lines become dtnkit's one
+            raise usage_error(exc) from exc
     except DtnkitError as exc:
         if "--traceback" in args:
             raise
@@ -69,6 +93,8 @@ def main(argv: Sequence[str] | None = None, env: Environment | None = None) -> i
         if json_mode:
             emit(env, {"error": exc.as_dict()}, "json")
         return int(exc.status)
+    except StdoutClosed:
+        return int(ExitStatus.BROKEN_PIPE)  # entry() ends the process as SIGPIPE would
     except click.exceptions.Abort:
         click.echo("dtnkit: interrupted", file=env.stderr)
         return int(ExitStatus.INTERRUPTED)
@@ -76,15 +102,51 @@ def main(argv: Sequence[str] | None = None, env: Environment | None = None) -> i
         click.echo("dtnkit: interrupted", file=env.stderr)
         return int(ExitStatus.INTERRUPTED)
     except click.ClickException as exc:
-        exc.show(file=env.stderr)
+        click.echo(f"dtnkit: error: {_message(exc)}", file=env.stderr)
         return int(ExitStatus.USAGE)
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)
     return int(result) if isinstance(result, int) else int(ExitStatus.OK)
 
 
+def usage_error(exc: click.UsageError) -> DtnkitError:
+    """Click's usage error as dtnkit's one line: the command, what is wrong, where to look."""
+    path = exc.ctx.command_path if exc.ctx is not None else "dtnkit"
+    where = path.removeprefix("dtnkit").strip()
+    what, _, why = _message(exc).partition(": ")
+    return DtnkitError(f"{where}: {what}" if where else what, why,
+                       f"see `{path} -h`", status=ExitStatus.USAGE)
+
+
+def _message(exc: click.ClickException) -> str:
+    """Click's message on one line, without its capital and full stop."""
+    text = "; ".join(line.strip() for line in exc.format_message().splitlines() if line.strip())
+    m = re.fullmatch(r"(.*?)\.? \(?Did you mean (?:one of: )?(.*?)\?\)?", text)
+    if m:  # click's "... '--grou'. (Did you mean one of: '--group', '--groups'?)"
+        text = f"{m.group(1)} (did you mean {m.group(2).replace(', ', ' or ')}?)"
+    text = text.rstrip(".")
+    return text[:1].lower() + text[1:]
+
+
+def _stdout_closed(env: Environment | None) -> bool:
+    """Whether the reader of stdout is gone (a pipe to `head` that has exited)."""
+    import select
+
+    if env is None:
+        return False
+    try:
+        fd = env.stdout.fileno()
+    except (AttributeError, OSError, ValueError):
+        return False
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return any(event & select.POLLERR for _, event in poller.poll(0))
+
+
 def _wants_json(args: Sequence[str]) -> bool:
-    if "--json" in args:
+    if "--" in args:  # what follows is another command's (`lab exec ... -- iperf3 -J`)
+        args = args[:list(args).index("--")]
+    if "--json" in args or "-J" in args:
         return True
     for i, arg in enumerate(args):
         if arg == "--format=json" or (arg == "--format" and args[i + 1:i + 2] == ["json"]):
@@ -93,7 +155,30 @@ def _wants_json(args: Sequence[str]) -> bool:
 
 
 def entry() -> None:
-    sys.exit(main())
+    code = main()
+    if code != ExitStatus.BROKEN_PIPE:
+        try:
+            sys.stdout.flush()  # a pipe's last block is written here
+        except BrokenPipeError:
+            code = int(ExitStatus.BROKEN_PIPE)
+    if code == ExitStatus.BROKEN_PIPE:
+        _die_of_sigpipe()
+    sys.exit(code)
+
+
+def _die_of_sigpipe() -> None:
+    """End as `yes | head -1` ends: killed by SIGPIPE, silently (the shell shows 141)."""
+    import os
+    import signal
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # nothing left to flush at exit
+    except (OSError, ValueError):
+        pass
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGPIPE)
+    sys.exit(int(ExitStatus.BROKEN_PIPE))  # if the signal was blocked
 
 
 if __name__ == "__main__":

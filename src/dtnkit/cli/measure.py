@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from dtnkit.cli.options import db_option, pass_env, state_dir_option
+from dtnkit.cli.options import Duration, db_option, group_option, pass_env, state_dir_option
 from dtnkit.cli.output import Printer, emit, for_people, format_option
 from dtnkit.environment import Environment
 from dtnkit.errors import BadInput
@@ -56,9 +56,9 @@ def _common(f: F) -> F:
     f = db_option(show_default="/var/lib/dtnkit/results.sqlite or $DTNKIT_DB",
                   help="The results store (SQLite).")(f)
     f = click.option("--netns", metavar="NS", help="Run from inside this network namespace.")(f)
-    f = click.option("--interval", "interval_s", type=float, default=None,
-                     help="Sampler period in seconds (default: min(5, duration / 5) when the "
-                     "run has a --duration, so it gets at least 5 samples; else 5).")(f)
+    f = click.option("--interval", "interval_s", type=Duration(0.1, 3600), default=None,
+                     help="Sampler period, e.g. 1s or 500ms (default: min(5s, duration / 5) "
+                     "when the run has a --duration, so it gets at least 5 samples; else 5s).")(f)
     return f
 
 
@@ -129,20 +129,29 @@ def probe() -> None:
 @probe.command()
 @click.option("--peer", required=True, help="NAME/HOST of a lab path, localhost, or an address "
               "running iperf3 -s.")
-@click.option("--streams", type=int, default=1, show_default=True)
-@click.option("--duration", "duration_s", type=int, default=10, show_default=True)
-@click.option("--cc", default=None, help="Congestion control for the test (iperf3 -C).")
+@click.option("-P", "--streams", type=int, default=1, show_default=True,
+              help="Parallel streams (iperf3 -P).")
+@click.option("-t", "--duration", "duration_s", type=Duration(1, 3600, whole=True), default="10s",
+              show_default=True, help="How long to send, e.g. 30s or 2m (iperf3 -t; whole "
+              "seconds).")
+@click.option("-C", "--cc", default=None, help="Congestion control for the test (iperf3 -C).")
 @click.option("--fq-rate", default=None, help="Per-flow pacing rate (iperf3 --fq-rate).")
-@click.option("--reverse", is_flag=True, help="The peer sends (iperf3 -R).")
-@click.option("--port", type=int, default=5201, show_default=True)
+@click.option("-R", "--reverse", is_flag=True, help="The peer sends (iperf3 -R).")
+@click.option("-p", "--port", type=int, default=5201, show_default=True,
+              help="The peer's iperf3 port (iperf3 -p).")
+@click.option("-J", "as_json", is_flag=True, help="The same as --format json (iperf3 -J).")
 @_tool("net")
 @_common
 @pass_env
 def net(env: Environment,
         peer: str, streams: int, duration_s: int, cc: str | None, fq_rate: str | None,
-        reverse: bool, port: int, tool: str | None, netns: str | None, db: Path, fmt: str,
-        interval_s: float | None) -> int:
-    """iperf3 to a peer, with CPU, retransmits and per-flow state sampled."""
+        reverse: bool, port: int, as_json: bool, tool: str | None, netns: str | None, db: Path,
+        fmt: str, interval_s: float | None) -> int:
+    """iperf3 to a peer, with CPU, retransmits and per-flow state sampled.
+
+    iperf3's own short flags work: -P streams, -t duration, -R, -p port, -C, -J.
+    """
+    fmt = "json" if as_json else fmt
     from dtnkit.measure.probes.net import NetSpec
     from dtnkit.measure.registry import run_probe
 
@@ -264,12 +273,35 @@ def list_cmd(env: Environment, kind: str | None, limit: int, experiments: bool, 
 
 
 @results.command()
-@click.argument("result_id", type=int)
+@click.argument("result_id", metavar="ID")
 @db_option()
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="json",
+              show_default=True, help="json: the full record (the default); table: key: value "
+              "lines.")
 @pass_env
-def show(env: Environment, result_id: int, db: Path) -> int:
-    emit(env, ResultStore(db).get(result_id).as_dict(), "json")
+def show(env: Environment, result_id: str, db: Path, fmt: str) -> int:
+    """Show one result (its number, as `results list` prints it) or one experiment (exp-...)."""
+    store = ResultStore(db)
+    doc = (store.get_experiment(result_id) if result_id.startswith("exp-")
+           else store.get(parse_result_id(result_id)).as_dict())
+
+    def lines(p: Printer) -> None:
+        for key, value in doc.items():
+            if value is not None and not isinstance(value, dict | list):
+                p.echo(f"{key}: {value}")
+
+    emit(env, doc, fmt, lines)
     return 0
+
+
+def parse_result_id(text: str) -> int:
+    """A result's number (``12``, ``#12``); an experiment's ID is ``exp-...``."""
+    digits = text.strip().removeprefix("#")
+    if not digits.isdigit() or not 0 < int(digits) < 2**63:
+        raise BadInput(f"bad result ID {text!r}",
+                       "a result is a number and an experiment exp-DATE-XXXX",
+                       "see `dtnkit results list` (and --experiments)")
+    return int(digits)
 
 
 @results.command(name="export")
@@ -291,7 +323,8 @@ def export_cmd(env: Environment, fmt: str, kind: str | None, db: Path) -> int:
               help="An end-to-end transfer (dtnkit cp, or --command).")
 @click.option("--command", default=None, help="Transfer command for --e2e ({src} {dst}).")
 @click.option("--streams", type=int, default=1, show_default=True)
-@click.option("--duration", "duration_s", type=int, default=10, show_default=True)
+@click.option("--duration", "duration_s", type=Duration(1, 3600, whole=True), default="10s",
+              show_default=True, help="How long iperf3 sends, e.g. 30s or 2m.")
 @click.option("--size", default="256MiB", show_default=True, help="fio file size.")
 @click.option("--cgroup", type=click.Path(path_type=Path), default=None,
               help="Run fio and the transfer inside this cgroup.")
@@ -363,7 +396,8 @@ def diagnose(env: Environment, peer: str | None, path: str | None, e2e: tuple[st
 
 
 @click.command()
-@click.option("--groups", required=True, help="Comma-separated groups, e.g. buffers,congestion.")
+@group_option(required=True, help="The groups to try, one at a time (repeat it, or separate "
+              "with commas), e.g. --group buffers,congestion.")
 @click.option("--probe", "probe_kind", type=Registered(), default="net", show_default=True)
 @click.option("--tool", default=None, help="How to measure (default: the probe's default "
               "tool); see `dtnkit probe KIND --help`.")
@@ -376,11 +410,12 @@ def diagnose(env: Environment, peer: str | None, path: str | None, e2e: tuple[st
 @click.option("--profile", default="dtn", show_default=True)
 @click.option("--rtt", default="100ms", show_default=True)
 @click.option("--streams", type=int, default=1, show_default=True)
-@click.option("--duration", "duration_s", type=int, default=10, show_default=True)
+@click.option("--duration", "duration_s", type=Duration(1, 3600, whole=True), default="10s",
+              show_default=True, help="How long each probe runs, e.g. 30s or 2m.")
 @state_dir_option()
 @_common
 @pass_env
-def experiment(env: Environment, groups: str, probe_kind: str, tool: str | None,
+def experiment(env: Environment, groups: tuple[str, ...], probe_kind: str, tool: str | None,
                peer: str | None, path: str | None, e2e: tuple[str, str] | None,
                command: str | None, repeat: int, both_ends: bool,
                profile: str, rtt: str, streams: int, duration_s: int, state_dir: Path,
@@ -426,8 +461,7 @@ def experiment(env: Environment, groups: str, probe_kind: str, tool: str | None,
     prof = load_profile(profile)
     person = for_people(env, fmt)
     say = None if person is None else person.echo
-    report = run_experiment(hosts, ExperimentSpec([g.strip() for g in groups.split(",")
-                                                   if g.strip()], probe_spec, tool, repeat,
+    report = run_experiment(hosts, ExperimentSpec(list(groups), probe_spec, tool, repeat,
                                                   both_ends, parse_rtt(rtt)),
                             prof, ResultStore(db), state_dir, context=context, progress=say)
 

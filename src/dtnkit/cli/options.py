@@ -15,6 +15,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 import click
 
 from dtnkit.environment import Environment
+from dtnkit.errors import BadInput
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -63,3 +64,62 @@ def db_option(**attrs: Any) -> Callable[[F], F]:
     """``--db FILE``: flag, else $DTNKIT_DB, else /var/lib/dtnkit/results.sqlite."""
     return click.option("--db", type=click.Path(path_type=Path), default=None,
                         callback=env_default(lambda env: env.results_db), **attrs)
+
+
+def split_list(values: tuple[str, ...] | list[str] | str | None, option: str) -> tuple[str, ...]:
+    """A repeatable, comma-separated option's values as one tuple, in order, each once:
+    ``--group buffers,congestion --group cpu`` -> ("buffers", "congestion", "cpu")."""
+    if values is None:
+        return ()
+    if isinstance(values, str):
+        values = [values]
+    out: list[str] = []
+    for value in values:
+        items = [item.strip() for item in value.split(",")]
+        if not any(items):
+            raise BadInput(f"empty {option}", "it takes names, comma-separated or repeated",
+                           f"e.g. {option} buffers,congestion")
+        out += [item for item in items if item and item not in out]
+    return tuple(out)
+
+
+def group_option(*, required: bool = False, help: str | None = None) -> Callable[[F], F]:
+    """``--group G`` (repeatable and comma-separated; ``--groups`` is the same option): the
+    one declaration every command that selects tuning groups uses.  The value is a tuple."""
+    from dtnkit.tune.profile import GROUPS
+
+    def split(ctx: click.Context, param: click.Parameter,
+              value: tuple[str, ...]) -> tuple[str, ...]:
+        return split_list(value, "--group")
+
+    return click.option(
+        "--group", "--groups", "groups", multiple=True, metavar="GROUP[,GROUP...]",
+        required=required, callback=split,
+        help=help or f"Only these groups (repeat it, or separate with commas): "
+                     f"{', '.join(GROUPS)}.")
+
+
+class Duration(click.ParamType[float, Any]):
+    """A duration option: ``5s``, ``2m``, ``1h30m``, ``1500ms`` or whole seconds, read by
+    :func:`dtnkit.units.parse_duration` (one parser for every duration flag) -> seconds."""
+
+    name = "duration"
+
+    def __init__(self, lo: float = 0.0, hi: float = 86400.0, *, whole: bool = False) -> None:
+        self.lo, self.hi, self.whole = lo, hi, whole
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> float | int:
+        from dtnkit.units import parse_duration
+
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            text: str | float = value
+        else:
+            text = str(value)
+        names = sorted(param.opts, key=len) if param is not None else []
+        what = names[-1] if names else "duration"  # the long name: --duration, not -t
+        seconds = parse_duration(text, what, lo=self.lo, hi=self.hi, whole=self.whole)
+        return int(seconds) if self.whole else seconds
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context) -> str | None:
+        return "DURATION"

@@ -9,7 +9,7 @@ from types import FrameType
 
 import click
 
-from dtnkit.cli.options import pass_env
+from dtnkit.cli.options import Duration, pass_env
 from dtnkit.cli.output import emit, format_option
 from dtnkit.environment import Environment
 from dtnkit.errors import BadInput
@@ -34,18 +34,18 @@ from dtnkit.units import parse_bytes
 @click.option("--anonymous-read", is_flag=True,
               help="Allow GET/HEAD/PROPFIND without a token.")
 @click.option("--quiet", is_flag=True, help="No access log on stderr.")
-@click.option("--marker-interval", type=click.FloatRange(0.05, 600), default=5.0,
-              show_default=True, help="Seconds between third-party-copy performance markers.")
+@click.option("--marker-interval", type=Duration(0.05, 600), default="5s",
+              show_default=True, help="Time between third-party-copy performance markers.")
 @click.option("--ca-file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               default=None, help="PEM CA bundle trusted when this server, as the active "
                                  "party of a third-party copy, connects to the remote one.")
 @click.option("--no-upload-sessions", "no_upload_sessions", is_flag=True,
               help="Refuse multi-stream partial uploads (POST Dtnkit-Upload sessions); "
                    "clients fall back to one PUT stream.")
-@click.option("--upload-expiry", type=click.FloatRange(1, 7 * 86400), default=3600.0,
+@click.option("--upload-expiry", type=Duration(1, 7 * 86400), default="1h",
               show_default=True,
-              help="Seconds an idle partial-upload session is kept, and the age at which "
-                   "part files left by killed uploads and copies are removed.")
+              help="How long (e.g. 1h) an idle partial-upload session is kept, and the age at "
+                   "which part files left by killed uploads and copies are removed.")
 @format_option
 @click.option("--tpc-allow", "tpc_allow", multiple=True, metavar="HOST[:PORT]|CIDR",
               help="Let third-party copies reach this host or range too (repeatable); "
@@ -66,13 +66,13 @@ from dtnkit.units import parse_bytes
 @click.option("--max-connections", type=click.IntRange(1, 2**24), default=None,
               help="Connections open at once; more get 503 and are closed (default: derived "
                    "from the descriptor limit, whose soft value is raised to the hard one).")
-@click.option("--head-timeout", type=click.FloatRange(1, 600), default=20.0, show_default=True,
-              help="Seconds for a whole request head (and a TLS handshake) to arrive.")
-@click.option("--idle-timeout", type=click.FloatRange(1, 3600), default=60.0,
-              show_default=True, help="Seconds a kept-alive connection may wait for its "
+@click.option("--head-timeout", type=Duration(1, 600), default="20s", show_default=True,
+              help="Time for a whole request head (and a TLS handshake) to arrive.")
+@click.option("--idle-timeout", type=Duration(1, 3600), default="60s",
+              show_default=True, help="How long a kept-alive connection may wait for its "
                                       "next request.")
-@click.option("--drain-timeout", type=click.FloatRange(0, 3600), default=30.0,
-              show_default=True, help="On SIGTERM or SIGINT: seconds requests in progress "
+@click.option("--drain-timeout", type=Duration(0, 3600), default="30s",
+              show_default=True, help="On SIGTERM or SIGINT: how long requests in progress "
                                       "may take to finish before they are cut.")
 @pass_env
 def serve(env: Environment,

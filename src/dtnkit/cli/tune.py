@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from dtnkit.cli.options import db_option, pass_env, state_dir_option
+from dtnkit.cli.options import db_option, group_option, pass_env, state_dir_option
 from dtnkit.cli.output import Printer, emit, for_people, format_option
 from dtnkit.environment import DEFAULT_STATE_DIR, Environment
 from dtnkit.errors import BadInput, ExitStatus
 from dtnkit.host.host import Host
-from dtnkit.tune.profile import GROUPS, USER_PROFILE_DIR, load_profile, shipped_names
+from dtnkit.tune.profile import USER_PROFILE_DIR, load_profile, shipped_names
 from dtnkit.units import parse_ms, parse_speed
 
 if TYPE_CHECKING:
@@ -52,13 +52,12 @@ def _state_option(f: F) -> F:
 
 
 def _selection_options(f: F) -> F:
-    options = [
+    options: list[Callable[[F], F]] = [
         click.option("--profile", default="dtn", show_default=True,
                      help="Profile name (dtn, measurement, or one in --profile-dir) or a path."),
         click.option("--profile-dir", type=click.Path(path_type=Path), multiple=True,
                      help=f"Directory of user profiles (default {USER_PROFILE_DIR})."),
-        click.option("--group", "groups", multiple=True, metavar="GROUP",
-                     help=f"Only these groups: {', '.join(GROUPS)}."),
+        group_option(),
         click.option("--iface", "ifaces", multiple=True, metavar="IF",
                      help="Only these interfaces (a bond or VLAN means its members)."),
         click.option("--rtt", default="100ms", show_default=True,
@@ -101,8 +100,10 @@ def _wait_option(f: F) -> F:
 
 
 def parse_wait(text: str) -> float:
-    """--wait as seconds."""
-    return parse_ms(text, "wait", lo=0.0, hi=MAX_WAIT_S * 1000) / 1000
+    """--wait as seconds (a bare number is seconds, as every duration flag)."""
+    from dtnkit.units import parse_duration
+
+    return parse_duration(text, "--wait", lo=0.0, hi=MAX_WAIT_S)
 
 
 def _waiting(env: Environment) -> Callable[[str], None]:
@@ -354,34 +355,61 @@ def show(env: Environment, snapshot: str, state_dir: Path, fmt: str) -> int:
 @tune.command(name="diff")
 @click.argument("a")
 @click.argument("b", required=False)
+@click.option("--map", "maps", multiple=True, metavar="A_DEV=B_DEV",
+              help="Compare A's interface A_DEV with B's B_DEV (repeatable, or comma-"
+                   "separated).  Without it, interfaces whose names differ pair by role "
+                   "(NIC, bond member, bond, VLAN) when each side has as many.")
 @_host_options
 @_state_option
 @format_option
 @pass_env
 def diff_cmd(env: Environment,
-             a: str, b: str | None, netns: str | None, tree: Path | None, state_dir: Path,
-             fmt: str) -> int:
+             a: str, b: str | None, maps: tuple[str, ...], netns: str | None,
+             tree: Path | None, state_dir: Path, fmt: str) -> int:
     """Differences between A and B (default: the live host).
 
     A and B are snapshot names, snapshot files (another host's) or sysctl.conf files.
     Exit 0 when equal, 3 when they differ.
     """
     from dtnkit.tune import apply as apply_mod  # apply's modules: not loaded by audit
-    from dtnkit.tune.snapshot import Store, diff, load_values
+    from dtnkit.tune import pairing
+    from dtnkit.tune.keys import device_of, group_of, typed, unit_of, with_device
+    from dtnkit.tune.snapshot import Store, diff, load_side
 
+    manual = pairing.parse_map(maps)
     store = Store(state_dir)
-    name_a, values_a = load_values(a, store)
+    name_a, values_a, host_a = load_side(a, store)
     if b is None:
         host = make_host(netns, tree, read_only=True)
         name_b, values_b = host.label, apply_mod.live_values(host)
+        roles_b = pairing.interface_roles(host, pairing.devices(values_b))
     else:
-        name_b, values_b = load_values(b, store)
+        name_b, values_b, host_b = load_side(b, store)
+        roles_b = pairing.recorded_roles(host_b)
+    paired = pairing.pair(values_a, values_b, a_roles=pairing.recorded_roles(host_a),
+                          b_roles=roles_b, manual=manual)
+    a_to_b = {p.a: p.b for p in paired.pairs}
     # a sysctl.conf names only some keys: compare just those
     partial = a.endswith(".conf") or (b or "").endswith(".conf")
-    diffs = diff(values_a, values_b, only_common=partial)
-    emit(env, {"a": name_a, "b": name_b,
-               "differences": [{"key": d.key, "a": d.a, "b": d.b} for d in diffs]}, fmt,
-         lambda p: _render().differences(p.console, name_a, name_b, diffs))
+    diffs = diff(values_a, pairing.rename(values_b, paired.b_to_a()), only_common=partial)
+
+    def b_key(key: str) -> str:
+        dev = device_of(key)
+        return with_device(key, a_to_b[dev]) if dev is not None and dev in a_to_b else key
+
+    def table(p: Printer) -> None:
+        for pr in paired.pairs:
+            how = "--map" if pr.by == "map" else f"role {pr.role}; --map to change"
+            p.echo(f"paired: {pr.a} in A with {pr.b} in B ({how})")
+        for note in paired.notes:
+            p.echo(f"not paired: {note}")
+        _render().differences(p.console, name_a, name_b, diffs)
+
+    emit(env, {"a": name_a, "b": name_b, "pairs": [p.as_dict() for p in paired.pairs],
+               "unpaired": paired.notes,
+               "differences": [{"key": d.key, "b_key": b_key(d.key), "group": group_of(d.key),
+                                "unit": unit_of(d.key), "a": typed(d.a), "b": typed(d.b)}
+                               for d in diffs]}, fmt, table)
     return int(ExitStatus.DRIFT if diffs else ExitStatus.OK)
 
 
@@ -433,13 +461,14 @@ def restore_cmd(env: Environment,
 @tune.command()
 @click.argument("snapshot")
 @_state_option
+@format_option
 @pass_env
-def delete(env: Environment, snapshot: str, state_dir: Path) -> int:
+def delete(env: Environment, snapshot: str, state_dir: Path, fmt: str) -> int:
     """Delete a snapshot."""
     from dtnkit.tune.snapshot import Store
 
     snap_id = Store(state_dir).delete(snapshot)
-    emit(env, {"deleted": snap_id}, "table",
+    emit(env, {"deleted": snap_id}, fmt,
          lambda p: p.console.print(f"deleted snapshot {snap_id}"))
     return 0
 

@@ -30,6 +30,7 @@ from dtnkit.host.host import Host
 from dtnkit.tune import persist
 from dtnkit.tune.audit import Audit, Finding, tunables_for
 from dtnkit.tune.context import Context
+from dtnkit.tune.keys import group_of
 from dtnkit.tune.kinds.base import Scope, Tunable
 from dtnkit.tune.profile import GROUPS, KNOWN_KEYS
 from dtnkit.tune.registry import prepare_scopes, tunable_for_key
@@ -406,6 +407,7 @@ def restore_plan(host: Host, snap: Snapshot, ctx: Context) -> tuple[list[Step], 
     skipped: list[str] = []
     in_netns = not ctx.env.initial_netns
     tunables = [tunable_for_key(key) for key in sort_keys(list(snap.values))]
+    profile_groups = {key: item.group for key, item in ctx.profile.items.items()}
     if in_netns:
         prepare_scopes(host, tunables)
     for tunable in tunables:
@@ -421,7 +423,7 @@ def restore_plan(host: Host, snap: Snapshot, ctx: Context) -> tuple[list[Step], 
         if isinstance(now, Unavailable):
             continue  # the device is gone: nothing to put back
         if not tunable.satisfies(now, want, "exact"):
-            steps.append(Step(tunable, now, want, key.split("/", 1)[0]))
+            steps.append(Step(tunable, now, want, group_of(key, profile_groups)))
     if in_netns:
         skipped += [f"{path}: a host file; not restored inside a namespace (restore it on the "
                     "host itself)" for path in sorted(snap.files)]

@@ -28,6 +28,7 @@ from dtnkit.host.parsers import ParseError
 from dtnkit.host.parsers.sysctl import parse_sysctl_conf
 from dtnkit.tune.context import Context
 from dtnkit.tune.kinds.base import Scope, Tunable
+from dtnkit.tune.pairing import devices, format_roles, interface_roles
 from dtnkit.tune.registry import KINDS, accept_snapshot_key, prepare_scopes, tunable_for_key
 from dtnkit.tune.validation import check_snapshot, decode_text, parse_json
 
@@ -111,13 +112,18 @@ def sort_keys(keys: Sequence[str]) -> list[str]:
 def new_snapshot(host: Host, values: dict[str, Any], label: str, kind: str) -> Snapshot:
     now = dt.datetime.now(dt.UTC)
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", label).strip("-")[:40] or kind
+    facts = {"hostname": socket.gethostname(), "netns": host.netns,
+             "root": str(host.root), "kernel": (host.read("/proc/sys/kernel/osrelease")
+                                                or "").strip()}
+    try:  # each device's role, so `tune diff` can pair another host's NICs with these
+        roles = interface_roles(host, devices(values))
+    except DtnkitError:
+        roles = {}
+    if roles:
+        facts["interfaces"] = format_roles(roles)
     return Snapshot(
         id=f"{now:%Y%m%dT%H%M%S}Z-{slug}", label=label, kind=kind,
-        created=now.isoformat(timespec="seconds"),
-        host={"hostname": socket.gethostname(), "netns": host.netns,
-              "root": str(host.root), "kernel": (host.read("/proc/sys/kernel/osrelease")
-                                                 or "").strip()},
-        values=values,
+        created=now.isoformat(timespec="seconds"), host=facts, values=values,
     )
 
 
@@ -242,6 +248,13 @@ def load_file(path: Path) -> Snapshot:
 
 def load_values(source: str, store: Store) -> tuple[str, dict[str, Any]]:
     """Values from a snapshot name, a snapshot file, or a sysctl.conf-style file."""
+    name, values, _host = load_side(source, store)
+    return name, values
+
+
+def load_side(source: str, store: Store) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """A side of a diff: its name, its values and its ``host`` facts (none for a sysctl
+    file)."""
     path = Path(source)
     if "/" in source or path.suffix in (".json", ".conf"):
         if not path.is_file():
@@ -253,15 +266,15 @@ def load_values(source: str, store: Store) -> tuple[str, dict[str, Any]]:
                            "give a snapshot name or a file path") from exc
         if text.lstrip().startswith("{"):
             snap = load_file(path)
-            return snap.id, snap.values
+            return snap.id, snap.values, snap.host
         try:
             conf = parse_sysctl_conf(text)
         except ParseError as exc:
             raise BadInput(f"{source} is neither a snapshot nor a sysctl file", str(exc),
                            "give a snapshot JSON or a sysctl.conf") from exc
-        return str(path), {f"sysctl/{k}": v for k, v in conf.items()}
+        return str(path), {f"sysctl/{k}": v for k, v in conf.items()}, {}
     snap = store.load(source)
-    return snap.id, snap.values
+    return snap.id, snap.values, snap.host
 
 
 @dataclass(frozen=True)
