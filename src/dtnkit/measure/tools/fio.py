@@ -45,6 +45,7 @@ PROBE_FILE = "dtnkit-probe.dat"
 RW_MODES = ("write", "read")
 LIBAIO_IODEPTH = 8
 STATUS_INTERVAL_S = 1
+MIN_INTERVAL_S = 0.25  # a shorter interval after the first has no rate worth showing
 MEMORY_FS = ("tmpfs", "ramfs")  # fio's report period while progress is shown
 _SOURCE = "fio --output-format=json"
 
@@ -345,8 +346,8 @@ def _status(rw: str, size_bytes: int, progress: Progress) -> Callable[[dict[str,
         done = sum(int((j.get(rw) or {}).get("io_bytes") or 0) for j in jobs)
         end = max((float(j.get("job_runtime") or 0) for j in jobs), default=0.0) / 1000
         start, before = last
-        if end <= start:
-            return
+        if end <= start or (start > 0 and end - start < MIN_INTERVAL_S):
+            return  # no time passed, or fio's final report just after its last status
         last[:] = [end, done]
         progress.interval(Interval(start, end, max(0, done - int(before)), phase=rw,
                                    done_bytes=done, total_bytes=size_bytes))
@@ -402,11 +403,11 @@ def run_disk_probe(path: str, *, size_bytes: int = 256 * 2**20, direct: bool = T
                        "e.g. 256 MiB")
     fio_argv("/dev/null", rw="write", size_bytes=size_bytes, jobs=jobs)  # validates jobs
     target, is_device = _check_target(path)
-    if not is_device:
-        check_room(path, size_bytes)
     raw: dict[str, str] = {}
     results: dict[str, dict[str, Any]] = {}
     try:
+        if not is_device:
+            check_room(path, size_bytes)
         for rw in RW_MODES:
             argv = fio_argv(target, rw=rw, size_bytes=size_bytes, direct=direct, jobs=jobs)
             on_report = None
