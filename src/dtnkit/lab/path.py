@@ -424,7 +424,7 @@ class LabPath:
     # ---- build -------------------------------------------------------------------------------
     def _build(self, progress: Progress = SILENT) -> None:
         spec = self.spec
-        progress.step(f"namespaces: {len(self.state.namespaces)}", 1, 3)
+        progress.step(f"namespaces ({len(self.state.namespaces)})", 1, 3)
         for ns in self.state.namespaces:
             self.run(["ip", "netns", "add", ns])
             self.run(["ip", "-n", ns, "link", "set", "lo", "up"])
