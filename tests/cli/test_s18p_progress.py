@@ -8,6 +8,7 @@ through a real ``dtnkit serve``, and a lab path for ``lab up``, ``experiment`` a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -206,10 +207,35 @@ def test_probe_e2e_without_a_url_says_what_to_give(tmp_path: Path, dst: str, wha
 
 
 # ---- lab up, experiment and diagnose on a lab path ------------------------------------------
+@contextlib.contextmanager
+def serve_in(netns: str, address: str, tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """`dtnkit serve` inside a namespace, on its address (a free port)."""
+    root = tmp_path / "lab-served"
+    root.mkdir()
+    tokens = tmp_path / "lab-tokens"
+    tokens.write_text(f"{TOKEN} read,write\n")
+    proc = subprocess.Popen(
+        ["ip", "netns", "exec", netns, sys.executable, "-m", "dtnkit", "serve", "--root",
+         str(root), "--host", address, "--port", "0", "--tokens", str(tokens), "--quiet"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        m = re.search(r"listening on (http://[0-9.]+:[0-9]+/)", line)
+        assert m, line
+        yield m.group(1), root
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=10)
+
+
 @pytest.mark.needs_root
 @pytest.mark.needs_netns
 @pytest.mark.skipif(bool(NEEDS), reason=f"needs {', '.join(NEEDS)}")
 def test_lab_up_experiment_and_diagnose_count_their_steps(tmp_path: Path) -> None:
+    """On a lab path: `lab up` (3 steps), an experiment (2 runs), and diagnose over all three
+    layers, its end-to-end probe moving a file with dtnkit cp to a `dtnkit serve` in the dst
+    host's namespace."""
     name = f"s18p{secrets.token_hex(3)}"
     env = {"DTNKIT_LAB_STATE": str(tmp_path / "lab")}
     db, state = str(tmp_path / "r.sqlite"), str(tmp_path / "state")
@@ -235,13 +261,23 @@ def test_lab_up_experiment_and_diagnose_count_their_steps(tmp_path: Path) -> Non
 
         data = tmp_path / "data"
         data.mkdir()
-        diag = dtnkit("diagnose", "--peer", f"{name}/dst", "--netns", ns, "--duration", "2",
-                      "--interval", "0.4", "--path", str(data), "--size", "16MiB",
-                      "--state-dir", state, "--db", db, env=env)
-        assert diag.code != ExitStatus.ERROR, diag.err
-        layers = re.findall(r"^\[(\d)/(\d)\] (\w+):", diag.err, re.M)
-        assert layers == [("1", "2", "network"), ("2", "2", "storage")], diag.err
+        src = data / "src.bin"
+        src.write_bytes(os.urandom(2**20))
+        status = json.loads(dtnkit("lab", "status", name, "--no-measure", "--format", "json",
+                                   env=env, tty=False).out)
+        dst = next(h for h in status["hosts"] if h["name"] == "dst")
+        with serve_in(dst["netns"], dst["address"], tmp_path) as (url, root):
+            diag = dtnkit("diagnose", "--peer", f"{name}/dst", "--netns", ns, "--duration",
+                          "2", "--interval", "0.4", "--path", str(data), "--size", "16MiB",
+                          "--e2e", str(src), f"{url}up.bin", "--state-dir", state, "--db", db,
+                          env={**env, "DTNKIT_TOKEN": TOKEN})
+            assert diag.code != ExitStatus.ERROR, diag.err
+            assert (root / "up.bin").read_bytes() == src.read_bytes()
+        layers = re.findall(r"^\[(\d)/(\d)\] ([\w ]+):", diag.err, re.M)
+        assert layers == [("1", "3", "network"), ("2", "3", "storage"),
+                          ("3", "3", "end to end")], diag.err
         assert NET_LINE.search(diag.err) and DISK_LINE.search(diag.err)
+        assert "with dtnkit cp\n" in diag.err
 
         quiet = dtnkit("diagnose", "--peer", f"{name}/dst", "--netns", ns, "--duration", "1",
                        "--interval", "0.2", "--state-dir", state, "--db", db, "--format",
