@@ -206,6 +206,16 @@ def test_probe_e2e_without_a_url_says_what_to_give(tmp_path: Path, dst: str, wha
     assert not (tmp_path / "dst.bin").exists()
 
 
+def test_diagnose_refuses_an_e2e_without_a_url_before_probing(tmp_path: Path) -> None:
+    """Checked before the network probe runs (it used to fail after 10 s of iperf3)."""
+    db = tmp_path / "r.sqlite"
+    ran = dtnkit("diagnose", "--peer", "localhost", "--e2e", str(tmp_path / "a"),
+                 str(tmp_path / "b"), "--db", str(db), "--format", "json")
+    assert ran.code == ExitStatus.BAD_INPUT, ran.err
+    assert json.loads(ran.out)["error"]["what"].startswith("no URL in")
+    assert no_progress(ran.err) and not db.exists()  # no probe ran, nothing stored
+
+
 # ---- lab up, experiment and diagnose on a lab path ------------------------------------------
 @contextlib.contextmanager
 def serve_in(netns: str, address: str, tmp_path: Path) -> Iterator[tuple[str, Path]]:

@@ -222,6 +222,7 @@ def e2e(env: Environment,
     host = _host(netns)
     progress = reporter(env, fmt)
     chosen = _e2e_tool(tool, command)
+    _check_e2e(src, dst, chosen)
     progress.step(f"end to end: {src} -> {dst} with {_mover(chosen, command)}")
     result = run_probe(host, E2ESpec(src, dst, command, nbytes,
                                      interval_s=_interval(interval_s)),
@@ -235,6 +236,14 @@ def e2e(env: Environment,
 def _e2e_tool(tool: str | None, command: str | None) -> str | None:
     """--command without --tool means the command tool; neither: the default mover."""
     return tool or ("command" if command else None)
+
+
+def _check_e2e(src: str, dst: str, tool: str | None) -> None:
+    """Before anything runs: the default mover needs a URL at one end (BadInput if not)."""
+    if tool in (None, "dtnkit-cp"):
+        from dtnkit.measure.tools.dtnkit_cp import check_ends
+
+        check_ends(src, dst)
 
 
 def _mover(tool: str | None, command: str | None) -> str:
@@ -347,6 +356,8 @@ def diagnose(env: Environment, peer: str | None, path: str | None, e2e: tuple[st
         raise BadInput("nothing to diagnose", "give --peer, --path and/or --e2e",
                        "e.g. dtnkit diagnose --peer demo/dst --netns dkl-demo-src")
     size_bytes = parse_bytes(size, "size", lo=2**20, hi=MAX_SIZE_BYTES)  # before any probe
+    if e2e:
+        _check_e2e(e2e[0], e2e[1], _e2e_tool(None, command))
     progress = reporter(env, fmt)
     layers = [x for x in (peer and "network", path and "storage", e2e and "end to end") if x]
     host = _host(netns)
@@ -460,6 +471,7 @@ def experiment(env: Environment, groups: str, probe_kind: str, tool: str | None,
                            "e.g. --e2e /data/f http://dtn:8080/f")
         probe_spec = E2ESpec(e2e[0], e2e[1], command, interval_s=interval_s)
         tool = _e2e_tool(tool, command)
+        _check_e2e(e2e[0], e2e[1], tool)
 
     prof = load_profile(profile)
     person = for_people(env, fmt)
