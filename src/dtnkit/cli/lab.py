@@ -54,7 +54,10 @@ def up(env: Environment,
         loss=parse_fraction(loss), queue_bytes=None if queue == "auto" else parse_bytes(queue),
         mtu=mtu, n_src=n_src, n_dst=n_dst, backend=backend, seed=seed,
         src_rate_bps=parse_rate(src_rate, "src-rate") if src_rate else None)
-    built = lab_path.up(name, spec, state_root=env.lab_state_root)
+    from dtnkit.cli.progress import reporter
+
+    built = lab_path.up(name, spec, state_root=env.lab_state_root,
+                        progress=reporter(env, fmt))
     doc = built.status(measure=False)
     emit(env, doc, fmt, lambda p: _up_table(p, name, spec, doc))
     return 0

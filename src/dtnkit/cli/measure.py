@@ -16,6 +16,7 @@ from dtnkit.host.host import Host
 from dtnkit.measure.result import ProbeResult
 from dtnkit.measure.store import ResultStore, export
 from dtnkit.measure.tool import Context
+from dtnkit.progress import SILENT, Progress
 
 F = Callable[..., Any]
 
@@ -44,11 +45,14 @@ def _tool(kind: str) -> Callable[[F], F]:
                         help=f"How to measure (default: the {kind} probe's default tool).")
 
 
-def _context(env: Environment, cgroup: Path | None = None) -> Context:
-    """The tools' wrapper (a cgroup) and the lab paths that NAME/HOST peers name."""
+def _context(env: Environment, cgroup: Path | None = None,
+             progress: Progress = SILENT) -> Context:
+    """The tools' wrapper (a cgroup), the lab paths that NAME/HOST peers name, and where
+    the tools report their intervals."""
     from dtnkit.lab.path import lab_peers
 
-    return Context(wrap=_wrap(cgroup), lab_peers=lab_peers(env.lab_state_root))
+    return Context(wrap=_wrap(cgroup), lab_peers=lab_peers(env.lab_state_root),
+                   progress=progress)
 
 
 def _common(f: F) -> F:
@@ -152,13 +156,17 @@ def net(env: Environment,
     iperf3's own short flags work: -P streams, -t duration, -R, -p port, -C, -J.
     """
     fmt = "json" if as_json else fmt
+    from dtnkit.cli.progress import reporter
     from dtnkit.measure.probes.net import NetSpec
     from dtnkit.measure.registry import run_probe
 
     host = _host(netns)
+    progress = reporter(env, fmt)
+    progress.step(f"network: {tool or 'iperf3'} to {peer}, {streams} stream(s), "
+                  f"{duration_s} s{' (reverse)' if reverse else ''}")
     result = run_probe(host, NetSpec(peer, streams, duration_s, cc, fq_rate, reverse, port,
                                      _interval(interval_s, duration_s)), tool=tool,
-                       context=_context(env))
+                       context=_context(env, progress=progress))
     result.tuning = _tuning(host)
     ResultStore(db).add(result)
     _emit(env, result, fmt)
@@ -179,14 +187,20 @@ def disk(env: Environment,
          path: str, size: str, direct: bool, jobs: int, cgroup: Path | None, tool: str | None,
          netns: str | None, db: Path, fmt: str, interval_s: float | None) -> int:
     """fio sequential write and read."""
-    from dtnkit.measure.probes.disk import DiskSpec
+    from dtnkit.cli.progress import reporter
+    from dtnkit.cli.progress import size as show_size
+    from dtnkit.measure.probes.disk import MAX_SIZE_BYTES, DiskSpec
     from dtnkit.measure.registry import run_probe
     from dtnkit.units import parse_bytes
 
     host = _host(netns)
-    result = run_probe(host, DiskSpec(path, parse_bytes(size, "size", lo=2**20), direct, jobs,
+    size_bytes = parse_bytes(size, "size", lo=2**20, hi=MAX_SIZE_BYTES)
+    progress = reporter(env, fmt)
+    progress.step(f"storage: {tool or 'fio'} on {path}, {show_size(size_bytes)} written, "
+                  "then read")
+    result = run_probe(host, DiskSpec(path, size_bytes, direct, jobs,
                                       _interval(interval_s)), tool=tool,
-                       context=_context(env, cgroup))
+                       context=_context(env, cgroup, progress))
     result.tuning = _tuning(host)
     ResultStore(db).add(result)
     _emit(env, result, fmt)
@@ -210,13 +224,18 @@ def e2e(env: Environment,
         tool: str | None, netns: str | None, db: Path, fmt: str,
         interval_s: float | None) -> int:
     """A real transfer, timed: rate = bytes / wall time."""
+    from dtnkit.cli.progress import reporter
     from dtnkit.measure.probes.e2e import E2ESpec
     from dtnkit.measure.registry import run_probe
 
     host = _host(netns)
+    progress = reporter(env, fmt)
+    chosen = _e2e_tool(tool, command)
+    _check_e2e(src, dst, chosen)
+    progress.step(f"end to end: {src} -> {dst} with {_mover(chosen, command)}")
     result = run_probe(host, E2ESpec(src, dst, command, nbytes,
                                      interval_s=_interval(interval_s)),
-                       tool=_e2e_tool(tool, command), context=_context(env, cgroup))
+                       tool=chosen, context=_context(env, cgroup, progress))
     result.tuning = _tuning(host)
     ResultStore(db).add(result)
     _emit(env, result, fmt)
@@ -226,6 +245,21 @@ def e2e(env: Environment,
 def _e2e_tool(tool: str | None, command: str | None) -> str | None:
     """--command without --tool means the command tool; neither: the default mover."""
     return tool or ("command" if command else None)
+
+
+def _check_e2e(src: str, dst: str, tool: str | None) -> None:
+    """Before anything runs: the default mover needs a URL at one end (BadInput if not)."""
+    if tool in (None, "dtnkit-cp"):
+        from dtnkit.measure.tools.dtnkit_cp import check_ends
+
+        check_ends(src, dst)
+
+
+def _mover(tool: str | None, command: str | None) -> str:
+    """What moves an end-to-end probe's bytes, for its progress line."""
+    if tool == "command" and command:
+        return command.split()[0] if command.split() else "the command"
+    return "dtnkit cp" if tool in (None, "dtnkit-cp") else tool
 
 
 def _tuning(host: Host) -> dict[str, Any] | None:
@@ -340,10 +374,12 @@ def diagnose(env: Environment, peer: str | None, path: str | None, e2e: tuple[st
     Exit: 0 nothing binds, 10 NIC, 11 host network, 12 path, 13 storage, 14 application,
     15 inconclusive (fewer than 5 sampler samples of the network probe).
     """
+    from dtnkit.cli.progress import reporter
+    from dtnkit.cli.progress import size as show_size
     from dtnkit.diagnose.layers import EXIT
     from dtnkit.diagnose.layers import diagnose as run
     from dtnkit.diagnose.nic import LineRate, line_rate
-    from dtnkit.measure.probes.disk import DiskSpec
+    from dtnkit.measure.probes.disk import MAX_SIZE_BYTES, DiskSpec
     from dtnkit.measure.probes.e2e import E2ESpec
     from dtnkit.measure.probes.net import NetSpec, egress_speed_mbps, resolve_peer
     from dtnkit.measure.registry import run_probe
@@ -352,6 +388,11 @@ def diagnose(env: Environment, peer: str | None, path: str | None, e2e: tuple[st
     if not (peer or path or e2e):
         raise BadInput("nothing to diagnose", "give --peer, --path and/or --e2e",
                        "e.g. dtnkit diagnose --peer demo/dst --netns dkl-demo-src")
+    size_bytes = parse_bytes(size, "size", lo=2**20, hi=MAX_SIZE_BYTES)  # before any probe
+    if e2e:
+        _check_e2e(e2e[0], e2e[1], _e2e_tool(None, command))
+    progress = reporter(env, fmt)
+    layers = [x for x in (peer and "network", path and "storage", e2e and "end to end") if x]
     host = _host(netns)
     store = ResultStore(db)
     net = disk_r = e2e_r = None
@@ -359,23 +400,30 @@ def diagnose(env: Environment, peer: str | None, path: str | None, e2e: tuple[st
     ends = [_opts(netns, state_dir)]
     if peer:
         spec = NetSpec(peer, streams, duration_s, interval_s=_interval(interval_s, duration_s))
-        context = _context(env)
+        context = _context(env, progress=progress)
         target = resolve_peer(peer, context.lab_peers)
         if target.netns:  # a lab peer: its own command in the hints
             ends.append(_opts(target.netns, state_dir))
+        progress.step(f"network: iperf3 to {peer}, {streams} stream(s), {duration_s} s",
+                      layers.index("network") + 1, len(layers))
         net = run_probe(host, spec, context=context)
         net.tuning = _tuning(host)
         store.add(net)
         line = line_rate(host, *egress_speed_mbps(host, target.address))
     interval_s = _interval(interval_s)
     if path:
-        disk_r = run_probe(host, DiskSpec(path, parse_bytes(size, "size", lo=2**20),
-                                          interval_s=interval_s), context=_context(env, cgroup))
+        progress.step(f"storage: fio on {path}, {show_size(size_bytes)} written, then read",
+                      layers.index("storage") + 1, len(layers))
+        disk_r = run_probe(host, DiskSpec(path, size_bytes, interval_s=interval_s),
+                           context=_context(env, cgroup, progress))
         disk_r.tuning = _tuning(host)
         store.add(disk_r)
     if e2e:
+        progress.step(f"end to end: {e2e[0]} -> {e2e[1]} with "
+                      f"{_mover(_e2e_tool(None, command), command)}",
+                      layers.index("end to end") + 1, len(layers))
         e2e_r = run_probe(host, E2ESpec(e2e[0], e2e[1], command, interval_s=interval_s),
-                          tool=_e2e_tool(None, command), context=_context(env, cgroup))
+                          tool=_e2e_tool(None, command), context=_context(env, cgroup, progress))
         e2e_r.tuning = _tuning(host)
         store.add(e2e_r)
     result = run(net, link_bps=line.link_bps, disk=disk_r, e2e=e2e_r, cap_bps=line.cap_bps,
@@ -424,6 +472,7 @@ def experiment(env: Environment, groups: tuple[str, ...], probe_kind: str, tool:
 
     `dtnkit tune apply --from-experiment ID` then applies only the groups that helped.
     """
+    from dtnkit.cli.progress import reporter
     from dtnkit.cli.tune import parse_rtt
     from dtnkit.diagnose.experiment import ExperimentSpec, run_experiment
     from dtnkit.measure.probes.disk import DiskSpec
@@ -434,7 +483,7 @@ def experiment(env: Environment, groups: tuple[str, ...], probe_kind: str, tool:
 
     host = _host(netns)
     hosts = [host]
-    context = _context(env)
+    context = _context(env, progress=reporter(env, fmt))
     probe_spec: ProbeSpec
     interval_s = _interval(interval_s, duration_s if probe_kind == "net" else None)
     if probe_kind == "net":
@@ -457,6 +506,7 @@ def experiment(env: Environment, groups: tuple[str, ...], probe_kind: str, tool:
                            "e.g. --e2e /data/f http://dtn:8080/f")
         probe_spec = E2ESpec(e2e[0], e2e[1], command, interval_s=interval_s)
         tool = _e2e_tool(tool, command)
+        _check_e2e(e2e[0], e2e[1], tool)
 
     prof = load_profile(profile)
     person = for_people(env, fmt)

@@ -72,6 +72,20 @@ class ExperimentSpec:
     rtt_ms: float = 100.0
 
 
+class Runs:
+    """The runs of an experiment: how many are done of how many, and the time left (the
+    mean run so far times the runs left)."""
+
+    def __init__(self, total: int) -> None:
+        self.total, self.done = total, 0
+        self.t0 = time.monotonic()
+
+    def eta_s(self) -> float | None:
+        if not self.done:
+            return None
+        return (time.monotonic() - self.t0) / self.done * max(0, self.total - self.done)
+
+
 def live_tuning(host: Host) -> dict[str, Any] | None:
     """The tuning live during a probe, recorded with its result; None if unreadable."""
     try:
@@ -122,8 +136,17 @@ def run_experiment(
         "both_ends": spec.both_ends, "rtt_ms": spec.rtt_ms, "profile": profile.name,
         "hosts": [h.label for h in hosts]}, "groups": []}
 
+    context = context or Context()
+    runs = Runs(len(spec.groups) * spec.repeat * 2)
+
     def measured(label: str) -> float:
+        group, kind, k = label.split(":")
+        context.progress.step(
+            f"group {group} ({spec.groups.index(group) + 1} of {len(spec.groups)}): "
+            f"{kind} run {int(k) + 1} of {spec.repeat}", runs.done + 1, runs.total,
+            eta_s=runs.eta_s())
         r = run_probe(hosts[0], spec.probe, tool=spec.tool, context=context)
+        runs.done += 1
         r.experiment_id, r.label = exp_id, label
         r.tuning = live_tuning(hosts[0])
         store.add(r)
@@ -158,6 +181,7 @@ def run_experiment(
                         changes += [{"host": h.label, **s.as_dict()} for s in out.done]
                 if not baselines:
                     applicable = False
+                    runs.total -= 2 * (spec.repeat - k) - 1  # the group's other runs are not made
                     break
                 treated.append(measured(f"{group}:applied:{k}"))
             finally:

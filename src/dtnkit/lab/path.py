@@ -33,6 +33,7 @@ from typing import Any, Protocol
 from dtnkit.errors import BadInput, DtnkitError, NeedsRoot, ToolMissing
 from dtnkit.host.host import Host
 from dtnkit.measure.probes.net import LabPeers, Peer
+from dtnkit.progress import SILENT, Progress
 
 NS_PREFIX = "dkl-"
 _NAME = re.compile(r"^[a-z][a-z0-9]{0,11}$")
@@ -421,13 +422,15 @@ class LabPath:
                 os.replace(tmp, target)
 
     # ---- build -------------------------------------------------------------------------------
-    def _build(self) -> None:
+    def _build(self, progress: Progress = SILENT) -> None:
         spec = self.spec
+        progress.step(f"namespaces ({len(self.state.namespaces)})", 1, 3)
         for ns in self.state.namespaces:
             self.run(["ip", "netns", "add", ns])
             self.run(["ip", "-n", ns, "link", "set", "lo", "up"])
         self._write_names()
         Host.live(self.mid).write("/proc/sys/net/ipv4/ip_forward", "1")
+        progress.step("links, addresses and routes", 2, 3)
         for side in ("src", "dst"):
             hosts = [h for h in self.hosts if h.side == side]
             dev = self.side_dev(side)
@@ -447,6 +450,7 @@ class LabPath:
             if len(hosts) > 1:
                 self.run(["ip", "-n", self.mid, "link", "set", dev, "mtu", str(spec.mtu), "up"])
             self.run(["ip", "-n", self.mid, "addr", "add", f"{self.gateway(side)}/24", "dev", dev])
+        progress.step(f"path emulation ({self.state.backend})", 3, 3)
         self._cap_sources()
         self._apply_path(initial=True)
 
@@ -728,7 +732,7 @@ def _teardown(name: str, state: LabState | None, state_root: Path) -> list[str]:
 
 
 # ---- public API --------------------------------------------------------------------------------
-def up(name: str, spec: PathSpec, *, state_root: Path) -> LabPath:
+def up(name: str, spec: PathSpec, *, state_root: Path, progress: Progress = SILENT) -> LabPath:
     """Build a path; on any failure remove what was built and re-raise."""
     _require_root()
     check_name(name)
@@ -746,7 +750,7 @@ def up(name: str, spec: PathSpec, *, state_root: Path) -> LabPath:
         _save(state, state_root)  # before anything exists: down can always clean up
     lab = LabPath(state, state_root=state_root)
     try:
-        lab._build()
+        lab._build(progress)
         state.status = "up"
         _save(state, state_root)
     except BaseException:

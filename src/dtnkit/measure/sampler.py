@@ -23,6 +23,7 @@ the cache of the Host the caller is using from another thread.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -67,7 +68,8 @@ class Sampler:
     """Samples a host (or namespace) beside a probe; use as a context manager."""
 
     def __init__(self, host: Host, *, interval_s: float = 5.0, ss_filter: Sequence[str] = (),
-                 ifaces: Sequence[str] | None = None) -> None:
+                 ifaces: Sequence[str] | None = None,
+                 on_sample: Callable[[dict[str, Any]], None] | None = None) -> None:
         if not interval_s > 0:
             raise ValueError(f"interval_s must be positive, got {interval_s!r}")
         runner = host.runner
@@ -77,6 +79,8 @@ class Sampler:
         self.interval_s = float(interval_s)
         self.ss_filter = tuple(ss_filter)
         self.ifaces = tuple(ifaces) if ifaces is not None else None
+        # called with each new sample, from the sampler's thread (progress); never raises
+        self.on_sample = on_sample
         self.samples: list[dict[str, Any]] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -136,6 +140,10 @@ class Sampler:
         except Exception as exc:  # a bug here must not stop the probe
             self.samples.append(_empty_sample(time.monotonic() - self._t0,
                                               [f"sampler: {type(exc).__name__}: {exc}"]))
+            return
+        if self.on_sample is not None:
+            with contextlib.suppress(Exception):  # reporting progress must never stop a probe
+                self.on_sample(self.samples[-1])
 
     # ---- reading -----------------------------------------------------------------------------
     def read(self, *, flows: bool = True) -> Reading:

@@ -13,6 +13,7 @@ from typing import Any, ClassVar, Protocol
 
 from dtnkit.host.host import Host
 from dtnkit.measure.probes.net import LabPeers
+from dtnkit.progress import SILENT, Progress
 
 # turns a tool's argv into the one actually run (e.g. inside a throttling cgroup)
 Wrap = Callable[[Sequence[str]], list[str]]
@@ -29,10 +30,12 @@ class ProbeSpec(Protocol):
 
 @dataclass(frozen=True)
 class Context:
-    """What the caller knows and a tool may use: a wrapper for its argv, the lab's peers."""
+    """What the caller knows and a tool may use: a wrapper for its argv, the lab's peers,
+    and where to report progress (intervals while the tool runs)."""
 
     wrap: Wrap | None = None
     lab_peers: LabPeers | None = None
+    progress: Progress = SILENT
 
     def argv(self, argv: Sequence[str]) -> list[str]:
         return self.wrap(argv) if self.wrap is not None else list(argv)

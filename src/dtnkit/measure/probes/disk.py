@@ -13,6 +13,9 @@ KIND = "disk"
 TITLE = "storage"
 SUMMARY_KEYS = ("throughput_bps", "write_bps", "read_bps", "write_lat_ms_mean",
                 "read_lat_ms_mean", "size_bytes")
+#: a bound on --size for typing mistakes only: the real limit is the room where the file goes
+#: (free space, and RAM for a file system in memory), which the storage tool checks
+MAX_SIZE_BYTES = 2**50
 
 
 @dataclass

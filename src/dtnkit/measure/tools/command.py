@@ -42,7 +42,8 @@ class Command:
         # cgroup files are not visible inside it
         argv = context.argv(host.argv(["sh", "-c", line]))
         done = run_timed(host, argv, spec, failed="the transfer command failed",
-                         next_step="run the command by hand to see why")
+                         next_step="run the command by hand to see why",
+                         progress=context.progress)
         return ToolRun({**rate_summary(size, done.wall), **self.parse(done.proc.stdout)},
                        done.proc.stdout + done.proc.stderr, done.samples,
                        {"command_line": line})

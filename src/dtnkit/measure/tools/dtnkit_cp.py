@@ -14,7 +14,7 @@ import shlex
 import sys
 from typing import Any
 
-from dtnkit.errors import DtnkitError
+from dtnkit.errors import BadInput, DtnkitError
 from dtnkit.host.host import Host
 from dtnkit.host.parsers import ParseError
 from dtnkit.measure.probes.e2e import KIND as E2E_KIND
@@ -23,6 +23,32 @@ from dtnkit.measure.tool import Context, ToolRun
 from dtnkit.measure.tools.timed import run_timed
 
 SOURCE = "dtnkit cp --json"
+#: the URL schemes dtnkit cp moves to or from (dav/davs are read as http/https)
+CP_SCHEMES = ("http", "https", "dav", "davs")
+XROOTD_SCHEMES = ("root", "roots", "xroot", "xroots")
+
+
+def scheme(text: str) -> str:
+    head, sep, _rest = text.partition("://")
+    return head.lower() if sep and head.isascii() and head.isalpha() else ""
+
+
+def check_ends(src: str, dst: str) -> None:
+    """BadInput unless one end is a URL dtnkit cp speaks: it moves between a URL and a
+    file (or two URLs), and other transfers are the command tool's (``--command``)."""
+    schemes = {scheme(src), scheme(dst)}
+    if schemes & set(CP_SCHEMES):
+        return
+    if schemes & set(XROOTD_SCHEMES):
+        raise BadInput("dtnkit cp does not speak root://",
+                       "the default mover, dtnkit cp, moves over HTTP(S)",
+                       "use the server's HTTP door (davs://host:1094/path), or "
+                       "--command 'xrdcp -f {src} {dst}'")
+    raise BadInput(f"no URL in {src!r} -> {dst!r}",
+                   "the default mover, dtnkit cp, moves to or from an http(s):// or "
+                   "dav(s):// URL, and both ends are local paths",
+                   "give a URL as SRC or DST (e.g. http://dtn:8080/f), or "
+                   "--command 'cp {src} {dst}' for another mover")
 
 
 def parse_cp_json(text: str) -> dict[str, Any]:
@@ -58,12 +84,14 @@ class DtnkitCp:
         return parse_cp_json(text)
 
     def run(self, host: Host, spec: E2ESpec, context: Context) -> ToolRun:
+        check_ends(spec.src, spec.dst)
         # -f: a probe repeats into the same destination (as `xrdcp -f` in a --command)
         mover = [sys.executable, "-m", "dtnkit", "cp", spec.src, spec.dst, "-f", "--json"]
         argv = context.argv(host.argv(mover))
         done = run_timed(host, argv, spec, failed="the transfer with dtnkit cp failed",
                          next_step=f"run `dtnkit cp {shlex.quote(spec.src)} "
-                                   f"{shlex.quote(spec.dst)}` by hand to see why")
+                                   f"{shlex.quote(spec.dst)}` by hand to see why",
+                         progress=context.progress)
         try:
             figures = parse_cp_json(done.proc.stdout)
         except ParseError as exc:

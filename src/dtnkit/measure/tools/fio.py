@@ -23,9 +23,12 @@ from __future__ import annotations
 import functools
 import json
 import os
+import select
 import shutil
 import stat
 import subprocess
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,10 +39,14 @@ from dtnkit.measure.probes.disk import KIND as DISK_KIND
 from dtnkit.measure.probes.disk import DiskSpec
 from dtnkit.measure.sampler import Sampler
 from dtnkit.measure.tool import Context, ToolRun, Wrap
+from dtnkit.progress import SILENT, Interval, Progress
 
 PROBE_FILE = "dtnkit-probe.dat"
 RW_MODES = ("write", "read")
 LIBAIO_IODEPTH = 8
+STATUS_INTERVAL_S = 1
+MIN_INTERVAL_S = 0.25  # a shorter interval after the first has no rate worth showing
+MEMORY_FS = ("tmpfs", "ramfs")  # fio's report period while progress is shown
 _SOURCE = "fio --output-format=json"
 
 def can_run() -> tuple[bool, list[str]]:
@@ -100,22 +107,34 @@ def fio_argv(target: str, *, rw: str, size_bytes: int, block_size: str = "1M",
     return argv
 
 
+def reports(text: str) -> list[dict[str, Any]]:
+    """Every complete JSON report (an object with ``jobs``) in fio's stdout, in order:
+    one, or with ``--status-interval`` one per interval and the final one last."""
+    decoder = json.JSONDecoder()
+    found: list[dict[str, Any]] = []
+    start = text.find("{")
+    while start != -1:
+        try:
+            doc, end = decoder.raw_decode(text, start)
+        except (json.JSONDecodeError, RecursionError):
+            doc, end = None, start + 1
+        if isinstance(doc, dict) and "jobs" in doc:
+            found.append(doc)
+        else:
+            end = start + 1
+        start = text.find("{", end)
+    return found
+
+
 def _find_report(text: str) -> dict[str, Any]:
     """The JSON report in fio's stdout, skipping the notes fio may print before it."""
     if not isinstance(text, str):
         raise ParseError(f"{_SOURCE}: expected text (str), got {type(text).__name__}")
     if not text.strip():
         raise ParseError(f"{_SOURCE}: empty input")
-    decoder = json.JSONDecoder()
-    start = text.find("{")
-    while start != -1:
-        try:
-            doc, _end = decoder.raw_decode(text, start)
-        except (json.JSONDecodeError, RecursionError):
-            doc = None
-        if isinstance(doc, dict) and "jobs" in doc:
-            return doc
-        start = text.find("{", start + 1)
+    found = reports(text)
+    if found:
+        return found[-1]  # with --status-interval, fio's last report is the final one
     first = text.strip().splitlines()[0][:120]
     raise ParseError(f"{_SOURCE}: no JSON report with 'jobs' found (starts with {first!r})")
 
@@ -214,6 +233,64 @@ def _check_target(path: str) -> tuple[str, bool]:
     return target, False
 
 
+def _gib(n: float) -> str:
+    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
+
+
+def _mount_type(path: str) -> str:
+    """The file system type of the mount holding ``path`` (from /proc/self/mounts)."""
+    best, kind = "", ""
+    real = os.path.realpath(path)
+    try:
+        with open("/proc/self/mounts", encoding="utf-8") as fh:
+            for line in fh:
+                fields = line.split()
+                if len(fields) < 3:
+                    continue
+                point = fields[1].replace("\\040", " ")
+                inside = real == point or real.startswith(point.rstrip("/") + "/")
+                if inside and len(point) >= len(best):
+                    best, kind = point, fields[2]
+    except OSError:
+        return ""
+    return kind
+
+
+def _mem_available() -> int | None:
+    try:
+        with open("/proc/meminfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def room(path: str) -> tuple[int, str]:
+    """The largest probe file directory ``path`` takes, and what limits it: 90 % of the file
+    system's free space (the probe leaves a tenth of it free), and for a file system in
+    memory (tmpfs, ramfs) also 90 % of the RAM available."""
+    st = os.statvfs(path)
+    limit, why = int(st.f_bavail * st.f_frsize * 0.9), f"{_gib(st.f_bavail * st.f_frsize)} " \
+        f"is free in {path} and the probe leaves a tenth of it free"
+    if _mount_type(path) in MEMORY_FS:
+        avail = _mem_available()
+        if avail is not None and avail * 0.9 < limit:
+            limit, why = int(avail * 0.9), f"{path} is in memory ({_mount_type(path)}) and " \
+                f"{_gib(avail)} of RAM is available; the probe leaves a tenth of it"
+    return limit, why
+
+
+def check_room(path: str, size_bytes: int) -> None:
+    """BadInput, before fio runs, when a probe file of ``size_bytes`` does not fit
+    (:func:`room`); the size is otherwise free, so 4 GiB works wherever it fits."""
+    limit, why = room(path)
+    if size_bytes > limit:
+        raise BadInput(f"--size {_gib(size_bytes)} does not fit in {path}", why,
+                       f"give --size {max(limit, 0) // 2**20}MiB or less, or another --path")
+
+
 def _fio_message(proc: subprocess.CompletedProcess[str]) -> str:
     lines = [line.strip() for line in (proc.stderr or "").splitlines() if line.strip()]
     fio_lines = [line for line in lines if line.startswith("fio:")]
@@ -221,10 +298,72 @@ def _fio_message(proc: subprocess.CompletedProcess[str]) -> str:
     return text[-500:] or f"exit status {proc.returncode}"
 
 
-def _run_fio(argv: list[str], rw: str, timeout_s: float) -> tuple[dict[str, Any], str]:
+def _stream(argv: list[str], timeout_s: float,
+            on_report: Callable[[dict[str, Any]], None]) -> subprocess.CompletedProcess[str]:
+    """Run fio (with ``--status-interval``) and call ``on_report`` with each report as it
+    comes; the whole output once it exits, as ``subprocess.run`` gives it."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    out, err = bytearray(), bytearray()
+    streams = {proc.stdout.fileno(): out, proc.stderr.fileno(): err}
+    deadline = time.monotonic() + timeout_s
+    seen = 0
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s,
-                              check=False)
+        while streams:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise subprocess.TimeoutExpired(argv, timeout_s)
+            for fd in select.select(list(streams), [], [], left)[0]:
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    del streams[fd]
+                elif streams[fd] is out:
+                    out += chunk
+                    got = reports(out.decode(errors="replace"))
+                    for doc in got[seen:]:
+                        on_report(doc)
+                    seen = len(got)
+                else:
+                    err += chunk
+        proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    finally:
+        proc.stdout.close()
+        proc.stderr.close()
+    return subprocess.CompletedProcess(argv, proc.returncode, out.decode(errors="replace"),
+                                       err.decode(errors="replace"))
+
+
+def _status(rw: str, size_bytes: int, progress: Progress) -> Callable[[dict[str, Any]], None]:
+    """An ``on_report`` that turns fio's cumulative reports into intervals of ``rw``."""
+    last = [0.0, 0]  # end of the interval before (s), bytes done then
+
+    def on_report(doc: dict[str, Any]) -> None:
+        jobs = [j for j in doc.get("jobs") or [] if isinstance(j, dict)]
+        done = sum(int((j.get(rw) or {}).get("io_bytes") or 0) for j in jobs)
+        end = max((float(j.get("job_runtime") or 0) for j in jobs), default=0.0) / 1000
+        start, before = last
+        if end <= start or (start > 0 and end - start < MIN_INTERVAL_S):
+            return  # no time passed, or fio's final report just after its last status
+        last[:] = [end, done]
+        progress.interval(Interval(start, end, max(0, done - int(before)), phase=rw,
+                                   done_bytes=done, total_bytes=size_bytes))
+
+    return on_report
+
+
+def _run_fio(argv: list[str], rw: str, timeout_s: float,
+             on_report: Callable[[dict[str, Any]], None] | None = None,
+             ) -> tuple[dict[str, Any], str]:
+    try:
+        if on_report is None:
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s,
+                                  check=False)
+        else:
+            proc = _stream(argv, timeout_s, on_report)
     except subprocess.TimeoutExpired:
         raise DtnkitError(f"fio {rw} did not finish", f"still running after {timeout_s:g} s",
                           "give a smaller size or a longer timeout") from None
@@ -247,11 +386,13 @@ def _run_fio(argv: list[str], rw: str, timeout_s: float) -> tuple[dict[str, Any]
 
 def run_disk_probe(path: str, *, size_bytes: int = 256 * 2**20, direct: bool = True,
                    jobs: int = 1, wrap: Wrap | None = None,
-                   timeout_s: float = 600) -> dict[str, Any]:
+                   timeout_s: float = 600, progress: Progress = SILENT) -> dict[str, Any]:
     """Sequential write, then sequential read, of ``size_bytes`` in directory ``path``.
 
     ``wrap`` turns each fio argv into the one actually run (for example
-    :meth:`dtnkit.lab.disk.SlowDisk.wrap`, to run fio inside a throttling cgroup).
+    :meth:`dtnkit.lab.disk.SlowDisk.wrap`, to run fio inside a throttling cgroup).  With a
+    ``progress`` other than the silent one, fio reports every second (``--status-interval``)
+    and each report becomes an interval.
     """
     ok, reasons = can_run()
     if not ok:
@@ -265,9 +406,16 @@ def run_disk_probe(path: str, *, size_bytes: int = 256 * 2**20, direct: bool = T
     raw: dict[str, str] = {}
     results: dict[str, dict[str, Any]] = {}
     try:
+        if not is_device:
+            check_room(path, size_bytes)
         for rw in RW_MODES:
             argv = fio_argv(target, rw=rw, size_bytes=size_bytes, direct=direct, jobs=jobs)
-            results[rw], raw[rw] = _run_fio(wrap(argv) if wrap else argv, rw, timeout_s)
+            on_report = None
+            if progress is not SILENT:
+                argv.insert(-2, f"--status-interval={STATUS_INTERVAL_S}")
+                on_report = _status(rw, size_bytes, progress)
+            results[rw], raw[rw] = _run_fio(wrap(argv) if wrap else argv, rw, timeout_s,
+                                            on_report)
     finally:
         if not is_device:
             Path(target).unlink(missing_ok=True)
@@ -300,7 +448,7 @@ class Fio:
     def run(self, host: Host, spec: DiskSpec, context: Context) -> ToolRun:
         with Sampler(host, interval_s=spec.interval_s) as sampler:
             got = run_disk_probe(spec.path, size_bytes=spec.size_bytes, direct=spec.direct,
-                                 jobs=spec.jobs, wrap=context.wrap)
+                                 jobs=spec.jobs, wrap=context.wrap, progress=context.progress)
         raw = got.pop("raw", {})
         summary = {**got, "throughput_bps": float(got["read_bps"]) * 8}  # reading feeds a transfer
         return ToolRun(summary, str(raw), sampler.samples)

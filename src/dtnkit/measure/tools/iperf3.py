@@ -14,15 +14,16 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from dtnkit.errors import DtnkitError
 from dtnkit.host.host import Host
 from dtnkit.measure.probes.net import KIND as NET_KIND
 from dtnkit.measure.probes.net import NetSpec, Peer, resolve_peer
-from dtnkit.measure.sampler import Sampler
+from dtnkit.measure.sampler import ACTIVE_BYTES, Sampler
 from dtnkit.measure.tool import Context, ToolRun
+from dtnkit.progress import Interval, Progress
 
 
 @contextlib.contextmanager
@@ -108,6 +109,34 @@ def parse_iperf3(text: str) -> dict[str, Any]:
     }
 
 
+def flow_intervals(progress: Progress, *, reverse: bool = False,
+                   duration_s: float | None = None) -> Callable[[dict[str, Any]], None]:
+    """A sampler callback that reports each sample of the probe's own flows as an interval:
+    bytes moved (acked by the peer; received with ``reverse``) and retransmits, from the
+    ``ss -tinO`` counters of each flow, as iperf3 prints its intervals.  An idle interval
+    after ``duration_s`` (the sampler's last, while iperf3 exits) is not reported."""
+    seen: dict[tuple[str, str], tuple[int, int]] = {}
+    last_end = [0.0]
+
+    def on_sample(sample: dict[str, Any]) -> None:
+        moved = retrans = 0
+        for flow in sample.get("flows") or []:
+            key = (str(flow.get("local")), str(flow.get("peer")))
+            now = (int(flow.get("bytes_received" if reverse else "bytes_acked") or 0),
+                   int(flow.get("retrans_total") or 0))
+            before = seen.get(key, (0, 0))
+            moved += max(0, now[0] - before[0])
+            retrans += max(0, now[1] - before[1])
+            seen[key] = now
+        end = float(sample.get("t_s") or 0.0)
+        start, last_end[0] = last_end[0], end
+        if duration_s is not None and start >= duration_s and moved < ACTIVE_BYTES:
+            return
+        progress.interval(Interval(start, end, moved, retrans))
+
+    return on_sample
+
+
 class Iperf3:
     """iperf3 -J from ``host`` to the peer; a one-shot server when the peer is ours."""
 
@@ -128,7 +157,9 @@ class Iperf3:
         peer = resolve_peer(spec.peer, context.lab_peers)
         with server(peer, spec.port, host):
             sampler = Sampler(host, interval_s=spec.interval_s,
-                              ss_filter=["dport", "=", f":{spec.port}"])
+                              ss_filter=["dport", "=", f":{spec.port}"],
+                              on_sample=flow_intervals(context.progress, reverse=spec.reverse,
+                                                       duration_s=spec.duration_s))
             with sampler:
                 try:
                     proc = subprocess.run(host.argv(client_argv(spec, peer.address)),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,6 +13,7 @@ from dtnkit.errors import DtnkitError
 from dtnkit.host.host import Host
 from dtnkit.measure.probes.e2e import E2ESpec
 from dtnkit.measure.sampler import Sampler
+from dtnkit.progress import SILENT, Interval, Progress
 
 
 @dataclass
@@ -21,11 +23,25 @@ class Timed:
     samples: list[dict[str, Any]]
 
 
+def elapsed(progress: Progress, total_bytes: int | None) -> Callable[[dict[str, Any]], None]:
+    """A sampler callback reporting each sample as an interval of the running transfer (its
+    bytes are not watched: the mover may write anywhere, or to another host)."""
+    last = [0.0]
+
+    def on_sample(sample: dict[str, Any]) -> None:
+        end = float(sample.get("t_s") or 0.0)
+        start, last[0] = last[0], end
+        progress.interval(Interval(start, end, phase="transfer", total_bytes=total_bytes))
+
+    return on_sample
+
+
 def run_timed(host: Host, argv: list[str], spec: E2ESpec, *, failed: str,
-              next_step: str) -> Timed:
+              next_step: str, progress: Progress = SILENT) -> Timed:
     """Run *argv* (already wrapped for the host's namespace and cgroup) and time it;
     ``failed`` names the transfer in the error when it exits non-zero."""
-    with Sampler(host, interval_s=spec.interval_s) as sampler:
+    with Sampler(host, interval_s=spec.interval_s,
+                 on_sample=elapsed(progress, spec.bytes)) as sampler:
         t0 = time.monotonic()
         try:
             proc = subprocess.run(argv, capture_output=True, text=True, check=False,
