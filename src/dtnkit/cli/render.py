@@ -70,6 +70,8 @@ class Col:
     #: False: a cell is never wrapped (IDs, keys: they stay whole to be copied)
     wrap: bool = True
     justify: Literal["left", "right"] = "left"
+    #: the narrowest this column may be (other columns are hidden first)
+    least: int = 0
 
 
 def _plain(cell: str) -> list[str]:
@@ -83,7 +85,8 @@ def _widths(col: Col, cells: Sequence[str]) -> tuple[int, int]:
     if not col.wrap:
         return longest, longest
     words = [cell_len(w) for line in lines for w in line.split()] or [0]
-    return max(words), longest
+    least = min(max(max(words), col.least), longest)
+    return least, longest
 
 
 def _need(measured: Sequence[tuple[int, int]], idx: Sequence[int]) -> int:
@@ -170,18 +173,18 @@ def audit_table(con: Console, audit: Audit) -> None:
     con.print(f"[dim]interfaces:[/] {devs or 'none'}")
     cols: tuple[Col, ...] = (
         Col("key"), Col("status", wrap=False), Col("current"), Col("recommended"),
-        Col("why", rank=1), Col("group", rank=2), Col("scope", rank=3))
+        Col("why", rank=1, least=30), Col("group", rank=2), Col("scope", rank=3))
     rows: list[tuple[str, ...]] = [
         (escape(_key(f)), f"[{STATUS_STYLE[f.status]}]{f.status}[/]",
          escape(f.current_text or MISSING), escape(f.recommended_text or MISSING),
          escape(f.why), f.group, f.scope) for f in audit.findings]
     if not fits(con, cols, rows):  # narrow: one column "current -> recommended"
-        cols = (cols[0], cols[1], Col("current -> recommended"), *cols[4:])
+        cols = (cols[0], cols[1], Col("current -> recommended", least=24), *cols[4:])
         rows = [(r[0], r[1], r[2] if f.status == "ok" or r[2] == r[3] else
                  f"{r[2]} -> {r[3]}", *r[4:]) for r, f in zip(rows, audit.findings, strict=True)]
     if "why" in print_fitted(con, cols, rows):
-        for f in audit.findings:  # the reasons that matter, under the table
-            if f.status != "ok" and f.why:
+        for f in audit.findings:  # the reasons to act on, under the table
+            if f.status in ("differs", "unknown") and f.why:
                 con.print(f"[dim]why[/] {escape(_key(f))}: {escape(f.why)}")
     counts = ", ".join(f"{n} {s}" for s, n in audit.counts.items() if n)
     verdict = "[green]compliant[/]" if audit.compliant else "[yellow]not compliant[/]"
@@ -340,60 +343,79 @@ def _s(summary: dict[str, Any], key: str) -> Any:
     return None if isinstance(value, bool) else value
 
 
+def _grid(con: Console, pairs: Sequence[tuple[str, str]]) -> None:
+    """``what  figures`` lines, indented; long figures wrap inside their column."""
+    table, _ = fitted(con, (Col("what", wrap=False), Col("figures")),
+                      [(f"  {what}", text) for what, text in pairs])
+    table.show_header = False
+    con.print(table)
+
+
 def probe_summary(con: Console, result: ProbeResult) -> None:
     """A probe's key figures first, a few lines; the full record is `results show ID`."""
     s, spec = result.summary, result.spec
     head = f"[bold]{result.kind} probe[/] {format_value(result.id)}"
     if not result.ok:
         con.print(f"{head}: [red]failed[/]: {escape(result.error or MISSING)}")
+    pairs: list[tuple[str, str]] = []
     if result.kind == "net":
-        con.print(f"{head}: [bold]{format_rate(_s(s, 'throughput_bps'))}[/] to "
-                  f"{escape(str(spec.get('peer')))}"
-                  + (f" ({escape(str(spec['peer_address']))})" if spec.get("peer_address")
-                     and spec.get("peer_address") != spec.get("peer") else ""))
-        con.print(f"  {format_count(_s(s, 'streams'))} stream(s) for "
-                  f"{format_duration(_s(s, 'duration_s'))}, "
-                  f"{escape(format_value(s.get('cc')))}"
-                  + (", reverse" if spec.get("reverse") else "")
-                  + f"; retransmits {format_count(_s(s, 'retransmits'))} "
-                  f"({format_percent(_s(s, 'sampler_retrans_share'), fraction=True)} of "
-                  "segments)")
-        con.print(f"  RTT {format_ms(_s(s, 'rtt_ms_mean'))} mean, "
-                  f"{format_ms(_s(s, 'rtt_ms_min'))} min; send window max "
-                  f"{format_bytes(_s(s, 'snd_cwnd_bytes_max'))}; limited by the receive "
-                  f"window {format_percent(_s(s, 'sampler_rwnd_limited_pct_max'))}, the send "
-                  f"buffer {format_percent(_s(s, 'sampler_sndbuf_limited_pct_max'))} of the "
-                  "time")
-        con.print(f"  CPU here {format_percent(_s(s, 'cpu_local_pct'))}, at the peer "
-                  f"{format_percent(_s(s, 'cpu_remote_pct'))}; busiest core "
-                  f"{format_percent(_s(s, 'sampler_cpu_busy_pct_max'))} (softirq "
-                  f"{format_percent(_s(s, 'sampler_softirq_pct_max'))})")
+        peer = escape(str(spec.get("peer")))
+        address = spec.get("peer_address")
+        con.print(f"{head}: [bold]{format_rate(_s(s, 'throughput_bps'))}[/] to {peer}"
+                  + (f" ({escape(str(address))})" if address and address != spec.get("peer")
+                     else ""))
+        pairs += [
+            ("streams", f"{format_count(_s(s, 'streams'))} for "
+                        f"{format_duration(_s(s, 'duration_s'))}, congestion control "
+                        f"{escape(format_value(s.get('cc')))}"
+                        + (", reverse (the peer sends)" if spec.get("reverse") else "")),
+            ("retransmits", f"{format_count(_s(s, 'retransmits'))} "
+                            f"({format_percent(_s(s, 'sampler_retrans_share'), fraction=True)}"
+                            " of segments)"),
+            ("RTT", f"{format_ms(_s(s, 'rtt_ms_mean'))} mean, {format_ms(_s(s, 'rtt_ms_min'))} "
+                    "min"),
+            ("window", f"congestion window max {format_bytes(_s(s, 'snd_cwnd_bytes_max'))}; "
+                       "limited by the receive window "
+                       f"{format_percent(_s(s, 'sampler_rwnd_limited_pct_max'))}, by the send "
+                       f"buffer {format_percent(_s(s, 'sampler_sndbuf_limited_pct_max'))} of "
+                       "the time"),
+            ("CPU", f"{format_percent(_s(s, 'cpu_local_pct'))} here, "
+                    f"{format_percent(_s(s, 'cpu_remote_pct'))} at the peer; busiest core "
+                    f"{format_percent(_s(s, 'sampler_cpu_busy_pct_max'))} (softirq "
+                    f"{format_percent(_s(s, 'sampler_softirq_pct_max'))})"),
+        ]
         if s.get("sampler_nic_tx_dev"):
-            con.print(f"  {escape(str(s['sampler_nic_tx_dev']))} sends "
-                      f"{format_rate(_s(s, 'sampler_nic_tx_bps_mean'))} mean; NIC drops "
-                      f"{format_count(_s(s, 'sampler_nic_rx_drops_total'))}")
+            pairs.append(("NIC", f"{escape(str(s['sampler_nic_tx_dev']))} sends "
+                                 f"{format_rate(_s(s, 'sampler_nic_tx_bps_mean'))} mean; "
+                                 f"{format_count(_s(s, 'sampler_nic_rx_drops_total'))} "
+                                 "dropped on receive"))
     elif result.kind == "disk":
         con.print(f"{head}: read [bold]{format_rate(_s(s, 'read_bps'))}[/], write "
                   f"[bold]{format_rate(_s(s, 'write_bps'))}[/] in "
                   f"{escape(str(spec.get('path')))}")
-        con.print(f"  {format_bytes(_s(s, 'size_bytes') or _s(spec, 'size_bytes'))} file, "
-                  f"{'direct' if s.get('direct', spec.get('direct')) else 'buffered'} I/O, "
-                  f"{format_count(_s(s, 'jobs') or _s(spec, 'jobs'))} job(s); mean latency "
-                  f"read {format_ms(_s(s, 'read_lat_ms_mean'))}, write "
-                  f"{format_ms(_s(s, 'write_lat_ms_mean'))}")
-        con.print(f"  CPU busiest core {format_percent(_s(s, 'sampler_cpu_busy_pct_max'))}, "
-                  f"iowait {format_percent(_s(s, 'sampler_iowait_pct_mean'))} mean")
+        direct = s.get("direct", spec.get("direct"))
+        pairs += [
+            ("file", f"{format_bytes(_s(s, 'size_bytes') or _s(spec, 'size_bytes'))}, "
+                     f"{'direct' if direct else 'buffered'} I/O, "
+                     f"{format_count(_s(s, 'jobs') or _s(spec, 'jobs'))} job(s)"),
+            ("latency", f"{format_ms(_s(s, 'read_lat_ms_mean'))} read, "
+                        f"{format_ms(_s(s, 'write_lat_ms_mean'))} write (mean)"),
+            ("CPU", f"busiest core {format_percent(_s(s, 'sampler_cpu_busy_pct_max'))}, "
+                    f"iowait {format_percent(_s(s, 'sampler_iowait_pct_mean'))} mean"),
+        ]
     else:
         con.print(f"{head}: [bold]{format_rate(_s(s, 'throughput_bps'))}[/], "
-                  f"{format_bytes(_s(s, 'bytes'))} in {format_duration(_s(s, 'seconds'))} "
-                  f"with {escape(str(spec.get('tool')))}")
-        con.print(f"  {escape(str(spec.get('src')))} -> {escape(str(spec.get('dst')))}")
-        con.print(f"  CPU busiest core {format_percent(_s(s, 'sampler_cpu_busy_pct_max'))}, "
-                  f"iowait {format_percent(_s(s, 'sampler_iowait_pct_mean'))} mean; "
-                  f"retransmits {format_count(_s(s, 'sampler_retrans_segs_total'))}")
-    samples = _s(s, "sampler_samples")
-    con.print(f"  {format_count(samples)} samples; the full record: "
-              f"`dtnkit results show {format_value(result.id)}` or --format json")
+                  f"{format_bytes(_s(s, 'bytes'))} in {format_duration(_s(s, 'seconds'))}")
+        pairs += [
+            ("copy", f"{escape(str(spec.get('src')))} -> {escape(str(spec.get('dst')))} with "
+                     f"{escape(str(spec.get('tool')))}"),
+            ("CPU", f"busiest core {format_percent(_s(s, 'sampler_cpu_busy_pct_max'))}, "
+                    f"iowait {format_percent(_s(s, 'sampler_iowait_pct_mean'))} mean"),
+            ("retransmits", format_count(_s(s, "sampler_retrans_segs_total"))),
+        ]
+    pairs.append(("samples", f"{format_count(_s(s, 'sampler_samples'))}; the full record: "
+                             f"`dtnkit results show {format_value(result.id)}` or --format json"))
+    _grid(con, pairs)
 
 
 def _rate_of(summary: dict[str, Any]) -> str:
@@ -437,8 +459,8 @@ def diagnosis(con: Console, doc: dict[str, Any]) -> None:
             figures.append(f"{what} {_rate_of(r['summary'])} (result {format_value(r['id'])})")
     if figures:
         con.print(f"measured: {', '.join(figures)}")
-    print_fitted(con, (Col("layer", wrap=False), Col("result", wrap=False), Col("found"),
-                       Col("checked", rank=1)),
+    print_fitted(con, (Col("layer", wrap=False), Col("result", wrap=False),
+                       Col("found", least=50), Col("checked", rank=1)),
                  [(escape(c["layer"]), BINDS[c["binds"]], escape(c["found"] or MISSING),
                    escape(c["checked"])) for c in doc["checks"]])
 
