@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
+from tests.support.wrapping import cut_words
 
 from dtnkit.cli import render
 from dtnkit.lab import path as lab
@@ -36,7 +37,6 @@ NEEDS = [t for t in ("tmux", "iperf3", "ping", "iptables") if shutil.which(t) is
 WIDTH, HEIGHT = 80, 40
 DTNKIT = [sys.executable, "-m", "dtnkit.cli.main"]
 COMMANDS = ("audit", "list", "status", "probe", "diagnose")
-PUNCT = "()[]{},;:.'\"`"
 
 
 def dtnkit_argv() -> list[str]:
@@ -61,22 +61,6 @@ def tmux(tmp_path: Path) -> Iterator[list[str]]:
         yield argv
     finally:
         subprocess.run([*argv, "kill-server"], capture_output=True, check=False)
-
-
-def tokens(text: str) -> set[str]:
-    return {t.strip(PUNCT) for t in text.split()} - {""}
-
-
-def cut_words(shown: str, whole: str) -> list[str]:
-    """Tokens of ``shown`` that are not words of ``whole`` but the start or end of one."""
-    vocab = tokens(whole)
-    cut = []
-    for t in sorted(tokens(shown) - vocab):
-        if len(t) < 2 or not any(c.isalpha() for c in t):
-            continue
-        if any(len(w) > len(t) and (w.startswith(t) or w.endswith(t)) for w in vocab):
-            cut.append(t)
-    return cut
 
 
 def sections(screen: str) -> dict[str, str]:

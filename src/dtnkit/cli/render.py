@@ -146,8 +146,8 @@ def print_fitted(con: Console, cols: Sequence[Col], rows: Sequence[Sequence[str]
     if not fits(con, cols, rows):
         if title:
             con.print(f"[bold]{escape(title)}[/]")
-        for r in rows:
-            con.print(f"[bold]{r[0]}[/]")
+        for r in rows:  # the first cell whole, even past the edge: IDs are never cut
+            con.print(f"[bold]{r[0]}[/]", no_wrap=True, overflow="ignore", crop=False)
             for c, cell in zip(cols[1:], r[1:], strict=True):
                 if Text.from_markup(cell).plain.strip():
                     con.print(f"  {escape(c.header)}: {cell}")
