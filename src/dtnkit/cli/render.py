@@ -285,8 +285,8 @@ def snapshot_list(con: Console, rows: Sequence[dict[str, Any]], where: Path) -> 
         con.print(f"no snapshots in {where}")
         return
     # the id is never cut (it is what the other commands take); it holds the creation time
-    cols = (Col("id", wrap=False), Col("kind"), Col("settings", rank=2, justify="right"),
-            Col("label", rank=1), Col("netns", rank=3), Col("created", rank=4))
+    cols = (Col("id", wrap=False), Col("kind"), Col("settings", rank=1, justify="right"),
+            Col("label", rank=2), Col("netns", rank=3), Col("created", rank=4))
     print_fitted(con, cols, [
         (escape(r["id"]), r["kind"] + (" (last baseline)" if r["last_baseline"] else ""),
          format_count(r["values"]), escape(r["label"]), escape(r["netns"] or MISSING),
@@ -314,8 +314,13 @@ def differences(con: Console, a: str, b: str, diffs: Sequence[Difference]) -> No
     if not diffs:
         con.print(f"no differences between {escape(a)} and {escape(b)}")
         return
-    print_fitted(con, (Col("key"), Col(a), Col(b)),
-                 [(escape(d.key), escape(_value(d.a)), escape(_value(d.b))) for d in diffs])
+    rows = [(escape(d.key), escape(_value(d.a)), escape(_value(d.b))) for d in diffs]
+    cols = (Col("key"), Col(a), Col(b))
+    if not fits(con, cols, rows):  # long names (snapshot IDs): say them once, above
+        con.print(f"a: {escape(a)}", no_wrap=True, overflow="ignore", crop=False)
+        con.print(f"b: {escape(b)}", no_wrap=True, overflow="ignore", crop=False)
+        cols = (Col("key"), Col("a"), Col("b"))
+    print_fitted(con, cols, rows)
     con.print(f"{len(diffs)} differences")
 
 
