@@ -295,7 +295,7 @@ def snapshot_list(con: Console, rows: Sequence[dict[str, Any]], where: Path) -> 
 
 def snapshot(con: Console, snap: Snapshot) -> None:
     con.print(f"[bold]{snap.id}[/] ({snap.kind}) {escape(snap.label)}, {snap.created}, "
-              f"host {escape(str(snap.host.get('hostname')))}"
+              f"host {escape(format_value(snap.host.get('hostname')))}"
               + (f", netns {snap.host['netns']}" if snap.host.get("netns") else ""))
     print_fitted(con, (Col("key"), Col("value")),
                  [(escape(key), escape(_value(value))) for key, value in snap.values.items()])
@@ -364,7 +364,7 @@ def probe_summary(con: Console, result: ProbeResult) -> None:
         con.print(f"{head}: [red]failed[/]: {escape(result.error or MISSING)}")
     pairs: list[tuple[str, str]] = []
     if result.kind == "net":
-        peer = escape(str(spec.get("peer")))
+        peer = escape(format_value(spec.get("peer")))
         address = spec.get("peer_address")
         con.print(f"{head}: [bold]{format_rate(_s(s, 'throughput_bps'))}[/] to {peer}"
                   + (f" ({escape(str(address))})" if address and address != spec.get("peer")
@@ -397,7 +397,7 @@ def probe_summary(con: Console, result: ProbeResult) -> None:
     elif result.kind == "disk":
         con.print(f"{head}: read [bold]{format_rate(_s(s, 'read_bps'))}[/], write "
                   f"[bold]{format_rate(_s(s, 'write_bps'))}[/] in "
-                  f"{escape(str(spec.get('path')))}")
+                  f"{escape(format_value(spec.get('path')))}")
         direct = s.get("direct", spec.get("direct"))
         pairs += [
             ("file", f"{format_bytes(_s(s, 'size_bytes') or _s(spec, 'size_bytes'))}, "
@@ -412,8 +412,9 @@ def probe_summary(con: Console, result: ProbeResult) -> None:
         con.print(f"{head}: [bold]{format_rate(_s(s, 'throughput_bps'))}[/], "
                   f"{format_bytes(_s(s, 'bytes'))} in {format_duration(_s(s, 'seconds'))}")
         pairs += [
-            ("copy", f"{escape(str(spec.get('src')))} -> {escape(str(spec.get('dst')))} with "
-                     f"{escape(str(spec.get('tool')))}"),
+            ("copy", f"{escape(format_value(spec.get('src')))} -> "
+                     f"{escape(format_value(spec.get('dst')))} with "
+                     f"{escape(format_value(spec.get('tool')))}"),
             ("CPU", f"busiest core {format_percent(_s(s, 'sampler_cpu_busy_pct_max'))}, "
                     f"iowait {format_percent(_s(s, 'sampler_iowait_pct_mean'))} mean"),
             ("retransmits", format_count(_s(s, "sampler_retrans_segs_total"))),
