@@ -218,3 +218,13 @@ def test_experiment_summary_says_what_helped_first() -> None:
     text = out.getvalue()
     assert text.splitlines()[0] == "experiment exp-20261201T100000-ab12: helped: buffers"
     assert "x3.70" in text and "455 Mbits/sec" in text and "None" not in text
+
+
+def test_an_e2e_probe_shows_rate_size_and_time() -> None:
+    con, out = narrow()
+    render.probe_summary(con, result("e2e", {
+        "throughput_bps": 9.41e8, "bytes": 2**30, "seconds": 9.13, "sampler_samples": None},
+        {"src": "/data/f", "dst": "http://dtn:8080/f", "tool": "dtnkit-cp"}))
+    text = out.getvalue()
+    assert text.splitlines()[0] == "e2e probe 7: 941 Mbits/sec, 1.00 GiB in 9.13 s"
+    assert "/data/f -> http://dtn:8080/f with dtnkit-cp" in text and "None" not in text
