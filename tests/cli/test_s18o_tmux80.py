@@ -111,7 +111,6 @@ def test_every_command_fits_80_columns(tmp_path: Path, path: LabPath,
     script.write_text("\n".join(lines) + "\n")
     subprocess.run([*tmux, "new-session", "-d", "-x", str(WIDTH), "-y", str(HEIGHT), "-s",
                     "s18o", f"sh {shlex.quote(str(script))}"], env=env, check=True)
-    subprocess.run([*tmux, "set-option", "-t", "s18o", "history-limit", "5000"], check=True)
     subprocess.run([*tmux, "wait-for", channel], check=True, timeout=90)
     size = subprocess.run([*tmux, "display", "-p", "-t", "s18o", "#{pane_width}"],
                           capture_output=True, text=True, check=True).stdout.strip()
