@@ -1,7 +1,13 @@
-"""Parsing of the quantities people type: durations, rates, sizes, probabilities.
+"""The quantities people type and read: durations, rates, sizes, probabilities.
 
 Each parser accepts what tc and iperf3 users write (``50ms``, ``2gbit``, ``0.01%``, ``64KiB``)
 and raises :class:`~dtnkit.errors.BadInput` naming the quantity and an example.
+
+Every value dtnkit shows to people is formatted here (``format_*``), one way everywhere: rates
+in bit/s with SI prefixes as iperf3 prints them (``941 Mbits/sec``, ``9.41 Gbits/sec``), sizes
+in IEC bytes (``256 MiB``), durations (``850 ms``, ``4.02 s``, ``2 min 5 s``), percentages
+(``12.3%``); a missing value (None) is ``-`` (:data:`MISSING`), never ``None``.  JSON keeps the
+plain numbers with the unit in the key (``throughput_bps``).
 """
 
 from __future__ import annotations
@@ -203,18 +209,105 @@ def check_finite(value: float, what: str, *, lo: float, hi: float, example: str)
 _RATE_UNITS = ("bits/sec", "Kbits/sec", "Mbits/sec", "Gbits/sec", "Tbits/sec")
 
 
-def format_rate(bits_per_second: float) -> str:
+#: what people see for a value that is missing (not measured, not known)
+MISSING = "-"
+
+
+def _three_digits(value: float) -> str:
+    """Three significant digits, no exponent: ``1.83``, ``18.3``, ``183``."""
+    if value < 9.995:
+        return f"{value:.2f}"
+    if value < 99.95:
+        return f"{value:.1f}"
+    return f"{value:.0f}"
+
+
+def _number(value: object) -> float | None:
+    """A finite number, or None for anything else (None, a bool, NaN, text)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def format_rate(bits_per_second: object) -> str:
     """A rate as iperf3 prints it: ``941 Mbits/sec``, ``9.41 Gbits/sec``, ``23.5 Gbits/sec``
     (SI prefixes, three significant digits, the unit that keeps the number under 1000)."""
-    value = float(bits_per_second)
+    value = _number(bits_per_second)
+    if value is None:
+        return MISSING
     unit = 0
     while value >= 999.5 and unit < len(_RATE_UNITS) - 1:
         value /= 1000
         unit += 1
-    if value < 9.995:
-        text = f"{value:.2f}"
-    elif value < 99.95:
-        text = f"{value:.1f}"
-    else:
-        text = f"{value:.0f}"
-    return f"{text} {_RATE_UNITS[unit]}"
+    return f"{_three_digits(value)} {_RATE_UNITS[unit]}"
+
+
+_IEC = ("KiB", "MiB", "GiB", "TiB", "PiB")
+
+
+def format_bytes(n: object) -> str:
+    """A size in IEC bytes: ``512 B``, ``64.0 KiB``, ``256 MiB``, ``1.50 GiB``."""
+    value = _number(n)
+    if value is None:
+        return MISSING
+    if value < 0:
+        return f"-{format_bytes(-value)}"
+    if value < 1024:
+        return f"{value:.0f} B"
+    unit = -1
+    while value >= 1023.5 and unit < len(_IEC) - 1:
+        value /= 1024
+        unit += 1
+    return f"{_three_digits(value)} {_IEC[unit]}"
+
+
+def format_duration(seconds: object) -> str:
+    """A duration: ``850 ms``, ``4.02 s``, ``59.5 s``, ``2 min 5 s``, ``3 h 20 min``."""
+    s = _number(seconds)
+    if s is None:
+        return MISSING
+    if s < 1:
+        return f"{s * 1000:.3g} ms" if s * 1000 >= 1 or s == 0 else f"{s * 1e6:.3g} us"
+    if s < 59.95:
+        return f"{_three_digits(s)} s"
+    whole = round(s)
+    if whole < 3600:
+        return f"{whole // 60} min {whole % 60} s"
+    return f"{whole // 3600} h {whole % 3600 // 60} min"
+
+
+def format_ms(ms: object) -> str:
+    """A time in milliseconds as measured (an RTT, a latency): ``50.2 ms``, ``0.123 ms``."""
+    value = _number(ms)
+    if value is None:
+        return MISSING
+    return f"{value:.3g} ms" if value < 100 else f"{value:.0f} ms"
+
+
+def format_percent(pct: object, *, fraction: bool = False) -> str:
+    """A percentage: ``12.3%``, ``0.05%``, ``100%`` (``fraction``: the value is 0..1)."""
+    value = _number(pct)
+    if value is None:
+        return MISSING
+    if fraction:
+        value *= 100
+    if value == 0 or abs(value) >= 99.95:
+        return f"{value:.0f}%"
+    return f"{value:.3g}%" if abs(value) >= 0.01 else f"{value:.1g}%"
+
+
+def format_count(n: object) -> str:
+    """A count (packets, retransmits, samples): the integer, ``-`` when missing."""
+    value = _number(n)
+    return MISSING if value is None else str(int(value))
+
+
+def format_value(value: object) -> str:
+    """Any other value shown to people: ``-`` for None, ``yes``/``no`` for booleans."""
+    if value is None:
+        return MISSING
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)

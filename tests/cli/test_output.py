@@ -51,10 +51,10 @@ def test_table_mode_writes_for_people_through_the_environment(
     assert taken(env.stderr) == "to stderr\n"
 
 
-def test_narrow_terminals_still_get_readable_tables(environment: Environment) -> None:
-    env = replace(environment, terminal_width=40)
+def test_tables_take_the_terminals_width(environment: Environment) -> None:
+    env = replace(environment, terminal_width=40)  # no longer raised to 120 (issue 12)
     printer = for_people(env, "table")
-    assert printer is not None and printer.console.width == 120
+    assert printer is not None and printer.console.width == 40
     assert for_people(env, "json") is None
 
 

@@ -15,7 +15,7 @@ from dtnkit.environment import Environment
 from dtnkit.errors import BadInput
 from dtnkit.transfer import checksum as cks
 from dtnkit.transfer.client.verify import Level, Verify
-from dtnkit.units import format_rate, parse_bytes, parse_rate
+from dtnkit.units import format_bytes, format_duration, format_rate, parse_bytes, parse_rate
 
 
 def _streams(ctx: click.Context, param: click.Parameter, value: object) -> int | str:
@@ -220,14 +220,15 @@ def cp(env: Environment,
             summary = copy(src, dst, options)
     result = summary.as_dict(options)
     rate = result["rate_bps"]
-    rate_text = format_rate(rate) if isinstance(rate, float) else "-"
+    rate_text = format_rate(rate if isinstance(rate, float) else None)
     digest = f", {options.checksum} {result['digest']}" if result["digest"] else ""
     if auto is not None and auto.decision is not None:
         digest += f", {auto.decision.streams} stream(s) (auto)"
     # for people the summary goes to stderr, beside the progress bar
     emit(env, result, "json" if as_json else "table",
-         lambda p: p.echo(f"copied {result['files']} file(s), {result['bytes']} bytes in "
-                          f"{result['seconds']:.2f} s ({rate_text}); verify {verify}, "
+         lambda p: p.echo(f"copied {result['files']} file(s), {format_bytes(result['bytes'])} "
+                          f"in {format_duration(result['seconds'])} ({rate_text}); "
+                          f"verify {verify}, "
                           f"level {result['level']}{digest}", err=True), indent=None)
     return 0
 
@@ -265,6 +266,7 @@ def _third_party(env: Environment,
     seconds = done.result.seconds
     rate = f" ({format_rate(done.size * 8 / seconds)})" if seconds > 0 else ""
     emit(env, summary, "json" if as_json else "table",
-         lambda p: p.echo(f"third-party {mode}: {done.size} bytes in {seconds:.2f} s{rate}"
+         lambda p: p.echo(f"third-party {mode}: {format_bytes(done.size)} in "
+                          f"{format_duration(seconds)}{rate}"
                           f"{shown}", err=True), indent=None)
     return 0

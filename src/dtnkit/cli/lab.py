@@ -8,10 +8,18 @@ from typing import Any
 import click
 
 from dtnkit.cli.options import pass_env
-from dtnkit.cli.output import Printer, emit, format_option
+from dtnkit.cli.output import emit, format_option
 from dtnkit.environment import Environment
 from dtnkit.errors import BadInput
-from dtnkit.units import parse_bytes, parse_fraction, parse_ms, parse_rate
+from dtnkit.units import (
+    format_ms,
+    format_percent,
+    format_rate,
+    parse_bytes,
+    parse_fraction,
+    parse_ms,
+    parse_rate,
+)
 
 
 def _lab() -> Any:
@@ -59,25 +67,14 @@ def up(env: Environment,
     built = lab_path.up(name, spec, state_root=env.lab_state_root,
                         progress=reporter(env, fmt))
     doc = built.status(measure=False)
-    emit(env, doc, fmt, lambda p: _up_table(p, name, spec, doc))
+    emit(env, doc, fmt, lambda p: _render().lab_up(p.console, name, doc))
     return 0
 
 
-def _up_table(p: Printer, name: str, spec: Any, doc: dict[str, Any]) -> None:
-    con = p.console
-    rate_text = f"{spec.rate_bps / 1e9:g} Gbit/s" if spec.rate_bps else "no rate cap"
-    con.print(f"[bold]{name}[/] is up: RTT {spec.rtt_ms:g} ms, {rate_text}, loss "
-              f"{spec.loss * 100:g}%, queue {spec.queue_size() or '-'} bytes")
-    if spec.src_rate_bps:
-        con.print(f"sending hosts' interfaces capped at {spec.src_rate_bps / 1e9:g} Gbit/s")
-    con.print(f"backend: [bold]{doc['backend']}[/] because {doc['backend_reason']}")
-    for h in doc["hosts"]:
-        con.print(f"  {h['name']:<6} {h['address']:<16} {h['hostname']:<22} netns {h['netns']}")
-    src, dst = doc["hosts"][0], doc["hosts"][-1]
-    con.print("reach them with, e.g.:")
-    con.print(f"  dtnkit lab exec {name} {dst['name']} -- iperf3 -s -D")
-    con.print(f"  dtnkit lab exec {name} {src['name']} -- iperf3 -c {dst['address']} -t 10")
-    con.print(f"  dtnkit tune apply --group buffers --netns {src['netns']}")
+def _render() -> Any:
+    from dtnkit.cli import render
+
+    return render
 
 
 @lab.command(name="list")
@@ -87,17 +84,7 @@ def list_cmd(env: Environment, fmt: str) -> int:
     """List lab paths."""
     rows = _lab().list_paths(state_root=env.lab_state_root)
 
-    def listing(p: Printer) -> None:
-        con = p.console
-        if not rows:
-            con.print("no lab paths")
-        for r in rows:
-            rate = f"{r['rate_bps'] / 1e9:g} Gbit/s" if r["rate_bps"] else "uncapped"
-            con.print(f"{r['name']:<12} {r['status']:<9} {r['backend']:<8} RTT "
-                      f"{r['rtt_ms']:g} ms, {rate}, loss {r['loss'] * 100:g}%, "
-                      f"hosts {' '.join(r['hosts'])}")
-
-    emit(env, rows, fmt, listing)
+    emit(env, rows, fmt, lambda p: _render().lab_list(p.console, rows))
     return 0
 
 
@@ -109,26 +96,8 @@ def list_cmd(env: Environment, fmt: str) -> int:
 def status(env: Environment, name: str, no_measure: bool, fmt: str) -> int:
     """Configured vs measured RTT, counters and emulator health."""
     doc = _lab().load(name, state_root=env.lab_state_root).status(measure=not no_measure)
-    emit(env, doc, fmt, lambda p: _status_table(p, doc))
+    emit(env, doc, fmt, lambda p: _render().lab_status(p.console, doc))
     return 0
-
-
-def _status_table(p: Printer, doc: dict[str, Any]) -> None:
-    con = p.console
-    con.print(f"[bold]{doc['name']}[/] ({doc['status']}), backend {doc['backend']}")
-    measured = doc.get("measured")
-    got = f"{measured['avg_ms']:.2f} ms (mdev {measured['mdev_ms']:.2f})" if measured else "-"
-    con.print(f"RTT configured {doc['rtt_ms']:g} ms, measured {got}")
-    emu = doc["emulator"]
-    if emu["kind"] == "nfqueue":
-        late = emu.get("lateness_ms") or {}
-        con.print(f"delay stage: pid {emu['pid']} {'alive' if emu['alive'] else 'DEAD'}, cpu "
-                  f"{emu.get('cpu_percent')}%, lateness p99 {late.get('p99')} ms")
-        for q, info in (emu.get("queues") or {}).items():
-            con.print(f"  queue {q}: {info}")
-    for side, qdiscs in doc["counters"].items():
-        for q in qdiscs:
-            con.print(f"  {side}: {q}")
 
 
 @lab.command(name="set")
@@ -151,8 +120,10 @@ def set_cmd(env: Environment, name: str, rtt: str | None, rate: str | None, loss
               queue_bytes=parse_bytes(queue) if queue else None)
     spec = built.spec
     emit(env, {"name": name, "rtt_ms": spec.rtt_ms, "rate_bps": spec.rate_bps, "loss": spec.loss},
-         fmt, lambda p: p.echo(f"{name}: RTT {spec.rtt_ms:g} ms, rate "
-                                   f"{spec.rate_bps or 'uncapped'}, loss {spec.loss:g}"))
+         fmt, lambda p: p.echo(
+             f"{name}: RTT {format_ms(spec.rtt_ms)}, "
+             f"{format_rate(spec.rate_bps) if spec.rate_bps else 'no rate cap'}, "
+             f"loss {format_percent(spec.loss, fraction=True)}"))
     return 0
 
 

@@ -115,14 +115,14 @@ def _emit(env: Environment, result: ProbeResult, fmt: str) -> None:
     emit(env, result.as_dict(with_raw=False), fmt, lambda p: _probe_table(p, result))
 
 
+def _render() -> Any:
+    from dtnkit.cli import render
+
+    return render
+
+
 def _probe_table(p: Printer, result: ProbeResult) -> None:
-    con = p.console
-    con.print(f"[bold]{result.kind} probe[/] result {result.id}: "
-              f"{result.summary.get('throughput_bps', 0) / 1e9:.3f} Gbit/s")
-    for key, value in result.summary.items():
-        if value is not None and not isinstance(value, dict | list):
-            con.print(f"  {key}: {value:.4g}" if isinstance(value, float) else
-                      f"  {key}: {value}")
+    _render().probe_summary(p.console, result)
 
 
 @click.group()
@@ -278,7 +278,7 @@ def results() -> None:
 @click.option("--kind", type=Registered(), default=None)
 @click.option("--limit", type=int, default=50, show_default=True)
 @click.option("--experiments", is_flag=True, help="List experiments instead.")
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
+@format_option
 @db_option()
 @pass_env
 def list_cmd(env: Environment, kind: str | None, limit: int, experiments: bool, fmt: str,
@@ -287,22 +287,12 @@ def list_cmd(env: Environment, kind: str | None, limit: int, experiments: bool, 
     if experiments:
         exps = store.experiments()
 
-        def experiment_lines(p: Printer) -> None:
-            for e in exps:
-                verdicts = ", ".join(f"{g['group']}={g['verdict']}" for g in e["groups"])
-                p.echo(f"{e['id']}  probe {e['spec']['probe']}  {verdicts}")
-
-        emit(env, exps, fmt, experiment_lines)
+        emit(env, exps, fmt, lambda p: _render().experiments_list(p.console, exps))
         return 0
     rows = store.results(kind=kind, limit=limit)
 
-    def result_lines(p: Printer) -> None:
-        for r in rows:
-            rate = r.summary.get("throughput_bps") or 0
-            p.echo(f"{r.id:>5}  {r.kind:<4}  {r.netns or '-':<18} {rate / 1e9:8.3f} Gbit/s  "
-                   f"tuning {r.tuning_id or '-'}  {r.label}")
-
-    emit(env, [r.as_dict(with_raw=False) for r in rows], fmt, result_lines)
+    emit(env, [r.as_dict(with_raw=False) for r in rows], fmt,
+         lambda p: _render().results_list(p.console, rows))
     return 0
 
 
@@ -429,17 +419,8 @@ def diagnose(env: Environment, peer: str | None, path: str | None, e2e: tuple[st
     result = run(net, link_bps=line.link_bps, disk=disk_r, e2e=e2e_r, cap_bps=line.cap_bps,
                  cap_kind=line.cap_kind, dev=line.dev, ends=ends)
 
-    def verdict(p: Printer) -> None:
-        con = p.console
-        for c in result.checks:
-            mark = {True: "[red]binds[/]", False: "[green]ok[/]", None: "[dim]-[/]"}[c.binds]
-            con.print(f"{c.layer:<13} {mark}  {c.checked}: {c.found}")
-        v = result.as_dict()["verdict"]
-        con.print(f"[bold]verdict: {v['layer']}[/]: {v['summary']}")
-        if v["next"]:
-            con.print(f"next: {v['next']}")
-
-    emit(env, result.as_dict(), fmt, verdict)
+    doc = result.as_dict()
+    emit(env, doc, fmt, lambda p: _render().diagnosis(p.console, doc))
     return int(EXIT[result.layer])
 
 
@@ -520,12 +501,5 @@ def experiment(env: Environment, groups: tuple[str, ...], probe_kind: str, tool:
                                            _opts(h.netns, state_dir, db)) if x)
                       for h in hosts] if report["helped"] else []
 
-    def summary(p: Printer) -> None:
-        p.echo(f"experiment {report['id']}: helped: {', '.join(report['helped']) or 'none'}")
-        if not report["next"]:
-            p.echo("nothing to apply: keep the hosts as they are")
-        for cmd in report["next"]:
-            p.echo(f"apply what helped: {cmd}")
-
-    emit(env, report, fmt, summary)
+    emit(env, report, fmt, lambda p: _render().experiment_summary(p.console, report))
     return 0

@@ -123,3 +123,26 @@ class Duration(click.ParamType[float, Any]):
 
     def get_metavar(self, param: click.Parameter, ctx: click.Context) -> str | None:
         return "DURATION"
+
+
+#: where ``--wide`` is kept for the run (click's ``ctx.meta`` is shared by a command's contexts)
+WIDE_KEY = "dtnkit.wide"
+
+
+def _keep_wide(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
+    if value:
+        ctx.meta[WIDE_KEY] = True
+    return value
+
+
+def wide_option(f: F) -> F:
+    """``--wide``: tables show every column and nothing is wrapped to the terminal's width.
+    Not passed to the command: the printer asks :func:`wide_requested`."""
+    return click.option("--wide", is_flag=True, expose_value=False, callback=_keep_wide,
+                        help="Show every column; do not wrap to the terminal's width.")(f)
+
+
+def wide_requested() -> bool:
+    """Whether the command being run was given ``--wide``."""
+    ctx = click.get_current_context(silent=True)
+    return bool(ctx is not None and ctx.meta.get(WIDE_KEY))

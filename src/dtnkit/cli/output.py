@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from dtnkit.cli.options import wide_option, wide_requested
 from dtnkit.environment import Environment
 
 if TYPE_CHECKING:
@@ -25,7 +26,9 @@ FORMATS = ("table", "json")
 
 
 def format_option(f: F) -> F:
-    """``--format table|json``, the option most commands share."""
+    """``--format table|json``, the option most commands share, and ``--wide`` with it (every
+    command that prints for people takes it)."""
+    f = wide_option(f)
     return click.option("--format", "fmt", type=click.Choice(FORMATS), default="table",
                         show_default=True, help="json: only JSON on stdout.")(f)
 
@@ -43,7 +46,7 @@ class Printer:
     def console(self) -> Console:
         from dtnkit.cli.render import console
 
-        return console(self.env)
+        return console(self.env, wide=wide_requested())
 
 
 Table = Callable[[Printer], None]

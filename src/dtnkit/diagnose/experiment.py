@@ -31,6 +31,7 @@ from dtnkit.tune import apply as apply_mod
 from dtnkit.tune.audit import build_context, check_groups, run_audit
 from dtnkit.tune.profile import Profile
 from dtnkit.tune.snapshot import Store
+from dtnkit.units import format_rate
 
 MIN_MARGIN = 0.05  # never call an effect below 5 % real
 
@@ -151,7 +152,7 @@ def run_experiment(
         r.tuning = live_tuning(hosts[0])
         store.add(r)
         value = float(r.summary["throughput_bps"])
-        say(f"  {label}: {value / 1e9:.3f} Gbit/s")
+        say(f"  {label}: {format_rate(value)}")
         return value
 
     for group in spec.groups:

@@ -16,6 +16,7 @@ from typing import Any
 
 from dtnkit.errors import ExitStatus
 from dtnkit.measure.result import ProbeResult
+from dtnkit.units import format_rate
 
 
 class Layer(enum.StrEnum):
@@ -96,7 +97,7 @@ class Diagnosis:
 
 
 def _g(bps: float | None) -> str:
-    return "-" if bps is None else f"{bps / 1e9:.2f} Gbit/s"
+    return format_rate(bps)
 
 
 def tune_hint(args: str, ends: Sequence[str], *, peer_too: bool = True) -> str:
