@@ -64,7 +64,7 @@ def parse_duration(text: str | float, what: str = "--duration", *, lo: float = 0
         value = sum(float(n) * _DURATION[u] for n, u in parts)
     if not math.isfinite(value) or not lo <= value <= hi:
         raise BadInput(f"{what} {text} is out of range",
-                       f"allowed: {format_duration(lo)} to {format_duration(hi)}",
+                       f"allowed: {duration_flag(lo)} to {duration_flag(hi)}",
                        f"give {what} in that range")
     if whole and value != int(value):
         raise BadInput(f"{what} {text} is not a whole number of seconds",
@@ -72,7 +72,7 @@ def parse_duration(text: str | float, what: str = "--duration", *, lo: float = 0
     return value
 
 
-def format_duration(seconds: float) -> str:
+def duration_flag(seconds: float) -> str:
     """``1500ms``, ``30s``, ``2m``, ``1h30m`` (the form :func:`parse_duration` reads)."""
     if seconds < 1 and seconds != 0:
         return f"{seconds * 1000:g}ms"

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from dtnkit.errors import BadInput
 from dtnkit.tune.pairing import parse_map
-from dtnkit.units import format_duration, parse_duration
+from dtnkit.units import duration_flag, parse_duration
 
 SCALE = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0,
          "d": 86400.0}
@@ -38,7 +38,7 @@ def test_parts_add_up(h: int, m: int, s: int) -> None:
 
 @given(st.integers(0, 10**7))
 def test_format_is_read_back(seconds: int) -> None:
-    assert parse_duration(format_duration(seconds), hi=BIG) == seconds
+    assert parse_duration(duration_flag(seconds), hi=BIG) == seconds
 
 
 @given(st.text(max_size=12))
