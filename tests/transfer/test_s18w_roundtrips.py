@@ -15,6 +15,9 @@ import http.client
 import io
 import json
 import re
+import secrets
+import shutil
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -217,3 +220,55 @@ def test_cli_auto_with_a_window_that_covers_the_path_is_one_get(
     assert "--streams auto: 1 stream" in err
     assert requests(relay) == ["GET want"]
     assert (tmp_path / "a.bin").read_bytes() == data
+
+
+LAB_TOOLS = [t for t in ("iptables",) if shutil.which(t) is None]
+
+
+@pytest.mark.needs_root
+@pytest.mark.needs_netns
+@pytest.mark.skipif(bool(LAB_TOOLS), reason=f"needs {', '.join(LAB_TOOLS)}")
+def test_requests_on_a_50ms_lab_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a real 50 ms path (untuned ends: auto takes several streams), as the server's
+    access log records them: several streams send a HEAD, a digest HEAD and one GET per
+    stream (not one per block); then one stream, the digest now cached, sends one GET."""
+    from dtnkit.lab import path as lab
+
+    state = tmp_path / "lab"
+    monkeypatch.setenv("DTNKIT_LAB_STATE", str(state))
+    root = tmp_path / "srv"
+    root.mkdir()
+    data = payload(16 * 2**20, seed=12)
+    (root / "f").write_bytes(data)
+    log = tmp_path / "serve.log"
+    with lab.path(f"s18w{secrets.token_hex(2)}", state_root=state, rtt_ms=50,
+                  rate_bps=10**9) as p, open(log, "w") as errlog:
+        server = p.dst.popen([sys.executable, "-m", "dtnkit", "serve", "--root", str(root),
+                              "--host", p.dst.address, "--port", "0", "--anonymous-read"],
+                             stderr=errlog)
+        try:
+            assert server.stdout is not None
+            line = server.stdout.readline()
+            assert "listening on" in line, line
+            url = line.split("listening on ", 1)[1].split()[0] + "f"
+
+            def cp(*args: str) -> dict[str, object]:
+                res = p.src.run([sys.executable, "-m", "dtnkit", "cp", url,
+                                 str(tmp_path / "got"), "-f", "--block-size", "1M",
+                                 "--format", "json", *args], check=False)
+                assert res.returncode == 0, res.stderr
+                assert (tmp_path / "got").read_bytes() == data
+                doc: dict[str, object] = json.loads(res.stdout)
+                return doc
+
+            n = cp("--streams", "auto", "--rate", "1gbit")["streams"]
+            assert cp("--streams", "1")["streams"] == 1
+        finally:
+            server.terminate()
+            server.wait(10)
+    # the log is complete once the server has stopped
+    seen = [m.group(1) for m in (re.search(r'"(GET|HEAD) /f"', x)
+                                 for x in log.read_text().splitlines()) if m]
+    assert isinstance(n, int) and 2 <= n < 16
+    # auto: a HEAD, a digest HEAD, a GET per stream; then one stream: one GET (cached digest)
+    assert sorted(seen) == ["GET"] * (n + 1) + ["HEAD", "HEAD"], seen

@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass
 
 from dtnkit.transfer.client.answers import check_file_size, content_length
-from dtnkit.transfer.client.errors import Retryable, TransferError, reason
+from dtnkit.transfer.client.errors import BadAnswer, Retryable, TransferError, reason
 from dtnkit.transfer.client.options import Options
 from dtnkit.transfer.client.session import (
     MAX_REDIRECTS,
@@ -66,14 +66,15 @@ class Opened:
             self.conn.close()
 
 
-def info_of(headers: http.client.HTTPMessage, what: str, options: Options) -> RemoteInfo:
+def info_of(headers: http.client.HTTPMessage, what: str, url: Url,
+            options: Options) -> RemoteInfo:
     """Size, ETag, digests and kind of a file from a ``200`` to a HEAD or a whole GET."""
     digests: dict[str, bytes] = {}
     if headers.get("Digest"):
         try:
             digests = dg.parse_digest(headers["Digest"])
         except ValueError as exc:
-            raise TransferError(f"Digest of {what}", f"cannot be parsed ({exc})",
+            raise TransferError(f"Digest from {url}", f"cannot be parsed ({exc})",
                                 "check the server") from None
     size = content_length(headers.get("Content-Length"), what)
     check_file_size(size, options.block_size, what)
@@ -136,12 +137,23 @@ def _ask(session: Session, url: Url, options: Options, want: str | None,
             r = conn.getresponse()
             if r.status != 200 and not (r.status == 206 and whole(r.headers)):
                 body = r.read(64 * 1024)
+                if r.status >= 500 and extra:
+                    # XRootD 5.5.3 answers 500 to a GET with Want-Digest when it cannot
+                    # compute that checksum (not configured; no such file): ask again
+                    # without; the digest request beside the transfer says what is wrong
+                    want = None
+                    if not r.isclosed():
+                        conn.close()  # the rest of a long error body: start afresh
+                    continue
                 if r.status >= 500:
                     raise Retryable(f"{what}: HTTP {r.status} {reason(body)}")
+                if r.status == 206:
+                    raise BadAnswer(what, f"Content-Range {r.getheader('Content-Range')!r} is "
+                                    "not the whole file, which was asked for", "check the server")
                 if r.status in REDIRECTS:
                     return r.getheader("Location") or ""
                 check_status(r.status, what, body, ok=(200,))
-            info = info_of(r.headers, what, options)
+            info = info_of(r.headers, what, url, options)
             if not single:
                 r.read()
             return Opened(session, url, info, conn, r if single else None)
