@@ -15,6 +15,7 @@ ratio of each to curl's time and of this tree to the baseline.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import re
@@ -23,6 +24,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.support
@@ -92,9 +94,10 @@ def main() -> int:
 
             for k in range(args.rounds):
                 for s in sizes:
-                    runs = [("curl", lambda s=s: curl(s)),
-                            ("cp before", lambda s=s: cp(before, s)),
-                            ("cp after", lambda s=s: cp(None, s))]
+                    runs: list[tuple[str, Callable[[], float]]] = [
+                        ("curl", functools.partial(curl, s)),
+                        ("cp before", functools.partial(cp, before, s)),
+                        ("cp after", functools.partial(cp, None, s))]
                     for label, run in runs[k % 3:] + runs[:k % 3]:
                         t = run()
                         times.setdefault(f"{label} {s} MiB", []).append(t)

@@ -330,7 +330,7 @@ def handle_copy(ex: Exchange) -> None:
                         "server (not a public address, and not in its --tpc-allow)") from None
     job = Job()
     options.progress = job.progress
-    if auto is not None:
+    if auto is not None and not config.quiet:  # beside the access log's lines
         auto.on_decision = lambda d: log(config, f"COPY {where}: streams auto: {d.reason}")
     if pull:
         def no_digest(url: Url, offered: list[str]) -> TpcError:
