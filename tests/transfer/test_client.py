@@ -291,8 +291,9 @@ class DyingServer:
                                   f"Digest: {digest}\r\nConnection: close\r\n\r\n").encode())
                     return
                 self.gets += 1
-                first = int(head.partition("Range: bytes=")[2].partition("-")[0] or 0)
-                last = min(first + BLOCK, size) - 1  # the range asked for (blocks of BLOCK)
+                asked = head.partition("Range: bytes=")[2].partition("\r\n")[0]
+                first = int(asked.partition("-")[0] or 0)
+                last = min(int(asked.partition("-")[2] or size - 1), size - 1)  # as asked
                 conn.sendall((f"HTTP/1.1 206 Partial Content\r\n"
                               f"Content-Length: {last - first + 1}\r\n"
                               f"Content-Range: bytes {first}-{last}/{size}\r\n\r\n").encode()

@@ -211,9 +211,14 @@ class _SlowSource(BaseHTTPRequestHandler):
         self._head(200, len(self.body), extra)
 
     def do_GET(self) -> None:
-        first, last = self.headers["Range"].split("=")[1].split("-")
-        data = self.body[int(first):int(last) + 1]
-        self._head(206, len(data), {"Content-Range": f"bytes {first}-{last}/{len(self.body)}"})
+        if "Range" not in self.headers:  # the whole file (a one-stream pull's first GET)
+            data = self.body
+            self._head(200, len(data), {})
+        else:
+            first, last = self.headers["Range"].split("=")[1].split("-")
+            data = self.body[int(first):int(last) + 1]
+            self._head(206, len(data),
+                       {"Content-Range": f"bytes {first}-{last}/{len(self.body)}"})
         try:
             for i in range(0, len(data), 65536):
                 self.wfile.write(data[i:i + 65536])

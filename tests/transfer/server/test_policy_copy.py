@@ -252,10 +252,12 @@ def test_a_name_is_resolved_once_and_the_checked_address_is_used(
         tmp_path: Path, remotes: list[Any], monkeypatch: pytest.MonkeyPatch) -> None:
     """DNS rebinding: the name first resolves to the listed 127.0.0.1, then to 127.0.0.2
     (not listed). Every connection of the copy goes to the address that was checked."""
-    good = new_remote(remotes)
+    # two blocks of the pull's 8 MiB: two streams, so two connections that each resolve
+    big = DATA * (8 * 2**20 // len(DATA) + 1)
+    good = new_remote(remotes, data=big)
     port = good.server_address[1]
     try:
-        evil = new_remote(remotes, host="127.0.0.2", port=port, data=b"E" * len(DATA))
+        evil = new_remote(remotes, host="127.0.0.2", port=port, data=b"E" * len(big))
     except OSError:
         pytest.skip("cannot bind 127.0.0.2 on the same port")
     real = socket.getaddrinfo
@@ -272,7 +274,7 @@ def test_a_name_is_resolved_once_and_the_checked_address_is_used(
         res = request_copy(server.url + "p.bin", source=f"http://rebind.invalid:{port}/x.bin",
                            token=RW, timeout=20, streams=2)
         assert res.ok, res.final
-        assert (server.root / "p.bin").read_bytes() == DATA
+        assert (server.root / "p.bin").read_bytes() == big
     assert evil.connections == 0 and good.connections >= 2
 
 

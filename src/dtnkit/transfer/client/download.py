@@ -1,9 +1,13 @@
 """One file from a server (the pairing :class:`~dtnkit.transfer.client.ends.HttpRangeSource`
 -> :class:`~dtnkit.transfer.client.ends.FileSink`).
 
-HEAD (size, ETag), the source digest from a HEAD with ``Want-Digest`` (waited for in
-``sequential`` mode, asked concurrently with the transfer otherwise), then N streams, each a
-keep-alive connection fetching disjoint ``Range`` blocks and writing them with ``os.pwrite`` into
+The first request (:mod:`~dtnkit.transfer.client.first`) tells size, ETag and often the
+source digest: one stream's ``GET`` of the whole file with ``Want-Digest``, or a ``HEAD`` on
+the first stream's connection when several streams need the size to cut spans (a HEAD first
+when a kept part file is resumed).  The source digest, when that answer did not carry it, is
+a HEAD with ``Want-Digest`` (waited for in ``sequential`` mode, asked concurrently with the
+transfer otherwise).  N streams, each a keep-alive connection fetching disjoint ``Range``
+spans and writing them with ``os.pwrite`` into
 ``.<name>.dtnkit-part`` next to the destination, which is renamed only after verification.
 A mismatch fetches again only the blocks whose source ``Content-Digest`` differs; a transport
 failure keeps the part file and a journal for a rerun.
@@ -32,6 +36,7 @@ from dtnkit.transfer.client.errors import (
     Retryable,
     TransferError,
 )
+from dtnkit.transfer.client.first import Opened, open_source
 from dtnkit.transfer.client.journals import (
     fsync_dir,
     journal_path,
@@ -214,22 +219,44 @@ def download_once(session: Session, url: Url, dst: Path, options: Options,
     if not options.overwrite and os.path.lexists(dst):
         # only the destination counts: a kept part file is resumed, never "overwritten"
         raise DestinationExists(str(dst))
-    session, url, info = session.resolve(url)
-    if info.is_dir:
-        raise BadInput(f"{url}", "is a collection", "pass -r to copy a directory")
+    first: Opened | None = None
+    if options.resume and os.path.lexists(journal_path(dst)):
+        # a kept part file may need only some blocks: ask what the file is first
+        session, url, info = session.resolve(url)
+    else:
+        # one request: a GET whose answer tells the size (and often the digest), or a HEAD
+        # on the first stream's own connection (first.py)
+        want = name if plan.sequential or plan.source_digest_in_background else None
+        first = open_source(session, url, options, want)
+        session, url, info = first.session, first.url, first.info
     source: Background | None = None
     expected: bytes | None = None
-    if plan.sequential:
-        expected = source_digest(session, url, name)
-    elif plan.source_digest_in_background:
-        source = Background(lambda: source_digest(session, url, name))
+    try:
+        if info.is_dir:
+            raise BadInput(f"{url}", "is a collection", "pass -r to copy a directory")
+        if plan.sequential or plan.source_digest_in_background:
+            expected = info.digests.get(name)  # answered with the GET
+        if expected is None and plan.sequential:
+            expected = source_digest(session, url, name)
+        elif expected is None and plan.source_digest_in_background:
+            # beside the transfer, on its own connection
+            source = Background(lambda: source_digest(session, url, name))
+    except BaseException:
+        if first is not None:
+            first.close()
+        raise
     blocks = pl.plan_blocks(info.size, options.block_size)
     part = part_path(dst)
-    kept, kept_name, note = load_journal(dst, origin, info, options, len(blocks))
-    if kept:
-        fd = os.open(part, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
-    else:
-        fd = os.open(part, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    try:
+        kept, kept_name, note = load_journal(dst, origin, info, options, len(blocks))
+        if kept:
+            fd = os.open(part, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
+        else:
+            fd = os.open(part, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    except BaseException:
+        if first is not None:
+            first.close()
+        raise
     committed = keep_part = False
     source_end, sink = HttpRangeSource(session, url, info.etag, options, info.size), FileSink(fd)
     verifier: pl.BlockVerifier | None = None
@@ -256,7 +283,7 @@ def download_once(session: Session, url: Url, dst: Path, options: Options,
         todo = [b for b in blocks if b.index not in done]
         try:
             retries = fetch_blocks(source_end, sink, todo, options, size=info.size,
-                                  verifier=verifier, done=done)
+                                  verifier=verifier, done=done, first=first)
         except TransferError as exc:
             if type(exc) is TransferError and save_journal(dst, origin, info, options, fd, done,
                                                            verifier, stale):
@@ -353,6 +380,8 @@ def download_once(session: Session, url: Url, dst: Path, options: Options,
             keep_part = True
         raise
     finally:
+        if first is not None:
+            first.close()
         if verifier is not None:
             verifier.close()
         os.close(fd)

@@ -272,8 +272,8 @@ _Moving = tuple[bytearray, memoryview | None, int | None]
 
 def move_blocks(source: HttpRangeSource | ReadBlock, sink: FileSink | SessionSink,
                 blocks: list[pl.Block], options: Options, *, size: int,
-                verifier: pl.BlockVerifier | None = None, done: set[int] | None = None
-                ) -> int:
+                verifier: pl.BlockVerifier | None = None, done: set[int] | None = None,
+                first: http.client.HTTPConnection | None = None) -> int:
     """Move every block from *source* to *sink* on up to ``streams`` connections, feeding
     *verifier* with the bytes moved (FIVER); returns the number of retries.
 
@@ -284,7 +284,8 @@ def move_blocks(source: HttpRangeSource | ReadBlock, sink: FileSink | SessionSin
     range, else hashes in a helper thread; an ordered one (md5, sha256) gets the buffer and
     gives it back to the pool.  The index of each block completely moved is added to *done*
     (a download's resume journal).  A failed block is retried on a new connection
-    (:func:`~dtnkit.transfer.client.streams.run_streams`).
+    (:func:`~dtnkit.transfer.client.streams.run_streams`).  *first*: a connection already
+    open to the networked end, the first stream's.
     """
     stop = threading.Event()
     lock = threading.Lock()
@@ -345,7 +346,8 @@ def move_blocks(source: HttpRangeSource | ReadBlock, sink: FileSink | SessionSin
         streams_to, give_up, thread_name = source.session, source.give_up, source.thread_name
     try:
         retries = run_streams(streams_to, blocks, options, work=work, prepare=prepare,
-                              finish=moved, give_up=give_up, stop=stop, name=thread_name)
+                              finish=moved, give_up=give_up, stop=stop, name=thread_name,
+                              first=first)
     finally:
         if hasher is not None:
             hasher.close()

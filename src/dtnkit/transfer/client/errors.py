@@ -26,6 +26,16 @@ class DestinationExists(FatalHttp):
     def __init__(self, where: str) -> None:
         super().__init__(f"destination {where}", "exists",
                          "pass -f/--force to overwrite it, or pick another name")
+class DigestNotOffered(TransferError):
+    """The source offered no digest of the checksum the copy verifies with."""
+
+    def __init__(self, what: str, name: str, offered: list[str]) -> None:
+        super().__init__(what, f"the server did not offer {name} (offered: "
+                         f"{', '.join(offered) or 'none'})",
+                         "pick another --checksum or --verify none")
+        self.name, self.offered = name, offered
+
+
 class BadAnswer(TransferError):
     """A server's answer that is unsafe or malformed (a listing pointing outside the
     destination, a 206 for other bytes, a negative length): retrying will not fix it."""

@@ -13,6 +13,13 @@ block buffers, and hands each 1 MiB chunk to a writer stage (:class:`~dtnkit.tra
 gives it to the verifier, exactly as the multi-stream loop does.  Blocks stay the unit of
 retries, resume journals and bad-block re-fetch: a broken connection resumes with a new
 ``GET`` from the first block not yet received.
+
+Several streams do the same on spans (:func:`fetch_spans`): the blocks are cut into one
+contiguous span per stream, and each stream asks one ``GET`` for its span, so no stream
+waits a round trip per block.  An ordered digest (md5, sha256) is the exception: it must see
+the bytes in file order, so its streams keep asking a ``GET`` per block, in order
+(:func:`~dtnkit.transfer.client.ends.move_blocks`), rather than have the hasher read most of
+the file back from disk.
 """
 
 from __future__ import annotations
@@ -20,12 +27,13 @@ from __future__ import annotations
 import functools
 import http.client
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from dtnkit.transfer import pipeline as pl
 from dtnkit.transfer.client.answers import check_content_range
 from dtnkit.transfer.client.ends import FileSink, HttpRangeSource, move_blocks
 from dtnkit.transfer.client.errors import Abort, FatalHttp, Retryable, TransferError
+from dtnkit.transfer.client.first import Opened
 from dtnkit.transfer.client.options import Options
 from dtnkit.transfer.client.session import check_status
 from dtnkit.transfer.client.streams import (
@@ -42,14 +50,91 @@ STAGE_DEPTH = 64
 
 def fetch_blocks(source: HttpRangeSource, sink: FileSink, blocks: list[pl.Block],
                  options: Options, *, size: int, verifier: pl.BlockVerifier | None = None,
-                 done: set[int] | None = None) -> int:
+                 done: set[int] | None = None, first: Opened | None = None) -> int:
     """Fetch *blocks* of *source* into *sink* (see :func:`~dtnkit.transfer.client.ends
     .move_blocks` for *verifier* and *done*); returns the number of retries.  One stream:
-    one ``GET`` per contiguous run of blocks (:class:`OneGet`); more: a ``GET`` per block."""
-    if settle_streams(options, source.session) > 1:
+    one ``GET`` per contiguous run of blocks (:class:`OneGet`); more: one ``GET`` per span
+    (:func:`fetch_spans`), or per block for an ordered digest.  *first*: the download's
+    first request (:func:`~dtnkit.transfer.client.first.open_source`), whose connection the
+    first stream uses, and whose open ``GET`` body it reads as its first run."""
+    n = settle_streams(options, source.session)
+    conn = first.conn if first is not None else None
+    if n > 1 and isinstance(verifier, pl.OrderedHasher):
         return move_blocks(source, sink, blocks, options, size=size, verifier=verifier,
-                           done=done)
-    return OneGet(source, sink, blocks, options, size, verifier, done).run()
+                           done=done, first=conn)
+    if n > 1:
+        return fetch_spans(source, sink, blocks, options, size=size, verifier=verifier,
+                           done=done, first=conn)
+    opened = None
+    if first is not None and first.response is not None and blocks and blocks[0].offset == 0:
+        opened = _Open(first.conn, first.response, 0, size - 1)
+    return OneGet(source, sink, blocks, options, size, verifier, done, conn=conn,
+                  opened=opened).run()
+
+
+def spans(blocks: list[pl.Block], n: int) -> list[list[pl.Block]]:
+    """*blocks* cut into at most *n* groups of consecutive blocks of about equal bytes (a
+    group is one ``GET`` when its blocks are contiguous)."""
+    total = sum(b.length for b in blocks)
+    out: list[list[pl.Block]] = []
+    group: list[pl.Block] = []
+    taken = 0
+    for b in blocks:
+        group.append(b)
+        taken += b.length
+        # close the group once it holds its share of the bytes
+        if len(out) < n - 1 and taken * n >= total * (len(out) + 1):
+            out.append(group)
+            group = []
+    if group:
+        out.append(group)
+    return out
+
+
+def fetch_spans(source: HttpRangeSource, sink: FileSink, blocks: list[pl.Block],
+                options: Options, *, size: int, verifier: pl.BlockVerifier | None = None,
+                done: set[int] | None = None,
+                first: http.client.HTTPConnection | None = None) -> int:
+    """``options.streams`` streams, each a :class:`OneGet` on its own span of *blocks*; the
+    first error stops them all and is raised.  Returns the number of retries."""
+    groups = spans(blocks, options.streams)
+    one = replace(options, streams=1, auto=None)
+    depth = max(8, STAGE_DEPTH // max(1, len(groups)))  # memory as one stream's
+    getters = [OneGet(source, sink, g, one, size, verifier, done,
+                      conn=first if i == 0 else None, depth=depth)
+               for i, g in enumerate(groups)]
+    if first is not None and not getters:
+        first.close()
+    errors: list[BaseException] = []
+    retries = [0]
+    lock = threading.Lock()
+
+    def run(getter: OneGet) -> None:
+        try:
+            n = getter.run()
+            with lock:
+                retries[0] += n
+        except BaseException as exc:
+            with lock:
+                errors.append(exc)
+            for other in getters:
+                other.stop.set()
+
+    threads = [threading.Thread(target=run, args=(g,), name=f"dtnkit-span-{i}", daemon=True)
+               for i, g in enumerate(getters)]
+    for t in threads:
+        t.start()
+    try:
+        for t in threads:
+            t.join()
+    finally:
+        for g in getters:
+            g.stop.set()
+        for t in threads:
+            t.join(10.0)
+    if errors:
+        raise next((e for e in errors if not isinstance(e, Abort)), errors[0])
+    return retries[0]
 
 
 def runs(blocks: list[pl.Block]) -> dict[int, int]:
@@ -77,11 +162,13 @@ class _Attempt:
 
 @dataclass
 class _Open:
-    """The response being read: on which connection, up to which offset."""
+    """The response being read: on which connection, up to which offset, and the last byte
+    its body carries (past the run asked for when it is a whole-file ``200``)."""
 
     conn: http.client.HTTPConnection
     response: http.client.HTTPResponse
     offset: int
+    end: int
 
 
 class OneGet:
@@ -89,7 +176,8 @@ class OneGet:
 
     def __init__(self, source: HttpRangeSource, sink: FileSink, blocks: list[pl.Block],
                  options: Options, size: int, verifier: pl.BlockVerifier | None,
-                 done: set[int] | None) -> None:
+                 done: set[int] | None, *, conn: http.client.HTTPConnection | None = None,
+                 opened: _Open | None = None, depth: int = STAGE_DEPTH) -> None:
         self.source, self.sink, self.blocks, self.options = source, sink, blocks, options
         self.size, self.verifier, self.done = size, verifier, done
         self.last = runs(blocks)
@@ -97,7 +185,9 @@ class OneGet:
         self.pool = BufferPool(min(options.block_size, max(1, size)))
         self.combiner = verifier if isinstance(verifier, pl.BlockCombiner) else None
         self.ordered = verifier if isinstance(verifier, pl.OrderedHasher) else None
-        self.open: _Open | None = None
+        self.conn = conn  # already open: the stream's first connection
+        self.open: _Open | None = opened  # a GET already answered on it
+        self.depth = depth
 
     # ------------------------------------------------------------------ the receiving thread
     def _response_at(self, conn: http.client.HTTPConnection,
@@ -127,6 +217,7 @@ class OneGet:
         # exactly the bytes asked for, of the size the HEAD gave (answers.py), whatever the
         # verify mode: under --verify none nothing else would notice other bytes
         check_content_range(r.getheader("Content-Range"), first, last, self.size, what)
+        self.open = _Open(conn, r, first, last)
         return r
 
     def work(self, stage: pl.Stage[_Item],
@@ -149,12 +240,15 @@ class OneGet:
             if got - posted >= CHUNK or got == b.length:
                 stage.put((b.offset + posted, b, view[posted:got], None))
                 posted = got
+        body_end = self.open.end if self.open is not None else b.end
         if b.end == self.last[b.index]:
             self.open = None
-            if r.read(1):
+            if body_end > b.end:
+                conn.close()  # the rest of a whole-file body is another stream's or kept
+            elif r.read(1):
                 raise Retryable(f"GET {self.source.url}: longer than asked")
         else:
-            self.open = _Open(conn, r, b.offset + b.length)
+            self.open = _Open(conn, r, b.offset + b.length, body_end)
 
     # ------------------------------------------------------------------ the writer stage
     def run(self) -> int:
@@ -188,7 +282,7 @@ class OneGet:
                 self.sink.write(data, offset)
 
         stage: pl.Stage[_Item] = pl.Stage(
-            consume, STAGE_DEPTH, "dtnkit-write")
+            consume, self.depth, "dtnkit-write")
 
         def finish(b: pl.Block, state: _Attempt) -> None:
             stage.put((-1, b, memoryview(b""), state.buf))
@@ -204,7 +298,7 @@ class OneGet:
                                   work=functools.partial(self.work, stage),
                                   prepare=lambda _b: _Attempt(self.pool.get()), finish=finish,
                                   give_up=give_up, stop=self.stop,
-                                  name=self.source.thread_name)
+                                  name=self.source.thread_name, first=self.conn)
             stage.drain()
         finally:
             self.stop.set()

@@ -22,6 +22,7 @@ from dtnkit.transfer.client.errors import (
     CertificateRefused,
     ChecksumMismatch,
     DestinationExists,
+    DigestNotOffered,
     FatalHttp,
     Redirected,
     Retryable,
@@ -396,9 +397,7 @@ def source_digest(session: Session, url: Url, name: str) -> bytes:
     """The source's whole-file *name* digest (a HEAD with ``Want-Digest``, redirects followed)."""
     _session, _url, info = session.resolve(url, want=name)
     if name not in info.digests:
-        offered = ", ".join(info.digests) or "none"
-        raise TransferError(f"source digest of {url}", f"the server did not offer {name} "
-                            f"(offered: {offered})", "pick another --checksum or --verify none")
+        raise DigestNotOffered(f"source digest of {url}", name, list(info.digests))
     return info.digests[name]
 
 

@@ -36,7 +36,8 @@ def run_streams(session: Session, blocks: list[pl.Block], options: Options, *,
                 prepare: Callable[[pl.Block], _S],
                 finish: Callable[[pl.Block, _S], None],
                 give_up: Callable[[pl.Block, int, BaseException], BaseException],
-                stop: threading.Event | None = None, name: str = "dtnkit-stream") -> int:
+                stop: threading.Event | None = None, name: str = "dtnkit-stream",
+                first: http.client.HTTPConnection | None = None) -> int:
     """Run ``work(conn, block, state)`` for every block on up to ``options.streams`` keep-alive
     connections (one thread each); returns the number of retries.
 
@@ -47,6 +48,8 @@ def run_streams(session: Session, blocks: list[pl.Block], options: Options, *,
     ``give_up(block, attempts, exc)`` is raised.  The first error stops every stream and is
     raised; ``work`` may raise :class:`Abort` when *stop* is set.  On the way out (Ctrl-C
     included) the streams' sockets are cut so that no thread is left receiving or writing.
+    *first* is a connection already open (the download's first request asked on it): the
+    first stream uses it instead of making its own.
     """
     settle_streams(options, session)
     queue_: queue.SimpleQueue[pl.Block] = queue.SimpleQueue()
@@ -59,7 +62,9 @@ def run_streams(session: Session, blocks: list[pl.Block], options: Options, *,
     live: dict[int, http.client.HTTPConnection] = {}
 
     def stream(index: int) -> None:
-        conn: http.client.HTTPConnection | None = None
+        conn: http.client.HTTPConnection | None = first if index == 0 else None
+        if conn is not None:
+            live[index] = conn
         try:
             while not stop.is_set():
                 try:

@@ -31,9 +31,14 @@ from dtnkit.transfer import checksum as cks
 from dtnkit.transfer import files, fsroot, paths
 from dtnkit.transfer import pipeline as pl
 from dtnkit.transfer import tokens as tokmod
-from dtnkit.transfer.client import pace
+from dtnkit.transfer.client import autostreams, pace
 from dtnkit.transfer.client.download import download
-from dtnkit.transfer.client.errors import ChecksumMismatch, DestinationExists, Retryable
+from dtnkit.transfer.client.errors import (
+    ChecksumMismatch,
+    DestinationExists,
+    DigestNotOffered,
+    Retryable,
+)
 from dtnkit.transfer.client.journals import part_path
 from dtnkit.transfer.client.options import Options
 from dtnkit.transfer.client.session import (
@@ -101,11 +106,13 @@ class ForwardingSession(Session):
     def connect(self) -> http.client.HTTPConnection:
         # to the address checked, whatever the name resolves to now; the socket keeps the
         # client's minimum rate and deadline (client/pace.py), as `cp`'s do
+        auto = self.options.auto
+        rcvbuf = auto.rcvbuf() if auto is not None else None
         if self.tls is not None:
             return pace.PacedHTTPSConnection(self.url.host, self.url.port, self.options,
-                                             self.tls, address=self.address)
+                                             self.tls, address=self.address, rcvbuf=rcvbuf)
         return pace.PacedHTTPConnection(self.url.host, self.url.port, self.options,
-                                        address=self.address)
+                                        address=self.address, rcvbuf=rcvbuf)
 
     def for_url(self, url: Url) -> Session:
         if same_origin(url, self.url):
@@ -177,9 +184,11 @@ def _points_at_us(ex: Exchange, url: Url, path: Path) -> bool:
     return other == path
 
 
-def streams(value: str | None) -> int:
+def streams(value: str | None) -> int | None:
+    """The streams an ``X-Number-Of-Streams`` asks for; None when the request does not say
+    (the pull then decides, as ``dtnkit cp --streams auto`` does)."""
     if value is None:
-        return 1
+        return None
     if not value.strip().isdigit() or int(value) > MAX_STREAMS:
         raise HttpError(400, f"X-Number-Of-Streams {value[:20]!r}",
                         f"must be an integer from 0 to {MAX_STREAMS}")
@@ -302,7 +311,10 @@ def handle_copy(ex: Exchange) -> None:
             os.close(source_fd)
             raise HttpError(405, where, f"is not a regular file ({st.st_mode:o})")
 
-    options = Options(streams=n_streams, checksum=name,
+    # a pull the request does not fix decides its streams on its first connection, as
+    # `cp --streams auto` does (autostreams.py), and says so in the log
+    auto = autostreams.for_this_host(None) if n_streams is None and pull else None
+    options = Options(streams=n_streams or 1, auto=auto, checksum=name,
                          verify=Verify.BLOCK if pull else Verify.SEQUENTIAL, retries=1, backoff=0.2,
                          resume=False,  # a failed server-side copy leaves nothing to resume
                          ca_file=config.ca_file,
@@ -318,18 +330,27 @@ def handle_copy(ex: Exchange) -> None:
                         "server (not a public address, and not in its --tpc-allow)") from None
     job = Job()
     options.progress = job.progress
+    if auto is not None and not config.quiet:  # beside the access log's lines
+        auto.on_decision = lambda d: log(config, f"COPY {where}: streams auto: {d.reason}")
     if pull:
+        def no_digest(url: Url, offered: list[str]) -> TpcError:
+            return TpcError(f"source digest of {url}", f"the source offered no {name} digest "
+                            f"(offered: {', '.join(offered) or 'none'}), so the copy cannot "
+                            "be verified", "pick another Want-Digest algorithm, or send "
+                            "RequireChecksumVerification: false")
+
         def work() -> None:
+            if required is not False:
+                # no HEAD first: the download's own GET tells the size and, with most
+                # servers, the digest (client/first.py); a digest HEAD only when it did not
+                try:
+                    pull_file(first, remote, path, options, job, ex, overwrite=overwrite)
+                except DigestNotOffered as exc:
+                    raise no_digest(remote, exc.offered) from None
+                return
             session, url, status, offered = resolve_remote(first, name)
             if status == 200 and name not in offered:
-                if required is False:
-                    options.verify = Verify.NONE  # the client allowed an unverified copy
-                else:
-                    raise TpcError(f"source digest of {url}",
-                                       f"the source offered no {name} digest (offered: "
-                                       f"{', '.join(offered) or 'none'}), so the copy cannot "
-                                       "be verified", "pick another Want-Digest algorithm, or "
-                                       "send RequireChecksumVerification: false")
+                options.verify = Verify.NONE  # the client allowed an unverified copy
             pull_file(session, url, path, options, job, ex, overwrite=overwrite)
     else:
         def work() -> None:

@@ -80,7 +80,7 @@ def _send_file(ex: Exchange, fd: int, f: FileLike, st: os.stat_result, path: Pat
                             [("Content-Range", ranges.unsatisfied_range(size))]) from None
         except ValueError as exc:
             raise HttpError(400, f"Range {range_value!r}", str(exc)) from None
-    digest_headers = _digest_headers(ex, fd, st, path)
+    digest_headers = _digest_headers(ex, fd, st, path, head=head)
     digest_headers += _content_digest(ex, fd, st, path, span)
     start, end = span if span is not None else (0, size - 1)
     count = end - start + 1 if size else 0
@@ -102,8 +102,15 @@ def _send_listing(ex: Exchange, path: Path, *, head: bool) -> None:
     ex.send_bytes(200, [("Content-Type", "text/plain; charset=utf-8")], body, head=head)
 
 
-def _digest_headers(ex: Exchange, fd: int, st: os.stat_result,
-                    path: Path) -> list[tuple[str, str]]:
+def _digest_headers(ex: Exchange, fd: int, st: os.stat_result, path: Path, *,
+                    head: bool = True) -> list[tuple[str, str]]:
+    """``Digest`` / ``Repr-Digest`` for ``Want-Digest`` / ``Want-Repr-Digest``.
+
+    A HEAD waits for the digest (computed once, then cached).  A GET gets it only when it is
+    cheap: cached, or of a file of at most one hashing block; hashing a large file before the
+    first byte of its body would hold the transfer back, and a client that needs the digest
+    asks with a HEAD beside the transfer instead (``dtnkit cp`` does).
+    """
     want = ex.headers.get("Want-Digest")
     want_repr = ex.headers.get("Want-Repr-Digest")
     if want is None and want_repr is None:
@@ -113,11 +120,14 @@ def _digest_headers(ex: Exchange, fd: int, st: os.stat_result,
     names = [n for n in (old, new) if n is not None]
     if not names:
         return []
-    digests = checksums(ex, fd, st, path, names)
+    if not head and st.st_size > BLOCK:
+        digests = ex.services.cache.lookup(path, files.file_key(st))
+    else:
+        digests = checksums(ex, fd, st, path, names)
     headers = []
-    if old is not None:
+    if old is not None and old in digests:
         headers.append(("Digest", dg.format_digest(old, digests[old])))
-    if new is not None:
+    if new is not None and new in digests:
         headers.append(("Repr-Digest", dg.format_repr_digest({new: digests[new]})))
     return headers
 
