@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any
 
 from dtnkit.errors import DtnkitError, ToolMissing
-from dtnkit.host.replay import FixtureRunner
 from dtnkit.host.runner import Result, Runner, SubprocessRunner
 
 # Paths whose content depends on the network namespace of the reader.
@@ -349,6 +348,8 @@ class Host:
             raise DtnkitError(
                 f"host tree {path} does not exist", "", "give the path of a captured tree"
             )
+        from dtnkit.host.replay import FixtureRunner  # only a tree replays: not loaded live
+
         return cls(path, runner=FixtureRunner(path / "cmd", path), read_only=read_only)
 
     def read_only_view(self) -> Host:
@@ -624,8 +625,11 @@ class Host:
         self._guard(" ".join(argv), "")
         self.writes.append(WriteRecord(" ".join(argv), ""))
         self.refresh()
-        if isinstance(self.runner, FixtureRunner):
-            return self.runner.record_change(argv)
+        if not self.is_live:
+            from dtnkit.host.replay import FixtureRunner  # loaded already for a tree
+
+            if isinstance(self.runner, FixtureRunner):
+                return self.runner.record_change(argv)
         return self.runner.run(self.argv(argv))
 
     def need_tool(self, name: str, package: str) -> None:
@@ -658,11 +662,11 @@ class Host:
         raw: str | None = None
         gz = self._local("/proc/config.gz")
         if gz.exists():
-            try:
-                import gzip  # only for hosts that expose /proc/config.gz
+            import zlib  # built in; gzip's module costs 7 ms of start-up
 
-                raw = gzip.decompress(gz.read_bytes()).decode()
-            except OSError:
+            try:
+                raw = zlib.decompress(gz.read_bytes(), 16 + zlib.MAX_WBITS).decode()
+            except (OSError, zlib.error):
                 raw = None
         if raw is None:
             release = (self.read("/proc/sys/kernel/osrelease") or "").strip()
