@@ -34,7 +34,7 @@ from dtnkit.host.parsers.rtnetlink import (
 
 T = TypeVar("T")
 
-JSON_TRUSTED = frozenset({"-g", "-k"})
+JSON_TRUSTED = frozenset({"-k"})
 
 AGGREGATE_KINDS = frozenset({"bond", "team", "bridge"})
 STACKED_KINDS = frozenset({"vlan", "macvlan", "ipvlan", "macsec"})
@@ -355,7 +355,9 @@ def ethtool_read(
 ) -> T | Unavailable:
     """Run ``ethtool --json FLAG IF``, falling back to text; Unavailable when unsupported.
 
-    Only ``-g`` and ``-k`` try JSON first.  ``-a`` and ``-c`` read text: ethtool 6.1's
+    Only ``-k`` tries JSON first.  ``-g`` reads text: its JSON (ethtool 6.2 on) holds the same
+    eight numbers as the text, and ethtool 6.1 refuses ``--json -g``, which cost a second
+    process on every audit.  ``-a`` and ``-c`` read text: ethtool 6.1's
     ``--json -a`` prints ``true`` for every pause field whatever the state (fixed in 6.2), and
     ``--json -c`` from 6.2 to at least 6.11 prints adaptive and CQE settings under the same
     keys.  The text of both has been stable for years.

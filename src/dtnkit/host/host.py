@@ -702,18 +702,39 @@ class Host:
                 return self.runner.record_change(argv)
         return self.runner.run(self.argv(argv))
 
-    def need_tool(self, name: str, package: str) -> None:
-        """Raise ToolMissing when a binary the command needs is absent."""
+    def has_tool(self, name: str) -> bool:
+        """Whether a binary is installed (always True for a tree: its runner replays what was
+        captured, or says what was not).  Asking costs a PATH walk, not a process."""
         if not self.is_live:
-            return
+            return True
         if f"which {name}" not in self._fixed:
             self._fixed[f"which {name}"] = shutil.which(name)
-        if self._fixed[f"which {name}"] is None:
+        return self._fixed[f"which {name}"] is not None
+
+    def need_tool(self, name: str, package: str) -> None:
+        """Raise ToolMissing when a binary the command needs is absent."""
+        if not self.has_tool(name):
             raise ToolMissing(
                 f"`{name}` is not installed",
                 f"dtnkit reads and sets this through {name}",
                 f"install it (apt-get install {package} / dnf install {package})",
             )
+
+    def process_running(self, comm: str) -> bool | None:
+        """Whether a process named ``comm`` runs, as ``pgrep -x COMM`` says, from each
+        ``/proc/PID/comm`` (the same in every network namespace); None for a tree or a runner
+        of the caller's own, which run ``pgrep`` instead."""
+        if type(self.runner) is not SubprocessRunner or self.root != Path("/"):
+            return None
+        for pid in os.listdir("/proc"):
+            if pid.isdigit():
+                try:
+                    with open(f"/proc/{pid}/comm", "rb") as fh:
+                        if fh.read().rstrip(b"\n").decode(errors="replace") == comm:
+                            return True
+                except OSError:
+                    continue  # ended meanwhile
+        return False
 
     # ---- sysctl ---------------------------------------------------------------------------
     @staticmethod

@@ -41,6 +41,9 @@ class IrqbalanceCheck(Check):
     name, title = "irqbalance", "irqbalance"
 
     def read(self, host: Host) -> Value | Unavailable:
+        running = host.process_running("irqbalance")
+        if running is not None:
+            return "running" if running else "stopped"
         res = host.query(["pgrep", "-x", "irqbalance"])
         if res.returncode == 127:
             return Unavailable("pgrep is not installed (procps)")
