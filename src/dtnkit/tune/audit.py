@@ -6,8 +6,10 @@ drop an item the others show (fasterdata-tuning.sh bug #3).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -257,13 +259,23 @@ def run_audit(
     ctx = build_context(host, profile, rtt_ms=rtt_ms, ifaces=ifaces, exact=exact,
                         speed_mbps=speed_mbps)
     pairs = expand(ctx, chosen)
-    if not ctx.env.initial_netns:
-        prepare_scopes(host, [t for t, _ in pairs])
+    probe = None
+    if not ctx.env.initial_netns:  # the scope probe (its own process) beside the reads
+        probe = threading.Thread(target=_prepare_scopes, args=(host, [t for t, _ in pairs]),
+                                 name="dtnkit-scopes", daemon=True)
+        probe.start()
     host.read_ahead([*(functools.partial(t.read, host) for t, _ in pairs),
                      *(functools.partial(facts.nic_driver, host, d) for d, _ in ctx.devices)])
+    if probe is not None:
+        probe.join()  # best effort: evaluate asks again, and fails there if it must
     findings = [evaluate(ctx, host, t, spec) for t, spec in pairs]
     nics = {d: facts.nic_driver(host, d) for d, _ in ctx.devices}
     return Audit(host_label(host), profile, ctx, findings, nics)
+
+
+def _prepare_scopes(host: Host, tunables: list[Tunable]) -> None:
+    with contextlib.suppress(Exception):  # a failure shows again where evaluate asks
+        prepare_scopes(host, tunables)
 
 
 def host_label(host: Host) -> str:
