@@ -7,6 +7,7 @@ import os
 import shutil
 import signal
 import subprocess
+import time
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
@@ -45,7 +46,10 @@ def test_process_running_agrees_with_pgrep(tmp_path: Path) -> None:
     assert host.process_running(name) is False and not pgrep(name)
     proc = subprocess.Popen([str(binary), "30"])
     try:
-        assert host.process_running(name) is True and pgrep(name)
+        deadline = time.monotonic() + 20
+        while not pgrep(name):  # Popen returns before the child's exec names it
+            assert time.monotonic() < deadline, "the process never showed up in pgrep"
+        assert host.process_running(name) is True
         assert host.process_running(name[:-1]) is False  # exact names only, as pgrep -x
         assert host.process_running("irqbalance") == pgrep("irqbalance")
     finally:
