@@ -17,15 +17,24 @@ from dtnkit.host.parsers import ParseError
 from dtnkit.host.parsers.ethtool import parse_ethtool_driver
 from dtnkit.host.parsers.iproute import (
     Address,
+    Link,
+    Route,
     parse_ip_addr_json,
     parse_ip_link_json,
     parse_ip_route_json,
 )
 from dtnkit.host.parsers.proc import parse_meminfo
+from dtnkit.host.parsers.rtnetlink import (
+    NlLink,
+    link_names,
+    parse_addresses,
+    parse_default_routes,
+    parse_links,
+)
 
 T = TypeVar("T")
 
-JSON_TRUSTED = frozenset({"-g", "-k"})
+JSON_TRUSTED = frozenset({"-k"})
 
 AGGREGATE_KINDS = frozenset({"bond", "team", "bridge"})
 STACKED_KINDS = frozenset({"vlan", "macvlan", "ipvlan", "macsec"})
@@ -70,17 +79,35 @@ class Interface:
         return self.kind in STACKED_KINDS
 
 
+def _kernel_links(host: Host) -> tuple[list[NlLink], dict[str, bytes]] | None:
+    """The links from the kernel's rtnetlink dump, with every dump; None when the host gives
+    no dumps (a captured tree replays ``ip`` instead) or they do not parse."""
+    dumps = host.rtnl_dumps()
+    if dumps is None:
+        return None
+    try:
+        return parse_links(dumps["link"]), dumps
+    except ParseError:
+        return None
+
+
 def interfaces(host: Host) -> dict[str, Interface]:
-    """Every link the host (or namespace) has, keyed by name."""
-    res = host.query(["ip", "-d", "-j", "link", "show"])
-    if res.returncode == 127:
-        raise DtnkitError(
-            "`ip` is not installed", "dtnkit reads links with `ip -d -j link`",
-            "install iproute2",
-        )
-    if not res.ok:
-        raise DtnkitError("cannot list network interfaces", res.message())
-    links = parse_ip_link_json(res.stdout)
+    """Every link the host (or namespace) has, keyed by name (from the kernel's rtnetlink
+    dump on a live host, else ``ip -d -j link show``: the same fields)."""
+    kernel = _kernel_links(host)
+    links: list[Link] | list[NlLink]
+    if kernel is not None:
+        links = kernel[0]
+    else:
+        res = host.query(["ip", "-d", "-j", "link", "show"])
+        if res.returncode == 127:
+            raise DtnkitError(
+                "`ip` is not installed", "dtnkit reads links with `ip -d -j link`",
+                "install iproute2",
+            )
+        if not res.ok:
+            raise DtnkitError("cannot list network interfaces", res.message())
+        links = parse_ip_link_json(res.stdout)
     members: dict[str, list[str]] = {}
     for link in links:
         if link.master:
@@ -139,23 +166,41 @@ def leaf_devices(ifaces: dict[str, Interface], name: str) -> list[tuple[str, str
 DATA_MIN_MBPS = 10_000  # below this a link is a management port, not a data NIC
 
 
+def default_routes(host: Host, family: str) -> list[Route] | Unavailable:
+    """The default routes of the main table, IPv4 (``family`` "-4") or IPv6 ("-6"): from the
+    kernel's rtnetlink dump on a live host, else ``ip [-6] -j route show default``."""
+    kernel = _kernel_links(host)
+    if kernel is not None:
+        links, dumps = kernel
+        try:
+            return parse_default_routes(dumps["route6" if family == "-6" else "route4"],
+                                        link_names(links))
+        except ParseError:
+            pass  # ip says the same in its own words
+    argv = ["ip", "-j", "route", "show", "default"]
+    if family == "-6":
+        argv.insert(1, "-6")
+    res = host.query(argv)
+    if not res.ok:
+        name = "IPv6" if family == "-6" else "IPv4"
+        return Unavailable(f"cannot read {name} routes: {res.message()}")
+    try:
+        return [r for r in parse_ip_route_json(res.stdout) if r.default]
+    except ParseError as exc:
+        return Unavailable(str(exc))
+
+
 def default_route_devices(host: Host) -> set[str] | None:
     """Devices that carry an IPv4 or IPv6 default route; None when routes cannot be read."""
     devs: set[str] = set()
     read_any = False
-    for argv in (["ip", "-j", "route", "show", "default"],
-                 ["ip", "-6", "-j", "route", "show", "default"]):
-        res = host.query(argv)
-        if not res.ok:
-            continue
-        try:
-            routes = parse_ip_route_json(res.stdout)
-        except ParseError:
+    for family in ("-4", "-6"):
+        routes = default_routes(host, family)
+        if isinstance(routes, Unavailable):
             continue
         read_any = True
         for route in routes:
-            if route.default:
-                devs.update(route.devs)
+            devs.update(route.devs)
     return devs if read_any else None
 
 
@@ -283,7 +328,15 @@ def nic_driver(host: Host, dev: str) -> dict[str, str | None]:
 
 
 def addresses(host: Host, family: str = "-6") -> list[Address] | Unavailable:
-    """The addresses of every link (``ip -6 -j addr show`` by default)."""
+    """The addresses of every link (IPv6 by default: from the kernel's rtnetlink dump on a
+    live host, else ``ip -6 -j addr show``)."""
+    kernel = _kernel_links(host) if family == "-6" else None
+    if kernel is not None:
+        links, dumps = kernel
+        try:
+            return parse_addresses(dumps["addr6"], link_names(links))
+        except ParseError:
+            pass  # ip says the same in its own words
     res = host.query(["ip", family, "-j", "addr", "show"])
     if not res.ok:
         return Unavailable(f"cannot list addresses: {res.message()}")
@@ -302,7 +355,9 @@ def ethtool_read(
 ) -> T | Unavailable:
     """Run ``ethtool --json FLAG IF``, falling back to text; Unavailable when unsupported.
 
-    Only ``-g`` and ``-k`` try JSON first.  ``-a`` and ``-c`` read text: ethtool 6.1's
+    Only ``-k`` tries JSON first.  ``-g`` reads text: its JSON (ethtool 6.2 on) holds the same
+    eight numbers as the text, and ethtool 6.1 refuses ``--json -g``, which cost a second
+    process on every audit.  ``-a`` and ``-c`` read text: ethtool 6.1's
     ``--json -a`` prints ``true`` for every pause field whatever the state (fixed in 6.2), and
     ``--json -c`` from 6.2 to at least 6.11 prints adaptive and CQE settings under the same
     keys.  The text of both has been stable for years.

@@ -23,7 +23,6 @@ import errno
 import json
 import marshal
 import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -34,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from dtnkit.errors import DtnkitError, ToolMissing
-from dtnkit.host.replay import FixtureRunner
+from dtnkit.host.parsers.rtnetlink import DUMPS, dump_request
 from dtnkit.host.runner import Result, Runner, SubprocessRunner
 
 # Paths whose content depends on the network namespace of the reader.
@@ -47,11 +46,55 @@ _NETNS_PATHS = ("/proc/sys/net/", "/sys/class/net/", "/proc/net/")
 _BATCH_DIRS = ("/proc/sys/net/core", "/proc/sys/net/ipv4", "/proc/sys/net/ipv6/conf/all",
                "/proc/sys/net/ipv6/conf/default", "/sys/class/net")
 _BATCH_DEVICE_FILES = ("device", "device/numa_node")
-_BATCH_REQUEST: dict[str, Any] = {"batch": [list(_BATCH_DIRS), list(_BATCH_DEVICE_FILES)]}
-_BATCH_FUNC = r"""
+# The kernel's rtnetlink dumps (links, routes, addresses: what `ip -j` would print), asked on
+# one netlink socket, which belongs to the namespace of the process that opens it: in this
+# process for the host, in the helper for a namespace (with its batch read).
+_RTNL_REQUESTS = [dump_request(name, seq) for seq, name in enumerate(DUMPS, start=1)]
+_BATCH_REQUEST: dict[str, Any] = {"batch": [list(_BATCH_DIRS), list(_BATCH_DEVICE_FILES),
+                                            _RTNL_REQUESTS]}
+_RTNL_FUNC = r"""
+def rtnl(requests, timeout):
+    # each request's reply: its messages (each padded to 4 bytes) up to NLMSG_DONE or
+    # NLMSG_ERROR; None when the socket fails
+    import _socket
+    order = sys.byteorder
+    try:
+        sock = _socket.socket(16, 3, 0)  # AF_NETLINK, SOCK_RAW, NETLINK_ROUTE
+    except OSError:
+        return None
+    out = []
+    try:
+        sock.settimeout(timeout)
+        for req in requests:
+            seq, parts, done = req[8:12], [], False
+            sock.sendto(req, (0, 0))
+            while not done:
+                data = sock.recv(1 << 16)
+                if not data:
+                    return None
+                pos = 0
+                while pos + 16 <= len(data):
+                    length = int.from_bytes(data[pos:pos + 4], order)
+                    if length < 16:
+                        return None
+                    step = (length + 3) & ~3
+                    if data[pos + 8:pos + 12] == seq:
+                        part = data[pos:pos + step]
+                        parts.append(part + bytes(step - len(part)))
+                        done = done or int.from_bytes(data[pos + 4:pos + 6], order) in (2, 3)
+                    pos += step
+            out.append(b"".join(parts))
+    except OSError:
+        return None
+    finally:
+        sock.close()
+    return out
+"""
+_BATCH_FUNC = _RTNL_FUNC + r"""
 import os, sys
-def batch(dirs, extra):
+def batch(dirs, extra, dumps=()):
     out = {"dirs": {}, "files": {}, "exists": {}, "writable": []}
+    out["rtnl"] = rtnl(dumps, 5.0) if dumps else None
     def read(path):
         try:
             with open(path, "rb") as fh:
@@ -270,6 +313,7 @@ class _Batch:
     files: dict[str, str | None]
     exists: dict[str, bool]
     writable: set[str]
+    rtnl: dict[str, bytes] | None = None  # the rtnetlink dumps by name (see _RTNL_FUNC)
 
     def knows(self, path: str) -> bool:
         """Whether the batch answers for ``path``: its directory was listed, it was named, or
@@ -334,6 +378,8 @@ class Host:
     _planning: list[dict[tuple[str, ...], None]] = field(default_factory=list, repr=False)
     # What does not change while dtnkit runs (the kernel's build config, where a tool is).
     _fixed: dict[str, Any] = field(default_factory=dict, repr=False)
+    # The rtnetlink dumps of this process's namespace (key None), dropped with _cache.
+    _rtnl: dict[None, dict[str, bytes] | None] = field(default_factory=dict, repr=False)
 
     # ---- construction ---------------------------------------------------------------------
     @classmethod
@@ -349,6 +395,8 @@ class Host:
             raise DtnkitError(
                 f"host tree {path} does not exist", "", "give the path of a captured tree"
             )
+        from dtnkit.host.replay import FixtureRunner  # only a tree replays: not loaded live
+
         return cls(path, runner=FixtureRunner(path / "cmd", path), read_only=read_only)
 
     def read_only_view(self) -> Host:
@@ -356,7 +404,7 @@ class Host:
         return Host(self.root, self.netns, self.runner, read_only=True, _cache=self._cache,
                     _batch=self._batch, _helper=self._helper, _running=self._running,
                     _lock=self._lock, _generation=self._generation,
-                    _planning=self._planning, _fixed=self._fixed)
+                    _planning=self._planning, _fixed=self._fixed, _rtnl=self._rtnl)
 
     @property
     def is_live(self) -> bool:
@@ -380,6 +428,11 @@ class Host:
         """The namespace's batch read when it answers for ``path`` (read on first use)."""
         if not path.startswith(("/proc/sys/net/", "/sys/class/net")):
             return None
+        self._batch_read()
+        batch = self._batch[None]
+        return batch if batch.knows(path.rstrip("/")) else None
+
+    def _batch_read(self) -> None:
         if None not in self._batch:
             doc = self._helper_reply(_BATCH_REQUEST)
             doc = doc.get("batch") if doc is not None else None
@@ -394,9 +447,25 @@ class Host:
             if not isinstance(doc, dict):  # no batch: each file is read on its own
                 doc = {"dirs": {}, "files": {}, "exists": {}, "writable": []}
             self._batch[None] = _Batch(doc["dirs"], doc["files"], doc["exists"],
-                                       set(doc["writable"]))
-        batch = self._batch[None]
-        return batch if batch.knows(path.rstrip("/")) else None
+                                       set(doc["writable"]), _rtnl_replies(doc.get("rtnl")))
+
+    def rtnl_dumps(self) -> dict[str, bytes] | None:
+        """The kernel's replies to the rtnetlink dumps of
+        :data:`~dtnkit.host.parsers.rtnetlink.DUMPS` (links, routes, addresses) by name, read
+        once until the next write or refresh; None when this Host does not ask the kernel (a
+        captured tree, a runner of the caller's own: those run ``ip``) or the socket fails."""
+        if type(self.runner) is not SubprocessRunner:
+            return None
+        if self.netns is not None:
+            self._batch_read()
+            return self._batch[None].rtnl
+        if None not in self._rtnl:
+            if "rtnl" not in self._fixed:
+                code: dict[str, Any] = {"sys": sys}
+                exec(_RTNL_FUNC, code)  # the helper's own function, run in this process
+                self._fixed["rtnl"] = code["rtnl"]
+            self._rtnl[None] = _rtnl_replies(self._fixed["rtnl"](_RTNL_REQUESTS, 5.0))
+        return self._rtnl[None]
 
     def read(self, path: str) -> str | None:
         """The content of ``path`` (``/proc/...``), or None when it does not exist."""
@@ -616,6 +685,7 @@ class Host:
             self._cache.clear()
             self._generation[0] += 1
         self._batch.clear()
+        self._rtnl.clear()
         for helper in self._helper.values():
             helper.drop_early()  # a batch read sent at start is as old as the cache
 
@@ -624,22 +694,46 @@ class Host:
         self._guard(" ".join(argv), "")
         self.writes.append(WriteRecord(" ".join(argv), ""))
         self.refresh()
-        if isinstance(self.runner, FixtureRunner):
-            return self.runner.record_change(argv)
+        if not self.is_live:
+            from dtnkit.host.replay import FixtureRunner  # loaded already for a tree
+
+            if isinstance(self.runner, FixtureRunner):
+                return self.runner.record_change(argv)
         return self.runner.run(self.argv(argv))
+
+    def has_tool(self, name: str) -> bool:
+        """Whether a binary is installed (always True for a tree: its runner replays what was
+        captured, or says what was not).  Asking costs a PATH walk, not a process."""
+        if not self.is_live:
+            return True
+        if f"which {name}" not in self._fixed:
+            self._fixed[f"which {name}"] = _which(name)
+        return self._fixed[f"which {name}"] is not None
 
     def need_tool(self, name: str, package: str) -> None:
         """Raise ToolMissing when a binary the command needs is absent."""
-        if not self.is_live:
-            return
-        if f"which {name}" not in self._fixed:
-            self._fixed[f"which {name}"] = shutil.which(name)
-        if self._fixed[f"which {name}"] is None:
+        if not self.has_tool(name):
             raise ToolMissing(
                 f"`{name}` is not installed",
                 f"dtnkit reads and sets this through {name}",
                 f"install it (apt-get install {package} / dnf install {package})",
             )
+
+    def process_running(self, comm: str) -> bool | None:
+        """Whether a process named ``comm`` runs, as ``pgrep -x COMM`` says, from each
+        ``/proc/PID/comm`` (the same in every network namespace); None for a tree or a runner
+        of the caller's own, which run ``pgrep`` instead."""
+        if type(self.runner) is not SubprocessRunner or self.root != Path("/"):
+            return None
+        for pid in os.listdir("/proc"):
+            if pid.isdigit():
+                try:
+                    with open(f"/proc/{pid}/comm", "rb") as fh:
+                        if fh.read().rstrip(b"\n").decode(errors="replace") == comm:
+                            return True
+                except OSError:
+                    continue  # ended meanwhile
+        return False
 
     # ---- sysctl ---------------------------------------------------------------------------
     @staticmethod
@@ -658,11 +752,11 @@ class Host:
         raw: str | None = None
         gz = self._local("/proc/config.gz")
         if gz.exists():
-            try:
-                import gzip  # only for hosts that expose /proc/config.gz
+            import zlib  # built in; gzip's module costs 7 ms of start-up
 
-                raw = gzip.decompress(gz.read_bytes()).decode()
-            except OSError:
+            try:
+                raw = zlib.decompress(gz.read_bytes(), 16 + zlib.MAX_WBITS).decode()
+            except (OSError, zlib.error):
                 raw = None
         if raw is None:
             release = (self.read("/proc/sys/kernel/osrelease") or "").strip()
@@ -677,6 +771,25 @@ class Host:
             elif line.startswith("# CONFIG_") and line.endswith(" is not set"):
                 config[line[2:].split()[0]] = "n"
         return config
+
+
+def _which(name: str) -> str | None:
+    """``shutil.which(name)`` for a bare command name (shutil loads bz2 and lzma: 3-10 ms of
+    an audit's start-up)."""
+    for directory in os.environ.get("PATH", os.defpath).split(os.pathsep):
+        path = os.path.join(directory or ".", name)
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    return None
+
+
+def _rtnl_replies(replies: Any) -> dict[str, bytes] | None:
+    """The dumps' replies by name, or None when they are missing or malformed."""
+    if not isinstance(replies, list) or len(replies) != len(DUMPS):
+        return None
+    if not all(isinstance(r, bytes) for r in replies):
+        return None
+    return dict(zip(DUMPS, replies, strict=True))
 
 
 def _as_kernel_prints(path: str, value: str) -> str:

@@ -19,18 +19,19 @@ name and vanishes with the probe process, so nothing can be left behind):
    value could be written -> host-global ("could not prove it").
 
 Every doubt ends in "host-global", the side that is never written inside a namespace.  One
-probe process (``sh``, a few ms) serves a whole batch of keys, results are cached per key for
-the run, and the probe runs only when a namespace is targeted.  It needs root (``unshare``); when it
-cannot run, every key it was asked about is host-global with the reason.  Such doubts (and a
-host value changed by someone else during the probe) are asked once more and never cached;
-the host's value is put back only when it holds exactly what the probe wrote.
+probe process (``python -I -S``, about 15 ms) serves a whole batch of keys, results are cached
+per key for the run, and the probe runs only when a namespace is targeted.  It needs root
+(``unshare``); when it cannot run, every key it was asked about is host-global with the
+reason.  Such doubts (and a host value changed by someone else during the probe) are asked
+once more and never cached; the host's value is put back only when it holds exactly what the
+probe wrote.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import shlex
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,25 +58,52 @@ def _candidates(name: str, text: str | None, available_cc: str | None) -> list[s
 
 def _script(names: list[str], host_ino: dict[str, int | None],
             cands: dict[str, list[str]]) -> str:
-    """A POSIX sh script for the new namespace.  One ``stat`` prints ``P INODE MODE PATH`` for
+    """A Python program for the new namespace (``python -I -S``: built-in modules only, one
+    process, where a sh script started two per key).  It prints ``P INODE MODE PATH`` for
     every key that exists there; then each key with candidates and a file of its own is
-    written: ``W i j READBACK`` after the first write that worked, ``E i j`` for a refused one.
-    (``cat`` reads back: a sysctl file read a byte at a time, as ``read`` does, shows only
-    its first byte.)"""
-    paths = " ".join(shlex.quote(sysctl_file(n)) for n in names)
-    lines = [f"stat -L -c 'P %i %a %n' {paths} 2>/dev/null"]
-    for i, name in enumerate(names):
-        if not cands[name]:
+    written: ``W i j READBACK`` after the first write that worked, ``E i j`` for a refused
+    one.  (The readback is the whole file, as ``cat`` gave it.)"""
+    paths = [sysctl_file(n) for n in names]
+    inodes = [host_ino[n] for n in names]
+    tries = [cands[n] for n in names]
+    return f"PATHS, INODES, CANDS = {paths!r}, {inodes!r}, {tries!r}\n" + _PROBE
+
+
+_PROBE = r"""
+import os
+def stat(path):
+    try:
+        return os.stat(path)
+    except OSError:
+        return None
+out = []
+for path in PATHS:
+    st = stat(path)
+    if st is not None:
+        out.append("P %d %o %s" % (st.st_ino, st.st_mode & 0o7777, path))
+for i, path in enumerate(PATHS):
+    st = stat(path) if CANDS[i] else None
+    if st is None or st.st_ino == INODES[i]:
+        continue  # absent here, or the host's own file: never written
+    for j, cand in enumerate(CANDS[i], start=1):
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
+            try:
+                os.write(fd, cand.encode())
+            finally:
+                os.close(fd)
+        except OSError:
+            out.append("E %d %d" % (i, j))
             continue
-        path = shlex.quote(sysctl_file(name))
-        ino = str(host_ino[name]) if host_ino[name] is not None else "none"
-        words = " ".join(shlex.quote(c) for c in cands[name])
-        lines.append(
-            f'p={path}; if [ -e "$p" ] && [ "$(stat -L -c %i "$p")" != {ino} ]; then j=0; '
-            f'for c in {words}; do j=$((j+1)); '
-            f'if {{ printf "%s" "$c" > "$p"; }} 2>/dev/null; then '
-            f'echo "W {i} $j $(cat "$p")"; break; else echo "E {i} $j"; fi; done; fi')
-    return "\n".join([*lines, "exit 0"]) + "\n"  # absent keys make stat fail: not an error
+        try:
+            with open(path, "rb") as fh:
+                back = fh.read().decode(errors="replace").rstrip("\n")
+        except OSError:
+            back = ""
+        out.append("W %d %d %s" % (i, j, back))
+        break
+print("\n".join(out))
+"""
 
 
 def _facts(names: list[str], host_ino: dict[str, int | None], cands: dict[str, list[str]],
@@ -171,7 +199,7 @@ class ScopeProbe:
             cands = {n: _candidates(n, before[n], cc) if n.startswith(NET_PREFIX) else []
                      for n in names}
             self.probes += 1
-            res = self.runner.run(["unshare", "--net", "--", "sh", "-c",
+            res = self.runner.run(["unshare", "--net", "--", sys.executable, "-I", "-S", "-c",
                                    _script(names, host_ino, cands)])
             after = {n: self._host_value(n) for n in names}
         finally:

@@ -6,9 +6,11 @@ drop an item the others show (fasterdata-tuning.sh bug #3).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -254,16 +256,41 @@ def run_audit(
 ) -> Audit:
     host = host.read_only_view()
     chosen = check_groups(groups)
+    # the scope probe (a process of its own) runs beside the context and the reads: for a
+    # namespace it starts now with the profile's sysctls, which do not depend on the devices
+    early = None
+    if host.netns is not None:
+        keys = [k for k, spec in profile.items.items()
+                if k.startswith("sysctl/") and spec.group in chosen]
+        early = _scopes_thread(host, lambda: [tunable_for_key(k) for k in keys], None)
     ctx = build_context(host, profile, rtt_ms=rtt_ms, ifaces=ifaces, exact=exact,
                         speed_mbps=speed_mbps)
     pairs = expand(ctx, chosen)
-    if not ctx.env.initial_netns:
-        prepare_scopes(host, [t for t, _ in pairs])
+    probe = early
+    if not ctx.env.initial_netns:  # the rest (cached keys are not probed again)
+        probe = _scopes_thread(host, lambda: [t for t, _ in pairs], early)
     host.read_ahead([*(functools.partial(t.read, host) for t, _ in pairs),
                      *(functools.partial(facts.nic_driver, host, d) for d, _ in ctx.devices)])
+    if probe is not None:
+        probe.join()  # best effort: evaluate asks again, and fails there if it must
     findings = [evaluate(ctx, host, t, spec) for t, spec in pairs]
     nics = {d: facts.nic_driver(host, d) for d, _ in ctx.devices}
     return Audit(host_label(host), profile, ctx, findings, nics)
+
+
+def _scopes_thread(host: Host, tunables: Callable[[], list[Tunable]],
+                   after: threading.Thread | None) -> threading.Thread:
+    """A started thread that asks the kernel the scope of ``tunables()``, after ``after``
+    ends (the probe's cache then answers for the keys that one asked)."""
+    def run() -> None:
+        if after is not None:
+            after.join()
+        with contextlib.suppress(Exception):  # a failure shows again where evaluate asks
+            prepare_scopes(host, tunables())
+
+    thread = threading.Thread(target=run, name="dtnkit-scopes", daemon=True)
+    thread.start()
+    return thread
 
 
 def host_label(host: Host) -> str:

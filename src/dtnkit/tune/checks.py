@@ -12,9 +12,7 @@ from dtnkit.errors import BadInput
 from dtnkit.host import facts
 from dtnkit.host.facts import Interface, Unavailable
 from dtnkit.host.host import Host
-from dtnkit.host.parsers import ParseError
 from dtnkit.host.parsers.ethtool import parse_ethtool_driver
-from dtnkit.host.parsers.iproute import parse_ip_route_json
 from dtnkit.host.parsers.proc import parse_cpu_list, parse_proc_interrupts
 from dtnkit.tune.context import Context, NoWant, Want
 from dtnkit.tune.kinds.base import Scope, Tunable, Value
@@ -43,6 +41,9 @@ class IrqbalanceCheck(Check):
     name, title = "irqbalance", "irqbalance"
 
     def read(self, host: Host) -> Value | Unavailable:
+        running = host.process_running("irqbalance")
+        if running is not None:
+            return "running" if running else "stopped"
         res = host.query(["pgrep", "-x", "irqbalance"])
         if res.returncode == 127:
             return Unavailable("pgrep is not installed (procps)")
@@ -100,13 +101,9 @@ class Ipv6Check(Check):
         addrs = facts.addresses(host, "-6")
         if isinstance(addrs, Unavailable):
             return addrs
-        res = host.query(["ip", "-6", "-j", "route", "show", "default"])
-        if not res.ok:
-            return Unavailable(f"cannot read IPv6 routes: {res.message()}")
-        try:
-            routes = [r for r in parse_ip_route_json(res.stdout) if r.default]
-        except ParseError as exc:
-            return Unavailable(str(exc))
+        routes = facts.default_routes(host, "-6")
+        if isinstance(routes, Unavailable):
+            return routes
         mine = set(self.stack)
         global_on = sorted({a.ifname for a in addrs
                             if a.family == "inet6" and a.scope == "global" and a.ifname in mine})

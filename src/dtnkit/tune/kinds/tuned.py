@@ -26,6 +26,8 @@ class TunedTunable(CommandTunable):
         return cls() if rest == "profile" else None
 
     def read(self, host: Host) -> Value | Unavailable:
+        if not host.has_tool("tuned-adm"):  # no process start to learn it
+            return Unavailable("TuneD is not installed")
         res = host.query(["tuned-adm", "active"])
         if res.returncode == 127:
             return Unavailable("TuneD is not installed")
