@@ -27,6 +27,7 @@ from dtnkit.tune.kinds.qdisc import (
     QdiscTunable,
     burst_for,
     shown_burst,
+    tbf_buffer_and_limit,
     tbf_limit_for,
     tree_commands,
 )
@@ -177,6 +178,18 @@ def test_tc_shrinks_a_burst_written_back_as_shown_and_dtnkit_does_not() -> None:
     assert shown_burst(125_000_000, 15187, whole_us=True) == 15000
     assert shown_burst(125_000_000, burst_for(125_000_000, 15125, whole_us=True),
                        whole_us=True) == 15125
+
+
+def test_a_low_rate_tbf_gets_a_buffer_whose_latency_tc_shows_as_recorded() -> None:
+    rate, lat = 50_000, 95_921  # "tbf rate 50000bps burst 574065b latency 95921us"
+    buffer, limit = tbf_buffer_and_limit(rate, 574_064, lat)
+    assert shown_burst(rate, buffer) == 574_064
+    us = int(int(1e6 * (buffer / rate) * DEFAULT_TICK) / DEFAULT_TICK)
+    assert int(1e6 * limit / rate - us) == lat
+    # the middle of the burst's range alone cannot show that latency
+    middle = burst_for(rate, 574_064)
+    mus = int(int(1e6 * (middle / rate) * DEFAULT_TICK) / DEFAULT_TICK)
+    assert all(int(1e6 * lim / rate - mus) != lat for lim in range(570_000, 590_000))
 
 
 def test_a_latency_of_0_is_written_as_a_limit_tc_shows_as_lat_0() -> None:
@@ -330,6 +343,10 @@ def test_random_trees_are_restored_exactly(qdns: QdNs, tmp_path: Path) -> None:
     @example([["qdisc", "add", "dev", DEV, "root", "handle", "35d:", "mq"],
               ["qdisc", "add", "dev", DEV, "parent", "35d:3", "handle", "1f48:", "tbf", "rate",
                "1999209017bps", "burst", "280177b", "limit", "280240"]])
+    # and at a low rate the latency shown depends on the exact buffer, not only on the burst
+    @example([["qdisc", "add", "dev", DEV, "root", "handle", "35d:", "mq"],
+              ["qdisc", "add", "dev", DEV, "parent", "35d:3", "handle", "1f48:", "tbf", "rate",
+               "50000bps", "burst", "574065b", "latency", "95921us"]])
     def check(cmds: list[list[str]]) -> None:
         qdns.reset()
         asked: dict[str, int] = {}

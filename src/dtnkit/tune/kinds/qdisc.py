@@ -69,13 +69,14 @@ def _qdisc_args(kind: str, options: dict[str, Any], tick: float = DEFAULT_TICK) 
                               "tc -j does not report the peak rate",
                               "restore it by hand with tc")
         rate, burst = int(options["rate"]), int(options["burst"])
-        buffer = burst_for(rate, burst, tick)
-        args += ["rate", f"{rate}bps", "burst", f"{buffer}b"]
         if "limit" in options:
-            args += ["limit", f"{int(options['limit'])}b"]
+            buffer = burst_for(rate, burst, tick)
+            args += ["rate", f"{rate}bps", "burst", f"{buffer}b",
+                     "limit", f"{int(options['limit'])}b"]
         else:
-            lat = int(options.get("lat", 50000))
-            args += ["limit", f"{tbf_limit_for(rate, buffer, lat, tick)}b"]
+            buffer, limit = tbf_buffer_and_limit(rate, burst, int(options.get("lat", 50000)),
+                                                 tick)
+            args += ["rate", f"{rate}bps", "burst", f"{buffer}b", "limit", f"{limit}b"]
     elif kind in ("pfifo", "bfifo"):
         if "limit" in options:
             args += ["limit", str(options["limit"])]
@@ -159,10 +160,11 @@ def burst_for(rate: int, shown: int, tick: float = DEFAULT_TICK, whole_us: bool 
     return (low + high) // 2
 
 
-def tbf_limit_for(rate: int, burst: int, lat_us: int, tick: float = DEFAULT_TICK) -> int:
-    """A limit (bytes) for which tc shows ``lat_us`` as the latency of a tbf: tc computes
-    1e6 * limit / rate - int(ticks / TICK), shows it truncated to whole microseconds, and
-    only when it is not negative (q_tbf.c): a latency just under 0 is not "lat 0"."""
+def _exact_tbf_limit(rate: int, burst: int, lat_us: int, tick: float) -> int | None:
+    """A limit (bytes) for which tc shows ``lat_us`` as the latency of a tbf whose buffer is
+    ``burst`` bytes, or None: tc computes 1e6 * limit / rate - int(ticks / TICK), shows it
+    truncated to whole microseconds, and only when it is not negative (q_tbf.c): a latency
+    just under 0 is not "lat 0"."""
     us = int(int(1e6 * (burst / rate) * tick) / tick)
     low = max(int(rate * (lat_us + us) / 1e6) - 2, 1)
     high = int(rate * (lat_us + us + 1) / 1e6) + 3
@@ -170,7 +172,42 @@ def tbf_limit_for(rate: int, burst: int, lat_us: int, tick: float = DEFAULT_TICK
         latency = 1e6 * (limit / rate) - us
         if latency >= 0 and int(latency) == lat_us:
             return limit
-    return int(rate * lat_us / 1e6) + burst
+    return None
+
+
+def tbf_limit_for(rate: int, burst: int, lat_us: int, tick: float = DEFAULT_TICK) -> int:
+    """A limit (bytes) for which tc shows ``lat_us`` as the latency of a tbf (see
+    :func:`_exact_tbf_limit`), or the nearest tc would compute from a latency."""
+    exact = _exact_tbf_limit(rate, burst, lat_us, tick)
+    return exact if exact is not None else int(rate * lat_us / 1e6) + burst
+
+
+# how many buffers around the middle of the range tc shows as one burst are tried for a latency
+_TBF_TRIES = 256
+
+
+def tbf_buffer_and_limit(rate: int, shown: int, lat_us: int,
+                         tick: float = DEFAULT_TICK) -> tuple[int, int]:
+    """(buffer, limit) bytes that tc shows as burst ``shown`` and latency ``lat_us``.
+
+    The latency tc shows depends on the exact buffer, not only on the burst it shows: at low
+    rates one byte of limit is many microseconds (20 at 50000 bytes/s), so the middle of the
+    burst's range may have no limit that shows the latency while another buffer of the range
+    has (tbf rate 50000bps burst 574065b latency 95921us: buffer 574064 gives 95920 or 95940,
+    574065 gives 95921).  Buffers are tried from the middle outwards.
+    """
+    middle = burst_for(rate, shown, tick)
+    if rate <= 0 or shown <= 0:
+        return middle, tbf_limit_for(rate, middle, lat_us, tick) if rate > 0 else shown
+    low = _first(rate, shown, tick, False)
+    high = _first(rate, shown + 1, tick, False) - 1
+    tries = sorted(range(max(low, middle - _TBF_TRIES), min(high, middle + _TBF_TRIES) + 1),
+                   key=lambda b: (abs(b - middle), b))
+    for buffer in tries or [middle]:
+        limit = _exact_tbf_limit(rate, buffer, lat_us, tick)
+        if limit is not None:
+            return buffer, limit
+    return middle, tbf_limit_for(rate, middle, lat_us, tick)
 
 
 # ---- htb classes ----------------------------------------------------------------------------
