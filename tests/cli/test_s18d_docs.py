@@ -228,8 +228,8 @@ def _depth(text: str) -> int:
     return words.count("do") - words.count("done")
 
 
-def parse_blocks(path: Path) -> list[Block]:
-    rel = str(path.relative_to(ROOT))
+def parse_blocks(path: Path, root: Path = ROOT) -> list[Block]:
+    rel = str(path.relative_to(root))
     blocks: list[Block] = []
     lines = path.read_text().splitlines()
     i = 0
@@ -283,7 +283,7 @@ def commands(stmt: Stmt) -> list[str]:
         words = parts[0].split()
         out.append(parts[0])
         for alt in parts[1:]:
-            out.append(" ".join(words[:2] + [alt]))
+            out.append(" ".join([*words[:2], alt]))
     return out
 
 
@@ -309,7 +309,7 @@ def substitute(text: str, world: World, shrink: bool = True) -> str:
                 text = re.sub(pattern, repl, text)
             else:
                 value = repl(world)
-                text = re.sub(pattern, lambda _m, v=value: v, text)
+                text = re.sub(pattern, lambda _m: value, text)  # noqa: B023 - used at once
     return text
 
 
@@ -392,12 +392,7 @@ def test_the_parser_reads_the_docs_shapes(tmp_path: Path) -> None:
                    "for h in 1 2; do\n  dtnkit lab exec x $h -- true\ndone\n"
                    "dtnkit cp x \\\n    y\ndtnkit results list | show ID\n```\n"
                    "```toml\nx = 1\n```\n")
-    global ROOT  # noqa: PLW0603 - the parser names files relative to ROOT
-    saved, ROOT = ROOT, tmp_path
-    try:
-        (block,) = parse_blocks(doc)
-    finally:
-        ROOT = saved
+    (block,) = parse_blocks(doc, tmp_path)
     assert [(s.line, s.text) for s in block.stmts] == [
         (4, "dtnkit a --b 'c # d'"),
         (5, "for h in 1 2; do\ndtnkit lab exec x $h -- true\ndone"),
@@ -442,9 +437,7 @@ class World:
     serve_template: list[str] | None = None
     _netns: Netns | None = None
     _peer_netns: Netns | None = None
-    built_lab: bool = False
     dry: bool = False  # parsing only: names, no namespace or lab path created
-    log: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         for d in ("data", "scratch", "state", "lab", "srv"):
@@ -636,7 +629,6 @@ class BlockRun:
         builds_lab = re.search(r"dtnkit lab up (demo|nicfull)\b", texts)
         try:
             if uses_lab and not builds_lab:  # the tour's earlier block built it
-                self.w.built_lab = True
                 self.check(f"{self.block.where} (the lab path the block uses)",
                            [DTNKIT, "lab", "up", self.w.lab, "--rtt", "10ms", "--rate", "1gbit"],
                            {0})
@@ -646,7 +638,7 @@ class BlockRun:
                     self.out.skipped.append(f"{stmt.where}: {stmt.text}: {reason}")
                     continue
                 self.statement(stmt)
-        except Exception as exc:  # noqa: BLE001 - reported as the block's failure
+        except Exception as exc:  # reported as the block's failure
             self.out.failures.append(f"{self.block.where}: {type(exc).__name__}: {exc}")
         finally:
             self.w.stop()
@@ -655,7 +647,6 @@ class BlockRun:
 
     def statement(self, stmt: Stmt) -> None:
         text = self.w.urls(self.text(stmt))
-        env = self.w.env
         if not stmt.is_dtnkit or "\n" in text:
             self.out.ran.append(stmt.text)
             self.check(f"{stmt.where}: {stmt.text}", ["bash", "-c", text], {0})
@@ -688,7 +679,8 @@ class BlockRun:
             self.prepare_copy(str(params["src"]), str(params["dst"]),
                               bool(params.get("recursive")))
         if params.get("e2e"):
-            self.prepare_copy(*params["e2e"], tree=False)
+            e2e_src, e2e_dst = params["e2e"]
+            self.prepare_copy(str(e2e_src), str(e2e_dst), tree=False)
         if words[:1] in (("cp",), ("probe",), ("diagnose",), ("experiment",)) and \
                 not {"--token", "--src-token", "--dst-token"} & set(argv):
             env["DTNKIT_TOKEN"] = TOKENS["TOKEN"]  # as docs/cli.md says: the default token
@@ -767,7 +759,6 @@ class BlockRun:
             self.out.failures.append(f"{what}\n  ran: {shlex.join(argv)}\n  timed out after "
                                      f"{RUN_TIMEOUT:.0f} s")
             return
-        self.w.log.append(f"{shlex.join(argv)} -> {proc.returncode}")
         if proc.returncode not in codes:
             self.out.failures.append(
                 f"{what}\n  ran: {shlex.join(a.replace(str(BIN) + '/', '') for a in argv)}\n"
@@ -825,8 +816,12 @@ _lock = threading.Lock()
 
 
 @pytest.fixture(scope="module")
-def outcomes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Outcome]]:
-    """Every block run once, in parallel (each in its own world)."""
+def outcomes(tmp_path_factory: pytest.TempPathFactory,
+             request: pytest.FixtureRequest) -> Iterator[dict[str, Outcome]]:
+    """Every selected block run once, in parallel (each in its own world)."""
+    selected = {block.where for item in request.session.items
+                if isinstance(item, pytest.Function) and hasattr(item, "callspec")
+                and isinstance(block := item.callspec.params.get("block"), Block)}
     pki = make_pki(tmp_path_factory.mktemp("s18d-pki"))
     base = tmp_path_factory.mktemp("s18d-docs")
     results: dict[str, Outcome] = {}
@@ -839,7 +834,8 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Out
             print(f"{block.where}: {out.seconds:.1f} s", file=sys.__stderr__)
 
     with ThreadPoolExecutor(max_workers=6) as pool:
-        for f in [pool.submit(one, i, b) for i, b in enumerate(RUN_BLOCKS)]:
+        for f in [pool.submit(one, i, b) for i, b in enumerate(RUN_BLOCKS)
+                  if b.where in selected]:
             f.result()
     yield results
 
