@@ -370,6 +370,63 @@ def test_documented_command_parses(stmt: Stmt, line: str, tmp_path: Path) -> Non
                     pytrace=False)
 
 
+# Flags in the docs' inline code that are not dtnkit's: (file, flag) -> whose.  A flag of a
+# bench script must also be in bench/*.py.
+OTHER_FLAGS: dict[tuple[str, str], str] = {
+    ("docs/transfer.md", "--speed-limit"): "curl",
+    ("docs/transfer.md", "--speed-time"): "curl",
+    ("docs/transfer.md", "--capath"): "davix and XRootD clients",
+    ("docs/transfer.md", "--checksum-mode"): "gfal-copy",
+    **{("docs/benchmarks.md", f): "bench script" for f in (
+        "--before", "--after", "--matrix", "--inproc-rounds", "--inproc-calls", "--rounds",
+        "--paths", "--ends", "--sizes")},
+}
+# inline code that is another program's command line (its flags are that program's)
+OTHER_PROGRAMS = re.compile(r"^(sudo )?(\.venv/bin/python )?(bench/|unshare |git |"
+                            r"fasterdata-tuning\.sh |nfqdelay )")
+
+
+def dtnkit_flags() -> set[str]:
+    """Every long option of every dtnkit command (hidden ones too), and --help."""
+    from dtnkit.cli.main import cli
+
+    flags = {"--help"}
+    ctx = click.Context(cli)
+
+    def walk(cmd: click.Command) -> None:
+        for p in cmd.params:
+            flags.update(o for o in [*p.opts, *p.secondary_opts] if o.startswith("--"))
+        if isinstance(cmd, click.Group):
+            for name in cmd.list_commands(ctx):
+                sub = cmd.get_command(ctx, name)
+                assert sub is not None
+                walk(sub)
+
+    walk(cli)
+    return flags
+
+
+def test_every_flag_in_the_docs_inline_code_exists() -> None:
+    """`--flag` in a doc's inline code is an option of some dtnkit command, or is listed in
+    OTHER_FLAGS as another tool's (a bench script's must be in bench/)."""
+    known = dtnkit_flags()
+    bench = "".join(p.read_text() for p in (ROOT / "bench").glob("*.py"))
+    bad: list[str] = []
+    for doc in DOCS:
+        rel = str(doc.relative_to(ROOT))
+        for number, line in enumerate(doc.read_text().splitlines(), 1):
+            for span in re.findall(r"`([^`]+)`", line):
+                if OTHER_PROGRAMS.match(span):
+                    continue
+                for flag in re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", span):
+                    owner = OTHER_FLAGS.get((rel, flag))
+                    if flag in known or (owner and (owner != "bench script"
+                                                    or f'"{flag}"' in bench)):
+                        continue
+                    bad.append(f"{rel}:{number}: {flag} (in `{span}`)")
+    assert not bad, "flags no dtnkit command has:\n" + "\n".join(bad)
+
+
 def test_the_docs_have_blocks_and_the_skip_table_is_current() -> None:
     blocks = all_blocks()
     stmts = {(s.file, s.text) for b in blocks for s in b.stmts}
