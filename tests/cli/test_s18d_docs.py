@@ -152,7 +152,8 @@ SUBSTITUTIONS: list[Sub] = [
 ]
 # ... and these, to keep runs short (not for PARTIAL statements)
 SHRINK: list[Sub] = [
-    (r"--duration \d+\b", "--duration 1", "durations: 1 s"),
+    (r"--duration \d+(ms|s|m)?\b", "--duration 1", "durations: 1 s"),
+    (r"(\bprobe net\b.*\s)-t \d+(ms|s|m)?\b", r"\1-t 1", "durations (iperf3's -t): 1 s"),
     (r"--repeat \d+\b", "--repeat 1", "one repetition"),
     (r"(?<=--size )\d+[KMG]iB\b", "8MiB", "fio sizes: 8 MiB"),
     (r"(iperf3 -c \S+)( -t \d+)?", r"\1 -t 1", "iperf3 client: 1 s"),
@@ -161,7 +162,7 @@ SHRINK: list[Sub] = [
 ]
 # Options a statement gets when it lacks them, by command: (command words, option, value, why).
 ADDED: list[tuple[tuple[str, ...], str, str | Callable[[World], str], str]] = [
-    (("probe", "net"), "--duration", "1", "1 s runs"),
+    (("probe", "net"), "--duration", "1", "1 s runs (unless -t is given)"),
     (("diagnose",), "--duration", "1", "1 s runs"),
     (("experiment",), "--duration", "1", "1 s runs"),
     (("experiment",), "--repeat", "1", "one repetition"),
@@ -730,7 +731,8 @@ class BlockRun:
                 not params.get("netns") and not params.get("tree"):
             argv += ["--netns", self.w.netns().name]
         for cmd, opt, value, _why in ADDED:
-            if words[:len(cmd)] == cmd and opt not in argv:
+            if words[:len(cmd)] == cmd and opt not in argv and \
+                    not (opt == "--duration" and words == ("probe", "net") and "-t" in argv):
                 if cmd == ("diagnose",) and opt == "--size" and "--path" not in argv:
                     continue
                 val = value if isinstance(value, str) else value(self.w)
