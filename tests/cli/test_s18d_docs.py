@@ -9,10 +9,15 @@ Two checks, so a command that stops working or a documented flag that does not e
 - ``test_documented_block_runs``: every block is run as written, in order, as real ``dtnkit``
   processes, except the statements of ``SKIP`` (one table, a reason each).  What cannot be
   literal on a test machine is substituted, and every substitution is declared below
-  (``SUBSTITUTIONS``, ``WORLD``): the state dir, results store and lab state are temporary;
-  the host a ``tune`` command reads is a namespace of the test; lab path names get this
-  test's prefix; host:port of a URL is a temporary ``dtnkit serve``; durations and sizes are
-  tiny.  Each command must exit with a status the docs give for it (``EXPECTED``).
+  (``PLACEHOLDERS``, ``SUBSTITUTIONS``, ``SHRINK``, ``ADDED``; ``World`` holds what they
+  point to): the state dir, results store and lab state are temporary; the host a ``tune``
+  command reads is a namespace of the test; lab path names get this test's prefix; each
+  host:port of a URL is a temporary ``dtnkit serve``; durations and sizes are tiny, except
+  for ``PARTIAL`` commands, run as written until their work starts.  Each command must exit
+  with a status the docs give for it (``EXPECTED``); a failure names the doc's file:line, the
+  command as written and as run, the exit and stderr's last line.
+- ``test_every_flag_in_the_docs_inline_code_exists``: a ``--flag`` in inline code is an option
+  of some dtnkit command, or another tool's listed in ``OTHER_FLAGS``.
 
 The blocks run in parallel (each in its own lab path, namespace, servers and directories), so
 the whole check takes about as long as its slowest block.
@@ -51,9 +56,7 @@ DTNKIT = str(BIN / "dtnkit")
 PREFIX = "s18d"  # lab paths dkl-s18d*, namespaces s18d*
 TOKENS = {"TOKEN": "docs-token-1f3a", "TOKEN_A": "docs-token-a9e2", "TOKEN_B": "docs-token-b07c"}
 
-# --------------------------------------------------------------------------------------------
-# What is not run here, and why: (file, the statement as written without its comment) -> reason.
-# Each entry must still be in the docs (test_skip_table_is_current), and is still parsed.
+
 def _no_bonding() -> bool:
     """This kernel cannot make a bond (no bonding driver: e.g. a Firecracker VM's kernel)."""
     name = f"{PREFIX}{secrets.token_hex(4)}"
@@ -73,6 +76,10 @@ class Skip:
     when: Callable[[], bool] | None = None  # skipped only when this says so (else: always)
 
 
+# --------------------------------------------------------------------------------------------
+# What is not run here, and why: (file, the statement as written without its comment) -> reason.
+# Each entry must still be in the docs (test_the_docs_have_blocks_and_the_skip_table_is_current),
+# and is still parsed.
 SKIP: dict[tuple[str, str], str | Skip] = {
     ("README.md", "dtnkit tune audit --iface bond0"):
         Skip("needs the bonding driver for a bond0 in the test's namespace, and this kernel "
@@ -120,6 +127,7 @@ def partial(text: str) -> tuple[str, Callable[[World], bool]] | None:
         if text.startswith(" ".join(("dtnkit", *words)) + " "):
             return entry
     return None
+
 
 # Text substitutions, applied to every statement before it runs (and, for the placeholders,
 # before it is parsed): (pattern, replacement or a function of the block's world, why).
@@ -536,10 +544,9 @@ class World:
             ns_run = ["ip", "-n", ns.name]
             subprocess.run([*ns_run, "link", "add", "bond0", "type", "bond"], check=False,
                            capture_output=True)
-            subprocess.run([*ns_run, "link", "set", "dkv1", "down"], check=False)
-            subprocess.run([*ns_run, "link", "set", "dkv1", "master", "bond0"], check=False,
-                           capture_output=True)
-            subprocess.run([*ns_run, "link", "set", "bond0", "up"], check=False)
+            for step in (["dkv1", "down"], ["dkv1", "master", "bond0"], ["bond0", "up"]):
+                subprocess.run([*ns_run, "link", "set", *step], check=False,
+                               capture_output=True)
         return self._netns
 
     def snapshot_file(self, name: str) -> str:
