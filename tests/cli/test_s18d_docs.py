@@ -48,6 +48,8 @@ import pytest
 from tests.conftest import Netns
 from tests.support.xrootd import Pki, make_pki
 
+from dtnkit.errors import DtnkitError
+
 ROOT = Path(__file__).parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 LANGS = ("console", "sh", "bash", "shell")
@@ -381,9 +383,12 @@ def test_documented_command_parses(stmt: Stmt, line: str, tmp_path: Path) -> Non
     argv = shlex.split(text)
     try:
         resolve(argv[1:])
-    except click.ClickException as exc:
-        pytest.fail(f"{stmt.where}: {line!r} does not parse: {exc.format_message()}",
-                    pytrace=False)
+    except (click.ClickException, DtnkitError) as exc:
+        pytest.fail(f"{stmt.where}: {line!r} does not parse: {_message(exc)}", pytrace=False)
+
+
+def _message(exc: click.ClickException | DtnkitError) -> str:
+    return exc.format_message() if isinstance(exc, click.ClickException) else exc.render()
 
 
 # Flags in the docs' inline code that are not dtnkit's: (file, flag) -> whose.  A flag of a
@@ -484,7 +489,7 @@ def test_a_flag_that_does_not_exist_fails_the_parse() -> None:
     """The check itself: a made-up flag, a bad choice and a missing argument are refused."""
     for argv in (["tune", "audit", "--connect-timeout", "5"], ["cp", "a"],
                  ["tune", "audit", "--format", "yaml"], ["probe", "net", "--bogus"]):
-        with pytest.raises(click.ClickException):
+        with pytest.raises((click.ClickException, DtnkitError)):
             resolve(argv)
 
 
@@ -761,7 +766,11 @@ class BlockRun:
         background = argv[-1] == "&"
         argv = argv[:-1] if background else argv
         words = _cmd_words(argv)
-        _, ctx = resolve(argv[1:])
+        try:
+            _, ctx = resolve(argv[1:])
+        except (click.ClickException, DtnkitError) as exc:
+            self.out.failures.append(f"{stmt.where}: {line}\n  does not parse: {_message(exc)}")
+            return
         params = ctx.params
         if words[:1] == ("tune",) and words[1:2] and words[1] in TUNE_ON_HOST and \
                 not params.get("netns") and not params.get("tree"):
