@@ -101,7 +101,7 @@ SKIP: dict[tuple[str, str], str | Skip] = {
         Skip("needs the bonding driver for a bond0 in the test's namespace, and this kernel "
              "has none", _no_bonding),
     ("README.md", "dtnkit tune apply --persist"):
-        "writes the real host's /etc/sysctl.d and a udev rule (no namespace has its own /etc)",
+        "writes the real host's /etc/sysctl.d and a udev rule (refused in a namespace, exit 9)",
     ("README.md", "dtnkit probe e2e /data/f root://peer//data/f --command 'xrdcp -f {src} {dst}'"):
         Skip("needs XRootD (a temporary one stands for root://peer) and xrdcp", _no_xrootd),
     ("docs/measure.md",
