@@ -20,7 +20,8 @@ Two checks, so a command that stops working or a documented flag that does not e
   of some dtnkit command, or another tool's listed in ``OTHER_FLAGS``.
 
 The blocks run in parallel (each in its own lab path, namespace, servers and directories), so
-the whole check takes about as long as its slowest block.
+the whole check takes about as long as its slowest block; ``S18D_TIMES=1`` prints each block's
+seconds on stderr.
 """
 
 from __future__ import annotations
@@ -835,6 +836,20 @@ class BlockRun:
                                entry[1])
         else:
             self.check(f"{stmt.where}: {line}", [DTNKIT, *argv[1:]], expected(argv), env)
+        daemon = re.search(r"lab exec (\S+) (\S+) -- iperf3 -s -D", line)
+        if daemon:  # iperf3 -D returns before it listens: the next line would race it
+            self.wait_listening(f"dkl-{daemon.group(1)}-{daemon.group(2)}", 5201)
+
+    def wait_listening(self, netns: str, port: int) -> None:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            ss = subprocess.run(["ip", "netns", "exec", netns, "ss", "-Hltn",
+                                 f"sport = :{port}"], capture_output=True, text=True,
+                                check=False)
+            if ss.stdout.strip():
+                return
+            time.sleep(0.05)  # polls a condition (the daemon's socket)
+        self.out.failures.append(f"{self.block.where}: nothing listens on {port} in {netns}")
 
     def until_started(self, what: str, argv: list[str], codes: set[int],
                       started: Callable[[World], bool]) -> None:
