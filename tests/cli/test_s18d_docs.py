@@ -492,6 +492,25 @@ def test_every_flag_in_a_commands_table_is_that_commands() -> None:
     assert not bad, "options the section's commands do not have:\n" + "\n".join(bad)
 
 
+def test_the_bench_lines_of_the_blocks_name_real_scripts_and_flags() -> None:
+    """A benchmark line of a block is not run (SKIP), but its script exists and takes each of
+    its flags (argparse: the flag is in the script's source)."""
+    bad: list[str] = []
+    for block in all_blocks():
+        for stmt in block.stmts:
+            m = re.match(r"^(?:sudo )?\.venv/bin/python (bench/\S+\.py)(.*)$", stmt.text)
+            if not m:
+                continue
+            script = ROOT / m.group(1)
+            source = script.read_text() if script.is_file() else ""
+            if not source:
+                bad.append(f"{stmt.where}: no {m.group(1)}")
+            bad += [f"{stmt.where}: {m.group(1)} has no {flag}"
+                    for flag in re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", m.group(2))
+                    if f'"{flag}"' not in source]
+    assert not bad, "\n".join(bad)
+
+
 def test_the_docs_have_blocks_and_the_skip_table_is_current() -> None:
     blocks = all_blocks()
     stmts = {(s.file, s.text) for b in blocks for s in b.stmts}
