@@ -413,6 +413,8 @@ OTHER_FLAGS: dict[tuple[str, str], str] = {
     ("docs/transfer.md", "--speed-time"): "curl",
     ("docs/transfer.md", "--capath"): "davix and XRootD clients",
     ("docs/transfer.md", "--checksum-mode"): "gfal-copy",
+    ("docs/architecture.md", "--status-interval"): "fio",
+    ("docs/measure.md", "--status-interval"): "fio",
     **{("docs/benchmarks.md", f): "bench script" for f in (
         "--before", "--after", "--matrix", "--inproc-rounds", "--inproc-calls", "--rounds",
         "--paths", "--ends", "--sizes")},
