@@ -15,7 +15,6 @@ import contextlib
 import ctypes
 import errno
 import os
-import secrets
 import stat
 import threading
 from collections.abc import Callable, Mapping
@@ -69,7 +68,8 @@ class ChecksumCache:
 
 def part_for(path: Path, tag: str | None = None) -> Path:
     """The hidden part file of *path* (a random tag unless one is given)."""
-    return path.with_name(paths.part_name(path.name, tag or secrets.token_hex(8)))
+    # os.urandom(8).hex() is secrets.token_hex(8), without loading hmac and libcrypto
+    return path.with_name(paths.part_name(path.name, tag or os.urandom(8).hex()))
 
 
 def rel(root: Path, path: Path) -> tuple[str, ...]:
