@@ -29,6 +29,7 @@ NOT_FOR_A_DOWNLOAD = (
     "concurrent.futures", "logging",  # --parallel N only (copy.py)
     "hashlib", "_hashlib", "hmac", "secrets",  # md5/sha* checksums, journals, server tags
     "xml.sax", "xml.parsers.expat", "urllib.request", "tempfile",  # PROPFIND only
+    "dtnkit.transfer.wire.multistatus",  # by session.py's PROPFIND
     "dtnkit.transfer.client.upload", "dtnkit.transfer.client.upload_session",
     "dtnkit.transfer.client.relay", "dtnkit.transfer.client.tree",  # by copy.py when needed
     "dtnkit.transfer.client.tpc", "dtnkit.transfer.server",
@@ -37,7 +38,8 @@ NOT_FOR_A_DOWNLOAD = (
 )
 #: with --streams N nothing reads the host's buffer limits or routes (`ip -j route get`);
 #: json: also --format json and the journals of a resumed or failed copy
-NOT_WITH_FIXED_STREAMS = ("dtnkit.host", "subprocess", "json")
+NOT_WITH_FIXED_STREAMS = ("dtnkit.transfer.client.autostreams", "dtnkit.host", "subprocess",
+                          "json")
 #: `dtnkit cp --help` parses options and prints; it moves nothing
 NOT_FOR_HELP = (*NOT_FOR_A_DOWNLOAD, *NOT_WITH_FIXED_STREAMS, "http.client", "ssl", "email",
                 "socket", "dtnkit.transfer.client.copy", "dtnkit.transfer.client.session",
@@ -104,6 +106,19 @@ def test_a_download_loads_only_what_it_uses(served: tuple[ServerHandle, bytes], 
     assert "http.client" in loaded  # it did download
     banned = NOT_FOR_A_DOWNLOAD + (NOT_WITH_FIXED_STREAMS if streams == "1" else ())
     assert offending(loaded, banned) == []
+
+
+def test_an_overwriting_download_loads_no_ctypes(served: tuple[ServerHandle, bytes],
+                                               tmp_path: Path) -> None:
+    """ctypes is for renameat2 (a commit that must not replace) and openat2 (the server)."""
+    handle, data = served
+    dst = tmp_path / "copy"
+    dst.write_bytes(b"old")
+    loaded = loaded_by(tmp_path, "cp", "-f", "--streams", "1", handle.url + "f", str(dst))
+    assert dst.read_bytes() == data
+    assert offending(loaded, (*NOT_FOR_A_DOWNLOAD, *NOT_WITH_FIXED_STREAMS, "ctypes")) == []
+    dst.unlink()
+    assert "ctypes" in loaded_by(tmp_path, "cp", "--streams", "1", handle.url + "f", str(dst))
 
 
 def test_a_tls_download_loads_only_what_it_uses(pki: Pki, tmp_path: Path) -> None:

@@ -7,13 +7,16 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from dtnkit.errors import BadInput
 from dtnkit.transfer import checksum as cks
 from dtnkit.transfer import pipeline as pl
-from dtnkit.transfer.client.autostreams import AutoStreams
 from dtnkit.transfer.client.verify import Level, Verify, VerifyPlan
 from dtnkit.transfer.wire import digests as dg
+
+if TYPE_CHECKING:  # cli/cp.py loads it for --streams auto only
+    from dtnkit.transfer.client.autostreams import AutoStreams
 
 #: The default minimum rate: 1 KiB/s over 30 s (a connection slower than that for half a
 #: minute is dead or hostile; curl has the rule but no default).
