@@ -26,6 +26,8 @@ DEFAULT_LOW_SPEED_TIME = 30.0
 
 @dataclass
 class Options:
+    """What a copy is asked to do (the flags of `dtnkit cp`)."""
+
     streams: int = 1
     block_size: int = pl.DEFAULT_BLOCK
     checksum: str = "adler32"
@@ -108,6 +110,8 @@ class Options:
 
 @dataclass
 class FileResult:
+    """What the copy of one file did."""
+
     source: str
     destination: str
     size: int
@@ -130,6 +134,8 @@ class FileResult:
 
 @dataclass
 class Summary:
+    """What a whole copy did: its files and its time."""
+
     files: list[FileResult] = field(default_factory=list)
     seconds: float = 0.0
 
