@@ -8,7 +8,6 @@ or rich tables on a console built only then (rich is slow to import, and JSON ne
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -57,6 +56,8 @@ def emit(env: Environment, document: Any, fmt: str, table: Table | None = None, 
     """Print ``document`` as JSON when ``fmt`` is json (or there is no ``table``: JSON is the
     command's only form); else let ``table`` write for people."""
     if fmt == "json" or table is None:
+        import json  # not at import: most runs print for people (~2 ms of start-up)
+
         click.echo(json.dumps(document, indent=indent), file=env.stdout)
     else:
         table(Printer(env))

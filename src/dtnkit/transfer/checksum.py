@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import array
 import functools
-import hashlib
 import sys
 import zlib
 from collections.abc import Callable, Iterable, Sequence
@@ -229,13 +228,19 @@ def _squares(first: int, count: int) -> tuple[int, ...]:
     return tuple(out)
 
 
-# x**(2**k) mod P for k = 0..63 (x**1 is bit 30): enough for blocks up to 2**60 bytes.
-_X_POW_2K = _squares(1 << 30, 64)
+_POW_2K_COUNT = 64
+
+
+@functools.cache
+def _x_pow_2k() -> tuple[int, ...]:
+    """x**(2**k) mod P for k = 0..63 (x**1 is bit 30): enough for blocks up to 2**60 bytes;
+    computed at the first crc32c combine, not at import."""
+    return _squares(1 << 30, _POW_2K_COUNT)
 
 
 @functools.cache
 def _x_pow_2k_tables(k: int) -> _Tables:
-    return _nibble_tables(_X_POW_2K[k])
+    return _nibble_tables(_x_pow_2k()[k])
 
 
 @functools.lru_cache(maxsize=256)
@@ -243,7 +248,7 @@ def _x_pow_8n(n: int) -> int:
     """x**(8n) mod P: the operator that moves a CRC over n zero bytes. O(log n) products."""
     exponent = 8 * n
     result = 1 << 31  # x**0
-    if exponent.bit_length() > len(_X_POW_2K):  # absurdly long: plain products
+    if exponent.bit_length() > _POW_2K_COUNT:  # absurdly long: plain products
         for k, power in enumerate(_squares(1 << 30, exponent.bit_length())):
             if exponent >> k & 1:
                 result = _gf2_mul(power, result)
@@ -363,9 +368,26 @@ class Algorithm:
         return frozenset({self.name, self.rfc3230.lower(), self.rfc9530.lower(), *self.aliases})
 
 
+# hashlib loads OpenSSL's libcrypto (~4 ms): imported by the first md5/sha*, not at start-up
+
+
 def _md5() -> Checksum:
+    import hashlib
+
     # usedforsecurity=False: an integrity check, allowed on FIPS-mode hosts too
     return hashlib.md5(usedforsecurity=False)
+
+
+def _sha256() -> Checksum:
+    import hashlib
+
+    return hashlib.sha256()
+
+
+def _sha512() -> Checksum:
+    import hashlib
+
+    return hashlib.sha512()
 
 
 REGISTRY: dict[str, Algorithm] = {a.name: a for a in (
@@ -375,8 +397,8 @@ REGISTRY: dict[str, Algorithm] = {a.name: a for a in (
     Algorithm("crc32c", 4, "crc32c", "crc32c", True, lambda: Crc32c(),
               combine=crc32c_combine, block=lambda data: _crc32c_update(data, 0), empty=0),
     Algorithm("md5", 16, "md5", "md5", False, _md5),
-    Algorithm("sha256", 32, "sha-256", "sha-256", False, hashlib.sha256),
-    Algorithm("sha512", 64, "sha-512", "sha-512", False, hashlib.sha512),
+    Algorithm("sha256", 32, "sha-256", "sha-256", False, _sha256),
+    Algorithm("sha512", 64, "sha-512", "sha-512", False, _sha512),
 )}
 
 ALGORITHMS: tuple[str, ...] = tuple(REGISTRY)

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import ctypes
 import errno
 import os
-import secrets
 import stat
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from dtnkit.transfer import fsroot, paths
 
@@ -69,7 +68,8 @@ class ChecksumCache:
 
 def part_for(path: Path, tag: str | None = None) -> Path:
     """The hidden part file of *path* (a random tag unless one is given)."""
-    return path.with_name(paths.part_name(path.name, tag or secrets.token_hex(8)))
+    # os.urandom(8).hex() is secrets.token_hex(8), without loading hmac and libcrypto
+    return path.with_name(paths.part_name(path.name, tag or os.urandom(8).hex()))
 
 
 def rel(root: Path, path: Path) -> tuple[str, ...]:
@@ -209,8 +209,10 @@ def fsync_dir(directory: Path) -> None:
 
 _RENAME_NOREPLACE = 1  # linux/fs.h
 _AT_FDCWD = -100
-_libc = ctypes.CDLL(None, use_errno=True)
-_renameat2 = getattr(_libc, "renameat2", None)
+_UNSET = object()
+#: the C library's renameat2 (None: it has none), looked up by the first rename_noreplace:
+#: ctypes costs ~2 ms of start-up, which `cp -f` and uploads never need
+_renameat2: Any = _UNSET
 
 
 def rename_noreplace(src: Path | str, dst: Path | str, *, src_dir_fd: int | None = None,
@@ -220,6 +222,11 @@ def rename_noreplace(src: Path | str, dst: Path | str, *, src_dir_fd: int | None
 
     ``renameat2(RENAME_NOREPLACE)``; where the filesystem or the C library lacks it, a hard
     link (which fails with EEXIST just as atomically) and the unlink of *src*."""
+    global _renameat2
+    import ctypes
+
+    if _renameat2 is _UNSET:
+        _renameat2 = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
     if _renameat2 is not None:
         rc = _renameat2(_AT_FDCWD if src_dir_fd is None else src_dir_fd, os.fsencode(src),
                         _AT_FDCWD if dst_dir_fd is None else dst_dir_fd, os.fsencode(dst),

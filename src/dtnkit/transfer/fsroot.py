@@ -21,12 +21,12 @@ Errors are the :class:`OSError` of the failing call; the caller says what it mea
 
 from __future__ import annotations
 
-import ctypes
 import errno
+import functools
 import os
 import stat
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -47,6 +47,8 @@ _pin_lock = threading.Lock()
 def pin(path: str | Path) -> None:
     """Open the directory *path* now and use that descriptor for every later :class:`Root`
     of it, until as many :func:`unpin` calls."""
+    _openat2_parts()  # a server loads ctypes at its start, not at a request that finds no
+    #                   descriptor left to read the module with (EMFILE)
     key = os.fspath(path)
     with _pin_lock:
         held = _pinned.get(key)
@@ -73,24 +75,33 @@ FALLBACK = False
 _probed: bool | None = None
 
 
-class _OpenHow(ctypes.Structure):
-    _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64),
-                ("resolve", ctypes.c_uint64)]
+@functools.cache
+def _openat2_parts() -> tuple[Callable[..., int], type]:
+    """libc's ``syscall`` and ``struct open_how``, made at the first ``openat2``: ctypes
+    costs ~2 ms of start-up, which a `dtnkit cp` that never opens a file under a served
+    root (-f, uploads) should not pay."""
+    import ctypes
 
+    class OpenHow(ctypes.Structure):
+        _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64),
+                    ("resolve", ctypes.c_uint64)]
 
-_libc = ctypes.CDLL(None, use_errno=True)
-_syscall = _libc.syscall
-_syscall.restype = ctypes.c_long
+    syscall = ctypes.CDLL(None, use_errno=True).syscall
+    syscall.restype = ctypes.c_long
+    return syscall, OpenHow
 
 
 RETRIES = 64  # EAGAIN: a rename raced the lookup; retried this often, then refused
 
 
 def _raw_openat2(dirfd: int, rel: bytes, flags: int, mode: int) -> int:
-    how = _OpenHow(flags, mode, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)
+    import ctypes  # loaded by _openat2_parts
+
+    syscall, open_how = _openat2_parts()
+    how = open_how(flags, mode, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)
     tries = 0
     while True:
-        fd = _syscall(ctypes.c_long(SYS_OPENAT2), ctypes.c_int(dirfd), ctypes.c_char_p(rel),
+        fd = syscall(ctypes.c_long(SYS_OPENAT2), ctypes.c_int(dirfd), ctypes.c_char_p(rel),
                       ctypes.byref(how), ctypes.c_size_t(ctypes.sizeof(how)))
         if fd >= 0:
             return int(fd)

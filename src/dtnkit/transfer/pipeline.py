@@ -43,6 +43,8 @@ Buffer = bytes | bytearray | memoryview
 
 @dataclass(frozen=True)
 class Block:
+    """One range of a file: its number, first byte and length."""
+
     index: int
     offset: int
     length: int

@@ -19,13 +19,14 @@ The result is capped (:data:`CAP`) and never below one; every input is kept in t
 
 from __future__ import annotations
 
-import json
 import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from dtnkit.host.host import Host
+if TYPE_CHECKING:  # imported by for_this_host: `cp --streams N` never loads dtnkit.host
+    from dtnkit.host.host import Host
 
 #: Most streams ``auto`` chooses: beyond this, more streams mostly add loss and memory.
 CAP = 16
@@ -218,6 +219,8 @@ def host_limits(host: Host) -> Limits | None:
 def link_rate(host: Host, address: str) -> tuple[float, str] | None:
     """The link speed of the interface *address* is reached through, in bit/s, and where it
     came from; None when the kernel does not know it (loopback, some virtual devices)."""
+    import json
+
     res = host.query(["ip", "-j", "route", "get", address])
     if not res.ok:
         return None
@@ -238,6 +241,8 @@ def link_rate(host: Host, address: str) -> tuple[float, str] | None:
 
 def for_this_host(rate_bps: int | None, cap: int = CAP) -> AutoStreams:
     """``--streams auto`` reading this process's host (and network namespace)."""
+    from dtnkit.host.host import Host
+
     host = Host.live()
     return AutoStreams(rate_bps, lambda: host_limits(host),
                        lambda address: link_rate(host, address), cap)

@@ -6,22 +6,23 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from dtnkit.errors import BadInput, DtnkitError
 from dtnkit.transfer.client.download import download, download_to_device, is_device
 from dtnkit.transfer.client.options import FileResult, Options, Summary
-from dtnkit.transfer.client.relay import relay, relay_walk
 from dtnkit.transfer.client.session import Session, Url, is_url, mkcol
-from dtnkit.transfer.client.tree import walk
-from dtnkit.transfer.client.upload import upload
+
+# Start-up (`dtnkit cp` of one file): uploads, relays, trees and --parallel load their
+# modules when a copy needs them (concurrent.futures brings logging: ~10 ms).
 
 
 def remote_walk(session: Session, url: Url, dst: Path) -> Iterator[tuple[Url, Path]]:
     """(remote file, local file) pairs of a tree, every name checked
     (:func:`~dtnkit.transfer.client.tree.walk`); makes the local directories, never through
     a symbolic link."""
+    from dtnkit.transfer.client.tree import walk
+
     dst.mkdir(parents=True, exist_ok=True)
     for member in walk(session, url):
         target = dst.joinpath(*member.names)
@@ -48,6 +49,8 @@ def local_walk(session: Session, src: Path, url: Url) -> Iterator[tuple[Path, Ur
 def relay_jobs(src: str, dst: str, options: Options) -> list[Callable[[], FileResult]]:
     """Remote to remote through this client (not third-party copy): GET ranges from the
     source, PUT them to the destination; separate tokens with ``src_token``/``dst_token``."""
+    from dtnkit.transfer.client.relay import relay, relay_walk
+
     src_url, dst_url = Url.parse(src), Url.parse(dst)
     src_session, dst_session = Session(src_url, options), Session(dst_url, options)
     src_session.token = options.src_token or options.token
@@ -97,6 +100,8 @@ def copy(src: str, dst: str, options: Options) -> Summary:
                                "create it first")
             jobs.append(functools.partial(download, session, url, target, options))
     else:
+        from dtnkit.transfer.client.upload import upload
+
         url = Url.parse(dst)
         session = Session(url, options)
         local = Path(src)
@@ -116,6 +121,8 @@ def copy(src: str, dst: str, options: Options) -> Summary:
         for job in jobs:
             summary.files.append(job())
     else:
+        from concurrent.futures import ThreadPoolExecutor
+
         with ThreadPoolExecutor(options.parallel, thread_name_prefix="dtnkit-file") as pool:
             futures = [pool.submit(job) for job in jobs]
             for fut in futures:

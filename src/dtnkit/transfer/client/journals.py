@@ -11,8 +11,6 @@ path, size and mtime, the destination URL, the checksum and the block size.
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 import os
 from pathlib import Path
 
@@ -21,6 +19,9 @@ from dtnkit.transfer import pipeline as pl
 from dtnkit.transfer.client.options import Options
 from dtnkit.transfer.client.session import RemoteInfo, Url
 from dtnkit.transfer.client.streams import read_back
+
+# hashlib and json are imported where a journal is read or written, not at import: a copy
+# that neither resumes nor fails uses neither (start-up of `dtnkit cp`).
 
 PART_SUFFIX = ".dtnkit-part"
 
@@ -58,6 +59,8 @@ def journal_source(url: Url) -> str:
     path, _sep, query = url.path.partition("?")
     text = str(url.with_path(path))
     if query:
+        import hashlib
+
         text += "?sha256=" + hashlib.sha256(query.encode()).hexdigest()
     return text
 
@@ -125,6 +128,8 @@ def load_journal(dst: Path, url: Url, info: RemoteInfo, options: Options,
             return {}, None, "started over: the resume journal is not a regular file"
         if journal.stat().st_size > _MAX_JOURNAL:
             return {}, None, "started over: the resume journal is too large"
+        import json
+
         try:
             doc = json.loads(journal.read_bytes())
         except (OSError, ValueError) as exc:
@@ -157,6 +162,8 @@ def save_journal(dst: Path, url: Url, info: RemoteInfo, options: Options, fd: in
     file, fsync, rename).  False when there is nothing worth keeping or it cannot be written."""
     if not done or (info.etag is None and info.last_modified is None):
         return False
+    import json
+
     name: str | None = None
     values: dict[str, int] = {}
     if isinstance(verifier, pl.BlockCombiner):
@@ -231,6 +238,8 @@ class UploadJournal:
 
     def __init__(self, src: Path, st: os.stat_result, url: Url, options: Options,
                  directory: Path) -> None:
+        import hashlib
+
         key = "\0".join([str(src.resolve()), str(st.st_size), str(st.st_mtime_ns), str(url),
                          options.checksum, str(options.block_size)])
         self.path = directory / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.json"
@@ -239,6 +248,8 @@ class UploadJournal:
                        "block_size": options.block_size}
 
     def load(self) -> str | None:
+        import json
+
         try:
             data = json.loads(self.path.read_text())
         except (OSError, ValueError):
@@ -248,6 +259,8 @@ class UploadJournal:
         return ident if same and isinstance(ident, str) else None
 
     def save(self, ident: str) -> None:
+        import json
+
         with contextlib.suppress(OSError):  # no journal: the upload works, it cannot resume
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             tmp = self.path.with_suffix(".tmp")

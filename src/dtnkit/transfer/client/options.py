@@ -7,13 +7,16 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from dtnkit.errors import BadInput
 from dtnkit.transfer import checksum as cks
 from dtnkit.transfer import pipeline as pl
-from dtnkit.transfer.client.autostreams import AutoStreams
 from dtnkit.transfer.client.verify import Level, Verify, VerifyPlan
 from dtnkit.transfer.wire import digests as dg
+
+if TYPE_CHECKING:  # cli/cp.py loads it for --streams auto only
+    from dtnkit.transfer.client.autostreams import AutoStreams
 
 #: The default minimum rate: 1 KiB/s over 30 s (a connection slower than that for half a
 #: minute is dead or hostile; curl has the rule but no default).
@@ -23,6 +26,8 @@ DEFAULT_LOW_SPEED_TIME = 30.0
 
 @dataclass
 class Options:
+    """What a copy is asked to do (the flags of `dtnkit cp`)."""
+
     streams: int = 1
     block_size: int = pl.DEFAULT_BLOCK
     checksum: str = "adler32"
@@ -105,6 +110,8 @@ class Options:
 
 @dataclass
 class FileResult:
+    """What the copy of one file did."""
+
     source: str
     destination: str
     size: int
@@ -127,6 +134,8 @@ class FileResult:
 
 @dataclass
 class Summary:
+    """What a whole copy did: its files and its time."""
+
     files: list[FileResult] = field(default_factory=list)
     seconds: float = 0.0
 

@@ -12,6 +12,7 @@ import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import quote, unquote, urljoin, urlsplit
 
 from dtnkit.errors import BadInput, DtnkitError
@@ -32,7 +33,9 @@ from dtnkit.transfer.client.errors import (
 from dtnkit.transfer.client.options import Options
 from dtnkit.transfer.client.pace import DeadlinePassed, PacedHTTPConnection, PacedHTTPSConnection
 from dtnkit.transfer.wire import digests as dg
-from dtnkit.transfer.wire import multistatus
+
+if TYPE_CHECKING:  # the listing's parser loads with the first PROPFIND (cp -r)
+    from dtnkit.transfer.wire.multistatus import Member
 
 #: Schemes read as another: WebDAV's names, as gfal2 and davix users write them.
 ALIASES = {"dav": "http", "davs": "https"}
@@ -329,10 +332,12 @@ class Session:
                           and headers.get("Accept-Ranges") is None,
                           last_modified=headers.get("Last-Modified"))
 
-    def propfind_members(self, url: Url) -> list[multistatus.Member]:
+    def propfind_members(self, url: Url) -> list[Member]:
         """The members of a collection (``Depth: 1``) as the server lists them, unchecked:
         :mod:`~dtnkit.transfer.client.tree` checks each name before using it.  A body
         larger than :data:`MAX_LISTING` or that does not parse is refused."""
+        from dtnkit.transfer.wire import multistatus  # recursive copies only
+
         what = f"PROPFIND {url}"
         status, _headers, body = self.with_retries(
             what, lambda: self.request("PROPFIND", url, {"Depth": "1"}, limit=MAX_LISTING))

@@ -12,12 +12,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
 from urllib.parse import urlsplit
-from xml.parsers import expat
-from xml.sax.saxutils import escape as xml_escape
 
 from dtnkit.transfer.wire import ranges
 
 _DAV = "DAV: "  # expat's namespace-qualified names: "DAV: href"
+
+
+def xml_escape(text: str) -> str:
+    """``&``, ``<`` and ``>`` as entities (what ``xml.sax.saxutils.escape`` does, without
+    loading xml.sax and, through it, urllib.request: ~5 ms of every `dtnkit cp`)."""
+    return text.replace("&", "&amp;").replace(">", "&gt;").replace("<", "&lt;")
 
 
 @dataclass(frozen=True)
@@ -134,6 +138,8 @@ def parse(body: bytes | str, own: str) -> list[Member]:
             texts.append(data)
             if sum(map(len, texts)) > MAX_TEXT:
                 raise ListingError(f"a text longer than {MAX_TEXT} characters")
+
+    from xml.parsers import expat  # only a PROPFIND reads XML
 
     parser = expat.ParserCreate(namespace_separator=" ")
     parser.SetParamEntityParsing(expat.XML_PARAM_ENTITY_PARSING_NEVER)
