@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from tests.support.served import serve_subprocess
 
 from dtnkit.errors import ExitStatus
 
@@ -148,22 +149,9 @@ TOKEN = "s18p-token"
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    root = tmp_path / "served"
-    root.mkdir()
-    tokens = tmp_path / "tokens"
-    tokens.write_text(f"{TOKEN} read,write\n")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "dtnkit", "serve", "--root", str(root), "--host", "127.0.0.1",
-         "--port", "0", "--tokens", str(tokens), "--anonymous-read", "--quiet"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        assert proc.stdout is not None
-        m = re.search(r"listening on (http://127\.0\.0\.1:[0-9]+/)", proc.stdout.readline())
-        assert m
-        yield m.group(1), root
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=10)
+    """``dtnkit serve`` on 127.0.0.1 as a subprocess: its URL and root."""
+    with serve_subprocess(tmp_path, TOKEN) as served:
+        yield served
 
 
 def test_probe_e2e_moves_with_dtnkit_cp_by_default_and_shows_it(

@@ -9,16 +9,13 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
-import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.support.served import serve_subprocess
 
 from dtnkit.cli.main import main
 from dtnkit.errors import DtnkitError, ExitStatus
@@ -131,29 +128,9 @@ TOKEN = "dkm-probe-token"
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    """``dtnkit serve`` on 127.0.0.1 (a free port) as a subprocess: its URL and root."""
-    root = tmp_path / "served"
-    root.mkdir()
-    tokens = tmp_path / "tokens"
-    tokens.write_text(f"{TOKEN} read,write\n")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "dtnkit", "serve", "--root", str(root), "--host", "127.0.0.1",
-         "--port", "0", "--tokens", str(tokens), "--anonymous-read", "--quiet"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        m = re.search(r"listening on (http://127\.0\.0\.1:[0-9]+/)", line)
-        assert m, line + (proc.stderr.read() if proc.stderr and proc.poll() is not None else "")
-        yield m.group(1), root
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+    """``dtnkit serve`` on 127.0.0.1 as a subprocess: its URL and root."""
+    with serve_subprocess(tmp_path, TOKEN) as served:
+        yield served
 
 
 def probe_e2e(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, Any]:

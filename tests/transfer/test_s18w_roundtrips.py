@@ -18,11 +18,11 @@ import re
 import secrets
 import shutil
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from tests.conftest import taken
+from tests.transfer import test_wan_receive
 from tests.transfer.test_wan_receive import CountingRelay, payload
 
 from dtnkit.cli.main import main
@@ -34,6 +34,9 @@ from dtnkit.transfer.client.options import Options
 from dtnkit.transfer.client.receive import spans
 from dtnkit.transfer.server import ServerHandle, start_server
 
+# the same server and counting relay as the receive-path tests
+served = test_wan_receive.served
+
 BLOCK = 64 * 1024
 SIZE = 12 * BLOCK - 1000
 RW = "s18w-rw"
@@ -44,19 +47,6 @@ def opts(**kw: object) -> Options:
                                "retries": 2, "stall_timeout": 10.0}
     base.update(kw)
     return Options(**base)  # type: ignore[arg-type]
-
-
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[tuple[ServerHandle, Path, CountingRelay]]:
-    root = tmp_path / "srv"
-    root.mkdir()
-    handle = start_server(root, host="127.0.0.1", port=0, anonymous_read=True, quiet=True)
-    relay = CountingRelay(handle.port)
-    try:
-        yield handle, root, relay
-    finally:
-        relay.close()
-        handle.stop()
 
 
 def ask(port: int, method: str, path: str, headers: dict[str, str]

@@ -30,7 +30,6 @@ import re
 import time
 from dataclasses import dataclass
 
-from dtnkit.transfer.client.answers import check_file_size, content_length
 from dtnkit.transfer.client.errors import BadAnswer, Retryable, TransferError, reason
 from dtnkit.transfer.client.options import Options
 from dtnkit.transfer.client.session import (
@@ -42,10 +41,10 @@ from dtnkit.transfer.client.session import (
     check_status,
     fatal_transport,
     follow_redirect,
+    info_of,
     want_name,
 )
 from dtnkit.transfer.client.streams import settle_streams
-from dtnkit.transfer.wire import digests as dg
 
 
 @dataclass
@@ -64,25 +63,6 @@ class Opened:
         """Drop the connection (an unread body with it); safe to call twice."""
         with contextlib.suppress(OSError):
             self.conn.close()
-
-
-def info_of(headers: http.client.HTTPMessage, what: str, url: Url,
-            options: Options) -> RemoteInfo:
-    """Size, ETag, digests and kind of a file from a ``200`` to a HEAD or a whole GET."""
-    digests: dict[str, bytes] = {}
-    if headers.get("Digest"):
-        try:
-            digests = dg.parse_digest(headers["Digest"])
-        except ValueError as exc:
-            raise TransferError(f"Digest from {url}", f"cannot be parsed ({exc})",
-                                "check the server") from None
-    size = content_length(headers.get("Content-Length"), what)
-    check_file_size(size, options.block_size, what)
-    ctype = headers.get("Content-Type", "")
-    return RemoteInfo(size, headers.get("ETag"), digests,
-                      is_dir=ctype.startswith("text/plain")
-                      and headers.get("Accept-Ranges") is None,
-                      last_modified=headers.get("Last-Modified"))
 
 
 def whole(headers: http.client.HTTPMessage) -> bool:

@@ -179,6 +179,25 @@ class RemoteInfo:
     last_modified: str | None = None
 
 
+def info_of(headers: http.client.HTTPMessage, what: str, url: Url,
+            options: Options) -> RemoteInfo:
+    """Size, ETag, digests and kind of a file from a ``200`` to a HEAD or a whole GET."""
+    digests: dict[str, bytes] = {}
+    if headers.get("Digest"):
+        try:
+            digests = dg.parse_digest(headers["Digest"])
+        except ValueError as exc:
+            raise TransferError(f"Digest from {url}", f"cannot be parsed ({exc})",
+                                "check the server") from None
+    size = content_length(headers.get("Content-Length"), what)
+    check_file_size(size, options.block_size, what)
+    ctype = headers.get("Content-Type", "")
+    return RemoteInfo(size, headers.get("ETag"), digests,
+                      is_dir=ctype.startswith("text/plain")
+                      and headers.get("Accept-Ranges") is None,
+                      last_modified=headers.get("Last-Modified"))
+
+
 class Session:
     """Connection factory and request helpers for one server."""
 
@@ -317,20 +336,7 @@ class Session:
         if redirects and status in REDIRECTS:
             raise Redirected(headers.get("Location"))
         check_status(status, f"HEAD {url}", body)
-        digests: dict[str, bytes] = {}
-        if headers.get("Digest"):
-            try:
-                digests = dg.parse_digest(headers["Digest"])
-            except ValueError as exc:
-                raise TransferError(f"Digest from {url}", f"cannot be parsed ({exc})",
-                                    "check the server") from None
-        ctype = headers.get("Content-Type", "")
-        size = content_length(headers.get("Content-Length"), f"HEAD {url}")
-        check_file_size(size, self.options.block_size, f"HEAD {url}")
-        return RemoteInfo(size, headers.get("ETag"), digests,
-                          is_dir=ctype.startswith("text/plain")
-                          and headers.get("Accept-Ranges") is None,
-                          last_modified=headers.get("Last-Modified"))
+        return info_of(headers, f"HEAD {url}", url, self.options)
 
     def propfind_members(self, url: Url) -> list[Member]:
         """The members of a collection (``Depth: 1``) as the server lists them, unchecked:
