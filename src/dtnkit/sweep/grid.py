@@ -14,6 +14,7 @@ file.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -162,6 +163,8 @@ class Grid:
         out += [f"command.{k}={v}" for k, v in sorted(self.commands.items())]
         if self.name:
             out.append(f"name={self.name}")
+        if self.description:
+            out.append(f"description={self.description}")
         return out
 
     def _run_items(self) -> list[tuple[str, str]]:
@@ -301,11 +304,11 @@ def _one(axis: str, raw: Any, where: str, known_profiles: Sequence[str],
             raise _fail(where, f"bad cores value {_brief(raw)}",
                         "a CPU quota per origin above 0 and at most 1024 cores, or none",
                         f"e.g. {EXAMPLES[axis]}")
-        value = round(number, 3)
-        if value == 0:
+        quota = round(number, 3)
+        if quota == 0:
             raise _fail(where, f"bad cores value {_brief(raw)}", "it rounds to 0 cores",
                         "give at least 0.001 cores")
-        return value
+        return quota
     if not isinstance(text, str):
         raise _fail(where, f"bad {axis} value {_brief(raw)}", f"a {axis} is a name",
                     f"e.g. {EXAMPLES[axis]}")
@@ -353,12 +356,11 @@ def _integer(value: Any) -> int | None:
 def _number(value: Any) -> float | None:
     if isinstance(value, bool):
         return None
-    if isinstance(value, int | float):
-        number = float(value)
-    elif isinstance(value, str) and re.fullmatch(r"[0-9]{1,9}(\.[0-9]{1,9})?", value.strip()):
-        number = float(value)
-    else:
+    numeric = isinstance(value, int | float) or (
+        isinstance(value, str) and re.fullmatch(r"[0-9]{1,9}(\.[0-9]{1,9})?", value.strip()))
+    if not numeric:
         return None
+    number = float(value)
     return number if math.isfinite(number) else None
 
 
@@ -386,9 +388,11 @@ def _axis(axis: str, raw: Any, where: str, known_profiles: Sequence[str],
     return tuple(sorted(parsed, key=lambda v: (v is not None, v if v is not None else 0)))
 
 
-def build_grid(doc: Mapping[str, Any], where: _Where,
+def build_grid(doc: Mapping[str, Any], source: str = "grid", text: str | None = None,
                known_profiles: Sequence[str] | None = None) -> Grid:
-    """Validate a parsed grid document (the TOML's shape) into a :class:`Grid`."""
+    """Validate a parsed grid document (the TOML's shape) into a :class:`Grid`; ``text``
+    (the file's text) lets errors name the line."""
+    where = _Where(source, text)
     profiles = list(known_profiles) if known_profiles is not None else default_profiles()
     for key in doc:
         if key not in TOP_KEYS:
@@ -531,10 +535,8 @@ def default_profiles() -> list[str]:
     from dtnkit.tune.profile import USER_PROFILE_DIR, shipped_names
 
     users: list[str] = []
-    try:
+    with contextlib.suppress(OSError):
         users = [p.stem for p in USER_PROFILE_DIR.glob("*.toml")]
-    except OSError:
-        pass
     return sorted(set(shipped_names()) | set(users))
 
 
@@ -553,7 +555,7 @@ def parse_grid_text(text: str, source: str = "grid",
                        "fix the file") from None
     except ValueError as exc:  # e.g. an integer of more than 4300 digits
         raise BadInput(f"{source}: not valid TOML", str(exc), "fix the file") from None
-    return build_grid(doc, _Where(source, text), known_profiles)
+    return build_grid(doc, source, text, known_profiles)
 
 
 def parse_grid_bytes(data: bytes, source: str = "grid",
@@ -618,4 +620,4 @@ def parse_grid_flags(args: Iterable[str], known_profiles: Sequence[str] | None =
         doc["run"] = run
     if commands:
         doc["commands"] = commands
-    return build_grid(doc, _Where("flag", None), known_profiles)
+    return build_grid(doc, "flag", None, known_profiles)
