@@ -3,6 +3,7 @@ stable point IDs and the run order."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from pathlib import Path
@@ -127,7 +128,7 @@ def test_point_order_changes_the_path_least() -> None:
                                "repeats=2"], PROFILES)
     points = grid.points()
     assert len(points) == len(grid) == 2 * 2 * 3 * 2
-    path_changes = sum(1 for a, b in zip(points, points[1:], strict=False)
+    path_changes = sum(1 for a, b in itertools.pairwise(points)
                        if (a.rtt_ms, a.rate_bps) != (b.rtt_ms, b.rate_bps))
     assert path_changes == 3  # the minimum for 4 distinct paths
     assert [p.rtt_ms for p in points[:12]] == [5.0] * 12

@@ -459,7 +459,10 @@ def build_grid(doc: Mapping[str, Any], source: str = "grid", text: str | None = 
                       where("run", "bytes"), "bytes", 'e.g. bytes = "4GiB"')
     elif "duration" in run:
         duration = _seconds(run["duration"], "duration", where("run", "duration"), 0.1, 86400)
-    limit = _seconds(run.get("time_limit", DEFAULT_TIME_LIMIT_S), "time_limit",
+    # default limit: 10 min, or twice the duration and a minute when that is longer
+    default_limit = DEFAULT_TIME_LIMIT_S if duration is None else max(
+        DEFAULT_TIME_LIMIT_S, round(2 * duration + 60, 3))
+    limit = _seconds(run.get("time_limit", default_limit), "time_limit",
                      where("run", "time_limit"), 1, 7 * 86400)
     interval = _seconds(run.get("sample_interval", DEFAULT_SAMPLE_INTERVAL_S),
                         "sample_interval", where("run", "sample_interval"), 0.1, 3600)
