@@ -279,3 +279,12 @@ def test_fuzz_hostile_flags(args: list[str]) -> None:
         G.parse_grid_flags(args, PROFILES)
     except BadInput as exc:
         assert "\n" not in exc.render()
+
+
+def test_a_key_with_a_newline_stays_on_one_line() -> None:
+    """Found by the fuzzer: a key was put raw into the message (failed before the fix)."""
+    for doc in ({"schema": 1, "axes": {}, "commands": {"\n": None}},
+                {"schema": 1, "axes": {"rtt\nx": 1}}, {"schema": 1, "x\ny": 1}):
+        with pytest.raises(BadInput) as info:
+            G.build_grid(doc, "g.toml", None, PROFILES)
+        assert "\n" not in info.value.render()

@@ -237,9 +237,10 @@ class _Where:
         self.lines = text.splitlines() if text is not None else None
 
     def __call__(self, section: str, key: str) -> str:
-        dotted = f"{section}.{key}" if section else key
+        shown = key if re.fullmatch(r"[A-Za-z0-9_-]{1,40}", key) else _brief(key)
+        dotted = f"{section}.{shown}" if section else shown
         if self.lines is None:
-            return f"{self.source} {key}="
+            return f"{self.source} {shown}="
         line = self._line(section, key)
         return f"{self.source}:{line} ({dotted})" if line else f"{self.source} ({dotted})"
 
