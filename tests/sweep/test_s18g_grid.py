@@ -288,3 +288,10 @@ def test_a_key_with_a_newline_stays_on_one_line() -> None:
         with pytest.raises(BadInput) as info:
             G.build_grid(doc, "g.toml", None, PROFILES)
         assert "\n" not in info.value.render()
+
+
+def test_docs_show_the_example_grid_as_it_is() -> None:
+    doc = (EXAMPLE.parents[1] / "sweep.md").read_text()
+    block = doc.split("```toml\n", 1)[1].split("```", 1)[0]
+    assert block == EXAMPLE.read_text()
+    assert len(parse(block)) == 168 and "168 points" in doc
