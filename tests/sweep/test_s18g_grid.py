@@ -295,3 +295,17 @@ def test_docs_show_the_example_grid_as_it_is() -> None:
     block = doc.split("```toml\n", 1)[1].split("```", 1)[0]
     assert block == EXAMPLE.read_text()
     assert len(parse(block)) == 168 and "168 points" in doc
+
+
+@pytest.mark.parametrize(("text", "flags", "hint_file", "hint_flag"), [
+    (BASE + 'loss = [5]\n', ["rtt=5ms", "streams=1", "loss=5"], 'loss = ["5%"]', "loss=5%"),
+    (BASE.replace('"100ms"', '"x"'), ["rtt=x", "streams=1"], 'rtt = ["50ms"]', "rtt=50ms"),
+    (BASE + '[run]\nduration = "1x"\n', ["rtt=5ms", "streams=1", "duration=1x"],
+     'duration = "30s"', "duration=30s"),
+])
+def test_hints_are_written_as_the_grid_writes_them(text: str, flags: list[str],
+                                                   hint_file: str, hint_flag: str) -> None:
+    assert hint_file in error_of(text).next_step
+    with pytest.raises(BadInput) as info:
+        G.parse_grid_flags(flags, PROFILES)
+    assert hint_flag in info.value.next_step and "--" not in info.value.render()

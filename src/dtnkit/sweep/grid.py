@@ -240,7 +240,7 @@ class _Where:
         shown = key if re.fullmatch(r"[A-Za-z0-9_-]{1,40}", key) else _brief(key)
         dotted = f"{section}.{shown}" if section else shown
         if self.lines is None:
-            return f"{self.source} {shown}="
+            return f"{self.source}s" if key == "axes" else f"{self.source} {shown}="
         line = self._line(section, key)
         return f"{self.source}:{line} ({dotted})" if line else f"{self.source} ({dotted})"
 
@@ -262,6 +262,21 @@ class _Where:
 
 def _fail(where: str, what: str, why: str, next_step: str) -> BadInput:
     return BadInput(f"{where}: {what}", why, next_step)
+
+
+def _hint(next_step: str, key: str, where: str, listed: bool) -> str:
+    """A unit parser's hint (``--rtt 50ms``, ``duration 30s``) as the grid writes it: in a
+    file ``rtt = ["50ms"]`` (or ``duration = "30s"``), as a flag ``rtt=50ms``."""
+    def grid_form(m: re.Match[str]) -> str:
+        if where.endswith("="):
+            return f"{key}={m.group(1)}"
+        return f'{key} = ["{m.group(1)}"]' if listed else f'{key} = "{m.group(1)}"'
+    return re.sub(rf"(?:--)?{re.escape(key)} ([^\s,]+)", grid_form, next_step)
+
+
+def _reraise(exc: BadInput, where: str, key: str, listed: bool) -> BadInput:
+    return _fail(where, exc.what.replace(f"--{key}", key), exc.why,
+                 _hint(exc.next_step, key, where, listed))
 
 
 def _one(axis: str, raw: Any, where: str, known_profiles: Sequence[str],
@@ -291,7 +306,7 @@ def _one(axis: str, raw: Any, where: str, known_profiles: Sequence[str],
                 text = str(text)
             return units.parse_bytes(text, "file_size", lo=1, hi=2**40)
     except BadInput as exc:
-        raise _fail(where, exc.what, exc.why, exc.next_step) from None
+        raise _reraise(exc, where, axis, True) from None
     if axis in ("streams", "origins"):
         hi = 1024 if axis == "streams" else 64
         value = _integer(text)
@@ -403,7 +418,10 @@ def build_grid(doc: Mapping[str, Any], source: str = "grid", text: str | None = 
     if schema is None:
         raise _fail(where("", "schema"), "no schema version", f"a grid starts with "
                     f"schema = {SCHEMA}", f"add schema = {SCHEMA}")
-    if isinstance(schema, bool) or not isinstance(schema, int) or schema != SCHEMA:
+    if isinstance(schema, bool) or not isinstance(schema, int):
+        raise _fail(where("", "schema"), f"bad schema {_brief(schema)}",
+                    "the schema version is a number, not text", f"write schema = {SCHEMA}")
+    if schema != SCHEMA:
         newer = isinstance(schema, int) and not isinstance(schema, bool) and schema > SCHEMA
         raise _fail(where("", "schema"), f"grid schema {_brief(schema)} is not supported",
                     f"this dtnkit reads schema {SCHEMA}" + (" (the file is newer)"
@@ -499,7 +517,7 @@ def _parse(parse: Any, raw: Any, where: str, what: str, example: str) -> Any:
     try:
         return parse(raw)
     except BadInput as exc:
-        raise _fail(where, exc.what, exc.why, exc.next_step) from None
+        raise _reraise(exc, where, what, False) from None
 
 
 def _seconds(raw: Any, what: str, where: str, lo: float, hi: float) -> float:
@@ -509,7 +527,7 @@ def _seconds(raw: Any, what: str, where: str, lo: float, hi: float) -> float:
     try:
         seconds = units.parse_duration(raw, what, lo=lo, hi=hi)
     except BadInput as exc:
-        raise _fail(where, exc.what, exc.why, exc.next_step) from None
+        raise _reraise(exc, where, what, False) from None
     return round(seconds, 3)
 
 
