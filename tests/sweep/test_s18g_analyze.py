@@ -72,7 +72,9 @@ def test_emulator_bound_points_are_excluded_and_counted() -> None:
     assert len(analysis.excluded) == 1 and "95% of a core" in analysis.excluded[0][1]
     doc = analysis.as_dict()
     assert doc["excluded"][0]["why"] == "delay stage at 95% of a core"
-    json.dumps(doc)  # serialisable
+    assert doc["excluded_count"] == 1
+    assert doc["excluded_why"] == {"delay stage at 95% of a core": 1}
+    json.dumps(doc, allow_nan=False)  # strict JSON
 
 
 def test_failed_points_are_left_out_and_listed() -> None:
@@ -214,4 +216,27 @@ def test_empty_and_degenerate_inputs() -> None:
     analysis = A.analyze([])
     assert analysis.curves == () and analysis.streams_table["rtts"] == []
     weird = [rec([math.nan, math.inf, -1.0]), rec([], streams=2)]
-    assert A.analyze(weird).curves == ()
+    result = A.analyze(weird)
+    assert result.curves == ()
+    assert [why for _, why in result.failed] == ["no valid throughput samples"] * 2
+
+
+record_st = st.builds(
+    lambda samples, rtt, streams, origins, cores, profile, repeat, bound, cpu: rec(
+        samples, rtt_ms=rtt, streams=streams, origins=origins, cores=cores, profile=profile,
+        repeat=repeat, bound=bound, cpu_seconds=cpu, elapsed_s=10.0),
+    st.lists(st.floats(allow_nan=True, allow_infinity=True), max_size=5),
+    st.sampled_from([5.0, 100.0]), st.sampled_from([1, 4, 16]), st.sampled_from([1, 2, 4]),
+    st.sampled_from([None, 0.5, 1.0, 2.0]), st.sampled_from([None, "dtn"]),
+    st.integers(0, 2), st.booleans(),
+    st.lists(st.floats(0, 100), max_size=3).map(tuple))
+
+
+@settings(max_examples=100, deadline=None, database=None)
+@given(st.lists(record_st, max_size=15), st.floats(1e3, 1e10))
+def test_any_records_give_strict_json(records: list[A.PointRecord], target: float) -> None:
+    doc = A.analyze(records, target_bps=target).as_dict()
+    json.dumps(doc, allow_nan=False)
+    for curve in doc["curves"]:
+        assert curve["knee_streams"] <= curve["peak_streams"]
+        assert curve["drop_pct"] is None or 0 <= curve["drop_pct"] <= 100

@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -32,6 +32,8 @@ from dtnkit.errors import BadInput
 from dtnkit.sweep.grid import Point
 
 KNEE_FRACTION = 0.9
+#: a sample above this (1 Pbit/s) is not a measurement: it is left out like NaN
+MAX_SAMPLE_BPS = 1e15
 HIGH_UTILISATION = 0.85
 STREAMS_TABLE_SCHEMA = "dtnkit.sweep.streams/1"
 
@@ -51,13 +53,17 @@ class PointRecord:
 
     @property
     def throughput_bps(self) -> float | None:
-        good = [s for s in self.samples_bps if math.isfinite(s) and s >= 0]
+        good = self.good_samples
         return statistics.fmean(good) if good else None
+
+    @property
+    def good_samples(self) -> list[float]:
+        return [s for s in self.samples_bps if math.isfinite(s) and 0 <= s <= MAX_SAMPLE_BPS]
 
     @property
     def cv(self) -> float | None:
         """Coefficient of variation of the samples (stdev / mean), None below 2 samples."""
-        good = [s for s in self.samples_bps if math.isfinite(s) and s >= 0]
+        good = self.good_samples
         if len(good) < 2:
             return None
         mean = statistics.fmean(good)
@@ -298,9 +304,9 @@ class OriginsComparison:
     best: tuple[Config, ...]  # per origins count: its best stream count, fewest origins first
 
     @property
-    def ratios(self) -> tuple[float, ...]:
+    def ratios(self) -> tuple[float | None, ...]:
         base = self.best[0].mean_bps
-        return tuple(c.mean_bps / base if base > 0 else math.nan for c in self.best)
+        return tuple(c.mean_bps / base if base > 0 else None for c in self.best)
 
     def as_dict(self) -> dict[str, Any]:
         return {**self.key, "total_cores": self.total_cores, "entries": [
@@ -442,7 +448,8 @@ class Analysis:
     failed: tuple[tuple[str, str], ...]  # (point id, error)
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        """The JSON document: strict JSON (a ratio that overflowed is null, never inf)."""
+        return _strict({
             "curves": [c.as_dict() for c in self.curves],
             "fluctuation": self.fluctuation.as_dict(),
             "efficiency": [c.as_dict() for c in self.efficiency],
@@ -450,9 +457,21 @@ class Analysis:
             "origins_at_equal_cores": [o.as_dict() for o in self.origins],
             "profiles": [p.as_dict() for p in self.profiles],
             "streams_table": dict(self.streams_table),
+            "excluded_count": len(self.excluded),
+            "excluded_why": dict(Counter(w for _, w in self.excluded)),
             "excluded": [{"id": i, "why": w} for i, w in self.excluded],
             "failed": [{"id": i, "error": e} for i, e in self.failed],
-        }
+        })
+
+
+def _strict(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _strict(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_strict(v) for v in value]
+    return value
 
 
 def analyze(records: Sequence[PointRecord], *, target_bps: float | None = None,
@@ -475,4 +494,5 @@ def analyze(records: Sequence[PointRecord], *, target_bps: float | None = None,
         streams_table=streams_table(found, knee_fraction),
         excluded=tuple((r.point.id, r.emulator_why or "the lab's emulator bound")
                        for r in records if r.emulator_bound and not r.failed),
-        failed=tuple((r.point.id, r.failed) for r in records if r.failed))
+        failed=tuple((r.point.id, r.failed or "no valid throughput samples")
+                     for r in records if r.failed or r.throughput_bps is None))
