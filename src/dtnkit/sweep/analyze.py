@@ -449,7 +449,7 @@ class Analysis:
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON document: strict JSON (a ratio that overflowed is null, never inf)."""
-        return _strict({
+        doc: dict[str, Any] = _strict({
             "curves": [c.as_dict() for c in self.curves],
             "fluctuation": self.fluctuation.as_dict(),
             "efficiency": [c.as_dict() for c in self.efficiency],
@@ -462,6 +462,7 @@ class Analysis:
             "excluded": [{"id": i, "why": w} for i, w in self.excluded],
             "failed": [{"id": i, "error": e} for i, e in self.failed],
         })
+        return doc
 
 
 def _strict(value: Any) -> Any:
