@@ -309,3 +309,13 @@ def test_hints_are_written_as_the_grid_writes_them(text: str, flags: list[str],
     with pytest.raises(BadInput) as info:
         G.parse_grid_flags(flags, PROFILES)
     assert hint_flag in info.value.next_step and "--" not in info.value.render()
+
+
+def test_a_long_axis_is_refused_before_its_values_are_parsed() -> None:
+    """An axis of 100 000 values (a 1 MiB file holds that many) is refused by its length."""
+    values = ", ".join(str(i) for i in range(1, 100_001))
+    err = error_of(f'schema = 1\n[axes]\nrtt = ["5ms"]\nstreams = [{values}]\n')
+    assert "100000 values" in err.what
+    many = ", ".join(f'"{i}ms"' for i in range(5000))
+    err = error_of(f'schema = 1\n[axes]\nrtt = [{many}]\nstreams = [1, 2, 3]\n')
+    assert "15000 points" in err.what

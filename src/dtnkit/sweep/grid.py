@@ -391,14 +391,17 @@ def _axis(axis: str, raw: Any, where: str, known_profiles: Sequence[str],
     if not values:
         raise _fail(where, f"axis {axis} is empty", "an axis needs at least one value",
                     f"give values, e.g. {EXAMPLES[axis]}, or leave the axis out")
-    parsed: list[Any] = []
+    if len(values) > MAX_POINTS:
+        raise _fail(where, f"axis {axis} has {len(values)} values",
+                    f"a grid has at most {MAX_POINTS} points", "drop values")
+    parsed: dict[Any, None] = {}  # a dict: ordered, and a duplicate is found in O(1)
     for value in values:
         one = _one(axis, value, where, known_profiles, commands)
         if one in parsed:
             raise _fail(where, f"{axis} value {_brief(value)} is given twice",
                         f"it equals {_show(axis, one)}, already in the axis",
                         "give each value once")
-        parsed.append(one)
+        parsed[one] = None
     if axis in ("tool", "profile"):
         return tuple(parsed)  # run in the order given
     return tuple(sorted(parsed, key=lambda v: (v is not None, v if v is not None else 0)))
