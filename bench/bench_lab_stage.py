@@ -71,18 +71,22 @@ def one_run(p: lab.LabPath, streams: int, seconds: int) -> dict[str, Any]:
             time.sleep(0.02)  # waiting for the listener, bounded
         before = p.emulator_stats(fresh=True) or {}
         tc0 = tc_drops(p)
-        client = p.src.popen(["iperf3", "-c", p.dst.address, "-t", str(seconds), "-P",
-                              str(streams), "-J", "-O", "1"],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        samples: list[dict[str, Any]] = []
-        seen = before.get("updated")
-        while client.poll() is None:
-            time.sleep(0.25)  # sampling the stage's twice-a-second report
-            s = p.emulator_stats() or {}
-            if s.get("updated") != seen and s.get("lateness_ms", {}).get("count"):
-                samples.append(s)
-                seen = s.get("updated")
-        stdout, stderr = client.communicate(timeout=30)
+        # -J of 64 streams is more than a pipe holds: into a file, read at the end
+        with tempfile.TemporaryFile("w+") as sink:
+            client = p.src.popen(["iperf3", "-c", p.dst.address, "-t", str(seconds), "-P",
+                                  str(streams), "-J", "-O", "1"],
+                                 stdout=sink, stderr=subprocess.STDOUT)
+            samples: list[dict[str, Any]] = []
+            seen = before.get("updated")
+            while client.poll() is None:
+                time.sleep(0.25)  # sampling the stage's twice-a-second report
+                s = p.emulator_stats() or {}
+                if s.get("updated") != seen and s.get("lateness_ms", {}).get("count"):
+                    samples.append(s)
+                    seen = s.get("updated")
+            client.wait(30)
+            sink.seek(0)
+            stdout = stderr = sink.read()
         after = p.emulator_stats(fresh=True) or {}
     finally:
         if server.poll() is None:
@@ -115,8 +119,11 @@ def main() -> int:
     parser.add_argument("--seconds", type=int, default=8)
     parser.add_argument("--streams", default="1,4,16,32,64")
     parser.add_argument("--rtts", default="5,100")
-    parser.add_argument("--engines", default="split,single",
-                        help="engines to compare, the first is the one the table is about")
+    parser.add_argument("--engines", default="split,single:normal",
+                        help="engines to compare (ENGINE[:SCHED], as nfqdelay's --engine and "
+                             "--sched; SCHED defaults to fifo); the first is the one the tables "
+                             "are about, the second its baseline (single:normal is the stage "
+                             "before issue 13)")
     args = parser.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("needs root (network namespaces, iptables)")
@@ -134,14 +141,17 @@ def main() -> int:
         f"`{TCP_MEM}`._\n")
     try:
         for engine in engines:
-            os.environ["DTNKIT_NFQDELAY_ENGINE"] = engine
-            p = lab.up(f"s18tb{tag}{engine[:2]}", lab.PathSpec(rtt_ms=rtts[0], rate_bps=RATE),
+            kind, _, sched = engine.partition(":")
+            os.environ["DTNKIT_NFQDELAY_ENGINE"] = kind
+            os.environ["DTNKIT_NFQDELAY_SCHED"] = sched or "fifo"
+            p = lab.up(f"s18tb{tag}{len(paths)}", lab.PathSpec(rtt_ms=rtts[0], rate_bps=RATE),
                        state_root=state_root)
             paths[engine] = p
             for h in (p.src, p.dst):
                 h.run(["sysctl", "-qw", f"net.ipv4.tcp_rmem={TCP_MEM}",
                        f"net.ipv4.tcp_wmem={TCP_MEM}"])
         os.environ.pop("DTNKIT_NFQDELAY_ENGINE", None)
+        os.environ.pop("DTNKIT_NFQDELAY_SCHED", None)
         flip = False
         for rtt in rtts:
             for p in paths.values():

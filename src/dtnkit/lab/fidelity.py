@@ -12,7 +12,7 @@ applies the rule:
         ``LATE_FRACTION`` (5 %) of the path's RTT and above ``LATE_FLOOR_MS`` (0.5 ms): each
         packet crosses the stage twice per round trip, so the round trip is stretched by 10 %
         or more, and the floor keeps a VM's ordinary timer wake-up (0.1-0.3 ms) out; or
-      - one of the stage's packet threads used ``CPU_BOUND_PERCENT`` (85 %) of a core or more
+      - one of the stage's packet threads used ``CPU_BOUND_PERCENT`` (90 %) of a core or more
         on average (it has no headroom left: lateness follows as soon as the rate grows); or
       - the kernel dropped packets at the stage's queues (queue full, or the netlink message
         undeliverable): losses TCP would not see on the real path.
@@ -29,7 +29,7 @@ from typing import Any
 
 LATE_FRACTION = 0.05
 LATE_FLOOR_MS = 0.5
-CPU_BOUND_PERCENT = 85.0
+CPU_BOUND_PERCENT = 90.0
 
 
 @dataclass(frozen=True)

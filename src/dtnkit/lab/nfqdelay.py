@@ -155,6 +155,9 @@ CONFIG_ERRORS_KEPT = 20
 PROC_QUEUES = "/proc/net/netfilter/nfnetlink_queue"
 ENGINES = ("split", "single")
 ENGINE_ENV = "DTNKIT_NFQDELAY_ENGINE"  # the default --engine (A/B benchmarks)
+SCHEDS = ("fifo", "normal")
+SCHED_ENV = "DTNKIT_NFQDELAY_SCHED"  # the default --sched (A/B benchmarks)
+FIFO_PRIORITY = 1  # the lowest real-time priority: above every normal process, below the rest
 
 _NLH = struct.Struct("=IHHII")  # nlmsghdr: len, type, flags, seq, portid
 _NLH_LEN_TYPE = struct.Struct("=IH")
@@ -399,6 +402,7 @@ class Engine:
         self.count_bytes = count_bytes
         self.interval = interval
         self.spin = spin
+        self.sched = "normal"
         # stop reading new packets once a held one is due (the split engine's lanes): at
         # 50-100k packets/s a full drain of MAX_DRAIN messages delays due packets by ms
         self.drain_until_due = drain_until_due
@@ -673,6 +677,7 @@ class Engine:
             "lateness_ms": lateness,
             **self.cpu_last,
             "engine": "single",
+            "sched": self.sched,
             "cpu_thread_max_percent": self.cpu_last["cpu_percent"],
             "cpu_seconds": round(ru.ru_utime + ru.ru_stime, 3),
             "enobufs": self.enobufs,
@@ -792,6 +797,7 @@ class SplitEngine:
         self.portid: int | None = None  # the kernel counters of every lane's queue
         self.writer = StatsWriter(stats_path, self) if stats_path is not None else None
         self.config_errors = self.lanes[0].config_errors
+        self.sched = "normal"
         self.started = time.time()
         self.stop = False
         self.reload = False
@@ -894,6 +900,7 @@ class SplitEngine:
                             "count": len(lat)},
             **self.cpu_last,
             "engine": "split",
+            "sched": self.sched,
             "cpu_thread_max_percent": max(self.thread_cpu, default=0.0),
             "threads": {str(q): {"cpu_percent": cpu}
                         for lane, cpu in zip(self.lanes, self.thread_cpu, strict=True)
@@ -986,6 +993,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="split: a socket and thread per queue (direction); single: one "
                              "thread for all queues, as before issue 13 (default: $"
                              f"{ENGINE_ENV} or %(default)s)")
+    parser.add_argument("--sched", choices=SCHEDS,
+                        default=os.environ.get(SCHED_ENV) or SCHEDS[0],
+                        help="fifo: run at real-time priority 1 (SCHED_FIFO), so packets are "
+                             "released on time when other processes keep the CPUs busy, as a "
+                             "kernel qdisc's softirq would be; not with --spin-ms (a busy-poll "
+                             "must not starve the machine); normal: an ordinary process "
+                             "(default: $" f"{SCHED_ENV} or %(default)s)")
     args = parser.parse_args(argv)
     try:
         config = load_config(args.config)
@@ -997,9 +1011,17 @@ def main(argv: Sequence[str] | None = None) -> int:
               "--spin-ms 0..5", file=sys.stderr)
         return 2
 
+    sched = "normal"
+    if args.sched == "fifo" and not args.spin_ms:
+        try:  # threads started later (the lanes, the stats writer) inherit it
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(FIFO_PRIORITY))
+            sched = f"fifo {FIFO_PRIORITY}"
+        except OSError as exc:
+            sched = f"normal (SCHED_FIFO refused: {exc.strerror})"
     kind = SplitEngine if args.engine == "split" else Engine
     engine = kind(config, args.config, args.stats, queue_maxlen=args.queue_maxlen,
                   rcvbuf=args.rcvbuf, count_bytes=args.count_bytes, spin=args.spin_ms / 1000)
+    engine.sched = sched
     wake_r, wake_w = socket.socketpair()
     wake_r.setblocking(False)
     wake_w.setblocking(False)
