@@ -15,7 +15,8 @@ the bottleneck's drops (htb/bfifo, TCP's own) and iperf3's retransmits, and the
 emulator-bound verdict of `dtnkit.lab.fidelity.emulator_bound`.
 
 Engines: `split` (default since issue 13: one netlink socket and thread per direction) and
-`single` (the one-thread engine before it), chosen through DTNKIT_NFQDELAY_ENGINE.
+`single` (the one-thread engine before it), chosen through DTNKIT_NFQDELAY_ENGINE; `:fifo`
+after either runs it at real-time priority (DTNKIT_NFQDELAY_SCHED, nfqdelay's --sched).
 Everything it creates is removed at the end, also on error or Ctrl-C.
 """
 
@@ -119,10 +120,10 @@ def main() -> int:
     parser.add_argument("--seconds", type=int, default=8)
     parser.add_argument("--streams", default="1,4,16,32,64")
     parser.add_argument("--rtts", default="5,100")
-    parser.add_argument("--engines", default="split,single:normal",
+    parser.add_argument("--engines", default="split,single",
                         help="engines to compare (ENGINE[:SCHED], as nfqdelay's --engine and "
-                             "--sched; SCHED defaults to fifo); the first is the one the tables "
-                             "are about, the second its baseline (single:normal is the stage "
+                             "--sched; SCHED defaults to normal); the first is the one the "
+                             "tables are about, the second its baseline (single is the stage "
                              "before issue 13)")
     args = parser.parse_args()
     if os.geteuid() != 0:
@@ -143,7 +144,7 @@ def main() -> int:
         for engine in engines:
             kind, _, sched = engine.partition(":")
             os.environ["DTNKIT_NFQDELAY_ENGINE"] = kind
-            os.environ["DTNKIT_NFQDELAY_SCHED"] = sched or "fifo"
+            os.environ["DTNKIT_NFQDELAY_SCHED"] = sched or "normal"
             p = lab.up(f"s18tb{tag}{len(paths)}", lab.PathSpec(rtt_ms=rtts[0], rate_bps=RATE),
                        state_root=state_root)
             paths[engine] = p

@@ -21,6 +21,21 @@ with one ``NFQNL_MSG_VERDICT_BATCH`` (accept every id up to the highest due one:
 per queue and the delay is FIFO per direction).  A packet chosen for loss (``random.Random``
 seeded per queue from the config's seed) gets an individual ``NF_DROP`` verdict at once.
 
+Engines (``--engine``, default ``split``; ``$DTNKIT_NFQDELAY_ENGINE`` sets the default, for
+A/B benchmarks): ``split`` gives every queue (direction) its own netlink socket and thread, so
+the forward direction's verdicts, which re-inject bursts of data and run the receiver's TCP
+work inside the system call, do not hold up the reverse direction's ACKs, and the two system
+calls run on two cores; a lane stops reading new packets as soon as a held one is due.
+``single`` is one thread for all queues (the engine before issue 13).  Scheduling (``--sched``,
+default ``normal``; ``$DTNKIT_NFQDELAY_SCHED``): ``fifo`` runs the engine at real-time
+priority 1 (SCHED_FIFO), so it releases packets on time (lateness p50 0.04 ms at 64 streams)
+even when the end hosts' TCP and other jobs keep the CPUs busy, but it wakes for every packet
+instead of taking them in batches and so takes the CPU from the end hosts: on 2 cores 64
+iperf3 streams on a 5 ms / 1 Gbit/s path got 0.48 Gbit/s with it against 0.87 without
+(bench/bench_lab_stage.py), so it is not the default.  Not with ``--spin-ms`` (a busy-poll at
+real-time priority would starve the machine); if the kernel refuses, the engine runs as an
+ordinary process and says so in the stats' ``sched``.
+
 Config (JSON; re-read on SIGHUP, so a path's parameters change in place)::
 
     {"queues": {"0": {"delay_ms": 25.0, "loss": 0.0001},
@@ -42,6 +57,8 @@ first appearance means the queues are bound)::
     queues: {"0": {packets, bytes, dropped_loss, held_now, held_max, released, kernel}},
     lateness_ms: {p50, p99, max, count}   verdict time minus due time, last interval
     cpu_percent, cpu_user_percent, cpu_sys_percent   last interval, of one core
+    cpu_thread_max_percent   the busiest packet thread, last interval, of one core
+    engine, sched, threads   split/single; fifo 1 or normal; split: each lane's CPU
     cpu_seconds, enobufs, verdict_errors, config_errors, bytes_source
 
 ``bytes``: in copy-meta mode the kernel sends no length attribute at all (``NFQA_CAP_LEN``
@@ -155,7 +172,7 @@ CONFIG_ERRORS_KEPT = 20
 PROC_QUEUES = "/proc/net/netfilter/nfnetlink_queue"
 ENGINES = ("split", "single")
 ENGINE_ENV = "DTNKIT_NFQDELAY_ENGINE"  # the default --engine (A/B benchmarks)
-SCHEDS = ("fifo", "normal")
+SCHEDS = ("normal", "fifo")
 SCHED_ENV = "DTNKIT_NFQDELAY_SCHED"  # the default --sched (A/B benchmarks)
 FIFO_PRIORITY = 1  # the lowest real-time priority: above every normal process, below the rest
 
@@ -995,10 +1012,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                              f"{ENGINE_ENV} or %(default)s)")
     parser.add_argument("--sched", choices=SCHEDS,
                         default=os.environ.get(SCHED_ENV) or SCHEDS[0],
-                        help="fifo: run at real-time priority 1 (SCHED_FIFO), so packets are "
-                             "released on time when other processes keep the CPUs busy, as a "
-                             "kernel qdisc's softirq would be; not with --spin-ms (a busy-poll "
-                             "must not starve the machine); normal: an ordinary process "
+                        help="normal: an ordinary process; fifo: real-time priority 1 "
+                             "(SCHED_FIFO): packets released on time on busy CPUs, but it "
+                             "takes CPU from the end hosts at many flows; not with --spin-ms "
                              "(default: $" f"{SCHED_ENV} or %(default)s)")
     args = parser.parse_args(argv)
     try:
