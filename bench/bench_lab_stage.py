@@ -9,7 +9,7 @@ Builds one lab path per engine (`dtnkit lab`, 1 Gbit/s cap, RTT set in place; na
 iperf3 `-P N` through each, the engines interleaved (the order alternating per point), so
 load from other jobs hits both alike.  Per point: goodput, its ratio against `-P 1` of the
 same engine in this run, the stage's CPU (cpu_seconds over the run, % of one core), release
-lateness as `lab status` reports it (median of the 0.5 s intervals' p50, worst p99),
+lateness as `lab status` reports it (medians of the 0.5 s intervals' p50 and p99, worst p99),
 packets/s through the stage, the kernel queue's drops (queue full + netlink undeliverable),
 the bottleneck's drops (htb/bfifo, TCP's own) and iperf3's retransmits, and the
 emulator-bound verdict of `dtnkit.lab.fidelity.emulator_bound`.
@@ -106,6 +106,7 @@ def one_run(p: lab.LabPath, streams: int, seconds: int) -> dict[str, Any]:
         "cpu": cpu,
         "pps": (packets(after) - packets(before)) / wall if wall > 0 else float("nan"),
         "p50": window.lateness_p50_ms, "p99": window.lateness_p99_ms,
+        "p99w": window.lateness_p99_worst_ms,
         "drops": drops(after) - drops(before),
         "tc_drops": tc_drops(p) - tc0,
         "window": window,
@@ -185,10 +186,12 @@ def main() -> int:
                 verdict = fidelity.emulator_bound(r["window"], rtt_ms=rtt)
                 rows.append([f"{rtt:g}", str(n), f"{r['gbit']:.3f}", f"{r['gbit'] / base:.2f}",
                              f"{r['cpu']:.0f}", f"{r['pps'] / 1000:.1f}",
-                             f"{r['p50']}", f"{r['p99']}", str(r["drops"]), str(r["tc_drops"]),
+                             f"{r['p50']}", f"{r['p99']}", f"{r['p99w']}", str(r["drops"]),
+                             str(r["tc_drops"]),
                              str(r["retr"]), "yes: " + verdict.reason if verdict.bound else "no"])
         table(["RTT ms", "-P", "Gbit/s", f"x -P {streams[0]}", "stage CPU %", "kpkt/s",
-               "late p50 ms", "late p99 ms", "queue drops", "bottleneck drops", "retr",
+               "late p50 ms", "late p99 ms", "worst p99 ms", "queue drops",
+               "bottleneck drops", "retr",
                "emulator-bound"], rows)
     if len(engines) > 1:
         a, b = engines[0], engines[1]

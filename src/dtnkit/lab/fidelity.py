@@ -12,6 +12,9 @@ applies the rule:
         ``LATE_FRACTION`` (5 %) of the path's RTT and above ``LATE_FLOOR_MS`` (0.5 ms): each
         packet crosses the stage twice per round trip, so the round trip is stretched by 10 %
         or more, and the floor keeps a VM's ordinary timer wake-up (0.1-0.3 ms) out; or
+      - the tail is late by half a round trip: the median of the intervals' p99 lateness is
+        above ``TAIL_FRACTION`` (50 %) of the RTT and above ``TAIL_FLOOR_MS`` (5 ms) (bursts,
+        as in slow start at 100 ms, that the stage cannot keep up with); or
       - one of the stage's packet threads used ``CPU_BOUND_PERCENT`` (90 %) of a core or more
         on average (it has no headroom left: lateness follows as soon as the rate grows); or
       - the kernel dropped packets at the stage's queues (queue full, or the netlink message
@@ -29,6 +32,8 @@ from typing import Any
 
 LATE_FRACTION = 0.05
 LATE_FLOOR_MS = 0.5
+TAIL_FRACTION = 0.5
+TAIL_FLOOR_MS = 5.0
 CPU_BOUND_PERCENT = 90.0
 
 
@@ -40,14 +45,16 @@ class StageWindow:
     cpu_percent: float | None  # the process, % of one core, mean over the window
     cpu_thread_max_percent: float | None  # the busiest packet thread, mean over the window
     lateness_p50_ms: float | None  # median of the intervals' p50
-    lateness_p99_ms: float | None  # worst interval's p99
+    lateness_p99_ms: float | None  # median of the intervals' p99
     kernel_drops: int  # queue full + netlink undeliverable, during the window
     packets: int  # packets through the stage during the window
+    lateness_p99_worst_ms: float | None = None  # the worst interval's p99
 
     def as_json(self) -> dict[str, Any]:
         return {"samples": self.samples, "cpu_percent": self.cpu_percent,
                 "cpu_thread_max_percent": self.cpu_thread_max_percent,
                 "lateness_p50_ms": self.lateness_p50_ms, "lateness_p99_ms": self.lateness_p99_ms,
+                "lateness_p99_worst_ms": self.lateness_p99_worst_ms,
                 "kernel_drops": self.kernel_drops, "packets": self.packets}
 
 
@@ -84,7 +91,8 @@ def summarize(samples: Sequence[Mapping[str, Any]]) -> StageWindow:
             if (s.get("lateness_ms") or {}).get("count") and s["lateness_ms"].get("p50")
             is not None]
     p50 = round(statistics.median(float(x["p50"]) for x in busy), 3) if busy else None
-    p99 = max((float(x["p99"]) for x in busy if x.get("p99") is not None), default=None)
+    p99s = [float(x["p99"]) for x in busy if x.get("p99") is not None]
+    p99 = round(statistics.median(p99s), 3) if p99s else None
     first, last = docs[0], docs[-1]
     wall = float(last.get("updated", 0)) - float(first.get("updated", 0))
     cpu: float | None
@@ -97,11 +105,12 @@ def summarize(samples: Sequence[Mapping[str, Any]]) -> StageWindow:
     thread_max = round(statistics.mean(threads), 1) if threads else cpu
     return StageWindow(len(docs), cpu, thread_max, p50, p99,
                        max(0, _drops(last) - _drops(first)),
-                       max(0, _packets(last) - _packets(first)))
+                       max(0, _packets(last) - _packets(first)), max(p99s, default=None))
 
 
 def emulator_bound(window: StageWindow, *, rtt_ms: float,
                    late_fraction: float = LATE_FRACTION, late_floor_ms: float = LATE_FLOOR_MS,
+                   tail_fraction: float = TAIL_FRACTION, tail_floor_ms: float = TAIL_FLOOR_MS,
                    cpu_percent: float = CPU_BOUND_PERCENT) -> Verdict:
     """The module's rule: is this window's measurement limited by the delay stage?"""
     reasons: list[str] = []
@@ -109,6 +118,10 @@ def emulator_bound(window: StageWindow, *, rtt_ms: float,
     if window.lateness_p50_ms is not None and window.lateness_p50_ms > limit:
         reasons.append(f"lateness p50 {window.lateness_p50_ms:g} ms > {limit:g} ms "
                        f"({late_fraction:.0%} of {rtt_ms:g} ms RTT)")
+    tail = max(tail_fraction * rtt_ms, tail_floor_ms)
+    if window.lateness_p99_ms is not None and window.lateness_p99_ms > tail:
+        reasons.append(f"lateness p99 {window.lateness_p99_ms:g} ms > {tail:g} ms "
+                       f"({tail_fraction:.0%} of {rtt_ms:g} ms RTT)")
     thread = window.cpu_thread_max_percent
     if thread is not None and thread >= cpu_percent:
         reasons.append(f"stage thread at {thread:.0f} % of a core (>= {cpu_percent:.0f} %)")
