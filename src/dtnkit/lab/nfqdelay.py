@@ -21,6 +21,21 @@ with one ``NFQNL_MSG_VERDICT_BATCH`` (accept every id up to the highest due one:
 per queue and the delay is FIFO per direction).  A packet chosen for loss (``random.Random``
 seeded per queue from the config's seed) gets an individual ``NF_DROP`` verdict at once.
 
+Engines (``--engine``, default ``split``; ``$DTNKIT_NFQDELAY_ENGINE`` sets the default, for
+A/B benchmarks): ``split`` gives every queue (direction) its own netlink socket and thread, so
+the forward direction's verdicts, which re-inject bursts of data and run the receiver's TCP
+work inside the system call, do not hold up the reverse direction's ACKs, and the two system
+calls run on two cores; a lane stops reading new packets as soon as a held one is due.
+``single`` is one thread for all queues (the engine before issue 13).  Scheduling (``--sched``,
+default ``normal``; ``$DTNKIT_NFQDELAY_SCHED``): ``fifo`` runs the engine at real-time
+priority 1 (SCHED_FIFO), so it releases packets on time (lateness p50 0.04 ms at 64 streams)
+even when the end hosts' TCP and other jobs keep the CPUs busy, but it wakes for every packet
+instead of taking them in batches and so takes the CPU from the end hosts: on 2 cores 64
+iperf3 streams on a 5 ms / 1 Gbit/s path got 0.42-0.48 Gbit/s with it against 0.79-0.87
+without (bench/bench_lab_stage.py, docs/lab.md), so it is not the default.  Not with
+``--spin-ms`` (a busy-poll at real-time priority would starve the machine); if the kernel
+refuses, the engine runs as an ordinary process and says so in the stats' ``sched``.
+
 Config (JSON; re-read on SIGHUP, so a path's parameters change in place)::
 
     {"queues": {"0": {"delay_ms": 25.0, "loss": 0.0001},
@@ -42,6 +57,8 @@ first appearance means the queues are bound)::
     queues: {"0": {packets, bytes, dropped_loss, held_now, held_max, released, kernel}},
     lateness_ms: {p50, p99, max, count}   verdict time minus due time, last interval
     cpu_percent, cpu_user_percent, cpu_sys_percent   last interval, of one core
+    cpu_thread_max_percent   the busiest packet thread, last interval, of one core
+    engine, sched, threads   split/single; fifo 1 or normal; split: each lane's CPU
     cpu_seconds, enobufs, verdict_errors, config_errors, bytes_source
 
 ``bytes``: in copy-meta mode the kernel sends no length attribute at all (``NFQA_CAP_LEN``
@@ -153,6 +170,11 @@ MAX_DRAIN = 256  # messages read before the engine looks at due packets again
 LATENESS_SAMPLES = 200_000  # per stats interval; the max is kept exactly beyond that
 CONFIG_ERRORS_KEPT = 20
 PROC_QUEUES = "/proc/net/netfilter/nfnetlink_queue"
+ENGINES = ("split", "single")
+ENGINE_ENV = "DTNKIT_NFQDELAY_ENGINE"  # the default --engine (A/B benchmarks)
+SCHEDS = ("normal", "fifo")
+SCHED_ENV = "DTNKIT_NFQDELAY_SCHED"  # the default --sched (A/B benchmarks)
+FIFO_PRIORITY = 1  # the lowest real-time priority: above every normal process, below the rest
 
 _NLH = struct.Struct("=IHHII")  # nlmsghdr: len, type, flags, seq, portid
 _NLH_LEN_TYPE = struct.Struct("=IH")
@@ -310,7 +332,7 @@ def kernel_queue_counters(portid: int | None = None) -> dict[int, dict[str, int]
     return out
 
 
-def write_stats_file(path: Path, doc: dict[str, Any], portid: int) -> None:
+def write_stats_file(path: Path, doc: dict[str, Any], portid: int | None) -> None:
     """Add the kernel's queue counters and replace the file atomically (temp + rename)."""
     kernel = kernel_queue_counters(portid)
     for q, entry in doc.get("queues", {}).items():
@@ -323,7 +345,7 @@ def write_stats_file(path: Path, doc: dict[str, Any], portid: int) -> None:
 class StatsWriter(threading.Thread):
     """Writes the latest stats document off the packet thread (file I/O releases the GIL)."""
 
-    def __init__(self, path: Path, engine: Engine) -> None:
+    def __init__(self, path: Path, engine: Engine | SplitEngine) -> None:
         super().__init__(name="nfqdelay-stats", daemon=True)
         self.path = path
         self.engine = engine
@@ -388,7 +410,7 @@ class Engine:
     def __init__(self, config: Config, config_path: Path, stats_path: Path | None, *,
                  queue_maxlen: int = DEFAULT_QUEUE_MAXLEN, rcvbuf: int = DEFAULT_RCVBUF,
                  count_bytes: bool = False, interval: float = STATS_INTERVAL_S,
-                 spin: float = 0.0) -> None:
+                 spin: float = 0.0, drain_until_due: bool = False) -> None:
         self.config = config
         self.config_path = config_path
         self.stats_path = stats_path
@@ -397,6 +419,12 @@ class Engine:
         self.count_bytes = count_bytes
         self.interval = interval
         self.spin = spin
+        self.sched = "normal"
+        # stop reading new packets once a held one is due (the split engine's lanes): at
+        # 50-100k packets/s a full drain of MAX_DRAIN messages delays due packets by ms
+        self.drain_until_due = drain_until_due
+        self.next_due = math.inf
+        self.pending: Config | None = None  # a config handed over by the split engine
         self.queues = {q: _Queue(q, c, config.seed) for q, c in config.queues.items()}
         self.sock: socket.socket | None = None
         self.portid = 0
@@ -487,6 +515,7 @@ class Engine:
         be32 = _BE32.unpack_from
         nla = _NLA.unpack_from
         count_bytes = self.count_bytes
+        due_mark = self.next_due
         for _ in range(MAX_DRAIN):
             try:
                 n = recv_into(buf)
@@ -552,6 +581,8 @@ class Engine:
                         self.verdict_errors += 1
                         self.last_verdict_error = os.strerror(-err)
                 off += (mlen + 3) & ~3
+            if now >= due_mark:
+                return
 
     def release_due(self, now: float) -> float | None:
         """Accept everything due (one batch verdict per queue); the next due time."""
@@ -589,18 +620,31 @@ class Engine:
     # -- control -------------------------------------------------------------------------
     def apply_reload(self) -> None:
         self.reload = False
+        new, self.pending = self.pending, None
+        if new is None:
+            new = self.load_new()
+        if new is not None:
+            self.apply_config(new)
+
+    def load_new(self, queues: set[int] | None = None) -> Config | None:
+        """The config file again, validated; None (and the error recorded) if it is bad.
+        ``queues``: the queue numbers it must have (default: this engine's)."""
+        want = set(self.queues) if queues is None else queues
         try:
             new = load_config(self.config_path)
-            if set(new.queues) != set(self.queues):
+            if set(new.queues) != want:
                 raise ValueError(
                     f"{self.config_path}: the queues changed from "
-                    f"{sorted(self.queues)} to {sorted(new.queues)}; "
+                    f"{sorted(want)} to {sorted(new.queues)}; "
                     "restart the engine to bind other queues")
         except ValueError as exc:
             self.config_errors.append({"time": time.time(), "error": str(exc)})
             del self.config_errors[:-CONFIG_ERRORS_KEPT]
             print(f"nfqdelay: SIGHUP: kept the old config: {exc}", file=sys.stderr, flush=True)
-            return
+            return None
+        return new
+
+    def apply_config(self, new: Config) -> None:
         for q, st in self.queues.items():
             st.delay = new.queues[q].delay_ms / 1000.0
             st.loss = new.queues[q].loss
@@ -649,6 +693,9 @@ class Engine:
                        for q, st in sorted(self.queues.items())},
             "lateness_ms": lateness,
             **self.cpu_last,
+            "engine": "single",
+            "sched": self.sched,
+            "cpu_thread_max_percent": self.cpu_last["cpu_percent"],
             "cpu_seconds": round(ru.ru_utime + ru.ru_stime, 3),
             "enobufs": self.enobufs,
             "verdict_errors": self.verdict_errors,
@@ -701,6 +748,8 @@ class Engine:
             drain()
             now = monotonic()
             nxt = release_due(now)
+            if self.drain_until_due:
+                self.next_due = math.inf if nxt is None else nxt
             flush()
             if self.reload:
                 self.apply_reload()
@@ -714,6 +763,7 @@ class Engine:
         """Accept everything held and everything still unread, then unbind."""
         if self.sock is None:
             return
+        self.next_due = math.inf  # read everything that is left
         with contextlib.suppress(OSError):
             self.release_all()
             self.drain()
@@ -726,6 +776,215 @@ class Engine:
             with contextlib.suppress(OSError):
                 self.release_all()
         self.bound.clear()
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+
+
+def _thread_cpu_seconds(tid: int) -> float:
+    """A thread's CPU seconds (user + system) from /proc; 0 once it is gone."""
+    try:
+        fields = Path(f"/proc/self/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+class SplitEngine:
+    """One lane per queue (direction): each an :class:`Engine` with its own netlink socket
+    and thread, so a verdict that re-injects a burst of data (forwarding and the receiver's
+    TCP work run inside that system call) does not hold up the other direction's ACKs, and
+    the two system calls run on two cores.  The main thread takes signals, reloads the
+    config and writes the merged stats."""
+
+    def __init__(self, config: Config, config_path: Path, stats_path: Path | None, *,
+                 queue_maxlen: int = DEFAULT_QUEUE_MAXLEN, rcvbuf: int = DEFAULT_RCVBUF,
+                 count_bytes: bool = False, interval: float = STATS_INTERVAL_S,
+                 spin: float = 0.0) -> None:
+        self.config = config
+        self.config_path = config_path
+        self.stats_path = stats_path
+        self.interval = interval
+        self.count_bytes = count_bytes
+        self.lanes = [Engine(Config({q: c}, config.seed), config_path, None,
+                             queue_maxlen=queue_maxlen, rcvbuf=rcvbuf, count_bytes=count_bytes,
+                             interval=interval, spin=spin, drain_until_due=True)
+                      for q, c in sorted(config.queues.items())]
+        self.portid: int | None = None  # the kernel counters of every lane's queue
+        self.writer = StatsWriter(stats_path, self) if stats_path is not None else None
+        self.config_errors = self.lanes[0].config_errors
+        self.sched = "normal"
+        self.started = time.time()
+        self.stop = False
+        self.reload = False
+        self.main_wake = socket.socketpair()  # a lane that fails wakes the main thread
+        self.failure: BaseException | None = None
+        self.wakes = [socket.socketpair() for _ in self.lanes]
+        for r, w in [*self.wakes, self.main_wake]:
+            r.setblocking(False)
+            w.setblocking(False)
+        self.tids: list[int] = [0] * len(self.lanes)
+        self._cpu_mark = (time.monotonic(), resource.getrusage(resource.RUSAGE_SELF),
+                          [0.0] * len(self.lanes))
+        self.cpu_last: dict[str, Any] = {"cpu_percent": 0.0, "cpu_user_percent": 0.0,
+                                         "cpu_sys_percent": 0.0}
+        self.thread_cpu = [0.0] * len(self.lanes)
+        self.threads: list[threading.Thread] = []
+
+    @property
+    def queues(self) -> dict[int, _Queue]:
+        return {q: st for lane in self.lanes for q, st in lane.queues.items()}
+
+    def open(self) -> None:
+        for lane in self.lanes:
+            lane.open()
+
+    def _wake(self, i: int) -> None:
+        with contextlib.suppress(OSError):
+            self.wakes[i][1].send(b"x")
+
+    def _lane(self, i: int) -> None:
+        self.tids[i] = threading.get_native_id()
+        try:
+            self.lanes[i].run(self.wakes[i][0].fileno())
+        except BaseException as exc:
+            self.failure = exc
+            self.stop = True
+            with contextlib.suppress(OSError):
+                self.main_wake[1].send(b"x")
+
+    def apply_reload(self) -> None:
+        self.reload = False
+        # the first lane reads the file, checked against every lane's queues, and keeps
+        # the errors (its config_errors list is this engine's)
+        new = self.lanes[0].load_new(set(self.queues))
+        if new is None:
+            return
+        for i, lane in enumerate(self.lanes):
+            lane.pending = Config({q: new.queues[q] for q in lane.queues}, new.seed)
+            lane.reload = True
+            self._wake(i)
+        self.config = new
+
+    def _cpu(self, now: float) -> None:
+        then, ru0, t0 = self._cpu_mark
+        ru = resource.getrusage(resource.RUSAGE_SELF)
+        threads = [_thread_cpu_seconds(t) if t else 0.0 for t in self.tids]
+        wall = now - then
+        if wall > 0.05:
+            user = (ru.ru_utime - ru0.ru_utime) / wall * 100
+            system = (ru.ru_stime - ru0.ru_stime) / wall * 100
+            self.cpu_last = {"cpu_percent": round(user + system, 1),
+                             "cpu_user_percent": round(user, 1),
+                             "cpu_sys_percent": round(system, 1)}
+            self.thread_cpu = [round(max(0.0, b - a) / wall * 100, 1)
+                               for a, b in zip(t0, threads, strict=True)]
+            self._cpu_mark = (now, ru, threads)
+
+    def stats(self, *, running: bool = True) -> dict[str, Any]:
+        now = time.monotonic()
+        self._cpu(now)
+        lat: list[float] = []
+        late_max = 0.0
+        for lane in self.lanes:
+            got, lane.lateness = lane.lateness, []
+            lat.extend(got)
+            late_max = max(late_max, lane.late_max)
+            lane.late_max = 0.0
+        lat.sort()
+
+        def pct(p: float) -> float | None:
+            return round(lat[min(len(lat) - 1, int(p * len(lat)))] * 1000, 3) if lat else None
+
+        ru = resource.getrusage(resource.RUSAGE_SELF)
+        return {
+            "pid": os.getpid(),
+            "started": self.started,
+            "updated": time.time(),
+            "running": running,
+            "config": self.config.as_json(),
+            "queues": {str(q): {"packets": st.packets,
+                                "bytes": st.bytes if self.count_bytes else None,
+                                "dropped_loss": st.dropped,
+                                "held_now": len(st.held),
+                                "held_max": st.held_max,
+                                "released": st.released,
+                                "kernel": None}
+                       for q, st in sorted(self.queues.items())},
+            "lateness_ms": {"p50": pct(0.5), "p99": pct(0.99),
+                            "max": round(late_max * 1000, 3) if lat else None,
+                            "count": len(lat)},
+            **self.cpu_last,
+            "engine": "split",
+            "sched": self.sched,
+            "cpu_thread_max_percent": max(self.thread_cpu, default=0.0),
+            "threads": {str(q): {"cpu_percent": cpu}
+                        for lane, cpu in zip(self.lanes, self.thread_cpu, strict=True)
+                        for q in lane.queues},
+            "cpu_seconds": round(ru.ru_utime + ru.ru_stime, 3),
+            "enobufs": sum(lane.enobufs for lane in self.lanes),
+            "verdict_errors": sum(lane.verdict_errors for lane in self.lanes),
+            "last_verdict_error": next((lane.last_verdict_error for lane in self.lanes
+                                        if lane.last_verdict_error), None),
+            "config_errors": list(self.config_errors),
+            "bytes_source": "NFQA_CAP_LEN (copy-packet, 1 byte)" if self.count_bytes
+            else "none: copy-meta mode carries no packet length",
+            "netlink": {"portid": [lane.portid for lane in self.lanes],
+                        "rcvbuf": self.lanes[0].rcvbuf_actual if self.lanes else 0,
+                        "queue_maxlen": self.lanes[0].queue_maxlen if self.lanes else 0},
+        }
+
+    def write_stats(self, *, running: bool = True) -> None:
+        if self.stats_path is not None:
+            write_stats_file(self.stats_path, self.stats(running=running), self.portid)
+
+    def try_write_stats(self) -> None:
+        if self.writer is not None:
+            self.writer.submit(self.stats())
+
+    def run(self, wake_fd: int) -> None:
+        """Start a thread per lane; until SIGTERM/SIGINT: reload and stats; then stop them."""
+        self.threads = [threading.Thread(target=self._lane, args=(i,),
+                                         name=f"nfqdelay-q{min(lane.queues)}", daemon=True)
+                        for i, lane in enumerate(self.lanes)]
+        for t in self.threads:
+            t.start()
+        monotonic = time.monotonic
+        next_stats = monotonic() + self.interval
+        try:
+            while not self.stop:
+                fds = [wake_fd, self.main_wake[0].fileno()]
+                for fd in select.select(fds, [], [], max(0.0, next_stats - monotonic()))[0]:
+                    with contextlib.suppress(BlockingIOError):
+                        os.read(fd, 512)
+                now = monotonic()
+                if self.reload:
+                    self.apply_reload()
+                    self.try_write_stats()
+                    next_stats = now + self.interval
+                elif now >= next_stats:
+                    self.try_write_stats()
+                    next_stats = now + self.interval
+        finally:
+            for i, lane in enumerate(self.lanes):
+                lane.stop = True
+                self._wake(i)
+            for t in self.threads:
+                t.join(5)
+        if self.failure is not None:
+            raise self.failure
+
+    def shutdown(self) -> None:
+        for lane in self.lanes:
+            lane.shutdown()
+
+    def close(self) -> None:
+        for lane in self.lanes:
+            lane.close()
+        for r, w in [*self.wakes, self.main_wake]:
+            r.close()
+            w.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -746,6 +1005,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="busy-poll the last MS before a packet is due instead of sleeping "
                              "(0..5; sub-0.1 ms lateness where wake-ups from idle take ms, as in "
                              "a VM, at the cost of CPU even when idle; default 0)")
+    parser.add_argument("--engine", choices=ENGINES,
+                        default=os.environ.get(ENGINE_ENV) or ENGINES[0],
+                        help="split: a socket and thread per queue (direction); single: one "
+                             "thread for all queues, as before issue 13 (default: $"
+                             f"{ENGINE_ENV} or %(default)s)")
+    parser.add_argument("--sched", choices=SCHEDS,
+                        default=os.environ.get(SCHED_ENV) or SCHEDS[0],
+                        help="normal: an ordinary process; fifo: real-time priority 1 "
+                             "(SCHED_FIFO): packets released on time on busy CPUs, but it "
+                             "takes CPU from the end hosts at many flows; not with --spin-ms "
+                             "(default: $" f"{SCHED_ENV} or %(default)s)")
     args = parser.parse_args(argv)
     try:
         config = load_config(args.config)
@@ -757,9 +1027,17 @@ def main(argv: Sequence[str] | None = None) -> int:
               "--spin-ms 0..5", file=sys.stderr)
         return 2
 
-    engine = Engine(config, args.config, args.stats, queue_maxlen=args.queue_maxlen,
-                    rcvbuf=args.rcvbuf, count_bytes=args.count_bytes,
-                    spin=args.spin_ms / 1000)
+    sched = "normal"
+    if args.sched == "fifo" and not args.spin_ms:
+        try:  # threads started later (the lanes, the stats writer) inherit it
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(FIFO_PRIORITY))
+            sched = f"fifo {FIFO_PRIORITY}"
+        except OSError as exc:
+            sched = f"normal (SCHED_FIFO refused: {exc.strerror})"
+    kind = SplitEngine if args.engine == "split" else Engine
+    engine = kind(config, args.config, args.stats, queue_maxlen=args.queue_maxlen,
+                  rcvbuf=args.rcvbuf, count_bytes=args.count_bytes, spin=args.spin_ms / 1000)
+    engine.sched = sched
     wake_r, wake_w = socket.socketpair()
     wake_r.setblocking(False)
     wake_w.setblocking(False)
@@ -796,8 +1074,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if ready:
             with contextlib.suppress(OSError):
                 engine.write_stats(running=False)
-        if engine.sock is not None:
-            engine.sock.close()
+        engine.close()
         for s, h in old.items():
             signal.signal(s, h)
         signal.set_wakeup_fd(old_wakeup)

@@ -633,6 +633,7 @@ class LabPath:
                 "alive": bool(st.emulator_pid and _alive(st.emulator_pid)),
                 **{k: stats.get(k) for k in ("cpu_percent", "lateness_ms", "queues", "enobufs",
                                              "config_errors", "updated")},
+                **{k: stats.get(k) for k in ("cpu_thread_max_percent", "engine", "sched")},
             })
         doc: dict[str, Any] = {
             "name": st.name, "backend": st.backend, "backend_reason": st.backend_reason,
