@@ -163,7 +163,7 @@ def verdict(times: dict[str, list[float]], t: Target,
         return f"{ratio:.2f}", "met"
     asked = t.limit * statistics.median(b)
     if floor_s is not None and asked < floor_s:
-        return f"{ratio:.2f}", f"not met: asks {asked:.2f} s < wire floor {floor_s:.2f} s"
+        return f"{ratio:.2f}", f"not met: asks {asked:.3f} s < wire floor {floor_s:.3f} s"
     return f"{ratio:.2f}", "not met"
 
 

@@ -43,7 +43,7 @@ def test_verdicts(bench: ModuleType) -> None:
                          bench.Target("a", "b", None, "")) == ("0.50", "(information)")
     # a target asking for less than the wire floor says so; one above it is a plain miss
     assert bench.verdict({"a": [3.0], "b": [4.0]}, t, 2.15) == (
-        "0.75", "not met: asks 2.00 s < wire floor 2.15 s")
+        "0.75", "not met: asks 2.000 s < wire floor 2.150 s")
     assert bench.verdict({"a": [3.0], "b": [5.0]}, t, 2.15) == ("0.60", "not met")
     assert bench.verdict({"a": [2.0], "b": [4.0]}, t, 2.15) == ("0.50", "met")
 
