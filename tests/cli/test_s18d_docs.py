@@ -417,7 +417,7 @@ OTHER_FLAGS: dict[tuple[str, str], str] = {
     ("docs/measure.md", "--status-interval"): "fio",
     **{("docs/benchmarks.md", f): "bench script" for f in (
         "--before", "--after", "--matrix", "--inproc-rounds", "--inproc-calls", "--rounds",
-        "--paths", "--ends", "--sizes")},
+        "--paths", "--ends", "--sizes", "--instructions")},
 }
 # inline code that is another program's command line (its flags are that program's)
 OTHER_PROGRAMS = re.compile(r"^(sudo )?(\.venv/bin/python )?(bench/|unshare |git |"
