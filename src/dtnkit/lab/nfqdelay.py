@@ -188,6 +188,54 @@ _VERDICT_LEN = _NLH.size + _NFGEN.size + _NLA.size + _BE32X2.size
 _VERDICT_ATTR = _NLA.pack(_NLA.size + _BE32X2.size, NFQA_VERDICT_HDR)
 
 
+# ---- stats ---------------------------------------------------------------------------------
+
+def cpu_shares(ru0: resource.struct_rusage, ru: resource.struct_rusage,
+               wall: float) -> dict[str, float]:
+    """The process's CPU between two getrusage readings ``wall`` seconds apart, in % of a
+    core: ``cpu_percent`` and its user and system parts."""
+    user = (ru.ru_utime - ru0.ru_utime) / wall * 100
+    system = (ru.ru_stime - ru0.ru_stime) / wall * 100
+    return {"cpu_percent": round(user + system, 1), "cpu_user_percent": round(user, 1),
+            "cpu_sys_percent": round(system, 1)}
+
+
+def stats_head(started: float, running: bool, config: dict[str, Any],
+               queues: dict[str, Any]) -> dict[str, Any]:
+    """The first keys of the stats file, the same for every engine."""
+    return {"pid": os.getpid(), "started": started, "updated": time.time(),
+            "running": running, "config": config, "queues": queues}
+
+
+def queue_stats(queues: dict[int, Any], count_bytes: bool) -> dict[str, Any]:
+    """The stats file's ``queues``: each queue's counters (``bytes`` only when counted)."""
+    return {str(q): {"packets": st.packets,
+                     "bytes": st.bytes if count_bytes else None,
+                     "dropped_loss": st.dropped,
+                     "held_now": len(st.held),
+                     "held_max": st.held_max,
+                     "released": st.released,
+                     "kernel": None}
+            for q, st in sorted(queues.items())}
+
+
+def lateness_stats(lateness: list[float], late_max: float) -> dict[str, Any]:
+    """The stats file's ``lateness_ms``: p50, p99 and max of release lateness (seconds in)."""
+    lat = sorted(lateness)
+
+    def pct(p: float) -> float | None:
+        return round(lat[min(len(lat) - 1, int(p * len(lat)))] * 1000, 3) if lat else None
+
+    return {"p50": pct(0.5), "p99": pct(0.99),
+            "max": round(late_max * 1000, 3) if lat else None, "count": len(lat)}
+
+
+def bytes_source(count_bytes: bool) -> str:
+    """Where the stats' byte counts come from."""
+    return ("NFQA_CAP_LEN (copy-packet, 1 byte)" if count_bytes
+            else "none: copy-meta mode carries no packet length")
+
+
 # ---- config ------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class QueueConfig:
@@ -657,40 +705,19 @@ class Engine:
         ru = resource.getrusage(resource.RUSAGE_SELF)
         wall = now - then
         if wall > 0.05:
-            user = (ru.ru_utime - ru0.ru_utime) / wall * 100
-            system = (ru.ru_stime - ru0.ru_stime) / wall * 100
-            self.cpu_last = {"cpu_percent": round(user + system, 1),
-                             "cpu_user_percent": round(user, 1),
-                             "cpu_sys_percent": round(system, 1)}
+            self.cpu_last = cpu_shares(ru0, ru, wall)
             self._cpu_mark = (now, ru)
 
     def stats(self, *, running: bool = True) -> dict[str, Any]:
         now = time.monotonic()
         self._cpu(now)
-        lat = sorted(self.lateness)
+        lateness = lateness_stats(self.lateness, self.late_max)
         self.lateness = []
-
-        def pct(p: float) -> float | None:
-            return round(lat[min(len(lat) - 1, int(p * len(lat)))] * 1000, 3) if lat else None
-
-        lateness = {"p50": pct(0.5), "p99": pct(0.99),
-                    "max": round(self.late_max * 1000, 3) if lat else None, "count": len(lat)}
         self.late_max = 0.0
         ru = resource.getrusage(resource.RUSAGE_SELF)
         return {
-            "pid": os.getpid(),
-            "started": self.started,
-            "updated": time.time(),
-            "running": running,
-            "config": self.config.as_json(),
-            "queues": {str(q): {"packets": st.packets,
-                                "bytes": st.bytes if self.count_bytes else None,
-                                "dropped_loss": st.dropped,
-                                "held_now": len(st.held),
-                                "held_max": st.held_max,
-                                "released": st.released,
-                                "kernel": None}
-                       for q, st in sorted(self.queues.items())},
+            **stats_head(self.started, running, self.config.as_json(),
+                         queue_stats(self.queues, self.count_bytes)),
             "lateness_ms": lateness,
             **self.cpu_last,
             "engine": "single",
@@ -701,8 +728,7 @@ class Engine:
             "verdict_errors": self.verdict_errors,
             "last_verdict_error": self.last_verdict_error or None,
             "config_errors": list(self.config_errors),
-            "bytes_source": "NFQA_CAP_LEN (copy-packet, 1 byte)" if self.count_bytes
-            else "none: copy-meta mode carries no packet length",
+            "bytes_source": bytes_source(self.count_bytes),
             "netlink": {"portid": self.portid, "rcvbuf": self.rcvbuf_actual,
                         "queue_maxlen": self.queue_maxlen},
         }
@@ -873,11 +899,7 @@ class SplitEngine:
         threads = [_thread_cpu_seconds(t) if t else 0.0 for t in self.tids]
         wall = now - then
         if wall > 0.05:
-            user = (ru.ru_utime - ru0.ru_utime) / wall * 100
-            system = (ru.ru_stime - ru0.ru_stime) / wall * 100
-            self.cpu_last = {"cpu_percent": round(user + system, 1),
-                             "cpu_user_percent": round(user, 1),
-                             "cpu_sys_percent": round(system, 1)}
+            self.cpu_last = cpu_shares(ru0, ru, wall)
             self.thread_cpu = [round(max(0.0, b - a) / wall * 100, 1)
                                for a, b in zip(t0, threads, strict=True)]
             self._cpu_mark = (now, ru, threads)
@@ -892,29 +914,12 @@ class SplitEngine:
             lat.extend(got)
             late_max = max(late_max, lane.late_max)
             lane.late_max = 0.0
-        lat.sort()
-
-        def pct(p: float) -> float | None:
-            return round(lat[min(len(lat) - 1, int(p * len(lat)))] * 1000, 3) if lat else None
 
         ru = resource.getrusage(resource.RUSAGE_SELF)
         return {
-            "pid": os.getpid(),
-            "started": self.started,
-            "updated": time.time(),
-            "running": running,
-            "config": self.config.as_json(),
-            "queues": {str(q): {"packets": st.packets,
-                                "bytes": st.bytes if self.count_bytes else None,
-                                "dropped_loss": st.dropped,
-                                "held_now": len(st.held),
-                                "held_max": st.held_max,
-                                "released": st.released,
-                                "kernel": None}
-                       for q, st in sorted(self.queues.items())},
-            "lateness_ms": {"p50": pct(0.5), "p99": pct(0.99),
-                            "max": round(late_max * 1000, 3) if lat else None,
-                            "count": len(lat)},
+            **stats_head(self.started, running, self.config.as_json(),
+                         queue_stats(self.queues, self.count_bytes)),
+            "lateness_ms": lateness_stats(lat, late_max),
             **self.cpu_last,
             "engine": "split",
             "sched": self.sched,
@@ -928,8 +933,7 @@ class SplitEngine:
             "last_verdict_error": next((lane.last_verdict_error for lane in self.lanes
                                         if lane.last_verdict_error), None),
             "config_errors": list(self.config_errors),
-            "bytes_source": "NFQA_CAP_LEN (copy-packet, 1 byte)" if self.count_bytes
-            else "none: copy-meta mode carries no packet length",
+            "bytes_source": bytes_source(self.count_bytes),
             "netlink": {"portid": [lane.portid for lane in self.lanes],
                         "rcvbuf": self.lanes[0].rcvbuf_actual if self.lanes else 0,
                         "queue_maxlen": self.lanes[0].queue_maxlen if self.lanes else 0},
