@@ -94,15 +94,24 @@ def test_methods_over_http(setup: tuple[Layout, ServerHandle, ServerHandle, Path
         request(conn, method, path, body=body)
         return False
 
+    def wrote(names: set[str]) -> bool:
+        return any(n.startswith("hp-") for n in names) and any(n.startswith("hc-") for n in names)
+
     read_escapes = hammer(lay, h, TRIES, reads)
-    hammer(lay, h, TRIES, writes)
+    # The writes must really have written somewhere inside (else "nothing escaped" proves
+    # nothing).  Which state of the swapped directory a request meets is the scheduler's
+    # choice: on a loaded machine a whole round of writes once met only the swapped state, so
+    # a round that wrote nothing inside is run again, at most three rounds in all.
+    for _round in range(3):
+        hammer(lay, h, TRIES, writes)
+        if wrote(lay.inside_names()):
+            break
     print(f"outside: {len(lay.outside_names() ^ victims)} names created or removed")
     assert read_escapes == 0
     assert lay.outside_names() == victims
     assert victims - before == {f"hv-{i}" for i in range(TRIES * 2)}
     assert (lay.outside / "file").read_bytes() == OUTSIDE
-    made = lay.inside_names()
-    assert any(n.startswith("hp-") for n in made) and any(n.startswith("hc-") for n in made)
+    assert wrote(lay.inside_names())
 
 
 def test_copy_over_http(setup: tuple[Layout, ServerHandle, ServerHandle, Path]) -> None:
