@@ -42,13 +42,16 @@ PLACEHOLDERS = frozenset({"src", "dst", "url", "host", "port", "streams", "file_
                           "duration", "bytes", "rtt_ms", "rate_bps", "origin", "workdir"})
 
 #: the axes, outermost first: the order points are run in (path settings change least)
-AXES = ("rtt", "rate", "loss", "origins", "cores", "profile", "tool", "file_size", "streams")
+AXES = ("rtt", "rate", "loss", "origins", "cores", "profile", "tool", "server", "file_size",
+        "streams")
+#: what the origins (and a TPC destination) serve with
+SERVERS = ("dtnkit", "xrootd")
 RUN_KEYS = ("repeats", "duration", "bytes", "time_limit", "sample_interval")
 TOP_KEYS = ("schema", "name", "description", "axes", "run", "commands")
 
 DEFAULTS: dict[str, Any] = {
     "rate": (None,), "loss": (0.0,), "origins": (1,), "cores": (None,),
-    "file_size": (2**30,), "tool": ("iperf3",), "profile": (None,),
+    "file_size": (2**30,), "tool": ("iperf3",), "profile": (None,), "server": ("dtnkit",),
 }
 DEFAULT_DURATION_S = 10.0
 DEFAULT_TIME_LIMIT_S = 600.0
@@ -75,6 +78,7 @@ class Point:
     sample_interval_s: float
     time_limit_s: float
     command: str | None = None  # the template when tool is command:NAME
+    server: str = "dtnkit"  # the origins' server (dtnkit serve or XRootD); iperf3 ignores it
 
     def identity(self) -> dict[str, Any]:
         """What the point ID hashes: everything but the time limit (which does not change
@@ -135,7 +139,7 @@ class Grid:
                 cores=v["cores"], profile=v["profile"], tool=tool, file_size=v["file_size"],
                 streams=v["streams"], repeat=v["repeat"], duration_s=self.duration_s,
                 bytes=self.bytes, sample_interval_s=self.sample_interval_s,
-                time_limit_s=self.time_limit_s,
+                time_limit_s=self.time_limit_s, server=v["server"],
                 command=self.commands[tool[len(COMMAND_PREFIX):]]
                 if tool.startswith(COMMAND_PREFIX) else None)
 
@@ -343,6 +347,11 @@ def _one(axis: str, raw: Any, where: str, known_profiles: Sequence[str],
                         f"known tools: {', '.join(TOOLS)}, command:NAME",
                         "pick one of those")
         return text
+    if axis == "server":
+        if text not in SERVERS:
+            raise _fail(where, f"unknown server {_brief(raw)}",
+                        f"origins serve with: {', '.join(SERVERS)}", "pick one of those")
+        return text
     # profile
     if text not in known_profiles:
         raise _fail(where, f"unknown profile {_brief(raw)}",
@@ -355,7 +364,8 @@ EXAMPLES = {
     "rtt": 'rtt = ["5ms", "100ms"]', "rate": 'rate = ["1gbit"]', "loss": 'loss = ["0.01%"]',
     "streams": "streams = [1, 2, 4, 8]", "origins": "origins = [1, 4]",
     "cores": "cores = [0.5, 2] (or \"none\")", "file_size": 'file_size = ["256MiB"]',
-    "tool": 'tool = ["iperf3", "dtnkit-cp"]', "profile": 'profile = ["none", "dtn"]',
+    "tool": 'tool = ["iperf3", "dtnkit-cp"]', "server": 'server = ["dtnkit", "xrootd"]',
+    "profile": 'profile = ["none", "dtn"]',
 }
 
 
@@ -402,7 +412,7 @@ def _axis(axis: str, raw: Any, where: str, known_profiles: Sequence[str],
                         f"it equals {_show(axis, one)}, already in the axis",
                         "give each value once")
         parsed[one] = None
-    if axis in ("tool", "profile"):
+    if axis in ("tool", "profile", "server"):
         return tuple(parsed)  # run in the order given
     return tuple(sorted(parsed, key=lambda v: (v is not None, v if v is not None else 0)))
 
