@@ -30,6 +30,11 @@ if TYPE_CHECKING:  # imported by for_this_host: `cp --streams N` never loads dtn
 
 #: Most streams ``auto`` chooses: beyond this, more streams mostly add loss and memory.
 CAP = 16
+#: Most streams when the rate is not the path's but the link's (an upper bound) or assumed:
+#: the path's real rate may be a tenth of it, and streams that all leave slow start into a
+#: queue of one bandwidth-delay product lose together.  On a 50 ms / 1 Gbit/s lab path with
+#: 10 Gbit/s veths, 16 streams took 1.1-2.2x the time of 8 for 256 MiB (docs/benchmarks.md).
+UNKNOWN_PATH_CAP = 8
 #: Share of a socket buffer that carries data in flight (tcp_adv_win_scale = 1).
 WINDOW_SHARE = 0.5
 #: Rate assumed when neither --rate nor a link speed is known (a DTN's common NIC).
@@ -141,6 +146,8 @@ def decide(rtt_s: float | None, rate_bps: float, rate_from: str, limits: Limits 
         return Decision(1, rtt_s, rate_bps, rate_from, None,
                         "1 stream: the socket buffer limits of this host could not be read")
     window = limits.window
+    if rate_from != "--rate":
+        cap = min(cap, UNKNOWN_PATH_CAP)
     n = streams_for(rate_bps, rtt_s, window, cap)
     bdp = rate_bps / 8 * rtt_s
     capped = n == cap and math.ceil(round(bdp / window, 9)) > cap
@@ -149,7 +156,9 @@ def decide(rtt_s: float | None, rate_bps: float, rate_from: str, limits: Limits 
               f"{show_bytes(window)} per stream (receive {limits.receive_window}, send "
               f"{limits.send_window} bytes: half of tcp_rmem max {limits.tcp_rmem_max}, "
               f"tcp_wmem max {limits.tcp_wmem_max}; rmem_max {limits.rmem_max})"
-              + (f", capped at {cap}" if capped else ""))
+              + (f", capped at {cap}" if capped else "")
+              + (" (the rate is not the path's: give --rate for more)"
+                 if capped and rate_from != "--rate" else ""))
     return Decision(n, rtt_s, rate_bps, rate_from, window, reason)
 
 
