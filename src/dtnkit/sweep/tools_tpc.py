@@ -50,6 +50,8 @@ if TYPE_CHECKING:
     from dtnkit.sweep.grid import Point
 
 CHECKSUM = "adler32"
+#: the bearer token gfal-copy sends to servers that take none (XRootD without authorization)
+NO_TOKEN = "dtnkit-sweep-no-token"
 STOP_GRACE_S = 2.0
 
 
@@ -351,9 +353,12 @@ class GfalTpc:
         if dest.ca_file is not None:
             out["X509_CERT_DIR"] = str(ca_dir(dest.ca_file, env.workdir))
         out["GFAL_PYTHONBIN"] = gfal_python() or "python3"
-        token = dest.token or next((o.token for o in env.origins if o.token), "")
-        if token:
-            out["BEARER_TOKEN"] = token
+        # Without a bearer token gfal2 asks the active party to take a delegated proxy
+        # (COPY with "Credential: gridsite"), which XRootD 5.5's TPC refuses ("unsupported
+        # credential type"); with one it sends "Credential: none".  XRootD here has no
+        # authorization, so any token does for it.
+        out["BEARER_TOKEN"] = (dest.token or next((o.token for o in env.origins if o.token),
+                                                  "") or NO_TOKEN)
         return out
 
     def one(self, env: PointEnv, j: Job, procs: Procs, deadline: float,
