@@ -237,17 +237,19 @@ def test_a_server_dying_at_start_is_one_error_with_its_log(site: Site) -> None:
 
 
 @needs_cgroups
-def test_a_port_already_taken(site: Site) -> None:
+@pytest.mark.parametrize("kind", ["dtnkit", pytest.param("xrootd", marks=xrootd), "iperf3"])
+def test_a_port_already_taken(site: Site, kind: str) -> None:
     first = servers.start_server("dtnkit", site.sources[0], index=0, workdir=site.base / "p1",
                                  pki=site.pki, quota_name=f"{site.prefix}-p1", token=TOKEN)
     try:
         with pytest.raises(ServerFailed) as err:
-            servers.start_server("dtnkit", site.sources[0], index=3, workdir=site.base / "p2",
+            servers.start_server(kind, site.sources[0], index=3, workdir=site.base / "p2",
                                  pki=site.pki, quota_name=f"{site.prefix}-p2", token=TOKEN,
                                  port=first.origin.port)
         text = err.value.render()
-        assert "origin 3 (dtnkit on src1) exited with status" in text
+        assert f"origin 3 ({kind} on src1) exited with status" in text
         assert "in use" in text.lower(), text
+        assert "\n" not in text
         assert not (site.base / "p2").exists()
         assert cgroups.leftovers(f"{site.prefix}-p2") == []
     finally:
