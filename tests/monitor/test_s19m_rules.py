@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 import yaml
+from tests.conftest import taken
 
 from dtnkit.cli.main import main
 from dtnkit.environment import Environment
 from dtnkit.monitor.build import rules_text
-from tests.conftest import taken
 
 HERE = Path(__file__).parent
 ALERTS = ("DtnkitStreamUtilisationHigh", "DtnkitTcpRetransmitHigh", "DtnkitContextSwitchesHigh",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ipaddress
 import signal
+import ssl
 import threading
 from pathlib import Path
 from types import FrameType
@@ -125,13 +126,15 @@ def exporter(env: Environment, listen: str, netns: str | None, profile: str,
                 keyfile=None if key is None else str(key),
                 client_cafile=None if client_ca is None else str(client_ca),
                 client_auth_required=client_ca is not None)
+        except ssl.SSLError as exc:  # a bad certificate or key (an OSError too)
+            raise BadInput("TLS", str(exc), "check --cert and --key") from exc
         except OSError as exc:
             raise DtnkitError(f"cannot listen on {listen}", exc.strerror or str(exc),
                               "pick another --listen (port 0 picks a free one)") from exc
-        except Exception as exc:  # ssl.SSLError: a bad certificate or key
-            raise BadInput("TLS", str(exc), "check --cert and --key") from exc
-        host, bound = server.server_address[:2]
-        shown = f"[{host}]" if ":" in str(host) else str(host)
+        bound_addr = server.server_address[0]
+        host = bound_addr.decode() if isinstance(bound_addr, bytes) else str(bound_addr)
+        bound = int(server.server_address[1])
+        shown = f"[{host}]" if ":" in host else host
         url = f"{'https' if cert else 'http'}://{shown}:{bound}/metrics"
         stop = threading.Event()
 
@@ -178,19 +181,22 @@ def metrics(env: Environment, netns: str | None, profile: str, profile_dir: tupl
     Exit 0 when every collector succeeded, 1 when one failed (the others' series are still
     there; the table and JSON say which one and why).
     """
+    from dtnkit.monitor.build import check_textfile, collect_once, write_textfile
     from dtnkit.monitor.build import exporter as build
-    from dtnkit.monitor.build import collect_once, write_textfile
 
+    if textfile is not None:
+        check_textfile(textfile, file_name)  # before any read: bad input writes nothing
     drift = _drift(no_drift, profile, profile_dir, rtt, 300.0)
     with build(netns, db, drift) as (reg, collector):
         families, data = collect_once(reg)
     written = None if textfile is None else write_textfile(textfile, file_name, data)
     samples = [s for fam in families for s in fam.samples]
-    doc = {
+    rows = [_collector_row(s.labels["collector"], samples, collector)
+            for s in samples if s.name == "dtnkit_collector_success"]
+    doc: dict[str, Any] = {
         "netns": netns,
         "textfile": None if written is None else str(written),
-        "collectors": [_collector_row(s.labels["collector"], samples, collector)
-                       for s in samples if s.name == "dtnkit_collector_success"],
+        "collectors": rows,
         "series": len(samples),
         **({} if written is not None else
            {"samples": [{"name": s.name, "labels": s.labels, "value": s.value}
@@ -200,14 +206,14 @@ def metrics(env: Environment, netns: str | None, profile: str, profile_dir: tupl
         env.stdout.write(data.decode())
     else:
         emit(env, doc, fmt, lambda p: _table(p, doc))
-    ok = all(c["ok"] for c in doc["collectors"])
+    ok = all(c["ok"] for c in rows)
     return int(ExitStatus.OK if ok else ExitStatus.ERROR)
 
 
 def _collector_row(name: str, samples: list[Any], collector: Exporter) -> dict[str, Any]:
     def value(metric: str) -> float:
-        return next(s.value for s in samples
-                    if s.name == metric and s.labels.get("collector") == name)
+        return float(next(s.value for s in samples
+                          if s.name == metric and s.labels.get("collector") == name))
 
     return {"collector": name, "ok": value("dtnkit_collector_success") == 1.0,
             "duration_s": value("dtnkit_collector_duration_seconds"),

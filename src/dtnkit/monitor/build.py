@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -89,10 +89,8 @@ def collect_once(reg: CollectorRegistry) -> tuple[list[Metric], bytes]:
     return families, generate_latest(_Collected(families))
 
 
-def write_textfile(directory: Path, name: str, data: bytes) -> Path:
-    """Write ``data`` to DIRECTORY/NAME atomically: a temporary file beside it, then a
-    rename, all relative to the directory opened once without following symlinks (so a
-    symlink planted as DIRECTORY or as the temporary name is never written through)."""
+def check_textfile(directory: Path, name: str) -> None:
+    """What write_textfile refuses, checked before anything is collected."""
     if not name.endswith(".prom") or "/" in name or name.startswith("."):
         raise BadInput(f"bad textfile name {name!r}",
                        "node_exporter's textfile collector reads only NAME.prom files",
@@ -107,6 +105,13 @@ def write_textfile(directory: Path, name: str, data: bytes) -> Path:
         raise BadInput(f"cannot write metrics to {directory}",
                        "it is a symlink" if stat.S_ISLNK(st.st_mode) else "not a directory",
                        "give the real directory node_exporter reads")
+
+
+def write_textfile(directory: Path, name: str, data: bytes) -> Path:
+    """Write ``data`` to DIRECTORY/NAME atomically: a temporary file beside it, then a
+    rename, all relative to the directory opened once without following symlinks (so a
+    symlink planted as DIRECTORY or as the temporary name is never written through)."""
+    check_textfile(directory, name)
     dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     tmp = f".{name}.{os.getpid()}.tmp"
     try:

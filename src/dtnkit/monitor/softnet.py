@@ -34,7 +34,7 @@ class SoftnetCollector:
 
     def collect(self, view: View) -> Iterator[Metric]:
         rows = parse((view.proc_net / "softnet_stat").read_text())
-        families = [
+        families: list[tuple[CounterMetricFamily | GaugeMetricFamily, int]] = [
             (CounterMetricFamily("dtnkit_softnet_flow_limit_drops",
                                  "Packets dropped by the flow limit (softnet_stat column 11).",
                                  labels=["cpu"]), 10),
