@@ -83,7 +83,7 @@ def main() -> int:
         for url, proc in servers.values():
             wait_up(url, proc)
         first = {}
-        for name, (url, proc) in servers.items():
+        for name, (url, _) in servers.items():
             first[name] = scrape(url)[0]
         log(f"warm-up done; {args.rounds} interleaved rounds")
         watch = CpuWatch(lambda: [p.pid for _, p in servers.values()])
