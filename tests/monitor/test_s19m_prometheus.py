@@ -31,7 +31,7 @@ from dtnkit.lab.path import LabPath, PathSpec
 from dtnkit.monitor.build import rules_text
 
 pytestmark = [pytest.mark.needs_root, pytest.mark.needs_netns]
-NEEDS = [t for t in ("prometheus", "iperf3") if shutil.which(t) is None]
+NEEDS = [t for t in ("prometheus", "promtool", "iperf3") if shutil.which(t) is None]
 needs_tools = pytest.mark.skipif(bool(NEEDS), reason=f"needs {', '.join(NEEDS)}")
 
 ALERT = "DtnkitTcpRetransmitHigh"
@@ -165,6 +165,13 @@ def test_retransmit_alert_fires_on_loss_and_clears(path: LabPath, exporter: str,
         until("segments/s over the rule's floor in Prometheus", lambda: [
             r for r in query(prometheus, "instance:tcp_segments_sent:rate2m")
             if float(r["value"][1]) > 100], 40)
+        # the exposition of a real scrape (a namespace's: with the netns-only series) lints
+        with urllib.request.urlopen(f"http://{exporter}/metrics", timeout=10) as resp:
+            scraped = resp.read().decode()
+        assert "dtnkit_tcp_segments_retransmitted_total" in scraped
+        lint = subprocess.run(["promtool", "check", "metrics"], input=scraped, text=True,
+                              capture_output=True, timeout=60)
+        assert lint.returncode == 0, lint.stdout + lint.stderr
         ok = query(prometheus, 'dtnkit_collector_success{collector="tcp"}')
         assert [float(r["value"][1]) for r in ok] == [1.0]
         assert alert_state(prometheus) is None
