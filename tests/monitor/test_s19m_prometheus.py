@@ -35,7 +35,7 @@ NEEDS = [t for t in ("prometheus", "promtool", "iperf3") if shutil.which(t) is N
 needs_tools = pytest.mark.skipif(bool(NEEDS), reason=f"needs {', '.join(NEEDS)}")
 
 ALERT = "DtnkitTcpRetransmitHigh"
-LOSS = 0.05  # a retransmit share well above the rule's 5 % once DSACKs are taken off
+LOSS = 0.08  # a retransmit share clearly above the rule's 5 % once DSACKs are taken off
 
 
 def fast_rules() -> str:
