@@ -275,3 +275,13 @@ def test_exporter_serves_https_and_stops_on_sigterm(tmp_path: Path, pki: Any) ->
         assert proc.wait(timeout=10) == 0
 
 
+
+
+def test_a_bad_certificate_is_one_line(tmp_path: Path, environment: Environment) -> None:
+    bad = tmp_path / "bad.pem"
+    bad.write_text("not a certificate\n")
+    rc = main(["exporter", "--listen", "127.0.0.1:0", "--no-drift", "--cert", str(bad),
+               "--key", str(bad)], environment)
+    err = taken(environment.stderr)
+    assert rc == 9 and err.startswith("dtnkit: error: TLS: Cannot load server certificate")
+    assert err.count("\n") == 1 and "('" not in err

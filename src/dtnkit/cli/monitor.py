@@ -43,6 +43,13 @@ def parse_listen(text: str) -> tuple[str, int]:
     return addr, int(port_text)
 
 
+def _flat(args: Any) -> str:
+    """An exception's arguments as one line (prometheus_client wraps ssl's in a tuple)."""
+    if isinstance(args, tuple | list):
+        return "; ".join(filter(None, (_flat(a) for a in args)))
+    return str(args).strip()
+
+
 def _common(f: Any) -> Any:
     for deco in reversed((
         click.option("--netns", default=None, metavar="NS",
@@ -127,7 +134,7 @@ def exporter(env: Environment, listen: str, netns: str | None, profile: str,
                 client_cafile=None if client_ca is None else str(client_ca),
                 client_auth_required=client_ca is not None)
         except ssl.SSLError as exc:  # a bad certificate or key (an OSError too)
-            raise BadInput("TLS", str(exc), "check --cert and --key") from exc
+            raise BadInput("TLS", _flat(exc.args) or str(exc), "check --cert and --key") from exc
         except OSError as exc:
             raise DtnkitError(f"cannot listen on {listen}", exc.strerror or str(exc),
                               "pick another --listen (port 0 picks a free one)") from exc
