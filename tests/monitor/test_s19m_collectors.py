@@ -285,3 +285,32 @@ def test_a_bad_certificate_is_one_line(tmp_path: Path, environment: Environment)
     err = taken(environment.stderr)
     assert rc == 9 and err.startswith("dtnkit: error: TLS: Cannot load server certificate")
     assert err.count("\n") == 1 and "('" not in err
+
+
+def test_drift_audits_at_most_once_per_interval(tree: Path) -> None:
+    """The audit behind the drift series (a captured host: its findings are fixed) runs on
+    the first scrape, then answers the scrapes of its interval."""
+    from dtnkit.host.host import Host
+    from dtnkit.monitor.drift import DriftCollector
+    from dtnkit.tune.audit import Audit, run_audit
+    from dtnkit.tune.profile import load_profile
+
+    audit = run_audit(Host.from_tree(tree), load_profile("dtn"))
+    runs: list[View] = []
+
+    def run(view: View) -> Audit:
+        runs.append(view)
+        return audit
+
+    for interval, expected in ((300.0, 1), (0.0, 3)):
+        runs.clear()
+        drift = DriftCollector(run, interval)
+        for _ in range(3):
+            families = {f.name: f for f in drift.collect(View())}
+        assert len(runs) == expected
+    compliant = families["dtnkit_tuning_compliant"].samples
+    bad = {f.group for f in audit.findings if f.status in ("differs", "unknown")}
+    assert {s.labels["group"] for s in compliant if s.value == 0} == bad
+    for s in compliant:
+        assert (s.labels["reason"] == "") == (s.value == 1)
+        assert s.labels["profile"] == "dtn"

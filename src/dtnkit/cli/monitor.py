@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from dtnkit.cli.options import Duration, db_option, pass_env
+from dtnkit.cli.options import Duration, db_option, pass_env, wide_option
 from dtnkit.cli.output import emit
 from dtnkit.environment import Environment
 from dtnkit.errors import BadInput, DtnkitError, ExitStatus
@@ -175,6 +175,7 @@ def exporter(env: Environment, listen: str, netns: str | None, profile: str,
                    "temporary file in DIR, then a rename).")
 @click.option("--name", "file_name", default="dtnkit.prom", show_default=True,
               help="File name inside --textfile's DIR (ends in .prom).")
+@wide_option
 @click.option("--format", "fmt", type=click.Choice(("table", "json", "prom")),
               default="table", show_default=True,
               help="prom: the exposition text Prometheus reads; json: the samples.")
