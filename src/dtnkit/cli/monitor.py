@@ -95,6 +95,7 @@ def _drift(no_drift: bool, profile: str, profile_dir: tuple[Path, ...], rtt: str
               help="Accept only clients with a certificate from this CA (mutual TLS).")
 @click.option("--print-rules", is_flag=True,
               help="Print the shipped Prometheus alert rules (YAML) and exit.")
+@wide_option
 @click.option("--format", "fmt", type=click.Choice(("table", "json")), default="table",
               show_default=True, help="json: the listening line as one JSON object.")
 @pass_env
