@@ -118,6 +118,14 @@ SKIP: dict[tuple[str, str], str | Skip] = {
         "a benchmark of 41 s, over this test's budget (bench/, not a test)",
     ("docs/transfer.md", "sudo .venv/bin/pytest tests/interop -q"):
         "the interop test suite itself: it runs in the same CI run",
+    ("README.md", "dtnkit metrics --textfile /var/lib/prometheus/node-exporter"):
+        "writes into node_exporter's real textfile directory (tests/monitor/"
+        "test_s19m_collectors.py writes one that node_exporter then reads)",
+    ("README.md", "dtnkit exporter --listen 0.0.0.0:9640 &"):
+        "a server on every address until stopped (tests/monitor/test_s19m_prometheus.py runs "
+        "it, scraped by a real Prometheus)",
+    ("docs/monitoring.md", ".venv/bin/python bench/bench_exporter.py --rounds 40"):
+        "a benchmark (bench/, not a test)",
 }
 
 
@@ -414,6 +422,7 @@ OTHER_FLAGS: dict[tuple[str, str], str] = {
     ("docs/transfer.md", "--capath"): "davix and XRootD clients",
     ("docs/transfer.md", "--checksum-mode"): "gfal-copy",
     ("docs/architecture.md", "--status-interval"): "fio",
+    ("docs/monitoring.md", "--rounds"): "bench script",
     ("docs/measure.md", "--status-interval"): "fio",
     **{("docs/benchmarks.md", f): "bench script" for f in (
         "--before", "--after", "--matrix", "--inproc-rounds", "--inproc-calls", "--rounds",

@@ -33,6 +33,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "results": ("dtnkit.cli.measure", "results"),
     "diagnose": ("dtnkit.cli.measure", "diagnose"),
     "experiment": ("dtnkit.cli.measure", "experiment"),
+    "exporter": ("dtnkit.cli.monitor", "exporter"),
+    "metrics": ("dtnkit.cli.monitor", "metrics"),
 }
 
 
