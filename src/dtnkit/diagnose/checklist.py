@@ -30,7 +30,8 @@ STATUSES = ("pass", "warn", "fail")
 JUMBO = 9000
 ONE_GIB = 1 << 30
 HUNDRED_G_MBPS = 100_000
-#: seconds ping waits for each reply (the probes of one peer run side by side)
+#: seconds ping waits for a reply after its second request (the probes of one peer run side by
+#: side; two requests, since one reply in a few is lost when many pings start at once)
 PING_WAIT_S = 1
 #: path MTUs tried below the interface's own: jumbo, common tunnel sizes, Ethernet, IPv6 minimum
 MTU_LADDER = (9000, 8000, 4000, 1500, 1280)
@@ -301,6 +302,8 @@ class _PeerFacts:
             route = sitecfg.parse_route_get(res.stdout) if res.ok else None
             route_note = (res.message() or "no route") if not res.ok else ""
             dev_mtu = links[route.dev].mtu if route and route.dev in links else None
+            if dev_mtu is not None and version == 4:
+                dev_mtu = min(dev_mtu, 65535)  # lo's 65536 is above an IPv4 packet's largest
             fam = _Family(version, addr, route, route_note, dev_mtu, {}, {})
             families[version] = fam
             if route is None or route.kind in ("unreachable", "prohibit", "blackhole"):
@@ -311,7 +314,7 @@ class _PeerFacts:
                 mtus += [dev_mtu, *(m for m in MTU_LADDER if m < dev_mtu)]
             for mtu in mtus:
                 size = 16 if mtu == 0 else mtu - header
-                argv = ["ping", f"-{version}", "-n", "-c", "1", "-W", str(PING_WAIT_S),
+                argv = ["ping", f"-{version}", "-n", "-c", "2", "-i", "0.2", "-W", str(PING_WAIT_S),
                         "-M", "do", "-s", str(size), addr]
                 plans.append((version, mtu, argv))
         host.read_ahead([functools.partial(host.query, argv) for _, _, argv in plans],
@@ -494,7 +497,7 @@ def scitags(host: Host, procs: list[_Proc]) -> Item:
     partial: list[str] = []
     # flow services: flowd-go, flowd
     running = {p.program: p for p in procs if p.program in ("flowd-go", "flowd")}
-    for name, p in running.items():
+    for p in running.values():
         item.saw(f"process {p.pid}", p.line)
     conf = _read(host, "/etc/flowd-go/conf.yaml")
     if conf is not None:

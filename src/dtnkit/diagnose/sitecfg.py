@@ -123,20 +123,20 @@ class PingOutcome:
 
 
 def parse_ping(returncode: int, text: str) -> PingOutcome:
-    """One ``ping -c 1 -M do -s SIZE`` run: whether it got a reply, and the MTU its error
+    """One ``ping -c N -M do -s SIZE`` run: whether it got a reply, and the MTU its error
     named (a router's "Frag needed", the kernel's "message too long, mtu=N")."""
-    replied = returncode == 0 and bool(re.search(r"\b1 (packets )?received\b", text))
+    replied = returncode == 0 and bool(re.search(r"\b[1-9][0-9]* (packets )?received\b", text))
     hint = None
     m = _MTU_HINT.search(text)
     if m is not None and 68 <= int(m.group(1)) <= 65535:
         hint = int(m.group(1))
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     note = "reply" if replied else "no reply"
-    for line in lines:
-        low = line.lower()
-        if any(w in low for w in ("error", "frag", "too big", "too long", "unreachable",
-                                  "unknown host", "not known", "invalid", "cannot", "denied")):
-            note = line[:120]
+    for words in (("too long", "frag", "too big", "unreachable", "unknown host", "not known",
+                   "invalid", "cannot", "denied", "not installed"), ("error",)):
+        found = [ln for ln in lines if any(w in ln.lower() for w in words)]
+        if found:
+            note = found[0][:120]
             break
     return PingOutcome(replied, hint, note)
 
