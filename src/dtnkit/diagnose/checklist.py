@@ -301,6 +301,8 @@ class _PeerFacts:
             res = host.query(["ip", "-j", f"-{version}", "route", "get", addr.split("%")[0]])
             route = sitecfg.parse_route_get(res.stdout) if res.ok else None
             route_note = (res.message() or "no route") if not res.ok else ""
+            if res.returncode == 127:  # a captured tree without it, or no `ip`
+                route_note = f"cannot tell: {route_note}"
             dev_mtu = links[route.dev].mtu if route and route.dev in links else None
             if dev_mtu is not None and version == 4:
                 dev_mtu = min(dev_mtu, 65535)  # lo's 65536 is above an IPv4 packet's largest
@@ -387,6 +389,10 @@ def path_mtu(pf: _PeerFacts | None) -> Item:
         tag = f"IPv{version}"
         if fam.route is None or fam.route.dev is None:
             item.saw(f"ip -{version} route get {fam.addr}", fam.route_note or "no device")
+            if fam.route_note.startswith("cannot tell"):
+                item.worst("warn")
+                summaries.append(f"{tag}: {fam.route_note}")
+                continue
             item.worst("fail")
             summaries.append(f"{tag}: no route to {fam.addr}")
             nexts.append(f"ip -{version} route get {fam.addr}")
