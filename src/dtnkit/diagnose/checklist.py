@@ -472,8 +472,8 @@ def _processes(host: Host) -> list[_Proc]:
             continue
         try:
             raw = host.read(f"/proc/{pid}/cmdline")
-        except DtnkitError:
-            continue  # gone, or not ours to read
+        except (DtnkitError, ValueError):
+            continue  # not ours to read, or not UTF-8 (no marker or exporter is named so)
         argv = sitecfg.cmdline_argv(raw or "")
         if argv:
             prog, args = sitecfg.program(argv)
