@@ -392,6 +392,8 @@ def path_mtu(pf: _PeerFacts | None) -> Item:
             if fam.route_note.startswith("cannot tell"):
                 item.worst("warn")
                 summaries.append(f"{tag}: {fam.route_note}")
+                nexts.append("run the checklist on the host itself (a tree has no route or "
+                             "ping of its own)")
                 continue
             item.worst("fail")
             summaries.append(f"{tag}: no route to {fam.addr}")
@@ -405,6 +407,7 @@ def path_mtu(pf: _PeerFacts | None) -> Item:
         if fam.dev_mtu is None:
             item.worst("warn")
             summaries.append(f"{tag}: MTU of {fam.route.dev} unknown")
+            nexts.append(f"ip link show {fam.route.dev}")
             continue
         passed = [m for m, o in fam.pings.items() if m and o.replied]
         if not fam.pings.get(0, sitecfg.PingOutcome(False, None, "")).replied and not passed:
