@@ -17,7 +17,10 @@ def run(env: Environment, tree: Path, *argv: str) -> tuple[int, dict[str, Any]]:
     code = main(["checklist", "--tree", str(tree), *argv, "--format", "json"], env)
     err = taken(env.stderr)
     assert "Traceback" not in err, err
-    return code, {i["id"]: i for i in json.loads(taken(env.stdout))["items"]}
+    items = json.loads(taken(env.stdout))["items"]
+    for item in items:  # a warn or a fail always says what to do next; a pass never
+        assert (item["next"] is None) == (item["status"] == "pass"), item
+    return code, {i["id"]: i for i in items}
 
 
 def proc(tree: Path, pid: int, argv: bytes) -> None:
