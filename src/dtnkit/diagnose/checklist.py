@@ -10,6 +10,8 @@ says what each item looks at and its rules.
 from __future__ import annotations
 
 import functools
+import ipaddress
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -231,8 +233,6 @@ def upper_names(links: dict[str, Interface], devices: Sequence[str]) -> set[str]
 
 
 def _ula(addr: str) -> bool:
-    import ipaddress
-
     try:
         return ipaddress.IPv6Address(addr.split("%")[0]) in ipaddress.IPv6Network("fc00::/7")
     except ValueError:
@@ -713,8 +713,6 @@ def traffic_type(host: Host) -> Item:
                          f"via {r.gateway or '-'} dev {','.join(r.devs) or '-'}")
     res = host.query(["ip", "-j", "rule", "show"])
     if res.ok:
-        import json
-
         try:
             rules = json.loads(res.stdout)
         except ValueError:
