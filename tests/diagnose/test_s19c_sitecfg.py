@@ -123,6 +123,10 @@ From 2001:db8::fe icmp_seq=1 Packet too big: mtu=1480
     (2, "ping: c19-nosuch.invalid: Name or service not known\n", False, None,
      "ping: c19-nosuch.invalid: Name or service not known"),
     (0, "", False, None, "no reply"),  # rc 0 alone is not a reply
+    (1, "PING 192.0.2.2 (192.0.2.2) 8972(9000) bytes of data.\n"
+        "ping: sendmsg: No buffer space available\n\n--- 192.0.2.2 ping statistics ---\n"
+        "2 packets transmitted, 0 received, 100% packet loss, time 1001ms\n", False, None,
+     "ping: sendmsg: No buffer space available"),  # a veth refusing a frame above its MTU
 ])
 def test_ping_outcomes(rc: int, text: str, replied: bool, hint: int | None, note: str) -> None:
     out = sitecfg.parse_ping(rc, text)

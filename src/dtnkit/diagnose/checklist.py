@@ -32,9 +32,10 @@ STATUSES = ("pass", "warn", "fail")
 JUMBO = 9000
 ONE_GIB = 1 << 30
 HUNDRED_G_MBPS = 100_000
-#: seconds ping waits for a reply after its second request (the probes of one peer run side by
-#: side; two requests, since one reply in a few is lost when many pings start at once)
+#: seconds ping waits for a reply, and at most in all (the probes of one peer run side by side;
+#: two requests each, since one reply in a few is lost when many pings start at once)
 PING_WAIT_S = 1
+PING_DEADLINE_S = 2
 #: path MTUs tried below the interface's own: jumbo, common tunnel sizes, Ethernet, IPv6 minimum
 MTU_LADDER = (9000, 8000, 4000, 1500, 1280)
 NODE_EXPORTER_PORT = 9100
@@ -316,7 +317,8 @@ class _PeerFacts:
                 mtus += [dev_mtu, *(m for m in MTU_LADDER if m < dev_mtu)]
             for mtu in mtus:
                 size = 16 if mtu == 0 else mtu - header
-                argv = ["ping", f"-{version}", "-n", "-c", "2", "-i", "0.2", "-W", str(PING_WAIT_S),
+                argv = ["ping", f"-{version}", "-n", "-c", "2", "-i", "0.2", "-w",
+                        str(PING_DEADLINE_S), "-W", str(PING_WAIT_S),
                         "-M", "do", "-s", str(size), addr]
                 plans.append((version, mtu, argv))
         host.read_ahead([functools.partial(host.query, argv) for _, _, argv in plans],

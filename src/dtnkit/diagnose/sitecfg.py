@@ -133,7 +133,8 @@ def parse_ping(returncode: int, text: str) -> PingOutcome:
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     note = "reply" if replied else "no reply"
     for words in (("too long", "frag", "too big", "unreachable", "unknown host", "not known",
-                   "invalid", "cannot", "denied", "not installed"), ("error",)):
+                   "invalid", "cannot", "denied", "not installed", "no buffer space"),
+                  ("error",)):
         found = [ln for ln in lines if any(w in ln.lower() for w in words)]
         if found:
             note = found[0][:120]
