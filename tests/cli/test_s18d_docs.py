@@ -212,6 +212,7 @@ EXPECTED: dict[tuple[str, ...], set[int]] = {
     ("tune", "audit"): {0, 3},
     ("tune", "diff"): {0, 3},
     ("diagnose",): {0, 10, 11, 12, 13, 14, 15},
+    ("checklist",): {0, 3},
 }
 RUN_TIMEOUT = 90.0
 
@@ -424,6 +425,10 @@ OTHER_FLAGS: dict[tuple[str, str], str] = {
     ("docs/architecture.md", "--status-interval"): "fio",
     ("docs/monitoring.md", "--rounds"): "bench script",
     ("docs/measure.md", "--status-interval"): "fio",
+    # dtnkit serve's SciTags and metrics options, from the other branches of issue 14
+    ("docs/monitoring.md", "--scitag"): "dtnkit serve (SciTags, issue 14)",
+    ("docs/monitoring.md", "--firefly-dest"): "dtnkit serve (SciTags, issue 14)",
+    ("docs/monitoring.md", "--metrics"): "dtnkit serve (metrics, issue 14)",
     **{("docs/benchmarks.md", f): "bench script" for f in (
         "--before", "--after", "--matrix", "--inproc-rounds", "--inproc-calls", "--rounds",
         "--paths", "--ends", "--sizes", "--instructions", "--runs")},

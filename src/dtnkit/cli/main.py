@@ -35,6 +35,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "experiment": ("dtnkit.cli.measure", "experiment"),
     "exporter": ("dtnkit.cli.monitor", "exporter"),
     "metrics": ("dtnkit.cli.monitor", "metrics"),
+    "checklist": ("dtnkit.cli.checklist", "checklist"),
 }
 
 
