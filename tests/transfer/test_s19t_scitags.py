@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hs
+from tests.conftest import taken
 
 from dtnkit.cli.main import main
 from dtnkit.environment import Environment
 from dtnkit.errors import BadInput
 from dtnkit.transfer.client import scitags as reg
 from dtnkit.transfer.wire import scitags as st
-from tests.conftest import taken
 
 
 def test_tag_is_experiment_shifted_by_six_or_activity() -> None:

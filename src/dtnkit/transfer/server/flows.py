@@ -32,23 +32,36 @@ from dtnkit.transfer.wire import scitags as st
 #: bytes_acked, bytes_received (kernel 4.1+).
 TCP_INFO = struct.Struct("=8B24I4Q")
 ACKED, RECEIVED = 8 + 24 + 2, 8 + 24 + 3
+#: ... and on to ``tcpi_bytes_retrans`` (kernel 4.19+): ``__u32`` segs_out, segs_in,
+#: notsent_bytes, min_rtt, data_segs_in, data_segs_out, ``__u64`` delivery_rate, busy_time,
+#: rwnd_limited, sndbuf_limited, ``__u32`` delivered, delivered_ce, ``__u64`` bytes_sent,
+#: bytes_retrans.
+TCP_INFO_SENT = struct.Struct("=8B24I4Q6IQ3Q2I2Q")
+NOTSENT, BYTES_SENT, BYTES_RETRANS = 8 + 24 + 4 + 2, 8 + 24 + 4 + 6 + 4 + 2, 8 + 24 + 4 + 6 + 4 + 3
 
 #: Methods whose requests are data streams.
 STREAM_METHODS = frozenset({"GET", "PUT", "COPY"})
 
 
 def tcp_bytes(sock: socket.socket) -> tuple[int, int]:
-    """(bytes acked by the peer, bytes received) of a TCP socket; (0, 0) where unknown."""
+    """(bytes written, bytes received) of a TCP socket, as the kernel counts them; (0, 0)
+    where unknown.  Written is what the application handed to the socket: sent once
+    (``bytes_sent - bytes_retrans``) or still queued (``notsent_bytes``); on kernels before
+    4.19, what the peer acknowledged (``bytes_acked``)."""
     option = getattr(socket, "TCP_INFO", None)
     if option is None:
         return 0, 0
     try:
-        raw = sock.getsockopt(socket.IPPROTO_TCP, option, TCP_INFO.size)
+        raw = sock.getsockopt(socket.IPPROTO_TCP, option, TCP_INFO_SENT.size)
     except (OSError, ValueError):
         return 0, 0
+    if len(raw) >= TCP_INFO_SENT.size:
+        f = TCP_INFO_SENT.unpack(raw)
+        written = int(f[BYTES_SENT]) - int(f[BYTES_RETRANS]) + int(f[NOTSENT])
+        return written, int(f[RECEIVED])
     if len(raw) < TCP_INFO.size:
         return 0, 0
-    fields = TCP_INFO.unpack(raw)
+    fields = TCP_INFO.unpack(raw[:TCP_INFO.size])
     return int(fields[ACKED]), int(fields[RECEIVED])
 
 
@@ -74,8 +87,8 @@ class Destination:
         what = f"--firefly-dest {value[:100]}"
         host, port_text = value, ""
         if value.startswith("["):
-            host, _, rest = value[1:].partition("]")
-            if rest and not rest.startswith(":"):
+            host, bracket, rest = value[1:].partition("]")
+            if not bracket or (rest and not rest.startswith(":")):
                 raise BadInput(what, "is not HOST:PORT", "pass e.g. [2001:db8::1]:10514")
             port_text = rest[1:]
         elif value.count(":") == 1:
