@@ -71,7 +71,15 @@ def prepare(sock: socket.socket, address: tuple[object, ...], tag: int) -> tuple
         return address
     host = str(address[0])
     try:
-        sock.setsockopt(socket.IPPROTO_IPV6, IPV6_FLOWLABEL_MGR, request(host, label))
+        try:
+            sock.setsockopt(socket.IPPROTO_IPV6, IPV6_FLOWLABEL_MGR, request(host, label))
+        except OSError as exc:
+            if exc.errno != errno.ERANGE or label < 0x80000:
+                raise
+            # net.ipv6.flowlabel_state_ranges=1 keeps 0x80000 and up for the kernel: the
+            # same tag with the top entropy bit clear
+            label &= 0x7FFFF
+            sock.setsockopt(socket.IPPROTO_IPV6, IPV6_FLOWLABEL_MGR, request(host, label))
         sock.setsockopt(socket.IPPROTO_IPV6, IPV6_FLOWINFO_SEND, 1)
     except OSError as exc:
         if exc.errno not in (errno.EPERM, errno.ERANGE, errno.EINVAL, errno.ENOPROTOOPT,
