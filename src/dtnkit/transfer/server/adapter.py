@@ -219,7 +219,7 @@ class RequestHandler:
         if self.command in flows.STREAM_METHODS:
             self._stream = self.server.flows.begin(self.connection, self.command,
                                                    self.client_address[0], self.log_target,
-                                                   self.scitag)
+                                                   self.scitag, len(self._buf))
         try:
             self._run(route)
         finally:

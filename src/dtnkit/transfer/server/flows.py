@@ -65,6 +65,18 @@ def tcp_bytes(sock: socket.socket) -> tuple[int, int]:
     return int(fields[ACKED]), int(fields[RECEIVED])
 
 
+def queued(sock: socket.socket) -> int:
+    """Bytes received by the kernel and not yet read from *sock* (``FIONREAD``)."""
+    import fcntl
+    import termios
+
+    try:
+        raw = fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0\0\0\0")
+    except (OSError, ValueError):
+        return 0
+    return int(struct.unpack("i", raw)[0])
+
+
 def unmapped(address: str) -> str:
     """``::ffff:192.0.2.1`` as ``192.0.2.1``; other addresses unchanged (scope dropped)."""
     address = address.split("%", 1)[0]
@@ -184,7 +196,7 @@ class Stream:
     """One data request in progress (or just over)."""
 
     def __init__(self, sock: socket.socket, method: str, peer: str, path: str,
-                 tag: int | None) -> None:
+                 tag: int | None, buffered: int = 0) -> None:
         self.sock = sock
         self.method = method
         self.peer = peer
@@ -193,6 +205,9 @@ class Stream:
         self.t0 = time.monotonic()
         self.wall0 = time.time()
         self.acked0, self.received0 = tcp_bytes(sock)
+        # what arrived past the request's head (read with it, or still in the kernel's
+        # queue) is this request's body: not in the baseline
+        self.received0 = max(0, self.received0 - buffered - queued(sock))
         self.flow: st.Flow | None = None
         self.started = False  # the first body byte moved (a start firefly was due)
         self.final: tuple[int, int] | None = None
@@ -242,8 +257,9 @@ class Flows:
         return value if value is not None else self.marking.default
 
     def begin(self, sock: socket.socket, method: str, peer: str, path: str,
-              tag: int | None) -> Stream:
-        stream = Stream(sock, method, peer, path, tag)
+              tag: int | None, buffered: int = 0) -> Stream:
+        """A data request begins; *buffered*: bytes already read past its head."""
+        stream = Stream(sock, method, peer, path, tag, buffered)
         with self.lock:
             self.active.add(stream)
         return stream
