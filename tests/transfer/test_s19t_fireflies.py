@@ -253,6 +253,16 @@ def test_third_party_copy_forwards_the_tag_to_the_passive_party(
             ends = [d for d in docs if d["flow-lifecycle"]["state"] == "end"]  # type: ignore[index]
             assert sum(d["usage"]["sent"] for d in ends) >= len(data)  # type: ignore[index]
             assert active.flows.tagged_total >= 1  # the COPY itself carried the tag
+            # a push: the active server PUTs to the passive one with the COPY's tag
+            before = settled(passive)
+            done = third_party_copy("push", active.url + "y.bin", passive.url + "z.bin",
+                                    token=RO, remote_token=RW, streams=1, checksum="adler32",
+                                    timeout=20, ca_file=None, insecure=False, scitag=199)
+            assert (passive.root / "z.bin").read_bytes() == data
+            docs = collector.take(2 * (settled(passive) - before))
+            assert docs and {ids(d) for d in docs} == {(3, 7)}
+            ends = [d for d in docs if d["flow-lifecycle"]["state"] == "end"]  # type: ignore[index]
+            assert sum(d["usage"]["received"] for d in ends) >= len(data)  # type: ignore[index]
     finally:
         other.close()
 
