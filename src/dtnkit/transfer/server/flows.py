@@ -283,9 +283,10 @@ class Flows:
             self.active.discard(stream)
             self.done_sent += sent
             self.done_received += received
-            self.streams_total += 1
-            if stream.tag is not None:
-                self.tagged_total += 1
+            if stream.started:  # a body moved (not a refusal, not a 404)
+                self.streams_total += 1
+                if stream.tag is not None:
+                    self.tagged_total += 1
         if stream.started and stream.tag is not None and stream.flow is not None:
             self.fireflies.send(st.firefly("end", stream.flow, stream.tag, start=stream.wall0,
                                            end=time.time(), received=received, sent=sent),

@@ -42,7 +42,8 @@ def families(flows: Flows, counters: Counters | None = None) -> list[Family]:
                "Bytes of data streams acknowledged by the peers (TCP_INFO).").add(sent),
         Family(PREFIX + "received_bytes_total", "counter",
                "Bytes received on data streams (TCP_INFO).").add(received),
-        Family(PREFIX + "streams_total", "counter", "Data streams finished.").add(
+        Family(PREFIX + "streams_total", "counter",
+               "Data streams finished (requests that moved a body).").add(
             streams_total),
         Family(PREFIX + "stream_rate_bytes_per_second", "gauge",
                "Mean rate of the active streams since each began (0 without one).").add(
@@ -59,7 +60,7 @@ def families(flows: Flows, counters: Counters | None = None) -> list[Family]:
     marking = flows.marking
     out += [
         Family(PREFIX + "tagged_streams_total", "counter",
-               "Data streams that carried a SciTags tag.").add(tagged),
+               "Data streams (that moved a body) with a SciTags tag.").add(tagged),
         Family(PREFIX + "scitag_rejected_total", "counter",
                "SciTag headers ignored (not a number, out of range, repeated).").add(rejected),
         Family(PREFIX + "fireflies_enabled", "gauge",
