@@ -166,3 +166,20 @@ def test_scitags_list_table_fits_80_columns(environment: Environment) -> None:
     out = taken(environment.stdout)
     assert "Production Input" in out and "143" in out
     assert max(len(line) for line in out.splitlines()) <= 80
+
+
+def test_scitags_refresh_from_a_url(environment: Environment, tmp_path: Path) -> None:
+    from dtnkit.transfer.server import start_server
+
+    root = tmp_path / "www"
+    root.mkdir()
+    (root / "api.json").write_bytes(reg.snapshot_bytes())
+    (root / "junk.json").write_bytes(b"<html>not json</html>")
+    with start_server(root, anonymous_read=True, quiet=True) as server:
+        assert main(["scitags", "refresh", server.url + "api.json"], environment) == 0
+        assert "14 experiments" in taken(environment.stdout)
+        assert main(["scitags", "refresh", server.url + "junk.json"], environment) == 9
+        assert "not JSON" in taken(environment.stderr)
+        assert main(["scitags", "refresh", server.url + "missing.json"], environment) == 9
+        assert "cannot be fetched" in taken(environment.stderr)
+    assert reg.load(None, environment.state_dir).resolve("atlas", "T0 Tape") == 2 << 6 | 21
