@@ -231,6 +231,7 @@ def test_a_send_that_fails_is_counted_not_raised(tmp_path: Path) -> None:
         copy(server.url + "b.txt", str(tmp_path / "b.txt"), Options(scitag=143))
         assert (tmp_path / "b.txt").read_bytes() == b"b" * 10
         settled(server)
+        server.flows.fireflies.flush()
         assert server.flows.fireflies.errors == 2 and server.flows.fireflies.sent == 0
 
 

@@ -17,6 +17,8 @@ non-blocking UDP socket); a send that fails is counted, not raised.
 from __future__ import annotations
 
 import contextlib
+import functools
+import queue
 import socket
 import struct
 import threading
@@ -155,8 +157,15 @@ def request_tag(headers: object, method: str) -> tuple[int | None, bool]:
         return None, True
 
 
+#: Fireflies waiting for the sender thread; more are dropped (and counted as errors).
+QUEUE = 4096
+
+
 class Fireflies:
-    """Non-blocking UDP senders (one per address family) and what they did."""
+    """Fireflies, built and sent by one thread of their own from a bounded queue: a request
+    only queues what it saw (a few microseconds); the thread sends on non-blocking UDP
+    sockets (one per address family).  A full queue or a failed send is counted in
+    :attr:`errors`, never raised."""
 
     def __init__(self, marking: Marking) -> None:
         self.marking = marking
@@ -164,6 +173,23 @@ class Fireflies:
         self.errors = 0
         self.lock = threading.Lock()
         self._socks: dict[int, socket.socket] = {}
+        self._queue: queue.Queue[tuple[Callable[[], dict[str, object]], str] | None] = (
+            queue.Queue(QUEUE))
+        self._thread: threading.Thread | None = None
+
+    def post(self, build: Callable[[], dict[str, object]], peer: str) -> None:
+        """Queue the firefly *build* makes (in the sender thread) for the destinations
+        (``origin``: *peer*)."""
+        with self.lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="fireflies",
+                                                daemon=True)
+                self._thread.start()
+        try:
+            self._queue.put_nowait((build, peer))
+        except queue.Full:
+            with self.lock:
+                self.errors += len(self.marking.destinations)
 
     def _sock(self, family: int) -> socket.socket:
         sock = self._socks.get(family)
@@ -173,23 +199,49 @@ class Fireflies:
             self._socks[family] = sock
         return sock
 
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            try:
+                if item is None:
+                    return
+                build, peer = item
+                self.send(build(), peer)
+            except Exception:  # never let one datagram stop the sender
+                with self.lock:
+                    self.errors += 1
+            finally:
+                self._queue.task_done()
+
     def send(self, doc: dict[str, object], peer: str) -> None:
+        """Send *doc* now, from the calling thread."""
         payload = st.datagram(doc, self.marking.hostname, time.time())
         for dest in self.marking.destinations:
             host = dest.host if dest.host is not None else peer
             family = socket.AF_INET6 if ":" in host else socket.AF_INET
+            try:
+                self._sock(family).sendto(payload, (host, dest.port))
+                ok = True
+            except OSError:
+                ok = False
             with self.lock:
-                try:
-                    self._sock(family).sendto(payload, (host, dest.port))
+                if ok:
                     self.sent += 1
-                except OSError:
+                else:
                     self.errors += 1
 
+    def flush(self) -> None:
+        """Wait until every queued firefly was sent (or failed)."""
+        if self._thread is not None:
+            self._queue.join()
+
     def close(self) -> None:
-        with self.lock:
-            for sock in self._socks.values():
-                sock.close()
-            self._socks.clear()
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join(5.0)
+        for sock in self._socks.values():
+            sock.close()
+        self._socks.clear()
 
 
 class Stream:
@@ -273,8 +325,8 @@ class Flows:
             return
         stream.flow = flow_of(stream.sock)
         if stream.flow is not None:
-            self.fireflies.send(st.firefly("start", stream.flow, stream.tag, start=stream.wall0),
-                                stream.flow.dst_ip)
+            self.fireflies.post(functools.partial(st.firefly, "start", stream.flow, stream.tag,
+                                                  start=stream.wall0), stream.flow.dst_ip)
 
     def end(self, stream: Stream) -> None:
         sent, received = stream.moved()
@@ -288,8 +340,9 @@ class Flows:
                 if stream.tag is not None:
                     self.tagged_total += 1
         if stream.started and stream.tag is not None and stream.flow is not None:
-            self.fireflies.send(st.firefly("end", stream.flow, stream.tag, start=stream.wall0,
-                                           end=time.time(), received=received, sent=sent),
+            self.fireflies.post(functools.partial(st.firefly, "end", stream.flow, stream.tag,
+                                                  start=stream.wall0, end=time.time(),
+                                                  received=received, sent=sent),
                                 stream.flow.dst_ip)
 
     def capacity_for(self, streams: Iterable[Stream]) -> float | None:
