@@ -1,7 +1,9 @@
 """What SciTags marking and the mover's metrics cost ``dtnkit serve``: requests per second of
 small GETs (one keep-alive connection, ``SciTag`` header on every request), and seconds of a
 large GET, against the same server code without marking, in one run, interleaved (rounds
-alternate which server goes first).  Fireflies go to a local UDP socket nobody reads (the
+alternate which server goes first).  Each server is a ``dtnkit serve`` process of its own
+(``--scitag 143 --firefly-dest ... --metrics --capacity 10g``, or none of them); the client
+is this script.  Fireflies go to a local UDP socket nobody reads (the
 kernel drops them when its buffer is full: a send never waits).  ``/metrics`` is scraped
 between rounds only (a scrape reads ``TCP_INFO`` of the active streams: its own cost is
 printed too).
@@ -22,12 +24,30 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from benchlib import CpuWatch, log, make_file, out, table
-from dtnkit.transfer.server import ServerHandle, start_server
-from dtnkit.transfer.server.flows import Destination, Marking
+import re
+import subprocess
+from dataclasses import dataclass
+
+from benchlib import CpuWatch, log, make_file, out, proc_cpu, stop, table
 
 
-def small_gets(server: ServerHandle, n: int) -> float:
+@dataclass
+class Served:
+    proc: subprocess.Popen[str]
+    port: int
+
+
+def serve(root: Path, *flags: str) -> Served:
+    proc = subprocess.Popen([sys.executable, "-m", "dtnkit", "serve", "--root", str(root),
+                             "--port", "0", "--anonymous-read", "--quiet", *flags],
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    m = re.search(r":([0-9]+)/", proc.stdout.readline())
+    assert m
+    return Served(proc, int(m.group(1)))
+
+
+def small_gets(server: Served, n: int) -> float:
     """Requests per second of *n* GETs of a 4 KiB file on one connection."""
     conn = http.client.HTTPConnection("127.0.0.1", server.port)
     t0 = time.perf_counter()
@@ -39,7 +59,7 @@ def small_gets(server: ServerHandle, n: int) -> float:
     return n / (time.perf_counter() - t0)
 
 
-def big_get(server: ServerHandle) -> float:
+def big_get(server: Served) -> float:
     conn = http.client.HTTPConnection("127.0.0.1", server.port)
     t0 = time.perf_counter()
     conn.request("GET", "/big", headers={"SciTag": "143"})
@@ -61,11 +81,12 @@ def main() -> int:
     make_file(root / "big", args.big_mib * 2**20)
     sink = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sink.bind(("127.0.0.1", 0))
-    marking = Marking(143, (Destination.parse(f"127.0.0.1:{sink.getsockname()[1]}"),))
-    plain = start_server(root, anonymous_read=True, quiet=True)
-    marked = start_server(root, anonymous_read=True, quiet=True, marking=marking,
-                          metrics=True, metrics_anonymous=True, capacity=10e9 / 8)
-    watch = CpuWatch()
+    plain = serve(root)
+    marked = serve(root, "--scitag", "143", "--firefly-dest",
+                   f"127.0.0.1:{sink.getsockname()[1]}", "--metrics", "--metrics-anonymous",
+                   "--capacity", "10g")
+    watch = CpuWatch(lambda: (plain.proc.pid, marked.proc.pid))
+    cpu0 = {"plain": proc_cpu(plain.proc.pid), "marked": proc_cpu(marked.proc.pid)}
     rps: dict[str, list[float]] = {"plain": [], "marked": []}
     secs: dict[str, list[float]] = {"plain": [], "marked": []}
     scrape: list[float] = []
@@ -84,10 +105,17 @@ def main() -> int:
             conn.close()
             scrape.append(time.perf_counter() - t0)
             log(f"round {i + 1}: {rps['plain'][-1]:.0f} vs {rps['marked'][-1]:.0f} req/s")
-        fireflies = marked.flows.fireflies.sent
+        cpu = {"plain": proc_cpu(plain.proc.pid) - cpu0["plain"],
+               "marked": proc_cpu(marked.proc.pid) - cpu0["marked"]}
+        conn = http.client.HTTPConnection("127.0.0.1", marked.port)
+        conn.request("GET", "/metrics")
+        text = conn.getresponse().read().decode()
+        conn.close()
+        found = re.search(r"^dtnkit_transfer_fireflies_sent_total (\d+)", text, re.M)
+        fireflies = found.group(1) if found else "?"
     finally:
-        plain.stop()
-        marked.stop()
+        stop(plain.proc)
+        stop(marked.proc)
         sink.close()
         for p in root.iterdir():
             p.unlink()
@@ -99,6 +127,8 @@ def main() -> int:
          f"{med['marked']:.0f}", f"{med['marked'] / med['plain']:.2f}"],
         [f"{args.big_mib} MiB GET, s (median)", f"{big['plain']:.3f}", f"{big['marked']:.3f}",
          f"{big['marked'] / big['plain']:.2f}"],
+        ["server CPU seconds, whole run", f"{cpu['plain']:.2f}", f"{cpu['marked']:.2f}",
+         f"{cpu['marked'] / max(cpu['plain'], 1e-9):.2f}"],
     ])
     out(f"Fireflies sent: {fireflies}; one /metrics scrape: "
         f"{1000 * statistics.median(scrape):.2f} ms (median).")
