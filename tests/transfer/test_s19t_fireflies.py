@@ -276,3 +276,20 @@ def test_serve_cli_refuses_a_bad_firefly_destination(
         err = taken(environment.stderr)
         assert code == 9, err
         assert why in err and err.count("\n") == 1
+
+
+def test_cp_tpc_flag_reaches_the_passive_party(tmp_path: Path, collector: Collector,
+                                               environment: Environment) -> None:
+    passive = serve(tmp_path / "a", collector, tpc_allow=["127.0.0.1"])
+    other = Collector()
+    try:
+        with passive, serve(tmp_path / "b", other, tpc_allow=["127.0.0.1"]) as active:
+            (passive.root / "x.bin").write_bytes(b"q" * 5000)
+            code = main(["cp", "--tpc", "pull", "--experiment", "cms", "--activity", "Debug",
+                         "--token", RW, "--remote-token", RO, passive.url + "x.bin",
+                         active.url + "y.bin"], environment)
+            assert code == 0, taken(environment.stderr)
+            docs = collector.take(2 * settled(passive))
+            assert docs and {ids(d) for d in docs} == {(3, 8)}  # cms / Debug
+    finally:
+        other.close()
