@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import click
 from click.core import ParameterSource
@@ -64,6 +65,21 @@ def _progress(env: Environment, enabled: bool,
             progress.advance(task, n)
 
         yield advance
+
+
+def _scitag(env: Environment, scitag: str | None, experiment: str | None,
+            activity: str | None, registry: str | None) -> int | None:
+    """The tag of ``--scitag`` or ``--experiment``/``--activity`` (None: not asked)."""
+    if scitag is None and experiment is None and activity is None:
+        if registry is not None:
+            raise BadInput("--scitags-registry", "is only read for --experiment/--activity",
+                           "pass --experiment NAME, or drop --scitags-registry")
+        return None
+    from dtnkit.transfer.client import scitags
+
+    loaded = (scitags.load(registry, env.state_dir)
+              if scitag is None and experiment is not None else None)
+    return scitags.choose_tag(scitag, experiment, activity, loaded)
 
 
 @contextmanager
@@ -151,6 +167,25 @@ def _sigterm_interrupts(env: Environment) -> Iterator[None]:
 @click.option("--dst-token", default=None,
               help="Remote to remote without --tpc: token for the destination server "
                    "(default: --token).")
+@click.option("--scitag", default=None, metavar="N",
+              help="SciTags tag of the transfer (expId << 6 | actId, 65-65535): sent as the "
+                   "SciTag header on every request (and TransferHeaderSciTag with --tpc); "
+                   "the IPv6 flow label of the connections this client opens.")
+@click.option("--experiment", default=None, metavar="NAME",
+              help="SciTags experiment (a registry name such as atlas, or its id); with "
+                   "--activity (default: default) instead of --scitag.")
+@click.option("--activity", default=None, metavar="NAME",
+              help="SciTags activity of --experiment (a registry name or id).")
+@click.option("--scitags-registry", default=None, metavar="FILE|URL",
+              help="Resolve --experiment/--activity with this registry (api.json) instead "
+                   "of the one `dtnkit scitags refresh` kept or the shipped snapshot.")
+@click.option("--metrics-textfile", type=click.Path(path_type=Path), default=None,
+              metavar="FILE",
+              help="Write the copy's Prometheus series to FILE (atomically, every 5 s and "
+                   "at the end), e.g. for node_exporter's textfile collector (*.prom).")
+@click.option("--capacity", default=None, metavar="RATE",
+              help="With --metrics-textfile: the rate the streams share (1g, 10G), for the "
+                   "stream utilisation series.")
 @pass_env
 def cp(env: Environment,
        src: str, dst: str, recursive: bool, streams: int | str, path_rate: str | None,
@@ -161,7 +196,10 @@ def cp(env: Environment,
        remote_token: str | None = None,
        no_resume: bool = False, src_token: str | None = None,
        dst_token: str | None = None, low_speed_limit: str = "1KiB",
-       low_speed_time: float = 30.0, deadline: float | None = None) -> int:
+       low_speed_time: float = 30.0, deadline: float | None = None,
+       scitag: str | None = None, experiment: str | None = None,
+       activity: str | None = None, scitags_registry: str | None = None,
+       metrics_textfile: Path | None = None, capacity: str | None = None) -> int:
     """Copy SRC to DST: local path or http(s)://host:port/path, at least one a URL.
 
     Two URLs without --tpc: relayed through this client (ranges fetched from SRC and sent to
@@ -175,6 +213,11 @@ def cp(env: Environment,
     from dtnkit.transfer.client.options import Options
 
     as_json = as_json or fmt == "json"
+    tag = _scitag(env, scitag, experiment, activity, scitags_registry)
+    capacity_bps = parse_rate(capacity, "capacity") if capacity is not None else None
+    if capacity_bps is not None and metrics_textfile is None:
+        raise BadInput("--capacity", "only scales the --metrics-textfile series",
+                       "pass --metrics-textfile FILE with it, or drop --capacity")
     if token is None:
         token = env.token
     rate_bps = parse_rate(path_rate, "rate") if path_rate is not None else None
@@ -188,11 +231,15 @@ def cp(env: Environment,
             click.echo("dtnkit cp: --streams auto: 1 stream for --tpc (the path between the "
                        "servers is not measured from this client); pass --streams N",
                        file=env.stderr)
+        if metrics_textfile is not None:
+            raise BadInput("--metrics-textfile", "is not written for --tpc (the active "
+                           "server moves the bytes)",
+                           "scrape the active server's /metrics (dtnkit serve --metrics)")
         # never --token: the passive server gets a token only when one is given for it
         return _third_party(env, tpc, src, dst, token, remote_token,
                             streams if isinstance(streams, int) else 1, checksum,
                             stall_timeout, ca_file, insecure, as_json, deadline,
-                            overwrite=force)
+                            overwrite=force, scitag=tag)
     auto = None
     if streams == "auto":
         from dtnkit.transfer.client import autostreams
@@ -211,13 +258,29 @@ def cp(env: Environment,
         parallel=parallel, recursive=recursive, resume=not no_resume,
         src_token=src_token, dst_token=dst_token, overwrite=force,
         low_speed_limit=parse_bytes(low_speed_limit, "low-speed-limit rate", lo=0, hi=2**40),
-        low_speed_time=low_speed_time, deadline=deadline)
+        low_speed_time=low_speed_time, deadline=deadline, scitag=tag)
+    recorder = None
+    if metrics_textfile is not None:
+        from dtnkit.transfer.client import metrics as cp_metrics
+        from dtnkit.transfer.client.session import is_url
+
+        recorder = cp_metrics.CopyMetrics(
+            cp_metrics.check_path(metrics_textfile), streams=options.streams,
+            upload=not is_url(src), capacity=capacity_bps / 8 if capacity_bps else None)
     show = env.stderr_isatty and not as_json
     total = total_size(src, options) if show else None
     with _progress(env, show, total) as advance:
-        options.progress = advance
-        with _sigterm_interrupts(env):
-            summary = copy(src, dst, options)
+        options.progress = advance if recorder is None else recorder.wrap(advance)
+        if recorder is not None:
+            recorder.start()
+        ok = False
+        try:
+            with _sigterm_interrupts(env):
+                summary = copy(src, dst, options)
+            ok = True
+        finally:
+            if recorder is not None:
+                recorder.stop(ok)
     result = summary.as_dict(options)
     rate = result["rate_bps"]
     rate_text = format_rate(rate if isinstance(rate, float) else None)
@@ -237,7 +300,7 @@ def _third_party(env: Environment,
                  mode: str, src: str, dst: str, token: str | None, remote_token: str | None,
                  streams: int, checksum: str, timeout: float, ca_file: str | None,
                  insecure: bool, as_json: bool, deadline: float | None = None, *,
-                 overwrite: bool = True) -> int:
+                 overwrite: bool = True, scitag: int | None = None) -> int:
     """``cp --tpc``: ask one server to copy from/to the other; the active side verifies."""
     from dtnkit.transfer.client import tpc
     from dtnkit.transfer.wire.markers import Marker
@@ -260,7 +323,7 @@ def _third_party(env: Environment,
         done = tpc.third_party_copy(mode, src, dst, token=token, remote_token=remote_token,
                                     streams=streams, checksum=checksum, timeout=timeout,
                                     ca_file=ca_file, insecure=insecure, on_marker=on_marker,
-                                    deadline=deadline, overwrite=overwrite)
+                                    deadline=deadline, overwrite=overwrite, scitag=scitag)
     summary = done.as_dict()
     shown = f", {checksum} {summary['digest']}" if summary["digest"] else ""
     seconds = done.result.seconds

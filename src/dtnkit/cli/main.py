@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "lab": ("dtnkit.cli.lab", "lab"),
     "serve": ("dtnkit.cli.serve", "serve"),
     "cp": ("dtnkit.cli.cp", "cp"),
+    "scitags": ("dtnkit.cli.scitags", "scitags"),
     "probe": ("dtnkit.cli.measure", "probe"),
     "results": ("dtnkit.cli.measure", "results"),
     "diagnose": ("dtnkit.cli.measure", "diagnose"),

@@ -257,6 +257,8 @@ class Session:
         out = {"User-Agent": "dtnkit-cp"}
         if self.token:
             out["Authorization"] = f"Bearer {self.token}"
+        if self.options.scitag is not None:
+            out["SciTag"] = str(self.options.scitag)
         out.update(extra or {})
         return out
 
