@@ -504,3 +504,16 @@ def start_many(kind: str, hosts: Sequence[LabHost], *, base: Path, pki: Pki | No
             stop_all(started)
         raise errors[0]  # type: ignore[misc]
     return started
+
+
+def start_destination(kind: str, host: LabHost, *, base: Path, pki: Pki | None, prefix: str,
+                      origins: Sequence[Origin], token: str = "", cores: float | None = None,
+                      address: str | None = None, timeout_s: float = DEFAULT_START_TIMEOUT_S,
+                      controller: cgroups.CpuController | None = None) -> RunningServer:
+    """The third-party copy's destination (index -1) on the client's host: no files, cgroup
+    ``dtnkit-PREFIX-dst`` (accounting; ``cores`` a quota), and, for dtnkit serve, the origins'
+    addresses allowed as copy sources (they are private addresses)."""
+    allow = sorted({o.host.address for o in origins})
+    return start_server(kind, host, index=-1, workdir=base / f"{prefix}-dst", address=address,
+                        pki=pki, cores=cores, quota_name=f"{prefix}-dst", token=token,
+                        tpc_allow=allow, timeout_s=timeout_s, controller=controller)
