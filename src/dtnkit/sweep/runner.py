@@ -66,6 +66,7 @@ class SweepOptions:
     resume: bool = False
     keep_lab: bool | None = None  # None: keep a lab path that existed, remove one built here
     backend: str = "auto"
+    reuse_servers: bool = True  # False: servers are started and stopped for every point
 
 
 @dataclasses.dataclass
@@ -296,7 +297,7 @@ class Sweep:
         point had the same servers, else stopped by PID and started anew."""
         kinds = tool.servers(point)
         key = self.server_key(point, kinds)
-        if self.servers is not None and self.servers[0] == key and all(
+        if self.opts.reuse_servers and self.servers is not None and self.servers[0] == key and all(
                 s.proc.poll() is None for s in self.servers[1]):
             return self._origins(self.servers[1])
         self.stop_servers()
@@ -403,7 +404,7 @@ class Sweep:
                                destination=destination, workdir=workdir,
                                deadline=time.monotonic() + point.time_limit_s)
                 window, run = self.measure(tool, env, hosts)
-                if run.failed:
+                if run.failed or not self.opts.reuse_servers:
                     self.stop_servers()  # a failed point's servers may be in any state
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
