@@ -118,6 +118,10 @@ SKIP: dict[tuple[str, str], str | Skip] = {
         "a benchmark of 41 s, over this test's budget (bench/, not a test)",
     ("docs/transfer.md", "sudo .venv/bin/pytest tests/interop -q"):
         "the interop test suite itself: it runs in the same CI run",
+    ("docs/sweep.md", "dtnkit sweep run docs/examples/sweep-grid.toml --name metro-1"):
+        "the example grid: 168 points of 30 s, about 1.5 hours (the tiny grid above runs)",
+    ("docs/sweep.md", "dtnkit sweep run docs/examples/sweep-grid.toml --name metro-1 --resume"):
+        "resumes the 1.5-hour example grid (tests/sweep/test_s19r_run.py tests --resume)",
 }
 
 
