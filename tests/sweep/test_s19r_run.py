@@ -180,3 +180,41 @@ def test_ctrl_c_stops_everything_then_resume_runs_only_the_rest(tmp_path: Path,
         assert db.run_info("c").status == "done"
     finally:
         lab.down(name, state_root=state_root, missing_ok=True)
+
+
+def test_a_profile_is_applied_on_both_ends_and_restored_after_a_failed_point(
+        environment: Environment, tmp_path: Path) -> None:
+    name = _lab_name()
+    state_root = environment.lab_state_root
+    lab.up(name, lab.PathSpec(rtt_ms=5.0, n_src=1), state_root=state_root)
+    try:
+        built = lab.load(name, state_root=state_root)
+        key = "/proc/sys/net/ipv4/tcp_mtu_probing"
+
+        def value(host: lab.LabHost) -> str:
+            return host.run(["cat", key]).stdout.strip()
+
+        before = {h.name: value(h) for h in built.hosts}
+        seen = tmp_path / "seen"
+        seen.mkdir()
+        grid = tmp_path / "grid.toml"
+        grid.write_text(
+            'schema = 1\n[axes]\nrtt = ["5ms"]\nstreams = [1]\nprofile = ["dtn"]\n'
+            'tool = ["command:look"]\n[run]\nduration = "1s"\nsample_interval = "500ms"\n'
+            f'[commands]\nlook = "sh -c \'cat {key} > {seen}/dst; exit 3\'"\n')
+        code = main(["sweep", "run", str(grid), "--name", "p", "--lab", name, "--keep-lab",
+                     "--format", "json"], environment)
+        assert code == 1, taken(environment.stderr)
+        (point,) = store.load_points(environment.results_db, "p")
+        assert point.status == "failed" and "exit status 3" in point.error
+        during = (seen / "dst").read_text().strip()
+        assert during != before["dst"]  # the profile was live while the tool ran
+        # the tuning live during the point is stored for both ends
+        assert str(point.tuning["dst"]["sysctl/net.ipv4.tcp_mtu_probing"]) == during
+        assert point.tuning["src"] is not None
+        after = {h.name: value(h) for h in built.hosts}
+        assert after == before  # restored on both ends after the failed point
+        snaps = environment.state_dir / "experiments"
+        assert not snaps.exists() or not any(snaps.iterdir())
+    finally:
+        lab.down(name, state_root=state_root, missing_ok=True)
