@@ -218,3 +218,21 @@ def test_a_profile_is_applied_on_both_ends_and_restored_after_a_failed_point(
         assert not snaps.exists() or not any(snaps.iterdir())
     finally:
         lab.down(name, state_root=state_root, missing_ok=True)
+
+
+def test_a_lab_path_that_cannot_serve_the_grid_stops_the_sweep(
+        environment: Environment) -> None:
+    name = _lab_name()
+    state_root = environment.lab_state_root
+    lab.up(name, lab.PathSpec(rtt_ms=20.0, n_src=1), state_root=state_root)
+    try:
+        code = main(["sweep", "run", "rtt=5ms", "streams=1,2", "origins=2", "duration=1s",
+                     "sample_interval=500ms", "--name", "two", "--lab", name], environment)
+        err = taken(environment.stderr)
+        assert code == 9 and err.count("\n") == 1 and "has 1 sending hosts" in err, err
+        info = store.run_info(environment.results_db, "two")
+        assert (info.points_ok, info.points_failed, info.status) == (0, 0, "interrupted")
+        kept = lab.load(name, state_root=state_root)  # the path that existed is left alone
+        assert kept.spec.rtt_ms == 20.0 and _namespaces(name)
+    finally:
+        lab.down(name, state_root=state_root, missing_ok=True)

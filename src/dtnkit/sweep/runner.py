@@ -125,8 +125,12 @@ def environment(lab: labpath.LabPath | None) -> dict[str, Any]:
     return doc
 
 
-class Interrupted(DtnkitError):
-    """The sweep was stopped by Ctrl-C or SIGTERM."""
+class LabFailed(DtnkitError):
+    """The lab path could not be built, loaded or changed: no point can run, the sweep
+    stops (the error is the lab's)."""
+
+    def __init__(self, cause: DtnkitError) -> None:
+        super().__init__(cause.what, cause.why, cause.next_step, status=cause.status)
 
 
 class Sweep:
@@ -391,7 +395,10 @@ class Sweep:
             phases[name] = round(phases.get(name, 0.0) + now - mark[0], 4)
             mark[0] = now
 
-        lab = self.ensure_lab(point)
+        try:
+            lab = self.ensure_lab(point)
+        except DtnkitError as exc:
+            raise LabFailed(exc) from None
         phase("path_s")
         tool = self.tool(point)
         client = lab.dst
@@ -493,7 +500,7 @@ class Sweep:
         summary.skipped = len(points) - len(todo)
         self.store.create_run(opts.name, self.grid_text, environment(None), len(points),
                               reuse=opts.resume)
-        interrupted = False
+        interrupted = completed = False
         try:
             opts.workdir.mkdir(parents=True, exist_ok=True)
             first = True
@@ -504,6 +511,8 @@ class Sweep:
                 self.progress.step(describe(point), summary.skipped + k, len(points), eta_s=eta)
                 try:
                     result = self.run_point(point)
+                except LabFailed:
+                    raise
                 except DtnkitError as exc:
                     result = store.PointResult(point=point, status="failed",
                                                error=exc.render().removeprefix(
@@ -523,6 +532,7 @@ class Sweep:
                 self.progress.step(f"  {result.status}: " + (
                     format_rate(result.throughput_bps) if result.throughput_bps is not None
                     and result.status == "ok" else result.error[:70]))
+            completed = True
         except KeyboardInterrupt:
             interrupted = True
             raise
@@ -537,7 +547,8 @@ class Sweep:
             summary.interrupted = interrupted
             summary.elapsed_s = time.monotonic() - t0
             with contextlib.suppress(DtnkitError):
-                self.store.set_status(opts.name, "interrupted" if interrupted else "done")
+                # a sweep stopped before its last point (Ctrl-C, or a lab path that failed)
+                self.store.set_status(opts.name, "done" if completed else "interrupted")
         return summary
 
 
