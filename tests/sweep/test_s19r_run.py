@@ -102,6 +102,7 @@ def test_a_failing_point_is_recorded_and_the_sweep_goes_on(environment: Environm
     cp = points["dtnkit-cp"]
     assert cp.status == "ok" and cp.transfers and all(t.verified for t in cp.transfers)
     assert all(t.bytes == 2**20 for t in cp.transfers)
+    assert "--token" not in cp.raw  # the token goes in the environment, not argv
     assert _namespaces(name) == []
 
 
