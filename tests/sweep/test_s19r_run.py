@@ -83,7 +83,7 @@ def test_a_failing_point_is_recorded_and_the_sweep_goes_on(environment: Environm
     grid.write_text('schema = 1\n[axes]\nrtt = ["5ms"]\nstreams = [2]\n'
                     'tool = ["command:fail", "command:slow", "dtnkit-cp"]\n'
                     'file_size = ["1MiB"]\n'
-                    '[run]\nduration = "1s"\nsample_interval = "500ms"\ntime_limit = "2s"\n'
+                    '[run]\nduration = "1s"\nsample_interval = "500ms"\ntime_limit = "10s"\n'
                     '[commands]\nfail = "sh -c \'echo nope >&2; exit 1\'"\n'
                     f'slow = "sh -c \'echo $$ > {tmp_path}/slow-$1.pid; sleep 30\' sh '
                     '{origin}"\n')
@@ -91,7 +91,7 @@ def test_a_failing_point_is_recorded_and_the_sweep_goes_on(environment: Environm
                 environment)
     doc = json.loads(taken(environment.stdout))
     assert code == 1, doc
-    assert (doc["ran"], doc["ok"], doc["failed"]) == (3, 1, 2)
+    assert (doc["ran"], doc["ok"], doc["failed"]) == (3, 1, 2), doc["failures"]
     points = {p.point.tool: p for p in store.load_points(environment.results_db, "f")}
     assert points["command:fail"].status == "failed"
     assert "exit status 1" in points["command:fail"].error
