@@ -126,6 +126,10 @@ SKIP: dict[tuple[str, str], str | Skip] = {
         "it, scraped by a real Prometheus)",
     ("docs/monitoring.md", ".venv/bin/python bench/bench_exporter.py --rounds 40"):
         "a benchmark (bench/, not a test)",
+    ("docs/sweep.md", "dtnkit sweep run docs/examples/sweep-grid.toml --name metro-1"):
+        "the example grid: 168 points of 30 s, about 1.5 hours (the tiny grid above runs)",
+    ("docs/sweep.md", "dtnkit sweep run docs/examples/sweep-grid.toml --name metro-1 --resume"):
+        "resumes the 1.5-hour example grid (tests/sweep/test_s19r_run.py tests --resume)",
 }
 
 

@@ -37,6 +37,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "exporter": ("dtnkit.cli.monitor", "exporter"),
     "metrics": ("dtnkit.cli.monitor", "metrics"),
     "checklist": ("dtnkit.cli.checklist", "checklist"),
+    "sweep": ("dtnkit.cli.sweep", "sweep"),
 }
 
 
