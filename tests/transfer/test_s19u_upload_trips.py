@@ -21,6 +21,7 @@ range of each stream waits (nothing follows it on that connection).
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import socket
 import threading
@@ -66,6 +67,8 @@ class TripRelay:
         self.target = target
         self.links: list[Link] = []
         self.turns = 0  # answers to range PUTs the client waited for before sending more
+        self.cut_link: int | None = None  # cut this connection once two requests began
+        self.cut = threading.Event()
         self._lock = threading.Lock()
         self._socks: list[socket.socket] = []
         self.sock = socket.create_server(("127.0.0.1", 0))
@@ -150,6 +153,14 @@ class TripRelay:
             upstream.shutdown(socket.SHUT_WR)
 
     def _down(self, upstream: socket.socket, client: socket.socket, link: Link) -> None:
+        if link.index == self.cut_link:
+            with link.cond:  # two ranges on their way (pipelined), no answer yet: cut
+                link.cond.wait_for(lambda: link.started >= 2, 10)
+            self.cut.set()
+            with contextlib.suppress(OSError):
+                client.shutdown(socket.SHUT_RDWR)
+                upstream.close()
+            return
         answered = 0
 
         def bodyless(head: bytes) -> bool:
@@ -166,7 +177,7 @@ class TripRelay:
                 with link.cond:
                     is_range = link.requests[answered - 1] == "PUT range"
                     if is_range and not link.cond.wait_for(
-                            lambda: link.started > answered, HOLD):
+                            functools.partial(lambda n: link.started > n, answered), HOLD):
                         with self._lock:
                             self.turns += 1
                 client.sendall(head + b"\r\n\r\n" + body)
@@ -246,7 +257,7 @@ def test_an_existing_file_is_refused_by_the_session_start_before_any_byte(
     with pytest.raises(DestinationExists):
         copy(str(src), f"http://127.0.0.1:{relay.port}/there.bin", opts())
     assert (root / "there.bin").read_bytes() == b"old"
-    assert [r for _c, r in relay.requests()][0] == "POST start"
+    assert next(r for _c, r in relay.requests()) == "POST start"
     assert "PUT range" not in [r for _c, r in relay.requests()]
     assert handle.counters.get("received_bytes", 0) == 0
 
@@ -258,22 +269,9 @@ def test_a_resent_range_keeps_the_pipeline_and_the_file_right(
     verified, no part file is left."""
     handle, root, relay = relayed
     src, data = source(tmp_path, 11)
-    cut = threading.Event()
-    original = relay._down  # noqa: SLF001 - the test's own relay
-
-    def cutting(upstream: socket.socket, client: socket.socket, link: Link) -> None:
-        if link.index == 1 and not cut.is_set():
-            cut.set()
-            with link.cond:  # wait until two ranges are on their way, then cut
-                link.cond.wait_for(lambda: link.started >= 2, 10)
-            client.shutdown(socket.SHUT_RDWR)
-            upstream.close()
-            return
-        original(upstream, client, link)
-
-    relay._down = cutting  # type: ignore[method-assign]  # noqa: SLF001
+    relay.cut_link = 1  # the second stream's connection
     summary = copy(str(src), f"http://127.0.0.1:{relay.port}/cut.bin", opts())
-    assert cut.is_set()
+    assert relay.cut.is_set() and relay.links[1].requests[:2] == ["PUT range", "PUT range"]
     assert (root / "cut.bin").read_bytes() == data
     assert summary.files[0].retries >= 1
     assert not [p for p in os.listdir(root) if "dtnkit-part" in p]
