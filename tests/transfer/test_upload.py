@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.transfer.test_faults import wait_for
 
 from dtnkit.transfer import checksum as cks
 from dtnkit.transfer import tokens
@@ -282,6 +283,8 @@ def test_interrupted_upload_resumes_with_missing_ranges_only(
         assert "rerun the same command to resume" in info.value.next_step
         assert not (root / "r").exists()
         assert len(parts(root)) == 1 and len(list(state_dir.rglob("*.json"))) == 1
+        # a range that reached the server whole before the cut is still being recorded
+        assert wait_for(lambda: handle.connections == 0)
         first = handle.counters["range_bytes"]
         assert 0 < first < SIZE
         proxy.heal()
@@ -306,6 +309,10 @@ def test_no_resume_keeps_no_journal_and_sends_everything(
             copy(str(src), proxy.url + "n", opts(retries=0, streams=2, resume=False))
         assert "resume" not in info.value.next_step
         assert list(state_dir.rglob("*.json")) == []
+        # ranges that reached the server whole before the cut are recorded by its workers
+        # even after the client gave up (pipelined streams have more on the way): count
+        # from when the server has dropped every cut connection
+        assert wait_for(lambda: handle.connections == 0)
         proxy.heal()
         before = handle.counters["range_bytes"]
         copy(str(src), proxy.url + "n", opts(streams=2, resume=False))
@@ -326,6 +333,7 @@ def test_changed_source_does_not_resume(served: tuple[ServerHandle, Path],
             copy(str(src), proxy.url + "m", opts(retries=0, streams=2))
         proxy.heal()
         src.write_bytes(payload(SIZE, seed=9))  # another file now: another journal key
+        assert wait_for(lambda: handle.connections == 0)  # the cut ranges all recorded
         before = handle.counters["range_bytes"]
         copy(str(src), proxy.url + "m", opts(streams=2))
     finally:

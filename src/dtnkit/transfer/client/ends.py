@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import http.client
+import io
 import select
 import threading
 import time
@@ -30,6 +31,7 @@ from dtnkit.transfer import pipeline as pl
 from dtnkit.transfer.client.answers import check_content_range
 from dtnkit.transfer.client.errors import (
     Abort,
+    DestinationExists,
     FatalHttp,
     Refused,
     Retryable,
@@ -435,37 +437,68 @@ _MAX_HEAD = 65536
 Answer = tuple[int, dict[str, str], bytes]
 
 
+def _answer_head(fp: io.RawIOBase, what: str) -> tuple[int, dict[str, str], bytes]:
+    """The status, lower-cased headers and HTTP version of an answer, read byte by byte
+    (nothing past it)."""
+    def line() -> bytes:
+        out = bytearray()
+        while not out.endswith(b"\n"):
+            c = fp.read(1)
+            if not c or len(out) > _MAX_LINE:
+                raise Retryable(f"{what}: malformed or truncated answer")
+            out += c
+        return bytes(out)
+
+    parts = line().split(None, 2)
+    if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
+        raise Retryable(f"{what}: not an HTTP status line: {b' '.join(parts[:2])!r}")
+    status = int(parts[1])
+    headers: dict[str, str] = {}
+    for _ in range(100):
+        raw = line()
+        if raw in (b"\r\n", b"\n"):
+            break
+        key, _sep, value = raw.decode("latin-1").partition(":")
+        headers[key.strip().lower()] = value.strip()
+    return status, headers, parts[0]
+
+
+def head_status(conn: http.client.HTTPConnection) -> tuple[int, bool]:
+    """The status of the answer to a HEAD written on *conn* before the request that follows
+    it (pipelined), read so that nothing of the next answer is taken; and whether the server
+    closes the connection after it (HTTP/1.0 or ``Connection: close``: the request that
+    followed is lost and must be sent again on a new connection)."""
+    fp = conn.sock.makefile("rb", buffering=0)
+    try:
+        status, headers, version = _answer_head(fp, "HEAD")  # a HEAD's answer has no body
+    finally:
+        fp.close()
+    tokens = {t.strip().lower() for t in headers.get("connection", "").split(",")}
+    closes = "close" in tokens or (version == b"HTTP/1.0" and "keep-alive" not in tokens)
+    return status, closes
+
+
+def raw_request(session: Session, url: Url, method: str) -> bytes:
+    """A small request without a body, as bytes to write on a connection."""
+    host = url.host if ":" not in url.host else f"[{url.host}]"
+    lines = [f"{method} {url.path} HTTP/1.1", f"Host: {host}:{url.port}",
+             *(f"{k}: {v}" for k, v in session.headers().items()), "", ""]
+    return "\r\n".join(lines).encode("latin-1")
+
+
 def early_answer(conn: http.client.HTTPConnection, wait: float = EXPECT_WAIT) -> Answer | None:
     """After request headers with ``Expect: 100-continue``: None when the body may go (``100
     Continue``, or no answer within *wait*); otherwise the server's final answer (status,
     lower-cased headers, body up to 64 KiB), and the body must not be sent."""
     sock = conn.sock
-    if not select.select([sock], [], [], wait)[0]:
+    pending = getattr(sock, "pending", None)  # TLS: bytes OpenSSL has read already
+    if not (pending is not None and pending()) and not select.select([sock], [], [], wait)[0]:
         return None
     # unbuffered: reads nothing past the interim answer (the server sends nothing more until
     # it has the body), so http.client can still read the final response afterwards
     fp = sock.makefile("rb", buffering=0)
     try:
-        def line() -> bytes:
-            out = bytearray()
-            while not out.endswith(b"\n"):
-                c = fp.read(1)
-                if not c or len(out) > _MAX_LINE:
-                    raise Retryable("PUT: malformed or truncated interim answer")
-                out += c
-            return bytes(out)
-
-        parts = line().split(None, 2)
-        if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
-            raise Retryable(f"PUT: not an HTTP status line: {b' '.join(parts[:2])!r}")
-        status = int(parts[1])
-        headers: dict[str, str] = {}
-        for _ in range(100):
-            raw = line()
-            if raw in (b"\r\n", b"\n"):
-                break
-            key, _sep, value = raw.decode("latin-1").partition(":")
-            headers[key.strip().lower()] = value.strip()
+        status, headers, _version = _answer_head(fp, "PUT")
         if status == 100:
             return None
         length = headers.get("content-length", "0")
@@ -486,18 +519,40 @@ class SinglePut:
     ``Expect: 100-continue`` first, so a refusal (401, 403) or a redirect costs no bytes."""
 
     def __init__(self, session: Session, url: Url, size: int, extra: dict[str, str], *,
-                 expect: bool, conn: http.client.HTTPConnection | None = None) -> None:
+                 expect: bool, conn: http.client.HTTPConnection | None = None,
+                 refuse_existing: bool = False) -> None:
         self.session, self.url, self.size = session, url, size
         self.extra, self.expect = extra, expect and size > 0
         self.conn = conn or session.connect()  # a given keep-alive one needs no handshake
+        self.refuse_existing = refuse_existing
 
     def open(self) -> Answer | None:
-        """Send the request headers; the server's early answer when the body must not go."""
+        """Send the request headers; the server's early answer when the body must not go.
+
+        With *refuse_existing* a ``HEAD`` goes just before the ``PUT`` head on the same
+        connection (pipelined: one round trip for both answers, the HEAD's and the ``100
+        Continue``), for servers that ignore ``If-None-Match: *``; DestinationExists when it
+        answers 200, and the body is not sent."""
         extra = {**self.extra, "Expect": "100-continue"} if self.expect else self.extra
-        self.conn.putrequest("PUT", self.url.path, skip_accept_encoding=True)
-        for key, value in self.session.headers(extra).items():
-            self.conn.putheader(key, value)
-        self.conn.endheaders()
+
+        def put_head() -> None:
+            self.conn.putrequest("PUT", self.url.path, skip_accept_encoding=True)
+            for key, value in self.session.headers(extra).items():
+                self.conn.putheader(key, value)
+            self.conn.endheaders()
+
+        if self.refuse_existing:
+            if self.conn.sock is None:
+                self.conn.connect()
+            self.conn.sock.sendall(raw_request(self.session, self.url, "HEAD"))
+        put_head()
+        if self.refuse_existing:
+            status, closes = head_status(self.conn)
+            if status == 200:
+                raise DestinationExists(str(self.url))
+            if closes:  # an HTTP/1.0 server: the PUT's head is lost, ask again
+                self.conn.close()
+                put_head()
         return early_answer(self.conn) if self.expect else None
 
     def write(self, data: memoryview) -> None:
@@ -527,11 +582,13 @@ def pump(chunks: Iterable[memoryview], sink: SinglePut, hasher: cks.Checksum | N
 
 def put_body(session: Session, url: Url, fd: int, size: int, extra: dict[str, str],
              hasher: cks.Checksum | None, options: Options,
-             conn: http.client.HTTPConnection | None = None) -> Answer:
+             conn: http.client.HTTPConnection | None = None,
+             refuse_existing: bool = False) -> Answer:
     """One PUT of the local file *fd* (``Expect: 100-continue`` first), on *conn* when given
-    (a keep-alive connection that asked the HEAD before), else on a new one; connection
-    trouble is :class:`Retryable`."""
-    sink = SinglePut(session, url, size, extra, expect=True, conn=conn)
+    (a keep-alive connection), else on a new one; with *refuse_existing* a HEAD pipelined
+    before it (:class:`SinglePut`); connection trouble is :class:`Retryable`."""
+    sink = SinglePut(session, url, size, extra, expect=True, conn=conn,
+                     refuse_existing=refuse_existing)
     try:
         early = sink.open()
         if early is not None:

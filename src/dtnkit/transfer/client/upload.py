@@ -54,7 +54,6 @@ from dtnkit.transfer.client.session import (
     discard_remote,
     existing_after_412,
     follow_redirect,
-    refuse_existing,
     source_digest,
     want_name,
 )
@@ -71,7 +70,8 @@ def upload(session: Session, src: Path, url: Url, options: Options) -> FileResul
     Every request before the body goes on one keep-alive connection, whose handshake also
     gives ``--streams auto`` its round-trip time: the session start (which carries
     ``If-None-Match: *`` itself, so no HEAD goes first), then that connection is the first
-    stream's; or, for one PUT, the HEAD that refuses an existing file, then the PUT."""
+    stream's; or, for one PUT, the HEAD that refuses an existing file pipelined with the
+    PUT's head (:class:`~dtnkit.transfer.client.ends.SinglePut`)."""
     note: str | None = None
     conn = session.connect()
     try:
@@ -84,7 +84,6 @@ def upload(session: Session, src: Path, url: Url, options: Options) -> FileResul
             except UseSinglePut as exc:
                 if "HTTP" in str(exc) or "no upload sessions" in str(exc):
                     note = f"one PUT stream: {exc}"
-        refuse_existing(session, url, options, conn)
         result = retry_on_mismatch(lambda: upload_once(session, src, url, options, conn),
                                    options)
     finally:
@@ -125,8 +124,9 @@ def upload_once(session: Session, src: Path, url: Url, options: Options,
         target, target_session = url, session  # where the body goes (after redirects)
         while True:
             try:
-                status, headers, body = put_body(target_session, target, fd, size, extra,
-                                                 hasher, options, conn)
+                status, headers, body = put_body(
+                    target_session, target, fd, size, extra, hasher, options, conn,
+                    refuse_existing=not options.overwrite and hops == 0)
                 conn = None  # put_body closed it; a retry or a redirect makes its own
             except Retryable as exc:
                 conn = None
