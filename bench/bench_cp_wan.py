@@ -488,7 +488,7 @@ def report(cfg: Config, res: Results, names: list[str], many: str, default: str 
     trows = []
     floor_s = cfg.size * 8 / cfg.rate_bps
     for goal in targets(many, default):
-        if goal.measured not in names:  # left out by --only
+        if goal.measured not in names or goal.baseline not in names:  # left out by --only
             continue
         ratio, ok = verdict(res.times, goal, floor_s)
         limit = f"<= {goal.limit:g}" if goal.limit is not None else ""
