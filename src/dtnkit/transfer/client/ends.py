@@ -437,9 +437,9 @@ _MAX_HEAD = 65536
 Answer = tuple[int, dict[str, str], bytes]
 
 
-def _answer_head(fp: io.RawIOBase, what: str) -> tuple[int, dict[str, str], bytes]:
-    """The status, lower-cased headers and HTTP version of an answer, read byte by byte
-    (nothing past it)."""
+def _answer_head(fp: io.RawIOBase, what: str) -> tuple[int, dict[str, str]]:
+    """The status and lower-cased headers of an answer, read byte by byte (nothing past
+    it)."""
     def line() -> bytes:
         out = bytearray()
         while not out.endswith(b"\n"):
@@ -460,30 +460,7 @@ def _answer_head(fp: io.RawIOBase, what: str) -> tuple[int, dict[str, str], byte
             break
         key, _sep, value = raw.decode("latin-1").partition(":")
         headers[key.strip().lower()] = value.strip()
-    return status, headers, parts[0]
-
-
-def head_status(conn: http.client.HTTPConnection) -> tuple[int, bool]:
-    """The status of the answer to a HEAD written on *conn* before the request that follows
-    it (pipelined), read so that nothing of the next answer is taken; and whether the server
-    closes the connection after it (HTTP/1.0 or ``Connection: close``: the request that
-    followed is lost and must be sent again on a new connection)."""
-    fp = conn.sock.makefile("rb", buffering=0)
-    try:
-        status, headers, version = _answer_head(fp, "HEAD")  # a HEAD's answer has no body
-    finally:
-        fp.close()
-    tokens = {t.strip().lower() for t in headers.get("connection", "").split(",")}
-    closes = "close" in tokens or (version == b"HTTP/1.0" and "keep-alive" not in tokens)
-    return status, closes
-
-
-def raw_request(session: Session, url: Url, method: str) -> bytes:
-    """A small request without a body, as bytes to write on a connection."""
-    host = url.host if ":" not in url.host else f"[{url.host}]"
-    lines = [f"{method} {url.path} HTTP/1.1", f"Host: {host}:{url.port}",
-             *(f"{k}: {v}" for k, v in session.headers().items()), "", ""]
-    return "\r\n".join(lines).encode("latin-1")
+    return status, headers
 
 
 def early_answer(conn: http.client.HTTPConnection, wait: float = EXPECT_WAIT) -> Answer | None:
@@ -498,7 +475,7 @@ def early_answer(conn: http.client.HTTPConnection, wait: float = EXPECT_WAIT) ->
     # it has the body), so http.client can still read the final response afterwards
     fp = sock.makefile("rb", buffering=0)
     try:
-        status, headers, _version = _answer_head(fp, "PUT")
+        status, headers = _answer_head(fp, "PUT")
         if status == 100:
             return None
         length = headers.get("content-length", "0")
@@ -529,10 +506,9 @@ class SinglePut:
     def open(self) -> Answer | None:
         """Send the request headers; the server's early answer when the body must not go.
 
-        With *refuse_existing* a ``HEAD`` goes just before the ``PUT`` head on the same
-        connection (pipelined: one round trip for both answers, the HEAD's and the ``100
-        Continue``), for servers that ignore ``If-None-Match: *``; DestinationExists when it
-        answers 200, and the body is not sent."""
+        With *refuse_existing* a ``HEAD`` goes first on the same connection (no handshake of
+        its own), for servers that ignore ``If-None-Match: *``; DestinationExists when it
+        answers 200, and nothing of the PUT is sent."""
         extra = {**self.extra, "Expect": "100-continue"} if self.expect else self.extra
 
         def put_head() -> None:
@@ -542,17 +518,12 @@ class SinglePut:
             self.conn.endheaders()
 
         if self.refuse_existing:
-            if self.conn.sock is None:
-                self.conn.connect()
-            self.conn.sock.sendall(raw_request(self.session, self.url, "HEAD"))
-        put_head()
-        if self.refuse_existing:
-            status, closes = head_status(self.conn)
+            # not pipelined with the PUT's head: a server that ignores If-None-Match (XRootD
+            # 5.5.3) truncates the target on the PUT's head alone, body or not
+            status = self.session.request("HEAD", self.url, conn=self.conn)[0]
             if status == 200:
                 raise DestinationExists(str(self.url))
-            if closes:  # an HTTP/1.0 server: the PUT's head is lost, ask again
-                self.conn.close()
-                put_head()
+        put_head()
         return early_answer(self.conn) if self.expect else None
 
     def write(self, data: memoryview) -> None:
