@@ -10,6 +10,7 @@ import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -111,7 +112,17 @@ gfal = pytest.mark.needs_gfal
     pytest.param("dtnkit", "gfal-tpc", marks=gfal),
     pytest.param("xrootd", "gfal-tpc", marks=[xrootd, gfal]),
 ])
-def test_tpc_tool_between_quota_origins(site: Site, kind: str, tool: str) -> None:
+def test_tpc_tool_between_quota_origins(site: Site, kind: str, tool: str,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    argvs: list[list[str]] = []  # every command the tool ran (they still run for real)
+    real_run = tools_tpc.Procs.run
+
+    def spy(self: tools_tpc.Procs, argv: list[str], *args: Any, **kwargs: Any
+            ) -> tuple[int | None, str]:
+        argvs.append(list(argv))
+        return real_run(self, argv, *args, **kwargs)
+
+    monkeypatch.setattr(tools_tpc.Procs, "run", spy)
     origins = servers.start_many(kind, site.sources, base=site.base, pki=site.pki, cores=0.5,
                                  prefix=f"{site.prefix}-{tool[:4]}", source=site.source,
                                  files=2, token=TOKEN)
@@ -142,6 +153,9 @@ def test_tpc_tool_between_quota_origins(site: Site, kind: str, tool: str) -> Non
             assert tr.bytes == SIZE and tr.verified and tr.error == ""
             assert tr.end_s is not None and 0 <= tr.start_s < tr.end_s
         assert run.extra["transfers_per_origin"] == {"0": 1, "1": 1}  # spread across origins
+        # tokens never on a command line (ps shows it) nor in the stored output
+        assert argvs and not [a for a in argvs if any(TOKEN in word for word in a)]
+        assert TOKEN not in run.raw
         # the servers' cgroups saw the work: each origin sent 24 MiB over TLS
         after = [o.usage_s() or 0.0 for o in origins]
         elapsed = time.monotonic() - t_before

@@ -159,8 +159,8 @@ def _sigterm_interrupts(env: Environment) -> Iterator[None]:
                    "Source: SRC) or push (COPY to SRC with Destination: DST).")
 @click.option("--remote-token", default=None,
               help="With --tpc: token for the passive server, forwarded as "
-                   "TransferHeaderAuthorization (default: none; --token is never sent to "
-                   "the other server).")
+                   "TransferHeaderAuthorization (default: $DTNKIT_REMOTE_TOKEN, else none; "
+                   "--token is never sent to the other server).")
 @click.option("--src-token", default=None,
               help="Remote to remote without --tpc (relayed through this client): token for "
                    "the source server (default: --token).")
@@ -236,6 +236,8 @@ def cp(env: Environment,
                            "server moves the bytes)",
                            "scrape the active server's /metrics (dtnkit serve --metrics)")
         # never --token: the passive server gets a token only when one is given for it
+        if remote_token is None:
+            remote_token = env.remote_token
         return _third_party(env, tpc, src, dst, token, remote_token,
                             streams if isinstance(streams, int) else 1, checksum,
                             stall_timeout, ca_file, insecure, as_json, deadline,

@@ -243,14 +243,30 @@ def _left(deadline: float) -> float:
 DIGEST = re.compile(r"^digest:\s*(.*)$", re.I | re.M)
 
 
+def header_file(workdir: Path, origin: Origin) -> Path:
+    """A file (mode 0600, in the point's private directory) holding the origin's
+    Authorization header, for ``curl -H @FILE``."""
+    path = workdir / f"auth-o{origin.index}.hdr"
+    if not path.is_symlink() and path.is_file():
+        return path
+    # written whole under a name of this thread's, then renamed: concurrent transfers of
+    # the point never read a half-written file
+    tmp = workdir / f".auth-o{origin.index}-{threading.get_ident()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(f"Authorization: Bearer {origin.token}\n")
+    os.replace(tmp, path)
+    return path
+
+
 def source_digest(env: PointEnv, j: Job, procs: Procs, deadline: float) -> str | None:
     """The source's adler32 as lowercase hex (a HEAD with Want-Digest from the client)."""
     argv = ["curl", "-sS", "-f", "-I", "--max-time", f"{_left(deadline):.0f}",
             "-H", f"Want-Digest: {CHECKSUM}"]
     if j.origin.ca_file is not None:
         argv += ["--cacert", str(j.origin.ca_file)]
-    if j.origin.token:
-        argv += ["-H", f"Authorization: Bearer {j.origin.token}"]
+    if j.origin.token:  # from a file (curl -H @FILE): a token on a command line shows in ps
+        argv += ["-H", f"@{header_file(env.workdir, j.origin)}"]
     status, out = procs.run(env.client.argv([*argv, j.src]), deadline)
     m = DIGEST.search(out)
     if status != 0 or not m:
@@ -279,11 +295,14 @@ class DtnkitTpc:
                 "--deadline", f"{_left(deadline):.0f}s"]
         if dest.ca_file is not None:
             argv += ["--ca-file", str(dest.ca_file)]
+        # the tokens through the environment, never argv (ps, the stored raw output)
+        penv = {k: v for k, v in os.environ.items()
+                if k not in ("DTNKIT_TOKEN", "BEARER_TOKEN", "DTNKIT_REMOTE_TOKEN")}
         if dest.token:
-            argv += ["--token", dest.token]
+            penv["DTNKIT_TOKEN"] = dest.token
         if j.origin.token:
-            argv += ["--remote-token", j.origin.token]
-        status, out = procs.run(env.client.argv([*argv, j.src, j.dst]), deadline)
+            penv["DTNKIT_REMOTE_TOKEN"] = j.origin.token
+        status, out = procs.run(env.client.argv([*argv, j.src, j.dst]), deadline, penv)
         if status != 0:
             return Outcome(False, False, out, _last_line(out) or f"exit {status}")
         try:
