@@ -33,6 +33,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "results": ("dtnkit.cli.measure", "results"),
     "diagnose": ("dtnkit.cli.measure", "diagnose"),
     "experiment": ("dtnkit.cli.measure", "experiment"),
+    "report": ("dtnkit.cli.sweep_analyze", "report"),
 }
 
 
