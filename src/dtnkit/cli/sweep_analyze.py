@@ -152,7 +152,7 @@ def _tables(p: Printer, info: RunInfo, a: Analysis, saved: Path | None) -> None:
     below = sum(1 for _, u, _c in f.points if u < f.threshold)
     at = format_percent(f.threshold, fraction=True)
     change = format_value(None) if f.change_pct is None else f"{f.change_pct:+.3g}%"
-    fit("Fluctuation (CV of the samples) against utilisation of the cap",
+    fit("Fluctuation (CV) against utilisation",
         [Col("utilisation"), Col("points", justify="right"), Col("mean CV", justify="right")],
         [[f"below {at}", str(below), ratio(f.cv_below)],
          [f"{at} or more", str(len(f.points) - below), ratio(f.cv_above)],
@@ -202,7 +202,7 @@ def _tables(p: Printer, info: RunInfo, a: Analysis, saved: Path | None) -> None:
         con.print("\n[dim]profiles: one profile only, nothing to compare[/]")
     if a.tails:
         tv = _label_keys([dict(t.key) for t in a.tails])
-        fit("Tail latency (transfer completion times, mean over repeats)",
+        fit("Tail latency (mean over repeats)",
             [Col("curve"), Col("streams", justify="right"), Col("last", justify="right"),
              Col("p50", justify="right"), Col("p90", justify="right", rank=2),
              Col("p99", justify="right")],
@@ -211,13 +211,13 @@ def _tables(p: Printer, info: RunInfo, a: Analysis, saved: Path | None) -> None:
              for t in a.tails])
     rows = a.streams_table.get("rtts", [])
     if rows:
-        fit("Recommended streams per RTT (the knee)",
+        fit("Recommended streams per RTT",
             [Col("RTT", justify="right"), Col("streams", justify="right"),
              Col("peak streams", justify="right"), Col("peak", justify="right")],
             [[f"{format_value(r['rtt_ms'])} ms", str(r["streams"]), str(r["peak_streams"]),
               format_rate(r["peak_bps"])] for r in rows])
     if saved is not None:
-        con.print(f"saved the streams table to {escape(str(saved))}")
+        p.echo(f"saved the streams table to {saved}")  # unwrapped: a path is copied whole
     if a.excluded:
         whys = Counter(w for _, w in a.excluded)
         con.print(f"\n{len(a.excluded)} point(s) the lab's emulator bound, kept out of the "
