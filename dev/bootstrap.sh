@@ -10,7 +10,8 @@ cd "$(dirname "$0")/.."
 debs=(iproute2 ethtool procps iptables iputils-ping iperf3 fio openssl util-linux python3 python3-venv)
 if [ "${1:-}" = "test" ]; then
   debs+=(curl xrootd-server xrootd-server-plugins xrootd-plugins xrootd-client
-         gfal2 gfal2-plugin-http gfal2-plugin-file gfal2-util-scripts davix rclone)
+         gfal2 gfal2-plugin-http gfal2-plugin-file gfal2-util-scripts davix rclone
+         chromium)
 fi
 missing=()
 for pkg in "${debs[@]}"; do
