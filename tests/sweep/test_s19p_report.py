@@ -44,6 +44,22 @@ def dtnkit(tmp_path: Path) -> Run:
     return run
 
 
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, object]]:
+    """One report of the synthetic run (drawing is the slow part: shared by the tests that
+    only read it), through the command with --point by a prefix: (DIR, its JSON output)."""
+    base = tmp_path_factory.mktemp("s19p-report")
+    store_run(base / "r.sqlite")
+    out, err = io.StringIO(), io.StringIO()
+    pid = results()[-1].point.id
+    env = Environment(stdout=out, stderr=err, results_db=base / "r.sqlite",
+                      state_dir=base / "state")
+    code = cli_main.main(["report", "synth", "-o", str(base / "rep"), "--point", pid[:6],
+                          "--target", "700mbit", "--format", "json"], env)
+    assert code == 0, err.getvalue()
+    return base / "rep", {**json.loads(out.getvalue()), "asked_point": pid}
+
+
 class Page(html.parser.HTMLParser):
     """What a browser would make of the page: elements, attributes, text."""
 
@@ -60,13 +76,11 @@ class Page(html.parser.HTMLParser):
         self.text.append(data)
 
 
-def test_report_writes_every_figure_and_one_page(tmp_path: Path, dtnkit: Run) -> None:
-    store_run(tmp_path / "r.sqlite")
-    out = tmp_path / "rep"
-    code, stdout, err = dtnkit("report", "synth", "-o", str(out), "--format", "json")
-    assert code == 0, err
-    doc = json.loads(stdout)
+def test_report_writes_every_figure_and_one_page(
+        built: tuple[Path, dict[str, object]]) -> None:
+    out, doc = built
     assert doc["figures"] == list(FIGURES) and doc["page"] == str(out / "report.html")
+    assert doc["timeseries_point"] == doc["asked_point"]  # --point by a 6-character prefix
     assert sorted(os.listdir(out)) == sorted(
         ["analysis.json", "report.html", *(f"{f}.{x}" for f in FIGURES for x in ("png", "svg"))])
     for f in FIGURES:
@@ -83,27 +97,21 @@ def test_report_writes_every_figure_and_one_page(tmp_path: Path, dtnkit: Run) ->
     assert not [a for t, a in page.tags if t in ("script", "link", "iframe")]
     words = " ".join(page.text)
     for want in ("Peak, drop and knee per RTT", "Fluctuation against utilisation",
-                 "Gbit/s per core", "Tail latency", "Recommended streams per RTT",
-                 "Points kept out", 'rtt = ["5ms", "100ms"]', "kernel",
-                 "2 point(s) the lab's emulator bound", "delay stage at 97% of a core (2)",
-                 "connection refused"):
+                 "Gbit/s per core", "Minimum resources for the target", "Tail latency",
+                 "Recommended streams per RTT", "Points kept out", 'rtt = ["5ms", "100ms"]',
+                 "kernel", "2 point(s) the lab's emulator bound",
+                 "delay stage at 97% of a core (2)", "connection refused"):
         assert want in words, want
-    # the default time series: a repeat at the first curve's peak (5 ms, 8 streams)
-    a = A.analyze([p.record() for p in results()])
-    assert doc["timeseries_point"] == R.peak_point(a, [p.record() for p in results()])
+    assert f"The time series is of point <code>{doc['asked_point']}</code>" in text
     assert json.loads((out / "analysis.json").read_text())["curves"][0]["peak_streams"] == 8
 
 
-def test_point_option_and_table_output(tmp_path: Path, dtnkit: Run) -> None:
-    store_run(tmp_path / "r.sqlite")
-    pid = results()[-1].point.id
-    code, stdout, _ = dtnkit("report", "synth", "-o", str(tmp_path / "o"), "--point", pid[:6])
-    assert code == 0 and "5 figures (PNG and SVG)" in stdout
-    assert f"open {tmp_path / 'o' / 'report.html'}" in stdout
-    assert f"point <code>{pid}</code>" in (tmp_path / "o" / "report.html").read_text()
-    code, stdout, err = dtnkit("report", "synth", "-o", str(tmp_path / "p"), "--point", "zzzz")
-    assert code == ExitStatus.BAD_INPUT and "no point 'zzzz'" in err and stdout == ""
-    assert not (tmp_path / "p").exists()
+def test_the_default_time_series_is_the_first_curves_peak() -> None:
+    records = [p.record() for p in results()]
+    chosen = R.peak_point(A.analyze(records), records)
+    point = next(r.point for r in records if r.point.id == chosen)
+    assert (point.rtt_ms, point.streams) == (5.0, 8)
+    assert R.peak_point(A.analyze([]), []) is None
 
 
 def test_a_file_or_a_symlink_as_dir_is_refused(tmp_path: Path, dtnkit: Run) -> None:
@@ -121,9 +129,7 @@ def test_a_file_or_a_symlink_as_dir_is_refused(tmp_path: Path, dtnkit: Run) -> N
     assert code == ExitStatus.BAD_INPUT and "no sweep run 'nosuch'" in err
 
 
-def test_planted_symlinks_in_dir_are_replaced_not_followed(tmp_path: Path,
-                                                           dtnkit: Run) -> None:
-    store_run(tmp_path / "r.sqlite")
+def test_planted_symlinks_in_dir_are_replaced_not_followed(tmp_path: Path) -> None:
     out = tmp_path / "shared"
     out.mkdir()
     victims = {}
@@ -132,11 +138,13 @@ def test_planted_symlinks_in_dir_are_replaced_not_followed(tmp_path: Path,
         victim.write_text("precious")
         (out / name).symlink_to(victim)
         victims[name] = victim
-    code, _, err = dtnkit("report", "synth", "-o", str(out))
-    assert code == 0, err
+    names = R.write_files(out, {n: b"new " + n.encode() for n in (*victims, "a.svg")})
+    assert names[-1] == "report.html"  # the page last
     for name, victim in victims.items():
         assert victim.read_text() == "precious"
-        assert not (out / name).is_symlink() and (out / name).stat().st_size > 100
+        assert not (out / name).is_symlink() and (out / name).read_bytes() == b"new " + \
+            name.encode()
+        assert oct((out / name).stat().st_mode & 0o777) == "0o644"
     assert not [n for n in os.listdir(out) if n.startswith(".")]  # no temporary left
 
 
@@ -179,15 +187,19 @@ def test_hostile_values_are_escaped(tmp_path: Path) -> None:
     assert "Content-Security-Policy" in text and "default-src 'none'" in text
 
 
-def test_an_empty_run_still_gives_a_page(tmp_path: Path) -> None:
+def test_an_empty_run_still_gives_a_page(tmp_path: Path, dtnkit: Run) -> None:
     pts = [dataclasses.replace(p, status="failed", error="refused", samples=())
            for p in results(1)]
-    data = R.ReportData(name="dead", status="done", points_total=len(pts), grid_toml="",
-                        environment={}, records=[p.record() for p in pts], series={})
-    written = R.build(data, tmp_path / "o")
-    assert written.point_id is None and len(written.figures) == 5
-    text = written.page.read_text()
+    store_run(tmp_path / "r.sqlite", "dead", points=pts)
+    code, stdout, err = dtnkit("report", "dead", "-o", str(tmp_path / "o"))
+    assert code == 0, err
+    assert f"wrote 12 files to {tmp_path / 'o'}: 5 figures (PNG and SVG)" in stdout
+    assert f"open {tmp_path / 'o' / 'report.html'}" in stdout
+    text = (tmp_path / "o" / "report.html").read_text()
     assert "no curve" in text and "failed: refused" in text
+    code, stdout, err = dtnkit("report", "dead", "-o", str(tmp_path / "p"), "--point", "zzzz")
+    assert code == ExitStatus.BAD_INPUT and "no point 'zzzz'" in err and stdout == ""
+    assert not (tmp_path / "p").exists()
 
 
 def test_without_matplotlib_a_clear_error_and_nothing_written(tmp_path: Path) -> None:
@@ -241,12 +253,10 @@ def chromium(tmp_path: Path, page: Path, *args: str) -> subprocess.CompletedProc
 
 
 @pytest.mark.needs_chromium
-def test_the_page_renders_in_chromium_with_every_figure(tmp_path: Path, dtnkit: Run) -> None:
+def test_the_page_renders_in_chromium_with_every_figure(
+        tmp_path: Path, built: tuple[Path, dict[str, object]]) -> None:
     assert shutil.which("chromium")
-    store_run(tmp_path / "r.sqlite")
-    out = tmp_path / "rep"
-    assert dtnkit("report", "synth", "-o", str(out))[0] == 0
-    page = out / "report.html"
+    page = built[0] / "report.html"
     # 1. the page as written: a screenshot, and not one console message (a blocked
     #    script, a refused resource, a parse error would each log one)
     shot = tmp_path / "shot.png"
