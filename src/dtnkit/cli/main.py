@@ -34,6 +34,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "diagnose": ("dtnkit.cli.measure", "diagnose"),
     "experiment": ("dtnkit.cli.measure", "experiment"),
     "report": ("dtnkit.cli.sweep_analyze", "report"),
+    "sweep": ("dtnkit.cli.sweep", "sweep"),
 }
 
 

@@ -268,8 +268,16 @@ class SweepStore:
                        points_failed=int(counts.get("failed", 0)), grid_toml=row["grid"],
                        environment=json.loads(row["environment"]))
 
+    def _missing(self) -> bool:
+        """No database file yet: reading finds nothing (and creates no file)."""
+        return not self.path.exists()
+
     def run_info(self, name: str) -> RunInfo:
         """The run ``name``; BadInput when there is none."""
+        if self._missing():
+            shown = name if len(name) <= 40 else name[:37] + "..."
+            raise BadInput(f"no sweep run {shown!r}", f"{self.path} does not exist",
+                           "see `dtnkit sweep list`, or give --db")
         with self._db() as db:
             row = db.execute("SELECT * FROM sweep_runs WHERE name = ?", (name,)).fetchone()
             if row is None:
@@ -280,6 +288,8 @@ class SweepStore:
 
     def runs(self) -> list[RunInfo]:
         """Every run, newest first."""
+        if self._missing():
+            return []
         with self._db() as db:
             rows = db.execute("SELECT * FROM sweep_runs ORDER BY created DESC, name").fetchall()
             return [self._info(db, r) for r in rows]
