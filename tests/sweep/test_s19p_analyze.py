@@ -12,9 +12,8 @@ import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import click
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tests.sweep.s19p_synthetic import BASE, results, store_run
 
@@ -28,24 +27,7 @@ Run = Callable[..., tuple[int, str, str]]
 
 
 @pytest.fixture
-def sweep_group(monkeypatch: pytest.MonkeyPatch) -> None:
-    """`dtnkit sweep analyze` through main(); until cli/sweep.py (the runner's module) is
-    merged, a stand-in group holding only analyze."""
-    if "sweep" in cli_main.COMMANDS:
-        return
-    import types
-
-    from dtnkit.cli.sweep_analyze import analyze
-
-    group = click.Group("sweep", commands={"analyze": analyze})
-    module = types.ModuleType("s19p_sweep_stand_in")
-    module.sweep = group  # type: ignore[attr-defined]
-    monkeypatch.setitem(__import__("sys").modules, "s19p_sweep_stand_in", module)
-    monkeypatch.setitem(cli_main.COMMANDS, "sweep", ("s19p_sweep_stand_in", "sweep"))
-
-
-@pytest.fixture
-def dtnkit(tmp_path: Path, sweep_group: None) -> Iterator[Run]:
+def dtnkit(tmp_path: Path) -> Iterator[Run]:
     def run(*argv: str, width: int = 80) -> tuple[int, str, str]:
         out, err = io.StringIO(), io.StringIO()
         env = Environment(state_dir=tmp_path / "state", results_db=tmp_path / "r.sqlite",
@@ -69,6 +51,7 @@ def test_percentile_interpolates_like_numpy() -> None:
 
 
 @given(st.lists(st.floats(0, 1e4), min_size=1, max_size=40))
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_percentiles_are_ordered_and_bounded(values: list[float]) -> None:
     p50, p90, p99 = (A.percentile(values, q) for q in (50, 90, 99))
     assert p50 is not None and p90 is not None and p99 is not None

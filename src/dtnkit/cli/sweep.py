@@ -161,5 +161,4 @@ def _runs(p: Printer, runs: list[Any]) -> None:
                        Col("created (UTC)", rank=2, wrap=False), Col("lab", rank=3)), rows)
 
 
-from dtnkit.cli.sweep_analyze import analyze as _analyze  # noqa: E402  (sweep analyze)
-sweep.add_command(_analyze, name="analyze")
+sweep.add_command(__import__("dtnkit.cli.sweep_analyze", fromlist=["analyze"]).analyze)
