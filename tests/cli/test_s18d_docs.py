@@ -118,6 +118,23 @@ SKIP: dict[tuple[str, str], str | Skip] = {
         "a benchmark of 41 s, over this test's budget (bench/, not a test)",
     ("docs/transfer.md", "sudo .venv/bin/pytest tests/interop -q"):
         "the interop test suite itself: it runs in the same CI run",
+    # a sweep of the example grid takes minutes on a lab path; tests/sweep/test_s19r_run.py
+    # and test_s19p_real_run.py run sweep run, analyze and report on a small grid
+    ("README.md", "dtnkit sweep run docs/examples/sweep-grid.toml --name metro-1"):
+        "a sweep of the example grid (minutes on a lab path): test_s19r_run.py runs a small one",
+    ("README.md", "dtnkit sweep analyze metro-1 --target 900mbit --save-streams default"):
+        "needs the stored run metro-1 (the line above): test_s19p_real_run.py analyses one",
+    ("README.md", "dtnkit report metro-1 -o sweep-report"):
+        "needs the stored run metro-1: test_s19p_real_run.py reports on one",
+    ("docs/sweep.md", "dtnkit sweep analyze metro-1"):
+        "needs a stored run metro-1: test_s19p_real_run.py analyses one",
+    ("docs/sweep.md",
+     "dtnkit sweep analyze metro-1 --target 900mbit --baseline dtn --save-streams default"):
+        "needs a stored run metro-1 with a profile dtn: test_s19p_analyze.py runs these flags",
+    ("docs/sweep.md", "dtnkit report metro-1 -o sweep-report"):
+        "needs a stored run metro-1: test_s19p_real_run.py reports on one",
+    ("docs/sweep.md", "dtnkit report metro-1 -o sweep-report --point 3f9a0c"):
+        "needs a stored run metro-1 with that point: test_s19p_report.py runs --point",
 }
 
 
