@@ -72,7 +72,9 @@ def test_quota_holds_the_rate_and_cleanup_leaves_nothing(clean: None) -> None:
         assert r50 >= 0.7 * min(0.5, avail), rates
         if avail >= 0.45:  # the machine has room for the 0.5 core: the quotas differ
             assert r50 >= 1.4 * r25, rates
-        assert b.throttled()["throttled"] > 0
+        if free >= 0.6:  # the 0.5 core loop wanted more than its quota: the kernel held it
+            assert b.throttled()["throttled"] > 0, rates
+        assert cgroups.usage_of(b.path) >= b.usage_s() > 0  # what a runner reads by path
         paths = [Path(p) for q in (a, b, c) for p in q.paths]
     for p in procs:
         assert p.wait(5) is not None

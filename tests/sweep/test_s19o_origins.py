@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -127,6 +128,7 @@ def test_tpc_tool_between_quota_origins(site: Site, kind: str, tool: str) -> Non
         started.append(dest)
         assert dest.origin.index == -1
         before = [o.usage_s() or 0.0 for o in origins]
+        t_before = time.monotonic()
         t = tools_tpc.TOOLS[tool]
         assert t.servers(point(kind, tool)) == (kind, kind)
         env = PointEnv(point(kind, tool), site.p, site.p.dst, tuple(o.origin for o in origins),
@@ -142,7 +144,10 @@ def test_tpc_tool_between_quota_origins(site: Site, kind: str, tool: str) -> Non
         assert run.extra["transfers_per_origin"] == {"0": 1, "1": 1}  # spread across origins
         # the servers' cgroups saw the work: each origin sent 24 MiB over TLS
         after = [o.usage_s() or 0.0 for o in origins]
+        elapsed = time.monotonic() - t_before
         assert all(a - b > 0.005 for a, b in zip(after, before, strict=True)), (before, after)
+        # and within their quota (CFS accounts per 100 ms period: one period of slack)
+        assert all(a - b <= 0.5 * (elapsed + 0.1) for a, b in zip(after, before, strict=True))
         assert (dest.usage_s() or 0.0) > 0.005
     finally:
         servers.stop_all(started)
@@ -181,6 +186,43 @@ def test_the_deadline_stops_every_transfer(site: Site) -> None:
 
 
 @needs_cgroups
+def test_ctrl_c_during_a_run_leaves_no_transfer_running(site: Site) -> None:
+    origins = servers.start_many("dtnkit", site.sources, base=site.base, pki=site.pki,
+                                 cores=None, prefix=f"{site.prefix}-ic", source=site.source,
+                                 files=1, token=TOKEN)
+    started = list(origins)
+    site.p.set(rate_bps=20_000_000)
+    old = signal.getsignal(signal.SIGALRM)
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        dest = servers.start_destination("dtnkit", site.p.dst, base=site.base, pki=site.pki,
+                                         prefix=f"{site.prefix}-ic",
+                                         origins=[o.origin for o in origins], token=TOKEN)
+        started.append(dest)
+        env = PointEnv(point("dtnkit", "dtnkit-tpc"), site.p, site.p.dst,
+                       tuple(o.origin for o in origins), dest.origin, site.base / "point-ic",
+                       time.monotonic() + 120)
+        env.workdir.mkdir()
+        signal.signal(signal.SIGALRM, interrupt)
+        signal.setitimer(signal.ITIMER_REAL, 2.0)  # Ctrl-C, 2 s into the run
+        t0 = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            tools_tpc.DtnkitTpc().run(env)
+        took = time.monotonic() - t0
+        assert took < 2.0 + tools_tpc.STOP_GRACE_S + 3, took  # not the 120 s deadline
+        assert processes_mentioning(dest.origin.url_base) == []
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+        site.p.set(rate_bps=1_000_000_000)
+        servers.stop_all(started)
+    assert all(gone(s) == [] for s in started)
+
+
+@needs_cgroups
 def test_a_server_dying_at_start_is_one_error_with_its_log(site: Site) -> None:
     workdir = site.base / "dies"
     with pytest.raises(ServerFailed) as err:
@@ -195,17 +237,19 @@ def test_a_server_dying_at_start_is_one_error_with_its_log(site: Site) -> None:
 
 
 @needs_cgroups
-def test_a_port_already_taken(site: Site) -> None:
+@pytest.mark.parametrize("kind", ["dtnkit", pytest.param("xrootd", marks=xrootd), "iperf3"])
+def test_a_port_already_taken(site: Site, kind: str) -> None:
     first = servers.start_server("dtnkit", site.sources[0], index=0, workdir=site.base / "p1",
                                  pki=site.pki, quota_name=f"{site.prefix}-p1", token=TOKEN)
     try:
         with pytest.raises(ServerFailed) as err:
-            servers.start_server("dtnkit", site.sources[0], index=3, workdir=site.base / "p2",
+            servers.start_server(kind, site.sources[0], index=3, workdir=site.base / "p2",
                                  pki=site.pki, quota_name=f"{site.prefix}-p2", token=TOKEN,
                                  port=first.origin.port)
         text = err.value.render()
-        assert "origin 3 (dtnkit on src1) exited with status" in text
+        assert f"origin 3 ({kind} on src1) exited with status" in text
         assert "in use" in text.lower(), text
+        assert "\n" not in text
         assert not (site.base / "p2").exists()
         assert cgroups.leftovers(f"{site.prefix}-p2") == []
     finally:

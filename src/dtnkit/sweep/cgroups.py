@@ -332,24 +332,7 @@ class CpuQuota:
         after :meth:`close`, the last value read."""
         if self.final_usage_s is not None:
             return self.final_usage_s
-        acct = self.controller.acct_root
-        if acct is None:
-            raise CgroupUnavailable("no CPU accounting", f"{self.controller.describe()} has "
-                                    "no cpuacct hierarchy", "mount the cgroup v1 cpuacct "
-                                    "hierarchy")
-        path = acct / self.name
-        try:
-            if self.controller.kind == KIND_V2:
-                for line in (path / "cpu.stat").read_text().splitlines():
-                    key, _, value = line.partition(" ")
-                    if key == "usage_usec":
-                        return int(value) / 1e6
-                raise CgroupUnavailable(f"no usage_usec in {path}/cpu.stat", "kernel too old",
-                                        "use cgroup v1 cpuacct")
-            return int((path / "cpuacct.usage").read_text()) / 1e9
-        except (OSError, ValueError) as exc:
-            raise CgroupUnavailable(f"cannot read the CPU usage of {path}", str(exc),
-                                    "is the cgroup still there?") from None
+        return usage_of(self.path, self.controller)
 
     def throttled(self) -> dict[str, float]:
         """How often the quota held the processes back: ``periods``, ``throttled`` (periods)
@@ -436,3 +419,28 @@ def remove_leftovers(prefix: str, controller: CpuController | None = None) -> li
         _rmdir(path)
         removed.append(str(path))
     return removed
+
+
+def usage_of(cgroup: str, controller: CpuController | None = None) -> float:
+    """CPU seconds used in the cgroup at path ``cgroup`` (``Origin.cgroup``: the quota's
+    cgroup; its accounting may live in another hierarchy of the same name).  Raises
+    :class:`CgroupUnavailable` when it cannot be read (e.g. removed)."""
+    ctl = controller or detect()
+    name = Path(cgroup).name
+    if not name.startswith(PREFIX) or ctl.acct_root is None:
+        raise CgroupUnavailable(f"no CPU accounting for {cgroup}",
+                                "not a cgroup of dtnkit's, or no accounting hierarchy",
+                                "pass the Origin's cgroup")
+    path = ctl.acct_root / name
+    try:
+        if ctl.kind == KIND_V2:
+            for line in (path / "cpu.stat").read_text().splitlines():
+                key, _, value = line.partition(" ")
+                if key == "usage_usec":
+                    return int(value) / 1e6
+            raise CgroupUnavailable(f"no usage_usec in {path}/cpu.stat", "kernel too old",
+                                    "use cgroup v1 cpuacct")
+        return int((path / "cpuacct.usage").read_text()) / 1e9
+    except (OSError, ValueError) as exc:
+        raise CgroupUnavailable(f"cannot read the CPU usage of {path}", str(exc),
+                                "is the cgroup still there?") from None

@@ -26,9 +26,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import math
 import os
 import platform
+import secrets
 import shutil
 import subprocess
 import sys
@@ -42,15 +44,13 @@ from dtnkit.errors import BadInput, DtnkitError
 from dtnkit.lab import fidelity
 from dtnkit.lab import path as labpath
 from dtnkit.progress import SILENT, Progress
-from dtnkit.sweep import basic_servers, store
+from dtnkit.sweep import servers, store, tools_tpc
 from dtnkit.sweep.grid import Grid, Point
 from dtnkit.sweep.model import Origin, PointEnv, Tool, ToolRun
 from dtnkit.sweep.procs import Procs
-from dtnkit.sweep.sample import PointSampler, Window, cgroup_cpu_seconds, group_cpu_seconds
+from dtnkit.sweep.sample import PointSampler, Window, group_cpu_seconds
 from dtnkit.sweep.tools import CommandTool, CpTool, Iperf3Tool
 from dtnkit.units import format_rate
-
-SOURCE_CHUNK = 4 * 2**20
 
 
 @dataclasses.dataclass
@@ -66,6 +66,7 @@ class SweepOptions:
     resume: bool = False
     keep_lab: bool | None = None  # None: keep a lab path that existed, remove one built here
     backend: str = "auto"
+    reuse_servers: bool = True  # False: servers are started and stopped for every point
 
 
 @dataclasses.dataclass
@@ -143,41 +144,20 @@ class Sweep:
         self.lab_built = False
         self.lab_before: labpath.PathSpec | None = None
         self.anchors: dict[str, int] = {}  # lab namespace -> the PID of a sleep there
-        self.servers: tuple[tuple[Any, ...], tuple[Origin, ...]] | None = None
+        self.servers: tuple[tuple[Any, ...], list[servers.RunningServer]] | None = None
+        self._pki: servers.Pki | None = None
+        self._starts = 0
+        self.token = secrets.token_hex(16)
+        # cgroups are named dtnkit-PREFIX-oI: a prefix of this run's own
+        self.cgroup_prefix = "sw" + hashlib.sha256(opts.name.encode()).hexdigest()[:10]
         self.tuning_cache: dict[str | None, dict[str, Any]] = {}
         self.extra_tools = tools or {}
         self._tools: dict[str, Tool] = {}
 
     # ---- files ----
     def source_file(self, size: int) -> Path:
-        """A file of random bytes of ``size`` under the workdir (made once per size)."""
-        path = self.opts.workdir / "files" / f"src-{size}"
-        if path.exists() and path.stat().st_size == size:
-            return path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        with tmp.open("wb") as f:
-            left = size
-            while left:
-                n = min(left, SOURCE_CHUNK)
-                f.write(os.urandom(n))
-                left -= n
-        os.replace(tmp, path)
-        return path
-
-    def origin_root(self, index: int, size: int, count: int) -> tuple[Path, tuple[str, ...]]:
-        """Origin ``index``'s served directory: ``count`` names (hard links of one source
-        file of ``size``) and an empty ``up/`` for uploads."""
-        root = self.opts.workdir / "origins" / str(index)
-        shutil.rmtree(root, ignore_errors=True)
-        (root / "up").mkdir(parents=True)
-        src = self.source_file(size)
-        names = []
-        for k in range(count):
-            name = f"f{k}"
-            os.link(src, root / name)
-            names.append(name)
-        return root, tuple(names)
+        """A local file of ``size`` bytes under the workdir (uploads read it)."""
+        return servers.prepare_source(self.opts.workdir / "files", size)
 
     # ---- tools ----
     def tool(self, point: Point) -> Tool:
@@ -195,6 +175,10 @@ class Sweep:
             made = CpTool(self.procs, self.source_file, upload=True, name="dtnkit-cp-upload")
         elif key == "command":
             made = CommandTool(self.procs)
+        elif key == "dtnkit-tpc":
+            made = tools_tpc.DtnkitTpc()
+        elif key == "gfal-tpc":
+            made = tools_tpc.GfalTpc()
         else:
             raise DtnkitError(f"tool {point.tool} is not available in this build",
                               "its servers and client come with the sweep origins module",
@@ -307,51 +291,68 @@ class Sweep:
         count = math.ceil(max(self.grid.axes["streams"]) / point.origins)
         return (kinds, point.origins, point.cores, point.file_size, count)
 
-    def ensure_servers(self, point: Point, tool: Tool) -> tuple[Origin, ...]:
+    def ensure_servers(self, point: Point, tool: Tool) -> tuple[tuple[Origin, ...],
+                                                              Origin | None]:
+        """The point's origins (and TPC destination): the running ones when the previous
+        point had the same servers, else stopped by PID and started anew."""
         kinds = tool.servers(point)
         key = self.server_key(point, kinds)
-        if self.servers is not None and self.servers[0] == key and all(
-                o.pid in self.procs.pids for o in self.servers[1]):
-            return self.servers[1]
+        if self.opts.reuse_servers and self.servers is not None and self.servers[0] == key and all(
+                s.proc.poll() is None for s in self.servers[1]):
+            return self._origins(self.servers[1])
         self.stop_servers()
-        origins = self.start_servers(point, kinds[0], key[-1])
-        self.servers = (key, origins)
-        return origins
+        running = self.start_servers(point, kinds, key[-1])
+        self.servers = (key, running)
+        return self._origins(running)
 
-    def start_servers(self, point: Point, kind: str | None, count: int) -> tuple[Origin, ...]:
+    @staticmethod
+    def _origins(running: Sequence[servers.RunningServer]
+                 ) -> tuple[tuple[Origin, ...], Origin | None]:
+        origins = tuple(s.origin for s in running if s.origin.index >= 0)
+        dest = next((s.origin for s in running if s.origin.index < 0), None)
+        return origins, dest
+
+    def pki(self) -> servers.Pki:
+        if self._pki is None:
+            assert self.lab is not None
+            names = [h.address for h in self.lab.hosts] + [self.lab.hostname(h)
+                                                          for h in self.lab.hosts]
+            self._pki = servers.make_pki(self.opts.workdir / "pki", names)
+        return self._pki
+
+    def start_servers(self, point: Point, kinds: tuple[str | None, str | None],
+                      count: int) -> list[servers.RunningServer]:
+        """Origins on the first ``point.origins`` sending hosts, each under its CPU quota
+        (a cgroup: the accounting, and ``cores`` when set), ``count`` source files each."""
         assert self.lab is not None
+        kind, dest_kind = kinds
         if kind is None:
-            return ()
-        if point.cores is not None or kind not in ("iperf3", "dtnkit"):
-            raise DtnkitError(f"origins with {'a CPU quota' if point.cores else kind} are not "
-                              "available in this build",
-                              "they come with the sweep origins module (dtnkit.sweep.servers)",
-                              "use cores = [\"none\"] and server = [\"dtnkit\"]")
+            return []
         hosts = [h for h in self.lab.hosts if h.side == "src"][:point.origins]
-        srv = self.opts.workdir / "servers"
-        srv.mkdir(parents=True, exist_ok=True)
-        out: list[Origin] = []
-        try:
-            for i, host in enumerate(hosts):
-                if kind == "iperf3":
-                    out.append(basic_servers.start_iperf3(self.procs, host, i,
-                                                          srv / f"iperf3-{i}.log"))
-                else:
-                    root, names = self.origin_root(i, point.file_size, count)
-                    out.append(basic_servers.start_dtnkit(self.procs, host, i, root, srv, names))
-        except BaseException:
-            self._stop_origins(out)
-            raise
-        return tuple(out)
-
-    def _stop_origins(self, origins: Sequence[Origin]) -> None:
-        for o in origins:
-            self.procs.stop_pid(o.pid)
+        base = self.opts.workdir / "servers" / str(self._starts)
+        self._starts += 1
+        https = kind != "iperf3"
+        source = servers.prepare_source(self.opts.workdir / "files", point.file_size) \
+            if https else None
+        started = servers.start_many(
+            kind, hosts, base=base, pki=self.pki() if https else None, cores=point.cores,
+            prefix=self.cgroup_prefix, source=source, files=count if https else 0,
+            token=self.token)
+        if dest_kind is not None:
+            try:
+                started.append(servers.start_destination(
+                    dest_kind, self.lab.dst, base=base, pki=self.pki(),
+                    prefix=self.cgroup_prefix, origins=[s.origin for s in started],
+                    token=self.token))
+            except BaseException:
+                servers.stop_all(started)
+                raise
+        return started
 
     def stop_servers(self) -> None:
         if self.servers is not None:
-            self._stop_origins(self.servers[1])
-            self.servers = None
+            running, self.servers = self.servers[1], None
+            servers.stop_all(running)
 
     # ---- profiles ----
     @contextlib.contextmanager
@@ -393,17 +394,17 @@ class Sweep:
             with self.profile_applied(point, [client, *hosts]):
                 tuning = self.live_tuning(point, client, hosts[0] if hosts else None)
                 try:
-                    origins = self.ensure_servers(point, tool)
+                    origins, destination = self.ensure_servers(point, tool)
                 except DtnkitError as exc:
                     return store.PointResult(point=point, status="failed", error=exc.render()
                                              .removeprefix("dtnkit: error: "), started=started,
                                              elapsed_s=time.monotonic() - t_start,
                                              tuning=tuning)
                 env = PointEnv(point=point, lab=lab, client=client, origins=origins,
-                               destination=None, workdir=workdir,
+                               destination=destination, workdir=workdir,
                                deadline=time.monotonic() + point.time_limit_s)
                 window, run = self.measure(tool, env, hosts)
-                if run.failed:
+                if run.failed or not self.opts.reuse_servers:
                     self.stop_servers()  # a failed point's servers may be in any state
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -427,11 +428,12 @@ class Sweep:
             run = tool.run(env)
         return sampler.window, run
 
-    @staticmethod
-    def cpu_reader(origin: Origin) -> Callable[[], float | None]:
-        path = origin.cgroup
-        if path and cgroup_cpu_seconds(path) is not None:
-            return lambda: cgroup_cpu_seconds(path)
+    def cpu_reader(self, origin: Origin) -> Callable[[], float | None]:
+        """The origin's CPU seconds so far: its cgroup's accounting, else the CPU time of its
+        process group."""
+        for s in self.servers[1] if self.servers is not None else ():
+            if s.origin.pid == origin.pid and s.quota is not None:
+                return s.usage_s
         return lambda: group_cpu_seconds(origin.pid)
 
     def result(self, point: Point, started: float, t_start: float, w: Window, run: ToolRun,
@@ -510,7 +512,10 @@ class Sweep:
             raise
         finally:
             self.procs.stop_all()
-            self.servers = None
+            try:
+                self.stop_servers()
+            except Exception:  # a server that would not stop must not keep the lab up
+                self.servers = None
             summary.lab = self.finish_lab(interrupted)
             shutil.rmtree(opts.workdir, ignore_errors=True)
             summary.interrupted = interrupted

@@ -66,6 +66,8 @@ READY = {
     "xrootd": re.compile(r"------ xrootd \S+ initialization completed\."),
     "iperf3": re.compile(r"Server listening on (\d+)"),
 }
+#: log lines that say why a server did not start (shown instead of the whole tail)
+TELLING = re.compile(r"error|unable|fail|denied|refus|cannot|in use|no such|invalid", re.I)
 FAILED = {"xrootd": re.compile(r"initialization failed")}
 
 
@@ -448,10 +450,12 @@ def _wait_ready(kind: str, proc: subprocess.Popen[bytes], log: Path, deadline: f
             what = (f"exited with status {status} while starting" if status is not None
                     else "said its initialization failed" if bad
                     else "did not say it was ready in time")
-            tail = _tail(log, LOG_TAIL_LINES)
+            tail = _tail(log, 4 * LOG_TAIL_LINES)
             if kind == "xrootd":
                 tail = (tail + "\n" + _tail(workdir / "stdout.log", 5)).strip()
-            tail = " | ".join(line.strip() for line in tail.splitlines() if line.strip())
+            lines = [line.strip() for line in tail.splitlines() if line.strip()]
+            telling = [line for line in lines if TELLING.search(line)]
+            tail = " | ".join(telling[-5:] if telling else lines[-LOG_TAIL_LINES:])
             raise ServerFailed(f"{label} {what}", f"log tail: {tail[-1200:] or '(empty)'}",
                                f"see the log {log}" if status is None else
                                "check the server's arguments and that its port is free")

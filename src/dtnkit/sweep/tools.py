@@ -24,6 +24,7 @@ import math
 import os
 import shlex
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -31,13 +32,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dtnkit.sweep.basic_servers import dtnkit_argv
 from dtnkit.sweep.grid import Point
 from dtnkit.sweep.model import MAX_RAW_BYTES, Origin, PointEnv, ToolRun, Transfer
 from dtnkit.sweep.procs import Procs
 
 #: (tool name) -> the file sizes' source directory is the run's ``files`` directory
 DEADLINE_MESSAGE = "the point's time limit ({limit:g} s) passed: its processes were stopped"
+
+
+def dtnkit_argv() -> list[str]:
+    """This dtnkit, as a command (the same interpreter and package)."""
+    return [sys.executable, "-m", "dtnkit"]
 
 
 def _tail(text: str, limit: int = MAX_RAW_BYTES) -> str:
@@ -195,7 +200,7 @@ class CpTool:
             base += ["--ca-file", str(origin.ca_file)]
         if self.upload:
             local = self.source_file(env.point.file_size)
-            return [*base, str(local), f"{origin.url_base}/up/w{k}"], local
+            return [*base, str(local), f"{origin.url_base}/up-w{k}.bin"], local
         dest = env.workdir / f"w{k}-{copy}"
         return [*base, f"{origin.url_base}/{name.lstrip('/')}", str(dest)], dest
 

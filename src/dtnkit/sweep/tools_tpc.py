@@ -180,7 +180,7 @@ def run_transfers(env: PointEnv, job: Callable[[int, int], Job],
 
     def slot(s: int) -> None:
         first = True
-        while time.monotonic() < env.deadline:
+        while time.monotonic() < env.deadline and not procs.closed:
             k = next_k(first)
             if k is None:
                 return
@@ -200,13 +200,14 @@ def run_transfers(env: PointEnv, job: Callable[[int, int], Job],
                 done.append((j, t))
                 raw.append(f"--- transfer {k} slot {s}: {j.src} -> {j.dst}\n{out.output}")
 
+    pool = concurrent.futures.ThreadPoolExecutor(point.streams)
     try:
-        with concurrent.futures.ThreadPoolExecutor(point.streams) as pool:
-            futures = [pool.submit(slot, s) for s in range(point.streams)]
-            for f in futures:
-                f.result()
+        futures = [pool.submit(slot, s) for s in range(point.streams)]
+        for f in futures:
+            f.result()
     finally:
-        procs.close()
+        procs.close()  # first (Ctrl-C too): the slots' processes, then the slots return
+        pool.shutdown(wait=True)
     done.sort(key=lambda d: d[0].k)
     transfers = tuple(t for _j, t in done)
     failed = [t for t in transfers if t.end_s is None]
