@@ -164,6 +164,9 @@ def hostile_data() -> R.ReportData:
     pts = results(1)
     pts[3] = dataclasses.replace(pts[3], emulator_bound=True, emulator_why=HOSTILE)
     pts[0] = dataclasses.replace(pts[0], status="failed", error=HOSTILE, samples=())
+    # a profile name that varies makes the curves' labels: a "$" must not start mathtext
+    pts[5] = dataclasses.replace(pts[5], point=dataclasses.replace(
+        pts[5].point, profile="$\\frac{$" + HOSTILE))
     records = [p.record() for p in pts]
     return R.ReportData(
         name=HOSTILE, status=HOSTILE, points_total=len(pts),
@@ -185,6 +188,7 @@ def test_hostile_values_are_escaped(tmp_path: Path) -> None:
     assert "&lt;/pre&gt;&lt;script&gt;alert(3)" in text
     assert HOSTILE in "".join(page.text)  # shown as text, whole
     assert "Content-Security-Policy" in text and "default-src 'none'" in text
+    assert "profile $\\frac{$&lt;script&gt;" in text  # the label, shown as written
 
 
 def test_an_empty_run_still_gives_a_page(tmp_path: Path, dtnkit: Run) -> None:

@@ -204,6 +204,11 @@ def curve_label(key: Mapping[str, Any], varying: Sequence[str]) -> str:
     return ", ".join(parts)
 
 
+def _mpl(text: str) -> str:
+    """Text for matplotlib as written (a ``$`` would start mathtext)."""
+    return text.replace("$", r"\$")
+
+
 def varying_keys(keys: Sequence[Mapping[str, Any]]) -> list[str]:
     return [k for k in A.CURVE_KEYS if len({repr(x.get(k)) for x in keys}) > 1]
 
@@ -228,7 +233,7 @@ def fig_throughput(plt: Any, analysis: A.Analysis, records: Sequence[A.PointReco
     for i, c in enumerate(analysis.curves):
         xs = [lv.streams for lv in c.levels]
         (line,) = ax.plot(xs, [_gbit(lv.mean_bps) for lv in c.levels], marker="o",
-                          label=curve_label(c.key, varying), color=f"C{i % 10}")
+                          label=_mpl(curve_label(c.key, varying)), color=f"C{i % 10}")
         ax.fill_between(xs, [_gbit(lv.min_bps) for lv in c.levels],
                         [_gbit(lv.max_bps) for lv in c.levels], alpha=0.2,
                         color=line.get_color())
@@ -335,7 +340,7 @@ def fig_timeseries(plt: Any, record: A.PointRecord | None,
         title = (f"Point {p.id}: {format_value(p.rtt_ms)} ms, {p.streams} streams, "
                  f"{p.tool}, repeat {p.repeat}" + (" (emulator bound)"
                                                    if record.emulator_bound else ""))
-    ax.set_title(title, fontsize=10)
+    ax.set_title(_mpl(title), fontsize=10)
     fig.tight_layout()
     return _save(fig, "timeseries", "Time series of one point",
                  "The throughput of one point at each sampling interval (and each origin's "
@@ -395,7 +400,7 @@ def fig_tail(plt: Any, analysis: A.Analysis) -> Drawn:
             colour = f"C{i % 10}"
             xs = [t.streams for t in ts]
             ax.plot(xs, [t.last_s for t in ts], marker="o", color=colour,
-                    label=f"{curve_label(ts[0].key, varying)}: last")
+                    label=_mpl(f"{curve_label(ts[0].key, varying)}: last"))
             ax.plot(xs, [t.p99_s for t in ts], linestyle="--", color=colour, label="p99")
             ax.plot(xs, [t.p50_s for t in ts], linestyle=":", color=colour, label="p50")
         _streams_axis(ax, [t.streams for t in analysis.tails], "streams (concurrent transfers)")
