@@ -176,8 +176,22 @@ def hostile_data() -> R.ReportData:
                                  for p in pts})
 
 
+class Steps:
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, int, int]] = []
+
+    def step(self, what: str, k: int = 0, n: int = 0, *, eta_s: float | None = None) -> None:
+        self.seen.append((what, k, n))
+
+    def interval(self, got: object) -> None:
+        raise AssertionError("a report has no intervals")
+
+
 def test_hostile_values_are_escaped(tmp_path: Path) -> None:
-    R.build(hostile_data(), tmp_path / "o", baseline=None)
+    steps = Steps()
+    R.build(hostile_data(), tmp_path / "o", baseline=None, progress=steps)  # type: ignore[arg-type]
+    assert [(k, n) for _, k, n in steps.seen] == [(k, 5) for k in range(1, 6)]
+    assert steps.seen[0][0] == "drawing throughput against streams"
     text = (tmp_path / "o" / "report.html").read_text()
     page = Page(text)
     assert not [t for t, _ in page.tags if t == "script"]

@@ -248,11 +248,13 @@ def report(env: Environment, run: str, out: Path, point_id: str | None, target: 
     """Draw a sweep run's figures (PNG and SVG) and write one self-contained HTML page
     (DIR/report.html) with them, the analysis tables, the grid and the environment.  Needs
     matplotlib: pip install 'dtnkit[report]'."""
+    from dtnkit.cli.progress import reporter
     from dtnkit.sweep import report as R
 
     R.check_dir(out)
     data = R.from_store(db, run)
-    written = R.build(data, out, point_id=point_id, target_bps=target, baseline=baseline)
+    written = R.build(data, out, point_id=point_id, target_bps=target, baseline=baseline,
+                      progress=reporter(env, fmt))
 
     def lines(p: Printer) -> None:
         p.echo(f"wrote {len(written.files)} files to {written.directory}: "

@@ -35,6 +35,8 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
+    from dtnkit.progress import Progress
+
 #: the page's name in DIR
 PAGE = "report.html"
 INSTALL_HINT = "pip install 'dtnkit[report]' (matplotlib 3.6 or later)"
@@ -431,15 +433,23 @@ def peak_point(analysis: A.Analysis, records: Sequence[A.PointRecord]) -> str | 
     return next((r.point.id for r in records if r.samples_bps), None)
 
 
-def figures(data: ReportData, analysis: A.Analysis, point_id: str | None
-            ) -> tuple[list[Drawn], str | None]:
+def figures(data: ReportData, analysis: A.Analysis, point_id: str | None,
+            progress: Progress | None = None) -> tuple[list[Drawn], str | None]:
     plt = _pyplot()
+    chosen = point_id if point_id is not None else peak_point(analysis, data.records)
+    record = next((r for r in data.records if r.point.id == chosen), None)
+    steps: list[tuple[str, Callable[[], Drawn]]] = [
+        ("throughput against streams", lambda: fig_throughput(plt, analysis, data.records)),
+        ("RTT x streams heatmap", lambda: fig_heatmap(plt, analysis)),
+        ("time series", lambda: fig_timeseries(plt, record, data.series.get(chosen or "", {}))),
+        ("CPU against throughput", lambda: fig_cpu(plt, data.records)),
+        ("tail latency", lambda: fig_tail(plt, analysis))]
+    drawn = []
     with plt.rc_context({"svg.hashsalt": "dtnkit", "font.size": 9}):
-        chosen = point_id if point_id is not None else peak_point(analysis, data.records)
-        record = next((r for r in data.records if r.point.id == chosen), None)
-        drawn = [fig_throughput(plt, analysis, data.records), fig_heatmap(plt, analysis),
-                 fig_timeseries(plt, record, data.series.get(chosen or "", {})),
-                 fig_cpu(plt, data.records), fig_tail(plt, analysis)]
+        for k, (what, draw) in enumerate(steps, 1):
+            if progress is not None:
+                progress.step(f"drawing {what}", k, len(steps))
+            drawn.append(draw())
     return drawn, chosen
 
 
@@ -585,7 +595,7 @@ def page(data: ReportData, analysis: A.Analysis, figs: Sequence[Drawn],
 
 def build(data: ReportData, out: Path, *, point_id: str | None = None,
           target_bps: float | None = None, baseline: str | None = None,
-          on_figure: Callable[[str], None] | None = None) -> Written:
+          progress: Progress | None = None) -> Written:
     """Analyse, draw and write the report into ``out``; nothing is written on an error."""
     check_dir(out)
     if point_id is not None and not any(r.point.id == point_id for r in data.records):
@@ -599,7 +609,7 @@ def build(data: ReportData, out: Path, *, point_id: str | None = None,
         point_id = match[0]
     analysis = A.analyze(data.records, target_bps=target_bps, baseline=baseline)
     try:
-        figs, chosen = figures(data, analysis, point_id)
+        figs, chosen = figures(data, analysis, point_id, progress)
     except (ValueError, OverflowError, RuntimeError) as exc:  # matplotlib on odd data
         raise DtnkitError("cannot draw the report's figures", str(exc)[:120],
                           "run with --traceback and report it") from None
@@ -607,8 +617,6 @@ def build(data: ReportData, out: Path, *, point_id: str | None = None,
     for f in figs:
         files[f"{f.stem}.png"] = f.png
         files[f"{f.stem}.svg"] = f.svg
-        if on_figure is not None:
-            on_figure(f.stem)
     files["analysis.json"] = (json.dumps(analysis.as_dict(), indent=1, allow_nan=False)
                               + "\n").encode()
     files[PAGE] = page(data, analysis, figs, chosen).encode("utf-8")
