@@ -83,7 +83,7 @@ def test_a_failing_point_is_recorded_and_the_sweep_goes_on(environment: Environm
     grid.write_text('schema = 1\n[axes]\nrtt = ["5ms"]\nstreams = [2]\n'
                     'tool = ["command:fail", "command:slow", "dtnkit-cp"]\n'
                     'file_size = ["1MiB"]\n'
-                    '[run]\nduration = "1s"\nsample_interval = "500ms"\ntime_limit = "2s"\n'
+                    '[run]\nduration = "1s"\nsample_interval = "500ms"\ntime_limit = "10s"\n'
                     '[commands]\nfail = "sh -c \'echo nope >&2; exit 1\'"\n'
                     f'slow = "sh -c \'echo $$ > {tmp_path}/slow-$1.pid; sleep 30\' sh '
                     '{origin}"\n')
@@ -91,7 +91,7 @@ def test_a_failing_point_is_recorded_and_the_sweep_goes_on(environment: Environm
                 environment)
     doc = json.loads(taken(environment.stdout))
     assert code == 1, doc
-    assert (doc["ran"], doc["ok"], doc["failed"]) == (3, 1, 2)
+    assert (doc["ran"], doc["ok"], doc["failed"]) == (3, 1, 2), doc["failures"]
     points = {p.point.tool: p for p in store.load_points(environment.results_db, "f")}
     assert points["command:fail"].status == "failed"
     assert "exit status 1" in points["command:fail"].error
@@ -102,6 +102,7 @@ def test_a_failing_point_is_recorded_and_the_sweep_goes_on(environment: Environm
     cp = points["dtnkit-cp"]
     assert cp.status == "ok" and cp.transfers and all(t.verified for t in cp.transfers)
     assert all(t.bytes == 2**20 for t in cp.transfers)
+    assert "--token" not in cp.raw  # the token goes in the environment, not argv
     assert _namespaces(name) == []
 
 
@@ -178,5 +179,61 @@ def test_ctrl_c_stops_everything_then_resume_runs_only_the_rest(tmp_path: Path,
         assert doc["skipped"] == len(stored) and doc["ran"] == total - len(stored)
         assert len(db.done_point_ids("c")) == total
         assert db.run_info("c").status == "done"
+    finally:
+        lab.down(name, state_root=state_root, missing_ok=True)
+
+
+def test_a_profile_is_applied_on_both_ends_and_restored_after_a_failed_point(
+        environment: Environment, tmp_path: Path) -> None:
+    name = _lab_name()
+    state_root = environment.lab_state_root
+    lab.up(name, lab.PathSpec(rtt_ms=5.0, n_src=1), state_root=state_root)
+    try:
+        built = lab.load(name, state_root=state_root)
+        key = "/proc/sys/net/ipv4/tcp_mtu_probing"
+
+        def value(host: lab.LabHost) -> str:
+            return host.run(["cat", key]).stdout.strip()
+
+        before = {h.name: value(h) for h in built.hosts}
+        seen = tmp_path / "seen"
+        seen.mkdir()
+        grid = tmp_path / "grid.toml"
+        grid.write_text(
+            'schema = 1\n[axes]\nrtt = ["5ms"]\nstreams = [1]\nprofile = ["dtn"]\n'
+            'tool = ["command:look"]\n[run]\nduration = "1s"\nsample_interval = "500ms"\n'
+            f'[commands]\nlook = "sh -c \'cat {key} > {seen}/dst; exit 3\'"\n')
+        code = main(["sweep", "run", str(grid), "--name", "p", "--lab", name, "--keep-lab",
+                     "--format", "json"], environment)
+        assert code == 1, taken(environment.stderr)
+        (point,) = store.load_points(environment.results_db, "p")
+        assert point.status == "failed" and "exit status 3" in point.error
+        during = (seen / "dst").read_text().strip()
+        assert during != before["dst"]  # the profile was live while the tool ran
+        # the tuning live during the point is stored for both ends
+        assert str(point.tuning["dst"]["sysctl/net.ipv4.tcp_mtu_probing"]) == during
+        assert point.tuning["src"] is not None
+        after = {h.name: value(h) for h in built.hosts}
+        assert after == before  # restored on both ends after the failed point
+        snaps = environment.state_dir / "experiments"
+        assert not snaps.exists() or not any(snaps.iterdir())
+    finally:
+        lab.down(name, state_root=state_root, missing_ok=True)
+
+
+def test_a_lab_path_that_cannot_serve_the_grid_stops_the_sweep(
+        environment: Environment) -> None:
+    name = _lab_name()
+    state_root = environment.lab_state_root
+    lab.up(name, lab.PathSpec(rtt_ms=20.0, n_src=1), state_root=state_root)
+    try:
+        code = main(["sweep", "run", "rtt=5ms", "streams=1,2", "origins=2", "duration=1s",
+                     "sample_interval=500ms", "--name", "two", "--lab", name], environment)
+        err = taken(environment.stderr)
+        assert code == 9 and err.count("\n") == 1 and "has 1 sending hosts" in err, err
+        info = store.run_info(environment.results_db, "two")
+        assert (info.points_ok, info.points_failed, info.status) == (0, 0, "interrupted")
+        kept = lab.load(name, state_root=state_root)  # the path that existed is left alone
+        assert kept.spec.rtt_ms == 20.0 and _namespaces(name)
     finally:
         lab.down(name, state_root=state_root, missing_ok=True)

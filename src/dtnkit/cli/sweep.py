@@ -3,6 +3,7 @@ in the results database (docs/sweep.md)."""
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from pathlib import Path
@@ -13,7 +14,7 @@ import click
 from dtnkit.cli.options import db_option, pass_env, state_dir_option
 from dtnkit.cli.output import Printer, emit, format_option
 from dtnkit.environment import Environment
-from dtnkit.errors import BadInput, ExitStatus
+from dtnkit.errors import BadInput, ExitStatus, NeedsRoot
 
 LAB_DEFAULT = "sweep"
 
@@ -96,6 +97,10 @@ def run(env: Environment, words: tuple[str, ...], name: str | None, resume: bool
     grid, text, base = _grid(words)
     run_name = name or f"{base}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
     store.check_run_name(run_name)
+    if os.geteuid() != 0:
+        raise NeedsRoot("dtnkit sweep run needs root",
+                        "it builds lab paths (network namespaces) and cgroups",
+                        "run it with sudo")
     opts = runner.SweepOptions(
         name=run_name, db_path=db, lab_name=lab_name, lab_state_root=env.lab_state_root,
         state_dir=state_dir, workdir=workdir or runner.default_workdir(run_name, state_dir),

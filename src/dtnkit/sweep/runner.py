@@ -125,8 +125,12 @@ def environment(lab: labpath.LabPath | None) -> dict[str, Any]:
     return doc
 
 
-class Interrupted(DtnkitError):
-    """The sweep was stopped by Ctrl-C or SIGTERM."""
+class LabFailed(DtnkitError):
+    """The lab path could not be built, loaded or changed: no point can run, the sweep
+    stops (the error is the lab's)."""
+
+    def __init__(self, cause: DtnkitError) -> None:
+        super().__init__(cause.what, cause.why, cause.next_step, status=cause.status)
 
 
 class Sweep:
@@ -383,7 +387,19 @@ class Sweep:
     def run_point(self, point: Point) -> store.PointResult:
         t_start = time.monotonic()
         started = time.time()
-        lab = self.ensure_lab(point)
+        phases: dict[str, float] = {}
+        mark = [t_start]
+
+        def phase(name: str) -> None:
+            now = time.monotonic()
+            phases[name] = round(phases.get(name, 0.0) + now - mark[0], 4)
+            mark[0] = now
+
+        try:
+            lab = self.ensure_lab(point)
+        except DtnkitError as exc:
+            raise LabFailed(exc) from None
+        phase("path_s")
         tool = self.tool(point)
         client = lab.dst
         hosts = [h for h in lab.hosts if h.side == "src"][:point.origins]
@@ -392,7 +408,9 @@ class Sweep:
         workdir.mkdir(parents=True)
         try:
             with self.profile_applied(point, [client, *hosts]):
+                phase("profile_s")
                 tuning = self.live_tuning(point, client, hosts[0] if hosts else None)
+                phase("tuning_s")
                 try:
                     origins, destination = self.ensure_servers(point, tool)
                 except DtnkitError as exc:
@@ -400,15 +418,19 @@ class Sweep:
                                              .removeprefix("dtnkit: error: "), started=started,
                                              elapsed_s=time.monotonic() - t_start,
                                              tuning=tuning)
+                phase("servers_start_s")
                 env = PointEnv(point=point, lab=lab, client=client, origins=origins,
                                destination=destination, workdir=workdir,
                                deadline=time.monotonic() + point.time_limit_s)
                 window, run = self.measure(tool, env, hosts)
+                phase("measure_s")
                 if run.failed or not self.opts.reuse_servers:
                     self.stop_servers()  # a failed point's servers may be in any state
+                phase("servers_stop_s")
+            phase("profile_s")
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
-        return self.result(point, started, t_start, window, run, tuning)
+        return self.result(point, started, t_start, window, run, tuning, phases)
 
     def measure(self, tool: Tool, env: PointEnv,
                 hosts: Sequence[labpath.LabHost]) -> tuple[Window, ToolRun]:
@@ -437,7 +459,7 @@ class Sweep:
         return lambda: group_cpu_seconds(origin.pid)
 
     def result(self, point: Point, started: float, t_start: float, w: Window, run: ToolRun,
-               tuning: dict[str, Any]) -> store.PointResult:
+               tuning: dict[str, Any], phases: dict[str, float]) -> store.PointResult:
         emulator: dict[str, Any] | None = None
         bound, why = False, ""
         if w.emulator_docs:
@@ -448,6 +470,7 @@ class Sweep:
         if retrans is None and run.retransmits is not None:
             retrans, note = run.retransmits, "as the tool reported (not DSACK-corrected)"
         extra = dict(run.extra)
+        extra["phases_s"] = phases  # where the point's wall time went (the runner's overhead)
         if w.errors:
             extra["sampler_errors"] = w.errors[:20]
         if run.retransmits is not None:
@@ -477,7 +500,7 @@ class Sweep:
         summary.skipped = len(points) - len(todo)
         self.store.create_run(opts.name, self.grid_text, environment(None), len(points),
                               reuse=opts.resume)
-        interrupted = False
+        interrupted = completed = False
         try:
             opts.workdir.mkdir(parents=True, exist_ok=True)
             first = True
@@ -488,6 +511,8 @@ class Sweep:
                 self.progress.step(describe(point), summary.skipped + k, len(points), eta_s=eta)
                 try:
                     result = self.run_point(point)
+                except LabFailed:
+                    raise
                 except DtnkitError as exc:
                     result = store.PointResult(point=point, status="failed",
                                                error=exc.render().removeprefix(
@@ -507,6 +532,7 @@ class Sweep:
                 self.progress.step(f"  {result.status}: " + (
                     format_rate(result.throughput_bps) if result.throughput_bps is not None
                     and result.status == "ok" else result.error[:70]))
+            completed = True
         except KeyboardInterrupt:
             interrupted = True
             raise
@@ -521,7 +547,8 @@ class Sweep:
             summary.interrupted = interrupted
             summary.elapsed_s = time.monotonic() - t0
             with contextlib.suppress(DtnkitError):
-                self.store.set_status(opts.name, "interrupted" if interrupted else "done")
+                # a sweep stopped before its last point (Ctrl-C, or a lab path that failed)
+                self.store.set_status(opts.name, "done" if completed else "interrupted")
         return summary
 
 

@@ -67,10 +67,16 @@ class _Runs:
     def now(self) -> float:
         return time.monotonic() - self.t0
 
-    def run(self, argv: Sequence[str]) -> tuple[int | None, str, str, float, float]:
-        """(exit status or None when stopped at the deadline, stdout, stderr, start, end)."""
+    def run(self, argv: Sequence[str], env: dict[str, str] | None = None
+            ) -> tuple[int | None, str, str, float, float]:
+        """(exit status or None when stopped at the deadline, stdout, stderr, start, end).
+        ``env``: variables added to this process's environment (a token: never in argv,
+        where ``ps`` and the stored raw output would show it)."""
         start = self.now()
-        proc = self.procs.start(argv, host=self.env.client, cwd=self.env.workdir)
+        if env is not None:  # the caller's own tokens never reach a lab server
+            env = {**{k: v for k, v in os.environ.items()
+                      if k not in ("DTNKIT_TOKEN", "BEARER_TOKEN")}, **env}
+        proc = self.procs.start(argv, host=self.env.client, cwd=self.env.workdir, env=env)
         try:
             out, err = proc.communicate(timeout=max(0.0, self.env.deadline - time.monotonic()))
             code: int | None = proc.returncode
@@ -194,8 +200,6 @@ class CpTool:
             else f"w{k}"
         base = [*dtnkit_argv(), "cp", "--format", "json", "--streams", "1", "-f",
                 "--retries", "0"]
-        if origin.token:
-            base += ["--token", origin.token]
         if origin.ca_file is not None:
             base += ["--ca-file", str(origin.ca_file)]
         if self.upload:
@@ -227,7 +231,8 @@ class CpTool:
             origin = env.origins[k % len(env.origins)]
             while (copy := take()) is not None:
                 argv, path = self._argv(origin, k, copy, env)
-                code, out, err, start, end = runs.run(argv)
+                code, out, err, start, end = runs.run(
+                    argv, {"DTNKIT_TOKEN": origin.token} if origin.token else {})
                 doc = _cp_json(out)
                 error = ""
                 if code is None:
