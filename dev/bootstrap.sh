@@ -12,7 +12,7 @@ debs=(iproute2 ethtool procps iptables iputils-ping iperf3 fio openssl util-linu
 if [ "${1:-}" = "test" ]; then
   debs+=(curl xrootd-server xrootd-server-plugins xrootd-plugins xrootd-client
          gfal2 gfal2-plugin-http gfal2-plugin-file gfal2-util-scripts davix rclone
-         prometheus prometheus-node-exporter)  # promtool, a real Prometheus, node_exporter
+         prometheus prometheus-node-exporter chromium)  # promtool, a real Prometheus, node_exporter; headless page test
 fi
 missing=()
 for pkg in "${debs[@]}"; do

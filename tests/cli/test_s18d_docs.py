@@ -129,6 +129,17 @@ SKIP: dict[tuple[str, str], str | Skip] = {
         "it, scraped by a real Prometheus)",
     ("docs/monitoring.md", ".venv/bin/python bench/bench_exporter.py --rounds 40"):
         "a benchmark (bench/, not a test)",
+    # the example grid's run metro-1 takes 1.5 hours (below); test_s19p_real_run.py and the
+    # README's tour run sweep analyze and report on a small grid
+    ("docs/sweep.md", "dtnkit sweep analyze metro-1"):
+        "needs a stored run metro-1: test_s19p_real_run.py analyses one",
+    ("docs/sweep.md",
+     "dtnkit sweep analyze metro-1 --target 900mbit --baseline dtn --save-streams default"):
+        "needs a stored run metro-1 with a profile dtn: test_s19p_analyze.py runs these flags",
+    ("docs/sweep.md", "dtnkit report metro-1 -o sweep-report"):
+        "needs a stored run metro-1: test_s19p_real_run.py reports on one",
+    ("docs/sweep.md", "dtnkit report metro-1 -o sweep-report --point 3f9a0c"):
+        "needs a stored run metro-1 with that point: test_s19p_report.py runs --point",
     ("docs/sweep.md", "dtnkit sweep run docs/examples/sweep-grid.toml --name metro-1"):
         "the example grid: 168 points of 30 s, about 1.5 hours (the tiny grid above runs)",
     ("docs/sweep.md", "dtnkit sweep run docs/examples/sweep-grid.toml --name metro-1 --resume"):

@@ -114,6 +114,10 @@ def _sigterm_interrupts(env: Environment) -> Iterator[None]:
 @click.option("--rate", "path_rate", default=None,
               help="With --streams auto: the path's rate in bit/s as iperf3 takes it (1g, "
                    "10G, 500mbit); default: the link speed of the interface to the server.")
+@click.option("--streams-table", "streams_table", default=None, metavar="FILE",
+              help="With --streams auto: a sweep's recommended streams per RTT (`dtnkit sweep "
+                   "analyze --save-streams`); its row for the measured RTT chooses. Default: "
+                   "STATE_DIR/streams.json when it exists and --rate is not given.")
 @click.option("--parallel", type=click.IntRange(1, 256), default=1, show_default=True,
               help="Files copied concurrently.")
 @click.option("--block-size", default="8MiB", show_default=True,
@@ -199,7 +203,8 @@ def cp(env: Environment,
        low_speed_time: float = 30.0, deadline: float | None = None,
        scitag: str | None = None, experiment: str | None = None,
        activity: str | None = None, scitags_registry: str | None = None,
-       metrics_textfile: Path | None = None, capacity: str | None = None) -> int:
+       metrics_textfile: Path | None = None, capacity: str | None = None,
+       streams_table: str | None = None) -> int:
     """Copy SRC to DST: local path or http(s)://host:port/path, at least one a URL.
 
     Two URLs without --tpc: relayed through this client (ranges fetched from SRC and sent to
@@ -224,6 +229,10 @@ def cp(env: Environment,
     if rate_bps is not None and streams != "auto":
         raise BadInput("--rate", "only chooses the number of streams",
                        "pass --streams auto with it, or drop --rate")
+    if streams_table is not None and (streams != "auto" or rate_bps is not None):
+        raise BadInput("--streams-table", "chooses the number of streams with --streams auto "
+                       "(instead of --rate)", "pass --streams auto without --rate, or drop "
+                       "--streams-table")
     if tpc is not None:
         explicit = click.get_current_context().get_parameter_source("streams") not in (
             ParameterSource.DEFAULT, None)
@@ -246,10 +255,12 @@ def cp(env: Environment,
     if streams == "auto":
         from dtnkit.transfer.client import autostreams
 
-        auto = autostreams.for_this_host(rate_bps)
+        table, table_source = _streams_table(env, streams_table, rate_bps)
+        auto = autostreams.for_this_host(rate_bps, table=table, table_source=table_source)
         asked = click.get_current_context().get_parameter_source("streams") not in (
             ParameterSource.DEFAULT, None)
-        if asked or (env.stderr_isatty and not as_json):  # else: in the summary and JSON
+        # else: in the summary and JSON only
+        if asked or table is not None or (env.stderr_isatty and not as_json):
             auto.on_decision = lambda d: click.echo(f"dtnkit cp: --streams auto: {d.reason}",
                                                     file=env.stderr)
     options = Options(
@@ -296,6 +307,23 @@ def cp(env: Environment,
                           f"verify {verify}, "
                           f"level {result['level']}{digest}", err=True), indent=None)
     return 0
+
+
+def _streams_table(env: Environment, given: str | None, rate_bps: int | None
+                   ) -> tuple[list[tuple[float, int]] | None, str]:
+    """The sweep's streams table --streams auto reads: --streams-table FILE, else the state
+    dir's streams.json when it exists and no --rate was given; (None, "") for none."""
+    from pathlib import Path
+
+    from dtnkit.transfer.client import streamtable
+
+    if given is not None:
+        path = Path(given)
+    else:
+        path = env.state_dir / streamtable.DEFAULT_NAME
+        if rate_bps is not None or not path.is_file():
+            return None, ""
+    return streamtable.load(path), str(path)
 
 
 def _third_party(env: Environment,

@@ -37,6 +37,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "exporter": ("dtnkit.cli.monitor", "exporter"),
     "metrics": ("dtnkit.cli.monitor", "metrics"),
     "checklist": ("dtnkit.cli.checklist", "checklist"),
+    "report": ("dtnkit.cli.sweep_analyze", "report"),
     "sweep": ("dtnkit.cli.sweep", "sweep"),
 }
 

@@ -164,3 +164,6 @@ def _runs(p: Printer, runs: list[Any]) -> None:
                        Col("ok", justify="right", wrap=False),
                        Col("failed", justify="right", wrap=False, rank=1),
                        Col("created (UTC)", rank=2, wrap=False), Col("lab", rank=3)), rows)
+
+
+sweep.add_command(__import__("dtnkit.cli.sweep_analyze", fromlist=["analyze"]).analyze)

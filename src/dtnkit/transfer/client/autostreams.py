@@ -15,13 +15,17 @@ with the RTT measured by the kernel on the first connection (``TCP_INFO``), the 
 not known: they are taken to be this host's (two untuned Linux hosts have the same defaults).
 The result is capped (:data:`CAP`) and never below one; every input is kept in the
 :class:`Decision` so that ``dtnkit cp`` can say what it chose and why.
+
+A recommended-streams table measured by a sweep (``dtnkit sweep analyze --save-streams``,
+:mod:`.streamtable`) takes the formula's place: the row for the measured RTT gives the count
+(at most :data:`TABLE_CAP`).
 """
 
 from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -35,6 +39,8 @@ CAP = 16
 #: queue of one bandwidth-delay product lose together.  On a 50 ms / 1 Gbit/s lab path with
 #: 10 Gbit/s veths, 16 streams took 1.1-2.2x the time of 8 for 256 MiB (docs/benchmarks.md).
 UNKNOWN_PATH_CAP = 8
+#: Most streams a sweep's table may choose (as ``--streams N``).
+TABLE_CAP = 256
 #: Share of a socket buffer that carries data in flight (tcp_adv_win_scale = 1).
 WINDOW_SHARE = 0.5
 #: Rate assumed when neither --rate nor a link speed is known (a DTN's common NIC).
@@ -162,14 +168,32 @@ def decide(rtt_s: float | None, rate_bps: float, rate_from: str, limits: Limits 
     return Decision(n, rtt_s, rate_bps, rate_from, window, reason)
 
 
+def from_table(table: Sequence[tuple[float, int]], source: str, rtt_s: float | None,
+               rate_bps: float, rate_from: str, cap: int = TABLE_CAP) -> Decision | None:
+    """The decision a sweep's streams table makes for the measured RTT (None without one)."""
+    from dtnkit.transfer.client.streamtable import nearest_row
+
+    if rtt_s is None or not table:
+        return None
+    row_rtt, streams = nearest_row(table, rtt_s * 1e3)
+    n = max(1, min(cap, streams))
+    return Decision(n, rtt_s, rate_bps, rate_from, None,
+                    f"{n} stream{'s' if n > 1 else ''}: the streams table {source} (its row "
+                    f"for {row_rtt:g} ms, the nearest to the measured RTT "
+                    f"{rtt_s * 1e3:.3g} ms)" + (f", capped at {cap}" if n < streams else ""))
+
+
 class AutoStreams:
     """``--streams auto`` for one ``dtnkit cp`` run: decided once, on the first connection
     that asks (parallel files wait for that one decision), then fixed for the run."""
 
     def __init__(self, rate_bps: int | None, limits: Callable[[], Limits | None],
                  link_rate: Callable[[str], tuple[float, str] | None],
-                 cap: int = CAP) -> None:
+                 cap: int = CAP, table: Sequence[tuple[float, int]] | None = None,
+                 table_source: str = "") -> None:
         self.rate_bps = rate_bps
+        self.table = table  # a sweep's streams table: it chooses when the RTT is known
+        self.table_source = table_source
         self._limits = limits
         self._link_rate = link_rate
         self.cap = cap
@@ -210,7 +234,9 @@ class AutoStreams:
                     address = peer()
                     link = self._link_rate(address) if address else None
                     rate, source = link if link else (ASSUMED_RATE, "assumed; pass --rate")
-                self.decision = decide(rtt, rate, source, self._limits_locked(), self.cap)
+                self.decision = (from_table(self.table, self.table_source, rtt, rate, source)
+                                 if self.table else None) or decide(
+                    rtt, rate, source, self._limits_locked(), self.cap)
                 if self.on_decision is not None:
                     self.on_decision(self.decision)
             return self.decision
@@ -248,10 +274,13 @@ def link_rate(host: Host, address: str) -> tuple[float, str] | None:
     return (mbit * 10**6, f"link speed of {dev}") if mbit > 0 else None
 
 
-def for_this_host(rate_bps: int | None, cap: int = CAP) -> AutoStreams:
-    """``--streams auto`` reading this process's host (and network namespace)."""
+def for_this_host(rate_bps: int | None, cap: int = CAP,
+                  table: Sequence[tuple[float, int]] | None = None,
+                  table_source: str = "") -> AutoStreams:
+    """``--streams auto`` reading this process's host (and network namespace), and a sweep's
+    streams table when one is given."""
     from dtnkit.host.host import Host
 
     host = Host.live()
     return AutoStreams(rate_bps, lambda: host_limits(host),
-                       lambda address: link_rate(host, address), cap)
+                       lambda address: link_rate(host, address), cap, table, table_source)
