@@ -9,11 +9,11 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from dtnkit.errors import BadInput, DtnkitError
 from dtnkit.host.host import Host
-from dtnkit.host.parsers import ParseError
+from dtnkit.host.parsers import ParseError, ethtool_nl
 from dtnkit.host.parsers.ethtool import parse_ethtool_driver
 from dtnkit.host.parsers.iproute import (
     Address,
@@ -313,15 +313,30 @@ def select_interfaces(
     return result
 
 
+def driver_info(host: Host, dev: str) -> dict[str, str] | None:
+    """The rows ``ethtool -i DEV`` prints, from the kernel (the SIOCETHTOOL ioctl) on a live
+    host, else from ethtool; None where ethtool fails (no driver information)."""
+    replies = host.ethtool_replies(dev)
+    raw = replies.get("drvinfo") if replies is not None else None
+    if raw in (ethtool_nl.EOPNOTSUPP, ethtool_nl.ENODEV):
+        return None  # ethtool -i fails the same way
+    if isinstance(raw, bytes):
+        try:
+            return ethtool_nl.parse_drvinfo(raw)
+        except ParseError:
+            pass  # ethtool says it in its own words
+    res = host.query(["ethtool", "-i", dev])
+    if not res.ok:
+        return None
+    try:
+        return parse_ethtool_driver(res.stdout)
+    except ParseError:
+        return None
+
+
 def nic_driver(host: Host, dev: str) -> dict[str, str | None]:
     """Driver, driver version and firmware of ``dev`` from ``ethtool -i`` (None when unknown)."""
-    res = host.query(["ethtool", "-i", dev])
-    info: dict[str, str] = {}
-    if res.ok:
-        try:
-            info = parse_ethtool_driver(res.stdout)
-        except ParseError:
-            info = {}
+    info = driver_info(host, dev) or {}
     return {"driver": info.get("driver") or None, "version": info.get("version") or None,
             "firmware": info.get("firmware-version") or None,
             "bus": info.get("bus-info") or None}
@@ -363,6 +378,9 @@ def ethtool_read(
     keys.  The text of both has been stable for years.
     """
     host.need_tool("ethtool", "ethtool")
+    kernel = _ethtool_kernel(host, flag, iface)
+    if kernel is not None:
+        return cast("T | Unavailable", kernel)
     if flag in JSON_TRUSTED:
         res = host.query(["ethtool", "--json", flag, iface])
         if res.ok:
@@ -379,6 +397,38 @@ def ethtool_read(
         return text_parser(res.stdout)
     except ParseError as exc:
         return Unavailable(f"cannot parse `ethtool {flag} {iface}`: {exc}")
+
+
+def _ethtool_kernel(host: Host, flag: str, iface: str) -> object | None:
+    """What ``ethtool FLAG IF`` would give, read from the kernel as ethtool 6.1 reads it (see
+    :mod:`~dtnkit.host.parsers.ethtool_nl`), or Unavailable with ethtool's reason; None when
+    ethtool has to run (a tree, no reply, an error ethtool words its own way)."""
+    name = ethtool_nl.FLAG_READS.get(flag)
+    replies = host.ethtool_replies(iface) if name is not None else None
+    if replies is None or name is None:
+        return None
+    reply = replies.get(name)
+    if not isinstance(reply, bytes):
+        return None
+    try:
+        if name == "features":
+            strset = replies.get("strset")
+            if not isinstance(strset, bytes):
+                return None
+            return ethtool_nl.parse_features(reply, ethtool_nl.parse_feature_names(strset))
+        if name == "rings":
+            return ethtool_nl.parse_rings(reply)
+        if name == "coalesce":
+            return ethtool_nl.parse_coalesce(reply)
+        return ethtool_nl.parse_pause(reply)
+    except ethtool_nl.KernelRefused as exc:
+        if exc.errno == ethtool_nl.EOPNOTSUPP:  # "netlink error: Operation not supported"
+            return Unavailable(_ethtool_reason("Operation not supported"))
+        if exc.errno == ethtool_nl.ENODEV:
+            return Unavailable(_ethtool_reason("No such device"))
+        return None
+    except ParseError:
+        return None
 
 
 def _ethtool_reason(text: str) -> str:
