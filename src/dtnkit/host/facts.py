@@ -407,6 +407,14 @@ def _ethtool_kernel(host: Host, flag: str, iface: str) -> object | None:
     replies = host.ethtool_replies(iface) if name is not None else None
     if replies is None or name is None:
         return None
+    memo = f"parsed {name}"  # decoded once per reply (several tunables read each)
+    if memo in replies:
+        return replies[memo]
+    replies[memo] = found = _ethtool_decode(replies, name)
+    return found
+
+
+def _ethtool_decode(replies: dict[str, object], name: str) -> object | None:
     reply = replies.get(name)
     if not isinstance(reply, bytes):
         return None

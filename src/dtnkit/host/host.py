@@ -407,7 +407,7 @@ class Host:
     # The rtnetlink dumps of this process's namespace (key None), dropped with _cache.
     _rtnl: dict[None, dict[str, bytes] | None] = field(default_factory=dict, repr=False)
     # ethtool's reads from the kernel by device (see ethtool_replies), dropped with _cache.
-    _ethtool: dict[str, dict[str, bytes | int] | None] = field(default_factory=dict, repr=False)
+    _ethtool: dict[str, dict[str, object] | None] = field(default_factory=dict, repr=False)
 
     # ---- construction ---------------------------------------------------------------------
     @classmethod
@@ -501,14 +501,15 @@ class Host:
         code = self._fixed["nl"]
         return code
 
-    def ethtool_replies(self, device: str) -> dict[str, bytes | int] | None:
+    def ethtool_replies(self, device: str) -> dict[str, object] | None:
         """The kernel's answers to what ethtool 6.1 asks for ``-k``, ``-g``, ``-c``, ``-a``
         (the ``ethtool`` generic-netlink family: replies by the names of
         :data:`~dtnkit.host.parsers.ethtool_nl.READS`) and ``-i`` (``drvinfo``: the
         SIOCETHTOOL ioctl's struct, or its errno), asked once per device until the next write
         or refresh, in this process or in the namespace's helper; None when this Host does not
         ask the kernel (a captured tree, a runner of the caller's own: those run ethtool) or
-        cannot (no ethtool family, no helper)."""
+        cannot (no ethtool family, no helper).  The dict is the same object until then, so a
+        caller may keep what it decoded from it there (under keys of its own)."""
         if type(self.runner) is not SubprocessRunner or self.root != Path("/"):
             return None
         with self._lock:
@@ -516,7 +517,7 @@ class Host:
                 return self._ethtool[device]
             generation = self._generation[0]
         family = self._ethtool_family()
-        replies: dict[str, bytes | int] | None = None
+        replies: dict[str, object] | None = None
         if family is not None:
             try:
                 requests = ethtool_nl.device_requests(family, device)
@@ -544,7 +545,7 @@ class Host:
         found: int | None = self._fixed["ethtool family"]
         return found
 
-    def _ask_ethtool(self, device: str, requests: list[bytes]) -> dict[str, bytes | int] | None:
+    def _ask_ethtool(self, device: str, requests: list[bytes]) -> dict[str, object] | None:
         drv = ethtool_nl.drvinfo_request()
         if self.netns is not None:
             reply = self._helper_reply({"ethtool": [device, requests], "drv": drv})
@@ -559,7 +560,7 @@ class Host:
             return None
         if not all(isinstance(r, bytes) for r in got) or not isinstance(info, bytes | int):
             return None
-        out: dict[str, bytes | int] = dict(zip(ethtool_nl.READS, got, strict=True))
+        out: dict[str, object] = dict(zip(ethtool_nl.READS, got, strict=True))
         out["drvinfo"] = info
         return out
 
