@@ -26,6 +26,7 @@ from dtnkit.host.facts import Unavailable
 from dtnkit.host.host import Host
 from dtnkit.host.parsers import ParseError, ethtool_nl
 from dtnkit.host.parsers import ethtool as text
+from dtnkit.host.parsers.rtnetlink import parse_qdiscs
 from dtnkit.host.runner import SubprocessRunner
 from dtnkit.tune.audit import run_audit
 from dtnkit.tune.profile import load_profile
@@ -171,6 +172,7 @@ PARSERS: list[Callable[[bytes], object]] = [
     ethtool_nl.parse_family, ethtool_nl.parse_rings, ethtool_nl.parse_pause,
     ethtool_nl.parse_coalesce, ethtool_nl.parse_feature_names, ethtool_nl.parse_drvinfo,
     lambda b: ethtool_nl.parse_features(b, ["rx-gro", "tx-checksum-ipv4", ""]),
+    lambda b: parse_qdiscs(b, 0),
 ]
 
 
@@ -242,3 +244,68 @@ def test_features_grouped_as_ethtool_shows_them() -> None:
     assert got["large-receive-offload"] == text.Feature("large-receive-offload", False, False,
                                                         None)
 
+
+
+# ------------------------------------------------------------------ qdiscs from rtnetlink
+
+QDISC_SETUPS: list[tuple[str, list[list[str]], bool]] = [
+    # (name, tc commands on a19q (4 tx queues), whether the kernel path answers without tc)
+    ("default", [], True),
+    ("mq", [["qdisc", "replace", "dev", "a19q", "root", "handle", "1:", "mq"]], True),
+    ("mq+ingress", [["qdisc", "replace", "dev", "a19q", "root", "handle", "1:", "mq"],
+                    ["qdisc", "add", "dev", "a19q", "ingress"]], True),
+    ("pfifo_fast+clsact", [["qdisc", "replace", "dev", "a19q", "root", "pfifo_fast"],
+                           ["qdisc", "add", "dev", "a19q", "clsact"]], True),
+    ("pfifo", [["qdisc", "replace", "dev", "a19q", "root", "handle", "5:", "pfifo",
+                "limit", "77"]], False),
+    ("htb", [["qdisc", "replace", "dev", "a19q", "root", "handle", "1:", "htb", "default",
+              "10"],
+             ["class", "add", "dev", "a19q", "parent", "1:", "classid", "1:10", "htb", "rate",
+              "100mbit"]], False),
+]
+
+
+@needs_kernel
+def test_qdiscs_match_tc(ns: str) -> None:
+    """The root qdisc item reads the same from the kernel's dump as from `tc -j qdisc show`,
+    for the kinds decoded here; other kinds (options only tc prints) still run tc."""
+    from dtnkit.tune.kinds.qdisc import QdiscTunable
+
+    sh("ip", "-n", ns, "link", "add", "a19q", "numtxqueues", "4", "type", "veth", "peer",
+       "name", "a19qp")
+    try:
+        for name, commands, decoded in QDISC_SETUPS:
+            sh("tc", "-n", ns, "qdisc", "del", "dev", "a19q", "root", check=False)
+            sh("tc", "-n", ns, "qdisc", "del", "dev", "a19q", "ingress", check=False)
+            sh("tc", "-n", ns, "qdisc", "del", "dev", "a19q", "clsact", check=False)
+            for command in commands:
+                sh("tc", "-n", ns, *command)
+            kernel, tool = both(ns)
+            mine = QdiscTunable("a19q").read(kernel)
+            assert mine == QdiscTunable("a19q").read(tool), name
+            assert (facts.kernel_qdiscs(kernel, "a19q") is not None) == decoded, name
+            ran_tc = [k for k in tool_commands(kernel) if k[:1] == ("tc",)]
+            assert (ran_tc == []) == decoded, (name, ran_tc)
+            if name == "mq+ingress":
+                assert isinstance(mine, dict) and mine["untouched"] == ["ingress"]
+        assert facts.kernel_qdiscs(Host.live(ns, read_only=True), "a19none") is None
+    finally:
+        sh("ip", "-n", ns, "link", "del", "a19q", check=False)
+
+
+def test_qdisc_dump_damage_is_a_parse_error() -> None:
+    tcmsg = bytes(4) + (3).to_bytes(4, "little") + (0x10000).to_bytes(4, "little") + (
+        0xFFFFFFFF).to_bytes(4, "little") + bytes(4)
+    fifo = _attr(1, b"pfifo_fast\0") + _attr(2, (3).to_bytes(4, "little") + bytes(range(16)))
+    msg = ((16 + 20 + len(fifo)).to_bytes(4, "little") + (36).to_bytes(2, "little")
+           + bytes(10) + tcmsg + fifo)
+    got = parse_qdiscs(msg, 3)
+    assert got is not None and got[0].kind == "pfifo_fast" and got[0].root
+    assert got[0].handle == "1:" and got[0].options["priomap"] == list(range(16))
+    assert parse_qdiscs(msg, 4) == []
+    with pytest.raises(ParseError):
+        parse_qdiscs(msg[:30], 3)
+    short = _attr(1, b"pfifo_fast\0") + _attr(2, bytes(8))
+    with pytest.raises(ParseError, match="short pfifo_fast"):
+        parse_qdiscs((16 + 20 + len(short)).to_bytes(4, "little") + (36).to_bytes(2, "little")
+                     + bytes(10) + tcmsg + short, 3)

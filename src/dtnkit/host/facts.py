@@ -30,7 +30,9 @@ from dtnkit.host.parsers.rtnetlink import (
     parse_addresses,
     parse_default_routes,
     parse_links,
+    parse_qdiscs,
 )
+from dtnkit.host.parsers.tc import Qdisc
 
 T = TypeVar("T")
 
@@ -87,6 +89,24 @@ def _kernel_links(host: Host) -> tuple[list[NlLink], dict[str, bytes]] | None:
         return None
     try:
         return parse_links(dumps["link"]), dumps
+    except ParseError:
+        return None
+
+
+def kernel_qdiscs(host: Host, dev: str) -> list[Qdisc] | None:
+    """The qdiscs of ``dev`` as ``tc -j qdisc show dev DEV`` gives them, from the kernel's
+    rtnetlink dump on a live host; None when tc has to run (a tree, a device the dump does not
+    have, a qdisc kind whose options only tc prints: see
+    :data:`~dtnkit.host.parsers.rtnetlink.QDISC_KINDS`)."""
+    kernel = _kernel_links(host)
+    if kernel is None:
+        return None
+    links, dumps = kernel
+    index = next((link.index for link in links if link.name == dev), None)
+    if index is None or "qdisc" not in dumps:
+        return None
+    try:
+        return parse_qdiscs(dumps["qdisc"], index)
     except ParseError:
         return None
 
