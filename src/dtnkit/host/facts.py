@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TypeVar, cast
 
 from dtnkit.errors import BadInput, DtnkitError
@@ -33,6 +32,7 @@ from dtnkit.host.parsers.rtnetlink import (
     parse_qdiscs,
 )
 from dtnkit.host.parsers.tc import Qdisc
+from dtnkit.records import record
 
 T = TypeVar("T")
 
@@ -45,14 +45,14 @@ AUXILIARY_KINDS = frozenset({"ifb", "dummy", "nlmon", "sit", "ipip", "ip6tnl", "
                              "ip6gre", "vti", "wireguard", "vxlan", "geneve"})
 
 
-@dataclass(frozen=True)
+@record
 class Unavailable:
     """A value the host cannot give, and why (unsupported op, tool missing, no such file)."""
 
     reason: str
 
 
-@dataclass(frozen=True)
+@record
 class Interface:
     name: str
     kind: str | None  # None: a physical NIC (or anything without linkinfo)
@@ -469,7 +469,7 @@ def _ethtool_reason(text: str) -> str:
     return first[0] if first else "ethtool failed"
 
 
-@dataclass(frozen=True)
+@record
 class KernelCaps:
     qdiscs: dict[str, bool | None]  # kind -> present? None when unknown
     qdisc_evidence: str
@@ -504,7 +504,7 @@ def kernel_caps(host: Host) -> KernelCaps:
     return KernelCaps(qdiscs, evidence, tuple(avail), tuple(allowed), tuple(modules))
 
 
-@dataclass(frozen=True)
+@record
 class Environment:
     """Where dtnkit runs, and what that means for tuning."""
 
@@ -514,7 +514,7 @@ class Environment:
     proc_sys_read_only: bool
     root: bool
     ram_bytes: int | None
-    notes: tuple[str, ...] = field(default=())
+    notes: tuple[str, ...] = ()
 
 
 def environment(host: Host) -> Environment:
