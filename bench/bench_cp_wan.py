@@ -140,6 +140,16 @@ def order(many: str, default: str | None) -> list[str]:
     return names
 
 
+def only(names: list[str], starts: list[str], goals: list[Target]) -> list[str]:
+    """The measurements whose names start with one of *starts* (all when none given), with
+    the baselines of the targets they are measured in, in the order of *names*."""
+    if not starts:
+        return names
+    keep = {n for n in names if any(n.startswith(s) for s in starts)}
+    keep |= {g.baseline for g in goals if g.measured in keep}
+    return [n for n in names if n in keep]
+
+
 def round_order(names: list[str], k: int) -> list[str]:
     """Round k's order: as listed, reversed every other round (drift hits both sides)."""
     return list(names) if k % 2 == 0 else list(reversed(names))
@@ -406,7 +416,7 @@ def untune(p: LabPath, state_dir: Path) -> None:
 
 
 def run_config(cfg: Config, lab_name: str, work: Path, repeat: int, many: str,
-               default: str | None, src_file: Path) -> Results:
+               default: str | None, src_file: Path, starts: list[str] | None = None) -> Results:
     res = Results()
     cwork = work / lab_name
     cwork.mkdir(mode=0o711)
@@ -439,7 +449,7 @@ def run_config(cfg: Config, lab_name: str, work: Path, repeat: int, many: str,
         run = Run(p, cfg, pki, cwork, name, xsrc.url, xsrc.xroot_url, dsrc, xdst.url, xdst.root,
                   ddst, many, default)
         warm(run)
-        names = order(many, default)
+        names = only(order(many, default), starts or [], targets(many, default))
         watch = CpuWatch(TRACKED.pids)
         for k in range(repeat):
             for label in round_order(names, k):
@@ -478,6 +488,8 @@ def report(cfg: Config, res: Results, names: list[str], many: str, default: str 
     trows = []
     floor_s = cfg.size * 8 / cfg.rate_bps
     for goal in targets(many, default):
+        if goal.measured not in names or goal.baseline not in names:  # left out by --only
+            continue
         ratio, ok = verdict(res.times, goal, floor_s)
         limit = f"<= {goal.limit:g}" if goal.limit is not None else ""
         trows.append([f"{goal.measured} / {goal.baseline}", goal.what, ratio, limit, ok])
@@ -526,6 +538,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                          "lower-case letters and digits")
     ap.add_argument("--serve-arg", action="append", default=[],
                     help="one more argument for every `dtnkit serve` (repeatable)")
+    ap.add_argument("--only", default="",
+                    help="comma-separated starts of measurement names to run (e.g. upload: "
+                         "the uploads and the downloads they are judged against)")
     ap.add_argument("--quick", action="store_true",
                     help="smoke check: first path, untuned, 64 MiB, one round")
     args = ap.parse_args(argv)
@@ -535,6 +550,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     except (ValueError, DtnkitError) as exc:
         ap.error(f"--paths: give RTT/RATE, e.g. 50ms/1gbit ({exc})")
     args.ends = [e for e in args.ends.split(",") if e]
+    args.only = [o.strip() for o in args.only.split(",") if o.strip()]
     if set(args.ends) - {"untuned", "tuned"}:
         ap.error("--ends takes untuned, tuned")
     args.sizes = [int(s) * MiB for s in args.sizes.split(",") if s]
@@ -584,7 +600,7 @@ def main(argv: list[str] | None = None) -> int:
                 for ends in args.ends:
                     cfg = Config(rtt_ms, rate, ends == "tuned", size)
                     run_config(cfg, f"{args.prefix}{n}", work, args.repeat, many, default,
-                               src_file)
+                               src_file, args.only)
                     n += 1
             src_file.unlink()
     finally:

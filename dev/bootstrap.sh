@@ -3,14 +3,16 @@
 #   dev/bootstrap.sh          runtime only
 #   dev/bootstrap.sh test     runtime + test tools (pytest, ruff, mypy) and the interop peers
 #                             (XRootD 5.5 with XrdHttp/TPC, gfal2 + gfal-copy, davix, curl,
-#                             rclone) that the mover's tests and benchmarks run against
+#                             rclone) that the mover's tests and benchmarks run against, and
+#                             Prometheus + node_exporter (the monitoring tests, bench_exporter)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 debs=(iproute2 ethtool procps iptables iputils-ping iperf3 fio openssl util-linux python3 python3-venv)
 if [ "${1:-}" = "test" ]; then
   debs+=(curl xrootd-server xrootd-server-plugins xrootd-plugins xrootd-client
-         gfal2 gfal2-plugin-http gfal2-plugin-file gfal2-util-scripts davix rclone)
+         gfal2 gfal2-plugin-http gfal2-plugin-file gfal2-util-scripts davix rclone
+         prometheus prometheus-node-exporter chromium)  # promtool, a real Prometheus, node_exporter; headless page test
 fi
 missing=()
 for pkg in "${debs[@]}"; do

@@ -46,12 +46,15 @@ PEER_MARKERS = ("needs_xrootd", "needs_gfal", "needs_davix")
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     reason = _can_netns()
     no_ethtool = shutil.which("ethtool") is None
+    no_chromium = shutil.which("chromium") is None
     peers: dict[str, str | None] = {}
     for item in items:
         if reason and ("needs_root" in item.keywords or "needs_netns" in item.keywords):
             item.add_marker(pytest.mark.skip(reason=reason))
         if no_ethtool and "needs_ethtool" in item.keywords:
             item.add_marker(pytest.mark.skip(reason="needs the ethtool binary"))
+        if no_chromium and "needs_chromium" in item.keywords:
+            item.add_marker(pytest.mark.skip(reason="needs the chromium binary"))
         for marker in PEER_MARKERS:
             if marker in item.keywords:
                 if marker not in peers:

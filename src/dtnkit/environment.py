@@ -55,6 +55,9 @@ class Environment:
     lab_state_root: Path = DEFAULT_LAB_STATE_ROOT
     #: bearer token for `dtnkit cp` when --token is not given
     token: str | None = None
+    #: bearer token for the passive server of `dtnkit cp --tpc` when --remote-token is not
+    #: given (so that neither token need be on a command line, where `ps` shows it)
+    remote_token: str | None = None
     stdin: TextIO = field(default_factory=_stdin)
     stdout: TextIO = field(default_factory=_stdout)
     stderr: TextIO = field(default_factory=_stderr)
@@ -81,6 +84,7 @@ class Environment:
             lab_state_root=Path(env.get("DTNKIT_LAB_STATE", str(DEFAULT_LAB_STATE_ROOT))),
             # an empty variable counts as unset (a shell's `DTNKIT_TOKEN= dtnkit cp ...`)
             token=env.get("DTNKIT_TOKEN") or env.get("BEARER_TOKEN") or None,
+            remote_token=env.get("DTNKIT_REMOTE_TOKEN") or None,
             stdin=sys.stdin if stdin is None else stdin,
             stdout=out,
             stderr=err,

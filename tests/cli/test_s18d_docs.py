@@ -116,8 +116,34 @@ SKIP: dict[tuple[str, str], str | Skip] = {
         "a benchmark of 8.5 minutes (bench/, not a test)",
     ("docs/benchmarks.md", ".venv/bin/python bench/bench_cp_wan.py --quick"):
         "a benchmark of 41 s, over this test's budget (bench/, not a test)",
+    ("docs/benchmarks.md",
+     ".venv/bin/python bench/bench_cp_wan.py --paths 50ms/1gbit --only upload --repeat 5"):
+        "a benchmark of 4 minutes (bench/, not a test)",
     ("docs/transfer.md", "sudo .venv/bin/pytest tests/interop -q"):
         "the interop test suite itself: it runs in the same CI run",
+    ("README.md", "dtnkit metrics --textfile /var/lib/prometheus/node-exporter"):
+        "writes into node_exporter's real textfile directory (tests/monitor/"
+        "test_s19m_collectors.py writes one that node_exporter then reads)",
+    ("README.md", "dtnkit exporter --listen 0.0.0.0:9640 &"):
+        "a server on every address until stopped (tests/monitor/test_s19m_prometheus.py runs "
+        "it, scraped by a real Prometheus)",
+    ("docs/monitoring.md", ".venv/bin/python bench/bench_exporter.py --rounds 40"):
+        "a benchmark (bench/, not a test)",
+    # the example grid's run metro-1 takes 1.5 hours (below); test_s19p_real_run.py and the
+    # README's tour run sweep analyze and report on a small grid
+    ("docs/sweep.md", "dtnkit sweep analyze metro-1"):
+        "needs a stored run metro-1: test_s19p_real_run.py analyses one",
+    ("docs/sweep.md",
+     "dtnkit sweep analyze metro-1 --target 900mbit --baseline dtn --save-streams default"):
+        "needs a stored run metro-1 with a profile dtn: test_s19p_analyze.py runs these flags",
+    ("docs/sweep.md", "dtnkit report metro-1 -o sweep-report"):
+        "needs a stored run metro-1: test_s19p_real_run.py reports on one",
+    ("docs/sweep.md", "dtnkit report metro-1 -o sweep-report --point 3f9a0c"):
+        "needs a stored run metro-1 with that point: test_s19p_report.py runs --point",
+    ("docs/sweep.md", "dtnkit sweep run docs/examples/sweep-grid.toml --name metro-1"):
+        "the example grid: 168 points of 30 s, about 1.5 hours (the tiny grid above runs)",
+    ("docs/sweep.md", "dtnkit sweep run docs/examples/sweep-grid.toml --name metro-1 --resume"):
+        "resumes the 1.5-hour example grid (tests/sweep/test_s19r_run.py tests --resume)",
 }
 
 
@@ -204,6 +230,7 @@ EXPECTED: dict[tuple[str, ...], set[int]] = {
     ("tune", "audit"): {0, 3},
     ("tune", "diff"): {0, 3},
     ("diagnose",): {0, 10, 11, 12, 13, 14, 15},
+    ("checklist",): {0, 3},
 }
 RUN_TIMEOUT = 90.0
 
@@ -414,10 +441,15 @@ OTHER_FLAGS: dict[tuple[str, str], str] = {
     ("docs/transfer.md", "--capath"): "davix and XRootD clients",
     ("docs/transfer.md", "--checksum-mode"): "gfal-copy",
     ("docs/architecture.md", "--status-interval"): "fio",
+    ("docs/monitoring.md", "--rounds"): "bench script",
     ("docs/measure.md", "--status-interval"): "fio",
+    # dtnkit serve's SciTags and metrics options, from the other branches of issue 14
+    ("docs/monitoring.md", "--scitag"): "dtnkit serve (SciTags, issue 14)",
+    ("docs/monitoring.md", "--firefly-dest"): "dtnkit serve (SciTags, issue 14)",
+    ("docs/monitoring.md", "--metrics"): "dtnkit serve (metrics, issue 14)",
     **{("docs/benchmarks.md", f): "bench script" for f in (
         "--before", "--after", "--matrix", "--inproc-rounds", "--inproc-calls", "--rounds",
-        "--paths", "--ends", "--sizes", "--instructions", "--runs")},
+        "--paths", "--ends", "--sizes", "--instructions", "--runs", "--only")},
 }
 # inline code that is another program's command line (its flags are that program's)
 OTHER_PROGRAMS = re.compile(r"^(sudo )?(\.venv/bin/python )?(bench/|unshare |git |"

@@ -94,6 +94,21 @@ def test_decision_says_why() -> None:
         assert part in d.reason
     assert d.as_dict()["rtt_ms"] == 50.3 and d.as_dict()["window_bytes"] == 2 * MiB
     assert "capped at 16" in au.decide(0.1, 100e9, "--rate", UNTUNED).reason
+
+
+def test_a_link_rate_is_an_upper_bound_so_auto_stops_at_eight() -> None:
+    """The link's speed (or an assumed rate) is not the path's: 16 streams leaving slow start
+    together into a one-BDP queue lost to 8 on a 50 ms / 1 Gbit/s path behind 10 Gbit/s
+    links.  A rate the user gives is the path's, so it keeps the full cap."""
+    link = au.decide(0.05, 10e9, "link speed of eth0", UNTUNED)
+    assert link.streams == au.UNKNOWN_PATH_CAP == 8
+    assert "capped at 8" in link.reason and "give --rate for more" in link.reason
+    assumed = au.decide(0.05, au.ASSUMED_RATE, "assumed; pass --rate", UNTUNED)
+    assert assumed.streams == 8
+    given = au.decide(0.05, 10e9, "--rate", UNTUNED)
+    assert given.streams == au.CAP and "give --rate" not in given.reason
+    # below the cap nothing changes: 1 Gbit/s x 50 ms over a 2 MiB window is 3 streams
+    assert au.decide(0.05, 1e9, "link speed of eth0", UNTUNED).streams == 3
     assert au.decide(None, 1e9, "--rate", UNTUNED).streams == 1
     assert "could not be read" in au.decide(0.05, 1e9, "--rate", None).reason
 

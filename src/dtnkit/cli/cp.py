@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import click
 from click.core import ParameterSource
@@ -66,6 +67,21 @@ def _progress(env: Environment, enabled: bool,
         yield advance
 
 
+def _scitag(env: Environment, scitag: str | None, experiment: str | None,
+            activity: str | None, registry: str | None) -> int | None:
+    """The tag of ``--scitag`` or ``--experiment``/``--activity`` (None: not asked)."""
+    if scitag is None and experiment is None and activity is None:
+        if registry is not None:
+            raise BadInput("--scitags-registry", "is only read for --experiment/--activity",
+                           "pass --experiment NAME, or drop --scitags-registry")
+        return None
+    from dtnkit.transfer.client import scitags
+
+    loaded = (scitags.load(registry, env.state_dir)
+              if scitag is None and experiment is not None else None)
+    return scitags.choose_tag(scitag, experiment, activity, loaded)
+
+
 @contextmanager
 def _sigterm_interrupts(env: Environment) -> Iterator[None]:
     """SIGTERM acts as Ctrl-C while copying: a download keeps its part file and journal."""
@@ -98,6 +114,10 @@ def _sigterm_interrupts(env: Environment) -> Iterator[None]:
 @click.option("--rate", "path_rate", default=None,
               help="With --streams auto: the path's rate in bit/s as iperf3 takes it (1g, "
                    "10G, 500mbit); default: the link speed of the interface to the server.")
+@click.option("--streams-table", "streams_table", default=None, metavar="FILE",
+              help="With --streams auto: a sweep's recommended streams per RTT (`dtnkit sweep "
+                   "analyze --save-streams`); its row for the measured RTT chooses. Default: "
+                   "STATE_DIR/streams.json when it exists and --rate is not given.")
 @click.option("--parallel", type=click.IntRange(1, 256), default=1, show_default=True,
               help="Files copied concurrently.")
 @click.option("--block-size", default="8MiB", show_default=True,
@@ -143,14 +163,33 @@ def _sigterm_interrupts(env: Environment) -> Iterator[None]:
                    "Source: SRC) or push (COPY to SRC with Destination: DST).")
 @click.option("--remote-token", default=None,
               help="With --tpc: token for the passive server, forwarded as "
-                   "TransferHeaderAuthorization (default: none; --token is never sent to "
-                   "the other server).")
+                   "TransferHeaderAuthorization (default: $DTNKIT_REMOTE_TOKEN, else none; "
+                   "--token is never sent to the other server).")
 @click.option("--src-token", default=None,
               help="Remote to remote without --tpc (relayed through this client): token for "
                    "the source server (default: --token).")
 @click.option("--dst-token", default=None,
               help="Remote to remote without --tpc: token for the destination server "
                    "(default: --token).")
+@click.option("--scitag", default=None, metavar="N",
+              help="SciTags tag of the transfer (expId << 6 | actId, 65-65535): sent as the "
+                   "SciTag header on every request (and TransferHeaderSciTag with --tpc); "
+                   "the IPv6 flow label of the connections this client opens.")
+@click.option("--experiment", default=None, metavar="NAME",
+              help="SciTags experiment (a registry name such as atlas, or its id); with "
+                   "--activity (default: default) instead of --scitag.")
+@click.option("--activity", default=None, metavar="NAME",
+              help="SciTags activity of --experiment (a registry name or id).")
+@click.option("--scitags-registry", default=None, metavar="FILE|URL",
+              help="Resolve --experiment/--activity with this registry (api.json) instead "
+                   "of the one `dtnkit scitags refresh` kept or the shipped snapshot.")
+@click.option("--metrics-textfile", type=click.Path(path_type=Path), default=None,
+              metavar="FILE",
+              help="Write the copy's Prometheus series to FILE (atomically, every 5 s and "
+                   "at the end), e.g. for node_exporter's textfile collector (*.prom).")
+@click.option("--capacity", default=None, metavar="RATE",
+              help="With --metrics-textfile: the rate the streams share (1g, 10G), for the "
+                   "stream utilisation series.")
 @pass_env
 def cp(env: Environment,
        src: str, dst: str, recursive: bool, streams: int | str, path_rate: str | None,
@@ -161,7 +200,11 @@ def cp(env: Environment,
        remote_token: str | None = None,
        no_resume: bool = False, src_token: str | None = None,
        dst_token: str | None = None, low_speed_limit: str = "1KiB",
-       low_speed_time: float = 30.0, deadline: float | None = None) -> int:
+       low_speed_time: float = 30.0, deadline: float | None = None,
+       scitag: str | None = None, experiment: str | None = None,
+       activity: str | None = None, scitags_registry: str | None = None,
+       metrics_textfile: Path | None = None, capacity: str | None = None,
+       streams_table: str | None = None) -> int:
     """Copy SRC to DST: local path or http(s)://host:port/path, at least one a URL.
 
     Two URLs without --tpc: relayed through this client (ranges fetched from SRC and sent to
@@ -175,12 +218,21 @@ def cp(env: Environment,
     from dtnkit.transfer.client.options import Options
 
     as_json = as_json or fmt == "json"
+    tag = _scitag(env, scitag, experiment, activity, scitags_registry)
+    capacity_bps = parse_rate(capacity, "capacity") if capacity is not None else None
+    if capacity_bps is not None and metrics_textfile is None:
+        raise BadInput("--capacity", "only scales the --metrics-textfile series",
+                       "pass --metrics-textfile FILE with it, or drop --capacity")
     if token is None:
         token = env.token
     rate_bps = parse_rate(path_rate, "rate") if path_rate is not None else None
     if rate_bps is not None and streams != "auto":
         raise BadInput("--rate", "only chooses the number of streams",
                        "pass --streams auto with it, or drop --rate")
+    if streams_table is not None and (streams != "auto" or rate_bps is not None):
+        raise BadInput("--streams-table", "chooses the number of streams with --streams auto "
+                       "(instead of --rate)", "pass --streams auto without --rate, or drop "
+                       "--streams-table")
     if tpc is not None:
         explicit = click.get_current_context().get_parameter_source("streams") not in (
             ParameterSource.DEFAULT, None)
@@ -188,19 +240,27 @@ def cp(env: Environment,
             click.echo("dtnkit cp: --streams auto: 1 stream for --tpc (the path between the "
                        "servers is not measured from this client); pass --streams N",
                        file=env.stderr)
+        if metrics_textfile is not None:
+            raise BadInput("--metrics-textfile", "is not written for --tpc (the active "
+                           "server moves the bytes)",
+                           "scrape the active server's /metrics (dtnkit serve --metrics)")
         # never --token: the passive server gets a token only when one is given for it
+        if remote_token is None:
+            remote_token = env.remote_token
         return _third_party(env, tpc, src, dst, token, remote_token,
                             streams if isinstance(streams, int) else 1, checksum,
                             stall_timeout, ca_file, insecure, as_json, deadline,
-                            overwrite=force)
+                            overwrite=force, scitag=tag)
     auto = None
     if streams == "auto":
         from dtnkit.transfer.client import autostreams
 
-        auto = autostreams.for_this_host(rate_bps)
+        table, table_source = _streams_table(env, streams_table, rate_bps)
+        auto = autostreams.for_this_host(rate_bps, table=table, table_source=table_source)
         asked = click.get_current_context().get_parameter_source("streams") not in (
             ParameterSource.DEFAULT, None)
-        if asked or (env.stderr_isatty and not as_json):  # else: in the summary and JSON
+        # else: in the summary and JSON only
+        if asked or table is not None or (env.stderr_isatty and not as_json):
             auto.on_decision = lambda d: click.echo(f"dtnkit cp: --streams auto: {d.reason}",
                                                     file=env.stderr)
     options = Options(
@@ -211,13 +271,29 @@ def cp(env: Environment,
         parallel=parallel, recursive=recursive, resume=not no_resume,
         src_token=src_token, dst_token=dst_token, overwrite=force,
         low_speed_limit=parse_bytes(low_speed_limit, "low-speed-limit rate", lo=0, hi=2**40),
-        low_speed_time=low_speed_time, deadline=deadline)
+        low_speed_time=low_speed_time, deadline=deadline, scitag=tag)
+    recorder = None
+    if metrics_textfile is not None:
+        from dtnkit.transfer.client import metrics as cp_metrics
+        from dtnkit.transfer.client.session import is_url
+
+        recorder = cp_metrics.CopyMetrics(
+            cp_metrics.check_path(metrics_textfile), streams=options.streams,
+            upload=not is_url(src), capacity=capacity_bps / 8 if capacity_bps else None)
     show = env.stderr_isatty and not as_json
     total = total_size(src, options) if show else None
     with _progress(env, show, total) as advance:
-        options.progress = advance
-        with _sigterm_interrupts(env):
-            summary = copy(src, dst, options)
+        options.progress = advance if recorder is None else recorder.wrap(advance)
+        if recorder is not None:
+            recorder.start()
+        ok = False
+        try:
+            with _sigterm_interrupts(env):
+                summary = copy(src, dst, options)
+            ok = True
+        finally:
+            if recorder is not None:
+                recorder.stop(ok)
     result = summary.as_dict(options)
     rate = result["rate_bps"]
     rate_text = format_rate(rate if isinstance(rate, float) else None)
@@ -233,11 +309,28 @@ def cp(env: Environment,
     return 0
 
 
+def _streams_table(env: Environment, given: str | None, rate_bps: int | None
+                   ) -> tuple[list[tuple[float, int]] | None, str]:
+    """The sweep's streams table --streams auto reads: --streams-table FILE, else the state
+    dir's streams.json when it exists and no --rate was given; (None, "") for none."""
+    from pathlib import Path
+
+    from dtnkit.transfer.client import streamtable
+
+    if given is not None:
+        path = Path(given)
+    else:
+        path = env.state_dir / streamtable.DEFAULT_NAME
+        if rate_bps is not None or not path.is_file():
+            return None, ""
+    return streamtable.load(path), str(path)
+
+
 def _third_party(env: Environment,
                  mode: str, src: str, dst: str, token: str | None, remote_token: str | None,
                  streams: int, checksum: str, timeout: float, ca_file: str | None,
                  insecure: bool, as_json: bool, deadline: float | None = None, *,
-                 overwrite: bool = True) -> int:
+                 overwrite: bool = True, scitag: int | None = None) -> int:
     """``cp --tpc``: ask one server to copy from/to the other; the active side verifies."""
     from dtnkit.transfer.client import tpc
     from dtnkit.transfer.wire.markers import Marker
@@ -260,7 +353,7 @@ def _third_party(env: Environment,
         done = tpc.third_party_copy(mode, src, dst, token=token, remote_token=remote_token,
                                     streams=streams, checksum=checksum, timeout=timeout,
                                     ca_file=ca_file, insecure=insecure, on_marker=on_marker,
-                                    deadline=deadline, overwrite=overwrite)
+                                    deadline=deadline, overwrite=overwrite, scitag=scitag)
     summary = done.as_dict()
     shown = f", {checksum} {summary['digest']}" if summary["digest"] else ""
     seconds = done.result.seconds

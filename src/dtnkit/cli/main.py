@@ -29,10 +29,16 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "lab": ("dtnkit.cli.lab", "lab"),
     "serve": ("dtnkit.cli.serve", "serve"),
     "cp": ("dtnkit.cli.cp", "cp"),
+    "scitags": ("dtnkit.cli.scitags", "scitags"),
     "probe": ("dtnkit.cli.measure", "probe"),
     "results": ("dtnkit.cli.measure", "results"),
     "diagnose": ("dtnkit.cli.measure", "diagnose"),
     "experiment": ("dtnkit.cli.measure", "experiment"),
+    "exporter": ("dtnkit.cli.monitor", "exporter"),
+    "metrics": ("dtnkit.cli.monitor", "metrics"),
+    "checklist": ("dtnkit.cli.checklist", "checklist"),
+    "report": ("dtnkit.cli.sweep_analyze", "report"),
+    "sweep": ("dtnkit.cli.sweep", "sweep"),
 }
 
 

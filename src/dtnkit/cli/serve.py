@@ -14,7 +14,7 @@ from dtnkit.cli.output import emit, format_option
 from dtnkit.environment import Environment
 from dtnkit.errors import BadInput
 from dtnkit.transfer.server.limits import Limits
-from dtnkit.units import parse_bytes
+from dtnkit.units import parse_bytes, parse_rate
 
 
 @click.command()
@@ -74,6 +74,28 @@ from dtnkit.units import parse_bytes
 @click.option("--drain-timeout", type=Duration(0, 3600), default="30s",
               show_default=True, help="On SIGTERM or SIGINT: how long requests in progress "
                                       "may take to finish before they are cut.")
+@click.option("--scitag", default=None, metavar="N",
+              help="SciTags tag of requests without a valid SciTag header (expId << 6 | "
+                   "actId); default: such requests are not marked.")
+@click.option("--experiment", default=None, metavar="NAME",
+              help="The default tag by name: a registry experiment (with --activity, "
+                   "default: default).")
+@click.option("--activity", default=None, metavar="NAME",
+              help="SciTags activity of --experiment (a registry name or id).")
+@click.option("--scitags-registry", default=None, metavar="FILE|URL",
+              help="Resolve --experiment/--activity with this registry (api.json).")
+@click.option("--firefly-dest", "firefly_dest", multiple=True, metavar="origin|HOST[:PORT]",
+              help="Send fireflies of tagged transfers here (repeatable; UDP, port 10514 by "
+                   "default); 'origin' is each flow's peer, as XRootD's pmark ffdest.")
+@click.option("--metrics", "metrics", is_flag=True,
+              help="Answer GET /metrics with the mover's Prometheus series (needs a read "
+                   "token unless --metrics-anonymous); a root file named metrics is then "
+                   "not reachable.")
+@click.option("--metrics-anonymous", is_flag=True,
+              help="With --metrics: /metrics without a token.")
+@click.option("--capacity", default=None, metavar="RATE",
+              help="With --metrics: the rate the streams share (1g, 100G), for the stream "
+                   "utilisation series (default: the link speed towards the clients).")
 @pass_env
 def serve(env: Environment,
           root: Path, host: str, port: int | None, cert: Path | None, key: Path | None,
@@ -84,7 +106,11 @@ def serve(env: Environment,
           session_bytes_per_token: str | None = None, hash_slots: int = Limits.hash_slots,
           range_digest_max: str = "64MiB", fmt: str = "table",
           max_connections: int | None = None, head_timeout: float = 20.0,
-          idle_timeout: float = 60.0, drain_timeout: float = 30.0) -> int:
+          idle_timeout: float = 60.0, drain_timeout: float = 30.0,
+          scitag: str | None = None, experiment: str | None = None,
+          activity: str | None = None, scitags_registry: str | None = None,
+          firefly_dest: tuple[str, ...] = (), metrics: bool = False,
+          metrics_anonymous: bool = False, capacity: str | None = None) -> int:
     """Serve ROOT over HTTP(S): GET/HEAD (ranges, digests), PUT, DELETE, MKCOL, PROPFIND,
     and HTTP third-party COPY (pull with Source:, push with Destination:).
 
@@ -93,6 +119,7 @@ def serve(env: Environment,
     finish (up to --drain-timeout) and stops.
     """
     from dtnkit.transfer.server import start_server
+    from dtnkit.transfer.server.flows import Destination, Marking
 
     if (cert is None) != (key is None):
         raise BadInput("TLS", "--cert and --key go together", "pass both, or neither for HTTP")
@@ -106,13 +133,31 @@ def serve(env: Environment,
         hash_slots=hash_slots,
         range_digest_max=parse_bytes(range_digest_max, "range-digest-max size", lo=0,
                                      hi=2**62))
+    if metrics_anonymous and not metrics:
+        raise BadInput("--metrics-anonymous", "needs --metrics", "pass --metrics too")
+    if capacity is not None and not metrics:
+        raise BadInput("--capacity", "only scales the --metrics series", "pass --metrics too")
+    capacity_bps = parse_rate(capacity, "capacity") if capacity is not None else None
+    default = None
+    if scitag is not None or experiment is not None or activity is not None:
+        from dtnkit.transfer.client import scitags
+
+        registry = (scitags.load(scitags_registry, env.state_dir)
+                    if scitag is None and experiment is not None else None)
+        default = scitags.choose_tag(scitag, experiment, activity, registry)
+    elif scitags_registry is not None:
+        raise BadInput("--scitags-registry", "is only read for --experiment/--activity",
+                       "pass --experiment NAME, or drop --scitags-registry")
+    marking = Marking(default, tuple(Destination.parse(d) for d in firefly_dest))
     handle = start_server(root, host=host, port=port, tls=tls, tokens=tokens_file,
                           anonymous_read=anonymous_read, quiet=quiet,
                           marker_interval=marker_interval, ca_file=ca_file,
                           upload_sessions=not no_upload_sessions, upload_expiry=upload_expiry,
                           tpc_allow=tpc_allow, limits=limits,
                           max_connections=max_connections, head_timeout=head_timeout,
-                          idle_timeout=idle_timeout)
+                          idle_timeout=idle_timeout, marking=marking, metrics=metrics,
+                          metrics_anonymous=metrics_anonymous,
+                          capacity=capacity_bps / 8 if capacity_bps else None)
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:

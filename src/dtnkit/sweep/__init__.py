@@ -1,2 +1,3 @@
-"""Sweeps: a grid of measurement points as data (:mod:`.grid`) and the analysis of stored
-points (:mod:`.analyze`).  Both are pure; the runner that measures points comes later."""
+"""Sweeps: a grid of measurement points as data (:mod:`.grid`), the runner that measures
+them on a lab path (:mod:`.runner`, with :mod:`.servers`, :mod:`.tools`, :mod:`.sample`),
+the stored runs and points (:mod:`.store`) and their analysis (:mod:`.analyze`)."""

@@ -12,6 +12,8 @@
   same total quota;
 - **profiles** (:func:`profile_ratios`): each tuning profile against ``none`` as ratios
   paired by repeat, with their spread;
+- **tail latency** (:func:`tail_latency`): per configuration, when the last transfer completed
+  and the p50/p90/p99 of the transfers' completion times;
 - **recommended streams** (:func:`streams_table`): a small JSON table ``dtnkit cp`` reads.
 
 Points the lab's emulator limited (``emulator_bound``) are kept out of the curves, the
@@ -31,11 +33,15 @@ from typing import Any
 from dtnkit.errors import BadInput
 from dtnkit.sweep.grid import Point
 
+# the reader lives where dtnkit cp needs it; re-exported here
+from dtnkit.transfer.client.streamtable import STREAMS_TABLE_SCHEMA as STREAMS_TABLE_SCHEMA
+from dtnkit.transfer.client.streamtable import read_streams_table as read_streams_table
+from dtnkit.transfer.client.streamtable import streams_for_rtt as streams_for_rtt
+
 KNEE_FRACTION = 0.9
 #: a sample above this (1 Pbit/s) is not a measurement: it is left out like NaN
 MAX_SAMPLE_BPS = 1e15
 HIGH_UTILISATION = 0.85
-STREAMS_TABLE_SCHEMA = "dtnkit.sweep.streams/1"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,7 +84,30 @@ class PointRecord:
     @property
     def tail_s(self) -> float | None:
         """Tail latency: when the last transfer completed."""
-        return max(self.completion_s) if self.completion_s else None
+        good = self.good_completions
+        return max(good) if good else None
+
+    @property
+    def good_completions(self) -> list[float]:
+        return sorted(t for t in self.completion_s if math.isfinite(t) and t >= 0)
+
+    def completion_percentile(self, q: float) -> float | None:
+        """The q-th percentile (0-100) of the transfers' completion times."""
+        return percentile(self.good_completions, q)
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """The q-th percentile (0-100) by linear interpolation between the closest ranks (numpy's
+    default), None for no values."""
+    ordered = sorted(values)
+    if not ordered:
+        return None
+    if not 0 <= q <= 100:
+        raise ValueError(f"percentile {q} is not in 0-100")
+    pos = (len(ordered) - 1) * q / 100
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
 # ---------------------------------------------------------------- grouping
@@ -384,6 +413,53 @@ def profile_ratios(records: Iterable[PointRecord], baseline: str | None = None
     return out
 
 
+# ---------------------------------------------------------------- tail latency
+
+@dataclasses.dataclass(frozen=True)
+class Tail:
+    """One configuration's transfer completion times (seconds from the point's start), each
+    the mean over its repeats: the last transfer's (the study's tail latency) and the
+    p50/p90/p99 of all its transfers."""
+
+    key: Mapping[str, Any]  # the curve's axes (CURVE_KEYS)
+    streams: int
+    repeats: int
+    transfers: int  # completed transfers, all repeats
+    last_s: float
+    p50_s: float
+    p90_s: float
+    p99_s: float
+    emulator_bound: int  # repeats the emulator bound (kept: a bound point's times are real)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**self.key, "streams": self.streams, "repeats": self.repeats,
+                "transfers": self.transfers, "last_s": self.last_s, "p50_s": self.p50_s,
+                "p90_s": self.p90_s, "p99_s": self.p99_s,
+                "emulator_bound": self.emulator_bound}
+
+
+def tail_latency(records: Iterable[PointRecord]) -> list[Tail]:
+    """Per configuration with completed transfers: the last completion and the p50/p90/p99
+    of the completion times, each computed per repeat and averaged over repeats."""
+    groups: dict[tuple[Any, ...], list[PointRecord]] = defaultdict(list)
+    for r in records:
+        if not r.failed and r.good_completions:
+            groups[(*_key(r.point, CURVE_KEYS), r.point.streams)].append(r)
+    out = []
+    for key in sorted(groups, key=_sort_key):
+        rs = groups[key]
+
+        def mean_of(q: float, rs: list[PointRecord] = rs) -> float:
+            return statistics.fmean(r.completion_percentile(q) or 0.0 for r in rs)
+
+        out.append(Tail(key=_as_dict(CURVE_KEYS, key[:-1]), streams=key[-1], repeats=len(rs),
+                        transfers=sum(len(r.good_completions) for r in rs),
+                        last_s=statistics.fmean(r.tail_s or 0.0 for r in rs),
+                        p50_s=mean_of(50), p90_s=mean_of(90), p99_s=mean_of(99),
+                        emulator_bound=sum(1 for r in rs if r.emulator_bound)))
+    return out
+
+
 # ---------------------------------------------------------------- recommended streams
 
 def streams_table(found: Sequence[Curve], knee_fraction: float = KNEE_FRACTION
@@ -402,37 +478,6 @@ def streams_table(found: Sequence[Curve], knee_fraction: float = KNEE_FRACTION
         for rtt, c in sorted(best.items())]}
 
 
-def read_streams_table(doc: Any, source: str = "streams table") -> list[tuple[float, int]]:
-    """Validate a streams table (as parsed from JSON) -> [(rtt_ms, streams)] by RTT."""
-    def bad(why: str) -> BadInput:
-        return BadInput(f"{source}: not a streams table", why,
-                        "write it again with dtnkit sweep analyze")
-
-    if not isinstance(doc, dict) or doc.get("schema") != STREAMS_TABLE_SCHEMA:
-        raise bad(f"its schema is not {STREAMS_TABLE_SCHEMA}")
-    rows = doc.get("rtts")
-    if not isinstance(rows, list) or not rows:
-        raise bad("rtts is not a non-empty list")
-    out = []
-    for row in rows:
-        rtt = row.get("rtt_ms") if isinstance(row, dict) else None
-        streams = row.get("streams") if isinstance(row, dict) else None
-        if (isinstance(rtt, bool) or not isinstance(rtt, int | float) or not math.isfinite(rtt)
-                or rtt < 0 or isinstance(streams, bool) or not isinstance(streams, int)
-                or not 1 <= streams <= 1024):
-            raise bad(f"bad row {str(row)[:60]}: rtt_ms >= 0 and streams 1-1024")
-        out.append((float(rtt), streams))
-    return sorted(out)
-
-
-def streams_for_rtt(table: Sequence[tuple[float, int]], rtt_ms: float) -> int:
-    """The streams of the table's RTT nearest to rtt_ms on a log scale (at a tie the longer
-    RTT's, which is the one with more streams in flight)."""
-    def distance(row: tuple[float, int]) -> tuple[float, float]:
-        return (abs(math.log((row[0] + 0.1) / (rtt_ms + 0.1))), -row[0])
-    return min(table, key=distance)[1]
-
-
 # ---------------------------------------------------------------- all of it
 
 @dataclasses.dataclass(frozen=True)
@@ -446,6 +491,7 @@ class Analysis:
     streams_table: Mapping[str, Any]
     excluded: tuple[tuple[str, str], ...]  # (point id, why): emulator-bound points
     failed: tuple[tuple[str, str], ...]  # (point id, error)
+    tails: tuple[Tail, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON document: strict JSON (a ratio that overflowed is null, never inf)."""
@@ -456,6 +502,7 @@ class Analysis:
             "minimum_resources": [m.as_dict() for m in self.minimum],
             "origins_at_equal_cores": [o.as_dict() for o in self.origins],
             "profiles": [p.as_dict() for p in self.profiles],
+            "tail_latency": [t.as_dict() for t in self.tails],
             "streams_table": dict(self.streams_table),
             "excluded_count": len(self.excluded),
             "excluded_why": dict(Counter(w for _, w in self.excluded)),
@@ -477,7 +524,10 @@ def _strict(value: Any) -> Any:
 
 def analyze(records: Sequence[PointRecord], *, target_bps: float | None = None,
             knee_fraction: float = KNEE_FRACTION,
-            high_utilisation: float = HIGH_UTILISATION) -> Analysis:
+            high_utilisation: float = HIGH_UTILISATION,
+            baseline: str | None = None) -> Analysis:
+    """Every figure of the module on one run's records (``baseline``: the profile the others
+    are compared with; default ``none``, or the first profile)."""
     if not 0 < knee_fraction <= 1:
         raise BadInput(f"bad knee fraction {knee_fraction!r}", "it is above 0 and at most 1",
                        "e.g. 0.9")
@@ -486,14 +536,23 @@ def analyze(records: Sequence[PointRecord], *, target_bps: float | None = None,
                        "it is above 0 and at most 1", "e.g. 0.85")
     if target_bps is not None and not (math.isfinite(target_bps) and target_bps > 0):
         raise BadInput(f"bad target {target_bps!r}", "a rate above 0", "e.g. --target 1gbit")
+    if baseline is not None:
+        names = {r.point.profile or "none" for r in records}
+        if records and baseline not in names:
+            shown = baseline if len(baseline) <= 40 else baseline[:37] + "..."
+            raise BadInput(f"no profile {shown!r} in this run",
+                           f"its profiles: {', '.join(sorted(names))}",
+                           "give one of them to --baseline")
     found = curves(records, knee_fraction)
     return Analysis(
         curves=tuple(found), fluctuation=fluctuation(records, high_utilisation),
         efficiency=tuple(efficiency(records)),
         minimum=tuple(minimum_resources(records, target_bps)) if target_bps else (),
-        origins=tuple(origins_at_equal_cores(records)), profiles=tuple(profile_ratios(records)),
+        origins=tuple(origins_at_equal_cores(records)),
+        profiles=tuple(profile_ratios(records, baseline)),
         streams_table=streams_table(found, knee_fraction),
         excluded=tuple((r.point.id, r.emulator_why or "the lab's emulator bound")
                        for r in records if r.emulator_bound and not r.failed),
         failed=tuple((r.point.id, r.failed or "no valid throughput samples")
-                     for r in records if r.failed or r.throughput_bps is None))
+                     for r in records if r.failed or r.throughput_bps is None),
+        tails=tuple(tail_latency(records)))

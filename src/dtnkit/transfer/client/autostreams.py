@@ -15,13 +15,17 @@ with the RTT measured by the kernel on the first connection (``TCP_INFO``), the 
 not known: they are taken to be this host's (two untuned Linux hosts have the same defaults).
 The result is capped (:data:`CAP`) and never below one; every input is kept in the
 :class:`Decision` so that ``dtnkit cp`` can say what it chose and why.
+
+A recommended-streams table measured by a sweep (``dtnkit sweep analyze --save-streams``,
+:mod:`.streamtable`) takes the formula's place: the row for the measured RTT gives the count
+(at most :data:`TABLE_CAP`).
 """
 
 from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -30,6 +34,13 @@ if TYPE_CHECKING:  # imported by for_this_host: `cp --streams N` never loads dtn
 
 #: Most streams ``auto`` chooses: beyond this, more streams mostly add loss and memory.
 CAP = 16
+#: Most streams when the rate is not the path's but the link's (an upper bound) or assumed:
+#: the path's real rate may be a tenth of it, and streams that all leave slow start into a
+#: queue of one bandwidth-delay product lose together.  On a 50 ms / 1 Gbit/s lab path with
+#: 10 Gbit/s veths, 16 streams took 1.1-2.2x the time of 8 for 256 MiB (docs/benchmarks.md).
+UNKNOWN_PATH_CAP = 8
+#: Most streams a sweep's table may choose (as ``--streams N``).
+TABLE_CAP = 256
 #: Share of a socket buffer that carries data in flight (tcp_adv_win_scale = 1).
 WINDOW_SHARE = 0.5
 #: Rate assumed when neither --rate nor a link speed is known (a DTN's common NIC).
@@ -141,6 +152,8 @@ def decide(rtt_s: float | None, rate_bps: float, rate_from: str, limits: Limits 
         return Decision(1, rtt_s, rate_bps, rate_from, None,
                         "1 stream: the socket buffer limits of this host could not be read")
     window = limits.window
+    if rate_from != "--rate":
+        cap = min(cap, UNKNOWN_PATH_CAP)
     n = streams_for(rate_bps, rtt_s, window, cap)
     bdp = rate_bps / 8 * rtt_s
     capped = n == cap and math.ceil(round(bdp / window, 9)) > cap
@@ -149,8 +162,25 @@ def decide(rtt_s: float | None, rate_bps: float, rate_from: str, limits: Limits 
               f"{show_bytes(window)} per stream (receive {limits.receive_window}, send "
               f"{limits.send_window} bytes: half of tcp_rmem max {limits.tcp_rmem_max}, "
               f"tcp_wmem max {limits.tcp_wmem_max}; rmem_max {limits.rmem_max})"
-              + (f", capped at {cap}" if capped else ""))
+              + (f", capped at {cap}" if capped else "")
+              + (" (the rate is not the path's: give --rate for more)"
+                 if capped and rate_from != "--rate" else ""))
     return Decision(n, rtt_s, rate_bps, rate_from, window, reason)
+
+
+def from_table(table: Sequence[tuple[float, int]], source: str, rtt_s: float | None,
+               rate_bps: float, rate_from: str, cap: int = TABLE_CAP) -> Decision | None:
+    """The decision a sweep's streams table makes for the measured RTT (None without one)."""
+    from dtnkit.transfer.client.streamtable import nearest_row
+
+    if rtt_s is None or not table:
+        return None
+    row_rtt, streams = nearest_row(table, rtt_s * 1e3)
+    n = max(1, min(cap, streams))
+    return Decision(n, rtt_s, rate_bps, rate_from, None,
+                    f"{n} stream{'s' if n > 1 else ''}: the streams table {source} (its row "
+                    f"for {row_rtt:g} ms, the nearest to the measured RTT "
+                    f"{rtt_s * 1e3:.3g} ms)" + (f", capped at {cap}" if n < streams else ""))
 
 
 class AutoStreams:
@@ -159,8 +189,11 @@ class AutoStreams:
 
     def __init__(self, rate_bps: int | None, limits: Callable[[], Limits | None],
                  link_rate: Callable[[str], tuple[float, str] | None],
-                 cap: int = CAP) -> None:
+                 cap: int = CAP, table: Sequence[tuple[float, int]] | None = None,
+                 table_source: str = "") -> None:
         self.rate_bps = rate_bps
+        self.table = table  # a sweep's streams table: it chooses when the RTT is known
+        self.table_source = table_source
         self._limits = limits
         self._link_rate = link_rate
         self.cap = cap
@@ -201,7 +234,9 @@ class AutoStreams:
                     address = peer()
                     link = self._link_rate(address) if address else None
                     rate, source = link if link else (ASSUMED_RATE, "assumed; pass --rate")
-                self.decision = decide(rtt, rate, source, self._limits_locked(), self.cap)
+                self.decision = (from_table(self.table, self.table_source, rtt, rate, source)
+                                 if self.table else None) or decide(
+                    rtt, rate, source, self._limits_locked(), self.cap)
                 if self.on_decision is not None:
                     self.on_decision(self.decision)
             return self.decision
@@ -239,10 +274,13 @@ def link_rate(host: Host, address: str) -> tuple[float, str] | None:
     return (mbit * 10**6, f"link speed of {dev}") if mbit > 0 else None
 
 
-def for_this_host(rate_bps: int | None, cap: int = CAP) -> AutoStreams:
-    """``--streams auto`` reading this process's host (and network namespace)."""
+def for_this_host(rate_bps: int | None, cap: int = CAP,
+                  table: Sequence[tuple[float, int]] | None = None,
+                  table_source: str = "") -> AutoStreams:
+    """``--streams auto`` reading this process's host (and network namespace), and a sweep's
+    streams table when one is given."""
     from dtnkit.host.host import Host
 
     host = Host.live()
     return AutoStreams(rate_bps, lambda: host_limits(host),
-                       lambda address: link_rate(host, address), cap)
+                       lambda address: link_rate(host, address), cap, table, table_source)

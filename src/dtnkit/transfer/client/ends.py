@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import functools
 import http.client
+import io
 import select
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Protocol
@@ -29,7 +31,9 @@ from dtnkit.transfer import pipeline as pl
 from dtnkit.transfer.client.answers import check_content_range
 from dtnkit.transfer.client.errors import (
     Abort,
+    DestinationExists,
     FatalHttp,
+    Refused,
     Retryable,
     SessionLost,
     TransferError,
@@ -37,6 +41,7 @@ from dtnkit.transfer.client.errors import (
 )
 from dtnkit.transfer.client.options import Options
 from dtnkit.transfer.client.session import (
+    MAX_ANSWER,
     Session,
     Url,
     check_status,
@@ -220,7 +225,12 @@ class FileSink:
 class SessionSink:
     """An upload session: each block a ``PUT`` with ``Content-Range`` on a stream's connection,
     with its adler32/crc32c value as a ``Digest`` when *range_digest* (the server checks each
-    range, so a corrupted one is re-sent alone)."""
+    range, so a corrupted one is re-sent alone).
+
+    The requests are pipelined (HTTP/1.1): :meth:`send` writes a block's request and
+    :meth:`answer` reads the answers in order, so a stream sends its next block while the
+    answer to the one before is on its way (:func:`~dtnkit.transfer.client.streams.run_streams`
+    with ``ack``)."""
 
     thread_name = "dtnkit-up"
 
@@ -228,32 +238,84 @@ class SessionSink:
                  range_digest: bool, resume: bool) -> None:
         self.session, self.url, self.ident, self.size = session, url, ident, size
         self.algorithm, self.range_digest, self.resume = algorithm, range_digest, resume
+        # per connection: its socket, and the bytes received past the last answer
+        self._readers: weakref.WeakKeyDictionary[http.client.HTTPConnection,
+                                                 tuple[object, bytearray]] = \
+            weakref.WeakKeyDictionary()
 
     def send(self, conn: http.client.HTTPConnection, b: pl.Block, data: memoryview,
              value: int | None) -> None:
+        """Write block *b*'s request (head and body) without waiting for any answer."""
         name = self.algorithm
         hdrs = {ID_HEADER: self.ident, "Content-Range": f"bytes {b.offset}-{b.end}/{self.size}",
                 "Content-Length": str(b.length), "Content-Type": "application/octet-stream"}
         if value is not None and self.range_digest:
             hdrs["Digest"] = dg.format_digest(name, cks.to_bytes(name, value))
-        conn.putrequest("PUT", self.url.path, skip_accept_encoding=True)
-        for key, val in self.session.headers(hdrs).items():
-            conn.putheader(key, val)
-        conn.endheaders()
+        if conn.sock is None:
+            conn.connect()
+        host = self.url.host if ":" not in self.url.host else f"[{self.url.host}]"
+        lines = [f"PUT {self.url.path} HTTP/1.1", f"Host: {host}:{self.url.port}",
+                 *(f"{k}: {v}" for k, v in self.session.headers(hdrs).items()), "", ""]
+        head = "\r\n".join(lines).encode("latin-1")
+        conn.sock.sendall(head)
         conn.sock.sendall(data)
-        r = conn.getresponse()
-        body = r.read()
-        if r.status in (200, 201, 204):
+
+    def answer(self, conn: http.client.HTTPConnection, b: pl.Block) -> None:
+        """Read the answer to block *b*'s request, the oldest unanswered on *conn*."""
+        status, body = self._read_answer(conn, f"PUT {self.url} range {b.offset}-{b.end}")
+        if status in (200, 201, 204):
             return
         # 412: the range's digest did not match (corrupted on the way); 409: it overlaps a
         # range the server still receives on a connection that died
-        if r.status >= 500 or r.status in (409, 412):
-            raise Retryable(f"PUT {self.url} range {b.offset}-{b.end}: HTTP {r.status} "
-                            f"{reason(body)}")
-        if r.status in (404, 410):
-            raise SessionLost(f"PUT {self.url}: HTTP {r.status} {reason(body)}")
-        check_status(r.status, f"PUT {self.url} range {b.offset}-{b.end}", body,
+        if status >= 500 or status in (409, 412):
+            why = f"PUT {self.url} range {b.offset}-{b.end}: HTTP {status} {reason(body)}"
+            raise Retryable(why) if conn.sock is None else Refused(why)
+        if status in (404, 410):
+            raise SessionLost(f"PUT {self.url}: HTTP {status} {reason(body)}")
+        check_status(status, f"PUT {self.url} range {b.offset}-{b.end}", body,
                      ok=(200, 201, 204))
+
+    def _read_answer(self, conn: http.client.HTTPConnection, what: str) -> tuple[int, bytes]:
+        """(status, body) of the next answer on *conn*, read with ``recv`` into a buffer of
+        this connection's (what arrived past the answer waits there for the next one)."""
+        sock = conn.sock
+        if sock is None:
+            raise Retryable(f"{what}: the connection was closed")
+        held = self._readers.get(conn)
+        buf = held[1] if held is not None and held[0] is sock else bytearray()
+        self._readers[conn] = (sock, buf)
+
+        def more() -> None:
+            data = sock.recv(65536)
+            if not data:
+                raise Retryable(f"{what}: the connection closed before the whole answer")
+            buf.extend(data)
+
+        while True:
+            while (end := buf.find(b"\r\n\r\n")) < 0:
+                if len(buf) > _MAX_HEAD:
+                    raise Retryable(f"{what}: an answer head longer than {_MAX_HEAD} bytes")
+                more()
+            lines = bytes(buf[:end]).decode("latin-1").split("\r\n")
+            del buf[:end + 4]
+            parts = lines[0].split(None, 2)
+            if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
+                raise Retryable(f"{what}: not an HTTP status line: {lines[0][:80]!r}")
+            status = int(parts[1])
+            if status != 100:
+                break
+        headers = {k.strip().lower(): v.strip()
+                   for k, _sep, v in (line.partition(":") for line in lines[1:])}
+        length = headers.get("content-length", "0")
+        if not (length.isascii() and length.isdigit()) or int(length) > MAX_ANSWER:
+            raise Retryable(f"{what}: an answer with Content-Length {length[:40]!r}")
+        while len(buf) < int(length):
+            more()
+        body = bytes(buf[:int(length)])
+        del buf[:int(length)]
+        if headers.get("connection", "").lower() == "close":
+            conn.close()  # the server ends the connection: later blocks go on a new one
+        return status, body
 
     def give_up(self, b: pl.Block, attempts: int, exc: BaseException) -> TransferError:
         return TransferError(
@@ -273,7 +335,8 @@ _Moving = tuple[bytearray, memoryview | None, int | None]
 def move_blocks(source: HttpRangeSource | ReadBlock, sink: FileSink | SessionSink,
                 blocks: list[pl.Block], options: Options, *, size: int,
                 verifier: pl.BlockVerifier | None = None, done: set[int] | None = None,
-                first: http.client.HTTPConnection | None = None) -> int:
+                first: http.client.HTTPConnection | None = None,
+                keep: list[http.client.HTTPConnection] | None = None) -> int:
     """Move every block from *source* to *sink* on up to ``streams`` connections, feeding
     *verifier* with the bytes moved (FIVER); returns the number of retries.
 
@@ -285,7 +348,9 @@ def move_blocks(source: HttpRangeSource | ReadBlock, sink: FileSink | SessionSin
     gives it back to the pool.  The index of each block completely moved is added to *done*
     (a download's resume journal).  A failed block is retried on a new connection
     (:func:`~dtnkit.transfer.client.streams.run_streams`).  *first*: a connection already
-    open to the networked end, the first stream's.
+    open to the networked end, the first stream's; *keep*: where the streams that ended well
+    leave their connections (open) for the caller's next request.  The blocks into a
+    :class:`SessionSink` are pipelined on each stream (:meth:`SessionSink.answer`).
     """
     stop = threading.Event()
     lock = threading.Lock()
@@ -321,6 +386,10 @@ def move_blocks(source: HttpRangeSource | ReadBlock, sink: FileSink | SessionSin
             assert isinstance(source, HttpRangeSource)
             source.fetch(conn, b, buf, sink.write, stop)
 
+    def answered(conn: http.client.HTTPConnection, b: pl.Block, _state: _Moving) -> None:
+        assert isinstance(sink, SessionSink)
+        sink.answer(conn, b)
+
     def moved(b: pl.Block, state: _Moving) -> None:
         buf = state[0]
         if done is not None:
@@ -347,7 +416,8 @@ def move_blocks(source: HttpRangeSource | ReadBlock, sink: FileSink | SessionSin
     try:
         retries = run_streams(streams_to, blocks, options, work=work, prepare=prepare,
                               finish=moved, give_up=give_up, stop=stop, name=thread_name,
-                              first=first)
+                              first=first, keep=keep,
+                              ack=answered if isinstance(sink, SessionSink) else None)
     finally:
         if hasher is not None:
             hasher.close()
@@ -362,8 +432,35 @@ def move_blocks(source: HttpRangeSource | ReadBlock, sink: FileSink | SessionSin
 #: before sending the body anyway, as RFC 9110 asks of clients (a server may ignore Expect).
 EXPECT_WAIT = 1.0
 _MAX_LINE = 8192
+_MAX_HEAD = 65536
 
 Answer = tuple[int, dict[str, str], bytes]
+
+
+def _answer_head(fp: io.RawIOBase, what: str) -> tuple[int, dict[str, str]]:
+    """The status and lower-cased headers of an answer, read byte by byte (nothing past
+    it)."""
+    def line() -> bytes:
+        out = bytearray()
+        while not out.endswith(b"\n"):
+            c = fp.read(1)
+            if not c or len(out) > _MAX_LINE:
+                raise Retryable(f"{what}: malformed or truncated answer")
+            out += c
+        return bytes(out)
+
+    parts = line().split(None, 2)
+    if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
+        raise Retryable(f"{what}: not an HTTP status line: {b' '.join(parts[:2])!r}")
+    status = int(parts[1])
+    headers: dict[str, str] = {}
+    for _ in range(100):
+        raw = line()
+        if raw in (b"\r\n", b"\n"):
+            break
+        key, _sep, value = raw.decode("latin-1").partition(":")
+        headers[key.strip().lower()] = value.strip()
+    return status, headers
 
 
 def early_answer(conn: http.client.HTTPConnection, wait: float = EXPECT_WAIT) -> Answer | None:
@@ -371,32 +468,14 @@ def early_answer(conn: http.client.HTTPConnection, wait: float = EXPECT_WAIT) ->
     Continue``, or no answer within *wait*); otherwise the server's final answer (status,
     lower-cased headers, body up to 64 KiB), and the body must not be sent."""
     sock = conn.sock
-    if not select.select([sock], [], [], wait)[0]:
+    pending = getattr(sock, "pending", None)  # TLS: bytes OpenSSL has read already
+    if not (pending is not None and pending()) and not select.select([sock], [], [], wait)[0]:
         return None
     # unbuffered: reads nothing past the interim answer (the server sends nothing more until
     # it has the body), so http.client can still read the final response afterwards
     fp = sock.makefile("rb", buffering=0)
     try:
-        def line() -> bytes:
-            out = bytearray()
-            while not out.endswith(b"\n"):
-                c = fp.read(1)
-                if not c or len(out) > _MAX_LINE:
-                    raise Retryable("PUT: malformed or truncated interim answer")
-                out += c
-            return bytes(out)
-
-        parts = line().split(None, 2)
-        if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
-            raise Retryable(f"PUT: not an HTTP status line: {b' '.join(parts[:2])!r}")
-        status = int(parts[1])
-        headers: dict[str, str] = {}
-        for _ in range(100):
-            raw = line()
-            if raw in (b"\r\n", b"\n"):
-                break
-            key, _sep, value = raw.decode("latin-1").partition(":")
-            headers[key.strip().lower()] = value.strip()
+        status, headers = _answer_head(fp, "PUT")
         if status == 100:
             return None
         length = headers.get("content-length", "0")
@@ -417,18 +496,34 @@ class SinglePut:
     ``Expect: 100-continue`` first, so a refusal (401, 403) or a redirect costs no bytes."""
 
     def __init__(self, session: Session, url: Url, size: int, extra: dict[str, str], *,
-                 expect: bool) -> None:
+                 expect: bool, conn: http.client.HTTPConnection | None = None,
+                 refuse_existing: bool = False) -> None:
         self.session, self.url, self.size = session, url, size
         self.extra, self.expect = extra, expect and size > 0
-        self.conn = session.connect()
+        self.conn = conn or session.connect()  # a given keep-alive one needs no handshake
+        self.refuse_existing = refuse_existing
 
     def open(self) -> Answer | None:
-        """Send the request headers; the server's early answer when the body must not go."""
+        """Send the request headers; the server's early answer when the body must not go.
+
+        With *refuse_existing* a ``HEAD`` goes first on the same connection (no handshake of
+        its own), for servers that ignore ``If-None-Match: *``; DestinationExists when it
+        answers 200, and nothing of the PUT is sent."""
         extra = {**self.extra, "Expect": "100-continue"} if self.expect else self.extra
-        self.conn.putrequest("PUT", self.url.path, skip_accept_encoding=True)
-        for key, value in self.session.headers(extra).items():
-            self.conn.putheader(key, value)
-        self.conn.endheaders()
+
+        def put_head() -> None:
+            self.conn.putrequest("PUT", self.url.path, skip_accept_encoding=True)
+            for key, value in self.session.headers(extra).items():
+                self.conn.putheader(key, value)
+            self.conn.endheaders()
+
+        if self.refuse_existing:
+            # not pipelined with the PUT's head: a server that ignores If-None-Match (XRootD
+            # 5.5.3) truncates the target on the PUT's head alone, body or not
+            status = self.session.request("HEAD", self.url, conn=self.conn)[0]
+            if status == 200:
+                raise DestinationExists(str(self.url))
+        put_head()
         return early_answer(self.conn) if self.expect else None
 
     def write(self, data: memoryview) -> None:
@@ -457,10 +552,14 @@ def pump(chunks: Iterable[memoryview], sink: SinglePut, hasher: cks.Checksum | N
 
 
 def put_body(session: Session, url: Url, fd: int, size: int, extra: dict[str, str],
-             hasher: cks.Checksum | None, options: Options) -> Answer:
-    """One PUT of the local file *fd* (``Expect: 100-continue`` first); connection trouble
-    is :class:`Retryable`."""
-    sink = SinglePut(session, url, size, extra, expect=True)
+             hasher: cks.Checksum | None, options: Options,
+             conn: http.client.HTTPConnection | None = None,
+             refuse_existing: bool = False) -> Answer:
+    """One PUT of the local file *fd* (``Expect: 100-continue`` first), on *conn* when given
+    (a keep-alive connection), else on a new one; with *refuse_existing* a HEAD pipelined
+    before it (:class:`SinglePut`); connection trouble is :class:`Retryable`."""
+    sink = SinglePut(session, url, size, extra, expect=True, conn=conn,
+                     refuse_existing=refuse_existing)
     try:
         early = sink.open()
         if early is not None:

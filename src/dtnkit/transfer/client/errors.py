@@ -53,6 +53,12 @@ class Retryable(Exception):
     """A connection error, a stall or a 5xx: worth another try."""
 
 
+class Refused(Retryable):
+    """An answer that refuses one request worth another try (a range's digest did not
+    match, a 5xx) on a connection that stays usable: a pipelined stream sends that request
+    again and keeps reading the answers to the others."""
+
+
 class ChecksumMismatch(TransferError):
     status = ExitStatus.INTEGRITY
 

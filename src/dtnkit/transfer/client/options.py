@@ -56,6 +56,9 @@ class Options:
     low_speed_time: float = DEFAULT_LOW_SPEED_TIME
     deadline: float | None = None  # seconds for the whole copy, from its start (None: none)
     started: float | None = None  # time.monotonic() when the copy started (the deadline's 0)
+    # the SciTags tag (expId << 6 | actId): a SciTag header on every request, the IPv6 flow
+    # label on every connection (client/flowlabel.py), TransferHeaderSciTag on a COPY
+    scitag: int | None = None
 
     def deadline_at(self) -> float | None:
         """The monotonic time the deadline passes (None without one); the clock starts at

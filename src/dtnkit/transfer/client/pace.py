@@ -154,10 +154,11 @@ class PacedSocket:
 
 
 def open_socket(host: str, port: int, timeout: float | None,
-                rcvbuf: int | None = None) -> socket.socket:
+                rcvbuf: int | None = None, scitag: int | None = None) -> socket.socket:
     """A TCP connection to *host* (a name or an address), as
     :func:`socket.create_connection`, with TCP_NODELAY; its receive buffer set to *rcvbuf*
-    before the handshake when given (the window scale is agreed then)."""
+    before the handshake when given (the window scale is agreed then); over IPv6 with the
+    SciTags flow label of *scitag* when given (:mod:`~dtnkit.transfer.client.flowlabel`)."""
     error: OSError | None = None
     for family, kind, proto, _name, address in socket.getaddrinfo(host, port, 0,
                                                                   socket.SOCK_STREAM):
@@ -166,7 +167,12 @@ def open_socket(host: str, port: int, timeout: float | None,
             if rcvbuf is not None:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
             sock.settimeout(timeout)
-            sock.connect(address)
+            if scitag is not None and family == socket.AF_INET6:
+                from dtnkit.transfer.client import flowlabel
+
+                sock.connect(flowlabel.prepare(sock, address, scitag))
+            else:
+                sock.connect(address)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             return sock
         except OSError as exc:
@@ -189,7 +195,8 @@ class PacedHTTPConnection(http.client.HTTPConnection):
 
     def connect(self) -> None:
         self.timeout = socket_timeout(self.options)
-        sock = open_socket(self.address or self.host, self.port, self.timeout, self.rcvbuf)
+        sock = open_socket(self.address or self.host, self.port, self.timeout, self.rcvbuf,
+                           self.options.scitag)
         self.sock = PacedSocket(sock, self.options)
 
 
@@ -208,7 +215,8 @@ class PacedHTTPSConnection(http.client.HTTPSConnection):
 
     def connect(self) -> None:
         self.timeout = socket_timeout(self.options)
-        sock = open_socket(self.address or self.host, self.port, self.timeout, self.rcvbuf)
+        sock = open_socket(self.address or self.host, self.port, self.timeout, self.rcvbuf,
+                           self.options.scitag)
         try:
             tls_sock = self.tls.wrap_socket(sock, server_hostname=self.host)
         except BaseException:

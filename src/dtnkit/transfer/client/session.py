@@ -257,6 +257,8 @@ class Session:
         out = {"User-Agent": "dtnkit-cp"}
         if self.token:
             out["Authorization"] = f"Bearer {self.token}"
+        if self.options.scitag is not None:
+            out["SciTag"] = str(self.options.scitag)
         out.update(extra or {})
         return out
 
@@ -420,10 +422,12 @@ def discard_remote(session: Session, url: Url, what: str, why: str) -> ChecksumM
                             "retry; if it persists, check both storages")
 
 
-def status_of(session: Session, method: str, url: Url) -> int | None:
-    """Status of a small request (None when the server could not be asked)."""
+def status_of(session: Session, method: str, url: Url,
+              conn: http.client.HTTPConnection | None = None) -> int | None:
+    """Status of a small request (None when the server could not be asked); on *conn* when
+    given (a keep-alive connection), else on a new one."""
     try:
-        return session.request(method, url)[0]
+        return session.request(method, url, conn=conn)[0]
     except (Retryable, DtnkitError):
         return None
 
@@ -433,11 +437,12 @@ def create_only(options: Options) -> dict[str, str]:
     return {} if options.overwrite else {"If-None-Match": "*"}
 
 
-def refuse_existing(session: Session, url: Url, options: Options) -> None:
-    """Without ``-f``: DestinationExists when *url* is there now (a HEAD), before any byte is
-    sent, for servers that ignore ``If-None-Match`` on a PUT; the header still makes the
-    commit atomic on servers that honour it."""
-    if not options.overwrite and status_of(session, "HEAD", url) == 200:
+def refuse_existing(session: Session, url: Url, options: Options,
+                    conn: http.client.HTTPConnection | None = None) -> None:
+    """Without ``-f``: DestinationExists when *url* is there now (a HEAD, on *conn* when
+    given), before any byte is sent, for servers that ignore ``If-None-Match`` on a PUT; the
+    header still makes the commit atomic on servers that honour it."""
+    if not options.overwrite and status_of(session, "HEAD", url, conn) == 200:
         raise DestinationExists(str(url))
 
 

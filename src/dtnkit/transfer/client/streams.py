@@ -4,6 +4,7 @@ helper thread that hashes combinable blocks, block writes and read-backs."""
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import http.client
 import os
@@ -12,14 +13,18 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from dtnkit.transfer import pipeline as pl
-from dtnkit.transfer.client.errors import Abort, ChecksumMismatch, Retryable
+from dtnkit.transfer.client.errors import Abort, ChecksumMismatch, Refused, Retryable
 from dtnkit.transfer.client.options import FileResult, Options
 from dtnkit.transfer.client.session import Session, fatal_transport
 
 _S = TypeVar("_S")
+
+#: Blocks a pipelined stream has sent without their answer at most: two, so that the next
+#: block is on its way while the answer to the one before comes back.
+PIPELINE = 2
 
 
 def settle_streams(options: Options, session: Session) -> int:
@@ -37,7 +42,9 @@ def run_streams(session: Session, blocks: list[pl.Block], options: Options, *,
                 finish: Callable[[pl.Block, _S], None],
                 give_up: Callable[[pl.Block, int, BaseException], BaseException],
                 stop: threading.Event | None = None, name: str = "dtnkit-stream",
-                first: http.client.HTTPConnection | None = None) -> int:
+                first: http.client.HTTPConnection | None = None,
+                ack: Callable[[http.client.HTTPConnection, pl.Block, _S], None] | None = None,
+                keep: list[http.client.HTTPConnection] | None = None) -> int:
     """Run ``work(conn, block, state)`` for every block on up to ``options.streams`` keep-alive
     connections (one thread each); returns the number of retries.
 
@@ -50,6 +57,14 @@ def run_streams(session: Session, blocks: list[pl.Block], options: Options, *,
     included) the streams' sockets are cut so that no thread is left receiving or writing.
     *first* is a connection already open (the download's first request asked on it): the
     first stream uses it instead of making its own.
+
+    With *ack*, ``work`` only sends a block's request and ``ack(conn, block, state)`` reads its
+    answer: each stream sends the next block before it reads the answer to the one before
+    (HTTP/1.1 pipelining, :data:`PIPELINE` blocks unanswered at most), so no stream waits a
+    round trip per block.  A failure (of a send or of an answer) is charged to the oldest
+    unanswered block, and every unanswered block is sent again on a new connection.  *keep*:
+    the connections of the streams that ended well are put there instead of being closed
+    (the caller's next request, e.g. an upload's commit, needs no new handshake).
     """
     settle_streams(options, session)
     queue_: queue.SimpleQueue[pl.Block] = queue.SimpleQueue()
@@ -60,6 +75,79 @@ def run_streams(session: Session, blocks: list[pl.Block], options: Options, *,
     retries = [0]
     lock = threading.Lock()
     live: dict[int, http.client.HTTPConnection] = {}
+
+    def pipelined(index: int) -> None:
+        assert ack is not None
+        conn: http.client.HTTPConnection | None = first if index == 0 else None
+        if conn is not None:
+            live[index] = conn
+        # [block, state, tries, sent on this connection], oldest first; the sent ones are
+        # always the first ones
+        items: collections.deque[list[Any]] = collections.deque()
+        recovering = False  # after a failure: one block at a time until the oldest is answered
+        try:
+            while not stop.is_set():
+                depth = 1 if recovering else PIPELINE
+                sent = sum(1 for it in items if it[3])
+                if sent < depth and sent == len(items):
+                    try:
+                        b = queue_.get_nowait()
+                    except queue.Empty:
+                        pass
+                    else:
+                        items.append([b, prepare(b), 0, False])
+                try:
+                    if conn is None:
+                        conn = session.connect()
+                        live[index] = conn
+                    if sent < depth and sent < len(items):
+                        item = items[sent]
+                        work(conn, item[0], item[1])
+                        item[3] = True
+                        continue
+                    if not items:
+                        if keep is not None:
+                            with lock:
+                                keep.append(conn)
+                            live.pop(index, None)
+                            conn = None
+                        return
+                    b, state = items[0][0], items[0][1]
+                    ack(conn, b, state)
+                    items.popleft()
+                    recovering = False
+                    finish(b, state)
+                except (Retryable, OSError, http.client.HTTPException) as exc:
+                    refused = isinstance(exc, Refused) and conn is not None \
+                        and conn.sock is not None
+                    if conn is not None and not refused:
+                        conn.close()
+                        conn = None
+                    fatal = fatal_transport(exc, f"{name} to {session.url}")
+                    if fatal is not None or not items:
+                        raise fatal or exc from None
+                    oldest = items[0]
+                    if refused:  # the others' answers are still coming: send it again last
+                        items.rotate(-1)
+                    for it in items if not refused else [oldest]:
+                        it[3] = False
+                    if oldest[2] >= options.retries:
+                        raise give_up(oldest[0], oldest[2] + 1, exc) from None
+                    with lock:
+                        retries[0] += 1
+                    time.sleep(options.backoff * 2**oldest[2])
+                    oldest[2] += 1
+                    recovering = not refused
+        except Abort:
+            return
+        except BaseException as exc:
+            with lock:
+                errors.append(exc)
+            stop.set()
+        finally:
+            live.pop(index, None)
+            if conn is not None:
+                conn.close()
 
     def stream(index: int) -> None:
         conn: http.client.HTTPConnection | None = first if index == 0 else None
@@ -107,7 +195,8 @@ def run_streams(session: Session, blocks: list[pl.Block], options: Options, *,
             if conn is not None:
                 conn.close()
 
-    threads = [threading.Thread(target=stream, args=(i,), name=f"{name}-{i}", daemon=True)
+    threads = [threading.Thread(target=stream if ack is None else pipelined, args=(i,),
+                                name=f"{name}-{i}", daemon=True)
                for i in range(min(options.streams, len(blocks)))]
     for t in threads:
         t.start()

@@ -91,7 +91,8 @@ def request_copy(active_url: str, *, source: str | None = None,
                  timeout: float = 60.0, on_marker: Callable[[Marker], None] | None = None,
                  checksum: str | None = None, ca_file: str | None = None,
                  insecure: bool = False, require_checksum: bool | None = None,
-                 deadline: float | None = None, overwrite: bool = True) -> TpcResult:
+                 deadline: float | None = None, overwrite: bool = True,
+                 scitag: int | None = None) -> TpcResult:
     """Send COPY to the active party; follow its marker stream; trust only the final line.
 
     ``transfer_headers`` are sent as ``TransferHeader<Name>``.  ``overwrite=False`` sends
@@ -124,6 +125,9 @@ def request_copy(active_url: str, *, source: str | None = None,
         headers["Want-Digest"] = want_name(cks.canonical(checksum))
     for name, value in (transfer_headers or {}).items():
         headers[f"TransferHeader{name}"] = value
+    if scitag is not None:  # the active party's own flows, and forwarded to the passive one
+        headers["SciTag"] = str(scitag)
+        headers["TransferHeaderSciTag"] = str(scitag)
     start = time.monotonic()
     hops = 0
     clock = Options(deadline=deadline, low_speed_limit=0, stall_timeout=timeout)
@@ -220,8 +224,8 @@ def third_party_copy(mode: str, src: str, dst: str, *, token: str | None,
                      remote_token: str | None, streams: int, checksum: str, timeout: float,
                      ca_file: str | None, insecure: bool,
                      on_marker: Callable[[Marker], None] | None = None,
-                     deadline: float | None = None, overwrite: bool = True
-                     ) -> ThirdPartySummary:
+                     deadline: float | None = None, overwrite: bool = True,
+                     scitag: int | None = None) -> ThirdPartySummary:
     """Ask one server to copy from (``pull``: COPY to *dst*) or to (``push``: COPY to *src*)
     the other; the active side verifies.  A failed copy raises :class:`TpcError` after
     removing a destination the active server left behind, but only one that did not exist
@@ -233,7 +237,7 @@ def third_party_copy(mode: str, src: str, dst: str, *, token: str | None,
     pull = mode == "pull"
     url = Url.parse(dst)
     options = Options(token=token if pull else remote_token, checksum=checksum,
-                      ca_file=ca_file, insecure=insecure, retries=1)
+                      ca_file=ca_file, insecure=insecure, retries=1, scitag=scitag)
     dst_session = Session(url, options)
     before = status_of(dst_session, "HEAD", url)
     existed = before != 404
@@ -243,7 +247,8 @@ def third_party_copy(mode: str, src: str, dst: str, *, token: str | None,
                           destination=None if pull else dst, token=token,
                           transfer_headers=forward, streams=streams, timeout=timeout,
                           checksum=checksum, ca_file=ca_file, insecure=insecure,
-                          on_marker=on_marker, deadline=deadline, overwrite=overwrite)
+                          on_marker=on_marker, deadline=deadline, overwrite=overwrite,
+                          scitag=scitag)
     if not result.ok:
         # XRootD 5.5 answers 201 and leaves a 0-byte or partial destination after a failed
         # pull: remove it, but only if it was not there before the copy.

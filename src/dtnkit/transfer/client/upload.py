@@ -20,7 +20,9 @@ with the server's ``Want-Digest`` answer and DELETE the remote file on a mismatc
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import http.client
 import os
 import time
 from collections.abc import Callable
@@ -52,7 +54,6 @@ from dtnkit.transfer.client.session import (
     discard_remote,
     existing_after_412,
     follow_redirect,
-    refuse_existing,
     source_digest,
     want_name,
 )
@@ -64,22 +65,37 @@ from dtnkit.transfer.wire.upload import covered
 
 def upload(session: Session, src: Path, url: Url, options: Options) -> FileResult:
     """Several streams through an upload session when ``streams > 1``, the file has more
-    than one block and the server has sessions; else one PUT stream."""
+    than one block and the server has sessions; else one PUT stream.
+
+    Every request before the body goes on one keep-alive connection, whose handshake also
+    gives ``--streams auto`` its round-trip time: the session start (which carries
+    ``If-None-Match: *`` itself, so no HEAD goes first), then that connection is the first
+    stream's; or, for one PUT, the HEAD that refuses an existing file pipelined with the
+    PUT's head (:class:`~dtnkit.transfer.client.ends.SinglePut`)."""
     note: str | None = None
-    refuse_existing(session, url, options)
-    if settle_streams(options, session) > 1:
-        try:
-            return upload_file(session, src, url, options)
-        except UseSinglePut as exc:
-            if "HTTP" in str(exc) or "no upload sessions" in str(exc):
-                note = f"one PUT stream: {exc}"
-    result = retry_on_mismatch(lambda: upload_once(session, src, url, options), options)
+    conn = session.connect()
+    try:
+        with contextlib.suppress(OSError):  # a failure is met again, and told, by the request
+            conn.connect()
+            session.note_path(conn)
+        if settle_streams(options, session) > 1:
+            try:
+                return upload_file(session, src, url, options, conn=conn)
+            except UseSinglePut as exc:
+                if "HTTP" in str(exc) or "no upload sessions" in str(exc):
+                    note = f"one PUT stream: {exc}"
+        result = retry_on_mismatch(lambda: upload_once(session, src, url, options, conn),
+                                   options)
+    finally:
+        conn.close()
     result.note = result.note or note
     return result
 
 
-def upload_once(session: Session, src: Path, url: Url, options: Options) -> FileResult:
-    """One PUT of the whole file, with its redirects and retries."""
+def upload_once(session: Session, src: Path, url: Url, options: Options,
+                conn: http.client.HTTPConnection | None = None) -> FileResult:
+    """One PUT of the whole file, with its redirects and retries; the first attempt on
+    *conn* when given (a keep-alive connection to the server)."""
     plan = options.plan()
     name = plan.algorithm
     try:
@@ -108,9 +124,12 @@ def upload_once(session: Session, src: Path, url: Url, options: Options) -> File
         target, target_session = url, session  # where the body goes (after redirects)
         while True:
             try:
-                status, headers, body = put_body(target_session, target, fd, size, extra,
-                                                 hasher, options)
+                status, headers, body = put_body(
+                    target_session, target, fd, size, extra, hasher, options, conn,
+                    refuse_existing=not options.overwrite and hops == 0)
+                conn = None  # put_body closed it; a retry or a redirect makes its own
             except Retryable as exc:
+                conn = None
                 if attempt >= options.retries:
                     raise TransferError(f"PUT {url}", f"failed after {attempt + 1} attempts "
                                         f"({exc})", "check that the server is up") from None
@@ -184,9 +203,12 @@ def with_restarts(once: Callable[[], FileResult], options: Options, what: str) -
 
 
 def upload_file(session: Session, src: Path, url: Url, options: Options,
-                journals: Path | None = None) -> FileResult:
+                journals: Path | None = None,
+                conn: http.client.HTTPConnection | None = None) -> FileResult:
     """A multi-stream session upload; UseSinglePut before anything is sent when not possible.
-    *journals*: where the resume journal goes (default :func:`journal_dir`)."""
+    *journals*: where the resume journal goes (default :func:`journal_dir`); *conn*: a
+    keep-alive connection to the server for the first session (its start, then the first
+    stream); the caller closes it."""
     try:
         st = os.stat(src)
     except OSError as exc:
@@ -199,14 +221,21 @@ def upload_file(session: Session, src: Path, url: Url, options: Options,
     def once() -> FileResult:
         resume = first[0]
         first[0] = False
-        return upload_session_once(session, src, url, options, journal, resume)
+        return upload_session_once(session, src, url, options, journal, resume,
+                                   conn if resume else None)
 
     return with_restarts(once, options, f"upload {src} -> {url}")
 
 
 def upload_session_once(session: Session, src: Path, url: Url, options: Options,
-                        journal: UploadJournal, resume: bool) -> FileResult:
+                        journal: UploadJournal, resume: bool,
+                        conn: http.client.HTTPConnection | None = None) -> FileResult:
+    """One session: its start (or status, to resume) on *conn* (a new one when None), which
+    then carries the first stream's pipelined ranges; the commit goes on a connection that a
+    stream ended with, so no request after the first waits for a new handshake."""
     plan = options.plan()
+    ctl = conn or session.connect()
+    kept: list[http.client.HTTPConnection] = []
     name = plan.algorithm
     fd = os.open(src, os.O_RDONLY | os.O_CLOEXEC)
     verifier: pl.BlockVerifier | None = None
@@ -218,14 +247,14 @@ def upload_session_once(session: Session, src: Path, url: Url, options: Options,
         have: list[tuple[int, int]] = []
         old = journal.load() if resume and options.resume else None
         if old is not None:
-            got = us.status(session, url, old)
+            got = us.status(session, url, old, conn=ctl)
             if got is not None:
                 ident, have = old, got
             else:
                 journal.remove()
         if ident is None:
             ident = us.start(session, url, size, plan.session_algorithm,
-                             create_only=not options.overwrite)
+                             create_only=not options.overwrite, conn=ctl)
             if options.resume:
                 journal.save(ident)
         keep = options.resume  # from here a failure keeps the session for a rerun
@@ -245,7 +274,7 @@ def upload_session_once(session: Session, src: Path, url: Url, options: Options,
                            range_digest=plan.block and name in cks.COMBINABLE,
                            resume=options.resume)
         retries = move_blocks(LocalFileSource(fd, src), sink, todo, options, size=size,
-                              verifier=verifier)
+                              verifier=verifier, first=ctl if todo else None, keep=kept)
         if verifier is not None:
             local = verifier.digest()
         elif plan.verify is Verify.FILE:
@@ -253,7 +282,8 @@ def upload_session_once(session: Session, src: Path, url: Url, options: Options,
         keep = False
         try:
             us.commit(session, url, ident, dg.format_digest(name, local)
-                      if local is not None else None, create_only=not options.overwrite)
+                      if local is not None else None, create_only=not options.overwrite,
+                      conn=kept[0] if kept else (None if todo else ctl))
         finally:
             journal.remove()
         result = FileResult(str(src), str(url), size, local, plan.upload_level, retries,
@@ -272,3 +302,7 @@ def upload_session_once(session: Session, src: Path, url: Url, options: Options,
         if verifier is not None:
             verifier.close()
         os.close(fd)
+        for c in kept:
+            c.close()
+        if conn is None:
+            ctl.close()  # (a given one is the caller's)

@@ -46,9 +46,10 @@ _unsupported_lock = threading.Lock()
 
 
 def start(session: Session, url: Url, size: int, algorithm: str | None, *,
-          create_only: bool = False) -> str:
+          create_only: bool = False, conn: http.client.HTTPConnection | None = None) -> str:
     """Open an upload session; UseSinglePut when the server has none.  *create_only*: the
-    session may not replace a file (``If-None-Match: *``, asked again at the commit)."""
+    session may not replace a file (``If-None-Match: *``, asked again at the commit).
+    *conn*: a keep-alive connection to ask on (else a new one)."""
     with _unsupported_lock:
         if session in _unsupported:
             raise UseSinglePut("the server has no upload sessions")
@@ -60,7 +61,7 @@ def start(session: Session, url: Url, size: int, algorithm: str | None, *,
     raw = [0]
 
     def call() -> tuple[int, http.client.HTTPMessage, bytes]:
-        st, hdrs, data = session.request("POST", url, extra)
+        st, hdrs, data = session.request("POST", url, extra, conn=conn)
         raw[0] = st
         # 501, 503 and 507 are answers here, not failures to retry
         return (405 if st == 501 or st in REFUSED else st), hdrs, data
@@ -84,11 +85,12 @@ def start(session: Session, url: Url, size: int, algorithm: str | None, *,
     raise AssertionError("unreachable")
 
 
-def status(session: Session, url: Url, ident: str) -> list[tuple[int, int]] | None:
+def status(session: Session, url: Url, ident: str,
+           conn: http.client.HTTPConnection | None = None) -> list[tuple[int, int]] | None:
     """The received ranges of a session, or None when the server does not know it."""
     st, headers, body = session.with_retries(
         f"POST {url} (upload status)",
-        lambda: session.request("POST", url, {HEADER: "status", ID_HEADER: ident}))
+        lambda: session.request("POST", url, {HEADER: "status", ID_HEADER: ident}, conn=conn))
     if st in (404, 410):
         return None
     check_status(st, f"POST {url} (upload status)", body, ok=(200,))
@@ -112,9 +114,10 @@ def already_there(session: Session, url: Url, digest: str) -> bool:
 
 
 def commit(session: Session, url: Url, ident: str, digest: str | None, *,
-           create_only: bool = False) -> None:
+           create_only: bool = False, conn: http.client.HTTPConnection | None = None) -> None:
     """Ask the server to verify and rename; ChecksumMismatch on 412 (DestinationExists when
-    *create_only* and the target is there), SessionLost on 404."""
+    *create_only* and the target is there), SessionLost on 404.  *conn*: a keep-alive
+    connection to ask on (else a new one)."""
     extra = {HEADER: "commit", ID_HEADER: ident}
     if create_only:
         extra["If-None-Match"] = "*"
@@ -124,7 +127,7 @@ def commit(session: Session, url: Url, ident: str, digest: str | None, *,
 
     def call() -> tuple[int, http.client.HTTPMessage, bytes]:
         sent[0] += 1
-        return session.request("POST", url, extra)
+        return session.request("POST", url, extra, conn=conn)
 
     st, _headers, body = session.with_retries(f"POST {url} (commit upload)", call)
     if st in (404, 410) and sent[0] > 1 and digest is not None \

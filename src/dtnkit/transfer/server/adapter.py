@@ -35,7 +35,7 @@ from dtnkit.errors import BadInput, DtnkitError
 from dtnkit.transfer import files, paths
 from dtnkit.transfer import pipeline as pl
 from dtnkit.transfer import tokens as tokmod
-from dtnkit.transfer.server import access, conn, http11, routes
+from dtnkit.transfer.server import access, conn, flows, http11, routes
 from dtnkit.transfer.server.config import (
     DEFAULT_EXPIRY,
     Counters,
@@ -75,6 +75,8 @@ class HttpServer:
             Registry(config.root, config.upload_expiry) if config.upload_sessions else None)
         self.services = Services(config, files.ChecksumCache(), Counters(), self.uploads)
         self.janitor = Janitor(config.root, config.upload_expiry)  # part files left behind
+        self.flows = flows.Flows(config.marking, config.capacity,
+                                 link_bytes_rate if config.metrics else None)
         self.log_lock = threading.Lock()
         self.hub = conn.Hub(listener, tls, limits, self.serve, self.write_log, close_socket)
 
@@ -102,6 +104,15 @@ class HttpServer:
         handler = RequestHandler(self, c)
         handler.handle()
         return not handler.close_connection
+
+
+def link_bytes_rate(address: str) -> float | None:
+    """Bytes/s of the link *address* is reached through (None: unknown)."""
+    from dtnkit.host.host import Host
+    from dtnkit.transfer.client import autostreams
+
+    found = autostreams.link_rate(Host.live(), address)
+    return found[0] / 8 if found is not None else None
 
 
 def close_socket(sock: socket.socket) -> None:
@@ -137,6 +148,8 @@ class RequestHandler:
         self._buf = bytearray(c.buf[c.head_len:])  # bytes read past the head
         self.limits = server.limits
         self._pace: conn.Pace | None = None  # while a body is read
+        self.scitag: int | None = None  # the request's SciTags tag (header or default)
+        self._stream: flows.Stream | None = None  # while a data request runs
 
     # --- one request ------------------------------------------------------------------------
 
@@ -156,6 +169,11 @@ class RequestHandler:
             if self.server.stopping:
                 raise HttpError(503, "server", "shutting down; retry on another server",
                                 [("Retry-After", "5")])
+            if self.server.config.metrics and self.path.split("?", 1)[0] == "/metrics" \
+                    and self.command in ("GET", "HEAD"):
+                self._metrics()
+                return
+            self.scitag = self.server.flows.tag_for(self.request.headers, self.command)
             if self.request.expect_continue and not self._continue():
                 return
             self.run(route)
@@ -183,7 +201,37 @@ class RequestHandler:
         self.connection.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
         return True
 
+    def _metrics(self) -> None:
+        """``GET /metrics``: the mover's series (a read token unless --metrics-anonymous)."""
+        from dtnkit.transfer.server import metrics
+        from dtnkit.transfer.wire.exposition import CONTENT_TYPE
+
+        if self.body_pending():
+            self.discard_body()
+        if not self.server.config.metrics_anonymous:
+            access.authorize(self.server.config, self.headers.get("Authorization"), "read",
+                             f"{self.command} /metrics")
+        body = metrics.exposition(self.server.flows, self.server.counters).encode()
+        self.send_bytes(200, [("Content-Type", CONTENT_TYPE)], body,
+                        head=self.command == "HEAD")
+
     def run(self, route: routes.Route) -> None:
+        if self.command in flows.STREAM_METHODS:
+            self._stream = self.server.flows.begin(self.connection, self.command,
+                                                   self.client_address[0], self.log_target,
+                                                   self.scitag, len(self._buf))
+        try:
+            self._run(route)
+        finally:
+            if self._stream is not None:
+                self.server.flows.end(self._stream)
+                self._stream = None
+
+    def _first_byte(self) -> None:
+        if self._stream is not None and self._stream.method != "COPY":
+            self.server.flows.first_byte(self._stream)
+
+    def _run(self, route: routes.Route) -> None:
         try:
             if route.drops_body and self.body_pending():
                 self.discard_body()
@@ -327,6 +375,7 @@ class RequestHandler:
             self.read_small_body(SMALL_BODY)
 
     def read_body(self, sink: Sink) -> int:
+        self._first_byte()
         if self.is_chunked():
             read: Callable[[], int] = lambda: self._read_chunked(sink)  # noqa: E731
         else:
@@ -447,6 +496,7 @@ class RequestHandler:
                    b"" if head else body)
 
     def send_file(self, f: FileLike, start: int, count: int) -> int:
+        self._first_byte()
         if isinstance(self.connection, ssl.SSLSocket):
             sent = self._send_tls(f.fileno(), start, count)
             self.server.counters.add("tls_body_bytes", sent)
@@ -558,6 +608,11 @@ class ServerHandle:
         return self._server.counters.snapshot()
 
     @property
+    def flows(self) -> flows.Flows:
+        """The server's streams and SciTags marking (fireflies sent, tags ignored)."""
+        return self._server.flows
+
+    @property
     def connections(self) -> int:
         """Connections open now (idle and served)."""
         return self._server.hub.count()
@@ -576,6 +631,7 @@ class ServerHandle:
         if self._server.uploads is not None:
             self._server.uploads.close()
         hub.cut(timeout)
+        self._server.flows.close()
         return drained
 
     def __enter__(self) -> ServerHandle:
@@ -598,13 +654,19 @@ def start_server(root: str | Path, *, host: str = "127.0.0.1", port: int = 0,
                  head_timeout: float = conn.HEAD_TIMEOUT,
                  idle_timeout: float = conn.IDLE_TIMEOUT,
                  body_min_rate: int = conn.MIN_BODY_RATE,
-                 rate_window: float = conn.RATE_WINDOW) -> ServerHandle:
+                 rate_window: float = conn.RATE_WINDOW,
+                 marking: flows.Marking | None = None, metrics: bool = False,
+                 metrics_anonymous: bool = False,
+                 capacity: float | None = None) -> ServerHandle:
     """Serve ``root`` in background threads; port 0 picks a free port (see ``.port``).
 
     ``ca_file``: PEM CA bundle that third-party copies (this server as the active party)
     use to verify the remote server (default: the system's trust store).
     ``max_connections``: default (None) derived from the descriptor limit, whose soft value
     is first raised to the hard one; a larger value is lowered to it.
+    ``marking``: SciTags (default tag, firefly destinations); ``metrics``: answer
+    ``GET /metrics`` (``metrics_anonymous``: without a token); ``capacity``: bytes/s the
+    streams share, for the utilisation series (None: the link's speed).
     """
     root_path = Path(root)
     if not root_path.is_dir():
@@ -619,7 +681,9 @@ def start_server(root: str | Path, *, host: str = "127.0.0.1", port: int = 0,
                           marker_interval=marker_interval,
                           ca_file=str(ca_file) if ca_file is not None else None,
                           upload_sessions=upload_sessions, upload_expiry=upload_expiry,
-                          tpc_allow=AllowList.parse(tpc_allow), limits=limits or Limits())
+                          tpc_allow=AllowList.parse(tpc_allow), limits=limits or Limits(),
+                          marking=marking or flows.Marking(), metrics=metrics,
+                          metrics_anonymous=metrics_anonymous, capacity=capacity)
     cap = conn.derive_cap(conn.raise_fd_limit(), conn.open_fds())
     if max_connections is not None:
         cap = max(1, min(cap, max_connections))

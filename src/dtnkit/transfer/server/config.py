@@ -10,6 +10,7 @@ from typing import TextIO
 
 from dtnkit.errors import BadInput
 from dtnkit.transfer import tokens as tokmod
+from dtnkit.transfer.server.flows import Marking
 from dtnkit.transfer.server.limits import Limits
 from dtnkit.transfer.server.tpc_allow import AllowList
 
@@ -33,6 +34,10 @@ class ServerConfig:
     #: remotes a COPY may reach besides public addresses (listed: failures are told)
     tpc_allow: AllowList = field(default_factory=AllowList)
     limits: Limits = field(default_factory=Limits)  # per-token limits (upload sessions, hashing)
+    marking: Marking = field(default_factory=Marking)  # SciTags: default tag, firefly dests
+    metrics: bool = False  # GET /metrics answers the mover's series (server/metrics.py)
+    metrics_anonymous: bool = False  # /metrics without a read token
+    capacity: float | None = None  # bytes/s the streams share (None: the link's speed)
 
 
 @dataclass

@@ -100,6 +100,8 @@ class ForwardingSession(Session):
 
     def headers(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         out = {"User-Agent": "dtnkit-tpc", **self._forward}
+        if self.options.scitag is not None:  # the COPY's tag, to the passive party
+            out["SciTag"] = str(self.options.scitag)
         out.update(extra or {})
         return out
 
@@ -150,6 +152,8 @@ def forwarded(headers: Headers) -> dict[str, str]:
     out: dict[str, str] = {}
     for name, value in headers.items():
         if not name.lower().startswith("transferheader"):
+            continue
+        if name.lower() == "transferheaderscitag":  # the COPY's tag (flows.request_tag)
             continue
         real = FORWARDED.get(name[len("TransferHeader"):].lower())
         if real is None:
@@ -318,7 +322,8 @@ def handle_copy(ex: Exchange) -> None:
                          verify=Verify.BLOCK if pull else Verify.SEQUENTIAL, retries=1, backoff=0.2,
                          resume=False,  # a failed server-side copy leaves nothing to resume
                          ca_file=config.ca_file,
-                         overwrite=overwrite)  # Overwrite: F -> a push PUTs If-None-Match: *
+                         overwrite=overwrite,  # Overwrite: F -> a push PUTs If-None-Match: *
+                         scitag=ex.scitag)  # SciTag on the remote requests, the flow label
     options.check()
     reach = Reach(config.tpc_allow)
     header = "Source" if pull else "Destination"

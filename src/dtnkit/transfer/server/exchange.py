@@ -58,6 +58,9 @@ class Exchange(Protocol):
     @property
     def services(self) -> Services: ...
 
+    #: The request's SciTags tag: its valid ``SciTag`` header, else the server's default.
+    scitag: int | None
+
     @property
     def log_target(self) -> str:
         """The request path without its query (which may carry a token), printable."""

@@ -1,0 +1,242 @@
+"""`dtnkit exporter` (Prometheus /metrics over HTTP) and `dtnkit metrics` (one collection:
+for people, JSON, the exposition text, or a file for node_exporter's textfile collector)."""
+
+from __future__ import annotations
+
+import ipaddress
+import signal
+import ssl
+import threading
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from dtnkit.cli.options import Duration, db_option, pass_env, wide_option
+from dtnkit.cli.output import emit
+from dtnkit.environment import Environment
+from dtnkit.errors import BadInput, DtnkitError, ExitStatus
+from dtnkit.units import parse_ms
+
+if TYPE_CHECKING:
+    from dtnkit.monitor.base import Exporter
+    from dtnkit.monitor.build import DriftOptions
+
+DEFAULT_LISTEN = "127.0.0.1:9640"
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """``ADDR:PORT``, ``[V6ADDR]:PORT`` or ``:PORT`` (every address) -> (address, port)."""
+    addr, sep, port_text = text.rpartition(":")
+    if not sep or not port_text.isdigit() or int(port_text) > 65535:
+        raise BadInput(f"bad --listen {text!r}", "it takes ADDR:PORT, [V6ADDR]:PORT or :PORT",
+                       f"e.g. --listen {DEFAULT_LISTEN}")
+    if addr.startswith("[") and addr.endswith("]"):
+        addr = addr[1:-1]
+    addr = addr or "0.0.0.0"
+    try:
+        ipaddress.ip_address(addr)
+    except ValueError:
+        raise BadInput(f"bad --listen {text!r}", f"{addr!r} is not an IP address",
+                       f"e.g. --listen {DEFAULT_LISTEN}") from None
+    return addr, int(port_text)
+
+
+def _flat(args: Any) -> str:
+    """An exception's arguments as one line (prometheus_client wraps ssl's in a tuple)."""
+    if isinstance(args, tuple | list):
+        return "; ".join(filter(None, (_flat(a) for a in args)))
+    return str(args).strip()
+
+
+def _common(f: Any) -> Any:
+    for deco in reversed((
+        click.option("--netns", default=None, metavar="NS",
+                     help="Read this network namespace's counters (the exporter listens in "
+                          "its own)."),
+        click.option("--profile", default="dtn", show_default=True,
+                     help="Profile the tuning-drift series compare the host with."),
+        click.option("--profile-dir", type=click.Path(path_type=Path), multiple=True,
+                     help="Directory of user profiles."),
+        click.option("--rtt", default="100ms", show_default=True,
+                     help="RTT the profile's buffer sizes are computed for."),
+        click.option("--no-drift", is_flag=True,
+                     help="No tuning-drift series (no audit)."),
+        db_option(help="Results store whose last probes are exported (default $DTNKIT_DB or "
+                       "/var/lib/dtnkit/results.sqlite; never created)."),
+    )):
+        f = deco(f)
+    return f
+
+
+def _drift(no_drift: bool, profile: str, profile_dir: tuple[Path, ...], rtt: str,
+           interval: float) -> DriftOptions | None:
+    from dtnkit.monitor.build import DriftOptions
+
+    if no_drift:
+        return None
+    return DriftOptions(profile=profile, profile_dirs=profile_dir,
+                        rtt_ms=parse_ms(rtt, "RTT", lo=0.1, hi=10000.0), interval=interval)
+
+
+@click.command()
+@click.option("--listen", default=DEFAULT_LISTEN, show_default=True, metavar="ADDR:PORT",
+              help="Address and port of /metrics (port 0 picks a free one).")
+@_common
+@click.option("--drift-interval", type=Duration(1, 86400), default="5m", show_default=True,
+              help="Audit for the drift series at most this often (a scrape in between gets "
+                   "the last one).")
+@click.option("--cert", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="PEM certificate for HTTPS; needs --key.")
+@click.option("--key", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="PEM private key for --cert.")
+@click.option("--client-ca", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Accept only clients with a certificate from this CA (mutual TLS).")
+@click.option("--print-rules", is_flag=True,
+              help="Print the shipped Prometheus alert rules (YAML) and exit.")
+@wide_option
+@click.option("--format", "fmt", type=click.Choice(("table", "json")), default="table",
+              show_default=True, help="json: the listening line as one JSON object.")
+@pass_env
+def exporter(env: Environment, listen: str, netns: str | None, profile: str,
+             profile_dir: tuple[Path, ...], rtt: str, no_drift: bool, db: Path,
+             drift_interval: float, cert: Path | None, key: Path | None,
+             client_ca: Path | None, print_rules: bool, fmt: str) -> int:
+    """Serve Prometheus metrics at http://ADDR:PORT/metrics: TCP, softnet, NIC and CPU
+    counters node_exporter does not export, tuning drift and the last probe results.
+
+    Reads on every scrape (no background work).  Prints one line once listening; stops on
+    SIGTERM or SIGINT.  Basic auth: put a reverse proxy in front (docs/monitoring.md).
+    """
+    from dtnkit.monitor.build import rules_text
+
+    if print_rules:
+        click.echo(rules_text(), file=env.stdout, nl=False)
+        return int(ExitStatus.OK)
+    addr, port = parse_listen(listen)
+    if (cert is None) != (key is None):
+        raise BadInput("TLS", "--cert and --key go together", "pass both, or neither for HTTP")
+    if client_ca is not None and cert is None:
+        raise BadInput("TLS", "--client-ca needs --cert and --key", "pass all three")
+    from prometheus_client import start_http_server
+    from prometheus_client.process_collector import ProcessCollector
+
+    from dtnkit.monitor.build import exporter as build
+
+    drift = _drift(no_drift, profile, profile_dir, rtt, drift_interval)
+    with build(netns, db, drift) as (reg, _):
+        ProcessCollector(namespace="dtnkit_exporter", registry=reg)
+        try:
+            server, thread = start_http_server(
+                port, addr=addr, registry=reg,
+                certfile=None if cert is None else str(cert),
+                keyfile=None if key is None else str(key),
+                client_cafile=None if client_ca is None else str(client_ca),
+                client_auth_required=client_ca is not None)
+        except ssl.SSLError as exc:  # a bad certificate or key (an OSError too)
+            raise BadInput("TLS", _flat(exc.args) or str(exc), "check --cert and --key") from exc
+        except OSError as exc:
+            raise DtnkitError(f"cannot listen on {listen}", exc.strerror or str(exc),
+                              "pick another --listen (port 0 picks a free one)") from exc
+        bound_addr = server.server_address[0]
+        host = bound_addr.decode() if isinstance(bound_addr, bytes) else str(bound_addr)
+        bound = int(server.server_address[1])
+        shown = f"[{host}]" if ":" in host else host
+        url = f"{'https' if cert else 'http'}://{shown}:{bound}/metrics"
+        stop = threading.Event()
+
+        def on_signal(signum: int, frame: FrameType | None) -> None:
+            stop.set()
+
+        previous = {}
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                previous[signum] = signal.signal(signum, on_signal)
+        try:
+            emit(env, {"url": url, "netns": netns}, fmt,
+                 lambda p: p.echo(f"dtnkit exporter: listening on {url}"
+                                  + (f" (namespace {netns})" if netns else "")), indent=None)
+            env.stdout.flush()
+            while not stop.wait(0.5):
+                pass
+        finally:
+            server.shutdown()
+            server.server_close()
+            thread.join(5)
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+    return int(ExitStatus.OK)
+
+
+@click.command()
+@_common
+@click.option("--textfile", type=click.Path(path_type=Path), default=None, metavar="DIR",
+              help="Write DIR/dtnkit.prom for node_exporter's textfile collector (atomic: a "
+                   "temporary file in DIR, then a rename).")
+@click.option("--name", "file_name", default="dtnkit.prom", show_default=True,
+              help="File name inside --textfile's DIR (ends in .prom).")
+@wide_option
+@click.option("--format", "fmt", type=click.Choice(("table", "json", "prom")),
+              default="table", show_default=True,
+              help="prom: the exposition text Prometheus reads; json: the samples.")
+@pass_env
+def metrics(env: Environment, netns: str | None, profile: str, profile_dir: tuple[Path, ...],
+            rtt: str, no_drift: bool, db: Path, textfile: Path | None, file_name: str,
+            fmt: str) -> int:
+    """Collect once: the exporter's series for people, as JSON, as the exposition text
+    (--format prom), or into a file for node_exporter's textfile collector (--textfile).
+
+    Exit 0 when every collector succeeded, 1 when one failed (the others' series are still
+    there; the table and JSON say which one and why).
+    """
+    from dtnkit.monitor.build import check_textfile, collect_once, write_textfile
+    from dtnkit.monitor.build import exporter as build
+
+    if textfile is not None:
+        check_textfile(textfile, file_name)  # before any read: bad input writes nothing
+    drift = _drift(no_drift, profile, profile_dir, rtt, 300.0)
+    with build(netns, db, drift) as (reg, collector):
+        families, data = collect_once(reg)
+    written = None if textfile is None else write_textfile(textfile, file_name, data)
+    samples = [s for fam in families for s in fam.samples]
+    rows = [_collector_row(s.labels["collector"], samples, collector)
+            for s in samples if s.name == "dtnkit_collector_success"]
+    doc: dict[str, Any] = {
+        "netns": netns,
+        "textfile": None if written is None else str(written),
+        "collectors": rows,
+        "series": len(samples),
+        **({} if written is not None else
+           {"samples": [{"name": s.name, "labels": s.labels, "value": s.value}
+                        for s in samples]}),
+    }
+    if fmt == "prom" and written is None:
+        env.stdout.write(data.decode())
+    else:
+        emit(env, doc, fmt, lambda p: _table(p, doc))
+    ok = all(c["ok"] for c in rows)
+    return int(ExitStatus.OK if ok else ExitStatus.ERROR)
+
+
+def _collector_row(name: str, samples: list[Any], collector: Exporter) -> dict[str, Any]:
+    def value(metric: str) -> float:
+        return float(next(s.value for s in samples
+                          if s.name == metric and s.labels.get("collector") == name))
+
+    return {"collector": name, "ok": value("dtnkit_collector_success") == 1.0,
+            "duration_s": value("dtnkit_collector_duration_seconds"),
+            "error": collector.errors.get(name)}
+
+
+def _table(p: Any, doc: dict[str, Any]) -> None:
+    from dtnkit.cli.render import Col, print_fitted
+    from dtnkit.units import format_duration
+
+    rows = [[c["collector"], "ok" if c["ok"] else "FAILED", format_duration(c["duration_s"]),
+             c["error"] or ""] for c in doc["collectors"]]
+    print_fitted(p.console, [Col("collector"), Col("read"), Col("time", justify="right"),
+                             Col("error", rank=1)], rows)
+    where = f" to {doc['textfile']}" if doc["textfile"] else ""
+    p.echo(f"{doc['series']} series{where}"
+           + ("" if doc["textfile"] else "; --format prom prints them"))

@@ -1,0 +1,625 @@
+"""``dtnkit report RUN -o DIR``: a sweep run's figures (PNG and SVG, drawn with matplotlib)
+and one self-contained HTML page (figures embedded as ``data:`` URIs, the analysis tables,
+the grid, the environment and versions, and how to read each figure).
+
+matplotlib is an optional extra (``pip install 'dtnkit[report]'``), imported only here and
+only when a report is drawn, with the Agg backend (no display).
+
+Writing is safe in a directory others can write to: every file is made in a fresh private
+directory inside DIR and then renamed over its name in DIR, so a symlink planted in DIR is
+replaced, never followed; a DIR that is not a directory is refused before anything is drawn.
+Every value from the run (its name, the grid's text, the environment, errors) is HTML-escaped,
+and the page's Content-Security-Policy allows no script and no fetch.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import html
+import io
+import json
+import math
+import os
+import tempfile
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from dtnkit.errors import BadInput, DtnkitError, ToolMissing
+from dtnkit.sweep import analyze as A
+from dtnkit.units import format_duration, format_percent, format_rate, format_value
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+    from dtnkit.progress import Progress
+
+#: the page's name in DIR
+PAGE = "report.html"
+INSTALL_HINT = "pip install 'dtnkit[report]' (matplotlib 3.6 or later)"
+#: what a figure's hollow markers mean (in the legend and the page)
+HOLLOW = "hollow: the lab's emulator bound (kept out of the analysis)"
+
+
+@dataclasses.dataclass(frozen=True)
+class ReportData:
+    """What a report shows of one run (:func:`from_store` reads it from the results DB)."""
+
+    name: str
+    status: str
+    points_total: int
+    grid_toml: str
+    environment: Mapping[str, Any]
+    records: Sequence[A.PointRecord]
+    #: per point ID: ``t_s``, ``throughput_bps`` and further series (``cpu_cores.N``, ...)
+    series: Mapping[str, Mapping[str, Sequence[float | None]]]
+
+
+def from_store(db: Path, run: str) -> ReportData:
+    from dtnkit.sweep import store
+
+    info = store.run_info(db, run)
+    points = store.load_points(db, run)
+    series: dict[str, dict[str, list[float | None]]] = {}
+    for p in points:
+        one: dict[str, list[float | None]] = {
+            "t_s": [t for t, _ in p.samples],
+            "throughput_bps": [b if math.isfinite(b) else None for _, b in p.samples]}
+        one.update({k: list(v) for k, v in p.series.items()})
+        series[p.point.id] = one
+    return ReportData(name=info.name, status=info.status, points_total=info.points_total,
+                      grid_toml=info.grid_toml, environment=info.environment,
+                      records=[p.record() for p in points], series=series)
+
+
+@dataclasses.dataclass(frozen=True)
+class Drawn:
+    """One drawn figure: its file stem, title, how to read it, and its PNG and SVG bytes."""
+
+    stem: str
+    title: str
+    reading: str
+    png: bytes
+    svg: bytes
+
+
+@dataclasses.dataclass(frozen=True)
+class Written:
+    directory: Path
+    page: Path
+    files: tuple[str, ...]
+    figures: tuple[str, ...]
+    point_id: str | None  # the time series' point
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"directory": str(self.directory), "page": str(self.page),
+                "files": list(self.files), "figures": list(self.figures),
+                "timeseries_point": self.point_id}
+
+
+# ---------------------------------------------------------------- writing safely
+
+def check_dir(out: Path) -> None:
+    """Refuse an output that exists and is not a directory (before anything is drawn)."""
+    try:
+        st = os.lstat(out)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise BadInput(f"cannot use {out} for the report", exc.strerror or str(exc),
+                       "give another -o DIR") from None
+    import stat
+
+    if stat.S_ISLNK(st.st_mode):
+        raise BadInput(f"{out} is a symbolic link", "the report is written only into a real "
+                       "directory", "give the directory itself as -o")
+    if not stat.S_ISDIR(st.st_mode):
+        raise BadInput(f"{out} is not a directory", "-o names the directory the report is "
+                       "written into", "give a new or an existing directory")
+
+
+def write_files(out: Path, files: Mapping[str, bytes]) -> tuple[str, ...]:
+    """Write ``files`` (plain names) into ``out``: made in a private temporary directory
+    inside it, then each renamed into place (a symlink at a name is replaced, not followed).
+    ``report.html`` goes last."""
+    check_dir(out)
+    try:
+        out.mkdir(parents=True, exist_ok=True, mode=0o755)
+        check_dir(out)  # a symlink raced in by now is refused
+        tmp = Path(tempfile.mkdtemp(prefix=".dtnkit-report-", dir=out))
+    except OSError as exc:
+        raise BadInput(f"cannot write the report into {out}", exc.strerror or str(exc),
+                       "give a directory you can write to") from None
+    order = sorted(files, key=lambda n: (n == PAGE, n))
+    try:
+        for name in order:
+            if "/" in name or name.startswith("."):
+                raise ValueError(f"bad report file name {name!r}")
+            fd = os.open(tmp / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+                         0o644)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(files[name])
+        for name in order:
+            os.rename(tmp / name, out / name)
+    except OSError as exc:
+        raise BadInput(f"cannot write the report into {out}", exc.strerror or str(exc),
+                       "check the directory (a name in it may be a directory)") from None
+    finally:
+        for left in tmp.iterdir() if tmp.exists() else ():
+            left.unlink()
+        if tmp.exists():
+            tmp.rmdir()
+    return tuple(order)
+
+
+# ---------------------------------------------------------------- figures
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib
+    except ImportError:
+        raise ToolMissing("dtnkit report needs matplotlib", "it is not installed",
+                          INSTALL_HINT) from None
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig: Figure, stem: str, title: str, reading: str) -> Drawn:
+    import matplotlib.pyplot as plt
+
+    png, svg = io.BytesIO(), io.BytesIO()
+    fig.savefig(png, format="png", dpi=100, metadata={"Software": None})
+    fig.savefig(svg, format="svg", metadata={"Date": None, "Creator": None})
+    plt.close(fig)
+    return Drawn(stem=stem, title=title, reading=reading, png=png.getvalue(),
+                   svg=svg.getvalue())
+
+
+def _nothing(ax: Axes, why: str) -> None:
+    ax.text(0.5, 0.5, why, ha="center", va="center", transform=ax.transAxes, color="0.4")
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def curve_label(key: Mapping[str, Any], varying: Sequence[str]) -> str:
+    """A curve's name: its RTT, and the other axes that differ between the run's curves."""
+    parts = [f"{format_value(key.get('rtt_ms'))} ms"]
+    for name in varying:
+        if name == "rtt_ms":
+            continue
+        value = key.get(name)
+        if name == "rate_bps":
+            parts.append(f"cap {format_rate(value)}" if value else "no cap")
+        elif name == "cores":
+            parts.append(f"{format_value(value)} cores" if value else "no quota")
+        elif name == "origins":
+            parts.append(f"{value} origin{'s' if value != 1 else ''}")
+        elif name == "file_size":
+            parts.append(f"{value} B files")
+        else:
+            parts.append(f"{name} {format_value(value) if value is not None else 'none'}")
+    return ", ".join(parts)
+
+
+def _mpl(text: str) -> str:
+    """Text for matplotlib as written (a ``$`` would start mathtext)."""
+    return text.replace("$", r"\$")
+
+
+def varying_keys(keys: Sequence[Mapping[str, Any]]) -> list[str]:
+    return [k for k in A.CURVE_KEYS if len({repr(x.get(k)) for x in keys}) > 1]
+
+
+def _streams_axis(ax: Axes, streams: Sequence[int], label: str = "streams") -> None:
+    ax.set_xscale("log", base=2)
+    ticks = sorted(set(streams))
+    ax.set_xticks(ticks, [str(s) for s in ticks])
+    ax.minorticks_off()
+    ax.set_xlabel(label)
+
+
+def _gbit(bps: float | None) -> float:
+    return (bps or 0.0) / 1e9
+
+
+def fig_throughput(plt: Any, analysis: A.Analysis, records: Sequence[A.PointRecord]
+                   ) -> Drawn:
+    fig, ax = plt.subplots(figsize=(8, 4.8))
+    varying = varying_keys([c.key for c in analysis.curves])
+    colours: dict[tuple[Any, ...], Any] = {}
+    for i, c in enumerate(analysis.curves):
+        xs = [lv.streams for lv in c.levels]
+        (line,) = ax.plot(xs, [_gbit(lv.mean_bps) for lv in c.levels], marker="o",
+                          label=_mpl(curve_label(c.key, varying)), color=f"C{i % 10}")
+        ax.fill_between(xs, [_gbit(lv.min_bps) for lv in c.levels],
+                        [_gbit(lv.max_bps) for lv in c.levels], alpha=0.2,
+                        color=line.get_color())
+        ax.annotate("peak", (c.peak_streams, _gbit(c.peak_bps)), textcoords="offset points",
+                    xytext=(0, 6), ha="center", fontsize=8, color=line.get_color())
+        colours[tuple(c.key.get(k) for k in A.CURVE_KEYS)] = line.get_color()
+    bound = [r for r in records if r.emulator_bound and not r.failed
+             and r.throughput_bps is not None]
+    for r in bound:
+        key = tuple(getattr(r.point, k) for k in A.CURVE_KEYS)
+        ax.scatter([r.point.streams], [_gbit(r.throughput_bps)], facecolors="none",
+                   edgecolors=colours.get(key, "0.3"), s=50, zorder=3)
+    if bound:
+        ax.scatter([], [], facecolors="none", edgecolors="0.3", label=HOLLOW)
+    if not analysis.curves and not bound:
+        _nothing(ax, "no point with a valid throughput")
+    else:
+        _streams_axis(ax, [lv.streams for c in analysis.curves for lv in c.levels]
+                      + [r.point.streams for r in bound])
+        ax.set_ylabel("throughput (Gbit/s)")
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8, loc="best")
+    ax.set_title("Throughput against streams, per RTT (band: min..max over repeats)")
+    fig.tight_layout()
+    return _save(fig, "throughput-vs-streams", "Throughput against streams",
+                 "Each line is one RTT (and combination of the other axes): the mean over "
+                 "repeats at each stream count, the band the repeats' spread. The peak is "
+                 "where the line is highest; the drop is how far it falls to the right of "
+                 "the peak; a peak inside its neighbours' bands is a plateau, not a peak. "
+                 "Hollow markers are points the lab's emulator bound: measured, but kept out "
+                 "of the peak, drop and knee.")
+
+
+def fig_heatmap(plt: Any, analysis: A.Analysis) -> Drawn:
+    cells: dict[tuple[float, int], float] = {}
+    for c in analysis.curves:
+        for lv in c.levels:
+            k = (float(c.key["rtt_ms"]), lv.streams)
+            cells[k] = max(cells.get(k, 0.0), lv.mean_bps)
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    if not cells:
+        _nothing(ax, "no point with a valid throughput")
+    else:
+        rtts = sorted({k[0] for k in cells})
+        streams = sorted({k[1] for k in cells})
+        grid = [[_gbit(cells[(r, s)]) if (r, s) in cells else math.nan for s in streams]
+                for r in rtts]
+        top = max(v for row in grid for v in row if not math.isnan(v)) or 1.0
+        im = ax.imshow(grid, aspect="auto", cmap="viridis", origin="lower", vmin=0, vmax=top)
+        ax.set_xticks(range(len(streams)), [str(s) for s in streams])
+        ax.set_yticks(range(len(rtts)), [f"{format_value(r)} ms" for r in rtts])
+        for i, row in enumerate(grid):
+            for j, v in enumerate(row):
+                if not math.isnan(v):
+                    ax.text(j, i, f"{v:.3g}", ha="center", va="center", fontsize=8,
+                            color="white" if v < top * 0.6 else "black")
+        ax.set_xlabel("streams")
+        ax.set_ylabel("RTT")
+        fig.colorbar(im, ax=ax, label="throughput (Gbit/s)")
+    ax.set_title("Throughput (Gbit/s) by RTT and streams (the best curve per RTT)")
+    fig.tight_layout()
+    return _save(fig, "heatmap", "RTT x streams heatmap",
+                 "One row per RTT, one column per stream count; each cell the mean throughput "
+                 "over repeats (the best of the curves at that RTT when other axes vary). "
+                 "Bright cells are where the path is filled: the band moves right as the RTT "
+                 "grows (more streams are needed to fill a longer path); a row that darkens "
+                 "to the right is the drop past the peak. Emulator-bound points are left "
+                 "blank.")
+
+
+def fig_timeseries(plt: Any, record: A.PointRecord | None,
+                   series: Mapping[str, Sequence[float | None]]) -> Drawn:
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    ts = list(series.get("t_s", ()))
+    tput = list(series.get("throughput_bps", ()))
+    if record is None or not ts:
+        _nothing(ax, "no point with samples")
+        title = "Time series"
+    else:
+        p = record.point
+        pts = [(t, _gbit(v)) for t, v in zip(ts, tput, strict=False)
+               if t is not None and v is not None]
+        ax.plot([t for t, _ in pts], [v for _, v in pts], marker=".", color="C0",
+                label="throughput")
+        ax.set_xlabel("time from the point's start (s)")
+        ax.set_ylabel("throughput (Gbit/s)")
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+        cpu = sorted(k for k in series if k.startswith("cpu_cores."))
+        handles, labels = ax.get_legend_handles_labels()
+        if cpu:
+            ax2 = ax.twinx()
+            for i, k in enumerate(cpu):
+                vals = [(t, v) for t, v in zip(ts, series[k], strict=False)
+                        if t is not None and v is not None]
+                ax2.plot([t for t, _ in vals], [v for _, v in vals], linestyle="--",
+                         color=f"C{(i + 1) % 10}", label=f"origin {k.split('.', 1)[1]} cores")
+            ax2.set_ylabel("CPU (cores)")
+            ax2.set_ylim(bottom=0)
+            h2, l2 = ax2.get_legend_handles_labels()
+            handles, labels = handles + h2, labels + l2
+        ax.legend(handles, labels, fontsize=8, loc="lower right")
+        title = (f"Point {p.id}: {format_value(p.rtt_ms)} ms, {p.streams} streams, "
+                 f"{p.tool}, repeat {p.repeat}" + (" (emulator bound)"
+                                                   if record.emulator_bound else ""))
+    ax.set_title(_mpl(title), fontsize=10)
+    fig.tight_layout()
+    return _save(fig, "timeseries", "Time series of one point",
+                 "The throughput of one point at each sampling interval (and each origin's "
+                 "CPU in cores, dashed, when it was sampled). A flat line is a steady path; "
+                 "a saw-tooth or dips are the fluctuation the CV measures; a slow start is TCP "
+                 "opening its windows. Choose the point with --point ID (default: the peak of "
+                 "the first curve).")
+
+
+def fig_cpu(plt: Any, records: Sequence[A.PointRecord]) -> Drawn:
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    usable = [r for r in records if not r.failed and r.throughput_bps is not None
+              and r.cores_used is not None]
+    if not usable:
+        _nothing(ax, "no point with CPU accounting")
+    else:
+        rtts = sorted({r.point.rtt_ms for r in usable})
+        for i, rtt in enumerate(rtts):
+            rs = [r for r in usable if r.point.rtt_ms == rtt]
+            for hollow in (False, True):
+                sel = [r for r in rs if r.emulator_bound == hollow]
+                if not sel:
+                    continue
+                colour = f"C{i % 10}"
+                ax.scatter([r.cores_used for r in sel], [_gbit(r.throughput_bps) for r in sel],
+                           facecolors="none" if hollow else colour, edgecolors=colour,
+                           label=None if hollow else f"{format_value(rtt)} ms")
+        if any(r.emulator_bound for r in usable):
+            ax.scatter([], [], facecolors="none", edgecolors="0.3", label=HOLLOW)
+        ax.set_xlabel("CPU used by the origins (cores)")
+        ax.set_ylabel("throughput (Gbit/s)")
+        ax.set_xlim(left=0)
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    ax.set_title("Throughput against the origins' CPU, every point")
+    fig.tight_layout()
+    return _save(fig, "cpu-vs-throughput", "CPU against throughput",
+                 "Each point is one measurement: the cores its origins used (CPU seconds over "
+                 "the measurement's time) and the throughput it got. Points on a straight "
+                 "line from the origin mean a constant cost per bit; a line that bends up "
+                 "(more CPU for the same rate) is the study's non-linear CPU; points stacked "
+                 "at one CPU value under a quota are CPU-bound.")
+
+
+def fig_tail(plt: Any, analysis: A.Analysis) -> Drawn:
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    if not analysis.tails:
+        _nothing(ax, "no point with transfer completion times")
+    else:
+        groups: dict[tuple[Any, ...], list[A.Tail]] = defaultdict(list)
+        for t in analysis.tails:
+            groups[tuple(t.key.get(k) for k in A.CURVE_KEYS)].append(t)
+        varying = varying_keys([ts[0].key for ts in groups.values()])
+        for i, ts in enumerate(groups.values()):
+            ts.sort(key=lambda t: t.streams)
+            colour = f"C{i % 10}"
+            xs = [t.streams for t in ts]
+            ax.plot(xs, [t.last_s for t in ts], marker="o", color=colour,
+                    label=_mpl(f"{curve_label(ts[0].key, varying)}: last"))
+            ax.plot(xs, [t.p99_s for t in ts], linestyle="--", color=colour, label="p99")
+            ax.plot(xs, [t.p50_s for t in ts], linestyle=":", color=colour, label="p50")
+        _streams_axis(ax, [t.streams for t in analysis.tails], "streams (concurrent transfers)")
+        ax.set_ylabel("completion time (s)")
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, ncol=2)
+    ax.set_title("Tail latency: the last transfer's completion, p99 and p50, per RTT")
+    fig.tight_layout()
+    return _save(fig, "tail-latency", "Tail latency against streams",
+                 "Solid: when the last transfer of a point completed (the study's tail "
+                 "latency); dashed: the p99 of the transfers' completion times; dotted: the "
+                 "median. A last completion far above the p99 is one straggler; a p99 that "
+                 "climbs with streams while throughput stays flat means the streams share the "
+                 "path unfairly.")
+
+
+def peak_point(analysis: A.Analysis, records: Sequence[A.PointRecord]) -> str | None:
+    """The default time-series point: a repeat at the first curve's peak (the one nearest the
+    mean), else the first point with samples."""
+    if analysis.curves:
+        c = analysis.curves[0]
+        at = [r for r in records if not r.failed and not r.emulator_bound
+              and r.throughput_bps is not None and r.point.streams == c.peak_streams
+              and all(getattr(r.point, k) == c.key[k] for k in A.CURVE_KEYS)]
+        if at:
+            return min(at, key=lambda r: abs((r.throughput_bps or 0) - c.peak_bps)).point.id
+    return next((r.point.id for r in records if r.samples_bps), None)
+
+
+def figures(data: ReportData, analysis: A.Analysis, point_id: str | None,
+            progress: Progress | None = None) -> tuple[list[Drawn], str | None]:
+    plt = _pyplot()
+    chosen = point_id if point_id is not None else peak_point(analysis, data.records)
+    record = next((r for r in data.records if r.point.id == chosen), None)
+    steps: list[tuple[str, Callable[[], Drawn]]] = [
+        ("throughput against streams", lambda: fig_throughput(plt, analysis, data.records)),
+        ("RTT x streams heatmap", lambda: fig_heatmap(plt, analysis)),
+        ("time series", lambda: fig_timeseries(plt, record, data.series.get(chosen or "", {}))),
+        ("CPU against throughput", lambda: fig_cpu(plt, data.records)),
+        ("tail latency", lambda: fig_tail(plt, analysis))]
+    drawn = []
+    with plt.rc_context({"svg.hashsalt": "dtnkit", "font.size": 9}):
+        for k, (what, draw) in enumerate(steps, 1):
+            if progress is not None:
+                progress.step(f"drawing {what}", k, len(steps))
+            drawn.append(draw())
+    return drawn, chosen
+
+
+# ---------------------------------------------------------------- the page
+
+def _e(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]], empty: str) -> str:
+    if not rows:
+        return f"<p class='none'>{_e(empty)}</p>"
+    head = "".join(f"<th>{_e(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>"
+                   for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _ratio(x: float | None) -> str:
+    return MISSING if x is None else f"{x:.3g}"
+
+
+MISSING = format_value(None)
+
+
+def tables(analysis: A.Analysis, records: Sequence[A.PointRecord]) -> list[tuple[str, str]]:
+    """(title, HTML) of every analysis table, in the order `sweep analyze` prints them."""
+    varying = varying_keys([c.key for c in analysis.curves])
+    out = [("Peak, drop and knee per RTT", _table(
+        ["curve", "peak streams", "peak", "drop past peak", "knee"],
+        [[curve_label(c.key, varying), c.peak_streams, format_rate(c.peak_bps),
+          format_percent(c.drop_pct), c.knee_streams] for c in analysis.curves],
+        "no curve: no point with a valid throughput outside the emulator-bound ones"))]
+    f = analysis.fluctuation
+    below = sum(1 for _, u, _c in f.points if u < f.threshold)
+    out.append(("Fluctuation against utilisation", _table(
+        ["utilisation", "points", "mean CV"],
+        [[f"below {format_percent(f.threshold, fraction=True)}", below, _ratio(f.cv_below)],
+         [f"at or above {format_percent(f.threshold, fraction=True)}", len(f.points) - below,
+          _ratio(f.cv_above)],
+         ["change", "", MISSING if f.change_pct is None else f"{f.change_pct:+.3g}%"]],
+        "")))
+    out.append(("Gbit/s per core", _table(
+        ["RTT", "origins x cores", "streams", "throughput", "per quota core",
+         "per core used"],
+        [[f"{format_value(c.point.rtt_ms)} ms",
+          f"{c.point.origins} x {format_value(c.point.cores)}", c.point.streams,
+          format_rate(c.mean_bps), _ratio(c.gbit_per_quota_core),
+          _ratio(c.gbit_per_core_used)] for c in analysis.efficiency], "no configuration")))
+    if analysis.minimum:
+        out.append(("Minimum resources for the target", _table(
+            ["RTT", "target", "reached", "min cores", "min origins", "min streams"],
+            [[f"{format_value(m.rtt_ms)} ms", format_rate(m.target_bps),
+              format_value(m.reached), format_value(m.min_cores),
+              format_value(m.min_origins), format_value(m.min_streams)]
+             for m in analysis.minimum], "")))
+    out.append(("Origins at equal total cores", _table(
+        ["RTT", "total cores", "origins x cores", "best streams", "throughput", "ratio"],
+        [[f"{format_value(o.key.get('rtt_ms'))} ms", format_value(o.total_cores),
+          f"{c.point.origins} x {format_value(c.point.cores)}", c.point.streams,
+          format_rate(c.mean_bps), _ratio(r)]
+         for o in analysis.origins for c, r in zip(o.best, o.ratios, strict=True)],
+        "no two origin counts share a total quota in this run")))
+    out.append(("Profiles", _table(
+        ["profile", "baseline", "pairs", "ratio", "min..max", "stdev"],
+        [[p.profile, p.baseline, p.pairs, _ratio(p.ratio),
+          f"{_ratio(p.min_ratio)}..{_ratio(p.max_ratio)}", _ratio(p.stdev)]
+         for p in analysis.profiles], "one profile only: nothing to compare")))
+    tv = varying_keys([t.key for t in analysis.tails])
+    out.append(("Tail latency", _table(
+        ["curve", "streams", "transfers", "last", "p50", "p90", "p99"],
+        [[curve_label(t.key, tv), t.streams, t.transfers, format_duration(t.last_s),
+          format_duration(t.p50_s), format_duration(t.p90_s), format_duration(t.p99_s)]
+         for t in analysis.tails], "no transfer completion times")))
+    rows = analysis.streams_table.get("rtts", [])
+    out.append(("Recommended streams per RTT", _table(
+        ["RTT", "streams (knee)", "peak streams", "peak"],
+        [[f"{format_value(r['rtt_ms'])} ms", r["streams"], r["peak_streams"],
+          format_rate(r["peak_bps"])] for r in rows], "no curve")))
+    out.append(("Points kept out", _table(
+        ["point", "why"],
+        [[i, f"emulator bound: {w}"] for i, w in analysis.excluded]
+        + [[i, f"failed: {e}"] for i, e in analysis.failed],
+        "none: every point was measured and used")))
+    return out
+
+
+_CSS = """
+body{font-family:sans-serif;max-width:60em;margin:1em auto;padding:0 1em;color:#222}
+table{border-collapse:collapse;margin:.5em 0 1em}
+td,th{border:1px solid #ccc;padding:.2em .5em;text-align:left;font-size:.9em}
+th{background:#f3f3f3} pre{background:#f7f7f7;padding:.5em;overflow-x:auto}
+figure{margin:1em 0} figure img{max-width:100%;height:auto;border:1px solid #eee}
+.none{color:#777} .note{background:#fff6e0;padding:.5em}
+"""
+CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
+
+
+def page(data: ReportData, analysis: A.Analysis, figs: Sequence[Drawn],
+         point_id: str | None) -> str:
+    from dtnkit import __version__
+
+    ok = sum(1 for r in data.records if not r.failed)
+    parts = [
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
+        f"<meta http-equiv='Content-Security-Policy' content=\"{CSP}\">",
+        f"<title>dtnkit sweep report: {_e(data.name)}</title><style>{_CSS}</style></head>",
+        f"<body><h1>Sweep <code>{_e(data.name)}</code></h1>",
+        f"<p>Status {_e(data.status)}: {ok} points measured, {len(data.records) - ok} failed, "
+        f"of {data.points_total} in the grid. Report by dtnkit {_e(__version__)}.</p>"]
+    if analysis.excluded:
+        from collections import Counter
+
+        whys = Counter(w for _, w in analysis.excluded)
+        parts.append(
+            f"<p class='note'>{len(analysis.excluded)} point(s) the lab's emulator bound are "
+            "kept out of the peak, drop, knee, fluctuation and the streams table (drawn hollow "
+            "in the figures): " + "; ".join(f"{_e(w)} ({n})" for w, n in whys.items())
+            + "</p>")
+    parts.append("<h2>Figures</h2>")
+    for f in figs:
+        uri = "data:image/png;base64," + base64.b64encode(f.png).decode("ascii")
+        parts.append(
+            f"<figure id='fig-{_e(f.stem)}'><h3>{_e(f.title)}</h3>"
+            f"<img class='figure' src='{uri}' alt='{_e(f.title)}' width='800'>"
+            f"<figcaption><p>{_e(f.reading)}</p><p>Files: <code>{_e(f.stem)}.png</code>, "
+            f"<code>{_e(f.stem)}.svg</code>.</p></figcaption></figure>")
+    if point_id:
+        parts.append(f"<p>The time series is of point <code>{_e(point_id)}</code>.</p>")
+    parts.append("<h2>Analysis</h2>")
+    for title, body in tables(analysis, data.records):
+        parts.append(f"<h3>{_e(title)}</h3>{body}")
+    parts.append(f"<h2>The grid</h2><pre>{_e(data.grid_toml)}</pre>")
+    env_rows = [[k, v if isinstance(v, str) else json.dumps(v, sort_keys=True, default=str)]
+                for k, v in sorted(data.environment.items())]
+    parts.append("<h2>Environment and versions</h2>"
+                 + _table(["what", "value"], env_rows, "not recorded"))
+    parts.append("</body></html>\n")
+    return "\n".join(parts)
+
+
+# ---------------------------------------------------------------- all of it
+
+def build(data: ReportData, out: Path, *, point_id: str | None = None,
+          target_bps: float | None = None, baseline: str | None = None,
+          progress: Progress | None = None) -> Written:
+    """Analyse, draw and write the report into ``out``; nothing is written on an error."""
+    check_dir(out)
+    if point_id is not None and not any(r.point.id == point_id for r in data.records):
+        match = [r.point.id for r in data.records if r.point.id.startswith(point_id)]
+        if len(match) != 1 or len(point_id) < 4:
+            shown = point_id if len(point_id) <= 20 else point_id[:17] + "..."
+            raise BadInput(f"no point {shown!r} in run {data.name!r}",
+                           f"{len(match)} points start with it" if match else
+                           "no stored point has that ID",
+                           f"see `dtnkit sweep analyze {data.name} --format json`")
+        point_id = match[0]
+    analysis = A.analyze(data.records, target_bps=target_bps, baseline=baseline)
+    try:
+        figs, chosen = figures(data, analysis, point_id, progress)
+    except (ValueError, OverflowError, RuntimeError) as exc:  # matplotlib on odd data
+        raise DtnkitError("cannot draw the report's figures", str(exc)[:120],
+                          "run with --traceback and report it") from None
+    files: dict[str, bytes] = {}
+    for f in figs:
+        files[f"{f.stem}.png"] = f.png
+        files[f"{f.stem}.svg"] = f.svg
+    files["analysis.json"] = (json.dumps(analysis.as_dict(), indent=1, allow_nan=False)
+                              + "\n").encode()
+    files[PAGE] = page(data, analysis, figs, chosen).encode("utf-8")
+    names = write_files(out, files)
+    return Written(directory=out, page=out / PAGE, files=names,
+                   figures=tuple(f.stem for f in figs), point_id=chosen)

@@ -1,0 +1,425 @@
+"""A sweep's runs and points in the results database (the SQLite file of
+:class:`dtnkit.measure.store.ResultStore`, ``$DTNKIT_DB``), in tables of their own.
+
+Tables (plain SQL; every JSON value is a TEXT column, so the store can move to another SQL
+database unchanged):
+
+- ``sweep_schema``: one row, the schema version of these tables (:data:`SCHEMA_VERSION`);
+- ``sweep_runs``: one row per run: its name, the grid's TOML text, the environment and
+  versions, its status (``running``, ``done``, ``interrupted``) and the number of points;
+- ``sweep_points``: one row per (run, point ID): the point's axis values, ``ok`` or
+  ``failed`` with the error, and everything measured (:class:`PointResult`).
+
+A point is written in one transaction when it is finished (ok or failed), never half; a point
+stored again (a failed point rerun) replaces the earlier row.
+
+The API (stable; :mod:`dtnkit.sweep.runner` writes, ``sweep analyze`` and ``report`` read):
+
+- :class:`SweepStore` (``SweepStore(db_path)``): :meth:`~SweepStore.create_run`,
+  :meth:`~SweepStore.store_point`, :meth:`~SweepStore.set_status`,
+  :meth:`~SweepStore.run_info`, :meth:`~SweepStore.runs`,
+  :meth:`~SweepStore.done_point_ids`, :meth:`~SweepStore.points`,
+  :meth:`~SweepStore.point`, :meth:`~SweepStore.records`;
+- module functions on a database path: :func:`list_runs`, :func:`run_info`,
+  :func:`load_records` (-> ``list[analyze.PointRecord]``), :func:`load_points` (every stored
+  point in full, run order) and :func:`point_series` (one point's time series);
+- :func:`check_run_name`: the rule for run names (``^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$``, no
+  ``..``).
+
+Unknown runs and points raise :class:`~dtnkit.errors.BadInput`; a database that cannot be
+opened raises it too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import re
+import sqlite3
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from dtnkit.errors import BadInput
+from dtnkit.sweep.analyze import PointRecord
+from dtnkit.sweep.grid import Point
+from dtnkit.sweep.model import MAX_RAW_BYTES, Transfer
+
+#: the version of the sweep tables this code writes and reads
+SCHEMA_VERSION = 1
+RUN_STATUSES = ("running", "done", "interrupted")
+POINT_STATUSES = ("ok", "failed")
+RUN_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+_DDL = """
+CREATE TABLE IF NOT EXISTS sweep_schema (
+    id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS sweep_runs (
+    name TEXT PRIMARY KEY, created REAL NOT NULL, updated REAL NOT NULL,
+    status TEXT NOT NULL, points_total INTEGER NOT NULL,
+    grid TEXT NOT NULL, environment TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS sweep_points (
+    run TEXT NOT NULL, point_id TEXT NOT NULL, seq INTEGER NOT NULL,
+    status TEXT NOT NULL, error TEXT NOT NULL,
+    started REAL NOT NULL, elapsed_s REAL NOT NULL, tool_s REAL,
+    point TEXT NOT NULL, throughput_bps REAL, samples TEXT NOT NULL, series TEXT NOT NULL,
+    cpu_seconds TEXT NOT NULL, softirq TEXT NOT NULL,
+    retransmits INTEGER, retransmits_note TEXT NOT NULL, ctxt INTEGER,
+    nic_drops TEXT NOT NULL, transfers TEXT NOT NULL, raw TEXT NOT NULL,
+    tuning TEXT NOT NULL, emulator TEXT, emulator_bound INTEGER NOT NULL,
+    emulator_why TEXT NOT NULL, extra TEXT NOT NULL,
+    PRIMARY KEY (run, point_id)
+);
+"""
+
+
+def check_run_name(name: str) -> str:
+    """A run name: letters, digits, ``.``, ``_`` and ``-``, at most 64, no ``..`` (it may
+    become a directory name in a report)."""
+    if not isinstance(name, str) or not RUN_NAME_RE.fullmatch(name) or ".." in name:
+        shown = repr(name) if len(repr(name)) <= 40 else repr(name)[:37] + "..."
+        raise BadInput(f"bad run name {shown}",
+                       "a run name is 1-64 letters, digits, '.', '_' or '-', starting with a "
+                       "letter or digit, without '..' or '/'", "e.g. --name metro-1")
+    return name
+
+
+@dataclasses.dataclass(frozen=True)
+class RunInfo:
+    """One run: its grid (TOML text), environment and progress."""
+
+    name: str
+    created: float  # epoch seconds
+    updated: float
+    status: str  # one of RUN_STATUSES
+    points_total: int  # the grid's points
+    points_ok: int
+    points_failed: int
+    grid_toml: str
+    environment: dict[str, Any]  # host, kernel, versions (dtnkit, iperf3, xrootd, ...), lab
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class PointResult:
+    """Everything stored of one point (what the runner measured).
+
+    Times are seconds from the point's start (the tool's start).  ``samples`` are
+    ``(t_s, bits per second)`` at the sampling interval; ``series`` holds further per-sample
+    series by name (e.g. ``"cpu_cores.0"`` for origin 0's cores used, ``"softirq_pct.dst"``),
+    each aligned to the samples' times.  ``cpu_seconds`` is per origin (index order).
+    ``softirq`` and ``nic_drops`` are per lab host name.  ``retransmits`` are TCP segments
+    retransmitted during the point in the sending namespaces, less DSACK-detected spurious
+    ones where the kernel counts them (``retransmits_note`` says which).  ``tuning`` maps
+    each end (``src``, ``dst``) to the tuning live during the point.
+    """
+
+    point: Point
+    status: str  # "ok" or "failed"
+    error: str = ""
+    started: float = 0.0  # epoch seconds
+    elapsed_s: float = 0.0  # the point's wall time, servers and path change included
+    tool_s: float | None = None  # the tool's own measured time
+    samples: tuple[tuple[float, float], ...] = ()
+    series: Mapping[str, Sequence[float | None]] = dataclasses.field(default_factory=dict)
+    cpu_seconds: tuple[float, ...] = ()
+    softirq: Mapping[str, Mapping[str, float]] = dataclasses.field(default_factory=dict)
+    retransmits: int | None = None
+    retransmits_note: str = ""
+    ctxt: int | None = None  # context switches (the whole machine) during the point
+    nic_drops: Mapping[str, Mapping[str, int]] = dataclasses.field(default_factory=dict)
+    transfers: tuple[Transfer, ...] = ()
+    raw: str = ""
+    tuning: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    emulator: Mapping[str, Any] | None = None  # fidelity.StageWindow.as_json()
+    emulator_bound: bool = False
+    emulator_why: str = ""
+    extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def throughput_bps(self) -> float | None:
+        good = [bps for _, bps in self.samples if math.isfinite(bps) and bps >= 0]
+        return sum(good) / len(good) if good else None
+
+    def record(self) -> PointRecord:
+        return PointRecord(
+            point=self.point, samples_bps=tuple(bps for _, bps in self.samples),
+            elapsed_s=self.tool_s if self.tool_s is not None else self.elapsed_s,
+            cpu_seconds=self.cpu_seconds,
+            completion_s=tuple(t.end_s for t in self.transfers if t.end_s is not None),
+            emulator_bound=self.emulator_bound, emulator_why=self.emulator_why,
+            failed=self.error if self.status != "ok" else "")
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready, the shape ``--format json`` shows."""
+        return {
+            "id": self.point.id, "point": self.point.as_dict(), "status": self.status,
+            "error": self.error, "started": self.started, "elapsed_s": self.elapsed_s,
+            "tool_s": self.tool_s, "throughput_bps": self.throughput_bps,
+            "samples": [list(s) for s in self.samples],
+            "series": {k: list(v) for k, v in self.series.items()},
+            "cpu_seconds": list(self.cpu_seconds),
+            "softirq": {k: dict(v) for k, v in self.softirq.items()},
+            "retransmits": self.retransmits, "retransmits_note": self.retransmits_note,
+            "ctxt": self.ctxt, "nic_drops": {k: dict(v) for k, v in self.nic_drops.items()},
+            "transfers": [dataclasses.asdict(t) for t in self.transfers], "raw": self.raw,
+            "tuning": dict(self.tuning), "emulator": dict(self.emulator) if self.emulator
+            is not None else None, "emulator_bound": self.emulator_bound,
+            "emulator_why": self.emulator_why, "extra": dict(self.extra)}
+
+
+def _dump(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, allow_nan=False, default=str)
+
+
+def _finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
+
+
+def point_from_dict(doc: Mapping[str, Any]) -> Point:
+    """A :class:`Point` from its stored dict (``Point.as_dict()``; the ``id`` is derived)."""
+    names = {f.name for f in dataclasses.fields(Point)}
+    return Point(**{k: v for k, v in doc.items() if k in names})
+
+
+class SweepStore:
+    """The sweep tables of one results database."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+
+    @contextmanager
+    def _db(self) -> Iterator[sqlite3.Connection]:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(self.path, timeout=30)
+            db.executescript(_DDL)
+            row = db.execute("SELECT version FROM sweep_schema WHERE id = 1").fetchone()
+            if row is None:
+                db.execute("INSERT OR IGNORE INTO sweep_schema (id, version) VALUES (1, ?)",
+                           (SCHEMA_VERSION,))
+                db.commit()
+            elif int(row[0]) != SCHEMA_VERSION:
+                db.close()
+                raise BadInput(f"the sweep tables in {self.path} are version {row[0]}",
+                               f"this dtnkit reads version {SCHEMA_VERSION}",
+                               "use a dtnkit of the same version, or another --db")
+        except (OSError, sqlite3.Error) as exc:
+            raise BadInput(f"cannot open the results store {self.path}", str(exc),
+                           "give another file with --db or $DTNKIT_DB") from None
+        db.row_factory = sqlite3.Row
+        try:
+            with db:
+                yield db
+        except sqlite3.Error as exc:
+            raise BadInput(f"cannot use the results store {self.path}", str(exc),
+                           "check the file and the disk") from None
+        finally:
+            db.close()
+
+    # ---- runs ----
+    def create_run(self, name: str, grid_toml: str, environment: Mapping[str, Any],
+                   points_total: int, *, reuse: bool = False) -> RunInfo:
+        """A new run ``name``; with ``reuse`` an existing run of the same grid text is
+        continued (its status set back to ``running``).  A new run whose name exists, or a
+        reused run whose grid differs, raises BadInput."""
+        check_run_name(name)
+        now = time.time()
+        with self._db() as db:
+            row = db.execute("SELECT grid FROM sweep_runs WHERE name = ?", (name,)).fetchone()
+            if row is not None:
+                if not reuse:
+                    raise BadInput(f"run {name!r} exists", f"in {self.path}",
+                                   "add --resume to continue it, or give another --name")
+                if row["grid"] != grid_toml:
+                    raise BadInput(f"run {name!r} was started with another grid",
+                                   "a resumed run must sweep the same grid",
+                                   "give the same grid, or another --name")
+                db.execute("UPDATE sweep_runs SET status = 'running', updated = ?, "
+                           "environment = ?, points_total = ? WHERE name = ?",
+                           (now, _dump(dict(environment)), points_total, name))
+            else:
+                db.execute("INSERT INTO sweep_runs (name, created, updated, status, "
+                           "points_total, grid, environment) VALUES (?, ?, ?, 'running', ?, "
+                           "?, ?)", (name, now, now, points_total, grid_toml,
+                                     _dump(dict(environment))))
+        return self.run_info(name)
+
+    def set_status(self, name: str, status: str) -> None:
+        if status not in RUN_STATUSES:
+            raise ValueError(f"run status {status!r}")
+        with self._db() as db:
+            db.execute("UPDATE sweep_runs SET status = ?, updated = ? WHERE name = ?",
+                       (status, time.time(), name))
+
+    def _info(self, db: sqlite3.Connection, row: sqlite3.Row) -> RunInfo:
+        counts = dict(db.execute("SELECT status, COUNT(*) FROM sweep_points WHERE run = ? "
+                                 "GROUP BY status", (row["name"],)).fetchall())
+        return RunInfo(name=row["name"], created=row["created"], updated=row["updated"],
+                       status=row["status"], points_total=row["points_total"],
+                       points_ok=int(counts.get("ok", 0)),
+                       points_failed=int(counts.get("failed", 0)), grid_toml=row["grid"],
+                       environment=json.loads(row["environment"]))
+
+    def _missing(self) -> bool:
+        """No database file yet: reading finds nothing (and creates no file)."""
+        return not self.path.exists()
+
+    def run_info(self, name: str) -> RunInfo:
+        """The run ``name``; BadInput when there is none."""
+        if self._missing():
+            shown = name if len(name) <= 40 else name[:37] + "..."
+            raise BadInput(f"no sweep run {shown!r}", f"{self.path} does not exist",
+                           "see `dtnkit sweep list`, or give --db")
+        with self._db() as db:
+            row = db.execute("SELECT * FROM sweep_runs WHERE name = ?", (name,)).fetchone()
+            if row is None:
+                shown = name if len(name) <= 40 else name[:37] + "..."
+                raise BadInput(f"no sweep run {shown!r}", f"in {self.path}",
+                               "see `dtnkit sweep list`")
+            return self._info(db, row)
+
+    def runs(self) -> list[RunInfo]:
+        """Every run, newest first."""
+        if self._missing():
+            return []
+        with self._db() as db:
+            rows = db.execute("SELECT * FROM sweep_runs ORDER BY created DESC, name").fetchall()
+            return [self._info(db, r) for r in rows]
+
+    # ---- points ----
+    def store_point(self, name: str, result: PointResult) -> None:
+        """Store one finished point (one transaction); replaces an earlier row of the same
+        point ID."""
+        if result.status not in POINT_STATUSES:
+            raise ValueError(f"point status {result.status!r}")
+        raw = result.raw
+        if len(raw.encode("utf-8", "replace")) > MAX_RAW_BYTES:
+            raw = raw.encode("utf-8", "replace")[-MAX_RAW_BYTES:].decode("utf-8", "replace")
+        samples = [[round(t, 6), _finite(bps)] for t, bps in result.samples]
+        series = {k: [_finite(v) for v in vs] for k, vs in result.series.items()}
+        emulator = _dump(dict(result.emulator)) if result.emulator is not None else None
+        with self._db() as db:
+            if db.execute("SELECT 1 FROM sweep_runs WHERE name = ?", (name,)).fetchone() is None:
+                raise BadInput(f"no sweep run {name!r}", f"in {self.path}",
+                               "create the run first")
+            seq_row = db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM sweep_points "
+                                 "WHERE run = ?", (name,)).fetchone()
+            db.execute(
+                "INSERT OR REPLACE INTO sweep_points (run, point_id, seq, status, error, "
+                "started, elapsed_s, tool_s, point, throughput_bps, samples, series, "
+                "cpu_seconds, softirq, retransmits, retransmits_note, ctxt, nic_drops, "
+                "transfers, raw, tuning, emulator, emulator_bound, emulator_why, extra) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+                "?, ?)",
+                (name, result.point.id, int(seq_row[0]), result.status, result.error,
+                 result.started, result.elapsed_s, _finite(result.tool_s),
+                 _dump(result.point.as_dict()), _finite(result.throughput_bps),
+                 _dump(samples), _dump(series),
+                 _dump([_finite(c) for c in result.cpu_seconds]),
+                 _dump({k: dict(v) for k, v in result.softirq.items()}),
+                 result.retransmits, result.retransmits_note, result.ctxt,
+                 _dump({k: dict(v) for k, v in result.nic_drops.items()}),
+                 _dump([dataclasses.asdict(t) for t in result.transfers]), raw,
+                 _dump(dict(result.tuning)), emulator, int(result.emulator_bound),
+                 result.emulator_why, _dump(dict(result.extra))))
+            db.execute("UPDATE sweep_runs SET updated = ? WHERE name = ?", (time.time(), name))
+
+    def done_point_ids(self, name: str) -> set[str]:
+        """The IDs of the run's points stored ``ok`` (what ``--resume`` skips)."""
+        with self._db() as db:
+            rows = db.execute("SELECT point_id FROM sweep_points WHERE run = ? AND "
+                              "status = 'ok'", (name,)).fetchall()
+        return {r[0] for r in rows}
+
+    @staticmethod
+    def _result(row: sqlite3.Row) -> PointResult:
+        emulator = row["emulator"]
+        return PointResult(
+            point=point_from_dict(json.loads(row["point"])), status=row["status"],
+            error=row["error"], started=row["started"], elapsed_s=row["elapsed_s"],
+            tool_s=row["tool_s"],
+            samples=tuple((float(t), float(b) if b is not None else math.nan)
+                          for t, b in json.loads(row["samples"])),
+            series=json.loads(row["series"]),
+            cpu_seconds=tuple(float(c) if c is not None else math.nan
+                              for c in json.loads(row["cpu_seconds"])),
+            softirq=json.loads(row["softirq"]), retransmits=row["retransmits"],
+            retransmits_note=row["retransmits_note"], ctxt=row["ctxt"],
+            nic_drops=json.loads(row["nic_drops"]),
+            transfers=tuple(Transfer(**t) for t in json.loads(row["transfers"])),
+            raw=row["raw"], tuning=json.loads(row["tuning"]),
+            emulator=json.loads(emulator) if emulator is not None else None,
+            emulator_bound=bool(row["emulator_bound"]), emulator_why=row["emulator_why"],
+            extra=json.loads(row["extra"]))
+
+    def points(self, name: str) -> list[PointResult]:
+        """Every stored point of the run (ok and failed), in the order they were run.
+        BadInput when the run does not exist."""
+        self.run_info(name)
+        with self._db() as db:
+            rows = db.execute("SELECT * FROM sweep_points WHERE run = ? ORDER BY seq",
+                              (name,)).fetchall()
+        return [self._result(r) for r in rows]
+
+    def point(self, name: str, point_id: str) -> PointResult:
+        """One stored point by ID (a unique prefix of 4 or more characters works too)."""
+        self.run_info(name)
+        with self._db() as db:
+            rows = db.execute("SELECT * FROM sweep_points WHERE run = ? AND point_id LIKE ? "
+                              "ESCAPE '\\'", (name, _like_prefix(point_id))).fetchall()
+        exact = [r for r in rows if r["point_id"] == point_id]
+        if exact:
+            return self._result(exact[0])
+        if len(rows) == 1 and len(point_id) >= 4:
+            return self._result(rows[0])
+        shown = point_id if len(point_id) <= 20 else point_id[:17] + "..."
+        why = f"{len(rows)} points start with it" if rows else f"not in run {name!r}"
+        raise BadInput(f"no point {shown!r}", why, f"see `dtnkit sweep analyze {name}`")
+
+    def records(self, name: str) -> list[PointRecord]:
+        """The run's points as the analysis reads them."""
+        return [p.record() for p in self.points(name)]
+
+
+def _like_prefix(text: str) -> str:
+    return re.sub(r"([\\%_])", r"\\\1", text) + "%"
+
+
+# ---------------------------------------------------------------- on a database path
+
+def list_runs(db_path: Path | str) -> list[RunInfo]:
+    return SweepStore(db_path).runs()
+
+
+def run_info(db_path: Path | str, run: str) -> RunInfo:
+    return SweepStore(db_path).run_info(run)
+
+
+def load_records(db_path: Path | str, run: str) -> list[PointRecord]:
+    """The run's stored points (ok and failed; a failed one carries ``failed``) as
+    :class:`~dtnkit.sweep.analyze.PointRecord`, in run order."""
+    return SweepStore(db_path).records(run)
+
+
+def load_points(db_path: Path | str, run: str) -> list[PointResult]:
+    return SweepStore(db_path).points(run)
+
+
+def point_series(db_path: Path | str, run: str, point_id: str) -> dict[str, list[float | None]]:
+    """One point's time series: ``t_s`` and ``throughput_bps`` (the samples) and every
+    further series stored with it (``cpu_cores.N``, ``softirq_pct.HOST``, ...)."""
+    p = SweepStore(db_path).point(run, point_id)
+    out: dict[str, list[float | None]] = {
+        "t_s": [t for t, _ in p.samples],
+        "throughput_bps": [b if math.isfinite(b) else None for _, b in p.samples]}
+    for key, values in p.series.items():
+        out[key] = list(values)
+    return out

@@ -1,0 +1,401 @@
+"""Third-party-copy tools of a sweep: ``dtnkit-tpc`` (``dtnkit cp --tpc pull``) and
+``gfal-tpc`` (``gfal-copy --copy-mode pull``), between the origins and the destination server
+on the client side, as the study ran its parallel gfal-copy.
+
+A point's ``streams`` is the number of concurrent transfers (each one TCP stream: ``dtnkit cp
+--streams 1``, gfal-copy without ``-n``).  Transfer ``k`` copies ``origin[k % n]``'s file
+``files[(k // n) % len(files)]`` to the destination as ``s{SLOT}.bin`` (one name per slot,
+overwritten by the slot's next transfer, so the destination's tmpfs holds at most
+``streams`` files).  How many transfers: ``point.bytes`` set: ceil(bytes / file_size) (at
+least one per slot); else each slot starts transfers until ``point.duration_s`` has passed
+(at least one each); neither: one per slot.
+
+The pull is what the study measured: the destination server is the active party (it fetches
+from the origin through the lab path), the client only asks and waits.  ``verified`` is True
+when a checksum (adler32) was compared end to end: gfal-copy ``-K adler32 --checksum-mode
+both`` compares source and destination itself; ``dtnkit cp --tpc`` with a ``dtnkit serve``
+destination has the active side compare it; with an XRootD destination (which does not)
+the tool compares the source's ``Digest`` (a HEAD) with the destination's digest that
+``dtnkit cp`` reports.
+
+Times (``Transfer.start_s``/``end_s``) count from the start of :meth:`run` (its
+``time.monotonic()`` is in ``ToolRun.extra["t0_monotonic"]`` for a runner that counts from
+elsewhere).  Every process is started in the client's namespace in a session of its own and
+stopped by PID (SIGTERM, then SIGKILL) at ``env.deadline`` or when :meth:`run` is left in any
+other way (Ctrl-C included).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import dataclasses
+import json
+import math
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from dtnkit.sweep.model import MAX_RAW_BYTES, Origin, PointEnv, ToolRun, Transfer
+
+if TYPE_CHECKING:
+    from dtnkit.sweep.grid import Point
+
+CHECKSUM = "adler32"
+#: the bearer token gfal-copy sends to servers that take none (XRootD without authorization)
+NO_TOKEN = "dtnkit-sweep-no-token"
+STOP_GRACE_S = 2.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+    """One transfer: its number, slot, source and destination URLs."""
+
+    k: int
+    slot: int
+    origin: Origin
+    src: str
+    dst: str
+
+
+@dataclasses.dataclass
+class Outcome:
+    ok: bool
+    verified: bool
+    output: str
+    error: str = ""
+
+
+def plan(env: PointEnv, scheme: str = "") -> Callable[[int, int], Job]:
+    """Job ``k`` of slot ``slot`` (see the module's text); ``scheme`` replaces https."""
+    if env.destination is None:
+        raise ValueError("a third-party copy needs a destination server")
+    dest = env.destination
+    origins = env.origins
+
+    def url(base: str) -> str:
+        return scheme + base.split("://", 1)[1] if scheme else base
+
+    def job(k: int, slot: int) -> Job:
+        o = origins[k % len(origins)]
+        name = o.files[(k // len(origins)) % len(o.files)]
+        return Job(k, slot, o, f"{url(o.url_base)}/{name}", f"{url(dest.url_base)}/s{slot}.bin")
+
+    if not origins or any(not o.files for o in origins):
+        raise ValueError("every origin needs at least one source file")
+    return job
+
+
+def transfers_wanted(point: Point) -> int | None:
+    """How many transfers a point asks for in all (None: until its duration has passed)."""
+    if point.bytes:
+        return max(point.streams, math.ceil(point.bytes / max(point.file_size, 1)))
+    if point.duration_s:
+        return None
+    return point.streams
+
+
+class Procs:
+    """The processes a run started: stopped by PID however the run ends."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.live: dict[int, subprocess.Popen[str]] = {}
+        self.closed = False
+
+    def run(self, argv: Sequence[str], deadline: float, env: dict[str, str] | None = None
+            ) -> tuple[int | None, str]:
+        """Run to completion or ``deadline`` (then stopped: status None); the output."""
+        with self.lock:
+            if self.closed:
+                return None, "not started: the point was stopped"
+            proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    text=True, errors="replace", start_new_session=True,
+                                    env=env)
+            self.live[proc.pid] = proc
+        try:
+            out, _ = proc.communicate(timeout=max(deadline - time.monotonic(), 0.01))
+            return proc.returncode, out
+        except subprocess.TimeoutExpired:
+            stop(proc)
+            out = proc.communicate()[0] if proc.stdout and not proc.stdout.closed else ""
+            return None, (out or "") + "\n(stopped at the point's deadline)"
+        finally:
+            with self.lock:
+                self.live.pop(proc.pid, None)
+
+    def close(self) -> None:
+        with self.lock:
+            self.closed = True
+            live = list(self.live.values())
+        for proc in live:
+            stop(proc)
+
+
+def stop(proc: subprocess.Popen[str]) -> None:
+    """SIGTERM by PID, SIGKILL after STOP_GRACE_S, reaped."""
+    if proc.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(STOP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def run_transfers(env: PointEnv, job: Callable[[int, int], Job],
+                  one: Callable[[Job, Procs, float], Outcome]) -> ToolRun:
+    """``point.streams`` slots running transfers concurrently (see the module's text)."""
+    point = env.point
+    t0 = time.monotonic()
+    wanted = transfers_wanted(point)
+    until = t0 + (point.duration_s or 0.0)
+    lock = threading.Lock()
+    counter = [0]
+    done: list[tuple[Job, Transfer]] = []
+    raw: list[str] = []
+    procs = Procs()
+
+    def next_k(first: bool) -> int | None:
+        with lock:
+            k = counter[0]
+            if wanted is not None and k >= wanted:
+                return None
+            if wanted is None and not first and time.monotonic() >= until:
+                return None
+            counter[0] += 1
+            return k
+
+    def slot(s: int) -> None:
+        first = True
+        while time.monotonic() < env.deadline and not procs.closed:
+            k = next_k(first)
+            if k is None:
+                return
+            first = False
+            j = job(k, s)
+            start = time.monotonic()
+            try:
+                out = one(j, procs, env.deadline)
+            except Exception as exc:  # one transfer's failure is recorded, the others go on
+                out = Outcome(False, False, "", f"{type(exc).__name__}: {exc}")
+            end = time.monotonic()
+            t = Transfer(start_s=round(start - t0, 6),
+                         end_s=round(end - t0, 6) if out.ok else None,
+                         bytes=point.file_size if out.ok else 0, verified=out.verified,
+                         error="" if out.ok else (out.error or "failed")[-500:])
+            with lock:
+                done.append((j, t))
+                raw.append(f"--- transfer {k} slot {s}: {j.src} -> {j.dst}\n{out.output}")
+
+    pool = concurrent.futures.ThreadPoolExecutor(point.streams)
+    try:
+        futures = [pool.submit(slot, s) for s in range(point.streams)]
+        for f in futures:
+            f.result()
+    finally:
+        procs.close()  # first (Ctrl-C too): the slots' processes, then the slots return
+        pool.shutdown(wait=True)
+    done.sort(key=lambda d: d[0].k)
+    transfers = tuple(t for _j, t in done)
+    failed = [t for t in transfers if t.end_s is None]
+    text = "\n".join(raw)
+    encoded = text.encode()
+    if len(encoded) > MAX_RAW_BYTES:
+        text = encoded[-MAX_RAW_BYTES:].decode(errors="replace")
+    why = ""
+    if not transfers:
+        why = "no transfer ran before the point's deadline"
+    elif failed:
+        why = f"{len(failed)} of {len(transfers)} transfers failed: {failed[0].error}"
+    return ToolRun(transfers=transfers, raw=text, failed=why,
+                   extra={"t0_monotonic": t0, "checksum": CHECKSUM,
+                          "transfers_per_origin": _per_origin(done)})
+
+
+def _per_origin(done: Sequence[tuple[Job, Transfer]]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for j, t in done:
+        if t.end_s is not None:
+            out[str(j.origin.index)] = out.get(str(j.origin.index), 0) + 1
+    return out
+
+
+def _left(deadline: float) -> float:
+    return max(deadline - time.monotonic(), 1.0)
+
+
+# --------------------------------------------------------------------------- dtnkit cp --tpc
+
+
+DIGEST = re.compile(r"^digest:\s*(.*)$", re.I | re.M)
+
+
+def header_file(workdir: Path, origin: Origin) -> Path:
+    """A file (mode 0600, in the point's private directory) holding the origin's
+    Authorization header, for ``curl -H @FILE``."""
+    path = workdir / f"auth-o{origin.index}.hdr"
+    if not path.is_symlink() and path.is_file():
+        return path
+    # written whole under a name of this thread's, then renamed: concurrent transfers of
+    # the point never read a half-written file
+    tmp = workdir / f".auth-o{origin.index}-{threading.get_ident()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(f"Authorization: Bearer {origin.token}\n")
+    os.replace(tmp, path)
+    return path
+
+
+def source_digest(env: PointEnv, j: Job, procs: Procs, deadline: float) -> str | None:
+    """The source's adler32 as lowercase hex (a HEAD with Want-Digest from the client)."""
+    argv = ["curl", "-sS", "-f", "-I", "--max-time", f"{_left(deadline):.0f}",
+            "-H", f"Want-Digest: {CHECKSUM}"]
+    if j.origin.ca_file is not None:
+        argv += ["--cacert", str(j.origin.ca_file)]
+    if j.origin.token:  # from a file (curl -H @FILE): a token on a command line shows in ps
+        argv += ["-H", f"@{header_file(env.workdir, j.origin)}"]
+    status, out = procs.run(env.client.argv([*argv, j.src]), deadline)
+    m = DIGEST.search(out)
+    if status != 0 or not m:
+        return None
+    for item in m.group(1).split(","):
+        name, _, value = item.strip().partition("=")
+        if name.lower() == CHECKSUM:
+            return value.strip().lower()
+    return None
+
+
+class DtnkitTpc:
+    """``dtnkit cp --tpc pull`` from an origin to the destination server, one process per
+    transfer in the client's namespace."""
+
+    name = "dtnkit-tpc"
+
+    def servers(self, point: Point) -> tuple[str | None, str | None]:
+        return point.server, point.server
+
+    def one(self, env: PointEnv, j: Job, procs: Procs, deadline: float) -> Outcome:
+        dest = env.destination
+        assert dest is not None
+        argv = [sys.executable, "-m", "dtnkit", "cp", "--tpc", "pull", "--streams", "1",
+                "-K", CHECKSUM, "-f", "--format", "json",
+                "--deadline", f"{_left(deadline):.0f}s"]
+        if dest.ca_file is not None:
+            argv += ["--ca-file", str(dest.ca_file)]
+        # the tokens through the environment, never argv (ps, the stored raw output)
+        penv = {k: v for k, v in os.environ.items()
+                if k not in ("DTNKIT_TOKEN", "BEARER_TOKEN", "DTNKIT_REMOTE_TOKEN")}
+        if dest.token:
+            penv["DTNKIT_TOKEN"] = dest.token
+        if j.origin.token:
+            penv["DTNKIT_REMOTE_TOKEN"] = j.origin.token
+        status, out = procs.run(env.client.argv([*argv, j.src, j.dst]), deadline, penv)
+        if status != 0:
+            return Outcome(False, False, out, _last_line(out) or f"exit {status}")
+        try:
+            summary = json.loads(out.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            return Outcome(False, False, out, "no JSON summary from dtnkit cp")
+        if summary.get("bytes") != env.point.file_size:
+            return Outcome(False, False, out, f"destination has {summary.get('bytes')} bytes, "
+                           f"not {env.point.file_size}")
+        if dest.kind == "dtnkit":  # the active side compared the source's digest
+            return Outcome(True, True, out)
+        theirs = source_digest(env, j, procs, deadline)
+        ours = str(summary.get("digest") or "").lower()
+        if theirs is None or not ours:
+            return Outcome(True, False, out)  # copied, not verified
+        if theirs != ours:
+            return Outcome(False, False, out, f"{CHECKSUM} mismatch: source {theirs}, "
+                           f"destination {ours}")
+        return Outcome(True, True, out)
+
+    def run(self, env: PointEnv) -> ToolRun:
+        job = plan(env)
+        return run_transfers(env, job, lambda j, procs, dl: self.one(env, j, procs, dl))
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1][-500:] if lines else ""
+
+
+# --------------------------------------------------------------------------- gfal-copy
+
+
+def gfal_python() -> str | None:
+    """A python that can ``import gfal2`` (the gfal-copy script needs one)."""
+    for candidate in (os.environ.get("GFAL_PYTHONBIN"), "/usr/bin/python3", "python3"):
+        exe = shutil.which(candidate) if candidate else None
+        if exe and subprocess.run([exe, "-c", "import gfal2"], capture_output=True,
+                                  check=False, timeout=60).returncode == 0:
+            return exe
+    return None
+
+
+def ca_dir(ca_file: Path, workdir: Path) -> Path:
+    """A hashed CA directory (X509_CERT_DIR) holding ``ca_file``, made in ``workdir``."""
+    d = workdir / "x509-ca"
+    if not d.is_dir():
+        d.mkdir(parents=True)
+        shutil.copy(ca_file, d / "ca.pem")
+        subprocess.run(["openssl", "rehash", str(d)], capture_output=True, check=True,
+                       timeout=60)
+    return d
+
+
+class GfalTpc:
+    """``gfal-copy --copy-mode pull -K adler32 --checksum-mode both`` between an origin and
+    the destination (davs:// URLs), one process per transfer in the client's namespace."""
+
+    name = "gfal-tpc"
+
+    def servers(self, point: Point) -> tuple[str | None, str | None]:
+        return point.server, point.server
+
+    def environment(self, env: PointEnv) -> dict[str, str]:
+        out = {k: v for k, v in os.environ.items() if not k.startswith(("X509_", "BEARER_"))}
+        dest = env.destination
+        assert dest is not None
+        if dest.ca_file is not None:
+            out["X509_CERT_DIR"] = str(ca_dir(dest.ca_file, env.workdir))
+        out["GFAL_PYTHONBIN"] = gfal_python() or "python3"
+        # Without a bearer token gfal2 asks the active party to take a delegated proxy
+        # (COPY with "Credential: gridsite"), which XRootD 5.5's TPC refuses ("unsupported
+        # credential type"); with one it sends "Credential: none".  XRootD here has no
+        # authorization, so any token does for it.
+        out["BEARER_TOKEN"] = (dest.token or next((o.token for o in env.origins if o.token),
+                                                  "") or NO_TOKEN)
+        return out
+
+    def one(self, env: PointEnv, j: Job, procs: Procs, deadline: float,
+            penv: dict[str, str]) -> Outcome:
+        left = f"{_left(deadline):.0f}"
+        argv = ["gfal-copy", "-f", "--copy-mode", "pull", "-K", CHECKSUM, "--checksum-mode",
+                "both", "-t", left, "-T", left, j.src, j.dst]
+        status, out = procs.run(env.client.argv(argv), deadline, env=penv)
+        if status != 0:
+            return Outcome(False, False, out, _last_line(out) or f"exit {status}")
+        return Outcome(True, True, out)
+
+    def run(self, env: PointEnv) -> ToolRun:
+        job = plan(env, scheme="davs://")
+        penv = self.environment(env)
+        return run_transfers(env, job, lambda j, procs, dl: self.one(env, j, procs, dl, penv))
+
+
+#: the tools this module gives, by name (the runner's registry takes them from here)
+TOOLS = {"dtnkit-tpc": DtnkitTpc(), "gfal-tpc": GfalTpc()}

@@ -1,0 +1,44 @@
+"""bench/bench_cp_wan.py --only: the upload cells and the downloads they are judged
+against, without the rest of the table (gfal-copy, xrdcp, curl, TPC)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "bench_cp_wan.py"
+
+
+@pytest.fixture(scope="module")
+def bench() -> Iterator[ModuleType]:
+    sys.path.insert(0, str(BENCH.parent))
+    spec = importlib.util.spec_from_file_location("bench_cp_wan_s19u", BENCH)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_cp_wan_s19u"] = module  # its dataclasses look their module up
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        sys.modules.pop("bench_cp_wan_s19u", None)
+        sys.path.remove(str(BENCH.parent))
+
+
+def test_only_upload_keeps_the_uploads_and_their_baselines(bench: ModuleType) -> None:
+    names = bench.order("auto", None)
+    goals = bench.targets("auto", None)
+    kept = bench.only(names, ["upload"], goals)
+    assert kept == ["cp auto dtnkit", "upload auto", "cp 1 dtnkit", "upload 1"]
+    assert bench.only(names, [], goals) == names  # no --only: everything
+    assert bench.only(names, ["tpc dtnkit 1"], goals) == ["tpc dtnkit 1", "tpc XRootD 1"]
+
+
+def test_only_is_parsed_from_a_comma_list(bench: ModuleType) -> None:
+    args = bench.parse_args(["--only", "upload, tpc", "--paths", "50ms/1gbit"])
+    assert args.only == ["upload", "tpc"]
+    assert bench.parse_args([]).only == []
