@@ -165,7 +165,7 @@ def test_requests_and_replies_without_a_socket() -> None:
     """The sans-I/O half: request layout, message walking, and damaged replies refused."""
     req = dump_request("route6", 7)
     assert len(req) == 28 and req[16] == 10 and int.from_bytes(req[8:12], "little") == 7
-    assert set(DUMPS) == {"link", "route4", "route6", "addr6"}
+    assert set(DUMPS) == {"link", "route4", "route6", "addr6", "qdisc"}
     done = (20).to_bytes(4, "little") + (3).to_bytes(2, "little") + bytes(14)
     assert list(messages(done, 16)) == []
     with pytest.raises(ParseError, match="truncated"):

@@ -127,6 +127,34 @@ def test_last_probe_results_and_a_missing_store(host_tree: View, tmp_path: Path)
     assert ("dtnkit_probe_last_success", (("kind", "disk"),)) not in found
 
 
+def test_the_last_finished_sweep(host_tree: View, tmp_path: Path) -> None:
+    """The newest finished run of the sweep store is exported; a run still going is not."""
+    from dtnkit.sweep.grid import parse_grid_flags
+    from dtnkit.sweep.store import PointResult, SweepStore
+
+    db = tmp_path / "results.sqlite"
+    ResultStore(db).add(ProbeResult("net", {}, {}, started=1.0))  # the probe tables
+    assert not any(n.startswith("dtnkit_sweep_") for n in names(samples(host_tree, db=db)))
+    store = SweepStore(db)
+    grid = parse_grid_flags(["rtt=5ms", "streams=1,2", "duration=1s", "sample_interval=1s"])
+    points = grid.points()
+    store.create_run("old", "schema = 1", {}, len(points))
+    store.store_point("old", PointResult(points[0], "ok", samples=((1.0, 4e8),)))
+    store.set_status("old", "done")
+    store.create_run("new", "schema = 1", {}, len(points))
+    store.store_point("new", PointResult(points[0], "ok", samples=((1.0, 8e8), (2.0, 6e8))))
+    store.store_point("new", PointResult(points[1], "failed", error="boom"))
+    store.set_status("new", "interrupted")
+    store.create_run("going", "schema = 1", {}, len(points))  # running: not exported
+    found = samples(host_tree, db=db)
+    run = (("sweep", "new"),)
+    assert found[("dtnkit_sweep_last_points", run)] == 2
+    assert found[("dtnkit_sweep_last_points_ok", run)] == 1
+    assert found[("dtnkit_sweep_last_best_rate_bytes_per_second", run)] == 7e8 / 8
+    assert not [k for k in found if k[0].startswith("dtnkit_sweep_") and k[1] != run]
+    assert found[("dtnkit_collector_success", (("collector", "results"),))] == 1
+
+
 @pytest.fixture
 def ns() -> Iterator[Netns]:
     n = Netns(prefix="p19")

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from dtnkit.errors import BadInput, DtnkitError
 from dtnkit.host.host import Host
-from dtnkit.host.parsers import ParseError
+from dtnkit.host.parsers import ParseError, ethtool_nl
 from dtnkit.host.parsers.ethtool import parse_ethtool_driver
 from dtnkit.host.parsers.iproute import (
     Address,
@@ -30,7 +29,10 @@ from dtnkit.host.parsers.rtnetlink import (
     parse_addresses,
     parse_default_routes,
     parse_links,
+    parse_qdiscs,
 )
+from dtnkit.host.parsers.tc import Qdisc
+from dtnkit.records import record
 
 T = TypeVar("T")
 
@@ -43,14 +45,14 @@ AUXILIARY_KINDS = frozenset({"ifb", "dummy", "nlmon", "sit", "ipip", "ip6tnl", "
                              "ip6gre", "vti", "wireguard", "vxlan", "geneve"})
 
 
-@dataclass(frozen=True)
+@record
 class Unavailable:
     """A value the host cannot give, and why (unsupported op, tool missing, no such file)."""
 
     reason: str
 
 
-@dataclass(frozen=True)
+@record
 class Interface:
     name: str
     kind: str | None  # None: a physical NIC (or anything without linkinfo)
@@ -87,6 +89,24 @@ def _kernel_links(host: Host) -> tuple[list[NlLink], dict[str, bytes]] | None:
         return None
     try:
         return parse_links(dumps["link"]), dumps
+    except ParseError:
+        return None
+
+
+def kernel_qdiscs(host: Host, dev: str) -> list[Qdisc] | None:
+    """The qdiscs of ``dev`` as ``tc -j qdisc show dev DEV`` gives them, from the kernel's
+    rtnetlink dump on a live host; None when tc has to run (a tree, a device the dump does not
+    have, a qdisc kind whose options only tc prints: see
+    :data:`~dtnkit.host.parsers.rtnetlink.QDISC_KINDS`)."""
+    kernel = _kernel_links(host)
+    if kernel is None:
+        return None
+    links, dumps = kernel
+    index = next((link.index for link in links if link.name == dev), None)
+    if index is None or "qdisc" not in dumps:
+        return None
+    try:
+        return parse_qdiscs(dumps["qdisc"], index)
     except ParseError:
         return None
 
@@ -313,15 +333,30 @@ def select_interfaces(
     return result
 
 
+def driver_info(host: Host, dev: str) -> dict[str, str] | None:
+    """The rows ``ethtool -i DEV`` prints, from the kernel (the SIOCETHTOOL ioctl) on a live
+    host, else from ethtool; None where ethtool fails (no driver information)."""
+    replies = host.ethtool_replies(dev)
+    raw = replies.get("drvinfo") if replies is not None else None
+    if raw in (ethtool_nl.EOPNOTSUPP, ethtool_nl.ENODEV):
+        return None  # ethtool -i fails the same way
+    if isinstance(raw, bytes):
+        try:
+            return ethtool_nl.parse_drvinfo(raw)
+        except ParseError:
+            pass  # ethtool says it in its own words
+    res = host.query(["ethtool", "-i", dev])
+    if not res.ok:
+        return None
+    try:
+        return parse_ethtool_driver(res.stdout)
+    except ParseError:
+        return None
+
+
 def nic_driver(host: Host, dev: str) -> dict[str, str | None]:
     """Driver, driver version and firmware of ``dev`` from ``ethtool -i`` (None when unknown)."""
-    res = host.query(["ethtool", "-i", dev])
-    info: dict[str, str] = {}
-    if res.ok:
-        try:
-            info = parse_ethtool_driver(res.stdout)
-        except ParseError:
-            info = {}
+    info = driver_info(host, dev) or {}
     return {"driver": info.get("driver") or None, "version": info.get("version") or None,
             "firmware": info.get("firmware-version") or None,
             "bus": info.get("bus-info") or None}
@@ -363,6 +398,9 @@ def ethtool_read(
     keys.  The text of both has been stable for years.
     """
     host.need_tool("ethtool", "ethtool")
+    kernel = _ethtool_kernel(host, flag, iface)
+    if kernel is not None:
+        return cast("T | Unavailable", kernel)
     if flag in JSON_TRUSTED:
         res = host.query(["ethtool", "--json", flag, iface])
         if res.ok:
@@ -381,6 +419,46 @@ def ethtool_read(
         return Unavailable(f"cannot parse `ethtool {flag} {iface}`: {exc}")
 
 
+def _ethtool_kernel(host: Host, flag: str, iface: str) -> object | None:
+    """What ``ethtool FLAG IF`` would give, read from the kernel as ethtool 6.1 reads it (see
+    :mod:`~dtnkit.host.parsers.ethtool_nl`), or Unavailable with ethtool's reason; None when
+    ethtool has to run (a tree, no reply, an error ethtool words its own way)."""
+    name = ethtool_nl.FLAG_READS.get(flag)
+    replies = host.ethtool_replies(iface) if name is not None else None
+    if replies is None or name is None:
+        return None
+    memo = f"parsed {name}"  # decoded once per reply (several tunables read each)
+    if memo in replies:
+        return replies[memo]
+    replies[memo] = found = _ethtool_decode(replies, name)
+    return found
+
+
+def _ethtool_decode(replies: dict[str, object], name: str) -> object | None:
+    reply = replies.get(name)
+    if not isinstance(reply, bytes):
+        return None
+    try:
+        if name == "features":
+            strset = replies.get("strset")
+            if not isinstance(strset, bytes):
+                return None
+            return ethtool_nl.parse_features(reply, ethtool_nl.parse_feature_names(strset))
+        if name == "rings":
+            return ethtool_nl.parse_rings(reply)
+        if name == "coalesce":
+            return ethtool_nl.parse_coalesce(reply)
+        return ethtool_nl.parse_pause(reply)
+    except ethtool_nl.KernelRefused as exc:
+        if exc.errno == ethtool_nl.EOPNOTSUPP:  # "netlink error: Operation not supported"
+            return Unavailable(_ethtool_reason("Operation not supported"))
+        if exc.errno == ethtool_nl.ENODEV:
+            return Unavailable(_ethtool_reason("No such device"))
+        return None
+    except ParseError:
+        return None
+
+
 def _ethtool_reason(text: str) -> str:
     low = text.lower()
     if "not supported" in low:
@@ -391,7 +469,7 @@ def _ethtool_reason(text: str) -> str:
     return first[0] if first else "ethtool failed"
 
 
-@dataclass(frozen=True)
+@record
 class KernelCaps:
     qdiscs: dict[str, bool | None]  # kind -> present? None when unknown
     qdisc_evidence: str
@@ -426,7 +504,7 @@ def kernel_caps(host: Host) -> KernelCaps:
     return KernelCaps(qdiscs, evidence, tuple(avail), tuple(allowed), tuple(modules))
 
 
-@dataclass(frozen=True)
+@record
 class Environment:
     """Where dtnkit runs, and what that means for tuning."""
 
@@ -436,7 +514,7 @@ class Environment:
     proc_sys_read_only: bool
     root: bool
     ram_bytes: int | None
-    notes: tuple[str, ...] = field(default=())
+    notes: tuple[str, ...] = ()
 
 
 def environment(host: Host) -> Environment:

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from dtnkit.errors import DtnkitError, ToolMissing
+from dtnkit.host.parsers import ParseError, ethtool_nl
 from dtnkit.host.parsers.rtnetlink import DUMPS, dump_request
 from dtnkit.host.runner import Result, Runner, SubprocessRunner
 
@@ -53,13 +54,14 @@ _RTNL_REQUESTS = [dump_request(name, seq) for seq, name in enumerate(DUMPS, star
 _BATCH_REQUEST: dict[str, Any] = {"batch": [list(_BATCH_DIRS), list(_BATCH_DEVICE_FILES),
                                             _RTNL_REQUESTS]}
 _RTNL_FUNC = r"""
-def rtnl(requests, timeout):
-    # each request's reply: its messages (each padded to 4 bytes) up to NLMSG_DONE or
-    # NLMSG_ERROR; None when the socket fails
+def nl(proto, requests, timeout):
+    # each request's reply on one netlink socket of protocol `proto`: its messages (each
+    # padded to 4 bytes) up to NLMSG_DONE, NLMSG_ERROR or a message that is not part of a
+    # dump (no NLM_F_MULTI: the one reply to a plain get); None when the socket fails
     import _socket
     order = sys.byteorder
     try:
-        sock = _socket.socket(16, 3, 0)  # AF_NETLINK, SOCK_RAW, NETLINK_ROUTE
+        sock = _socket.socket(16, 3, proto)  # AF_NETLINK, SOCK_RAW
     except OSError:
         return None
     out = []
@@ -81,7 +83,8 @@ def rtnl(requests, timeout):
                     if data[pos + 8:pos + 12] == seq:
                         part = data[pos:pos + step]
                         parts.append(part + bytes(step - len(part)))
-                        done = done or int.from_bytes(data[pos + 4:pos + 6], order) in (2, 3)
+                        done = done or int.from_bytes(data[pos + 4:pos + 6], order) in (2, 3) \
+                            or not int.from_bytes(data[pos + 6:pos + 8], order) & 2
                     pos += step
             out.append(b"".join(parts))
     except OSError:
@@ -89,6 +92,26 @@ def rtnl(requests, timeout):
     finally:
         sock.close()
     return out
+def rtnl(requests, timeout):
+    return nl(0, requests, timeout)  # NETLINK_ROUTE
+def drvinfo(dev, request):
+    # the SIOCETHTOOL ioctl ETHTOOL_GDRVINFO (`request`: the struct, its command set): the
+    # filled struct, or the errno (ifreq: the name in 16 bytes, then a pointer to the struct)
+    import _socket, array, fcntl
+    buf = array.array("B", request)
+    try:
+        sock = _socket.socket(2, 2, 0)  # AF_INET, SOCK_DGRAM
+    except OSError as exc:
+        return exc.errno or -1
+    try:
+        ifr = (dev.encode()[:15].ljust(16, b"\0")
+               + buf.buffer_info()[0].to_bytes(8, sys.byteorder) + bytes(16))
+        fcntl.ioctl(sock.fileno(), 0x8946, ifr)  # SIOCETHTOOL
+    except OSError as exc:
+        return exc.errno or -1
+    finally:
+        sock.close()
+    return buf.tobytes()
 """
 _BATCH_FUNC = _RTNL_FUNC + r"""
 import os, sys
@@ -197,6 +220,9 @@ def recv():
 while (req := recv()) is not None:
     if "batch" in req:
         reply = {"rc": 0, "batch": batch(*req["batch"]), "out": "", "err": ""}
+    elif "ethtool" in req:  # one device's ethtool reads (see Host.ethtool_replies)
+        dev, requests = req["ethtool"]
+        reply = {"nl": nl(16, requests, req["timeout"]), "drvinfo": drvinfo(dev, req["drv"])}
     elif "many" in req:
         reply = {"many": [list(r) for r in run_many([(a, None) for a in req["many"]],
                                                      req["timeout"])]}
@@ -380,6 +406,8 @@ class Host:
     _fixed: dict[str, Any] = field(default_factory=dict, repr=False)
     # The rtnetlink dumps of this process's namespace (key None), dropped with _cache.
     _rtnl: dict[None, dict[str, bytes] | None] = field(default_factory=dict, repr=False)
+    # ethtool's reads from the kernel by device (see ethtool_replies), dropped with _cache.
+    _ethtool: dict[str, dict[str, object] | None] = field(default_factory=dict, repr=False)
 
     # ---- construction ---------------------------------------------------------------------
     @classmethod
@@ -404,7 +432,8 @@ class Host:
         return Host(self.root, self.netns, self.runner, read_only=True, _cache=self._cache,
                     _batch=self._batch, _helper=self._helper, _running=self._running,
                     _lock=self._lock, _generation=self._generation,
-                    _planning=self._planning, _fixed=self._fixed, _rtnl=self._rtnl)
+                    _planning=self._planning, _fixed=self._fixed, _rtnl=self._rtnl,
+                    _ethtool=self._ethtool)
 
     @property
     def is_live(self) -> bool:
@@ -460,12 +489,80 @@ class Host:
             self._batch_read()
             return self._batch[None].rtnl
         if None not in self._rtnl:
-            if "rtnl" not in self._fixed:
-                code: dict[str, Any] = {"sys": sys}
-                exec(_RTNL_FUNC, code)  # the helper's own function, run in this process
-                self._fixed["rtnl"] = code["rtnl"]
-            self._rtnl[None] = _rtnl_replies(self._fixed["rtnl"](_RTNL_REQUESTS, 5.0))
+            self._rtnl[None] = _rtnl_replies(self._nl_code()["rtnl"](_RTNL_REQUESTS, 5.0))
         return self._rtnl[None]
+
+    def _nl_code(self) -> dict[str, Any]:
+        """The helper's netlink and ioctl functions, run in this process."""
+        if "nl" not in self._fixed:
+            code: dict[str, Any] = {"sys": sys}
+            exec(_RTNL_FUNC, code)  # the helper's own functions
+            self._fixed["nl"] = code
+        code = self._fixed["nl"]
+        return code
+
+    def ethtool_replies(self, device: str) -> dict[str, object] | None:
+        """The kernel's answers to what ethtool 6.1 asks for ``-k``, ``-g``, ``-c``, ``-a``
+        (the ``ethtool`` generic-netlink family: replies by the names of
+        :data:`~dtnkit.host.parsers.ethtool_nl.READS`) and ``-i`` (``drvinfo``: the
+        SIOCETHTOOL ioctl's struct, or its errno), asked once per device until the next write
+        or refresh, in this process or in the namespace's helper; None when this Host does not
+        ask the kernel (a captured tree, a runner of the caller's own: those run ethtool) or
+        cannot (no ethtool family, no helper).  The dict is the same object until then, so a
+        caller may keep what it decoded from it there (under keys of its own)."""
+        if type(self.runner) is not SubprocessRunner or self.root != Path("/"):
+            return None
+        with self._lock:
+            if device in self._ethtool:
+                return self._ethtool[device]
+            generation = self._generation[0]
+        family = self._ethtool_family()
+        replies: dict[str, object] | None = None
+        if family is not None:
+            try:
+                requests = ethtool_nl.device_requests(family, device)
+            except ParseError:
+                requests = None
+            if requests is not None:
+                replies = self._ask_ethtool(device, requests)
+        with self._lock:
+            if self._generation[0] == generation:
+                self._ethtool[device] = replies
+        return replies
+
+    def _ethtool_family(self) -> int | None:
+        """The ethtool generic-netlink family's id (the same in every namespace), or None."""
+        if "ethtool family" not in self._fixed:
+            family: int | None = None
+            got = self._nl_code()["nl"](ethtool_nl.NETLINK_GENERIC,
+                                        [ethtool_nl.family_request()], 5.0)
+            if isinstance(got, list) and len(got) == 1:
+                try:
+                    family = ethtool_nl.parse_family(got[0])
+                except (ParseError, ethtool_nl.KernelRefused):
+                    family = None
+            self._fixed["ethtool family"] = family
+        found: int | None = self._fixed["ethtool family"]
+        return found
+
+    def _ask_ethtool(self, device: str, requests: list[bytes]) -> dict[str, object] | None:
+        drv = ethtool_nl.drvinfo_request()
+        if self.netns is not None:
+            reply = self._helper_reply({"ethtool": [device, requests], "drv": drv})
+            if reply is None:
+                return None
+            got, info = reply.get("nl"), reply.get("drvinfo")
+        else:
+            code = self._nl_code()
+            got = code["nl"](ethtool_nl.NETLINK_GENERIC, requests, 5.0)
+            info = code["drvinfo"](device, drv)
+        if not isinstance(got, list) or len(got) != len(requests):
+            return None
+        if not all(isinstance(r, bytes) for r in got) or not isinstance(info, bytes | int):
+            return None
+        out: dict[str, object] = dict(zip(ethtool_nl.READS, got, strict=True))
+        out["drvinfo"] = info
+        return out
 
     def read(self, path: str) -> str | None:
         """The content of ``path`` (``/proc/...``), or None when it does not exist."""
@@ -686,6 +783,7 @@ class Host:
             self._generation[0] += 1
         self._batch.clear()
         self._rtnl.clear()
+        self._ethtool.clear()
         for helper in self._helper.values():
             helper.drop_early()  # a batch read sent at start is as old as the cache
 

@@ -9,11 +9,12 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Protocol
 
+from dtnkit.records import record
 
-@dataclass(frozen=True)
+
+@record
 class Result:
     """What a command printed and how it ended."""
 

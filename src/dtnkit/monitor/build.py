@@ -20,7 +20,7 @@ from dtnkit.monitor.cpu import CpuCollector
 from dtnkit.monitor.drift import DriftCollector
 from dtnkit.monitor.netns import NetnsView
 from dtnkit.monitor.nic import NicCollector
-from dtnkit.monitor.results import ResultsCollector
+from dtnkit.monitor.results import ResultsCollector, SweepSummary
 from dtnkit.monitor.softnet import SoftnetCollector
 from dtnkit.monitor.tcp import TcpCollector
 from dtnkit.tune.audit import Audit
@@ -58,8 +58,23 @@ def sources(db: Path | None, drift: DriftOptions | None) -> list[Source]:
     if drift is not None:
         out.append(_auditor(drift))
     if db is not None:
-        out.append(ResultsCollector(db))
+        out.append(ResultsCollector(db, sweeps=last_sweep))
     return out
+
+
+def last_sweep(db: Path) -> list[SweepSummary]:
+    """The newest finished sweep run in the results store (none while the only runs are
+    running, or without sweep tables): one series set, so the label's values stay few."""
+    from dtnkit.sweep import store
+
+    runs = [r for r in store.list_runs(db) if r.status != "running"]
+    if not runs:
+        return []
+    run = runs[0]
+    rates = [r.throughput_bps for r in store.load_records(db, run.name)
+             if not r.failed and r.throughput_bps is not None]
+    return [SweepSummary(run.name, run.updated, run.points_ok + run.points_failed,
+                         run.points_ok, max(rates) / 8 if rates else None)]
 
 
 @contextlib.contextmanager

@@ -1,5 +1,5 @@
-"""The last probe results in the results store (and, once the sweep store exists, the last
-sweeps): what a site saw the last time it measured, next to what the host does now.
+"""The last probe results and the last finished sweep in the results store: what a site saw
+the last time it measured, next to what the host does now.
 
 The store is read, never created: with no database file there are no series (and the
 collector still succeeds).
@@ -21,8 +21,7 @@ KINDS = ("net", "disk", "e2e")
 
 @dataclass(frozen=True)
 class SweepSummary:
-    """One finished sweep, as the sweep store (issue 13) will describe it: the hook
-    :class:`ResultsCollector` takes (``sweeps=``) until that store lands here."""
+    """One finished sweep run (``build.last_sweep`` reads it from the sweep store)."""
 
     name: str
     finished: float  # unix time

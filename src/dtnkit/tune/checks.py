@@ -12,7 +12,6 @@ from dtnkit.errors import BadInput
 from dtnkit.host import facts
 from dtnkit.host.facts import Interface, Unavailable
 from dtnkit.host.host import Host
-from dtnkit.host.parsers.ethtool import parse_ethtool_driver
 from dtnkit.host.parsers.proc import parse_cpu_list, parse_proc_interrupts
 from dtnkit.tune.context import Context, NoWant, Want
 from dtnkit.tune.kinds.base import Scope, Tunable, Value
@@ -231,11 +230,9 @@ class IrqAffinityCheck(Check):
                 continue
             node_cpus = set(parse_cpu_list(cpulist))
             tags = {dev.name}
-            info = host.query(["ethtool", "-i", dev.name])
-            if info.ok:
-                bus = parse_ethtool_driver(info.stdout).get("bus-info", "")
-                if bus:
-                    tags.add(bus)
+            bus = (facts.driver_info(host, dev.name) or {}).get("bus-info", "")
+            if bus:
+                tags.add(bus)
             mine = [i for i in irqs if any(t in i.name for t in tags)]
             off = 0
             for irq in mine:

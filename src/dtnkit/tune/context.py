@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dtnkit.host.facts import Environment, Interface, KernelCaps
+from dtnkit.records import record
 from dtnkit.tune.profile import ItemSpec, Profile
 
 
@@ -32,21 +33,21 @@ def nominal_ram(mem_total: int) -> int:
     return -(-mem_total // step) * step
 
 
-@dataclass(frozen=True)
+@record
 class Want:
     value: Any
     mode: str
     why: str
 
 
-@dataclass(frozen=True)
+@record
 class NoWant:
     status: str  # "unsupported" or "unknown"
     why: str
     give: str = ""  # for "unknown": the option that would decide it, e.g. "--speed"
 
 
-@dataclass(frozen=True)
+@record
 class Decision:
     what: str
     value: Any

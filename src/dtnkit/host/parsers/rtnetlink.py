@@ -1,6 +1,8 @@
 """rtnetlink, sans I/O: the dump requests for links, routes and addresses, and parsers of the
 kernel's replies into what ``ip -d -j link show``, ``ip [-6] -j route show default`` and
-``ip -6 -j addr show`` print (:mod:`dtnkit.host.parsers.iproute`'s Route and Address).
+``ip -6 -j addr show`` print (:mod:`dtnkit.host.parsers.iproute`'s Route and Address), and
+of the qdisc dump into what ``tc -j qdisc show dev DEV`` prints for the kinds a host has before
+anyone tunes it (:func:`parse_qdiscs`).
 
 The kernel answers these in microseconds, where each ``ip`` is a process start (5-10 ms on a
 loaded host), so a live Host asks the kernel itself (:meth:`dtnkit.host.host.Host.rtnl_dumps`:
@@ -24,10 +26,12 @@ from collections.abc import Iterator
 
 from dtnkit.host.parsers import ParseError
 from dtnkit.host.parsers.iproute import Address, Route
+from dtnkit.host.parsers.tc import Qdisc
 
 RTM_GETLINK, RTM_NEWLINK = 18, 16
 RTM_GETADDR, RTM_NEWADDR = 22, 20
 RTM_GETROUTE, RTM_NEWROUTE = 26, 24
+RTM_GETQDISC, RTM_NEWQDISC = 38, 36
 NLMSG_ERROR, NLMSG_DONE = 2, 3
 _DUMP = 0x301  # NLM_F_REQUEST | NLM_F_DUMP
 AF_INET, AF_INET6 = 2, 10
@@ -38,6 +42,7 @@ DUMPS: dict[str, tuple[int, int, int]] = {
     "route4": (RTM_GETROUTE, AF_INET, 12),
     "route6": (RTM_GETROUTE, AF_INET6, 12),
     "addr6": (RTM_GETADDR, AF_INET6, 8),
+    "qdisc": (RTM_GETQDISC, 0, 20),
 }
 
 _IFLA_IFNAME, _IFLA_MTU, _IFLA_LINK, _IFLA_MASTER, _IFLA_TXQLEN = 3, 4, 5, 10, 13
@@ -248,4 +253,57 @@ def parse_addresses(data: bytes, names: dict[int, str]) -> list[Address]:
             local=_address(family, local), prefixlen=prefixlen,
             scope=_SCOPES.get(scope, str(scope)),
         ))
+    return out
+
+
+_TCA_KIND, _TCA_OPTIONS = 1, 2
+_TC_H_ROOT = 0xFFFFFFFF
+#: the kinds whose ``tc -j`` options :func:`parse_qdiscs` prints as tc does (iproute2 6.1
+#: tc/tc_qdisc.c ``print_qdisc``; pfifo_fast through q_prio.c); with any other kind on the
+#: device the caller runs tc
+QDISC_KINDS = frozenset({"pfifo_fast", "noqueue", "mq", "ingress", "clsact"})
+
+
+def _tc_handle(h: int) -> str:
+    """tc's print_tc_classid."""
+    if h == _TC_H_ROOT:
+        return "root"
+    if h == 0:
+        return "none"
+    major, minor = h >> 16, h & 0xFFFF
+    if major == 0:
+        return f":{minor:x}"
+    return f"{major:x}:" if minor == 0 else f"{major:x}:{minor:x}"
+
+
+def parse_qdiscs(data: bytes, ifindex: int) -> list[Qdisc] | None:
+    """The qdiscs of link ``ifindex`` in an RTM_GETQDISC dump, in the kernel's order, as
+    ``tc -j qdisc show dev DEV`` prints them; None when one is of a kind outside
+    :data:`QDISC_KINDS` (tc knows how to print its options)."""
+    out: list[Qdisc] = []
+    for body in messages(data, RTM_NEWQDISC):
+        if len(body) < 20:
+            raise ParseError("rtnetlink: short tcmsg")
+        if _signed(body[4:8]) != ifindex:
+            continue
+        handle, parent = _int(body[8:12]), _int(body[12:16])
+        attrs = attributes(body[20:])
+        if _TCA_KIND not in attrs:
+            raise ParseError("rtnetlink: a qdisc without a kind")
+        kind = _text(attrs[_TCA_KIND])
+        if kind not in QDISC_KINDS:
+            return None
+        raw = attrs.get(_TCA_OPTIONS, b"")
+        options: dict[str, object] = {}
+        if kind == "pfifo_fast" and raw:
+            if len(raw) < 20:
+                raise ParseError("rtnetlink: short pfifo_fast options")
+            options = {"bands": _int(raw[0:4]), "priomap": list(raw[4:20]),
+                       "multiqueue": False}
+        elif raw:
+            return None  # options tc would print some way of its own
+        out.append(Qdisc(kind=kind, handle=f"{handle >> 16:x}:",
+                         parent=None if parent == _TC_H_ROOT or parent == 0
+                         else _tc_handle(parent),
+                         root=parent == _TC_H_ROOT, options=options))
     return out

@@ -18,7 +18,6 @@ the real captures under ``tests/fixtures/captured``:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from dtnkit.host.parsers import (
     ParseError,
@@ -29,9 +28,10 @@ from dtnkit.host.parsers import (
     req_str,
     require_text,
 )
+from dtnkit.records import record
 
 
-@dataclass(frozen=True)
+@record
 class Qdisc:
     """One queueing discipline from ``tc qdisc show``.
 
@@ -138,7 +138,7 @@ def parse_tc_qdisc_text(text: str) -> list[Qdisc]:
     return qdiscs
 
 
-@dataclass(frozen=True)
+@record
 class TcClass:
     """One class from ``tc -d class show``.
 

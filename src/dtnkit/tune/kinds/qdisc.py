@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from dtnkit.errors import DtnkitError
-from dtnkit.host.facts import Unavailable
+from dtnkit.host.facts import Unavailable, kernel_qdiscs
 from dtnkit.host.host import Host
 from dtnkit.host.parsers.tc import parse_tc_class_text, parse_tc_qdisc_json
 from dtnkit.tune.kinds.base import (
@@ -359,10 +359,12 @@ class QdiscTunable(DeviceTunable):
         ingress/clsact and filters are out of scope: not read, and restore leaves them as
         they are.
         """
-        res = host.query(["tc", "-j", "qdisc", "show", "dev", str(self.device)])
-        if not res.ok:
-            return Unavailable(res.message())
-        qdiscs = parse_tc_qdisc_json(res.stdout)
+        qdiscs = kernel_qdiscs(host, str(self.device))  # a live host: no tc process
+        if qdiscs is None:
+            res = host.query(["tc", "-j", "qdisc", "show", "dev", str(self.device)])
+            if not res.ok:
+                return Unavailable(res.message())
+            qdiscs = parse_tc_qdisc_json(res.stdout)
         roots = [q for q in qdiscs if q.root]
         if not roots:
             return Unavailable(f"no root qdisc on {self.device}")
