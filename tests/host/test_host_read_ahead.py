@@ -135,3 +135,22 @@ def test_in_a_namespace_the_helper_runs_the_planned_commands_side_by_side(
     results = [host.query(c) for c in (first, second, then)]
     assert [(r.returncode, r.stdout) for r in results] == [(0, "two\n"), (0, "one\n"),
                                                           (0, "after\n")]
+
+
+def test_reads_that_need_no_command_start_no_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Files (and netlink) are read in this process: threads would only take turns at the
+    interpreter, so read_ahead leaves such reads to the caller; a command still overlaps."""
+    started: list[str] = []
+    real_start = threading.Thread.start
+
+    def count(self: threading.Thread) -> None:
+        started.append(self.name)
+        real_start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", count)
+    host = Host.live()
+    files = ["/proc/sys/net/core/rmem_max", "/proc/sys/net/core/wmem_max", "/proc/loadavg"]
+    host.read_ahead([lambda f=f: host.read(f) for f in files])
+    assert "dtnkit-read" not in started
+    host.read_ahead([lambda: host.read(files[0]), lambda: host.query(["echo", "x"])])
+    assert started.count("dtnkit-read") == 1  # one command: one thread
