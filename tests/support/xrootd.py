@@ -41,6 +41,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from dtnkit.sweep import servers
 from dtnkit.transfer import tokens as tokmod
 from dtnkit.transfer.server import ServerHandle, start_server
 
@@ -105,48 +106,9 @@ def free_port() -> int:
 # --------------------------------------------------------------------------- PKI
 
 
-@dataclass(frozen=True)
-class Pki:
-    dir: Path
-    ca_file: Path  # the CA certificate (PEM): --ca-file, davix --cafile, curl --cacert
-    ca_dir: Path  # hashed CA directory (openssl rehash): XRootD, X509_CERT_DIR, --capath
-    cert: Path  # host certificate for 127.0.0.1 / localhost, signed by the CA
-    key: Path  # its key (unencrypted)
-
-
-def _openssl(*argv: str, cwd: Path) -> None:
-    proc = subprocess.run(["openssl", *argv], cwd=cwd, capture_output=True, text=True,
-                          check=False)
-    if proc.returncode != 0:
-        raise RuntimeError(f"openssl {' '.join(argv)} failed:\n{proc.stderr}")
-
-
-def make_pki(directory: Path, names: tuple[str, ...] = ()) -> Pki:
-    """A CA and one server/client certificate for 127.0.0.1 and localhost (valid 2 days);
-    ``names``: more addresses or host names it is valid for (lab hosts)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key",
-             "-out", "ca.pem", "-days", "2", "-subj", "/CN=dtnkit throwaway test CA",
-             "-addext", "basicConstraints=critical,CA:TRUE",
-             "-addext", "keyUsage=critical,keyCertSign,cRLSign", cwd=directory)
-    (directory / "host.ext").write_text(
-        "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n"
-        "extendedKeyUsage=serverAuth,clientAuth\n"
-        "subjectAltName=" + ",".join(
-            f"IP:{n}" if n.replace(".", "").isdigit() or ":" in n else f"DNS:{n}"
-            for n in ("127.0.0.1", "localhost", *names)) + "\n")
-    _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "host.key", "-out", "host.csr",
-             "-subj", "/CN=localhost", cwd=directory)
-    _openssl("x509", "-req", "-in", "host.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-             "-CAcreateserial", "-out", "host.pem", "-days", "2", "-extfile", "host.ext",
-             cwd=directory)
-    ca_dir = directory / "ca"
-    ca_dir.mkdir(exist_ok=True)
-    shutil.copy(directory / "ca.pem", ca_dir / "ca.pem")
-    _openssl("rehash", str(ca_dir), cwd=directory)
-    os.chmod(directory / "host.key", 0o600)
-    return Pki(directory, directory / "ca.pem", ca_dir, directory / "host.pem",
-               directory / "host.key")
+# the throwaway CA and host certificate the sweep's servers use (dtnkit.sweep.servers)
+Pki = servers.Pki
+make_pki = servers.make_pki
 
 
 def client_context(pki: Pki) -> ssl.SSLContext:
@@ -225,21 +187,8 @@ class Xrootd:
 
 
 def _config(workdir: Path, root: Path, pki: Pki, port: int, http_port: int) -> str:
-    return "\n".join([
-        f"xrd.port {port}",
-        "all.export /",
-        f"oss.localroot {root}",
-        f"all.adminpath {workdir / 'admin'}",
-        f"all.pidpath {workdir / 'admin'}",
-        "xrootd.chksum max 4 adler32 md5 crc32c",
-        f"xrd.tls {pki.cert} {pki.key}",
-        f"xrd.tlsca certdir {pki.ca_dir}",
-        f"xrd.protocol XrdHttp:{http_port} libXrdHttp.so",
-        "http.exthandler xrdtpc libXrdHttpTPC.so",
-        "http.trace all",
-        "tpc.trace all",
-        "",
-    ])
+    return servers.xrootd_config(workdir, root, pki, port, http_port,
+                                 extra=("http.trace all", "tpc.trace all"))
 
 
 def wait_https(port: int, ca_file: Path, deadline: float, *,

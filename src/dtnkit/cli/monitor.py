@@ -4,17 +4,15 @@ for people, JSON, the exposition text, or a file for node_exporter's textfile co
 from __future__ import annotations
 
 import ipaddress
-import signal
 import ssl
-import threading
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from dtnkit.cli.options import Duration, db_option, pass_env, wide_option
 from dtnkit.cli.output import emit
+from dtnkit.cli.stopping import stop_on_signals, wait
 from dtnkit.environment import Environment
 from dtnkit.errors import BadInput, DtnkitError, ExitStatus
 from dtnkit.units import parse_ms
@@ -144,28 +142,18 @@ def exporter(env: Environment, listen: str, netns: str | None, profile: str,
         bound = int(server.server_address[1])
         shown = f"[{host}]" if ":" in host else host
         url = f"{'https' if cert else 'http'}://{shown}:{bound}/metrics"
-        stop = threading.Event()
-
-        def on_signal(signum: int, frame: FrameType | None) -> None:
-            stop.set()
-
-        previous = {}
-        if threading.current_thread() is threading.main_thread():
-            for signum in (signal.SIGTERM, signal.SIGINT):
-                previous[signum] = signal.signal(signum, on_signal)
         try:
-            emit(env, {"url": url, "netns": netns}, fmt,
-                 lambda p: p.echo(f"dtnkit exporter: listening on {url}"
-                                  + (f" (namespace {netns})" if netns else "")), indent=None)
-            env.stdout.flush()
-            while not stop.wait(0.5):
-                pass
+            with stop_on_signals() as stop:
+                emit(env, {"url": url, "netns": netns}, fmt,
+                     lambda p: p.echo(f"dtnkit exporter: listening on {url}"
+                                      + (f" (namespace {netns})" if netns else "")),
+                     indent=None)
+                env.stdout.flush()
+                wait(stop)
         finally:
             server.shutdown()
             server.server_close()
             thread.join(5)
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
     return int(ExitStatus.OK)
 
 

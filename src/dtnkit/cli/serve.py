@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import signal
-import threading
 from pathlib import Path
-from types import FrameType
 
 import click
 
 from dtnkit.cli.options import Duration, pass_env
 from dtnkit.cli.output import emit, format_option
+from dtnkit.cli.stopping import stop_on_signals, wait
 from dtnkit.environment import Environment
 from dtnkit.errors import BadInput
 from dtnkit.transfer.server.limits import Limits
@@ -158,25 +156,15 @@ def serve(env: Environment,
                           idle_timeout=idle_timeout, marking=marking, metrics=metrics,
                           metrics_anonymous=metrics_anonymous,
                           capacity=capacity_bps / 8 if capacity_bps else None)
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    previous = {}
-    if threading.current_thread() is threading.main_thread():
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            previous[signum] = signal.signal(signum, on_signal)
     try:
-        cap = handle.limits.max_connections
-        emit(env, {"url": handle.url, "root": str(handle.root), "max_connections": cap}, fmt,
-             lambda p: p.echo(f"dtnkit serve: listening on {handle.url} "
-                              f"(root {handle.root}, up to {cap} connections)"), indent=None)
-        while not stop.wait(0.5):
-            pass
+        with stop_on_signals() as stop:
+            cap = handle.limits.max_connections
+            emit(env, {"url": handle.url, "root": str(handle.root), "max_connections": cap},
+                 fmt, lambda p: p.echo(f"dtnkit serve: listening on {handle.url} "
+                                       f"(root {handle.root}, up to {cap} connections)"),
+                 indent=None)
+            wait(stop)
     finally:
         handle.stop(drain=drain_timeout)
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
     click.echo("dtnkit serve: stopped", file=env.stderr)
     return 0

@@ -282,7 +282,11 @@ def free_ports(host: LabHost, count: int) -> list[int]:
     return [int(p) for p in out]
 
 
-def _xrootd_config(workdir: Path, root: Path, pki: Pki, port: int, http_port: int) -> str:
+def xrootd_config(workdir: Path, root: Path, pki: Pki, port: int, http_port: int,
+                  extra: Sequence[str] = ()) -> str:
+    """An XRootD 5 configuration: the root exported over xroot (``port``) and HTTPS with
+    XrdHttp and its TPC handler (``http_port``), adler32/md5/crc32c checksums, TLS from
+    ``pki``; ``extra`` lines (e.g. traces) at the end."""
     return "\n".join([
         f"xrd.port {port}",
         "all.export /",
@@ -294,6 +298,7 @@ def _xrootd_config(workdir: Path, root: Path, pki: Pki, port: int, http_port: in
         f"xrd.tlsca certdir {pki.ca_dir}",
         f"xrd.protocol XrdHttp:{http_port} libXrdHttp.so",
         "http.exthandler xrdtpc libXrdHttpTPC.so",
+        *extra,
         "",
     ])
 
@@ -422,7 +427,7 @@ def _argv(kind: str, host: LabHost, workdir: Path, root: Path | None, pki: Pki |
                   own / pki.key.name)
     (workdir / "admin").mkdir()
     cfg = workdir / "xrootd.cfg"
-    cfg.write_text(_xrootd_config(workdir, root, own_pki, ports[0], ports[1]))
+    cfg.write_text(xrootd_config(workdir, root, own_pki, ports[0], ports[1]))
     name = "dksweep"
     argv = ["xrootd", "-c", str(cfg), "-l", str(workdir / "xrootd.log"), "-n", name]
     if os.geteuid() == 0:
