@@ -35,6 +35,9 @@ LATE_FLOOR_MS = 0.5
 TAIL_FRACTION = 0.5
 TAIL_FLOOR_MS = 5.0
 CPU_BOUND_PERCENT = 90.0
+#: below this share of the machine's CPU time idle during a measurement, the lab (both ends,
+#: the path and the stage on one machine) is what binds, whatever the stage's lateness says
+MACHINE_IDLE_FLOOR_PERCENT = 10.0
 
 
 @dataclass(frozen=True)
@@ -128,3 +131,16 @@ def emulator_bound(window: StageWindow, *, rtt_ms: float,
     if window.kernel_drops > 0:
         reasons.append(f"{window.kernel_drops} packets dropped at the stage's queues")
     return Verdict(bool(reasons), tuple(reasons))
+
+
+def machine_bound(idle_percent: float | None,
+                  floor_percent: float = MACHINE_IDLE_FLOOR_PERCENT) -> Verdict:
+    """Is the one machine that holds the lab's hosts and its path out of CPU?  The stage can
+    keep its own lateness low while the end hosts' TCP, the tools and the servers starve:
+    throughput then falls with few retransmits, a limit of the lab and not of the network
+    (on 2 cores, iperf3 -P 64 through a 5 ms path: 521-601 Mbit/s of 1 Gbit/s, 1-3k
+    retransmits where 8 streams had 100k)."""
+    if idle_percent is None or idle_percent >= floor_percent:
+        return Verdict(False)
+    return Verdict(True, (f"the machine {idle_percent:.0f} % idle (< {floor_percent:.0f} %): "
+                          "the lab's hosts and path share its CPUs",))

@@ -462,10 +462,14 @@ class Sweep:
                tuning: dict[str, Any], phases: dict[str, float]) -> store.PointResult:
         emulator: dict[str, Any] | None = None
         bound, why = False, ""
+        reasons: list[str] = []
         if w.emulator_docs:
             stage = fidelity.summarize(w.emulator_docs)
-            verdict = fidelity.emulator_bound(stage, rtt_ms=point.rtt_ms)
-            emulator, bound, why = stage.as_json(), verdict.bound, verdict.reason
+            emulator = stage.as_json()
+            reasons += fidelity.emulator_bound(stage, rtt_ms=point.rtt_ms).reasons
+        machine = w.softirq.get("machine", {}).get("idle_percent")
+        reasons += fidelity.machine_bound(machine).reasons
+        bound, why = bool(reasons), "; ".join(reasons)
         retrans, note = w.retransmits, w.retransmits_note
         if retrans is None and run.retransmits is not None:
             retrans, note = run.retransmits, "as the tool reported (not DSACK-corrected)"

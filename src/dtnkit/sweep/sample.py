@@ -97,6 +97,17 @@ def _softirq_counts() -> dict[str, int]:
     return out
 
 
+def idle_percent(old: Mapping[str, int], new: Mapping[str, int]) -> float | None:
+    """Share of the machine's CPU time idle (idle + iowait) between two ``/proc/stat``
+    ``cpu`` lines (parsed), in percent; None when no time passed."""
+    fields = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+    delta = {k: max(0, int(new.get(k, 0)) - int(old.get(k, 0))) for k in fields}
+    total = sum(delta.values())
+    if total <= 0:
+        return None
+    return round(100.0 * (delta["idle"] + delta["iowait"]) / total, 1)
+
+
 def _stat() -> dict[str, Any]:
     return parse_proc_stat(Path("/proc/stat").read_text())
 
@@ -269,8 +280,10 @@ class PointSampler:
         soft_s = max(0, new.get("softirq", 0) - old.get("softirq", 0)) / USER_HZ
         ncpu = max(1, len(stat["cpus"]) - 1)
         counts = _softirq_counts()
+        idle = idle_percent(old, new)
         w.softirq = {"machine": {
             "seconds": soft_s,
+            **({"idle_percent": idle} if idle is not None else {}),
             "percent": 100.0 * soft_s / (w.elapsed_s * ncpu) if w.elapsed_s > 0 else 0.0,
             **{f"{k}_count": float(counts[k] - self._start_softirqs.get(k, 0))
                for k in counts}}}
