@@ -102,6 +102,22 @@ def stop_process(proc: subprocess.Popen[Any], grace_s: float = STOP_GRACE_S) -> 
     _signal(proc, signal.SIGKILL, group_only=True)
 
 
+def stop_by_pid(proc: subprocess.Popen[Any], grace_s: float,
+                reap_s: float | None = 10.0) -> None:
+    """SIGTERM the process itself (not its group), SIGKILL after ``grace_s``, then reap it
+    (waiting at most ``reap_s`` after the SIGKILL; None: as long as it takes)."""
+    if proc.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(reap_s)
+
+
 def alive(pid: int) -> bool:
     """Is PID a live process (not a zombie)?"""
     try:

@@ -40,7 +40,6 @@ import os
 import pwd
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -51,6 +50,7 @@ from dtnkit.errors import BadInput, DtnkitError, ToolMissing
 from dtnkit.lab.path import LabHost
 from dtnkit.sweep import cgroups
 from dtnkit.sweep.model import SERVER_KINDS, Origin
+from dtnkit.sweep.procs import stop_by_pid
 
 XROOTD_USER = "xrootd"
 HTTP_TPC_LIB = "libXrdHttpTPC-5.so"
@@ -236,7 +236,7 @@ class RunningServer:
             return
         self.stopped = True
         try:
-            _stop(self.proc, grace_s)
+            stop_by_pid(self.proc, grace_s)
         finally:
             try:
                 if self.quota is not None:
@@ -250,18 +250,6 @@ class RunningServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-def _stop(proc: subprocess.Popen[bytes], grace_s: float) -> None:
-    if proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(grace_s)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(proc.pid, signal.SIGKILL)
-            proc.wait(10)
 
 
 def _tail(path: Path, lines: int) -> str:
@@ -385,7 +373,7 @@ def start_server(kind: str, host: LabHost, *, index: int, workdir: Path,
         return RunningServer(origin, proc, quota, workdir, root, log, keep)
     except BaseException:
         if proc is not None:
-            _stop(proc, 2.0)
+            stop_by_pid(proc, 2.0)
         if quota is not None:
             with contextlib.suppress(DtnkitError):
                 quota.close()

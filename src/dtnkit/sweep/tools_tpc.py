@@ -28,14 +28,12 @@ other way (Ctrl-C included).
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
 import dataclasses
 import json
 import math
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import threading
@@ -45,6 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dtnkit.sweep.model import MAX_RAW_BYTES, Origin, PointEnv, ToolRun, Transfer
+from dtnkit.sweep.procs import stop_by_pid
 
 if TYPE_CHECKING:
     from dtnkit.sweep.grid import Point
@@ -142,17 +141,8 @@ class Procs:
 
 
 def stop(proc: subprocess.Popen[str]) -> None:
-    """SIGTERM by PID, SIGKILL after STOP_GRACE_S, reaped."""
-    if proc.poll() is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(STOP_GRACE_S)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
+    """SIGTERM by PID, SIGKILL after STOP_GRACE_S, reaped (however long that takes)."""
+    stop_by_pid(proc, STOP_GRACE_S, reap_s=None)
 
 
 def run_transfers(env: PointEnv, job: Callable[[int, int], Job],
