@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
@@ -10,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.support.cgroups import cgroup_reason, needs_cgroups
 
 from dtnkit.errors import BadInput
 from dtnkit.sweep import cgroups
@@ -20,23 +20,10 @@ BUSY = "import sys\nprint('go', flush=True)\nwhile True:\n    pass\n"
 PREFIX = "o19c"
 
 
-def usable() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root"
-    try:
-        cgroups.detect()
-    except CgroupUnavailable as exc:
-        return exc.render()
-    return None
-
-
-needs_cgroups = pytest.mark.skipif(bool(usable()), reason=str(usable()))
-
-
 @pytest.fixture
 def clean() -> Iterator[None]:
     yield
-    if not usable():
+    if not cgroup_reason():
         assert cgroups.remove_leftovers(PREFIX) == [], "a test left a cgroup behind"
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.support.cgroups import cgroup_reason, needs_cgroups
 
 from dtnkit.lab import path as lab
 from dtnkit.sweep import cgroups, servers, tools_tpc
@@ -25,19 +26,6 @@ pytestmark = [pytest.mark.needs_root, pytest.mark.needs_netns]
 MiB = 2**20
 SIZE = 24 * MiB
 TOKEN = "o19-rw-token"
-
-
-def cgroup_reason() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root"
-    try:
-        cgroups.detect()
-    except CgroupUnavailable as exc:
-        return exc.render()
-    return None
-
-
-needs_cgroups = pytest.mark.skipif(bool(cgroup_reason()), reason=str(cgroup_reason()))
 
 
 class Site:
