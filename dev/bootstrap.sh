@@ -12,7 +12,8 @@ debs=(iproute2 ethtool procps iptables iputils-ping iperf3 fio openssl util-linu
 if [ "${1:-}" = "test" ]; then
   debs+=(curl xrootd-server xrootd-server-plugins xrootd-plugins xrootd-client
          gfal2 gfal2-plugin-http gfal2-plugin-file gfal2-util-scripts davix rclone
-         prometheus prometheus-node-exporter chromium)  # promtool, a real Prometheus, node_exporter; headless page test
+         prometheus prometheus-node-exporter chromium  # promtool, a real Prometheus, node_exporter; headless page test
+         postgresql openssh-server netcat-openbsd)      # the fleet tests: a results store, sshd per namespace
 fi
 missing=()
 for pkg in "${debs[@]}"; do
@@ -25,7 +26,15 @@ if ((${#missing[@]})); then
   fi
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
+  # the test servers (sshd, postgresql) are started by the tests themselves, in namespaces or
+  # on temporary directories: never as system services listening on the host's addresses
+  guard=""
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d
+    guard=/usr/sbin/policy-rc.d
+  fi
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  [ -z "$guard" ] || rm -f "$guard"
 fi
 
 if [ ! -x .venv/bin/python ]; then
