@@ -10,6 +10,7 @@ import click
 
 from dtnkit.cli.options import Duration, db_option, group_option, pass_env, state_dir_option
 from dtnkit.cli.output import Printer, emit, for_people, format_option
+from dtnkit.cli.results_push import push as push_cmd
 from dtnkit.db.location import Location
 from dtnkit.environment import Environment
 from dtnkit.errors import BadInput
@@ -338,6 +339,9 @@ def export_cmd(env: Environment, fmt: str, kind: str | None, db: Location) -> in
     rows = ResultStore(db).results(kind=kind, limit=100000)
     emit(env, [r.as_dict() for r in rows], fmt, lambda p: p.echo(export(rows, fmt)))
     return 0
+
+
+results.add_command(push_cmd)
 
 
 @click.command()

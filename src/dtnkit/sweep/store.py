@@ -373,7 +373,8 @@ def load_points(db_path: Path | str | DbUrl, run: str) -> list[PointResult]:
     return SweepStore(db_path).points(run)
 
 
-def point_series(db_path: Path | str | DbUrl, run: str, point_id: str) -> dict[str, list[float | None]]:
+def point_series(db_path: Path | str | DbUrl, run: str,
+                 point_id: str) -> dict[str, list[float | None]]:
     """One point's time series: ``t_s`` and ``throughput_bps`` (the samples) and every
     further series stored with it (``cpu_cores.N``, ``softirq_pct.HOST``, ...)."""
     p = SweepStore(db_path).point(run, point_id)
