@@ -316,13 +316,15 @@ def schema_version(db: Database) -> int:
     """The store's schema version: 0 when it has no ``schema_version`` table (new, or made
     by dtnkit before versions)."""
     if db.dialect == "postgresql":
-        found = db.execute("SELECT to_regclass('schema_version') IS NOT NULL").fetchone()[0]
-    else:
-        found = db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
-                           "name = 'schema_version'").fetchone() is not None
-    if not found:
+        if not db.execute("SELECT to_regclass('schema_version') IS NOT NULL").fetchone()[0]:
+            return 0
+        return int(db.execute("SELECT MAX(version) FROM schema_version").fetchone()[0] or 0)
+    try:  # one statement: a file is checked at every connection
+        row = db.conn.execute("SELECT MAX(version) FROM schema_version").fetchone()
+    except sqlite3.OperationalError as exc:
+        if "no such table" not in str(exc):
+            raise db.failed(exc) from None
         return 0
-    row = db.execute("SELECT MAX(version) FROM schema_version").fetchone()
     return int(row[0] or 0)
 
 
