@@ -377,3 +377,32 @@ def test_psycopg_errors_in_use_are_bad_input(pg: PostgresServer) -> None:
             backend.connect(url) as db:
         db.execute("SELECT nothing FROM results")
     assert got.value.status == ExitStatus.BAD_INPUT
+
+
+@needs_postgres[0]
+@needs_postgres[1]
+def test_commands_read_a_shared_store_by_url(pg: PostgresServer, tmp_path: Path) -> None:
+    """The callers take the URL as they took a file: `--db`, $DTNKIT_DB, the exporter."""
+    import json
+
+    from dtnkit.db.push import push
+
+    url = DbUrl(pg.create_database(f"s20p_{uuid.uuid4().hex[:10]}"))
+    push(host_store(tmp_path / "a.sqlite", "ha"), url, host="ha")
+    code, out, err = cli(tmp_path / "unused.sqlite", "sweep", "list", "--db", url.url,
+                         "--format", "json")
+    assert code == 0, err
+    assert [r["name"] for r in json.loads(out)] == ["run-a"]
+    code, out, err = cli(tmp_path / "unused.sqlite", "sweep", "analyze", "run-a", "--db",
+                         url.url, "--format", "json")
+    assert code == 0, err
+    env = Environment.from_os({"DTNKIT_DB": url.url}, stdout=io.StringIO(),
+                              stderr=io.StringIO())
+    assert main(["results", "list", "--format", "json"], env) == 0
+    assert isinstance(env.stdout, io.StringIO)
+    assert sorted(r["label"] for r in json.loads(env.stdout.getvalue())) == [
+        "ha-0", "ha-1", "ha-2"]
+    code, out, err = cli(tmp_path / "unused.sqlite", "metrics", "--db", url.url, "--no-drift",
+                         "--format", "prom")
+    assert "dtnkit_probe_last_success" in out, err
+    assert not (tmp_path / "unused.sqlite").exists()
