@@ -406,3 +406,28 @@ def test_commands_read_a_shared_store_by_url(pg: PostgresServer, tmp_path: Path)
                          "--format", "prom")
     assert "dtnkit_probe_last_success" in out, err
     assert not (tmp_path / "unused.sqlite").exists()
+
+
+def test_hosts_migrating_at_once_apply_each_migration_once(location: Location) -> None:
+    """Four connections to a new store at once (hosts of a fleet starting together): the
+    migration lock makes them wait for each other; every add lands."""
+    import threading
+
+    errors: list[BaseException] = []
+
+    def one(i: int) -> None:
+        try:
+            ResultStore(location).add(result(i))
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert len(ResultStore(location).results()) == 4
+    with backend.connect(location) as db:
+        assert [r[0] for r in db.execute("SELECT version FROM schema_version ORDER BY "
+                                         "version").fetchall()] == [1, 2]
