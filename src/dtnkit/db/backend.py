@@ -273,7 +273,7 @@ def _open_postgres(url: DbUrl) -> Database:
 
     try:
         # the URL's own connect_timeout wins; without one, 10 s rather than libpq's forever
-        extra = {} if "connect_timeout" in conninfo_to_dict(url.url) else {
+        extra: dict[str, Any] = {} if "connect_timeout" in conninfo_to_dict(url.url) else {
             "connect_timeout": CONNECT_TIMEOUT_S}
         conn = psycopg.connect(url.url, autocommit=True, row_factory=_row_factory, **extra)
     except psycopg.ProgrammingError as exc:
