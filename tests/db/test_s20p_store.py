@@ -279,6 +279,11 @@ def test_push_through_a_second_store_keeps_the_first_origin(tmp_path: Path) -> N
     via = push(mid, top, host="mid").as_dict()
     assert counts(via, "new present")["results"] == (0, 3)
     assert counts(via, "conflicts")["sweep_runs"] == (0,)
+    back = push(mid, a, host="mid").as_dict()  # home again: nothing new, nothing rewritten
+    assert counts(back, "new present conflicts") == {
+        "results": (0, 3, 0), "experiments": (0, 1, 0), "sweep_runs": (0, 1, 0),
+        "sweep_points": (0, 2, 0)}
+    assert len(ResultStore(a).results()) == 3
 
 
 def test_push_cli(location: Location, tmp_path: Path) -> None:
