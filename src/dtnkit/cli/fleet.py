@@ -57,8 +57,10 @@ def report(env: Environment, directory: Path, reference: str | None, profile: st
 
         htmlpage.check_dir(out if out is not None else (html or Path()).parent)
     loaded = load_dir(directory)
+    for s in loaded.skipped:  # before an error that nothing is usable
+        click.echo(f"dtnkit: warning: {s.line()}", file=env.stderr)
     result = compare(loaded, reference=reference, profile=profile)
-    for s in result.skipped:
+    for s in result.skipped[len(loaded.skipped):]:  # left out for their profile
         click.echo(f"dtnkit: warning: {s.line()}", file=env.stderr)
     for note in result.notes:
         click.echo(f"dtnkit: note: {note}", file=env.stderr)
@@ -108,7 +110,8 @@ def people(p: Printer, r: Report) -> None:
         parts.append(f"{len(r.experiments)} experiment(s)")
     if r.campaign:
         parts.append(f"campaign {t(r.campaign.status)} ({len(r.campaign.pairs)} pairs)")
-    con.print(f"[bold]fleet report[/] of {t(str(r.loaded.directory))}: " + ", ".join(parts))
+    con.print(f"[bold]fleet report[/] of {t(str(r.loaded.directory))}")
+    con.print(", ".join(parts))
     if r.hosts:
         rows = []
         for h in r.hosts:
