@@ -25,7 +25,6 @@ import dataclasses
 import math
 import os
 import stat
-import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -47,15 +46,17 @@ CAMPAIGN_STATUSES = ("done", "failed", "running")
 
 
 def printable(text: str) -> str:
-    """``text`` with undecodable bytes (a file name's surrogates) and control characters as
+    """``text`` with undecodable bytes (a file name's surrogates) and every character Python
+    does not call printable (controls, bidi overrides, unassigned, line separators) as
     ``\\xNN`` / ``\\uNNNN``: safe to print on one line of a terminal."""
     out = []
     for ch in text:
         code = ord(ch)
         if 0xDC80 <= code <= 0xDCFF:  # os.fsdecode's surrogateescape of a byte
             out.append(f"\\x{code - 0xDC00:02x}")
-        elif unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Zl", "Zp"):
-            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+        elif not ch.isprintable():  # control, format, unassigned, separators but space
+            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+                       if code < 0x10000 else f"\\U{code:08x}")
         else:
             out.append(ch)
     return "".join(out)
