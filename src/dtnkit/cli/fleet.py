@@ -68,9 +68,10 @@ def report(env: Environment, directory: Path, reference: str | None, profile: st
         click.echo(f"dtnkit: note: {note}", file=env.stderr)
     doc = result.as_dict()
     if out is not None or html is not None:
+        from dtnkit.cli.progress import reporter
         from dtnkit.fleet import page
 
-        doc["written"] = page.build(result, out=out, html=html)
+        doc["written"] = page.build(result, out=out, html=html, progress=reporter(env, fmt))
 
     def tables(p: Printer) -> None:
         people(p, result)
