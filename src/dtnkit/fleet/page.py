@@ -9,6 +9,7 @@ absent (no campaign, no experiment) are not drawn; the page says so instead.
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from dtnkit import htmlpage
 from dtnkit.errors import DtnkitError
 from dtnkit.fleet.compare import Report
-from dtnkit.fleet.load import clip
+from dtnkit.fleet.load import clip, printable
 from dtnkit.htmlpage import CSP, CSS, PAGE, Drawn, escape, figure_html, html_table, mpl_text
 from dtnkit.units import format_duration, format_percent, format_rate, format_value
 
@@ -70,9 +71,11 @@ def _grid(plt: Any, rows: Sequence[str], cols: Sequence[str], cells: Sequence[Se
     codes = [[names.index(c) for c in row] for row in cells]
     ax.imshow(codes, aspect="auto", cmap=ListedColormap([colours[n] for n in names]),
               vmin=-0.5, vmax=len(names) - 0.5, interpolation="nearest")
-    ax.set_xticks(range(len(cols)), [mpl_text(c) for c in cols], rotation=30, ha="right")
+    ax.set_xticks(range(len(cols)), [mpl_text(clip(printable(c), 30)) for c in cols],
+                  rotation=30, ha="right")
     size = _label_size(len(rows))
-    ax.set_yticks(range(len(rows)), [mpl_text(clip(r, 40)) for r in rows], fontsize=size)
+    ax.set_yticks(range(len(rows)), [mpl_text(clip(printable(r), 40)) for r in rows],
+                  fontsize=size)
     # white lines between the cells: two line collections (minor ticks would be one
     # artist per line, slow past a few dozen hosts)
     ax.hlines([y - 0.5 for y in range(1, len(rows))], -0.5, len(cols) - 0.5, colors="white",
@@ -120,12 +123,12 @@ def fig_differences(plt: Any, report: Report, svg: bool = True) -> Drawn:
     if report.reference:
         ref = [len(report.reference_diffs_of(n)) for n in names]
         ax.barh([y - 0.2 for y in ys], prof, height=0.4, color="#e4572e",
-                label=f"against the profile {mpl_text(report.profile or '')}")
+                label=f"against the profile {mpl_text(printable(report.profile or ''))}")
         ax.barh([y + 0.2 for y in ys], ref, height=0.4, color="#3b75af",
                 label=mpl_text(f"against the reference host {clip(report.reference, 40)}"))
     else:
         ax.barh(ys, prof, height=0.6, color="#e4572e",
-                label=f"against the profile {mpl_text(report.profile or '')}")
+                label=f"against the profile {mpl_text(printable(report.profile or ''))}")
     ax.set_yticks(ys, [mpl_text(clip(n, 40)) for n in names], fontsize=_label_size(len(names)))
     ax.invert_yaxis()
     ax.set_xlabel("settings that differ (or are unknown)")
@@ -191,8 +194,10 @@ def figures(report: Report, *, svg: bool = True,
     if (report.campaign and report.campaign.pairs) or report.experiments:
         steps.append(("verdicts per pair and group", lambda: fig_verdicts(plt, report, svg)))
     drawn = []
-    try:
-        with plt.rc_context({"svg.hashsalt": "dtnkit", "font.size": 9}):
+    try:  # a name's glyph missing from the font is drawn as a box, not warned about
+        with plt.rc_context({"svg.hashsalt": "dtnkit", "font.size": 9}), \
+                warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
             for k, (what, draw) in enumerate(steps, 1):
                 if progress is not None:
                     progress.step(f"drawing {what}", k, len(steps))
