@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dtnkit import htmlpage
+from dtnkit.db.location import Location
 from dtnkit.errors import BadInput, DtnkitError
 from dtnkit.htmlpage import CSP, PAGE, Drawn, figure_html
 from dtnkit.htmlpage import CSS as _CSS
@@ -61,7 +62,7 @@ class ReportData:
     series: Mapping[str, Mapping[str, Sequence[float | None]]]
 
 
-def from_store(db: Path, run: str) -> ReportData:
+def from_store(db: Location, run: str) -> ReportData:
     from dtnkit.sweep import store
 
     info = store.run_info(db, run)
