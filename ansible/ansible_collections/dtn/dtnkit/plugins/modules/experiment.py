@@ -50,13 +50,8 @@ options:
     description: The group was judged harmful on this pair before (e.g. in an earlier campaign).
     type: bool
     default: false
-  dtnkit_path:
-    description: The dtnkit command on the managed host (a name looked up on PATH, or a path).
-    type: str
-    default: dtnkit
-notes:
-  - A module cannot see the inventory name; failure messages name the managed host by its
-    hostname and Ansible's failure line names the inventory host.
+extends_documentation_fragment:
+  - dtn.dtnkit.common
 author:
   - dtnkit maintainers (@dtnkit)
 """

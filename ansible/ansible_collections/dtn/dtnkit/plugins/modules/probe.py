@@ -56,13 +56,8 @@ options:
   db:
     description: The results store (dtnkit C(--db)), e.g. a C(postgresql://) URL.
     type: str
-  dtnkit_path:
-    description: The dtnkit command on the managed host (a name looked up on PATH, or a path).
-    type: str
-    default: dtnkit
-notes:
-  - A module cannot see the inventory name; failure messages name the managed host by its
-    hostname and Ansible's failure line names the inventory host.
+extends_documentation_fragment:
+  - dtn.dtnkit.common
 author:
   - dtnkit maintainers (@dtnkit)
 """

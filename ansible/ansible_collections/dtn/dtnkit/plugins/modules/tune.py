@@ -71,13 +71,8 @@ options:
     description: dtnkit's state dir (C(--state-dir)), where snapshots live; default dtnkit's
       (C(/var/lib/dtnkit) or C($DTNKIT_STATE_DIR)).
     type: path
-  dtnkit_path:
-    description: The dtnkit command on the managed host (a name looked up on PATH, or a path).
-    type: str
-    default: dtnkit
-notes:
-  - A module cannot see the inventory name; failure messages name the managed host by its
-    hostname and Ansible's failure line names the inventory host.
+extends_documentation_fragment:
+  - dtn.dtnkit.common
 author:
   - dtnkit maintainers (@dtnkit)
 """
