@@ -127,33 +127,33 @@ class Database:
     def _sql(self, sql: str) -> str:
         return to_pyformat(sql) if self.dialect == "postgresql" else sql
 
-    def execute(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        """A database error (either backend's) as this store's one error line."""
         try:
-            cur: Cursor = self.conn.execute(self._sql(sql), [clean(p) for p in params])
+            yield
         except (sqlite3.Error, OverflowError) as exc:
             raise self.failed(exc) from None
         except Exception as exc:
             if _is_psycopg_error(exc):
                 raise self.failed(exc) from None
             raise
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
+        with self._errors():
+            cur: Cursor = self.conn.execute(self._sql(sql), [clean(p) for p in params])
         return cur
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         cleaned = [[clean(p) for p in row] for row in rows]
         if not cleaned:
             return
-        try:
+        with self._errors():
             if self.dialect == "postgresql":
                 with self.conn.cursor() as cur:
                     cur.executemany(self._sql(sql), cleaned)
             else:
                 self.conn.executemany(sql, cleaned)
-        except (sqlite3.Error, OverflowError) as exc:
-            raise self.failed(exc) from None
-        except Exception as exc:
-            if _is_psycopg_error(exc):
-                raise self.failed(exc) from None
-            raise
 
     def insert(self, sql: str, params: Sequence[Any] = ()) -> int:
         """An INSERT (without RETURNING); the id the database gave the row."""
