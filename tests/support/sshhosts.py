@@ -35,9 +35,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from dtnkit.lab import path as labpath
+
+# PyYAML (a test dependency) has no type stubs in the venv
+yaml: Any = importlib.import_module("yaml")
 
 SSHD = "/usr/sbin/sshd"
 SSH_KEYGEN = "ssh-keygen"
