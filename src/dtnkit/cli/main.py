@@ -39,6 +39,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "checklist": ("dtnkit.cli.checklist", "checklist"),
     "report": ("dtnkit.cli.sweep_analyze", "report"),
     "sweep": ("dtnkit.cli.sweep", "sweep"),
+    "campaign": ("dtnkit.cli.campaign", "campaign"),
 }
 
 
