@@ -4,6 +4,7 @@ teardown leaves nothing of theirs behind."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -81,3 +82,26 @@ def test_close_removes_its_namespaces_and_sshds_only(tmp_path: Path) -> None:
     for pid in pids:
         assert pid is not None and not Path(f"/proc/{pid}").exists()
     assert not list(hosts.control_dir.iterdir())  # masters stopped
+
+
+_MODULES = sshhosts.missing_collection("plugins/modules")
+
+
+@pytest.mark.skipif(bool(_MODULES), reason=str(_MODULES))
+def test_the_collections_audit_module_runs_on_every_host_over_ssh(
+        fleet: sshhosts.SshHosts, tmp_path: Path) -> None:
+    # each host's own value, so each answer shows which host gave it
+    for k, h in enumerate(fleet.hosts):
+        h.run(["sh", "-c", f"echo '4096 16384 {65536 + 4096 * k}' > /proc/sys/net/ipv4/tcp_rmem"])
+    inv = fleet.inventory(tmp_path / "inventory.yml")
+    proc = fleet.ansible(inv, "all", "-f", "4", "-m", "dtn.dtnkit.audit", "-a",
+                         "dtnkit_path={{ dtnkit_path }} groups=buffers rtt=20ms", "-o")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    for k, h in enumerate(fleet.hosts):
+        (line,) = [x for x in proc.stdout.splitlines() if x.startswith(f"{h.name} | ")]
+        doc = json.loads(line.split("=> ", 1)[1])
+        assert doc["changed"] is False
+        assert doc["audit"]["environment"]["initial_netns"] is False
+        current = {f["key"]: f["current"] for f in doc["audit"]["findings"]}
+        want = ["4096", "16384", str(65536 + 4096 * k)]
+        assert current["sysctl/net.ipv4.tcp_rmem"].split() == want

@@ -75,11 +75,12 @@ def missing_ansible() -> str | None:
     return None
 
 
-def missing_collection() -> str | None:
-    """Why the dtn.dtnkit playbooks cannot run here (None: they can)."""
-    playbooks = COLLECTIONS / "ansible_collections" / "dtn" / "dtnkit" / "playbooks"
-    if not playbooks.is_dir():
-        return f"needs the dtn.dtnkit collection ({playbooks} is absent)"
+def missing_collection(part: str = "playbooks") -> str | None:
+    """Why the dtn.dtnkit collection's ``part`` (playbooks, plugins/modules) cannot run here
+    (None: it can)."""
+    where = COLLECTIONS / "ansible_collections" / "dtn" / "dtnkit" / part
+    if not where.is_dir():
+        return f"needs the dtn.dtnkit collection ({where} is absent)"
     return None
 
 
