@@ -23,12 +23,15 @@ into a per-host SQLite store; printed: its wall time and the campaign.json's own
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -59,14 +62,16 @@ def site_audit(fleet: sshhosts.SshHosts, inv: Path, forks: int, dest: Path) -> f
     return took
 
 
-def adhoc_audit(fleet: sshhosts.SshHosts, inv: Path, forks: int) -> float:
+def module_audit(fleet: sshhosts.SshHosts, inv: Path, forks: int) -> float:
+    """The audit module alone, ad hoc (``ansible -m dtn.dtnkit.audit``): no playbook, no
+    files fetched back."""
     fleet.stop_masters()
     start = time.monotonic()
-    proc = fleet.ansible(inv, "all", "-f", str(forks), "-m", "ansible.builtin.command", "-a",
-                         f"{fleet.dtnkit_path} tune audit --format json")
+    proc = fleet.ansible(inv, "all", "-f", str(forks), "-m", "dtn.dtnkit.audit", "-a",
+                         "dtnkit_path={{ dtnkit_path }}", "-o")
     took = time.monotonic() - start
-    if "UNREACHABLE" in proc.stdout or ("FAILED" in proc.stdout and "rc=3" not in proc.stdout):
-        raise SystemExit(f"ad-hoc audit failed: {proc.stdout[-2000:]}")
+    if proc.returncode != 0:
+        raise SystemExit(f"ad-hoc audit failed: {proc.stdout[-2000:]}{proc.stderr[-1000:]}")
     return took
 
 
@@ -92,43 +97,54 @@ def main() -> int:
     parser.add_argument("--campaigns", type=int, default=1, help="campaign runs (0: none)")
     parser.add_argument("--prefix", default="s20sb", help="start of the lab path's name")
     args = parser.parse_args()
-    why = sshhosts.missing() or sshhosts.missing_ansible() or sshhosts.missing_collection()
+    why = sshhosts.missing() or sshhosts.missing_ansible() or \
+        sshhosts.missing_collection("plugins/modules")
     if why:
         raise SystemExit(f"bench_fleet: {why}")
+    playbooks = sshhosts.missing_collection() is None
+    if not playbooks:
+        log(f"no playbooks yet ({sshhosts.missing_collection()}): the audit module only")
     forks = [int(f) for f in args.forks.split(",")]
     base = Path(tempfile.mkdtemp(prefix=f"{args.prefix}-"))
     log(f"building 4 SSH hosts under {base}")
-    with sshhosts.ssh_hosts(base / "hosts", prefix=args.prefix, pairs=2) as fleet:
+    with contextlib.ExitStack() as stack:
+        stack.callback(shutil.rmtree, base, ignore_errors=True)
+        fleet = stack.enter_context(sshhosts.ssh_hosts(base / "hosts", prefix=args.prefix,
+                                                       pairs=2))
         untune(fleet)
         inv3 = fleet.inventory(base / "audit.yml", hosts=AUDIT_HOSTS)
         inv4 = fleet.inventory(base / "campaign.yml")
-        site_audit(fleet, inv3, max(forks), base / "warm")  # caches, .pyc on every side
+        cases: list[tuple[str, Callable[[int, str], float]]] = []
+        if playbooks:
+            cases.append(("site_audit playbook",
+                          lambda f, tag: site_audit(fleet, inv3, f, base / f"audit-{tag}")))
+        cases.append(("audit module, ad hoc", lambda f, tag: module_audit(fleet, inv3, f)))
+        for _, run in cases:  # warm-up: caches and .pyc on every side
+            run(max(forks), "warm")
         watch = CpuWatch()
-        times: dict[int, list[float]] = {f: [] for f in forks}
-        adhoc: list[float] = []
+        times: dict[tuple[str, int], list[float]] = {(c, f): [] for c, _ in cases for f in forks}
+        runs = [(c, run, f) for c, run in cases for f in forks]
         for r in range(args.repeat):
-            order = forks[r % len(forks):] + forks[:r % len(forks)]
-            for f in order:
-                times[f].append(site_audit(fleet, inv3, f, base / f"audit-{r}-{f}"))
-                log(f"round {r + 1}: site audit forks={f}: {times[f][-1]:.1f} s")
-            adhoc.append(adhoc_audit(fleet, inv3, max(forks)))
+            for c, run, f in runs[r % len(runs):] + runs[:r % len(runs)]:
+                times[c, f].append(run(f, f"{r}-{f}"))
+                log(f"round {r + 1}: {c}, forks={f}: {times[c, f][-1]:.1f} s")
         n = len(AUDIT_HOSTS)
         out(f"Site audit of N = {n} hosts over SSH ({args.repeat} rounds, interleaved; "
-            f"{os.cpu_count()} CPUs)")
+            f"{os.cpu_count()} CPUs; fresh SSH connections each run)")
         out()
-        ref = statistics.median(times[forks[0]])
         rows = []
-        for f in forks:
-            med = statistics.median(times[f])
-            rows.append([f"forks={f}", f"{med:.1f} s", f"{min(times[f]):.1f}-{max(times[f]):.1f}",
-                         f"{med / n:.2f} s", f"{med / ref:.2f}"])
-        med = statistics.median(adhoc)
-        rows.append([f"ad-hoc command, forks={max(forks)}", f"{med:.1f} s",
-                     f"{min(adhoc):.1f}-{max(adhoc):.1f}", f"{med / n:.2f} s", f"{med / ref:.2f}"])
-        table(["run", "median", "min-max", "per host", f"ratio to forks={forks[0]}"], rows)
+        for c, _ in cases:
+            ref = statistics.median(times[c, forks[0]])
+            for f in forks:
+                got = times[c, f]
+                med = statistics.median(got)
+                rows.append([c, str(f), f"{med:.1f} s", f"{min(got):.1f}-{max(got):.1f}",
+                             f"{med / n:.2f} s", f"{med / ref:.2f}"])
+        table(["run", "forks", "median", "min-max", "per host",
+               f"ratio to forks={forks[0]}"], rows)
         out(watch.report())
         out()
-        if args.campaigns:
+        if args.campaigns and playbooks:
             watch = CpuWatch()
             rows = []
             for k in range(args.campaigns):
