@@ -43,8 +43,9 @@ yaml: Any = importlib.import_module("yaml")
 SSHD = "/usr/sbin/sshd"
 SSH_KEYGEN = "ssh-keygen"
 REPO = Path(__file__).resolve().parents[2]
-#: the collection's parent directory (h20coll's branch): ANSIBLE_COLLECTIONS_PATH
-COLLECTIONS = REPO / "ansible"
+#: the collection's parent directory (ANSIBLE_COLLECTIONS_PATH): the repository's, or another
+#: copy's ($DTNKIT_TEST_COLLECTIONS, e.g. an installed release's)
+COLLECTIONS = Path(os.environ.get("DTNKIT_TEST_COLLECTIONS") or REPO / "ansible")
 #: host-global values a campaign inside namespaces must never change (read in the root
 #: namespace): per-namespace keys read there are the root namespace's own values
 HOST_GLOBAL = (
