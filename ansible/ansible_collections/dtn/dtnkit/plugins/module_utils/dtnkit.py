@@ -117,6 +117,7 @@ class Dtnkit(object):
         status outside ``ok`` fails the module with dtnkit's own error line."""
         argv = [self.path] + list(args) + ["--format", "json"]
         rc, out, err = self.module.run_command(argv)
+        self.stdout = out
         try:
             doc = json.loads(out) if out.strip() else None
         except ValueError:

@@ -67,6 +67,15 @@ audit:
   description: The audit document (schema C(dtnkit.audit/1)), as C(dtnkit tune audit --format json) prints it.
   returned: success
   type: dict
+audit_json:
+  description: dtnkit's stdout exactly as printed (what a site sends as C(HOST.audit.json)).
+  returned: success
+  type: str
+nic_mbps:
+  description: The fastest speed any audited interface reports, in Mbit/s (the host's data NIC);
+    null when none reports one (used by the NIC-headroom gate).
+  returned: success
+  type: int
 compliant:
   description: Whether every selected item complies (dtnkit exits 0; 3 means it does not).
   returned: success
@@ -92,8 +101,10 @@ def main():
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
     dtnkit = Dtnkit(module)
     rc, doc = dtnkit.run(["tune", "audit"] + selection_args(module.params), ok=(0, DRIFT))
-    module.exit_json(changed=False, audit=doc, compliant=rc == 0,
-                     dtnkit_version=dtnkit.version, ansible_facts=dict(dtnkit_audit=doc))
+    speeds = [i.get("speed_mbps") for i in doc.get("interfaces", []) if i.get("speed_mbps")]
+    module.exit_json(changed=False, audit=doc, audit_json=dtnkit.stdout, compliant=rc == 0,
+                     nic_mbps=max(speeds) if speeds else None, dtnkit_version=dtnkit.version,
+                     ansible_facts=dict(dtnkit_audit=doc))
 
 
 if __name__ == "__main__":

@@ -43,9 +43,9 @@ options:
     type: int
     default: 1
   duration:
-    description: Seconds to send (iperf3 -t).
-    type: int
-    default: 10
+    description: How long to send, e.g. C(10s) or C(2m) (iperf3 -t; a bare number is seconds).
+    type: str
+    default: 10s
   reverse:
     description: The peer sends (iperf3 -R).
     type: bool
@@ -80,7 +80,7 @@ EXAMPLES = r"""
       dtn.dtnkit.probe:
         peer: 192.0.2.12
         port: 5201
-        duration: 10
+        duration: 10s
       register: probe
   always:
     - name: Stop the server on dtn-b
@@ -122,7 +122,7 @@ def main():
         peer=dict(type="str"),
         port=dict(type="int", default=5201),
         streams=dict(type="int", default=1),
-        duration=dict(type="int", default=10),
+        duration=dict(type="str", default="10s"),
         reverse=dict(type="bool", default=False),
     )
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True,
@@ -141,7 +141,7 @@ def main():
     if module.check_mode:
         module.exit_json(changed=False, probe=None, dtnkit_version=dtnkit.version)
     args = ["probe", "net", "--peer", params["peer"], "--port", str(params["port"]),
-            "--streams", str(params["streams"]), "--duration", "%ds" % params["duration"]]
+            "--streams", str(params["streams"]), "--duration", params["duration"]]
     if params["reverse"]:
         args.append("--reverse")
     rc, doc = dtnkit.run(args + dtnkit.where(db=True))

@@ -58,6 +58,11 @@ options:
     description: Snapshot id, unique prefix or label to restore (C(state=restored)); default
       the baseline of the last apply.
     type: str
+  missing_ok:
+    description: With C(state=restored) and no C(snapshot), a host where no baseline was ever
+      saved is left alone (C(changed=false)) instead of failing (for a rollback of a fleet).
+    type: bool
+    default: false
   wait:
     description: Wait this long for another apply or restore's lock, e.g. C(30s).
     type: str
@@ -130,6 +135,7 @@ def main():
         label=dict(type="str"),
         snapshot=dict(type="str"),
         wait=dict(type="str", default="0s"),
+        missing_ok=dict(type="bool", default=False),
     )
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
     params = module.params
@@ -148,6 +154,12 @@ def main():
         if params["label"]:
             args += ["--label", params["label"]]
     else:
+        if params["missing_ok"] and not params["snapshot"]:
+            rc, listing = dtnkit.run(["tune", "list"] + where)
+            if not any(row.get("last_baseline") for row in listing):
+                module.exit_json(changed=False, snapshot=None, written=[], result={},
+                                 msg="no baseline saved on this host: nothing to restore",
+                                 dtnkit_version=dtnkit.version)
         args = ["tune", "restore"] + ([params["snapshot"]] if params["snapshot"] else []) + where
     if check:
         args.append("--dry-run")
