@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+from dtnkit.db.location import DbUrl, Location, is_url
+
 #: snapshots, the apply lock, experiment state ($DTNKIT_STATE_DIR)
 DEFAULT_STATE_DIR = Path("/var/lib/dtnkit")
 #: the SQLite results store ($DTNKIT_DB)
@@ -51,7 +53,8 @@ class Environment:
     """
 
     state_dir: Path = DEFAULT_STATE_DIR
-    results_db: Path = DEFAULT_RESULTS_DB
+    #: an SQLite file, or a postgresql:// URL (shown redacted)
+    results_db: Location = DEFAULT_RESULTS_DB
     lab_state_root: Path = DEFAULT_LAB_STATE_ROOT
     #: bearer token for `dtnkit cp` when --token is not given
     token: str | None = None
@@ -80,7 +83,7 @@ class Environment:
         err = sys.stderr if stderr is None else stderr
         return cls(
             state_dir=Path(env.get("DTNKIT_STATE_DIR", str(DEFAULT_STATE_DIR))),
-            results_db=Path(env.get("DTNKIT_DB", str(DEFAULT_RESULTS_DB))),
+            results_db=_location(env.get("DTNKIT_DB") or str(DEFAULT_RESULTS_DB)),
             lab_state_root=Path(env.get("DTNKIT_LAB_STATE", str(DEFAULT_LAB_STATE_ROOT))),
             # an empty variable counts as unset (a shell's `DTNKIT_TOKEN= dtnkit cp ...`)
             token=env.get("DTNKIT_TOKEN") or env.get("BEARER_TOKEN") or None,
@@ -92,6 +95,11 @@ class Environment:
             stderr_isatty=_isatty(err),
             terminal_width=terminal_width(env),
         )
+
+
+def _location(text: str) -> Location:
+    """$DTNKIT_DB as a path or a URL (the scheme is checked where the store is opened)."""
+    return DbUrl(text) if is_url(text) else Path(text)
 
 
 def _isatty(stream: TextIO) -> bool:

@@ -10,6 +10,8 @@ import click
 
 from dtnkit.cli.options import Duration, db_option, group_option, pass_env, state_dir_option
 from dtnkit.cli.output import Printer, emit, for_people, format_option
+from dtnkit.cli.results_push import push as push_cmd
+from dtnkit.db.location import Location
 from dtnkit.environment import Environment
 from dtnkit.errors import BadInput
 from dtnkit.host.host import Host
@@ -76,7 +78,7 @@ def _interval(interval_s: float | None, duration_s: float | None = None) -> floa
     return interval_s
 
 
-def _opts(netns: str | None, state_dir: Path | None = None, db: Path | None = None) -> str:
+def _opts(netns: str | None, state_dir: Path | None = None, db: Location | None = None) -> str:
     """The options in force that a pasted next-step command needs (defaults left out)."""
     from shlex import quote
 
@@ -149,7 +151,7 @@ def probe() -> None:
 @pass_env
 def net(env: Environment,
         peer: str, streams: int, duration_s: int, cc: str | None, fq_rate: str | None,
-        reverse: bool, port: int, as_json: bool, tool: str | None, netns: str | None, db: Path,
+        reverse: bool, port: int, as_json: bool, tool: str | None, netns: str | None, db: Location,
         fmt: str, interval_s: float | None) -> int:
     """iperf3 to a peer, with CPU, retransmits and per-flow state sampled.
 
@@ -185,7 +187,7 @@ def net(env: Environment,
 @pass_env
 def disk(env: Environment,
          path: str, size: str, direct: bool, jobs: int, cgroup: Path | None, tool: str | None,
-         netns: str | None, db: Path, fmt: str, interval_s: float | None) -> int:
+         netns: str | None, db: Location, fmt: str, interval_s: float | None) -> int:
     """fio sequential write and read."""
     from dtnkit.cli.progress import reporter
     from dtnkit.cli.progress import size as show_size
@@ -221,7 +223,7 @@ def disk(env: Environment,
 @pass_env
 def e2e(env: Environment,
         src: str, dst: str, command: str | None, nbytes: int | None, cgroup: Path | None,
-        tool: str | None, netns: str | None, db: Path, fmt: str,
+        tool: str | None, netns: str | None, db: Location, fmt: str,
         interval_s: float | None) -> int:
     """A real transfer, timed: rate = bytes / wall time."""
     from dtnkit.cli.progress import reporter
@@ -282,7 +284,7 @@ def results() -> None:
 @db_option()
 @pass_env
 def list_cmd(env: Environment, kind: str | None, limit: int, experiments: bool, fmt: str,
-             db: Path) -> int:
+             db: Location) -> int:
     store = ResultStore(db)
     if experiments:
         exps = store.experiments()
@@ -303,7 +305,7 @@ def list_cmd(env: Environment, kind: str | None, limit: int, experiments: bool, 
               show_default=True, help="json: the full record (the default); table: key: value "
               "lines.")
 @pass_env
-def show(env: Environment, result_id: str, db: Path, fmt: str) -> int:
+def show(env: Environment, result_id: str, db: Location, fmt: str) -> int:
     """Show one result (its number, as `results list` prints it) or one experiment (exp-...)."""
     store = ResultStore(db)
     doc = (store.get_experiment(result_id) if result_id.startswith("exp-")
@@ -333,10 +335,13 @@ def parse_result_id(text: str) -> int:
 @click.option("--kind", type=Registered(), default=None)
 @db_option()
 @pass_env
-def export_cmd(env: Environment, fmt: str, kind: str | None, db: Path) -> int:
+def export_cmd(env: Environment, fmt: str, kind: str | None, db: Location) -> int:
     rows = ResultStore(db).results(kind=kind, limit=100000)
     emit(env, [r.as_dict() for r in rows], fmt, lambda p: p.echo(export(rows, fmt)))
     return 0
+
+
+results.add_command(push_cmd)
 
 
 @click.command()
@@ -357,7 +362,7 @@ def export_cmd(env: Environment, fmt: str, kind: str | None, db: Path) -> int:
 @pass_env
 def diagnose(env: Environment, peer: str | None, path: str | None, e2e: tuple[str, str] | None,
              command: str | None, streams: int, duration_s: int, size: str,
-             cgroup: Path | None, state_dir: Path, netns: str | None, db: Path, fmt: str,
+             cgroup: Path | None, state_dir: Path, netns: str | None, db: Location, fmt: str,
              interval_s: float | None) -> int:
     """Measure each layer and name the one that binds, with the next step.
 
@@ -448,7 +453,7 @@ def experiment(env: Environment, groups: tuple[str, ...], probe_kind: str, tool:
                peer: str | None, path: str | None, e2e: tuple[str, str] | None,
                command: str | None, repeat: int, both_ends: bool,
                profile: str, rtt: str, streams: int, duration_s: int, state_dir: Path,
-               netns: str | None, db: Path, fmt: str, interval_s: float | None) -> int:
+               netns: str | None, db: Location, fmt: str, interval_s: float | None) -> int:
     """Apply one group at a time against interleaved baselines; keep what helps.
 
     `dtnkit tune apply --from-experiment ID` then applies only the groups that helped.

@@ -13,6 +13,7 @@ import click
 from dtnkit.cli.options import Duration, db_option, pass_env, wide_option
 from dtnkit.cli.output import emit
 from dtnkit.cli.stopping import stop_on_signals, wait
+from dtnkit.db.location import Location
 from dtnkit.environment import Environment
 from dtnkit.errors import BadInput, DtnkitError, ExitStatus
 from dtnkit.units import parse_ms
@@ -98,7 +99,7 @@ def _drift(no_drift: bool, profile: str, profile_dir: tuple[Path, ...], rtt: str
               show_default=True, help="json: the listening line as one JSON object.")
 @pass_env
 def exporter(env: Environment, listen: str, netns: str | None, profile: str,
-             profile_dir: tuple[Path, ...], rtt: str, no_drift: bool, db: Path,
+             profile_dir: tuple[Path, ...], rtt: str, no_drift: bool, db: Location,
              drift_interval: float, cert: Path | None, key: Path | None,
              client_ca: Path | None, print_rules: bool, fmt: str) -> int:
     """Serve Prometheus metrics at http://ADDR:PORT/metrics: TCP, softnet, NIC and CPU
@@ -170,7 +171,7 @@ def exporter(env: Environment, listen: str, netns: str | None, profile: str,
               help="prom: the exposition text Prometheus reads; json: the samples.")
 @pass_env
 def metrics(env: Environment, netns: str | None, profile: str, profile_dir: tuple[Path, ...],
-            rtt: str, no_drift: bool, db: Path, textfile: Path | None, file_name: str,
+            rtt: str, no_drift: bool, db: Location, textfile: Path | None, file_name: str,
             fmt: str) -> int:
     """Collect once: the exporter's series for people, as JSON, as the exposition text
     (--format prom), or into a file for node_exporter's textfile collector (--textfile).

@@ -14,11 +14,13 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import click
 
+from dtnkit.db.location import Location
 from dtnkit.environment import Environment
 from dtnkit.errors import BadInput
 
 P = ParamSpec("P")
 R = TypeVar("R")
+T = TypeVar("T")
 F = Callable[..., Any]
 
 
@@ -44,11 +46,11 @@ def pass_env(f: Callable[Concatenate[Environment, P], R]) -> Callable[P, R]:
 
 
 def env_default(
-    pick: Callable[[Environment], Path],
-) -> Callable[[click.Context, click.Parameter, Path | None], Path]:
+    pick: Callable[[Environment], T],
+) -> Callable[[click.Context, click.Parameter, T | None], T]:
     """An option callback: the flag's value when given, else ``pick(environment)``."""
 
-    def resolve(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path:
+    def resolve(ctx: click.Context, param: click.Parameter, value: T | None) -> T:
         return value if value is not None else pick(env_of(ctx))
 
     return resolve
@@ -60,10 +62,30 @@ def state_dir_option(**attrs: Any) -> Callable[[F], F]:
                         callback=env_default(lambda env: env.state_dir), **attrs)
 
 
+class DbLocation(click.ParamType[Location, Any]):
+    """``--db``: an SQLite file or a ``postgresql://`` URL (:mod:`dtnkit.db.location`)."""
+
+    name = "FILE|URL"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Location:
+        from dtnkit.db.location import parse_location
+
+        return parse_location(value)
+
+
 def db_option(**attrs: Any) -> Callable[[F], F]:
-    """``--db FILE``: flag, else $DTNKIT_DB, else /var/lib/dtnkit/results.sqlite."""
-    return click.option("--db", type=click.Path(path_type=Path), default=None,
-                        callback=env_default(lambda env: env.results_db), **attrs)
+    """``--db FILE|URL``: flag, else $DTNKIT_DB, else /var/lib/dtnkit/results.sqlite; a
+    ``postgresql://`` URL names a PostgreSQL store (its password is never shown)."""
+
+    def pick(env: Environment) -> Location:
+        from dtnkit.db.location import parse_location
+
+        return parse_location(env.results_db)
+
+    attrs.setdefault("metavar", "FILE|URL")
+    return click.option("--db", type=DbLocation(), default=None, callback=env_default(pick),
+                        **attrs)
 
 
 def split_list(values: tuple[str, ...] | list[str] | str | None, option: str) -> tuple[str, ...]:

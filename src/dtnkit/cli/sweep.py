@@ -13,6 +13,7 @@ import click
 
 from dtnkit.cli.options import db_option, pass_env, state_dir_option
 from dtnkit.cli.output import Printer, emit, format_option
+from dtnkit.db.location import Location
 from dtnkit.environment import Environment
 from dtnkit.errors import BadInput, ExitStatus, NeedsRoot
 
@@ -75,7 +76,7 @@ def _grid(words: tuple[str, ...]) -> tuple[Any, str, str]:
 @pass_env
 def run(env: Environment, words: tuple[str, ...], name: str | None, resume: bool,
         lab_name: str, keep_lab: bool | None, backend: str, workdir: Path | None,
-        db: Path, state_dir: Path, fmt: str) -> int:
+        db: Location, state_dir: Path, fmt: str) -> int:
     """Run a grid: each point on the lab path, stored in the results database.
 
     The grid is a TOML file (docs/sweep.md) or axis=values words such as
@@ -138,7 +139,7 @@ def _summary(p: Printer, doc: dict[str, Any]) -> None:
            help="The results store (SQLite).")
 @format_option
 @pass_env
-def list_runs(env: Environment, db: Path, fmt: str) -> int:
+def list_runs(env: Environment, db: Location, fmt: str) -> int:
     """The stored sweep runs, newest first."""
     from dtnkit.sweep import store
 

@@ -15,6 +15,7 @@ import click
 
 from dtnkit.cli.options import db_option, pass_env, state_dir_option
 from dtnkit.cli.output import Printer, emit, format_option
+from dtnkit.db.location import Location
 from dtnkit.environment import Environment
 from dtnkit.errors import BadInput
 from dtnkit.units import (
@@ -87,7 +88,7 @@ def save_json(path: Path, doc: Any) -> None:
 @state_dir_option()
 @pass_env
 def analyze(env: Environment, run: str, target: int | None, baseline: str | None,
-            save_streams: str | None, fmt: str, db: Path, state_dir: Path) -> int:
+            save_streams: str | None, fmt: str, db: Location, state_dir: Path) -> int:
     """Analyse a stored sweep run: per RTT the peak, drop and knee; fluctuation against
     utilisation; Gbit/s per core; minimum resources for --target; origins at equal cores;
     profile ratios; tail latency; the recommended streams per RTT (docs/sweep.md)."""
@@ -244,7 +245,7 @@ def _tables(p: Printer, info: RunInfo, a: Analysis, saved: Path | None) -> None:
 @db_option()
 @pass_env
 def report(env: Environment, run: str, out: Path, point_id: str | None, target: int | None,
-           baseline: str | None, fmt: str, db: Path) -> int:
+           baseline: str | None, fmt: str, db: Location) -> int:
     """Draw a sweep run's figures (PNG and SVG) and write one self-contained HTML page
     (DIR/report.html) with them, the analysis tables, the grid and the environment.  Needs
     matplotlib: pip install 'dtnkit[report]'."""

@@ -13,6 +13,7 @@ import click
 
 from dtnkit.cli.options import db_option, group_option, pass_env, state_dir_option
 from dtnkit.cli.output import Printer, emit, for_people, format_option
+from dtnkit.db.location import Location
 from dtnkit.environment import DEFAULT_STATE_DIR, Environment
 from dtnkit.errors import BadInput, ExitStatus
 from dtnkit.host.host import Host
@@ -203,7 +204,7 @@ def apply_cmd(env: Environment,
               ifaces: tuple[str, ...], rtt: str, speed: str | None, exact: bool,
               netns: str | None, tree: Path | None, state_dir: Path, fmt: str, dry_run: bool,
               persist: bool, want_mtu: bool, want_tuned: bool, label: str, wait: str,
-              experiment_id: str | None, db: Path) -> int:
+              experiment_id: str | None, db: Location) -> int:
     """Apply a profile, one group at a time, after saving a baseline.
 
     Every write is verified; if one fails, everything this run changed is put back.

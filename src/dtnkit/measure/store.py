@@ -1,4 +1,4 @@
-"""Probe results and experiments in one SQLite file.
+"""Probe results and experiments in the results database (an SQLite file, or PostgreSQL).
 
 Each result keeps its spec, summary (units in key names), the sampler's samples, the raw tool
 output and the tuning that was live (values and their hash), so a figure can always be traced
@@ -10,58 +10,47 @@ from __future__ import annotations
 import csv
 import io
 import json
-import sqlite3
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from dtnkit.db.backend import Database, connect
+from dtnkit.db.location import DbUrl, Location, parse_location
 from dtnkit.errors import BadInput
 from dtnkit.measure.result import ProbeResult
 
-_DDL = """
-CREATE TABLE IF NOT EXISTS results (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    kind TEXT NOT NULL, host TEXT NOT NULL, netns TEXT, started REAL NOT NULL,
-    duration_s REAL NOT NULL, ok INTEGER NOT NULL, error TEXT,
-    tuning_id TEXT, tuning TEXT, spec TEXT NOT NULL, summary TEXT NOT NULL,
-    samples TEXT NOT NULL, raw TEXT NOT NULL, experiment_id TEXT, label TEXT
-);
-CREATE TABLE IF NOT EXISTS experiments (
-    id TEXT PRIMARY KEY, started REAL NOT NULL, doc TEXT NOT NULL
-);
-"""
+#: the columns of a result, in the order :meth:`ResultStore.add` writes them
+COLUMNS = ("kind", "host", "netns", "started", "duration_s", "ok", "error", "tuning_id",
+           "tuning", "spec", "summary", "samples", "raw", "experiment_id", "label")
 
 
 class ResultStore:
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    """The results and experiments of one results database: an SQLite file or a
+    ``postgresql://`` URL (:mod:`dtnkit.db`)."""
 
-    def _db(self) -> sqlite3.Connection:
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(self.path, timeout=10)
-            db.executescript(_DDL)
-        except (OSError, sqlite3.Error) as exc:
-            raise BadInput(f"cannot open the results store {self.path}", str(exc),
-                           "give another file with --db or $DTNKIT_DB") from exc
-        db.row_factory = sqlite3.Row
-        return db
+    def __init__(self, path: Path | str | DbUrl) -> None:
+        self.location: Location = parse_location(path)
+
+    @property
+    def path(self) -> Location:
+        return self.location
+
+    def _db(self) -> Database:
+        return connect(self.location)
 
     def add(self, r: ProbeResult) -> int:
         with self._db() as db:
-            cur = db.execute(
-                "INSERT INTO results (kind, host, netns, started, duration_s, ok, error, "
-                "tuning_id, tuning, spec, summary, samples, raw, experiment_id, label) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            r.id = db.insert(
+                f"INSERT INTO results ({', '.join(COLUMNS)}) "
+                f"VALUES ({', '.join('?' for _ in COLUMNS)})",
                 (r.kind, r.host, r.netns, r.started, r.duration_s, int(r.ok), r.error,
                  r.tuning_id, json.dumps(r.tuning), json.dumps(r.spec), json.dumps(r.summary),
                  json.dumps(r.samples), r.raw, r.experiment_id, r.label))
-            r.id = int(cur.lastrowid or 0)
         return r.id
 
     @staticmethod
-    def _result(row: sqlite3.Row) -> ProbeResult:
+    def _result(row: Any) -> ProbeResult:
         return ProbeResult(
             kind=row["kind"], spec=json.loads(row["spec"]), summary=json.loads(row["summary"]),
             samples=json.loads(row["samples"]), raw=row["raw"], ok=bool(row["ok"]),
@@ -73,7 +62,8 @@ class ResultStore:
         with self._db() as db:
             row = db.execute("SELECT * FROM results WHERE id = ?", (result_id,)).fetchone()
         if row is None:
-            raise BadInput(f"no result {result_id}", f"in {self.path}", "see `dtnkit results list`")
+            raise BadInput(f"no result {result_id}", f"in {self.location}",
+                           "see `dtnkit results list`")
         return self._result(row)
 
     def results(self, *, kind: str | None = None, limit: int = 50,
@@ -92,14 +82,16 @@ class ResultStore:
 
     def add_experiment(self, exp_id: str, doc: dict[str, Any]) -> None:
         with self._db() as db:
-            db.execute("INSERT OR REPLACE INTO experiments (id, started, doc) VALUES (?, ?, ?)",
+            db.execute("INSERT INTO experiments (id, started, doc) VALUES (?, ?, ?) "
+                       "ON CONFLICT (id) DO UPDATE SET started = excluded.started, "
+                       "doc = excluded.doc",
                        (exp_id, doc.get("started", time.time()), json.dumps(doc)))
 
     def get_experiment(self, exp_id: str) -> dict[str, Any]:
         with self._db() as db:
             row = db.execute("SELECT doc FROM experiments WHERE id = ?", (exp_id,)).fetchone()
         if row is None:
-            raise BadInput(f"no experiment {exp_id!r}", f"in {self.path}",
+            raise BadInput(f"no experiment {exp_id!r}", f"in {self.location}",
                            "see `dtnkit results list --experiments`")
         doc: dict[str, Any] = json.loads(row["doc"])
         return doc

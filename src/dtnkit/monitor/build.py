@@ -14,6 +14,7 @@ from prometheus_client import generate_latest
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from dtnkit.db.location import Location
 from dtnkit.errors import BadInput
 from dtnkit.monitor.base import Exporter, Source, View, registry
 from dtnkit.monitor.cpu import CpuCollector
@@ -53,7 +54,7 @@ def _auditor(opts: DriftOptions) -> DriftCollector:
     return DriftCollector(run, opts.interval)
 
 
-def sources(db: Path | None, drift: DriftOptions | None) -> list[Source]:
+def sources(db: Location | None, drift: DriftOptions | None) -> list[Source]:
     out: list[Source] = [TcpCollector(), SoftnetCollector(), NicCollector(), CpuCollector()]
     if drift is not None:
         out.append(_auditor(drift))
@@ -62,7 +63,7 @@ def sources(db: Path | None, drift: DriftOptions | None) -> list[Source]:
     return out
 
 
-def last_sweep(db: Path) -> list[SweepSummary]:
+def last_sweep(db: Location) -> list[SweepSummary]:
     """The newest finished sweep run in the results store (none while the only runs are
     running, or without sweep tables): one series set, so the label's values stay few."""
     from dtnkit.sweep import store
@@ -78,7 +79,7 @@ def last_sweep(db: Path) -> list[SweepSummary]:
 
 
 @contextlib.contextmanager
-def exporter(netns: str | None, db: Path | None,
+def exporter(netns: str | None, db: Location | None,
              drift: DriftOptions | None) -> Iterator[tuple[CollectorRegistry, Exporter]]:
     """The registry for the host, or for ``netns`` read through a process in it."""
     srcs = sources(db, drift)

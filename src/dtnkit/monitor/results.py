@@ -13,6 +13,7 @@ from pathlib import Path
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 
+from dtnkit.db.location import Location
 from dtnkit.measure.store import ResultStore
 from dtnkit.monitor.base import View
 
@@ -33,13 +34,13 @@ class SweepSummary:
 class ResultsCollector:
     name = "results"
 
-    def __init__(self, db: Path,
-                 sweeps: Callable[[Path], Iterable[SweepSummary]] | None = None) -> None:
+    def __init__(self, db: Location,
+                 sweeps: Callable[[Location], Iterable[SweepSummary]] | None = None) -> None:
         self.db = db
         self.sweeps = sweeps
 
     def collect(self, view: View) -> Iterator[Metric]:
-        if not self.db.is_file():
+        if isinstance(self.db, Path) and not self.db.is_file():
             return
         store = ResultStore(self.db)
         labels = ["kind"]

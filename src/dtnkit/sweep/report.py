@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dtnkit.db.location import Location
 from dtnkit.errors import BadInput, DtnkitError, ToolMissing
 from dtnkit.sweep import analyze as A
 from dtnkit.units import format_duration, format_percent, format_rate, format_value
@@ -58,7 +59,7 @@ class ReportData:
     series: Mapping[str, Mapping[str, Sequence[float | None]]]
 
 
-def from_store(db: Path, run: str) -> ReportData:
+def from_store(db: Location, run: str) -> ReportData:
     from dtnkit.sweep import store
 
     info = store.run_info(db, run)

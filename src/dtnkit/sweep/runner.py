@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from dtnkit import __version__
+from dtnkit.db.location import Location
 from dtnkit.errors import BadInput, DtnkitError
 from dtnkit.lab import fidelity
 from dtnkit.lab import path as labpath
@@ -58,7 +59,7 @@ class SweepOptions:
     """Where a sweep runs and keeps its things."""
 
     name: str
-    db_path: Path
+    db_path: Location
     lab_name: str
     lab_state_root: Path
     state_dir: Path

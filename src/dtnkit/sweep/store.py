@@ -1,8 +1,8 @@
-"""A sweep's runs and points in the results database (the SQLite file of
-:class:`dtnkit.measure.store.ResultStore`, ``$DTNKIT_DB``), in tables of their own.
+"""A sweep's runs and points in the results database (the SQLite file or PostgreSQL database
+of :class:`dtnkit.measure.store.ResultStore`, ``$DTNKIT_DB``), in tables of their own.
 
-Tables (plain SQL; every JSON value is a TEXT column, so the store can move to another SQL
-database unchanged):
+Tables (plain SQL; every JSON value is a TEXT column; declared in
+:mod:`dtnkit.db.migrations` with the rest of the schema):
 
 - ``sweep_schema``: one row, the schema version of these tables (:data:`SCHEMA_VERSION`);
 - ``sweep_runs``: one row per run: its name, the grid's TOML text, the environment and
@@ -36,47 +36,30 @@ import dataclasses
 import json
 import math
 import re
-import sqlite3
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from dtnkit.db.backend import Database, connect, upsert_sql
+from dtnkit.db.location import DbUrl, Location, parse_location
 from dtnkit.errors import BadInput
 from dtnkit.sweep.analyze import PointRecord
 from dtnkit.sweep.grid import Point
 from dtnkit.sweep.model import MAX_RAW_BYTES, Transfer
 
-#: the version of the sweep tables this code writes and reads
+#: the version of the sweep tables this code writes and reads (the ``sweep_schema`` row; the
+#: database as a whole has its own, :data:`dtnkit.db.migrations.LATEST`)
 SCHEMA_VERSION = 1
+#: a point's columns, in the order :meth:`SweepStore.store_point` writes them
+POINT_COLUMNS = ("run", "point_id", "seq", "status", "error", "started", "elapsed_s", "tool_s",
+                 "point", "throughput_bps", "samples", "series", "cpu_seconds", "softirq",
+                 "retransmits", "retransmits_note", "ctxt", "nic_drops", "transfers", "raw",
+                 "tuning", "emulator", "emulator_bound", "emulator_why", "extra")
 RUN_STATUSES = ("running", "done", "interrupted")
 POINT_STATUSES = ("ok", "failed")
 RUN_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-
-_DDL = """
-CREATE TABLE IF NOT EXISTS sweep_schema (
-    id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS sweep_runs (
-    name TEXT PRIMARY KEY, created REAL NOT NULL, updated REAL NOT NULL,
-    status TEXT NOT NULL, points_total INTEGER NOT NULL,
-    grid TEXT NOT NULL, environment TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS sweep_points (
-    run TEXT NOT NULL, point_id TEXT NOT NULL, seq INTEGER NOT NULL,
-    status TEXT NOT NULL, error TEXT NOT NULL,
-    started REAL NOT NULL, elapsed_s REAL NOT NULL, tool_s REAL,
-    point TEXT NOT NULL, throughput_bps REAL, samples TEXT NOT NULL, series TEXT NOT NULL,
-    cpu_seconds TEXT NOT NULL, softirq TEXT NOT NULL,
-    retransmits INTEGER, retransmits_note TEXT NOT NULL, ctxt INTEGER,
-    nic_drops TEXT NOT NULL, transfers TEXT NOT NULL, raw TEXT NOT NULL,
-    tuning TEXT NOT NULL, emulator TEXT, emulator_bound INTEGER NOT NULL,
-    emulator_why TEXT NOT NULL, extra TEXT NOT NULL,
-    PRIMARY KEY (run, point_id)
-);
-"""
-
 
 def check_run_name(name: str) -> str:
     """A run name: letters, digits, ``.``, ``_`` and ``-``, at most 64, no ``..`` (it may
@@ -192,37 +175,17 @@ def point_from_dict(doc: Mapping[str, Any]) -> Point:
 class SweepStore:
     """The sweep tables of one results database."""
 
-    def __init__(self, path: Path | str) -> None:
-        self.path = Path(path)
+    def __init__(self, path: Path | str | DbUrl) -> None:
+        self.location: Location = parse_location(path)
+
+    @property
+    def path(self) -> Location:
+        return self.location
 
     @contextmanager
-    def _db(self) -> Iterator[sqlite3.Connection]:
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(self.path, timeout=30)
-            db.executescript(_DDL)
-            row = db.execute("SELECT version FROM sweep_schema WHERE id = 1").fetchone()
-            if row is None:
-                db.execute("INSERT OR IGNORE INTO sweep_schema (id, version) VALUES (1, ?)",
-                           (SCHEMA_VERSION,))
-                db.commit()
-            elif int(row[0]) != SCHEMA_VERSION:
-                db.close()
-                raise BadInput(f"the sweep tables in {self.path} are version {row[0]}",
-                               f"this dtnkit reads version {SCHEMA_VERSION}",
-                               "use a dtnkit of the same version, or another --db")
-        except (OSError, sqlite3.Error) as exc:
-            raise BadInput(f"cannot open the results store {self.path}", str(exc),
-                           "give another file with --db or $DTNKIT_DB") from None
-        db.row_factory = sqlite3.Row
-        try:
-            with db:
-                yield db
-        except sqlite3.Error as exc:
-            raise BadInput(f"cannot use the results store {self.path}", str(exc),
-                           "check the file and the disk") from None
-        finally:
-            db.close()
+    def _db(self) -> Iterator[Database]:
+        with connect(self.location) as db:
+            yield db
 
     # ---- runs ----
     def create_run(self, name: str, grid_toml: str, environment: Mapping[str, Any],
@@ -259,9 +222,10 @@ class SweepStore:
             db.execute("UPDATE sweep_runs SET status = ?, updated = ? WHERE name = ?",
                        (status, time.time(), name))
 
-    def _info(self, db: sqlite3.Connection, row: sqlite3.Row) -> RunInfo:
-        counts = dict(db.execute("SELECT status, COUNT(*) FROM sweep_points WHERE run = ? "
-                                 "GROUP BY status", (row["name"],)).fetchall())
+    def _info(self, db: Database, row: Any) -> RunInfo:
+        counts = {r[0]: r[1] for r in db.execute(
+            "SELECT status, COUNT(*) FROM sweep_points WHERE run = ? GROUP BY status",
+            (row["name"],)).fetchall()}
         return RunInfo(name=row["name"], created=row["created"], updated=row["updated"],
                        status=row["status"], points_total=row["points_total"],
                        points_ok=int(counts.get("ok", 0)),
@@ -269,8 +233,9 @@ class SweepStore:
                        environment=json.loads(row["environment"]))
 
     def _missing(self) -> bool:
-        """No database file yet: reading finds nothing (and creates no file)."""
-        return not self.path.exists()
+        """No database file yet: reading finds nothing (and creates no file).  A server is
+        never missing (an unreachable one is an error)."""
+        return isinstance(self.location, Path) and not self.location.exists()
 
     def run_info(self, name: str) -> RunInfo:
         """The run ``name``; BadInput when there is none."""
@@ -313,12 +278,7 @@ class SweepStore:
             seq_row = db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM sweep_points "
                                  "WHERE run = ?", (name,)).fetchone()
             db.execute(
-                "INSERT OR REPLACE INTO sweep_points (run, point_id, seq, status, error, "
-                "started, elapsed_s, tool_s, point, throughput_bps, samples, series, "
-                "cpu_seconds, softirq, retransmits, retransmits_note, ctxt, nic_drops, "
-                "transfers, raw, tuning, emulator, emulator_bound, emulator_why, extra) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-                "?, ?)",
+                upsert_sql("sweep_points", POINT_COLUMNS, ("run", "point_id")),
                 (name, result.point.id, int(seq_row[0]), result.status, result.error,
                  result.started, result.elapsed_s, _finite(result.tool_s),
                  _dump(result.point.as_dict()), _finite(result.throughput_bps),
@@ -340,7 +300,7 @@ class SweepStore:
         return {r[0] for r in rows}
 
     @staticmethod
-    def _result(row: sqlite3.Row) -> PointResult:
+    def _result(row: Any) -> PointResult:
         emulator = row["emulator"]
         return PointResult(
             point=point_from_dict(json.loads(row["point"])), status=row["status"],
@@ -395,25 +355,26 @@ def _like_prefix(text: str) -> str:
 
 # ---------------------------------------------------------------- on a database path
 
-def list_runs(db_path: Path | str) -> list[RunInfo]:
+def list_runs(db_path: Path | str | DbUrl) -> list[RunInfo]:
     return SweepStore(db_path).runs()
 
 
-def run_info(db_path: Path | str, run: str) -> RunInfo:
+def run_info(db_path: Path | str | DbUrl, run: str) -> RunInfo:
     return SweepStore(db_path).run_info(run)
 
 
-def load_records(db_path: Path | str, run: str) -> list[PointRecord]:
+def load_records(db_path: Path | str | DbUrl, run: str) -> list[PointRecord]:
     """The run's stored points (ok and failed; a failed one carries ``failed``) as
     :class:`~dtnkit.sweep.analyze.PointRecord`, in run order."""
     return SweepStore(db_path).records(run)
 
 
-def load_points(db_path: Path | str, run: str) -> list[PointResult]:
+def load_points(db_path: Path | str | DbUrl, run: str) -> list[PointResult]:
     return SweepStore(db_path).points(run)
 
 
-def point_series(db_path: Path | str, run: str, point_id: str) -> dict[str, list[float | None]]:
+def point_series(db_path: Path | str | DbUrl, run: str,
+                 point_id: str) -> dict[str, list[float | None]]:
     """One point's time series: ``t_s`` and ``throughput_bps`` (the samples) and every
     further series stored with it (``cpu_cores.N``, ``softirq_pct.HOST``, ...)."""
     p = SweepStore(db_path).point(run, point_id)
