@@ -11,9 +11,7 @@ import html.parser
 import io
 import json
 import os
-import re
 import shutil
-import signal
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -21,6 +19,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from tests.support.chromium import (
+    HEIGHT,
+    WIDTH,
+    chromium,
+    console_lines,
+    probed_figures,
+    with_probe,
+)
 from tests.sweep.s19p_synthetic import GRID_TOML, results, store_run
 
 from dtnkit.cli import main as cli_main
@@ -235,41 +241,6 @@ def test_without_matplotlib_a_clear_error_and_nothing_written(tmp_path: Path) ->
 
 # ---------------------------------------------------------------- in a real browser
 
-PROBE = """<script>
-window.addEventListener('load', function () {
-  var out = [];
-  document.querySelectorAll('img.figure').forEach(function (img) {
-    var r = img.getBoundingClientRect();
-    out.push([img.complete ? 1 : 0, img.naturalWidth, img.naturalHeight, Math.round(r.left),
-              Math.round(r.top + window.scrollY), Math.round(r.width),
-              Math.round(r.height)].join(','));
-  });
-  var d = document.createElement('pre'); d.id = 's19p-probe';
-  d.textContent = 'FIGS[' + out.join(';') + ']';
-  document.body.appendChild(d);
-});
-</script>"""
-WIDTH, HEIGHT = 1000, 3600
-
-
-def chromium(tmp_path: Path, page: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """Run headless Chromium on page in its own process group (killed whole on timeout),
-    with a private profile."""
-    argv = ["chromium", "--headless", "--no-sandbox", "--disable-gpu",
-            "--enable-logging=stderr", "--v=0", f"--user-data-dir={tmp_path / 'profile'}",
-            f"--window-size={WIDTH},{HEIGHT}", "--virtual-time-budget=5000", *args,
-            page.as_uri()]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        raise
-    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
-
-
 @pytest.mark.needs_chromium
 def test_the_page_renders_in_chromium_with_every_figure(
         tmp_path: Path, built: tuple[Path, dict[str, object]]) -> None:
@@ -280,19 +251,13 @@ def test_the_page_renders_in_chromium_with_every_figure(
     shot = tmp_path / "shot.png"
     proc = chromium(tmp_path, page, f"--screenshot={shot}")
     assert proc.returncode == 0, proc.stderr[-2000:]
-    console = [line for line in proc.stderr.splitlines() if ":CONSOLE" in line]
-    assert console == []
+    assert console_lines(proc) == []
     # 2. the same page with a probe script (allowed by a copy's policy): every figure
     #    decoded, with its natural size, and where it is on the page
-    probe = tmp_path / "probe.html"
-    text = page.read_text().replace("style-src 'unsafe-inline'",
-                                    "style-src 'unsafe-inline'; script-src 'unsafe-inline'")
-    probe.write_text(text.replace("</body>", PROBE + "</body>"))
-    proc = chromium(tmp_path, probe, "--dump-dom")
-    found = re.search(r"FIGS\[([^\]]*)\]</pre>", proc.stdout)
-    assert found, proc.stderr[-2000:]
-    assert [line for line in proc.stderr.splitlines() if ":CONSOLE" in line] == []
-    figs = [[int(v) for v in f.split(",")] for f in found.group(1).split(";")]
+    proc = chromium(tmp_path, with_probe(page, tmp_path / "probe.html"), "--dump-dom")
+    figs = probed_figures(proc)
+    assert figs is not None, proc.stderr[-2000:]
+    assert console_lines(proc) == []
     assert len(figs) == len(FIGURES)
     from matplotlib.image import imread
 

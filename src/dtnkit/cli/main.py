@@ -40,6 +40,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("dtnkit.cli.sweep_analyze", "report"),
     "sweep": ("dtnkit.cli.sweep", "sweep"),
     "campaign": ("dtnkit.cli.campaign", "campaign"),
+    "fleet": ("dtnkit.cli.fleet", "fleet"),
 }
 
 

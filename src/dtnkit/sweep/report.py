@@ -9,38 +9,41 @@ Writing is safe in a directory others can write to: every file is made in a fres
 directory inside DIR and then renamed over its name in DIR, so a symlink planted in DIR is
 replaced, never followed; a DIR that is not a directory is refused before anything is drawn.
 Every value from the run (its name, the grid's text, the environment, errors) is HTML-escaped,
-and the page's Content-Security-Policy allows no script and no fetch.
+and the page's Content-Security-Policy allows no script and no fetch.  Those helpers (writing,
+escaping, tables, saving a figure) are :mod:`dtnkit.htmlpage`'s, shared with ``dtnkit fleet
+report``.
 """
 
 from __future__ import annotations
 
-import base64
 import dataclasses
-import html
-import io
 import json
 import math
-import os
-import tempfile
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dtnkit import htmlpage
 from dtnkit.db.location import Location
-from dtnkit.errors import BadInput, DtnkitError, ToolMissing
+from dtnkit.errors import BadInput, DtnkitError
+from dtnkit.htmlpage import CSP, PAGE, Drawn, figure_html
+from dtnkit.htmlpage import CSS as _CSS
+from dtnkit.htmlpage import check_dir as check_dir  # re-exported: cli/sweep_analyze.py
+from dtnkit.htmlpage import escape as _e
+from dtnkit.htmlpage import html_table as _table
+from dtnkit.htmlpage import mpl_text as _mpl
+from dtnkit.htmlpage import nothing as _nothing
+from dtnkit.htmlpage import save as _save
+from dtnkit.htmlpage import write_files as write_files
 from dtnkit.sweep import analyze as A
 from dtnkit.units import format_duration, format_percent, format_rate, format_value
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
 
     from dtnkit.progress import Progress
 
-#: the page's name in DIR
-PAGE = "report.html"
-INSTALL_HINT = "pip install 'dtnkit[report]' (matplotlib 3.6 or later)"
 #: what a figure's hollow markers mean (in the legend and the page)
 HOLLOW = "hollow: the lab's emulator bound (kept out of the analysis)"
 
@@ -77,17 +80,6 @@ def from_store(db: Location, run: str) -> ReportData:
 
 
 @dataclasses.dataclass(frozen=True)
-class Drawn:
-    """One drawn figure: its file stem, title, how to read it, and its PNG and SVG bytes."""
-
-    stem: str
-    title: str
-    reading: str
-    png: bytes
-    svg: bytes
-
-
-@dataclasses.dataclass(frozen=True)
 class Written:
     directory: Path
     page: Path
@@ -101,90 +93,10 @@ class Written:
                 "timeseries_point": self.point_id}
 
 
-# ---------------------------------------------------------------- writing safely
-
-def check_dir(out: Path) -> None:
-    """Refuse an output that exists and is not a directory (before anything is drawn)."""
-    try:
-        st = os.lstat(out)
-    except FileNotFoundError:
-        return
-    except OSError as exc:
-        raise BadInput(f"cannot use {out} for the report", exc.strerror or str(exc),
-                       "give another -o DIR") from None
-    import stat
-
-    if stat.S_ISLNK(st.st_mode):
-        raise BadInput(f"{out} is a symbolic link", "the report is written only into a real "
-                       "directory", "give the directory itself as -o")
-    if not stat.S_ISDIR(st.st_mode):
-        raise BadInput(f"{out} is not a directory", "-o names the directory the report is "
-                       "written into", "give a new or an existing directory")
-
-
-def write_files(out: Path, files: Mapping[str, bytes]) -> tuple[str, ...]:
-    """Write ``files`` (plain names) into ``out``: made in a private temporary directory
-    inside it, then each renamed into place (a symlink at a name is replaced, not followed).
-    ``report.html`` goes last."""
-    check_dir(out)
-    try:
-        out.mkdir(parents=True, exist_ok=True, mode=0o755)
-        check_dir(out)  # a symlink raced in by now is refused
-        tmp = Path(tempfile.mkdtemp(prefix=".dtnkit-report-", dir=out))
-    except OSError as exc:
-        raise BadInput(f"cannot write the report into {out}", exc.strerror or str(exc),
-                       "give a directory you can write to") from None
-    order = sorted(files, key=lambda n: (n == PAGE, n))
-    try:
-        for name in order:
-            if "/" in name or name.startswith("."):
-                raise ValueError(f"bad report file name {name!r}")
-            fd = os.open(tmp / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
-                         0o644)
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(files[name])
-        for name in order:
-            os.rename(tmp / name, out / name)
-    except OSError as exc:
-        raise BadInput(f"cannot write the report into {out}", exc.strerror or str(exc),
-                       "check the directory (a name in it may be a directory)") from None
-    finally:
-        for left in tmp.iterdir() if tmp.exists() else ():
-            left.unlink()
-        if tmp.exists():
-            tmp.rmdir()
-    return tuple(order)
-
-
 # ---------------------------------------------------------------- figures
 
 def _pyplot() -> Any:
-    try:
-        import matplotlib
-    except ImportError:
-        raise ToolMissing("dtnkit report needs matplotlib", "it is not installed",
-                          INSTALL_HINT) from None
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _save(fig: Figure, stem: str, title: str, reading: str) -> Drawn:
-    import matplotlib.pyplot as plt
-
-    png, svg = io.BytesIO(), io.BytesIO()
-    fig.savefig(png, format="png", dpi=100, metadata={"Software": None})
-    fig.savefig(svg, format="svg", metadata={"Date": None, "Creator": None})
-    plt.close(fig)
-    return Drawn(stem=stem, title=title, reading=reading, png=png.getvalue(),
-                   svg=svg.getvalue())
-
-
-def _nothing(ax: Axes, why: str) -> None:
-    ax.text(0.5, 0.5, why, ha="center", va="center", transform=ax.transAxes, color="0.4")
-    ax.set_xticks([])
-    ax.set_yticks([])
+    return htmlpage.pyplot("dtnkit report")
 
 
 def curve_label(key: Mapping[str, Any], varying: Sequence[str]) -> str:
@@ -205,11 +117,6 @@ def curve_label(key: Mapping[str, Any], varying: Sequence[str]) -> str:
         else:
             parts.append(f"{name} {format_value(value) if value is not None else 'none'}")
     return ", ".join(parts)
-
-
-def _mpl(text: str) -> str:
-    """Text for matplotlib as written (a ``$`` would start mathtext)."""
-    return text.replace("$", r"\$")
 
 
 def varying_keys(keys: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -456,19 +363,6 @@ def figures(data: ReportData, analysis: A.Analysis, point_id: str | None,
 
 # ---------------------------------------------------------------- the page
 
-def _e(value: Any) -> str:
-    return html.escape(str(value), quote=True)
-
-
-def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]], empty: str) -> str:
-    if not rows:
-        return f"<p class='none'>{_e(empty)}</p>"
-    head = "".join(f"<th>{_e(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>"
-                   for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
 def _ratio(x: float | None) -> str:
     return MISSING if x is None else f"{x:.3g}"
 
@@ -538,17 +432,6 @@ def tables(analysis: A.Analysis, records: Sequence[A.PointRecord]) -> list[tuple
     return out
 
 
-_CSS = """
-body{font-family:sans-serif;max-width:60em;margin:1em auto;padding:0 1em;color:#222}
-table{border-collapse:collapse;margin:.5em 0 1em}
-td,th{border:1px solid #ccc;padding:.2em .5em;text-align:left;font-size:.9em}
-th{background:#f3f3f3} pre{background:#f7f7f7;padding:.5em;overflow-x:auto}
-figure{margin:1em 0} figure img{max-width:100%;height:auto;border:1px solid #eee}
-.none{color:#777} .note{background:#fff6e0;padding:.5em}
-"""
-CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
-
-
 def page(data: ReportData, analysis: A.Analysis, figs: Sequence[Drawn],
          point_id: str | None) -> str:
     from dtnkit import __version__
@@ -572,12 +455,7 @@ def page(data: ReportData, analysis: A.Analysis, figs: Sequence[Drawn],
             + "</p>")
     parts.append("<h2>Figures</h2>")
     for f in figs:
-        uri = "data:image/png;base64," + base64.b64encode(f.png).decode("ascii")
-        parts.append(
-            f"<figure id='fig-{_e(f.stem)}'><h3>{_e(f.title)}</h3>"
-            f"<img class='figure' src='{uri}' alt='{_e(f.title)}' width='800'>"
-            f"<figcaption><p>{_e(f.reading)}</p><p>Files: <code>{_e(f.stem)}.png</code>, "
-            f"<code>{_e(f.stem)}.svg</code>.</p></figcaption></figure>")
+        parts.append(figure_html(f))
     if point_id:
         parts.append(f"<p>The time series is of point <code>{_e(point_id)}</code>.</p>")
     parts.append("<h2>Analysis</h2>")

@@ -1,0 +1,176 @@
+"""``dtnkit fleet report DIR``: many hosts' audits, experiments and a campaign, compared, as
+tables (or JSON) and, with ``-o DIR`` or ``--html FILE``, one self-contained HTML page with
+figures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from dtnkit.cli.options import pass_env
+from dtnkit.cli.output import Printer, emit, format_option
+from dtnkit.environment import Environment
+from dtnkit.errors import DtnkitError, ExitStatus
+
+if TYPE_CHECKING:
+    from dtnkit.fleet.compare import Report
+
+
+@click.group()
+def fleet() -> None:
+    """Reports over many hosts (the site audit's and the campaign's output)."""
+
+
+@fleet.command()
+@click.argument("directory", metavar="DIR", type=click.Path(path_type=Path))
+@click.option("--reference", metavar="HOST", default=None,
+              help="Also diff every host against this one (the name before .audit.json).")
+@click.option("--profile", metavar="NAME", default=None,
+              help="Report the audits made against this profile (default: the one most "
+                   "audits used; the others are skipped with a warning).")
+@click.option("-o", "--output", "out", type=click.Path(path_type=Path), default=None,
+              metavar="OUTDIR", help="Write report.html, its figures (PNG and SVG) and "
+                                     "fleet.json into OUTDIR.")
+@click.option("--html", "html", type=click.Path(path_type=Path), default=None,
+              metavar="FILE", help="Write only the self-contained HTML page, as FILE.")
+@format_option
+@pass_env
+def report(env: Environment, directory: Path, reference: str | None, profile: str | None,
+           out: Path | None, html: Path | None, fmt: str) -> int:
+    """Compare the hosts' audits in DIR (DIR/HOST.audit.json, the output of `dtnkit tune
+    audit --format json`), with DIR/*.experiment.json and DIR/campaign.json if present:
+    compliance per group per host, the values that differ between hosts, each host against
+    the profile (and against --reference HOST).  A file that cannot be used is skipped with
+    a warning naming it.  Exit 0 when every host complies, 3 when one does not, 9 when
+    nothing in DIR is usable.  The HTML needs matplotlib: pip install 'dtnkit[report]'."""
+    from dtnkit.fleet.compare import compare
+    from dtnkit.fleet.load import load_dir
+
+    if out is not None and html is not None:
+        raise DtnkitError("fleet report: -o and --html together",
+                          "-o writes the page with its figures, --html the page alone",
+                          "give one of them", status=ExitStatus.USAGE)
+    if out is not None or html is not None:
+        from dtnkit import htmlpage
+
+        htmlpage.check_dir(out if out is not None else (html or Path()).parent)
+    loaded = load_dir(directory)
+    for s in loaded.skipped:  # before an error that nothing is usable
+        click.echo(f"dtnkit: warning: {s.line()}", file=env.stderr)
+    result = compare(loaded, reference=reference, profile=profile)
+    for s in result.skipped[len(loaded.skipped):]:  # left out for their profile
+        click.echo(f"dtnkit: warning: {s.line()}", file=env.stderr)
+    for note in result.notes:
+        click.echo(f"dtnkit: note: {note}", file=env.stderr)
+    doc = result.as_dict()
+    if out is not None or html is not None:
+        from dtnkit.fleet import page
+
+        doc["written"] = page.build(result, out=out, html=html)
+
+    def tables(p: Printer) -> None:
+        people(p, result)
+        if "written" in doc:
+            w = doc["written"]
+            if out is not None:
+                p.echo(f"wrote {len(w['files'])} files to {out}: {len(w['figures'])} figures "
+                       "(PNG and SVG), fleet.json")
+            p.echo(f"open {w['page']}")
+
+    emit(env, doc, fmt, tables)
+    return int(result.status)
+
+
+def people(p: Printer, r: Report) -> None:
+    """The report for people: a summary line, then one table per question."""
+    from rich.markup import escape
+
+    from dtnkit.cli.render import Col, print_fitted
+    from dtnkit.fleet.load import printable
+    from dtnkit.fleet.page import value_text, verdict_rows
+
+    def t(text: object, most: int = 200) -> str:
+        return escape(printable(value_text(text, most) if not isinstance(text, str)
+                                else text))
+
+    def k(key: str) -> str:  # as `tune audit` shows them: a sysctl by its name
+        return t(key.removeprefix("sysctl/"))
+
+    def v(value: object) -> str:
+        return escape(printable(value_text(value, 120)))
+
+    con = p.console
+    n = len(r.hosts)
+    parts = [f"{n} host{'s' if n != 1 else ''}"
+             + (f" against profile [bold]{t(r.profile)}[/]: {r.compliant} compliant"
+                if n else "")]
+    if r.experiments:
+        parts.append(f"{len(r.experiments)} experiment(s)")
+    if r.campaign:
+        parts.append(f"campaign {t(r.campaign.status)} ({len(r.campaign.pairs)} pairs)")
+    con.print(f"[bold]fleet report[/] of {t(str(r.loaded.directory))}")
+    con.print(", ".join(parts))
+    if r.hosts:
+        rows = []
+        for h in r.hosts:
+            bad = [f"{g} {s.differs}" for g, s in h.groups.items() if s.state == "differs"]
+            unknown = [f"{g} {s.unknown}" for g, s in h.groups.items() if s.unknown]
+            text = ", ".join(bad) + ("; " if bad and unknown else "") + (
+                f"unknown: {', '.join(unknown)}" if unknown else "")
+            rows.append((t(h.name), "[green]yes[/]" if h.audit.compliant else "[yellow]no[/]",
+                         escape(text or "-"), t(h.audit.doc_host)))
+        con.print()
+        print_fitted(con, (Col("host", wrap=False), Col("compliant", wrap=False),
+                           Col("groups that differ (items)", least=20),
+                           Col("audited as", rank=1)), rows,
+                     title="compliance per host")
+        con.print()
+        if r.differing:
+            print_fitted(con, (Col("setting"), Col("value", least=12), Col("hosts", least=12)),
+                         [(k(d.key) if i == 0 else "", v(value), t(", ".join(hosts)))
+                          for d in r.differing for i, (value, hosts) in enumerate(d.by_value())],
+                         title=f"values that differ between hosts ({len(r.differing)})")
+        else:
+            con.print("every host has the same values")
+        found = [(t(h.name), k(i.key), escape(i.status), v(i.current), v(i.recommended),
+                 t(i.why)) for h in r.hosts for i in h.against_profile]
+        con.print()
+        if found:
+            print_fitted(con, (Col("host", wrap=False), Col("setting"),
+                               Col("status", rank=2, wrap=False), Col("current", least=10),
+                               Col("recommended", least=10), Col("why", rank=1, least=30)),
+                         found, title="against the profile")
+        else:
+            con.print("no host differs from the profile")
+    if r.reference:
+        ref = r.reference
+        rows = [(t(d.host), k(d.key),
+                 "(not audited)" if d.only_on == "reference" else v(d.value),
+                 "(not audited)" if d.only_on == "host" else v(d.reference_value))
+                for d in r.reference_diffs]
+        con.print()
+        if rows:
+            print_fitted(con, (Col("host", wrap=False), Col("setting"), Col("value", least=10),
+                               Col(f"on {printable(ref)}", least=10)), rows,
+                         title=f"against the reference host {printable(ref)}")
+        else:
+            con.print(f"every host has the values of the reference host {t(ref)}")
+    verdicts = verdict_rows(r)
+    if verdicts:
+        con.print()
+        print_fitted(con, (Col("pair or experiment"), Col("group", wrap=False),
+                           Col("verdict", wrap=False), Col("ratio", wrap=False, justify="right"),
+                           Col("noise", rank=1, wrap=False, justify="right"),
+                           Col("baseline", rank=2, wrap=False, justify="right"),
+                           Col("applied", rank=3, wrap=False, justify="right")),
+                     [tuple(t(c) for c in row[:7]) for row in verdicts],
+                     title="tuning verdicts")
+        c = r.campaign
+        if c and c.failure:
+            con.print(f"[red]campaign failed[/] on {t(c.failure.get('host', ''))} at "
+                      f"{t(c.failure.get('step', ''))}: {t(c.failure.get('msg', ''))}; "
+                      f"restored: {t(', '.join(c.restored) or 'none')}")
+    if r.skipped:
+        con.print(f"[yellow]{len(r.skipped)} file(s) skipped[/] (the warnings above say why)")

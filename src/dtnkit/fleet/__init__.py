@@ -1,0 +1,1 @@
+"""Fleet reports: many hosts' audits, experiments and campaigns compared."""
