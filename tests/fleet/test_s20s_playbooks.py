@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import shlex
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -48,6 +49,34 @@ REPEAT = 1  # probes per (baseline, applied): a x10 gain needs no more
 SITE_AUDIT = "dtn.dtnkit.site_audit"
 CAMPAIGN = "dtn.dtnkit.campaign"
 ROLLBACK = "dtn.dtnkit.rollback"
+
+
+def tour(start: str) -> list[str]:
+    """The README fleet tour's command lines that start with ``start`` (continuations joined,
+    comments dropped), split as a shell would."""
+    text = (sshhosts.REPO / "README.md").read_text().split("### Fleet tour", 1)[1]
+    block = text.split("```console\n", 1)[1].split("```", 1)[0]
+    lines: list[str] = []
+    pending = ""
+    for raw in block.splitlines():
+        line = raw.split("  #", 1)[0].rstrip()
+        if not line or line.startswith("#"):
+            continue
+        if line.endswith("\\"):
+            pending += line[:-1]
+            continue
+        lines.append(pending + line)
+        pending = ""
+    return [line for line in lines if line.startswith(start)]
+
+
+def run_tour_line(fleet: sshhosts.SshHosts, line: str, inventory: Path,
+                  cwd: Path) -> subprocess.CompletedProcess[str]:
+    """A README line as written, in ``cwd``, against the test's inventory (its only change)."""
+    argv = [str(inventory) if a == "inventory.yml" else a for a in shlex.split(line)]
+    argv[0] = str(sshhosts.bindir() / argv[0])
+    return subprocess.run(argv, capture_output=True, text=True, check=False, timeout=600,
+                          env=fleet.env(), cwd=cwd)
 
 
 def campaign_vars(out: Path, **more: Any) -> list[str]:
@@ -140,9 +169,11 @@ def snapshots(h: sshhosts.SshHost) -> list[str]:
 # ---- site audit ----------------------------------------------------------------------------
 def test_site_audit_writes_every_hosts_own_audit(fleet: sshhosts.SshHosts, inventory: Path,
                                                   tmp_path: Path) -> None:
-    out = tmp_path / "audits"
-    proc = fleet.playbook(inventory, SITE_AUDIT, "-e", json.dumps({"dtnkit_out_dir": str(out)}))
+    """The README's site audit and report lines, as written."""
+    (line,) = tour("ansible-playbook -i inventory.yml dtn.dtnkit.site_audit")
+    proc = run_tour_line(fleet, line, inventory, tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    out = tmp_path / "site"
     assert sorted(p.name for p in out.glob("*.audit.json")) == sorted(
         f"{h.name}.audit.json" for h in fleet.hosts)
     for k, h in enumerate(fleet.hosts):
@@ -155,18 +186,11 @@ def test_site_audit_writes_every_hosts_own_audit(fleet: sshhosts.SshHosts, inven
         assert doc["compliant"] is False
         direct = fleet.audit(h)
         assert [f["key"] for f in doc["findings"]] == [f["key"] for f in direct["findings"]]
-    if (sshhosts.bindir() / "dtnkit").exists() and _has_fleet_report():
-        report = subprocess.run([str(fleet.dtnkit_path), "fleet", "report", str(out),
-                                 "--format", "json"], capture_output=True, text=True,
-                                check=False, timeout=120)
-        assert report.returncode in (0, 3), report.stderr
-        assert all(h.name in report.stdout for h in fleet.hosts)
-
-
-def _has_fleet_report() -> bool:
-    proc = subprocess.run([str(sshhosts.bindir() / "dtnkit"), "fleet", "report", "--help"],
-                          capture_output=True, text=True, check=False)
-    return proc.returncode == 0
+    (line,) = tour("dtnkit fleet report")
+    report = run_tour_line(fleet, line, inventory, tmp_path)
+    assert report.returncode == 3, report.stderr  # no host complies yet
+    page = (out / "report" / "report.html").read_text()
+    assert all(h.name in page for h in fleet.hosts)
 
 
 # ---- campaign ------------------------------------------------------------------------------
@@ -268,6 +292,7 @@ def test_rollback_restores_the_last_baseline_everywhere(fleet: sshhosts.SshHosts
         fleet.dtnkit(h, "tune", "apply", "--group", "buffers", "--rtt", "20ms",
                      "--state-dir", str(h.state_dir), "--format", "json")
         assert ref.differences(h)
-    proc = fleet.playbook(inventory, ROLLBACK)
+    (line,) = tour("ansible-playbook -i inventory.yml dtn.dtnkit.rollback")  # the README's
+    proc = run_tour_line(fleet, line, inventory, tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     ref.assert_unchanged()
