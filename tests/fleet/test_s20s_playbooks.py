@@ -245,7 +245,7 @@ def _wait_applied(fleet: sshhosts.SshHosts, proc: subprocess.Popen[str],
         for k, h in enumerate(fleet.hosts):
             if h.sysctl("net.ipv4.tcp_rmem").split() != small(k).split():
                 return h
-        time.sleep(0.05)  # polling live values the campaign writes, bounded
+        time.sleep(0.1)  # polling live values the campaign writes, bounded
     raise AssertionError(f"no host was tuned (campaign rc {proc.poll()})")
 
 
@@ -269,7 +269,7 @@ def test_a_host_that_fails_mid_campaign_leaves_every_host_restored(
             proc.wait()
     text = log.read_text()
     assert rc != 0, text[-3000:]
-    assert victim.name in text
+    assert f"campaign failed on {victim.name} " in text, text[-3000:]
     doc = json.loads((out / "campaign.json").read_text())
     assert doc["status"] == "failed"
     assert doc["failure"]["host"] == victim.name, doc["failure"]
