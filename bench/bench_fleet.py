@@ -7,13 +7,14 @@ The hosts are tests/support/sshhosts.py's: the four end hosts of one lab path (2
 200 Mbit/s cap between the pairs src1 -> dst1 and src2 -> dst2), each with its own sshd in
 its own namespace; Ansible reaches each through ``ip netns exec NS nc``.
 
-Site audit: ``ansible-playbook dtn.dtnkit.site_audit`` on N = 3 hosts (src1, dst1, src2), once
-per --forks value per round, the order of the values rotated each round so a burst of load hits
-all alike (interleaved); each run starts with no ControlPersist master (fresh connections, as a
-site's first run).  Printed: the median, min and max wall time per forks value, the time per
-host, and the ratio of each median to forks=1's in the same run.  A reference row, the same
-N hosts' ``ansible -m ansible.builtin.command -a 'dtnkit tune audit --format json'`` with the
-largest forks value, separates Ansible's own cost from the playbook's.
+Site audit: ``ansible-playbook dtn.dtnkit.site_audit`` on N = 3 hosts (src1, dst1, src2) once
+per --forks value per round, and on N = 1 (src1) with the first forks value, which gives the
+fixed cost apart from the cost per host; beside them the audit module alone on the same 3
+hosts (``ansible -m dtn.dtnkit.audit``: no playbook, no files written back), Ansible's own
+floor.  Every case runs once per round, the order rotated each round, so a burst of load hits
+all alike (interleaved), after one warm-up run each; each run starts with no ControlPersist
+master (fresh connections, as a site's first run).  Printed: median, min and max wall time,
+the time per host, and the ratio of each median to the same case's N = 3, first-forks median.
 
 Campaign: ``ansible-playbook dtn.dtnkit.campaign`` on the two pairs with the ``buffers`` group
 and 2 s probes, the hosts untuned first (TCP buffers capped at 64 KiB), as the tests run it,
@@ -113,35 +114,49 @@ def main() -> int:
                                                        pairs=2))
         untune(fleet)
         inv3 = fleet.inventory(base / "audit.yml", hosts=AUDIT_HOSTS)
+        inv1 = fleet.inventory(base / "audit1.yml", hosts=AUDIT_HOSTS[:1])
         inv4 = fleet.inventory(base / "campaign.yml")
-        cases: list[tuple[str, Callable[[int, str], float]]] = []
-        if playbooks:
-            cases.append(("site_audit playbook",
-                          lambda f, tag: site_audit(fleet, inv3, f, base / f"audit-{tag}")))
-        cases.append(("audit module, ad hoc", lambda f, tag: module_audit(fleet, inv3, f)))
-        for _, run in cases:  # warm-up: caches and .pyc on every side
-            run(max(forks), "warm")
-        watch = CpuWatch()
-        times: dict[tuple[str, int], list[float]] = {(c, f): [] for c, _ in cases for f in forks}
-        runs = [(c, run, f) for c, run in cases for f in forks]
-        for r in range(args.repeat):
-            for c, run, f in runs[r % len(runs):] + runs[:r % len(runs)]:
-                times[c, f].append(run(f, f"{r}-{f}"))
-                log(f"round {r + 1}: {c}, forks={f}: {times[c, f][-1]:.1f} s")
         n = len(AUDIT_HOSTS)
-        out(f"Site audit of N = {n} hosts over SSH ({args.repeat} rounds, interleaved; "
-            f"{os.cpu_count()} CPUs; fresh SSH connections each run)")
+        # (case, N hosts, forks values, run(forks, tag) -> seconds)
+        cases: list[tuple[str, int, list[int], Callable[[int, str], float]]] = []
+        if playbooks:
+            cases.append(("site_audit playbook", n, forks,
+                          lambda f, tag: site_audit(fleet, inv3, f, base / f"audit-{tag}")))
+            cases.append(("site_audit playbook", 1, forks[:1],
+                          lambda f, tag: site_audit(fleet, inv1, f, base / f"audit1-{tag}")))
+        cases.append(("audit module, ad hoc", n, forks,
+                      lambda f, tag: module_audit(fleet, inv3, f)))
+        for _, _, fs, run in cases:  # warm-up: caches and .pyc on every side
+            run(max(fs), "warm")
+        watch = CpuWatch()
+        times: dict[tuple[str, int, int], list[float]] = {
+            (c, hosts, f): [] for c, hosts, fs, _ in cases for f in fs}
+        runs = [(c, hosts, run, f) for c, hosts, fs, run in cases for f in fs]
+        for r in range(args.repeat):
+            for c, hosts, run, f in runs[r % len(runs):] + runs[:r % len(runs)]:
+                times[c, hosts, f].append(run(f, f"{r}-{f}"))
+                log(f"round {r + 1}: {c}, N={hosts}, forks={f}: "
+                    f"{times[c, hosts, f][-1]:.1f} s")
+        out(f"Site audit over SSH ({args.repeat} rounds, interleaved; {os.cpu_count()} CPUs; "
+            "fresh SSH connections each run)")
         out()
         rows = []
-        for c, _ in cases:
-            ref = statistics.median(times[c, forks[0]])
-            for f in forks:
-                got = times[c, f]
+        for c, hosts, fs, _ in cases:
+            ref = statistics.median(times[c, n, forks[0]])
+            for f in fs:
+                got = times[c, hosts, f]
                 med = statistics.median(got)
-                rows.append([c, str(f), f"{med:.1f} s", f"{min(got):.1f}-{max(got):.1f}",
-                             f"{med / n:.2f} s", f"{med / ref:.2f}"])
-        table(["run", "forks", "median", "min-max", "per host",
-               f"ratio to forks={forks[0]}"], rows)
+                rows.append([c, str(hosts), str(f), f"{med:.1f} s",
+                             f"{min(got):.1f}-{max(got):.1f}", f"{med / hosts:.2f} s",
+                             f"{med / ref:.2f}"])
+        table(["run", "N", "forks", "median", "min-max", "per host",
+               f"ratio to N={n}, forks={forks[0]}"], rows)
+        if playbooks:
+            one = statistics.median(times["site_audit playbook", 1, forks[0]])
+            three = statistics.median(times["site_audit playbook", n, forks[0]])
+            out(f"site_audit playbook, forks={forks[0]}: {one:.1f} s fixed (N=1) + "
+                f"{(three - one) / (n - 1):.1f} s per further host")
+            out()
         out(watch.report())
         out()
         if args.campaigns and playbooks:
