@@ -163,7 +163,7 @@ def test_hostile_values_round_trip_alike(location: Location) -> None:
     assert s.results(kind="net' OR '1'='1") == []
 
 
-def test_newer_schema_is_refused(location: Location) -> None:
+def test_newer_schema_is_refused(location: Location, tmp_path: Path) -> None:
     ResultStore(location).results()
     with backend.connect(location) as db:
         db.execute("INSERT INTO schema_version (version, name, applied) VALUES (?, 'x', 0)",
@@ -175,6 +175,11 @@ def test_newer_schema_is_refused(location: Location) -> None:
     assert code == ExitStatus.BAD_INPUT and out == ""
     assert err.count("\n") == 1 and "a newer dtnkit wrote it" in err
     assert "Traceback" not in err
+    host = host_store(tmp_path / "host.sqlite", "h")
+    target = location.url if isinstance(location, DbUrl) else str(location)
+    code, out, err = cli(host, "results", "push", target, "--format", "json")
+    assert code == ExitStatus.BAD_INPUT and "a newer dtnkit wrote it" in err
+    assert '"schema version' in out or "schema version" in out  # {"error": ...} in JSON mode
 
 
 # ---------------------------------------------------------------- upgrade in place (SQLite)
@@ -406,3 +411,45 @@ def test_commands_read_a_shared_store_by_url(pg: PostgresServer, tmp_path: Path)
                          "--format", "prom")
     assert "dtnkit_probe_last_success" in out, err
     assert not (tmp_path / "unused.sqlite").exists()
+
+
+def test_hosts_migrating_at_once_apply_each_migration_once(location: Location) -> None:
+    """Four connections to a new store at once (hosts of a fleet starting together): the
+    migration lock makes them wait for each other; every add lands."""
+    import threading
+
+    errors: list[BaseException] = []
+
+    def one(i: int) -> None:
+        try:
+            ResultStore(location).add(result(i))
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert len(ResultStore(location).results()) == 4
+    with backend.connect(location) as db:
+        assert [r[0] for r in db.execute("SELECT version FROM schema_version ORDER BY "
+                                         "version").fetchall()] == [1, 2]
+
+
+@pytest.mark.parametrize("url", [
+    "postgresql://u:pw@/d" + b"\xff".decode("utf-8", "surrogateescape") + "?host=/nonexistent",
+    "postgresql://u:pw@/d\x00x?host=/nonexistent",
+    "postgresql://u:pw@/d\nx?host=/nonexistent",
+    "postgresql://u:pw@/d?host=/nonexistent&port=99999",
+    "postgresql://u:pw@/d?host=/nonexistent&connect_timeout=abc",
+])
+def test_odd_urls_are_one_bad_input_line(url: str, tmp_path: Path) -> None:
+    """Not UTF-8 (a traceback before), a NUL (libpq cut the URL there and tried the default
+    socket), a control character, a port or option libpq refuses: bad input, nothing tried."""
+    pytest.importorskip("psycopg")
+    code, _out, err = cli(tmp_path / "unused.sqlite", "results", "list", "--db", url)
+    assert code == ExitStatus.BAD_INPUT, err
+    assert err.startswith("dtnkit: error: bad results store URL") and err.count("\n") == 1
+    assert "pw" not in err and "Traceback" not in err

@@ -4,6 +4,8 @@ figures."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -83,11 +85,34 @@ def report(env: Environment, directory: Path, reference: str | None, profile: st
     return int(result.status)
 
 
+#: the most host names a table cell lists (the JSON and the page list them all)
+NAMES_SHOWN = 8
+
+
+def hosts_text(hosts: Sequence[str], total: int) -> str:
+    """Host names for a table cell: all of them, at most NAMES_SHOWN, or "every host"."""
+    if total > 1 and len(hosts) == total:
+        return f"every host ({total})"
+    if len(hosts) <= NAMES_SHOWN:
+        return ", ".join(hosts)
+    return f"{', '.join(hosts[:NAMES_SHOWN])} and {len(hosts) - NAMES_SHOWN} more"
+
+
+def grouped(rows: Iterable[tuple[str, tuple[str, ...]]]) -> list[tuple[tuple[str, ...], list[str]]]:
+    """(what, hosts) for each distinct what, in the order first seen."""
+    out: dict[tuple[str, ...], list[str]] = {}
+    for host, what in rows:
+        out.setdefault(what, []).append(host)
+    return list(out.items())
+
+
 def people(p: Printer, r: Report) -> None:
-    """The report for people: a summary line, then one table per question."""
+    """The report for people: a summary line, then one table per question.  A difference
+    many hosts share is one row naming them (per host: the JSON and the page)."""
     from rich.markup import escape
 
-    from dtnkit.cli.render import Col, print_fitted
+    from dtnkit.cli.render import Col, fits, print_fitted
+    from dtnkit.fleet.compare import canonical
     from dtnkit.fleet.load import printable
     from dtnkit.fleet.page import value_text, verdict_rows
 
@@ -113,7 +138,7 @@ def people(p: Printer, r: Report) -> None:
     con.print(f"[bold]fleet report[/] of {t(str(r.loaded.directory))}")
     con.print(", ".join(parts))
     if r.hosts:
-        rows = []
+        rows: list[tuple[str, ...]] = []
         for h in r.hosts:
             bad = [f"{g} {s.differs}" for g, s in h.groups.items() if s.state == "differs"]
             unknown = [f"{g} {s.unknown}" for g, s in h.groups.items() if s.unknown]
@@ -121,39 +146,56 @@ def people(p: Printer, r: Report) -> None:
                 f"unknown: {', '.join(unknown)}" if unknown else "")
             rows.append((t(h.name), "[green]yes[/]" if h.audit.compliant else "[yellow]no[/]",
                          escape(text or "-"), t(h.audit.doc_host)))
+        cols = [Col("host", wrap=False), Col("compliant", wrap=False),
+                Col("groups that differ (items)", least=20), Col("audited as", rank=1)]
+        if all(h.audit.doc_host == h.name for h in r.hosts):  # nothing to add
+            cols, rows = cols[:3], [row[:3] for row in rows]
         con.print()
-        print_fitted(con, (Col("host", wrap=False), Col("compliant", wrap=False),
-                           Col("groups that differ (items)", least=20),
-                           Col("audited as", rank=1)), rows,
-                     title="compliance per host")
+        print_fitted(con, cols, rows, title="compliance per host")
         con.print()
         if r.differing:
-            print_fitted(con, (Col("setting"), Col("value", least=12), Col("hosts", least=12)),
-                         [(k(d.key) if i == 0 else "", v(value), t(", ".join(hosts)))
+            print_fitted(con, (Col("setting"), Col("value", least=12), Col("hosts", least=16)),
+                         [(k(d.key) if i == 0 else "", v(value), t(hosts_text(hosts, n)))
                           for d in r.differing for i, (value, hosts) in enumerate(d.by_value())],
                          title=f"values that differ between hosts ({len(r.differing)})")
         else:
             con.print("every host has the same values")
-        found = [(t(h.name), k(i.key), escape(i.status), v(i.current), v(i.recommended),
-                 t(i.why)) for h in r.hosts for i in h.against_profile]
+        found = grouped((h.name, (i.key, i.status, canonical(i.current),
+                                  canonical(i.recommended)))
+                        for h in r.hosts for i in h.against_profile)
         con.print()
         if found:
-            print_fitted(con, (Col("host", wrap=False), Col("setting"),
-                               Col("status", rank=2, wrap=False), Col("current", least=10),
-                               Col("recommended", least=10), Col("why", rank=1, least=30)),
-                         found, title="against the profile")
+            cols = [Col("setting"), Col("status", rank=1, wrap=False),
+                    Col("current", least=10), Col("recommended", least=10),
+                    Col("hosts", least=16)]
+            rows = [(k(key), escape(status), v(json.loads(cur)), v(json.loads(rec)),
+                     t(hosts_text(hosts, n))) for (key, status, cur, rec), hosts in found]
+            if not fits(con, cols, rows):  # narrow: one column, as `tune audit` does
+                cols = [cols[0], cols[1], Col("current -> recommended", least=16), cols[4]]
+                rows = [(a, b, f"{c} -> {d}", e) for a, b, c, d, e in rows]
+            print_fitted(con, cols, rows, title="against the profile")
         else:
             con.print("no host differs from the profile")
     if r.reference:
         ref = r.reference
-        rows = [(t(d.host), k(d.key),
-                 "(not audited)" if d.only_on == "reference" else v(d.value),
-                 "(not audited)" if d.only_on == "host" else v(d.reference_value))
-                for d in r.reference_diffs]
+        diffs = grouped((d.host, (d.key, "(not audited)" if d.only_on == "reference" else
+                                  canonical(d.value), "(not audited)" if d.only_on == "host"
+                                  else canonical(d.reference_value)))
+                        for d in r.reference_diffs)
+
+        def side(text: str) -> str:
+            return text if text == "(not audited)" else v(json.loads(text))
+
         con.print()
-        if rows:
-            print_fitted(con, (Col("host", wrap=False), Col("setting"), Col("value", least=10),
-                               Col(f"on {printable(ref)}", least=10)), rows,
+        if diffs:
+            cols = [Col("setting"), Col("value", least=10), Col("reference", least=10),
+                    Col("hosts", least=16)]
+            rows = [(k(key), side(mine), side(theirs), t(hosts_text(hosts, n - 1)))
+                    for (key, mine, theirs), hosts in diffs]
+            if not fits(con, cols, rows):
+                cols = [cols[0], Col("value (the reference's)", least=16), cols[3]]
+                rows = [(a, f"{b} ({c})", d) for a, b, c, d in rows]
+            print_fitted(con, cols, rows,
                          title=f"against the reference host {printable(ref)}")
         else:
             con.print(f"every host has the values of the reference host {t(ref)}")

@@ -31,6 +31,7 @@ from dtnkit.db.location import DbUrl, Location, redact
 from dtnkit.errors import BadInput, DtnkitError, ExitStatus, ToolMissing
 
 PIP_HINT = "pip install 'dtnkit[postgresql]'"
+CONNECT_TIMEOUT_S = 10
 #: the key of the PostgreSQL advisory lock held while migrating ("dtnk")
 MIGRATION_LOCK = 0x64746E6B
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -268,16 +269,26 @@ def _open_postgres(url: DbUrl) -> Database:
         raise ToolMissing(f"cannot use the results store {url}",
                           "a postgresql:// store needs psycopg 3, which is not installed",
                           PIP_HINT) from None
+    from psycopg.conninfo import conninfo_to_dict
+
     try:
-        conn = psycopg.connect(url.url, autocommit=True, connect_timeout=10,
-                               row_factory=_row_factory)
+        # the URL's own connect_timeout wins; without one, 10 s rather than libpq's forever
+        extra: dict[str, Any] = {} if "connect_timeout" in conninfo_to_dict(url.url) else {
+            "connect_timeout": CONNECT_TIMEOUT_S}
+        conn = psycopg.connect(url.url, autocommit=True, row_factory=_row_factory, **extra)
     except psycopg.ProgrammingError as exc:
-        raise BadInput(f"bad results store URL {url}", scrub(_first_line(exc), url),
-                       "e.g. postgresql://dtnkit@db.example.org:5432/dtnkit, or "
-                       "postgresql://dtnkit@/dtnkit?host=/run/postgresql") from None
+        raise bad_url(url, exc) from None
     except psycopg.Error as exc:
+        if _first_line(exc).startswith("invalid "):  # libpq: invalid port number, ... value
+            raise bad_url(url, exc) from None
         raise unavailable(url, exc) from None
     return Database(url, conn, "postgresql")
+
+
+def bad_url(url: DbUrl, exc: BaseException) -> DtnkitError:
+    return BadInput(f"bad results store URL {url}", scrub(_first_line(exc), url),
+                    "e.g. postgresql://dtnkit@db.example.org:5432/dtnkit, or "
+                    "postgresql://dtnkit@/dtnkit?host=/run/postgresql")
 
 
 def _first_line(exc: BaseException) -> str:

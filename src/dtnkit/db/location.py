@@ -15,6 +15,7 @@ from dtnkit.errors import BadInput
 #: the URL schemes libpq accepts
 SCHEMES = ("postgresql", "postgres")
 _SCHEME_RE = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
+_ODD_RE = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
 _QUERY_SECRET_RE = re.compile(r"(?i)((?:^|&)(?:password|sslpassword)=)[^&]*")
 
 
@@ -93,6 +94,11 @@ def parse_location(value: str | Path | DbUrl) -> Location:
         raise BadInput(f"unsupported results store URL {redact(text)!r}",
                        "--db takes an SQLite file path or a postgresql:// URL",
                        "e.g. --db postgresql://dtnkit@db.example.org/dtnkit")
+    odd = _ODD_RE.search(text)
+    if odd:
+        raise BadInput(f"bad results store URL {redact(text)!r}",
+                       f"it holds {odd.group()!r} (a URL is UTF-8 text without control "
+                       "characters)", "percent-encode the character (%XX), or fix the URL")
     return value if isinstance(value, DbUrl) else DbUrl(text)
 
 

@@ -16,12 +16,12 @@ description:
   - A module runs on one host, so a probe between hosts A and B is three tasks, the last one
     in an C(always) section so the server is stopped even when the probe fails
     (see EXAMPLES and the role C(dtn.dtnkit.pair_experiment)).
-  - C(state=server_started) on B (C(delegate_to)) runs C(dtnkit campaign server start):
+  - C(state=server_started) on B (C(delegate_to)) runs C(dtnkit campaign server start),
     C(iperf3 -s) detached, its PID file under the state dir (C(STATE/servers/iperf3-PORT.pid));
     one already running on that port is reused.
   - C(state=measured) on A runs C(dtnkit probe net --peer ADDRESS) and returns dtnkit's probe
     JSON; the result is stored in the results store (C(db)).
-  - C(state=server_stopped) on B runs C(dtnkit campaign server stop): the server is stopped by
+  - C(state=server_stopped) on B runs C(dtnkit campaign server stop); the server is stopped by
     the PID in its PID file (only if that PID is still an iperf3).
   - A probe changes no setting, so C(changed) is false for C(measured); check mode skips the
     measurement (C(probe) is null).
