@@ -171,7 +171,8 @@ def main() -> int:
                         for r in p["results"])
                     for p in doc["pairs"])
                 rows.append([str(k + 1), f"{took:.1f} s", verdicts])
-            out("Campaign: 2 pairs, group buffers, one baseline and one applied probe of 2 s per pair")
+            out("Campaign: 2 pairs, group buffers, one baseline and one applied probe of 2 s "
+                "per pair")
             out()
             table(["run", "wall time", "verdicts (ratio of medians)"], rows)
             out(watch.report())
