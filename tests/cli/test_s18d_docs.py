@@ -150,12 +150,12 @@ SKIP: dict[tuple[str, str], str | Skip] = {
     # and rollback lines as written against four SSH hosts in namespaces, and the campaign
     # with the same variables
     ("README.md", "ansible-playbook -i inventory.yml dtn.dtnkit.site_audit "
-                  "-e dtnkit_out_dir=site"): _FLEET,
+                  "-e dtnkit_out_dir=$PWD/site"): _FLEET,
     ("README.md", "ansible-playbook -i inventory.yml dtn.dtnkit.campaign --check --diff -e "
-                  "'{\"dtnkit_out_dir\": \"site\", \"dtnkit_groups\": [\"buffers\", "
+                  "dtnkit_out_dir=$PWD/site -e '{\"dtnkit_groups\": [\"buffers\", "
                   "\"congestion\"]}'"): _FLEET,
     ("README.md", "ansible-playbook -i inventory.yml dtn.dtnkit.campaign -e "
-                  "'{\"dtnkit_out_dir\": \"site\", \"dtnkit_groups\": [\"buffers\", "
+                  "dtnkit_out_dir=$PWD/site -e '{\"dtnkit_groups\": [\"buffers\", "
                   "\"congestion\"]}'"): _FLEET,
     ("README.md", "dtnkit fleet report site/ -o site/report"):
         "reads the site audit the playbook above writes: tests/fleet/test_s20s_playbooks.py "

@@ -72,11 +72,13 @@ def tour(start: str) -> list[str]:
 
 def run_tour_line(fleet: sshhosts.SshHosts, line: str, inventory: Path,
                   cwd: Path) -> subprocess.CompletedProcess[str]:
-    """A README line as written, in ``cwd``, against the test's inventory (its only change)."""
-    argv = [str(inventory) if a == "inventory.yml" else a for a in shlex.split(line)]
+    """A README line as written, in ``cwd`` (``$PWD``), against the test's inventory."""
+    env = fleet.env(PWD=str(cwd))
+    argv = [str(inventory) if a == "inventory.yml" else a.replace("$PWD", str(cwd))
+            for a in shlex.split(line)]
     argv[0] = str(sshhosts.bindir() / argv[0])
     return subprocess.run(argv, capture_output=True, text=True, check=False, timeout=600,
-                          env=fleet.env(), cwd=cwd)
+                          env=env, cwd=cwd)
 
 
 def campaign_vars(out: Path, **more: Any) -> list[str]:
