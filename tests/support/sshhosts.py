@@ -31,7 +31,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -131,7 +131,6 @@ class SshHosts:
     known_hosts: Path
     control_dir: Path
     dtnkit_path: Path
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def host(self, name: str) -> SshHost:
         for h in self.hosts:
