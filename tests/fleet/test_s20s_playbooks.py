@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import shlex
+import shutil
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -115,8 +116,8 @@ def untuned(fleet: sshhosts.SshHosts) -> sshhosts.SshHosts:
     for k, h in enumerate(fleet.hosts):
         for key in ("tcp_rmem", "tcp_wmem"):
             h.run(["sh", "-c", f"echo '{small(k)}' > /proc/sys/net/ipv4/{key}"])
-        for snap in (h.state_dir / "snapshots").glob("*"):
-            snap.unlink()
+        shutil.rmtree(h.state_dir)  # no snapshot, no last baseline, no server PID file
+        h.state_dir.mkdir()
     return fleet
 
 
