@@ -356,10 +356,10 @@ def ssh_hosts(base: Path, *, prefix: str, pairs: int = 2, rtt_ms: float = 20.0,
     base.mkdir(parents=True, exist_ok=True)
     name = f"{prefix}{os.urandom(3).hex()}"[:12]
     Path("/run/sshd").mkdir(parents=True, exist_ok=True)  # sshd's privilege-separation dir
+    control = base / "cp"
+    control.mkdir(exist_ok=True)
     lab = labpath.up(name, labpath.PathSpec(rtt_ms=rtt_ms, rate_bps=rate_bps, n_src=pairs,
                                             n_dst=pairs), state_root=base / "lab")
-    control = base / "cp"
-    control.mkdir()
     client_key = base / "id_ed25519"
     hosts: list[SshHost] = []
     run = SshHosts(base, lab, hosts, client_key, base / "known_hosts", control,
