@@ -2,6 +2,7 @@
 """The results store on PostgreSQL against SQLite: a push, a result's write, a probe.
 
     .venv/bin/python bench/bench_db.py [--results 2000] [--repeat 5] [--probes 4]
+                                       [--probe-duration 1]
 
 Needs PostgreSQL 15's binaries and psycopg (tests/support/postgres.py starts a server on a
 temporary Unix socket).  Three comparisons, each interleaved (SQLite, PostgreSQL, SQLite, ...)
@@ -10,8 +11,8 @@ and given as the median of the repeats and the ratio PostgreSQL / SQLite:
 - push: ``dtnkit results push`` of a host store with N results and a sweep run of 16 points
   into an empty SQLite file, and into an empty PostgreSQL database;
 - add: ``ResultStore.add`` of one result, N/10 times (each opens the store, as a probe does);
-- probe: ``dtnkit probe net --peer localhost --duration 1`` as a process, with ``--db`` a
-  file or a ``postgresql://`` URL (what a user waits for).
+- probe: ``dtnkit probe net --peer localhost --duration 1`` (``--probe-duration``) as a
+  process, with ``--db`` a file or a ``postgresql://`` URL (what a user waits for).
 """
 
 from __future__ import annotations
@@ -77,6 +78,7 @@ def main() -> int:
     ap.add_argument("--results", type=int, default=2000)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--probes", type=int, default=4)
+    ap.add_argument("--probe-duration", type=int, default=1, help="seconds of each probe")
     args = ap.parse_args()
     reason = missing_postgres()
     if reason:
@@ -116,7 +118,8 @@ def main() -> int:
         for k in range(args.probes):
             log(f"probe, round {k + 1} of {args.probes}")
             for kind, db in (("sqlite", str(tmp / "probe.sqlite")), ("pg", pg_db.url)):
-                argv = [dtnkit, "probe", "net", "--peer", "localhost", "--duration", "1",
+                argv = [dtnkit, "probe", "net", "--peer", "localhost", "--duration",
+                        str(args.probe_duration),
                         "--db", db, "--format", "json"]
                 t = time.perf_counter()
                 subprocess.run(argv, check=True, capture_output=True)
@@ -126,11 +129,12 @@ def main() -> int:
             a = statistics.median(times[f"{what} sqlite"])
             b = statistics.median(times[f"{what} pg"])
             rows.append([what, f"{a * scale:.3g} {unit}", f"{b * scale:.3g} {unit}",
-                         f"{b / a:.2f}"])
+                         f"{(b - a) * scale:+.3g} {unit}", f"{b / a:.2f}"])
     out(f"N = {args.results} results (+16 sweep points), {args.repeat} rounds; "
         f"{args.probes} probes each")
     out()
-    table(["what", "SQLite (median)", "PostgreSQL (median)", "PostgreSQL / SQLite"], rows)
+    table(["what", "SQLite (median)", "PostgreSQL (median)", "difference",
+           "PostgreSQL / SQLite"], rows)
     out(watch.report())
     return 0
 

@@ -3,7 +3,7 @@ real PostgreSQL (tests/support/postgres.py: one server for the module, a databas
 migrations (a file made by dtnkit before schema versions upgrades in place; a newer schema is
 refused), hostile values, and the password of a URL never shown.
 
-tests/fixtures/db/s20p_pre_versions.sqlite was made by the stores of commit 490dc67 (the
+tests/db/data/s20p_pre_versions.sqlite was made by the stores of commit 490dc67 (the
 last before dtnkit.db): two results, one experiment, the sweep run "old-run" with two points.
 """
 
@@ -31,7 +31,7 @@ from dtnkit.sweep import store as sweep_store
 from dtnkit.sweep.grid import Grid, parse_grid_flags
 from dtnkit.sweep.model import Transfer
 
-FIXTURE = Path(__file__).parent.parent / "fixtures" / "db" / "s20p_pre_versions.sqlite"
+FIXTURE = Path(__file__).parent / "data" / "s20p_pre_versions.sqlite"
 
 
 @pytest.fixture(scope="module")
@@ -279,6 +279,11 @@ def test_push_through_a_second_store_keeps_the_first_origin(tmp_path: Path) -> N
     via = push(mid, top, host="mid").as_dict()
     assert counts(via, "new present")["results"] == (0, 3)
     assert counts(via, "conflicts")["sweep_runs"] == (0,)
+    back = push(mid, a, host="mid").as_dict()  # home again: nothing new, nothing rewritten
+    assert counts(back, "new present conflicts") == {
+        "results": (0, 3, 0), "experiments": (0, 1, 0), "sweep_runs": (0, 1, 0),
+        "sweep_points": (0, 2, 0)}
+    assert len(ResultStore(a).results()) == 3
 
 
 def test_push_cli(location: Location, tmp_path: Path) -> None:

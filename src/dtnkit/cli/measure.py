@@ -60,7 +60,7 @@ def _context(env: Environment, cgroup: Path | None = None,
 def _common(f: F) -> F:
     f = format_option(f)
     f = db_option(show_default="/var/lib/dtnkit/results.sqlite or $DTNKIT_DB",
-                  help="The results store (SQLite).")(f)
+                  help="The results store: an SQLite file or a postgresql:// URL.")(f)
     f = click.option("--netns", metavar="NS", help="Run from inside this network namespace.")(f)
     f = click.option("--interval", "interval_s", type=Duration(0.1, 3600), default=None,
                      help="Sampler period, e.g. 1s or 500ms (default: min(5s, duration / 5) "

@@ -35,7 +35,13 @@ def push(env: Environment, target: Location, host: str | None, fmt: str,
 
     progress = reporter(env, fmt)
 
+    due: dict[str, int] = {}
+
     def say(table: str, done: int, total: int) -> None:
+        """A line when a table starts, at each tenth of it, and at its end."""
+        if 0 < done < total and done < due.get(table, 0):
+            return
+        due[table] = done + max(1, total // 10)
         progress.step(f"{table}: {done:,} of {total:,} rows", TABLES.index(table) + 1,
                       len(TABLES))
 

@@ -13,7 +13,8 @@ push), and a pushed row keeps where it came from: ``origin`` (that store ID), ``
   origin, or made in the target itself, is left alone and counted a ``conflict`` (with its
   points);
 - a row the source itself got by a push keeps its first origin, so pushing on through a
-  second store does not duplicate either.
+  second store does not duplicate either, and a row that came from the target itself is
+  not pushed back.
 
 Keying by the store, not the host name or a content hash: two stores on one host (test
 hosts share a file system and a hostname) stay apart, a copy of a file is the same origin,
@@ -55,6 +56,8 @@ class PushSummary:
     target: str
     origin: str  # the source store's ID
     host: str
+    target_id: str = ""  # the target store's ID: rows that came from it are its own
+    own: list[tuple[str, str]] = field(default_factory=list)  # (table, key) of those
     tables: dict[str, Count] = field(default_factory=lambda: {t: Count() for t in TABLES})
     conflicts: list[dict[str, str]] = field(default_factory=list)  # {"table", "key"}
     elapsed_s: float = 0.0
@@ -88,7 +91,7 @@ def push(source: Location, target: Location, *, host: str,
     with connect(source) as src:
         origin = store_id(src)
         with connect(target) as dst:
-            summary = PushSummary(str(source), str(target), origin, host)
+            summary = PushSummary(str(source), str(target), origin, host, store_id(dst))
             _results(src, dst, summary, say)
             _experiments(src, dst, summary, say)
             _sweeps(src, dst, summary, say)
@@ -122,7 +125,7 @@ def _results(src: Database, dst: Database, summary: PushSummary, say: Report) ->
                 known[origin] = {int(r[0]) for r in dst.execute(
                     "SELECT origin_id FROM results WHERE origin = ?", (origin,)).fetchall()}
             count.read += 1
-            if local in known[origin]:
+            if local in known[origin] or origin == summary.target_id:
                 count.present += 1
                 continue
             known[origin].add(local)
@@ -150,6 +153,10 @@ def _keyed(src: Database, dst: Database, summary: PushSummary, table: str, key: 
         origin, host = _origin_of(row, summary.origin, summary.host)
         count.read += 1
         k = row[key]
+        if origin == summary.target_id:  # pushed from the target once: its own row
+            count.present += 1
+            summary.own.append((table, str(k)))
+            continue
         if k in theirs and theirs[k] != origin:
             count.conflicts += 1
             summary.conflicts.append({"table": table, "key": str(k)})
@@ -194,8 +201,12 @@ def _sweeps(src: Database, dst: Database, summary: PushSummary, say: Report) -> 
         dst.executemany(upsert_sql("sweep_points", cols, ("run", "point_id")),
                         [[row[c] for c in cols] for row in rows])
         say("sweep_points", count.read, total)
-    for run in sorted(skipped):
+    own = {key for table, key in summary.own if table == "sweep_runs"}
+    for run in sorted(skipped | own):
         n = int(src.execute("SELECT COUNT(*) FROM sweep_points WHERE run = ?",
                             (run,)).fetchone()[0])
         count.read += n
-        count.conflicts += n
+        if run in own:
+            count.present += n
+        else:
+            count.conflicts += n
