@@ -124,16 +124,18 @@ def pyplot(command: str = "dtnkit report") -> Any:
     return plt
 
 
-def save(fig: Figure, stem: str, title: str, reading: str) -> Drawn:
-    """The figure as PNG and SVG bytes (reproducible: no dates, no software name), closed."""
+def save(fig: Figure, stem: str, title: str, reading: str, *, svg: bool = True) -> Drawn:
+    """The figure as PNG and SVG bytes (reproducible: no dates, no software name), closed.
+    ``svg=False``: PNG only (a page alone embeds only the PNG); ``Drawn.svg`` is empty."""
     import matplotlib.pyplot as plt
 
-    png, svg = io.BytesIO(), io.BytesIO()
+    png, vector = io.BytesIO(), io.BytesIO()
     fig.savefig(png, format="png", dpi=100, metadata={"Software": None})
-    fig.savefig(svg, format="svg", metadata={"Date": None, "Creator": None})
+    if svg:
+        fig.savefig(vector, format="svg", metadata={"Date": None, "Creator": None})
     plt.close(fig)
     return Drawn(stem=stem, title=title, reading=reading, png=png.getvalue(),
-                 svg=svg.getvalue())
+                 svg=vector.getvalue())
 
 
 def nothing(ax: Axes, why: str) -> None:
@@ -164,11 +166,12 @@ def html_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], empty: str
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def figure_html(f: Drawn) -> str:
+def figure_html(f: Drawn, *, files: bool = True) -> str:
     """A figure embedded as a PNG ``data:`` URI, with its title, how to read it, and the
-    names of its files."""
+    names of its files (when it has them: ``files``)."""
     uri = "data:image/png;base64," + base64.b64encode(f.png).decode("ascii")
     return (f"<figure id='fig-{escape(f.stem)}'><h3>{escape(f.title)}</h3>"
             f"<img class='figure' src='{uri}' alt='{escape(f.title)}' width='800'>"
-            f"<figcaption><p>{escape(f.reading)}</p><p>Files: <code>{escape(f.stem)}.png"
-            f"</code>, <code>{escape(f.stem)}.svg</code>.</p></figcaption></figure>")
+            f"<figcaption><p>{escape(f.reading)}</p>"
+            + (f"<p>Files: <code>{escape(f.stem)}.png</code>, <code>{escape(f.stem)}.svg"
+               "</code>.</p>" if files else "") + "</figcaption></figure>")

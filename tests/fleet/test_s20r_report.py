@@ -405,3 +405,21 @@ def test_the_page_renders_in_chromium_with_every_figure(fleet: Path, tmp_path: P
         region = image[top:top + height, left:left + width, :3]
         dark = (region.sum(axis=2) < 2.4).mean()  # a share of non-white pixels
         assert 0.01 < dark < 0.95, (top, dark)
+
+
+def test_markup_controls_and_missing_glyphs_in_names(tmp_path: Path) -> None:
+    """rich markup, a terminal escape and characters the figures' font lacks, in a host
+    name, a group and a campaign's pair: shown as written (escaped), no warning printed."""
+    d = tmp_path / "in"
+    d.mkdir()
+    doc = tree_audit("dtn-b")
+    doc["findings"][4]["group"] = "[red]grp\x1b[2J"
+    doc["findings"][4]["current"] = "[blink]1 2 3"
+    write(d, "[bold]host.audit.json", doc)
+    write(d, "plain.audit.json", tree_audit("dtn-b"))
+    write(d, "campaign.json", campaign("\u4e2d\u6587\U0001f600", "[bold]host", "plain"))
+    code, out, err = dtnkit(tmp_path, "fleet", "report", str(d), "--reference", "[bold]host",
+                            "-o", str(tmp_path / "o"), columns=200)
+    assert code == ExitStatus.DRIFT and err == "", err
+    assert "\x1b" not in out and "[bold]host" in out and "[red]grp\\x1b[2J 1" in out
+    assert "against the reference host [bold]host" in out and "[blink]1 2 3" in out

@@ -68,9 +68,10 @@ def report(env: Environment, directory: Path, reference: str | None, profile: st
         click.echo(f"dtnkit: note: {note}", file=env.stderr)
     doc = result.as_dict()
     if out is not None or html is not None:
+        from dtnkit.cli.progress import reporter
         from dtnkit.fleet import page
 
-        doc["written"] = page.build(result, out=out, html=html)
+        doc["written"] = page.build(result, out=out, html=html, progress=reporter(env, fmt))
 
     def tables(p: Printer) -> None:
         people(p, result)
@@ -145,7 +146,7 @@ def people(p: Printer, r: Report) -> None:
             text = ", ".join(bad) + ("; " if bad and unknown else "") + (
                 f"unknown: {', '.join(unknown)}" if unknown else "")
             rows.append((t(h.name), "[green]yes[/]" if h.audit.compliant else "[yellow]no[/]",
-                         escape(text or "-"), t(h.audit.doc_host)))
+                         t(text or "-"), t(h.audit.doc_host)))
         cols = [Col("host", wrap=False), Col("compliant", wrap=False),
                 Col("groups that differ (items)", least=20), Col("audited as", rank=1)]
         if all(h.audit.doc_host == h.name for h in r.hosts):  # nothing to add
@@ -196,7 +197,7 @@ def people(p: Printer, r: Report) -> None:
                 cols = [cols[0], Col("value (the reference's)", least=16), cols[3]]
                 rows = [(a, f"{b} ({c})", d) for a, b, c, d in rows]
             print_fitted(con, cols, rows,
-                         title=f"against the reference host {printable(ref)}")
+                         title=f"against the reference host {t(ref)}")
         else:
             con.print(f"every host has the values of the reference host {t(ref)}")
     verdicts = verdict_rows(r)

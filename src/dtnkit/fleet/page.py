@@ -9,19 +9,21 @@ absent (no campaign, no experiment) are not drawn; the page says so instead.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import warnings
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dtnkit import htmlpage
 from dtnkit.errors import DtnkitError
 from dtnkit.fleet.compare import Report
-from dtnkit.fleet.load import clip
+from dtnkit.fleet.load import clip, printable
 from dtnkit.htmlpage import CSP, CSS, PAGE, Drawn, escape, figure_html, html_table, mpl_text
 from dtnkit.units import format_duration, format_percent, format_rate, format_value
 
 if TYPE_CHECKING:
     from dtnkit.fleet.load import Verdict
+    from dtnkit.progress import Progress
 
 COMMAND = "dtnkit fleet report"
 #: a group's state, as drawn
@@ -43,12 +45,18 @@ def value_text(value: Any, most: int = 200) -> str:
     return clip(text, most)
 
 
+#: the tallest figure (inches at 100 dpi): 300 hosts still get a row each
+TALLEST = 40.0
+
+
 def _rows_height(n: int) -> float:
-    return min(1.8 + 0.24 * max(n, 1), 90.0)
+    return min(1.8 + 0.2 * max(n, 1), TALLEST)
 
 
 def _label_size(n: int) -> float:
-    return 8.0 if n <= 60 else max(4.0, 8.0 * 60 / n)
+    """Points that fit a row: 8, smaller once the rows are squeezed under TALLEST."""
+    row_pt = (_rows_height(n) - 1.8) * 72 / max(n, 1)
+    return max(3.0, min(8.0, row_pt * 0.75))
 
 
 def _grid(plt: Any, rows: Sequence[str], cols: Sequence[str], cells: Sequence[Sequence[str]],
@@ -63,13 +71,18 @@ def _grid(plt: Any, rows: Sequence[str], cols: Sequence[str], cells: Sequence[Se
     codes = [[names.index(c) for c in row] for row in cells]
     ax.imshow(codes, aspect="auto", cmap=ListedColormap([colours[n] for n in names]),
               vmin=-0.5, vmax=len(names) - 0.5, interpolation="nearest")
-    ax.set_xticks(range(len(cols)), [mpl_text(c) for c in cols], rotation=30, ha="right")
+    ax.set_xticks(range(len(cols)), [mpl_text(clip(printable(c), 30)) for c in cols],
+                  rotation=30, ha="right")
     size = _label_size(len(rows))
-    ax.set_yticks(range(len(rows)), [mpl_text(clip(r, 40)) for r in rows], fontsize=size)
-    ax.set_xticks([x - 0.5 for x in range(1, len(cols))], minor=True)
-    ax.set_yticks([y - 0.5 for y in range(1, len(rows))], minor=True)
-    ax.grid(which="minor", color="white", linewidth=1.5)
-    ax.tick_params(which="minor", length=0)
+    ax.set_yticks(range(len(rows)), [mpl_text(clip(printable(r), 40)) for r in rows],
+                  fontsize=size)
+    # white lines between the cells: two line collections (minor ticks would be one
+    # artist per line, slow past a few dozen hosts)
+    ax.hlines([y - 0.5 for y in range(1, len(rows))], -0.5, len(cols) - 0.5, colors="white",
+              linewidth=1.5)
+    ax.vlines([x - 0.5 for x in range(1, len(cols))], -0.5, len(rows) - 0.5, colors="white",
+              linewidth=1.5)
+    ax.tick_params(length=0)
     if len(rows) <= LABELLED_ROWS:
         for i, row in enumerate(texts):
             for j, text in enumerate(row):
@@ -83,7 +96,7 @@ def _grid(plt: Any, rows: Sequence[str], cols: Sequence[str], cells: Sequence[Se
     return fig
 
 
-def fig_compliance(plt: Any, report: Report) -> Drawn:
+def fig_compliance(plt: Any, report: Report, svg: bool = True) -> Drawn:
     rows = [h.name for h in report.hosts]
     cells = [[h.groups[g].state for g in report.groups] for h in report.hosts]
     texts = [[str(h.groups[g].differs or h.groups[g].unknown or "")
@@ -99,10 +112,10 @@ def fig_compliance(plt: Any, report: Report) -> Drawn:
                          "complies; grey: nothing to judge there (unsupported by the NIC, or "
                          "global to a host audited in a namespace); white: the group was not "
                          "audited. A column red on every host is a profile the fleet does not "
-                         "follow; a row red alone is a host that drifted.")
+                         "follow; a row red alone is a host that drifted.", svg=svg)
 
 
-def fig_differences(plt: Any, report: Report) -> Drawn:
+def fig_differences(plt: Any, report: Report, svg: bool = True) -> Drawn:
     names = [h.name for h in report.hosts]
     prof = [len(h.against_profile) for h in report.hosts]
     fig, ax = plt.subplots(figsize=(9, _rows_height(len(names))))
@@ -110,12 +123,12 @@ def fig_differences(plt: Any, report: Report) -> Drawn:
     if report.reference:
         ref = [len(report.reference_diffs_of(n)) for n in names]
         ax.barh([y - 0.2 for y in ys], prof, height=0.4, color="#e4572e",
-                label=f"against the profile {mpl_text(report.profile or '')}")
+                label=f"against the profile {mpl_text(printable(report.profile or ''))}")
         ax.barh([y + 0.2 for y in ys], ref, height=0.4, color="#3b75af",
                 label=mpl_text(f"against the reference host {clip(report.reference, 40)}"))
     else:
         ax.barh(ys, prof, height=0.6, color="#e4572e",
-                label=f"against the profile {mpl_text(report.profile or '')}")
+                label=f"against the profile {mpl_text(printable(report.profile or ''))}")
     ax.set_yticks(ys, [mpl_text(clip(n, 40)) for n in names], fontsize=_label_size(len(names)))
     ax.invert_yaxis()
     ax.set_xlabel("settings that differ (or are unknown)")
@@ -131,7 +144,7 @@ def fig_differences(plt: Any, report: Report) -> Drawn:
                                                "reference host's (or only one of the two has)"
                                                if report.reference else "")
                          + ". A host far longer than the others is the one to look at first; "
-                         "equal bars across the fleet mean the hosts drifted together.")
+                         "equal bars across the fleet mean the hosts drifted together.", svg=svg)
 
 
 def _verdict_rows(report: Report) -> tuple[list[str], list[str], list[list[Verdict | None]]]:
@@ -153,7 +166,7 @@ def _verdict_rows(report: Report) -> tuple[list[str], list[str], list[list[Verdi
     return rows, groups, table
 
 
-def fig_verdicts(plt: Any, report: Report) -> Drawn:
+def fig_verdicts(plt: Any, report: Report, svg: bool = True) -> Drawn:
     rows, groups, table = _verdict_rows(report)
     cells = [[v.verdict if v else "not tried" for v in row] for row in table]
     texts = [["" if v is None or v.ratio is None else f"x{v.ratio:.2f}" for v in row]
@@ -167,19 +180,28 @@ def fig_verdicts(plt: Any, report: Report) -> Drawn:
                          "the interleaved baseline is above the noise); grey: neutral; red: "
                          "harmful; amber: gated (the NIC-headroom gate kept the group off the "
                          "pair). Harmful and gated groups are never applied on that pair; "
-                         "white: the group was not tried there.")
+                         "white: the group was not tried there.", svg=svg)
 
 
-def figures(report: Report) -> list[Drawn]:
+def figures(report: Report, *, svg: bool = True,
+            progress: Progress | None = None) -> list[Drawn]:
+    """The figures there is data for (PNG, and SVG unless ``svg`` is false)."""
     plt = htmlpage.pyplot(COMMAND)
+    steps: list[tuple[str, Callable[[], Drawn]]] = []
+    if report.hosts:
+        steps += [("compliance per group per host", lambda: fig_compliance(plt, report, svg)),
+                  ("differences per host", lambda: fig_differences(plt, report, svg))]
+    if (report.campaign and report.campaign.pairs) or report.experiments:
+        steps.append(("verdicts per pair and group", lambda: fig_verdicts(plt, report, svg)))
     drawn = []
-    try:
-        with plt.rc_context({"svg.hashsalt": "dtnkit", "font.size": 9}):
-            if report.hosts:
-                drawn.append(fig_compliance(plt, report))
-                drawn.append(fig_differences(plt, report))
-            if (report.campaign and report.campaign.pairs) or report.experiments:
-                drawn.append(fig_verdicts(plt, report))
+    try:  # a name's glyph missing from the font is drawn as a box, not warned about
+        with plt.rc_context({"svg.hashsalt": "dtnkit", "font.size": 9}), \
+                warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            for k, (what, draw) in enumerate(steps, 1):
+                if progress is not None:
+                    progress.step(f"drawing {what}", k, len(steps))
+                drawn.append(draw())
     except (ValueError, OverflowError, RuntimeError) as exc:  # matplotlib on odd data
         raise DtnkitError("cannot draw the fleet report's figures", str(exc)[:120],
                           "run with --traceback and report it") from None
@@ -252,7 +274,7 @@ def page(report: Report, figs: Sequence[Drawn]) -> str:
     for note in report.notes:
         parts.append(f"<p class='note'>{e(note)}</p>")
     parts.append("<h2>Figures</h2>")
-    parts += [figure_html(f) for f in figs]
+    parts += [figure_html(f, files=bool(f.svg)) for f in figs]
     if not (report.campaign and report.campaign.pairs) and not report.experiments:
         parts.append("<p class='none'>No campaign.json and no *.experiment.json: no verdicts "
                      "to draw.</p>")
@@ -334,8 +356,8 @@ def _side(d: Any, side: str) -> str:
     return value_text(d.value if side == "host" else d.reference_value, 400)
 
 
-def build(report: Report, *, out: Path | None = None, html: Path | None = None
-          ) -> dict[str, Any]:
+def build(report: Report, *, out: Path | None = None, html: Path | None = None,
+          progress: Progress | None = None) -> dict[str, Any]:
     """Draw and write: into directory ``out`` (page, figures as PNG and SVG, the report as
     JSON), or the page alone as ``html``.  Nothing is written on an error."""
     assert (out is None) != (html is None)
@@ -344,7 +366,7 @@ def build(report: Report, *, out: Path | None = None, html: Path | None = None
     else:
         assert html is not None
         _check_page(html)
-    figs = figures(report)
+    figs = figures(report, svg=out is not None, progress=progress)
     text = page(report, figs).encode("utf-8")
     if html is not None:
         htmlpage.write_files(html.parent, {html.name: text})
