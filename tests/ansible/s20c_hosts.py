@@ -1,7 +1,7 @@
 """Two real hosts for the dtn.dtnkit collection's tests: network namespaces ``s20c…a`` and
-``s20c…b`` joined by a veth pair (10.231.0.1 <-> 10.231.0.2), each with a ``dtnkit_path``
-wrapper that runs the real dtnkit inside it (``exec ip netns exec NS dtnkit "$@"``): a module
-run on this machine tunes the namespace, never the host."""
+``s20c…b`` joined by a veth pair (10.231.0.1 <-> 10.231.0.2, a -> b capped by a tbf), each
+with a ``dtnkit_path`` wrapper that runs the real dtnkit inside it (``exec ip netns exec NS
+dtnkit "$@"``): a module run on this machine tunes the namespace, never the host."""
 
 from __future__ import annotations
 
@@ -106,7 +106,9 @@ def wrapper(path: Path, netns: str) -> Path:
 
 
 @contextmanager
-def pair(base: Path) -> Iterator[Pair]:
+def pair(base: Path, rate: str = "500mbit") -> Iterator[Pair]:
+    """The two hosts; what a sends to b is capped at ``rate`` (a tbf), far below the veth's
+    10 Gbit/s, so a probe's baseline leaves headroom and the gate lets groups through."""
     tag = uuid.uuid4().hex[:6]
     names = (f"s20c{tag}a", f"s20c{tag}b")
     hosts = []
@@ -124,6 +126,8 @@ def pair(base: Path) -> Iterator[Pair]:
             state.mkdir(parents=True)
             hosts.append(Host(f"s20c-{side}", n, f"10.231.0.{i + 1}",
                               wrapper(base / f"dtnkit-{side}", n), state))
+        sh("tc", "-n", names[0], "qdisc", "add", "dev", f"s20c{tag}va", "root", "tbf",
+           "rate", rate, "burst", "256kb", "latency", "50ms")
         yield Pair(hosts[0], hosts[1], base)
     finally:
         for n in names:
