@@ -97,6 +97,8 @@ class Skip:
 # What is not run here, and why: (file, the statement as written without its comment) -> reason.
 # Each entry must still be in the docs (test_the_docs_have_blocks_and_the_skip_table_is_current),
 # and is still parsed.
+_FLEET = ("needs an inventory of SSH hosts: tests/fleet/test_s20s_playbooks.py runs the "
+          "playbooks over SSH against four hosts in namespaces")
 SKIP: dict[tuple[str, str], str | Skip] = {
     ("README.md", "dtnkit tune audit --iface bond0"):
         Skip("needs the bonding driver for a bond0 in the test's namespace, and this kernel "
@@ -144,6 +146,21 @@ SKIP: dict[tuple[str, str], str | Skip] = {
         "the example grid: 168 points of 30 s, about 1.5 hours (the tiny grid above runs)",
     ("docs/sweep.md", "dtnkit sweep run docs/examples/sweep-grid.toml --name metro-1 --resume"):
         "resumes the 1.5-hour example grid (tests/sweep/test_s19r_run.py tests --resume)",
+    # the README's fleet tour: tests/fleet/test_s20s_playbooks.py runs the site audit, report
+    # and rollback lines as written against four SSH hosts in namespaces, and the campaign
+    # with the same variables
+    ("README.md", "ansible-playbook -i inventory.yml dtn.dtnkit.site_audit "
+                  "-e dtnkit_out_dir=$PWD/site"): _FLEET,
+    ("README.md", "ansible-playbook -i inventory.yml dtn.dtnkit.campaign --check --diff -e "
+                  "dtnkit_out_dir=$PWD/site -e '{\"dtnkit_groups\": [\"buffers\", "
+                  "\"congestion\"]}'"): _FLEET,
+    ("README.md", "ansible-playbook -i inventory.yml dtn.dtnkit.campaign -e "
+                  "dtnkit_out_dir=$PWD/site -e '{\"dtnkit_groups\": [\"buffers\", "
+                  "\"congestion\"]}'"): _FLEET,
+    ("README.md", "dtnkit fleet report site/ -o site/report"):
+        "reads the site audit the playbook above writes: tests/fleet/test_s20s_playbooks.py "
+        "runs both as written",
+    ("README.md", "ansible-playbook -i inventory.yml dtn.dtnkit.rollback"): _FLEET,
 }
 
 
@@ -437,6 +454,8 @@ def _message(exc: click.ClickException | DtnkitError) -> str:
 # bench script must also be in bench/*.py.
 OTHER_FLAGS: dict[tuple[str, str], str] = {
     ("docs/transfer.md", "--speed-limit"): "curl",
+    ("docs/fleet.md", "--check"): "ansible-playbook",
+    ("docs/fleet.md", "--diff"): "ansible-playbook",
     ("docs/transfer.md", "--speed-time"): "curl",
     ("docs/transfer.md", "--capath"): "davix and XRootD clients",
     ("docs/transfer.md", "--checksum-mode"): "gfal-copy",
