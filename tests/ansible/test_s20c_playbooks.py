@@ -88,3 +88,19 @@ def test_rollback_restores_the_last_baseline_and_a_second_run_changes_nothing(
     assert "+sysctl/net.ipv4.tcp_no_metrics_save = 0" in first.stdout
     second = playbook(inv, "dtn.dtnkit.rollback")
     assert second.returncode == 0 and "changed=1" not in second.stdout, second.stdout[-2000:]
+
+
+@pytest.mark.parametrize("name", ["dtn.dtnkit.site_audit", "dtn.dtnkit.campaign"])
+def test_a_relative_output_directory_is_refused_and_nothing_is_written(
+        hosts: Pair, tmp_path: Path, name: str) -> None:
+    """Ansible would take a relative dtnkit_out_dir from the playbook's own directory (inside
+    the collection), not from where the admin ran the command: refused with one message."""
+    inv = hosts.inventory(tmp_path / "inventory.json")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    out = playbook(inv, name, "-e", "dtnkit_out_dir=site",
+                   "-e", '{"dtnkit_groups": ["buffers"]}')
+    assert out.returncode != 0
+    assert "absolute path" in out.stdout, out.stdout[-2000:]
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    collections = Path(ansible_env()["ANSIBLE_COLLECTIONS_PATH"])
+    assert not (collections / "ansible_collections/dtn/dtnkit/playbooks/site").exists()
