@@ -33,6 +33,8 @@ STATUSES = ("ok", "differs", "unsupported", "unknown", "host-scope")
 
 @dataclass
 class Finding:
+    """One audited item: its current and recommended values, status and why."""
+
     group: str
     key: str
     label: str
@@ -62,6 +64,8 @@ class Finding:
 
 @dataclass
 class Audit:
+    """An audit's findings, with the profile and context they were judged by."""
+
     host_label: str
     profile: Profile
     ctx: Context

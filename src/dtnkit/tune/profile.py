@@ -107,6 +107,8 @@ class ItemSpec:
 
 @dataclass(frozen=True)
 class Profile:
+    """A profile after includes are merged: its parameters and items."""
+
     name: str
     description: str
     params: dict[str, float]
