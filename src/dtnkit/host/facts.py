@@ -493,8 +493,12 @@ class KernelCaps:
     cc_modules: tuple[str, ...] = ()  # built as modules, not loaded yet: a write loads them
 
 
+#: the strings of the kernel config lines kernel_caps reads
+_CAPS_CONFIG = ("CONFIG_NET_SCH_", "CONFIG_MODULES", "CONFIG_TCP_CONG_")
+
+
 def kernel_caps(host: Host) -> KernelCaps:
-    config = host.kernel_config()
+    config = host.kernel_config(only=_CAPS_CONFIG)
     qdiscs: dict[str, bool | None] = {}
     evidence = "no kernel config found (/proc/config.gz, /boot/config-*)"
     for kind, symbol in (("fq", "CONFIG_NET_SCH_FQ"), ("fq_codel", "CONFIG_NET_SCH_FQ_CODEL"),

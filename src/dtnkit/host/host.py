@@ -866,15 +866,26 @@ class Host:
     def sysctl_path(key: str) -> str:
         return "/proc/sys/" + key.replace(".", "/")
 
-    def kernel_config(self) -> dict[str, str] | None:
+    def kernel_config(self, only: tuple[str, ...] = ()) -> dict[str, str] | None:
         """The kernel's build configuration, when the host exposes it (read once: it does not
-        change while the kernel runs)."""
+        change while the kernel runs).  ``only``: parse just the lines that hold one of these
+        strings (e.g. ``("CONFIG_NET_SCH_",)``): the symbols of those lines get the values the
+        whole parse gives them (a text with line breaks other than newlines: the whole parse),
+        without a Python loop over its ~10,000 lines (~13 M
+        instructions, 4 % of an audit)."""
         if "kernel config" not in self._fixed:
             self._fixed["kernel config"] = self._read_kernel_config()
-        config: dict[str, str] | None = self._fixed["kernel config"]
+        raw: str | None = self._fixed["kernel config"]
+        if raw is None:
+            return None
+        if only and not any(brk in raw for brk in _OTHER_BREAKS):
+            return parse_kernel_config(_lines_holding(raw, only))
+        if "kernel config parsed" not in self._fixed:  # (with odd line breaks: all of it)
+            self._fixed["kernel config parsed"] = parse_kernel_config(raw.splitlines())
+        config: dict[str, str] = self._fixed["kernel config parsed"]
         return config
 
-    def _read_kernel_config(self) -> dict[str, str] | None:
+    def _read_kernel_config(self) -> str | None:
         raw: str | None = None
         gz = self._local("/proc/config.gz")
         if gz.exists():
@@ -887,16 +898,40 @@ class Host:
         if raw is None:
             release = (self.read("/proc/sys/kernel/osrelease") or "").strip()
             raw = self.read(f"/boot/config-{release}") if release else None
-        if raw is None:
-            return None
-        config: dict[str, str] = {}
-        for line in raw.splitlines():
-            if line.startswith("CONFIG_") and "=" in line:
-                name, _, value = line.partition("=")
-                config[name] = value
-            elif line.startswith("# CONFIG_") and line.endswith(" is not set"):
-                config[line[2:].split()[0]] = "n"
-        return config
+        return raw
+
+
+#: the line breaks of str.splitlines other than "\n" (a kernel config has none)
+_OTHER_BREAKS = tuple("\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
+
+
+def parse_kernel_config(lines: Sequence[str]) -> dict[str, str]:
+    """A kernel config's lines as {symbol: value} (``# CONFIG_X is not set``: "n")."""
+    config: dict[str, str] = {}
+    for line in lines:
+        if line.startswith("CONFIG_") and "=" in line:
+            name, _, value = line.partition("=")
+            config[name] = value
+        elif line.startswith("# CONFIG_") and line.endswith(" is not set"):
+            config[line[2:].split()[0]] = "n"
+    return config
+
+
+def _lines_holding(raw: str, needles: tuple[str, ...]) -> list[str]:
+    """The lines of ``raw`` ("\n"-separated) that hold one of ``needles``, in order, each once."""
+    starts: set[int] = set()
+    for needle in needles:
+        pos = raw.find(needle)
+        while pos >= 0:
+            start = raw.rfind("\n", 0, pos) + 1
+            starts.add(start)
+            end = raw.find("\n", pos)
+            pos = raw.find(needle, end) if end >= 0 else -1
+    out = []
+    for start in sorted(starts):
+        end = raw.find("\n", start)
+        out.append(raw[start:] if end < 0 else raw[start:end])
+    return out
 
 
 def _which(name: str) -> str | None:
