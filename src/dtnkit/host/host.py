@@ -35,6 +35,7 @@ from dtnkit.errors import DtnkitError, ToolMissing
 from dtnkit.host.parsers import ParseError, ethtool_nl
 from dtnkit.host.parsers.rtnetlink import DUMPS, dump_request
 from dtnkit.host.runner import Result, Runner, SubprocessRunner
+from dtnkit.records import mutable_record
 
 if TYPE_CHECKING:
     import subprocess  # imported where a process starts: a live host audit starts none
@@ -337,7 +338,7 @@ class _Helper:
             return reply
 
 
-@dataclass
+@mutable_record
 class _Batch:
     """What the batch reader saw in a namespace (see _BATCH_READER)."""
 
@@ -381,7 +382,7 @@ class ReadOnlyViolation(DtnkitError):
     """Raised when a read-only Host is asked to write: a bug, never a user error."""
 
 
-@dataclass
+@mutable_record
 class WriteRecord:
     """One write to the host: what was written (a file or a command) and the value."""
 
