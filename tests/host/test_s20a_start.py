@@ -36,7 +36,7 @@ NOT_LOADED = (
 )
 #: the only dataclasses left on its path (each compiles its methods at import: ~3-5 M
 #: instructions); a new one there belongs in dtnkit.records (record / mutable_record)
-DATACLASSES = {"Audit", "Context", "Environment", "Host", "ItemSpec", "Profile"}
+DATACLASSES = {"Audit", "Context", "Environment", "Host", "Profile"}
 
 _PROBE = r"""
 import atexit, json, sys
