@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dtnkit.errors import DtnkitError, ToolMissing
+from dtnkit.host import nsfork
 from dtnkit.host.parsers import ParseError, ethtool_nl
 from dtnkit.host.parsers.rtnetlink import DUMPS, dump_request
 from dtnkit.host.runner import Result, Runner, SubprocessRunner
@@ -39,6 +40,8 @@ from dtnkit.records import mutable_record
 
 if TYPE_CHECKING:
     import subprocess  # imported where a process starts: a live host audit starts none
+
+    _Proc = subprocess.Popen[bytes] | nsfork.ForkedChild
 
 # Paths whose content depends on the network namespace of the reader.
 _NETNS_PATHS = ("/proc/sys/net/", "/sys/class/net/", "/proc/net/")
@@ -245,15 +248,17 @@ class _Helper:
     start-up and that read overlap with whatever the caller does before it needs the reply."""
 
     def __init__(self, netns: str, first: dict[str, Any] | None = None) -> None:
-        import subprocess
-
         self.lock = threading.Lock()
-        self.proc: subprocess.Popen[bytes] | None = subprocess.Popen(
-            ["ip", "netns", "exec", netns, sys.executable, "-I", "-S", "-c", _NS_HELPER],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            env={**os.environ, "LC_ALL": "C"})
+        self.netns = netns
+        # a fork of this process that entered the namespace (see dtnkit.host.nsfork), or
+        # `ip netns exec NS python` when it cannot (its readiness is read at the first reply)
+        self.forked = nsfork.usable(netns)
+        child = nsfork.fork_in_netns(netns, _NS_HELPER) if self.forked else None
+        self.forked = child is not None
+        self.proc: _Proc | None = child if child is not None else self._start()
         weakref.finalize(self, _Helper._close, self.proc)
         self.sent: list[dict[str, Any]] = []  # requests whose replies are not read yet
+        self.unanswered: list[dict[str, Any]] = []  # written to the process, no reply read
         # the first request and its reply, read while another request was asked first
         self.early: tuple[dict[str, Any], dict[str, Any]] | None = None
         if first is not None:
@@ -261,8 +266,30 @@ class _Helper:
                 if self._send(first):
                     self.sent.append(first)
 
+    def _start(self) -> subprocess.Popen[bytes]:
+        import subprocess
+
+        return subprocess.Popen(
+            ["ip", "netns", "exec", self.netns, sys.executable, "-I", "-S", "-c", _NS_HELPER],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            env={**os.environ, "LC_ALL": "C"})
+
+    def _fall_back(self) -> bool:
+        """The forked child could not enter the namespace: `ip netns exec` instead, sent
+        again what the child was sent."""
+        self.forked = False
+        if self.proc is not None:
+            _Helper._close(self.proc)
+        self.proc = self._start()
+        weakref.finalize(self, _Helper._close, self.proc)
+        pending, self.unanswered = self.unanswered, []
+        return all(self._send(request) for request in pending)
+
     @staticmethod
-    def _close(proc: subprocess.Popen[bytes]) -> None:
+    def _close(proc: _Proc) -> None:
+        if isinstance(proc, nsfork.ForkedChild):
+            proc.close()
+            return
         import subprocess
 
         if proc.stdin is not None:
@@ -284,16 +311,25 @@ class _Helper:
             proc.stdin.flush()
         except (OSError, ValueError):
             return False
+        self.unanswered.append(request)
         return True
 
     def _receive(self) -> Any:
         proc = self.proc
+        if isinstance(proc, nsfork.ForkedChild) and self.forked:
+            self.forked = False  # its first byte: whether it entered the namespace
+            if not proc.ready() and not self._fall_back():
+                return None
+            proc = self.proc
         if proc is None or proc.stdout is None:
             return None
         try:
             head = proc.stdout.read(4)
             if len(head) == 4:
-                return marshal.loads(proc.stdout.read(int.from_bytes(head, "big")))
+                reply = marshal.loads(proc.stdout.read(int.from_bytes(head, "big")))
+                if self.unanswered:
+                    self.unanswered.pop(0)
+                return reply
         except (OSError, ValueError, EOFError, TypeError):
             pass
         return None
