@@ -110,6 +110,32 @@ def usable(netns: str) -> bool:
 def fork_in_netns(netns: str, code: str) -> ForkedChild | None:
     """A forked child running ``code`` inside ``netns`` (see the module docstring), or None
     when it cannot be forked (the caller falls back to ``ip netns exec``)."""
+    return _fork(code, netns)
+
+
+def run_in_new_netns(code: str) -> str | None:
+    """What ``code`` prints when run in a forked child inside a new, unnamed network
+    namespace (``unshare(CLONE_NEWNET)``: as ``unshare --net python -c CODE``, without the
+    two program starts); None when the child could not be forked, could not unshare or
+    failed (the caller then runs ``unshare``).  The namespace vanishes with the child."""
+    if sys.platform != "linux" or os.geteuid() != 0:
+        return None
+    child = _fork(code, None)
+    if child is None:
+        return None
+    try:
+        ok = child.ready()
+        out = child.stdout.read() if ok and child.stdout is not None else b""
+    except (OSError, ValueError):
+        ok = False
+    finally:
+        child.close()
+    if not ok or child.returncode != 0:
+        return None
+    return out.decode(errors="replace")
+
+
+def _fork(code: str, netns: str | None) -> ForkedChild | None:
     parent = os.getpid()
     (in_r, in_w), (out_r, out_w) = os.pipe(), os.pipe()
     try:
@@ -119,13 +145,13 @@ def fork_in_netns(netns: str, code: str) -> ForkedChild | None:
             os.close(fd)
         return None
     if pid == 0:  # pragma: no cover (the child: measured by the tests through its replies)
-        _child(netns, code, parent, in_r, out_w)
+        _child(netns, code, parent, in_r, out_w)  # never returns
     os.close(in_r)
     os.close(out_w)
     return ForkedChild(pid, os.fdopen(in_w, "wb"), os.fdopen(out_r, "rb"))
 
 
-def _child(netns: str, code: str, parent: int, in_r: int, out_w: int) -> None:
+def _child(netns: str | None, code: str, parent: int, in_r: int, out_w: int) -> None:
     # pragma: no cover (runs in the forked child only)
     status = 1
     try:
@@ -145,7 +171,8 @@ def _child(netns: str, code: str, parent: int, in_r: int, out_w: int) -> None:
         sys.stdin = open(0, closefd=False)  # noqa: SIM115 (lives as long as the child)
         sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
         sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
-        exec(code, {"__name__": "__dtnkit_ns_helper__", "__builtins__": __builtins__})  # noqa: S102
+        exec(code, {"__name__": "__dtnkit_ns_helper__", "__builtins__": __builtins__})
+        sys.stdout.flush()
         del keep
         status = 0
     except BaseException:
@@ -155,8 +182,9 @@ def _child(netns: str, code: str, parent: int, in_r: int, out_w: int) -> None:
         os._exit(status)
 
 
-def _enter(netns: str, parent: int) -> None:
-    """setns, a mount namespace of its own with / a slave, a fresh sysfs: as ip netns exec."""
+def _enter(netns: str | None, parent: int) -> None:
+    """setns, a mount namespace of its own with / a slave, a fresh sysfs: as ip netns exec;
+    with no ``netns``: a new network namespace (unshare), as ``unshare --net``."""
     import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)
@@ -169,6 +197,9 @@ def _enter(netns: str, parent: int) -> None:
     check(libc.prctl(_PR_SET_PDEATHSIG, _SIGKILL, 0, 0, 0), "prctl")
     if os.getppid() != parent:  # the parent ended before prctl took hold
         raise OSError("parent gone")
+    if netns is None:
+        check(libc.unshare(_CLONE_NEWNET), "unshare")
+        return
     fd = os.open(f"{NETNS_RUN_DIR}/{netns}", os.O_RDONLY | os.O_CLOEXEC)
     try:
         check(libc.setns(fd, _CLONE_NEWNET), "setns")

@@ -36,7 +36,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from dtnkit.host.runner import Runner, SubprocessRunner
+from dtnkit.host import nsfork
+from dtnkit.host.runner import Result, Runner, SubprocessRunner
 
 NET_PREFIX = "net."
 
@@ -199,8 +200,7 @@ class ScopeProbe:
             cands = {n: _candidates(n, before[n], cc) if n.startswith(NET_PREFIX) else []
                      for n in names}
             self.probes += 1
-            res = self.runner.run(["unshare", "--net", "--", sys.executable, "-I", "-S", "-c",
-                                   _script(names, host_ino, cands)])
+            res = self._run(_script(names, host_ino, cands))
             after = {n: self._host_value(n) for n in names}
         finally:
             for fd in fds.values():
@@ -212,6 +212,16 @@ class ScopeProbe:
         facts = _facts(names, host_ino, cands, res.stdout)
         return {n: self._verdict(n, facts[n], before[n], after[n], host_ino[n])
                 for n in names}
+
+    def _run(self, script: str) -> Result:
+        """The probe's output: from a fork of this process in a new namespace (the plain
+        runner), else (or when that fails) from ``unshare --net python`` by the runner."""
+        argv = ["unshare", "--net", "--", sys.executable, "-I", "-S", "-c", script]
+        if type(self.runner) is SubprocessRunner:
+            out = nsfork.run_in_new_netns(script)
+            if out is not None:
+                return Result(tuple(argv), 0, out, "")
+        return self.runner.run(argv)
 
     def _verdict(self, name: str, fact: dict[str, object], before: str | None,
                  after: str | None, host_ino: int | None) -> SysctlScope:
