@@ -9,7 +9,7 @@ import os
 import select
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -17,6 +17,8 @@ import pytest
 from conftest import Netns
 from dtnkit.host import nsfork
 from dtnkit.host.host import Host
+from dtnkit.host.runner import Result, SubprocessRunner
+from dtnkit.host.sysctl_scope import ScopeProbe, sysctl_file
 
 pytestmark = [pytest.mark.needs_root, pytest.mark.needs_netns]
 
@@ -104,3 +106,52 @@ def test_the_child_dies_with_its_parent(ns: Netns) -> None:
         assert select.select([pidfd], [], [], 10.0)[0], "the helper outlived its parent"
     finally:
         os.close(pidfd)
+
+
+PROBED = ["net.ipv4.tcp_rmem", "net.ipv4.tcp_congestion_control", "net.core.rmem_max",
+          "net.core.netdev_max_backlog", "kernel.core_pattern", "vm.swappiness"]
+
+
+class Counting(SubprocessRunner):
+    """The plain runner, each command recorded (a runner of its own: no forked probe)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[str, ...]] = []
+
+    def run(self, argv: Sequence[str], *, stdin: str | None = None) -> Result:
+        self.calls.append(tuple(argv))
+        return super().run(argv, stdin=stdin)
+
+
+def verdicts(probe: ScopeProbe) -> dict[str, tuple[bool, str, bool]]:
+    return {n: (v.per_netns, v.why, v.final) for n, v in probe.classify(PROBED).items()}
+
+
+def test_the_forked_scope_probe_answers_as_unshare_does(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    before = {n: Path(sysctl_file(n)).read_text() for n in PROBED}
+    forked: list[str | None] = []
+    run = nsfork.run_in_new_netns
+    monkeypatch.setattr(nsfork, "run_in_new_netns", lambda code: forked.append(run(code))
+                        or forked[-1])
+    by_fork = verdicts(ScopeProbe())
+    assert len(forked) == 1 and forked[0] is not None and forked[0].startswith("P ")
+    counting = Counting()
+    by_unshare = verdicts(ScopeProbe(runner=counting))
+    assert [c[:2] for c in counting.calls] == [("unshare", "--net")]
+    assert by_fork == by_unshare
+    assert by_fork["net.ipv4.tcp_rmem"][0] and not by_fork["net.core.rmem_max"][0]
+    assert {n: Path(sysctl_file(n)).read_text() for n in PROBED} == before
+
+
+def test_the_scope_probe_falls_back_to_unshare_when_the_fork_cannot(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    expected = verdicts(ScopeProbe(runner=Counting()))
+    monkeypatch.setattr(nsfork, "_CLONE_NEWNET", 1)  # unshare(2) refuses it: EINVAL
+    forked: list[str | None] = []
+    run = nsfork.run_in_new_netns
+    monkeypatch.setattr(nsfork, "run_in_new_netns", lambda code: forked.append(run(code))
+                        or forked[-1])
+    assert verdicts(ScopeProbe()) == expected
+    assert forked == [None]  # the child could not unshare: the runner's unshare answered
