@@ -88,6 +88,9 @@ def make_host(netns: str | None, tree: Path | None, *, read_only: bool = False) 
         if not Path("/run/netns", netns).exists():
             raise BadInput(f"no network namespace {netns!r}", "it is not in /run/netns",
                            "see `ip netns list`")
+        from dtnkit.host.sysctl_scope import PROBE
+
+        PROBE.warm()  # the sysctl scope probe's child starts beside the namespace's helper
     return Host.live(netns, read_only=read_only)
 
 

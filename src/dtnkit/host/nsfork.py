@@ -113,16 +113,36 @@ def fork_in_netns(netns: str, code: str) -> ForkedChild | None:
     return _fork(code, netns)
 
 
-def run_in_new_netns(code: str) -> str | None:
-    """What ``code`` prints when run in a forked child inside a new, unnamed network
-    namespace (``unshare(CLONE_NEWNET)``: as ``unshare --net python -c CODE``, without the
-    two program starts); None when the child could not be forked, could not unshare or
-    failed (the caller then runs ``unshare``).  The namespace vanishes with the child."""
+def fork_new_netns() -> ForkedChild | None:
+    """A forked child inside a new network namespace that waits for its code (see
+    :func:`run_in_new_netns`): forked early, its set-up overlaps with the caller's work.
+    Unused, it ends when its stdin closes (its parent's end, at the latest its exit)."""
     if sys.platform != "linux" or os.geteuid() != 0:
         return None
-    child = _fork(code, None)
+    return _fork(None, None)
+
+
+def run_in_new_netns(code: str, child: ForkedChild | None = None) -> str | None:
+    """What ``code`` prints when run in a forked child inside a new, unnamed network
+    namespace (``unshare(CLONE_NEWNET)``: as ``unshare --net python -c CODE``, without the
+    two program starts), in ``child`` (from :func:`fork_new_netns`) when given; None when
+    the child could not be forked, could not unshare or failed (the caller then runs
+    ``unshare``).  The namespace vanishes with the child."""
     if child is None:
-        return None
+        if sys.platform != "linux" or os.geteuid() != 0:
+            return None
+        child = _fork(code, None)
+        if child is None:
+            return None
+    else:
+        data = code.encode()
+        try:
+            assert child.stdin is not None
+            child.stdin.write(len(data).to_bytes(4, "big") + data)
+            child.stdin.close()
+        except (OSError, ValueError, AssertionError):
+            child.close()
+            return None
     try:
         ok = child.ready()
         out = child.stdout.read() if ok and child.stdout is not None else b""
@@ -135,7 +155,7 @@ def run_in_new_netns(code: str) -> str | None:
     return out.decode(errors="replace")
 
 
-def _fork(code: str, netns: str | None) -> ForkedChild | None:
+def _fork(code: str | None, netns: str | None) -> ForkedChild | None:
     parent = os.getpid()
     (in_r, in_w), (out_r, out_w) = os.pipe(), os.pipe()
     try:
@@ -151,7 +171,7 @@ def _fork(code: str, netns: str | None) -> ForkedChild | None:
     return ForkedChild(pid, os.fdopen(in_w, "wb"), os.fdopen(out_r, "rb"))
 
 
-def _child(netns: str | None, code: str, parent: int, in_r: int, out_w: int) -> None:
+def _child(netns: str | None, code: str | None, parent: int, in_r: int, out_w: int) -> None:
     # pragma: no cover (runs in the forked child only)
     status = 1
     try:
@@ -164,6 +184,8 @@ def _child(netns: str | None, code: str, parent: int, in_r: int, out_w: int) -> 
         os.dup2(null, 2)
         os.closerange(3, os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 65536)
         _enter(netns, parent)
+        if code is None:  # forked early: its code comes on stdin, length first
+            code = _read_exactly(int.from_bytes(_read_exactly(4), "big")).decode()
         os.write(1, READY)
         # the helper loop reads sys.stdin.buffer, writes sys.stdout.buffer: new objects on
         # fds 0 and 1 (the parent's are kept, never flushed: os._exit below)
@@ -180,6 +202,17 @@ def _child(netns: str | None, code: str, parent: int, in_r: int, out_w: int) -> 
             os.write(1, FAILED)
     finally:
         os._exit(status)
+
+
+def _read_exactly(size: int) -> bytes:
+    parts, left = [], size
+    while left > 0:
+        chunk = os.read(0, left)
+        if not chunk:
+            raise EOFError("stdin closed")
+        parts.append(chunk)
+        left -= len(chunk)
+    return b"".join(parts)
 
 
 def _enter(netns: str | None, parent: int) -> None:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -163,6 +164,15 @@ class ScopeProbe:
         self.proc_sys = proc_sys
         self.cache: dict[str, SysctlScope] = {}
         self.probes = 0  # probe processes run (tests check the batching)
+        self.early: nsfork.ForkedChild | None = None  # see warm()
+
+    def warm(self) -> None:
+        """Fork the next probe's child now (into its new namespace, then waiting for its
+        script), so its start overlaps with the caller's work (the plain runner only)."""
+        if self.early is None and type(self.runner) is SubprocessRunner:
+            self.early = nsfork.fork_new_netns()
+            if self.early is not None:
+                weakref.finalize(self, nsfork.ForkedChild.close, self.early)
 
     def _host_path(self, name: str) -> Path:
         return self.proc_sys / name.replace(".", "/")
@@ -218,7 +228,10 @@ class ScopeProbe:
         runner), else (or when that fails) from ``unshare --net python`` by the runner."""
         argv = ["unshare", "--net", "--", sys.executable, "-I", "-S", "-c", script]
         if type(self.runner) is SubprocessRunner:
-            out = nsfork.run_in_new_netns(script)
+            early, self.early = self.early, None
+            out = nsfork.run_in_new_netns(script, early)
+            if out is None and early is not None:  # the early child failed: a fresh one
+                out = nsfork.run_in_new_netns(script)
             if out is not None:
                 return Result(tuple(argv), 0, out, "")
         return self.runner.run(argv)
