@@ -124,6 +124,19 @@ class Counting(SubprocessRunner):
         return super().run(argv, stdin=stdin)
 
 
+def recording(monkeypatch: pytest.MonkeyPatch) -> list[str | None]:
+    """What each forked probe printed (None: it could not run), in order."""
+    forked: list[str | None] = []
+    run = nsfork.run_in_new_netns
+
+    def recorded(code: str, child: nsfork.ForkedChild | None = None) -> str | None:
+        forked.append(run(code, child))
+        return forked[-1]
+
+    monkeypatch.setattr(nsfork, "run_in_new_netns", recorded)
+    return forked
+
+
 def verdicts(probe: ScopeProbe) -> dict[str, tuple[bool, str, bool]]:
     return {n: (v.per_netns, v.why, v.final) for n, v in probe.classify(PROBED).items()}
 
@@ -131,10 +144,7 @@ def verdicts(probe: ScopeProbe) -> dict[str, tuple[bool, str, bool]]:
 def test_the_forked_scope_probe_answers_as_unshare_does(
         monkeypatch: pytest.MonkeyPatch) -> None:
     before = {n: Path(sysctl_file(n)).read_text() for n in PROBED}
-    forked: list[str | None] = []
-    run = nsfork.run_in_new_netns
-    monkeypatch.setattr(nsfork, "run_in_new_netns", lambda code: forked.append(run(code))
-                        or forked[-1])
+    forked = recording(monkeypatch)
     by_fork = verdicts(ScopeProbe())
     assert len(forked) == 1 and forked[0] is not None and forked[0].startswith("P ")
     counting = Counting()
@@ -149,9 +159,38 @@ def test_the_scope_probe_falls_back_to_unshare_when_the_fork_cannot(
         monkeypatch: pytest.MonkeyPatch) -> None:
     expected = verdicts(ScopeProbe(runner=Counting()))
     monkeypatch.setattr(nsfork, "_CLONE_NEWNET", 1)  # unshare(2) refuses it: EINVAL
-    forked: list[str | None] = []
-    run = nsfork.run_in_new_netns
-    monkeypatch.setattr(nsfork, "run_in_new_netns", lambda code: forked.append(run(code))
-                        or forked[-1])
+    forked = recording(monkeypatch)
     assert verdicts(ScopeProbe()) == expected
     assert forked == [None]  # the child could not unshare: the runner's unshare answered
+
+
+def test_the_scope_probes_early_child_answers_as_unshare_does() -> None:
+    expected = verdicts(ScopeProbe(runner=Counting()))
+    probe = ScopeProbe()
+    probe.warm()
+    early = probe.early
+    assert isinstance(early, nsfork.ForkedChild)
+    probe.warm()  # one early child at a time
+    assert probe.early is early
+    assert verdicts(probe) == expected
+    assert probe.early is None and early.returncode == 0  # used once, reaped
+    unused = ScopeProbe()
+    unused.warm()
+    child = unused.early
+    assert child is not None
+    child.close()  # an unused early child ends when its stdin closes
+    assert child.returncode not in (None, 0)
+
+
+def test_files_the_batch_did_not_read_come_from_the_helper_not_a_cat(ns: Netns) -> None:
+    path = "/proc/sys/net/ipv4/tcp_fin_timeout"  # not one of the batch's names
+    ns.set_sysctl("net.ipv4.tcp_fin_timeout", "17")
+    assert Path(path).read_text() != "17\n"
+    host = Host.live(ns.name, read_only=True)
+    assert host.read(path) == "17\n"
+    assert host.writable(path)
+    assert host.read("/sys/class/net/dkv0/address") == ns.run(
+        "cat", "/sys/class/net/dkv0/address").stdout
+    assert host.read("/proc/sys/net/ipv4/nosuchfile") is None
+    assert not any("cat" in key for key in host._cache)
+    assert isinstance(helper_of(host), nsfork.ForkedChild)
