@@ -20,7 +20,7 @@ every case once, so a burst of load on the machine hits all cases alike:
   audit (all) @REV   with --before REV: the all-groups audit of the package as it was at git
                      revision REV (its `src` from `git archive`, first on PYTHONPATH), run by
                      the same console script in the same rounds: a before/after pair that saw
-                     the same load
+                     the same load (and the namespace audit of REV, when root)
 
 Prints the median, min and max of --runs runs (after one warm-up run that also writes the
 bytecode cache, as an installed package has), the ratio of each median to python startup, and
@@ -121,6 +121,10 @@ def main() -> int:
         before = f"audit (all) @{args.before[:7]}"
         cases.insert(3, (before, cases[2][1]))
         envs[before] = before_tree(args.before, Path(logs.name))
+        if ns:  # the namespace audit of REV too, right after this one's
+            ns_before = f"audit (netns) @{args.before[:7]}"
+            cases.append((ns_before, cases[-1][1]))
+            envs[ns_before] = envs[before]
     if args.fasterdata and args.fasterdata.is_file():
         cases.append(("fasterdata audit", ["bash", str(args.fasterdata), "--mode", "audit",
                                            "--target", "dtn", "--nocolor"]))
@@ -162,6 +166,10 @@ def main() -> int:
         if "fasterdata audit" in medians:
             print(f"host audit at {args.before[:7]} / fasterdata-tuning.sh audit: "
                   f"{then / medians['fasterdata audit']:.2f}")
+        ns_then = medians.get(f"audit (netns) @{args.before[:7]}")
+        if ns_then is not None:
+            print(f"netns audit at {args.before[:7]} / host audit at {args.before[:7]}: "
+                  f"{ns_then / then:.2f}")
     return 0
 
 
