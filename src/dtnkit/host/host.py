@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dtnkit.errors import DtnkitError, ToolMissing
-from dtnkit.host import nsfork
 from dtnkit.host.parsers import ParseError, ethtool_nl
 from dtnkit.host.parsers.rtnetlink import DUMPS, dump_request
 from dtnkit.host.runner import Result, Runner, SubprocessRunner
@@ -40,6 +39,8 @@ from dtnkit.records import mutable_record
 
 if TYPE_CHECKING:
     import subprocess  # imported where a process starts: a live host audit starts none
+
+    from dtnkit.host import nsfork  # imported where a namespace's helper starts
 
     _Proc = subprocess.Popen[bytes] | nsfork.ForkedChild
 
@@ -272,6 +273,8 @@ class _Helper:
     start-up and that read overlap with whatever the caller does before it needs the reply."""
 
     def __init__(self, netns: str, first: dict[str, Any] | None = None) -> None:
+        from dtnkit.host import nsfork
+
         self.lock = threading.Lock()
         self.netns = netns
         # a fork of this process that entered the namespace (see dtnkit.host.nsfork), or
@@ -311,6 +314,8 @@ class _Helper:
 
     @staticmethod
     def _close(proc: _Proc) -> None:
+        from dtnkit.host import nsfork
+
         if isinstance(proc, nsfork.ForkedChild):
             proc.close()
             return
@@ -339,6 +344,8 @@ class _Helper:
         return True
 
     def _receive(self) -> Any:
+        from dtnkit.host import nsfork
+
         proc = self.proc
         if isinstance(proc, nsfork.ForkedChild) and self.forked:
             self.forked = False  # its first byte: whether it entered the namespace
