@@ -194,3 +194,8 @@ def test_files_the_batch_did_not_read_come_from_the_helper_not_a_cat(ns: Netns) 
     assert host.read("/proc/sys/net/ipv4/nosuchfile") is None
     assert not any("cat" in key for key in host._cache)
     assert isinstance(helper_of(host), nsfork.ForkedChild)
+
+
+@pytest.mark.parametrize("name", ["", ".", "..", "../../proc/1/ns/net", "a/b"])
+def test_only_a_plain_name_under_run_netns_is_forked_into(name: str) -> None:
+    assert not nsfork.usable(name)

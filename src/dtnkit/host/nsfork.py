@@ -103,6 +103,7 @@ class ForkedChild:
 def usable(netns: str) -> bool:
     """Whether a forked child can stand in for ``ip netns exec NETNS`` here."""
     return (sys.platform == "linux" and os.geteuid() == 0
+            and "/" not in netns and netns not in ("", ".", "..")  # a name, not a path
             and os.path.exists(f"{NETNS_RUN_DIR}/{netns}")
             and not os.path.exists(f"{NETNS_ETC_DIR}/{netns}"))
 
