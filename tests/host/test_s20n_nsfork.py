@@ -79,13 +79,16 @@ def test_falls_back_to_ip_netns_exec_when_setns_is_refused(
     assert isinstance(helper_of(host), subprocess.Popen)  # ip netns exec took over
 
 
-def test_not_forked_where_ip_netns_exec_would_bind_etc(
+def test_files_of_etc_netns_are_bound_over_etc_as_ip_netns_exec_does(
         ns: Netns, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / ns.name).mkdir()  # /etc/netns/NS: files ip netns exec bind-mounts on /etc
+    (tmp_path / ns.name / "hosts").write_text("10.9.9.9 s20n-only\n")
     monkeypatch.setattr(nsfork, "NETNS_ETC_DIR", str(tmp_path))
+    before, etc_hosts = mounts(), Path("/etc/hosts").read_text()
     host = Host.live(ns.name, read_only=True)
-    assert isinstance(helper_of(host), subprocess.Popen)
-    assert sorted(host.listdir("/sys/class/net")) == ["dkv0", "dkv1", "lo"]
+    assert host.query(["cat", "/etc/hosts"]).stdout == "10.9.9.9 s20n-only\n"
+    assert isinstance(helper_of(host), nsfork.ForkedChild)
+    assert Path("/etc/hosts").read_text() == etc_hosts and mounts() == before
 
 
 def test_the_child_dies_with_its_parent(ns: Netns) -> None:

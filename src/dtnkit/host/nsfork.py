@@ -9,6 +9,8 @@ instead; the child does what ``ip netns exec`` does before it runs its command:
    reaches the parent's mount table);
 3. detaches ``/sys`` and mounts a fresh sysfs there (read-only when ``/sys`` was), so
    ``/sys/class/net`` lists the namespace's devices;
+4. bind-mounts each file of ``/etc/netns/NS`` over its namesake in ``/etc`` (the lab's
+   ``hosts`` and ``resolv.conf``);
 
 then it runs the given Python code (a loop on stdin/stdout, see ``host._NS_HELPER``) and
 exits with ``os._exit`` (no atexit handler, no flush of the parent's buffers).  It keeps
@@ -16,8 +18,7 @@ only its two pipe ends and /dev/null as stderr (every other descriptor the paren
 closed first), dies with its parent (``PR_SET_PDEATHSIG``), and ends when its stdin closes.
 
 The child tells the parent its set-up worked with one byte (``READY``) before it serves;
-anything else (a refused step, a kernel without ``setns``, ``/etc/netns/NS`` files, which
-``ip netns exec`` would bind-mount and this does not) means the caller falls back to
+anything else (a refused step, a kernel without ``setns``) means the caller falls back to
 ``ip netns exec``.
 """
 
@@ -37,6 +38,7 @@ _CLONE_NEWNET = 0x40000000
 _MS_RDONLY = 1
 _MS_REC = 0x4000
 _MS_SLAVE = 1 << 19
+_MS_BIND = 0x1000
 _MNT_DETACH = 2
 _PR_SET_PDEATHSIG = 1
 _SIGKILL = 9
@@ -104,8 +106,7 @@ def usable(netns: str) -> bool:
     """Whether a forked child can stand in for ``ip netns exec NETNS`` here."""
     return (sys.platform == "linux" and os.geteuid() == 0
             and "/" not in netns and netns not in ("", ".", "..")  # a name, not a path
-            and os.path.exists(f"{NETNS_RUN_DIR}/{netns}")
-            and not os.path.exists(f"{NETNS_ETC_DIR}/{netns}"))
+            and os.path.exists(f"{NETNS_RUN_DIR}/{netns}"))
 
 
 def fork_in_netns(netns: str, code: str) -> ForkedChild | None:
@@ -247,3 +248,8 @@ def _enter(netns: str | None, parent: int) -> None:
             if os.statvfs("/sys").f_flag & os.ST_RDONLY:
                 flags = _MS_RDONLY
     check(libc.mount(netns.encode(), b"/sys", b"sysfs", flags, None), "mount sysfs")
+    etc = f"{NETNS_ETC_DIR}/{netns}"
+    if os.path.isdir(etc):  # each file there over /etc's own (a failed bind: as ip, not fatal)
+        for name in sorted(os.listdir(etc)):
+            libc.mount(f"{etc}/{name}".encode(), f"/etc/{name}".encode(), b"none", _MS_BIND,
+                       None)
