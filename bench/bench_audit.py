@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Wall time of `dtnkit tune audit`, as an admin runs it, against baselines in the same run.
 
-    .venv/bin/python bench/bench_audit.py [--runs 15] [--fasterdata PATH]
+    .venv/bin/python bench/bench_audit.py [--runs 15] [--fasterdata PATH] [--before REV]
 
 Cases (each a fresh process, as from a shell or Ansible), interleaved: each run goes through
 every case once, so a burst of load on the machine hits all cases alike:
@@ -17,6 +17,10 @@ every case once, so a burst of load on the machine hits all cases alike:
                      not shipped with dtnkit: give its path with --fasterdata; row skipped
                      when absent; its log goes to a temporary directory).  Its text audit:
                      its --json audit takes 30-40 s here, which would flatter dtnkit.
+  audit (all) @REV   with --before REV: the all-groups audit of the package as it was at git
+                     revision REV (its `src` from `git archive`, first on PYTHONPATH), run by
+                     the same console script in the same rounds: a before/after pair that saw
+                     the same load (and the namespace audit of REV, when root)
 
 Prints the median, min and max of --runs runs (after one warm-up run that also writes the
 bytecode cache, as an installed package has), the ratio of each median to python startup, and
@@ -64,12 +68,29 @@ def timed_once(argv: Sequence[str], env: dict[str, str]) -> float:
     return took
 
 
+def before_tree(rev: str, work: Path) -> dict[str, str]:
+    """The environment that runs dtnkit as it was at *rev* (its src first on the path)."""
+    tree = work / f"src-{rev}"
+    tree.mkdir()
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "src"],
+                             capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+    env = {**ENV, "PYTHONPATH": str(tree / "src")}
+    where = subprocess.run([sys.executable, "-c", "import dtnkit; print(dtnkit.__file__)"],
+                           capture_output=True, text=True, check=True, env=env).stdout
+    if not where.startswith(str(tree)):
+        raise SystemExit(f"dtnkit at {rev} is not the one imported: {where}")
+    return env
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--fasterdata", type=Path, default=None,
                         help="path of fasterdata-tuning.sh (osg-htc/networking)")
+    parser.add_argument("--before", metavar="REV", default=None,
+                        help="also run the host audit with the package at git revision REV")
     parser.add_argument("--netns-prefix", default="dkbench",
                         help="start of the name of the namespace the bench makes")
     args = parser.parse_args()
@@ -96,6 +117,14 @@ def main() -> int:
         cases.append(("audit (netns, veth)", [*DTNKIT, "tune", "audit", "--netns", ns,
                                               "--format", "json"]))
     envs = {name: ENV for name, _ in cases}
+    if args.before:
+        before = f"audit (all) @{args.before[:7]}"
+        cases.insert(3, (before, cases[2][1]))
+        envs[before] = before_tree(args.before, Path(logs.name))
+        if ns:  # the namespace audit of REV too, right after this one's
+            ns_before = f"audit (netns) @{args.before[:7]}"
+            cases.append((ns_before, cases[-1][1]))
+            envs[ns_before] = envs[before]
     if args.fasterdata and args.fasterdata.is_file():
         cases.append(("fasterdata audit", ["bash", str(args.fasterdata), "--mode", "audit",
                                            "--target", "dtn", "--nocolor"]))
@@ -131,6 +160,16 @@ def main() -> int:
               "(target <= 1.2)")
     if "fasterdata audit" in medians:
         print(f"host audit / fasterdata-tuning.sh audit: {host / medians['fasterdata audit']:.2f}")
+    if args.before:
+        then = medians[f"audit (all) @{args.before[:7]}"]
+        print(f"host audit / the same at {args.before[:7]}: {host / then:.2f}")
+        if "fasterdata audit" in medians:
+            print(f"host audit at {args.before[:7]} / fasterdata-tuning.sh audit: "
+                  f"{then / medians['fasterdata audit']:.2f}")
+        ns_then = medians.get(f"audit (netns) @{args.before[:7]}")
+        if ns_then is not None:
+            print(f"netns audit at {args.before[:7]} / host audit at {args.before[:7]}: "
+                  f"{ns_then / then:.2f}")
     return 0
 
 

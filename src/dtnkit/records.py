@@ -11,7 +11,8 @@ hash as the tuple of their fields, print as ``Name(field=value, ...)``, and refu
 assignment with :class:`dataclasses.FrozenInstanceError`; ``__match_args__`` is set.  Type
 checkers see a frozen dataclass (``dataclass_transform``).  Not supported (use a dataclass):
 ``field(...)``, ``__post_init__``, ``dataclasses.replace``/``asdict``/``fields``,
-inheritance between records.
+inheritance between records.  :func:`mutable_record` is the same for a class whose fields are
+assigned after construction (``@dataclass`` without ``frozen``).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def _init(self: Any, *args: Any, **kwargs: Any) -> None:
             raise TypeError(f"{cls.__name__}() got multiple values for argument {key!r}")
         values[key] = value
     defaults: dict[str, Any] = cls.__record_defaults__
-    state = self.__dict__
+    state = self.__dict__  # (a mutable record's __setattr__ would do; this is quicker)
     for name in names:
         value = values.get(name, _MISSING)
         if value is _MISSING:
@@ -83,6 +84,18 @@ def _delattr(self: Any, name: str) -> None:
 @dataclass_transform(frozen_default=True)
 def record(cls: C) -> C:
     """Make ``cls`` (annotated fields, plain defaults) a frozen record (see the module)."""
+    return _make(cls, frozen=True)
+
+
+@dataclass_transform()
+def mutable_record(cls: C) -> C:
+    """A record whose fields may be assigned, as ``@dataclass`` (not frozen) makes it: the
+    same constructor, equality and repr; not hashable (``__hash__`` is None).  A default is
+    one object shared by every instance: give a list or dict field no default."""
+    return _make(cls, frozen=False)
+
+
+def _make(cls: C, *, frozen: bool) -> C:
     annotations = inspect.get_annotations(cls)
     names = tuple(name for name, kind in annotations.items()
                   if not str(kind).startswith(("ClassVar", "typing.ClassVar")))
@@ -96,9 +109,13 @@ def record(cls: C) -> C:
     for name in ("__init__", "__eq__", "__hash__", "__repr__", "__setattr__", "__delattr__"):
         if name in cls.__dict__ and name != "__hash__":
             raise TypeError(f"{cls.__name__} defines {name}: make it a dataclass")
-    for name, method in (("__init__", _init), ("__eq__", _eq), ("__hash__", _hash),
-                         ("__repr__", _repr), ("__setattr__", _setattr),
-                         ("__delattr__", _delattr)):
+    methods: tuple[tuple[str, Any], ...] = (("__init__", _init), ("__eq__", _eq),
+                                            ("__repr__", _repr))
+    if frozen:
+        methods += (("__hash__", _hash), ("__setattr__", _setattr), ("__delattr__", _delattr))
+    else:
+        methods += (("__hash__", None),)
+    for name, method in methods:
         type.__setattr__(cls, name, method)
     type.__setattr__(cls, "__match_args__", names)
     type.__setattr__(cls, "__record_defaults__", defaults)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -90,6 +89,9 @@ def make_host(netns: str | None, tree: Path | None, *, read_only: bool = False) 
         if not Path("/run/netns", netns).exists():
             raise BadInput(f"no network namespace {netns!r}", "it is not in /run/netns",
                            "see `ip netns list`")
+        from dtnkit.host.sysctl_scope import PROBE
+
+        PROBE.warm()  # the sysctl scope probe's child starts beside the namespace's helper
     return Host.live(netns, read_only=read_only)
 
 
@@ -119,6 +121,8 @@ def restore_hint(baseline: str | None, netns: str | None, tree: Path | None,
                  state_dir: Path) -> str:
     """The restore command for ``baseline`` that acts on the same target and state dir as the
     run that printed it, so it can be pasted as is."""
+    import shlex  # here: an audit prints no restore hint
+
     argv = ["dtnkit", "tune", "restore"] + ([baseline] if baseline else [])
     if netns:
         argv += ["--netns", netns]

@@ -88,9 +88,24 @@ def _kernel_links(host: Host) -> tuple[list[NlLink], dict[str, bytes]] | None:
     if dumps is None:
         return None
     try:
-        return parse_links(dumps["link"]), dumps
+        return _parsed_links(dumps["link"]), dumps
     except ParseError:
         return None
+
+
+#: the last link dump parsed and its links: a dump is the same bytes object until the Host
+#: reads again (after a write or refresh), and an audit asks for the links a dozen times
+_LAST_LINKS: list[tuple[bytes, list[NlLink]]] = []
+
+
+def _parsed_links(data: bytes) -> list[NlLink]:
+    """``parse_links(data)``, parsed once per dump (the list is shared: do not change it)."""
+    last = _LAST_LINKS[:1]
+    if last and last[0][0] is data:
+        return last[0][1]
+    links = parse_links(data)
+    _LAST_LINKS[:] = [(data, links)]  # holds ``data``, so its id is not reused meanwhile
+    return links
 
 
 def kernel_qdiscs(host: Host, dev: str) -> list[Qdisc] | None:
@@ -478,8 +493,12 @@ class KernelCaps:
     cc_modules: tuple[str, ...] = ()  # built as modules, not loaded yet: a write loads them
 
 
+#: the strings of the kernel config lines kernel_caps reads
+_CAPS_CONFIG = ("CONFIG_NET_SCH_", "CONFIG_MODULES", "CONFIG_TCP_CONG_")
+
+
 def kernel_caps(host: Host) -> KernelCaps:
-    config = host.kernel_config()
+    config = host.kernel_config(only=_CAPS_CONFIG)
     qdiscs: dict[str, bool | None] = {}
     evidence = "no kernel config found (/proc/config.gz, /boot/config-*)"
     for kind, symbol in (("fq", "CONFIG_NET_SCH_FQ"), ("fq_codel", "CONFIG_NET_SCH_FQ_CODEL"),

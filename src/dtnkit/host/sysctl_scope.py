@@ -32,11 +32,13 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from dtnkit.host.runner import Runner, SubprocessRunner
+from dtnkit.host import nsfork
+from dtnkit.host.runner import Result, Runner, SubprocessRunner
 
 NET_PREFIX = "net."
 
@@ -162,6 +164,15 @@ class ScopeProbe:
         self.proc_sys = proc_sys
         self.cache: dict[str, SysctlScope] = {}
         self.probes = 0  # probe processes run (tests check the batching)
+        self.early: nsfork.ForkedChild | None = None  # see warm()
+
+    def warm(self) -> None:
+        """Fork the next probe's child now (into its new namespace, then waiting for its
+        script), so its start overlaps with the caller's work (the plain runner only)."""
+        if self.early is None and type(self.runner) is SubprocessRunner:
+            self.early = nsfork.fork_new_netns()
+            if self.early is not None:
+                weakref.finalize(self, nsfork.ForkedChild.close, self.early)
 
     def _host_path(self, name: str) -> Path:
         return self.proc_sys / name.replace(".", "/")
@@ -199,8 +210,7 @@ class ScopeProbe:
             cands = {n: _candidates(n, before[n], cc) if n.startswith(NET_PREFIX) else []
                      for n in names}
             self.probes += 1
-            res = self.runner.run(["unshare", "--net", "--", sys.executable, "-I", "-S", "-c",
-                                   _script(names, host_ino, cands)])
+            res = self._run(_script(names, host_ino, cands))
             after = {n: self._host_value(n) for n in names}
         finally:
             for fd in fds.values():
@@ -212,6 +222,19 @@ class ScopeProbe:
         facts = _facts(names, host_ino, cands, res.stdout)
         return {n: self._verdict(n, facts[n], before[n], after[n], host_ino[n])
                 for n in names}
+
+    def _run(self, script: str) -> Result:
+        """The probe's output: from a fork of this process in a new namespace (the plain
+        runner), else (or when that fails) from ``unshare --net python`` by the runner."""
+        argv = ["unshare", "--net", "--", sys.executable, "-I", "-S", "-c", script]
+        if type(self.runner) is SubprocessRunner:
+            early, self.early = self.early, None
+            out = nsfork.run_in_new_netns(script, early)
+            if out is None and early is not None:  # the early child failed: a fresh one
+                out = nsfork.run_in_new_netns(script)
+            if out is not None:
+                return Result(tuple(argv), 0, out, "")
+        return self.runner.run(argv)
 
     def _verdict(self, name: str, fact: dict[str, object], before: str | None,
                  after: str | None, host_ino: int | None) -> SysctlScope:

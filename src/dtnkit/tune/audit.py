@@ -18,6 +18,7 @@ from dtnkit.errors import BadInput
 from dtnkit.host import facts
 from dtnkit.host.facts import Interface, Unavailable
 from dtnkit.host.host import Host
+from dtnkit.records import mutable_record
 from dtnkit.tune.checks import check_for_key
 from dtnkit.tune.context import Context, Decision, NoWant
 from dtnkit.tune.kinds.base import Scope, Tunable
@@ -31,8 +32,10 @@ AUDIT_SCHEMA = "dtnkit.audit/1"
 STATUSES = ("ok", "differs", "unsupported", "unknown", "host-scope")
 
 
-@dataclass
+@mutable_record  # a dataclass's methods cost ~5 M instructions at import
 class Finding:
+    """One audited item: its current and recommended values, status and why."""
+
     group: str
     key: str
     label: str
@@ -49,7 +52,7 @@ class Finding:
     mode: str
     target: Any = None  # what apply would write (raise-only keeps larger parts)
     give: str = ""  # for "unknown": the option that would decide it (e.g. "--speed")
-    tunable: Tunable | None = field(default=None, repr=False)
+    tunable: Tunable | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -62,6 +65,8 @@ class Finding:
 
 @dataclass
 class Audit:
+    """An audit's findings, with the profile and context they were judged by."""
+
     host_label: str
     profile: Profile
     ctx: Context

@@ -56,6 +56,8 @@ class Decision:
 
 @dataclass
 class Context:
+    """What a recommendation depends on: profile, RTT, environment, kernel, interfaces."""
+
     profile: Profile
     rtt_ms: float
     env: Environment

@@ -248,22 +248,22 @@ class Feature:
     requested: bool | None = None
 
 
-_FEATURE_RE = re.compile(
-    r"^(?P<name>[^\s:][^:]*):\s+(?P<state>on|off)(?P<notes>(?:\s*\[[^\]]*\])*)\s*$"
-)
-_NOTE_RE = re.compile(r"\[([^\]]*)\]")
+# The text parsers' patterns are compiled at their first use (re caches them), not at import:
+# a live audit reads ethtool from the kernel and never parses its text (~3 M instructions).
+_FEATURE = r"^(?P<name>[^\s:][^:]*):\s+(?P<state>on|off)(?P<notes>(?:\s*\[[^\]]*\])*)\s*$"
+_NOTE = r"\[([^\]]*)\]"
 
 
 def _parse_feature_line(
     line: str, lineno: int, source: str, *, plain_is_requested: bool
 ) -> Feature:
-    match = _FEATURE_RE.match(line.strip())
+    match = re.match(_FEATURE, line.strip())
     if match is None:
         raise error_at(source, "expected 'feature: on|off [note]'", lineno, line)
     on = match["state"] == "on"
     fixed = False
     requested: bool | None = on if plain_is_requested else None
-    for note in _NOTE_RE.findall(match["notes"]):
+    for note in re.findall(_NOTE, match["notes"]):
         note = note.strip()
         if note == "fixed":
             fixed = True
@@ -369,7 +369,7 @@ class Coalesce:
     values: dict[str, int | str]
 
 
-_RX_TX_PAIR_RE = re.compile(r"^(?P<label>Adaptive|CQE mode) RX:\s*(?P<rx>\S+)\s+TX:\s*(?P<tx>\S+)$")
+_RX_TX_PAIR = r"^(?P<label>Adaptive|CQE mode) RX:\s*(?P<rx>\S+)\s+TX:\s*(?P<tx>\S+)$"
 
 
 def parse_ethtool_coalesce_text(text: str) -> Coalesce:
@@ -387,7 +387,7 @@ def parse_ethtool_coalesce_text(text: str) -> Coalesce:
         if stripped.startswith("Coalesce parameters for ") and stripped.endswith(":"):
             recognized = True
             continue
-        pair = _RX_TX_PAIR_RE.match(stripped)
+        pair = re.match(_RX_TX_PAIR, stripped)
         if pair is not None:
             if pair["label"] == "Adaptive":
                 adaptive_rx = _on_off_na(pair["rx"], source, lineno, line)
@@ -521,14 +521,14 @@ def parse_ethtool_driver(text: str) -> dict[str, str]:
     return info
 
 
-_SPEED_RE = re.compile(r"^\s*Speed:\s*(?P<value>.*?)\s*$", re.MULTILINE)
+_SPEED = r"^\s*Speed:\s*(?P<value>.*?)\s*$"
 
 
 def parse_ethtool_speed(text: str) -> int | None:
     """Link speed in Mbit/s from ``ethtool IF``; ``None`` for ``Unknown!`` or no Speed row."""
     source = "ethtool"
     require_text(text, source)
-    match = _SPEED_RE.search(text)
+    match = re.search(_SPEED, text, re.MULTILINE)
     if match is None:
         return None
     value = match["value"]

@@ -1,0 +1,233 @@
+"""What keeps `dtnkit tune audit` quick to start, checked without timing anything.
+
+The host audit's wall time is measured by bench/bench_audit.py (docs/benchmarks.md); here: the
+modules and dataclasses a live audit loads (a fresh process, as a site runs it), and that each
+shortcut gives what the long way gave (links parsed once per rtnetlink dump, the kernel config's
+lines kernel_caps reads, the irqbalance scan, mutable records against dataclasses).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.conftest import sh
+
+from dtnkit.host import facts
+from dtnkit.host.host import Host, parse_kernel_config
+from dtnkit.records import mutable_record
+
+# ---- what a live host audit loads ----------------------------------------------------------
+
+#: modules a live host audit with --format json never needs (each cost start-up before)
+NOT_LOADED = (
+    "subprocess", "selectors", "signal", "shlex", "shutil", "gzip", "tomllib", "rich",
+    "dtnkit.tune.apply", "dtnkit.tune.snapshot", "dtnkit.host.replay",
+    "dtnkit.host.sysctl_scope", "dtnkit.cli.render",
+)
+#: the only dataclasses left on its path (each compiles its methods at import: ~3-5 M
+#: instructions); a new one there belongs in dtnkit.records (record / mutable_record)
+DATACLASSES = {"Audit", "Context", "Environment", "Host", "Profile"}
+
+_PROBE = r"""
+import atexit, json, sys
+out = sys.argv[1]
+def dump():
+    classes = sorted({v.__name__ for m in list(sys.modules.values())
+                      if getattr(m, "__name__", "").startswith("dtnkit")
+                      for v in list(vars(m).values())
+                      if isinstance(v, type) and "__dataclass_fields__" in vars(v)
+                      and v.__module__ == m.__name__})
+    with open(out, "w") as fh:
+        json.dump({"modules": sorted(sys.modules), "dataclasses": classes}, fh)
+atexit.register(dump)
+sys.argv = ["dtnkit", "tune", "audit", "--format", "json"]
+from dtnkit.cli.main import entry
+entry()
+"""
+
+
+@pytest.fixture(scope="module")
+def loaded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    out = tmp_path_factory.mktemp("s20a") / "loaded.json"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run([sys.executable, "-c", _PROBE, str(out)], capture_output=True,
+                          text=True, check=False, env=env, timeout=60)
+    assert proc.returncode in (0, 3), proc.stderr
+    json.loads(proc.stdout)  # the audit ran and printed its document
+    doc: dict[str, Any] = json.loads(out.read_text())
+    return doc
+
+
+@pytest.mark.needs_root
+@pytest.mark.needs_ethtool
+@pytest.mark.parametrize("module", NOT_LOADED)
+def test_live_audit_does_not_load(loaded: dict[str, Any], module: str) -> None:
+    assert not any(m == module or m.startswith(module + ".") for m in loaded["modules"])
+
+
+@pytest.mark.needs_root
+@pytest.mark.needs_ethtool
+def test_live_audit_builds_few_dataclasses(loaded: dict[str, Any]) -> None:
+    assert set(loaded["dataclasses"]) <= DATACLASSES
+
+
+# ---- links: parsed once per dump -----------------------------------------------------------
+
+@pytest.fixture
+def ns() -> Iterator[str]:
+    name = f"s20a{uuid.uuid4().hex[:8]}"
+    sh("ip", "netns", "add", name)
+    try:
+        sh("ip", "-n", name, "link", "add", "s20v0", "type", "veth", "peer", "name", "s20v1")
+        yield name
+    finally:
+        sh("ip", "netns", "del", name, check=False)
+
+
+@pytest.mark.needs_root
+@pytest.mark.needs_netns
+def test_links_parsed_once_per_dump_and_again_after_a_refresh(
+        ns: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    parsed: list[bytes] = []
+    real = facts.parse_links
+
+    def counting(data: bytes) -> Any:
+        parsed.append(data)
+        return real(data)
+
+    monkeypatch.setattr(facts, "parse_links", counting)
+    host = Host.live(ns, read_only=True)
+    first = facts.interfaces(host)
+    assert facts.default_routes(host, "-4") == []
+    assert facts.interfaces(host) == first
+    assert len(parsed) == 1  # three reads of the links, one parse
+    assert set(first) == {"lo", "s20v0", "s20v1"}
+    sh("ip", "-n", ns, "link", "add", "s20d0", "type", "veth", "peer", "name", "s20d1")
+    host.refresh()  # a new dump: parsed again, and what changed is seen
+    assert set(facts.interfaces(host)) == {"lo", "s20v0", "s20v1", "s20d0", "s20d1"}
+    assert len(parsed) == 2
+
+
+# ---- kernel config: the lines kernel_caps reads --------------------------------------------
+
+NEEDLES = ("CONFIG_NET_SCH_", "CONFIG_MODULES", "CONFIG_TCP_CONG_")
+CRAFTED = "\n".join([
+    "#", "# Automatically generated file; DO NOT EDIT.", "CONFIG_MODULES=y",
+    "CONFIG_NET_SCH_FQ=m", "# CONFIG_NET_SCH_FQ is not set", "CONFIG_NET_SCH_FQ=y",
+    "# CONFIG_NET_SCH_TBF   is not set", "#  CONFIG_NET_SCH_HTB is not set",
+    "# CONFIG_NET_SCH_NETEM is not set, really", "CONFIG_NET_SCH_CAKE",
+    "CONFIG_TCP_CONG_BBR=m", "CONFIG_TCP_CONG_CUBIC=y", "CONFIG_DEFAULT_TCP_CONG=\"cubic\"",
+    "CONFIG_OTHER=\"CONFIG_NET_SCH_FQ_CODEL=y\"", "CONFIG_TCP_CONG_BBR=x=m",
+    "# CONFIG_TCP_CONG_VEGAS is not set", "CONFIG_NET_SCH_FQ_CODEL=",
+])
+
+
+def _tree(tmp_path: Path, text: str, *, gz: bool) -> Host:
+    if gz:
+        (tmp_path / "proc").mkdir(parents=True)
+        (tmp_path / "proc/config.gz").write_bytes(gzip.compress(text.encode()))
+    else:
+        (tmp_path / "proc/sys/kernel").mkdir(parents=True)
+        (tmp_path / "proc/sys/kernel/osrelease").write_text("6.1.0-test\n")
+        (tmp_path / "boot").mkdir()
+        (tmp_path / "boot/config-6.1.0-test").write_text(text)
+    return Host.from_tree(tmp_path, read_only=True)
+
+
+def assert_subset_agrees(host: Host) -> None:
+    whole = host.kernel_config()
+    only = host.kernel_config(only=NEEDLES)
+    assert whole is not None and only is not None
+    assert {k: whole[k] for k in only} == only  # the values the whole parse gives
+    assert {k for k in whole if any(n in k for n in NEEDLES)} <= set(only)  # every symbol
+
+
+@pytest.mark.parametrize("text", [CRAFTED, CRAFTED + "\n", "\n\n" + CRAFTED,
+                                  CRAFTED.replace("\n", "\r\n"),
+                                  CRAFTED.replace("CONFIG_MODULES=y", "CONFIG_MODULES=y\x0c")],
+                         ids=["plain", "newline-end", "blank-start", "crlf", "formfeed"])
+@pytest.mark.parametrize("gz", [True, False], ids=["config.gz", "boot"])
+def test_kernel_config_only_agrees_with_the_whole_parse(tmp_path: Path, text: str,
+                                                        gz: bool) -> None:
+    assert_subset_agrees(_tree(tmp_path, text, gz=gz))
+
+
+def test_kernel_config_only_keeps_the_last_of_a_symbol(tmp_path: Path) -> None:
+    only = _tree(tmp_path, CRAFTED, gz=True).kernel_config(only=NEEDLES)
+    assert only is not None
+    assert only["CONFIG_NET_SCH_FQ"] == "y" and only["CONFIG_TCP_CONG_BBR"] == "x=m"
+    assert only["CONFIG_NET_SCH_TBF"] == "n" and "CONFIG_NET_SCH_CAKE" not in only
+    assert "CONFIG_NET_SCH_NETEM" not in only and "CONFIG_NET_SCH_HTB" not in only
+
+
+@pytest.mark.skipif(not Path("/proc/config.gz").exists(), reason="no /proc/config.gz here")
+def test_kernel_config_only_agrees_on_this_kernel() -> None:
+    assert_subset_agrees(Host.live(read_only=True))
+
+
+def test_parse_kernel_config_is_the_line_loop() -> None:
+    assert parse_kernel_config(CRAFTED.splitlines())["CONFIG_NET_SCH_FQ_CODEL"] == ""
+    assert parse_kernel_config(["# CONFIG_A is not set", "CONFIG_A=y"]) == {"CONFIG_A": "y"}
+
+
+# ---- irqbalance: the /proc scan ------------------------------------------------------------
+
+def test_process_running_finds_a_process_by_its_name(tmp_path: Path) -> None:
+    comm = f"s20a{uuid.uuid4().hex[:8]}"  # a name no other process has (comm: 15 at most)
+    program = tmp_path / comm  # a script's process is named after the script
+    program.write_text("#!/bin/sh\necho started\nread line\n")
+    program.chmod(0o755)
+    host = Host.live(read_only=True)
+    assert host.process_running(comm) is False
+    proc = subprocess.Popen([str(program)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "started\n"
+        assert host.process_running(comm) is True
+        assert host.process_running(comm[:-1]) is False  # the whole name, as pgrep -x
+    finally:
+        proc.communicate("\n", timeout=10)  # its read ends, it exits
+    assert host.process_running(comm) is False
+
+
+# ---- mutable_record: what @dataclass gave --------------------------------------------------
+
+@mutable_record
+class Rec:
+    a: int
+    b: str = "x"
+    c: Any = None
+
+
+@dataclasses.dataclass
+class Dc:
+    a: int
+    b: str = "x"
+    c: Any = None
+
+
+def test_mutable_record_behaves_as_a_dataclass() -> None:
+    for cls in (Rec, Dc):
+        one, two = cls(1), cls(1, b="x")
+        assert one == two and one != cls(2) and (one == 1) is False
+        one.b = "y"  # assignable
+        assert one != two and one.b == "y"
+        assert repr(cls(1, "z", [2])) == f"{cls.__name__}(a=1, b='z', c=[2])"
+        with pytest.raises(TypeError):
+            hash(two)
+        with pytest.raises(TypeError):
+            cls()  # type: ignore[call-arg]
+        with pytest.raises(TypeError):
+            cls(1, nosuch=2)  # type: ignore[call-arg]
+    assert Rec.__match_args__ == Dc.__match_args__
+    assert Rec(1) != Dc(1)  # another class
