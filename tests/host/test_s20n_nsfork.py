@@ -202,3 +202,25 @@ def test_files_the_batch_did_not_read_come_from_the_helper_not_a_cat(ns: Netns) 
 @pytest.mark.parametrize("name", ["", ".", "..", "../../proc/1/ns/net", "a/b"])
 def test_only_a_plain_name_under_run_netns_is_forked_into(name: str) -> None:
     assert not nsfork.usable(name)
+
+
+def test_a_threaded_process_starts_ip_netns_exec_instead_of_forking(ns: Netns) -> None:
+    """A fork copies the locks other threads hold (the import lock, a logging handler's): in
+    a process with another thread running (the exporter's server) the helper is a new
+    process, never a fork, and reads the same."""
+    import threading
+
+    ns.set_sysctl("net.core.somaxconn", "1236")
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait, daemon=True)
+    other.start()
+    try:
+        assert nsfork.fork_in_netns(ns.name, "pass") is None
+        assert nsfork.fork_new_netns() is None
+        host = Host.live(ns.name, read_only=True)
+        assert isinstance(helper_of(host), subprocess.Popen)
+        assert host.read("/proc/sys/net/core/somaxconn") == "1236\n"
+    finally:
+        stop.set()
+        other.join()
+    assert nsfork.usable(ns.name)

@@ -157,7 +157,17 @@ def run_in_new_netns(code: str, child: ForkedChild | None = None) -> str | None:
     return out.decode(errors="replace")
 
 
+def _threaded() -> bool:
+    """Whether another Python thread runs here (an exporter's server, a read-ahead pool): a
+    fork then copies locks other threads may hold (the import lock, a logging handler's), and
+    the child could hang on one, so the callers fall back to starting a new process."""
+    threading = sys.modules.get("threading")  # not imported: no Python thread was started
+    return threading is not None and threading.active_count() > 1
+
+
 def _fork(code: str | None, netns: str | None) -> ForkedChild | None:
+    if _threaded():
+        return None
     parent = os.getpid()
     (in_r, in_w), (out_r, out_w) = os.pipe(), os.pipe()
     try:
