@@ -4,32 +4,23 @@ same answers as reading each file on its own."""
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.support.runners import CountingRunner
 
 from conftest import Netns
 from dtnkit.host import nsfork
 from dtnkit.host.host import Host
-from dtnkit.host.runner import Result, SubprocessRunner
+from dtnkit.host.runner import SubprocessRunner
 from dtnkit.tune.audit import run_audit
 from dtnkit.tune.profile import load_profile
 
 pytestmark = [pytest.mark.needs_root, pytest.mark.needs_netns]
 
 
-class CountingRunner(SubprocessRunner):
-    """Real commands, each one recorded."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.calls: list[tuple[str, ...]] = []
-
-    def run(self, argv: Sequence[str], *, stdin: str | None = None) -> Result:
-        self.calls.append(tuple(argv))
-        return super().run(argv, stdin=stdin)
 
 
 @pytest.fixture

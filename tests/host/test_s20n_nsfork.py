@@ -9,15 +9,15 @@ import os
 import select
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.support.runners import CountingRunner
 
 from conftest import Netns
 from dtnkit.host import nsfork
 from dtnkit.host.host import Host
-from dtnkit.host.runner import Result, SubprocessRunner
 from dtnkit.host.sysctl_scope import ScopeProbe, sysctl_file
 
 pytestmark = [pytest.mark.needs_root, pytest.mark.needs_netns]
@@ -115,16 +115,6 @@ PROBED = ["net.ipv4.tcp_rmem", "net.ipv4.tcp_congestion_control", "net.core.rmem
           "net.core.netdev_max_backlog", "kernel.core_pattern", "vm.swappiness"]
 
 
-class Counting(SubprocessRunner):
-    """The plain runner, each command recorded (a runner of its own: no forked probe)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.calls: list[tuple[str, ...]] = []
-
-    def run(self, argv: Sequence[str], *, stdin: str | None = None) -> Result:
-        self.calls.append(tuple(argv))
-        return super().run(argv, stdin=stdin)
 
 
 def recording(monkeypatch: pytest.MonkeyPatch) -> list[str | None]:
@@ -150,7 +140,7 @@ def test_the_forked_scope_probe_answers_as_unshare_does(
     forked = recording(monkeypatch)
     by_fork = verdicts(ScopeProbe())
     assert len(forked) == 1 and forked[0] is not None and forked[0].startswith("P ")
-    counting = Counting()
+    counting = CountingRunner()
     by_unshare = verdicts(ScopeProbe(runner=counting))
     assert [c[:2] for c in counting.calls] == [("unshare", "--net")]
     assert by_fork == by_unshare
@@ -160,7 +150,7 @@ def test_the_forked_scope_probe_answers_as_unshare_does(
 
 def test_the_scope_probe_falls_back_to_unshare_when_the_fork_cannot(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    expected = verdicts(ScopeProbe(runner=Counting()))
+    expected = verdicts(ScopeProbe(runner=CountingRunner()))
     monkeypatch.setattr(nsfork, "_CLONE_NEWNET", 1)  # unshare(2) refuses it: EINVAL
     forked = recording(monkeypatch)
     assert verdicts(ScopeProbe()) == expected
@@ -168,7 +158,7 @@ def test_the_scope_probe_falls_back_to_unshare_when_the_fork_cannot(
 
 
 def test_the_scope_probes_early_child_answers_as_unshare_does() -> None:
-    expected = verdicts(ScopeProbe(runner=Counting()))
+    expected = verdicts(ScopeProbe(runner=CountingRunner()))
     probe = ScopeProbe()
     probe.warm()
     early = probe.early

@@ -131,18 +131,21 @@ def drvinfo(dev, request):
 """
 _BATCH_FUNC = _RTNL_FUNC + r"""
 import os, sys
+def read_into(out, path):
+    # one file's text (None: unreadable) and whether it is writable, into a reply
+    try:
+        with open(path, "rb") as fh:
+            out["files"][path] = fh.read().decode(errors="replace")
+    except OSError:
+        out["files"][path] = None
+    if os.access(path, os.W_OK):
+        out["writable"].append(path)
 def batch(dirs, extra, dumps=(), names=None):
     # names: when given, only files of these names are read (the rest on request: read_files)
     out = {"dirs": {}, "files": {}, "exists": {}, "writable": []}
     out["rtnl"] = rtnl(dumps, 5.0) if dumps else None
     def read(path):
-        try:
-            with open(path, "rb") as fh:
-                out["files"][path] = fh.read().decode(errors="replace")
-        except OSError:
-            out["files"][path] = None
-        if os.access(path, os.W_OK):
-            out["writable"].append(path)
+        read_into(out, path)
     def walk(d):
         try:
             listed = sorted(os.listdir(d))
@@ -167,13 +170,7 @@ def read_files(paths):
     # the files of `paths` (a batch's files and writable, nothing listed)
     out = {"files": {}, "writable": []}
     for path in paths:
-        try:
-            with open(path, "rb") as fh:
-                out["files"][path] = fh.read().decode(errors="replace")
-        except OSError:
-            out["files"][path] = None
-        if os.access(path, os.W_OK):
-            out["writable"].append(path)
+        read_into(out, path)
     return out
 """
 # The same read in a process of its own (when the helper cannot be used).
