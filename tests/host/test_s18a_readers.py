@@ -13,24 +13,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from tests.support.runners import CountingRunner
 
 from dtnkit.host.facts import Unavailable
 from dtnkit.host.host import Host
 from dtnkit.host.runner import Result, SubprocessRunner
 from dtnkit.tune.checks import IrqbalanceCheck
 from dtnkit.tune.kinds.tuned import TunedTunable
-
-
-class Recording(SubprocessRunner):
-    """Runs commands for real and remembers them."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.seen: list[tuple[str, ...]] = []
-
-    def run(self, argv: Sequence[str], *, stdin: str | None = None) -> Result:
-        self.seen.append(tuple(argv))
-        return super().run(argv, stdin=stdin)
 
 
 def pgrep(name: str) -> bool:
@@ -75,28 +64,28 @@ def test_irqbalance_check_starts_no_process_on_a_live_host(
     assert IrqbalanceCheck().read(host) == ("running" if running else "stopped")
     assert seen == []
     # a runner of the caller's own sees the command, as a tree replays it
-    own = Recording()
+    own = CountingRunner()
     assert Host(runner=own).process_running("irqbalance") is None
     IrqbalanceCheck().read(Host(runner=own))
-    assert own.seen == [("pgrep", "-x", "irqbalance")]
+    assert own.calls == [("pgrep", "-x", "irqbalance")]
 
 
 def test_tuned_absent_from_path_is_unavailable_without_a_process(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))  # no tuned-adm here
-    runner = Recording()
+    runner = CountingRunner()
     got = TunedTunable().read(Host(runner=runner))
     assert got == Unavailable("TuneD is not installed")
-    assert runner.seen == []
+    assert runner.calls == []
 
 
 @pytest.mark.needs_ethtool
 def test_rings_are_read_with_one_ethtool() -> None:
     from dtnkit.tune.kinds.ethtool import RingTunable
 
-    runner = Recording()
+    runner = CountingRunner()
     host = Host(runner=runner)
     dev = next((d for d in sorted(os.listdir("/sys/class/net")) if d != "lo"), "lo")
     RingTunable(dev, "rx").read(host)
-    assert [argv for argv in runner.seen if argv[:1] == ("ethtool",)] == [("ethtool", "-g", dev)]
+    assert [argv for argv in runner.calls if argv[:1] == ("ethtool",)] == [("ethtool", "-g", dev)]
