@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import os
 import shutil
+import signal
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -41,6 +42,19 @@ def _peer_reason(marker: str) -> str | None:
 
 
 PEER_MARKERS = ("needs_xrootd", "needs_gfal", "needs_davix")
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """SIGTERM (what `timeout`, CI runners and `kill` send) stops the run as Ctrl-C does: the
+    running test's `with`/`finally` blocks and every fixture's teardown still run, so its lab
+    paths, namespaces and servers are removed.  Python's default would end the process at
+    once and leave them behind."""
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _interrupted)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
