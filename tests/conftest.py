@@ -10,6 +10,7 @@ import signal
 import subprocess
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TextIO
 
@@ -79,6 +80,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return subprocess.run(argv, capture_output=True, text=True, check=check)
+
+
+@contextmanager
+def veth_peer_netns(prefix: str, devs: tuple[str, str] = ("dkv0", "dkv1")) -> Iterator[str]:
+    """A namespace ``PREFIX…`` holding one end of a veth pair (``devs[0]``), its peer
+    (``devs[1]``) in a second namespace ``PREFIX…p``; both ends and the first's lo up.  Both
+    namespaces are removed at the end, whatever happened."""
+    name = f"{prefix}{uuid.uuid4().hex[:8]}"
+    peer = f"{name}p"
+    try:
+        for n in (name, peer):
+            sh("ip", "netns", "add", n)
+        sh("ip", "-n", name, "link", "add", devs[0], "type", "veth", "peer", "name", devs[1],
+           "netns", peer)
+        for n, dev in ((name, devs[0]), (peer, devs[1]), (name, "lo")):
+            sh("ip", "-n", n, "link", "set", dev, "up")
+        yield name
+    finally:
+        for n in (name, peer):
+            sh("ip", "netns", "del", n, check=False)
 
 
 class Netns:

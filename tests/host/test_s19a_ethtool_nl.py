@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.conftest import sh
+from tests.conftest import sh, veth_peer_netns
 
 from dtnkit.host import facts
 from dtnkit.host.facts import Unavailable
@@ -53,19 +52,8 @@ class OwnRunner(SubprocessRunner):
 @pytest.fixture(scope="module")
 def ns() -> Iterator[str]:
     """A namespace holding one end of a veth pair (its peer in a second namespace), up."""
-    name = f"a19{uuid.uuid4().hex[:8]}"
-    peer = f"{name}p"
-    try:
-        for n in (name, peer):
-            sh("ip", "netns", "add", n)
-        sh("ip", "-n", name, "link", "add", "a19v0", "type", "veth", "peer", "name", "a19v1",
-           "netns", peer)
-        for n, dev in ((name, "a19v0"), (peer, "a19v1"), (name, "lo")):
-            sh("ip", "-n", n, "link", "set", dev, "up")
+    with veth_peer_netns("a19", ("a19v0", "a19v1")) as name:
         yield name
-    finally:
-        for n in (name, peer):
-            sh("ip", "netns", "del", n, check=False)
 
 
 def both(netns: str | None) -> tuple[Host, Host]:

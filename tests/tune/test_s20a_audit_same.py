@@ -19,13 +19,12 @@ import shutil
 import subprocess
 import sys
 import tarfile
-import uuid
 from collections.abc import Iterator
 from io import BytesIO
 from pathlib import Path
 
 import pytest
-from tests.conftest import HOSTS, sh
+from tests.conftest import HOSTS, veth_peer_netns
 
 #: the tree whose output the audit must keep (before the start-up work of issue 10)
 SAME_AS = "490dc677f78ac7a55f259d7b3df6e4ff76130c2a"
@@ -54,19 +53,8 @@ def before(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
 @pytest.fixture(scope="module")
 def ns() -> Iterator[str]:
     """A namespace holding one end of a veth pair (its peer in a second namespace), up."""
-    name = f"s20a{uuid.uuid4().hex[:8]}"
-    peer = f"{name}p"
-    try:
-        for n in (name, peer):
-            sh("ip", "netns", "add", n)
-        sh("ip", "-n", name, "link", "add", "dkv0", "type", "veth", "peer", "name", "dkv1",
-           "netns", peer)
-        sh("ip", "-n", name, "link", "set", "dkv0", "up")
-        sh("ip", "-n", peer, "link", "set", "dkv1", "up")
+    with veth_peer_netns("s20a") as name:
         yield name
-    finally:
-        for n in (name, peer):
-            sh("ip", "netns", "del", n, check=False)
 
 
 def _env() -> dict[str, str]:
