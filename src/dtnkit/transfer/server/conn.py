@@ -43,7 +43,7 @@ RECV = 65536
 SWEEP = 0.25  # seconds between deadline checks
 BACKOFF_FIRST = 0.05
 BACKOFF_MAX = 1.0
-REFUSING = 64  # refused connections read until they close (beyond: closed at once)
+REFUSING = 64  # connections given a last answer, read until they close (beyond: closed at once)
 OUT_OF_FDS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 REFUSAL = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
            b"Retry-After: 1\r\nConnection: close\r\nContent-Length: 52\r\n\r\n"
@@ -178,7 +178,7 @@ class Hub:
         self.short_of_fds = False
         self.at_cap = False
         self.refused = 0
-        self.refusing: dict[socket.socket, float] = {}  # refused, read until closed
+        self.refusing: dict[socket.socket, float] = {}  # answered (503, 408): read to close
         listener.setblocking(False)
         self.sel.register(listener, selectors.EVENT_READ, None)
         self.sel.register(self.wake_r, selectors.EVENT_READ, self.wake_r)
@@ -369,6 +369,17 @@ class Hub:
         try:
             sock.setblocking(False)
             sock.send(REFUSAL)
+        except OSError:
+            sock.close()
+            return
+        self._linger(sock)
+
+    def _linger(self, sock: socket.socket) -> None:
+        """Close after a last answer (503, 408) without destroying it: shut our side, then
+        read what the client still sends until it closes (at most a second).  Closing with
+        its bytes unread would reset the connection, and the client's kernel could drop the
+        answer before the client reads it."""
+        try:
             socket.socket.shutdown(sock, socket.SHUT_WR)
         except OSError:
             sock.close()
@@ -376,8 +387,6 @@ class Hub:
         if len(self.refusing) >= REFUSING:
             sock.close()
             return
-        # Read what the client sends until it closes (at most a second), so that closing
-        # with its request unread does not reset the connection and destroy the 503.
         self.refusing[sock] = time.monotonic() + 1.0
         self.sel.register(sock, selectors.EVENT_READ, self.refusing)
 
@@ -501,13 +510,22 @@ class Hub:
                 self.log(f"{conn.peer} request head not complete within "
                          f"{self.limits.head_timeout:g} s: closed", False)
                 if conn.buf and not conn.handshaking:
-                    with contextlib.suppress(OSError, ssl.SSLError):
+                    try:
                         conn.sock.send(TIMEOUT)
+                    except (OSError, ssl.SSLError):
+                        pass
+                    else:
+                        self._forget(conn)
+                        self._linger(conn.sock)
+                        continue
             self._drop(conn)
 
-    def _drop(self, conn: Conn) -> None:
+    def _forget(self, conn: Conn) -> None:
         with contextlib.suppress(KeyError, ValueError):
             self.sel.unregister(conn.sock)
         with self.cond:
             self.idle.pop(conn.sock.fileno(), None)
+
+    def _drop(self, conn: Conn) -> None:
+        self._forget(conn)
         conn.sock.close()
