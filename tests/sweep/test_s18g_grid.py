@@ -71,6 +71,9 @@ def test_units_are_parsed() -> None:
     (BASE + "[run]\nduration = \"5s\"\nbytes = \"1GiB\"\n", "g.toml:7 (run.bytes)", "both"),
     (BASE + "[run]\nduration = \"5s\"\nsample_interval = \"10s\"\n", "g.toml:7", "longer"),
     (BASE + "[run]\nrepeats = true\n", "g.toml:6 (run.repeats)", "bad repeats"),
+    (BASE + "[run]\nmtu = 100\n", "g.toml:6 (run.mtu)", "bad mtu"),
+    (BASE + "[run]\nmtu = \"9000.5\"\n", "g.toml:6 (run.mtu)", "bad mtu"),
+    (BASE + "[run]\nmtu = 70000\n", "g.toml:6 (run.mtu)", "576 to 65535"),
     (BASE + 'tool = ["command:x"]\n', "g.toml:5 (axes.tool)", "unknown command template"),
     (BASE + '[commands]\nx = "run {nope}"\n', "g.toml:6 (commands.x)", "placeholder"),
     (BASE.replace("[1, 2, 4, 8]", "[{a = 1}]"), "g.toml:4 (axes.streams)", "bad streams"),
@@ -164,6 +167,20 @@ def test_pinned_point_id() -> None:
 PINNED_ID = "c38ad02a70de2a72"  # changes only if the ID scheme does (stored points then rerun)
 
 
+def test_mtu_is_a_run_setting_that_keeps_default_ids() -> None:
+    """``[run] mtu`` reaches every point; the default keeps the IDs points had before the
+    setting existed, another MTU is another measurement."""
+    default = parse(BASE)
+    assert default.mtu == 1500 and parse(BASE + "[run]\nmtu = 1500\n") == default
+    assert default.points()[0].id == PINNED_ID
+    jumbo = parse(BASE + "[run]\nmtu = 9000\n")
+    assert {p.mtu for p in jumbo.points()} == {9000}
+    assert not {p.id for p in jumbo.points()} & {p.id for p in default.points()}
+    assert "mtu = 9000" in jumbo.to_toml() and "mtu=9000" in jumbo.to_flags()
+    assert parse(jumbo.to_toml()) == jumbo == G.parse_grid_flags(jumbo.to_flags(), PROFILES)
+    assert "mtu" not in default.to_toml()
+
+
 def test_example_grid_in_docs_is_valid() -> None:
     grid = G.load_grid(EXAMPLE)
     assert len(grid) > 1
@@ -198,6 +215,7 @@ good_run = st.fixed_dictionaries({}, optional={
     "duration": st.integers(5, 3600).map(lambda s: f"{s}s"),
     "time_limit": st.just("2h"),
     "sample_interval": st.sampled_from(["500ms", "1s"]),
+    "mtu": st.integers(576, 65535),
 })
 
 

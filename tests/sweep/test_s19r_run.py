@@ -235,5 +235,11 @@ def test_a_lab_path_that_cannot_serve_the_grid_stops_the_sweep(
         assert (info.points_ok, info.points_failed, info.status) == (0, 0, "interrupted")
         kept = lab.load(name, state_root=state_root)  # the path that existed is left alone
         assert kept.spec.rtt_ms == 20.0 and _namespaces(name)
+        # a path of another MTU than the grid's [run] mtu is refused the same way
+        code = main(["sweep", "run", "rtt=5ms", "streams=1", "mtu=9000", "duration=1s",
+                     "sample_interval=500ms", "--name", "jumbo", "--lab", name], environment)
+        err = taken(environment.stderr)
+        assert code == 9 and err.count("\n") == 1 and "has MTU 1500" in err, err
+        assert "MTU 9000" in err and lab.load(name, state_root=state_root).spec.mtu == 1500
     finally:
         lab.down(name, state_root=state_root, missing_ok=True)

@@ -2,10 +2,11 @@
 
 The grid names values for each axis (``rtt``, ``rate``, ``loss``, ``streams``, ``origins``,
 ``cores``, ``file_size``, ``tool``, ``profile``) and the run settings (``repeats``,
-``duration`` or ``bytes``, ``time_limit``, ``sample_interval``).  :meth:`Grid.points` expands
-the product in an order that changes the lab path the least (RTT outermost, streams
-innermost), each :class:`Point` with a stable ID: a hash of the values that define its
-measurement, so a resumed sweep can skip points already stored.  docs/sweep.md has the format.
+``duration`` or ``bytes``, ``time_limit``, ``sample_interval``, the lab path's ``mtu``).
+:meth:`Grid.points` expands the product in an order that changes the lab path the least
+(RTT outermost, streams innermost), each :class:`Point` with a stable ID: a hash of the
+values that define its measurement, so a resumed sweep can skip points already stored.
+docs/sweep.md has the format.
 
 Every malformed grid raises :class:`~dtnkit.errors.BadInput` (exit 9) naming the file and
 line, or the flag, of the bad value.  Nothing here runs anything; :func:`load_grid` reads one
@@ -46,7 +47,7 @@ AXES = ("rtt", "rate", "loss", "origins", "cores", "profile", "tool", "server", 
         "streams")
 #: what the origins (and a TPC destination) serve with
 SERVERS = ("dtnkit", "xrootd")
-RUN_KEYS = ("repeats", "duration", "bytes", "time_limit", "sample_interval")
+RUN_KEYS = ("repeats", "duration", "bytes", "time_limit", "sample_interval", "mtu")
 TOP_KEYS = ("schema", "name", "description", "axes", "run", "commands")
 
 DEFAULTS: dict[str, Any] = {
@@ -56,6 +57,11 @@ DEFAULTS: dict[str, Any] = {
 DEFAULT_DURATION_S = 10.0
 DEFAULT_TIME_LIMIT_S = 600.0
 DEFAULT_SAMPLE_INTERVAL_S = 5.0
+#: the lab path's MTU unless [run] mtu says otherwise (lab.path.PathSpec's default).  Jumbo
+#: frames (9000, as DTNs use) cut the packets per second six-fold, which is what lets a
+#: 2-core lab carry 64-128 streams at its cap (docs/sweep.md, "Many streams")
+DEFAULT_MTU = 1500
+MTU_RANGE = (576, 65535)
 NONE_WORDS = ("none",)
 
 
@@ -79,12 +85,16 @@ class Point:
     time_limit_s: float
     command: str | None = None  # the template when tool is command:NAME
     server: str = "dtnkit"  # the origins' server (dtnkit serve or XRootD); iperf3 ignores it
+    mtu: int = DEFAULT_MTU  # the lab path's MTU
 
     def identity(self) -> dict[str, Any]:
         """What the point ID hashes: everything but the time limit (which does not change
-        a finished measurement)."""
+        a finished measurement).  The default MTU is left out, so points stored before the
+        MTU setting existed keep their IDs (and ``--resume`` still skips them)."""
         out = dataclasses.asdict(self)
         del out["time_limit_s"]
+        if self.mtu == DEFAULT_MTU:
+            del out["mtu"]
         return out
 
     @property
@@ -110,6 +120,7 @@ class Grid:
     bytes: int | None = None
     time_limit_s: float = DEFAULT_TIME_LIMIT_S
     sample_interval_s: float = DEFAULT_SAMPLE_INTERVAL_S
+    mtu: int = DEFAULT_MTU
     commands: Mapping[str, str] = dataclasses.field(default_factory=dict)
     name: str = ""
     description: str = ""
@@ -139,7 +150,7 @@ class Grid:
                 cores=v["cores"], profile=v["profile"], tool=tool, file_size=v["file_size"],
                 streams=v["streams"], repeat=v["repeat"], duration_s=self.duration_s,
                 bytes=self.bytes, sample_interval_s=self.sample_interval_s,
-                time_limit_s=self.time_limit_s, server=v["server"],
+                time_limit_s=self.time_limit_s, server=v["server"], mtu=self.mtu,
                 command=self.commands[tool[len(COMMAND_PREFIX):]]
                 if tool.startswith(COMMAND_PREFIX) else None)
 
@@ -155,7 +166,8 @@ class Grid:
             shown = ", ".join(_toml_value(axis, v) for v in self.axes[axis])
             lines.append(f"{axis} = [{shown}]")
         lines += ["", "[run]"]
-        lines += [f"{k} = {v if k == 'repeats' else _toml_str(v)}" for k, v in self._run_items()]
+        lines += [f"{k} = {v if k in ('repeats', 'mtu') else _toml_str(v)}"
+                  for k, v in self._run_items()]
         if self.commands:
             lines += ["", "[commands]"]
             lines += [f"{_toml_str(k)} = {_toml_str(v)}" for k, v in sorted(self.commands.items())]
@@ -179,6 +191,8 @@ class Grid:
             items.append(("bytes", _show_size(self.bytes)))
         items.append(("time_limit", _show_duration(self.time_limit_s)))
         items.append(("sample_interval", _show_duration(self.sample_interval_s)))
+        if self.mtu != DEFAULT_MTU:
+            items.append(("mtu", str(self.mtu)))
         return items
 
 
@@ -498,6 +512,11 @@ def build_grid(doc: Mapping[str, Any], source: str = "grid", text: str | None = 
                      where("run", "time_limit"), 1, 7 * 86400)
     interval = _seconds(run.get("sample_interval", DEFAULT_SAMPLE_INTERVAL_S),
                         "sample_interval", where("run", "sample_interval"), 0.1, 3600)
+    mtu = _integer(run.get("mtu", DEFAULT_MTU))
+    if mtu is None or not MTU_RANGE[0] <= mtu <= MTU_RANGE[1]:
+        raise _fail(where("run", "mtu"), f"bad mtu {_brief(run.get('mtu'))}",
+                    f"a whole number of bytes from {MTU_RANGE[0]} to {MTU_RANGE[1]}",
+                    "e.g. mtu = 9000")
     if duration is not None and limit < duration:
         raise _fail(where("run", "time_limit"), "time_limit is shorter than duration",
                     f"{_show_duration(limit)} < {_show_duration(duration)}",
@@ -513,7 +532,7 @@ def build_grid(doc: Mapping[str, Any], source: str = "grid", text: str | None = 
                     "no tool = \"command:NAME\" names it",
                     f"add \"command:{unused[0]}\" to the tool axis or remove the template")
     grid = Grid(axes=axes, repeats=repeats, duration_s=duration, bytes=size,
-                time_limit_s=limit, sample_interval_s=interval, commands=commands,
+                time_limit_s=limit, sample_interval_s=interval, mtu=mtu, commands=commands,
                 name=str(doc.get("name", "")), description=str(doc.get("description", "")))
     total = len(grid)
     if total > MAX_POINTS:

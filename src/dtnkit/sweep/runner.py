@@ -195,7 +195,7 @@ class Sweep:
     def _lab_spec(self, first: Point) -> labpath.PathSpec:
         return labpath.PathSpec(rtt_ms=first.rtt_ms, rate_bps=first.rate_bps, loss=first.loss,
                                 n_src=max(self.grid.axes["origins"]), n_dst=1,
-                                backend=self.opts.backend)
+                                mtu=self.grid.mtu, backend=self.opts.backend)
 
     def ensure_lab(self, point: Point) -> labpath.LabPath:
         opts = self.opts
@@ -207,6 +207,11 @@ class Sweep:
                     raise BadInput(f"lab path {opts.lab_name!r} has {self.lab.spec.n_src} "
                                    "sending hosts",
                                    f"the grid needs {max(self.grid.axes['origins'])} origins",
+                                   "give another --lab (the sweep builds it), or `dtnkit lab "
+                                   f"down {opts.lab_name}` first")
+                if self.lab.spec.mtu != self.grid.mtu:
+                    raise BadInput(f"lab path {opts.lab_name!r} has MTU {self.lab.spec.mtu}",
+                                   f"the grid asks for MTU {self.grid.mtu} ([run] mtu)",
                                    "give another --lab (the sweep builds it), or `dtnkit lab "
                                    f"down {opts.lab_name}` first")
             except BadInput as exc:
