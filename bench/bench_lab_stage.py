@@ -3,6 +3,7 @@
 
     .venv/bin/python bench/bench_lab_stage.py [--quick] [--seconds 8] [--streams 1,4,16,32,64]
                                              [--rtts 5,100] [--engines split,single]
+    .venv/bin/python bench/bench_lab_stage.py --engines split@9000,split --streams 1,16,32,64,128
 
 Builds one lab path per engine (`dtnkit lab`, 1 Gbit/s cap, RTT set in place; names
 `s18tb<hex>-<engine>`, namespaces `dkl-s18tb*`), 64 MiB TCP buffers in both ends, and runs
@@ -12,11 +13,14 @@ same engine in this run, the stage's CPU (cpu_seconds over the run, % of one cor
 lateness as `lab status` reports it (medians of the 0.5 s intervals' p50 and p99, worst p99),
 packets/s through the stage, the kernel queue's drops (queue full + netlink undeliverable),
 the bottleneck's drops (htb/bfifo, TCP's own) and iperf3's retransmits, and the
-emulator-bound verdict of `dtnkit.lab.fidelity.emulator_bound`.
+emulator-bound verdict of `dtnkit.lab.fidelity.emulator_bound`, and the machine's idle share
+over the run (all CPUs, from /proc/stat: under 10 % the lab as a whole binds, the rule of
+`dtnkit.lab.fidelity.MACHINE_IDLE_FLOOR_PERCENT`).
 
 Engines: `split` (default since issue 13: one netlink socket and thread per direction) and
 `single` (the one-thread engine before it), chosen through DTNKIT_NFQDELAY_ENGINE; `:fifo`
-after either runs it at real-time priority (DTNKIT_NFQDELAY_SCHED, nfqdelay's --sched).
+after either runs it at real-time priority (DTNKIT_NFQDELAY_SCHED, nfqdelay's --sched);
+`@MTU` at the end builds that variant's path with that MTU (`split@9000`: jumbo frames).
 Everything it creates is removed at the end, also on error or Ctrl-C.
 """
 
@@ -61,6 +65,12 @@ def tc_drops(p: lab.LabPath) -> int:
                if q.get("kind") == "bfifo")
 
 
+def cpu_times() -> tuple[int, int]:
+    """(all jiffies, idle + iowait jiffies) of the machine, from /proc/stat."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return sum(fields), fields[3] + fields[4]
+
+
 def one_run(p: lab.LabPath, streams: int, seconds: int) -> dict[str, Any]:
     server = p.dst.popen(["iperf3", "-s", "-1", "-B", p.dst.address],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -72,6 +82,7 @@ def one_run(p: lab.LabPath, streams: int, seconds: int) -> dict[str, Any]:
             time.sleep(0.02)  # waiting for the listener, bounded
         before = p.emulator_stats(fresh=True) or {}
         tc0 = tc_drops(p)
+        all0, idle0 = cpu_times()
         # -J of 64 streams is more than a pipe holds: into a file, read at the end
         with tempfile.TemporaryFile("w+") as sink:
             client = p.src.popen(["iperf3", "-c", p.dst.address, "-t", str(seconds), "-P",
@@ -86,6 +97,7 @@ def one_run(p: lab.LabPath, streams: int, seconds: int) -> dict[str, Any]:
                     samples.append(s)
                     seen = s.get("updated")
             client.wait(30)
+            all1, idle1 = cpu_times()
             sink.seek(0)
             stdout = stderr = sink.read()
         after = p.emulator_stats(fresh=True) or {}
@@ -110,6 +122,7 @@ def one_run(p: lab.LabPath, streams: int, seconds: int) -> dict[str, Any]:
         "drops": drops(after) - drops(before),
         "tc_drops": tc_drops(p) - tc0,
         "window": window,
+        "idle": 100 * (idle1 - idle0) / max(1, all1 - all0),
     }
 
 
@@ -143,10 +156,12 @@ def main() -> int:
         f"`{TCP_MEM}`._\n")
     try:
         for engine in engines:
-            kind, _, sched = engine.partition(":")
+            spec, _, mtu = engine.partition("@")
+            kind, _, sched = spec.partition(":")
             os.environ["DTNKIT_NFQDELAY_ENGINE"] = kind
             os.environ["DTNKIT_NFQDELAY_SCHED"] = sched or "normal"
-            p = lab.up(f"s18tb{tag}{len(paths)}", lab.PathSpec(rtt_ms=rtts[0], rate_bps=RATE),
+            p = lab.up(f"s18tb{tag}{len(paths)}", lab.PathSpec(rtt_ms=rtts[0], rate_bps=RATE,
+                                                              mtu=int(mtu or 1500)),
                        state_root=state_root)
             paths[engine] = p
             for h in (p.src, p.dst):
@@ -165,7 +180,8 @@ def main() -> int:
                     r = one_run(paths[engine], n, seconds)
                     results[(engine, rtt, n)] = r
                     log(f"{engine} {rtt:g} ms -P {n}: {r['gbit']:.3f} Gbit/s cpu {r['cpu']:.0f}% "
-                        f"p50 {r['p50']} p99 {r['p99']} pps {r['pps']:.0f} drops {r['drops']}")
+                        f"p50 {r['p50']} p99 {r['p99']} pps {r['pps']:.0f} drops {r['drops']} "
+                        f"idle {r['idle']:.0f}%")
     finally:
         for name, p in paths.items():
             with contextlib.suppress(Exception):
@@ -188,10 +204,11 @@ def main() -> int:
                              f"{r['cpu']:.0f}", f"{r['pps'] / 1000:.1f}",
                              f"{r['p50']}", f"{r['p99']}", f"{r['p99w']}", str(r["drops"]),
                              str(r["tc_drops"]),
-                             str(r["retr"]), "yes: " + verdict.reason if verdict.bound else "no"])
+                             str(r["retr"]), f"{r['idle']:.0f}",
+                             "yes: " + verdict.reason if verdict.bound else "no"])
         table(["RTT ms", "-P", "Gbit/s", f"x -P {streams[0]}", "stage CPU %", "kpkt/s",
                "late p50 ms", "late p99 ms", "worst p99 ms", "queue drops",
-               "bottleneck drops", "retr",
+               "bottleneck drops", "retr", "machine idle %",
                "emulator-bound"], rows)
     if len(engines) > 1:
         a, b = engines[0], engines[1]

@@ -70,6 +70,10 @@ class ToolRun:
     failed: str = ""  # the point's error: a failed point is stored and the sweep goes on
     retransmits: int | None = None  # from the tool itself (iperf3), when it knows
     extra: dict[str, object] = dataclasses.field(default_factory=dict)
+    #: seconds from the tool's start at which its own set-up was over and data flowed, when
+    #: the tool knows (iperf3 connects its -P streams one after the other, one round trip
+    #: each: 13 s for 128 streams at 100 ms); samples before it are set-up, not throughput
+    measure_from_s: float | None = None
 
 
 class Tool(Protocol):

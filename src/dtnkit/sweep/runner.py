@@ -485,6 +485,8 @@ class Sweep:
             extra["sampler_errors"] = w.errors[:20]
         if run.retransmits is not None:
             extra["tool_retransmits"] = run.retransmits
+        if run.measure_from_s is not None:
+            extra["measure_from_s"] = round(run.measure_from_s, 6)
         return store.PointResult(
             point=point, status="failed" if run.failed else "ok", error=run.failed,
             started=started, elapsed_s=time.monotonic() - t_start, tool_s=w.elapsed_s,

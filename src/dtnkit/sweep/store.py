@@ -127,13 +127,24 @@ class PointResult:
     extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
+    def measured_samples(self) -> tuple[tuple[float, float], ...]:
+        """The samples of the transfer itself: those that began at or after the tool's set-up
+        ended (``extra["measure_from_s"]``, when the tool reported it), else all of them."""
+        start = self.extra.get("measure_from_s")
+        if not isinstance(start, int | float) or isinstance(start, bool):
+            return self.samples
+        kept = tuple(s for prev, s in zip((0.0, *(t for t, _ in self.samples)), self.samples,
+                                          strict=False) if prev >= start)
+        return kept or self.samples
+
+    @property
     def throughput_bps(self) -> float | None:
-        good = [bps for _, bps in self.samples if math.isfinite(bps) and bps >= 0]
+        good = [bps for _, bps in self.measured_samples if math.isfinite(bps) and bps >= 0]
         return sum(good) / len(good) if good else None
 
     def record(self) -> PointRecord:
         return PointRecord(
-            point=self.point, samples_bps=tuple(bps for _, bps in self.samples),
+            point=self.point, samples_bps=tuple(bps for _, bps in self.measured_samples),
             elapsed_s=self.tool_s if self.tool_s is not None else self.elapsed_s,
             cpu_seconds=self.cpu_seconds,
             completion_s=tuple(t.end_s for t in self.transfers if t.end_s is not None),

@@ -154,6 +154,7 @@ class Iperf3Tool:
         transfers: list[Transfer] = []
         retrans: int | None = 0
         failed = ""
+        data_from: list[float] = []
         for k in sorted(results):
             code, out, err, start, end = results[k]
             nbytes, error, r = 0, "", None
@@ -161,6 +162,11 @@ class Iperf3Tool:
                 doc = json.loads(out)
                 end_doc = doc.get("end", {})
                 nbytes = int(end_doc.get("sum_received", {}).get("bytes", 0))
+                # the test ran its last `seconds` before the client's exit (and the results
+                # exchange): everything before that was connecting its streams
+                seconds = float(end_doc.get("sum_received", {}).get("seconds", 0) or 0)
+                if 0 < seconds <= end - start:
+                    data_from.append(end - seconds)
                 r = end_doc.get("sum_sent", {}).get("retransmits")
                 error = str(doc.get("error", ""))
             except (json.JSONDecodeError, TypeError, ValueError, AttributeError):
@@ -175,7 +181,8 @@ class Iperf3Tool:
                 failed = f"iperf3 to origin {k}: {error}"
         if runs.timed_out:
             failed = DEADLINE_MESSAGE.format(limit=point.time_limit_s)
-        return ToolRun(tuple(transfers), _tail("\n".join(runs.raw)), failed, retrans)
+        return ToolRun(tuple(transfers), _tail("\n".join(runs.raw)), failed, retrans,
+                       measure_from_s=max(data_from) if data_from and not failed else None)
 
 
 def _cp_json(out: str) -> dict[str, Any]:
