@@ -75,6 +75,14 @@ def test_emulator_bound_points_are_excluded_and_counted() -> None:
     assert doc["excluded_count"] == 1
     assert doc["excluded_why"] == {"delay stage at 95% of a core": 1}
     json.dumps(doc, allow_nan=False)  # strict JSON
+    # measured with standard frames: the analysis says what would let the lab carry them
+    assert "mtu = 9000" in analysis.hint and "1 lab-bound point(s) ran at MTU 1500" in doc["hint"]
+
+
+def test_no_hint_without_bound_points_or_with_jumbo_frames() -> None:
+    assert A.analyze(study()).hint == ""
+    jumbo = [rec(0.1 * G, rtt_ms=5.0, streams=512, bound=True, mtu=9000)]
+    assert A.analyze([*study(), *jumbo]).hint == ""
 
 
 def test_failed_points_are_left_out_and_listed() -> None:

@@ -224,6 +224,8 @@ def _tables(p: Printer, info: RunInfo, a: Analysis, saved: Path | None) -> None:
         con.print(f"\n{len(a.excluded)} point(s) the lab's emulator bound, kept out of the "
                   "peak, drop, knee, fluctuation and streams table: "
                   + "; ".join(f"{escape(w)} ({n})" for w, n in whys.most_common()))
+        if a.hint:
+            con.print(f"Next: {escape(a.hint)}")
     if a.failed:
         con.print(f"{len(a.failed)} point(s) failed or without a valid sample: "
                   + "; ".join(f"{i} {escape(e[:60])}" for i, e in a.failed[:5])
