@@ -61,12 +61,8 @@ def test_the_live_host_reads_odd_bytes_as_the_tree_does(tmp_path: Path) -> None:
 
 @pytest.fixture
 def ns() -> Iterator[Netns]:
-    made = Netns(prefix="l21")
-    try:
-        made.create()
+    with Netns(prefix="l21") as made:
         yield made
-    finally:
-        made.delete()
 
 
 @pytest.mark.needs_root
