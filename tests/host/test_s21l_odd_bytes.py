@@ -5,6 +5,7 @@ reports it and goes on; before, UnicodeDecodeError reached the admin as a traceb
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import shutil
@@ -33,6 +34,16 @@ def test_a_captured_tree_reads_odd_bytes_as_replacement_characters(tmp_path: Pat
     host = Host.from_tree(tree)
     assert host.read("/sys/class/net/eth0/ifalias") == AS_READ
     assert host.query(["ethtool", "-i", "eth0"]).stdout == "driver: " + AS_READ
+
+
+@pytest.mark.parametrize("where", ["proc/config.gz", "boot/config-6.1.0-l21"])
+def test_a_kernel_config_with_odd_bytes_is_read(tmp_path: Path, where: str) -> None:
+    text = b"# Linux/x86 6.1.0 Kernel Configuration, built by caf\xe9\nCONFIG_NET_SCH_FQ=m\n"
+    (tmp_path / where).parent.mkdir(parents=True)
+    (tmp_path / where).write_bytes(gzip.compress(text) if where.endswith(".gz") else text)
+    (tmp_path / "proc/sys/kernel").mkdir(parents=True)
+    (tmp_path / "proc/sys/kernel/osrelease").write_text("6.1.0-l21\n")
+    assert Host.from_tree(tmp_path).kernel_config() == {"CONFIG_NET_SCH_FQ": "m"}
 
 
 def test_the_audit_of_a_tree_with_odd_bytes_reports_them_and_goes_on(
