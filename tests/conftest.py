@@ -119,6 +119,19 @@ class Netns:
     def delete(self) -> None:
         sh("ip", "netns", "del", self.name, check=False)
 
+    def __enter__(self) -> Netns:
+        """``with Netns(prefix=...) as ns:``: created, and deleted at the end whatever
+        happened (a half-made one too)."""
+        try:
+            self.create()
+        except BaseException:
+            self.delete()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.delete()
+
     def run(self, *argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         return sh("ip", "netns", "exec", self.name, *argv, check=check)
 

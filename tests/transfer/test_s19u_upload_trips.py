@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from tests.support.relay import Relay
 from tests.transfer.test_upload import TOKEN, payload, serve
 
 from dtnkit.transfer.client.copy import copy
@@ -60,20 +61,15 @@ class Link:
     cond: threading.Condition = field(default_factory=threading.Condition)
 
 
-class TripRelay:
+class TripRelay(Relay):
     """127.0.0.1:port -> the server, parsing both directions (Content-Length framing)."""
 
     def __init__(self, target: int) -> None:
-        self.target = target
         self.links: list[Link] = []
         self.turns = 0  # answers to range PUTs the client waited for before sending more
         self.cut_link: int | None = None  # cut this connection once two requests began
         self.cut = threading.Event()
-        self._lock = threading.Lock()
-        self._socks: list[socket.socket] = []
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
-        threading.Thread(target=self._serve, daemon=True).start()
+        super().__init__(target)
 
     @property
     def connections(self) -> int:
@@ -83,20 +79,12 @@ class TripRelay:
         """(connection, request) for every request, by connection then order."""
         return [(link.index, r) for link in self.links for r in link.requests]
 
-    def _serve(self) -> None:
-        while True:
-            try:
-                client, _ = self.sock.accept()
-            except OSError:
-                return
-            upstream = socket.create_connection(("127.0.0.1", self.target))
-            with self._lock:
-                self._socks += [client, upstream]
-                link = Link(len(self.links))
-                self.links.append(link)
-            threading.Thread(target=self._up, args=(client, upstream, link), daemon=True).start()
-            threading.Thread(target=self._down, args=(upstream, client, link),
-                             daemon=True).start()
+    def connected(self, client: socket.socket, upstream: socket.socket) -> None:
+        with self._lock:
+            link = Link(len(self.links))
+            self.links.append(link)
+        threading.Thread(target=self._up, args=(client, upstream, link), daemon=True).start()
+        threading.Thread(target=self._down, args=(upstream, client, link), daemon=True).start()
 
     @staticmethod
     def _frames(sock: socket.socket, on_head: Callable[[bytes], None] | None = None,
@@ -183,13 +171,6 @@ class TripRelay:
                 client.sendall(head + b"\r\n\r\n" + body)
         with contextlib.suppress(OSError):
             client.shutdown(socket.SHUT_WR)
-
-    def close(self) -> None:
-        self.sock.close()
-        with self._lock:
-            for s in self._socks:
-                with contextlib.suppress(OSError):
-                    s.close()
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.support.relay import Relay
 
 from dtnkit.transfer import pipeline as pl
 from dtnkit.transfer.client.copy import copy
@@ -47,34 +48,22 @@ def opts(**kw: object) -> Options:
     return Options(**base)  # type: ignore[arg-type]
 
 
-class CountingRelay:
+class CountingRelay(Relay):
     """127.0.0.1:port -> the server; keeps every request line the client sent, and cuts the
     first connection whose answer reaches ``cut_after`` bytes (once)."""
 
     def __init__(self, target: int) -> None:
-        self.target = target
         self.cut_after: int | None = None
         self.cut = threading.Event()
         self.requests: list[str] = []
         self.connections = 0
-        self._lock = threading.Lock()
-        self._socks: list[socket.socket] = []
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
-        threading.Thread(target=self._serve, daemon=True).start()
+        super().__init__(target)
 
-    def _serve(self) -> None:
-        while True:
-            try:
-                client, _ = self.sock.accept()
-            except OSError:
-                return
-            upstream = socket.create_connection(("127.0.0.1", self.target))
-            with self._lock:
-                self._socks += [client, upstream]
-                self.connections += 1
-            threading.Thread(target=self._up, args=(client, upstream), daemon=True).start()
-            threading.Thread(target=self._down, args=(upstream, client), daemon=True).start()
+    def connected(self, client: socket.socket, upstream: socket.socket) -> None:
+        with self._lock:
+            self.connections += 1
+        threading.Thread(target=self._up, args=(client, upstream), daemon=True).start()
+        threading.Thread(target=self._down, args=(upstream, client), daemon=True).start()
 
     def _up(self, client: socket.socket, upstream: socket.socket) -> None:
         seen = b""
@@ -114,13 +103,6 @@ class CountingRelay:
             m = re.search(r"^Range: *(\S+)", h, re.M | re.I)
             out.append(m.group(1) if m else "")
         return out
-
-    def close(self) -> None:
-        self.sock.close()
-        with self._lock:
-            for s in self._socks:
-                with contextlib.suppress(OSError):
-                    s.close()
 
 
 @pytest.fixture

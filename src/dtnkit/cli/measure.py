@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -292,9 +293,10 @@ def list_cmd(env: Environment, kind: str | None, limit: int, experiments: bool, 
         emit(env, exps, fmt, lambda p: _render().experiments_list(p.console, exps))
         return 0
     rows = store.results(kind=kind, limit=limit)
+    here = socket.gethostname()
 
     emit(env, [r.as_dict(with_raw=False) for r in rows], fmt,
-         lambda p: _render().results_list(p.console, rows))
+         lambda p: _render().results_list(p.console, rows, here))
     return 0
 
 

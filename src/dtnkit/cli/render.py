@@ -428,15 +428,25 @@ def _rate_of(summary: dict[str, Any]) -> str:
     return format_rate(_s(summary, "throughput_bps"))
 
 
-def results_list(con: Console, rows: Sequence[ProbeResult]) -> None:
+def results_list(con: Console, rows: Sequence[ProbeResult], here: str = "") -> None:
+    """The results, newest first; a column ``host`` (where each row came from: the host that
+    pushed it, else the one that measured it) only when a row was pushed from a host other
+    than ``here`` (this host's name), hidden after tuning, netns and label when narrow (and
+    with it, tuning and netns are hidden before the label is narrower than 16)."""
     if not rows:
         con.print("no results")
         return
-    print_fitted(con, (Col("id", wrap=False, justify="right"), Col("kind", wrap=False),
-                       Col("rate", wrap=False, justify="right"), Col("label", rank=1),
-                       Col("netns", rank=2), Col("tuning", rank=3, wrap=False)),
-                 [(format_value(r.id), r.kind, _rate_of(r.summary), escape(r.label or MISSING),
-                   escape(r.netns or MISSING), r.tuning_id or MISSING) for r in rows])
+    cols = [Col("id", wrap=False, justify="right"), Col("kind", wrap=False),
+            Col("rate", wrap=False, justify="right"), Col("label", rank=1),
+            Col("netns", rank=2), Col("tuning", rank=3, wrap=False)]
+    cells = [[format_value(r.id), r.kind, _rate_of(r.summary), escape(r.label or MISSING),
+              escape(r.netns or MISSING), r.tuning_id or MISSING] for r in rows]
+    if any(r.origin_host not in (None, here) for r in rows):
+        cols[3] = Col("label", rank=1, least=16)
+        cols.insert(3, Col("host", rank=1, wrap=False))
+        for r, row in zip(rows, cells, strict=True):
+            row.insert(3, escape(r.origin_host or r.host or MISSING))
+    print_fitted(con, cols, cells)
 
 
 def experiments_list(con: Console, exps: Sequence[dict[str, Any]]) -> None:

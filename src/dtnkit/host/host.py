@@ -664,8 +664,8 @@ class Host:
                 return None
             res = self.query(["cat", path])
             return res.stdout if res.ok else None
-        try:
-            return self._local(path).read_text()
+        try:  # bytes that are not UTF-8 as U+FFFD, as the namespace's helper reads them
+            return self._local(path).read_bytes().decode(errors="replace")
         except (FileNotFoundError, NotADirectoryError):
             return None
         except OSError as exc:
@@ -974,7 +974,8 @@ class Host:
             import zlib  # built in; gzip's module costs 7 ms of start-up
 
             try:
-                raw = zlib.decompress(gz.read_bytes(), 16 + zlib.MAX_WBITS).decode()
+                raw = zlib.decompress(gz.read_bytes(), 16 + zlib.MAX_WBITS).decode(
+                    errors="replace")
             except (OSError, zlib.error):
                 raw = None
         if raw is None:

@@ -62,7 +62,7 @@ class FixtureRunner:
 
     @staticmethod
     def _load(path: Path) -> tuple[tuple[str, ...], Capture]:
-        lines = path.read_text().split("\n")
+        lines = path.read_bytes().decode(errors="replace").split("\n")
         if not lines or not lines[0].startswith("$ "):
             raise DtnkitError(
                 f"fixture {path} is malformed",

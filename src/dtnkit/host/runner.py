@@ -53,6 +53,7 @@ class SubprocessRunner:
                 input=stdin,
                 capture_output=True,
                 text=True,
+                errors="replace",  # output that is not UTF-8: U+FFFD, as Host.read reads files
                 timeout=self.timeout,
                 check=False,
                 env={**os.environ, "LC_ALL": "C"},

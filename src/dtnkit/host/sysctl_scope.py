@@ -179,7 +179,7 @@ class ScopeProbe:
 
     def _host_value(self, name: str) -> str | None:
         try:
-            return self._host_path(name).read_text()
+            return self._host_path(name).read_bytes().decode(errors="replace")
         except OSError:
             return None
 

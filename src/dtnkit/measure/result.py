@@ -33,6 +33,8 @@ class ProbeResult:
     id: int | None = None
     experiment_id: str | None = None
     label: str = ""
+    #: the host a pushed row came from (`results push --host`); None: made in this store
+    origin_host: str | None = None
 
     @property
     def tuning_id(self) -> str | None:
@@ -46,8 +48,9 @@ class ProbeResult:
             "schema": RESULT_SCHEMA, "id": self.id, "kind": self.kind, "host": self.host,
             "netns": self.netns, "started": self.started, "duration_s": self.duration_s,
             "ok": self.ok, "error": self.error, "tuning_id": self.tuning_id,
-            "experiment_id": self.experiment_id, "label": self.label, "spec": self.spec,
-            "summary": self.summary, "samples": self.samples,
+            "experiment_id": self.experiment_id, "label": self.label,
+            "origin_host": self.origin_host, "spec": self.spec, "summary": self.summary,
+            "samples": self.samples,
         }
         if with_raw:
             doc["raw"] = self.raw

@@ -56,7 +56,8 @@ class ResultStore:
             samples=json.loads(row["samples"]), raw=row["raw"], ok=bool(row["ok"]),
             error=row["error"], host=row["host"], netns=row["netns"], started=row["started"],
             duration_s=row["duration_s"], tuning=json.loads(row["tuning"] or "null"),
-            id=row["id"], experiment_id=row["experiment_id"], label=row["label"] or "")
+            id=row["id"], experiment_id=row["experiment_id"], label=row["label"] or "",
+            origin_host=row["origin_host"])
 
     def get(self, result_id: int) -> ProbeResult:
         with self._db() as db:

@@ -12,7 +12,7 @@ import queue
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from dtnkit.transfer import pipeline as pl
@@ -76,6 +76,25 @@ def run_streams(session: Session, blocks: list[pl.Block], options: Options, *,
     lock = threading.Lock()
     live: dict[int, http.client.HTTPConnection] = {}
 
+    @contextlib.contextmanager
+    def ending(index: int) -> Iterator[None]:
+        """Around a stream's work: its first error stops every stream (an :class:`Abort` ends
+        only this one), and at the end its connection is closed (the one in ``live``: one
+        that ended well and went to *keep* is no longer there; closing one the stream closed
+        after an error again does nothing)."""
+        try:
+            yield
+        except Abort:
+            return
+        except BaseException as exc:
+            with lock:
+                errors.append(exc)
+            stop.set()
+        finally:
+            conn = live.pop(index, None)
+            if conn is not None:
+                conn.close()
+
     def pipelined(index: int) -> None:
         assert ack is not None
         conn: http.client.HTTPConnection | None = first if index == 0 else None
@@ -85,7 +104,7 @@ def run_streams(session: Session, blocks: list[pl.Block], options: Options, *,
         # always the first ones
         items: collections.deque[list[Any]] = collections.deque()
         recovering = False  # after a failure: one block at a time until the oldest is answered
-        try:
+        with ending(index):
             while not stop.is_set():
                 depth = 1 if recovering else PIPELINE
                 sent = sum(1 for it in items if it[3])
@@ -138,22 +157,12 @@ def run_streams(session: Session, blocks: list[pl.Block], options: Options, *,
                     time.sleep(options.backoff * 2**oldest[2])
                     oldest[2] += 1
                     recovering = not refused
-        except Abort:
-            return
-        except BaseException as exc:
-            with lock:
-                errors.append(exc)
-            stop.set()
-        finally:
-            live.pop(index, None)
-            if conn is not None:
-                conn.close()
 
     def stream(index: int) -> None:
         conn: http.client.HTTPConnection | None = first if index == 0 else None
         if conn is not None:
             live[index] = conn
-        try:
+        with ending(index):
             while not stop.is_set():
                 try:
                     b = queue_.get_nowait()
@@ -184,16 +193,6 @@ def run_streams(session: Session, blocks: list[pl.Block], options: Options, *,
                         time.sleep(options.backoff * 2**attempt)
                         attempt += 1
                 finish(b, state)
-        except Abort:
-            return
-        except BaseException as exc:
-            with lock:
-                errors.append(exc)
-            stop.set()
-        finally:
-            live.pop(index, None)
-            if conn is not None:
-                conn.close()
 
     threads = [threading.Thread(target=stream if ack is None else pipelined, args=(i,),
                                 name=f"{name}-{i}", daemon=True)
