@@ -327,11 +327,12 @@ def _last_line(text: str) -> str:
 #: with HTTP 500
 CHECKSUM_500 = re.compile(r"\b(SOURCE|DESTINATION) CHECKSUM HTTP 500\b")
 #: why XRootD 5.5 gives that 500: the two causes seen in sweeps (docs/sweep.md, "Why, and
-#: the fix")
+#: what was fixed")
 XROOTD_CHECKSUM_500 = (
     "XRootD 5.5 answers 500 to a checksum query told twice to wait 30 s for a checksum job "
     "(over 3 x xrootd.chksum max at once; xrootd/xrootd#2480), or at once to one that meets "
-    "a stale job of an earlier query of the same path (\"Program failed\"); docs/sweep.md")
+    "the job of an earlier query of the same path it failed to remove (\"Program failed\"); "
+    "docs/sweep.md")
 
 
 def gfal_error(out: str, *, source: str, destination: str) -> str:
