@@ -73,10 +73,11 @@ FAILED = {"xrootd": re.compile(r"initialization failed")}
 #: three times that many checksum queries (running and queued); one more is told to wait
 #: 30 s, and XRootD 5.5's HTTP bridge answers a query that has to wait twice with HTTP 500
 #: (fixed upstream in 5.8.2: xrootd/xrootd#2480).  gfal-copy asks the destination for each
-#: transfer's checksum as it ends, so with the default 4 a point of 16 or more concurrent
-#: transfers lost some to "DESTINATION CHECKSUM HTTP 500".  A TPC destination is sized for
-#: the transfers it takes at once: here the most a sweep makes (a grid's ``streams`` go up
-#: to 1024), so every query runs at once and none waits.
+#: transfer's checksum as it ends, so with the default 4 a point of more than 12 transfers
+#: ending together lost some to "DESTINATION CHECKSUM HTTP 500".  A TPC destination is sized
+#: for the transfers it takes at once: here the most a sweep makes (a grid's ``streams`` go
+#: up to 1024), so every query runs at once and none waits.  (XRootD 5.5's other checksum
+#: 500, a finished job left in its job table, does not depend on this: docs/sweep.md.)
 XROOTD_CHECKSUM_JOBS = 1024
 
 
