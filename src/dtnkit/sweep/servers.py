@@ -69,6 +69,16 @@ READY = {
 #: log lines that say why a server did not start (shown instead of the whole tail)
 TELLING = re.compile(r"error|unable|fail|denied|refus|cannot|in use|no such|invalid", re.I)
 FAILED = {"xrootd": re.compile(r"initialization failed")}
+#: ``xrootd.chksum max``: checksum computations XRootD runs at once.  XRootD keeps at most
+#: three times that many checksum queries (running and queued); one more is told to wait
+#: 30 s, and XRootD 5.5's HTTP bridge answers a query that has to wait twice with HTTP 500
+#: (fixed upstream in 5.8.2: xrootd/xrootd#2480).  gfal-copy asks the destination for each
+#: transfer's checksum as it ends, so with the default 4 a point of more than 12 transfers
+#: ending together lost some to "DESTINATION CHECKSUM HTTP 500".  A TPC destination is sized
+#: for the transfers it takes at once: here the most a sweep makes (a grid's ``streams`` go
+#: up to 1024), so every query runs at once and none waits.  (XRootD 5.5's other checksum
+#: 500, a finished job left in its job table, does not depend on this: docs/sweep.md.)
+XROOTD_CHECKSUM_JOBS = 1024
 
 
 class ServerFailed(DtnkitError):
@@ -273,15 +283,16 @@ def free_ports(host: LabHost, count: int) -> list[int]:
 def xrootd_config(workdir: Path, root: Path, pki: Pki, port: int, http_port: int,
                   extra: Sequence[str] = ()) -> str:
     """An XRootD 5 configuration: the root exported over xroot (``port``) and HTTPS with
-    XrdHttp and its TPC handler (``http_port``), adler32/md5/crc32c checksums, TLS from
-    ``pki``; ``extra`` lines (e.g. traces) at the end."""
+    XrdHttp and its TPC handler (``http_port``), adler32/md5/crc32c checksums (up to
+    :data:`XROOTD_CHECKSUM_JOBS` at once), TLS from ``pki``; ``extra`` lines (e.g. traces)
+    at the end."""
     return "\n".join([
         f"xrd.port {port}",
         "all.export /",
         f"oss.localroot {root}",
         f"all.adminpath {workdir / 'admin'}",
         f"all.pidpath {workdir / 'admin'}",
-        "xrootd.chksum max 4 adler32 md5 crc32c",
+        f"xrootd.chksum max {XROOTD_CHECKSUM_JOBS} adler32 md5 crc32c",
         f"xrd.tls {pki.cert} {pki.key}",
         f"xrd.tlsca certdir {pki.ca_dir}",
         f"xrd.protocol XrdHttp:{http_port} libXrdHttp.so",

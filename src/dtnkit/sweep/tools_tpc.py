@@ -323,6 +323,30 @@ def _last_line(text: str) -> str:
     return lines[-1][-500:] if lines else ""
 
 
+#: gfal-copy's line when a server answered its checksum query (a HEAD with Want-Digest)
+#: with HTTP 500
+CHECKSUM_500 = re.compile(r"\b(SOURCE|DESTINATION) CHECKSUM HTTP 500\b")
+#: why XRootD 5.5 gives that 500: the two causes seen in sweeps (docs/sweep.md, "Why, and
+#: what was fixed")
+XROOTD_CHECKSUM_500 = (
+    "XRootD 5.5 answers 500 to a checksum query told twice to wait 30 s for a checksum job "
+    "(over 3 x xrootd.chksum max at once; xrootd/xrootd#2480), or at once to one that meets "
+    "the job of an earlier query of the same path it failed to remove (\"Program failed\"); "
+    "docs/sweep.md")
+
+
+def gfal_error(out: str, *, source: str, destination: str) -> str:
+    """A failed gfal-copy's error: its last line, and when an XRootD server (``source`` and
+    ``destination`` are the two sides' server kinds) answered the checksum query with HTTP
+    500, the cause."""
+    line = _last_line(out)
+    m = CHECKSUM_500.search(line)
+    kind = None if m is None else source if m.group(1) == "SOURCE" else destination
+    if kind != "xrootd":
+        return line
+    return f"{line.rstrip()[:500 - len(XROOTD_CHECKSUM_500) - 3]} ({XROOTD_CHECKSUM_500})"
+
+
 # --------------------------------------------------------------------------- gfal-copy
 
 
@@ -378,7 +402,10 @@ class GfalTpc:
                 "both", "-t", left, "-T", left, j.src, j.dst]
         status, out = procs.run(env.client.argv(argv), deadline, env=penv)
         if status != 0:
-            return Outcome(False, False, out, _last_line(out) or f"exit {status}")
+            dest = env.destination
+            assert dest is not None
+            error = gfal_error(out, source=j.origin.kind, destination=dest.kind)
+            return Outcome(False, False, out, error or f"exit {status}")
         return Outcome(True, True, out)
 
     def run(self, env: PointEnv) -> ToolRun:
