@@ -35,6 +35,7 @@ class Origin:
     files: tuple[str, ...] = ()  # paths (relative to url_base) of the prepared source files
     token: str = ""  # a bearer token that may read and write, "" for none
     ca_file: Path | None = None  # the CA the clients must trust for url_base, None: plain
+    root: Path | None = None  # its data directory on this machine (None: unknown, or iperf3)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -380,7 +380,8 @@ def start_server(kind: str, host: LabHost, *, index: int, workdir: Path,
                         pid=proc.pid, cgroup=None if quota is None else quota.path,
                         files=file_names(files) if kind != "iperf3" else (),
                         token=token if kind == "dtnkit" else "",
-                        ca_file=None if kind == "iperf3" or pki is None else pki.ca_file)
+                        ca_file=None if kind == "iperf3" or pki is None else pki.ca_file,
+                        root=root)
         return RunningServer(origin, proc, quota, workdir, root, log, keep)
     except BaseException:
         if proc is not None:

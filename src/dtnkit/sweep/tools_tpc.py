@@ -4,11 +4,15 @@ on the client side, as the study ran its parallel gfal-copy.
 
 A point's ``streams`` is the number of concurrent transfers (each one TCP stream: ``dtnkit cp
 --streams 1``, gfal-copy without ``-n``).  Transfer ``k`` copies ``origin[k % n]``'s file
-``files[(k // n) % len(files)]`` to the destination as ``s{SLOT}.bin`` (one name per slot,
-overwritten by the slot's next transfer, so the destination's tmpfs holds at most
-``streams`` files).  How many transfers: ``point.bytes`` set: ceil(bytes / file_size) (at
-least one per slot); else each slot starts transfers until ``point.duration_s`` has passed
-(at least one each); neither: one per slot.
+``files[(k // n) % len(files)]`` to the destination as ``t{k}.bin``: a name of its own, never
+written twice, and removed from the destination's data directory as soon as the transfer has
+ended (so the destination's tmpfs holds at most ``streams`` files).  XRootD 5.5 keeps a
+finished checksum job in its job table now and then (``XrdOucTable::Remove``) and answers the
+next checksum query of the *same path* with HTTP 500 at once ("Program failed"); with one
+name per slot, reused by the slot's next transfer, that failed one transfer in a third of
+gfal-tpc points at 4-16 streams (docs/sweep.md).  How many transfers: ``point.bytes`` set:
+ceil(bytes / file_size) (at least one per slot); else each slot starts transfers until
+``point.duration_s`` has passed (at least one each); neither: one per slot.
 
 The pull is what the study measured: the destination server is the active party (it fetches
 from the origin through the lab path), the client only asks and waits.  ``verified`` is True
@@ -28,6 +32,7 @@ other way (Ctrl-C included).
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import dataclasses
 import json
 import math
@@ -56,13 +61,15 @@ STOP_GRACE_S = 2.0
 
 @dataclasses.dataclass(frozen=True)
 class Job:
-    """One transfer: its number, slot, source and destination URLs."""
+    """One transfer: its number, slot, source and destination URLs, and the destination
+    file on this machine (None: the destination's directory is not known here)."""
 
     k: int
     slot: int
     origin: Origin
     src: str
     dst: str
+    dst_file: Path | None = None
 
 
 @dataclasses.dataclass
@@ -86,7 +93,8 @@ def plan(env: PointEnv, scheme: str = "") -> Callable[[int, int], Job]:
     def job(k: int, slot: int) -> Job:
         o = origins[k % len(origins)]
         name = o.files[(k // len(origins)) % len(o.files)]
-        return Job(k, slot, o, f"{url(o.url_base)}/{name}", f"{url(dest.url_base)}/s{slot}.bin")
+        return Job(k, slot, o, f"{url(o.url_base)}/{name}", f"{url(dest.url_base)}/t{k}.bin",
+                   None if dest.root is None else dest.root / f"t{k}.bin")
 
     if not origins or any(not o.files for o in origins):
         raise ValueError("every origin needs at least one source file")
@@ -182,6 +190,9 @@ def run_transfers(env: PointEnv, job: Callable[[int, int], Job],
             except Exception as exc:  # one transfer's failure is recorded, the others go on
                 out = Outcome(False, False, "", f"{type(exc).__name__}: {exc}")
             end = time.monotonic()
+            if j.dst_file is not None:  # after its end: not part of the transfer's time
+                with contextlib.suppress(FileNotFoundError):
+                    j.dst_file.unlink()
             t = Transfer(start_s=round(start - t0, 6),
                          end_s=round(end - t0, 6) if out.ok else None,
                          bytes=point.file_size if out.ok else 0, verified=out.verified,
