@@ -263,6 +263,8 @@ def cp(env: Environment,
         if asked or table is not None or (env.stderr_isatty and not as_json):
             auto.on_decision = lambda d: click.echo(f"dtnkit cp: --streams auto: {d.reason}",
                                                     file=env.stderr)
+            auto.on_grow = lambda why: click.echo(f"dtnkit cp: --streams auto: {why}",
+                                                  file=env.stderr)
     options = Options(
         streams=streams if isinstance(streams, int) else 1, auto=auto,
         block_size=parse_bytes(block_size, "block-size", lo=4096, hi=2**30),
@@ -299,7 +301,7 @@ def cp(env: Environment,
     rate_text = format_rate(rate if isinstance(rate, float) else None)
     digest = f", {options.checksum} {result['digest']}" if result["digest"] else ""
     if auto is not None and auto.decision is not None:
-        digest += f", {auto.decision.streams} stream(s) (auto)"
+        digest += f", {auto.used or auto.decision.streams} stream(s) (auto)"
     # for people the summary goes to stderr, beside the progress bar
     emit(env, result, "json" if as_json else "table",
          lambda p: p.echo(f"copied {result['files']} file(s), {format_bytes(result['bytes'])} "

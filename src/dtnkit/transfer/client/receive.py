@@ -28,10 +28,12 @@ import functools
 import http.client
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from dtnkit.transfer import pipeline as pl
 from dtnkit.transfer.client.answers import check_content_range
+from dtnkit.transfer.client.autostreams import show_bytes
 from dtnkit.transfer.client.ends import FileSink, HttpRangeSource, move_blocks
 from dtnkit.transfer.client.errors import Abort, FatalHttp, Retryable, TransferError
 from dtnkit.transfer.client.first import Opened
@@ -65,15 +67,18 @@ def fetch_blocks(source: HttpRangeSource, sink: FileSink, blocks: list[pl.Block]
     first stream uses, and whose open ``GET`` body it reads as its first run."""
     n = settle_streams(options, source.session)
     conn = first.conn if first is not None else None
+    opened = None
+    if first is not None and first.response is not None and blocks and blocks[0].offset == 0:
+        opened = _Open(first.conn, first.response, 0, size - 1)
     if n > 1 and isinstance(verifier, pl.OrderedHasher):
+        if opened is not None:  # a whole-file GET (--streams auto starting alone): drop it
+            opened.conn.close()
+            conn = None
         return move_blocks(source, sink, blocks, options, size=size, verifier=verifier,
                            done=done, first=conn)
     if n > 1:
         return fetch_spans(source, sink, blocks, options, size=size, verifier=verifier,
-                           done=done, first=conn)
-    opened = None
-    if first is not None and first.response is not None and blocks and blocks[0].offset == 0:
-        opened = _Open(first.conn, first.response, 0, size - 1)
+                           done=done, first=conn, opened=opened)
     return OneGet(source, sink, blocks, options, size, verifier, done, conn=conn,
                   opened=opened).run()
 
@@ -157,6 +162,18 @@ class Shares:
         with self.lock:
             return share.blocks[share.stop - 1].end
 
+    def split(self, victim: Share, parts: int) -> Share | None:
+        """A new share: the last 1/*parts* of the blocks *victim* has left (None when that
+        is not one block)."""
+        with self.lock:
+            k = victim.left // max(1, parts)
+            if k < 1:
+                return None
+            share = Share(victim.blocks[victim.stop - k:victim.stop])
+            victim.stop -= k
+            self.all.append(share)
+            return share
+
     def steal(self) -> Share | None:
         """A new share: the second half of the blocks left of the share with most left (at
         least one block, and one stays with it), or None when no share has two left or
@@ -178,17 +195,26 @@ class Shares:
 def fetch_spans(source: HttpRangeSource, sink: FileSink, blocks: list[pl.Block],
                 options: Options, *, size: int, verifier: pl.BlockVerifier | None = None,
                 done: set[int] | None = None,
-                first: http.client.HTTPConnection | None = None) -> int:
+                first: http.client.HTTPConnection | None = None,
+                opened: _Open | None = None) -> int:
     """``options.streams`` streams, each a :class:`OneGet` on its own span of *blocks*; a
     stream that ends its span takes half of what another still has (:class:`Shares`); the
-    first error stops them all and is raised.  Returns the number of retries."""
-    groups = spans(blocks, options.streams)
+    first error stops them all and is raised.  Returns the number of retries.
+
+    With ``--streams auto`` deciding to grow (:attr:`~dtnkit.transfer.client.autostreams
+    .Decision.grow`), one stream starts on all the blocks and the others join only once it
+    is bound by its window (:func:`window_bound`), each taking an equal part of what it has
+    left; a stream that is not stays alone."""
+    decision = options.auto.decision if options.auto is not None else None
+    grow = (decision is not None and decision.grow and decision.rtt_s is not None
+            and decision.window_bytes is not None and options.streams > 1)
+    groups = [blocks] if grow else spans(blocks, options.streams)
     one = replace(options, streams=1, auto=None)
-    depth = max(8, STAGE_DEPTH // max(1, len(groups)))  # memory as one stream's
+    depth = max(8, STAGE_DEPTH // max(1, options.streams))  # memory as one stream's
     shares = Shares(groups, source.session.rtt)
     getters = [OneGet(source, sink, g, one, size, verifier, done,
                       conn=first if i == 0 else None, depth=depth, shares=shares,
-                      share=shares.all[i])
+                      share=shares.all[i], opened=opened if i == 0 else None)
                for i, g in enumerate(groups)]
     if first is not None and not getters:
         first.close()
@@ -226,6 +252,30 @@ def fetch_spans(source: HttpRangeSource, sink: FileSink, blocks: list[pl.Block],
     for t in threads:
         t.start()
     try:
+        if grow and getters:
+            assert decision is not None and decision.rtt_s is not None \
+                and decision.window_bytes is not None and options.auto is not None
+            solo = getters[0]
+            bound, why = window_bound(lambda: solo.received, threads[0],
+                                      decision.rtt_s, decision.window_bytes)
+            added = 0
+            if bound:
+                with lock:
+                    for k in range(options.streams - 1):
+                        share = None if errors else shares.split(shares.all[0],
+                                                                 options.streams - k)
+                        if share is None:
+                            break
+                        getter = OneGet(source, sink, share.blocks, one, size, verifier,
+                                        done, depth=depth, shares=shares, share=share)
+                        getters.append(getter)
+                        t = threading.Thread(target=run, args=(getter,), daemon=True,
+                                             name=f"dtnkit-span-{len(threads)}")
+                        threads.append(t)
+                        t.start()
+                        added += 1
+            options.auto.note_used(1 + added, f"{1 + added} stream{'s' if added else ''}: "
+                                   + why)
         for t in threads:
             t.join()
     finally:
@@ -237,6 +287,55 @@ def fetch_spans(source: HttpRangeSource, sink: FileSink, blocks: list[pl.Block],
     if errors:
         raise next((e for e in errors if not isinstance(e, Abort)), errors[0])
     return retries[0]
+
+
+#: A stream is bound by its window when it moves this share of it per round trip.
+BOUND_SHARE = 0.8
+#: Round trips without 25 % more per round trip after which a stream's rate has stopped
+#: growing (the path or the sender, not its window, holds it): as BBR's full-pipe check.
+FLAT_ROUNDS = 3
+#: What an untuned Linux sender can have in flight at most (tcp_wmem's default third value,
+#: 4 MiB).  The far end's buffers cannot be seen from here: a stream that stops growing at no
+#: more than this per round trip may be held by the sender's window, so the others join.
+UNTUNED_SEND_BUFFER = 4 * 2**20
+
+
+def window_bound(received: Callable[[], int], thread: threading.Thread, rtt_s: float,
+                 window: int) -> tuple[bool, str]:
+    """Watch one stream, a round trip at a time, until it shows whether it is bound by its
+    window: it moves :data:`BOUND_SHARE` of *window* in a round trip (more streams would
+    carry more), or its rate stops growing below that (:data:`FLAT_ROUNDS` round trips
+    without 25 % more): above :data:`UNTUNED_SEND_BUFFER` per round trip the path holds it
+    and more streams would only compete; at or below it the far end's window may (bound).
+    A stream that ends first was not bound.  *received*: the bytes it has received so far.
+    Returns (bound, why in words)."""
+    interval = max(rtt_s, 0.01)
+    best = 0.0
+    flat = 0
+    last, then = received(), time.monotonic()
+    while True:
+        thread.join(interval)
+        now, got = time.monotonic(), received()
+        if not thread.is_alive():
+            return False, "the file was done before the stream was known to be window-bound"
+        per_rtt = (got - last) * rtt_s / max(now - then, 1e-6)
+        last, then = got, now
+        if per_rtt >= BOUND_SHARE * window:
+            return True, (f"the first stream moved {show_bytes(per_rtt)} per round trip, "
+                          f"{per_rtt / window:.0%} of its window: bound by it")
+        if per_rtt > best * 1.25:
+            best, flat = per_rtt, 0
+        elif best > 0:
+            flat += 1
+            if flat >= FLAT_ROUNDS and best <= UNTUNED_SEND_BUFFER:
+                return True, (f"the first stream's rate stopped growing at "
+                              f"{show_bytes(best)} per round trip, no more than an untuned "
+                              "sender's window (4 MiB) carries: the far end's may hold it")
+            if flat >= FLAT_ROUNDS:
+                return False, (f"the first stream's rate stopped growing at "
+                               f"{show_bytes(best)} per round trip, {best / window:.0%} of "
+                               "its window and more than an untuned sender's (4 MiB): the "
+                               "path, not a window, holds it")
 
 
 def runs(blocks: list[pl.Block]) -> dict[int, int]:
@@ -294,6 +393,7 @@ class OneGet:
         self.shares, self.share = shares, share  # several streams: its span, rebalanced
         # with shares: its connection when it ends well (open, nothing unread on it)
         self.kept: list[http.client.HTTPConnection] = []
+        self.received = 0  # bytes received (read by window_bound)
 
     # ------------------------------------------------------------------ the receiving thread
     def _response_at(self, conn: http.client.HTTPConnection,
@@ -350,6 +450,7 @@ class OneGet:
                 raise Retryable(f"GET {self.source.url} block {b.index}: connection closed "
                                 f"after {got} of {b.length} bytes")
             got += n
+            self.received += n
             if got - posted >= CHUNK or got == b.length:
                 stage.put((b.offset + posted, b, view[posted:got], None))
                 posted = got
