@@ -226,10 +226,13 @@ class AutoStreams:
         self._read = False
 
     def note_used(self, streams: int, why: str) -> None:
-        """A download that started one stream (:attr:`Decision.grow`) used *streams*."""
+        """A download that started one stream (:attr:`Decision.grow`) used *streams*; said
+        (``on_grow``) by the first download that used more than any before it (``cp -r``
+        says it once, not once per file)."""
         with self._lock:
+            more = streams > (self.used or 0)
             self.used = max(self.used or 0, streams)
-        if self.on_grow is not None:
+        if more and self.on_grow is not None:
             self.on_grow(why)
 
     def limits(self) -> Limits | None:

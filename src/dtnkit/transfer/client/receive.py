@@ -175,16 +175,16 @@ class Shares:
             return share
 
     def steal(self) -> Share | None:
-        """A new share: the second half of the blocks left of the share with most left (at
-        least one block, and one stays with it), or None when no share has two left or
-        taking them is not worth it (:meth:`worth`)."""
+        """A new share: the second half of the blocks left of the share with most left
+        whose half is worth taking (:meth:`worth`; at least one block, and one stays with
+        it), or None."""
         with self.lock:
-            victim = max(self.all, key=lambda s: s.left, default=None)
-            if victim is None or victim.left < 2:
+            now = time.monotonic()
+            victim = next((s for s in sorted(self.all, key=lambda s: -s.left)
+                           if s.left >= 2 and self.worth(s, s.left // 2, now)), None)
+            if victim is None:
                 return None
             k = victim.left // 2
-            if not self.worth(victim, k, time.monotonic()):
-                return None
             share = Share(victim.blocks[victim.stop - k:victim.stop])
             victim.stop -= k
             self.all.append(share)
