@@ -274,8 +274,9 @@ def fetch_spans(source: HttpRangeSource, sink: FileSink, blocks: list[pl.Block],
                         threads.append(t)
                         t.start()
                         added += 1
-            options.auto.note_used(1 + added, f"{1 + added} stream{'s' if added else ''}: "
-                                   + why)
+            if not errors:
+                options.auto.note_used(1 + added, f"{1 + added} stream"
+                                       f"{'s' if added else ''}: {why}")
         for t in threads:
             t.join()
     finally:
