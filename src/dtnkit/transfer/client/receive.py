@@ -33,7 +33,6 @@ from dataclasses import dataclass, replace
 
 from dtnkit.transfer import pipeline as pl
 from dtnkit.transfer.client.answers import check_content_range
-from dtnkit.transfer.client.autostreams import show_bytes
 from dtnkit.transfer.client.ends import FileSink, HttpRangeSource, move_blocks
 from dtnkit.transfer.client.errors import Abort, FatalHttp, Retryable, TransferError
 from dtnkit.transfer.client.first import Opened
@@ -310,6 +309,8 @@ def window_bound(received: Callable[[], int], thread: threading.Thread, rtt_s: f
     and more streams would only compete; at or below it the far end's window may (bound).
     A stream that ends first was not bound.  *received*: the bytes it has received so far.
     Returns (bound, why in words)."""
+    from dtnkit.transfer.client.autostreams import show_bytes  # only with --streams auto
+
     interval = max(rtt_s, 0.01)
     best = 0.0
     flat = 0
