@@ -110,7 +110,9 @@ def _sigterm_interrupts(env: Environment) -> Iterator[None]:
 @click.option("--streams", callback=_streams, metavar="N|auto", default="auto", show_default=True,
               help="Parallel TCP streams per file (disjoint byte ranges), or auto: "
                    "ceil(rate x RTT / window) from the first connection's RTT, this host's "
-                   "socket buffer limits and --rate (at most 16; the reason goes to stderr).")
+                   "socket buffer limits and --rate (at most 16; the reason goes to stderr); "
+                   "without --rate, when one window carries 1 Gbit/s, one stream starts and "
+                   "the others join only if it is bound by its window.")
 @click.option("--rate", "path_rate", default=None,
               help="With --streams auto: the path's rate in bit/s as iperf3 takes it (1g, "
                    "10G, 500mbit); default: the link speed of the interface to the server.")
