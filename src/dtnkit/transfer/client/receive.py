@@ -211,9 +211,10 @@ def fetch_spans(source: HttpRangeSource, sink: FileSink, blocks: list[pl.Block],
     one = replace(options, streams=1, auto=None)
     depth = max(8, STAGE_DEPTH // max(1, options.streams))  # memory as one stream's
     shares = Shares(groups, source.session.rtt)
+    # a stream starting alone has one stream's stage (the others' come with them)
     getters = [OneGet(source, sink, g, one, size, verifier, done,
-                      conn=first if i == 0 else None, depth=depth, shares=shares,
-                      share=shares.all[i], opened=opened if i == 0 else None)
+                      conn=first if i == 0 else None, depth=STAGE_DEPTH if grow else depth,
+                      shares=shares, share=shares.all[i], opened=opened if i == 0 else None)
                for i, g in enumerate(groups)]
     if first is not None and not getters:
         first.close()
