@@ -126,6 +126,14 @@ def targets(many: str, default: str | None) -> list[Target]:
     if default is not None:
         rows.append(Target(f"cp default({default}) XRootD", "gfal-copy -K adler32", None,
                            "cp with its default streams"))
+    if BEFORE:
+        for server in ("XRootD", "dtnkit"):
+            rows.append(Target(f"cp {many} {server}", f"cp {many} before {server}", None,
+                               f"this tree vs --before {BEFORE[0]}"))
+            rows.append(Target(f"cp {many} before {server}", "gfal-copy -K adler32", None,
+                               f"--before {BEFORE[0]} vs gfal-copy"))
+            rows.append(Target(f"cp {many} {server}", f"cp 1 {server}", None,
+                               "auto vs one stream"))
     return rows
 
 
@@ -137,6 +145,9 @@ def order(many: str, default: str | None) -> list[str]:
              "tpc dtnkit 1", "tpc XRootD 1", "tpc dtnkit 8", "tpc XRootD 8"]
     if default is not None:
         names.append(f"cp default({default}) XRootD")
+    if BEFORE:  # each next to its pair
+        for server in ("XRootD", "dtnkit"):
+            names.insert(names.index(f"cp {many} {server}") + 1, f"cp {many} before {server}")
     return names
 
 
@@ -199,6 +210,8 @@ class Tracked:
 
 TRACKED = Tracked()
 SERVE_ARGS: list[str] = []  # --serve-arg, and --tpc-allow for the lab when serve has it
+#: --before TREE: a source tree whose `dtnkit cp` runs as "cp N before SERVER", interleaved
+BEFORE: list[Path] = []
 
 
 @dataclass
@@ -324,8 +337,12 @@ class Run:
             n, _, server = rest.rpartition(" ")
             src = x if server == "XRootD" else d
             n = n.split("(")[1].rstrip(")") if n.startswith("default") else n
+            before = n.endswith(" before")
+            n = n.removesuffix(" before")
             argv = self.dtnkit_cp(*([] if label.startswith("cp default") else
                                     ["--streams", n]), src, str(dest))
+            if before:
+                argv = ["env", f"PYTHONPATH={BEFORE[0] / 'src'}", *argv]
             return argv, dest, rm_dest
         if kind == "upload":
             return (self.dtnkit_cp("--streams", rest, str(self.work / "src" / name),
@@ -543,6 +560,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                          "the uploads and the downloads they are judged against)")
     ap.add_argument("--quick", action="store_true",
                     help="smoke check: first path, untuned, 64 MiB, one round")
+    ap.add_argument("--before", type=Path, default=None,
+                    help="a source tree (e.g. from `git archive`) whose `dtnkit cp` runs as "
+                         "'cp N before SERVER' next to this tree's, interleaved")
     args = ap.parse_args(argv)
     try:
         args.paths = [(parse_ms(r), parse_rate(b))
@@ -580,6 +600,12 @@ def main(argv: list[str] | None = None) -> int:
     clean_leftovers(args.prefix)
     many, default = cp_streams_flavours()
     SERVE_ARGS.extend(args.serve_arg)
+    if args.before is not None:
+        if not (args.before / "src" / "dtnkit" / "__init__.py").is_file():
+            print(f"bench_cp_wan: --before {args.before}: no src/dtnkit there",
+                  file=sys.stderr)
+            return 2
+        BEFORE.append(args.before.resolve())
     work = Path(tempfile.mkdtemp(prefix=f"{WORK_PREFIX}{args.prefix}-", dir="/dev/shm"))
     work.chmod(0o711)  # XRootD's user walks through it to its own work directory
     (work / "pid").write_text(str(os.getpid()))

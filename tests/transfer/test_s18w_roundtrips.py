@@ -260,5 +260,7 @@ def test_requests_on_a_50ms_lab_path(tmp_path: Path, monkeypatch: pytest.MonkeyP
     seen = [m.group(1) for m in (re.search(r'"(GET|HEAD) /f"', x)
                                  for x in log.read_text().splitlines()) if m]
     assert isinstance(n, int) and 2 <= n < 16
-    # auto: a HEAD, a digest HEAD, a GET per stream; then one stream: one GET (cached digest)
-    assert sorted(seen) == ["GET"] * (n + 1) + ["HEAD", "HEAD"], seen
+    # auto: a HEAD, a digest HEAD, a GET per stream, and one per tail a stream that ended
+    # took from another (receive.Shares): fewer than one per 1 MiB block; then one stream:
+    # one GET (cached digest)
+    assert seen.count("HEAD") == 2 and n + 1 <= seen.count("GET") < 16 + 1, seen

@@ -110,7 +110,9 @@ def _sigterm_interrupts(env: Environment) -> Iterator[None]:
 @click.option("--streams", callback=_streams, metavar="N|auto", default="auto", show_default=True,
               help="Parallel TCP streams per file (disjoint byte ranges), or auto: "
                    "ceil(rate x RTT / window) from the first connection's RTT, this host's "
-                   "socket buffer limits and --rate (at most 16; the reason goes to stderr).")
+                   "socket buffer limits and --rate (at most 16; the reason goes to stderr); "
+                   "without --rate, when one window carries 1 Gbit/s, one stream starts and "
+                   "the others join only if it is bound by its window.")
 @click.option("--rate", "path_rate", default=None,
               help="With --streams auto: the path's rate in bit/s as iperf3 takes it (1g, "
                    "10G, 500mbit); default: the link speed of the interface to the server.")
@@ -263,6 +265,8 @@ def cp(env: Environment,
         if asked or table is not None or (env.stderr_isatty and not as_json):
             auto.on_decision = lambda d: click.echo(f"dtnkit cp: --streams auto: {d.reason}",
                                                     file=env.stderr)
+            auto.on_grow = lambda why: click.echo(f"dtnkit cp: --streams auto: {why}",
+                                                  file=env.stderr)
     options = Options(
         streams=streams if isinstance(streams, int) else 1, auto=auto,
         block_size=parse_bytes(block_size, "block-size", lo=4096, hi=2**30),
@@ -299,7 +303,7 @@ def cp(env: Environment,
     rate_text = format_rate(rate if isinstance(rate, float) else None)
     digest = f", {options.checksum} {result['digest']}" if result["digest"] else ""
     if auto is not None and auto.decision is not None:
-        digest += f", {auto.decision.streams} stream(s) (auto)"
+        digest += f", {auto.used or auto.decision.streams} stream(s) (auto)"
     # for people the summary goes to stderr, beside the progress bar
     emit(env, result, "json" if as_json else "table",
          lambda p: p.echo(f"copied {result['files']} file(s), {format_bytes(result['bytes'])} "

@@ -45,6 +45,15 @@ TABLE_CAP = 256
 WINDOW_SHARE = 0.5
 #: Rate assumed when neither --rate nor a link speed is known (a DTN's common NIC).
 ASSUMED_RATE = 10 * 10**9
+#: A stream whose window carries this much per round trip starts alone when the rate is
+#: only an upper bound (the link's, or assumed): the others join once it shows it is bound
+#: by its window (:class:`Decision` ``grow``).  On a 50 ms / 1 Gbit/s lab path behind
+#: 10 Gbit/s veths, tuned ends (32 MiB windows), the two streams the link rate asked for took
+#: 1.1-1.2x the time of one: BBR flows leaving startup together into a one-BDP queue lose
+#: more, and the second stream's set-up costs round trips (docs/benchmarks.md).  Below it
+#: (untuned ends: 2 MiB windows carry 335 Mbit/s at 50 ms) one stream is window-bound on any
+#: path a DTN has, and waiting for it to show that would only delay the others.
+SOLO_RATE = 10**9
 
 
 @dataclass(frozen=True)
@@ -120,12 +129,16 @@ class Decision:
     rate_from: str  # "--rate", "link DEV", "assumed"
     window_bytes: int | None
     reason: str
+    #: start one stream and add the others only when it is bound by its window (the rate is
+    #: an upper bound and one window already carries :data:`SOLO_RATE`)
+    grow: bool = False
 
     def as_dict(self) -> dict[str, object]:
         return {"streams": self.streams,
                 "rtt_ms": None if self.rtt_s is None else round(self.rtt_s * 1e3, 3),
                 "rate_bps": self.rate_bps, "rate_from": self.rate_from,
-                "window_bytes": self.window_bytes, "reason": self.reason}
+                "window_bytes": self.window_bytes, "reason": self.reason,
+                "grow": self.grow}
 
 
 def show_rate(bps: float) -> str:
@@ -165,7 +178,12 @@ def decide(rtt_s: float | None, rate_bps: float, rate_from: str, limits: Limits 
               + (f", capped at {cap}" if capped else "")
               + (" (the rate is not the path's: give --rate for more)"
                  if capped and rate_from != "--rate" else ""))
-    return Decision(n, rtt_s, rate_bps, rate_from, window, reason)
+    grow = n > 1 and rate_from != "--rate" and rtt_s > 0 and window * 8 / rtt_s >= SOLO_RATE
+    if grow:
+        reason += (f"; one stream starts: its window carries {window * 8 / rtt_s / 1e9:.3g} "
+                   "Gbit/s and the rate is only an upper bound, so the others join when it "
+                   "is bound by its window")
+    return Decision(n, rtt_s, rate_bps, rate_from, window, reason, grow)
 
 
 def from_table(table: Sequence[tuple[float, int]], source: str, rtt_s: float | None,
@@ -199,10 +217,23 @@ class AutoStreams:
         self.cap = cap
         self.decision: Decision | None = None
         self.on_decision: Callable[[Decision], None] | None = None  # e.g. say it on stderr
+        # a download that started one stream (Decision.grow) says how many it used here
+        self.on_grow: Callable[[str], None] | None = None
+        self.used: int | None = None  # the most streams a download of the run used
         # reentrant: deciding may open the first connection, which asks rcvbuf()
         self._lock = threading.RLock()
         self._known: Limits | None = None
         self._read = False
+
+    def note_used(self, streams: int, why: str) -> None:
+        """A download that started one stream (:attr:`Decision.grow`) used *streams*; said
+        (``on_grow``) by the first download that used more than any before it (``cp -r``
+        says it once, not once per file)."""
+        with self._lock:
+            more = streams > (self.used or 0)
+            self.used = max(self.used or 0, streams)
+        if more and self.on_grow is not None:
+            self.on_grow(why)
 
     def limits(self) -> Limits | None:
         """This host's buffer limits, read once."""

@@ -73,6 +73,15 @@ def whole(headers: http.client.HTTPMessage) -> bool:
             and headers.get("Content-Length", "").strip() == m.group(2))
 
 
+def starts_alone(options: Options) -> bool:
+    """Whether the download starts with one stream: ``--streams 1``, or ``--streams auto``
+    starting one and adding the others only when it is bound by its window
+    (:attr:`~dtnkit.transfer.client.autostreams.Decision.grow`): then its first request is
+    the ``GET`` of the whole file, and the others take parts of it from its end."""
+    decision = options.auto.decision if options.auto is not None else None
+    return options.streams == 1 or (decision is not None and decision.grow)
+
+
 def open_source(session: Session, url: Url, options: Options, want: str | None) -> Opened:
     """Open *url* for a download (see the module's docstring); *want* is the checksum whose
     source digest the copy needs (asked with ``Want-Digest`` on the GET), or None.  The
@@ -89,7 +98,7 @@ def open_source(session: Session, url: Url, options: Options, want: str | None) 
             return opened
         conn.close()
         hops += 1
-        method = "GET" if options.streams == 1 else "HEAD"
+        method = "GET" if starts_alone(options) else "HEAD"
         if hops > MAX_REDIRECTS:
             raise TransferError(f"{method} {url}", f"more than {MAX_REDIRECTS} redirects",
                                 "check the server's redirect configuration")
@@ -103,13 +112,13 @@ def _ask(session: Session, url: Url, options: Options, want: str | None,
     Location of a redirect ("" when it has none)."""
     attempt = 0
     while True:
-        what = f"{'GET' if options.streams == 1 else 'HEAD'} {url}"
+        what = f"{'GET' if starts_alone(options) else 'HEAD'} {url}"
         try:
             if conn.sock is None:
                 conn.connect()
             session.note_path(conn)
             settle_streams(options, session)  # --streams auto: on this handshake's RTT
-            single = options.streams == 1
+            single = starts_alone(options)
             what = f"{'GET' if single else 'HEAD'} {url}"
             extra = {"Want-Digest": want_name(want)} if want and single else {}
             conn.request("GET" if single else "HEAD", url.path,

@@ -158,7 +158,8 @@ class Summary:
             "digest": self.files[0].shown_digest() if len(self.files) == 1 else None,
             "verify": str(options.verify),
             "level": str(order[0] if order else options.level),  # the weakest level achieved
-            "streams": options.streams,
+            "streams": (options.auto.used if options.auto is not None
+                        and options.auto.used is not None else options.streams),
             **({"streams_auto": options.auto.decision.as_dict()}
                if options.auto is not None and options.auto.decision is not None else {}),
             "retries": sum(f.retries for f in self.files),

@@ -27,6 +27,8 @@ from __future__ import annotations
 import functools
 import http.client
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from dtnkit.transfer import pipeline as pl
@@ -46,6 +48,11 @@ from dtnkit.transfer.client.streams import (
 
 #: Chunks waiting for the writer: 64 MiB at most between the socket and the disk.
 STAGE_DEPTH = 64
+#: A stream takes blocks from another's span only when that stream would need at least this
+#: long for them (and :data:`STEAL_MIN_RTTS` round trips): below it the taker's request round
+#: trip and the bytes thrown away at the cut cost about what the split saves.
+STEAL_MIN_S = 0.25
+STEAL_MIN_RTTS = 4
 
 
 def fetch_blocks(source: HttpRangeSource, sink: FileSink, blocks: list[pl.Block],
@@ -59,15 +66,18 @@ def fetch_blocks(source: HttpRangeSource, sink: FileSink, blocks: list[pl.Block]
     first stream uses, and whose open ``GET`` body it reads as its first run."""
     n = settle_streams(options, source.session)
     conn = first.conn if first is not None else None
+    opened = None
+    if first is not None and first.response is not None and blocks and blocks[0].offset == 0:
+        opened = _Open(first.conn, first.response, 0, size - 1)
     if n > 1 and isinstance(verifier, pl.OrderedHasher):
+        if opened is not None:  # a whole-file GET (--streams auto starting alone): drop it
+            opened.conn.close()
+            conn = None
         return move_blocks(source, sink, blocks, options, size=size, verifier=verifier,
                            done=done, first=conn)
     if n > 1:
         return fetch_spans(source, sink, blocks, options, size=size, verifier=verifier,
-                           done=done, first=conn)
-    opened = None
-    if first is not None and first.response is not None and blocks and blocks[0].offset == 0:
-        opened = _Open(first.conn, first.response, 0, size - 1)
+                           done=done, first=conn, opened=opened)
     return OneGet(source, sink, blocks, options, size, verifier, done, conn=conn,
                   opened=opened).run()
 
@@ -91,17 +101,120 @@ def spans(blocks: list[pl.Block], n: int) -> list[list[pl.Block]]:
     return out
 
 
+class Share:
+    """The blocks one stream receives: ``blocks[taken:stop]`` are still to come.  Another
+    stream that ran out of work may take the tail (:meth:`Shares.steal` lowers *stop*)."""
+
+    def __init__(self, blocks: list[pl.Block]) -> None:
+        self.blocks = blocks
+        self.position = {b.index: i for i, b in enumerate(blocks)}
+        self.taken = 0  # blocks started (the one being received included)
+        self.stop = len(blocks)
+        self.received = 0  # bytes of the blocks before the one being received
+        self.started = time.monotonic()
+
+    @property
+    def left(self) -> int:
+        return self.stop - self.taken
+
+
+class Shares:
+    """The spans of a download's streams, rebalanced as they go: a stream that has received
+    its span takes the second half of what is left of the span with most left, on its own
+    connection (open, its window already grown), and the stream that had it stops where
+    that half begins.  Equal spans do not end together: streams leaving slow start into one
+    queue get unequal shares of the path for seconds (BBR's do), and a fixed span left the
+    last stream receiving alone, at its own share's rate, long after the others had ended
+    (on a 50 ms / 1 Gbit/s lab path with tuned ends, 3 streams ended 1.4 s apart)."""
+
+    def __init__(self, groups: list[list[pl.Block]], rtt_s: float | None = None) -> None:
+        self.lock = threading.Lock()
+        self.all = [Share(g) for g in groups]
+        self.rtt_s = rtt_s or 0.0
+        self.steals = 0
+
+    def claim(self, share: Share, b: pl.Block) -> bool:
+        """Whether *share*'s stream is still to receive *b* (False: it was taken away)."""
+        with self.lock:
+            pos = share.position[b.index]
+            if pos >= share.stop:
+                return False
+            if pos + 1 > share.taken:
+                share.received = sum(x.length for x in share.blocks[:pos])
+                share.taken = pos + 1
+            return True
+
+    def worth(self, share: Share, k: int, now: float) -> bool:
+        """Whether taking *share*'s last *k* blocks saves time: its stream would need at
+        least :data:`STEAL_MIN_S` and :data:`STEAL_MIN_RTTS` round trips for them at the
+        rate it has had (a taker pays a round trip for its request, and the bytes in flight
+        past the cut are thrown away).  A share with no block received yet has no rate."""
+        elapsed = now - share.started
+        if share.received <= 0 or elapsed <= 0:
+            return False
+        need = sum(b.length for b in share.blocks[share.stop - k:share.stop]) * elapsed \
+            / share.received
+        return need >= max(STEAL_MIN_S, STEAL_MIN_RTTS * self.rtt_s)
+
+    def end(self, share: Share) -> int:
+        """The last byte *share*'s stream is still to receive."""
+        with self.lock:
+            return share.blocks[share.stop - 1].end
+
+    def split(self, victim: Share, parts: int) -> Share | None:
+        """A new share: the last 1/*parts* of the blocks *victim* has left (None when that
+        is not one block)."""
+        with self.lock:
+            k = victim.left // max(1, parts)
+            if k < 1:
+                return None
+            share = Share(victim.blocks[victim.stop - k:victim.stop])
+            victim.stop -= k
+            self.all.append(share)
+            return share
+
+    def steal(self) -> Share | None:
+        """A new share: the second half of the blocks left of the share with most left
+        whose half is worth taking (:meth:`worth`; at least one block, and one stays with
+        it), or None."""
+        with self.lock:
+            now = time.monotonic()
+            victim = next((s for s in sorted(self.all, key=lambda s: -s.left)
+                           if s.left >= 2 and self.worth(s, s.left // 2, now)), None)
+            if victim is None:
+                return None
+            k = victim.left // 2
+            share = Share(victim.blocks[victim.stop - k:victim.stop])
+            victim.stop -= k
+            self.all.append(share)
+            self.steals += 1
+            return share
+
+
 def fetch_spans(source: HttpRangeSource, sink: FileSink, blocks: list[pl.Block],
                 options: Options, *, size: int, verifier: pl.BlockVerifier | None = None,
                 done: set[int] | None = None,
-                first: http.client.HTTPConnection | None = None) -> int:
-    """``options.streams`` streams, each a :class:`OneGet` on its own span of *blocks*; the
-    first error stops them all and is raised.  Returns the number of retries."""
-    groups = spans(blocks, options.streams)
+                first: http.client.HTTPConnection | None = None,
+                opened: _Open | None = None) -> int:
+    """``options.streams`` streams, each a :class:`OneGet` on its own span of *blocks*; a
+    stream that ends its span takes half of what another still has (:class:`Shares`); the
+    first error stops them all and is raised.  Returns the number of retries.
+
+    With ``--streams auto`` deciding to grow (:attr:`~dtnkit.transfer.client.autostreams
+    .Decision.grow`), one stream starts on all the blocks and the others join only once it
+    is bound by its window (:func:`window_bound`), each taking an equal part of what it has
+    left; a stream that is not stays alone."""
+    decision = options.auto.decision if options.auto is not None else None
+    grow = (decision is not None and decision.grow and decision.rtt_s is not None
+            and decision.window_bytes is not None and options.streams > 1)
+    groups = [blocks] if grow else spans(blocks, options.streams)
     one = replace(options, streams=1, auto=None)
-    depth = max(8, STAGE_DEPTH // max(1, len(groups)))  # memory as one stream's
+    depth = max(8, STAGE_DEPTH // max(1, options.streams))  # memory as one stream's
+    shares = Shares(groups, source.session.rtt)
+    # a stream starting alone has one stream's stage (the others' come with them)
     getters = [OneGet(source, sink, g, one, size, verifier, done,
-                      conn=first if i == 0 else None, depth=depth)
+                      conn=first if i == 0 else None, depth=STAGE_DEPTH if grow else depth,
+                      shares=shares, share=shares.all[i], opened=opened if i == 0 else None)
                for i, g in enumerate(groups)]
     if first is not None and not getters:
         first.close()
@@ -111,30 +224,121 @@ def fetch_spans(source: HttpRangeSource, sink: FileSink, blocks: list[pl.Block],
 
     def run(getter: OneGet) -> None:
         try:
-            n = getter.run()
-            with lock:
-                retries[0] += n
+            while True:
+                n = getter.run()
+                with lock:
+                    retries[0] += n
+                conn = getter.kept.pop() if getter.kept else None
+                if conn is None:
+                    return  # its connection is gone (cut where its span was taken)
+                with lock:
+                    share = None if errors else shares.steal()
+                    if share is not None:
+                        getter = OneGet(source, sink, share.blocks, one, size, verifier,
+                                        done, conn=conn, depth=depth, shares=shares,
+                                        share=share)
+                        getters.append(getter)
+                if share is None:
+                    conn.close()
+                    return
         except BaseException as exc:
             with lock:
                 errors.append(exc)
-            for other in getters:
-                other.stop.set()
+                for other in getters:
+                    other.stop.set()
 
     threads = [threading.Thread(target=run, args=(g,), name=f"dtnkit-span-{i}", daemon=True)
                for i, g in enumerate(getters)]
     for t in threads:
         t.start()
     try:
+        if grow and getters:
+            assert decision is not None and decision.rtt_s is not None \
+                and decision.window_bytes is not None and options.auto is not None
+            solo = getters[0]
+            bound, why = window_bound(lambda: solo.received, threads[0],
+                                      decision.rtt_s, decision.window_bytes)
+            added = 0
+            if bound:
+                with lock:
+                    for k in range(options.streams - 1):
+                        share = None if errors else shares.split(shares.all[0],
+                                                                 options.streams - k)
+                        if share is None:
+                            break
+                        getter = OneGet(source, sink, share.blocks, one, size, verifier,
+                                        done, depth=depth, shares=shares, share=share)
+                        getters.append(getter)
+                        t = threading.Thread(target=run, args=(getter,), daemon=True,
+                                             name=f"dtnkit-span-{len(threads)}")
+                        threads.append(t)
+                        t.start()
+                        added += 1
+            if not errors:
+                options.auto.note_used(1 + added, f"{1 + added} stream"
+                                       f"{'s' if added else ''}: {why}")
         for t in threads:
             t.join()
     finally:
-        for g in getters:
-            g.stop.set()
+        with lock:
+            for g in getters:
+                g.stop.set()
         for t in threads:
             t.join(10.0)
     if errors:
         raise next((e for e in errors if not isinstance(e, Abort)), errors[0])
     return retries[0]
+
+
+#: A stream is bound by its window when it moves this share of it per round trip.
+BOUND_SHARE = 0.8
+#: Round trips without 25 % more per round trip after which a stream's rate has stopped
+#: growing (the path or the sender, not its window, holds it): as BBR's full-pipe check.
+FLAT_ROUNDS = 3
+#: What an untuned Linux sender can have in flight at most (tcp_wmem's default third value,
+#: 4 MiB).  The far end's buffers cannot be seen from here: a stream that stops growing at no
+#: more than this per round trip may be held by the sender's window, so the others join.
+UNTUNED_SEND_BUFFER = 4 * 2**20
+
+
+def window_bound(received: Callable[[], int], thread: threading.Thread, rtt_s: float,
+                 window: int) -> tuple[bool, str]:
+    """Watch one stream, a round trip at a time, until it shows whether it is bound by its
+    window: it moves :data:`BOUND_SHARE` of *window* in a round trip (more streams would
+    carry more), or its rate stops growing below that (:data:`FLAT_ROUNDS` round trips
+    without 25 % more): above :data:`UNTUNED_SEND_BUFFER` per round trip the path holds it
+    and more streams would only compete; at or below it the far end's window may (bound).
+    A stream that ends first was not bound.  *received*: the bytes it has received so far.
+    Returns (bound, why in words)."""
+    from dtnkit.transfer.client.autostreams import show_bytes  # only with --streams auto
+
+    interval = max(rtt_s, 0.01)
+    best = 0.0
+    flat = 0
+    last, then = received(), time.monotonic()
+    while True:
+        thread.join(interval)
+        now, got = time.monotonic(), received()
+        if not thread.is_alive():
+            return False, "the file was done before the stream was known to be window-bound"
+        per_rtt = (got - last) * rtt_s / max(now - then, 1e-6)
+        last, then = got, now
+        if per_rtt >= BOUND_SHARE * window:
+            return True, (f"the first stream moved {show_bytes(per_rtt)} per round trip, "
+                          f"{per_rtt / window:.0%} of its window: bound by it")
+        if per_rtt > best * 1.25:
+            best, flat = per_rtt, 0
+        elif best > 0:
+            flat += 1
+            if flat >= FLAT_ROUNDS and best <= UNTUNED_SEND_BUFFER:
+                return True, (f"the first stream's rate stopped growing at "
+                              f"{show_bytes(best)} per round trip, no more than an untuned "
+                              "sender's window (4 MiB) carries: the far end's may hold it")
+            if flat >= FLAT_ROUNDS:
+                return False, (f"the first stream's rate stopped growing at "
+                               f"{show_bytes(best)} per round trip, {best / window:.0%} of "
+                               "its window and more than an untuned sender's (4 MiB): the "
+                               "path, not a window, holds it")
 
 
 def runs(blocks: list[pl.Block]) -> dict[int, int]:
@@ -177,7 +381,8 @@ class OneGet:
     def __init__(self, source: HttpRangeSource, sink: FileSink, blocks: list[pl.Block],
                  options: Options, size: int, verifier: pl.BlockVerifier | None,
                  done: set[int] | None, *, conn: http.client.HTTPConnection | None = None,
-                 opened: _Open | None = None, depth: int = STAGE_DEPTH) -> None:
+                 opened: _Open | None = None, depth: int = STAGE_DEPTH,
+                 shares: Shares | None = None, share: Share | None = None) -> None:
         self.source, self.sink, self.blocks, self.options = source, sink, blocks, options
         self.size, self.verifier, self.done = size, verifier, done
         self.last = runs(blocks)
@@ -188,6 +393,10 @@ class OneGet:
         self.conn = conn  # already open: the stream's first connection
         self.open: _Open | None = opened  # a GET already answered on it
         self.depth = depth
+        self.shares, self.share = shares, share  # several streams: its span, rebalanced
+        # with shares: its connection when it ends well (open, nothing unread on it)
+        self.kept: list[http.client.HTTPConnection] = []
+        self.received = 0  # bytes received (read by window_bound)
 
     # ------------------------------------------------------------------ the receiving thread
     def _response_at(self, conn: http.client.HTTPConnection,
@@ -199,6 +408,8 @@ class OneGet:
         self.open = None
         src = self.source
         first, last = b.offset, self.last[b.index]
+        if self.shares is not None and self.share is not None:
+            last = min(last, self.shares.end(self.share))  # not what was taken from it
         hdrs = {"Range": f"bytes={first}-{last}"}
         if src.etag:
             hdrs["If-Range"] = src.etag
@@ -222,6 +433,11 @@ class OneGet:
 
     def work(self, stage: pl.Stage[_Item],
              conn: http.client.HTTPConnection, b: pl.Block, state: _Attempt) -> None:
+        if self.shares is not None and self.share is not None \
+                and not self.shares.claim(self.share, b):
+            # another stream took the rest of this span: stop here (run_streams closes the
+            # connection, and with it the rest of the body, in flight)
+            raise Abort()
         if state.tries:
             stage.drain()  # an earlier attempt's chunks are written before buf is refilled
         state.tries += 1
@@ -237,11 +453,12 @@ class OneGet:
                 raise Retryable(f"GET {self.source.url} block {b.index}: connection closed "
                                 f"after {got} of {b.length} bytes")
             got += n
+            self.received += n
             if got - posted >= CHUNK or got == b.length:
                 stage.put((b.offset + posted, b, view[posted:got], None))
                 posted = got
         body_end = self.open.end if self.open is not None else b.end
-        if b.end == self.last[b.index]:
+        if b.end == self.last[b.index] or b.end >= body_end:  # the end of the run or body
             self.open = None
             if body_end > b.end:
                 conn.close()  # the rest of a whole-file body is another stream's or kept
@@ -298,7 +515,8 @@ class OneGet:
                                   work=functools.partial(self.work, stage),
                                   prepare=lambda _b: _Attempt(self.pool.get()), finish=finish,
                                   give_up=give_up, stop=self.stop,
-                                  name=self.source.thread_name, first=self.conn)
+                                  name=self.source.thread_name, first=self.conn,
+                                  keep=self.kept if self.shares is not None else None)
             stage.drain()
         finally:
             self.stop.set()

@@ -63,8 +63,9 @@ def run_streams(session: Session, blocks: list[pl.Block], options: Options, *,
     (HTTP/1.1 pipelining, :data:`PIPELINE` blocks unanswered at most), so no stream waits a
     round trip per block.  A failure (of a send or of an answer) is charged to the oldest
     unanswered block, and every unanswered block is sent again on a new connection.  *keep*:
-    the connections of the streams that ended well are put there instead of being closed
-    (the caller's next request, e.g. an upload's commit, needs no new handshake).
+    the connections of the streams that ended well (still open, nothing unread on them) are
+    put there instead of being closed (the caller's next request, e.g. an upload's commit or
+    a download stream's next span, needs no new handshake and no new slow start).
     """
     settle_streams(options, session)
     queue_: queue.SimpleQueue[pl.Block] = queue.SimpleQueue()
@@ -167,6 +168,11 @@ def run_streams(session: Session, blocks: list[pl.Block], options: Options, *,
                 try:
                     b = queue_.get_nowait()
                 except queue.Empty:
+                    if keep is not None and conn is not None and conn.sock is not None:
+                        with lock:
+                            keep.append(conn)
+                        live.pop(index, None)
+                        conn = None
                     return
                 state = prepare(b)
                 attempt = 0
