@@ -162,9 +162,14 @@ class Proxy:
         self.sock.close()
         for s in self._socks:
             with contextlib.suppress(OSError):
+                # a shutdown wakes a pump blocked in recv() on a connection still open (a
+                # close alone does not: each join below then waited its whole 5 s)
+                s.shutdown(socket.SHUT_RDWR)
+            with contextlib.suppress(OSError):
                 s.close()
         for t in self._threads:
             t.join(5)
+        assert not any(t.is_alive() for t in self._threads), "a relay thread did not end"
 
 
 # --------------------------------------------------------------------------- round trips
