@@ -287,7 +287,11 @@ def test_push_through_a_second_store_keeps_the_first_origin(tmp_path: Path) -> N
 
 
 def test_push_cli(location: Location, tmp_path: Path) -> None:
-    a = host_store(tmp_path / "a.sqlite", "ha")
+    # a path longer than the 80-column terminal: the "pushed" line is not wrapped (it was,
+    # once pytest's own temporary directory reached 4 digits), so it is copied whole
+    deep = tmp_path / ("stores-of-site-" * 5)
+    deep.mkdir()
+    a = host_store(deep / "a.sqlite", "ha")
     target = location.url if isinstance(location, DbUrl) else str(location)
     code, out, err = cli(a, "results", "push", target, "--host", "h-a", "--format", "json")
     assert code == 0 and err == ""

@@ -49,13 +49,12 @@ def push(env: Environment, target: Location, host: str | None, fmt: str,
     doc = summary.as_dict()
 
     def table(p: Printer) -> None:
-        from rich.markup import escape
-
         from dtnkit.cli.render import Col, print_fitted
         from dtnkit.units import format_duration
 
-        p.console.print(f"pushed {escape(doc['source'])} to {escape(doc['target'])} as "
-                        f"{escape(doc['host'])} in {format_duration(doc['elapsed_s'])}")
+        # unwrapped: the store's path and the target are copied whole
+        p.echo(f"pushed {doc['source']!s} to {doc['target']!s} as {doc['host']!s} in "
+               f"{format_duration(doc['elapsed_s'])}")
         print_fitted(p.console, (Col("table", wrap=False), Col("read", justify="right"),
                                  Col("new", justify="right"), Col("present", justify="right"),
                                  Col("conflicts", justify="right")),
