@@ -56,6 +56,8 @@ def test_iperf3_set_up_is_not_counted_as_throughput(environment: Environment) ->
     own = t.bytes * 8 / (t.end_s - start)  # iperf3's bytes over its own test time
     everything = statistics.fmean(b for _, b in p.samples)
     assert p.throughput_bps is not None
-    assert 0.75 < p.throughput_bps / own < 1.25, (p.throughput_bps, own, p.samples)
+    # not below iperf3's own average (which has slow start in it, while the window may begin
+    # a little after it: iperf3 exits a results exchange after its test), never above the cap
+    assert own * 0.9 < p.throughput_bps < 300e6 * 1.1, (p.throughput_bps, own, p.samples)
     assert everything / own < 0.75, (everything, own)  # what the point reported before
     assert all(b < 0.2 * own for t_s, b in p.samples if t_s <= start - 0.5)
