@@ -10,9 +10,10 @@ ended (so the destination's tmpfs holds at most ``streams`` files).  XRootD 5.5 
 finished checksum job in its job table now and then (``XrdOucTable::Remove``) and answers the
 next checksum query of the *same path* with HTTP 500 at once ("Program failed"); with one
 name per slot, reused by the slot's next transfer, that failed one transfer in a third of
-gfal-tpc points at 4-16 streams (docs/sweep.md).  How many transfers: ``point.bytes`` set:
-ceil(bytes / file_size) (at least one per slot); else each slot starts transfers until
-``point.duration_s`` has passed (at least one each); neither: one per slot.
+gfal-tpc points at 4-16 streams (docs/sweep.md; some 500s of unknown cause remain).
+How many transfers: ``point.bytes`` set: ceil(bytes / file_size) (at least one per slot);
+else each slot starts transfers until ``point.duration_s`` has passed (at least one each);
+neither: one per slot.
 
 The pull is what the study measured: the destination server is the active party (it fetches
 from the origin through the lab path), the client only asks and waits.  ``verified`` is True
