@@ -140,7 +140,10 @@ class Shares:
             if pos >= share.stop:
                 return False
             if pos + 1 > share.taken:
-                share.received = sum(x.length for x in share.blocks[:pos])
+                # the bytes of blocks[:pos], added on from what was counted (blocks[:taken-1])
+                # rather than summed again for every block of a long span
+                start = max(share.taken - 1, 0)
+                share.received += sum(x.length for x in share.blocks[start:pos])
                 share.taken = pos + 1
             return True
 
@@ -161,17 +164,20 @@ class Shares:
         with self.lock:
             return share.blocks[share.stop - 1].end
 
+    def _take(self, victim: Share, k: int) -> Share:
+        """A new share of *victim*'s last *k* blocks left, which it no longer receives
+        (under :attr:`lock`)."""
+        share = Share(victim.blocks[victim.stop - k:victim.stop])
+        victim.stop -= k
+        self.all.append(share)
+        return share
+
     def split(self, victim: Share, parts: int) -> Share | None:
         """A new share: the last 1/*parts* of the blocks *victim* has left (None when that
         is not one block)."""
         with self.lock:
             k = victim.left // max(1, parts)
-            if k < 1:
-                return None
-            share = Share(victim.blocks[victim.stop - k:victim.stop])
-            victim.stop -= k
-            self.all.append(share)
-            return share
+            return self._take(victim, k) if k >= 1 else None
 
     def steal(self) -> Share | None:
         """A new share: the second half of the blocks left of the share with most left
@@ -183,12 +189,8 @@ class Shares:
                            if s.left >= 2 and self.worth(s, s.left // 2, now)), None)
             if victim is None:
                 return None
-            k = victim.left // 2
-            share = Share(victim.blocks[victim.stop - k:victim.stop])
-            victim.stop -= k
-            self.all.append(share)
             self.steals += 1
-            return share
+            return self._take(victim, victim.left // 2)
 
 
 def fetch_spans(source: HttpRangeSource, sink: FileSink, blocks: list[pl.Block],
@@ -222,6 +224,13 @@ def fetch_spans(source: HttpRangeSource, sink: FileSink, blocks: list[pl.Block],
     retries = [0]
     lock = threading.Lock()
 
+    def joining(share: Share, conn: http.client.HTTPConnection | None = None) -> OneGet:
+        """A stream that joins on *share* (taken from another), on *conn* if it has one."""
+        getter = OneGet(source, sink, share.blocks, one, size, verifier, done, conn=conn,
+                        depth=depth, shares=shares, share=share)
+        getters.append(getter)
+        return getter
+
     def run(getter: OneGet) -> None:
         try:
             while True:
@@ -234,10 +243,7 @@ def fetch_spans(source: HttpRangeSource, sink: FileSink, blocks: list[pl.Block],
                 with lock:
                     share = None if errors else shares.steal()
                     if share is not None:
-                        getter = OneGet(source, sink, share.blocks, one, size, verifier,
-                                        done, conn=conn, depth=depth, shares=shares,
-                                        share=share)
-                        getters.append(getter)
+                        getter = joining(share, conn)
                 if share is None:
                     conn.close()
                     return
@@ -266,9 +272,7 @@ def fetch_spans(source: HttpRangeSource, sink: FileSink, blocks: list[pl.Block],
                                                                  options.streams - k)
                         if share is None:
                             break
-                        getter = OneGet(source, sink, share.blocks, one, size, verifier,
-                                        done, depth=depth, shares=shares, share=share)
-                        getters.append(getter)
+                        getter = joining(share)
                         t = threading.Thread(target=run, args=(getter,), daemon=True,
                                              name=f"dtnkit-span-{len(threads)}")
                         threads.append(t)
