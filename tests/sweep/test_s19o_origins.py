@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -21,6 +22,7 @@ from dtnkit.sweep import cgroups, servers, tools_tpc
 from dtnkit.sweep.cgroups import CgroupUnavailable, CpuController
 from dtnkit.sweep.grid import Point
 from dtnkit.sweep.model import PointEnv, ToolRun
+from dtnkit.sweep.runner import with_server_logs
 from dtnkit.sweep.servers import Pki, RunningServer, ServerFailed
 
 pytestmark = [pytest.mark.needs_root, pytest.mark.needs_netns]
@@ -188,6 +190,37 @@ def test_the_deadline_stops_every_transfer(site: Site) -> None:
     assert all(gone(s) == [] for s in started)
 
 
+@xrootd
+def test_a_failed_point_keeps_what_its_server_logged_during_it(site: Site) -> None:
+    """A transfer's error may say only "HTTP 500"; XRootD's log says why, and goes with the
+    server's work directory: a failed point keeps the lines logged while it ran."""
+    origins = servers.start_many("xrootd", site.sources[:1], base=site.base, pki=site.pki,
+                                 cores=None, prefix=f"{site.prefix}-lg", source=site.source,
+                                 files=1, token=TOKEN)
+    try:
+        (srv,) = origins
+        assert "initialization completed" in srv.log_tail(1000)  # logged before the mark
+        marks = [(srv, srv.log_size())]
+        out = site.p.dst.run(["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}",
+                              "--cacert", str(site.pki.ca_file), "-H",
+                              f"Authorization: Bearer {TOKEN}",
+                              f"{srv.origin.url_base}/no-such-file.bin"], check=False)
+        assert out.stdout == "404"
+        text = with_server_logs("the tool's output", marks)
+        head, _, logged = text.partition(f"--- {srv.label()} logged during the point ---\n")
+        assert head == "the tool's output\n"
+        assert "Unable to open /no-such-file.bin" in logged
+        assert "initialization" not in logged and TOKEN not in logged
+        # the last bytes when there is more; all of it when the log was cut below the mark
+        last = srv.log_since(marks[0][1], 150)
+        assert last.startswith("2") and "disc" in last  # whole lines only
+        assert len(last.encode()) <= 150 and logged.endswith(last.rstrip("\n"))
+        assert srv.log_since(10**9, 10**6) == srv.log.read_text(errors="replace")
+        assert with_server_logs("", [(srv, srv.log_size())]) == ""  # nothing new: no header
+    finally:
+        servers.stop_all(origins)
+
+
 @needs_cgroups
 def test_ctrl_c_during_a_run_leaves_no_transfer_running(site: Site) -> None:
     origins = servers.start_many("dtnkit", site.sources, base=site.base, pki=site.pki,
@@ -250,7 +283,9 @@ def test_a_port_already_taken(site: Site, kind: str) -> None:
                                  pki=site.pki, quota_name=f"{site.prefix}-p2", token=TOKEN,
                                  port=first.origin.port)
         text = err.value.render()
-        assert f"origin 3 ({kind} on src1) exited with status" in text
+        # XRootD logs that its initialization failed, then exits: either may be seen first
+        assert re.search(rf"origin 3 \({kind} on src1\) (exited with status|said its "
+                         "initialization failed)", text), text
         assert "in use" in text.lower(), text
         assert "\n" not in text
         assert not (site.base / "p2").exists()

@@ -103,6 +103,7 @@ def test_a_failing_point_is_recorded_and_the_sweep_goes_on(environment: Environm
     assert cp.status == "ok" and cp.transfers and all(t.verified for t in cp.transfers)
     assert all(t.bytes == 2**20 for t in cp.transfers)
     assert "--token" not in cp.raw  # the token goes in the environment, not argv
+    assert "logged during the point" not in cp.raw  # servers' logs only for failed points
     assert _namespaces(name) == []
 
 

@@ -428,7 +428,10 @@ class Sweep:
                 env = PointEnv(point=point, lab=lab, client=client, origins=origins,
                                destination=destination, workdir=workdir,
                                deadline=time.monotonic() + point.time_limit_s)
+                marks = [(srv, srv.log_size()) for srv in self.running()]
                 window, run = self.measure(tool, env, hosts)
+                if run.failed:  # the servers' side of it: XRootD's 500s are told there
+                    run = dataclasses.replace(run, raw=with_server_logs(run.raw, marks))
                 phase("measure_s")
                 if run.failed or not self.opts.reuse_servers:
                     self.stop_servers()  # a failed point's servers may be in any state
@@ -456,10 +459,13 @@ class Sweep:
             run = tool.run(env)
         return sampler.window, run
 
+    def running(self) -> list[servers.RunningServer]:
+        return list(self.servers[1]) if self.servers is not None else []
+
     def cpu_reader(self, origin: Origin) -> Callable[[], float | None]:
         """The origin's CPU seconds so far: its cgroup's accounting, else the CPU time of its
         process group."""
-        for s in self.servers[1] if self.servers is not None else ():
+        for s in self.running():
             if s.origin.pid == origin.pid and s.quota is not None:
                 return s.usage_s
         return lambda: group_cpu_seconds(origin.pid)
@@ -562,6 +568,19 @@ class Sweep:
                 # a sweep stopped before its last point (Ctrl-C, or a lab path that failed)
                 self.store.set_status(opts.name, "done" if completed else "interrupted")
         return summary
+
+
+def with_server_logs(raw: str, marks: Sequence[tuple[servers.RunningServer, int]]) -> str:
+    """A failed point's tool output followed by what each of its servers logged during the
+    point (``SERVER_LOG_BYTES`` shared among them, the last lines of each): a transfer's
+    error often says only "HTTP 500"; the server's log says why."""
+    limit = max(2048, servers.SERVER_LOG_BYTES // max(1, len(marks)))
+    parts = [raw.rstrip("\n")] if raw.strip() else []
+    for srv, mark in marks:
+        text = srv.log_since(mark, limit).strip("\n")
+        if text:
+            parts.append(f"--- {srv.label()} logged during the point ---\n{text}")
+    return "\n".join(parts)
 
 
 def describe(point: Point) -> str:

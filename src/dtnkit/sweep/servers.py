@@ -61,6 +61,9 @@ BLOCK = 8 * 2**20
 DEFAULT_START_TIMEOUT_S = 30.0
 DEFAULT_STOP_GRACE_S = 5.0
 LOG_TAIL_LINES = 15
+#: how much of its servers' logs a failed point keeps in all (what they logged during it);
+#: the tool's own output keeps the rest of the point's 64 KiB
+SERVER_LOG_BYTES = 24 * 1024
 READY = {
     "dtnkit": re.compile(r"listening on (https?)://[^\s]*?:(\d+)/"),
     "xrootd": re.compile(r"------ xrootd \S+ initialization completed\."),
@@ -234,6 +237,29 @@ class RunningServer:
 
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
         return _tail(self.log, lines)
+
+    def log_size(self) -> int:
+        """Where the log ends now (a mark for :meth:`log_since`)."""
+        try:
+            return self.log.stat().st_size
+        except OSError:
+            return 0
+
+    def log_since(self, mark: int, limit: int = SERVER_LOG_BYTES) -> str:
+        """What the server logged after ``mark``: its last whole lines within ``limit``
+        bytes (from the log's start when it is now shorter: rotated or truncated)."""
+        try:
+            with open(self.log, "rb") as fh:
+                end = fh.seek(0, os.SEEK_END)
+                start = mark if mark <= end else 0
+                cut = max(start, end - limit)
+                fh.seek(cut)
+                data = fh.read(limit)
+        except OSError:
+            return ""
+        if cut > start:  # began inside a line: from the next one
+            data = data.partition(b"\n")[2]
+        return data.decode(errors="replace")
 
     def usage_s(self) -> float | None:
         """CPU seconds the server used (None without a cgroup)."""
