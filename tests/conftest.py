@@ -56,6 +56,12 @@ def pytest_configure(config: pytest.Config) -> None:
     once and leave them behind."""
     if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _interrupted)
+    # A shell starts a background job (`pytest ... &`, nohup) with SIGINT ignored, and an
+    # ignored signal stays ignored in every child: the tests that Ctrl-C a dtnkit child
+    # would then wait for an interruption that never comes.  Handled here, it is the
+    # default again in each child (exec resets handled signals, not ignored ones).
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
