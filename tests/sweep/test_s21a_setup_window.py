@@ -13,8 +13,10 @@ from tests.conftest import taken
 
 from dtnkit.cli.main import main
 from dtnkit.environment import Environment
+from dtnkit.lab import fidelity
 from dtnkit.sweep import store
 from dtnkit.sweep.grid import Point
+from dtnkit.sweep.sample import IDLE_SERIES, Window, measured_idle_percent
 
 POINT = Point(rtt_ms=100.0, rate_bps=None, loss=0.0, origins=1, cores=None, profile=None,
               tool="iperf3", file_size=1, streams=128, repeat=0, duration_s=8.0, bytes=None,
@@ -36,6 +38,23 @@ def test_samples_that_began_before_the_set_up_ended_are_left_out() -> None:
     assert _result(samples, measure_from_s=9.0).measured_samples == tuple(samples)
     assert _result(samples, measure_from_s="2").measured_samples == tuple(samples)
     assert _result(samples, measure_from_s=True).measured_samples == tuple(samples)
+
+
+def test_the_lab_bound_rule_reads_the_machine_over_the_transfer_too() -> None:
+    """The idle share that marks a point lab-bound: over the measured samples, weighted by
+    their length, when the tool reported its set-up; over the whole point otherwise."""
+    w = Window(samples=[(1.0, 0.0), (2.0, 0.0), (3.0, 5e8), (5.0, 1e9)],
+               softirq={"machine": {"idle_percent": 52.0}})
+    w.series[IDLE_SERIES] = [95.0, 90.0, 10.0, 25.0]
+    assert measured_idle_percent(w, 2.0) == 20.0  # (1 s x 10 + 2 s x 25) / 3 s
+    assert measured_idle_percent(w, 2.4) == 25.0  # (2, 3] straddles the start
+    assert measured_idle_percent(w, None) == 52.0
+    assert measured_idle_percent(w, 9.0) == 52.0  # nothing after it: the whole point
+    w.series[IDLE_SERIES] = [95.0, 90.0, None, None]  # unreadable samples
+    assert measured_idle_percent(w, 2.0) == 52.0
+    assert fidelity.machine_bound(measured_idle_percent(Window(
+        samples=[(1.0, 0.0), (2.0, 1e9)], series={IDLE_SERIES: [80.0, 4.0]},
+        softirq={"machine": {"idle_percent": 42.0}}), 1.0)).bound
 
 
 @pytest.mark.needs_root
@@ -61,3 +80,6 @@ def test_iperf3_set_up_is_not_counted_as_throughput(environment: Environment) ->
     assert own * 0.9 < p.throughput_bps < 300e6 * 1.1, (p.throughput_bps, own, p.samples)
     assert everything / own < 0.75, (everything, own)  # what the point reported before
     assert all(b < 0.2 * own for t_s, b in p.samples if t_s <= start - 0.5)
+    idle = p.extra["idle_percent_measured"]  # what the lab-bound rule read: the transfer's
+    assert isinstance(idle, float) and 0.0 <= idle <= 100.0
+    assert len(p.series[IDLE_SERIES]) == len(p.samples)

@@ -49,7 +49,12 @@ from dtnkit.sweep import servers, store, tools_tpc
 from dtnkit.sweep.grid import Grid, Point
 from dtnkit.sweep.model import Origin, PointEnv, Tool, ToolRun
 from dtnkit.sweep.procs import Procs
-from dtnkit.sweep.sample import PointSampler, Window, group_cpu_seconds
+from dtnkit.sweep.sample import (
+    PointSampler,
+    Window,
+    group_cpu_seconds,
+    measured_idle_percent,
+)
 from dtnkit.sweep.tools import CommandTool, CpTool, Iperf3Tool
 from dtnkit.units import format_rate
 
@@ -479,7 +484,7 @@ class Sweep:
             stage = fidelity.summarize(w.emulator_docs)
             emulator = stage.as_json()
             reasons += fidelity.emulator_bound(stage, rtt_ms=point.rtt_ms).reasons
-        machine = w.softirq.get("machine", {}).get("idle_percent")
+        machine = measured_idle_percent(w, run.measure_from_s)
         reasons += fidelity.machine_bound(machine).reasons
         bound, why = bool(reasons), "; ".join(reasons)
         retrans, note = w.retransmits, w.retransmits_note
@@ -493,6 +498,8 @@ class Sweep:
             extra["tool_retransmits"] = run.retransmits
         if run.measure_from_s is not None:
             extra["measure_from_s"] = round(run.measure_from_s, 6)
+            if machine is not None:  # what the lab-bound rule read: the transfer's own share
+                extra["idle_percent_measured"] = machine
         return store.PointResult(
             point=point, status="failed" if run.failed else "ok", error=run.failed,
             started=started, elapsed_s=time.monotonic() - t_start, tool_s=w.elapsed_s,

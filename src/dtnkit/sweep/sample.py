@@ -129,6 +129,27 @@ class Window:
     errors: list[str] = field(default_factory=list)
 
 
+#: per sample: the machine's idle share (idle + iowait) over that sample
+IDLE_SERIES = "idle_pct.machine"
+
+
+def measured_idle_percent(w: Window, measure_from_s: float | None) -> float | None:
+    """The machine's idle share over the transfer itself: the samples that began at or
+    after the tool's set-up ended, weighted by their length (the rule of the stored point's
+    ``measured_samples``), else over the whole point.  iperf3 connecting 128 streams at
+    100 ms waits 13 s, nearly idle, before its test: over the whole point the machine reads
+    quieter than it was while the data moved."""
+    whole = w.softirq.get("machine", {}).get("idle_percent")
+    if measure_from_s is None:
+        return whole
+    times = [t for t, _ in w.samples]
+    kept = [(t - prev, v) for prev, t, v in zip((0.0, *times), times,
+                                                  w.series.get(IDLE_SERIES, []), strict=False)
+            if prev >= measure_from_s and v is not None and t > prev]
+    weight = sum(dt for dt, _ in kept)
+    return round(sum(dt * v for dt, v in kept) / weight, 1) if weight > 0 else whole
+
+
 class PointSampler:
     """Samples one point; a context manager around the tool's run."""
 
@@ -253,6 +274,7 @@ class PointSampler:
             total = sum(max(0, new.get(k, 0) - old.get(k, 0)) for k in
                         ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal"))
             soft = max(0, new.get("softirq", 0) - old.get("softirq", 0))
+            self.window.series.setdefault(IDLE_SERIES, []).append(idle_percent(old, new))
             self.window.series.setdefault("softirq_pct.machine", []).append(
                 100.0 * soft / total if total else None)
             ctxt = max(0, int(stat.get("ctxt", 0)) - int(self._prev_stat.get("ctxt", 0)))
