@@ -134,6 +134,11 @@ def targets(many: str, default: str | None) -> list[Target]:
                                f"--before {BEFORE[0]} vs gfal-copy"))
             rows.append(Target(f"cp {many} {server}", f"cp 1 {server}", None,
                                "auto vs one stream"))
+        for n in (many, "1"):
+            rows.append(Target(f"upload {n} before", f"cp {n} dtnkit", None,
+                               f"--before {BEFORE[0]} (client and serve) upload vs download"))
+            rows.append(Target(f"upload {n}", f"upload {n} before", None,
+                               f"this tree vs --before {BEFORE[0]} (client and serve)"))
     return rows
 
 
@@ -148,6 +153,8 @@ def order(many: str, default: str | None) -> list[str]:
     if BEFORE:  # each next to its pair
         for server in ("XRootD", "dtnkit"):
             names.insert(names.index(f"cp {many} {server}") + 1, f"cp {many} before {server}")
+        for n in (many, "1"):
+            names.insert(names.index(f"upload {n}") + 1, f"upload {n} before")
     return names
 
 
@@ -222,14 +229,16 @@ class Serve:
 
 @contextlib.contextmanager
 def dtnkit_serve(host: lab.LabHost, hostname: str, root: Path, pki: Pki, work: Path,
-                 extra: list[str]) -> Iterator[Serve]:
-    """``dtnkit serve`` (TLS, tokens, trusting the CA for its own TPC) in a lab namespace."""
+                 extra: list[str], before: bool = False) -> Iterator[Serve]:
+    """``dtnkit serve`` (TLS, tokens, trusting the CA for its own TPC) in a lab namespace;
+    *before*: the ``--before`` tree's."""
     tokens = work / "tokens"
     tokens.write_text(TOKENS)
     tokens.chmod(0o600)
     root.mkdir(parents=True, exist_ok=True)
-    with open(work / f"serve-{host.name}.log", "w") as errlog:
-        proc = host.popen([sys.executable, "-m", "dtnkit", "serve", "--root", str(root),
+    head = ["env", f"PYTHONPATH={BEFORE[0] / 'src'}"] if before else []
+    with open(work / f"serve-{host.name}{'-before' if before else ''}.log", "w") as errlog:
+        proc = host.popen([*head, sys.executable, "-m", "dtnkit", "serve", "--root", str(root),
                            "--host", "0.0.0.0", "--port", "0", "--cert", str(pki.cert),
                            "--key", str(pki.key), "--tokens", str(tokens),
                            "--ca-file", str(pki.ca_file), "--quiet", *extra, *SERVE_ARGS],
@@ -301,11 +310,13 @@ class Run:
 
     def __init__(self, p: LabPath, cfg: Config, pki: Pki, work: Path, name: str,
                  xsrc_url: str, xsrc_root_url: str, dsrc: Serve, xdst_url: str, xdst_root: Path,
-                 ddst: Serve, many: str, default: str | None) -> None:
+                 ddst: Serve, many: str, default: str | None,
+                 dsrc_before: Serve | None = None) -> None:
         self.p, self.cfg, self.pki, self.work, self.name = p, cfg, pki, work, name
         self.xsrc_url, self.xsrc_root_url, self.dsrc = xsrc_url, xsrc_root_url, dsrc
         self.xdst_url, self.xdst_root, self.ddst = xdst_url, xdst_root, ddst
         self.many, self.default = many, default
+        self.dsrc_before = dsrc_before  # the --before tree's serve on src (uploads)
         self.out = work / "out"
         self.out.mkdir(exist_ok=True)
         self.env = gfal_env(pki, None)
@@ -345,6 +356,18 @@ class Run:
                 argv = ["env", f"PYTHONPATH={BEFORE[0] / 'src'}", *argv]
             return argv, dest, rm_dest
         if kind == "upload":
+            n, _, before_ = rest.partition(" ")
+            if before_:  # the --before tree's client into the --before tree's serve
+                assert self.dsrc_before is not None
+                old = self.dsrc_before.root / "up.bin"
+
+                def rm_old() -> None:
+                    with contextlib.suppress(FileNotFoundError):
+                        old.unlink()
+
+                return (["env", f"PYTHONPATH={BEFORE[0] / 'src'}",
+                         *self.dtnkit_cp("--streams", n, str(self.work / "src" / name),
+                                         self.dsrc_before.url + "up.bin")], old, rm_old)
             return (self.dtnkit_cp("--streams", rest, str(self.work / "src" / name),
                                    self.dsrc.url + "up.bin"), up, rm_up)
         if label == "gfal-copy -K adler32":
@@ -458,13 +481,16 @@ def run_config(cfg: Config, lab_name: str, work: Path, repeat: int, many: str,
                                                 cwork, []))
         ddst = stack.enter_context(dtnkit_serve(p.dst, dst_name, cwork / "serve-dst", pki,
                                                 cwork, allow))
+        dsrc_before = stack.enter_context(dtnkit_serve(
+            p.src, src_name, cwork / "serve-src-before", pki, cwork, [], before=True)) \
+            if BEFORE else None
         (cwork / "src").mkdir()
         name = src_file.name
         place(src_file, cwork / "src" / name)
         place(src_file, xsrc.root / name, owner=XROOTD_USER)
         place(src_file, dsrc.root / name)
         run = Run(p, cfg, pki, cwork, name, xsrc.url, xsrc.xroot_url, dsrc, xdst.url, xdst.root,
-                  ddst, many, default)
+                  ddst, many, default, dsrc_before)
         warm(run)
         names = only(order(many, default), starts or [], targets(many, default))
         watch = CpuWatch(TRACKED.pids)

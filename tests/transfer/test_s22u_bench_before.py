@@ -1,0 +1,46 @@
+"""bench/bench_cp_wan.py --before TREE with --only upload: the before tree's uploads (its
+client into its own ``dtnkit serve``) run next to this tree's, interleaved, so a change of
+the client or of the server's receive path is measured against the old one in the same run."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "bench_cp_wan.py"
+
+
+@pytest.fixture
+def bench() -> Iterator[ModuleType]:
+    sys.path.insert(0, str(BENCH.parent))
+    spec = importlib.util.spec_from_file_location("bench_cp_wan_s22u", BENCH)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_cp_wan_s22u"] = module  # its dataclasses look their module up
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        sys.modules.pop("bench_cp_wan_s22u", None)
+        sys.path.remove(str(BENCH.parent))
+
+
+def test_before_uploads_run_next_to_this_trees(bench: ModuleType, tmp_path: Path) -> None:
+    bench.BEFORE.append(tmp_path)
+    names = bench.order("auto", None)
+    goals = bench.targets("auto", None)
+    kept = bench.only(names, ["upload"], goals)
+    assert kept == ["cp auto dtnkit", "upload auto", "upload auto before", "cp 1 dtnkit",
+                    "upload 1", "upload 1 before"]
+    pairs = {(g.measured, g.baseline) for g in goals}
+    assert ("upload auto", "upload auto before") in pairs
+    assert ("upload 1 before", "cp 1 dtnkit") in pairs
+
+
+def test_no_before_uploads_without_before(bench: ModuleType) -> None:
+    assert not [n for n in bench.order("auto", None) if "before" in n]
