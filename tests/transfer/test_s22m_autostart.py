@@ -205,3 +205,4 @@ def test_the_rules_constants_agree_with_their_docs() -> None:
     """The numbers docs/transfer.md names for ``--streams auto``'s start."""
     assert au.START_UNKNOWN == 4
     assert receive.ALL_BOUND_SHARE == 0.9 and receive.ALL_BOUND_RTTS == 2
+    assert receive.ALL_BOUND_SPELLS == 3

@@ -30,14 +30,17 @@ origin; a server's TPC session checks each hop against its allow-list).
 from __future__ import annotations
 
 import contextlib
+import functools
 import http.client
 import re
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
 
 from dtnkit.transfer.client.errors import BadAnswer, Retryable, TransferError, reason
 from dtnkit.transfer.client.options import Options
+from dtnkit.transfer.client.pace import PacedHTTPConnection, PacedHTTPSConnection
 from dtnkit.transfer.client.session import (
     MAX_REDIRECTS,
     REDIRECTS,
@@ -151,8 +154,11 @@ def open_source(session: Session, url: Url, options: Options, want: str | None,
     (:class:`Spare`)."""
     hops = 0
     while True:
-        conn = session.connect()
         spares: list[Spare] = []
+        conn = session.connect()
+        if isinstance(conn, (PacedHTTPConnection, PacedHTTPSConnection)):
+            conn.on_tcp = functools.partial(_decided, session, options,
+                                            spares if spans else None)
         try:
             opened = _ask(session, url, options, want, conn, spares if spans else None)
         except BaseException:
@@ -160,6 +166,8 @@ def open_source(session: Session, url: Url, options: Options, want: str | None,
             for spare in spares:
                 spare.close()
             raise
+        if isinstance(conn, (PacedHTTPConnection, PacedHTTPSConnection)):
+            conn.on_tcp = None  # decided: a reconnection later has nothing to do
         if isinstance(opened, Opened):
             return opened
         conn.close()
@@ -174,6 +182,23 @@ def open_source(session: Session, url: Url, options: Options, want: str | None,
         session = session.for_url(url)
 
 
+def _decide(session: Session, options: Options, spares: list[Spare] | None) -> None:
+    """The streams decided (``--streams auto``: on the first connection's round-trip time),
+    and with *spares* (a list to fill, once) the other starting streams' connections
+    beginning their handshakes, beside the first one's TLS and first request."""
+    settle_streams(options, session)
+    if spares is not None and not spares and not starts_alone(options):
+        spares.extend(Spare(session) for _ in range(starting_streams(options) - 1))
+
+
+def _decided(session: Session, options: Options, spares: list[Spare] | None,
+             sock: socket.socket) -> None:
+    """:func:`_decide` once the first connection's TCP handshake is over, before TLS: a
+    round trip earlier, on the RTT of the SYN alone."""
+    session.note_socket(sock)
+    _decide(session, options, spares)
+
+
 def _ask(session: Session, url: Url, options: Options, want: str | None,
          conn: http.client.HTTPConnection, spares: list[Spare] | None) -> Opened | str:
     """The first request on *conn*, with the session's retries: the opened file, or the
@@ -186,11 +211,9 @@ def _ask(session: Session, url: Url, options: Options, want: str | None,
             if conn.sock is None:
                 conn.connect()
             session.note_path(conn)
-            settle_streams(options, session)  # --streams auto: on this handshake's RTT
+            _decide(session, options, spares)  # when not done at its TCP handshake
             single = starts_alone(options)
             what = f"{'GET' if single else 'HEAD'} {url}"
-            if spares is not None and not single and not spares:
-                spares.extend(Spare(session) for _ in range(starting_streams(options) - 1))
             extra = {"Want-Digest": want_name(want)} if want and single else {}
             conn.request("GET" if single else "HEAD", url.path,
                          headers=session.headers(extra))
