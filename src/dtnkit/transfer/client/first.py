@@ -17,10 +17,11 @@ handshake gave the kernel its first RTT sample), and then:
   open-ended ``bytes=0-`` with a wrong ``Content-Length``), which then carries the first
   stream's ``GET``.
 
-The other streams' connections are opened as soon as the streams are decided (the first
-connection's handshake gave the RTT), each in a thread of its own (:class:`Spare`), while the
-``HEAD`` is asked: their TCP and TLS handshakes overlap its round trip instead of following
-it, so they are ready (or nearly) when the size is known and the spans are cut.
+The streams are decided as soon as the first connection's TCP handshake is over (it gave
+the kernel its first RTT sample), before its TLS handshake, and the other starting streams'
+connections are opened right then, each in a thread of its own (:class:`Spare`): their TCP
+and TLS handshakes overlap the first one's TLS and ``HEAD`` instead of following them, so
+they are ready (or nearly) when the size is known and the spans are cut.
 
 Redirects are followed on the request itself (a dCache door or an XRootD redirector),
 through :meth:`~dtnkit.transfer.client.session.Session.for_url` (the token only to its own

@@ -431,8 +431,8 @@ def all_bound(received: Callable[[], int], threads: list[threading.Thread], rtt_
     they show whether they are all bound by their windows: per round trip they move
     :data:`ALL_BOUND_SHARE` of *streams* windows in :data:`ALL_BOUND_SPELLS` spells running
     (bound: more streams would carry more), or their rate stops growing below that
-    (:data:`FLAT_ROUNDS` spells without 25 % more: the path holds them), or they end.  *received*: the bytes they have
-    received so far.  Returns (bound, why in words)."""
+    (:data:`FLAT_ROUNDS` spells without 25 % more: the path holds them), or they end.
+    *received*: the bytes they have received so far.  Returns (bound, why in words)."""
     from dtnkit.transfer.client.autostreams import show_bytes  # only with --streams auto
 
     interval = ALL_BOUND_RTTS * max(rtt_s, 0.01)
