@@ -143,7 +143,7 @@ def test_four_start_when_the_rate_is_only_an_upper_bound() -> None:
     all start; tuned ends start one (``grow``), as before."""
     link = au.decide(0.05, 10e9, "link speed of dklink0", UNTUNED)
     assert link.streams == 8 and link.start == au.START_UNKNOWN == 4 and not link.grow
-    assert "4 start: the rate is only an upper bound" in link.reason
+    assert "a download starts 4: the rate is only an upper bound" in link.reason
     assert link.as_dict()["start"] == 4
     given = au.decide(0.05, 10e9, "--rate", UNTUNED)
     assert given.start == 0 and given.as_dict()["start"] == given.streams

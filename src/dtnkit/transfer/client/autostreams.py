@@ -197,8 +197,8 @@ def decide(rtt_s: float | None, rate_bps: float, rate_from: str, limits: Limits 
     start = 0
     if n > START_UNKNOWN and rate_from != "--rate" and not grow:
         start = START_UNKNOWN
-        reason += (f"; {start} start: the rate is only an upper bound, so more join (up to "
-                   f"{n}) while they are all bound by their windows")
+        reason += (f"; a download starts {start}: the rate is only an upper bound, so more "
+                   f"join (up to {n}) while they are all bound by their windows")
     return Decision(n, rtt_s, rate_bps, rate_from, window, reason, grow, start)
 
 
