@@ -54,6 +54,13 @@ ASSUMED_RATE = 10 * 10**9
 #: (untuned ends: 2 MiB windows carry 335 Mbit/s at 50 ms) one stream is window-bound on any
 #: path a DTN has, and waiting for it to show that would only delay the others.
 SOLO_RATE = 10**9
+#: Streams that start together when the rate is only an upper bound and one window carries
+#: less than :data:`SOLO_RATE` (untuned ends on a long path): more join, doubling, while they
+#: are all bound by their windows (:class:`Decision` ``start``).  On a 50 ms / 1 Gbit/s lab
+#: path behind 10 Gbit/s veths (2 MiB windows) the 8 streams the cap gave, all leaving BBR's
+#: startup together, put 16 MiB in flight into a path that holds 6 MiB plus a one-BDP queue
+#: and retransmitted 6-17 % of their segments; 4 put 8 MiB and lost 0-2 % (docs/transfer.md).
+START_UNKNOWN = 4
 
 
 @dataclass(frozen=True)
@@ -132,13 +139,17 @@ class Decision:
     #: start one stream and add the others only when it is bound by its window (the rate is
     #: an upper bound and one window already carries :data:`SOLO_RATE`)
     grow: bool = False
+    #: streams that start together (0: all :attr:`streams`); the others join, doubling,
+    #: while all are bound by their windows (the rate is an upper bound and one window
+    #: carries less than :data:`SOLO_RATE`: :data:`START_UNKNOWN`)
+    start: int = 0
 
     def as_dict(self) -> dict[str, object]:
         return {"streams": self.streams,
                 "rtt_ms": None if self.rtt_s is None else round(self.rtt_s * 1e3, 3),
                 "rate_bps": self.rate_bps, "rate_from": self.rate_from,
                 "window_bytes": self.window_bytes, "reason": self.reason,
-                "grow": self.grow}
+                "grow": self.grow, "start": self.start or (1 if self.grow else self.streams)}
 
 
 def show_rate(bps: float) -> str:
@@ -183,7 +194,12 @@ def decide(rtt_s: float | None, rate_bps: float, rate_from: str, limits: Limits 
         reason += (f"; one stream starts: its window carries {window * 8 / rtt_s / 1e9:.3g} "
                    "Gbit/s and the rate is only an upper bound, so the others join when it "
                    "is bound by its window")
-    return Decision(n, rtt_s, rate_bps, rate_from, window, reason, grow)
+    start = 0
+    if n > START_UNKNOWN and rate_from != "--rate" and not grow:
+        start = START_UNKNOWN
+        reason += (f"; a download starts {start}: the rate is only an upper bound, so more "
+                   f"join (up to {n}) while they are all bound by their windows")
+    return Decision(n, rtt_s, rate_bps, rate_from, window, reason, grow, start)
 
 
 def from_table(table: Sequence[tuple[float, int]], source: str, rtt_s: float | None,

@@ -227,7 +227,10 @@ def download_once(session: Session, url: Url, dst: Path, options: Options,
         # one request: a GET whose answer tells the size (and often the digest), or a HEAD
         # on the first stream's own connection (first.py)
         want = name if plan.sequential or plan.source_digest_in_background else None
-        first = open_source(session, url, options, want)
+        # several streams each receive a span, unless an ordered digest (md5, sha256) is
+        # computed as blocks arrive: then a GET per block (receive.fetch_blocks)
+        ordered = plan.block and cks.canonical(name) not in cks.COMBINABLE
+        first = open_source(session, url, options, want, spans=not ordered)
         session, url, info = first.session, first.url, first.info
     source: Background | None = None
     expected: bytes | None = None

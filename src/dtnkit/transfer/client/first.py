@@ -17,6 +17,12 @@ handshake gave the kernel its first RTT sample), and then:
   open-ended ``bytes=0-`` with a wrong ``Content-Length``), which then carries the first
   stream's ``GET``.
 
+The streams are decided as soon as the first connection's TCP handshake is over (it gave
+the kernel its first RTT sample), before its TLS handshake, and the other starting streams'
+connections are opened right then, each in a thread of its own (:class:`Spare`): their TCP
+and TLS handshakes overlap the first one's TLS and ``HEAD`` instead of following them, so
+they are ready (or nearly) when the size is known and the spans are cut.
+
 Redirects are followed on the request itself (a dCache door or an XRootD redirector),
 through :meth:`~dtnkit.transfer.client.session.Session.for_url` (the token only to its own
 origin; a server's TPC session checks each hop against its allow-list).
@@ -25,13 +31,17 @@ origin; a server's TPC session checks each hop against its allow-list).
 from __future__ import annotations
 
 import contextlib
+import functools
 import http.client
 import re
+import socket
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from dtnkit.transfer.client.errors import BadAnswer, Retryable, TransferError, reason
 from dtnkit.transfer.client.options import Options
+from dtnkit.transfer.client.pace import PacedHTTPConnection, PacedHTTPSConnection
 from dtnkit.transfer.client.session import (
     MAX_REDIRECTS,
     REDIRECTS,
@@ -47,6 +57,44 @@ from dtnkit.transfer.client.session import (
 from dtnkit.transfer.client.streams import settle_streams
 
 
+class Spare:
+    """A connection to the first request's server being opened in a thread of its own (TCP
+    and TLS handshakes), for a stream that starts once the spans are cut.  A handshake that
+    fails leaves the connection closed: the stream connects again when it asks, with its
+    retries (:func:`~dtnkit.transfer.client.streams.run_streams`)."""
+
+    def __init__(self, session: Session) -> None:
+        self.conn = session.connect()
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._dropped = False
+        threading.Thread(target=self._open, name="dtnkit-preconnect", daemon=True).start()
+
+    def _open(self) -> None:
+        try:
+            self.conn.connect()
+        except (OSError, http.client.HTTPException):
+            self.conn.close()
+        finally:
+            with self._lock:
+                self._done.set()
+                if self._dropped:
+                    self.conn.close()
+
+    def take(self) -> http.client.HTTPConnection:
+        """The connection, once its handshakes are over (open, or closed after a failure)."""
+        self._done.wait()
+        return self.conn
+
+    def close(self) -> None:
+        """Drop it, now or as soon as its handshakes end; safe to call twice."""
+        with self._lock:
+            self._dropped = True
+            if self._done.is_set():
+                with contextlib.suppress(OSError):
+                    self.conn.close()
+
+
 @dataclass
 class Opened:
     """A source file opened by its first request: where it is (after redirects), what it is,
@@ -58,11 +106,17 @@ class Opened:
     info: RemoteInfo
     conn: http.client.HTTPConnection
     response: http.client.HTTPResponse | None
+    #: the other streams' connections, opened while the first request was asked (taken by
+    #: the streams that start with the first one; those left are closed with it)
+    spares: list[Spare] = field(default_factory=list)
 
     def close(self) -> None:
-        """Drop the connection (an unread body with it); safe to call twice."""
+        """Drop the connection (an unread body with it) and the spares left; safe to call
+        twice."""
         with contextlib.suppress(OSError):
             self.conn.close()
+        for spare in self.spares:
+            spare.close()
 
 
 def whole(headers: http.client.HTTPMessage) -> bool:
@@ -82,21 +136,44 @@ def starts_alone(options: Options) -> bool:
     return options.streams == 1 or (decision is not None and decision.grow)
 
 
-def open_source(session: Session, url: Url, options: Options, want: str | None) -> Opened:
+def starting_streams(options: Options) -> int:
+    """How many streams start together once the spans are cut (the others, if any, join
+    later: :attr:`~dtnkit.transfer.client.autostreams.Decision.start`)."""
+    decision = options.auto.decision if options.auto is not None else None
+    if decision is not None and decision.start:
+        return min(decision.start, options.streams)
+    return options.streams
+
+
+def open_source(session: Session, url: Url, options: Options, want: str | None,
+                spans: bool = True) -> Opened:
     """Open *url* for a download (see the module's docstring); *want* is the checksum whose
     source digest the copy needs (asked with ``Want-Digest`` on the GET), or None.  The
-    streams are settled (``options.streams``) before the request is chosen."""
+    streams are settled (``options.streams``) before the request is chosen.  *spans*:
+    several streams will each receive a span (not a ``GET`` per block, as an ordered digest
+    needs), so the other streams' connections are opened beside the ``HEAD``
+    (:class:`Spare`)."""
     hops = 0
     while True:
+        spares: list[Spare] = []
         conn = session.connect()
+        if isinstance(conn, (PacedHTTPConnection, PacedHTTPSConnection)):
+            conn.on_tcp = functools.partial(_decided, session, options,
+                                            spares if spans else None)
         try:
-            opened = _ask(session, url, options, want, conn)
+            opened = _ask(session, url, options, want, conn, spares if spans else None)
         except BaseException:
             conn.close()
+            for spare in spares:
+                spare.close()
             raise
+        if isinstance(conn, (PacedHTTPConnection, PacedHTTPSConnection)):
+            conn.on_tcp = None  # decided: a reconnection later has nothing to do
         if isinstance(opened, Opened):
             return opened
         conn.close()
+        for spare in spares:
+            spare.close()
         hops += 1
         method = "GET" if starts_alone(options) else "HEAD"
         if hops > MAX_REDIRECTS:
@@ -106,10 +183,28 @@ def open_source(session: Session, url: Url, options: Options, want: str | None) 
         session = session.for_url(url)
 
 
+def _decide(session: Session, options: Options, spares: list[Spare] | None) -> None:
+    """The streams decided (``--streams auto``: on the first connection's round-trip time),
+    and with *spares* (a list to fill, once) the other starting streams' connections
+    beginning their handshakes, beside the first one's TLS and first request."""
+    settle_streams(options, session)
+    if spares is not None and not spares and not starts_alone(options):
+        spares.extend(Spare(session) for _ in range(starting_streams(options) - 1))
+
+
+def _decided(session: Session, options: Options, spares: list[Spare] | None,
+             sock: socket.socket) -> None:
+    """:func:`_decide` once the first connection's TCP handshake is over, before TLS: a
+    round trip earlier, on the RTT of the SYN alone."""
+    session.note_socket(sock)
+    _decide(session, options, spares)
+
+
 def _ask(session: Session, url: Url, options: Options, want: str | None,
-         conn: http.client.HTTPConnection) -> Opened | str:
+         conn: http.client.HTTPConnection, spares: list[Spare] | None) -> Opened | str:
     """The first request on *conn*, with the session's retries: the opened file, or the
-    Location of a redirect ("" when it has none)."""
+    Location of a redirect ("" when it has none).  With *spares* (a list to fill), the other
+    starting streams' connections are opened once the streams are decided."""
     attempt = 0
     while True:
         what = f"{'GET' if starts_alone(options) else 'HEAD'} {url}"
@@ -117,7 +212,7 @@ def _ask(session: Session, url: Url, options: Options, want: str | None,
             if conn.sock is None:
                 conn.connect()
             session.note_path(conn)
-            settle_streams(options, session)  # --streams auto: on this handshake's RTT
+            _decide(session, options, spares)  # when not done at its TCP handshake
             single = starts_alone(options)
             what = f"{'GET' if single else 'HEAD'} {url}"
             extra = {"Want-Digest": want_name(want)} if want and single else {}
@@ -145,7 +240,8 @@ def _ask(session: Session, url: Url, options: Options, want: str | None,
             info = info_of(r.headers, what, url, options)
             if not single:
                 r.read()
-            return Opened(session, url, info, conn, r if single else None)
+            return Opened(session, url, info, conn, r if single else None,
+                          list(spares or []))
         except (Retryable, OSError, http.client.HTTPException) as exc:
             conn.close()
             fatal = fatal_transport(exc, what)

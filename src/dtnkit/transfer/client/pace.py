@@ -187,16 +187,24 @@ class PacedHTTPConnection(http.client.HTTPConnection):
     host's name; its receive buffer set to *rcvbuf* when given (:func:`open_socket`)."""
 
     def __init__(self, host: str, port: int, options: Options, *,
-                 rcvbuf: int | None = None, address: str | None = None) -> None:
+                 rcvbuf: int | None = None, address: str | None = None,
+                 on_tcp: Callable[[socket.socket], None] | None = None) -> None:
         super().__init__(host, port, timeout=socket_timeout(options, strict=False))
         self.options = options
         self.rcvbuf = rcvbuf
         self.address = address
+        self.on_tcp = on_tcp  # called with the TCP socket once its handshake is over
 
     def connect(self) -> None:
         self.timeout = socket_timeout(self.options)
         sock = open_socket(self.address or self.host, self.port, self.timeout, self.rcvbuf,
                            self.options.scitag)
+        try:
+            if self.on_tcp is not None:
+                self.on_tcp(sock)
+        except BaseException:
+            sock.close()
+            raise
         self.sock = PacedSocket(sock, self.options)
 
 
@@ -205,19 +213,26 @@ class PacedHTTPSConnection(http.client.HTTPSConnection):
 
     def __init__(self, host: str, port: int, options: Options,
                  context: ssl.SSLContext, *, rcvbuf: int | None = None,
-                 address: str | None = None) -> None:
+                 address: str | None = None,
+                 on_tcp: Callable[[socket.socket], None] | None = None) -> None:
         super().__init__(host, port, timeout=socket_timeout(options, strict=False),
                          context=context)
         self.options = options
         self.tls = context
         self.rcvbuf = rcvbuf
         self.address = address
+        # called with the TCP socket once its handshake is over, before the TLS handshake
+        # (the round-trip time is known then: ``--streams auto`` decides one round trip
+        # earlier, and the other streams' handshakes overlap this one's TLS)
+        self.on_tcp = on_tcp
 
     def connect(self) -> None:
         self.timeout = socket_timeout(self.options)
         sock = open_socket(self.address or self.host, self.port, self.timeout, self.rcvbuf,
                            self.options.scitag)
         try:
+            if self.on_tcp is not None:
+                self.on_tcp(sock)
             tls_sock = self.tls.wrap_socket(sock, server_hostname=self.host)
         except BaseException:
             sock.close()

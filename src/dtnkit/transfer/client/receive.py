@@ -24,8 +24,11 @@ the file back from disk.
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import http.client
+import sys
+import termios
 import threading
 import time
 from collections.abc import Callable
@@ -35,7 +38,7 @@ from dtnkit.transfer import pipeline as pl
 from dtnkit.transfer.client.answers import check_content_range
 from dtnkit.transfer.client.ends import FileSink, HttpRangeSource, move_blocks
 from dtnkit.transfer.client.errors import Abort, FatalHttp, Retryable, TransferError
-from dtnkit.transfer.client.first import Opened
+from dtnkit.transfer.client.first import Opened, Spare
 from dtnkit.transfer.client.options import Options
 from dtnkit.transfer.client.session import check_status
 from dtnkit.transfer.client.streams import (
@@ -69,6 +72,7 @@ def fetch_blocks(source: HttpRangeSource, sink: FileSink, blocks: list[pl.Block]
     opened = None
     if first is not None and first.response is not None and blocks and blocks[0].offset == 0:
         opened = _Open(first.conn, first.response, 0, size - 1)
+    spares = first.spares if first is not None else []
     if n > 1 and isinstance(verifier, pl.OrderedHasher):
         if opened is not None:  # a whole-file GET (--streams auto starting alone): drop it
             opened.conn.close()
@@ -77,7 +81,7 @@ def fetch_blocks(source: HttpRangeSource, sink: FileSink, blocks: list[pl.Block]
                            done=done, first=conn)
     if n > 1:
         return fetch_spans(source, sink, blocks, options, size=size, verifier=verifier,
-                           done=done, first=conn, opened=opened)
+                           done=done, first=conn, opened=opened, spares=spares)
     return OneGet(source, sink, blocks, options, size, verifier, done, conn=conn,
                   opened=opened).run()
 
@@ -172,6 +176,15 @@ class Shares:
         self.all.append(share)
         return share
 
+    def halve(self) -> Share | None:
+        """A new share for a stream that joins: the second half of the blocks left of the
+        share with most left (None when no share has two blocks left)."""
+        with self.lock:
+            victim = max(self.all, key=lambda s: s.left, default=None)
+            if victim is None or victim.left < 2:
+                return None
+            return self._take(victim, victim.left // 2)
+
     def split(self, victim: Share, parts: int) -> Share | None:
         """A new share: the last 1/*parts* of the blocks *victim* has left (None when that
         is not one block)."""
@@ -197,7 +210,7 @@ def fetch_spans(source: HttpRangeSource, sink: FileSink, blocks: list[pl.Block],
                 options: Options, *, size: int, verifier: pl.BlockVerifier | None = None,
                 done: set[int] | None = None,
                 first: http.client.HTTPConnection | None = None,
-                opened: _Open | None = None) -> int:
+                opened: _Open | None = None, spares: list[Spare] | None = None) -> int:
     """``options.streams`` streams, each a :class:`OneGet` on its own span of *blocks*; a
     stream that ends its span takes half of what another still has (:class:`Shares`); the
     first error stops them all and is raised.  Returns the number of retries.
@@ -205,21 +218,38 @@ def fetch_spans(source: HttpRangeSource, sink: FileSink, blocks: list[pl.Block],
     With ``--streams auto`` deciding to grow (:attr:`~dtnkit.transfer.client.autostreams
     .Decision.grow`), one stream starts on all the blocks and the others join only once it
     is bound by its window (:func:`window_bound`), each taking an equal part of what it has
-    left; a stream that is not stays alone."""
+    left; a stream that is not stays alone.  When it decided to start fewer streams than it
+    may use (:attr:`~dtnkit.transfer.client.autostreams.Decision.start`), those start on
+    equal spans and more join, doubling, while they are all bound by their windows
+    (:func:`all_bound`), each taking half of what the stream with most left still has.
+
+    *spares*: connections opened beside the first request (:class:`~dtnkit.transfer.client
+    .first.Spare`), taken by the streams that start with the first one; the list is emptied
+    (those not taken are closed)."""
     decision = options.auto.decision if options.auto is not None else None
-    grow = (decision is not None and decision.grow and decision.rtt_s is not None
-            and decision.window_bytes is not None and options.streams > 1)
-    groups = [blocks] if grow else spans(blocks, options.streams)
+    known = (decision is not None and decision.rtt_s is not None
+             and decision.window_bytes is not None and options.streams > 1)
+    grow = known and decision is not None and decision.grow
+    start = decision.start if known and decision is not None and not grow \
+        and 1 < decision.start < options.streams else 0
+    groups = [blocks] if grow else spans(blocks, start or options.streams)
     one = replace(options, streams=1, auto=None)
     depth = max(8, STAGE_DEPTH // max(1, options.streams))  # memory as one stream's
+    starting = max(8, STAGE_DEPTH // max(1, len(groups)))
     shares = Shares(groups, source.session.rtt)
     # a stream starting alone has one stream's stage (the others' come with them)
     getters = [OneGet(source, sink, g, one, size, verifier, done,
-                      conn=first if i == 0 else None, depth=STAGE_DEPTH if grow else depth,
+                      conn=first if i == 0 else None, depth=starting,
                       shares=shares, share=shares.all[i], opened=opened if i == 0 else None)
                for i, g in enumerate(groups)]
     if first is not None and not getters:
         first.close()
+    spare = list(spares or [])
+    if spares:
+        spares.clear()
+    for extra in spare[max(0, len(getters) - 1):]:
+        extra.close()
+    spare = spare[:max(0, len(getters) - 1)]
     errors: list[BaseException] = []
     retries = [0]
     lock = threading.Lock()
@@ -231,8 +261,10 @@ def fetch_spans(source: HttpRangeSource, sink: FileSink, blocks: list[pl.Block],
         getters.append(getter)
         return getter
 
-    def run(getter: OneGet) -> None:
+    def run(getter: OneGet, ready: Spare | None = None) -> None:
         try:
+            if ready is not None:
+                getter.conn = ready.take()  # its handshakes began beside the first request
             while True:
                 n = getter.run()
                 with lock:
@@ -253,11 +285,46 @@ def fetch_spans(source: HttpRangeSource, sink: FileSink, blocks: list[pl.Block],
                 for other in getters:
                     other.stop.set()
 
-    threads = [threading.Thread(target=run, args=(g,), name=f"dtnkit-span-{i}", daemon=True)
+    threads = [threading.Thread(target=run, args=(g, spare[i - 1] if 0 < i <= len(spare)
+                                                  else None),
+                                name=f"dtnkit-span-{i}", daemon=True)
                for i, g in enumerate(getters)]
     for t in threads:
         t.start()
+
+    def add(k: int) -> int:
+        """Start up to *k* streams that join, each on half of the largest share left."""
+        added = 0
+        with lock:
+            for _ in range(k):
+                share = None if errors else shares.halve()
+                if share is None:
+                    break
+                t = threading.Thread(target=run, args=(joining(share),), daemon=True,
+                                     name=f"dtnkit-span-{len(threads)}")
+                threads.append(t)
+                t.start()
+                added += 1
+        return added
+
     try:
+        if start and getters:
+            assert decision is not None and decision.rtt_s is not None \
+                and decision.window_bytes is not None and options.auto is not None
+            active, why = len(getters), ""
+            while True:
+                bound, why = all_bound(lambda: sum(g.received + g.queued()
+                                                   for g in list(getters)),
+                                       threads, decision.rtt_s, decision.window_bytes, active)
+                if not bound or errors:
+                    break
+                added = add(min(active, options.streams - active))
+                active += added
+                why += f", so {added} more joined"
+                if not added or active >= options.streams:
+                    break
+            if not errors:
+                options.auto.note_used(active, f"{active} streams: {why}")
         if grow and getters:
             assert decision is not None and decision.rtt_s is not None \
                 and decision.window_bytes is not None and options.auto is not None
@@ -345,6 +412,57 @@ def window_bound(received: Callable[[], int], thread: threading.Thread, rtt_s: f
                                "path, not a window, holds it")
 
 
+#: Streams are all bound by their windows when together they move this share of their
+#: windows per round trip (the handshake's RTT), in :data:`ALL_BOUND_SPELLS` spells of
+#: :data:`ALL_BOUND_RTTS` round trips running: more streams would carry more.  Four 2 MiB
+#: windows on a 50 ms / 1 Gbit/s path move 75 % at most (the path holds 6 MiB), 83 % with
+#: the RTT measured 10 % long on a loaded host.  Bytes count when the kernel has them (read,
+#: or waiting in the socket's receive queue): a receiving thread that was not scheduled for
+#: a while reads a backlog at once, which on a loaded host showed 119 % for two round trips.
+ALL_BOUND_SHARE = 0.9
+#: Round trips per spell of :func:`all_bound`, and the spells running above the share.
+ALL_BOUND_RTTS = 2
+ALL_BOUND_SPELLS = 3
+
+
+def all_bound(received: Callable[[], int], threads: list[threading.Thread], rtt_s: float,
+              window: int, streams: int) -> tuple[bool, str]:
+    """Watch *streams* streams together, :data:`ALL_BOUND_RTTS` round trips at a time, until
+    they show whether they are all bound by their windows: per round trip they move
+    :data:`ALL_BOUND_SHARE` of *streams* windows in :data:`ALL_BOUND_SPELLS` spells running
+    (bound: more streams would carry more), or their rate stops growing below that
+    (:data:`FLAT_ROUNDS` spells without 25 % more: the path holds them), or they end.
+    *received*: the bytes they have received so far.  Returns (bound, why in words)."""
+    from dtnkit.transfer.client.autostreams import show_bytes  # only with --streams auto
+
+    interval = ALL_BOUND_RTTS * max(rtt_s, 0.01)
+    full = streams * window
+    best = 0.0
+    flat = above = 0
+    last, then = received(), time.monotonic()
+    while True:
+        alive = [t for t in threads if t.is_alive()]
+        if not alive:
+            return False, f"the file was done before {streams} streams were known to be " \
+                "window-bound"
+        alive[0].join(interval)
+        now, got = time.monotonic(), received()
+        per_rtt = (got - last) * rtt_s / max(now - then, 1e-6)
+        last, then = got, now
+        above = above + 1 if per_rtt >= ALL_BOUND_SHARE * full else 0
+        if above >= ALL_BOUND_SPELLS:
+            return True, (f"{streams} streams moved {show_bytes(per_rtt)} per round trip, "
+                          f"{per_rtt / full:.0%} of their windows: bound by them")
+        if per_rtt > best * 1.25:
+            best, flat = per_rtt, 0
+        elif best > 0:
+            flat += 1
+            if flat >= FLAT_ROUNDS:
+                return False, (f"together their rate stopped growing at {show_bytes(best)} "
+                               f"per round trip, {best / full:.0%} of their windows: the "
+                               "path, not the windows, holds them")
+
+
 def runs(blocks: list[pl.Block]) -> dict[int, int]:
     """For each block's index, the last byte of the contiguous run of *blocks* it is in."""
     last: dict[int, int] = {}
@@ -401,6 +519,20 @@ class OneGet:
         # with shares: its connection when it ends well (open, nothing unread on it)
         self.kept: list[http.client.HTTPConnection] = []
         self.received = 0  # bytes received (read by window_bound)
+        self.current: http.client.HTTPConnection | None = None  # the one being read
+
+    def queued(self) -> int:
+        """Bytes that arrived on the connection being read but are not read yet (the
+        kernel's receive queue, FIONREAD; 0 when it cannot be seen)."""
+        conn = self.current
+        sock = conn.sock if conn is not None else None
+        if sock is None:
+            return 0
+        try:
+            raw = fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0" * 4)
+        except (OSError, ValueError, TypeError):
+            return 0
+        return max(0, int.from_bytes(raw[:4], sys.byteorder, signed=True))
 
     # ------------------------------------------------------------------ the receiving thread
     def _response_at(self, conn: http.client.HTTPConnection,
@@ -445,6 +577,7 @@ class OneGet:
         if state.tries:
             stage.drain()  # an earlier attempt's chunks are written before buf is refilled
         state.tries += 1
+        self.current = conn
         r = self._response_at(conn, b)
         view = memoryview(state.buf)[:b.length]
         got = posted = 0

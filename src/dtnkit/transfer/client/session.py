@@ -230,6 +230,15 @@ class Session:
             self.peer = str(conn.sock.getpeername()[0])
             self.rtt = tcp_rtt(conn.sock)
 
+    def note_socket(self, sock: socket.socket) -> None:
+        """:meth:`note_path` for a TCP socket whose handshake just ended (before TLS: the
+        round trip of the SYN alone, without the TLS handshake's computing)."""
+        if self.rtt is not None:
+            return
+        with contextlib.suppress(OSError):
+            self.peer = str(sock.getpeername()[0])
+            self.rtt = tcp_rtt(sock)
+
     def measure_path(self) -> float | None:
         """The round-trip time, measured on a new connection when none answered yet."""
         if self.rtt is None:

@@ -1,0 +1,208 @@
+"""``--streams auto`` with untuned ends on a long path (issue 11): the other streams'
+connections opened beside the first request (first.Spare), and, when the rate is only an
+upper bound, four streams starting instead of the cap of eight, more joining only while all
+are bound by their windows (receive.all_bound).  A real 50 ms / 1 Gbit/s lab path behind
+10 Gbit/s veths, a real ``dtnkit serve`` and the kernel's own windows; about 20 s."""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from dtnkit.transfer.client import autostreams as au
+from dtnkit.transfer.client import receive
+
+MiB = 2**20
+LAB_TOOLS = [t for t in ("iptables", "sysctl") if shutil.which(t) is None]
+UNTUNED_WMEM = "4096 16384 4194304"  # the kernel's default: 2 MiB windows
+SMALL_WMEM = "4096 16384 1048576"  # 512 KiB windows: four carry 335 Mbit/s at 50 ms
+UNTUNED = au.Limits(tcp_rmem_max=32 * MiB, tcp_wmem_max=4 * MiB, rmem_max=4 * MiB,
+                    wmem_max=4 * MiB)
+
+_F = TypeVar("_F", bound=Callable[..., None])
+
+
+def on_lab(test: _F) -> _F:
+    """Root, network namespaces and the lab's tools."""
+    for mark in (pytest.mark.needs_root, pytest.mark.needs_netns,
+                 pytest.mark.skipif(bool(LAB_TOOLS), reason=f"needs {', '.join(LAB_TOOLS)}")):
+        test = mark(test)
+    return test
+
+# `dtnkit cp` with a timeline: when each connection starts its handshake and when the
+# first request's answer (the HEAD) arrives, as JSON on the last line of stderr
+TIMELINE = """
+import json, sys, time
+from dtnkit.transfer.client import pace
+events = []
+plain_connect = pace.PacedHTTPConnection.connect
+plain_answer = pace.PacedHTTPConnection.getresponse
+def connect(self):
+    events.append(["connect", time.monotonic()])
+    plain_connect(self)
+def getresponse(self):
+    r = plain_answer(self)
+    events.append(["answer", time.monotonic(), self._method])
+    return r
+pace.PacedHTTPConnection.connect = connect
+pace.PacedHTTPConnection.getresponse = getresponse
+from dtnkit.cli.main import main
+try:
+    code = main(sys.argv[1:])
+finally:
+    print(json.dumps(events), file=sys.stderr)
+raise SystemExit(code)
+"""
+
+
+@dataclass
+class Lab:
+    p: Any  # the lab path (dtnkit.lab.path)
+    url: str
+    log: Path
+    root: Path
+    got: Path
+    script: Path
+
+    def sysctl(self, key: str, value: str) -> None:
+        for host in (self.p.src, self.p.dst):
+            res = host.run(["sysctl", "-qw", f"{key}={value}"], check=False)
+            assert res.returncode == 0, res.stderr
+
+    def cp(self, *args: str, name: str = "f", timeline: bool = False
+           ) -> tuple[dict[str, object], str, list[tuple[str, int]]]:
+        """Run ``dtnkit cp`` on dst: its JSON, its stderr and the requests the server logged
+        for it (method, bytes sent)."""
+        before = len(self.log.read_text().splitlines())
+        head = [sys.executable, str(self.script)] if timeline else [
+            sys.executable, "-m", "dtnkit"]
+        res = self.p.dst.run([*head, "cp", self.url + name, str(self.got), "-f", "--block-size",
+                              "1M", "--format", "json", *args], check=False)
+        assert res.returncode == 0, res.stderr
+        assert self.got.read_bytes() == (self.root / name).read_bytes()
+        lines = self.log.read_text().splitlines()[before:]
+        seen = [(m.group(1), int(m.group(2))) for m in (
+            re.search(rf'"(GET|HEAD) /{name}" \d+ (\d+)', x) for x in lines) if m]
+        doc: dict[str, object] = json.loads(res.stdout)
+        return doc, str(res.stderr), seen
+
+
+@pytest.fixture(scope="module")
+def lab22(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    from dtnkit.lab import path as lab
+
+    tmp = tmp_path_factory.mktemp("s22m")
+    state = tmp / "lab"
+    mp = pytest.MonkeyPatch()
+    mp.setenv("DTNKIT_LAB_STATE", str(state))
+    root = tmp / "srv"
+    root.mkdir()
+    (root / "f").write_bytes(secrets.token_bytes(8 * MiB))
+    # long enough for four streams to leave slow start and show what holds them
+    (root / "big").write_bytes(secrets.token_bytes(64 * MiB))
+    (tmp / "timeline.py").write_text(TIMELINE)
+    log = tmp / "serve.log"
+    try:
+        with lab.path(f"m22{secrets.token_hex(2)}", state_root=state, rtt_ms=50,
+                      rate_bps=10**9) as p, open(log, "w") as errlog:
+            server = p.src.popen([sys.executable, "-m", "dtnkit", "serve", "--root",
+                                  str(root), "--host", p.src.address, "--port", "0",
+                                  "--anonymous-read"], stderr=errlog)
+            try:
+                assert server.stdout is not None
+                line = server.stdout.readline()
+                assert "listening on" in line, line
+                url = line.split("listening on ", 1)[1].split()[0]
+                lab_ = Lab(p, url, log, root, tmp / "got", tmp / "timeline.py")
+                lab_.sysctl("net.ipv4.tcp_wmem", UNTUNED_WMEM)
+                yield lab_
+            finally:
+                server.terminate()
+                try:
+                    server.wait(10)
+                except subprocess.TimeoutExpired:
+                    server.kill()
+    finally:
+        mp.undo()
+
+
+def test_four_start_when_the_rate_is_only_an_upper_bound() -> None:
+    """Untuned ends (2 MiB windows carry 335 Mbit/s at 50 ms) behind a 10 Gbit/s link: the
+    formula asks for the cap of 8, but the path may be a tenth of the link: 4 start and the
+    others may join (before: 8 at once, no ``start``).  A rate the user gave is the path's:
+    all start; tuned ends start one (``grow``), as before."""
+    link = au.decide(0.05, 10e9, "link speed of dklink0", UNTUNED)
+    assert link.streams == 8 and link.start == au.START_UNKNOWN == 4 and not link.grow
+    assert "a download starts 4: the rate is only an upper bound" in link.reason
+    assert link.as_dict()["start"] == 4
+    given = au.decide(0.05, 10e9, "--rate", UNTUNED)
+    assert given.start == 0 and given.as_dict()["start"] == given.streams
+    few = au.decide(0.05, 1e9, "link speed of dklink0", UNTUNED)  # 3 streams: all start
+    assert few.streams == 3 and few.start == 0
+    tuned = au.decide(0.05, 10e9, "link speed of dklink0",
+                      au.Limits(64 * MiB, 64 * MiB, 4 * MiB, 4 * MiB))
+    assert tuned.grow and tuned.start == 0 and tuned.as_dict()["start"] == 1
+
+
+@on_lab
+def test_the_other_streams_connect_beside_the_head(lab22: Lab) -> None:
+    """Three streams: the two others' TCP handshakes start as soon as the streams are
+    decided, before the HEAD's answer (its round trip and theirs overlap).  Before: they
+    started once the spans were cut, after the HEAD, a round trip and more later."""
+    _doc, err, seen = lab22.cp("--streams", "3", timeline=True)
+    events = json.loads(err.strip().splitlines()[-1])
+    head = next(t for kind, t, *rest in events if kind == "answer" and rest == ["HEAD"])
+    early = [t for kind, t, *_ in events if kind == "connect" and t < head]
+    assert len(early) == 3, events  # the first connection and the two others
+    assert [m for m, _ in seen].count("GET") >= 3, seen
+
+
+@on_lab
+def test_untuned_ends_start_four_streams_not_eight(lab22: Lab) -> None:
+    """The cell of issue 11: 50 ms / 1 Gbit/s, untuned ends, the link's 10 Gbit/s as the
+    rate.  Before: 8 streams at once (16 MiB in flight into 6 MiB plus a one-BDP queue:
+    6-17 % retransmitted).  Now 4 start; together they stop growing at what the path
+    carries (75 % of their windows), so no others join."""
+    doc, err, seen = lab22.cp("--streams", "auto", name="big")
+    auto = doc["streams_auto"]
+    assert isinstance(auto, dict)
+    assert auto["streams"] == 8 and auto["start"] == 4, auto
+    assert doc["streams"] == 4, err
+    assert "4 streams: " in err and ("the path, not the windows, holds them" in err
+                                     or "the file was done before" in err), err
+    # four spans of 16 MiB (one may be cut where a stream that ended took its tail)
+    assert sum(n == 16 * MiB for m, n in seen if m == "GET") >= 2, seen
+
+
+@on_lab
+def test_more_join_while_all_are_window_bound(lab22: Lab) -> None:
+    """512 KiB windows at both ends: four streams carry 335 Mbit/s of the 1 Gbit/s path,
+    all bound by their windows, so four more join (the cap of 8 for a link's rate).  This
+    held before too (8 at once): it guards the faster paths against the start of 4."""
+    lab22.sysctl("net.ipv4.tcp_wmem", SMALL_WMEM)
+    try:
+        doc, err, seen = lab22.cp("--streams", "auto", name="big")
+    finally:
+        lab22.sysctl("net.ipv4.tcp_wmem", UNTUNED_WMEM)
+    auto = doc["streams_auto"]
+    assert isinstance(auto, dict) and auto["start"] == 4
+    assert doc["streams"] == 8, err
+    assert "4 streams moved" in err and "bound by them" in err, err
+    assert [m for m, _ in seen].count("GET") >= 8, seen
+
+
+def test_the_rules_constants_agree_with_their_docs() -> None:
+    """The numbers docs/transfer.md names for ``--streams auto``'s start."""
+    assert au.START_UNKNOWN == 4
+    assert receive.ALL_BOUND_SHARE == 0.9 and receive.ALL_BOUND_RTTS == 2
+    assert receive.ALL_BOUND_SPELLS == 3
