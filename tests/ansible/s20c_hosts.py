@@ -99,34 +99,38 @@ class Pair:
         return path
 
 
-def wrapper(path: Path, netns: str) -> Path:
-    path.write_text(f'#!/bin/sh\nexec ip netns exec {netns} {DTNKIT} "$@"\n')
+def wrapper(path: Path, netns: str, log: Path | None = None) -> Path:
+    """The host's dtnkit_path; with ``log``, each run's arguments are appended to it first
+    (one line a run: what a test counts)."""
+    record = f'echo "$*" >> {log}\n' if log else ""
+    path.write_text(f'#!/bin/sh\n{record}exec ip netns exec {netns} {DTNKIT} "$@"\n')
     path.chmod(0o755)
     return path
 
 
 @contextmanager
-def pair(base: Path, rate: str = "500mbit") -> Iterator[Pair]:
+def pair(base: Path, rate: str = "500mbit", prefix: str = "s20c") -> Iterator[Pair]:
     """The two hosts; what a sends to b is capped at ``rate`` (a tbf), far below the veth's
-    10 Gbit/s, so a probe's baseline leaves headroom and the gate lets groups through."""
-    tag = uuid.uuid4().hex[:6]
-    names = (f"s20c{tag}a", f"s20c{tag}b")
+    10 Gbit/s, so a probe's baseline leaves headroom and the gate lets groups through.
+    Namespaces and veths are named PREFIX + 6 hex digits + a/b, va/vb."""
+    tag = prefix + uuid.uuid4().hex[:6]
+    names = (f"{tag}a", f"{tag}b")
     hosts = []
     try:
         for n in names:
             sh("ip", "netns", "add", n)
             sh("ip", "-n", n, "link", "set", "lo", "up")
-        sh("ip", "link", "add", f"s20c{tag}va", "netns", names[0], "type", "veth",
-           "peer", "name", f"s20c{tag}vb", "netns", names[1])
+        sh("ip", "link", "add", f"{tag}va", "netns", names[0], "type", "veth",
+           "peer", "name", f"{tag}vb", "netns", names[1])
         for i, (n, side) in enumerate(zip(names, "ab", strict=True)):
-            dev = f"s20c{tag}v{side}"
+            dev = f"{tag}v{side}"
             sh("ip", "-n", n, "addr", "add", f"10.231.0.{i + 1}/24", "dev", dev)
             sh("ip", "-n", n, "link", "set", dev, "up")
             state = base / f"state-{side}"
             state.mkdir(parents=True)
             hosts.append(Host(f"s20c-{side}", n, f"10.231.0.{i + 1}",
                               wrapper(base / f"dtnkit-{side}", n), state))
-        sh("tc", "-n", names[0], "qdisc", "add", "dev", f"s20c{tag}va", "root", "tbf",
+        sh("tc", "-n", names[0], "qdisc", "add", "dev", f"{tag}va", "root", "tbf",
            "rate", rate, "burst", "256kb", "latency", "50ms")
         yield Pair(hosts[0], hosts[1], base)
     finally:

@@ -771,6 +771,14 @@ class World:
                 return srv.root / m.group(2)
         return None
 
+    def made_lab(self) -> bool:
+        """Whether the block left anything of its lab path: its state, or a namespace."""
+        if (self.tmp / "lab" / self.lab).exists():
+            return True
+        listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True,
+                                check=False).stdout.split()
+        return any(n.startswith(f"dkl-{self.lab}-") for n in listed)
+
     def stop(self) -> None:
         for srv in self.servers.values():
             srv.proc.terminate()
@@ -781,8 +789,9 @@ class World:
                 srv.proc.kill()
                 srv.proc.communicate()
         self._stack.close()
-        subprocess.run([DTNKIT, "lab", "down", self.lab, "--missing-ok"], env=self.env,
-                       capture_output=True, check=False)
+        if self.made_lab():  # (most blocks make none: no dtnkit start to learn that)
+            subprocess.run([DTNKIT, "lab", "down", self.lab, "--missing-ok"], env=self.env,
+                           capture_output=True, check=False)
         for ns in (self._netns, self._peer_netns):
             if ns is not None:
                 ns.delete()

@@ -106,8 +106,26 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[sshhosts.SshHost
 @pytest.fixture(scope="module")
 def inventory(fleet: sshhosts.SshHosts, pg: Any,
               tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return fleet.inventory(tmp_path_factory.mktemp("s20s-inv") / "inventory.yml",
-                           db=pg.url if PG_STORE else None)
+    """Each host's dtnkit_path is a wrapper of the real dtnkit that first logs its arguments
+    in ``runs-HOST.log`` next to the inventory (what :func:`runs` counts)."""
+    where = tmp_path_factory.mktemp("s20s-inv")
+    paths = {}
+    for h in fleet.hosts:
+        paths[h.name] = where / f"dtnkit-{h.name}"
+        paths[h.name].write_text(f'#!/bin/sh\necho "$*" >> {where}/runs-{h.name}.log\n'
+                                 f'exec {fleet.dtnkit_path} "$@"\n')
+        paths[h.name].chmod(0o755)
+    return fleet.inventory(where / "inventory.yml", db=pg.url if PG_STORE else None,
+                           host_vars={n: {"dtnkit_path": str(p)} for n, p in paths.items()})
+
+
+def runs(inventory: Path) -> dict[str, list[list[str]]]:
+    """The dtnkit runs on each host so far (each a run's first two words), then forgotten."""
+    out = {}
+    for log in inventory.parent.glob("runs-*.log"):
+        out[log.stem[len("runs-"):]] = [line.split()[:2] for line in log.read_text().splitlines()]
+        log.unlink()
+    return out
 
 
 @pytest.fixture(autouse=True)
@@ -201,11 +219,22 @@ def test_check_mode_campaign_changes_nothing_on_any_host(fleet: sshhosts.SshHost
                                                          inventory: Path,
                                                          tmp_path: Path) -> None:
     ref = Reference(fleet, tmp_path / "ref")
+    (src1, dst1), (src2, dst2) = fleet.pairs
+    runs(inventory)
+    # two pairs with one server in common: the role reads each host's NIC speed once a play
+    pairs = [[src1.name, dst1.name], [src2.name, dst1.name]]
     proc = fleet.playbook(inventory, CAMPAIGN, "--check", "--diff",
-                          *campaign_vars(tmp_path / "out"))
+                          *campaign_vars(tmp_path / "out", dtnkit_pairs=pairs))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     ref.assert_unchanged()
     assert all(not snapshots(h) for h in fleet.hosts)  # not even a baseline was saved
+    # dtnkit started on each host: the version checked once per pair (its first step), the
+    # NIC speed read once, the group's dry run once per pair; nothing on dst2
+    done = runs(inventory)
+    assert dst2.name not in done, done
+    for h, pairs_in in ((src1, 1), (src2, 1), (dst1, 2)):
+        assert sorted(done[h.name]) == sorted([["--version"]] * pairs_in + [["tune", "audit"]]
+                                              + [["tune", "apply"]] * pairs_in), (h.name, done)
 
 
 @pytest.mark.skipif(not PG_STORE, reason="needs dtnkit's PostgreSQL results store (dtnkit.db)")
@@ -214,6 +243,7 @@ def test_campaign_on_two_pairs_stores_its_probes_in_postgresql(
     ref = Reference(fleet, tmp_path / "ref")
     before = results_count(pg)
     out = tmp_path / "out"
+    runs(inventory)
     start = time.monotonic()
     proc = fleet.playbook(inventory, CAMPAIGN, *campaign_vars(out))
     took = time.monotonic() - start
@@ -237,6 +267,10 @@ def test_campaign_on_two_pairs_stores_its_probes_in_postgresql(
     after = results_count(pg)
     assert after - before == 2 * 2 * REPEAT  # pairs x (baseline, applied) x repeats
     ref.assert_unchanged()
+    # each host checked dtnkit's version once (when the pair was saved), not per module
+    done = runs(inventory)
+    assert {name: words.count(["--version"]) for name, words in done.items()} == {
+        h.name: 1 for h in fleet.hosts}, done
 
 
 def _wait_applied(fleet: sshhosts.SshHosts, proc: subprocess.Popen[str],

@@ -17,6 +17,14 @@ options:
     description: The dtnkit command on the managed host (a name looked up on PATH, or a path).
     type: str
     default: dtnkit
+  check_version:
+    description:
+      - Run C(dtnkit --version) first and fail when dtnkit is older than the collection.
+      - Turn it off only for a task whose play already checked the same C(dtnkit_path) on the
+        same host (the role C(pair_experiment) checks at its first step); it saves one dtnkit
+        start per task. C(dtnkit_version) is then null.
+    type: bool
+    default: true
 notes:
   - A module cannot see the inventory name; failure messages name the managed host by its
     hostname and Ansible's failure line names the inventory host.

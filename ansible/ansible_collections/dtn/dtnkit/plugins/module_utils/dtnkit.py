@@ -24,9 +24,10 @@ DRIFT = 3
 
 
 def common_spec(state_dir=False, db=False):
-    """The options every module takes: ``dtnkit_path``, and ``state_dir``/``db`` where the
-    commands it runs take them."""
-    spec = dict(dtnkit_path=dict(type="str", default="dtnkit"))
+    """The options every module takes: ``dtnkit_path`` and ``check_version``, and
+    ``state_dir``/``db`` where the commands it runs take them."""
+    spec = dict(dtnkit_path=dict(type="str", default="dtnkit"),
+                check_version=dict(type="bool", default=True))
     if state_dir:
         spec["state_dir"] = dict(type="path")
     if db:
@@ -64,13 +65,15 @@ def parse_version(text):
 
 
 class Dtnkit(object):
-    """dtnkit on the managed host, found and version-checked once per module run."""
+    """dtnkit on the managed host, found and version-checked once per module run (unless
+    ``check_version`` is false: a play that checked this dtnkit on this host already, as the
+    role pair_experiment does at its first step, saves one dtnkit start per task)."""
 
     def __init__(self, module):
         self.module = module
         self.host = socket.gethostname()
         self.path = self._find(module.params["dtnkit_path"])
-        self.version = self._check_version()
+        self.version = self._check_version() if module.params["check_version"] else None
 
     def fail(self, msg, **extra):
         self.module.fail_json(msg="dtnkit on host %s: %s" % (self.host, msg),

@@ -76,7 +76,7 @@ compliant:
   returned: success
   type: bool
 dtnkit_version:
-  description: The dtnkit version found on the host.
+  description: The dtnkit version found on the host (null when C(check_version) is false).
   returned: success
   type: str
 ansible_facts:

@@ -100,7 +100,7 @@ server:
   returned: state=server_started or server_stopped
   type: dict
 dtnkit_version:
-  description: The dtnkit version found on the host.
+  description: The dtnkit version found on the host (null when C(check_version) is false).
   returned: success
   type: str
 """

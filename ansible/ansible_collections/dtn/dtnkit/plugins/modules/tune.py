@@ -112,7 +112,7 @@ result:
   returned: success
   type: dict
 dtnkit_version:
-  description: The dtnkit version found on the host.
+  description: The dtnkit version found on the host (null when C(check_version) is false).
   returned: success
   type: str
 """
