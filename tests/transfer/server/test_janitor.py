@@ -25,7 +25,7 @@ from dtnkit.transfer.server.janitor import sweep
 TOKEN = "janitor-rw"
 MiB = 2**20
 
-# A client that sends a PUT's head and 1 MiB of a 64 MiB body, says so, and waits to be
+# A client that sends a PUT's head and 2 MiB of a 64 MiB body, says so, and waits to be
 # killed (or, with "stall", to be told nothing: it just holds the connection).
 _CLIENT = r"""
 import socket, sys, time
@@ -33,7 +33,7 @@ port, path = int(sys.argv[1]), sys.argv[2]
 s = socket.create_connection(("127.0.0.1", port))
 s.sendall((f"PUT {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer janitor-rw\r\n"
            f"Content-Length: {64 << 20}\r\n\r\n").encode())
-s.sendall(b"x" * (1 << 20))
+s.sendall(b"x" * (2 << 20))  # the server writes a body in 1 MiB pieces: one is whole
 print("sent", flush=True)
 sys.stdin.read()
 """
