@@ -30,9 +30,10 @@ from tests.support.xrootd import Pki
 
 from dtnkit.transfer.server import ServerHandle, start_server
 
-#: dataclasses a download may build: Environment (cli/main.py, used by every command) and,
+#: dataclasses a download may build: Environment (cli/main.py, used by every command),
+#: first.py's Opened (it gains a field(default_factory) on the --streams auto branch), and,
 #: with --streams auto, autostreams' Limits and Decision and the Host that reads the limits
-DATACLASSES_FIXED = {"Environment"}
+DATACLASSES_FIXED = {"Environment", "Opened"}
 DATACLASSES_AUTO = DATACLASSES_FIXED | {"Decision", "Host", "Limits"}
 #: dtnkit packages a download never loads (audits, labs, measurements, results, servers)
 NOT_LOADED = ("dtnkit.host.parsers", "dtnkit.host.facts", "dtnkit.host.nsfork",

@@ -28,8 +28,8 @@ import contextlib
 import http.client
 import re
 import time
+from dataclasses import dataclass
 
-from dtnkit.records import mutable_record
 from dtnkit.transfer.client.errors import BadAnswer, Retryable, TransferError, reason
 from dtnkit.transfer.client.options import Options
 from dtnkit.transfer.client.session import (
@@ -47,7 +47,7 @@ from dtnkit.transfer.client.session import (
 from dtnkit.transfer.client.streams import settle_streams
 
 
-@mutable_record
+@dataclass
 class Opened:
     """A source file opened by its first request: where it is (after redirects), what it is,
     the keep-alive connection that asked (the first stream's), and for a one-stream ``GET``
