@@ -134,6 +134,10 @@ def targets(many: str, default: str | None) -> list[Target]:
                                f"--before {BEFORE[0]} vs gfal-copy"))
             rows.append(Target(f"cp {many} {server}", f"cp 1 {server}", None,
                                "auto vs one stream"))
+            rows.append(Target(f"cp 1 {server}", f"cp 1 before {server}", None,
+                               f"one stream: this tree vs --before {BEFORE[0]}"))
+            rows.append(Target(f"cp 1 before {server}", f"curl {server}", None,
+                               f"one stream, --before {BEFORE[0]}, vs unverified curl"))
         for n in (many, "1"):
             rows.append(Target(f"upload {n} before", f"cp {n} dtnkit", None,
                                f"--before {BEFORE[0]} (client and serve) upload vs download"))
@@ -153,6 +157,7 @@ def order(many: str, default: str | None) -> list[str]:
     if BEFORE:  # each next to its pair
         for server in ("XRootD", "dtnkit"):
             names.insert(names.index(f"cp {many} {server}") + 1, f"cp {many} before {server}")
+            names.insert(names.index(f"cp 1 {server}") + 1, f"cp 1 before {server}")
         for n in (many, "1"):
             names.insert(names.index(f"upload {n}") + 1, f"upload {n} before")
     return names

@@ -10,9 +10,10 @@ name, with their defaults; instances compare equal when of the same class with e
 hash as the tuple of their fields, print as ``Name(field=value, ...)``, and refuse
 assignment with :class:`dataclasses.FrozenInstanceError`; ``__match_args__`` is set.  Type
 checkers see a frozen dataclass (``dataclass_transform``).  Not supported (use a dataclass):
-``field(...)``, ``__post_init__``, ``dataclasses.replace``/``asdict``/``fields``,
-inheritance between records.  :func:`mutable_record` is the same for a class whose fields are
-assigned after construction (``@dataclass`` without ``frozen``).
+``field(...)``, ``__post_init__``, ``dataclasses.asdict``/``fields``, inheritance between
+records; :func:`replace` is ``dataclasses.replace`` for a record.  :func:`mutable_record` is
+the same for a class whose fields are assigned after construction (``@dataclass`` without
+``frozen``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import inspect
 from typing import Any, TypeVar, dataclass_transform
 
 C = TypeVar("C", bound=type)
+R = TypeVar("R")
 
 _MISSING = object()
 
@@ -93,6 +95,18 @@ def mutable_record(cls: C) -> C:
     same constructor, equality and repr; not hashable (``__hash__`` is None).  A default is
     one object shared by every instance: give a list or dict field no default."""
     return _make(cls, frozen=False)
+
+
+def replace(obj: R, /, **changes: Any) -> R:
+    """A new record of *obj*'s class with its fields, *changes* replacing some (as
+    ``dataclasses.replace`` makes one of a dataclass)."""
+    cls = type(obj)
+    names: tuple[str, ...] = cls.__match_args__  # type: ignore[attr-defined]
+    for key in changes:
+        if key not in names:
+            raise TypeError(f"{cls.__name__} has no field {key!r}")
+    state = obj.__dict__
+    return cls(**{name: changes.get(name, state[name]) for name in names})
 
 
 def _make(cls: C, *, frozen: bool) -> C:

@@ -15,8 +15,9 @@ from dtnkit.errors import BadInput
 #: the URL schemes libpq accepts
 SCHEMES = ("postgresql", "postgres")
 _SCHEME_RE = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
-_ODD_RE = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
-_QUERY_SECRET_RE = re.compile(r"(?i)((?:^|&)(?:password|sslpassword)=)[^&]*")
+# compiled when first used (re's cache), not at import: every command imports this module
+_ODD = "[\x00-\x1f\x7f\ud800-\udfff]"
+_QUERY_SECRET = r"(?i)((?:^|&)(?:password|sslpassword)=)[^&]*"
 
 
 class DbUrl:
@@ -70,7 +71,7 @@ def redact(text: str) -> str:
     if at >= 0 and ":" in head[:at]:
         head = head[:at].split(":", 1)[0] + ":***" + head[at:]
     if sep:
-        query = _QUERY_SECRET_RE.sub(r"\1***", query)
+        query = re.sub(_QUERY_SECRET, r"\1***", query)
     return text[:match.end()] + head + sep + query
 
 
@@ -94,7 +95,7 @@ def parse_location(value: str | Path | DbUrl) -> Location:
         raise BadInput(f"unsupported results store URL {redact(text)!r}",
                        "--db takes an SQLite file path or a postgresql:// URL",
                        "e.g. --db postgresql://dtnkit@db.example.org/dtnkit")
-    odd = _ODD_RE.search(text)
+    odd = re.search(_ODD, text)
     if odd:
         raise BadInput(f"bad results store URL {redact(text)!r}",
                        f"it holds {odd.group()!r} (a URL is UTF-8 text without control "

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import json
 import marshal
 import os
@@ -32,8 +33,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dtnkit.errors import DtnkitError, ToolMissing
-from dtnkit.host.parsers import ParseError, ethtool_nl
-from dtnkit.host.parsers.rtnetlink import DUMPS, dump_request
 from dtnkit.host.runner import Result, Runner, SubprocessRunner
 from dtnkit.records import mutable_record
 
@@ -56,8 +55,15 @@ _BATCH_DIRS = ("/proc/sys/net/core", "/proc/sys/net/ipv4", "/proc/sys/net/ipv6/c
 _BATCH_DEVICE_FILES = ("device", "device/numa_node")
 # The kernel's rtnetlink dumps (links, routes, addresses: what `ip -j` would print), asked on
 # one netlink socket, which belongs to the namespace of the process that opens it: in this
-# process for the host, in the helper for a namespace (with its batch read).
-_RTNL_REQUESTS = [dump_request(name, seq) for seq, name in enumerate(DUMPS, start=1)]
+# process for the host, in the helper for a namespace (with its batch read).  Built when first
+# asked (the parsers are not loaded by what only reads files and runs commands: `dtnkit cp`).
+@functools.cache
+def _rtnl_requests() -> list[bytes]:
+    from dtnkit.host.parsers.rtnetlink import DUMPS, dump_request
+
+    return [dump_request(name, seq) for seq, name in enumerate(DUMPS, start=1)]
+
+
 # The files whose content the helper's batch reads at once: those an audit reads (every other
 # file of the batch's directories is read when asked for, by the same helper: see
 # Host._batch_file).  Reading all ~430 cost 20 ms of a namespace audit's ~45 ms lead.
@@ -67,8 +73,13 @@ _BATCH_NAMES = (
     "tcp_available_congestion_control", "tcp_congestion_control", "tcp_mem", "tcp_mtu_probing",
     "tcp_no_metrics_save", "tcp_rmem", "tcp_slow_start_after_idle", "tcp_wmem",
     "disable_ipv6", "mtu", "speed", "tx_queue_len", "numa_node")
-_BATCH_REQUEST: dict[str, Any] = {"batch": [list(_BATCH_DIRS), list(_BATCH_DEVICE_FILES),
-                                            _RTNL_REQUESTS, list(_BATCH_NAMES)]}
+
+
+def _batch_request() -> dict[str, Any]:
+    return {"batch": [list(_BATCH_DIRS), list(_BATCH_DEVICE_FILES), _rtnl_requests(),
+                      list(_BATCH_NAMES)]}
+
+
 _RTNL_FUNC = r"""
 def nl(proto, requests, timeout):
     # each request's reply on one netlink socket of protocol `proto`: its messages (each
@@ -487,7 +498,7 @@ class Host:
     def live(cls, netns: str | None = None, *, read_only: bool = False) -> Host:
         host = cls(Path("/"), netns=netns, runner=SubprocessRunner(), read_only=read_only)
         if netns is not None:  # start the namespace's helper and its batch read right away
-            host._helper[None] = _Helper(netns, first=host._helper_request(_BATCH_REQUEST))
+            host._helper[None] = _Helper(netns, first=host._helper_request(_batch_request()))
         return host
 
     @classmethod
@@ -536,7 +547,7 @@ class Host:
 
     def _batch_read(self) -> None:
         if None not in self._batch:
-            doc = self._helper_reply(_BATCH_REQUEST)
+            doc = self._helper_reply(_batch_request())
             doc = doc.get("batch") if doc is not None else None
             if doc is None:
                 res = self.runner.run(self.argv([
@@ -579,7 +590,7 @@ class Host:
             self._batch_read()
             return self._batch[None].rtnl
         if None not in self._rtnl:
-            self._rtnl[None] = _rtnl_replies(self._nl_code()["rtnl"](_RTNL_REQUESTS, 5.0))
+            self._rtnl[None] = _rtnl_replies(self._nl_code()["rtnl"](_rtnl_requests(), 5.0))
         return self._rtnl[None]
 
     def _nl_code(self) -> dict[str, Any]:
@@ -606,6 +617,8 @@ class Host:
             if device in self._ethtool:
                 return self._ethtool[device]
             generation = self._generation[0]
+        from dtnkit.host.parsers import ParseError, ethtool_nl
+
         family = self._ethtool_family()
         replies: dict[str, object] | None = None
         if family is not None:
@@ -622,6 +635,8 @@ class Host:
 
     def _ethtool_family(self) -> int | None:
         """The ethtool generic-netlink family's id (the same in every namespace), or None."""
+        from dtnkit.host.parsers import ParseError, ethtool_nl
+
         if "ethtool family" not in self._fixed:
             family: int | None = None
             got = self._nl_code()["nl"](ethtool_nl.NETLINK_GENERIC,
@@ -636,6 +651,8 @@ class Host:
         return found
 
     def _ask_ethtool(self, device: str, requests: list[bytes]) -> dict[str, object] | None:
+        from dtnkit.host.parsers import ethtool_nl
+
         drv = ethtool_nl.drvinfo_request()
         if self.netns is not None:
             reply = self._helper_reply({"ethtool": [device, requests], "drv": drv})
@@ -1029,6 +1046,8 @@ def _which(name: str) -> str | None:
 
 def _rtnl_replies(replies: Any) -> dict[str, bytes] | None:
     """The dumps' replies by name, or None when they are missing or malformed."""
+    from dtnkit.host.parsers.rtnetlink import DUMPS
+
     if not isinstance(replies, list) or len(replies) != len(DUMPS):
         return None
     if not all(isinstance(r, bytes) for r in replies):

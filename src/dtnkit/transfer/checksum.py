@@ -29,9 +29,10 @@ import functools
 import sys
 import zlib
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
+
+from dtnkit.records import record
 
 Buffer = bytes | bytearray | memoryview
 
@@ -342,7 +343,7 @@ class Crc32c(_IntChecksum):
 # --------------------------------------------------------------------------- the registry
 
 
-@dataclass(frozen=True)
+@record
 class Algorithm:
     """Everything dtnkit knows about one checksum algorithm."""
 

@@ -74,7 +74,7 @@ def copy(src: str, dst: str, options: Options) -> Summary:
     options.check()
     options.start()  # the deadline counts from here
     start = time.monotonic()
-    summary = Summary()
+    summary = Summary([])
     jobs: list[Callable[[], FileResult]] = []
     if is_url(src) and is_url(dst):
         jobs = relay_jobs(src, dst, options)

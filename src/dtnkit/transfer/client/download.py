@@ -21,10 +21,10 @@ import http.client
 import os
 import stat
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 
 from dtnkit.errors import BadInput
+from dtnkit.records import mutable_record
 from dtnkit.transfer import checksum as cks
 from dtnkit.transfer import files
 from dtnkit.transfer import pipeline as pl
@@ -53,7 +53,7 @@ from dtnkit.transfer.client.verify import Level
 from dtnkit.transfer.wire import digests as dg
 
 
-@dataclass
+@mutable_record
 class Attempts:
     """Mismatch attempts of one download, shared by bad-block rounds and whole-file fetches."""
 

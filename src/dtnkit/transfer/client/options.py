@@ -6,10 +6,10 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from dtnkit.errors import BadInput
+from dtnkit.records import mutable_record
 from dtnkit.transfer import checksum as cks
 from dtnkit.transfer import pipeline as pl
 from dtnkit.transfer.client.verify import Level, Verify, VerifyPlan
@@ -24,7 +24,7 @@ DEFAULT_LOW_SPEED_LIMIT = 1024
 DEFAULT_LOW_SPEED_TIME = 30.0
 
 
-@dataclass
+@mutable_record
 class Options:
     """What a copy is asked to do (the flags of `dtnkit cp`)."""
 
@@ -111,7 +111,7 @@ class Options:
         return VerifyPlan.of(self.verify, self.level, self.checksum)
 
 
-@dataclass
+@mutable_record
 class FileResult:
     """What the copy of one file did."""
 
@@ -135,11 +135,11 @@ class FileResult:
         return dg.show(self.digest)
 
 
-@dataclass
+@mutable_record
 class Summary:
     """What a whole copy did: its files and its time."""
 
-    files: list[FileResult] = field(default_factory=list)
+    files: list[FileResult]
     seconds: float = 0.0
 
     @property

@@ -32,8 +32,8 @@ import termios
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
 
+from dtnkit.records import mutable_record, replace
 from dtnkit.transfer import pipeline as pl
 from dtnkit.transfer.client.answers import check_content_range
 from dtnkit.transfer.client.ends import FileSink, HttpRangeSource, move_blocks
@@ -480,13 +480,13 @@ def runs(blocks: list[pl.Block]) -> dict[int, int]:
 _Item = tuple[int, pl.Block, memoryview, bytearray | None]
 
 
-@dataclass
+@mutable_record
 class _Attempt:
     buf: bytearray
     tries: int = 0
 
 
-@dataclass
+@mutable_record
 class _Open:
     """The response being read: on which connection, up to which offset, and the last byte
     its body carries (past the run asked for when it is a whole-file ``200``)."""

@@ -11,11 +11,11 @@ import ssl
 import struct
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import quote, unquote, urljoin, urlsplit
 
 from dtnkit.errors import BadInput, DtnkitError
+from dtnkit.records import mutable_record, record
 from dtnkit.transfer import checksum as cks
 from dtnkit.transfer.client.answers import check_file_size, content_length
 from dtnkit.transfer.client.errors import (
@@ -71,7 +71,7 @@ def normalize(text: str) -> str:
     return text
 
 
-@dataclass(frozen=True)
+@record
 class Url:
     scheme: str
     host: str
@@ -170,7 +170,7 @@ def tcp_rtt(sock: socket.socket) -> float | None:
     return rtt_us / 1e6 if rtt_us > 0 else None
 
 
-@dataclass
+@mutable_record
 class RemoteInfo:
     size: int
     etag: str | None

@@ -8,8 +8,8 @@ The enums are ``str``-valued, so the CLI's choices and the JSON summary keep the
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
 
+from dtnkit.records import record
 from dtnkit.transfer.wire import digests as dg
 
 
@@ -32,7 +32,7 @@ class Level(enum.StrEnum):
 
 
 
-@dataclass(frozen=True)
+@record
 class VerifyPlan:
     """Every verification decision of one file copy, derived once."""
 

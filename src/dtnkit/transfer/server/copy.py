@@ -22,11 +22,12 @@ import stat
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from dtnkit.errors import BadInput, DtnkitError
+from dtnkit.records import replace
 from dtnkit.transfer import checksum as cks
 from dtnkit.transfer import files, fsroot, paths
 from dtnkit.transfer import pipeline as pl
