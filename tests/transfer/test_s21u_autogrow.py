@@ -5,18 +5,12 @@ of a slower one's (receive.Shares).  Root and network namespaces; about 15 s."""
 
 from __future__ import annotations
 
-import json
-import re
 import secrets
 import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 import pytest
+from tests.support.serve_lab import ServeLab, serve_lab
 
 from dtnkit.transfer.client import autostreams as au
 from dtnkit.transfer.client import receive
@@ -48,85 +42,22 @@ raise SystemExit(main(sys.argv[1:]))
 """
 
 
-@dataclass
-class Lab:
-    p: Any  # the lab path (dtnkit.lab.path)
-    url: str
-    log: Path
-    root: Path
-    got: Path
-    script: Path
-
-    def sysctl(self, side: str, key: str, value: str) -> None:
-        host = getattr(self.p, side)
-        res = host.run(["sysctl", "-qw", f"{key}={value}"], check=False)
-        assert res.returncode == 0, res.stderr
-
-    def cp(self, *args: str, name: str = "f", slow_first: bool = False
-           ) -> tuple[dict[str, object], str, list[tuple[str, int]]]:
-        """Run ``dtnkit cp`` on dst; its JSON, its stderr and the requests the server logged
-        for it (method, bytes sent)."""
-        before = len(self.log.read_text().splitlines())
-        head = [sys.executable, str(self.script)] if slow_first else [
-            sys.executable, "-m", "dtnkit"]
-        res = self.p.dst.run([*head, "cp", self.url + name, str(self.got), "-f", "--block-size",
-                              "1M", "--format", "json", *args], check=False)
-        assert res.returncode == 0, res.stderr
-        assert self.got.read_bytes() == (self.root / name).read_bytes()
-        # the server logs a request when it has answered it: the copy is over
-        lines = self.log.read_text().splitlines()[before:]
-        seen = [(m.group(1), int(m.group(2))) for m in (
-            re.search(rf'"(GET|HEAD) /{name}" \d+ (\d+)', x) for x in lines) if m]
-        doc: dict[str, object] = json.loads(res.stdout)
-        return doc, str(res.stderr), seen
-
-
 @pytest.fixture(scope="module")
-def lab21(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    from dtnkit.lab import path as lab
-
-    tmp = tmp_path_factory.mktemp("s21u")
-    state = tmp / "lab"
-    mp = pytest.MonkeyPatch()
-    mp.setenv("DTNKIT_LAB_STATE", str(state))
-    root = tmp / "srv"
-    root.mkdir()
-    (root / "f").write_bytes(secrets.token_bytes(32 * MiB))
-    # long enough for the first stream to leave slow start and show what holds it
-    (root / "big").write_bytes(secrets.token_bytes(96 * MiB))
-    (tmp / "slow_first.py").write_text(SLOW_FIRST)
-    log = tmp / "serve.log"
-    try:
-        with lab.path(f"a21{secrets.token_hex(2)}", state_root=state, rtt_ms=100,
-                      rate_bps=10**9) as p, open(log, "w") as errlog:
-            server = p.src.popen([sys.executable, "-m", "dtnkit", "serve", "--root",
-                                  str(root), "--host", p.src.address, "--port", "0",
-                                  "--anonymous-read"], stderr=errlog)
-            try:
-                assert server.stdout is not None
-                line = server.stdout.readline()
-                assert "listening on" in line, line
-                url = line.split("listening on ", 1)[1].split()[0]
-                lab_ = Lab(p, url, log, root, tmp / "got", tmp / "slow_first.py")
-                for key in ("net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem"):
-                    lab_.sysctl("dst", key, TUNED)
-                yield lab_
-            finally:
-                server.terminate()
-                try:
-                    server.wait(10)
-                except subprocess.TimeoutExpired:
-                    server.kill()
-    finally:
-        mp.undo()
+def lab21(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeLab]:
+    # "big": long enough for the first stream to leave slow start and show what holds it
+    with serve_lab(tmp_path_factory.mktemp("s21u"), f"a21{secrets.token_hex(2)}", rtt_ms=100,
+                   files={"f": 32 * MiB, "big": 96 * MiB}, wrapper=SLOW_FIRST) as lab_:
+        for key in ("net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem"):
+            lab_.sysctl(key, TUNED, "dst")
+        yield lab_
 
 
-def test_auto_keeps_one_stream_when_the_path_not_the_window_holds_it(lab21: Lab) -> None:
+def test_auto_keeps_one_stream_when_the_path_not_the_window_holds_it(lab21: ServeLab) -> None:
     """Tuned ends (32 MiB windows), a 1 Gbit/s path behind 10 Gbit/s veths: the link rate
     asks for 4 streams, but one already carries what the path does.  Before: 4 streams from
     the start (a HEAD and four ranged GETs), which lost to one on this path (BBR flows into
     one queue); now one GET of the whole file, and the others never start."""
-    lab21.sysctl("src", "net.ipv4.tcp_wmem", TUNED)
+    lab21.sysctl("net.ipv4.tcp_wmem", TUNED, "src")
     doc, err, seen = lab21.cp("--streams", "auto", name="big")
     auto = doc["streams_auto"]
     assert isinstance(auto, dict)
@@ -138,15 +69,15 @@ def test_auto_keeps_one_stream_when_the_path_not_the_window_holds_it(lab21: Lab)
     assert "the path, not a window, holds it" in err
 
 
-def test_auto_adds_streams_when_the_far_end_window_holds_the_first(lab21: Lab) -> None:
+def test_auto_adds_streams_when_the_far_end_window_holds_the_first(lab21: ServeLab) -> None:
     """The same client, a server with the kernel's default 4 MiB send buffer: the first
     stream stops growing at what that window carries, which the path does not explain, so
     the others join and take equal parts of the first one's tail."""
-    lab21.sysctl("src", "net.ipv4.tcp_wmem", UNTUNED_WMEM)
+    lab21.sysctl("net.ipv4.tcp_wmem", UNTUNED_WMEM, "src")
     try:
         doc, err, seen = lab21.cp("--streams", "auto", name="big")
     finally:
-        lab21.sysctl("src", "net.ipv4.tcp_wmem", TUNED)
+        lab21.sysctl("net.ipv4.tcp_wmem", TUNED, "src")
     auto = doc["streams_auto"]
     assert isinstance(auto, dict)
     assert doc["streams"] == auto["streams"] and isinstance(auto["streams"], int)
@@ -156,17 +87,17 @@ def test_auto_adds_streams_when_the_far_end_window_holds_the_first(lab21: Lab) -
     assert "an untuned sender's window (4 MiB)" in err or "bound by it" in err, err
 
 
-def test_a_stream_that_ends_its_span_takes_the_tail_of_a_slower_one(lab21: Lab) -> None:
+def test_a_stream_that_ends_its_span_takes_the_tail_of_a_slower_one(lab21: ServeLab) -> None:
     """Two streams of 16 MiB each; the first one's connection has a 256 KiB receive buffer
     (about 2.6 MB/s here), the second runs at the path's rate.  Before, the second ended
     after ~1 s and the copy waited ~6 s for the first; now the second takes half of what the
     first has left, again and again, on its own open connection: more GETs than streams,
     and the first one's GET is cut long before its 16 MiB."""
-    lab21.sysctl("src", "net.ipv4.tcp_wmem", UNTUNED_WMEM)
+    lab21.sysctl("net.ipv4.tcp_wmem", UNTUNED_WMEM, "src")
     try:
-        doc, _err, seen = lab21.cp("--streams", "2", slow_first=True)
+        doc, _err, seen = lab21.cp("--streams", "2", wrapped=True)
     finally:
-        lab21.sysctl("src", "net.ipv4.tcp_wmem", TUNED)
+        lab21.sysctl("net.ipv4.tcp_wmem", TUNED, "src")
     assert doc["streams"] == 2
     gets = [n for m, n in seen if m == "GET"]
     assert len(gets) >= 3, seen  # the two spans and at least one tail taken

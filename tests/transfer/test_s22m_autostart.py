@@ -7,17 +7,13 @@ are bound by their windows (receive.all_bound).  A real 50 ms / 1 Gbit/s lab pat
 from __future__ import annotations
 
 import json
-import re
 import secrets
 import shutil
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import pytest
+from tests.support.serve_lab import ServeLab, serve_lab
 
 from dtnkit.transfer.client import autostreams as au
 from dtnkit.transfer.client import receive
@@ -65,75 +61,13 @@ raise SystemExit(code)
 """
 
 
-@dataclass
-class Lab:
-    p: Any  # the lab path (dtnkit.lab.path)
-    url: str
-    log: Path
-    root: Path
-    got: Path
-    script: Path
-
-    def sysctl(self, key: str, value: str) -> None:
-        for host in (self.p.src, self.p.dst):
-            res = host.run(["sysctl", "-qw", f"{key}={value}"], check=False)
-            assert res.returncode == 0, res.stderr
-
-    def cp(self, *args: str, name: str = "f", timeline: bool = False
-           ) -> tuple[dict[str, object], str, list[tuple[str, int]]]:
-        """Run ``dtnkit cp`` on dst: its JSON, its stderr and the requests the server logged
-        for it (method, bytes sent)."""
-        before = len(self.log.read_text().splitlines())
-        head = [sys.executable, str(self.script)] if timeline else [
-            sys.executable, "-m", "dtnkit"]
-        res = self.p.dst.run([*head, "cp", self.url + name, str(self.got), "-f", "--block-size",
-                              "1M", "--format", "json", *args], check=False)
-        assert res.returncode == 0, res.stderr
-        assert self.got.read_bytes() == (self.root / name).read_bytes()
-        lines = self.log.read_text().splitlines()[before:]
-        seen = [(m.group(1), int(m.group(2))) for m in (
-            re.search(rf'"(GET|HEAD) /{name}" \d+ (\d+)', x) for x in lines) if m]
-        doc: dict[str, object] = json.loads(res.stdout)
-        return doc, str(res.stderr), seen
-
-
 @pytest.fixture(scope="module")
-def lab22(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    from dtnkit.lab import path as lab
-
-    tmp = tmp_path_factory.mktemp("s22m")
-    state = tmp / "lab"
-    mp = pytest.MonkeyPatch()
-    mp.setenv("DTNKIT_LAB_STATE", str(state))
-    root = tmp / "srv"
-    root.mkdir()
-    (root / "f").write_bytes(secrets.token_bytes(8 * MiB))
-    # long enough for four streams to leave slow start and show what holds them
-    (root / "big").write_bytes(secrets.token_bytes(64 * MiB))
-    (tmp / "timeline.py").write_text(TIMELINE)
-    log = tmp / "serve.log"
-    try:
-        with lab.path(f"m22{secrets.token_hex(2)}", state_root=state, rtt_ms=50,
-                      rate_bps=10**9) as p, open(log, "w") as errlog:
-            server = p.src.popen([sys.executable, "-m", "dtnkit", "serve", "--root",
-                                  str(root), "--host", p.src.address, "--port", "0",
-                                  "--anonymous-read"], stderr=errlog)
-            try:
-                assert server.stdout is not None
-                line = server.stdout.readline()
-                assert "listening on" in line, line
-                url = line.split("listening on ", 1)[1].split()[0]
-                lab_ = Lab(p, url, log, root, tmp / "got", tmp / "timeline.py")
-                lab_.sysctl("net.ipv4.tcp_wmem", UNTUNED_WMEM)
-                yield lab_
-            finally:
-                server.terminate()
-                try:
-                    server.wait(10)
-                except subprocess.TimeoutExpired:
-                    server.kill()
-    finally:
-        mp.undo()
+def lab22(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeLab]:
+    # "big": long enough for four streams to leave slow start and show what holds them
+    with serve_lab(tmp_path_factory.mktemp("s22m"), f"m22{secrets.token_hex(2)}", rtt_ms=50,
+                   files={"f": 8 * MiB, "big": 64 * MiB}, wrapper=TIMELINE) as lab_:
+        lab_.sysctl("net.ipv4.tcp_wmem", UNTUNED_WMEM)
+        yield lab_
 
 
 def test_four_start_when_the_rate_is_only_an_upper_bound() -> None:
@@ -155,11 +89,11 @@ def test_four_start_when_the_rate_is_only_an_upper_bound() -> None:
 
 
 @on_lab
-def test_the_other_streams_connect_beside_the_head(lab22: Lab) -> None:
+def test_the_other_streams_connect_beside_the_head(lab22: ServeLab) -> None:
     """Three streams: the two others' TCP handshakes start as soon as the streams are
     decided, before the HEAD's answer (its round trip and theirs overlap).  Before: they
     started once the spans were cut, after the HEAD, a round trip and more later."""
-    _doc, err, seen = lab22.cp("--streams", "3", timeline=True)
+    _doc, err, seen = lab22.cp("--streams", "3", wrapped=True)
     events = json.loads(err.strip().splitlines()[-1])
     head = next(t for kind, t, *rest in events if kind == "answer" and rest == ["HEAD"])
     early = [t for kind, t, *_ in events if kind == "connect" and t < head]
@@ -168,7 +102,7 @@ def test_the_other_streams_connect_beside_the_head(lab22: Lab) -> None:
 
 
 @on_lab
-def test_untuned_ends_start_four_streams_not_eight(lab22: Lab) -> None:
+def test_untuned_ends_start_four_streams_not_eight(lab22: ServeLab) -> None:
     """The cell of issue 11: 50 ms / 1 Gbit/s, untuned ends, the link's 10 Gbit/s as the
     rate.  Before: 8 streams at once (16 MiB in flight into 6 MiB plus a one-BDP queue:
     6-17 % retransmitted).  Now 4 start; together they stop growing at what the path
@@ -185,7 +119,7 @@ def test_untuned_ends_start_four_streams_not_eight(lab22: Lab) -> None:
 
 
 @on_lab
-def test_more_join_while_all_are_window_bound(lab22: Lab) -> None:
+def test_more_join_while_all_are_window_bound(lab22: ServeLab) -> None:
     """512 KiB windows at both ends: four streams carry 335 Mbit/s of the 1 Gbit/s path,
     all bound by their windows, so four more join (the cap of 8 for a link's rate).  This
     held before too (8 at once): it guards the faster paths against the start of 4."""
