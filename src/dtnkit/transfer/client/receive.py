@@ -372,6 +372,22 @@ FLAT_ROUNDS = 3
 UNTUNED_SEND_BUFFER = 4 * 2**20
 
 
+class Growth:
+    """Whether a rate measured once per round trip (or spell) has stopped growing:
+    :data:`FLAT_ROUNDS` measurements running without 25 % more than the best so far."""
+
+    def __init__(self) -> None:
+        self.best = 0.0
+        self.flat = 0
+
+    def stopped(self, rate: float) -> bool:
+        if rate > self.best * 1.25:
+            self.best, self.flat = rate, 0
+        elif self.best > 0:
+            self.flat += 1
+        return self.flat >= FLAT_ROUNDS
+
+
 def window_bound(received: Callable[[], int], thread: threading.Thread, rtt_s: float,
                  window: int) -> tuple[bool, str]:
     """Watch one stream, a round trip at a time, until it shows whether it is bound by its
@@ -384,8 +400,7 @@ def window_bound(received: Callable[[], int], thread: threading.Thread, rtt_s: f
     from dtnkit.transfer.client.autostreams import show_bytes  # only with --streams auto
 
     interval = max(rtt_s, 0.01)
-    best = 0.0
-    flat = 0
+    growth = Growth()
     last, then = received(), time.monotonic()
     while True:
         thread.join(interval)
@@ -397,19 +412,16 @@ def window_bound(received: Callable[[], int], thread: threading.Thread, rtt_s: f
         if per_rtt >= BOUND_SHARE * window:
             return True, (f"the first stream moved {show_bytes(per_rtt)} per round trip, "
                           f"{per_rtt / window:.0%} of its window: bound by it")
-        if per_rtt > best * 1.25:
-            best, flat = per_rtt, 0
-        elif best > 0:
-            flat += 1
-            if flat >= FLAT_ROUNDS and best <= UNTUNED_SEND_BUFFER:
+        if growth.stopped(per_rtt):
+            best = growth.best
+            if best <= UNTUNED_SEND_BUFFER:
                 return True, (f"the first stream's rate stopped growing at "
                               f"{show_bytes(best)} per round trip, no more than an untuned "
                               "sender's window (4 MiB) carries: the far end's may hold it")
-            if flat >= FLAT_ROUNDS:
-                return False, (f"the first stream's rate stopped growing at "
-                               f"{show_bytes(best)} per round trip, {best / window:.0%} of "
-                               "its window and more than an untuned sender's (4 MiB): the "
-                               "path, not a window, holds it")
+            return False, (f"the first stream's rate stopped growing at "
+                           f"{show_bytes(best)} per round trip, {best / window:.0%} of "
+                           "its window and more than an untuned sender's (4 MiB): the "
+                           "path, not a window, holds it")
 
 
 #: Streams are all bound by their windows when together they move this share of their
@@ -437,8 +449,8 @@ def all_bound(received: Callable[[], int], threads: list[threading.Thread], rtt_
 
     interval = ALL_BOUND_RTTS * max(rtt_s, 0.01)
     full = streams * window
-    best = 0.0
-    flat = above = 0
+    growth = Growth()
+    above = 0
     last, then = received(), time.monotonic()
     while True:
         alive = [t for t in threads if t.is_alive()]
@@ -453,14 +465,10 @@ def all_bound(received: Callable[[], int], threads: list[threading.Thread], rtt_
         if above >= ALL_BOUND_SPELLS:
             return True, (f"{streams} streams moved {show_bytes(per_rtt)} per round trip, "
                           f"{per_rtt / full:.0%} of their windows: bound by them")
-        if per_rtt > best * 1.25:
-            best, flat = per_rtt, 0
-        elif best > 0:
-            flat += 1
-            if flat >= FLAT_ROUNDS:
-                return False, (f"together their rate stopped growing at {show_bytes(best)} "
-                               f"per round trip, {best / full:.0%} of their windows: the "
-                               "path, not the windows, holds them")
+        if growth.stopped(per_rtt):
+            return False, (f"together their rate stopped growing at {show_bytes(growth.best)} "
+                           f"per round trip, {growth.best / full:.0%} of their windows: the "
+                           "path, not the windows, holds them")
 
 
 def runs(blocks: list[pl.Block]) -> dict[int, int]:
