@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from tests.support.xrootd import Pki
+from tests.transfer import test_upload
 
 from dtnkit.transfer import files
 from dtnkit.transfer import tokens as tokmod
@@ -31,11 +32,7 @@ TOKEN = "s22u-rw"
 SIZE = 6 * MiB + 12345  # six whole receive buffers and a piece
 
 
-@pytest.fixture(autouse=True)
-def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    d = tmp_path / "state"
-    monkeypatch.setenv("XDG_STATE_HOME", str(d))
-    return d
+state_dir = test_upload.state_dir  # the upload tests' journals' state directory
 
 
 @pytest.fixture

@@ -16,12 +16,10 @@ first connection's RTT, with this host's limits and link speed given.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
+from tests.transfer import test_s19u_upload_trips as trips
 from tests.transfer.test_s19u_upload_trips import BLOCK, TripRelay, opts, source
-from tests.transfer.test_upload import serve
 
 from dtnkit.transfer.client import autostreams as au
 from dtnkit.transfer.client.copy import copy
@@ -33,24 +31,9 @@ TUNED = au.Limits(tcp_rmem_max=64 * MiB, tcp_wmem_max=64 * MiB, rmem_max=4 * MiB
 #: a link so fast that even loopback's RTT (tens of microseconds) asks for several streams
 FAST_LINK = (1e16, "link speed of test0")
 
-
-@pytest.fixture(autouse=True)
-def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    d = tmp_path / "state"
-    monkeypatch.setenv("XDG_STATE_HOME", str(d))
-    return d
-
-
-@pytest.fixture
-def relayed(tmp_path: Path) -> Iterator[tuple[ServerHandle, Path, TripRelay]]:
-    root = tmp_path / "srv"
-    root.mkdir()
-    with serve(root) as handle:
-        relay = TripRelay(handle.port)
-        try:
-            yield handle, root, relay
-        finally:
-            relay.close()
+# that test's fixtures: its relay in front of a real serve, the journals' state directory
+relayed = trips.relayed
+state_dir = trips.state_dir
 
 
 def auto(limits: au.Limits, rate_bps: int | None = None) -> au.AutoStreams:
