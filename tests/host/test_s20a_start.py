@@ -13,7 +13,6 @@ import gzip
 import json
 import os
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any
 
 import pytest
 from tests.conftest import sh
+from tests.support.loaded import probe
 
 from dtnkit.host import facts
 from dtnkit.host.host import Host, parse_kernel_config
@@ -38,30 +38,12 @@ NOT_LOADED = (
 #: instructions); a new one there belongs in dtnkit.records (record / mutable_record)
 DATACLASSES = {"Audit", "Context", "Environment", "Host", "Profile"}
 
-_PROBE = r"""
-import atexit, json, sys
-out = sys.argv[1]
-def dump():
-    classes = sorted({v.__name__ for m in list(sys.modules.values())
-                      if getattr(m, "__name__", "").startswith("dtnkit")
-                      for v in list(vars(m).values())
-                      if isinstance(v, type) and "__dataclass_fields__" in vars(v)
-                      and v.__module__ == m.__name__})
-    with open(out, "w") as fh:
-        json.dump({"modules": sorted(sys.modules), "dataclasses": classes}, fh)
-atexit.register(dump)
-sys.argv = ["dtnkit", "tune", "audit", "--format", "json"]
-from dtnkit.cli.main import entry
-entry()
-"""
-
 
 @pytest.fixture(scope="module")
 def loaded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     out = tmp_path_factory.mktemp("s20a") / "loaded.json"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    proc = subprocess.run([sys.executable, "-c", _PROBE, str(out)], capture_output=True,
-                          text=True, check=False, env=env, timeout=60)
+    proc = probe(out, "tune", "audit", "--format", "json", env=env)
     assert proc.returncode in (0, 3), proc.stderr
     json.loads(proc.stdout)  # the audit ran and printed its document
     doc: dict[str, Any] = json.loads(out.read_text())

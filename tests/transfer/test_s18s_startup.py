@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from tests.support.loaded import offending
 from tests.support.xrootd import Pki
 
 from dtnkit.transfer.server import ServerHandle, start_server
@@ -64,12 +65,6 @@ def loaded_by(tmp_path: Path, *argv: str) -> set[str]:
     head, *names = listing.read_text().split("\n")
     assert head == "MODULES"
     return set(names)
-
-
-def offending(loaded: set[str], banned: tuple[str, ...]) -> list[str]:
-    """Banned modules that were loaded (a banned package counts with any of its modules)."""
-    return sorted(m for m in loaded
-                  if any(m == b or m.startswith(b + ".") for b in banned))
 
 
 @pytest.fixture

@@ -19,13 +19,12 @@ which http.client imports) and socket: the copy speaks HTTP through them.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.support.loaded import offending, probe
 from tests.support.xrootd import Pki
 
 from dtnkit.transfer.server import ServerHandle, start_server
@@ -42,37 +41,14 @@ NOT_LOADED = ("dtnkit.host.parsers", "dtnkit.host.facts", "dtnkit.host.nsfork",
               "dtnkit.db.backend", "dtnkit.transfer.server", "dtnkit.transfer.tokens",
               "dtnkit.htmlpage", "dtnkit.progress", "rich")
 
-_PROBE = r"""
-import atexit, json, sys
-out = sys.argv[1]
-def dump():
-    classes = sorted({v.__name__ for m in list(sys.modules.values())
-                      if getattr(m, "__name__", "").startswith("dtnkit")
-                      for v in list(vars(m).values())
-                      if isinstance(v, type) and "__dataclass_fields__" in vars(v)
-                      and v.__module__ == m.__name__})
-    with open(out, "w") as fh:
-        json.dump({"modules": sorted(sys.modules), "dataclasses": classes}, fh)
-atexit.register(dump)
-sys.argv = ["dtnkit", *sys.argv[2:]]
-from dtnkit.cli.main import entry
-entry()
-"""
-
-
 def run_cp(tmp_path: Path, *argv: str) -> dict[str, Any]:
     """``dtnkit cp ARGV`` in a fresh interpreter (it must succeed): what it had loaded and
     the dataclasses of dtnkit's modules, at its exit."""
     listing = tmp_path / "loaded.json"
-    proc = subprocess.run([sys.executable, "-c", _PROBE, str(listing), "cp", *argv],
-                          capture_output=True, text=True, timeout=60, check=False)
+    proc = probe(listing, "cp", *argv)
     assert proc.returncode == 0, proc.stderr
     found: dict[str, Any] = json.loads(listing.read_text())
     return found
-
-
-def offending(modules: list[str], banned: tuple[str, ...]) -> list[str]:
-    return sorted(m for m in modules if any(m == b or m.startswith(b + ".") for b in banned))
 
 
 @pytest.fixture
