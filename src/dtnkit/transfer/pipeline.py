@@ -299,10 +299,16 @@ class Stage(Generic[_T]):
             self._thread.join()
 
 
+def ordered(name: str) -> bool:
+    """Whether *name*'s digest must see the blocks in file order (md5, sha256, sha512: an
+    :class:`OrderedHasher`), not combine per-block values in any order."""
+    return cks.canonical(name) not in cks.COMBINABLE
+
+
 def make_verifier(name: str, blocks: list[Block], read_block: Callable[[Block], Buffer],
                   max_buffered: int = DEFAULT_MAX_BUFFERED) -> BlockVerifier:
     """The right block verifier for *name*: combiner when combinable, ordered hasher else."""
-    if cks.canonical(name) in cks.COMBINABLE:
+    if not ordered(name):
         return BlockCombiner(name, blocks)
     return OrderedHasher(name, blocks, read_block, max_buffered)
 

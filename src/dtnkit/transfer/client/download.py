@@ -229,8 +229,8 @@ def download_once(session: Session, url: Url, dst: Path, options: Options,
         want = name if plan.sequential or plan.source_digest_in_background else None
         # several streams each receive a span, unless an ordered digest (md5, sha256) is
         # computed as blocks arrive: then a GET per block (receive.fetch_blocks)
-        ordered = plan.block and cks.canonical(name) not in cks.COMBINABLE
-        first = open_source(session, url, options, want, spans=not ordered)
+        first = open_source(session, url, options, want,
+                            spans=not (plan.block and pl.ordered(name)))
         session, url, info = first.session, first.url, first.info
     source: Background | None = None
     expected: bytes | None = None
