@@ -85,6 +85,8 @@ def test_auto_adds_streams_when_the_far_end_window_holds_the_first(lab21: ServeL
     gets = [n for m, n in seen if m == "GET"]
     assert len(gets) >= auto["streams"], seen
     assert "an untuned sender's window (4 MiB)" in err or "bound by it" in err, err
+    # a second stream joined first, and the two carried more (receive.second_helps)
+    assert "with a second stream they moved" in err and "its window held it" in err, err
 
 
 def test_a_stream_that_ends_its_span_takes_the_tail_of_a_slower_one(lab21: ServeLab) -> None:
@@ -111,3 +113,5 @@ def test_the_rules_constants_agree_with_their_docs() -> None:
     assert au.SOLO_RATE == 10**9
     assert 4 * MiB == receive.UNTUNED_SEND_BUFFER
     assert receive.FLAT_ROUNDS == 3 and receive.BOUND_SHARE == 0.8
+    assert receive.HELPS_GAIN == 1.5 and receive.HELPS_SPELLS == 2
+    assert 8 * MiB == receive.HELPS_SPELL_CHUNKS * receive.CHUNK

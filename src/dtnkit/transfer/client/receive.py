@@ -216,8 +216,9 @@ def fetch_spans(source: HttpRangeSource, sink: FileSink, blocks: list[pl.Block],
     first error stops them all and is raised.  Returns the number of retries.
 
     With ``--streams auto`` deciding to grow (:attr:`~dtnkit.transfer.client.autostreams
-    .Decision.grow`), one stream starts on all the blocks and the others join only once it
-    is bound by its window (:func:`window_bound`), each taking an equal part of what it has
+    .Decision.grow`), one stream starts on all the blocks; once it looks bound by its window
+    (:func:`window_bound`) a second joins on half of what it has left, and only if the two
+    carry more (:func:`second_helps`) do the others join, each on half of the largest share
     left; a stream that is not stays alone.  When it decided to start fewer streams than it
     may use (:attr:`~dtnkit.transfer.client.autostreams.Decision.start`), those start on
     equal spans and more join, doubling, while they are all bound by their windows
@@ -329,22 +330,22 @@ def fetch_spans(source: HttpRangeSource, sink: FileSink, blocks: list[pl.Block],
             assert decision is not None and decision.rtt_s is not None \
                 and decision.window_bytes is not None and options.auto is not None
             solo = getters[0]
-            bound, why = window_bound(lambda: solo.received, threads[0],
-                                      decision.rtt_s, decision.window_bytes)
+            bound, why, alone = window_bound(lambda: solo.received, threads[0],
+                                             decision.rtt_s, decision.window_bytes)
             added = 0
             if bound:
-                with lock:
-                    for k in range(options.streams - 1):
-                        share = None if errors else shares.split(shares.all[0],
-                                                                 options.streams - k)
-                        if share is None:
-                            break
-                        getter = joining(share)
-                        t = threading.Thread(target=run, args=(getter,), daemon=True,
-                                             name=f"dtnkit-span-{len(threads)}")
-                        threads.append(t)
-                        t.start()
-                        added += 1
+                # one joins first: only if the two carry more do the others (the first's
+                # rate cannot tell its window from the path's rate)
+                added = add(1)
+                if added and not errors:
+                    second = getters[-1]
+                    helps, how = second_helps(lambda: sum(g.received + g.queued()
+                                                          for g in list(getters)),
+                                              lambda: second.received + second.queued(),
+                                              threads, decision.rtt_s, alone)
+                    why += f"; {how}"
+                    if helps and not errors:
+                        added += add(options.streams - 2)
             if not errors:
                 options.auto.note_used(1 + added, f"{1 + added} stream"
                                        f"{'s' if added else ''}: {why}")
@@ -389,14 +390,15 @@ class Growth:
 
 
 def window_bound(received: Callable[[], int], thread: threading.Thread, rtt_s: float,
-                 window: int) -> tuple[bool, str]:
-    """Watch one stream, a round trip at a time, until it shows whether it is bound by its
-    window: it moves :data:`BOUND_SHARE` of *window* in a round trip (more streams would
-    carry more), or its rate stops growing below that (:data:`FLAT_ROUNDS` round trips
-    without 25 % more): above :data:`UNTUNED_SEND_BUFFER` per round trip the path holds it
-    and more streams would only compete; at or below it the far end's window may (bound).
+                 window: int) -> tuple[bool, str, float]:
+    """Watch one stream, a round trip at a time, until its rate stops growing
+    (:data:`FLAT_ROUNDS` round trips without 25 % more), then whether it looks bound by its
+    window: it moved :data:`BOUND_SHARE` of *window* in a round trip, or no more than
+    :data:`UNTUNED_SEND_BUFFER` (the far end's window may hold it); above that and below
+    the share, the path holds it and more streams would only compete.  It looks bound, not
+    is: *window* is a model and the path may carry as much (:func:`second_helps` tells).
     A stream that ends first was not bound.  *received*: the bytes it has received so far.
-    Returns (bound, why in words)."""
+    Returns (bound, why in words, the most it moved in a round trip)."""
     from dtnkit.transfer.client.autostreams import show_bytes  # only with --streams auto
 
     interval = max(rtt_s, 0.01)
@@ -406,22 +408,74 @@ def window_bound(received: Callable[[], int], thread: threading.Thread, rtt_s: f
         thread.join(interval)
         now, got = time.monotonic(), received()
         if not thread.is_alive():
-            return False, "the file was done before the stream was known to be window-bound"
+            return False, "the file was done before the stream was known to be " \
+                "window-bound", growth.best
         per_rtt = (got - last) * rtt_s / max(now - then, 1e-6)
         last, then = got, now
-        if per_rtt >= BOUND_SHARE * window:
-            return True, (f"the first stream moved {show_bytes(per_rtt)} per round trip, "
-                          f"{per_rtt / window:.0%} of its window: bound by it")
-        if growth.stopped(per_rtt):
-            best = growth.best
-            if best <= UNTUNED_SEND_BUFFER:
-                return True, (f"the first stream's rate stopped growing at "
-                              f"{show_bytes(best)} per round trip, no more than an untuned "
-                              "sender's window (4 MiB) carries: the far end's may hold it")
-            return False, (f"the first stream's rate stopped growing at "
-                           f"{show_bytes(best)} per round trip, {best / window:.0%} of "
-                           "its window and more than an untuned sender's (4 MiB): the "
-                           "path, not a window, holds it")
+        if not growth.stopped(per_rtt):
+            continue
+        best = growth.best
+        said = f"the first stream's rate stopped growing at {show_bytes(best)} per round trip"
+        if best >= BOUND_SHARE * window:
+            return True, f"{said}, {best / window:.0%} of its window: bound by it", best
+        if best <= UNTUNED_SEND_BUFFER:
+            return True, (f"{said}, no more than an untuned sender's window (4 MiB) "
+                          "carries: the far end's may hold it"), best
+        return False, (f"{said}, {best / window:.0%} of its window and more than an "
+                       "untuned sender's (4 MiB): the path, not a window, holds it"), best
+
+
+#: A second stream helps when, with it, the two move this many times what the first moved
+#: alone per round trip, in :data:`HELPS_SPELLS` spells running: the second had about a
+#: full window's worth without taking it from the first, so the path has room for more.
+#: Less, and the path is about full with two: a first stream that left slow start early (at
+#: 1 MiB per round trip on a 10 ms / 1 Gbit/s lab path, whose round trip holds 1.2) showed
+#: 132 % with a second, and all eight had joined at 1.25.
+HELPS_GAIN = 1.5
+HELPS_SPELLS = 2
+#: A spell of :func:`second_helps` lasts a round trip, or as long as the first stream took
+#: alone to move this many chunks if longer: a stream's bytes show a chunk (1 MiB) at a time,
+#: and at 10 ms and 2 Gbit/s a round trip holds 2-3 chunks, so round trips read 2 or 3.
+HELPS_SPELL_CHUNKS = 8
+
+
+def second_helps(together: Callable[[], int], second: Callable[[], int],
+                 threads: list[threading.Thread], rtt_s: float,
+                 alone: float) -> tuple[bool, str]:
+    """Watch two streams, a spell at a time (:data:`HELPS_SPELL_CHUNKS`), after a second
+    joined a first that moved *alone* bytes per round trip and looked bound by its window:
+    whether together they move :data:`HELPS_GAIN` times that per round trip (the first's
+    window held it: more streams carry more), or the second's rate stops growing first
+    (:class:`Growth`: the path, not a window, held the first; its rate alone cannot tell an
+    untuned sender's window, about 3 MiB, from a path that carries as much per round trip).
+    Streams that end first did not show it.  *together*, *second*: bytes received so far.
+    Returns (helps, why in words)."""
+    from dtnkit.transfer.client.autostreams import show_bytes  # only with --streams auto
+
+    interval = max(rtt_s, 0.01, HELPS_SPELL_CHUNKS * CHUNK * rtt_s / max(alone, 1.0))
+    growth = Growth()
+    above = 0
+    best = 0.0
+    last, last2, then = together(), second(), time.monotonic()
+    while True:
+        alive = [t for t in threads if t.is_alive()]
+        if not alive:
+            return False, "the file was done before a second stream was known to help"
+        alive[0].join(interval)
+        now, got, got2 = time.monotonic(), together(), second()
+        scale = rtt_s / max(now - then, 1e-6)
+        per_rtt, per_rtt2 = (got - last) * scale, (got2 - last2) * scale
+        last, last2, then = got, got2, now
+        best = max(best, per_rtt)
+        above = above + 1 if per_rtt >= HELPS_GAIN * alone else 0
+        shown = f"{show_bytes(per_rtt if above else best)} per round trip, " \
+            f"{(per_rtt if above else best) / max(alone, 1.0):.0%} of the first's " \
+            f"{show_bytes(alone)} alone"
+        if above >= HELPS_SPELLS:
+            return True, f"with a second stream they moved {shown}: its window held it"
+        if growth.stopped(per_rtt2):
+            return False, (f"with a second stream they moved at most {shown}: the path, "
+                           "not a window, held it")
 
 
 #: Streams are all bound by their windows when together they move this share of their
