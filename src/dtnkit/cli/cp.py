@@ -29,10 +29,20 @@ def _streams(ctx: click.Context, param: click.Parameter, value: object) -> int |
     raise click.BadParameter(f"{value!r} is neither auto nor a number from 1 to 256")
 
 
+class _Bar:
+    """A progress bar's handles: ``advance(bytes)``, and ``size(total)`` for a total known
+    only once the copy has begun (a remote source's first answer)."""
+
+    __slots__ = ("advance", "size")
+
+    def __init__(self, advance: Callable[[int], None], size: Callable[[int], None]) -> None:
+        self.advance = advance
+        self.size = size
+
+
 @contextmanager
-def _progress(env: Environment, enabled: bool,
-              total: int | None) -> Iterator[Callable[[int], None] | None]:
-    """A rich progress bar on stderr (rate, ETA); yields its advance(bytes) or None."""
+def _progress(env: Environment, enabled: bool, total: int | None) -> Iterator[_Bar | None]:
+    """A rich progress bar on stderr (rate, ETA), or None when not *enabled*."""
     if not enabled:
         yield None
         return
@@ -64,7 +74,10 @@ def _progress(env: Environment, enabled: bool,
         def advance(n: int) -> None:
             progress.advance(task, n)
 
-        yield advance
+        def size(n: int) -> None:
+            progress.update(task, total=n)
+
+        yield _Bar(advance, size)
 
 
 def _scitag(env: Environment, scitag: str | None, experiment: str | None,
@@ -285,9 +298,11 @@ def cp(env: Environment,
             cp_metrics.check_path(metrics_textfile), streams=options.streams,
             upload=not is_url(src), capacity=capacity_bps / 8 if capacity_bps else None)
     show = env.stderr_isatty and not as_json
-    total = total_size(src, options) if show else None
-    with _progress(env, show, total) as advance:
+    with _progress(env, show, total_size(src) if show else None) as bar:
+        advance = bar.advance if bar is not None else None
         options.progress = advance if recorder is None else recorder.wrap(advance)
+        if bar is not None and not recursive:
+            options.on_size = bar.size  # a remote source's, from its first answer
         if recorder is not None:
             recorder.start()
         ok = False
@@ -343,16 +358,16 @@ def _third_party(env: Environment,
     # the markers tell the bytes moved, not the size: ask the source for the bar's total
     total = tpc.source_size(mode, src, token=token, remote_token=remote_token,
                             ca_file=ca_file, insecure=insecure) if show else None
-    with _progress(env, show, total) as advance:
+    with _progress(env, show, total) as bar:
         per_stripe: dict[int, int] = {}
 
         def on_marker(marker: Marker) -> None:
             """Advance the bar by what the markers say moved since the last one."""
-            if advance is None or marker.stripe_bytes is None:
+            if bar is None or marker.stripe_bytes is None:
                 return
             before = sum(per_stripe.values())
             per_stripe[marker.stripe_index or 0] = marker.stripe_bytes
-            advance(max(0, sum(per_stripe.values()) - before))
+            bar.advance(max(0, sum(per_stripe.values()) - before))
 
         done = tpc.third_party_copy(mode, src, dst, token=token, remote_token=remote_token,
                                     streams=streams, checksum=checksum, timeout=timeout,

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from dtnkit.errors import BadInput, DtnkitError
+from dtnkit.errors import BadInput
 from dtnkit.transfer.client.download import download, download_to_device, is_device
 from dtnkit.transfer.client.options import FileResult, Options, Summary
 from dtnkit.transfer.client.session import Session, Url, is_url, mkcol
@@ -131,17 +131,15 @@ def copy(src: str, dst: str, options: Options) -> Summary:
     return summary
 
 
-def total_size(src: str, options: Options) -> int | None:
-    """Bytes to move for a progress bar, when cheap to know (a single file)."""
+def total_size(src: str) -> int | None:
+    """Bytes to move for a progress bar, from a local source (a remote one tells its size
+    with its first answer: :meth:`Options.sized`, no request of its own)."""
     try:
         if is_url(src):
-            if options.recursive:
-                return None
-            url = Url.parse(src)
-            return Session(url, options).head(url).size
+            return None
         p = Path(src)
         if p.is_file():
             return p.stat().st_size
         return sum(f.stat().st_size for f in p.rglob("*") if f.is_file() and not f.is_symlink())
-    except (DtnkitError, OSError):
+    except OSError:
         return None

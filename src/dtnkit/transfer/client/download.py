@@ -103,6 +103,7 @@ def download_to_device(session: Session, url: Url, dst: Path, options: Options) 
     session, url, info = session.resolve(url)
     if info.is_dir:
         raise BadInput(f"{url}", "is a collection", "copy a file to a device")
+    options.sized(info.size)
     source = (Background(lambda: source_digest(session, url, name))
               if plan.block else None)
     blocks = pl.plan_blocks(info.size, options.block_size)
@@ -237,6 +238,7 @@ def download_once(session: Session, url: Url, dst: Path, options: Options,
     try:
         if info.is_dir:
             raise BadInput(f"{url}", "is a collection", "pass -r to copy a directory")
+        options.sized(info.size)
         if plan.sequential or plan.source_digest_in_background:
             expected = info.digests.get(name)  # answered with the GET
         if expected is None and plan.sequential:

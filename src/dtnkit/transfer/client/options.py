@@ -43,6 +43,8 @@ class Options:
     recursive: bool = False
     max_buffered: int = pl.DEFAULT_MAX_BUFFERED
     progress: Callable[[int], None] | None = None
+    # told a remote source's size once its first answer gives it (a progress bar's total)
+    on_size: Callable[[int], None] | None = None
     src_token: str | None = None  # remote to remote: the source's token (default: token)
     dst_token: str | None = None  # remote to remote: the destination's token (default: token)
     resume: bool = True  # continue from a kept part file (download) or session (upload)
@@ -72,6 +74,11 @@ class Options:
     def start(self) -> None:
         """Start the deadline's clock: the copy begins now."""
         self.started = time.monotonic()
+
+    def sized(self, size: int) -> None:
+        """A remote source's first answer told its size: tell :attr:`on_size`."""
+        if self.on_size is not None:
+            self.on_size(size)
     auto: AutoStreams | None = None  # --streams auto: decides `streams` on the first connection
 
     def check(self) -> None:

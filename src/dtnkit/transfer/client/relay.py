@@ -52,6 +52,7 @@ def relay(src_session: Session, src: Url, dst_session: Session, dst: Url,
     src_session, src, info = src_session.resolve(src)
     if info.is_dir:
         raise BadInput(f"{src}", "is a collection", "pass -r to copy a directory")
+    options.sized(info.size)
     refuse_existing(dst_session, dst, options)
     use_session = settle_streams(options, dst_session) > 1 and info.size > options.block_size
     if use_session:
