@@ -129,12 +129,12 @@ def targets(many: str, default: str | None) -> list[Target]:
         Target("tpc dtnkit 1", "tpc XRootD 1", 1.0, "TPC pull, active dtnkit vs XRootD"),
         Target("tpc dtnkit 8", "tpc XRootD 8", 1.0, "TPC pull, active dtnkit vs XRootD"),
         Target(auto, "xrdcp --cksum adler32:source", None, "verified cp vs verified xrdcp"),
+        Target(f"cp {many} dtnkit", "xrdcp --cksum adler32:source", None,
+               "verified cp from dtnkit serve vs verified xrdcp"),
         Target("cp 1 XRootD copy phase", "curl XRootD", None,
                "one stream's copy phase (cp's JSON seconds) vs curl's wall time"),
         Target("cp 1 dtnkit copy phase", "curl dtnkit", None,
                "one stream's copy phase (cp's JSON seconds) vs curl's wall time"),
-        Target(f"cp {many} dtnkit", "xrdcp --cksum adler32:source", None,
-               "verified cp from dtnkit serve vs verified xrdcp"),
     ]
     if default is not None:
         rows.append(Target(f"cp default({default}) XRootD", "gfal-copy -K adler32", None,
