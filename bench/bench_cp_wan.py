@@ -20,10 +20,11 @@ XRootD on dst, at 1 and 8 streams (the COPY request timed inside the namespace);
 path's floor: ``iperf3 -R -P 1`` and ``-P 8`` from dst against ``iperf3 -s`` on src (the data
 phase; the wall time beside it).  Times are wall times of the commands as a user runs them
 (process start included), except TPC and iperf3.  Every round runs every measurement once,
-pairs next to each other, the order reversed every other round; the tables give medians over ``--repeat`` rounds and the ratio of each target pair
-with met / not met; a target asking for less than the practical floor (the best iperf3
-data phase plus 3 round trips) or the wire floor says so.  One line per run gives the
-start-up times of python, cp and curl in the dst namespace.
+pairs next to each other, the order reversed every other round; the tables give medians over
+``--repeat`` rounds and the ratio of each target pair with met / not met; a target asking for
+less than the practical floor (the best iperf3 data phase plus 3 round trips) or the wire
+floor says so.  One line per run gives the start-up times of python, cp and curl in the dst
+namespace.
 
 Everything it creates carries its prefix (``--prefix``, lab names ``PREFIX0``, ``PREFIX1``
 ... so namespaces ``dkl-PREFIX*``; the work directory ``/dev/shm/dtnkit-wanbench-*``); on
