@@ -169,6 +169,8 @@ def order(many: str, default: str | None) -> list[str]:
              "xrdcp --cksum adler32:source", f"cp {many} dtnkit", f"upload {many}",
              "iperf3 1", "cp 1 XRootD", "curl XRootD", "cp 1 dtnkit", "curl dtnkit",
              "upload 1", "tpc dtnkit 1", "tpc XRootD 1", "tpc dtnkit 8", "tpc XRootD 8"]
+    if many == "auto":  # as many streams as the last `cp auto` used, next to it
+        names.insert(names.index("cp auto XRootD") + 1, "iperf3 auto")
     if default is not None:
         names.append(f"cp default({default}) XRootD")
     if BEFORE:  # each next to its pair
@@ -200,7 +202,11 @@ def only(names: list[str], starts: list[str], goals: list[Target]) -> list[str]:
     keep |= {g.baseline for g in measured}
     if any(g.limit is not None for g in measured):
         keep |= {n for n in names if n.startswith("iperf3 ")}
-    return [n for n in names if n in keep]
+    picked = [n for n in names if n in keep and n != "iperf3 auto"]
+    autos = [i for i, n in enumerate(picked) if n.startswith("cp auto ")]
+    if "iperf3 auto" in keep and autos:  # after the first cp auto: it tells the count
+        picked.insert(autos[0] + 1, "iperf3 auto")
+    return picked
 
 
 def round_order(names: list[str], k: int) -> list[str]:
@@ -221,15 +227,26 @@ class Floor:
         return self.data_s + HANDSHAKE_RTTS * self.rtt_s
 
 
-def practical_floor(times: dict[str, list[float]], rtt_ms: float | None) -> Floor | None:
-    """The best median iperf3 data phase over the -P values measured, plus the round trips
-    an HTTPS client pays before data flows; None without iperf3 runs or an RTT."""
-    medians = {name.split()[1]: statistics.median(t) for name, t in times.items()
-               if name.startswith("iperf3 ") and recorded_by(name) == name and t}
+def iperf3_p(name: str, used: dict[str, list[int]] | None = None) -> str:
+    """The -P of an iperf3 measurement: its name's, or for "iperf3 auto" the counts it ran
+    with (those `cp auto` used), e.g. "4" or "4/5"."""
+    n = name.split()[1]
+    if n.isdigit() or not used or not used.get(name):
+        return n
+    return "/".join(str(x) for x in sorted(set(used[name])))
+
+
+def practical_floor(times: dict[str, list[float]], rtt_ms: float | None,
+                    used: dict[str, list[int]] | None = None) -> Floor | None:
+    """The best median iperf3 data phase over the -P values measured (*used*: the -P each
+    "iperf3 auto" run took), plus the round trips an HTTPS client pays before data flows;
+    None without iperf3 runs or an RTT."""
+    medians = [(statistics.median(t), iperf3_p(name, used)) for name, t in times.items()
+               if name.startswith("iperf3 ") and recorded_by(name) == name and t]
     if not medians or rtt_ms is None or rtt_ms != rtt_ms:  # nan: ping failed
         return None
-    best = min(medians, key=lambda n: medians[n])
-    return Floor(best, medians[best], rtt_ms / 1000)
+    best = min(medians)
+    return Floor(best[1], best[0], rtt_ms / 1000)
 
 
 def verdict(times: dict[str, list[float]], t: Target, floor_s: float | None = None,
@@ -379,6 +396,8 @@ class Config:
 class Results:
     times: dict[str, list[float]] = field(default_factory=dict)
     failures: dict[str, list[str]] = field(default_factory=dict)
+    #: the -P each "iperf3 auto" run took (the streams the last `cp auto` used)
+    used: dict[str, list[int]] = field(default_factory=dict)
 
 
 TPC_SCRIPT = """
@@ -410,6 +429,7 @@ class Run:
         self.env = gfal_env(pki, None)
         #: figures the last measurement recorded beside its time (see DERIVED)
         self.side: dict[str, float] = {}
+        self.auto_used: int | None = None  # streams the last `cp auto` (this tree) used
 
     def dtnkit_cp(self, *args: str) -> list[str]:
         return [sys.executable, "-m", "dtnkit", "cp", "--ca-file", str(self.pki.ca_file),
@@ -503,6 +523,10 @@ class Run:
         """The data phase of ``iperf3 -R -P N -n SIZE`` from dst against src's server (src
         sends, as in a download); its wall time beside it."""
         streams = label.split()[1]
+        if streams == "auto":
+            if self.auto_used is None:
+                raise RuntimeError("no `cp auto` has told how many streams it used yet")
+            streams = str(self.auto_used)
         t0 = time.monotonic()
         proc = self.p.dst.run(["iperf3", "-c", self.p.src.address, "-p", str(IPERF3_PORT),
                                "-R", "-P", streams, "-n", str(self.cfg.size), "--json"],
@@ -538,8 +562,12 @@ class Run:
             size = dest.stat().st_size if dest.exists() else -1
             if size != self.cfg.size:
                 raise RuntimeError(f"{dest.name} has {size} bytes, not {self.cfg.size}")
-            if label.startswith("cp 1 ") and "--format" in argv:
-                self.side[f"{label} copy phase"] = float(json.loads(proc.stdout)["seconds"])
+            if "--format" in argv:
+                doc = json.loads(proc.stdout)
+                if label.startswith("cp 1 "):
+                    self.side[f"{label} copy phase"] = float(doc["seconds"])
+                if label.startswith("cp auto "):
+                    self.auto_used = int(doc["streams"])
             return elapsed
         finally:
             clean()
@@ -645,6 +673,8 @@ def run_config(cfg: Config, lab_name: str, work: Path, repeat: int, many: str,
                 try:
                     t = run.measure(label)
                     res.times.setdefault(label, []).append(t)
+                    if label == "iperf3 auto" and run.auto_used is not None:
+                        res.used.setdefault(label, []).append(run.auto_used)
                     for name, side in run.side.items():
                         res.times.setdefault(name, []).append(side)
                     log(f"round {k + 1}/{repeat} {label}: {t:.2f} s" + "".join(
@@ -682,7 +712,7 @@ def report(cfg: Config, res: Results, names: list[str], many: str, default: str 
     table(["measurement", "median s", "Mbit/s", "runs (s)", "failed"], rows)
     trows = []
     floor_s = cfg.size * 8 / cfg.rate_bps
-    practical = practical_floor(res.times, rtt["avg_ms"] if rtt else None)
+    practical = practical_floor(res.times, rtt["avg_ms"] if rtt else None, res.used)
     for goal in targets(many, default):
         if recorded_by(goal.measured) not in names or goal.baseline not in names:
             continue  # left out by --only
@@ -694,7 +724,7 @@ def report(cfg: Config, res: Results, names: list[str], many: str, default: str 
     out(f"_Wire floor: {cfg.size // MiB} MiB at {cfg.rate_bps / 1e9:g} Gbit/s = {floor_s:.2f} s "
         "(no handshake, no slow start): no tool can finish sooner._")
     out()
-    out(floor_line(res.times, practical))
+    out(floor_line(res.times, practical, res.used))
     out()
     for label, errs in res.failures.items():
         out(f"- {label} failed: {errs[0][:200]}")
@@ -702,12 +732,15 @@ def report(cfg: Config, res: Results, names: list[str], many: str, default: str 
         out()
 
 
-def floor_line(times: dict[str, list[float]], practical: Floor | None) -> str:
+def floor_line(times: dict[str, list[float]], practical: Floor | None,
+               used: dict[str, list[int]] | None = None) -> str:
     """How the practical floor was made, or why there is none."""
     if practical is None:
         return ("_Practical floor: none (no iperf3 run succeeded in this cell, or no RTT); "
                 "`--only iperf3` or any time target measures it._")
-    each = ", ".join(f"-P {name.split()[1]} {statistics.median(t):.2f} s"
+    each = ", ".join(f"-P {iperf3_p(name, used)}"
+                     f"{' (as cp auto)' if name == 'iperf3 auto' else ''} "
+                     f"{statistics.median(t):.2f} s"
                      for name, t in times.items()
                      if name.startswith("iperf3 ") and recorded_by(name) == name and t)
     return (f"_Practical floor: {practical.seconds:.2f} s = iperf3 -P {practical.streams} data "

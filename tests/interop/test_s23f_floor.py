@@ -49,6 +49,13 @@ def test_the_practical_floor_is_the_best_iperf3_median_plus_three_round_trips(
     assert bench.practical_floor({"iperf3 8": [], "cp 1 XRootD": [3.0]}, 50.0) is None
     assert bench.practical_floor(times, None) is None
     assert bench.practical_floor(times, float("nan")) is None
+    # "iperf3 auto" ran with the streams cp auto used; the floor names that count
+    auto = {**times, "iperf3 auto": [2.4, 2.45]}
+    assert bench.practical_floor(auto, 50.0, {"iperf3 auto": [4, 4]}).streams == "4"
+    assert bench.practical_floor(auto, 50.0, {"iperf3 auto": [4, 5]}).streams == "4/5"
+    # the same -P twice (auto used 8): the better median counts
+    same = {"iperf3 8": [2.5], "iperf3 auto": [2.7]}
+    assert bench.practical_floor(same, 50.0, {"iperf3 auto": [8]}).data_s == 2.5
 
 
 def test_a_verdict_names_the_highest_floor_the_ask_is_under(bench: ModuleType) -> None:
@@ -82,10 +89,17 @@ def test_iperf3_runs_with_every_time_target_and_alone_when_asked(bench: ModuleTy
     # interleaved like any measurement: in the round, reversed every other round
     assert bench.round_order(every, 1) == every[::-1]
     iperf = ["iperf3 8", "iperf3 1"]
-    assert bench.only(names, ["iperf3"], goals) == iperf
-    for starts in (["upload"], ["cp 1", "curl"], ["tpc"], ["cp auto"]):
+    assert bench.only(names, ["iperf3"], goals) == iperf  # auto: no cp auto to count from
+    for starts in (["upload"], ["cp auto"]):  # "iperf3 auto" follows the cp auto run
+        picked = bench.only(names, starts, goals)
+        assert [n for n in picked if n.startswith("iperf3")] == [
+            "iperf3 8", "iperf3 auto", "iperf3 1"], starts
+        first = next(i for i, n in enumerate(picked) if n.startswith("cp auto "))
+        assert picked.index("iperf3 auto") == first + 1
+    for starts in (["cp 1", "curl"], ["tpc"]):
         picked = bench.only(names, starts, goals)
         assert [n for n in picked if n.startswith("iperf3")] == iperf, starts
+    assert "iperf3 auto" not in bench.order("8", None)  # a dtnkit without --streams auto
     # a selection judged by no time target (a baseline alone) gets no floor runs
     assert bench.only(names, ["xrdcp --cksum"], goals) == ["xrdcp --cksum adler32:source"]
     # cp's copy phase is recorded by the cp run, judged against curl's wall time
