@@ -15,14 +15,14 @@ Clients run on ``dst`` (downloads cross the path from src to dst; uploads go bac
 verified ``dtnkit cp`` (``--streams auto`` when this dtnkit has it, else 8; one stream; its
 default when that is neither), unverified curl, ``gfal-copy -K adler32``, ``xrdcp --cksum
 adler32:source``, ``xrdcp -S 8`` (root://), uploads with ``dtnkit cp`` to dtnkit serve, and
-HTTP-TPC pulls from XRootD on src into dtnkit serve on dst (verified, adler32) and into
-XRootD on dst, at 1 and 8 streams (the COPY request timed inside the namespace); and the
-path's floor: ``iperf3 -R -P 1`` and ``-P 8`` from dst against ``iperf3 -s`` on src (the data
-phase; the wall time beside it).  Times are wall times of the commands as a user runs them
-(process start included), except TPC and iperf3.  Every round runs every measurement once,
-pairs next to each other, the order reversed every other round; the tables give medians over
-``--repeat`` rounds and the ratio of each target pair with met / not met; a target asking for
-less than the practical floor (the best iperf3 data phase plus 3 round trips) or the wire
+HTTP-TPC pulls from XRootD on src into dtnkit serve on dst (verified, adler32) and into XRootD
+on dst, at 1 and 8 streams (the COPY request timed inside the namespace); and the path's floor:
+``iperf3 -R -P 1``, ``-P 8`` and ``-P`` what ``cp auto`` used, from dst against ``iperf3 -s`` on
+src (the data phase; the wall time beside it).  Times are wall times of the commands as a user
+runs them (process start included), except TPC and iperf3.  Every round runs every measurement
+once, pairs next to each other, the order reversed every other round; the tables give medians
+over ``--repeat`` rounds and the ratio of each target pair with met / not met; a target asking
+for less than the practical floor (the best iperf3 data phase plus 3 round trips) or the wire
 floor says so.  One line per run gives the start-up times of python, cp and curl in the dst
 namespace.
 
