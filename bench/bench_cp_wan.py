@@ -15,12 +15,16 @@ Clients run on ``dst`` (downloads cross the path from src to dst; uploads go bac
 verified ``dtnkit cp`` (``--streams auto`` when this dtnkit has it, else 8; one stream; its
 default when that is neither), unverified curl, ``gfal-copy -K adler32``, ``xrdcp --cksum
 adler32:source``, ``xrdcp -S 8`` (root://), uploads with ``dtnkit cp`` to dtnkit serve, and
-HTTP-TPC pulls from XRootD on src into dtnkit serve on dst (verified, adler32) and into
-XRootD on dst, at 1 and 8 streams (the COPY request timed inside the namespace).  Times are
-wall times of the commands as a user runs them (process start included), except TPC.  Every
-round runs every measurement once, pairs next to each other, the order reversed every other
-round; the tables give medians over ``--repeat`` rounds and the ratio of each target pair
-with met / not met.
+HTTP-TPC pulls from XRootD on src into dtnkit serve on dst (verified, adler32) and into XRootD
+on dst, at 1 and 8 streams (the COPY request timed inside the namespace); and the path's floor:
+``iperf3 -R -P 1``, ``-P 8`` and ``-P`` what ``cp auto`` used, from dst against ``iperf3 -s`` on
+src (the data phase; the wall time beside it).  Times are wall times of the commands as a user
+runs them (process start included), except TPC and iperf3.  Every round runs every measurement
+once, pairs next to each other, the order reversed every other round; the tables give medians
+over ``--repeat`` rounds and the ratio of each target pair with met / not met; a target asking
+for less than the practical floor (the best iperf3 data phase plus 3 round trips) or the wire
+floor says so.  One line per run gives the start-up times of python, cp and curl in the dst
+namespace.
 
 Everything it creates carries its prefix (``--prefix``, lab names ``PREFIX0``, ``PREFIX1``
 ... so namespaces ``dkl-PREFIX*``; the work directory ``/dev/shm/dtnkit-wanbench-*``); on
@@ -36,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -74,6 +79,14 @@ REPO = Path(__file__).resolve().parent.parent
 STATE_ROOT = Path("/run/dtnkit/bench-wan")
 WORK_PREFIX = "dtnkit-wanbench-"
 TOKENS = "rw-token read,write\nro-token read\n"
+IPERF3_PORT = 5201  # the lab's src namespace has its own ports: no clash with the host's
+#: iperf3 -P values measured in every cell: the path's practical floor is the best of them
+IPERF3_STREAMS = ("1", "8")
+#: measurements a run records beside its own time, named "LABEL SUFFIX": iperf3's wall time
+#: (its own time is the data phase) and cp's copy phase (its JSON ``seconds``)
+DERIVED = (" wall", " copy phase")
+#: round trips before data flows for any HTTPS client: TCP handshake, TLS 1.3, the request
+HANDSHAKE_RTTS = 3
 
 
 # --------------------------------------------------------------------------- what is measured
@@ -122,6 +135,10 @@ def targets(many: str, default: str | None) -> list[Target]:
         Target(auto, "xrdcp --cksum adler32:source", None, "verified cp vs verified xrdcp"),
         Target(f"cp {many} dtnkit", "xrdcp --cksum adler32:source", None,
                "verified cp from dtnkit serve vs verified xrdcp"),
+        Target("cp 1 XRootD copy phase", "curl XRootD", None,
+               "one stream's copy phase (cp's JSON seconds) vs curl's wall time"),
+        Target("cp 1 dtnkit copy phase", "curl dtnkit", None,
+               "one stream's copy phase (cp's JSON seconds) vs curl's wall time"),
     ]
     if default is not None:
         rows.append(Target(f"cp default({default}) XRootD", "gfal-copy -K adler32", None,
@@ -148,10 +165,12 @@ def targets(many: str, default: str | None) -> list[Target]:
 
 def order(many: str, default: str | None) -> list[str]:
     """Every measurement of a round, each target pair next to each other."""
-    names = [f"cp {many} XRootD", "gfal-copy -K adler32", "xrdcp -S 8",
+    names = ["iperf3 8", f"cp {many} XRootD", "gfal-copy -K adler32", "xrdcp -S 8",
              "xrdcp --cksum adler32:source", f"cp {many} dtnkit", f"upload {many}",
-             "cp 1 XRootD", "curl XRootD", "cp 1 dtnkit", "curl dtnkit", "upload 1",
-             "tpc dtnkit 1", "tpc XRootD 1", "tpc dtnkit 8", "tpc XRootD 8"]
+             "iperf3 1", "cp 1 XRootD", "curl XRootD", "cp 1 dtnkit", "curl dtnkit",
+             "upload 1", "tpc dtnkit 1", "tpc XRootD 1", "tpc dtnkit 8", "tpc XRootD 8"]
+    if many == "auto":  # as many streams as the last `cp auto` used, next to it
+        names.insert(names.index("cp auto XRootD") + 1, "iperf3 auto")
     if default is not None:
         names.append(f"cp default({default}) XRootD")
     if BEFORE:  # each next to its pair
@@ -163,14 +182,31 @@ def order(many: str, default: str | None) -> list[str]:
     return names
 
 
+def recorded_by(name: str) -> str:
+    """The measurement whose run records *name*: itself, or the run a derived figure ("iperf3
+    8 wall", "cp 1 XRootD copy phase") comes from."""
+    for suffix in DERIVED:
+        if name.endswith(suffix):
+            return name.removesuffix(suffix)
+    return name
+
+
 def only(names: list[str], starts: list[str], goals: list[Target]) -> list[str]:
     """The measurements whose names start with one of *starts* (all when none given), with
-    the baselines of the targets they are measured in, in the order of *names*."""
+    the baselines of the targets they are measured in, in the order of *names*; the iperf3
+    runs too whenever a time target is measured (the path's floor under every target)."""
     if not starts:
         return names
     keep = {n for n in names if any(n.startswith(s) for s in starts)}
-    keep |= {g.baseline for g in goals if g.measured in keep}
-    return [n for n in names if n in keep]
+    measured = [g for g in goals if recorded_by(g.measured) in keep]
+    keep |= {g.baseline for g in measured}
+    if any(g.limit is not None for g in measured):
+        keep |= {n for n in names if n.startswith("iperf3 ")}
+    picked = [n for n in names if n in keep and n != "iperf3 auto"]
+    autos = [i for i, n in enumerate(picked) if n.startswith("cp auto ")]
+    if "iperf3 auto" in keep and autos:  # after the first cp auto: it tells the count
+        picked.insert(autos[0] + 1, "iperf3 auto")
+    return picked
 
 
 def round_order(names: list[str], k: int) -> list[str]:
@@ -178,13 +214,51 @@ def round_order(names: list[str], k: int) -> list[str]:
     return list(names) if k % 2 == 0 else list(reversed(names))
 
 
-def verdict(times: dict[str, list[float]], t: Target,
-            floor_s: float | None = None) -> tuple[str, str]:
+@dataclass(frozen=True)
+class Floor:
+    """The practical floor of a cell: what TCP on the path gives any HTTPS client."""
+
+    streams: str  # the iperf3 -P value of the best median data phase
+    data_s: float  # that median data phase (end.sum_received.seconds)
+    rtt_s: float  # the path's measured idle RTT
+
+    @property
+    def seconds(self) -> float:
+        return self.data_s + HANDSHAKE_RTTS * self.rtt_s
+
+
+def iperf3_p(name: str, used: dict[str, list[int]] | None = None) -> str:
+    """The -P of an iperf3 measurement: its name's, or for "iperf3 auto" the counts it ran
+    with (those `cp auto` used), e.g. "4" or "4/5"."""
+    n = name.split()[1]
+    if n.isdigit() or not used or not used.get(name):
+        return n
+    return "/".join(str(x) for x in sorted(set(used[name])))
+
+
+def practical_floor(times: dict[str, list[float]], rtt_ms: float | None,
+                    used: dict[str, list[int]] | None = None) -> Floor | None:
+    """The best median iperf3 data phase over the -P values measured (*used*: the -P each
+    "iperf3 auto" run took), plus the round trips an HTTPS client pays before data flows;
+    None without iperf3 runs or an RTT."""
+    medians = [(statistics.median(t), iperf3_p(name, used)) for name, t in times.items()
+               if name.startswith("iperf3 ") and recorded_by(name) == name and t]
+    if not medians or rtt_ms is None or rtt_ms != rtt_ms:  # nan: ping failed
+        return None
+    best = min(medians)
+    return Floor(best[1], best[0], rtt_ms / 1000)
+
+
+def verdict(times: dict[str, list[float]], t: Target, floor_s: float | None = None,
+            practical: Floor | None = None) -> tuple[str, str]:
     """(ratio, met / not met / -) of a target from the medians of the runs that succeeded.
 
     ``floor_s``, when given, is the path's wire floor: the file's bits at the path's rate cap,
     before any handshake or slow start, so no tool can finish sooner.  A target that asks for a
     time under it is physics, not software, and the verdict says so with both figures.
+    ``practical``, when given, is the higher practical floor (iperf3's best data phase on the
+    path plus the handshakes' round trips): a target asking for less is out of reach of any
+    HTTPS client on that path, and the verdict says so with how the floor was made.
     """
     a, b = times.get(t.measured, []), times.get(t.baseline, [])
     if not a or not b:
@@ -197,6 +271,10 @@ def verdict(times: dict[str, list[float]], t: Target,
     asked = t.limit * statistics.median(b)
     if floor_s is not None and asked < floor_s:
         return f"{ratio:.2f}", f"not met: asks {asked:.3f} s < wire floor {floor_s:.3f} s"
+    if practical is not None and asked < practical.seconds:
+        return f"{ratio:.2f}", (f"not met: asks {asked:.3f} s < practical floor "
+                                f"{practical.seconds:.3f} s (iperf3 -P {practical.streams} data "
+                                f"phase {practical.data_s:.3f} s + {HANDSHAKE_RTTS} RTT)")
     return f"{ratio:.2f}", "not met"
 
 
@@ -261,6 +339,28 @@ def dtnkit_serve(host: lab.LabHost, hostname: str, root: Path, pki: Pki, work: P
         TRACKED.stop(proc)
 
 
+@contextlib.contextmanager
+def iperf3_server(host: lab.LabHost, work: Path) -> Iterator[subprocess.Popen[str]]:
+    """``iperf3 -s`` on *host* (port IPERF3_PORT of its namespace), stopped by PID; its log in
+    the work directory (so its command line carries the run's prefix)."""
+    logfile = work / f"iperf3-{host.name}.log"
+    proc = host.popen(["iperf3", "-s", "-p", str(IPERF3_PORT), "--forceflush",
+                       "--logfile", str(logfile)], stdout=subprocess.DEVNULL,
+                      stderr=subprocess.DEVNULL)
+    TRACKED.add(proc)
+    try:
+        deadline = time.monotonic() + 20
+        while "Server listening" not in (text := logfile.read_text()
+                                         if logfile.exists() else ""):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"iperf3 -s on {host.name} did not start (exit "
+                                   f"{proc.poll()}): {text[-300:]!r}")
+            time.sleep(0.02)  # it announces itself in its log file; bounded
+        yield proc
+    finally:
+        TRACKED.stop(proc)
+
+
 def serve_has(option: str) -> bool:
     helptext = subprocess.run([sys.executable, "-m", "dtnkit", "serve", "--help"],
                               capture_output=True, text=True, check=False).stdout
@@ -296,6 +396,8 @@ class Config:
 class Results:
     times: dict[str, list[float]] = field(default_factory=dict)
     failures: dict[str, list[str]] = field(default_factory=dict)
+    #: the -P each "iperf3 auto" run took (the streams the last `cp auto` used)
+    used: dict[str, list[int]] = field(default_factory=dict)
 
 
 TPC_SCRIPT = """
@@ -325,6 +427,9 @@ class Run:
         self.out = work / "out"
         self.out.mkdir(exist_ok=True)
         self.env = gfal_env(pki, None)
+        #: figures the last measurement recorded beside its time (see DERIVED)
+        self.side: dict[str, float] = {}
+        self.auto_used: int | None = None  # streams the last `cp auto` (this tree) used
 
     def dtnkit_cp(self, *args: str) -> list[str]:
         return [sys.executable, "-m", "dtnkit", "cp", "--ca-file", str(self.pki.ca_file),
@@ -359,6 +464,8 @@ class Run:
                                     ["--streams", n]), src, str(dest))
             if before:
                 argv = ["env", f"PYTHONPATH={BEFORE[0] / 'src'}", *argv]
+            else:  # the same work; the summary as JSON on stdout instead of a line on stderr
+                argv[argv.index("cp") + 1:argv.index("cp") + 1] = ["--format", "json"]
             return argv, dest, rm_dest
         if kind == "upload":
             n, _, before_ = rest.partition(" ")
@@ -412,9 +519,38 @@ class Run:
             with contextlib.suppress(FileNotFoundError):
                 dest.unlink()
 
+    def iperf3(self, label: str) -> float:
+        """The data phase of ``iperf3 -R -P N -n SIZE`` from dst against src's server (src
+        sends, as in a download); its wall time beside it."""
+        streams = label.split()[1]
+        if streams == "auto":
+            if self.auto_used is None:
+                raise RuntimeError("no `cp auto` has told how many streams it used yet")
+            streams = str(self.auto_used)
+        t0 = time.monotonic()
+        proc = self.p.dst.run(["iperf3", "-c", self.p.src.address, "-p", str(IPERF3_PORT),
+                               "-R", "-P", streams, "-n", str(self.cfg.size), "--json"],
+                              check=False, timeout=300)
+        wall = time.monotonic() - t0
+        try:
+            doc = json.loads(proc.stdout)
+        except ValueError:
+            doc = {}
+        if proc.returncode != 0 or "error" in doc or "end" not in doc:
+            raise RuntimeError(f"exit {proc.returncode}: "
+                               f"{doc.get('error') or (proc.stderr or proc.stdout)[-300:]}")
+        got = doc["end"].get("sum_received", {})
+        if int(got.get("bytes", 0)) < self.cfg.size:
+            raise RuntimeError(f"iperf3 received {got.get('bytes')} bytes")
+        self.side[f"{label} wall"] = wall
+        return float(got["seconds"])
+
     def measure(self, label: str) -> float:
+        self.side = {}
         if label.startswith("tpc "):
             return self.tpc(label)
+        if label.startswith("iperf3 "):
+            return self.iperf3(label)
         argv, dest, clean = self.command(label)
         try:
             t0 = time.monotonic()
@@ -426,6 +562,12 @@ class Run:
             size = dest.stat().st_size if dest.exists() else -1
             if size != self.cfg.size:
                 raise RuntimeError(f"{dest.name} has {size} bytes, not {self.cfg.size}")
+            if "--format" in argv:
+                doc = json.loads(proc.stdout)
+                if label.startswith("cp 1 "):
+                    self.side[f"{label} copy phase"] = float(doc["seconds"])
+                if label.startswith("cp auto "):
+                    self.auto_used = int(doc["streams"])
             return elapsed
         finally:
             clean()
@@ -460,8 +602,30 @@ def untune(p: LabPath, state_dir: Path) -> None:
         log(f"restored {h.netns}: exit {proc.returncode}")
 
 
+STARTUP = [("`true`", ["true"]), ("`python -c pass`", [sys.executable, "-c", "pass"]),
+           ("`python -c \"import socket, ssl\"`", [sys.executable, "-c", "import socket, ssl"]),
+           ("`dtnkit cp --help`", [sys.executable, "-m", "dtnkit", "cp", "--help"]),
+           ("`curl --version`", ["curl", "--version"])]
+
+
+def startup(host: lab.LabHost, rounds: int = 5) -> str:
+    """The start-up line: median wall times of doing (almost) nothing, in *host*'s namespace
+    as the clients run (`ip netns exec` included: `true` shows its share), interleaved."""
+    times: dict[str, list[float]] = {}
+    for _ in range(rounds):
+        for what, argv in STARTUP:
+            t0 = time.monotonic()
+            host.run(argv, check=True, timeout=60)
+            times.setdefault(what, []).append(time.monotonic() - t0)
+    return ("_Start-up in the dst namespace (median of "
+            f"{rounds} wall times, `ip netns exec` included; python is the venv's that runs "
+            "cp): " + ", ".join(f"{what} {statistics.median(t) * 1000:.0f} ms"
+                                for what, t in times.items()) + "._")
+
+
 def run_config(cfg: Config, lab_name: str, work: Path, repeat: int, many: str,
-               default: str | None, src_file: Path, starts: list[str] | None = None) -> Results:
+               default: str | None, src_file: Path, starts: list[str] | None = None,
+               first: bool = False) -> Results:
     res = Results()
     cwork = work / lab_name
     cwork.mkdir(mode=0o711)
@@ -489,6 +653,12 @@ def run_config(cfg: Config, lab_name: str, work: Path, repeat: int, many: str,
         dsrc_before = stack.enter_context(dtnkit_serve(
             p.src, src_name, cwork / "serve-src-before", pki, cwork, [], before=True)) \
             if BEFORE else None
+        names = only(order(many, default), starts or [], targets(many, default))
+        if any(n.startswith("iperf3 ") for n in names):
+            stack.enter_context(iperf3_server(p.src, cwork))
+        if first:  # once per run, above the tables
+            out(startup(p.dst))
+            out()
         (cwork / "src").mkdir()
         name = src_file.name
         place(src_file, cwork / "src" / name)
@@ -497,14 +667,19 @@ def run_config(cfg: Config, lab_name: str, work: Path, repeat: int, many: str,
         run = Run(p, cfg, pki, cwork, name, xsrc.url, xsrc.xroot_url, dsrc, xdst.url, xdst.root,
                   ddst, many, default, dsrc_before)
         warm(run)
-        names = only(order(many, default), starts or [], targets(many, default))
         watch = CpuWatch(TRACKED.pids)
         for k in range(repeat):
             for label in round_order(names, k):
                 try:
                     t = run.measure(label)
                     res.times.setdefault(label, []).append(t)
-                    log(f"round {k + 1}/{repeat} {label}: {t:.2f} s")
+                    if label == "iperf3 auto" and run.auto_used is not None:
+                        res.used.setdefault(label, []).append(run.auto_used)
+                    for name, side in run.side.items():
+                        res.times.setdefault(name, []).append(side)
+                    log(f"round {k + 1}/{repeat} {label}: {t:.2f} s" + "".join(
+                        f", {name.removeprefix(label).strip()} {side:.2f} s"
+                        for name, side in run.side.items()))
                 except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
                     res.failures.setdefault(label, []).append(str(exc))
                     log(f"round {k + 1}/{repeat} {label}: FAILED {exc}")
@@ -525,7 +700,9 @@ def report(cfg: Config, res: Results, names: list[str], many: str, default: str 
         f"{rtt['avg_ms'] if rtt else float('nan'):.1f} ms; {repeat} rounds, medians.")
     out()
     rows = []
-    for label in names:
+    for label in [x for n in names for x in (n, *(n + d for d in DERIVED))]:
+        if label not in names and label not in res.times:
+            continue
         t = res.times.get(label, [])
         fails = len(res.failures.get(label, []))
         med = statistics.median(t) if t else float("nan")
@@ -535,20 +712,43 @@ def report(cfg: Config, res: Results, names: list[str], many: str, default: str 
     table(["measurement", "median s", "Mbit/s", "runs (s)", "failed"], rows)
     trows = []
     floor_s = cfg.size * 8 / cfg.rate_bps
+    practical = practical_floor(res.times, rtt["avg_ms"] if rtt else None, res.used)
     for goal in targets(many, default):
-        if goal.measured not in names or goal.baseline not in names:  # left out by --only
-            continue
-        ratio, ok = verdict(res.times, goal, floor_s)
+        if recorded_by(goal.measured) not in names or goal.baseline not in names:
+            continue  # left out by --only
+        ratio, ok = verdict(res.times, goal, floor_s, practical)
         limit = f"<= {goal.limit:g}" if goal.limit is not None else ""
         trows.append([f"{goal.measured} / {goal.baseline}", goal.what, ratio, limit, ok])
-    table(["ratio (median times)", "what", "ratio", "target", "verdict"], trows)
+    if trows:  # none under --only iperf3
+        table(["ratio (median times)", "what", "ratio", "target", "verdict"], trows)
     out(f"_Wire floor: {cfg.size // MiB} MiB at {cfg.rate_bps / 1e9:g} Gbit/s = {floor_s:.2f} s "
         "(no handshake, no slow start): no tool can finish sooner._")
+    out()
+    out(floor_line(res.times, practical, res.used))
     out()
     for label, errs in res.failures.items():
         out(f"- {label} failed: {errs[0][:200]}")
     if res.failures:
         out()
+
+
+def floor_line(times: dict[str, list[float]], practical: Floor | None,
+               used: dict[str, list[int]] | None = None) -> str:
+    """How the practical floor was made, or why there is none."""
+    if practical is None:
+        return ("_Practical floor: none (no iperf3 run succeeded in this cell, or no RTT); "
+                "`--only iperf3` or any time target measures it._")
+    each = ", ".join(f"-P {iperf3_p(name, used)}"
+                     f"{' (as cp auto)' if name == 'iperf3 auto' else ''} "
+                     f"{statistics.median(t):.2f} s"
+                     for name, t in times.items()
+                     if name.startswith("iperf3 ") and recorded_by(name) == name and t)
+    return (f"_Practical floor: {practical.seconds:.2f} s = iperf3 -P {practical.streams} data "
+            f"phase {practical.data_s:.2f} s (the best median of {each}; "
+            "`iperf3 -c SRC -R -P N -n SIZE` from dst, src sends) + "
+            f"{HANDSHAKE_RTTS} x RTT {practical.rtt_s * 1000:.1f} ms (TCP handshake, TLS 1.3, "
+            "the request): what TCP on this path gives any HTTPS client, start-up not "
+            "counted._")
 
 
 # --------------------------------------------------------------------------- cleanup, main
@@ -567,7 +767,8 @@ def clean_leftovers(prefix: str) -> None:
 
 
 def preflight() -> list[str]:
-    reasons = [r for r in (missing_xrootd(), missing("curl", "xrdcp", "gfal-copy", "iptables"),
+    reasons = [r for r in (missing_xrootd(),
+                           missing("curl", "xrdcp", "gfal-copy", "iptables", "iperf3"),
                            missing_gfal2_python()) if r]
     if os.geteuid() != 0:
         reasons.append("needs root (lab namespaces)")
@@ -588,7 +789,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="one more argument for every `dtnkit serve` (repeatable)")
     ap.add_argument("--only", default="",
                     help="comma-separated starts of measurement names to run (e.g. upload: "
-                         "the uploads and the downloads they are judged against)")
+                         "the uploads and the downloads they are judged against, and the "
+                         "iperf3 floor runs, as for every time target; iperf3: those alone)")
     ap.add_argument("--quick", action="store_true",
                     help="smoke check: first path, untuned, 64 MiB, one round")
     ap.add_argument("--before", type=Path, default=None,
@@ -657,7 +859,7 @@ def main(argv: list[str] | None = None) -> int:
                 for ends in args.ends:
                     cfg = Config(rtt_ms, rate, ends == "tuned", size)
                     run_config(cfg, f"{args.prefix}{n}", work, args.repeat, many, default,
-                               src_file, args.only)
+                               src_file, args.only, first=n == 0)
                     n += 1
             src_file.unlink()
     finally:

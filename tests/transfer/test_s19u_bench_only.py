@@ -33,9 +33,12 @@ def test_only_upload_keeps_the_uploads_and_their_baselines(bench: ModuleType) ->
     names = bench.order("auto", None)
     goals = bench.targets("auto", None)
     kept = bench.only(names, ["upload"], goals)
-    assert kept == ["cp auto dtnkit", "upload auto", "cp 1 dtnkit", "upload 1"]
+    # and the iperf3 runs, the floor under every time target (session 23)
+    assert kept == ["iperf3 8", "cp auto dtnkit", "iperf3 auto", "upload auto", "iperf3 1",
+                    "cp 1 dtnkit", "upload 1"]
     assert bench.only(names, [], goals) == names  # no --only: everything
-    assert bench.only(names, ["tpc dtnkit 1"], goals) == ["tpc dtnkit 1", "tpc XRootD 1"]
+    assert bench.only(names, ["tpc dtnkit 1"], goals) == ["iperf3 8", "iperf3 1",
+                                                          "tpc dtnkit 1", "tpc XRootD 1"]
 
 
 def test_only_is_parsed_from_a_comma_list(bench: ModuleType) -> None:

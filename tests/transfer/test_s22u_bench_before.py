@@ -35,8 +35,9 @@ def test_before_uploads_run_next_to_this_trees(bench: ModuleType, tmp_path: Path
     names = bench.order("auto", None)
     goals = bench.targets("auto", None)
     kept = bench.only(names, ["upload"], goals)
-    assert kept == ["cp auto dtnkit", "upload auto", "upload auto before", "cp 1 dtnkit",
-                    "upload 1", "upload 1 before"]
+    assert kept == ["iperf3 8", "cp auto dtnkit", "iperf3 auto", "upload auto",
+                    "upload auto before", "iperf3 1", "cp 1 dtnkit", "upload 1",
+                    "upload 1 before"]
     pairs = {(g.measured, g.baseline) for g in goals}
     assert ("upload auto", "upload auto before") in pairs
     assert ("upload 1 before", "cp 1 dtnkit") in pairs
