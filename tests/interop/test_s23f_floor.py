@@ -4,7 +4,6 @@ its wall time, a start-up line per run; its iperf3 servers go with the rest what
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import secrets
@@ -18,23 +17,18 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from tests.support.wanbench import BENCH, loaded
 from tests.support.xrootd import missing, missing_gfal2_python, missing_xrootd
 
 from dtnkit.lab import path as lab
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "bench_cp_wan.py"
 STATE_ROOT = Path("/run/dtnkit/bench-wan")
 
 
 @pytest.fixture(scope="module")
-def bench() -> ModuleType:
-    sys.path.insert(0, str(BENCH.parent))
-    spec = importlib.util.spec_from_file_location("bench_cp_wan_s23f", BENCH)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_cp_wan_s23f"] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+def bench() -> Iterator[ModuleType]:
+    with loaded("bench_cp_wan_s23f") as module:
+        yield module
 
 
 def test_the_practical_floor_is_the_best_iperf3_median_plus_three_round_trips(

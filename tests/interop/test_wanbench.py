@@ -3,7 +3,6 @@ SIGTERM, kill -9 and the next run) leaves none of its lab paths, servers or file
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import secrets
 import shutil
@@ -16,22 +15,16 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from tests.support.wanbench import BENCH, loaded
 from tests.support.xrootd import missing, missing_gfal2_python, missing_xrootd
 
 from dtnkit.lab import path as lab
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "bench_cp_wan.py"
-
 
 @pytest.fixture(scope="module")
-def bench() -> ModuleType:
-    sys.path.insert(0, str(BENCH.parent))
-    spec = importlib.util.spec_from_file_location("bench_cp_wan", BENCH)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_cp_wan"] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+def bench() -> Iterator[ModuleType]:
+    with loaded("bench_cp_wan") as module:
+        yield module
 
 
 def test_verdicts(bench: ModuleType) -> None:

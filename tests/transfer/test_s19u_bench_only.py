@@ -3,30 +3,17 @@ against, without the rest of the table (gfal-copy, xrdcp, curl, TPC)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from types import ModuleType
 
 import pytest
-
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "bench_cp_wan.py"
+from tests.support.wanbench import loaded
 
 
 @pytest.fixture(scope="module")
 def bench() -> Iterator[ModuleType]:
-    sys.path.insert(0, str(BENCH.parent))
-    spec = importlib.util.spec_from_file_location("bench_cp_wan_s19u", BENCH)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_cp_wan_s19u"] = module  # its dataclasses look their module up
-    try:
-        spec.loader.exec_module(module)
+    with loaded("bench_cp_wan_s19u") as module:
         yield module
-    finally:
-        sys.modules.pop("bench_cp_wan_s19u", None)
-        sys.path.remove(str(BENCH.parent))
 
 
 def test_only_upload_keeps_the_uploads_and_their_baselines(bench: ModuleType) -> None:

@@ -4,30 +4,18 @@ the client or of the server's receive path is measured against the old one in th
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
 import pytest
-
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "bench_cp_wan.py"
+from tests.support.wanbench import loaded
 
 
 @pytest.fixture
 def bench() -> Iterator[ModuleType]:
-    sys.path.insert(0, str(BENCH.parent))
-    spec = importlib.util.spec_from_file_location("bench_cp_wan_s22u", BENCH)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_cp_wan_s22u"] = module  # its dataclasses look their module up
-    try:
-        spec.loader.exec_module(module)
+    with loaded("bench_cp_wan_s22u") as module:
         yield module
-    finally:
-        sys.modules.pop("bench_cp_wan_s22u", None)
-        sys.path.remove(str(BENCH.parent))
 
 
 def test_before_uploads_run_next_to_this_trees(bench: ModuleType, tmp_path: Path) -> None:
