@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import re
 import secrets
-import shutil
 import signal
 import subprocess
 import sys
@@ -17,12 +16,10 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from tests.support.wanbench import BENCH, loaded
+from tests.support.wanbench import BENCH, STATE_ROOT, clean, loaded, own_leftovers, own_processes
 from tests.support.xrootd import missing, missing_gfal2_python, missing_xrootd
 
 from dtnkit.lab import path as lab
-
-STATE_ROOT = Path("/run/dtnkit/bench-wan")
 
 
 @pytest.fixture(scope="module")
@@ -114,34 +111,13 @@ def reason() -> str | None:
 needs_all = pytest.mark.skipif(bool(reason()), reason=str(reason()))
 
 
-def own_processes(prefix: str) -> list[str]:
-    """Processes whose command line carries this run's work directory (iperf3 -s --logfile,
-    dtnkit serve, XRootD)."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                cmdline = (proc / "cmdline").read_bytes()
-            except OSError:
-                continue
-            if f"dtnkit-wanbench-{prefix}-".encode() in cmdline:
-                found.append(cmdline.replace(b"\0", b" ").decode(errors="replace"))
-    return found
-
-
-def own_leftovers(prefix: str) -> list[str]:
-    found = [n for n in lab._netns_list() if n.startswith(f"dkl-{prefix}")]
-    found += [str(d) for d in Path("/dev/shm").glob(f"dtnkit-wanbench-{prefix}-*")]
-    return found + own_processes(prefix)
 
 
 @pytest.fixture
 def prefix() -> Iterator[str]:
     p = f"f23t{secrets.token_hex(2)}"
     yield p
-    lab.down_all(state_root=STATE_ROOT, prefix=p)
-    for d in Path("/dev/shm").glob(f"dtnkit-wanbench-{p}-*"):
-        shutil.rmtree(d, ignore_errors=True)
+    clean(p)
 
 
 @needs_all

@@ -5,20 +5,16 @@ from __future__ import annotations
 
 import os
 import secrets
-import shutil
 import signal
 import subprocess
 import sys
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 from types import ModuleType
 
 import pytest
-from tests.support.wanbench import BENCH, loaded
+from tests.support.wanbench import BENCH, clean, loaded, own_leftovers
 from tests.support.xrootd import missing, missing_gfal2_python, missing_xrootd
-
-from dtnkit.lab import path as lab
 
 
 @pytest.fixture(scope="module")
@@ -73,30 +69,13 @@ def reason() -> str | None:
             or missing_gfal2_python())
 
 
-def own_leftovers(prefix: str) -> list[str]:
-    """Namespaces, name files, work directories and processes carrying this run's prefix."""
-    found = [n for n in lab._netns_list() if n.startswith(f"dkl-{prefix}")]
-    found += [str(d) for d in Path("/etc/netns").glob(f"dkl-{prefix}*")]
-    found += [str(d) for d in Path("/dev/shm").glob(f"dtnkit-wanbench-{prefix}-*")]
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                cmdline = (proc / "cmdline").read_bytes()
-            except OSError:
-                continue
-            if f"dtnkit-wanbench-{prefix}-".encode() in cmdline:
-                found.append(f"pid {proc.name}: {cmdline[:120]!r}")
-    return found
-
 
 @pytest.fixture
 def prefix() -> Iterator[str]:
     p = f"b11s{secrets.token_hex(2)}"
     yield p
     # whatever the test did, nothing of this prefix is left for the next one
-    lab.down_all(state_root=Path("/run/dtnkit/bench-wan"), prefix=p)
-    for d in Path("/dev/shm").glob(f"dtnkit-wanbench-{p}-*"):
-        shutil.rmtree(d, ignore_errors=True)
+    clean(p)
 
 
 def start_and_wait_for_first_measurement(prefix: str) -> subprocess.Popen[str]:
