@@ -31,7 +31,7 @@ import sys
 import termios
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from dtnkit.records import mutable_record, replace
 from dtnkit.transfer import pipeline as pl
@@ -389,6 +389,25 @@ class Growth:
         return self.flat >= FLAT_ROUNDS
 
 
+def round_trips(counters: list[Callable[[], int]], threads: list[threading.Thread],
+                rtt_s: float, interval: float) -> Iterator[list[float]]:
+    """Every *interval* (waiting on the first of *threads* still alive), what each of
+    *counters* (bytes received so far) gained, per round trip of *rtt_s*; until none of
+    *threads* is alive (a spell in which the last one ended is not given)."""
+    last, then = [c() for c in counters], time.monotonic()
+    while True:
+        alive = [t for t in threads if t.is_alive()]
+        if not alive:
+            return
+        alive[0].join(interval)
+        now, got = time.monotonic(), [c() for c in counters]
+        if not any(t.is_alive() for t in threads):
+            return
+        scale = rtt_s / max(now - then, 1e-6)
+        yield [(g - x) * scale for g, x in zip(got, last, strict=True)]
+        last, then = got, now
+
+
 def window_bound(received: Callable[[], int], thread: threading.Thread, rtt_s: float,
                  window: int) -> tuple[bool, str, float]:
     """Watch one stream, a round trip at a time, until its rate stops growing
@@ -401,17 +420,8 @@ def window_bound(received: Callable[[], int], thread: threading.Thread, rtt_s: f
     Returns (bound, why in words, the most it moved in a round trip)."""
     from dtnkit.transfer.client.autostreams import show_bytes  # only with --streams auto
 
-    interval = max(rtt_s, 0.01)
     growth = Growth()
-    last, then = received(), time.monotonic()
-    while True:
-        thread.join(interval)
-        now, got = time.monotonic(), received()
-        if not thread.is_alive():
-            return False, "the file was done before the stream was known to be " \
-                "window-bound", growth.best
-        per_rtt = (got - last) * rtt_s / max(now - then, 1e-6)
-        last, then = got, now
+    for (per_rtt,) in round_trips([received], [thread], rtt_s, max(rtt_s, 0.01)):
         if not growth.stopped(per_rtt):
             continue
         best = growth.best
@@ -423,6 +433,8 @@ def window_bound(received: Callable[[], int], thread: threading.Thread, rtt_s: f
                           "carries: the far end's may hold it"), best
         return False, (f"{said}, {best / window:.0%} of its window and more than an "
                        "untuned sender's (4 MiB): the path, not a window, holds it"), best
+    return False, "the file was done before the stream was known to be window-bound", \
+        growth.best
 
 
 #: A second stream helps when, with it, the two move this many times what the first moved
@@ -456,16 +468,7 @@ def second_helps(together: Callable[[], int], second: Callable[[], int],
     growth = Growth()
     above = 0
     best = 0.0
-    last, last2, then = together(), second(), time.monotonic()
-    while True:
-        alive = [t for t in threads if t.is_alive()]
-        if not alive:
-            return False, "the file was done before a second stream was known to help"
-        alive[0].join(interval)
-        now, got, got2 = time.monotonic(), together(), second()
-        scale = rtt_s / max(now - then, 1e-6)
-        per_rtt, per_rtt2 = (got - last) * scale, (got2 - last2) * scale
-        last, last2, then = got, got2, now
+    for per_rtt, per_rtt2 in round_trips([together, second], threads, rtt_s, interval):
         best = max(best, per_rtt)
         above = above + 1 if per_rtt >= HELPS_GAIN * alone else 0
         shown = f"{show_bytes(per_rtt if above else best)} per round trip, " \
@@ -476,6 +479,7 @@ def second_helps(together: Callable[[], int], second: Callable[[], int],
         if growth.stopped(per_rtt2):
             return False, (f"with a second stream they moved at most {shown}: the path, "
                            "not a window, held it")
+    return False, "the file was done before a second stream was known to help"
 
 
 #: Streams are all bound by their windows when together they move this share of their
@@ -501,20 +505,11 @@ def all_bound(received: Callable[[], int], threads: list[threading.Thread], rtt_
     *received*: the bytes they have received so far.  Returns (bound, why in words)."""
     from dtnkit.transfer.client.autostreams import show_bytes  # only with --streams auto
 
-    interval = ALL_BOUND_RTTS * max(rtt_s, 0.01)
     full = streams * window
     growth = Growth()
     above = 0
-    last, then = received(), time.monotonic()
-    while True:
-        alive = [t for t in threads if t.is_alive()]
-        if not alive:
-            return False, f"the file was done before {streams} streams were known to be " \
-                "window-bound"
-        alive[0].join(interval)
-        now, got = time.monotonic(), received()
-        per_rtt = (got - last) * rtt_s / max(now - then, 1e-6)
-        last, then = got, now
+    for (per_rtt,) in round_trips([received], threads, rtt_s,
+                                  ALL_BOUND_RTTS * max(rtt_s, 0.01)):
         above = above + 1 if per_rtt >= ALL_BOUND_SHARE * full else 0
         if above >= ALL_BOUND_SPELLS:
             return True, (f"{streams} streams moved {show_bytes(per_rtt)} per round trip, "
@@ -523,6 +518,7 @@ def all_bound(received: Callable[[], int], threads: list[threading.Thread], rtt_
             return False, (f"together their rate stopped growing at {show_bytes(growth.best)} "
                            f"per round trip, {growth.best / full:.0%} of their windows: the "
                            "path, not the windows, holds them")
+    return False, f"the file was done before {streams} streams were known to be window-bound"
 
 
 def runs(blocks: list[pl.Block]) -> dict[int, int]:
