@@ -7,10 +7,8 @@ from __future__ import annotations
 import os
 import re
 import secrets
-import signal
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -148,34 +146,6 @@ def test_a_quick_run_prints_the_floor_and_the_start_up_line(prefix: str) -> None
     assert start, out
     assert out.index("_Start-up") < out.index("| measurement |")  # above the tables
     assert own_leftovers(prefix) == []  # the iperf3 server stopped with the rest
-
-
-@needs_all
-@pytest.mark.needs_root
-@pytest.mark.needs_netns
-@pytest.mark.needs_xrootd
-def test_ctrl_c_stops_the_iperf3_server(prefix: str) -> None:
-    proc = subprocess.Popen([sys.executable, str(BENCH), "--quick", "--only", "iperf3",
-                             "--prefix", prefix], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
-    watchdog = threading.Timer(120, proc.kill)
-    watchdog.start()
-    try:
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            if "round 1/1 iperf3 8" in line:  # the first of two: the server is up
-                break
-        else:
-            raise AssertionError(f"the bench ended before measuring: exit {proc.wait()}")
-        servers = [c for c in own_processes(prefix) if c.startswith("iperf3 -s")]
-        assert len(servers) == 1, own_processes(prefix)
-        proc.send_signal(signal.SIGINT)
-        rest = proc.stderr.read()
-        assert proc.wait(60) != 0
-    finally:
-        watchdog.cancel()
-    assert "cleaned up" in rest, rest[-2000:]
-    assert own_leftovers(prefix) == []
 
 
 @needs_all

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from types import ModuleType
 
 import pytest
-from tests.support.wanbench import BENCH, clean, loaded, own_leftovers
+from tests.support.wanbench import BENCH, clean, loaded, own_leftovers, own_processes
 from tests.support.xrootd import missing, missing_gfal2_python, missing_xrootd
 
 
@@ -107,6 +107,9 @@ needs_all = pytest.mark.skipif(bool(reason()), reason=str(reason()))
 @pytest.mark.parametrize("signum", [signal.SIGINT])  # SIGTERM: the same unwinding
 def test_interrupted_run_cleans_up(prefix: str, signum: int) -> None:
     proc = start_and_wait_for_first_measurement(prefix)
+    # the first measurement is iperf3's: its server is among what must go
+    assert [c for c in own_processes(prefix) if c.startswith("iperf3 -s")], \
+        own_processes(prefix)
     proc.send_signal(signum)
     assert proc.stderr is not None
     rest = proc.stderr.read()
