@@ -1,7 +1,7 @@
 """``--streams auto`` when one stream looks bound by its window (issue 11): a second stream
 joins first, and the others only if the two carry more (receive.second_helps).  A first
 stream's rate cannot tell an untuned sender's window (about 3 MiB) from a path that carries
-as much per round trip: on a 10 ms / 2 Gbit/s lab path with untuned ends all eight streams
+as much per round trip: on a 10 ms / 2 Gbit/s lab path with untuned ends all seven streams
 joined and the copy took 1.34-1.51 s where one stream took 1.24 s.  The rule on synthetic
 byte counters, and on a real 10 ms lab path with a real ``dtnkit serve``; about 10 s."""
 
@@ -81,7 +81,7 @@ def lab23(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeLab]:
 def test_a_second_stream_that_does_not_help_keeps_the_others_out(lab23: ServeLab) -> None:
     """Untuned ends on a 10 ms / 1 Gbit/s path: one window (about 3 MiB) carries more than
     the path's 1.2 MiB per round trip, yet the first stream stops growing below an untuned
-    sender's 4 MiB and so looks bound.  Before: the others all joined (8 streams); now one
+    sender's 4 MiB and so looks bound.  Before: the others all joined (7 streams); now one
     joins, the two move no more than the first did, and the others stay out."""
     doc, err, seen = lab23.cp("--streams", "auto", name="big")
     auto = doc["streams_auto"]

@@ -442,7 +442,7 @@ def window_bound(received: Callable[[], int], thread: threading.Thread, rtt_s: f
 #: full window's worth without taking it from the first, so the path has room for more.
 #: Less, and the path is about full with two: a first stream that left slow start early (at
 #: 1 MiB per round trip on a 10 ms / 1 Gbit/s lab path, whose round trip holds 1.2) showed
-#: 132 % with a second, and all eight had joined at 1.25.
+#: 132 % with a second, and all seven had joined at 1.25.
 HELPS_GAIN = 1.5
 HELPS_SPELLS = 2
 #: A spell of :func:`second_helps` lasts a round trip, or as long as the first stream took
