@@ -1,5 +1,6 @@
-"""``dtnkit serve`` on 127.0.0.1 (a port the kernel picks) as a subprocess, for tests that drive
-the mover from outside: its URL and root, stopped by its process group at the end."""
+"""``dtnkit serve`` on 127.0.0.1 (a port the kernel picks): as a subprocess, for tests that drive
+the mover from outside (its URL and root, stopped by its process group at the end), or in
+this process (:func:`holding`)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,11 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
+
+from dtnkit.transfer.server import ServerHandle, start_server
 
 
 @contextlib.contextmanager
@@ -38,3 +42,14 @@ def serve_subprocess(tmp_path: Path, token: str) -> Iterator[tuple[str, Path]]:
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
+
+
+@contextlib.contextmanager
+def holding(root: Path, files: Mapping[str, bytes], **options: Any) -> Iterator[ServerHandle]:
+    """An in-process ``dtnkit serve`` of *root* (made here, holding *files*: name -> bytes),
+    anyone may read (*options*: more of :func:`start_server`'s); stopped at the end."""
+    root.mkdir()
+    for name, data in files.items():
+        (root / name).write_bytes(data)
+    with start_server(root, anonymous_read=True, quiet=True, **options) as handle:
+        yield handle

@@ -10,13 +10,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.support.served import holding
 from tests.transfer.test_s18s_startup import NOT_FOR_A_DOWNLOAD, loaded_by, offending
 
 from dtnkit.cli.main import main
 from dtnkit.environment import Environment
 from dtnkit.errors import ExitStatus
 from dtnkit.transfer.client import autostreams, streamtable
-from dtnkit.transfer.server import ServerHandle, start_server
+from dtnkit.transfer.server import ServerHandle
 
 DATA = bytes(range(256)) * 64
 
@@ -29,14 +30,8 @@ def table_doc(rows: list[tuple[float, int]]) -> dict[str, object]:
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[ServerHandle]:
-    root = tmp_path / "root"
-    root.mkdir()
-    (root / "f").write_bytes(DATA)
-    handle = start_server(root, anonymous_read=True, quiet=True)
-    try:
+    with holding(tmp_path / "root", {"f": DATA}) as handle:
         yield handle
-    finally:
-        handle.stop()
 
 
 def cp(tmp_path: Path, *argv: str) -> tuple[int, str, str]:

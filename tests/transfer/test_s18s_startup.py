@@ -20,9 +20,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from tests.support.loaded import offending
+from tests.support.served import holding
 from tests.support.xrootd import Pki
 
-from dtnkit.transfer.server import ServerHandle, start_server
+from dtnkit.transfer.server import ServerHandle
 from dtnkit.transfer.wire import multistatus
 
 #: never on `dtnkit cp URL FILE`'s path (a download that neither resumes nor fails)
@@ -69,15 +70,9 @@ def loaded_by(tmp_path: Path, *argv: str) -> set[str]:
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[tuple[ServerHandle, bytes]]:
-    root = tmp_path / "root"
-    root.mkdir()
     data = bytes(range(256)) * 4
-    (root / "f").write_bytes(data)
-    handle = start_server(root, anonymous_read=True, quiet=True)
-    try:
+    with holding(tmp_path / "root", {"f": data}) as handle:
         yield handle, data
-    finally:
-        handle.stop()
 
 
 def test_the_check_sees_a_banned_module(tmp_path: Path) -> None:
@@ -117,16 +112,10 @@ def test_an_overwriting_download_loads_no_ctypes(served: tuple[ServerHandle, byt
 
 
 def test_a_tls_download_loads_only_what_it_uses(pki: Pki, tmp_path: Path) -> None:
-    root = tmp_path / "root"
-    root.mkdir()
-    (root / "f").write_bytes(b"x" * 1024)
-    handle = start_server(root, tls=(pki.cert, pki.key), anonymous_read=True, quiet=True)
-    try:
-        dst = tmp_path / "copy"
+    dst = tmp_path / "copy"
+    with holding(tmp_path / "root", {"f": b"x" * 1024}, tls=(pki.cert, pki.key)) as handle:
         loaded = loaded_by(tmp_path, "cp", "--ca-file", str(pki.ca_file), handle.url + "f",
                            str(dst))
-    finally:
-        handle.stop()
     assert handle.url.startswith("https://") and dst.read_bytes() == b"x" * 1024
     assert offending(loaded, NOT_FOR_A_DOWNLOAD) == []
 

@@ -25,9 +25,10 @@ from typing import Any
 
 import pytest
 from tests.support.loaded import offending, probe
+from tests.support.served import holding
 from tests.support.xrootd import Pki
 
-from dtnkit.transfer.server import ServerHandle, start_server
+from dtnkit.transfer.server import ServerHandle
 
 #: dataclasses a download may build: Environment (cli/main.py, used by every command),
 #: first.py's Opened (it gains a field(default_factory) on the --streams auto branch), and,
@@ -53,15 +54,9 @@ def run_cp(tmp_path: Path, *argv: str) -> dict[str, Any]:
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[tuple[ServerHandle, bytes]]:
-    root = tmp_path / "root"
-    root.mkdir()
     data = bytes(range(256)) * 40
-    (root / "f").write_bytes(data)
-    handle = start_server(root, anonymous_read=True, quiet=True)
-    try:
+    with holding(tmp_path / "root", {"f": data}) as handle:
         yield handle, data
-    finally:
-        handle.stop()
 
 
 def test_the_probe_sees_dataclasses_and_modules(tmp_path: Path,
@@ -88,15 +83,9 @@ def test_a_download_builds_only_the_listed_dataclasses(
 
 
 def test_a_tls_download_builds_only_the_listed_dataclasses(pki: Pki, tmp_path: Path) -> None:
-    root = tmp_path / "root"
-    root.mkdir()
-    (root / "f").write_bytes(b"y" * 4096)
-    handle = start_server(root, tls=(pki.cert, pki.key), anonymous_read=True, quiet=True)
-    try:
-        dst = tmp_path / "copy"
+    dst = tmp_path / "copy"
+    with holding(tmp_path / "root", {"f": b"y" * 4096}, tls=(pki.cert, pki.key)) as handle:
         found = run_cp(tmp_path, "--ca-file", str(pki.ca_file), handle.url + "f", str(dst))
-    finally:
-        handle.stop()
     assert handle.url.startswith("https://") and dst.read_bytes() == b"y" * 4096
     assert set(found["dataclasses"]) - DATACLASSES_AUTO == set()
     assert offending(found["modules"], NOT_LOADED) == []

@@ -14,11 +14,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.support.served import holding
 
 from dtnkit.transfer import tokens
 from dtnkit.transfer.client.copy import copy
 from dtnkit.transfer.client.options import Options
-from dtnkit.transfer.server import ServerHandle, start_server
+from dtnkit.transfer.server import ServerHandle
 
 SIZE = 3 * 2**20 + 12345
 TOKEN = "s23b-rw"
@@ -26,15 +27,9 @@ TOKEN = "s23b-rw"
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[ServerHandle]:
-    root = tmp_path / "srv"
-    root.mkdir()
-    (root / "f").write_bytes(random.Random(23).randbytes(SIZE))
-    handle = start_server(root, host="127.0.0.1", port=0, quiet=True, anonymous_read=True,
-                          tokens=tokens.parse(f"{TOKEN} read,write\n"))
-    try:
+    with holding(tmp_path / "srv", {"f": random.Random(23).randbytes(SIZE)},
+                 tokens=tokens.parse(f"{TOKEN} read,write\n")) as handle:
         yield handle
-    finally:
-        handle.stop()
 
 
 def on_a_terminal(*argv: str) -> tuple[int, str]:
