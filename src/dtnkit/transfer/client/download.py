@@ -41,6 +41,7 @@ from dtnkit.transfer.client.journals import (
     fsync_dir,
     journal_path,
     load_journal,
+    open_part,
     part_path,
     resume_blocks,
     save_journal,
@@ -254,10 +255,9 @@ def download_once(session: Session, url: Url, dst: Path, options: Options,
     part = part_path(dst)
     try:
         kept, kept_name, note = load_journal(dst, origin, info, options, len(blocks))
-        if kept:
-            fd = os.open(part, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
-        else:
-            fd = os.open(part, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        fd, refused = open_part(dst, resume=bool(kept))
+        if refused is not None:
+            kept, kept_name, note = {}, None, refused
     except BaseException:
         if first is not None:
             first.close()

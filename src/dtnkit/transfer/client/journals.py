@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 from pathlib import Path
 
 from dtnkit.transfer import checksum as cks
@@ -28,6 +29,41 @@ PART_SUFFIX = ".dtnkit-part"
 
 def part_path(dst: Path) -> Path:
     return dst.with_name(f".{dst.name}{PART_SUFFIX}")
+
+
+def open_part(dst: Path, *, resume: bool) -> tuple[int, str | None]:
+    """The part file of *dst*, opened relative to the destination directory's descriptor and
+    never through a symbolic link, and a note when a kept one could not be used.
+
+    *resume*: open the existing part file, if it is a regular file owned by this user (a
+    link, a FIFO or another user's file planted under its name is not written through: the
+    copy starts over).  Otherwise, or then, whatever has the part file's name is removed (a
+    link is removed itself, never its target) and a new file is made with ``O_EXCL``.
+    """
+    part = part_path(dst)
+    dirfd = os.open(part.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        note = None
+        if resume:
+            try:
+                fd = os.open(part.name, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK,
+                             dir_fd=dirfd)
+            except OSError:  # gone, or a link (ELOOP): nothing of ours to resume
+                note = "started over: the kept part file is not a regular file"
+            else:
+                st = os.fstat(fd)
+                if stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid():
+                    os.set_blocking(fd, True)
+                    return fd, None
+                os.close(fd)
+                note = "started over: the kept part file is not a regular file of this user"
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(part.name, dir_fd=dirfd)
+        fd = os.open(part.name, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o644, dir_fd=dirfd)
+        return fd, note
+    finally:
+        os.close(dirfd)
 
 
 def fsync_dir(directory: Path) -> None:
@@ -264,7 +300,10 @@ class UploadJournal:
         with contextlib.suppress(OSError):  # no journal: the upload works, it cannot resume
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             tmp = self.path.with_suffix(".tmp")
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()  # a leftover, or a link planted under its name: never written through
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                         0o600)
             with os.fdopen(fd, "w") as f:
                 json.dump({**self.record, "id": ident}, f)
             os.replace(tmp, self.path)

@@ -24,7 +24,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from email.message import Message
 from pathlib import Path
 from types import TracebackType
@@ -206,11 +206,11 @@ class RequestHandler:
         from dtnkit.transfer.server import metrics
         from dtnkit.transfer.wire.exposition import CONTENT_TYPE
 
-        if self.body_pending():
-            self.discard_body()
-        if not self.server.config.metrics_anonymous:
+        if not self.server.config.metrics_anonymous:  # the head decides, before any body
             access.authorize(self.server.config, self.headers.get("Authorization"), "read",
                              f"{self.command} /metrics")
+        if self.body_pending():
+            self.discard_body()
         body = metrics.exposition(self.server.flows, self.server.counters).encode()
         self.send_bytes(200, [("Content-Type", CONTENT_TYPE)], body,
                         head=self.command == "HEAD")
@@ -234,6 +234,9 @@ class RequestHandler:
     def _run(self, route: routes.Route) -> None:
         try:
             if route.drops_body and self.body_pending():
+                # the token is checked on the head: a client without one never gets a worker
+                # to wait for the body it may trickle
+                self.authorize(route.scope)
                 self.discard_body()
             route.handler(self)
             if self.body_pending():  # a body the method does not use: cannot keep alive
@@ -360,13 +363,15 @@ class RequestHandler:
                     raise HttpError(413, f"{self.command} body", f"is larger than {limit} bytes")
                 parts.append(bytes(view))
 
-            self._read_chunked(sink)
+            with self._receiving(whole=True):
+                self._read_chunked(sink)
             return b"".join(parts)
         length = self.content_length() or 0
         if length > limit:
             raise HttpError(413, f"{self.command} body", f"is larger than {limit} bytes")
         parts = []
-        self._read_length(length, lambda view: parts.append(bytes(view)))
+        with self._receiving(whole=True):
+            self._read_length(length, lambda view: parts.append(bytes(view)))
         return b"".join(parts)
 
     def discard_body(self) -> None:
@@ -384,11 +389,18 @@ class RequestHandler:
                 raise HttpError(411, f"{self.command} {self.log_target}",
                                 "needs Content-Length or Transfer-Encoding: chunked")
             read = lambda: self._read_length(length, sink)  # noqa: E731
-        # a body must keep coming (conn.Pace): no receive waits longer than one rate window
-        self._pace = conn.Pace(self.limits)
-        self.connection.settimeout(min(self.limits.io_timeout, self.limits.rate_window))
-        try:
+        with self._receiving(whole=False):
             return read()
+
+    @contextlib.contextmanager
+    def _receiving(self, *, whole: bool) -> Iterator[None]:
+        """A body must keep coming (conn.Pace): no receive waits longer than one rate window,
+        and a small body (*whole*) must arrive whole within one window."""
+        window = self.limits.rate_window
+        self._pace = conn.Pace(self.limits, whole_within=window if whole else None)
+        self.connection.settimeout(min(self.limits.io_timeout, window))
+        try:
+            yield
         finally:
             self._pace = None
             self.connection.settimeout(self.limits.io_timeout)
@@ -397,6 +409,9 @@ class RequestHandler:
         """Count *n* body bytes received (TimeoutError when the body comes too slowly)."""
         if self._pace is not None:
             self._pace.add(n)
+            left = self._pace.left()
+            if left is not None:  # the next receive waits only until the body's deadline
+                self.connection.settimeout(max(left, 0.001))
         return n
 
     def _read_length(self, length: int, sink: Sink) -> int:

@@ -71,15 +71,25 @@ class Pace:
     ``rate_window`` seconds, so a client that trickles a body cannot hold a worker for long
     (the head has its own deadline; a body may be terabytes, so it gets a rate, not a time)."""
 
-    def __init__(self, limits: Limits) -> None:
+    def __init__(self, limits: Limits, *, whole_within: float | None = None) -> None:
         self.limits = limits
         self.start = time.monotonic()
         self.got = 0
+        #: a small body must arrive whole by then (its rate alone would let 30 bytes take
+        #: 30 s a window, window after window); None: only the rate counts
+        self.deadline = None if whole_within is None else self.start + whole_within
+
+    def left(self) -> float | None:
+        """Seconds until the whole body must have arrived (None: no such deadline)."""
+        return None if self.deadline is None else self.deadline - time.monotonic()
 
     def add(self, n: int) -> None:
         """Count *n* bytes received; raise TimeoutError when the window closed too slow."""
         self.got += n
         now = time.monotonic()
+        if self.deadline is not None and now > self.deadline:
+            raise TimeoutError(f"a small body did not arrive within "
+                               f"{self.limits.rate_window:.0f} s")
         took = now - self.start
         if took >= self.limits.rate_window:
             if self.got < self.limits.body_min_rate * took:

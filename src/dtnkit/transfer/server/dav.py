@@ -55,9 +55,9 @@ def handle_mkcol(ex: Exchange) -> None:
 
 
 def handle_options(ex: Exchange, allow: str) -> None:
-    """``Allow`` is the route table's (passed in: the table names this handler)."""
-    if ex.body_pending():
-        ex.read_small_body(MAX_PROPFIND_BODY)
+    """``Allow`` is the route table's (passed in: the table names this handler).  A body is
+    not read (OPTIONS needs no token, so nobody may hold a worker with a slow one): the
+    answer closes the connection instead."""
     ex.send_empty(200, [("Allow", allow), ("DAV", "1"), ("Accept-Ranges", "bytes")])
 
 

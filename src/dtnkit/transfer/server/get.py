@@ -7,7 +7,6 @@ per-file checksum cache.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import stat
 from collections.abc import Iterable
@@ -42,20 +41,25 @@ def serve(ex: Exchange, *, head: bool) -> None:
             fd = fs.open(files.rel(root, path), os.O_RDONLY | os.O_NONBLOCK)
     except OSError as exc:
         raise os_error(exc, path, root) from None
+    # *fd* has one owner at a time, and is closed exactly once: here until it is either closed
+    # (not a regular file) or handed to the file object, which the ``with`` below closes.  A
+    # second close of the same number would close whatever descriptor another request had been
+    # given meanwhile (a listening socket, another client's file).
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            os.close(fd)
-            if not stat.S_ISDIR(st.st_mode):
-                raise HttpError(403, show(path, root), "is not a regular file")
-            _send_listing(ex, path, head=head)
-            return
-        os.set_blocking(fd, True)
-        f = open(fd, "rb", buffering=0)  # noqa: SIM115 (closed by the with below)
+        regular = stat.S_ISREG(st.st_mode)
+        if regular:
+            os.set_blocking(fd, True)
+            f = open(fd, "rb", buffering=0)  # noqa: SIM115 (closed by the with below)
     except BaseException:
-        with contextlib.suppress(OSError):
-            os.close(fd)
+        os.close(fd)
         raise
+    if not regular:
+        os.close(fd)
+        if not stat.S_ISDIR(st.st_mode):
+            raise HttpError(403, show(path, root), "is not a regular file")
+        _send_listing(ex, path, head=head)
+        return
     with f:
         _send_file(ex, f.fileno(), f, st, path, head=head)
 
