@@ -229,3 +229,78 @@ def test_systemd_units_verify_and_the_runbook_names_them(tmp_path: Path, name: s
     bad = subprocess.run(["systemd-analyze", "verify", str(broken)], capture_output=True,
                          text=True, timeout=120, check=False)
     assert bad.returncode != 0  # the check above can fail
+
+
+def _until(what: str, check: Any, timeout: float) -> Any:
+    """Poll Prometheus's own API until ``check`` answers something true (bounded)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = check()
+        except OSError as exc:  # not listening yet
+            last = exc
+        else:
+            if last:
+                return last
+        time.sleep(0.2)  # the poll's period: each poll asks again
+    raise AssertionError(f"{what} not within {timeout:.0f}s (last answer: {last!r})")
+
+
+@pytest.mark.skipif(shutil.which("prometheus") is None, reason="needs prometheus")
+def test_prometheus_scrapes_through_web_config_tls_and_basic_auth(tmp_path: Path,
+                                                                  pki: Pki) -> None:
+    """A real Prometheus with `scheme: https`, `tls_config` and `basic_auth` scrapes the
+    exporter (process_* arrive); the same target with a wrong password is down with 401."""
+    import json
+    import socket
+    import urllib.parse
+    import urllib.request
+
+    web = tmp_path / "web.yml"
+    web.write_text(yaml.safe_dump({
+        "tls_server_config": {"cert_file": str(pki.cert), "key_file": str(pki.key)},
+        "basic_auth_users": {"prometheus": _bcrypt("s3cret-pw")}}))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with _exporter(tmp_path, "--web.listen-address=127.0.0.1:0",
+                   "--web.config.file", str(web)) as url:
+        target = urllib.parse.urlsplit(url).netloc
+        jobs = [{"job_name": job, "scheme": "https", "scrape_interval": "1s",
+                 "tls_config": {"ca_file": str(pki.ca_file)},
+                 "basic_auth": {"username": "prometheus", "password": password},
+                 "static_configs": [{"targets": [target]}]}
+                for job, password in (("dtnkit", "s3cret-pw"), ("wrong", "guess"))]
+        config = tmp_path / "prometheus.yml"
+        config.write_text(yaml.safe_dump({"global": {"scrape_interval": "1s"},
+                                          "scrape_configs": jobs}))
+        with open(tmp_path / "prometheus.log", "w") as log:
+            prom = subprocess.Popen(
+                ["prometheus", f"--config.file={config}",
+                 f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                 f"--web.listen-address=127.0.0.1:{port}"],
+                stdout=subprocess.DEVNULL, stderr=log)
+        base = f"http://127.0.0.1:{port}"
+
+        def targets() -> dict[str, dict[str, Any]] | None:
+            with urllib.request.urlopen(base + "/api/v1/targets", timeout=5) as resp:
+                doc = json.loads(resp.read())
+            found = {t["labels"]["job"]: t for t in doc["data"]["activeTargets"]}
+            done = all(t["health"] != "unknown" for t in found.values())
+            return found if len(found) == 2 and done else None
+
+        try:
+            found = _until("both targets scraped", targets, 60)
+            q = urllib.parse.urlencode({"query": 'process_cpu_seconds_total{job="dtnkit"}'})
+            result = _until("process_cpu_seconds_total stored", lambda: json.loads(
+                urllib.request.urlopen(f"{base}/api/v1/query?{q}", timeout=5).read()
+            )["data"]["result"], 30)
+        finally:
+            prom.terminate()
+            prom.wait(timeout=30)
+    assert found["dtnkit"]["health"] == "up", found["dtnkit"]
+    assert found["wrong"]["health"] == "down" and "401" in found["wrong"]["lastError"]
+    assert result and float(result[0]["value"][1]) > 0
