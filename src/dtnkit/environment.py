@@ -27,6 +27,9 @@ DEFAULT_STATE_DIR = Path("/var/lib/dtnkit")
 DEFAULT_RESULTS_DB = Path("/var/lib/dtnkit/results.sqlite")
 #: lab path state: one directory per path, and the lab lock ($DTNKIT_LAB_STATE)
 DEFAULT_LAB_STATE_ROOT = Path("/run/dtnkit/lab")
+#: the grid's CA directory (hashed, `openssl rehash`), trusted when it exists, as gfal2,
+#: xrdcp and davix do ($X509_CERT_DIR)
+DEFAULT_X509_CERT_DIR = Path("/etc/grid-security/certificates")
 #: columns when the width cannot be told (not a terminal, no $COLUMNS)
 FALLBACK_WIDTH = 160
 
@@ -61,6 +64,17 @@ class Environment:
     #: bearer token for the passive server of `dtnkit cp --tpc` when --remote-token is not
     #: given (so that neither token need be on a command line, where `ps` shows it)
     remote_token: str | None = None
+    #: which variable ``token`` came from ("$DTNKIT_TOKEN", "$BEARER_TOKEN"), never its value
+    token_origin: str | None = None
+    #: the WLCG bearer-token discovery files, in order, after the variables: the one
+    #: $BEARER_TOKEN_FILE names (``token_file_named``: it must exist), then
+    #: $XDG_RUNTIME_DIR/bt_u$UID and /tmp/bt_u$UID (skipped when absent)
+    token_files: tuple[Path, ...] = ()
+    token_file_named: bool = False
+    #: the uid the discovery files are named for (and must belong to)
+    uid: int = field(default_factory=os.getuid)
+    #: CA directory TLS clients trust besides --ca-file, when it exists
+    x509_cert_dir: Path = DEFAULT_X509_CERT_DIR
     stdin: TextIO = field(default_factory=_stdin)
     stdout: TextIO = field(default_factory=_stdout)
     stderr: TextIO = field(default_factory=_stderr)
@@ -88,6 +102,12 @@ class Environment:
             # an empty variable counts as unset (a shell's `DTNKIT_TOKEN= dtnkit cp ...`)
             token=env.get("DTNKIT_TOKEN") or env.get("BEARER_TOKEN") or None,
             remote_token=env.get("DTNKIT_REMOTE_TOKEN") or None,
+            token_origin=("$DTNKIT_TOKEN" if env.get("DTNKIT_TOKEN") else
+                          "$BEARER_TOKEN" if env.get("BEARER_TOKEN") else None),
+            token_files=token_files(env, os.getuid()),
+            token_file_named=bool(env.get("BEARER_TOKEN_FILE")),
+            uid=os.getuid(),
+            x509_cert_dir=Path(env.get("X509_CERT_DIR") or str(DEFAULT_X509_CERT_DIR)),
             stdin=sys.stdin if stdin is None else stdin,
             stdout=out,
             stderr=err,
@@ -95,6 +115,17 @@ class Environment:
             stderr_isatty=_isatty(err),
             terminal_width=terminal_width(env),
         )
+
+
+def token_files(env: Mapping[str, str], uid: int) -> tuple[Path, ...]:
+    """The files WLCG bearer-token discovery reads, in order (after $BEARER_TOKEN)."""
+    out = []
+    if env.get("BEARER_TOKEN_FILE"):
+        out.append(Path(env["BEARER_TOKEN_FILE"]))
+    if env.get("XDG_RUNTIME_DIR"):
+        out.append(Path(env["XDG_RUNTIME_DIR"]) / f"bt_u{uid}")
+    out.append(Path("/tmp") / f"bt_u{uid}")
+    return tuple(out)
 
 
 def _location(text: str) -> Location:

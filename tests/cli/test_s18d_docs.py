@@ -470,6 +470,8 @@ OTHER_FLAGS: dict[tuple[str, str], str] = {
         "--before", "--after", "--matrix", "--inproc-rounds", "--inproc-calls", "--rounds",
         "--paths", "--ends", "--sizes", "--instructions", "--runs", "--only")},
 }
+# a long option, dotted ones too (Prometheus's --web.listen-address)
+FLAG = r"(?<![\w-])--[a-z][a-z0-9-]*(?:\.[a-z0-9-]+)*"
 # inline code that is another program's command line (its flags are that program's)
 OTHER_PROGRAMS = re.compile(r"^(sudo )?(\.venv/bin/python )?(bench/|unshare |git |"
                             r"fasterdata-tuning\.sh |nfqdelay |iperf3 )")
@@ -507,7 +509,7 @@ def test_every_flag_in_the_docs_inline_code_exists() -> None:
             for span in re.findall(r"`([^`]+)`", line):
                 if OTHER_PROGRAMS.match(span):
                     continue
-                for flag in re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", span):
+                for flag in re.findall(FLAG, span):
                     owner = OTHER_FLAGS.get((rel, flag))
                     if flag in known or (owner and (owner != "bench script"
                                                     or f'"{flag}"' in bench)):
@@ -541,7 +543,7 @@ def test_every_flag_in_a_commands_table_is_that_commands() -> None:
         elif flags is not None and line.startswith("| `"):
             cell = line.split("|")[1]
             bad += [f"docs/cli.md:{number}: {flag}" for flag in
-                    re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", cell) if flag not in flags]
+                    re.findall(FLAG, cell) if flag not in flags]
     assert not bad, "options the section's commands do not have:\n" + "\n".join(bad)
 
 
@@ -559,7 +561,7 @@ def test_the_bench_lines_of_the_blocks_name_real_scripts_and_flags() -> None:
             if not source:
                 bad.append(f"{stmt.where}: no {m.group(1)}")
             bad += [f"{stmt.where}: {m.group(1)} has no {flag}"
-                    for flag in re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", m.group(2))
+                    for flag in re.findall(FLAG, m.group(2))
                     if f'"{flag}"' not in source]
     assert not bad, "\n".join(bad)
 

@@ -194,9 +194,11 @@ def test_metrics_json_in_a_namespace_with_drift(ns: Netns, environment: Environm
                                                           "drift", "results"]
     compliant = [s for s in doc["samples"] if s["name"] == "dtnkit_tuning_compliant"]
     assert {s["labels"]["group"] for s in compliant} >= {"buffers", "congestion"}
+    info = {s["labels"]["group"]: s["labels"]["reason"] for s in doc["samples"]
+            if s["name"] == "dtnkit_tuning_drift_info"}
     for s in compliant:
-        assert s["labels"]["profile"] == "dtn"
-        assert (s["value"] == 1.0) == (s["labels"]["reason"] == "")
+        assert s["labels"]["profile"] == "dtn" and "reason" not in s["labels"]
+        assert (s["value"] == 1.0) == (s["labels"]["group"] not in info)
 
 
 @pytest.mark.parametrize(("argv", "what"), [
@@ -296,6 +298,7 @@ def test_exporter_serves_https_and_stops_on_sigterm(tmp_path: Path, pki: Any) ->
         text = until_scraped(url, ssl.create_default_context(cafile=str(pki.ca_file)))
         assert "dtnkit_exporter_build_info" in text
         assert "dtnkit_exporter_process_cpu_seconds_total" in text
+        assert "\nprocess_cpu_seconds_total " in text  # the standard name too
         with pytest.raises(OSError):  # plain HTTP gets nothing
             until_scraped(url.replace("https", "http"), timeout=0)
     finally:
@@ -339,6 +342,9 @@ def test_drift_audits_at_most_once_per_interval(tree: Path) -> None:
     compliant = families["dtnkit_tuning_compliant"].samples
     bad = {f.group for f in audit.findings if f.status in ("differs", "unknown")}
     assert {s.labels["group"] for s in compliant if s.value == 0} == bad
+    reasons = {s.labels["group"]: s.labels["reason"]
+               for s in families["dtnkit_tuning_drift_info"].samples}
+    assert set(reasons) == bad and all(reasons.values())
     for s in compliant:
-        assert (s.labels["reason"] == "") == (s.value == 1)
+        assert "reason" not in s.labels  # free text would restart the alert's for:
         assert s.labels["profile"] == "dtn"

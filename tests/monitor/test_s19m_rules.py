@@ -46,7 +46,7 @@ def _unit_tests(rules_file: Path, rules: dict[str, Any]) -> dict[str, Any]:
             rule = alerts[case["alertname"]]
             for exp in case["exp_alerts"]:
                 ann = exp.setdefault("exp_annotations", {})
-                for key in ("description", "runbook"):
+                for key in ("description", "runbook", "runbook_url"):
                     ann.setdefault(key, rule["annotations"][key])
     return doc
 

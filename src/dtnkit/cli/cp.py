@@ -162,10 +162,17 @@ def _sigterm_interrupts(env: Environment) -> Iterator[None]:
 @click.option("--no-resume", is_flag=True,
               help="Start over instead of resuming what an interrupted run kept (a "
                    "download's part file, an upload's session on the server).")
-@click.option("--token", default=None, help="Bearer token (default $DTNKIT_TOKEN, "
-                                            "then $BEARER_TOKEN).")
+@click.option("--token", default=None,
+              help="Bearer token; on a command line `ps` shows it: prefer --token-file. "
+                   "Without either: $DTNKIT_TOKEN, then WLCG token discovery "
+                   "($BEARER_TOKEN, the file $BEARER_TOKEN_FILE, $XDG_RUNTIME_DIR/bt_u$UID, "
+                   "/tmp/bt_u$UID).")
+@click.option("--token-file", type=click.Path(path_type=Path), default=None, metavar="FILE",
+              help="Read the bearer token from FILE (as BEARER_TOKEN_FILE).")
 @click.option("--ca-file", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="PEM CA bundle to verify the server's certificate.")
+              help="PEM CA bundle to verify the server's certificate (also trusted: "
+                   "the hashed CA directory $X509_CERT_DIR, default "
+                   "/etc/grid-security/certificates, when it exists).")
 @click.option("--insecure", is_flag=True, help="Do not verify the server's certificate.")
 @click.option("--json", "as_json", is_flag=True, hidden=True,
               help="The same as --format json (kept for scripts).")
@@ -180,12 +187,18 @@ def _sigterm_interrupts(env: Environment) -> Iterator[None]:
               help="With --tpc: token for the passive server, forwarded as "
                    "TransferHeaderAuthorization (default: $DTNKIT_REMOTE_TOKEN, else none; "
                    "--token is never sent to the other server).")
+@click.option("--remote-token-file", type=click.Path(path_type=Path), default=None,
+              metavar="FILE", help="Read --remote-token from FILE.")
 @click.option("--src-token", default=None,
               help="Remote to remote without --tpc (relayed through this client): token for "
                    "the source server (default: --token).")
+@click.option("--src-token-file", type=click.Path(path_type=Path), default=None,
+              metavar="FILE", help="Read --src-token from FILE.")
 @click.option("--dst-token", default=None,
               help="Remote to remote without --tpc: token for the destination server "
                    "(default: --token).")
+@click.option("--dst-token-file", type=click.Path(path_type=Path), default=None,
+              metavar="FILE", help="Read --dst-token from FILE.")
 @click.option("--scitag", default=None, metavar="N",
               help="SciTags tag of the transfer (expId << 6 | actId, 65-65535): sent as the "
                    "SciTag header on every request (and TransferHeaderSciTag with --tpc); "
@@ -219,7 +232,9 @@ def cp(env: Environment,
        scitag: str | None = None, experiment: str | None = None,
        activity: str | None = None, scitags_registry: str | None = None,
        metrics_textfile: Path | None = None, capacity: str | None = None,
-       streams_table: str | None = None) -> int:
+       streams_table: str | None = None, token_file: Path | None = None,
+       remote_token_file: Path | None = None, src_token_file: Path | None = None,
+       dst_token_file: Path | None = None) -> int:
     """Copy SRC to DST: local path or http(s)://host:port/path, at least one a URL.
 
     Two URLs without --tpc: relayed through this client (ranges fetched from SRC and sent to
@@ -238,8 +253,10 @@ def cp(env: Environment,
     if capacity_bps is not None and metrics_textfile is None:
         raise BadInput("--capacity", "only scales the --metrics-textfile series",
                        "pass --metrics-textfile FILE with it, or drop --capacity")
-    if token is None:
-        token = env.token
+    token = _token(env, "--token", token, token_file, discover=True)
+    remote_token = _token(env, "--remote-token", remote_token, remote_token_file)
+    src_token = _token(env, "--src-token", src_token, src_token_file)
+    dst_token = _token(env, "--dst-token", dst_token, dst_token_file)
     rate_bps = parse_rate(path_rate, "rate") if path_rate is not None else None
     if rate_bps is not None and streams != "auto":
         raise BadInput("--rate", "only chooses the number of streams",
@@ -265,7 +282,7 @@ def cp(env: Environment,
         return _third_party(env, tpc, src, dst, token, remote_token,
                             streams if isinstance(streams, int) else 1, checksum,
                             stall_timeout, ca_file, insecure, as_json, deadline,
-                            overwrite=force, scitag=tag)
+                            overwrite=force, scitag=tag, ca_dir=str(env.x509_cert_dir))
     auto = None
     if streams == "auto":
         from dtnkit.transfer.client import autostreams
@@ -285,7 +302,7 @@ def cp(env: Environment,
         block_size=parse_bytes(block_size, "block-size", lo=4096, hi=2**30),
         checksum=checksum, verify=Verify(verify), level=Level(level), retries=retries,
         stall_timeout=stall_timeout, token=token, ca_file=ca_file, insecure=insecure,
-        parallel=parallel, recursive=recursive, resume=not no_resume,
+        ca_dir=str(env.x509_cert_dir), parallel=parallel, recursive=recursive, resume=not no_resume,
         src_token=src_token, dst_token=dst_token, overwrite=force,
         low_speed_limit=parse_bytes(low_speed_limit, "low-speed-limit rate", lo=0, hi=2**40),
         low_speed_time=low_speed_time, deadline=deadline, scitag=tag)
@@ -345,11 +362,29 @@ def _streams_table(env: Environment, given: str | None, rate_bps: int | None
     return streamtable.load(path), str(path)
 
 
+def _token(env: Environment, flag: str, given: str | None, path: Path | None,
+            discover: bool = False) -> str | None:
+    """The token of ``flag`` (or of ``flag``-file); ``discover``: else the environment's
+    (WLCG discovery).  Never printed: errors name the file or the variable."""
+    from dtnkit.transfer import tokens
+
+    if given is not None and path is not None:
+        raise BadInput(f"{flag} and {flag}-file", "both give the token",
+                       f"pass only {flag}-file (a command line shows in `ps`)")
+    if path is not None:
+        return tokens.read_token_file(path, f"{flag}-file")
+    if given is not None or not discover:
+        return given
+    found = tokens.discover(env)
+    return None if found is None else found.value
+
+
 def _third_party(env: Environment,
                  mode: str, src: str, dst: str, token: str | None, remote_token: str | None,
                  streams: int, checksum: str, timeout: float, ca_file: str | None,
                  insecure: bool, as_json: bool, deadline: float | None = None, *,
-                 overwrite: bool = True, scitag: int | None = None) -> int:
+                 overwrite: bool = True, scitag: int | None = None,
+                 ca_dir: str | None = None) -> int:
     """``cp --tpc``: ask one server to copy from/to the other; the active side verifies."""
     from dtnkit.transfer.client import tpc
     from dtnkit.transfer.wire.markers import Marker
@@ -357,7 +392,7 @@ def _third_party(env: Environment,
     show = env.stderr_isatty and not as_json
     # the markers tell the bytes moved, not the size: ask the source for the bar's total
     total = tpc.source_size(mode, src, token=token, remote_token=remote_token,
-                            ca_file=ca_file, insecure=insecure) if show else None
+                            ca_file=ca_file, insecure=insecure, ca_dir=ca_dir) if show else None
     with _progress(env, show, total) as bar:
         per_stripe: dict[int, int] = {}
 
@@ -372,7 +407,8 @@ def _third_party(env: Environment,
         done = tpc.third_party_copy(mode, src, dst, token=token, remote_token=remote_token,
                                     streams=streams, checksum=checksum, timeout=timeout,
                                     ca_file=ca_file, insecure=insecure, on_marker=on_marker,
-                                    deadline=deadline, overwrite=overwrite, scitag=scitag)
+                                    deadline=deadline, overwrite=overwrite, scitag=scitag,
+                                    ca_dir=ca_dir)
     summary = done.as_dict()
     shown = f", {checksum} {summary['digest']}" if summary["digest"] else ""
     seconds = done.result.seconds

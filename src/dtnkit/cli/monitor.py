@@ -80,8 +80,10 @@ def _drift(no_drift: bool, profile: str, profile_dir: tuple[Path, ...], rtt: str
 
 
 @click.command()
-@click.option("--listen", default=DEFAULT_LISTEN, show_default=True, metavar="ADDR:PORT",
-              help="Address and port of /metrics (port 0 picks a free one).")
+@click.option("--listen", "--web.listen-address", "listen", default=DEFAULT_LISTEN,
+              show_default=True, metavar="ADDR:PORT",
+              help="Address and port of /metrics (port 0 picks a free one); "
+                   "--web.listen-address is the Prometheus exporters' name for it.")
 @_common
 @click.option("--drift-interval", type=Duration(1, 86400), default="5m", show_default=True,
               help="Audit for the drift series at most this often (a scrape in between gets "
@@ -92,6 +94,11 @@ def _drift(no_drift: bool, profile: str, profile_dir: tuple[Path, ...], rtt: str
               help="PEM private key for --cert.")
 @click.option("--client-ca", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Accept only clients with a certificate from this CA (mutual TLS).")
+@click.option("--web.config.file", "web_config", type=click.Path(path_type=Path),
+              default=None, metavar="FILE",
+              help="Prometheus exporter-toolkit web config (YAML): tls_server_config "
+                   "(cert_file, key_file, client_ca_file) and basic_auth_users (bcrypt); "
+                   "instead of --cert/--key/--client-ca.")
 @click.option("--print-rules", is_flag=True,
               help="Print the shipped Prometheus alert rules (YAML) and exit.")
 @wide_option
@@ -101,12 +108,13 @@ def _drift(no_drift: bool, profile: str, profile_dir: tuple[Path, ...], rtt: str
 def exporter(env: Environment, listen: str, netns: str | None, profile: str,
              profile_dir: tuple[Path, ...], rtt: str, no_drift: bool, db: Location,
              drift_interval: float, cert: Path | None, key: Path | None,
-             client_ca: Path | None, print_rules: bool, fmt: str) -> int:
+             client_ca: Path | None, print_rules: bool, fmt: str,
+             web_config: Path | None = None) -> int:
     """Serve Prometheus metrics at http://ADDR:PORT/metrics: TCP, softnet, NIC and CPU
     counters node_exporter does not export, tuning drift and the last probe results.
 
     Reads on every scrape (no background work).  Prints one line once listening; stops on
-    SIGTERM or SIGINT.  Basic auth: put a reverse proxy in front (docs/monitoring.md).
+    SIGTERM or SIGINT.  TLS and basic auth: --web.config.file, as other exporters.
     """
     from dtnkit.monitor.build import rules_text
 
@@ -118,6 +126,14 @@ def exporter(env: Environment, listen: str, netns: str | None, profile: str,
         raise BadInput("TLS", "--cert and --key go together", "pass both, or neither for HTTP")
     if client_ca is not None and cert is None:
         raise BadInput("TLS", "--client-ca needs --cert and --key", "pass all three")
+    web = None
+    if web_config is not None:
+        from dtnkit.monitor import webconfig
+
+        if cert is not None or client_ca is not None:
+            raise BadInput("--web.config.file", "gives TLS itself",
+                           "pass either --web.config.file or --cert/--key/--client-ca")
+        web = webconfig.load(web_config)
     from prometheus_client import start_http_server
     from prometheus_client.process_collector import ProcessCollector
 
@@ -125,14 +141,21 @@ def exporter(env: Environment, listen: str, netns: str | None, profile: str,
 
     drift = _drift(no_drift, profile, profile_dir, rtt, drift_interval)
     with build(netns, db, drift) as (reg, _):
+        # process_* as every Prometheus exporter has them, and the older prefixed names
+        ProcessCollector(registry=reg)
         ProcessCollector(namespace="dtnkit_exporter", registry=reg)
         try:
-            server, thread = start_http_server(
-                port, addr=addr, registry=reg,
-                certfile=None if cert is None else str(cert),
-                keyfile=None if key is None else str(key),
-                client_cafile=None if client_ca is None else str(client_ca),
-                client_auth_required=client_ca is not None)
+            if web is not None:
+                from dtnkit.monitor import webconfig
+
+                server, thread = webconfig.serve(web, addr, port, reg)
+            else:
+                server, thread = start_http_server(
+                    port, addr=addr, registry=reg,
+                    certfile=None if cert is None else str(cert),
+                    keyfile=None if key is None else str(key),
+                    client_cafile=None if client_ca is None else str(client_ca),
+                    client_auth_required=client_ca is not None)
         except ssl.SSLError as exc:  # a bad certificate or key (an OSError too)
             raise BadInput("TLS", _flat(exc.args) or str(exc), "check --cert and --key") from exc
         except OSError as exc:
@@ -142,7 +165,8 @@ def exporter(env: Environment, listen: str, netns: str | None, profile: str,
         host = bound_addr.decode() if isinstance(bound_addr, bytes) else str(bound_addr)
         bound = int(server.server_address[1])
         shown = f"[{host}]" if ":" in host else host
-        url = f"{'https' if cert else 'http'}://{shown}:{bound}/metrics"
+        tls = cert is not None or (web is not None and web.tls)
+        url = f"{'https' if tls else 'http'}://{shown}:{bound}/metrics"
         try:
             with stop_on_signals() as stop:
                 emit(env, {"url": url, "netns": netns}, fmt,

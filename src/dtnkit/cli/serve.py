@@ -28,7 +28,8 @@ from dtnkit.units import parse_bytes, parse_rate
               help="PEM private key for --cert.")
 @click.option("--tokens", "tokens_file",
               type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Bearer tokens, one 'TOKEN read|write|read,write' a line.")
+              help="Bearer tokens, one 'TOKEN read|write|read,write' a line (mode 0600: "
+                   "a file others can read is warned about).")
 @click.option("--anonymous-read", is_flag=True,
               help="Allow GET/HEAD/PROPFIND without a token.")
 @click.option("--quiet", is_flag=True, help="No access log on stderr.")
@@ -36,7 +37,9 @@ from dtnkit.units import parse_bytes, parse_rate
               show_default=True, help="Time between third-party-copy performance markers.")
 @click.option("--ca-file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               default=None, help="PEM CA bundle trusted when this server, as the active "
-                                 "party of a third-party copy, connects to the remote one.")
+                                 "party of a third-party copy, connects to the remote one "
+                                 "(also trusted: the hashed CA directory $X509_CERT_DIR, "
+                                 "default /etc/grid-security/certificates, if it exists).")
 @click.option("--no-upload-sessions", "no_upload_sessions", is_flag=True,
               help="Refuse multi-stream partial uploads (POST Dtnkit-Upload sessions); "
                    "clients fall back to one PUT stream.")
@@ -147,9 +150,12 @@ def serve(env: Environment,
         raise BadInput("--scitags-registry", "is only read for --experiment/--activity",
                        "pass --experiment NAME, or drop --scitags-registry")
     marking = Marking(default, tuple(Destination.parse(d) for d in firefly_dest))
+    if tokens_file is not None:
+        _warn_shared(env, tokens_file)
     handle = start_server(root, host=host, port=port, tls=tls, tokens=tokens_file,
                           anonymous_read=anonymous_read, quiet=quiet,
                           marker_interval=marker_interval, ca_file=ca_file,
+                          ca_dir=env.x509_cert_dir,
                           upload_sessions=not no_upload_sessions, upload_expiry=upload_expiry,
                           tpc_allow=tpc_allow, limits=limits,
                           max_connections=max_connections, head_timeout=head_timeout,
@@ -168,3 +174,20 @@ def serve(env: Environment,
         handle.stop(drain=drain_timeout)
     click.echo("dtnkit serve: stopped", file=env.stderr)
     return 0
+
+
+def _warn_shared(env: Environment, tokens_file: Path) -> None:
+    """Warn (on stderr, once, at start) when the token file is readable by its group or by
+    everyone: anyone who can read it holds every token in it, as ssh says of a private key."""
+    import stat
+
+    try:
+        mode = stat.S_IMODE(tokens_file.stat().st_mode)
+    except OSError:
+        return  # start_server says why it cannot be read
+    if mode & (stat.S_IRGRP | stat.S_IROTH):
+        who = " and ".join(w for w, bit in (("its group", stat.S_IRGRP),
+                                             ("every user", stat.S_IROTH)) if mode & bit)
+        click.echo(f"dtnkit serve: warning: token file {tokens_file} (mode {mode:04o}) is "
+                   f"readable by {who}, who can then use every token in it. "
+                   f"Next: chmod 600 {tokens_file}", file=env.stderr)

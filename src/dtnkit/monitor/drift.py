@@ -52,21 +52,31 @@ class DriftCollector:
     def collect(self, view: View) -> Iterator[Metric]:
         audit, when = self.audit(view)
         groups = sorted({f.group for f in audit.findings})
+        # the reason is free text: as a label of the alerting series it would start a new
+        # series (and restart the alert's `for:`) whenever it changes, so it is an info
+        # series of its own, for the alert's annotation to read
         compliant = GaugeMetricFamily(
             "dtnkit_tuning_compliant",
             "1 if every item of the profile group matches the host, 0 if one differs or "
-            "cannot be judged (reason: the first such item).",
+            "cannot be judged (why: dtnkit_tuning_drift_info).",
+            labels=["group", "profile"])
+        info = GaugeMetricFamily(
+            "dtnkit_tuning_drift_info",
+            "1 for a group that does not comply; reason: its first item that differs or "
+            "cannot be judged, and how many more.",
             labels=["group", "profile", "reason"])
         items = GaugeMetricFamily("dtnkit_tuning_items",
                                   "Audited items of the group by status.",
                                   labels=["group", "profile", "status"])
         for group in groups:
             why = reason(audit, group)
-            compliant.add_metric([group, audit.profile.name, why], 0.0 if why else 1.0)
+            compliant.add_metric([group, audit.profile.name], 0.0 if why else 1.0)
+            if why:
+                info.add_metric([group, audit.profile.name, why], 1.0)
             for status in STATUSES:
                 n = sum(1 for f in audit.findings if f.group == group and f.status == status)
                 items.add_metric([group, audit.profile.name, status], float(n))
         stamp = GaugeMetricFamily("dtnkit_tuning_audit_timestamp_seconds",
                                   "When the audit behind dtnkit_tuning_compliant ran.")
         stamp.add_metric([], when)
-        yield from (compliant, items, stamp)
+        yield from (compliant, info, items, stamp)

@@ -38,6 +38,7 @@ class Options:
     stall_timeout: float = 60.0
     token: str | None = None
     ca_file: str | None = None
+    ca_dir: str | None = None  # a hashed CA directory ($X509_CERT_DIR), trusted when it exists
     insecure: bool = False
     parallel: int = 1
     recursive: bool = False

@@ -11,6 +11,7 @@ import ssl
 import struct
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import quote, unquote, urljoin, urlsplit
 
@@ -207,17 +208,7 @@ class Session:
         self.token = options.token
         self._context: ssl.SSLContext | None = None
         if url.scheme == "https":
-            if options.insecure:
-                ctx = ssl.create_default_context()
-                ctx.check_hostname = False
-                ctx.verify_mode = ssl.CERT_NONE
-            else:
-                try:
-                    ctx = ssl.create_default_context(cafile=options.ca_file)
-                except (OSError, ssl.SSLError) as exc:
-                    raise BadInput(f"--ca-file {options.ca_file}", f"cannot be loaded ({exc})",
-                                   "pass a PEM CA bundle") from None
-            self._context = ctx
+            self._context = client_context(options)
         self.rtt: float | None = None  # of the first connection that answered (TCP_INFO)
         self.peer: str | None = None  # that connection's remote address
 
@@ -366,12 +357,37 @@ class Session:
                             "check the server") from None
 
 
+def client_context(options: Options) -> ssl.SSLContext:
+    """The TLS context of a client connection: --ca-file (else the system's store), and the
+    grid's CA directory (``options.ca_dir``, $X509_CERT_DIR) when it exists, as gfal2, xrdcp
+    and davix trust it; ``options.insecure``: nothing is verified."""
+    if options.insecure:
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        return ctx
+    try:
+        ctx = ssl.create_default_context(cafile=options.ca_file)
+    except (OSError, ssl.SSLError) as exc:
+        raise BadInput(f"--ca-file {options.ca_file}", f"cannot be loaded ({exc})",
+                       "pass a PEM CA bundle") from None
+    if options.ca_dir is not None and Path(options.ca_dir).is_dir():
+        try:
+            ctx.load_verify_locations(capath=options.ca_dir)
+        except (OSError, ssl.SSLError) as exc:
+            raise BadInput(f"X509_CERT_DIR {options.ca_dir}", f"cannot be used ({exc})",
+                           "point X509_CERT_DIR at a hashed CA directory (openssl rehash "
+                           "DIR)") from None
+    return ctx
+
+
 def certificate_refused(exc: ssl.SSLCertVerificationError, what: str) -> CertificateRefused:
     """The error for a certificate that did not verify: not retried, exit 22."""
     why = exc.verify_message or exc.reason or str(exc)
     return CertificateRefused(what, f"the server's TLS certificate was not accepted ({why})",
-                              "pass --ca-file with the CA bundle that signed it, and check "
-                              "the host name in the URL (--insecure skips the check)")
+                              "pass --ca-file with the CA bundle that signed it (or put it "
+                              "in X509_CERT_DIR, hashed), and check the host name in the URL "
+                              "(--insecure skips the check)")
 
 
 def fatal_transport(exc: BaseException, what: str) -> TransferError | None:
@@ -395,7 +411,8 @@ def check_status(status: int, what: str, body: bytes, ok: tuple[int, ...] = (200
     why = f"HTTP {status}" + (f" ({reason(body)})" if reason(body) else "")
     if status == 401:
         raise FatalHttp(what, f"{why}: not authenticated",
-                        "pass a valid --token or set DTNKIT_TOKEN / BEARER_TOKEN")
+                        "pass a valid --token-file (or --token), or set BEARER_TOKEN_FILE "
+                        "(dtnkit cp --help: where a token is looked for)")
     if status == 403:
         raise FatalHttp(what, f"{why}: forbidden", "check the token's scope and the path")
     if status == 404:

@@ -92,7 +92,7 @@ def request_copy(active_url: str, *, source: str | None = None,
                  checksum: str | None = None, ca_file: str | None = None,
                  insecure: bool = False, require_checksum: bool | None = None,
                  deadline: float | None = None, overwrite: bool = True,
-                 scitag: int | None = None) -> TpcResult:
+                 scitag: int | None = None, ca_dir: str | None = None) -> TpcResult:
     """Send COPY to the active party; follow its marker stream; trust only the final line.
 
     ``transfer_headers`` are sent as ``TransferHeader<Name>``.  ``overwrite=False`` sends
@@ -134,7 +134,7 @@ def request_copy(active_url: str, *, source: str | None = None,
     clock.start()
     while True:
         session = Session(url, Options(token=token if same_origin(url, first) else None,
-                                       ca_file=ca_file, insecure=insecure,
+                                       ca_file=ca_file, ca_dir=ca_dir, insecure=insecure,
                                        stall_timeout=timeout, low_speed_limit=0,
                                        deadline=deadline, started=clock.started))
         conn = session.connect()
@@ -206,14 +206,15 @@ class ThirdPartySummary:
 
 
 def source_size(mode: str, src: str, *, token: str | None, remote_token: str | None,
-                ca_file: str | None, insecure: bool) -> int | None:
+                ca_file: str | None, insecure: bool,
+                ca_dir: str | None = None) -> int | None:
     """The size of a third-party copy's source, for a progress bar's total (the markers
     give only the bytes moved): a HEAD with the source's own token (the remote token for a
     pull, the client's for a push); None when the source does not say."""
     try:
         url = Url.parse(src)
         options = Options(token=remote_token if mode == "pull" else token, ca_file=ca_file,
-                          insecure=insecure, retries=0, stall_timeout=10.0)
+                          ca_dir=ca_dir, insecure=insecure, retries=0, stall_timeout=10.0)
         _session, _url, info = Session(url, options).resolve(url)
     except DtnkitError:
         return None
@@ -225,7 +226,8 @@ def third_party_copy(mode: str, src: str, dst: str, *, token: str | None,
                      ca_file: str | None, insecure: bool,
                      on_marker: Callable[[Marker], None] | None = None,
                      deadline: float | None = None, overwrite: bool = True,
-                     scitag: int | None = None) -> ThirdPartySummary:
+                     scitag: int | None = None, ca_dir: str | None = None
+                     ) -> ThirdPartySummary:
     """Ask one server to copy from (``pull``: COPY to *dst*) or to (``push``: COPY to *src*)
     the other; the active side verifies.  A failed copy raises :class:`TpcError` after
     removing a destination the active server left behind, but only one that did not exist
@@ -237,7 +239,8 @@ def third_party_copy(mode: str, src: str, dst: str, *, token: str | None,
     pull = mode == "pull"
     url = Url.parse(dst)
     options = Options(token=token if pull else remote_token, checksum=checksum,
-                      ca_file=ca_file, insecure=insecure, retries=1, scitag=scitag)
+                      ca_file=ca_file, ca_dir=ca_dir, insecure=insecure, retries=1,
+                      scitag=scitag)
     dst_session = Session(url, options)
     before = status_of(dst_session, "HEAD", url)
     existed = before != 404
@@ -248,7 +251,7 @@ def third_party_copy(mode: str, src: str, dst: str, *, token: str | None,
                           transfer_headers=forward, streams=streams, timeout=timeout,
                           checksum=checksum, ca_file=ca_file, insecure=insecure,
                           on_marker=on_marker, deadline=deadline, overwrite=overwrite,
-                          scitag=scitag)
+                          scitag=scitag, ca_dir=ca_dir)
     if not result.ok:
         # XRootD 5.5 answers 201 and leaves a 0-byte or partial destination after a failed
         # pull: remove it, but only if it was not there before the copy.

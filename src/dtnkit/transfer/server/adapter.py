@@ -670,7 +670,8 @@ def start_server(root: str | Path, *, host: str = "127.0.0.1", port: int = 0,
                  tokens: tokmod.TokenStore | str | Path | None = None,
                  anonymous_read: bool = False, quiet: bool = False,
                  log: TextIO | None = None, marker_interval: float = 5.0,
-                 ca_file: str | Path | None = None, upload_sessions: bool = True,
+                 ca_file: str | Path | None = None, ca_dir: str | Path | None = None,
+                 upload_sessions: bool = True,
                  upload_expiry: float = DEFAULT_EXPIRY,
                  tpc_allow: Iterable[str] = (), limits: Limits | None = None,
                  max_connections: int | None = None,
@@ -684,7 +685,8 @@ def start_server(root: str | Path, *, host: str = "127.0.0.1", port: int = 0,
     """Serve ``root`` in background threads; port 0 picks a free port (see ``.port``).
 
     ``ca_file``: PEM CA bundle that third-party copies (this server as the active party)
-    use to verify the remote server (default: the system's trust store).
+    use to verify the remote server (default: the system's trust store); ``ca_dir``: a
+    hashed CA directory trusted too when it exists ($X509_CERT_DIR).
     ``max_connections``: default (None) derived from the descriptor limit, whose soft value
     is first raised to the hard one; a larger value is lowered to it.
     ``marking``: SciTags (default tag, firefly destinations); ``metrics``: answer
@@ -703,6 +705,7 @@ def start_server(root: str | Path, *, host: str = "127.0.0.1", port: int = 0,
                           quiet=quiet, log=log if log is not None else sys.stderr,
                           marker_interval=marker_interval,
                           ca_file=str(ca_file) if ca_file is not None else None,
+                          ca_dir=str(ca_dir) if ca_dir is not None else None,
                           upload_sessions=upload_sessions, upload_expiry=upload_expiry,
                           tpc_allow=AllowList.parse(tpc_allow), limits=limits or Limits(),
                           marking=marking or flows.Marking(), metrics=metrics,

@@ -31,6 +31,7 @@ class ServerConfig:
     upload_sessions: bool = True  # multi-stream partial uploads (POST Dtnkit-Upload)
     upload_expiry: float = DEFAULT_EXPIRY  # seconds an idle upload session lives
     ca_file: str | None = None  # PEM CAs trusted by this server's own TPC requests
+    ca_dir: str | None = None  # and a hashed CA directory ($X509_CERT_DIR), when it exists
     #: remotes a COPY may reach besides public addresses (listed: failures are told)
     tpc_allow: AllowList = field(default_factory=AllowList)
     limits: Limits = field(default_factory=Limits)  # per-token limits (upload sessions, hashing)

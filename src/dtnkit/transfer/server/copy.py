@@ -47,6 +47,7 @@ from dtnkit.transfer.client.session import (
     REDIRECTS,
     Session,
     Url,
+    client_context,
     discard_remote,
     follow_redirect,
     same_origin,
@@ -97,7 +98,7 @@ class ForwardingSession(Session):
         reach.listed = reach.listed and listed
         self.tls: ssl.SSLContext | None = None
         if url.scheme == "https":
-            self.tls = ssl.create_default_context(cafile=options.ca_file)
+            self.tls = client_context(options)
 
     def headers(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         out = {"User-Agent": "dtnkit-tpc", **self._forward}
@@ -322,7 +323,7 @@ def handle_copy(ex: Exchange) -> None:
     options = Options(streams=n_streams or 1, auto=auto, checksum=name,
                          verify=Verify.BLOCK if pull else Verify.SEQUENTIAL, retries=1, backoff=0.2,
                          resume=False,  # a failed server-side copy leaves nothing to resume
-                         ca_file=config.ca_file,
+                         ca_file=config.ca_file, ca_dir=config.ca_dir,
                          overwrite=overwrite,  # Overwrite: F -> a push PUTs If-None-Match: *
                          scitag=ex.scitag)  # SciTag on the remote requests, the flow label
     options.check()
