@@ -25,7 +25,7 @@ def net(bps: float, **summary: Any) -> ProbeResult:
 
 
 def disk(bps: float) -> ProbeResult:
-    return ProbeResult("disk", {"path": "/d"}, {"throughput_bps": bps, "write_bps": bps / 8})
+    return ProbeResult("disk", {"path": "/d"}, {"throughput_bps": bps, "write_bps": bps})
 
 
 def e2e(bps: float) -> ProbeResult:

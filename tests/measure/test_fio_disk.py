@@ -40,7 +40,7 @@ def _fixture(name: str) -> str:
 def test_parse_captured(name: str, side: str, bps: float, jobs: int) -> None:
     got = fio.parse_fio_json(_fixture(name))
     other = "read" if side == "write" else "write"
-    assert got[f"{side}_bps"] == bps
+    assert got[f"{side}_bps"] == bps * 8  # fio's bw_bytes, in bit/s
     assert got[f"{side}_iops"] > 0
     assert 0 < got[f"{side}_lat_ms_mean"] < 1000
     assert got[f"{other}_bps"] == 0.0
@@ -170,7 +170,7 @@ def _fio_rate(argv: list[str], side: str) -> float:
     assert proc.returncode == 0, proc.stderr
     got = fio.parse_fio_json(proc.stdout)
     assert got["error"] == 0
-    return float(got[f"{side}_bps"])
+    return float(got[f"{side}_bps"]) / 8  # bytes/s, as the throttle counts
 
 
 def _assert_gone(disk: SlowDisk) -> None:
@@ -214,8 +214,8 @@ def test_slow_disk_throttles(tmp_path: Path) -> None:
 
         # the storage probe straight on the block device, through wrap: write, then read
         got = fio.run_disk_probe(disk.device, size_bytes=16 * MiB, wrap=disk.wrap)
-        assert got["write_bps"] <= 1.15 * limits["write"]
-        assert got["read_bps"] <= 1.2 * limits["read"]
+        assert got["write_bps"] <= 1.15 * limits["write"] * 8  # the probe's rates: bit/s
+        assert got["read_bps"] <= 1.2 * limits["read"] * 8
         print(f"kind={disk.kind} rates (throttled, free) B/s: {rates}")
     _assert_gone(disk)
 

@@ -406,8 +406,9 @@ def test_cli_json_summary(served: tuple[ServerHandle, Path], tmp_path: Path,
     out = json.loads(capsys.readouterr().out)
     assert set(out) == {"files", "bytes", "seconds", "rate_bps", "checksum", "digest",
                         "verify", "level", "streams", "retries", "refetched_blocks",
-                        "resumed_blocks", "notes"}
+                        "resumed_blocks", "resumed_bytes", "notes"}
     assert out["refetched_blocks"] == 0 and out["resumed_blocks"] == 0 and out["notes"] == []
+    assert out["resumed_bytes"] == 0
     assert out["files"] == 1 and out["bytes"] == SIZE and out["streams"] == 4
     assert out["digest"] == f"{zlib.adler32(data):08x}" and out["level"] == "durable"
     assert dst.read_bytes() == data

@@ -334,13 +334,17 @@ def cp(env: Environment,
     rate = result["rate_bps"]
     rate_text = format_rate(rate if isinstance(rate, float) else None)
     digest = f", {options.checksum} {result['digest']}" if result["digest"] else ""
+    kept = summary.resumed_bytes
+    moved = (f"{format_bytes(result['bytes'])} in {format_duration(result['seconds'])} "
+             f"({rate_text})" if not kept else
+             f"{format_bytes(result['bytes'])}: {format_bytes(summary.bytes - kept)} moved in "
+             f"{format_duration(result['seconds'])} ({rate_text}), {format_bytes(kept)} kept "
+             "from the interrupted run")
     if auto is not None and auto.decision is not None:
         digest += f", {auto.used or auto.decision.streams} stream(s) (auto)"
     # for people the summary goes to stderr, beside the progress bar
     emit(env, result, "json" if as_json else "table",
-         lambda p: p.echo(f"copied {result['files']} file(s), {format_bytes(result['bytes'])} "
-                          f"in {format_duration(result['seconds'])} ({rate_text}); "
-                          f"verify {verify}, "
+         lambda p: p.echo(f"copied {result['files']} file(s), {moved}; verify {verify}, "
                           f"level {result['level']}{digest}", err=True), indent=None)
     return 0
 

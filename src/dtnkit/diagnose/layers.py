@@ -238,7 +238,7 @@ def diagnose(net: ProbeResult | None, *, link_bps: float | None = None,
                                 "no storage probe (--path)", None))
         else:
             ev = {"disk_read_bps": D, "network_bps": T, "e2e_bps": E,
-                  "disk_write_bps": (disk.summary.get("write_bps") or 0) * 8 if disk else None}
+                  "disk_write_bps": disk.summary.get("write_bps") if disk else None}
             binds = (T is None or D < 0.8 * T) and (E is None or 0.7 * D <= E <= 1.25 * D)
             found = (f"storage-bound: fio reads at {_g(D)}" +
                      (f", the network runs at {_g(T)}" if T else "") +

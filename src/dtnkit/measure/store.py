@@ -18,6 +18,7 @@ from typing import Any
 from dtnkit.db.backend import Database, connect
 from dtnkit.db.location import DbUrl, Location, parse_location
 from dtnkit.errors import BadInput
+from dtnkit.measure.probes import disk
 from dtnkit.measure.result import ProbeResult
 
 #: the columns of a result, in the order :meth:`ResultStore.add` writes them
@@ -51,8 +52,11 @@ class ResultStore:
 
     @staticmethod
     def _result(row: Any) -> ProbeResult:
+        summary = json.loads(row["summary"])
+        if row["kind"] == disk.KIND and isinstance(summary, dict):
+            summary = disk.upgrade_summary(summary)  # rates once stored in bytes/s
         return ProbeResult(
-            kind=row["kind"], spec=json.loads(row["spec"]), summary=json.loads(row["summary"]),
+            kind=row["kind"], spec=json.loads(row["spec"]), summary=summary,
             samples=json.loads(row["samples"]), raw=row["raw"], ok=bool(row["ok"]),
             error=row["error"], host=row["host"], netns=row["netns"], started=row["started"],
             duration_s=row["duration_s"], tuning=json.loads(row["tuning"] or "null"),
@@ -108,12 +112,16 @@ CSV_FIELDS = ("id", "kind", "host", "netns", "started", "duration_s", "ok", "tun
 
 
 def export(results: Sequence[ProbeResult], fmt: str) -> str:
+    """The results as JSON (each full record) or CSV: one row per result, the record's
+    :data:`CSV_FIELDS`, then every summary key (units in its name, rates in bit/s); a
+    summary key that is also a record field (a net probe's ``duration_s``, iperf3's own
+    measured time) is the column ``summary.KEY``, so no column name appears twice."""
     if fmt == "json":
         return json.dumps([r.as_dict() for r in results], indent=2)
     keys = sorted({k for r in results for k in r.summary})
     out = io.StringIO()
     writer = csv.writer(out)
-    writer.writerow([*CSV_FIELDS, *keys])
+    writer.writerow([*CSV_FIELDS, *(f"summary.{k}" if k in CSV_FIELDS else k for k in keys)])
     for r in results:
         doc = r.as_dict(with_raw=False)
         writer.writerow([doc[f] for f in CSV_FIELDS] + [r.summary.get(k) for k in keys])

@@ -156,7 +156,8 @@ def _lat_ms(side: dict[str, Any], where: str) -> float:
 
 
 def parse_fio_json(text: str) -> dict[str, Any]:
-    """Summary of fio's JSON output: rates in bytes/s, latencies in ms, runtime in s.
+    """Summary of fio's JSON output: rates in bit/s (``read_bps``, ``write_bps``: fio's
+    ``bw_bytes`` x 8, as every ``_bps`` in dtnkit), latencies in ms, runtime in s.
 
     Jobs are summed (rates, IOPS) or weighted by their I/O count (latency), so the result is
     the same with or without ``--group_reporting``.  ``error`` is the largest job error (an
@@ -193,7 +194,7 @@ def parse_fio_json(text: str) -> dict[str, Any]:
             if n:
                 ios += n
                 lat_weighted += _lat_ms(data, where) * n
-        out[f"{side}_bps"] = bps
+        out[f"{side}_bps"] = bps * 8
         out[f"{side}_iops"] = iops
         out[f"{side}_lat_ms_mean"] = lat_weighted / ios if ios else 0.0
     out["runtime_s"] = runtime_ms / 1000
@@ -450,5 +451,5 @@ class Fio:
             got = run_disk_probe(spec.path, size_bytes=spec.size_bytes, direct=spec.direct,
                                  jobs=spec.jobs, wrap=context.wrap, progress=context.progress)
         raw = got.pop("raw", {})
-        summary = {**got, "throughput_bps": float(got["read_bps"]) * 8}  # reading feeds a transfer
+        summary = {**got, "throughput_bps": float(got["read_bps"])}  # reading feeds a transfer
         return ToolRun(summary, str(raw), sampler.samples)

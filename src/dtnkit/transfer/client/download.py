@@ -282,6 +282,7 @@ def download_once(session: Session, url: Url, dst: Path, options: Options,
             if damaged:
                 note += f"; {damaged} kept block(s) did not match the journal, fetched again"
         resumed = len(done)
+        resumed_bytes = sum(b.length for b in blocks if b.index in done)
         if done and options.progress is not None:
             # the bar counts what the file needs, kept blocks included, so it ends at 100 %
             options.progress(sum(b.length for b in blocks if b.index in done))
@@ -378,7 +379,8 @@ def download_once(session: Session, url: Url, dst: Path, options: Options,
         if plan.fsync:
             fsync_dir(dst.parent)
         return FileResult(str(url), str(dst), info.size, expected, level, retries,
-                          getattr(verifier, "read_back", 0), resumed_blocks=resumed, note=note,
+                          getattr(verifier, "read_back", 0), resumed_blocks=resumed,
+                          resumed_bytes=resumed_bytes, note=note,
                           algorithm=name)
     except KeyboardInterrupt:
         if save_journal(dst, origin, info, options, fd, done, verifier, stale):

@@ -133,6 +133,7 @@ class FileResult:
     upload_streams: int | None = None  # uploads and relays: PUT streams used (1: one PUT)
     refetched_blocks: int = 0  # blocks fetched again after a mismatch (bad-block re-fetch)
     resumed_blocks: int = 0  # blocks kept from an interrupted run
+    resumed_bytes: int = 0  # their bytes: not moved by this run
     note: str | None = None  # e.g. why a kept part file was not resumed
     algorithm: str | None = None  # the digest's checksum algorithm
 
@@ -154,6 +155,11 @@ class Summary:
     def bytes(self) -> int:
         return sum(f.size for f in self.files)
 
+    @property
+    def resumed_bytes(self) -> int:
+        """Bytes kept from an interrupted run: in ``bytes``, not moved by this run."""
+        return sum(f.resumed_bytes for f in self.files)
+
     def as_dict(self, options: Options) -> dict[str, object]:
         levels = {f.level for f in self.files}
         order = [lvl for lvl in Level if lvl in levels]
@@ -161,7 +167,9 @@ class Summary:
             "files": len(self.files),
             "bytes": self.bytes,
             "seconds": round(self.seconds, 6),
-            "rate_bps": round(self.bytes * 8 / self.seconds, 1) if self.seconds > 0 else None,
+            # the rate of the bytes this run moved: kept blocks took no time here
+            "rate_bps": (round((self.bytes - self.resumed_bytes) * 8 / self.seconds, 1)
+                         if self.seconds > 0 else None),
             "checksum": options.checksum if options.verify != Verify.NONE else None,
             "digest": self.files[0].shown_digest() if len(self.files) == 1 else None,
             "verify": str(options.verify),
@@ -175,5 +183,6 @@ class Summary:
                if any(f.upload_streams is not None for f in self.files) else {}),
             "refetched_blocks": sum(f.refetched_blocks for f in self.files),
             "resumed_blocks": sum(f.resumed_blocks for f in self.files),
+            "resumed_bytes": self.resumed_bytes,
             "notes": [f"{f.destination}: {f.note}" for f in self.files if f.note],
         }

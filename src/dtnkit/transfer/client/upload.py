@@ -306,7 +306,8 @@ def upload_session_once(session: Session, src: Path, url: Url, options: Options,
         finally:
             journal.remove()
         result = FileResult(str(src), str(url), size, local, plan.upload_level, retries,
-                            read_back=len(skipped), algorithm=name)
+                            read_back=len(skipped), resumed_blocks=len(skipped),
+                            resumed_bytes=sum(b.length for b in skipped), algorithm=name)
         result.upload_streams = min(options.streams, max(1, len(todo)))
         return result
     except BaseException as exc:
