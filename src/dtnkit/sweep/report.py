@@ -2,7 +2,8 @@
 and one self-contained HTML page (figures embedded as ``data:`` URIs, the analysis tables,
 the grid, the environment and versions, and how to read each figure).
 
-matplotlib is an optional extra (``pip install 'dtnkit[report]'``), imported only here and
+matplotlib is the report extra (``dev/bootstrap.sh`` installs it in a checkout, ``pip install
+'dtnkit[report]'`` for the package), imported only here and
 only when a report is drawn, with the Agg backend (no display).
 
 Writing is safe in a directory others can write to: every file is made in a fresh private
