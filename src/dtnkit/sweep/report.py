@@ -18,8 +18,10 @@ report``.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import json
 import math
+import re
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -521,9 +523,9 @@ def tables(analysis: A.Analysis, records: Sequence[A.PointRecord]) -> list[tuple
          ["change", "", MISSING if f.change_pct is None else f"{f.change_pct:+.3g}%"]],
         "")))
     out.append(("Gbit/s per core", _table(
-        ["RTT", "origins x cores", "streams", "throughput", "per quota core",
+        ["tool", "RTT", "origins x cores", "streams", "throughput", "per quota core",
          "per core used"],
-        [[f"{format_value(c.point.rtt_ms)} ms",
+        [[c.point.tool, f"{format_value(c.point.rtt_ms)} ms",
           f"{c.point.origins} x {format_value(c.point.cores)}", c.point.streams,
           format_rate(c.mean_bps), _ratio(c.gbit_per_quota_core),
           _ratio(c.gbit_per_core_used)] for c in analysis.efficiency], "no configuration")))
@@ -582,10 +584,13 @@ def page(data: ReportData, analysis: A.Analysis, figs: Sequence[Drawn],
 
         whys = Counter(w for _, w in analysis.excluded)
         parts.append(
-            f"<p class='note'>{len(analysis.excluded)} point(s) the lab's emulator bound are "
-            "kept out of the peak, drop, knee, fluctuation and the streams table (drawn hollow "
-            "in the figures): " + "; ".join(f"{_e(w)} ({n})" for w, n in whys.items())
-            + "</p>")
+            f"<p class='note'>{len(analysis.excluded)} of {len(data.records)} measurements "
+            "were limited by this machine's network emulator, not by the path being tested, "
+            "so they say nothing about the path. They are drawn as hollow markers and left "
+            "out of the analysis tables. What limited them: "
+            + "; ".join(f"{_e(w)} ({n} measurements)" for w, n in whys.items())
+            + ". To measure them, rerun with a lower rate or on a machine with more free "
+            "CPU.</p>")
     parts.append("<h2>Figures</h2>")
     for f in figs:
         parts.append(figure_html(f))
@@ -595,12 +600,46 @@ def page(data: ReportData, analysis: A.Analysis, figs: Sequence[Drawn],
     for title, body in tables(analysis, data.records):
         parts.append(f"<h3>{_e(title)}</h3>{body}")
     parts.append(f"<h2>The grid</h2><pre>{_e(data.grid_toml)}</pre>")
-    env_rows = [[k, v if isinstance(v, str) else json.dumps(v, sort_keys=True, default=str)]
-                for k, v in sorted(data.environment.items())]
+    env_rows = environment_rows(data.environment)
     parts.append("<h2>Environment and versions</h2>"
                  + _table(["what", "value"], env_rows, "not recorded"))
     parts.append("</body></html>\n")
     return "\n".join(parts)
+
+
+#: a version string: digits with a dot (``iperf 3.12``, ``v5.5.3``)
+_VERSION = re.compile(r"\d+\.\d+")
+_TIMES = ("started", "finished", "time")
+
+
+def _human(key: str, value: Any) -> str:
+    if isinstance(value, bool) or value is None:
+        return format_value(value)
+    if isinstance(value, int | float) and any(t in key for t in _TIMES) and value > 1e8:
+        return datetime.datetime.fromtimestamp(value, datetime.UTC).strftime(
+            "%Y-%m-%dT%H:%M:%SZ")
+    if isinstance(value, Mapping):
+        return ", ".join(f"{k} {_human(k, v)}" for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return ", ".join(_human(key, v) for v in value)
+    return str(value)
+
+
+def environment_rows(env: Mapping[str, Any]) -> list[list[str]]:
+    """The environment in words: times ISO 8601 UTC, each tool's version, "not installed"
+    (recorded empty) or "does not run" (its output has no version), nested values as
+    ``name value`` lists, never JSON."""
+    rows = []
+    for k, v in sorted(env.items()):
+        if k == "versions" and isinstance(v, Mapping):
+            for tool, text in sorted(v.items()):
+                text = str(text or "").strip()
+                shown = ("not installed" if not text else text if _VERSION.search(text)
+                         and "not found" not in text else f"does not run ({text[:80]})")
+                rows.append([f"{tool} version", shown])
+        else:
+            rows.append([k, _human(k, v)])
+    return rows
 
 
 # ---------------------------------------------------------------- all of it
