@@ -186,7 +186,7 @@ def grid_values(records: Sequence[A.PointRecord]) -> str:
 
 
 def _panels(plt: Any, tools: Sequence[str], height: float = 4.2, *, sharey: bool = True
-            ) -> tuple[Any, list[Axes]]:
+            ) -> tuple[Any, list[Any]]:
     n = max(1, len(tools))
     fig, axes = plt.subplots(1, n, figsize=(max(8.0, 4.6 * n), height), sharey=sharey,
                              squeeze=False)
