@@ -174,7 +174,8 @@ def grid_values(records: Sequence[A.PointRecord]) -> str:
     same_c, cores = one(lambda p: p.cores)
     if same_o and same_c:
         parts.append(f"{origins} origin{'s' if origins != 1 else ''} x "
-                     + (f"{format_value(cores)} cores" if cores else "no CPU quota"))
+                     + (f"{format_value(cores)} core{'s' if cores != 1 else ''}" if cores
+                        else "no CPU quota"))
     same, size = one(lambda p: p.file_size)
     if same and any(not p.tool.startswith("iperf3") for p in pts):
         parts.append(f"{format_bytes(size)} files")
@@ -307,6 +308,7 @@ def fig_heatmap(plt: Any, analysis: A.Analysis, records: Sequence[A.PointRecord]
     if im is None:
         _nothing(axes[0], "no point with a valid throughput")
     else:
+        fig.subplots_adjust(top=0.80, wspace=0.35, left=0.11, right=0.86)
         fig.colorbar(im, ax=axes, label="throughput (Gbit/s)")
     _title(fig, "Mean throughput by RTT and streams, one panel per tool", records)
     if im is None:
