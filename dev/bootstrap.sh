@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install what dtnkit needs on a Debian/Ubuntu host (as root) and make ./.venv.
-#   dev/bootstrap.sh          runtime only
+#   dev/bootstrap.sh          runtime and the report extra (matplotlib: `dtnkit report`, the
+#                             README tour's last step)
 #   dev/bootstrap.sh test     runtime + test tools (pytest, ruff, mypy) and the interop peers
 #                             (XRootD 5.5 with XrdHttp/TPC, gfal2 + gfal-copy, davix, curl,
 #                             rclone) that the mover's tests and benchmarks run against, and
@@ -44,8 +45,8 @@ if [ ! -x .venv/bin/python ]; then
   [ -x "$py" ] || py=python3
   "$py" -m venv .venv
 fi
-target=.
-[ "${1:-}" = "test" ] && target='.[test]'
+target='.[report]'
+[ "${1:-}" = "test" ] && target='.[test]'   # test includes matplotlib
 # quiet unless it fails: then show pip's own words
 if ! .venv/bin/python -m pip install -q -e "$target" >.venv/pip-install.log 2>&1; then
   cat .venv/pip-install.log >&2

@@ -30,7 +30,21 @@ if TYPE_CHECKING:
 
 #: the page's name in DIR
 PAGE = "report.html"
+#: the hint for an installed package (from PyPI or a wheel)
 INSTALL_HINT = "pip install 'dtnkit[report]' (matplotlib 3.6 or later)"
+
+
+def install_hint(package_dir: Path | None = None) -> str:
+    """How to get matplotlib for the dtnkit at ``package_dir`` (default: this one): a
+    checkout (``src/dtnkit`` next to ``dev/bootstrap.sh``, installed editable) is told its
+    own bootstrap or its venv's pip; an installed package the extra from the index."""
+    here = Path(__file__).resolve().parent if package_dir is None else package_dir
+    root = here.parent.parent
+    if here.parent.name == "src" and (root / "dev" / "bootstrap.sh").is_file() \
+            and (root / "pyproject.toml").is_file():
+        return (f"in the checkout {root}: run ./dev/bootstrap.sh (or "
+                ".venv/bin/pip install -e '.[report]')")
+    return INSTALL_HINT
 
 CSS = """
 body{font-family:sans-serif;max-width:60em;margin:1em auto;padding:0 1em;color:#222}
@@ -52,6 +66,9 @@ class Drawn:
     reading: str
     png: bytes
     svg: bytes
+    #: the figure's panel titles and each legend's entries, read from the drawn figure
+    panels: tuple[str, ...] = ()
+    legends: tuple[tuple[str, ...], ...] = ()
 
 
 # ---------------------------------------------------------------- writing safely
@@ -117,7 +134,7 @@ def pyplot(command: str = "dtnkit report") -> Any:
         import matplotlib
     except ImportError:
         raise ToolMissing(f"{command} needs matplotlib", "it is not installed",
-                          INSTALL_HINT) from None
+                          install_hint()) from None
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
 
@@ -129,13 +146,17 @@ def save(fig: Figure, stem: str, title: str, reading: str, *, svg: bool = True) 
     ``svg=False``: PNG only (a page alone embeds only the PNG); ``Drawn.svg`` is empty."""
     import matplotlib.pyplot as plt
 
+    panels = tuple(t for ax in fig.axes if (t := ax.get_title()))
+    legends = tuple(tuple(t.get_text() for t in leg.get_texts())
+                    for leg in [*fig.legends, *(ax.get_legend() for ax in fig.axes)]
+                    if leg is not None)
     png, vector = io.BytesIO(), io.BytesIO()
     fig.savefig(png, format="png", dpi=100, metadata={"Software": None})
     if svg:
         fig.savefig(vector, format="svg", metadata={"Date": None, "Creator": None})
     plt.close(fig)
     return Drawn(stem=stem, title=title, reading=reading, png=png.getvalue(),
-                 svg=vector.getvalue())
+                 svg=vector.getvalue(), panels=panels, legends=legends)
 
 
 def nothing(ax: Axes, why: str) -> None:
@@ -170,8 +191,14 @@ def figure_html(f: Drawn, *, files: bool = True) -> str:
     """A figure embedded as a PNG ``data:`` URI, with its title, how to read it, and the
     names of its files (when it has them: ``files``)."""
     uri = "data:image/png;base64," + base64.b64encode(f.png).decode("ascii")
-    return (f"<figure id='fig-{escape(f.stem)}'><h3>{escape(f.title)}</h3>"
-            f"<img class='figure' src='{uri}' alt='{escape(f.title)}' width='800'>"
+    widest = max((len(entries) for entries in f.legends), default=0)
+    alt = "; ".join([f.title, *f.panels])
+    return (f"<figure id='fig-{escape(f.stem)}' data-legend-entries='{widest}'>"
+            f"<h3>{escape(f.title)}</h3>"
+            f"<img class='figure' src='{uri}' alt='{escape(alt)}' width='800'>"
             f"<figcaption><p>{escape(f.reading)}</p>"
+            + ("<p class='panels'>Panels: " + "; ".join(
+                f"<q>{escape(t)}</q>" for t in f.panels) + ".</p>" if len(f.panels) > 1
+               else "")
             + (f"<p>Files: <code>{escape(f.stem)}.png</code>, <code>{escape(f.stem)}.svg"
                "</code>.</p>" if files else "") + "</figcaption></figure>")

@@ -250,7 +250,8 @@ def report(env: Environment, run: str, out: Path, point_id: str | None, target: 
            baseline: str | None, fmt: str, db: Location) -> int:
     """Draw a sweep run's figures (PNG and SVG) and write one self-contained HTML page
     (DIR/report.html) with them, the analysis tables, the grid and the environment.  Needs
-    matplotlib: pip install 'dtnkit[report]'."""
+    matplotlib (the report extra: ./dev/bootstrap.sh in a checkout, else pip install
+    'dtnkit[report]')."""
     from dtnkit.cli.progress import reporter
     from dtnkit.sweep import report as R
 

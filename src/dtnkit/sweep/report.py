@@ -2,7 +2,8 @@
 and one self-contained HTML page (figures embedded as ``data:`` URIs, the analysis tables,
 the grid, the environment and versions, and how to read each figure).
 
-matplotlib is an optional extra (``pip install 'dtnkit[report]'``), imported only here and
+matplotlib is the report extra (``dev/bootstrap.sh`` installs it in a checkout, ``pip install
+'dtnkit[report]'`` for the package), imported only here and
 only when a report is drawn, with the Agg backend (no display).
 
 Writing is safe in a directory others can write to: every file is made in a fresh private
@@ -17,8 +18,10 @@ report``.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import json
 import math
+import re
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -37,15 +40,19 @@ from dtnkit.htmlpage import nothing as _nothing
 from dtnkit.htmlpage import save as _save
 from dtnkit.htmlpage import write_files as write_files
 from dtnkit.sweep import analyze as A
-from dtnkit.units import format_duration, format_percent, format_rate, format_value
+from dtnkit.units import (
+    format_bytes,
+    format_duration,
+    format_percent,
+    format_rate,
+    format_value,
+)
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
     from dtnkit.progress import Progress
 
-#: what a figure's hollow markers mean (in the legend and the page)
-HOLLOW = "hollow: the lab's emulator bound (kept out of the analysis)"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,65 +142,157 @@ def _gbit(bps: float | None) -> float:
     return (bps or 0.0) / 1e9
 
 
+#: at most this many entries in one legend (more would cover the plot)
+LEGEND_MAX = 8
+
+
+def tools_of(keys: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The tools in ``keys`` (curve keys or points' axes), each once, in first-seen order:
+    one panel each."""
+    return list(dict.fromkeys(str(k.get("tool")) for k in keys))
+
+
+def grid_values(records: Sequence[A.PointRecord]) -> str:
+    """The axes every point of the run shares, in words (a figure's subtitle): the cap,
+    loss, origins x cores, file size and how long each point measured."""
+    pts = [r.point for r in records]
+    if not pts:
+        return ""
+
+    def one(get: Callable[[Any], Any]) -> tuple[bool, Any]:
+        values = {repr(get(p)) for p in pts}
+        return len(values) == 1, get(pts[0])
+
+    parts = []
+    same, rate = one(lambda p: p.rate_bps)
+    if same:
+        parts.append(f"cap {format_rate(rate)}" if rate else "no rate cap")
+    same, loss = one(lambda p: p.loss)
+    if same:
+        parts.append(f"loss {format_percent(loss, fraction=True)}")
+    same_o, origins = one(lambda p: p.origins)
+    same_c, cores = one(lambda p: p.cores)
+    if same_o and same_c:
+        parts.append(f"{origins} origin{'s' if origins != 1 else ''} x "
+                     + (f"{format_value(cores)} core{'s' if cores != 1 else ''}" if cores
+                        else "no CPU quota"))
+    same, size = one(lambda p: p.file_size)
+    if same and any(not p.tool.startswith("iperf3") for p in pts):
+        parts.append(f"{format_bytes(size)} files")
+    same, dur = one(lambda p: (p.duration_s, p.bytes))
+    if same:
+        parts.append(f"{format_duration(dur[0])} per point" if dur[0] is not None
+                     else f"{format_bytes(dur[1])} per point")
+    return ", ".join(parts)
+
+
+def _panels(plt: Any, tools: Sequence[str], height: float = 4.2, *, sharey: bool = True
+            ) -> tuple[Any, list[Any]]:
+    n = max(1, len(tools))
+    fig, axes = plt.subplots(1, n, figsize=(max(8.0, 4.6 * n), height), sharey=sharey,
+                             squeeze=False)
+    return fig, list(axes[0])
+
+
+def _legend(ax: Axes, **kw: Any) -> None:
+    """The axes' legend, at most LEGEND_MAX entries: past that the last says how many more
+    (the tables below the figures list every curve)."""
+    handles, labels = ax.get_legend_handles_labels()
+    if not handles:
+        return
+    if len(handles) > LEGEND_MAX:
+        more = len(handles) - LEGEND_MAX + 1
+        handles, labels = handles[:LEGEND_MAX - 1], labels[:LEGEND_MAX - 1]
+        (blank,) = ax.plot([], [], linestyle="none")
+        handles.append(blank)
+        labels.append(f"+{more} more (see the tables)")
+    ax.legend(handles, labels, fontsize=8, **kw)
+
+
+def _title(fig: Any, what: str, records: Sequence[A.PointRecord]) -> None:
+    fixed = grid_values(records)
+    fig.suptitle(_mpl(what + (f"\n{fixed}" if fixed else "")), fontsize=10)
+
+
 def fig_throughput(plt: Any, analysis: A.Analysis, records: Sequence[A.PointRecord]
                    ) -> Drawn:
-    fig, ax = plt.subplots(figsize=(8, 4.8))
-    varying = varying_keys([c.key for c in analysis.curves])
-    colours: dict[tuple[Any, ...], Any] = {}
-    for i, c in enumerate(analysis.curves):
-        xs = [lv.streams for lv in c.levels]
-        (line,) = ax.plot(xs, [_gbit(lv.mean_bps) for lv in c.levels], marker="o",
-                          label=_mpl(curve_label(c.key, varying)), color=f"C{i % 10}")
-        ax.fill_between(xs, [_gbit(lv.min_bps) for lv in c.levels],
-                        [_gbit(lv.max_bps) for lv in c.levels], alpha=0.2,
-                        color=line.get_color())
-        ax.annotate("peak", (c.peak_streams, _gbit(c.peak_bps)), textcoords="offset points",
-                    xytext=(0, 6), ha="center", fontsize=8, color=line.get_color())
-        colours[tuple(c.key.get(k) for k in A.CURVE_KEYS)] = line.get_color()
-    bound = [r for r in records if r.emulator_bound and not r.failed
-             and r.throughput_bps is not None]
-    for r in bound:
-        key = tuple(getattr(r.point, k) for k in A.CURVE_KEYS)
-        ax.scatter([r.point.streams], [_gbit(r.throughput_bps)], facecolors="none",
-                   edgecolors=colours.get(key, "0.3"), s=50, zorder=3)
-    if bound:
-        ax.scatter([], [], facecolors="none", edgecolors="0.3", label=HOLLOW)
-    if not analysis.curves and not bound:
-        _nothing(ax, "no point with a valid throughput")
-    else:
-        _streams_axis(ax, [lv.streams for c in analysis.curves for lv in c.levels]
+    tools = tools_of([c.key for c in analysis.curves]
+                     + [dataclasses.asdict(r.point) for r in records if r.emulator_bound])
+    fig, axes = _panels(plt, tools, 4.8)
+    for tool, ax in zip(tools, axes, strict=False):
+        curves = [c for c in analysis.curves if str(c.key.get("tool")) == tool]
+        varying = [k for k in varying_keys([c.key for c in curves]) if k != "tool"]
+        colours: dict[tuple[Any, ...], Any] = {}
+        for i, c in enumerate(curves):
+            xs = [lv.streams for lv in c.levels]
+            (line,) = ax.plot(xs, [_gbit(lv.mean_bps) for lv in c.levels], marker="o",
+                              label=_mpl(curve_label(c.key, varying)), color=f"C{i % 10}")
+            ax.fill_between(xs, [_gbit(lv.min_bps) for lv in c.levels],
+                            [_gbit(lv.max_bps) for lv in c.levels], alpha=0.2,
+                            color=line.get_color())
+            # the peak is a marker (a star), not a word a neighbouring line can cross
+            ax.scatter([c.peak_streams], [_gbit(c.peak_bps)], marker="*", s=160, zorder=4,
+                       color=line.get_color(), edgecolors="black", linewidths=0.6)
+            colours[tuple(c.key.get(k) for k in A.CURVE_KEYS)] = line.get_color()
+        if curves:
+            ax.scatter([], [], marker="*", s=120, color="0.6", edgecolors="black",
+                       linewidths=0.6, label="peak (highest mean)")
+        bound = [r for r in records if r.emulator_bound and not r.failed
+                 and r.throughput_bps is not None and r.point.tool == tool]
+        for r in bound:
+            key = tuple(getattr(r.point, k) for k in A.CURVE_KEYS)
+            ax.scatter([r.point.streams], [_gbit(r.throughput_bps)], facecolors="none",
+                       edgecolors=colours.get(key, "0.3"), s=50, zorder=3)
+        if bound:
+            ax.scatter([], [], facecolors="none", edgecolors="0.3",
+                       label="hollow: emulator-limited")
+        _streams_axis(ax, [lv.streams for c in curves for lv in c.levels]
                       + [r.point.streams for r in bound])
-        ax.set_ylabel("throughput (Gbit/s)")
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8, loc="best")
-    ax.set_title("Throughput against streams, per RTT (band: min..max over repeats)")
+        _legend(ax, loc="lower right")
+        ax.set_title(_mpl(f"{tool}: throughput (Gbit/s)"), fontsize=9)
+    axes[0].set_ylabel("throughput (Gbit/s)")
+    if not tools:
+        _nothing(axes[0], "no point with a valid throughput")
+    _title(fig, "Throughput against streams, one panel per tool (band: min..max over "
+           "repeats)", records)
     fig.tight_layout()
     return _save(fig, "throughput-vs-streams", "Throughput against streams",
-                 "Each line is one RTT (and combination of the other axes): the mean over "
-                 "repeats at each stream count, the band the repeats' spread. The peak is "
-                 "where the line is highest; the drop is how far it falls to the right of "
-                 "the peak; a peak inside its neighbours' bands is a plateau, not a peak. "
-                 "Hollow markers are points the lab's emulator bound: measured, but kept out "
-                 "of the peak, drop and knee.")
+                 "One panel per tool. Each line is one RTT (and combination of the other "
+                 "axes): the mean over repeats at each stream count, the band the repeats' "
+                 "spread. The star is the peak, where the line is highest; the drop is how "
+                 "far it falls to the right of the peak; a peak inside its neighbours' bands "
+                 "is a plateau, not a peak. Hollow markers are measurements the lab's "
+                 "network emulator limited: drawn, but left out of the peak, drop and knee.")
 
 
-def fig_heatmap(plt: Any, analysis: A.Analysis) -> Drawn:
-    cells: dict[tuple[float, int], float] = {}
-    for c in analysis.curves:
-        for lv in c.levels:
-            k = (float(c.key["rtt_ms"]), lv.streams)
-            cells[k] = max(cells.get(k, 0.0), lv.mean_bps)
-    fig, ax = plt.subplots(figsize=(8, 4.2))
-    if not cells:
-        _nothing(ax, "no point with a valid throughput")
-    else:
+def fig_heatmap(plt: Any, analysis: A.Analysis, records: Sequence[A.PointRecord]) -> Drawn:
+    tools = tools_of([c.key for c in analysis.curves])
+    fig, axes = _panels(plt, tools, 4.4, sharey=False)
+    cells_of: dict[str, dict[tuple[float, int], float]] = {}
+    best_over: dict[str, list[str]] = {}
+    for tool in tools:
+        curves = [c for c in analysis.curves if str(c.key.get("tool")) == tool]
+        best_over[tool] = [k for k in varying_keys([c.key for c in curves])
+                           if k not in ("tool", "rtt_ms")]
+        cells: dict[tuple[float, int], float] = {}
+        for c in curves:
+            for lv in c.levels:
+                k = (float(c.key["rtt_ms"]), lv.streams)
+                cells[k] = max(cells.get(k, 0.0), lv.mean_bps)
+        cells_of[tool] = cells
+    top = max((_gbit(v) for cells in cells_of.values() for v in cells.values()),
+              default=1.0) or 1.0
+    im = None
+    for tool, ax in zip(tools, axes, strict=False):
+        cells = cells_of[tool]
         rtts = sorted({k[0] for k in cells})
         streams = sorted({k[1] for k in cells})
         grid = [[_gbit(cells[(r, s)]) if (r, s) in cells else math.nan for s in streams]
                 for r in rtts]
-        top = max(v for row in grid for v in row if not math.isnan(v)) or 1.0
-        im = ax.imshow(grid, aspect="auto", cmap="viridis", origin="lower", vmin=0, vmax=top)
+        im = ax.imshow(grid, aspect="auto", cmap="viridis", origin="lower", vmin=0,
+                       vmax=top)
         ax.set_xticks(range(len(streams)), [str(s) for s in streams])
         ax.set_yticks(range(len(rtts)), [f"{format_value(r)} ms" for r in rtts])
         for i, row in enumerate(grid):
@@ -203,21 +302,30 @@ def fig_heatmap(plt: Any, analysis: A.Analysis) -> Drawn:
                             color="white" if v < top * 0.6 else "black")
         ax.set_xlabel("streams")
         ax.set_ylabel("RTT")
-        fig.colorbar(im, ax=ax, label="throughput (Gbit/s)")
-    ax.set_title("Throughput (Gbit/s) by RTT and streams (the best curve per RTT)")
-    fig.tight_layout()
+        over = best_over[tool]
+        ax.set_title(_mpl(f"tool {tool}: Gbit/s" + (
+            f" (best over {', '.join(over)})" if over else "")), fontsize=9)
+    if im is None:
+        _nothing(axes[0], "no point with a valid throughput")
+    else:
+        fig.subplots_adjust(top=0.80, wspace=0.35, left=0.11, right=0.86)
+        fig.colorbar(im, ax=axes, label="throughput (Gbit/s)")
+    _title(fig, "Mean throughput by RTT and streams, one panel per tool", records)
+    if im is None:
+        fig.tight_layout()
     return _save(fig, "heatmap", "RTT x streams heatmap",
-                 "One row per RTT, one column per stream count; each cell the mean throughput "
-                 "over repeats (the best of the curves at that RTT when other axes vary). "
-                 "Bright cells are where the path is filled: the band moves right as the RTT "
-                 "grows (more streams are needed to fill a longer path); a row that darkens "
-                 "to the right is the drop past the peak. Emulator-bound points are left "
-                 "blank.")
+                 "One panel per tool (its name is the panel's title); in each, one row per "
+                 "RTT, one column per stream count, each cell the mean throughput over "
+                 "repeats in Gbit/s (when another axis varies, the best value over it, "
+                 "named in the title). Bright cells are where the path is filled: the "
+                 "bright band moves right as the RTT grows (a longer path needs more "
+                 "streams); a row that darkens to the right is the drop past the peak. "
+                 "Emulator-limited measurements are left blank.")
 
 
 def fig_timeseries(plt: Any, record: A.PointRecord | None,
                    series: Mapping[str, Sequence[float | None]]) -> Drawn:
-    fig, ax = plt.subplots(figsize=(8, 4.2))
+    fig, ax = plt.subplots(figsize=(8, 4.4))
     ts = list(series.get("t_s", ()))
     tput = list(series.get("throughput_bps", ()))
     if record is None or not ts:
@@ -228,29 +336,38 @@ def fig_timeseries(plt: Any, record: A.PointRecord | None,
         pts = [(t, _gbit(v)) for t, v in zip(ts, tput, strict=False)
                if t is not None and v is not None]
         ax.plot([t for t, _ in pts], [v for _, v in pts], marker=".", color="C0",
-                label="throughput")
+                label="throughput (Gbit/s)")
         ax.set_xlabel("time from the point's start (s)")
         ax.set_ylabel("throughput (Gbit/s)")
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
-        cpu = sorted(k for k in series if k.startswith("cpu_cores."))
+        cpu = sorted((k for k in series if k.startswith("cpu_cores.")),
+                     key=lambda k: (len(k), k))
         handles, labels = ax.get_legend_handles_labels()
         if cpu:
             ax2 = ax.twinx()
-            for i, k in enumerate(cpu):
+            shown = cpu if len(cpu) < LEGEND_MAX else []
+            for i, k in enumerate(shown):
                 vals = [(t, v) for t, v in zip(ts, series[k], strict=False)
                         if t is not None and v is not None]
                 ax2.plot([t for t, _ in vals], [v for _, v in vals], linestyle="--",
-                         color=f"C{(i + 1) % 10}", label=f"origin {k.split('.', 1)[1]} cores")
+                         color=f"C{(i + 1) % 10}", label=f"origin {k.split('.', 1)[1]} CPU")
+            if not shown:  # too many origins for a legend: their sum
+                total = [(t, sum(v for k in cpu if (v := series[k][n] if n < len(series[k])
+                                                    else None) is not None))
+                         for n, t in enumerate(ts) if t is not None]
+                ax2.plot([t for t, _ in total], [v for _, v in total], linestyle="--",
+                         color="C1", label=f"{len(cpu)} origins' CPU (sum)")
             ax2.set_ylabel("CPU (cores)")
             ax2.set_ylim(bottom=0)
             h2, l2 = ax2.get_legend_handles_labels()
             handles, labels = handles + h2, labels + l2
         ax.legend(handles, labels, fontsize=8, loc="lower right")
-        title = (f"Point {p.id}: {format_value(p.rtt_ms)} ms, {p.streams} streams, "
-                 f"{p.tool}, repeat {p.repeat}" + (" (emulator bound)"
-                                                   if record.emulator_bound else ""))
-    ax.set_title(_mpl(title), fontsize=10)
+        cap = f"cap {format_rate(p.rate_bps)}" if p.rate_bps else "no cap"
+        title = (f"Point {p.id}: {p.tool}, RTT {format_value(p.rtt_ms)} ms, {p.streams} "
+                 f"streams, {cap}, {p.origins} origin(s), repeat {p.repeat}"
+                 + (" (emulator-limited)" if record.emulator_bound else ""))
+    ax.set_title(_mpl(title), fontsize=9)
     fig.tight_layout()
     return _save(fig, "timeseries", "Time series of one point",
                  "The throughput of one point at each sampling interval (and each origin's "
@@ -261,15 +378,15 @@ def fig_timeseries(plt: Any, record: A.PointRecord | None,
 
 
 def fig_cpu(plt: Any, records: Sequence[A.PointRecord]) -> Drawn:
-    fig, ax = plt.subplots(figsize=(8, 4.2))
     usable = [r for r in records if not r.failed and r.throughput_bps is not None
               and r.cores_used is not None]
-    if not usable:
-        _nothing(ax, "no point with CPU accounting")
-    else:
-        rtts = sorted({r.point.rtt_ms for r in usable})
+    tools = list(dict.fromkeys(r.point.tool for r in usable))
+    fig, axes = _panels(plt, tools, 4.4)
+    rtts = sorted({r.point.rtt_ms for r in usable})
+    for tool, ax in zip(tools, axes, strict=False):
+        mine = [r for r in usable if r.point.tool == tool]
         for i, rtt in enumerate(rtts):
-            rs = [r for r in usable if r.point.rtt_ms == rtt]
+            rs = [r for r in mine if r.point.rtt_ms == rtt]
             for hollow in (False, True):
                 sel = [r for r in rs if r.emulator_bound == hollow]
                 if not sel:
@@ -277,55 +394,75 @@ def fig_cpu(plt: Any, records: Sequence[A.PointRecord]) -> Drawn:
                 colour = f"C{i % 10}"
                 ax.scatter([r.cores_used for r in sel], [_gbit(r.throughput_bps) for r in sel],
                            facecolors="none" if hollow else colour, edgecolors=colour,
-                           label=None if hollow else f"{format_value(rtt)} ms")
-        if any(r.emulator_bound for r in usable):
-            ax.scatter([], [], facecolors="none", edgecolors="0.3", label=HOLLOW)
+                           label=None if hollow else f"RTT {format_value(rtt)} ms")
+        if any(r.emulator_bound for r in mine):
+            ax.scatter([], [], facecolors="none", edgecolors="0.3",
+                       label="hollow: emulator-limited")
         ax.set_xlabel("CPU used by the origins (cores)")
-        ax.set_ylabel("throughput (Gbit/s)")
         ax.set_xlim(left=0)
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-    ax.set_title("Throughput against the origins' CPU, every point")
+        _legend(ax, loc="lower right")
+        ax.set_title(_mpl(f"{tool}: Gbit/s against cores"), fontsize=9)
+    axes[0].set_ylabel("throughput (Gbit/s)")
+    if not tools:
+        _nothing(axes[0], "no point with CPU accounting")
+    _title(fig, "Throughput against the origins' CPU, every point, one panel per tool",
+           records)
     fig.tight_layout()
     return _save(fig, "cpu-vs-throughput", "CPU against throughput",
-                 "Each point is one measurement: the cores its origins used (CPU seconds over "
-                 "the measurement's time) and the throughput it got. Points on a straight "
-                 "line from the origin mean a constant cost per bit; a line that bends up "
-                 "(more CPU for the same rate) is the study's non-linear CPU; points stacked "
-                 "at one CPU value under a quota are CPU-bound.")
+                 "One panel per tool; each dot is one measurement: the cores its origins "
+                 "used (CPU seconds over the measurement's time) and the throughput it got, "
+                 "coloured by RTT. Dots on a straight line from zero mean a constant cost per "
+                 "bit; a line that bends up (more CPU for the same rate) is a cost that "
+                 "grows faster than the rate; dots stacked at one CPU value under a quota "
+                 "are limited by the CPU.")
 
 
-def fig_tail(plt: Any, analysis: A.Analysis) -> Drawn:
-    fig, ax = plt.subplots(figsize=(8, 4.2))
-    if not analysis.tails:
-        _nothing(ax, "no point with transfer completion times")
-    else:
+def fig_tail(plt: Any, analysis: A.Analysis, records: Sequence[A.PointRecord]) -> Drawn:
+    tools = tools_of([t.key for t in analysis.tails])
+    fig, axes = _panels(plt, tools, 4.4)
+    for tool, ax in zip(tools, axes, strict=False):
         groups: dict[tuple[Any, ...], list[A.Tail]] = defaultdict(list)
         for t in analysis.tails:
-            groups[tuple(t.key.get(k) for k in A.CURVE_KEYS)].append(t)
-        varying = varying_keys([ts[0].key for ts in groups.values()])
+            if str(t.key.get("tool")) == tool:
+                groups[tuple(t.key.get(k) for k in A.CURVE_KEYS)].append(t)
+        varying = [k for k in varying_keys([ts[0].key for ts in groups.values()])
+                   if k != "tool"]
         for i, ts in enumerate(groups.values()):
             ts.sort(key=lambda t: t.streams)
             colour = f"C{i % 10}"
             xs = [t.streams for t in ts]
+            # one legend entry per curve (its colour); the line styles have their own three
             ax.plot(xs, [t.last_s for t in ts], marker="o", color=colour,
-                    label=_mpl(f"{curve_label(ts[0].key, varying)}: last"))
-            ax.plot(xs, [t.p99_s for t in ts], linestyle="--", color=colour, label="p99")
-            ax.plot(xs, [t.p50_s for t in ts], linestyle=":", color=colour, label="p50")
-        _streams_axis(ax, [t.streams for t in analysis.tails], "streams (concurrent transfers)")
-        ax.set_ylabel("completion time (s)")
+                    label=_mpl(curve_label(ts[0].key, varying)))
+            ax.plot(xs, [t.p99_s for t in ts], linestyle="--", color=colour)
+            ax.plot(xs, [t.p50_s for t in ts], linestyle=":", color=colour)
+        handles, labels = ax.get_legend_handles_labels()
+        if len(handles) > LEGEND_MAX - 3:
+            more = len(handles) - (LEGEND_MAX - 4)
+            handles = handles[:LEGEND_MAX - 4] + ax.plot([], [], linestyle="none")
+            labels = [*labels[:LEGEND_MAX - 4], f"+{more} more (see the table)"]
+        styles = [ax.plot([], [], color="0.3", linestyle=s, marker=m)[0]
+                  for s, m in (("-", "o"), ("--", ""), (":", ""))]
+        ax.legend(handles + styles, [*labels, "last transfer", "p99", "median"], fontsize=8,
+                  loc="upper left")
+        _streams_axis(ax, [t.streams for ts in groups.values() for t in ts],
+                      "streams (concurrent transfers)")
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, ncol=2)
-    ax.set_title("Tail latency: the last transfer's completion, p99 and p50, per RTT")
+        ax.set_title(_mpl(f"{tool}: completion time (s)"), fontsize=9)
+    axes[0].set_ylabel("completion time (s)")
+    if not tools:
+        _nothing(axes[0], "no point with transfer completion times")
+    _title(fig, "Tail latency: when the transfers completed, one panel per tool", records)
     fig.tight_layout()
     return _save(fig, "tail-latency", "Tail latency against streams",
-                 "Solid: when the last transfer of a point completed (the study's tail "
-                 "latency); dashed: the p99 of the transfers' completion times; dotted: the "
-                 "median. A last completion far above the p99 is one straggler; a p99 that "
-                 "climbs with streams while throughput stays flat means the streams share the "
-                 "path unfairly.")
+                 "One panel per tool; one colour per RTT. Solid: when the last transfer of a "
+                 "point completed (the tail latency); dashed: the p99 of the transfers' "
+                 "completion times; dotted: the median. A last completion far above the p99 "
+                 "is one straggler; a p99 that climbs with streams while throughput stays "
+                 "flat means the streams share the path unfairly.")
 
 
 def peak_point(analysis: A.Analysis, records: Sequence[A.PointRecord]) -> str | None:
@@ -348,10 +485,10 @@ def figures(data: ReportData, analysis: A.Analysis, point_id: str | None,
     record = next((r for r in data.records if r.point.id == chosen), None)
     steps: list[tuple[str, Callable[[], Drawn]]] = [
         ("throughput against streams", lambda: fig_throughput(plt, analysis, data.records)),
-        ("RTT x streams heatmap", lambda: fig_heatmap(plt, analysis)),
+        ("RTT x streams heatmap", lambda: fig_heatmap(plt, analysis, data.records)),
         ("time series", lambda: fig_timeseries(plt, record, data.series.get(chosen or "", {}))),
         ("CPU against throughput", lambda: fig_cpu(plt, data.records)),
-        ("tail latency", lambda: fig_tail(plt, analysis))]
+        ("tail latency", lambda: fig_tail(plt, analysis, data.records))]
     drawn = []
     with plt.rc_context({"svg.hashsalt": "dtnkit", "font.size": 9}):
         for k, (what, draw) in enumerate(steps, 1):
@@ -388,9 +525,9 @@ def tables(analysis: A.Analysis, records: Sequence[A.PointRecord]) -> list[tuple
          ["change", "", MISSING if f.change_pct is None else f"{f.change_pct:+.3g}%"]],
         "")))
     out.append(("Gbit/s per core", _table(
-        ["RTT", "origins x cores", "streams", "throughput", "per quota core",
+        ["tool", "RTT", "origins x cores", "streams", "throughput", "per quota core",
          "per core used"],
-        [[f"{format_value(c.point.rtt_ms)} ms",
+        [[c.point.tool, f"{format_value(c.point.rtt_ms)} ms",
           f"{c.point.origins} x {format_value(c.point.cores)}", c.point.streams,
           format_rate(c.mean_bps), _ratio(c.gbit_per_quota_core),
           _ratio(c.gbit_per_core_used)] for c in analysis.efficiency], "no configuration")))
@@ -449,10 +586,13 @@ def page(data: ReportData, analysis: A.Analysis, figs: Sequence[Drawn],
 
         whys = Counter(w for _, w in analysis.excluded)
         parts.append(
-            f"<p class='note'>{len(analysis.excluded)} point(s) the lab's emulator bound are "
-            "kept out of the peak, drop, knee, fluctuation and the streams table (drawn hollow "
-            "in the figures): " + "; ".join(f"{_e(w)} ({n})" for w, n in whys.items())
-            + "</p>")
+            f"<p class='note'>{len(analysis.excluded)} of {len(data.records)} measurements "
+            "were limited by this machine's network emulator, not by the path being tested, "
+            "so they say nothing about the path. They are drawn as hollow markers and left "
+            "out of the analysis tables. What limited them: "
+            + "; ".join(f"{_e(w)} ({n} measurements)" for w, n in whys.items())
+            + ". To measure them, rerun with a lower rate or on a machine with more free "
+            "CPU.</p>")
     parts.append("<h2>Figures</h2>")
     for f in figs:
         parts.append(figure_html(f))
@@ -462,12 +602,46 @@ def page(data: ReportData, analysis: A.Analysis, figs: Sequence[Drawn],
     for title, body in tables(analysis, data.records):
         parts.append(f"<h3>{_e(title)}</h3>{body}")
     parts.append(f"<h2>The grid</h2><pre>{_e(data.grid_toml)}</pre>")
-    env_rows = [[k, v if isinstance(v, str) else json.dumps(v, sort_keys=True, default=str)]
-                for k, v in sorted(data.environment.items())]
+    env_rows = environment_rows(data.environment)
     parts.append("<h2>Environment and versions</h2>"
                  + _table(["what", "value"], env_rows, "not recorded"))
     parts.append("</body></html>\n")
     return "\n".join(parts)
+
+
+#: a version string: digits with a dot (``iperf 3.12``, ``v5.5.3``)
+_VERSION = re.compile(r"\d+\.\d+")
+_TIMES = ("started", "finished", "time")
+
+
+def _human(key: str, value: Any) -> str:
+    if isinstance(value, bool) or value is None:
+        return format_value(value)
+    if isinstance(value, int | float) and any(t in key for t in _TIMES) and value > 1e8:
+        return datetime.datetime.fromtimestamp(value, datetime.UTC).strftime(
+            "%Y-%m-%dT%H:%M:%SZ")
+    if isinstance(value, Mapping):
+        return ", ".join(f"{k} {_human(k, v)}" for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return ", ".join(_human(key, v) for v in value)
+    return str(value)
+
+
+def environment_rows(env: Mapping[str, Any]) -> list[list[str]]:
+    """The environment in words: times ISO 8601 UTC, each tool's version, "not installed"
+    (recorded empty) or "does not run" (its output has no version), nested values as
+    ``name value`` lists, never JSON."""
+    rows = []
+    for k, v in sorted(env.items()):
+        if k == "versions" and isinstance(v, Mapping):
+            for tool, text in sorted(v.items()):
+                text = str(text or "").strip()
+                shown = ("not installed" if not text else text if _VERSION.search(text)
+                         and "not found" not in text else f"does not run ({text[:80]})")
+                rows.append([f"{tool} version", shown])
+        else:
+            rows.append([k, _human(k, v)])
+    return rows
 
 
 # ---------------------------------------------------------------- all of it
