@@ -54,3 +54,17 @@ def test_any_rate_above_the_limit_is_one_error_naming_the_limit(rate: int) -> No
     with pytest.raises(BadInput) as err:
         PathSpec(rtt_ms=10, rate_bps=rate).validate()
     assert "1 Tbit/s" in err.value.why and str(rate) not in err.value.render()
+
+
+def test_each_user_and_run_gets_its_own_default_sweep_lab(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dtnkit.cli.sweep import default_lab_name
+    from dtnkit.lab.path import check_name
+
+    monkeypatch.setenv("SUDO_UID", "1001")
+    alice = default_lab_name("grid-20261203T190000Z")
+    assert default_lab_name("grid-20261203T190000Z") == alice  # --resume finds it again
+    assert default_lab_name("grid-20261203T190001Z") != alice  # another run
+    monkeypatch.setenv("SUDO_UID", "1002")
+    assert default_lab_name("grid-20261203T190000Z") != alice  # another user
+    check_name(alice)
+    assert "[default: sweep]" not in dtnkit("sweep", "run", "--help").stdout
