@@ -124,6 +124,11 @@ def rate_limit_text(bits_per_second: int) -> str:
     return f"{bits_per_second:g} bit/s"
 
 
+def counted(n: int, noun: str) -> str:
+    """``1 stream``, ``4 streams``: a count with its noun in the right number."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def parse_fraction(text: str | float, what: str = "loss", *, hi: float = 0.5) -> float:
     """``0.01%`` or ``0.0001`` -> a probability in [0, hi]."""
     percent = False

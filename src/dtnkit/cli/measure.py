@@ -20,6 +20,7 @@ from dtnkit.measure.result import ProbeResult
 from dtnkit.measure.store import ResultStore, export
 from dtnkit.measure.tool import Context
 from dtnkit.progress import SILENT, Progress
+from dtnkit.units import counted
 
 F = Callable[..., Any]
 
@@ -173,7 +174,7 @@ def net(env: Environment,
 
     host = _host(netns)
     progress = reporter(env, fmt)
-    progress.step(f"network: {tool or 'iperf3'} to {peer}, {streams} stream(s), "
+    progress.step(f"network: {tool or 'iperf3'} to {peer}, {counted(streams, 'stream')}, "
                   f"{duration_s} s{' (reverse)' if reverse else ''}")
     result = run_probe(host, NetSpec(peer, streams, duration_s, cc, fq_rate, reverse, port,
                                      _interval(interval_s, duration_s)), tool=tool,
@@ -409,7 +410,7 @@ def diagnose(env: Environment, peer: str | None, path: str | None, e2e: tuple[st
         target = resolve_peer(peer, context.lab_peers)
         if target.netns:  # a lab peer: its own command in the hints
             ends.append(_opts(target.netns, state_dir))
-        progress.step(f"network: iperf3 to {peer}, {streams} stream(s), {duration_s} s",
+        progress.step(f"network: iperf3 to {peer}, {counted(streams, 'stream')}, {duration_s} s",
                       layers.index("network") + 1, len(layers))
         net = run_probe(host, spec, context=context)
         net.tuning = _tuning(host)

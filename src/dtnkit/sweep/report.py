@@ -37,7 +37,7 @@ from dtnkit.htmlpage import nothing as _nothing
 from dtnkit.htmlpage import save as _save
 from dtnkit.htmlpage import write_files as write_files
 from dtnkit.sweep import analyze as A
-from dtnkit.units import format_duration, format_percent, format_rate, format_value
+from dtnkit.units import counted, format_duration, format_percent, format_rate, format_value
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -247,7 +247,7 @@ def fig_timeseries(plt: Any, record: A.PointRecord | None,
             h2, l2 = ax2.get_legend_handles_labels()
             handles, labels = handles + h2, labels + l2
         ax.legend(handles, labels, fontsize=8, loc="lower right")
-        title = (f"Point {p.id}: {format_value(p.rtt_ms)} ms, {p.streams} streams, "
+        title = (f"Point {p.id}: {format_value(p.rtt_ms)} ms, {counted(p.streams, 'stream')}, "
                  f"{p.tool}, repeat {p.repeat}" + (" (emulator bound)"
                                                    if record.emulator_bound else ""))
     ax.set_title(_mpl(title), fontsize=10)
