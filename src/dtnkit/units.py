@@ -108,10 +108,25 @@ def parse_rate(text: str | int, what: str = "rate", *, lo: int = 10**6,
     value = _scaled(text, _RATE, f"bad {what} {text!r}", "give a rate such as 2gbit or "
                     "500mbit", f"e.g. --{what} 2gbit")
     if not lo <= value <= hi:
-        raise BadInput(f"{what} {value} bit/s is out of range",
-                       f"allowed: {lo / 1e6:g} Mbit/s to {hi / 1e9:g} Gbit/s",
+        raise BadInput(f"{what} {rate_limit_text(value)} is out of range",
+                       f"allowed: {rate_limit_text(lo)} to {rate_limit_text(hi)}",
                        f"give a {what} in that range")
     return value
+
+
+def rate_limit_text(bits_per_second: int) -> str:
+    """A rate limit or a refused figure in the largest unit under it: ``1 Mbit/s``,
+    ``400 Gbit/s``, ``1 Tbit/s``, ``2.5 Tbit/s``."""
+    for scale, unit in ((10**12, "Tbit/s"), (10**9, "Gbit/s"), (10**6, "Mbit/s"),
+                        (10**3, "kbit/s")):
+        if bits_per_second >= scale:
+            return f"{bits_per_second / scale:g} {unit}"
+    return f"{bits_per_second:g} bit/s"
+
+
+def counted(n: int, noun: str) -> str:
+    """``1 stream``, ``4 streams``: a count with its noun in the right number."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def parse_fraction(text: str | float, what: str = "loss", *, hi: float = 0.5) -> float:

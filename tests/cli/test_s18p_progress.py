@@ -98,7 +98,7 @@ def test_probe_net_prints_an_interval_line_per_sample_on_a_terminal(tmp_path: Pa
     ran = dtnkit("probe", "net", "--peer", "localhost", "--duration", "3", "--interval", "1",
                  "--port", str(free_port()), "--db", db)
     assert ran.code == 0, ran.err
-    assert "network: iperf3 to localhost, 1 stream(s), 3 s" in ran.err
+    assert "network: iperf3 to localhost, 1 stream, 3 s" in ran.err
     assert "Interval" in ran.err and "Bitrate" in ran.err and "Retr" in ran.err
     lines = NET_LINE.findall(ran.err)
     assert len(lines) >= 2, ran.err  # 3 s sampled each second: one line per sample

@@ -203,3 +203,12 @@ def test_probe_net_help_lists_the_short_flags(environment: Environment) -> None:
     for flag in ("-P, --streams", "-t, --duration", "-R, --reverse", "-p, --port", "-C, --cc",
                  "-J "):
         assert flag in out
+
+
+def test_a_count_of_one_is_singular() -> None:
+    """No "1 streams" anywhere dtnkit counts (progress, titles, tables)."""
+    from dtnkit.units import counted
+
+    assert counted(1, "stream") == "1 stream"
+    assert counted(4, "stream") == "4 streams"
+    assert counted(0, "stream") == "0 streams"

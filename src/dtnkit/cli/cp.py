@@ -16,7 +16,14 @@ from dtnkit.environment import Environment
 from dtnkit.errors import BadInput
 from dtnkit.transfer import checksum as cks
 from dtnkit.transfer.client.verify import Level, Verify
-from dtnkit.units import format_bytes, format_duration, format_rate, parse_bytes, parse_rate
+from dtnkit.units import (
+    counted,
+    format_bytes,
+    format_duration,
+    format_rate,
+    parse_bytes,
+    parse_rate,
+)
 
 
 def _streams(ctx: click.Context, param: click.Parameter, value: object) -> int | str:
@@ -341,7 +348,7 @@ def cp(env: Environment,
              f"{format_duration(result['seconds'])} ({rate_text}), {format_bytes(kept)} kept "
              "from the interrupted run")
     if auto is not None and auto.decision is not None:
-        digest += f", {auto.used or auto.decision.streams} stream(s) (auto)"
+        digest += f", {counted(auto.used or auto.decision.streams, 'stream')} (auto)"
     # for people the summary goes to stderr, beside the progress bar
     emit(env, result, "json" if as_json else "table",
          lambda p: p.echo(f"copied {result['files']} file(s), {moved}; verify {verify}, "

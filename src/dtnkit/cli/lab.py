@@ -58,10 +58,12 @@ def up(env: Environment,
     """Build path NAME and print its hosts."""
     lab_path = _lab()
     spec = lab_path.PathSpec(
-        rtt_ms=parse_ms(rtt, "RTT", hi=2000), rate_bps=parse_rate(rate) if rate else None,
+        rtt_ms=parse_ms(rtt, "RTT", hi=2000),
+        rate_bps=parse_rate(rate, hi=lab_path.MAX_RATE_BPS) if rate else None,
         loss=parse_fraction(loss), queue_bytes=None if queue == "auto" else parse_bytes(queue),
         mtu=mtu, n_src=n_src, n_dst=n_dst, backend=backend, seed=seed,
-        src_rate_bps=parse_rate(src_rate, "src-rate") if src_rate else None)
+        src_rate_bps=(parse_rate(src_rate, "src-rate", hi=lab_path.MAX_RATE_BPS)
+                      if src_rate else None))
     from dtnkit.cli.progress import reporter
 
     built = lab_path.up(name, spec, state_root=env.lab_state_root,
@@ -115,7 +117,7 @@ def set_cmd(env: Environment, name: str, rtt: str | None, rate: str | None, loss
         raise BadInput("nothing to change", "", "give --rtt, --rate, --loss or --queue")
     built = _lab().load(name, state_root=env.lab_state_root)
     built.set(rtt_ms=parse_ms(rtt, "RTT", hi=2000) if rtt is not None else None,
-              rate_bps=parse_rate(rate) if rate else None,
+              rate_bps=parse_rate(rate, hi=_lab().MAX_RATE_BPS) if rate else None,
               loss=parse_fraction(loss) if loss is not None else None,
               queue_bytes=parse_bytes(queue) if queue else None)
     spec = built.spec

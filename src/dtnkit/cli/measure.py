@@ -20,6 +20,7 @@ from dtnkit.measure.result import ProbeResult
 from dtnkit.measure.store import ResultStore, export
 from dtnkit.measure.tool import Context
 from dtnkit.progress import SILENT, Progress
+from dtnkit.units import counted
 
 F = Callable[..., Any]
 
@@ -58,15 +59,23 @@ def _context(env: Environment, cgroup: Path | None = None,
                    progress=progress)
 
 
-def _common(f: F) -> F:
+_TIMED_INTERVAL = ("Sampler period, e.g. 1s or 500ms (default: min(5s, duration / 5), so the "
+                   "run gets at least 5 samples).")
+
+
+def _common(f: F, interval_help: str = _TIMED_INTERVAL) -> F:
     f = format_option(f)
     f = db_option(show_default="/var/lib/dtnkit/results.sqlite or $DTNKIT_DB",
                   help="The results store: an SQLite file or a postgresql:// URL.")(f)
     f = click.option("--netns", metavar="NS", help="Run from inside this network namespace.")(f)
     f = click.option("--interval", "interval_s", type=Duration(0.1, 3600), default=None,
-                     help="Sampler period, e.g. 1s or 500ms (default: min(5s, duration / 5) "
-                     "when the run has a --duration, so it gets at least 5 samples; else 5s).")(f)
+                     help=interval_help)(f)
     return f
+
+
+def _common_untimed(f: F) -> F:
+    """:func:`_common` for a command without a --duration (its sampler runs every 5 s)."""
+    return _common(f, "Sampler period, e.g. 1s or 500ms (default 5s).")
 
 
 def _interval(interval_s: float | None, duration_s: float | None = None) -> float:
@@ -134,8 +143,8 @@ def probe() -> None:
 
 
 @probe.command()
-@click.option("--peer", required=True, help="NAME/HOST of a lab path, localhost, or an address "
-              "running iperf3 -s.")
+@click.option("-c", "--peer", required=True, help="NAME/HOST of a lab path, localhost, or an "
+              "address running iperf3 -s (iperf3 -c).")
 @click.option("-P", "--streams", type=int, default=1, show_default=True,
               help="Parallel streams (iperf3 -P).")
 @click.option("-t", "--duration", "duration_s", type=Duration(1, 3600, whole=True), default="10s",
@@ -156,7 +165,7 @@ def net(env: Environment,
         fmt: str, interval_s: float | None) -> int:
     """iperf3 to a peer, with CPU, retransmits and per-flow state sampled.
 
-    iperf3's own short flags work: -P streams, -t duration, -R, -p port, -C, -J.
+    iperf3's own short flags work: -c peer, -P streams, -t duration, -R, -p port, -C, -J.
     """
     fmt = "json" if as_json else fmt
     from dtnkit.cli.progress import reporter
@@ -165,7 +174,7 @@ def net(env: Environment,
 
     host = _host(netns)
     progress = reporter(env, fmt)
-    progress.step(f"network: {tool or 'iperf3'} to {peer}, {streams} stream(s), "
+    progress.step(f"network: {tool or 'iperf3'} to {peer}, {counted(streams, 'stream')}, "
                   f"{duration_s} s{' (reverse)' if reverse else ''}")
     result = run_probe(host, NetSpec(peer, streams, duration_s, cc, fq_rate, reverse, port,
                                      _interval(interval_s, duration_s)), tool=tool,
@@ -184,7 +193,7 @@ def net(env: Environment,
 @click.option("--cgroup", type=click.Path(path_type=Path), default=None,
               help="Run fio inside this cgroup (e.g. one that throttles the disk).")
 @_tool("disk")
-@_common
+@_common_untimed
 @pass_env
 def disk(env: Environment,
          path: str, size: str, direct: bool, jobs: int, cgroup: Path | None, tool: str | None,
@@ -220,7 +229,7 @@ def disk(env: Environment,
 @click.option("--cgroup", type=click.Path(path_type=Path), default=None,
               help="Run the transfer inside this cgroup.")
 @_tool("e2e")
-@_common
+@_common_untimed
 @pass_env
 def e2e(env: Environment,
         src: str, dst: str, command: str | None, nbytes: int | None, cgroup: Path | None,
@@ -401,7 +410,7 @@ def diagnose(env: Environment, peer: str | None, path: str | None, e2e: tuple[st
         target = resolve_peer(peer, context.lab_peers)
         if target.netns:  # a lab peer: its own command in the hints
             ends.append(_opts(target.netns, state_dir))
-        progress.step(f"network: iperf3 to {peer}, {streams} stream(s), {duration_s} s",
+        progress.step(f"network: iperf3 to {peer}, {counted(streams, 'stream')}, {duration_s} s",
                       layers.index("network") + 1, len(layers))
         net = run_probe(host, spec, context=context)
         net.tuning = _tuning(host)

@@ -17,7 +17,15 @@ from dtnkit.db.location import Location
 from dtnkit.environment import Environment
 from dtnkit.errors import BadInput, ExitStatus, NeedsRoot
 
-LAB_DEFAULT = "sweep"
+
+def default_lab_name(run_name: str) -> str:
+    """The run's own lab path: ``sw`` + 8 hex digits of (the user behind sudo, the run name),
+    so two users or two runs never share (or tear down) each other's path, and a --resume of
+    the run finds its path again."""
+    import hashlib
+
+    user = os.environ.get("SUDO_UID") or str(os.getuid())
+    return "sw" + hashlib.sha256(f"{user}:{run_name}".encode()).hexdigest()[:8]
 
 
 @click.group()
@@ -57,9 +65,10 @@ def _grid(words: tuple[str, ...]) -> tuple[Any, str, str]:
               help="The run's name (default: the grid's name and the UTC time).")
 @click.option("--resume", is_flag=True,
               help="Continue run --name: skip its points stored ok, rerun the failed ones.")
-@click.option("--lab", "lab_name", default=LAB_DEFAULT, show_default=True,
+@click.option("--lab", "lab_name", default=None,
               help="The lab path to run on: reused when it exists (with enough sending "
-                   "hosts), else built.")
+                   "hosts), else built [default: swXXXXXXXX, the run's own: from the user "
+                   "and the run name].")
 @click.option("--keep-lab/--down-lab", "keep_lab", default=None,
               help="After the sweep (also after Ctrl-C): leave the lab path up, restored to "
                    "the RTT, rate and loss it had, or remove it [default: keep a path that "
@@ -75,7 +84,7 @@ def _grid(words: tuple[str, ...]) -> tuple[Any, str, str]:
 @format_option
 @pass_env
 def run(env: Environment, words: tuple[str, ...], name: str | None, resume: bool,
-        lab_name: str, keep_lab: bool | None, backend: str, workdir: Path | None,
+        lab_name: str | None, keep_lab: bool | None, backend: str, workdir: Path | None,
         db: Location, state_dir: Path, fmt: str) -> int:
     """Run a grid: each point on the lab path, stored in the results database.
 
@@ -94,10 +103,12 @@ def run(env: Environment, words: tuple[str, ...], name: str | None, resume: bool
                        "see `dtnkit sweep list`, then --resume --name RUN")
     if name is not None:
         store.check_run_name(name)
-    labpath.check_name(lab_name)
+    if lab_name is not None:
+        labpath.check_name(lab_name)
     grid, text, base = _grid(words)
     run_name = name or f"{base}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
     store.check_run_name(run_name)
+    lab_name = lab_name or default_lab_name(run_name)
     if os.geteuid() != 0:
         raise NeedsRoot("dtnkit sweep run needs root",
                         "it builds lab paths (network namespaces) and cgroups",

@@ -19,6 +19,7 @@ from dtnkit.db.location import Location
 from dtnkit.environment import Environment
 from dtnkit.errors import BadInput
 from dtnkit.units import (
+    counted,
     format_duration,
     format_percent,
     format_rate,
@@ -177,7 +178,7 @@ def _tables(p: Printer, info: RunInfo, a: Analysis, saved: Path | None) -> None:
               format_value(m.min_cores), format_value(m.min_origins),
               format_value(m.min_streams),
               (f"{m.cheapest.point.origins} x {format_value(m.cheapest.point.cores)} cores, "
-               f"{m.cheapest.point.streams} streams" if m.cheapest else "-")]
+               + counted(m.cheapest.point.streams, "stream") if m.cheapest else "-")]
              for m in a.minimum])
     if a.origins:
         fit("Origins at equal total cores (each at its best streams)",

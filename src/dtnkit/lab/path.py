@@ -34,6 +34,7 @@ from dtnkit.errors import BadInput, DtnkitError, NeedsRoot, ToolMissing
 from dtnkit.host.host import Host
 from dtnkit.measure.probes.net import LabPeers, Peer
 from dtnkit.progress import SILENT, Progress
+from dtnkit.units import rate_limit_text as _limit
 
 NS_PREFIX = "dkl-"
 _NAME = re.compile(r"^[a-z][a-z0-9]{0,11}$")
@@ -50,6 +51,10 @@ DOMAIN = "lab"
 # fail at once (ICMP port unreachable) instead of waiting 5 s for a server out of reach
 RESOLV_CONF = "nameserver 127.0.0.1\noptions timeout:1 attempts:1\n"
 
+
+#: what a lab path's tbf can be asked for: 1 Mbit/s to 1 Tbit/s (a 400G site's own path fits)
+MIN_RATE_BPS = 10**6
+MAX_RATE_BPS = 10**12
 
 @dataclass
 class PathSpec:
@@ -70,12 +75,13 @@ class PathSpec:
         if not 0 <= self.rtt_ms <= 2000:
             raise BadInput(f"RTT {self.rtt_ms:g} ms is out of range", "allowed: 0 to 2000 ms",
                            "give --rtt between 0ms and 2000ms")
-        if self.rate_bps is not None and not 10**6 <= self.rate_bps <= 100 * 10**9:
-            raise BadInput(f"rate {self.rate_bps} bit/s is out of range",
-                           "allowed: 1 Mbit/s to 100 Gbit/s", "e.g. --rate 2gbit")
-        if self.src_rate_bps is not None and not 10**6 <= self.src_rate_bps <= 100 * 10**9:
-            raise BadInput(f"source rate {self.src_rate_bps} bit/s is out of range",
-                           "allowed: 1 Mbit/s to 100 Gbit/s", "e.g. --src-rate 1gbit")
+        if self.rate_bps is not None and not MIN_RATE_BPS <= self.rate_bps <= MAX_RATE_BPS:
+            raise BadInput(f"rate {_limit(self.rate_bps)} is out of range",
+                           "allowed: 1 Mbit/s to 1 Tbit/s", "e.g. --rate 2gbit")
+        if self.src_rate_bps is not None and not (
+                MIN_RATE_BPS <= self.src_rate_bps <= MAX_RATE_BPS):
+            raise BadInput(f"source rate {_limit(self.src_rate_bps)} is out of range",
+                           "allowed: 1 Mbit/s to 1 Tbit/s", "e.g. --src-rate 1gbit")
         if not 0 <= self.loss <= 0.5:
             raise BadInput(f"loss {self.loss:g} is out of range", "allowed: 0 to 50%",
                            "e.g. --loss 0.01%")

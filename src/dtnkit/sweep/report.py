@@ -41,6 +41,7 @@ from dtnkit.htmlpage import save as _save
 from dtnkit.htmlpage import write_files as write_files
 from dtnkit.sweep import analyze as A
 from dtnkit.units import (
+    counted,
     format_bytes,
     format_duration,
     format_percent,
@@ -364,9 +365,9 @@ def fig_timeseries(plt: Any, record: A.PointRecord | None,
             handles, labels = handles + h2, labels + l2
         ax.legend(handles, labels, fontsize=8, loc="lower right")
         cap = f"cap {format_rate(p.rate_bps)}" if p.rate_bps else "no cap"
-        title = (f"Point {p.id}: {p.tool}, RTT {format_value(p.rtt_ms)} ms, {p.streams} "
-                 f"streams, {cap}, {p.origins} origin(s), repeat {p.repeat}"
-                 + (" (emulator-limited)" if record.emulator_bound else ""))
+        title = (f"Point {p.id}: {p.tool}, RTT {format_value(p.rtt_ms)} ms, "
+                 f"{counted(p.streams, 'stream')}, {cap}, {counted(p.origins, 'origin')}, "
+                 f"repeat {p.repeat}" + (" (emulator-limited)" if record.emulator_bound else ""))
     ax.set_title(_mpl(title), fontsize=9)
     fig.tight_layout()
     return _save(fig, "timeseries", "Time series of one point",

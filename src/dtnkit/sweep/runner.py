@@ -56,7 +56,7 @@ from dtnkit.sweep.sample import (
     measured_idle_percent,
 )
 from dtnkit.sweep.tools import CommandTool, CpTool, Iperf3Tool
-from dtnkit.units import format_rate
+from dtnkit.units import counted, format_rate
 
 
 @dataclasses.dataclass
@@ -603,7 +603,7 @@ def describe(point: Point) -> str:
     if point.profile:
         parts.append(f"profile {point.profile}")
     parts.append(point.tool)
-    parts.append(f"{point.streams} streams")
+    parts.append(counted(point.streams, "stream"))
     if point.repeat:
         parts.append(f"repeat {point.repeat + 1}")
     return ", ".join(parts)
