@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import subprocess
 from typing import Any
 
 import click
 
 from dtnkit.cli.options import pass_env
 from dtnkit.cli.output import emit, format_option
+from dtnkit.cli.stopping import run_forwarding
 from dtnkit.environment import Environment
 from dtnkit.errors import BadInput
 from dtnkit.units import (
@@ -135,9 +135,12 @@ def set_cmd(env: Environment, name: str, rtt: str | None, rate: str | None, loss
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 @pass_env
 def exec_cmd(env: Environment, name: str, host: str, command: tuple[str, ...]) -> int:
-    """Run COMMAND inside HOST's namespace (use -- before the command)."""
+    """Run COMMAND inside HOST's namespace (use -- before the command).
+
+    SIGINT, SIGTERM and SIGHUP go to COMMAND, which is waited for (an interrupted `cp` keeps
+    its resume journal); the exit status is COMMAND's (128+N when signal N ended it)."""
     target = _lab().load(name, state_root=env.lab_state_root).host(host)
-    return subprocess.run(target.argv(list(command)), check=False).returncode
+    return run_forwarding(target.argv(list(command)))
 
 
 @lab.command()
