@@ -324,23 +324,44 @@ def save(env: Environment,
 @format_option
 @pass_env
 def list_cmd(env: Environment, state_dir: Path, fmt: str) -> int:
-    """List saved snapshots."""
-    from dtnkit.tune.snapshot import Store
+    """List saved snapshots, each with its scope (host, netns NAME or tree PATH)."""
+    from dtnkit.tune.snapshot import Store, scope_of
 
     store = Store(state_dir)
     rows = []
-    last = store.last_baseline()
+    last: dict[str, str | None] = {}  # each scope's last baseline
     for snap_id in store.ids():
         try:
             snap = store.load(snap_id)
+            scope = scope_of(snap.host)
+            if scope not in last:
+                last[scope] = store.last_baseline(scope)
             rows.append({"id": snap.id, "kind": snap.kind, "label": snap.label,
-                         "created": snap.created, "netns": snap.host.get("netns"),
-                         "values": len(snap.values), "last_baseline": snap.id == last})
+                         "created": snap.created, "scope": scope,
+                         "netns": snap.host.get("netns"), "values": len(snap.values),
+                         "last_baseline": snap.id == last[scope]})
         except BadInput as exc:
             rows.append({"id": snap_id, "kind": "damaged", "label": exc.why, "created": "",
-                         "netns": None, "values": 0, "last_baseline": False})
+                         "scope": None, "netns": None, "values": 0, "last_baseline": False})
     emit(env, rows, fmt, lambda p: _render().snapshot_list(p.console, rows, store.dir))
     return 0
+
+
+def _same_namespace(name: str, facts: dict[str, Any], host: Host) -> None:
+    """Refuse to compare or restore a snapshot taken in another network namespace than the
+    one this run works in, saying where it was taken and how to get there."""
+    from dtnkit.tune.snapshot import scope_of, scope_options
+
+    if not facts or (facts.get("netns") or None) == (host.netns or None):
+        return
+    taken = scope_of({**facts, "root": "/"})
+    opts = scope_options(taken)
+    raise BadInput(
+        f"snapshot {name} was taken in "
+        f"{taken if opts else 'the host namespace'}",
+        f"this run works in {host.label}",
+        f"give {opts}" if opts else "run without --netns",
+    )
 
 
 @tune.command()
@@ -383,12 +404,14 @@ def diff_cmd(env: Environment,
 
     manual = pairing.parse_map(maps)
     store = Store(state_dir)
-    name_a, values_a, host_a = load_side(a, store)
     if b is None:
         host = make_host(netns, tree, read_only=True)
+        name_a, values_a, host_a = load_side(a, store, host.label)
+        _same_namespace(name_a, host_a, host)
         name_b, values_b = host.label, apply_mod.live_values(host)
         roles_b = pairing.interface_roles(host, pairing.devices(values_b))
     else:
+        name_a, values_a, host_a = load_side(a, store)
         name_b, values_b, host_b = load_side(b, store)
         roles_b = pairing.recorded_roles(host_b)
     paired = pairing.pair(values_a, values_b, a_roles=pairing.recorded_roles(host_a),
@@ -435,15 +458,9 @@ def restore_cmd(env: Environment,
 
     wait_s = parse_wait(wait)
     store = Store(state_dir)
-    snap = store.load(snapshot or "last")
     host = make_host(netns, tree, read_only=dry_run)
-    if (snap.host.get("netns") or None) != (host.netns or None):
-        raise BadInput(
-            f"snapshot {snap.id} was taken in "
-            f"{'netns ' + snap.host['netns'] if snap.host.get('netns') else 'the host namespace'}",
-            f"this run works in {host.label}",
-            "give the matching --netns",
-        )
+    snap = store.load(snapshot or "last", host.label)  # `last`: this scope's last baseline
+    _same_namespace(snap.id, snap.host, host)
     from dtnkit.tune.audit import build_context
 
     ctx = build_context(host, load_profile("dtn", ()))

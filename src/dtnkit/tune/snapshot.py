@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import errno
+import hashlib
 import json
 import os
 import re
@@ -76,6 +77,24 @@ class Snapshot:
         )
         _accept_keys(snap.values, origin)
         return snap
+
+
+HOST_SCOPE = "host"
+
+
+def scope_of(facts: dict[str, Any]) -> str:
+    """Where a snapshot was taken, as ``Host.label`` names it: ``host`` (the root namespace),
+    ``netns NAME`` or ``tree PATH``.  Each scope has its own last baseline."""
+    root = facts.get("root") or "/"
+    if root != "/":
+        return f"tree {root}"
+    return f"netns {facts['netns']}" if facts.get("netns") else HOST_SCOPE
+
+
+def scope_options(scope: str) -> str:
+    """The options that select ``scope`` on the command line (empty for the host)."""
+    kind, _, name = scope.partition(" ")
+    return f"--{kind} {name}" if kind in ("netns", "tree") else ""
 
 
 def _accept_keys(values: dict[str, Any], origin: str) -> None:
@@ -164,18 +183,21 @@ class Store:
             return sorted(p.stem for p in self.dir.iterdir()
                           if p.suffix == ".json" and not p.name.startswith("."))
 
-    def load(self, name: str) -> Snapshot:
-        snap_id = self.resolve(name)
+    def load(self, name: str, scope: str = HOST_SCOPE) -> Snapshot:
+        snap_id = self.resolve(name, scope)
         path = self._path(snap_id)
         return load_file(path)
 
-    def resolve(self, name: str) -> str:
-        """An exact id, a unique prefix or label, or ``last`` for the last baseline."""
+    def resolve(self, name: str, scope: str = HOST_SCOPE) -> str:
+        """An exact id, a unique prefix or label, or ``last`` for the last baseline of
+        ``scope``."""
         if name in ("last", "baseline"):
-            last = self.last_baseline()
+            last = self.last_baseline(scope)
             if last is None:
-                raise BadInput("no baseline has been saved yet",
-                               "`dtnkit tune apply` saves one before its first write",
+                opts = scope_options(scope)
+                raise BadInput(f"no baseline has been saved yet for {scope}",
+                               f"`dtnkit tune apply{' ' + opts if opts else ''}` saves one "
+                               "before its first write",
                                "give a snapshot name (see `dtnkit tune list`)")
             return last
         self._path(name)  # validates the characters
@@ -193,15 +215,31 @@ class Store:
 
     def delete(self, name: str) -> str:
         snap_id = self.resolve(name)
+        try:
+            scope = scope_of(self.load(snap_id).host)
+        except BadInput:  # a damaged snapshot is the last baseline of no scope
+            scope = None
         with state_io(self.state_dir, f"cannot delete snapshot {snap_id}"):
-            last = self.last_baseline()
+            last = self.last_baseline(scope) if scope is not None else None
             self._path(snap_id).unlink()
-            if last == snap_id:
-                (self.state_dir / "last-baseline").unlink(missing_ok=True)
+            if scope is not None and last == snap_id:
+                self._pointer(scope).unlink(missing_ok=True)
         return snap_id
 
-    def last_baseline(self) -> str | None:
-        pointer = self.state_dir / "last-baseline"
+    def _pointer(self, scope: str) -> Path:
+        """The file naming ``scope``'s last baseline: ``last-baseline`` for the host (as it
+        always was), ``last-baseline.netns-NAME`` for a namespace (names are [A-Za-z0-9._-]),
+        ``last-baseline.tree-HASH`` for a captured tree (its path hashed)."""
+        if scope == HOST_SCOPE:
+            return self.state_dir / "last-baseline"
+        kind, _, name = scope.partition(" ")
+        if kind == "netns" and _ID.match(name):
+            return self.state_dir / f"last-baseline.netns-{name}"
+        digest = hashlib.sha256(scope.encode()).hexdigest()[:16]
+        return self.state_dir / f"last-baseline.{kind}-{digest}"
+
+    def last_baseline(self, scope: str = HOST_SCOPE) -> str | None:
+        pointer = self._pointer(scope)
         ids = self.ids()  # refuses a state dir that is a plain file
         with state_io(self.state_dir, "cannot read the last baseline"):
             if not pointer.is_file():
@@ -209,10 +247,10 @@ class Store:
             snap_id = decode_text(pointer.read_bytes(), str(pointer), "delete it").strip()
         return snap_id if snap_id in ids else None
 
-    def set_last_baseline(self, snap_id: str) -> None:
+    def set_last_baseline(self, snap_id: str, scope: str = HOST_SCOPE) -> None:
         with state_io(self.state_dir, "cannot record the last baseline"):
             self.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-            _atomic_write(self.state_dir / "last-baseline", snap_id + "\n")
+            _atomic_write(self._pointer(scope), snap_id + "\n")
 
 
 @contextmanager
@@ -252,9 +290,10 @@ def load_values(source: str, store: Store) -> tuple[str, dict[str, Any]]:
     return name, values
 
 
-def load_side(source: str, store: Store) -> tuple[str, dict[str, Any], dict[str, Any]]:
+def load_side(source: str, store: Store,
+              scope: str = HOST_SCOPE) -> tuple[str, dict[str, Any], dict[str, Any]]:
     """A side of a diff: its name, its values and its ``host`` facts (none for a sysctl
-    file)."""
+    file); ``last`` is ``scope``'s last baseline."""
     path = Path(source)
     if "/" in source or path.suffix in (".json", ".conf"):
         if not path.is_file():
@@ -273,7 +312,7 @@ def load_side(source: str, store: Store) -> tuple[str, dict[str, Any], dict[str,
             raise BadInput(f"{source} is neither a snapshot nor a sysctl file", str(exc),
                            "give a snapshot JSON or a sysctl.conf") from exc
         return str(path), {f"sysctl/{k}": v for k, v in conf.items()}, {}
-    snap = store.load(source)
+    snap = store.load(source, scope)
     return snap.id, snap.values, snap.host
 
 
