@@ -195,10 +195,13 @@ class Store:
             last = self.last_baseline(scope)
             if last is None:
                 opts = scope_options(scope)
+                others = self._netns_with_baseline()
                 raise BadInput(f"no baseline has been saved yet for {scope}",
                                f"`dtnkit tune apply{' ' + opts if opts else ''}` saves one "
-                               "before its first write",
-                               "give a snapshot name (see `dtnkit tune list`)")
+                               "before its first write"
+                               + (f"; there is one for {', '.join(others)}" if others else ""),
+                               (f"give {scope_options(others[0])}, or " if others else "give ")
+                               + "a snapshot name (see `dtnkit tune list`)")
             return last
         self._path(name)  # validates the characters
         ids = self.ids()
@@ -237,6 +240,15 @@ class Store:
             return self.state_dir / f"last-baseline.netns-{name}"
         digest = hashlib.sha256(scope.encode()).hexdigest()[:16]
         return self.state_dir / f"last-baseline.{kind}-{digest}"
+
+    def _netns_with_baseline(self) -> list[str]:
+        """The namespaces (``netns NAME``) that have a last baseline here."""
+        try:
+            names = sorted(p.name.removeprefix("last-baseline.netns-")
+                           for p in self.state_dir.glob("last-baseline.netns-*"))
+        except OSError:
+            return []
+        return [f"netns {n}" for n in names if self.last_baseline(f"netns {n}")]
 
     def last_baseline(self, scope: str = HOST_SCOPE) -> str | None:
         pointer = self._pointer(scope)
