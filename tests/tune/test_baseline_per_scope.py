@@ -4,6 +4,7 @@ applied and restored one after the other, as the README walks through them."""
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -104,3 +105,23 @@ def test_diff_of_a_namespace_snapshot_from_the_root_says_where_it_was_taken(
                          "--state-dir", str(state_dir), "--format", "json")
     assert code in (ExitStatus.OK, ExitStatus.DRIFT), err
     assert out["b"] == f"netns {netns.name}"
+
+
+def test_apply_under_ip_netns_exec_is_kept_as_that_namespaces(
+    netns: Netns, state_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = netns.state()
+    done = netns.run(sys.executable, "-m", "dtnkit", "tune", "apply", "--state-dir",
+                     str(state_dir), "--format", "json", check=False)
+    assert done.returncode == ExitStatus.OK, done.stderr
+    out = json.loads(done.stdout)
+    assert f"--netns {netns.name}" in out["undo"]  # the undo line carries the scope
+    # the root namespace refuses it (dry run: the old code would have tuned the root)
+    code, _out, err = run(capsys, "tune", "restore", out["baseline"], "--dry-run",
+                          "--state-dir", str(state_dir))
+    assert code == ExitStatus.BAD_INPUT
+    assert f"taken in netns {netns.name}" in err and "Traceback" not in err
+    code, _out, err = run(capsys, "tune", "restore", "--netns", netns.name, "--state-dir",
+                          str(state_dir))
+    assert code == ExitStatus.OK, err
+    assert netns.state() == before

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import socket
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -271,7 +272,12 @@ def apply_cmd(env: Environment,
                    "skipped_on_request": skipped_keys, "lock": out.as_dict()["lock"]}, fmt,
              lambda p: _render().nothing_to_do(p.console, result, skipped))
         return int(ExitStatus.OK)
-    undo = restore_hint(out.baseline, netns, tree, state_dir)
+    # the scope the baseline was kept in (`ip netns exec NS dtnkit tune apply`: NS's)
+    from dtnkit.tune.snapshot import Store
+
+    taken_in = Store(state_dir).load(out.baseline).host.get("netns") if (
+        out.baseline and netns is None and tree is None) else None
+    undo = restore_hint(out.baseline, netns or taken_in, tree, state_dir)
     emit(env, {**out.as_dict(), "undo": undo, "skipped_on_request": skipped_keys}, fmt,
          lambda p: _render().outcome(p.console, out, "apply", undo))
     return _outcome_status(out)
@@ -350,15 +356,35 @@ def list_cmd(env: Environment, state_dir: Path, fmt: str) -> int:
 def _same_namespace(name: str, facts: dict[str, Any], host: Host) -> None:
     """Refuse to compare or restore a snapshot taken in another network namespace than the
     one this run works in, saying where it was taken and how to get there."""
-    from dtnkit.tune.snapshot import scope_of, scope_options
+    from dtnkit.tune.snapshot import (
+        netns_identity,
+        netns_named,
+        root_identity,
+        scope_of,
+        scope_options,
+    )
 
-    if not facts or (facts.get("netns") or None) == (host.netns or None):
+    if not facts:
         return
-    taken = scope_of({**facts, "root": "/"})
+    here, there = netns_identity(host), facts.get("netns_id")
+    if (here is not None and there is not None
+            and facts.get("hostname") == socket.gethostname()):
+        # both live on this machine: compare the namespaces themselves, so a snapshot taken
+        # under `ip netns exec NS` is told from one of the root namespace
+        if here == there:
+            return
+        named = facts.get("netns") or netns_named(there)
+        taken = (f"netns {named}" if named else "the host namespace"
+                 if there == root_identity() else
+                 f"another network namespace (id {there})")
+    elif (facts.get("netns") or None) == (host.netns or None):
+        return
+    else:
+        taken = scope_of({**facts, "root": "/"})
     opts = scope_options(taken)
     raise BadInput(
         f"snapshot {name} was taken in "
-        f"{taken if opts else 'the host namespace'}",
+        f"{'the host namespace' if taken == 'host' else taken}",
         f"this run works in {host.label}",
         f"give {opts}" if opts else "run without --netns",
     )

@@ -128,12 +128,50 @@ def sort_keys(keys: Sequence[str]) -> list[str]:
     return sorted(keys, key=_order)
 
 
+def netns_identity(host: Host) -> str | None:
+    """``DEV:INODE`` of the network namespace a live host works in (``/run/netns/NAME`` for
+    --netns, else this process's own), as the apply lock keys it; None for a tree."""
+    if not host.is_live:
+        return None
+    return _identity(f"/run/netns/{host.netns}" if host.netns else "/proc/self/ns/net")
+
+
+def _identity(path: str) -> str | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return f"{st.st_dev}:{st.st_ino}"
+
+
+def root_identity() -> str | None:
+    """The identity of the host's own (PID 1's) network namespace."""
+    return _identity("/proc/1/ns/net")
+
+
+def netns_named(identity: str | None) -> str | None:
+    """The ``ip netns`` name of the namespace with this identity, if it has one."""
+    if identity is None:
+        return None
+    try:
+        names = sorted(p.name for p in Path("/run/netns").iterdir())
+    except OSError:
+        return None
+    return next((n for n in names if _ID.match(n) and _identity(f"/run/netns/{n}") == identity),
+                None)
+
+
 def new_snapshot(host: Host, values: dict[str, Any], label: str, kind: str) -> Snapshot:
     now = dt.datetime.now(dt.UTC)
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", label).strip("-")[:40] or kind
     facts = {"hostname": socket.gethostname(), "netns": host.netns,
              "root": str(host.root), "kernel": (host.read("/proc/sys/kernel/osrelease")
                                                 or "").strip()}
+    identity = netns_identity(host)
+    if identity is not None:  # restore compares it: `ip netns exec NS dtnkit` is seen too
+        facts["netns_id"] = identity
+        if host.netns is None and identity != root_identity():
+            facts["netns"] = netns_named(identity)  # its scope is that namespace's
     try:  # each device's role, so `tune diff` can pair another host's NICs with these
         roles = interface_roles(host, devices(values))
     except DtnkitError:
