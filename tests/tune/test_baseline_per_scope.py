@@ -121,6 +121,11 @@ def test_apply_under_ip_netns_exec_is_kept_as_that_namespaces(
                           "--state-dir", str(state_dir))
     assert code == ExitStatus.BAD_INPUT
     assert f"taken in netns {netns.name}" in err and "Traceback" not in err
+    # under `ip netns exec` again, plain `restore` finds the namespace's last baseline (the
+    # fleet's wrapper runs it so), as `--netns NS` from the root does
+    back = netns.run(sys.executable, "-m", "dtnkit", "tune", "restore", "--dry-run",
+                     "--state-dir", str(state_dir), check=False)
+    assert back.returncode == ExitStatus.OK, back.stderr
     code, _out, err = run(capsys, "tune", "restore", "--netns", netns.name, "--state-dir",
                           str(state_dir))
     assert code == ExitStatus.OK, err

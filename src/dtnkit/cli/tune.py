@@ -426,13 +426,13 @@ def diff_cmd(env: Environment,
     from dtnkit.tune import apply as apply_mod  # apply's modules: not loaded by audit
     from dtnkit.tune import pairing
     from dtnkit.tune.keys import device_of, group_of, typed, unit_of, with_device
-    from dtnkit.tune.snapshot import Store, diff, load_side
+    from dtnkit.tune.snapshot import Store, diff, load_side, scope_here
 
     manual = pairing.parse_map(maps)
     store = Store(state_dir)
     if b is None:
         host = make_host(netns, tree, read_only=True)
-        name_a, values_a, host_a = load_side(a, store, host.label)
+        name_a, values_a, host_a = load_side(a, store, scope_here(host))
         _same_namespace(name_a, host_a, host)
         name_b, values_b = host.label, apply_mod.live_values(host)
         roles_b = pairing.interface_roles(host, pairing.devices(values_b))
@@ -480,12 +480,12 @@ def restore_cmd(env: Environment,
                 fmt: str, dry_run: bool, wait: str) -> int:
     """Put back a snapshot's exact values (default: the baseline of the last apply)."""
     from dtnkit.tune import apply as apply_mod  # apply's modules: not loaded by audit
-    from dtnkit.tune.snapshot import Store
+    from dtnkit.tune.snapshot import Store, scope_here
 
     wait_s = parse_wait(wait)
     store = Store(state_dir)
     host = make_host(netns, tree, read_only=dry_run)
-    snap = store.load(snapshot or "last", host.label)  # `last`: this scope's last baseline
+    snap = store.load(snapshot or "last", scope_here(host))  # `last`: this scope's last one
     _same_namespace(snap.id, snap.host, host)
     from dtnkit.tune.audit import build_context
 

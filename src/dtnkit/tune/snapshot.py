@@ -161,6 +161,18 @@ def netns_named(identity: str | None) -> str | None:
                 None)
 
 
+def scope_here(host: Host) -> str:
+    """The scope a command works in: ``host.label``, except that a process started by
+    ``ip netns exec NS`` (no --netns) works in ``netns NS``, as --netns NS would."""
+    if host.is_live and host.netns is None:
+        identity = netns_identity(host)
+        if identity is not None and identity != root_identity():
+            name = netns_named(identity)
+            if name is not None:
+                return f"netns {name}"
+    return host.label
+
+
 def new_snapshot(host: Host, values: dict[str, Any], label: str, kind: str) -> Snapshot:
     now = dt.datetime.now(dt.UTC)
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", label).strip("-")[:40] or kind
@@ -170,8 +182,8 @@ def new_snapshot(host: Host, values: dict[str, Any], label: str, kind: str) -> S
     identity = netns_identity(host)
     if identity is not None:  # restore compares it: `ip netns exec NS dtnkit` is seen too
         facts["netns_id"] = identity
-        if host.netns is None and identity != root_identity():
-            facts["netns"] = netns_named(identity)  # its scope is that namespace's
+        if host.netns is None and scope_here(host) != HOST_SCOPE:
+            facts["netns"] = scope_here(host).removeprefix("netns ")  # that namespace's
     try:  # each device's role, so `tune diff` can pair another host's NICs with these
         roles = interface_roles(host, devices(values))
     except DtnkitError:
