@@ -51,7 +51,7 @@ def test_a_write_failing_mid_campaign_restores_every_host_and_stops(untuned: Pai
     a, b = untuned.a, untuned.b
     before = values(a, b)
     # b cannot record its baseline: its apply fails before writing, after a's apply wrote
-    (b.state_dir / "last-baseline").mkdir()
+    (b.state_dir / f"last-baseline.netns-{b.netns}").mkdir()  # its namespace's pointer
     inv = untuned.inventory(tmp_path / "inventory.json")
     out = tmp_path / "out"
     proc = playbook(inv, "dtn.dtnkit.campaign", "-e", json.dumps({

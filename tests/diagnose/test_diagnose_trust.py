@@ -116,7 +116,8 @@ def test_experiments_leave_the_last_baseline_and_no_snapshots(
         code, out = run(capsys, "tune", "apply", "--group", "congestion", "--netns", p.src.netns,
                         "--state-dir", env["state"], "--format", "json")
         assert code == 0 and out["baseline"], out
-        last = (state / "last-baseline").read_text()
+        pointer = state / f"last-baseline.netns-{p.src.netns}"  # the namespace's own
+        last = pointer.read_text()
         snaps = sorted(x.name for x in (state / "snapshots").iterdir())
         tuned = tcp(p)
         assert tuned != start
@@ -128,7 +129,7 @@ def test_experiments_leave_the_last_baseline_and_no_snapshots(
         assert code == 0 and exp["helped"] == ["buffers"], exp["groups"]
         assert tcp(p) == tuned  # the group was restored
         # apply's last baseline and snapshots are as they were; the experiment's are gone
-        assert (state / "last-baseline").read_text() == last
+        assert pointer.read_text() == last
         assert sorted(x.name for x in (state / "snapshots").iterdir()) == snaps
         assert not (state / "experiments").exists()
         # the results record stays

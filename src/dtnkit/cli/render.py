@@ -286,10 +286,10 @@ def snapshot_list(con: Console, rows: Sequence[dict[str, Any]], where: Path) -> 
         return
     # the id is never cut (it is what the other commands take); it holds the creation time
     cols = (Col("id", wrap=False), Col("kind"), Col("settings", rank=1, justify="right"),
-            Col("label", rank=2), Col("netns", rank=3), Col("created", rank=4))
+            Col("label", rank=2), Col("scope", wrap=False), Col("created", rank=4))
     print_fitted(con, cols, [
         (escape(r["id"]), r["kind"] + (" (last baseline)" if r["last_baseline"] else ""),
-         format_count(r["values"]), escape(r["label"]), escape(r["netns"] or MISSING),
+         format_count(r["values"]), escape(r["label"]), escape(r.get("scope") or MISSING),
          escape(r["created"] or MISSING)) for r in rows])
 
 

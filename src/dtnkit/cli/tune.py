@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import socket
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -271,7 +272,12 @@ def apply_cmd(env: Environment,
                    "skipped_on_request": skipped_keys, "lock": out.as_dict()["lock"]}, fmt,
              lambda p: _render().nothing_to_do(p.console, result, skipped))
         return int(ExitStatus.OK)
-    undo = restore_hint(out.baseline, netns, tree, state_dir)
+    # the scope the baseline was kept in (`ip netns exec NS dtnkit tune apply`: NS's)
+    from dtnkit.tune.snapshot import Store
+
+    taken_in = Store(state_dir).load(out.baseline).host.get("netns") if (
+        out.baseline and netns is None and tree is None) else None
+    undo = restore_hint(out.baseline, netns or taken_in, tree, state_dir)
     emit(env, {**out.as_dict(), "undo": undo, "skipped_on_request": skipped_keys}, fmt,
          lambda p: _render().outcome(p.console, out, "apply", undo))
     return _outcome_status(out)
@@ -324,23 +330,64 @@ def save(env: Environment,
 @format_option
 @pass_env
 def list_cmd(env: Environment, state_dir: Path, fmt: str) -> int:
-    """List saved snapshots."""
-    from dtnkit.tune.snapshot import Store
+    """List saved snapshots, each with its scope (host, netns NAME or tree PATH)."""
+    from dtnkit.tune.snapshot import Store, scope_of
 
     store = Store(state_dir)
     rows = []
-    last = store.last_baseline()
+    last: dict[str, str | None] = {}  # each scope's last baseline
     for snap_id in store.ids():
         try:
             snap = store.load(snap_id)
+            scope = scope_of(snap.host)
+            if scope not in last:
+                last[scope] = store.last_baseline(scope)
             rows.append({"id": snap.id, "kind": snap.kind, "label": snap.label,
-                         "created": snap.created, "netns": snap.host.get("netns"),
-                         "values": len(snap.values), "last_baseline": snap.id == last})
+                         "created": snap.created, "scope": scope,
+                         "netns": snap.host.get("netns"), "values": len(snap.values),
+                         "last_baseline": snap.id == last[scope]})
         except BadInput as exc:
             rows.append({"id": snap_id, "kind": "damaged", "label": exc.why, "created": "",
-                         "netns": None, "values": 0, "last_baseline": False})
+                         "scope": None, "netns": None, "values": 0, "last_baseline": False})
     emit(env, rows, fmt, lambda p: _render().snapshot_list(p.console, rows, store.dir))
     return 0
+
+
+def _same_namespace(name: str, facts: dict[str, Any], host: Host) -> None:
+    """Refuse to compare or restore a snapshot taken in another network namespace than the
+    one this run works in, saying where it was taken and how to get there."""
+    from dtnkit.tune.snapshot import (
+        netns_identity,
+        netns_named,
+        root_identity,
+        scope_of,
+        scope_options,
+    )
+
+    if not facts:
+        return
+    here, there = netns_identity(host), facts.get("netns_id")
+    if (here is not None and there is not None
+            and facts.get("hostname") == socket.gethostname()):
+        # both live on this machine: compare the namespaces themselves, so a snapshot taken
+        # under `ip netns exec NS` is told from one of the root namespace
+        if here == there:
+            return
+        named = facts.get("netns") or netns_named(there)
+        taken = (f"netns {named}" if named else "the host namespace"
+                 if there == root_identity() else
+                 f"another network namespace (id {there})")
+    elif (facts.get("netns") or None) == (host.netns or None):
+        return
+    else:
+        taken = scope_of({**facts, "root": "/"})
+    opts = scope_options(taken)
+    raise BadInput(
+        f"snapshot {name} was taken in "
+        f"{'the host namespace' if taken == 'host' else taken}",
+        f"this run works in {host.label}",
+        f"give {opts}" if opts else "run without --netns",
+    )
 
 
 @tune.command()
@@ -379,16 +426,18 @@ def diff_cmd(env: Environment,
     from dtnkit.tune import apply as apply_mod  # apply's modules: not loaded by audit
     from dtnkit.tune import pairing
     from dtnkit.tune.keys import device_of, group_of, typed, unit_of, with_device
-    from dtnkit.tune.snapshot import Store, diff, load_side
+    from dtnkit.tune.snapshot import Store, diff, load_side, scope_here
 
     manual = pairing.parse_map(maps)
     store = Store(state_dir)
-    name_a, values_a, host_a = load_side(a, store)
     if b is None:
         host = make_host(netns, tree, read_only=True)
+        name_a, values_a, host_a = load_side(a, store, scope_here(host))
+        _same_namespace(name_a, host_a, host)
         name_b, values_b = host.label, apply_mod.live_values(host)
         roles_b = pairing.interface_roles(host, pairing.devices(values_b))
     else:
+        name_a, values_a, host_a = load_side(a, store)
         name_b, values_b, host_b = load_side(b, store)
         roles_b = pairing.recorded_roles(host_b)
     paired = pairing.pair(values_a, values_b, a_roles=pairing.recorded_roles(host_a),
@@ -431,19 +480,13 @@ def restore_cmd(env: Environment,
                 fmt: str, dry_run: bool, wait: str) -> int:
     """Put back a snapshot's exact values (default: the baseline of the last apply)."""
     from dtnkit.tune import apply as apply_mod  # apply's modules: not loaded by audit
-    from dtnkit.tune.snapshot import Store
+    from dtnkit.tune.snapshot import Store, scope_here
 
     wait_s = parse_wait(wait)
     store = Store(state_dir)
-    snap = store.load(snapshot or "last")
     host = make_host(netns, tree, read_only=dry_run)
-    if (snap.host.get("netns") or None) != (host.netns or None):
-        raise BadInput(
-            f"snapshot {snap.id} was taken in "
-            f"{'netns ' + snap.host['netns'] if snap.host.get('netns') else 'the host namespace'}",
-            f"this run works in {host.label}",
-            "give the matching --netns",
-        )
+    snap = store.load(snapshot or "last", scope_here(host))  # `last`: this scope's last one
+    _same_namespace(snap.id, snap.host, host)
     from dtnkit.tune.audit import build_context
 
     ctx = build_context(host, load_profile("dtn", ()))

@@ -45,10 +45,10 @@ class ExperimentSnapshots(Store):
         super().__init__(state_dir)
         self.dir = state_dir / "experiments" / exp_id
 
-    def set_last_baseline(self, snap_id: str) -> None:
+    def set_last_baseline(self, snap_id: str, scope: str = "host") -> None:
         """Experiments leave apply's last baseline where it is."""
 
-    def last_baseline(self) -> str | None:
+    def last_baseline(self, scope: str = "host") -> str | None:
         return None
 
     def remove(self, snap_id: str) -> None:

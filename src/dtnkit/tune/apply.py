@@ -39,6 +39,7 @@ from dtnkit.tune.snapshot import (
     Store,
     capture,
     new_snapshot,
+    scope_of,
     sort_keys,
     state_dir_error,
 )
@@ -380,7 +381,7 @@ def apply(
             snap.files = persist.current_files(host)
         with store_lock(store.state_dir):
             store.save(snap)
-            store.set_last_baseline(snap.id)
+            store.set_last_baseline(snap.id, scope_of(snap.host))
         with sigterm_as_interrupt():
             out = execute(host, steps, progress=progress)
         out.baseline, out.audit, out.planned, out.held = snap.id, audit, steps, held

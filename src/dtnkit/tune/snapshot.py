@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import errno
+import hashlib
 import json
 import os
 import re
@@ -78,6 +79,24 @@ class Snapshot:
         return snap
 
 
+HOST_SCOPE = "host"
+
+
+def scope_of(facts: dict[str, Any]) -> str:
+    """Where a snapshot was taken, as ``Host.label`` names it: ``host`` (the root namespace),
+    ``netns NAME`` or ``tree PATH``.  Each scope has its own last baseline."""
+    root = facts.get("root") or "/"
+    if root != "/":
+        return f"tree {root}"
+    return f"netns {facts['netns']}" if facts.get("netns") else HOST_SCOPE
+
+
+def scope_options(scope: str) -> str:
+    """The options that select ``scope`` on the command line (empty for the host)."""
+    kind, _, name = scope.partition(" ")
+    return f"--{kind} {name}" if kind in ("netns", "tree") else ""
+
+
 def _accept_keys(values: dict[str, Any], origin: str) -> None:
     """Every key must be claimed by a kind and be in a known group (scope: see registry)."""
     for key in values:
@@ -109,12 +128,62 @@ def sort_keys(keys: Sequence[str]) -> list[str]:
     return sorted(keys, key=_order)
 
 
+def netns_identity(host: Host) -> str | None:
+    """``DEV:INODE`` of the network namespace a live host works in (``/run/netns/NAME`` for
+    --netns, else this process's own), as the apply lock keys it; None for a tree."""
+    if not host.is_live:
+        return None
+    return _identity(f"/run/netns/{host.netns}" if host.netns else "/proc/self/ns/net")
+
+
+def _identity(path: str) -> str | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return f"{st.st_dev}:{st.st_ino}"
+
+
+def root_identity() -> str | None:
+    """The identity of the host's own (PID 1's) network namespace."""
+    return _identity("/proc/1/ns/net")
+
+
+def netns_named(identity: str | None) -> str | None:
+    """The ``ip netns`` name of the namespace with this identity, if it has one."""
+    if identity is None:
+        return None
+    try:
+        names = sorted(p.name for p in Path("/run/netns").iterdir())
+    except OSError:
+        return None
+    return next((n for n in names if _ID.match(n) and _identity(f"/run/netns/{n}") == identity),
+                None)
+
+
+def scope_here(host: Host) -> str:
+    """The scope a command works in: ``host.label``, except that a process started by
+    ``ip netns exec NS`` (no --netns) works in ``netns NS``, as --netns NS would."""
+    if host.is_live and host.netns is None:
+        identity = netns_identity(host)
+        if identity is not None and identity != root_identity():
+            name = netns_named(identity)
+            if name is not None:
+                return f"netns {name}"
+    return host.label
+
+
 def new_snapshot(host: Host, values: dict[str, Any], label: str, kind: str) -> Snapshot:
     now = dt.datetime.now(dt.UTC)
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", label).strip("-")[:40] or kind
     facts = {"hostname": socket.gethostname(), "netns": host.netns,
              "root": str(host.root), "kernel": (host.read("/proc/sys/kernel/osrelease")
                                                 or "").strip()}
+    identity = netns_identity(host)
+    if identity is not None:  # restore compares it: `ip netns exec NS dtnkit` is seen too
+        facts["netns_id"] = identity
+        if host.netns is None and scope_here(host) != HOST_SCOPE:
+            facts["netns"] = scope_here(host).removeprefix("netns ")  # that namespace's
     try:  # each device's role, so `tune diff` can pair another host's NICs with these
         roles = interface_roles(host, devices(values))
     except DtnkitError:
@@ -164,19 +233,25 @@ class Store:
             return sorted(p.stem for p in self.dir.iterdir()
                           if p.suffix == ".json" and not p.name.startswith("."))
 
-    def load(self, name: str) -> Snapshot:
-        snap_id = self.resolve(name)
+    def load(self, name: str, scope: str = HOST_SCOPE) -> Snapshot:
+        snap_id = self.resolve(name, scope)
         path = self._path(snap_id)
         return load_file(path)
 
-    def resolve(self, name: str) -> str:
-        """An exact id, a unique prefix or label, or ``last`` for the last baseline."""
+    def resolve(self, name: str, scope: str = HOST_SCOPE) -> str:
+        """An exact id, a unique prefix or label, or ``last`` for the last baseline of
+        ``scope``."""
         if name in ("last", "baseline"):
-            last = self.last_baseline()
+            last = self.last_baseline(scope)
             if last is None:
-                raise BadInput("no baseline has been saved yet",
-                               "`dtnkit tune apply` saves one before its first write",
-                               "give a snapshot name (see `dtnkit tune list`)")
+                opts = scope_options(scope)
+                others = self._netns_with_baseline()
+                raise BadInput(f"no baseline has been saved yet for {scope}",
+                               f"`dtnkit tune apply{' ' + opts if opts else ''}` saves one "
+                               "before its first write"
+                               + (f"; there is one for {', '.join(others)}" if others else ""),
+                               (f"give {scope_options(others[0])}, or " if others else "give ")
+                               + "a snapshot name (see `dtnkit tune list`)")
             return last
         self._path(name)  # validates the characters
         ids = self.ids()
@@ -193,15 +268,40 @@ class Store:
 
     def delete(self, name: str) -> str:
         snap_id = self.resolve(name)
+        try:
+            scope = scope_of(self.load(snap_id).host)
+        except BadInput:  # a damaged snapshot is the last baseline of no scope
+            scope = None
         with state_io(self.state_dir, f"cannot delete snapshot {snap_id}"):
-            last = self.last_baseline()
+            last = self.last_baseline(scope) if scope is not None else None
             self._path(snap_id).unlink()
-            if last == snap_id:
-                (self.state_dir / "last-baseline").unlink(missing_ok=True)
+            if scope is not None and last == snap_id:
+                self._pointer(scope).unlink(missing_ok=True)
         return snap_id
 
-    def last_baseline(self) -> str | None:
-        pointer = self.state_dir / "last-baseline"
+    def _pointer(self, scope: str) -> Path:
+        """The file naming ``scope``'s last baseline: ``last-baseline`` for the host (as it
+        always was), ``last-baseline.netns-NAME`` for a namespace (names are [A-Za-z0-9._-]),
+        ``last-baseline.tree-HASH`` for a captured tree (its path hashed)."""
+        if scope == HOST_SCOPE:
+            return self.state_dir / "last-baseline"
+        kind, _, name = scope.partition(" ")
+        if kind == "netns" and _ID.match(name):
+            return self.state_dir / f"last-baseline.netns-{name}"
+        digest = hashlib.sha256(scope.encode()).hexdigest()[:16]
+        return self.state_dir / f"last-baseline.{kind}-{digest}"
+
+    def _netns_with_baseline(self) -> list[str]:
+        """The namespaces (``netns NAME``) that have a last baseline here."""
+        try:
+            names = sorted(p.name.removeprefix("last-baseline.netns-")
+                           for p in self.state_dir.glob("last-baseline.netns-*"))
+        except OSError:
+            return []
+        return [f"netns {n}" for n in names if self.last_baseline(f"netns {n}")]
+
+    def last_baseline(self, scope: str = HOST_SCOPE) -> str | None:
+        pointer = self._pointer(scope)
         ids = self.ids()  # refuses a state dir that is a plain file
         with state_io(self.state_dir, "cannot read the last baseline"):
             if not pointer.is_file():
@@ -209,10 +309,10 @@ class Store:
             snap_id = decode_text(pointer.read_bytes(), str(pointer), "delete it").strip()
         return snap_id if snap_id in ids else None
 
-    def set_last_baseline(self, snap_id: str) -> None:
+    def set_last_baseline(self, snap_id: str, scope: str = HOST_SCOPE) -> None:
         with state_io(self.state_dir, "cannot record the last baseline"):
             self.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-            _atomic_write(self.state_dir / "last-baseline", snap_id + "\n")
+            _atomic_write(self._pointer(scope), snap_id + "\n")
 
 
 @contextmanager
@@ -252,9 +352,10 @@ def load_values(source: str, store: Store) -> tuple[str, dict[str, Any]]:
     return name, values
 
 
-def load_side(source: str, store: Store) -> tuple[str, dict[str, Any], dict[str, Any]]:
+def load_side(source: str, store: Store,
+              scope: str = HOST_SCOPE) -> tuple[str, dict[str, Any], dict[str, Any]]:
     """A side of a diff: its name, its values and its ``host`` facts (none for a sysctl
-    file)."""
+    file); ``last`` is ``scope``'s last baseline."""
     path = Path(source)
     if "/" in source or path.suffix in (".json", ".conf"):
         if not path.is_file():
@@ -273,7 +374,7 @@ def load_side(source: str, store: Store) -> tuple[str, dict[str, Any], dict[str,
             raise BadInput(f"{source} is neither a snapshot nor a sysctl file", str(exc),
                            "give a snapshot JSON or a sysctl.conf") from exc
         return str(path), {f"sysctl/{k}": v for k, v in conf.items()}, {}
-    snap = store.load(source)
+    snap = store.load(source, scope)
     return snap.id, snap.values, snap.host
 
 
