@@ -22,6 +22,7 @@ from tests.support.xrootd import Pki, make_pki
 
 from dtnkit.errors import BadInput
 from dtnkit.transfer import tokens
+from dtnkit.transfer.client import bearer
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl")
 
@@ -227,7 +228,7 @@ def test_hostile_token_file_one_clear_error(tmp_path: Path, raw: bytes) -> None:
     path = tmp_path / "t"
     path.write_bytes(raw)
     try:
-        token = tokens.read_token_file(path, "--token-file")
+        token = bearer.read_token_file(path, "--token-file")
     except BadInput as exc:
         text = exc.render()
         assert str(path) in text and "Next:" in text
@@ -241,10 +242,10 @@ def test_hostile_token_file_one_clear_error(tmp_path: Path, raw: bytes) -> None:
 
 def test_token_file_too_large_or_a_directory(tmp_path: Path) -> None:
     big = tmp_path / "big"
-    big.write_bytes(b"a" * (tokens.MAX_TOKEN_FILE + 1))
+    big.write_bytes(b"a" * (bearer.MAX_TOKEN_FILE + 1))
     with pytest.raises(BadInput) as exc:
-        tokens.read_token_file(big, "--token-file")
+        bearer.read_token_file(big, "--token-file")
     assert "larger than" in exc.value.render()
     with pytest.raises(BadInput) as exc:
-        tokens.read_token_file(tmp_path, "--token-file")
+        bearer.read_token_file(tmp_path, "--token-file")
     assert "cannot be read" in exc.value.render() or "not a regular" in exc.value.render()

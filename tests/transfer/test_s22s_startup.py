@@ -32,8 +32,9 @@ from dtnkit.transfer.server import ServerHandle
 
 #: dataclasses a download may build: Environment (cli/main.py, used by every command),
 #: first.py's Opened (it gains a field(default_factory) on the --streams auto branch), and,
-#: with --streams auto, autostreams' Limits and Decision and the Host that reads the limits
-DATACLASSES_FIXED = {"Environment", "Opened"}
+#: with --streams auto, autostreams' Limits and Decision and the Host that reads the limits;
+#: the bearer token's record (client/bearer.py: WLCG token discovery runs for every copy)
+DATACLASSES_FIXED = {"Bearer", "Environment", "Opened"}
 DATACLASSES_AUTO = DATACLASSES_FIXED | {"Decision", "Host", "Limits"}
 #: dtnkit packages a download never loads (audits, labs, measurements, results, servers)
 NOT_LOADED = ("dtnkit.host.parsers", "dtnkit.host.facts", "dtnkit.host.nsfork",

@@ -377,16 +377,16 @@ def _token(env: Environment, flag: str, given: str | None, path: Path | None,
             discover: bool = False) -> str | None:
     """The token of ``flag`` (or of ``flag``-file); ``discover``: else the environment's
     (WLCG discovery).  Never printed: errors name the file or the variable."""
-    from dtnkit.transfer import tokens
+    from dtnkit.transfer.client import bearer
 
     if given is not None and path is not None:
         raise BadInput(f"{flag} and {flag}-file", "both give the token",
                        f"pass only {flag}-file (a command line shows in `ps`)")
     if path is not None:
-        return tokens.read_token_file(path, f"{flag}-file")
+        return bearer.read_token_file(path, f"{flag}-file")
     if given is not None or not discover:
         return given
-    found = tokens.discover(env)
+    found = bearer.discover(env)
     return None if found is None else found.value
 
 
