@@ -21,7 +21,6 @@ from hypothesis import strategies as st
 from tests.support.xrootd import Pki, make_pki
 
 from dtnkit.errors import BadInput
-from dtnkit.transfer import tokens
 from dtnkit.transfer.client import bearer
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl")
