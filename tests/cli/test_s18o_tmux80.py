@@ -145,7 +145,10 @@ def test_every_command_fits_80_columns(tmp_path: Path, path: LabPath,
 
     whole = {"audit": wide(*argvs["audit"]), "list": wide(*argvs["list"]),
              "status": wide(*argvs["status"]),
-             "probe": wide_text(render.probe_summary, probe)}
+             # the progress line ("network: iperf3 to X, 1 stream, 2 s") is printed before the
+             # stored result exists: its own words, on one line of the screen
+             "probe": shown["probe"].splitlines()[0] + "\n"
+                      + wide_text(render.probe_summary, probe)}
     doc = json.loads(subprocess.run([*dtnkit, *argvs["diagnose"], "--format", "json"], env=env,
                                     capture_output=True, text=True, check=False).stdout)
     whole["diagnose"] = wide_text(render.diagnosis, doc)
