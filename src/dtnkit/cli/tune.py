@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import os
 import re
-import socket
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -368,7 +368,7 @@ def _same_namespace(name: str, facts: dict[str, Any], host: Host) -> None:
         return
     here, there = netns_identity(host), facts.get("netns_id")
     if (here is not None and there is not None
-            and facts.get("hostname") == socket.gethostname()):
+            and facts.get("hostname") == os.uname().nodename):  # = gethostname()
         # both live on this machine: compare the namespaces themselves, so a snapshot taken
         # under `ip netns exec NS` is told from one of the root namespace
         if here == there:
