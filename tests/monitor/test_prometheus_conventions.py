@@ -22,6 +22,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.conftest import taken
+from tests.support.polling import until
 from tests.support.xrootd import Pki, make_pki
 
 from dtnkit.cli.main import main
@@ -231,24 +232,6 @@ def test_systemd_units_verify_and_the_runbook_names_them(tmp_path: Path, name: s
     assert bad.returncode != 0  # the check above can fail
 
 
-def _until(what: str, check: Any, timeout: float) -> Any:
-    """Poll Prometheus's own API until ``check`` answers something true (bounded)."""
-    import time
-
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = check()
-        except OSError as exc:  # not listening yet
-            last = exc
-        else:
-            if last:
-                return last
-        time.sleep(0.2)  # the poll's period: each poll asks again
-    raise AssertionError(f"{what} not within {timeout:.0f}s (last answer: {last!r})")
-
-
 @pytest.mark.skipif(shutil.which("prometheus") is None, reason="needs prometheus")
 def test_prometheus_scrapes_through_web_config_tls_and_basic_auth(tmp_path: Path,
                                                                   pki: Pki) -> None:
@@ -293,9 +276,9 @@ def test_prometheus_scrapes_through_web_config_tls_and_basic_auth(tmp_path: Path
             return found if len(found) == 2 and done else None
 
         try:
-            found = _until("both targets scraped", targets, 60)
+            found = until("both targets scraped", targets, 60)
             q = urllib.parse.urlencode({"query": 'process_cpu_seconds_total{job="dtnkit"}'})
-            result = _until("process_cpu_seconds_total stored", lambda: json.loads(
+            result = until("process_cpu_seconds_total stored", lambda: json.loads(
                 urllib.request.urlopen(f"{base}/api/v1/query?{q}", timeout=5).read()
             )["data"]["result"], 30)
         finally:

@@ -20,11 +20,12 @@ import sys
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.support.polling import until
 
 from dtnkit.lab import path as lab
 from dtnkit.lab.path import LabPath, PathSpec
@@ -62,23 +63,6 @@ def stop(proc: subprocess.Popen[Any]) -> None:
 def get(url: str) -> Any:
     with urllib.request.urlopen(url, timeout=5) as resp:
         return json.loads(resp.read())
-
-
-def until(what: str, check: Callable[[], Any], timeout: float) -> Any:
-    """Poll ``check`` (Prometheus's answer) until it returns something true; fail at the
-    deadline saying what never happened."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = check()
-        except OSError as exc:  # not listening yet
-            last = exc
-        else:
-            if last:
-                return last
-        time.sleep(0.2)  # the poll's period, not a synchronisation: each poll asks again
-    raise AssertionError(f"{what} not within {timeout:.0f}s (last answer: {last!r})")
 
 
 @pytest.fixture
