@@ -21,12 +21,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support.xrootd import XROOTD_USER, Pki, gfal_python, make_pki, running_xrootd
+
 from bench.lib.procs import Tracked, log
 from bench.lib.trees import Tree
 from bench.lib.wan.cells import Cell
 from bench.lib.wan.tools import SERVERS
-from tests.support.xrootd import XROOTD_USER, Pki, gfal_python, make_pki, running_xrootd
-
 from dtnkit.lab import path as lab
 from dtnkit.lab.path import LabHost, LabPath
 
