@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.lib import stats
-from bench.lib.machine import CpuWatch, machine
+from bench.lib.machine import CpuWatch, loadavg, machine
 from bench.lib.procs import Tracked, log
 from bench.lib.table import STYLES, WIDTH, render
 from bench.lib.trees import BaseError, Tree, base_tree, this_tree
@@ -143,6 +143,7 @@ def parser_for(name: str, case: Case, doc: str) -> argparse.ArgumentParser:
         common.add_argument("--base", metavar="REF", required=case.base == "required",
                             help="the baseline: a git ref of this repository, checked out "
                                  "with git worktree into a temporary directory")
+    # an argument group takes add_argument as the parser does (--help lists them apart)
     case.options(ap.add_argument_group(f"options of {name}"))  # type: ignore[arg-type]
     return ap
 
@@ -276,7 +277,7 @@ def header(name: str, argv: list[str], bench: Bench) -> str:
     m = machine()
     return (f"`python -m bench {' '.join([name, *argv])}`: {time.strftime('%Y-%m-%d %H:%M')}, "
             f"commit {bench.this.commit.short()}{base}; {m['cpus']} CPUs, Python {m['python']}, "
-            f"kernel {m['kernel']}")
+            f"kernel {m['kernel']}; 1-min load average at the start {loadavg():.2f}")
 
 
 def preflight(case: Case) -> list[str]:
@@ -343,6 +344,7 @@ def main(argv: list[str] | None = None) -> int:
                 if args.base:
                     bench.base = stack.enter_context(base_tree(args.base, bench.prefix))
                     bench.base.check_import()
+                result.doc["loadavg_start"] = loadavg()
                 result.doc["commit"] = {"sha": bench.this.commit.sha,
                                         "dirty": bench.this.commit.dirty}
                 result.doc["base"] = None if bench.base is None else {
