@@ -112,14 +112,14 @@ SKIP: dict[tuple[str, str], str | Skip] = {
         Skip("needs XRootD (a temporary one stands for root://peer) and xrdcp", _no_xrootd),
     ("docs/measure.md", "dtnkit probe net --peer 192.0.2.10 --cc bbr --fq-rate 5G --reverse"):
         "needs another site running iperf3 -s at 192.0.2.10 (a documentation address)",
-    ("docs/benchmarks.md", ".venv/bin/python bench/bench_cp_wan.py"):
+    ("docs/benchmarks.md", ".venv/bin/python -m bench wan"):
         "a benchmark of 8.5 minutes (bench/, not a test)",
-    ("docs/benchmarks.md", ".venv/bin/python bench/bench_cp_wan.py --paths 50ms/1gbit --repeat 3"):
+    ("docs/benchmarks.md", ".venv/bin/python -m bench wan --paths 50ms/1gbit --repeat 3"):
         "a benchmark of 8.5 minutes (bench/, not a test)",
-    ("docs/benchmarks.md", ".venv/bin/python bench/bench_cp_wan.py --quick"):
+    ("docs/benchmarks.md", ".venv/bin/python -m bench wan --quick"):
         "a benchmark of 41 s, over this test's budget (bench/, not a test)",
     ("docs/benchmarks.md",
-     ".venv/bin/python bench/bench_cp_wan.py --paths 50ms/1gbit --only upload --repeat 5"):
+     ".venv/bin/python -m bench wan --paths 50ms/1gbit --only upload --repeat 5"):
         "a benchmark of 4 minutes (bench/, not a test)",
     ("docs/transfer.md", "sudo .venv/bin/pytest tests/interop -q"):
         "the interop test suite itself: it runs in the same CI run",
@@ -129,7 +129,7 @@ SKIP: dict[tuple[str, str], str | Skip] = {
     ("README.md", "dtnkit exporter --listen 0.0.0.0:9640 &"):
         "a server on every address until stopped (tests/monitor/test_s19m_prometheus.py runs "
         "it, scraped by a real Prometheus)",
-    ("docs/monitoring.md", ".venv/bin/python bench/bench_exporter.py --rounds 40"):
+    ("docs/monitoring.md", ".venv/bin/python -m bench exporter --rounds 40"):
         "a benchmark (bench/, not a test)",
     # the example grid's run metro-1 takes 1.5 hours (below); test_s19p_real_run.py and the
     # README's tour run sweep analyze and report on a small grid
@@ -451,7 +451,7 @@ def _message(exc: click.ClickException | DtnkitError) -> str:
 
 
 # Flags in the docs' inline code that are not dtnkit's: (file, flag) -> whose.  A flag of a
-# bench script must also be in bench/*.py.
+# bench case must also be in bench/ (its case file or bench/lib).
 OTHER_FLAGS: dict[tuple[str, str], str] = {
     ("docs/transfer.md", "--speed-limit"): "curl",
     ("docs/fleet.md", "--check"): "ansible-playbook",
@@ -467,13 +467,13 @@ OTHER_FLAGS: dict[tuple[str, str], str] = {
     ("docs/monitoring.md", "--firefly-dest"): "dtnkit serve (SciTags, issue 14)",
     ("docs/monitoring.md", "--metrics"): "dtnkit serve (metrics, issue 14)",
     **{("docs/benchmarks.md", f): "bench script" for f in (
-        "--before", "--after", "--matrix", "--inproc-rounds", "--inproc-calls", "--rounds",
-        "--paths", "--ends", "--sizes", "--instructions", "--runs", "--only")},
+        "--base", "--matrix", "--inproc-rounds", "--inproc-calls", "--rounds", "--paths",
+        "--ends", "--sizes", "--instructions", "--only")},
 }
 # a long option, dotted ones too (Prometheus's --web.listen-address)
 FLAG = r"(?<![\w-])--[a-z][a-z0-9-]*(?:\.[a-z0-9-]+)*"
 # inline code that is another program's command line (its flags are that program's)
-OTHER_PROGRAMS = re.compile(r"^(sudo )?(\.venv/bin/python )?(bench/|unshare |git |"
+OTHER_PROGRAMS = re.compile(r"^(sudo )?((\.venv/bin/)?python )?(-m bench |bench/|unshare |git |"
                             r"fasterdata-tuning\.sh |nfqdelay |iperf3 )")
 
 
@@ -499,9 +499,9 @@ def dtnkit_flags() -> set[str]:
 
 def test_every_flag_in_the_docs_inline_code_exists() -> None:
     """`--flag` in a doc's inline code is an option of some dtnkit command, or is listed in
-    OTHER_FLAGS as another tool's (a bench script's must be in bench/)."""
+    OTHER_FLAGS as another tool's (a bench case's must be in bench/)."""
     known = dtnkit_flags()
-    bench = "".join(p.read_text() for p in (ROOT / "bench").glob("*.py"))
+    bench = "".join(p.read_text() for p in (ROOT / "bench").rglob("*.py"))
     bad: list[str] = []
     for doc in DOCS:
         rel = str(doc.relative_to(ROOT))
@@ -547,22 +547,39 @@ def test_every_flag_in_a_commands_table_is_that_commands() -> None:
     assert not bad, "options the section's commands do not have:\n" + "\n".join(bad)
 
 
-def test_the_bench_lines_of_the_blocks_name_real_scripts_and_flags() -> None:
-    """A benchmark line of a block is not run (SKIP), but its script exists and takes each of
-    its flags (argparse: the flag is in the script's source)."""
+BENCH_COMMAND = re.compile(r"(?:^|`)(?:sudo )?(?:env -u \S+ )?(?:\.venv/bin/)?python -m bench "
+                           r"([a-z][a-z-]*)([^`]*)")
+
+
+def bench_commands() -> list[tuple[str, str, str]]:
+    """(where, case, the rest of the line) of every `python -m bench CASE ...` in a block or
+    in a line's inline code."""
+    found = [(stmt.where, m.group(1), m.group(2)) for block in all_blocks()
+             for stmt in block.stmts if (m := BENCH_COMMAND.match(stmt.text))]
+    for doc in DOCS:
+        for number, line in enumerate(doc.read_text().splitlines(), 1):
+            found += [(f"{doc.relative_to(ROOT)}:{number}", m.group(1), m.group(2))
+                      for m in BENCH_COMMAND.finditer(line) if m.group(0).startswith("`")]
+    return found
+
+
+def test_the_bench_commands_of_the_docs_name_real_cases_and_flags() -> None:
+    """A benchmark line of a block is not run (SKIP) or is a quick one, and a bench command in
+    inline code is not run either; but each names a case of `python -m bench` and only
+    options that case takes."""
+    from bench.lib.core import case_names, load_case, parser_for
+
+    commands = bench_commands()
+    assert len(commands) >= 30, commands
     bad: list[str] = []
-    for block in all_blocks():
-        for stmt in block.stmts:
-            m = re.match(r"^(?:sudo )?\.venv/bin/python (bench/\S+\.py)(.*)$", stmt.text)
-            if not m:
-                continue
-            script = ROOT / m.group(1)
-            source = script.read_text() if script.is_file() else ""
-            if not source:
-                bad.append(f"{stmt.where}: no {m.group(1)}")
-            bad += [f"{stmt.where}: {m.group(1)} has no {flag}"
-                    for flag in re.findall(FLAG, m.group(2))
-                    if f'"{flag}"' not in source]
+    for where, name, rest in commands:
+        if name not in case_names():
+            bad.append(f"{where}: no case {name}")
+            continue
+        case, doc = load_case(name)
+        options = parser_for(name, case, doc)._option_string_actions
+        bad += [f"{where}: {name} has no {flag}" for flag in re.findall(FLAG, rest)
+                if flag not in options]
     assert not bad, "\n".join(bad)
 
 

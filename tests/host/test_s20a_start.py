@@ -1,6 +1,6 @@
 """What keeps `dtnkit tune audit` quick to start, checked without timing anything.
 
-The host audit's wall time is measured by bench/bench_audit.py (docs/benchmarks.md); here: the
+The host audit's wall time is measured by `python -m bench audit` (docs/benchmarks.md); here: the
 modules and dataclasses a live audit loads (a fresh process, as a site runs it), and that each
 shortcut gives what the long way gave (links parsed once per rtnetlink dump, the kernel config's
 lines kernel_caps reads, the irqbalance scan, mutable records against dataclasses).

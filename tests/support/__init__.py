@@ -1,5 +1,6 @@
-"""Helpers shared by tests and bench scripts (real peers: XRootD, gfal2, davix).
+"""Helpers shared by tests and bench cases (real peers: XRootD, gfal2, davix).
 
 Import as ``tests.support.xrootd`` with the repository root on ``sys.path`` (pytest does that
-through ``pythonpath = ["."]`` in pyproject.toml; a bench script inserts it itself).
+through ``pythonpath = ["."]`` in pyproject.toml; ``python -m bench``, run from the repository
+root, has it there).
 """

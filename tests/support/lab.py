@@ -1,4 +1,4 @@
-"""Lab-path helpers for tests and bench scripts: buffers on the end hosts, one iperf3 run.
+"""Lab-path helpers for tests and bench cases: buffers on the end hosts, one iperf3 run.
 
 They lived on ``LabPath`` once; production code never used them, and calling the network
 probe from the lab made ``lab`` and ``measure`` import each other.

@@ -1,4 +1,4 @@
-"""Several real SSH hosts on one machine, for the fleet tests and bench/bench_fleet.py.
+"""Several real SSH hosts on one machine, for the fleet tests and `python -m bench fleet`.
 
 The hosts are the end hosts of one dtnkit lab path (src/dtnkit/lab/path.py) with ``pairs``
 hosts on each side: namespaces ``dkl-NAME-src1``, ``dkl-NAME-dst1``, ... (NAME starts with the

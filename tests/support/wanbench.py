@@ -1,37 +1,14 @@
-"""bench/bench_cp_wan.py loaded as a module, for the tests of its pure parts (verdicts, orders,
-floors): each test file under a module name of its own, removed again afterwards."""
+"""What a run of ``python -m bench wan`` leaves behind, found by its prefix (its lab paths, its
+work directories, the processes that carry them), and how a test removes it."""
 
 from __future__ import annotations
 
-import contextlib
-import importlib.util
 import shutil
-import sys
-from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "bench_cp_wan.py"
+from bench.lib.wan.lab import STATE_ROOT, WORK_PREFIX
 
-
-@contextlib.contextmanager
-def loaded(name: str) -> Iterator[ModuleType]:
-    """The bench script as module *name* (its own imports, e.g. benchlib, found beside it)."""
-    sys.path.insert(0, str(BENCH.parent))
-    spec = importlib.util.spec_from_file_location(name, BENCH)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # its dataclasses look their module up
-    try:
-        spec.loader.exec_module(module)
-        yield module
-    finally:
-        sys.modules.pop(name, None)
-        sys.path.remove(str(BENCH.parent))
-
-
-#: Where the bench keeps its labs' state (its STATE_ROOT).
-STATE_ROOT = Path("/run/dtnkit/bench-wan")
+__all__ = ["STATE_ROOT", "clean", "own_leftovers", "own_processes"]
 
 
 def own_processes(prefix: str) -> list[str]:
@@ -44,7 +21,7 @@ def own_processes(prefix: str) -> list[str]:
                 cmdline = (proc / "cmdline").read_bytes()
             except OSError:
                 continue
-            if f"dtnkit-wanbench-{prefix}-".encode() in cmdline:
+            if f"{WORK_PREFIX}{prefix}-".encode() in cmdline:
                 found.append(cmdline.replace(b"\0", b" ").decode(errors="replace"))
     return found
 
@@ -55,7 +32,7 @@ def own_leftovers(prefix: str) -> list[str]:
 
     found = [n for n in lab._netns_list() if n.startswith(f"dkl-{prefix}")]
     found += [str(d) for d in Path("/etc/netns").glob(f"dkl-{prefix}*")]
-    found += [str(d) for d in Path("/dev/shm").glob(f"dtnkit-wanbench-{prefix}-*")]
+    found += [str(d) for d in Path("/dev/shm").glob(f"{WORK_PREFIX}{prefix}-*")]
     return found + own_processes(prefix)
 
 
@@ -64,5 +41,5 @@ def clean(prefix: str) -> None:
     from dtnkit.lab import path as lab
 
     lab.down_all(state_root=STATE_ROOT, prefix=prefix)
-    for d in Path("/dev/shm").glob(f"dtnkit-wanbench-{prefix}-*"):
+    for d in Path("/dev/shm").glob(f"{WORK_PREFIX}{prefix}-*"):
         shutil.rmtree(d, ignore_errors=True)

@@ -1,7 +1,7 @@
 """Real peers on loopback: a throwaway CA, XRootD 5.5 (XrdHttp + HTTP-TPC over TLS) as a child
 process, and a TLS ``dtnkit serve`` whose certificate comes from the same CA.
 
-Usage (tests or bench scripts, with the repository root on ``sys.path``)::
+Usage (tests or bench cases, with the repository root on ``sys.path``)::
 
     from tests.support.xrootd import make_pki, running_xrootd, running_dtnkit
 

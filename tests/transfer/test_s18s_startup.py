@@ -1,5 +1,5 @@
 """`dtnkit cp` starts without modules it does not use (issue 11: start-up is part of every
-copy's time; bench/bench_cp_start.py measures it, this keeps it without timing anything).
+copy's time; `python -m bench cp-start` measures it, this keeps it without timing anything).
 
 Each case runs the command in a fresh interpreter (``python -c``: cp's real import path, from
 ``dtnkit.cli.main``) and reads ``sys.modules`` at its end: a module on the lists below was

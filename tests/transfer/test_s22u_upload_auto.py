@@ -4,7 +4,7 @@ speed: uploads at most 1.1x the download time).
 On a 50 ms / 1 Gbit/s lab path with tuned ends (32 MiB windows), the link rate (10 Gbit/s
 veths) asks for 2 streams; a download starts one stream and adds the others only when it is
 window-bound (``Decision.grow``), but an upload sent a two-stream session at once: 1.19x the
-time of the download (``bench/bench_cp_wan.py --only upload``).  Now an upload with
+time of the download (``python -m bench wan --only upload``).  Now an upload with
 ``grow`` sends one PUT (the window of one stream carries the path, and two BBR flows leaving
 startup together into one queue lose more), and says so.  With ``--rate`` (the path's own
 rate) or untuned ends (no ``grow``) the formula's streams go through a session as before.

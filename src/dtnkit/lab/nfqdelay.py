@@ -32,7 +32,7 @@ priority 1 (SCHED_FIFO), so it releases packets on time (lateness p50 0.04 ms at
 even when the end hosts' TCP and other jobs keep the CPUs busy, but it wakes for every packet
 instead of taking them in batches and so takes the CPU from the end hosts: on 2 cores 64
 iperf3 streams on a 5 ms / 1 Gbit/s path got 0.42-0.48 Gbit/s with it against 0.79-0.87
-without (bench/bench_lab_stage.py, docs/lab.md), so it is not the default.  Not with
+without (`python -m bench lab-stage`, docs/lab.md), so it is not the default.  Not with
 ``--spin-ms`` (a busy-poll at real-time priority would starve the machine); if the kernel
 refuses, the engine runs as an ordinary process and says so in the stats' ``sched``.
 

@@ -1,0 +1,266 @@
+"""How do dtnkit cp and HTTP-TPC do on WAN lab paths against curl, gfal-copy, xrdcp and XRootD?
+
+For each cell (``--paths`` x ``--ends`` x ``--sizes``: a `dtnkit lab` path, its ends untuned or
+tuned with ``dtnkit tune apply --netns``, restored after) it builds the lab, the servers the
+columns need (bench/lib/wan/lab.py) and runs the columns (bench/lib/wan/tools.py) on dst:
+verified ``dtnkit cp`` (``--streams auto``, one stream) from XRootD and from dtnkit serve,
+unverified curl, ``gfal-copy -K adler32``, ``xrdcp -S 8`` and ``--cksum adler32:source``,
+uploads into dtnkit serve, HTTP-TPC pulls from XRootD on src made by dtnkit serve and by XRootD
+on dst, and the path's floor: ``iperf3 -R -P 1``, ``-P 8`` and ``-P`` what ``cp auto`` used.
+Times are wall times as a user runs the commands (process start included), except TPC (the
+COPY request) and iperf3 (its data phase).  Every round runs every column once, interleaved
+(--order); ``--aa`` columns run twice per round, and their A/A rounds give the noise band
+beside every ratio.  The tables give medians, each target's ratio with met / not met; a target
+asking for less than the practical floor (the best iperf3 data phase plus 3 round trips) or
+the wire floor says so.  With ``--base REF`` the --base tree's cp and uploads run next to this
+tree's.  Everything carries ``--prefix``; on Ctrl-C, SIGTERM or an error it stops its servers,
+restores the tuning and removes its lab paths, and a run removes what a killed run of the same
+prefix left.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import re
+import subprocess
+import sys
+
+from bench.lib import Bench, Case
+from bench.lib.procs import make_file
+from bench.lib.stats import Samples
+from bench.lib.wan import tools
+from bench.lib.wan.cells import MiB, cells, parse_ends, parse_paths, parse_sizes
+from bench.lib.wan.lab import CellLab, clean_leftovers, startup
+from bench.lib.wan.report import Target, cell_report, recorded_by
+from bench.lib.wan.tools import Column
+
+TOOLS = ("curl", "xrdcp", "gfal-copy", "iptables", "iperf3", "xrootd")
+
+
+def options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--paths", type=parse_paths, default=parse_paths("50ms/1gbit,10ms/2gbit"),
+                   help="comma-separated RTT/RATE[@MTU] lab paths (default "
+                        "50ms/1gbit,10ms/2gbit)")
+    p.add_argument("--ends", type=parse_ends, default=["untuned", "tuned"],
+                   help="untuned, tuned or both (default both)")
+    p.add_argument("--sizes", type=parse_sizes, default=[256 * MiB],
+                   help="MiB, comma-separated (default 256)")
+    p.add_argument("--only", type=starts, default=[],
+                   help="comma-separated starts of column names to run (e.g. upload: the "
+                        "uploads and the downloads they are judged against, and the iperf3 "
+                        "floor runs, as for every time target; iperf3: those alone)")
+    p.add_argument("--aa", type=starts, default=["curl XRootD"],
+                   help="starts of column names that run twice per round: their A/A rounds "
+                        "give the noise band beside the ratios (default 'curl XRootD'; "
+                        "'' for none)")
+    p.add_argument("--serve-arg", action="append", default=[],
+                   help="one more argument for every `dtnkit serve` (repeatable)")
+
+
+def starts(text: str) -> list[str]:
+    return [o.strip() for o in text.split(",") if o.strip()]
+
+
+def quick(args: argparse.Namespace) -> None:
+    args.paths, args.ends, args.sizes = args.paths[:1], ["untuned"], [64 * MiB]
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """This case's options as the runner parses them (for tests)."""
+    from bench.lib.core import parse
+
+    return parse("wan", CASE, __doc__ or "", argv)
+
+
+# --------------------------------------------------------------------------- what is measured
+
+
+def cp_streams_flavours() -> tuple[str, str | None]:
+    """How this dtnkit picks streams: ('auto' or '8', the default when it is neither 1 nor
+    auto, else None)."""
+    helptext = subprocess.run([sys.executable, "-m", "dtnkit", "cp", "--help"],
+                              capture_output=True, text=True, check=False).stdout
+    flat = " ".join(helptext.split())
+    m = re.search(r"--streams[^\[]*\[default: ([^;\]]+)", flat)
+    default = m.group(1).strip() if m else "1"
+    # click checks a given option's value before it misses the arguments
+    probe = subprocess.run([sys.executable, "-m", "dtnkit", "cp", "--streams", "auto"],
+                           capture_output=True, text=True, check=False)
+    many = "8" if "--streams" in probe.stderr else "auto"
+    return many, (None if default in ("1", "auto", many) else default)
+
+
+def targets(many: str, default: str | None, base: str | None = None) -> list[Target]:
+    """The goals of the question (*base*: the --base ref, for its rows)."""
+    auto = f"cp {many} XRootD"
+    rows = [
+        Target(auto, "gfal-copy -K adler32", 0.5, "verified cp vs gfal-copy, from XRootD"),
+        Target(f"cp {many} dtnkit", "gfal-copy -K adler32", 0.5,
+               "verified cp from dtnkit serve vs gfal-copy from XRootD"),
+        Target(auto, "xrdcp -S 8", 0.75, "verified cp vs xrdcp -S 8 (root://)"),
+        Target(f"cp {many} dtnkit", "xrdcp -S 8", 0.75,
+               "verified cp from dtnkit serve vs xrdcp -S 8"),
+        Target("cp 1 XRootD", "curl XRootD", 1.0, "one verified stream vs unverified curl"),
+        Target("cp 1 dtnkit", "curl dtnkit", 1.0, "one verified stream vs unverified curl"),
+        Target(f"upload {many}", f"cp {many} dtnkit", 1.1, "upload vs download, dtnkit serve"),
+        Target("upload 1", "cp 1 dtnkit", 1.1, "upload vs download, one stream"),
+        Target("tpc dtnkit 1", "tpc XRootD 1", 1.0, "TPC pull, active dtnkit vs XRootD"),
+        Target("tpc dtnkit 8", "tpc XRootD 8", 1.0, "TPC pull, active dtnkit vs XRootD"),
+        Target(auto, "xrdcp --cksum adler32:source", None, "verified cp vs verified xrdcp"),
+        Target(f"cp {many} dtnkit", "xrdcp --cksum adler32:source", None,
+               "verified cp from dtnkit serve vs verified xrdcp"),
+        Target("cp 1 XRootD copy phase", "curl XRootD", None,
+               "one stream's copy phase (cp's JSON seconds) vs curl's wall time"),
+        Target("cp 1 dtnkit copy phase", "curl dtnkit", None,
+               "one stream's copy phase (cp's JSON seconds) vs curl's wall time"),
+        Target("cp 1 XRootD copy phase", "curl XRootD copy phase", None,
+               "inside the tools: cp's JSON seconds vs curl's time_total"),
+        Target("cp 1 dtnkit copy phase", "curl dtnkit copy phase", None,
+               "inside the tools: cp's JSON seconds vs curl's time_total"),
+    ]
+    if default is not None:
+        rows.append(Target(f"cp default({default}) XRootD", "gfal-copy -K adler32", None,
+                           "cp with its default streams"))
+    if base:
+        for server in ("XRootD", "dtnkit"):
+            rows += [
+                Target(f"cp {many} {server}", f"cp {many} base {server}", None,
+                       f"this tree vs --base {base}"),
+                Target(f"cp {many} base {server}", "gfal-copy -K adler32", None,
+                       f"--base {base} vs gfal-copy"),
+                Target(f"cp {many} {server}", f"cp 1 {server}", None, "auto vs one stream"),
+                Target(f"cp 1 {server}", f"cp 1 base {server}", None,
+                       f"one stream: this tree vs --base {base}"),
+                Target(f"cp 1 base {server}", f"curl {server}", None,
+                       f"one stream, --base {base}, vs unverified curl"),
+                Target(f"cp 1 {server} copy phase", f"cp 1 base {server} copy phase", None,
+                       f"inside the tool, one stream: this tree vs --base {base}")]
+        for n in (many, "1"):
+            rows += [Target(f"upload {n} base", f"cp {n} dtnkit", None,
+                            f"--base {base} (client and serve) upload vs download"),
+                     Target(f"upload {n}", f"upload {n} base", None,
+                            f"this tree vs --base {base} (client and serve)")]
+        rows += [Target(f"tpc dtnkit {n}", f"tpc dtnkit base {n}", None,
+                        f"TPC pull, active dtnkit: this tree vs --base {base}")
+                 for n in ("1", "8")]
+    return rows
+
+
+def catalogue(many: str, default: str | None, base: bool = False) -> dict[str, Column]:
+    """Every column this question may run, by name."""
+    cols = [tools.iperf3("8"), tools.iperf3("1"), tools.cp(many, "XRootD"), tools.GFAL,
+            tools.XRDCP_S8, tools.XRDCP_CKSUM, tools.cp(many, "dtnkit"), tools.upload(many),
+            tools.cp("1", "XRootD"), tools.curl("XRootD"), tools.cp("1", "dtnkit"),
+            tools.curl("dtnkit"), tools.upload("1"),
+            *(tools.tpc(a, n) for n in ("1", "8") for a in ("dtnkit", "XRootD"))]
+    if many == "auto":
+        cols.append(tools.iperf3("auto"))
+    if default is not None:
+        cols.append(tools.cp(default, "XRootD", default=True))
+    if base:
+        cols += [tools.cp(n, s, base=True) for n in (many, "1") for s in ("XRootD", "dtnkit")]
+        cols += [tools.upload(n, base=True) for n in (many, "1")]
+        cols += [tools.tpc("dtnkit", n, base=True) for n in ("1", "8")]
+    return {c.name: c for c in cols}
+
+
+def order(many: str, default: str | None, base: bool = False) -> list[str]:
+    """Every column of a round, each target pair next to each other."""
+    names = ["iperf3 8", f"cp {many} XRootD", "gfal-copy -K adler32", "xrdcp -S 8",
+             "xrdcp --cksum adler32:source", f"cp {many} dtnkit", f"upload {many}",
+             "iperf3 1", "cp 1 XRootD", "curl XRootD", "cp 1 dtnkit", "curl dtnkit",
+             "upload 1", "tpc dtnkit 1", "tpc XRootD 1", "tpc dtnkit 8", "tpc XRootD 8"]
+    if many == "auto":  # as many streams as the last `cp auto` used, next to it
+        names.insert(names.index("cp auto XRootD") + 1, "iperf3 auto")
+    if default is not None:
+        names.append(f"cp default({default}) XRootD")
+    if base:  # each next to its pair
+        for server in ("XRootD", "dtnkit"):
+            names.insert(names.index(f"cp {many} {server}") + 1, f"cp {many} base {server}")
+            names.insert(names.index(f"cp 1 {server}") + 1, f"cp 1 base {server}")
+        for n in (many, "1"):
+            names.insert(names.index(f"upload {n}") + 1, f"upload {n} base")
+        for n in ("1", "8"):
+            names.insert(names.index(f"tpc dtnkit {n}") + 1, f"tpc dtnkit base {n}")
+    return names
+
+
+def only(names: list[str], starts: list[str], goals: list[Target]) -> list[str]:
+    """The columns whose names start with one of *starts* (all when none given), with the
+    baselines of the targets they are measured in, in the order of *names*; the iperf3 runs
+    too whenever a time target is measured (the path's floor under every target)."""
+    if not starts:
+        return names
+    keep = {n for n in names if any(n.startswith(s) for s in starts)}
+    measured = [g for g in goals if recorded_by(g.measured) in keep]
+    keep |= {recorded_by(g.baseline) for g in measured}
+    if any(g.limit is not None for g in measured):
+        keep |= {n for n in names if n.startswith("iperf3 ")}
+    picked = [n for n in names if n in keep and n != "iperf3 auto"]
+    autos = [i for i, n in enumerate(picked) if n.startswith("cp auto ")]
+    if "iperf3 auto" in keep and autos:  # after the first cp auto: it tells the count
+        picked.insert(autos[0] + 1, "iperf3 auto")
+    return picked
+
+
+# --------------------------------------------------------------------------- the run
+
+
+def run(b: Bench) -> None:
+    a = b.args
+    clean_leftovers(b.prefix)
+    many, default = cp_streams_flavours()
+    base = b.base.ref if b.base is not None else None
+    goals = targets(many, default, base)
+    columns = catalogue(many, default, base is not None)
+    names = only(order(many, default, base is not None), a.only, goals)
+    twins = [n for n in names if any(n.startswith(s) for s in a.aa)]
+    needs = set().union(*(columns[n].needs for n in names))
+    work = b.workdir("wan", mode=0o711)  # XRootD's user walks through it to its own
+    (work / "pid").write_text(str(os.getpid()))
+    b.note(f"dtnkit cp streams: {many}{f', default {default}' if default else ''}; columns "
+           f"run twice for the A/A noise: {', '.join(twins) or 'none'}.")
+    b.result.doc["cells"] = []
+    n = 0
+    for size in a.sizes:
+        src_file = work / f"f{size // MiB}m.bin"
+        make_file(src_file, size)
+        for cell in cells(a.paths, a.ends, [size]):
+            with CellLab(cell, f"{b.prefix}{n}", work, src_file, needs, b.tracked,
+                         base=b.base, serve_args=a.serve_arg) as lab:
+                if n == 0:  # once per run, above the tables
+                    b.note(startup(lab.dst))
+                used: dict[str, list[int]] = {}
+                auto: list[int] = []
+
+                def measure(col: Column, lab: CellLab = lab, auto: list[int] = auto,
+                            used: dict[str, list[int]] = used
+                            ) -> tuple[float, dict[str, float]]:
+                    if auto:
+                        lab.values["auto_streams"] = auto[-1]
+                    got = tools.measure(col, lab.dst, lab.values, lab.cell.size)
+                    if got.streams is not None:
+                        auto.append(got.streams)
+                    if col.name == "iperf3 auto":
+                        used.setdefault(col.name, []).append(auto[-1])
+                    return got.seconds, got.side
+
+                watch = b.watch()
+                samples = b.rounds_of(
+                    {name: functools.partial(measure, columns[name]) for name in names},
+                    twins=twins, label=cell.label, keep_going=True,
+                    errors=(RuntimeError, OSError, ValueError, subprocess.TimeoutExpired),
+                    samples=Samples())
+                assert lab.path is not None
+                cell_report(b, cell, lab.path.state.backend, lab.rtt_ms(), samples, names,
+                            goals, used)
+                b.result.doc["cells"].append({**cell.as_json(), "lab": lab.name})
+                b.load_line(watch, "This cell")
+            n += 1
+        src_file.unlink()
+
+
+CASE = Case(run=run, options=options, quick=quick, rounds=2, base="optional",
+            needs_root=True, tools=TOOLS, quick_help="first path, untuned, 64 MiB, one round")

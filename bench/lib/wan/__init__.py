@@ -1,0 +1,2 @@
+"""The WAN case's parts: cells (data), the lab and its servers, the tool columns (data), the
+tables."""
