@@ -55,6 +55,7 @@ from dtnkit.transfer.client.session import (
 from dtnkit.transfer.client.tpc import TpcError
 from dtnkit.transfer.client.upload import upload
 from dtnkit.transfer.client.verify import Verify
+from dtnkit.transfer.server import addresses
 from dtnkit.transfer.server.config import ServerConfig
 from dtnkit.transfer.server.errors import HttpError, os_error, printable, refuse_link, show
 from dtnkit.transfer.server.exchange import Exchange, Headers
@@ -167,11 +168,19 @@ def forwarded(headers: Headers) -> dict[str, str]:
 
 
 def remote_url(value: str, header: str) -> Url:
+    """The ``Source`` or ``Destination`` URL; 400 with the reason when it is not an http(s)
+    URL whose host is an address or a host name (:func:`addresses.parse_host`)."""
     value = value.strip()
     try:
-        return Url.parse(value)  # dav(s):// read as http(s)://, as XRootD reads davs://
+        url = Url.parse(value)  # dav(s):// read as http(s)://, as XRootD reads davs://
     except BadInput as exc:
         raise HttpError(400, f"{header} {value[:200]!r}", exc.why) from None
+    try:
+        addresses.parse_host(url.host)
+    except addresses.BadHost as exc:
+        raise HttpError(400, f"{header} {value[:200]!r}", f"its host {url.host[:100]!r} "
+                        f"{exc}") from None
+    return url
 
 
 def _points_at_us(ex: Exchange, url: Url, path: Path) -> bool:
