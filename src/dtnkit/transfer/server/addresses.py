@@ -240,7 +240,7 @@ def parse_host(host: str) -> Address | None:
 def _ipv6(host: str) -> ipaddress.IPv6Address:
     text, sep, zone = host.partition("%")
     if sep:
-        if zone.startswith("25") and len(zone) > 2:
+        if zone.startswith("25"):
             zone = zone[2:]  # RFC 6874: the "%" before a zone is written "%25" in a URL
         if not zone or len(zone) > MAX_ZONE or not set(zone) <= ZONE_CHARACTERS:
             raise BadHost(f"has a zone ({zone[:20]!r}) that is not an interface name")

@@ -176,6 +176,8 @@ def remote_url(value: str, header: str) -> Url:
     except BadInput as exc:
         raise HttpError(400, f"{header} {value[:200]!r}", exc.why) from None
     try:
+        if "[" in urlsplit(value).netloc and ":" not in url.host:
+            raise addresses.BadHost("is in brackets but is no IPv6 address")
         addresses.parse_host(url.host)
     except addresses.BadHost as exc:
         raise HttpError(400, f"{header} {value[:200]!r}", f"its host {url.host[:100]!r} "
@@ -189,7 +191,8 @@ def _points_at_us(ex: Exchange, url: Url, path: Path) -> bool:
     names = {"localhost", "127.0.0.1", "::1", "0.0.0.0", "::", *ex.local_names()}
     host = ex.headers.get("Host")
     if host:
-        names.add(urlsplit(f"//{host}").hostname or "")
+        with contextlib.suppress(ValueError):  # a Host of "[::1" says nothing about us
+            names.add(urlsplit(f"//{host}").hostname or "")
     if url.host not in names:
         return False
     try:
