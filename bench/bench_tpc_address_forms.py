@@ -23,11 +23,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.sup
 from tests.support.tpc_reach import internal_netns, run_forms
 
 HERE = Path(__file__).resolve().parents[1] / "src"
+VIA = " via redirect"
 
 
-def cell(row: dict[str, Any]) -> str:
+def cell(row: dict[str, Any], via: str = "") -> str:
     """'403 no' / '202 YES' for pull and push together when they agree."""
-    pull, push = row["pull"], row["push"]
+    pull, push = row["pull" + via], row["push" + via]
 
     def one(r: dict[str, Any]) -> str:
         return f"{r['status']} {'YES' if r['reached'] else 'no'}"
@@ -49,16 +50,20 @@ def main() -> int:
           "URL); reached: the internal service accepted a connection (pull and push "
           "alike unless shown apart)\n")
     head = "| form | host in the URL | " + " | ".join(
-        f"{name}: status, reached" for name, _ in trees) + " |"
+        f"{name}: status, reached | {name}, via a listed door's redirect" for name, _ in trees
+    ) + " |"
     print(head)
-    print("|---|---|" + "---|" * len(trees))
+    print("|---|---|" + "---|---|" * len(trees))
     for i, row in enumerate(docs[trees[0][0]]["forms"]):
-        cells = [cell(docs[name]["forms"][i]) for name, _ in trees]
+        cells = [f"{cell(docs[name]['forms'][i])} | {cell(docs[name]['forms'][i], VIA)}"
+                 for name, _ in trees]
         print(f"| {row['form']} | `{row['authority']}` | " + " | ".join(cells) + " |")
     for name, _ in trees:
         forms = docs[name]["forms"]
-        reached = sum(1 for r in forms if r["pull"]["reached"] or r["push"]["reached"])
-        print(f"\n{name}: {reached} of {len(forms)} forms reached the service")
+        for via, how in (("", "directly"), (VIA, "through the redirect")):
+            reached = sum(1 for r in forms
+                          if r["pull" + via]["reached"] or r["push" + via]["reached"])
+            print(f"{name}: {reached} of {len(forms)} forms reached the service {how}")
     return 0
 
 

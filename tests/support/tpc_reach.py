@@ -154,11 +154,12 @@ class Service(ThreadingHTTPServer):
     daemon_threads = True
     address_family = socket.AF_INET6
 
-    def __init__(self) -> None:
+    def __init__(self, redirects: Sequence[str] = ()) -> None:
         self.connections = 0
         self.probes = 0
         self.requests: list[str] = []
         self.lock = threading.Lock()
+        self.redirects = list(redirects)  # a door: /r/I/... answers 307 to redirects[I]/...
         super().__init__(("::", 0), _Handler)
 
     def server_bind(self) -> None:
@@ -208,7 +209,10 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length", "0") or "0")
         if length:
             self.rfile.read(length)
-        if self.command == "HEAD":
+        parts = path.split("/", 3)
+        if self.server.redirects and len(parts) == 4 and parts[1] == "r":
+            self._answer(307, {"Location": f"{self.server.redirects[int(parts[2])]}/{parts[3]}"})
+        elif self.command == "HEAD":
             self._answer(200, {"Digest": f"adler32={zlib.adler32(DATA):08x}",
                                "Accept-Ranges": "bytes"}, DATA)
         elif self.command == "GET":
@@ -263,27 +267,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     root.mkdir(parents=True, exist_ok=True)
     (root / "local.bin").write_bytes(DATA)
     service = Service()
-    threading.Thread(target=service.serve_forever, kwargs={"poll_interval": 0.05},
-                     daemon=True).start()
     port = service.server_address[1]
+    # a door the allow-list names, redirecting /r/I/... to form I: redirects are checked too
+    door = Service([f"http://{authority.format(port=port)}" for _form, authority in FORMS])
+    for listener in (service, door):
+        threading.Thread(target=listener.serve_forever, kwargs={"poll_interval": 0.05},
+                         daemon=True).start()
     store = tokens.parse(f"{TOKEN} read,write\n")
     results = []
+    allow = [*args.allow, f"127.0.0.1:{door.server_address[1]}"]
     with start_server(root, tokens=store, quiet=True, marker_interval=0.2,
-                      tpc_allow=args.allow) as server:
+                      tpc_allow=allow) as server:
         for i, (form, authority) in enumerate(FORMS):
             row: dict[str, Any] = {"form": form, "authority": authority.format(port="PORT")}
+            direct = f"http://{authority.format(port=port)}"
+            redirected = f"http://127.0.0.1:{door.server_address[1]}/r/{i}"
             for mode, header, path, remote in (
-                    ("pull", "Source", f"/pulled-{i}.bin", "/data.bin"),
-                    ("push", "Destination", "/local.bin", f"/pushed-{i}.bin")):
+                    ("pull", "Source", f"/pulled-{i}.bin", f"{direct}/data.bin"),
+                    ("push", "Destination", "/local.bin", f"{direct}/pushed-{i}.bin"),
+                    ("pull via redirect", "Source", f"/pulled-r{i}.bin", f"{redirected}/data.bin"),
+                    ("push via redirect", "Destination", "/local.bin",
+                     f"{redirected}/pushed-r{i}.bin")):
                 before, earlier = service.settled()
-                status, final = copy_raw(server.port, path, header,
-                                         f"http://{authority.format(port=port)}{remote}")
+                status, final = copy_raw(server.port, path, header, remote)
                 after, seen = service.settled()
                 row[mode] = {"status": status, "final": final, "reached": after > before,
                              "connections": after - before,
                              "requests": seen[len(earlier):]}
             results.append(row)
     service.shutdown()
+    door.shutdown()
     json.dump({"dtnkit": __import__("dtnkit").__file__, "allow": args.allow,
                "forms": results}, sys.stdout)
     return 0

@@ -2,7 +2,8 @@
 in a real namespace whose loopback holds 10.0.0.5, fec0::5, the NAT64 address
 64:ff9b::a00:5, the 6to4 and Teredo forms of 10.0.0.5 and the other special-purpose
 addresses (tests/support/tpc_reach.py), a ``dtnkit serve`` without ``--tpc-allow`` refuses
-every form, pull and push, and the internal service accepts no connection at all.
+every form, pull and push, and the internal service accepts no connection at all; nor
+when a door the allow-list names redirects the copy to the form.
 
 With ``--tpc-allow 0.0.0.0/0 --tpc-allow ::/0`` (the admin allows everything) the same
 forms do reach the service: the harness would see a connection if one were made, and an
@@ -19,6 +20,7 @@ import pytest
 from tests.support import tpc_reach
 
 pytestmark = [pytest.mark.needs_root, pytest.mark.needs_netns]
+MODES = ("pull", "push", "pull via redirect", "push via redirect")
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +40,7 @@ def test_no_form_of_an_internal_address_is_reached(netns: str, tmp_path: Path) -
     shown = table(doc)
     assert len(doc["forms"]) == len(tpc_reach.FORMS)
     reached = [f"{row['form']} ({mode}: {', '.join(row[mode]['requests']) or 'connected'})"
-               for row in doc["forms"] for mode in ("pull", "push") if row[mode]["reached"]]
+               for row in doc["forms"] for mode in MODES if row[mode]["reached"]]
     assert reached == [], f"reached the service: {reached}\n{shown}"
     for row in doc["forms"]:
         for mode in ("pull", "push"):
@@ -47,6 +49,10 @@ def test_no_form_of_an_internal_address_is_reached(netns: str, tmp_path: Path) -
             # is not a host (percent-encoding)
             want = 400 if row["form"] == "percent-encoded" else 403
             assert got["status"] == want, (row["form"], mode, got, shown)
+        for mode in ("pull via redirect", "push via redirect"):
+            got = row[mode]  # the door was asked; the redirect's target refused
+            assert got["status"] == 202 and got["final"].startswith("failure:"), (
+                row["form"], mode, got)
     assert not list((tmp_path / "root").glob("pulled-*")), shown
 
 
@@ -56,7 +62,7 @@ def test_the_admin_allows_what_it_names(netns: str, tmp_path: Path) -> None:
     for row in doc["forms"]:
         if row["form"] in ("percent-encoded", "multicast 224.0.0.5"):
             continue  # not a host; no host listens on a multicast address
-        for mode in ("pull", "push"):
+        for mode in MODES:
             got = row[mode]
             assert got["reached"] and got["final"] == "success: Created", (
                 row["form"], mode, got, shown)
