@@ -86,7 +86,7 @@ class Url:
             hostname = parts.hostname
         except ValueError as exc:  # "Invalid IPv6 URL" (an unclosed "["), a bad netloc
             raise BadInput(f"URL {text[:200]!r}", f"cannot be parsed ({exc})",
-                           "write an IPv6 address in brackets, e.g. "
+                           "write an IPv6 address between [ and ], e.g. "
                            "http://[2001:db8::7]:8443/data/file") from None
         if parts.scheme not in ("http", "https") or not hostname:
             raise BadInput(f"URL {text!r}", "is not an http(s) URL",
