@@ -190,7 +190,7 @@ def remote(draw: st.DrawFn) -> tuple[str, ad.Address, bool]:
     return f"{scheme}://{draw(st.sampled_from(USERINFO))}{host}{port}{path}", address, encoded
 
 
-@settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(remote())
 def test_every_form_gets_the_tables_decision_and_connects_there(
         case: tuple[str, ad.Address, bool]) -> None:
