@@ -50,9 +50,11 @@ from dtnkit.units import parse_bytes, parse_rate
 @format_option
 @click.option("--tpc-allow", "tpc_allow", multiple=True, metavar="HOST[:PORT]|CIDR",
               help="Let third-party copies reach this host or range too (repeatable); "
-                   "without it only public addresses: loopback, link-local, private and "
-                   "unspecified ones are refused.  Failures from listed hosts are told in "
-                   "full, others in one generic line.")
+                   "without it only global addresses (the IANA special-purpose table): "
+                   "loopback, private, link-local, site-local, unique-local, documentation, "
+                   "unspecified and the NAT64/6to4/Teredo/IPv4-mapped forms of such IPv4 "
+                   "addresses are refused.  Failures from listed hosts are told in full, "
+                   "others in one generic line.")
 @click.option("--sessions-per-token", type=click.IntRange(1, 512),
               default=Limits.sessions_per_token, show_default=True,
               help="Upload sessions one token may have open at once.")

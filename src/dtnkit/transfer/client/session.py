@@ -81,8 +81,14 @@ class Url:
 
     @classmethod
     def parse(cls, text: str) -> Url:
-        parts = urlsplit(normalize(text))
-        if parts.scheme not in ("http", "https") or not parts.hostname:
+        try:
+            parts = urlsplit(normalize(text))
+            hostname = parts.hostname
+        except ValueError as exc:  # "Invalid IPv6 URL" (an unclosed "["), a bad netloc
+            raise BadInput(f"URL {text[:200]!r}", f"cannot be parsed ({exc})",
+                           "write an IPv6 address between [ and ], e.g. "
+                           "http://[2001:db8::7]:8443/data/file") from None
+        if parts.scheme not in ("http", "https") or not hostname:
             raise BadInput(f"URL {text!r}", "is not an http(s) URL",
                            "pass e.g. http://127.0.0.1:8080/data/file or "
                            "davs://host:1094/data/file")
@@ -92,7 +98,7 @@ class Url:
             raise BadInput(f"URL {text!r}", "has a bad port", "fix the port") from None
         # the query stays in the request target: ?authz=..., a pool's session id, ...
         query = f"?{parts.query}" if parts.query else ""
-        return cls(parts.scheme, parts.hostname, port, (parts.path or "/") + query)
+        return cls(parts.scheme, hostname, port, (parts.path or "/") + query)
 
     def with_path(self, path: str) -> Url:
         return Url(self.scheme, self.host, self.port, path)

@@ -24,6 +24,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from dtnkit.errors import BadInput, DtnkitError
@@ -55,12 +56,17 @@ from dtnkit.transfer.client.session import (
 from dtnkit.transfer.client.tpc import TpcError
 from dtnkit.transfer.client.upload import upload
 from dtnkit.transfer.client.verify import Verify
+from dtnkit.transfer.server import addresses
 from dtnkit.transfer.server.config import ServerConfig
 from dtnkit.transfer.server.errors import HttpError, os_error, printable, refuse_link, show
 from dtnkit.transfer.server.exchange import Exchange, Headers
 from dtnkit.transfer.server.tpc_allow import GENERIC, AllowList, RemoteRefused
 from dtnkit.transfer.wire import digests as dg
 from dtnkit.transfer.wire import markers
+from dtnkit.transfer.wire import upload as wup
+
+if TYPE_CHECKING:
+    from _typeshed import ReadableBuffer as Buffer
 
 MAX_STREAMS = 100
 POLL = 0.1  # seconds between checks for a closed COPY connection
@@ -76,11 +82,53 @@ class Cancelled(Exception):
 
 @dataclass
 class Reach:
-    """Where this COPY's connections may go (the allow-list) and whether every host it
-    reached so far was listed there (then failure lines give the reason)."""
+    """Where this COPY's connections may go (the allow-list), whether every host it
+    reached so far was listed there (then failure lines give the reason), and whether a
+    write of this copy created the remote file (a ``201`` to its PUT or to its upload
+    session's commit: only then is the file this copy's to remove when it fails)."""
 
     allow: AllowList
     listed: bool = True
+    created: bool = False
+
+
+class NotesCreation(http.client.HTTPConnection):
+    """A connection that tells its :class:`Reach` when a PUT of a whole file, or an upload
+    session's commit, answers ``201 Created`` (a session's start answers 201 too: it
+    creates no file)."""
+
+    reach: Reach | None = None
+    method = ""
+    upload_action: str | None = None
+
+    def putrequest(self, method: str, url: str, skip_host: bool = False,
+                   skip_accept_encoding: bool = False) -> None:
+        self.method, self.upload_action = method.upper(), None
+        super().putrequest(method, url, skip_host, skip_accept_encoding)
+
+    def putheader(self, header: str | bytes, *values: Buffer | str | int) -> None:
+        name = header.decode("latin-1") if isinstance(header, bytes) else header
+        if name.lower() == wup.HEADER.lower() and values:
+            value = values[0]
+            self.upload_action = (str(value) if isinstance(value, str | int)
+                                  else bytes(value).decode("latin-1")).strip().lower()
+        super().putheader(header, *values)
+
+    def getresponse(self) -> http.client.HTTPResponse:
+        response = super().getresponse()
+        if response.status == 201 and self.reach is not None and (
+                (self.method == "PUT" and self.upload_action is None)
+                or (self.method == "POST" and self.upload_action == wup.COMMIT)):
+            self.reach.created = True
+        return response
+
+
+class NotedHTTPConnection(NotesCreation, pace.PacedHTTPConnection):
+    pass
+
+
+class NotedHTTPSConnection(NotesCreation, pace.PacedHTTPSConnection):
+    pass
 
 
 class ForwardingSession(Session):
@@ -112,11 +160,15 @@ class ForwardingSession(Session):
         # client's minimum rate and deadline (client/pace.py), as `cp`'s do
         auto = self.options.auto
         rcvbuf = auto.rcvbuf() if auto is not None else None
+        conn: NotesCreation
         if self.tls is not None:
-            return pace.PacedHTTPSConnection(self.url.host, self.url.port, self.options,
-                                             self.tls, address=self.address, rcvbuf=rcvbuf)
-        return pace.PacedHTTPConnection(self.url.host, self.url.port, self.options,
+            conn = NotedHTTPSConnection(self.url.host, self.url.port, self.options, self.tls,
                                         address=self.address, rcvbuf=rcvbuf)
+        else:
+            conn = NotedHTTPConnection(self.url.host, self.url.port, self.options,
+                                       address=self.address, rcvbuf=rcvbuf)
+        conn.reach = self.reach
+        return conn
 
     def for_url(self, url: Url) -> Session:
         if same_origin(url, self.url):
@@ -167,11 +219,21 @@ def forwarded(headers: Headers) -> dict[str, str]:
 
 
 def remote_url(value: str, header: str) -> Url:
+    """The ``Source`` or ``Destination`` URL; 400 with the reason when it is not an http(s)
+    URL whose host is an address or a host name (:func:`addresses.parse_host`)."""
     value = value.strip()
     try:
-        return Url.parse(value)  # dav(s):// read as http(s)://, as XRootD reads davs://
+        url = Url.parse(value)  # dav(s):// read as http(s)://, as XRootD reads davs://
     except BadInput as exc:
         raise HttpError(400, f"{header} {value[:200]!r}", exc.why) from None
+    try:
+        if "[" in urlsplit(value).netloc and ":" not in url.host:
+            raise addresses.BadHost("is in brackets but is no IPv6 address")
+        addresses.parse_host(url.host)
+    except addresses.BadHost as exc:
+        raise HttpError(400, f"{header} {value[:200]!r}", f"its host {url.host[:100]!r} "
+                        f"{exc}") from None
+    return url
 
 
 def _points_at_us(ex: Exchange, url: Url, path: Path) -> bool:
@@ -180,7 +242,8 @@ def _points_at_us(ex: Exchange, url: Url, path: Path) -> bool:
     names = {"localhost", "127.0.0.1", "::1", "0.0.0.0", "::", *ex.local_names()}
     host = ex.headers.get("Host")
     if host:
-        names.add(urlsplit(f"//{host}").hostname or "")
+        with contextlib.suppress(ValueError):  # a Host of "[::1" says nothing about us
+            names.add(urlsplit(f"//{host}").hostname or "")
     if url.host not in names:
         return False
     try:
@@ -362,7 +425,7 @@ def handle_copy(ex: Exchange) -> None:
     else:
         def work() -> None:
             session, url, _status, _offered = resolve_remote(first, None)
-            push_file(session, fsroot.fd_path(source_fd), url, options, job,
+            push_file(session, fsroot.fd_path(source_fd), url, options, job, reach,
                       required is not False)
 
     def run() -> None:
@@ -489,9 +552,11 @@ def pull_file(session: Session, url: Url, path: Path, options: Options, job: Job
 
 
 def push_file(session: Session, path: Path, url: Url, options: Options,
-              job: Job, required: bool = True) -> None:
+              job: Job, reach: Reach, required: bool = True) -> None:
     """PUT ``path`` to ``url``.  ``required``: the remote's digest must match (the upload
-    fails when it offers none); otherwise it is compared only when the remote offers one."""
+    fails when it offers none); otherwise it is compared only when the remote offers one.
+    A failed or cancelled push removes the remote file only when this copy created it
+    (:attr:`Reach.created`): a file the remote had before stays, whatever refused the PUT."""
     size = os.stat(path).st_size
     local: bytes | None = None
     if not required:
@@ -506,16 +571,16 @@ def push_file(session: Session, path: Path, url: Url, options: Options,
         if local is not None:
             _check_if_offered(session, url, options.checksum, local)
     except Cancelled:
-        _delete_if_sent(session, url, job, size)
+        _delete_if_created(session, url, reach)
         raise
     except (ChecksumMismatch, DestinationExists):
         raise  # refused before commit (412), or deleted by upload() after a late mismatch;
         # or another writer's file that must stay
     except DtnkitError:
-        _delete_if_sent(session, url, job, size)
+        _delete_if_created(session, url, reach)
         raise
     if job.cancel.is_set():  # the client left after the PUT: undo it (best effort)
-        _delete_if_sent(session, url, job, size)
+        _delete_if_created(session, url, reach)
         raise Cancelled()
 
 
@@ -529,9 +594,11 @@ def _check_if_offered(session: Session, url: Url, name: str, local: bytes) -> No
                                 f"{dg.format_value(name, remote)}")
 
 
-def _delete_if_sent(session: Session, url: Url, job: Job, size: int) -> None:
-    """DELETE the remote file when the whole body went out (the PUT may have created it)."""
-    if job.sent < size:
-        return  # the body broke off: the remote discards its temporary
+def _delete_if_created(session: Session, url: Url, reach: Reach) -> None:
+    """DELETE the remote file when this copy's PUT (or commit) created it: a ``201``.  No
+    answer, an error, or a ``200``/``204`` (it replaced a file) leaves the remote as it is:
+    the file may be one the remote had before the copy."""
+    if not reach.created:
+        return
     with contextlib.suppress(DtnkitError, Retryable):
         session.request("DELETE", url)

@@ -1,13 +1,17 @@
 """Which remote hosts a third-party copy may reach, and the one address it then connects to.
 
-Without ``--tpc-allow`` a COPY may reach any *global* address (the public internet, where
-other sites' DTNs are); loopback, link-local, private, shared (CGN), unspecified, multicast
-and reserved addresses are refused, so a token holder cannot make the server a proxy into
-its own host or site network.  Each ``--tpc-allow`` entry adds to that: ``HOST``,
+Without ``--tpc-allow`` a COPY may reach only *global* addresses (the public internet, where
+other sites' DTNs are), as :mod:`~dtnkit.transfer.server.addresses` decides them from the
+IANA special-purpose registries: loopback, private, link-local, site-local, unique-local,
+shared (CGN), unspecified, multicast, documentation, benchmarking and reserved addresses
+are refused, and so is an IPv6 address that embeds a refused IPv4 one (IPv4-mapped and
+-compatible, NAT64, 6to4, Teredo), so a token holder cannot make the server a proxy into its
+own host or site network.  Each ``--tpc-allow`` entry adds to that: ``HOST``,
 ``HOST:PORT``, ``[IPv6]:PORT``, an address or a ``CIDR`` range.  A name is resolved once per
 connection target and the connection goes to the address that was checked (never resolved
-again), so DNS rebinding cannot swap in another address between check and connect; every
-redirect hop is checked the same way.
+again), so DNS rebinding cannot swap in another address between check and connect; an
+address written as a host (``10.1``, ``0xa000005``, ``[::ffff:10.0.0.5]``) is read the one
+way the connection uses it and never resolved; every redirect hop is checked the same way.
 
 A remote matched by an entry is *listed*: failure lines name what went wrong there.  Other
 remotes get one line for every failure (refused, timed out, TLS, an HTTP error, a digest it
@@ -22,6 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from dtnkit.errors import BadInput
+from dtnkit.transfer.server import addresses
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -93,15 +98,13 @@ def _port(text: str, bad: BadInput) -> int:
 
 def usable(address: Address) -> Address:
     """The address as the kernel will use it (an IPv4-mapped IPv6 address is IPv4)."""
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        return address.ipv4_mapped
-    return address
+    return addresses.connect_address(address)
 
 
 def is_public(address: Address) -> bool:
-    """A global unicast address (not loopback, private, link-local, CGN, reserved...)."""
-    address = usable(address)
-    return address.is_global and not address.is_multicast
+    """Whether the special-purpose table allows *address* without an entry
+    (:func:`dtnkit.transfer.server.addresses.classify`)."""
+    return addresses.classify(address).allowed
 
 
 @dataclass(frozen=True)
@@ -125,11 +128,11 @@ class AllowList:
         RemoteRefused when the name does not resolve or no address of it is allowed.
         """
         try:
-            literal: Address | None = ipaddress.ip_address(host)
-        except ValueError:
-            literal = None
+            literal = addresses.parse_host(host)
+        except addresses.BadHost as exc:
+            raise RemoteRefused(f"{host[:200]!r}: {exc}") from None
         if literal is not None:
-            candidates = [literal]
+            candidates: list[Address] = [literal]
         else:
             try:
                 infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
@@ -137,14 +140,12 @@ class AllowList:
                 raise RemoteRefused(f"{host}: cannot be resolved ({exc})") from None
             candidates = []
             for info in infos:
-                with_scope = str(info[4][0])
                 try:
-                    candidates.append(ipaddress.ip_address(with_scope.split("%", 1)[0]))
+                    candidates.append(ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]))
                 except ValueError:
                     continue
         for address in candidates:
             if self.allows(host, address, port):
                 return str(usable(address)), self.listed(host, address, port)
-        shown = ", ".join(str(a) for a in candidates[:4]) or "no address"
-        raise RemoteRefused(f"{host} port {port} ({shown}) is not allowed: not a public "
-                            "address and not in --tpc-allow")
+        shown = "; ".join(addresses.classify(a).why for a in candidates[:4]) or "no address"
+        raise RemoteRefused(f"{host} port {port} is not allowed: {shown}; not in --tpc-allow")
