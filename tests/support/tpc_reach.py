@@ -12,7 +12,7 @@ reaches the service, as it would reach 10.0.0.5 through the translator.
 Run inside the namespace as ``python -m tests.support.tpc_reach --root DIR [--allow CIDR]``
 (it prints one JSON document); :func:`internal_netns` makes the namespace and
 :func:`run_forms` runs it there.  Used by tests/transfer/server/test_copy_internal_reach.py
-and bench/bench_tpc_address_forms.py (the form -> decision -> reached table, for any source
+and `python -m bench tpc-address-forms` (the form -> decision -> reached table, for any source
 tree).
 """
 
