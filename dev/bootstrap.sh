@@ -2,10 +2,12 @@
 # Install what dtnkit needs on a Debian/Ubuntu host (as root) and make ./.venv.
 #   dev/bootstrap.sh          runtime and the report extra (matplotlib: `dtnkit report`, the
 #                             README tour's last step)
-#   dev/bootstrap.sh test     runtime + test tools (pytest, ruff, mypy) and the interop peers
-#                             (XRootD 5.5 with XrdHttp/TPC, gfal2 + gfal-copy, davix, curl,
-#                             rclone) that the mover's tests and benchmarks run against, and
-#                             Prometheus + node_exporter (the monitoring tests, bench_exporter)
+#   dev/bootstrap.sh test     runtime + the extras test (pytest, hypothesis, ansible), lint
+#                             (ruff, mypy, import-linter), report and postgresql, and the
+#                             interop peers (XRootD 5.5 with XrdHttp/TPC, gfal2 + gfal-copy,
+#                             davix, curl, rclone) that the mover's tests and benchmarks run
+#                             against, and Prometheus + node_exporter (the monitoring tests,
+#                             `python -m bench exporter`)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -46,7 +48,7 @@ if [ ! -x .venv/bin/python ]; then
   "$py" -m venv .venv
 fi
 target='.[report]'
-[ "${1:-}" = "test" ] && target='.[test]'   # test includes matplotlib
+[ "${1:-}" = "test" ] && target='.[test,lint,report,postgresql]'
 # quiet unless it fails: then show pip's own words
 if ! .venv/bin/python -m pip install -q -e "$target" >.venv/pip-install.log 2>&1; then
   cat .venv/pip-install.log >&2
