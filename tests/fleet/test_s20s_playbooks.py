@@ -199,7 +199,7 @@ def test_site_audit_writes_every_hosts_own_audit(fleet: sshhosts.SshHosts, inven
         f"{h.name}.audit.json" for h in fleet.hosts)
     for k, h in enumerate(fleet.hosts):
         doc = json.loads((out / f"{h.name}.audit.json").read_text())
-        assert doc["schema"] == "dtnkit.audit/1"
+        assert doc["schema"] == "dtnkit.audit/2"
         # run on that host: in a namespace, with that host's own (untuned) buffers
         assert doc["environment"]["initial_netns"] is False
         current = {f["key"]: f["current"] for f in doc["findings"]}

@@ -320,7 +320,7 @@ def show(env: Environment, result_id: str, db: Location, fmt: str) -> int:
     """Show one result (its number, as `results list` prints it) or one experiment (exp-...)."""
     store = ResultStore(db)
     doc = (store.get_experiment(result_id) if result_id.startswith("exp-")
-           else store.get(parse_result_id(result_id)).as_dict())
+           else _typed_tuning(store.get(parse_result_id(result_id)).as_dict()))
 
     def lines(p: Printer) -> None:
         for key, value in doc.items():
@@ -329,6 +329,16 @@ def show(env: Environment, result_id: str, db: Location, fmt: str) -> int:
 
     emit(env, doc, fmt, lines)
     return 0
+
+
+def _typed_tuning(doc: dict[str, Any]) -> dict[str, Any]:
+    """A result's ``tuning`` with sysctl triples as arrays of integers, as every other JSON
+    prints them (the store keeps the text the kernel printed: its ``tuning_id`` hashes it)."""
+    from dtnkit.tune.keys import typed
+
+    if isinstance(doc.get("tuning"), dict):
+        doc["tuning"] = {k: typed(v) for k, v in doc["tuning"].items()}
+    return doc
 
 
 def parse_result_id(text: str) -> int:
@@ -348,7 +358,8 @@ def parse_result_id(text: str) -> int:
 @pass_env
 def export_cmd(env: Environment, fmt: str, kind: str | None, db: Location) -> int:
     rows = ResultStore(db).results(kind=kind, limit=100000)
-    emit(env, [r.as_dict() for r in rows], fmt, lambda p: p.echo(export(rows, fmt)))
+    emit(env, [_typed_tuning(r.as_dict()) for r in rows], fmt,
+         lambda p: p.echo(export(rows, fmt)))
     return 0
 
 

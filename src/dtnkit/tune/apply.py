@@ -30,7 +30,7 @@ from dtnkit.host.host import Host
 from dtnkit.tune import persist
 from dtnkit.tune.audit import Audit, Finding, tunables_for
 from dtnkit.tune.context import Context
-from dtnkit.tune.keys import group_of
+from dtnkit.tune.keys import group_of, typed
 from dtnkit.tune.kinds.base import Scope, Tunable
 from dtnkit.tune.profile import GROUPS, KNOWN_KEYS
 from dtnkit.tune.registry import prepare_scopes, tunable_for_key
@@ -63,8 +63,8 @@ class Step:
         return f"{t.label}{where}: {t.show(self.before)} -> {t.show(self.after)}"
 
     def as_dict(self) -> dict[str, Any]:
-        return {"key": self.tunable.key, "group": self.group, "before": self.before,
-                "after": self.after}
+        return {"key": self.tunable.key, "group": self.group, "before": typed(self.before),
+                "after": typed(self.after)}
 
 
 @dataclass
