@@ -160,7 +160,8 @@ def print_fitted(con: Console, cols: Sequence[Col], rows: Sequence[Sequence[str]
     return hidden
 
 
-def audit_table(con: Console, audit: Audit) -> None:
+def audit_table(con: Console, audit: Audit, next_cmd: str = "") -> None:
+    """``next_cmd``: the plan command with the scope and judging flags of this run."""
     ctx = audit.ctx
     con.print(f"[bold]dtnkit tune audit[/]: {escape(audit.host_label)}, profile "
               f"[bold]{audit.profile.name}[/], longest RTT {format_ms(ctx.rtt_ms)}")
@@ -192,7 +193,8 @@ def audit_table(con: Console, audit: Audit) -> None:
     for item in audit.undecided:
         con.print(f"[magenta]unknown:[/] {len(item['keys'])} items: {escape(item['hint'])}")
     if any(f.status == "differs" for f in audit.findings):
-        con.print("[dim]next: `dtnkit tune apply --dry-run` shows what apply would change[/]")
+        cmd = next_cmd or "dtnkit tune apply --dry-run"
+        con.print(f"[dim]next: `{escape(cmd)}` shows what apply would change[/]")
 
 
 def _decided(what: str, value: Any) -> str:
@@ -213,7 +215,9 @@ def _key(f: Finding) -> str:
 
 
 def plan(con: Console, steps: Sequence[Step], skipped: Sequence[Finding], *,
-         dry_run: bool) -> None:
+         dry_run: bool, next_cmd: str | None = None) -> None:
+    """The steps, what is left out without --mtu/--tuned, then the command that applies the
+    plan (``next_cmd``: with the scope and judging flags of this run)."""
     if not steps:
         con.print("nothing to change")
     else:
@@ -231,6 +235,8 @@ def plan(con: Console, steps: Sequence[Step], skipped: Sequence[Finding], *,
         flag = "--mtu" if f.key.startswith("link/") else "--tuned"
         con.print(f"[dim]not applied without {flag}:[/] {escape(_key(f))} "
                   f"({escape(f.current_text)} -> {escape(f.recommended_text)})")
+    if next_cmd:
+        con.print(f"next: `{escape(next_cmd)}` applies this plan")
 
 
 def restore_plan(con: Console, steps: Sequence[Step], skipped: Sequence[str]) -> None:
