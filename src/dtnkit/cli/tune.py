@@ -198,7 +198,9 @@ def apply_cmd(env: Environment, groups: tuple[str, ...], judging: Judging, state
               label: str, wait: str, experiment_id: str | None, db: Location) -> int:
     """Apply a profile, one group at a time, after saving a baseline.
 
-    Every write is verified; if one fails, everything this run changed is put back.
+    Every write is verified; if one fails, everything this run changed is put back.  Exit 0
+    when done, 16 when some items could not be decided (the plan says what to give, e.g.
+    --speed), 4 or 5 when a write failed.
     """
     from dtnkit.tune import apply as apply_mod  # apply's modules: not loaded by audit
     from dtnkit.tune.snapshot import Store
@@ -223,15 +225,28 @@ def apply_cmd(env: Environment, groups: tuple[str, ...], judging: Judging, state
     def read(h: Host) -> Any:
         return judging.audit(h, prof, groups)
 
+    def hints(result: Any) -> dict[str, Any]:
+        """What could not be decided, and the commands that go on from here."""
+        undecided = apply_mod.undecided(result)
+        gives = [g for g in dict.fromkeys(u["give"] for u in undecided) if g]
+        again = judging.command("tune", "apply", "--dry-run",
+                                extra=[*_group_flags(groups),
+                                       *[w for g in gives for w in (g, g.lstrip("-").upper())]])
+        # an item no option decides (its why says what could not be read) gets no command
+        return {"undecided": undecided, "decide": again if gives else None}
+
     if dry_run:
         result = read(host)
         steps = apply_mod.plan(result, on_request)
         skipped = apply_mod.skipped_on_request(result, on_request)
+        more = hints(result)
         go = judging.command("tune", "apply", extra=_group_flags(groups)) if steps else None
         emit(env, {"dry_run": True, "plan": [s.as_dict() for s in steps],
-                   "skipped_on_request": [f.key for f in skipped], "next": go}, fmt,
-             lambda p: _render().plan(p.console, steps, skipped, dry_run=True, next_cmd=go))
-        return int(ExitStatus.OK)
+                   "skipped_on_request": [f.key for f in skipped], **more, "next": go}, fmt,
+             lambda p: _render().plan(p.console, steps, skipped, dry_run=True,
+                                      undecided=more["undecided"], decide=more["decide"],
+                                      next_cmd=go))
+        return int(ExitStatus.UNDECIDED if more["undecided"] else ExitStatus.OK)
     store = Store(state_dir)
     person = for_people(env, fmt)
 
@@ -249,20 +264,26 @@ def apply_cmd(env: Environment, groups: tuple[str, ...], judging: Judging, state
     result = out.audit
     skipped = apply_mod.skipped_on_request(result, on_request)
     skipped_keys = [f.key for f in skipped]
+    more = hints(result)
+    done = ExitStatus.UNDECIDED if more["undecided"] else ExitStatus.OK
     if out.baseline is None and out.ok:
         emit(env, {"ok": True, "baseline": None, "applied": [],
-                   "skipped_on_request": skipped_keys, "lock": out.as_dict()["lock"]}, fmt,
-             lambda p: _render().nothing_to_do(p.console, result, skipped))
-        return int(ExitStatus.OK)
+                   "skipped_on_request": skipped_keys, "lock": out.as_dict()["lock"], **more},
+             fmt, lambda p: _render().nothing_to_do(p.console, result, skipped,
+                                                   undecided=more["undecided"],
+                                                   decide=more["decide"]))
+        return int(done)
     # the scope the baseline was kept in (`ip netns exec NS dtnkit tune apply`: NS's)
     from dtnkit.tune.snapshot import Store
 
     taken_in = Store(state_dir).load(out.baseline).host.get("netns") if (
         out.baseline and judging.netns is None and judging.tree is None) else None
     undo = restore_hint(out.baseline, judging.netns or taken_in, judging.tree, state_dir)
-    emit(env, {**out.as_dict(), "undo": undo, "skipped_on_request": skipped_keys}, fmt,
-         lambda p: _render().outcome(p.console, out, "apply", undo))
-    return _outcome_status(out)
+    emit(env, {**out.as_dict(), "undo": undo, "skipped_on_request": skipped_keys, **more},
+         fmt, lambda p: _render().outcome(p.console, out, "apply", undo,
+                                          undecided=more["undecided"], decide=more["decide"]))
+    status = _outcome_status(out)
+    return int(done) if status == ExitStatus.OK else status
 
 
 def from_experiment(judging: Judging, spec: dict[str, Any]) -> Judging:

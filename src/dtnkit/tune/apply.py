@@ -114,6 +114,15 @@ def plan(audit: Audit, on_request: Sequence[str] = ()) -> list[Step]:
     return steps
 
 
+def undecided(audit: Audit) -> list[dict[str, Any]]:
+    """The items apply cannot decide (the audit's ``unknown``), each with why and the option
+    that would decide it (``give``, e.g. ``--speed``; null when none can): the plan lists
+    them, so a plan is never mistaken for all there is to do."""
+    return [{"key": f.key, "group": f.group, "label": f.label, "device": f.device,
+             "why": f.why, "give": f.give or None}
+            for f in audit.findings if f.status == "unknown"]
+
+
 def skipped_on_request(audit: Audit, on_request: Sequence[str]) -> list[Finding]:
     wanted = {ON_REQUEST[name] for name in on_request}
     return [f for f in audit.findings if f.status == "differs" and f.apply == "on-request"
