@@ -33,6 +33,7 @@ class ExitStatus(enum.IntEnum):
     BINDS_STORAGE = 13  # storage is slower than the network
     BINDS_APPLICATION = 14  # end to end is well below both network and storage
     INCONCLUSIVE = 15  # diagnose: too few samples to name a layer (run longer or sample faster)
+    UNDECIDED = 16  # tune apply: some items could not be decided (the plan says what to give)
     TRANSFER_FAILED = 20  # cp/serve peer: connection, stall, 5xx after retries (rerun resumes)
     INTEGRITY = 21  # cp: checksum mismatch after retries; nothing was committed
     REFUSED = 22  # cp: the server refused (401, 403, 404, ...): retrying will not help

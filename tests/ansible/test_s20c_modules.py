@@ -86,7 +86,7 @@ def test_audit_returns_facts_and_never_changes_anything(host: Host, tmp_path: Pa
         assert out["changed"] is False and out["compliant"] is False
         audit = out["ansible_facts"]["dtnkit_audit"]
         assert audit == out["audit"] == json.loads(out["audit_json"])
-        assert audit["schema"] == "dtnkit.audit/1"
+        assert audit["schema"] == "dtnkit.audit/2"
         assert audit["environment"]["initial_netns"] is False  # ran inside the namespace
         assert {f["key"] for f in audit["findings"] if f["status"] == "differs"} >= set(
             CONGESTION[:2])

@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 from tests.conftest import sh, taken
+from tests.support.polling import until
 
 from dtnkit.cli.main import main
 from dtnkit.diagnose import checklist as core
@@ -31,7 +32,7 @@ from dtnkit.environment import Environment
 from dtnkit.host.host import Host
 from dtnkit.host.runner import SubprocessRunner
 from dtnkit.lab import path as lab
-from dtnkit.tune.profile import load_profile
+from dtnkit.tune.judging import Judging
 
 pytestmark = [pytest.mark.needs_root, pytest.mark.needs_netns, pytest.mark.needs_ethtool]
 
@@ -141,7 +142,12 @@ def in_order(pair: Pair, env: Environment, started: list[subprocess.Popen[str]])
     taken(env.stdout)
     pair.run(pair.a, "ethtool", "-K", "c19v0", "rx-udp-gro-forwarding", "on")
     pair.run(pair.a, "sysctl", "-qw", "net.ipv4.tcp_frto=2")
-    started.append(subprocess.Popen(["bash", "-c", "exec -a flowd-go sleep 600"], text=True))
+    # in the namespace checked: the checklist counts only the processes that run there
+    flowd = subprocess.Popen(["ip", "netns", "exec", pair.a, "bash", "-c",
+                              "exec -a flowd-go sleep 600"], text=True)
+    started.append(flowd)
+    until("flowd-go running in the namespace",
+          lambda: Path(f"/proc/{flowd.pid}/cmdline").read_bytes().startswith(b"flowd-go\0"), 10)
     started.append(subprocess.Popen(
         ["ip", "netns", "exec", pair.a, "prometheus-node-exporter",
          "--web.listen-address=127.0.0.1:0", "--collector.disable-defaults"],
@@ -197,9 +203,8 @@ def test_config_files_in_a_temporary_root(pair: Pair, environment: Environment,
         'INTERFACE="c19v0"\nOPTIONS="-n 192.0.2.2:2055"\n')
     before = net_state(pair.a)
     host = Host(root, netns=pair.a, runner=SubprocessRunner(), read_only=True)
-    opts = core.Options(peer=parse_peer(V4[1]), speed_mbps=100_000,
-                        perfsonar=f"http://127.0.0.1:{port}")
-    result = core.run_checklist(host, load_profile("dtn"), opts)
+    opts = core.Options(peer=parse_peer(V4[1]), perfsonar=f"http://127.0.0.1:{port}")
+    result = core.run_checklist(host, Judging(speed_mbps=100_000, netns=pair.a), opts)
     got = {i.id: i for i in result.items}
     assert got["flow-monitoring"].status == "pass", got["flow-monitoring"]
     assert "softflowd c19v0 -> 192.0.2.2:2055" in got["flow-monitoring"].summary
@@ -225,7 +230,8 @@ def test_mtu_mismatch_between_two_namespaces(pair: Pair, environment: Environmen
     assert "ping -6 -n -c 2 -i 0.2 -w 2 -W 1 -M do -s 8952 2001:db8:c19::2: " in shown
     assert "-s 8952 2001:db8:c19::2: reply" not in shown
     assert "-s 1452 2001:db8:c19::2: reply" in shown
-    assert mtu["next"].startswith("tracepath -6 -n 2001:db8:c19::2")
+    # where the checklist looked: pasted in the host's shell, it runs in the namespace
+    assert mtu["next"].startswith(f"ip netns exec {pair.a} tracepath -6 -n 2001:db8:c19::2")
     assert got["ipv6-peer"]["status"] == "pass"
 
 
@@ -325,8 +331,8 @@ def test_never_writes_in_a_namespace(pair: Pair) -> None:
     pair.create(9000, 1500)
     before = net_state(pair.a)
     host = Host.live(pair.a, read_only=True)  # a write would raise ReadOnlyViolation
-    result = core.run_checklist(host, load_profile("dtn"),
-                                core.Options(peer=parse_peer(V6[1]), speed_mbps=10_000))
+    result = core.run_checklist(host, Judging(speed_mbps=10_000, netns=pair.a),
+                                core.Options(peer=parse_peer(V6[1])))
     assert {i.id for i in result.items} == set(IDS_WITH_PEER)
     assert host.writes == [] and net_state(pair.a) == before
     assert os.path.exists(f"/run/netns/{pair.a}")

@@ -231,7 +231,7 @@ HOSTILE: dict[str, tuple[str, bytes, str]] = {
     "empty": ("e.audit.json", b"", "it is empty"),
     "wrong schema": ("s.audit.json",
                      _mutate(lambda d: d.update(schema="dtnkit.snapshot/1")),
-                     "schema is 'dtnkit.snapshot/1', not 'dtnkit.audit/1'"),
+                     "schema is 'dtnkit.snapshot/1', not 'dtnkit.audit/2'"),
     "not an object": ("l.audit.json", b"[1, 2]", "the document is a list, not an object"),
     "bad status": ("b.audit.json",
                    _mutate(lambda d: d["findings"][3].update(status="fine")),

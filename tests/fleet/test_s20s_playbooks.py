@@ -199,11 +199,12 @@ def test_site_audit_writes_every_hosts_own_audit(fleet: sshhosts.SshHosts, inven
         f"{h.name}.audit.json" for h in fleet.hosts)
     for k, h in enumerate(fleet.hosts):
         doc = json.loads((out / f"{h.name}.audit.json").read_text())
-        assert doc["schema"] == "dtnkit.audit/1"
+        assert doc["schema"] == "dtnkit.audit/2"
         # run on that host: in a namespace, with that host's own (untuned) buffers
         assert doc["environment"]["initial_netns"] is False
         current = {f["key"]: f["current"] for f in doc["findings"]}
-        assert str(current["sysctl/net.ipv4.tcp_rmem"]).split() == small(k).split()
+        # an array of integers in the audit's JSON (schema 2)
+        assert current["sysctl/net.ipv4.tcp_rmem"] == [int(x) for x in small(k).split()]
         assert doc["compliant"] is False
         direct = fleet.audit(h)
         assert [f["key"] for f in doc["findings"]] == [f["key"] for f in direct["findings"]]

@@ -99,7 +99,7 @@ def test_speed_takes_units(text: str, dtn_b: Path, environment: Environment) -> 
         "what": "speed", "value": 25000,
         "why": "given with --speed: it sizes every speed-dependent item (buffers, tiers, "
                "pacing) on every selected interface, whatever the NICs report"}
-    assert rows(doc)["sysctl/net.ipv4.tcp_rmem"]["recommended"] == "4096 131072 536870912"
+    assert rows(doc)["sysctl/net.ipv4.tcp_rmem"]["recommended"] == [4096, 131072, 536870912]
 
 
 def test_bare_speed_over_1000_is_refused_with_the_mbit_hint(
@@ -162,7 +162,7 @@ def test_a_16gb_host_gets_1gib_buffers_at_100g(dtn_b: Path, environment: Environ
     set_memtotal(dtn_b, KB_16GB_HOST)
     _, doc = audit(environment, dtn_b, "--group", "buffers", "--speed", "100")
     found = rows(doc)
-    assert found["sysctl/net.ipv4.tcp_rmem"]["recommended"] == "4096 131072 1073741824"
+    assert found["sysctl/net.ipv4.tcp_rmem"]["recommended"] == [4096, 131072, 1073741824]
     assert found["sysctl/net.core.rmem_max"]["recommended"] == 1073741824
     assert "of RAM (16 GiB: 1024 MiB)" in found["sysctl/net.core.rmem_max"]["why"]
     ram = [d for d in doc["decisions"] if d["what"] == "RAM"]
@@ -180,7 +180,7 @@ def test_tcp_mem_too_small_for_the_buffers_is_flagged(
     item = rows(doc)["sysctl/net.ipv4.tcp_mem"]
     assert item["status"] == "differs" and item["scope"] == "host" and code == ExitStatus.DRIFT
     # room for 4 full 1 GiB sockets before pressure: 4 GiB = 1048576 pages of 4 KiB
-    assert item["recommended"] == "786432 1048576 1572864"
+    assert item["recommended"] == [786432, 1048576, 1572864]
     assert "now 0 fit before pressure and 1 under the ceiling" in item["why"]
     assert "a full-size socket holds 1024 MiB" in item["why"]
     assert item["source"]
@@ -207,7 +207,7 @@ def test_tcp_mem_is_capped_at_half_the_ram(
     _, doc = audit(environment, dtn_b, "--profile", str(site), "--group", "buffers",
                    "--speed", "100gbit")
     item = rows(doc)["sysctl/net.ipv4.tcp_mem"]
-    low, pressure, high = (int(x) for x in item["recommended"].split())
+    low, pressure, high = item["recommended"]  # an array of integers in the JSON
     assert high * 4096 == 2 * GiB and pressure == high * 2 // 3 and low == pressure * 3 // 4
     assert "capped: max at 0.5 of RAM (4 GiB), so only 1 fit before pressure" in item["why"]
 

@@ -23,6 +23,7 @@ from conftest import Netns
 from dtnkit.errors import ExitStatus
 from dtnkit.host.host import Host
 from dtnkit.tune import apply as apply_mod
+from dtnkit.tune.keys import as_kept
 from dtnkit.tune.snapshot import Store
 
 pytestmark = [pytest.mark.needs_root, pytest.mark.needs_netns, pytest.mark.needs_ethtool]
@@ -81,8 +82,9 @@ def assert_one_at_a_time(docs: list[dict[str, Any]]) -> int:
 
 
 def changed(doc: dict[str, Any]) -> dict[str, Any]:
-    """key -> value before, of what a run wrote."""
-    return {s["key"]: s["before"] for s in doc.get("applied") or []}
+    """key -> value before, of what a run wrote, as a snapshot keeps it (the JSON gives a
+    sysctl triple as an array of integers, the snapshot's values hold the kernel's text)."""
+    return {s["key"]: as_kept(s["key"], s["before"]) for s in doc.get("applied") or []}
 
 
 def test_twenty_concurrent_applies_write_once_and_restore_exactly(

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import shlex
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
-from dtnkit.cli.options import pass_env
+from dtnkit.cli.options import judging_options, pass_env
 from dtnkit.cli.output import Printer, emit, format_option
 from dtnkit.environment import Environment
 from dtnkit.errors import ExitStatus
+from dtnkit.tune.judging import Judging
 
 if TYPE_CHECKING:
     from dtnkit.diagnose.checklist import Checklist
@@ -25,45 +24,29 @@ STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red"}
 @click.option("--perfsonar", metavar="URL",
               help="The site's perfSONAR toolkit, e.g. https://ps.example.org (its "
                    "pScheduler API must answer).")
-@click.option("--iface", "ifaces", multiple=True, metavar="IF",
-              help="The data interfaces (default: as tune audit picks them).")
-@click.option("--speed", metavar="SPEED",
-              help="Link speed for the buffer items when the NIC reports none, e.g. 100gbit.")
-@click.option("--profile", default="dtn", show_default=True,
-              help="Tuning profile the host-tuned item audits against.")
-@click.option("--netns", metavar="NAME", help="Check inside this network namespace (ip netns).")
-@click.option("--tree", type=click.Path(path_type=Path), metavar="DIR",
-              help="Read a captured host tree (proc/, sys/, etc/, cmd/) instead of this host.")
+@judging_options(iface=True, netns=True, tree=True)
 @format_option
 @pass_env
-def checklist(env: Environment, peer: str | None, perfsonar: str | None,
-              ifaces: tuple[str, ...], speed: str | None, profile: str, netns: str | None,
-              tree: Path | None, fmt: str) -> int:
+def checklist(env: Environment, peer: str | None, perfsonar: str | None, judging: Judging,
+              fmt: str) -> int:
     """The DC27 site checklist: each item pass / warn / fail, with evidence and the next step.
 
-    Reads only.  Exit 0 when no item fails (warnings allowed: some items are network-side
-    facts a host cannot see), 3 when any item fails.
+    Reads only.  The tuning items judge as `tune audit` does with the same --profile, --rtt,
+    --speed and --iface, and every next step acts where the checklist looked (--netns,
+    --tree).  Exit 0 when no item fails (warnings allowed: some items are network-side facts
+    a host cannot see), 3 when any item fails.
     """
     from dtnkit.cli.tune import make_host
     from dtnkit.diagnose import checklist as core
     from dtnkit.diagnose.sitecfg import check_url, parse_peer
-    from dtnkit.tune.profile import USER_PROFILE_DIR, load_profile
-    from dtnkit.tune.validation import check_profile
-    from dtnkit.units import parse_speed
 
     opts = core.Options(
         peer=parse_peer(peer) if peer is not None else None,
-        ifaces=ifaces,
-        speed_mbps=None if speed is None else parse_speed(speed),
         perfsonar=check_url(perfsonar) if perfsonar is not None else None,
-        target=" ".join(shlex.quote(a) for a in
-                        (["--netns", netns] if netns else
-                         ["--tree", str(tree)] if tree is not None else [])),
     )
-    prof = load_profile(profile, (USER_PROFILE_DIR,))
-    check_profile(prof)
-    host = make_host(netns, tree, read_only=True)
-    result = core.run_checklist(host, prof, opts)
+    prof = judging.load_profile()
+    host = make_host(judging.netns, judging.tree, read_only=True)
+    result = core.run_checklist(host, judging, opts, profile=prof)
     emit(env, result.as_dict(), fmt, lambda p: _table(p, result))
     return int(ExitStatus.OK if result.ok else ExitStatus.DRIFT)
 

@@ -9,7 +9,14 @@ from typing import Any
 
 import click
 
-from dtnkit.cli.options import Duration, db_option, group_option, pass_env, state_dir_option
+from dtnkit.cli.options import (
+    Duration,
+    db_option,
+    group_option,
+    judging_options,
+    pass_env,
+    state_dir_option,
+)
 from dtnkit.cli.output import Printer, emit, for_people, format_option
 from dtnkit.cli.results_push import push as push_cmd
 from dtnkit.db.location import Location
@@ -20,6 +27,7 @@ from dtnkit.measure.result import ProbeResult
 from dtnkit.measure.store import ResultStore, export
 from dtnkit.measure.tool import Context
 from dtnkit.progress import SILENT, Progress
+from dtnkit.tune.judging import DEFAULT_RTT_MS, Judging
 from dtnkit.units import counted
 
 F = Callable[..., Any]
@@ -88,9 +96,11 @@ def _interval(interval_s: float | None, duration_s: float | None = None) -> floa
     return interval_s
 
 
-def _opts(netns: str | None, state_dir: Path | None = None, db: Location | None = None) -> str:
-    """The options in force that a pasted next-step command needs (defaults left out)."""
-    from shlex import quote
+def _opts(netns: str | None, state_dir: Path | None = None, db: Location | None = None,
+          flags: Sequence[str] = ()) -> str:
+    """The options in force that a pasted next-step command needs (defaults left out);
+    ``flags``: the judging flags given (--profile, --rtt, --speed ...)."""
+    from shlex import join, quote
 
     from dtnkit.environment import DEFAULT_RESULTS_DB, DEFAULT_STATE_DIR
 
@@ -99,6 +109,8 @@ def _opts(netns: str | None, state_dir: Path | None = None, db: Location | None 
         parts.append(f"--state-dir {quote(str(state_dir))}")
     if db is not None and db != DEFAULT_RESULTS_DB:
         parts.append(f"--db {quote(str(db))}")
+    if flags:
+        parts.append(join(flags))
     return " ".join(parts)
 
 
@@ -320,7 +332,7 @@ def show(env: Environment, result_id: str, db: Location, fmt: str) -> int:
     """Show one result (its number, as `results list` prints it) or one experiment (exp-...)."""
     store = ResultStore(db)
     doc = (store.get_experiment(result_id) if result_id.startswith("exp-")
-           else store.get(parse_result_id(result_id)).as_dict())
+           else _typed_tuning(store.get(parse_result_id(result_id)).as_dict()))
 
     def lines(p: Printer) -> None:
         for key, value in doc.items():
@@ -329,6 +341,16 @@ def show(env: Environment, result_id: str, db: Location, fmt: str) -> int:
 
     emit(env, doc, fmt, lines)
     return 0
+
+
+def _typed_tuning(doc: dict[str, Any]) -> dict[str, Any]:
+    """A result's ``tuning`` with sysctl triples as arrays of integers, as every other JSON
+    prints them (the store keeps the text the kernel printed: its ``tuning_id`` hashes it)."""
+    from dtnkit.tune.keys import typed
+
+    if isinstance(doc.get("tuning"), dict):
+        doc["tuning"] = {k: typed(v) for k, v in doc["tuning"].items()}
+    return doc
 
 
 def parse_result_id(text: str) -> int:
@@ -348,7 +370,8 @@ def parse_result_id(text: str) -> int:
 @pass_env
 def export_cmd(env: Environment, fmt: str, kind: str | None, db: Location) -> int:
     rows = ResultStore(db).results(kind=kind, limit=100000)
-    emit(env, [r.as_dict() for r in rows], fmt, lambda p: p.echo(export(rows, fmt)))
+    emit(env, [_typed_tuning(r.as_dict()) for r in rows], fmt,
+         lambda p: p.echo(export(rows, fmt)))
     return 0
 
 
@@ -369,13 +392,17 @@ results.add_command(push_cmd)
 @click.option("--cgroup", type=click.Path(path_type=Path), default=None,
               help="Run fio and the transfer inside this cgroup.")
 @state_dir_option(help="Where `dtnkit tune` keeps its snapshots (carried into the hints).")
+@judging_options(iface=False, netns=False)
 @_common
 @pass_env
 def diagnose(env: Environment, peer: str | None, path: str | None, e2e: tuple[str, str] | None,
              command: str | None, streams: int, duration_s: int, size: str,
              cgroup: Path | None, state_dir: Path, netns: str | None, db: Location, fmt: str,
-             interval_s: float | None) -> int:
+             interval_s: float | None, judging: Judging) -> int:
     """Measure each layer and name the one that binds, with the next step.
+
+    The tuning hints carry --netns, --state-dir and the --profile, --rtt and --speed given
+    (--rtt: else the RTT measured); --speed is the egress link's speed when given.
 
     Exit: 0 nothing binds, 10 NIC, 11 host network, 12 path, 13 storage, 14 application,
     15 inconclusive (fewer than 5 sampler samples of the network probe).
@@ -403,19 +430,21 @@ def diagnose(env: Environment, peer: str | None, path: str | None, e2e: tuple[st
     store = ResultStore(db)
     net = disk_r = e2e_r = None
     line = LineRate(None, None)
-    ends = [_opts(netns, state_dir)]
+    judged = judging.judging_flags(rtt=False, ifaces=False)
+    ends = [_opts(netns, state_dir, flags=judged)]
     if peer:
         spec = NetSpec(peer, streams, duration_s, interval_s=_interval(interval_s, duration_s))
         context = _context(env, progress=progress)
         target = resolve_peer(peer, context.lab_peers)
         if target.netns:  # a lab peer: its own command in the hints
-            ends.append(_opts(target.netns, state_dir))
+            ends.append(_opts(target.netns, state_dir, flags=judged))
         progress.step(f"network: iperf3 to {peer}, {counted(streams, 'stream')}, {duration_s} s",
                       layers.index("network") + 1, len(layers))
         net = run_probe(host, spec, context=context)
         net.tuning = _tuning(host)
         store.add(net)
-        line = line_rate(host, *egress_speed_mbps(host, target.address))
+        dev, speed_mbps = egress_speed_mbps(host, target.address)
+        line = line_rate(host, dev, judging.speed_mbps or speed_mbps)
     interval_s = _interval(interval_s)
     if path:
         progress.step(f"storage: fio on {path}, {show_size(size_bytes)} written, then read",
@@ -433,7 +462,8 @@ def diagnose(env: Environment, peer: str | None, path: str | None, e2e: tuple[st
         e2e_r.tuning = _tuning(host)
         store.add(e2e_r)
     result = run(net, link_bps=line.link_bps, disk=disk_r, e2e=e2e_r, cap_bps=line.cap_bps,
-                 cap_kind=line.cap_kind, dev=line.dev, ends=ends)
+                 cap_kind=line.cap_kind, dev=line.dev, ends=ends,
+                 rtt_ms=judging.rtt_ms if judging.rtt_ms != DEFAULT_RTT_MS else None)
 
     doc = result.as_dict()
     emit(env, doc, fmt, lambda p: _render().diagnosis(p.console, doc))
@@ -452,8 +482,7 @@ def diagnose(env: Environment, peer: str | None, path: str | None, e2e: tuple[st
 @click.option("--command", default=None)
 @click.option("--repeat", type=int, default=2, show_default=True)
 @click.option("--both-ends", is_flag=True, help="Apply each group on the peer (a lab host) too.")
-@click.option("--profile", default="dtn", show_default=True)
-@click.option("--rtt", default="100ms", show_default=True)
+@judging_options(iface=True, netns=False)
 @click.option("--streams", type=int, default=1, show_default=True)
 @click.option("--duration", "duration_s", type=Duration(1, 3600, whole=True), default="10s",
               show_default=True, help="How long each probe runs, e.g. 30s or 2m.")
@@ -462,22 +491,21 @@ def diagnose(env: Environment, peer: str | None, path: str | None, e2e: tuple[st
 @pass_env
 def experiment(env: Environment, groups: tuple[str, ...], probe_kind: str, tool: str | None,
                peer: str | None, path: str | None, e2e: tuple[str, str] | None,
-               command: str | None, repeat: int, both_ends: bool,
-               profile: str, rtt: str, streams: int, duration_s: int, state_dir: Path,
+               command: str | None, repeat: int, both_ends: bool, judging: Judging,
+               streams: int, duration_s: int, state_dir: Path,
                netns: str | None, db: Location, fmt: str, interval_s: float | None) -> int:
     """Apply one group at a time against interleaved baselines; keep what helps.
 
-    `dtnkit tune apply --from-experiment ID` then applies only the groups that helped.
+    Each group is judged by --profile, --rtt, --speed and --iface (on the peer too, but its
+    own interfaces); `dtnkit tune apply --from-experiment ID` then applies only the groups
+    that helped, judged the same way.
     """
     from dtnkit.cli.progress import reporter
-    from dtnkit.cli.tune import parse_rtt
     from dtnkit.diagnose.experiment import ExperimentSpec, run_experiment
     from dtnkit.measure.probes.disk import DiskSpec
     from dtnkit.measure.probes.e2e import E2ESpec
     from dtnkit.measure.probes.net import NetSpec, resolve_peer
     from dtnkit.measure.tool import ProbeSpec
-    from dtnkit.tune.profile import load_profile
-
     host = _host(netns)
     hosts = [host]
     context = _context(env, progress=reporter(env, fmt))
@@ -505,14 +533,15 @@ def experiment(env: Environment, groups: tuple[str, ...], probe_kind: str, tool:
         tool = _e2e_tool(tool, command)
         _check_e2e(e2e[0], e2e[1], tool)
 
-    prof = load_profile(profile)
+    prof = judging.load_profile()
     person = for_people(env, fmt)
     say = None if person is None else person.echo
     report = run_experiment(hosts, ExperimentSpec(list(groups), probe_spec, tool, repeat,
-                                                  both_ends, parse_rtt(rtt)),
+                                                  both_ends, judging=judging),
                             prof, ResultStore(db), state_dir, context=context, progress=say)
 
     # the same command on every end the groups were tried on, with the options in force
+    # (the experiment's profile, RTT, speed and interfaces come from its record)
     report["next"] = [" ".join(x for x in (f"dtnkit tune apply --from-experiment {report['id']}",
                                            _opts(h.netns, state_dir, db)) if x)
                       for h in hosts] if report["helped"] else []

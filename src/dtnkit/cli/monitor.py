@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from dtnkit.cli.options import Duration, db_option, pass_env, wide_option
+from dtnkit.cli.options import Duration, db_option, judging_options, pass_env, wide_option
 from dtnkit.cli.output import emit
 from dtnkit.cli.stopping import stop_on_signals, wait
 from dtnkit.db.location import Location
 from dtnkit.environment import Environment
 from dtnkit.errors import BadInput, DtnkitError, ExitStatus
-from dtnkit.units import parse_ms
+from dtnkit.tune.judging import Judging
 
 if TYPE_CHECKING:
     from dtnkit.monitor.base import Exporter
@@ -54,12 +54,8 @@ def _common(f: Any) -> Any:
         click.option("--netns", default=None, metavar="NS",
                      help="Read this network namespace's counters (the exporter listens in "
                           "its own)."),
-        click.option("--profile", default="dtn", show_default=True,
-                     help="Profile the tuning-drift series compare the host with."),
-        click.option("--profile-dir", type=click.Path(path_type=Path), multiple=True,
-                     help="Directory of user profiles."),
-        click.option("--rtt", default="100ms", show_default=True,
-                     help="RTT the profile's buffer sizes are computed for."),
+        # the drift series judge as `tune audit` does with the same flags
+        judging_options(iface=True, netns=False),
         click.option("--no-drift", is_flag=True,
                      help="No tuning-drift series (no audit)."),
         db_option(help="Results store whose last probes are exported (default $DTNKIT_DB or "
@@ -69,14 +65,12 @@ def _common(f: Any) -> Any:
     return f
 
 
-def _drift(no_drift: bool, profile: str, profile_dir: tuple[Path, ...], rtt: str,
-           interval: float) -> DriftOptions | None:
+def _drift(no_drift: bool, judging: Judging, interval: float) -> DriftOptions | None:
     from dtnkit.monitor.build import DriftOptions
 
     if no_drift:
         return None
-    return DriftOptions(profile=profile, profile_dirs=profile_dir,
-                        rtt_ms=parse_ms(rtt, "RTT", lo=0.1, hi=10000.0), interval=interval)
+    return DriftOptions(judging=judging, interval=interval)
 
 
 @click.command()
@@ -105,8 +99,8 @@ def _drift(no_drift: bool, profile: str, profile_dir: tuple[Path, ...], rtt: str
 @click.option("--format", "fmt", type=click.Choice(("table", "json")), default="table",
               show_default=True, help="json: the listening line as one JSON object.")
 @pass_env
-def exporter(env: Environment, listen: str, netns: str | None, profile: str,
-             profile_dir: tuple[Path, ...], rtt: str, no_drift: bool, db: Location,
+def exporter(env: Environment, listen: str, netns: str | None, judging: Judging,
+             no_drift: bool, db: Location,
              drift_interval: float, cert: Path | None, key: Path | None,
              client_ca: Path | None, print_rules: bool, fmt: str,
              web_config: Path | None = None) -> int:
@@ -139,7 +133,7 @@ def exporter(env: Environment, listen: str, netns: str | None, profile: str,
 
     from dtnkit.monitor.build import exporter as build
 
-    drift = _drift(no_drift, profile, profile_dir, rtt, drift_interval)
+    drift = _drift(no_drift, judging, drift_interval)
     with build(netns, db, drift) as (reg, _):
         # process_* as every Prometheus exporter has them, and the older prefixed names
         ProcessCollector(registry=reg)
@@ -194,9 +188,8 @@ def exporter(env: Environment, listen: str, netns: str | None, profile: str,
               default="table", show_default=True,
               help="prom: the exposition text Prometheus reads; json: the samples.")
 @pass_env
-def metrics(env: Environment, netns: str | None, profile: str, profile_dir: tuple[Path, ...],
-            rtt: str, no_drift: bool, db: Location, textfile: Path | None, file_name: str,
-            fmt: str) -> int:
+def metrics(env: Environment, netns: str | None, judging: Judging, no_drift: bool,
+            db: Location, textfile: Path | None, file_name: str, fmt: str) -> int:
     """Collect once: the exporter's series for people, as JSON, as the exposition text
     (--format prom), or into a file for node_exporter's textfile collector (--textfile).
 
@@ -208,7 +201,7 @@ def metrics(env: Environment, netns: str | None, profile: str, profile_dir: tupl
 
     if textfile is not None:
         check_textfile(textfile, file_name)  # before any read: bad input writes nothing
-    drift = _drift(no_drift, profile, profile_dir, rtt, 300.0)
+    drift = _drift(no_drift, judging, 300.0)
     with build(netns, db, drift) as (reg, collector):
         families, data = collect_once(reg)
     written = None if textfile is None else write_textfile(textfile, file_name, data)

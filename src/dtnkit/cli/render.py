@@ -160,7 +160,8 @@ def print_fitted(con: Console, cols: Sequence[Col], rows: Sequence[Sequence[str]
     return hidden
 
 
-def audit_table(con: Console, audit: Audit) -> None:
+def audit_table(con: Console, audit: Audit, next_cmd: str = "") -> None:
+    """``next_cmd``: the plan command with the scope and judging flags of this run."""
     ctx = audit.ctx
     con.print(f"[bold]dtnkit tune audit[/]: {escape(audit.host_label)}, profile "
               f"[bold]{audit.profile.name}[/], longest RTT {format_ms(ctx.rtt_ms)}")
@@ -192,7 +193,8 @@ def audit_table(con: Console, audit: Audit) -> None:
     for item in audit.undecided:
         con.print(f"[magenta]unknown:[/] {len(item['keys'])} items: {escape(item['hint'])}")
     if any(f.status == "differs" for f in audit.findings):
-        con.print("[dim]next: `dtnkit tune apply --dry-run` shows what apply would change[/]")
+        cmd = next_cmd or "dtnkit tune apply --dry-run"
+        con.print(f"[dim]next: `{escape(cmd)}` shows what apply would change[/]")
 
 
 def _decided(what: str, value: Any) -> str:
@@ -213,9 +215,12 @@ def _key(f: Finding) -> str:
 
 
 def plan(con: Console, steps: Sequence[Step], skipped: Sequence[Finding], *,
-         dry_run: bool) -> None:
+         dry_run: bool, undecided: Sequence[dict[str, Any]] = (), decide: str | None = None,
+         next_cmd: str | None = None) -> None:
+    """The steps, what is left out without --mtu/--tuned, what cannot be decided (and why,
+    with the command that decides it), then the command that applies the plan."""
     if not steps:
-        con.print("nothing to change")
+        con.print("nothing to change" + (" that dtnkit can decide" if undecided else ""))
     else:
         rows = []
         for i, s in enumerate(steps, 1):
@@ -231,6 +236,32 @@ def plan(con: Console, steps: Sequence[Step], skipped: Sequence[Finding], *,
         flag = "--mtu" if f.key.startswith("link/") else "--tuned"
         con.print(f"[dim]not applied without {flag}:[/] {escape(_key(f))} "
                   f"({escape(f.current_text)} -> {escape(f.recommended_text)})")
+    undecided_lines(con, undecided, decide)
+    if next_cmd:
+        con.print(f"next: `{escape(next_cmd)}` applies this plan")
+
+
+def _undecided_key(u: dict[str, Any]) -> str:
+    key = str(u["key"])
+    if key.startswith("sysctl/"):
+        return key[len("sysctl/"):]
+    return f"{u['device']}: {u['label']}" if u.get("device") else str(u["label"])
+
+
+def undecided_lines(con: Console, undecided: Sequence[dict[str, Any]],
+                    decide: str | None) -> None:
+    """The items no plan holds because dtnkit cannot decide them, grouped by why."""
+    if not undecided:
+        return
+    by_why: dict[str, list[str]] = {}
+    for u in undecided:
+        by_why.setdefault(str(u["why"]), []).append(_undecided_key(u))
+    con.print(f"[magenta]not decided ({len(undecided)} items, in no plan):[/]")
+    for why, keys in by_why.items():
+        con.print(f"  {escape(', '.join(keys))}: {escape(why)}")
+    if decide:
+        con.print(f"to decide them: `{escape(decide)}` (SPEED: the link's speed, e.g. "
+                  "25gbit)" if "SPEED" in decide else f"to decide them: `{escape(decide)}`")
 
 
 def restore_plan(con: Console, steps: Sequence[Step], skipped: Sequence[str]) -> None:
@@ -239,22 +270,23 @@ def restore_plan(con: Console, steps: Sequence[Step], skipped: Sequence[str]) ->
         con.print(f"[dim]left alone:[/] {escape(line)}")
 
 
-def nothing_to_do(con: Console, audit: Audit, skipped: Sequence[Finding]) -> None:
-    plan(con, [], skipped, dry_run=False)
-    if not audit.undecided:
+def nothing_to_do(con: Console, audit: Audit, skipped: Sequence[Finding], *,
+                  undecided: Sequence[dict[str, Any]] = (), decide: str | None = None) -> None:
+    plan(con, [], skipped, dry_run=False, undecided=undecided, decide=decide)
+    if not undecided:
         con.print("the selected groups already comply; no baseline was needed")
         return
-    con.print("nothing dtnkit can judge differs; no baseline was needed")
-    for item in audit.undecided:
-        con.print(f"[magenta]unknown:[/] {len(item['keys'])} items: {escape(item['hint'])}")
+    con.print("nothing dtnkit can decide differs; no baseline was needed")
 
 
 def step_done(con: Console, step: Step) -> None:
     con.print(f"[green]✓[/] {escape(step.describe())}")
 
 
-def outcome(con: Console, out: Outcome, what: str, undo: str = "") -> None:
-    """``undo`` is the restore command for this run's baseline, with the options in force."""
+def outcome(con: Console, out: Outcome, what: str, undo: str = "", *,
+            undecided: Sequence[dict[str, Any]] = (), decide: str | None = None) -> None:
+    """``undo`` is the restore command for this run's baseline, with the options in force;
+    ``undecided``: what apply could not decide, listed after a successful run."""
     undo = undo or f"dtnkit tune restore {out.baseline or ''}".rstrip()
     for line in out.skipped:
         con.print(f"[dim]left alone:[/] {escape(line)}")
@@ -265,6 +297,7 @@ def outcome(con: Console, out: Outcome, what: str, undo: str = "") -> None:
         con.print(f"[green]{what} done[/]: {len(out.done)} settings changed and verified")
         for path in out.persisted:
             con.print(f"persisted: {path}")
+        undecided_lines(con, undecided, decide)
         return
     assert out.error is not None
     con.print(f"[red]✗ {what} failed[/]: {escape(out.error.render())}")

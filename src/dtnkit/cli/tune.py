@@ -11,14 +11,20 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from dtnkit.cli.options import db_option, group_option, pass_env, state_dir_option
+from dtnkit.cli.options import (
+    db_option,
+    group_option,
+    judging_options,
+    pass_env,
+    state_dir_option,
+)
 from dtnkit.cli.output import Printer, emit, for_people, format_option
 from dtnkit.db.location import Location
 from dtnkit.environment import DEFAULT_STATE_DIR, Environment
 from dtnkit.errors import BadInput, ExitStatus
 from dtnkit.host.host import Host
+from dtnkit.tune.judging import Judging
 from dtnkit.tune.profile import USER_PROFILE_DIR, load_profile, shipped_names
-from dtnkit.units import parse_ms, parse_speed
 
 if TYPE_CHECKING:
     from dtnkit.tune import apply as apply_mod
@@ -53,29 +59,10 @@ def _state_option(f: F) -> F:
 
 
 def _selection_options(f: F) -> F:
-    options: list[Callable[[F], F]] = [
-        click.option("--profile", default="dtn", show_default=True,
-                     help="Profile name (dtn, measurement, or one in --profile-dir) or a path."),
-        click.option("--profile-dir", type=click.Path(path_type=Path), multiple=True,
-                     help=f"Directory of user profiles (default {USER_PROFILE_DIR})."),
-        group_option(),
-        click.option("--iface", "ifaces", multiple=True, metavar="IF",
-                     help="Only these interfaces (a bond or VLAN means its members)."),
-        click.option("--rtt", default="100ms", show_default=True,
-                     help="Longest RTT the host must serve, e.g. 150ms."),
-        click.option("--speed", "speed", metavar="SPEED",
-                     help="Size every speed-dependent item for this link speed, e.g. 25gbit, "
-                          "100G, 10000mbit (a bare number is Gbit/s; at most 1000)."),
-        click.option("--exact", is_flag=True,
-                     help="Flag and set values above the recommendation too (not raise-only)."),
-    ]
-    for opt in reversed(options):
-        f = opt(f)
-    return f
-
-
-def parse_rtt(text: str) -> float:
-    return parse_ms(text, "RTT", lo=0.1, hi=10000.0)
+    """--group and the judging flags (profile, RTT, speed, interfaces, --exact, the scope):
+    the command gets ``groups`` and one ``judging``."""
+    f = judging_options(iface=True, exact=True, netns=True, tree=True)(f)
+    return group_option()(f)
 
 
 def make_host(netns: str | None, tree: Path | None, *, read_only: bool = False) -> Host:
@@ -165,30 +152,31 @@ def tune() -> None:
 
 @tune.command()
 @_selection_options
-@_host_options
 @format_option
 @pass_env
-def audit(env: Environment, profile: str, profile_dir: tuple[Path, ...], groups: tuple[str, ...],
-          ifaces: tuple[str, ...], rtt: str, speed: str | None, exact: bool,
-          netns: str | None, tree: Path | None, fmt: str) -> int:
+def audit(env: Environment, groups: tuple[str, ...], judging: Judging, fmt: str) -> int:
     """Compare current settings with a profile.  Reads only.
 
     Exit 0 when every selected item complies, 3 when any differs or is unknown (the output
     says what to give, e.g. --speed for a NIC that reports none).
     """
-    rtt_ms, speed_mbps = parse_rtt(rtt), None if speed is None else parse_speed(speed)
-    host = make_host(netns, tree, read_only=True)  # a namespace's helper starts now ...
-    from dtnkit.tune.audit import run_audit  # ... while the audit's modules load
+    host = make_host(judging.netns, judging.tree, read_only=True)  # a namespace's helper
+    result = judging.audit(host, judging.load_profile(), groups)  # starts while these load
 
-    result = run_audit(host, _profile(profile, profile_dir), groups=groups, rtt_ms=rtt_ms,
-                       ifaces=ifaces, exact=exact, speed_mbps=speed_mbps)
-    emit(env, result.as_dict(), fmt, lambda p: _render().audit_table(p.console, result))
+    def table(p: Printer) -> None:
+        nxt = judging.command("tune", "apply", "--dry-run", extra=_group_flags(groups))
+        _render().audit_table(p.console, result, next_cmd=nxt)
+
+    emit(env, result.as_dict(), fmt, table)
     return int(ExitStatus.OK if result.compliant else ExitStatus.DRIFT)
+
+
+def _group_flags(groups: tuple[str, ...]) -> list[str]:
+    return ["--group", ",".join(groups)] if groups else []
 
 
 @tune.command(name="apply")
 @_selection_options
-@_host_options
 @_state_option
 @format_option
 @click.option("--dry-run", is_flag=True, help="Print the plan; write nothing.")
@@ -200,19 +188,19 @@ def audit(env: Environment, profile: str, profile_dir: tuple[Path, ...], groups:
 @click.option("--label", default="", help="Label of the baseline snapshot.")
 @_wait_option
 @click.option("--from-experiment", "experiment_id", default=None, metavar="ID",
-              help="Apply only the groups that helped in this experiment (its profile and RTT).")
+              help="Apply only the groups that helped in this experiment (its profile, RTT, "
+                   "speed and interfaces).")
 @db_option(help="Results store holding the experiment (default $DTNKIT_DB or "
                 "/var/lib/dtnkit/results.sqlite).")
 @pass_env
-def apply_cmd(env: Environment,
-              profile: str, profile_dir: tuple[Path, ...], groups: tuple[str, ...],
-              ifaces: tuple[str, ...], rtt: str, speed: str | None, exact: bool,
-              netns: str | None, tree: Path | None, state_dir: Path, fmt: str, dry_run: bool,
-              persist: bool, want_mtu: bool, want_tuned: bool, label: str, wait: str,
-              experiment_id: str | None, db: Location) -> int:
+def apply_cmd(env: Environment, groups: tuple[str, ...], judging: Judging, state_dir: Path,
+              fmt: str, dry_run: bool, persist: bool, want_mtu: bool, want_tuned: bool,
+              label: str, wait: str, experiment_id: str | None, db: Location) -> int:
     """Apply a profile, one group at a time, after saving a baseline.
 
-    Every write is verified; if one fails, everything this run changed is put back.
+    Every write is verified; if one fails, everything this run changed is put back.  Exit 0
+    when done, 16 when some items could not be decided (the plan says what to give, e.g.
+    --speed), 4 or 5 when a write failed.
     """
     from dtnkit.tune import apply as apply_mod  # apply's modules: not loaded by audit
     from dtnkit.tune.snapshot import Store
@@ -222,7 +210,7 @@ def apply_cmd(env: Environment,
 
         exp = ResultStore(db).get_experiment(experiment_id)
         groups = tuple(exp.get("helped", []))
-        profile, rtt = exp["spec"]["profile"], f"{exp['spec']['rtt_ms']}ms"
+        judging = from_experiment(judging, exp["spec"])
         if not groups:
             emit(env, {"ok": True, "experiment": experiment_id, "applied": [], "baseline": None},
                  fmt, lambda p: p.echo(f"experiment {experiment_id} found no group that helps: "
@@ -230,26 +218,35 @@ def apply_cmd(env: Environment,
             return int(ExitStatus.OK)
         label = label or f"from {experiment_id}"
     wait_s = parse_wait(wait)
-    speed_mbps = None if speed is None else parse_speed(speed)
-    rtt_ms = parse_rtt(rtt)
-    host = make_host(netns, tree, read_only=dry_run)
-    from dtnkit.tune.audit import run_audit
-
-    prof = _profile(profile, profile_dir)
+    host = make_host(judging.netns, judging.tree, read_only=dry_run)
+    prof = judging.load_profile()
     on_request = [n for n, on in (("mtu", want_mtu), ("tuned", want_tuned)) if on]
 
     def read(h: Host) -> Any:
-        return run_audit(h, prof, groups=groups, rtt_ms=rtt_ms, ifaces=ifaces, exact=exact,
-                         speed_mbps=speed_mbps)
+        return judging.audit(h, prof, groups)
+
+    def hints(result: Any) -> dict[str, Any]:
+        """What could not be decided, and the commands that go on from here."""
+        undecided = apply_mod.undecided(result)
+        gives = [g for g in dict.fromkeys(u["give"] for u in undecided) if g]
+        again = judging.command("tune", "apply", "--dry-run",
+                                extra=[*_group_flags(groups),
+                                       *[w for g in gives for w in (g, g.lstrip("-").upper())]])
+        # an item no option decides (its why says what could not be read) gets no command
+        return {"undecided": undecided, "decide": again if gives else None}
 
     if dry_run:
         result = read(host)
         steps = apply_mod.plan(result, on_request)
         skipped = apply_mod.skipped_on_request(result, on_request)
+        more = hints(result)
+        go = judging.command("tune", "apply", extra=_group_flags(groups)) if steps else None
         emit(env, {"dry_run": True, "plan": [s.as_dict() for s in steps],
-                   "skipped_on_request": [f.key for f in skipped]}, fmt,
-             lambda p: _render().plan(p.console, steps, skipped, dry_run=True))
-        return int(ExitStatus.OK)
+                   "skipped_on_request": [f.key for f in skipped], **more, "next": go}, fmt,
+             lambda p: _render().plan(p.console, steps, skipped, dry_run=True,
+                                      undecided=more["undecided"], decide=more["decide"],
+                                      next_cmd=go))
+        return int(ExitStatus.UNDECIDED if more["undecided"] else ExitStatus.OK)
     store = Store(state_dir)
     person = for_people(env, fmt)
 
@@ -267,20 +264,41 @@ def apply_cmd(env: Environment,
     result = out.audit
     skipped = apply_mod.skipped_on_request(result, on_request)
     skipped_keys = [f.key for f in skipped]
+    more = hints(result)
+    done = ExitStatus.UNDECIDED if more["undecided"] else ExitStatus.OK
     if out.baseline is None and out.ok:
         emit(env, {"ok": True, "baseline": None, "applied": [],
-                   "skipped_on_request": skipped_keys, "lock": out.as_dict()["lock"]}, fmt,
-             lambda p: _render().nothing_to_do(p.console, result, skipped))
-        return int(ExitStatus.OK)
+                   "skipped_on_request": skipped_keys, "lock": out.as_dict()["lock"], **more},
+             fmt, lambda p: _render().nothing_to_do(p.console, result, skipped,
+                                                   undecided=more["undecided"],
+                                                   decide=more["decide"]))
+        return int(done)
     # the scope the baseline was kept in (`ip netns exec NS dtnkit tune apply`: NS's)
     from dtnkit.tune.snapshot import Store
 
     taken_in = Store(state_dir).load(out.baseline).host.get("netns") if (
-        out.baseline and netns is None and tree is None) else None
-    undo = restore_hint(out.baseline, netns or taken_in, tree, state_dir)
-    emit(env, {**out.as_dict(), "undo": undo, "skipped_on_request": skipped_keys}, fmt,
-         lambda p: _render().outcome(p.console, out, "apply", undo))
-    return _outcome_status(out)
+        out.baseline and judging.netns is None and judging.tree is None) else None
+    undo = restore_hint(out.baseline, judging.netns or taken_in, judging.tree, state_dir)
+    emit(env, {**out.as_dict(), "undo": undo, "skipped_on_request": skipped_keys, **more},
+         fmt, lambda p: _render().outcome(p.console, out, "apply", undo,
+                                          undecided=more["undecided"], decide=more["decide"]))
+    status = _outcome_status(out)
+    return int(done) if status == ExitStatus.OK else status
+
+
+def from_experiment(judging: Judging, spec: dict[str, Any]) -> Judging:
+    """The judging an experiment ran with (its profile, RTT, and the speed and interfaces it
+    recorded), in the scope this run works in."""
+    from dtnkit.records import replace
+
+    speed = spec.get("speed_mbps")
+    ifaces = spec.get("ifaces")
+    exact = spec.get("exact")
+    return replace(judging, profile=str(spec["profile"]), rtt_ms=float(spec["rtt_ms"]),
+                   speed_mbps=int(speed) if isinstance(speed, int) else judging.speed_mbps,
+                   ifaces=tuple(str(i) for i in ifaces) if isinstance(ifaces, list)
+                   else judging.ifaces,
+                   exact=exact if isinstance(exact, bool) else judging.exact)
 
 
 def _progress(person: Printer | None) -> Callable[[apply_mod.Step], None] | None:

@@ -23,7 +23,9 @@ from dtnkit.host import facts
 from dtnkit.host.facts import Interface, Unavailable
 from dtnkit.host.host import Host
 from dtnkit.host.parsers.ethtool import parse_ethtool_features_json, parse_ethtool_features_text
-from dtnkit.tune.audit import Audit, host_label, run_audit
+from dtnkit.tune.audit import Audit, host_label
+from dtnkit.tune.judging import Judging
+from dtnkit.tune.keys import typed
 from dtnkit.tune.profile import Profile
 from dtnkit.units import format_bytes
 
@@ -100,12 +102,11 @@ class Checklist:
 
 @dataclass
 class Options:
+    """What only the checklist looks at; what the host is judged by (profile, RTT, speed,
+    interfaces) and where (namespace, tree) is the :class:`Judging`."""
+
     peer: Peer | None = None
-    ifaces: Sequence[str] = ()
-    speed_mbps: int | None = None
     perfsonar: str | None = None
-    #: how to name this host on the command lines of the next steps (e.g. ``--netns ns1``)
-    target: str = ""
 
 
 @dataclass
@@ -113,18 +114,23 @@ class _Proc:
     pid: str
     program: str
     args: list[str]
+    #: the process's network namespace (``DEV:INODE``); None when it cannot be told
+    netns_id: str | None = None
 
     @property
     def line(self) -> str:
         return " ".join([self.program, *self.args])[:160]
 
 
-def run_checklist(host: Host, profile: Profile, opts: Options) -> Checklist:
-    """Every item, in the order of docs/monitoring.md.  Never writes."""
+def run_checklist(host: Host, judging: Judging, opts: Options,
+                  profile: Profile | None = None) -> Checklist:
+    """Every item, in the order of docs/monitoring.md.  Never writes.  The tuning items judge
+    by ``judging`` (``profile``: its profile, when the caller loaded it already) and every
+    next step carries its scope and flags."""
     host = host.read_only_view()
+    j = judging
     try:
-        audit: Audit | None = run_audit(host, profile, ifaces=opts.ifaces,
-                                        speed_mbps=opts.speed_mbps)
+        audit: Audit | None = j.audit(host, profile or j.load_profile())
         audit_error = ""
     except BadInput:
         raise  # --iface names an interface this host does not have
@@ -134,27 +140,27 @@ def run_checklist(host: Host, profile: Profile, opts: Options) -> Checklist:
         links, devices = audit.ctx.ifaces, audit.ctx.devices
     else:
         links = facts.interfaces(host)
-        devices = facts.select_interfaces(links, list(opts.ifaces) or None,
+        devices = facts.select_interfaces(links, list(j.ifaces) or None,
                                           facts.default_route_devices(host))
     procs = _processes(host)
     peer_facts = _PeerFacts.probe(host, opts.peer, links) if opts.peer else None
     items = [
-        ipv6_address(host, links, devices),
-        ipv6_route(host),
-        *([ipv6_peer(peer_facts)] if peer_facts else []),
-        jumbo(links, devices, opts.target),
-        *([path_mtu(peer_facts)] if peer_facts else []),
-        scitags(host, procs),
-        perfsonar(host, opts.perfsonar),
-        tuned(audit, audit_error, opts.target),
-        flow_monitoring(host, procs),
+        ipv6_address(host, links, devices, j),
+        ipv6_route(host, j),
+        *([ipv6_peer(peer_facts, j)] if peer_facts else []),
+        jumbo(links, devices, j),
+        *([path_mtu(peer_facts, j)] if peer_facts else []),
+        scitags(host, procs, j),
+        perfsonar(host, opts.perfsonar, j),
+        tuned(audit, audit_error, j),
+        flow_monitoring(host, procs, j),
         traffic_type(host),
-        tcp_rmem(host, audit, opts),
-        udp_gro_forwarding(host, devices),
+        tcp_rmem(host, audit, j),
+        udp_gro_forwarding(host, devices, j),
         sysctl_item(host, "slow-start-idle", "net.ipv4.tcp_slow_start_after_idle", 0,
-                    "unstable transfers: no cwnd collapse after an idle pause"),
+                    "unstable transfers: no cwnd collapse after an idle pause", j),
         sysctl_item(host, "tcp-frto", "net.ipv4.tcp_frto", 2,
-                    "unstable transfers: F-RTO finds spurious retransmit timeouts"),
+                    "unstable transfers: F-RTO finds spurious retransmit timeouts", j),
     ]
     return Checklist(host_label(host), opts.peer.text if opts.peer else None, items)
 
@@ -170,7 +176,7 @@ def _int(text: str | None) -> int | None:
 
 
 def ipv6_address(host: Host, links: dict[str, Interface],
-                 devices: list[tuple[str, str]]) -> Item:
+                 devices: list[tuple[str, str]], j: Judging) -> Item:
     item = Item("ipv6-address", "dc27", "dual-stack: a global IPv6 address")
     if not host.exists("/proc/sys/net/ipv6/conf"):
         item.saw("/proc/sys/net/ipv6", "absent")
@@ -190,7 +196,7 @@ def ipv6_address(host: Host, links: dict[str, Interface],
     if isinstance(addrs, Unavailable):
         item.saw("ip -6 addr", addrs.reason)
         item.status, item.summary = "warn", f"cannot list IPv6 addresses: {addrs.reason}"
-        item.next = "ip -6 addr show"
+        item.next = j.shell("ip -6 addr show")
         return item
     globals_ = [a for a in addrs if a.scope == "global" and a.ifname in links]
     public = [a for a in globals_ if not _ula(a.local)]
@@ -199,7 +205,7 @@ def ipv6_address(host: Host, links: dict[str, Interface],
     if off == 1 or (data and len(off_on) == len(data)):
         where = "all interfaces" if off == 1 else ", ".join(off_on)
         item.status, item.summary = "fail", f"IPv6 is disabled on {where} (disable_ipv6 = 1)"
-        item.next = "sysctl -w net.ipv6.conf.all.disable_ipv6=0 (and in /etc/sysctl.d)"
+        item.next = _sysctl_fix(j, "net.ipv6.conf.all.disable_ipv6=0")
         return item
     if not globals_:
         item.saw("ip -6 addr", "no address of scope global")
@@ -221,7 +227,7 @@ def ipv6_address(host: Host, links: dict[str, Interface],
         if off_on:
             item.worst("warn")
             item.summary += f"; IPv6 off on {', '.join(off_on)}"
-            item.next = f"sysctl -w net.ipv6.conf.{off_on[0]}.disable_ipv6=0"
+            item.next = _sysctl_fix(j, f"net.ipv6.conf.{off_on[0]}.disable_ipv6=0")
     return item
 
 
@@ -240,13 +246,13 @@ def _ula(addr: str) -> bool:
         return False
 
 
-def ipv6_route(host: Host) -> Item:
+def ipv6_route(host: Host, j: Judging) -> Item:
     item = Item("ipv6-route", "dc27", "dual-stack: an IPv6 default route")
     routes = facts.default_routes(host, "-6")
     if isinstance(routes, Unavailable):
         item.saw("ip -6 route show default", routes.reason)
         item.status, item.summary = "warn", f"cannot read IPv6 routes: {routes.reason}"
-        item.next = "ip -6 route show default"
+        item.next = j.shell("ip -6 route show default")
         return item
     for r in routes[:4]:
         item.saw("ip -6 route show default",
@@ -254,7 +260,8 @@ def ipv6_route(host: Host) -> Item:
     if not routes:
         item.saw("ip -6 route show default", "none")
         item.status, item.summary = "fail", "no IPv6 default route"
-        item.next = "add one (router advertisements, or ip -6 route add default via GW)"
+        item.next = ("add one (router advertisements, or "
+                     f"{j.shell('ip -6 route add default via GW')})")
     else:
         r = routes[0]
         item.summary = f"default via {r.gateway or '-'} dev {','.join(r.devs) or '-'}"
@@ -338,14 +345,14 @@ def _resolve_evidence(item: Item, pf: _PeerFacts) -> None:
     item.saw(src, pf.resolve_note)
 
 
-def ipv6_peer(pf: _PeerFacts | None) -> Item:
+def ipv6_peer(pf: _PeerFacts | None, j: Judging) -> Item:
     item = Item("ipv6-peer", "dc27", "dual-stack: the peer answers over IPv6")
     assert pf is not None
     _resolve_evidence(item, pf)
     name = pf.peer.text
     if not pf.resolved:
         item.status, item.summary = "fail", f"{name} {pf.resolve_note}"
-        item.next = f"getent ahosts {name}  (check the name and this host's resolver)"
+        item.next = f"{j.shell(f'getent ahosts {name}')}  (check the name and the resolver)"
         return item
     fam = pf.families.get(6)
     if fam is None:
@@ -360,30 +367,31 @@ def ipv6_peer(pf: _PeerFacts | None) -> Item:
     if fam.route is None:
         item.saw(f"ip -6 route get {fam.addr}", fam.route_note)
         item.status, item.summary = "fail", f"no IPv6 route to {fam.addr}"
-        item.next = "ip -6 route show default  (see ipv6-route)"
+        item.next = f"{j.shell('ip -6 route show default')}  (see ipv6-route)"
         return item
     small = fam.pings.get(0)
     if small is None:
         item.saw(f"ip -6 route get {fam.addr}", fam.route.kind)
         item.status, item.summary = "fail", f"{fam.addr} is {fam.route.kind}"
-        item.next = f"ip -6 route get {fam.addr}"
+        item.next = j.shell(f"ip -6 route get {fam.addr}")
         return item
     item.saw(fam.argv[0], small.note)
     if small.replied:
         item.summary = f"{fam.addr} answers over IPv6 (dev {fam.route.dev or '-'})"
     else:
         item.status, item.summary = "fail", f"no IPv6 reply from {fam.addr}: {small.note}"
-        item.next = f"ping -6 -c 3 {fam.addr}; tracepath -6 -n {fam.addr}"
+        item.next = (f"{j.shell(f'ping -6 -c 3 {fam.addr}')}; "
+                     f"{j.shell(f'tracepath -6 -n {fam.addr}')}")
     return item
 
 
-def path_mtu(pf: _PeerFacts | None) -> Item:
+def path_mtu(pf: _PeerFacts | None, j: Judging) -> Item:
     item = Item("path-mtu", "dc27", "jumbo frames: the path MTU to the peer")
     assert pf is not None
     _resolve_evidence(item, pf)
     if not pf.resolved:
         item.status, item.summary = "fail", f"{pf.peer.text} {pf.resolve_note}"
-        item.next = f"getent ahosts {pf.peer.text}"
+        item.next = j.shell(f"getent ahosts {pf.peer.text}")
         return item
     summaries = []
     nexts = []
@@ -399,7 +407,7 @@ def path_mtu(pf: _PeerFacts | None) -> Item:
                 continue
             item.worst("fail")
             summaries.append(f"{tag}: no route to {fam.addr}")
-            nexts.append(f"ip -{version} route get {fam.addr}")
+            nexts.append(j.shell(f"ip -{version} route get {fam.addr}"))
             continue
         cache = f", cached path MTU {fam.route.pmtu}" if fam.route.pmtu else ""
         item.saw(f"ip -{version} route get {fam.addr}",
@@ -409,13 +417,14 @@ def path_mtu(pf: _PeerFacts | None) -> Item:
         if fam.dev_mtu is None:
             item.worst("warn")
             summaries.append(f"{tag}: MTU of {fam.route.dev} unknown")
-            nexts.append(f"ip link show {fam.route.dev}")
+            nexts.append(j.shell(f"ip link show {fam.route.dev}"))
             continue
         passed = [m for m, o in fam.pings.items() if m and o.replied]
         if not fam.pings.get(0, sitecfg.PingOutcome(False, None, "")).replied and not passed:
             item.worst("warn")
             summaries.append(f"{tag}: {fam.addr} does not answer ping; path MTU unknown")
-            nexts.append(f"ping -{version} -c 3 {fam.addr}  (ICMP filtered? the peer down?)")
+            nexts.append(f"{j.shell(f'ping -{version} -c 3 {fam.addr}')}  (ICMP filtered? the "
+                         "peer down?)")
             continue
         best = max(passed, default=0)
         if best >= fam.dev_mtu:
@@ -429,8 +438,8 @@ def path_mtu(pf: _PeerFacts | None) -> Item:
         within = (f"between {best} and {failed - 1}" if best else f"below {failed}")
         summaries.append(f"{tag}: path MTU to {fam.addr} is {within}, {fam.route.dev} has "
                          f"{fam.dev_mtu}{said}")
-        nexts.append(f"tracepath -{version} -n {fam.addr}  (find the hop with the smaller "
-                     "MTU; use one MTU end to end)")
+        nexts.append(f"{j.shell(f'tracepath -{version} -n {fam.addr}')}  (find the hop with "
+                     "the smaller MTU; use one MTU end to end)")
     item.summary = "; ".join(summaries)
     item.next = "; ".join(nexts) if item.status != "pass" else ""
     return item
@@ -439,7 +448,7 @@ def path_mtu(pf: _PeerFacts | None) -> Item:
 # ---- jumbo frames -------------------------------------------------------------------------------
 
 
-def jumbo(links: dict[str, Interface], devices: list[tuple[str, str]], target: str) -> Item:
+def jumbo(links: dict[str, Interface], devices: list[tuple[str, str]], j: Judging) -> Item:
     item = Item("jumbo", "dc27", "jumbo frames on the data interfaces")
     if not devices:
         item.status, item.summary = "warn", "no data interface selected"
@@ -458,8 +467,9 @@ def jumbo(links: dict[str, Interface], devices: list[tuple[str, str]], target: s
     if small:
         item.status = "fail"
         item.summary = f"MTU below {JUMBO} on {', '.join(small)}"
-        item.next = (f"dtnkit tune apply --mtu{(' ' + target) if target else ''} "
-                     f"(or ip link set {small[0]} mtu {JUMBO}; the switch ports too)")
+        item.next = (f"{j.command('tune', 'apply', '--mtu')} (or "
+                     f"{j.shell(f'ip link set {small[0]} mtu {JUMBO}')}; the switch ports "
+                     "too)")
     else:
         item.summary = f"MTU {JUMBO} or more on {names}"
     return item
@@ -470,7 +480,7 @@ def jumbo(links: dict[str, Interface], devices: list[tuple[str, str]], target: s
 
 def _processes(host: Host) -> list[_Proc]:
     """Every process's program and arguments from ``/proc/PID/cmdline`` (the host's: a
-    namespace shares the process table)."""
+    namespace shares the process table), with the network namespace it runs in."""
     out = []
     for pid in host.listdir("/proc"):
         if not pid.isdigit():
@@ -482,8 +492,29 @@ def _processes(host: Host) -> list[_Proc]:
         argv = sitecfg.cmdline_argv(raw or "")
         if argv:
             prog, args = sitecfg.program(argv)
-            out.append(_Proc(pid, prog, args))
+            out.append(_Proc(pid, prog, args, host.process_netns_id(pid)))
     return out
+
+
+def _here(host: Host, procs: list[_Proc]) -> list[_Proc]:
+    """The processes that run in the network namespace the checklist looks at: a server in
+    another namespace (a lab's other end, a container) neither serves nor marks this one's
+    traffic.  A process whose namespace cannot be told (a captured tree) is kept."""
+    mine = host.netns_id()
+    if mine is None:
+        return procs
+    return [p for p in procs if p.netns_id is None or p.netns_id == mine]
+
+
+def _watches_here(host: Host, p: _Proc) -> bool:
+    """Whether an exporter process reads this namespace's counters: ``dtnkit exporter
+    --netns NS`` reads NS's wherever it runs; any other reads its own namespace's."""
+    if _dtnkit(p, "exporter") or _dtnkit(p, "metrics"):
+        ns = sitecfg.option_value(p.args, "--netns")
+        if ns is not None:
+            return host.netns_id() in (None, host.named_netns_id(ns))
+    mine = host.netns_id()
+    return mine is None or p.netns_id is None or p.netns_id == mine
 
 
 def _read(host: Host, path: str) -> str | None:
@@ -502,8 +533,9 @@ def _dtnkit(p: _Proc, command: str) -> bool:
     return p.program == "dtnkit" and command in p.args[:4]
 
 
-def scitags(host: Host, procs: list[_Proc]) -> Item:
+def scitags(host: Host, procs: list[_Proc], j: Judging) -> Item:
     item = Item("scitags", "dc27", "SciTags: flow marking configured")
+    procs = _here(host, procs)
     active: list[str] = []
     partial: list[str] = []
     # flow services: flowd-go, flowd
@@ -585,7 +617,7 @@ def scitags(host: Host, procs: list[_Proc]) -> Item:
     elif partial:
         item.status, item.summary = "warn", "; ".join(partial)
         item.next = ("complete it: xrootd.pmark ffdest HOST:10514, start flowd-go, or "
-                     "dtnkit serve --scitag N (docs/monitoring.md)")
+                     f"{j.shell('dtnkit serve --scitag N ...')} (docs/monitoring.md)")
     else:
         item.saw("processes, /etc/flowd-go, /etc/flowd, /etc/xrootd, /etc/dcache", "no marking")
         item.status, item.summary = "fail", "no SciTags marking found"
@@ -606,7 +638,7 @@ def _curl(host: Host, url: str, timeout_s: int) -> tuple[int | None, str, str]:
     return status, body[:400], err or (f"curl exit {res.returncode}" if not res.ok else "")
 
 
-def perfsonar(host: Host, url: str | None) -> Item:
+def perfsonar(host: Host, url: str | None, j: Judging) -> Item:
     item = Item("perfsonar", "dc27", "perfSONAR: pscheduler here or a toolkit reachable")
     local = None
     if host.is_live:
@@ -627,11 +659,11 @@ def perfsonar(host: Host, url: str | None) -> Item:
         elif status is not None:
             item.status = "warn" if local else "fail"
             item.summary = f"{api}/ answered HTTP {status}, not the pScheduler API"
-            item.next = f"curl -k {api}/  (is it a perfSONAR toolkit?)"
+            item.next = f"{j.shell(f'curl -k {api}/')}  (is it a perfSONAR toolkit?)"
         else:
             item.status = "warn" if local else "fail"
             item.summary = f"{api}/ unreachable: {err or 'no answer'}"
-            item.next = f"curl -kv {api}/"
+            item.next = j.shell(f"curl -kv {api}/")
         if local and item.status != "pass":
             item.summary += f"; {local}"
         return item
@@ -643,11 +675,13 @@ def perfsonar(host: Host, url: str | None) -> Item:
     return item
 
 
-def flow_monitoring(host: Host, procs: list[_Proc]) -> Item:
+def flow_monitoring(host: Host, procs: list[_Proc], j: Judging) -> Item:
     item = Item("flow-monitoring", "dc27", "WAN flows monitored: host metrics and flow export")
-    exporters = [p for p in procs if p.program in ("node_exporter", "prometheus-node-exporter")
+    exporters = [p for p in procs if _watches_here(host, p) and (
+                 p.program in ("node_exporter", "prometheus-node-exporter")
                  or _dtnkit(p, "exporter")
-                 or (_dtnkit(p, "serve") and "--metrics" in p.args)]
+                 or (_dtnkit(p, "serve") and "--metrics" in p.args))]
+    procs = _here(host, procs)
     for p in exporters[:4]:
         item.saw(f"process {p.pid}", p.line)
     metrics = bool(exporters)
@@ -696,13 +730,22 @@ def flow_monitoring(host: Host, procs: list[_Proc]) -> Item:
         missing = ("no flow export on this host (the site routers may export NetFlow/IPFIX: "
                    "ask the network team)" if metrics else "no node_exporter or dtnkit exporter")
         item.summary = f"{have[0]}; {missing}"
-        item.next = ("softflowd -i DEV -n COLLECTOR:PORT, or confirm router-side export"
-                     if metrics else "run prometheus-node-exporter or dtnkit exporter")
+        item.next = (f"{j.shell('softflowd -i DEV -n COLLECTOR:PORT')}, or confirm "
+                     "router-side export" if metrics else
+                     f"run {_exporter_hint(j)} or prometheus-node-exporter")
     else:
         item.status = "fail"
         item.summary = "no host metrics exporter and no flow export"
-        item.next = "run prometheus-node-exporter (or dtnkit exporter) and a flow exporter"
+        item.next = (f"run {_exporter_hint(j)} (or prometheus-node-exporter) and a flow "
+                     "exporter")
     return item
+
+
+def _exporter_hint(j: Judging) -> str:
+    """``dtnkit exporter`` judging as the checklist did, reading the counters it looked at."""
+    if j.tree is not None:
+        return f"{j.command('exporter', scope=False)} on the host {j.tree} was captured from"
+    return j.command("exporter")
 
 
 def traffic_type(host: Host) -> Item:
@@ -734,12 +777,11 @@ def traffic_type(host: Host) -> Item:
 # ---- troubleshooting ----------------------------------------------------------------------------
 
 
-def tuned(audit: Audit | None, error: str, target: str) -> Item:
+def tuned(audit: Audit | None, error: str, j: Judging) -> Item:
     item = Item("tuned", "dc27", "host tuned (tune audit)")
-    where = f" {target}" if target else ""
     if audit is None:
         item.status, item.summary = "warn", f"the audit could not run: {error}"
-        item.next = f"dtnkit tune audit{where}"
+        item.next = j.command("tune", "audit")
         return item
     groups: dict[str, dict[str, int]] = {}
     for f in audit.findings:
@@ -755,54 +797,74 @@ def tuned(audit: Audit | None, error: str, target: str) -> Item:
         elif counts.get("unknown"):
             unknown.append(group)
     ok = len(groups) - len(bad) - len(unknown)
-    item.summary = f"{ok} of {len(groups)} groups comply (profile {audit.profile.name})"
+    item.summary = (f"{ok} of {len(groups)} groups comply (profile {audit.profile.name}, "
+                    f"RTT {audit.ctx.rtt_ms:g} ms)")
     if bad:
         item.status = "fail"
         item.summary += f"; differs: {', '.join(bad)}"
-        item.next = f"dtnkit tune apply --dry-run{where}"
+        item.next = j.command("tune", "apply", "--dry-run")
     elif unknown:
         item.status = "warn"
         item.summary += f"; unknown: {', '.join(unknown)}"
         hints = [u["hint"] for u in audit.undecided]
-        item.next = f"dtnkit tune audit{where}  ({hints[0] if hints else 'see each why'})"
+        item.next = f"{j.command('tune', 'audit')}  ({hints[0] if hints else 'see each why'})"
     return item
 
 
-def tcp_rmem(host: Host, audit: Audit | None, opts: Options) -> Item:
+def tcp_rmem(host: Host, audit: Audit | None, j: Judging) -> Item:
     item = Item("tcp-rmem", "troubleshooting", "tcp_rmem max: 1 GiB at 100G, the BDP below")
     text = host.read("/proc/sys/net/ipv4/tcp_rmem")
     item.saw("/proc/sys/net/ipv4/tcp_rmem", " ".join((text or "-").split()))
     parts = (text or "").split()
     current = int(parts[2]) if len(parts) == 3 and parts[2].isdigit() else None
-    speed = audit.ctx.buffer_speed_mbps if audit is not None else opts.speed_mbps
+    speed = audit.ctx.buffer_speed_mbps if audit is not None else j.speed_mbps
     item.saw("link speed", f"{speed} Mbit/s" if speed else "unknown")
     want: int | None = None
     why = ""
+    from_audit = False
     if audit is not None:
         for f in audit.findings:
-            if (f.key == "sysctl/net.ipv4.tcp_rmem" and isinstance(f.recommended, list | tuple)
-                    and len(f.recommended) == 3):
-                want = int(f.recommended[2])
+            triple = typed(f.recommended)  # the audit keeps a triple as the kernel prints it
+            if (f.key == "sysctl/net.ipv4.tcp_rmem" and isinstance(triple, list)
+                    and len(triple) == 3):
+                want, from_audit = int(triple[2]), True
                 why = f"the {audit.profile.name} profile at {audit.ctx.rtt_ms:g} ms"
     if speed is not None and speed >= HUNDRED_G_MBPS and (want is None or want < ONE_GIB):
-        want, why = ONE_GIB, "1 GiB at 100G and faster"
+        want, why, from_audit = ONE_GIB, "1 GiB at 100G and faster", False
     if current is None:
         item.status, item.summary = "warn", "cannot read tcp_rmem"
-        item.next = "sysctl net.ipv4.tcp_rmem"
-    elif want is None:
+        item.next = j.shell("sysctl net.ipv4.tcp_rmem")
+    elif want is None and speed is None:
         item.status = "warn"
         item.summary = f"max {format_bytes(current)}; link speed unknown, so no target"
-        item.next = "give --speed (e.g. --speed 100gbit)"
+        item.next = (f"{j.command('checklist', extra=['--speed', 'SPEED'])}  (SPEED: the "
+                     "link's, e.g. 100gbit)")
+    elif want is None:
+        item.status = "warn"
+        item.summary = (f"max {format_bytes(current)}; the {j.profile} profile sets no "
+                        "tcp_rmem, so no target")
+        item.next = j.command("tune", "audit", "--group", "buffers")
     elif current >= want:
         item.summary = f"max {format_bytes(current)} >= {format_bytes(want)} ({why})"
     else:
         item.status = "fail"
         item.summary = f"max {format_bytes(current)} < {format_bytes(want)} ({why})"
-        item.next = f"sysctl -w net.ipv4.tcp_rmem='{parts[0]} {parts[1]} {want}'"
+        item.next = (j.command("tune", "apply", "--group", "buffers") if from_audit else
+                     _sysctl_fix(j, f"net.ipv4.tcp_rmem='{parts[0]} {parts[1]} {want}'"))
     return item
 
 
-def udp_gro_forwarding(host: Host, devices: list[tuple[str, str]]) -> Item:
+def _sysctl_fix(j: Judging, assignment: str) -> str:
+    """``sysctl -w KEY=VALUE`` where the checklist looked, and where to keep it."""
+    cmd = f"sysctl -w {assignment}"
+    if j.tree is not None:
+        return j.shell(cmd, j.command("tune", "audit"))
+    if j.netns:  # /etc/sysctl.d is read in the host's namespace only
+        return f"{j.shell(cmd)} (and wherever the namespace is set up)"
+    return f"{cmd} (and the same in /etc/sysctl.d)"
+
+
+def udp_gro_forwarding(host: Host, devices: list[tuple[str, str]], j: Judging) -> Item:
     item = Item("udp-gro-forwarding", "troubleshooting", "rx-udp-gro-forwarding on")
     if not devices:
         item.status, item.summary = "warn", "no data interface selected"
@@ -834,7 +896,7 @@ def udp_gro_forwarding(host: Host, devices: list[tuple[str, str]]) -> Item:
     if off:
         item.status = "fail"
         item.summary = f"off on {', '.join(off)}"
-        item.next = f"ethtool -K {off[0]} rx-udp-gro-forwarding on"
+        item.next = j.shell(f"ethtool -K {off[0]} rx-udp-gro-forwarding on")
     elif lack:
         item.status = "warn"
         item.summary = f"cannot be on: {'; '.join(lack)}"
@@ -844,7 +906,7 @@ def udp_gro_forwarding(host: Host, devices: list[tuple[str, str]]) -> Item:
     return item
 
 
-def sysctl_item(host: Host, ident: str, key: str, want: int, title: str) -> Item:
+def sysctl_item(host: Host, ident: str, key: str, want: int, title: str, j: Judging) -> Item:
     item = Item(ident, "troubleshooting", f"{key} = {want} ({title})")
     path = Host.sysctl_path(key)
     text = host.read(path)
@@ -852,10 +914,10 @@ def sysctl_item(host: Host, ident: str, key: str, want: int, title: str) -> Item
     item.saw(path, "-" if text is None else text.strip())
     if value is None:
         item.status, item.summary = "warn", f"cannot read {key}"
-        item.next = f"sysctl {key}"
+        item.next = j.shell(f"sysctl {key}")
     elif value == want:
         item.summary = f"{key} = {value}"
     else:
         item.status, item.summary = "fail", f"{key} = {value}, want {want}"
-        item.next = f"sysctl -w {key}={want} (and the same in /etc/sysctl.d)"
+        item.next = _sysctl_fix(j, f"{key}={want}")
     return item

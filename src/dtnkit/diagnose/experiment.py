@@ -17,7 +17,7 @@ import secrets
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,8 @@ from dtnkit.measure.registry import run_probe
 from dtnkit.measure.store import ResultStore
 from dtnkit.measure.tool import Context, ProbeSpec
 from dtnkit.tune import apply as apply_mod
-from dtnkit.tune.audit import build_context, check_groups, run_audit
+from dtnkit.tune.audit import build_context, check_groups
+from dtnkit.tune.judging import Judging
 from dtnkit.tune.profile import Profile
 from dtnkit.tune.snapshot import Store
 from dtnkit.units import format_rate
@@ -70,7 +71,12 @@ class ExperimentSpec:
     tool: str | None = None  # None: the probe's default tool
     repeat: int = 2
     both_ends: bool = False
-    rtt_ms: float = 100.0
+    #: what each group is judged by (RTT, speed, interfaces; the profile is passed apart)
+    judging: Judging = field(default_factory=Judging)
+
+    @property
+    def rtt_ms(self) -> float:
+        return self.judging.rtt_ms
 
 
 class Runs:
@@ -135,7 +141,8 @@ def run_experiment(
     report: dict[str, Any] = {"id": exp_id, "started": time.time(), "spec": {
         "groups": spec.groups, "probe": spec.probe.kind, "repeat": spec.repeat,
         "both_ends": spec.both_ends, "rtt_ms": spec.rtt_ms, "profile": profile.name,
-        "hosts": [h.label for h in hosts]}, "groups": []}
+        "speed_mbps": spec.judging.speed_mbps, "ifaces": list(spec.judging.ifaces),
+        "exact": spec.judging.exact, "hosts": [h.label for h in hosts]}, "groups": []}
 
     context = context or Context()
     runs = Runs(len(spec.groups) * spec.repeat * 2)
@@ -166,12 +173,12 @@ def run_experiment(
             baselines: list[tuple[Host, str]] = []
             try:
                 for h in hosts:
-                    audit = run_audit(h, profile, groups=[group], rtt_ms=spec.rtt_ms)
+                    audit = spec.judging.audit(h, profile, [group])
                     if not apply_mod.plan(audit):
                         continue
                     # apply audits again under the lock: the plan above may be stale by then
-                    out = apply_mod.apply(h, partial(run_audit, profile=profile,
-                                                     groups=[group], rtt_ms=spec.rtt_ms),
+                    out = apply_mod.apply(h, partial(spec.judging.audit, profile=profile,
+                                                     groups=[group]),
                                           snaps, label=f"{exp_id} {group}")
                     if out.baseline:
                         baselines.append((h, out.baseline))
@@ -187,7 +194,8 @@ def run_experiment(
                 treated.append(measured(f"{group}:applied:{k}"))
             finally:
                 for h, snap_id in reversed(baselines):
-                    ctx = build_context(h, profile, rtt_ms=spec.rtt_ms)
+                    ctx = build_context(h, profile, rtt_ms=spec.rtt_ms,
+                                        speed_mbps=spec.judging.speed_mbps)
                     back = apply_mod.restore(h, snaps.load(snap_id), snaps, ctx)
                     if back.ok:
                         snaps.remove(snap_id)

@@ -113,10 +113,11 @@ def tune_hint(args: str, ends: Sequence[str], *, peer_too: bool = True) -> str:
 def diagnose(net: ProbeResult | None, *, link_bps: float | None = None,
              disk: ProbeResult | None = None, e2e: ProbeResult | None = None,
              cap_bps: float | None = None, cap_kind: str = "", dev: str | None = None,
-             ends: Sequence[str] = ("",)) -> Diagnosis:
+             ends: Sequence[str] = ("",), rtt_ms: float | None = None) -> Diagnosis:
     """``link_bps``: the egress interface's speed; ``cap_bps``: a shaper on it (``cap_kind``
     tbf/htb) when one is lower; ``ends``: the options of each end to tune, for the hints
-    (the first is this host)."""
+    (the first is this host); ``rtt_ms``: the RTT the user gave (--rtt), which the hints
+    carry instead of the one measured."""
     T = net.summary["throughput_bps"] if net else None
     D = disk.summary["throughput_bps"] if disk else None
     E = e2e.summary["throughput_bps"] if e2e else None
@@ -144,7 +145,8 @@ def diagnose(net: ProbeResult | None, *, link_bps: float | None = None,
         peer = net.spec.get("peer") if net else None
         experiment_cmd = " ".join(x for x in (
             "dtnkit experiment --groups buffers,congestion", f"--peer {peer}" if peer else "",
-            "--both-ends" if len(ends) > 1 else "", here) if x)
+            "--both-ends" if len(ends) > 1 else "", here,
+            f"--rtt {rtt_ms:g}ms" if rtt_ms else "") if x)
         # what the interface puts on the wire (headers included, as a NIC or shaper counts)
         tx = s.get("sampler_nic_tx_bps_mean") if s.get("sampler_nic_tx_dev") == dev else None
         ev = {"throughput_bps": T, "link_bps": link_bps, "cap_bps": cap_bps,
@@ -191,6 +193,7 @@ def diagnose(net: ProbeResult | None, *, link_bps: float | None = None,
                 f"{_g(T)} with RTT {rtt or 0:.1f} ms: buffers are below the path's "
                 "bandwidth-delay product", True,
                 "tune buffers on both ends: " + tune_hint(
+                    f"--group buffers --rtt {rtt_ms:g}ms" if rtt_ms else
                     f"--group buffers --rtt {max(1, round(rtt or 100))}ms", ends)
                 + " (then pacing)", ["buffers", "pacing"], ev))
         elif net_binds and softirq >= SOFTIRQ_SATURATED_PCT:
@@ -198,7 +201,8 @@ def diagnose(net: ProbeResult | None, *, link_bps: float | None = None,
                 Layer.HOST_NETWORK, "flow limits from tcp_info (ss -ti) and softirq load",
                 f"host-network-bound: one core is {softirq:.0f}% in softirq at {_g(T)}", True,
                 "spread and lighten packet work: tune rings, offloads and pacing; check IRQ "
-                "affinity (" + " ".join(x for x in ("dtnkit tune audit --group checks", here)
+                "affinity (" + " ".join(x for x in ("dtnkit tune audit --group checks", here,
+                                                    f"--rtt {rtt_ms:g}ms" if rtt_ms else "")
                                        if x) + ")", ["rings", "offloads", "pacing"],
                 ev))
         else:

@@ -5,7 +5,9 @@ before it is used, and a file that fails is skipped with one line naming it and 
 (:class:`Skipped`); it never stops the others.  What is read from ``DIR``:
 
 - ``*.audit.json``: the stdout of ``dtnkit tune audit --format json`` (schema
-  ``dtnkit.audit/1``); the host is the file name before ``.audit.json``;
+  ``dtnkit.audit/2``, or ``/1`` from an older dtnkit: its sysctl triples, text there, are
+  read as the arrays of integers ``/2`` gives); the host is the file name before
+  ``.audit.json``;
 - ``*.experiment.json``: the stdout of ``dtnkit experiment --format json``;
 - ``campaign.json``: the campaign playbook's record (schema ``dtnkit.campaign/1``).
 
@@ -34,7 +36,9 @@ from dtnkit.errors import BadInput
 AUDIT_SUFFIX = ".audit.json"
 EXPERIMENT_SUFFIX = ".experiment.json"
 CAMPAIGN_FILE = "campaign.json"
-AUDIT_SCHEMA = "dtnkit.audit/1"
+AUDIT_SCHEMA = "dtnkit.audit/2"
+#: older audit schemas read too (1: sysctl triples as text)
+AUDIT_SCHEMAS = (AUDIT_SCHEMA, "dtnkit.audit/1")
 CAMPAIGN_SCHEMA = "dtnkit.campaign/1"
 #: largest file read (a real audit is ~20 KiB, a campaign of 100 pairs ~200 KiB)
 MAX_FILE_BYTES = 4 * 2**20
@@ -286,9 +290,9 @@ def _error_doc(doc: Any) -> None:
                       + (f" ({clip(printable(what), 80)})" if isinstance(what, str) else ""))
 
 
-def _schema(d: _Doc, want: str) -> None:
+def _schema(d: _Doc, want: str, *older: str) -> None:
     got = d.doc.get("schema")
-    if got != want:
+    if got != want and got not in older:
         raise Invalid(f"schema is {_show(got)}, not {want!r}" if "schema" in d.doc
                       else f"no schema (want {want!r})")
 
@@ -297,14 +301,16 @@ def audit_from(doc: Any, name: str, file: str) -> HostAudit:
     """A ``dtnkit tune audit --format json`` document, checked."""
     _error_doc(doc)
     d = _Doc(doc, "")
-    _schema(d, AUDIT_SCHEMA)
+    _schema(d, *AUDIT_SCHEMAS)
+    from dtnkit.tune.keys import typed  # schema 1's triples as schema 2's arrays
+
     findings = []
     for f in d.objects("findings"):
         findings.append(Finding(
             group=f.name("group"), key=f.name("key"), label=f.text("label", required=False)
             or "", scope=f.text("scope", required=False) or "",
             device=f.text("device", required=False, null=True),
-            current=f.doc.get("current"), recommended=f.doc.get("recommended"),
+            current=typed(f.doc.get("current")), recommended=typed(f.doc.get("recommended")),
             status=f.one_of("status", STATUSES), why=f.text("why", required=False) or ""))
     devices = []
     for i in d.objects("interfaces", required=False):

@@ -960,6 +960,28 @@ class Host:
                     return True
         return False
 
+    # ---- network namespaces ---------------------------------------------------------------
+    def netns_id(self) -> str | None:
+        """``DEV:INODE`` of the network namespace this host works in (``/run/netns/NAME``
+        for a namespace, else this process's own); None for a captured tree."""
+        if not self.is_live:
+            return None
+        return self.named_netns_id(self.netns) if self.netns else _ns_id("/proc/self/ns/net")
+
+    def named_netns_id(self, name: str) -> str | None:
+        """``DEV:INODE`` of the ``ip netns`` namespace ``name``; None when there is none."""
+        if not self.is_live or "/" in name or name in ("", ".", ".."):
+            return None
+        return _ns_id(f"/run/netns/{name}")
+
+    def process_netns_id(self, pid: str) -> str | None:
+        """``DEV:INODE`` of the network namespace process ``pid`` runs in (the same identity
+        as :meth:`netns_id`); None when it cannot be told (a tree, a process that ended, no
+        permission)."""
+        if not self.is_live or not pid.isdigit():
+            return None
+        return _ns_id(str(self._local(f"/proc/{pid}/ns/net")))
+
     # ---- sysctl ---------------------------------------------------------------------------
     @staticmethod
     def sysctl_path(key: str) -> str:
@@ -1066,3 +1088,13 @@ def _tee_reason(stderr: str) -> str:
     # "tee: /proc/sys/...: Invalid argument" -> "Invalid argument"
     line = stderr.strip().splitlines()[-1] if stderr.strip() else "write failed"
     return line.rsplit(": ", 1)[-1]
+
+
+def _ns_id(path: str) -> str | None:
+    """A namespace file's identity, ``DEV:INODE`` (nsfs: the same for every path to one
+    namespace), or None when it cannot be read."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return f"{st.st_dev}:{st.st_ino}"

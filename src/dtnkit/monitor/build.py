@@ -6,7 +6,7 @@ import contextlib
 import os
 import stat
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
@@ -25,31 +25,28 @@ from dtnkit.monitor.results import ResultsCollector, SweepSummary
 from dtnkit.monitor.softnet import SoftnetCollector
 from dtnkit.monitor.tcp import TcpCollector
 from dtnkit.tune.audit import Audit
+from dtnkit.tune.judging import Judging
 
 RULES_FILE = "dtnkit-alerts.yml"
 
 
 @dataclass(frozen=True)
 class DriftOptions:
-    profile: str = "dtn"
-    profile_dirs: tuple[Path, ...] = ()
-    rtt_ms: float = 100.0
+    #: what the drift series judge by: profile, RTT, speed, interfaces (as `tune audit`)
+    judging: Judging = field(default_factory=Judging)
     interval: float = 300.0
 
 
 def _auditor(opts: DriftOptions) -> DriftCollector:
     from dtnkit.host.host import Host
-    from dtnkit.tune.audit import run_audit
-    from dtnkit.tune.profile import USER_PROFILE_DIR, load_profile
-    from dtnkit.tune.validation import check_profile
 
-    profile = load_profile(opts.profile, opts.profile_dirs or (USER_PROFILE_DIR,))
-    check_profile(profile)  # a bad profile is an error now, not a failing collector later
+    # a bad profile is an error now, not a failing collector later
+    profile = opts.judging.load_profile()
 
     def run(view: View) -> Audit:
         # a Host of its own each time: its reads are cached until a write, and the audit
         # must see the host as it is now (a namespace's helper ends with the Host)
-        return run_audit(Host.live(view.netns, read_only=True), profile, rtt_ms=opts.rtt_ms)
+        return opts.judging.audit(Host.live(view.netns, read_only=True), profile)
 
     return DriftCollector(run, opts.interval)
 

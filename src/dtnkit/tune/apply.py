@@ -30,7 +30,7 @@ from dtnkit.host.host import Host
 from dtnkit.tune import persist
 from dtnkit.tune.audit import Audit, Finding, tunables_for
 from dtnkit.tune.context import Context
-from dtnkit.tune.keys import group_of
+from dtnkit.tune.keys import group_of, typed
 from dtnkit.tune.kinds.base import Scope, Tunable
 from dtnkit.tune.profile import GROUPS, KNOWN_KEYS
 from dtnkit.tune.registry import prepare_scopes, tunable_for_key
@@ -63,8 +63,8 @@ class Step:
         return f"{t.label}{where}: {t.show(self.before)} -> {t.show(self.after)}"
 
     def as_dict(self) -> dict[str, Any]:
-        return {"key": self.tunable.key, "group": self.group, "before": self.before,
-                "after": self.after}
+        return {"key": self.tunable.key, "group": self.group, "before": typed(self.before),
+                "after": typed(self.after)}
 
 
 @dataclass
@@ -112,6 +112,15 @@ def plan(audit: Audit, on_request: Sequence[str] = ()) -> list[Step]:
             continue
         steps.append(Step(f.tunable, f.current, f.target, f.group))
     return steps
+
+
+def undecided(audit: Audit) -> list[dict[str, Any]]:
+    """The items apply cannot decide (the audit's ``unknown``), each with why and the option
+    that would decide it (``give``, e.g. ``--speed``; null when none can): the plan lists
+    them, so a plan is never mistaken for all there is to do."""
+    return [{"key": f.key, "group": f.group, "label": f.label, "device": f.device,
+             "why": f.why, "give": f.give or None}
+            for f in audit.findings if f.status == "unknown"]
 
 
 def skipped_on_request(audit: Audit, on_request: Sequence[str]) -> list[Finding]:

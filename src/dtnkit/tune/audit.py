@@ -21,6 +21,7 @@ from dtnkit.host.host import Host
 from dtnkit.records import mutable_record
 from dtnkit.tune.checks import check_for_key
 from dtnkit.tune.context import Context, Decision, NoWant
+from dtnkit.tune.keys import typed
 from dtnkit.tune.kinds.base import Scope, Tunable
 from dtnkit.tune.profile import GROUPS, ItemSpec, Profile
 from dtnkit.tune.recommend import recommend
@@ -28,7 +29,8 @@ from dtnkit.tune.registry import prepare_scopes, tunable_for_key
 from dtnkit.tune.validation import check_profile
 from dtnkit.units import SPEED_MBPS_MAX, SPEED_MBPS_MIN
 
-AUDIT_SCHEMA = "dtnkit.audit/1"
+#: 2: sysctl triples (tcp_rmem, tcp_wmem, tcp_mem) are arrays of integers, not strings
+AUDIT_SCHEMA = "dtnkit.audit/2"
 STATUSES = ("ok", "differs", "unsupported", "unknown", "host-scope")
 
 
@@ -57,7 +59,8 @@ class Finding:
     def as_dict(self) -> dict[str, Any]:
         return {
             "group": self.group, "key": self.key, "label": self.label, "scope": self.scope,
-            "device": self.device, "current": self.current, "recommended": self.recommended,
+            "device": self.device, "current": typed(self.current),
+            "recommended": typed(self.recommended),
             "status": self.status, "why": self.why, "source": self.source,
             "apply": self.apply, "mode": self.mode,
         }

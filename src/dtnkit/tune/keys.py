@@ -68,6 +68,17 @@ def typed(value: Any) -> Any:
     return value
 
 
+def as_kept(key: str, value: Any) -> Any:
+    """A value from JSON as the tunables keep it: a sysctl's list of integers (a triple in
+    a snapshot) as the text the kernel prints, ``[4096, 131072, 6291456]`` -> ``"4096 131072
+    6291456"``; anything else as it is (a list that is not all integers is left for the
+    kind's validation to refuse)."""
+    if (key.startswith("sysctl/") and isinstance(value, list) and len(value) > 1
+            and all(isinstance(v, int) and not isinstance(v, bool) for v in value)):
+        return " ".join(str(v) for v in value)
+    return value
+
+
 def device_of(key: str) -> str | None:
     """The device a key is about (``ring/eth0/rx`` -> ``eth0``), or None for host keys."""
     kind, _, rest = key.partition("/")

@@ -16,7 +16,7 @@ import os
 import re
 import socket
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,12 +28,14 @@ from dtnkit.host.host import Host
 from dtnkit.host.parsers import ParseError
 from dtnkit.host.parsers.sysctl import parse_sysctl_conf
 from dtnkit.tune.context import Context
+from dtnkit.tune.keys import as_kept, typed
 from dtnkit.tune.kinds.base import Scope, Tunable
 from dtnkit.tune.pairing import devices, format_roles, interface_roles
 from dtnkit.tune.registry import KINDS, accept_snapshot_key, prepare_scopes, tunable_for_key
 from dtnkit.tune.validation import check_snapshot, decode_text, parse_json
 
-SCHEMA = "dtnkit.snapshot/1"
+#: 2: sysctl triples (tcp_rmem, tcp_wmem, tcp_mem) are arrays of integers, not strings
+SCHEMA = "dtnkit.snapshot/2"
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 # Order in which kinds of settings are written (and the reverse for undo): the registry's.
@@ -53,7 +55,8 @@ class Snapshot:
     def as_dict(self) -> dict[str, Any]:
         return {
             "schema": SCHEMA, "id": self.id, "label": self.label, "kind": self.kind,
-            "created": self.created, "host": self.host, "values": self.values,
+            "created": self.created, "host": self.host,
+            "values": {key: typed(value) for key, value in self.values.items()},
             "files": self.files,
         }
 
@@ -62,13 +65,16 @@ class Snapshot:
         if not isinstance(doc, dict):
             raise BadInput(f"{origin} is not a dtnkit snapshot", "it is not a JSON object",
                            "give a file written by `dtnkit tune save`")
+        doc = migrate(doc)
         schema = doc.get("schema")
         if schema != SCHEMA:
             raise BadInput(
                 f"{origin} has snapshot schema {schema!r}",
-                f"this dtnkit reads {SCHEMA}",
+                f"this dtnkit reads {SCHEMA} and {', '.join(MIGRATIONS)}",
                 "use the dtnkit version that wrote it, or save a new snapshot",
             )
+        if isinstance(doc.get("values"), dict):  # as the tunables keep them (triples as text)
+            doc = {**doc, "values": {k: as_kept(k, v) for k, v in doc["values"].items()}}
         check_snapshot(doc, origin)  # every field, every value by its kind: before any use
         snap = cls(
             id=doc["id"], label=doc.get("label", ""), kind=doc["kind"],
@@ -77,6 +83,32 @@ class Snapshot:
         )
         _accept_keys(snap.values, origin)
         return snap
+
+
+def _triples_as_arrays(doc: dict[str, Any]) -> dict[str, Any]:
+    """Schema 1 -> 2: a sysctl value of integers given as text (``"4096 131072 6291456"``)
+    becomes an array of integers; nothing else changes."""
+    values = doc.get("values")
+    if isinstance(values, dict):
+        values = {k: typed(v) if k.startswith("sysctl/") else v for k, v in values.items()}
+    return {**doc, "schema": "dtnkit.snapshot/2", "values": values}
+
+
+#: the older schemas read, each with the step that makes its document the next schema's
+MIGRATIONS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    "dtnkit.snapshot/1": _triples_as_arrays,
+}
+
+
+def migrate(doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc`` in this dtnkit's schema when it is in an older one it knows (one step each)."""
+    seen = set()
+    while isinstance(doc.get("schema"), str) and doc["schema"] in MIGRATIONS:
+        if doc["schema"] in seen:  # a step that gave its own schema back: stop
+            break
+        seen.add(doc["schema"])
+        doc = MIGRATIONS[doc["schema"]](doc)
+    return doc
 
 
 HOST_SCOPE = "host"

@@ -104,7 +104,7 @@ def depth(doc: Any) -> int:
 
 
 def check_snapshot(doc: Mapping[str, Any], origin: str) -> None:
-    """Every field of a snapshot document (already known to be an object of schema 1)."""
+    """Every field of a snapshot document (already an object of this dtnkit's schema)."""
     unknown = set(doc) - SNAPSHOT_FIELDS
     if unknown:
         raise BadInput(f"{origin} has unknown fields {sorted(unknown)[:5]}",

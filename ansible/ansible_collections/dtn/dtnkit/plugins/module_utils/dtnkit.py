@@ -140,8 +140,13 @@ class Dtnkit(object):
 
 def settings_diff(steps, header):
     """Ansible's diff (before/after text, one line per setting) of dtnkit plan steps."""
+    def shown(value):  # a sysctl triple is a list of integers: as sysctl prints it
+        if isinstance(value, list) and all(isinstance(v, int) for v in value):
+            return " ".join(str(v) for v in value)
+        return value
+
     def text(side):
-        return "".join("%s = %s\n" % (s["key"], s.get(side)) for s in
+        return "".join("%s = %s\n" % (s["key"], shown(s.get(side))) for s in
                        sorted(steps, key=lambda s: s["key"]))
     return dict(before=text("before"), after=text("after"),
                 before_header="%s (before)" % header, after_header="%s (after)" % header)

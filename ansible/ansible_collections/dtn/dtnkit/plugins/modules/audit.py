@@ -59,7 +59,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 audit:
-  description: The audit document (schema C(dtnkit.audit/1)), as C(dtnkit tune audit --format json) prints it.
+  description: The audit document (schema C(dtnkit.audit/2); sysctl triples as lists of integers), as C(dtnkit tune audit --format json) prints it.
   returned: success
   type: dict
 audit_json:

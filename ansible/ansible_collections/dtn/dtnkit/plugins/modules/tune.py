@@ -103,10 +103,17 @@ snapshot:
   type: str
 written:
   description: The settings written (or, in check mode, that would be), each with C(key),
-    C(group), C(before), C(after).
+    C(group), C(before), C(after) (a sysctl triple as a list of integers).
   returned: success
   type: list
   elements: dict
+undecided:
+  description: The keys dtnkit could not decide (the audit's unknown items, e.g. buffers on a
+    NIC that reports no speed: give C(speed)); the module warns with the command that decides
+    them.  The rest was applied as usual.
+  returned: when some items could not be decided
+  type: list
+  elements: str
 result:
   description: dtnkit's JSON document as printed.
   returned: success
@@ -160,14 +167,20 @@ def main():
         args.append("--dry-run")
     else:
         args += ["--wait", params["wait"]]
-    rc, doc = dtnkit.run(args, ok=(0,) if check else (0, 4, 5))
+    # 16: done, but some items could not be decided (no link speed: give speed=...)
+    rc, doc = dtnkit.run(args, ok=(0, 16) if check else (0, 4, 5, 16))
     written = doc["plan"] if check else doc.get("applied", [])
     snapshot = doc.get("snapshot") if state == "restored" else doc.get("baseline")
     result = dict(changed=bool(written), snapshot=snapshot, written=written, result=doc,
                   dtnkit_version=dtnkit.version)
     if module._diff:
         result["diff"] = settings_diff(written, "tuning of %s" % dtnkit.host)
-    if rc != 0:
+    if rc == 16:
+        result["undecided"] = [u["key"] for u in doc.get("undecided") or []]
+        module.warn("dtnkit could not decide %d items (%s): %s"
+                    % (len(result["undecided"]), ", ".join(result["undecided"][:5]),
+                       doc.get("decide") or "see result.undecided"))
+    elif rc != 0:
         err = doc.get("error") or {}
         dtnkit.fail("`tune %s` failed at %s and %s: %s"
                     % ("apply" if state == "applied" else "restore",
