@@ -154,4 +154,4 @@ def test_results_show_reads_an_old_bytes_result_in_bits(tmp_path: Path) -> None:
         "read_bps": 1.6e9, "write_bps": 2.15e9, "throughput_bps": 1.28e10}))
     s = json.loads(_dtnkit("results", "show", "1", "--db", str(db)).stdout)["summary"]
     assert (s["read_bps"], s["write_bps"], s["throughput_bps"]) == (1.28e10, 1.72e10, 1.28e10)
-    assert "12.8 Gbits/sec" in _dtnkit("results", "list", "--db", str(db)).stdout
+    assert "12.8 Gbit/s" in _dtnkit("results", "list", "--db", str(db)).stdout

@@ -351,8 +351,8 @@ def cp(env: Environment,
         digest += f", {counted(auto.used or auto.decision.streams, 'stream')} (auto)"
     # for people the summary goes to stderr, beside the progress bar
     emit(env, result, "json" if as_json else "table",
-         lambda p: p.echo(f"copied {result['files']} file(s), {moved}; verify {verify}, "
-                          f"level {result['level']}{digest}", err=True), indent=None)
+         lambda p: p.echo(f"copied {counted(len(summary.files), 'file')}, {moved}; verify "
+                          f"{verify}, level {result['level']}{digest}", err=True), indent=None)
     return 0
 
 

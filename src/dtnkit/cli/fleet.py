@@ -15,6 +15,7 @@ from dtnkit.cli.options import pass_env
 from dtnkit.cli.output import Printer, emit, format_option
 from dtnkit.environment import Environment
 from dtnkit.errors import DtnkitError, ExitStatus
+from dtnkit.units import counted
 
 if TYPE_CHECKING:
     from dtnkit.fleet.compare import Report
@@ -133,7 +134,7 @@ def people(p: Printer, r: Report) -> None:
              + (f" against profile [bold]{t(r.profile)}[/]: {r.compliant} compliant"
                 if n else "")]
     if r.experiments:
-        parts.append(f"{len(r.experiments)} experiment(s)")
+        parts.append(counted(len(r.experiments), "experiment"))
     if r.campaign:
         parts.append(f"campaign {t(r.campaign.status)} ({len(r.campaign.pairs)} pairs)")
     con.print(f"[bold]fleet report[/] of {t(str(r.loaded.directory))}")
@@ -216,4 +217,5 @@ def people(p: Printer, r: Report) -> None:
                       f"{t(c.failure.get('step', ''))}: {t(c.failure.get('msg', ''))}; "
                       f"restored: {t(', '.join(c.restored) or 'none')}")
     if r.skipped:
-        con.print(f"[yellow]{len(r.skipped)} file(s) skipped[/] (the warnings above say why)")
+        con.print(f"[yellow]{counted(len(r.skipped), 'file')} skipped[/] (the warnings "
+                  "above say why)")

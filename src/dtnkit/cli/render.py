@@ -22,6 +22,7 @@ from rich.text import Text
 
 from dtnkit.units import (
     MISSING,
+    counted,
     format_bytes,
     format_count,
     format_duration,
@@ -190,7 +191,8 @@ def audit_table(con: Console, audit: Audit) -> None:
     verdict = "[green]compliant[/]" if audit.compliant else "[yellow]not compliant[/]"
     con.print(f"{verdict}: {counts}")
     for item in audit.undecided:
-        con.print(f"[magenta]unknown:[/] {len(item['keys'])} items: {escape(item['hint'])}")
+        con.print(f"[magenta]unknown:[/] {counted(len(item['keys']), 'item')}: "
+                  f"{escape(item['hint'])}")
     if any(f.status == "differs" for f in audit.findings):
         con.print("[dim]next: `dtnkit tune apply --dry-run` shows what apply would change[/]")
 
@@ -246,7 +248,8 @@ def nothing_to_do(con: Console, audit: Audit, skipped: Sequence[Finding]) -> Non
         return
     con.print("nothing dtnkit can judge differs; no baseline was needed")
     for item in audit.undecided:
-        con.print(f"[magenta]unknown:[/] {len(item['keys'])} items: {escape(item['hint'])}")
+        con.print(f"[magenta]unknown:[/] {counted(len(item['keys']), 'item')}: "
+                  f"{escape(item['hint'])}")
 
 
 def step_done(con: Console, step: Step) -> None:
@@ -262,7 +265,8 @@ def outcome(con: Console, out: Outcome, what: str, undo: str = "") -> None:
         con.print(f"baseline snapshot: [bold]{out.baseline}[/] "
                   f"(undo with `{escape(undo)}`)")
     if out.ok:
-        con.print(f"[green]{what} done[/]: {len(out.done)} settings changed and verified")
+        con.print(f"[green]{what} done[/]: {counted(len(out.done), 'setting')} changed and "
+                  "verified")
         for path in out.persisted:
             con.print(f"persisted: {path}")
         return
@@ -276,7 +280,7 @@ def outcome(con: Console, out: Outcome, what: str, undo: str = "") -> None:
             con.print(f"  {escape(line)}")
         con.print(f"next: `{escape(undo)}` once the cause is fixed")
     else:
-        con.print(f"rolled back: {len(out.done) + (1 if out.failed else 0)} settings; "
+        con.print(f"rolled back: {counted(len(out.done) + (1 if out.failed else 0), 'setting')}; "
                   "the host is as it was before this run")
 
 
@@ -321,7 +325,7 @@ def differences(con: Console, a: str, b: str, diffs: Sequence[Difference]) -> No
         con.print(f"b: {escape(b)}", no_wrap=True, overflow="ignore", crop=False)
         cols = (Col("key"), Col("a"), Col("b"))
     print_fitted(con, cols, rows)
-    con.print(f"{len(diffs)} differences")
+    con.print(counted(len(diffs), "difference"))
 
 
 def profile(con: Console, prof: Profile) -> None:
@@ -402,7 +406,7 @@ def probe_summary(con: Console, result: ProbeResult) -> None:
         pairs += [
             ("file", f"{format_bytes(_s(s, 'size_bytes') or _s(spec, 'size_bytes'))}, "
                      f"{'direct' if direct else 'buffered'} I/O, "
-                     f"{format_count(_s(s, 'jobs') or _s(spec, 'jobs'))} job(s)"),
+                     + _jobs(_s(s, 'jobs') or _s(spec, 'jobs'))),
             ("latency", f"{format_ms(_s(s, 'read_lat_ms_mean'))} read, "
                         f"{format_ms(_s(s, 'write_lat_ms_mean'))} write (mean)"),
             ("CPU", f"busiest core {format_percent(_s(s, 'sampler_cpu_busy_pct_max'))}, "
@@ -422,6 +426,12 @@ def probe_summary(con: Console, result: ProbeResult) -> None:
     pairs.append(("samples", f"{format_count(_s(s, 'sampler_samples'))}; the full record: "
                              f"`dtnkit results show {format_value(result.id)}` or --format json"))
     _grid(con, pairs)
+
+
+def _jobs(n: object) -> str:
+    """``1 job``, ``4 jobs``; ``- jobs`` when not known."""
+    return counted(n, "job") if isinstance(n, int) and not isinstance(n, bool) else (
+        f"{format_count(n)} jobs")
 
 
 def _rate_of(summary: dict[str, Any]) -> str:

@@ -18,7 +18,7 @@ from dtnkit.environment import DEFAULT_STATE_DIR, Environment
 from dtnkit.errors import BadInput, ExitStatus
 from dtnkit.host.host import Host
 from dtnkit.tune.profile import USER_PROFILE_DIR, load_profile, shipped_names
-from dtnkit.units import parse_ms, parse_speed
+from dtnkit.units import counted, parse_ms, parse_speed
 
 if TYPE_CHECKING:
     from dtnkit.tune import apply as apply_mod
@@ -321,7 +321,8 @@ def save(env: Environment,
     path = Store(state_dir).save(snap)
     emit(env, {"id": snap.id, "path": str(path), "values": len(snap.values)}, fmt,
          lambda p: p.console.print(f"saved snapshot [bold]{snap.id}[/] "
-                                   f"({len(snap.values)} settings) in {path}"), indent=None)
+                                   f"({counted(len(snap.values), 'setting')}) in {path}"),
+         indent=None)
     return 0
 
 
