@@ -337,3 +337,14 @@ def test_help_and_real_runs_share_one_vocabulary(tmp_path: Path) -> None:
     spelled = {m.group(1) for text in [*shown.values(), *every_help().values()]
                for m in RATE_UNIT.finditer(text)}
     assert spelled <= RATE_VOCABULARY and len(spelled) >= 2, spelled
+
+
+def test_bytes_in_the_streams_notes_never_have_an_exponent() -> None:
+    """Before: `together their rate stopped growing at 1.01e+03 KiB per round trip`."""
+    from dtnkit.transfer.client.autostreams import show_bytes
+
+    assert show_bytes(1010 * 1024) == "0.986 MiB"
+    assert [show_bytes(n) for n in (500 * 1024, 4 * 2**20, 1.5 * 2**30)] == [
+        "500 KiB", "4 MiB", "1.5 GiB"]
+    for n in range(0, 2**31, 7_777_777):
+        assert "e+" not in show_bytes(n), n

@@ -39,8 +39,10 @@ class ServeLab:
         before = len(self.log.read_text().splitlines())
         head = [sys.executable, str(self.script)] if wrapped else [
             sys.executable, "-m", "dtnkit"]
+        # -v: --streams auto's reasons in full (by default one short line)
+        verbose = ["-v"] if "auto" in args else []
         res = self.p.dst.run([*head, "cp", self.url + name, str(self.got), "-f", "--block-size",
-                              "1M", "--format", "json", *args], check=False)
+                              "1M", "--format", "json", *verbose, *args], check=False)
         assert res.returncode == 0, res.stderr
         assert self.got.read_bytes() == (self.root / name).read_bytes()
         # the server logs a request when it has answered it: the copy is over

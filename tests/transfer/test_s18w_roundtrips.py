@@ -200,7 +200,7 @@ def test_cli_auto_with_a_window_that_covers_the_path_is_one_get(
     data = payload(SIZE, seed=11)
     (root / "a.bin").write_bytes(data)
     ask(handle.port, "HEAD", "/a.bin", {"Want-Digest": "adler32"})
-    code = main(["cp", "--streams", "auto", "--rate", "1gbit", "--format", "json",
+    code = main(["cp", "--streams", "auto", "--rate", "1gbit", "--format", "json", "-v",
                  f"http://127.0.0.1:{relay.port}/a.bin", str(tmp_path / "a.bin")],
                 environment)
     out, err = taken(environment.stdout), taken(environment.stderr)

@@ -113,7 +113,7 @@ def people(p: Printer, r: Report) -> None:
     many hosts share is one row naming them (per host: the JSON and the page)."""
     from rich.markup import escape
 
-    from dtnkit.cli.render import Col, fits, print_fitted
+    from dtnkit.cli.render import Col, fits, print_fitted, whole
     from dtnkit.fleet.compare import canonical
     from dtnkit.fleet.load import printable
     from dtnkit.fleet.page import value_text, verdict_rows
@@ -137,7 +137,7 @@ def people(p: Printer, r: Report) -> None:
         parts.append(counted(len(r.experiments), "experiment"))
     if r.campaign:
         parts.append(f"campaign {t(r.campaign.status)} ({len(r.campaign.pairs)} pairs)")
-    con.print(f"[bold]fleet report[/] of {t(str(r.loaded.directory))}")
+    whole(con, f"[bold]fleet report[/] of {t(str(r.loaded.directory))}")
     con.print(", ".join(parts))
     if r.hosts:
         rows: list[tuple[str, ...]] = []

@@ -57,6 +57,12 @@ def console(env: Environment, *, wide: bool = False) -> Console:
                    soft_wrap=False)
 
 
+def whole(con: Console, text: str) -> None:
+    """A line that holds a path, an ID or a command to copy: printed whole, never wrapped
+    (at the terminal's edge the terminal folds it), so it is copied and found whole."""
+    con.print(text, soft_wrap=True)
+
+
 def is_wide(con: Console) -> bool:
     return con.width >= WIDE
 
@@ -262,13 +268,12 @@ def outcome(con: Console, out: Outcome, what: str, undo: str = "") -> None:
     for line in out.skipped:
         con.print(f"[dim]left alone:[/] {escape(line)}")
     if out.baseline:
-        con.print(f"baseline snapshot: [bold]{out.baseline}[/] "
-                  f"(undo with `{escape(undo)}`)")
+        whole(con, f"baseline snapshot: [bold]{out.baseline}[/] (undo with `{escape(undo)}`)")
     if out.ok:
         con.print(f"[green]{what} done[/]: {counted(len(out.done), 'setting')} changed and "
                   "verified")
         for path in out.persisted:
-            con.print(f"persisted: {path}")
+            whole(con, f"persisted: {escape(str(path))}")
         return
     assert out.error is not None
     con.print(f"[red]✗ {what} failed[/]: {escape(out.error.render())}")
@@ -286,7 +291,7 @@ def outcome(con: Console, out: Outcome, what: str, undo: str = "") -> None:
 
 def snapshot_list(con: Console, rows: Sequence[dict[str, Any]], where: Path) -> None:
     if not rows:
-        con.print(f"no snapshots in {where}")
+        whole(con, f"no snapshots in {escape(str(where))}")
         return
     # the id is never cut (it is what the other commands take); it holds the creation time
     cols = (Col("id", wrap=False), Col("kind"), Col("settings", rank=1, justify="right"),
@@ -298,14 +303,14 @@ def snapshot_list(con: Console, rows: Sequence[dict[str, Any]], where: Path) -> 
 
 
 def snapshot(con: Console, snap: Snapshot) -> None:
-    con.print(f"[bold]{snap.id}[/] ({snap.kind}) {escape(snap.label)}, {snap.created}, "
-              f"host {escape(format_value(snap.host.get('hostname')))}"
-              + (f", netns {snap.host['netns']}" if snap.host.get("netns") else ""))
+    whole(con, f"[bold]{snap.id}[/] ({snap.kind}) {escape(snap.label)}, {snap.created}, "
+               f"host {escape(format_value(snap.host.get('hostname')))}"
+               + (f", netns {snap.host['netns']}" if snap.host.get("netns") else ""))
     print_fitted(con, (Col("key"), Col("value")),
                  [(escape(key), escape(_value(value))) for key, value in snap.values.items()])
     for path, content in snap.files.items():
-        con.print(f"file {path}: "
-                  f"{'absent' if content is None else format_bytes(len(content))}")
+        whole(con, f"file {escape(path)}: "
+                   f"{'absent' if content is None else format_bytes(len(content))}")
 
 
 def _value(value: Any) -> str:
@@ -330,7 +335,7 @@ def differences(con: Console, a: str, b: str, diffs: Sequence[Difference]) -> No
 
 def profile(con: Console, prof: Profile) -> None:
     con.print(f"[bold]{prof.name}[/]: {escape(prof.description)}")
-    con.print(f"[dim]files:[/] {', '.join(prof.files)}")
+    whole(con, f"[dim]files:[/] {escape(', '.join(prof.files))}")
     con.print("[dim]params:[/] " + ", ".join(f"{k}={v:g}" for k, v in prof.params.items()))
     rows = []
     for key, s in prof.items.items():
@@ -535,8 +540,8 @@ def lab_up(con: Console, name: str, doc: dict[str, Any]) -> None:
     _lab_hosts(con, doc)
     src, dst = doc["hosts"][0], doc["hosts"][-1]
     con.print("reach them with, e.g.:")
-    con.print(f"  dtnkit lab exec {name} {dst['name']} -- iperf3 -s -D")
-    con.print(f"  dtnkit lab exec {name} {src['name']} -- iperf3 -c {dst['address']} -t 10")
+    whole(con, f"  dtnkit lab exec {name} {dst['name']} -- iperf3 -s -D")
+    whole(con, f"  dtnkit lab exec {name} {src['name']} -- iperf3 -c {dst['address']} -t 10")
     con.print(f"  dtnkit tune apply --group buffers --netns {src['netns']}")
 
 
