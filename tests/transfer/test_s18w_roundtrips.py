@@ -257,7 +257,7 @@ def test_requests_on_a_50ms_lab_path(tmp_path: Path, monkeypatch: pytest.MonkeyP
             server.terminate()
             server.wait(10)
     # the log is complete once the server has stopped
-    seen = [m.group(1) for m in (re.search(r'"(GET|HEAD) /f"', x)
+    seen = [m.group(1) for m in (re.search(r'"(GET|HEAD) /f HTTP/1\.1"', x)
                                  for x in log.read_text().splitlines()) if m]
     assert isinstance(n, int) and 2 <= n < 16
     # auto: a HEAD, a digest HEAD, a GET per stream, and one per tail a stream that ended
