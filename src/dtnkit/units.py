@@ -5,10 +5,10 @@ and raises :class:`~dtnkit.errors.BadInput` naming the quantity and an example.
 
 Every value dtnkit shows to people is formatted here (``format_*``), one way everywhere: rates
 in bit/s with SI prefixes (``941 Mbit/s``, ``9.41 Gbit/s``: the spelling of every rate dtnkit
-prints, in tables, progress, hints, errors, help and docs), sizes
-in IEC bytes (``256 MiB``), durations (``850 ms``, ``4.02 s``, ``2 min 5 s``), percentages
-(``12.3%``); a missing value (None) is ``-`` (:data:`MISSING`), never ``None``.  JSON keeps the
-plain numbers with the unit in the key (``throughput_bps``).
+prints, in tables, progress, hints, errors, help and docs), sizes in IEC bytes (``256 MiB``),
+durations (``850 ms``, ``4.02 s``, ``2 min 5 s``), percentages (``12.3%``), moments in ISO
+8601 UTC (``2026-12-01T10:00:00Z``); a missing value (None) is ``-`` (:data:`MISSING`), never
+``None``.  JSON keeps the plain numbers with the unit in the key (``throughput_bps``).
 """
 
 from __future__ import annotations
@@ -318,6 +318,24 @@ def format_count(n: object) -> str:
     """A count (packets, retransmits, samples): the integer, ``-`` when missing."""
     value = _number(n)
     return MISSING if value is None else str(int(value))
+
+
+#: the first second ISO 8601's four-digit years cannot write
+_YEAR_10000 = 253402300800
+
+
+def format_time(epoch: object) -> str:
+    """A moment, ISO 8601 in UTC to the second: ``2026-12-01T10:00:00Z`` (tables and JSON
+    alike; JSON keeps the epoch seconds beside it, e.g. ``started_epoch``)."""
+    import time  # not at import: few outputs hold a time
+
+    value = _number(epoch)
+    if value is None or not 0 <= value < _YEAR_10000:
+        return MISSING
+    try:
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(value))
+    except (OverflowError, OSError, ValueError):  # beyond what the C library can show
+        return MISSING
 
 
 def format_value(value: object) -> str:

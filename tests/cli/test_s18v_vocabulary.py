@@ -131,11 +131,11 @@ def test_results_show_takes_an_experiment_id(environment: Environment) -> None:
     store.add_experiment(exp_id, {"id": exp_id, "spec": {"probe": "net"}, "groups": [],
                                   "helped": [], "started": "2026-12-01T00:00:00Z"})
     # before: "Invalid value for 'RESULT_ID': 'exp-...' is not a valid integer" (exit 2)
-    code, out, err = run(environment, "results", "show", exp_id)
+    code, out, err = run(environment, "results", "show", exp_id, "--format", "json")
     assert code == 0, err
     assert json.loads(out)["id"] == exp_id
-    code, out, err = run(environment, "results", "show", exp_id, "--format", "table")
-    assert code == 0 and f"id: {exp_id}" in out
+    code, out, err = run(environment, "results", "show", exp_id)  # a table, the default
+    assert code == 0 and f"experiment {exp_id}" in out
     code, _, err = run(environment, "results", "show", "#4242")
     assert code == ExitStatus.BAD_INPUT and "no result 4242" in err
     code, _, err = run(environment, "results", "show", "abc")

@@ -29,6 +29,7 @@ from dtnkit.units import (
     format_ms,
     format_percent,
     format_rate,
+    format_time,
     format_value,
 )
 
@@ -365,8 +366,10 @@ def _grid(con: Console, pairs: Sequence[tuple[str, str]]) -> None:
     con.print(table)
 
 
-def probe_summary(con: Console, result: ProbeResult) -> None:
-    """A probe's key figures first, a few lines; the full record is `results show ID`."""
+def probe_summary(con: Console, result: ProbeResult, *, record: bool = False) -> None:
+    """A probe's key figures first, a few lines; the full record is `results show ID`
+    (``record``: this is it, with when, where and what measured, as `results show` draws
+    it)."""
     s, spec = result.summary, result.spec
     head = f"[bold]{result.kind} probe[/] {format_value(result.id)}"
     if not result.ok:
@@ -428,8 +431,22 @@ def probe_summary(con: Console, result: ProbeResult) -> None:
                     f"iowait {format_percent(_s(s, 'sampler_iowait_pct_mean'))} mean"),
             ("retransmits", format_count(_s(s, "sampler_retrans_segs_total"))),
         ]
-    pairs.append(("samples", f"{format_count(_s(s, 'sampler_samples'))}; the full record: "
-                             f"`dtnkit results show {format_value(result.id)}` or --format json"))
+    if record:
+        where = f"host {escape(result.host)}" + (
+            f", netns {escape(result.netns)}" if result.netns else "") + (
+            f" (pushed by {escape(result.origin_host)})"
+            if result.origin_host not in (None, result.host) else "")
+        pairs += [("started", f"{format_time(result.started)}, took "
+                              f"{format_duration(result.duration_s)}"),
+                  ("on", where), ("tool", escape(format_value(spec.get("tool")))),
+                  ("label", escape(result.label or MISSING)),
+                  ("tuning", escape(result.tuning_id or MISSING)),
+                  ("experiment", escape(result.experiment_id or MISSING))]
+        pairs.append(("samples", f"{format_count(_s(s, 'sampler_samples'))}; every figure and "
+                                 "the tool's own output: --format json"))
+    else:
+        pairs.append(("samples", f"{format_count(_s(s, 'sampler_samples'))}; the full record: "
+                                 f"`dtnkit results show {format_value(result.id)}`"))
     _grid(con, pairs)
 
 
@@ -494,6 +511,22 @@ def diagnosis(con: Console, doc: dict[str, Any]) -> None:
                        Col("found", least=50), Col("checked", rank=1)),
                  [(escape(c["layer"]), BINDS[c["binds"]], escape(c["found"] or MISSING),
                    escape(c["checked"])) for c in doc["checks"]])
+
+
+def experiment_record(con: Console, doc: dict[str, Any]) -> None:
+    """`results show exp-...`: the experiment's summary, then when it ran and what it
+    probed."""
+    helped = doc.get("helped") or []
+    shown = {"next": [f"dtnkit tune apply --from-experiment {doc.get('id')}"] if helped
+             else [], "helped": helped, "groups": doc.get("groups") or [], **doc}
+    experiment_summary(con, shown)
+    given = doc.get("spec")
+    spec: dict[str, Any] = given if isinstance(given, dict) else {}
+    con.print(f"started {format_time(doc.get('started_epoch'))}, finished "
+              f"{format_time(doc.get('finished_epoch'))}; probe "
+              f"{escape(format_value(spec.get('probe')))} x "
+              f"{escape(format_value(spec.get('repeat')))} on "
+              f"{escape(', '.join(map(str, spec.get('hosts') or [])) or MISSING)}")
 
 
 def experiment_summary(con: Console, report: dict[str, Any]) -> None:
