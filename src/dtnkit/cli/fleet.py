@@ -213,9 +213,9 @@ def people(p: Printer, r: Report) -> None:
                      title="tuning verdicts")
         c = r.campaign
         if c and c.failure:
-            con.print(f"[red]campaign failed[/] on {t(c.failure.get('host', ''))} at "
-                      f"{t(c.failure.get('step', ''))}: {t(c.failure.get('msg', ''))}; "
-                      f"restored: {t(', '.join(c.restored) or 'none')}")
+            whole(con, f"[red]campaign failed[/] on {t(c.failure.get('host', ''))} at "
+                       f"{t(c.failure.get('step', ''))}: {t(c.failure.get('msg', ''))}; "
+                       f"restored: {t(', '.join(c.restored) or 'none')}")
     if r.skipped:
         con.print(f"[yellow]{counted(len(r.skipped), 'file')} skipped[/] (the warnings "
                   "above say why)")

@@ -277,14 +277,15 @@ def outcome(con: Console, out: Outcome, what: str, undo: str = "") -> None:
             whole(con, f"persisted: {escape(str(path))}")
         return
     assert out.error is not None
-    con.print(f"[red]✗ {what} failed[/]: {escape(out.error.render())}")
+    # an error and the commands around it are never wrapped (copied, searched for)
+    whole(con, f"[red]✗ {what} failed[/]: {escape(out.error.render())}")
     if out.failed is not None:
-        con.print(f"  at: {escape(out.failed.describe())}")
+        whole(con, f"  at: {escape(out.failed.describe())}")
     if out.rollback_errors:
         con.print("[red]rollback could not restore everything:[/]")
         for line in out.rollback_errors:
-            con.print(f"  {escape(line)}")
-        con.print(f"next: `{escape(undo)}` once the cause is fixed")
+            whole(con, f"  {escape(line)}")
+        whole(con, f"next: `{escape(undo)}` once the cause is fixed")
     else:
         con.print(f"rolled back: {counted(len(out.done) + (1 if out.failed else 0), 'setting')}; "
                   "the host is as it was before this run")
@@ -373,7 +374,7 @@ def probe_summary(con: Console, result: ProbeResult, *, record: bool = False) ->
     s, spec = result.summary, result.spec
     head = f"[bold]{result.kind} probe[/] {format_value(result.id)}"
     if not result.ok:
-        con.print(f"{head}: [red]failed[/]: {escape(result.error or MISSING)}")
+        whole(con, f"{head}: [red]failed[/]: {escape(result.error or MISSING)}")
     pairs: list[tuple[str, str]] = []
     if result.kind == "net":
         peer = escape(format_value(spec.get("peer")))

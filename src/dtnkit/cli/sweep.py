@@ -137,7 +137,7 @@ def _summary(p: Printer, doc: dict[str, Any]) -> None:
               f", {doc['skipped']} skipped (already stored) of {doc['total']} points in "
               f"{duration(doc['elapsed_s'])}")
     for f in doc["failures"][:10]:
-        con.print(f"  failed {f['id']}: {escape(f['error'])}")
+        con.print(f"  failed {f['id']}: {escape(f['error'])}", soft_wrap=True)  # an error: whole
     if len(doc["failures"]) > 10:
         con.print(f"  ... and {len(doc['failures']) - 10} more (--format json lists all)")
     con.print(f"lab path {escape(doc['lab_name'])}: {doc['lab'] or 'not used'}; "
