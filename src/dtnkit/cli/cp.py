@@ -305,9 +305,9 @@ def cp(env: Environment,
         explicit = click.get_current_context().get_parameter_source("streams") not in (
             ParameterSource.DEFAULT, None)
         if streams == "auto" and explicit:  # the servers' path is not seen from here
-            click.echo("dtnkit cp: 1 stream for --tpc: auto cannot measure the servers' path"
-                       + ("; pass --streams N" if not verbose else " (this client is not on "
-                          "it); pass --streams N"), file=env.stderr)
+            click.echo("dtnkit cp: --tpc: 1 stream, auto cannot measure the servers' path: "
+                       "--streams N" + (" (this client is not on that path)" if verbose else ""),
+                       file=env.stderr)
         if metrics_textfile is not None:
             raise BadInput("--metrics-textfile", "is not written for --tpc (the active "
                            "server moves the bytes)",
