@@ -12,9 +12,10 @@ read here, then the default below.
 
 from __future__ import annotations
 
+import io
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
@@ -30,8 +31,12 @@ DEFAULT_LAB_STATE_ROOT = Path("/run/dtnkit/lab")
 #: the grid's CA directory (hashed, `openssl rehash`), trusted when it exists, as gfal2,
 #: xrdcp and davix do ($X509_CERT_DIR)
 DEFAULT_X509_CERT_DIR = Path("/etc/grid-security/certificates")
-#: columns when the width cannot be told (not a terminal, no $COLUMNS)
-FALLBACK_WIDTH = 160
+#: columns when the width cannot be told (no $COLUMNS, and neither stdout, stderr nor the
+#: controlling terminal is a terminal): the classic terminal's, so a log reads as a screen
+FALLBACK_WIDTH = 80
+#: the process's controlling terminal, asked for its width when stdout and stderr are not
+#: terminals (`dtnkit tune audit | tee log 2>&1` in a terminal)
+TTY = "/dev/tty"
 
 
 def _stdin() -> TextIO:
@@ -113,7 +118,7 @@ class Environment:
             stderr=err,
             stdout_isatty=_isatty(out),
             stderr_isatty=_isatty(err),
-            terminal_width=terminal_width(env),
+            terminal_width=terminal_width(env, (out, err), TTY),
         )
 
 
@@ -140,16 +145,39 @@ def _isatty(stream: TextIO) -> bool:
         return False
 
 
-def terminal_width(environ: Mapping[str, str]) -> int:
-    """Columns as ``shutil.get_terminal_size`` finds them ($COLUMNS, then the terminal of the
-    process's original stdout), but from ``environ`` rather than ``os.environ``."""
+def terminal_width(environ: Mapping[str, str], streams: Sequence[object] = (),
+                   tty: str | None = TTY) -> int:
+    """Columns: $COLUMNS when it is a positive number, else the width of the first terminal
+    among ``streams`` (stdout, stderr), the process's original stdout and stderr and ``tty``
+    (the controlling terminal: output piped to `tee` in a terminal has the terminal's
+    width), else :data:`FALLBACK_WIDTH`."""
     try:
         columns = int(environ["COLUMNS"])
     except (KeyError, ValueError):
         columns = 0
-    if columns <= 0 and sys.__stdout__ is not None:
+    if columns > 0:
+        return columns
+    for stream in (*streams, sys.__stdout__, sys.__stderr__):
+        columns = _columns_of(stream)
+        if columns > 0:
+            return columns
+    if tty is not None:
         try:
-            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
-        except (AttributeError, ValueError, OSError):
-            columns = 0
+            fd = os.open(tty, os.O_RDONLY | os.O_NOCTTY | os.O_CLOEXEC)
+        except OSError:  # no controlling terminal (a service, cron, CI)
+            return FALLBACK_WIDTH
+        try:
+            columns = _columns_of(fd)
+        finally:
+            os.close(fd)
     return columns if columns > 0 else FALLBACK_WIDTH
+
+
+def _columns_of(stream: object) -> int:
+    """The width of the terminal ``stream`` (a file object or a descriptor) writes to; 0 when
+    it is not a terminal."""
+    try:
+        fd = stream if isinstance(stream, int) else stream.fileno()  # type: ignore[attr-defined]
+        return os.get_terminal_size(fd).columns
+    except (AttributeError, ValueError, OSError, io.UnsupportedOperation):
+        return 0

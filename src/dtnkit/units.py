@@ -4,10 +4,11 @@ Each parser accepts what tc and iperf3 users write (``50ms``, ``2gbit``, ``0.01%
 and raises :class:`~dtnkit.errors.BadInput` naming the quantity and an example.
 
 Every value dtnkit shows to people is formatted here (``format_*``), one way everywhere: rates
-in bit/s with SI prefixes as iperf3 prints them (``941 Mbits/sec``, ``9.41 Gbits/sec``), sizes
-in IEC bytes (``256 MiB``), durations (``850 ms``, ``4.02 s``, ``2 min 5 s``), percentages
-(``12.3%``); a missing value (None) is ``-`` (:data:`MISSING`), never ``None``.  JSON keeps the
-plain numbers with the unit in the key (``throughput_bps``).
+in bit/s with SI prefixes (``941 Mbit/s``, ``9.41 Gbit/s``: the spelling of every rate dtnkit
+prints, in tables, progress, hints, errors, help and docs), sizes in IEC bytes (``256 MiB``),
+durations (``850 ms``, ``4.02 s``, ``2 min 5 s``), percentages (``12.3%``), moments in ISO
+8601 UTC (``2026-12-01T10:00:00Z``); a missing value (None) is ``-`` (:data:`MISSING`), never
+``None``.  JSON keeps the plain numbers with the unit in the key (``throughput_bps``).
 """
 
 from __future__ import annotations
@@ -221,7 +222,9 @@ def check_finite(value: float, what: str, *, lo: float, hi: float, example: str)
     return value
 
 
-_RATE_UNITS = ("bits/sec", "Kbits/sec", "Mbits/sec", "Gbits/sec", "Tbits/sec")
+#: the one rate vocabulary (SI prefixes, a lower-case k): the spelling help and docs use;
+#: not iperf3's "Mbits/sec", so no screen mixes the two
+_RATE_UNITS = ("bit/s", "kbit/s", "Mbit/s", "Gbit/s", "Tbit/s")
 
 
 #: what people see for a value that is missing (not measured, not known)
@@ -245,8 +248,8 @@ def _number(value: object) -> float | None:
 
 
 def format_rate(bits_per_second: object) -> str:
-    """A rate as iperf3 prints it: ``941 Mbits/sec``, ``9.41 Gbits/sec``, ``23.5 Gbits/sec``
-    (SI prefixes, three significant digits, the unit that keeps the number under 1000)."""
+    """A rate: ``941 Mbit/s``, ``9.41 Gbit/s``, ``23.5 Gbit/s`` (SI prefixes, three
+    significant digits as iperf3 gives them, the unit that keeps the number under 1000)."""
     value = _number(bits_per_second)
     if value is None:
         return MISSING
@@ -315,6 +318,24 @@ def format_count(n: object) -> str:
     """A count (packets, retransmits, samples): the integer, ``-`` when missing."""
     value = _number(n)
     return MISSING if value is None else str(int(value))
+
+
+#: the first second ISO 8601's four-digit years cannot write
+_YEAR_10000 = 253402300800
+
+
+def format_time(epoch: object) -> str:
+    """A moment, ISO 8601 in UTC to the second: ``2026-12-01T10:00:00Z`` (tables and JSON
+    alike; JSON keeps the epoch seconds beside it, e.g. ``started_epoch``)."""
+    import time  # not at import: few outputs hold a time
+
+    value = _number(epoch)
+    if value is None or not 0 <= value < _YEAR_10000:
+        return MISSING
+    try:
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(value))
+    except (OverflowError, OSError, ValueError):  # beyond what the C library can show
+        return MISSING
 
 
 def format_value(value: object) -> str:

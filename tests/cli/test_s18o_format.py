@@ -45,8 +45,8 @@ def test_durations(value: float | None, text: str) -> None:
 
 
 def test_rates_percentages_and_missing_values() -> None:
-    assert format_rate(1.828e9) == "1.83 Gbits/sec"  # was `throughput_bps: 1.828e+09`
-    assert format_rate(941e6) == "941 Mbits/sec"
+    assert format_rate(1.828e9) == "1.83 Gbit/s"  # was `throughput_bps: 1.828e+09`
+    assert format_rate(941e6) == "941 Mbit/s"
     assert format_percent(12.345) == "12.3%" and format_percent(0.0005, fraction=True) == "0.05%"
     assert format_percent(0) == "0%" and format_ms(50.234) == "50.2 ms"
     assert format_count(3.0) == "3" and format_value(True) == "yes"
@@ -151,7 +151,7 @@ def test_lab_status_prints_no_dict_and_no_none() -> None:
     assert "None" not in text and "{" not in text and "'packets'" not in text
     assert "lateness p99 -" in text and "RTT measured -" in text
     assert "1.21 KiB" in text  # the qdisc's bytes, as IEC bytes
-    assert "500 Mbits/sec" in text and "loss 0.01%" in text
+    assert "500 Mbit/s" in text and "loss 0.01%" in text
     assert max(len(line.rstrip()) for line in text.splitlines()) <= 80
 
 
@@ -168,7 +168,7 @@ def test_a_net_probe_shows_key_figures_first_without_scientific_notation() -> No
         "sampler_samples": 5, "sampler_nic_tx_dev": None},
         {"peer": "demo/dst", "peer_address": "10.252.0.2", "reverse": False}))
     lines = out.getvalue().splitlines()
-    assert lines[0] == "net probe 7: 1.83 Gbits/sec to demo/dst (10.252.0.2)"
+    assert lines[0] == "net probe 7: 1.83 Gbit/s to demo/dst (10.252.0.2)"
     text = out.getvalue()
     assert "e+0" not in text and "None" not in text and "_bps" not in text
     assert "12.0 MiB" in text and "50.2 ms mean" in text and "- at the peer" in text
@@ -184,7 +184,7 @@ def test_the_disk_probe_shows_no_network_counters() -> None:
         "sampler_retrans_segs_total": 0, "sampler_nic_rx_drops_total": 0,
         "sampler_samples": 5}, {"path": "/data", "size_bytes": 2**28}))
     text = out.getvalue()
-    assert text.startswith("disk probe 7: read 12.0 Gbits/sec, write 8.00 Gbits/sec in /data")
+    assert text.startswith("disk probe 7: read 12.0 Gbit/s, write 8.00 Gbit/s in /data")
     assert "256 MiB" in text
     for network in ("retransmit", "NIC", "RTT", "window"):
         assert network not in text
@@ -203,7 +203,7 @@ def test_diagnose_puts_the_verdict_first() -> None:
     lines = out.getvalue().splitlines()
     assert lines[0] == "verdict: path: path-bound: the cap binds"
     assert lines[1] == "next: test the path"
-    assert lines[2] == "measured: network 450 Mbits/sec (result 3)"
+    assert lines[2] == "measured: network 450 Mbit/s (result 3)"
 
 
 def test_experiment_summary_says_what_helped_first() -> None:
@@ -217,7 +217,7 @@ def test_experiment_summary_says_what_helped_first() -> None:
                     "baseline_bps": [4.6e8], "applied_bps": []}]})
     text = out.getvalue()
     assert text.splitlines()[0] == "experiment exp-20261201T100000-ab12: helped: buffers"
-    assert "x3.70" in text and "455 Mbits/sec" in text and "None" not in text
+    assert "x3.70" in text and "455 Mbit/s" in text and "None" not in text
 
 
 def test_an_e2e_probe_shows_rate_size_and_time() -> None:
@@ -226,5 +226,5 @@ def test_an_e2e_probe_shows_rate_size_and_time() -> None:
         "throughput_bps": 9.41e8, "bytes": 2**30, "seconds": 9.13, "sampler_samples": None},
         {"src": "/data/f", "dst": "http://dtn:8080/f", "tool": "dtnkit-cp"}))
     text = out.getvalue()
-    assert text.splitlines()[0] == "e2e probe 7: 941 Mbits/sec, 1.00 GiB in 9.13 s"
+    assert text.splitlines()[0] == "e2e probe 7: 941 Mbit/s, 1.00 GiB in 9.13 s"
     assert "/data/f -> http://dtn:8080/f with dtnkit-cp" in text and "None" not in text

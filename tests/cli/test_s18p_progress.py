@@ -28,9 +28,9 @@ from tests.support.served import serve_subprocess
 
 from dtnkit.errors import ExitStatus
 
-NET_LINE = re.compile(r"^ {4}\d+\.\d-\d+\.\d s +[\d.]+ (B|KiB|MiB|GiB) +[\d.]+ [KMGT]?bits/sec"
+NET_LINE = re.compile(r"^ {4}\d+\.\d-\d+\.\d s +[\d.]+ (B|KiB|MiB|GiB) +[\d.]+ [kMGT]?bit/s"
                       r" +\d+$", re.M)
-DISK_LINE = re.compile(r"^ {4}(write|read) +\d+\.\d-\d+\.\d s +[\d.]+ [KMGT]?bits/sec +"
+DISK_LINE = re.compile(r"^ {4}(write|read) +\d+\.\d-\d+\.\d s +[\d.]+ [kMGT]?bit/s +"
                        r"[\d.]+ (B|KiB|MiB|GiB) of 16\.0 MiB \(\d+%\)$", re.M)
 NEEDS = [t for t in ("iperf3", "fio") if shutil.which(t) is None]
 

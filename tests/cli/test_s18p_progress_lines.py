@@ -57,7 +57,7 @@ def test_lines_fit_80_columns_and_read_as_iperf3s() -> None:
     assert lines[0] == ("[480/480] group congestion (12 of 12): applied run 20 of 20, "
                         "ETA 1h02m")
     assert lines[1].split() == ["Interval", "Transfer", "Bitrate", "Retr"]
-    assert lines[2].split() == ["3598.5-3600.0", "s", "1.00", "TiB", "5.86", "Tbits/sec",
+    assert lines[2].split() == ["3598.5-3600.0", "s", "1.00", "TiB", "5.86", "Tbit/s",
                                 "123456"]
     assert lines[3].split()[:4] == ["write", "0.0-1.0", "s", "60.1"]
     assert lines[4] == "    transfer: 3599 s (moving 3.00 TiB)"

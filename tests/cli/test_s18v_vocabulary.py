@@ -4,8 +4,10 @@ short flags on `probe net`.  Real CLI runs through ``main(argv, env)``."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -129,11 +131,11 @@ def test_results_show_takes_an_experiment_id(environment: Environment) -> None:
     store.add_experiment(exp_id, {"id": exp_id, "spec": {"probe": "net"}, "groups": [],
                                   "helped": [], "started": "2026-12-01T00:00:00Z"})
     # before: "Invalid value for 'RESULT_ID': 'exp-...' is not a valid integer" (exit 2)
-    code, out, err = run(environment, "results", "show", exp_id)
+    code, out, err = run(environment, "results", "show", exp_id, "--format", "json")
     assert code == 0, err
     assert json.loads(out)["id"] == exp_id
-    code, out, err = run(environment, "results", "show", exp_id, "--format", "table")
-    assert code == 0 and f"id: {exp_id}" in out
+    code, out, err = run(environment, "results", "show", exp_id)  # a table, the default
+    assert code == 0 and f"experiment {exp_id}" in out
     code, _, err = run(environment, "results", "show", "#4242")
     assert code == ExitStatus.BAD_INPUT and "no result 4242" in err
     code, _, err = run(environment, "results", "show", "abc")
@@ -212,3 +214,137 @@ def test_a_count_of_one_is_singular() -> None:
     assert counted(1, "stream") == "1 stream"
     assert counted(4, "stream") == "4 streams"
     assert counted(0, "stream") == "0 streams"
+
+
+# ---- one rate vocabulary, counts in words -----------------------------------------------------
+#: a figure's rate unit: a number, a blank, then any spelling of bits per second
+RATE_UNIT = re.compile(r"\d\s+((?:[kKMGTP]i?)?(?:bits?/s(?:ec)?|bps|b/s))(?![\w/])")
+#: the one vocabulary dtnkit prints (units.format_rate, the help, the docs)
+RATE_VOCABULARY = {"bit/s", "kbit/s", "Mbit/s", "Gbit/s", "Tbit/s"}
+#: "1 streams": one of a plural noun (not "1 s", "1 ms", "1 process", "1 status")
+ONE_OF_MANY = re.compile(r"(?<![\w.,])1 ([a-z]{2,}s)(?<!ss)(?<!us)(?<!is)\b")
+#: "file(s)": a count that did not decide (not "http(s)://")
+EITHER_NUMBER = re.compile(r"[a-z]\(s\)(?!://)")
+
+
+def vocabulary_faults(text: str) -> list[str]:
+    """What in ``text`` breaks the one vocabulary: another rate spelling, "1 streams",
+    "file(s)"."""
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", text)
+    return ([f"rate unit {m.group(1)!r}: {m.group(0)!r}" for m in RATE_UNIT.finditer(plain)
+             if m.group(1) not in RATE_VOCABULARY]
+            + [f"{m.group(0)!r}" for m in ONE_OF_MANY.finditer(plain)]
+            + [f"{m.group(0)!r}" for m in EITHER_NUMBER.finditer(plain)])
+
+
+def test_the_vocabulary_check_finds_each_fault() -> None:
+    """The check the tests below rely on can fail, and passes what is right."""
+    assert vocabulary_faults("read 12.0 Gbits/sec, write 941 Mbit/s") == [
+        "rate unit 'Gbits/sec': '0 Gbits/sec'"]
+    assert vocabulary_faults("5.50 Kbits/sec; 10 Gbps; 3 Mb/s") == [
+        "rate unit 'Kbits/sec': '0 Kbits/sec'", "rate unit 'Gbps': '0 Gbps'",
+        "rate unit 'Mb/s': '3 Mb/s'"]
+    assert vocabulary_faults("dtnkit cp: --streams auto: 1 streams: the path") == [
+        "'1 streams'"]
+    assert vocabulary_faults("copied 1 file(s), 1.00 MiB; 1 job(s)") == ["'e(s)'", "'b(s)'"]
+    right = ("copied 1 file, 4 files; 1 stream, 4 streams; 1 s, 1 ms, 0.1 settings; 1 process;"
+             " http(s):// or dav(s):// URLs; 9.41 Gbit/s, 5.50 kbit/s, 0.00 bit/s; "
+             "--speed 25000Mb/s; 10 Mbit/s to 1600 Gbit/s")
+    assert vocabulary_faults(right) == []
+
+
+def every_help() -> dict[str, str]:
+    """The --help of every command and subcommand, as click draws it."""
+    import click
+
+    from dtnkit.cli.main import cli
+
+    out: dict[str, str] = {}
+
+    def walk(cmd: click.Command, path: list[str], parent: click.Context | None) -> None:
+        ctx = click.Context(cmd, info_name=path[-1], parent=parent, terminal_width=80)
+        out[" ".join(path)] = cmd.get_help(ctx)
+        if isinstance(cmd, click.Group):
+            for name in cmd.list_commands(ctx):
+                sub = cmd.get_command(ctx, name)
+                assert sub is not None, name
+                walk(sub, [*path, name], ctx)
+
+    walk(cli, ["dtnkit"], None)
+    return out
+
+
+def test_every_help_speaks_the_one_vocabulary() -> None:
+    helps = every_help()
+    assert {"dtnkit cp", "dtnkit tune audit", "dtnkit results show",
+            "dtnkit sweep run"} <= set(helps), sorted(helps)
+    assert len(helps) > 40
+    faults = {path: f for path, text in helps.items() if (f := vocabulary_faults(text))}
+    assert faults == {}
+    # the help does speak of rates, in the one vocabulary
+    spoken = {m.group(1) for text in helps.values() for m in RATE_UNIT.finditer(text)}
+    assert spoken and spoken <= RATE_VOCABULARY, spoken
+
+
+@pytest.mark.skipif(any(shutil.which(t) is None for t in ("iperf3", "fio")),
+                    reason="needs iperf3 and fio")
+def test_help_and_real_runs_share_one_vocabulary(tmp_path: Path) -> None:
+    """Before: the help said `1 Gbit/s`, every table and progress line `941 Mbits/sec`, a
+    copy said `copied 1 file(s)` and a disk probe `1 job(s)`.  Now the help and what real runs
+    print (tables at 80 columns, progress lines, a copy's summary) share one rate spelling and
+    count in words."""
+    from dataclasses import replace
+
+    from dtnkit.transfer import tokens
+    from dtnkit.transfer.server import start_server
+
+    env = replace(Environment(state_dir=tmp_path / "state", results_db=tmp_path / "r.sqlite",
+                              lab_state_root=tmp_path / "lab", stdin=io.StringIO(),
+                              stdout=io.StringIO(), stderr=io.StringIO()),
+                  terminal_width=80, stderr_isatty=True)  # progress lines on (a StringIO)
+    shown: dict[str, str] = {}
+
+    def run_shown(name: str, *argv: str, ok: tuple[int, ...] = (0,)) -> None:
+        code, out, err = run(env, *argv)
+        assert code in ok, (name, code, err)
+        shown[name] = out + err
+
+    tree = tmp_path / "tree"
+    shutil.copytree(HOSTS / "dtn-a", tree, symlinks=True)
+    run_shown("tune audit", "tune", "audit", "--tree", str(tree), ok=(0, 3))
+    run_shown("tune apply", "tune", "apply", "--tree", str(tree), "--group", "buffers")
+    run_shown("probe net", "probe", "net", "--peer", "localhost", "-t", "1s", "-p",
+              str(free_port()))
+    (tmp_path / "disk").mkdir()
+    run_shown("probe disk", "probe", "disk", "--path", str(tmp_path / "disk"), "--size",
+              "8MiB")
+    run_shown("results list", "results", "list")
+    ids = [r.id for r in ResultStore(env.results_db).results(limit=10)]
+    assert len(ids) == 2
+    for rid in ids:
+        run_shown(f"results show {rid}", "results", "show", str(rid), "--format", "table")
+    root = tmp_path / "served"
+    root.mkdir()
+    (root / "f").write_bytes(os.urandom(2**20))
+    with start_server(root, host="127.0.0.1", port=0, quiet=True,
+                      tokens=tokens.parse("ht-vocab read,write\n")) as served:
+        run_shown("cp", "cp", served.url + "f", str(tmp_path / "got"), "--token", "ht-vocab",
+                  "--streams", "1")
+    faults = {name: f for name, text in shown.items() if (f := vocabulary_faults(text))}
+    assert faults == {}, shown
+    assert "copied 1 file," in shown["cp"], shown["cp"]
+    assert "1 job" in shown["probe disk"], shown["probe disk"]
+    spelled = {m.group(1) for text in [*shown.values(), *every_help().values()]
+               for m in RATE_UNIT.finditer(text)}
+    assert spelled <= RATE_VOCABULARY and len(spelled) >= 2, spelled
+
+
+def test_bytes_in_the_streams_notes_never_have_an_exponent() -> None:
+    """Before: `together their rate stopped growing at 1.01e+03 KiB per round trip`."""
+    from dtnkit.transfer.client.autostreams import show_bytes
+
+    assert show_bytes(1010 * 1024) == "0.986 MiB"
+    assert [show_bytes(n) for n in (500 * 1024, 4 * 2**20, 1.5 * 2**30)] == [
+        "500 KiB", "4 MiB", "1.5 GiB"]
+    for n in range(0, 2**31, 7_777_777):
+        assert "e+" not in show_bytes(n), n

@@ -325,7 +325,7 @@ def test_nothing_usable_is_one_error(tmp_path: Path) -> None:
     assert err.splitlines() == [
         "dtnkit: warning: skipped a.audit.json: it is corrupt: invalid JSON: Expecting value: "
         "line 1 column 1 (char 0)",
-        f"dtnkit: error: nothing to report in {d}: 1 file(s) skipped, none usable. Next: give "
+        f"dtnkit: error: nothing to report in {d}: 1 file skipped, none usable. Next: give "
         "the directory the site audit wrote (DIR/HOST.audit.json)"]
     for where in (tmp_path / "missing", d / "notes.txt", tmp_path / "empty"):
         if where.name == "empty":

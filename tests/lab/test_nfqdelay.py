@@ -79,12 +79,12 @@ def test_load_config_reads_queues_and_seed(tmp_path: Path) -> None:
     ({"queues": {"0": {"delay_ms": True}}}, "must be a number"),
     ('{"queues": {"0": {"delay_ms": NaN}}}', "allowed 0 to 10000"),
     ({"queues": {"0": {"loss": 0.1}}}, "\"delay_ms\" is missing"),
-    ({"queues": {"0": {"delay_ms": 5, "jitter": 1}}}, "unknown key(s) 'jitter'"),
+    ({"queues": {"0": {"delay_ms": 5, "jitter": 1}}}, "unknown key 'jitter'"),
     ({"queues": {"x": {"delay_ms": 5}}}, "queue number"),
     ({"queues": {"70000": {"delay_ms": 5}}}, "queue number"),
     ({"queues": {"0": 5}}, "must be an object"),
     ({"queues": {"0": {"delay_ms": 5}}, "seed": 1.5}, "seed must be an integer"),
-    ({"queues": {"0": {"delay_ms": 5}}, "rate": 1}, "unknown key(s) 'rate'"),
+    ({"queues": {"0": {"delay_ms": 5}}, "rate": 1}, "unknown key 'rate'"),
 ])
 def test_bad_config_is_rejected_with_a_clear_message(tmp_path: Path, doc: Any,
                                                      message: str) -> None:

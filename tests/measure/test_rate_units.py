@@ -129,7 +129,7 @@ def test_probe_disk_then_results_show_one_rate_in_one_unit(tmp_path: Path) -> No
     data.mkdir()
     db = str(tmp_path / "r.sqlite")
     probe = _dtnkit("probe", "disk", "--path", str(data), "--size", "8MiB", "--db", db)
-    shown = _dtnkit("results", "show", "1", "--db", db)
+    shown = _dtnkit("results", "show", "1", "--db", db, "--format", "json")
     doc: dict[str, Any] = json.loads(shown.stdout)
     s = doc["summary"]
     raw = doc["raw"]
@@ -152,6 +152,7 @@ def test_results_show_reads_an_old_bytes_result_in_bits(tmp_path: Path) -> None:
     db = tmp_path / "r.sqlite"
     ResultStore(db).add(ProbeResult(disk.KIND, {"path": "/data"}, {  # as stored before
         "read_bps": 1.6e9, "write_bps": 2.15e9, "throughput_bps": 1.28e10}))
-    s = json.loads(_dtnkit("results", "show", "1", "--db", str(db)).stdout)["summary"]
+    s = json.loads(_dtnkit("results", "show", "1", "--db", str(db), "--format", "json"
+                           ).stdout)["summary"]
     assert (s["read_bps"], s["write_bps"], s["throughput_bps"]) == (1.28e10, 1.72e10, 1.28e10)
-    assert "12.8 Gbits/sec" in _dtnkit("results", "list", "--db", str(db)).stdout
+    assert "12.8 Gbit/s" in _dtnkit("results", "list", "--db", str(db)).stdout

@@ -169,7 +169,8 @@ def test_e2e_probe_moves_with_dtnkit_cp_by_default(
     assert code == ExitStatus.OK, down
     assert dst.read_bytes() == data and down["summary"]["bytes"] == len(data)
     capsys.readouterr()
-    assert main(["results", "show", str(down["id"]), "--db", db]) == ExitStatus.OK
+    assert main(["results", "show", str(down["id"]), "--db", db, "--format", "json"]
+                ) == ExitStatus.OK
     stored = json.loads(capsys.readouterr().out)
     assert parse_cp_json(stored["raw"])["mover_bytes"] == len(data)
 

@@ -39,14 +39,17 @@ class ServeLab:
         before = len(self.log.read_text().splitlines())
         head = [sys.executable, str(self.script)] if wrapped else [
             sys.executable, "-m", "dtnkit"]
+        # -v: --streams auto's reasons in full (by default one short line)
+        verbose = ["-v"] if "auto" in args else []
         res = self.p.dst.run([*head, "cp", self.url + name, str(self.got), "-f", "--block-size",
-                              "1M", "--format", "json", *args], check=False)
+                              "1M", "--format", "json", *verbose, *args], check=False)
         assert res.returncode == 0, res.stderr
         assert self.got.read_bytes() == (self.root / name).read_bytes()
         # the server logs a request when it has answered it: the copy is over
         lines = self.log.read_text().splitlines()[before:]
-        seen = [(m.group(1), int(m.group(2))) for m in (
-            re.search(rf'"(GET|HEAD) /{name}" \d+ (\d+)', x) for x in lines) if m]
+        # Combined Log Format: "GET /f HTTP/1.1" 200 1048576 (%b is - for no body)
+        seen = [(m.group(1), int(m.group(2).replace("-", "0"))) for m in (
+            re.search(rf'"(GET|HEAD) /{name} HTTP/1\.1" \d+ (\d+|-)', x) for x in lines) if m]
         doc: dict[str, object] = json.loads(res.stdout)
         return doc, str(res.stderr), seen
 

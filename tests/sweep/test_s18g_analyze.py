@@ -76,7 +76,7 @@ def test_emulator_bound_points_are_excluded_and_counted() -> None:
     assert doc["excluded_why"] == {"delay stage at 95% of a core": 1}
     json.dumps(doc, allow_nan=False)  # strict JSON
     # measured with standard frames: the analysis says what would let the lab carry them
-    assert "mtu = 9000" in analysis.hint and "1 lab-bound point(s) ran at MTU 1500" in doc["hint"]
+    assert "mtu = 9000" in analysis.hint and "1 lab-bound point ran at MTU 1500" in doc["hint"]
 
 
 def test_no_hint_without_bound_points_or_with_jumbo_frames() -> None:

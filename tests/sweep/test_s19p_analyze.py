@@ -99,16 +99,16 @@ def test_analyze_table_shows_every_figure_in_80_columns(tmp_path: Path, dtnkit: 
     assert code == 0, err
     assert max(len(line) for line in out.splitlines()) <= 80
     for title in ("Peak, drop and knee per RTT", "Fluctuation", "Gbit/s per core",
-                  "Minimum resources for 700 Mbits/sec", "Tail latency",
+                  "Minimum resources for 700 Mbit/s", "Tail latency",
                   "Recommended streams per RTT", "origins at equal total cores",
                   "profiles: one profile only"):
         assert title in out, title
     # the known shape: 5 ms peaks at 8 streams and drops 30 %; 100 ms peaks at 16
     line5 = next(line for line in out.splitlines() if line.lstrip().startswith("5 ms"))
     assert line5.split()[2:4] == ["8", "950"] and "30%" in line5
-    assert "2 point(s) the lab's emulator bound" in out
+    assert "2 points the lab's emulator bound" in out
     assert "delay stage at 97% of a core (2)" in out
-    assert "1 point(s) failed" in out and "connection refused" in out
+    assert "1 point failed" in out and "connection refused" in out
 
 
 def test_analyze_json_is_the_analysis_with_the_run(tmp_path: Path, dtnkit: Run) -> None:

@@ -46,7 +46,7 @@ def test_the_table_row_for_the_measured_rtt_chooses(served: ServerHandle,
     table = tmp_path / "t.json"
     # loopback's RTT is well under 1 ms: the 0.5 ms row is the nearest (log scale)
     table.write_text(json.dumps(table_doc([(0.5, 3), (5.0, 7), (100.0, 24)])))
-    code, out, err = cp(tmp_path, "--streams-table", str(table), "--format", "json",
+    code, out, err = cp(tmp_path, "--streams-table", str(table), "--format", "json", "-v",
                         served.url + "f", str(tmp_path / "a"))
     assert code == 0, err
     assert (tmp_path / "a").read_bytes() == DATA
@@ -60,7 +60,8 @@ def test_the_state_dirs_table_is_the_default_and_rate_skips_it(served: ServerHan
     (tmp_path / "state").mkdir()
     default = tmp_path / "state" / "streams.json"
     default.write_text(json.dumps(table_doc([(1.0, 5)])))
-    code, out, err = cp(tmp_path, "--format", "json", served.url + "f", str(tmp_path / "a"))
+    code, out, err = cp(tmp_path, "--format", "json", "-v", served.url + "f",
+                        str(tmp_path / "a"))
     assert code == 0, err
     assert json.loads(out)["streams_auto"]["streams"] == 5 and str(default) in err
     code, out, err = cp(tmp_path, "--format", "json", "--rate", "1g", served.url + "f",

@@ -99,6 +99,6 @@ def test_resumed_summary_shows_the_kept_bytes_apart(source: tuple[Path, bytes],
     assert dst.read_bytes() == data
     line = proc.stderr.strip().splitlines()[-1]
     assert 0 < moved < SIZE
-    assert line.startswith(f"copied 1 file(s), {format_bytes(SIZE)}: {format_bytes(moved)} "
+    assert line.startswith(f"copied 1 file, {format_bytes(SIZE)}: {format_bytes(moved)} "
                            "moved in "), line
     assert f"), {format_bytes(SIZE - moved)} kept from the interrupted run; " in line, line

@@ -200,7 +200,7 @@ def test_cli_auto_with_a_window_that_covers_the_path_is_one_get(
     data = payload(SIZE, seed=11)
     (root / "a.bin").write_bytes(data)
     ask(handle.port, "HEAD", "/a.bin", {"Want-Digest": "adler32"})
-    code = main(["cp", "--streams", "auto", "--rate", "1gbit", "--format", "json",
+    code = main(["cp", "--streams", "auto", "--rate", "1gbit", "--format", "json", "-v",
                  f"http://127.0.0.1:{relay.port}/a.bin", str(tmp_path / "a.bin")],
                 environment)
     out, err = taken(environment.stdout), taken(environment.stderr)
@@ -257,7 +257,7 @@ def test_requests_on_a_50ms_lab_path(tmp_path: Path, monkeypatch: pytest.MonkeyP
             server.terminate()
             server.wait(10)
     # the log is complete once the server has stopped
-    seen = [m.group(1) for m in (re.search(r'"(GET|HEAD) /f"', x)
+    seen = [m.group(1) for m in (re.search(r'"(GET|HEAD) /f HTTP/1\.1"', x)
                                  for x in log.read_text().splitlines()) if m]
     assert isinstance(n, int) and 2 <= n < 16
     # auto: a HEAD, a digest HEAD, a GET per stream, and one per tail a stream that ended

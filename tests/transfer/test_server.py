@@ -812,7 +812,7 @@ def test_cli_serve(tmp_path: Path, root: Path) -> None:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=15)
         assert proc.returncode == 0
-        assert '"GET /data.bin" 200 10244' in err and BOTH not in err
+        assert '"GET /data.bin HTTP/1.1" 200 10244' in err and BOTH not in err
     finally:
         if proc.poll() is None:
             proc.kill()

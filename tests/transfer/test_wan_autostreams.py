@@ -168,7 +168,7 @@ def test_cli_streams_auto_on_loopback(served: tuple[ServerHandle, Path], tmp_pat
     handle, root = served
     dst = tmp_path / "got"
     code = main(["cp", f"{handle.url}f", str(dst), "--streams", "auto", "--rate", "10G",
-                 "--json"], environment)
+                 "--json", "-v"], environment)
     assert code == 0, taken(environment.stderr)
     doc = json.loads(taken(environment.stdout))
     auto = doc["streams_auto"]
@@ -227,7 +227,8 @@ def test_auto_on_a_50ms_lab_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
             assert "listening on" in line, line
             url = line.split("listening on ", 1)[1].split()[0] + "f"
             res = p.src.run([sys.executable, "-m", "dtnkit", "cp", url, str(tmp_path / "got"),
-                             "--streams", "auto", "--rate", "1gbit", "--json"], check=False)
+                             "--streams", "auto", "--rate", "1gbit", "--json", "-v"],
+                            check=False)
             assert res.returncode == 0, res.stderr
             doc = json.loads(res.stdout)
             limits = au.host_limits(Host.live(p.src.netns))
@@ -283,5 +284,5 @@ def test_cli_upload_with_auto_decides_on_its_own_connection(
     err = taken(environment.stderr)
     assert code == 0, err
     assert json.loads(taken(environment.stdout))["streams_auto"]["streams"] == 1
-    assert "--streams auto: 1 stream" in err
+    assert "dtnkit cp: 1 stream: " in err  # one short line (-v: the reason in full)
     assert (root / "up.bin").read_bytes() == src.read_bytes()

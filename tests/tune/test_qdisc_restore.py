@@ -371,8 +371,9 @@ def test_clsact_is_left_alone_and_the_plan_says_so(
     assert snap["values"][f"qdisc/{DEV}/root"]["untouched"] == ["clsact"]
     qdns.reset()
     capsys.readouterr()
+    # --wide: the plan's cells unwrapped (at 80 columns the phrase wraps inside its cell)
     assert main(["tune", "restore", "cls", "--dry-run", "--netns", qdns.name, "--state-dir",
-                 str(tmp_path)]) == ExitStatus.OK
+                 str(tmp_path), "--wide"]) == ExitStatus.OK
     assert "clsact and filters left as they are" in capsys.readouterr().out
     assert restore(qdns, tmp_path, "cls") == ExitStatus.OK
     kinds = {q["kind"] for q in qdns.state()[0]}

@@ -47,9 +47,27 @@ class _Bar:
         self.size = size
 
 
+class _Notes:
+    """Where ``dtnkit cp: ...`` notes go: stderr, or above the progress bar while one is
+    drawn (a note written straight to the terminal would land in the bar's line, and the
+    bar's next redraw would wipe it)."""
+
+    def __init__(self, env: Environment) -> None:
+        self.env = env
+        self.above: Callable[[str], None] | None = None  # set while a bar is drawn
+
+    def say(self, text: str) -> None:
+        if self.above is not None:
+            self.above(text)
+        else:
+            click.echo(text, file=self.env.stderr)
+
+
 @contextmanager
-def _progress(env: Environment, enabled: bool, total: int | None) -> Iterator[_Bar | None]:
-    """A rich progress bar on stderr (rate, ETA), or None when not *enabled*."""
+def _progress(env: Environment, enabled: bool, total: int | None,
+              notes: _Notes | None = None) -> Iterator[_Bar | None]:
+    """A rich progress bar on stderr (rate, ETA), or None when not *enabled*; while it is
+    drawn, ``notes`` are printed above it."""
     if not enabled:
         yield None
         return
@@ -75,6 +93,9 @@ def _progress(env: Environment, enabled: bool, total: int | None) -> Iterator[_B
     progress = Progress("[progress.description]{task.description}", BarColumn(),
                         DownloadColumn(binary_units=True), BitRate(),
                         TimeRemainingColumn(), console=Console(file=env.stderr), transient=True)
+    def above(text: str) -> None:
+        progress.console.print(text, markup=False, highlight=False, soft_wrap=True)
+
     with progress:
         task = progress.add_task("cp", total=total)
 
@@ -84,7 +105,13 @@ def _progress(env: Environment, enabled: bool, total: int | None) -> Iterator[_B
         def size(n: int) -> None:
             progress.update(task, total=n)
 
-        yield _Bar(advance, size)
+        if notes is not None:
+            notes.above = above
+        try:
+            yield _Bar(advance, size)
+        finally:
+            if notes is not None:
+                notes.above = None
 
 
 def _scitag(env: Environment, scitag: str | None, experiment: str | None,
@@ -103,7 +130,7 @@ def _scitag(env: Environment, scitag: str | None, experiment: str | None,
 
 
 @contextmanager
-def _sigterm_interrupts(env: Environment) -> Iterator[None]:
+def _sigterm_interrupts(notes: _Notes) -> Iterator[None]:
     """SIGTERM acts as Ctrl-C while copying: a download keeps its part file and journal."""
     def on_term(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
@@ -116,8 +143,8 @@ def _sigterm_interrupts(env: Environment) -> Iterator[None]:
     try:
         yield
     except KeyboardInterrupt:
-        click.echo("dtnkit cp: interrupted; a partial download is kept: rerun the same command "
-                   "to resume", file=env.stderr)
+        notes.say("dtnkit cp: interrupted; a partial download is kept: rerun the same "
+                  "command to resume")
         raise
     finally:
         signal.signal(signal.SIGTERM, previous)
@@ -218,6 +245,8 @@ def _sigterm_interrupts(env: Environment) -> Iterator[None]:
 @click.option("--scitags-registry", default=None, metavar="FILE|URL",
               help="Resolve --experiment/--activity with this registry (api.json) instead "
                    "of the one `dtnkit scitags refresh` kept or the shipped snapshot.")
+@click.option("-v", "--verbose", is_flag=True,
+              help="Say in full why --streams auto chose its streams (by default: one line).")
 @click.option("--metrics-textfile", type=click.Path(path_type=Path), default=None,
               metavar="FILE",
               help="Write the copy's Prometheus series to FILE (atomically, every 5 s and "
@@ -241,7 +270,7 @@ def cp(env: Environment,
        metrics_textfile: Path | None = None, capacity: str | None = None,
        streams_table: str | None = None, token_file: Path | None = None,
        remote_token_file: Path | None = None, src_token_file: Path | None = None,
-       dst_token_file: Path | None = None) -> int:
+       dst_token_file: Path | None = None, verbose: bool = False) -> int:
     """Copy SRC to DST: local path or http(s)://host:port/path, at least one a URL.
 
     Two URLs without --tpc: relayed through this client (ranges fetched from SRC and sent to
@@ -276,8 +305,8 @@ def cp(env: Environment,
         explicit = click.get_current_context().get_parameter_source("streams") not in (
             ParameterSource.DEFAULT, None)
         if streams == "auto" and explicit:  # the servers' path is not seen from here
-            click.echo("dtnkit cp: --streams auto: 1 stream for --tpc (the path between the "
-                       "servers is not measured from this client); pass --streams N",
+            click.echo("dtnkit cp: --tpc: 1 stream, auto cannot measure the servers' path: "
+                       "--streams N" + (" (this client is not on that path)" if verbose else ""),
                        file=env.stderr)
         if metrics_textfile is not None:
             raise BadInput("--metrics-textfile", "is not written for --tpc (the active "
@@ -291,6 +320,7 @@ def cp(env: Environment,
                             stall_timeout, ca_file, insecure, as_json, deadline,
                             overwrite=force, scitag=tag, ca_dir=str(env.x509_cert_dir))
     auto = None
+    notes = _Notes(env)
     if streams == "auto":
         from dtnkit.transfer.client import autostreams
 
@@ -300,10 +330,13 @@ def cp(env: Environment,
             ParameterSource.DEFAULT, None)
         # else: in the summary and JSON only
         if asked or table is not None or (env.stderr_isatty and not as_json):
-            auto.on_decision = lambda d: click.echo(f"dtnkit cp: --streams auto: {d.reason}",
-                                                    file=env.stderr)
-            auto.on_grow = lambda why: click.echo(f"dtnkit cp: --streams auto: {why}",
-                                                  file=env.stderr)
+            # one line each; -v: the reasoning in full
+            auto.on_decision = lambda d: notes.say(
+                f"dtnkit cp: --streams auto: {d.reason}" if verbose else
+                f"dtnkit cp: {d.short()}" + (" (-v: why)" if d.brief else ""))
+            auto.on_grow = lambda why: notes.say(
+                f"dtnkit cp: --streams auto: {why}" if verbose else
+                f"dtnkit cp: used {why.split(': ', 1)[0]} (-v: why)")
     options = Options(
         streams=streams if isinstance(streams, int) else 1, auto=auto,
         block_size=parse_bytes(block_size, "block-size", lo=4096, hi=2**30),
@@ -322,7 +355,7 @@ def cp(env: Environment,
             cp_metrics.check_path(metrics_textfile), streams=options.streams,
             upload=not is_url(src), capacity=capacity_bps / 8 if capacity_bps else None)
     show = env.stderr_isatty and not as_json
-    with _progress(env, show, total_size(src) if show else None) as bar:
+    with _progress(env, show, total_size(src) if show else None, notes) as bar:
         advance = bar.advance if bar is not None else None
         options.progress = advance if recorder is None else recorder.wrap(advance)
         if bar is not None and not recursive:
@@ -331,7 +364,7 @@ def cp(env: Environment,
             recorder.start()
         ok = False
         try:
-            with _sigterm_interrupts(env):
+            with _sigterm_interrupts(notes):
                 summary = copy(src, dst, options)
             ok = True
         finally:
@@ -351,8 +384,8 @@ def cp(env: Environment,
         digest += f", {counted(auto.used or auto.decision.streams, 'stream')} (auto)"
     # for people the summary goes to stderr, beside the progress bar
     emit(env, result, "json" if as_json else "table",
-         lambda p: p.echo(f"copied {result['files']} file(s), {moved}; verify {verify}, "
-                          f"level {result['level']}{digest}", err=True), indent=None)
+         lambda p: p.echo(f"copied {counted(len(summary.files), 'file')}, {moved}; verify "
+                          f"{verify}, level {result['level']}{digest}", err=True), indent=None)
     return 0
 
 

@@ -15,6 +15,7 @@ from dtnkit.cli.options import pass_env
 from dtnkit.cli.output import Printer, emit, format_option
 from dtnkit.environment import Environment
 from dtnkit.errors import DtnkitError, ExitStatus
+from dtnkit.units import counted
 
 if TYPE_CHECKING:
     from dtnkit.fleet.compare import Report
@@ -112,7 +113,7 @@ def people(p: Printer, r: Report) -> None:
     many hosts share is one row naming them (per host: the JSON and the page)."""
     from rich.markup import escape
 
-    from dtnkit.cli.render import Col, fits, print_fitted
+    from dtnkit.cli.render import Col, fits, print_fitted, whole
     from dtnkit.fleet.compare import canonical
     from dtnkit.fleet.load import printable
     from dtnkit.fleet.page import value_text, verdict_rows
@@ -133,10 +134,10 @@ def people(p: Printer, r: Report) -> None:
              + (f" against profile [bold]{t(r.profile)}[/]: {r.compliant} compliant"
                 if n else "")]
     if r.experiments:
-        parts.append(f"{len(r.experiments)} experiment(s)")
+        parts.append(counted(len(r.experiments), "experiment"))
     if r.campaign:
         parts.append(f"campaign {t(r.campaign.status)} ({len(r.campaign.pairs)} pairs)")
-    con.print(f"[bold]fleet report[/] of {t(str(r.loaded.directory))}")
+    whole(con, f"[bold]fleet report[/] of {t(str(r.loaded.directory))}")
     con.print(", ".join(parts))
     if r.hosts:
         rows: list[tuple[str, ...]] = []
@@ -212,8 +213,9 @@ def people(p: Printer, r: Report) -> None:
                      title="tuning verdicts")
         c = r.campaign
         if c and c.failure:
-            con.print(f"[red]campaign failed[/] on {t(c.failure.get('host', ''))} at "
-                      f"{t(c.failure.get('step', ''))}: {t(c.failure.get('msg', ''))}; "
-                      f"restored: {t(', '.join(c.restored) or 'none')}")
+            whole(con, f"[red]campaign failed[/] on {t(c.failure.get('host', ''))} at "
+                       f"{t(c.failure.get('step', ''))}: {t(c.failure.get('msg', ''))}; "
+                       f"restored: {t(', '.join(c.restored) or 'none')}")
     if r.skipped:
-        con.print(f"[yellow]{len(r.skipped)} file(s) skipped[/] (the warnings above say why)")
+        con.print(f"[yellow]{counted(len(r.skipped), 'file')} skipped[/] (the warnings "
+                  "above say why)")

@@ -324,22 +324,20 @@ def list_cmd(env: Environment, kind: str | None, limit: int, experiments: bool, 
 @results.command()
 @click.argument("result_id", metavar="ID")
 @db_option()
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="json",
-              show_default=True, help="json: the full record (the default); table: key: value "
-              "lines.")
+@format_option
 @pass_env
 def show(env: Environment, result_id: str, db: Location, fmt: str) -> int:
-    """Show one result (its number, as `results list` prints it) or one experiment (exp-...)."""
+    """Show one result (its number, as `results list` prints it) or one experiment (exp-...):
+    its figures and when, where and with what it was measured; --format json: the full
+    record (every figure, the samples, the tool's own output)."""
     store = ResultStore(db)
-    doc = (store.get_experiment(result_id) if result_id.startswith("exp-")
-           else _typed_tuning(store.get(parse_result_id(result_id)).as_dict()))
-
-    def lines(p: Printer) -> None:
-        for key, value in doc.items():
-            if value is not None and not isinstance(value, dict | list):
-                p.echo(f"{key}: {value}")
-
-    emit(env, doc, fmt, lines)
+    if result_id.startswith("exp-"):
+        exp = store.get_experiment(result_id)
+        emit(env, exp, fmt, lambda p: _render().experiment_record(p.console, exp))
+        return 0
+    result = store.get(parse_result_id(result_id))
+    emit(env, _typed_tuning(result.as_dict()), fmt,
+         lambda p: _render().probe_summary(p.console, result, record=True))
     return 0
 
 

@@ -8,8 +8,8 @@ iperf3 prints its intervals, never rewritten in place: they stay readable in a s
 a ``script`` log or tmux.
 
     [1/3] network: iperf3 to demo/dst, 4 streams, 10 s
-        Interval        Transfer       Bitrate         Retr
-        0.0-2.0 s       224 MiB        940 Mbits/sec      0
+        Interval        Transfer           Bitrate   Retr
+        0.0-2.0 s       224 MiB         940 Mbit/s      0
 """
 
 from __future__ import annotations

@@ -22,12 +22,14 @@ from rich.text import Text
 
 from dtnkit.units import (
     MISSING,
+    counted,
     format_bytes,
     format_count,
     format_duration,
     format_ms,
     format_percent,
     format_rate,
+    format_time,
     format_value,
 )
 
@@ -54,6 +56,12 @@ def console(env: Environment, *, wide: bool = False) -> Console:
         return Console(file=env.stdout, width=WIDE, highlight=False, soft_wrap=True)
     return Console(file=env.stdout, width=max(env.terminal_width, 20), highlight=False,
                    soft_wrap=False)
+
+
+def whole(con: Console, text: str) -> None:
+    """A line that holds a path, an ID or a command to copy: printed whole, never wrapped
+    (at the terminal's edge the terminal folds it), so it is copied and found whole."""
+    con.print(text, soft_wrap=True)
 
 
 def is_wide(con: Console) -> bool:
@@ -191,7 +199,8 @@ def audit_table(con: Console, audit: Audit, next_cmd: str = "") -> None:
     verdict = "[green]compliant[/]" if audit.compliant else "[yellow]not compliant[/]"
     con.print(f"{verdict}: {counts}")
     for item in audit.undecided:
-        con.print(f"[magenta]unknown:[/] {len(item['keys'])} items: {escape(item['hint'])}")
+        con.print(f"[magenta]unknown:[/] {counted(len(item['keys']), 'item')}: "
+                  f"{escape(item['hint'])}")
     if any(f.status == "differs" for f in audit.findings):
         cmd = next_cmd or "dtnkit tune apply --dry-run"
         con.print(f"[dim]next: `{escape(cmd)}` shows what apply would change[/]")
@@ -291,31 +300,32 @@ def outcome(con: Console, out: Outcome, what: str, undo: str = "", *,
     for line in out.skipped:
         con.print(f"[dim]left alone:[/] {escape(line)}")
     if out.baseline:
-        con.print(f"baseline snapshot: [bold]{out.baseline}[/] "
-                  f"(undo with `{escape(undo)}`)")
+        whole(con, f"baseline snapshot: [bold]{out.baseline}[/] (undo with `{escape(undo)}`)")
     if out.ok:
-        con.print(f"[green]{what} done[/]: {len(out.done)} settings changed and verified")
+        con.print(f"[green]{what} done[/]: {counted(len(out.done), 'setting')} changed and "
+                  "verified")
         for path in out.persisted:
-            con.print(f"persisted: {path}")
+            whole(con, f"persisted: {escape(str(path))}")
         undecided_lines(con, undecided, decide)
         return
     assert out.error is not None
-    con.print(f"[red]✗ {what} failed[/]: {escape(out.error.render())}")
+    # an error and the commands around it are never wrapped (copied, searched for)
+    whole(con, f"[red]✗ {what} failed[/]: {escape(out.error.render())}")
     if out.failed is not None:
-        con.print(f"  at: {escape(out.failed.describe())}")
+        whole(con, f"  at: {escape(out.failed.describe())}")
     if out.rollback_errors:
         con.print("[red]rollback could not restore everything:[/]")
         for line in out.rollback_errors:
-            con.print(f"  {escape(line)}")
-        con.print(f"next: `{escape(undo)}` once the cause is fixed")
+            whole(con, f"  {escape(line)}")
+        whole(con, f"next: `{escape(undo)}` once the cause is fixed")
     else:
-        con.print(f"rolled back: {len(out.done) + (1 if out.failed else 0)} settings; "
+        con.print(f"rolled back: {counted(len(out.done) + (1 if out.failed else 0), 'setting')}; "
                   "the host is as it was before this run")
 
 
 def snapshot_list(con: Console, rows: Sequence[dict[str, Any]], where: Path) -> None:
     if not rows:
-        con.print(f"no snapshots in {where}")
+        whole(con, f"no snapshots in {escape(str(where))}")
         return
     # the id is never cut (it is what the other commands take); it holds the creation time
     cols = (Col("id", wrap=False), Col("kind"), Col("settings", rank=1, justify="right"),
@@ -327,14 +337,14 @@ def snapshot_list(con: Console, rows: Sequence[dict[str, Any]], where: Path) -> 
 
 
 def snapshot(con: Console, snap: Snapshot) -> None:
-    con.print(f"[bold]{snap.id}[/] ({snap.kind}) {escape(snap.label)}, {snap.created}, "
-              f"host {escape(format_value(snap.host.get('hostname')))}"
-              + (f", netns {snap.host['netns']}" if snap.host.get("netns") else ""))
+    whole(con, f"[bold]{snap.id}[/] ({snap.kind}) {escape(snap.label)}, {snap.created}, "
+               f"host {escape(format_value(snap.host.get('hostname')))}"
+               + (f", netns {snap.host['netns']}" if snap.host.get("netns") else ""))
     print_fitted(con, (Col("key"), Col("value")),
                  [(escape(key), escape(_value(value))) for key, value in snap.values.items()])
     for path, content in snap.files.items():
-        con.print(f"file {path}: "
-                  f"{'absent' if content is None else format_bytes(len(content))}")
+        whole(con, f"file {escape(path)}: "
+                   f"{'absent' if content is None else format_bytes(len(content))}")
 
 
 def _value(value: Any) -> str:
@@ -354,12 +364,12 @@ def differences(con: Console, a: str, b: str, diffs: Sequence[Difference]) -> No
         con.print(f"b: {escape(b)}", no_wrap=True, overflow="ignore", crop=False)
         cols = (Col("key"), Col("a"), Col("b"))
     print_fitted(con, cols, rows)
-    con.print(f"{len(diffs)} differences")
+    con.print(counted(len(diffs), "difference"))
 
 
 def profile(con: Console, prof: Profile) -> None:
     con.print(f"[bold]{prof.name}[/]: {escape(prof.description)}")
-    con.print(f"[dim]files:[/] {', '.join(prof.files)}")
+    whole(con, f"[dim]files:[/] {escape(', '.join(prof.files))}")
     con.print("[dim]params:[/] " + ", ".join(f"{k}={v:g}" for k, v in prof.params.items()))
     rows = []
     for key, s in prof.items.items():
@@ -389,12 +399,14 @@ def _grid(con: Console, pairs: Sequence[tuple[str, str]]) -> None:
     con.print(table)
 
 
-def probe_summary(con: Console, result: ProbeResult) -> None:
-    """A probe's key figures first, a few lines; the full record is `results show ID`."""
+def probe_summary(con: Console, result: ProbeResult, *, record: bool = False) -> None:
+    """A probe's key figures first, a few lines; the full record is `results show ID`
+    (``record``: this is it, with when, where and what measured, as `results show` draws
+    it)."""
     s, spec = result.summary, result.spec
     head = f"[bold]{result.kind} probe[/] {format_value(result.id)}"
     if not result.ok:
-        con.print(f"{head}: [red]failed[/]: {escape(result.error or MISSING)}")
+        whole(con, f"{head}: [red]failed[/]: {escape(result.error or MISSING)}")
     pairs: list[tuple[str, str]] = []
     if result.kind == "net":
         peer = escape(format_value(spec.get("peer")))
@@ -435,7 +447,7 @@ def probe_summary(con: Console, result: ProbeResult) -> None:
         pairs += [
             ("file", f"{format_bytes(_s(s, 'size_bytes') or _s(spec, 'size_bytes'))}, "
                      f"{'direct' if direct else 'buffered'} I/O, "
-                     f"{format_count(_s(s, 'jobs') or _s(spec, 'jobs'))} job(s)"),
+                     + _jobs(_s(s, 'jobs') or _s(spec, 'jobs'))),
             ("latency", f"{format_ms(_s(s, 'read_lat_ms_mean'))} read, "
                         f"{format_ms(_s(s, 'write_lat_ms_mean'))} write (mean)"),
             ("CPU", f"busiest core {format_percent(_s(s, 'sampler_cpu_busy_pct_max'))}, "
@@ -452,9 +464,29 @@ def probe_summary(con: Console, result: ProbeResult) -> None:
                     f"iowait {format_percent(_s(s, 'sampler_iowait_pct_mean'))} mean"),
             ("retransmits", format_count(_s(s, "sampler_retrans_segs_total"))),
         ]
-    pairs.append(("samples", f"{format_count(_s(s, 'sampler_samples'))}; the full record: "
-                             f"`dtnkit results show {format_value(result.id)}` or --format json"))
+    if record:
+        where = f"host {escape(result.host)}" + (
+            f", netns {escape(result.netns)}" if result.netns else "") + (
+            f" (pushed by {escape(result.origin_host)})"
+            if result.origin_host not in (None, result.host) else "")
+        pairs += [("started", f"{format_time(result.started)}, took "
+                              f"{format_duration(result.duration_s)}"),
+                  ("on", where), ("tool", escape(format_value(spec.get("tool")))),
+                  ("label", escape(result.label or MISSING)),
+                  ("tuning", escape(result.tuning_id or MISSING)),
+                  ("experiment", escape(result.experiment_id or MISSING))]
+        pairs.append(("samples", f"{format_count(_s(s, 'sampler_samples'))}; every figure and "
+                                 "the tool's own output: --format json"))
+    else:
+        pairs.append(("samples", f"{format_count(_s(s, 'sampler_samples'))}; the full record: "
+                                 f"`dtnkit results show {format_value(result.id)}`"))
     _grid(con, pairs)
+
+
+def _jobs(n: object) -> str:
+    """``1 job``, ``4 jobs``; ``- jobs`` when not known."""
+    return counted(n, "job") if isinstance(n, int) and not isinstance(n, bool) else (
+        f"{format_count(n)} jobs")
 
 
 def _rate_of(summary: dict[str, Any]) -> str:
@@ -514,6 +546,22 @@ def diagnosis(con: Console, doc: dict[str, Any]) -> None:
                    escape(c["checked"])) for c in doc["checks"]])
 
 
+def experiment_record(con: Console, doc: dict[str, Any]) -> None:
+    """`results show exp-...`: the experiment's summary, then when it ran and what it
+    probed."""
+    helped = doc.get("helped") or []
+    shown = {"next": [f"dtnkit tune apply --from-experiment {doc.get('id')}"] if helped
+             else [], "helped": helped, "groups": doc.get("groups") or [], **doc}
+    experiment_summary(con, shown)
+    given = doc.get("spec")
+    spec: dict[str, Any] = given if isinstance(given, dict) else {}
+    con.print(f"started {format_time(doc.get('started_epoch'))}, finished "
+              f"{format_time(doc.get('finished_epoch'))}; probe "
+              f"{escape(format_value(spec.get('probe')))} x "
+              f"{escape(format_value(spec.get('repeat')))} on "
+              f"{escape(', '.join(map(str, spec.get('hosts') or [])) or MISSING)}")
+
+
 def experiment_summary(con: Console, report: dict[str, Any]) -> None:
     """What helped first, each group's ratio against its baseline, then the next command."""
     con.print(f"[bold]experiment {escape(report['id'])}[/]: helped: "
@@ -558,8 +606,8 @@ def lab_up(con: Console, name: str, doc: dict[str, Any]) -> None:
     _lab_hosts(con, doc)
     src, dst = doc["hosts"][0], doc["hosts"][-1]
     con.print("reach them with, e.g.:")
-    con.print(f"  dtnkit lab exec {name} {dst['name']} -- iperf3 -s -D")
-    con.print(f"  dtnkit lab exec {name} {src['name']} -- iperf3 -c {dst['address']} -t 10")
+    whole(con, f"  dtnkit lab exec {name} {dst['name']} -- iperf3 -s -D")
+    whole(con, f"  dtnkit lab exec {name} {src['name']} -- iperf3 -c {dst['address']} -t 10")
     con.print(f"  dtnkit tune apply --group buffers --netns {src['netns']}")
 
 

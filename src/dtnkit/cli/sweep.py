@@ -137,7 +137,7 @@ def _summary(p: Printer, doc: dict[str, Any]) -> None:
               f", {doc['skipped']} skipped (already stored) of {doc['total']} points in "
               f"{duration(doc['elapsed_s'])}")
     for f in doc["failures"][:10]:
-        con.print(f"  failed {f['id']}: {escape(f['error'])}")
+        con.print(f"  failed {f['id']}: {escape(f['error'])}", soft_wrap=True)  # an error: whole
     if len(doc["failures"]) > 10:
         con.print(f"  ... and {len(doc['failures']) - 10} more (--format json lists all)")
     con.print(f"lab path {escape(doc['lab_name'])}: {doc['lab'] or 'not used'}; "
@@ -164,18 +164,19 @@ def _runs(p: Printer, runs: list[Any]) -> None:
     from rich.markup import escape
 
     from dtnkit.cli.render import Col, print_fitted
+    from dtnkit.units import format_time
 
     con = p.console
     if not runs:
         con.print("no sweep runs")
         return
     rows = [(escape(r.name), r.status, f"{r.points_ok}/{r.points_total}", str(r.points_failed),
-             time.strftime("%Y-%m-%d %H:%M", time.gmtime(r.created)),
+             format_time(r.created),
              escape(str(r.environment.get("lab", {}).get("name", "")))) for r in runs]
     print_fitted(con, (Col("run", wrap=False), Col("status", wrap=False),
                        Col("ok", justify="right", wrap=False),
                        Col("failed", justify="right", wrap=False, rank=1),
-                       Col("created (UTC)", rank=2, wrap=False), Col("lab", rank=3)), rows)
+                       Col("created", rank=2, wrap=False), Col("lab", rank=3)), rows)
 
 
 sweep.add_command(__import__("dtnkit.cli.sweep_analyze", fromlist=["analyze"]).analyze)

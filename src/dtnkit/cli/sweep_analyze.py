@@ -222,13 +222,13 @@ def _tables(p: Printer, info: RunInfo, a: Analysis, saved: Path | None) -> None:
         p.echo(f"saved the streams table to {saved}")  # unwrapped: a path is copied whole
     if a.excluded:
         whys = Counter(w for _, w in a.excluded)
-        con.print(f"\n{len(a.excluded)} point(s) the lab's emulator bound, kept out of the "
-                  "peak, drop, knee, fluctuation and streams table: "
+        con.print(f"\n{counted(len(a.excluded), 'point')} the lab's emulator bound, kept out "
+                  "of the peak, drop, knee, fluctuation and streams table: "
                   + "; ".join(f"{escape(w)} ({n})" for w, n in whys.most_common()))
         if a.hint:
             con.print(f"Next: {escape(a.hint)}")
     if a.failed:
-        con.print(f"{len(a.failed)} point(s) failed or without a valid sample: "
+        con.print(f"{counted(len(a.failed), 'point')} failed or without a valid sample: "
                   + "; ".join(f"{i} {escape(e[:60])}" for i, e in a.failed[:5])
                   + (" ..." if len(a.failed) > 5 else ""))
 

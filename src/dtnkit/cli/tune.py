@@ -25,6 +25,7 @@ from dtnkit.errors import BadInput, ExitStatus
 from dtnkit.host.host import Host
 from dtnkit.tune.judging import Judging
 from dtnkit.tune.profile import USER_PROFILE_DIR, load_profile, shipped_names
+from dtnkit.units import counted
 
 if TYPE_CHECKING:
     from dtnkit.tune import apply as apply_mod
@@ -338,8 +339,9 @@ def save(env: Environment,
     snap = new_snapshot(host, apply_mod.live_values(host), label, "manual")
     path = Store(state_dir).save(snap)
     emit(env, {"id": snap.id, "path": str(path), "values": len(snap.values)}, fmt,
-         lambda p: p.console.print(f"saved snapshot [bold]{snap.id}[/] "
-                                   f"({len(snap.values)} settings) in {path}"), indent=None)
+         lambda p: _render().whole(p.console, f"saved snapshot [bold]{snap.id}[/] "
+                                   f"({counted(len(snap.values), 'setting')}) in {path}"),
+         indent=None)
     return 0
 
 
@@ -535,7 +537,7 @@ def delete(env: Environment, snapshot: str, state_dir: Path, fmt: str) -> int:
 
     snap_id = Store(state_dir).delete(snapshot)
     emit(env, {"deleted": snap_id}, fmt,
-         lambda p: p.console.print(f"deleted snapshot {snap_id}"))
+         lambda p: _render().whole(p.console, f"deleted snapshot {snap_id}"))
     return 0
 
 

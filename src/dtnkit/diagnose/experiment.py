@@ -25,6 +25,7 @@ from typing import Any
 from dtnkit.errors import DtnkitError
 from dtnkit.host.host import Host
 from dtnkit.measure.registry import run_probe
+from dtnkit.measure.result import iso_utc
 from dtnkit.measure.store import ResultStore
 from dtnkit.measure.tool import Context, ProbeSpec
 from dtnkit.tune import apply as apply_mod
@@ -138,7 +139,9 @@ def run_experiment(
     exp_id = f"exp-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{secrets.token_hex(2)}"
     say = progress or (lambda _msg: None)
     snaps = ExperimentSnapshots(state_dir, exp_id)
-    report: dict[str, Any] = {"id": exp_id, "started": time.time(), "spec": {
+    started = time.time()
+    report: dict[str, Any] = {"id": exp_id, "started": iso_utc(started),
+                              "started_epoch": started, "spec": {
         "groups": spec.groups, "probe": spec.probe.kind, "repeat": spec.repeat,
         "both_ends": spec.both_ends, "rtt_ms": spec.rtt_ms, "profile": profile.name,
         "speed_mbps": spec.judging.speed_mbps, "ifaces": list(spec.judging.ifaces),
@@ -217,6 +220,7 @@ def run_experiment(
                                  "changes": changes})
     snaps.remove_dir()
     report["helped"] = [g["group"] for g in report["groups"] if g["verdict"] == "helps"]
-    report["finished"] = time.time()
+    finished = time.time()
+    report["finished"], report["finished_epoch"] = iso_utc(finished), finished
     store.add_experiment(exp_id, report)
     return report

@@ -19,6 +19,7 @@ from typing import Any
 from dtnkit.errors import BadInput, ExitStatus
 from dtnkit.fleet.load import Campaign, Experiment, HostAudit, Loaded, Skipped
 from dtnkit.tune.profile import GROUPS
+from dtnkit.units import counted
 
 REPORT_SCHEMA = "dtnkit.fleet-report/1"
 #: a group's state on a host, worst first
@@ -259,7 +260,7 @@ def compare(loaded: Loaded, *, reference: str | None = None,
     """The report of a loaded directory; BadInput when nothing in it is usable, or the
     profile or reference host asked for is not there."""
     if not loaded.usable:
-        why = (f"{len(loaded.skipped)} file(s) skipped, none usable" if loaded.skipped else
+        why = (f"{counted(len(loaded.skipped), 'file')} skipped, none usable" if loaded.skipped else
                "no *.audit.json, *.experiment.json or campaign.json in it")
         raise BadInput(f"nothing to report in {loaded.directory}", why,
                        "give the directory the site audit wrote (DIR/HOST.audit.json)")

@@ -19,7 +19,7 @@ from dtnkit.errors import DtnkitError
 from dtnkit.fleet.compare import Report
 from dtnkit.fleet.load import clip, printable
 from dtnkit.htmlpage import CSP, CSS, PAGE, Drawn, escape, figure_html, html_table, mpl_text
-from dtnkit.units import format_duration, format_percent, format_rate, format_value
+from dtnkit.units import counted, format_duration, format_percent, format_rate, format_value
 
 if TYPE_CHECKING:
     from dtnkit.fleet.load import Verdict
@@ -261,14 +261,14 @@ def page(report: Report, figs: Sequence[Drawn]) -> str:
         f"<meta http-equiv='Content-Security-Policy' content=\"{CSP}\">",
         f"<title>{e(title)}</title><style>{CSS}</style></head>",
         f"<body><h1>Fleet report <code>{e(report.loaded.directory)}</code></h1>",
-        f"<p>{n} host(s) audited against profile <code>{e(report.profile or '-')}</code>: "
+        f"<p>{counted(n, 'host')} audited against profile <code>{e(report.profile or '-')}</code>: "
         f"{report.compliant} compliant, {n - report.compliant} not; "
-        f"{len(report.experiments)} experiment(s); "
+        f"{counted(len(report.experiments), 'experiment')}; "
         + ("a campaign" if report.campaign else "no campaign")
         + (f"; reference host <code>{e(report.reference)}</code>" if report.reference else "")
         + f". Report by dtnkit {e(__version__)}.</p>"]
     if report.skipped:
-        parts.append("<p class='note'>" + f"{len(report.skipped)} file(s) skipped: "
+        parts.append("<p class='note'>" + f"{counted(len(report.skipped), 'file')} skipped: "
                      + "; ".join(f"<code>{e(s.file)}</code>: {e(s.why)}"
                                  for s in report.skipped) + "</p>")
     for note in report.notes:

@@ -273,7 +273,8 @@ def parse_config(doc: object) -> Config:
         raise ValueError("the config must be a JSON object with \"queues\" (and \"seed\")")
     unknown = sorted(set(doc) - {"queues", "seed"})
     if unknown:
-        raise ValueError(f"unknown key(s) {', '.join(map(repr, unknown))}: "
+        raise ValueError(f"unknown {'key' if len(unknown) == 1 else 'keys'} "
+                         f"{', '.join(map(repr, unknown))}: "
                          "allowed \"queues\" and \"seed\"")
     seed = doc.get("seed", DEFAULT_SEED)
     if isinstance(seed, bool) or not isinstance(seed, int):
@@ -292,7 +293,8 @@ def parse_config(doc: object) -> Config:
             raise ValueError(f"{where}: must be an object with \"delay_ms\" and \"loss\"")
         extra = sorted(set(entry) - {"delay_ms", "loss"})
         if extra:
-            raise ValueError(f"{where}: unknown key(s) {', '.join(map(repr, extra))}: "
+            raise ValueError(f"{where}: unknown {'key' if len(extra) == 1 else 'keys'} "
+                             f"{', '.join(map(repr, extra))}: "
                              "allowed \"delay_ms\" and \"loss\"")
         if "delay_ms" not in entry:
             raise ValueError(f"{where}: \"delay_ms\" is missing")

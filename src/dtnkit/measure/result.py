@@ -16,6 +16,15 @@ from typing import Any
 RESULT_SCHEMA = "dtnkit.result/1"
 
 
+def iso_utc(epoch: object) -> str | None:
+    """A moment as JSON shows it: ISO 8601 UTC (``2026-12-01T10:00:00Z``), None when not
+    one."""
+    from dtnkit.units import MISSING, format_time
+
+    shown = format_time(epoch)
+    return None if shown == MISSING else shown
+
+
 @dataclass
 class ProbeResult:
     kind: str  # net | disk | e2e
@@ -46,7 +55,8 @@ class ProbeResult:
     def as_dict(self, *, with_raw: bool = True) -> dict[str, Any]:
         doc = {
             "schema": RESULT_SCHEMA, "id": self.id, "kind": self.kind, "host": self.host,
-            "netns": self.netns, "started": self.started, "duration_s": self.duration_s,
+            "netns": self.netns, "started": iso_utc(self.started),
+            "started_epoch": self.started, "duration_s": self.duration_s,
             "ok": self.ok, "error": self.error, "tuning_id": self.tuning_id,
             "experiment_id": self.experiment_id, "label": self.label,
             "origin_host": self.origin_host, "spec": self.spec, "summary": self.summary,

@@ -19,7 +19,7 @@ from dtnkit.db.backend import Database, connect
 from dtnkit.db.location import DbUrl, Location, parse_location
 from dtnkit.errors import BadInput
 from dtnkit.measure.probes import disk
-from dtnkit.measure.result import ProbeResult
+from dtnkit.measure.result import ProbeResult, iso_utc
 
 #: the columns of a result, in the order :meth:`ResultStore.add` writes them
 COLUMNS = ("kind", "host", "netns", "started", "duration_s", "ok", "error", "tuning_id",
@@ -90,7 +90,7 @@ class ResultStore:
             db.execute("INSERT INTO experiments (id, started, doc) VALUES (?, ?, ?) "
                        "ON CONFLICT (id) DO UPDATE SET started = excluded.started, "
                        "doc = excluded.doc",
-                       (exp_id, doc.get("started", time.time()), json.dumps(doc)))
+                       (exp_id, _started_epoch(doc), json.dumps(with_iso_times(doc))))
 
     def get_experiment(self, exp_id: str) -> dict[str, Any]:
         with self._db() as db:
@@ -98,17 +98,51 @@ class ResultStore:
         if row is None:
             raise BadInput(f"no experiment {exp_id!r}", f"in {self.location}",
                            "see `dtnkit results list --experiments`")
-        doc: dict[str, Any] = json.loads(row["doc"])
+        doc: dict[str, Any] = with_iso_times(json.loads(row["doc"]))
         return doc
 
     def experiments(self) -> list[dict[str, Any]]:
         with self._db() as db:
             rows = db.execute("SELECT doc FROM experiments ORDER BY started DESC").fetchall()
-        return [json.loads(r["doc"]) for r in rows]
+        return [with_iso_times(json.loads(r["doc"])) for r in rows]
 
 
-CSV_FIELDS = ("id", "kind", "host", "netns", "started", "duration_s", "ok", "tuning_id",
-              "experiment_id", "label")
+#: the moments of an experiment's document
+TIMES = ("started", "finished")
+
+
+def with_iso_times(doc: Any) -> Any:
+    """An experiment's document with its moments in ISO 8601 UTC and their epoch seconds
+    beside them (``started`` and ``started_epoch``), as dtnkit writes them now; a document
+    stored with epoch seconds (before) reads the same way."""
+    if not isinstance(doc, dict):
+        return doc
+    out = dict(doc)
+    for key in TIMES:
+        value = out.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            out[f"{key}_epoch"] = value
+            out[key] = iso_utc(value)
+    return out
+
+
+def _started_epoch(doc: dict[str, Any]) -> float:
+    """The epoch seconds an experiment started (its row's order), from either form."""
+    for value in (doc.get("started_epoch"), doc.get("started")):
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):
+            import calendar
+
+            try:
+                return float(calendar.timegm(time.strptime(value, "%Y-%m-%dT%H:%M:%SZ")))
+            except ValueError:
+                pass
+    return time.time()
+
+
+CSV_FIELDS = ("id", "kind", "host", "netns", "started", "started_epoch", "duration_s", "ok",
+              "tuning_id", "experiment_id", "label")
 
 
 def export(results: Sequence[ProbeResult], fmt: str) -> str:

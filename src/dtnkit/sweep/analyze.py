@@ -37,6 +37,7 @@ from dtnkit.sweep.grid import Point
 from dtnkit.transfer.client.streamtable import STREAMS_TABLE_SCHEMA as STREAMS_TABLE_SCHEMA
 from dtnkit.transfer.client.streamtable import read_streams_table as read_streams_table
 from dtnkit.transfer.client.streamtable import streams_for_rtt as streams_for_rtt
+from dtnkit.units import counted
 
 KNEE_FRACTION = 0.9
 #: a sample above this (1 Pbit/s) is not a measurement: it is left out like NaN
@@ -571,6 +572,7 @@ def lab_hint(records: Sequence[PointRecord]) -> str:
     small = [r for r in records if r.emulator_bound and not r.failed and r.point.mtu < JUMBO_MTU]
     if not small:
         return ""
-    return (f"{len(small)} lab-bound point(s) ran at MTU {min(r.point.mtu for r in small)}: "
+    return (f"{counted(len(small), 'lab-bound point')} ran at MTU "
+            f"{min(r.point.mtu for r in small)}: "
             f"[run] mtu = {JUMBO_MTU} (jumbo frames, as DTNs run) moves the same bytes in a "
             "sixth of the packets, and the 2-core lab then held 128 streams at 1 Gbit/s")

@@ -42,8 +42,9 @@ class TokenStore:
             scope_set = frozenset(scopes)
             unknown = scope_set - set(SCOPES)
             if not token or unknown:
-                raise BadInput("token entry", f"unknown scope(s) {sorted(unknown)}"
-                               if unknown else "empty token", "use read, write or read,write")
+                why = (f"unknown {'scope' if len(unknown) == 1 else 'scopes'} "
+                       f"{sorted(unknown)}" if unknown else "empty token")
+                raise BadInput("token entry", why, "use read, write or read,write")
             entries.append((_digest(token), scope_set))
         return cls(tuple(entries))
 

@@ -250,7 +250,7 @@ def test_sigterm_drains_a_running_download_and_refuses_new_connections(root: Pat
         c.close()
         _, err = proc.communicate(timeout=30)
         assert proc.returncode == 0, err
-        assert f'"GET /big" 200 {size}' in err
+        assert f'"GET /big HTTP/1.1" 200 {size}' in err
     finally:
         if proc.poll() is None:
             proc.kill()

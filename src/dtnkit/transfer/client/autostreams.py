@@ -29,6 +29,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from dtnkit.units import counted
+
 if TYPE_CHECKING:  # imported by for_this_host: `cp --streams N` never loads dtnkit.host
     from dtnkit.host.host import Host
 
@@ -143,6 +145,12 @@ class Decision:
     #: while all are bound by their windows (the rate is an upper bound and one window
     #: carries less than :data:`SOLO_RATE`: :data:`START_UNKNOWN`)
     start: int = 0
+    #: the decision in one short line (``reason`` says why in full)
+    brief: str = ""
+
+    def short(self) -> str:
+        """The decision for one line of a terminal; the full reason is :attr:`reason`."""
+        return self.brief or self.reason
 
     def as_dict(self) -> dict[str, object]:
         return {"streams": self.streams,
@@ -160,8 +168,10 @@ def show_rate(bps: float) -> str:
 
 
 def show_bytes(n: float) -> str:
+    """``4 MiB``, ``1.5 GiB``, ``0.986 MiB`` (not ``1.01e+03 KiB``: from 999.5 KiB up the
+    next unit)."""
     for unit, scale in (("GiB", 2**30), ("MiB", 2**20)):
-        if n >= scale:
+        if n >= scale * 999.5 / 1024:
             return f"{n / scale:.3g} {unit}"
     return f"{n / 2**10:.3g} KiB"
 
@@ -181,7 +191,7 @@ def decide(rtt_s: float | None, rate_bps: float, rate_from: str, limits: Limits 
     n = streams_for(rate_bps, rtt_s, window, cap)
     bdp = rate_bps / 8 * rtt_s
     capped = n == cap and math.ceil(round(bdp / window, 9)) > cap
-    reason = (f"{n} stream{'s' if n > 1 else ''}: rate {show_rate(rate_bps)} ({rate_from}) x "
+    reason = (f"{counted(n, 'stream')}: rate {show_rate(rate_bps)} ({rate_from}) x "
               f"RTT {rtt_s * 1e3:.3g} ms = {show_bytes(bdp)} in flight, window "
               f"{show_bytes(window)} per stream (receive {limits.receive_window}, send "
               f"{limits.send_window} bytes: half of tcp_rmem max {limits.tcp_rmem_max}, "
@@ -199,7 +209,10 @@ def decide(rtt_s: float | None, rate_bps: float, rate_from: str, limits: Limits 
         start = START_UNKNOWN
         reason += (f"; a download starts {start}: the rate is only an upper bound, so more "
                    f"join (up to {n}) while they are all bound by their windows")
-    return Decision(n, rtt_s, rate_bps, rate_from, window, reason, grow, start)
+    first = 1 if grow else start  # one line of a terminal: the cap, the rate's source in -v
+    brief = (f"{first} of up to {n} streams" if first else counted(n, "stream")) + (
+        f": {show_rate(rate_bps)} x {rtt_s * 1e3:.3g} ms / {show_bytes(window)} window")
+    return Decision(n, rtt_s, rate_bps, rate_from, window, reason, grow, start, brief)
 
 
 def from_table(table: Sequence[tuple[float, int]], source: str, rtt_s: float | None,
@@ -212,9 +225,10 @@ def from_table(table: Sequence[tuple[float, int]], source: str, rtt_s: float | N
     row_rtt, streams = nearest_row(table, rtt_s * 1e3)
     n = max(1, min(cap, streams))
     return Decision(n, rtt_s, rate_bps, rate_from, None,
-                    f"{n} stream{'s' if n > 1 else ''}: the streams table {source} (its row "
+                    f"{counted(n, 'stream')}: the streams table {source} (its row "
                     f"for {row_rtt:g} ms, the nearest to the measured RTT "
-                    f"{rtt_s * 1e3:.3g} ms)" + (f", capped at {cap}" if n < streams else ""))
+                    f"{rtt_s * 1e3:.3g} ms)" + (f", capped at {cap}" if n < streams else ""),
+                    brief=f"{counted(n, 'stream')}: the streams table's row for {row_rtt:g} ms")
 
 
 class AutoStreams:

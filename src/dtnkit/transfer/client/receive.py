@@ -48,6 +48,7 @@ from dtnkit.transfer.client.streams import (
     run_streams,
     settle_streams,
 )
+from dtnkit.units import counted
 
 #: Chunks waiting for the writer: 64 MiB at most between the socket and the disk.
 STAGE_DEPTH = 64
@@ -325,7 +326,7 @@ def fetch_spans(source: HttpRangeSource, sink: FileSink, blocks: list[pl.Block],
                 if not added or active >= options.streams:
                     break
             if not errors:
-                options.auto.note_used(active, f"{active} streams: {why}")
+                options.auto.note_used(active, f"{counted(active, 'stream')}: {why}")
         if grow and getters:
             assert decision is not None and decision.rtt_s is not None \
                 and decision.window_bytes is not None and options.auto is not None
@@ -347,8 +348,7 @@ def fetch_spans(source: HttpRangeSource, sink: FileSink, blocks: list[pl.Block],
                     if helps and not errors:
                         added += add(options.streams - 2)
             if not errors:
-                options.auto.note_used(1 + added, f"{1 + added} stream"
-                                       f"{'s' if added else ''}: {why}")
+                options.auto.note_used(1 + added, f"{counted(1 + added, 'stream')}: {why}")
         for t in threads:
             t.join()
     finally:
@@ -512,13 +512,14 @@ def all_bound(received: Callable[[], int], threads: list[threading.Thread], rtt_
                                   ALL_BOUND_RTTS * max(rtt_s, 0.01)):
         above = above + 1 if per_rtt >= ALL_BOUND_SHARE * full else 0
         if above >= ALL_BOUND_SPELLS:
-            return True, (f"{streams} streams moved {show_bytes(per_rtt)} per round trip, "
-                          f"{per_rtt / full:.0%} of their windows: bound by them")
+            return True, (f"{counted(streams, 'stream')} moved {show_bytes(per_rtt)} per round "
+                          f"trip, {per_rtt / full:.0%} of their windows: bound by them")
         if growth.stopped(per_rtt):
             return False, (f"together their rate stopped growing at {show_bytes(growth.best)} "
                            f"per round trip, {growth.best / full:.0%} of their windows: the "
                            "path, not the windows, holds them")
-    return False, f"the file was done before {streams} streams were known to be window-bound"
+    return False, (f"the file was done before {counted(streams, 'stream')} were known to be "
+                   "window-bound")
 
 
 def runs(blocks: list[pl.Block]) -> dict[int, int]:

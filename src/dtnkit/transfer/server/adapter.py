@@ -142,7 +142,7 @@ class RequestHandler:
         self.close_connection = True
         self._status: int | None = None
         self._bytes = 0
-        self._t0 = time.monotonic()
+        self._received = time.time()  # the access log's %t: when the request came
         self._body_done = False
         self._headers_sent = False
         self._buf = bytearray(c.buf[c.head_len:])  # bytes read past the head
@@ -257,11 +257,20 @@ class RequestHandler:
                                  "internal server error (see the server log)"))
 
     def _access_log(self) -> None:
-        seconds = time.monotonic() - self._t0
-        method = printable(self.command or "-")
+        """One Combined Log Format line (``accesslog``): no token, no query string."""
+        from dtnkit.transfer.server import accesslog
+
         self.server.counters.add("requests", 1)
-        self.server.write_log(f'{self.client_address[0]} "{method} {self.log_target}" '
-                              f"{self._status} {self._bytes} {seconds:.3f}s")
+        request = self.request
+        headers = request.headers if request is not None else None
+        self.server.write_log(accesslog.line(
+            host=self.client_address[0], epoch=self._received,
+            method=request.method if request is not None else None,
+            target=request.target if request is not None else None,
+            version=request.version if request is not None else None,
+            status=self._status or 0, sent=self._bytes,
+            referer_value=headers.get("Referer") if headers is not None else None,
+            agent=headers.get("User-Agent") if headers is not None else None))
 
     def _fail(self, exc: HttpError | BadInput) -> None:
         if isinstance(exc, BadInput):

@@ -44,6 +44,7 @@ from dtnkit.transfer.server.registry import ReceivedRange, Registry, UploadSessi
 from dtnkit.transfer.wire import digests as dg
 from dtnkit.transfer.wire import ranges as wranges
 from dtnkit.transfer.wire import upload as wup
+from dtnkit.units import counted
 
 
 def is_session_request(ex: Exchange) -> bool:
@@ -239,7 +240,8 @@ def _commit(ex: Exchange, registry: Registry, session: UploadSession) -> None:
         gaps = session.missing()
         if gaps:
             raise HttpError(409, f"commit of {where}",
-                            f"{len(gaps)} range(s) missing ({wup.format_ranges(gaps[:10])}); "
+                            f"{counted(len(gaps), 'range')} missing "
+                            f"({wup.format_ranges(gaps[:10])}); "
                             "send them first",
                             [(wup.RANGES_HEADER, wup.format_ranges(session.merged()))])
         received = sorted(session.ranges.values(), key=lambda r: r.start)
