@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from dtnkit.errors import BadInput, DtnkitError
+from dtnkit.errors import BadInput, DtnkitError, ExitStatus
 from dtnkit.transfer import checksum as cks
 from dtnkit.transfer.client.errors import DestinationExists, TransferError
 from dtnkit.transfer.client.options import Options
@@ -162,6 +162,9 @@ def request_copy(active_url: str, *, source: str | None = None,
     try:
         if resp.status not in (201, 202):
             body = resp.read(4096)
+            side = resp.getheader(markers.REFUSED_REMOTE, "")
+            if resp.status == 403 and side in ("Source", "Destination"):
+                raise remote_refused(url, side, source if side == "Source" else destination)
             try:
                 check_status(resp.status, what, body, ok=(201, 202))
             except TransferError as exc:  # keeps its exit status: 401/403 are 22, not 20
@@ -183,6 +186,21 @@ def request_copy(active_url: str, *, source: str | None = None,
         conn.close()
     return TpcResult(markers.is_success(final), final, resp.status, seen,
                      time.monotonic() - start)
+
+
+def remote_refused(active: Url, side: str, remote: str | None) -> TpcError:
+    """The error for dtnkit serve's refusal to reach the COPY's other server (the
+    :data:`~dtnkit.transfer.wire.markers.REFUSED_REMOTE` answer): not a token's scope, the
+    active server's allow-list, which its admin sets."""
+    host = Url.parse(remote).host if remote is not None and is_url(remote) else "HOST"
+    where = f"[{active.host}]" if ":" in active.host else active.host
+    return TpcError(f"COPY {active}",
+                    f"the active server may not reach the {side} host {host}: its address is "
+                    "not public and not in that server's --tpc-allow (HTTP 403)",
+                    f"the admin of {where}:{active.port} can allow it with `dtnkit serve "
+                    f"--tpc-allow {host}` (or a CIDR range holding its address); or copy "
+                    "without --tpc, relayed through this client",
+                    status=ExitStatus.REFUSED)
 
 
 @dataclass
