@@ -422,8 +422,8 @@ def check_status(status: int, what: str, body: bytes, ok: tuple[int, ...] = (200
     why = f"HTTP {status}" + (f" ({reason(body)})" if reason(body) else "")
     if status == 401:
         raise FatalHttp(what, f"{why}: not authenticated",
-                        "pass a valid --token-file (or --token), or set BEARER_TOKEN_FILE "
-                        "(dtnkit cp --help: where a token is looked for)")
+                        "pass a valid --token-file, or set BEARER_TOKEN_FILE (dtnkit cp "
+                        "--help: where a token is looked for)")
     if status == 403:
         raise FatalHttp(what, f"{why}: forbidden", "check the token's scope and the path")
     if status == 404:
