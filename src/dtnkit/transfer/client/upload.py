@@ -220,7 +220,7 @@ def with_restarts(once: Callable[[], FileResult], options: Options, what: str) -
         last.why += f" (after {options.retries + 1} attempts)"
         raise last
     raise TransferError(what, f"the upload session was lost {restarts} times ({last})",
-                        "check the server (restarts? --upload-expiry?)")
+                        "check the server (restarts? its `dtnkit serve --upload-expiry`?)")
 
 
 def upload_file(session: Session, src: Path, url: Url, options: Options,
