@@ -7,6 +7,7 @@ the probe does not pass on says how to give it (--command).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -15,9 +16,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tests.support.xrootd import Pki
 
 from dtnkit.errors import ExitStatus
+from dtnkit.measure.tools.dtnkit_cp import cp_failure
 
 TOKEN = "e2e-hint-token"
 DATA = os.urandom(200_000)
@@ -132,3 +136,34 @@ def test_the_mover_options_are_refused_with_a_command(tmp_path: Path, pki: Pki) 
 def test_every_command_running_the_mover_has_its_options(tmp_path: Path,
                                                          words: tuple[str, ...]) -> None:
     assert {"--ca-file", "--insecure", "--token-file"} <= options_of(tmp_path, *words)
+
+
+def test_a_token_file_that_is_not_a_file_is_one_error(server: tuple[str, Path], pki: Pki,
+                                                      tmp_path: Path) -> None:
+    url, _root = server
+    done = dtnkit(tmp_path, "probe", "e2e", url + "f", str(tmp_path / "out"), "--ca-file",
+                  str(pki.ca_file), "--token-file", "/dev/zero")
+    assert done.returncode == ExitStatus.ERROR
+    assert "--token-file /dev/zero: is not a regular file" in the_error(done)
+    assert not (tmp_path / "out").exists()
+
+
+@settings(max_examples=300, deadline=None)
+@given(stdout=st.one_of(st.text(max_size=300), st.builds(
+           lambda what, why, step, junk: junk + json.dumps(
+               {"error": {"what": what, "why": why, "next": step}}, indent=2),
+           st.one_of(st.text(max_size=40), st.integers(), st.none()),
+           st.one_of(st.text(max_size=40), st.none()),
+           st.one_of(st.text(max_size=60), st.sampled_from(
+               ["pass --ca-file X", "rerun with -p/--parents", "--help"]), st.none()),
+           st.text(max_size=40))),
+       stderr=st.text(max_size=100), code=st.integers(1, 255))
+def test_whatever_the_mover_prints_the_error_is_one_with_one_next_step(
+        stdout: str, stderr: str, code: int) -> None:
+    """dtnkit cp's output read back (a JSON error document or anything else): never a
+    traceback, always the probe's one error with a next step."""
+    proc = subprocess.CompletedProcess(["dtnkit", "cp"], code, stdout, stderr)
+    err = cp_failure(proc, "dtnkit cp a b")
+    assert err.what == "the transfer with dtnkit cp failed" and err.next_step
+    shown = err.render()
+    assert shown.count(". Next: ") >= 1 and shown.startswith("dtnkit: error: ")
