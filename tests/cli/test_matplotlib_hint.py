@@ -44,8 +44,9 @@ def test_a_missing_matplotlib_names_the_checkouts_bootstrap(tmp_path: Path) -> N
     audit = dtnkit("tune", "audit", "--tree", str(ROOT / "tests/fixtures/hosts/dtn-a"),
                    "--format", "json")
     (audits / "dtn-a.audit.json").write_text(audit.stdout)
+    path = [str(blocker.parent), *filter(None, [os.environ.get("PYTHONPATH")])]
     done = dtnkit("fleet", "report", str(audits), "-o", str(tmp_path / "out"),
-                  env={"PYTHONPATH": str(blocker.parent)})
+                  env={"PYTHONPATH": os.pathsep.join(path)})
     assert done.returncode == ExitStatus.TOOL_MISSING, done.stderr
     err = done.stderr.strip().splitlines()[-1]
     assert err.startswith("dtnkit: error: dtnkit fleet report needs matplotlib"), err
