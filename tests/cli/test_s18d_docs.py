@@ -18,6 +18,8 @@ Two checks, so a command that stops working or a documented flag that does not e
   command as written and as run, the exit and stderr's last line.
 - ``test_every_flag_in_the_docs_inline_code_exists``: a ``--flag`` in inline code is an option
   of some dtnkit command, or another tool's listed in ``OTHER_FLAGS``.
+- ``test_documented_lines_outside_console_blocks_parse``: a ``dtnkit`` line shown in another
+  fence (```text) or an indented block is not run, but it parses.
 
 The blocks run in parallel (each in its own lab path, namespace, servers and directories), so
 the whole check takes about as long as its slowest block; ``S18D_TIMES=1`` prints each block's
@@ -205,6 +207,8 @@ SUBSTITUTIONS: list[Sub] = [
      "/scratch: a directory of the test"),
     (r"(?<![\w/.])/etc/dtnkit/tokens\b", lambda w: str(w.tokens), "the tokens file"),
     (r"(?<=--tokens )tokens\b", lambda w: str(w.tokens), "the tokens file"),
+    (r"~/\.dtnkit-token\b", lambda w: str(w.tmp / "dtnkit-token"),
+     "the client's token file (~ is the home of the test's user)"),
     (r"\bhost\.pem\b", lambda w: str(w.pki.cert), "the test CA's certificate"),
     (r"\bhost\.key\b", lambda w: str(w.pki.key), "the test CA's key"),
     (r"(?<=--ca-file )ca\.pem\b", lambda w: str(w.pki.ca_file), "the test CA"),
@@ -658,6 +662,9 @@ class World:
         for d in ("data", "scratch", "state", "lab", "srv"):
             (self.tmp / d).mkdir(parents=True, exist_ok=True)
         self.tokens.write_text("".join(f"{t} read,write\n" for t in TOKENS.values()))
+        # the client's token file the docs use (~/.dtnkit-token: SUBSTITUTIONS), as the
+        # README's tour makes it
+        (self.tmp / "dtnkit-token").write_text(TOKENS["TOKEN"] + "\n")
 
     @property
     def tokens(self) -> Path:
@@ -927,7 +934,7 @@ class BlockRun:
             e2e_src, e2e_dst = params["e2e"]
             self.prepare_copy(str(e2e_src), str(e2e_dst), tree=False)
         if words[:1] in (("cp",), ("probe",), ("diagnose",), ("experiment",)) and \
-                not {"--token", "--src-token", "--dst-token"} & set(argv):
+                not {"--token", "--src-token", "--dst-token", "--token-file"} & set(argv):
             env["DTNKIT_TOKEN"] = TOKENS["TOKEN"]  # as docs/cli.md says: the default token
         self.out.ran.append(line)
         entry = partial(stmt.text)
@@ -1036,6 +1043,7 @@ def check_readme_mover(w: World) -> list[str]:
     scratch = w.tmp / "scratch"
     checks = {"/scratch/g": scratch / "g", "dtn1:8080/f": roots["dtn1:8080"] / "f",
               "dtn1:8080/dir/sub/b": roots["dtn1:8080"] / "dir" / "sub" / "b",
+              "dtn1:8080/run7/raw/f (cp -p)": roots["dtn1:8080"] / "run7" / "raw" / "f",
               "xrootd.example:1094/store/f": roots["xrootd.example:1094"] / "store" / "f",
               "dtn2:8080/f": roots["dtn2:8080"] / "f", "dtn2:8080/g": roots["dtn2:8080"] / "g"}
     want = {"dtn1:8080/dir/sub/b": DATA[1000:5000]}
@@ -1044,15 +1052,25 @@ def check_readme_mover(w: World) -> list[str]:
             if not path.is_file() or path.read_bytes() != want.get(name, DATA)]
 
 
+def check_readme_report(w: World) -> list[str]:
+    """The README's sweep block: 'one HTML page: /scratch/tour/report.html'."""
+    page = w.tmp / "scratch" / "tour" / "report.html"
+    return [] if page.is_file() and page.stat().st_size > 0 else \
+        [f"README.md sweep block: no {page} (the README says the report is there)"]
+
+
 POST: dict[tuple[str, str], Callable[[World], list[str]]] = {
     ("README.md", "dtnkit serve --root /data --tokens /etc/dtnkit/tokens &"): check_readme_mover,
+    ("README.md", "dtnkit report tour -o /scratch/tour"): check_readme_report,
 }
 
 
 def _setup(block: Block, world: World) -> None:
     """Before a block: the directories its URLs name exist on their servers (the README's
-    xrootd.example has /store)."""
+    xrootd.example has /store), except where a copy is to make them (cp -p)."""
     for stmt in block.stmts:
+        if re.search(r"\scp (.*\s)?(-p|--parents)\s", stmt.text):
+            continue
         for m in re.finditer(r"://([A-Za-z0-9.-]+:\d+)/(\S+)/\S*", stmt.text):
             root = world.tmp / "srv" / m.group(1).replace(":", "-")
             (root / m.group(2)).mkdir(parents=True, exist_ok=True)
@@ -1116,3 +1134,48 @@ def test_documented_block_runs(block: Block, outcomes: dict[str, Outcome]) -> No
     # when each of its lines is in the skip table with its reason (its flags are still checked
     # by test_documented_command_parses)
     assert out.ran or out.skipped, f"{block.where}: nothing ran and no line is in the skip table"
+
+
+def loose_lines(path: Path, root: Path = ROOT) -> list[Stmt]:
+    """The `dtnkit` lines the docs show outside console blocks: in other fences (```text) and
+    in indented code blocks, their comment and a trailing redirection or pipe left out."""
+    rel = str(path.relative_to(root))
+    out: list[Stmt] = []
+    fence: str | None = None
+    prev_blank = True
+    indented = False
+    for number, raw in enumerate(path.read_text().splitlines(), 1):
+        m = re.match(r"^```(\w*)\s*$", raw)
+        if m:
+            fence = None if fence is not None else m.group(1)
+            continue
+        if fence is None:
+            indented = raw.startswith("    ") and (prev_blank or indented)
+            prev_blank = not raw.strip()
+        in_code = (fence is not None and fence not in LANGS) or (fence is None and indented)
+        code = strip_comment(raw.strip())
+        if in_code and code.startswith("dtnkit "):
+            code = re.split(r"\s(?:\d?>>?|\|)\s", code)[0].strip()
+            out.append(Stmt(rel, number, code))
+    return out
+
+
+LOOSE = [s for doc in DOCS for s in loose_lines(doc)]
+
+
+@pytest.mark.parametrize("stmt", LOOSE, ids=[f"{s.where}:{s.text[7:40]}" for s in LOOSE])
+def test_documented_lines_outside_console_blocks_parse(stmt: Stmt, tmp_path: Path) -> None:
+    """A `dtnkit` line of a ```text fence or an indented block is not run, but it parses."""
+    world = World(tmp_path, fake_pki(tmp_path / "pki"), dry=True)
+    text = expand_vars(substitute(stmt.text, world), TOKENS).removesuffix("&").strip()
+    try:
+        resolve(shlex.split(text)[1:])
+    except (click.ClickException, DtnkitError) as exc:
+        pytest.fail(f"{stmt.where}: {stmt.text!r} does not parse: {_message(exc)}",
+                    pytrace=False)
+
+
+def test_loose_lines_are_found() -> None:
+    assert len(LOOSE) >= 10, LOOSE
+    assert any(s.file == "docs/fleet.md" for s in LOOSE)
+    assert any(s.file == "docs/measure.md" for s in LOOSE)

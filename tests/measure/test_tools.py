@@ -188,7 +188,10 @@ def test_e2e_probe_with_dtnkit_cp_names_its_failure(
                           str(tmp_path / "r.sqlite"))  # no token: the server refuses the PUT
     assert code == ExitStatus.ERROR
     assert doc["error"]["what"] == "the transfer with dtnkit cp failed"
-    assert "dtnkit: error" in doc["error"]["why"]
+    # dtnkit cp's own error, said once: its what and why, then its next step
+    assert doc["error"]["why"].startswith(f"PUT {url}up.bin: HTTP 401"), doc
+    assert "dtnkit: error" not in doc["error"]["why"] and "Next" not in doc["error"]["why"]
+    assert doc["error"]["next"].startswith("pass a valid --token-file"), doc
     assert not (root / "up.bin").exists()
 
 

@@ -214,6 +214,10 @@ def _sigterm_interrupts(notes: _Notes) -> Iterator[None]:
 @click.option("-f", "--force", is_flag=True,
               help="Replace an existing destination (as xrdcp -f and gfal-copy -f); "
                    "without it an existing file is never overwritten.")
+@click.option("-p", "--parents", is_flag=True,
+              help="Create the destination's missing parent directories (a local path, as "
+                   "mkdir -p) or collections (a URL: MKCOL one level at a time, as gfal-copy "
+                   "-p and xrdcp -p).")
 @click.option("--tpc", type=click.Choice(["pull", "push"]), default=None,
               help="HTTP third-party copy between two servers: pull (COPY to DST with "
                    "Source: SRC) or push (COPY to SRC with Destination: DST).")
@@ -270,7 +274,8 @@ def cp(env: Environment,
        metrics_textfile: Path | None = None, capacity: str | None = None,
        streams_table: str | None = None, token_file: Path | None = None,
        remote_token_file: Path | None = None, src_token_file: Path | None = None,
-       dst_token_file: Path | None = None, verbose: bool = False) -> int:
+       dst_token_file: Path | None = None, verbose: bool = False,
+       parents: bool = False) -> int:
     """Copy SRC to DST: local path or http(s)://host:port/path, at least one a URL.
 
     Two URLs without --tpc: relayed through this client (ranges fetched from SRC and sent to
@@ -318,7 +323,8 @@ def cp(env: Environment,
         return _third_party(env, tpc, src, dst, token, remote_token,
                             streams if isinstance(streams, int) else 1, checksum,
                             stall_timeout, ca_file, insecure, as_json, deadline,
-                            overwrite=force, scitag=tag, ca_dir=str(env.x509_cert_dir))
+                            overwrite=force, scitag=tag, ca_dir=str(env.x509_cert_dir),
+                            parents=parents)
     auto = None
     notes = _Notes(env)
     if streams == "auto":
@@ -343,7 +349,7 @@ def cp(env: Environment,
         checksum=checksum, verify=Verify(verify), level=Level(level), retries=retries,
         stall_timeout=stall_timeout, token=token, ca_file=ca_file, insecure=insecure,
         ca_dir=str(env.x509_cert_dir), parallel=parallel, recursive=recursive, resume=not no_resume,
-        src_token=src_token, dst_token=dst_token, overwrite=force,
+        src_token=src_token, dst_token=dst_token, overwrite=force, parents=parents,
         low_speed_limit=parse_bytes(low_speed_limit, "low-speed-limit rate", lo=0, hi=2**40),
         low_speed_time=low_speed_time, deadline=deadline, scitag=tag)
     recorder = None
@@ -428,7 +434,7 @@ def _third_party(env: Environment,
                  streams: int, checksum: str, timeout: float, ca_file: str | None,
                  insecure: bool, as_json: bool, deadline: float | None = None, *,
                  overwrite: bool = True, scitag: int | None = None,
-                 ca_dir: str | None = None) -> int:
+                 ca_dir: str | None = None, parents: bool = False) -> int:
     """``cp --tpc``: ask one server to copy from/to the other; the active side verifies."""
     from dtnkit.transfer.client import tpc
     from dtnkit.transfer.wire.markers import Marker
@@ -452,7 +458,7 @@ def _third_party(env: Environment,
                                     streams=streams, checksum=checksum, timeout=timeout,
                                     ca_file=ca_file, insecure=insecure, on_marker=on_marker,
                                     deadline=deadline, overwrite=overwrite, scitag=scitag,
-                                    ca_dir=ca_dir)
+                                    ca_dir=ca_dir, parents=parents)
     summary = done.as_dict()
     shown = f", {checksum} {summary['digest']}" if summary["digest"] else ""
     seconds = done.result.seconds

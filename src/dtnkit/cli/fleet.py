@@ -47,7 +47,8 @@ def report(env: Environment, directory: Path, reference: str | None, profile: st
     compliance per group per host, the values that differ between hosts, each host against
     the profile (and against --reference HOST).  A file that cannot be used is skipped with
     a warning naming it.  Exit 0 when every host complies, 3 when one does not, 9 when
-    nothing in DIR is usable.  The HTML needs matplotlib: pip install 'dtnkit[report]'."""
+    nothing in DIR is usable.  The HTML page needs matplotlib (the report extra:
+    ./dev/bootstrap.sh in a checkout, else pip install 'dtnkit[report]')."""
     from dtnkit.fleet.compare import compare
     from dtnkit.fleet.load import load_dir
 

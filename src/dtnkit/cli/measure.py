@@ -81,6 +81,22 @@ def _common(f: F, interval_help: str = _TIMED_INTERVAL) -> F:
     return f
 
 
+def _mover_options(f: F) -> F:
+    """What the default end-to-end mover, dtnkit cp, is given (its options of the same
+    names): the server's CA, no certificate check, the bearer token's file."""
+    f = click.option("--token-file", type=click.Path(dir_okay=False), default=None,
+                     metavar="FILE",
+                     help="dtnkit cp's --token-file: the bearer token's file (default: as "
+                          "dtnkit cp finds one: $DTNKIT_TOKEN, then WLCG discovery).")(f)
+    f = click.option("--insecure", is_flag=True,
+                     help="dtnkit cp's --insecure: do not verify the server's certificate.")(f)
+    f = click.option("--ca-file", type=click.Path(exists=True, dir_okay=False), default=None,
+                     metavar="FILE",
+                     help="dtnkit cp's --ca-file: the PEM CA bundle that signed the server's "
+                          "certificate (also trusted: $X509_CERT_DIR).")(f)
+    return f
+
+
 def _common_untimed(f: F) -> F:
     """:func:`_common` for a command without a --duration (its sampler runs every 5 s)."""
     return _common(f, "Sampler period, e.g. 1s or 500ms (default 5s).")
@@ -241,12 +257,14 @@ def disk(env: Environment,
 @click.option("--cgroup", type=click.Path(path_type=Path), default=None,
               help="Run the transfer inside this cgroup.")
 @_tool("e2e")
+@_mover_options
 @_common_untimed
 @pass_env
 def e2e(env: Environment,
         src: str, dst: str, command: str | None, nbytes: int | None, cgroup: Path | None,
         tool: str | None, netns: str | None, db: Location, fmt: str,
-        interval_s: float | None) -> int:
+        interval_s: float | None, ca_file: str | None = None, insecure: bool = False,
+        token_file: str | None = None) -> int:
     """A real transfer, timed: rate = bytes / wall time."""
     from dtnkit.cli.progress import reporter
     from dtnkit.measure.probes.e2e import E2ESpec
@@ -258,7 +276,8 @@ def e2e(env: Environment,
     _check_e2e(src, dst, chosen)
     progress.step(f"end to end: {src} -> {dst} with {_mover(chosen, command)}")
     result = run_probe(host, E2ESpec(src, dst, command, nbytes,
-                                     interval_s=_interval(interval_s)),
+                                     interval_s=_interval(interval_s), ca_file=ca_file,
+                                     insecure=insecure, token_file=token_file),
                        tool=chosen, context=_context(env, cgroup, progress))
     result.tuning = _tuning(host)
     ResultStore(db).add(result)
@@ -357,7 +376,7 @@ def parse_result_id(text: str) -> int:
     if not digits.isdigit() or not 0 < int(digits) < 2**63:
         raise BadInput(f"bad result ID {text!r}",
                        "a result is a number and an experiment exp-DATE-XXXX",
-                       "see `dtnkit results list` (and --experiments)")
+                       "see `dtnkit results list` (and `dtnkit results list --experiments`)")
     return int(digits)
 
 
@@ -391,12 +410,14 @@ results.add_command(push_cmd)
               help="Run fio and the transfer inside this cgroup.")
 @state_dir_option(help="Where `dtnkit tune` keeps its snapshots (carried into the hints).")
 @judging_options(iface=False, netns=False)
+@_mover_options
 @_common
 @pass_env
 def diagnose(env: Environment, peer: str | None, path: str | None, e2e: tuple[str, str] | None,
              command: str | None, streams: int, duration_s: int, size: str,
              cgroup: Path | None, state_dir: Path, netns: str | None, db: Location, fmt: str,
-             interval_s: float | None, judging: Judging) -> int:
+             interval_s: float | None, judging: Judging, ca_file: str | None = None,
+             insecure: bool = False, token_file: str | None = None) -> int:
     """Measure each layer and name the one that binds, with the next step.
 
     The tuning hints carry --netns, --state-dir and the --profile, --rtt and --speed given
@@ -455,7 +476,9 @@ def diagnose(env: Environment, peer: str | None, path: str | None, e2e: tuple[st
         progress.step(f"end to end: {e2e[0]} -> {e2e[1]} with "
                       f"{_mover(_e2e_tool(None, command), command)}",
                       layers.index("end to end") + 1, len(layers))
-        e2e_r = run_probe(host, E2ESpec(e2e[0], e2e[1], command, interval_s=interval_s),
+        e2e_r = run_probe(host, E2ESpec(e2e[0], e2e[1], command, interval_s=interval_s,
+                                        ca_file=ca_file, insecure=insecure,
+                                        token_file=token_file),
                           tool=_e2e_tool(None, command), context=_context(env, cgroup, progress))
         e2e_r.tuning = _tuning(host)
         store.add(e2e_r)
@@ -485,13 +508,16 @@ def diagnose(env: Environment, peer: str | None, path: str | None, e2e: tuple[st
 @click.option("--duration", "duration_s", type=Duration(1, 3600, whole=True), default="10s",
               show_default=True, help="How long each probe runs, e.g. 30s or 2m.")
 @state_dir_option()
+@_mover_options
 @_common
 @pass_env
 def experiment(env: Environment, groups: tuple[str, ...], probe_kind: str, tool: str | None,
                peer: str | None, path: str | None, e2e: tuple[str, str] | None,
                command: str | None, repeat: int, both_ends: bool, judging: Judging,
                streams: int, duration_s: int, state_dir: Path,
-               netns: str | None, db: Location, fmt: str, interval_s: float | None) -> int:
+               netns: str | None, db: Location, fmt: str, interval_s: float | None,
+               ca_file: str | None = None, insecure: bool = False,
+               token_file: str | None = None) -> int:
     """Apply one group at a time against interleaved baselines; keep what helps.
 
     Each group is judged by --profile, --rtt, --speed and --iface (on the peer too, but its
@@ -527,7 +553,8 @@ def experiment(env: Environment, groups: tuple[str, ...], probe_kind: str, tool:
         if not e2e:
             raise BadInput("--probe e2e needs --e2e SRC DST", "",
                            "e.g. --e2e /data/f http://dtn:8080/f")
-        probe_spec = E2ESpec(e2e[0], e2e[1], command, interval_s=interval_s)
+        probe_spec = E2ESpec(e2e[0], e2e[1], command, interval_s=interval_s,
+                             ca_file=ca_file, insecure=insecure, token_file=token_file)
         tool = _e2e_tool(tool, command)
         _check_e2e(e2e[0], e2e[1], tool)
 

@@ -207,6 +207,38 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def make_dirs(path: Path, mode: int = 0o777) -> int:
+    """``mkdir -p`` *path* for a download's destination (``cp -p``); how many it made.
+
+    What exists is used as the path names it (a symbolic link to a mount included, as
+    mkdir -p follows it); what is missing is made one name at a time in its parent's
+    descriptor (``mkdirat``) and entered with ``O_NOFOLLOW``, so a link planted meanwhile
+    in place of a directory just made is refused (ELOOP), never followed elsewhere.  Another
+    process making the same directory meanwhile is no error.  OSError of the failing call."""
+    path = Path(os.path.abspath(path))
+    base, names = path, []
+    while not os.path.lexists(base) and base != base.parent:
+        names.append(base.name)
+        base = base.parent
+    here = base
+    try:
+        fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            for name in reversed(names):
+                here = here / name
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(name, mode, dir_fd=fd)
+                inner = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+                                | os.O_CLOEXEC, dir_fd=fd)
+                os.close(fd)
+                fd = inner
+        finally:
+            os.close(fd)
+    except OSError as exc:  # named by its whole path (an *at call names only the last name)
+        raise OSError(exc.errno, exc.strerror, str(here)) from None
+    return len(names)
+
+
 _RENAME_NOREPLACE = 1  # linux/fs.h
 _AT_FDCWD = -100
 _UNSET = object()

@@ -27,9 +27,20 @@ class E2ESpec:
     bytes: int | None = None
     timeout_s: float = 3600.0
     interval_s: float = 5.0
+    # what the default mover (dtnkit cp) is given: the CA bundle that signed the server's
+    # certificate, no certificate check at all, the file holding the bearer token
+    ca_file: str | None = None
+    insecure: bool = False
+    token_file: str | None = None
 
     def validate(self) -> None:
         """Each mover checks what it needs (a command template, a URL)."""
+
+    def cp_options(self) -> list[str]:
+        """The options of ``dtnkit cp`` this spec gives (--ca-file, --insecure, --token-file)."""
+        out = ["--ca-file", self.ca_file] if self.ca_file else []
+        out += ["--insecure"] if self.insecure else []
+        return out + (["--token-file", self.token_file] if self.token_file else [])
 
 
 def source_size(path: str) -> int:

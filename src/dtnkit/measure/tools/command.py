@@ -36,6 +36,11 @@ class Command:
         if not spec.command:
             raise BadInput("no transfer command", "the command tool runs the one you give",
                            "give --command, e.g. 'xrdcp {src} {dst}' or 'curl -o {dst} {src}'")
+        given = spec.cp_options()
+        if given:
+            raise BadInput(f"{given[0]} with --command", "is passed to the default mover, "
+                           "dtnkit cp, only: a command gets what its own line says",
+                           "put the option in the command, or leave out --command")
         size = spec.bytes if spec.bytes is not None else source_size(spec.src)
         line = spec.command.format(src=shlex.quote(spec.src), dst=shlex.quote(spec.dst))
         # join the cgroup before entering the namespace: `ip netns exec` remounts /sys, so the

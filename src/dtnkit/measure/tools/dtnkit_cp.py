@@ -9,8 +9,11 @@ beside it with a ``mover_`` prefix.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
 import shlex
+import subprocess
 import sys
 from typing import Any
 
@@ -71,6 +74,40 @@ def parse_cp_json(text: str) -> dict[str, Any]:
     return out
 
 
+FAILED = "the transfer with dtnkit cp failed"
+#: the options of dtnkit cp that the e2e probe (and diagnose/experiment --e2e) pass on (and
+#: --help, which every command has)
+PASSED_ON = frozenset({"--ca-file", "--insecure", "--token-file", "--help"})
+
+
+def cp_failure(proc: subprocess.CompletedProcess[str], by_hand: str) -> DtnkitError:
+    """The error of a ``dtnkit cp --json`` that failed: its own what, why and next step (the
+    ``{"error": ...}`` document it prints on stdout), one next step, not two.  A next step
+    naming a dtnkit cp option the probe does not pass on (:data:`PASSED_ON`) says how to
+    give it: as a ``--command``."""
+    err: Any = None
+    text = proc.stdout
+    for start in reversed([m.start() for m in re.finditer(r"(?m)^\{", text)]):
+        with contextlib.suppress(ValueError):
+            doc = json.JSONDecoder().raw_decode(text, start)[0]
+            err = doc.get("error") if isinstance(doc, dict) else None
+            break
+    if not isinstance(err, dict) or not isinstance(err.get("what"), str):
+        return DtnkitError(FAILED, (proc.stderr or proc.stdout).strip()[-400:] or
+                           f"exit status {proc.returncode}",
+                           f"run `{by_hand}` by hand to see why")
+    why = str(err.get("why") or "")
+    said = f"{err['what']}: {why}" if why else str(err["what"])
+    step = str(err.get("next") or "")
+    options = set(re.findall(r"(?<![\w-])--?[a-zA-Z][\w-]*", step))
+    if not step:
+        step = f"run `{by_hand}` by hand to see why"
+    elif options - PASSED_ON:
+        step += (" (dtnkit cp's option: measure with it as --command 'dtnkit cp -f OPTIONS "
+                 "{src} {dst}')")
+    return DtnkitError(FAILED, said, step)
+
+
 class DtnkitCp:
     name = "dtnkit-cp"
     kind = E2E_KIND
@@ -86,17 +123,19 @@ class DtnkitCp:
     def run(self, host: Host, spec: E2ESpec, context: Context) -> ToolRun:
         check_ends(spec.src, spec.dst)
         # -f: a probe repeats into the same destination (as `xrdcp -f` in a --command)
-        mover = [sys.executable, "-m", "dtnkit", "cp", spec.src, spec.dst, "-f", "--json"]
+        mover = [sys.executable, "-m", "dtnkit", "cp", spec.src, spec.dst, "-f", "--json",
+                 *spec.cp_options()]
         argv = context.argv(host.argv(mover))
-        done = run_timed(host, argv, spec, failed="the transfer with dtnkit cp failed",
-                         next_step=f"run `dtnkit cp {shlex.quote(spec.src)} "
-                                   f"{shlex.quote(spec.dst)}` by hand to see why",
-                         progress=context.progress)
+        by_hand = shlex.join(["dtnkit", "cp", spec.src, spec.dst, *spec.cp_options()])
+        done = run_timed(host, argv, spec, failed=FAILED,
+                         next_step=f"run `{by_hand}` by hand to see why",
+                         progress=context.progress,
+                         failure=lambda proc: cp_failure(proc, by_hand))
         try:
             figures = parse_cp_json(done.proc.stdout)
         except ParseError as exc:
             raise DtnkitError("dtnkit cp printed no summary", str(exc),
-                              "run it by hand with --json") from None
+                              f"run `{by_hand} --format json` by hand") from None
         size = spec.bytes if spec.bytes is not None else int(figures["mover_bytes"])
         return ToolRun({**rate_summary(size, done.wall), **figures},
                        done.proc.stdout + done.proc.stderr, done.samples,

@@ -11,7 +11,7 @@ from pathlib import Path
 from dtnkit.errors import BadInput
 from dtnkit.transfer.client.download import download, download_to_device, is_device
 from dtnkit.transfer.client.options import FileResult, Options, Summary
-from dtnkit.transfer.client.session import Session, Url, is_url, mkcol
+from dtnkit.transfer.client.session import Session, Url, is_url, make_parents, mkcol
 
 # Start-up (`dtnkit cp` of one file): uploads, relays, trees and --parallel load their
 # modules when a copy needs them (concurrent.futures brings logging: ~10 ms).
@@ -58,12 +58,16 @@ def relay_jobs(src: str, dst: str, options: Options) -> list[Callable[[], FileRe
     jobs: list[Callable[[], FileResult]] = []
     if options.recursive:
         top = dst_url.child(src_url.name) if dst.endswith("/") and src_url.name else dst_url
+        if options.parents:
+            make_parents(dst_session, top)
         for child, target in relay_walk(src_session, src_url, dst_session, top):
             jobs.append(functools.partial(relay, src_session, child, dst_session, target,
                                           options))
         return jobs
     if dst.endswith("/"):
         dst_url = dst_url.child(src_url.name)
+    if options.parents:
+        make_parents(dst_session, dst_url)
     jobs.append(functools.partial(relay, src_session, src_url, dst_session, dst_url,
                                   options))
     return jobs
@@ -95,9 +99,19 @@ def copy(src: str, dst: str, options: Options) -> Summary:
         else:
             if target.is_dir() or dst.endswith("/"):
                 target = target / url.name
-            if not target.parent.is_dir():
+            if options.parents:
+                from dtnkit.transfer.files import make_dirs
+
+                try:
+                    make_dirs(target.parent)
+                except OSError as exc:
+                    raise BadInput(f"destination {dst}", f"its directory cannot be made "
+                                   f"({exc.filename}: {exc.strerror})",
+                                   "check that path and its permissions (a file there, or "
+                                   "a symbolic link made meanwhile, is refused)") from None
+            elif not target.parent.is_dir():
                 raise BadInput(f"destination {dst}", "its directory does not exist",
-                               "create it first")
+                               "rerun with -p/--parents to create it, or create it first")
             jobs.append(functools.partial(download, session, url, target, options))
     else:
         from dtnkit.transfer.client.upload import upload
@@ -109,6 +123,8 @@ def copy(src: str, dst: str, options: Options) -> Summary:
             if not options.recursive:
                 raise BadInput(f"source {src}", "is a directory", "pass -r to copy it")
             top = url.child(local.name) if dst.endswith("/") else url
+            if options.parents:
+                make_parents(session, top)
             for file, remote in local_walk(session, local, top):
                 jobs.append(functools.partial(upload, session, file, remote, options))
         else:
@@ -116,6 +132,8 @@ def copy(src: str, dst: str, options: Options) -> Summary:
                 raise BadInput(f"source {src}", "is not a file", "check the path")
             if dst.endswith("/"):
                 url = url.child(local.name)
+            if options.parents:
+                make_parents(session, url)
             jobs.append(functools.partial(upload, session, local, url, options))
     if options.parallel == 1 or len(jobs) <= 1:
         for job in jobs:

@@ -52,6 +52,9 @@ class Options:
     # replace an existing destination (cp -f); False: refuse it, atomically at the commit
     # (a local rename that never replaces, If-None-Match: * on a PUT, Overwrite: F on a COPY)
     overwrite: bool = True
+    # create the destination's missing parent directories (a local path: mkdir -p) or
+    # collections (a URL: MKCOL, one level at a time), as gfal-copy -p and xrdcp -p (cp -p)
+    parents: bool = False
     # the minimum rate of every connection (client/pace.py): fewer than low_speed_limit
     # bytes/s over low_speed_time seconds fails it (0: no minimum); server TPC pulls get
     # these defaults too

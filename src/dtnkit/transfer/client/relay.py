@@ -36,6 +36,7 @@ from dtnkit.transfer.client.session import (
     create_only,
     discard_remote,
     existing_after_412,
+    missing_parent,
     mkcol,
     refuse_existing,
     source_digest,
@@ -149,6 +150,7 @@ def relay_put_once(src_session: Session, src: Url, dst_session: Session, dst: Ur
             raise ChecksumMismatch(f"checksum mismatch for {src} -> {dst}",
                                    f"the destination refused the body: {reason(body)}",
                                    "retry; if it persists, check the source storage")
+        missing_parent(status, f"PUT {dst}", body, options.parents)
         check_status(status, f"PUT {dst}", body, ok=(200, 201, 204))
         got = hasher.digest() if hasher is not None else None
         if got is not None and want is not None and got != want:

@@ -112,6 +112,17 @@ class Url:
     def name(self) -> str:
         return unquote(self.path.partition("?")[0].rstrip("/").rsplit("/", 1)[-1])
 
+    def parents(self) -> list[Url]:
+        """The collections above this URL, the nearest first, the root ``/`` left out (its
+        query, such as an ``authz``, kept on each)."""
+        path, sep, query = self.path.partition("?")
+        out: list[Url] = []
+        head = path.rstrip("/").rsplit("/", 1)[0]
+        while head:
+            out.append(self.with_path(head + "/" + sep + query))
+            head = head.rsplit("/", 1)[0]
+        return out
+
     def __str__(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"{self.scheme}://{host}:{self.port}{self.path}"
@@ -417,8 +428,8 @@ def check_status(status: int, what: str, body: bytes, ok: tuple[int, ...] = (200
     why = f"HTTP {status}" + (f" ({reason(body)})" if reason(body) else "")
     if status == 401:
         raise FatalHttp(what, f"{why}: not authenticated",
-                        "pass a valid --token-file (or --token), or set BEARER_TOKEN_FILE "
-                        "(dtnkit cp --help: where a token is looked for)")
+                        "pass a valid --token-file, or set BEARER_TOKEN_FILE (dtnkit cp "
+                        "--help: where a token is looked for)")
     if status == 403:
         raise FatalHttp(what, f"{why}: forbidden", "check the token's scope and the path")
     if status == 404:
@@ -489,4 +500,58 @@ def mkcol(session: Session, url: Url) -> None:
     status, _h, body = session.with_retries(f"MKCOL {url}",
                                             lambda: session.request("MKCOL", url))
     if status not in (201, 405):  # 405: exists already
+        missing_parent(status, f"MKCOL {url}", body, session.options.parents)
         check_status(status, f"MKCOL {url}", body, ok=(201,))
+
+
+def make_parents(session: Session, url: Url) -> int:
+    """``cp -p/--parents``: MKCOL the collections missing above *url*, one level at a time
+    (as gfal-copy -p and xrdcp -p): the nearest first, going up while the answer is 409 (its
+    own parent is missing, RFC 4918 9.3.1), then down again.  405 is "exists": a collection
+    there already, or one another client made meanwhile (a file there is the write's to
+    refuse).  Returns how many this made."""
+    def ask(parent: Url) -> tuple[int, bytes]:
+        status, _h, body = session.with_retries(f"MKCOL {parent}",
+                                                lambda: session.request("MKCOL", parent))
+        return status, body
+
+    missing: list[Url] = []
+    made = 0
+    for parent in url.parents():
+        status, body = ask(parent)
+        if status == 201:
+            made += 1
+            break
+        if status == 405:
+            break
+        if status != 409:
+            check_status(status, f"MKCOL {parent}", body, ok=(201,))
+        missing.append(parent)
+    for parent in reversed(missing):
+        status, body = ask(parent)
+        if status == 201:
+            made += 1
+        elif status == 409:  # its parent answered 201 or 405 (or is the root): not a collection?
+            raise FatalHttp(f"MKCOL {parent}", f"HTTP 409 ({reason(body)}): the server "
+                            "cannot make it in its parent",
+                            "check what is at the parent on the server (a file of that "
+                            "name?)")
+        elif status != 405:
+            check_status(status, f"MKCOL {parent}", body, ok=(201,))
+    return made
+
+
+def missing_parent(status: int, what: str, body: bytes, parents: bool) -> None:
+    """A write (PUT, MKCOL, a COPY pull) answered 409: the parent collection of its target
+    is missing (RFC 4918 9.7.1, 9.3.1, 9.8.5); FatalHttp naming the fix.  *parents*:
+    -p/--parents was given (and made or found every collection above the target)."""
+    if status != 409:
+        return
+    why = f"HTTP 409 ({reason(body)})" if reason(body) else \
+        "HTTP 409: the parent collection does not exist"
+    if parents:
+        raise FatalHttp(what, f"{why}; -p/--parents made or found every collection above "
+                        "it", "check what is at the parent on the server (a file of that "
+                        "name?)")
+    raise FatalHttp(what, why, "rerun with -p/--parents to create the missing collections "
+                    "(MKCOL, one level at a time)")

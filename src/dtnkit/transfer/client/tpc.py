@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from dtnkit.errors import BadInput, DtnkitError
+from dtnkit.errors import BadInput, DtnkitError, ExitStatus
 from dtnkit.transfer import checksum as cks
 from dtnkit.transfer.client.errors import DestinationExists, TransferError
 from dtnkit.transfer.client.options import Options
@@ -26,6 +26,8 @@ from dtnkit.transfer.client.session import (
     fatal_transport,
     follow_redirect,
     is_url,
+    make_parents,
+    missing_parent,
     normalize,
     same_origin,
     status_of,
@@ -92,7 +94,8 @@ def request_copy(active_url: str, *, source: str | None = None,
                  checksum: str | None = None, ca_file: str | None = None,
                  insecure: bool = False, require_checksum: bool | None = None,
                  deadline: float | None = None, overwrite: bool = True,
-                 scitag: int | None = None, ca_dir: str | None = None) -> TpcResult:
+                 scitag: int | None = None, ca_dir: str | None = None,
+                 parents: bool = False) -> TpcResult:
     """Send COPY to the active party; follow its marker stream; trust only the final line.
 
     ``transfer_headers`` are sent as ``TransferHeader<Name>``.  ``overwrite=False`` sends
@@ -106,7 +109,8 @@ def request_copy(active_url: str, *, source: str | None = None,
     http); the bearer token goes only to the origin it was given for, the TransferHeaders
     (meant for the passive party) to every hop.  Raises :class:`TpcError` when the server
     refuses the request, :class:`MarkerStreamError` on a malformed stream; a ``failure:``
-    final line gives a result with ``ok`` False.
+    final line gives a result with ``ok`` False.  ``parents``: the destination's parent
+    collections were made first (``cp -p``), so a pull's 409 is not told to use it.
     """
     if (source is None) == (destination is None):
         raise BadInput("third-party copy", "needs exactly one of source and destination",
@@ -162,7 +166,12 @@ def request_copy(active_url: str, *, source: str | None = None,
     try:
         if resp.status not in (201, 202):
             body = resp.read(4096)
+            side = resp.getheader(markers.REFUSED_REMOTE, "")
+            if resp.status == 403 and side in ("Source", "Destination"):
+                raise remote_refused(url, side, source if side == "Source" else destination)
             try:
+                if source is not None:  # a pull: the COPY's target is the new file
+                    missing_parent(resp.status, what, body, parents)
                 check_status(resp.status, what, body, ok=(201, 202))
             except TransferError as exc:  # keeps its exit status: 401/403 are 22, not 20
                 raise TpcError(exc.what, exc.why, exc.next_step, status=exc.status) from None
@@ -183,6 +192,21 @@ def request_copy(active_url: str, *, source: str | None = None,
         conn.close()
     return TpcResult(markers.is_success(final), final, resp.status, seen,
                      time.monotonic() - start)
+
+
+def remote_refused(active: Url, side: str, remote: str | None) -> TpcError:
+    """The error for dtnkit serve's refusal to reach the COPY's other server (the
+    :data:`~dtnkit.transfer.wire.markers.REFUSED_REMOTE` answer): not a token's scope, the
+    active server's allow-list, which its admin sets."""
+    host = Url.parse(remote).host if remote is not None and is_url(remote) else "HOST"
+    where = f"[{active.host}]" if ":" in active.host else active.host
+    return TpcError(f"COPY {active}",
+                    f"the active server may not reach the {side} host {host}: its address is "
+                    "not public and not in that server's --tpc-allow (HTTP 403)",
+                    f"the admin of {where}:{active.port} can allow it with `dtnkit serve "
+                    f"--tpc-allow {host}` (or a CIDR range holding its address); or copy "
+                    "without --tpc, relayed through this client",
+                    status=ExitStatus.REFUSED)
 
 
 @dataclass
@@ -226,12 +250,13 @@ def third_party_copy(mode: str, src: str, dst: str, *, token: str | None,
                      ca_file: str | None, insecure: bool,
                      on_marker: Callable[[Marker], None] | None = None,
                      deadline: float | None = None, overwrite: bool = True,
-                     scitag: int | None = None, ca_dir: str | None = None
-                     ) -> ThirdPartySummary:
+                     scitag: int | None = None, ca_dir: str | None = None,
+                     parents: bool = False) -> ThirdPartySummary:
     """Ask one server to copy from (``pull``: COPY to *dst*) or to (``push``: COPY to *src*)
     the other; the active side verifies.  A failed copy raises :class:`TpcError` after
     removing a destination the active server left behind, but only one that did not exist
-    before the copy; a successful one reports the destination's size and digest."""
+    before the copy; a successful one reports the destination's size and digest.
+    ``parents``: first MKCOL the destination's missing parent collections (``cp -p``)."""
     if not (is_url(src) and is_url(dst)):
         raise BadInput("--tpc", "needs two http(s) URLs", "pass SRC and DST as URLs")
     src, dst = normalize(src), normalize(dst)
@@ -246,12 +271,14 @@ def third_party_copy(mode: str, src: str, dst: str, *, token: str | None,
     existed = before != 404
     if before == 200 and not overwrite:
         raise DestinationExists(str(url))  # also for an active side that ignores Overwrite
+    if parents and before == 404:
+        make_parents(dst_session, url)
     result = request_copy(dst if pull else src, source=src if pull else None,
                           destination=None if pull else dst, token=token,
                           transfer_headers=forward, streams=streams, timeout=timeout,
                           checksum=checksum, ca_file=ca_file, insecure=insecure,
                           on_marker=on_marker, deadline=deadline, overwrite=overwrite,
-                          scitag=scitag, ca_dir=ca_dir)
+                          scitag=scitag, ca_dir=ca_dir, parents=parents)
     if not result.ok:
         # XRootD 5.5 answers 201 and leaves a 0-byte or partial destination after a failed
         # pull: remove it, but only if it was not there before the copy.

@@ -54,6 +54,7 @@ from dtnkit.transfer.client.session import (
     discard_remote,
     existing_after_412,
     follow_redirect,
+    missing_parent,
     source_digest,
     want_name,
 )
@@ -181,6 +182,7 @@ def upload_once(session: Session, src: Path, url: Url, options: Options,
             raise ChecksumMismatch(f"checksum mismatch for {src} -> {url}",
                                    f"the server refused the body: {reason(body)}",
                                    "retry; if it persists, check the source storage")
+        missing_parent(status, f"PUT {url}", body, options.parents)
         check_status(status, f"PUT {url}", body, ok=(200, 201, 204))
         if hasher is not None:
             local = hasher.digest()
@@ -218,7 +220,7 @@ def with_restarts(once: Callable[[], FileResult], options: Options, what: str) -
         last.why += f" (after {options.retries + 1} attempts)"
         raise last
     raise TransferError(what, f"the upload session was lost {restarts} times ({last})",
-                        "check the server (restarts? --upload-expiry?)")
+                        "check the server (restarts? its `dtnkit serve --upload-expiry`?)")
 
 
 def upload_file(session: Session, src: Path, url: Url, options: Options,

@@ -396,8 +396,12 @@ def handle_copy(ex: Exchange) -> None:
         first = ForwardingSession(remote, options, forward, reach)
     except RemoteRefused as exc:
         log(config, f"COPY {where}: {header} refused: {exc}")
-        raise HttpError(403, f"COPY {where}", f"the {header} host is not allowed by this "
-                        "server (not a public address, and not in its --tpc-allow)") from None
+        host = printable(remote.host)
+        raise HttpError(403, f"COPY {where}", f"the {header} host {host} is not allowed by this "
+                        "server: its address is not public and not in --tpc-allow; the "
+                        f"server's admin can allow it with dtnkit serve --tpc-allow {host} (or "
+                        "a CIDR range holding its address)",
+                        [(markers.REFUSED_REMOTE, header)]) from None
     job = Job()
     options.progress = job.progress
     if auto is not None and not config.quiet:  # beside the access log's lines

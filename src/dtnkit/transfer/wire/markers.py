@@ -19,6 +19,10 @@ from dataclasses import dataclass, field
 FINAL_PREFIXES = ("success:", "failure:", "failed:", "aborted:")
 #: the longest failure text a final line carries
 MAX_FAILURE = 2000
+#: The header of dtnkit serve's ``403`` to a ``COPY`` whose remote host it may not reach (not
+#: a public address, not in its ``--tpc-allow``): the side refused, ``Source`` or
+#: ``Destination``.  The client names the allow-list as the fix, not the token's scope.
+REFUSED_REMOTE = "Dtnkit-Tpc-Refused"
 
 
 class MarkerSyntaxError(ValueError):
