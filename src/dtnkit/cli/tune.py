@@ -118,20 +118,23 @@ def _waiting(env: Environment) -> Callable[[str], None]:
     return say
 
 
-def restore_hint(baseline: str | None, netns: str | None, tree: Path | None,
-                 state_dir: Path) -> str:
-    """The restore command for ``baseline`` that acts on the same target and state dir as the
-    run that printed it, so it can be pasted as is."""
+def restore_hint(baseline: str | None, scope: str, state_dir: Path) -> str:
+    """The restore command for ``baseline`` that acts on the same scope (``host``, ``netns
+    NAME``, ``tree PATH``: see :func:`dtnkit.tune.snapshot.scope_here`) and state dir as the
+    run that printed it, so it can be pasted as is.  A namespace with no name has no option
+    that reaches it: the command is to be run inside it, and says so."""
     import shlex  # here: an audit prints no restore hint
 
     argv = ["dtnkit", "tune", "restore"] + ([baseline] if baseline else [])
-    if netns:
-        argv += ["--netns", netns]
-    if tree is not None:
-        argv += ["--tree", str(tree)]
+    kind, _, name = scope.partition(" ")
+    if kind in ("netns", "tree"):
+        argv += [f"--{kind}", name]
     if state_dir.absolute() != DEFAULT_STATE_DIR:
         argv += ["--state-dir", str(state_dir.absolute())]
-    return shlex.join(argv)
+    hint = shlex.join(argv)
+    if kind == "netns-id":
+        hint += f"  # inside the same unnamed namespace (id {name})"
+    return hint
 
 
 @contextmanager
@@ -273,11 +276,9 @@ def apply_cmd(env: Environment,
              lambda p: _render().nothing_to_do(p.console, result, skipped))
         return int(ExitStatus.OK)
     # the scope the baseline was kept in (`ip netns exec NS dtnkit tune apply`: NS's)
-    from dtnkit.tune.snapshot import Store
+    from dtnkit.tune.snapshot import scope_here
 
-    taken_in = Store(state_dir).load(out.baseline).host.get("netns") if (
-        out.baseline and netns is None and tree is None) else None
-    undo = restore_hint(out.baseline, netns or taken_in, tree, state_dir)
+    undo = restore_hint(out.baseline, scope_here(host), state_dir)
     emit(env, {**out.as_dict(), "undo": undo, "skipped_on_request": skipped_keys}, fmt,
          lambda p: _render().outcome(p.console, out, "apply", undo))
     return _outcome_status(out)
@@ -357,9 +358,11 @@ def _same_namespace(name: str, facts: dict[str, Any], host: Host) -> None:
     """Refuse to compare or restore a snapshot taken in another network namespace than the
     one this run works in, saying where it was taken and how to get there."""
     from dtnkit.tune.snapshot import (
+        describe_scope,
         netns_identity,
         netns_named,
         root_identity,
+        scope_here,
         scope_of,
         scope_options,
     )
@@ -367,27 +370,37 @@ def _same_namespace(name: str, facts: dict[str, Any], host: Host) -> None:
     if not facts:
         return
     here, there = netns_identity(host), facts.get("netns_id")
+    earlier = ""
     if (here is not None and there is not None
             and facts.get("hostname") == os.uname().nodename):  # = gethostname()
         # both live on this machine: compare the namespaces themselves, so a snapshot taken
-        # under `ip netns exec NS` is told from one of the root namespace
+        # under `ip netns exec NS` (or in a namespace with no name) is told from one of the
+        # root namespace, whatever name each was reached by
         if here == there:
             return
         named = facts.get("netns") or netns_named(there)
-        taken = (f"netns {named}" if named else "the host namespace"
-                 if there == root_identity() else
-                 f"another network namespace (id {there})")
+        if there == root_identity():
+            taken = "host"
+        elif named:
+            taken = f"netns {named}"
+            if netns_named(here) == named:  # the name now stands for another namespace
+                earlier = (f"an earlier namespace named {named} (id {there}; deleted and "
+                           "made again since)")
+        else:
+            taken = f"netns-id {there}"
     elif (facts.get("netns") or None) == (host.netns or None):
         return
     else:
         taken = scope_of({**facts, "root": "/"})
     opts = scope_options(taken)
-    raise BadInput(
-        f"snapshot {name} was taken in "
-        f"{'the host namespace' if taken == 'host' else taken}",
-        f"this run works in {host.label}",
-        f"give {opts}" if opts else "run without --netns",
-    )
+    if earlier:
+        step = "give a snapshot taken since it was made, or `dtnkit tune save` one"
+    elif taken.startswith("netns-id "):
+        step = "run the command inside that namespace (e.g. with nsenter --net)"
+    else:
+        step = f"give {opts}" if opts else "run without --netns"
+    raise BadInput(f"snapshot {name} was taken in {earlier or describe_scope(taken)}",
+                   f"this run works in {describe_scope(scope_here(host))}", step)
 
 
 @tune.command()
@@ -485,7 +498,8 @@ def restore_cmd(env: Environment,
     wait_s = parse_wait(wait)
     store = Store(state_dir)
     host = make_host(netns, tree, read_only=dry_run)
-    snap = store.load(snapshot or "last", scope_here(host))  # `last`: this scope's last one
+    scope = scope_here(host)
+    snap = store.load(snapshot or "last", scope)  # `last`: this scope's last one
     _same_namespace(snap.id, snap.host, host)
     from dtnkit.tune.audit import build_context
 
@@ -502,7 +516,7 @@ def restore_cmd(env: Environment,
                                 wait_s=wait_s, on_wait=_waiting(env))
     emit(env, {"snapshot": snap.id, **out.as_dict()}, fmt,
          lambda p: _render().outcome(p.console, out, f"restore of {snap.id}",
-                                     restore_hint(snap.id, netns, tree, state_dir)))
+                                     restore_hint(snap.id, scope, state_dir)))
     return _outcome_status(out)
 
 
