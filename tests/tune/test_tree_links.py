@@ -212,3 +212,20 @@ def test_a_link_anywhere_on_a_path_is_never_followed(
             else:
                 tree.writable(path)
     assert below.read_text() == CANARY
+
+
+@pytest.mark.parametrize("device", ["..", "../../outside", "a b", "x:1", "sixteen-chars-xx"])
+def test_a_snapshot_naming_a_device_that_is_no_interface_name_is_refused(
+    device: str, tree: Path, outside: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    snap = tmp_path / "state" / "snapshots" / "hostile.json"
+    snap.parent.mkdir(parents=True)
+    snap.write_text(json.dumps({
+        "schema": "dtnkit.snapshot/1", "id": "hostile", "kind": "manual",
+        "created": "2026-01-01T00:00:00+00:00", "host": {"root": str(tree)},
+        "values": {f"link/{device}/mtu": 1500}}))
+    code, _out, err = run(capsys, "tune", "restore", "hostile", "--tree", str(tree),
+                          "--state-dir", str(tmp_path / "state"))
+    assert code == ExitStatus.BAD_INPUT, err
+    assert err.count("dtnkit: error:") == 1 and "unknown setting" in err, err
+    untouched(outside)

@@ -156,6 +156,14 @@ def type_name(value: Value) -> str:
             list: "a list", dict: "an object"}.get(type(value), type(value).__name__)
 
 
+def valid_ifname(name: str) -> bool:
+    """Whether the kernel would take ``name`` as an interface name (``dev_valid_name``: 1-15
+    bytes, not ``.`` or ``..``, no ``/``, ``:`` or blank), so a snapshot key cannot name a
+    path such as ``link/../../etc/mtu``."""
+    return (0 < len(name.encode()) < 16 and name not in (".", "..")
+            and not any(c in name for c in "/:") and not any(c.isspace() for c in name))
+
+
 class DeviceTunable(Tunable):
     """A setting of one interface, keyed ``kind/DEVICE/NAME`` with NAME one of ``names``."""
 
@@ -164,7 +172,7 @@ class DeviceTunable(Tunable):
     @classmethod
     def from_key(cls, rest: str) -> Tunable | None:
         device, _, name = rest.rpartition("/")
-        return cls.build(device, name) if device and name in cls.names else None
+        return cls.build(device, name) if valid_ifname(device) and name in cls.names else None
 
     @classmethod
     @abstractmethod
