@@ -233,10 +233,13 @@ def plan(con: Console, steps: Sequence[Step], skipped: Sequence[Finding], *,
                   f"({escape(f.current_text)} -> {escape(f.recommended_text)})")
 
 
-def restore_plan(con: Console, steps: Sequence[Step], skipped: Sequence[str]) -> None:
+def restore_plan(con: Console, steps: Sequence[Step], skipped: Sequence[str],
+                 missing: Sequence[str] = ()) -> None:
     plan(con, steps, [], dry_run=True)
     for line in skipped:
         con.print(f"[dim]left alone:[/] {escape(line)}")
+    for line in missing:
+        con.print(f"[red]not restored:[/] {escape(line)}")
 
 
 def nothing_to_do(con: Console, audit: Audit, skipped: Sequence[Finding]) -> None:
@@ -261,6 +264,14 @@ def outcome(con: Console, out: Outcome, what: str, undo: str = "") -> None:
     if out.baseline:
         con.print(f"baseline snapshot: [bold]{out.baseline}[/] "
                   f"(undo with `{escape(undo)}`)")
+    for line in out.not_restored:
+        con.print(f"[red]not restored:[/] {escape(line)}")
+    if out.ok and out.not_restored:
+        con.print(f"[yellow]{what} incomplete[/]: {len(out.done)} settings changed and "
+                  f"verified; {format_count(len(out.not_restored))} not restored (above)")
+        for path in out.persisted:
+            con.print(f"persisted: {path}")
+        return
     if out.ok:
         con.print(f"[green]{what} done[/]: {len(out.done)} settings changed and verified")
         for path in out.persisted:

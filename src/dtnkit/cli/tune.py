@@ -505,10 +505,10 @@ def restore_cmd(env: Environment,
 
     ctx = build_context(host, load_profile("dtn", ()))
     if dry_run:
-        steps, skipped = apply_mod.restore_plan(host, snap, ctx)
+        steps, skipped, missing = apply_mod.restore_plan(host, snap, ctx)
         emit(env, {"dry_run": True, "snapshot": snap.id, "plan": [s.as_dict() for s in steps],
-                   "skipped": skipped}, fmt,
-             lambda p: _render().restore_plan(p.console, steps, skipped))
+                   "skipped": skipped, "not_restored": missing}, fmt,
+             lambda p: _render().restore_plan(p.console, steps, skipped, missing))
         return 0
     with _state_errors(state_dir, "cannot take the lock"):
         out = apply_mod.restore(host, snap, store, ctx,
@@ -517,6 +517,8 @@ def restore_cmd(env: Environment,
     emit(env, {"snapshot": snap.id, **out.as_dict()}, fmt,
          lambda p: _render().outcome(p.console, out, f"restore of {snap.id}",
                                      restore_hint(snap.id, scope, state_dir)))
+    if out.ok and out.not_restored:
+        return int(ExitStatus.DRIFT)  # the rest was put back; these still differ
     return _outcome_status(out)
 
 

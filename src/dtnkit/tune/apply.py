@@ -81,6 +81,8 @@ class Outcome:
     planned: list[Step] = field(default_factory=list)
     held: Held | None = None
     skipped: list[str] = field(default_factory=list)  # left alone on purpose, with why
+    # restore: what the snapshot holds that could not be put back (a device gone or renamed)
+    not_restored: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -98,6 +100,7 @@ class Outcome:
             "persisted": self.persisted,
             "lock": self.held.as_dict() if self.held else None,
             "skipped": self.skipped,
+            "not_restored": self.not_restored,
         }
 
 
@@ -397,8 +400,11 @@ def apply(
     return out
 
 
-def restore_plan(host: Host, snap: Snapshot, ctx: Context) -> tuple[list[Step], list[str]]:
-    """The steps that put ``snap`` back, and one line per thing left alone and why.
+def restore_plan(host: Host, snap: Snapshot,
+                 ctx: Context) -> tuple[list[Step], list[str], list[str]]:
+    """The steps that put ``snap`` back, one line per thing left alone on purpose and why, and
+    one line per thing that cannot be put back (its device is gone or was renamed, its tool
+    was removed): restore names each and does not call itself complete.
 
     Inside a namespace nothing global to the host is restored: a sysctl the kernel keeps for
     the host (asked of the kernel, see :mod:`dtnkit.host.sysctl_scope`) and the persist files
@@ -406,6 +412,7 @@ def restore_plan(host: Host, snap: Snapshot, ctx: Context) -> tuple[list[Step], 
     """
     steps: list[Step] = []
     skipped: list[str] = []
+    missing: list[str] = []
     in_netns = not ctx.env.initial_netns
     tunables = [tunable_for_key(key) for key in sort_keys(list(snap.values))]
     profile_groups = {key: item.group for key, item in ctx.profile.items.items()}
@@ -422,13 +429,23 @@ def restore_plan(host: Host, snap: Snapshot, ctx: Context) -> tuple[list[Step], 
         want = snap.values[key]
         now = tunable.read(host)
         if isinstance(now, Unavailable):
-            continue  # the device is gone: nothing to put back
+            missing.append(f"{key}: {_unavailable(tunable, now, host)}")
+            continue
         if not tunable.satisfies(now, want, "exact"):
             steps.append(Step(tunable, now, want, group_of(key, profile_groups)))
     if in_netns:
         skipped += [f"{path}: a host file; not restored inside a namespace (restore it on the "
                     "host itself)" for path in sorted(snap.files)]
-    return mtu_stack_order(steps, ctx), skipped
+    return mtu_stack_order(steps, ctx), skipped, missing
+
+
+def _unavailable(tunable: Tunable, now: Unavailable, host: Host) -> str:
+    """Why a snapshot's setting cannot be put back, with what to do."""
+    dev = tunable.device
+    if dev is not None and not host.exists(f"/sys/class/net/{dev}"):
+        return (f"no interface {dev} here (renamed or removed since the snapshot); rename it "
+                f"back or restore this setting by hand")
+    return f"cannot be read here ({now.reason}); not restored"
 
 
 def restore_steps(host: Host, snap: Snapshot, ctx: Context) -> list[Step]:
@@ -466,10 +483,10 @@ def restore(
     require_root(host, "dtnkit tune restore")
     with lock(host, store.state_dir, wait_s=wait_s, on_wait=on_wait) as held:
         host.refresh()
-        steps, skipped = restore_plan(host, snap, ctx)
+        steps, skipped, missing = restore_plan(host, snap, ctx)
         with sigterm_as_interrupt():
             out = execute(host, steps, progress=progress)
-        out.skipped = skipped
+        out.skipped, out.not_restored = skipped, missing
         if out.ok and snap.files and ctx.env.initial_netns:
             persist.restore_files(host, snap.files)
             out.persisted = sorted(snap.files)
