@@ -261,6 +261,10 @@ def outcome(con: Console, out: Outcome, what: str, undo: str = "") -> None:
     undo = undo or f"dtnkit tune restore {out.baseline or ''}".rstrip()
     for line in out.skipped:
         con.print(f"[dim]left alone:[/] {escape(line)}")
+    if out.half_tuned:
+        con.print(f"[yellow]the last apply here did not finish[/]: this run began on a "
+                  f"half-tuned host (kept as snapshot {out.half_tuned}); the baseline to "
+                  "restore stays the one taken before that apply's first write")
     if out.baseline:
         con.print(f"baseline snapshot: [bold]{out.baseline}[/] "
                   f"(undo with `{escape(undo)}`)")
@@ -299,9 +303,16 @@ def snapshot_list(con: Console, rows: Sequence[dict[str, Any]], where: Path) -> 
     cols = (Col("id", wrap=False), Col("kind"), Col("settings", rank=1, justify="right"),
             Col("label", rank=2), Col("scope", wrap=False), Col("created", rank=4))
     print_fitted(con, cols, [
-        (escape(r["id"]), r["kind"] + (" (last baseline)" if r["last_baseline"] else ""),
+        (escape(r["id"]), r["kind"] + (" (last baseline)" if r["last_baseline"] else "")
+         + _incomplete(r.get("incomplete")),
          format_count(r["values"]), escape(r["label"]), escape(r.get("scope") or MISSING),
          escape(r["created"] or MISSING)) for r in rows])
+
+
+def _incomplete(note: str | None) -> str:
+    if not note:
+        return ""
+    return " (half-tuned)" if note.startswith("half-tuned") else " (apply did not finish)"
 
 
 def snapshot(con: Console, snap: Snapshot) -> None:

@@ -337,19 +337,28 @@ def list_cmd(env: Environment, state_dir: Path, fmt: str) -> int:
     store = Store(state_dir)
     rows = []
     last: dict[str, str | None] = {}  # each scope's last baseline
+    unfinished: dict[str, str | None] = {}  # each scope's apply that did not finish
     for snap_id in store.ids():
         try:
             snap = store.load(snap_id)
             scope = scope_of(snap.host)
             if scope not in last:
                 last[scope] = store.last_baseline(scope)
+                unfinished[scope] = store.unfinished_apply(scope)
+            incomplete = None
+            if snap.id == unfinished[scope]:
+                incomplete = "its apply did not finish (killed, or still running)"
+            elif snap.host.get("after_unfinished_apply"):
+                incomplete = (f"half-tuned: taken after apply of "
+                              f"{snap.host['after_unfinished_apply']} did not finish")
             rows.append({"id": snap.id, "kind": snap.kind, "label": snap.label,
                          "created": snap.created, "scope": scope,
                          "netns": snap.host.get("netns"), "values": len(snap.values),
-                         "last_baseline": snap.id == last[scope]})
+                         "last_baseline": snap.id == last[scope], "incomplete": incomplete})
         except BadInput as exc:
             rows.append({"id": snap_id, "kind": "damaged", "label": exc.why, "created": "",
-                         "scope": None, "netns": None, "values": 0, "last_baseline": False})
+                         "scope": None, "netns": None, "values": 0, "last_baseline": False,
+                         "incomplete": None})
     emit(env, rows, fmt, lambda p: _render().snapshot_list(p.console, rows, store.dir))
     return 0
 

@@ -39,6 +39,7 @@ from dtnkit.tune.snapshot import (
     Store,
     capture,
     new_snapshot,
+    scope_here,
     scope_of,
     sort_keys,
     state_dir_error,
@@ -81,6 +82,9 @@ class Outcome:
     planned: list[Step] = field(default_factory=list)
     held: Held | None = None
     skipped: list[str] = field(default_factory=list)  # left alone on purpose, with why
+    # apply after one that did not finish: the snapshot this run took of the half-tuned host
+    # (``baseline`` stays the one taken before the unfinished apply's first write)
+    half_tuned: str | None = None
     # restore: what the snapshot holds that could not be put back (a device gone or renamed)
     not_restored: list[str] = field(default_factory=list)
 
@@ -101,6 +105,7 @@ class Outcome:
             "lock": self.held.as_dict() if self.held else None,
             "skipped": self.skipped,
             "not_restored": self.not_restored,
+            "half_tuned_snapshot": self.half_tuned,
         }
 
 
@@ -372,6 +377,10 @@ def apply(
                            "apply without --persist, or run on the host itself")
         steps = plan(audit, on_request)
         if not steps and not do_persist:
+            # the host holds what the profile wants: an earlier apply that did not finish
+            # has nothing left half-done
+            with store_lock(store.state_dir):
+                store.clear_unfinished(scope_here(host))
             out = Outcome(audit=audit, held=held)
             held.released = time.time()
             return out
@@ -382,12 +391,23 @@ def apply(
                             "baseline")
         if do_persist:
             snap.files = persist.current_files(host)
+        scope = scope_of(snap.host)
         with store_lock(store.state_dir):
+            # an earlier apply here did not finish (killed, or its undo failed): the host is
+            # half-tuned, so this snapshot is kept but the baseline of record stays that
+            # apply's, taken before its first write
+            earlier = store.unfinished_apply(scope)
+            if earlier is not None:
+                snap.host["after_unfinished_apply"] = earlier
             store.save(snap)
-            store.set_last_baseline(snap.id, scope_of(snap.host))
+            if earlier is None:
+                store.set_last_baseline(snap.id, scope)
+                store.mark_unfinished(snap.id, scope)
         with sigterm_as_interrupt():
             out = execute(host, steps, progress=progress)
         out.baseline, out.audit, out.planned, out.held = snap.id, audit, steps, held
+        if earlier is not None:
+            out.baseline, out.half_tuned = earlier, snap.id
         if out.ok and do_persist:
             try:
                 out.persisted = persist.write(host, persist_values(audit, steps),
@@ -396,6 +416,10 @@ def apply(
                 out.error = exc
                 _undo(host, out.done, out)
                 persist.restore_files(host, snap.files)
+        # finished: everything written, or (first apply) everything undone to the baseline
+        if out.ok or (earlier is None and not out.rollback_errors):
+            with store_lock(store.state_dir):
+                store.clear_unfinished(scope)
         held.released = time.time()
     return out
 
@@ -487,6 +511,9 @@ def restore(
         with sigterm_as_interrupt():
             out = execute(host, steps, progress=progress)
         out.skipped, out.not_restored = skipped, missing
+        if out.ok and not missing:  # the scope holds a snapshot's values: nothing half-done
+            with store_lock(store.state_dir):
+                store.clear_unfinished(scope_here(host))
         if out.ok and snap.files and ctx.env.initial_netns:
             persist.restore_files(host, snap.files)
             out.persisted = sorted(snap.files)

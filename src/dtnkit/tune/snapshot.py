@@ -339,6 +339,34 @@ class Store:
             self.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
             _atomic_write(self._pointer(scope), snap_id + "\n")
 
+    # ---- an apply that has not finished ---------------------------------------------------
+    # ``unfinished-apply[.SUFFIX]`` (the suffix of the scope's last-baseline file) names the
+    # baseline of an apply from before its first write until it ends: done, or undone to the
+    # baseline.  Still there when the next apply takes the lock, that apply was killed (or
+    # its undo failed) and the host is half-tuned: the next apply's snapshot is kept but is
+    # not the baseline of record, which stays the one taken before the first write.
+    def _unfinished_path(self, scope: str) -> Path:
+        name = self._pointer(scope).name.replace("last-baseline", "unfinished-apply", 1)
+        return self.state_dir / name
+
+    def unfinished_apply(self, scope: str = HOST_SCOPE) -> str | None:
+        """The baseline of ``scope``'s apply that did not finish, if any."""
+        path = self._unfinished_path(scope)
+        ids = self.ids()
+        with state_io(self.state_dir, "cannot read the unfinished-apply mark"):
+            if not path.is_file():
+                return None
+            snap_id = decode_text(path.read_bytes(), str(path), "delete it").strip()
+        return snap_id if snap_id in ids else None
+
+    def mark_unfinished(self, snap_id: str, scope: str = HOST_SCOPE) -> None:
+        with state_io(self.state_dir, "cannot mark the apply as running"):
+            _atomic_write(self._unfinished_path(scope), snap_id + "\n")
+
+    def clear_unfinished(self, scope: str = HOST_SCOPE) -> None:
+        with state_io(self.state_dir, "cannot clear the unfinished-apply mark"):
+            self._unfinished_path(scope).unlink(missing_ok=True)
+
 
 @contextmanager
 def state_io(state_dir: Path, what: str) -> Iterator[None]:
