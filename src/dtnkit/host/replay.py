@@ -100,6 +100,14 @@ class FixtureRunner:
 
 # ---- the model of changes ---------------------------------------------------------------
 _ETHTOOL_SET = {"-G": "-g", "-K": "-k", "-C": "-c", "-A": "-a"}
+# What switching to a TuneD profile writes to the tree's sysctls: the [sysctl] sections of
+# TuneD's own profiles (redhat-performance/tuned, profiles/<name>/tuned.conf; network-
+# throughput includes throughput-performance, whose [sysctl] holds no network buffers).
+# TuneD's rollback of the previous profile's values on a switch is not modelled.
+TUNED_SYSCTLS: dict[str, dict[str, str]] = {
+    "network-throughput": {"net.ipv4.tcp_rmem": "4096\t131072\t16777216",
+                           "net.ipv4.tcp_wmem": "4096\t16384\t16777216"},
+}
 
 
 def _apply_change(runner: FixtureRunner, argv: tuple[str, ...]) -> Result:
@@ -109,6 +117,8 @@ def _apply_change(runner: FixtureRunner, argv: tuple[str, ...]) -> Result:
         if ok:
             return Result(argv, 0, "", "")
         return Result(argv, 1, "", f"fixture: cannot model {' '.join(argv)}")
+    if argv[:1] == ("tuned-adm",) and argv[1:2] in (("profile",), ("off",)):
+        return _tuned(runner, argv)
     if argv[:3] == ("ip", "link", "set") and len(argv) == 7 and argv[3] == "dev":
         files = {"mtu": "mtu", "txqueuelen": "tx_queue_len"}
         if argv[5] in files and "/" not in argv[4]:
@@ -117,6 +127,26 @@ def _apply_change(runner: FixtureRunner, argv: tuple[str, ...]) -> Result:
                 runner.tree.write_bytes(path, (argv[6] + "\n").encode())
                 return Result(argv, 0, "", "")
     return Result(argv, 1, "", f"fixture: not modelled: {' '.join(argv)}")
+
+
+def _tuned(runner: FixtureRunner, argv: tuple[str, ...]) -> Result:
+    """``tuned-adm profile NAME...`` / ``tuned-adm off``: the active profile as ``tuned-adm
+    active`` then prints it, and the profile's sysctls (:data:`TUNED_SYSCTLS`) in the tree."""
+    active = runner.captures.get(("tuned-adm", "active"))
+    if active is None or active.returncode != 0:
+        return Result(argv, 1, "", "fixture: TuneD is not installed in this tree")
+    names = argv[2:]
+    if argv[1] == "profile" and not names:
+        return Result(argv, 1, "", "fixture: tuned-adm profile needs a name")
+    active.stdout = (f"Current active profile: {' '.join(names)}\n" if names
+                     else "No current active profile.\n")
+    active.save(("tuned-adm", "active"))
+    for name in names:
+        for key, value in TUNED_SYSCTLS.get(name, {}).items():
+            path = "proc/sys/" + key.replace(".", "/")
+            if runner.tree.is_file(path):
+                runner.tree.write_bytes(path, (value + "\n").encode())
+    return Result(argv, 0, "", "")
 
 
 def _ethtool(runner: FixtureRunner, flag: str, dev: str, pairs: list[tuple[str, str]]) -> bool:

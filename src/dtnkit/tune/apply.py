@@ -334,6 +334,70 @@ def execute(host: Host, steps: Sequence[Step], *, progress: Any = None) -> Outco
     return out
 
 
+TUNED = "tuned/"
+
+
+def execute_tuned_first(host: Host, steps: Sequence[Step], replan: Callable[[], list[Step]],
+                        *, progress: Any = None,
+                        put_back: Callable[[Outcome], None] | None = None) -> Outcome:
+    """:func:`execute`, switching the TuneD profile first when ``steps`` do.
+
+    A TuneD profile writes sysctls of its own when it is switched to (network-throughput:
+    tcp_rmem and tcp_wmem at 16 MiB), so it goes first; then ``replan()`` plans the rest on
+    what TuneD left (read afresh: a value TuneD lowered is planned again) and those are
+    written; then every written value is read once more, so the end state is verified whole,
+    after TuneD.  On a failure after the switch everything is undone, newest first, and
+    ``put_back`` writes the baseline's values again (switching TuneD back may leave its own).
+    """
+    first = [s for s in steps if s.tunable.key.startswith(TUNED)]
+    if not first:
+        return execute(host, steps, progress=progress)
+    out = execute(host, first, progress=progress)
+    if not out.ok:
+        return out
+    host.refresh()
+    try:
+        rest = [s for s in replan() if not s.tunable.key.startswith(TUNED)]
+    except (DtnkitError, KeyboardInterrupt) as exc:
+        out.error = exc if isinstance(exc, DtnkitError) else DtnkitError(
+            "interrupted", "Ctrl-C or SIGTERM during the run",
+            "nothing to do: this run's changes were undone", status=ExitStatus.INTERRUPTED)
+        _undo(host, first, out)
+        if put_back is not None:
+            put_back(out)
+        return out
+    more = execute(host, rest, progress=progress)
+    out.done += more.done
+    if not more.ok:
+        out.failed, out.error = more.failed, more.error
+        out.rollback_errors += more.rollback_errors
+        _undo(host, first, out)
+    else:
+        _verify_end_state(host, out)
+    if not out.ok and put_back is not None:
+        put_back(out)
+    return out
+
+
+def _verify_end_state(host: Host, out: Outcome) -> None:
+    """Read every written value again once all are written; one that no longer holds (a later
+    step, TuneD, undid it) fails the run, which is then undone."""
+    host.refresh()
+    for step in out.done:
+        now = step.tunable.read(host)
+        if isinstance(now, Unavailable) or not step.tunable.satisfies(now, step.after, "exact"):
+            shown = now.reason if isinstance(now, Unavailable) else step.tunable.show(now)
+            out.failed = step
+            out.error = DtnkitError(
+                f"verify: failed: '{step.tunable.key}' = '{shown}', expected "
+                f"'{step.tunable.show(step.after)}'",
+                "it held when written, but not once every step was done (the TuneD profile "
+                "switched to sets it too)",
+                "leave --tuned out, or give TuneD a profile that does not set it")
+            _undo(host, out.done, out)
+            return
+
+
 def _undo(host: Host, steps: Sequence[Step], out: Outcome) -> None:
     for step in reversed(steps):
         try:
@@ -403,8 +467,17 @@ def apply(
             if earlier is None:
                 store.set_last_baseline(snap.id, scope)
                 store.mark_unfinished(snap.id, scope)
+        def replan() -> list[Step]:  # after TuneD's switch: plan on what it left
+            nonlocal audit
+            audit = read(host)
+            return plan(audit, on_request)
+
+        def put_back(failed: Outcome) -> None:  # TuneD switched back: the baseline's values
+            _put_back(host, snap, audit.ctx, failed)
+
         with sigterm_as_interrupt():
-            out = execute(host, steps, progress=progress)
+            out = execute_tuned_first(host, steps, replan, progress=progress,
+                                      put_back=put_back)
         out.baseline, out.audit, out.planned, out.held = snap.id, audit, steps, held
         if earlier is not None:
             out.baseline, out.half_tuned = earlier, snap.id
@@ -472,6 +545,21 @@ def _unavailable(tunable: Tunable, now: Unavailable, host: Host) -> str:
     return f"cannot be read here ({now.reason}); not restored"
 
 
+def _put_back(host: Host, snap: Snapshot, ctx: Context, out: Outcome) -> None:
+    """After an undo that switched TuneD back: write the baseline's values again where they
+    differ (TuneD may leave values of its own); what cannot be is a rollback error."""
+    try:
+        steps = restore_plan(host, snap, ctx)[0]
+    except DtnkitError as exc:
+        out.rollback_errors.append(f"baseline {snap.id}: {exc.what}: {exc.why}")
+        return
+    for step in steps:
+        try:
+            step.tunable.write(host, step.after)
+        except DtnkitError as exc:
+            out.rollback_errors.append(f"{step.tunable.key}: {exc.what}: {exc.why}")
+
+
 def restore_steps(host: Host, snap: Snapshot, ctx: Context) -> list[Step]:
     return restore_plan(host, snap, ctx)[0]
 
@@ -508,8 +596,12 @@ def restore(
     with lock(host, store.state_dir, wait_s=wait_s, on_wait=on_wait) as held:
         host.refresh()
         steps, skipped, missing = restore_plan(host, snap, ctx)
+
+        def replan() -> list[Step]:  # TuneD switched back: what is left to put back
+            return restore_plan(host, snap, ctx)[0]
+
         with sigterm_as_interrupt():
-            out = execute(host, steps, progress=progress)
+            out = execute_tuned_first(host, steps, replan, progress=progress)
         out.skipped, out.not_restored = skipped, missing
         if out.ok and not missing:  # the scope holds a snapshot's values: nothing half-done
             with store_lock(store.state_dir):
