@@ -75,7 +75,7 @@ def test_a_failure_after_the_switch_undoes_it_and_puts_the_baseline_back(
                          "--state-dir", str(tmp_path / "state"))
     assert code == ExitStatus.PARTIAL_APPLY, err
     assert out["failed"]["key"].startswith("qdisc/"), out["failed"]
-    assert [s["key"] for s in out["rolled_back"]][0] == "tuned/profile"
+    assert out["rolled_back"][0]["key"] == "tuned/profile"
     assert out["rollback_errors"] == []
     assert active(tree) == "Current active profile: throughput-performance"
     assert {k: sysctl(tree, k) for k in NT} == before  # not TuneD's, not dtnkit's

@@ -176,7 +176,8 @@ def audit_table(con: Console, audit: Audit) -> None:
         Col("why", rank=1, least=30), Col("group", rank=2), Col("scope", rank=3))
     rows: list[tuple[str, ...]] = [
         (escape(_key(f)), f"[{STATUS_STYLE[f.status]}]{f.status}[/]",
-         escape(f.current_text or MISSING), escape(f.recommended_text or MISSING),
+         escape(f.current_text or MISSING),
+         escape(f.recommended_text or MISSING) + (" (unsafe)" if f.unsafe else ""),
          escape(f.why), f.group, f.scope) for f in audit.findings]
     if not fits(con, cols, rows):  # narrow: one column "current -> recommended"
         cols = (cols[0], cols[1], Col("current -> recommended", least=24), *cols[4:])
@@ -184,7 +185,7 @@ def audit_table(con: Console, audit: Audit) -> None:
                  f"{r[2]} -> {r[3]}", *r[4:]) for r, f in zip(rows, audit.findings, strict=True)]
     if "why" in print_fitted(con, cols, rows):
         for f in audit.findings:  # the reasons to act on, under the table
-            if f.status in ("differs", "unknown") and f.why:
+            if (f.status in ("differs", "unknown") or f.unsafe) and f.why:
                 con.print(f"[dim]why[/] {escape(_key(f))}: {escape(f.why)}")
     counts = ", ".join(f"{n} {s}" for s, n in audit.counts.items() if n)
     verdict = "[green]compliant[/]" if audit.compliant else "[yellow]not compliant[/]"
@@ -213,7 +214,7 @@ def _key(f: Finding) -> str:
 
 
 def plan(con: Console, steps: Sequence[Step], skipped: Sequence[Finding], *,
-         dry_run: bool) -> None:
+         dry_run: bool, allow_unsafe: Sequence[str] = ()) -> None:
     if not steps:
         con.print("nothing to change")
     else:
@@ -223,10 +224,19 @@ def plan(con: Console, steps: Sequence[Step], skipped: Sequence[Finding], *,
             setting = t.key[len("sysctl/"):] if t.key.startswith("sysctl/") else (
                 f"{t.device}: {t.label}" if t.device else t.label)
             rows.append((str(i), escape(setting), escape(t.show(s.before)),
-                         escape(t.show(s.after)), s.group))
+                         escape(t.show(s.after)) + (" [red](unsafe)[/]" if s.unsafe else ""),
+                         s.group))
         print_fitted(con, (Col("#", wrap=False, justify="right"), Col("setting"), Col("now"),
                            Col("to"), Col("group", rank=1)), rows,
                      title="plan" + (" (dry run: nothing is written)" if dry_run else ""))
+    from dtnkit.tune.apply import allowed
+
+    for s in steps:
+        if s.unsafe:
+            verdict = ("written: --allow-unsafe names it" if allowed(s.tunable.key, allow_unsafe)
+                       else f"refused without --allow-unsafe {s.tunable.key}")
+            con.print(f"[red]unsafe:[/] {escape(s.tunable.key)} = "
+                      f"{escape(s.tunable.show(s.after))}: {escape(s.unsafe)} ({verdict})")
     for f in skipped:
         flag = "--mtu" if f.key.startswith("link/") else "--tuned"
         con.print(f"[dim]not applied without {flag}:[/] {escape(_key(f))} "
@@ -234,8 +244,8 @@ def plan(con: Console, steps: Sequence[Step], skipped: Sequence[Finding], *,
 
 
 def restore_plan(con: Console, steps: Sequence[Step], skipped: Sequence[str],
-                 missing: Sequence[str] = ()) -> None:
-    plan(con, steps, [], dry_run=True)
+                 missing: Sequence[str] = (), *, allow_unsafe: Sequence[str] = ()) -> None:
+    plan(con, steps, [], dry_run=True, allow_unsafe=allow_unsafe)
     for line in skipped:
         con.print(f"[dim]left alone:[/] {escape(line)}")
     for line in missing:

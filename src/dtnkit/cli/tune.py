@@ -96,6 +96,31 @@ def make_host(netns: str | None, tree: Path | None, *, read_only: bool = False) 
     return Host.live(netns, read_only=read_only)
 
 
+def _unsafe_option(f: F) -> F:
+    return click.option(
+        "--allow-unsafe", "allow_unsafe", multiple=True, metavar="KEY",
+        help="Write this key's value even though it weakens security or breaks connectivity "
+             "(docs/profiles.md lists them), e.g. sysctl/net.ipv4.tcp_syncookies or "
+             "link/*/mtu; repeatable.")(f)
+
+
+def check_allow_unsafe(keys: tuple[str, ...]) -> tuple[str, ...]:
+    """Each --allow-unsafe KEY names a setting (a profile key with * for its device, or one
+    key): BadInput otherwise."""
+    from dtnkit.tune.profile import KNOWN_KEYS
+    from dtnkit.tune.registry import tunable_for_key
+
+    for key in keys:
+        if "*" in key:
+            if key not in KNOWN_KEYS:
+                raise BadInput(f"--allow-unsafe {key!r} names no setting",
+                               "a pattern must be a profile key such as link/*/mtu",
+                               "see docs/profiles.md for the keys")
+        else:
+            tunable_for_key(key)
+    return keys
+
+
 def _wait_option(f: F) -> F:
     return click.option(
         "--wait", "wait", default="0s", show_default=True, metavar="DURATION",
@@ -201,6 +226,7 @@ def audit(env: Environment, profile: str, profile_dir: tuple[Path, ...], groups:
 @click.option("--tuned", "want_tuned", is_flag=True,
               help="Also switch the TuneD profile (tuned-adm).")
 @click.option("--label", default="", help="Label of the baseline snapshot.")
+@_unsafe_option
 @_wait_option
 @click.option("--from-experiment", "experiment_id", default=None, metavar="ID",
               help="Apply only the groups that helped in this experiment (its profile and RTT).")
@@ -211,7 +237,8 @@ def apply_cmd(env: Environment,
               profile: str, profile_dir: tuple[Path, ...], groups: tuple[str, ...],
               ifaces: tuple[str, ...], rtt: str, speed: str | None, exact: bool,
               netns: str | None, tree: Path | None, state_dir: Path, fmt: str, dry_run: bool,
-              persist: bool, want_mtu: bool, want_tuned: bool, label: str, wait: str,
+              persist: bool, want_mtu: bool, want_tuned: bool, label: str,
+              allow_unsafe: tuple[str, ...], wait: str,
               experiment_id: str | None, db: Location) -> int:
     """Apply a profile, one group at a time, after saving a baseline.
 
@@ -233,6 +260,7 @@ def apply_cmd(env: Environment,
             return int(ExitStatus.OK)
         label = label or f"from {experiment_id}"
     wait_s = parse_wait(wait)
+    allow_unsafe = check_allow_unsafe(allow_unsafe)
     speed_mbps = None if speed is None else parse_speed(speed)
     rtt_ms = parse_rtt(rtt)
     host = make_host(netns, tree, read_only=dry_run)
@@ -251,7 +279,8 @@ def apply_cmd(env: Environment,
         skipped = apply_mod.skipped_on_request(result, on_request)
         emit(env, {"dry_run": True, "plan": [s.as_dict() for s in steps],
                    "skipped_on_request": [f.key for f in skipped]}, fmt,
-             lambda p: _render().plan(p.console, steps, skipped, dry_run=True))
+             lambda p: _render().plan(p.console, steps, skipped, dry_run=True,
+                                      allow_unsafe=allow_unsafe))
         return int(ExitStatus.OK)
     store = Store(state_dir)
     person = for_people(env, fmt)
@@ -259,13 +288,15 @@ def apply_cmd(env: Environment,
     def show_plan(result: Any, steps: list[apply_mod.Step]) -> None:
         if person is not None:
             skipped = apply_mod.skipped_on_request(result, on_request)
-            _render().plan(person.console, steps, skipped, dry_run=False)
+            _render().plan(person.console, steps, skipped, dry_run=False,
+                           allow_unsafe=allow_unsafe)
 
     # read, plan, baseline, write and verify all happen under the namespace's lock
     with _state_errors(state_dir, "cannot save the baseline or take the lock"):
         out = apply_mod.apply(host, read, store, on_request=on_request, do_persist=persist,
                               label=label, progress=_progress(person), wait_s=wait_s,
-                              on_wait=_waiting(env), on_plan=show_plan)
+                              on_wait=_waiting(env), on_plan=show_plan,
+                              allow_unsafe=allow_unsafe)
     assert out.audit is not None
     result = out.audit
     skipped = apply_mod.skipped_on_request(result, on_request)
@@ -495,16 +526,18 @@ def diff_cmd(env: Environment,
 @_state_option
 @format_option
 @click.option("--dry-run", is_flag=True, help="Print what would change; write nothing.")
+@_unsafe_option
 @_wait_option
 @pass_env
 def restore_cmd(env: Environment,
                 snapshot: str | None, netns: str | None, tree: Path | None, state_dir: Path,
-                fmt: str, dry_run: bool, wait: str) -> int:
+                fmt: str, dry_run: bool, allow_unsafe: tuple[str, ...], wait: str) -> int:
     """Put back a snapshot's exact values (default: the baseline of the last apply)."""
     from dtnkit.tune import apply as apply_mod  # apply's modules: not loaded by audit
     from dtnkit.tune.snapshot import Store, scope_here
 
     wait_s = parse_wait(wait)
+    allow_unsafe = check_allow_unsafe(allow_unsafe)
     store = Store(state_dir)
     host = make_host(netns, tree, read_only=dry_run)
     scope = scope_here(host)
@@ -517,12 +550,14 @@ def restore_cmd(env: Environment,
         steps, skipped, missing = apply_mod.restore_plan(host, snap, ctx)
         emit(env, {"dry_run": True, "snapshot": snap.id, "plan": [s.as_dict() for s in steps],
                    "skipped": skipped, "not_restored": missing}, fmt,
-             lambda p: _render().restore_plan(p.console, steps, skipped, missing))
+             lambda p: _render().restore_plan(p.console, steps, skipped, missing,
+                                              allow_unsafe=allow_unsafe))
         return 0
     with _state_errors(state_dir, "cannot take the lock"):
         out = apply_mod.restore(host, snap, store, ctx,
                                 progress=_progress(for_people(env, fmt)),
-                                wait_s=wait_s, on_wait=_waiting(env))
+                                wait_s=wait_s, on_wait=_waiting(env),
+                                allow_unsafe=allow_unsafe)
     emit(env, {"snapshot": snap.id, **out.as_dict()}, fmt,
          lambda p: _render().outcome(p.console, out, f"restore of {snap.id}",
                                      restore_hint(snap.id, scope, state_dir)))

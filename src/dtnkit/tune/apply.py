@@ -13,6 +13,7 @@ taken, never a read made before it.  See :func:`lock` for its scope.
 from __future__ import annotations
 
 import fcntl
+import fnmatch
 import os
 import signal
 import threading
@@ -57,6 +58,7 @@ class Step:
     before: Any
     after: Any
     group: str = ""
+    unsafe: str = ""  # why ``after`` weakens security or breaks connectivity ("": it does not)
 
     def describe(self) -> str:
         t = self.tunable
@@ -64,8 +66,34 @@ class Step:
         return f"{t.label}{where}: {t.show(self.before)} -> {t.show(self.after)}"
 
     def as_dict(self) -> dict[str, Any]:
-        return {"key": self.tunable.key, "group": self.group, "before": self.before,
-                "after": self.after}
+        doc = {"key": self.tunable.key, "group": self.group, "before": self.before,
+               "after": self.after}
+        if self.unsafe:
+            doc["unsafe"] = self.unsafe
+        return doc
+
+
+def allowed(key: str, allow_unsafe: Sequence[str]) -> bool:
+    """Whether ``--allow-unsafe`` names ``key``: the key itself, or a profile key with ``*``
+    for its device (``link/*/mtu``)."""
+    return any(key == a or ("*" in a and fnmatch.fnmatchcase(key, a.replace("*", "[!/]*")))
+               for a in allow_unsafe)
+
+
+def refuse_unsafe(steps: Sequence[Step], allow_unsafe: Sequence[str], what: str) -> None:
+    """BadInput (exit 9) naming every unsafe step ``--allow-unsafe`` does not name, before
+    anything is written."""
+    refused = [s for s in steps if s.unsafe and not allowed(s.tunable.key, allow_unsafe)]
+    if not refused:
+        return
+    first = refused[0]
+    others = f" (and {', '.join(s.tunable.key for s in refused[1:])})" if refused[1:] else ""
+    raise BadInput(
+        f"{what} would set {first.tunable.key} = {first.tunable.show(first.after)}{others}, "
+        "which is unsafe",
+        first.unsafe,
+        "remove it from the profile (or snapshot), or give "
+        + " ".join(f"--allow-unsafe {s.tunable.key}" for s in refused) + " to write it anyway")
 
 
 @dataclass
@@ -118,7 +146,7 @@ def plan(audit: Audit, on_request: Sequence[str] = ()) -> list[Step]:
             continue
         if f.apply == "on-request" and not any(f.key.startswith(p) for p in wanted):
             continue
-        steps.append(Step(f.tunable, f.current, f.target, f.group))
+        steps.append(Step(f.tunable, f.current, f.target, f.group, f.unsafe))
     return steps
 
 
@@ -424,8 +452,12 @@ def apply(
     wait_s: float = 0.0,
     on_wait: Callable[[str], None] | None = None,
     on_plan: Callable[[Audit, list[Step]], None] | None = None,
+    allow_unsafe: Sequence[str] = (),
 ) -> Outcome:
     """Read, plan, save the baseline, write and verify, all under the target's lock.
+
+    A planned value a kind calls unsafe (:meth:`Tunable.unsafe`) is refused (BadInput, before
+    the baseline) unless ``allow_unsafe`` names its key.
 
     ``read(host)`` makes the audit; it runs after the lock is taken, on a host whose cached
     reads were dropped, so the plan and the baseline are what the host holds now.  With nothing
@@ -440,6 +472,7 @@ def apply(
                            "it writes the host's boot-time configuration",
                            "apply without --persist, or run on the host itself")
         steps = plan(audit, on_request)
+        refuse_unsafe(steps, allow_unsafe, f"profile {audit.profile.name}")
         if not steps and not do_persist:
             # the host holds what the profile wants: an earlier apply that did not finish
             # has nothing left half-done
@@ -470,7 +503,9 @@ def apply(
         def replan() -> list[Step]:  # after TuneD's switch: plan on what it left
             nonlocal audit
             audit = read(host)
-            return plan(audit, on_request)
+            again = plan(audit, on_request)
+            refuse_unsafe(again, allow_unsafe, f"profile {audit.profile.name}")
+            return again
 
         def put_back(failed: Outcome) -> None:  # TuneD switched back: the baseline's values
             _put_back(host, snap, audit.ctx, failed)
@@ -529,7 +564,8 @@ def restore_plan(host: Host, snap: Snapshot,
             missing.append(f"{key}: {_unavailable(tunable, now, host)}")
             continue
         if not tunable.satisfies(now, want, "exact"):
-            steps.append(Step(tunable, now, want, group_of(key, profile_groups)))
+            steps.append(Step(tunable, now, want, group_of(key, profile_groups),
+                              tunable.unsafe(want, host) or ""))
     if in_netns:
         skipped += [f"{path}: a host file; not restored inside a namespace (restore it on the "
                     "host itself)" for path in sorted(snap.files)]
@@ -590,15 +626,20 @@ def _num(value: Any) -> int:
 def restore(
     host: Host, snap: Snapshot, store: Store, ctx: Context, *, progress: Any = None,
     wait_s: float = 0.0, on_wait: Callable[[str], None] | None = None,
+    allow_unsafe: Sequence[str] = (),
 ) -> Outcome:
-    """Put back ``snap`` under the same lock as apply, comparing with values read under it."""
+    """Put back ``snap`` under the same lock as apply, comparing with values read under it;
+    an unsafe value is refused unless ``allow_unsafe`` names its key (as for apply)."""
     require_root(host, "dtnkit tune restore")
     with lock(host, store.state_dir, wait_s=wait_s, on_wait=on_wait) as held:
         host.refresh()
         steps, skipped, missing = restore_plan(host, snap, ctx)
+        refuse_unsafe(steps, allow_unsafe, f"snapshot {snap.id}")
 
         def replan() -> list[Step]:  # TuneD switched back: what is left to put back
-            return restore_plan(host, snap, ctx)[0]
+            again = restore_plan(host, snap, ctx)[0]
+            refuse_unsafe(again, allow_unsafe, f"snapshot {snap.id}")
+            return again
 
         with sigterm_as_interrupt():
             out = execute_tuned_first(host, steps, replan, progress=progress)

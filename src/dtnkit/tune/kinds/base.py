@@ -97,6 +97,14 @@ class Tunable(ABC):
         """Commands a udev rule runs when the device appears, to set ``value`` again at boot."""
         return []
 
+    def unsafe(self, value: Value, host: Host | None = None) -> str | None:
+        """Why writing ``value`` would weaken the host's security or break its connectivity
+        (None: it would not), though the kernel takes it: the audit and the plan mark such a
+        value, and apply and restore refuse it unless ``--allow-unsafe KEY`` names the key.
+        ``host`` (when given) lets a kind look at the device (an MTU below 1280 matters only
+        where IPv6 runs).  docs/profiles.md lists every kind's unsafe values."""
+        return None
+
     def validate(self, value: Value) -> str | None:
         """Why ``value`` cannot be this setting's value (None: it can).
 
