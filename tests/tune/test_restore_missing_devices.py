@@ -1,5 +1,6 @@
 """A restore whose snapshot names interfaces that were renamed or removed since puts back
-everything else, names every setting it could not put back, and exits 3 (not 0)."""
+everything else, names every setting it could not put back, and exits 3 (not 0).  A snapshot that holds no settings is refused (exit 9), not restored as a
+silent no-op."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ from conftest import Netns
 from dtnkit.cli.main import main
 from dtnkit.errors import ExitStatus
 
-pytestmark = [pytest.mark.needs_root, pytest.mark.needs_netns, pytest.mark.needs_ethtool]
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, Any, str]:
@@ -24,6 +24,9 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, Any, str]:
     return code, out, got.err
 
 
+@pytest.mark.needs_root
+@pytest.mark.needs_netns
+@pytest.mark.needs_ethtool
 def test_a_renamed_and_a_removed_interface_are_named_and_restore_exits_3(
     netns: Netns, state_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -65,3 +68,17 @@ def test_a_renamed_and_a_removed_interface_are_named_and_restore_exits_3(
     assert code == ExitStatus.DRIFT, err
     assert text.count("not restored: link/dkv1/txqueuelen") == 1, text
     assert "incomplete" in text
+
+
+def test_a_snapshot_with_no_settings_is_refused_not_a_silent_no_op(
+    tree: Path, state_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (state_dir / "snapshots").mkdir(parents=True)
+    (state_dir / "snapshots" / "empty.json").write_text(json.dumps({
+        "schema": "dtnkit.snapshot/1", "id": "empty", "kind": "manual",
+        "created": "2026-01-01T00:00:00+00:00", "host": {"root": str(tree)}, "values": {}}))
+    for extra in ((), ("--dry-run",)):
+        code, out, err = run(capsys, "tune", "restore", "empty", "--tree", str(tree),
+                             "--state-dir", str(state_dir), *extra)
+        assert code == ExitStatus.BAD_INPUT, (out, err)
+        assert err.count("dtnkit: error:") == 1 and "holds no settings" in err, err

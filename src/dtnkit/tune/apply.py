@@ -542,6 +542,12 @@ def restore_plan(host: Host, snap: Snapshot,
     the host (asked of the kernel, see :mod:`dtnkit.host.sysctl_scope`) and the persist files
     under /etc, which belong to the host, are skipped with a line saying so.
     """
+    if not snap.values:
+        raise BadInput(f"snapshot {snap.id} holds no settings",
+                       "its values are empty, so there is nothing to put back (and nothing "
+                       "would be checked)",
+                       "give a snapshot that holds settings (`dtnkit tune show NAME` lists "
+                       "them)")
     steps: list[Step] = []
     skipped: list[str] = []
     missing: list[str] = []
