@@ -1,6 +1,6 @@
 """A restore whose snapshot names interfaces that were renamed or removed since puts back
-everything else, names every setting it could not put back, and exits 3 (not 0).  A snapshot that holds no settings is refused (exit 9), not restored as a
-silent no-op."""
+everything else, names every setting it could not put back, and exits 3 (not 0).  A snapshot
+that holds no settings is refused (exit 9), not restored as a silent no-op."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ import pytest
 from conftest import Netns
 from dtnkit.cli.main import main
 from dtnkit.errors import ExitStatus
-
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, Any, str]:

@@ -46,7 +46,7 @@ SYSCTL_INTS: dict[str, tuple[int, int]] = {
     # a site profile may add these (docs/profiles.md lists each range)
     "net.ipv4.tcp_syncookies": (0, 2), "net.ipv4.tcp_sack": (0, 1),
     "net.ipv4.tcp_timestamps": (0, 2), "net.ipv4.tcp_window_scaling": (0, 1),
-    "net.ipv4.tcp_ecn": (0, 2), "net.ipv4.tcp_moderate_rcvbuf": (0, 1),
+    "net.ipv4.tcp_moderate_rcvbuf": (0, 1),
     "net.ipv4.tcp_low_latency": (0, 1), "net.ipv4.tcp_rfc1337": (0, 1),
     "net.ipv4.tcp_fin_timeout": (1, INT_MAX), "net.ipv4.tcp_max_syn_backlog": (1, INT_MAX),
     "net.ipv4.ip_no_pmtu_disc": (0, 3), "net.core.somaxconn": (1, INT_MAX),
