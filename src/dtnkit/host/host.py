@@ -541,9 +541,11 @@ class Host:
         return self.root / path.lstrip("/")
 
     def _tree(self) -> Tree | None:
-        """The files under a root other than ``/`` (a captured tree), opened without
-        following links (see :mod:`dtnkit.host.tree`); None for the live root."""
-        return Tree(self.root) if self.root != Path("/") else None
+        """The files of a captured tree (a root other than ``/`` whose commands are not run:
+        ``--tree``), opened without following links (see :mod:`dtnkit.host.tree`); None for
+        a live host, also one whose root of its own links to the real /proc and /sys (the
+        checklist's tests read /etc there)."""
+        return Tree(self.root) if self.root != Path("/") and not self.is_live else None
 
     def _batched(self, path: str) -> _Batch | None:
         """The namespace's batch read when it answers for ``path`` (read on first use)."""
