@@ -79,6 +79,19 @@ def test_ipv6_link_local_only_is_not_dual_stack(
 
 
 @pytest.mark.parametrize("tree", ["dtn-b"], indirect=True)
+def test_a_unique_local_ipv6_address_is_not_dual_stack(
+    capsys: pytest.CaptureFixture[str], tree: Path
+) -> None:
+    doc = json.loads(LINK_LOCAL_ONLY)
+    doc[1]["addr_info"].append({"family": "inet6", "local": "fd12:3456:789a::10",
+                                "prefixlen": 64, "scope": "global"})
+    write_cmd(tree, "ip -6 -j addr show", json.dumps(doc))
+    row = rows(audit(capsys, tree, "--group", "checks"))["check/ipv6"]
+    assert row["status"] == "differs"
+    assert "no global IPv6 address on enp1s0 (unique-local fc00::/7 only" in row["current"]
+
+
+@pytest.mark.parametrize("tree", ["dtn-b"], indirect=True)
 def test_ipv6_without_a_default_route_is_not_dual_stack(
     capsys: pytest.CaptureFixture[str], tree: Path
 ) -> None:

@@ -28,8 +28,9 @@ from dtnkit.errors import ExitStatus
 EXAMPLES = int(os.environ.get("DTNKIT_FUZZ_EXAMPLES", "1000"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, database=None,
                 suppress_health_check=list(HealthCheck))
-# restore: done, rolled back after a refused write (4), bad input (9)
-RESTORE_CODES = {0, 4, 9}
+# restore: done, done but a setting's device is not there (3), rolled back after a refused
+# write (4), bad input (9)
+RESTORE_CODES = {0, 3, 4, 9}
 # profiles / apply --dry-run: done, bad input
 PROFILE_CODES = {0, 9}
 

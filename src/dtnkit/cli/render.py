@@ -185,7 +185,8 @@ def audit_table(con: Console, audit: Audit, next_cmd: str = "") -> None:
         Col("why", rank=1, least=30), Col("group", rank=2), Col("scope", rank=3))
     rows: list[tuple[str, ...]] = [
         (escape(_key(f)), f"[{STATUS_STYLE[f.status]}]{f.status}[/]",
-         escape(f.current_text or MISSING), escape(f.recommended_text or MISSING),
+         escape(f.current_text or MISSING),
+         escape(f.recommended_text or MISSING) + (" (unsafe)" if f.unsafe else ""),
          escape(f.why), f.group, f.scope) for f in audit.findings]
     if not fits(con, cols, rows):  # narrow: one column "current -> recommended"
         cols = (cols[0], cols[1], Col("current -> recommended", least=24), *cols[4:])
@@ -193,7 +194,7 @@ def audit_table(con: Console, audit: Audit, next_cmd: str = "") -> None:
                  f"{r[2]} -> {r[3]}", *r[4:]) for r, f in zip(rows, audit.findings, strict=True)]
     if "why" in print_fitted(con, cols, rows):
         for f in audit.findings:  # the reasons to act on, under the table
-            if f.status in ("differs", "unknown") and f.why:
+            if (f.status in ("differs", "unknown") or f.unsafe) and f.why:
                 con.print(f"[dim]why[/] {escape(_key(f))}: {escape(f.why)}")
     counts = ", ".join(f"{n} {s}" for s, n in audit.counts.items() if n)
     verdict = "[green]compliant[/]" if audit.compliant else "[yellow]not compliant[/]"
@@ -225,9 +226,10 @@ def _key(f: Finding) -> str:
 
 def plan(con: Console, steps: Sequence[Step], skipped: Sequence[Finding], *,
          dry_run: bool, undecided: Sequence[dict[str, Any]] = (), decide: str | None = None,
-         next_cmd: str | None = None) -> None:
-    """The steps, what is left out without --mtu/--tuned, what cannot be decided (and why,
-    with the command that decides it), then the command that applies the plan."""
+         next_cmd: str | None = None, allow_unsafe: Sequence[str] = ()) -> None:
+    """The steps (unsafe ones marked), what is left out without --mtu/--tuned, what cannot be
+    decided (and why, with the command that decides it), then the command that applies the
+    plan."""
     if not steps:
         con.print("nothing to change" + (" that dtnkit can decide" if undecided else ""))
     else:
@@ -237,10 +239,19 @@ def plan(con: Console, steps: Sequence[Step], skipped: Sequence[Finding], *,
             setting = t.key[len("sysctl/"):] if t.key.startswith("sysctl/") else (
                 f"{t.device}: {t.label}" if t.device else t.label)
             rows.append((str(i), escape(setting), escape(t.show(s.before)),
-                         escape(t.show(s.after)), s.group))
+                         escape(t.show(s.after)) + (" [red](unsafe)[/]" if s.unsafe else ""),
+                         s.group))
         print_fitted(con, (Col("#", wrap=False, justify="right"), Col("setting"), Col("now"),
                            Col("to"), Col("group", rank=1)), rows,
                      title="plan" + (" (dry run: nothing is written)" if dry_run else ""))
+    from dtnkit.tune.apply import allowed
+
+    for s in steps:
+        if s.unsafe:
+            verdict = ("written: --allow-unsafe names it" if allowed(s.tunable.key, allow_unsafe)
+                       else f"refused without --allow-unsafe {s.tunable.key}")
+            con.print(f"[red]unsafe:[/] {escape(s.tunable.key)} = "
+                      f"{escape(s.tunable.show(s.after))}: {escape(s.unsafe)} ({verdict})")
     for f in skipped:
         flag = "--mtu" if f.key.startswith("link/") else "--tuned"
         con.print(f"[dim]not applied without {flag}:[/] {escape(_key(f))} "
@@ -273,10 +284,13 @@ def undecided_lines(con: Console, undecided: Sequence[dict[str, Any]],
                   "25gbit)" if "SPEED" in decide else f"to decide them: `{escape(decide)}`")
 
 
-def restore_plan(con: Console, steps: Sequence[Step], skipped: Sequence[str]) -> None:
-    plan(con, steps, [], dry_run=True)
+def restore_plan(con: Console, steps: Sequence[Step], skipped: Sequence[str],
+                 missing: Sequence[str] = (), *, allow_unsafe: Sequence[str] = ()) -> None:
+    plan(con, steps, [], dry_run=True, allow_unsafe=allow_unsafe)
     for line in skipped:
         con.print(f"[dim]left alone:[/] {escape(line)}")
+    for line in missing:
+        con.print(f"[red]not restored:[/] {escape(line)}")
 
 
 def nothing_to_do(con: Console, audit: Audit, skipped: Sequence[Finding], *,
@@ -299,8 +313,21 @@ def outcome(con: Console, out: Outcome, what: str, undo: str = "", *,
     undo = undo or f"dtnkit tune restore {out.baseline or ''}".rstrip()
     for line in out.skipped:
         con.print(f"[dim]left alone:[/] {escape(line)}")
+    if out.half_tuned:
+        con.print(f"[yellow]the last apply here did not finish[/]: this run began on a "
+                  f"half-tuned host (kept as snapshot {out.half_tuned}); the baseline to "
+                  "restore stays the one taken before that apply's first write")
     if out.baseline:
         whole(con, f"baseline snapshot: [bold]{out.baseline}[/] (undo with `{escape(undo)}`)")
+    for line in out.not_restored:
+        whole(con, f"[red]not restored:[/] {escape(line)}")
+    if out.ok and out.not_restored:
+        con.print(f"[yellow]{what} incomplete[/]: {counted(len(out.done), 'setting')} changed "
+                  f"and verified; {counted(len(out.not_restored), 'setting')} not restored "
+                  "(above)")
+        for path in out.persisted:
+            whole(con, f"persisted: {escape(str(path))}")
+        return
     if out.ok:
         con.print(f"[green]{what} done[/]: {counted(len(out.done), 'setting')} changed and "
                   "verified")
@@ -331,9 +358,16 @@ def snapshot_list(con: Console, rows: Sequence[dict[str, Any]], where: Path) -> 
     cols = (Col("id", wrap=False), Col("kind"), Col("settings", rank=1, justify="right"),
             Col("label", rank=2), Col("scope", wrap=False), Col("created", rank=4))
     print_fitted(con, cols, [
-        (escape(r["id"]), r["kind"] + (" (last baseline)" if r["last_baseline"] else ""),
+        (escape(r["id"]), r["kind"] + (" (last baseline)" if r["last_baseline"] else "")
+         + _incomplete(r.get("incomplete")),
          format_count(r["values"]), escape(r["label"]), escape(r.get("scope") or MISSING),
          escape(r["created"] or MISSING)) for r in rows])
+
+
+def _incomplete(note: str | None) -> str:
+    if not note:
+        return ""
+    return " (half-tuned)" if note.startswith("half-tuned") else " (apply did not finish)"
 
 
 def snapshot(con: Console, snap: Snapshot) -> None:

@@ -84,6 +84,31 @@ def make_host(netns: str | None, tree: Path | None, *, read_only: bool = False) 
     return Host.live(netns, read_only=read_only)
 
 
+def _unsafe_option(f: F) -> F:
+    return click.option(
+        "--allow-unsafe", "allow_unsafe", multiple=True, metavar="KEY",
+        help="Write this key's value even though it weakens security or breaks connectivity "
+             "(docs/profiles.md lists them), e.g. sysctl/net.ipv4.tcp_syncookies or "
+             "link/*/mtu; repeatable.")(f)
+
+
+def check_allow_unsafe(keys: tuple[str, ...]) -> tuple[str, ...]:
+    """Each --allow-unsafe KEY names a setting (a profile key with * for its device, or one
+    key): BadInput otherwise."""
+    from dtnkit.tune.profile import KNOWN_KEYS
+    from dtnkit.tune.registry import tunable_for_key
+
+    for key in keys:
+        if "*" in key:
+            if key not in KNOWN_KEYS:
+                raise BadInput(f"--allow-unsafe {key!r} names no setting",
+                               "a pattern must be a profile key such as link/*/mtu",
+                               "see docs/profiles.md for the keys")
+        else:
+            tunable_for_key(key)
+    return keys
+
+
 def _wait_option(f: F) -> F:
     return click.option(
         "--wait", "wait", default="0s", show_default=True, metavar="DURATION",
@@ -106,20 +131,23 @@ def _waiting(env: Environment) -> Callable[[str], None]:
     return say
 
 
-def restore_hint(baseline: str | None, netns: str | None, tree: Path | None,
-                 state_dir: Path) -> str:
-    """The restore command for ``baseline`` that acts on the same target and state dir as the
-    run that printed it, so it can be pasted as is."""
+def restore_hint(baseline: str | None, scope: str, state_dir: Path) -> str:
+    """The restore command for ``baseline`` that acts on the same scope (``host``, ``netns
+    NAME``, ``tree PATH``: see :func:`dtnkit.tune.snapshot.scope_here`) and state dir as the
+    run that printed it, so it can be pasted as is.  A namespace with no name has no option
+    that reaches it: the command is to be run inside it, and says so."""
     import shlex  # here: an audit prints no restore hint
 
     argv = ["dtnkit", "tune", "restore"] + ([baseline] if baseline else [])
-    if netns:
-        argv += ["--netns", netns]
-    if tree is not None:
-        argv += ["--tree", str(tree)]
+    kind, _, name = scope.partition(" ")
+    if kind in ("netns", "tree"):
+        argv += [f"--{kind}", name]
     if state_dir.absolute() != DEFAULT_STATE_DIR:
         argv += ["--state-dir", str(state_dir.absolute())]
-    return shlex.join(argv)
+    hint = shlex.join(argv)
+    if kind == "netns-id":
+        hint += f"  # inside the same unnamed namespace (id {name})"
+    return hint
 
 
 @contextmanager
@@ -187,6 +215,7 @@ def _group_flags(groups: tuple[str, ...]) -> list[str]:
 @click.option("--tuned", "want_tuned", is_flag=True,
               help="Also switch the TuneD profile (tuned-adm).")
 @click.option("--label", default="", help="Label of the baseline snapshot.")
+@_unsafe_option
 @_wait_option
 @click.option("--from-experiment", "experiment_id", default=None, metavar="ID",
               help="Apply only the groups that helped in this experiment (its profile, RTT, "
@@ -196,7 +225,8 @@ def _group_flags(groups: tuple[str, ...]) -> list[str]:
 @pass_env
 def apply_cmd(env: Environment, groups: tuple[str, ...], judging: Judging, state_dir: Path,
               fmt: str, dry_run: bool, persist: bool, want_mtu: bool, want_tuned: bool,
-              label: str, wait: str, experiment_id: str | None, db: Location) -> int:
+              label: str, allow_unsafe: tuple[str, ...], wait: str, experiment_id: str | None,
+              db: Location) -> int:
     """Apply a profile, one group at a time, after saving a baseline.
 
     Every write is verified; if one fails, everything this run changed is put back.  Exit 0
@@ -219,6 +249,7 @@ def apply_cmd(env: Environment, groups: tuple[str, ...], judging: Judging, state
             return int(ExitStatus.OK)
         label = label or f"from {experiment_id}"
     wait_s = parse_wait(wait)
+    allow_unsafe = check_allow_unsafe(allow_unsafe)
     host = make_host(judging.netns, judging.tree, read_only=dry_run)
     prof = judging.load_profile()
     on_request = [n for n, on in (("mtu", want_mtu), ("tuned", want_tuned)) if on]
@@ -246,7 +277,7 @@ def apply_cmd(env: Environment, groups: tuple[str, ...], judging: Judging, state
                    "skipped_on_request": [f.key for f in skipped], **more, "next": go}, fmt,
              lambda p: _render().plan(p.console, steps, skipped, dry_run=True,
                                       undecided=more["undecided"], decide=more["decide"],
-                                      next_cmd=go))
+                                      next_cmd=go, allow_unsafe=allow_unsafe))
         return int(ExitStatus.UNDECIDED if more["undecided"] else ExitStatus.OK)
     store = Store(state_dir)
     person = for_people(env, fmt)
@@ -254,13 +285,15 @@ def apply_cmd(env: Environment, groups: tuple[str, ...], judging: Judging, state
     def show_plan(result: Any, steps: list[apply_mod.Step]) -> None:
         if person is not None:
             skipped = apply_mod.skipped_on_request(result, on_request)
-            _render().plan(person.console, steps, skipped, dry_run=False)
+            _render().plan(person.console, steps, skipped, dry_run=False,
+                           allow_unsafe=allow_unsafe)
 
     # read, plan, baseline, write and verify all happen under the namespace's lock
     with _state_errors(state_dir, "cannot save the baseline or take the lock"):
         out = apply_mod.apply(host, read, store, on_request=on_request, do_persist=persist,
                               label=label, progress=_progress(person), wait_s=wait_s,
-                              on_wait=_waiting(env), on_plan=show_plan)
+                              on_wait=_waiting(env), on_plan=show_plan,
+                              allow_unsafe=allow_unsafe)
     assert out.audit is not None
     result = out.audit
     skipped = apply_mod.skipped_on_request(result, on_request)
@@ -275,11 +308,9 @@ def apply_cmd(env: Environment, groups: tuple[str, ...], judging: Judging, state
                                                    decide=more["decide"]))
         return int(done)
     # the scope the baseline was kept in (`ip netns exec NS dtnkit tune apply`: NS's)
-    from dtnkit.tune.snapshot import Store
+    from dtnkit.tune.snapshot import scope_here
 
-    taken_in = Store(state_dir).load(out.baseline).host.get("netns") if (
-        out.baseline and judging.netns is None and judging.tree is None) else None
-    undo = restore_hint(out.baseline, judging.netns or taken_in, judging.tree, state_dir)
+    undo = restore_hint(out.baseline, scope_here(host), state_dir)
     emit(env, {**out.as_dict(), "undo": undo, "skipped_on_request": skipped_keys, **more},
          fmt, lambda p: _render().outcome(p.console, out, "apply", undo,
                                           undecided=more["undecided"], decide=more["decide"]))
@@ -356,19 +387,28 @@ def list_cmd(env: Environment, state_dir: Path, fmt: str) -> int:
     store = Store(state_dir)
     rows = []
     last: dict[str, str | None] = {}  # each scope's last baseline
+    unfinished: dict[str, str | None] = {}  # each scope's apply that did not finish
     for snap_id in store.ids():
         try:
             snap = store.load(snap_id)
             scope = scope_of(snap.host)
             if scope not in last:
                 last[scope] = store.last_baseline(scope)
+                unfinished[scope] = store.unfinished_apply(scope)
+            incomplete = None
+            if snap.id == unfinished[scope]:
+                incomplete = "its apply did not finish (killed, or still running)"
+            elif snap.host.get("after_unfinished_apply"):
+                incomplete = (f"half-tuned: taken after apply of "
+                              f"{snap.host['after_unfinished_apply']} did not finish")
             rows.append({"id": snap.id, "kind": snap.kind, "label": snap.label,
                          "created": snap.created, "scope": scope,
                          "netns": snap.host.get("netns"), "values": len(snap.values),
-                         "last_baseline": snap.id == last[scope]})
+                         "last_baseline": snap.id == last[scope], "incomplete": incomplete})
         except BadInput as exc:
             rows.append({"id": snap_id, "kind": "damaged", "label": exc.why, "created": "",
-                         "scope": None, "netns": None, "values": 0, "last_baseline": False})
+                         "scope": None, "netns": None, "values": 0, "last_baseline": False,
+                         "incomplete": None})
     emit(env, rows, fmt, lambda p: _render().snapshot_list(p.console, rows, store.dir))
     return 0
 
@@ -377,9 +417,11 @@ def _same_namespace(name: str, facts: dict[str, Any], host: Host) -> None:
     """Refuse to compare or restore a snapshot taken in another network namespace than the
     one this run works in, saying where it was taken and how to get there."""
     from dtnkit.tune.snapshot import (
+        describe_scope,
         netns_identity,
         netns_named,
         root_identity,
+        scope_here,
         scope_of,
         scope_options,
     )
@@ -387,27 +429,37 @@ def _same_namespace(name: str, facts: dict[str, Any], host: Host) -> None:
     if not facts:
         return
     here, there = netns_identity(host), facts.get("netns_id")
+    earlier = ""
     if (here is not None and there is not None
             and facts.get("hostname") == os.uname().nodename):  # = gethostname()
         # both live on this machine: compare the namespaces themselves, so a snapshot taken
-        # under `ip netns exec NS` is told from one of the root namespace
+        # under `ip netns exec NS` (or in a namespace with no name) is told from one of the
+        # root namespace, whatever name each was reached by
         if here == there:
             return
         named = facts.get("netns") or netns_named(there)
-        taken = (f"netns {named}" if named else "the host namespace"
-                 if there == root_identity() else
-                 f"another network namespace (id {there})")
+        if there == root_identity():
+            taken = "host"
+        elif named:
+            taken = f"netns {named}"
+            if netns_named(here) == named:  # the name now stands for another namespace
+                earlier = (f"an earlier namespace named {named} (id {there}; deleted and "
+                           "made again since)")
+        else:
+            taken = f"netns-id {there}"
     elif (facts.get("netns") or None) == (host.netns or None):
         return
     else:
         taken = scope_of({**facts, "root": "/"})
     opts = scope_options(taken)
-    raise BadInput(
-        f"snapshot {name} was taken in "
-        f"{'the host namespace' if taken == 'host' else taken}",
-        f"this run works in {host.label}",
-        f"give {opts}" if opts else "run without --netns",
-    )
+    if earlier:
+        step = "give a snapshot taken since it was made, or `dtnkit tune save` one"
+    elif taken.startswith("netns-id "):
+        step = "run the command inside that namespace (e.g. with nsenter --net)"
+    else:
+        step = f"give {opts}" if opts else "run without --netns"
+    raise BadInput(f"snapshot {name} was taken in {earlier or describe_scope(taken)}",
+                   f"this run works in {describe_scope(scope_here(host))}", step)
 
 
 @tune.command()
@@ -493,36 +545,43 @@ def diff_cmd(env: Environment,
 @_state_option
 @format_option
 @click.option("--dry-run", is_flag=True, help="Print what would change; write nothing.")
+@_unsafe_option
 @_wait_option
 @pass_env
 def restore_cmd(env: Environment,
                 snapshot: str | None, netns: str | None, tree: Path | None, state_dir: Path,
-                fmt: str, dry_run: bool, wait: str) -> int:
+                fmt: str, dry_run: bool, allow_unsafe: tuple[str, ...], wait: str) -> int:
     """Put back a snapshot's exact values (default: the baseline of the last apply)."""
     from dtnkit.tune import apply as apply_mod  # apply's modules: not loaded by audit
     from dtnkit.tune.snapshot import Store, scope_here
 
     wait_s = parse_wait(wait)
+    allow_unsafe = check_allow_unsafe(allow_unsafe)
     store = Store(state_dir)
     host = make_host(netns, tree, read_only=dry_run)
-    snap = store.load(snapshot or "last", scope_here(host))  # `last`: this scope's last one
+    scope = scope_here(host)
+    snap = store.load(snapshot or "last", scope)  # `last`: this scope's last one
     _same_namespace(snap.id, snap.host, host)
     from dtnkit.tune.audit import build_context
 
     ctx = build_context(host, load_profile("dtn", ()))
     if dry_run:
-        steps, skipped = apply_mod.restore_plan(host, snap, ctx)
+        steps, skipped, missing = apply_mod.restore_plan(host, snap, ctx)
         emit(env, {"dry_run": True, "snapshot": snap.id, "plan": [s.as_dict() for s in steps],
-                   "skipped": skipped}, fmt,
-             lambda p: _render().restore_plan(p.console, steps, skipped))
+                   "skipped": skipped, "not_restored": missing}, fmt,
+             lambda p: _render().restore_plan(p.console, steps, skipped, missing,
+                                              allow_unsafe=allow_unsafe))
         return 0
     with _state_errors(state_dir, "cannot take the lock"):
         out = apply_mod.restore(host, snap, store, ctx,
                                 progress=_progress(for_people(env, fmt)),
-                                wait_s=wait_s, on_wait=_waiting(env))
+                                wait_s=wait_s, on_wait=_waiting(env),
+                                allow_unsafe=allow_unsafe)
     emit(env, {"snapshot": snap.id, **out.as_dict()}, fmt,
          lambda p: _render().outcome(p.console, out, f"restore of {snap.id}",
-                                     restore_hint(snap.id, netns, tree, state_dir)))
+                                     restore_hint(snap.id, scope, state_dir)))
+    if out.ok and out.not_restored:
+        return int(ExitStatus.DRIFT)  # the rest was put back; these still differ
     return _outcome_status(out)
 
 

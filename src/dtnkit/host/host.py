@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from dtnkit.errors import DtnkitError, ToolMissing
 from dtnkit.host.runner import Result, Runner, SubprocessRunner
+from dtnkit.host.tree import Tree
 from dtnkit.records import mutable_record
 
 if TYPE_CHECKING:
@@ -507,9 +508,11 @@ class Host:
             raise DtnkitError(
                 f"host tree {path} does not exist", "", "give the path of a captured tree"
             )
+        from dtnkit.host import tree
         from dtnkit.host.replay import FixtureRunner  # only a tree replays: not loaded live
 
-        return cls(path, runner=FixtureRunner(path / "cmd", path), read_only=read_only)
+        tree.check(path)  # a link anywhere in it: refused before anything is read
+        return cls(path, runner=FixtureRunner(Tree(path)), read_only=read_only)
 
     def read_only_view(self) -> Host:
         """The same host, refusing every write (used by audit and --dry-run)."""
@@ -536,6 +539,13 @@ class Host:
 
     def _local(self, path: str) -> Path:
         return self.root / path.lstrip("/")
+
+    def _tree(self) -> Tree | None:
+        """The files of a captured tree (a root other than ``/`` whose commands are not run:
+        ``--tree``), opened without following links (see :mod:`dtnkit.host.tree`); None for
+        a live host, also one whose root of its own links to the real /proc and /sys (the
+        checklist's tests read /etc there)."""
+        return Tree(self.root) if self.root != Path("/") and not self.is_live else None
 
     def _batched(self, path: str) -> _Batch | None:
         """The namespace's batch read when it answers for ``path`` (read on first use)."""
@@ -681,8 +691,10 @@ class Host:
                 return None
             res = self.query(["cat", path])
             return res.stdout if res.ok else None
+        tree = self._tree()
         try:  # bytes that are not UTF-8 as U+FFFD, as the namespace's helper reads them
-            return self._local(path).read_bytes().decode(errors="replace")
+            data = tree.read_bytes(path) if tree else self._local(path).read_bytes()
+            return data.decode(errors="replace")
         except (FileNotFoundError, NotADirectoryError):
             return None
         except OSError as exc:
@@ -696,7 +708,8 @@ class Host:
             if batch is not None:
                 return batch.present(path.rstrip("/"))
             return self.query(["test", "-e", path]).ok
-        return self._local(path).exists()
+        tree = self._tree()
+        return tree.exists(path) if tree else self._local(path).exists()
 
     def writable(self, path: str) -> bool:
         """Whether the kernel would accept a write (read-only sysctls in a netns are not)."""
@@ -707,6 +720,9 @@ class Host:
             if batch is not None and not batch.present(path):
                 return False
             return self.query(["test", "-w", path]).ok
+        tree = self._tree()
+        if tree is not None:
+            return tree.writable(path)
         local = self._local(path)
         return local.exists() and os.access(local, os.W_OK)
 
@@ -717,6 +733,9 @@ class Host:
                 return list(batch.dirs[path.rstrip("/")])
             res = self.query(["ls", "-1", path])
             return sorted(res.stdout.split()) if res.ok else []
+        tree = self._tree()
+        if tree is not None:
+            return tree.listdir(path)
         try:
             return sorted(os.listdir(self._local(path)))
         except (FileNotFoundError, NotADirectoryError):
@@ -736,7 +755,12 @@ class Host:
         local = self._local(path)
         if not self.is_live and path.startswith(("/proc/", "/sys/")):
             value = _as_kernel_prints(path, value)
+        tree = self._tree()
         try:
+            if tree is not None:
+                tree.write_bytes(path, value.encode(),
+                                 make_parents=not self.is_live or path.startswith("/etc/"))
+                return
             if not self.is_live or path.startswith("/etc/"):
                 local.parent.mkdir(parents=True, exist_ok=True)
             with open(local, "w") as fh:
@@ -750,6 +774,10 @@ class Host:
         self._guard(path, "<remove>")
         self.writes.append(WriteRecord(path, "<remove>"))
         self.refresh()
+        tree = self._tree()
+        if tree is not None:
+            tree.unlink(path)
+            return
         self._local(path).unlink(missing_ok=True)
 
     def _guard(self, what: str, value: str) -> None:
@@ -1008,13 +1036,14 @@ class Host:
 
     def _read_kernel_config(self) -> str | None:
         raw: str | None = None
+        tree = self._tree()
         gz = self._local("/proc/config.gz")
-        if gz.exists():
+        if tree.exists("/proc/config.gz") if tree else gz.exists():
             import zlib  # built in; gzip's module costs 7 ms of start-up
 
             try:
-                raw = zlib.decompress(gz.read_bytes(), 16 + zlib.MAX_WBITS).decode(
-                    errors="replace")
+                data = tree.read_bytes("/proc/config.gz") if tree else gz.read_bytes()
+                raw = zlib.decompress(data, 16 + zlib.MAX_WBITS).decode(errors="replace")
             except (OSError, zlib.error):
                 raw = None
         if raw is None:

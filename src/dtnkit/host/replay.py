@@ -13,12 +13,12 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from dtnkit.errors import DtnkitError
 from dtnkit.host.parsers.ethtool import FEATURE_NAMES
 from dtnkit.host.runner import Result
+from dtnkit.host.tree import Tree
 
 
 @dataclass
@@ -26,11 +26,12 @@ class Capture:
     returncode: int
     stdout: str
     stderr: str
-    path: Path | None = None
+    path: str | None = None  # in the tree: cmd/NAME.txt
+    tree: Tree | None = None
 
     def save(self, argv: tuple[str, ...]) -> None:
         """Write the capture back to its file (the tree then stays changed for later runs)."""
-        if self.path is None:
+        if self.path is None or self.tree is None:
             return
         head = [f"$ {' '.join(argv)}"]
         if self.returncode:
@@ -39,7 +40,7 @@ class Capture:
         if self.stderr and not self.stdout:
             head.append("# stream: stderr")
             body = self.stderr
-        self.path.write_text("\n".join(head) + "\n" + body)
+        self.tree.write_bytes(self.path, ("\n".join(head) + "\n" + body).encode())
 
 
 class FixtureRunner:
@@ -51,21 +52,22 @@ class FixtureRunner:
     later reads consistent with them (the model below).
     """
 
-    def __init__(self, cmd_dir: Path, root: Path | None = None) -> None:
-        self.root = root
+    def __init__(self, tree: Tree) -> None:
+        self.tree = tree  # cmd/ and the files `ip link set` changes, opened without links
         self.captures: dict[tuple[str, ...], Capture] = {}
         self.changes: list[tuple[str, ...]] = []
-        if cmd_dir.is_dir():
-            for path in sorted(cmd_dir.glob("*.txt")):
-                argv, capture = self._load(path)
+        for name in tree.listdir("cmd"):
+            if name.endswith(".txt") and not name.startswith(".") and tree.is_file(
+                    f"cmd/{name}"):
+                argv, capture = self._load(tree, f"cmd/{name}")
                 self.captures[argv] = capture
 
     @staticmethod
-    def _load(path: Path) -> tuple[tuple[str, ...], Capture]:
-        lines = path.read_bytes().decode(errors="replace").split("\n")
+    def _load(tree: Tree, path: str) -> tuple[tuple[str, ...], Capture]:
+        lines = tree.read_bytes(path).decode(errors="replace").split("\n")
         if not lines or not lines[0].startswith("$ "):
             raise DtnkitError(
-                f"fixture {path} is malformed",
+                f"fixture {tree.root / path} is malformed",
                 "its first line must be `$ <command>`",
                 "fix the fixture file",
             )
@@ -80,8 +82,8 @@ class FixtureRunner:
             i += 1
         body = "\n".join(lines[i:])
         if stream == "stderr":
-            return argv, Capture(code, "", body, path)
-        return argv, Capture(code, body, "", path)
+            return argv, Capture(code, "", body, path, tree)
+        return argv, Capture(code, body, "", path, tree)
 
     def run(self, argv: Sequence[str], *, stdin: str | None = None) -> Result:
         key = tuple(argv)
@@ -98,6 +100,14 @@ class FixtureRunner:
 
 # ---- the model of changes ---------------------------------------------------------------
 _ETHTOOL_SET = {"-G": "-g", "-K": "-k", "-C": "-c", "-A": "-a"}
+# What switching to a TuneD profile writes to the tree's sysctls: the [sysctl] sections of
+# TuneD's own profiles (redhat-performance/tuned, profiles/<name>/tuned.conf; network-
+# throughput includes throughput-performance, whose [sysctl] holds no network buffers).
+# TuneD's rollback of the previous profile's values on a switch is not modelled.
+TUNED_SYSCTLS: dict[str, dict[str, str]] = {
+    "network-throughput": {"net.ipv4.tcp_rmem": "4096\t131072\t16777216",
+                           "net.ipv4.tcp_wmem": "4096\t16384\t16777216"},
+}
 
 
 def _apply_change(runner: FixtureRunner, argv: tuple[str, ...]) -> Result:
@@ -107,14 +117,36 @@ def _apply_change(runner: FixtureRunner, argv: tuple[str, ...]) -> Result:
         if ok:
             return Result(argv, 0, "", "")
         return Result(argv, 1, "", f"fixture: cannot model {' '.join(argv)}")
+    if argv[:1] == ("tuned-adm",) and argv[1:2] in (("profile",), ("off",)):
+        return _tuned(runner, argv)
     if argv[:3] == ("ip", "link", "set") and len(argv) == 7 and argv[3] == "dev":
         files = {"mtu": "mtu", "txqueuelen": "tx_queue_len"}
-        if argv[5] in files and runner.root is not None:
-            path = runner.root / "sys/class/net" / argv[4] / files[argv[5]]
-            if path.exists():
-                path.write_text(argv[6] + "\n")
+        if argv[5] in files and "/" not in argv[4]:
+            path = f"sys/class/net/{argv[4]}/{files[argv[5]]}"
+            if runner.tree.is_file(path):
+                runner.tree.write_bytes(path, (argv[6] + "\n").encode())
                 return Result(argv, 0, "", "")
     return Result(argv, 1, "", f"fixture: not modelled: {' '.join(argv)}")
+
+
+def _tuned(runner: FixtureRunner, argv: tuple[str, ...]) -> Result:
+    """``tuned-adm profile NAME...`` / ``tuned-adm off``: the active profile as ``tuned-adm
+    active`` then prints it, and the profile's sysctls (:data:`TUNED_SYSCTLS`) in the tree."""
+    active = runner.captures.get(("tuned-adm", "active"))
+    if active is None or active.returncode != 0:
+        return Result(argv, 1, "", "fixture: TuneD is not installed in this tree")
+    names = argv[2:]
+    if argv[1] == "profile" and not names:
+        return Result(argv, 1, "", "fixture: tuned-adm profile needs a name")
+    active.stdout = (f"Current active profile: {' '.join(names)}\n" if names
+                     else "No current active profile.\n")
+    active.save(("tuned-adm", "active"))
+    for name in names:
+        for key, value in TUNED_SYSCTLS.get(name, {}).items():
+            path = "proc/sys/" + key.replace(".", "/")
+            if runner.tree.is_file(path):
+                runner.tree.write_bytes(path, (value + "\n").encode())
+    return Result(argv, 0, "", "")
 
 
 def _ethtool(runner: FixtureRunner, flag: str, dev: str, pairs: list[tuple[str, str]]) -> bool:

@@ -13,6 +13,7 @@ taken, never a read made before it.  See :func:`lock` for its scope.
 from __future__ import annotations
 
 import fcntl
+import fnmatch
 import os
 import signal
 import threading
@@ -39,6 +40,7 @@ from dtnkit.tune.snapshot import (
     Store,
     capture,
     new_snapshot,
+    scope_here,
     scope_of,
     sort_keys,
     state_dir_error,
@@ -56,6 +58,7 @@ class Step:
     before: Any
     after: Any
     group: str = ""
+    unsafe: str = ""  # why ``after`` weakens security or breaks connectivity ("": it does not)
 
     def describe(self) -> str:
         t = self.tunable
@@ -63,8 +66,34 @@ class Step:
         return f"{t.label}{where}: {t.show(self.before)} -> {t.show(self.after)}"
 
     def as_dict(self) -> dict[str, Any]:
-        return {"key": self.tunable.key, "group": self.group, "before": typed(self.before),
-                "after": typed(self.after)}
+        doc = {"key": self.tunable.key, "group": self.group, "before": typed(self.before),
+               "after": typed(self.after)}
+        if self.unsafe:
+            doc["unsafe"] = self.unsafe
+        return doc
+
+
+def allowed(key: str, allow_unsafe: Sequence[str]) -> bool:
+    """Whether ``--allow-unsafe`` names ``key``: the key itself, or a profile key with ``*``
+    for its device (``link/*/mtu``)."""
+    return any(key == a or ("*" in a and fnmatch.fnmatchcase(key, a.replace("*", "[!/]*")))
+               for a in allow_unsafe)
+
+
+def refuse_unsafe(steps: Sequence[Step], allow_unsafe: Sequence[str], what: str) -> None:
+    """BadInput (exit 9) naming every unsafe step ``--allow-unsafe`` does not name, before
+    anything is written."""
+    refused = [s for s in steps if s.unsafe and not allowed(s.tunable.key, allow_unsafe)]
+    if not refused:
+        return
+    first = refused[0]
+    others = f" (and {', '.join(s.tunable.key for s in refused[1:])})" if refused[1:] else ""
+    raise BadInput(
+        f"{what} would set {first.tunable.key} = {first.tunable.show(first.after)}{others}, "
+        "which is unsafe",
+        first.unsafe,
+        "remove it from the profile (or snapshot), or give "
+        + " ".join(f"--allow-unsafe {s.tunable.key}" for s in refused) + " to write it anyway")
 
 
 @dataclass
@@ -81,6 +110,11 @@ class Outcome:
     planned: list[Step] = field(default_factory=list)
     held: Held | None = None
     skipped: list[str] = field(default_factory=list)  # left alone on purpose, with why
+    # apply after one that did not finish: the snapshot this run took of the half-tuned host
+    # (``baseline`` stays the one taken before the unfinished apply's first write)
+    half_tuned: str | None = None
+    # restore: what the snapshot holds that could not be put back (a device gone or renamed)
+    not_restored: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -98,6 +132,8 @@ class Outcome:
             "persisted": self.persisted,
             "lock": self.held.as_dict() if self.held else None,
             "skipped": self.skipped,
+            "not_restored": self.not_restored,
+            "half_tuned_snapshot": self.half_tuned,
         }
 
 
@@ -110,7 +146,7 @@ def plan(audit: Audit, on_request: Sequence[str] = ()) -> list[Step]:
             continue
         if f.apply == "on-request" and not any(f.key.startswith(p) for p in wanted):
             continue
-        steps.append(Step(f.tunable, f.current, f.target, f.group))
+        steps.append(Step(f.tunable, f.current, f.target, f.group, f.unsafe))
     return steps
 
 
@@ -335,6 +371,70 @@ def execute(host: Host, steps: Sequence[Step], *, progress: Any = None) -> Outco
     return out
 
 
+TUNED = "tuned/"
+
+
+def execute_tuned_first(host: Host, steps: Sequence[Step], replan: Callable[[], list[Step]],
+                        *, progress: Any = None,
+                        put_back: Callable[[Outcome], None] | None = None) -> Outcome:
+    """:func:`execute`, switching the TuneD profile first when ``steps`` do.
+
+    A TuneD profile writes sysctls of its own when it is switched to (network-throughput:
+    tcp_rmem and tcp_wmem at 16 MiB), so it goes first; then ``replan()`` plans the rest on
+    what TuneD left (read afresh: a value TuneD lowered is planned again) and those are
+    written; then every written value is read once more, so the end state is verified whole,
+    after TuneD.  On a failure after the switch everything is undone, newest first, and
+    ``put_back`` writes the baseline's values again (switching TuneD back may leave its own).
+    """
+    first = [s for s in steps if s.tunable.key.startswith(TUNED)]
+    if not first:
+        return execute(host, steps, progress=progress)
+    out = execute(host, first, progress=progress)
+    if not out.ok:
+        return out
+    host.refresh()
+    try:
+        rest = [s for s in replan() if not s.tunable.key.startswith(TUNED)]
+    except (DtnkitError, KeyboardInterrupt) as exc:
+        out.error = exc if isinstance(exc, DtnkitError) else DtnkitError(
+            "interrupted", "Ctrl-C or SIGTERM during the run",
+            "nothing to do: this run's changes were undone", status=ExitStatus.INTERRUPTED)
+        _undo(host, first, out)
+        if put_back is not None:
+            put_back(out)
+        return out
+    more = execute(host, rest, progress=progress)
+    out.done += more.done
+    if not more.ok:
+        out.failed, out.error = more.failed, more.error
+        out.rollback_errors += more.rollback_errors
+        _undo(host, first, out)
+    else:
+        _verify_end_state(host, out)
+    if not out.ok and put_back is not None:
+        put_back(out)
+    return out
+
+
+def _verify_end_state(host: Host, out: Outcome) -> None:
+    """Read every written value again once all are written; one that no longer holds (a later
+    step, TuneD, undid it) fails the run, which is then undone."""
+    host.refresh()
+    for step in out.done:
+        now = step.tunable.read(host)
+        if isinstance(now, Unavailable) or not step.tunable.satisfies(now, step.after, "exact"):
+            shown = now.reason if isinstance(now, Unavailable) else step.tunable.show(now)
+            out.failed = step
+            out.error = DtnkitError(
+                f"verify: failed: '{step.tunable.key}' = '{shown}', expected "
+                f"'{step.tunable.show(step.after)}'",
+                "it held when written, but not once every step was done (the TuneD profile "
+                "switched to sets it too)",
+                "leave --tuned out, or give TuneD a profile that does not set it")
+            _undo(host, out.done, out)
+            return
+
+
 def _undo(host: Host, steps: Sequence[Step], out: Outcome) -> None:
     for step in reversed(steps):
         try:
@@ -361,8 +461,12 @@ def apply(
     wait_s: float = 0.0,
     on_wait: Callable[[str], None] | None = None,
     on_plan: Callable[[Audit, list[Step]], None] | None = None,
+    allow_unsafe: Sequence[str] = (),
 ) -> Outcome:
     """Read, plan, save the baseline, write and verify, all under the target's lock.
+
+    A planned value a kind calls unsafe (:meth:`Tunable.unsafe`) is refused (BadInput, before
+    the baseline) unless ``allow_unsafe`` names its key.
 
     ``read(host)`` makes the audit; it runs after the lock is taken, on a host whose cached
     reads were dropped, so the plan and the baseline are what the host holds now.  With nothing
@@ -377,7 +481,12 @@ def apply(
                            "it writes the host's boot-time configuration",
                            "apply without --persist, or run on the host itself")
         steps = plan(audit, on_request)
+        refuse_unsafe(steps, allow_unsafe, f"profile {audit.profile.name}")
         if not steps and not do_persist:
+            # the host holds what the profile wants: an earlier apply that did not finish
+            # has nothing left half-done
+            with store_lock(store.state_dir):
+                store.clear_unfinished(scope_here(host))
             out = Outcome(audit=audit, held=held)
             held.released = time.time()
             return out
@@ -388,12 +497,34 @@ def apply(
                             "baseline")
         if do_persist:
             snap.files = persist.current_files(host)
+        scope = scope_of(snap.host)
         with store_lock(store.state_dir):
+            # an earlier apply here did not finish (killed, or its undo failed): the host is
+            # half-tuned, so this snapshot is kept but the baseline of record stays that
+            # apply's, taken before its first write
+            earlier = store.unfinished_apply(scope)
+            if earlier is not None:
+                snap.host["after_unfinished_apply"] = earlier
             store.save(snap)
-            store.set_last_baseline(snap.id, scope_of(snap.host))
+            if earlier is None:
+                store.set_last_baseline(snap.id, scope)
+                store.mark_unfinished(snap.id, scope)
+        def replan() -> list[Step]:  # after TuneD's switch: plan on what it left
+            nonlocal audit
+            audit = read(host)
+            again = plan(audit, on_request)
+            refuse_unsafe(again, allow_unsafe, f"profile {audit.profile.name}")
+            return again
+
+        def put_back(failed: Outcome) -> None:  # TuneD switched back: the baseline's values
+            _put_back(host, snap, audit.ctx, failed)
+
         with sigterm_as_interrupt():
-            out = execute(host, steps, progress=progress)
+            out = execute_tuned_first(host, steps, replan, progress=progress,
+                                      put_back=put_back)
         out.baseline, out.audit, out.planned, out.held = snap.id, audit, steps, held
+        if earlier is not None:
+            out.baseline, out.half_tuned = earlier, snap.id
         if out.ok and do_persist:
             try:
                 out.persisted = persist.write(host, persist_values(audit, steps),
@@ -402,19 +533,33 @@ def apply(
                 out.error = exc
                 _undo(host, out.done, out)
                 persist.restore_files(host, snap.files)
+        # finished: everything written, or (first apply) everything undone to the baseline
+        if out.ok or (earlier is None and not out.rollback_errors):
+            with store_lock(store.state_dir):
+                store.clear_unfinished(scope)
         held.released = time.time()
     return out
 
 
-def restore_plan(host: Host, snap: Snapshot, ctx: Context) -> tuple[list[Step], list[str]]:
-    """The steps that put ``snap`` back, and one line per thing left alone and why.
+def restore_plan(host: Host, snap: Snapshot,
+                 ctx: Context) -> tuple[list[Step], list[str], list[str]]:
+    """The steps that put ``snap`` back, one line per thing left alone on purpose and why, and
+    one line per thing that cannot be put back (its device is gone or was renamed, its tool
+    was removed): restore names each and does not call itself complete.
 
     Inside a namespace nothing global to the host is restored: a sysctl the kernel keeps for
     the host (asked of the kernel, see :mod:`dtnkit.host.sysctl_scope`) and the persist files
     under /etc, which belong to the host, are skipped with a line saying so.
     """
+    if not snap.values:
+        raise BadInput(f"snapshot {snap.id} holds no settings",
+                       "its values are empty, so there is nothing to put back (and nothing "
+                       "would be checked)",
+                       "give a snapshot that holds settings (`dtnkit tune show NAME` lists "
+                       "them)")
     steps: list[Step] = []
     skipped: list[str] = []
+    missing: list[str] = []
     in_netns = not ctx.env.initial_netns
     tunables = [tunable_for_key(key) for key in sort_keys(list(snap.values))]
     profile_groups = {key: item.group for key, item in ctx.profile.items.items()}
@@ -431,13 +576,39 @@ def restore_plan(host: Host, snap: Snapshot, ctx: Context) -> tuple[list[Step], 
         want = snap.values[key]
         now = tunable.read(host)
         if isinstance(now, Unavailable):
-            continue  # the device is gone: nothing to put back
+            missing.append(f"{key}: {_unavailable(tunable, now, host)}")
+            continue
         if not tunable.satisfies(now, want, "exact"):
-            steps.append(Step(tunable, now, want, group_of(key, profile_groups)))
+            steps.append(Step(tunable, now, want, group_of(key, profile_groups),
+                              tunable.unsafe(want, host) or ""))
     if in_netns:
         skipped += [f"{path}: a host file; not restored inside a namespace (restore it on the "
                     "host itself)" for path in sorted(snap.files)]
-    return mtu_stack_order(steps, ctx), skipped
+    return mtu_stack_order(steps, ctx), skipped, missing
+
+
+def _unavailable(tunable: Tunable, now: Unavailable, host: Host) -> str:
+    """Why a snapshot's setting cannot be put back, with what to do."""
+    dev = tunable.device
+    if dev is not None and not host.exists(f"/sys/class/net/{dev}"):
+        return (f"no interface {dev} here (renamed or removed since the snapshot); rename it "
+                f"back or restore this setting by hand")
+    return f"cannot be read here ({now.reason}); not restored"
+
+
+def _put_back(host: Host, snap: Snapshot, ctx: Context, out: Outcome) -> None:
+    """After an undo that switched TuneD back: write the baseline's values again where they
+    differ (TuneD may leave values of its own); what cannot be is a rollback error."""
+    try:
+        steps = restore_plan(host, snap, ctx)[0]
+    except DtnkitError as exc:
+        out.rollback_errors.append(f"baseline {snap.id}: {exc.what}: {exc.why}")
+        return
+    for step in steps:
+        try:
+            step.tunable.write(host, step.after)
+        except DtnkitError as exc:
+            out.rollback_errors.append(f"{step.tunable.key}: {exc.what}: {exc.why}")
 
 
 def restore_steps(host: Host, snap: Snapshot, ctx: Context) -> list[Step]:
@@ -470,15 +641,27 @@ def _num(value: Any) -> int:
 def restore(
     host: Host, snap: Snapshot, store: Store, ctx: Context, *, progress: Any = None,
     wait_s: float = 0.0, on_wait: Callable[[str], None] | None = None,
+    allow_unsafe: Sequence[str] = (),
 ) -> Outcome:
-    """Put back ``snap`` under the same lock as apply, comparing with values read under it."""
+    """Put back ``snap`` under the same lock as apply, comparing with values read under it;
+    an unsafe value is refused unless ``allow_unsafe`` names its key (as for apply)."""
     require_root(host, "dtnkit tune restore")
     with lock(host, store.state_dir, wait_s=wait_s, on_wait=on_wait) as held:
         host.refresh()
-        steps, skipped = restore_plan(host, snap, ctx)
+        steps, skipped, missing = restore_plan(host, snap, ctx)
+        refuse_unsafe(steps, allow_unsafe, f"snapshot {snap.id}")
+
+        def replan() -> list[Step]:  # TuneD switched back: what is left to put back
+            again = restore_plan(host, snap, ctx)[0]
+            refuse_unsafe(again, allow_unsafe, f"snapshot {snap.id}")
+            return again
+
         with sigterm_as_interrupt():
-            out = execute(host, steps, progress=progress)
-        out.skipped = skipped
+            out = execute_tuned_first(host, steps, replan, progress=progress)
+        out.skipped, out.not_restored = skipped, missing
+        if out.ok and not missing:  # the scope holds a snapshot's values: nothing half-done
+            with store_lock(store.state_dir):
+                store.clear_unfinished(scope_here(host))
         if out.ok and snap.files and ctx.env.initial_netns:
             persist.restore_files(host, snap.files)
             out.persisted = sorted(snap.files)

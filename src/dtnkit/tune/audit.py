@@ -55,15 +55,21 @@ class Finding:
     target: Any = None  # what apply would write (raise-only keeps larger parts)
     give: str = ""  # for "unknown": the option that would decide it (e.g. "--speed")
     tunable: Tunable | None = None
+    # why the value apply would write weakens security or breaks connectivity ("": it does
+    # not); apply refuses it unless --allow-unsafe names the key
+    unsafe: str = ""
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        doc = {
             "group": self.group, "key": self.key, "label": self.label, "scope": self.scope,
             "device": self.device, "current": typed(self.current),
             "recommended": typed(self.recommended),
             "status": self.status, "why": self.why, "source": self.source,
             "apply": self.apply, "mode": self.mode,
         }
+        if self.unsafe:  # only then: the usual finding keeps its shape
+            doc["unsafe"] = self.unsafe
+        return doc
 
 
 @dataclass
@@ -248,6 +254,12 @@ def evaluate(ctx: Context, host: Host, tunable: Tunable, spec: ItemSpec) -> Find
             notes.insert(0, "fixed by the driver: cannot be changed")
         if want.why:
             notes.append(want.why)
+    if not isinstance(want, NoWant) and finding.status in ("ok", "differs"):
+        finding.unsafe = tunable.unsafe(
+            finding.target if finding.status == "differs" else want.value, host) or ""
+        if finding.unsafe:
+            notes.insert(0, f"unsafe: {finding.unsafe} (apply refuses it without "
+                            f"--allow-unsafe {tunable.key})")
     finding.why = "; ".join(notes)
     return finding
 

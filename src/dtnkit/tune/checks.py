@@ -104,20 +104,34 @@ class Ipv6Check(Check):
         if isinstance(routes, Unavailable):
             return routes
         mine = set(self.stack)
-        global_on = sorted({a.ifname for a in addrs
-                            if a.family == "inet6" and a.scope == "global" and a.ifname in mine})
+        global_on = sorted({a.ifname for a in addrs if a.family == "inet6"
+                            and a.scope == "global" and a.ifname in mine
+                            and not _unique_local(a.local)})
         routed = sorted({d for r in routes for d in r.devs if d in mine})
         problems: list[str] = []
         if not global_on:
             where = ", ".join(self.stack) or "no data interface"
+            ula = any(a.ifname in mine and a.scope == "global" and _unique_local(a.local)
+                      for a in addrs)
             local = any(a.ifname in mine and a.scope == "link" for a in addrs)
             problems.append(f"no global IPv6 address on {where}"
-                            + (" (link-local only)" if local else ""))
+                            + (" (unique-local fc00::/7 only: not reachable from other sites)"
+                               if ula else " (link-local only)" if local else ""))
         if not routed:
             others = sorted({d for r in routes for d in r.devs})
             problems.append("no IPv6 default route" + (
                 f" on a data interface (only via {', '.join(others)})" if others else ""))
         return "; ".join(problems) if problems else "present"
+
+
+def _unique_local(address: str) -> bool:
+    """An address of fc00::/7 (RFC 4193): the kernel calls its scope global, but no other site
+    routes it (parsed by hand: ipaddress would cost an audit's start-up)."""
+    head = address.split(":", 1)[0]
+    try:
+        return len(head) <= 4 and head != "" and int(head, 16) & 0xFE00 == 0xFC00
+    except ValueError:
+        return False
 
 
 class IommuCheck(Check):

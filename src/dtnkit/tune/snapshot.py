@@ -115,18 +115,36 @@ HOST_SCOPE = "host"
 
 
 def scope_of(facts: dict[str, Any]) -> str:
-    """Where a snapshot was taken, as ``Host.label`` names it: ``host`` (the root namespace),
-    ``netns NAME`` or ``tree PATH``.  Each scope has its own last baseline."""
+    """Where a snapshot was taken, as the commands name it: ``host`` (the root namespace),
+    ``netns NAME`` (a named namespace, by its first name), ``netns-id DEV:INODE`` (a namespace
+    with no name: ``unshare --net``, a container) or ``tree PATH``.  Each scope has its own
+    last baseline.  A snapshot records it as ``host.scope``; older ones say it by
+    ``netns`` and ``root``."""
     root = facts.get("root") or "/"
     if root != "/":
         return f"tree {root}"
+    recorded = facts.get("scope")
+    if isinstance(recorded, str) and recorded:
+        return recorded
     return f"netns {facts['netns']}" if facts.get("netns") else HOST_SCOPE
 
 
 def scope_options(scope: str) -> str:
-    """The options that select ``scope`` on the command line (empty for the host)."""
+    """The options that select ``scope`` on the command line (empty for the host, and for a
+    namespace with no name, which only a process inside it reaches)."""
     kind, _, name = scope.partition(" ")
     return f"--{kind} {name}" if kind in ("netns", "tree") else ""
+
+
+def describe_scope(scope: str) -> str:
+    """``scope`` in a sentence: "the host namespace", "netns lab1", "an unnamed network
+    namespace (id 4:4026532000)"."""
+    kind, _, name = scope.partition(" ")
+    if scope == HOST_SCOPE:
+        return "the host namespace"
+    if kind == "netns-id":
+        return f"an unnamed network namespace (id {name})"
+    return scope
 
 
 def _accept_keys(values: dict[str, Any], origin: str) -> None:
@@ -194,15 +212,20 @@ def netns_named(identity: str | None) -> str | None:
 
 
 def scope_here(host: Host) -> str:
-    """The scope a command works in: ``host.label``, except that a process started by
-    ``ip netns exec NS`` (no --netns) works in ``netns NS``, as --netns NS would."""
-    if host.is_live and host.netns is None:
-        identity = netns_identity(host)
-        if identity is not None and identity != root_identity():
-            name = netns_named(identity)
-            if name is not None:
-                return f"netns {name}"
-    return host.label
+    """The scope a command works in, by the identity of the namespace it works in, however
+    that was entered: ``--netns NS``, a process under ``ip netns exec NS``, or another name
+    of the same namespace all give ``netns`` and the namespace's first name (sorted); the
+    root namespace is ``host`` whatever names it; a namespace without a name (``unshare
+    --net``, a container's) is ``netns-id DEV:INODE``.  A tree is ``tree PATH``."""
+    if not host.is_live:
+        return host.label
+    identity = netns_identity(host)
+    if identity is None:
+        return host.label
+    if identity == root_identity():
+        return HOST_SCOPE
+    name = netns_named(identity)
+    return f"netns {name}" if name is not None else f"netns-id {identity}"
 
 
 def new_snapshot(host: Host, values: dict[str, Any], label: str, kind: str) -> Snapshot:
@@ -214,8 +237,10 @@ def new_snapshot(host: Host, values: dict[str, Any], label: str, kind: str) -> S
     identity = netns_identity(host)
     if identity is not None:  # restore compares it: `ip netns exec NS dtnkit` is seen too
         facts["netns_id"] = identity
-        if host.netns is None and scope_here(host) != HOST_SCOPE:
-            facts["netns"] = scope_here(host).removeprefix("netns ")  # that namespace's
+        scope = scope_here(host)
+        facts["scope"] = scope
+        # the namespace's first name, however it was entered (None: the host's, or none)
+        facts["netns"] = scope.removeprefix("netns ") if scope.startswith("netns ") else None
     try:  # each device's role, so `tune diff` can pair another host's NICs with these
         roles = interface_roles(host, devices(values))
     except DtnkitError:
@@ -345,6 +370,34 @@ class Store:
         with state_io(self.state_dir, "cannot record the last baseline"):
             self.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
             _atomic_write(self._pointer(scope), snap_id + "\n")
+
+    # ---- an apply that has not finished ---------------------------------------------------
+    # ``unfinished-apply[.SUFFIX]`` (the suffix of the scope's last-baseline file) names the
+    # baseline of an apply from before its first write until it ends: done, or undone to the
+    # baseline.  Still there when the next apply takes the lock, that apply was killed (or
+    # its undo failed) and the host is half-tuned: the next apply's snapshot is kept but is
+    # not the baseline of record, which stays the one taken before the first write.
+    def _unfinished_path(self, scope: str) -> Path:
+        name = self._pointer(scope).name.replace("last-baseline", "unfinished-apply", 1)
+        return self.state_dir / name
+
+    def unfinished_apply(self, scope: str = HOST_SCOPE) -> str | None:
+        """The baseline of ``scope``'s apply that did not finish, if any."""
+        path = self._unfinished_path(scope)
+        ids = self.ids()
+        with state_io(self.state_dir, "cannot read the unfinished-apply mark"):
+            if not path.is_file():
+                return None
+            snap_id = decode_text(path.read_bytes(), str(path), "delete it").strip()
+        return snap_id if snap_id in ids else None
+
+    def mark_unfinished(self, snap_id: str, scope: str = HOST_SCOPE) -> None:
+        with state_io(self.state_dir, "cannot mark the apply as running"):
+            _atomic_write(self._unfinished_path(scope), snap_id + "\n")
+
+    def clear_unfinished(self, scope: str = HOST_SCOPE) -> None:
+        with state_io(self.state_dir, "cannot clear the unfinished-apply mark"):
+            self._unfinished_path(scope).unlink(missing_ok=True)
 
 
 @contextmanager

@@ -97,6 +97,14 @@ class Tunable(ABC):
         """Commands a udev rule runs when the device appears, to set ``value`` again at boot."""
         return []
 
+    def unsafe(self, value: Value, host: Host | None = None) -> str | None:
+        """Why writing ``value`` would weaken the host's security or break its connectivity
+        (None: it would not), though the kernel takes it: the audit and the plan mark such a
+        value, and apply and restore refuse it unless ``--allow-unsafe KEY`` names the key.
+        ``host`` (when given) lets a kind look at the device (an MTU below 1280 matters only
+        where IPv6 runs).  docs/profiles.md lists every kind's unsafe values."""
+        return None
+
     def validate(self, value: Value) -> str | None:
         """Why ``value`` cannot be this setting's value (None: it can).
 
@@ -156,6 +164,14 @@ def type_name(value: Value) -> str:
             list: "a list", dict: "an object"}.get(type(value), type(value).__name__)
 
 
+def valid_ifname(name: str) -> bool:
+    """Whether the kernel would take ``name`` as an interface name (``dev_valid_name``: 1-15
+    bytes, not ``.`` or ``..``, no ``/``, ``:`` or blank), so a snapshot key cannot name a
+    path such as ``link/../../etc/mtu``."""
+    return (0 < len(name.encode()) < 16 and name not in (".", "..")
+            and not any(c in name for c in "/:") and not any(c.isspace() for c in name))
+
+
 class DeviceTunable(Tunable):
     """A setting of one interface, keyed ``kind/DEVICE/NAME`` with NAME one of ``names``."""
 
@@ -164,7 +180,7 @@ class DeviceTunable(Tunable):
     @classmethod
     def from_key(cls, rest: str) -> Tunable | None:
         device, _, name = rest.rpartition("/")
-        return cls.build(device, name) if device and name in cls.names else None
+        return cls.build(device, name) if valid_ifname(device) and name in cls.names else None
 
     @classmethod
     @abstractmethod

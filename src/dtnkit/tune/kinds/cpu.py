@@ -83,6 +83,13 @@ class GovernorTunable(Tunable):
                 return f"{cpu}: {why}"
         return None
 
+    def unsafe(self, value: Value, host: Host | None = None) -> str | None:
+        names = set(value.values()) if isinstance(value, dict) else {value}
+        if "userspace" in names:
+            return ("userspace leaves each CPU at the fixed speed in scaling_setspeed (often "
+                    "the lowest) until a daemon sets it")
+        return None
+
     def write(self, host: Host, value: Value) -> None:
         if not isinstance(value, dict):
             raise DtnkitError("internal error: governor value must map CPUs to governors")

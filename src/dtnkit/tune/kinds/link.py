@@ -18,6 +18,8 @@ from dtnkit.tune.kinds.base import (
 )
 from dtnkit.tune.profile import ItemSpec
 
+IPV6_MIN_MTU = 1280
+
 
 class LinkTunable(DeviceTunable, CommandTunable):
     kind = "link"
@@ -52,6 +54,16 @@ class LinkTunable(DeviceTunable, CommandTunable):
 
     def validate(self, value: Value) -> str | None:
         return check_int(value, *self.bounds[self.attr])
+
+    def unsafe(self, value: Value, host: Host | None = None) -> str | None:
+        if self.attr != "mtu" or not isinstance(value, int) or value >= IPV6_MIN_MTU:
+            return None
+        if host is not None:
+            flag = host.read(f"/proc/sys/net/ipv6/conf/{self.device}/disable_ipv6")
+            if flag is None or flag.strip() != "0":
+                return None  # no IPv6 on this interface: nothing to lose
+        return (f"an MTU below {IPV6_MIN_MTU} (IPv6's minimum, RFC 8200) takes IPv6 off "
+                f"{self.device}: its addresses and routes are removed")
 
     def literal(self, ctx: Context, host: Host, spec: ItemSpec, mode: str) -> Want | NoWant:
         if self.attr != "mtu":

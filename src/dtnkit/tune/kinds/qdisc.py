@@ -14,7 +14,12 @@ from typing import Any
 from dtnkit.errors import DtnkitError
 from dtnkit.host.facts import Unavailable, kernel_qdiscs
 from dtnkit.host.host import Host
-from dtnkit.host.parsers.tc import parse_tc_class_text, parse_tc_qdisc_json
+from dtnkit.host.parsers import ParseError
+from dtnkit.host.parsers.tc import (
+    parse_tc_class_text,
+    parse_tc_qdisc_json,
+    parse_tc_qdisc_text,
+)
 from dtnkit.tune.kinds.base import (
     Argv,
     DeviceTunable,
@@ -32,11 +37,12 @@ DEFAULT_TICK = 1000 / 64  # tc's ticks per microsecond with high-resolution time
 # The options tc can set again, per kind, as ``tc -j qdisc show`` reports them.  Anything else
 # it reports (htb's ``direct_packets_stat`` counter, ...) is statistics: never stored, and
 # ignored when a snapshot that holds it is compared.
-_OPTIONS: dict[str, tuple[str, ...]] = {
+OPTIONS: dict[str, tuple[str, ...]] = {
     "pfifo": ("limit",),
     "bfifo": ("limit",),
     "pfifo_fast": ("bands", "priomap", "multiqueue"),  # fixed by the kernel
-    "tbf": ("rate", "burst", "lat", "limit", "minburst"),
+    "tbf": ("rate", "burst", "lat", "limit", "minburst", "peakrate"),
+    "prio": ("bands", "priomap", "multiqueue"),
     "htb": ("r2q", "default", "direct_qlen"),
     "mq": (),
     "noqueue": (),
@@ -54,7 +60,7 @@ _INGRESS_PARENT = "ffff:fff1"
 
 def _options(kind: str, options: dict[str, Any]) -> dict[str, Any]:
     """The settable options of a qdisc; unknown kinds keep all (restore refuses them)."""
-    keep = _OPTIONS.get(kind)
+    keep = OPTIONS.get(kind)
     if keep is None:
         return dict(options)
     return {k: v for k, v in options.items() if k in keep}
@@ -64,19 +70,29 @@ def _qdisc_args(kind: str, options: dict[str, Any], tick: float = DEFAULT_TICK) 
     """tc arguments that recreate a qdisc from its `tc -j` options, as tc will report them."""
     args: list[str] = []
     if kind == "tbf":
-        if "minburst" in options:
-            raise DtnkitError("cannot recreate a tbf with a peak rate",
-                              "tc -j does not report the peak rate",
-                              "restore it by hand with tc")
         rate, burst = int(options["rate"]), int(options["burst"])
+        peak: tuple[int, int] | None = None
+        peak_args: list[str] = []
+        if "minburst" in options:
+            if not isinstance(options.get("peakrate"), str):
+                raise DtnkitError("cannot recreate a tbf with a peak rate",
+                                  "the snapshot does not hold the peak rate (tc -j does not "
+                                  "report it; dtnkit reads it from tc -d since)",
+                                  "restore it by hand with tc, or save a new snapshot")
+            peak_bits = _rate_bits(options["peakrate"])
+            prate = peak_bits // 8  # the kernel keeps bytes/s
+            mtu = burst_for(prate, int(options["minburst"]), tick)
+            peak = (prate, mtu)
+            peak_args = ["peakrate", f"{peak_bits}bit", "mtu", f"{mtu}b"]
         if "limit" in options:
             buffer = burst_for(rate, burst, tick)
-            args += ["rate", f"{rate}bps", "burst", f"{buffer}b",
+            args += ["rate", f"{rate}bps", "burst", f"{buffer}b", *peak_args,
                      "limit", f"{int(options['limit'])}b"]
         else:
             buffer, limit = tbf_buffer_and_limit(rate, burst, int(options.get("lat", 50000)),
-                                                 tick)
-            args += ["rate", f"{rate}bps", "burst", f"{buffer}b", "limit", f"{limit}b"]
+                                                 tick, peak)
+            args += ["rate", f"{rate}bps", "burst", f"{buffer}b", *peak_args,
+                     "limit", f"{limit}b"]
     elif kind in ("pfifo", "bfifo"):
         if "limit" in options:
             args += ["limit", str(options["limit"])]
@@ -94,12 +110,22 @@ def _qdisc_args(kind: str, options: dict[str, Any], tick: float = DEFAULT_TICK) 
         if options.get("maxrate"):
             args += ["maxrate", f"{options['maxrate']}bps"]
     elif kind == "fq_codel":
-        for name in ("limit", "flows", "quantum"):
+        for name in ("limit", "flows", "quantum", "drop_batch"):
             if name in options:
                 args += [name, str(options[name])]
-        for name in ("target", "interval"):
+        if "memory_limit" in options:
+            args += ["memory_limit", f"{options['memory_limit']}b"]
+        for name in ("target", "interval", "ce_threshold"):
             if name in options:
-                args += [name, f"{options[name]}us"]
+                args += [name, f"{codel_us_for(int(options[name]))}us"]
+        if "ecn" in options:
+            args.append("ecn" if options["ecn"] else "noecn")
+    elif kind == "prio":
+        priomap = options.get("priomap")
+        if "bands" in options:
+            args += ["bands", str(options["bands"])]
+        if isinstance(priomap, list) and priomap:
+            args += ["priomap", *(str(int(p)) for p in priomap)]
     elif kind in ("mq", "pfifo_fast", "noqueue"):
         pass
     else:
@@ -160,34 +186,69 @@ def burst_for(rate: int, shown: int, tick: float = DEFAULT_TICK, whole_us: bool 
     return (low + high) // 2
 
 
-def _exact_tbf_limit(rate: int, burst: int, lat_us: int, tick: float) -> int | None:
+def _us(size: int, rate: int, tick: float) -> int:
+    """tc_core_tick2time of the ticks a size takes at a rate (whole microseconds)."""
+    return int(int(1e6 * (size / rate) * tick) / tick)
+
+
+def _exact_tbf_limit(rate: int, burst: int, lat_us: int, tick: float,
+                     peak: tuple[int, int] | None = None) -> int | None:
     """A limit (bytes) for which tc shows ``lat_us`` as the latency of a tbf whose buffer is
-    ``burst`` bytes, or None: tc computes 1e6 * limit / rate - int(ticks / TICK), shows it
-    truncated to whole microseconds, and only when it is not negative (q_tbf.c): a latency
-    just under 0 is not "lat 0"."""
-    us = int(int(1e6 * (burst / rate) * tick) / tick)
-    low = max(int(rate * (lat_us + us) / 1e6) - 2, 1)
-    high = int(rate * (lat_us + us + 1) / 1e6) + 3
-    for limit in range(low, high):
-        latency = 1e6 * (limit / rate) - us
-        if latency >= 0 and int(latency) == lat_us:
+    ``burst`` bytes, or None: tc computes 1e6 * limit / rate - int(ticks / TICK), with a peak
+    rate (``peak``: its bytes/s and the mtu bytes written) the larger of that and the same at
+    the peak rate, shows it truncated to whole microseconds, and only when it is not negative
+    (q_tbf.c): a latency just under 0 is not "lat 0"."""
+    us = _us(burst, rate, tick)
+    spans = [(rate, us)]
+    if peak is not None:
+        spans.append((peak[0], _us(peak[1], peak[0], tick)))
+
+    def latency(limit: int) -> float:
+        return max(1e6 * (limit / r) - u for r, u in spans)
+
+    candidates: set[int] = set()
+    for r, u in spans:
+        low = max(int(r * (lat_us + u) / 1e6) - 2, 1)
+        candidates.update(range(low, int(r * (lat_us + u + 1) / 1e6) + 3))
+    for limit in sorted(candidates):
+        shown = latency(limit)
+        if shown >= 0 and int(shown) == lat_us:
             return limit
     return None
 
 
-def tbf_limit_for(rate: int, burst: int, lat_us: int, tick: float = DEFAULT_TICK) -> int:
+def tbf_limit_for(rate: int, burst: int, lat_us: int, tick: float = DEFAULT_TICK,
+                  peak: tuple[int, int] | None = None) -> int:
     """A limit (bytes) for which tc shows ``lat_us`` as the latency of a tbf (see
     :func:`_exact_tbf_limit`), or the nearest tc would compute from a latency."""
-    exact = _exact_tbf_limit(rate, burst, lat_us, tick)
+    exact = _exact_tbf_limit(rate, burst, lat_us, tick, peak)
     return exact if exact is not None else int(rate * lat_us / 1e6) + burst
+
+
+def codel_us_for(shown: int) -> int:
+    """The microseconds to write for an fq_codel time (target, interval, ce_threshold) that tc
+    shows as ``shown``: the kernel keeps codel times in units of 1024 ns (``codel_time_t``)
+    and reports ``units * 1024 // 1000`` us, so 5000us is shown as 4999us, and 4999us written
+    back would be shown as 4998us.  The smallest whole microsecond of the unit that shows
+    ``shown`` (None of them: ``shown`` itself)."""
+    units = (shown * 1000 + 1023) // 1024  # the first unit showing at least `shown`
+    for unit in (units, units + 1):
+        if unit * 1024 // 1000 == shown:
+            return -(-unit * 1024 // 1000)  # the first us whose unit is `unit`
+    return shown
+
+
+def codel_shown(us: int) -> int:
+    """What tc shows for an fq_codel time written as ``us`` microseconds."""
+    return (us * 1000 // 1024) * 1024 // 1000
 
 
 # how many buffers around the middle of the range tc shows as one burst are tried for a latency
 _TBF_TRIES = 256
 
 
-def tbf_buffer_and_limit(rate: int, shown: int, lat_us: int,
-                         tick: float = DEFAULT_TICK) -> tuple[int, int]:
+def tbf_buffer_and_limit(rate: int, shown: int, lat_us: int, tick: float = DEFAULT_TICK,
+                         peak: tuple[int, int] | None = None) -> tuple[int, int]:
     """(buffer, limit) bytes that tc shows as burst ``shown`` and latency ``lat_us``.
 
     The latency tc shows depends on the exact buffer, not only on the burst it shows: at low
@@ -198,16 +259,16 @@ def tbf_buffer_and_limit(rate: int, shown: int, lat_us: int,
     """
     middle = burst_for(rate, shown, tick)
     if rate <= 0 or shown <= 0:
-        return middle, tbf_limit_for(rate, middle, lat_us, tick) if rate > 0 else shown
+        return middle, tbf_limit_for(rate, middle, lat_us, tick, peak) if rate > 0 else shown
     low = _first(rate, shown, tick, False)
     high = _first(rate, shown + 1, tick, False) - 1
     tries = sorted(range(max(low, middle - _TBF_TRIES), min(high, middle + _TBF_TRIES) + 1),
                    key=lambda b: (abs(b - middle), b))
     for buffer in tries or [middle]:
-        limit = _exact_tbf_limit(rate, buffer, lat_us, tick)
+        limit = _exact_tbf_limit(rate, buffer, lat_us, tick, peak)
         if limit is not None:
             return buffer, limit
-    return middle, tbf_limit_for(rate, middle, lat_us, tick)
+    return middle, tbf_limit_for(rate, middle, lat_us, tick, peak)
 
 
 # ---- htb classes ----------------------------------------------------------------------------
@@ -379,6 +440,19 @@ class QdiscTunable(DeviceTunable):
         value: dict[str, Any] = {"kind": root.kind, "handle": root.handle,
                                  "options": _options(root.kind, root.options),
                                  "children": children}
+        if any("minburst" in node["options"] for node in (value, *children)
+               if node["kind"] == "tbf"):
+            # a tbf with a peak rate: tc -j reports its mtu (minburst) but not the rate
+            peaks = self._peak_rates(host)
+            if peaks is None:
+                return Unavailable(f"cannot read the tbf peak rate on {self.device} "
+                                   "(tc -d qdisc show)")
+            for node in (value, *children):
+                if node["kind"] == "tbf" and "minburst" in node["options"]:
+                    if node["handle"] not in peaks:
+                        return Unavailable(f"tc -d qdisc show shows no peak rate of tbf "
+                                           f"{node['handle']} on {self.device}")
+                    node["options"]["peakrate"] = peaks[node["handle"]]
         untouched = sorted({q.kind for q in qdiscs if q.kind in ("ingress", "clsact")})
         if untouched:  # shown in plans, never compared nor written
             value["untouched"] = untouched
@@ -393,6 +467,18 @@ class QdiscTunable(DeviceTunable):
             ]
         return value
 
+    def _peak_rates(self, host: Host) -> dict[str, str] | None:
+        """Each tbf's peak rate by handle, as ``tc -d qdisc show`` prints it (``200Mbit``)."""
+        res = host.query(["tc", "-d", "qdisc", "show", "dev", str(self.device)])
+        if not res.ok:
+            return None
+        try:
+            shown = parse_tc_qdisc_text(res.stdout)
+        except ParseError:
+            return None
+        return {q.handle: str(q.options["peakrate"]) for q in shown
+                if q.kind == "tbf" and isinstance(q.options.get("peakrate"), str)}
+
     @staticmethod
     def is_default(value: dict[str, Any]) -> bool:
         """Attached by the kernel (handle 0:): deleting the root brings it back."""
@@ -403,7 +489,7 @@ class QdiscTunable(DeviceTunable):
             return False
         if "maxrate_bps" in want:  # a pacing recommendation
             return _pacing_matches(current, want)
-        return _normal(current) == _normal(want) and _classes_match(
+        return _trees_match(current, want) and _classes_match(
             list(current.get("classes", [])), list(want.get("classes", [])))
 
     def show(self, value: Value) -> str:
@@ -563,6 +649,54 @@ def _normal(value: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+# Options the kernel keeps in another form than tc reports them, and how each is written so
+# that tc reports it again (tests/tune/test_qdisc_restore.py checks them with real tc on random
+# trees, fq_codel's by its model: this kernel has no fq_codel).
+KERNEL_ROUNDED: dict[tuple[str, str], str] = {
+    ("tbf", "burst"): "bytes -> ticks at the rate: burst_for writes the middle of the range "
+                      "of bursts tc shows as the value",
+    ("tbf", "minburst"): "the mtu, bytes -> ticks at the peak rate: burst_for at the peak rate",
+    ("tbf", "lat"): "derived from the limit, the buffer and (with a peak rate) the mtu: "
+                    "tbf_buffer_and_limit finds a buffer and limit tc shows as the latency",
+    ("tbf", "peakrate"): "not in tc -j: read from tc -d as printed (rounded) and written so",
+    ("htb class", "rate"): "printed rounded (123456Kbit): restored as printed",
+    ("htb class", "burst"): "whole microseconds -> ticks at the rate: class_burst_for",
+    ("fq_codel", "target"): "microseconds -> units of 1024 ns: codel_us_for",
+    ("fq_codel", "interval"): "microseconds -> units of 1024 ns: codel_us_for",
+    ("fq_codel", "ce_threshold"): "microseconds -> units of 1024 ns: codel_us_for",
+}
+
+
+def _trees_match(current: dict[str, Any], want: dict[str, Any]) -> bool:
+    """Trees compare as tc shows them; a tbf with a peak rate tc printed rounded (the exact
+    rate cannot be written back) may show its minburst one tick's bytes at the peak rate
+    apart, and its latency within 1 us and 0.1 %."""
+    a, b = _normal(current), _normal(want)
+    if a == b:
+        return True
+    if {k: v for k, v in a.items() if k != "options"} != \
+            {k: v for k, v in b.items() if k != "options"}:
+        return False
+    return _peak_close(a["kind"], a["options"], b["options"])
+
+
+def _peak_close(kind: str, got: dict[str, Any], want: dict[str, Any]) -> bool:
+    if kind != "tbf" or not isinstance(want.get("peakrate"), str):
+        return False
+    loose = ("minburst", "lat")
+    if {k: v for k, v in got.items() if k not in loose} != \
+            {k: v for k, v in want.items() if k not in loose}:
+        return False
+    try:
+        prate = _rate_bits(str(want["peakrate"])) / 8
+    except DtnkitError:
+        return False
+    g_min, w_min = int(got.get("minburst", -1)), int(want.get("minburst", -1))
+    g_lat, w_lat = int(got.get("lat", -1)), int(want.get("lat", -1))
+    return (abs(g_min - w_min) <= prate / (DEFAULT_TICK * 1e6) + 1
+            and abs(g_lat - w_lat) <= 1 + w_lat / 1000)
+
+
 def _pacing_matches(current: dict[str, Any], want: dict[str, Any]) -> bool:
     fqs = [current] if current["kind"] == "fq" else []
     if current["kind"] == "mq":
@@ -586,7 +720,9 @@ _HANDLE = re.compile(r"[0-9a-fA-F]{0,5}:[0-9a-fA-F]{0,5}")
 REQUIRED_OPTIONS: dict[str, tuple[str, ...]] = {"tbf": ("rate", "burst")}
 #: options the tc arguments are built from: non-negative integers when present
 INTEGER_OPTIONS = ("rate", "burst", "lat", "limit", "flow_limit", "quantum", "initial_quantum",
-                   "buckets", "maxrate", "flows", "target", "interval", "r2q")
+                   "buckets", "maxrate", "flows", "target", "interval", "r2q", "minburst",
+                   "memory_limit", "drop_batch", "ce_threshold")
+_TC_RATE = re.compile(r"[0-9]{1,20}(\.[0-9]{1,6})?([KMGT]i?)?(bit|bps)")
 U64 = 2**64 - 1
 
 
@@ -641,4 +777,21 @@ def _check_node(node: dict[str, Any], *, root: bool) -> str | None:
             why = check_int(options[name], 0, U64)
             if why:
                 return f"option {name}: {why}"
+    if "peakrate" in options and (not isinstance(options["peakrate"], str)
+                                  or not _TC_RATE.fullmatch(options["peakrate"])):
+        return f"option peakrate must be a rate as tc prints it (200Mbit), not " \
+               f"{str(options['peakrate'])[:20]!r}"
+    if "bands" in options:
+        why = check_int(options["bands"], 2, 16)
+        if why:
+            return f"option bands: {why}"
+    if "priomap" in options:
+        priomap = options["priomap"]
+        if not isinstance(priomap, list) or len(priomap) > 16 or any(
+                check_int(p, 0, 15) for p in priomap):
+            return "option priomap must be a list of at most 16 bands 0-15"
+    if "ecn" in options:
+        why = check_bool(options["ecn"])
+        if why:
+            return f"option ecn: {why}"
     return None

@@ -12,7 +12,7 @@ inside a namespace: :meth:`SysctlTunable.write` refuses it whatever planned the 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from dtnkit.errors import DtnkitError
 from dtnkit.host.facts import Unavailable
@@ -43,6 +43,50 @@ SYSCTL_INTS: dict[str, tuple[int, int]] = {
     "net.core.optmem_max": (0, INT_MAX), "net.core.netdev_max_backlog": (0, INT_MAX),
     "net.ipv4.tcp_no_metrics_save": (0, 1), "net.ipv4.tcp_slow_start_after_idle": (0, 1),
     "net.ipv4.tcp_mtu_probing": (0, 2),
+    # a site profile may add these (docs/profiles.md lists each range)
+    "net.ipv4.tcp_syncookies": (0, 2), "net.ipv4.tcp_sack": (0, 1),
+    "net.ipv4.tcp_timestamps": (0, 2), "net.ipv4.tcp_window_scaling": (0, 1),
+    "net.ipv4.tcp_moderate_rcvbuf": (0, 1),
+    "net.ipv4.tcp_low_latency": (0, 1), "net.ipv4.tcp_rfc1337": (0, 1),
+    "net.ipv4.tcp_fin_timeout": (1, INT_MAX), "net.ipv4.tcp_max_syn_backlog": (1, INT_MAX),
+    "net.ipv4.ip_no_pmtu_disc": (0, 3), "net.core.somaxconn": (1, INT_MAX),
+}
+# sysctls of two integers (low high, each in [lo, hi], low <= high)
+SYSCTL_PAIRS: dict[str, tuple[int, int]] = {"net.ipv4.ip_local_port_range": (1, 65535)}
+
+
+def _ports_unsafe(value: Value) -> str | None:
+    ints = _ints(value)
+    if ints is None or len(ints) != 2:
+        return None
+    low, high = ints
+    if low < 1024:
+        return (f"a local port range from {low} hands out privileged ports (below 1024) as "
+                "outgoing ports, where system services listen")
+    if high - low + 1 < 1000:
+        return (f"{high - low + 1} local ports allow only that many outgoing connections "
+                "to one peer address and port at a time (fewer than 1000 breaks busy hosts)")
+    return None
+
+
+def _equals(bad: tuple[int, ...], why: str) -> Callable[[Value], str | None]:
+    def check(value: Value) -> str | None:
+        ints = _ints(value)
+        return why if ints is not None and len(ints) == 1 and ints[0] in bad else None
+    return check
+
+
+#: values the kernel takes that weaken the host's security or break its connectivity
+#: (reverse-path filtering, net.ipv4.conf.*.rp_filter, is outside the site allow-list: no
+#: profile or snapshot can set it at all)
+UNSAFE_SYSCTLS: dict[str, Callable[[Value], str | None]] = {
+    "net.ipv4.tcp_syncookies": _equals((0,), "0 turns off SYN cookies, the defence against "
+                                             "SYN floods"),
+    "net.ipv4.ip_local_port_range": _ports_unsafe,
+    "net.core.netdev_max_backlog": _equals((0,), "0 drops every packet that has to wait in "
+                                                 "the input backlog"),
+    "net.core.somaxconn": _equals(tuple(range(1, 16)), "a listen backlog below 16 drops "
+                                                       "connection attempts under any load"),
 }
 SYSCTL_TRIPLES: dict[str, tuple[int, int]] = {
     "net.ipv4.tcp_rmem": (1, INT_MAX), "net.ipv4.tcp_wmem": (1, INT_MAX),
@@ -137,6 +181,10 @@ class SysctlTunable(Tunable):
     def validate(self, value: Value) -> str | None:
         return validate_sysctl(self.name, value)
 
+    def unsafe(self, value: Value, host: Host | None = None) -> str | None:
+        check = UNSAFE_SYSCTLS.get(self.name)
+        return check(value) if check is not None else None
+
     def literal(self, ctx: Context, host: Host, spec: ItemSpec, mode: str) -> Want | NoWant:
         if self.name != CONGESTION_CONTROL:
             return super().literal(ctx, host, spec, mode)
@@ -173,6 +221,21 @@ def validate_sysctl(name: str, value: Value) -> str | None:
         if ints is None or len(ints) != 1:
             return f"it must be one integer, not {str(value)[:40]!r}"
         return check_int(ints[0], *SYSCTL_INTS[name])
+    if name in SYSCTL_PAIRS:
+        why = check_scalar(value)  # one line: "1\n2" is not a pair
+        if why:
+            return why
+        ints = _ints(value)
+        if ints is None or len(ints) != 2:
+            return f"it must be two integers (low high), not {str(value)[:40]!r}"
+        lo, hi = SYSCTL_PAIRS[name]
+        for part in ints:
+            why = check_int(part, lo, hi)
+            if why:
+                return why
+        if ints[0] > ints[1]:
+            return f"{ints[0]} {ints[1]} is not ordered low <= high"
+        return None
     if name in SYSCTL_TRIPLES:
         ints = _ints(value)
         if ints is None or len(ints) != 3:
