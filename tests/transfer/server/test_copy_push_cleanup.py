@@ -132,7 +132,7 @@ def test_a_failed_push_deletes_only_what_it_created(tmp_path: Path) -> None:
                              f"http://127.0.0.1:{port}/keep.bin")
             # the remote refused the PUT after its body: its file is as it was
             assert final.startswith("failure:") and "500" in final, final
-            requests = re.findall(r'"([A-Z]+) /keep\.bin" (\d+)', log.read_text())
+            requests = re.findall(r'"([A-Z]+) /keep\.bin HTTP/1\.[01]" (\d+)', log.read_text())
             there = (remote_root / "keep.bin").is_file()
             assert there and (remote_root / "keep.bin").read_bytes() == kept, requests
             assert ("PUT", "500") in requests and not [r for r in requests

@@ -248,6 +248,10 @@ def _ipv6(host: str) -> ipaddress.IPv6Address:
         address = ipaddress.IPv6Address(text)
     except ValueError:
         raise BadHost("is not an IPv6 address") from None
+    if sep and not (address.is_link_local or address.is_multicast):
+        # a zone scopes a link-local (or multicast) address to an interface; on any other
+        # address it means nothing, and "%30" could as well be a percent-encoded "0"
+        raise BadHost(f"has a zone ({zone[:20]!r}), which only a link-local address takes")
     return ipaddress.IPv6Address(f"{address}%{zone}") if sep else address
 
 
