@@ -147,7 +147,9 @@ def fig_differences(plt: Any, report: Report, svg: bool = True) -> Drawn:
     else:
         ax.barh(ys, prof, height=0.6, color="#e4572e",
                 label=f"against the profile {mpl_text(printable(report.profile or ''))}")
-    ax.set_yticks(ys, [mpl_text(clip(n, 40)) for n in names], fontsize=_label_size(len(names)))
+    # the reference host has no second bar: its label says why
+    ax.set_yticks(ys, [mpl_text(clip(n, 40) + (" (reference)" if n == report.reference else ""))
+                       for n in names], fontsize=_label_size(len(names)))
     ax.invert_yaxis()
     ax.set_xlabel("settings that differ (or are unknown)")
     ax.xaxis.get_major_locator().set_params(integer=True)
