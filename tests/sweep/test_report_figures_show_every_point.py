@@ -3,17 +3,19 @@
 holds the largest value; hollow markers of different RTTs can be told apart by the legend;
 the CPU axis's numbers never run together; a tool whose copies were all cut at the duration
 (no completion time) is named on the tail-latency figure instead of silently missing; and
-the warning says each kind of limit once, with how many measurements it held back."""
+the warning says each kind of limit once, with how many measurements it held back; the
+time series shades the samples the point's throughput leaves out."""
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.sweep.s19p_synthetic import results
+from tests.sweep.s19p_synthetic import results, store_run
 
 from dtnkit.sweep import analyze as A
 from dtnkit.sweep import report as R
@@ -118,3 +120,20 @@ def test_the_warning_names_each_limit_once_with_its_count() -> None:
     lab = next(row for row in R.environment_rows(ENV) if row[0] == "lab path")
     assert lab[1] == ("demo: the nfqueue delay stage (the kernel has no netem qdisc), MTU "
                       "1500, 1 sending host")
+
+
+def test_the_time_series_shades_what_the_throughput_leaves_out(
+        tmp_path: Path, drawn: dict[str, dict[str, Any]]) -> None:
+    """A cp point's set-up (before data flowed) and stopping (after the duration) samples
+    are shaded and named, and they are exactly the samples its throughput leaves out."""
+    p = results(1, bound_at=None, failed_at=None)[0]
+    p = dataclasses.replace(p, samples=tuple((float(t), 1e8 * t) for t in range(1, 7)),
+                            extra={"measure_from_s": 0.4, "measure_until_s": 4.5})
+    store_run(tmp_path / "r.db", "cut", points=[p])
+    data = R.from_store(tmp_path / "r.db", "cut")
+    assert data.series[p.point.id][R.MEASURED] == [1.0, 5.0]
+    assert p.measured_samples == tuple((float(t), 1e8 * t) for t in range(2, 6))
+    R.figures(data, A.analyze(data.records), p.point.id)
+    (panel, *_) = drawn["timeseries"]["panels"]
+    assert {"set-up, not in the throughput", "stopping, not in the throughput"} <= set(
+        panel["legend"]), panel["legend"]

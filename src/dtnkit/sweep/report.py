@@ -70,6 +70,11 @@ class ReportData:
     series: Mapping[str, Mapping[str, Sequence[float | None]]]
 
 
+#: the series key of a point's measured window, [from, until] seconds: the span of the
+#: samples its throughput is the mean of (absent: every sample)
+MEASURED = "measured_s"
+
+
 def from_store(db: Location, run: str) -> ReportData:
     from dtnkit.sweep import store
 
@@ -81,6 +86,11 @@ def from_store(db: Location, run: str) -> ReportData:
             "t_s": [t for t, _ in p.samples],
             "throughput_bps": [b if math.isfinite(b) else None for _, b in p.samples]}
         one.update({k: list(v) for k, v in p.series.items()})
+        kept = p.measured_samples  # the store's own rule: the samples the throughput is of
+        if kept and kept != p.samples:
+            times = [t for t, _ in p.samples]
+            first = times.index(kept[0][0])
+            one[MEASURED] = [times[first - 1] if first else 0.0, kept[-1][0]]
         series[p.point.id] = one
     return ReportData(name=info.name, status=info.status, points_total=info.points_total,
                       grid_toml=info.grid_toml, environment=info.environment,
@@ -362,6 +372,18 @@ def fig_timeseries(plt: Any, record: A.PointRecord | None,
         ax.set_ylabel("throughput (Gbit/s)")
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
+        # the samples of the tool's set-up and stopping: shaded, as they are left out of
+        # its throughput
+        window = [*series.get(MEASURED, ()), None, None]
+        start, until = window[0], window[1]
+        end = max((t for t in ts if t is not None), default=0.0)
+        if start is not None and start > 0:
+            ax.axvspan(0, start, color="0.88", zorder=0,
+                       label="set-up, not in the throughput")
+        if until is not None and until < end:
+            ax.axvspan(until, end, facecolor="none", edgecolor="0.6", hatch="//", zorder=0,
+                       label="stopping, not in the throughput")
+        ax.set_xlim(0, end * 1.02 if end > 0 else None)
         cpu = sorted((k for k in series if k.startswith("cpu_cores.")),
                      key=lambda k: (len(k), k))
         handles, labels = ax.get_legend_handles_labels()
@@ -392,7 +414,10 @@ def fig_timeseries(plt: Any, record: A.PointRecord | None,
     fig.tight_layout()
     return _save(fig, "timeseries", "Time series of one point",
                  "The throughput of one point at each sampling interval (and each origin's "
-                 "CPU in cores, dashed, when it was sampled). A flat line is a steady path; "
+                 "CPU in cores, dashed, when it was sampled). Shaded: the tool's set-up "
+                 "before data flowed and, for dtnkit-cp, the stopping of the copies cut when "
+                 "the duration was over; neither counts in the point's throughput. A flat "
+                 "line is a steady path; "
                  "a saw-tooth or dips are the fluctuation the CV measures; a slow start is TCP "
                  "opening its windows. Choose the point with --point ID (default: the peak of "
                  "the first curve).")
