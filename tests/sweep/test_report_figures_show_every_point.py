@@ -72,7 +72,8 @@ def drawn(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, dict[str, Any]]
                            "xtick_boxes": [t.get_window_extent() for t in
                                            ax.get_xticklabels() if t.get_text()],
                            "legend": [t.get_text() for t in legend.get_texts()]
-                           if legend else []})
+                           if legend else [],
+                           "texts": [t.get_text() for t in ax.texts]})
         seen[stem] = {"panels": panels,
                       "title": fig._suptitle.get_text() if fig._suptitle else ""}
         return save(fig, stem, *args, **kw)
@@ -101,6 +102,9 @@ def test_a_run_the_machine_limited_reads_plainly(drawn: dict[str, dict[str, Any]
         assert {"RTT 5 ms", "RTT 100 ms"} <= set(p["legend"]), p["legend"]
         boxes = p["xtick_boxes"]  # the CPU axis's numbers never overlap
         assert all(a.x1 < b.x0 for a, b in itertools.pairwise(boxes)), p["xticks"]
+    (heat,) = drawn["heatmap"]["panels"]  # empty, and saying why: not "no valid point"
+    assert heat["texts"] == ["every measured point (12) was limited by this machine, not the "
+                             "path:\nleft out (see the box above the figures)"]
     tail = drawn["tail-latency"]
     assert [p["title"] for p in tail["panels"]] == ["iperf3: completion time (s)"]
     assert "no panel for dtnkit-cp" in tail["title"]

@@ -337,7 +337,10 @@ def fig_heatmap(plt: Any, analysis: A.Analysis, records: Sequence[A.PointRecord]
         ax.set_title(_mpl(f"tool {tool}: Gbit/s" + (
             f" (best over {', '.join(over)})" if over else "")), fontsize=9)
     if im is None:
-        _nothing(axes[0], "no point with a valid throughput")
+        bound = [r for r in records if r.emulator_bound and not r.failed]
+        _nothing(axes[0], f"every measured point ({len(bound)}) was limited by this machine, "
+                 "not the path:\nleft out (see the box above the figures)" if bound
+                 else "no point with a valid throughput")
     else:
         fig.subplots_adjust(top=0.80, wspace=0.35, left=0.11, right=0.86)
         fig.colorbar(im, ax=axes, label="throughput (Gbit/s)")
