@@ -294,6 +294,17 @@ def format_duration(seconds: object) -> str:
     return f"{whole // 3600} h {whole % 3600 // 60} min"
 
 
+def format_eta(seconds: float) -> str:
+    """A time still to come, to the second, as progress lines show it: ``45s``, ``3m20s``,
+    ``1h05m``."""
+    s = max(0, round(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
 def format_ms(ms: object) -> str:
     """A time in milliseconds as measured (an RTT, a latency): ``50.2 ms``, ``0.123 ms``."""
     value = _number(ms)

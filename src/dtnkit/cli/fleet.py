@@ -117,7 +117,8 @@ def people(p: Printer, r: Report) -> None:
     from dtnkit.cli.render import Col, fits, print_fitted, whole
     from dtnkit.fleet.compare import canonical
     from dtnkit.fleet.load import printable
-    from dtnkit.fleet.page import value_text, verdict_rows
+    from dtnkit.fleet.page import NOT_DECIDED, setting_text, value_text, verdict_rows
+    from dtnkit.units import counted
 
     def t(text: object, most: int = 200) -> str:
         return escape(printable(value_text(text, most) if not isinstance(text, str)
@@ -126,8 +127,8 @@ def people(p: Printer, r: Report) -> None:
     def k(key: str) -> str:  # as `tune audit` shows them: a sysctl by its name
         return t(key.removeprefix("sysctl/"))
 
-    def v(value: object) -> str:
-        return escape(printable(value_text(value, 120)))
+    def v(key: str, value: object, missing: str = "not read") -> str:
+        return escape(printable(setting_text(key, value, 120, missing=missing)))
 
     con = p.console
     n = len(r.hosts)
@@ -158,11 +159,16 @@ def people(p: Printer, r: Report) -> None:
         con.print()
         if r.differing:
             print_fitted(con, (Col("setting"), Col("value", least=12), Col("hosts", least=16)),
-                         [(k(d.key) if i == 0 else "", v(value), t(hosts_text(hosts, n)))
-                          for d in r.differing for i, (value, hosts) in enumerate(d.by_value())],
+                         [(k(d.key) if i == 0 else "", v(d.key, value), t(hosts_text(hosts, n)))
+                          for d in r.differing for i, (value, hosts) in enumerate(
+                              [*d.by_value(), *([(None, list(d.not_read))] if d.not_read
+                                                else [])])],
                          title=f"values that differ between hosts ({len(r.differing)})")
         else:
             con.print("every host has the same values")
+        if r.not_read:
+            con.print(f"{counted(len(r.not_read), 'setting')} not read on some hosts, not "
+                      "compared there (--format json: not_read)")
         found = grouped((h.name, (i.key, i.status, canonical(i.current),
                                   canonical(i.recommended)))
                         for h in r.hosts for i in h.against_profile)
@@ -171,8 +177,9 @@ def people(p: Printer, r: Report) -> None:
             cols = [Col("setting"), Col("status", rank=1, wrap=False),
                     Col("current", least=10), Col("recommended", least=10),
                     Col("hosts", least=16)]
-            rows = [(k(key), escape(status), v(json.loads(cur)), v(json.loads(rec)),
-                     t(hosts_text(hosts, n))) for (key, status, cur, rec), hosts in found]
+            rows = [(k(key), escape(status), v(key, json.loads(cur)),
+                     v(key, json.loads(rec), NOT_DECIDED), t(hosts_text(hosts, n)))
+                    for (key, status, cur, rec), hosts in found]
             if not fits(con, cols, rows):  # narrow: one column, as `tune audit` does
                 cols = [cols[0], cols[1], Col("current -> recommended", least=16), cols[4]]
                 rows = [(a, b, f"{c} -> {d}", e) for a, b, c, d, e in rows]
@@ -186,14 +193,14 @@ def people(p: Printer, r: Report) -> None:
                                   else canonical(d.reference_value)))
                         for d in r.reference_diffs)
 
-        def side(text: str) -> str:
-            return text if text == "(not audited)" else v(json.loads(text))
+        def side(key: str, text: str) -> str:
+            return text if text == "(not audited)" else v(key, json.loads(text))
 
         con.print()
         if diffs:
             cols = [Col("setting"), Col("value", least=10), Col("reference", least=10),
                     Col("hosts", least=16)]
-            rows = [(k(key), side(mine), side(theirs), t(hosts_text(hosts, n - 1)))
+            rows = [(k(key), side(key, mine), side(key, theirs), t(hosts_text(hosts, n - 1)))
                     for (key, mine, theirs), hosts in diffs]
             if not fits(con, cols, rows):
                 cols = [cols[0], Col("value (the reference's)", least=16), cols[3]]

@@ -19,7 +19,7 @@ from typing import TextIO
 
 from dtnkit.environment import Environment
 from dtnkit.progress import SILENT, Interval, Progress
-from dtnkit.units import format_rate
+from dtnkit.units import format_eta, format_rate
 
 INDENT = "    "
 
@@ -38,13 +38,8 @@ def size(n: float) -> str:
 
 
 def duration(seconds: float) -> str:
-    """``45s``, ``3m20s``, ``1h05m``."""
-    s = max(0, round(seconds))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    """``45s``, ``3m20s``, ``1h05m`` (:func:`dtnkit.units.format_eta`)."""
+    return format_eta(seconds)
 
 
 class Reporter:

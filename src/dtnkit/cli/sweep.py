@@ -133,9 +133,12 @@ def _summary(p: Printer, doc: dict[str, Any]) -> None:
     from dtnkit.cli.progress import duration
 
     con = p.console
+    est = doc.get("estimate") or {}
+    said = (f" (estimated {duration(est['seconds'])}, {duration(est['low_s'])} to "
+            f"{duration(est['high_s'])})" if est.get("seconds") is not None else "")
     con.print(f"[bold]sweep {escape(doc['name'])}[/]: {doc['ok']} ok, {doc['failed']} failed"
               f", {doc['skipped']} skipped (already stored) of {doc['total']} points in "
-              f"{duration(doc['elapsed_s'])}")
+              f"{duration(doc['elapsed_s'])}{said}")
     for f in doc["failures"][:10]:
         con.print(f"  failed {f['id']}: {escape(f['error'])}", soft_wrap=True)  # an error: whole
     if len(doc["failures"]) > 10:

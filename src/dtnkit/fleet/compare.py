@@ -76,6 +76,7 @@ class Differing:
     key: str
     group: str
     values: Mapping[str, Any]  # host -> current value (hosts without the item left out)
+    not_read: tuple[str, ...] = ()  # hosts whose audit has the item but could not read it
 
     def by_value(self) -> list[tuple[Any, list[str]]]:
         """(value, hosts) from the most hosts to the fewest."""
@@ -83,6 +84,16 @@ class Differing:
         for host, value in self.values.items():
             groups.setdefault(canonical(value), (value, []))[1].append(host)
         return sorted(groups.values(), key=lambda vh: (-len(vh[1]), canonical(vh[0])))
+
+
+@dataclasses.dataclass(frozen=True)
+class NotRead:
+    """A setting some hosts' audits could not read, and why (the first such host's reason)."""
+
+    key: str
+    group: str
+    hosts: tuple[str, ...]
+    why: str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,6 +119,7 @@ class Report:
     reference_diffs: tuple[RefDiff, ...]
     skipped: tuple[Skipped, ...]  # the loader's and those left out for their profile
     notes: tuple[str, ...]
+    not_read: tuple[NotRead, ...] = ()
 
     @property
     def experiments(self) -> tuple[Experiment, ...]:
@@ -154,8 +166,10 @@ class Report:
                     for d in self.reference_diffs_of(h.name)],
             } for h in self.hosts],
             "compliant_hosts": self.compliant,
-            "differing": [{"key": d.key, "group": d.group, "values": dict(d.values)}
-                          for d in self.differing],
+            "differing": [{"key": d.key, "group": d.group, "values": dict(d.values),
+                           "not_read": list(d.not_read)} for d in self.differing],
+            "not_read": [{"key": u.key, "group": u.group, "hosts": list(u.hosts),
+                          "why": u.why} for u in self.not_read],
             "experiments": [{
                 "name": e.name, "file": e.file, "id": e.id, "profile": e.profile,
                 "hosts": list(e.hosts), "probe": e.probe,
@@ -182,6 +196,11 @@ def _verdict(v: Any) -> dict[str, Any]:
 
 def canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def was_read(item: Item | None) -> bool:
+    """The audit read the item's current value (null is "not read", never a value)."""
+    return item is not None and item.current is not None
 
 
 def comparison_key(key: str, device: str | None, devices: Sequence[str]) -> str:
@@ -290,27 +309,44 @@ def compare(loaded: Loaded, *, reference: str | None = None,
     return Report(loaded=loaded, profile=chosen, reference=ref, hosts=hosts, groups=groups,
                   differing=tuple(differing(hosts)),
                   reference_diffs=tuple(against(hosts, ref)) if ref else (),
-                  skipped=tuple(skipped), notes=tuple(notes))
+                  skipped=tuple(skipped), notes=tuple(notes), not_read=tuple(unread(hosts)))
 
 
 def differing(hosts: Sequence[HostView]) -> list[Differing]:
-    """The settings whose current value differs between the hosts that have them, in the
-    order of their first host's audit."""
+    """The settings whose current value differs between the hosts that read them, in the
+    order of their first host's audit; the hosts that could not read one are named apart
+    (not read is not a value: it never makes a difference)."""
     order: dict[str, str] = {}
     for h in hosts:
         for ckey, item in h.items.items():
             order.setdefault(ckey, item.group)
     out = []
     for ckey, group in order.items():
-        values = {h.name: h.items[ckey].current for h in hosts if ckey in h.items}
+        values = {h.name: h.items[ckey].current for h in hosts if was_read(h.items.get(ckey))}
         if len({canonical(v) for v in values.values()}) > 1:
-            out.append(Differing(ckey, group, values))
+            unread = tuple(h.name for h in hosts
+                           if ckey in h.items and not was_read(h.items[ckey]))
+            out.append(Differing(ckey, group, values, unread))
     return out
+
+
+def unread(hosts: Sequence[HostView]) -> list[NotRead]:
+    """The settings some hosts could not read, in the order of their first host's audit."""
+    out: dict[str, NotRead] = {}
+    for h in hosts:
+        for ckey, item in h.items.items():
+            if was_read(item):
+                continue
+            seen = out.get(ckey)
+            out[ckey] = NotRead(ckey, item.group, (h.name,), item.why) if seen is None else \
+                dataclasses.replace(seen, hosts=(*seen.hosts, h.name))
+    return list(out.values())
 
 
 def against(hosts: Sequence[HostView], reference: str) -> list[RefDiff]:
     """Every other host against the reference host: the settings whose current values
-    differ, and those only one of the two has."""
+    differ, and those only one of the two has.  A setting either host could not read is not
+    compared (not read is no value to differ from)."""
     ref = next(h for h in hosts if h.name == reference)
     out = []
     for h in hosts:
@@ -318,13 +354,15 @@ def against(hosts: Sequence[HostView], reference: str) -> list[RefDiff]:
             continue
         for ckey, item in h.items.items():
             theirs = ref.items.get(ckey)
+            if not was_read(item) or (theirs is not None and not was_read(theirs)):
+                continue
             if theirs is None:
                 out.append(RefDiff(h.name, ckey, item.group, item.current, None, "host"))
             elif canonical(item.current) != canonical(theirs.current):
                 out.append(RefDiff(h.name, ckey, item.group, item.current, theirs.current,
                                    None))
         for ckey, theirs in ref.items.items():
-            if ckey not in h.items:
+            if ckey not in h.items and was_read(theirs):
                 out.append(RefDiff(h.name, ckey, theirs.group, None, theirs.current,
                                    "reference"))
     return out

@@ -35,6 +35,24 @@ VERDICT_COLOURS = {"helps": "#4caf50", "neutral": "#bdbdbd", "harmful": "#e4572e
 LABELLED_ROWS = 80
 
 
+#: a current value the audit could not read (null), and a recommendation it did not make
+NOT_READ = "not read"
+NOT_DECIDED = "not decided"
+
+
+def setting_text(key: str, value: Any, most: int = 200, *, missing: str = NOT_READ) -> str:
+    """A setting's value as people read it: ``missing`` for null (``not read`` for a current
+    value, ``not decided`` for a recommendation), a qdisc in words as ``tc qdisc show``
+    prints it (``tbf rate 1Gbit burst 64Kb lat 10ms``), else :func:`value_text`."""
+    if value is None:
+        return missing
+    if key.startswith("qdisc/") and isinstance(value, dict):
+        from dtnkit.tune.kinds.qdisc import words
+
+        return clip(words(value), most)
+    return value_text(value, most)
+
+
 def value_text(value: Any, most: int = 200) -> str:
     """A document's value as text: numbers and strings as they are, lists and objects as
     JSON, null as ``-``; cut to ``most`` characters."""
@@ -129,7 +147,9 @@ def fig_differences(plt: Any, report: Report, svg: bool = True) -> Drawn:
     else:
         ax.barh(ys, prof, height=0.6, color="#e4572e",
                 label=f"against the profile {mpl_text(printable(report.profile or ''))}")
-    ax.set_yticks(ys, [mpl_text(clip(n, 40)) for n in names], fontsize=_label_size(len(names)))
+    # the reference host has no second bar: its label says why
+    ax.set_yticks(ys, [mpl_text(clip(n, 40) + (" (reference)" if n == report.reference else ""))
+                       for n in names], fontsize=_label_size(len(names)))
     ax.invert_yaxis()
     ax.set_xlabel("settings that differ (or are unknown)")
     ax.xaxis.get_major_locator().set_params(integer=True)
@@ -287,13 +307,23 @@ def page(report: Report, figs: Sequence[Drawn]) -> str:
         "no audit"))
     parts.append("<h2>Values that differ between hosts</h2>"
                  "<p>Interfaces are compared by their place in each host's audit "
-                 "(nic1, nic2, ...).</p>")
+                 "(nic1, nic2, ...). A value a host's audit could not read (a host-wide "
+                 "setting seen from inside a namespace, a setting its driver does not "
+                 "report) is \"not read\": it is listed, never counted as a "
+                 "difference.</p>")
     parts.append(html_table(
         ["setting", "group", "value", "hosts"],
-        [[d.key, d.group, value_text(v, 400), ", ".join(hosts)]
-         for d in report.differing for v, hosts in d.by_value()],
+        [[d.key, d.group, setting_text(d.key, v, 400), ", ".join(hosts)]
+         for d in report.differing
+         for v, hosts in [*d.by_value(), *([(None, list(d.not_read))] if d.not_read else [])]],
         "every host has the same values" if report.hosts else "no audit"))
 
+    parts.append("<h2>Values not read</h2>"
+                 "<p>Settings some hosts' audits could not read, so not compared there.</p>")
+    parts.append(html_table(
+        ["setting", "group", "not read on", "why"],
+        [[u.key, u.group, ", ".join(u.hosts), u.why] for u in report.not_read],
+        "every host read every setting it audited" if report.hosts else "no audit"))
     parts.append("<h2>Each host</h2>")
     for h in report.hosts:
         parts.append(f"<h3 id='host-{e(h.name)}'>{e(h.name)}</h3>"
@@ -303,8 +333,9 @@ def page(report: Report, figs: Sequence[Drawn]) -> str:
                      + ("compliant" if h.audit.compliant else "not compliant") + ".</p>")
         parts.append("<h4>Against the profile</h4>" + html_table(
             ["setting", "group", "status", "current", "recommended", "why"],
-            [[i.key, i.group, i.status, value_text(i.current, 400),
-              value_text(i.recommended, 400), i.why] for i in h.against_profile],
+            [[i.key, i.group, i.status, setting_text(i.key, i.current, 400),
+              setting_text(i.key, i.recommended, 400, missing=NOT_DECIDED), i.why]
+             for i in h.against_profile],
             "nothing differs from the profile"))
         if report.reference and h.name != report.reference:
             parts.append(f"<h4>Against the reference host {e(report.reference)}</h4>"
@@ -353,7 +384,7 @@ def _state_text(s: Any) -> str:
 def _side(d: Any, side: str) -> str:
     if d.only_on is not None and d.only_on != side:
         return "(not audited)"
-    return value_text(d.value if side == "host" else d.reference_value, 400)
+    return setting_text(d.key, d.value if side == "host" else d.reference_value, 400)
 
 
 def build(report: Report, *, out: Path | None = None, html: Path | None = None,

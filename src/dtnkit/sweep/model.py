@@ -8,6 +8,7 @@ the :class:`ToolRun`.  Tools never sample, never start servers and never touch t
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -49,6 +50,10 @@ class PointEnv:
     destination: Origin | None  # a server on the client side (TPC: the pull's active party)
     workdir: Path  # a private, empty directory for this point (files, logs)
     deadline: float  # time.monotonic() after which the tool must stop everything it started
+    #: bytes received so far on the receiving hosts' link (the sampler's counter), None when
+    #: it cannot be read: a tool that cuts its transfers at the duration starts the duration
+    #: when data flows (its set-up is not measured time), as iperf3's own -t does
+    received_bytes: Callable[[], int | None] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,8 +61,8 @@ class Transfer:
     """One transfer (or one stream of a tool without transfers), times from the point start."""
 
     start_s: float
-    end_s: float | None  # None: did not complete
-    bytes: int
+    end_s: float | None  # None: did not complete (with no error: cut at the duration)
+    bytes: int  # moved (a cut copy: what its destination held when it was cut)
     verified: bool = False  # a checksum was compared end to end
     error: str = ""
 
@@ -75,6 +80,9 @@ class ToolRun:
     #: the tool knows (iperf3 connects its -P streams one after the other, one round trip
     #: each: 13 s for 128 streams at 100 ms); samples before it are set-up, not throughput
     measure_from_s: float | None = None
+    #: seconds from the tool's start at which its measured time ended, when it stopped its
+    #: transfers itself (dtnkit-cp cuts its copies at the duration: stopping them is not data)
+    measure_until_s: float | None = None
 
 
 class Tool(Protocol):

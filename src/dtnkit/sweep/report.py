@@ -23,7 +23,7 @@ import json
 import math
 import re
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -70,6 +70,11 @@ class ReportData:
     series: Mapping[str, Mapping[str, Sequence[float | None]]]
 
 
+#: the series key of a point's measured window, [from, until] seconds: the span of the
+#: samples its throughput is the mean of (absent: every sample)
+MEASURED = "measured_s"
+
+
 def from_store(db: Location, run: str) -> ReportData:
     from dtnkit.sweep import store
 
@@ -81,6 +86,11 @@ def from_store(db: Location, run: str) -> ReportData:
             "t_s": [t for t, _ in p.samples],
             "throughput_bps": [b if math.isfinite(b) else None for _, b in p.samples]}
         one.update({k: list(v) for k, v in p.series.items()})
+        kept = p.measured_samples  # the store's own rule: the samples the throughput is of
+        if kept and kept != p.samples:
+            times = [t for t, _ in p.samples]
+            first = times.index(kept[0][0])
+            one[MEASURED] = [times[first - 1] if first else 0.0, kept[-1][0]]
         series[p.point.id] = one
     return ReportData(name=info.name, status=info.status, points_total=info.points_total,
                       grid_toml=info.grid_toml, environment=info.environment,
@@ -210,6 +220,18 @@ def _legend(ax: Axes, **kw: Any) -> None:
     ax.legend(handles, labels, fontsize=8, **kw)
 
 
+def _from_zero(axes: Sequence[Any], *, x: bool = False) -> None:
+    """Every panel's y axis (and x, for ``x``) from 0 to a little above the largest value
+    drawn in any panel: setting only the bottom on shared axes would keep the first panel's
+    top, and a point above it (a hollow emulator-limited one) would fall off the figure."""
+    tops = [ax.dataLim.y1 for ax in axes if ax.dataLim.height >= 0 and ax.has_data()]
+    top = max([t for t in tops if math.isfinite(t)] or [1.0]) * 1.08 or 1.0
+    for ax in axes:
+        ax.set_ylim(0, top)
+        if x and ax.has_data() and math.isfinite(ax.dataLim.x1):
+            ax.set_xlim(0, (ax.dataLim.x1 or 1.0) * 1.08)
+
+
 def _title(fig: Any, what: str, records: Sequence[A.PointRecord]) -> None:
     fixed = grid_values(records)
     fig.suptitle(_mpl(what + (f"\n{fixed}" if fixed else "")), fontsize=10)
@@ -240,19 +262,27 @@ def fig_throughput(plt: Any, analysis: A.Analysis, records: Sequence[A.PointReco
                        linewidths=0.6, label="peak (highest mean)")
         bound = [r for r in records if r.emulator_bound and not r.failed
                  and r.throughput_bps is not None and r.point.tool == tool]
+        # a curve whose every point the emulator limited has no line: its hollow markers
+        # get a colour and a legend entry of their own, so its RTT can still be told
+        lone: list[Mapping[str, Any]] = [dataclasses.asdict(r.point) for r in bound]
+        lone_varying = [k for k in varying_keys([c.key for c in curves] + lone) if k != "tool"]
         for r in bound:
             key = tuple(getattr(r.point, k) for k in A.CURVE_KEYS)
+            if key not in colours:
+                colours[key] = f"C{len(colours) % 10}"
+                ax.scatter([], [], facecolors="none", edgecolors=colours[key], label=_mpl(
+                    curve_label(dataclasses.asdict(r.point), lone_varying)))
             ax.scatter([r.point.streams], [_gbit(r.throughput_bps)], facecolors="none",
-                       edgecolors=colours.get(key, "0.3"), s=50, zorder=3)
+                       edgecolors=colours[key], s=50, zorder=3)
         if bound:
             ax.scatter([], [], facecolors="none", edgecolors="0.3",
                        label="hollow: emulator-limited")
         _streams_axis(ax, [lv.streams for c in curves for lv in c.levels]
                       + [r.point.streams for r in bound])
-        ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
         _legend(ax, loc="lower right")
         ax.set_title(_mpl(f"{tool}: throughput (Gbit/s)"), fontsize=9)
+    _from_zero(axes)
     axes[0].set_ylabel("throughput (Gbit/s)")
     if not tools:
         _nothing(axes[0], "no point with a valid throughput")
@@ -307,7 +337,10 @@ def fig_heatmap(plt: Any, analysis: A.Analysis, records: Sequence[A.PointRecord]
         ax.set_title(_mpl(f"tool {tool}: Gbit/s" + (
             f" (best over {', '.join(over)})" if over else "")), fontsize=9)
     if im is None:
-        _nothing(axes[0], "no point with a valid throughput")
+        bound = [r for r in records if r.emulator_bound and not r.failed]
+        _nothing(axes[0], f"every measured point ({len(bound)}) was limited by this machine, "
+                 "not the path:\nleft out (see the box above the figures)" if bound
+                 else "no point with a valid throughput")
     else:
         fig.subplots_adjust(top=0.80, wspace=0.35, left=0.11, right=0.86)
         fig.colorbar(im, ax=axes, label="throughput (Gbit/s)")
@@ -342,6 +375,18 @@ def fig_timeseries(plt: Any, record: A.PointRecord | None,
         ax.set_ylabel("throughput (Gbit/s)")
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
+        # the samples of the tool's set-up and stopping: shaded, as they are left out of
+        # its throughput
+        window = [*series.get(MEASURED, ()), None, None]
+        start, until = window[0], window[1]
+        end = max((t for t in ts if t is not None), default=0.0)
+        if start is not None and start > 0:
+            ax.axvspan(0, start, color="0.88", zorder=0,
+                       label="set-up, not in the throughput")
+        if until is not None and until < end:
+            ax.axvspan(until, end, facecolor="none", edgecolor="0.6", hatch="//", zorder=0,
+                       label="stopping, not in the throughput")
+        ax.set_xlim(0, end * 1.02 if end > 0 else None)
         cpu = sorted((k for k in series if k.startswith("cpu_cores.")),
                      key=lambda k: (len(k), k))
         handles, labels = ax.get_legend_handles_labels()
@@ -372,13 +417,18 @@ def fig_timeseries(plt: Any, record: A.PointRecord | None,
     fig.tight_layout()
     return _save(fig, "timeseries", "Time series of one point",
                  "The throughput of one point at each sampling interval (and each origin's "
-                 "CPU in cores, dashed, when it was sampled). A flat line is a steady path; "
+                 "CPU in cores, dashed, when it was sampled). Shaded: the tool's set-up "
+                 "before data flowed and, for dtnkit-cp, the stopping of the copies cut when "
+                 "the duration was over; neither counts in the point's throughput. A flat "
+                 "line is a steady path; "
                  "a saw-tooth or dips are the fluctuation the CV measures; a slow start is TCP "
                  "opening its windows. Choose the point with --point ID (default: the peak of "
                  "the first curve).")
 
 
 def fig_cpu(plt: Any, records: Sequence[A.PointRecord]) -> Drawn:
+    from matplotlib.ticker import MaxNLocator
+
     usable = [r for r in records if not r.failed and r.throughput_bps is not None
               and r.cores_used is not None]
     tools = list(dict.fromkeys(r.point.tool for r in usable))
@@ -394,17 +444,18 @@ def fig_cpu(plt: Any, records: Sequence[A.PointRecord]) -> Drawn:
                     continue
                 colour = f"C{i % 10}"
                 ax.scatter([r.cores_used for r in sel], [_gbit(r.throughput_bps) for r in sel],
-                           facecolors="none" if hollow else colour, edgecolors=colour,
-                           label=None if hollow else f"RTT {format_value(rtt)} ms")
+                           facecolors="none" if hollow else colour, edgecolors=colour)
+            if rs:  # one legend entry per RTT, whether its markers are filled or hollow
+                ax.scatter([], [], color=f"C{i % 10}", label=f"RTT {format_value(rtt)} ms")
         if any(r.emulator_bound for r in mine):
             ax.scatter([], [], facecolors="none", edgecolors="0.3",
                        label="hollow: emulator-limited")
         ax.set_xlabel("CPU used by the origins (cores)")
-        ax.set_xlim(left=0)
-        ax.set_ylim(bottom=0)
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=5))  # labels that never run together
         ax.grid(alpha=0.3)
         _legend(ax, loc="lower right")
         ax.set_title(_mpl(f"{tool}: Gbit/s against cores"), fontsize=9)
+    _from_zero(axes, x=True)
     axes[0].set_ylabel("throughput (Gbit/s)")
     if not tools:
         _nothing(axes[0], "no point with CPU accounting")
@@ -447,16 +498,21 @@ def fig_tail(plt: Any, analysis: A.Analysis, records: Sequence[A.PointRecord]) -
         styles = [ax.plot([], [], color="0.3", linestyle=s, marker=m)[0]
                   for s, m in (("-", "o"), ("--", ""), (":", ""))]
         ax.legend(handles + styles, [*labels, "last transfer", "p99", "median"], fontsize=8,
-                  loc="upper left")
+                  loc="lower right")  # the times sit at the top of an axis from zero
         _streams_axis(ax, [t.streams for ts in groups.values() for t in ts],
                       "streams (concurrent transfers)")
-        ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
         ax.set_title(_mpl(f"{tool}: completion time (s)"), fontsize=9)
+    _from_zero(axes)
     axes[0].set_ylabel("completion time (s)")
+    # a tool measured but without a panel: say why, not leave the reader to wonder
+    silent = [t for t in tools_of([dataclasses.asdict(r.point) for r in records
+                                   if not r.failed]) if t not in tools]
     if not tools:
         _nothing(axes[0], "no point with transfer completion times")
-    _title(fig, "Tail latency: when the transfers completed, one panel per tool", records)
+    _title(fig, "Tail latency: when the transfers completed, one panel per tool"
+           + (f"\nno panel for {', '.join(silent)}: none of its transfers completed (a copy "
+              "cut at the duration has no completion time)" if silent else ""), records)
     fig.tight_layout()
     return _save(fig, "tail-latency", "Tail latency against streams",
                  "One panel per tool; one colour per RTT. Solid: when the last transfer of a "
@@ -583,15 +639,14 @@ def page(data: ReportData, analysis: A.Analysis, figs: Sequence[Drawn],
         f"<p>Status {_e(data.status)}: {ok} points measured, {len(data.records) - ok} failed, "
         f"of {data.points_total} in the grid. Report by dtnkit {_e(__version__)}.</p>"]
     if analysis.excluded:
-        from collections import Counter
-
-        whys = Counter(w for _, w in analysis.excluded)
         parts.append(
             f"<p class='note'>{len(analysis.excluded)} of {len(data.records)} measurements "
-            "were limited by this machine's network emulator, not by the path being tested, "
-            "so they say nothing about the path. They are drawn as hollow markers and left "
-            "out of the analysis tables. What limited them: "
-            + "; ".join(f"{_e(w)} ({n} measurements)" for w, n in whys.items())
+            "were limited by this machine's network emulator or by its CPUs (too busy to "
+            "carry the lab), not by the path being tested, so they say nothing about the "
+            "path. "
+            "They are drawn as hollow markers and left out of the analysis tables. What "
+            "limited them: " + "; ".join(_e(w) for w in limits(w for _, w in
+                                                                analysis.excluded))
             + ". To measure them, rerun with a lower rate or on a machine with more free "
             "CPU.</p>")
     parts.append("<h2>Figures</h2>")
@@ -608,6 +663,26 @@ def page(data: ReportData, analysis: A.Analysis, figs: Sequence[Drawn],
                  + _table(["what", "value"], env_rows, "not recorded"))
     parts.append("</body></html>\n")
     return "\n".join(parts)
+
+
+_NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?")  # a figure, not the 99 of p99
+
+
+def limits(whys: Iterable[str]) -> list[str]:
+    """Each kind of limit once, with how many measurements it held back and the range of
+    its figure: ``lateness p99 7.34-14.9 ms > 5 ms (50% of 5 ms RTT) (3 measurements)``."""
+    kinds: dict[str, list[str]] = {}
+    for why in whys:
+        for part in why.removeprefix("emulator bound: ").split("; "):
+            kinds.setdefault(_NUMBER.sub("#", part), []).append(part)
+    out = []
+    for found in kinds.values():
+        text = found[0]
+        first = [float(m.group()) for f in found if (m := _NUMBER.search(f))]
+        if first and min(first) != max(first):
+            text = _NUMBER.sub(f"{min(first):.3g}-{max(first):.3g}", text, count=1)
+        out.append(f"{text} ({counted(len(found), 'measurement')})")
+    return out
 
 
 #: a version string: digits with a dot (``iperf 3.12``, ``v5.5.3``)
@@ -640,9 +715,27 @@ def environment_rows(env: Mapping[str, Any]) -> list[list[str]]:
                 shown = ("not installed" if not text else text if _VERSION.search(text)
                          and "not found" not in text else f"does not run ({text[:80]})")
                 rows.append([f"{tool} version", shown])
+        elif k == "lab" and isinstance(v, Mapping):
+            rows.append(["lab path", lab_text(v)])
         else:
             rows.append([k, _human(k, v)])
     return rows
+
+
+def lab_text(lab: Mapping[str, Any]) -> str:
+    """The lab path as recorded, in words: ``hfeta: the nfqueue delay stage (why), MTU
+    1500, 1 sending host``."""
+    parts = []
+    if lab.get("backend"):
+        why = f" ({lab['backend_reason']})" if lab.get("backend_reason") else ""
+        parts.append(f"the {lab['backend']} delay stage{why}")
+    if lab.get("mtu") is not None:
+        parts.append(f"MTU {lab['mtu']}")
+    if isinstance(lab.get("n_src"), int):
+        parts.append(counted(lab["n_src"], "sending host"))
+    known = {"name", "backend", "backend_reason", "mtu", "n_src"}
+    parts += [f"{k} {_human(k, x)}" for k, x in lab.items() if k not in known]
+    return f"{lab.get('name', '-')}: " + ", ".join(parts)
 
 
 # ---------------------------------------------------------------- all of it

@@ -45,7 +45,7 @@ from dtnkit.errors import BadInput, DtnkitError
 from dtnkit.lab import fidelity
 from dtnkit.lab import path as labpath
 from dtnkit.progress import SILENT, Progress
-from dtnkit.sweep import servers, store, tools_tpc
+from dtnkit.sweep import estimate, servers, store, tools_tpc
 from dtnkit.sweep.grid import Grid, Point
 from dtnkit.sweep.model import Origin, PointEnv, Tool, ToolRun
 from dtnkit.sweep.procs import Procs
@@ -89,6 +89,8 @@ class SweepSummary:
     lab_name: str = ""
     elapsed_s: float = 0.0
     failures: list[dict[str, str]] = dataclasses.field(default_factory=list)
+    #: said before the run (estimate.Estimate.as_dict): seconds, low_s, high_s, notes ...
+    estimate: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -461,7 +463,7 @@ class Sweep:
             device=labpath.LINK_DEV, senders=senders, namespaces=names, origins_cpu=cpu,
             emulator=lab.emulator_stats if lab.state.backend == "nfqueue" else None)
         with sampler:
-            run = tool.run(env)
+            run = tool.run(dataclasses.replace(env, received_bytes=sampler.received_bytes))
         return sampler.window, run
 
     def running(self) -> list[servers.RunningServer]:
@@ -484,7 +486,7 @@ class Sweep:
             stage = fidelity.summarize(w.emulator_docs)
             emulator = stage.as_json()
             reasons += fidelity.emulator_bound(stage, rtt_ms=point.rtt_ms).reasons
-        machine = measured_idle_percent(w, run.measure_from_s)
+        machine = measured_idle_percent(w, run.measure_from_s, run.measure_until_s)
         reasons += fidelity.machine_bound(machine).reasons
         bound, why = bool(reasons), "; ".join(reasons)
         retrans, note = w.retransmits, w.retransmits_note
@@ -496,6 +498,8 @@ class Sweep:
             extra["sampler_errors"] = w.errors[:20]
         if run.retransmits is not None:
             extra["tool_retransmits"] = run.retransmits
+        if run.measure_until_s is not None:
+            extra["measure_until_s"] = round(run.measure_until_s, 6)
         if run.measure_from_s is not None:
             extra["measure_from_s"] = round(run.measure_from_s, 6)
             if machine is not None:  # what the lab-bound rule read: the transfer's own share
@@ -525,14 +529,19 @@ class Sweep:
         summary.skipped = len(points) - len(todo)
         self.store.create_run(opts.name, self.grid_text, environment(None), len(points),
                               reuse=opts.resume)
+        est = estimate.estimate(todo, start_s=estimate.measure_start(),
+                                new_lab=not labpath.state_dir(opts.lab_name,
+                                                              opts.lab_state_root).exists())
+        summary.estimate = est.as_dict()
+        self.progress.step(f"sweep {opts.name}: {est.line()}")
+        for note in est.notes:
+            self.progress.step(f"  note: {note}")
         interrupted = completed = False
         try:
             opts.workdir.mkdir(parents=True, exist_ok=True)
             first = True
             for k, point in enumerate(todo, 1):
-                eta = None
-                if summary.ran:
-                    eta = (time.monotonic() - t0) / summary.ran * (len(todo) - k + 1)
+                eta = est.remaining(k - 1, time.monotonic() - t0) if k > 1 else None
                 self.progress.step(describe(point), summary.skipped + k, len(points), eta_s=eta)
                 try:
                     result = self.run_point(point)

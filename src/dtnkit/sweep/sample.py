@@ -22,6 +22,7 @@ The thread never raises into the runner: a source that fails is recorded in ``er
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -133,7 +134,8 @@ class Window:
 IDLE_SERIES = "idle_pct.machine"
 
 
-def measured_idle_percent(w: Window, measure_from_s: float | None) -> float | None:
+def measured_idle_percent(w: Window, measure_from_s: float | None,
+                          measure_until_s: float | None = None) -> float | None:
     """The machine's idle share over the transfer itself: the samples that began at or
     after the tool's set-up ended, weighted by their length (the rule of the stored point's
     ``measured_samples``), else over the whole point.  iperf3 connecting 128 streams at
@@ -142,10 +144,11 @@ def measured_idle_percent(w: Window, measure_from_s: float | None) -> float | No
     whole = w.softirq.get("machine", {}).get("idle_percent")
     if measure_from_s is None:
         return whole
+    until = math.inf if measure_until_s is None else measure_until_s
     times = [t for t, _ in w.samples]
     kept = [(t - prev, v) for prev, t, v in zip((0.0, *times), times,
                                                   w.series.get(IDLE_SERIES, []), strict=False)
-            if prev >= measure_from_s and v is not None and t > prev]
+            if measure_from_s <= prev < until and v is not None and t > prev]
     weight = sum(dt for dt, _ in kept)
     return round(sum(dt * v for dt, v in kept) / weight, 1) if weight > 0 else whole
 
@@ -175,6 +178,14 @@ class PointSampler:
         for pid in self.receivers:
             total += read_net_dev(pid)[self.device]["rx_bytes"]
         return total
+
+    def received_bytes(self) -> int | None:
+        """Bytes received so far on the receiving hosts' link (None: unreadable); a tool
+        may ask it from its own threads to see when data starts to flow."""
+        try:
+            return self._rx_bytes()
+        except (OSError, KeyError, ValueError):
+            return None
 
     def _cpu(self) -> list[float | None]:
         out: list[float | None] = []

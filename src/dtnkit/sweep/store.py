@@ -129,12 +129,18 @@ class PointResult:
     @property
     def measured_samples(self) -> tuple[tuple[float, float], ...]:
         """The samples of the transfer itself: those that began at or after the tool's set-up
-        ended (``extra["measure_from_s"]``, when the tool reported it), else all of them."""
-        start = self.extra.get("measure_from_s")
+        ended (``extra["measure_from_s"]``, when the tool reported it) and before the tool
+        stopped its transfers (``extra["measure_until_s"]``: dtnkit-cp's cut at the
+        duration), else all of them."""
+        start, until = self.extra.get("measure_from_s"), self.extra.get("measure_until_s")
         if not isinstance(start, int | float) or isinstance(start, bool):
+            start = -math.inf
+        if not isinstance(until, int | float) or isinstance(until, bool):
+            until = math.inf
+        if start == -math.inf and until == math.inf:
             return self.samples
         kept = tuple(s for prev, s in zip((0.0, *(t for t, _ in self.samples)), self.samples,
-                                          strict=False) if prev >= start)
+                                          strict=False) if start <= prev < until)
         return kept or self.samples
 
     @property

@@ -5,10 +5,13 @@
   a download), the point's ``streams`` spread over the origins as ``-P``; each client is
   one transfer.
 - **dtnkit-cp**: ``streams`` concurrent workers, worker k downloading from origin
-  k mod origins its own file, each copy verified end to end (``--verify block``); with a
-  duration every worker starts copies until the duration has passed (copies in flight
-  finish: their end is the tail), with ``bytes`` the workers share the copies of
-  ceil(bytes / file_size) files.
+  k mod origins its own file, each copy verified end to end (``--verify block``).  With a
+  duration the point moves data for that long, as iperf3's ``-t``: the duration starts when
+  data first flows (the receiving link's bytes grow: the copies' start-up, TLS and first
+  request are set-up, ``ToolRun.measure_from_s``), every worker starts copies until it ends,
+  and the copies still running then are cut (stopped by PID) and counted with the bytes
+  their destination held (a cut copy has no end and no error).  With ``bytes`` the workers
+  share the copies of ceil(bytes / file_size) files, each run to its end.
 - **dtnkit-cp-upload**: the same, uploading a local file to each worker's own name.
 - **command:NAME**: ``streams`` concurrent runs of the template in the client's namespace,
   without a shell (the template is split into words first, then each word is filled in).
@@ -23,11 +26,12 @@ import json
 import math
 import os
 import shlex
+import stat
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,8 +39,14 @@ from typing import Any
 from dtnkit.sweep.grid import Point
 from dtnkit.sweep.model import MAX_RAW_BYTES, Origin, PointEnv, ToolRun, Transfer
 from dtnkit.sweep.procs import Procs
+from dtnkit.transfer.client.journals import part_path
+from dtnkit.transfer.paths import PART_MARK
 
-#: (tool name) -> the file sizes' source directory is the run's ``files`` directory
+#: how often a copy that may be cut at the duration is looked at (and data's start watched)
+CUT_POLL_S = 0.05
+#: bytes the receiving link must take before data counts as flowing: more than the TLS
+#: handshakes and HTTP heads of a point's first requests
+DATA_FLOWS_BYTES = 64 * 1024
 DEADLINE_MESSAGE = "the point's time limit ({limit:g} s) passed: its processes were stopped"
 
 
@@ -72,26 +82,48 @@ class _Runs:
         """(exit status or None when stopped at the deadline, stdout, stderr, start, end).
         ``env``: variables added to this process's environment (a token: never in argv,
         where ``ps`` and the stored raw output would show it)."""
+        code, out, err, start, end, _cut = self.run_until(argv, env)
+        return code, out, err, start, end
+
+    def run_until(self, argv: Sequence[str], env: dict[str, str] | None = None,
+                  cut: Callable[[], bool] | None = None
+                  ) -> tuple[int | None, str, str, float, float, bool]:
+        """:meth:`run`, and the process is stopped as soon as ``cut()`` (asked every
+        :data:`CUT_POLL_S`) says so: then the status is None and the last item True."""
         start = self.now()
         if env is not None:  # the caller's own tokens never reach a lab server
             env = {**{k: v for k, v in os.environ.items()
                       if k not in ("DTNKIT_TOKEN", "BEARER_TOKEN")}, **env}
         proc = self.procs.start(argv, host=self.env.client, cwd=self.env.workdir, env=env)
+        was_cut = False
         try:
-            out, err = proc.communicate(timeout=max(0.0, self.env.deadline - time.monotonic()))
-            code: int | None = proc.returncode
-        except subprocess.TimeoutExpired:
-            self.procs.stop(proc)
-            out, err = proc.communicate()
-            code = None
-            with self.lock:
-                self.timed_out = True
+            while True:
+                left = max(0.0, self.env.deadline - time.monotonic())
+                try:
+                    out, err = proc.communicate(
+                        timeout=left if cut is None else min(left, CUT_POLL_S))
+                    code: int | None = proc.returncode
+                    break
+                except subprocess.TimeoutExpired:  # communicate keeps what it read so far
+                    late = time.monotonic() >= self.env.deadline
+                    if not late and (cut is None or not cut()):
+                        continue
+                    self.procs.stop(proc)
+                    out, err = proc.communicate()
+                    code = None
+                    if late:
+                        with self.lock:
+                            self.timed_out = True
+                    else:
+                        was_cut = True
+                    break
         finally:
             self.procs.forget(proc)
         end = self.now()
         with self.lock:
-            self.raw.append(f"$ {shlex.join(argv)}\n{_tail(out, 4096)}{_tail(err, 4096)}")
-        return code, out, err, start, end
+            self.raw.append(f"$ {shlex.join(argv)}\n{_tail(out, 4096)}{_tail(err, 4096)}"
+                            + ("(cut at the duration)\n" if was_cut else ""))
+        return code, out, err, start, end, was_cut
 
 
 def _in_threads(n: int, fn: Callable[[int], None]) -> None:
@@ -229,12 +261,33 @@ class CpTool:
         dest = env.workdir / f"w{k}-{copy}"
         return [*base, f"{origin.url_base}/{name.lstrip('/')}", str(dest)], dest
 
+    def _held(self, origin: Origin, k: int, dest: Path, size: int) -> int | None:
+        """Bytes the destination of worker k's copy in flight holds (None: not known): a
+        download's part file, an upload's part file on a dtnkit serve origin, counted in
+        the blocks the filesystem allocated (the part file is made whole-sized and sparse)."""
+        if self.upload:
+            if origin.kind != "dtnkit" or origin.root is None:
+                return None
+            files = list(origin.root.glob(f".up-w{k}.bin{PART_MARK}*"))
+        else:
+            files = [part_path(dest)]
+        total = 0
+        for f in files:
+            with contextlib.suppress(OSError):
+                st = f.lstat()
+                if stat.S_ISREG(st.st_mode):
+                    total += st.st_blocks * 512
+        return min(total, size)
+
     def run(self, env: PointEnv) -> ToolRun:
         point = env.point
         runs = _Runs(self.procs, env, time.monotonic())
         transfers: list[Transfer] = []
         total = self._copies(point)
         counter = {"next": 0}
+        cut_ends: list[float] = []  # when each copy cut at the duration had exited
+        clock = _DataClock(runs, None if total is not None else point.duration_s,
+                           env.received_bytes)
 
         def take() -> int | None:
             with runs.lock:
@@ -243,7 +296,7 @@ class CpTool:
                 if total is not None:
                     if counter["next"] >= total:
                         return None
-                elif counter["next"] >= point.streams and runs.now() >= (point.duration_s or 0):
+                elif counter["next"] >= point.streams and clock.over():
                     return None
                 counter["next"] += 1
                 return counter["next"] - 1
@@ -252,31 +305,53 @@ class CpTool:
             origin = env.origins[k % len(env.origins)]
             while (copy := take()) is not None:
                 argv, path = self._argv(origin, k, copy, env)
-                code, out, err, start, end = runs.run(
-                    argv, {"DTNKIT_TOKEN": origin.token} if origin.token else {})
+                held = [0]
+
+                def cut(origin: Origin = origin, path: Path = path, held: list[int] = held
+                        ) -> bool:
+                    if not clock.over():
+                        return False
+                    held[0] = self._held(origin, k, path, point.file_size) or 0
+                    return True
+
+                code, out, err, start, end, was_cut = runs.run_until(
+                    argv, {"DTNKIT_TOKEN": origin.token} if origin.token else {},
+                    cut if clock.duration is not None else None)
                 doc = _cp_json(out)
                 error = ""
-                if code is None:
+                if was_cut:
+                    pass  # cut at the duration: no error, no end
+                elif code is None:
                     error = "stopped at the time limit"
                 elif code != 0:
                     msg = doc.get("error")
                     error = (msg.get("what", "") + ": " + msg.get("why", "")
                              if isinstance(msg, dict) else "") or err.strip()[-300:] \
                         or f"exit status {code}"
-                nbytes = int(doc.get("bytes") or doc.get("size") or 0) if not error else 0
-                if not nbytes and not error:
-                    nbytes = point.file_size
-                verified = not error and str(doc.get("verify", "block")) != "none"
+                if was_cut:
+                    nbytes = held[0]
+                    with runs.lock:
+                        cut_ends.append(end)
+                else:
+                    nbytes = int(doc.get("bytes") or doc.get("size") or 0) if not error else 0
+                    if not nbytes and not error:
+                        nbytes = point.file_size
+                    if not error:  # data flowed by the time this copy's own clock started
+                        seconds = doc.get("seconds")
+                        clock.seen(max(start, end - seconds) if isinstance(seconds, int | float)
+                                   and not isinstance(seconds, bool) else end)
+                verified = not error and not was_cut and str(doc.get("verify", "block")) != "none"
                 with runs.lock:
-                    transfers.append(Transfer(start, None if error else end, nbytes,
+                    transfers.append(Transfer(start, None if error or was_cut else end, nbytes,
                                               verified, error))
-                if not self.upload:
-                    with contextlib.suppress(OSError):
+                if not self.upload and not was_cut:  # a cut copy's part file goes with the
+                    with contextlib.suppress(OSError):  # point's directory, after the point
                         path.unlink()
-                if error:
+                if error or was_cut:
                     return
 
-        _in_threads(point.streams, worker)
+        with clock.watching():
+            _in_threads(point.streams, worker)
         transfers.sort(key=lambda t: t.start_s)
         failed = ""
         bad = [t for t in transfers if t.error]
@@ -284,7 +359,89 @@ class CpTool:
             failed = DEADLINE_MESSAGE.format(limit=point.time_limit_s)
         elif bad:
             failed = f"{len(bad)} of {len(transfers)} copies failed: {bad[0].error}"
-        return ToolRun(tuple(transfers), _tail("\n".join(runs.raw)), failed)
+        extra: dict[str, object] = {}
+        if clock.duration is not None:
+            extra["cut_copies"] = len(cut_ends)
+            extra["data_from"] = clock.how  # link, first copy or tool start
+            over = clock.end()
+            if cut_ends and over is not None:  # from the end of the duration to the last exit
+                extra["stop_s"] = round(max(cut_ends) - over, 6)
+        return ToolRun(tuple(transfers), _tail("\n".join(runs.raw)), failed,
+                       measure_from_s=clock.data_from if not failed else None,
+                       measure_until_s=clock.end() if not failed else None, extra=extra)
+
+
+class _DataClock:
+    """When a point's data started to flow, and so when its duration is over.
+
+    The start is the first moment the receiving link has taken :data:`DATA_FLOWS_BYTES`
+    more than at the tool's start (watched every :data:`CUT_POLL_S` by one thread), or the
+    start of a completed copy's own transfer, whichever comes first.  Without the link's
+    counter (``received`` None, or unreadable) the duration counts from the tool's start.
+    ``duration`` None: nothing is cut (``bytes`` points run every copy to its end)."""
+
+    def __init__(self, runs: _Runs, duration: float | None,
+                 received: Callable[[], int | None] | None) -> None:
+        self.runs, self.duration, self.received = runs, duration, received
+        self.data_from: float | None = None
+        self.how = "link" if received is not None else "tool start"
+        self._done = threading.Event()
+
+    def seen(self, t: float) -> None:
+        """A copy completed: its data flowed from ``t`` on (the watch can stop)."""
+        with self.runs.lock:
+            if self.data_from is None or t < self.data_from:
+                self.data_from, self.how = t, "first copy"
+        self._done.set()
+
+    def end(self) -> float | None:
+        """When the duration is over, from the tool's start (None: not known yet, or no
+        duration)."""
+        if self.duration is None:
+            return None
+        if self.data_from is not None:
+            return self.data_from + self.duration
+        return None if self.received is not None else self.duration
+
+    def over(self) -> bool:
+        """The duration has passed since data started to flow (never without a duration)."""
+        end = self.end()
+        return end is not None and self.runs.now() >= end
+
+    @contextlib.contextmanager
+    def watching(self) -> Iterator[None]:
+        if self.duration is None or self.received is None:
+            yield
+            return
+        base = self._read()
+        thread = threading.Thread(target=self._watch, args=(base,), daemon=True,
+                                  name="dtnkit-sweep-data-clock")
+        thread.start()
+        try:
+            yield
+        finally:
+            self._done.set()
+            thread.join()
+
+    def _read(self) -> int | None:
+        try:
+            return self.received() if self.received is not None else None
+        except (OSError, KeyError, ValueError):
+            return None
+
+    def _watch(self, base: int | None) -> None:
+        while not self._done.wait(CUT_POLL_S):
+            now, got = self.runs.now(), self._read()
+            if got is None or base is None:
+                with self.runs.lock:  # the counter cannot be read: count from the start
+                    self.received, self.how = None, "tool start"
+                return
+            if got - base >= DATA_FLOWS_BYTES:
+                with self.runs.lock:
+                    if self.data_from is None or now < self.data_from:
+                        self.data_from = now
+                    self.how = "link"
+                return
 
 
 @dataclass

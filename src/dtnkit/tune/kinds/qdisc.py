@@ -32,6 +32,7 @@ from dtnkit.tune.kinds.base import (
     check_name,
     type_name,
 )
+from dtnkit.units import counted
 
 DEFAULT_TICK = 1000 / 64  # tc's ticks per microsecond with high-resolution timers
 # The options tc can set again, per kind, as ``tc -j qdisc show`` reports them.  Anything else
@@ -312,6 +313,132 @@ def size_text(size: int) -> str:
     if size >= 1024 and abs(1024 * round(size / 1024) - size) < 16:
         return f"{round(size / 1024):g}Kb"
     return f"{size}b"
+
+
+# ---- a qdisc in words, as `tc qdisc show` prints it ------------------------------------------
+# The main parameters of each kind, in tc's order, and how tc prints each (iproute2 6.1:
+# tc_print_rate, print_size, print_time): what people compare between hosts and snapshots.
+_WORDS: dict[str, tuple[tuple[str, str], ...]] = {
+    "tbf": (("rate", "rate"), ("burst", "size"), ("lat", "time"), ("limit", "size")),
+    "htb": (("r2q", "plain"), ("default", "plain")),
+    "pfifo": (("limit", "packets"),),
+    "bfifo": (("limit", "size"),),
+    "pfifo_fast": (("bands", "plain"),),
+    "fq": (("limit", "packets"), ("flow_limit", "packets"), ("quantum", "size"),
+           ("maxrate", "rate")),
+    "fq_codel": (("limit", "packets"), ("flows", "plain"), ("target", "time"),
+                 ("interval", "time"), ("ecn", "flag")),
+}
+#: the most words a qdisc is shown in (a document from elsewhere may hold anything)
+WORDS_MOST = 300
+
+
+def rate_text(bytes_per_s: int) -> str:
+    """A rate as tc prints it (tc_print_rate): ``1Gbit``, ``1500Mbit``, ``123456Kbit``:
+    bits/s divided by 1000 while it stays whole (or while it is a million or more)."""
+    rate, units = bytes_per_s * 8, ("", "K", "M", "G", "T")
+    i = 0
+    while i < len(units) - 1 and rate >= 1000 and (rate % 1000 == 0 or rate >= 1000**2):
+        rate //= 1000
+        i += 1
+    return f"{rate}{units[i]}bit"
+
+
+def time_text(us: int | float) -> str:
+    """A time in microseconds as tc prints it (three significant digits): ``25ms``,
+    ``67.9ms`` (67947), ``5ms`` (4999), ``1.5s``, ``999us``."""
+    if us >= 1e6:
+        return f"{us / 1e6:.3g}s"
+    if us >= 1000:
+        return f"{us / 1000:.3g}ms"
+    return f"{int(us)}us"
+
+
+def _option_text(value: Any, how: str) -> str | None:
+    number = isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**64
+    if how == "flag":
+        return "" if value is True else None
+    if how == "plain" or not number:
+        return str(value) if isinstance(value, str | int | float) and not isinstance(
+            value, bool) else None
+    if how == "rate":
+        return rate_text(value)
+    if how == "size":
+        return size_text(value)
+    if how == "time":
+        return time_text(value)
+    return f"{value}p"  # packets
+
+
+def qdisc_words(kind: object, options: object) -> str:
+    """One qdisc, its kind and main parameters as ``tc qdisc show`` prints them:
+    ``tbf rate 1Gbit burst 64Kb lat 10ms``, ``pfifo_fast bands 3``, ``noqueue``.  A kind
+    dtnkit does not know shows its first few plain options as ``name value``."""
+    name = str(kind) if isinstance(kind, str | int) else "?"
+    opts = options if isinstance(options, dict) else {}
+    known = _WORDS.get(name)
+    pairs = known if known is not None else tuple(
+        (k, "plain") for k in list(opts)[:4] if isinstance(k, str))
+    words = [name]
+    for key, how in pairs:
+        if key == "limit" and name == "tbf" and "lat" in opts:
+            continue  # tc shows a tbf's limit as its latency when it was given that way
+        if key not in opts:
+            continue
+        text = _option_text(opts[key], how)
+        if text is not None:
+            words.append(f"{key} {text}".strip())
+    return " ".join(words)
+
+
+def words(value: Value) -> str:
+    """A recorded qdisc tree (or a pacing recommendation) in words, one line: the root, its
+    classes and the qdiscs under them, e.g. ``mq, 16 queues: fq_codel limit 10240p flows
+    1024 target 5ms interval 100ms ecn`` or ``htb r2q 10 default 0x10; class 1:10
+    rate 100Mbit ceil 1Gbit; pfifo limit 500p under 1:10``."""
+    if not isinstance(value, dict):
+        return _one_line(str(value))
+    if "maxrate_bps" in value:
+        rate = value.get("maxrate_bps")
+        cap = f" maxrate {rate / 1e9:g}gbit" if isinstance(rate, int | float) and not \
+            isinstance(rate, bool) and rate else ""
+        return f"mq + fq{cap}" if value.get("mq") else f"fq{cap}"
+    kind = value.get("kind")
+    head = qdisc_words(kind, value.get("options"))
+    children = [c for c in value.get("children") or [] if isinstance(c, dict)] \
+        if isinstance(value.get("children"), list) else []
+    classes = [c for c in value.get("classes") or [] if isinstance(c, dict)] \
+        if isinstance(value.get("classes"), list) else []
+    parts = [head]
+    if kind == "mq" and children:
+        shown: dict[str, int] = {}
+        for c in children:
+            text = qdisc_words(c.get("kind"), c.get("options"))
+            shown[text] = shown.get(text, 0) + 1
+        queues = counted(len(children), "queue")
+        if len(shown) == 1:
+            parts = [f"{head}, {queues}: {next(iter(shown))}"]
+        else:
+            parts = [f"{head}, {queues}: " + "; ".join(f"{n} x {t}" for t, n in shown.items())]
+    else:
+        for c in classes:
+            got = c.get("options")
+            opts: dict[str, Any] = got if isinstance(got, dict) else {}
+            said = [f"{k} {opts[k]}" for k in ("rate", "ceil") if isinstance(opts.get(k), str)]
+            parts.append(" ".join([f"class {c.get('classid')}", *said]))
+        for c in children:
+            parts.append(f"{qdisc_words(c.get('kind'), c.get('options'))} under "
+                         f"{c.get('parent')}")
+    untouched = value.get("untouched")
+    if isinstance(untouched, list) and untouched:
+        parts.append(f"{'/'.join(map(str, untouched))} and filters left as they are")
+    return _one_line("; ".join(parts))
+
+
+def _one_line(text: str) -> str:
+    """One line of at most WORDS_MOST characters, whatever a document's value held."""
+    text = " ".join(text.split())
+    return text if len(text) <= WORDS_MOST else text[:WORDS_MOST - 3] + "..."
 
 
 def _size_fuzz(text: str) -> int:
