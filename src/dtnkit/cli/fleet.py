@@ -118,7 +118,6 @@ def people(p: Printer, r: Report) -> None:
     from dtnkit.fleet.compare import canonical
     from dtnkit.fleet.load import printable
     from dtnkit.fleet.page import NOT_DECIDED, setting_text, value_text, verdict_rows
-    from dtnkit.units import counted
 
     def t(text: object, most: int = 200) -> str:
         return escape(printable(value_text(text, most) if not isinstance(text, str)
