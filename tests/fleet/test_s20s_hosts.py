@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from tests.support import sshhosts
+from tests.support.polling import until
 
 pytestmark = [pytest.mark.needs_root, pytest.mark.needs_netns, pytest.mark.needs_sshd,
               pytest.mark.needs_ansible,
@@ -35,7 +36,11 @@ def test_each_host_is_served_by_its_own_sshd_in_its_own_namespace(
         lines = block.split("\n")
         assert lines[1] == h.netns, block
         assert f"inet {h.address}/" in lines[2], block
-    # one master per host in the run's own ControlPath directory (none shared)
+    # one master per host in the run's own ControlPath directory (none shared); a master
+    # backgrounds itself after its session, so on a loaded machine its socket may come last
+    until("one ControlPath socket per host",
+          lambda: len([p for p in fleet.control_dir.iterdir() if p.is_socket()])
+          == len(fleet.hosts), 30)
     assert len(list(fleet.control_dir.iterdir())) == len(fleet.hosts)
 
 
@@ -75,7 +80,8 @@ def test_close_removes_its_namespaces_and_sshds_only(tmp_path: Path) -> None:
         assert mine <= listed
         inv = hosts.inventory(tmp_path / "inv.yml")
         assert hosts.ansible(inv, "all", "-m", "ansible.builtin.ping").returncode == 0
-        assert len(list(hosts.control_dir.iterdir())) == 2
+        until("one ControlPath socket per host",
+              lambda: len([p for p in hosts.control_dir.iterdir() if p.is_socket()]) == 2, 30)
     after = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True,
                            check=True).stdout.split()
     assert not mine & set(after)

@@ -54,9 +54,13 @@ def setting_text(key: str, value: Any, most: int = 200, *, missing: str = NOT_RE
 
 
 def value_text(value: Any, most: int = 200) -> str:
-    """A document's value as text: numbers and strings as they are, lists and objects as
-    JSON, null as ``-``; cut to ``most`` characters."""
-    if isinstance(value, dict | list):
+    """A document's value as text: numbers and strings as they are, a list of numbers (a
+    sysctl triple such as tcp_rmem) as sysctl prints it, other lists and objects as JSON, null
+    as ``-``; cut to ``most`` characters."""
+    if isinstance(value, list) and value and all(
+            isinstance(v, int | float) and not isinstance(v, bool) for v in value):
+        text = " ".join(format_value(v) for v in value)
+    elif isinstance(value, dict | list):
         text = json.dumps(value, sort_keys=True)
     else:
         text = format_value(value)
