@@ -6,7 +6,7 @@ import errno
 import stat
 
 from dtnkit.transfer import files, fsroot
-from dtnkit.transfer.server import listing
+from dtnkit.transfer.server import listing, put
 from dtnkit.transfer.server.errors import HttpError, os_error, refuse_link, show
 from dtnkit.transfer.server.exchange import Exchange
 from dtnkit.transfer.wire import multistatus
@@ -16,15 +16,27 @@ PROPFIND_PIECE = 1 << 16  # characters of a streamed listing per chunk
 
 
 def handle_delete(ex: Exchange) -> None:
+    """DELETE, under ``If-Match`` / ``If-None-Match`` when sent (RFC 9110 13.1: a client
+    deletes the version it saw, not one written since): 412 and nothing removed when the
+    target's entity tag, taken just before the removal, does not satisfy them."""
     ex.authorize()
     path = ex.resolve()
     root = ex.services.config.root
     if path == root:
         raise HttpError(403, "/", "the served root cannot be deleted")
+    conditions = put.conditions(ex)  # a malformed header is 400 before anything is removed
+    where = show(path, root)
     try:
-        with fsroot.Root(root) as fs:
-            if not fs.remove(files.rel(root, path)):
-                ex.services.cache.forget(path)
+        if conditions.value.any:
+            if conditions.value.if_match is not None:
+                with fsroot.Root(root) as fs:  # a missing target fails If-Match: 412, not 404
+                    conditions.check(files.lstat_or_none(fs, files.rel(root, path)), where)
+            is_dir = files.remove_checked(root, path, lambda st: conditions.check(st, where))
+        else:
+            with fsroot.Root(root) as fs:
+                is_dir = fs.remove(files.rel(root, path))
+        if not is_dir:
+            ex.services.cache.forget(path)
     except OSError as exc:
         raise os_error(exc, path, root) from None
     ex.send_empty(204)
