@@ -231,7 +231,7 @@ def _commit(ex: Exchange, registry: Registry, session: UploadSession) -> None:
     root = ex.services.config.root
     path = session.path
     where = show(path, root)
-    expected = integrity.request_digests(ex.headers)
+    expected = integrity.request_digests(ex.headers, content=False)  # no body: no content
     conditions = put.conditions(ex)  # a malformed one is 400 before the session is taken
     with session.lock:
         if session.inflight:
