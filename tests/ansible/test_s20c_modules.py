@@ -180,6 +180,9 @@ def test_a_missing_or_too_old_dtnkit_is_one_clear_failure_naming_the_host(
     ({"groups": ["congestion"], "speed": "-1gbit"}, "speed"),
     ({"groups": ["congestion"], "state_dir": "FILE"}, "state"),
     ({"state": "restored", "snapshot": "../../etc/passwd"}, "snapshot"),
+    # a value dtnkit would read as an option: given after --, it is a (bad) snapshot name
+    ({"state": "restored", "snapshot": "--dry-run"}, "bad snapshot name '--dry-run'"),
+    ({"state": "restored", "snapshot": "--tree=/"}, "bad snapshot name '--tree=/'"),
 ])
 def test_hostile_module_args_give_one_clear_failure_and_write_nothing(
         host: Host, tmp_path: Path, args: dict[str, Any], why: str) -> None:
