@@ -62,6 +62,10 @@ from dtnkit.units import parse_bytes, parse_rate
 @click.option("--hash-slots", type=click.IntRange(1, 64), default=Limits.hash_slots,
               show_default=True,
               help="Requests of one token that may compute digests at the same time.")
+@click.option("--listing-slots", type=click.IntRange(1, 64), default=Limits.listing_slots,
+              show_default=True,
+              help="Directory listings (PROPFIND depth 1, GET of a collection) of one token "
+                   "read at the same time; the others wait up to 30 s, then 503.")
 @click.option("--range-digest-max", default="64MiB", show_default=True, metavar="SIZE",
               help="Largest range whose Content-Digest is computed (0: none).")
 @click.option("--max-connections", type=click.IntRange(1, 2**24), default=None,
@@ -108,6 +112,7 @@ def serve(env: Environment,
           no_upload_sessions: bool = False, upload_expiry: float = 3600.0,
           tpc_allow: tuple[str, ...] = (), sessions_per_token: int = Limits.sessions_per_token,
           session_bytes_per_token: str | None = None, hash_slots: int = Limits.hash_slots,
+          listing_slots: int = Limits.listing_slots,
           range_digest_max: str = "64MiB", fmt: str = "table",
           max_connections: int | None = None,
           max_connections_per_client: int | None = None, head_timeout: float = 20.0,
@@ -135,7 +140,7 @@ def serve(env: Environment,
         sessions_per_token=sessions_per_token,
         session_bytes_per_token=None if session_bytes_per_token is None else parse_bytes(
             session_bytes_per_token, "session-bytes-per-token size", lo=1, hi=2**62),
-        hash_slots=hash_slots,
+        hash_slots=hash_slots, listing_slots=listing_slots,
         range_digest_max=parse_bytes(range_digest_max, "range-digest-max size", lo=0,
                                      hi=2**62))
     if metrics_anonymous and not metrics:
