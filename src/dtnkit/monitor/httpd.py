@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TextIO
 
+from dtnkit.errors import BadInput
 from dtnkit.transfer.server import conn, http11
 
 WORKERS = 4  # scrapes answered at once (a collection is CPU work: more would only queue)
@@ -167,11 +168,20 @@ def _close(sock: socket.socket) -> None:
 
 def tls_context(cert: str, key: str, client_ca: str | None) -> ssl.SSLContext:
     """A server TLS context (TLS 1.2 or later); client certificates required with
-    *client_ca* (OSError or ssl.SSLError when a file cannot be used)."""
+    *client_ca*.  BadInput (one line) when a file cannot be used."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-    ctx.load_cert_chain(cert, key)
+    try:
+        ctx.load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError) as exc:
+        raise BadInput("TLS", f"Cannot load server certificate file {cert} or its private "
+                       f"key file {key} ({exc.__class__.__name__}: {exc})",
+                       "check --cert and --key") from None
     if client_ca is not None:
-        ctx.load_verify_locations(client_ca)
+        try:
+            ctx.load_verify_locations(client_ca)
+        except (OSError, ssl.SSLError) as exc:
+            raise BadInput("TLS", f"Cannot load client CA file {client_ca} "
+                           f"({exc.__class__.__name__}: {exc})", "check --client-ca") from None
         ctx.verify_mode = ssl.CERT_REQUIRED
     return ctx

@@ -24,7 +24,6 @@ import base64
 import binascii
 import hmac
 import re
-import ssl
 import threading
 import warnings
 from collections.abc import Callable, Iterable
@@ -198,8 +197,8 @@ def serve(config: WebConfig, addr: str, port: int, registry: Any,
             ctx = httpd.tls_context(str(config.cert_file), str(config.key_file),
                                     None if config.client_ca_file is None
                                     else str(config.client_ca_file))
-        except (OSError, ssl.SSLError) as exc:
+        except BadInput as exc:
             raise BadInput("--web.config.file tls_server_config",
-                           f"cannot be used ({exc.__class__.__name__}: {exc})",
+                           f"cannot be used ({exc.why})",
                            "check cert_file, key_file and client_ca_file") from None
     return httpd.ExporterServer(app, addr, port, ctx, settings)
