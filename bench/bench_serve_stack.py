@@ -91,6 +91,9 @@ class Server:
         else:
             env = dict(os.environ, PYTHONPATH=str(tree / "src"))
             argv = [sys.executable, "-c", "from dtnkit.cli.serve import serve; serve()"]
+            if "max-connections-per-client" in (tree / "src/dtnkit/cli/serve.py").read_text():
+                # every idle connection comes from this one address: no per-client share
+                argv += ["--max-connections-per-client", str(2**24)]
         self.proc = subprocess.Popen(
             [*argv, "--root", str(root), "--port", str(self.port), "--tokens", str(tokens),
              "--quiet"], env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
