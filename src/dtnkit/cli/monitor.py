@@ -104,7 +104,7 @@ def _drift(no_drift: bool, profile: str, profile_dir: tuple[Path, ...], rtt: str
                    "from the descriptor limit, as dtnkit serve).")
 @click.option("--max-connections-per-client", type=click.IntRange(1, 2**24), default=None,
               help="Connections one client address (an IPv6 /64) may hold (default: an "
-                   "eighth of --max-connections, at least 64).")
+                   "eighth of --max-connections, at least 64, at most half).")
 @click.option("--head-timeout", type=Duration(1, 600), default="20s", show_default=True,
               help="Time for a TLS handshake and a whole request head to arrive; a silent "
                    "connection is closed then (it never holds a thread).")

@@ -73,7 +73,8 @@ from dtnkit.units import parse_bytes, parse_rate
                    "from the descriptor limit, whose soft value is raised to the hard one).")
 @click.option("--max-connections-per-client", type=click.IntRange(1, 2**24), default=None,
               help="Connections one client address (an IPv6 /64) may hold; more get 503 "
-                   "and are closed (default: an eighth of --max-connections, at least 64).")
+                   "and are closed (default: an eighth of --max-connections, at least 64, "
+                   "at most half).")
 @click.option("--head-timeout", type=Duration(1, 600), default="20s", show_default=True,
               help="Time for a whole request head (and a TLS handshake) to arrive.")
 @click.option("--idle-timeout", type=Duration(1, 3600), default="60s",

@@ -80,12 +80,31 @@ def test_one_address_holding_its_share_leaves_the_rest_to_others(tmp_path: Path)
     assert log.text().count("the per-client limit") == 1
 
 
-def test_the_default_share_is_an_eighth_of_the_cap_at_least_64() -> None:
+def test_the_default_share_is_an_eighth_of_the_cap_at_least_64_at_most_half() -> None:
     assert per_client_default(18_394) == 2299
     assert per_client_default(758) == 94
     assert per_client_default(200) == 64
-    assert per_client_default(10) == 10
+    assert per_client_default(40) == 20
+    assert per_client_default(1) == 1
+    assert all(1 <= per_client_default(cap) <= max(1, cap // 2)
+               for cap in range(1, 5000))
     assert Limits(max_connections=100, max_per_client=500).per_client == 100
+
+
+def test_by_default_one_address_cannot_fill_a_small_cap(tmp_path: Path) -> None:
+    (tmp_path / "f").write_bytes(b"x" * 1000)
+    with start_server(tmp_path, anonymous_read=True, max_connections=CAP, quiet=True) as h:
+        hog = [_connect_from("127.0.0.2", h.port) for _ in range(CAP * 2)]
+        try:
+            until("the hog's share admitted", lambda: h.connections == CAP // 2, 10)
+            c = http.client.HTTPConnection("127.0.0.1", h.port, timeout=10)
+            c.request("GET", "/f")
+            r = c.getresponse()
+            assert (r.status, r.read()) == (200, b"x" * 1000)
+            c.close()
+        finally:
+            for s in hog:
+                s.close()
 
 
 @pytest.mark.parametrize("peer,key", [

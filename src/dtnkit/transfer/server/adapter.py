@@ -704,7 +704,7 @@ def start_server(root: str | Path, *, host: str = "127.0.0.1", port: int = 0,
     ``max_connections``: default (None) derived from the descriptor limit, whose soft value
     is first raised to the hard one; a larger value is lowered to it.
     ``max_connections_per_client``: connections one client address (an IPv6 /64) may hold;
-    default (None) an eighth of the cap, at least 64.
+    default (None) an eighth of the cap, at least 64 but at most half of it.
     ``marking``: SciTags (default tag, firefly destinations); ``metrics``: answer
     ``GET /metrics`` (``metrics_anonymous``: without a token); ``capacity``: bytes/s the
     streams share, for the utilisation series (None: the link's speed).

@@ -48,7 +48,7 @@ BACKOFF_MAX = 1.0
 REFUSING = 64  # connections given a last answer, read until they close (beyond: closed at once)
 OUT_OF_FDS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 PER_CLIENT_SHARE = 8  # by default one client address may hold 1/8 of the connection cap ...
-PER_CLIENT_FLOOR = 64  # ... but at least this many (or the whole cap when it is smaller)
+PER_CLIENT_FLOOR = 64  # ... but at least this many (at most half of a small cap)
 REFUSAL = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
            b"Retry-After: 1\r\nConnection: close\r\nContent-Length: 52\r\n\r\n"
            b"server: too many connections open; retry in a while\n")
@@ -84,8 +84,9 @@ class Limits:
 
 
 def per_client_default(cap: int) -> int:
-    """One eighth of the connection cap, at least 64 (never more than the cap)."""
-    return min(cap, max(PER_CLIENT_FLOOR, cap // PER_CLIENT_SHARE))
+    """One eighth of the connection cap, at least 64 (room for a many-stream client) but
+    never more than half of it (so one client never has them all), and at least 1."""
+    return max(1, cap // PER_CLIENT_SHARE, min(PER_CLIENT_FLOOR, cap // 2))
 
 
 def client_key(peer: str) -> str:
