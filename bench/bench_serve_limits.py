@@ -40,8 +40,12 @@ def peak_rss(pid: int) -> int:
 @contextmanager
 def server(src: Path, root: Path) -> Iterator[tuple[int, int]]:
     env = dict(os.environ, PYTHONPATH=str(src))
+    # the memory of ten streamed listings at once: a tree with per-token listing slots
+    # gets ten (its default, 2, would serve them in turn)
+    more = (["--listing-slots", "10"] if "listing-slots" in (src / "dtnkit/cli/serve.py")
+            .read_text() else [])
     proc = subprocess.Popen([sys.executable, "-m", "dtnkit.cli.main", "serve", "--root",
-                             str(root), "--port", "0", "--anonymous-read", "--quiet"],
+                             str(root), "--port", "0", "--anonymous-read", "--quiet", *more],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                             env=env)
     try:
