@@ -53,9 +53,12 @@ def quick(args: argparse.Namespace) -> None:
 class Server:
     def __init__(self, b: Bench, tree: Tree, root: Path, tokens: Path) -> None:
         self.b = b
+        # every idle connection comes from this one address: no per-client share
+        share = (["--max-connections-per-client", str(2**24)]
+                 if tree.serve_takes("--max-connections-per-client") else [])
         self.proc = b.tracked.add(subprocess.Popen(
             tree.dtnkit("serve", "--root", str(root), "--port", "0", "--tokens", str(tokens),
-                        "--quiet"), env=tree.env(), stdout=subprocess.PIPE,
+                        "--quiet", *share), env=tree.env(), stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL, text=True))
         assert self.proc.stdout is not None
         self.port = int(listening_url(self.proc.stdout.readline()).rstrip("/").rsplit(":")[-1])

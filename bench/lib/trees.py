@@ -59,6 +59,10 @@ class Tree:
                         "DTNKIT_LAB_STATE": str(state / "lab")})
         return env
 
+    def serve_takes(self, flag: str) -> bool:
+        """Whether this tree's ``dtnkit serve`` has *flag* (a base may predate it)."""
+        return flag in (self.src / "dtnkit/cli/serve.py").read_text()
+
     def dtnkit(self, *args: str) -> list[str]:
         return [sys.executable, "-m", "dtnkit", *args]
 

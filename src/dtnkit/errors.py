@@ -5,12 +5,26 @@ wrong, *why*, and *what next*.  The CLI's single catch site renders it as::
 
     dtnkit: error: <what>: <why>. Next: <next step>
 
-and exits with the error's :class:`ExitStatus`.
+and exits with the error's :class:`ExitStatus`.  URL query strings are never shown
+(:func:`hide_queries`): a presigned URL's query is its credential.
 """
 
 from __future__ import annotations
 
 import enum
+import re
+
+#: a URL's query: from "?" to the next white space or quote, a ':', ',', '.', ';' or ')'
+#: before one (the message's own punctuation) excluded; a fragment goes with it
+_QUERY = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^\s?'\"]*)\?[^\s'\"]*?"
+                    r"(?=[:,.;)]?(?:[\s'\"]|$))")
+HIDDEN = "?REDACTED"
+
+
+def hide_queries(text: str) -> str:
+    """*text* with the query of every URL in it replaced by ``?REDACTED`` (presigned URLs
+    carry their signature there: X-Amz-Signature, sig, authz, ...)."""
+    return _QUERY.sub(lambda m: m.group(1) + HIDDEN, text) if "?" in text else text
 
 
 class ExitStatus(enum.IntEnum):
@@ -62,13 +76,13 @@ class DtnkitError(Exception):
             text += f": {self.why}"
         if self.next_step:
             text += f". Next: {self.next_step}"
-        return text
+        return hide_queries(text)
 
     def as_dict(self) -> dict[str, str | int]:
         return {
-            "what": self.what,
-            "why": self.why,
-            "next": self.next_step,
+            "what": hide_queries(self.what),
+            "why": hide_queries(self.why),
+            "next": hide_queries(self.next_step),
             "exit_status": int(self.status),
         }
 

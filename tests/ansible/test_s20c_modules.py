@@ -163,7 +163,8 @@ def test_a_missing_or_too_old_dtnkit_is_one_clear_failure_naming_the_host(
         for module in ("audit", "tune", "probe", "experiment") if i == 2 else ("tune",):
             args: dict[str, Any] = {"dtnkit_path": path}
             if module == "probe":
-                args["peer"] = "192.0.2.1"
+                args.update(peer="192.0.2.1", token="s20c-unused-token",
+                            server_key="-----BEGIN PUBLIC KEY")
             if module == "experiment":
                 args.update(group="buffers", baseline_bps=[1e9])
             out = run_module(module, args, tmp_path)
@@ -180,6 +181,9 @@ def test_a_missing_or_too_old_dtnkit_is_one_clear_failure_naming_the_host(
     ({"groups": ["congestion"], "speed": "-1gbit"}, "speed"),
     ({"groups": ["congestion"], "state_dir": "FILE"}, "state"),
     ({"state": "restored", "snapshot": "../../etc/passwd"}, "snapshot"),
+    # a value dtnkit would read as an option: given after --, it is a (bad) snapshot name
+    ({"state": "restored", "snapshot": "--dry-run"}, "bad snapshot name '--dry-run'"),
+    ({"state": "restored", "snapshot": "--tree=/"}, "bad snapshot name '--tree=/'"),
 ])
 def test_hostile_module_args_give_one_clear_failure_and_write_nothing(
         host: Host, tmp_path: Path, args: dict[str, Any], why: str) -> None:
@@ -244,14 +248,18 @@ def test_probe_between_two_hosts_starts_and_stops_the_server(hosts: Pair,
                                                              tmp_path: Path) -> None:
     a, b = hosts.a, hosts.b
     server = {"dtnkit_path": str(b.dtnkit_path), "state_dir": str(b.state_dir), "port": 5201}
-    up = run_module("probe", {**server, "state": "server_started"}, tmp_path)
+    start = {**server, "state": "server_started", "bind": b.address, "token": "s20c-token"}
+    up = run_module("probe", start, tmp_path)
     assert up["changed"] is True and up["server"]["started"] is True
+    assert up["server"]["bind"] == b.address and up["server"]["user"] == "nobody"
+    assert "s20c-token" not in json.dumps(up)
     pid = up["server"]["pid"]
-    again = run_module("probe", {**server, "state": "server_started"}, tmp_path)
+    again = run_module("probe", start, tmp_path)
     assert again["changed"] is False and again["server"]["pid"] == pid
     try:
         out = run_module("probe", {"dtnkit_path": str(a.dtnkit_path), "peer": b.address,
-                                   "port": 5201, "duration": "1s",
+                                   "port": 5201, "duration": "1s", "token": "s20c-token",
+                                   "server_key": up["server"]["public_key"],
                                    "db": str(tmp_path / "results.sqlite")}, tmp_path)
         assert out["changed"] is False
         assert 1e6 < out["throughput_bps"] <= 500e6 * 1.05  # the tbf cap a -> b

@@ -71,7 +71,7 @@ def test_the_gate_keeps_a_group_off_a_pair_without_headroom(environment: Environ
     (["gate", "--group", "buffers,congestion", "--baseline", "1e9"], "one group at a time"),
     (["gate", "--group", "nosuch", "--baseline", "1e9"], "unknown group nosuch"),
     (["gate", "--group", "buffers", "--baseline", "1e9", "--nic-speed", "-3gbit"], "speed"),
-    (["server", "start", "--port", "70000"], "bad port 70000"),
+    (["server", "start", "--port", "70000", "--bind", "127.0.0.1"], "bad port 70000"),
 ])
 def test_hostile_input_is_one_error_line(environment: Environment, argv: list[str],
                                          why: str) -> None:
@@ -91,18 +91,19 @@ def test_server_start_reuse_and_stop_by_pid_file(tmp_path: Path) -> None:
     state = tmp_path / "state"
 
     def campaign(*argv: str) -> dict[str, Any]:
-        proc = ns.run(DTNKIT, "campaign", "server", *argv, "--state-dir", str(state),
-                      "--format", "json")
+        proc = ns.run("env", "DTNKIT_TOKEN=s20c-campaign-token", DTNKIT, "campaign", "server",
+                      *argv, "--state-dir", str(state), "--format", "json")
         doc: dict[str, Any] = json.loads(proc.stdout)
         return doc
 
     try:
-        up = campaign("start", "--port", "0")  # a free port
+        ns.run("ip", "link", "set", "lo", "up")
+        up = campaign("start", "--port", "0", "--bind", "127.0.0.1")  # a free port
         port, pid = up["port"], up["pid"]
         assert up["started"] is True and port > 0
         assert Path(up["pid_file"]).read_text().strip() == str(pid)
-        assert f":{port:04X} " in ns.run("cat", "/proc/net/tcp6").stdout
-        again = campaign("start", "--port", str(port))
+        assert f"0100007F:{port:04X} " in ns.run("cat", "/proc/net/tcp").stdout
+        again = campaign("start", "--port", str(port), "--bind", "127.0.0.1")
         assert again == {**up, "started": False}
         down = campaign("stop", "--port", str(port))
         assert down["stopped"] is True and down["pid"] == pid

@@ -71,17 +71,25 @@ def server() -> None:
 @server.command(name="start")
 @click.option("--port", type=int, default=5201, show_default=True,
               help="The port (0: a free one).")
+@click.option("--bind", required=True, metavar="ADDR",
+              help="Listen on this address only: the one the campaign's client probes "
+                   "(iperf3 -B).")
 @state_dir_option(help="The PID file goes under DIR/servers/.")
 @format_option
 @pass_env
-def server_start(env: Environment, port: int, state_dir: Path, fmt: str) -> int:
-    """Start iperf3 -s in this network namespace (one already running there is kept)."""
+def server_start(env: Environment, port: int, bind: str, state_dir: Path, fmt: str) -> int:
+    """Start iperf3 -s in this network namespace (one already running there for the same
+    address and token is kept).  Only clients holding the campaign's token ($DTNKIT_TOKEN)
+    get in: iperf3's RSA authentication, user dtnkit, a fresh key pair whose public half is
+    printed (JSON: public_key) for the client's --server-key.  Started by root, iperf3 runs
+    as nobody."""
     from dtnkit.diagnose.campaign import server_start as start
 
-    doc = start(state_dir, port)
+    doc = start(state_dir, port, bind, env.token)
     emit(env, doc, fmt, lambda p: p.echo(
-        f"iperf3 -s on port {doc['port']}, pid {doc['pid']}"
-        f"{'' if doc['started'] else ' (already running)'}"), indent=None)
+        f"iperf3 -s on {doc['bind']} port {doc['port']}, pid {doc['pid']} as {doc['user']}"
+        f"{'' if doc['started'] else ' (already running)'}; clients need the token and "
+        f"{Path(doc['pid_file']).with_suffix('.pub')}"), indent=None)
     return 0
 
 

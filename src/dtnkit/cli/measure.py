@@ -58,13 +58,13 @@ def _tool(kind: str) -> Callable[[F], F]:
 
 
 def _context(env: Environment, cgroup: Path | None = None,
-             progress: Progress = SILENT) -> Context:
-    """The tools' wrapper (a cgroup), the lab paths that NAME/HOST peers name, and where
-    the tools report their intervals."""
+             progress: Progress = SILENT, password: str | None = None) -> Context:
+    """The tools' wrapper (a cgroup), the lab paths that NAME/HOST peers name, where the
+    tools report their intervals, and the password a tool authenticates with."""
     from dtnkit.lab.path import lab_peers
 
     return Context(wrap=_wrap(cgroup), lab_peers=lab_peers(env.lab_state_root),
-                   progress=progress)
+                   progress=progress, password=password)
 
 
 _TIMED_INTERVAL = ("Sampler period, e.g. 1s or 500ms (default: min(5s, duration / 5), so the "
@@ -184,13 +184,16 @@ def probe() -> None:
 @click.option("-p", "--port", type=int, default=5201, show_default=True,
               help="The peer's iperf3 port (iperf3 -p).")
 @click.option("-J", "as_json", is_flag=True, help="The same as --format json (iperf3 -J).")
+@click.option("--server-key", type=click.Path(exists=True, dir_okay=False), default=None,
+              metavar="FILE", help="The probe server's RSA public key (PEM, from `campaign "
+              "server start`): authenticate as user dtnkit with $DTNKIT_TOKEN.")
 @_tool("net")
 @_common
 @pass_env
 def net(env: Environment,
         peer: str, streams: int, duration_s: int, cc: str | None, fq_rate: str | None,
         reverse: bool, port: int, as_json: bool, tool: str | None, netns: str | None, db: Location,
-        fmt: str, interval_s: float | None) -> int:
+        fmt: str, interval_s: float | None, server_key: str | None = None) -> int:
     """iperf3 to a peer, with CPU, retransmits and per-flow state sampled.
 
     iperf3's own short flags work: -c peer, -P streams, -t duration, -R, -p port, -C, -J.
@@ -204,9 +207,16 @@ def net(env: Environment,
     progress = reporter(env, fmt)
     progress.step(f"network: {tool or 'iperf3'} to {peer}, {counted(streams, 'stream')}, "
                   f"{duration_s} s{' (reverse)' if reverse else ''}")
+    if server_key is not None and not env.token:
+        raise BadInput("--server-key without a token", "the probe server lets in only "
+                       "clients that hold the campaign's token", "set $DTNKIT_TOKEN")
+    context = _context(env, progress=progress,
+                       password=env.token if server_key is not None else None)
     result = run_probe(host, NetSpec(peer, streams, duration_s, cc, fq_rate, reverse, port,
-                                     _interval(interval_s, duration_s)), tool=tool,
-                       context=_context(env, progress=progress))
+                                     _interval(interval_s, duration_s),
+                                     server_key=None if server_key is None
+                                     else str(Path(server_key).resolve())),
+                       tool=tool, context=context)
     result.tuning = _tuning(host)
     ResultStore(db).add(result)
     _emit(env, result, fmt)

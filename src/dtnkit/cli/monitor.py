@@ -93,6 +93,15 @@ def _drift(no_drift: bool, judging: Judging, interval: float) -> DriftOptions | 
               help="Prometheus exporter-toolkit web config (YAML): tls_server_config "
                    "(cert_file, key_file, client_ca_file) and basic_auth_users (bcrypt); "
                    "instead of --cert/--key/--client-ca.")
+@click.option("--max-connections", type=click.IntRange(1, 2**24), default=None,
+              help="Connections open at once; more get 503 and are closed (default: derived "
+                   "from the descriptor limit, as dtnkit serve).")
+@click.option("--max-connections-per-client", type=click.IntRange(1, 2**24), default=None,
+              help="Connections one client address (an IPv6 /64) may hold (default: an "
+                   "eighth of --max-connections, at least 64, at most half).")
+@click.option("--head-timeout", type=Duration(1, 600), default="20s", show_default=True,
+              help="Time for a TLS handshake and a whole request head to arrive; a silent "
+                   "connection is closed then (it never holds a thread).")
 @click.option("--print-rules", is_flag=True,
               help="Print the shipped Prometheus alert rules (YAML) and exit.")
 @wide_option
@@ -103,7 +112,9 @@ def exporter(env: Environment, listen: str, netns: str | None, judging: Judging,
              no_drift: bool, db: Location,
              drift_interval: float, cert: Path | None, key: Path | None,
              client_ca: Path | None, print_rules: bool, fmt: str,
-             web_config: Path | None = None) -> int:
+             web_config: Path | None = None, max_connections: int | None = None,
+             max_connections_per_client: int | None = None,
+             head_timeout: float = 20.0) -> int:
     """Serve Prometheus metrics at http://ADDR:PORT/metrics: TCP, softnet, NIC and CPU
     counters node_exporter does not export, tuning drift and the last probe results.
 
@@ -128,8 +139,14 @@ def exporter(env: Environment, listen: str, netns: str | None, judging: Judging,
             raise BadInput("--web.config.file", "gives TLS itself",
                            "pass either --web.config.file or --cert/--key/--client-ca")
         web = webconfig.load(web_config)
-    from prometheus_client import start_http_server
+    from prometheus_client import make_wsgi_app
     from prometheus_client.process_collector import ProcessCollector
+
+    from dtnkit.monitor import httpd
+
+    limits = httpd.Settings(max_connections=max_connections,
+                            max_per_client=max_connections_per_client,
+                            head_timeout=head_timeout, log=env.stderr)
 
     from dtnkit.monitor.build import exporter as build
 
@@ -142,14 +159,11 @@ def exporter(env: Environment, listen: str, netns: str | None, judging: Judging,
             if web is not None:
                 from dtnkit.monitor import webconfig
 
-                server, thread = webconfig.serve(web, addr, port, reg)
+                server = webconfig.serve(web, addr, port, reg, limits)
             else:
-                server, thread = start_http_server(
-                    port, addr=addr, registry=reg,
-                    certfile=None if cert is None else str(cert),
-                    keyfile=None if key is None else str(key),
-                    client_cafile=None if client_ca is None else str(client_ca),
-                    client_auth_required=client_ca is not None)
+                ctx = None if cert is None or key is None else httpd.tls_context(
+                    str(cert), str(key), None if client_ca is None else str(client_ca))
+                server = httpd.ExporterServer(make_wsgi_app(reg), addr, port, ctx, limits)
         except ssl.SSLError as exc:  # a bad certificate or key (an OSError too)
             raise BadInput("TLS", _flat(exc.args) or str(exc), "check --cert and --key") from exc
         except OSError as exc:
@@ -171,8 +185,6 @@ def exporter(env: Environment, listen: str, netns: str | None, judging: Judging,
                 wait(stop)
         finally:
             server.shutdown()
-            server.server_close()
-            thread.join(5)
     return int(ExitStatus.OK)
 
 

@@ -64,11 +64,19 @@ from dtnkit.units import parse_bytes, parse_rate
 @click.option("--hash-slots", type=click.IntRange(1, 64), default=Limits.hash_slots,
               show_default=True,
               help="Requests of one token that may compute digests at the same time.")
+@click.option("--listing-slots", type=click.IntRange(1, 64), default=Limits.listing_slots,
+              show_default=True,
+              help="Directory listings (PROPFIND depth 1, GET of a collection) of one token "
+                   "read at the same time; the others wait up to 30 s, then 503.")
 @click.option("--range-digest-max", default="64MiB", show_default=True, metavar="SIZE",
               help="Largest range whose Content-Digest is computed (0: none).")
 @click.option("--max-connections", type=click.IntRange(1, 2**24), default=None,
               help="Connections open at once; more get 503 and are closed (default: derived "
                    "from the descriptor limit, whose soft value is raised to the hard one).")
+@click.option("--max-connections-per-client", type=click.IntRange(1, 2**24), default=None,
+              help="Connections one client address (an IPv6 /64) may hold; more get 503 "
+                   "and are closed (default: an eighth of --max-connections, at least 64, "
+                   "at most half).")
 @click.option("--head-timeout", type=Duration(1, 600), default="20s", show_default=True,
               help="Time for a whole request head (and a TLS handshake) to arrive.")
 @click.option("--idle-timeout", type=Duration(1, 3600), default="60s",
@@ -107,8 +115,10 @@ def serve(env: Environment,
           no_upload_sessions: bool = False, upload_expiry: float = 3600.0,
           tpc_allow: tuple[str, ...] = (), sessions_per_token: int = Limits.sessions_per_token,
           session_bytes_per_token: str | None = None, hash_slots: int = Limits.hash_slots,
+          listing_slots: int = Limits.listing_slots,
           range_digest_max: str = "64MiB", fmt: str = "table",
-          max_connections: int | None = None, head_timeout: float = 20.0,
+          max_connections: int | None = None,
+          max_connections_per_client: int | None = None, head_timeout: float = 20.0,
           idle_timeout: float = 60.0, drain_timeout: float = 30.0,
           scitag: str | None = None, experiment: str | None = None,
           activity: str | None = None, scitags_registry: str | None = None,
@@ -133,7 +143,7 @@ def serve(env: Environment,
         sessions_per_token=sessions_per_token,
         session_bytes_per_token=None if session_bytes_per_token is None else parse_bytes(
             session_bytes_per_token, "session-bytes-per-token size", lo=1, hi=2**62),
-        hash_slots=hash_slots,
+        hash_slots=hash_slots, listing_slots=listing_slots,
         range_digest_max=parse_bytes(range_digest_max, "range-digest-max size", lo=0,
                                      hi=2**62))
     if metrics_anonymous and not metrics:
@@ -160,16 +170,21 @@ def serve(env: Environment,
                           ca_dir=env.x509_cert_dir,
                           upload_sessions=not no_upload_sessions, upload_expiry=upload_expiry,
                           tpc_allow=tpc_allow, limits=limits,
-                          max_connections=max_connections, head_timeout=head_timeout,
+                          max_connections=max_connections,
+                          max_connections_per_client=max_connections_per_client,
+                          head_timeout=head_timeout,
                           idle_timeout=idle_timeout, marking=marking, metrics=metrics,
                           metrics_anonymous=metrics_anonymous,
                           capacity=capacity_bps / 8 if capacity_bps else None)
     try:
         with stop_on_signals() as stop:
             cap = handle.limits.max_connections
-            emit(env, {"url": handle.url, "root": str(handle.root), "max_connections": cap},
+            each = handle.limits.per_client
+            emit(env, {"url": handle.url, "root": str(handle.root), "max_connections": cap,
+                       "max_connections_per_client": each},
                  fmt, lambda p: p.echo(f"dtnkit serve: listening on {handle.url} "
-                                       f"(root {handle.root}, up to {cap} connections)"),
+                                       f"(root {handle.root}, up to {cap} connections, "
+                                       f"{each} per client)"),
                  indent=None)
             wait(stop)
     finally:

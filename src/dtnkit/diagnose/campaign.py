@@ -12,7 +12,9 @@ could only show as a loss.
 
 from __future__ import annotations
 
+import hashlib
 import os
+import pwd
 import select
 import signal
 import socket
@@ -25,6 +27,7 @@ from typing import Any
 
 from dtnkit.diagnose.experiment import judge
 from dtnkit.errors import BadInput, DtnkitError, ToolMissing
+from dtnkit.measure.tools.iperf3 import AUTH_USER
 from dtnkit.tune.audit import check_groups
 from dtnkit.units import format_rate
 
@@ -139,19 +142,92 @@ def _gone(pid: int, timeout_s: float) -> bool:
         os.close(fd)
 
 
-def server_start(state_dir: Path, port: int) -> dict[str, Any]:
+#: who the server runs as when started by root: it needs no privilege
+RUN_AS = "nobody"
+
+
+def _check_bind(bind: str) -> str:
+    if not bind or bind.startswith("-") or len(bind) > 253 or not all(
+            c.isalnum() or c in ".:-_%" for c in bind):
+        raise BadInput(f"bad address {bind[:60]!r}", "an IP address or host name of this host "
+                       "(the one the campaign's client probes)", "e.g. --bind 192.0.2.10")
+    return bind
+
+
+def _memfd(name: str, data: bytes, owner: tuple[int, int] | None) -> int:
+    """A file in memory holding *data*, readable (0400) by *owner* only: iperf3 opens it as
+    /dev/fd/N (each open reads it from the start), and nothing of it is on a disk."""
+    fd = os.memfd_create(name, os.MFD_CLOEXEC)
+    try:
+        os.write(fd, data)
+        if owner is not None:
+            os.fchown(fd, *owner)
+        os.fchmod(fd, 0o400)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _keypair() -> tuple[bytes, bytes]:
+    """A fresh RSA key pair (PEM private, PEM public) for iperf3's authentication."""
+    try:
+        private = subprocess.run(["openssl", "genpkey", "-algorithm", "RSA", "-pkeyopt",
+                                  "rsa_keygen_bits:2048"], capture_output=True, check=True,
+                                 timeout=60).stdout
+        public = subprocess.run(["openssl", "pkey", "-pubout"], input=private,
+                                capture_output=True, check=True, timeout=60).stdout
+    except FileNotFoundError as exc:
+        raise ToolMissing("openssl is not installed", "the probe server's key pair is made "
+                          "with it", "install openssl") from exc
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
+        raise DtnkitError("cannot make the probe server's key pair", str(exc),
+                          "check openssl") from exc
+    return private, public
+
+
+def _unprivileged() -> tuple[int, int] | None:
+    """(uid, gid) of :data:`RUN_AS` when we are root and it exists; None: run as we are."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        ent = pwd.getpwnam(RUN_AS)
+    except KeyError:
+        return None
+    return ent.pw_uid, ent.pw_gid
+
+
+def server_start(state_dir: Path, port: int, bind: str, token: str | None) -> dict[str, Any]:
     """Start ``iperf3 -s`` in this namespace, detached, its PID in STATE/servers/; the port
-    of one that already runs there is reused (idempotent)."""
+    of one that already runs there is reused (idempotent).
+
+    It listens on *bind* only (``-B``), lets in only clients that hold the campaign's *token*
+    (iperf3's RSA authentication: user :data:`AUTH_USER`, the token as password; a fresh key
+    pair per server, the private key in memory only, the public one in the document and in
+    ``iperf3-PORT.pub``), and runs as :data:`RUN_AS` when started by root."""
     if not 0 <= port <= 65535:
         raise BadInput(f"bad port {port}", "0 to 65535 (0: a free one)", "e.g. --port 5201")
+    _check_bind(bind)
+    if not token:
+        raise BadInput("no campaign token", "the probe server lets in only clients that hold "
+                       "it (iperf3 authentication), and none was given",
+                       "set $DTNKIT_TOKEN (the dtn.dtnkit probe module passes the campaign's)")
+    users = f"{AUTH_USER},{hashlib.sha256(f'{{{AUTH_USER}}}{token}'.encode()).hexdigest()}\n"
+    #: which server this is: its address and token (a hash of the users line, not the token)
+    ident = hashlib.sha256(f"{bind}\n{users}".encode()).hexdigest()
     if port:
         pid_file = _pid_file(state_dir, port)
         try:
             pid = int(pid_file.read_text())
+            public_key = pid_file.with_suffix(".pub").read_text()
+            same = pid_file.with_suffix(".id").read_text().strip() == ident
         except (OSError, ValueError):
-            pid = 0
+            pid, public_key, same = 0, "", False
         if pid and _is_iperf3(pid) and _listening(port):
-            return {"pid": pid, "port": port, "pid_file": str(pid_file), "started": False}
+            if same:
+                return {"pid": pid, "port": port, "bind": bind, "pid_file": str(pid_file),
+                        "started": False, "user": _owner(pid), "public_key": public_key}
+            server_stop(state_dir, port)  # another address or token: not this campaign's
     port = port or _free_port()
     pid_file = _pid_file(state_dir, port)
     try:
@@ -160,26 +236,54 @@ def server_start(state_dir: Path, port: int) -> dict[str, Any]:
     except OSError as exc:
         raise BadInput(f"cannot write under {state_dir}", exc.strerror or str(exc),
                        "give a writable --state-dir") from exc
+    owner = _unprivileged()
+    fds: list[int] = []
     try:
-        proc = subprocess.Popen(["iperf3", "-s", "-p", str(port)], stdin=subprocess.DEVNULL,
-                                stdout=log, stderr=log, start_new_session=True)
+        private, public = _keypair()
+        fds = [_memfd("iperf3-key", private, owner), _memfd("iperf3-users", users.encode(), owner)]
+        argv = ["iperf3", "-s", "-p", str(port), "-B", bind,
+                "--rsa-private-key-path", f"/dev/fd/{fds[0]}",
+                "--authorized-users-path", f"/dev/fd/{fds[1]}"]
+        who: dict[str, Any] = {} if owner is None else {
+            "user": owner[0], "group": owner[1], "extra_groups": []}
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                start_new_session=True, pass_fds=fds, **who)
     except FileNotFoundError as exc:
         raise ToolMissing("iperf3 is not installed", "the server side of a probe runs iperf3 -s",
                           "install iperf3") from exc
     finally:
         log.close()
+        for fd in fds:
+            os.close(fd)
     pid_file.write_text(f"{proc.pid}\n")
+    pid_file.with_suffix(".pub").write_bytes(public)
+    pid_file.with_suffix(".id").write_text(ident + "\n")
     deadline = time.monotonic() + WAIT_S
     while not _listening(port):
         if proc.poll() is not None or time.monotonic() > deadline:
             proc.kill()
             pid_file.unlink(missing_ok=True)
+            pid_file.with_suffix(".pub").unlink(missing_ok=True)
+            pid_file.with_suffix(".id").unlink(missing_ok=True)
             text = pid_file.with_suffix(".log").read_text(errors="replace").strip()
-            raise DtnkitError(f"iperf3 -s on port {port} did not start",
+            raise DtnkitError(f"iperf3 -s on {bind} port {port} did not start",
                               text.splitlines()[-1] if text else "it did not listen in time",
-                              "pick another --port")
+                              "check --bind (an address of this host) or pick another --port")
         _gone(proc.pid, 0.02)  # wait a little on the child itself, not a sleep
-    return {"pid": proc.pid, "port": port, "pid_file": str(pid_file), "started": True}
+    return {"pid": proc.pid, "port": port, "bind": bind, "pid_file": str(pid_file),
+            "started": True, "user": _owner(proc.pid), "public_key": public.decode()}
+
+
+def _owner(pid: int) -> str | None:
+    """The user name a process runs as (None: gone)."""
+    try:
+        uid = Path(f"/proc/{pid}").stat().st_uid
+    except OSError:
+        return None
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
 
 
 def server_stop(state_dir: Path, port: int) -> dict[str, Any]:
@@ -201,4 +305,6 @@ def server_stop(state_dir: Path, port: int) -> dict[str, Any]:
         _gone(pid, WAIT_S)
     pid_file.unlink(missing_ok=True)
     pid_file.with_suffix(".log").unlink(missing_ok=True)
+    pid_file.with_suffix(".pub").unlink(missing_ok=True)
+    pid_file.with_suffix(".id").unlink(missing_ok=True)
     return {"port": port, "pid": pid, "stopped": True, "why": "stopped"}

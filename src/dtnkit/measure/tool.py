@@ -36,6 +36,8 @@ class Context:
     wrap: Wrap | None = None
     lab_peers: LabPeers | None = None
     progress: Progress = SILENT
+    #: the password a tool authenticates with (iperf3: a campaign's token); never stored
+    password: str | None = field(default=None, repr=False)
 
     def argv(self, argv: Sequence[str]) -> list[str]:
         return self.wrap(argv) if self.wrap is not None else list(argv)

@@ -24,16 +24,17 @@ import base64
 import binascii
 import hmac
 import re
-import ssl
 import threading
 import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, make_server
+from typing import TYPE_CHECKING, Any
 
 from dtnkit.errors import BadInput
+
+if TYPE_CHECKING:
+    from dtnkit.monitor import httpd
 
 TLS_KEYS = ("cert_file", "key_file", "client_ca_file", "client_auth_type")
 CLIENT_AUTH = ("NoClientCert", "RequireAndVerifyClientCert")
@@ -179,40 +180,25 @@ class BasicAuth:
         return [b"Unauthorized\n"]
 
 
-class _Quiet(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
-def serve(config: WebConfig, addr: str, port: int, registry: Any) -> tuple[Any, threading.Thread]:
+def serve(config: WebConfig, addr: str, port: int, registry: Any,
+          settings: httpd.Settings | None = None) -> httpd.ExporterServer:
     """Serve ``registry`` at ``/metrics`` with the config's TLS and basic auth; the server
-    and its thread (as prometheus_client's start_http_server returns them)."""
-    from prometheus_client.exposition import ThreadingWSGIServer, make_wsgi_app
+    (:class:`dtnkit.monitor.httpd.ExporterServer`, with its connection *settings*)."""
+    from prometheus_client.exposition import make_wsgi_app
+
+    from dtnkit.monitor import httpd
 
     app: Callable[..., Iterable[bytes]] = make_wsgi_app(registry)
     if config.users:
         app = BasicAuth(app, config.users)
-
-    class Server(ThreadingWSGIServer):
-        address_family = ThreadingWSGIServer.address_family
-
-    if ":" in addr:
-        import socket
-        Server.address_family = socket.AF_INET6
-    httpd = make_server(addr, port, app, Server, handler_class=_Quiet)
+    ctx = None
     if config.tls:
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         try:
-            ctx.load_cert_chain(str(config.cert_file), str(config.key_file))
-            if config.client_ca_file is not None:
-                ctx.load_verify_locations(str(config.client_ca_file))
-                ctx.verify_mode = ssl.CERT_REQUIRED
-        except (OSError, ssl.SSLError) as exc:
-            httpd.server_close()
+            ctx = httpd.tls_context(str(config.cert_file), str(config.key_file),
+                                    None if config.client_ca_file is None
+                                    else str(config.client_ca_file))
+        except BadInput as exc:
             raise BadInput("--web.config.file tls_server_config",
-                           f"cannot be used ({exc.__class__.__name__}: {exc})",
+                           f"cannot be used ({exc.why})",
                            "check cert_file, key_file and client_ca_file") from None
-        httpd.socket = ctx.wrap_socket(httpd.socket, server_side=True)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    return httpd, thread
+    return httpd.ExporterServer(app, addr, port, ctx, settings)

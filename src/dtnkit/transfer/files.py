@@ -287,6 +287,15 @@ def lstat_or_none(fs: fsroot.Root, names: fsroot.Rel) -> os.stat_result | None:
         return None
 
 
+def remove_checked(root: Path, path: Path,
+                   precondition: Callable[[os.stat_result], None]) -> bool:
+    """Remove *path* under *root* (as :meth:`fsroot.Root.remove`) when *precondition*, which
+    sees it as it is just before the removal (no commit of this process in between), does
+    not raise; True when it was a directory."""
+    with fsroot.Root(root) as fs, _COMMIT_LOCK:
+        return fs.remove(rel(root, path), precondition)
+
+
 def commit_part(cache: ChecksumCache, fd: int, part: Path, path: Path,
                 digests: Mapping[str, bytes], root: Path, *, replace: bool = True,
                 precondition: Precondition | None = None) -> bool:

@@ -225,14 +225,20 @@ class Root:
         finally:
             os.close(parent)
 
-    def remove(self, rel: Rel) -> bool:
-        """Remove the file, symlink or empty directory *rel*; True when it was a directory."""
+    def remove(self, rel: Rel,
+               precondition: Callable[[os.stat_result], None] | None = None) -> bool:
+        """Remove the file, symlink or empty directory *rel*; True when it was a directory.
+        *precondition* sees its ``lstat``, taken in the parent's descriptor just before the
+        removal, and raises to refuse it."""
         if not rel:
             raise OSError(errno.EBUSY, "the root cannot be removed", ".")
         _check(rel[-1:])
         parent = self.open_dir(rel[:-1])
         try:
-            is_dir = stat.S_ISDIR(os.stat(rel[-1], dir_fd=parent, follow_symlinks=False).st_mode)
+            st = os.stat(rel[-1], dir_fd=parent, follow_symlinks=False)
+            if precondition is not None:
+                precondition(st)
+            is_dir = stat.S_ISDIR(st.st_mode)
             if is_dir:
                 os.rmdir(rel[-1], dir_fd=parent)
             else:

@@ -78,6 +78,13 @@ def part_name(name: str, token: str) -> str:
     return f".{name}{PART_MARK}{token}"
 
 
+def names(url_path: str) -> list[str]:
+    """The names ``url_path`` (no query string) leads through under the root, as
+    :func:`resolve` reads them (decoded once; empty and ``.`` segments dropped); BadInput
+    when :func:`resolve` would refuse the path.  Nothing is read from the filesystem."""
+    return _segments(url_path)
+
+
 def _segments(url_path: str) -> list[str]:
     if not url_path.startswith("/"):
         raise BadInput(f"path {_show(url_path)}", "does not start with '/'",

@@ -44,7 +44,8 @@ def child_server(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], int, P
         os.close(fd)
     proc = subprocess.Popen(
         [sys.executable, "-m", "dtnkit.cli.main", "serve", "--root", str(root),
-         "--host", "127.0.0.1", "--port", "0", "--anonymous-read", "--quiet"],
+         "--host", "127.0.0.1", "--port", "0", "--anonymous-read", "--quiet",
+         "--listing-slots", str(CLIENTS)],  # all ten listings stream at once
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None

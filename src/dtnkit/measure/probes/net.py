@@ -33,6 +33,9 @@ class NetSpec:
     port: int = 5201
     interval_s: float = 5.0
     connect_timeout_s: float = 5.0
+    #: the probe server's RSA public key (PEM file): authenticate (iperf3 --username dtnkit
+    #: --rsa-public-key-path) with the token the context carries
+    server_key: str | None = None
 
     def validate(self) -> None:
         if not 1 <= self.streams <= 128:

@@ -17,13 +17,17 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from dtnkit.errors import DtnkitError
+from dtnkit.errors import BadInput, DtnkitError
 from dtnkit.host.host import Host
 from dtnkit.measure.probes.net import KIND as NET_KIND
 from dtnkit.measure.probes.net import NetSpec, Peer, resolve_peer
 from dtnkit.measure.sampler import ACTIVE_BYTES, Sampler
 from dtnkit.measure.tool import Context, ToolRun
 from dtnkit.progress import Interval, Progress
+
+#: the iperf3 user a client authenticates as to a campaign's probe server (the password: the
+#: campaign's token; see dtnkit.diagnose.campaign)
+AUTH_USER = "dtnkit"
 
 
 @contextlib.contextmanager
@@ -74,6 +78,8 @@ def client_argv(spec: NetSpec, address: str) -> list[str]:
         argv += ["--fq-rate", spec.fq_rate]
     if spec.reverse:
         argv.append("-R")
+    if spec.server_key:
+        argv += ["--username", AUTH_USER, "--rsa-public-key-path", spec.server_key]
     return argv
 
 
@@ -161,10 +167,19 @@ class Iperf3:
                               on_sample=flow_intervals(context.progress, reverse=spec.reverse,
                                                        duration_s=spec.duration_s))
             with sampler:
+                env = None
+                if spec.server_key:
+                    if not context.password:
+                        raise BadInput("--server-key without a token", "the probe server lets "
+                                       "in only clients that hold the campaign's token",
+                                       "set $DTNKIT_TOKEN")
+                    # iperf3 reads the password from its environment, never from argv (ps)
+                    env = {**os.environ, "IPERF3_PASSWORD": context.password}
                 try:
                     proc = subprocess.run(host.argv(client_argv(spec, peer.address)),
                                           capture_output=True, text=True, check=False,
-                                          timeout=spec.duration_s + spec.connect_timeout_s + 30)
+                                          timeout=spec.duration_s + spec.connect_timeout_s + 30,
+                                          env=env)
                 except subprocess.TimeoutExpired as exc:
                     raise DtnkitError(f"iperf3 to {peer.label} did not finish",
                                       f"no result within {exc.timeout:g} s",

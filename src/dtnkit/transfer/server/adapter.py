@@ -169,8 +169,11 @@ class RequestHandler:
             if self.server.stopping:
                 raise HttpError(503, "server", "shutting down; retry on another server",
                                 [("Retry-After", "5")])
-            if self.server.config.metrics and self.path.split("?", 1)[0] == "/metrics" \
-                    and self.command in ("GET", "HEAD"):
+            if self.server.config.metrics and self._names_metrics():
+                if self.command not in ("GET", "HEAD"):
+                    raise HttpError(405, printable(f"{self.command} /metrics"),
+                                    "the metrics are read with GET or HEAD",
+                                    [("Allow", "GET, HEAD")])
                 self._metrics()
                 return
             self.scitag = self.server.flows.tag_for(self.request.headers, self.command)
@@ -190,6 +193,16 @@ class RequestHandler:
             c.buf = self._buf
             if self._status is not None:
                 self._access_log()
+
+    def _names_metrics(self) -> bool:
+        """Whether the target is ``/metrics`` however it is spelt (``/%6detrics``,
+        ``//metrics``, ``/metrics/``, ``/./metrics``, the absolute form): the routing reads
+        the path as :func:`paths.resolve` would, so no spelling reaches a root file named
+        ``metrics`` while the endpoint is on."""
+        try:
+            return paths.names(access.target_path(self.path)) == ["metrics"]
+        except (BadInput, HttpError):
+            return False
 
     def _continue(self) -> bool:
         # Check the token and the path before inviting the client to send a body.
@@ -684,6 +697,7 @@ def start_server(root: str | Path, *, host: str = "127.0.0.1", port: int = 0,
                  upload_expiry: float = DEFAULT_EXPIRY,
                  tpc_allow: Iterable[str] = (), limits: Limits | None = None,
                  max_connections: int | None = None,
+                 max_connections_per_client: int | None = None,
                  head_timeout: float = conn.HEAD_TIMEOUT,
                  idle_timeout: float = conn.IDLE_TIMEOUT,
                  body_min_rate: int = conn.MIN_BODY_RATE,
@@ -698,6 +712,8 @@ def start_server(root: str | Path, *, host: str = "127.0.0.1", port: int = 0,
     hashed CA directory trusted too when it exists ($X509_CERT_DIR).
     ``max_connections``: default (None) derived from the descriptor limit, whose soft value
     is first raised to the hard one; a larger value is lowered to it.
+    ``max_connections_per_client``: connections one client address (an IPv6 /64) may hold;
+    default (None) an eighth of the cap, at least 64 but at most half of it.
     ``marking``: SciTags (default tag, firefly destinations); ``metrics``: answer
     ``GET /metrics`` (``metrics_anonymous``: without a token); ``capacity``: bytes/s the
     streams share, for the utilisation series (None: the link's speed).
@@ -722,7 +738,8 @@ def start_server(root: str | Path, *, host: str = "127.0.0.1", port: int = 0,
     cap = conn.derive_cap(conn.raise_fd_limit(), conn.open_fds())
     if max_connections is not None:
         cap = max(1, min(cap, max_connections))
-    conn_limits = conn.Limits(max_connections=cap, head_timeout=head_timeout,
+    conn_limits = conn.Limits(max_connections=cap, max_per_client=max_connections_per_client,
+                              head_timeout=head_timeout,
                               idle_timeout=idle_timeout, body_min_rate=body_min_rate,
                               rate_window=rate_window)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET

@@ -8,7 +8,8 @@ hashing) and hands the connection back, or closes it.  So an idle or slow connec
 registered descriptor and a small object, never a thread.
 
 Limits (:class:`Limits`): a connection cap derived from the descriptor limit (beyond it a new
-connection gets ``503`` and is closed at once), a deadline for the whole request head (from
+connection gets ``503`` and is closed at once), a cap per client address (an IPv4 address, an
+IPv6 /64: one client cannot take every slot), a deadline for the whole request head (from
 the first byte of a request, or from accept), an idle keep-alive timeout, and accept back-off
 when the process is out of descriptors (EMFILE/ENFILE), with one log line per episode.
 :meth:`Hub.stop_accepting` and :meth:`Hub.wait_idle` drain; :meth:`Hub.cut` ends the rest.
@@ -19,6 +20,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import errno
+import ipaddress
 import os
 import queue
 import resource
@@ -45,9 +47,14 @@ BACKOFF_FIRST = 0.05
 BACKOFF_MAX = 1.0
 REFUSING = 64  # connections given a last answer, read until they close (beyond: closed at once)
 OUT_OF_FDS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
+PER_CLIENT_SHARE = 8  # by default one client address may hold 1/8 of the connection cap ...
+PER_CLIENT_FLOOR = 64  # ... but at least this many (at most half of a small cap)
 REFUSAL = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
            b"Retry-After: 1\r\nConnection: close\r\nContent-Length: 52\r\n\r\n"
            b"server: too many connections open; retry in a while\n")
+CLIENT_REFUSAL = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                  b"Retry-After: 1\r\nConnection: close\r\nContent-Length: 68\r\n\r\n"
+                  b"server: too many connections open from your address; close some first\n")
 TIMEOUT = (b"HTTP/1.1 408 Request Timeout\r\nContent-Type: text/plain; charset=utf-8\r\n"
            b"Connection: close\r\nContent-Length: 48\r\n\r\n"
            b"request: the request head did not arrive in time\n")
@@ -58,12 +65,42 @@ Log = Callable[[str, bool], None]  # (line, force)
 @dataclass(frozen=True)
 class Limits:
     max_connections: int
+    #: connections one client address (IPv4 address, IPv6 /64) may hold; None: derived
+    #: from max_connections (:func:`per_client_default`)
+    max_per_client: int | None = None
     head_timeout: float = HEAD_TIMEOUT
     idle_timeout: float = IDLE_TIMEOUT
     io_timeout: float = IO_TIMEOUT
     workers: int = WORKERS
     body_min_rate: int = MIN_BODY_RATE
     rate_window: float = RATE_WINDOW
+
+    @property
+    def per_client(self) -> int:
+        """Connections one client address may hold."""
+        if self.max_per_client is not None:
+            return min(self.max_per_client, self.max_connections)
+        return per_client_default(self.max_connections)
+
+
+def per_client_default(cap: int) -> int:
+    """One eighth of the connection cap, at least 64 (room for a many-stream client) but
+    never more than half of it (so one client never has them all), and at least 1."""
+    return max(1, cap // PER_CLIENT_SHARE, min(PER_CLIENT_FLOOR, cap // 2))
+
+
+def client_key(peer: str) -> str:
+    """What the per-client limit counts by: an IPv4 address (also IPv4-mapped IPv6), or the
+    /64 prefix of an IPv6 address (one host gets a whole /64 and may use any address in it)."""
+    if ":" not in peer:
+        return peer
+    try:
+        address = ipaddress.IPv6Address(peer.split("%", 1)[0])
+    except ValueError:
+        return peer
+    if address.ipv4_mapped is not None:
+        return str(address.ipv4_mapped)
+    return str(ipaddress.IPv6Network((int(address) >> 64 << 64, 64)))
 
 
 class Pace:
@@ -139,14 +176,16 @@ class Conn:
         "fresh",
         "handshaking",
         "head_len",
+        "key",
         "peer",
         "scanner",
         "sock",
     )
 
-    def __init__(self, sock: socket.socket, peer: str, deadline: float) -> None:
+    def __init__(self, sock: socket.socket, peer: str, deadline: float, key: str = "") -> None:
         self.sock = sock
         self.peer = peer
+        self.key = key  # the client it counts against (client_key(peer)); "" once released
         self.buf = bytearray()
         self.deadline = deadline
         self.fresh = True  # no request served on it yet
@@ -188,6 +227,10 @@ class Hub:
         self.short_of_fds = False
         self.at_cap = False
         self.refused = 0
+        #: open connections per client (client_key), under cond; released once per Conn
+        self.per_client: collections.Counter[str] = collections.Counter()
+        self.refused_clients = 0  # connections refused by the per-client limit
+        self.clients_at_limit: set[str] = set()  # told in the log (until they drop below)
         self.refusing: dict[socket.socket, float] = {}  # answered (503, 408): read to close
         listener.setblocking(False)
         self.sel.register(listener, selectors.EVENT_READ, None)
@@ -276,6 +319,8 @@ class Hub:
                 self.close_conn(conn.sock)
             with self.cond:
                 self.busy.discard(conn)
+                if not keep:
+                    self._release(conn)
                 if keep:
                     self.back.append((conn, True))
                 self.cond.notify_all()
@@ -356,7 +401,44 @@ class Hub:
                 self._refuse(sock)
                 continue
             self.at_cap = False
-            self._admit(sock, peer)
+            key = client_key(peer)
+            with self.cond:
+                held = self.per_client[key]
+                if held < self.limits.per_client:
+                    self.per_client[key] = held + 1
+            if held >= self.limits.per_client:
+                self._refuse_client(sock, key)
+                continue
+            self._admit(sock, peer, key)
+
+    def _release(self, conn: Conn) -> None:
+        """Count *conn* no longer against its client (once; call with cond held)."""
+        key, conn.key = conn.key, ""
+        if not key:
+            return
+        left = self.per_client[key] - 1
+        if left > 0:
+            self.per_client[key] = left
+        else:
+            del self.per_client[key]
+        if left < self.limits.per_client:
+            self.clients_at_limit.discard(key)
+
+    def _refuse_client(self, sock: socket.socket, key: str) -> None:
+        self.refused_clients += 1
+        with self.cond:
+            told = key in self.clients_at_limit
+            self.clients_at_limit.add(key)
+        if not told and len(self.clients_at_limit) <= REFUSING:
+            self.log(f"dtnkit serve: client {key} holds {self.limits.per_client} connections "
+                     "(the per-client limit); refusing its new ones with 503", True)
+        try:
+            sock.setblocking(False)
+            sock.send(CLIENT_REFUSAL)
+        except OSError:
+            sock.close()
+            return
+        self._linger(sock)
 
     def _back_off(self, exc: OSError) -> None:
         if not self.short_of_fds:
@@ -416,12 +498,12 @@ class Hub:
             self.sel.unregister(sock)
         sock.close()
 
-    def _admit(self, sock: socket.socket, peer: str) -> None:
+    def _admit(self, sock: socket.socket, peer: str, key: str) -> None:
         now = time.monotonic()
         with contextlib.suppress(OSError):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.setblocking(False)
-        conn = Conn(sock, peer, now + self.limits.head_timeout)
+        conn = Conn(sock, peer, now + self.limits.head_timeout, key)
         if self.tls is not None:
             try:
                 conn.sock = self.tls.wrap_socket(sock, server_side=True,
@@ -429,6 +511,8 @@ class Hub:
             except (OSError, ssl.SSLError) as exc:
                 self.log(f"{peer} TLS handshake failed: {exc.__class__.__name__}: {exc}", False)
                 sock.close()
+                with self.cond:
+                    self._release(conn)
                 return
             conn.handshaking = True
         with self.cond:
@@ -491,6 +575,8 @@ class Hub:
                 conn, _keep = self.back.popleft()
             if self.stopping:
                 self.close_conn(conn.sock)
+                with self.cond:
+                    self._release(conn)
                 continue
             conn.fresh = False
             conn.error = None
@@ -500,6 +586,8 @@ class Hub:
                 conn.sock.setblocking(False)
             except OSError:
                 self.close_conn(conn.sock)
+                with self.cond:
+                    self._release(conn)
                 continue
             now = time.monotonic()
             conn.deadline = now + (self.limits.head_timeout if conn.buf
@@ -535,6 +623,7 @@ class Hub:
             self.sel.unregister(conn.sock)
         with self.cond:
             self.idle.pop(conn.sock.fileno(), None)
+            self._release(conn)
 
     def _drop(self, conn: Conn) -> None:
         self._forget(conn)

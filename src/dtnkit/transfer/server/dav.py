@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import errno
 import stat
+from pathlib import Path
 
 from dtnkit.transfer import files, fsroot
-from dtnkit.transfer.server import listing
+from dtnkit.transfer.server import access, listing, put
 from dtnkit.transfer.server.errors import HttpError, os_error, refuse_link, show
 from dtnkit.transfer.server.exchange import Exchange
 from dtnkit.transfer.wire import multistatus
@@ -16,15 +17,27 @@ PROPFIND_PIECE = 1 << 16  # characters of a streamed listing per chunk
 
 
 def handle_delete(ex: Exchange) -> None:
+    """DELETE, under ``If-Match`` / ``If-None-Match`` when sent (RFC 9110 13.1: a client
+    deletes the version it saw, not one written since): 412 and nothing removed when the
+    target's entity tag, taken just before the removal, does not satisfy them."""
     ex.authorize()
     path = ex.resolve()
     root = ex.services.config.root
     if path == root:
         raise HttpError(403, "/", "the served root cannot be deleted")
+    conditions = put.conditions(ex)  # a malformed header is 400 before anything is removed
+    where = show(path, root)
     try:
-        with fsroot.Root(root) as fs:
-            if not fs.remove(files.rel(root, path)):
-                ex.services.cache.forget(path)
+        if conditions.value.any:
+            if conditions.value.if_match is not None:
+                with fsroot.Root(root) as fs:  # a missing target fails If-Match: 412, not 404
+                    conditions.check(files.lstat_or_none(fs, files.rel(root, path)), where)
+            is_dir = files.remove_checked(root, path, lambda st: conditions.check(st, where))
+        else:
+            with fsroot.Root(root) as fs:
+                is_dir = fs.remove(files.rel(root, path))
+        if not is_dir:
+            ex.services.cache.forget(path)
     except OSError as exc:
         raise os_error(exc, path, root) from None
     ex.send_empty(204)
@@ -86,6 +99,13 @@ def handle_propfind(ex: Exchange) -> None:
         return
     # Depth 1 of a collection: streamed in pieces as the directory is read, in directory
     # order, so memory does not grow with the directory (200k entries are 75 MB of XML).
+    with ex.services.listing.slot(access.principal(ex.headers.get("Authorization")),
+                                  f"PROPFIND {ex.log_target}"):
+        _stream_members(ex, path, root, own, headers)
+
+
+def _stream_members(ex: Exchange, path: Path, root: Path, own: listing.Entry,
+                    headers: list[tuple[str, str]]) -> None:
     members = listing.iter_entries(path, root)
     ex.start_chunked(207, headers)
     piece = [multistatus.OPENING, multistatus.response(own.wire(root))]

@@ -41,9 +41,12 @@ class Services:
     counters: Counters
     uploads: Registry | None  # None: upload sessions are disabled
     hashing: HashGate = field(init=False)  # per-token hashing slots, range-digest cache
+    listing: HashGate = field(init=False)  # per-token slots for directory listings
 
     def __post_init__(self) -> None:
         self.hashing = HashGate(self.config.limits)
+        self.listing = HashGate(self.config.limits, self.config.limits.listing_slots,
+                                "directory listings being read")
 
 
 class Exchange(Protocol):

@@ -100,8 +100,10 @@ def _send_file(ex: Exchange, fd: int, f: FileLike, st: os.stat_result, path: Pat
 
 def _send_listing(ex: Exchange, path: Path, *, head: bool) -> None:
     names = []  # names only, not every member's stat: memory of a large directory
-    for entry in listing.iter_entries(path, ex.services.config.root):
-        names.append(entry.name + ("/" if entry.is_dir else ""))
+    with ex.services.listing.slot(access.principal(ex.headers.get("Authorization")),
+                                  f"{ex.method} {ex.log_target}"):
+        for entry in listing.iter_entries(path, ex.services.config.root):
+            names.append(entry.name + ("/" if entry.is_dir else ""))
     body = "".join(f"{name}\n" for name in sorted(names)).encode("utf-8", "surrogateescape")
     ex.send_bytes(200, [("Content-Type", "text/plain; charset=utf-8")], body, head=head)
 

@@ -12,15 +12,17 @@ from dtnkit.transfer.wire import digests as dg
 
 
 def sent_digests(digest: str | None, repr_digest: str | None,
-                 content_md5: str | None) -> dict[str, bytes]:
+                 content_md5: str | None, content_digest: str | None = None) -> dict[str, bytes]:
     """Digests a client sent with its body, by dtnkit algorithm name; unknown ones are skipped.
 
-    ``Digest`` (RFC 3230), ``Repr-Digest`` (RFC 9530), ``Content-MD5`` (base64).  HttpError 400
-    when a value is malformed or two headers disagree.
+    ``Digest`` (RFC 3230), ``Repr-Digest`` and ``Content-Digest`` (RFC 9530: the server takes
+    no content coding, so the content is the bytes received), ``Content-MD5`` (base64).
+    HttpError 400 when a value is malformed or two headers disagree.
     """
     found: list[tuple[str, dict[str, bytes]]] = []
     for header, value, parse in (("Digest", digest, dg.parse_digest),
                                  ("Repr-Digest", repr_digest, dg.parse_repr_digest),
+                                 ("Content-Digest", content_digest, dg.parse_repr_digest),
                                  ("Content-MD5", content_md5,
                                   lambda v: dg.parse_digest(f"md5={v.strip()}"))):
         if value is None:
@@ -28,7 +30,8 @@ def sent_digests(digest: str | None, repr_digest: str | None,
         try:
             found.append((header, parse(value)))
         except ValueError as exc:
-            raise HttpError(400, header, str(exc)) from None
+            why = str(exc).removeprefix("Repr-Digest").removeprefix("Digest").lstrip(": ")
+            raise HttpError(400, header, f"{why}; nothing written") from None
     result: dict[str, bytes] = {}
     for header, values in found:
         for name, raw in values.items():
@@ -37,10 +40,12 @@ def sent_digests(digest: str | None, repr_digest: str | None,
     return result
 
 
-def request_digests(headers: Headers) -> dict[str, bytes]:
-    """:func:`sent_digests` of a request's ``Digest``, ``Repr-Digest`` and ``Content-MD5``."""
+def request_digests(headers: Headers, *, content: bool = True) -> dict[str, bytes]:
+    """:func:`sent_digests` of a request's ``Digest``, ``Repr-Digest``, ``Content-MD5`` and,
+    when the request has a body the digests describe (*content*), ``Content-Digest``."""
     return sent_digests(headers.get("Digest"), headers.get("Repr-Digest"),
-                        headers.get("Content-MD5"))
+                        headers.get("Content-MD5"),
+                        headers.get("Content-Digest") if content else None)
 
 
 def want_digest(value: str | None) -> str | None:

@@ -1,5 +1,5 @@
 """How much one token may make the server do: upload sessions and reserved bytes, hashing
-work, listings.
+work, listings (a :class:`HashGate` of their own: ``listing_slots`` at a time per token).
 
 The numbers are :class:`Limits` (``dtnkit serve`` flags, defaults below); the shared state
 that enforces the hashing limits is a :class:`HashGate` per server: a semaphore per token
@@ -41,6 +41,10 @@ class Limits:
     range_digest_max: int = 64 * MiB
     #: range digests remembered (per server)
     range_cache_entries: int = 4096
+    #: directory listings (PROPFIND depth 1, GET of a collection) of one token at the same
+    #: time: each reads and stats every member (200k entries: ~11 s of CPU); the others wait
+    #: ``hash_wait`` seconds for a slot, then 503
+    listing_slots: int = 2
 
     def __post_init__(self) -> None:
         bad = None
@@ -50,6 +54,8 @@ class Limits:
             bad = "session bytes per token must be at least 1"
         elif self.hash_slots < 1:
             bad = "hashing slots per token must be at least 1"
+        elif self.listing_slots < 1:
+            bad = "listing slots per token must be at least 1"
         elif not 0 < self.hash_wait <= 3600:
             bad = "the hashing wait must be more than 0 and at most 3600 s"
         elif self.range_digest_max < 0:
@@ -65,10 +71,14 @@ RangeKey = tuple[tuple[int, int, int, int], int, int, str]
 
 
 class HashGate:
-    """Per-token hashing slots and the range-digest cache of one server."""
+    """Per-token hashing slots and the range-digest cache of one server (with *slots* and
+    *busy*: another kind of costly work, counted the same way, e.g. listings)."""
 
-    def __init__(self, limits: Limits) -> None:
+    def __init__(self, limits: Limits, slots: int | None = None,
+                 busy: str = "digests being computed") -> None:
         self.limits = limits
+        self.slots = limits.hash_slots if slots is None else slots
+        self.busy = busy
         self._lock = threading.Lock()
         self._slots: dict[str, threading.BoundedSemaphore] = {}
         self._users: collections.Counter[str] = collections.Counter()
@@ -83,7 +93,7 @@ class HashGate:
         with self._lock:
             sem = self._slots.get(owner)
             if sem is None:
-                sem = self._slots[owner] = threading.BoundedSemaphore(self.limits.hash_slots)
+                sem = self._slots[owner] = threading.BoundedSemaphore(self.slots)
             self._users[owner] += 1
         try:
             if not sem.acquire(blocking=False):
@@ -92,8 +102,8 @@ class HashGate:
                 if not sem.acquire(timeout=self.limits.hash_wait):
                     with self._lock:
                         self.refused += 1
-                    raise HttpError(503, what, "this token has too many digests being "
-                                    "computed; retry later", [("Retry-After", "10")])
+                    raise HttpError(503, what, f"this token has too many {self.busy}; "
+                                    "retry later", [("Retry-After", "10")])
             try:
                 yield
             finally:

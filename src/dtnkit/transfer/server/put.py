@@ -41,6 +41,7 @@ def check(ex: Exchange, path: Path) -> None:
     if st is not None and stat.S_ISDIR(st.st_mode):
         raise HttpError(405, where, "is a collection")
     conditions(ex).check(st, where)
+    integrity.request_digests(ex.headers)  # a malformed digest is 400 before the body too
 
 
 class Conditions:

@@ -12,12 +12,13 @@ import contextlib
 import hashlib
 import os
 import secrets
+import stat
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dtnkit.transfer import files
+from dtnkit.transfer import files, fsroot
 from dtnkit.transfer.server.config import DEFAULT_EXPIRY
 from dtnkit.transfer.server.errors import HttpError, show
 from dtnkit.transfer.server.limits import Limits
@@ -43,11 +44,13 @@ class UploadSession:
     length: int
     owner: str  # sha-256 of the token that started it
     algorithm: str | None
-    fd: int
+    fd: int  # -1 while resting (after a failed range or commit): reopened on the next use
     touched: float
+    file_id: tuple[int, int] = (0, 0)  # (st_dev, st_ino) of the part file it created
     ranges: dict[int, ReceivedRange] = field(default_factory=dict)
     inflight: set[tuple[int, int]] = field(default_factory=set)
     closed: bool = False
+    taken: bool = False  # a commit owns it now: no range may start, nothing may rest it
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def spans(self) -> list[tuple[int, int]]:
@@ -171,8 +174,9 @@ class Registry:
             os.close(fd)
             files.remove_part(part, self.root)
             raise
+        st = os.fstat(fd)
         session = UploadSession(ident, path, part, length, owner, algorithm, fd,
-                                time.monotonic())
+                                time.monotonic(), file_id=(st.st_dev, st.st_ino))
         with self._lock:
             self._sessions[ident] = session
         return session
@@ -205,9 +209,50 @@ class Registry:
             if s.closed:
                 return
             s.closed = True
-        files.release(s.fd)
+            fd, s.fd = s.fd, -1
+        if fd >= 0:
+            files.release(fd)
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    @staticmethod
+    def rest(s: UploadSession) -> None:
+        """Close the descriptor of a session that just failed a range or a commit and has no
+        range in flight (call with ``s.lock`` held): a client that went away holds nothing
+        open; the session (its id, its ranges, its part file) stays until its expiry, and
+        its next request reopens the part (:meth:`wake`)."""
+        if s.closed or s.taken or s.inflight or s.fd < 0:
+            return
+        fd, s.fd = s.fd, -1
+        files.release(fd)
         with contextlib.suppress(OSError):
-            os.close(s.fd)
+            os.close(fd)
+
+    def wake(self, s: UploadSession) -> int:
+        """The session's descriptor, its part file reopened if it was resting (call with
+        ``s.lock`` held); HttpError 404, and the session dropped, when the part is no longer
+        the file it created (removed, or replaced: never through a symlink)."""
+        if s.closed or s.taken:
+            raise HttpError(404, wup.ID_HEADER, "the upload session ended; start a new one")
+        if s.fd >= 0:
+            return s.fd
+        try:
+            with fsroot.Root(self.root) as fs:
+                fd = fs.open(files.rel(self.root, s.part), os.O_RDWR)
+        except OSError:
+            fd = -1
+        if fd >= 0:
+            st = os.fstat(fd)
+            if (st.st_dev, st.st_ino) == s.file_id and stat.S_ISREG(st.st_mode):
+                files.LIVE.add(st)
+                s.fd = fd
+                return fd
+            os.close(fd)
+        s.closed = True
+        with self._lock:
+            self._sessions.pop(s.ident, None)
+        raise HttpError(404, f"{wup.ID_HEADER} for {show(s.path, self.root)}",
+                        "the upload session's part file is gone; start a new one")
 
     def __len__(self) -> int:
         with self._lock:

@@ -167,7 +167,7 @@ def handle_put_range(ex: Exchange) -> None:
                         f"covers {count} bytes but Content-Length is {length}")
     expected = integrity.request_digests(ex.headers)
     with session.lock:
-        if session.closed:
+        if session.closed or session.taken:
             raise HttpError(404, wup.ID_HEADER, "the upload session ended; start a new one")
         same = session.ranges.get(a)
         others = [s for s in session.spans() if s != (a, b)]
@@ -179,13 +179,14 @@ def handle_put_range(ex: Exchange) -> None:
         if hit is not None:
             raise HttpError(409, f"Content-Range {value!r}",
                             f"overlaps the range {hit[0]}-{hit[1]} being received")
+        fd = registry.wake(session)  # its descriptor stays open while a range is in flight
         session.inflight.add((a, b))
     names = set(expected)
     if session.algorithm is not None:
         names.add(session.algorithm)
     sums = {name: cks.new(name) for name in names}
-    fd = session.fd
     pos = a
+    recorded = False
     try:
         def sink(view: memoryview) -> None:
             nonlocal pos
@@ -221,9 +222,12 @@ def handle_put_range(ex: Exchange) -> None:
             session.ranges[a] = ReceivedRange(a, b, rvalue)
         ex.services.counters.add("range_puts", 1)
         ex.services.counters.add("range_bytes", count)
+        recorded = True
     finally:
         with session.lock:
             session.inflight.discard((a, b))
+            if not recorded:  # refused, cut or timed out: hold nothing for a client gone
+                registry.rest(session)
         session.touched = time.monotonic()
     ex.send_empty(204)
 
@@ -232,18 +236,21 @@ def _commit(ex: Exchange, registry: Registry, session: UploadSession) -> None:
     root = ex.services.config.root
     path = session.path
     where = show(path, root)
-    expected = integrity.request_digests(ex.headers)
+    expected = integrity.request_digests(ex.headers, content=False)  # no body: no content
     conditions = put.conditions(ex)  # a malformed one is 400 before the session is taken
     with session.lock:
         if session.inflight:
             raise HttpError(409, f"commit of {where}", "ranges are still being received")
         gaps = session.missing()
         if gaps:
+            registry.rest(session)  # resumable: the ranges stay, the descriptor closes
             raise HttpError(409, f"commit of {where}",
                             f"{counted(len(gaps), 'range')} missing "
                             f"({wup.format_ranges(gaps[:10])}); "
                             "send them first",
                             [(wup.RANGES_HEADER, wup.format_ranges(session.merged()))])
+        registry.wake(session)
+        session.taken = True
         received = sorted(session.ranges.values(), key=lambda r: r.start)
         registry.forget(session)  # from here on the session is this request's
     committed = False

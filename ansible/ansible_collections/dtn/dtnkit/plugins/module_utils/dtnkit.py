@@ -115,11 +115,15 @@ class Dtnkit(object):
             args += ["--db", params["db"]]
         return args
 
-    def run(self, args, ok=(0,)):
-        """Run ``dtnkit ARGS --format json``; return (exit status, document).  An exit
-        status outside ``ok`` fails the module with dtnkit's own error line."""
+    def run(self, args, ok=(0,), operands=(), env=None):
+        """Run ``dtnkit ARGS --format json [-- OPERANDS]``; return (exit status, document).
+        OPERANDS (a snapshot id, a label) come after ``--``, so that a value starting with
+        ``-`` is never read as an option.  An exit status outside ``ok`` fails the module
+        with dtnkit's own error line.  ENV: variables for dtnkit (a token: never in argv)."""
         argv = [self.path] + list(args) + ["--format", "json"]
-        rc, out, err = self.module.run_command(argv)
+        if operands:
+            argv += ["--"] + list(operands)
+        rc, out, err = self.module.run_command(argv, environ_update=env or {})
         self.stdout = out
         try:
             doc = json.loads(out) if out.strip() else None

@@ -148,13 +148,15 @@ def main():
         if check:
             module.exit_json(changed=True, snapshot=None, written=[], result={},
                              dtnkit_version=dtnkit.version)
-        rc, doc = dtnkit.run(["tune", "save", "--label", params["label"] or "ansible"] + where)
+        # --NAME=VALUE: a value is never read as another option
+        rc, doc = dtnkit.run(["tune", "save", "--label=" + (params["label"] or "ansible")]
+                             + where)
         module.exit_json(changed=True, snapshot=doc["id"], written=[], result=doc,
                          dtnkit_version=dtnkit.version)
     if state == "applied":
         args = ["tune", "apply"] + selection_args(params) + where
         if params["label"]:
-            args += ["--label", params["label"]]
+            args += ["--label=" + params["label"]]
     else:
         if params["missing_ok"] and not params["snapshot"]:
             rc, listing = dtnkit.run(["tune", "list"] + where)
@@ -162,13 +164,15 @@ def main():
                 module.exit_json(changed=False, snapshot=None, written=[], result={},
                                  msg="no baseline saved on this host: nothing to restore",
                                  dtnkit_version=dtnkit.version)
-        args = ["tune", "restore"] + ([params["snapshot"]] if params["snapshot"] else []) + where
+        args = ["tune", "restore"] + where
     if check:
         args.append("--dry-run")
     else:
-        args += ["--wait", params["wait"]]
+        args += ["--wait=" + params["wait"]]
     # 16: done, but some items could not be decided (no link speed: give speed=...)
-    rc, doc = dtnkit.run(args, ok=(0, 16) if check else (0, 4, 5, 16))
+    rc, doc = dtnkit.run(args, ok=(0, 16) if check else (0, 4, 5, 16),
+                         operands=[params["snapshot"]] if state == "restored"
+                         and params["snapshot"] else [])
     written = doc["plan"] if check else doc.get("applied", [])
     snapshot = doc.get("snapshot") if state == "restored" else doc.get("baseline")
     result = dict(changed=bool(written), snapshot=snapshot, written=written, result=doc,
