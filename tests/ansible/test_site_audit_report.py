@@ -1,6 +1,6 @@
 """The site audit's report play finds the controller's dtnkit the way the README's inventory
 names it (``all: vars: dtnkit_path``), and says which variable to set when it cannot: never a
-silently skipped report.  Two real hosts (tests/ansible/s20c_hosts.py), a controller PATH
+silently skipped report.  Two real hosts (tests/ansible/namespace_hosts.py), a controller PATH
 without dtnkit on it."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.ansible.s20c_hosts import BIN, DTNKIT, Pair, ansible_env, missing_ansible, pair
+from tests.ansible.namespace_hosts import BIN, DTNKIT, Pair, ansible_env, missing_ansible, pair
 
 _WHY = missing_ansible()
 pytestmark = [pytest.mark.needs_ansible, pytest.mark.needs_root, pytest.mark.needs_netns,

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.fleet.s20r_fixtures import tree_audit, write
+from tests.fleet.documents import tree_audit, write
 
 from dtnkit import htmlpage
 from dtnkit.fleet import compare, load, page

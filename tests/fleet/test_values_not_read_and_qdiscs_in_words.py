@@ -23,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tests.conftest import Netns, sh
-from tests.fleet.s20r_fixtures import dtnkit, tree_audit
+from tests.fleet.documents import dtnkit, tree_audit
 
 from dtnkit.cli.fleet import people
 from dtnkit.cli.output import Printer

@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from tests.sweep.s19p_synthetic import store_run
+from tests.sweep.synthetic import store_run
 
 from dtnkit import htmlpage
 from dtnkit.errors import ExitStatus

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.sweep.s19p_synthetic import results, store_run
+from tests.sweep.synthetic import results, store_run
 
 from dtnkit.sweep import analyze as A
 from dtnkit.sweep import report as R

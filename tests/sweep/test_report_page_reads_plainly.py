@@ -10,7 +10,7 @@ import html.parser
 import re
 from pathlib import Path
 
-from tests.sweep.s19p_synthetic import results
+from tests.sweep.synthetic import results
 
 from dtnkit.sweep import report as R
 

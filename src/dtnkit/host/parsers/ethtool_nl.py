@@ -11,7 +11,7 @@ the ``SIOCETHTOOL`` ioctl (``ETHTOOL_GDRVINFO``); the decoding here follows its 
 (``netlink/rings.c``, ``features.c``, ``coalesce.c``, ``pause.c``, ``ethtool.c``
 ``dump_drvinfo``): an attribute the kernel leaves out is ``n/a``, a feature group of several
 kernel features is shown as one legacy name, and so on, so both paths give the same values;
-``tests/host/test_s19a_ethtool_nl.py`` compares them on real devices.
+``tests/host/test_ethtool_netlink.py`` compares them on real devices.
 
 Formats (``include/uapi/linux/genetlink.h``, ``ethtool_netlink.h``, ``ethtool.h``), in host
 byte order: a 16-byte ``nlmsghdr``, a 4-byte ``genlmsghdr`` (command, version), then

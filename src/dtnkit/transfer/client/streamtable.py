@@ -3,7 +3,7 @@
 throughput curve).  The schema is in docs/sweep.md.
 
 Kept small and here, below the sweep package, so that ``cp`` reads a table with ``json``
-alone (its start-up loads nothing else: tests/transfer/test_s18s_startup.py).
+alone (its start-up loads nothing else: tests/transfer/client/test_start_up_modules.py).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from tests.conftest import Netns
-from tests.fleet.s20r_fixtures import (
+from tests.fleet.documents import (
     campaign,
     compliant,
     dtnkit,

@@ -1,7 +1,7 @@
 """Run inside a namespace: capture the IPv6 TCP packets of one port on one device with a
 packet socket (AF_PACKET) and print, as JSON, the flow label and direction of each.
 
-Usage: python t19_capture.py DEVICE PORT; prints "ready" once capturing, stops when stdin
+Usage: python flowlabel_capture.py DEVICE PORT; prints "ready" once capturing, stops when stdin
 closes (or after 60 s), then prints one JSON list of [to_port, label, payload_length]."""
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from tests.support.chromium import (
     probed_figures,
     with_probe,
 )
-from tests.sweep.s19p_synthetic import GRID_TOML, results, store_run
+from tests.sweep.synthetic import GRID_TOML, results, store_run
 
 from dtnkit.cli import main as cli_main
 from dtnkit.environment import Environment

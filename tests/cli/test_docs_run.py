@@ -99,7 +99,7 @@ class Skip:
 # What is not run here, and why: (file, the statement as written without its comment) -> reason.
 # Each entry must still be in the docs (test_the_docs_have_blocks_and_the_skip_table_is_current),
 # and is still parsed.
-_FLEET = ("needs an inventory of SSH hosts: tests/fleet/test_s20s_playbooks.py runs the "
+_FLEET = ("needs an inventory of SSH hosts: tests/fleet/test_playbooks_over_ssh.py runs the "
           "playbooks over SSH against four hosts in namespaces")
 SKIP: dict[tuple[str, str], str | Skip] = {
     ("README.md", "dtnkit tune audit --iface bond0"):
@@ -127,28 +127,28 @@ SKIP: dict[tuple[str, str], str | Skip] = {
         "the interop test suite itself: it runs in the same CI run",
     ("README.md", "dtnkit metrics --textfile /var/lib/prometheus/node-exporter"):
         "writes into node_exporter's real textfile directory (tests/monitor/"
-        "test_s19m_collectors.py writes one that node_exporter then reads)",
+        "test_collectors.py writes one that node_exporter then reads)",
     ("README.md", "dtnkit exporter --listen 0.0.0.0:9640 &"):
-        "a server on every address until stopped (tests/monitor/test_s19m_prometheus.py runs "
+        "a server on every address until stopped (tests/monitor/test_prometheus_alerts.py runs "
         "it, scraped by a real Prometheus)",
     ("docs/monitoring.md", ".venv/bin/python -m bench exporter --rounds 40"):
         "a benchmark (bench/, not a test)",
-    # the example grid's run metro-1 takes 1.5 hours (below); test_s19p_real_run.py and the
+    # the example grid's run metro-1 takes 1.5 hours (below); test_analyze_a_real_run.py and the
     # README's tour run sweep analyze and report on a small grid
     ("docs/sweep.md", "dtnkit sweep analyze metro-1"):
-        "needs a stored run metro-1: test_s19p_real_run.py analyses one",
+        "needs a stored run metro-1: test_analyze_a_real_run.py analyses one",
     ("docs/sweep.md",
      "dtnkit sweep analyze metro-1 --target 900mbit --baseline dtn --save-streams default"):
-        "needs a stored run metro-1 with a profile dtn: test_s19p_analyze.py runs these flags",
+        "needs a stored run metro-1 with a profile dtn: test_analyze_command.py runs these flags",
     ("docs/sweep.md", "dtnkit report metro-1 -o sweep-report"):
-        "needs a stored run metro-1: test_s19p_real_run.py reports on one",
+        "needs a stored run metro-1: test_analyze_a_real_run.py reports on one",
     ("docs/sweep.md", "dtnkit report metro-1 -o sweep-report --point 3f9a0c"):
-        "needs a stored run metro-1 with that point: test_s19p_report.py runs --point",
+        "needs a stored run metro-1 with that point: test_sweep_report.py runs --point",
     ("docs/sweep.md", "dtnkit sweep run docs/examples/sweep-grid.toml --name metro-1"):
         "the example grid: 168 points of 30 s, about 1.5 hours (the tiny grid above runs)",
     ("docs/sweep.md", "dtnkit sweep run docs/examples/sweep-grid.toml --name metro-1 --resume"):
-        "resumes the 1.5-hour example grid (tests/sweep/test_s19r_run.py tests --resume)",
-    # the README's fleet tour: tests/fleet/test_s20s_playbooks.py runs the site audit, report
+        "resumes the 1.5-hour example grid (tests/sweep/test_run.py tests --resume)",
+    # the README's fleet tour: tests/fleet/test_playbooks_over_ssh.py runs the site audit, report
     # and rollback lines as written against four SSH hosts in namespaces, and the campaign
     # with the same variables
     ("README.md", "ansible-playbook -i inventory.yml dtn.dtnkit.site_audit "
@@ -160,7 +160,7 @@ SKIP: dict[tuple[str, str], str | Skip] = {
                   "dtnkit_out_dir=$PWD/site -e '{\"dtnkit_groups\": [\"buffers\", "
                   "\"congestion\"]}'"): _FLEET,
     ("README.md", "dtnkit fleet report site/ -o site/report"):
-        "reads the site audit the playbook above writes: tests/fleet/test_s20s_playbooks.py "
+        "reads the site audit the playbook above writes: tests/fleet/test_playbooks_over_ssh.py "
         "runs both as written",
     ("README.md", "ansible-playbook -i inventory.yml dtn.dtnkit.rollback"): _FLEET,
 }

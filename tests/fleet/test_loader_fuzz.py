@@ -14,7 +14,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.fleet.s20r_fixtures import campaign, experiment, tree_audit
+from tests.fleet.documents import campaign, experiment, tree_audit
 
 from dtnkit.cli.fleet import people
 from dtnkit.cli.output import Printer

@@ -21,7 +21,7 @@ from dtnkit.transfer.wire import scitags as st
 
 pytestmark = [pytest.mark.needs_root, pytest.mark.needs_netns]
 
-CAPTURE = Path(__file__).with_name("t19_capture.py")
+CAPTURE = Path(__file__).with_name("flowlabel_capture.py")
 A_ADDR, B_ADDR = "fd19:7419::1", "fd19:7419::2"
 RW = "t19rw"
 

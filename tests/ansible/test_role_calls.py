@@ -1,7 +1,7 @@
 """A module's ``check_version: false`` skips ``dtnkit --version`` (one dtnkit start fewer),
 counted by the host's dtnkit_path wrapper, which logs its arguments
-(tests/ansible/s20c_hosts.py), on two real namespaces named ``t22*``.  What the role
-pair_experiment runs per pair is counted in tests/fleet/test_s20s_playbooks.py (its
+(tests/ansible/namespace_hosts.py), on two real namespaces named ``t22*``.  What the role
+pair_experiment runs per pair is counted in tests/fleet/test_playbooks_over_ssh.py (its
 campaigns already run)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.ansible.s20c_hosts import (
+from tests.ansible.namespace_hosts import (
     Pair,
     missing_ansible,
     pair,

@@ -9,7 +9,7 @@ time of the download (``python -m bench wan --only upload``).  Now an upload wit
 startup together into one queue lose more), and says so.  With ``--rate`` (the path's own
 rate) or untuned ends (no ``grow``) the formula's streams go through a session as before.
 
-Requests and connections are counted by the relay of test_s19u_upload_trips.py in front of a
+Requests and connections are counted by the relay of test_upload_round_trips.py in front of a
 real ``dtnkit serve`` over real sockets; the decision is the real one, made on the real
 first connection's RTT, with this host's limits and link speed given.
 """
@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.transfer import test_s19u_upload_trips as trips
-from tests.transfer.test_s19u_upload_trips import BLOCK, TripRelay, opts, source
+from tests.transfer.client import test_upload_round_trips as trips
+from tests.transfer.client.test_upload_round_trips import BLOCK, TripRelay, opts, source
 
 from dtnkit.transfer.client import autostreams as au
 from dtnkit.transfer.client.copy import copy
@@ -67,7 +67,7 @@ def test_auto_upload_with_the_paths_rate_keeps_its_session(
         relayed: tuple[ServerHandle, Path, TripRelay], tmp_path: Path) -> None:
     """The path's own rate (--rate): several streams from the start, through an upload
     session, as before (so do windows that carry less than 1 Gbit/s: no ``grow``,
-    test_s21u_autodecide.py; loopback's RTT cannot show that here)."""
+    test_autostreams_rules.py; loopback's RTT cannot show that here)."""
     handle, root, relay = relayed
     src, data = source(tmp_path, 23)
     streams = auto(TUNED, 10**16)

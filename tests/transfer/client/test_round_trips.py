@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 from tests.conftest import taken
-from tests.transfer import test_wan_receive
-from tests.transfer.test_wan_receive import CountingRelay, payload
+from tests.transfer.client import test_receive_wan as test_wan_receive
+from tests.transfer.client.test_receive_wan import CountingRelay, payload
 
 from dtnkit.cli.main import main
 from dtnkit.environment import Environment

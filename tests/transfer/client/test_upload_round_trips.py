@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 from tests.support.relay import Relay
-from tests.transfer.test_upload import TOKEN, payload, serve
+from tests.transfer.client.test_upload import TOKEN, payload, serve
 
 from dtnkit.transfer.client.copy import copy
 from dtnkit.transfer.client.errors import DestinationExists

@@ -1,5 +1,5 @@
 """The dtn.dtnkit playbooks, quickly, with ``ansible_connection: local`` and a dtnkit_path
-wrapper per host that runs dtnkit inside that host's namespace (tests/ansible/s20c_hosts.py).
+wrapper per host that runs dtnkit inside that host's namespace (tests/ansible/namespace_hosts.py).
 Over SSH against several hosts they are tested in tests/fleet/ (the SSH harness)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.ansible.s20c_hosts import BIN, Host, Pair, ansible_env, missing_ansible, pair
+from tests.ansible.namespace_hosts import BIN, Host, Pair, ansible_env, missing_ansible, pair
 
 _WHY = missing_ansible()
 pytestmark = [pytest.mark.needs_ansible, pytest.mark.needs_root, pytest.mark.needs_netns,

@@ -1,6 +1,6 @@
 """``--streams auto`` starting one stream (Decision.grow) and the spans' rebalancing
 (receive.Shares), without a network: the rules themselves.  The lab-path tests are in
-test_s21u_autogrow.py."""
+test_autostreams_grow.py."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from tests.support.served import holding
-from tests.transfer.test_s18s_startup import NOT_FOR_A_DOWNLOAD, loaded_by, offending
+from tests.transfer.client.test_start_up_modules import NOT_FOR_A_DOWNLOAD, loaded_by, offending
 
 from dtnkit.cli.main import main
 from dtnkit.environment import Environment

@@ -28,7 +28,7 @@ from dtnkit.transfer.client.tpc import third_party_copy
 from dtnkit.transfer.server import ServerHandle, start_server
 from dtnkit.transfer.server.flows import Destination, Marking
 
-SCHEMA = json.loads((Path(__file__).parents[1] / "fixtures" / "scitags"
+SCHEMA = json.loads((Path(__file__).parents[2] / "fixtures" / "scitags"
                      / "firefly.schema.json").read_text())
 VALIDATOR = jsonschema.Draft202012Validator(
     SCHEMA, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from tests.ansible.s20c_hosts import BIN, COLLECTION, ansible_env, missing_ansible
+from tests.ansible.namespace_hosts import BIN, COLLECTION, ansible_env, missing_ansible
 
 _WHY = missing_ansible()
 pytestmark = [pytest.mark.needs_ansible, pytest.mark.skipif(bool(_WHY), reason=str(_WHY))]

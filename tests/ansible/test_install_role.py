@@ -12,7 +12,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from tests.ansible.s20c_hosts import BIN, REPO, ansible_env, missing_ansible
+from tests.ansible.namespace_hosts import BIN, REPO, ansible_env, missing_ansible
 
 import dtnkit
 

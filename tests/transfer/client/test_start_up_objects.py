@@ -1,7 +1,7 @@
 """What `dtnkit cp` builds and loads before its first byte, checked without timing anything
 (issue 11: start-up is part of every copy's time; `python -m bench cp-start` measures it).
 
-tests/transfer/test_s18s_startup.py lists the modules a download must not load; this adds
+tests/transfer/client/test_start_up_modules.py lists the modules a download must not load; this adds
 what session 22 took off the path, so that a future import does not bring it back silently:
 
 * the dataclasses a download builds: each frozen or plain dataclass compiles its generated

@@ -1,6 +1,6 @@
 """The dtn.dtnkit modules, run as Ansible runs them on a host (``python MODULE.py ARGS.json``)
 and through ``ansible localhost -m dtn.dtnkit.X``, against the real dtnkit inside two network
-namespaces of this test (tests/ansible/s20c_hosts.py): never the host's own settings."""
+namespaces of this test (tests/ansible/namespace_hosts.py): never the host's own settings."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 import yaml
-from tests.ansible.s20c_hosts import (
+from tests.ansible.namespace_hosts import (
     BIN,
     COLLECTION,
     Host,

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from tests.support.xrootd import Pki
-from tests.transfer import test_upload
+from tests.transfer.client import test_upload
 
 from dtnkit.transfer import files
 from dtnkit.transfer import tokens as tokmod

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.sweep.s19p_synthetic import BASE, results, store_run
+from tests.sweep.synthetic import BASE, results, store_run
 
 from dtnkit.cli import main as cli_main
 from dtnkit.environment import Environment
