@@ -31,7 +31,7 @@ pytestmark = [pytest.mark.needs_root, pytest.mark.needs_netns]
 
 def test_sigterm_runs_the_running_tests_teardown(tmp_path: Path) -> None:
     (tmp_path / "test_s20t_inner.py").write_text(INNER)
-    name = f"s20t{uuid.uuid4().hex[:8]}"
+    name = f"sigt{uuid.uuid4().hex[:8]}"
     proc = subprocess.Popen(
         [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider",
          "-p", "tests.conftest", "--rootdir", str(tmp_path), "-c", os.devnull,

@@ -1,5 +1,5 @@
-"""Two real hosts for the dtn.dtnkit collection's tests: network namespaces ``s20c…a`` and
-``s20c…b`` joined by a veth pair (10.231.0.1 <-> 10.231.0.2, a -> b capped by a tbf), each
+"""Two real hosts for the dtn.dtnkit collection's tests: network namespaces ``ans…a`` and
+``ans…b`` joined by a veth pair (10.231.0.1 <-> 10.231.0.2, a -> b capped by a tbf), each
 with a ``dtnkit_path`` wrapper that runs the real dtnkit inside it (``exec ip netns exec NS
 dtnkit "$@"``): a module run on this machine tunes the namespace, never the host."""
 
@@ -109,7 +109,7 @@ def wrapper(path: Path, netns: str, log: Path | None = None) -> Path:
 
 
 @contextmanager
-def pair(base: Path, rate: str = "500mbit", prefix: str = "s20c") -> Iterator[Pair]:
+def pair(base: Path, rate: str = "500mbit", prefix: str = "ans") -> Iterator[Pair]:
     """The two hosts; what a sends to b is capped at ``rate`` (a tbf), far below the veth's
     10 Gbit/s, so a probe's baseline leaves headroom and the gate lets groups through.
     Namespaces and veths are named PREFIX + 6 hex digits + a/b, va/vb."""
@@ -128,7 +128,7 @@ def pair(base: Path, rate: str = "500mbit", prefix: str = "s20c") -> Iterator[Pa
             sh("ip", "-n", n, "link", "set", dev, "up")
             state = base / f"state-{side}"
             state.mkdir(parents=True)
-            hosts.append(Host(f"s20c-{side}", n, f"10.231.0.{i + 1}",
+            hosts.append(Host(f"ans-{side}", n, f"10.231.0.{i + 1}",
                               wrapper(base / f"dtnkit-{side}", n), state))
         sh("tc", "-n", names[0], "qdisc", "add", "dev", f"{tag}va", "root", "tbf",
            "rate", rate, "burst", "256kb", "latency", "50ms")

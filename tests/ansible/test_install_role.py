@@ -31,7 +31,7 @@ def make_wheel(where: Path, version: str) -> Path:
             files[str(path.relative_to(src))] = path.read_bytes()
     files[f"{info}/METADATA"] = (f"Metadata-Version: 2.1\nName: dtnkit\nVersion: {version}\n"
                                  .encode())
-    files[f"{info}/WHEEL"] = (b"Wheel-Version: 1.0\nGenerator: s20c-test\nRoot-Is-Purelib: true\n"
+    files[f"{info}/WHEEL"] = (b"Wheel-Version: 1.0\nGenerator: ans-test\nRoot-Is-Purelib: true\n"
                               b"Tag: py3-none-any\n")
     files[f"{info}/entry_points.txt"] = b"[console_scripts]\ndtnkit = dtnkit.cli.main:entry\n"
     record = []

@@ -37,7 +37,7 @@ CONGESTION = ("sysctl/net.ipv4.tcp_no_metrics_save", "sysctl/net.ipv4.tcp_slow_s
 
 @pytest.fixture(scope="module")
 def hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
-    with pair(tmp_path_factory.mktemp("s20c-mod")) as p:
+    with pair(tmp_path_factory.mktemp("ans-mod")) as p:
         yield p
 
 
@@ -117,9 +117,9 @@ def test_tune_check_mode_writes_nothing_and_diff_shows_each_setting(host: Host,
 def test_tune_apply_is_idempotent_and_restore_puts_back_exact_values(host: Host,
                                                                      tmp_path: Path) -> None:
     before = host.values()
-    applied = run_module("tune", base_args(host, groups=["congestion"], label="s20c"), tmp_path,
+    applied = run_module("tune", base_args(host, groups=["congestion"], label="ans"), tmp_path,
                          diff=True)
-    assert applied["changed"] is True and applied["snapshot"].endswith("-s20c")
+    assert applied["changed"] is True and applied["snapshot"].endswith("-ans")
     assert congestion(host)["sysctl/net.ipv4.tcp_no_metrics_save"] == "1"
     again = run_module("tune", base_args(host, groups=["congestion"]), tmp_path)
     assert again["changed"] is False and again["written"] == [] and again["snapshot"] is None
@@ -155,7 +155,7 @@ def test_a_missing_or_too_old_dtnkit_is_one_clear_failure_naming_the_host(
     old.write_text("#!/bin/sh\necho 'dtnkit, version 0.0.9'\n")
     old.chmod(0o755)
     cases = {str(tmp_path / "nowhere" / "dtnkit"): "is not an executable file",
-             "s20c-no-such-dtnkit": "no s20c-no-such-dtnkit on PATH",
+             "ans-no-such-dtnkit": "no ans-no-such-dtnkit on PATH",
              str(old): f"dtnkit 0.0.9 at {old} is older than this collection needs "
                        f"(dtn.dtnkit {dtnkit.__version__} needs dtnkit >= {dtnkit.__version__})"}
     for i, (path, why) in enumerate(cases.items()):
@@ -163,7 +163,7 @@ def test_a_missing_or_too_old_dtnkit_is_one_clear_failure_naming_the_host(
         for module in ("audit", "tune", "probe", "experiment") if i == 2 else ("tune",):
             args: dict[str, Any] = {"dtnkit_path": path}
             if module == "probe":
-                args.update(peer="192.0.2.1", token="s20c-unused-token",
+                args.update(peer="192.0.2.1", token="ans-unused-token",
                             server_key="-----BEGIN PUBLIC KEY")
             if module == "experiment":
                 args.update(group="buffers", baseline_bps=[1e9])
@@ -203,11 +203,11 @@ def test_hostile_module_args_give_one_clear_failure_and_write_nothing(
 @pytest.mark.needs_netns
 def test_odd_characters_in_a_path_reach_dtnkit_as_one_argument(host: Host,
                                                                tmp_path: Path) -> None:
-    odd = tmp_path / "st ate;$(touch s20c-pwned)'\"`"
+    odd = tmp_path / "st ate;$(touch ans-pwned)'\"`"
     out = run_module("tune", base_args(host, state="saved", state_dir=str(odd)), tmp_path)
     assert out["changed"] is True
     assert (odd / "snapshots" / f"{out['snapshot']}.json").exists()
-    assert not list(tmp_path.rglob("s20c-pwned")) and not Path("s20c-pwned").exists()
+    assert not list(tmp_path.rglob("ans-pwned")) and not Path("ans-pwned").exists()
 
 
 # ---- experiment: the gate and the verdict, by dtnkit's rules ------------------------------
@@ -248,17 +248,17 @@ def test_probe_between_two_hosts_starts_and_stops_the_server(hosts: Pair,
                                                              tmp_path: Path) -> None:
     a, b = hosts.a, hosts.b
     server = {"dtnkit_path": str(b.dtnkit_path), "state_dir": str(b.state_dir), "port": 5201}
-    start = {**server, "state": "server_started", "bind": b.address, "token": "s20c-token"}
+    start = {**server, "state": "server_started", "bind": b.address, "token": "ans-token"}
     up = run_module("probe", start, tmp_path)
     assert up["changed"] is True and up["server"]["started"] is True
     assert up["server"]["bind"] == b.address and up["server"]["user"] == "nobody"
-    assert "s20c-token" not in json.dumps(up)
+    assert "ans-token" not in json.dumps(up)
     pid = up["server"]["pid"]
     again = run_module("probe", start, tmp_path)
     assert again["changed"] is False and again["server"]["pid"] == pid
     try:
         out = run_module("probe", {"dtnkit_path": str(a.dtnkit_path), "peer": b.address,
-                                   "port": 5201, "duration": "1s", "token": "s20c-token",
+                                   "port": 5201, "duration": "1s", "token": "ans-token",
                                    "server_key": up["server"]["public_key"],
                                    "db": str(tmp_path / "results.sqlite")}, tmp_path)
         assert out["changed"] is False

@@ -21,7 +21,7 @@ KEYS = ("net.ipv4.tcp_no_metrics_save", "net.ipv4.tcp_slow_start_after_idle")
 
 @pytest.fixture(scope="module")
 def hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
-    with pair(tmp_path_factory.mktemp("s20c-pb")) as p:
+    with pair(tmp_path_factory.mktemp("ans-pb")) as p:
         yield p
 
 

@@ -1,6 +1,6 @@
 """A module's ``check_version: false`` skips ``dtnkit --version`` (one dtnkit start fewer),
 counted by the host's dtnkit_path wrapper, which logs its arguments
-(tests/ansible/namespace_hosts.py), on two real namespaces named ``t22*``.  What the role
+(tests/ansible/namespace_hosts.py), on two real namespaces named ``rcall*``.  What the role
 pair_experiment runs per pair is counted in tests/fleet/test_playbooks_over_ssh.py (its
 campaigns already run)."""
 
@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.needs_ansible, pytest.mark.needs_root, pytest.mark.nee
 
 @pytest.fixture(scope="module")
 def hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
-    with pair(tmp_path_factory.mktemp("t22-calls"), prefix="t22") as p:
+    with pair(tmp_path_factory.mktemp("rcall-calls"), prefix="rcall") as p:
         yield p
 
 

@@ -47,7 +47,7 @@ def dtnkit_argv() -> list[str]:
 
 @pytest.fixture
 def path(tmp_path: Path) -> Iterator[LabPath]:
-    with lab.path(f"s18o{secrets.token_hex(3)}", state_root=tmp_path / "lab", rtt_ms=10,
+    with lab.path(f"tmux{secrets.token_hex(3)}", state_root=tmp_path / "lab", rtt_ms=10,
                   rate_bps=500_000_000) as p:
         yield p
 
@@ -64,11 +64,11 @@ def tmux(tmp_path: Path) -> Iterator[list[str]]:
 
 
 def sections(screen: str) -> dict[str, str]:
-    """The pane's text between the script's `=== s18o NAME` markers."""
+    """The pane's text between the script's `=== tmux NAME` markers."""
     out: dict[str, str] = {}
     name = None
     for line in screen.splitlines():
-        if line.startswith("=== s18o "):
+        if line.startswith("=== tmux "):
             name = line.split()[2]
             out[name] = ""
         elif name is not None:
@@ -93,7 +93,7 @@ def test_every_command_fits_80_columns(tmp_path: Path, path: LabPath,
     dtnkit = dtnkit_argv()
     ns = path.src.netns
     saved = subprocess.run([*dtnkit, "tune", "save", "--netns", ns, "--label",
-                            "s18o acceptance snapshot with a rather long label", "--format",
+                            "tmux acceptance snapshot with a rather long label", "--format",
                             "json"], env=env, capture_output=True, text=True, check=True)
     snap_id = json.loads(saved.stdout)["id"]
     assert len(snap_id) > 50  # long enough that a cut would show
@@ -101,23 +101,23 @@ def test_every_command_fits_80_columns(tmp_path: Path, path: LabPath,
     argvs = {"audit": ["tune", "audit", "--netns", ns], "list": ["tune", "list"],
              "status": ["lab", "status", path.name], "probe": ["probe", "net", *peer],
              "diagnose": ["diagnose", *peer]}
-    channel = f"s18o-{secrets.token_hex(4)}"
+    channel = f"tmux-{secrets.token_hex(4)}"
     script = tmp_path / "pane.sh"
     lines = ["unset COLUMNS LINES"]
     for name in COMMANDS:
-        lines += [f"echo '=== s18o {name}'", shlex.join([*dtnkit, *argvs[name]]),
+        lines += [f"echo '=== tmux {name}'", shlex.join([*dtnkit, *argvs[name]]),
                   f"echo $? > {shlex.quote(str(tmp_path / name))}.rc"]
     lines += [f"{shlex.join(tmux)} wait-for -S {channel}", "read -r _"]
     script.write_text("\n".join(lines) + "\n")
     subprocess.run([*tmux, "new-session", "-d", "-x", str(WIDTH), "-y", str(HEIGHT), "-s",
-                    "s18o", f"sh {shlex.quote(str(script))}"], env=env, check=True)
+                    "tmux", f"sh {shlex.quote(str(script))}"], env=env, check=True)
     subprocess.run([*tmux, "wait-for", channel], check=True, timeout=90)
-    size = subprocess.run([*tmux, "display", "-p", "-t", "s18o", "#{pane_width}"],
+    size = subprocess.run([*tmux, "display", "-p", "-t", "tmux", "#{pane_width}"],
                           capture_output=True, text=True, check=True).stdout.strip()
     assert size == str(WIDTH)
 
     def capture(*flags: str) -> str:
-        return subprocess.run([*tmux, "capture-pane", "-p", "-t", "s18o", "-S", "-", "-E", "-",
+        return subprocess.run([*tmux, "capture-pane", "-p", "-t", "tmux", "-S", "-", "-E", "-",
                                *flags], capture_output=True, text=True, check=True).stdout
 
     joined = capture("-J")  # a line the terminal had to wrap comes back whole

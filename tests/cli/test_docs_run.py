@@ -68,7 +68,7 @@ DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 LANGS = ("console", "sh", "bash", "shell")
 BIN = Path(sys.executable).parent
 DTNKIT = str(BIN / "dtnkit")
-PREFIX = "s18d"  # lab paths dkl-s18d*, namespaces s18d*
+PREFIX = "docs"  # lab paths dkl-docs*, namespaces docs*
 TOKENS = {"TOKEN": "docs-token-1f3a", "TOKEN_A": "docs-token-a9e2", "TOKEN_B": "docs-token-b07c"}
 
 
@@ -1098,8 +1098,8 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory,
     selected = {block.where for item in request.session.items
                 if isinstance(item, pytest.Function) and hasattr(item, "callspec")
                 and isinstance(block := item.callspec.params.get("block"), Block)}
-    pki = make_pki(tmp_path_factory.mktemp("s18d-pki"))
-    base = tmp_path_factory.mktemp("s18d-docs")
+    pki = make_pki(tmp_path_factory.mktemp("docs-pki"))
+    base = tmp_path_factory.mktemp("docs-docs")
     results: dict[str, Outcome] = {}
 
     def one(index: int, block: Block) -> None:

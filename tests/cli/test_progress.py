@@ -144,7 +144,7 @@ def test_probe_disk_reports_the_write_then_the_read(tmp_path: Path) -> None:
 
 
 # ---- probe e2e through a real dtnkit serve ---------------------------------------------------
-TOKEN = "s18p-token"
+TOKEN = "prg-token"
 
 
 @pytest.fixture
@@ -234,7 +234,7 @@ def test_lab_up_experiment_and_diagnose_count_their_steps(tmp_path: Path) -> Non
     """On a lab path: `lab up` (3 steps), an experiment (2 runs), and diagnose over all three
     layers, its end-to-end probe moving a file with dtnkit cp to a `dtnkit serve` in the dst
     host's namespace."""
-    name = f"s18p{secrets.token_hex(3)}"
+    name = f"prg{secrets.token_hex(3)}"
     env = {"DTNKIT_LAB_STATE": str(tmp_path / "lab")}
     db, state = str(tmp_path / "r.sqlite"), str(tmp_path / "state")
     up = dtnkit("lab", "up", name, "--rtt", "10ms", env=env)

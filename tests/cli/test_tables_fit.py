@@ -121,13 +121,13 @@ def test_tune_list_keeps_snapshot_ids_whole_at_80_columns(environment: Environme
 def lab_doc() -> dict[str, Any]:
     """`lab status` of an nfqueue path, with the values the delay stage leaves None."""
     return {
-        "name": "s18o1", "backend": "nfqueue", "backend_reason": "no netem", "status": "up",
+        "name": "tmux1", "backend": "nfqueue", "backend_reason": "no netem", "status": "up",
         "rtt_ms": 10.0, "rate_bps": 500_000_000, "src_rate_bps": None, "loss": 0.0001,
-        "queue_bytes": 625000, "mtu": 1500, "middle_netns": "dkl-s18o1-mid",
-        "hosts": [{"name": "src", "side": "src", "netns": "dkl-s18o1-src",
-                   "address": "10.251.0.2", "hostname": "src.s18o1.lab"},
-                  {"name": "dst", "side": "dst", "netns": "dkl-s18o1-dst",
-                   "address": "10.252.0.2", "hostname": "dst.s18o1.lab"}],
+        "queue_bytes": 625000, "mtu": 1500, "middle_netns": "dkl-tmux1-mid",
+        "hosts": [{"name": "src", "side": "src", "netns": "dkl-tmux1-src",
+                   "address": "10.251.0.2", "hostname": "src.tmux1.lab"},
+                  {"name": "dst", "side": "dst", "netns": "dkl-tmux1-dst",
+                   "address": "10.252.0.2", "hostname": "dst.tmux1.lab"}],
         "emulator": {"kind": "nfqueue", "pid": 123, "alive": True, "cpu_percent": None,
                      "lateness_ms": None, "enobufs": 0, "config_errors": [], "updated": None,
                      "queues": {"0": {"packets": 12, "bytes": None, "dropped_loss": 0,

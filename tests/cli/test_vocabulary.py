@@ -80,24 +80,24 @@ def test_experiment_takes_group_and_groups(environment: Environment) -> None:
 
 # ---- --format on commands that only act -------------------------------------------------------
 def test_tune_delete_prints_json(environment: Environment) -> None:
-    code, out, err = run(environment, "tune", "save", "--tree", TREE, "--label", "s18v",
+    code, out, err = run(environment, "tune", "save", "--tree", TREE, "--label", "voc",
                          "--format", "json")
     assert code == 0, err
     snap_id = json.loads(out)["id"]
-    code, out, err = run(environment, "tune", "delete", "s18v", "--format", "json")
+    code, out, err = run(environment, "tune", "delete", "voc", "--format", "json")
     assert code == 0, err
     assert json.loads(out) == {"deleted": snap_id}
 
 
 def test_lab_down_prints_json(environment: Environment) -> None:
-    name = f"s18v{uuid.uuid4().hex[:6]}"
+    name = f"voc{uuid.uuid4().hex[:6]}"
     code, out, err = run(environment, "lab", "down", name, "--missing-ok", "--format", "json")
     assert code == 0, err
     assert json.loads(out) == {"removed": []}
 
 
 def test_lab_set_json_error_is_json(environment: Environment) -> None:
-    code, out, _ = run(environment, "lab", "set", "s18vnosuch", "--rtt", "20ms",
+    code, out, _ = run(environment, "lab", "set", "vocnosuch", "--rtt", "20ms",
                        "--format", "json")
     assert code != 0
     assert "error" in json.loads(out)
@@ -106,7 +106,7 @@ def test_lab_set_json_error_is_json(environment: Environment) -> None:
 @pytest.mark.needs_root
 @pytest.mark.needs_netns
 def test_lab_set_and_down_print_what_they_did(environment: Environment) -> None:
-    name = f"s18v{uuid.uuid4().hex[:6]}"
+    name = f"voc{uuid.uuid4().hex[:6]}"
     code, _, err = run(environment, "lab", "up", name, "--rtt", "10ms", "--format", "json")
     try:
         assert code == 0, err
@@ -127,7 +127,7 @@ def test_lab_set_and_down_print_what_they_did(environment: Environment) -> None:
 # ---- IDs --------------------------------------------------------------------------------------
 def test_results_show_takes_an_experiment_id(environment: Environment) -> None:
     store = ResultStore(environment.results_db)
-    exp_id = "exp-20261201T000000-s18v"
+    exp_id = "exp-20261201T000000-voc"
     store.add_experiment(exp_id, {"id": exp_id, "spec": {"probe": "net"}, "groups": [],
                                   "helped": [], "started": "2026-12-01T00:00:00Z"})
     # before: "Invalid value for 'RESULT_ID': 'exp-...' is not a valid integer" (exit 2)
@@ -169,7 +169,7 @@ def test_wait_reads_units_and_bare_seconds(environment: Environment) -> None:
 
 def test_loss_says_which_unit_it_read(environment: Environment) -> None:
     # before: "loss 5 is out of range: allowed: 0 to 50%" (5 what?)
-    code, _, err = run(environment, "lab", "up", "s18vloss", "--loss", "5")
+    code, _, err = run(environment, "lab", "up", "vocloss", "--loss", "5")
     assert code == ExitStatus.BAD_INPUT
     assert "a number without % is a probability (5 = 500%)" in err
     assert "Next: for 5 percent write --loss 5%" in err

@@ -3,7 +3,7 @@ real PostgreSQL (tests/support/postgres.py: one server for the module, a databas
 migrations (a file made by dtnkit before schema versions upgrades in place; a newer schema is
 refused), hostile values, and the password of a URL never shown.
 
-tests/db/data/s20p_pre_versions.sqlite was made by the stores of commit 490dc67 (the
+tests/db/data/dbs_pre_versions.sqlite was made by the stores of commit 490dc67 (the
 last before dtnkit.db): two results, one experiment, the sweep run "old-run" with two points.
 """
 
@@ -31,18 +31,18 @@ from dtnkit.sweep import store as sweep_store
 from dtnkit.sweep.grid import Grid, parse_grid_flags
 from dtnkit.sweep.model import Transfer
 
-FIXTURE = Path(__file__).parent / "data" / "s20p_pre_versions.sqlite"
+FIXTURE = Path(__file__).parent / "data" / "dbs_pre_versions.sqlite"
 
 
 @pytest.fixture(scope="module")
 def pg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresServer]:
-    with postgres_server(tmp_path_factory.mktemp("s20p"), "s20p") as server:
+    with postgres_server(tmp_path_factory.mktemp("dbs"), "dbs") as server:
         yield server
 
 
 def new_pg_db(request: pytest.FixtureRequest) -> DbUrl:
     server: PostgresServer = request.getfixturevalue("pg")
-    return DbUrl(server.create_database(f"s20p_{uuid.uuid4().hex[:10]}"))
+    return DbUrl(server.create_database(f"dbs_{uuid.uuid4().hex[:10]}"))
 
 
 BACKENDS = [pytest.param("sqlite", id="sqlite"),
@@ -359,7 +359,7 @@ def test_connection_errors_are_one_line_without_the_password(pg: PostgresServer,
         "cannot reach the results store": f"postgresql://dtnkit:{pw}@/dtnkit?host={down}",
         "cannot log in to the results store":
             pg.password_url.replace(f":{pw}@", f":{pw}x@"),
-        "no such database": f"postgresql://dtnkit:{pw}@/s20p_absent?host={pg.socket_dir}",
+        "no such database": f"postgresql://dtnkit:{pw}@/dbs_absent?host={pg.socket_dir}",
         "bad results store URL": f"postgresql://dtnkit:{pw}@[::1/db",
     }
     statuses = {"bad results store URL": ExitStatus.BAD_INPUT}
@@ -385,7 +385,7 @@ def test_connection_errors_are_one_line_without_the_password(pg: PostgresServer,
 @needs_postgres[0]
 @needs_postgres[1]
 def test_psycopg_errors_in_use_are_bad_input(pg: PostgresServer) -> None:
-    url = DbUrl(pg.create_database(f"s20p_{uuid.uuid4().hex[:10]}"))
+    url = DbUrl(pg.create_database(f"dbs_{uuid.uuid4().hex[:10]}"))
     ResultStore(url).results()
     with pytest.raises(DtnkitError, match="cannot use the results store") as got, \
             backend.connect(url) as db:
@@ -401,7 +401,7 @@ def test_commands_read_a_shared_store_by_url(pg: PostgresServer, tmp_path: Path)
 
     from dtnkit.db.push import push
 
-    url = DbUrl(pg.create_database(f"s20p_{uuid.uuid4().hex[:10]}"))
+    url = DbUrl(pg.create_database(f"dbs_{uuid.uuid4().hex[:10]}"))
     push(host_store(tmp_path / "a.sqlite", "ha"), url, host="ha")
     code, out, err = cli(tmp_path / "unused.sqlite", "sweep", "list", "--db", url.url,
                          "--format", "json")

@@ -86,12 +86,12 @@ def test_hostile_input_is_one_error_line(environment: Environment, argv: list[st
 @pytest.mark.needs_root
 @pytest.mark.needs_netns
 def test_server_start_reuse_and_stop_by_pid_file(tmp_path: Path) -> None:
-    ns = Netns("s20c")
+    ns = Netns("ans")
     ns.create()
     state = tmp_path / "state"
 
     def campaign(*argv: str) -> dict[str, Any]:
-        proc = ns.run("env", "DTNKIT_TOKEN=s20c-campaign-token", DTNKIT, "campaign", "server",
+        proc = ns.run("env", "DTNKIT_TOKEN=ans-campaign-token", DTNKIT, "campaign", "server",
                       *argv, "--state-dir", str(state), "--format", "json")
         doc: dict[str, Any] = json.loads(proc.stdout)
         return doc

@@ -36,12 +36,12 @@ PROBING = "sysctl/net.ipv4.tcp_mtu_probing"
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, list[str]]]:
-    """DIR with the real audits of three namespaces (prefix s20r): the second with reno as
+    """DIR with the real audits of three namespaces (prefix flrep): the second with reno as
     its congestion control, the third with MTU probing on; and a campaign on them."""
     if os.geteuid() != 0 or shutil.which("ip") is None:
         pytest.skip("needs root and ip to audit namespaces")
-    base = tmp_path_factory.mktemp("s20r-site")
-    spaces = [Netns(prefix="s20r") for _ in range(3)]
+    base = tmp_path_factory.mktemp("flrep-site")
+    spaces = [Netns(prefix="flrep") for _ in range(3)]
     try:
         for ns in spaces:
             ns.create()
@@ -90,7 +90,7 @@ def test_three_namespaces_as_json(site: tuple[Path, list[str]], tmp_path: Path) 
     assert code == doc["exit_status"] == ExitStatus.DRIFT
     assert doc["schema"] == "dtnkit.fleet-report/1" and doc["profile"] == "dtn"
     assert [h["host"] for h in doc["hosts"]] == names
-    assert all(h["audited_host"].endswith(")") and "netns s20r" in h["audited_host"]
+    assert all(h["audited_host"].endswith(")") and "netns flrep" in h["audited_host"]
                for h in doc["hosts"])
     differing = {x["key"]: x["values"] for x in doc["differing"]}
     assert differing[CC][names[1]] == "reno" and differing[CC][names[0]] != "reno"

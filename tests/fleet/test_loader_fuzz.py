@@ -83,7 +83,7 @@ def check(directory: Path) -> None:
 @SETTINGS
 @given(data=st.binary(max_size=400), name=st.sampled_from(sorted(DOCS)))
 def test_any_bytes(data: bytes, name: str) -> None:
-    with tempfile.TemporaryDirectory(prefix="s20r-fuzz-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="flrep-fuzz-") as tmp:
         (Path(tmp) / name).write_bytes(data)
         check(Path(tmp))
 
@@ -95,7 +95,7 @@ def test_a_real_document_changed_anywhere(name: str, pick: int, value: Any,
                                           drop: bool) -> None:
     path = PATHS[name][pick % len(PATHS[name])]
     doc = replaced(DOCS[name], path, value, drop)
-    with tempfile.TemporaryDirectory(prefix="s20r-fuzz-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="flrep-fuzz-") as tmp:
         (Path(tmp) / name).write_text(json.dumps(doc))
         (Path(tmp) / "other.audit.json").write_text(json.dumps(AUDIT))
         check(Path(tmp))
@@ -108,7 +108,7 @@ def test_any_file_name(text: str) -> None:
     name = f"{text}.audit.json"
     if len(name.encode()) > 255:
         return
-    with tempfile.TemporaryDirectory(prefix="s20r-fuzz-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="flrep-fuzz-") as tmp:
         (Path(tmp) / name).write_text(json.dumps(AUDIT))
         loaded = load.load_dir(Path(tmp))
         assert len(loaded.audits) == 1 and loaded.audits[0].name.isprintable()

@@ -92,13 +92,13 @@ def campaign_vars(out: Path, **more: Any) -> list[str]:
 # ---- fixtures ------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def pg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    with postgres_server(tmp_path_factory.mktemp("s20s-pg"), "s20s") as server:
+    with postgres_server(tmp_path_factory.mktemp("fss-pg"), "fss") as server:
         yield server
 
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[sshhosts.SshHosts]:
-    with sshhosts.ssh_hosts(tmp_path_factory.mktemp("s20s-fleet"), prefix="s20sp",
+    with sshhosts.ssh_hosts(tmp_path_factory.mktemp("fss-fleet"), prefix="fssp",
                             pairs=2, rtt_ms=20, rate_bps=200_000_000) as hosts:
         yield hosts
 
@@ -108,7 +108,7 @@ def inventory(fleet: sshhosts.SshHosts, pg: Any,
               tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Each host's dtnkit_path is a wrapper of the real dtnkit that first logs its arguments
     in ``runs-HOST.log`` next to the inventory (what :func:`runs` counts)."""
-    where = tmp_path_factory.mktemp("s20s-inv")
+    where = tmp_path_factory.mktemp("fss-inv")
     paths = {}
     for h in fleet.hosts:
         paths[h.name] = where / f"dtnkit-{h.name}"
@@ -154,7 +154,7 @@ class Reference:
         self.fleet = fleet
         self.where = where
         self.host_global = sshhosts.host_global()
-        each(fleet, lambda h: fleet.dtnkit(h, "tune", "save", "--label", "s20s-reference",
+        each(fleet, lambda h: fleet.dtnkit(h, "tune", "save", "--label", "fss-reference",
                                            "--state-dir", str(self.dir(h)), "--format", "json"))
 
     def dir(self, h: sshhosts.SshHost) -> Path:
@@ -162,7 +162,7 @@ class Reference:
 
     def differences(self, h: sshhosts.SshHost) -> list[dict[str, Any]]:
         """What differs between the host now and its reference snapshot (none: equal)."""
-        proc = self.fleet.dtnkit(h, "tune", "diff", "s20s-reference", "--state-dir",
+        proc = self.fleet.dtnkit(h, "tune", "diff", "fss-reference", "--state-dir",
                                  str(self.dir(h)), "--format", "json", check=False)
         assert proc.returncode in (0, 3), proc.stderr
         doc = json.loads(proc.stdout)

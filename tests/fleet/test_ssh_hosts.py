@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.needs_root, pytest.mark.needs_netns, pytest.mark.needs
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[sshhosts.SshHosts]:
-    with sshhosts.ssh_hosts(tmp_path_factory.mktemp("s20s-hosts"), prefix="s20sh") as hosts:
+    with sshhosts.ssh_hosts(tmp_path_factory.mktemp("fss-hosts"), prefix="fssh") as hosts:
         yield hosts
 
 
@@ -72,7 +72,7 @@ def test_a_host_key_other_than_the_one_made_is_refused(fleet: sshhosts.SshHosts,
 
 
 def test_close_removes_its_namespaces_and_sshds_only(tmp_path: Path) -> None:
-    with sshhosts.ssh_hosts(tmp_path / "h", prefix="s20sc", pairs=1) as hosts:
+    with sshhosts.ssh_hosts(tmp_path / "h", prefix="fssc", pairs=1) as hosts:
         pids = [h.sshd_pid for h in hosts.hosts]
         mine = {h.netns for h in hosts.hosts} | {hosts.lab.mid}
         listed = set(subprocess.run(["ip", "netns", "list"], capture_output=True, text=True,

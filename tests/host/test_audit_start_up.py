@@ -41,7 +41,7 @@ DATACLASSES = {"Audit", "Context", "Environment", "Host", "Profile"}
 
 @pytest.fixture(scope="module")
 def loaded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    out = tmp_path_factory.mktemp("s20a") / "loaded.json"
+    out = tmp_path_factory.mktemp("aud") / "loaded.json"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     proc = probe(out, "tune", "audit", "--format", "json", env=env)
     assert proc.returncode in (0, 3), proc.stderr
@@ -67,7 +67,7 @@ def test_live_audit_builds_few_dataclasses(loaded: dict[str, Any]) -> None:
 
 @pytest.fixture
 def ns() -> Iterator[str]:
-    name = f"s20a{uuid.uuid4().hex[:8]}"
+    name = f"aud{uuid.uuid4().hex[:8]}"
     sh("ip", "netns", "add", name)
     try:
         sh("ip", "-n", name, "link", "add", "s20v0", "type", "veth", "peer", "name", "s20v1")
@@ -165,7 +165,7 @@ def test_parse_kernel_config_is_the_line_loop() -> None:
 # ---- irqbalance: the /proc scan ------------------------------------------------------------
 
 def test_process_running_finds_a_process_by_its_name(tmp_path: Path) -> None:
-    comm = f"s20a{uuid.uuid4().hex[:8]}"  # a name no other process has (comm: 15 at most)
+    comm = f"aud{uuid.uuid4().hex[:8]}"  # a name no other process has (comm: 15 at most)
     program = tmp_path / comm  # a script's process is named after the script
     program.write_text("#!/bin/sh\necho started\nread line\n")
     program.chmod(0o755)

@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.needs_root, pytest.mark.needs_netns]
 
 @pytest.fixture
 def ns() -> Iterator[Netns]:
-    made = Netns(prefix="s20n")
+    made = Netns(prefix="nsf")
     try:
         made.create()
         yield made
@@ -85,11 +85,11 @@ def test_falls_back_to_ip_netns_exec_when_setns_is_refused(
 def test_files_of_etc_netns_are_bound_over_etc_as_ip_netns_exec_does(
         ns: Netns, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / ns.name).mkdir()  # /etc/netns/NS: files ip netns exec bind-mounts on /etc
-    (tmp_path / ns.name / "hosts").write_text("10.9.9.9 s20n-only\n")
+    (tmp_path / ns.name / "hosts").write_text("10.9.9.9 nsf-only\n")
     monkeypatch.setattr(nsfork, "NETNS_ETC_DIR", str(tmp_path))
     before, etc_hosts = mounts(), Path("/etc/hosts").read_text()
     host = Host.live(ns.name, read_only=True)
-    assert host.query(["cat", "/etc/hosts"]).stdout == "10.9.9.9 s20n-only\n"
+    assert host.query(["cat", "/etc/hosts"]).stdout == "10.9.9.9 nsf-only\n"
     assert isinstance(helper_of(host), nsfork.ForkedChild)
     assert Path("/etc/hosts").read_text() == etc_hosts and mounts() == before
 

@@ -28,7 +28,7 @@ def pgrep(name: str) -> bool:
 
 @pytest.mark.skipif(shutil.which("pgrep") is None, reason="needs pgrep (procps)")
 def test_process_running_agrees_with_pgrep(tmp_path: Path) -> None:
-    name = f"s18a{uuid.uuid4().hex[:8]}"  # 12 characters: within comm's 15
+    name = f"rtn{uuid.uuid4().hex[:8]}"  # 12 characters: within comm's 15
     binary = tmp_path / name
     shutil.copy("/bin/sleep", binary)
     host = Host.live()

@@ -45,28 +45,28 @@ def ns_sh(ns: str, *argv: str) -> None:
 
 @pytest.fixture(scope="module")
 def stacked() -> Iterator[str]:
-    """A namespace with br0 (members s18a0, s18a1), a macvlan on br0, a veth whose peer is in
+    """A namespace with br0 (members rtn0, rtn1), a macvlan on br0, a veth whose peer is in
     a second namespace, addresses and default routes of both families."""
-    name = f"s18a{uuid.uuid4().hex[:8]}"
+    name = f"rtn{uuid.uuid4().hex[:8]}"
     peer = f"{name}p"
     try:
         for ns in (name, peer):
             sh("ip", "netns", "add", ns)
-        ns_sh(name, "link", "add", "s18a0", "type", "veth", "peer", "name", "s18a0p")
-        ns_sh(name, "link", "add", "s18a1", "type", "veth", "peer", "name", "s18a1p")
+        ns_sh(name, "link", "add", "rtn0", "type", "veth", "peer", "name", "rtn0p")
+        ns_sh(name, "link", "add", "rtn1", "type", "veth", "peer", "name", "rtn1p")
         ns_sh(name, "link", "add", "br0", "type", "bridge")
         ns_sh(name, "link", "add", "mv0", "link", "br0", "type", "macvlan", "mode", "bridge")
-        ns_sh(name, "link", "add", "s18ax", "type", "veth", "peer", "name", "s18axp",
+        ns_sh(name, "link", "add", "rtnx", "type", "veth", "peer", "name", "rtnxp",
               "netns", peer)
         ns_sh(name, "link", "add", "up0", "type", "veth", "peer", "name", "up1")
-        for dev in ("s18a0", "s18a1"):
+        for dev in ("rtn0", "rtn1"):
             ns_sh(name, "link", "set", dev, "master", "br0")
-        ns_sh(name, "link", "set", "s18a1", "mtu", "9000")
+        ns_sh(name, "link", "set", "rtn1", "mtu", "9000")
         ns_sh(name, "link", "set", "up0", "txqueuelen", "0")
-        for dev in ("lo", "s18a0", "s18a0p", "s18a1", "s18a1p", "br0", "mv0", "s18ax", "up0",
+        for dev in ("lo", "rtn0", "rtn0p", "rtn1", "rtn1p", "br0", "mv0", "rtnx", "up0",
                     "up1"):
             ns_sh(name, "link", "set", dev, "up")
-        ns_sh(peer, "link", "set", "s18axp", "up")
+        ns_sh(peer, "link", "set", "rtnxp", "up")
         ns_sh(name, "addr", "add", "10.18.0.1/24", "dev", "mv0")
         ns_sh(name, "addr", "add", "10.18.1.1/24", "dev", "up0")
         ns_sh(name, "-6", "addr", "add", "2001:db8:18::1/64", "dev", "mv0", "nodad")
@@ -115,10 +115,10 @@ def test_links_routes_and_addresses_match_ip(stacked: str, where: str) -> None:
     got, want = facts.interfaces(kernel), facts.interfaces(ip)
     assert got == want
     if netns:
-        assert want["s18a1"].master == "br0" and want["br0"].members == ("s18a0", "s18a1")
+        assert want["rtn1"].master == "br0" and want["br0"].members == ("rtn0", "rtn1")
         assert want["mv0"].lower == "br0" and want["mv0"].kind == "macvlan"
-        assert want["s18a1"].mtu == 9000 and want["up0"].txqlen == 0
-        assert want["s18ax"].lower is None  # its peer is in another namespace
+        assert want["rtn1"].mtu == 9000 and want["up0"].txqlen == 0
+        assert want["rtnx"].lower is None  # its peer is in another namespace
     for family in ("-4", "-6"):
         routes = facts.default_routes(kernel, family)
         assert routes == facts.default_routes(ip, family)

@@ -113,7 +113,7 @@ def test_a_stage_driven_hard_is_flagged_and_a_light_run_is_not(
     a machine with more cores too."""
     monkeypatch.setenv("DTNKIT_NFQDELAY_ENGINE", "single")
     monkeypatch.setenv("DTNKIT_NFQDELAY_SCHED", "normal")
-    name = f"s18t{secrets.token_hex(3)}"
+    name = f"fid{secrets.token_hex(3)}"
     with lab.path(name, state_root=tmp_path / "lab", rtt_ms=5, rate_bps=1_000_000_000) as p:
         for h in (p.src, p.dst):
             h.run(["sysctl", "-qw", "net.ipv4.tcp_rmem=4096 131072 16777216",

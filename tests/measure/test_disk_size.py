@@ -40,9 +40,9 @@ def tmpfs(tmp_path: Path) -> Iterator[Callable[[str], Path]]:
     mounted: list[Path] = []
 
     def mount(size: str) -> Path:
-        where = tmp_path / f"s18p-{uuid.uuid4().hex[:6]}"
+        where = tmp_path / f"prg-{uuid.uuid4().hex[:6]}"
         where.mkdir()
-        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "s18p-tmpfs",
+        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "prg-tmpfs",
                         str(where)], check=True)
         mounted.append(where)
         return where
@@ -86,7 +86,7 @@ def test_in_memory_the_limit_is_the_ram_available(
 
 def test_more_than_2_gib_runs_where_it_fits(capsys: pytest.CaptureFixture[str]) -> None:
     """2.25 GiB in a directory of /dev/shm (buffered: tmpfs; ~15 s on a loaded 2-core box)."""
-    where = Path(f"/dev/shm/dtnkit-s18p-{uuid.uuid4().hex[:8]}")
+    where = Path(f"/dev/shm/dtnkit-prg-{uuid.uuid4().hex[:8]}")
     where.mkdir()
     try:
         code, doc = probe(capsys, where, "2304MiB", where / "r.sqlite")

@@ -19,7 +19,7 @@ window.addEventListener('load', function () {
               Math.round(r.top + window.scrollY), Math.round(r.width),
               Math.round(r.height)].join(','));
   });
-  var d = document.createElement('pre'); d.id = 's19p-probe';
+  var d = document.createElement('pre'); d.id = 'swr-probe';
   d.textContent = 'FIGS[' + out.join(';') + ']';
   document.body.appendChild(d);
 });

@@ -6,8 +6,8 @@ Stable API (other helpers' tests import it)::
 
     from tests.support.postgres import postgres_server, missing_postgres, needs_postgres
 
-    with postgres_server(tmp_path, "s20s") as pg:
-        pg.url                    # postgresql://postgres@/dtnkit?host=/tmp/s20s-pg-XXXX
+    with postgres_server(tmp_path, "fss") as pg:
+        pg.url                    # postgresql://postgres@/dtnkit?host=/tmp/fss-pg-XXXX
         pg.create_database("x")   # -> the URL of a new database "x"
         pg.password_url           # the same database as role "dtnkit" with a password
         pg.socket_dir, pg.pid, pg.log()

@@ -1,6 +1,6 @@
 """A synthetic sweep run stored in a real results database (the store's own code), with a
-known peak, drop, fluctuation, CPU and completion times: what the s19p tests analyse and
-report on."""
+known peak, drop, fluctuation, CPU and completion times: what the sweep analysis and report
+tests analyse and report on."""
 
 from __future__ import annotations
 

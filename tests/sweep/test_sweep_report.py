@@ -54,7 +54,7 @@ def dtnkit(tmp_path: Path) -> Run:
 def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, object]]:
     """One report of the synthetic run (drawing is the slow part: shared by the tests that
     only read it), through the command with --point by a prefix: (DIR, its JSON output)."""
-    base = tmp_path_factory.mktemp("s19p-report")
+    base = tmp_path_factory.mktemp("swr-report")
     store_run(base / "r.sqlite")
     out, err = io.StringIO(), io.StringIO()
     pid = results()[-1].point.id

@@ -22,7 +22,7 @@ from dtnkit.environment import Environment
 from dtnkit.transfer import tokens
 from dtnkit.transfer.server import ServerHandle, start_server
 
-RW, RO = "t19rw", "t19ro"
+RW, RO = "tagrw", "tagro"
 needs_promtool = pytest.mark.skipif(shutil.which("promtool") is None, reason="needs promtool")
 
 

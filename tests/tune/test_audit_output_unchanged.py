@@ -44,7 +44,7 @@ def before(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
                              capture_output=True, check=False)
     if archive.returncode != 0:
         pytest.skip(f"commit {SAME_AS[:7]} is not in this checkout")
-    tree = tmp_path_factory.mktemp("s20a-before")
+    tree = tmp_path_factory.mktemp("aud-before")
     with tarfile.open(fileobj=BytesIO(archive.stdout)) as tar:
         tar.extractall(tree)  # our own commit (3.11.2 has no filter=)
     return [sys.executable, "-c", f"import sys; sys.path.insert(0, {str(tree / 'src')!r}); "
@@ -55,7 +55,7 @@ def before(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
 @pytest.fixture(scope="module")
 def ns() -> Iterator[str]:
     """A namespace holding one end of a veth pair (its peer in a second namespace), up."""
-    with veth_peer_netns("s20a") as name:
+    with veth_peer_netns("aud") as name:
         yield name
 
 

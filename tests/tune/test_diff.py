@@ -41,7 +41,7 @@ def diff_json(env: Environment, *argv: str) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def saved_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The snapshots of dtn-a and dtn-b, saved once for the module (a save takes ~1 s)."""
-    state = tmp_path_factory.mktemp("s18v-state")
+    state = tmp_path_factory.mktemp("voc-state")
     env = Environment(state_dir=state, results_db=state / "r.sqlite",
                       lab_state_root=state / "lab", stdin=io.StringIO(), stdout=io.StringIO(),
                       stderr=io.StringIO())

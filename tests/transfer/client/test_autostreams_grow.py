@@ -45,7 +45,7 @@ raise SystemExit(main(sys.argv[1:]))
 @pytest.fixture(scope="module")
 def lab21(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeLab]:
     # "big": long enough for the first stream to leave slow start and show what holds it
-    with serve_lab(tmp_path_factory.mktemp("s21u"), f"a21{secrets.token_hex(2)}", rtt_ms=100,
+    with serve_lab(tmp_path_factory.mktemp("grow"), f"grws{secrets.token_hex(2)}", rtt_ms=100,
                    files={"f": 32 * MiB, "big": 96 * MiB}, wrapper=SLOW_FIRST) as lab_:
         for key in ("net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem"):
             lab_.sysctl(key, TUNED, "dst")

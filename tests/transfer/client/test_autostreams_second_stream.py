@@ -69,7 +69,7 @@ def test_streams_that_end_while_watched_did_not_show_it() -> None:
 def lab23(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeLab]:
     # "big": long enough for the first stream to leave slow start and the second to show
     # what holds them (1 Gbit/s: 0.8 s)
-    with serve_lab(tmp_path_factory.mktemp("s23a"), f"p23{secrets.token_hex(2)}", rtt_ms=10,
+    with serve_lab(tmp_path_factory.mktemp("two"), f"twos{secrets.token_hex(2)}", rtt_ms=10,
                    files={"big": 96 * MiB}, wrapper="") as lab_:
         lab_.sysctl("net.ipv4.tcp_wmem", UNTUNED_WMEM)
         yield lab_

@@ -64,7 +64,7 @@ raise SystemExit(code)
 @pytest.fixture(scope="module")
 def lab22(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeLab]:
     # "big": long enough for four streams to leave slow start and show what holds them
-    with serve_lab(tmp_path_factory.mktemp("s22m"), f"m22{secrets.token_hex(2)}", rtt_ms=50,
+    with serve_lab(tmp_path_factory.mktemp("ast"), f"autos{secrets.token_hex(2)}", rtt_ms=50,
                    files={"f": 8 * MiB, "big": 64 * MiB}, wrapper=TIMELINE) as lab_:
         lab_.sysctl("net.ipv4.tcp_wmem", UNTUNED_WMEM)
         yield lab_

@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.needs_root, pytest.mark.needs_netns]
 
 CAPTURE = Path(__file__).with_name("flowlabel_capture.py")
 A_ADDR, B_ADDR = "fd19:7419::1", "fd19:7419::2"
-RW = "t19rw"
+RW = "tagrw"
 
 
 def sh(*argv: str) -> subprocess.CompletedProcess[str]:
@@ -32,15 +32,15 @@ def sh(*argv: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture
 def pair() -> Iterator[tuple[str, str]]:
-    """Namespaces t19a… and t19b… joined by a veth pair, IPv6 addresses without DAD."""
+    """Namespaces fla… and flb… joined by a veth pair, IPv6 addresses without DAD."""
     tag = uuid.uuid4().hex[:6]
-    a, b = f"t19a{tag}", f"t19b{tag}"
+    a, b = f"fla{tag}", f"flb{tag}"
     try:
         sh("ip", "netns", "add", a)
         sh("ip", "netns", "add", b)
-        sh("ip", "-n", a, "link", "add", "t19v0", "type", "veth", "peer", "name", "t19v1",
+        sh("ip", "-n", a, "link", "add", "tagv0", "type", "veth", "peer", "name", "tagv1",
            "netns", b)
-        for ns, dev, addr in ((a, "t19v0", A_ADDR), (b, "t19v1", B_ADDR)):
+        for ns, dev, addr in ((a, "tagv0", A_ADDR), (b, "tagv1", B_ADDR)):
             sh("ip", "-n", ns, "link", "set", "lo", "up")
             sh("ip", "-n", ns, "addr", "add", f"{addr}/64", "dev", dev, "nodad")
             sh("ip", "-n", ns, "link", "set", dev, "up")
@@ -83,7 +83,7 @@ def upload(tmp_path: Path, pair: tuple[str, str], extra: list[str]) -> list[list
         m = re.search(r"listening on (http://\[[0-9a-f:]+\]:([0-9]+)/)", line)
         assert m, line
         url, port = m.group(1), m.group(2)
-        capture = in_ns(b, str(CAPTURE), "t19v1", port, stdin=subprocess.PIPE,
+        capture = in_ns(b, str(CAPTURE), "tagv1", port, stdin=subprocess.PIPE,
                         stdout=subprocess.PIPE)
         assert capture.stdout is not None and capture.stdin is not None
         assert capture.stdout.readline().strip() == "ready"

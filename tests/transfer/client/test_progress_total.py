@@ -22,7 +22,7 @@ from dtnkit.transfer.client.options import Options
 from dtnkit.transfer.server import ServerHandle
 
 SIZE = 3 * 2**20 + 12345
-TOKEN = "s23b-rw"
+TOKEN = "ptot-rw"
 
 
 @pytest.fixture

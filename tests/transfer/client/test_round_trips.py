@@ -39,7 +39,7 @@ served = test_wan_receive.served
 
 BLOCK = 64 * 1024
 SIZE = 12 * BLOCK - 1000
-RW = "s18w-rw"
+RW = "trip-rw"
 
 
 def opts(**kw: object) -> Options:
@@ -231,7 +231,7 @@ def test_requests_on_a_50ms_lab_path(tmp_path: Path, monkeypatch: pytest.MonkeyP
     data = payload(16 * 2**20, seed=12)
     (root / "f").write_bytes(data)
     log = tmp_path / "serve.log"
-    with lab.path(f"s18w{secrets.token_hex(2)}", state_root=state, rtt_ms=50,
+    with lab.path(f"trip{secrets.token_hex(2)}", state_root=state, rtt_ms=50,
                   rate_bps=10**9) as p, open(log, "w") as errlog:
         server = p.dst.popen([sys.executable, "-m", "dtnkit", "serve", "--root", str(root),
                               "--host", p.dst.address, "--port", "0", "--anonymous-read"],

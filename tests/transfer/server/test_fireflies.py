@@ -33,7 +33,7 @@ SCHEMA = json.loads((Path(__file__).parents[2] / "fixtures" / "scitags"
 VALIDATOR = jsonschema.Draft202012Validator(
     SCHEMA, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
 HEAD = "<134>1 "
-RW, RO = "t19rw", "t19ro"
+RW, RO = "tagrw", "tagro"
 SIZE = 3 * 2**20 + 17
 
 
@@ -270,7 +270,7 @@ def test_third_party_copy_forwards_the_tag_to_the_passive_party(
 def test_serve_cli_refuses_a_bad_firefly_destination(
         tmp_path: Path, environment: Environment) -> None:
     for dest, why in (("host:0", "port '0' is not 1-65535"), ("[::1", "is not HOST:PORT"),
-                      ("t19-no-such-host.invalid", "does not resolve"), (":99", "no host")):
+                      ("tag-no-such-host.invalid", "does not resolve"), (":99", "no host")):
         code = main(["serve", "--root", str(tmp_path), "--anonymous-read", "--port", "0",
                      "--firefly-dest", dest], environment)
         err = taken(environment.stderr)

@@ -28,7 +28,7 @@ from dtnkit.transfer.client.options import Options
 from dtnkit.transfer.server import ServerHandle, adapter, start_server
 
 MiB = 2**20
-TOKEN = "s22u-rw"
+TOKEN = "putr-rw"
 SIZE = 6 * MiB + 12345  # six whole receive buffers and a piece
 
 

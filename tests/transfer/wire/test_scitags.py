@@ -141,7 +141,7 @@ def test_scitags_refresh_keeps_a_checked_registry_and_names_resolve_with_it(
         environment: Environment, tmp_path: Path) -> None:
     mine = tmp_path / "api.json"
     mine.write_bytes(json.dumps({"experiments": [
-        {"expName": "t19exp", "expId": 300, "activities": [
+        {"expName": "tagexp", "expId": 300, "activities": [
             {"activityName": "bulk", "activityId": 7}]}], "version": 1,
         "modified": "2026-12-01T00:00:00+00:00"}).encode())
     assert main(["scitags", "refresh", str(mine), "--format", "json"], environment) == 0
@@ -149,16 +149,16 @@ def test_scitags_refresh_keeps_a_checked_registry_and_names_resolve_with_it(
     assert doc["experiments"] == 1 and Path(doc["kept"]).is_file()
     assert main(["scitags", "list", "--format", "json"], environment) == 0
     listed = json.loads(taken(environment.stdout))
-    assert listed["activities"] == [{"experiment": "t19exp", "experiment_id": 300,
+    assert listed["activities"] == [{"experiment": "tagexp", "experiment_id": 300,
                                      "activity": "bulk", "activity_id": 7,
                                      "scitag": 300 << 6 | 7}]
-    assert reg.load(None, environment.state_dir).resolve("t19exp", "bulk") == 300 << 6 | 7
+    assert reg.load(None, environment.state_dir).resolve("tagexp", "bulk") == 300 << 6 | 7
     bad = tmp_path / "bad.json"
     bad.write_text('{"experiments": [{"expName": "x", "expId": 5000}]}')
     assert main(["scitags", "refresh", str(bad)], environment) == 9
     assert "is not valid" in taken(environment.stderr)
     kept = json.loads(Path(doc["kept"]).read_text())  # the good one stayed
-    assert kept["experiments"][0]["expName"] == "t19exp"
+    assert kept["experiments"][0]["expName"] == "tagexp"
 
 
 def test_scitags_list_table_fits_80_columns(environment: Environment) -> None:
