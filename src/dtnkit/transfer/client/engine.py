@@ -501,6 +501,8 @@ class ReceiveLane:
             self.hasher.close()
             if self.hasher.error is not None:
                 raise self.hasher.error
+        if self.stage.error is not None:
+            raise self.stage.error
 
 
 #: a block being sent: its buffer, its bytes, their adler32/crc32c value (or None)
@@ -655,8 +657,10 @@ class Engine:
                 if conn is not None:
                     self._live[stream.index] = conn
                 conn = self._move(stream, lane, conn)
-                if conn is None:
-                    return  # stopped, or its connection is gone (cut where work was taken)
+                if conn is None:  # stopped, or its connection is gone (cut where work was
+                    if not self.stop.is_set():  # taken): what it received is still written
+                        lane.drain()
+                    return
                 with self.lock:
                     more = not self.errors and self.dispatch.more(stream)
                 if not more:
