@@ -22,11 +22,9 @@ from dtnkit.transfer.client.ends import (
     HttpRangeSource,
     LocalFileSource,
     SessionSink,
-    SinglePut,
-    pump,
-    response_chunks,
 )
 from dtnkit.transfer.client.engine import move
+from dtnkit.transfer.client.oneput import SinglePut, pump, response_chunks
 from dtnkit.transfer.client.policy import StreamPlan
 from dtnkit.transfer.client.request import CopyRequest, CopyRun
 from dtnkit.transfer.client.session import Session, Url

@@ -18,8 +18,8 @@ import pytest
 
 from dtnkit.transfer import tokens
 from dtnkit.transfer.client.copy import copy
-from dtnkit.transfer.client.ends import put_body
 from dtnkit.transfer.client.errors import FatalHttp, TransferError
+from dtnkit.transfer.client.oneput import put_body
 from dtnkit.transfer.client.request import CopyRequest, CopyRun
 from dtnkit.transfer.client.session import MAX_REDIRECTS, Session, Url, follow_redirect
 from dtnkit.transfer.client.tpc import TpcError, request_copy

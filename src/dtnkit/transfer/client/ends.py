@@ -5,20 +5,16 @@ Block sources: :class:`HttpRangeSource` (``GET`` with ``Range`` + ``If-Range``) 
 file or a character device) and :class:`SessionSink` (``PUT`` + ``Content-Range`` into an
 upload session).  The engine (:mod:`~dtnkit.transfer.client.engine`) pairs any source with
 any sink on its streams: a download is HTTP ranges -> file, a multi-stream upload is local
-file -> session, a relay is HTTP ranges -> session.
-
-One PUT of a whole body (no blocks) is the :class:`SinglePut` sink, fed chunk by chunk by
-:func:`pump`: a local file (:func:`put_body`) or a source's ``GET`` body (a relay).
+file -> session, a relay is HTTP ranges -> session.  One ``PUT`` of a whole body, without
+blocks, is :mod:`~dtnkit.transfer.client.oneput`'s.
 """
 
 from __future__ import annotations
 
 import http.client
-import io
-import select
 import threading
 import weakref
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
 
@@ -26,7 +22,6 @@ from dtnkit.transfer import checksum, pipeline
 from dtnkit.transfer.client.answers import check_content_range
 from dtnkit.transfer.client.blocks import BufferPool, pwrite_all, read_back
 from dtnkit.transfer.client.errors import (
-    DestinationExists,
     FatalHttp,
     Refused,
     Retryable,
@@ -170,6 +165,9 @@ class ReadBlock(Protocol):
 
 # =========================================================================== sinks
 
+#: The longest answer head a pipelined upload stream reads.
+_MAX_HEAD = 65536
+
 
 class FileSink:
     """A local file written at block offsets: a part file, or a character device."""
@@ -286,168 +284,3 @@ class SessionSink:
             ("rerun the same command to resume (the ranges already sent are kept on the "
              "server); " if self.resume else "")
             + "check that the server is up; raise --retries or --stall-timeout")
-
-
-# =========================================================================== one PUT
-
-#: How long a PUT waits for ``100 Continue`` (or an early final answer: a redirect, 401, 403)
-#: before sending the body anyway, as RFC 9110 asks of clients (a server may ignore Expect).
-EXPECT_WAIT = 1.0
-_MAX_LINE = 8192
-_MAX_HEAD = 65536
-
-Answer = tuple[int, dict[str, str], bytes]
-
-
-def _answer_head(fp: io.RawIOBase, what: str) -> tuple[int, dict[str, str]]:
-    """The status and lower-cased headers of an answer, read byte by byte (nothing past
-    it)."""
-    def line() -> bytes:
-        out = bytearray()
-        while not out.endswith(b"\n"):
-            c = fp.read(1)
-            if not c or len(out) > _MAX_LINE:
-                raise Retryable(f"{what}: malformed or truncated answer")
-            out += c
-        return bytes(out)
-
-    parts = line().split(None, 2)
-    if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
-        raise Retryable(f"{what}: not an HTTP status line: {b' '.join(parts[:2])!r}")
-    status = int(parts[1])
-    headers: dict[str, str] = {}
-    for _ in range(100):
-        raw = line()
-        if raw in (b"\r\n", b"\n"):
-            break
-        key, _sep, value = raw.decode("latin-1").partition(":")
-        headers[key.strip().lower()] = value.strip()
-    return status, headers
-
-
-def early_answer(conn: http.client.HTTPConnection, wait: float = EXPECT_WAIT) -> Answer | None:
-    """After request headers with ``Expect: 100-continue``: None when the body may go (``100
-    Continue``, or no answer within *wait*); otherwise the server's final answer (status,
-    lower-cased headers, body up to 64 KiB), and the body must not be sent."""
-    sock = conn.sock
-    pending = getattr(sock, "pending", None)  # TLS: bytes OpenSSL has read already
-    if not (pending is not None and pending()) and not select.select([sock], [], [], wait)[0]:
-        return None
-    # unbuffered: reads nothing past the interim answer (the server sends nothing more until
-    # it has the body), so http.client can still read the final response afterwards
-    fp = sock.makefile("rb", buffering=0)
-    try:
-        status, headers = _answer_head(fp, "PUT")
-        if status == 100:
-            return None
-        length = headers.get("content-length", "0")
-        want = min(int(length) if length.isascii() and length.isdigit() else 0, 65536)
-        body = bytearray()
-        while len(body) < want:
-            chunk = fp.read(want - len(body))
-            if not chunk:
-                break
-            body += chunk
-        return status, headers, bytes(body)
-    finally:
-        fp.close()
-
-
-class SinglePut:
-    """One ``PUT`` of a whole body on its own connection.  With *expect* (and a body) it asks
-    ``Expect: 100-continue`` first, so a refusal (401, 403) or a redirect costs no bytes."""
-
-    def __init__(self, session: Session, url: Url, size: int, extra: dict[str, str], *,
-                 expect: bool, conn: http.client.HTTPConnection | None = None,
-                 refuse_existing: bool = False) -> None:
-        self.session, self.url, self.size = session, url, size
-        self.extra, self.expect = extra, expect and size > 0
-        self.conn = conn or session.connect()  # a given keep-alive one needs no handshake
-        self.refuse_existing = refuse_existing
-
-    def open(self) -> Answer | None:
-        """Send the request headers; the server's early answer when the body must not go.
-
-        With *refuse_existing* a ``HEAD`` goes first on the same connection (no handshake of
-        its own), for servers that ignore ``If-None-Match: *``; DestinationExists when it
-        answers 200, and nothing of the PUT is sent."""
-        extra = {**self.extra, "Expect": "100-continue"} if self.expect else self.extra
-
-        def put_head() -> None:
-            self.conn.putrequest("PUT", self.url.path, skip_accept_encoding=True)
-            for key, value in self.session.headers(extra).items():
-                self.conn.putheader(key, value)
-            self.conn.endheaders()
-
-        if self.refuse_existing:
-            # not pipelined with the PUT's head: a server that ignores If-None-Match (XRootD
-            # 5.5.3) truncates the target on the PUT's head alone, body or not
-            status = self.session.request("HEAD", self.url, conn=self.conn)[0]
-            if status == 200:
-                raise DestinationExists(str(self.url))
-        put_head()
-        return early_answer(self.conn) if self.expect else None
-
-    def write(self, data: memoryview) -> None:
-        self.conn.sock.sendall(data)
-
-    def finish(self) -> Answer:
-        r = self.conn.getresponse()
-        return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
-
-    def close(self) -> None:
-        self.conn.close()
-
-
-def pump(chunks: Iterable[memoryview], sink: SinglePut, hasher: checksum.Checksum | None,
-         progress: Callable[[int], None] | None) -> int:
-    """Send *chunks* in order into *sink*, hashing each as sent (FIVER); the bytes sent."""
-    sent = 0
-    for view in chunks:
-        if hasher is not None:
-            hasher.update(view)  # FIVER: hash the bytes read for sending
-        sink.write(view)
-        sent += len(view)
-        if progress is not None:
-            progress(len(view))
-    return sent
-
-
-def put_body(session: Session, url: Url, fd: int, size: int, extra: dict[str, str],
-             hasher: checksum.Checksum | None,
-             conn: http.client.HTTPConnection | None = None,
-             refuse_existing: bool = False) -> Answer:
-    """One PUT of the local file *fd* (``Expect: 100-continue`` first), on *conn* when given
-    (a keep-alive connection), else on a new one; with *refuse_existing* a HEAD pipelined
-    before it (:class:`SinglePut`); connection trouble is :class:`Retryable`."""
-    sink = SinglePut(session, url, size, extra, expect=True, conn=conn,
-                     refuse_existing=refuse_existing)
-    try:
-        early = sink.open()
-        if early is not None:
-            return early
-        source = LocalFileSource(fd, f"fd {fd}")
-        run = session.run
-        sent = pump(source.chunks(size, run.request.block_size), sink, hasher, run.progress)
-        if sent < size:
-            raise TransferError(f"source {size}", f"ended at {sent} bytes",
-                                "do not modify files while copying them")
-        return sink.finish()
-    except (OSError, http.client.HTTPException, ValueError) as exc:
-        raise Retryable(f"PUT {url}: {exc.__class__.__name__}: {exc}") from exc
-    finally:
-        sink.close()
-
-
-def response_chunks(r: http.client.HTTPResponse, size: int, buf: bytearray,
-                    what: str) -> Iterator[memoryview]:
-    """The body of *r* (*size* bytes) through *buf*, chunk by chunk; Retryable when it ends
-    early."""
-    view = memoryview(buf)
-    got = 0
-    while got < size:
-        n = r.readinto(view[:min(len(buf), size - got)])
-        if not n:
-            raise Retryable(f"{what}: closed after {got} of {size} bytes")
-        got += n
-        yield view[:n]

@@ -3,47 +3,33 @@
 On N streams through an upload session when B has them: the pairing
 :class:`~dtnkit.transfer.client.ends.HttpRangeSource` (on its own connections) ->
 :class:`~dtnkit.transfer.client.ends.SessionSink`; else one GET from A piped into one PUT to
-B carrying A's digest.  The bytes are hashed in flight and compared with A's ``Digest``
-before B commits.
+B carrying A's digest (:func:`~dtnkit.transfer.client.oneput.relay_put_once`).  The bytes
+are hashed in flight and compared with A's ``Digest`` before B commits.
 """
 
 from __future__ import annotations
 
 import contextlib
-import http.client
 from collections.abc import Iterator
 
 from dtnkit.errors import BadInput
 from dtnkit.transfer import checksum, pipeline
 from dtnkit.transfer.client import upload_session
-from dtnkit.transfer.client.answers import content_length
 from dtnkit.transfer.client.blocks import Background
-from dtnkit.transfer.client.ends import (
-    HttpRangeSource,
-    SessionSink,
-    SinglePut,
-    pump,
-    response_chunks,
-)
+from dtnkit.transfer.client.ends import HttpRangeSource, SessionSink
 from dtnkit.transfer.client.engine import move
 from dtnkit.transfer.client.errors import (
     ChecksumMismatch,
-    Retryable,
     SessionLost,
     UseSinglePut,
-    reason,
 )
+from dtnkit.transfer.client.oneput import relay_put_once
 from dtnkit.transfer.client.policy import StreamPlan
 from dtnkit.transfer.client.request import CopyRun, FileResult
 from dtnkit.transfer.client.session import (
     RemoteInfo,
     Session,
     Url,
-    check_status,
-    create_only,
-    discard_remote,
-    existing_after_412,
-    missing_parent,
     mkcol,
     refuse_existing,
     source_digest,
@@ -128,58 +114,6 @@ def relay_session_once(src_session: Session, src: Url, info: RemoteInfo,
         if expected is not None:
             with contextlib.suppress(BaseException):
                 expected.result()
-
-
-def relay_put_once(src_session: Session, src: Url, dst_session: Session, dst: Url,
-                   run: CopyRun) -> FileResult:
-    """One GET stream from the source piped into one PUT carrying the source's digest."""
-    request = run.request
-    verify = request.verify_plan()
-    name = verify.algorithm
-    want = source_digest(src_session, src, name) if verify.checks else None
-    hasher = checksum.new(name) if verify.checks else None
-    sconn = src_session.connect()
-    sink: SinglePut | None = None
-    try:
-        try:
-            sconn.request("GET", src.path, headers=src_session.headers())
-            r = sconn.getresponse()
-        except (OSError, http.client.HTTPException) as exc:
-            raise ChecksumMismatch(f"GET {src}", f"failed ({exc})", "retry") from None
-        if r.status != 200:
-            check_status(r.status, f"GET {src}", r.read(4096), ok=(200,))
-        size = content_length(r.headers.get("Content-Length"), f"GET {src}", default=None)
-        extra = {"Content-Length": str(size), "Content-Type": "application/octet-stream",
-                 **create_only(request.overwrite)}
-        if want is not None:
-            extra["Digest"] = format_digest(name, want)
-        buf = bytearray(max(1, min(request.block_size, size, 2**20 * 4)))
-        sink = SinglePut(dst_session, dst, size, extra, expect=False)
-        try:
-            sink.open()
-            pump(response_chunks(r, size, buf, f"GET {src}"), sink, hasher, run.progress)
-            status, _headers, body = sink.finish()
-        except (Retryable, OSError, http.client.HTTPException) as exc:
-            raise ChecksumMismatch(f"relay {src} -> {dst}", f"broke off ({exc})",
-                                   "retry") from None
-        existing_after_412(dst_session, dst, status, request.overwrite)
-        if status == 412:
-            raise ChecksumMismatch(f"checksum mismatch for {src} -> {dst}",
-                                   f"the destination refused the body: {reason(body)}",
-                                   "retry; if it persists, check the source storage")
-        missing_parent(status, f"PUT {dst}", body, request.parents)
-        check_status(status, f"PUT {dst}", body, ok=(200, 201, 204))
-        got = hasher.digest() if hasher is not None else None
-        if got is not None and want is not None and got != want:
-            raise discard_remote(dst_session, dst, f"checksum mismatch for {src} -> {dst}",
-                                 f"{name} source {verify.show(want)}, relayed "
-                                 f"{verify.show(got)}")
-        return FileResult(str(src), str(dst), size, got, verify.upload_level,
-                          upload_streams=1, algorithm=name)
-    finally:
-        sconn.close()
-        if sink is not None:
-            sink.close()
 
 
 def relay_walk(src_session: Session, src: Url, dst_session: Session,

@@ -13,7 +13,7 @@ file is sent again (up to ``--retries``: the run's
 (:class:`~dtnkit.transfer.client.journals.UploadJournal`); the same command run again asks
 the server which ranges it has and sends only the others.
 
-Else one PUT (:func:`~dtnkit.transfer.client.ends.put_body`): ``sequential`` sends a
+Else one PUT (:func:`~dtnkit.transfer.client.oneput.upload_once`): ``sequential`` sends a
 ``Digest`` header computed before (the server verifies before committing); ``block`` hashes
 the bytes in the pass that reads them for sending (FIVER); ``block`` and ``file`` then compare
 with the server's ``Want-Digest`` answer and DELETE the remote file on a mismatch.
@@ -28,37 +28,24 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from dtnkit.errors import BadInput
 from dtnkit.transfer import checksum, pipeline
 from dtnkit.transfer.client import upload_session
 from dtnkit.transfer.client.blocks import read_back
-from dtnkit.transfer.client.ends import LocalFileSource, SessionSink, put_body
+from dtnkit.transfer.client.ends import LocalFileSource, SessionSink
 from dtnkit.transfer.client.engine import move
 from dtnkit.transfer.client.errors import (
     ChecksumMismatch,
-    Retryable,
     SessionLost,
     TransferError,
     UseSinglePut,
-    reason,
 )
 from dtnkit.transfer.client.journals import UploadJournal, journal_dir
+from dtnkit.transfer.client.oneput import upload_once
 from dtnkit.transfer.client.policy import StreamPlan
 from dtnkit.transfer.client.request import CopyRun, FileResult
 from dtnkit.transfer.client.session import (
-    MAX_REDIRECTS,
-    REDIRECTS,
     Session,
     Url,
-    answered_digest,
-    check_status,
-    create_only,
-    discard_remote,
-    existing_after_412,
-    follow_redirect,
-    missing_parent,
-    source_digest,
-    want_name,
 )
 from dtnkit.transfer.client.verify import Verify
 from dtnkit.transfer.wire.digests import format_digest
@@ -74,7 +61,7 @@ def upload(session: Session, src: Path, url: Url, run: CopyRun) -> FileResult:
     gives ``--streams auto`` its round-trip time: the session start (which carries
     ``If-None-Match: *`` itself, so no HEAD goes first), then that connection is the first
     stream's; or, for one PUT, the HEAD that refuses an existing file pipelined with the
-    PUT's head (:class:`~dtnkit.transfer.client.ends.SinglePut`)."""
+    PUT's head (:class:`~dtnkit.transfer.client.oneput.SinglePut`)."""
     note: str | None = None
     conn = session.connect()
     try:
@@ -95,100 +82,6 @@ def upload(session: Session, src: Path, url: Url, run: CopyRun) -> FileResult:
     result.retries += restarts
     result.note = result.note or note
     return result
-
-
-class ServerError(Retryable):
-    """A 5xx answer to a PUT: worth another try; when the tries run out, the answer is what
-    is told."""
-
-    def __init__(self, status: int, body: bytes) -> None:
-        super().__init__(f"HTTP {status} {reason(body)}")
-        self.status, self.body = status, body
-
-
-def upload_once(session: Session, src: Path, url: Url, run: CopyRun,
-                conn: http.client.HTTPConnection | None = None) -> FileResult:
-    """One PUT of the whole file, with its redirects and retries; the first attempt on
-    *conn* when given (a keep-alive connection to the server)."""
-    request = run.request
-    verify = request.verify_plan()
-    name = verify.algorithm
-    try:
-        fd = os.open(src, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError as exc:
-        raise BadInput(f"source {src}", exc.strerror or str(exc), "check the path") from None
-    try:
-        size = os.fstat(fd).st_size
-        extra = {"Content-Length": str(size), "Content-Type": "application/octet-stream",
-                 **create_only(request.overwrite)}
-        if verify.checks:
-            # ask the server to hash while it receives and answer with the Digest (RFC 3230),
-            # instead of reading the new file back for a HEAD afterwards
-            extra["Want-Digest"] = want_name(name)
-        local: bytes | None = None
-        if verify.sequential:
-            local = pipeline.checksum_fd(fd, name, size, request.block_size)
-            extra["Digest"] = format_digest(name, local)
-        retries = hops = 0
-        target, target_session = url, session  # where the body goes (after redirects)
-
-        def put() -> tuple[int, dict[str, str], bytes, checksum.Checksum | None]:
-            """One PUT, following redirects (a door sending the body to a pool: dCache)."""
-            nonlocal conn, hops, target, target_session
-            while True:
-                hasher = checksum.new(name) if verify.block else None
-                given, conn = conn, None  # put_body closes it: a retry makes its own
-                status, headers, body = put_body(
-                    target_session, target, fd, size, extra, hasher, given,
-                    refuse_existing=not request.overwrite and hops == 0)
-                if status >= 500:
-                    raise ServerError(status, body)
-                if status not in REDIRECTS:
-                    return status, headers, body, hasher
-                hops += 1
-                if hops > MAX_REDIRECTS:
-                    raise TransferError(f"PUT {url}", f"more than {MAX_REDIRECTS} redirects",
-                                        "check the server's redirect configuration")
-                target = follow_redirect(target, headers.get("location"), f"PUT {target}")
-                target_session = session.for_url(target)
-
-        def retried() -> None:
-            nonlocal retries
-            retries += 1
-
-        def give_up(attempts: int, exc: BaseException) -> TransferError:
-            if isinstance(exc, ServerError):
-                return TransferError(f"PUT {url}", f"HTTP {exc.status} {reason(exc.body)}",
-                                     "check the server log")
-            return TransferError(f"PUT {url}", f"failed after {attempts} attempts ({exc})",
-                                 "check that the server is up")
-
-        status, headers, body, hasher = request.retry.call(f"PUT {url}", put,
-                                                           retried=retried, give_up=give_up)
-        existing_after_412(target_session, target, status, request.overwrite)
-        if status == 412 and verify.sequential:
-            raise ChecksumMismatch(f"checksum mismatch for {src} -> {url}",
-                                   f"the server refused the body: {reason(body)}",
-                                   "retry; if it persists, check the source storage")
-        missing_parent(status, f"PUT {url}", body, request.parents)
-        check_status(status, f"PUT {url}", body, ok=(200, 201, 204))
-        if hasher is not None:
-            local = hasher.digest()
-        elif verify.verify is Verify.FILE:
-            local = pipeline.checksum_fd(fd, name, size, request.block_size)
-        if verify.checks:
-            remote = answered_digest(headers, name)
-            if remote is None:  # not every server answers Want-Digest on a PUT
-                remote = source_digest(session, url, name)
-            if local is not None and remote != local:
-                raise discard_remote(session, url, f"checksum mismatch for {src} -> {url}",
-                                     f"{name} local {verify.show(local)}, remote "
-                                     f"{verify.show(remote)}")
-        # the server fsyncs before its rename: an upload is at least durable
-        return FileResult(str(src), str(url), size, local, verify.upload_level, retries,
-                          upload_streams=1, algorithm=name)
-    finally:
-        os.close(fd)
 
 
 def session_lost(what: str) -> Callable[[BaseException, int], TransferError]:
