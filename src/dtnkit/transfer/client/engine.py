@@ -377,12 +377,14 @@ class ReceiveLane:
     handed to a writer stage (:class:`~dtnkit.transfer.pipeline.Stage`, a bounded queue), so
     the stream's thread only receives while another writes and, at the end of each block,
     lands it (:class:`~dtnkit.transfer.client.blocks.Landing`).  A broken connection resumes
-    with a new ``GET`` from the first block not yet received."""
+    with a new ``GET`` from the first block not yet received.  Without a *stage_depth* the
+    stream writes and lands its blocks itself (a ``GET`` per block from the queue, for an
+    ordered digest, whose hashing waits for the blocks before anyway)."""
 
     depth = 1
 
     def __init__(self, source: HttpRangeSource, sink: FileSink, landing: Landing, size: int,
-                 stage_depth: int, reach: Callable[[pipeline.Block], int],
+                 stage_depth: int | None, reach: Callable[[pipeline.Block], int],
                  opened: OpenResponse | None = None) -> None:
         self.source, self.sink, self.landing, self.size = source, sink, landing, size
         self.reach = reach
@@ -390,8 +392,9 @@ class ReceiveLane:
         self.received = 0  # bytes received (read by the stream policy's watching)
         self.current: http.client.HTTPConnection | None = None  # the one being read
         self.hasher = landing.hasher()
-        self.stage: pipeline.Stage[_Item] = pipeline.Stage(self._consume, stage_depth,
-                                                           "dtnkit-write")
+        self.stage: pipeline.Stage[_Item] | None = (
+            pipeline.Stage(self._consume, stage_depth, "dtnkit-write")
+            if stage_depth is not None else None)
 
     def queued(self) -> int:
         """Bytes that arrived on the connection being read but are not read yet (the
@@ -441,7 +444,7 @@ class ReceiveLane:
 
     def send(self, conn: http.client.HTTPConnection, b: pipeline.Block,
              state: _Receiving) -> None:
-        if state.tries:
+        if state.tries and self.stage is not None:
             self.stage.drain()  # an earlier attempt's chunks are written before buf is refilled
         state.tries += 1
         self.current = conn
@@ -460,7 +463,7 @@ class ReceiveLane:
             got += n
             self.received += n
             if got - posted >= CHUNK or got == b.length:
-                self.stage.put((b.offset + posted, b, view[posted:got], None))
+                self._hand((b.offset + posted, b, view[posted:got], None))
                 posted = got
         body_end = self.open.end if self.open is not None else b.end
         if b.end == self.reach(b) or b.end >= body_end:  # the end of the run or the body
@@ -477,7 +480,13 @@ class ReceiveLane:
         return None
 
     def finish(self, b: pipeline.Block, state: _Receiving) -> None:
-        self.stage.put((-1, b, memoryview(b""), state.buf))
+        self._hand((-1, b, memoryview(b""), state.buf))
+
+    def _hand(self, item: _Item) -> None:
+        if self.stage is not None:
+            self.stage.put(item)
+        else:
+            self._consume(item)
 
     def _consume(self, item: _Item) -> None:
         offset, b, data, buf = item
@@ -493,15 +502,17 @@ class ReceiveLane:
         return conn.sock is not None
 
     def drain(self) -> None:
-        self.stage.drain()
+        if self.stage is not None:
+            self.stage.drain()
 
     def close(self) -> None:
-        self.stage.close()
+        if self.stage is not None:
+            self.stage.close()
         if self.hasher is not None:
             self.hasher.close()
             if self.hasher.error is not None:
                 raise self.hasher.error
-        if self.stage.error is not None:
+        if self.stage is not None and self.stage.error is not None:
             raise self.stage.error
 
 
@@ -808,20 +819,21 @@ def move(source: HttpRangeSource | ReadBlock, sink: FileSink | SessionSink,
              if first is not None and opened is not None and blocks and blocks[0].offset == 0
              else None)
     dispatch: Dispatch
-    if plan.most > 1 and landing.ordered is not None:
+    queued = plan.most > 1 and landing.ordered is not None
+    if queued:
         if opened is not None and first is not None:  # a whole-file GET: drop it
             first.close()
             first, whole = None, None
-        dispatch, count, stage = BlockQueue(blocks), min(plan.most, len(blocks)), plan.most
+        dispatch, count = BlockQueue(blocks), min(plan.most, len(blocks))
     else:
         groups = spans(blocks, plan.start)
-        dispatch, count, stage = Shares(groups, source.session.rtt), len(groups), len(groups)
+        dispatch, count = Shares(groups, source.session.rtt), len(groups)
 
     def receiving(stream: Stream) -> Lane:
         # memory as one stream's: a stream starting alone has one stream's stage (the
         # others' come with them), those that join share it with the most there may be
-        depth = max(8, STAGE_DEPTH // max(1, stage if stream.index < count else plan.most))
-        return ReceiveLane(source, sink, landing, size, depth,
+        depth = max(8, STAGE_DEPTH // max(1, count if stream.index < count else plan.most))
+        return ReceiveLane(source, sink, landing, size, None if queued else depth,
                            functools.partial(dispatch.reach, stream),
                            whole if stream.index == 0 else None)
 
