@@ -15,14 +15,7 @@ from dtnkit.cli.output import emit, format_option
 from dtnkit.environment import Environment
 from dtnkit.errors import BadInput
 from dtnkit.transfer.checksum import ALGORITHMS
-from dtnkit.transfer.client import bearer, scitags, streamtable, tpc
-from dtnkit.transfer.client.copy import copy, total_size
-from dtnkit.transfer.client.metrics import CopyMetrics, check_path
-from dtnkit.transfer.client.policy import StreamPolicy
-from dtnkit.transfer.client.request import CopyRequest
-from dtnkit.transfer.client.session import is_url
 from dtnkit.transfer.client.verify import Level, Verify
-from dtnkit.transfer.wire.markers import Marker
 from dtnkit.units import (
     counted,
     format_bytes,
@@ -129,6 +122,8 @@ def _scitag(env: Environment, scitag: str | None, experiment: str | None,
             raise BadInput("--scitags-registry", "is only read for --experiment/--activity",
                            "pass --experiment NAME, or drop --scitags-registry")
         return None
+    from dtnkit.transfer.client import scitags
+
     loaded = (scitags.load(registry, env.state_dir)
               if scitag is None and experiment is not None else None)
     return scitags.choose_tag(scitag, experiment, activity, loaded)
@@ -290,6 +285,11 @@ def cp(env: Environment,
 
     The destination appears only after verification; a failed copy leaves nothing behind.
     """
+    # the copy's machinery loads when a copy runs (cp --help needs none of it)
+    from dtnkit.transfer.client.copy import copy, total_size
+    from dtnkit.transfer.client.policy import StreamPolicy
+    from dtnkit.transfer.client.request import CopyRequest
+
     as_json = as_json or fmt == "json"
     tag = _scitag(env, scitag, experiment, activity, scitags_registry)
     capacity_bps = parse_rate(capacity, "capacity") if capacity is not None else None
@@ -354,6 +354,9 @@ def cp(env: Environment,
         low_speed_time=low_speed_time, deadline=deadline, scitag=tag)
     recorder = None
     if metrics_textfile is not None:
+        from dtnkit.transfer.client.metrics import CopyMetrics, check_path
+        from dtnkit.transfer.client.session import is_url
+
         recorder = CopyMetrics(
             check_path(metrics_textfile), streams=request.streams,
             upload=not is_url(src), capacity=capacity_bps / 8 if capacity_bps else None)
@@ -397,6 +400,8 @@ def _streams_table(env: Environment, given: str | None, rate_bps: int | None
                    ) -> tuple[list[tuple[float, int]] | None, str]:
     """The sweep's streams table --streams auto reads: --streams-table FILE, else the state
     dir's streams.json when it exists and no --rate was given; (None, "") for none."""
+    from dtnkit.transfer.client import streamtable
+
     if given is not None:
         path = Path(given)
     else:
@@ -410,6 +415,8 @@ def _token(env: Environment, flag: str, given: str | None, path: Path | None,
             discover: bool = False) -> str | None:
     """The token of ``flag`` (or of ``flag``-file); ``discover``: else the environment's
     (WLCG discovery).  Never printed: errors name the file or the variable."""
+    from dtnkit.transfer.client import bearer
+
     if given is not None and path is not None:
         raise BadInput(f"{flag} and {flag}-file", "both give the token",
                        f"pass only {flag}-file (a command line shows in `ps`)")
@@ -428,6 +435,9 @@ def _third_party(env: Environment,
                  overwrite: bool = True, scitag: int | None = None,
                  ca_dir: str | None = None, parents: bool = False) -> int:
     """``cp --tpc``: ask one server to copy from/to the other; the active side verifies."""
+    from dtnkit.transfer.client import tpc
+    from dtnkit.transfer.wire.markers import Marker
+
     show = env.stderr_isatty and not as_json
     # the markers tell the bytes moved, not the size: ask the source for the bar's total
     total = tpc.source_size(mode, src, token=token, remote_token=remote_token,
