@@ -30,12 +30,12 @@ pytestmark = [pytest.mark.needs_root, pytest.mark.needs_netns]
 
 
 def test_sigterm_runs_the_running_tests_teardown(tmp_path: Path) -> None:
-    (tmp_path / "test_s20t_inner.py").write_text(INNER)
+    (tmp_path / "test_inner_run.py").write_text(INNER)
     name = f"sigt{uuid.uuid4().hex[:8]}"
     proc = subprocess.Popen(
         [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider",
          "-p", "tests.conftest", "--rootdir", str(tmp_path), "-c", os.devnull,
-         str(tmp_path / "test_s20t_inner.py")],
+         str(tmp_path / "test_inner_run.py")],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         env={**os.environ, "S20T_NS": name, "PYTHONPATH": str(ROOT)})
     try:

@@ -20,7 +20,7 @@ from bench.lib.procs import free_port, listening_url, make_file, wait_port
 from bench.lib.trees import Tree
 from dtnkit.transfer import checksum as cks
 from dtnkit.transfer.client.copy import copy
-from dtnkit.transfer.client.options import Options
+from dtnkit.transfer.client.request import CopyRequest, CopyRun
 from dtnkit.transfer.client.session import Session, Url
 from dtnkit.transfer.client.verify import Level, Verify
 
@@ -82,7 +82,7 @@ def xrootd_server(b: Bench, root: Path, work: Path) -> Iterator[tuple[str, str]]
 def warm_digests(url: str, algos: Sequence[str]) -> None:
     """Ask the server for each digest once, so its cache holds them before timing."""
     u = Url.parse(url)
-    session = Session(u, Options(retries=0))
+    session = Session(u, CopyRun.of(CopyRequest(retries=0)))
     for algo in algos:
         session.head(u, want=cks.canonical(algo))
 
@@ -110,7 +110,7 @@ def cached_fraction(path: Path) -> float | None:
 def cp(url: str, dst: Path, *, streams: int, algo: str, mode: str, block: int,
        level: str = "inflight") -> float:
     """One in-process ``copy`` download; seconds; the destination is deleted after."""
-    opts = Options(streams=streams, block_size=block, checksum=algo, verify=Verify(mode),
+    opts = CopyRequest(streams=streams, block_size=block, checksum=algo, verify=Verify(mode),
                    level=Level(level), retries=0)
     start = time.perf_counter()
     copy(url, str(dst), opts)

@@ -1,9 +1,6 @@
 """``python -m bench wan``: a bad option is one line, and whatever stops a run (Ctrl-C,
 SIGTERM, kill -9 and the next run) leaves none of its lab paths, servers or files behind;
-its quick run prints the floor and the start-up line, and an error stops its iperf3 server.
-
-Moved from tests/interop/test_wanbench.py and tests/interop/test_s23f_floor.py (the bench
-script became ``python -m bench wan``); every assertion kept."""
+its quick run prints the floor and the start-up line, and an error stops its iperf3 server."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
 """The WAN case's pure parts: its verdicts (against the wire and the practical floor), every
-target measured, the order of a round and what ``--only`` and ``--base`` add to it.
-
-Moved from tests/interop/test_wanbench.py, tests/interop/test_s23f_floor.py,
-tests/transfer/test_s19u_bench_only.py and tests/transfer/test_s22u_bench_before.py (the
-bench script became ``python -m bench wan``); every assertion kept."""
+target measured, the order of a round and what ``--only`` and ``--base`` add to it."""
 
 from __future__ import annotations
 

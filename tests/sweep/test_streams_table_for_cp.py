@@ -10,13 +10,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.support.loaded import offending, probe
 from tests.support.served import holding
-from tests.transfer.client.test_start_up_modules import NOT_FOR_A_DOWNLOAD, loaded_by, offending
 
 from dtnkit.cli.main import main
 from dtnkit.environment import Environment
 from dtnkit.errors import ExitStatus
 from dtnkit.transfer.client import autostreams, streamtable
+from dtnkit.transfer.client.policy import StreamPolicy
 from dtnkit.transfer.server import ServerHandle
 
 DATA = bytes(range(256)) * 64
@@ -96,17 +97,19 @@ def test_a_table_caps_and_falls_back_without_an_rtt() -> None:
     d = autostreams.from_table([(1.0, 1000)], "T", 0.001, 1e9, "--rate")
     assert d is not None and d.streams == autostreams.TABLE_CAP and "capped" in d.reason
     assert autostreams.from_table([(1.0, 4)], "T", None, 1e9, "--rate") is None
-    auto = autostreams.AutoStreams(None, lambda: None, lambda a: None, table=[(1.0, 4)],
-                                   table_source="T")
+    auto = StreamPolicy.auto(None, lambda: None, lambda a: None, table=[(1.0, 4)],
+                             table_source="T")
     assert auto.decide(lambda: None, lambda: None).reason.startswith("1 stream: the round")
 
 
 def test_reading_a_table_loads_no_sweep_module(served: ServerHandle, tmp_path: Path) -> None:
     table = tmp_path / "t.json"
     table.write_text(json.dumps(table_doc([(0.5, 2)])))
-    loaded = loaded_by(tmp_path, "cp", "--streams-table", str(table), served.url + "f",
-                       str(tmp_path / "a"))
+    listing = tmp_path / "loaded.json"
+    proc = probe(listing, "cp", "--streams-table", str(table), served.url + "f",
+                 str(tmp_path / "a"))
+    assert proc.returncode == 0, proc.stderr
+    loaded = json.loads(listing.read_text())["modules"]
     assert (tmp_path / "a").read_bytes() == DATA
     assert "dtnkit.transfer.client.streamtable" in loaded
-    assert offending(loaded, (*NOT_FOR_A_DOWNLOAD, "dtnkit.sweep", "statistics",
-                              "tomllib")) == []
+    assert offending(loaded, ("dtnkit.sweep", "statistics", "tomllib")) == []

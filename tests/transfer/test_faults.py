@@ -31,7 +31,7 @@ from dtnkit.transfer import checksum as cks
 from dtnkit.transfer.client.copy import copy
 from dtnkit.transfer.client.errors import ChecksumMismatch, TransferError
 from dtnkit.transfer.client.journals import journal_path, part_path
-from dtnkit.transfer.client.options import Options
+from dtnkit.transfer.client.request import CopyRequest
 from dtnkit.transfer.client.session import Url
 from dtnkit.transfer.server import ServerHandle, start_server
 from dtnkit.transfer.wire import digests as dg
@@ -45,11 +45,11 @@ def payload(size: int = SIZE, seed: int = 11) -> bytes:
     return random.Random(seed).randbytes(size)
 
 
-def opts(**kw: object) -> Options:
+def opts(**kw: object) -> CopyRequest:
     base: dict[str, object] = {"block_size": BLOCK, "streams": 2, "backoff": 0.01,
                                "retries": 2, "stall_timeout": 10.0}
     base.update(kw)
-    return Options(**base)  # type: ignore[arg-type]
+    return CopyRequest(**base)  # type: ignore[arg-type]
 
 
 def wait_for(predicate: Callable[[], bool], seconds: float = 10.0) -> bool:
@@ -243,7 +243,7 @@ def test_flipped_wire_byte_refetches_only_the_bad_block(
     assert dst.read_bytes() == data
     result = summary.files[0]
     assert result.refetched_blocks == 1 and result.retries == 1
-    assert summary.as_dict(opts())["refetched_blocks"] == 1
+    assert summary.as_dict()["refetched_blocks"] == 1
     # the file once, plus the one bad block: no whole re-fetch (the server counts a body
     # after sending it: poll until it has, then check nothing more was sent)
     assert wait_for(lambda: handle.counters["sendfile_bytes"] - before >= SIZE + BLOCK)
@@ -319,9 +319,8 @@ def test_disk_flip_is_caught_by_ondisk_and_only_that_block_refetched(
     data = payload()
     (root / "d.bin").write_bytes(data)
     dst = tmp_path / "d.bin"
-    options = opts(level="ondisk", streams=1,
+    summary = copy(handle.url + "d.bin", str(dst), opts(level="ondisk", streams=1),
                    progress=_flip_in_part(dst, BLOCK + 10, after=3 * BLOCK))
-    summary = copy(handle.url + "d.bin", str(dst), options)
     assert dst.read_bytes() == data
     assert summary.files[0].refetched_blocks == 1
     assert leftovers(tmp_path) == []
@@ -334,9 +333,8 @@ def test_disk_flip_is_invisible_to_inflight(served: tuple[ServerHandle, Path],
     data = payload()
     (root / "i.bin").write_bytes(data)
     dst = tmp_path / "i.bin"
-    options = opts(level="inflight", streams=1,
-                   progress=_flip_in_part(dst, BLOCK + 10, after=3 * BLOCK))
-    copy(handle.url + "i.bin", str(dst), options)
+    copy(handle.url + "i.bin", str(dst), opts(level="inflight", streams=1),
+         progress=_flip_in_part(dst, BLOCK + 10, after=3 * BLOCK))
     assert dst.read_bytes() != data  # committed: only --verify-level ondisk re-reads
 
 
@@ -359,7 +357,7 @@ def _interrupt(handle: ServerHandle, root: Path, dst: Path, after: int,
                 # the copy fails here, as after a transport failure
                 raise TransferError(f"GET {dst.name}", "the server stopped")
     with pytest.raises(TransferError) as info:
-        copy(handle.url + dst.name, str(dst), opts(progress=hook, retries=1, **kw))
+        copy(handle.url + dst.name, str(dst), opts(retries=1, **kw), progress=hook)
     assert "rerun the same command to resume" in info.value.next_step
     assert not dst.exists()
     assert part_path(dst).exists() and journal_path(dst).exists()
@@ -406,7 +404,7 @@ def test_resume_after_transport_failure(served: tuple[ServerHandle, Path], tmp_p
             os.truncate(part_path(dst), 100)
         got, count = _counting()
         before = handle2.counters["sendfile_bytes"]
-        summary = copy(handle2.url + "r.bin", str(dst), opts(progress=count, **kw))
+        summary = copy(handle2.url + "r.bin", str(dst), opts(**kw), progress=count)
         result = summary.files[0]
         assert dst.read_bytes() == data
         assert leftovers(tmp_path) == []
@@ -502,14 +500,14 @@ def test_server_process_killed_mid_transfer_then_rerun_resumes(tmp_path: Path) -
                     raise TransferError("GET k.bin", "the server died")
 
         with pytest.raises(TransferError) as info:
-            copy(url + "k.bin", str(dst), opts(progress=hook, retries=2))
+            copy(url + "k.bin", str(dst), opts(retries=2), progress=hook)
         assert killed.is_set()
         assert "rerun the same command to resume" in info.value.next_step
         assert not dst.exists() and journal_path(dst).exists()
         second, url2 = _serve_process(root, port)
         assert url2 == url
         got, count = _counting()
-        summary = copy(url + "k.bin", str(dst), opts(progress=count))
+        summary = copy(url + "k.bin", str(dst), opts(), progress=count)
         assert dst.read_bytes() == data
         # kept blocks are not fetched again (and count towards the progress bar's 100 %)
         assert got[0] == len(data) and summary.files[0].resumed_blocks >= 10
@@ -675,8 +673,8 @@ def test_journal_stays_until_the_rerun_ends(served: tuple[ServerHandle, Path],
     handle2 = _interrupt(handle, root, dst, after=4 * BLOCK)
     try:
         during: list[bool] = []
-        summary = copy(handle2.url + "j.bin", str(dst), opts(
-            progress=lambda _n: during.append(journal_path(dst).exists())))
+        summary = copy(handle2.url + "j.bin", str(dst), opts(),
+                       progress=lambda _n: during.append(journal_path(dst).exists()))
     finally:
         handle2.stop()
     assert summary.files[0].resumed_blocks >= 4

@@ -28,7 +28,7 @@ from dtnkit.errors import BadInput, ExitStatus
 from dtnkit.transfer import files, tokens
 from dtnkit.transfer.client.copy import copy
 from dtnkit.transfer.client.errors import DestinationExists, TransferError
-from dtnkit.transfer.client.options import Options
+from dtnkit.transfer.client.request import CopyRequest
 from dtnkit.transfer.client.session import Url, is_url
 from dtnkit.transfer.client.tpc import TpcError, TpcResult, request_copy, third_party_copy
 from dtnkit.transfer.client.tpc import source_size as tpc_total
@@ -353,10 +353,9 @@ def test_a_destination_that_appears_during_a_download_is_kept(
         if not dst.exists():
             dst.write_bytes(b"another writer")
 
-    options = Options(token=TOKEN, block_size=65536, streams=2, overwrite=False,
-                      progress=other_writer)
+    options = CopyRequest(token=TOKEN, block_size=65536, streams=2, overwrite=False)
     with pytest.raises(DestinationExists):
-        copy(served.url + "src.bin", str(dst), options)
+        copy(served.url + "src.bin", str(dst), options, progress=other_writer)
     assert dst.read_bytes() == b"another writer"
     assert [p.name for p in tmp_path.iterdir()] == ["dst.bin", "srv"]
 
@@ -372,10 +371,10 @@ def test_a_destination_that_appears_during_an_upload_is_kept(
         if not dst.exists():
             dst.write_bytes(b"another writer")
 
-    options = Options(token=TOKEN, block_size=65536, streams=streams, overwrite=False,
-                      progress=other_writer, backoff=0.01)
+    options = CopyRequest(token=TOKEN, block_size=65536, streams=streams, overwrite=False,
+                          backoff=0.01)
     with pytest.raises(DestinationExists):
-        copy(str(src), served.url + "dst.bin", options)
+        copy(str(src), served.url + "dst.bin", options, progress=other_writer)
     assert dst.read_bytes() == b"another writer"
     assert [p.name for p in served.root.iterdir()] == ["dst.bin"]
 
@@ -603,14 +602,14 @@ def test_resuming_a_kept_part_file_is_not_an_overwrite(tmp_path: Path) -> None:
                 # the copy fails here, as after a transport failure
                 raise TransferError("GET r.bin", "the server stopped half-way")
 
-    def options(**kw: object) -> Options:
+    def options(**kw: object) -> CopyRequest:
         base: dict[str, object] = {"token": TOKEN, "block_size": 4096, "streams": 2,
                                    "retries": 1, "backoff": 0.01, "stall_timeout": 5.0,
                                    "overwrite": False}
-        return Options(**{**base, **kw})  # type: ignore[arg-type]
+        return CopyRequest(**{**base, **kw})  # type: ignore[arg-type]
 
     with pytest.raises(TransferError):
-        copy(handle.url + "r.bin", str(dst), options(progress=stop_half_way))
+        copy(handle.url + "r.bin", str(dst), options(), progress=stop_half_way)
     handle = start_server(root, host="127.0.0.1", port=handle.port, quiet=True,
                           tokens=tokens.parse(f"{TOKEN} read,write\n"))
     try:

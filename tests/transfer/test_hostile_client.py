@@ -22,7 +22,7 @@ from tests.support.xrootd import Pki
 from dtnkit.cli.main import main
 from dtnkit.environment import Environment
 from dtnkit.transfer.client.journals import journal_path, part_path, save_journal
-from dtnkit.transfer.client.options import Options
+from dtnkit.transfer.client.request import CopyRequest, CopyRun
 from dtnkit.transfer.client.session import Session, Url
 
 BLOCK = 64 * 1024
@@ -232,8 +232,8 @@ def test_a_tampered_journal_and_part_file_are_not_committed(tmp_path: Path,
     dst = tmp_path / "f"
     with hostile(ranged(DATA)) as srv:
         url = Url.parse(srv.url("/f"))
-        options = Options(block_size=BLOCK, verify="none")  # type: ignore[arg-type]
-        info = Session(url, options).head(url)
+        options = CopyRequest(block_size=BLOCK, verify="none")  # type: ignore[arg-type]
+        info = Session(url, CopyRun.of(options)).head(url)
         part = part_path(dst)
         part.write_bytes(b"\0" * len(DATA))  # "every block done": zeros
         fd = os.open(part, os.O_RDWR)

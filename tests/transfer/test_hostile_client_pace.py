@@ -15,7 +15,7 @@ from dtnkit.cli.main import main
 from dtnkit.environment import Environment
 from dtnkit.transfer.client.download import download
 from dtnkit.transfer.client.errors import TransferError
-from dtnkit.transfer.client.options import Options
+from dtnkit.transfer.client.request import CopyRequest, CopyRun
 from dtnkit.transfer.client.session import Session, Url
 
 DATA = bytes(range(256)) * 64  # 16 KiB
@@ -100,17 +100,17 @@ def test_the_deadline_bounds_a_tpc_marker_stream(environment: Environment) -> No
 
 
 def test_server_side_pulls_get_the_minimum_rate_through_options(tmp_path: Path) -> None:
-    """The server's TPC pull calls download() with its own Options: the rule is in them
+    """The server's TPC pull calls download() with its own CopyRequest: the rule is in it
     (defaults 1 KiB/s over 30 s; here shortened) and ends the pull."""
-    assert Options().low_speed_limit == 1024 and Options().low_speed_time == 30.0
-    options = Options(low_speed_limit=1024, low_speed_time=1, retries=0, stall_timeout=3,
-                      verify="none", resume=False)  # type: ignore[arg-type]
-    options.check()
+    assert CopyRequest().low_speed_limit == 1024 and CopyRequest().low_speed_time == 30.0
+    run = CopyRun.of(CopyRequest(low_speed_limit=1024, low_speed_time=1, retries=0,
+                                 stall_timeout=3, verify="none",  # type: ignore[arg-type]
+                                 resume=False))
     with hostile(trickling(DATA, 10)) as srv:
         url = Url.parse(srv.url("/f"))
         began = time.monotonic()
         with pytest.raises(TransferError) as info:
-            download(Session(url, options), url, tmp_path / "f", options)
+            download(Session(url, run), url, tmp_path / "f", run)
     assert time.monotonic() - began < 10
     assert "low-speed-limit" in info.value.why
     assert not (tmp_path / "f").exists()

@@ -18,9 +18,9 @@ import pytest
 
 from dtnkit.transfer import tokens
 from dtnkit.transfer.client.copy import copy
-from dtnkit.transfer.client.ends import put_body
 from dtnkit.transfer.client.errors import FatalHttp, TransferError
-from dtnkit.transfer.client.options import Options
+from dtnkit.transfer.client.oneput import put_body
+from dtnkit.transfer.client.request import CopyRequest, CopyRun
 from dtnkit.transfer.client.session import MAX_REDIRECTS, Session, Url, follow_redirect
 from dtnkit.transfer.client.tpc import TpcError, request_copy
 from dtnkit.transfer.server import ServerHandle, start_server
@@ -237,7 +237,7 @@ def test_download_follows_a_door_redirect_to_the_data_server(
         peer.redirect_to = pool.url
         dst = tmp_path / "x.bin"
         summary = copy(peer_url(peer) + "x.bin?authz=abc", str(dst),
-                       Options(token=RW, streams=2, block_size=256 * 1024))
+                       CopyRequest(token=RW, streams=2, block_size=256 * 1024))
     assert dst.read_bytes() == DATA
     assert dg.format_value("adler32", summary.files[0].digest) == f"{zlib.adler32(DATA):08x}"
     assert peer.seen == [("HEAD", "/x.bin?authz=abc", f"Bearer {RW}")]  # only the door's
@@ -247,7 +247,7 @@ def test_download_redirect_on_the_same_origin_keeps_the_token(
         peer: _Peer, tmp_path: Path) -> None:
     peer.redirect_to = peer_url(peer) + "real/"
     dst = tmp_path / "y.bin"
-    copy(peer_url(peer) + "y.bin", str(dst), Options(token=RW, verify="none"))
+    copy(peer_url(peer) + "y.bin", str(dst), CopyRequest(token=RW, verify="none"))
     assert dst.read_bytes() == DATA
     # the GET is redirected and asked again at the target: no HEAD before it
     assert [m for m, _p, _a in peer.seen] == ["GET", "GET"]
@@ -258,7 +258,7 @@ def test_download_redirect_on_the_same_origin_keeps_the_token(
 def test_download_redirect_loop_is_bounded(peer: _Peer, tmp_path: Path) -> None:
     peer.redirect_to = peer_url(peer)
     with pytest.raises(TransferError, match="more than 5 redirects"):
-        copy(peer_url(peer) + "z.bin", str(tmp_path / "z.bin"), Options(verify="none"))
+        copy(peer_url(peer) + "z.bin", str(tmp_path / "z.bin"), CopyRequest(verify="none"))
     assert list(tmp_path.iterdir()) == []
 
 
@@ -272,7 +272,7 @@ def test_upload_follows_a_put_redirect_before_sending_the_body(
     src = tmp_path / "up.bin"
     src.write_bytes(DATA)
     peer.redirect_to = peer_url(peer) + "real/"
-    summary = copy(str(src), peer_url(peer) + "up.bin", Options(token=RW, verify="none"))
+    summary = copy(str(src), peer_url(peer) + "up.bin", CopyRequest(token=RW, verify="none"))
     assert summary.files[0].size == len(DATA)
     assert peer.seen == [("PUT", "/up.bin", f"Bearer {RW}"),
                          ("PUT", "/real/up.bin", f"Bearer {RW}")]
@@ -286,7 +286,7 @@ def test_multi_stream_upload_to_a_redirecting_door_falls_back_to_one_put(
     src.write_bytes(DATA)
     peer.redirect_to = peer_url(peer) + "real/"
     summary = copy(str(src), peer_url(peer) + "up4.bin",
-                   Options(token=RW, verify="none", streams=4, block_size=128 * 1024))
+                   CopyRequest(token=RW, verify="none", streams=4, block_size=128 * 1024))
     assert summary.files[0].upload_streams == 1
     assert [(m, p) for m, p, _a in peer.seen] == [
         ("POST", "/up4.bin"), ("PUT", "/up4.bin"), ("PUT", "/real/up4.bin")]
@@ -299,7 +299,7 @@ def test_upload_redirect_to_another_origin_does_not_leak_the_token(
     src.write_bytes(DATA)
     peer.redirect_to = dk.url
     with pytest.raises(FatalHttp, match="401"):
-        copy(str(src), peer_url(peer) + "up.bin", Options(token=RW, verify="none"))
+        copy(str(src), peer_url(peer) + "up.bin", CopyRequest(token=RW, verify="none"))
     assert not (dk.root / "up.bin").exists() and peer.received == {}
 
 
@@ -307,7 +307,7 @@ def test_upload_refused_before_the_body(dk: ServerHandle, tmp_path: Path) -> Non
     src = tmp_path / "big.bin"
     src.write_bytes(DATA * 8)
     with pytest.raises(FatalHttp, match="403"):
-        copy(str(src), dk.url + "big.bin", Options(token=RO, retries=0))
+        copy(str(src), dk.url + "big.bin", CopyRequest(token=RO, retries=0))
     assert not (dk.root / "big.bin").exists()
 
 
@@ -338,11 +338,11 @@ def test_an_early_answer_means_no_body_is_sent(tmp_path: Path, answer: bytes) ->
     src = tmp_path / "f.bin"
     src.write_bytes(DATA)
     url = Url.parse(f"http://127.0.0.1:{listener.getsockname()[1]}/f.bin")
-    session = Session(url, Options())
+    session = Session(url, CopyRun.of(CopyRequest()))
     fd = os.open(src, os.O_RDONLY)
     try:
         status, headers, _body = put_body(session, url, fd, len(DATA), {
-            "Content-Length": str(len(DATA))}, None, Options())
+            "Content-Length": str(len(DATA))}, None)
     finally:
         os.close(fd)
         thread.join(10)

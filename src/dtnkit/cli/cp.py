@@ -14,7 +14,7 @@ from dtnkit.cli.options import Duration, pass_env
 from dtnkit.cli.output import emit, format_option
 from dtnkit.environment import Environment
 from dtnkit.errors import BadInput
-from dtnkit.transfer import checksum as cks
+from dtnkit.transfer.checksum import ALGORITHMS
 from dtnkit.transfer.client.verify import Level, Verify
 from dtnkit.units import (
     counted,
@@ -171,7 +171,7 @@ def _sigterm_interrupts(notes: _Notes) -> Iterator[None]:
               help="Files copied concurrently.")
 @click.option("--block-size", default="8MiB", show_default=True,
               help="Range block size per request.")
-@click.option("-K", "--checksum", type=click.Choice(cks.ALGORITHMS), default="adler32",
+@click.option("-K", "--checksum", type=click.Choice(ALGORITHMS), default="adler32",
               show_default=True, help="Checksum algorithm (-K as in gfal-copy).")
 @click.option("--verify", type=click.Choice([v.value for v in Verify]), default=Verify.BLOCK.value,
               show_default=True,
@@ -285,8 +285,10 @@ def cp(env: Environment,
 
     The destination appears only after verification; a failed copy leaves nothing behind.
     """
+    # the copy's machinery loads when a copy runs (cp --help needs none of it)
     from dtnkit.transfer.client.copy import copy, total_size
-    from dtnkit.transfer.client.options import Options
+    from dtnkit.transfer.client.policy import StreamPolicy
+    from dtnkit.transfer.client.request import CopyRequest
 
     as_json = as_json or fmt == "json"
     tag = _scitag(env, scitag, experiment, activity, scitags_registry)
@@ -328,10 +330,8 @@ def cp(env: Environment,
     auto = None
     notes = _Notes(env)
     if streams == "auto":
-        from dtnkit.transfer.client import autostreams
-
         table, table_source = _streams_table(env, streams_table, rate_bps)
-        auto = autostreams.for_this_host(rate_bps, table=table, table_source=table_source)
+        auto = StreamPolicy.for_this_host(rate_bps, table=table, table_source=table_source)
         asked = click.get_current_context().get_parameter_source("streams") not in (
             ParameterSource.DEFAULT, None)
         # else: in the summary and JSON only
@@ -343,8 +343,8 @@ def cp(env: Environment,
             auto.on_grow = lambda why: notes.say(
                 f"dtnkit cp: --streams auto: {why}" if verbose else
                 f"dtnkit cp: used {why.split(': ', 1)[0]} (-v: why)")
-    options = Options(
-        streams=streams if isinstance(streams, int) else 1, auto=auto,
+    request = CopyRequest(
+        streams=streams if isinstance(streams, int) else 1,
         block_size=parse_bytes(block_size, "block-size", lo=4096, hi=2**30),
         checksum=checksum, verify=Verify(verify), level=Level(level), retries=retries,
         stall_timeout=stall_timeout, token=token, ca_file=ca_file, insecure=insecure,
@@ -354,32 +354,33 @@ def cp(env: Environment,
         low_speed_time=low_speed_time, deadline=deadline, scitag=tag)
     recorder = None
     if metrics_textfile is not None:
-        from dtnkit.transfer.client import metrics as cp_metrics
+        from dtnkit.transfer.client.metrics import CopyMetrics, check_path
         from dtnkit.transfer.client.session import is_url
 
-        recorder = cp_metrics.CopyMetrics(
-            cp_metrics.check_path(metrics_textfile), streams=options.streams,
+        recorder = CopyMetrics(
+            check_path(metrics_textfile), streams=request.streams,
             upload=not is_url(src), capacity=capacity_bps / 8 if capacity_bps else None)
     show = env.stderr_isatty and not as_json
     with _progress(env, show, total_size(src) if show else None, notes) as bar:
         advance = bar.advance if bar is not None else None
-        options.progress = advance if recorder is None else recorder.wrap(advance)
-        if bar is not None and not recursive:
-            options.on_size = bar.size  # a remote source's, from its first answer
+        progress = advance if recorder is None else recorder.wrap(advance)
+        # a remote source's size, from its first answer
+        on_size = bar.size if bar is not None and not recursive else None
         if recorder is not None:
             recorder.start()
         ok = False
         try:
             with _sigterm_interrupts(notes):
-                summary = copy(src, dst, options)
+                summary = copy(src, dst, request, streams=auto, progress=progress,
+                               on_size=on_size)
             ok = True
         finally:
             if recorder is not None:
                 recorder.stop(ok)
-    result = summary.as_dict(options)
+    result = summary.as_dict()
     rate = result["rate_bps"]
     rate_text = format_rate(rate if isinstance(rate, float) else None)
-    digest = f", {options.checksum} {result['digest']}" if result["digest"] else ""
+    digest = f", {request.checksum} {result['digest']}" if result["digest"] else ""
     kept = summary.resumed_bytes
     moved = (f"{format_bytes(result['bytes'])} in {format_duration(result['seconds'])} "
              f"({rate_text})" if not kept else
@@ -399,8 +400,6 @@ def _streams_table(env: Environment, given: str | None, rate_bps: int | None
                    ) -> tuple[list[tuple[float, int]] | None, str]:
     """The sweep's streams table --streams auto reads: --streams-table FILE, else the state
     dir's streams.json when it exists and no --rate was given; (None, "") for none."""
-    from pathlib import Path
-
     from dtnkit.transfer.client import streamtable
 
     if given is not None:

@@ -29,10 +29,9 @@ import functools
 import sys
 import zlib
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
-
-from dtnkit.records import record
 
 Buffer = bytes | bytearray | memoryview
 
@@ -343,7 +342,7 @@ class Crc32c(_IntChecksum):
 # --------------------------------------------------------------------------- the registry
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Algorithm:
     """Everything dtnkit knows about one checksum algorithm."""
 

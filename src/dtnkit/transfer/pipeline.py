@@ -21,10 +21,10 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, Protocol, TypeVar
 
-from dtnkit.records import record
 from dtnkit.transfer import checksum as cks
 
 VERIFY_MODES: tuple[str, ...] = ("none", "sequential", "file", "block")
@@ -41,7 +41,7 @@ MEMORY_FILESYSTEMS = frozenset({"tmpfs", "ramfs", "devtmpfs", "hugetlbfs"})
 Buffer = bytes | bytearray | memoryview
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Block:
     """One range of a file: its number, first byte and length."""
 

@@ -1,7 +1,7 @@
 """Several download streams on a real 100 ms lab path, a real ``dtnkit serve`` and the kernel's
 own windows: ``--streams auto`` starting one stream and adding the others only when it is
-bound by its window (receive.window_bound), and a stream that ends its span taking the tail
-of a slower one's (receive.Shares).  Root and network namespaces; about 15 s."""
+bound by its window (policy.window_bound), and a stream that ends its span taking the tail
+of a slower one's (engine.Shares).  Root and network namespaces; about 15 s."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from tests.support.serve_lab import ServeLab, serve_lab
 
 from dtnkit.transfer.client import autostreams as au
-from dtnkit.transfer.client import receive
+from dtnkit.transfer.client import blocks, policy
 
 MiB = 2**20
 LAB_TOOLS = [t for t in ("iptables", "sysctl") if shutil.which(t) is None]
@@ -85,7 +85,7 @@ def test_auto_adds_streams_when_the_far_end_window_holds_the_first(lab21: ServeL
     gets = [n for m, n in seen if m == "GET"]
     assert len(gets) >= auto["streams"], seen
     assert "an untuned sender's window (4 MiB)" in err or "bound by it" in err, err
-    # a second stream joined first, and the two carried more (receive.second_helps)
+    # a second stream joined first, and the two carried more (policy.second_helps)
     assert "with a second stream they moved" in err and "its window held it" in err, err
 
 
@@ -111,7 +111,7 @@ def test_a_stream_that_ends_its_span_takes_the_tail_of_a_slower_one(lab21: Serve
 def test_the_rules_constants_agree_with_their_docs() -> None:
     """The numbers the docs name (docs/transfer.md "--streams auto")."""
     assert au.SOLO_RATE == 10**9
-    assert 4 * MiB == receive.UNTUNED_SEND_BUFFER
-    assert receive.FLAT_ROUNDS == 3 and receive.BOUND_SHARE == 0.8
-    assert receive.HELPS_GAIN == 1.5 and receive.HELPS_SPELLS == 2
-    assert 8 * MiB == receive.HELPS_SPELL_CHUNKS * receive.CHUNK
+    assert 4 * MiB == policy.UNTUNED_SEND_BUFFER
+    assert policy.FLAT_ROUNDS == 3 and policy.BOUND_SHARE == 0.8
+    assert policy.HELPS_GAIN == 1.5 and policy.HELPS_SPELLS == 2
+    assert 8 * MiB == policy.HELPS_SPELL_CHUNKS * blocks.CHUNK

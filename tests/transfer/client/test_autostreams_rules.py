@@ -1,5 +1,5 @@
 """``--streams auto`` starting one stream (Decision.grow) and the spans' rebalancing
-(receive.Shares), without a network: the rules themselves.  The lab-path tests are in
+(engine.Shares), without a network: the rules themselves.  The lab-path tests are in
 test_autostreams_grow.py."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ import time
 
 from dtnkit.transfer import pipeline as pl
 from dtnkit.transfer.client import autostreams as au
-from dtnkit.transfer.client.receive import STEAL_MIN_S, Shares
+from dtnkit.transfer.client.engine import STEAL_MIN_S, Shares, spans
+from dtnkit.transfer.client.policy import StreamPolicy
 
 MiB = 2**20
 UNTUNED = au.Limits(tcp_rmem_max=32 * MiB, tcp_wmem_max=4 * MiB, rmem_max=4 * MiB,
@@ -36,7 +37,7 @@ def test_one_stream_starts_when_the_rate_is_a_bound_and_one_window_carries_1_gbi
 
 
 def test_the_streams_used_are_said_once_per_run() -> None:
-    auto = au.AutoStreams(None, lambda: TUNED, lambda _a: None)
+    auto = StreamPolicy.auto(None, lambda: TUNED, lambda _a: None)
     said: list[str] = []
     auto.on_grow = said.append
     auto.note_used(1, "first file: 1")
@@ -47,8 +48,6 @@ def test_the_streams_used_are_said_once_per_run() -> None:
 
 
 def shares_of(n_blocks: int, groups: int) -> tuple[Shares, list[pl.Block]]:
-    from dtnkit.transfer.client.receive import spans
-
     blocks = pl.plan_blocks(n_blocks * MiB, MiB)
     return Shares(spans(blocks, groups), rtt_s=0.05), blocks
 

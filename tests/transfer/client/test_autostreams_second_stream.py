@@ -1,5 +1,5 @@
 """``--streams auto`` when one stream looks bound by its window (issue 11): a second stream
-joins first, and the others only if the two carry more (receive.second_helps).  A first
+joins first, and the others only if the two carry more (policy.second_helps).  A first
 stream's rate cannot tell an untuned sender's window (about 3 MiB) from a path that carries
 as much per round trip: on a 10 ms / 2 Gbit/s lab path with untuned ends all seven streams
 joined and the copy took 1.34-1.51 s where one stream took 1.24 s.  The rule on synthetic
@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 import pytest
 from tests.support.serve_lab import ServeLab, serve_lab
 
-from dtnkit.transfer.client import receive
+from dtnkit.transfer.client import policy
 
 MiB = 2**20
 LAB_TOOLS = [t for t in ("iptables", "sysctl") if shutil.which(t) is None]
@@ -44,7 +44,7 @@ def alive() -> Iterator[list[threading.Thread]]:
 def test_two_streams_carrying_no_more_than_one_say_the_path_holds_them(
         alive: list[threading.Thread]) -> None:
     alone = 8 * MiB
-    helps, why = receive.second_helps(counter(alone), counter(alone / 2), alive, RTT, alone)
+    helps, why = policy.second_helps(counter(alone), counter(alone / 2), alive, RTT, alone)
     assert not helps
     assert "the path, not a window, held it" in why and "of the first's 8 MiB alone" in why
 
@@ -52,7 +52,7 @@ def test_two_streams_carrying_no_more_than_one_say_the_path_holds_them(
 def test_two_streams_carrying_twice_what_one_did_say_its_window_held_it(
         alive: list[threading.Thread]) -> None:
     alone = 8 * MiB
-    helps, why = receive.second_helps(counter(2 * alone), counter(alone), alive, RTT, alone)
+    helps, why = policy.second_helps(counter(2 * alone), counter(alone), alive, RTT, alone)
     assert helps
     assert "its window held it" in why and "200% of the first's" in why
 
@@ -61,7 +61,7 @@ def test_streams_that_end_while_watched_did_not_show_it() -> None:
     ended = threading.Thread(target=lambda: None)
     ended.start()
     ended.join()
-    helps, why = receive.second_helps(counter(MiB), counter(MiB), [ended], RTT, MiB)
+    helps, why = policy.second_helps(counter(MiB), counter(MiB), [ended], RTT, MiB)
     assert not helps and "done before a second stream was known to help" in why
 
 

@@ -1,7 +1,7 @@
 """``--streams auto`` with untuned ends on a long path (issue 11): the other streams'
 connections opened beside the first request (first.Spare), and, when the rate is only an
 upper bound, four streams starting instead of the cap of eight, more joining only while all
-are bound by their windows (receive.all_bound).  A real 50 ms / 1 Gbit/s lab path behind
+are bound by their windows (policy.all_bound).  A real 50 ms / 1 Gbit/s lab path behind
 10 Gbit/s veths, a real ``dtnkit serve`` and the kernel's own windows; about 20 s."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 from tests.support.serve_lab import ServeLab, serve_lab
 
 from dtnkit.transfer.client import autostreams as au
-from dtnkit.transfer.client import receive
+from dtnkit.transfer.client import policy
 
 MiB = 2**20
 LAB_TOOLS = [t for t in ("iptables", "sysctl") if shutil.which(t) is None]
@@ -138,5 +138,5 @@ def test_more_join_while_all_are_window_bound(lab22: ServeLab) -> None:
 def test_the_rules_constants_agree_with_their_docs() -> None:
     """The numbers docs/transfer.md names for ``--streams auto``'s start."""
     assert au.START_UNKNOWN == 4
-    assert receive.ALL_BOUND_SHARE == 0.9 and receive.ALL_BOUND_RTTS == 2
-    assert receive.ALL_BOUND_SPELLS == 3
+    assert policy.ALL_BOUND_SHARE == 0.9 and policy.ALL_BOUND_RTTS == 2
+    assert policy.ALL_BOUND_SPELLS == 3

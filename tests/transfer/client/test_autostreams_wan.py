@@ -22,7 +22,8 @@ from dtnkit.errors import ExitStatus
 from dtnkit.host.host import Host
 from dtnkit.transfer import tokens
 from dtnkit.transfer.client import autostreams as au
-from dtnkit.transfer.client.options import Options
+from dtnkit.transfer.client.policy import StreamPolicy
+from dtnkit.transfer.client.request import CopyRequest, CopyRun
 from dtnkit.transfer.client.session import Session, Url, tcp_rtt
 from dtnkit.transfer.server import ServerHandle, start_server
 
@@ -120,7 +121,7 @@ def test_auto_decides_once_for_parallel_files() -> None:
         calls.append(1)
         return 0.05
 
-    auto = au.AutoStreams(None, lambda: UNTUNED, lambda _a: (1e9, "link speed of eth9"))
+    auto = StreamPolicy.auto(None, lambda: UNTUNED, lambda _a: (1e9, "link speed of eth9"))
     seen: list[au.Decision] = []
     threads = [threading.Thread(target=lambda: seen.append(auto.decide(rtt, lambda: "10.0.0.1")))
                for _ in range(8)]
@@ -130,7 +131,7 @@ def test_auto_decides_once_for_parallel_files() -> None:
         t.join()
     assert len(calls) == 1 and len({id(d) for d in seen}) == 1
     assert seen[0].streams == 3 and seen[0].rate_from == "link speed of eth9"
-    unknown = au.AutoStreams(None, lambda: UNTUNED, lambda _a: None)
+    unknown = StreamPolicy.auto(None, lambda: UNTUNED, lambda _a: None)
     assert unknown.decide(lambda: 0.05, lambda: None).rate_from.startswith("assumed")
 
 
@@ -255,8 +256,8 @@ def test_so_rcvbuf_is_set_only_when_it_beats_autotuning(served: tuple[ServerHand
     small_autotune = au.Limits(tcp_rmem_max=MiB, tcp_wmem_max=4 * MiB, rmem_max=2 * MiB,
                                wmem_max=4 * MiB)
     for limits, want in ((small_autotune, 2 * MiB), (UNTUNED, None)):
-        auto = au.AutoStreams(None, lambda lim=limits: lim, lambda _a: None)
-        session = Session(url, Options(auto=auto))
+        auto = StreamPolicy.auto(None, lambda lim=limits: lim, lambda _a: None)
+        session = Session(url, CopyRun.of(CopyRequest(), streams=auto))
         conn = session.connect()
         try:
             conn.request("HEAD", url.path)

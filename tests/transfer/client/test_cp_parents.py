@@ -25,7 +25,7 @@ from tests.support.xrootd import Pki, Xrootd, running_xrootd
 from dtnkit.errors import ExitStatus
 from dtnkit.transfer import files
 from dtnkit.transfer.client.errors import FatalHttp
-from dtnkit.transfer.client.options import Options
+from dtnkit.transfer.client.request import CopyRequest, CopyRun
 from dtnkit.transfer.client.session import Session, Url, make_parents
 
 TOKEN = "parents-token"
@@ -233,7 +233,7 @@ def test_mkcol_answers_from_any_server(answers: dict[str, list[int]], made: int,
 
     with hostile(script) as server:
         url = Url.parse(server.url("/a/b/f"))
-        session = Session(url, Options(retries=1, backoff=0.01))
+        session = Session(url, CopyRun.of(CopyRequest(retries=1, backoff=0.01)))
         if error is None:
             assert make_parents(session, url) == made
         else:

@@ -25,11 +25,11 @@ from dtnkit.errors import BadInput, DtnkitError
 from dtnkit.transfer import checksum as cks
 from dtnkit.transfer import pipeline as pl
 from dtnkit.transfer import tokens
+from dtnkit.transfer.client.blocks import BufferPool, CombineHasher
 from dtnkit.transfer.client.copy import copy
 from dtnkit.transfer.client.errors import ChecksumMismatch, FatalHttp, TransferError
-from dtnkit.transfer.client.options import Options
+from dtnkit.transfer.client.request import CopyRequest, CopyRun
 from dtnkit.transfer.client.session import Session, Url
-from dtnkit.transfer.client.streams import BufferPool, CombineHasher
 from dtnkit.transfer.server import ServerHandle, start_server
 from dtnkit.transfer.wire import digests as dg
 
@@ -54,11 +54,11 @@ def served(tmp_path: Path) -> Iterator[tuple[ServerHandle, Path]]:
         handle.stop()
 
 
-def opts(**kw: object) -> Options:
+def opts(**kw: object) -> CopyRequest:
     base: dict[str, object] = {"token": TOKEN, "block_size": BLOCK, "streams": 4,
                                "backoff": 0.01, "retries": 2, "stall_timeout": 10.0}
     base.update(kw)
-    return Options(**base)  # type: ignore[arg-type]
+    return CopyRequest(**base)  # type: ignore[arg-type]
 
 
 def leftovers(directory: Path) -> list[str]:
@@ -165,7 +165,7 @@ def test_download_md5_with_tiny_reorder_buffer(served: tuple[ServerHandle, Path]
 
 def corrupt_behind_cache(path: Path, handle: ServerHandle, name: str) -> None:
     """Let the server cache the digest, then flip a byte keeping size and mtime."""
-    session = Session(Url.parse(handle.url), opts())
+    session = Session(Url.parse(handle.url), CopyRun.of(opts()))
     session.head(Url.parse(handle.url + path.name), want=name)
     st = path.stat()
     with open(path, "r+b") as f:
@@ -205,7 +205,7 @@ def test_levels_reported(served: tuple[ServerHandle, Path], tmp_path: Path,
     assert dst.read_bytes() == data
     expected = pl.achieved_level(level, tmp_path)
     assert summary.files[0].level == expected
-    assert summary.as_dict(opts(level=level))["level"] == expected
+    assert summary.as_dict()["level"] == expected
 
 
 def test_ondisk_detects_corruption_too(served: tuple[ServerHandle, Path],

@@ -1,4 +1,4 @@
-"""The ends of a move and the one loop pairing them, over real sockets against `dtnkit serve`:
+"""The ends of a move and the engine pairing them, over real sockets against `dtnkit serve`:
 HTTP ranges -> file (a download), local file -> upload session (an upload), HTTP ranges ->
 upload session (a relay), and one PUT fed chunk by chunk."""
 
@@ -22,12 +22,11 @@ from dtnkit.transfer.client.ends import (
     HttpRangeSource,
     LocalFileSource,
     SessionSink,
-    SinglePut,
-    move_blocks,
-    pump,
-    response_chunks,
 )
-from dtnkit.transfer.client.options import Options
+from dtnkit.transfer.client.engine import move
+from dtnkit.transfer.client.oneput import SinglePut, pump, response_chunks
+from dtnkit.transfer.client.policy import StreamPlan
+from dtnkit.transfer.client.request import CopyRequest, CopyRun
 from dtnkit.transfer.client.session import Session, Url
 from dtnkit.transfer.server import ServerHandle, start_server
 from dtnkit.transfer.wire import digests as dg
@@ -53,16 +52,18 @@ def servers(tmp_path: Path) -> Iterator[tuple[ServerHandle, ServerHandle]]:
             h.stop()
 
 
-def options(**kw: object) -> Options:
+#: the engine's streams in these tests
+THREE = StreamPlan(3, 3)
+
+
+def options(**kw: object) -> CopyRun:
     base: dict[str, object] = {"token": TOKEN, "block_size": BLOCK, "streams": 3,
                                "backoff": 0.01, "retries": 1, "stall_timeout": 10.0}
     base.update(kw)
-    opts = Options(**base)  # type: ignore[arg-type]
-    opts.check()
-    return opts
+    return CopyRun.of(CopyRequest(**base))  # type: ignore[arg-type]
 
 
-def remote(handle: ServerHandle, name: str, opts: Options) -> tuple[Session, Url]:
+def remote(handle: ServerHandle, name: str, opts: CopyRun) -> tuple[Session, Url]:
     url = Url.parse(handle.url + name)
     return Session(url, opts), url
 
@@ -75,7 +76,7 @@ def test_http_ranges_into_a_file(servers: tuple[ServerHandle, ServerHandle],
     session, url = remote(a, "x.bin", opts)
     info = session.head(url)
     blocks = pl.plan_blocks(info.size, BLOCK)
-    verifier = pl.make_verifier("adler32", blocks, lambda b: b"", opts.max_buffered)
+    verifier = pl.make_verifier("adler32", blocks, lambda b: b"", opts.request.max_buffered)
     moved: list[int] = []
     opts.progress = moved.append
     done: set[int] = set()
@@ -83,8 +84,8 @@ def test_http_ranges_into_a_file(servers: tuple[ServerHandle, ServerHandle],
     fd = os.open(dst, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         os.ftruncate(fd, info.size)
-        retries = move_blocks(HttpRangeSource(session, url, info.etag, opts), FileSink(fd),
-                              blocks, opts, size=info.size, verifier=verifier, done=done)
+        retries = move(HttpRangeSource(session, url, info.etag), FileSink(fd), blocks, opts,
+                       THREE, size=info.size, verifier=verifier, done=done)
         digest = verifier.digest()
     finally:
         verifier.close()
@@ -106,11 +107,11 @@ def test_local_file_into_an_upload_session(servers: tuple[ServerHandle, ServerHa
     blocks = pl.plan_blocks(len(DATA), BLOCK)
     fd = os.open(src, os.O_RDONLY)
     source = LocalFileSource(fd, src)
-    verifier = pl.make_verifier(name, blocks, source.read_back, opts.max_buffered)
+    verifier = pl.make_verifier(name, blocks, source.read_back, opts.request.max_buffered)
     try:
         sink = SessionSink(session, url, ident, len(DATA), name,
                            range_digest=name in cks.COMBINABLE, resume=False)
-        move_blocks(source, sink, blocks, opts, size=len(DATA), verifier=verifier)
+        move(source, sink, blocks, opts, THREE, size=len(DATA), verifier=verifier)
         digest = verifier.digest()
     finally:
         verifier.close()
@@ -129,14 +130,14 @@ def test_http_ranges_into_an_upload_session(servers: tuple[ServerHandle, ServerH
     src_session, src = remote(a, "x.bin", opts)
     dst_session, dst = remote(b, "y.bin", opts)
     info = src_session.head(src)
-    reader = HttpRangeSource(src_session, src, info.etag, opts)
+    reader = HttpRangeSource(src_session, src, info.etag)
     blocks = pl.plan_blocks(info.size, BLOCK)
-    verifier = pl.make_verifier("md5", blocks, reader.read_back, opts.max_buffered)
+    verifier = pl.make_verifier("md5", blocks, reader.read_back, opts.request.max_buffered)
     ident = us.start(dst_session, dst, info.size, "md5")
     try:
-        move_blocks(reader, SessionSink(dst_session, dst, ident, info.size, "md5",
-                                        range_digest=False, resume=False),
-                    blocks, opts, size=info.size, verifier=verifier)
+        move(reader, SessionSink(dst_session, dst, ident, info.size, "md5",
+                                 range_digest=False, resume=False),
+             blocks, opts, THREE, size=info.size, verifier=verifier)
         digest = verifier.digest()
     finally:
         verifier.close()
@@ -152,8 +153,8 @@ def test_a_local_sink_needs_a_networked_source(tmp_path: Path) -> None:
     fd = os.open(src, os.O_RDWR)
     try:
         with pytest.raises(AssertionError, match="networked source"):
-            move_blocks(LocalFileSource(fd, src), FileSink(fd), pl.plan_blocks(10, 5),
-                        options(), size=10)
+            move(LocalFileSource(fd, src), FileSink(fd), pl.plan_blocks(10, 5),
+                 options(), THREE, size=10)
     finally:
         os.close(fd)
 

@@ -1,5 +1,5 @@
 """``dtnkit cp`` on a terminal (issue 11): the progress bar's total comes with the source's
-first answer (Options.sized), not from a HEAD of its own.  Before, a terminal cost a HEAD
+first answer (CopyRun.sized), not from a HEAD of its own.  Before, a terminal cost a HEAD
 on a connection of its own before the copy began: a TCP (and TLS) handshake and a round
 trip more, 150 ms on a 50 ms path.  A real pty, a real ``dtnkit serve`` over loopback."""
 
@@ -18,7 +18,7 @@ from tests.support.served import holding
 
 from dtnkit.transfer import tokens
 from dtnkit.transfer.client.copy import copy
-from dtnkit.transfer.client.options import Options
+from dtnkit.transfer.client.request import CopyRequest
 from dtnkit.transfer.server import ServerHandle
 
 SIZE = 3 * 2**20 + 12345
@@ -67,5 +67,5 @@ def test_every_copy_from_a_remote_source_tells_its_size(served: ServerHandle, tm
     sizes: list[int] = []
     dst = {"file": str(tmp_path / "got"), "device": os.devnull,
            "remote": served.url + "copy"}[to]
-    copy(served.url + "f", dst, Options(on_size=sizes.append, token=TOKEN))
+    copy(served.url + "f", dst, CopyRequest(token=TOKEN), on_size=sizes.append)
     assert sizes == [SIZE]

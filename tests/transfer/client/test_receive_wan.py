@@ -26,9 +26,9 @@ from tests.support.relay import Relay
 from dtnkit.transfer import pipeline as pl
 from dtnkit.transfer.client.copy import copy
 from dtnkit.transfer.client.ends import FileSink, HttpRangeSource
+from dtnkit.transfer.client.engine import move, runs
 from dtnkit.transfer.client.errors import BadAnswer
-from dtnkit.transfer.client.options import Options
-from dtnkit.transfer.client.receive import fetch_blocks, runs
+from dtnkit.transfer.client.request import CopyRequest, CopyRun
 from dtnkit.transfer.client.session import Session, Url
 from dtnkit.transfer.server import ServerHandle, start_server
 
@@ -41,11 +41,11 @@ def payload(size: int = SIZE, seed: int = 13) -> bytes:
     return random.Random(seed).randbytes(size)
 
 
-def opts(**kw: object) -> Options:
+def opts(**kw: object) -> CopyRequest:
     base: dict[str, object] = {"block_size": BLOCK, "streams": 1, "backoff": 0.01,
                                "retries": 2, "stall_timeout": 10.0}
     base.update(kw)
-    return Options(**base)  # type: ignore[arg-type]
+    return CopyRequest(**base)  # type: ignore[arg-type]
 
 
 class CountingRelay(Relay):
@@ -170,8 +170,8 @@ def test_a_resume_asks_one_get_per_run_of_missing_blocks(
     data = payload()
     (root / "r.bin").write_bytes(data)
     url = Url.parse(f"http://127.0.0.1:{relay.port}/r.bin")
-    options = opts()
-    session = Session(url, options)
+    run = CopyRun.of(opts())
+    session = Session(url, run)
     info = session.head(url)
     blocks = pl.plan_blocks(SIZE, BLOCK)
     todo = [blocks[i] for i in (1, 2, 3, 6, 9, 10, 11)]
@@ -180,8 +180,8 @@ def test_a_resume_asks_one_get_per_run_of_missing_blocks(
     fd = os.open(part, os.O_RDWR)
     done: set[int] = set()
     try:
-        fetch_blocks(HttpRangeSource(session, url, info.etag, options), FileSink(fd), todo,
-                     options, size=SIZE, done=done)
+        move(HttpRangeSource(session, url, info.etag), FileSink(fd), todo, run,
+             run.streams.plan(session), size=SIZE, done=done)
     finally:
         os.close(fd)
     assert done == {1, 2, 3, 6, 9, 10, 11}
@@ -236,17 +236,17 @@ def test_the_socket_is_read_while_the_writer_is_held(tmp_path: Path) -> None:
     handle = start_server(root, host="127.0.0.1", port=0, anonymous_read=True, log=log)
     try:
         url = Url.parse(f"{handle.url}big")
-        options = opts(block_size=8 * 2**20)
-        session = Session(url, options)
+        run = CopyRun.of(opts(block_size=8 * 2**20))
+        session = Session(url, run)
         info = session.head(url)
-        blocks = pl.plan_blocks(size, options.block_size)
+        blocks = pl.plan_blocks(size, run.request.block_size)
         part = tmp_path / "part"
         fd = os.open(part, os.O_RDWR | os.O_CREAT, 0o600)
         sink = _HeldSink(fd, log.sent)
         verifier = pl.make_verifier("adler32", blocks, lambda b: b"")
         try:
-            fetch_blocks(HttpRangeSource(session, url, info.etag, options), sink, blocks,
-                         options, size=size, verifier=verifier)
+            move(HttpRangeSource(session, url, info.etag), sink, blocks, run,
+                 run.streams.plan(session), size=size, verifier=verifier)
             got = verifier.digest()
         finally:
             os.close(fd)

@@ -15,7 +15,7 @@ from dtnkit.transfer import checksum as cks
 from dtnkit.transfer import tokens
 from dtnkit.transfer.client.copy import copy
 from dtnkit.transfer.client.errors import FatalHttp
-from dtnkit.transfer.client.options import Options
+from dtnkit.transfer.client.request import CopyRequest
 from dtnkit.transfer.server import ServerHandle, start_server
 from dtnkit.transfer.wire import digests as dg
 
@@ -51,12 +51,12 @@ def pair(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         b.stop()
 
 
-def opts(**kw: object) -> Options:
+def opts(**kw: object) -> CopyRequest:
     base: dict[str, object] = {"src_token": TOKEN_A, "dst_token": TOKEN_B,
                                "block_size": BLOCK, "streams": 4, "backoff": 0.01,
                                "retries": 2, "stall_timeout": 10.0}
     base.update(kw)
-    return Options(**base)  # type: ignore[arg-type]
+    return CopyRequest(**base)  # type: ignore[arg-type]
 
 
 def parts(directory: Path) -> list[str]:

@@ -15,7 +15,7 @@ import pytest
 from dtnkit.transfer.client.copy import copy
 from dtnkit.transfer.client.errors import TransferError
 from dtnkit.transfer.client.journals import journal_path, part_path
-from dtnkit.transfer.client.options import Options
+from dtnkit.transfer.client.request import CopyRequest
 from dtnkit.transfer.server import ServerHandle, start_server
 from dtnkit.units import format_bytes
 
@@ -37,8 +37,9 @@ def _interrupted(root: Path, dst: Path) -> ServerHandle:
                 raise TransferError(f"GET {dst.name}", "the server stopped")
 
     with pytest.raises(TransferError):
-        copy(handle.url + dst.name, str(dst), Options(block_size=BLOCK, streams=2, retries=1,
-                                                      backoff=0.01, progress=hook))
+        copy(handle.url + dst.name, str(dst), CopyRequest(block_size=BLOCK, streams=2,
+                                                          retries=1, backoff=0.01),
+             progress=hook)
     assert part_path(dst).exists() and journal_path(dst).exists()
     return start_server(root, host="127.0.0.1", port=handle.port, anonymous_read=True,
                         quiet=True)

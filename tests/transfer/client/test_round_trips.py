@@ -30,8 +30,8 @@ from dtnkit.environment import Environment
 from dtnkit.transfer import pipeline as pl
 from dtnkit.transfer import tokens
 from dtnkit.transfer.client.copy import copy
-from dtnkit.transfer.client.options import Options
-from dtnkit.transfer.client.receive import spans
+from dtnkit.transfer.client.engine import spans
+from dtnkit.transfer.client.request import CopyRequest
 from dtnkit.transfer.server import ServerHandle, start_server
 
 # the same server and counting relay as the receive-path tests
@@ -42,11 +42,11 @@ SIZE = 12 * BLOCK - 1000
 RW = "trip-rw"
 
 
-def opts(**kw: object) -> Options:
+def opts(**kw: object) -> CopyRequest:
     base: dict[str, object] = {"block_size": BLOCK, "streams": 1, "backoff": 0.01,
                                "retries": 2, "stall_timeout": 10.0}
     base.update(kw)
-    return Options(**base)  # type: ignore[arg-type]
+    return CopyRequest(**base)  # type: ignore[arg-type]
 
 
 def ask(port: int, method: str, path: str, headers: dict[str, str]
@@ -261,6 +261,6 @@ def test_requests_on_a_50ms_lab_path(tmp_path: Path, monkeypatch: pytest.MonkeyP
                                  for x in log.read_text().splitlines()) if m]
     assert isinstance(n, int) and 2 <= n < 16
     # auto: a HEAD, a digest HEAD, a GET per stream, and one per tail a stream that ended
-    # took from another (receive.Shares): fewer than one per 1 MiB block; then one stream:
+    # took from another (engine.Shares): fewer than one per 1 MiB block; then one stream:
     # one GET (cached digest)
     assert seen.count("HEAD") == 2 and n + 1 <= seen.count("GET") < 16 + 1, seen

@@ -25,7 +25,7 @@ from dtnkit.transfer.client import journals
 from dtnkit.transfer.client.copy import copy
 from dtnkit.transfer.client.errors import TransferError
 from dtnkit.transfer.client.journals import journal_dir
-from dtnkit.transfer.client.options import Options
+from dtnkit.transfer.client.request import CopyRequest
 from dtnkit.transfer.server import ServerHandle, start_server
 from dtnkit.transfer.server.janitor import sweep
 from dtnkit.transfer.wire import digests as dg
@@ -61,11 +61,11 @@ def served(tmp_path: Path) -> Iterator[tuple[ServerHandle, Path]]:
         yield h, root
 
 
-def opts(**kw: object) -> Options:
+def opts(**kw: object) -> CopyRequest:
     base: dict[str, object] = {"token": TOKEN, "block_size": BLOCK, "streams": 4,
                                "backoff": 0.01, "retries": 2, "stall_timeout": 10.0}
     base.update(kw)
-    return Options(**base)  # type: ignore[arg-type]
+    return CopyRequest(**base)  # type: ignore[arg-type]
 
 
 def parts(directory: Path) -> list[str]:
@@ -191,7 +191,7 @@ def test_multi_stream_round_trip(served: tuple[ServerHandle, Path], tmp_path: Pa
     f = summary.files[0]
     assert dg.format_value(name, f.digest) == dg.format_value(name, cks.file_checksum(src, name))
     assert f.level == "durable" and f.upload_streams == streams
-    assert summary.as_dict(o)["upload_streams"] == streams
+    assert summary.as_dict()["upload_streams"] == streams
     ranges = handle.counters["range_puts"] - before["range_puts"]
     assert ranges == (8 if streams > 1 else 0)  # one stream: the plain PUT
     # sessions: adler32/crc32c folded from per-range values, nothing read back; md5/sha256
@@ -222,7 +222,7 @@ def test_fallback_to_one_put_without_sessions(tmp_path: Path) -> None:
         o = opts()
         summary = copy(str(src), handle.url + "f", o)
         assert (root / "f").read_bytes() == data
-        result = summary.as_dict(o)
+        result = summary.as_dict()
         assert result["upload_streams"] == 1
         assert summary.files[0].note and "501" in summary.files[0].note
         assert handle.counters["range_puts"] == 0

@@ -23,6 +23,7 @@ from tests.transfer.client.test_upload_round_trips import BLOCK, TripRelay, opts
 
 from dtnkit.transfer.client import autostreams as au
 from dtnkit.transfer.client.copy import copy
+from dtnkit.transfer.client.policy import StreamPolicy
 from dtnkit.transfer.server import ServerHandle
 
 MiB = 2**20
@@ -36,8 +37,8 @@ relayed = trips.relayed
 state_dir = trips.state_dir
 
 
-def auto(limits: au.Limits, rate_bps: int | None = None) -> au.AutoStreams:
-    return au.AutoStreams(rate_bps, lambda: limits, lambda _a: FAST_LINK)
+def auto(limits: au.Limits, rate_bps: int | None = None) -> StreamPolicy:
+    return StreamPolicy.auto(rate_bps, lambda: limits, lambda _a: FAST_LINK)
 
 
 def test_auto_upload_with_grow_sends_one_put(
@@ -49,14 +50,14 @@ def test_auto_upload_with_grow_sends_one_put(
     streams = auto(TUNED)
     said: list[str] = []
     streams.on_grow = said.append
-    summary = copy(str(src), f"http://127.0.0.1:{relay.port}/one.bin",
-                   opts(streams=1, auto=streams))
+    summary = copy(str(src), f"http://127.0.0.1:{relay.port}/one.bin", opts(streams=1),
+                   streams=streams)
     assert (root / "one.bin").read_bytes() == data
     decision = streams.decision
     assert decision is not None and decision.grow and decision.streams > 1
     assert relay.requests() == [(0, "HEAD"), (0, "PUT")]  # no session, one connection
     assert summary.files[0].upload_streams == 1
-    doc = summary.as_dict(opts(streams=1, auto=streams))
+    doc = summary.as_dict()
     assert doc["streams"] == 1 and doc["upload_streams"] == 1
     assert len(said) == 1 and said[0].startswith("1 stream: ")
     assert "one PUT" in said[0] and "--streams N" in said[0]
@@ -72,11 +73,16 @@ def test_auto_upload_with_the_paths_rate_keeps_its_session(
     src, data = source(tmp_path, 23)
     streams = auto(TUNED, 10**16)
     summary = copy(str(src), f"http://127.0.0.1:{relay.port}/many.bin",
-                   opts(streams=1, auto=streams, block_size=BLOCK))
+                   opts(streams=1, block_size=BLOCK), streams=streams)
     assert (root / "many.bin").read_bytes() == data
     assert streams.decision is not None and not streams.decision.grow
     assert streams.decision.streams > 1
-    kinds = [r for _c, r in relay.requests()]
-    assert kinds[0] == "POST start" and kinds[-1] == "POST commit"
+    seen = relay.requests()
+    kinds = [r for _c, r in seen]
+    assert kinds[0] == "POST start" and kinds.count("POST commit") == 1
+    # the commit on a connection a stream ended with, after its ranges
+    on = next(c for c, r in seen if r == "POST commit")
+    assert [r for c, r in seen if c == on][-1] == "POST commit"
+    assert [r for c, r in seen if c == on][:-1] != []
     assert summary.files[0].upload_streams is not None and summary.files[0].upload_streams > 1
     assert handle.counters["range_bytes"] == len(data)

@@ -35,7 +35,7 @@ from tests.transfer.client.test_upload import TOKEN, payload, serve
 
 from dtnkit.transfer.client.copy import copy
 from dtnkit.transfer.client.errors import DestinationExists
-from dtnkit.transfer.client.options import Options
+from dtnkit.transfer.client.request import CopyRequest
 from dtnkit.transfer.server import ServerHandle
 
 BLOCK = 64 * 1024
@@ -185,12 +185,12 @@ def relayed(tmp_path: Path) -> Iterator[tuple[ServerHandle, Path, TripRelay]]:
             relay.close()
 
 
-def opts(**kw: object) -> Options:
+def opts(**kw: object) -> CopyRequest:
     base: dict[str, object] = {"token": TOKEN, "block_size": BLOCK, "streams": 2,
                                "backoff": 0.01, "retries": 2, "stall_timeout": 10.0,
                                "checksum": "adler32", "overwrite": False}  # as cp without -f
     base.update(kw)
-    return Options(**base)  # type: ignore[arg-type]
+    return CopyRequest(**base)  # type: ignore[arg-type]
 
 
 def source(tmp_path: Path, seed: int = 19) -> tuple[Path, bytes]:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 
 from dtnkit.errors import BadInput
 from dtnkit.transfer import pipeline as pl
-from dtnkit.transfer.client.options import FileResult, Options, Summary
+from dtnkit.transfer.client.request import CopyRequest, CopyRun, FileResult, Summary
 from dtnkit.transfer.client.verify import Level, Verify, VerifyPlan
 from dtnkit.transfer.wire import digests as dg
 
@@ -20,16 +21,15 @@ def test_enums_keep_the_cli_and_json_strings() -> None:
     assert f"{Level.ONDISK}" == "ondisk" and json.dumps([Verify.FILE]) == '["file"]'
 
 
-def test_options_check_turns_strings_into_enums() -> None:
-    options = Options(verify="file", level="durable")  # type: ignore[arg-type]
-    options.check()
+def test_a_request_turns_strings_into_enums() -> None:
+    options = CopyRequest(verify="file", level="durable")  # type: ignore[arg-type]
     assert options.verify is Verify.FILE and options.level is Level.DURABLE
     with pytest.raises(BadInput, match="--verify fast") as exc:
-        Options(verify="fast").check()  # type: ignore[arg-type]
+        CopyRequest(verify="fast")  # type: ignore[arg-type]
     assert exc.value.why == "unknown mode"
     assert exc.value.next_step == "use one of none, sequential, file, block"
     with pytest.raises(BadInput, match="--verify-level cloud") as exc:
-        Options(level="cloud").check()  # type: ignore[arg-type]
+        CopyRequest(level="cloud")  # type: ignore[arg-type]
     assert exc.value.next_step == "use one of inflight, durable, ondisk"
 
 
@@ -52,13 +52,14 @@ def test_plan_decisions(verify: Verify, level: Level) -> None:
     assert plan.session_algorithm == (None if verify == "none" else "adler32")
 
 
-def test_plan_follows_options_changed_after_check() -> None:
-    """A TPC copy lowers verify after check(): the next plan sees it."""
-    options = Options()
-    options.check()
-    assert options.plan().block
-    options.verify = Verify.NONE
-    assert not options.plan().checks
+def test_plan_follows_a_request_with_verify_lowered() -> None:
+    """A TPC copy lowers verify for its transfer: a new request (the one asked is frozen),
+    whose plan sees it."""
+    options = CopyRequest()
+    assert options.verify_plan().block
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        options.verify = Verify.NONE  # type: ignore[misc]
+    assert not dataclasses.replace(options, verify=Verify.NONE).verify_plan().checks
 
 
 def test_digest_is_bytes_formatted_only_when_shown() -> None:
@@ -66,11 +67,11 @@ def test_digest_is_bytes_formatted_only_when_shown() -> None:
     result = FileResult("s", "d", 3, raw, Level.DURABLE, algorithm="adler32")
     assert result.digest == raw and result.shown_digest() == "0a0b0c0d"
     assert dg.format_value("sha256", bytes(32)).endswith("=")  # base64, as in a Digest header
-    options = Options(checksum="md5", verify=Verify.FILE)
-    doc = Summary([result], 1.0).as_dict(options)
+    options = CopyRequest(checksum="md5", verify=Verify.FILE)
+    doc = Summary(CopyRun.of(options), [result], 1.0).as_dict()
     assert doc["digest"] == "0a0b0c0d"  # the result's own algorithm, not the options'
     assert doc["verify"] == "file" and doc["level"] == "durable"
     assert json.loads(json.dumps(doc))["level"] == "durable"
     unverified = FileResult("s", "d", 3, None, Level.INFLIGHT)
     assert unverified.shown_digest() is None
-    assert Summary([unverified, result]).as_dict(options)["level"] == "inflight"
+    assert Summary(CopyRun.of(options), [unverified, result]).as_dict()["level"] == "inflight"

@@ -23,7 +23,7 @@ from dtnkit.cli.main import main
 from dtnkit.environment import Environment
 from dtnkit.transfer import tokens
 from dtnkit.transfer.client.copy import copy
-from dtnkit.transfer.client.options import Options
+from dtnkit.transfer.client.request import CopyRequest
 from dtnkit.transfer.client.tpc import third_party_copy
 from dtnkit.transfer.server import ServerHandle, start_server
 from dtnkit.transfer.server.flows import Destination, Marking
@@ -131,7 +131,7 @@ def test_download_with_two_streams_sends_start_and_end_per_stream(
     with serve(tmp_path / "root", collector) as server:
         (server.root / "f.bin").write_bytes(data)
         copy(server.url + "f.bin", str(tmp_path / "got.bin"),
-             Options(streams=2, scitag=143, token=RO, block_size=2**20))
+             CopyRequest(streams=2, scitag=143, token=RO, block_size=2**20))
         assert (tmp_path / "got.bin").read_bytes() == data
         docs = collector.take(2 * settled(server))
     streams = by_flow(docs)
@@ -155,7 +155,7 @@ def test_upload_fireflies_count_the_received_bytes(tmp_path: Path,
     src = tmp_path / "up.bin"
     src.write_bytes(data)
     with serve(tmp_path / "root", collector) as server:
-        copy(str(src), server.url + "up.bin", Options(streams=1, scitag=(7 << 6) | 3,
+        copy(str(src), server.url + "up.bin", CopyRequest(streams=1, scitag=(7 << 6) | 3,
                                                       token=RW))
         assert (server.root / "up.bin").read_bytes() == data
         docs = collector.take(2 * settled(server))
@@ -200,11 +200,11 @@ def test_the_servers_default_tag_marks_requests_without_one(
         tmp_path: Path, collector: Collector) -> None:
     with serve(tmp_path / "root", collector, default=(4 << 6) | 4) as server:
         (server.root / "d.txt").write_bytes(b"z" * 10)
-        copy(server.url + "d.txt", str(tmp_path / "d.txt"), Options(token=RO))
+        copy(server.url + "d.txt", str(tmp_path / "d.txt"), CopyRequest(token=RO))
         docs = collector.take(2)
         assert {ids(d) for d in docs} == {(4, 4)}
         # the header wins over the default
-        copy(server.url + "d.txt", str(tmp_path / "e.txt"), Options(token=RO, scitag=143))
+        copy(server.url + "d.txt", str(tmp_path / "e.txt"), CopyRequest(token=RO, scitag=143))
         assert {ids(d) for d in collector.take(2)} == {(2, 15)}
 
 
@@ -215,7 +215,7 @@ def test_fireflies_to_origin_reach_the_flows_peer(tmp_path: Path,
     (root / "o.txt").write_bytes(b"o" * 10)
     marking = Marking(None, (Destination.parse(f"origin:{collector.port}"),))
     with start_server(root, anonymous_read=True, quiet=True, marking=marking) as server:
-        copy(server.url + "o.txt", str(tmp_path / "o.txt"), Options(scitag=143))
+        copy(server.url + "o.txt", str(tmp_path / "o.txt"), CopyRequest(scitag=143))
         start, end = collector.take(2)
     assert start["flow-id"]["dst-ip"] == "127.0.0.1"  # type: ignore[index]
     assert end["flow-lifecycle"]["state"] == "end"  # type: ignore[index]
@@ -228,7 +228,7 @@ def test_a_send_that_fails_is_counted_not_raised(tmp_path: Path) -> None:
     # a broadcast address without SO_BROADCAST: sendto fails with EACCES
     marking = Marking(None, (Destination.parse("255.255.255.255:10514"),))
     with start_server(root, anonymous_read=True, quiet=True, marking=marking) as server:
-        copy(server.url + "b.txt", str(tmp_path / "b.txt"), Options(scitag=143))
+        copy(server.url + "b.txt", str(tmp_path / "b.txt"), CopyRequest(scitag=143))
         assert (tmp_path / "b.txt").read_bytes() == b"b" * 10
         settled(server)
         server.flows.fireflies.flush()

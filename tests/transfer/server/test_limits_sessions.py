@@ -18,7 +18,7 @@ import pytest
 
 from dtnkit.transfer import tokens
 from dtnkit.transfer.client.copy import copy
-from dtnkit.transfer.client.options import Options
+from dtnkit.transfer.client.request import CopyRequest
 from dtnkit.transfer.server import ServerHandle, start_server
 from dtnkit.transfer.server.limits import Limits
 
@@ -53,7 +53,7 @@ def start(server: ServerHandle, token: str, path: str, length: int
 
 def upload(server: ServerHandle, token: str, src: Path, name: str) -> tuple[int, str | None]:
     summary = copy(str(src), server.url + name,
-                   Options(token=token, streams=4, block_size=BLOCK, retries=1, backoff=0.05))
+                   CopyRequest(token=token, streams=4, block_size=BLOCK, retries=1, backoff=0.05))
     result = summary.files[0]
     return result.upload_streams, result.note
 

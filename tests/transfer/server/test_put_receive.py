@@ -24,7 +24,7 @@ from tests.transfer.client import test_upload
 from dtnkit.transfer import files
 from dtnkit.transfer import tokens as tokmod
 from dtnkit.transfer.client.copy import copy
-from dtnkit.transfer.client.options import Options
+from dtnkit.transfer.client.request import CopyRequest
 from dtnkit.transfer.server import ServerHandle, adapter, start_server
 
 MiB = 2**20
@@ -63,12 +63,12 @@ def writes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return seen
 
 
-def opts(pki: Pki, **kw: object) -> Options:
+def opts(pki: Pki, **kw: object) -> CopyRequest:
     base: dict[str, object] = {"token": TOKEN, "ca_file": str(pki.ca_file), "streams": 1,
                                "checksum": "adler32", "retries": 1, "backoff": 0.01,
                                "stall_timeout": 20.0}
     base.update(kw)
-    return Options(**base)  # type: ignore[arg-type]
+    return CopyRequest(**base)  # type: ignore[arg-type]
 
 
 def source(tmp_path: Path, seed: int) -> tuple[Path, bytes]:

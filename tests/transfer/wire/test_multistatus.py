@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import xml.sax.saxutils
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -59,3 +61,9 @@ def test_parse_rejections() -> None:
     with pytest.raises(ValueError):
         multistatus.parse(bad, "/")
     assert multistatus.parse(b'<D:multistatus xmlns:D="DAV:"/>', "/") == []
+
+
+@given(st.text())
+def test_xml_escape_is_saxutils_escape(text: str) -> None:
+    """multistatus escapes as xml.sax.saxutils.escape does (without importing xml.sax)."""
+    assert multistatus.xml_escape(text) == xml.sax.saxutils.escape(text)

@@ -23,16 +23,14 @@ A recommended-streams table measured by a sweep (``dtnkit sweep analyze --save-s
 
 from __future__ import annotations
 
+import json
 import math
-import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from dtnkit.host.host import Host
+from dtnkit.transfer.client.streamtable import nearest_row
 from dtnkit.units import counted
-
-if TYPE_CHECKING:  # imported by for_this_host: `cp --streams N` never loads dtnkit.host
-    from dtnkit.host.host import Host
 
 #: Most streams ``auto`` chooses: beyond this, more streams mostly add loss and memory.
 CAP = 16
@@ -65,7 +63,7 @@ SOLO_RATE = 10**9
 START_UNKNOWN = 4
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Limits:
     """The socket buffer limits of a host, in bytes (third values of the tcp_*mem triples and
     the caps on SO_RCVBUF/SO_SNDBUF)."""
@@ -128,7 +126,7 @@ def streams_for(rate_bps: float, rtt_s: float, window_bytes: int, cap: int = CAP
     return max(1, min(cap, need))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Decision:
     """What ``--streams auto`` chose and from what."""
 
@@ -218,8 +216,6 @@ def decide(rtt_s: float | None, rate_bps: float, rate_from: str, limits: Limits 
 def from_table(table: Sequence[tuple[float, int]], source: str, rtt_s: float | None,
                rate_bps: float, rate_from: str, cap: int = TABLE_CAP) -> Decision | None:
     """The decision a sweep's streams table makes for the measured RTT (None without one)."""
-    from dtnkit.transfer.client.streamtable import nearest_row
-
     if rtt_s is None or not table:
         return None
     row_rtt, streams = nearest_row(table, rtt_s * 1e3)
@@ -229,78 +225,6 @@ def from_table(table: Sequence[tuple[float, int]], source: str, rtt_s: float | N
                     f"for {row_rtt:g} ms, the nearest to the measured RTT "
                     f"{rtt_s * 1e3:.3g} ms)" + (f", capped at {cap}" if n < streams else ""),
                     brief=f"{counted(n, 'stream')}: the streams table's row for {row_rtt:g} ms")
-
-
-class AutoStreams:
-    """``--streams auto`` for one ``dtnkit cp`` run: decided once, on the first connection
-    that asks (parallel files wait for that one decision), then fixed for the run."""
-
-    def __init__(self, rate_bps: int | None, limits: Callable[[], Limits | None],
-                 link_rate: Callable[[str], tuple[float, str] | None],
-                 cap: int = CAP, table: Sequence[tuple[float, int]] | None = None,
-                 table_source: str = "") -> None:
-        self.rate_bps = rate_bps
-        self.table = table  # a sweep's streams table: it chooses when the RTT is known
-        self.table_source = table_source
-        self._limits = limits
-        self._link_rate = link_rate
-        self.cap = cap
-        self.decision: Decision | None = None
-        self.on_decision: Callable[[Decision], None] | None = None  # e.g. say it on stderr
-        # a download that started one stream (Decision.grow) says how many it used here
-        self.on_grow: Callable[[str], None] | None = None
-        self.used: int | None = None  # the most streams a download of the run used
-        # reentrant: deciding may open the first connection, which asks rcvbuf()
-        self._lock = threading.RLock()
-        self._known: Limits | None = None
-        self._read = False
-
-    def note_used(self, streams: int, why: str) -> None:
-        """A download that started one stream (:attr:`Decision.grow`) used *streams*; said
-        (``on_grow``) by the first download that used more than any before it (``cp -r``
-        says it once, not once per file)."""
-        with self._lock:
-            more = streams > (self.used or 0)
-            self.used = max(self.used or 0, streams)
-        if more and self.on_grow is not None:
-            self.on_grow(why)
-
-    def limits(self) -> Limits | None:
-        """This host's buffer limits, read once."""
-        with self._lock:
-            return self._limits_locked()
-
-    def _limits_locked(self) -> Limits | None:
-        if not self._read:
-            self._known, self._read = self._limits(), True
-        return self._known
-
-    def rcvbuf(self) -> int | None:
-        """SO_RCVBUF for new connections, or None (autotuning): see
-        :meth:`Limits.rcvbuf_to_set`."""
-        limits = self.limits()
-        return limits.rcvbuf_to_set() if limits is not None else None
-
-    def decide(self, rtt_s: Callable[[], float | None],
-               peer: Callable[[], str | None]) -> Decision:
-        """The decision, made on the first call from ``rtt_s()`` (the first connection's
-        TCP_INFO round-trip time) and ``peer()`` (its remote address, for the link rate)."""
-        with self._lock:
-            if self.decision is None:
-                rtt = rtt_s()
-                rate: float
-                if self.rate_bps is not None:
-                    rate, source = self.rate_bps, "--rate"
-                else:
-                    address = peer()
-                    link = self._link_rate(address) if address else None
-                    rate, source = link if link else (ASSUMED_RATE, "assumed; pass --rate")
-                self.decision = (from_table(self.table, self.table_source, rtt, rate, source)
-                                 if self.table else None) or decide(
-                    rtt, rate, source, self._limits_locked(), self.cap)
-                if self.on_decision is not None:
-                    self.on_decision(self.decision)
-            return self.decision
 
 
 _SYSCTLS = ("/proc/sys/net/ipv4/tcp_rmem", "/proc/sys/net/ipv4/tcp_wmem",
@@ -315,8 +239,6 @@ def host_limits(host: Host) -> Limits | None:
 def link_rate(host: Host, address: str) -> tuple[float, str] | None:
     """The link speed of the interface *address* is reached through, in bit/s, and where it
     came from; None when the kernel does not know it (loopback, some virtual devices)."""
-    import json
-
     res = host.query(["ip", "-j", "route", "get", address])
     if not res.ok:
         return None
@@ -333,15 +255,3 @@ def link_rate(host: Host, address: str) -> tuple[float, str] | None:
     except ValueError:
         return None
     return (mbit * 10**6, f"link speed of {dev}") if mbit > 0 else None
-
-
-def for_this_host(rate_bps: int | None, cap: int = CAP,
-                  table: Sequence[tuple[float, int]] | None = None,
-                  table_source: str = "") -> AutoStreams:
-    """``--streams auto`` reading this process's host (and network namespace), and a sweep's
-    streams table when one is given."""
-    from dtnkit.host.host import Host
-
-    host = Host.live()
-    return AutoStreams(rate_bps, lambda: host_limits(host),
-                       lambda address: link_rate(host, address), cap, table, table_source)

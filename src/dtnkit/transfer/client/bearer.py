@@ -11,12 +11,9 @@ import os
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from dtnkit.environment import Environment
 from dtnkit.errors import BadInput
-
-if TYPE_CHECKING:
-    from dtnkit.environment import Environment
 
 #: the most a token file may hold (a JWT is a few KiB; a file larger than this is not one)
 MAX_TOKEN_FILE = 64 * 1024

@@ -1,37 +1,27 @@
-"""The ends of a move and the one loop that pairs them.
+"""The ends of a move.
 
 Block sources: :class:`HttpRangeSource` (``GET`` with ``Range`` + ``If-Range``) and
 :class:`LocalFileSource` (``pread``).  Block sinks: :class:`FileSink` (``pwrite`` into a part
 file or a character device) and :class:`SessionSink` (``PUT`` + ``Content-Range`` into an
-upload session).  :func:`move_blocks` runs any source into any sink on ``streams``
-connections: a download is HTTP ranges -> file, a multi-stream upload is local file ->
-session, a relay is HTTP ranges -> session.  The streams' keep-alive connections belong to
-the networked end that is driven block by block (the sink when it is networked, else the
-source); a source that is not driven by the streams fills each block before it is sent.
-
-One PUT of a whole body (no blocks) is the :class:`SinglePut` sink, fed chunk by chunk by
-:func:`pump`: a local file (:func:`put_body`) or a source's ``GET`` body (a relay).
+upload session).  The engine (:mod:`~dtnkit.transfer.client.engine`) pairs any source with
+any sink on its streams: a download is HTTP ranges -> file, a multi-stream upload is local
+file -> session, a relay is HTTP ranges -> session.  One ``PUT`` of a whole body, without
+blocks, is :mod:`~dtnkit.transfer.client.oneput`'s.
 """
 
 from __future__ import annotations
 
-import functools
 import http.client
-import io
-import select
 import threading
-import time
 import weakref
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
 
-from dtnkit.transfer import checksum as cks
-from dtnkit.transfer import pipeline as pl
+from dtnkit.transfer import checksum, pipeline
 from dtnkit.transfer.client.answers import check_content_range
+from dtnkit.transfer.client.blocks import BufferPool, pwrite_all, read_back
 from dtnkit.transfer.client.errors import (
-    Abort,
-    DestinationExists,
     FatalHttp,
     Refused,
     Retryable,
@@ -39,43 +29,21 @@ from dtnkit.transfer.client.errors import (
     TransferError,
     reason,
 )
-from dtnkit.transfer.client.options import Options
-from dtnkit.transfer.client.session import (
-    MAX_ANSWER,
-    Session,
-    Url,
-    check_status,
-    fatal_transport,
-)
-from dtnkit.transfer.client.streams import (
-    CHUNK,
-    BufferPool,
-    CombineHasher,
-    pwrite_all,
-    read_back,
-    run_streams,
-)
-from dtnkit.transfer.wire import digests as dg
+from dtnkit.transfer.client.session import MAX_ANSWER, Session, Url, check_status
+from dtnkit.transfer.wire.digests import format_digest
 from dtnkit.transfer.wire.upload import ID_HEADER
-
-#: Writes bytes that just arrived at a file offset (a local sink, while they are cache-hot).
-WriteAt = Callable[[memoryview, int], None]
-
 
 # =========================================================================== sources
 
 
-def fetch_range(session: Session, url: Url, etag: str | None, b: pl.Block, buf: bytearray,
-                conn: http.client.HTTPConnection, *, label: str,
-                write: WriteAt | None = None, stop: threading.Event | None = None,
+def fetch_range(session: Session, url: Url, etag: str | None, b: pipeline.Block,
+                buf: bytearray, conn: http.client.HTTPConnection, *, label: str,
                 size: int | None = None) -> memoryview:
     """``GET`` block *b* of *url* on *conn* into *buf*; the filled view.
 
     The ``206`` must carry the ``Content-Range`` of exactly *b* (of *size* when known):
-    :func:`~dtnkit.transfer.client.answers.check_content_range`.
-
-    With *write*, each :data:`~dtnkit.transfer.client.streams.CHUNK` is written right after
-    it arrived, while in the CPU cache.  *label* names the block in messages.
+    :func:`~dtnkit.transfer.client.answers.check_content_range`.  *label* names the block in
+    messages.
     """
     hdrs = {"Range": f"bytes={b.offset}-{b.end}"}
     if etag:
@@ -93,19 +61,13 @@ def fetch_range(session: Session, url: Url, etag: str | None, b: pl.Block, buf: 
         check_status(r.status, f"GET {url}", body, ok=(206,))
     check_content_range(r.getheader("Content-Range"), b.offset, b.end, size, f"GET {url} {label}")
     view = memoryview(buf)[:b.length]
-    got = written = 0
+    got = 0
     while got < b.length:
-        if stop is not None and stop.is_set():
-            raise Abort()
-        n = r.readinto(view[got:min(b.length, written + CHUNK)] if write is not None
-                       else view[got:])
+        n = r.readinto(view[got:])
         if not n:
             raise Retryable(f"GET {url} {label}: connection closed after "
                             f"{got} of {b.length} bytes")
         got += n
-        if write is not None and (got - written >= CHUNK or got == b.length):
-            write(view[written:got], b.offset + written)
-            written = got
     if r.read(1):
         raise Retryable(f"GET {url} {label}: longer than asked")
     return view
@@ -114,61 +76,56 @@ def fetch_range(session: Session, url: Url, etag: str | None, b: pl.Block, buf: 
 class HttpRangeSource:
     """Blocks of a remote file, fetched with ``Range`` (and ``If-Range`` on its ETag).
 
-    Driven by the move loop's streams (:meth:`fetch` on the stream's connection), or on its
-    own keep-alive connections, one per thread, with its own retries (:meth:`read`), when the
-    streams belong to a networked sink (a relay).
+    Received by the engine's streams on their own connections (a download's
+    :class:`~dtnkit.transfer.client.engine.ReceiveLane`), or read block by block
+    (:meth:`read`) on keep-alive connections of its own, one per thread, with the run's
+    retries, when the streams belong to a networked sink (a relay).
     """
 
     thread_name = "dtnkit-stream"
 
     def __init__(self, session: Session, url: Url, etag: str | None,
-                 options: Options, size: int | None = None) -> None:
-        self.session, self.url, self.etag, self.options = session, url, etag, options
+                 size: int | None = None) -> None:
+        self.session, self.url, self.etag = session, url, etag
         self.size = size  # the file's size from the HEAD: every 206's total must be it
         self._local = threading.local()
         self._all: list[http.client.HTTPConnection] = []
         self._lock = threading.Lock()
         self.retries = 0  # retries of read(); the streams count their own
 
-    def fetch(self, conn: http.client.HTTPConnection, b: pl.Block, buf: bytearray,
-              write: WriteAt | None, stop: threading.Event) -> memoryview:
-        return fetch_range(self.session, self.url, self.etag, b, buf, conn,
-                           label=f"block {b.index}", write=write, stop=stop, size=self.size)
-
-    def give_up(self, b: pl.Block, attempts: int, exc: BaseException) -> TransferError:
+    def give_up(self, b: pipeline.Block, attempts: int, exc: BaseException) -> TransferError:
         return TransferError(f"GET {self.url}", f"block {b.index} failed after {attempts} "
                              f"attempts ({exc})",
                              "check that the server is up; raise --retries or --stall-timeout")
 
-    def read(self, b: pl.Block, buf: bytearray) -> memoryview:
-        attempt = 0
-        while True:
+    def read(self, b: pipeline.Block, buf: bytearray) -> memoryview:
+        def once() -> memoryview:
             conn: http.client.HTTPConnection | None = getattr(self._local, "conn", None)
-            try:
-                if conn is None:
-                    conn = self.session.connect()
-                    self._local.conn = conn
-                    with self._lock:
-                        self._all.append(conn)
-                return fetch_range(self.session, self.url, self.etag, b, buf, conn,
-                                   label=f"range {b.offset}-{b.end}", size=self.size)
-            except (Retryable, OSError, http.client.HTTPException) as exc:
-                if conn is not None:
-                    conn.close()
-                self._local.conn = None
-                fatal = fatal_transport(exc, f"GET {self.url}")
-                if fatal is not None:
-                    raise fatal from None
-                if attempt >= self.options.retries:
-                    raise TransferError(f"GET {self.url}", f"range {b.offset}-{b.end} "
-                                        f"failed after {attempt + 1} attempts ({exc})",
-                                        "check that the source server is up") from None
+            if conn is None:
+                conn = self.session.connect()
+                self._local.conn = conn
                 with self._lock:
-                    self.retries += 1
-                time.sleep(self.options.backoff * 2**attempt)
-                attempt += 1
+                    self._all.append(conn)
+            return fetch_range(self.session, self.url, self.etag, b, buf, conn,
+                               label=f"range {b.offset}-{b.end}", size=self.size)
 
-    def read_back(self, b: pl.Block) -> pl.Buffer:
+        def drop() -> None:
+            conn = getattr(self._local, "conn", None)
+            if conn is not None:
+                conn.close()
+            self._local.conn = None
+
+        def retried() -> None:
+            with self._lock:
+                self.retries += 1
+
+        return self.session.run.request.retry.call(
+            f"GET {self.url}", once, cleanup=drop, retried=retried,
+            give_up=lambda attempts, exc: TransferError(
+                f"GET {self.url}", f"range {b.offset}-{b.end} failed after {attempts} "
+                f"attempts ({exc})", "check that the source server is up"))
+
+    def read_back(self, b: pipeline.Block) -> pipeline.Buffer:
         return self.read(b, bytearray(b.length))
 
     def close(self) -> None:
@@ -184,29 +141,32 @@ class LocalFileSource:
     def __init__(self, fd: int, path: Path | str) -> None:
         self.fd, self.path = fd, path
 
-    def read(self, b: pl.Block, buf: bytearray) -> memoryview:
+    def read(self, b: pipeline.Block, buf: bytearray) -> memoryview:
         view = memoryview(buf)[:b.length]
-        got = pl.pread_into(self.fd, view, b.offset)
+        got = pipeline.pread_into(self.fd, view, b.offset)
         if got < b.length:
             raise TransferError(f"source {self.path}", f"ended at {b.offset + got} bytes",
                                 "do not modify files while copying them")
         return view
 
-    def read_back(self, b: pl.Block) -> pl.Buffer:
+    def read_back(self, b: pipeline.Block) -> pipeline.Buffer:
         return read_back(self.fd, b)
 
     def chunks(self, size: int, chunk: int) -> Iterator[memoryview]:
         """The whole file in order, for one PUT."""
-        return pl.read_chunks(self.fd, 0, size, chunk)
+        return pipeline.read_chunks(self.fd, 0, size, chunk)
 
 
 class ReadBlock(Protocol):
     """A source that fills a block without the move loop's connections."""
 
-    def read(self, b: pl.Block, buf: bytearray) -> memoryview: ...
+    def read(self, b: pipeline.Block, buf: bytearray) -> memoryview: ...
 
 
 # =========================================================================== sinks
+
+#: The longest answer head a pipelined upload stream reads.
+_MAX_HEAD = 65536
 
 
 class FileSink:
@@ -218,7 +178,7 @@ class FileSink:
     def write(self, data: memoryview, offset: int) -> None:
         pwrite_all(self.fd, data, offset)
 
-    def read_back(self, b: pl.Block, pool: BufferPool | None = None) -> pl.Buffer:
+    def read_back(self, b: pipeline.Block, pool: BufferPool | None = None) -> pipeline.Buffer:
         return read_back(self.fd, b, pool)
 
 
@@ -229,8 +189,8 @@ class SessionSink:
 
     The requests are pipelined (HTTP/1.1): :meth:`send` writes a block's request and
     :meth:`answer` reads the answers in order, so a stream sends its next block while the
-    answer to the one before is on its way (:func:`~dtnkit.transfer.client.streams.run_streams`
-    with ``ack``)."""
+    answer to the one before is on its way (the engine's
+    :class:`~dtnkit.transfer.client.engine.SendLane`)."""
 
     thread_name = "dtnkit-up"
 
@@ -243,14 +203,14 @@ class SessionSink:
                                                  tuple[object, bytearray]] = \
             weakref.WeakKeyDictionary()
 
-    def send(self, conn: http.client.HTTPConnection, b: pl.Block, data: memoryview,
+    def send(self, conn: http.client.HTTPConnection, b: pipeline.Block, data: memoryview,
              value: int | None) -> None:
         """Write block *b*'s request (head and body) without waiting for any answer."""
         name = self.algorithm
         hdrs = {ID_HEADER: self.ident, "Content-Range": f"bytes {b.offset}-{b.end}/{self.size}",
                 "Content-Length": str(b.length), "Content-Type": "application/octet-stream"}
         if value is not None and self.range_digest:
-            hdrs["Digest"] = dg.format_digest(name, cks.to_bytes(name, value))
+            hdrs["Digest"] = format_digest(name, checksum.to_bytes(name, value))
         if conn.sock is None:
             conn.connect()
         host = self.url.host if ":" not in self.url.host else f"[{self.url.host}]"
@@ -260,7 +220,7 @@ class SessionSink:
         conn.sock.sendall(head)
         conn.sock.sendall(data)
 
-    def answer(self, conn: http.client.HTTPConnection, b: pl.Block) -> None:
+    def answer(self, conn: http.client.HTTPConnection, b: pipeline.Block) -> None:
         """Read the answer to block *b*'s request, the oldest unanswered on *conn*."""
         status, body = self._read_answer(conn, f"PUT {self.url} range {b.offset}-{b.end}")
         if status in (200, 201, 204):
@@ -317,274 +277,10 @@ class SessionSink:
             conn.close()  # the server ends the connection: later blocks go on a new one
         return status, body
 
-    def give_up(self, b: pl.Block, attempts: int, exc: BaseException) -> TransferError:
+    def give_up(self, b: pipeline.Block, attempts: int, exc: BaseException) -> TransferError:
         return TransferError(
             f"PUT {self.url}",
             f"range {b.offset}-{b.end} failed after {attempts} attempts ({exc})",
             ("rerun the same command to resume (the ranges already sent are kept on the "
              "server); " if self.resume else "")
             + "check that the server is up; raise --retries or --stall-timeout")
-
-
-# =========================================================================== the move loop
-
-#: a block on its way: its buffer, the bytes (None until fetched), their adler32/crc32c value
-_Moving = tuple[bytearray, memoryview | None, int | None]
-
-
-def move_blocks(source: HttpRangeSource | ReadBlock, sink: FileSink | SessionSink,
-                blocks: list[pl.Block], options: Options, *, size: int,
-                verifier: pl.BlockVerifier | None = None, done: set[int] | None = None,
-                first: http.client.HTTPConnection | None = None,
-                keep: list[http.client.HTTPConnection] | None = None) -> int:
-    """Move every block from *source* to *sink* on up to ``streams`` connections, feeding
-    *verifier* with the bytes moved (FIVER); returns the number of retries.
-
-    Each block goes through one pooled buffer: filled by the source (on the stream's
-    connection when the source is the networked end, written to a local sink chunk by chunk
-    as it arrives), then sent by a networked sink, then handed to the verifier.  A combinable
-    verifier gets each block's value as it is read when the sink sends that value with the
-    range, else hashes in a helper thread; an ordered one (md5, sha256) gets the buffer and
-    gives it back to the pool.  The index of each block completely moved is added to *done*
-    (a download's resume journal).  A failed block is retried on a new connection
-    (:func:`~dtnkit.transfer.client.streams.run_streams`).  *first*: a connection already
-    open to the networked end, the first stream's; *keep*: where the streams that ended well
-    leave their connections (open) for the caller's next request.  The blocks into a
-    :class:`SessionSink` are pipelined on each stream (:meth:`SessionSink.answer`).
-    """
-    stop = threading.Event()
-    lock = threading.Lock()
-    pool = BufferPool(min(options.block_size, max(1, size)))
-    combiner = verifier if isinstance(verifier, pl.BlockCombiner) else None
-    ordered = verifier if isinstance(verifier, pl.OrderedHasher) else None
-    name = options.checksum
-    # the value goes with the range: computed as the block is read, before it is sent
-    early_value = isinstance(sink, SessionSink) and sink.range_digest
-    hasher = CombineHasher(combiner, pool) if combiner is not None and not early_value \
-        else None
-    if ordered is not None:
-        ordered.set_release(pool.put)
-        if isinstance(sink, FileSink):
-            ordered.set_read_block(functools.partial(sink.read_back, pool=pool))
-
-    def prepare(b: pl.Block) -> _Moving:
-        buf = pool.get()
-        if isinstance(sink, FileSink):
-            return buf, None, None  # the streams fetch it
-        data = source.read(b, buf)  # read once, hashed as read for sending (FIVER)
-        value = cks.block_value(name, data) if (combiner or early_value) else None
-        if combiner is not None and value is not None:
-            combiner.add_value(b.index, value)
-        return buf, data, value
-
-    def work(conn: http.client.HTTPConnection, b: pl.Block, state: _Moving) -> None:
-        buf, data, value = state
-        if isinstance(sink, SessionSink):
-            assert data is not None
-            sink.send(conn, b, data, value)
-        else:
-            assert isinstance(source, HttpRangeSource)
-            source.fetch(conn, b, buf, sink.write, stop)
-
-    def answered(conn: http.client.HTTPConnection, b: pl.Block, _state: _Moving) -> None:
-        assert isinstance(sink, SessionSink)
-        sink.answer(conn, b)
-
-    def moved(b: pl.Block, state: _Moving) -> None:
-        buf = state[0]
-        if done is not None:
-            with lock:
-                done.add(b.index)  # every byte of it is written
-        if hasher is not None:
-            hasher.submit(b, buf)  # owns buf now, gives it back to the pool
-        elif ordered is not None:
-            # the ordered hasher owns buf now and gives it back to the pool when done; wait
-            # for it rather than have it read the block back
-            ordered.accept(b, memoryview(buf)[:b.length], wait=pl.BACKPRESSURE_WAIT, stop=stop)
-        elif verifier is not None and combiner is None:
-            verifier.accept(b, memoryview(buf)[:b.length])
-        else:
-            pool.put(buf)
-        if options.progress is not None:
-            options.progress(b.length)
-
-    if isinstance(sink, SessionSink):
-        streams_to, give_up, thread_name = sink.session, sink.give_up, sink.thread_name
-    else:
-        assert isinstance(source, HttpRangeSource), "a local sink needs a networked source"
-        streams_to, give_up, thread_name = source.session, source.give_up, source.thread_name
-    try:
-        retries = run_streams(streams_to, blocks, options, work=work, prepare=prepare,
-                              finish=moved, give_up=give_up, stop=stop, name=thread_name,
-                              first=first, keep=keep,
-                              ack=answered if isinstance(sink, SessionSink) else None)
-    finally:
-        if hasher is not None:
-            hasher.close()
-    if hasher is not None and hasher.error is not None:
-        raise hasher.error
-    return retries
-
-
-# =========================================================================== one PUT
-
-#: How long a PUT waits for ``100 Continue`` (or an early final answer: a redirect, 401, 403)
-#: before sending the body anyway, as RFC 9110 asks of clients (a server may ignore Expect).
-EXPECT_WAIT = 1.0
-_MAX_LINE = 8192
-_MAX_HEAD = 65536
-
-Answer = tuple[int, dict[str, str], bytes]
-
-
-def _answer_head(fp: io.RawIOBase, what: str) -> tuple[int, dict[str, str]]:
-    """The status and lower-cased headers of an answer, read byte by byte (nothing past
-    it)."""
-    def line() -> bytes:
-        out = bytearray()
-        while not out.endswith(b"\n"):
-            c = fp.read(1)
-            if not c or len(out) > _MAX_LINE:
-                raise Retryable(f"{what}: malformed or truncated answer")
-            out += c
-        return bytes(out)
-
-    parts = line().split(None, 2)
-    if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
-        raise Retryable(f"{what}: not an HTTP status line: {b' '.join(parts[:2])!r}")
-    status = int(parts[1])
-    headers: dict[str, str] = {}
-    for _ in range(100):
-        raw = line()
-        if raw in (b"\r\n", b"\n"):
-            break
-        key, _sep, value = raw.decode("latin-1").partition(":")
-        headers[key.strip().lower()] = value.strip()
-    return status, headers
-
-
-def early_answer(conn: http.client.HTTPConnection, wait: float = EXPECT_WAIT) -> Answer | None:
-    """After request headers with ``Expect: 100-continue``: None when the body may go (``100
-    Continue``, or no answer within *wait*); otherwise the server's final answer (status,
-    lower-cased headers, body up to 64 KiB), and the body must not be sent."""
-    sock = conn.sock
-    pending = getattr(sock, "pending", None)  # TLS: bytes OpenSSL has read already
-    if not (pending is not None and pending()) and not select.select([sock], [], [], wait)[0]:
-        return None
-    # unbuffered: reads nothing past the interim answer (the server sends nothing more until
-    # it has the body), so http.client can still read the final response afterwards
-    fp = sock.makefile("rb", buffering=0)
-    try:
-        status, headers = _answer_head(fp, "PUT")
-        if status == 100:
-            return None
-        length = headers.get("content-length", "0")
-        want = min(int(length) if length.isascii() and length.isdigit() else 0, 65536)
-        body = bytearray()
-        while len(body) < want:
-            chunk = fp.read(want - len(body))
-            if not chunk:
-                break
-            body += chunk
-        return status, headers, bytes(body)
-    finally:
-        fp.close()
-
-
-class SinglePut:
-    """One ``PUT`` of a whole body on its own connection.  With *expect* (and a body) it asks
-    ``Expect: 100-continue`` first, so a refusal (401, 403) or a redirect costs no bytes."""
-
-    def __init__(self, session: Session, url: Url, size: int, extra: dict[str, str], *,
-                 expect: bool, conn: http.client.HTTPConnection | None = None,
-                 refuse_existing: bool = False) -> None:
-        self.session, self.url, self.size = session, url, size
-        self.extra, self.expect = extra, expect and size > 0
-        self.conn = conn or session.connect()  # a given keep-alive one needs no handshake
-        self.refuse_existing = refuse_existing
-
-    def open(self) -> Answer | None:
-        """Send the request headers; the server's early answer when the body must not go.
-
-        With *refuse_existing* a ``HEAD`` goes first on the same connection (no handshake of
-        its own), for servers that ignore ``If-None-Match: *``; DestinationExists when it
-        answers 200, and nothing of the PUT is sent."""
-        extra = {**self.extra, "Expect": "100-continue"} if self.expect else self.extra
-
-        def put_head() -> None:
-            self.conn.putrequest("PUT", self.url.path, skip_accept_encoding=True)
-            for key, value in self.session.headers(extra).items():
-                self.conn.putheader(key, value)
-            self.conn.endheaders()
-
-        if self.refuse_existing:
-            # not pipelined with the PUT's head: a server that ignores If-None-Match (XRootD
-            # 5.5.3) truncates the target on the PUT's head alone, body or not
-            status = self.session.request("HEAD", self.url, conn=self.conn)[0]
-            if status == 200:
-                raise DestinationExists(str(self.url))
-        put_head()
-        return early_answer(self.conn) if self.expect else None
-
-    def write(self, data: memoryview) -> None:
-        self.conn.sock.sendall(data)
-
-    def finish(self) -> Answer:
-        r = self.conn.getresponse()
-        return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
-
-    def close(self) -> None:
-        self.conn.close()
-
-
-def pump(chunks: Iterable[memoryview], sink: SinglePut, hasher: cks.Checksum | None,
-         progress: Callable[[int], None] | None) -> int:
-    """Send *chunks* in order into *sink*, hashing each as sent (FIVER); the bytes sent."""
-    sent = 0
-    for view in chunks:
-        if hasher is not None:
-            hasher.update(view)  # FIVER: hash the bytes read for sending
-        sink.write(view)
-        sent += len(view)
-        if progress is not None:
-            progress(len(view))
-    return sent
-
-
-def put_body(session: Session, url: Url, fd: int, size: int, extra: dict[str, str],
-             hasher: cks.Checksum | None, options: Options,
-             conn: http.client.HTTPConnection | None = None,
-             refuse_existing: bool = False) -> Answer:
-    """One PUT of the local file *fd* (``Expect: 100-continue`` first), on *conn* when given
-    (a keep-alive connection), else on a new one; with *refuse_existing* a HEAD pipelined
-    before it (:class:`SinglePut`); connection trouble is :class:`Retryable`."""
-    sink = SinglePut(session, url, size, extra, expect=True, conn=conn,
-                     refuse_existing=refuse_existing)
-    try:
-        early = sink.open()
-        if early is not None:
-            return early
-        source = LocalFileSource(fd, f"fd {fd}")
-        sent = pump(source.chunks(size, options.block_size), sink, hasher, options.progress)
-        if sent < size:
-            raise TransferError(f"source {size}", f"ended at {sent} bytes",
-                                "do not modify files while copying them")
-        return sink.finish()
-    except (OSError, http.client.HTTPException, ValueError) as exc:
-        raise Retryable(f"PUT {url}: {exc.__class__.__name__}: {exc}") from exc
-    finally:
-        sink.close()
-
-
-def response_chunks(r: http.client.HTTPResponse, size: int, buf: bytearray,
-                    what: str) -> Iterator[memoryview]:
-    """The body of *r* (*size* bytes) through *buf*, chunk by chunk; Retryable when it ends
-    early."""
-    view = memoryview(buf)
-    got = 0
-    while got < size:
-        n = r.readinto(view[:min(len(buf), size - got)])
-        if not n:
-            raise Retryable(f"{what}: closed after {got} of {size} bytes")
-        got += n
-        yield view[:n]

@@ -26,6 +26,8 @@ class DestinationExists(FatalHttp):
     def __init__(self, where: str) -> None:
         super().__init__(f"destination {where}", "exists",
                          "pass -f/--force to overwrite it, or pick another name")
+
+
 class DigestNotOffered(TransferError):
     """The source offered no digest of the checksum the copy verifies with."""
 
@@ -70,6 +72,15 @@ class Redirected(Exception):
     def __init__(self, location: str | None) -> None:
         super().__init__(location)
         self.location = location
+
+
+class TooSlow(TimeoutError):
+    """Fewer than ``low_speed_limit`` bytes a second over ``low_speed_time`` seconds: a
+    stall, retried on a new connection (:mod:`~dtnkit.transfer.client.pace`)."""
+
+
+class DeadlinePassed(TimeoutError):
+    """The copy's ``--deadline`` passed: not retried."""
 
 
 class Abort(Exception):

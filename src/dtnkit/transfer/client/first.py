@@ -23,6 +23,10 @@ connections are opened right then, each in a thread of its own (:class:`Spare`):
 and TLS handshakes overlap the first one's TLS and ``HEAD`` instead of following them, so
 they are ready (or nearly) when the size is known and the spans are cut.
 
+The streams are the run's :class:`~dtnkit.transfer.client.policy.StreamPolicy`'s
+(:class:`~dtnkit.transfer.client.policy.StreamPlan`, kept with the opened file for the
+transfer).
+
 Redirects are followed on the request itself (a dCache door or an XRootD redirector),
 through :meth:`~dtnkit.transfer.client.session.Session.for_url` (the token only to its own
 origin; a server's TPC session checks each hop against its allow-list).
@@ -31,17 +35,16 @@ origin; a server's TPC session checks each hop against its allow-list).
 from __future__ import annotations
 
 import contextlib
-import functools
 import http.client
 import re
 import socket
 import threading
-import time
 from dataclasses import dataclass, field
 
 from dtnkit.transfer.client.errors import BadAnswer, Retryable, TransferError, reason
-from dtnkit.transfer.client.options import Options
 from dtnkit.transfer.client.pace import PacedHTTPConnection, PacedHTTPSConnection
+from dtnkit.transfer.client.policy import StreamPlan
+from dtnkit.transfer.client.request import CopyRun
 from dtnkit.transfer.client.session import (
     MAX_REDIRECTS,
     REDIRECTS,
@@ -49,19 +52,17 @@ from dtnkit.transfer.client.session import (
     Session,
     Url,
     check_status,
-    fatal_transport,
     follow_redirect,
     info_of,
     want_name,
 )
-from dtnkit.transfer.client.streams import settle_streams
 
 
 class Spare:
     """A connection to the first request's server being opened in a thread of its own (TCP
     and TLS handshakes), for a stream that starts once the spans are cut.  A handshake that
     fails leaves the connection closed: the stream connects again when it asks, with its
-    retries (:func:`~dtnkit.transfer.client.streams.run_streams`)."""
+    retries (:class:`~dtnkit.transfer.client.engine.Engine`)."""
 
     def __init__(self, session: Session) -> None:
         self.conn = session.connect()
@@ -95,15 +96,17 @@ class Spare:
                     self.conn.close()
 
 
-@dataclass
+@dataclass(slots=True)
 class Opened:
     """A source file opened by its first request: where it is (after redirects), what it is,
-    the keep-alive connection that asked (the first stream's), and for a one-stream ``GET``
-    the ``200`` whose body (the whole file, unread) is the first stream's first run."""
+    the streams of its transfer, the keep-alive connection that asked (the first stream's),
+    and for a one-stream ``GET`` the ``200`` whose body (the whole file, unread) is the first
+    stream's first run."""
 
     session: Session
     url: Url
     info: RemoteInfo
+    plan: StreamPlan
     conn: http.client.HTTPConnection
     response: http.client.HTTPResponse | None
     #: the other streams' connections, opened while the first request was asked (taken by
@@ -127,41 +130,52 @@ def whole(headers: http.client.HTTPMessage) -> bool:
             and headers.get("Content-Length", "").strip() == m.group(2))
 
 
-def starts_alone(options: Options) -> bool:
-    """Whether the download starts with one stream: ``--streams 1``, or ``--streams auto``
-    starting one and adding the others only when it is bound by its window
-    (:attr:`~dtnkit.transfer.client.autostreams.Decision.grow`): then its first request is
-    the ``GET`` of the whole file, and the others take parts of it from its end."""
-    decision = options.auto.decision if options.auto is not None else None
-    return options.streams == 1 or (decision is not None and decision.grow)
+class _Asking:
+    """The first request's decisions, made once: the streams (on the first connection),
+    and with *spares* (a list to fill, once) the other starting streams' connections
+    beginning their handshakes, beside the first one's TLS and first request."""
+
+    def __init__(self, session: Session, run: CopyRun, spares: list[Spare] | None) -> None:
+        self.session, self.run, self.spares = session, run, spares
+        self.plan: StreamPlan | None = None
+
+    def decide(self) -> StreamPlan:
+        if self.plan is None:
+            self.plan = self.run.streams.plan(self.session)
+            if self.spares is not None and not self.spares and not self.plan.alone:
+                self.spares.extend(Spare(self.session) for _ in range(self.plan.start - 1))
+        return self.plan
+
+    def on_tcp(self, sock: socket.socket) -> None:
+        """:meth:`decide` once the first connection's TCP handshake is over, before TLS: a
+        round trip earlier, on the RTT of the SYN alone."""
+        self.session.note_socket(sock)
+        self.decide()
+
+    def alone(self) -> bool:
+        """Whether the first request is the ``GET`` of the whole file (before the decision:
+        whether the policy has one stream so far)."""
+        if self.plan is not None:
+            return self.plan.alone
+        return (self.run.streams.fixed_streams or 1) == 1
 
 
-def starting_streams(options: Options) -> int:
-    """How many streams start together once the spans are cut (the others, if any, join
-    later: :attr:`~dtnkit.transfer.client.autostreams.Decision.start`)."""
-    decision = options.auto.decision if options.auto is not None else None
-    if decision is not None and decision.start:
-        return min(decision.start, options.streams)
-    return options.streams
-
-
-def open_source(session: Session, url: Url, options: Options, want: str | None,
+def open_source(session: Session, url: Url, run: CopyRun, want: str | None,
                 spans: bool = True) -> Opened:
     """Open *url* for a download (see the module's docstring); *want* is the checksum whose
     source digest the copy needs (asked with ``Want-Digest`` on the GET), or None.  The
-    streams are settled (``options.streams``) before the request is chosen.  *spans*:
-    several streams will each receive a span (not a ``GET`` per block, as an ordered digest
-    needs), so the other streams' connections are opened beside the ``HEAD``
-    (:class:`Spare`)."""
+    streams are decided (the run's policy) before the request is chosen.  *spans*: several
+    streams will each receive a span (not a ``GET`` per block, as an ordered digest needs),
+    so the other streams' connections are opened beside the ``HEAD`` (:class:`Spare`)."""
     hops = 0
     while True:
         spares: list[Spare] = []
+        asking = _Asking(session, run, spares if spans else None)
         conn = session.connect()
         if isinstance(conn, (PacedHTTPConnection, PacedHTTPSConnection)):
-            conn.on_tcp = functools.partial(_decided, session, options,
-                                            spares if spans else None)
+            conn.on_tcp = asking.on_tcp
         try:
-            opened = _ask(session, url, options, want, conn, spares if spans else None)
+            opened = _ask(session, url, run, want, conn, asking)
         except BaseException:
             conn.close()
             for spare in spares:
@@ -175,7 +189,7 @@ def open_source(session: Session, url: Url, options: Options, want: str | None,
         for spare in spares:
             spare.close()
         hops += 1
-        method = "GET" if starts_alone(options) else "HEAD"
+        method = "GET" if asking.alone() else "HEAD"
         if hops > MAX_REDIRECTS:
             raise TransferError(f"{method} {url}", f"more than {MAX_REDIRECTS} redirects",
                                 "check the server's redirect configuration")
@@ -183,38 +197,21 @@ def open_source(session: Session, url: Url, options: Options, want: str | None,
         session = session.for_url(url)
 
 
-def _decide(session: Session, options: Options, spares: list[Spare] | None) -> None:
-    """The streams decided (``--streams auto``: on the first connection's round-trip time),
-    and with *spares* (a list to fill, once) the other starting streams' connections
-    beginning their handshakes, beside the first one's TLS and first request."""
-    settle_streams(options, session)
-    if spares is not None and not spares and not starts_alone(options):
-        spares.extend(Spare(session) for _ in range(starting_streams(options) - 1))
+def _ask(session: Session, url: Url, run: CopyRun, want: str | None,
+         conn: http.client.HTTPConnection, asking: _Asking) -> Opened | str:
+    """The first request on *conn*, with the run's retries: the opened file, or the Location
+    of a redirect ("" when it has none)."""
+    def what() -> str:
+        return f"{'GET' if asking.alone() else 'HEAD'} {url}"
 
-
-def _decided(session: Session, options: Options, spares: list[Spare] | None,
-             sock: socket.socket) -> None:
-    """:func:`_decide` once the first connection's TCP handshake is over, before TLS: a
-    round trip earlier, on the RTT of the SYN alone."""
-    session.note_socket(sock)
-    _decide(session, options, spares)
-
-
-def _ask(session: Session, url: Url, options: Options, want: str | None,
-         conn: http.client.HTTPConnection, spares: list[Spare] | None) -> Opened | str:
-    """The first request on *conn*, with the session's retries: the opened file, or the
-    Location of a redirect ("" when it has none).  With *spares* (a list to fill), the other
-    starting streams' connections are opened once the streams are decided."""
-    attempt = 0
-    while True:
-        what = f"{'GET' if starts_alone(options) else 'HEAD'} {url}"
-        try:
+    def once() -> Opened | str:
+        nonlocal want
+        while True:
             if conn.sock is None:
                 conn.connect()
             session.note_path(conn)
-            _decide(session, options, spares)  # when not done at its TCP handshake
-            single = starts_alone(options)
-            what = f"{'GET' if single else 'HEAD'} {url}"
+            plan = asking.decide()  # when not done at its TCP handshake
+            single = plan.alone
             extra = {"Want-Digest": want_name(want)} if want and single else {}
             conn.request("GET" if single else "HEAD", url.path,
                          headers=session.headers(extra))
@@ -230,25 +227,18 @@ def _ask(session: Session, url: Url, options: Options, want: str | None,
                         conn.close()  # the rest of a long error body: start afresh
                     continue
                 if r.status >= 500:
-                    raise Retryable(f"{what}: HTTP {r.status} {reason(body)}")
+                    raise Retryable(f"{what()}: HTTP {r.status} {reason(body)}")
                 if r.status == 206:
-                    raise BadAnswer(what, f"Content-Range {r.getheader('Content-Range')!r} is "
-                                    "not the whole file, which was asked for", "check the server")
+                    raise BadAnswer(what(), f"Content-Range {r.getheader('Content-Range')!r} "
+                                    "is not the whole file, which was asked for",
+                                    "check the server")
                 if r.status in REDIRECTS:
                     return r.getheader("Location") or ""
-                check_status(r.status, what, body, ok=(200,))
-            info = info_of(r.headers, what, url, options)
+                check_status(r.status, what(), body, ok=(200,))
+            info = info_of(r.headers, what(), url, run.request.block_size)
             if not single:
                 r.read()
-            return Opened(session, url, info, conn, r if single else None,
-                          list(spares or []))
-        except (Retryable, OSError, http.client.HTTPException) as exc:
-            conn.close()
-            fatal = fatal_transport(exc, what)
-            if fatal is not None:
-                raise fatal from None
-            if attempt >= options.retries:
-                raise TransferError(what, f"failed after {attempt + 1} attempts ({exc})",
-                                    "check that the server is up and reachable") from None
-            time.sleep(options.backoff * 2**attempt)
-            attempt += 1
+            return Opened(session, url, info, plan, conn, r if single else None,
+                          list(asking.spares or []))
+
+    return run.request.retry.call(what, once, cleanup=conn.close)

@@ -16,7 +16,7 @@ import socket
 import struct
 import threading
 
-from dtnkit.transfer.wire import scitags as st
+from dtnkit.transfer.wire.scitags import flow_label
 
 IPV6_FLOWLABEL_MGR = 32
 IPV6_FLOWINFO_SEND = 33
@@ -55,7 +55,7 @@ def label_for(tag: int) -> int | None:
     """A label for a new flow of *tag* (fresh entropy); None when the tag's experiment does
     not fit the label."""
     try:
-        return st.flow_label(tag, secrets.randbelow(32))
+        return flow_label(tag, secrets.randbelow(32))
     except ValueError:
         return None
 

@@ -11,18 +11,16 @@ path, size and mtime, the destination URL, the checksum and the block size.
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import os
 import stat
 from pathlib import Path
 
-from dtnkit.transfer import checksum as cks
-from dtnkit.transfer import pipeline as pl
-from dtnkit.transfer.client.options import Options
+from dtnkit.transfer import checksum, pipeline
+from dtnkit.transfer.client.blocks import read_back
+from dtnkit.transfer.client.request import CopyRequest
 from dtnkit.transfer.client.session import RemoteInfo, Url
-from dtnkit.transfer.client.streams import read_back
-
-# hashlib and json are imported where a journal is read or written, not at import: a copy
-# that neither resumes nor fails uses neither (start-up of `dtnkit cp`).
 
 PART_SUFFIX = ".dtnkit-part"
 
@@ -95,8 +93,6 @@ def journal_source(url: Url) -> str:
     path, _sep, query = url.path.partition("?")
     text = str(url.with_path(path))
     if query:
-        import hashlib
-
         text += "?sha256=" + hashlib.sha256(query.encode()).hexdigest()
     return text
 
@@ -105,7 +101,7 @@ def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _journal_problem(doc: object, url: Url, info: RemoteInfo, options: Options,
+def _journal_problem(doc: object, url: Url, info: RemoteInfo, request: CopyRequest,
                      nblocks: int) -> str | None:
     """Why the journal *doc* cannot be used for this run (None: it can).  Strict: anything
     unexpected is a reason to start over, never something to trust."""
@@ -124,13 +120,13 @@ def _journal_problem(doc: object, url: Url, info: RemoteInfo, options: Options,
         return "the source has no ETag or Last-Modified to check it against"
     if doc["etag"] != info.etag or doc["last_modified"] != info.last_modified:
         return "the source changed (ETag or Last-Modified)"
-    if not _is_int(doc["block_size"]) or doc["block_size"] != options.block_size:
+    if not _is_int(doc["block_size"]) or doc["block_size"] != request.block_size:
         return "the block size differs"
     done, values, name = doc["done"], doc["values"], doc["checksum"]
     if not isinstance(done, list) or not all(_is_int(i) and 0 <= i < nblocks for i in done) \
             or len(set(done)) != len(done):
         return "the resume journal is malformed"
-    if name is not None and name not in cks.COMBINABLE:
+    if name is not None and name not in checksum.COMBINABLE:
         return "the resume journal is malformed"
     if not isinstance(values, dict) or (values and name is None):
         return "the resume journal is malformed"
@@ -141,7 +137,7 @@ def _journal_problem(doc: object, url: Url, info: RemoteInfo, options: Options,
     return None
 
 
-def load_journal(dst: Path, url: Url, info: RemoteInfo, options: Options,
+def load_journal(dst: Path, url: Url, info: RemoteInfo, request: CopyRequest,
                  nblocks: int) -> tuple[dict[int, int | None], str | None, str | None]:
     """Blocks kept from an interrupted run (index -> recorded value or None), the algorithm
     of the values, and a note for the summary.  A journal that cannot be used is removed; a
@@ -153,9 +149,9 @@ def load_journal(dst: Path, url: Url, info: RemoteInfo, options: Options,
         return {}, None, None
     usable = False
     try:
-        if not options.resume:
+        if not request.resume:
             return {}, None, "started over (--no-resume); the kept part file was discarded"
-        if not options.plan().checks:
+        if not request.verify_plan().checks:
             # nothing would compare the kept bytes with the source: a damaged or tampered
             # part file (and its journal) would be committed as it is
             return {}, None, ("started over: with --verify none the blocks kept by an "
@@ -164,13 +160,11 @@ def load_journal(dst: Path, url: Url, info: RemoteInfo, options: Options,
             return {}, None, "started over: the resume journal is not a regular file"
         if journal.stat().st_size > _MAX_JOURNAL:
             return {}, None, "started over: the resume journal is too large"
-        import json
-
         try:
             doc = json.loads(journal.read_bytes())
         except (OSError, ValueError) as exc:
             return {}, None, f"started over: the resume journal cannot be read ({exc})"
-        problem = _journal_problem(doc, url, info, options, nblocks)
+        problem = _journal_problem(doc, url, info, request, nblocks)
         if problem is None:
             try:
                 st = os.stat(part, follow_symlinks=False)
@@ -191,25 +185,23 @@ def load_journal(dst: Path, url: Url, info: RemoteInfo, options: Options,
                 journal.unlink()
 
 
-def save_journal(dst: Path, url: Url, info: RemoteInfo, options: Options, fd: int,
-                 done: set[int], verifier: pl.BlockVerifier | None,
+def save_journal(dst: Path, url: Url, info: RemoteInfo, request: CopyRequest, fd: int,
+                 done: set[int], verifier: pipeline.BlockVerifier | None,
                  stale: set[int]) -> bool:
     """Keep the part file for a rerun: fsync it, then write the journal atomically (temporary
     file, fsync, rename).  False when there is nothing worth keeping or it cannot be written."""
     if not done or (info.etag is None and info.last_modified is None):
         return False
-    import json
-
     name: str | None = None
     values: dict[str, int] = {}
-    if isinstance(verifier, pl.BlockCombiner):
+    if isinstance(verifier, pipeline.BlockCombiner):
         name = verifier.name
         for i, v in enumerate(verifier.block_values()):
             if v is not None and i in done and i not in stale:
                 values[str(i)] = v
     doc = {"version": JOURNAL_VERSION, "source": journal_source(url), "size": info.size,
            "etag": info.etag, "last_modified": info.last_modified,
-           "block_size": options.block_size, "checksum": name if values else None,
+           "block_size": request.block_size, "checksum": name if values else None,
            "done": sorted(done), "values": values}
     journal = journal_path(dst)
     tmp = journal.with_name(f"{journal.name}.{os.getpid()}.tmp")
@@ -233,8 +225,8 @@ def save_journal(dst: Path, url: Url, info: RemoteInfo, options: Options, fd: in
     return True
 
 
-def resume_blocks(fd: int, blocks: list[pl.Block], kept: dict[int, int | None],
-                  kept_name: str | None, verifier: pl.BlockVerifier | None) -> set[int]:
+def resume_blocks(fd: int, blocks: list[pipeline.Block], kept: dict[int, int | None],
+                  kept_name: str | None, verifier: pipeline.BlockVerifier | None) -> set[int]:
     """Blocks of the kept part file to use: each is read back from the part file and hashed
     (the verifier gets the bytes on disk, never a recorded value); a recorded per-block value
     that disagrees with the bytes on disk marks the block as damaged: it is fetched again."""
@@ -247,7 +239,7 @@ def resume_blocks(fd: int, blocks: list[pl.Block], kept: dict[int, int | None],
             continue
         recorded = kept[b.index]
         if recorded is not None and kept_name is not None \
-                and cks.block_value(kept_name, data) != recorded:
+                and checksum.block_value(kept_name, data) != recorded:
             continue
         if verifier is not None:
             verifier.accept(b, data)
@@ -272,20 +264,16 @@ def journal_dir() -> Path:
 class UploadJournal:
     """The upload id of an unfinished upload, keyed by what makes a rerun identical."""
 
-    def __init__(self, src: Path, st: os.stat_result, url: Url, options: Options,
+    def __init__(self, src: Path, st: os.stat_result, url: Url, request: CopyRequest,
                  directory: Path) -> None:
-        import hashlib
-
         key = "\0".join([str(src.resolve()), str(st.st_size), str(st.st_mtime_ns), str(url),
-                         options.checksum, str(options.block_size)])
+                         request.checksum, str(request.block_size)])
         self.path = directory / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.json"
         self.record = {"source": str(src), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
-                       "url": journal_source(url), "checksum": options.checksum,
-                       "block_size": options.block_size}
+                       "url": journal_source(url), "checksum": request.checksum,
+                       "block_size": request.block_size}
 
     def load(self) -> str | None:
-        import json
-
         try:
             data = json.loads(self.path.read_text())
         except (OSError, ValueError):
@@ -295,8 +283,6 @@ class UploadJournal:
         return ident if same and isinstance(ident, str) else None
 
     def save(self, ident: str) -> None:
-        import json
-
         with contextlib.suppress(OSError):  # no journal: the upload works, it cannot resume
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             tmp = self.path.with_suffix(".tmp")

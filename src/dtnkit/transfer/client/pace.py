@@ -12,8 +12,8 @@ HEADs, and the server's own TPC pulls, which use this client) wraps its socket i
   copy fails, keeping what it has for a rerun).  The window opens at the first byte moved
   in a direction (a new request, its answer), so the time a server thinks before answering
   (a checksum of a large file) is governed by the stall timeout alone.
-* **deadline**: no socket operation starts or waits past ``Options.deadline`` seconds after
-  the copy began; :class:`DeadlinePassed` is not retried.
+* **deadline**: no socket operation starts or waits past ``CopyRequest.deadline`` seconds
+  after the copy began (:attr:`CopyRun.started`); :class:`DeadlinePassed` is not retried.
 """
 
 from __future__ import annotations
@@ -26,7 +26,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from dtnkit.transfer.client.options import Options
+from dtnkit.transfer.client import flowlabel
+from dtnkit.transfer.client.errors import DeadlinePassed, TooSlow
+from dtnkit.transfer.client.request import CopyRun
 
 _monotonic = time.monotonic
 
@@ -34,44 +36,40 @@ _monotonic = time.monotonic
 SEND_PIECE = 256 * 1024
 
 
-class TooSlow(TimeoutError):
-    """Fewer than ``low_speed_limit`` bytes a second over ``low_speed_time`` seconds."""
-
-
-class DeadlinePassed(TimeoutError):
-    """The copy's ``--deadline`` passed."""
-
-
-def deadline_left(options: Options, now: float | None = None) -> float | None:
+def deadline_left(run: CopyRun, now: float | None = None) -> float | None:
     """Seconds left before the deadline (None without one); DeadlinePassed when none are."""
-    at = options.deadline_at()
+    at = run.deadline_at()
     if at is None:
         return None
     left = at - (time.monotonic() if now is None else now)
     if left <= 0:
-        raise DeadlinePassed(f"the --deadline of {options.deadline:g} s passed")
+        raise DeadlinePassed(f"the --deadline of {run.request.deadline:g} s passed")
     return left
 
 
-def socket_timeout(options: Options, *, strict: bool = True) -> float:
+def socket_timeout(run: CopyRun, *, strict: bool = True) -> float:
     """The timeout of a socket operation: the stall timeout, cut short by the deadline
     (DeadlinePassed when it has passed, unless not *strict*: then a tiny timeout)."""
     try:
-        left = deadline_left(options)
+        left = deadline_left(run)
     except DeadlinePassed:
         if strict:
             raise
         left = 0.001
-    return options.stall_timeout if left is None else min(options.stall_timeout, left)
+    stall = run.request.stall_timeout
+    return stall if left is None else min(stall, left)
 
 
 class PacedSocket:
     """A connected socket (plain or TLS) whose sends and receives are counted against the
     minimum rate and the deadline; everything else is the socket's own."""
 
-    def __init__(self, sock: socket.socket, options: Options) -> None:
+    def __init__(self, sock: socket.socket, run: CopyRun) -> None:
         self._sock = sock
-        self._options = options
+        self._run = run
+        self._deadline = run.request.deadline is not None
+        self._limit = run.request.low_speed_limit
+        self._time = run.request.low_speed_time
         self._sending: bool | None = None
         self._start: float | None = None  # when the window opened (first byte of it)
         self._moved = 0
@@ -82,30 +80,30 @@ class PacedSocket:
     def _before(self, sending: bool) -> None:
         if sending is not self._sending:  # a new request or its answer: a new window
             self._sending, self._start, self._moved = sending, None, 0
-        if self._options.deadline is not None:
-            self._sock.settimeout(socket_timeout(self._options))
+        if self._deadline:
+            self._sock.settimeout(socket_timeout(self._run))
 
     def _after(self, n: int) -> None:
         now = time.monotonic()
         if self._start is None:
             self._start = now
         self._moved += n
-        if now - self._start >= self._options.low_speed_time:
+        if now - self._start >= self._time:
             self._window_ends(now)
 
     def _window_ends(self, now: float) -> None:
         """``low_speed_time`` has passed since the window opened: too slow, or a new one."""
-        limit = self._options.low_speed_limit
+        limit = self._limit
         elapsed = now - (self._start or now)
         if limit and self._moved < limit * elapsed:
             raise TooSlow(f"{self._moved} bytes in {elapsed:.1f} s, below --low-speed-limit "
                           f"{limit} B/s over --low-speed-time "
-                          f"{self._options.low_speed_time:g} s")
+                          f"{self._time:g} s")
         self._start, self._moved = now, 0
 
     def _timed_out(self, exc: OSError) -> OSError:
         try:
-            deadline_left(self._options)
+            deadline_left(self._run)
         except DeadlinePassed as passed:
             return passed
         return exc
@@ -123,7 +121,7 @@ class PacedSocket:
     def recv_into(self, buffer: Any, nbytes: int = 0, flags: int = 0) -> int:
         # a body arrives here one TLS record (16 KiB) a call: what _paced does, inline (no
         # closure, no second call), as it costs CPU beside the transfer
-        if self._sending is not False or self._options.deadline is not None:
+        if self._sending is not False or self._deadline:
             self._before(False)
         try:
             n: int = self._sock.recv_into(buffer, nbytes, flags)
@@ -133,7 +131,7 @@ class PacedSocket:
         if self._start is None:
             self._start = now
         self._moved += n
-        if now - self._start >= self._options.low_speed_time:
+        if now - self._start >= self._time:
             self._window_ends(now)
         return n
 
@@ -187,8 +185,6 @@ def open_socket(host: str, port: int, timeout: float | None,
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
             sock.settimeout(timeout)
             if scitag is not None and family == socket.AF_INET6:
-                from dtnkit.transfer.client import flowlabel
-
                 sock.connect(flowlabel.prepare(sock, address, scitag))
             else:
                 sock.connect(address)
@@ -205,38 +201,38 @@ class PacedHTTPConnection(http.client.HTTPConnection):
     server's third-party copy checked, whatever the name resolves to now), else to the
     host's name; its receive buffer set to *rcvbuf* when given (:func:`open_socket`)."""
 
-    def __init__(self, host: str, port: int, options: Options, *,
+    def __init__(self, host: str, port: int, run: CopyRun, *,
                  rcvbuf: int | None = None, address: str | None = None,
                  on_tcp: Callable[[socket.socket], None] | None = None) -> None:
-        super().__init__(host, port, timeout=socket_timeout(options, strict=False))
-        self.options = options
+        super().__init__(host, port, timeout=socket_timeout(run, strict=False))
+        self.run = run
         self.rcvbuf = rcvbuf
         self.address = address
         self.on_tcp = on_tcp  # called with the TCP socket once its handshake is over
 
     def connect(self) -> None:
-        self.timeout = socket_timeout(self.options)
+        self.timeout = socket_timeout(self.run)
         sock = open_socket(self.address or self.host, self.port, self.timeout, self.rcvbuf,
-                           self.options.scitag)
+                           self.run.request.scitag)
         try:
             if self.on_tcp is not None:
                 self.on_tcp(sock)
         except BaseException:
             sock.close()
             raise
-        self.sock = PacedSocket(sock, self.options)
+        self.sock = PacedSocket(sock, self.run)
 
 
 class PacedHTTPSConnection(http.client.HTTPSConnection):
     """The same over TLS; the certificate is checked for the host's name."""
 
-    def __init__(self, host: str, port: int, options: Options,
+    def __init__(self, host: str, port: int, run: CopyRun,
                  context: ssl.SSLContext, *, rcvbuf: int | None = None,
                  address: str | None = None,
                  on_tcp: Callable[[socket.socket], None] | None = None) -> None:
-        super().__init__(host, port, timeout=socket_timeout(options, strict=False),
+        super().__init__(host, port, timeout=socket_timeout(run, strict=False),
                          context=context)
-        self.options = options
+        self.run = run
         self.tls = context
         self.rcvbuf = rcvbuf
         self.address = address
@@ -246,9 +242,9 @@ class PacedHTTPSConnection(http.client.HTTPSConnection):
         self.on_tcp = on_tcp
 
     def connect(self) -> None:
-        self.timeout = socket_timeout(self.options)
+        self.timeout = socket_timeout(self.run)
         sock = open_socket(self.address or self.host, self.port, self.timeout, self.rcvbuf,
-                           self.options.scitag)
+                           self.run.request.scitag)
         try:
             if self.on_tcp is not None:
                 self.on_tcp(sock)
@@ -256,4 +252,4 @@ class PacedHTTPSConnection(http.client.HTTPSConnection):
         except BaseException:
             sock.close()
             raise
-        self.sock = PacedSocket(tls_sock, self.options)
+        self.sock = PacedSocket(tls_sock, self.run)

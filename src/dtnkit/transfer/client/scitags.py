@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import os
 import tempfile
+import urllib.error
+import urllib.request
 from importlib import resources
 from pathlib import Path
 
 from dtnkit.errors import BadInput
-from dtnkit.transfer.wire import scitags as st
+from dtnkit.transfer.wire.scitags import MAX_REGISTRY, Registry, parse_registry, parse_tag
 
 #: Where the registry is published (howto.md of scitags.github.io; XRootD's defsfile example).
 DEFAULT_URL = "https://www.scitags.org/api.json"
@@ -34,34 +36,31 @@ def fetch(source: str) -> bytes:
     BadInput when it cannot be read."""
     what = f"SciTags registry {source[:200]}"
     if source.startswith(("http://", "https://")):
-        import urllib.error
-        import urllib.request
-
         try:
             request = urllib.request.Request(source, headers={"User-Agent": "dtnkit"})
             with urllib.request.urlopen(request, timeout=FETCH_TIMEOUT) as answer:
-                data: bytes = answer.read(st.MAX_REGISTRY + 1)
+                data: bytes = answer.read(MAX_REGISTRY + 1)
         except (urllib.error.URLError, OSError, ValueError) as exc:
             raise BadInput(what, f"cannot be fetched ({str(exc)[:200]})",
                            "check the URL, or download it and pass the file") from None
         return data
     try:
         with open(source, "rb") as f:
-            return f.read(st.MAX_REGISTRY + 1)
+            return f.read(MAX_REGISTRY + 1)
     except OSError as exc:
         raise BadInput(what, f"cannot be read ({exc.strerror or exc})",
                        "pass a registry file (api.json) or an http(s) URL") from None
 
 
-def parse(data: bytes, source: str) -> st.Registry:
+def parse(data: bytes, source: str) -> Registry:
     try:
-        return st.parse_registry(data, source)
+        return parse_registry(data, source)
     except ValueError as exc:
         raise BadInput(f"SciTags registry {source[:200]}", f"is not valid ({exc})",
                        f"pass the JSON published at {DEFAULT_URL}") from None
 
 
-def load(source: str | None = None, state_dir: Path | None = None) -> st.Registry:
+def load(source: str | None = None, state_dir: Path | None = None) -> Registry:
     """The registry from *source* (file or URL), else the state directory's copy, else the
     shipped snapshot."""
     if source is not None:
@@ -73,7 +72,7 @@ def load(source: str | None = None, state_dir: Path | None = None) -> st.Registr
     return parse(snapshot_bytes(), SNAPSHOT)
 
 
-def refresh(source: str, state_dir: Path) -> st.Registry:
+def refresh(source: str, state_dir: Path) -> Registry:
     """Fetch and check the registry at *source*, then keep it in *state_dir* (written to a
     temporary name and renamed: a reader sees the old or the new file, never half)."""
     data = fetch(source)
@@ -99,7 +98,7 @@ def refresh(source: str, state_dir: Path) -> st.Registry:
 
 
 def choose_tag(scitag: str | None, experiment: str | None, activity: str | None,
-               registry: st.Registry | None) -> int | None:
+               registry: Registry | None) -> int | None:
     """The tag asked for by ``--scitag`` or ``--experiment``/``--activity`` (None: none);
     BadInput for a bad value or a name the registry does not have."""
     if scitag is not None and (experiment is not None or activity is not None):
@@ -107,7 +106,7 @@ def choose_tag(scitag: str | None, experiment: str | None, activity: str | None,
                        "pass either --scitag N or --experiment NAME --activity NAME")
     if scitag is not None:
         try:
-            return st.parse_tag(scitag)
+            return parse_tag(scitag)
         except ValueError as exc:
             raise BadInput(f"--scitag {scitag[:40]}", str(exc),
                            "pass expId << 6 | actId (e.g. 143 for atlas Production Input), "

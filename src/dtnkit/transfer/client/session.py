@@ -9,19 +9,16 @@ import http.client
 import socket
 import ssl
 import struct
-import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 from urllib.parse import quote, unquote, urljoin, urlsplit
 
 from dtnkit.errors import BadInput, DtnkitError
-from dtnkit.records import mutable_record, record
-from dtnkit.transfer import checksum as cks
+from dtnkit.transfer.checksum import REGISTRY
 from dtnkit.transfer.client.answers import check_file_size, content_length
 from dtnkit.transfer.client.errors import (
     BadAnswer,
-    CertificateRefused,
     ChecksumMismatch,
     DestinationExists,
     DigestNotOffered,
@@ -31,12 +28,11 @@ from dtnkit.transfer.client.errors import (
     TransferError,
     reason,
 )
-from dtnkit.transfer.client.options import Options
-from dtnkit.transfer.client.pace import DeadlinePassed, PacedHTTPConnection, PacedHTTPSConnection
-from dtnkit.transfer.wire import digests as dg
-
-if TYPE_CHECKING:  # the listing's parser loads with the first PROPFIND (cp -r)
-    from dtnkit.transfer.wire.multistatus import Member
+from dtnkit.transfer.client.pace import PacedHTTPConnection, PacedHTTPSConnection
+from dtnkit.transfer.client.request import CopyRequest, CopyRun
+from dtnkit.transfer.client.retry import fatal_transport
+from dtnkit.transfer.wire import multistatus
+from dtnkit.transfer.wire.digests import parse_digest
 
 #: Schemes read as another: WebDAV's names, as gfal2 and davix users write them.
 ALIASES = {"dav": "http", "davs": "https"}
@@ -72,7 +68,7 @@ def normalize(text: str) -> str:
     return text
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Url:
     scheme: str
     host: str
@@ -188,7 +184,7 @@ def tcp_rtt(sock: socket.socket) -> float | None:
     return rtt_us / 1e6 if rtt_us > 0 else None
 
 
-@mutable_record
+@dataclass(slots=True)
 class RemoteInfo:
     size: int
     etag: str | None
@@ -198,17 +194,18 @@ class RemoteInfo:
 
 
 def info_of(headers: http.client.HTTPMessage, what: str, url: Url,
-            options: Options) -> RemoteInfo:
-    """Size, ETag, digests and kind of a file from a ``200`` to a HEAD or a whole GET."""
+            block_size: int) -> RemoteInfo:
+    """Size, ETag, digests and kind of a file from a ``200`` to a HEAD or a whole GET (its
+    size must fit in blocks of *block_size*: :func:`check_file_size`)."""
     digests: dict[str, bytes] = {}
     if headers.get("Digest"):
         try:
-            digests = dg.parse_digest(headers["Digest"])
+            digests = parse_digest(headers["Digest"])
         except ValueError as exc:
             raise TransferError(f"Digest from {url}", f"cannot be parsed ({exc})",
                                 "check the server") from None
     size = content_length(headers.get("Content-Length"), what)
-    check_file_size(size, options.block_size, what)
+    check_file_size(size, block_size, what)
     ctype = headers.get("Content-Type", "")
     return RemoteInfo(size, headers.get("ETag"), digests,
                       is_dir=ctype.startswith("text/plain")
@@ -217,15 +214,16 @@ def info_of(headers: http.client.HTTPMessage, what: str, url: Url,
 
 
 class Session:
-    """Connection factory and request helpers for one server."""
+    """Connection factory and request helpers for one server, for one copy's run (its
+    request's token, TLS settings, retries and pace; its stream policy's receive buffer)."""
 
-    def __init__(self, url: Url, options: Options) -> None:
+    def __init__(self, url: Url, run: CopyRun) -> None:
         self.url = url
-        self.options = options
-        self.token = options.token
+        self.run = run
+        self.token = run.request.token
         self._context: ssl.SSLContext | None = None
         if url.scheme == "https":
-            self._context = client_context(options)
+            self._context = client_context(run.request)
         self.rtt: float | None = None  # of the first connection that answered (TCP_INFO)
         self.peer: str | None = None  # that connection's remote address
 
@@ -264,18 +262,18 @@ class Session:
         """A new connection (connected at its first request) whose socket keeps the minimum
         rate and the deadline (:mod:`~dtnkit.transfer.client.pace`), with a set receive
         buffer only where the host lets it beat autotuning (autostreams.Limits)."""
-        rcvbuf = self.options.auto.rcvbuf() if self.options.auto is not None else None
+        rcvbuf = self.run.streams.rcvbuf()
         if self._context is not None:
-            return PacedHTTPSConnection(self.url.host, self.url.port, self.options,
+            return PacedHTTPSConnection(self.url.host, self.url.port, self.run,
                                         self._context, rcvbuf=rcvbuf)
-        return PacedHTTPConnection(self.url.host, self.url.port, self.options, rcvbuf=rcvbuf)
+        return PacedHTTPConnection(self.url.host, self.url.port, self.run, rcvbuf=rcvbuf)
 
     def headers(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         out = {"User-Agent": "dtnkit-cp"}
         if self.token:
             out["Authorization"] = f"Bearer {self.token}"
-        if self.options.scitag is not None:
-            out["SciTag"] = str(self.options.scitag)
+        if self.run.request.scitag is not None:
+            out["SciTag"] = str(self.run.request.scitag)
         out.update(extra or {})
         return out
 
@@ -309,26 +307,22 @@ class Session:
     def with_retries(self, what: str, call: Callable[[], tuple[int, http.client.HTTPMessage,
                                                                bytes]]
                      ) -> tuple[int, http.client.HTTPMessage, bytes]:
-        attempt = 0
-        while True:
-            try:
-                status, headers, body = call()
-                if status >= 500:
-                    raise Retryable(f"{what}: HTTP {status} {reason(body)}")
-                return status, headers, body
-            except Retryable as exc:
-                if attempt >= self.options.retries:
-                    raise TransferError(what, f"failed after {attempt + 1} attempts ({exc})",
-                                        "check that the server is up and reachable") from None
-                time.sleep(self.options.backoff * 2**attempt)
-                attempt += 1
+        """A small request (:meth:`request`), tried again after a transport failure or a
+        5xx as the run's retry policy says."""
+        def once() -> tuple[int, http.client.HTTPMessage, bytes]:
+            status, headers, body = call()
+            if status >= 500:
+                raise Retryable(f"{what}: HTTP {status} {reason(body)}")
+            return status, headers, body
+
+        return self.run.request.retry.call(what, once)
 
     def for_url(self, url: Url) -> Session:
         """A session for *url* reached by a redirect: the token goes only to its own origin
         (the redirect target authorizes the request itself, e.g. with a query)."""
         if same_origin(url, self.url):
             return self
-        other = Session(url, self.options)
+        other = Session(url, self.run)
         other.token = None
         return other
 
@@ -355,14 +349,12 @@ class Session:
         if redirects and status in REDIRECTS:
             raise Redirected(headers.get("Location"))
         check_status(status, f"HEAD {url}", body)
-        return info_of(headers, f"HEAD {url}", url, self.options)
+        return info_of(headers, f"HEAD {url}", url, self.run.request.block_size)
 
-    def propfind_members(self, url: Url) -> list[Member]:
+    def propfind_members(self, url: Url) -> list[multistatus.Member]:
         """The members of a collection (``Depth: 1``) as the server lists them, unchecked:
         :mod:`~dtnkit.transfer.client.tree` checks each name before using it.  A body
         larger than :data:`MAX_LISTING` or that does not parse is refused."""
-        from dtnkit.transfer.wire import multistatus  # recursive copies only
-
         what = f"PROPFIND {url}"
         status, _headers, body = self.with_retries(
             what, lambda: self.request("PROPFIND", url, {"Depth": "1"}, limit=MAX_LISTING))
@@ -374,52 +366,33 @@ class Session:
                             "check the server") from None
 
 
-def client_context(options: Options) -> ssl.SSLContext:
+def client_context(request: CopyRequest) -> ssl.SSLContext:
     """The TLS context of a client connection: --ca-file (else the system's store), and the
-    grid's CA directory (``options.ca_dir``, $X509_CERT_DIR) when it exists, as gfal2, xrdcp
-    and davix trust it; ``options.insecure``: nothing is verified."""
-    if options.insecure:
+    grid's CA directory (``request.ca_dir``, $X509_CERT_DIR) when it exists, as gfal2, xrdcp
+    and davix trust it; ``request.insecure``: nothing is verified."""
+    if request.insecure:
         ctx = ssl.create_default_context()
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE
         return ctx
     try:
-        ctx = ssl.create_default_context(cafile=options.ca_file)
+        ctx = ssl.create_default_context(cafile=request.ca_file)
     except (OSError, ssl.SSLError) as exc:
-        raise BadInput(f"--ca-file {options.ca_file}", f"cannot be loaded ({exc})",
+        raise BadInput(f"--ca-file {request.ca_file}", f"cannot be loaded ({exc})",
                        "pass a PEM CA bundle") from None
-    if options.ca_dir is not None and Path(options.ca_dir).is_dir():
+    if request.ca_dir is not None and Path(request.ca_dir).is_dir():
         try:
-            ctx.load_verify_locations(capath=options.ca_dir)
+            ctx.load_verify_locations(capath=request.ca_dir)
         except (OSError, ssl.SSLError) as exc:
-            raise BadInput(f"X509_CERT_DIR {options.ca_dir}", f"cannot be used ({exc})",
+            raise BadInput(f"X509_CERT_DIR {request.ca_dir}", f"cannot be used ({exc})",
                            "point X509_CERT_DIR at a hashed CA directory (openssl rehash "
                            "DIR)") from None
     return ctx
 
 
-def certificate_refused(exc: ssl.SSLCertVerificationError, what: str) -> CertificateRefused:
-    """The error for a certificate that did not verify: not retried, exit 22."""
-    why = exc.verify_message or exc.reason or str(exc)
-    return CertificateRefused(what, f"the server's TLS certificate was not accepted ({why})",
-                              "pass --ca-file with the CA bundle that signed it (or put it "
-                              "in X509_CERT_DIR, hashed), and check the host name in the URL "
-                              "(--insecure skips the check)")
-
-
-def fatal_transport(exc: BaseException, what: str) -> TransferError | None:
-    """The error for a transport failure that retrying cannot help (a certificate that does
-    not verify, the deadline passed); None for one worth a retry."""
-    if isinstance(exc, ssl.SSLCertVerificationError):
-        return certificate_refused(exc, what)
-    if isinstance(exc, DeadlinePassed):
-        return TransferError(what, str(exc), "raise --deadline; a rerun resumes what was kept")
-    return None
-
-
 def want_name(name: str) -> str:
     """The name of *name* in a ``Want-Digest`` request header (RFC 3230)."""
-    return cks.REGISTRY[name].rfc3230
+    return REGISTRY[name].rfc3230
 
 
 def check_status(status: int, what: str, body: bytes, ok: tuple[int, ...] = (200, 206)) -> None:
@@ -444,7 +417,7 @@ def check_status(status: int, what: str, body: bytes, ok: tuple[int, ...] = (200
 def answered_digest(headers: dict[str, str], name: str) -> bytes | None:
     """The *name* digest in a response's ``Digest`` header, if it has one that parses."""
     try:
-        return dg.parse_digest(headers.get("digest", "")).get(name)
+        return parse_digest(headers.get("digest", "")).get(name)
     except ValueError:
         return None
 
@@ -475,24 +448,25 @@ def status_of(session: Session, method: str, url: Url,
         return None
 
 
-def create_only(options: Options) -> dict[str, str]:
+def create_only(overwrite: bool) -> dict[str, str]:
     """The header of a write that may not replace a file (no ``-f``): ``If-None-Match: *``."""
-    return {} if options.overwrite else {"If-None-Match": "*"}
+    return {} if overwrite else {"If-None-Match": "*"}
 
 
-def refuse_existing(session: Session, url: Url, options: Options,
+def refuse_existing(session: Session, url: Url, overwrite: bool,
                     conn: http.client.HTTPConnection | None = None) -> None:
-    """Without ``-f``: DestinationExists when *url* is there now (a HEAD, on *conn* when
-    given), before any byte is sent, for servers that ignore ``If-None-Match`` on a PUT; the
-    header still makes the commit atomic on servers that honour it."""
-    if not options.overwrite and status_of(session, "HEAD", url, conn) == 200:
+    """Without ``-f`` (*overwrite* False): DestinationExists when *url* is there now (a HEAD,
+    on *conn* when given), before any byte is sent, for servers that ignore
+    ``If-None-Match`` on a PUT; the header still makes the commit atomic on servers that
+    honour it."""
+    if not overwrite and status_of(session, "HEAD", url, conn) == 200:
         raise DestinationExists(str(url))
 
 
-def existing_after_412(session: Session, url: Url, status: int, options: Options) -> None:
+def existing_after_412(session: Session, url: Url, status: int, overwrite: bool) -> None:
     """After a 412 to a write sent with ``If-None-Match: *``: DestinationExists when the
     target is there now (else the 412 was about something else, such as a digest)."""
-    if status == 412 and not options.overwrite and status_of(session, "HEAD", url) == 200:
+    if status == 412 and not overwrite and status_of(session, "HEAD", url) == 200:
         raise DestinationExists(str(url))
 
 
@@ -500,7 +474,7 @@ def mkcol(session: Session, url: Url) -> None:
     status, _h, body = session.with_retries(f"MKCOL {url}",
                                             lambda: session.request("MKCOL", url))
     if status not in (201, 405):  # 405: exists already
-        missing_parent(status, f"MKCOL {url}", body, session.options.parents)
+        missing_parent(status, f"MKCOL {url}", body, session.run.request.parents)
         check_status(status, f"MKCOL {url}", body, ok=(201,))
 
 

@@ -2,12 +2,13 @@
 --streams auto`` reads it: per measured RTT, the streams a sweep found best (the knee of its
 throughput curve).  The schema is in docs/sweep.md.
 
-Kept small and here, below the sweep package, so that ``cp`` reads a table with ``json``
-alone (its start-up loads nothing else: tests/transfer/client/test_start_up_modules.py).
+Kept here, below the sweep package, so that ``cp`` reads a table without the sweep's
+modules (the sweep package re-exports it).
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -60,8 +61,6 @@ def streams_for_rtt(table: Sequence[tuple[float, int]], rtt_ms: float) -> int:
 
 def load(path: Path) -> list[tuple[float, int]]:
     """Read and validate a table file; BadInput (one line) when it cannot be used."""
-    import json
-
     shown = str(path)
     try:
         with open(path, "rb") as fh:

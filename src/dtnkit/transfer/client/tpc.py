@@ -14,16 +14,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dtnkit.errors import BadInput, DtnkitError, ExitStatus
-from dtnkit.transfer import checksum as cks
+from dtnkit.transfer.checksum import canonical
 from dtnkit.transfer.client.errors import DestinationExists, TransferError
-from dtnkit.transfer.client.options import Options
+from dtnkit.transfer.client.request import CopyRequest, CopyRun
+from dtnkit.transfer.client.retry import fatal_transport
 from dtnkit.transfer.client.session import (
     MAX_REDIRECTS,
     REDIRECTS,
     Session,
     Url,
     check_status,
-    fatal_transport,
     follow_redirect,
     is_url,
     make_parents,
@@ -33,8 +33,7 @@ from dtnkit.transfer.client.session import (
     status_of,
     want_name,
 )
-from dtnkit.transfer.wire import digests as dg
-from dtnkit.transfer.wire import markers
+from dtnkit.transfer.wire import digests, markers
 from dtnkit.transfer.wire.markers import Marker
 
 
@@ -126,7 +125,7 @@ def request_copy(active_url: str, *, source: str | None = None,
     if destination is not None:
         headers["Destination"] = normalize(destination)
     if checksum is not None:
-        headers["Want-Digest"] = want_name(cks.canonical(checksum))
+        headers["Want-Digest"] = want_name(canonical(checksum))
     for name, value in (transfer_headers or {}).items():
         headers[f"TransferHeader{name}"] = value
     if scitag is not None:  # the active party's own flows, and forwarded to the passive one
@@ -134,13 +133,12 @@ def request_copy(active_url: str, *, source: str | None = None,
         headers["TransferHeaderSciTag"] = str(scitag)
     start = time.monotonic()
     hops = 0
-    clock = Options(deadline=deadline, low_speed_limit=0, stall_timeout=timeout)
-    clock.start()
+    # one clock for every hop: the deadline bounds the whole request
+    run = CopyRun.of(CopyRequest(ca_file=ca_file, ca_dir=ca_dir, insecure=insecure,
+                                 stall_timeout=timeout, low_speed_limit=0, deadline=deadline))
     while True:
-        session = Session(url, Options(token=token if same_origin(url, first) else None,
-                                       ca_file=ca_file, ca_dir=ca_dir, insecure=insecure,
-                                       stall_timeout=timeout, low_speed_limit=0,
-                                       deadline=deadline, started=clock.started))
+        session = Session(url, run)
+        session.token = token if same_origin(url, first) else None
         conn = session.connect()
         what = f"COPY {url}"
         try:
@@ -225,7 +223,7 @@ class ThirdPartySummary:
         return {"mode": self.mode, "source": self.source, "destination": self.destination,
                 "bytes": self.size, "seconds": round(self.result.seconds, 6),
                 "checksum": self.checksum,
-                "digest": dg.show(self.digest) if self.digest is not None else None,
+                "digest": digests.show(self.digest) if self.digest is not None else None,
                 "markers": len(self.result.markers), "final": self.result.final}
 
 
@@ -237,9 +235,10 @@ def source_size(mode: str, src: str, *, token: str | None, remote_token: str | N
     pull, the client's for a push); None when the source does not say."""
     try:
         url = Url.parse(src)
-        options = Options(token=remote_token if mode == "pull" else token, ca_file=ca_file,
-                          ca_dir=ca_dir, insecure=insecure, retries=0, stall_timeout=10.0)
-        _session, _url, info = Session(url, options).resolve(url)
+        run = CopyRun.of(CopyRequest(token=remote_token if mode == "pull" else token,
+                                     ca_file=ca_file, ca_dir=ca_dir, insecure=insecure,
+                                     retries=0, stall_timeout=10.0))
+        _session, _url, info = Session(url, run).resolve(url)
     except DtnkitError:
         return None
     return None if info.is_dir else info.size
@@ -263,10 +262,10 @@ def third_party_copy(mode: str, src: str, dst: str, *, token: str | None,
     forward = {"Authorization": f"Bearer {remote_token}"} if remote_token else {}
     pull = mode == "pull"
     url = Url.parse(dst)
-    options = Options(token=token if pull else remote_token, checksum=checksum,
-                      ca_file=ca_file, ca_dir=ca_dir, insecure=insecure, retries=1,
-                      scitag=scitag)
-    dst_session = Session(url, options)
+    run = CopyRun.of(CopyRequest(token=token if pull else remote_token, checksum=checksum,
+                                 ca_file=ca_file, ca_dir=ca_dir, insecure=insecure, retries=1,
+                                 scitag=scitag))
+    dst_session = Session(url, run)
     before = status_of(dst_session, "HEAD", url)
     existed = before != 404
     if before == 200 and not overwrite:

@@ -14,7 +14,7 @@ import threading
 import weakref
 
 from dtnkit.errors import DtnkitError
-from dtnkit.transfer import checksum as cks
+from dtnkit.transfer.checksum import COMBINABLE
 from dtnkit.transfer.client.errors import (
     ChecksumMismatch,
     DestinationExists,
@@ -24,7 +24,7 @@ from dtnkit.transfer.client.errors import (
     reason,
 )
 from dtnkit.transfer.client.session import REDIRECTS, Session, Url, check_status, status_of
-from dtnkit.transfer.wire import digests as dg
+from dtnkit.transfer.wire.digests import parse_digest
 from dtnkit.transfer.wire.upload import (
     CHECKSUM_HEADER,
     HEADER,
@@ -54,7 +54,7 @@ def start(session: Session, url: Url, size: int, algorithm: str | None, *,
         if session in _unsupported:
             raise UseSinglePut("the server has no upload sessions")
     extra = {HEADER: "start", LENGTH_HEADER: str(size)}
-    if algorithm in cks.COMBINABLE:
+    if algorithm in COMBINABLE:
         extra[CHECKSUM_HEADER] = algorithm
     if create_only:
         extra["If-None-Match"] = "*"
@@ -105,7 +105,7 @@ def abort(session: Session, url: Url, ident: str) -> None:
 def already_there(session: Session, url: Url, digest: str) -> bool:
     """Whether *url* now has the whole-file *digest* (``name=value``) the commit carried."""
     try:
-        want = dg.parse_digest(digest)
+        want = parse_digest(digest)
         name = next(iter(want))
         info = session.head(url, want=name)
     except (ValueError, StopIteration, DtnkitError):

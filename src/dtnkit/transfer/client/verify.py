@@ -8,9 +8,9 @@ The enums are ``str``-valued, so the CLI's choices and the JSON summary keep the
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
 
-from dtnkit.records import record
-from dtnkit.transfer.wire import digests as dg
+from dtnkit.transfer.wire import digests
 
 
 class Verify(enum.StrEnum):
@@ -31,8 +31,7 @@ class Level(enum.StrEnum):
     ONDISK = "ondisk"
 
 
-
-@record
+@dataclass(frozen=True, slots=True)
 class VerifyPlan:
     """Every verification decision of one file copy, derived once."""
 
@@ -104,4 +103,4 @@ class VerifyPlan:
         return self.algorithm if self.checks else None
 
     def show(self, value: bytes) -> str:
-        return dg.show(value)
+        return digests.show(value)

@@ -22,18 +22,17 @@ import stat
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from dtnkit.errors import BadInput, DtnkitError
-from dtnkit.records import replace
 from dtnkit.transfer import checksum as cks
 from dtnkit.transfer import files, fsroot, paths
 from dtnkit.transfer import pipeline as pl
 from dtnkit.transfer import tokens as tokmod
-from dtnkit.transfer.client import autostreams, pace
+from dtnkit.transfer.client import pace
 from dtnkit.transfer.client.download import download
 from dtnkit.transfer.client.errors import (
     ChecksumMismatch,
@@ -42,7 +41,8 @@ from dtnkit.transfer.client.errors import (
     Retryable,
 )
 from dtnkit.transfer.client.journals import part_path
-from dtnkit.transfer.client.options import Options
+from dtnkit.transfer.client.policy import StreamPolicy
+from dtnkit.transfer.client.request import CopyRequest, CopyRun
 from dtnkit.transfer.client.session import (
     MAX_REDIRECTS,
     REDIRECTS,
@@ -137,35 +137,34 @@ class ForwardingSession(Session):
     (:class:`RemoteRefused` when none is allowed); redirects to other origins get a new,
     checked session without the forwarded ``Authorization``."""
 
-    def __init__(self, url: Url, options: Options, forward: Mapping[str, str],
+    def __init__(self, url: Url, run: CopyRun, forward: Mapping[str, str],
                  reach: Reach) -> None:
-        super().__init__(url, options)
+        super().__init__(url, run)
         self._forward = dict(forward)
         self.reach = reach
         self.address, listed = reach.allow.pick(url.host, url.port)
         reach.listed = reach.listed and listed
         self.tls: ssl.SSLContext | None = None
         if url.scheme == "https":
-            self.tls = client_context(options)
+            self.tls = client_context(run.request)
 
     def headers(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         out = {"User-Agent": "dtnkit-tpc", **self._forward}
-        if self.options.scitag is not None:  # the COPY's tag, to the passive party
-            out["SciTag"] = str(self.options.scitag)
+        if self.run.request.scitag is not None:  # the COPY's tag, to the passive party
+            out["SciTag"] = str(self.run.request.scitag)
         out.update(extra or {})
         return out
 
     def connect(self) -> http.client.HTTPConnection:
         # to the address checked, whatever the name resolves to now; the socket keeps the
         # client's minimum rate and deadline (client/pace.py), as `cp`'s do
-        auto = self.options.auto
-        rcvbuf = auto.rcvbuf() if auto is not None else None
+        rcvbuf = self.run.streams.rcvbuf()
         conn: NotesCreation
         if self.tls is not None:
-            conn = NotedHTTPSConnection(self.url.host, self.url.port, self.options, self.tls,
+            conn = NotedHTTPSConnection(self.url.host, self.url.port, self.run, self.tls,
                                         address=self.address, rcvbuf=rcvbuf)
         else:
-            conn = NotedHTTPConnection(self.url.host, self.url.port, self.options,
+            conn = NotedHTTPConnection(self.url.host, self.url.port, self.run,
                                        address=self.address, rcvbuf=rcvbuf)
         conn.reach = self.reach
         return conn
@@ -174,7 +173,7 @@ class ForwardingSession(Session):
         if same_origin(url, self.url):
             return self
         kept = {k: v for k, v in self._forward.items() if k.lower() != "authorization"}
-        return ForwardingSession(url, self.options, kept, self.reach)
+        return ForwardingSession(url, self.run, kept, self.reach)
 
 
 @dataclass
@@ -381,19 +380,21 @@ def handle_copy(ex: Exchange) -> None:
             raise HttpError(405, where, f"is not a regular file ({st.st_mode:o})")
 
     # a pull the request does not fix decides its streams on its first connection, as
-    # `cp --streams auto` does (autostreams.py), and says so in the log
-    auto = autostreams.for_this_host(None) if n_streams is None and pull else None
-    options = Options(streams=n_streams or 1, auto=auto, checksum=name,
-                         verify=Verify.BLOCK if pull else Verify.SEQUENTIAL, retries=1, backoff=0.2,
-                         resume=False,  # a failed server-side copy leaves nothing to resume
-                         ca_file=config.ca_file, ca_dir=config.ca_dir,
-                         overwrite=overwrite,  # Overwrite: F -> a push PUTs If-None-Match: *
-                         scitag=ex.scitag)  # SciTag on the remote requests, the flow label
-    options.check()
+    # `cp --streams auto` does (client/policy.py), and says so in the log
+    auto = StreamPolicy.for_this_host(None) if n_streams is None and pull else None
+    request = CopyRequest(streams=n_streams or 1, checksum=name,
+                          verify=Verify.BLOCK if pull else Verify.SEQUENTIAL, retries=1,
+                          backoff=0.2,
+                          resume=False,  # a failed server-side copy leaves nothing to resume
+                          ca_file=config.ca_file, ca_dir=config.ca_dir,
+                          overwrite=overwrite,  # Overwrite: F -> a push PUTs If-None-Match: *
+                          scitag=ex.scitag)  # SciTag on the remote requests, the flow label
+    job = Job()
+    transfer = CopyRun.of(request, streams=auto, progress=job.progress)
     reach = Reach(config.tpc_allow)
     header = "Source" if pull else "Destination"
     try:
-        first = ForwardingSession(remote, options, forward, reach)
+        first = ForwardingSession(remote, transfer, forward, reach)
     except RemoteRefused as exc:
         log(config, f"COPY {where}: {header} refused: {exc}")
         host = printable(remote.host)
@@ -402,8 +403,6 @@ def handle_copy(ex: Exchange) -> None:
                         f"server's admin can allow it with dtnkit serve --tpc-allow {host} (or "
                         "a CIDR range holding its address)",
                         [(markers.REFUSED_REMOTE, header)]) from None
-    job = Job()
-    options.progress = job.progress
     if auto is not None and not config.quiet:  # beside the access log's lines
         auto.on_decision = lambda d: log(config, f"COPY {where}: streams auto: {d.reason}")
     if pull:
@@ -418,18 +417,18 @@ def handle_copy(ex: Exchange) -> None:
                 # no HEAD first: the download's own GET tells the size and, with most
                 # servers, the digest (client/first.py); a digest HEAD only when it did not
                 try:
-                    pull_file(first, remote, path, options, job, ex, overwrite=overwrite)
+                    pull_file(first, remote, path, transfer, job, ex, overwrite=overwrite)
                 except DigestNotOffered as exc:
                     raise no_digest(remote, exc.offered) from None
                 return
             session, url, status, offered = resolve_remote(first, name)
-            if status == 200 and name not in offered:
-                options.verify = Verify.NONE  # the client allowed an unverified copy
-            pull_file(session, url, path, options, job, ex, overwrite=overwrite)
+            unverified = status == 200 and name not in offered  # the client allowed it
+            pull_file(session, url, path, unchecked(transfer) if unverified else transfer,
+                      job, ex, overwrite=overwrite)
     else:
         def work() -> None:
             session, url, _status, _offered = resolve_remote(first, None)
-            push_file(session, fsroot.fd_path(source_fd), url, options, job, reach,
+            push_file(session, fsroot.fd_path(source_fd), url, transfer, job, reach,
                       required is not False)
 
     def run() -> None:
@@ -486,7 +485,7 @@ def handle_copy(ex: Exchange) -> None:
         ex.end_chunked()
     except (Cancelled, OSError):
         job.cancel.set()
-        thread.join(options.stall_timeout + 10)
+        thread.join(request.stall_timeout + 10)
         ex.close_after()
     ex.count_bytes(job.sent)
 
@@ -505,7 +504,12 @@ def log(config: ServerConfig, line: str) -> None:
         config.log.flush()
 
 
-def pull_file(session: Session, url: Url, path: Path, options: Options, job: Job,
+def unchecked(transfer: CopyRun) -> CopyRun:
+    """*transfer* with nothing verified (its streams and clock shared)."""
+    return replace(transfer, request=replace(transfer.request, verify=Verify.NONE))
+
+
+def pull_file(session: Session, url: Url, path: Path, transfer: CopyRun, job: Job,
               ex: Exchange, *, overwrite: bool = True) -> None:
     """Download *url* to a part file next to *path*, then rename it over *path* (not over
     an existing file, whoever made it, unless *overwrite*).
@@ -527,7 +531,9 @@ def pull_file(session: Session, url: Url, path: Path, options: Options, job: Job
     files.LIVE.note_dir(root, files.rel(root, path.parent))
     committed = False
     try:
-        result = download(session, url, tmp, replace(options, overwrite=True))
+        # the part file is this copy's own: the rename below decides what is replaced
+        result = download(session, url, tmp,
+                          replace(transfer, request=replace(transfer.request, overwrite=True)))
         if job.cancel.is_set():
             raise Cancelled()
         if overwrite:
@@ -543,7 +549,7 @@ def pull_file(session: Session, url: Url, path: Path, options: Options, job: Job
             os.fsync(dirfd)
         if result.digest is not None:
             with contextlib.suppress(ValueError, OSError):
-                value = {options.checksum: result.digest}
+                value = {transfer.request.checksum: result.digest}
                 st = os.stat(path.name, dir_fd=dirfd, follow_symlinks=False)
                 ex.services.cache.store(path, files.file_key(st), value)
     finally:
@@ -555,7 +561,7 @@ def pull_file(session: Session, url: Url, path: Path, options: Options, job: Job
         os.close(dirfd)
 
 
-def push_file(session: Session, path: Path, url: Url, options: Options,
+def push_file(session: Session, path: Path, url: Url, transfer: CopyRun,
               job: Job, reach: Reach, required: bool = True) -> None:
     """PUT ``path`` to ``url``.  ``required``: the remote's digest must match (the upload
     fails when it offers none); otherwise it is compared only when the remote offers one.
@@ -563,17 +569,18 @@ def push_file(session: Session, path: Path, url: Url, options: Options,
     (:attr:`Reach.created`): a file the remote had before stays, whatever refused the PUT."""
     size = os.stat(path).st_size
     local: bytes | None = None
+    request = transfer.request
     if not required:
-        options.verify = Verify.NONE
+        transfer = unchecked(transfer)
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         try:
-            local = pl.checksum_fd(fd, options.checksum, size, options.block_size)
+            local = pl.checksum_fd(fd, request.checksum, size, request.block_size)
         finally:
             os.close(fd)
     try:
-        upload(session, path, url, options)
+        upload(session, path, url, transfer)
         if local is not None:
-            _check_if_offered(session, url, options.checksum, local)
+            _check_if_offered(session, url, request.checksum, local)
     except Cancelled:
         _delete_if_created(session, url, reach)
         raise

@@ -1,22 +1,20 @@
-"""What a copy is asked to do (:class:`Options`) and what it did (:class:`FileResult`,
-:class:`Summary`)."""
+"""What a copy is asked to do (:class:`CopyRequest`, frozen), the copy as it runs
+(:class:`CopyRun`: the request, its stream policy, its clock, who is told of its progress)
+and what it did (:class:`FileResult`, :class:`Summary`)."""
 
 from __future__ import annotations
 
 import math
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
 
 from dtnkit.errors import BadInput
-from dtnkit.records import mutable_record
-from dtnkit.transfer import checksum as cks
-from dtnkit.transfer import pipeline as pl
+from dtnkit.transfer import checksum, pipeline
+from dtnkit.transfer.client.policy import StreamPolicy
+from dtnkit.transfer.client.retry import RetryPolicy
 from dtnkit.transfer.client.verify import Level, Verify, VerifyPlan
-from dtnkit.transfer.wire import digests as dg
-
-if TYPE_CHECKING:  # cli/cp.py loads it for --streams auto only
-    from dtnkit.transfer.client.autostreams import AutoStreams
+from dtnkit.transfer.wire import digests
 
 #: The default minimum rate: 1 KiB/s over 30 s (a connection slower than that for half a
 #: minute is dead or hostile; curl has the rule but no default).
@@ -24,12 +22,16 @@ DEFAULT_LOW_SPEED_LIMIT = 1024
 DEFAULT_LOW_SPEED_TIME = 30.0
 
 
-@mutable_record
-class Options:
-    """What a copy is asked to do (the flags of `dtnkit cp`)."""
+@dataclass(frozen=True, slots=True)
+class CopyRequest:
+    """What a copy is asked to do: the flags of ``dtnkit cp``, checked when made (one
+    :class:`~dtnkit.errors.BadInput` naming the flag); ``verify``, ``level`` and
+    ``checksum`` are kept in their canonical form (the enums, the registry's name)."""
 
+    #: streams per file with ``--streams N`` (``--streams auto`` is the :class:`CopyRun`'s
+    #: stream policy, which then decides)
     streams: int = 1
-    block_size: int = pl.DEFAULT_BLOCK
+    block_size: int = pipeline.DEFAULT_BLOCK
     checksum: str = "adler32"
     verify: Verify = Verify.BLOCK
     level: Level = Level.INFLIGHT
@@ -42,10 +44,7 @@ class Options:
     insecure: bool = False
     parallel: int = 1
     recursive: bool = False
-    max_buffered: int = pl.DEFAULT_MAX_BUFFERED
-    progress: Callable[[int], None] | None = None
-    # told a remote source's size once its first answer gives it (a progress bar's total)
-    on_size: Callable[[int], None] | None = None
+    max_buffered: int = pipeline.DEFAULT_MAX_BUFFERED
     src_token: str | None = None  # remote to remote: the source's token (default: token)
     dst_token: str | None = None  # remote to remote: the destination's token (default: token)
     resume: bool = True  # continue from a kept part file (download) or session (upload)
@@ -61,50 +60,30 @@ class Options:
     low_speed_limit: int = DEFAULT_LOW_SPEED_LIMIT
     low_speed_time: float = DEFAULT_LOW_SPEED_TIME
     deadline: float | None = None  # seconds for the whole copy, from its start (None: none)
-    started: float | None = None  # time.monotonic() when the copy started (the deadline's 0)
     # the SciTags tag (expId << 6 | actId): a SciTag header on every request, the IPv6 flow
     # label on every connection (client/flowlabel.py), TransferHeaderSciTag on a COPY
     scitag: int | None = None
 
-    def deadline_at(self) -> float | None:
-        """The monotonic time the deadline passes (None without one); the clock starts at
-        the first call when :meth:`start` was not called."""
-        if self.deadline is None:
-            return None
-        if self.started is None:
-            self.started = time.monotonic()
-        return self.started + self.deadline
-
-    def start(self) -> None:
-        """Start the deadline's clock: the copy begins now."""
-        self.started = time.monotonic()
-
-    def sized(self, size: int) -> None:
-        """A remote source's first answer told its size: tell :attr:`on_size`."""
-        if self.on_size is not None:
-            self.on_size(size)
-    auto: AutoStreams | None = None  # --streams auto: decides `streams` on the first connection
-
-    def check(self) -> None:
+    def __post_init__(self) -> None:
         if self.streams < 1 or self.parallel < 1:
             raise BadInput("--streams/--parallel", "must be at least 1", "pass 1 or more")
         if self.block_size < 1:
             raise BadInput("--block-size", "must be positive", "pass e.g. 8M")
         try:
-            self.verify = Verify(self.verify)
+            object.__setattr__(self, "verify", Verify(self.verify))
         except ValueError:
             raise BadInput(f"--verify {self.verify}", "unknown mode",
                            f"use one of {', '.join(Verify)}") from None
         try:
-            self.level = Level(self.level)
+            object.__setattr__(self, "level", Level(self.level))
         except ValueError:
             raise BadInput(f"--verify-level {self.level}", "unknown level",
                            f"use one of {', '.join(Level)}") from None
         try:
-            self.checksum = cks.canonical(self.checksum)
+            object.__setattr__(self, "checksum", checksum.canonical(self.checksum))
         except ValueError as exc:
             raise BadInput(f"--checksum {self.checksum}", str(exc),
-                           f"use one of {', '.join(cks.ALGORITHMS)}") from None
+                           f"use one of {', '.join(checksum.ALGORITHMS)}") from None
         if self.retries < 0:
             raise BadInput("--retries", "must be >= 0", "pass 0 or more")
         if self.low_speed_limit < 0:
@@ -117,19 +96,59 @@ class Options:
             raise BadInput("--deadline", "must be a positive number of seconds",
                            "pass e.g. 3600")
 
-    def plan(self) -> VerifyPlan:
-        """The verify plan of these options as they are now (a TPC copy may lower verify)."""
-        return VerifyPlan.of(self.verify, self.level, self.checksum)
+    def verify_plan(self) -> VerifyPlan:
+        """What this request verifies and how durably, decided once."""
+        return VerifyPlan(self.verify, self.level, self.checksum)
+
+    @property
+    def retry(self) -> RetryPolicy:
+        return RetryPolicy(self.retries, self.backoff)
 
 
-@mutable_record
+@dataclass(slots=True)
+class CopyRun:
+    """One copy as it runs: its :class:`CopyRequest`, its :class:`StreamPolicy` (fixed or
+    auto, decided once for the run), its clock (``--deadline`` counts from :attr:`started`)
+    and who is told of its progress."""
+
+    request: CopyRequest
+    streams: StreamPolicy
+    progress: Callable[[int], None] | None = None  # told the bytes of each block moved
+    # told a remote source's size once its first answer gives it (a progress bar's total)
+    on_size: Callable[[int], None] | None = None
+    started: float = field(default_factory=time.monotonic)  # the deadline's 0
+
+    @classmethod
+    def of(cls, request: CopyRequest, *, streams: StreamPolicy | None = None,
+           progress: Callable[[int], None] | None = None,
+           on_size: Callable[[int], None] | None = None) -> CopyRun:
+        """A run of *request* starting now, its streams *streams*' (default: the request's
+        ``--streams N``)."""
+        return cls(request, streams or StreamPolicy.fixed(request.streams), progress, on_size)
+
+    def deadline_at(self) -> float | None:
+        """The monotonic time the deadline passes (None without one)."""
+        return None if self.request.deadline is None else self.started + self.request.deadline
+
+    def sized(self, size: int) -> None:
+        """A remote source's first answer told its size: tell :attr:`on_size`."""
+        if self.on_size is not None:
+            self.on_size(size)
+
+    def progressed(self, n: int) -> None:
+        """*n* more bytes of the file are where they go (or were kept by a resume)."""
+        if self.progress is not None:
+            self.progress(n)
+
+
+@dataclass(slots=True)
 class FileResult:
     """What the copy of one file did."""
 
     source: str
     destination: str
     size: int
-    digest: bytes | None  # the verified digest (of Options.checksum); None when not verified
+    digest: bytes | None  # the verified digest (of the request's checksum); None: unverified
     level: Level
     retries: int = 0
     read_back: int = 0
@@ -144,14 +163,15 @@ class FileResult:
         """The digest as people and JSON see it: hex, as md5sum prints it."""
         if self.digest is None or self.algorithm is None:
             return None
-        return dg.show(self.digest)
+        return digests.show(self.digest)
 
 
-@mutable_record
+@dataclass(slots=True)
 class Summary:
     """What a whole copy did: its files and its time."""
 
-    files: list[FileResult]
+    run: CopyRun
+    files: list[FileResult] = field(default_factory=list)
     seconds: float = 0.0
 
     @property
@@ -163,9 +183,11 @@ class Summary:
         """Bytes kept from an interrupted run: in ``bytes``, not moved by this run."""
         return sum(f.resumed_bytes for f in self.files)
 
-    def as_dict(self, options: Options) -> dict[str, object]:
+    def as_dict(self) -> dict[str, object]:
+        request, streams = self.run.request, self.run.streams
         levels = {f.level for f in self.files}
         order = [lvl for lvl in Level if lvl in levels]
+        decision = streams.decision
         return {
             "files": len(self.files),
             "bytes": self.bytes,
@@ -173,14 +195,12 @@ class Summary:
             # the rate of the bytes this run moved: kept blocks took no time here
             "rate_bps": (round((self.bytes - self.resumed_bytes) * 8 / self.seconds, 1)
                          if self.seconds > 0 else None),
-            "checksum": options.checksum if options.verify != Verify.NONE else None,
+            "checksum": request.checksum if request.verify != Verify.NONE else None,
             "digest": self.files[0].shown_digest() if len(self.files) == 1 else None,
-            "verify": str(options.verify),
-            "level": str(order[0] if order else options.level),  # the weakest level achieved
-            "streams": (options.auto.used if options.auto is not None
-                        and options.auto.used is not None else options.streams),
-            **({"streams_auto": options.auto.decision.as_dict()}
-               if options.auto is not None and options.auto.decision is not None else {}),
+            "verify": str(request.verify),
+            "level": str(order[0] if order else request.level),  # the weakest level achieved
+            "streams": streams.shown(),
+            **({"streams_auto": decision.as_dict()} if decision is not None else {}),
             "retries": sum(f.retries for f in self.files),
             **({"upload_streams": max(f.upload_streams or 1 for f in self.files)}
                if any(f.upload_streams is not None for f in self.files) else {}),
