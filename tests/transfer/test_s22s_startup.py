@@ -32,10 +32,12 @@ from dtnkit.transfer.server import ServerHandle
 
 #: dataclasses a download may build: Environment (cli/main.py, used by every command),
 #: first.py's Opened (it gains a field(default_factory) on the --streams auto branch), and,
-#: with --streams auto, autostreams' Limits and Decision and the Host that reads the limits;
+#: with --streams auto, autostreams' Limits and Decision and the Host that reads the limits
+#: (with its command Result, WriteRecord and namespace _Batch);
 #: the bearer token's record (client/bearer.py: WLCG token discovery runs for every copy)
 DATACLASSES_FIXED = {"Bearer", "Environment", "Opened"}
-DATACLASSES_AUTO = DATACLASSES_FIXED | {"Decision", "Host", "Limits"}
+DATACLASSES_AUTO = DATACLASSES_FIXED | {"Decision", "Host", "Limits", "Result", "WriteRecord",
+                                        "_Batch"}
 #: dtnkit packages a download never loads (audits, labs, measurements, results, servers)
 NOT_LOADED = ("dtnkit.host.parsers", "dtnkit.host.facts", "dtnkit.host.nsfork",
               "dtnkit.host.replay", "dtnkit.tune", "dtnkit.lab", "dtnkit.measure",

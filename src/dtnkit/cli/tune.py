@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from collections.abc import Callable, Iterator
@@ -321,16 +322,14 @@ def apply_cmd(env: Environment, groups: tuple[str, ...], judging: Judging, state
 def from_experiment(judging: Judging, spec: dict[str, Any]) -> Judging:
     """The judging an experiment ran with (its profile, RTT, and the speed and interfaces it
     recorded), in the scope this run works in."""
-    from dtnkit.records import replace
-
     speed = spec.get("speed_mbps")
     ifaces = spec.get("ifaces")
     exact = spec.get("exact")
-    return replace(judging, profile=str(spec["profile"]), rtt_ms=float(spec["rtt_ms"]),
-                   speed_mbps=int(speed) if isinstance(speed, int) else judging.speed_mbps,
-                   ifaces=tuple(str(i) for i in ifaces) if isinstance(ifaces, list)
-                   else judging.ifaces,
-                   exact=exact if isinstance(exact, bool) else judging.exact)
+    return dataclasses.replace(
+        judging, profile=str(spec["profile"]), rtt_ms=float(spec["rtt_ms"]),
+        speed_mbps=int(speed) if isinstance(speed, int) else judging.speed_mbps,
+        ifaces=tuple(str(i) for i in ifaces) if isinstance(ifaces, list) else judging.ifaces,
+        exact=exact if isinstance(exact, bool) else judging.exact)
 
 
 def _progress(person: Printer | None) -> Callable[[apply_mod.Step], None] | None:

@@ -13,10 +13,9 @@ command with ``--tree``).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
-
-from dtnkit.records import record
 
 if TYPE_CHECKING:
     from dtnkit.host.host import Host
@@ -36,7 +35,7 @@ def rtt_flag(rtt_ms: float) -> str:
     return f"{rtt_ms:g}ms"
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Judging:
     """The profile, RTT, link speed and interfaces a host is judged by, and where it is."""
 

@@ -13,13 +13,12 @@ import json
 import math
 import zlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from dtnkit.errors import BadInput
-from dtnkit.records import record
 
 SCHEMA = 1
 USER_PROFILE_DIR = Path("/etc/dtnkit/profiles")
@@ -90,7 +89,7 @@ SITE_SYSCTLS_EXCLUDED = ("net.core.bpf_*",)  # BPF JIT hardening: security, not 
 GROUPS = ("buffers", "backlog", "congestion", "pacing", "rings", "offloads", "nic", "cpu", "checks")
 
 
-@record  # a frozen dataclass's methods cost ~4 M instructions at each start
+@dataclass(frozen=True, slots=True)
 class ItemSpec:
     """One profile entry after merging: what to recommend for one key, and why."""
 
@@ -104,7 +103,7 @@ class ItemSpec:
     apply: str = "auto"
     requires: str | None = None
     note: str = ""
-    numbers: Mapping[str, float] = MappingProxyType({})  # read-only: one shared default
+    numbers: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))  # read-only
 
 
 @dataclass(frozen=True)
