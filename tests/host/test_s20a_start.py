@@ -30,7 +30,7 @@ from dtnkit.records import mutable_record
 
 #: modules a live host audit with --format json never needs (each cost start-up before)
 NOT_LOADED = (
-    "subprocess", "selectors", "signal", "shlex", "shutil", "gzip", "tomllib", "rich",
+    "subprocess", "selectors", "signal", "shlex", "shutil", "gzip", "rich",
     "dtnkit.tune.apply", "dtnkit.tune.snapshot", "dtnkit.host.replay",
     "dtnkit.host.sysctl_scope", "dtnkit.cli.render",
 )
