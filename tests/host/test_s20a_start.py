@@ -32,7 +32,7 @@ from dtnkit.records import mutable_record
 NOT_LOADED = (
     "subprocess", "selectors", "signal", "shlex", "shutil", "gzip", "rich",
     "dtnkit.tune.apply", "dtnkit.tune.snapshot", "dtnkit.host.replay",
-    "dtnkit.host.sysctl_scope", "dtnkit.cli.render",
+    "dtnkit.host.sysctl_scope", "dtnkit.cli.render", "dtnkit.cli.tune_render",
 )
 #: the dataclasses on its path: the audit's own, and the host's facts and parsed records
 DATACLASSES = {
