@@ -30,17 +30,17 @@ from dtnkit.records import mutable_record
 
 #: modules a live host audit with --format json never needs (each cost start-up before)
 NOT_LOADED = (
-    "subprocess", "selectors", "signal", "shlex", "shutil", "gzip", "rich",
+    "subprocess", "selectors", "signal", "shutil", "gzip", "rich",
     "dtnkit.tune.apply", "dtnkit.tune.snapshot", "dtnkit.host.replay",
-    "dtnkit.host.sysctl_scope", "dtnkit.cli.render", "dtnkit.cli.tune_render",
+    "dtnkit.cli.render", "dtnkit.cli.tune_render",
 )
 #: the dataclasses on its path: the audit's own, and the host's facts and parsed records
 DATACLASSES = {
     "Audit", "Context", "Decision", "Environment", "Finding", "Host", "ItemSpec", "Judging",
     "NoWant", "Profile", "Want",  # tune
     "Address", "Bond", "Channels", "Coalesce", "Feature", "Interface", "Interrupt",
-    "KernelCaps", "Link", "Pause", "Qdisc", "Result", "Rings", "Route", "TcClass",
-    "Unavailable", "WriteRecord", "_Batch",  # host
+    "KernelCaps", "Link", "Pause", "Qdisc", "Result", "Rings", "Route", "SysctlScope",
+    "TcClass", "Unavailable", "WriteRecord", "_Batch",  # host
 }
 
 

@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Sequence
 
 from dtnkit.diagnose.checklist.base import Check, Facts, Item, as_int, sysctl_fix
 from dtnkit.host import facts
 from dtnkit.host.facts import Interface, Unavailable
+from dtnkit.tune.checks import unique_local
 
 
 def _address(item: Item, f: Facts) -> None:
@@ -34,7 +34,7 @@ def _address(item: Item, f: Facts) -> None:
         item.next = j.shell("ip -6 addr show")
         return
     globals_ = [a for a in addrs if a.scope == "global" and a.ifname in links]
-    public = [a for a in globals_ if not _ula(a.local)]
+    public = [a for a in globals_ if not unique_local(a.local)]
     for a in globals_[:6]:
         item.saw(f"ip -6 addr ({a.ifname})", f"{a.local}/{a.prefixlen} scope {a.scope}")
     if off == 1 or (data and len(off_on) == len(data)):
@@ -71,13 +71,6 @@ def upper_names(links: dict[str, Interface], devices: Sequence[str]) -> set[str]
     for dev in devices:
         out.update(facts.upper_devices(links, dev))
     return out
-
-
-def _ula(addr: str) -> bool:
-    try:
-        return ipaddress.IPv6Address(addr.split("%")[0]) in ipaddress.IPv6Network("fc00::/7")
-    except ValueError:
-        return False
 
 
 def _route(item: Item, f: Facts) -> None:
