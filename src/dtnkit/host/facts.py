@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TypeVar, cast
 
 from dtnkit.errors import BadInput, DtnkitError
@@ -32,7 +33,6 @@ from dtnkit.host.parsers.rtnetlink import (
     parse_qdiscs,
 )
 from dtnkit.host.parsers.tc import Qdisc
-from dtnkit.records import record
 
 T = TypeVar("T")
 
@@ -45,14 +45,14 @@ AUXILIARY_KINDS = frozenset({"ifb", "dummy", "nlmon", "sit", "ipip", "ip6tnl", "
                              "ip6gre", "vti", "wireguard", "vxlan", "geneve"})
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Unavailable:
     """A value the host cannot give, and why (unsupported op, tool missing, no such file)."""
 
     reason: str
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Interface:
     name: str
     kind: str | None  # None: a physical NIC (or anything without linkinfo)
@@ -484,7 +484,7 @@ def _ethtool_reason(text: str) -> str:
     return first[0] if first else "ethtool failed"
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class KernelCaps:
     qdiscs: dict[str, bool | None]  # kind -> present? None when unknown
     qdisc_evidence: str
@@ -523,7 +523,7 @@ def kernel_caps(host: Host) -> KernelCaps:
     return KernelCaps(qdiscs, evidence, tuple(avail), tuple(allowed), tuple(modules))
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Environment:
     """Where dtnkit runs, and what that means for tuning."""
 

@@ -35,7 +35,6 @@ from typing import TYPE_CHECKING, Any
 from dtnkit.errors import DtnkitError, ToolMissing
 from dtnkit.host.runner import Result, Runner, SubprocessRunner
 from dtnkit.host.tree import Tree
-from dtnkit.records import mutable_record
 
 if TYPE_CHECKING:
     import subprocess  # imported where a process starts: a live host audit starts none
@@ -414,7 +413,7 @@ class _Helper:
             return reply
 
 
-@mutable_record
+@dataclass(slots=True)
 class _Batch:
     """What the batch reader saw in a namespace (see _BATCH_READER)."""
 
@@ -458,7 +457,7 @@ class ReadOnlyViolation(DtnkitError):
     """Raised when a read-only Host is asked to write: a bug, never a user error."""
 
 
-@mutable_record
+@dataclass(slots=True)
 class WriteRecord:
     """One write to the host: what was written (a file or a command) and the value."""
 
