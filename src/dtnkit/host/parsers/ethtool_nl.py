@@ -3,9 +3,10 @@ and ``-i`` make, and parsers of the kernel's replies into what :mod:`.ethtool` r
 their output (Rings, features, Coalesce, Pause, the ``-i`` rows).
 
 Each ethtool run is a process start (5-10 ms on a loaded host) for microseconds of kernel
-work, so a live Host asks the kernel itself (:meth:`dtnkit.host.kernel.KernelView.ethtool_replies`:
-one generic-netlink socket in this process, or in a namespace's helper process) and a
-captured tree replays ethtool's output as before.  ethtool 6.1 reads rings, features,
+work, so a live Host asks the kernel itself
+(:meth:`dtnkit.host.kernel.KernelView.ethtool_replies`: one generic-netlink socket in this
+process, or in a namespace's helper process) and a captured tree replays ethtool's output as
+before.  ethtool 6.1 reads rings, features,
 coalescing and pause through the ``ethtool`` generic-netlink family and the driver through
 the ``SIOCETHTOOL`` ioctl (``ETHTOOL_GDRVINFO``); the decoding here follows its printing
 (``netlink/rings.c``, ``features.c``, ``coalesce.c``, ``pause.c``, ``ethtool.c``

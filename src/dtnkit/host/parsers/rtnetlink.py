@@ -5,11 +5,12 @@ of the qdisc dump into what ``tc -j qdisc show dev DEV`` prints for the kinds a 
 anyone tunes it (:func:`parse_qdiscs`).
 
 The kernel answers these in microseconds, where each ``ip`` is a process start (5-10 ms on a
-loaded host), so a live Host asks the kernel itself (:meth:`dtnkit.host.kernel.KernelView.rtnl_dumps`:
-one socket in this process, or in the namespace's helper process) and a captured tree replays
-the ``ip`` commands as before.  The names and rules follow iproute2 6.1 (``ip/ipaddress.c``,
-``ip/iproute.c``, ``lib/rt_names.c``), so both paths give the same answer; the tests compare
-them on real namespaces.
+loaded host), so a live Host asks the kernel itself
+(:meth:`dtnkit.host.kernel.KernelView.rtnl_dumps`: one socket in this process, or in the
+namespace's helper process) and a captured tree replays the ``ip`` commands as before.  The
+names and rules follow iproute2 6.1 (``ip/ipaddress.c``, ``ip/iproute.c``,
+``lib/rt_names.c``), so both paths give the same answer; the tests compare them on real
+namespaces.
 
 Formats (``include/uapi/linux/rtnetlink.h``, ``if_link.h``, ``if_addr.h``): after the
 netlink header (:mod:`.netlink`, which frames and walks every message), a family
