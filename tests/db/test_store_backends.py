@@ -3,7 +3,7 @@ real PostgreSQL (tests/support/postgres.py: one server for the module, a databas
 migrations (a file made by dtnkit before schema versions upgrades in place; a newer schema is
 refused), hostile values, and the password of a URL never shown.
 
-tests/db/data/dbs_pre_versions.sqlite was made by the stores of commit 490dc67 (the
+tests/db/data/store_before_schema_versions.sqlite was made by the stores of commit 490dc67 (the
 last before dtnkit.db): two results, one experiment, the sweep run "old-run" with two points.
 """
 
@@ -31,7 +31,7 @@ from dtnkit.sweep import store as sweep_store
 from dtnkit.sweep.grid import Grid, parse_grid_flags
 from dtnkit.sweep.model import Transfer
 
-FIXTURE = Path(__file__).parent / "data" / "dbs_pre_versions.sqlite"
+FIXTURE = Path(__file__).parent / "data" / "store_before_schema_versions.sqlite"
 
 
 @pytest.fixture(scope="module")
