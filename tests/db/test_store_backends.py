@@ -27,9 +27,9 @@ from dtnkit.environment import Environment
 from dtnkit.errors import BadInput, DtnkitError, ExitStatus, ToolMissing
 from dtnkit.measure.result import ProbeResult
 from dtnkit.measure.store import ResultStore
+from dtnkit.measure.tool import Transfer
 from dtnkit.sweep import store as sweep_store
 from dtnkit.sweep.grid import Grid, parse_grid_flags
-from dtnkit.sweep.model import Transfer
 
 FIXTURE = Path(__file__).parent / "data" / "dbs_pre_versions.sqlite"
 

@@ -45,9 +45,9 @@ from typing import Any
 from dtnkit.db.backend import Database, connect, upsert_sql
 from dtnkit.db.location import DbUrl, Location, parse_location
 from dtnkit.errors import BadInput
+from dtnkit.measure.tool import MAX_RAW_BYTES, Transfer
 from dtnkit.sweep.analyze import PointRecord
 from dtnkit.sweep.grid import Point
-from dtnkit.sweep.model import MAX_RAW_BYTES, Transfer
 
 #: the version of the sweep tables this code writes and reads (the ``sweep_schema`` row; the
 #: database as a whole has its own, :data:`dtnkit.db.migrations.LATEST`)
