@@ -428,8 +428,8 @@ class Sweep:
                 try:
                     origins, destination = self.ensure_servers(point)
                 except DtnkitError as exc:
-                    return store.PointResult(point=point, status="failed", error=exc.render()
-                                             .removeprefix("dtnkit: error: "), started=started,
+                    return store.PointResult(point=point, status="failed",
+                                             **store.error_of(exc), started=started,
                                              elapsed_s=time.monotonic() - t_start,
                                              tuning=tuning)
                 phase("servers_start_s")
@@ -509,7 +509,8 @@ class Sweep:
             if machine is not None:  # what the lab-bound rule read: the transfer's own share
                 extra["idle_percent_measured"] = machine
         return store.PointResult(
-            point=point, status="failed" if run.failed else "ok", error=run.failed,
+            point=point, status="failed" if run.failed else "ok",
+            **(store.error_of(DtnkitError(run.failed)) if run.failed else {}),
             started=started, elapsed_s=time.monotonic() - t_start, tool_s=w.elapsed_s,
             samples=tuple(w.samples), series=w.series, cpu_seconds=tuple(w.cpu_seconds),
             softirq=w.softirq, retransmits=retrans, retransmits_note=note, ctxt=w.ctxt,
@@ -553,8 +554,7 @@ class Sweep:
                     raise
                 except DtnkitError as exc:
                     result = store.PointResult(point=point, status="failed",
-                                               error=exc.render().removeprefix(
-                                                   "dtnkit: error: "), started=time.time())
+                                               **store.error_of(exc), started=time.time())
                     self.stop_servers()
                 if first:  # the lab is known now: record it with the run
                     first = False
