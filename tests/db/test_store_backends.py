@@ -27,9 +27,9 @@ from dtnkit.environment import Environment
 from dtnkit.errors import BadInput, DtnkitError, ExitStatus, ToolMissing
 from dtnkit.measure.result import ProbeResult
 from dtnkit.measure.store import ResultStore
+from dtnkit.measure.tool import Transfer
 from dtnkit.sweep import store as sweep_store
 from dtnkit.sweep.grid import Grid, parse_grid_flags
-from dtnkit.sweep.model import Transfer
 
 FIXTURE = Path(__file__).parent / "data" / "store_before_schema_versions.sqlite"
 
@@ -444,7 +444,8 @@ def test_hosts_migrating_at_once_apply_each_migration_once(location: Location) -
     assert len(ResultStore(location).results()) == 4
     with backend.connect(location) as db:
         assert [r[0] for r in db.execute("SELECT version FROM schema_version ORDER BY "
-                                         "version").fetchall()] == [1, 2]
+                                         "version").fetchall()] == [
+            m.version for m in migrations.MIGRATIONS]
 
 
 @pytest.mark.parametrize("url", [

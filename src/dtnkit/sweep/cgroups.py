@@ -301,7 +301,7 @@ class CpuQuota:
 
     @property
     def path(self) -> str:
-        """The quota's cgroup (what :class:`~dtnkit.sweep.model.Origin` records)."""
+        """The quota's cgroup (what :class:`~dtnkit.measure.probes.load.Origin` records)."""
         return str(self.paths[0])
 
     def procs_files(self) -> list[str]:
