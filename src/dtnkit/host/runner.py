@@ -7,6 +7,7 @@ failing command, so callers decide what a non-zero exit means.
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -43,8 +44,6 @@ class SubprocessRunner:
         self.timeout = timeout
 
     def run(self, argv: Sequence[str], *, stdin: str | None = None) -> Result:
-        import subprocess  # here: a live host audit starts no process (~3 ms of start-up)
-
         argv = tuple(argv)
         try:
             proc = subprocess.run(
