@@ -7,6 +7,7 @@ back to the host state that produced it.
 
 from __future__ import annotations
 
+import calendar
 import csv
 import io
 import json
@@ -132,8 +133,6 @@ def _started_epoch(doc: dict[str, Any]) -> float:
         if isinstance(value, int | float) and not isinstance(value, bool):
             return float(value)
         if isinstance(value, str):
-            import calendar
-
             try:
                 return float(calendar.timegm(time.strptime(value, "%Y-%m-%dT%H:%M:%SZ")))
             except ValueError:
