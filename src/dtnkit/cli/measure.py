@@ -22,6 +22,7 @@ from dtnkit.cli.results_push import push as push_cmd
 from dtnkit.db.location import Location
 from dtnkit.environment import Environment
 from dtnkit.errors import BadInput
+from dtnkit.host import cgexec
 from dtnkit.host.host import Host
 from dtnkit.measure.result import ProbeResult
 from dtnkit.measure.store import ResultStore, export
@@ -146,7 +147,7 @@ def _wrap(cgroup: Path | None) -> Callable[[Sequence[str]], list[str]] | None:
                        "give a cgroup directory under /sys/fs/cgroup")
 
     def wrap(argv: Sequence[str]) -> list[str]:
-        return ["sh", "-c", 'echo $$ > "$0"; exec "$@"', str(procs), *argv]
+        return cgexec.command([str(procs)], argv)
 
     return wrap
 
