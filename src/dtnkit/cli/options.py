@@ -14,9 +14,12 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import click
 
-from dtnkit.db.location import Location
+from dtnkit.db.location import Location, parse_location
 from dtnkit.environment import Environment
 from dtnkit.errors import BadInput
+from dtnkit.tune.judging import DEFAULT_PROFILE, DEFAULT_RTT_MS, Judging
+from dtnkit.tune.profile import GROUPS
+from dtnkit.units import parse_duration, parse_ms, parse_speed
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -69,8 +72,6 @@ class DbLocation(click.ParamType[Location, Any]):
 
     def convert(self, value: Any, param: click.Parameter | None,
                 ctx: click.Context | None) -> Location:
-        from dtnkit.db.location import parse_location
-
         return parse_location(value)
 
 
@@ -79,8 +80,6 @@ def db_option(**attrs: Any) -> Callable[[F], F]:
     ``postgresql://`` URL names a PostgreSQL store (its password is never shown)."""
 
     def pick(env: Environment) -> Location:
-        from dtnkit.db.location import parse_location
-
         return parse_location(env.results_db)
 
     attrs.setdefault("metavar", "FILE|URL")
@@ -108,8 +107,6 @@ def split_list(values: tuple[str, ...] | list[str] | str | None, option: str) ->
 def group_option(*, required: bool = False, help: str | None = None) -> Callable[[F], F]:
     """``--group G`` (repeatable and comma-separated; ``--groups`` is the same option): the
     one declaration every command that selects tuning groups uses.  The value is a tuple."""
-    from dtnkit.tune.profile import GROUPS
-
     def split(ctx: click.Context, param: click.Parameter,
               value: tuple[str, ...]) -> tuple[str, ...]:
         return split_list(value, "--group")
@@ -132,8 +129,6 @@ class Duration(click.ParamType[float, Any]):
 
     def convert(self, value: Any, param: click.Parameter | None,
                 ctx: click.Context | None) -> float | int:
-        from dtnkit.units import parse_duration
-
         if isinstance(value, int | float) and not isinstance(value, bool):
             text: str | float = value
         else:
@@ -183,8 +178,6 @@ def judging_options(*, iface: bool = True, exact: bool = False, netns: bool = Tr
     (:class:`~dtnkit.tune.judging.Judging`), parsed once, bad values refused (exit 9) before
     anything runs.  ``netns=False``: the command declares ``--netns`` itself (its help says
     what it does there); its value still goes into the judging and on to the command."""
-    from dtnkit.tune.judging import DEFAULT_PROFILE, DEFAULT_RTT_MS
-
     options: list[Callable[[F], F]] = [
         click.option("--profile", default=DEFAULT_PROFILE, show_default=True,
                      help="Profile name (dtn, measurement, or one in --profile-dir) or a path."),
@@ -216,9 +209,6 @@ def judging_options(*, iface: bool = True, exact: bool = False, netns: bool = Tr
     def deco(f: F) -> F:
         @functools.wraps(f)
         def judged(*args: Any, **kwargs: Any) -> Any:
-            from dtnkit.tune.judging import Judging
-            from dtnkit.units import parse_ms, parse_speed
-
             own = {k: kwargs.pop(k) for k in _JUDGING_KEYS if k in kwargs}
             ns = kwargs.pop("netns", None) if netns else kwargs.get("netns")
             speed = own.get("speed")
