@@ -426,6 +426,8 @@ class ReceiveLane:
             hdrs["If-Range"] = src.etag
         what = f"GET {src.url}"
         conn.request("GET", src.url.path, headers=src.session.headers(hdrs))
+        src.session.run.mark("GET sent", connection=getattr(conn, "timeline_index", None),
+                             range=f"{first}-{last}")
         r = conn.getresponse()
         if r.status >= 500:
             r.read(4096)
@@ -661,6 +663,8 @@ class Engine:
              ready: Spare | None) -> None:
         lane = stream.lane
         assert lane is not None
+        mark = self.session.run.mark
+        mark("stream starts", stream=stream.index)
         try:
             if ready is not None:
                 conn = ready.take()  # its handshakes began beside the first request
@@ -688,6 +692,7 @@ class Engine:
                 self.errors.append(exc)
             self.stop.set()
         finally:
+            mark("stream ends", stream=stream.index)
             left = self._live.pop(stream.index, None)
             if left is not None:
                 left.close()

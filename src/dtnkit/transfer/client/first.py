@@ -142,6 +142,7 @@ class _Asking:
     def decide(self) -> StreamPlan:
         if self.plan is None:
             self.plan = self.run.streams.plan(self.session)
+            self.run.mark("streams decided", streams=self.plan.most, start=self.plan.start)
             if self.spares is not None and not self.spares and not self.plan.alone:
                 self.spares.extend(Spare(self.session) for _ in range(self.plan.start - 1))
         return self.plan
@@ -213,9 +214,11 @@ def _ask(session: Session, url: Url, run: CopyRun, want: str | None,
             plan = asking.decide()  # when not done at its TCP handshake
             single = plan.alone
             extra = {"Want-Digest": want_name(want)} if want and single else {}
-            conn.request("GET" if single else "HEAD", url.path,
-                         headers=session.headers(extra))
+            method = "GET" if single else "HEAD"
+            conn.request(method, url.path, headers=session.headers(extra))
+            run.mark(f"{method} sent", connection=getattr(conn, "timeline_index", None))
             r = conn.getresponse()
+            run.mark(f"{method} answered", connection=getattr(conn, "timeline_index", None))
             if r.status != 200 and not (r.status == 206 and whole(r.headers)):
                 body = r.read(64 * 1024)
                 if r.status >= 500 and extra:
