@@ -65,9 +65,9 @@ class Timeline:
     # ------------------------------------------------------------------ what happened
     def mark(self, what: str, **where: int | str | None) -> None:
         """A step at this moment, with where it happened (``connection=``, ``stream=``)."""
-        event: dict[str, Any] = {"t": round(self.now(), 6), "what": what}
-        event.update((k, v) for k, v in where.items() if v is not None)
-        with self._lock:
+        with self._lock:  # the time taken under the lock: the events stay in time order
+            event: dict[str, Any] = {"t": round(self.now(), 6), "what": what}
+            event.update((k, v) for k, v in where.items() if v is not None)
             self.events.append(event)
 
     def connection(self) -> int:
