@@ -5,7 +5,8 @@ from __future__ import annotations
 import click
 from rich.markup import escape
 
-from dtnkit.cli.options import judging_options, pass_env
+from dtnkit.cli.judging_options import judging_options
+from dtnkit.cli.options import pass_env
 from dtnkit.cli.output import Printer, emit, format_option
 from dtnkit.cli.render import Col, print_fitted
 from dtnkit.cli.tune import make_host

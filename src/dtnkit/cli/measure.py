@@ -11,11 +11,10 @@ from typing import Any
 import click
 
 from dtnkit.cli import measure_render
+from dtnkit.cli.judging_options import group_option, judging_options
 from dtnkit.cli.options import (
     Duration,
     db_option,
-    group_option,
-    judging_options,
     pass_env,
     state_dir_option,
 )

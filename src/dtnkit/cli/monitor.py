@@ -12,7 +12,8 @@ import click
 from prometheus_client import make_wsgi_app
 from prometheus_client.process_collector import ProcessCollector
 
-from dtnkit.cli.options import Duration, db_option, judging_options, pass_env, wide_option
+from dtnkit.cli.judging_options import judging_options
+from dtnkit.cli.options import Duration, db_option, pass_env, wide_option
 from dtnkit.cli.output import emit
 from dtnkit.cli.render import Col, print_fitted
 from dtnkit.cli.stopping import stop_on_signals, wait

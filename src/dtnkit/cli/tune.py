@@ -14,10 +14,9 @@ from typing import Any
 import click
 
 from dtnkit.cli import tune_render
+from dtnkit.cli.judging_options import group_option, judging_options
 from dtnkit.cli.options import (
     db_option,
-    group_option,
-    judging_options,
     pass_env,
     state_dir_option,
 )
