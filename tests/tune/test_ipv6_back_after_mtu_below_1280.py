@@ -219,3 +219,29 @@ def test_restore_of_a_hostile_record_writes_nothing(
     assert (netns.state(), addresses(netns, "dkv0"), addresses(netns, "dkv1")) == before
     assert mtu(netns) == 1300
     assert sorted(p.name for p in state_dir.rglob("*")) == listing
+
+
+@pytest.mark.needs_root
+@pytest.mark.needs_netns
+def test_a_route_the_kernel_refuses_rolls_the_whole_restore_back(
+    netns: Netns, tmp_path: Path, state_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    carry_ipv6(netns)
+    sel = ["--netns", netns.name, "--state-dir", str(state_dir)]
+    code, _out, err = run(capsys, "tune", "apply", *sel, "--profile", profile(tmp_path),
+                          "--group", "nic", "--mtu", "--iface", "dkv0",
+                          "--allow-unsafe", "link/*/mtu")
+    assert code == ExitStatus.OK, err
+    path = next((state_dir / "snapshots").glob("*.json"))
+    doc = json.loads(path.read_text())
+    # well formed, but its gateway is on no prefix of dkv0's: the kernel refuses it, after the
+    # MTU, the settings and the addresses are back
+    doc["values"]["ipv6/dkv0/routes"].append("2001:db8:200::/48 via 2001:db8:77::1 metric 5")
+    path.write_text(json.dumps(doc))
+    code, out, err = run(capsys, "tune", "restore", *sel, "--format", "json")
+    assert code == ExitStatus.PARTIAL_APPLY, err
+    assert out["failed"]["key"] == "ipv6/dkv0/routes"
+    assert "2001:db8:200::/48" in out["error"]["what"] and out["error"]["why"]
+    assert out["error"]["next"] and out["rollback_errors"] == []
+    # as before the restore: MTU 1200, so no IPv6 on dkv0 at all
+    assert mtu(netns) == 1200 and addresses(netns) == set() and routes(netns) == set()

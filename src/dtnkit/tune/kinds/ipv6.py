@@ -9,7 +9,8 @@ link-local address, and nothing else.  A snapshot taken before an apply that low
 far holds these keys for that interface; restore (and the undo of a failed apply or restore)
 puts back what differs once the MTU is back.
 
-- ``conf``: every readable ``net.ipv6.conf.DEVICE.NAME``, as text, by NAME.
+- ``conf``: every readable ``net.ipv6.conf.DEVICE.NAME``, as text, by NAME (one this kernel
+  does not have is left out).
 
 None is audited nor in a profile: they are only in such a snapshot.  Each value is a sorted
 list of strings in ``ip``'s own words, so a user reads them as ``ip -6 addr`` / ``ip -6 route``
@@ -112,10 +113,23 @@ class Ipv6Tunable(DeviceTunable):
         """Every entry of ``want`` is there (others may be too: restore only adds); every
         setting of ``want`` has its value."""
         if isinstance(current, dict) and isinstance(want, dict):
-            return all(_same(current.get(k), v) for k, v in want.items())
+            # (a setting this kernel does not have is no difference; no settings at all is)
+            return (bool(current) or not want) and all(
+                _same(current[k], v) for k, v in want.items() if k in current)
         if not isinstance(current, list) or not isinstance(want, list):
             return bool(current == want)
-        return set(want) <= set(current)
+        return {self._ident(v) for v in want} <= {self._ident(v) for v in current}
+
+    def _ident(self, entry: Any) -> Any:
+        """What the kernel tells entries apart by: an address by itself (its flags aside), a
+        route by its destination and metric (another gateway for them is "File exists")."""
+        if not isinstance(entry, str):
+            return entry
+        words = entry.split()
+        if self.attr == "addresses" or not words:
+            return words[0] if words else entry
+        metric = words[words.index("metric") + 1] if "metric" in words[:-1] else ""
+        return (words[0], metric)
 
     def show(self, value: Value) -> str:
         if isinstance(value, list):
@@ -134,7 +148,8 @@ class Ipv6Tunable(DeviceTunable):
         if self.attr == "conf":
             self._write_conf(host, value, now)
             return
-        missing = [v for v in value if v not in now]
+        there = {self._ident(v) for v in now}
+        missing = [v for v in value if self._ident(v) not in there]
         if not missing:
             return
         mtu = (host.read(f"/sys/class/net/{dev}/mtu") or "").strip()
@@ -159,10 +174,8 @@ class Ipv6Tunable(DeviceTunable):
             added.append(entry)
 
     def _write_conf(self, host: Host, want: dict[str, str], now: dict[str, str]) -> None:
-        differ = {k: v for k, v in want.items() if not _same(now.get(k), v)}
-        if not differ:
-            return
-        if not now:
+        differ = {k: v for k, v in want.items() if k in now and not _same(now[k], v)}
+        if not now and want:
             raise DtnkitError(
                 f"cannot put back the IPv6 settings of {self.device}",
                 f"{self._conf_dir()} is not there: the kernel runs no IPv6 on it (an MTU "
@@ -174,8 +187,6 @@ class Ipv6Tunable(DeviceTunable):
             try:
                 host.write(f"{self._conf_dir()}/{name}", differ[name])
             except DtnkitError:
-                if name not in now:  # gone since the snapshot (another kernel): not ours
-                    continue
                 for back in reversed(done):
                     with contextlib.suppress(DtnkitError):
                         host.write(f"{self._conf_dir()}/{back}", now[back])
