@@ -7,15 +7,20 @@ refused with one error and nothing written."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import Netns
 from dtnkit.cli.main import main
 from dtnkit.errors import BadInput, ExitStatus
+from dtnkit.tune.kinds.ipv6 import check_address, check_conf, check_route
 from dtnkit.tune.snapshot import Snapshot
 
 ADDRS = {("2001:db8::5", 64, ("nodad",)), ("fd00:6::7", 64, ("nodad", "noprefixroute"))}
@@ -196,6 +201,34 @@ def test_the_ipv6_record_needs_its_interfaces_mtu_at_1280_or_more() -> None:
     low["values"]["link/dkv0/mtu"] = 1200
     with pytest.raises(BadInput, match="without link/dkv0/mtu at 1280"):
         Snapshot.from_dict(low, "snapshot h")
+
+
+WORDS = st.sampled_from(["2001:db8::5/64", "fe80::1/64", "2001:db8::/32", "default", "via",
+                         "metric", "1024", "-1", "4294967296", "onlink", "proto", "static",
+                         "nodad", "noprefixroute", "dev", "eth0", "/129", "::", "::1/128",
+                         "10.0.0.1/8", ";", "$(reboot)", "\n", "\x00"])
+ENTRIES = st.one_of(st.text(max_size=60), st.lists(WORDS, max_size=7).map(" ".join),
+                    st.tuples(st.ip_addresses(v=6), st.integers(-3, 140)).map(
+                        lambda t: f"{t[0]}/{t[1]}"))
+
+
+@settings(max_examples=1000, deadline=None)
+@given(entry=ENTRIES)
+def test_an_entry_is_accepted_only_in_its_form(entry: str) -> None:
+    """Any text gets a verdict, never an exception, and what is accepted is what ip takes."""
+    why = check_address(entry)
+    if why is None:
+        first, *flags = entry.split(" ")
+        iface = ipaddress.IPv6Interface(first)
+        assert 0 <= iface.network.prefixlen <= 128 and not iface.ip.is_link_local
+        assert set(flags) <= {"nodad", "noprefixroute", "home", "mngtmpaddr"}
+    why = check_route(entry)
+    if why is None:
+        words = entry.split(" ")
+        assert words[0] == "default" or ipaddress.IPv6Network(words[0])
+        assert "metric" in words and not {"dev", ";", "$(reboot)"} & set(words)
+    if check_conf({entry: "1"}) is None:  # a name that stays in net.ipv6.conf.DEV
+        assert re.fullmatch(r"[a-z0-9_]{1,64}", entry)
 
 
 @pytest.mark.needs_root
