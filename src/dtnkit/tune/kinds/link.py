@@ -59,7 +59,7 @@ class LinkTunable(DeviceTunable, CommandTunable):
         if self.attr != "mtu" or not isinstance(value, int) or value >= IPV6_MIN_MTU:
             return None
         if host is not None and not self._ipv6_runs(host):
-            return None  # no IPv6 on this interface: nothing to lose
+            return None  # no IPv6 on this interface to cut (its settings: see drops)
         return (f"an MTU below {IPV6_MIN_MTU} (IPv6's minimum, RFC 8200) takes IPv6 off "
                 f"{self.device}: its addresses and routes are removed")
 
