@@ -13,7 +13,6 @@ from typing import Any
 
 import click
 
-from dtnkit.cli import tune_render
 from dtnkit.cli.judging_options import group_option, judging_options
 from dtnkit.cli.options import (
     db_option,
@@ -21,7 +20,6 @@ from dtnkit.cli.options import (
     state_dir_option,
 )
 from dtnkit.cli.output import Printer, emit, for_people, format_option
-from dtnkit.cli.render import whole
 from dtnkit.db.location import Location
 from dtnkit.environment import DEFAULT_STATE_DIR, Environment
 from dtnkit.errors import BadInput, ExitStatus
@@ -55,6 +53,13 @@ from dtnkit.units import parse_duration
 #: the longest --wait for the lock of apply and restore
 MAX_WAIT_S = 600.0
 
+
+def _tables() -> Any:
+    """The tune tables (:mod:`dtnkit.cli.tune_render`)."""
+    # rich only for a table a person reads, as cli/output.py (a JSON audit draws none)
+    from dtnkit.cli import tune_render
+
+    return tune_render
 
 
 _NETNS = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -197,7 +202,7 @@ def audit(env: Environment, groups: tuple[str, ...], judging: Judging, fmt: str)
 
     def table(p: Printer) -> None:
         nxt = judging.command("tune", "apply", "--dry-run", extra=_group_flags(groups))
-        tune_render.audit_table(p.console, result, next_cmd=nxt)
+        _tables().audit_table(p.console, result, next_cmd=nxt)
 
     emit(env, result.as_dict(), fmt, table)
     return int(ExitStatus.OK if result.compliant else ExitStatus.DRIFT)
@@ -273,7 +278,7 @@ def apply_cmd(env: Environment, groups: tuple[str, ...], judging: Judging, state
         go = judging.command("tune", "apply", extra=_group_flags(groups)) if steps else None
         emit(env, {"dry_run": True, "plan": [s.as_dict() for s in steps],
                    "skipped_on_request": [f.key for f in skipped], **more, "next": go}, fmt,
-             lambda p: tune_render.plan(p.console, steps, skipped, dry_run=True,
+             lambda p: _tables().plan(p.console, steps, skipped, dry_run=True,
                                       undecided=more["undecided"], decide=more["decide"],
                                       next_cmd=go, allow_unsafe=allow_unsafe))
         return int(ExitStatus.UNDECIDED if more["undecided"] else ExitStatus.OK)
@@ -283,7 +288,7 @@ def apply_cmd(env: Environment, groups: tuple[str, ...], judging: Judging, state
     def show_plan(result: Any, steps: list[apply_mod.Step]) -> None:
         if person is not None:
             skipped = apply_mod.skipped_on_request(result, on_request)
-            tune_render.plan(person.console, steps, skipped, dry_run=False,
+            _tables().plan(person.console, steps, skipped, dry_run=False,
                            allow_unsafe=allow_unsafe)
 
     # read, plan, baseline, write and verify all happen under the namespace's lock
@@ -301,14 +306,14 @@ def apply_cmd(env: Environment, groups: tuple[str, ...], judging: Judging, state
     if out.baseline is None and out.ok:
         emit(env, {"ok": True, "baseline": None, "applied": [],
                    "skipped_on_request": skipped_keys, "lock": out.as_dict()["lock"], **more},
-             fmt, lambda p: tune_render.nothing_to_do(p.console, result, skipped,
+             fmt, lambda p: _tables().nothing_to_do(p.console, result, skipped,
                                                    undecided=more["undecided"],
                                                    decide=more["decide"]))
         return int(done)
     # the scope the baseline was kept in (`ip netns exec NS dtnkit tune apply`: NS's)
     undo = restore_hint(out.baseline, scope_here(host), state_dir)
     emit(env, {**out.as_dict(), "undo": undo, "skipped_on_request": skipped_keys, **more},
-         fmt, lambda p: tune_render.outcome(p.console, out, "apply", undo,
+         fmt, lambda p: _tables().outcome(p.console, out, "apply", undo,
                                           undecided=more["undecided"], decide=more["decide"]))
     status = _outcome_status(out)
     return int(done) if status == ExitStatus.OK else status
@@ -334,7 +339,7 @@ def _progress(person: Printer | None) -> Callable[[apply_mod.Step], None] | None
     con = person.console
 
     def step_done(step: apply_mod.Step) -> None:
-        tune_render.step_done(con, step)
+        _tables().step_done(con, step)
 
     return step_done
 
@@ -361,7 +366,7 @@ def save(env: Environment,
     snap = new_snapshot(host, apply_mod.live_values(host), label, "manual")
     path = Store(state_dir).save(snap)
     emit(env, {"id": snap.id, "path": str(path), "values": len(snap.values)}, fmt,
-         lambda p: tune_render.saved(p.console, snap, path),
+         lambda p: _tables().saved(p.console, snap, path),
          indent=None)
     return 0
 
@@ -397,7 +402,7 @@ def list_cmd(env: Environment, state_dir: Path, fmt: str) -> int:
             rows.append({"id": snap_id, "kind": "damaged", "label": exc.why, "created": "",
                          "scope": None, "netns": None, "values": 0, "last_baseline": False,
                          "incomplete": None})
-    emit(env, rows, fmt, lambda p: tune_render.snapshot_list(p.console, rows, store.dir))
+    emit(env, rows, fmt, lambda p: _tables().snapshot_list(p.console, rows, store.dir))
     return 0
 
 
@@ -448,7 +453,7 @@ def _same_namespace(name: str, facts: dict[str, Any], host: Host) -> None:
 def show(env: Environment, snapshot: str, state_dir: Path, fmt: str) -> int:
     """Show one snapshot (a name, unique prefix, label, or `last`)."""
     snap = Store(state_dir).load(snapshot)
-    emit(env, snap.as_dict(), fmt, lambda p: tune_render.snapshot(p.console, snap))
+    emit(env, snap.as_dict(), fmt, lambda p: _tables().snapshot(p.console, snap))
     return 0
 
 
@@ -501,7 +506,7 @@ def diff_cmd(env: Environment,
             p.echo(f"paired: {pr.a} in A with {pr.b} in B ({how})")
         for note in paired.notes:
             p.echo(f"not paired: {note}")
-        tune_render.differences(p.console, name_a, name_b, diffs)
+        _tables().differences(p.console, name_a, name_b, diffs)
 
     emit(env, {"a": name_a, "b": name_b, "pairs": [p.as_dict() for p in paired.pairs],
                "unpaired": paired.notes,
@@ -536,7 +541,7 @@ def restore_cmd(env: Environment,
         steps, skipped, missing = apply_mod.restore_plan(host, snap, ctx)
         emit(env, {"dry_run": True, "snapshot": snap.id, "plan": [s.as_dict() for s in steps],
                    "skipped": skipped, "not_restored": missing}, fmt,
-             lambda p: tune_render.restore_plan(p.console, steps, skipped, missing,
+             lambda p: _tables().restore_plan(p.console, steps, skipped, missing,
                                               allow_unsafe=allow_unsafe))
         return 0
     with _state_errors(state_dir, "cannot take the lock"):
@@ -545,7 +550,7 @@ def restore_cmd(env: Environment,
                                 wait_s=wait_s, on_wait=_waiting(env),
                                 allow_unsafe=allow_unsafe)
     emit(env, {"snapshot": snap.id, **out.as_dict()}, fmt,
-         lambda p: tune_render.outcome(p.console, out, f"restore of {snap.id}",
+         lambda p: _tables().outcome(p.console, out, f"restore of {snap.id}",
                                      restore_hint(snap.id, scope, state_dir)))
     if out.ok and out.not_restored:
         return int(ExitStatus.DRIFT)  # the rest was put back; these still differ
@@ -561,7 +566,7 @@ def delete(env: Environment, snapshot: str, state_dir: Path, fmt: str) -> int:
     """Delete a snapshot."""
     snap_id = Store(state_dir).delete(snapshot)
     emit(env, {"deleted": snap_id}, fmt,
-         lambda p: whole(p.console, f"deleted snapshot {snap_id}"))
+         lambda p: _tables().whole(p.console, f"deleted snapshot {snap_id}"))
     return 0
 
 
@@ -589,5 +594,5 @@ def profiles(env: Environment, name: str | None, profile_dir: tuple[Path, ...],
         "items": {k: {"group": s.group, "value": s.value, "tiers": s.tiers, "rule": s.rule,
                       "mode": s.mode, "apply": s.apply, "source": s.source}
                   for k, s in prof.items.items()}},
-         fmt, lambda p: tune_render.profile(p.console, prof))
+         fmt, lambda p: _tables().profile(p.console, prof))
     return 0
