@@ -104,6 +104,9 @@ class World:
         self.counts[what] = self.counts.get(what, 0) + 1
 
 
+# One world a module (each test resets it), but each fuzzer is its own unit of work under
+# pytest-xdist (dev/test.sh): minutes each, they would otherwise run one after the other on
+# the worker that made the world (tests/conftest.py groups the tests of a module fixture).
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> World:
     return World(tmp_path_factory.mktemp("dkva-fuzz"))
@@ -191,6 +194,7 @@ def snapshot_bytes(draw: st.DrawFn, base: str) -> bytes:
 
 
 @pytest.mark.fuzz
+@pytest.mark.xdist_group("fuzz-snapshots")
 def test_fuzz_snapshots_through_restore(world: World) -> None:
     world.reset()
     code, err = world.run("tune", "save", "--tree", str(world.tree), "--label", "base",
@@ -283,6 +287,7 @@ def profile_bytes(draw: st.DrawFn) -> bytes:
 
 
 @pytest.mark.fuzz
+@pytest.mark.xdist_group("fuzz-profiles")
 def test_fuzz_profiles_through_apply(world: World) -> None:
     world.reset()
     profile = world.root / "fz.toml"
