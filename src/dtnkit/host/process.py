@@ -16,7 +16,8 @@ reaped: no zombie, no pipe left open.
   state), through a pidfd so a PID reused meanwhile is never signalled.
 
 The names a caller needs from :mod:`subprocess` (``PIPE``, ``DEVNULL``, ``STDOUT``,
-``CompletedProcess``, ``TimeoutExpired``, ``CalledProcessError``) are here too.
+``CompletedProcess``, ``TimeoutExpired``, ``CalledProcessError``, ``SubprocessError``: the
+base of the two) are here too.
 """
 
 from __future__ import annotations
@@ -29,7 +30,15 @@ import subprocess
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from subprocess import DEVNULL, PIPE, STDOUT, CalledProcessError, CompletedProcess, TimeoutExpired
+from subprocess import (
+    DEVNULL,
+    PIPE,
+    STDOUT,
+    CalledProcessError,
+    CompletedProcess,
+    SubprocessError,
+    TimeoutExpired,
+)
 from types import FrameType, TracebackType
 from typing import IO, Any, AnyStr, Literal, overload
 
@@ -37,8 +46,8 @@ from dtnkit.host.signals import handling
 
 __all__ = [
     "DEVNULL", "FORWARDED", "PIPE", "REAP_S", "STDOUT", "STOP_GRACE_S", "CalledProcessError",
-    "Child", "CompletedProcess", "TimeoutExpired", "alive", "exit_status", "run",
-    "run_forwarding", "start", "stop_all", "stop_pid", "stop_pids",
+    "Child", "CompletedProcess", "SubprocessError", "TimeoutExpired", "alive", "exit_status",
+    "run", "run_forwarding", "start", "stop_all", "stop_pid", "stop_pids",
 ]
 
 #: how long a stopped process has between SIGTERM and SIGKILL, unless its caller says
