@@ -2,12 +2,12 @@
 # Install what dtnkit needs on a Debian/Ubuntu host (as root) and make ./.venv.
 #   dev/bootstrap.sh          runtime and the report extra (matplotlib: `dtnkit report`, the
 #                             README tour's last step)
-#   dev/bootstrap.sh test     runtime + the extras test (pytest, hypothesis, ansible), lint
-#                             (ruff, mypy, import-linter), report and postgresql, and the
-#                             interop peers (XRootD 5.5 with XrdHttp/TPC, gfal2 + gfal-copy,
-#                             davix, curl, rclone) that the mover's tests and benchmarks run
-#                             against, and Prometheus + node_exporter (the monitoring tests,
-#                             `python -m bench exporter`)
+#   dev/bootstrap.sh test     runtime + the extras test (pytest, hypothesis, ansible,
+#                             pyroute2), lint (ruff, mypy, import-linter), report and
+#                             postgresql, and the interop peers (XRootD 5.5 with XrdHttp/TPC,
+#                             gfal2 + gfal-copy, davix, curl, rclone) that the mover's tests
+#                             and benchmarks run against, and Prometheus + node_exporter (the
+#                             monitoring tests, `python -m bench exporter`)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -10,6 +10,6 @@ rc=$?
 set -e
 case $rc in
   0) echo "dev/run.sh: audit ran; this host complies with the profile (exit 0)" >&2 ;;
-  3) echo "dev/run.sh: audit ran; some items differ (dtnkit exits 3 for that; see docs/cli.md)" >&2 ;;
+  3) echo "dev/run.sh: audit ran; some items differ (dtnkit exits 3 for that; see docs/tune.md)" >&2 ;;
   *) exit $rc ;;
 esac

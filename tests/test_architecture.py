@@ -79,3 +79,32 @@ def test_no_module_uses_another_modules_private_names() -> None:
     modules = _modules()
     assert "dtnkit.transfer.server.adapter" in modules  # it reads the real tree
     assert private_uses(modules) == []
+
+
+def _classes(modules: dict[str, Path]) -> list[tuple[str, ast.ClassDef]]:
+    found = []
+    for module, path in modules.items():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        found += [(module, node) for node in ast.walk(tree) if isinstance(node, ast.ClassDef)]
+    return found
+
+
+def test_one_tool_protocol_and_one_run_record() -> None:
+    """One measurement stack: the Tool protocol and the ToolRun record every tool returns
+    are measure's, whoever runs the tool (a probe, diagnose, an experiment, a sweep)."""
+    classes = _classes(_modules())
+    assert [m for m, c in classes if c.name == "Tool"] == ["dtnkit.measure.tool"]
+    assert [m for m, c in classes if c.name == "ToolRun"] == ["dtnkit.measure.tool"]
+
+
+def test_no_tool_outside_measure_tools() -> None:
+    """A class that runs something and says what it serves, whether it can run or how its
+    output parses is a tool: it lives in measure/tools and is registered there."""
+    tool_words = {"can_run", "servers", "parse"}
+    found = []
+    for module, c in _classes(_modules()):
+        methods = {n.name for n in c.body if isinstance(n, ast.FunctionDef)}
+        if "run" in methods and methods & tool_words and module != "dtnkit.measure.tool" \
+                and not module.startswith("dtnkit.measure.tools."):
+            found.append(f"{module}.{c.name}")
+    assert found == []

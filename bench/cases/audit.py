@@ -13,6 +13,9 @@ warm-up run each that also writes the bytecode cache, interleaved for --rounds r
                       it has one data interface as the host has (root only)
   fasterdata audit    ``fasterdata-tuning.sh --mode audit --target dtn --nocolor``
                       (osg-htc/networking, not shipped with dtnkit: --fasterdata PATH)
+  import pyroute2     `python -c "import pyroute2"` (when the test extra installed it): what
+                      reading the kernel through pyroute2 would add to the audit before its
+                      first message (docs/architecture.md)
   ... (base)          with --base REF: the host (and namespace) audit of the --base tree
 
 The table gives the median, min and max and each median's ratio to python startup; the
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import importlib.util
 import os
 import secrets
 import shutil
@@ -81,6 +85,8 @@ def run(b: Bench) -> None:
         "audit (buffers)": ([*audit, "--group", "buffers"], ENV),
         "audit (tree dtn-a)": ([*audit, "--tree", str(REPO / "tests/fixtures/hosts/dtn-a")],
                                ENV)}
+    if importlib.util.find_spec("pyroute2") is not None:
+        cases["import pyroute2"] = ([sys.executable, "-c", "import pyroute2"], ENV)
     ns = netns_pair(b)
     if ns:
         cases["audit (netns, veth)"] = ([*audit, "--netns", ns], ENV)
@@ -110,6 +116,7 @@ def run(b: Bench) -> None:
             title=f"`dtnkit tune audit` wall time, {b.rounds} rounds")
     pairs = [("audit (netns, veth)", HOST, "namespace audit / host audit (target <= 1.2)"),
              (HOST, "fasterdata audit", "host audit / fasterdata-tuning.sh's audit"),
+             ("import pyroute2", HOST, "`import pyroute2` / host audit"),
              (HOST, f"{HOST} (base)", f"host audit: this tree / --base {b.args.base}"),
              ("audit (netns, veth)", "audit (netns, veth) (base)",
               f"namespace audit: this tree / --base {b.args.base}")]

@@ -28,7 +28,7 @@ def hide_queries(text: str) -> str:
 
 
 class ExitStatus(enum.IntEnum):
-    """Documented exit codes (see docs/cli.md)."""
+    """Documented exit codes (see docs/reference.md)."""
 
     OK = 0
     ERROR = 1  # generic failure; the message says what

@@ -27,7 +27,7 @@ import pytest
 from rich.console import Console
 from tests.support.wrapping import cut_words
 
-from dtnkit.cli import render
+from dtnkit.cli import measure_render, render
 from dtnkit.lab import path as lab
 from dtnkit.lab.path import LabPath
 from dtnkit.measure.store import ResultStore
@@ -148,10 +148,10 @@ def test_every_command_fits_80_columns(tmp_path: Path, path: LabPath,
              # the progress line ("network: iperf3 to X, 1 stream, 2 s") is printed before the
              # stored result exists: its own words, on one line of the screen
              "probe": shown["probe"].splitlines()[0] + "\n"
-                      + wide_text(render.probe_summary, probe)}
+                      + wide_text(measure_render.probe_summary, probe)}
     doc = json.loads(subprocess.run([*dtnkit, *argvs["diagnose"], "--format", "json"], env=env,
                                     capture_output=True, text=True, check=False).stdout)
-    whole["diagnose"] = wide_text(render.diagnosis, doc)
+    whole["diagnose"] = wide_text(measure_render.diagnosis, doc)
     for name in COMMANDS:
         assert "hidden to fit" not in whole[name]
         assert cut_words(shown[name], whole[name]) == [], (name, shown[name])

@@ -102,37 +102,18 @@ class Skip:
 _FLEET = ("needs an inventory of SSH hosts: tests/fleet/test_playbooks_over_ssh.py runs the "
           "playbooks over SSH against four hosts in namespaces")
 SKIP: dict[tuple[str, str], str | Skip] = {
-    ("README.md", "dtnkit tune audit --iface bond0"):
+    ("docs/tune.md", "dtnkit tune audit --iface bond0"):
         Skip("needs the bonding driver for a bond0 in the test's namespace, and this kernel "
              "has none", _no_bonding),
-    ("README.md", "dtnkit tune apply --persist"):
+    ("docs/tune.md", "dtnkit tune apply --persist"):
         "writes the real host's /etc/sysctl.d and a udev rule (refused in a namespace, exit 9)",
-    ("README.md", "dtnkit probe e2e /data/f root://peer//data/f --command 'xrdcp -f {src} {dst}'"):
-        Skip("needs XRootD (a temporary one stands for root://peer) and xrdcp", _no_xrootd),
     ("docs/measure.md",
      "dtnkit probe e2e /data/f root://peer//data/f --command 'xrdcp -f {src} {dst}'"):
         Skip("needs XRootD (a temporary one stands for root://peer) and xrdcp", _no_xrootd),
     ("docs/measure.md", "dtnkit probe net --peer 192.0.2.10 --cc bbr --fq-rate 5G --reverse"):
         "needs another site running iperf3 -s at 192.0.2.10 (a documentation address)",
-    ("docs/benchmarks.md", ".venv/bin/python -m bench wan"):
-        "a benchmark of 8.5 minutes (bench/, not a test)",
-    ("docs/benchmarks.md", ".venv/bin/python -m bench wan --paths 50ms/1gbit --repeat 3"):
-        "a benchmark of 8.5 minutes (bench/, not a test)",
-    ("docs/benchmarks.md", ".venv/bin/python -m bench wan --quick"):
-        "a benchmark of 41 s, over this test's budget (bench/, not a test)",
-    ("docs/benchmarks.md",
-     ".venv/bin/python -m bench wan --paths 50ms/1gbit --only upload --repeat 5"):
-        "a benchmark of 4 minutes (bench/, not a test)",
     ("docs/transfer.md", "sudo .venv/bin/pytest tests/interop -q"):
         "the interop test suite itself: it runs in the same CI run",
-    ("README.md", "dtnkit metrics --textfile /var/lib/prometheus/node-exporter"):
-        "writes into node_exporter's real textfile directory (tests/monitor/"
-        "test_collectors.py writes one that node_exporter then reads)",
-    ("README.md", "dtnkit exporter --listen 0.0.0.0:9640 &"):
-        "a server on every address until stopped (tests/monitor/test_prometheus_alerts.py runs "
-        "it, scraped by a real Prometheus)",
-    ("docs/monitoring.md", ".venv/bin/python -m bench exporter --rounds 40"):
-        "a benchmark (bench/, not a test)",
     # the example grid's run metro-1 takes 1.5 hours (below); test_analyze_a_real_run.py and the
     # README's tour run sweep analyze and report on a small grid
     ("docs/sweep.md", "dtnkit sweep analyze metro-1"):
@@ -245,7 +226,7 @@ ADDED: list[tuple[tuple[str, ...], str, str | Callable[[World], str], str]] = [
 # alone)
 TUNE_ON_HOST = {"audit", "apply", "save", "diff", "restore"}
 
-# Exit statuses the docs give (README "Exit codes"; docs/cli.md): 3 = drift for audit and
+# Exit statuses the docs give (docs/reference.md, "Exit codes"): 3 = drift for audit and
 # diff, diagnose 0 or 10-15 by the layer that binds.
 EXPECTED: dict[tuple[str, ...], set[int]] = {
     ("tune", "audit"): {0, 3},
@@ -464,15 +445,13 @@ OTHER_FLAGS: dict[tuple[str, str], str] = {
     ("docs/transfer.md", "--capath"): "davix and XRootD clients",
     ("docs/transfer.md", "--checksum-mode"): "gfal-copy",
     ("docs/architecture.md", "--status-interval"): "fio",
-    ("docs/monitoring.md", "--rounds"): "bench script",
     ("docs/measure.md", "--status-interval"): "fio",
     # dtnkit serve's SciTags and metrics options, from the other branches of issue 14
     ("docs/monitoring.md", "--scitag"): "dtnkit serve (SciTags, issue 14)",
     ("docs/monitoring.md", "--firefly-dest"): "dtnkit serve (SciTags, issue 14)",
     ("docs/monitoring.md", "--metrics"): "dtnkit serve (metrics, issue 14)",
-    **{("docs/benchmarks.md", f): "bench script" for f in (
-        "--base", "--matrix", "--inproc-rounds", "--inproc-calls", "--rounds", "--paths",
-        "--ends", "--sizes", "--instructions", "--only")},
+    **{("docs/benchmarks.md", f): "bench script" for f in ("--cold",)},
+    ("docs/benchmarks.md", "--cksum"): "xrdcp",
 }
 # a long option, dotted ones too (Prometheus's --web.listen-address)
 FLAG = r"(?<![\w-])--[a-z][a-z0-9-]*(?:\.[a-z0-9-]+)*"
@@ -532,22 +511,26 @@ def command_flags(words: list[str]) -> set[str]:
         assert isinstance(cmd, click.Group), words
         cmd = cmd.get_command(ctx2, word)
         assert cmd is not None, words
-    return {o for p in cmd.params for o in [*p.opts, *p.secondary_opts] if o.startswith("--")}
+    return {"--help"} | {o for p in cmd.params for o in [*p.opts, *p.secondary_opts]
+                         if o.startswith("--")}
 
 
 def test_every_flag_in_a_commands_table_is_that_commands() -> None:
-    """In docs/cli.md, a section titled with commands (## `dtnkit cp` ...) lists in its
+    """In every page, a section titled with commands (## `dtnkit cp` ...) lists in its
     tables' first column only options of those commands."""
     bad: list[str] = []
-    flags: set[str] | None = None
-    for number, line in enumerate((ROOT / "docs" / "cli.md").read_text().splitlines(), 1):
-        if line.startswith("#"):
-            named = re.findall(r"`dtnkit ([a-z ]+)`", line)
-            flags = set().union(*(command_flags(n.split()) for n in named)) if named else None
-        elif flags is not None and line.startswith("| `"):
-            cell = line.split("|")[1]
-            bad += [f"docs/cli.md:{number}: {flag}" for flag in
-                    re.findall(FLAG, cell) if flag not in flags]
+    for doc in DOCS:
+        rel = str(doc.relative_to(ROOT))
+        flags: set[str] | None = None
+        for number, line in enumerate(doc.read_text().splitlines(), 1):
+            if line.startswith("#"):
+                named = re.findall(r"`dtnkit ([a-z ]+)`", line)
+                flags = set().union(*(command_flags(n.split()) for n in named)) \
+                    if named else None
+            elif flags is not None and line.startswith("| `"):
+                cell = line.split("|")[1]
+                bad += [f"{rel}:{number}: {flag}" for flag in
+                        re.findall(FLAG, cell) if flag not in flags]
     assert not bad, "options the section's commands do not have:\n" + "\n".join(bad)
 
 
@@ -556,14 +539,20 @@ BENCH_COMMAND = re.compile(r"(?:^|`)(?:sudo )?(?:env -u \S+ )?(?:\.venv/bin/)?py
 
 
 def bench_commands() -> list[tuple[str, str, str]]:
-    """(where, case, the rest of the line) of every `python -m bench CASE ...` in a block or
-    in a line's inline code."""
+    """(where, case, the rest of the line) of every `python -m bench CASE ...` in a block, in
+    an indented code block (each `;`-separated command, its comment left out) or in a line's
+    inline code."""
     found = [(stmt.where, m.group(1), m.group(2)) for block in all_blocks()
              for stmt in block.stmts if (m := BENCH_COMMAND.match(stmt.text))]
     for doc in DOCS:
         for number, line in enumerate(doc.read_text().splitlines(), 1):
-            found += [(f"{doc.relative_to(ROOT)}:{number}", m.group(1), m.group(2))
+            where = f"{doc.relative_to(ROOT)}:{number}"
+            found += [(where, m.group(1), m.group(2))
                       for m in BENCH_COMMAND.finditer(line) if m.group(0).startswith("`")]
+            if line.startswith("    ") and "python -m bench " in line:
+                found += [(where, m.group(1), m.group(2)) for part in
+                          strip_comment(line.strip()).split(";")
+                          if (m := BENCH_COMMAND.match(part.strip()))]
     return found
 
 
@@ -574,7 +563,7 @@ def test_the_bench_commands_of_the_docs_name_real_cases_and_flags() -> None:
     from bench.lib.core import case_names, load_case, parser_for
 
     commands = bench_commands()
-    assert len(commands) >= 30, commands
+    assert len(commands) >= 20, commands
     bad: list[str] = []
     for where, name, rest in commands:
         if name not in case_names():
@@ -935,7 +924,7 @@ class BlockRun:
             self.prepare_copy(str(e2e_src), str(e2e_dst), tree=False)
         if words[:1] in (("cp",), ("probe",), ("diagnose",), ("experiment",)) and \
                 not {"--token", "--src-token", "--dst-token", "--token-file"} & set(argv):
-            env["DTNKIT_TOKEN"] = TOKENS["TOKEN"]  # as docs/cli.md says: the default token
+            env["DTNKIT_TOKEN"] = TOKENS["TOKEN"]  # as docs/reference.md says: the default token
         self.out.ran.append(line)
         entry = partial(stmt.text)
         if entry:

@@ -89,7 +89,7 @@ def test_errors_go_to_the_environments_stderr(environment: Environment) -> None:
 
 
 def documented_exit_codes() -> dict[int, str]:
-    text = (DOCS / "cli.md").read_text()
+    text = (DOCS / "reference.md").read_text()
     section = text.split("## Exit codes", 1)[1]
     return {int(code): meaning for code, meaning in
             re.findall(r"^\| (\d+) \| (.+) \|$", section, flags=re.MULTILINE)}

@@ -13,7 +13,7 @@ from rich.console import Console
 from tests.support.wrapping import cut_words
 
 from conftest import HOSTS, taken
-from dtnkit.cli import render
+from dtnkit.cli import lab_render, measure_render, render
 from dtnkit.cli.main import main
 from dtnkit.environment import Environment
 from dtnkit.measure.result import ProbeResult
@@ -146,7 +146,7 @@ def lab_doc() -> dict[str, Any]:
 
 def test_lab_status_prints_no_dict_and_no_none() -> None:
     con, out = narrow()
-    render.lab_status(con, lab_doc())
+    lab_render.lab_status(con, lab_doc())
     text = out.getvalue()
     assert "None" not in text and "{" not in text and "'packets'" not in text
     assert "lateness p99 -" in text and "RTT measured -" in text
@@ -161,7 +161,7 @@ def result(kind: str, summary: dict[str, Any], spec: dict[str, Any]) -> ProbeRes
 
 def test_a_net_probe_shows_key_figures_first_without_scientific_notation() -> None:
     con, out = narrow()
-    render.probe_summary(con, result("net", {
+    measure_render.probe_summary(con, result("net", {
         "throughput_bps": 1.828e9, "retransmits": 12, "rtt_ms_mean": 50.21, "rtt_ms_min": 50.0,
         "snd_cwnd_bytes_max": 12_582_912, "streams": 1, "duration_s": 10.0, "cc": "cubic",
         "cpu_local_pct": 12.5, "cpu_remote_pct": None, "sampler_retrans_share": 0.0001,
@@ -178,7 +178,7 @@ def test_a_net_probe_shows_key_figures_first_without_scientific_notation() -> No
 
 def test_the_disk_probe_shows_no_network_counters() -> None:
     con, out = narrow()
-    render.probe_summary(con, result("disk", {
+    measure_render.probe_summary(con, result("disk", {
         "write_bps": 8e9, "read_bps": 1.2e10, "write_lat_ms_mean": 1.5, "read_lat_ms_mean": 0.8,
         "size_bytes": 2**28, "direct": True, "jobs": 1, "throughput_bps": 1.2e10,
         "sampler_retrans_segs_total": 0, "sampler_nic_rx_drops_total": 0,
@@ -192,7 +192,7 @@ def test_the_disk_probe_shows_no_network_counters() -> None:
 
 def test_diagnose_puts_the_verdict_first() -> None:
     con, out = narrow()
-    render.diagnosis(con, {
+    measure_render.diagnosis(con, {
         "verdict": {"layer": "path", "summary": "path-bound: the cap binds",
                     "next": "test the path"},
         "checks": [{"layer": "nic", "checked": "iperf3 rate vs line rate", "binds": False,
@@ -208,7 +208,7 @@ def test_diagnose_puts_the_verdict_first() -> None:
 
 def test_experiment_summary_says_what_helped_first() -> None:
     con, out = narrow()
-    render.experiment_summary(con, {
+    measure_render.experiment_summary(con, {
         "id": "exp-20261201T100000-ab12", "helped": ["buffers"],
         "next": ["dtnkit tune apply --from-experiment exp-20261201T100000-ab12"],
         "groups": [{"group": "buffers", "verdict": "helps", "ratio": 3.7, "margin": 0.05,
@@ -222,7 +222,7 @@ def test_experiment_summary_says_what_helped_first() -> None:
 
 def test_an_e2e_probe_shows_rate_size_and_time() -> None:
     con, out = narrow()
-    render.probe_summary(con, result("e2e", {
+    measure_render.probe_summary(con, result("e2e", {
         "throughput_bps": 9.41e8, "bytes": 2**30, "seconds": 9.13, "sampler_samples": None},
         {"src": "/data/f", "dst": "http://dtn:8080/f", "tool": "dtnkit-cp"}))
     text = out.getvalue()

@@ -3,7 +3,7 @@ real PostgreSQL (tests/support/postgres.py: one server for the module, a databas
 migrations (a file made by dtnkit before schema versions upgrades in place; a newer schema is
 refused), hostile values, and the password of a URL never shown.
 
-tests/db/data/dbs_pre_versions.sqlite was made by the stores of commit 490dc67 (the
+tests/db/data/store_before_schema_versions.sqlite was made by the stores of commit 490dc67 (the
 last before dtnkit.db): two results, one experiment, the sweep run "old-run" with two points.
 """
 
@@ -27,11 +27,11 @@ from dtnkit.environment import Environment
 from dtnkit.errors import BadInput, DtnkitError, ExitStatus, ToolMissing
 from dtnkit.measure.result import ProbeResult
 from dtnkit.measure.store import ResultStore
+from dtnkit.measure.tool import Transfer
 from dtnkit.sweep import store as sweep_store
 from dtnkit.sweep.grid import Grid, parse_grid_flags
-from dtnkit.sweep.model import Transfer
 
-FIXTURE = Path(__file__).parent / "data" / "dbs_pre_versions.sqlite"
+FIXTURE = Path(__file__).parent / "data" / "store_before_schema_versions.sqlite"
 
 
 @pytest.fixture(scope="module")
@@ -204,7 +204,8 @@ def test_file_from_before_versions_upgrades_in_place(tmp_path: Path) -> None:
     with sqlite3.connect(db) as raw:
         versions = [r[0] for r in raw.execute("SELECT version FROM schema_version")]
         cols = {r[1] for r in raw.execute("PRAGMA table_info(results)")}
-    assert versions == [1, 2] and {"origin", "origin_id", "origin_host"} <= cols
+    assert versions == [m.version for m in migrations.MIGRATIONS] and {
+        "origin", "origin_id", "origin_host"} <= cols
 
 
 # ---------------------------------------------------------------- push
@@ -444,7 +445,8 @@ def test_hosts_migrating_at_once_apply_each_migration_once(location: Location) -
     assert len(ResultStore(location).results()) == 4
     with backend.connect(location) as db:
         assert [r[0] for r in db.execute("SELECT version FROM schema_version ORDER BY "
-                                         "version").fetchall()] == [1, 2]
+                                         "version").fetchall()] == [
+            m.version for m in migrations.MIGRATIONS]
 
 
 @pytest.mark.parametrize("url", [

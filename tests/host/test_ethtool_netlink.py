@@ -25,6 +25,7 @@ from dtnkit.host.facts import Unavailable
 from dtnkit.host.host import Host
 from dtnkit.host.parsers import ParseError, ethtool_nl
 from dtnkit.host.parsers import ethtool as text
+from dtnkit.host.parsers.netlink import KernelRefused
 from dtnkit.host.parsers.rtnetlink import parse_qdiscs
 from dtnkit.host.runner import SubprocessRunner
 from dtnkit.tune.audit import run_audit
@@ -72,11 +73,17 @@ def compare(netns: str | None, dev: str) -> dict[str, Any]:
         got[flag] = mine
     assert facts.driver_info(kernel, dev) == facts.driver_info(tool, dev), dev
     got["-i"] = facts.driver_info(kernel, dev)
-    assert kernel.ethtool_replies(dev) is not None, "the live Host did not ask the kernel"
-    assert tool.ethtool_replies(dev) is None
+    assert replies_of(kernel, dev) is not None, "the live Host did not ask the kernel"
+    assert tool.kernel is None
     ran = [key for key in tool_commands(kernel) if key[:1] == ("ethtool",)]
     assert ran == [], f"the live Host still ran {ran}"
     return got
+
+
+def replies_of(host: Host, dev: str) -> dict[str, object] | None:
+    view = host.kernel
+    assert view is not None, "a live Host has a view of the kernel"
+    return view.ethtool_replies(dev)
 
 
 def tool_commands(host: Host) -> list[tuple[str, ...]]:
@@ -124,11 +131,11 @@ def test_the_audit_finds_the_same(ns: str, where: str) -> None:
 @needs_kernel
 def test_a_write_drops_the_replies(ns: str) -> None:
     host = Host.live(ns)
-    first = host.ethtool_replies("a19v0")
-    assert first is not None and host.ethtool_replies("a19v0") is first
+    first = replies_of(host, "a19v0")
+    assert first is not None and replies_of(host, "a19v0") is first
     host.change(["ethtool", "-K", "a19v0", "gro", "on"])
     try:
-        again = host.ethtool_replies("a19v0")
+        again = replies_of(host, "a19v0")
         assert again is not None and again is not first
         feats = facts.ethtool_read(host, "-k", "a19v0", text.parse_ethtool_features_json,
                                    text.parse_ethtool_features_text)
@@ -142,12 +149,12 @@ def test_a_write_drops_the_replies(ns: str) -> None:
 def test_damaged_replies_fall_back_to_ethtool(ns: str) -> None:
     """Every reply cut short or flipped: the read still gives ethtool's answer."""
     kernel, tool = both(ns)
-    replies = kernel.ethtool_replies("a19v0")
+    replies = replies_of(kernel, "a19v0")
     assert replies is not None
     for damage in (lambda b: b[:10], lambda b: b[:-4], lambda b: b[:16] + b"\xff" * 8):
         host = Host.live(ns, read_only=True)
         hurt = {k: damage(v) if isinstance(v, bytes) else v for k, v in replies.items()}
-        vars(host)["_ethtool"]["a19v0"] = hurt
+        vars(host.kernel)["_ethtool"]["a19v0"] = hurt
         for flag, json_parser, text_parser in READS:
             assert (facts.ethtool_read(host, flag, "a19v0", json_parser, text_parser)
                     == facts.ethtool_read(tool, flag, "a19v0", json_parser, text_parser))
@@ -181,7 +188,7 @@ def test_parsers_take_any_bytes(data: bytes, which: int) -> None:
     """Random bytes, or a valid header with random attributes: a value, a ParseError or
     KernelRefused (the caller's fallback), never another exception."""
     for blob in (data, _message(data[0] if data else 16, data)):
-        with contextlib.suppress(ParseError, ethtool_nl.KernelRefused):
+        with contextlib.suppress(ParseError, KernelRefused):
             PARSERS[which](blob)
 
 
@@ -195,7 +202,7 @@ def test_replies_built_by_hand() -> None:
         ethtool_nl.parse_rings(_message(20, b""))
     error = (20).to_bytes(4, "little") + (2).to_bytes(2, "little") + bytes(10) + (
         (-95) & 0xFFFFFFFF).to_bytes(4, "little")
-    with pytest.raises(ethtool_nl.KernelRefused) as refused:
+    with pytest.raises(KernelRefused) as refused:
         ethtool_nl.parse_pause(error)
     assert refused.value.errno == ethtool_nl.EOPNOTSUPP
     coalesce = ethtool_nl.parse_coalesce(_message(20, _attr(11, b"\x01")))

@@ -16,7 +16,7 @@ import pytest
 from tests.support.runners import CountingRunner
 
 from conftest import Netns
-from dtnkit.host import nsfork
+from dtnkit.host import nsfork, nsserve
 from dtnkit.host.host import Host
 from dtnkit.host.sysctl_scope import ScopeProbe, sysctl_file
 
@@ -125,8 +125,9 @@ def recording(monkeypatch: pytest.MonkeyPatch) -> list[str | None]:
     forked: list[str | None] = []
     run = nsfork.run_in_new_netns
 
-    def recorded(code: str, child: nsfork.ForkedChild | None = None) -> str | None:
-        forked.append(run(code, child))
+    def recorded(program: nsfork.Program, data: bytes,
+                 child: nsfork.ForkedChild | None = None) -> str | None:
+        forked.append(run(program, data, child))
         return forked[-1]
 
     monkeypatch.setattr(nsfork, "run_in_new_netns", recorded)
@@ -208,8 +209,8 @@ def test_a_threaded_process_starts_ip_netns_exec_instead_of_forking(ns: Netns) -
     other = threading.Thread(target=stop.wait, daemon=True)
     other.start()
     try:
-        assert nsfork.fork_in_netns(ns.name, "pass") is None
-        assert nsfork.fork_new_netns() is None
+        assert nsfork.fork_in_netns(ns.name, nsserve.serve) is None
+        assert nsfork.fork_new_netns(nsserve.probe_stdin) is None
         host = Host.live(ns.name, read_only=True)
         assert isinstance(helper_of(host), subprocess.Popen)
         assert host.read("/proc/sys/net/core/somaxconn") == "1236\n"

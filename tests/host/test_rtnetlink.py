@@ -95,12 +95,18 @@ def settled(ns: str) -> None:
     raise AssertionError(f"links in {ns} did not come up: {links}")
 
 
+def dumps_of(host: Host) -> dict[str, bytes] | None:
+    view = host.kernel
+    assert view is not None, "a live Host has a view of the kernel"
+    return view.rtnl_dumps()
+
+
 def both(netns: str | None) -> tuple[Host, Host]:
     """(a live Host that asks the kernel, a Host that runs `ip -j`)."""
     kernel = Host.live(netns, read_only=True)
-    assert kernel.rtnl_dumps() is not None, "the live Host did not get the kernel's dumps"
+    assert dumps_of(kernel) is not None, "the live Host did not get the kernel's dumps"
     ip = Host(netns=netns, runner=OwnRunner(), read_only=True)
-    assert ip.rtnl_dumps() is None
+    assert ip.kernel is None
     return kernel, ip
 
 
@@ -140,7 +146,7 @@ def test_links_routes_and_addresses_match_ip(stacked: str, where: str) -> None:
 def test_every_link_field_matches_ip_json(stacked: str) -> None:
     """Beyond what facts keeps: each parsed field against `ip -d -j link show` itself."""
     kernel = Host.live(stacked, read_only=True)
-    dumps = kernel.rtnl_dumps()
+    dumps = dumps_of(kernel)
     assert dumps is not None
     ours = parse_links(dumps["link"])
     theirs = parse_ip_link_json(sh("ip", "-n", stacked, "-d", "-j", "link", "show").stdout)

@@ -27,7 +27,10 @@ import pytest
 from tests.support.lab import DelayCheck, Round
 
 from conftest import sh
-from dtnkit.lab import nfqdelay
+from dtnkit.host.parsers import netlink
+from dtnkit.lab import nfqdelay, nfqueue
+from dtnkit.lab.delay import config, stats
+from dtnkit.lab.delay.engine import Engine as DelayEngine
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 SRC_IP, MID_SRC_IP, MID_DST_IP, DST_IP = "10.250.77.1", "10.250.77.2", "10.250.77.5", \
@@ -58,13 +61,13 @@ def write(tmp_path: Path, doc: Any, name: str = "c.json") -> Path:
 
 
 def test_load_config_reads_queues_and_seed(tmp_path: Path) -> None:
-    cfg = nfqdelay.load_config(write(tmp_path, {
+    cfg = config.load_config(write(tmp_path, {
         "queues": {"0": {"delay_ms": 25.0, "loss": 0.0001}, "1": {"delay_ms": 25}},
         "seed": 7}))
-    assert cfg.queues == {0: nfqdelay.QueueConfig(25.0, 0.0001), 1: nfqdelay.QueueConfig(25.0)}
+    assert cfg.queues == {0: config.QueueConfig(25.0, 0.0001), 1: config.QueueConfig(25.0)}
     assert cfg.seed == 7
     assert cfg.as_json()["queues"]["1"] == {"delay_ms": 25.0, "loss": 0.0}
-    assert nfqdelay.load_config(write(tmp_path, {"queues": {"3": {"delay_ms": 0}}})).seed == 1
+    assert config.load_config(write(tmp_path, {"queues": {"3": {"delay_ms": 0}}})).seed == 1
 
 
 @pytest.mark.parametrize(("doc", "message"), [
@@ -90,7 +93,7 @@ def test_bad_config_is_rejected_with_a_clear_message(tmp_path: Path, doc: Any,
                                                      message: str) -> None:
     path = write(tmp_path, doc)
     with pytest.raises(ValueError, match=re.escape(message)) as info:
-        nfqdelay.load_config(path)
+        config.load_config(path)
     assert str(path) in str(info.value) and "\n" not in str(info.value)
 
 
@@ -110,14 +113,14 @@ def test_bad_config_exits_2_with_one_line(tmp_path: Path,
 
 def packet_msg(queue: int, packet_id: int, length: int | None = None) -> bytes:
     """An NFQNL_MSG_PACKET as the kernel sends it (header attribute first)."""
-    attrs = struct.pack("=HH", 11, nfqdelay.NFQA_PACKET_HDR) + \
+    attrs = struct.pack("=HH", 11, nfqueue.NFQA_PACKET_HDR) + \
         struct.pack(">IHB", packet_id, 0x0800, 2) + b"\0"
     attrs += struct.pack("=HH", 8, 3) + struct.pack(">I", 0)  # NFQA_MARK
     if length is not None:
-        attrs += struct.pack("=HH", 8, nfqdelay.NFQA_CAP_LEN) + struct.pack(">I", length)
-        attrs += struct.pack("=HH", 5, nfqdelay.NFQA_PAYLOAD) + b"E\0\0\0"
+        attrs += struct.pack("=HH", 8, nfqueue.NFQA_CAP_LEN) + struct.pack(">I", length)
+        attrs += struct.pack("=HH", 5, nfqueue.NFQA_PAYLOAD) + b"E\0\0\0"
     body = struct.pack(">BBH", 2, 0, queue) + attrs
-    return struct.pack("=IHHII", 16 + len(body), nfqdelay.MSG_PACKET, 0, 0, 0) + body
+    return struct.pack("=IHHII", 16 + len(body), nfqueue.MSG_PACKET, 0, 0, 0) + body
 
 
 class FakeSocket:
@@ -144,11 +147,11 @@ def verdicts(out: list[bytes]) -> list[tuple[int, int, int, int]]:
 
 @pytest.mark.parametrize("count_bytes", [False, True])
 def test_drain_parses_every_message_and_releases_fifo_in_one_batch(count_bytes: bool) -> None:
-    cfg = nfqdelay.parse_config({"queues": {"0": {"delay_ms": 10}, "1": {"delay_ms": 5,
+    cfg = config.parse_config({"queues": {"0": {"delay_ms": 10}, "1": {"delay_ms": 5,
                                                                          "loss": 1.0}}})
-    engine = nfqdelay.Engine(cfg, Path("unused"), None, count_bytes=count_bytes)
+    engine = DelayEngine(cfg, Path("unused"), None, count_bytes=count_bytes)
     size = 1500 if count_bytes else None
-    error_ack = struct.pack("=IHHII", 36, nfqdelay.NLMSG_ERROR, 0, 0, 0) + \
+    error_ack = struct.pack("=IHHII", 36, netlink.NLMSG_ERROR, 0, 0, 0) + \
         struct.pack("=i", -2) + struct.pack("=IHHII", 32, 0x301, 1, 0, 0)
     engine.sock = FakeSocket([  # type: ignore[assignment]
         packet_msg(0, 7, size) + packet_msg(0, 8, size) + packet_msg(1, 3, size),  # one recv
@@ -159,7 +162,7 @@ def test_drain_parses_every_message_and_releases_fifo_in_one_batch(count_bytes: 
     q0, q1 = engine.queues[0], engine.queues[1]
     assert [pid for _, pid in q0.held] == [7, 8, 9] and q0.packets == 3
     assert q1.dropped == 1 and not q1.held  # loss 1.0: an NF_DROP verdict at once
-    assert verdicts(engine.out) == [(nfqdelay.NFQNL_MSG_VERDICT, 1, nfqdelay.NF_DROP, 3)]
+    assert verdicts(engine.out) == [(nfqueue.NFQNL_MSG_VERDICT, 1, nfqueue.NF_DROP, 3)]
     assert engine.verdict_errors == 1 and engine.last_verdict_error == os.strerror(2)
     assert q0.bytes == (4500 if count_bytes else 0)
     engine.out.clear()
@@ -167,21 +170,21 @@ def test_drain_parses_every_message_and_releases_fifo_in_one_batch(count_bytes: 
     assert not engine.out
     nxt = engine.release_due(time.monotonic() + 1)
     assert nxt is None and q0.released == 3 and not q0.held
-    assert verdicts(engine.out) == [(nfqdelay.NFQNL_MSG_VERDICT_BATCH, 0, nfqdelay.NF_ACCEPT, 9)]
+    assert verdicts(engine.out) == [(nfqueue.NFQNL_MSG_VERDICT_BATCH, 0, nfqueue.NF_ACCEPT, 9)]
     doc = engine.stats()
     assert doc["queues"]["0"]["held_max"] == 3 and doc["lateness_ms"]["count"] == 3
     assert doc["queues"]["0"]["bytes"] == (4500 if count_bytes else None)
 
 
 def test_verdict_and_bind_messages_are_well_formed() -> None:
-    msg = nfqdelay.verdict_msg(1, 0x01020304, nfqdelay.NF_ACCEPT, batch=True)
+    msg = nfqueue.verdict_msg(1, 0x01020304, nfqueue.NF_ACCEPT, batch=True)
     length, mtype, flags, _seq, _pid = struct.unpack_from("=IHHII", msg)
-    assert length == len(msg) == 32 and flags == nfqdelay.NLM_F_REQUEST
-    assert mtype == (3 << 8) | nfqdelay.NFQNL_MSG_VERDICT_BATCH
+    assert length == len(msg) == 32 and flags == netlink.NLM_F_REQUEST
+    assert mtype == (3 << 8) | nfqueue.NFQNL_MSG_VERDICT_BATCH
     assert struct.unpack_from(">BBH", msg, 16) == (0, 0, 1)  # res_id = queue, big-endian
-    assert struct.unpack_from("=HH", msg, 20) == (12, nfqdelay.NFQA_VERDICT_HDR)
+    assert struct.unpack_from("=HH", msg, 20) == (12, nfqueue.NFQA_VERDICT_HDR)
     assert struct.unpack_from(">II", msg, 24) == (1, 0x01020304)
-    bind = nfqdelay.bind_msg(2, 9, copy_mode=nfqdelay.NFQNL_COPY_META, copy_range=0,
+    bind = nfqueue.bind_msg(2, 9, copy_mode=nfqueue.NFQNL_COPY_META, copy_range=0,
                              maxlen=1 << 20)
     assert struct.unpack_from("=I", bind)[0] == len(bind) and len(bind) % 4 == 0
     attrs, off = {}, 20
@@ -189,10 +192,10 @@ def test_verdict_and_bind_messages_are_well_formed() -> None:
         alen, atype = struct.unpack_from("=HH", bind, off)
         attrs[atype] = bind[off + 4:off + alen]
         off += (alen + 3) & ~3
-    assert attrs[nfqdelay.NFQA_CFG_PARAMS] == struct.pack(">IB", 0, nfqdelay.NFQNL_COPY_META)
-    assert attrs[nfqdelay.NFQA_CFG_QUEUE_MAXLEN] == struct.pack(">I", 1 << 20)
-    assert attrs[nfqdelay.NFQA_CFG_FLAGS] == attrs[nfqdelay.NFQA_CFG_MASK] == \
-        struct.pack(">I", nfqdelay.NFQA_CFG_F_GSO)
+    assert attrs[nfqueue.NFQA_CFG_PARAMS] == struct.pack(">IB", 0, nfqueue.NFQNL_COPY_META)
+    assert attrs[nfqueue.NFQA_CFG_QUEUE_MAXLEN] == struct.pack(">I", 1 << 20)
+    assert attrs[nfqueue.NFQA_CFG_FLAGS] == attrs[nfqueue.NFQA_CFG_MASK] == \
+        struct.pack(">I", nfqueue.NFQA_CFG_F_GSO)
 
 
 # ---- the real path ---------------------------------------------------------------------------
@@ -275,7 +278,7 @@ class Engine:
             assert self.stats.exists(), self.log.read_text()
 
     def read(self) -> dict[str, Any]:
-        return nfqdelay.read_stats(self.stats)
+        return stats.read_stats(self.stats)
 
     def signal(self, sig: int) -> None:
         assert self.proc is not None

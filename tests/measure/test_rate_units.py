@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
-from dtnkit.cli import render
+from dtnkit.cli import measure_render
 from dtnkit.measure.probes import disk
 from dtnkit.measure.result import ProbeResult
 from dtnkit.measure.store import ResultStore, export
@@ -88,11 +88,11 @@ def test_every_rate_of_a_stored_storage_result_is_the_progress_figure(
     for key, bps in expect.items():
         assert float(row[key]) == pytest.approx(bps, rel=1e-12), key
     con, out = _console()
-    render.probe_summary(con, stored)
+    measure_render.probe_summary(con, stored)
     head = out.getvalue().splitlines()[0]
     assert f"read {format_rate(shown['read'])}, write {format_rate(shown['write'])} in" in head
     con, out = _console()
-    render.results_list(con, [stored])
+    measure_render.results_list(con, [stored])
     assert format_rate(shown["read"]) in out.getvalue()
 
 

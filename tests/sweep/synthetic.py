@@ -7,8 +7,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from dtnkit.measure.tool import Transfer
 from dtnkit.sweep.grid import Point
-from dtnkit.sweep.model import Transfer
 from dtnkit.sweep.store import PointResult, SweepStore
 
 G = 1e9

@@ -16,9 +16,9 @@ from tests.conftest import taken
 
 from dtnkit.cli.main import main
 from dtnkit.environment import Environment
+from dtnkit.measure.tools.workers import CUT_POLL_S
 from dtnkit.sweep import estimate, store
 from dtnkit.sweep.grid import parse_grid_flags
-from dtnkit.sweep.tools import CUT_POLL_S
 
 DURATION_S = 3.0
 #: 256 MiB at the 200 Mbit/s cap is 10.7 s for one stream and 21 s for each of two: far

@@ -13,11 +13,14 @@ from typing import Any
 
 import pytest
 
+from dtnkit.host.host import Host
 from dtnkit.lab.path import LabHost
-from dtnkit.sweep import tools
+from dtnkit.measure.probes.load import Origin
+from dtnkit.measure.procs import Procs
+from dtnkit.measure.tool import Context
+from dtnkit.measure.tools import iperf3, workers
 from dtnkit.sweep.grid import parse_grid_flags
-from dtnkit.sweep.model import Origin, PointEnv
-from dtnkit.sweep.procs import Procs
+from dtnkit.sweep.runner import load_of
 
 pytestmark = pytest.mark.skipif(shutil.which("iperf3") is None, reason="needs iperf3")
 
@@ -40,13 +43,11 @@ def test_a_refusing_server_is_tried_again_then_one_failed_point(tmp_path: Path) 
     point = parse_grid_flags(["rtt=5ms", "streams=1", "duration=1s",
                               "sample_interval=1s"]).points()[0]
     origin = Origin(0, "iperf3", host, closed_port(), "", 0, None)
-    env = PointEnv(point, None, host, (origin,), None, tmp_path,  # type: ignore[arg-type]
-                   time.monotonic() + 30)
-    procs = Procs()
+    context = Context(deadline=time.monotonic() + 30, workdir=tmp_path, procs=Procs())
     started = time.monotonic()
-    run = tools.Iperf3Tool(procs).run(env)
+    run = iperf3.Iperf3().run(Host(), load_of(point, (origin,), None), context)
     assert "Connection refused" in run.failed
-    assert run.raw.count("$ iperf3") == tools.REFUSED_TRIES  # tried again, and no more
+    assert run.raw.count("$ iperf3") == iperf3.REFUSED_TRIES  # tried again, and no more
     assert time.monotonic() - started < 15
     assert [t.error for t in run.transfers] and all(t.end_s is None for t in run.transfers)
 
@@ -57,11 +58,11 @@ def test_retries_stop_at_the_first_answer(tmp_path: Path, monkeypatch: Any) -> N
     port = closed_port()
     point = parse_grid_flags(["rtt=5ms", "streams=1", "duration=1s",
                               "sample_interval=1s"]).points()[0]
-    env = PointEnv(point, None, host, (Origin(0, "iperf3", host, port, "", 0, None),),  # type: ignore[arg-type]
-                   None, tmp_path, time.monotonic() + 60)
+    spec = load_of(point, (Origin(0, "iperf3", host, port, "", 0, None),), None)
     procs = Procs()
+    context = Context(deadline=time.monotonic() + 60, workdir=tmp_path, procs=procs)
     server: list[Any] = []
-    real_run = tools._Runs.run
+    real_run = workers.Runs.run
 
     def first_refused_then_serve(self: Any, argv: Sequence[str], *a: Any, **k: Any) -> Any:
         res = real_run(self, argv, *a, **k)
@@ -75,9 +76,9 @@ def test_retries_stop_at_the_first_answer(tmp_path: Path, monkeypatch: Any) -> N
                         break
         return res
 
-    monkeypatch.setattr(tools._Runs, "run", first_refused_then_serve)
+    monkeypatch.setattr(workers.Runs, "run", first_refused_then_serve)
     try:
-        run = tools.Iperf3Tool(procs).run(env)
+        run = iperf3.Iperf3().run(Host(), spec, context)
     finally:
         for p in server:
             procs.stop(p)

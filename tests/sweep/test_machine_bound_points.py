@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dtnkit.lab import fidelity
-from dtnkit.sweep.sample import idle_percent
+from dtnkit.measure.pathsampler import idle_percent
 
 FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
 

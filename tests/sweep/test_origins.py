@@ -17,12 +17,15 @@ from typing import Any
 import pytest
 from tests.support.cgroups import cgroup_reason, needs_cgroups
 
+from dtnkit.host.host import Host
 from dtnkit.lab import path as lab
-from dtnkit.sweep import cgroups, servers, tools_tpc
+from dtnkit.measure import procs, registry
+from dtnkit.measure.tool import Context, ToolRun
+from dtnkit.measure.tools import tpc as tools_tpc
+from dtnkit.sweep import cgroups, servers
 from dtnkit.sweep.cgroups import CgroupUnavailable, CpuController
 from dtnkit.sweep.grid import Point
-from dtnkit.sweep.model import PointEnv, ToolRun
-from dtnkit.sweep.runner import with_server_logs
+from dtnkit.sweep.runner import Sweep, load_of, with_server_logs
 from dtnkit.sweep.servers import Pki, RunningServer, ServerFailed
 
 pytestmark = [pytest.mark.needs_root, pytest.mark.needs_netns]
@@ -106,14 +109,14 @@ gfal = pytest.mark.needs_gfal
 def test_tpc_tool_between_quota_origins(site: Site, kind: str, tool: str,
                                         monkeypatch: pytest.MonkeyPatch) -> None:
     argvs: list[list[str]] = []  # every command the tool ran (they still run for real)
-    real_run = tools_tpc.Procs.run
+    real_run = procs.Batch.run
 
-    def spy(self: tools_tpc.Procs, argv: list[str], *args: Any, **kwargs: Any
+    def spy(self: procs.Batch, argv: list[str], *args: Any, **kwargs: Any
             ) -> tuple[int | None, str]:
         argvs.append(list(argv))
         return real_run(self, argv, *args, **kwargs)
 
-    monkeypatch.setattr(tools_tpc.Procs, "run", spy)
+    monkeypatch.setattr(procs.Batch, "run", spy)
     origins = servers.start_many(kind, site.sources, base=site.base, pki=site.pki, cores=0.5,
                                  prefix=f"{site.prefix}-{tool[:4]}", source=site.source,
                                  files=2, token=TOKEN)
@@ -131,19 +134,19 @@ def test_tpc_tool_between_quota_origins(site: Site, kind: str, tool: str,
         assert dest.origin.index == -1
         before = [o.usage_s() or 0.0 for o in origins]
         t_before = time.monotonic()
-        t = tools_tpc.TOOLS[tool]
-        assert t.servers(point(kind, tool)) == (kind, kind)
-        env = PointEnv(point(kind, tool), site.p, site.p.dst, tuple(o.origin for o in origins),
-                       dest.origin, site.base / f"point-{kind}-{tool}",
-                       time.monotonic() + 90)
-        env.workdir.mkdir()
-        run: ToolRun = t.run(env)
+        t = registry.TOOLS[tool]
+        assert Sweep.server_kinds(point(kind, tool)) == (kind, kind)
+        spec = load_of(point(kind, tool), tuple(o.origin for o in origins), dest.origin)
+        workdir = site.base / f"point-{kind}-{tool}"
+        workdir.mkdir()
+        run: ToolRun = t.run(Host(netns=site.p.dst.netns), spec,
+                             Context(deadline=time.monotonic() + 90, workdir=workdir))
         assert run.failed == "", run.raw[-3000:]
         assert len(run.transfers) == 2
         for tr in run.transfers:
             assert tr.bytes == SIZE and tr.verified and tr.error == ""
             assert tr.end_s is not None and 0 <= tr.start_s < tr.end_s
-        assert run.extra["transfers_per_origin"] == {"0": 1, "1": 1}  # spread across origins
+        assert run.summary["transfers_per_origin"] == {"0": 1, "1": 1}  # spread across origins
         # tokens never on a command line (ps shows it) nor in the stored output
         assert argvs and not [a for a in argvs if any(TOKEN in word for word in a)]
         assert TOKEN not in run.raw
@@ -173,12 +176,13 @@ def test_the_deadline_stops_every_transfer(site: Site) -> None:
                                          prefix=f"{site.prefix}-dl",
                                          origins=[o.origin for o in origins], token=TOKEN)
         started.append(dest)
-        env = PointEnv(point("dtnkit", "dtnkit-tpc"), site.p, site.p.dst,
-                       tuple(o.origin for o in origins), dest.origin, site.base / "point-dl",
-                       time.monotonic() + 2.5)
-        env.workdir.mkdir()
+        spec = load_of(point("dtnkit", "dtnkit-tpc"), tuple(o.origin for o in origins),
+                       dest.origin)
+        (site.base / "point-dl").mkdir()
         t0 = time.monotonic()
-        run = tools_tpc.DtnkitTpc().run(env)
+        run = tools_tpc.DtnkitTpc().run(Host(netns=site.p.dst.netns), spec,
+                                        Context(deadline=time.monotonic() + 2.5,
+                                                workdir=site.base / "point-dl"))
         took = time.monotonic() - t0
         assert took < 2.5 + tools_tpc.STOP_GRACE_S + 3, took
         assert run.failed and all(t.end_s is None and t.bytes == 0 for t in run.transfers)
@@ -238,15 +242,16 @@ def test_ctrl_c_during_a_run_leaves_no_transfer_running(site: Site) -> None:
                                          prefix=f"{site.prefix}-ic",
                                          origins=[o.origin for o in origins], token=TOKEN)
         started.append(dest)
-        env = PointEnv(point("dtnkit", "dtnkit-tpc"), site.p, site.p.dst,
-                       tuple(o.origin for o in origins), dest.origin, site.base / "point-ic",
-                       time.monotonic() + 120)
-        env.workdir.mkdir()
+        spec = load_of(point("dtnkit", "dtnkit-tpc"), tuple(o.origin for o in origins),
+                       dest.origin)
+        (site.base / "point-ic").mkdir()
         signal.signal(signal.SIGALRM, interrupt)
         signal.setitimer(signal.ITIMER_REAL, 2.0)  # Ctrl-C, 2 s into the run
         t0 = time.monotonic()
         with pytest.raises(KeyboardInterrupt):
-            tools_tpc.DtnkitTpc().run(env)
+            tools_tpc.DtnkitTpc().run(Host(netns=site.p.dst.netns), spec,
+                                      Context(deadline=time.monotonic() + 120,
+                                              workdir=site.base / "point-ic"))
         took = time.monotonic() - t0
         assert took < 2.0 + tools_tpc.STOP_GRACE_S + 3, took  # not the 120 s deadline
         assert processes_mentioning(dest.origin.url_base) == []
@@ -339,8 +344,8 @@ def test_plan_spreads_transfers_across_origins(tmp_path: Path) -> None:
     mk = [servers.Origin(i, "dtnkit", host, 1, f"https://h{i}:1", 0, None, ("f0.bin", "f1.bin"))
           for i in range(2)]
     dest = servers.Origin(-1, "dtnkit", host, 2, "https://d:2", 0, None)
-    env = PointEnv(point("dtnkit", "dtnkit-tpc", streams=3), None, host,  # type: ignore[arg-type]
-                   tuple(mk), dest, tmp_path, time.monotonic())
+    env = tools_tpc.Pull(load_of(point("dtnkit", "dtnkit-tpc", streams=3), tuple(mk), dest),
+                         host, tmp_path, time.monotonic())  # type: ignore[arg-type]
     job = tools_tpc.plan(env)
     got = [(job(k, k % 3).src, job(k, k % 3).dst) for k in range(5)]
     # every transfer writes a name of its own (XRootD 5.5 fails a checksum query of a path
@@ -352,7 +357,7 @@ def test_plan_spreads_transfers_across_origins(tmp_path: Path) -> None:
                    ("https://h0:1/f0.bin", "https://d:2/t4.bin")]
     assert job(3, 0).dst_file is None  # the destination's directory is not known here
     assert tools_tpc.plan(env, "davs://")(0, 0).src == "davs://h0:1/f0.bin"
-    assert tools_tpc.transfers_wanted(point("x", "y", streams=3)) == 3
+    assert tools_tpc.transfers_wanted(load_of(point("x", "y", streams=3), tuple(mk), dest)) == 3
 
 
 def test_each_transfer_writes_its_own_file_and_it_is_removed_once_ended(tmp_path: Path) -> None:
@@ -366,12 +371,12 @@ def test_each_transfer_writes_its_own_file_and_it_is_removed_once_ended(tmp_path
     dest = servers.Origin(-1, "xrootd", host, 2, "https://d:2", 0, None, root=root)
     pt = dataclasses.replace(point("xrootd", "gfal-tpc", streams=3), duration_s=None,
                              bytes=7 * SIZE)
-    env = PointEnv(pt, None, host, (origin,), dest, tmp_path,  # type: ignore[arg-type]
-                   time.monotonic() + 60)
+    env = tools_tpc.Pull(load_of(pt, (origin,), dest), host,  # type: ignore[arg-type]
+                         tmp_path, time.monotonic() + 60)
     written: list[str] = []
     most = [0]
 
-    def one(j: tools_tpc.Job, procs: tools_tpc.Procs, deadline: float) -> tools_tpc.Outcome:
+    def one(j: tools_tpc.Job, batch: procs.Batch, deadline: float) -> tools_tpc.Outcome:
         assert j.dst_file is not None and j.dst.endswith("/" + j.dst_file.name)
         assert not j.dst_file.exists()  # never a name written before
         j.dst_file.write_bytes(b"x")

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 from tests.sweep.synthetic import results, store_run
 
+from dtnkit.measure.tool import Transfer
 from dtnkit.sweep import analyze as A
 from dtnkit.sweep import report as R
-from dtnkit.sweep.model import Transfer
 
 ENV = {"host": "dtn1", "started": 1764787200.5, "versions": {"dtnkit": "0.1"},
        "lab": {"name": "demo", "backend": "nfqueue", "backend_reason": "the kernel has no "

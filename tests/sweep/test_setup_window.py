@@ -14,9 +14,9 @@ from tests.conftest import taken
 from dtnkit.cli.main import main
 from dtnkit.environment import Environment
 from dtnkit.lab import fidelity
+from dtnkit.measure.pathsampler import IDLE_SERIES, Window, measured_idle_percent
 from dtnkit.sweep import store
 from dtnkit.sweep.grid import Point
-from dtnkit.sweep.sample import IDLE_SERIES, Window, measured_idle_percent
 
 POINT = Point(rtt_ms=100.0, rate_bps=None, loss=0.0, origins=1, cores=None, profile=None,
               tool="iperf3", file_size=1, streams=128, repeat=0, duration_s=8.0, bytes=None,

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from dtnkit.errors import BadInput
+from dtnkit.measure.tool import MAX_RAW_BYTES, Transfer
 from dtnkit.sweep import store
 from dtnkit.sweep.grid import Grid, parse_grid_flags
-from dtnkit.sweep.model import MAX_RAW_BYTES, Transfer
 
 
 def _grid() -> Grid:

@@ -25,7 +25,8 @@ import pytest
 from tests.support.xrootd import Pki, Xrootd, client_context, running_xrootd
 
 from dtnkit.errors import BadInput
-from dtnkit.sweep import grid, servers, tools_tpc
+from dtnkit.measure.tools import tpc as tools_tpc
+from dtnkit.sweep import grid, servers
 
 MiB = 2**20
 #: concurrent queries: far more than the 12 the old configuration held

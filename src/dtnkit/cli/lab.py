@@ -74,9 +74,9 @@ def up(env: Environment,
 
 
 def _render() -> Any:
-    from dtnkit.cli import render
+    from dtnkit.cli import lab_render
 
-    return render
+    return lab_render
 
 
 @lab.command(name="list")

@@ -156,9 +156,9 @@ def _emit(env: Environment, result: ProbeResult, fmt: str) -> None:
 
 
 def _render() -> Any:
-    from dtnkit.cli import render
+    from dtnkit.cli import measure_render
 
-    return render
+    return measure_render
 
 
 def _probe_table(p: Printer, result: ProbeResult) -> None:

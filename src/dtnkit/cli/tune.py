@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from collections.abc import Callable, Iterator
@@ -25,7 +26,6 @@ from dtnkit.errors import BadInput, ExitStatus
 from dtnkit.host.host import Host
 from dtnkit.tune.judging import Judging
 from dtnkit.tune.profile import USER_PROFILE_DIR, load_profile, shipped_names
-from dtnkit.units import counted
 
 if TYPE_CHECKING:
     from dtnkit.tune import apply as apply_mod
@@ -36,9 +36,9 @@ MAX_WAIT_S = 600.0
 
 def _render() -> Any:
     """The table renderer, imported only when a person reads the output (rich is slow to load)."""
-    from dtnkit.cli import render
+    from dtnkit.cli import tune_render
 
-    return render
+    return tune_render
 
 
 _NETNS = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -321,16 +321,14 @@ def apply_cmd(env: Environment, groups: tuple[str, ...], judging: Judging, state
 def from_experiment(judging: Judging, spec: dict[str, Any]) -> Judging:
     """The judging an experiment ran with (its profile, RTT, and the speed and interfaces it
     recorded), in the scope this run works in."""
-    from dtnkit.records import replace
-
     speed = spec.get("speed_mbps")
     ifaces = spec.get("ifaces")
     exact = spec.get("exact")
-    return replace(judging, profile=str(spec["profile"]), rtt_ms=float(spec["rtt_ms"]),
-                   speed_mbps=int(speed) if isinstance(speed, int) else judging.speed_mbps,
-                   ifaces=tuple(str(i) for i in ifaces) if isinstance(ifaces, list)
-                   else judging.ifaces,
-                   exact=exact if isinstance(exact, bool) else judging.exact)
+    return dataclasses.replace(
+        judging, profile=str(spec["profile"]), rtt_ms=float(spec["rtt_ms"]),
+        speed_mbps=int(speed) if isinstance(speed, int) else judging.speed_mbps,
+        ifaces=tuple(str(i) for i in ifaces) if isinstance(ifaces, list) else judging.ifaces,
+        exact=exact if isinstance(exact, bool) else judging.exact)
 
 
 def _progress(person: Printer | None) -> Callable[[apply_mod.Step], None] | None:
@@ -370,8 +368,7 @@ def save(env: Environment,
     snap = new_snapshot(host, apply_mod.live_values(host), label, "manual")
     path = Store(state_dir).save(snap)
     emit(env, {"id": snap.id, "path": str(path), "values": len(snap.values)}, fmt,
-         lambda p: _render().whole(p.console, f"saved snapshot [bold]{snap.id}[/] "
-                                   f"({counted(len(snap.values), 'setting')}) in {path}"),
+         lambda p: _render().saved(p.console, snap, path),
          indent=None)
     return 0
 

@@ -87,6 +87,11 @@ MIGRATIONS: tuple[Migration, ...] = (
         "ALTER TABLE sweep_runs ADD COLUMN origin TEXT",
         "ALTER TABLE sweep_runs ADD COLUMN origin_host TEXT",
     )),
+    Migration(3, "a failed sweep point's error as its fields, beside the text", (
+        # JSON: what, why, next, exit_status (DtnkitError.as_dict); NULL: no error, or a
+        # point stored before (its `error` text alone says it)
+        "ALTER TABLE sweep_points ADD COLUMN error_fields TEXT",
+    )),
 )
 
 #: the newest schema version this dtnkit writes and reads

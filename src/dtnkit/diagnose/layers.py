@@ -29,7 +29,7 @@ class Layer(enum.StrEnum):
     INCONCLUSIVE = "inconclusive"  # too few samples to name a layer
 
 
-# exit status of `dtnkit diagnose` for each verdict (docs/cli.md)
+# exit status of `dtnkit diagnose` for each verdict (docs/reference.md)
 EXIT = {Layer.NONE: ExitStatus.OK, Layer.NIC: ExitStatus.BINDS_NIC,
         Layer.HOST_NETWORK: ExitStatus.BINDS_HOST_NETWORK, Layer.PATH: ExitStatus.BINDS_PATH,
         Layer.STORAGE: ExitStatus.BINDS_STORAGE, Layer.APPLICATION: ExitStatus.BINDS_APPLICATION,

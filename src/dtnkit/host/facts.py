@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TypeVar, cast
 
 from dtnkit.errors import BadInput, DtnkitError
@@ -22,6 +23,7 @@ from dtnkit.host.parsers.iproute import (
     parse_ip_link_json,
     parse_ip_route_json,
 )
+from dtnkit.host.parsers.netlink import KernelRefused
 from dtnkit.host.parsers.proc import parse_meminfo
 from dtnkit.host.parsers.rtnetlink import (
     NlLink,
@@ -32,7 +34,6 @@ from dtnkit.host.parsers.rtnetlink import (
     parse_qdiscs,
 )
 from dtnkit.host.parsers.tc import Qdisc
-from dtnkit.records import record
 
 T = TypeVar("T")
 
@@ -45,14 +46,14 @@ AUXILIARY_KINDS = frozenset({"ifb", "dummy", "nlmon", "sit", "ipip", "ip6tnl", "
                              "ip6gre", "vti", "wireguard", "vxlan", "geneve"})
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Unavailable:
     """A value the host cannot give, and why (unsupported op, tool missing, no such file)."""
 
     reason: str
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Interface:
     name: str
     kind: str | None  # None: a physical NIC (or anything without linkinfo)
@@ -84,7 +85,8 @@ class Interface:
 def _kernel_links(host: Host) -> tuple[list[NlLink], dict[str, bytes]] | None:
     """The links from the kernel's rtnetlink dump, with every dump; None when the host gives
     no dumps (a captured tree replays ``ip`` instead) or they do not parse."""
-    dumps = host.rtnl_dumps()
+    kernel = host.kernel
+    dumps = kernel.rtnl_dumps() if kernel is not None else None
     if dumps is None:
         return None
     try:
@@ -351,7 +353,7 @@ def select_interfaces(
 def driver_info(host: Host, dev: str) -> dict[str, str] | None:
     """The rows ``ethtool -i DEV`` prints, from the kernel (the SIOCETHTOOL ioctl) on a live
     host, else from ethtool; None where ethtool fails (no driver information)."""
-    replies = host.ethtool_replies(dev)
+    replies = _ethtool_replies(host, dev)
     raw = replies.get("drvinfo") if replies is not None else None
     if raw in (ethtool_nl.EOPNOTSUPP, ethtool_nl.ENODEV):
         return None  # ethtool -i fails the same way
@@ -439,7 +441,7 @@ def _ethtool_kernel(host: Host, flag: str, iface: str) -> object | None:
     :mod:`~dtnkit.host.parsers.ethtool_nl`), or Unavailable with ethtool's reason; None when
     ethtool has to run (a tree, no reply, an error ethtool words its own way)."""
     name = ethtool_nl.FLAG_READS.get(flag)
-    replies = host.ethtool_replies(iface) if name is not None else None
+    replies = _ethtool_replies(host, iface) if name is not None else None
     if replies is None or name is None:
         return None
     memo = f"parsed {name}"  # decoded once per reply (several tunables read each)
@@ -447,6 +449,11 @@ def _ethtool_kernel(host: Host, flag: str, iface: str) -> object | None:
         return replies[memo]
     replies[memo] = found = _ethtool_decode(replies, name)
     return found
+
+
+def _ethtool_replies(host: Host, dev: str) -> dict[str, object] | None:
+    kernel = host.kernel
+    return kernel.ethtool_replies(dev) if kernel is not None else None
 
 
 def _ethtool_decode(replies: dict[str, object], name: str) -> object | None:
@@ -464,7 +471,7 @@ def _ethtool_decode(replies: dict[str, object], name: str) -> object | None:
         if name == "coalesce":
             return ethtool_nl.parse_coalesce(reply)
         return ethtool_nl.parse_pause(reply)
-    except ethtool_nl.KernelRefused as exc:
+    except KernelRefused as exc:
         if exc.errno == ethtool_nl.EOPNOTSUPP:  # "netlink error: Operation not supported"
             return Unavailable(_ethtool_reason("Operation not supported"))
         if exc.errno == ethtool_nl.ENODEV:
@@ -484,7 +491,7 @@ def _ethtool_reason(text: str) -> str:
     return first[0] if first else "ethtool failed"
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class KernelCaps:
     qdiscs: dict[str, bool | None]  # kind -> present? None when unknown
     qdisc_evidence: str
@@ -523,7 +530,7 @@ def kernel_caps(host: Host) -> KernelCaps:
     return KernelCaps(qdiscs, evidence, tuple(avail), tuple(allowed), tuple(modules))
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Environment:
     """Where dtnkit runs, and what that means for tuning."""
 

@@ -9,7 +9,10 @@ has three parts:
 * ``netns``: a named network namespace to work in (commands are prefixed with
   ``ip netns exec NAME``; per-namespace files are read there).  With the plain runner, reads
   and read-only commands go through one helper process inside the namespace (see
-  :data:`_NS_HELPER`), which reads most per-namespace files in one batch.
+  :mod:`dtnkit.host.nshelper`), which reads most per-namespace files in one batch.
+
+A live Host asks the kernel over netlink what ``ip``, ``tc`` and ``ethtool`` would print
+(:attr:`Host.kernel`, a :class:`~dtnkit.host.kernel.KernelView`).
 
 Reads (:meth:`Host.read`, :meth:`Host.query`) and writes (:meth:`Host.write`,
 :meth:`Host.change`) are separate calls, so a read-only Host (``Host(..., read_only=True)``)
@@ -20,13 +23,9 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import functools
 import json
-import marshal
 import os
-import sys
 import threading
-import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,14 +34,10 @@ from typing import TYPE_CHECKING, Any
 from dtnkit.errors import DtnkitError, ToolMissing
 from dtnkit.host.runner import Result, Runner, SubprocessRunner
 from dtnkit.host.tree import Tree
-from dtnkit.records import mutable_record
 
 if TYPE_CHECKING:
-    import subprocess  # imported where a process starts: a live host audit starts none
-
-    from dtnkit.host import nsfork  # imported where a namespace's helper starts
-
-    _Proc = subprocess.Popen[bytes] | nsfork.ForkedChild
+    from dtnkit.host.kernel import KernelView  # imported where a live Host first asks it
+    from dtnkit.host.nshelper import NsHelper  # imported where a namespace's helper starts
 
 # Paths whose content depends on the network namespace of the reader.
 _NETNS_PATHS = ("/proc/sys/net/", "/sys/class/net/", "/proc/net/")
@@ -54,17 +49,6 @@ _NETNS_PATHS = ("/proc/sys/net/", "/sys/class/net/", "/proc/net/")
 _BATCH_DIRS = ("/proc/sys/net/core", "/proc/sys/net/ipv4", "/proc/sys/net/ipv6/conf/all",
                "/proc/sys/net/ipv6/conf/default", "/sys/class/net")
 _BATCH_DEVICE_FILES = ("device", "device/numa_node")
-# The kernel's rtnetlink dumps (links, routes, addresses: what `ip -j` would print), asked on
-# one netlink socket, which belongs to the namespace of the process that opens it: in this
-# process for the host, in the helper for a namespace (with its batch read).  Built when first
-# asked (the parsers are not loaded by what only reads files and runs commands: `dtnkit cp`).
-@functools.cache
-def _rtnl_requests() -> list[bytes]:
-    from dtnkit.host.parsers.rtnetlink import DUMPS, dump_request
-
-    return [dump_request(name, seq) for seq, name in enumerate(DUMPS, start=1)]
-
-
 # The files whose content the helper's batch reads at once: those an audit reads (every other
 # file of the batch's directories is read when asked for, by the same helper: see
 # Host._batch_file).  Reading all ~430 cost 20 ms of a namespace audit's ~45 ms lead.
@@ -77,352 +61,23 @@ _BATCH_NAMES = (
 
 
 def _batch_request() -> dict[str, Any]:
-    return {"batch": [list(_BATCH_DIRS), list(_BATCH_DEVICE_FILES), _rtnl_requests(),
+    """The helper's batch read: the files of the batch's directories and the kernel's
+    rtnetlink dumps, which belong to the namespace the helper is in."""
+    from dtnkit.host.kernel import dump_requests
+
+    return {"batch": [list(_BATCH_DIRS), list(_BATCH_DEVICE_FILES), dump_requests(),
                       list(_BATCH_NAMES)]}
 
 
-_RTNL_FUNC = r"""
-def nl(proto, requests, timeout):
-    # each request's reply on one netlink socket of protocol `proto`: its messages (each
-    # padded to 4 bytes) up to NLMSG_DONE, NLMSG_ERROR or a message that is not part of a
-    # dump (no NLM_F_MULTI: the one reply to a plain get); None when the socket fails
-    import _socket
-    order = sys.byteorder
-    try:
-        sock = _socket.socket(16, 3, proto)  # AF_NETLINK, SOCK_RAW
-    except OSError:
-        return None
-    out = []
-    try:
-        sock.settimeout(timeout)
-        for req in requests:
-            seq, parts, done = req[8:12], [], False
-            sock.sendto(req, (0, 0))
-            while not done:
-                data = sock.recv(1 << 16)
-                if not data:
-                    return None
-                pos = 0
-                while pos + 16 <= len(data):
-                    length = int.from_bytes(data[pos:pos + 4], order)
-                    if length < 16:
-                        return None
-                    step = (length + 3) & ~3
-                    if data[pos + 8:pos + 12] == seq:
-                        part = data[pos:pos + step]
-                        parts.append(part + bytes(step - len(part)))
-                        done = done or int.from_bytes(data[pos + 4:pos + 6], order) in (2, 3) \
-                            or not int.from_bytes(data[pos + 6:pos + 8], order) & 2
-                    pos += step
-            out.append(b"".join(parts))
-    except OSError:
-        return None
-    finally:
-        sock.close()
-    return out
-def rtnl(requests, timeout):
-    return nl(0, requests, timeout)  # NETLINK_ROUTE
-def drvinfo(dev, request):
-    # the SIOCETHTOOL ioctl ETHTOOL_GDRVINFO (`request`: the struct, its command set): the
-    # filled struct, or the errno (ifreq: the name in 16 bytes, then a pointer to the struct)
-    import _socket, array, fcntl
-    buf = array.array("B", request)
-    try:
-        sock = _socket.socket(2, 2, 0)  # AF_INET, SOCK_DGRAM
-    except OSError as exc:
-        return exc.errno or -1
-    try:
-        ifr = (dev.encode()[:15].ljust(16, b"\0")
-               + buf.buffer_info()[0].to_bytes(8, sys.byteorder) + bytes(16))
-        fcntl.ioctl(sock.fileno(), 0x8946, ifr)  # SIOCETHTOOL
-    except OSError as exc:
-        return exc.errno or -1
-    finally:
-        sock.close()
-    return buf.tobytes()
-"""
-_BATCH_FUNC = _RTNL_FUNC + r"""
-import os, sys
-def read_into(out, path):
-    # one file's text (None: unreadable) and whether it is writable, into a reply
-    try:
-        with open(path, "rb") as fh:
-            out["files"][path] = fh.read().decode(errors="replace")
-    except OSError:
-        out["files"][path] = None
-    if os.access(path, os.W_OK):
-        out["writable"].append(path)
-def batch(dirs, extra, dumps=(), names=None):
-    # names: when given, only files of these names are read (the rest on request: read_files)
-    out = {"dirs": {}, "files": {}, "exists": {}, "writable": []}
-    out["rtnl"] = rtnl(dumps, 5.0) if dumps else None
-    def read(path):
-        read_into(out, path)
-    def walk(d):
-        try:
-            listed = sorted(os.listdir(d))
-        except OSError:
-            return
-        out["dirs"][d] = listed
-        for n in listed:
-            path = d + "/" + n
-            if (names is None or n in names) and os.path.isfile(path):
-                read(path)
-    for d in dirs:
-        walk(d)
-    for dev in out["dirs"].get("/sys/class/net", []):
-        walk("/sys/class/net/" + dev)
-        for name in extra:
-            path = "/sys/class/net/" + dev + "/" + name
-            out["exists"][path] = os.path.exists(path)
-            if out["exists"][path] and os.path.isfile(path):
-                read(path)
-    return out
-def read_files(paths):
-    # the files of `paths` (a batch's files and writable, nothing listed)
-    out = {"files": {}, "writable": []}
-    for path in paths:
-        read_into(out, path)
-    return out
-"""
-# The same read in a process of its own (when the helper cannot be used).
-_BATCH_READER = _BATCH_FUNC + (
-    "import json\njson.dump(batch(*json.loads(sys.argv[1])), sys.stdout)\n")
-# One process that stays in the namespace for the Host's life (started by `ip netns exec`, so
-# it sees the namespace's /sys as `ip netns exec CMD` does).  Each request is a batch read or
-# a command it runs as its child, with the runner's timeout.  Requests and replies are
-# length-prefixed marshal documents, and it imports only built-in modules (subprocess and
-# json would cost 50-100 ms of start-up on a loaded machine).  It ends when the Host's end of
-# the pipe closes.
-_NS_HELPER = _BATCH_FUNC + r"""
-import marshal, select, time
-ENV = dict(os.environ, LC_ALL="C")
-def run_many(reqs, timeout):
-    # every (argv, stdin) at once, as children of this process; [(rc, out, err)] in order
-    procs, fds = [], {}
-    for argv, stdin in reqs:
-        (i_r, i_w), (o_r, o_w), (e_r, e_w) = os.pipe(), os.pipe(), os.pipe()
-        try:  # pipes are close-on-exec: the child keeps only its three dup2 copies
-            pid = os.posix_spawnp(argv[0], argv, ENV, file_actions=[
-                (os.POSIX_SPAWN_DUP2, i_r, 0), (os.POSIX_SPAWN_DUP2, o_w, 1),
-                (os.POSIX_SPAWN_DUP2, e_w, 2)])
-        except OSError:
-            for fd in (i_r, i_w, o_r, o_w, e_r, e_w):
-                os.close(fd)
-            procs.append([None, 127, [], [argv[0].encode() + b": command not found"]])
-            continue
-        for fd in (i_r, o_w, e_w):
-            os.close(fd)
-        if stdin:
-            os.write(i_w, stdin.encode())
-        os.close(i_w)
-        proc = [pid, None, [], []]
-        procs.append(proc)
-        fds[o_r], fds[e_r] = proc[2], proc[3]
-    deadline = time.monotonic() + timeout
-    while fds:
-        ready = select.select(list(fds), [], [], max(0, deadline - time.monotonic()))[0]
-        if not ready:
-            break
-        for fd in ready:
-            chunk = os.read(fd, 65536)
-            if chunk:
-                fds[fd].append(chunk)
-            else:
-                os.close(fd)
-                del fds[fd]
-    for fd in fds:
-        os.close(fd)
-    out = []
-    text = lambda parts: b"".join(parts).decode(errors="replace")
-    for pid, rc, stdout, stderr in procs:
-        if pid is not None and fds:
-            try:
-                os.kill(pid, 9)  # still running at the deadline
-            except OSError:
-                pass
-        if pid is not None:
-            status = os.waitpid(pid, 0)[1]
-            rc = 124 if fds and any(stdout is v or stderr is v for v in fds.values()) else (
-                os.waitstatus_to_exitcode(status))
-        if rc == 124:
-            out.append((124, "", "timed out after %.0f s" % timeout))
-        else:
-            out.append((rc, text(stdout), text(stderr)))
-    return out
-def recv():
-    head = sys.stdin.buffer.read(4)
-    if len(head) < 4:
-        return None
-    return marshal.loads(sys.stdin.buffer.read(int.from_bytes(head, "big")))
-while (req := recv()) is not None:
-    if "batch" in req:
-        reply = {"rc": 0, "batch": batch(*req["batch"]), "out": "", "err": ""}
-    elif "read" in req:
-        reply = {"read": read_files(req["read"])}
-    elif "ethtool" in req:  # one device's ethtool reads (see Host.ethtool_replies)
-        dev, requests = req["ethtool"]
-        reply = {"nl": nl(16, requests, req["timeout"]), "drvinfo": drvinfo(dev, req["drv"])}
-    elif "many" in req:
-        reply = {"many": [list(r) for r in run_many([(a, None) for a in req["many"]],
-                                                     req["timeout"])]}
-    else:
-        rc, out, err = run_many([(req["argv"], req["stdin"])], req["timeout"])[0]
-        reply = {"rc": rc, "out": out, "err": err}
-    data = marshal.dumps(reply)
-    sys.stdout.buffer.write(len(data).to_bytes(4, "big") + data)
-    sys.stdout.buffer.flush()
-"""
-
-
-class _Helper:
-    """The Host's end of the helper process inside a namespace (see _NS_HELPER).
-
-    ``first``: a request sent as soon as the process starts (the batch read), so the helper's
-    start-up and that read overlap with whatever the caller does before it needs the reply."""
-
-    def __init__(self, netns: str, first: dict[str, Any] | None = None) -> None:
-        from dtnkit.host import nsfork
-
-        self.lock = threading.Lock()
-        self.netns = netns
-        # a fork of this process that entered the namespace (see dtnkit.host.nsfork), or
-        # `ip netns exec NS python` when it cannot (its readiness is read at the first reply)
-        self.forked = nsfork.usable(netns)
-        child = nsfork.fork_in_netns(netns, _NS_HELPER) if self.forked else None
-        self.forked = child is not None
-        self.proc: _Proc | None = child if child is not None else self._start()
-        weakref.finalize(self, _Helper._close, self.proc)
-        self.sent: list[dict[str, Any]] = []  # requests whose replies are not read yet
-        self.unanswered: list[dict[str, Any]] = []  # written to the process, no reply read
-        # the first request and its reply, read while another request was asked first
-        self.early: tuple[dict[str, Any], dict[str, Any]] | None = None
-        if first is not None:
-            with self.lock:
-                if self._send(first):
-                    self.sent.append(first)
-
-    def _start(self) -> subprocess.Popen[bytes]:
-        import subprocess
-
-        return subprocess.Popen(
-            ["ip", "netns", "exec", self.netns, sys.executable, "-I", "-S", "-c", _NS_HELPER],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            env={**os.environ, "LC_ALL": "C"})
-
-    def _fall_back(self) -> bool:
-        """The forked child could not enter the namespace: `ip netns exec` instead, sent
-        again what the child was sent."""
-        self.forked = False
-        if self.proc is not None:
-            _Helper._close(self.proc)
-        self.proc = self._start()
-        weakref.finalize(self, _Helper._close, self.proc)
-        pending, self.unanswered = self.unanswered, []
-        return all(self._send(request) for request in pending)
-
-    @staticmethod
-    def _close(proc: _Proc) -> None:
-        from dtnkit.host import nsfork
-
-        if isinstance(proc, nsfork.ForkedChild):
-            proc.close()
-            return
-        import subprocess
-
-        if proc.stdin is not None:
-            with contextlib.suppress(OSError):
-                proc.stdin.close()  # the helper's loop ends; it exits on its own
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-    def _send(self, request: dict[str, Any]) -> bool:
-        proc = self.proc
-        if proc is None or proc.stdin is None:
-            return False
-        try:
-            data = marshal.dumps(request)
-            proc.stdin.write(len(data).to_bytes(4, "big") + data)
-            proc.stdin.flush()
-        except (OSError, ValueError):
-            return False
-        self.unanswered.append(request)
-        return True
-
-    def _receive(self) -> Any:
-        from dtnkit.host import nsfork
-
-        proc = self.proc
-        if isinstance(proc, nsfork.ForkedChild) and self.forked:
-            self.forked = False  # its first byte: whether it entered the namespace
-            if not proc.ready() and not self._fall_back():
-                return None
-            proc = self.proc
-        if proc is None or proc.stdout is None:
-            return None
-        try:
-            head = proc.stdout.read(4)
-            if len(head) == 4:
-                reply = marshal.loads(proc.stdout.read(int.from_bytes(head, "big")))
-                if self.unanswered:
-                    self.unanswered.pop(0)
-                return reply
-        except (OSError, ValueError, EOFError, TypeError):
-            pass
-        return None
-
-    def _gone(self) -> None:
-        proc, self.proc = self.proc, None
-        if proc is not None:
-            _Helper._close(proc)
-
-    def drop_early(self) -> None:
-        """Forget the first request's reply (read before a refresh, it may be stale)."""
-        with self.lock:
-            if self.sent:
-                self.sent.pop()
-                if not isinstance(self._receive(), dict):
-                    self._gone()
-            self.early = None
-
-    def ask(self, request: dict[str, Any]) -> dict[str, Any] | None:
-        """The helper's reply, or None when it is gone (the caller falls back to one process
-        per command)."""
-        with self.lock:
-            if self.sent:  # the first request's reply comes first
-                first = self.sent.pop()
-                reply = self._receive()
-                if not isinstance(reply, dict):
-                    self._gone()
-                    return None
-                if first == request:
-                    return reply
-                self.early = (first, reply)
-            if self.early is not None and self.early[0] == request:
-                early, self.early = self.early[1], None
-                return early
-            if not self._send(request):
-                self._gone()
-                return None
-            reply = self._receive()
-            if not isinstance(reply, dict):
-                self._gone()
-                return None
-            return reply
-
-
-@mutable_record
+@dataclass(slots=True)
 class _Batch:
-    """What the batch reader saw in a namespace (see _BATCH_READER)."""
+    """What the batch read saw in a namespace (see :func:`dtnkit.host.nsserve.batch`)."""
 
     dirs: dict[str, list[str]]
     files: dict[str, str | None]
     exists: dict[str, bool]
     writable: set[str]
-    rtnl: dict[str, bytes] | None = None  # the rtnetlink dumps by name (see _RTNL_FUNC)
+    rtnl: dict[str, bytes] | None = None  # the rtnetlink dumps by name (see .kernel)
 
     def knows(self, path: str) -> bool:
         """Whether the batch answers for ``path``: its directory was listed, it was named, or
@@ -458,7 +113,7 @@ class ReadOnlyViolation(DtnkitError):
     """Raised when a read-only Host is asked to write: a bug, never a user error."""
 
 
-@mutable_record
+@dataclass(slots=True)
 class WriteRecord:
     """One write to the host: what was written (a file or a command) and the value."""
 
@@ -479,7 +134,7 @@ class Host:
     # The namespace's files read in one process (key None), dropped with _cache.
     _batch: dict[None, _Batch] = field(default_factory=dict, repr=False)
     # The helper process inside the namespace (key None), started at the first read.
-    _helper: dict[None, _Helper] = field(default_factory=dict, repr=False)
+    _helper: dict[None, NsHelper] = field(default_factory=dict, repr=False)
     # Commands being run by another thread (see read_ahead): key -> done.
     _running: dict[tuple[str, ...], threading.Event] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
@@ -489,17 +144,17 @@ class Host:
     _planning: list[dict[tuple[str, ...], None]] = field(default_factory=list, repr=False)
     # What does not change while dtnkit runs (the kernel's build config, where a tool is).
     _fixed: dict[str, Any] = field(default_factory=dict, repr=False)
-    # The rtnetlink dumps of this process's namespace (key None), dropped with _cache.
-    _rtnl: dict[None, dict[str, bytes] | None] = field(default_factory=dict, repr=False)
-    # ethtool's reads from the kernel by device (see ethtool_replies), dropped with _cache.
-    _ethtool: dict[str, dict[str, object] | None] = field(default_factory=dict, repr=False)
+    # What the kernel says over netlink (key None; see the kernel property).
+    _kernel: dict[None, KernelView] = field(default_factory=dict, repr=False)
 
     # ---- construction ---------------------------------------------------------------------
     @classmethod
     def live(cls, netns: str | None = None, *, read_only: bool = False) -> Host:
         host = cls(Path("/"), netns=netns, runner=SubprocessRunner(), read_only=read_only)
         if netns is not None:  # start the namespace's helper and its batch read right away
-            host._helper[None] = _Helper(netns, first=host._helper_request(_batch_request()))
+            from dtnkit.host.nshelper import NsHelper
+
+            host._helper[None] = NsHelper(netns, first=host._helper_request(_batch_request()))
         return host
 
     @classmethod
@@ -519,8 +174,7 @@ class Host:
         return Host(self.root, self.netns, self.runner, read_only=True, _cache=self._cache,
                     _batch=self._batch, _helper=self._helper, _running=self._running,
                     _lock=self._lock, _generation=self._generation,
-                    _planning=self._planning, _fixed=self._fixed, _rtnl=self._rtnl,
-                    _ethtool=self._ethtool)
+                    _planning=self._planning, _fixed=self._fixed, _kernel=self._kernel)
 
     @property
     def is_live(self) -> bool:
@@ -560,17 +214,20 @@ class Host:
             doc = self._helper_reply(_batch_request())
             doc = doc.get("batch") if doc is not None else None
             if doc is None:
-                res = self.runner.run(self.argv([
-                    sys.executable, "-I", "-S", "-c", _BATCH_READER,
-                    json.dumps([_BATCH_DIRS, _BATCH_DEVICE_FILES])]))
+                from dtnkit.host import nsserve
+
+                res = self.runner.run(self.argv(nsserve.command(
+                    "batch", json.dumps([_BATCH_DIRS, _BATCH_DEVICE_FILES]))))
                 try:
                     doc = json.loads(res.stdout) if res.ok else None
                 except ValueError:
                     doc = None
             if not isinstance(doc, dict):  # no batch: each file is read on its own
                 doc = {"dirs": {}, "files": {}, "exists": {}, "writable": []}
+            from dtnkit.host.kernel import named_dumps
+
             self._batch[None] = _Batch(doc["dirs"], doc["files"], doc["exists"],
-                                       set(doc["writable"]), _rtnl_replies(doc.get("rtnl")))
+                                       set(doc["writable"]), named_dumps(doc.get("rtnl")))
 
     def _batch_file(self, batch: _Batch, path: str) -> bool:
         """Whether ``batch`` holds ``path``'s content, asking the helper for a file of a listed
@@ -589,97 +246,24 @@ class Host:
             batch.writable.update(got["writable"])
         return path in batch.files
 
-    def rtnl_dumps(self) -> dict[str, bytes] | None:
-        """The kernel's replies to the rtnetlink dumps of
-        :data:`~dtnkit.host.parsers.rtnetlink.DUMPS` (links, routes, addresses) by name, read
-        once until the next write or refresh; None when this Host does not ask the kernel (a
-        captured tree, a runner of the caller's own: those run ``ip``) or the socket fails."""
+    @property
+    def kernel(self) -> KernelView | None:
+        """What the running kernel says over netlink (see :mod:`dtnkit.host.kernel`), in this
+        process or, for a namespace, through its helper; None when this Host does not ask the
+        kernel: a captured tree, a runner of the caller's own (those run ``ip``, ``tc`` and
+        ``ethtool``)."""
         if type(self.runner) is not SubprocessRunner:
             return None
-        if self.netns is not None:
-            self._batch_read()
-            return self._batch[None].rtnl
-        if None not in self._rtnl:
-            self._rtnl[None] = _rtnl_replies(self._nl_code()["rtnl"](_rtnl_requests(), 5.0))
-        return self._rtnl[None]
+        if None not in self._kernel:
+            from dtnkit.host.kernel import KernelView
 
-    def _nl_code(self) -> dict[str, Any]:
-        """The helper's netlink and ioctl functions, run in this process."""
-        if "nl" not in self._fixed:
-            code: dict[str, Any] = {"sys": sys}
-            exec(_RTNL_FUNC, code)  # the helper's own functions
-            self._fixed["nl"] = code
-        code = self._fixed["nl"]
-        return code
+            self._kernel[None] = KernelView(self.netns, self._helper_reply, self._batch_dumps,
+                                            ethtool=self.root == Path("/"))
+        return self._kernel[None]
 
-    def ethtool_replies(self, device: str) -> dict[str, object] | None:
-        """The kernel's answers to what ethtool 6.1 asks for ``-k``, ``-g``, ``-c``, ``-a``
-        (the ``ethtool`` generic-netlink family: replies by the names of
-        :data:`~dtnkit.host.parsers.ethtool_nl.READS`) and ``-i`` (``drvinfo``: the
-        SIOCETHTOOL ioctl's struct, or its errno), asked once per device until the next write
-        or refresh, in this process or in the namespace's helper; None when this Host does not
-        ask the kernel (a captured tree, a runner of the caller's own: those run ethtool) or
-        cannot (no ethtool family, no helper).  The dict is the same object until then, so a
-        caller may keep what it decoded from it there (under keys of its own)."""
-        if type(self.runner) is not SubprocessRunner or self.root != Path("/"):
-            return None
-        with self._lock:
-            if device in self._ethtool:
-                return self._ethtool[device]
-            generation = self._generation[0]
-        from dtnkit.host.parsers import ParseError, ethtool_nl
-
-        family = self._ethtool_family()
-        replies: dict[str, object] | None = None
-        if family is not None:
-            try:
-                requests = ethtool_nl.device_requests(family, device)
-            except ParseError:
-                requests = None
-            if requests is not None:
-                replies = self._ask_ethtool(device, requests)
-        with self._lock:
-            if self._generation[0] == generation:
-                self._ethtool[device] = replies
-        return replies
-
-    def _ethtool_family(self) -> int | None:
-        """The ethtool generic-netlink family's id (the same in every namespace), or None."""
-        from dtnkit.host.parsers import ParseError, ethtool_nl
-
-        if "ethtool family" not in self._fixed:
-            family: int | None = None
-            got = self._nl_code()["nl"](ethtool_nl.NETLINK_GENERIC,
-                                        [ethtool_nl.family_request()], 5.0)
-            if isinstance(got, list) and len(got) == 1:
-                try:
-                    family = ethtool_nl.parse_family(got[0])
-                except (ParseError, ethtool_nl.KernelRefused):
-                    family = None
-            self._fixed["ethtool family"] = family
-        found: int | None = self._fixed["ethtool family"]
-        return found
-
-    def _ask_ethtool(self, device: str, requests: list[bytes]) -> dict[str, object] | None:
-        from dtnkit.host.parsers import ethtool_nl
-
-        drv = ethtool_nl.drvinfo_request()
-        if self.netns is not None:
-            reply = self._helper_reply({"ethtool": [device, requests], "drv": drv})
-            if reply is None:
-                return None
-            got, info = reply.get("nl"), reply.get("drvinfo")
-        else:
-            code = self._nl_code()
-            got = code["nl"](ethtool_nl.NETLINK_GENERIC, requests, 5.0)
-            info = code["drvinfo"](device, drv)
-        if not isinstance(got, list) or len(got) != len(requests):
-            return None
-        if not all(isinstance(r, bytes) for r in got) or not isinstance(info, bytes | int):
-            return None
-        out: dict[str, object] = dict(zip(ethtool_nl.READS, got, strict=True))
-        out["drvinfo"] = info
-        return out
+    def _batch_dumps(self) -> dict[str, bytes] | None:
+        self._batch_read()
+        return self._batch[None].rtnl
 
     def read(self, path: str) -> str | None:
         """The content of ``path`` (``/proc/...``), or None when it does not exist."""
@@ -917,7 +501,9 @@ class Host:
         if not (self.netns and type(runner) is SubprocessRunner):
             return None
         if None not in self._helper:
-            self._helper[None] = _Helper(self.netns)
+            from dtnkit.host.nshelper import NsHelper
+
+            self._helper[None] = NsHelper(self.netns)
         return self._helper[None].ask(self._helper_request(request))
 
     def _helper_request(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -931,8 +517,8 @@ class Host:
             self._cache.clear()
             self._generation[0] += 1
         self._batch.clear()
-        self._rtnl.clear()
-        self._ethtool.clear()
+        for kernel in self._kernel.values():
+            kernel.forget()
         for helper in self._helper.values():
             helper.drop_early()  # a batch read sent at start is as old as the cache
 
@@ -1093,17 +679,6 @@ def _which(name: str) -> str | None:
         if os.path.isfile(path) and os.access(path, os.X_OK):
             return path
     return None
-
-
-def _rtnl_replies(replies: Any) -> dict[str, bytes] | None:
-    """The dumps' replies by name, or None when they are missing or malformed."""
-    from dtnkit.host.parsers.rtnetlink import DUMPS
-
-    if not isinstance(replies, list) or len(replies) != len(DUMPS):
-        return None
-    if not all(isinstance(r, bytes) for r in replies):
-        return None
-    return dict(zip(DUMPS, replies, strict=True))
 
 
 def _as_kernel_prints(path: str, value: str) -> str:

@@ -1,8 +1,8 @@
 """A child of this process that serves from inside a named network namespace.
 
-``ip netns exec NS python -c HELPER`` costs two program starts (ip, then a fresh Python) on
-every namespace audit.  :func:`fork_in_netns` forks the already-running dtnkit process
-instead; the child does what ``ip netns exec`` does before it runs its command:
+``ip netns exec NS python ...`` costs two program starts (ip, then a fresh Python) on every
+namespace audit.  :func:`fork_in_netns` forks the already-running dtnkit process instead; the
+child does what ``ip netns exec`` does before it runs its command:
 
 1. ``setns(CLONE_NEWNET)`` on ``/run/netns/NS``;
 2. ``unshare(CLONE_NEWNS)`` and makes ``/`` a recursive slave (so nothing it mounts
@@ -12,14 +12,21 @@ instead; the child does what ``ip netns exec`` does before it runs its command:
 4. bind-mounts each file of ``/etc/netns/NS`` over its namesake in ``/etc`` (the lab's
    ``hosts`` and ``resolv.conf``);
 
-then it runs the given Python code (a loop on stdin/stdout, see ``host._NS_HELPER``) and
-exits with ``os._exit`` (no atexit handler, no flush of the parent's buffers).  It keeps
-only its two pipe ends and /dev/null as stderr (every other descriptor the parent had is
-closed first), dies with its parent (``PR_SET_PDEATHSIG``), and ends when its stdin closes.
+then it calls the given program (a function of :mod:`dtnkit.host.nsserve`, with its stdin and
+stdout) and exits with ``os._exit`` (no atexit handler, no flush of the parent's buffers).  It
+keeps only its two pipe ends and /dev/null as stderr (every other descriptor the parent had
+is closed first), dies with its parent (``PR_SET_PDEATHSIG``), and ends when its program
+returns.
 
-The child tells the parent its set-up worked with one byte (``READY``) before it serves;
-anything else (a refused step, a kernel without ``setns``) means the caller falls back to
-``ip netns exec``.
+The child tells the parent its set-up worked with one byte (``READY``) before its program
+runs; anything else (a refused step, a kernel without ``setns``) means the caller falls back
+to ``ip netns exec``.
+
+Why a fork of our own and not pyroute2's ``NetNS``/``setns``: ``import pyroute2`` costs
+150-240 ms (its package imports every protocol it speaks), more than a whole namespace audit
+(about 110 ms, docs/architecture.md), and the steps above are the few system calls
+``ip netns exec`` makes; Python 3.11 has no ``os.setns`` (3.12 does), so they go through
+libc with ctypes.
 """
 
 from __future__ import annotations
@@ -28,7 +35,11 @@ import contextlib
 import os
 import select
 import sys
+from collections.abc import Callable
 from typing import BinaryIO
+
+#: what a child runs once it is in its namespace: a function of its stdin and stdout
+Program = Callable[[BinaryIO, BinaryIO], None]
 
 READY = b"\x01"
 FAILED = b"\x00"
@@ -109,42 +120,40 @@ def usable(netns: str) -> bool:
             and os.path.exists(f"{NETNS_RUN_DIR}/{netns}"))
 
 
-def fork_in_netns(netns: str, code: str) -> ForkedChild | None:
-    """A forked child running ``code`` inside ``netns`` (see the module docstring), or None
-    when it cannot be forked (the caller falls back to ``ip netns exec``)."""
-    return _fork(code, netns)
+def fork_in_netns(netns: str, program: Program) -> ForkedChild | None:
+    """A forked child running ``program`` inside ``netns`` (see the module docstring), or
+    None when it cannot be forked (the caller falls back to ``ip netns exec``)."""
+    return _fork(program, netns)
 
 
-def fork_new_netns() -> ForkedChild | None:
-    """A forked child inside a new network namespace that waits for its code (see
-    :func:`run_in_new_netns`): forked early, its set-up overlaps with the caller's work.
-    Unused, it ends when its stdin closes (its parent's end, at the latest its exit)."""
+def fork_new_netns(program: Program) -> ForkedChild | None:
+    """A forked child running ``program`` inside a new, unnamed network namespace
+    (``unshare(CLONE_NEWNET)``: as ``unshare --net``, without its program starts), which
+    waits for its input (see :func:`run_in_new_netns`): forked early, its set-up overlaps
+    with the caller's work.  Unused, it ends when its stdin closes (its parent's end, at the
+    latest its exit).  The namespace vanishes with the child."""
     if sys.platform != "linux" or os.geteuid() != 0:
         return None
-    return _fork(None, None)
+    return _fork(program, None)
 
 
-def run_in_new_netns(code: str, child: ForkedChild | None = None) -> str | None:
-    """What ``code`` prints when run in a forked child inside a new, unnamed network
-    namespace (``unshare(CLONE_NEWNET)``: as ``unshare --net python -c CODE``, without the
-    two program starts), in ``child`` (from :func:`fork_new_netns`) when given; None when
-    the child could not be forked, could not unshare or failed (the caller then runs
-    ``unshare``).  The namespace vanishes with the child."""
+def run_in_new_netns(program: Program, data: bytes,
+                     child: ForkedChild | None = None) -> str | None:
+    """What ``program`` writes, given ``data`` on its stdin, in a forked child inside a new
+    network namespace (``child``, from :func:`fork_new_netns` with the same program, when
+    given); None when the child could not be forked, could not unshare or failed (the caller
+    then runs ``unshare``)."""
     if child is None:
-        if sys.platform != "linux" or os.geteuid() != 0:
-            return None
-        child = _fork(code, None)
+        child = fork_new_netns(program)
         if child is None:
             return None
-    else:
-        data = code.encode()
-        try:
-            assert child.stdin is not None
-            child.stdin.write(len(data).to_bytes(4, "big") + data)
-            child.stdin.close()
-        except (OSError, ValueError, AssertionError):
-            child.close()
-            return None
+    try:
+        assert child.stdin is not None
+        child.stdin.write(data)
+        child.stdin.close()
+    except (OSError, ValueError, AssertionError):
+        child.close()
+        return None
     try:
         ok = child.ready()
         out = child.stdout.read() if ok and child.stdout is not None else b""
@@ -165,7 +174,7 @@ def _threaded() -> bool:
     return threading is not None and threading.active_count() > 1
 
 
-def _fork(code: str | None, netns: str | None) -> ForkedChild | None:
+def _fork(program: Program, netns: str | None) -> ForkedChild | None:
     if _threaded():
         return None
     parent = os.getpid()
@@ -177,13 +186,13 @@ def _fork(code: str | None, netns: str | None) -> ForkedChild | None:
             os.close(fd)
         return None
     if pid == 0:  # pragma: no cover (the child: measured by the tests through its replies)
-        _child(netns, code, parent, in_r, out_w)  # never returns
+        _child(netns, program, parent, in_r, out_w)  # never returns
     os.close(in_r)
     os.close(out_w)
     return ForkedChild(pid, os.fdopen(in_w, "wb"), os.fdopen(out_r, "rb"))
 
 
-def _child(netns: str | None, code: str | None, parent: int, in_r: int, out_w: int) -> None:
+def _child(netns: str | None, program: Program, parent: int, in_r: int, out_w: int) -> None:
     # pragma: no cover (runs in the forked child only)
     status = 1
     try:
@@ -196,35 +205,18 @@ def _child(netns: str | None, code: str | None, parent: int, in_r: int, out_w: i
         os.dup2(null, 2)
         os.closerange(3, os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 65536)
         _enter(netns, parent)
-        if code is None:  # forked early: its code comes on stdin, length first
-            code = _read_exactly(int.from_bytes(_read_exactly(4), "big")).decode()
         os.write(1, READY)
-        # the helper loop reads sys.stdin.buffer, writes sys.stdout.buffer: new objects on
-        # fds 0 and 1 (the parent's are kept, never flushed: os._exit below)
-        keep = (sys.stdin, sys.stdout, sys.stderr)
-        sys.stdin = open(0, closefd=False)  # noqa: SIM115 (lives as long as the child)
-        sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
-        sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
-        exec(code, {"__name__": "__dtnkit_ns_helper__", "__builtins__": __builtins__})
-        sys.stdout.flush()
-        del keep
+        # new file objects on fds 0 and 1 (the parent's sys.stdin/stdout are kept, never
+        # flushed: os._exit below)
+        with open(0, "rb", closefd=False) as stdin, \
+                open(1, "wb", closefd=False) as stdout:
+            program(stdin, stdout)
         status = 0
     except BaseException:
         with contextlib.suppress(OSError):
             os.write(1, FAILED)
     finally:
         os._exit(status)
-
-
-def _read_exactly(size: int) -> bytes:
-    parts, left = [], size
-    while left > 0:
-        chunk = os.read(0, left)
-        if not chunk:
-            raise EOFError("stdin closed")
-        parts.append(chunk)
-        left -= len(chunk)
-    return b"".join(parts)
 
 
 def _enter(netns: str | None, parent: int) -> None:

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
-from dtnkit.records import record
 
-
-@record
+@dataclass(frozen=True, slots=True)
 class Result:
     """What a command printed and how it ended."""
 

@@ -30,14 +30,14 @@ probe wrote.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
-import sys
 import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from dtnkit.host import nsfork
+from dtnkit.host import nsfork, nsserve
 from dtnkit.host.runner import Result, Runner, SubprocessRunner
 
 NET_PREFIX = "net."
@@ -58,54 +58,13 @@ def _candidates(name: str, text: str | None, available_cc: str | None) -> list[s
     return [" ".join(str(n) for n in [*nums[:-1], last]) for last in lasts]
 
 
-def _script(names: list[str], host_ino: dict[str, int | None],
-            cands: dict[str, list[str]]) -> str:
-    """A Python program for the new namespace (``python -I -S``: built-in modules only, one
-    process, where a sh script started two per key).  It prints ``P INODE MODE PATH`` for
-    every key that exists there; then each key with candidates and a file of its own is
-    written: ``W i j READBACK`` after the first write that worked, ``E i j`` for a refused
-    one.  (The readback is the whole file, as ``cat`` gave it.)"""
-    paths = [sysctl_file(n) for n in names]
-    inodes = [host_ino[n] for n in names]
-    tries = [cands[n] for n in names]
-    return f"PATHS, INODES, CANDS = {paths!r}, {inodes!r}, {tries!r}\n" + _PROBE
-
-
-_PROBE = r"""
-import os
-def stat(path):
-    try:
-        return os.stat(path)
-    except OSError:
-        return None
-out = []
-for path in PATHS:
-    st = stat(path)
-    if st is not None:
-        out.append("P %d %o %s" % (st.st_ino, st.st_mode & 0o7777, path))
-for i, path in enumerate(PATHS):
-    st = stat(path) if CANDS[i] else None
-    if st is None or st.st_ino == INODES[i]:
-        continue  # absent here, or the host's own file: never written
-    for j, cand in enumerate(CANDS[i], start=1):
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
-            try:
-                os.write(fd, cand.encode())
-            finally:
-                os.close(fd)
-        except OSError:
-            out.append("E %d %d" % (i, j))
-            continue
-        try:
-            with open(path, "rb") as fh:
-                back = fh.read().decode(errors="replace").rstrip("\n")
-        except OSError:
-            back = ""
-        out.append("W %d %d %s" % (i, j, back))
-        break
-print("\n".join(out))
-"""
+def _probe_input(names: list[str], host_ino: dict[str, int | None],
+                 cands: dict[str, list[str]]) -> str:
+    """What the probe in the new namespace is given (:func:`dtnkit.host.nsserve.probe`: one
+    process, where a sh script started two per key): the paths, the host's inodes, the
+    values to try."""
+    return json.dumps([[sysctl_file(n) for n in names], [host_ino[n] for n in names],
+                       [cands[n] for n in names]])
 
 
 def _facts(names: list[str], host_ino: dict[str, int | None], cands: dict[str, list[str]],
@@ -170,7 +129,7 @@ class ScopeProbe:
         """Fork the next probe's child now (into its new namespace, then waiting for its
         script), so its start overlaps with the caller's work (the plain runner only)."""
         if self.early is None and type(self.runner) is SubprocessRunner:
-            self.early = nsfork.fork_new_netns()
+            self.early = nsfork.fork_new_netns(nsserve.probe_stdin)
             if self.early is not None:
                 weakref.finalize(self, nsfork.ForkedChild.close, self.early)
 
@@ -210,7 +169,7 @@ class ScopeProbe:
             cands = {n: _candidates(n, before[n], cc) if n.startswith(NET_PREFIX) else []
                      for n in names}
             self.probes += 1
-            res = self._run(_script(names, host_ino, cands))
+            res = self._run(_probe_input(names, host_ino, cands))
             after = {n: self._host_value(n) for n in names}
         finally:
             for fd in fds.values():
@@ -223,18 +182,18 @@ class ScopeProbe:
         return {n: self._verdict(n, facts[n], before[n], after[n], host_ino[n])
                 for n in names}
 
-    def _run(self, script: str) -> Result:
+    def _run(self, given: str) -> Result:
         """The probe's output: from a fork of this process in a new namespace (the plain
         runner), else (or when that fails) from ``unshare --net python`` by the runner."""
-        argv = ["unshare", "--net", "--", sys.executable, "-I", "-S", "-c", script]
+        argv = ["unshare", "--net", "--", *nsserve.command("probe")]
         if type(self.runner) is SubprocessRunner:
             early, self.early = self.early, None
-            out = nsfork.run_in_new_netns(script, early)
+            out = nsfork.run_in_new_netns(nsserve.probe_stdin, given.encode(), early)
             if out is None and early is not None:  # the early child failed: a fresh one
-                out = nsfork.run_in_new_netns(script)
+                out = nsfork.run_in_new_netns(nsserve.probe_stdin, given.encode())
             if out is not None:
                 return Result(tuple(argv), 0, out, "")
-        return self.runner.run(argv)
+        return self.runner.run(argv, stdin=given)
 
     def _verdict(self, name: str, fact: dict[str, object], before: str | None,
                  after: str | None, host_ino: int | None) -> SysctlScope:

@@ -1,9 +1,14 @@
 """One registry: probe kinds -> the tools that measure them; tool names -> tools.
 
-The CLI's ``--tool``, ``--probe`` and ``--kind`` choices and the experiment's probe dispatch
-all read it, so a tool registered here is a choice everywhere without another edit.
-:func:`run_probe` is the one way a probe runs: check the spec, ask the tool whether it can
-run (and say why not), run it beside the sampler, and keep its raw output with its figures.
+The CLI's ``--tool``, ``--probe`` and ``--kind`` choices, the experiment's probe dispatch and
+the sweep's tools all read it, so a tool registered here is a choice everywhere without
+another edit.  :func:`run_probe` is the one way a probe runs: check the spec, ask the tool
+whether it can run (and say why not), run it beside the sampler, and keep its raw output with
+its figures.  :func:`run_load` is the one way a load runs (a sweep point: many transfers
+from servers the caller started, the caller sampling): the same tools, the same check.
+
+The third-party copies (``dtnkit-tpc``, ``gfal-tpc``) measure kind ``tpc``, which has no
+probe of its own: they run in sweeps, where the origin and the destination servers are.
 """
 
 from __future__ import annotations
@@ -14,13 +19,15 @@ from dataclasses import asdict, dataclass
 from dtnkit.errors import BadInput, ToolMissing
 from dtnkit.host.host import Host
 from dtnkit.measure.probes import disk, e2e, net
+from dtnkit.measure.probes.load import LoadSpec
 from dtnkit.measure.result import ProbeResult
 from dtnkit.measure.sampler import summarize
-from dtnkit.measure.tool import Context, ProbeSpec, Tool
+from dtnkit.measure.tool import Context, ProbeSpec, Tool, ToolRun
 from dtnkit.measure.tools.command import Command
 from dtnkit.measure.tools.dtnkit_cp import DtnkitCp
 from dtnkit.measure.tools.fio import Fio
 from dtnkit.measure.tools.iperf3 import Iperf3
+from dtnkit.measure.tools.tpc import DtnkitTpc, GfalTpc
 
 
 @dataclass(frozen=True)
@@ -37,7 +44,8 @@ PROBES: dict[str, Probe] = {
     e2e.KIND: Probe(e2e.KIND, e2e.TITLE, e2e.SUMMARY_KEYS, "dtnkit-cp"),
 }
 
-TOOLS: dict[str, Tool] = {t.name: t for t in (Iperf3(), Fio(), DtnkitCp(), Command())}
+TOOLS: dict[str, Tool] = {t.name: t for t in (Iperf3(), Fio(), DtnkitCp(), Command(),
+                                                DtnkitTpc(), GfalTpc())}
 
 
 def probe_kinds() -> list[str]:
@@ -47,6 +55,15 @@ def probe_kinds() -> list[str]:
 def tool_names(kind: str | None = None) -> list[str]:
     """Every tool's name, or those measuring ``kind``, in registration order."""
     return [name for name, t in TOOLS.items() if kind is None or t.kind == kind]
+
+
+def named(name: str) -> Tool:
+    """The tool ``name``, whatever it measures; BadInput naming every tool when none is."""
+    found = TOOLS.get(name)
+    if found is None:
+        raise BadInput(f"no tool {name!r}", f"tools: {', '.join(TOOLS)}",
+                       "pick one of them")
+    return found
 
 
 def get_tool(name: str, kind: str) -> Tool:
@@ -74,3 +91,15 @@ def run_probe(host: Host, spec: ProbeSpec, *, tool: str | None = None,
     return ProbeResult(kind=probe.kind, spec={**doc, **got.resolved, "tool": chosen.name},
                        summary=summary, samples=got.samples, raw=got.raw, netns=host.netns,
                        started=started, duration_s=time.time() - started)
+
+
+def run_load(host: Host, spec: LoadSpec, *, tool: str, context: Context) -> ToolRun:
+    """Run one load (a sweep point) with ``tool`` on ``host`` (the receiving side): asked
+    whether it can run first (ToolMissing with its reasons when not), then run to its end or
+    ``context.deadline``.  A transfer that fails is the run's ``failed``, not an error."""
+    chosen = named(tool)
+    ok, reasons = chosen.can_run()
+    if not ok:
+        raise ToolMissing(f"{chosen.name} cannot run", "; ".join(reasons),
+                          f"install {chosen.package} and run again")
+    return chosen.run(host, spec, context)

@@ -262,8 +262,8 @@ class CpuQuota:
         for path in self.paths:
             if path.exists():
                 raise BadInput(f"the cgroup {path} already exists",
-                               "another sweep (or a killed one) uses this name",
-                               f"remove_leftovers({name.split('-')[0]!r}) or rmdir it")
+                               "another run (or a killed one) uses this name",
+                               f"if `cat {path}/cgroup.procs` lists nothing, `rmdir {path}`")
         made: list[Path] = []
         try:
             for path in self.paths:
@@ -301,7 +301,7 @@ class CpuQuota:
 
     @property
     def path(self) -> str:
-        """The quota's cgroup (what :class:`~dtnkit.sweep.model.Origin` records)."""
+        """The quota's cgroup (what :class:`~dtnkit.measure.probes.load.Origin` records)."""
         return str(self.paths[0])
 
     def procs_files(self) -> list[str]:

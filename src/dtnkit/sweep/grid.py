@@ -28,6 +28,7 @@ from typing import Any
 
 from dtnkit import units
 from dtnkit.errors import BadInput
+from dtnkit.measure.probes.load import PLACEHOLDERS
 
 #: the grid file's schema version this code reads
 SCHEMA = 1
@@ -38,9 +39,6 @@ MAX_GRID_BYTES = 2**20
 #: tools a point can run; ``command:NAME`` runs the template ``[commands] NAME``
 TOOLS = ("iperf3", "dtnkit-cp", "dtnkit-cp-upload", "dtnkit-tpc", "gfal-tpc")
 COMMAND_PREFIX = "command:"
-#: placeholders a command template may use (the runner fills them in)
-PLACEHOLDERS = frozenset({"src", "dst", "url", "host", "port", "streams", "file_size",
-                          "duration", "bytes", "rtt_ms", "rate_bps", "origin", "workdir"})
 
 #: the axes, outermost first: the order points are run in (path settings change least)
 AXES = ("rtt", "rate", "loss", "origins", "cores", "profile", "tool", "server", "file_size",

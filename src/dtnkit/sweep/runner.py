@@ -10,9 +10,11 @@ For each point, in the grid's order:
    also when the point failed or the sweep was interrupted;
 3. the tool's servers run on the origins (kept running while the next point needs the same
    ones, else stopped by PID and started again);
-4. the tool runs, with the point's deadline (``time_limit``), while
-   :class:`~.sample.PointSampler` samples throughput, CPU, softirq, retransmits, context
-   switches, NIC drops and the delay stage;
+4. the tool runs the point as a load (:class:`~dtnkit.measure.probes.load.LoadSpec`: the
+   point's origins, streams, duration or bytes), the same tool a probe runs, taken from
+   :mod:`dtnkit.measure.registry`, with the point's deadline (``time_limit``), while
+   :class:`~dtnkit.measure.pathsampler.PointSampler` samples throughput, CPU, softirq,
+   retransmits, context switches, NIC drops and the delay stage;
 5. the point is stored, ``ok`` or ``failed`` with its error; a failed point does not stop
    the sweep.
 
@@ -26,7 +28,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import math
 import os
 import platform
@@ -42,21 +43,26 @@ from typing import Any
 from dtnkit import __version__
 from dtnkit.db.location import Location
 from dtnkit.errors import BadInput, DtnkitError
+from dtnkit.host.host import Host
 from dtnkit.lab import fidelity
 from dtnkit.lab import path as labpath
-from dtnkit.progress import SILENT, Progress
-from dtnkit.sweep import estimate, servers, store, tools_tpc
-from dtnkit.sweep.grid import Grid, Point
-from dtnkit.sweep.model import Origin, PointEnv, Tool, ToolRun
-from dtnkit.sweep.procs import Procs
-from dtnkit.sweep.sample import (
+from dtnkit.measure import registry
+from dtnkit.measure.pathsampler import (
     PointSampler,
     Window,
     group_cpu_seconds,
     measured_idle_percent,
 )
-from dtnkit.sweep.tools import CommandTool, CpTool, Iperf3Tool
+from dtnkit.measure.probes.load import LoadSpec, Origin
+from dtnkit.measure.procs import Procs
+from dtnkit.measure.tool import Context, ToolRun
+from dtnkit.progress import SILENT, Progress
+from dtnkit.sweep import estimate, servers, store
+from dtnkit.sweep.grid import COMMAND_PREFIX, Grid, Point
 from dtnkit.units import counted, format_rate
+
+#: the grid's tools that are a registry tool run another way (the rest are their own name)
+GRID_TOOLS = {"dtnkit-cp-upload": "dtnkit-cp"}
 
 
 @dataclasses.dataclass
@@ -98,11 +104,12 @@ class SweepSummary:
 
 def default_workdir(name: str, state_dir: Path) -> Path:
     """tmpfs when the machine has it (storage then never limits a point), else the state
-    directory."""
+    directory; one directory per run (``dtnkit-sweep-NAME-RANDOM``), so two runs of one name
+    (two users, two stores, a test beside a campaign) never share or remove each other's
+    files."""
     shm = Path("/dev/shm")
-    if shm.is_dir() and os.access(shm, os.W_OK):
-        return shm / f"dtnkit-sweep-{name}"
-    return state_dir / "sweep" / name
+    base = shm if shm.is_dir() and os.access(shm, os.W_OK) else state_dir / "sweep"
+    return base / f"dtnkit-sweep-{name}-{secrets.token_hex(8)}"
 
 
 def tool_version(argv: Sequence[str]) -> str:
@@ -146,8 +153,7 @@ class Sweep:
     as KeyboardInterrupt after the clean-up."""
 
     def __init__(self, grid: Grid, grid_text: str, opts: SweepOptions, *,
-                 progress: Progress = SILENT,
-                 tools: dict[str, Callable[[Procs, Sweep], Tool]] | None = None) -> None:
+                 progress: Progress = SILENT) -> None:
         store.check_run_name(opts.name)
         self.grid, self.grid_text, self.opts, self.progress = grid, grid_text, opts, progress
         self.store = store.SweepStore(opts.db_path)
@@ -160,11 +166,10 @@ class Sweep:
         self._pki: servers.Pki | None = None
         self._starts = 0
         self.token = secrets.token_hex(16)
-        # cgroups are named dtnkit-PREFIX-oI: a prefix of this run's own
-        self.cgroup_prefix = "sw" + hashlib.sha256(opts.name.encode()).hexdigest()[:10]
+        # cgroups are named dtnkit-PREFIX-oI: a prefix of this run's own, so a run of the
+        # same name elsewhere (or one killed before it could remove its cgroups) is not met
+        self.cgroup_prefix = "sw" + secrets.token_hex(5)
         self.tuning_cache: dict[str | None, dict[str, Any]] = {}
-        self.extra_tools = tools or {}
-        self._tools: dict[str, Tool] = {}
 
     # ---- files ----
     def source_file(self, size: int) -> Path:
@@ -172,31 +177,30 @@ class Sweep:
         return servers.prepare_source(self.opts.workdir / "files", size)
 
     # ---- tools ----
-    def tool(self, point: Point) -> Tool:
-        key = "command" if point.tool.startswith("command:") else point.tool
-        if key in self._tools:
-            return self._tools[key]
-        made: Tool
-        if key in self.extra_tools:
-            made = self.extra_tools[key](self.procs, self)
-        elif key == "iperf3":
-            made = Iperf3Tool(self.procs)
-        elif key == "dtnkit-cp":
-            made = CpTool(self.procs, self.source_file)
-        elif key == "dtnkit-cp-upload":
-            made = CpTool(self.procs, self.source_file, upload=True, name="dtnkit-cp-upload")
-        elif key == "command":
-            made = CommandTool(self.procs)
-        elif key == "dtnkit-tpc":
-            made = tools_tpc.DtnkitTpc()
-        elif key == "gfal-tpc":
-            made = tools_tpc.GfalTpc()
-        else:
-            raise DtnkitError(f"tool {point.tool} is not available in this build",
-                              "its servers and client come with the sweep origins module",
-                              "use iperf3, dtnkit-cp, dtnkit-cp-upload or command:NAME")
-        self._tools[key] = made
-        return made
+    @staticmethod
+    def tool_name(point: Point) -> str:
+        """The registry's tool that runs the point: ``command:NAME`` is the command tool,
+        ``dtnkit-cp-upload`` is dtnkit-cp with the load's ``upload``."""
+        if point.tool.startswith(COMMAND_PREFIX):
+            return "command"
+        return GRID_TOOLS.get(point.tool, point.tool)
+
+    @staticmethod
+    def server_kinds(point: Point) -> tuple[str | None, str | None]:
+        """The server kind each origin runs and the one the client side runs (or None):
+        iperf3's server for iperf3, a third-party copy's destination beside its origins."""
+        if point.tool == "iperf3":
+            return "iperf3", None
+        if registry.named(Sweep.tool_name(point)).kind == "tpc":
+            return point.server, point.server
+        return point.server, None
+
+    def load(self, point: Point, origins: tuple[Origin, ...],
+             destination: Origin | None) -> LoadSpec:
+        """The point as a load: what its tool moves (an upload's file prepared here)."""
+        upload = point.tool == "dtnkit-cp-upload"
+        return load_of(point, origins, destination,
+                       self.source_file(point.file_size) if upload else None)
 
     # ---- the lab path ----
     def _lab_spec(self, first: Point) -> labpath.PathSpec:
@@ -308,11 +312,10 @@ class Sweep:
         count = math.ceil(max(self.grid.axes["streams"]) / point.origins)
         return (kinds, point.origins, point.cores, point.file_size, count)
 
-    def ensure_servers(self, point: Point, tool: Tool) -> tuple[tuple[Origin, ...],
-                                                              Origin | None]:
+    def ensure_servers(self, point: Point) -> tuple[tuple[Origin, ...], Origin | None]:
         """The point's origins (and TPC destination): the running ones when the previous
         point had the same servers, else stopped by PID and started anew."""
-        kinds = tool.servers(point)
+        kinds = self.server_kinds(point)
         key = self.server_key(point, kinds)
         if self.opts.reuse_servers and self.servers is not None and self.servers[0] == key and all(
                 s.proc.poll() is None for s in self.servers[1]):
@@ -413,7 +416,6 @@ class Sweep:
         except DtnkitError as exc:
             raise LabFailed(exc) from None
         phase("path_s")
-        tool = self.tool(point)
         client = lab.dst
         hosts = [h for h in lab.hosts if h.side == "src"][:point.origins]
         workdir = self.opts.workdir / "points" / point.id
@@ -425,18 +427,16 @@ class Sweep:
                 tuning = self.live_tuning(point, client, hosts[0] if hosts else None)
                 phase("tuning_s")
                 try:
-                    origins, destination = self.ensure_servers(point, tool)
+                    origins, destination = self.ensure_servers(point)
                 except DtnkitError as exc:
-                    return store.PointResult(point=point, status="failed", error=exc.render()
-                                             .removeprefix("dtnkit: error: "), started=started,
+                    return store.PointResult(point=point, status="failed",
+                                             **store.error_of(exc), started=started,
                                              elapsed_s=time.monotonic() - t_start,
                                              tuning=tuning)
                 phase("servers_start_s")
-                env = PointEnv(point=point, lab=lab, client=client, origins=origins,
-                               destination=destination, workdir=workdir,
-                               deadline=time.monotonic() + point.time_limit_s)
+                spec = self.load(point, origins, destination)
                 marks = [(srv, srv.log_size()) for srv in self.running()]
-                window, run = self.measure(tool, env, hosts)
+                window, run = self.measure(point, spec, lab, client, hosts, workdir)
                 if run.failed:  # the servers' side of it: XRootD's 500s are told there
                     run = dataclasses.replace(run, raw=with_server_logs(run.raw, marks))
                 phase("measure_s")
@@ -448,22 +448,26 @@ class Sweep:
             shutil.rmtree(workdir, ignore_errors=True)
         return self.result(point, started, t_start, window, run, tuning, phases)
 
-    def measure(self, tool: Tool, env: PointEnv,
-                hosts: Sequence[labpath.LabHost]) -> tuple[Window, ToolRun]:
-        lab = env.lab
-        upload = bool(getattr(tool, "upload", False))
+    def measure(self, point: Point, spec: LoadSpec, lab: labpath.LabPath,
+                client: labpath.LabHost, hosts: Sequence[labpath.LabHost],
+                workdir: Path) -> tuple[Window, ToolRun]:
+        """Run the point's load with its tool on the client, the path sampled around it."""
         anchor = self.anchors
-        receivers = [anchor[h.netns] for h in hosts] if upload else [anchor[env.client.netns]]
-        senders = [anchor[env.client.netns]] if upload else [anchor[h.netns] for h in hosts]
-        names = {h.name: anchor[h.netns] for h in [env.client, *hosts]}
+        receivers = [anchor[h.netns] for h in hosts] if spec.upload else [anchor[client.netns]]
+        senders = [anchor[client.netns]] if spec.upload else [anchor[h.netns] for h in hosts]
+        names = {h.name: anchor[h.netns] for h in [client, *hosts]}
         names["path"] = anchor[lab.mid]
-        cpu = [self.cpu_reader(o) for o in env.origins]
+        cpu = [self.cpu_reader(o) for o in spec.origins]
         sampler = PointSampler(
-            interval_s=env.point.sample_interval_s, receivers=receivers,
+            interval_s=point.sample_interval_s, receivers=receivers,
             device=labpath.LINK_DEV, senders=senders, namespaces=names, origins_cpu=cpu,
             emulator=lab.emulator_stats if lab.state.backend == "nfqueue" else None)
+        deadline = time.monotonic() + point.time_limit_s
         with sampler:
-            run = tool.run(dataclasses.replace(env, received_bytes=sampler.received_bytes))
+            context = Context(deadline=deadline, workdir=workdir, procs=self.procs,
+                              received_bytes=sampler.received_bytes)
+            run = registry.run_load(Host(netns=client.netns), spec,
+                                    tool=self.tool_name(point), context=context)
         return sampler.window, run
 
     def running(self) -> list[servers.RunningServer]:
@@ -489,15 +493,16 @@ class Sweep:
         machine = measured_idle_percent(w, run.measure_from_s, run.measure_until_s)
         reasons += fidelity.machine_bound(machine).reasons
         bound, why = bool(reasons), "; ".join(reasons)
+        tool_retrans = run.summary.get("retransmits")
         retrans, note = w.retransmits, w.retransmits_note
-        if retrans is None and run.retransmits is not None:
-            retrans, note = run.retransmits, "as the tool reported (not DSACK-corrected)"
-        extra = dict(run.extra)
+        if retrans is None and tool_retrans is not None:
+            retrans, note = tool_retrans, "as the tool reported (not DSACK-corrected)"
+        extra = {k: v for k, v in run.summary.items() if k != "retransmits"}
         extra["phases_s"] = phases  # where the point's wall time went (the runner's overhead)
         if w.errors:
             extra["sampler_errors"] = w.errors[:20]
-        if run.retransmits is not None:
-            extra["tool_retransmits"] = run.retransmits
+        if tool_retrans is not None:
+            extra["tool_retransmits"] = tool_retrans
         if run.measure_until_s is not None:
             extra["measure_until_s"] = round(run.measure_until_s, 6)
         if run.measure_from_s is not None:
@@ -505,7 +510,8 @@ class Sweep:
             if machine is not None:  # what the lab-bound rule read: the transfer's own share
                 extra["idle_percent_measured"] = machine
         return store.PointResult(
-            point=point, status="failed" if run.failed else "ok", error=run.failed,
+            point=point, status="failed" if run.failed else "ok",
+            **(store.error_of(DtnkitError(run.failed)) if run.failed else {}),
             started=started, elapsed_s=time.monotonic() - t_start, tool_s=w.elapsed_s,
             samples=tuple(w.samples), series=w.series, cpu_seconds=tuple(w.cpu_seconds),
             softirq=w.softirq, retransmits=retrans, retransmits_note=note, ctxt=w.ctxt,
@@ -538,7 +544,7 @@ class Sweep:
             self.progress.step(f"  note: {note}")
         interrupted = completed = False
         try:
-            opts.workdir.mkdir(parents=True, exist_ok=True)
+            opts.workdir.mkdir(mode=0o700, parents=True, exist_ok=True)
             first = True
             for k, point in enumerate(todo, 1):
                 eta = est.remaining(k - 1, time.monotonic() - t0) if k > 1 else None
@@ -549,8 +555,7 @@ class Sweep:
                     raise
                 except DtnkitError as exc:
                     result = store.PointResult(point=point, status="failed",
-                                               error=exc.render().removeprefix(
-                                                   "dtnkit: error: "), started=time.time())
+                                               **store.error_of(exc), started=time.time())
                     self.stop_servers()
                 if first:  # the lab is known now: record it with the run
                     first = False
@@ -584,6 +589,21 @@ class Sweep:
                 # a sweep stopped before its last point (Ctrl-C, or a lab path that failed)
                 self.store.set_status(opts.name, "done" if completed else "interrupted")
         return summary
+
+
+def load_of(point: Point, origins: tuple[Origin, ...], destination: Origin | None,
+            source: Path | None = None) -> LoadSpec:
+    """A point as the load its tool runs: the grid's coordinates that say what to move
+    (streams, duration or bytes, file size, the template and its values), the running
+    servers, and ``source``, the local file an upload reads."""
+    return LoadSpec(
+        origins=origins, streams=point.streams, file_size=point.file_size,
+        time_limit_s=point.time_limit_s, duration_s=point.duration_s, bytes=point.bytes,
+        destination=destination, upload=point.tool == "dtnkit-cp-upload", source=source,
+        command=point.command,
+        fields={"rtt_ms": f"{point.rtt_ms:g}",
+                "rate_bps": str(point.rate_bps) if point.rate_bps is not None else ""},
+        interval_s=point.sample_interval_s)
 
 
 def with_server_logs(raw: str, marks: Sequence[tuple[servers.RunningServer, int]]) -> str:

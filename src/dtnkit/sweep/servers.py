@@ -1,6 +1,6 @@
 """Servers of a sweep: ``dtnkit serve``, XRootD (XrdHttp + HTTP-TPC) or an iperf3 server,
 started in a lab host's namespace under a CPU quota, with prepared source files; each gives
-a :class:`~dtnkit.sweep.model.Origin` and is stopped by PID.
+a :class:`~dtnkit.measure.probes.load.Origin` and is stopped by PID.
 
 * **TLS.** :func:`make_pki` makes a throwaway CA and one host certificate valid for the lab
   hosts' addresses and names (``openssl``, as the interop tests do).  Every HTTP server uses
@@ -48,9 +48,9 @@ from pathlib import Path
 
 from dtnkit.errors import BadInput, DtnkitError, ToolMissing
 from dtnkit.lab.path import LabHost
+from dtnkit.measure.probes.load import SERVER_KINDS, Origin
+from dtnkit.measure.procs import stop_by_pid
 from dtnkit.sweep import cgroups
-from dtnkit.sweep.model import SERVER_KINDS, Origin
-from dtnkit.sweep.procs import stop_by_pid
 
 XROOTD_USER = "xrootd"
 HTTP_TPC_LIB = "libXrdHttpTPC-5.so"

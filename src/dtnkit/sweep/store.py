@@ -8,7 +8,8 @@ Tables (plain SQL; every JSON value is a TEXT column; declared in
 - ``sweep_runs``: one row per run: its name, the grid's TOML text, the environment and
   versions, its status (``running``, ``done``, ``interrupted``) and the number of points;
 - ``sweep_points``: one row per (run, point ID): the point's axis values, ``ok`` or
-  ``failed`` with the error, and everything measured (:class:`PointResult`).
+  ``failed`` with the error (as text, and its fields: what, why, next step, exit status),
+  and everything measured (:class:`PointResult`).
 
 A point is written in one transaction when it is finished (ok or failed), never half; a point
 stored again (a failed point rerun) replaces the earlier row.
@@ -44,10 +45,10 @@ from typing import Any
 
 from dtnkit.db.backend import Database, connect, upsert_sql
 from dtnkit.db.location import DbUrl, Location, parse_location
-from dtnkit.errors import BadInput
+from dtnkit.errors import BadInput, DtnkitError
+from dtnkit.measure.tool import MAX_RAW_BYTES, Transfer
 from dtnkit.sweep.analyze import PointRecord
 from dtnkit.sweep.grid import Point
-from dtnkit.sweep.model import MAX_RAW_BYTES, Transfer
 
 #: the version of the sweep tables this code writes and reads (the ``sweep_schema`` row; the
 #: database as a whole has its own, :data:`dtnkit.db.migrations.LATEST`)
@@ -56,7 +57,8 @@ SCHEMA_VERSION = 1
 POINT_COLUMNS = ("run", "point_id", "seq", "status", "error", "started", "elapsed_s", "tool_s",
                  "point", "throughput_bps", "samples", "series", "cpu_seconds", "softirq",
                  "retransmits", "retransmits_note", "ctxt", "nic_drops", "transfers", "raw",
-                 "tuning", "emulator", "emulator_bound", "emulator_why", "extra")
+                 "tuning", "emulator", "emulator_bound", "emulator_why", "extra",
+                 "error_fields")
 RUN_STATUSES = ("running", "done", "interrupted")
 POINT_STATUSES = ("ok", "failed")
 RUN_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -106,7 +108,11 @@ class PointResult:
 
     point: Point
     status: str  # "ok" or "failed"
-    error: str = ""
+    error: str = ""  # the error as one line (what: why. Next: next step)
+    #: the error's own fields: ``what``, ``why``, ``next``, ``exit_status``
+    #: (:meth:`dtnkit.errors.DtnkitError.as_dict`); None: no error, or a point stored before
+    #: they were kept (its ``error`` alone says it)
+    error_fields: Mapping[str, Any] | None = None
     started: float = 0.0  # epoch seconds
     elapsed_s: float = 0.0  # the point's wall time, servers and path change included
     tool_s: float | None = None  # the tool's own measured time
@@ -161,7 +167,9 @@ class PointResult:
         """JSON-ready, the shape ``--format json`` shows."""
         return {
             "id": self.point.id, "point": self.point.as_dict(), "status": self.status,
-            "error": self.error, "started": self.started, "elapsed_s": self.elapsed_s,
+            "error": self.error, "error_fields": dict(self.error_fields)
+            if self.error_fields is not None else None, "started": self.started,
+            "elapsed_s": self.elapsed_s,
             "tool_s": self.tool_s, "throughput_bps": self.throughput_bps,
             "samples": [list(s) for s in self.samples],
             "series": {k: list(v) for k, v in self.series.items()},
@@ -173,6 +181,12 @@ class PointResult:
             "tuning": dict(self.tuning), "emulator": dict(self.emulator) if self.emulator
             is not None else None, "emulator_bound": self.emulator_bound,
             "emulator_why": self.emulator_why, "extra": dict(self.extra)}
+
+
+def error_of(exc: DtnkitError) -> dict[str, Any]:
+    """A point's ``error`` and ``error_fields`` from the error that failed it."""
+    return {"error": exc.render().removeprefix("dtnkit: error: "),
+            "error_fields": exc.as_dict()}
 
 
 def _dump(value: Any) -> str:
@@ -306,7 +320,9 @@ class SweepStore:
                  _dump({k: dict(v) for k, v in result.nic_drops.items()}),
                  _dump([dataclasses.asdict(t) for t in result.transfers]), raw,
                  _dump(dict(result.tuning)), emulator, int(result.emulator_bound),
-                 result.emulator_why, _dump(dict(result.extra))))
+                 result.emulator_why, _dump(dict(result.extra)),
+                 _dump(dict(result.error_fields)) if result.error_fields is not None
+                 else None))
             db.execute("UPDATE sweep_runs SET updated = ? WHERE name = ?", (time.time(), name))
 
     def done_point_ids(self, name: str) -> set[str]:
@@ -335,7 +351,8 @@ class SweepStore:
             raw=row["raw"], tuning=json.loads(row["tuning"]),
             emulator=json.loads(emulator) if emulator is not None else None,
             emulator_bound=bool(row["emulator_bound"]), emulator_why=row["emulator_why"],
-            extra=json.loads(row["extra"]))
+            extra=json.loads(row["extra"]),
+            error_fields=json.loads(row["error_fields"]) if row["error_fields"] else None)
 
     def points(self, name: str) -> list[PointResult]:
         """Every stored point of the run (ok and failed), in the order they were run.

@@ -29,11 +29,11 @@ from dtnkit.host.facts import Unavailable
 from dtnkit.host.host import Host
 from dtnkit.host.signals import interrupting
 from dtnkit.tune import persist
-from dtnkit.tune.audit import Audit, Finding, tunables_for
+from dtnkit.tune.audit import Audit, Finding, build_context, tunables_for
 from dtnkit.tune.context import Context
 from dtnkit.tune.keys import group_of, typed
 from dtnkit.tune.kinds.base import Scope, Tunable
-from dtnkit.tune.profile import GROUPS, KNOWN_KEYS
+from dtnkit.tune.profile import GROUPS, KNOWN_KEYS, load_profile
 from dtnkit.tune.registry import prepare_scopes, tunable_for_key
 from dtnkit.tune.snapshot import (
     Snapshot,
@@ -197,9 +197,6 @@ def restorable_tunables(ctx: Context, groups: Sequence[str] = GROUPS) -> list[Tu
 
 def live_values(host: Host) -> dict[str, Any]:
     """Every restorable setting of the host as it is now (what `tune save` stores)."""
-    from dtnkit.tune.audit import build_context
-    from dtnkit.tune.profile import load_profile
-
     ctx = build_context(host, load_profile("dtn", ()))
     return capture(host, ctx, restorable_tunables(ctx))
 

@@ -6,6 +6,7 @@ check by lookup; a name no check has is an error.
 
 from __future__ import annotations
 
+import ipaddress
 from typing import ClassVar
 
 from dtnkit.errors import BadInput
@@ -106,12 +107,12 @@ class Ipv6Check(Check):
         mine = set(self.stack)
         global_on = sorted({a.ifname for a in addrs if a.family == "inet6"
                             and a.scope == "global" and a.ifname in mine
-                            and not _unique_local(a.local)})
+                            and not unique_local(a.local)})
         routed = sorted({d for r in routes for d in r.devs if d in mine})
         problems: list[str] = []
         if not global_on:
             where = ", ".join(self.stack) or "no data interface"
-            ula = any(a.ifname in mine and a.scope == "global" and _unique_local(a.local)
+            ula = any(a.ifname in mine and a.scope == "global" and unique_local(a.local)
                       for a in addrs)
             local = any(a.ifname in mine and a.scope == "link" for a in addrs)
             problems.append(f"no global IPv6 address on {where}"
@@ -124,12 +125,14 @@ class Ipv6Check(Check):
         return "; ".join(problems) if problems else "present"
 
 
-def _unique_local(address: str) -> bool:
+UNIQUE_LOCAL = ipaddress.IPv6Network("fc00::/7")
+
+
+def unique_local(address: str) -> bool:
     """An address of fc00::/7 (RFC 4193): the kernel calls its scope global, but no other site
-    routes it (parsed by hand: ipaddress would cost an audit's start-up)."""
-    head = address.split(":", 1)[0]
+    routes it.  ``address`` may carry a zone (``%eth0``); text that is no IPv6 address is not."""
     try:
-        return len(head) <= 4 and head != "" and int(head, 16) & 0xFE00 == 0xFC00
+        return ipaddress.IPv6Address(address.split("%")[0]) in UNIQUE_LOCAL
     except ValueError:
         return False
 

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dtnkit.host.facts import Environment, Interface, KernelCaps
-from dtnkit.records import record
 from dtnkit.tune.profile import ItemSpec, Profile
 
 
@@ -33,21 +32,21 @@ def nominal_ram(mem_total: int) -> int:
     return -(-mem_total // step) * step
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Want:
     value: Any
     mode: str
     why: str
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class NoWant:
     status: str  # "unsupported" or "unknown"
     why: str
     give: str = ""  # for "unknown": the option that would decide it, e.g. "--speed"
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Decision:
     what: str
     value: Any

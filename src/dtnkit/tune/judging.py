@@ -12,16 +12,15 @@ command with ``--tree``).
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from dtnkit.records import record
-
-if TYPE_CHECKING:
-    from dtnkit.host.host import Host
-    from dtnkit.tune.audit import Audit
-    from dtnkit.tune.profile import Profile
+from dtnkit.host.host import Host
+from dtnkit.tune.audit import Audit, run_audit
+from dtnkit.tune.profile import USER_PROFILE_DIR, Profile, load_profile
+from dtnkit.tune.validation import check_profile
 
 DEFAULT_PROFILE = "dtn"
 DEFAULT_RTT_MS = 100.0
@@ -36,7 +35,7 @@ def rtt_flag(rtt_ms: float) -> str:
     return f"{rtt_ms:g}ms"
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Judging:
     """The profile, RTT, link speed and interfaces a host is judged by, and where it is."""
 
@@ -53,17 +52,12 @@ class Judging:
     def load_profile(self) -> Profile:
         """The profile, loaded and checked (user profiles from ``--profile-dir``, else
         /etc/dtnkit/profiles)."""
-        from dtnkit.tune.profile import USER_PROFILE_DIR, load_profile
-        from dtnkit.tune.validation import check_profile
-
         prof = load_profile(self.profile, self.profile_dirs or (USER_PROFILE_DIR,))
         check_profile(prof)
         return prof
 
     def audit(self, host: Host, profile: Profile, groups: Sequence[str] = ()) -> Audit:
         """The audit of ``host`` by this judging (``profile``: :meth:`load_profile`'s)."""
-        from dtnkit.tune.audit import run_audit
-
         return run_audit(host, profile, groups=groups, rtt_ms=self.rtt_ms,
                          ifaces=self.ifaces, exact=self.exact, speed_mbps=self.speed_mbps)
 
@@ -106,8 +100,6 @@ class Judging:
     def command(self, *words: str, scope: bool = True, rtt: bool = True,
                 ifaces: bool = True, extra: Sequence[str] = ()) -> str:
         """``dtnkit WORDS... [scope] [judging flags] [extra]``, quoted for a shell."""
-        import shlex  # only hints need it: a live audit for scripts never loads shlex
-
         return shlex.join(["dtnkit", *words, *self.flags(scope=scope, rtt=rtt, ifaces=ifaces),
                            *extra])
 
@@ -117,13 +109,9 @@ class Judging:
         it, so the text says where to run it (and ``dtnkit``, a dtnkit command with --tree
         that reads the tree, when there is one)."""
         if self.tree is not None:
-            import shlex
-
             here = f"; here: {dtnkit}" if dtnkit else ""
             return (f"{shlex.quote(str(self.tree))} is a captured tree: on the host it was "
                     f"captured from, {cmd}{here}")
         if self.netns:
-            import shlex
-
             return f"ip netns exec {shlex.quote(self.netns)} {cmd}"
         return cmd

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import shlex
 from collections.abc import Mapping
 
 from dtnkit.errors import DtnkitError
@@ -54,8 +55,6 @@ def render_sysctl(origin: str, values: dict[str, str]) -> str:
 
 
 def render_udev(commands: dict[str, list[Argv]]) -> str:
-    import shlex  # here: an audit loads this module but never persists
-
     lines = ["# Written by dtnkit tune apply --persist; `dtnkit tune restore` removes it."]
     for dev, cmds in commands.items():
         if not _SAFE_NAME.match(dev):

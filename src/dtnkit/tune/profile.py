@@ -9,17 +9,15 @@ that asks for it.
 from __future__ import annotations
 
 import fnmatch
-import json
 import math
-import zlib
+import tomllib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from dtnkit.errors import BadInput
-from dtnkit.records import record
 
 SCHEMA = 1
 USER_PROFILE_DIR = Path("/etc/dtnkit/profiles")
@@ -90,7 +88,7 @@ SITE_SYSCTLS_EXCLUDED = ("net.core.bpf_*",)  # BPF JIT hardening: security, not 
 GROUPS = ("buffers", "backlog", "congestion", "pacing", "rings", "offloads", "nic", "cpu", "checks")
 
 
-@record  # a frozen dataclass's methods cost ~4 M instructions at each start
+@dataclass(frozen=True, slots=True)
 class ItemSpec:
     """One profile entry after merging: what to recommend for one key, and why."""
 
@@ -104,7 +102,7 @@ class ItemSpec:
     apply: str = "auto"
     requires: str | None = None
     note: str = ""
-    numbers: Mapping[str, float] = MappingProxyType({})  # read-only: one shared default
+    numbers: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))  # read-only
 
 
 @dataclass(frozen=True)
@@ -181,11 +179,6 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise BadInput(f"profile {path} is not UTF-8 text",
                        f"byte 0x{data[exc.start]:02x} at offset {exc.start}",
                        "save it as UTF-8") from exc
-    twin = _twin(path, data)
-    if twin is not None:
-        return twin
-    import tomllib  # 5 ms of start-up: only for profiles without a matching twin
-
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -195,29 +188,6 @@ def _read_toml(path: Path) -> dict[str, Any]:
                        "fix the file") from exc
     except ValueError as exc:  # e.g. an integer of more than 4300 digits
         raise BadInput(f"profile {path} is not valid TOML", str(exc), "fix the file") from exc
-
-
-def twin_document(data: bytes) -> dict[str, Any]:
-    """What a shipped profile's JSON twin holds: the CRC-32 of the TOML file and its parse."""
-    import tomllib
-
-    return {"crc32": zlib.crc32(data), "data": tomllib.loads(data.decode("utf-8"))}
-
-
-def _twin(path: Path, data: bytes) -> dict[str, Any] | None:
-    """A shipped profile's parse from its JSON twin (``dtn.json`` beside ``dtn.toml``, made by
-    ``dev/profile_twins.py``), when the twin was made from exactly these bytes; else None and
-    the TOML is parsed (a twin left stale by an edit is never used)."""
-    if path.parent != shipped_dir():
-        return None
-    try:
-        doc = json.loads(path.with_suffix(".json").read_bytes())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(doc, dict) or doc.get("crc32") != zlib.crc32(data):
-        return None
-    parsed = doc.get("data")
-    return parsed if isinstance(parsed, dict) else None
 
 
 def _number(value: Any) -> bool:

@@ -51,6 +51,7 @@ the real captures under ``tests/fixtures/captured``:
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from dtnkit.host.parsers import (
@@ -62,7 +63,6 @@ from dtnkit.host.parsers import (
     load_json,
     require_text,
 )
-from dtnkit.records import record
 
 
 def _on_off_na(value: str, source: str, lineno: int, line: str) -> bool | None:
@@ -131,7 +131,7 @@ def _parse_max_cur_sections(
     return maxima, current
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Rings:
     """Ring sizes from ``ethtool -g``; ``None`` where the driver reports ``n/a`` or nothing."""
 
@@ -186,7 +186,7 @@ def parse_ethtool_rings_json(text: str) -> Rings:
     )
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Channels:
     """Channel counts from ``ethtool -l``; ``None`` for ``n/a``."""
 
@@ -233,7 +233,7 @@ FEATURE_NAMES = {
 }
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Feature:
     """One netdev feature.
 
@@ -355,7 +355,7 @@ def parse_ethtool_feature_changes(text: str) -> dict[str, Feature]:
 # --------------------------------------------------------------------------- ethtool -c
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Coalesce:
     """Interrupt coalescing from ``ethtool -c``.
 
@@ -459,7 +459,7 @@ def parse_ethtool_coalesce_json(text: str) -> Coalesce:
 # --------------------------------------------------------------------------- ethtool -a
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Pause:
     """Flow-control (pause frame) settings from ``ethtool -a``; ``None`` for ``n/a``/absent."""
 

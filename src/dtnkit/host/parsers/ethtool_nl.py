@@ -3,9 +3,10 @@ and ``-i`` make, and parsers of the kernel's replies into what :mod:`.ethtool` r
 their output (Rings, features, Coalesce, Pause, the ``-i`` rows).
 
 Each ethtool run is a process start (5-10 ms on a loaded host) for microseconds of kernel
-work, so a live Host asks the kernel itself (:meth:`dtnkit.host.host.Host.ethtool_replies`:
-one generic-netlink socket in this process, or in a namespace's helper process) and a
-captured tree replays ethtool's output as before.  ethtool 6.1 reads rings, features,
+work, so a live Host asks the kernel itself
+(:meth:`dtnkit.host.kernel.KernelView.ethtool_replies`: one generic-netlink socket in this
+process, or in a namespace's helper process) and a captured tree replays ethtool's output as
+before.  ethtool 6.1 reads rings, features,
 coalescing and pause through the ``ethtool`` generic-netlink family and the driver through
 the ``SIOCETHTOOL`` ioctl (``ETHTOOL_GDRVINFO``); the decoding here follows its printing
 (``netlink/rings.c``, ``features.c``, ``coalesce.c``, ``pause.c``, ``ethtool.c``
@@ -13,24 +14,29 @@ the ``SIOCETHTOOL`` ioctl (``ETHTOOL_GDRVINFO``); the decoding here follows its 
 kernel features is shown as one legacy name, and so on, so both paths give the same values;
 ``tests/host/test_ethtool_netlink.py`` compares them on real devices.
 
-Formats (``include/uapi/linux/genetlink.h``, ``ethtool_netlink.h``, ``ethtool.h``), in host
-byte order: a 16-byte ``nlmsghdr``, a 4-byte ``genlmsghdr`` (command, version), then
-attributes (see :mod:`.rtnetlink`).  An error reply is ``NLMSG_ERROR`` with a negative errno.
+Formats (``include/uapi/linux/genetlink.h``, ``ethtool_netlink.h``, ``ethtool.h``): after
+the netlink header (:mod:`.netlink`), a 4-byte ``genlmsghdr`` (command,
+version), then attributes, in host byte order.  An error reply is ``NLMSG_ERROR`` with a
+negative errno (:class:`~.netlink.KernelRefused`).
 """
 
 from __future__ import annotations
 
-import sys
-
 from dtnkit.host.parsers import ParseError
 from dtnkit.host.parsers.ethtool import Coalesce, Feature, Pause, Rings
-from dtnkit.host.parsers.rtnetlink import attributes
+from dtnkit.host.parsers.netlink import (
+    NLM_F_REQUEST,
+    attr,
+    attributes,
+    message,
+    nest,
+    reply_body,
+    u32,
+    uint,
+)
 
-NETLINK_GENERIC = 16
 GENL_ID_CTRL = 0x10
 _CTRL_CMD_GETFAMILY, _CTRL_ATTR_FAMILY_ID, _CTRL_ATTR_FAMILY_NAME = 3, 1, 2
-_NLMSG_ERROR, _NLMSG_DONE = 2, 3
-_REQUEST = 0x1  # NLM_F_REQUEST
 _ETHTOOL_GENL_VERSION = 1
 _HEADER_DEV_NAME, _HEADER_FLAGS = 2, 3
 _FLAG_COMPACT_BITSETS = 1
@@ -47,52 +53,29 @@ READS: dict[str, tuple[str, int, int]] = {
 }
 FLAG_READS = {flag: name for name, (flag, _, _) in READS.items() if flag}
 
-SIOCETHTOOL = 0x8946
 ETHTOOL_GDRVINFO = 0x3
 DRVINFO_SIZE = 196  # struct ethtool_drvinfo
 
 
-def _u32(n: int) -> bytes:
-    return n.to_bytes(4, sys.byteorder)
-
-
-def _u16(n: int) -> bytes:
-    return n.to_bytes(2, sys.byteorder)
-
-
-def _int(data: bytes) -> int:
-    return int.from_bytes(data, sys.byteorder)
-
-
-def _attr(kind: int, value: bytes) -> bytes:
-    length = 4 + len(value)
-    return _u16(length) + _u16(kind) + value + bytes(-length % 4)
-
-
-def _nest(kind: int, value: bytes) -> bytes:
-    return _attr(kind | 0x8000, value)  # NLA_F_NESTED
-
-
-def _message(msg_type: int, seq: int, cmd: int, version: int, attrs: bytes) -> bytes:
-    length = 20 + len(attrs)
-    return (_u32(length) + _u16(msg_type) + _u16(_REQUEST) + _u32(seq) + _u32(0)
-            + bytes([cmd, version, 0, 0]) + attrs)
+def _message(family: int, seq: int, cmd: int, attrs: bytes) -> bytes:
+    header = bytes([cmd, _ETHTOOL_GENL_VERSION, 0, 0])  # genlmsghdr (the controller's is 1 too)
+    return message(family, NLM_F_REQUEST, seq, header + attrs)
 
 
 def family_request(seq: int = 1) -> bytes:
     """Ask the generic-netlink controller for the ``ethtool`` family's id."""
-    return _message(GENL_ID_CTRL, seq, _CTRL_CMD_GETFAMILY, 1,
-                    _attr(_CTRL_ATTR_FAMILY_NAME, b"ethtool\0"))
+    return _message(GENL_ID_CTRL, seq, _CTRL_CMD_GETFAMILY,
+                    attr(_CTRL_ATTR_FAMILY_NAME, b"ethtool\0"))
 
 
 def parse_family(reply: bytes) -> int:
     """The family id from the controller's reply (ParseError when it has none: a kernel
     without the ethtool netlink interface, older than 5.6)."""
-    body = _reply_body(reply, "genetlink family")
+    body = reply_body(reply, "genetlink family")
     family = attributes(body[4:]).get(_CTRL_ATTR_FAMILY_ID)
     if family is None or len(family) != 2:
         raise ParseError("genetlink family: no ethtool family id in the reply")
-    return _int(family)
+    return uint(family)
 
 
 def device_requests(family: int, device: str, first_seq: int = 1) -> list[bytes]:
@@ -103,54 +86,22 @@ def device_requests(family: int, device: str, first_seq: int = 1) -> list[bytes]
         raise ParseError(f"ethtool netlink: {device!r} is not a device name")
     out = []
     for seq, (read, (_, cmd, _)) in enumerate(READS.items(), start=first_seq):
-        header = _attr(_HEADER_DEV_NAME, name + b"\0")
+        header = attr(_HEADER_DEV_NAME, name + b"\0")
         if read == "strset":
-            sets = _nest(2, _nest(1, _attr(1, _u32(_ETH_SS_FEATURES))))
-            out.append(_message(family, seq, cmd, _ETHTOOL_GENL_VERSION,
-                                _nest(1, header) + sets))
+            sets = nest(2, nest(1, attr(1, u32(_ETH_SS_FEATURES))))
+            out.append(_message(family, seq, cmd, nest(1, header) + sets))
             continue
         if read == "features":
-            header += _attr(_HEADER_FLAGS, _u32(_FLAG_COMPACT_BITSETS))
-        out.append(_message(family, seq, cmd, _ETHTOOL_GENL_VERSION, _nest(1, header)))
+            header += attr(_HEADER_FLAGS, u32(_FLAG_COMPACT_BITSETS))
+        out.append(_message(family, seq, cmd, nest(1, header)))
     return out
 
 
-class KernelRefused(Exception):
-    """The kernel answered a read with an error (``errno``): the driver lacks it, the
-    device is gone..."""
-
-    def __init__(self, errno: int) -> None:
-        super().__init__(f"errno {errno}")
-        self.errno = errno
-
-
-def _reply_body(reply: bytes, what: str) -> bytes:
-    """The one message of a reply (genlmsghdr and attributes); KernelRefused for an error
-    reply, ParseError for anything malformed."""
-    if not isinstance(reply, bytes) or len(reply) < 16:
-        raise ParseError(f"{what}: short reply ({len(reply) if isinstance(reply, bytes) else 0}"
-                         " bytes)")
-    length, msg_type = _int(reply[0:4]), _int(reply[4:6])
-    if length < 16 or length > len(reply):
-        raise ParseError(f"{what}: truncated message")
-    body = reply[16:length]
-    if msg_type == _NLMSG_ERROR:
-        if len(body) < 4:
-            raise ParseError(f"{what}: truncated error message")
-        code = -int.from_bytes(body[:4], sys.byteorder, signed=True)
-        if code <= 0:
-            raise ParseError(f"{what}: an acknowledgement where data was expected")
-        raise KernelRefused(code)
-    if msg_type == _NLMSG_DONE or len(body) < 4:
-        raise ParseError(f"{what}: no data in the reply")
-    return body
-
-
 def _attrs(reply: bytes, what: str, cmd: int | None = None) -> dict[int, bytes]:
-    body = _reply_body(reply, what)
+    body = reply_body(reply, what)
     if cmd is not None and body[0] != cmd:
         raise ParseError(f"{what}: reply command {body[0]}, expected {cmd}")
-    return attributes(body[4:])
+    return attributes(body[4:], what)
 
 
 def _u32_attr(attrs: dict[int, bytes], kind: int, what: str) -> int | None:
@@ -159,7 +110,7 @@ def _u32_attr(attrs: dict[int, bytes], kind: int, what: str) -> int | None:
         return None
     if len(value) != 4:
         raise ParseError(f"{what}: attribute {kind} is {len(value)} bytes, not 4")
-    return _int(value)
+    return uint(value)
 
 
 def _bool_attr(attrs: dict[int, bytes], kind: int, what: str) -> bool | None:
@@ -243,7 +194,7 @@ def parse_feature_names(reply: bytes) -> list[str]:
     strings = one.get(3, b"")
     pos = 0
     while pos + 4 <= len(strings):
-        length = _int(strings[pos:pos + 2])
+        length = uint(strings[pos:pos + 2])
         if length < 4 or pos + length > len(strings):
             raise ParseError(f"{what}: truncated string at byte {pos}")
         entry = attributes(strings[pos + 4:pos + length])
@@ -265,7 +216,7 @@ def _bitset(data: bytes | None, what: str) -> tuple[int, int]:
     value = a.get(4)
     if size is None or value is None or len(value) != 4 * ((size + 31) // 32):
         raise ParseError(f"{what}: a feature bitset without size or value")
-    words = [_int(value[i:i + 4]) for i in range(0, len(value), 4)]
+    words = [uint(value[i:i + 4]) for i in range(0, len(value), 4)]
     return size, sum(word << (32 * i) for i, word in enumerate(words))
 
 
@@ -346,7 +297,7 @@ def parse_features(reply: bytes, names: list[str]) -> dict[str, Feature]:
 
 def drvinfo_request() -> bytes:
     """The ``struct ethtool_drvinfo`` buffer the ioctl fills (its command set)."""
-    return _u32(ETHTOOL_GDRVINFO) + bytes(DRVINFO_SIZE - 4)
+    return u32(ETHTOOL_GDRVINFO) + bytes(DRVINFO_SIZE - 4)
 
 
 def parse_drvinfo(data: bytes) -> dict[str, str]:
@@ -359,7 +310,7 @@ def parse_drvinfo(data: bytes) -> dict[str, str]:
     def text(start: int) -> str:
         return data[start:start + 32].split(b"\0", 1)[0].decode(errors="replace").strip()
 
-    counts = [_int(data[176 + 4 * i:180 + 4 * i]) for i in range(5)]
+    counts = [uint(data[176 + 4 * i:180 + 4 * i]) for i in range(5)]
     n_priv, n_stats, testinfo, eedump, regdump = counts
     yes = {True: "yes", False: "no"}
     info = {"driver": text(4), "version": text(36), "firmware-version": text(68),

@@ -13,6 +13,7 @@ the real captures under ``tests/fixtures/captured``:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from dtnkit.host.parsers import (
@@ -22,10 +23,9 @@ from dtnkit.host.parsers import (
     opt_str,
     req_str,
 )
-from dtnkit.records import record
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Link:
     """One network link from ``ip -d -j link show``.
 
@@ -119,7 +119,7 @@ def parse_ip_link_json(text: str) -> list[Link]:
     return [_parse_link(entry, position) for position, entry in enumerate(data)]
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Address:
     """One address of one link from ``ip -j addr show`` (``ip -6 -j addr`` for IPv6 only).
 
@@ -170,7 +170,7 @@ def parse_ip_addr_json(text: str) -> list[Address]:
     return out
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Route:
     """One route from ``ip [-6] -j route show``; a multipath route lists every nexthop device."""
 

@@ -14,6 +14,7 @@ The formats, as the kernel prints them (checked against the real captures under
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from dtnkit.host.parsers import (
     ParseError,
@@ -21,7 +22,6 @@ from dtnkit.host.parsers import (
     is_uint,
     require_text,
 )
-from dtnkit.records import record
 
 
 def parse_cpu_list(text: str) -> list[int]:
@@ -71,7 +71,7 @@ def parse_meminfo(text: str) -> dict[str, int]:
     return info
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Interrupt:
     """One numbered IRQ row of ``/proc/interrupts``.
 
@@ -133,7 +133,7 @@ def parse_proc_interrupts(text: str) -> list[Interrupt]:
     return interrupts
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Bond:
     """A bond from ``/proc/net/bonding/BOND``.
 

@@ -5,35 +5,43 @@ of the qdisc dump into what ``tc -j qdisc show dev DEV`` prints for the kinds a 
 anyone tunes it (:func:`parse_qdiscs`).
 
 The kernel answers these in microseconds, where each ``ip`` is a process start (5-10 ms on a
-loaded host), so a live Host asks the kernel itself (:meth:`dtnkit.host.host.Host.rtnl_dumps`:
-one socket in this process, or in the namespace's helper process) and a captured tree replays
-the ``ip`` commands as before.  The names and rules follow iproute2 6.1 (``ip/ipaddress.c``,
-``ip/iproute.c``, ``lib/rt_names.c``), so both paths give the same answer; the tests compare
-them on real namespaces.
+loaded host), so a live Host asks the kernel itself
+(:meth:`dtnkit.host.kernel.KernelView.rtnl_dumps`: one socket in this process, or in the
+namespace's helper process) and a captured tree replays the ``ip`` commands as before.  The
+names and rules follow iproute2 6.1 (``ip/ipaddress.c``, ``ip/iproute.c``,
+``lib/rt_names.c``), so both paths give the same answer; the tests compare them on real
+namespaces.
 
-Formats (``include/uapi/linux/netlink.h``, ``rtnetlink.h``, ``if_link.h``, ``if_addr.h``), all
-in host byte order (little-endian on every host dtnkit targets: x86_64 and aarch64): a message
-is a 16-byte ``nlmsghdr`` (length, type, flags, sequence, port) and a family header
-(``ifinfomsg`` 16 bytes, ``rtmsg`` 12, ``ifaddrmsg`` 8), then attributes: 4-byte ``rtattr``
-(length, type) and the value, each padded to 4 bytes.
+Formats (``include/uapi/linux/rtnetlink.h``, ``if_link.h``, ``if_addr.h``): after the
+netlink header (:mod:`.netlink`, which frames and walks every message), a family
+header (``ifinfomsg`` 16 bytes, ``rtmsg`` 12, ``ifaddrmsg`` 8, ``tcmsg`` 20), then
+attributes, in host byte order (little-endian on every host dtnkit targets: x86_64 and
+aarch64).
 """
 
 from __future__ import annotations
 
 import ipaddress
-import sys
 from collections.abc import Iterator
 
 from dtnkit.host.parsers import ParseError
 from dtnkit.host.parsers.iproute import Address, Route
+from dtnkit.host.parsers.netlink import (
+    NLM_F_DUMP,
+    NLM_F_REQUEST,
+    attributes,
+    message,
+    sint,
+    text,
+    uint,
+)
+from dtnkit.host.parsers.netlink import messages as _messages
 from dtnkit.host.parsers.tc import Qdisc
 
 RTM_GETLINK, RTM_NEWLINK = 18, 16
 RTM_GETADDR, RTM_NEWADDR = 22, 20
 RTM_GETROUTE, RTM_NEWROUTE = 26, 24
 RTM_GETQDISC, RTM_NEWQDISC = 38, 36
-NLMSG_ERROR, NLMSG_DONE = 2, 3
-_DUMP = 0x301  # NLM_F_REQUEST | NLM_F_DUMP
 AF_INET, AF_INET6 = 2, 10
 
 #: name -> (request type, family, size of the family header): what a live Host dumps at once
@@ -61,63 +69,17 @@ _SCOPES = {0: "global", 200: "site", 253: "link", 254: "host", 255: "nowhere"}
 def dump_request(name: str, seq: int) -> bytes:
     """The request for dump ``name`` (a key of :data:`DUMPS`), with sequence number ``seq``."""
     msg_type, family, size = DUMPS[name]
-    length = 16 + size
-    return (_u32(length) + _u16(msg_type) + _u16(_DUMP) + _u32(seq) + _u32(0)
-            + bytes([family]) + bytes(size - 1))
-
-
-def _u32(n: int) -> bytes:
-    return n.to_bytes(4, sys.byteorder)
-
-
-def _u16(n: int) -> bytes:
-    return n.to_bytes(2, sys.byteorder)
-
-
-def _int(data: bytes) -> int:
-    return int.from_bytes(data, sys.byteorder)
+    return message(msg_type, NLM_F_REQUEST | NLM_F_DUMP, seq, bytes([family]) + bytes(size - 1))
 
 
 def messages(data: bytes, want: int) -> Iterator[bytes]:
     """The body (family header and attributes) of each message of type ``want`` in a dump's
     reply.  A truncated message or an error message is a ParseError."""
-    pos = 0
-    while pos + 16 <= len(data):
-        length, msg_type = _int(data[pos:pos + 4]), _int(data[pos + 4:pos + 6])
-        if length < 16 or pos + length > len(data):
-            raise ParseError(f"rtnetlink: truncated message at byte {pos}")
-        body = data[pos + 16:pos + length]
-        pos += (length + 3) & ~3
-        if msg_type == NLMSG_DONE:
-            return
-        if msg_type == NLMSG_ERROR:
-            code = -_signed(body[:4]) if len(body) >= 4 else 0
-            raise ParseError(f"rtnetlink: the kernel refused the dump (errno {code})")
-        if msg_type == want:
-            yield body
-    if pos < len(data):
-        raise ParseError(f"rtnetlink: {len(data) - pos} stray bytes at the end")
+    return _messages(data, want, "rtnetlink")
 
 
-def _signed(data: bytes) -> int:
-    return int.from_bytes(data, sys.byteorder, signed=True)
-
-
-def attributes(data: bytes) -> dict[int, bytes]:
-    """Attributes by type (nested and byte-order flags dropped); the last of a type wins."""
-    out: dict[int, bytes] = {}
-    pos = 0
-    while pos + 4 <= len(data):
-        length, kind = _int(data[pos:pos + 2]), _int(data[pos + 2:pos + 4]) & 0x3FFF
-        if length < 4 or pos + length > len(data):
-            raise ParseError(f"rtnetlink: truncated attribute at byte {pos}")
-        out[kind] = data[pos + 4:pos + length]
-        pos += (length + 3) & ~3
-    return out
-
-
-def _text(data: bytes) -> str:
-    return data.split(b"\0", 1)[0].decode(errors="replace")
+def _attributes(data: bytes) -> dict[int, bytes]:
+    return attributes(data, "rtnetlink")
 
 
 class NlLink:
@@ -158,29 +120,29 @@ def parse_links(data: bytes) -> list[NlLink]:
     for body in messages(data, RTM_NEWLINK):
         if len(body) < 16:
             raise ParseError("rtnetlink: short ifinfomsg")
-        raw.append((_signed(body[4:8]), attributes(body[16:])))
-    names = {index: _text(attrs.get(_IFLA_IFNAME, b"")) for index, attrs in raw}
+        raw.append((sint(body[4:8]), _attributes(body[16:])))
+    names = {index: text(attrs.get(_IFLA_IFNAME, b"")) for index, attrs in raw}
     out: list[NlLink] = []
     for index, attrs in raw:
         if _IFLA_IFNAME not in attrs or _IFLA_MTU not in attrs:
             raise ParseError(f"rtnetlink: link {index} has no name or MTU")
         kind = None
         if _IFLA_LINKINFO in attrs:
-            info = attributes(attrs[_IFLA_LINKINFO])
-            kind = _text(info[_IFLA_INFO_KIND]) if _IFLA_INFO_KIND in info else None
-        master = _name(names, _int(attrs[_IFLA_MASTER])) if _IFLA_MASTER in attrs else None
+            info = _attributes(attrs[_IFLA_LINKINFO])
+            kind = text(info[_IFLA_INFO_KIND]) if _IFLA_INFO_KIND in info else None
+        master = _name(names, uint(attrs[_IFLA_MASTER])) if _IFLA_MASTER in attrs else None
         lower = None  # ip prints "link" only for a lower device in this namespace
         if _IFLA_LINK in attrs and _IFLA_LINK_NETNSID not in attrs:
-            iflink = _int(attrs[_IFLA_LINK])
+            iflink = uint(attrs[_IFLA_LINK])
             lower = _name(names, iflink) if iflink else None
-        state = _int(attrs[_IFLA_OPERSTATE]) if _IFLA_OPERSTATE in attrs else 0
+        state = uint(attrs[_IFLA_OPERSTATE]) if _IFLA_OPERSTATE in attrs else 0
         out.append(NlLink(
             name=names[index], index=index, kind=kind, master=master, lower=lower,
-            mtu=_int(attrs[_IFLA_MTU]),
-            max_mtu=_int(attrs[_IFLA_MAX_MTU]) or None if _IFLA_MAX_MTU in attrs else None,
-            txqlen=_int(attrs[_IFLA_TXQLEN]) if _IFLA_TXQLEN in attrs else 0,
+            mtu=uint(attrs[_IFLA_MTU]),
+            max_mtu=uint(attrs[_IFLA_MAX_MTU]) or None if _IFLA_MAX_MTU in attrs else None,
+            txqlen=uint(attrs[_IFLA_TXQLEN]) if _IFLA_TXQLEN in attrs else 0,
             operstate=_OPERSTATES[state] if state < len(_OPERSTATES) else str(state),
-            num_tx_queues=(_int(attrs[_IFLA_NUM_TX_QUEUES])
+            num_tx_queues=(uint(attrs[_IFLA_NUM_TX_QUEUES])
                            if _IFLA_NUM_TX_QUEUES in attrs else None),
         ))
     return out
@@ -210,29 +172,29 @@ def parse_default_routes(data: bytes, names: dict[int, str]) -> list[Route]:
         if len(body) < 12:
             raise ParseError("rtnetlink: short rtmsg")
         family, dst_len, table = body[0], body[1], body[4]
-        flags = _int(body[8:12])
-        attrs = attributes(body[12:])
+        flags = uint(body[8:12])
+        attrs = _attributes(body[12:])
         if _RTA_TABLE in attrs:
-            table = _int(attrs[_RTA_TABLE])
+            table = uint(attrs[_RTA_TABLE])
         if dst_len != 0 or table != _RT_TABLE_MAIN or flags & _RTM_F_CLONED:
             continue
         devs: list[str] = []
         if _RTA_OIF in attrs:
-            devs.append(_name(names, _int(attrs[_RTA_OIF])))
+            devs.append(_name(names, uint(attrs[_RTA_OIF])))
         gateway = _address(family, attrs[_RTA_GATEWAY]) if _RTA_GATEWAY in attrs else None
         hops = attrs.get(_RTA_MULTIPATH, b"")
         pos = 0
         while pos + 8 <= len(hops):  # struct rtnexthop: len, flags, hops, ifindex; attributes
-            length = _int(hops[pos:pos + 2])
+            length = uint(hops[pos:pos + 2])
             if length < 8:
                 raise ParseError("rtnetlink: bad nexthop length")
-            dev = _name(names, _int(hops[pos + 4:pos + 8]))
+            dev = _name(names, uint(hops[pos + 4:pos + 8]))
             if dev not in devs:
                 devs.append(dev)
             pos += (length + 3) & ~3
         out.append(Route(
             dst="default", devs=tuple(devs), gateway=gateway,
-            metric=_int(attrs[_RTA_PRIORITY]) if _RTA_PRIORITY in attrs else None,
+            metric=uint(attrs[_RTA_PRIORITY]) if _RTA_PRIORITY in attrs else None,
         ))
     return out
 
@@ -243,8 +205,8 @@ def parse_addresses(data: bytes, names: dict[int, str]) -> list[Address]:
     for body in messages(data, RTM_NEWADDR):
         if len(body) < 8:
             raise ParseError("rtnetlink: short ifaddrmsg")
-        family, prefixlen, scope, index = body[0], body[1], body[3], _int(body[4:8])
-        attrs = attributes(body[8:])
+        family, prefixlen, scope, index = body[0], body[1], body[3], uint(body[4:8])
+        attrs = _attributes(body[8:])
         local = attrs.get(_IFA_LOCAL, attrs.get(_IFA_ADDRESS))
         if local is None:
             continue
@@ -284,13 +246,13 @@ def parse_qdiscs(data: bytes, ifindex: int) -> list[Qdisc] | None:
     for body in messages(data, RTM_NEWQDISC):
         if len(body) < 20:
             raise ParseError("rtnetlink: short tcmsg")
-        if _signed(body[4:8]) != ifindex:
+        if sint(body[4:8]) != ifindex:
             continue
-        handle, parent = _int(body[8:12]), _int(body[12:16])
-        attrs = attributes(body[20:])
+        handle, parent = uint(body[8:12]), uint(body[12:16])
+        attrs = _attributes(body[20:])
         if _TCA_KIND not in attrs:
             raise ParseError("rtnetlink: a qdisc without a kind")
-        kind = _text(attrs[_TCA_KIND])
+        kind = text(attrs[_TCA_KIND])
         if kind not in QDISC_KINDS:
             return None
         raw = attrs.get(_TCA_OPTIONS, b"")
@@ -298,7 +260,7 @@ def parse_qdiscs(data: bytes, ifindex: int) -> list[Qdisc] | None:
         if kind == "pfifo_fast" and raw:
             if len(raw) < 20:
                 raise ParseError("rtnetlink: short pfifo_fast options")
-            options = {"bands": _int(raw[0:4]), "priomap": list(raw[4:20]),
+            options = {"bands": uint(raw[0:4]), "priomap": list(raw[4:20]),
                        "multiqueue": False}
         elif raw:
             return None  # options tc would print some way of its own

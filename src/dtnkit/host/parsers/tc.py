@@ -18,6 +18,7 @@ the real captures under ``tests/fixtures/captured``:
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from dtnkit.host.parsers import (
     ParseError,
@@ -28,10 +29,9 @@ from dtnkit.host.parsers import (
     req_str,
     require_text,
 )
-from dtnkit.records import record
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Qdisc:
     """One queueing discipline from ``tc qdisc show``.
 
@@ -138,7 +138,7 @@ def parse_tc_qdisc_text(text: str) -> list[Qdisc]:
     return qdiscs
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class TcClass:
     """One class from ``tc -d class show``.
 

@@ -1,7 +1,14 @@
 """The network tool iperf3: real iperf3 with JSON output, beside the sampler.
 
-When the peer is a lab host (``NAME/HOST``) or localhost, the probe starts its own one-shot
-iperf3 server there and stops it afterwards; any other peer must run ``iperf3 -s`` already.
+A probe (:class:`~dtnkit.measure.probes.net.NetSpec`): when the peer is a lab host
+(``NAME/HOST``) or localhost, the probe starts its own one-shot iperf3 server there and stops
+it afterwards; any other peer must run ``iperf3 -s`` already.
+
+A load (:class:`~dtnkit.measure.probes.load.LoadSpec`, a sweep point): one client per origin
+(each runs ``iperf3 -s``), ``-R`` (the origin sends, as a download), the load's ``streams``
+spread over the origins as ``-P``; each client is one transfer.  Its set-up (connecting the
+streams, one round trip each) is left out of the measured time: the test ran its last
+``seconds`` (iperf3's own count) before the client exited.
 """
 
 from __future__ import annotations
@@ -18,10 +25,13 @@ from typing import Any
 from dtnkit.errors import BadInput, DtnkitError
 from dtnkit.host import process
 from dtnkit.host.host import Host
+from dtnkit.measure.probes.load import LoadSpec
 from dtnkit.measure.probes.net import KIND as NET_KIND
 from dtnkit.measure.probes.net import NetSpec, Peer, resolve_peer
+from dtnkit.measure.procs import Procs
 from dtnkit.measure.sampler import ACTIVE_BYTES, Sampler
-from dtnkit.measure.tool import Context, ToolRun
+from dtnkit.measure.tool import Context, ToolRun, Transfer
+from dtnkit.measure.tools.workers import DEADLINE_MESSAGE, Runs, in_threads, split_streams
 from dtnkit.progress import Interval, Progress
 
 #: the iperf3 user a client authenticates as to a campaign's probe server (the password: the
@@ -149,7 +159,9 @@ class Iperf3:
     def parse(self, text: str) -> dict[str, Any]:
         return parse_iperf3(text)
 
-    def run(self, host: Host, spec: NetSpec, context: Context) -> ToolRun:
+    def run(self, host: Host, spec: NetSpec | LoadSpec, context: Context) -> ToolRun:
+        if isinstance(spec, LoadSpec):
+            return run_load(host, spec, context)
         peer = resolve_peer(spec.peer, context.lab_peers)
         with server(peer, spec.port, host):
             sampler = Sampler(host, interval_s=spec.interval_s,
@@ -180,3 +192,82 @@ class Iperf3:
             exc.what = f"the network probe to {peer.label} failed"
             raise
         return ToolRun(summary, raw, sampler.samples, {"peer_address": peer.address})
+
+
+#: tries of an iperf3 client its server refuses at once (the server re-listens between tests)
+REFUSED_TRIES = 5
+
+
+def load_argv(address: str, port: int, streams: int, spec: LoadSpec) -> list[str]:
+    """One load client: ``streams`` of the load's, reversed (the origin sends), for the
+    load's duration or its share of the bytes."""
+    argv = ["iperf3", "-c", address, "-p", str(port), "-R", "-J", "-P", str(streams),
+            "--connect-timeout", "5000"]
+    if spec.bytes is not None:
+        return [*argv, "-n", str(max(1, spec.bytes * streams // spec.streams))]
+    return [*argv, "-t", f"{spec.duration_s:g}"]
+
+
+def run_load(host: Host, spec: LoadSpec, context: Context) -> ToolRun:
+    """One iperf3 client per origin at once (see the module's text); the clients that
+    failed are the load's ``failed``, never raised."""
+    shares = split_streams(spec.streams, len(spec.origins))
+    deadline = context.deadline if context.deadline is not None \
+        else time.monotonic() + spec.time_limit_s
+    procs = context.procs or Procs()
+    runs = Runs(procs, host, context.workdir, deadline, time.monotonic())
+    results: dict[int, tuple[int | None, str, str, float, float]] = {}
+
+    def one(k: int) -> None:
+        origin, n = spec.origins[k], shares[k]
+        argv = load_argv(origin.host.address, origin.port, n, spec)
+        for attempt in range(REFUSED_TRIES):
+            res = runs.run(argv)
+            _code, out, _err, start, end = res
+            # `iperf3 -s` closes and reopens its listening socket between tests: a
+            # refusal straight after the previous point is that window, not an error
+            # (iperf3 3.12 -J exits 0 even then: its JSON says "Connection refused")
+            if ("Connection refused" not in out or end - start > 1.0
+                    or time.monotonic() > deadline or attempt == REFUSED_TRIES - 1):
+                break
+            time.sleep(0.05 * (attempt + 1))  # bounded: at most 0.5 s over all tries
+        results[k] = res
+
+    try:
+        in_threads(sum(1 for s in shares if s), one)
+    finally:
+        if context.procs is None:
+            procs.stop_all()
+    transfers: list[Transfer] = []
+    retrans: int | None = 0
+    failed = ""
+    data_from: list[float] = []
+    for k in sorted(results):
+        code, out, err, start, end = results[k]
+        nbytes, error, r = 0, "", None
+        try:
+            doc = json.loads(out)
+            end_doc = doc.get("end", {})
+            nbytes = int(end_doc.get("sum_received", {}).get("bytes", 0))
+            # the test ran its last `seconds` before the client's exit (and the results
+            # exchange): everything before that was connecting its streams
+            seconds = float(end_doc.get("sum_received", {}).get("seconds", 0) or 0)
+            if 0 < seconds <= end - start:
+                data_from.append(end - seconds)
+            r = end_doc.get("sum_sent", {}).get("retransmits")
+            error = str(doc.get("error", ""))
+        except (json.JSONDecodeError, TypeError, ValueError, AttributeError):
+            error = (err or out).strip()[-300:] or f"exit status {code}"
+        if code != 0 and not error:
+            error = f"exit status {code}"
+        if code is None:
+            error = "stopped at the time limit"
+        retrans = retrans + int(r) if retrans is not None and r is not None else None
+        transfers.append(Transfer(start, end if not error else None, nbytes, False, error))
+        if error and not failed:
+            failed = f"iperf3 to origin {k}: {error}"
+    if runs.timed_out:
+        failed = DEADLINE_MESSAGE.format(limit=spec.time_limit_s)
+    return ToolRun({} if retrans is None else {"retransmits": retrans}, runs.output(),
+                   transfers=tuple(transfers), failed=failed,
+                   measure_from_s=max(data_from) if data_from and not failed else None)

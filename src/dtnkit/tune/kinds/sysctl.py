@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable, Sequence
 
 from dtnkit.errors import DtnkitError
+from dtnkit.host import sysctl_scope
 from dtnkit.host.facts import Unavailable
 from dtnkit.host.host import Host
 from dtnkit.host.parsers.sysctl import normalize_sysctl
@@ -133,17 +134,13 @@ class SysctlTunable(Tunable):
     def scope_on(self, host: Host) -> tuple[Scope, str]:
         if not host.is_live:
             return self.scope, "" if self.scope is Scope.NETNS else "global to the host"
-        from dtnkit.host.sysctl_scope import PROBE  # namespaces only: not loaded by a host audit
-
-        verdict = PROBE.classify([self.name])[self.name]
+        verdict = sysctl_scope.PROBE.classify([self.name])[self.name]
         return (Scope.NETNS if verdict.per_netns else Scope.HOST), verdict.why
 
     @classmethod
     def prepare_scopes(cls, host: Host, tunables: Sequence[Tunable]) -> None:
         if host.is_live:
-            from dtnkit.host.sysctl_scope import PROBE
-
-            PROBE.classify(t.name for t in tunables if isinstance(t, SysctlTunable))
+            sysctl_scope.PROBE.classify(t.name for t in tunables if isinstance(t, SysctlTunable))
 
     def read(self, host: Host) -> Value | Unavailable:
         text = host.read(self.path)

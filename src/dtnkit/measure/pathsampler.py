@@ -1,5 +1,7 @@
-"""What the runner samples beside a point's tool, cheaply enough for short sampling
-intervals: files only, no command per sample.
+"""The sampler of a lab path: what a sweep samples beside a point's tool, cheaply enough
+for short sampling intervals: files only, no command per sample.  (A probe's sampler,
+:mod:`dtnkit.measure.sampler`, reads one host through its :class:`~dtnkit.host.host.Host`,
+per-flow state included; both parse the same /proc files with :mod:`.parsers`.)
 
 A lab namespace's counters are read through ``/proc/PID/net/...`` of a process living in
 it (an *anchor*: a server, or a ``sleep`` the runner starts there), so one sample is a few

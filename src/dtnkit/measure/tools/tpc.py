@@ -1,8 +1,10 @@
-"""Third-party-copy tools of a sweep: ``dtnkit-tpc`` (``dtnkit cp --tpc pull``) and
-``gfal-tpc`` (``gfal-copy --copy-mode pull``), between the origins and the destination server
-on the client side, as the study ran its parallel gfal-copy.
+"""The third-party-copy tools: ``dtnkit-tpc`` (``dtnkit cp --tpc pull``) and ``gfal-tpc``
+(``gfal-copy --copy-mode pull``), between a load's origins and its destination server on the
+tool's side, as the study ran its parallel gfal-copy.  They measure loads only
+(:class:`~dtnkit.measure.probes.load.LoadSpec`: a sweep point; their probe kind, ``tpc``, has
+no probe of its own).
 
-A point's ``streams`` is the number of concurrent transfers (each one TCP stream: ``dtnkit cp
+A load's ``streams`` is the number of concurrent transfers (each one TCP stream: ``dtnkit cp
 --streams 1``, gfal-copy without ``-n``).  Transfer ``k`` copies ``origin[k % n]``'s file
 ``files[(k // n) % len(files)]`` to the destination as ``t{k}.bin``: a name of its own, never
 written twice, and removed from the destination's data directory as soon as the transfer has
@@ -11,8 +13,8 @@ finished checksum job in its job table now and then (``XrdOucTable::Remove``) an
 next checksum query of the *same path* with HTTP 500 at once ("Program failed"); with one
 name per slot, reused by the slot's next transfer, that failed one transfer in a third of
 gfal-tpc points at 4-16 streams (docs/sweep.md; some 500s of unknown cause remain).
-How many transfers: ``point.bytes`` set: ceil(bytes / file_size) (at least one per slot);
-else each slot starts transfers until ``point.duration_s`` has passed (at least one each);
+How many transfers: ``bytes`` set: ceil(bytes / file_size) (at least one per slot);
+else each slot starts transfers until ``duration_s`` has passed (at least one each);
 neither: one per slot.
 
 The pull is what the study measured: the destination server is the active party (it fetches
@@ -26,7 +28,7 @@ the tool compares the source's ``Digest`` (a HEAD) with the destination's digest
 Times (``Transfer.start_s``/``end_s``) count from the start of :meth:`run` (its
 ``time.monotonic()`` is in ``ToolRun.extra["t0_monotonic"]`` for a runner that counts from
 elsewhere).  Every process is started in the client's namespace in a session of its own and
-stopped by PID (SIGTERM, then SIGKILL) at ``env.deadline`` or when :meth:`run` is left in any
+stopped by PID (SIGTERM, then SIGKILL) at the load's deadline or when :meth:`run` is left in any
 other way (Ctrl-C included).
 """
 
@@ -46,14 +48,15 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
-from dtnkit.sweep.model import MAX_RAW_BYTES, Origin, PointEnv, ToolRun, Transfer
-from dtnkit.sweep.procs import stop_by_pid
+from dtnkit.errors import BadInput
+from dtnkit.host.host import Host
+from dtnkit.measure.probes.load import LoadSpec, Origin
+from dtnkit.measure.procs import Batch
+from dtnkit.measure.tool import MAX_RAW_BYTES, Context, ToolRun, Transfer
 
-if TYPE_CHECKING:
-    from dtnkit.sweep.grid import Point
-
+KIND = "tpc"
 CHECKSUM = "adler32"
 #: the bearer token gfal-copy sends to servers that take none (XRootD without authorization)
 NO_TOKEN = "dtnkit-sweep-no-token"
@@ -73,6 +76,40 @@ class Job:
     dst_file: Path | None = None
 
 
+@dataclasses.dataclass(frozen=True)
+class Pull:
+    """One load of third-party copies: the spec, the host the copies are asked from, the
+    load's private directory and its deadline."""
+
+    spec: LoadSpec
+    host: Host
+    workdir: Path
+    deadline: float
+
+    @property
+    def origins(self) -> tuple[Origin, ...]:
+        return self.spec.origins
+
+    @property
+    def destination(self) -> Origin | None:
+        return self.spec.destination
+
+
+def pull(host: Host, spec: LoadSpec, context: Context) -> Pull:
+    """The load's :class:`Pull`; BadInput for a probe's spec, or without a directory."""
+    if not isinstance(spec, LoadSpec):
+        raise BadInput("a third-party copy is measured in a sweep only", "it needs an "
+                       "origin and a destination server that the sweep starts",
+                       'give a sweep grid tool = ["dtnkit-tpc"] (or "gfal-tpc")')
+    if context.workdir is None:
+        raise BadInput("no directory for the copies' files", "a third-party copy keeps "
+                       "its headers and CA files in a directory of its own",
+                       "give the run a workdir")
+    deadline = context.deadline if context.deadline is not None \
+        else time.monotonic() + spec.time_limit_s
+    return Pull(spec, host, context.workdir, deadline)
+
+
 @dataclasses.dataclass
 class Outcome:
     ok: bool
@@ -81,7 +118,7 @@ class Outcome:
     error: str = ""
 
 
-def plan(env: PointEnv, scheme: str = "") -> Callable[[int, int], Job]:
+def plan(env: Pull, scheme: str = "") -> Callable[[int, int], Job]:
     """Job ``k`` of slot ``slot`` (see the module's text); ``scheme`` replaces https."""
     if env.destination is None:
         raise ValueError("a third-party copy needs a destination server")
@@ -102,8 +139,8 @@ def plan(env: PointEnv, scheme: str = "") -> Callable[[int, int], Job]:
     return job
 
 
-def transfers_wanted(point: Point) -> int | None:
-    """How many transfers a point asks for in all (None: until its duration has passed)."""
+def transfers_wanted(point: LoadSpec) -> int | None:
+    """How many transfers a load asks for in all (None: until its duration has passed)."""
     if point.bytes:
         return max(point.streams, math.ceil(point.bytes / max(point.file_size, 1)))
     if point.duration_s:
@@ -111,53 +148,10 @@ def transfers_wanted(point: Point) -> int | None:
     return point.streams
 
 
-class Procs:
-    """The processes a run started: stopped by PID however the run ends."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.live: dict[int, subprocess.Popen[str]] = {}
-        self.closed = False
-
-    def run(self, argv: Sequence[str], deadline: float, env: dict[str, str] | None = None
-            ) -> tuple[int | None, str]:
-        """Run to completion or ``deadline`` (then stopped: status None); the output."""
-        with self.lock:
-            if self.closed:
-                return None, "not started: the point was stopped"
-            proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    text=True, errors="replace", start_new_session=True,
-                                    env=env)
-            self.live[proc.pid] = proc
-        try:
-            out, _ = proc.communicate(timeout=max(deadline - time.monotonic(), 0.01))
-            return proc.returncode, out
-        except subprocess.TimeoutExpired:
-            stop(proc)
-            out = proc.communicate()[0] if proc.stdout and not proc.stdout.closed else ""
-            return None, (out or "") + "\n(stopped at the point's deadline)"
-        finally:
-            with self.lock:
-                self.live.pop(proc.pid, None)
-
-    def close(self) -> None:
-        with self.lock:
-            self.closed = True
-            live = list(self.live.values())
-        for proc in live:
-            stop(proc)
-
-
-def stop(proc: subprocess.Popen[str]) -> None:
-    """SIGTERM by PID, SIGKILL after STOP_GRACE_S, reaped (however long that takes)."""
-    stop_by_pid(proc, STOP_GRACE_S, reap_s=None)
-
-
-def run_transfers(env: PointEnv, job: Callable[[int, int], Job],
-                  one: Callable[[Job, Procs, float], Outcome]) -> ToolRun:
+def run_transfers(env: Pull, job: Callable[[int, int], Job],
+                  one: Callable[[Job, Batch, float], Outcome]) -> ToolRun:
     """``point.streams`` slots running transfers concurrently (see the module's text)."""
-    point = env.point
+    point = env.spec
     t0 = time.monotonic()
     wanted = transfers_wanted(point)
     until = t0 + (point.duration_s or 0.0)
@@ -165,7 +159,7 @@ def run_transfers(env: PointEnv, job: Callable[[int, int], Job],
     counter = [0]
     done: list[tuple[Job, Transfer]] = []
     raw: list[str] = []
-    procs = Procs()
+    procs = Batch(STOP_GRACE_S)
 
     def next_k(first: bool) -> int | None:
         with lock:
@@ -222,9 +216,9 @@ def run_transfers(env: PointEnv, job: Callable[[int, int], Job],
         why = "no transfer ran before the point's deadline"
     elif failed:
         why = f"{len(failed)} of {len(transfers)} transfers failed: {failed[0].error}"
-    return ToolRun(transfers=transfers, raw=text, failed=why,
-                   extra={"t0_monotonic": t0, "checksum": CHECKSUM,
-                          "transfers_per_origin": _per_origin(done)})
+    return ToolRun({"t0_monotonic": t0, "checksum": CHECKSUM,
+                    "transfers_per_origin": _per_origin(done)}, text, transfers=transfers,
+                   failed=why)
 
 
 def _per_origin(done: Sequence[tuple[Job, Transfer]]) -> dict[str, int]:
@@ -261,7 +255,7 @@ def header_file(workdir: Path, origin: Origin) -> Path:
     return path
 
 
-def source_digest(env: PointEnv, j: Job, procs: Procs, deadline: float) -> str | None:
+def source_digest(env: Pull, j: Job, procs: Batch, deadline: float) -> str | None:
     """The source's adler32 as lowercase hex (a HEAD with Want-Digest from the client)."""
     argv = ["curl", "-sS", "-f", "-I", "--max-time", f"{_left(deadline):.0f}",
             "-H", f"Want-Digest: {CHECKSUM}"]
@@ -269,7 +263,7 @@ def source_digest(env: PointEnv, j: Job, procs: Procs, deadline: float) -> str |
         argv += ["--cacert", str(j.origin.ca_file)]
     if j.origin.token:  # from a file (curl -H @FILE): a token on a command line shows in ps
         argv += ["-H", f"@{header_file(env.workdir, j.origin)}"]
-    status, out = procs.run(env.client.argv([*argv, j.src]), deadline)
+    status, out = procs.run(env.host.argv([*argv, j.src]), deadline)
     m = DIGEST.search(out)
     if status != 0 or not m:
         return None
@@ -285,11 +279,23 @@ class DtnkitTpc:
     transfer in the client's namespace."""
 
     name = "dtnkit-tpc"
+    kind = KIND
+    about = "dtnkit cp --tpc pull: the destination server fetches from the origin"
+    package = "dtnkit"
 
-    def servers(self, point: Point) -> tuple[str | None, str | None]:
-        return point.server, point.server
+    def can_run(self) -> tuple[bool, list[str]]:
+        return True, []  # this Python runs dtnkit
 
-    def one(self, env: PointEnv, j: Job, procs: Procs, deadline: float) -> Outcome:
+    def parse(self, text: str) -> dict[str, Any]:
+        """``dtnkit cp --format json``'s last summary line."""
+        lines = [line for line in text.strip().splitlines() if line.startswith("{")]
+        try:
+            doc = json.loads(lines[-1]) if lines else {}
+        except ValueError:
+            return {}
+        return doc if isinstance(doc, dict) else {}
+
+    def one(self, env: Pull, j: Job, procs: Batch, deadline: float) -> Outcome:
         dest = env.destination
         assert dest is not None
         argv = [sys.executable, "-m", "dtnkit", "cp", "--tpc", "pull", "--streams", "1",
@@ -304,16 +310,16 @@ class DtnkitTpc:
             penv["DTNKIT_TOKEN"] = dest.token
         if j.origin.token:
             penv["DTNKIT_REMOTE_TOKEN"] = j.origin.token
-        status, out = procs.run(env.client.argv([*argv, j.src, j.dst]), deadline, penv)
+        status, out = procs.run(env.host.argv([*argv, j.src, j.dst]), deadline, penv)
         if status != 0:
             return Outcome(False, False, out, _last_line(out) or f"exit {status}")
         try:
             summary = json.loads(out.strip().splitlines()[-1])
         except (ValueError, IndexError):
             return Outcome(False, False, out, "no JSON summary from dtnkit cp")
-        if summary.get("bytes") != env.point.file_size:
+        if summary.get("bytes") != env.spec.file_size:
             return Outcome(False, False, out, f"destination has {summary.get('bytes')} bytes, "
-                           f"not {env.point.file_size}")
+                           f"not {env.spec.file_size}")
         if dest.kind == "dtnkit":  # the active side compared the source's digest
             return Outcome(True, True, out)
         theirs = source_digest(env, j, procs, deadline)
@@ -325,7 +331,8 @@ class DtnkitTpc:
                            f"destination {ours}")
         return Outcome(True, True, out)
 
-    def run(self, env: PointEnv) -> ToolRun:
+    def run(self, host: Host, spec: LoadSpec, context: Context) -> ToolRun:
+        env = pull(host, spec, context)
         job = plan(env)
         return run_transfers(env, job, lambda j, procs, dl: self.one(env, j, procs, dl))
 
@@ -388,11 +395,21 @@ class GfalTpc:
     the destination (davs:// URLs), one process per transfer in the client's namespace."""
 
     name = "gfal-tpc"
+    kind = KIND
+    about = "gfal-copy --copy-mode pull with adler32 compared on both ends"
+    package = "gfal2-util (gfal-copy) and python3-gfal2"
 
-    def servers(self, point: Point) -> tuple[str | None, str | None]:
-        return point.server, point.server
+    def can_run(self) -> tuple[bool, list[str]]:
+        if shutil.which("gfal-copy") is None:
+            return False, ["gfal-copy is not installed (apt-get install gfal2-util "
+                           "python3-gfal2)"]
+        return True, []
 
-    def environment(self, env: PointEnv) -> dict[str, str]:
+    def parse(self, text: str) -> dict[str, Any]:
+        """Nothing: gfal-copy's output has no figures; a failure's line is its error."""
+        return {}
+
+    def environment(self, env: Pull) -> dict[str, str]:
         out = {k: v for k, v in os.environ.items() if not k.startswith(("X509_", "BEARER_"))}
         dest = env.destination
         assert dest is not None
@@ -407,12 +424,12 @@ class GfalTpc:
                                                   "") or NO_TOKEN)
         return out
 
-    def one(self, env: PointEnv, j: Job, procs: Procs, deadline: float,
+    def one(self, env: Pull, j: Job, procs: Batch, deadline: float,
             penv: dict[str, str]) -> Outcome:
         left = f"{_left(deadline):.0f}"
         argv = ["gfal-copy", "-f", "--copy-mode", "pull", "-K", CHECKSUM, "--checksum-mode",
                 "both", "-t", left, "-T", left, j.src, j.dst]
-        status, out = procs.run(env.client.argv(argv), deadline, env=penv)
+        status, out = procs.run(env.host.argv(argv), deadline, env=penv)
         if status != 0:
             dest = env.destination
             assert dest is not None
@@ -420,11 +437,8 @@ class GfalTpc:
             return Outcome(False, False, out, error or f"exit {status}")
         return Outcome(True, True, out)
 
-    def run(self, env: PointEnv) -> ToolRun:
+    def run(self, host: Host, spec: LoadSpec, context: Context) -> ToolRun:
+        env = pull(host, spec, context)
         job = plan(env, scheme="davs://")
         penv = self.environment(env)
         return run_transfers(env, job, lambda j, procs, dl: self.one(env, j, procs, dl, penv))
-
-
-#: the tools this module gives, by name (the runner's registry takes them from here)
-TOOLS = {"dtnkit-tpc": DtnkitTpc(), "gfal-tpc": GfalTpc()}

@@ -1,7 +1,14 @@
-"""The processes a sweep starts, by PID: each in its own session (so a terminal's Ctrl-C
-reaches only the sweep, which then stops them), stopped with SIGTERM then SIGKILL, and
-reaped.  One :class:`Procs` per sweep: everything started through it is stopped by
-:meth:`Procs.stop_all`, also after Ctrl-C or a failed point.
+"""The processes a measurement starts and must stop by a deadline, by PID: each in its own
+session (so a terminal's Ctrl-C reaches only dtnkit, which then stops them), stopped with
+SIGTERM then SIGKILL, and reaped.
+
+- :class:`Procs`: one per sweep (or per load a tool runs alone): servers, tool clients,
+  namespace anchors; everything started through it is stopped by :meth:`Procs.stop_all`,
+  also after Ctrl-C or a failed point.
+- :class:`Batch`: the one-shot transfer processes of one run (third-party copies), each run
+  to its end or a deadline, all stopped by :meth:`Batch.close` however the run ends.
+
+Every process a sweep starts goes through this module (the tools' and the servers').
 """
 
 from __future__ import annotations
@@ -14,21 +21,27 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
-
-from dtnkit.lab.path import LabHost
+from typing import Any, Protocol
 
 STOP_GRACE_S = 3.0
 
 
+class InNamespace(Protocol):
+    """Where a command runs: ``argv`` gives the command line that runs it there (a lab
+    host, or a :class:`~dtnkit.host.host.Host`)."""
+
+    def argv(self, argv: Sequence[str]) -> list[str]: ...
+
+
 class Procs:
-    """Processes started for a sweep (servers, tool clients, namespace anchors)."""
+    """Processes started for a sweep, or a load (servers, tool clients, namespace
+    anchors)."""
 
     def __init__(self) -> None:
         self._procs: dict[int, subprocess.Popen[Any]] = {}
         self._lock = threading.Lock()
 
-    def start(self, argv: Sequence[str], *, host: LabHost | None = None,
+    def start(self, argv: Sequence[str], *, host: InNamespace | None = None,
               stdout: Any = subprocess.PIPE, stderr: Any = subprocess.PIPE,
               cwd: Path | None = None, env: dict[str, str] | None = None,
               text: bool = True) -> subprocess.Popen[Any]:
@@ -125,3 +138,47 @@ def alive(pid: int) -> bool:
     except OSError:
         return False
     return stat.rpartition(")")[2].split()[0] != "Z"
+
+
+class Batch:
+    """The one-shot processes of one run: each run to its end or a deadline, all stopped by
+    PID however the run ends (:meth:`close`); none started once closed."""
+
+    def __init__(self, grace_s: float = 2.0) -> None:
+        self.lock = threading.Lock()
+        self.live: dict[int, subprocess.Popen[str]] = {}
+        self.closed = False
+        self.grace_s = grace_s
+
+    def run(self, argv: Sequence[str], deadline: float, env: dict[str, str] | None = None
+            ) -> tuple[int | None, str]:
+        """Run to completion or ``deadline`` (then stopped: status None); the output."""
+        with self.lock:
+            if self.closed:
+                return None, "not started: the point was stopped"
+            proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    text=True, errors="replace", start_new_session=True,
+                                    env=env)
+            self.live[proc.pid] = proc
+        try:
+            out, _ = proc.communicate(timeout=max(deadline - time.monotonic(), 0.01))
+            return proc.returncode, out
+        except subprocess.TimeoutExpired:
+            self.stop(proc)
+            out = proc.communicate()[0] if proc.stdout and not proc.stdout.closed else ""
+            return None, (out or "") + "\n(stopped at the point's deadline)"
+        finally:
+            with self.lock:
+                self.live.pop(proc.pid, None)
+
+    def stop(self, proc: subprocess.Popen[str]) -> None:
+        """SIGTERM by PID, SIGKILL after the grace, reaped (however long that takes)."""
+        stop_by_pid(proc, self.grace_s, reap_s=None)
+
+    def close(self) -> None:
+        with self.lock:
+            self.closed = True
+            live = list(self.live.values())
+        for proc in live:
+            self.stop(proc)
