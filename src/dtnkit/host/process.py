@@ -46,8 +46,8 @@ from dtnkit.host.signals import handling
 
 __all__ = [
     "DEVNULL", "FORWARDED", "PIPE", "REAP_S", "STDOUT", "STOP_GRACE_S", "CalledProcessError",
-    "Child", "CompletedProcess", "SubprocessError", "TimeoutExpired", "alive", "exit_status",
-    "run", "run_forwarding", "start", "stop_all", "stop_pid", "stop_pids",
+    "Child", "CompletedProcess", "Stream", "SubprocessError", "TimeoutExpired", "alive",
+    "exit_status", "run", "run_forwarding", "start", "stop_all", "stop_pid", "stop_pids",
 ]
 
 #: how long a stopped process has between SIGTERM and SIGKILL, unless its caller says
@@ -57,6 +57,7 @@ REAP_S = 10.0
 #: what :func:`run_forwarding` passes on, as ``sudo`` and ``ip netns exec`` do
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
+#: a child's stdin, stdout or stderr as Popen takes it
 Stream = int | IO[Any] | None
 
 
