@@ -13,7 +13,8 @@ reaped: no zombie, no pipe left open.
 - :func:`run_forwarding`: run a command for the user as ``sudo`` does: SIGINT, SIGTERM and
   SIGHUP go to it, it is waited for, its exit status is returned (128 + N for signal N).
 - :func:`stop_pids`: a process another dtnkit run started (found by a PID file or a lab's
-  state), through a pidfd so a PID reused meanwhile is never signalled.
+  state), through a pidfd so a PID reused meanwhile is never signalled; :func:`signal_pid`
+  sends one such a signal the same way.
 
 The names a caller needs from :mod:`subprocess` (``PIPE``, ``DEVNULL``, ``STDOUT``,
 ``CompletedProcess``, ``TimeoutExpired``, ``CalledProcessError``, ``SubprocessError``: the
@@ -47,7 +48,8 @@ from dtnkit.host.signals import handling
 __all__ = [
     "DEVNULL", "FORWARDED", "PIPE", "REAP_S", "STDOUT", "STOP_GRACE_S", "CalledProcessError",
     "Child", "CompletedProcess", "Stream", "SubprocessError", "TimeoutExpired", "alive",
-    "exit_status", "run", "run_forwarding", "start", "stop_all", "stop_pid", "stop_pids",
+    "exit_status", "run", "run_forwarding", "signal_pid", "start", "stop_all", "stop_pid",
+    "stop_pids",
 ]
 
 #: how long a stopped process has between SIGTERM and SIGKILL, unless its caller says
@@ -351,6 +353,40 @@ def _wait_gone(open_: dict[int, int | None], timeout_s: float | None, reap: bool
                 os.close(fd)
 
 
+def _open_ours(pid: int, is_ours: Callable[[int], bool] | None) -> tuple[bool, int | None]:
+    """Whether ``pid`` is a live process that ``is_ours`` accepts, and its pidfd (None on a
+    kernel without pidfds: then signalled by PID).  The pidfd is opened before ``is_ours``
+    is asked, so what was checked is what the pidfd reaches; the caller closes it."""
+    try:
+        fd: int | None = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return False, None
+    except OSError:  # ENOSYS: a kernel without pidfds
+        fd = None
+    if (is_ours is not None and not is_ours(pid)) or (fd is None and not alive(pid)):
+        if fd is not None:
+            os.close(fd)
+        return False, None
+    return True, fd
+
+
+def signal_pid(pid: int, signum: int, *, is_ours: Callable[[int], bool] | None = None
+               ) -> bool:
+    """Send ``signum`` to a process another run started (a lab's delay stage, told to
+    re-read its configuration), as :func:`stop_pids` signals: through a pidfd opened before
+    ``is_ours`` is asked, so a PID a new process took meanwhile is never signalled.  True
+    when it was sent."""
+    ours, fd = _open_ours(pid, is_ours)
+    if not ours:
+        return False
+    try:
+        _send(pid, fd, signum)
+    finally:
+        if fd is not None:
+            os.close(fd)
+    return True
+
+
 def stop_pids(pids: Iterable[int], grace_s: float = STOP_GRACE_S, *,
               is_ours: Callable[[int], bool] | None = None, reap: bool = True,
               reap_s: float | None = REAP_S) -> list[int]:
@@ -363,17 +399,9 @@ def stop_pids(pids: Iterable[int], grace_s: float = STOP_GRACE_S, *,
     open_: dict[int, int | None] = {}
     try:
         for pid in dict.fromkeys(pids):
-            try:
-                fd: int | None = os.pidfd_open(pid)
-            except ProcessLookupError:
-                continue
-            except OSError:  # ENOSYS: a kernel without pidfds, signalled by PID
-                fd = None
-            if (is_ours is not None and not is_ours(pid)) or (fd is None and not alive(pid)):
-                if fd is not None:
-                    os.close(fd)
-                continue
-            open_[pid] = fd
+            ours, fd = _open_ours(pid, is_ours)
+            if ours:
+                open_[pid] = fd
         if open_ and grace_s > 0:
             for pid, fd in open_.items():
                 _send(pid, fd, signal.SIGTERM)

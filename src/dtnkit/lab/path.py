@@ -521,8 +521,8 @@ class LabPath:
         tmp.write_text(json.dumps(config))
         os.replace(tmp, self.config_path)
         if not initial:
-            if self.state.emulator_pid and _alive(self.state.emulator_pid):
-                os.kill(self.state.emulator_pid, signal.SIGHUP)
+            if self.state.emulator_pid:
+                process.signal_pid(self.state.emulator_pid, signal.SIGHUP, is_ours=_alive)
             return
         log = open(self.dir / "emulator.log", "w")  # noqa: SIM115 - child keeps it
         # it outlives this process (`lab up` returns): stopped by PID at `lab down`
