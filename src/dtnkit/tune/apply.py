@@ -59,6 +59,9 @@ class Step:
     after: Any
     group: str = ""
     unsafe: str = ""  # why ``after`` weakens security or breaks connectivity ("": it does not)
+    # what writing ``after`` makes the kernel remove for good (IPv6 state of an interface
+    # whose MTU goes below 1280), read just before the write: undo puts it back
+    dropped: list[tuple[Tunable, Any]] = field(default_factory=list)
 
     def describe(self) -> str:
         t = self.tunable
@@ -195,10 +198,17 @@ def restorable_tunables(ctx: Context, groups: Sequence[str] = GROUPS) -> list[Tu
             for t in tunables_for(key, ctx.devices, ctx.ifaces)]
 
 
-def live_values(host: Host) -> dict[str, Any]:
-    """Every restorable setting of the host as it is now (what `tune save` stores)."""
+def live_values(host: Host, also: Sequence[str] = ()) -> dict[str, Any]:
+    """Every restorable setting of the host as it is now (what `tune save` stores), and the
+    keys ``also`` names that only a snapshot holds (to compare with one that has them)."""
     ctx = build_context(host, load_profile("dtn", ()))
-    return capture(host, ctx, restorable_tunables(ctx))
+    values = capture(host, ctx, restorable_tunables(ctx))
+    for key in also:
+        tunable = tunable_for_key(key)
+        value = tunable.read(host) if tunable.snapshot_only else None
+        if value is not None and not isinstance(value, Unavailable):
+            values[key] = value
+    return values
 
 
 def require_root(host: Host, what: str) -> None:
@@ -322,6 +332,7 @@ def execute(host: Host, steps: Sequence[Step], *, progress: Any = None) -> Outco
     out = Outcome()
     for step in steps:
         try:
+            step.dropped = dropped_by(host, step)
             step.tunable.write(host, step.after)
             now = step.tunable.read(host)
             if isinstance(now, Unavailable) or not step.tunable.satisfies(now, step.after,
@@ -420,18 +431,74 @@ def _verify_end_state(host: Host, out: Outcome) -> None:
             return
 
 
+def dropped_by(host: Host, step: Step) -> list[tuple[Tunable, Any]]:
+    """What the kernel will remove for good when ``step`` is written, as it is now (only what
+    is there: an interface with no address of its own has nothing to lose)."""
+    out = []
+    for tunable in step.tunable.drops(step.after, host):
+        value = tunable.read(host)
+        if not isinstance(value, Unavailable) and value:
+            out.append((tunable, value))
+    return out
+
+
 def _undo(host: Host, steps: Sequence[Step], out: Outcome) -> None:
-    for step in reversed(steps):
+    for step in _undo_order(host, steps):
         try:
             now = step.tunable.read(host)
-            if not isinstance(now, Unavailable) and step.tunable.satisfies(now, step.before,
+            if isinstance(now, Unavailable) or not step.tunable.satisfies(now, step.before,
                                                                            "exact"):
-                continue
-            step.tunable.write(host, step.before)
+                step.tunable.write(host, step.before)
         except DtnkitError as exc:
             out.rollback_errors.append(f"{step.tunable.key}: {exc.what}: {exc.why}")
+            _not_put_back(step, out)
+            continue
         except Exception as exc:  # go on undoing the older steps
             out.rollback_errors.append(f"{step.tunable.key}: {type(exc).__name__}: {exc}")
+            _not_put_back(step, out)
+            continue
+        _put_back_dropped(host, step, out)
+
+
+def _put_back_dropped(host: Host, step: Step, out: Outcome) -> None:
+    """Once ``step``'s old value is back, what its write made the kernel remove (an
+    interface's IPv6 addresses and routes): each that is missing is added again."""
+    if step.dropped:
+        host.refresh()  # the kernel changed more than the step's own value
+    for tunable, value in step.dropped:
+        try:
+            now = tunable.read(host)
+            if isinstance(now, Unavailable) or not tunable.satisfies(now, value, "exact"):
+                tunable.write(host, value)
+        except DtnkitError as exc:
+            out.rollback_errors.append(f"{tunable.key}: {exc.what}: {exc.why}")
+        except Exception as exc:  # go on undoing the older steps
+            out.rollback_errors.append(f"{tunable.key}: {type(exc).__name__}: {exc}")
+
+
+def _not_put_back(step: Step, out: Outcome) -> None:
+    for tunable, value in step.dropped:
+        out.rollback_errors.append(
+            f"{tunable.key}: not put back ({tunable.show(value)}): {step.tunable.key} is not "
+            f"back at {step.tunable.show(step.before)}")
+
+
+def _undo_order(host: Host, steps: Sequence[Step]) -> list[Step]:
+    """Newest first, with the MTU steps in the order the kernel accepts going back (a bridge
+    after its ports, see :func:`mtu_stack_order`)."""
+    order = list(reversed(steps))
+    slots = [i for i, s in enumerate(order) if _is_mtu(s)]
+    if len(slots) < 2:
+        return order
+    try:
+        ifaces = facts.interfaces(host)
+    except DtnkitError:
+        return order
+    ordered = _mtu_order([order[i] for i in slots], ifaces,
+                         lambda s: (_num(s.after), _num(s.before)))
+    for slot, step in zip(slots, ordered, strict=True):
+        order[slot] = step
+    return order
 
 
 def apply(
@@ -478,6 +545,11 @@ def apply(
         if on_plan is not None:
             on_plan(audit, steps)
         values = capture(host, audit.ctx, restorable_tunables(audit.ctx))
+        # what a step makes the kernel remove for good (IPv6 off an interface whose MTU goes
+        # below 1280): in the baseline, so restore puts it back
+        for step in steps:
+            values.update((t.key, v) for t, v in dropped_by(host, step))
+        values = {key: values[key] for key in sort_keys(list(values))}
         snap = new_snapshot(host, values, label or f"before apply {audit.profile.name}",
                             "baseline")
         if do_persist:
@@ -569,6 +641,7 @@ def restore_plan(host: Host, snap: Snapshot,
     if in_netns:
         skipped += [f"{path}: a host file; not restored inside a namespace (restore it on the "
                     "host itself)" for path in sorted(snap.files)]
+    missing += bridges_set_by_hand(host, snap, ctx)
     return mtu_stack_order(steps, ctx), skipped, missing
 
 
@@ -600,23 +673,69 @@ def restore_steps(host: Host, snap: Snapshot, ctx: Context) -> list[Step]:
     return restore_plan(host, snap, ctx)[0]
 
 
+def _is_mtu(step: Step) -> bool:
+    return step.tunable.key.startswith("link/") and step.tunable.key.endswith("/mtu")
+
+
 def mtu_stack_order(steps: list[Step], ctx: Context) -> list[Step]:
     """MTU steps in an order the kernel accepts: lowered VLANs, bonds, then members; raised
-    members, bonds, then VLANs (a VLAN's MTU may not exceed its lower device's).  Other steps
-    keep their places."""
-    slots = [i for i, s in enumerate(steps) if s.tunable.key.startswith("link/")
-             and s.tunable.key.endswith("/mtu")]
+    members, bonds, then VLANs (a VLAN's MTU may not exceed its lower device's); a bridge
+    after its ports either way.  Other steps keep their places.
 
-    def depth(step: Step) -> int:
-        return facts.stack_depth(ctx.ifaces, str(step.tunable.device))
-
-    mtu = [steps[i] for i in slots]
-    down = sorted((s for s in mtu if _num(s.after) < _num(s.before)), key=lambda s: -depth(s))
-    up = sorted((s for s in mtu if _num(s.after) >= _num(s.before)), key=depth)
+    A bridge's MTU follows the smallest of its ports' until it is set by hand, and from then on
+    the kernel keeps it (BROPT_MTU_SET_BY_USER; only re-creating the bridge clears it).  So its
+    ports go first: a bridge that follows them is then already at its value, and writing the
+    same value is no change to the kernel, which leaves it following."""
+    slots = [i for i, s in enumerate(steps) if _is_mtu(s)]
+    ordered = _mtu_order([steps[i] for i in slots], ctx.ifaces,
+                         lambda s: (_num(s.before), _num(s.after)))
     out = list(steps)
-    for slot, step in zip(slots, down + up, strict=True):
+    for slot, step in zip(slots, ordered, strict=True):
         out[slot] = step
     return out
+
+
+def _mtu_order(mtu: list[Step], ifaces: dict[str, facts.Interface],
+               change: Callable[[Step], tuple[int, int]]) -> list[Step]:
+    """``mtu`` (MTU steps) in the kernel's order, each step's (from, to) given by ``change``:
+    lowered devices top down, raised ones bottom up, lowered bridges last."""
+
+    def depth(step: Step) -> int:
+        return facts.stack_depth(ifaces, str(step.tunable.device))
+
+    def bridge(step: Step) -> bool:
+        iface = ifaces.get(str(step.tunable.device))
+        return iface is not None and iface.kind == "bridge" and bool(iface.members)
+
+    lowered = [s for s in mtu if change(s)[1] < change(s)[0]]
+    down = sorted((s for s in lowered if not bridge(s)), key=lambda s: -depth(s))
+    up = sorted((s for s in mtu if change(s)[1] >= change(s)[0]), key=depth)
+    return down + up + sorted((s for s in lowered if bridge(s)), key=depth)
+
+
+def bridges_set_by_hand(host: Host, snap: Snapshot, ctx: Context) -> list[str]:
+    """A line for each bridge whose MTU followed its ports' in ``snap`` but no longer can: it
+    differs now from the smallest of its ports' (the kernel re-adjusts a following bridge on
+    every change of a port, so it was set by hand since), and the kernel offers no way back
+    but re-creating the bridge.  Restore puts its value back; the following it cannot."""
+    lines = []
+    for name, iface in sorted(ctx.ifaces.items()):
+        key = f"link/{name}/mtu"
+        if iface.kind != "bridge" or key not in snap.values:
+            continue
+        ports = [ctx.ifaces[p] for p in iface.members if p in ctx.ifaces]
+        if not ports:
+            continue
+        then = min(_num(snap.values.get(f"link/{p.name}/mtu", p.mtu)) for p in ports)
+        smallest = min(p.mtu for p in ports)
+        if snap.values[key] == then and iface.mtu != smallest:
+            lines.append(
+                f"{key}: {name} followed its ports' MTU in the snapshot, but its MTU was set "
+                f"by hand since ({iface.mtu} while its smallest port has {smallest}), and the "
+                "kernel keeps a bridge's MTU set by hand until the bridge is re-created; "
+                "restore puts its value back, not the following (re-create the bridge to have "
+                "it again)")
+    return lines
 
 
 def _num(value: Any) -> int:
