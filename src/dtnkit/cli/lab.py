@@ -10,9 +10,9 @@ from dtnkit.cli import lab_render
 from dtnkit.cli.options import pass_env
 from dtnkit.cli.output import emit, format_option
 from dtnkit.cli.progress import reporter
-from dtnkit.cli.stopping import run_forwarding
 from dtnkit.environment import Environment
 from dtnkit.errors import BadInput
+from dtnkit.host.process import run_forwarding
 from dtnkit.lab import path as lab_path
 from dtnkit.units import (
     format_ms,

@@ -7,10 +7,11 @@ failing command, so callers decide what a non-zero exit means.
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
+
+from dtnkit.host import process
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,18 +47,15 @@ class SubprocessRunner:
     def run(self, argv: Sequence[str], *, stdin: str | None = None) -> Result:
         argv = tuple(argv)
         try:
-            proc = subprocess.run(
+            proc = process.run(
                 argv,
                 input=stdin,
-                capture_output=True,
-                text=True,
                 errors="replace",  # output that is not UTF-8: U+FFFD, as Host.read reads files
                 timeout=self.timeout,
-                check=False,
                 env={**os.environ, "LC_ALL": "C"},
             )
         except FileNotFoundError:
             return Result(argv, 127, "", f"{argv[0]}: command not found")
-        except subprocess.TimeoutExpired:
+        except process.TimeoutExpired:
             return Result(argv, 124, "", f"timed out after {self.timeout:.0f} s")
         return Result(argv, proc.returncode, proc.stdout, proc.stderr)
