@@ -108,3 +108,61 @@ def test_no_tool_outside_measure_tools() -> None:
                 and not module.startswith("dtnkit.measure.tools."):
             found.append(f"{module}.{c.name}")
     assert found == []
+
+
+#: what runs the string after a ``-c`` as a program
+_INTERPRETERS = {"sh", "bash", "/bin/sh", "python", "python3"}
+_PYTHON_FLAGS = {"-I", "-S", "-E", "-s", "-B", "-u", "-O", "-OO"}
+
+
+def _stringy(node: ast.expr, texts: set[str]) -> bool:
+    """A literal string, an f-string, a sum of them, or a name bound to one in the module."""
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, str)
+    if isinstance(node, ast.JoinedStr):
+        return True
+    if isinstance(node, ast.BinOp):
+        return _stringy(node.left, texts) and _stringy(node.right, texts)
+    return isinstance(node, ast.Name) and node.id in texts
+
+
+def _interpreter(node: ast.expr) -> bool:
+    if isinstance(node, ast.Constant):
+        return node.value in _INTERPRETERS or node.value in _PYTHON_FLAGS
+    if isinstance(node, ast.Attribute):  # sys.executable
+        return node.attr == "executable"
+    return isinstance(node, ast.Name)  # a Python or shell found at run time
+
+
+def code_in_strings(modules: dict[str, Path]) -> list[str]:
+    """Argument lists that hand a program written in a string to an interpreter
+    (``sh -c '...'``, ``python -c '...'``): such code belongs in a module run with ``-m``."""
+    found = []
+    for module, path in modules.items():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        texts = {t.id for node in ast.walk(tree) if isinstance(node, ast.Assign)
+                 and _stringy(node.value, set()) for t in node.targets if isinstance(t, ast.Name)}
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.List | ast.Tuple):
+                continue
+            elts = node.elts
+            for i in range(1, len(elts) - 1):
+                flag = elts[i]
+                if (isinstance(flag, ast.Constant) and flag.value == "-c"
+                        and _interpreter(elts[i - 1]) and _stringy(elts[i + 1], texts)):
+                    found.append(f"{module} line {node.lineno}")
+    return found
+
+
+def test_the_checker_sees_code_in_a_string(tmp_path: Path) -> None:
+    a = tmp_path / "a.py"
+    a.write_text("import sys\nS = 'echo $$'\nx = ['sh', '-c', S, 'f']\n"
+                 "y = [sys.executable, '-I', '-c', f'print({1})']\n"
+                 "z = ['iperf3', '-c', 'host']\nw = ['sh', '-c', user_line]\n")
+    assert code_in_strings({"dtnkit.a": a}) == ["dtnkit.a line 3", "dtnkit.a line 4"]
+
+
+def test_no_code_in_strings() -> None:
+    """A program run in a child (a namespace's helper, a port picker, a cgroup's entry) is a
+    module or a file run by path, not a string after ``-c``."""
+    assert code_in_strings(_modules()) == []

@@ -17,6 +17,7 @@ import dataclasses
 import html
 import io
 import os
+import stat
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -82,8 +83,6 @@ def check_dir(out: Path) -> None:
     except OSError as exc:
         raise BadInput(f"cannot use {out} for the report", exc.strerror or str(exc),
                        "give another -o DIR") from None
-    import stat
-
     if stat.S_ISLNK(st.st_mode):
         raise BadInput(f"{out} is a symbolic link", "the report is written only into a real "
                        "directory", "give the directory itself as -o")
@@ -130,13 +129,13 @@ def write_files(out: Path, files: Mapping[str, bytes]) -> tuple[str, ...]:
 
 def pyplot(command: str = "dtnkit report") -> Any:
     """matplotlib.pyplot with the Agg backend, or ToolMissing naming ``command``."""
-    try:
+    try:  # optional (the [report] extra), needed only when a report is drawn
         import matplotlib
     except ImportError:
         raise ToolMissing(f"{command} needs matplotlib", "it is not installed",
                           install_hint()) from None
     matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # after use(): pyplot picks its backend when imported
 
     return plt
 
@@ -144,7 +143,7 @@ def pyplot(command: str = "dtnkit report") -> Any:
 def save(fig: Figure, stem: str, title: str, reading: str, *, svg: bool = True) -> Drawn:
     """The figure as PNG and SVG bytes (reproducible: no dates, no software name), closed.
     ``svg=False``: PNG only (a page alone embeds only the PNG); ``Drawn.svg`` is empty."""
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # optional: loaded by pyplot(), which drew the figure
 
     panels = tuple(t for ax in fig.axes if (t := ax.get_title()))
     legends = tuple(tuple(t.get_text() for t in leg.get_texts())

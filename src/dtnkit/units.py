@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import re
+import time
 
 from dtnkit.errors import BadInput
 
@@ -338,8 +339,6 @@ _YEAR_10000 = 253402300800
 def format_time(epoch: object) -> str:
     """A moment, ISO 8601 in UTC to the second: ``2026-12-01T10:00:00Z`` (tables and JSON
     alike; JSON keeps the epoch seconds beside it, e.g. ``started_epoch``)."""
-    import time  # not at import: few outputs hold a time
-
     value = _number(epoch)
     if value is None or not 0 <= value < _YEAR_10000:
         return MISSING

@@ -19,8 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.conftest import HOSTS, Netns, taken
 
+from dtnkit.cli.judging_options import judging_options
 from dtnkit.cli.main import main
-from dtnkit.cli.options import judging_options
 from dtnkit.environment import Environment
 from dtnkit.errors import ExitStatus
 from dtnkit.tune.judging import Judging

@@ -9,7 +9,12 @@ import click
 
 from dtnkit.cli.options import pass_env, state_dir_option
 from dtnkit.cli.output import emit, format_option
+from dtnkit.diagnose.campaign import gate as gate_of
+from dtnkit.diagnose.campaign import server_start as start
+from dtnkit.diagnose.campaign import server_stop as stop
+from dtnkit.diagnose.campaign import verdict
 from dtnkit.environment import Environment
+from dtnkit.units import parse_speed
 
 
 @click.group()
@@ -19,8 +24,6 @@ def campaign() -> None:
 
 def _speeds(texts: tuple[str, ...]) -> float | None:
     """The slower of the ends' NIC speeds, in bit/s (None: none given)."""
-    from dtnkit.units import parse_speed
-
     return min(parse_speed(t, "--nic-speed") for t in texts) * 1e6 if texts else None
 
 
@@ -37,8 +40,6 @@ def _speeds(texts: tuple[str, ...]) -> float | None:
 def gate(env: Environment, group: str, baseline: tuple[float, ...], nic_speeds: tuple[str, ...],
          measured_harmful: bool, fmt: str) -> int:
     """Whether a group must stay off a pair (the NIC-headroom gate).  Reads only."""
-    from dtnkit.diagnose.campaign import gate as gate_of
-
     doc = gate_of(group, baseline, _speeds(nic_speeds), measured_harmful)
     emit(env, doc, fmt, lambda p: p.echo(
         f"{group}: {'gated' if doc['gated'] else 'may be applied'}: {doc['why']}"))
@@ -56,8 +57,6 @@ def gate(env: Environment, group: str, baseline: tuple[float, ...], nic_speeds: 
 def judge(env: Environment, group: str, baseline: tuple[float, ...],
           applied: tuple[float, ...], fmt: str) -> int:
     """A group's verdict on a pair (helps, neutral, harmful), by `dtnkit experiment`'s rule."""
-    from dtnkit.diagnose.campaign import verdict
-
     doc = verdict(group, baseline, applied)
     emit(env, doc, fmt, lambda p: p.echo(f"{group}: {doc['verdict']}: {doc['why']}"))
     return 0
@@ -83,8 +82,6 @@ def server_start(env: Environment, port: int, bind: str, state_dir: Path, fmt: s
     get in: iperf3's RSA authentication, user dtnkit, a fresh key pair whose public half is
     printed (JSON: public_key) for the client's --server-key.  Started by root, iperf3 runs
     as nobody."""
-    from dtnkit.diagnose.campaign import server_start as start
-
     doc = start(state_dir, port, bind, env.token)
     emit(env, doc, fmt, lambda p: p.echo(
         f"iperf3 -s on {doc['bind']} port {doc['port']}, pid {doc['pid']} as {doc['user']}"
@@ -100,8 +97,6 @@ def server_start(env: Environment, port: int, bind: str, state_dir: Path, fmt: s
 @pass_env
 def server_stop(env: Environment, port: int, state_dir: Path, fmt: str) -> int:
     """Stop the iperf3 server that `server start` started on this port (by its PID)."""
-    from dtnkit.diagnose.campaign import server_stop as stop
-
     doc = stop(state_dir, port)
     emit(env, doc, fmt, lambda p: p.echo(f"port {port}: {doc['why']}"), indent=None)
     return 0

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import click
+from rich.markup import escape
 
-from dtnkit.cli.options import judging_options, pass_env
+from dtnkit.cli.judging_options import judging_options
+from dtnkit.cli.options import pass_env
 from dtnkit.cli.output import Printer, emit, format_option
+from dtnkit.cli.render import Col, print_fitted
+from dtnkit.cli.tune import make_host
+from dtnkit.diagnose import checklist as core
+from dtnkit.diagnose.checklist import Checklist
+from dtnkit.diagnose.sitecfg import check_url, parse_peer
 from dtnkit.environment import Environment
 from dtnkit.errors import ExitStatus
 from dtnkit.tune.judging import Judging
-
-if TYPE_CHECKING:
-    from dtnkit.diagnose.checklist import Checklist
 
 STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red"}
 
@@ -36,10 +38,6 @@ def checklist(env: Environment, peer: str | None, perfsonar: str | None, judging
     --tree).  Exit 0 when no item fails (warnings allowed: some items are network-side facts
     a host cannot see), 3 when any item fails.
     """
-    from dtnkit.cli.tune import make_host
-    from dtnkit.diagnose import checklist as core
-    from dtnkit.diagnose.sitecfg import check_url, parse_peer
-
     opts = core.Options(
         peer=parse_peer(peer) if peer is not None else None,
         perfsonar=check_url(perfsonar) if perfsonar is not None else None,
@@ -52,9 +50,6 @@ def checklist(env: Environment, peer: str | None, perfsonar: str | None, judging
 
 
 def _table(p: Printer, result: Checklist) -> None:
-    from rich.markup import escape
-
-    from dtnkit.cli.render import Col, print_fitted
 
     con = p.console
     peer = f", peer {escape(result.peer)}" if result.peer else ""

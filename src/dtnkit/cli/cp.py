@@ -16,7 +16,15 @@ from dtnkit.environment import Environment
 from dtnkit.errors import BadInput
 from dtnkit.host.signals import interrupting
 from dtnkit.transfer.checksum import ALGORITHMS
+from dtnkit.transfer.client import bearer, scitags, streamtable, tpc
+from dtnkit.transfer.client import timeline as timelines
+from dtnkit.transfer.client.copy import copy, total_size
+from dtnkit.transfer.client.metrics import CopyMetrics, check_path
+from dtnkit.transfer.client.policy import StreamPolicy
+from dtnkit.transfer.client.request import CopyRequest
+from dtnkit.transfer.client.session import is_url
 from dtnkit.transfer.client.verify import Level, Verify
+from dtnkit.transfer.wire.markers import Marker
 from dtnkit.units import (
     counted,
     format_bytes,
@@ -72,28 +80,11 @@ def _progress(env: Environment, enabled: bool, total: int | None,
     if not enabled:
         yield None
         return
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        DownloadColumn,
-        Progress,
-        ProgressColumn,
-        Task,
-        TimeRemainingColumn,
-    )
-    from rich.text import Text
+    # rich only when a person watches the bar (its import is most of cp's start-up:
+    # docs/benchmarks.md, "cp start-up")
+    from dtnkit.cli import cp_bar
 
-    class BitRate(ProgressColumn):
-        """The rate in bit/s, as iperf3 prints it."""
-
-        def render(self, task: Task) -> Text:
-            speed = task.finished_speed or task.speed
-            return Text(format_rate(speed * 8) if speed is not None else "?",
-                        style="progress.data.speed")
-
-    progress = Progress("[progress.description]{task.description}", BarColumn(),
-                        DownloadColumn(binary_units=True), BitRate(),
-                        TimeRemainingColumn(), console=Console(file=env.stderr), transient=True)
+    progress = cp_bar.progress(env.stderr)
     def above(text: str) -> None:
         progress.console.print(text, markup=False, highlight=False, soft_wrap=True)
 
@@ -123,8 +114,6 @@ def _scitag(env: Environment, scitag: str | None, experiment: str | None,
             raise BadInput("--scitags-registry", "is only read for --experiment/--activity",
                            "pass --experiment NAME, or drop --scitags-registry")
         return None
-    from dtnkit.transfer.client import scitags
-
     loaded = (scitags.load(registry, env.state_dir)
               if scitag is None and experiment is not None else None)
     return scitags.choose_tag(scitag, experiment, activity, loaded)
@@ -282,11 +271,6 @@ def cp(env: Environment,
 
     The destination appears only after verification; a failed copy leaves nothing behind.
     """
-    # the copy's machinery loads when a copy runs (cp --help needs none of it)
-    from dtnkit.transfer.client.copy import copy, total_size
-    from dtnkit.transfer.client.policy import StreamPolicy
-    from dtnkit.transfer.client.request import CopyRequest
-
     as_json = as_json or fmt == "json"
     tag = _scitag(env, scitag, experiment, activity, scitags_registry)
     capacity_bps = parse_rate(capacity, "capacity") if capacity is not None else None
@@ -355,16 +339,11 @@ def cp(env: Environment,
         low_speed_time=low_speed_time, deadline=deadline, scitag=tag)
     recorder = None
     if metrics_textfile is not None:
-        from dtnkit.transfer.client.metrics import CopyMetrics, check_path
-        from dtnkit.transfer.client.session import is_url
-
         recorder = CopyMetrics(
             check_path(metrics_textfile), streams=request.streams,
             upload=not is_url(src), capacity=capacity_bps / 8 if capacity_bps else None)
     timeline = None
     if timeline_path is not None:
-        from dtnkit.transfer.client import timeline as timelines
-
         timeline_path = timelines.check_path(timeline_path)
         timeline = timelines.Timeline()
     show = env.stderr_isatty and not as_json
@@ -410,8 +389,6 @@ def _streams_table(env: Environment, given: str | None, rate_bps: int | None
                    ) -> tuple[list[tuple[float, int]] | None, str]:
     """The sweep's streams table --streams auto reads: --streams-table FILE, else the state
     dir's streams.json when it exists and no --rate was given; (None, "") for none."""
-    from dtnkit.transfer.client import streamtable
-
     if given is not None:
         path = Path(given)
     else:
@@ -425,8 +402,6 @@ def _token(env: Environment, flag: str, given: str | None, path: Path | None,
             discover: bool = False) -> str | None:
     """The token of ``flag`` (or of ``flag``-file); ``discover``: else the environment's
     (WLCG discovery).  Never printed: errors name the file or the variable."""
-    from dtnkit.transfer.client import bearer
-
     if given is not None and path is not None:
         raise BadInput(f"{flag} and {flag}-file", "both give the token",
                        f"pass only {flag}-file (a command line shows in `ps`)")
@@ -445,9 +420,6 @@ def _third_party(env: Environment,
                  overwrite: bool = True, scitag: int | None = None,
                  ca_dir: str | None = None, parents: bool = False) -> int:
     """``cp --tpc``: ask one server to copy from/to the other; the active side verifies."""
-    from dtnkit.transfer.client import tpc
-    from dtnkit.transfer.wire.markers import Marker
-
     show = env.stderr_isatty and not as_json
     # the markers tell the bytes moved, not the size: ask the source for the bar's total
     total = tpc.source_size(mode, src, token=token, remote_token=remote_token,

@@ -7,18 +7,22 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
+from rich.markup import escape
 
+from dtnkit import htmlpage
 from dtnkit.cli.options import pass_env
 from dtnkit.cli.output import Printer, emit, format_option
+from dtnkit.cli.progress import reporter
+from dtnkit.cli.render import Col, fits, print_fitted, whole
 from dtnkit.environment import Environment
 from dtnkit.errors import DtnkitError, ExitStatus
+from dtnkit.fleet import page
+from dtnkit.fleet.compare import Report, canonical, compare
+from dtnkit.fleet.load import load_dir, printable
+from dtnkit.fleet.page import NOT_DECIDED, setting_text, value_text, verdict_rows
 from dtnkit.units import counted
-
-if TYPE_CHECKING:
-    from dtnkit.fleet.compare import Report
 
 
 @click.group()
@@ -49,16 +53,11 @@ def report(env: Environment, directory: Path, reference: str | None, profile: st
     a warning naming it.  Exit 0 when every host complies, 3 when one does not, 9 when
     nothing in DIR is usable.  The HTML page needs matplotlib (the report extra:
     ./dev/bootstrap.sh in a checkout, else pip install 'dtnkit[report]')."""
-    from dtnkit.fleet.compare import compare
-    from dtnkit.fleet.load import load_dir
-
     if out is not None and html is not None:
         raise DtnkitError("fleet report: -o and --html together",
                           "-o writes the page with its figures, --html the page alone",
                           "give one of them", status=ExitStatus.USAGE)
     if out is not None or html is not None:
-        from dtnkit import htmlpage
-
         htmlpage.check_dir(out if out is not None else (html or Path()).parent)
     loaded = load_dir(directory)
     for s in loaded.skipped:  # before an error that nothing is usable
@@ -70,9 +69,6 @@ def report(env: Environment, directory: Path, reference: str | None, profile: st
         click.echo(f"dtnkit: note: {note}", file=env.stderr)
     doc = result.as_dict()
     if out is not None or html is not None:
-        from dtnkit.cli.progress import reporter
-        from dtnkit.fleet import page
-
         doc["written"] = page.build(result, out=out, html=html, progress=reporter(env, fmt))
 
     def tables(p: Printer) -> None:
@@ -112,12 +108,6 @@ def grouped(rows: Iterable[tuple[str, tuple[str, ...]]]) -> list[tuple[tuple[str
 def people(p: Printer, r: Report) -> None:
     """The report for people: a summary line, then one table per question.  A difference
     many hosts share is one row naming them (per host: the JSON and the page)."""
-    from rich.markup import escape
-
-    from dtnkit.cli.render import Col, fits, print_fitted, whole
-    from dtnkit.fleet.compare import canonical
-    from dtnkit.fleet.load import printable
-    from dtnkit.fleet.page import NOT_DECIDED, setting_text, value_text, verdict_rows
 
     def t(text: object, most: int = 200) -> str:
         return escape(printable(value_text(text, most) if not isinstance(text, str)

@@ -6,11 +6,14 @@ from typing import Any
 
 import click
 
+from dtnkit.cli import lab_render
 from dtnkit.cli.options import pass_env
 from dtnkit.cli.output import emit, format_option
+from dtnkit.cli.progress import reporter
 from dtnkit.environment import Environment
 from dtnkit.errors import BadInput
 from dtnkit.host.process import run_forwarding
+from dtnkit.lab import path as lab_path
 from dtnkit.units import (
     format_ms,
     format_percent,
@@ -23,8 +26,6 @@ from dtnkit.units import (
 
 
 def _lab() -> Any:
-    from dtnkit.lab import path as lab_path
-
     return lab_path
 
 
@@ -64,19 +65,12 @@ def up(env: Environment,
         mtu=mtu, n_src=n_src, n_dst=n_dst, backend=backend, seed=seed,
         src_rate_bps=(parse_rate(src_rate, "src-rate", hi=lab_path.MAX_RATE_BPS)
                       if src_rate else None))
-    from dtnkit.cli.progress import reporter
-
     built = lab_path.up(name, spec, state_root=env.lab_state_root,
                         progress=reporter(env, fmt))
     doc = built.status(measure=False)
-    emit(env, doc, fmt, lambda p: _render().lab_up(p.console, name, doc))
+    emit(env, doc, fmt, lambda p: lab_render.lab_up(p.console, name, doc))
     return 0
 
-
-def _render() -> Any:
-    from dtnkit.cli import lab_render
-
-    return lab_render
 
 
 @lab.command(name="list")
@@ -86,7 +80,7 @@ def list_cmd(env: Environment, fmt: str) -> int:
     """List lab paths."""
     rows = _lab().list_paths(state_root=env.lab_state_root)
 
-    emit(env, rows, fmt, lambda p: _render().lab_list(p.console, rows))
+    emit(env, rows, fmt, lambda p: lab_render.lab_list(p.console, rows))
     return 0
 
 
@@ -98,7 +92,7 @@ def list_cmd(env: Environment, fmt: str) -> int:
 def status(env: Environment, name: str, no_measure: bool, fmt: str) -> int:
     """Configured vs measured RTT, counters and emulator health."""
     doc = _lab().load(name, state_root=env.lab_state_root).status(measure=not no_measure)
-    emit(env, doc, fmt, lambda p: _render().lab_status(p.console, doc))
+    emit(env, doc, fmt, lambda p: lab_render.lab_status(p.console, doc))
     return 0
 
 

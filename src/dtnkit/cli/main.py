@@ -11,7 +11,10 @@ so a script always gets JSON.
 from __future__ import annotations
 
 import importlib
+import os
 import re
+import select
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -138,8 +141,6 @@ def _message(exc: click.ClickException) -> str:
 
 def _stdout_closed(env: Environment | None) -> bool:
     """Whether the reader of stdout is gone (a pipe to `head` that has exited)."""
-    import select
-
     if env is None:
         return False
     try:
@@ -176,9 +177,6 @@ def entry() -> None:
 
 def _die_of_sigpipe() -> None:
     """End as `yes | head -1` ends: killed by SIGPIPE, silently (the shell shows 141)."""
-    import os
-    import signal
-
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # nothing left to flush at exit

@@ -5,30 +5,47 @@ from __future__ import annotations
 import socket
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from shlex import join, quote
 from typing import Any
 
 import click
 
+from dtnkit.cli import measure_render
+from dtnkit.cli.judging_options import group_option, judging_options
 from dtnkit.cli.options import (
     Duration,
     db_option,
-    group_option,
-    judging_options,
     pass_env,
     state_dir_option,
 )
 from dtnkit.cli.output import Printer, emit, for_people, format_option
+from dtnkit.cli.progress import reporter
+from dtnkit.cli.progress import size as show_size
 from dtnkit.cli.results_push import push as push_cmd
+from dtnkit.cli.tune import make_host
 from dtnkit.db.location import Location
-from dtnkit.environment import Environment
+from dtnkit.diagnose.experiment import ExperimentSpec, live_tuning, run_experiment
+from dtnkit.diagnose.layers import EXIT
+from dtnkit.diagnose.layers import diagnose as run
+from dtnkit.diagnose.nic import LineRate, line_rate
+from dtnkit.environment import DEFAULT_RESULTS_DB, DEFAULT_STATE_DIR, Environment
 from dtnkit.errors import BadInput
+from dtnkit.host import cgexec
 from dtnkit.host.host import Host
+from dtnkit.lab.path import lab_peers
+from dtnkit.measure import registry
+from dtnkit.measure.probes.disk import MAX_SIZE_BYTES, DiskSpec
+from dtnkit.measure.probes.e2e import E2ESpec
+from dtnkit.measure.probes.net import NetSpec, egress_speed_mbps, resolve_peer
+from dtnkit.measure.registry import run_probe
 from dtnkit.measure.result import ProbeResult
 from dtnkit.measure.store import ResultStore, export
-from dtnkit.measure.tool import Context
+from dtnkit.measure.tool import Context, ProbeSpec
+from dtnkit.measure.tools.dtnkit_cp import check_ends
 from dtnkit.progress import SILENT, Progress
 from dtnkit.tune.judging import DEFAULT_RTT_MS, Judging
-from dtnkit.units import counted
+from dtnkit.tune.keys import typed
+from dtnkit.units import counted, parse_bytes
 
 F = Callable[..., Any]
 
@@ -43,8 +60,6 @@ class Registered(click.Choice):  # type: ignore[type-arg]
 
     @property  # type: ignore[override]
     def choices(self) -> list[str]:
-        from dtnkit.measure import registry
-
         return registry.probe_kinds() if self.kind is None else registry.tool_names(self.kind)
 
     @choices.setter
@@ -61,8 +76,6 @@ def _context(env: Environment, cgroup: Path | None = None,
              progress: Progress = SILENT, password: str | None = None) -> Context:
     """The tools' wrapper (a cgroup), the lab paths that NAME/HOST peers name, where the
     tools report their intervals, and the password a tool authenticates with."""
-    from dtnkit.lab.path import lab_peers
-
     return Context(wrap=_wrap(cgroup), lab_peers=lab_peers(env.lab_state_root),
                    progress=progress, password=password)
 
@@ -116,9 +129,6 @@ def _opts(netns: str | None, state_dir: Path | None = None, db: Location | None 
           flags: Sequence[str] = ()) -> str:
     """The options in force that a pasted next-step command needs (defaults left out);
     ``flags``: the judging flags given (--profile, --rtt, --speed ...)."""
-    from shlex import join, quote
-
-    from dtnkit.environment import DEFAULT_RESULTS_DB, DEFAULT_STATE_DIR
 
     parts = [f"--netns {quote(netns)}"] if netns else []
     if state_dir is not None and state_dir != DEFAULT_STATE_DIR:
@@ -131,8 +141,6 @@ def _opts(netns: str | None, state_dir: Path | None = None, db: Location | None 
 
 
 def _host(netns: str | None) -> Host:
-    from dtnkit.cli.tune import make_host
-
     return make_host(netns, None)
 
 
@@ -146,7 +154,7 @@ def _wrap(cgroup: Path | None) -> Callable[[Sequence[str]], list[str]] | None:
                        "give a cgroup directory under /sys/fs/cgroup")
 
     def wrap(argv: Sequence[str]) -> list[str]:
-        return ["sh", "-c", 'echo $$ > "$0"; exec "$@"', str(procs), *argv]
+        return cgexec.command([str(procs)], argv)
 
     return wrap
 
@@ -155,14 +163,9 @@ def _emit(env: Environment, result: ProbeResult, fmt: str) -> None:
     emit(env, result.as_dict(with_raw=False), fmt, lambda p: _probe_table(p, result))
 
 
-def _render() -> Any:
-    from dtnkit.cli import measure_render
-
-    return measure_render
-
 
 def _probe_table(p: Printer, result: ProbeResult) -> None:
-    _render().probe_summary(p.console, result)
+    measure_render.probe_summary(p.console, result)
 
 
 @click.group()
@@ -199,10 +202,6 @@ def net(env: Environment,
     iperf3's own short flags work: -c peer, -P streams, -t duration, -R, -p port, -C, -J.
     """
     fmt = "json" if as_json else fmt
-    from dtnkit.cli.progress import reporter
-    from dtnkit.measure.probes.net import NetSpec
-    from dtnkit.measure.registry import run_probe
-
     host = _host(netns)
     progress = reporter(env, fmt)
     progress.step(f"network: {tool or 'iperf3'} to {peer}, {counted(streams, 'stream')}, "
@@ -237,12 +236,6 @@ def disk(env: Environment,
          path: str, size: str, direct: bool, jobs: int, cgroup: Path | None, tool: str | None,
          netns: str | None, db: Location, fmt: str, interval_s: float | None) -> int:
     """fio sequential write and read."""
-    from dtnkit.cli.progress import reporter
-    from dtnkit.cli.progress import size as show_size
-    from dtnkit.measure.probes.disk import MAX_SIZE_BYTES, DiskSpec
-    from dtnkit.measure.registry import run_probe
-    from dtnkit.units import parse_bytes
-
     host = _host(netns)
     size_bytes = parse_bytes(size, "size", lo=2**20, hi=MAX_SIZE_BYTES)
     progress = reporter(env, fmt)
@@ -276,10 +269,6 @@ def e2e(env: Environment,
         interval_s: float | None, ca_file: str | None = None, insecure: bool = False,
         token_file: str | None = None) -> int:
     """A real transfer, timed: rate = bytes / wall time."""
-    from dtnkit.cli.progress import reporter
-    from dtnkit.measure.probes.e2e import E2ESpec
-    from dtnkit.measure.registry import run_probe
-
     host = _host(netns)
     progress = reporter(env, fmt)
     chosen = _e2e_tool(tool, command)
@@ -303,8 +292,6 @@ def _e2e_tool(tool: str | None, command: str | None) -> str | None:
 def _check_e2e(src: str, dst: str, tool: str | None) -> None:
     """Before anything runs: the default mover needs a URL at one end (BadInput if not)."""
     if tool in (None, "dtnkit-cp"):
-        from dtnkit.measure.tools.dtnkit_cp import check_ends
-
         check_ends(src, dst)
 
 
@@ -317,8 +304,6 @@ def _mover(tool: str | None, command: str | None) -> str:
 
 def _tuning(host: Host) -> dict[str, Any] | None:
     """The tuning live during a probe (recorded with the result)."""
-    from dtnkit.diagnose.experiment import live_tuning
-
     return live_tuning(host)
 
 
@@ -344,13 +329,13 @@ def list_cmd(env: Environment, kind: str | None, limit: int, experiments: bool, 
     if experiments:
         exps = store.experiments()
 
-        emit(env, exps, fmt, lambda p: _render().experiments_list(p.console, exps))
+        emit(env, exps, fmt, lambda p: measure_render.experiments_list(p.console, exps))
         return 0
     rows = store.results(kind=kind, limit=limit, sweeps=sweeps)
     here = socket.gethostname()
 
     emit(env, [r.as_dict(with_raw=False) for r in rows], fmt,
-         lambda p: _render().results_list(p.console, rows, here))
+         lambda p: measure_render.results_list(p.console, rows, here))
     return 0
 
 
@@ -366,19 +351,17 @@ def show(env: Environment, result_id: str, db: Location, fmt: str) -> int:
     store = ResultStore(db)
     if result_id.startswith("exp-"):
         exp = store.get_experiment(result_id)
-        emit(env, exp, fmt, lambda p: _render().experiment_record(p.console, exp))
+        emit(env, exp, fmt, lambda p: measure_render.experiment_record(p.console, exp))
         return 0
     result = store.get(parse_result_id(result_id))
     emit(env, _typed_tuning(result.as_dict()), fmt,
-         lambda p: _render().probe_summary(p.console, result, record=True))
+         lambda p: measure_render.probe_summary(p.console, result, record=True))
     return 0
 
 
 def _typed_tuning(doc: dict[str, Any]) -> dict[str, Any]:
     """A result's ``tuning`` with sysctl triples as arrays of integers, as every other JSON
     prints them (the store keeps the text the kernel printed: its ``tuning_id`` hashes it)."""
-    from dtnkit.tune.keys import typed
-
     if isinstance(doc.get("tuning"), dict):
         doc["tuning"] = {k: typed(v) for k, v in doc["tuning"].items()}
     return doc
@@ -440,17 +423,6 @@ def diagnose(env: Environment, peer: str | None, path: str | None, e2e: tuple[st
     Exit: 0 nothing binds, 10 NIC, 11 host network, 12 path, 13 storage, 14 application,
     15 inconclusive (fewer than 5 sampler samples of the network probe).
     """
-    from dtnkit.cli.progress import reporter
-    from dtnkit.cli.progress import size as show_size
-    from dtnkit.diagnose.layers import EXIT
-    from dtnkit.diagnose.layers import diagnose as run
-    from dtnkit.diagnose.nic import LineRate, line_rate
-    from dtnkit.measure.probes.disk import MAX_SIZE_BYTES, DiskSpec
-    from dtnkit.measure.probes.e2e import E2ESpec
-    from dtnkit.measure.probes.net import NetSpec, egress_speed_mbps, resolve_peer
-    from dtnkit.measure.registry import run_probe
-    from dtnkit.units import parse_bytes
-
     if not (peer or path or e2e):
         raise BadInput("nothing to diagnose", "give --peer, --path and/or --e2e",
                        "e.g. dtnkit diagnose --peer demo/dst --netns dkl-demo-src")
@@ -501,7 +473,7 @@ def diagnose(env: Environment, peer: str | None, path: str | None, e2e: tuple[st
                  rtt_ms=judging.rtt_ms if judging.rtt_ms != DEFAULT_RTT_MS else None)
 
     doc = result.as_dict()
-    emit(env, doc, fmt, lambda p: _render().diagnosis(p.console, doc))
+    emit(env, doc, fmt, lambda p: measure_render.diagnosis(p.console, doc))
     return int(EXIT[result.layer])
 
 
@@ -538,12 +510,6 @@ def experiment(env: Environment, groups: tuple[str, ...], probe_kind: str, tool:
     own interfaces); `dtnkit tune apply --from-experiment ID` then applies only the groups
     that helped, judged the same way.
     """
-    from dtnkit.cli.progress import reporter
-    from dtnkit.diagnose.experiment import ExperimentSpec, run_experiment
-    from dtnkit.measure.probes.disk import DiskSpec
-    from dtnkit.measure.probes.e2e import E2ESpec
-    from dtnkit.measure.probes.net import NetSpec, resolve_peer
-    from dtnkit.measure.tool import ProbeSpec
     host = _host(netns)
     hosts = [host]
     context = _context(env, progress=reporter(env, fmt))
@@ -585,5 +551,5 @@ def experiment(env: Environment, groups: tuple[str, ...], probe_kind: str, tool:
                                            _opts(h.netns, state_dir, db)) if x)
                       for h in hosts] if report["helped"] else []
 
-    emit(env, report, fmt, lambda p: _render().experiment_summary(p.console, report))
+    emit(env, report, fmt, lambda p: measure_render.experiment_summary(p.console, report))
     return 0

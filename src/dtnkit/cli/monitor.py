@@ -6,21 +6,32 @@ from __future__ import annotations
 import ipaddress
 import ssl
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
+from prometheus_client import make_wsgi_app
+from prometheus_client.process_collector import ProcessCollector
 
-from dtnkit.cli.options import Duration, db_option, judging_options, pass_env, wide_option
+from dtnkit.cli.judging_options import judging_options
+from dtnkit.cli.options import Duration, db_option, pass_env, wide_option
 from dtnkit.cli.output import emit
+from dtnkit.cli.render import Col, print_fitted
 from dtnkit.cli.stopping import stop_on_signals, wait
 from dtnkit.db.location import Location
 from dtnkit.environment import Environment
 from dtnkit.errors import BadInput, DtnkitError, ExitStatus
+from dtnkit.monitor import httpd, webconfig
+from dtnkit.monitor.base import Exporter
+from dtnkit.monitor.build import (
+    DriftOptions,
+    check_textfile,
+    collect_once,
+    rules_text,
+    write_textfile,
+)
+from dtnkit.monitor.build import exporter as build
 from dtnkit.tune.judging import Judging
-
-if TYPE_CHECKING:
-    from dtnkit.monitor.base import Exporter
-    from dtnkit.monitor.build import DriftOptions
+from dtnkit.units import format_duration
 
 DEFAULT_LISTEN = "127.0.0.1:9640"
 
@@ -66,8 +77,6 @@ def _common(f: Any) -> Any:
 
 
 def _drift(no_drift: bool, judging: Judging, interval: float) -> DriftOptions | None:
-    from dtnkit.monitor.build import DriftOptions
-
     if no_drift:
         return None
     return DriftOptions(judging=judging, interval=interval)
@@ -121,8 +130,6 @@ def exporter(env: Environment, listen: str, netns: str | None, judging: Judging,
     Reads on every scrape (no background work).  Prints one line once listening; stops on
     SIGTERM or SIGINT.  TLS and basic auth: --web.config.file, as other exporters.
     """
-    from dtnkit.monitor.build import rules_text
-
     if print_rules:
         click.echo(rules_text(), file=env.stdout, nl=False)
         return int(ExitStatus.OK)
@@ -133,22 +140,14 @@ def exporter(env: Environment, listen: str, netns: str | None, judging: Judging,
         raise BadInput("TLS", "--client-ca needs --cert and --key", "pass all three")
     web = None
     if web_config is not None:
-        from dtnkit.monitor import webconfig
-
         if cert is not None or client_ca is not None:
             raise BadInput("--web.config.file", "gives TLS itself",
                            "pass either --web.config.file or --cert/--key/--client-ca")
         web = webconfig.load(web_config)
-    from prometheus_client import make_wsgi_app
-    from prometheus_client.process_collector import ProcessCollector
-
-    from dtnkit.monitor import httpd
 
     limits = httpd.Settings(max_connections=max_connections,
                             max_per_client=max_connections_per_client,
                             head_timeout=head_timeout, log=env.stderr)
-
-    from dtnkit.monitor.build import exporter as build
 
     drift = _drift(no_drift, judging, drift_interval)
     with build(netns, db, drift) as (reg, _):
@@ -157,8 +156,6 @@ def exporter(env: Environment, listen: str, netns: str | None, judging: Judging,
         ProcessCollector(namespace="dtnkit_exporter", registry=reg)
         try:
             if web is not None:
-                from dtnkit.monitor import webconfig
-
                 server = webconfig.serve(web, addr, port, reg, limits)
             else:
                 ctx = None if cert is None or key is None else httpd.tls_context(
@@ -208,9 +205,6 @@ def metrics(env: Environment, netns: str | None, judging: Judging, no_drift: boo
     Exit 0 when every collector succeeded, 1 when one failed (the others' series are still
     there; the table and JSON say which one and why).
     """
-    from dtnkit.monitor.build import check_textfile, collect_once, write_textfile
-    from dtnkit.monitor.build import exporter as build
-
     if textfile is not None:
         check_textfile(textfile, file_name)  # before any read: bad input writes nothing
     drift = _drift(no_drift, judging, 300.0)
@@ -248,9 +242,6 @@ def _collector_row(name: str, samples: list[Any], collector: Exporter) -> dict[s
 
 
 def _table(p: Any, doc: dict[str, Any]) -> None:
-    from dtnkit.cli.render import Col, print_fitted
-    from dtnkit.units import format_duration
-
     rows = [[c["collector"], "ok" if c["ok"] else "FAILED", format_duration(c["duration_s"]),
              c["error"] or ""] for c in doc["collectors"]]
     print_fitted(p.console, [Col("collector"), Col("read"), Col("time", justify="right"),

@@ -2,12 +2,13 @@
 
 ``--format json`` (or ``cp --json``): stdout holds the JSON document and nothing else.
 Otherwise the command's ``table`` writes for people through a :class:`Printer`: plain lines,
-or rich tables on a console built only then (rich is slow to import, and JSON never needs it).
+or rich tables on a console built only then (JSON never needs one).
 """
 
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +44,8 @@ class Printer:
 
     @functools.cached_property
     def console(self) -> Console:
+        # rich only for a table a person reads (cp prints plain lines: docs/benchmarks.md,
+        # "cp start-up")
         from dtnkit.cli.render import console
 
         return console(self.env, wide=wide_requested())
@@ -56,8 +59,6 @@ def emit(env: Environment, document: Any, fmt: str, table: Table | None = None, 
     """Print ``document`` as JSON when ``fmt`` is json (or there is no ``table``: JSON is the
     command's only form); else let ``table`` write for people."""
     if fmt == "json" or table is None:
-        import json  # here: a run that prints for people (a plain `dtnkit cp`) never needs it
-
         click.echo(json.dumps(document, indent=indent), file=env.stdout)
     else:
         table(Printer(env))

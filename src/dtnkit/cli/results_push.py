@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import socket
+
 import click
 
 from dtnkit.cli.options import DbLocation, db_option, pass_env
 from dtnkit.cli.output import Printer, emit, format_option
+from dtnkit.cli.progress import reporter
+from dtnkit.cli.render import Col, print_fitted
 from dtnkit.db.location import Location
+from dtnkit.db.push import TABLES
+from dtnkit.db.push import push as run
 from dtnkit.environment import Environment
+from dtnkit.units import format_duration
 
 
 @click.command()
@@ -27,11 +34,6 @@ def push(env: Environment, target: Location, host: str | None, fmt: str,
     run or an experiment that changed is rewritten); one transaction, so a failed push
     changes nothing.  Put the password in ~/.pgpass or $PGPASSWORD, not in the URL.
     """
-    import socket
-
-    from dtnkit.cli.progress import reporter
-    from dtnkit.db.push import TABLES
-    from dtnkit.db.push import push as run
 
     progress = reporter(env, fmt)
 
@@ -49,9 +51,6 @@ def push(env: Environment, target: Location, host: str | None, fmt: str,
     doc = summary.as_dict()
 
     def table(p: Printer) -> None:
-        from dtnkit.cli.render import Col, print_fitted
-        from dtnkit.units import format_duration
-
         # unwrapped: the store's path and the target are copied whole
         p.echo(f"pushed {doc['source']!s} to {doc['target']!s} as {doc['host']!s} in "
                f"{format_duration(doc['elapsed_s'])}")

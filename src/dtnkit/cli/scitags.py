@@ -6,7 +6,11 @@ import click
 
 from dtnkit.cli.options import pass_env
 from dtnkit.cli.output import Printer, emit, format_option
+from dtnkit.cli.render import Col, print_fitted
 from dtnkit.environment import Environment
+from dtnkit.errors import BadInput
+from dtnkit.transfer.client import scitags as reg
+from dtnkit.transfer.wire import scitags as st
 
 
 @click.group()
@@ -26,10 +30,6 @@ def scitags() -> None:
 def list_(env: Environment, source: str | None, experiment: str | None,
           fmt: str = "table") -> int:
     """Experiments and activities with their ids and the tag (expId << 6 | actId)."""
-    from dtnkit.errors import BadInput
-    from dtnkit.transfer.client import scitags as reg
-    from dtnkit.transfer.wire import scitags as st
-
     registry = reg.load(source, env.state_dir)
     exps = registry.experiments
     if experiment is not None:
@@ -44,8 +44,6 @@ def list_(env: Environment, source: str | None, experiment: str | None,
     doc = {"source": registry.source, "modified": registry.modified, "activities": rows}
 
     def table(p: Printer) -> None:
-        from dtnkit.cli.render import Col, print_fitted
-
         p.echo(f"registry: {registry.source} (modified {registry.modified or '-'})")
         print_fitted(p.console, [Col("EXPERIMENT", wrap=False), Col("ID", justify="right"),
                                  Col("ACTIVITY"), Col("ID", justify="right"),
@@ -65,8 +63,6 @@ def refresh(env: Environment, source: str | None, fmt: str = "table") -> int:
     """Fetch the registry from SOURCE (default https://www.scitags.org/api.json), check it
     and keep it in the state directory (scitags-api.json, replaced atomically): names
     resolve with it from then on.  A registry that does not check leaves the kept one."""
-    from dtnkit.transfer.client import scitags as reg
-
     where = source or reg.DEFAULT_URL
     registry = reg.refresh(where, env.state_dir)
     kept = env.state_dir / reg.STATE_NAME

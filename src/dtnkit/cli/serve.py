@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import stat
 from pathlib import Path
 
 import click
@@ -11,6 +12,9 @@ from dtnkit.cli.output import emit, format_option
 from dtnkit.cli.stopping import stop_on_signals, wait
 from dtnkit.environment import Environment
 from dtnkit.errors import BadInput
+from dtnkit.transfer.client import scitags
+from dtnkit.transfer.server import start_server
+from dtnkit.transfer.server.flows import Destination, Marking
 from dtnkit.transfer.server.limits import Limits
 from dtnkit.units import parse_bytes, parse_rate
 
@@ -131,9 +135,6 @@ def serve(env: Environment,
     line: url, root).  On SIGTERM or SIGINT it stops accepting, lets requests in progress
     finish (up to --drain-timeout) and stops.
     """
-    from dtnkit.transfer.server import start_server
-    from dtnkit.transfer.server.flows import Destination, Marking
-
     if (cert is None) != (key is None):
         raise BadInput("TLS", "--cert and --key go together", "pass both, or neither for HTTP")
     tls = (cert, key) if cert is not None and key is not None else None
@@ -153,8 +154,6 @@ def serve(env: Environment,
     capacity_bps = parse_rate(capacity, "capacity") if capacity is not None else None
     default = None
     if scitag is not None or experiment is not None or activity is not None:
-        from dtnkit.transfer.client import scitags
-
         registry = (scitags.load(scitags_registry, env.state_dir)
                     if scitag is None and experiment is not None else None)
         default = scitags.choose_tag(scitag, experiment, activity, registry)
@@ -196,8 +195,6 @@ def serve(env: Environment,
 def _warn_shared(env: Environment, tokens_file: Path) -> None:
     """Warn (on stderr, once, at start) when the token file is readable by its group or by
     everyone: anyone who can read it holds every token in it, as ssh says of a private key."""
-    import stat
-
     try:
         mode = stat.S_IMODE(tokens_file.stat().st_mode)
     except OSError:

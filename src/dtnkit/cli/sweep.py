@@ -3,6 +3,7 @@ in the results database (docs/sweep.md)."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import time
@@ -10,20 +11,26 @@ from pathlib import Path
 from typing import Any
 
 import click
+from rich.markup import escape
 
 from dtnkit.cli.options import db_option, pass_env, state_dir_option
 from dtnkit.cli.output import Printer, emit, format_option
+from dtnkit.cli.progress import duration, reporter
+from dtnkit.cli.render import Col, print_fitted
 from dtnkit.db.location import Location
 from dtnkit.environment import Environment
 from dtnkit.errors import BadInput, ExitStatus, NeedsRoot
+from dtnkit.lab import path as labpath
+from dtnkit.sweep import grid as grid_mod
+from dtnkit.sweep import runner, store
+from dtnkit.tune.apply import sigterm_as_interrupt
+from dtnkit.units import format_time
 
 
 def default_lab_name(run_name: str) -> str:
     """The run's own lab path: ``sw`` + 8 hex digits of (the user behind sudo, the run name),
     so two users or two runs never share (or tear down) each other's path, and a --resume of
     the run finds its path again."""
-    import hashlib
-
     user = os.environ.get("SUDO_UID") or str(os.getuid())
     return "sw" + hashlib.sha256(f"{user}:{run_name}".encode()).hexdigest()[:8]
 
@@ -36,8 +43,6 @@ def sweep() -> None:
 def _grid(words: tuple[str, ...]) -> tuple[Any, str, str]:
     """(Grid, its TOML text as stored, the default run name's base) from a grid file or
     ``axis=values`` words."""
-    from dtnkit.sweep import grid as grid_mod
-
     files = [w for w in words if "=" not in w]
     flags = [w for w in words if "=" in w]
     if len(files) > 1:
@@ -95,10 +100,6 @@ def run(env: Environment, words: tuple[str, ...], name: str | None, resume: bool
     process the sweep started, restores profiles, stores nothing of the point in flight and
     leaves the lab path as --keep-lab/--down-lab say; `--resume --name RUN` continues.
     """
-    from dtnkit.lab import path as labpath
-    from dtnkit.sweep import runner, store
-    from dtnkit.tune.apply import sigterm_as_interrupt
-
     if resume and name is None:
         raise BadInput("--resume needs --name", "it continues one stored run",
                        "see `dtnkit sweep list`, then --resume --name RUN")
@@ -118,8 +119,6 @@ def run(env: Environment, words: tuple[str, ...], name: str | None, resume: bool
         name=run_name, db_path=db, lab_name=lab_name, lab_state_root=env.lab_state_root,
         state_dir=state_dir, workdir=workdir or runner.default_workdir(run_name, state_dir),
         resume=resume, keep_lab=keep_lab, backend=backend)
-    from dtnkit.cli.progress import reporter
-
     sweep_run = runner.Sweep(grid, text, opts, progress=reporter(env, fmt))
     with sigterm_as_interrupt():
         summary = sweep_run.run()
@@ -129,9 +128,6 @@ def run(env: Environment, words: tuple[str, ...], name: str | None, resume: bool
 
 
 def _summary(p: Printer, doc: dict[str, Any]) -> None:
-    from rich.markup import escape
-
-    from dtnkit.cli.progress import duration
 
     con = p.console
     est = doc.get("estimate") or {}
@@ -156,8 +152,6 @@ def _summary(p: Printer, doc: dict[str, Any]) -> None:
 @pass_env
 def list_runs(env: Environment, db: Location, fmt: str) -> int:
     """The stored sweep runs, newest first."""
-    from dtnkit.sweep import store
-
     runs = store.list_runs(db)
     doc = [{k: v for k, v in r.as_dict().items() if k != "grid_toml"} for r in runs]
     emit(env, doc, fmt, lambda p: _runs(p, runs))
@@ -165,10 +159,6 @@ def list_runs(env: Environment, db: Location, fmt: str) -> int:
 
 
 def _runs(p: Printer, runs: list[Any]) -> None:
-    from rich.markup import escape
-
-    from dtnkit.cli.render import Col, print_fitted
-    from dtnkit.units import format_time
 
     con = p.console
     if not runs:

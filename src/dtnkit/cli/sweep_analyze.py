@@ -5,19 +5,29 @@ figures and HTML page.  ``analyze`` is registered in the ``sweep`` group (cli/sw
 
 from __future__ import annotations
 
+import json
 import os
+import tempfile
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
+from rich.markup import escape
 
 from dtnkit.cli.options import db_option, pass_env, state_dir_option
 from dtnkit.cli.output import Printer, emit, format_option
+from dtnkit.cli.progress import reporter
+from dtnkit.cli.render import Col, print_fitted
 from dtnkit.db.location import Location
 from dtnkit.environment import Environment
 from dtnkit.errors import BadInput
+from dtnkit.sweep import analyze as A
+from dtnkit.sweep import report as R
+from dtnkit.sweep import store
+from dtnkit.sweep.report import curve_label, varying_keys
+from dtnkit.transfer.client.streamtable import DEFAULT_NAME
 from dtnkit.units import (
     counted,
     format_duration,
@@ -38,17 +48,12 @@ def _target(ctx: click.Context, param: click.Parameter, value: str | None) -> in
 
 def default_streams_table(state_dir: Path) -> Path:
     """Where ``--save-streams`` without a file writes, and ``cp --streams auto`` reads."""
-    from dtnkit.transfer.client.streamtable import DEFAULT_NAME
-
     return state_dir / DEFAULT_NAME
 
 
 def save_json(path: Path, doc: Any) -> None:
     """Write ``doc`` to ``path`` atomically: a new file beside it, then renamed over it (a
     symlink at ``path`` is replaced, not followed)."""
-    import json
-    import tempfile
-
     if path.is_dir():
         raise BadInput(f"cannot save the streams table to {path}", "it is a directory",
                        "give a file name")
@@ -93,9 +98,6 @@ def analyze(env: Environment, run: str, target: int | None, baseline: str | None
     """Analyse a stored sweep run: per RTT the peak, drop and knee; fluctuation against
     utilisation; Gbit/s per core; minimum resources for --target; origins at equal cores;
     profile ratios; tail latency; the recommended streams per RTT (docs/sweep.md)."""
-    from dtnkit.sweep import analyze as A
-    from dtnkit.sweep import store
-
     info = store.run_info(db, run)
     result = A.analyze(store.load_records(db, run), target_bps=target, baseline=baseline)
     saved: Path | None = None
@@ -119,16 +121,10 @@ def _run_doc(info: RunInfo) -> dict[str, Any]:
 
 
 def _label_keys(keys: Sequence[dict[str, Any]]) -> list[str]:
-    from dtnkit.sweep.report import varying_keys
-
     return varying_keys(keys)
 
 
 def _tables(p: Printer, info: RunInfo, a: Analysis, saved: Path | None) -> None:
-    from rich.markup import escape
-
-    from dtnkit.cli.render import Col, print_fitted
-    from dtnkit.sweep.report import curve_label
 
     con = p.console
 
@@ -253,9 +249,6 @@ def report(env: Environment, run: str, out: Path, point_id: str | None, target: 
     (DIR/report.html) with them, the analysis tables, the grid and the environment.  Needs
     matplotlib (the report extra: ./dev/bootstrap.sh in a checkout, else pip install
     'dtnkit[report]')."""
-    from dtnkit.cli.progress import reporter
-    from dtnkit.sweep import report as R
-
     R.check_dir(out)
     data = R.from_store(db, run)
     written = R.build(data, out, point_id=point_id, target_bps=target, baseline=baseline,

@@ -5,17 +5,17 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import shlex
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
+from dtnkit.cli.judging_options import group_option, judging_options
 from dtnkit.cli.options import (
     db_option,
-    group_option,
-    judging_options,
     pass_env,
     state_dir_option,
 )
@@ -24,18 +24,39 @@ from dtnkit.db.location import Location
 from dtnkit.environment import DEFAULT_STATE_DIR, Environment
 from dtnkit.errors import BadInput, ExitStatus
 from dtnkit.host.host import Host
+from dtnkit.host.sysctl_scope import PROBE
+from dtnkit.measure.store import ResultStore
+from dtnkit.tune import apply as apply_mod
+from dtnkit.tune import pairing
+from dtnkit.tune.audit import build_context
 from dtnkit.tune.judging import Judging
-from dtnkit.tune.profile import USER_PROFILE_DIR, load_profile, shipped_names
-
-if TYPE_CHECKING:
-    from dtnkit.tune import apply as apply_mod
+from dtnkit.tune.keys import device_of, group_of, typed, unit_of, with_device
+from dtnkit.tune.profile import KNOWN_KEYS, USER_PROFILE_DIR, load_profile, shipped_names
+from dtnkit.tune.registry import tunable_for_key
+from dtnkit.tune.snapshot import (
+    Store,
+    describe_scope,
+    diff,
+    load_side,
+    netns_identity,
+    netns_named,
+    new_snapshot,
+    root_identity,
+    scope_here,
+    scope_of,
+    scope_options,
+    state_dir_error,
+)
+from dtnkit.tune.validation import check_profile
+from dtnkit.units import parse_duration
 
 #: the longest --wait for the lock of apply and restore
 MAX_WAIT_S = 600.0
 
 
-def _render() -> Any:
-    """The table renderer, imported only when a person reads the output (rich is slow to load)."""
+def _tables() -> Any:
+    """The tune tables (:mod:`dtnkit.cli.tune_render`)."""
+    # rich only for a table a person reads, as cli/output.py (a JSON audit draws none)
     from dtnkit.cli import tune_render
 
     return tune_render
@@ -78,8 +99,6 @@ def make_host(netns: str | None, tree: Path | None, *, read_only: bool = False) 
         if not Path("/run/netns", netns).exists():
             raise BadInput(f"no network namespace {netns!r}", "it is not in /run/netns",
                            "see `ip netns list`")
-        from dtnkit.host.sysctl_scope import PROBE
-
         PROBE.warm()  # the sysctl scope probe's child starts beside the namespace's helper
     return Host.live(netns, read_only=read_only)
 
@@ -95,9 +114,6 @@ def _unsafe_option(f: F) -> F:
 def check_allow_unsafe(keys: tuple[str, ...]) -> tuple[str, ...]:
     """Each --allow-unsafe KEY names a setting (a profile key with * for its device, or one
     key): BadInput otherwise."""
-    from dtnkit.tune.profile import KNOWN_KEYS
-    from dtnkit.tune.registry import tunable_for_key
-
     for key in keys:
         if "*" in key:
             if key not in KNOWN_KEYS:
@@ -118,8 +134,6 @@ def _wait_option(f: F) -> F:
 
 def parse_wait(text: str) -> float:
     """--wait as seconds (a bare number is seconds, as every duration flag)."""
-    from dtnkit.units import parse_duration
-
     return parse_duration(text, "--wait", lo=0.0, hi=MAX_WAIT_S)
 
 
@@ -136,8 +150,6 @@ def restore_hint(baseline: str | None, scope: str, state_dir: Path) -> str:
     NAME``, ``tree PATH``: see :func:`dtnkit.tune.snapshot.scope_here`) and state dir as the
     run that printed it, so it can be pasted as is.  A namespace with no name has no option
     that reaches it: the command is to be run inside it, and says so."""
-    import shlex  # here: an audit prints no restore hint
-
     argv = ["dtnkit", "tune", "restore"] + ([baseline] if baseline else [])
     kind, _, name = scope.partition(" ")
     if kind in ("netns", "tree"):
@@ -154,8 +166,6 @@ def restore_hint(baseline: str | None, scope: str, state_dir: Path) -> str:
 def _state_errors(state_dir: Path, what: str) -> Iterator[None]:
     """An OSError on the state dir (the lock, the baseline) is one error line, not a traceback;
     it happens before the first write to the host."""
-    from dtnkit.tune.snapshot import state_dir_error
-
     try:
         yield
     except OSError as exc:
@@ -167,8 +177,6 @@ def _state_errors(state_dir: Path, what: str) -> Iterator[None]:
 
 
 def _profile(name: str, dirs: tuple[Path, ...]) -> Any:
-    from dtnkit.tune.validation import check_profile
-
     prof = load_profile(name, dirs or (USER_PROFILE_DIR,))
     check_profile(prof)  # `tune profiles NAME` shows only what apply would accept
     return prof
@@ -194,7 +202,7 @@ def audit(env: Environment, groups: tuple[str, ...], judging: Judging, fmt: str)
 
     def table(p: Printer) -> None:
         nxt = judging.command("tune", "apply", "--dry-run", extra=_group_flags(groups))
-        _render().audit_table(p.console, result, next_cmd=nxt)
+        _tables().audit_table(p.console, result, next_cmd=nxt)
 
     emit(env, result.as_dict(), fmt, table)
     return int(ExitStatus.OK if result.compliant else ExitStatus.DRIFT)
@@ -233,12 +241,7 @@ def apply_cmd(env: Environment, groups: tuple[str, ...], judging: Judging, state
     when done, 16 when some items could not be decided (the plan says what to give, e.g.
     --speed), 4 or 5 when a write failed.
     """
-    from dtnkit.tune import apply as apply_mod  # apply's modules: not loaded by audit
-    from dtnkit.tune.snapshot import Store
-
     if experiment_id is not None:
-        from dtnkit.measure.store import ResultStore
-
         exp = ResultStore(db).get_experiment(experiment_id)
         groups = tuple(exp.get("helped", []))
         judging = from_experiment(judging, exp["spec"])
@@ -275,7 +278,7 @@ def apply_cmd(env: Environment, groups: tuple[str, ...], judging: Judging, state
         go = judging.command("tune", "apply", extra=_group_flags(groups)) if steps else None
         emit(env, {"dry_run": True, "plan": [s.as_dict() for s in steps],
                    "skipped_on_request": [f.key for f in skipped], **more, "next": go}, fmt,
-             lambda p: _render().plan(p.console, steps, skipped, dry_run=True,
+             lambda p: _tables().plan(p.console, steps, skipped, dry_run=True,
                                       undecided=more["undecided"], decide=more["decide"],
                                       next_cmd=go, allow_unsafe=allow_unsafe))
         return int(ExitStatus.UNDECIDED if more["undecided"] else ExitStatus.OK)
@@ -285,7 +288,7 @@ def apply_cmd(env: Environment, groups: tuple[str, ...], judging: Judging, state
     def show_plan(result: Any, steps: list[apply_mod.Step]) -> None:
         if person is not None:
             skipped = apply_mod.skipped_on_request(result, on_request)
-            _render().plan(person.console, steps, skipped, dry_run=False,
+            _tables().plan(person.console, steps, skipped, dry_run=False,
                            allow_unsafe=allow_unsafe)
 
     # read, plan, baseline, write and verify all happen under the namespace's lock
@@ -303,16 +306,14 @@ def apply_cmd(env: Environment, groups: tuple[str, ...], judging: Judging, state
     if out.baseline is None and out.ok:
         emit(env, {"ok": True, "baseline": None, "applied": [],
                    "skipped_on_request": skipped_keys, "lock": out.as_dict()["lock"], **more},
-             fmt, lambda p: _render().nothing_to_do(p.console, result, skipped,
+             fmt, lambda p: _tables().nothing_to_do(p.console, result, skipped,
                                                    undecided=more["undecided"],
                                                    decide=more["decide"]))
         return int(done)
     # the scope the baseline was kept in (`ip netns exec NS dtnkit tune apply`: NS's)
-    from dtnkit.tune.snapshot import scope_here
-
     undo = restore_hint(out.baseline, scope_here(host), state_dir)
     emit(env, {**out.as_dict(), "undo": undo, "skipped_on_request": skipped_keys, **more},
-         fmt, lambda p: _render().outcome(p.console, out, "apply", undo,
+         fmt, lambda p: _tables().outcome(p.console, out, "apply", undo,
                                           undecided=more["undecided"], decide=more["decide"]))
     status = _outcome_status(out)
     return int(done) if status == ExitStatus.OK else status
@@ -338,7 +339,7 @@ def _progress(person: Printer | None) -> Callable[[apply_mod.Step], None] | None
     con = person.console
 
     def step_done(step: apply_mod.Step) -> None:
-        _render().step_done(con, step)
+        _tables().step_done(con, step)
 
     return step_done
 
@@ -361,14 +362,11 @@ def _outcome_status(out: apply_mod.Outcome) -> int:
 def save(env: Environment,
          label: str, netns: str | None, tree: Path | None, state_dir: Path, fmt: str) -> int:
     """Save every restorable setting to a snapshot."""
-    from dtnkit.tune import apply as apply_mod  # apply's modules: not loaded by audit
-    from dtnkit.tune.snapshot import Store, new_snapshot
-
     host = make_host(netns, tree, read_only=True)
     snap = new_snapshot(host, apply_mod.live_values(host), label, "manual")
     path = Store(state_dir).save(snap)
     emit(env, {"id": snap.id, "path": str(path), "values": len(snap.values)}, fmt,
-         lambda p: _render().saved(p.console, snap, path),
+         lambda p: _tables().saved(p.console, snap, path),
          indent=None)
     return 0
 
@@ -379,8 +377,6 @@ def save(env: Environment,
 @pass_env
 def list_cmd(env: Environment, state_dir: Path, fmt: str) -> int:
     """List saved snapshots, each with its scope (host, netns NAME or tree PATH)."""
-    from dtnkit.tune.snapshot import Store, scope_of
-
     store = Store(state_dir)
     rows = []
     last: dict[str, str | None] = {}  # each scope's last baseline
@@ -406,23 +402,13 @@ def list_cmd(env: Environment, state_dir: Path, fmt: str) -> int:
             rows.append({"id": snap_id, "kind": "damaged", "label": exc.why, "created": "",
                          "scope": None, "netns": None, "values": 0, "last_baseline": False,
                          "incomplete": None})
-    emit(env, rows, fmt, lambda p: _render().snapshot_list(p.console, rows, store.dir))
+    emit(env, rows, fmt, lambda p: _tables().snapshot_list(p.console, rows, store.dir))
     return 0
 
 
 def _same_namespace(name: str, facts: dict[str, Any], host: Host) -> None:
     """Refuse to compare or restore a snapshot taken in another network namespace than the
     one this run works in, saying where it was taken and how to get there."""
-    from dtnkit.tune.snapshot import (
-        describe_scope,
-        netns_identity,
-        netns_named,
-        root_identity,
-        scope_here,
-        scope_of,
-        scope_options,
-    )
-
     if not facts:
         return
     here, there = netns_identity(host), facts.get("netns_id")
@@ -466,10 +452,8 @@ def _same_namespace(name: str, facts: dict[str, Any], host: Host) -> None:
 @pass_env
 def show(env: Environment, snapshot: str, state_dir: Path, fmt: str) -> int:
     """Show one snapshot (a name, unique prefix, label, or `last`)."""
-    from dtnkit.tune.snapshot import Store
-
     snap = Store(state_dir).load(snapshot)
-    emit(env, snap.as_dict(), fmt, lambda p: _render().snapshot(p.console, snap))
+    emit(env, snap.as_dict(), fmt, lambda p: _tables().snapshot(p.console, snap))
     return 0
 
 
@@ -492,11 +476,6 @@ def diff_cmd(env: Environment,
     A and B are snapshot names, snapshot files (another host's) or sysctl.conf files.
     Exit 0 when equal, 3 when they differ.
     """
-    from dtnkit.tune import apply as apply_mod  # apply's modules: not loaded by audit
-    from dtnkit.tune import pairing
-    from dtnkit.tune.keys import device_of, group_of, typed, unit_of, with_device
-    from dtnkit.tune.snapshot import Store, diff, load_side, scope_here
-
     manual = pairing.parse_map(maps)
     store = Store(state_dir)
     if b is None:
@@ -527,7 +506,7 @@ def diff_cmd(env: Environment,
             p.echo(f"paired: {pr.a} in A with {pr.b} in B ({how})")
         for note in paired.notes:
             p.echo(f"not paired: {note}")
-        _render().differences(p.console, name_a, name_b, diffs)
+        _tables().differences(p.console, name_a, name_b, diffs)
 
     emit(env, {"a": name_a, "b": name_b, "pairs": [p.as_dict() for p in paired.pairs],
                "unpaired": paired.notes,
@@ -550,9 +529,6 @@ def restore_cmd(env: Environment,
                 snapshot: str | None, netns: str | None, tree: Path | None, state_dir: Path,
                 fmt: str, dry_run: bool, allow_unsafe: tuple[str, ...], wait: str) -> int:
     """Put back a snapshot's exact values (default: the baseline of the last apply)."""
-    from dtnkit.tune import apply as apply_mod  # apply's modules: not loaded by audit
-    from dtnkit.tune.snapshot import Store, scope_here
-
     wait_s = parse_wait(wait)
     allow_unsafe = check_allow_unsafe(allow_unsafe)
     store = Store(state_dir)
@@ -560,14 +536,12 @@ def restore_cmd(env: Environment,
     scope = scope_here(host)
     snap = store.load(snapshot or "last", scope)  # `last`: this scope's last one
     _same_namespace(snap.id, snap.host, host)
-    from dtnkit.tune.audit import build_context
-
     ctx = build_context(host, load_profile("dtn", ()))
     if dry_run:
         steps, skipped, missing = apply_mod.restore_plan(host, snap, ctx)
         emit(env, {"dry_run": True, "snapshot": snap.id, "plan": [s.as_dict() for s in steps],
                    "skipped": skipped, "not_restored": missing}, fmt,
-             lambda p: _render().restore_plan(p.console, steps, skipped, missing,
+             lambda p: _tables().restore_plan(p.console, steps, skipped, missing,
                                               allow_unsafe=allow_unsafe))
         return 0
     with _state_errors(state_dir, "cannot take the lock"):
@@ -576,7 +550,7 @@ def restore_cmd(env: Environment,
                                 wait_s=wait_s, on_wait=_waiting(env),
                                 allow_unsafe=allow_unsafe)
     emit(env, {"snapshot": snap.id, **out.as_dict()}, fmt,
-         lambda p: _render().outcome(p.console, out, f"restore of {snap.id}",
+         lambda p: _tables().outcome(p.console, out, f"restore of {snap.id}",
                                      restore_hint(snap.id, scope, state_dir)))
     if out.ok and out.not_restored:
         return int(ExitStatus.DRIFT)  # the rest was put back; these still differ
@@ -590,11 +564,9 @@ def restore_cmd(env: Environment,
 @pass_env
 def delete(env: Environment, snapshot: str, state_dir: Path, fmt: str) -> int:
     """Delete a snapshot."""
-    from dtnkit.tune.snapshot import Store
-
     snap_id = Store(state_dir).delete(snapshot)
     emit(env, {"deleted": snap_id}, fmt,
-         lambda p: _render().whole(p.console, f"deleted snapshot {snap_id}"))
+         lambda p: _tables().whole(p.console, f"deleted snapshot {snap_id}"))
     return 0
 
 
@@ -622,5 +594,5 @@ def profiles(env: Environment, name: str | None, profile_dir: tuple[Path, ...],
         "items": {k: {"group": s.group, "value": s.value, "tiers": s.tiers, "rule": s.rule,
                       "mode": s.mode, "apply": s.apply, "source": s.source}
                   for k, s in prof.items.items()}},
-         fmt, lambda p: _render().profile(p.console, prof))
+         fmt, lambda p: _tables().profile(p.console, prof))
     return 0

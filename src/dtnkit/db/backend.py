@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 import sqlite3
 import time
+import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from functools import lru_cache
@@ -263,14 +264,13 @@ def _open_sqlite(path: Path) -> Database:
 
 
 def _open_postgres(url: DbUrl) -> Database:
-    try:
+    try:  # optional (the [postgresql] extra), needed only for a postgresql:// store
         import psycopg
+        from psycopg.conninfo import conninfo_to_dict
     except ImportError:
         raise ToolMissing(f"cannot use the results store {url}",
                           "a postgresql:// store needs psycopg 3, which is not installed",
                           PIP_HINT) from None
-    from psycopg.conninfo import conninfo_to_dict
-
     try:
         # the URL's own connect_timeout wins; without one, 10 s rather than libpq's forever
         extra: dict[str, Any] = {} if "connect_timeout" in conninfo_to_dict(url.url) else {
@@ -421,8 +421,6 @@ def forget_schema_cache() -> None:
 def store_id(db: Database) -> str:
     """This store's own random ID (made at the first call): the origin of its rows when
     they are pushed elsewhere."""
-    import uuid
-
     row = db.execute("SELECT value FROM store_info WHERE key = 'store_id'").fetchone()
     if row is not None:
         return str(row[0])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from urllib.parse import unquote
 
 from dtnkit.errors import BadInput
 
@@ -44,8 +45,6 @@ class DbUrl:
     def password(self) -> str:
         """The password written in the URL ('' when none: libpq then reads ~/.pgpass or
         $PGPASSWORD)."""
-        from urllib.parse import unquote
-
         head = self.url.split("://", 1)[-1].split("?", 1)[0]
         at = head.rfind("@")
         userinfo = head[:at] if at >= 0 else ""

@@ -32,6 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from dtnkit.errors import BadInput
+from dtnkit.tune.keys import typed  # schema 1's triples as schema 2's arrays
+from dtnkit.tune.validation import parse_json
 
 AUDIT_SUFFIX = ".audit.json"
 EXPERIMENT_SUFFIX = ".experiment.json"
@@ -302,8 +304,6 @@ def audit_from(doc: Any, name: str, file: str) -> HostAudit:
     _error_doc(doc)
     d = _Doc(doc, "")
     _schema(d, *AUDIT_SCHEMAS)
-    from dtnkit.tune.keys import typed  # schema 1's triples as schema 2's arrays
-
     findings = []
     for f in d.objects("findings"):
         findings.append(Finding(
@@ -400,8 +400,6 @@ def _read(dirfd: int, name: str) -> bytes:
 
 def parse(data: bytes) -> Any:
     """Strict JSON (dtnkit.tune.validation's reader), or Invalid saying why."""
-    from dtnkit.tune.validation import parse_json
-
     if not data.strip():
         raise Invalid("it is empty")
     try:

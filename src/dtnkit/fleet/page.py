@@ -9,16 +9,18 @@ absent (no campaign, no experiment) are not drawn; the page says so instead.
 from __future__ import annotations
 
 import json
+import time
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dtnkit import htmlpage
-from dtnkit.errors import DtnkitError
+from dtnkit import __version__, htmlpage
+from dtnkit.errors import BadInput, DtnkitError
 from dtnkit.fleet.compare import Report
 from dtnkit.fleet.load import clip, printable
 from dtnkit.htmlpage import CSP, CSS, PAGE, Drawn, escape, figure_html, html_table, mpl_text
+from dtnkit.tune.kinds.qdisc import words
 from dtnkit.units import counted, format_duration, format_percent, format_rate, format_value
 
 if TYPE_CHECKING:
@@ -47,8 +49,6 @@ def setting_text(key: str, value: Any, most: int = 200, *, missing: str = NOT_RE
     if value is None:
         return missing
     if key.startswith("qdisc/") and isinstance(value, dict):
-        from dtnkit.tune.kinds.qdisc import words
-
         return clip(words(value), most)
     return value_text(value, most)
 
@@ -85,6 +85,7 @@ def _grid(plt: Any, rows: Sequence[str], cols: Sequence[str], cells: Sequence[Se
           texts: Sequence[Sequence[str]], colours: dict[str, str], title: str,
           xlabel: str) -> Any:
     """A categorical heatmap: one coloured cell per (row, column), a legend of the colours."""
+    # optional (the [report] extra): loaded with pyplot when a figure is drawn
     from matplotlib.colors import ListedColormap
     from matplotlib.patches import Patch
 
@@ -266,8 +267,6 @@ def verdict_rows(report: Report) -> list[list[str]]:
 def _when(t: float | None) -> str:
     if t is None:
         return format_value(None)
-    import time
-
     try:
         return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(t))
     except (OverflowError, OSError, ValueError):
@@ -275,8 +274,6 @@ def _when(t: float | None) -> str:
 
 
 def page(report: Report, figs: Sequence[Drawn]) -> str:
-    from dtnkit import __version__
-
     e = escape
     n = len(report.hosts)
     title = f"dtnkit fleet report: {report.loaded.directory.name or report.loaded.directory}"
@@ -419,8 +416,6 @@ def build(report: Report, *, out: Path | None = None, html: Path | None = None,
 
 
 def _check_page(html: Path) -> None:
-    from dtnkit.errors import BadInput
-
     if html.name in ("", ".", "..") or html.name.startswith("."):
         raise BadInput(f"cannot write the page to {html}", "give a file name that does not "
                        "start with a dot", "e.g. --html fleet.html")

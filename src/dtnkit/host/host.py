@@ -25,19 +25,22 @@ import contextlib
 import errno
 import json
 import os
+import shutil
 import threading
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dtnkit.errors import DtnkitError, ToolMissing
+from dtnkit.host import nsserve
+from dtnkit.host.kernel import KernelView, dump_requests, named_dumps
+from dtnkit.host.nshelper import NsHelper
+from dtnkit.host.replay import FixtureRunner
 from dtnkit.host.runner import Result, Runner, SubprocessRunner
 from dtnkit.host.tree import Tree
-
-if TYPE_CHECKING:
-    from dtnkit.host.kernel import KernelView  # imported where a live Host first asks it
-    from dtnkit.host.nshelper import NsHelper  # imported where a namespace's helper starts
+from dtnkit.host.tree import check as check_tree
 
 # Paths whose content depends on the network namespace of the reader.
 _NETNS_PATHS = ("/proc/sys/net/", "/sys/class/net/", "/proc/net/")
@@ -63,8 +66,6 @@ _BATCH_NAMES = (
 def _batch_request() -> dict[str, Any]:
     """The helper's batch read: the files of the batch's directories and the kernel's
     rtnetlink dumps, which belong to the namespace the helper is in."""
-    from dtnkit.host.kernel import dump_requests
-
     return {"batch": [list(_BATCH_DIRS), list(_BATCH_DEVICE_FILES), dump_requests(),
                       list(_BATCH_NAMES)]}
 
@@ -152,8 +153,6 @@ class Host:
     def live(cls, netns: str | None = None, *, read_only: bool = False) -> Host:
         host = cls(Path("/"), netns=netns, runner=SubprocessRunner(), read_only=read_only)
         if netns is not None:  # start the namespace's helper and its batch read right away
-            from dtnkit.host.nshelper import NsHelper
-
             host._helper[None] = NsHelper(netns, first=host._helper_request(_batch_request()))
         return host
 
@@ -163,10 +162,7 @@ class Host:
             raise DtnkitError(
                 f"host tree {path} does not exist", "", "give the path of a captured tree"
             )
-        from dtnkit.host import tree
-        from dtnkit.host.replay import FixtureRunner  # only a tree replays: not loaded live
-
-        tree.check(path)  # a link anywhere in it: refused before anything is read
+        check_tree(path)  # a link anywhere in it: refused before anything is read
         return cls(path, runner=FixtureRunner(Tree(path)), read_only=read_only)
 
     def read_only_view(self) -> Host:
@@ -214,8 +210,6 @@ class Host:
             doc = self._helper_reply(_batch_request())
             doc = doc.get("batch") if doc is not None else None
             if doc is None:
-                from dtnkit.host import nsserve
-
                 res = self.runner.run(self.argv(nsserve.command(
                     "batch", json.dumps([_BATCH_DIRS, _BATCH_DEVICE_FILES]))))
                 try:
@@ -224,8 +218,6 @@ class Host:
                     doc = None
             if not isinstance(doc, dict):  # no batch: each file is read on its own
                 doc = {"dirs": {}, "files": {}, "exists": {}, "writable": []}
-            from dtnkit.host.kernel import named_dumps
-
             self._batch[None] = _Batch(doc["dirs"], doc["files"], doc["exists"],
                                        set(doc["writable"]), named_dumps(doc.get("rtnl")))
 
@@ -255,8 +247,6 @@ class Host:
         if type(self.runner) is not SubprocessRunner:
             return None
         if None not in self._kernel:
-            from dtnkit.host.kernel import KernelView
-
             self._kernel[None] = KernelView(self.netns, self._helper_reply, self._batch_dumps,
                                             ethtool=self.root == Path("/"))
         return self._kernel[None]
@@ -501,8 +491,6 @@ class Host:
         if not (self.netns and type(runner) is SubprocessRunner):
             return None
         if None not in self._helper:
-            from dtnkit.host.nshelper import NsHelper
-
             self._helper[None] = NsHelper(self.netns)
         return self._helper[None].ask(self._helper_request(request))
 
@@ -527,11 +515,8 @@ class Host:
         self._guard(" ".join(argv), "")
         self.writes.append(WriteRecord(" ".join(argv), ""))
         self.refresh()
-        if not self.is_live:
-            from dtnkit.host.replay import FixtureRunner  # loaded already for a tree
-
-            if isinstance(self.runner, FixtureRunner):
-                return self.runner.record_change(argv)
+        if not self.is_live and isinstance(self.runner, FixtureRunner):
+            return self.runner.record_change(argv)
         return self.runner.run(self.argv(argv))
 
     def has_tool(self, name: str) -> bool:
@@ -540,7 +525,7 @@ class Host:
         if not self.is_live:
             return True
         if f"which {name}" not in self._fixed:
-            self._fixed[f"which {name}"] = _which(name)
+            self._fixed[f"which {name}"] = shutil.which(name)
         return self._fixed[f"which {name}"] is not None
 
     def need_tool(self, name: str, package: str) -> None:
@@ -625,8 +610,6 @@ class Host:
         tree = self._tree()
         gz = self._local("/proc/config.gz")
         if tree.exists("/proc/config.gz") if tree else gz.exists():
-            import zlib  # built in; gzip's module costs 7 ms of start-up
-
             try:
                 data = tree.read_bytes("/proc/config.gz") if tree else gz.read_bytes()
                 raw = zlib.decompress(data, 16 + zlib.MAX_WBITS).decode(errors="replace")
@@ -669,16 +652,6 @@ def _lines_holding(raw: str, needles: tuple[str, ...]) -> list[str]:
         end = raw.find("\n", start)
         out.append(raw[start:] if end < 0 else raw[start:end])
     return out
-
-
-def _which(name: str) -> str | None:
-    """``shutil.which(name)`` for a bare command name (shutil loads bz2 and lzma: 3-10 ms of
-    an audit's start-up)."""
-    for directory in os.environ.get("PATH", os.defpath).split(os.pathsep):
-        path = os.path.join(directory or ".", name)
-        if os.path.isfile(path) and os.access(path, os.X_OK):
-            return path
-    return None
 
 
 def _as_kernel_prints(path: str, value: str) -> str:

@@ -7,6 +7,9 @@ needs more than the standard library's built-in modules.
 
 from __future__ import annotations
 
+import _socket  # not socket: no enum classes to build in the namespace helper
+import array
+import fcntl
 import sys
 from collections.abc import Sequence
 
@@ -20,8 +23,6 @@ def exchange(proto: int, requests: Sequence[bytes], timeout: float) -> list[byte
     padded to 4 bytes) up to ``NLMSG_DONE``, ``NLMSG_ERROR`` or a message that is not part
     of a dump (no ``NLM_F_MULTI``: the one reply to a plain request); None when the socket
     fails.  The socket belongs to this process's network namespace."""
-    import _socket  # the socket module's start-up (enum classes) is not needed here
-
     try:
         sock = _socket.socket(_AF_NETLINK, _SOCK_RAW, proto)
     except OSError:
@@ -67,10 +68,6 @@ def ethtool_ioctl(device: str, request: bytes) -> bytes | int:
     """The ``SIOCETHTOOL`` ioctl on ``device`` with ``request`` (a struct whose first word is
     the ethtool command): the struct as the kernel filled it, or the errno.  ethtool 6.1 still
     reads the driver (``-i``) this way, not over netlink."""
-    import _socket
-    import array
-    import fcntl
-
     buf = array.array("B", request)
     try:
         sock = _socket.socket(2, 2, 0)  # AF_INET, SOCK_DGRAM: any socket takes the ioctl

@@ -32,6 +32,8 @@ libc with ctypes.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import gc
 import os
 import select
 import sys
@@ -196,8 +198,6 @@ def _child(netns: str | None, program: Program, parent: int, in_r: int, out_w: i
     # pragma: no cover (runs in the forked child only)
     status = 1
     try:
-        import gc
-
         gc.freeze()  # the parent's objects are never collected here (their fds are closed)
         os.dup2(in_r, 0)
         os.dup2(out_w, 1)
@@ -222,8 +222,6 @@ def _child(netns: str | None, program: Program, parent: int, in_r: int, out_w: i
 def _enter(netns: str | None, parent: int) -> None:
     """setns, a mount namespace of its own with / a slave, a fresh sysfs: as ip netns exec;
     with no ``netns``: a new network namespace (unshare), as ``unshare --net``."""
-    import ctypes
-
     libc = ctypes.CDLL(None, use_errno=True)
 
     def check(rc: int, what: str) -> None:

@@ -13,16 +13,14 @@ from __future__ import annotations
 import contextlib
 import marshal
 import os
+import subprocess
 import threading
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dtnkit.host import nsfork, nsserve
 
-if TYPE_CHECKING:
-    import subprocess  # imported where a process starts: a live host audit starts none
-
-    _Proc = subprocess.Popen[bytes] | nsfork.ForkedChild
+_Proc = subprocess.Popen[bytes] | nsfork.ForkedChild
 
 
 class NsHelper:
@@ -51,8 +49,6 @@ class NsHelper:
                     self.sent.append(first)
 
     def _start(self) -> subprocess.Popen[bytes]:
-        import subprocess
-
         return subprocess.Popen(
             ["ip", "netns", "exec", self.netns, *nsserve.command("serve")],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
@@ -74,8 +70,6 @@ class NsHelper:
         if isinstance(proc, nsfork.ForkedChild):
             proc.close()
             return
-        import subprocess
-
         if proc.stdin is not None:
             with contextlib.suppress(OSError):
                 proc.stdin.close()  # the helper's loop ends; it exits on its own

@@ -12,9 +12,9 @@ when a fork cannot be used, in a new Python started inside it::
 
 (``-I -S``: no site, no environment; see :func:`command`).  The helper's requests and replies
 are length-prefixed marshal documents on stdin and stdout, and everything here imports only
-the standard library's built-in modules and :mod:`dtnkit.host.nlsocket` (subprocess and json
-would cost 50-100 ms of start-up on a loaded machine: children run through
-``os.posix_spawnp``).  The helper ends when its stdin closes.
+the standard library and :mod:`dtnkit.host.nlsocket`, the few modules a Python started in the
+namespace needs (children run through ``os.posix_spawnp``, without the subprocess module).
+The helper ends when its stdin closes.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ if __name__ == "__main__" and not __package__:  # run by path (-I: sys.path lack
         os.path.abspath(__file__)))))
 
 import contextlib  # (after the path, for a run by path)
+import json
 import marshal
 import select
 import time
@@ -225,8 +226,6 @@ def probe(paths: Sequence[str], inodes: Sequence[int | None],
 
 def probe_stdin(stdin: BinaryIO, stdout: BinaryIO) -> None:
     """:func:`probe` of the JSON document ``[paths, inodes, candidates]`` on ``stdin``."""
-    import json
-
     paths, inodes, cands = json.loads(stdin.read())
     stdout.write(probe(paths, inodes, cands).encode())
     stdout.flush()
@@ -244,8 +243,6 @@ def main(argv: Sequence[str]) -> int:
     if argv[:1] == ["serve"]:
         serve(sys.stdin.buffer, sys.stdout.buffer)
     elif argv[:1] == ["batch"] and len(argv) == 2:
-        import json
-
         json.dump(batch(*json.loads(argv[1])), sys.stdout)
     elif argv[:1] == ["probe"]:
         probe_stdin(sys.stdin.buffer, sys.stdout.buffer)

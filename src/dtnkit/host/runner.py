@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from dtnkit.host import process
+
 
 @dataclass(frozen=True, slots=True)
 class Result:
@@ -43,8 +45,6 @@ class SubprocessRunner:
         self.timeout = timeout
 
     def run(self, argv: Sequence[str], *, stdin: str | None = None) -> Result:
-        from dtnkit.host import process  # here: a live host audit starts no process
-
         argv = tuple(argv)
         try:
             proc = process.run(

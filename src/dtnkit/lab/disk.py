@@ -18,7 +18,7 @@ at the speed of the disk below, not of the page cache).  The limits live in a cg
   ``MAJ:MIN BPS``, otherwise (a v1 blkio hierarchy is mounted).
 
 Only processes inside the cgroup are throttled: :meth:`SlowDisk.wrap` gives the argv that
-moves itself into the cgroup and then execs the command.
+moves itself into the cgroup and then execs the command (:mod:`dtnkit.host.cgexec`).
 
 What the v1 throttle catches (kernel 6.18, measured): direct I/O, both ways; buffered reads
 that miss the page cache; buffered writes to the raw device (the kernel flushes the device's
@@ -44,14 +44,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dtnkit.errors import BadInput, DtnkitError, NeedsRoot, ToolMissing
-from dtnkit.host import process
+from dtnkit.host import cgexec, process
 
 PREFIX = "dk-slowdisk-"
 KIND_V1 = "cgroup-v1-blkio"
 KIND_V2 = "cgroup-v2-io"
 MOUNTS = Path("/proc/self/mounts")
 LOOP_CONTROL = Path("/dev/loop-control")
-_MOVE_SELF = 'echo $$ > "$0"; exec "$@"'
 
 
 @dataclass
@@ -71,8 +70,9 @@ class SlowDisk:
         return str(Path(self.cgroup) / "cgroup.procs")
 
     def wrap(self, argv: Sequence[str]) -> list[str]:
-        """``argv`` run inside the throttling cgroup (sh moves itself in, then execs it)."""
-        return ["sh", "-c", _MOVE_SELF, self.procs_file, *argv]
+        """``argv`` run inside the throttling cgroup (:mod:`dtnkit.host.cgexec` moves itself in,
+        then execs it)."""
+        return cgexec.command([self.procs_file], argv)
 
 
 def _mounts() -> list[tuple[str, str, list[str]]]:

@@ -14,14 +14,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from dtnkit.units import MISSING, format_time
+
 RESULT_SCHEMA = "dtnkit.result/1"
 
 
 def iso_utc(epoch: object) -> str | None:
     """A moment as JSON shows it: ISO 8601 UTC (``2026-12-01T10:00:00Z``), None when not
     one."""
-    from dtnkit.units import MISSING, format_time
-
     shown = format_time(epoch)
     return None if shown == MISSING else shown
 

@@ -10,6 +10,7 @@ probes' results are what this store lists unless asked for the sweeps' too.
 
 from __future__ import annotations
 
+import calendar
 import csv
 import io
 import json
@@ -149,8 +150,6 @@ def _started_epoch(doc: dict[str, Any]) -> float:
         if isinstance(value, int | float) and not isinstance(value, bool):
             return float(value)
         if isinstance(value, str):
-            import calendar
-
             try:
                 return float(calendar.timegm(time.strptime(value, "%Y-%m-%dT%H:%M:%SZ")))
             except ValueError:

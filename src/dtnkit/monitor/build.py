@@ -16,6 +16,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from dtnkit.db.location import Location
 from dtnkit.errors import BadInput
+from dtnkit.host.host import Host
 from dtnkit.monitor.base import Exporter, Source, View, registry
 from dtnkit.monitor.cpu import CpuCollector
 from dtnkit.monitor.drift import DriftCollector
@@ -24,6 +25,7 @@ from dtnkit.monitor.nic import NicCollector
 from dtnkit.monitor.results import ResultsCollector, SweepSummary
 from dtnkit.monitor.softnet import SoftnetCollector
 from dtnkit.monitor.tcp import TcpCollector
+from dtnkit.sweep import store
 from dtnkit.tune.audit import Audit
 from dtnkit.tune.judging import Judging
 
@@ -38,8 +40,6 @@ class DriftOptions:
 
 
 def _auditor(opts: DriftOptions) -> DriftCollector:
-    from dtnkit.host.host import Host
-
     # a bad profile is an error now, not a failing collector later
     profile = opts.judging.load_profile()
 
@@ -63,8 +63,6 @@ def sources(db: Location | None, drift: DriftOptions | None) -> list[Source]:
 def last_sweep(db: Location) -> list[SweepSummary]:
     """The newest finished sweep run in the results store (none while the only runs are
     running, or without sweep tables): one series set, so the label's values stay few."""
-    from dtnkit.sweep import store
-
     runs = [r for r in store.list_runs(db) if r.status != "running"]
     if not runs:
         return []

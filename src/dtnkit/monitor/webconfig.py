@@ -29,12 +29,12 @@ import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from prometheus_client.exposition import make_wsgi_app
 
 from dtnkit.errors import BadInput
-
-if TYPE_CHECKING:
-    from dtnkit.monitor import httpd
+from dtnkit.monitor import httpd
 
 TLS_KEYS = ("cert_file", "key_file", "client_ca_file", "client_auth_type")
 CLIENT_AUTH = ("NoClientCert", "RequireAndVerifyClientCert")
@@ -62,7 +62,7 @@ def load(path: Path) -> WebConfig:
     except (OSError, UnicodeDecodeError) as exc:
         raise BadInput(what, f"cannot be read ({exc.__class__.__name__})",
                        "pass a readable YAML file") from None
-    try:
+    try:  # optional: only a --web.config.file is YAML
         import yaml  # type: ignore[import-untyped]
     except ImportError:
         raise BadInput(what, "reading YAML needs PyYAML, which is not installed",
@@ -136,7 +136,7 @@ def _file(value: Any, what: str, base: Path) -> Path | None:
 def _crypt(password: str, hashed: str) -> str:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
-        import crypt
+        import crypt  # deprecated, gone in Python 3.13: only basic_auth_users need it
     try:
         return crypt.crypt(password, hashed) or ""
     except (OSError, ValueError):
@@ -184,10 +184,6 @@ def serve(config: WebConfig, addr: str, port: int, registry: Any,
           settings: httpd.Settings | None = None) -> httpd.ExporterServer:
     """Serve ``registry`` at ``/metrics`` with the config's TLS and basic auth; the server
     (:class:`dtnkit.monitor.httpd.ExporterServer`, with its connection *settings*)."""
-    from prometheus_client.exposition import make_wsgi_app
-
-    from dtnkit.monitor import httpd
-
     app: Callable[..., Iterable[bytes]] = make_wsgi_app(registry)
     if config.users:
         app = BasicAuth(app, config.users)

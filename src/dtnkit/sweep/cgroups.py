@@ -38,7 +38,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from dtnkit.errors import BadInput, DtnkitError, NeedsRoot
-from dtnkit.host import process
+from dtnkit.host import cgexec, process
 
 #: the CFS period the quota is a share of (the kernel's default, 100 ms)
 PERIOD_US = 100_000
@@ -273,12 +273,10 @@ class CpuQuota:
 
     # ---- processes ------------------------------------------------------------------------
     def wrap(self, argv: Sequence[str]) -> list[str]:
-        """``argv`` started inside the quota from birth: a ``sh`` writes its own PID into each
-        ``cgroup.procs``, then execs ``argv`` (same PID; every thread and child inside)."""
-        files = self.procs_files()
-        script = ('n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 126; shift; '
-                  'n=$((n-1)); done; exec "$@"')
-        return ["sh", "-c", script, "sh", str(len(files)), *files, *argv]
+        """``argv`` started inside the quota from birth (:mod:`dtnkit.host.cgexec` writes its
+        own PID into each ``cgroup.procs``, then execs ``argv``: same PID; every thread and
+        child inside)."""
+        return cgexec.command(self.procs_files(), argv)
 
     def add(self, pid: int) -> None:
         """Move process ``pid`` (all its threads) in; children it makes later follow it

@@ -22,6 +22,7 @@ import json
 import math
 import re
 import string
+import tomllib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from typing import Any
 from dtnkit import units
 from dtnkit.errors import BadInput
 from dtnkit.measure.probes.load import PLACEHOLDERS
+from dtnkit.tune.profile import USER_PROFILE_DIR, shipped_names
 
 #: the grid file's schema version this code reads
 SCHEMA = 1
@@ -595,8 +597,6 @@ def _template(name: str, raw: Any, where: str) -> str:
 
 def default_profiles() -> list[str]:
     """The tuning profiles a grid may name: the shipped ones and /etc/dtnkit/profiles."""
-    from dtnkit.tune.profile import USER_PROFILE_DIR, shipped_names
-
     users: list[str] = []
     with contextlib.suppress(OSError):
         users = [p.stem for p in USER_PROFILE_DIR.glob("*.toml")]
@@ -607,8 +607,6 @@ def default_profiles() -> list[str]:
 
 def parse_grid_text(text: str, source: str = "grid",
                     known_profiles: Sequence[str] | None = None) -> Grid:
-    import tomllib
-
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dtnkit import htmlpage
+from dtnkit import __version__, htmlpage
 from dtnkit.db.location import Location
 from dtnkit.errors import BadInput, DtnkitError
 from dtnkit.htmlpage import CSP, PAGE, Drawn, figure_html
@@ -40,6 +40,7 @@ from dtnkit.htmlpage import nothing as _nothing
 from dtnkit.htmlpage import save as _save
 from dtnkit.htmlpage import write_files as write_files
 from dtnkit.sweep import analyze as A
+from dtnkit.sweep import store
 from dtnkit.units import (
     counted,
     format_bytes,
@@ -76,8 +77,6 @@ MEASURED = "measured_s"
 
 
 def from_store(db: Location, run: str) -> ReportData:
-    from dtnkit.sweep import store
-
     info = store.run_info(db, run)
     points = store.load_points(db, run)
     series: dict[str, dict[str, list[float | None]]] = {}
@@ -427,7 +426,7 @@ def fig_timeseries(plt: Any, record: A.PointRecord | None,
 
 
 def fig_cpu(plt: Any, records: Sequence[A.PointRecord]) -> Drawn:
-    from matplotlib.ticker import MaxNLocator
+    from matplotlib.ticker import MaxNLocator  # optional: the [report] extra, as pyplot
 
     usable = [r for r in records if not r.failed and r.throughput_bps is not None
               and r.cores_used is not None]
@@ -628,8 +627,6 @@ def tables(analysis: A.Analysis, records: Sequence[A.PointRecord]) -> list[tuple
 
 def page(data: ReportData, analysis: A.Analysis, figs: Sequence[Drawn],
          point_id: str | None) -> str:
-    from dtnkit import __version__
-
     ok = sum(1 for r in data.records if not r.failed)
     parts = [
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",

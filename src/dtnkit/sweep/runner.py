@@ -57,7 +57,7 @@ from dtnkit.measure.probes.load import LoadSpec, Origin
 from dtnkit.measure.procs import Procs
 from dtnkit.measure.tool import Context, ToolRun
 from dtnkit.progress import SILENT, Progress
-from dtnkit.sweep import estimate, servers, store
+from dtnkit.sweep import estimate, servers, store, tuning
 from dtnkit.sweep.grid import Grid, Point, registry_tool
 from dtnkit.units import counted, format_rate
 
@@ -369,8 +369,6 @@ class Sweep:
         if point.profile is None:
             yield
             return
-        from dtnkit.sweep import tuning
-
         with tuning.applied(point.profile, [h.netns for h in hosts], self.opts.state_dir,
                             f"sweep-{self.opts.name}", rtt_ms=point.rtt_ms):
             yield
@@ -381,8 +379,6 @@ class Sweep:
         point that applies it)."""
         if point.profile in self.tuning_cache:
             return self.tuning_cache[point.profile]
-        from dtnkit.sweep import tuning
-
         doc = {"dst": tuning.live(client.netns),
                "src": tuning.live(origin.netns) if origin is not None else None}
         self.tuning_cache[point.profile] = doc

@@ -49,7 +49,7 @@ from dtnkit.errors import BadInput, DtnkitError, ToolMissing
 from dtnkit.host import process
 from dtnkit.lab.path import LabHost
 from dtnkit.measure.probes.load import SERVER_KINDS, Origin
-from dtnkit.sweep import cgroups
+from dtnkit.sweep import cgroups, ports
 
 XROOTD_USER = "xrootd"
 HTTP_TPC_LIB = "libXrdHttpTPC-5.so"
@@ -297,10 +297,7 @@ def _tail(path: Path, lines: int) -> str:
 def free_ports(host: LabHost, count: int) -> list[int]:
     """``count`` distinct ports the kernel picks in the host's namespace (held together, then
     released: the namespace is the lab's own, so nothing else takes them meanwhile)."""
-    code = (f"import socket\nss = [socket.socket() for _ in range({count})]\n"
-            "for s in ss: s.bind(('0.0.0.0', 0))\n"
-            "print(' '.join(str(s.getsockname()[1]) for s in ss))\n")
-    out = host.run([sys.executable, "-I", "-S", "-c", code], timeout=30).stdout.split()
+    out = host.run(ports.command(count), timeout=30).stdout.split()
     return [int(p) for p in out]
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import array
 import functools
+import hashlib
 import sys
 import zlib
 from collections.abc import Callable, Iterable, Sequence
@@ -109,11 +110,10 @@ _crc32c_chosen: list[tuple[_Crc32cFn, str]] = []
 
 def _crc32c_impl() -> tuple[_Crc32cFn, str]:
     """The CRC-32C function and its backend's name, chosen at the first use: the crc32c
-    package costs ~30 ms of start-up (it imports importlib.metadata), which a copy that never
-    computes a crc32c should not pay."""
+    package when it is installed and works on this CPU, else :func:`crc32c_python`."""
     if not _crc32c_chosen:
         try:
-            import crc32c as pkg
+            import crc32c as pkg  # optional: a C extension absent on some installs
         except ImportError:  # pragma: no cover - exercised in a subprocess by the tests
             _crc32c_chosen.append((crc32c_python, "python"))
         else:
@@ -368,25 +368,16 @@ class Algorithm:
         return frozenset({self.name, self.rfc3230.lower(), self.rfc9530.lower(), *self.aliases})
 
 
-# hashlib loads OpenSSL's libcrypto (~4 ms): imported by the first md5/sha*, not at start-up
-
-
 def _md5() -> Checksum:
-    import hashlib
-
     # usedforsecurity=False: an integrity check, allowed on FIPS-mode hosts too
     return hashlib.md5(usedforsecurity=False)
 
 
 def _sha256() -> Checksum:
-    import hashlib
-
     return hashlib.sha256()
 
 
 def _sha512() -> Checksum:
-    import hashlib
-
     return hashlib.sha512()
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import ctypes
 import errno
 import os
 import stat
@@ -242,8 +243,7 @@ def make_dirs(path: Path, mode: int = 0o777) -> int:
 _RENAME_NOREPLACE = 1  # linux/fs.h
 _AT_FDCWD = -100
 _UNSET = object()
-#: the C library's renameat2 (None: it has none), looked up by the first rename_noreplace:
-#: ctypes costs ~2 ms of start-up, which `cp -f` and uploads never need
+#: the C library's renameat2 (None: it has none), looked up by the first rename_noreplace
 _renameat2: Any = _UNSET
 
 
@@ -255,8 +255,6 @@ def rename_noreplace(src: Path | str, dst: Path | str, *, src_dir_fd: int | None
     ``renameat2(RENAME_NOREPLACE)``; where the filesystem or the C library lacks it, a hard
     link (which fails with EEXIST just as atomically) and the unlink of *src*."""
     global _renameat2
-    import ctypes
-
     if _renameat2 is _UNSET:
         _renameat2 = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
     if _renameat2 is not None:

@@ -21,6 +21,7 @@ Errors are the :class:`OSError` of the failing call; the caller says what it mea
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import functools
 import os
@@ -77,11 +78,7 @@ _probed: bool | None = None
 
 @functools.cache
 def _openat2_parts() -> tuple[Callable[..., int], type]:
-    """libc's ``syscall`` and ``struct open_how``, made at the first ``openat2``: ctypes
-    costs ~2 ms of start-up, which a `dtnkit cp` that never opens a file under a served
-    root (-f, uploads) should not pay."""
-    import ctypes
-
+    """libc's ``syscall`` and ``struct open_how``, made at the first ``openat2``."""
     class OpenHow(ctypes.Structure):
         _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64),
                     ("resolve", ctypes.c_uint64)]
@@ -95,8 +92,6 @@ RETRIES = 64  # EAGAIN: a rename raced the lookup; retried this often, then refu
 
 
 def _raw_openat2(dirfd: int, rel: bytes, flags: int, mode: int) -> int:
-    import ctypes  # loaded by _openat2_parts
-
     syscall, open_how = _openat2_parts()
     how = open_how(flags, mode, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)
     tries = 0

@@ -369,11 +369,15 @@ def gfal_error(out: str, *, source: str, destination: str) -> str:
 # --------------------------------------------------------------------------- gfal-copy
 
 
+#: the script a candidate Python runs to show it can import gfal2
+GFAL2_IMPORTABLE = Path(__file__).with_name("gfal2_importable.py")
+
+
 def gfal_python() -> str | None:
     """A python that can ``import gfal2`` (the gfal-copy script needs one)."""
     for candidate in (os.environ.get("GFAL_PYTHONBIN"), "/usr/bin/python3", "python3"):
         exe = shutil.which(candidate) if candidate else None
-        if exe and process.run([exe, "-c", "import gfal2"], text=False,
+        if exe and process.run([exe, str(GFAL2_IMPORTABLE)], text=False,
                                timeout=60).returncode == 0:
             return exe
     return None

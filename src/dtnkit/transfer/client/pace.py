@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from dtnkit.transfer.client import flowlabel
 from dtnkit.transfer.client.errors import DeadlinePassed, TooSlow
 from dtnkit.transfer.client.request import CopyRun
 
@@ -190,8 +191,6 @@ def open_socket(host: str, port: int, timeout: float | None,
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
             sock.settimeout(timeout)
             if scitag is not None and family == socket.AF_INET6:
-                from dtnkit.transfer.client import flowlabel  # a copy with a SciTags tag
-
                 sock.connect(flowlabel.prepare(sock, address, scitag))
             else:
                 sock.connect(address)

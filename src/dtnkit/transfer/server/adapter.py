@@ -32,10 +32,12 @@ from typing import TextIO
 
 from dtnkit import __version__
 from dtnkit.errors import BadInput, DtnkitError
+from dtnkit.host.host import Host
 from dtnkit.transfer import files, paths
 from dtnkit.transfer import pipeline as pl
 from dtnkit.transfer import tokens as tokmod
-from dtnkit.transfer.server import access, conn, flows, http11, routes
+from dtnkit.transfer.client import autostreams
+from dtnkit.transfer.server import access, accesslog, conn, flows, http11, routes
 from dtnkit.transfer.server.config import (
     DEFAULT_EXPIRY,
     Counters,
@@ -47,8 +49,10 @@ from dtnkit.transfer.server.errors import BodyError, HttpError, printable
 from dtnkit.transfer.server.exchange import FileLike, HeaderList, Services, Sink
 from dtnkit.transfer.server.janitor import Janitor
 from dtnkit.transfer.server.limits import Limits
+from dtnkit.transfer.server.metrics import exposition
 from dtnkit.transfer.server.registry import Registry
 from dtnkit.transfer.server.tpc_allow import AllowList
+from dtnkit.transfer.wire.exposition import CONTENT_TYPE
 
 BLOCK = 8 * 2**20  # chunked-body buffer
 RECV_BLOCK = 2**20  # PUT receive buffer (Content-Length bodies)
@@ -113,9 +117,6 @@ class HttpServer:
 
 def link_bytes_rate(address: str) -> float | None:
     """Bytes/s of the link *address* is reached through (None: unknown)."""
-    from dtnkit.host.host import Host
-    from dtnkit.transfer.client import autostreams
-
     found = autostreams.link_rate(Host.live(), address)
     return found[0] / 8 if found is not None else None
 
@@ -221,15 +222,12 @@ class RequestHandler:
 
     def _metrics(self) -> None:
         """``GET /metrics``: the mover's series (a read token unless --metrics-anonymous)."""
-        from dtnkit.transfer.server import metrics
-        from dtnkit.transfer.wire.exposition import CONTENT_TYPE
-
         if not self.server.config.metrics_anonymous:  # the head decides, before any body
             access.authorize(self.server.config, self.headers.get("Authorization"), "read",
                              f"{self.command} /metrics")
         if self.body_pending():
             self.discard_body()
-        body = metrics.exposition(self.server.flows, self.server.counters).encode()
+        body = exposition(self.server.flows, self.server.counters).encode()
         self.send_bytes(200, [("Content-Type", CONTENT_TYPE)], body,
                         head=self.command == "HEAD")
 
@@ -276,8 +274,6 @@ class RequestHandler:
 
     def _access_log(self) -> None:
         """One Combined Log Format line (``accesslog``): no token, no query string."""
-        from dtnkit.transfer.server import accesslog
-
         self.server.counters.add("requests", 1)
         request = self.request
         headers = request.headers if request is not None else None

@@ -17,10 +17,12 @@ non-blocking UDP socket); a send that fails is counted, not raised.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import queue
 import socket
 import struct
+import termios
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -69,9 +71,6 @@ def tcp_bytes(sock: socket.socket) -> tuple[int, int]:
 
 def queued(sock: socket.socket) -> int:
     """Bytes received by the kernel and not yet read from *sock* (``FIONREAD``)."""
-    import fcntl
-    import termios
-
     try:
         raw = fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0\0\0\0")
     except (OSError, ValueError):

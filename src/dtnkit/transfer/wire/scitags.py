@@ -15,6 +15,7 @@ firefly datagram (https://www.scitags.org).
 
 from __future__ import annotations
 
+import datetime
 import json
 from dataclasses import dataclass
 
@@ -239,9 +240,7 @@ class Flow:
 
 def iso(epoch: float) -> str:
     """*epoch* as the UTC time fireflies carry: ``2021-09-07T22:22:21.998202+00:00``."""
-    import datetime as dt
-
-    return dt.datetime.fromtimestamp(epoch, dt.UTC).isoformat(timespec="microseconds")
+    return datetime.datetime.fromtimestamp(epoch, datetime.UTC).isoformat(timespec="microseconds")
 
 
 def firefly(state: str, flow: Flow, value: int, *, start: float, end: float | None = None,
