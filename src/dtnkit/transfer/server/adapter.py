@@ -32,9 +32,7 @@ from typing import TextIO
 
 from dtnkit import __version__
 from dtnkit.errors import BadInput, DtnkitError
-from dtnkit.transfer import files, paths
-from dtnkit.transfer import pipeline as pl
-from dtnkit.transfer import tokens as tokmod
+from dtnkit.transfer import files, paths, pipeline
 from dtnkit.transfer.server import access, conn, flows, http11, routes
 from dtnkit.transfer.server.config import (
     DEFAULT_EXPIRY,
@@ -49,6 +47,7 @@ from dtnkit.transfer.server.janitor import Janitor
 from dtnkit.transfer.server.limits import Limits
 from dtnkit.transfer.server.registry import Registry
 from dtnkit.transfer.server.tpc_allow import AllowList
+from dtnkit.transfer.tokens import TokenStore, load
 
 BLOCK = 8 * 2**20  # chunked-body buffer
 RECV_BLOCK = 2**20  # PUT receive buffer (Content-Length bodies)
@@ -555,7 +554,7 @@ class RequestHandler:
 
     def _send_tls(self, fd: int, start: int, count: int) -> int:
         sent = 0
-        for view in pl.read_chunks(fd, start, count, TLS_BLOCK):
+        for view in pipeline.read_chunks(fd, start, count, TLS_BLOCK):
             self.connection.sendall(view)
             sent += len(view)
         return sent
@@ -689,7 +688,7 @@ class ServerHandle:
 
 def start_server(root: str | Path, *, host: str = "127.0.0.1", port: int = 0,
                  tls: TlsSpec | None = None,
-                 tokens: tokmod.TokenStore | str | Path | None = None,
+                 tokens: TokenStore | str | Path | None = None,
                  anonymous_read: bool = False, quiet: bool = False,
                  log: TextIO | None = None, marker_interval: float = 5.0,
                  ca_file: str | Path | None = None, ca_dir: str | Path | None = None,
@@ -721,7 +720,7 @@ def start_server(root: str | Path, *, host: str = "127.0.0.1", port: int = 0,
     root_path = Path(root)
     if not root_path.is_dir():
         raise BadInput(f"root {root_path}", "is not a directory", "pass an existing directory")
-    store = tokmod.load(Path(tokens)) if isinstance(tokens, (str, Path)) else tokens
+    store = load(Path(tokens)) if isinstance(tokens, (str, Path)) else tokens
     if store is None and not anonymous_read:
         raise BadInput("no access", "without a token file and without anonymous read, every "
                        "request would be refused", "pass --tokens FILE, --anonymous-read, or both")
