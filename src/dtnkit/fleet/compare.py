@@ -19,6 +19,7 @@ from typing import Any
 from dtnkit.errors import BadInput, ExitStatus
 from dtnkit.fleet.load import Campaign, Experiment, HostAudit, Loaded, Skipped
 from dtnkit.tune.profile import GROUPS
+from dtnkit.tune.status import NOT_COMPLIANT, AuditStatus
 from dtnkit.units import counted
 
 REPORT_SCHEMA = "dtnkit.fleet-report/1"
@@ -48,7 +49,7 @@ class Item:
     key: str
     device: str | None
     group: str
-    status: str
+    status: AuditStatus
     current: Any
     recommended: Any
     why: str
@@ -66,7 +67,7 @@ class HostView:
 
     @property
     def against_profile(self) -> list[Item]:
-        return [i for i in self.items.values() if i.status in ("differs", "unknown")]
+        return [i for i in self.items.values() if i.status in NOT_COMPLIANT]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -216,15 +217,16 @@ def group_state(items: Sequence[Item]) -> GroupState:
     statuses = Counter(i.status for i in items)
     if not items:
         state = "not audited"
-    elif statuses["differs"]:
+    elif statuses[AuditStatus.DIFFERS]:
         state = "differs"
-    elif statuses["unknown"]:
+    elif statuses[AuditStatus.UNKNOWN]:
         state = "unknown"
-    elif statuses["ok"]:
+    elif statuses[AuditStatus.OK]:
         state = "ok"
     else:
         state = "n/a"  # only unsupported or host-scope items: nothing to judge here
-    return GroupState(state, len(items), statuses["differs"], statuses["unknown"])
+    return GroupState(state, len(items), statuses[AuditStatus.DIFFERS],
+                      statuses[AuditStatus.UNKNOWN])
 
 
 def view(audit: HostAudit, groups: Sequence[str]) -> HostView:

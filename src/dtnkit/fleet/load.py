@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from dtnkit.errors import BadInput
+from dtnkit.tune.status import NOT_COMPLIANT, AuditStatus
 
 AUDIT_SUFFIX = ".audit.json"
 EXPERIMENT_SUFFIX = ".experiment.json"
@@ -44,7 +45,6 @@ CAMPAIGN_SCHEMA = "dtnkit.campaign/1"
 MAX_FILE_BYTES = 4 * 2**20
 #: most documents read from one directory (past it, the directory is refused)
 MAX_FILES = 10_000
-STATUSES = ("ok", "differs", "unsupported", "unknown", "host-scope")
 VERDICTS = ("helps", "neutral", "harmful", "gated")
 CAMPAIGN_STATUSES = ("done", "failed", "running")
 
@@ -82,7 +82,10 @@ class Skipped:
 
 
 @dataclasses.dataclass(frozen=True)
-class Finding:
+class ReportedFinding:
+    """One audited item as a host's audit document reports it (the fields a fleet report
+    compares), not the live :class:`~dtnkit.tune.audit.Finding` that made it."""
+
     group: str
     key: str
     label: str
@@ -90,7 +93,7 @@ class Finding:
     device: str | None
     current: Any
     recommended: Any
-    status: str
+    status: AuditStatus
     why: str
 
 
@@ -105,12 +108,12 @@ class HostAudit:
     rtt_ms: float | None
     claimed_compliant: bool
     devices: tuple[str, ...]
-    findings: tuple[Finding, ...]
+    findings: tuple[ReportedFinding, ...]
 
     @property
     def compliant(self) -> bool:
         """Judged from the findings, as `tune audit` does (nothing differs or is unknown)."""
-        return not any(f.status in ("differs", "unknown") for f in self.findings)
+        return not any(f.status in NOT_COMPLIANT for f in self.findings)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -306,12 +309,13 @@ def audit_from(doc: Any, name: str, file: str) -> HostAudit:
 
     findings = []
     for f in d.objects("findings"):
-        findings.append(Finding(
+        findings.append(ReportedFinding(
             group=f.name("group"), key=f.name("key"), label=f.text("label", required=False)
             or "", scope=f.text("scope", required=False) or "",
             device=f.text("device", required=False, null=True),
             current=typed(f.doc.get("current")), recommended=typed(f.doc.get("recommended")),
-            status=f.one_of("status", STATUSES), why=f.text("why", required=False) or ""))
+            status=AuditStatus(f.one_of("status", list(AuditStatus))),
+            why=f.text("why", required=False) or ""))
     devices = []
     for i in d.objects("interfaces", required=False):
         dev = i.text("device", required=False)

@@ -13,6 +13,7 @@ from typing import Any
 
 from dtnkit.host.facts import Environment, Interface, KernelCaps
 from dtnkit.tune.profile import ItemSpec, Profile
+from dtnkit.tune.status import AuditStatus
 
 
 def nominal_ram(mem_total: int) -> int:
@@ -41,7 +42,7 @@ class Want:
 
 @dataclass(frozen=True, slots=True)
 class NoWant:
-    status: str  # "unsupported" or "unknown"
+    status: AuditStatus  # UNSUPPORTED or UNKNOWN
     why: str
     give: str = ""  # for "unknown": the option that would decide it, e.g. "--speed"
 

@@ -17,6 +17,7 @@ from dtnkit.tune.kinds.base import (
     check_int,
 )
 from dtnkit.tune.profile import ItemSpec
+from dtnkit.tune.status import AuditStatus
 
 IPV6_MIN_MTU = 1280
 
@@ -70,6 +71,6 @@ class LinkTunable(DeviceTunable, CommandTunable):
             return super().literal(ctx, host, spec, mode)
         iface = ctx.ifaces.get(str(self.device))
         if iface and iface.max_mtu is not None and iface.max_mtu < int(spec.value):
-            return NoWant("unsupported", f"the NIC's largest MTU is {iface.max_mtu}")
+            return NoWant(AuditStatus.UNSUPPORTED, f"the NIC's largest MTU is {iface.max_mtu}")
         return Want(spec.value, mode,
                     "applied only with --mtu; the whole path must carry jumbo frames")
