@@ -37,16 +37,16 @@ def checklist(env: Environment, peer: str | None, perfsonar: str | None, judging
     a host cannot see), 3 when any item fails.
     """
     from dtnkit.cli.tune import make_host
-    from dtnkit.diagnose import checklist as core
+    from dtnkit.diagnose.checklist import Options, run_checklist
     from dtnkit.diagnose.sitecfg import check_url, parse_peer
 
-    opts = core.Options(
+    opts = Options(
         peer=parse_peer(peer) if peer is not None else None,
         perfsonar=check_url(perfsonar) if perfsonar is not None else None,
     )
     prof = judging.load_profile()
     host = make_host(judging.netns, judging.tree, read_only=True)
-    result = core.run_checklist(host, judging, opts, profile=prof)
+    result = run_checklist(host, judging, opts, profile=prof)
     emit(env, result.as_dict(), fmt, lambda p: _table(p, result))
     return int(ExitStatus.OK if result.ok else ExitStatus.DRIFT)
 

@@ -12,6 +12,7 @@ from dtnkit.host.facts import Unavailable
 from dtnkit.host.host import Host
 from dtnkit.host.parsers.ethtool import parse_ethtool_features_json, parse_ethtool_features_text
 from dtnkit.tune.keys import typed
+from dtnkit.tune.status import AuditStatus
 from dtnkit.units import format_bytes
 
 ONE_GIB = 1 << 30
@@ -33,9 +34,9 @@ def _tuned(item: Item, f: Facts) -> None:
     for group, counts in groups.items():
         item.saw(f"tune audit --group {group}",
                  ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
-        if counts.get("differs"):
+        if counts.get(AuditStatus.DIFFERS):
             bad.append(group)
-        elif counts.get("unknown"):
+        elif counts.get(AuditStatus.UNKNOWN):
             unknown.append(group)
     ok = len(groups) - len(bad) - len(unknown)
     item.summary = (f"{ok} of {len(groups)} groups comply (profile {audit.profile.name}, "
