@@ -23,9 +23,9 @@ from dtnkit.units import (
 
 
 def _lab() -> Any:
-    from dtnkit.lab import path as lab_path
+    from dtnkit.lab import path
 
-    return lab_path
+    return path
 
 
 @click.group()

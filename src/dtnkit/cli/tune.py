@@ -28,7 +28,7 @@ from dtnkit.tune.judging import Judging
 from dtnkit.tune.profile import USER_PROFILE_DIR, load_profile, shipped_names
 
 if TYPE_CHECKING:
-    from dtnkit.tune import apply as apply_mod
+    from dtnkit.tune import apply
 
 #: the longest --wait for the lock of apply and restore
 MAX_WAIT_S = 600.0
@@ -233,7 +233,7 @@ def apply_cmd(env: Environment, groups: tuple[str, ...], judging: Judging, state
     when done, 16 when some items could not be decided (the plan says what to give, e.g.
     --speed), 4 or 5 when a write failed.
     """
-    from dtnkit.tune import apply as apply_mod  # apply's modules: not loaded by audit
+    from dtnkit.tune import apply  # apply's modules: not loaded by audit
     from dtnkit.tune.snapshot import Store
 
     if experiment_id is not None:
@@ -259,7 +259,7 @@ def apply_cmd(env: Environment, groups: tuple[str, ...], judging: Judging, state
 
     def hints(result: Any) -> dict[str, Any]:
         """What could not be decided, and the commands that go on from here."""
-        undecided = apply_mod.undecided(result)
+        undecided = apply.undecided(result)
         gives = [g for g in dict.fromkeys(u["give"] for u in undecided) if g]
         again = judging.command("tune", "apply", "--dry-run",
                                 extra=[*_group_flags(groups),
@@ -269,8 +269,8 @@ def apply_cmd(env: Environment, groups: tuple[str, ...], judging: Judging, state
 
     if dry_run:
         result = read(host)
-        steps = apply_mod.plan(result, on_request)
-        skipped = apply_mod.skipped_on_request(result, on_request)
+        steps = apply.plan(result, on_request)
+        skipped = apply.skipped_on_request(result, on_request)
         more = hints(result)
         go = judging.command("tune", "apply", extra=_group_flags(groups)) if steps else None
         emit(env, {"dry_run": True, "plan": [s.as_dict() for s in steps],
@@ -282,21 +282,21 @@ def apply_cmd(env: Environment, groups: tuple[str, ...], judging: Judging, state
     store = Store(state_dir)
     person = for_people(env, fmt)
 
-    def show_plan(result: Any, steps: list[apply_mod.Step]) -> None:
+    def show_plan(result: Any, steps: list[apply.Step]) -> None:
         if person is not None:
-            skipped = apply_mod.skipped_on_request(result, on_request)
+            skipped = apply.skipped_on_request(result, on_request)
             _render().plan(person.console, steps, skipped, dry_run=False,
                            allow_unsafe=allow_unsafe)
 
     # read, plan, baseline, write and verify all happen under the namespace's lock
     with _state_errors(state_dir, "cannot save the baseline or take the lock"):
-        out = apply_mod.apply(host, read, store, on_request=on_request, do_persist=persist,
+        out = apply.apply(host, read, store, on_request=on_request, do_persist=persist,
                               label=label, progress=_progress(person), wait_s=wait_s,
                               on_wait=_waiting(env), on_plan=show_plan,
                               allow_unsafe=allow_unsafe)
     assert out.audit is not None
     result = out.audit
-    skipped = apply_mod.skipped_on_request(result, on_request)
+    skipped = apply.skipped_on_request(result, on_request)
     skipped_keys = [f.key for f in skipped]
     more = hints(result)
     done = ExitStatus.UNDECIDED if more["undecided"] else ExitStatus.OK
@@ -331,19 +331,19 @@ def from_experiment(judging: Judging, spec: dict[str, Any]) -> Judging:
         exact=exact if isinstance(exact, bool) else judging.exact)
 
 
-def _progress(person: Printer | None) -> Callable[[apply_mod.Step], None] | None:
+def _progress(person: Printer | None) -> Callable[[apply.Step], None] | None:
     """A tick per verified step, for people only."""
     if person is None:
         return None
     con = person.console
 
-    def step_done(step: apply_mod.Step) -> None:
+    def step_done(step: apply.Step) -> None:
         _render().step_done(con, step)
 
     return step_done
 
 
-def _outcome_status(out: apply_mod.Outcome) -> int:
+def _outcome_status(out: apply.Outcome) -> int:
     if out.ok:
         return int(ExitStatus.OK)
     if out.error is not None and out.error.status == ExitStatus.INTERRUPTED:
@@ -361,11 +361,11 @@ def _outcome_status(out: apply_mod.Outcome) -> int:
 def save(env: Environment,
          label: str, netns: str | None, tree: Path | None, state_dir: Path, fmt: str) -> int:
     """Save every restorable setting to a snapshot."""
-    from dtnkit.tune import apply as apply_mod  # apply's modules: not loaded by audit
+    from dtnkit.tune import apply  # apply's modules: not loaded by audit
     from dtnkit.tune.snapshot import Store, new_snapshot
 
     host = make_host(netns, tree, read_only=True)
-    snap = new_snapshot(host, apply_mod.live_values(host), label, "manual")
+    snap = new_snapshot(host, apply.live_values(host), label, "manual")
     path = Store(state_dir).save(snap)
     emit(env, {"id": snap.id, "path": str(path), "values": len(snap.values)}, fmt,
          lambda p: _render().saved(p.console, snap, path),
@@ -492,8 +492,10 @@ def diff_cmd(env: Environment,
     A and B are snapshot names, snapshot files (another host's) or sysctl.conf files.
     Exit 0 when equal, 3 when they differ.
     """
-    from dtnkit.tune import apply as apply_mod  # apply's modules: not loaded by audit
-    from dtnkit.tune import pairing
+    from dtnkit.tune import (
+        apply,  # apply's modules: not loaded by audit
+        pairing,
+    )
     from dtnkit.tune.keys import device_of, group_of, typed, unit_of, with_device
     from dtnkit.tune.snapshot import Store, diff, load_side, scope_here
 
@@ -503,7 +505,7 @@ def diff_cmd(env: Environment,
         host = make_host(netns, tree, read_only=True)
         name_a, values_a, host_a = load_side(a, store, scope_here(host))
         _same_namespace(name_a, host_a, host)
-        name_b, values_b = host.label, apply_mod.live_values(host)
+        name_b, values_b = host.label, apply.live_values(host)
         roles_b = pairing.interface_roles(host, pairing.devices(values_b))
     else:
         name_a, values_a, host_a = load_side(a, store)
@@ -549,7 +551,7 @@ def restore_cmd(env: Environment,
                 snapshot: str | None, netns: str | None, tree: Path | None, state_dir: Path,
                 fmt: str, dry_run: bool, allow_unsafe: tuple[str, ...], wait: str) -> int:
     """Put back a snapshot's exact values (default: the baseline of the last apply)."""
-    from dtnkit.tune import apply as apply_mod  # apply's modules: not loaded by audit
+    from dtnkit.tune import apply  # apply's modules: not loaded by audit
     from dtnkit.tune.snapshot import Store, scope_here
 
     wait_s = parse_wait(wait)
@@ -563,14 +565,14 @@ def restore_cmd(env: Environment,
 
     ctx = build_context(host, load_profile("dtn", ()))
     if dry_run:
-        steps, skipped, missing = apply_mod.restore_plan(host, snap, ctx)
+        steps, skipped, missing = apply.restore_plan(host, snap, ctx)
         emit(env, {"dry_run": True, "snapshot": snap.id, "plan": [s.as_dict() for s in steps],
                    "skipped": skipped, "not_restored": missing}, fmt,
              lambda p: _render().restore_plan(p.console, steps, skipped, missing,
                                               allow_unsafe=allow_unsafe))
         return 0
     with _state_errors(state_dir, "cannot take the lock"):
-        out = apply_mod.restore(host, snap, store, ctx,
+        out = apply.restore(host, snap, store, ctx,
                                 progress=_progress(for_people(env, fmt)),
                                 wait_s=wait_s, on_wait=_waiting(env),
                                 allow_unsafe=allow_unsafe)

@@ -28,7 +28,7 @@ from dtnkit.measure.registry import run_probe
 from dtnkit.measure.result import iso_utc
 from dtnkit.measure.store import ResultStore
 from dtnkit.measure.tool import Context, ProbeSpec
-from dtnkit.tune import apply as apply_mod
+from dtnkit.tune import apply
 from dtnkit.tune.audit import build_context, check_groups
 from dtnkit.tune.judging import Judging
 from dtnkit.tune.profile import Profile
@@ -97,7 +97,7 @@ class Runs:
 def live_tuning(host: Host) -> dict[str, Any] | None:
     """The tuning live during a probe, recorded with its result; None if unreadable."""
     try:
-        return apply_mod.live_values(host)
+        return apply.live_values(host)
     except DtnkitError:  # recording the tuning must never lose a measurement
         return None
 
@@ -177,10 +177,10 @@ def run_experiment(
             try:
                 for h in hosts:
                     audit = spec.judging.audit(h, profile, [group])
-                    if not apply_mod.plan(audit):
+                    if not apply.plan(audit):
                         continue
                     # apply audits again under the lock: the plan above may be stale by then
-                    out = apply_mod.apply(h, partial(spec.judging.audit, profile=profile,
+                    out = apply.apply(h, partial(spec.judging.audit, profile=profile,
                                                      groups=[group]),
                                           snaps, label=f"{exp_id} {group}")
                     if out.baseline:
@@ -199,7 +199,7 @@ def run_experiment(
                 for h, snap_id in reversed(baselines):
                     ctx = build_context(h, profile, rtt_ms=spec.rtt_ms,
                                         speed_mbps=spec.judging.speed_mbps)
-                    back = apply_mod.restore(h, snaps.load(snap_id), snaps, ctx)
+                    back = apply.restore(h, snaps.load(snap_id), snaps, ctx)
                     if back.ok:
                         snaps.remove(snap_id)
                     else:
