@@ -204,7 +204,8 @@ def test_file_from_before_versions_upgrades_in_place(tmp_path: Path) -> None:
     with sqlite3.connect(db) as raw:
         versions = [r[0] for r in raw.execute("SELECT version FROM schema_version")]
         cols = {r[1] for r in raw.execute("PRAGMA table_info(results)")}
-    assert versions == [1, 2] and {"origin", "origin_id", "origin_host"} <= cols
+    assert versions == [m.version for m in migrations.MIGRATIONS] and {
+        "origin", "origin_id", "origin_host"} <= cols
 
 
 # ---------------------------------------------------------------- push

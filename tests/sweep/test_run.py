@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -74,6 +75,26 @@ def test_small_grid_runs_end_to_end_and_is_stored(environment: Environment) -> N
     assert main(["sweep", "list", "--format", "json"], environment) == 0
     runs = json.loads(taken(environment.stdout))
     assert [(r["name"], r["points_ok"]) for r in runs] == [("ci", 6)]
+
+
+def test_two_runs_of_one_name_keep_their_files_apart(environment: Environment) -> None:
+    """Another run of the same name (another user's store, a campaign beside a test) has its
+    files under /dev/shm: this run neither trips on them nor removes them."""
+    run_name = f"same{secrets.token_hex(3)}"
+    other = Path("/dev/shm") / f"dtnkit-sweep-{run_name}"
+    (other / "servers" / "0").mkdir(parents=True)
+    keep = other / "servers" / "0" / "kept"
+    keep.write_text("the other run's file")
+    try:
+        code = main(["sweep", "run", "rtt=5ms", "streams=1", "tool=iperf3", "duration=1s",
+                     "sample_interval=250ms", "--name", run_name, "--lab", _lab_name(),
+                     "--format", "json"], environment)
+        doc = json.loads(taken(environment.stdout))
+        assert code == 0 and doc["ok"] == 1, (doc, taken(environment.stderr))
+        assert keep.read_text() == "the other run's file"
+        assert not [p for p in Path("/dev/shm").glob(f"dtnkit-sweep-{run_name}-*")]
+    finally:
+        shutil.rmtree(other, ignore_errors=True)
 
 
 def test_a_failing_point_is_recorded_and_the_sweep_goes_on(environment: Environment,

@@ -78,7 +78,8 @@ def _grid(words: tuple[str, ...]) -> tuple[Any, str, str]:
               show_default=True, help="The delay backend of a lab path the sweep builds.")
 @click.option("--workdir", type=click.Path(path_type=Path), default=None,
               help="Where source files and per-point files go (removed at the end) "
-                   "[default: /dev/shm/dtnkit-sweep-NAME, else under --state-dir].")
+                   "[default: /dev/shm/dtnkit-sweep-NAME-RANDOM, one per run, else under "
+                   "--state-dir].")
 @db_option(show_default="/var/lib/dtnkit/results.sqlite or $DTNKIT_DB",
            help="The results store (SQLite).")
 @state_dir_option(help="dtnkit's state (profile snapshots of the points).")

@@ -262,8 +262,8 @@ class CpuQuota:
         for path in self.paths:
             if path.exists():
                 raise BadInput(f"the cgroup {path} already exists",
-                               "another sweep (or a killed one) uses this name",
-                               f"remove_leftovers({name.split('-')[0]!r}) or rmdir it")
+                               "another run (or a killed one) uses this name",
+                               f"if `cat {path}/cgroup.procs` lists nothing, `rmdir {path}`")
         made: list[Path] = []
         try:
             for path in self.paths:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import math
 import os
 import platform
@@ -104,11 +103,12 @@ class SweepSummary:
 
 def default_workdir(name: str, state_dir: Path) -> Path:
     """tmpfs when the machine has it (storage then never limits a point), else the state
-    directory."""
+    directory; one directory per run (``dtnkit-sweep-NAME-RANDOM``), so two runs of one name
+    (two users, two stores, a test beside a campaign) never share or remove each other's
+    files."""
     shm = Path("/dev/shm")
-    if shm.is_dir() and os.access(shm, os.W_OK):
-        return shm / f"dtnkit-sweep-{name}"
-    return state_dir / "sweep" / name
+    base = shm if shm.is_dir() and os.access(shm, os.W_OK) else state_dir / "sweep"
+    return base / f"dtnkit-sweep-{name}-{secrets.token_hex(8)}"
 
 
 def tool_version(argv: Sequence[str]) -> str:
@@ -165,8 +165,9 @@ class Sweep:
         self._pki: servers.Pki | None = None
         self._starts = 0
         self.token = secrets.token_hex(16)
-        # cgroups are named dtnkit-PREFIX-oI: a prefix of this run's own
-        self.cgroup_prefix = "sw" + hashlib.sha256(opts.name.encode()).hexdigest()[:10]
+        # cgroups are named dtnkit-PREFIX-oI: a prefix of this run's own, so a run of the
+        # same name elsewhere (or one killed before it could remove its cgroups) is not met
+        self.cgroup_prefix = "sw" + secrets.token_hex(5)
         self.tuning_cache: dict[str | None, dict[str, Any]] = {}
 
     # ---- files ----
@@ -542,7 +543,7 @@ class Sweep:
             self.progress.step(f"  note: {note}")
         interrupted = completed = False
         try:
-            opts.workdir.mkdir(parents=True, exist_ok=True)
+            opts.workdir.mkdir(mode=0o700, parents=True, exist_ok=True)
             first = True
             for k, point in enumerate(todo, 1):
                 eta = est.remaining(k - 1, time.monotonic() - t0) if k > 1 else None
