@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Generic, Protocol, TypeVar
 
 from dtnkit.transfer import checksum
+from dtnkit.transfer.checksum import Buffer
 
 VERIFY_MODES: tuple[str, ...] = ("none", "sequential", "file", "block")
 LEVELS: tuple[str, ...] = ("inflight", "durable", "ondisk")
@@ -37,8 +38,6 @@ BACKPRESSURE_WAIT = 30.0
 
 #: Filesystems whose pages cannot be dropped: a re-read comes from memory whatever we do.
 MEMORY_FILESYSTEMS = frozenset({"tmpfs", "ramfs", "devtmpfs", "hugetlbfs"})
-
-Buffer = bytes | bytearray | memoryview
 
 
 @dataclass(frozen=True, slots=True)

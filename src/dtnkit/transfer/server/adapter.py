@@ -45,7 +45,7 @@ from dtnkit.transfer.server.errors import BodyError, HttpError, printable
 from dtnkit.transfer.server.exchange import FileLike, HeaderList, Services, Sink
 from dtnkit.transfer.server.janitor import Janitor
 from dtnkit.transfer.server.limits import Limits
-from dtnkit.transfer.server.registry import Registry
+from dtnkit.transfer.server.registry import SessionRegistry
 from dtnkit.transfer.server.tpc_allow import AllowList
 from dtnkit.transfer.tokens import TokenStore, load
 
@@ -63,15 +63,15 @@ class HttpServer:
     """What the requests of one server share: configuration, services, the log, the hub."""
 
     def __init__(self, listener: socket.socket, config: ServerConfig,
-                 tls: ssl.SSLContext | None, limits: conn.Limits) -> None:
+                 tls: ssl.SSLContext | None, limits: conn.ConnLimits) -> None:
         self.config = config
         self.tls = tls
         self.limits = limits
         host, port = listener.getsockname()[:2]
         self.server_name = str(host)
         self.server_port = int(port)
-        self.uploads: Registry | None = (
-            Registry(config.root, config.upload_expiry) if config.upload_sessions else None)
+        self.uploads: SessionRegistry | None = (
+            SessionRegistry(config.root, config.upload_expiry) if config.upload_sessions else None)
         self.services = Services(config, files.ChecksumCache(), Counters(), self.uploads)
         self.janitor = Janitor(config.root, config.upload_expiry)  # part files left behind
         self.flows = flows.Flows(config.marking, config.capacity,
@@ -148,7 +148,7 @@ class RequestHandler:
         self.limits = server.limits
         self._pace: conn.Pace | None = None  # while a body is read
         self.scitag: int | None = None  # the request's SciTags tag (header or default)
-        self._stream: flows.Stream | None = None  # while a data request runs
+        self._stream: flows.ServedStream | None = None  # while a data request runs
 
     # --- one request ------------------------------------------------------------------------
 
@@ -227,7 +227,7 @@ class RequestHandler:
         self.send_bytes(200, [("Content-Type", CONTENT_TYPE)], body,
                         head=self.command == "HEAD")
 
-    def run(self, route: routes.Route) -> None:
+    def run(self, route: routes.HttpRoute) -> None:
         if self.command in flows.STREAM_METHODS:
             self._stream = self.server.flows.begin(self.connection, self.command,
                                                    self.client_address[0], self.log_target,
@@ -243,7 +243,7 @@ class RequestHandler:
         if self._stream is not None and self._stream.method != "COPY":
             self.server.flows.first_byte(self._stream)
 
-    def _run(self, route: routes.Route) -> None:
+    def _run(self, route: routes.HttpRoute) -> None:
         try:
             if route.drops_body and self.body_pending():
                 # the token is checked on the head: a client without one never gets a worker
@@ -587,7 +587,7 @@ class RequestHandler:
         self.close_connection = True
 
 
-def _dispatcher(route: routes.Route) -> Callable[[RequestHandler], None]:
+def _dispatcher(route: routes.HttpRoute) -> Callable[[RequestHandler], None]:
     def do(self: RequestHandler) -> None:
         self.run(route)
 
@@ -737,10 +737,10 @@ def start_server(root: str | Path, *, host: str = "127.0.0.1", port: int = 0,
     cap = conn.derive_cap(conn.raise_fd_limit(), conn.open_fds())
     if max_connections is not None:
         cap = max(1, min(cap, max_connections))
-    conn_limits = conn.Limits(max_connections=cap, max_per_client=max_connections_per_client,
-                              head_timeout=head_timeout,
-                              idle_timeout=idle_timeout, body_min_rate=body_min_rate,
-                              rate_window=rate_window)
+    conn_limits = conn.ConnLimits(max_connections=cap, max_per_client=max_connections_per_client,
+                                  head_timeout=head_timeout,
+                                  idle_timeout=idle_timeout, body_min_rate=body_min_rate,
+                                  rate_window=rate_window)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     try:
         listener = socket.socket(family, socket.SOCK_STREAM)

@@ -174,7 +174,7 @@ class ForwardingSession(Session):
 
 
 @dataclass
-class Job:
+class CopyJob:
     """One copy in its thread: bytes moved so far, cancel and done flags, the error."""
 
     total: int = 0
@@ -386,7 +386,7 @@ def handle_copy(ex: Exchange) -> None:
                           ca_file=config.ca_file, ca_dir=config.ca_dir,
                           overwrite=overwrite,  # Overwrite: F -> a push PUTs If-None-Match: *
                           scitag=ex.scitag)  # SciTag on the remote requests, the flow label
-    job = Job()
+    job = CopyJob()
     transfer = CopyRun.of(request, streams=auto, progress=job.progress)
     reach = Reach(config.tpc_allow)
     header = "Source" if pull else "Destination"
@@ -506,7 +506,7 @@ def unchecked(transfer: CopyRun) -> CopyRun:
     return replace(transfer, request=replace(transfer.request, verify=Verify.NONE))
 
 
-def pull_file(session: Session, url: Url, path: Path, transfer: CopyRun, job: Job,
+def pull_file(session: Session, url: Url, path: Path, transfer: CopyRun, job: CopyJob,
               ex: Exchange, *, overwrite: bool = True) -> None:
     """Download *url* to a part file next to *path*, then rename it over *path* (not over
     an existing file, whoever made it, unless *overwrite*).
@@ -559,7 +559,7 @@ def pull_file(session: Session, url: Url, path: Path, transfer: CopyRun, job: Jo
 
 
 def push_file(session: Session, path: Path, url: Url, transfer: CopyRun,
-              job: Job, reach: Reach, required: bool = True) -> None:
+              job: CopyJob, reach: Reach, required: bool = True) -> None:
     """PUT ``path`` to ``url``.  ``required``: the remote's digest must match (the upload
     fails when it offers none); otherwise it is compared only when the remote offers one.
     A failed or cancelled push removes the remote file only when this copy created it

@@ -244,7 +244,7 @@ class Fireflies:
         self._socks.clear()
 
 
-class Stream:
+class ServedStream:
     """One data request in progress (or just over)."""
 
     def __init__(self, sock: socket.socket, method: str, peer: str, path: str,
@@ -293,7 +293,7 @@ class Flows:
         self.link_rate = link_rate  # bytes/s of the link towards an address, or None
         self._link_cache: dict[str, float | None] = {}
         self.lock = threading.Lock()
-        self.active: set[Stream] = set()
+        self.active: set[ServedStream] = set()
         self.done_sent = 0
         self.done_received = 0
         self.streams_total = 0
@@ -310,14 +310,14 @@ class Flows:
         return value if value is not None else self.marking.default
 
     def begin(self, sock: socket.socket, method: str, peer: str, path: str,
-              tag: int | None, buffered: int = 0) -> Stream:
+              tag: int | None, buffered: int = 0) -> ServedStream:
         """A data request begins; *buffered*: bytes already read past its head."""
-        stream = Stream(sock, method, peer, path, tag, buffered)
+        stream = ServedStream(sock, method, peer, path, tag, buffered)
         with self.lock:
             self.active.add(stream)
         return stream
 
-    def first_byte(self, stream: Stream) -> None:
+    def first_byte(self, stream: ServedStream) -> None:
         """The stream's first body byte is moving: the start firefly."""
         if stream.started:
             return
@@ -329,7 +329,7 @@ class Flows:
             self.fireflies.post(functools.partial(scitags.firefly, "start", stream.flow, stream.tag,
                                                   start=stream.wall0), stream.flow.dst_ip)
 
-    def end(self, stream: Stream) -> None:
+    def end(self, stream: ServedStream) -> None:
         sent, received = stream.moved()
         stream.final = (sent, received)
         with self.lock:
@@ -346,7 +346,7 @@ class Flows:
                                                   received=received, sent=sent),
                                 stream.flow.dst_ip)
 
-    def capacity_for(self, streams: Iterable[Stream]) -> float | None:
+    def capacity_for(self, streams: Iterable[ServedStream]) -> float | None:
         """Bytes/s the streams share: --capacity, else the speed of the link towards the
         first stream's peer (cached per peer)."""
         if self.capacity is not None:

@@ -77,7 +77,7 @@ def part_token(ident: str) -> str:
     return hashlib.sha256(ident.encode()).hexdigest()[:16]
 
 
-class Registry:
+class SessionRegistry:
     """Open upload sessions of one server, with expiry and a janitor thread."""
 
     def __init__(self, root: Path, expiry: float = DEFAULT_EXPIRY) -> None:

@@ -24,7 +24,7 @@ and names the same path:
 * ``POST`` with ``Dtnkit-Upload: abort`` or ``DELETE <path>`` with the id -> ``204``.
 
 An unknown, expired, other path's or other token's id is 404 (nothing reveals that it exists).
-The sessions themselves are kept by :class:`~dtnkit.transfer.server.registry.Registry`.
+The sessions themselves are kept by :class:`~dtnkit.transfer.server.registry.SessionRegistry`.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from dtnkit.transfer import checksum, files, fsroot, pipeline
 from dtnkit.transfer.server import access, integrity, put
 from dtnkit.transfer.server.errors import HttpError, os_error, refuse_link, show
 from dtnkit.transfer.server.exchange import Exchange
-from dtnkit.transfer.server.registry import ReceivedRange, Registry, UploadSession
+from dtnkit.transfer.server.registry import ReceivedRange, SessionRegistry, UploadSession
 from dtnkit.transfer.wire import digests, ranges, upload
 from dtnkit.units import counted
 
@@ -52,7 +52,7 @@ def _owner(ex: Exchange) -> str:
     return access.principal(ex.headers.get("Authorization"))
 
 
-def _registry(ex: Exchange) -> Registry:
+def _registry(ex: Exchange) -> SessionRegistry:
     registry = ex.services.uploads
     if registry is None:
         raise HttpError(501, f"{ex.method} {ex.log_target}",
@@ -99,7 +99,7 @@ def handle_delete(ex: Exchange) -> None:
     ex.send_empty(204)
 
 
-def _start(ex: Exchange, registry: Registry, path: Path) -> None:
+def _start(ex: Exchange, registry: SessionRegistry, path: Path) -> None:
     root = ex.services.config.root
     where = show(path, root)
     value = (ex.headers.get(upload.LENGTH_HEADER) or "").strip()
@@ -229,7 +229,7 @@ def handle_put_range(ex: Exchange) -> None:
     ex.send_empty(204)
 
 
-def _commit(ex: Exchange, registry: Registry, session: UploadSession) -> None:
+def _commit(ex: Exchange, registry: SessionRegistry, session: UploadSession) -> None:
     root = ex.services.config.root
     path = session.path
     where = show(path, root)
