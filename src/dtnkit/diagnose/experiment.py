@@ -27,7 +27,7 @@ from dtnkit.host.host import Host
 from dtnkit.measure.registry import run_probe
 from dtnkit.measure.result import iso_utc
 from dtnkit.measure.store import ResultStore
-from dtnkit.measure.tool import Context, ProbeSpec
+from dtnkit.measure.tool import ProbeSpec, ToolContext
 from dtnkit.tune import apply
 from dtnkit.tune.audit import build_context, check_groups
 from dtnkit.tune.judging import Judging
@@ -80,7 +80,7 @@ class ExperimentSpec:
         return self.judging.rtt_ms
 
 
-class Runs:
+class RunProgress:
     """The runs of an experiment: how many are done of how many, and the time left (the
     mean run so far times the runs left)."""
 
@@ -128,7 +128,7 @@ def run_experiment(
     store: ResultStore,
     state_dir: Path,
     *,
-    context: Context | None = None,
+    context: ToolContext | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """``hosts``: where groups are applied (this host, and the peer with --both-ends); every
@@ -147,8 +147,8 @@ def run_experiment(
         "speed_mbps": spec.judging.speed_mbps, "ifaces": list(spec.judging.ifaces),
         "exact": spec.judging.exact, "hosts": [h.label for h in hosts]}, "groups": []}
 
-    context = context or Context()
-    runs = Runs(len(spec.groups) * spec.repeat * 2)
+    context = context or ToolContext()
+    runs = RunProgress(len(spec.groups) * spec.repeat * 2)
 
     def measured(label: str) -> float:
         group, kind, k = label.split(":")

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dtnkit.errors import BadInput, ExitStatus
-from dtnkit.fleet.load import Campaign, Experiment, HostAudit, Loaded, Skipped
+from dtnkit.fleet.load import Campaign, HostAudit, Loaded, ReportedExperiment, Skipped
 from dtnkit.tune.profile import GROUPS
 from dtnkit.tune.status import NOT_COMPLIANT, AuditStatus
 from dtnkit.units import counted
@@ -42,7 +42,7 @@ class GroupState:
 
 
 @dataclasses.dataclass(frozen=True)
-class Item:
+class ComparedFinding:
     """One finding as compared: its comparison key, and the finding's own key and device."""
 
     ckey: str
@@ -59,14 +59,14 @@ class Item:
 class HostView:
     audit: HostAudit
     groups: Mapping[str, GroupState]
-    items: Mapping[str, Item]  # by comparison key
+    items: Mapping[str, ComparedFinding]  # by comparison key
 
     @property
     def name(self) -> str:
         return self.audit.name
 
     @property
-    def against_profile(self) -> list[Item]:
+    def against_profile(self) -> list[ComparedFinding]:
         return [i for i in self.items.values() if i.status in NOT_COMPLIANT]
 
 
@@ -123,7 +123,7 @@ class Report:
     not_read: tuple[NotRead, ...] = ()
 
     @property
-    def experiments(self) -> tuple[Experiment, ...]:
+    def experiments(self) -> tuple[ReportedExperiment, ...]:
         return self.loaded.experiments
 
     @property
@@ -199,7 +199,7 @@ def canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
-def was_read(item: Item | None) -> bool:
+def was_read(item: ComparedFinding | None) -> bool:
     """The audit read the item's current value (null is "not read", never a value)."""
     return item is not None and item.current is not None
 
@@ -213,7 +213,7 @@ def comparison_key(key: str, device: str | None, devices: Sequence[str]) -> str:
     return key.replace(f"/{device}/", f"/{nic}/", 1)
 
 
-def group_state(items: Sequence[Item]) -> GroupState:
+def group_state(items: Sequence[ComparedFinding]) -> GroupState:
     statuses = Counter(i.status for i in items)
     if not items:
         state = "not audited"
@@ -230,7 +230,7 @@ def group_state(items: Sequence[Item]) -> GroupState:
 
 
 def view(audit: HostAudit, groups: Sequence[str]) -> HostView:
-    items: dict[str, Item] = {}
+    items: dict[str, ComparedFinding] = {}
     devices = list(audit.devices)
     for f in audit.findings:  # devices the interfaces list missed still get a place
         if f.device and f.device not in devices and f"/{f.device}/" in f.key:
@@ -241,8 +241,8 @@ def view(audit: HostAudit, groups: Sequence[str]) -> HostView:
         while ckey in items:  # the same key twice in one audit: keep both
             ckey = f"{comparison_key(f.key, f.device, devices)}#{n}"
             n += 1
-        items[ckey] = Item(ckey, f.key, f.device, f.group, f.status, f.current,
-                           f.recommended, f.why)
+        items[ckey] = ComparedFinding(ckey, f.key, f.device, f.group, f.status, f.current,
+                                      f.recommended, f.why)
     return HostView(audit, {g: group_state([i for i in items.values() if i.group == g])
                             for g in groups}, items)
 

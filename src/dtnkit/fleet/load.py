@@ -117,7 +117,7 @@ class HostAudit:
 
 
 @dataclasses.dataclass(frozen=True)
-class Verdict:
+class GroupVerdict:
     """One group's result on one pair (a campaign) or one experiment."""
 
     group: str
@@ -131,22 +131,22 @@ class Verdict:
 
 
 @dataclasses.dataclass(frozen=True)
-class Experiment:
+class ReportedExperiment:
     name: str
     file: str
     id: str
     profile: str | None
     hosts: tuple[str, ...]
     probe: str | None
-    groups: tuple[Verdict, ...]
+    groups: tuple[GroupVerdict, ...]
 
 
 @dataclasses.dataclass(frozen=True)
-class Pair:
+class CampaignPair:
     client: str
     server: str
     nic_bps: float | None
-    results: tuple[Verdict, ...]
+    results: tuple[GroupVerdict, ...]
 
     @property
     def label(self) -> str:
@@ -162,7 +162,7 @@ class Campaign:
     finished: float | None
     status: str
     failure: Mapping[str, str] | None
-    pairs: tuple[Pair, ...]
+    pairs: tuple[CampaignPair, ...]
     restored: tuple[str, ...]
 
 
@@ -170,7 +170,7 @@ class Campaign:
 class Loaded:
     directory: Path
     audits: tuple[HostAudit, ...]
-    experiments: tuple[Experiment, ...]
+    experiments: tuple[ReportedExperiment, ...]
     campaign: Campaign | None
     skipped: tuple[Skipped, ...]
     ignored: int  # files and directories that are none of the three
@@ -328,24 +328,24 @@ def audit_from(doc: Any, name: str, file: str) -> HostAudit:
                      findings=tuple(findings))
 
 
-def _verdict(r: _Doc) -> Verdict:
-    return Verdict(group=r.name("group"), verdict=r.one_of("verdict", VERDICTS),
-                   applied=r.flag("applied", required=False), ratio=r.number("ratio"),
-                   margin=r.number("margin"), baseline_bps=r.numbers("baseline_bps"),
-                   applied_bps=r.numbers("applied_bps"), why=r.text("why", required=False)
-                   or "")
+def _verdict(r: _Doc) -> GroupVerdict:
+    return GroupVerdict(group=r.name("group"), verdict=r.one_of("verdict", VERDICTS),
+                        applied=r.flag("applied", required=False), ratio=r.number("ratio"),
+                        margin=r.number("margin"), baseline_bps=r.numbers("baseline_bps"),
+                        applied_bps=r.numbers("applied_bps"), why=r.text("why", required=False)
+                        or "")
 
 
-def experiment_from(doc: Any, name: str, file: str) -> Experiment:
+def experiment_from(doc: Any, name: str, file: str) -> ReportedExperiment:
     """A ``dtnkit experiment --format json`` document, checked."""
     _error_doc(doc)
     d = _Doc(doc, "")
     spec = d.object("spec")
     assert spec is not None
-    return Experiment(name=name, file=file, id=d.name("id"),
-                      profile=spec.text("profile", required=False),
-                      hosts=spec.texts("hosts"), probe=spec.text("probe", required=False),
-                      groups=tuple(_verdict(g) for g in d.objects("groups")))
+    return ReportedExperiment(name=name, file=file, id=d.name("id"),
+                              profile=spec.text("profile", required=False),
+                              hosts=spec.texts("hosts"), probe=spec.text("probe", required=False),
+                              groups=tuple(_verdict(g) for g in d.objects("groups")))
 
 
 def campaign_from(doc: Any, file: str) -> Campaign:
@@ -357,9 +357,9 @@ def campaign_from(doc: Any, file: str) -> Campaign:
     fail: dict[str, str] | None = None
     if failure is not None:
         fail = {k: str(failure.text(k, required=False) or "") for k in ("host", "step", "msg")}
-    pairs = tuple(Pair(client=p.name("client"), server=p.name("server"),
-                       nic_bps=p.number("nic_bps"),
-                       results=tuple(_verdict(r) for r in p.objects("results")))
+    pairs = tuple(CampaignPair(client=p.name("client"), server=p.name("server"),
+                               nic_bps=p.number("nic_bps"),
+                               results=tuple(_verdict(r) for r in p.objects("results")))
                   for p in d.objects("pairs"))
     return Campaign(file=file, profile=d.text("profile", required=False),
                     groups=d.texts("groups"), started=d.number("started"),
@@ -446,7 +446,7 @@ def load_dir(directory: Path) -> Loaded:
             raise BadInput(f"{shown_dir} holds {len(wanted)} documents",
                            f"at most {MAX_FILES} are read", "split it into several reports")
         audits: dict[str, HostAudit] = {}
-        experiments: dict[str, Experiment] = {}
+        experiments: dict[str, ReportedExperiment] = {}
         campaign: Campaign | None = None
         skipped: list[Skipped] = []
         for raw in wanted:

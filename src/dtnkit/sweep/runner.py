@@ -54,7 +54,7 @@ from dtnkit.measure.pathsampler import (
 )
 from dtnkit.measure.probes.load import LoadSpec, Origin
 from dtnkit.measure.procs import Procs
-from dtnkit.measure.tool import Context, ToolRun
+from dtnkit.measure.tool import ToolContext, ToolRun
 from dtnkit.progress import SILENT, Progress
 from dtnkit.sweep import estimate, servers, store
 from dtnkit.sweep.grid import COMMAND_PREFIX, Grid, Point
@@ -463,8 +463,8 @@ class Sweep:
             emulator=lab.emulator_stats if lab.state.backend == "nfqueue" else None)
         deadline = time.monotonic() + point.time_limit_s
         with sampler:
-            context = Context(deadline=deadline, workdir=workdir, procs=self.procs,
-                              received_bytes=sampler.received_bytes)
+            context = ToolContext(deadline=deadline, workdir=workdir, procs=self.procs,
+                                  received_bytes=sampler.received_bytes)
             run = registry.run_load(Host(netns=client.netns), spec,
                                     tool=self.tool_name(point), context=context)
         return sampler.window, run

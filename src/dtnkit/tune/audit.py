@@ -163,13 +163,13 @@ def build_context(
                        "allowed: 10 Mbit/s to 1600 Gbit/s", "e.g. --speed 25gbit")
     check_profile(profile)  # every literal value by its kind, before anything reads or writes
     host.read_ahead([lambda: facts.interfaces(host), lambda: facts.default_route_devices(host),
-                     lambda: facts.environment(host), lambda: facts.kernel_caps(host)])
+                     lambda: facts.placement(host), lambda: facts.kernel_caps(host)])
     links = facts.interfaces(host)
     skipped: list[tuple[str, str]] = []
     devices = facts.select_interfaces(links, list(ifaces) if ifaces else None,
                                       facts.default_route_devices(host), skipped)
     ctx = Context(
-        profile=profile, rtt_ms=rtt_ms, env=facts.environment(host),
+        profile=profile, rtt_ms=rtt_ms, env=facts.placement(host),
         caps=facts.kernel_caps(host), ifaces=links, devices=devices, exact=exact,
         speed_override_mbps=speed_mbps,
     )

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from dtnkit.host.facts import Environment, Interface, KernelCaps
+from dtnkit.host.facts import Interface, KernelCaps, Placement
 from dtnkit.tune.profile import ItemSpec, Profile
 from dtnkit.tune.status import AuditStatus
 
@@ -60,7 +60,7 @@ class Context:
 
     profile: Profile
     rtt_ms: float
-    env: Environment
+    env: Placement
     caps: KernelCaps
     ifaces: dict[str, Interface]
     devices: list[tuple[str, str]]  # selected leaf devices, with how they were reached

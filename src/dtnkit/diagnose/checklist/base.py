@@ -10,7 +10,7 @@ from typing import Any
 
 from dtnkit.diagnose.checklist.peer import PeerFacts
 from dtnkit.diagnose.checklist.procs import Proc
-from dtnkit.diagnose.sitecfg import Peer
+from dtnkit.diagnose.sitecfg import PeerAddress
 from dtnkit.host.facts import Interface
 from dtnkit.host.host import Host
 from dtnkit.tune.audit import Audit
@@ -83,7 +83,7 @@ class Options:
     """What only the checklist looks at; what the host is judged by (profile, RTT, speed,
     interfaces) and where (namespace, tree) is the :class:`Judging`."""
 
-    peer: Peer | None = None
+    peer: PeerAddress | None = None
     perfsonar: str | None = None
 
 
