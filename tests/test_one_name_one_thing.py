@@ -15,19 +15,20 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 
+def _type_like(name: str) -> bool:
+    """A capitalised, not all-capitals name: a class or a type alias (``Buffer``), not a
+    constant (``MAX_SESSIONS``)."""
+    return name[:1].isupper() and not name.isupper()
+
+
 def _type_names(tree: ast.Module) -> list[str]:
     names: list[str] = []
     for node in tree.body:
         if isinstance(node, ast.ClassDef):
             names.append(node.name)
-        elif isinstance(node, ast.Assign) and len(node.targets) == 1:
-            target = node.targets[0]
-            # a capitalised, not all-capitals name bound at module level is a type alias
-            if isinstance(target, ast.Name) and target.id[:1].isupper() and not target.id.isupper():
-                names.append(target.id)
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            if node.target.id[:1].isupper() and not node.target.id.isupper():
-                names.append(node.target.id)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names += [t.id for t in targets if isinstance(t, ast.Name) and _type_like(t.id)]
     return names
 
 
