@@ -8,41 +8,56 @@ unverified curl, ``gfal-copy -K adler32``, ``xrdcp -S 8`` and ``--cksum adler32:
 uploads into dtnkit serve, HTTP-TPC pulls from XRootD on src made by dtnkit serve and by XRootD
 on dst, and the path's floor: ``iperf3 -R -P 1``, ``-P 8`` and ``-P`` what ``cp auto`` used.
 Times are wall times as a user runs the commands (process start included), except TPC (the
-COPY request) and iperf3 (its data phase).  Every round runs every column once, interleaved
-(--order); ``--aa`` columns run twice per round, and their A/A rounds give the noise band
-beside every ratio.  The tables give medians, each target's ratio with met / not met; a target
-asking for less than the practical floor (the best iperf3 data phase plus 3 round trips) or
-the wire floor says so.  With ``--base REF`` the --base tree's cp and uploads run next to this
-tree's.  Everything carries ``--prefix``; on Ctrl-C, SIGTERM or an error it stops its servers,
-restores the tuning and removes its lab paths, and a run removes what a killed run of the same
-prefix left.
+COPY request) and iperf3 (its data phase; its rate over the second half of it tells whether
+the path held its rate cap).  Every round runs every column once, interleaved (--order);
+``--aa`` columns run twice per round, and their A/A rounds give the noise band
+beside every ratio.  The tables give medians, each target's ratio with met / not met (cp
+--streams auto against the floor: the best iperf3 data phase plus 3 round trips; one stream
+against curl; upload against download; TPC active dtnkit against XRootD), and the run ends
+with one table, a row per cell: the floor and each tool's median as seconds and x the floor.
+``--timeline DIR`` runs each dtnkit download once more with ``cp --timeline`` and draws where
+its time went (bench/lib/wan/timeline.py).  With ``--base REF`` the --base tree's cp and
+uploads run next to this tree's.  Everything carries ``--prefix``; on Ctrl-C, SIGTERM or an
+error it stops its servers, restores the tuning and removes its lab paths, and a run removes
+what a killed run of the same prefix left.
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
+import json
 import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 from bench.lib import Bench, Case
 from bench.lib.procs import make_file
 from bench.lib.stats import Samples
-from bench.lib.wan import tools
-from bench.lib.wan.cells import MiB, cells, parse_ends, parse_paths, parse_sizes
+from bench.lib.wan import timeline, tools
+from bench.lib.wan.cells import Cell, MiB, cells, parse_ends, parse_paths, parse_sizes
 from bench.lib.wan.lab import CellLab, clean_leftovers, startup
-from bench.lib.wan.report import Target, cell_report, recorded_by
+from bench.lib.wan.report import (
+    FLOOR,
+    Target,
+    cell_report,
+    practical_floor,
+    recorded_by,
+    summary,
+)
 from bench.lib.wan.tools import Column
 
 TOOLS = ("curl", "xrdcp", "gfal-copy", "iptables", "iperf3", "xrootd")
+DEFAULT_PATHS = "50ms/1gbit,10ms/2gbit,50ms/5gbit@9000"
 
 
 def options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--paths", type=parse_paths, default=parse_paths("50ms/1gbit,10ms/2gbit"),
-                   help="comma-separated RTT/RATE[@MTU] lab paths (default "
-                        "50ms/1gbit,10ms/2gbit)")
+    p.add_argument("--paths", type=parse_paths, default=parse_paths(DEFAULT_PATHS),
+                   help=f"comma-separated RTT/RATE[@MTU] lab paths (default {DEFAULT_PATHS}: "
+                        "the last one, jumbo frames, where one untuned stream cannot fill the "
+                        "path; each cell says whether its path held its rate)")
     p.add_argument("--ends", type=parse_ends, default=["untuned", "tuned"],
                    help="untuned, tuned or both (default both)")
     p.add_argument("--sizes", type=parse_sizes, default=[256 * MiB],
@@ -55,6 +70,10 @@ def options(p: argparse.ArgumentParser) -> None:
                    help="starts of column names that run twice per round: their A/A rounds "
                         "give the noise band beside the ratios (default 'curl XRootD'; "
                         "'' for none)")
+    p.add_argument("--timeline", type=Path, default=None, metavar="DIR",
+                   help="after each cell's rounds, run each dtnkit download column once more "
+                        "with `cp --timeline`: its JSON and a PNG of every connection's bytes "
+                        "over time into DIR, and a table of where each copy's time went")
     p.add_argument("--serve-arg", action="append", default=[],
                    help="one more argument for every `dtnkit serve` (repeatable)")
 
@@ -96,18 +115,21 @@ def targets(many: str, default: str | None, base: str | None = None) -> list[Tar
     """The goals of the question (*base*: the --base ref, for its rows)."""
     auto = f"cp {many} XRootD"
     rows = [
-        Target(auto, "gfal-copy -K adler32", 0.5, "verified cp vs gfal-copy, from XRootD"),
-        Target(f"cp {many} dtnkit", "gfal-copy -K adler32", 0.5,
-               "verified cp from dtnkit serve vs gfal-copy from XRootD"),
-        Target(auto, "xrdcp -S 8", 0.75, "verified cp vs xrdcp -S 8 (root://)"),
-        Target(f"cp {many} dtnkit", "xrdcp -S 8", 0.75,
-               "verified cp from dtnkit serve vs xrdcp -S 8"),
-        Target("cp 1 XRootD", "curl XRootD", 1.0, "one verified stream vs unverified curl"),
-        Target("cp 1 dtnkit", "curl dtnkit", 1.0, "one verified stream vs unverified curl"),
-        Target(f"upload {many}", f"cp {many} dtnkit", 1.1, "upload vs download, dtnkit serve"),
-        Target("upload 1", "cp 1 dtnkit", 1.1, "upload vs download, one stream"),
+        Target(auto, FLOOR, 1.05, "verified cp from XRootD vs the path's floor"),
+        Target(f"cp {many} dtnkit", FLOOR, 1.05,
+               "verified cp from dtnkit serve vs the path's floor"),
+        Target("cp 1 XRootD", "curl XRootD", 1.05, "one verified stream vs unverified curl"),
+        Target("cp 1 dtnkit", "curl dtnkit", 1.05, "one verified stream vs unverified curl"),
+        Target(f"upload {many}", f"cp {many} dtnkit", 1.05, "upload vs download, dtnkit serve"),
+        Target("upload 1", "cp 1 dtnkit", 1.05, "upload vs download, one stream"),
         Target("tpc dtnkit 1", "tpc XRootD 1", 1.0, "TPC pull, active dtnkit vs XRootD"),
         Target("tpc dtnkit 8", "tpc XRootD 8", 1.0, "TPC pull, active dtnkit vs XRootD"),
+        Target(auto, "gfal-copy -K adler32", None, "verified cp vs gfal-copy, from XRootD"),
+        Target(f"cp {many} dtnkit", "gfal-copy -K adler32", None,
+               "verified cp from dtnkit serve vs gfal-copy from XRootD"),
+        Target(auto, "xrdcp -S 8", None, "verified cp vs xrdcp -S 8 (root://)"),
+        Target(f"cp {many} dtnkit", "xrdcp -S 8", None,
+               "verified cp from dtnkit serve vs xrdcp -S 8"),
         Target(auto, "xrdcp --cksum adler32:source", None, "verified cp vs verified xrdcp"),
         Target(f"cp {many} dtnkit", "xrdcp --cksum adler32:source", None,
                "verified cp from dtnkit serve vs verified xrdcp"),
@@ -223,6 +245,7 @@ def run(b: Bench) -> None:
     b.note(f"dtnkit cp streams: {many}{f', default {default}' if default else ''}; columns "
            f"run twice for the A/A noise: {', '.join(twins) or 'none'}.")
     b.result.doc["cells"] = []
+    rows: list[tuple[Cell, dict[str, float]]] = []
     n = 0
     for size in a.sizes:
         src_file = work / f"f{size // MiB}m.bin"
@@ -254,12 +277,67 @@ def run(b: Bench) -> None:
                     errors=(RuntimeError, OSError, ValueError, subprocess.TimeoutExpired),
                     samples=Samples())
                 assert lab.path is not None
-                cell_report(b, cell, lab.path.state.backend, lab.rtt_ms(), samples, names,
-                            goals, used)
+                medians = cell_report(b, cell, lab.path.state.backend, lab.rtt_ms(),
+                                      samples, names, goals, used)
+                rows.append((cell, medians))
+                if a.timeline is not None:
+                    timelines(b, lab, columns, names, samples, used, a.timeline)
                 b.result.doc["cells"].append({**cell.as_json(), "lab": lab.name})
                 b.load_line(watch, "This cell")
             n += 1
         src_file.unlink()
+    b.heading("All cells")
+    summary(b, rows)
+
+
+#: the columns a --timeline run draws (those of them this run measures)
+TIMELINED = ("cp auto XRootD", "cp auto dtnkit", "cp 1 XRootD", "cp 1 dtnkit")
+
+
+def timelines(b: Bench, lab: CellLab, columns: dict[str, Column], names: list[str],
+              samples: Samples, used: dict[str, list[int]], where: Path) -> None:
+    """One more run of each download column of TIMELINED with ``cp --timeline``: its JSON
+    and PNG into *where*, and a table of where its time went against the cell's floor."""
+    where.mkdir(parents=True, exist_ok=True)
+    cell = lab.cell
+    rtt = lab.rtt_ms()
+    floor = practical_floor(samples.lists(), rtt, used)
+    tag = (f"{cell.rtt_ms:g}ms-{cell.rate_bps / 1e9:g}g-{cell.mtu}-"
+           f"{'tuned' if cell.tuned else 'untuned'}-{cell.size // MiB}m")
+    rows = []
+    for name in (n for n in TIMELINED if n in names):
+        col = columns[name]
+        stem = f"{tag}-{name.replace(' ', '-')}"
+        json_file = where / f"{stem}.json"
+        argv = (*col.argv[:-2], "--timeline", str(json_file), *col.argv[-2:])
+        try:
+            got = tools.measure(Column(col.name, argv, col.needs, col.kind, col.dest,
+                                       col.figures), lab.dst, lab.values, cell.size)
+            doc = json.loads(json_file.read_text())
+            ph = timeline.phases(doc, cell.size)
+        except (RuntimeError, OSError, ValueError, subprocess.TimeoutExpired) as exc:
+            b.out(f"- {name} --timeline failed: {str(exc)[:200]}")
+            continue
+        marks = [("floor", floor.seconds)] if floor is not None else []
+        timeline.draw(doc, where / f"{stem}.png", f"{cell.label}: {name} "
+                      f"({got.seconds:.2f} s wall)", floor=marks)
+        start = got.seconds - ph.total_s
+        rows.append([name, f"{got.seconds:.2f}", f"{start:.2f}", f"{ph.before_s:.3f}",
+                     f"{ph.setup_s:.3f}", f"{ph.data_s:.2f}", f"{ph.after_s:.3f}",
+                     str(ph.streams),
+                     " ".join(f"{x:.2f}" for x in ph.late_s[:4]) or "-",
+                     f"{got.seconds / floor.seconds:.2f}" if floor is not None else "-"])
+    if rows:
+        b.table(["copy", "wall s", "start s", "before s", "set-up s", "data s", "after s",
+                 "conns", "late starts s", "x floor"], rows,
+                title=f"Where a copy's time goes ({where}/{tag}-*.png)")
+        if floor is not None:
+            b.note(f"_start: process start to the copy's start (wall - the timeline's span); "
+                   f"before: to its first connect; set-up: to the first 64 KiB on any "
+                   f"connection; data: first to last byte (TCP_INFO); after: last byte to "
+                   f"exit; late starts: when the other connections' data began after the "
+                   f"first's.  Floor {floor.seconds:.2f} s: iperf3 -P {floor.streams} data "
+                   f"phase {floor.data_s:.2f} s + 3 RTT._")
 
 
 CASE = Case(run=run, options=options, quick=quick, rounds=2, base="optional",

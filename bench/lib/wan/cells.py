@@ -36,6 +36,14 @@ class Cell:
                 f"{'tuned' if self.tuned else 'untuned'}, {self.size // MiB} MiB")
 
     @property
+    def short_label(self) -> str:
+        """The cell in a summary row: ``50ms/1g untuned`` (the MTU and size when not the
+        default)."""
+        jumbo = f"@{self.mtu}" if self.mtu != 1500 else ""
+        return (f"{self.rtt_ms:g}ms/{self.rate_bps / 1e9:g}g{jumbo} "
+                f"{'tuned' if self.tuned else 'untuned'} {self.size // MiB}M")
+
+    @property
     def wire_floor_s(self) -> float:
         """The file's bits at the path's rate cap: no tool can finish sooner."""
         return self.size * 8 / self.rate_bps

@@ -14,6 +14,8 @@ from bench.lib.wan.tools import DERIVED
 
 #: round trips before data flows for any HTTPS client: TCP handshake, TLS 1.3, the request
 HANDSHAKE_RTTS = 3
+#: the baseline of a target against the cell's practical floor (made of its iperf3 runs)
+FLOOR = "floor"
 
 Times = Mapping[str, Sequence[float]]
 
@@ -30,7 +32,7 @@ class Target:
 
 def recorded_by(name: str) -> str:
     """The column whose run records *name*: itself, or the run a derived figure ("iperf3 8
-    wall", "cp 1 XRootD copy phase") comes from."""
+    wall", "cp 1 XRootD copy phase") comes from (the floor: made of the iperf3 runs)."""
     for suffix in DERIVED:
         if name.endswith(suffix):
             return name.removesuffix(suffix)
@@ -120,6 +122,30 @@ def floor_line(times: Times, practical: Floor | None,
             "counted._")
 
 
+#: Share of its cap's payload rate a cell's path must carry (iperf3's best) to count as an
+#: honest emulation of that rate.
+HELD = 0.98
+
+
+def payload_share(mtu: int) -> float:
+    """TCP payload per byte the rate cap counts: MSS (MTU - 52: IP, TCP, timestamps) of the
+    frame (MTU + 14, the Ethernet header htb counts)."""
+    return (mtu - 52) / (mtu + 14)
+
+
+def cap_held(times: Times, cell: Cell) -> tuple[float, str] | None:
+    """The best median iperf3 steady rate's share of the cell's cap payload rate (its rate
+    over the second half of its data phase, recorded as seconds for the file at that rate),
+    and which run it was; None without iperf3 runs."""
+    best = min(((statistics.median(t), name) for name, t in times.items()
+                if name.startswith("iperf3 ") and name.endswith(" steady") and t),
+               default=None)
+    if best is None or best[0] <= 0:
+        return None
+    goodput = cell.size * 8 / best[0]
+    return goodput / (cell.rate_bps * payload_share(cell.mtu)), best[1]
+
+
 def noise_of(samples: Samples, a: str, b: str) -> str | None:
     """Whose A/A rounds give the noise of a / b: b's or a's own, else the cell's (the first
     column that ran twice), else none."""
@@ -131,9 +157,11 @@ def noise_of(samples: Samples, a: str, b: str) -> str | None:
 
 
 def cell_report(b: Bench, cell: Cell, backend: str, rtt_ms: float | None, samples: Samples,
-                names: list[str], goals: list[Target], used: dict[str, list[int]]) -> None:
-    """The tables of one cell."""
-    times = samples.lists()
+                names: list[str], goals: list[Target], used: dict[str, list[int]]
+                ) -> dict[str, float]:
+    """The tables of one cell; its medians by name (the floor's under :data:`FLOOR`), for
+    the run's summary."""
+    times = dict(samples.lists())
     b.heading(cell.label)
     b.note(f"Lab path: `dtnkit lab` {backend}, measured idle RTT "
            f"{rtt_ms if rtt_ms is not None else float('nan'):.1f} ms; {b.rounds} rounds, "
@@ -150,13 +178,19 @@ def cell_report(b: Bench, cell: Cell, backend: str, rtt_ms: float | None, sample
                      " ".join(f"{x:.2f}" for x in t), str(fails) if fails else ""])
     b.table(["measurement", "median s", "Mbit/s", "runs (s)", "failed"], rows)
     practical = practical_floor(times, rtt_ms, used)
+    if practical is not None:
+        times[FLOOR] = [practical.seconds]
     trows = []
     for goal in goals:
-        if recorded_by(goal.measured) not in names or recorded_by(goal.baseline) not in names:
+        if recorded_by(goal.measured) not in names or (
+                goal.baseline != FLOOR and recorded_by(goal.baseline) not in names):
             continue  # left out by --only
         ratio, ok = verdict(times, goal, cell.wire_floor_s, practical)
-        noise = compare(samples, goal.measured, goal.baseline,
-                        noise_of(samples, goal.measured, goal.baseline)).noise
+        noise = (compare(samples, goal.measured, goal.baseline,
+                         noise_of(samples, goal.measured, goal.baseline)).noise
+                 if goal.baseline != FLOOR else
+                 compare(samples, goal.measured, goal.measured,
+                         noise_of(samples, goal.measured, goal.measured)).noise)
         band = f"±{100 * noise.margin:.0f} %" if noise else ""
         limit = f"<= {goal.limit:g}" if goal.limit is not None else ""
         trows.append([f"{goal.measured} / {goal.baseline}", goal.what, ratio, band, limit, ok])
@@ -167,7 +201,45 @@ def cell_report(b: Bench, cell: Cell, backend: str, rtt_ms: float | None, sample
            f"{cell.wire_floor_s:.2f} s (no handshake, no slow start): no tool can finish "
            "sooner._")
     b.note(floor_line(times, practical, used))
+    held = cap_held(times, cell)
+    if held is not None:
+        share, name = held
+        verdict_text = (": an honest emulation of the rate" if share >= HELD else
+                        ": below 98 %, the lab stage (or the machine) binds this cell")
+        b.note(f"_The path held {share:.1%} of its cap's payload rate ({name}: "
+               f"{cell.rate_bps / 1e9:g} Gbit/s x {payload_share(cell.mtu):.4f}, TCP/IP "
+               f"headers with timestamps in Ethernet frames at MTU {cell.mtu})"
+               f"{verdict_text}._")
     for label, errs in samples.failures.items():
         b.out(f"- {label} failed: {errs[0][:200]}")
     if samples.failures:
         b.out()
+    return {name: statistics.median(t) for name, t in times.items() if t}
+
+
+#: The run's summary: (heading, the column whose median it shows), one row per cell.
+SUMMARY = (("cp auto", "cp auto XRootD"), ("cp auto serve", "cp auto dtnkit"),
+           ("cp 1", "cp 1 XRootD"), ("curl", "curl XRootD"),
+           ("gfal-copy -K", "gfal-copy -K adler32"), ("xrdcp -S 8", "xrdcp -S 8"),
+           ("TPC XRootD", "tpc XRootD 8"), ("TPC dtnkit", "tpc dtnkit 8"))
+
+
+def summary(b: Bench, cells: Sequence[tuple[Cell, Mapping[str, float]]]) -> None:
+    """One table for the run, one row per cell: the floor, then each column of
+    :data:`SUMMARY` as median seconds and as x the floor."""
+    rows = []
+    for cell, med in cells:
+        floor = med.get(FLOOR)
+        row = [cell.short_label, f"{floor:.2f}" if floor else "-"]
+        for _heading, name in SUMMARY:
+            m = med.get(name)
+            row.append("-" if m is None else
+                       f"{m:.2f} ({m / floor:.2f})" if floor else f"{m:.2f}")
+        rows.append(row)
+    b.table(["cell", "floor s", *(h for h, _ in SUMMARY)], rows,
+            title=f"All cells: median seconds of {b.rounds} interleaved rounds (x the floor)")
+    b.note("_cp auto, cp 1 and curl from XRootD, cp auto serve from dtnkit serve (verified "
+           "adler32, wall times as a user runs them); TPC: HTTP-TPC pulls of 8 streams from "
+           "XRootD on src, made by XRootD or dtnkit serve on dst (the COPY request); floor: "
+           "the best median iperf3 data phase of the cell (-P 1, 8 and as cp auto) + 3 "
+           "RTT._")

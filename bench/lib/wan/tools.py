@@ -24,8 +24,9 @@ from dtnkit.lab.path import LabHost
 SERVERS = ("xrootd-src", "xrootd-dst", "serve-src", "serve-dst", "serve-src-base",
            "serve-dst-base", "iperf3-src")
 KINDS = ("wall", "tpc", "iperf3")
-#: figures a run records beside its own time, named "COLUMN SUFFIX"
-DERIVED = (" wall", " copy phase")
+#: figures a run records beside its own time, named "COLUMN SUFFIX" (" steady": iperf3's rate
+#: over the second half of its data phase, as seconds for the file at that rate)
+DERIVED = (" wall", " copy phase", " steady")
 
 CP = ("{python}", "-m", "dtnkit", "cp", "--ca-file", "{ca}", "--checksum", "adler32", "--token",
       "rw-token")
@@ -127,7 +128,7 @@ def iperf3(p: str) -> Column:
     download); ``auto``: with the streams the last ``cp auto`` used."""
     count = "{auto_streams}" if p == "auto" else p
     return Column(f"iperf3 {p}", ("iperf3", "-c", "{src_addr}", "-p", "{iperf3_port}", "-R",
-                                  "-P", count, "-n", "{size}", "--json"),
+                                  "-P", count, "-n", "{size}", "-i", "0.1", "--json"),
                   frozenset({"iperf3-src"}), kind="iperf3", dest="")
 
 
@@ -195,4 +196,14 @@ def _iperf3(proc: Any, wall: float, size: int, name: str) -> Outcome:
     got = doc["end"].get("sum_received", {})
     if int(got.get("bytes", 0)) < size:
         raise RuntimeError(f"iperf3 received {got.get('bytes')} bytes")
-    return Outcome(float(got["seconds"]), {f"{name} wall": wall})
+    out = Outcome(float(got["seconds"]), {f"{name} wall": wall})
+    # its rate over the second half of the data phase (slow start over), as the time the
+    # file would take at that rate: what the path carries (report.cap_held)
+    half = float(got["seconds"]) / 2
+    later = [i.get("sum", {}) for i in doc.get("intervals", [])
+             if float(i.get("sum", {}).get("start", 0)) >= half]
+    seconds = sum(float(i.get("seconds", 0)) for i in later)
+    moved = sum(float(i.get("bytes", 0)) for i in later)
+    if seconds > 0 and moved > 0:
+        out.side[f"{name} steady"] = size * seconds / moved
+    return out

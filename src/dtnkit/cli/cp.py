@@ -255,6 +255,11 @@ def _sigterm_interrupts(notes: _Notes) -> Iterator[None]:
               metavar="FILE",
               help="Write the copy's Prometheus series to FILE (atomically, every 5 s and "
                    "at the end), e.g. for node_exporter's textfile collector (*.prom).")
+@click.option("--timeline", "timeline_path", type=click.Path(path_type=Path), default=None,
+              metavar="FILE",
+              help="Write the copy's timeline to FILE (JSON): each connection's bytes over "
+                   "time from TCP_INFO, and its steps (handshakes, the streams decision, "
+                   "requests, streams starting and ending, digest, commit) with their times.")
 @click.option("--capacity", default=None, metavar="RATE",
               help="With --metrics-textfile: the rate the streams share (1g, 10G), for the "
                    "stream utilisation series.")
@@ -275,7 +280,7 @@ def cp(env: Environment,
        streams_table: str | None = None, token_file: Path | None = None,
        remote_token_file: Path | None = None, src_token_file: Path | None = None,
        dst_token_file: Path | None = None, verbose: bool = False,
-       parents: bool = False) -> int:
+       parents: bool = False, timeline_path: Path | None = None) -> int:
     """Copy SRC to DST: local path or http(s)://host:port/path, at least one a URL.
 
     Two URLs without --tpc: relayed through this client (ranges fetched from SRC and sent to
@@ -315,6 +320,10 @@ def cp(env: Environment,
             click.echo("dtnkit cp: --tpc: 1 stream, auto cannot measure the servers' path: "
                        "--streams N" + (" (this client is not on that path)" if verbose else ""),
                        file=env.stderr)
+        if timeline_path is not None:
+            raise BadInput("--timeline", "is not drawn for --tpc (the active server moves "
+                           "the bytes)", "drop --timeline; scrape the active server's "
+                           "/metrics (dtnkit serve --metrics)")
         if metrics_textfile is not None:
             raise BadInput("--metrics-textfile", "is not written for --tpc (the active "
                            "server moves the bytes)",
@@ -360,6 +369,12 @@ def cp(env: Environment,
         recorder = CopyMetrics(
             check_path(metrics_textfile), streams=request.streams,
             upload=not is_url(src), capacity=capacity_bps / 8 if capacity_bps else None)
+    timeline = None
+    if timeline_path is not None:
+        from dtnkit.transfer.client import timeline as timelines
+
+        timeline_path = timelines.check_path(timeline_path)
+        timeline = timelines.Timeline()
     show = env.stderr_isatty and not as_json
     with _progress(env, show, total_size(src) if show else None, notes) as bar:
         advance = bar.advance if bar is not None else None
@@ -372,11 +387,14 @@ def cp(env: Environment,
         try:
             with _sigterm_interrupts(notes):
                 summary = copy(src, dst, request, streams=auto, progress=progress,
-                               on_size=on_size)
+                               on_size=on_size, timeline=timeline)
             ok = True
         finally:
             if recorder is not None:
                 recorder.stop(ok)
+            if timeline is not None and timeline_path is not None:
+                timeline.close()
+                timelines.write(timeline_path, timeline.document())
     result = summary.as_dict()
     rate = result["rate_bps"]
     rate_text = format_rate(rate if isinstance(rate, float) else None)

@@ -434,7 +434,7 @@ def _verify_end_state(host: Host, out: Outcome) -> None:
 
 
 def _undo(host: Host, steps: Sequence[Step], out: Outcome) -> None:
-    for step in reversed(steps):
+    for step in _undo_order(host, steps):
         try:
             now = step.tunable.read(host)
             if not isinstance(now, Unavailable) and step.tunable.satisfies(now, step.before,
@@ -445,6 +445,24 @@ def _undo(host: Host, steps: Sequence[Step], out: Outcome) -> None:
             out.rollback_errors.append(f"{step.tunable.key}: {exc.what}: {exc.why}")
         except Exception as exc:  # go on undoing the older steps
             out.rollback_errors.append(f"{step.tunable.key}: {type(exc).__name__}: {exc}")
+
+
+def _undo_order(host: Host, steps: Sequence[Step]) -> list[Step]:
+    """Newest first, with the MTU steps in the order the kernel accepts going back (a bridge
+    after its ports, see :func:`mtu_stack_order`)."""
+    order = list(reversed(steps))
+    slots = [i for i, s in enumerate(order) if _is_mtu(s)]
+    if len(slots) < 2:
+        return order
+    try:
+        ifaces = facts.interfaces(host)
+    except DtnkitError:
+        return order
+    ordered = _mtu_order([order[i] for i in slots], ifaces,
+                         lambda s: (_num(s.after), _num(s.before)))
+    for slot, step in zip(slots, ordered, strict=True):
+        order[slot] = step
+    return order
 
 
 def apply(
@@ -582,6 +600,7 @@ def restore_plan(host: Host, snap: Snapshot,
     if in_netns:
         skipped += [f"{path}: a host file; not restored inside a namespace (restore it on the "
                     "host itself)" for path in sorted(snap.files)]
+    missing += bridges_set_by_hand(host, snap, ctx)
     return mtu_stack_order(steps, ctx), skipped, missing
 
 
@@ -613,23 +632,69 @@ def restore_steps(host: Host, snap: Snapshot, ctx: Context) -> list[Step]:
     return restore_plan(host, snap, ctx)[0]
 
 
+def _is_mtu(step: Step) -> bool:
+    return step.tunable.key.startswith("link/") and step.tunable.key.endswith("/mtu")
+
+
 def mtu_stack_order(steps: list[Step], ctx: Context) -> list[Step]:
     """MTU steps in an order the kernel accepts: lowered VLANs, bonds, then members; raised
-    members, bonds, then VLANs (a VLAN's MTU may not exceed its lower device's).  Other steps
-    keep their places."""
-    slots = [i for i, s in enumerate(steps) if s.tunable.key.startswith("link/")
-             and s.tunable.key.endswith("/mtu")]
+    members, bonds, then VLANs (a VLAN's MTU may not exceed its lower device's); a bridge
+    after its ports either way.  Other steps keep their places.
 
-    def depth(step: Step) -> int:
-        return facts.stack_depth(ctx.ifaces, str(step.tunable.device))
-
-    mtu = [steps[i] for i in slots]
-    down = sorted((s for s in mtu if _num(s.after) < _num(s.before)), key=lambda s: -depth(s))
-    up = sorted((s for s in mtu if _num(s.after) >= _num(s.before)), key=depth)
+    A bridge's MTU follows the smallest of its ports' until it is set by hand, and from then on
+    the kernel keeps it (BROPT_MTU_SET_BY_USER; only re-creating the bridge clears it).  So its
+    ports go first: a bridge that follows them is then already at its value, and writing the
+    same value is no change to the kernel, which leaves it following."""
+    slots = [i for i, s in enumerate(steps) if _is_mtu(s)]
+    ordered = _mtu_order([steps[i] for i in slots], ctx.ifaces,
+                         lambda s: (_num(s.before), _num(s.after)))
     out = list(steps)
-    for slot, step in zip(slots, down + up, strict=True):
+    for slot, step in zip(slots, ordered, strict=True):
         out[slot] = step
     return out
+
+
+def _mtu_order(mtu: list[Step], ifaces: dict[str, facts.Interface],
+               change: Callable[[Step], tuple[int, int]]) -> list[Step]:
+    """``mtu`` (MTU steps) in the kernel's order, each step's (from, to) given by ``change``:
+    lowered devices top down, raised ones bottom up, lowered bridges last."""
+
+    def depth(step: Step) -> int:
+        return facts.stack_depth(ifaces, str(step.tunable.device))
+
+    def bridge(step: Step) -> bool:
+        iface = ifaces.get(str(step.tunable.device))
+        return iface is not None and iface.kind == "bridge" and bool(iface.members)
+
+    lowered = [s for s in mtu if change(s)[1] < change(s)[0]]
+    down = sorted((s for s in lowered if not bridge(s)), key=lambda s: -depth(s))
+    up = sorted((s for s in mtu if change(s)[1] >= change(s)[0]), key=depth)
+    return down + up + sorted((s for s in lowered if bridge(s)), key=depth)
+
+
+def bridges_set_by_hand(host: Host, snap: Snapshot, ctx: Context) -> list[str]:
+    """A line for each bridge whose MTU followed its ports' in ``snap`` but no longer can: it
+    differs now from the smallest of its ports' (the kernel re-adjusts a following bridge on
+    every change of a port, so it was set by hand since), and the kernel offers no way back
+    but re-creating the bridge.  Restore puts its value back; the following it cannot."""
+    lines = []
+    for name, iface in sorted(ctx.ifaces.items()):
+        key = f"link/{name}/mtu"
+        if iface.kind != "bridge" or key not in snap.values:
+            continue
+        ports = [ctx.ifaces[p] for p in iface.members if p in ctx.ifaces]
+        if not ports:
+            continue
+        then = min(_num(snap.values.get(f"link/{p.name}/mtu", p.mtu)) for p in ports)
+        smallest = min(p.mtu for p in ports)
+        if snap.values[key] == then and iface.mtu != smallest:
+            lines.append(
+                f"{key}: {name} followed its ports' MTU in the snapshot, but its MTU was set "
+                f"by hand since ({iface.mtu} while its smallest port has {smallest}), and the "
+                "kernel keeps a bridge's MTU set by hand until the bridge is re-created; "
+                "restore puts its value back, not the following (re-create the bridge to have "
+                "it again)")
+    return lines
 
 
 def _num(value: Any) -> int:

@@ -41,11 +41,6 @@ def _pow2(n: float) -> int:
     return 1 << max(0, math.ceil(math.log2(max(n, 1))))
 
 
-def _pow2_floor(n: float) -> int:
-    """The largest power of two <= n."""
-    return 1 << max(0, math.floor(math.log2(max(n, 1))))
-
-
 SPEED_HINT = "give --speed, e.g. --speed 25gbit (ethtool's Mb/s: --speed 25000mbit)"
 
 
@@ -71,10 +66,13 @@ def _bdp_bytes(ctx: Context, spec: ItemSpec, scale: float) -> tuple[int, str] | 
         why += f"; raised to the floor {floor}"
     ram = ctx.ram_bytes
     if ram:
-        ram_cap = _pow2_floor(ram * ctx.param(spec, "ram_fraction"))
+        # the share itself, not rounded down to a power of two: that halved the cap of every
+        # host whose RAM is not a power of two, or whose MemTotal rounds just below one
+        fraction = ctx.param(spec, "ram_fraction")
+        ram_cap = int(ram * fraction)
         if value > ram_cap:
             value = ram_cap
-            why += (f"; capped at {ctx.param(spec, 'ram_fraction'):g} of RAM "
+            why += (f"; capped at {fraction:g} of RAM "
                     f"({ram / 2**30:g} GiB: {ram_cap / 2**20:.0f} MiB)")
     if value > ceiling:
         value = ceiling

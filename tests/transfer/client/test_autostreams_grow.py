@@ -5,6 +5,7 @@ of a slower one's (engine.Shares).  Root and network namespaces; about 15 s."""
 
 from __future__ import annotations
 
+import json
 import secrets
 import shutil
 from collections.abc import Iterator
@@ -87,6 +88,28 @@ def test_auto_adds_streams_when_the_far_end_window_holds_the_first(lab21: ServeL
     assert "an untuned sender's window (4 MiB)" in err or "bound by it" in err, err
     # a second stream joined first, and the two carried more (policy.second_helps)
     assert "with a second stream they moved" in err and "its window held it" in err, err
+
+
+def test_the_first_stream_to_join_finds_its_connection_open(lab21: ServeLab) -> None:
+    """A stream that starts alone while others may join: the first to join starts on a
+    connection opened beside the first request (its TCP and TLS handshakes done long
+    before), not one opened when it joins (the copy's timeline shows when)."""
+    lab21.sysctl("net.ipv4.tcp_wmem", UNTUNED_WMEM, "src")
+    line = lab21.got.parent / "join-timeline.json"
+    try:
+        doc, err, _seen = lab21.cp("--streams", "auto", "--timeline", str(line), name="big")
+    finally:
+        lab21.sysctl("net.ipv4.tcp_wmem", TUNED, "src")
+    assert isinstance(doc["streams"], int) and doc["streams"] >= 2, err
+    events = json.loads(line.read_text())["events"]
+    joined = next(e["t"] for e in events if e["what"] == "stream starts" and e["stream"] == 1)
+    first_get = next(e for e in events if e["what"] == "GET sent" and "range" in e)
+    tcp = next(e["t"] for e in events
+               if e["what"] == "tcp" and e["connection"] == first_get["connection"])
+    assert first_get["connection"] != 0
+    # opened at the decision, a round trip or more before the first stream's data, and
+    # long (seconds of window-bound receiving) before the join
+    assert tcp < joined - 0.5, (tcp, joined, events)
 
 
 def test_a_stream_that_ends_its_span_takes_the_tail_of_a_slower_one(lab21: ServeLab) -> None:

@@ -1,6 +1,7 @@
 """A request body cannot hold one of the server's workers: a client without a token is
 answered on its head, before any body is read, and a small body (of a GET, an OPTIONS, a
-PROPFIND) must arrive whole within one rate window, as a large one must keep the rate floor.
+PROPFIND) must arrive whole within one rate window (a body the method does not use, within
+a few seconds), as a large one must keep the rate floor.
 
 Every wait below is bounded by a socket timeout far above what the server may take: a server
 that waited for the body would leave the test's receive to time out, and the test fail."""
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from dtnkit.transfer import tokens
-from dtnkit.transfer.server import ServerHandle, start_server
+from dtnkit.transfer.server import ServerHandle, adapter, start_server
 
 WINDOW = 1.0  # the servers' rate window, seconds
 HANG = 20.0  # a receive that waits this long means the server waited for the body
@@ -98,6 +99,33 @@ def test_a_trickled_small_body_is_cut_within_its_window(anonymous: ServerHandle,
     # is no success
     assert took < 100 * 0.2 / 2, f"the connection was held {took:.1f} s"
     assert not answer.startswith(b"HTTP/1.1 2"), answer[:80]
+
+
+@pytest.mark.parametrize("method", ["GET", "HEAD", "DELETE"])
+def test_a_body_the_method_does_not_use_is_cut_well_before_the_rate_window(
+        tmp_path: Path, method: str) -> None:
+    """A reader (anyone, under --anonymous-read) trickling a GET body holds a worker for
+    adapter.UNEXPECTED_BODY_WITHIN seconds, not the whole default rate window (30 s): 600
+    such connections once starved every legitimate GET beyond 512 workers."""
+    (tmp_path / "f").write_bytes(b"x" * 1000)
+    with start_server(tmp_path, anonymous_read=True, quiet=True,
+                      tokens=tokens.parse("secret-token read,write\n")) as h:
+        assert h.limits.rate_window > 3 * adapter.UNEXPECTED_BODY_WITHIN
+        auth = "Authorization: Bearer secret-token\r\n" if method == "DELETE" else ""
+        s = _send_head(h, f"{method} /f HTTP/1.1\r\nHost: x\r\n{auth}"
+                          "Content-Length: 100\r\n\r\na")
+        t0 = time.monotonic()
+        try:
+            try:
+                answer = _answer(s)  # one byte of 100 came: the rest never does
+            except ConnectionResetError:
+                answer = b""
+            took = time.monotonic() - t0
+        finally:
+            s.close()
+        assert took < h.limits.rate_window / 2, f"held {took:.1f} s"
+        assert not answer.startswith(b"HTTP/1.1 2"), answer[:80]
+        assert (tmp_path / "f").exists()  # the DELETE did not run
 
 
 def test_an_options_body_is_not_waited_for(anonymous: ServerHandle) -> None:

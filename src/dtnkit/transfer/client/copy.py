@@ -1,34 +1,42 @@
 """``copy(src, dst, request)``: what to move (a file, a tree, to or from a server or between
-two), as one job per file, run one by one or ``parallel`` at a time."""
+two), as one job per file, run one by one or ``parallel`` at a time.
+
+Each direction's pairing (:mod:`.download`, :mod:`.upload`, :mod:`.relay`), the tree walk
+and the thread pool of ``--parallel`` are imported when a copy needs them, so a download
+loads neither the upload's nor the relay's machinery."""
 
 from __future__ import annotations
 
 import functools
+import importlib
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dtnkit.errors import BadInput
-from dtnkit.transfer.client.download import download, download_to_device, is_device
 from dtnkit.transfer.client.policy import StreamPolicy
-from dtnkit.transfer.client.relay import relay, relay_walk
 from dtnkit.transfer.client.request import CopyRequest, CopyRun, FileResult, Summary
 from dtnkit.transfer.client.session import Session, Url, is_url, make_parents, mkcol
-from dtnkit.transfer.client.tree import walk
-from dtnkit.transfer.client.upload import upload
 from dtnkit.transfer.files import make_dirs
+
+if TYPE_CHECKING:
+    from dtnkit.transfer.client.timeline import Timeline
 
 FileJob = Callable[[], FileResult]
 
 
 def copy(src: str, dst: str, request: CopyRequest, *, streams: StreamPolicy | None = None,
          progress: Callable[[int], None] | None = None,
-         on_size: Callable[[int], None] | None = None) -> Summary:
+         on_size: Callable[[int], None] | None = None,
+         timeline: Timeline | None = None) -> Summary:
     """Copy *src* to *dst* (one of them a URL) as *request* asks, its streams *streams*'
     (default: ``--streams N`` of the request); *progress* is told the bytes moved, *on_size*
-    a remote source's size once known.  Returns the summary."""
-    run = CopyRun.of(request, streams=streams, progress=progress, on_size=on_size)
+    a remote source's size once known, *timeline* the copy's steps and connections.
+    Returns the summary."""
+    load_pairing(src, dst)
+    run = CopyRun.of(request, streams=streams, progress=progress, on_size=on_size,
+                     timeline=timeline)
     start = time.monotonic()
     summary = Summary(run)
     if is_url(src) and is_url(dst):
@@ -43,6 +51,8 @@ def copy(src: str, dst: str, request: CopyRequest, *, streams: StreamPolicy | No
         for job in jobs:
             summary.files.append(job())
     else:
+        from concurrent.futures import ThreadPoolExecutor
+
         with ThreadPoolExecutor(request.parallel, thread_name_prefix="dtnkit-file") as pool:
             futures = [pool.submit(job) for job in jobs]
             for fut in futures:
@@ -51,8 +61,17 @@ def copy(src: str, dst: str, request: CopyRequest, *, streams: StreamPolicy | No
     return summary
 
 
+def load_pairing(src: str, dst: str) -> None:
+    """Import the pairing a copy from *src* to *dst* runs, before its clock starts (the
+    summary's seconds and ``--deadline`` count the copy, not loading code)."""
+    name = ("relay" if is_url(dst) else "download") if is_url(src) else "upload"
+    importlib.import_module(f"dtnkit.transfer.client.{name}")
+
+
 def download_jobs(src: str, dst: str, run: CopyRun) -> list[FileJob]:
     """From a server: a file into a local path or a character device, or a tree."""
+    from dtnkit.transfer.client.download import download, download_to_device, is_device
+
     request = run.request
     url = Url.parse(src)
     session = Session(url, run)
@@ -81,6 +100,8 @@ def download_jobs(src: str, dst: str, run: CopyRun) -> list[FileJob]:
 
 def upload_jobs(src: str, dst: str, run: CopyRun) -> list[FileJob]:
     """To a server: a local file, or a tree (its collections made on the way)."""
+    from dtnkit.transfer.client.upload import upload
+
     request = run.request
     url = Url.parse(dst)
     session = Session(url, run)
@@ -105,6 +126,8 @@ def upload_jobs(src: str, dst: str, run: CopyRun) -> list[FileJob]:
 def relay_jobs(src: str, dst: str, run: CopyRun) -> list[FileJob]:
     """Remote to remote through this client (not third-party copy): GET ranges from the
     source, PUT them to the destination; separate tokens with ``src_token``/``dst_token``."""
+    from dtnkit.transfer.client.relay import relay, relay_walk
+
     request = run.request
     src_url, dst_url = Url.parse(src), Url.parse(dst)
     src_session, dst_session = Session(src_url, run), Session(dst_url, run)
@@ -127,6 +150,8 @@ def remote_walk(session: Session, url: Url, dst: Path) -> Iterator[tuple[Url, Pa
     """(remote file, local file) pairs of a tree, every name checked
     (:func:`~dtnkit.transfer.client.tree.walk`); makes the local directories, never through
     a symbolic link."""
+    from dtnkit.transfer.client.tree import walk
+
     dst.mkdir(parents=True, exist_ok=True)
     for member in walk(session, url):
         target = dst.joinpath(*member.names)

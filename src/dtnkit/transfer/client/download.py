@@ -203,12 +203,15 @@ class PartDownload:
             resumed, resumed_bytes = self._resume()
             retries = self.fetch([b for b in self.blocks if b.index not in self.done],
                                  verifier=self.verifier, opened=first)
+            self.run.mark("moved")
             got, ondisk, level = self._checked()
             retries += self._refetch(got, ondisk, budget)
             commit(self.part, self.dst, self.run.request.overwrite)
             committed = True
+            self.run.mark("committed")
             if self.verify.fsync:
                 fsync_dir(self.dst.parent)
+                self.run.mark("directory synced")
             return FileResult(str(self.url), str(self.dst), self.info.size, self.expected,
                               level, retries, getattr(self.verifier, "read_back", 0),
                               resumed_blocks=resumed, resumed_bytes=resumed_bytes,
@@ -286,8 +289,10 @@ class PartDownload:
         level = verify.level
         if verify.block and self.verifier is not None:
             got = self.verifier.digest()
+            self.run.mark("digest")
         if verify.fsync:
             os.fsync(fd)
+            self.run.mark("fsync")
         if verify.hash_file_after and not verify.ondisk:
             got = pipeline.checksum_fd(fd, name, size)
         ondisk: bytes | None = None
@@ -301,6 +306,7 @@ class PartDownload:
             level = verify.unverified_level
         if self.source is not None:
             self.expected = self.source.result()
+            self.run.mark("source digest")
         return got, ondisk, level
 
     def _refetch(self, got: bytes | None, ondisk: bytes | None, budget: Budget) -> int:

@@ -14,7 +14,8 @@ Three parts, each replaceable on its own:
   before is read); a caller may bring its own (a ``HEAD`` per block);
 * **the streams** (:class:`StreamEngine`): a thread and a connection each, the first stream on a
   connection already open (the first request's), the others on connections opened beside it
-  (:class:`~dtnkit.transfer.client.first.Spare`); a failed block is retried on a new
+  (:class:`~dtnkit.transfer.client.first.Spare`), and the first to join on one opened for
+  it when the plan starts one stream alone; a failed block is retried on a new
   connection as the run's :class:`~dtnkit.transfer.client.retry.RetryPolicy` says; the first
   error stops every stream; streams join while the copy runs as the
   :class:`~dtnkit.transfer.client.policy.StreamPolicy` decides (:meth:`StreamEngine.add`).
@@ -426,6 +427,8 @@ class ReceiveLane:
             hdrs["If-Range"] = src.etag
         what = f"GET {src.url}"
         conn.request("GET", src.url.path, headers=src.session.headers(hdrs))
+        src.session.run.mark("GET sent", connection=getattr(conn, "timeline_index", None),
+                             range=f"{first}-{last}")
         r = conn.getresponse()
         if r.status >= 500:
             r.read(4096)
@@ -604,6 +607,7 @@ class StreamEngine:
         self.lock = threading.Lock()
         self._live: dict[int, http.client.HTTPConnection] = {}
         self._lanes: list[Lane] = []
+        self._ready: list[Spare] = []  # connections opened for streams that may join
 
     # ------------------------------------------------------------------ starting streams
     def start(self, count: int, first: http.client.HTTPConnection | None = None,
@@ -620,8 +624,8 @@ class StreamEngine:
                 self._launch(stream, conn, ready)
         if first is not None and not self.streams:
             first.close()
-        for extra in spares[max(0, len(self.streams) - 1):]:
-            extra.close()
+        # the others are for streams that join (add), closed at the end when none did
+        self._ready.extend(spares[max(0, len(self.streams) - 1):])
 
     def add(self, k: int) -> int:
         """Start up to *k* streams that join, each with work the dispatch gives it."""
@@ -631,7 +635,7 @@ class StreamEngine:
                 stream = Stream(len(self.streams))
                 if self.errors or not self.dispatch.join(stream):
                     break
-                self._launch(stream, None, None)
+                self._launch(stream, None, self._ready.pop(0) if self._ready else None)
                 added += 1
         return added
 
@@ -661,6 +665,8 @@ class StreamEngine:
              ready: Spare | None) -> None:
         lane = stream.lane
         assert lane is not None
+        mark = self.session.run.mark
+        mark("stream starts", stream=stream.index)
         try:
             if ready is not None:
                 conn = ready.take()  # its handshakes began beside the first request
@@ -688,6 +694,7 @@ class StreamEngine:
                 self.errors.append(exc)
             self.stop.set()
         finally:
+            mark("stream ends", stream=stream.index)
             left = self._live.pop(stream.index, None)
             if left is not None:
                 left.close()
@@ -760,6 +767,10 @@ class StreamEngine:
                 i += 1
         finally:
             self.stop.set()
+            with self.lock:
+                unused, self._ready = self._ready, []
+            for spare in unused:
+                spare.close()
             for c in list(self._live.values()):
                 with contextlib.suppress(OSError, AttributeError):
                     if c.sock is not None:

@@ -21,7 +21,10 @@ The streams are decided as soon as the first connection's TCP handshake is over 
 the kernel its first RTT sample), before its TLS handshake, and the other starting streams'
 connections are opened right then, each in a thread of its own (:class:`Spare`): their TCP
 and TLS handshakes overlap the first one's TLS and ``HEAD`` instead of following them, so
-they are ready (or nearly) when the size is known and the spans are cut.
+they are ready (or nearly) when the size is known and the spans are cut.  A plan that starts
+one stream alone while others may join (``--streams auto`` without the path's rate) opens one
+too, for the first stream to join: it joins without its TCP and TLS handshakes, and only
+starts its slow start (an unused one is closed when the file is done).
 
 The streams are the run's :class:`~dtnkit.transfer.client.policy.StreamPolicy`'s
 (:class:`~dtnkit.transfer.client.policy.StreamPlan`, kept with the opened file for the
@@ -130,6 +133,15 @@ def whole(headers: http.client.HTTPMessage) -> bool:
             and headers.get("Content-Length", "").strip() == m.group(2))
 
 
+def ready(plan: StreamPlan) -> int:
+    """Connections opened beside the first request: one for each other starting stream,
+    and for a stream that starts alone while others may join (``--streams auto`` without
+    the path's rate) one for the first to join, so that it joins without its handshakes."""
+    if not plan.alone:
+        return plan.start - 1
+    return 1 if plan.grow and plan.most > 1 else 0
+
+
 class _Asking:
     """The first request's decisions, made once: the streams (on the first connection),
     and with *spares* (a list to fill, once) the other starting streams' connections
@@ -142,8 +154,9 @@ class _Asking:
     def decide(self) -> StreamPlan:
         if self.plan is None:
             self.plan = self.run.streams.plan(self.session)
-            if self.spares is not None and not self.spares and not self.plan.alone:
-                self.spares.extend(Spare(self.session) for _ in range(self.plan.start - 1))
+            self.run.mark("streams decided", streams=self.plan.most, start=self.plan.start)
+            if self.spares is not None and not self.spares:
+                self.spares.extend(Spare(self.session) for _ in range(ready(self.plan)))
         return self.plan
 
     def on_tcp(self, sock: socket.socket) -> None:
@@ -213,9 +226,11 @@ def _ask(session: Session, url: Url, run: CopyRun, want: str | None,
             plan = asking.decide()  # when not done at its TCP handshake
             single = plan.alone
             extra = {"Want-Digest": want_name(want)} if want and single else {}
-            conn.request("GET" if single else "HEAD", url.path,
-                         headers=session.headers(extra))
+            method = "GET" if single else "HEAD"
+            conn.request(method, url.path, headers=session.headers(extra))
+            run.mark(f"{method} sent", connection=getattr(conn, "timeline_index", None))
             r = conn.getresponse()
+            run.mark(f"{method} answered", connection=getattr(conn, "timeline_index", None))
             if r.status != 200 and not (r.status == 206 and whole(r.headers)):
                 body = r.read(64 * 1024)
                 if r.status >= 500 and extra:

@@ -18,6 +18,7 @@ HEADs, and the server's own TPC pulls, which use this client) wraps its socket i
 
 from __future__ import annotations
 
+import functools
 import http.client
 import io
 import socket
@@ -26,7 +27,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from dtnkit.transfer.client import flowlabel
 from dtnkit.transfer.client.errors import DeadlinePassed, TooSlow
 from dtnkit.transfer.client.request import CopyRun
 
@@ -64,9 +64,11 @@ class PacedSocket:
     """A connected socket (plain or TLS) whose sends and receives are counted against the
     minimum rate and the deadline; everything else is the socket's own."""
 
-    def __init__(self, sock: socket.socket, run: CopyRun) -> None:
+    def __init__(self, sock: socket.socket, run: CopyRun,
+                 on_close: Callable[[], None] | None = None) -> None:
         self._sock = sock
         self._run = run
+        self._on_close = on_close  # told once, before the socket closes
         self._deadline = run.request.deadline is not None
         self._limit = run.request.low_speed_limit
         self._time = run.request.low_speed_time
@@ -167,6 +169,9 @@ class PacedSocket:
         return io.BufferedReader(raw, size) if "r" in mode else io.BufferedWriter(raw, size)
 
     def close(self) -> None:
+        told, self._on_close = self._on_close, None
+        if told is not None:
+            told()
         self._sock.close()
 
 
@@ -177,7 +182,7 @@ def open_socket(host: str, port: int, timeout: float | None,
     before the handshake when given (the window scale is agreed then); over IPv6 with the
     SciTags flow label of *scitag* when given (:mod:`~dtnkit.transfer.client.flowlabel`)."""
     error: OSError | None = None
-    for family, kind, proto, _name, address in socket.getaddrinfo(host, port, 0,
+    for family, kind, proto, _name, address in socket.getaddrinfo(lookup_name(host), port, 0,
                                                                   socket.SOCK_STREAM):
         sock = socket.socket(family, kind, proto)
         try:
@@ -185,6 +190,8 @@ def open_socket(host: str, port: int, timeout: float | None,
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
             sock.settimeout(timeout)
             if scitag is not None and family == socket.AF_INET6:
+                from dtnkit.transfer.client import flowlabel  # a copy with a SciTags tag
+
                 sock.connect(flowlabel.prepare(sock, address, scitag))
             else:
                 sock.connect(address)
@@ -194,6 +201,13 @@ def open_socket(host: str, port: int, timeout: float | None,
             error = exc
             sock.close()
     raise error or OSError(f"cannot resolve {host}")
+
+
+def lookup_name(host: str) -> str | bytes:
+    """*host* as the resolver and TLS take it: an ASCII name (or address) as its bytes, which
+    they use as they are; another name as text, which they encode (IDNA, a codec loaded
+    then)."""
+    return host.encode("ascii") if host.isascii() else host
 
 
 class PacedHTTPConnection(http.client.HTTPConnection):
@@ -209,18 +223,26 @@ class PacedHTTPConnection(http.client.HTTPConnection):
         self.rcvbuf = rcvbuf
         self.address = address
         self.on_tcp = on_tcp  # called with the TCP socket once its handshake is over
+        self.timeline_index: int | None = None  # its number in the copy's timeline
 
     def connect(self) -> None:
         self.timeout = socket_timeout(self.run)
+        timeline = self.run.timeline
+        self.timeline_index = timeline.connection() if timeline is not None else None
         sock = open_socket(self.address or self.host, self.port, self.timeout, self.rcvbuf,
                            self.run.request.scitag)
         try:
+            self.run.mark("tcp", connection=self.timeline_index)
             if self.on_tcp is not None:
                 self.on_tcp(sock)
         except BaseException:
             sock.close()
             raise
-        self.sock = PacedSocket(sock, self.run)
+        last = None
+        if timeline is not None and self.timeline_index is not None:
+            timeline.sample(self.timeline_index, sock)
+            last = functools.partial(timeline.last, self.timeline_index)
+        self.sock = PacedSocket(sock, self.run, last)
 
 
 class PacedHTTPSConnection(http.client.HTTPSConnection):
@@ -240,16 +262,25 @@ class PacedHTTPSConnection(http.client.HTTPSConnection):
         # (the round-trip time is known then: ``--streams auto`` decides one round trip
         # earlier, and the other streams' handshakes overlap this one's TLS)
         self.on_tcp = on_tcp
+        self.timeline_index: int | None = None  # its number in the copy's timeline
 
     def connect(self) -> None:
         self.timeout = socket_timeout(self.run)
+        timeline = self.run.timeline
+        self.timeline_index = timeline.connection() if timeline is not None else None
         sock = open_socket(self.address or self.host, self.port, self.timeout, self.rcvbuf,
                            self.run.request.scitag)
         try:
+            self.run.mark("tcp", connection=self.timeline_index)
             if self.on_tcp is not None:
                 self.on_tcp(sock)
-            tls_sock = self.tls.wrap_socket(sock, server_hostname=self.host)
+            tls_sock = self.tls.wrap_socket(sock, server_hostname=lookup_name(self.host))
         except BaseException:
             sock.close()
             raise
-        self.sock = PacedSocket(tls_sock, self.run)
+        last = None
+        if timeline is not None and self.timeline_index is not None:
+            timeline.mark("tls", connection=self.timeline_index)
+            timeline.sample(self.timeline_index, tls_sock)
+            last = functools.partial(timeline.last, self.timeline_index)
+        self.sock = PacedSocket(tls_sock, self.run, last)

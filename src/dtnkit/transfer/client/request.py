@@ -8,6 +8,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from dtnkit.errors import BadInput
 from dtnkit.transfer import checksum, pipeline
@@ -15,6 +16,9 @@ from dtnkit.transfer.client.policy import StreamPolicy
 from dtnkit.transfer.client.retry import RetryPolicy
 from dtnkit.transfer.client.verify import Level, Verify, VerifyPlan
 from dtnkit.transfer.wire import digests
+
+if TYPE_CHECKING:
+    from dtnkit.transfer.client.timeline import Timeline
 
 #: The default minimum rate: 1 KiB/s over 30 s (a connection slower than that for half a
 #: minute is dead or hostile; curl has the rule but no default).
@@ -117,14 +121,22 @@ class CopyRun:
     # told a remote source's size once its first answer gives it (a progress bar's total)
     on_size: Callable[[int], None] | None = None
     started: float = field(default_factory=time.monotonic)  # the deadline's 0
+    timeline: Timeline | None = None  # cp --timeline: told the copy's steps and connections
 
     @classmethod
     def of(cls, request: CopyRequest, *, streams: StreamPolicy | None = None,
            progress: Callable[[int], None] | None = None,
-           on_size: Callable[[int], None] | None = None) -> CopyRun:
+           on_size: Callable[[int], None] | None = None,
+           timeline: Timeline | None = None) -> CopyRun:
         """A run of *request* starting now, its streams *streams*' (default: the request's
         ``--streams N``)."""
-        return cls(request, streams or StreamPolicy.fixed(request.streams), progress, on_size)
+        return cls(request, streams or StreamPolicy.fixed(request.streams), progress, on_size,
+                   timeline=timeline)
+
+    def mark(self, what: str, **where: int | str | None) -> None:
+        """A step of the copy, for its timeline (nothing without one)."""
+        if self.timeline is not None:
+            self.timeline.mark(what, **where)
 
     def deadline_at(self) -> float | None:
         """The monotonic time the deadline passes (None without one)."""

@@ -31,7 +31,6 @@ from dtnkit.transfer.client.errors import (
 from dtnkit.transfer.client.pace import PacedHTTPConnection, PacedHTTPSConnection
 from dtnkit.transfer.client.request import CopyRequest, CopyRun
 from dtnkit.transfer.client.retry import fatal_transport
-from dtnkit.transfer.wire import multistatus
 from dtnkit.transfer.wire.digests import parse_digest
 
 #: Schemes read as another: WebDAV's names, as gfal2 and davix users write them.
@@ -124,9 +123,8 @@ class Url:
         return f"{self.scheme}://{host}:{self.port}{self.path}"
 
 
-#: Longest body read from a small request's answer, and from a PROPFIND listing.
+#: Longest body read from a small request's answer.
 MAX_ANSWER = 16 * 2**20
-MAX_LISTING = 256 * 2**20
 
 #: Statuses followed as redirects; at most MAX_REDIRECTS hops.
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
@@ -350,20 +348,6 @@ class Session:
             raise Redirected(headers.get("Location"))
         check_status(status, f"HEAD {url}", body)
         return info_of(headers, f"HEAD {url}", url, self.run.request.block_size)
-
-    def propfind_members(self, url: Url) -> list[multistatus.Member]:
-        """The members of a collection (``Depth: 1``) as the server lists them, unchecked:
-        :mod:`~dtnkit.transfer.client.tree` checks each name before using it.  A body
-        larger than :data:`MAX_LISTING` or that does not parse is refused."""
-        what = f"PROPFIND {url}"
-        status, _headers, body = self.with_retries(
-            what, lambda: self.request("PROPFIND", url, {"Depth": "1"}, limit=MAX_LISTING))
-        check_status(status, what, body, ok=(207,))
-        try:
-            return multistatus.parse(body, url.path.partition("?")[0])
-        except ValueError as exc:
-            raise BadAnswer(what, f"the listing cannot be used ({exc})",
-                            "check the server") from None
 
 
 def client_context(request: CopyRequest) -> ssl.SSLContext:

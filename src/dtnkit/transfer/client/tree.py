@@ -11,11 +11,14 @@ from urllib.parse import unquote
 
 from dtnkit.transfer.client.answers import member_name, same_origin_href
 from dtnkit.transfer.client.errors import BadAnswer
-from dtnkit.transfer.client.session import Session, Url
+from dtnkit.transfer.client.session import Session, Url, check_status
+from dtnkit.transfer.wire import multistatus
 
 #: Deepest tree ``cp -r`` copies (levels below the top); a server whose listing goes deeper
 #: (an endless or looping tree) is refused.
 MAX_DEPTH = 256
+#: Longest PROPFIND listing read.
+MAX_LISTING = 256 * 2**20
 
 
 @dataclass(frozen=True)
@@ -26,13 +29,28 @@ class TreeMember:
     size: int
 
 
+def listing(session: Session, url: Url) -> list[multistatus.Member]:
+    """The members of a collection (``Depth: 1``) as the server lists them, unchecked
+    (:func:`children` checks each name before using it).  A body larger than
+    :data:`MAX_LISTING` or that does not parse is refused."""
+    what = f"PROPFIND {url}"
+    status, _headers, body = session.with_retries(
+        what, lambda: session.request("PROPFIND", url, {"Depth": "1"}, limit=MAX_LISTING))
+    check_status(status, what, body, ok=(207,))
+    try:
+        return multistatus.parse(body, url.path.partition("?")[0])
+    except ValueError as exc:
+        raise BadAnswer(what, f"the listing cannot be used ({exc})",
+                        "check the server") from None
+
+
 def children(session: Session, url: Url, names: tuple[str, ...] = ()) -> list[TreeMember]:
     """The members of the collection *url*, each name checked; a name listed twice is
     refused too (a file and a collection of one name cannot both be copied)."""
     what = f"PROPFIND {url}"
     out: list[TreeMember] = []
     seen: set[str] = set()
-    for m in session.propfind_members(url):
+    for m in listing(session, url):
         if not same_origin_href(m.origin, url.scheme, url.host, url.port):
             raise BadAnswer(what, f"the listing names {m.origin + m.path!r}, on another "
                             "server", "check the server; nothing was copied")

@@ -52,7 +52,12 @@ from dtnkit.transfer.tokens import TokenStore, load
 BLOCK = 8 * 2**20  # chunked-body buffer
 RECV_BLOCK = 2**20  # PUT receive buffer (Content-Length bodies)
 TLS_BLOCK = 2**20  # GET body piece over TLS
-SMALL_BODY = 2**16  # an unexpected body up to this size is read and dropped
+SMALL_BODY = 2**16  # an unexpected body up to this size is read and dropped ...
+#: ... if it comes whole within this many seconds (or the rate window, if shorter): a body
+#: the method does not use (GET, HEAD, DELETE) is sent with its head by any real client, and
+#: one trickled by a reader (a token holder, anyone under --anonymous-read) must not hold a
+#: worker for a whole rate window
+UNEXPECTED_BODY_WITHIN = 2.0
 CHUNK_LINE = 1024  # bytes in a chunk-size line
 TRAILERS = 8192  # bytes of the trailer section of a chunked body
 LISTEN_BACKLOG = 1024
@@ -372,7 +377,7 @@ class RequestHandler:
             return False
         return self.request.chunked or bool(self.request.content_length)
 
-    def read_small_body(self, limit: int) -> bytes:
+    def read_small_body(self, limit: int, *, within: float | None = None) -> bytes:
         if self.is_chunked():
             parts: list[bytes] = []
             size = 0
@@ -384,21 +389,21 @@ class RequestHandler:
                     raise HttpError(413, f"{self.command} body", f"is larger than {limit} bytes")
                 parts.append(bytes(view))
 
-            with self._receiving(whole=True):
+            with self._receiving(whole=True, within=within):
                 self._read_chunked(sink)
             return b"".join(parts)
         length = self.content_length() or 0
         if length > limit:
             raise HttpError(413, f"{self.command} body", f"is larger than {limit} bytes")
         parts = []
-        with self._receiving(whole=True):
+        with self._receiving(whole=True, within=within):
             self._read_length(length, lambda view: parts.append(bytes(view)))
         return b"".join(parts)
 
     def discard_body(self) -> None:
         length = self.content_length()
         if length is not None and length <= SMALL_BODY:
-            self.read_small_body(SMALL_BODY)
+            self.read_small_body(SMALL_BODY, within=UNEXPECTED_BODY_WITHIN)
 
     def read_body(self, sink: Sink) -> int:
         self._first_byte()
@@ -414,10 +419,12 @@ class RequestHandler:
             return read()
 
     @contextlib.contextmanager
-    def _receiving(self, *, whole: bool) -> Iterator[None]:
+    def _receiving(self, *, whole: bool, within: float | None = None) -> Iterator[None]:
         """A body must keep coming (conn.Pace): no receive waits longer than one rate window,
-        and a small body (*whole*) must arrive whole within one window."""
-        window = self.limits.rate_window
+        and a small body (*whole*) must arrive whole within one window (or *within* seconds,
+        if shorter)."""
+        window = self.limits.rate_window if within is None else min(within,
+                                                                     self.limits.rate_window)
         self._pace = conn.Pace(self.limits, whole_within=window if whole else None)
         self.connection.settimeout(min(self.limits.io_timeout, window))
         try:

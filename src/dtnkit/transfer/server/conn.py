@@ -114,6 +114,7 @@ class Pace:
         self.got = 0
         #: a small body must arrive whole by then (its rate alone would let 30 bytes take
         #: 30 s a window, window after window); None: only the rate counts
+        self.whole_within = whole_within
         self.deadline = None if whole_within is None else self.start + whole_within
 
     def left(self) -> float | None:
@@ -125,8 +126,7 @@ class Pace:
         self.got += n
         now = time.monotonic()
         if self.deadline is not None and now > self.deadline:
-            raise TimeoutError(f"a small body did not arrive within "
-                               f"{self.limits.rate_window:.0f} s")
+            raise TimeoutError(f"a small body did not arrive within {self.whole_within:g} s")
         took = now - self.start
         if took >= self.limits.rate_window:
             if self.got < self.limits.body_min_rate * took:

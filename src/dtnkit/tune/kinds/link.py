@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from dtnkit.host import facts
 from dtnkit.host.facts import Unavailable
 from dtnkit.host.host import Host
 from dtnkit.tune.context import Context, NoWant, Want
@@ -72,5 +73,34 @@ class LinkTunable(DeviceTunable, CommandTunable):
         iface = ctx.ifaces.get(str(self.device))
         if iface and iface.max_mtu is not None and iface.max_mtu < int(spec.value):
             return NoWant(AuditStatus.UNSUPPORTED, f"the NIC's largest MTU is {iface.max_mtu}")
+        held = self._bridge_held(ctx, int(spec.value), mode)
+        if held is not None:
+            return held
         return Want(spec.value, mode,
                     "applied only with --mtu; the whole path must carry jumbo frames")
+
+    def _bridge_held(self, ctx: Context, value: int, mode: str) -> NoWant | None:
+        """A bridge whose MTU follows its ports' (the smallest of them) and would not reach
+        ``value`` through the ports apply sets: written by hand it would stop following them
+        for good (the kernel keeps a bridge MTU set by hand until the bridge is re-created),
+        which restore could not undo, so it is left undecided until every port is selected."""
+        bridge = ctx.ifaces.get(str(self.device))
+        if bridge is None or bridge.kind != "bridge":
+            return None
+        ports = [ctx.ifaces[p] for p in bridge.members if p in ctx.ifaces]
+        if not ports or bridge.mtu != min(p.mtu for p in ports):
+            return None  # no ports to follow, or set by hand already
+        stack = {d for d, _ in facts.link_stack(ctx.ifaces, list(ctx.devices))}
+
+        def after(mtu: int) -> int:
+            return max(mtu, value) if mode == "raise" else value
+
+        if min(after(p.mtu) if p.name in stack else p.mtu for p in ports) == after(bridge.mtu):
+            return None  # the ports take it there: the bridge follows
+        held = sorted((p for p in ports if p.name not in stack), key=lambda p: p.mtu)
+        names = ", ".join(f"{p.name} ({p.mtu})" for p in held)
+        return NoWant(AuditStatus.UNKNOWN, (
+            f"{bridge.name} follows its ports' MTU, and {names} would hold it where it is: "
+            "apply sets only the selected interfaces, and a bridge MTU set by hand stops "
+            "following its ports until the bridge is re-created, which restore cannot undo; "
+            f"select every port (--iface {bridge.name})"), give=f"--iface {bridge.name}")
