@@ -121,7 +121,11 @@ NEAR = [0, 1, -1, -5, 68, 1500, 9000, 65536, 65537, 2**31 - 1, 2**31, 2**32, 2**
         {"kind": "tbf", "handle": "1:", "options": {"rate": 1, "burst": 1600}, "children": []},
         {"kind": "pfifo", "handle": "1:", "options": {"limit": 100}, "children": []},
         {"kind": "mq", "handle": "0:", "options": {}, "children": [{"kind": "fq"}]},
-        {"maxrate_bps": 10**9, "mq": True, "queues": 2}, {"maxrate_bps": -1}, [], {}, [[[]]]]
+        {"maxrate_bps": 10**9, "mq": True, "queues": 2}, {"maxrate_bps": -1}, [], {}, [[[]]],
+        # the IPv6 state an MTU below 1280 drops: near-valid and hostile records
+        ["2001:db8::5/64 nodad"], ["2001:db8::5/129"], ["fe80::1/64"], ["2001:db8::5/64 dev lo"],
+        ["default via fe80::1 metric 1024"], ["default via eth0 metric 1"], ["::/0 metric -1"],
+        {"accept_ra": "0"}, {"../../../etc/passwd": "x"}, {"disable_ipv6": 1}]
 junk = st.one_of(
     st.sampled_from(NEAR),
     st.integers(min_value=-(2**70), max_value=2**70),
@@ -135,7 +139,9 @@ KEYS = ["sysctl/net.core.rmem_max", "sysctl/net.ipv4.tcp_rmem", "sysctl/net.core
         "link/ens1f0np0/txqueuelen", "ring/ens1f0np0/rx", "feature/ens1f0np0/gro",
         "coalesce/ens1f1np1/adaptive-rx", "pause/ens1f1np1/tx", "qdisc/ens1f0np0/root",
         "cpu/governor", "tuned/profile", "link/nosuch/mtu", "sysctl/", "evil/key",
-        "qdisc/ens1f0np0/leaf", "check/smt", "sysctl/net.ipv4.tcp_ecn"]
+        "qdisc/ens1f0np0/leaf", "check/smt", "sysctl/net.ipv4.tcp_ecn",
+        "ipv6/ens1f0np0/addresses", "ipv6/ens1f0np0/routes", "ipv6/ens1f0np0/conf",
+        "ipv6/nosuch/addresses", "ipv6/ens1f0np0/bogus"]
 TOP = ["schema", "id", "label", "kind", "created", "host", "values", "files", "extra"]
 
 

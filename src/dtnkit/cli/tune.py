@@ -505,7 +505,8 @@ def diff_cmd(env: Environment,
         host = make_host(netns, tree, read_only=True)
         name_a, values_a, host_a = load_side(a, store, scope_here(host))
         _same_namespace(name_a, host_a, host)
-        name_b, values_b = host.label, apply.live_values(host)
+        only_snapshots = [k for k in values_a if k.startswith("ipv6/")]  # read them too
+        name_b, values_b = host.label, apply.live_values(host, only_snapshots)
         roles_b = pairing.interface_roles(host, pairing.devices(values_b))
     else:
         name_a, values_a, host_a = load_side(a, store)

@@ -60,6 +60,9 @@ class Step:
     after: Any
     group: str = ""
     unsafe: str = ""  # why ``after`` weakens security or breaks connectivity ("": it does not)
+    # what writing ``after`` makes the kernel remove for good (IPv6 state of an interface
+    # whose MTU goes below 1280), read just before the write: undo puts it back
+    dropped: list[tuple[Tunable, Any]] = field(default_factory=list)
 
     def describe(self) -> str:
         t = self.tunable
@@ -196,10 +199,17 @@ def restorable_tunables(ctx: Context, groups: Sequence[str] = GROUPS) -> list[Tu
             for t in tunables_for(key, ctx.devices, ctx.ifaces)]
 
 
-def live_values(host: Host) -> dict[str, Any]:
-    """Every restorable setting of the host as it is now (what `tune save` stores)."""
+def live_values(host: Host, also: Sequence[str] = ()) -> dict[str, Any]:
+    """Every restorable setting of the host as it is now (what `tune save` stores), and the
+    keys ``also`` names that only a snapshot holds (to compare with one that has them)."""
     ctx = build_context(host, load_profile("dtn", ()))
-    return capture(host, ctx, restorable_tunables(ctx))
+    values = capture(host, ctx, restorable_tunables(ctx))
+    for key in also:
+        tunable = tunable_for_key(key)
+        value = tunable.read(host) if tunable.snapshot_only else None
+        if value is not None and not isinstance(value, Unavailable):
+            values[key] = value
+    return values
 
 
 def require_root(host: Host, what: str) -> None:
@@ -335,6 +345,7 @@ def execute(host: Host, steps: Sequence[Step], *, progress: Any = None) -> Outco
     out = Outcome()
     for step in steps:
         try:
+            step.dropped = dropped_by(host, step)
             step.tunable.write(host, step.after)
             now = step.tunable.read(host)
             if isinstance(now, Unavailable) or not step.tunable.satisfies(now, step.after,
@@ -433,18 +444,56 @@ def _verify_end_state(host: Host, out: Outcome) -> None:
             return
 
 
+def dropped_by(host: Host, step: Step) -> list[tuple[Tunable, Any]]:
+    """What the kernel will remove for good when ``step`` is written, as it is now (only what
+    is there: an interface with no address of its own has nothing to lose)."""
+    out = []
+    for tunable in step.tunable.drops(step.after, host):
+        value = tunable.read(host)
+        if not isinstance(value, Unavailable) and value:
+            out.append((tunable, value))
+    return out
+
+
 def _undo(host: Host, steps: Sequence[Step], out: Outcome) -> None:
     for step in _undo_order(host, steps):
         try:
             now = step.tunable.read(host)
-            if not isinstance(now, Unavailable) and step.tunable.satisfies(now, step.before,
+            if isinstance(now, Unavailable) or not step.tunable.satisfies(now, step.before,
                                                                            "exact"):
-                continue
-            step.tunable.write(host, step.before)
+                step.tunable.write(host, step.before)
         except DtnkitError as exc:
             out.rollback_errors.append(f"{step.tunable.key}: {exc.what}: {exc.why}")
+            _not_put_back(step, out)
+            continue
         except Exception as exc:  # go on undoing the older steps
             out.rollback_errors.append(f"{step.tunable.key}: {type(exc).__name__}: {exc}")
+            _not_put_back(step, out)
+            continue
+        _put_back_dropped(host, step, out)
+
+
+def _put_back_dropped(host: Host, step: Step, out: Outcome) -> None:
+    """Once ``step``'s old value is back, what its write made the kernel remove (an
+    interface's IPv6 addresses and routes): each that is missing is added again."""
+    if step.dropped:
+        host.refresh()  # the kernel changed more than the step's own value
+    for tunable, value in step.dropped:
+        try:
+            now = tunable.read(host)
+            if isinstance(now, Unavailable) or not tunable.satisfies(now, value, "exact"):
+                tunable.write(host, value)
+        except DtnkitError as exc:
+            out.rollback_errors.append(f"{tunable.key}: {exc.what}: {exc.why}")
+        except Exception as exc:  # go on undoing the older steps
+            out.rollback_errors.append(f"{tunable.key}: {type(exc).__name__}: {exc}")
+
+
+def _not_put_back(step: Step, out: Outcome) -> None:
+    for tunable, value in step.dropped:
+        out.rollback_errors.append(
+            f"{tunable.key}: not put back ({tunable.show(value)}): {step.tunable.key} is not "
+            f"back at {step.tunable.show(step.before)}")
 
 
 def _undo_order(host: Host, steps: Sequence[Step]) -> list[Step]:
@@ -509,6 +558,11 @@ def apply(
         if on_plan is not None:
             on_plan(audit, steps)
         values = capture(host, audit.ctx, restorable_tunables(audit.ctx))
+        # what a step makes the kernel remove for good (IPv6 off an interface whose MTU goes
+        # below 1280): in the baseline, so restore puts it back
+        for step in steps:
+            values.update((t.key, v) for t, v in dropped_by(host, step))
+        values = {key: values[key] for key in sort_keys(list(values))}
         snap = new_snapshot(host, values, label or f"before apply {audit.profile.name}",
                             "baseline")
         if do_persist:

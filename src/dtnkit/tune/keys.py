@@ -31,7 +31,12 @@ UNITS: dict[str, str] = {
 }
 
 #: the kinds of key that name a device in their middle part
-DEVICE_KINDS = ("link", "qdisc", "ring", "feature", "coalesce", "pause")
+DEVICE_KINDS = ("link", "qdisc", "ring", "feature", "coalesce", "pause", "ipv6")
+
+#: the groups of keys only a snapshot holds (no profile names them): the IPv6 state an MTU
+#: below 1280 takes off an interface goes with the MTU
+SNAPSHOT_ONLY_GROUPS: dict[str, str] = {"ipv6/*/addresses": "nic", "ipv6/*/conf": "nic",
+                                        "ipv6/*/routes": "nic"}
 
 _INTS = re.compile(r"-?[0-9]+(?:[ \t]+-?[0-9]+)*")
 
@@ -50,7 +55,7 @@ def group_of(key: str, profile_groups: Mapping[str, str] | None = None) -> str:
     names the key, else the built-in table's; a site sysctl no profile names is ``site``."""
     if profile_groups and key in profile_groups:
         return profile_groups[key]
-    return _match(key, KNOWN_KEYS) or "site"
+    return _match(key, KNOWN_KEYS) or _match(key, SNAPSHOT_ONLY_GROUPS) or "site"
 
 
 def unit_of(key: str) -> str | None:

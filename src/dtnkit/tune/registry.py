@@ -16,6 +16,7 @@ from dtnkit.host.host import Host
 from dtnkit.tune.kinds.base import Tunable
 from dtnkit.tune.kinds.cpu import GovernorTunable
 from dtnkit.tune.kinds.ethtool import CoalesceTunable, FeatureTunable, PauseTunable, RingTunable
+from dtnkit.tune.kinds.ipv6 import Ipv6Tunable
 from dtnkit.tune.kinds.link import LinkTunable
 from dtnkit.tune.kinds.qdisc import QdiscTunable
 from dtnkit.tune.kinds.sysctl import SysctlTunable
@@ -25,7 +26,7 @@ from dtnkit.tune.profile import KNOWN_KEYS, site_sysctl_allowed, site_sysctls_te
 KINDS: dict[str, type[Tunable]] = {
     kind.kind: kind
     for kind in (SysctlTunable, LinkTunable, QdiscTunable, RingTunable, FeatureTunable,
-                 CoalesceTunable, PauseTunable, GovernorTunable, TunedTunable)
+                 CoalesceTunable, PauseTunable, GovernorTunable, TunedTunable, Ipv6Tunable)
 }
 
 
@@ -62,7 +63,7 @@ def in_known_group(key: str) -> bool:
 def accept_snapshot_key(key: str, origin: str) -> Tunable:
     """The tunable of a snapshot key a kind claims and a known group holds; else BadInput."""
     tunable = tunable_for_key(key)
-    if not in_known_group(key):
+    if not tunable.snapshot_only and not in_known_group(key):
         raise BadInput(f"{origin} names {key!r}, which dtnkit does not tune",
                        "snapshot keys are the profile keys of docs/profiles.md and the sysctls "
                        f"a site profile may add: {site_sysctls_text()}",

@@ -30,6 +30,7 @@ from dtnkit.host.parsers.sysctl import parse_sysctl_conf
 from dtnkit.tune.context import Context
 from dtnkit.tune.keys import as_kept, typed
 from dtnkit.tune.kinds.base import Scope, Tunable
+from dtnkit.tune.kinds.ipv6 import IPV6_MIN_MTU
 from dtnkit.tune.pairing import devices, format_roles, interface_roles
 from dtnkit.tune.registry import KINDS, accept_snapshot_key, prepare_scopes, tunable_for_key
 from dtnkit.tune.validation import check_snapshot, decode_text, parse_json
@@ -148,9 +149,22 @@ def describe_scope(scope: str) -> str:
 
 
 def _accept_keys(values: dict[str, Any], origin: str) -> None:
-    """Every key must be claimed by a kind and be in a known group (scope: see registry)."""
+    """Every key must be claimed by a kind and be in a known group (scope: see registry); a
+    key only a snapshot holds (the IPv6 state an MTU below 1280 drops) must go with the
+    setting that drops it: the same interface's MTU, at 1280 or more."""
     for key in values:
-        accept_snapshot_key(key, origin)
+        tunable = accept_snapshot_key(key, origin)
+        if not tunable.snapshot_only:
+            continue
+        mtu_key = f"link/{tunable.device}/mtu"
+        mtu = values.get(mtu_key)
+        if not isinstance(mtu, int) or isinstance(mtu, bool) or mtu < IPV6_MIN_MTU:
+            raise BadInput(
+                f"{origin} holds {key} without {mtu_key} at {IPV6_MIN_MTU} or more",
+                "a snapshot holds an interface's IPv6 state only beside that interface's MTU "
+                f"from before an MTU below {IPV6_MIN_MTU} took it off"
+                + (f" (its MTU there is {mtu})" if mtu is not None else ""),
+                "remove the key, or restore from another snapshot")
 
 
 def capture(host: Host, ctx: Context, tunables: Sequence[Tunable]) -> dict[str, Any]:
@@ -478,8 +492,9 @@ def diff(a: dict[str, Any], b: dict[str, Any], *, only_common: bool = False) -> 
         va, vb = a.get(key), b.get(key)
         if va is not None and vb is not None:
             tunable = tunable_for_key(key)
-            if tunable.satisfies(va, vb, "exact"):
-                continue
+            if tunable.satisfies(va, vb, "exact") and (
+                    not tunable.snapshot_only or tunable.satisfies(vb, va, "exact")):
+                continue  # (a kind only snapshots hold is a set: equal both ways)
         elif va is None and vb is None:
             continue
         out.append(Difference(key, va, vb))

@@ -37,6 +37,9 @@ class Tunable(ABC):
     # persist writes the recommendation rather than the value read (fq pacing: the qdisc tree
     # the kernel shows is not what the boot-time commands take)
     persist_recommended: ClassVar[bool] = False
+    # held only in snapshots, for what the kernel drops with another setting (never audited,
+    # never in a profile): the IPv6 state an MTU below 1280 takes off an interface
+    snapshot_only: ClassVar[bool] = False
 
     def __init__(self, key: str, scope: Scope, device: str | None, label: str) -> None:
         self.key = key
@@ -104,6 +107,13 @@ class Tunable(ABC):
         ``host`` (when given) lets a kind look at the device (an MTU below 1280 matters only
         where IPv6 runs).  docs/profiles.md lists every kind's unsafe values."""
         return None
+
+    def drops(self, value: Value, host: Host) -> list[Tunable]:
+        """The settings the kernel removes from ``host`` when ``value`` is written here and
+        does not bring back when it is written back (an MTU below 1280 takes IPv6 off the
+        interface): apply records them in its baseline, and the undo of a step puts them back
+        once the step's old value is back."""
+        return []
 
     def validate(self, value: Value) -> str | None:
         """Why ``value`` cannot be this setting's value (None: it can).

@@ -17,10 +17,9 @@ from dtnkit.tune.kinds.base import (
     Value,
     check_int,
 )
+from dtnkit.tune.kinds.ipv6 import IPV6_MIN_MTU, Ipv6Tunable
 from dtnkit.tune.profile import ItemSpec
 from dtnkit.tune.status import AuditStatus
-
-IPV6_MIN_MTU = 1280
 
 
 class LinkTunable(DeviceTunable, CommandTunable):
@@ -60,12 +59,25 @@ class LinkTunable(DeviceTunable, CommandTunable):
     def unsafe(self, value: Value, host: Host | None = None) -> str | None:
         if self.attr != "mtu" or not isinstance(value, int) or value >= IPV6_MIN_MTU:
             return None
-        if host is not None:
-            flag = host.read(f"/proc/sys/net/ipv6/conf/{self.device}/disable_ipv6")
-            if flag is None or flag.strip() != "0":
-                return None  # no IPv6 on this interface: nothing to lose
+        if host is not None and not self._ipv6_runs(host):
+            return None  # no IPv6 on this interface to cut (its settings: see drops)
         return (f"an MTU below {IPV6_MIN_MTU} (IPv6's minimum, RFC 8200) takes IPv6 off "
                 f"{self.device}: its addresses and routes are removed")
+
+    def _ipv6_runs(self, host: Host) -> bool:
+        flag = host.read(f"/proc/sys/net/ipv6/conf/{self.device}/disable_ipv6")
+        return flag is not None and flag.strip() == "0"
+
+    def drops(self, value: Value, host: Host) -> list[Tunable]:
+        """An MTU below 1280: the interface's IPv6 settings, addresses and routes, which the
+        kernel does not bring back with the MTU (it makes IPv6 anew from
+        ``net.ipv6.conf.default``: on again where it was disabled, with only a link-local
+        address)."""
+        if self.attr != "mtu" or not isinstance(value, int) or value >= IPV6_MIN_MTU:
+            return []
+        if not host.exists(f"/proc/sys/net/ipv6/conf/{self.device}"):
+            return []  # no IPv6 state on it now
+        return [Ipv6Tunable(str(self.device), name) for name in ("conf", "addresses", "routes")]
 
     def literal(self, ctx: Context, host: Host, spec: ItemSpec, mode: str) -> Want | NoWant:
         if self.attr != "mtu":
