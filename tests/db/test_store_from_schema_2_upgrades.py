@@ -112,7 +112,7 @@ def test_a_version_2_store_upgrades_and_reads_as_before(tmp_path: Path) -> None:
     with backend.connect(path) as db:
         versions = [r[0] for r in db.execute("SELECT version FROM schema_version ORDER BY "
                                              "version").fetchall()]
-    assert versions == [1, 2, 3]
+    assert versions == [1, 2, 3, 4]
     # the upgraded store takes a failed point with its error's fields
     exc = BadInput("no tool 'nosuch'", "tools: iperf3, fio", "pick one of them")
     again = store.PointResult(point=bad.point, status="failed", **store.error_of(exc))

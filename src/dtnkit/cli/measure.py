@@ -331,18 +331,22 @@ def results() -> None:
 @click.option("--kind", type=Registered(), default=None)
 @click.option("--limit", type=int, default=50, show_default=True)
 @click.option("--experiments", is_flag=True, help="List experiments instead.")
+@click.option("--sweeps", is_flag=True,
+              help="The sweeps' points' measurements too (label: RUN/POINT).")
 @format_option
 @db_option()
 @pass_env
-def list_cmd(env: Environment, kind: str | None, limit: int, experiments: bool, fmt: str,
-             db: Location) -> int:
+def list_cmd(env: Environment, kind: str | None, limit: int, experiments: bool, sweeps: bool,
+             fmt: str, db: Location) -> int:
+    """The newest results of probe, diagnose and experiment; --sweeps: the sweeps' points'
+    measurements too, labelled RUN/POINT."""
     store = ResultStore(db)
     if experiments:
         exps = store.experiments()
 
         emit(env, exps, fmt, lambda p: _render().experiments_list(p.console, exps))
         return 0
-    rows = store.results(kind=kind, limit=limit)
+    rows = store.results(kind=kind, limit=limit, sweeps=sweeps)
     here = socket.gethostname()
 
     emit(env, [r.as_dict(with_raw=False) for r in rows], fmt,

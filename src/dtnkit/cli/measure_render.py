@@ -43,6 +43,9 @@ def probe_summary(con: Console, result: ProbeResult, *, record: bool = False) ->
     it)."""
     s, spec = result.summary, result.spec
     head = f"[bold]{result.kind} probe[/] {format_value(result.id)}"
+    if result.sweep is not None:  # a sweep point's measurement
+        head = (f"[bold]{result.kind} measurement[/] {format_value(result.id)} (sweep "
+                f"{escape(result.sweep['run'])}, point {escape(result.sweep['point_id'])})")
     if not result.ok:
         whole(con, f"{head}: [red]failed[/]: {escape(result.error or MISSING)}")
     pairs: list[tuple[str, str]] = []
@@ -142,7 +145,7 @@ def results_list(con: Console, rows: Sequence[ProbeResult], here: str = "") -> N
     cols = [Col("id", wrap=False, justify="right"), Col("kind", wrap=False),
             Col("rate", wrap=False, justify="right"), Col("label", rank=1),
             Col("netns", rank=2), Col("tuning", rank=3, wrap=False)]
-    cells = [[format_value(r.id), r.kind, _rate_of(r.summary), escape(r.label or MISSING),
+    cells = [[format_value(r.id), r.kind, _rate_of(r.summary), escape(_label(r)),
               escape(r.netns or MISSING), r.tuning_id or MISSING] for r in rows]
     if any(r.origin_host not in (None, here) for r in rows):
         cols[3] = Col("label", rank=1, least=16)
@@ -150,6 +153,13 @@ def results_list(con: Console, rows: Sequence[ProbeResult], here: str = "") -> N
         for r, row in zip(rows, cells, strict=True):
             row.insert(3, escape(r.origin_host or r.host or MISSING))
     print_fitted(con, cols, cells)
+
+
+def _label(r: ProbeResult) -> str:
+    """A result's label; a sweep point's measurement: its run and point ID (``RUN/ID``)."""
+    if r.sweep is not None:
+        return f"{r.sweep['run']}/{r.sweep['point_id']}"
+    return r.label or MISSING
 
 
 def experiments_list(con: Console, exps: Sequence[dict[str, Any]]) -> None:

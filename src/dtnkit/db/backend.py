@@ -336,6 +336,11 @@ def schema_version(db: Database) -> int:
         if "no such table" not in str(exc):
             raise db.failed(exc) from None
         return 0
+    except sqlite3.DatabaseError as exc:  # "file is not a database"
+        raise BadInput(f"{db.shown} is not a results store",
+                       scrub(str(exc), db.location)[:200] or type(exc).__name__,
+                       "give --db a dtnkit results store, or a new file (the file is as it "
+                       "was)") from None
     return int(row[0] or 0)
 
 
@@ -366,12 +371,46 @@ def ensure_schema(db: Database) -> int:
                 if step.version <= version:
                     continue
                 for statement in step.statements:
-                    db.execute(migrations.spelled(statement, db.dialect))
+                    if isinstance(statement, str):
+                        _ddl_step(db, step, statement)
+                    else:
+                        _data_step(db, step, statement)
                 db.execute("INSERT INTO schema_version (version, name, applied) "
                            "VALUES (?, ?, ?)", (step.version, step.name, time.time()))
             version = migrations.LATEST
     _CURRENT.add(key)
     return version
+
+
+def _ddl_step(db: Database, step: migrations.Migration, statement: str) -> None:
+    """Run a migration's SQL; one that fails (a store another program made, or one changed
+    by hand: a table without the columns dtnkit's has) is one error (nothing changed)."""
+    try:
+        db.execute(migrations.spelled(statement, db.dialect))
+    except DtnkitError as exc:
+        raise not_ours(db, step, exc) from None
+
+
+def not_ours(db: Database, step: migrations.Migration, exc: DtnkitError) -> BadInput:
+    return BadInput(f"cannot upgrade the results store {db.shown} to schema version "
+                    f"{step.version}", f"{exc.why} (is it a results store dtnkit made?)",
+                    "give --db a dtnkit results store, or a new file (the store is as it "
+                    "was)")
+
+
+def _data_step(db: Database, step: migrations.Migration,
+               function: migrations.DataStep) -> None:
+    """Run a migration's data step; a row it cannot read is one error (nothing changed)."""
+    try:
+        function(db)
+    except DtnkitError as exc:  # its SQL failed: a table without dtnkit's columns
+        raise not_ours(db, step, exc) from None
+    except (ValueError, TypeError, LookupError, AttributeError) as exc:
+        raise BadInput(f"cannot upgrade the results store {db.shown} to schema version "
+                       f"{step.version}", f"a row it holds cannot be read: "
+                       f"{type(exc).__name__}: {scrub(str(exc), db.location)[:200]}",
+                       "keep this dtnkit's previous version for that store, or repair the "
+                       "row (the store is as it was)") from None
 
 
 def forget_schema_cache() -> None:

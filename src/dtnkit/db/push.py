@@ -5,13 +5,15 @@ The origin key: every store has a random ID of its own (``store_info``, made at 
 push), and a pushed row keeps where it came from: ``origin`` (that store ID), ``origin_id``
 (the result's id there) and ``origin_host`` (the name of the pushing host, ``--host``).
 
-- results are immutable: one is inserted once per (origin, origin_id) (a unique index);
-  pushing again skips it (``present``);
+- results (measurements) are immutable: one is inserted once per (origin, origin_id) (a
+  unique index); pushing again skips it (``present``).  The ``results`` count is the probes'
+  (``made_by`` ``probe``); a sweep point's measurement goes with its point;
 - experiments (by ID) and sweep runs (by name) may change (a run goes on, an experiment is
   redone): a row from the same origin is rewritten with the source's content (``present``),
-  its sweep points with it (a point by (run, point ID)); a row of that key from another
-  origin, or made in the target itself, is left alone and counted a ``conflict`` (with its
-  points);
+  its sweep points with it (a point by (run, point ID), its ``result_id`` the target's id of
+  its measurement; a measurement a rewritten point no longer refers to is deleted); a row of
+  that key from another origin, or made in the target itself, is left alone and counted a
+  ``conflict`` (with its points and their measurements);
 - a row the source itself got by a push keeps its first origin, so pushing on through a
   second store does not duplicate either, and a row that came from the target itself is
   not pushed back.
@@ -106,13 +108,14 @@ def _origin_of(row: Any, origin: str, host: str) -> tuple[str, str]:
 
 def _results(src: Database, dst: Database, summary: PushSummary, say: PushProgress) -> None:
     count = summary.tables["results"]
-    total = int(src.execute("SELECT COUNT(*) FROM results").fetchone()[0])
+    total = int(src.execute("SELECT COUNT(*) FROM results WHERE made_by = 'probe'")
+                .fetchone()[0])
     say("results", 0, total)
     known: dict[str, set[int]] = {}
     last = 0
     while True:
-        rows = src.execute("SELECT * FROM results WHERE id > ? ORDER BY id LIMIT ?",
-                           (last, BATCH)).fetchall()
+        rows = src.execute("SELECT * FROM results WHERE id > ? AND made_by = 'probe' "
+                           "ORDER BY id LIMIT ?", (last, BATCH)).fetchall()
         if not rows:
             break
         last = int(rows[-1]["id"])
@@ -185,12 +188,13 @@ def _sweeps(src: Database, dst: Database, summary: PushSummary, say: PushProgres
     total = int(src.execute("SELECT COUNT(*) FROM sweep_points").fetchone()[0])
     say("sweep_points", 0, total)
     for run in runs:
-        theirs = {r[0] for r in dst.execute("SELECT point_id FROM sweep_points WHERE run = ?",
-                                            (run,)).fetchall()}
+        theirs = {r[0]: r[1] for r in dst.execute(
+            "SELECT point_id, result_id FROM sweep_points WHERE run = ?", (run,)).fetchall()}
         rows = src.execute("SELECT * FROM sweep_points WHERE run = ? ORDER BY seq",
                            (run,)).fetchall()
         if not rows:
             continue
+        ids = _measurements(src, dst, summary, [int(row["result_id"]) for row in rows])
         cols = _columns(rows[0])
         for row in rows:
             count.read += 1
@@ -199,7 +203,14 @@ def _sweeps(src: Database, dst: Database, summary: PushSummary, say: PushProgres
             else:
                 count.new += 1
         dst.executemany(upsert_sql("sweep_points", cols, ("run", "point_id")),
-                        [[row[c] for c in cols] for row in rows])
+                        [[ids[int(row[c])] if c == "result_id" else row[c] for c in cols]
+                         for row in rows])
+        for row in rows:  # a point rewritten with another measurement: the old one goes
+            before = theirs.get(row["point_id"])
+            if before is not None and int(before) != ids[int(row["result_id"])]:
+                dst.execute("DELETE FROM results WHERE id = ? AND made_by = 'sweep' AND NOT "
+                            "EXISTS (SELECT 1 FROM sweep_points WHERE result_id = ?)",
+                            (before, before))
         say("sweep_points", count.read, total)
     own = {key for table, key in summary.own if table == "sweep_runs"}
     for run in sorted(skipped | own):
@@ -210,3 +221,43 @@ def _sweeps(src: Database, dst: Database, summary: PushSummary, say: PushProgres
             count.present += n
         else:
             count.conflicts += n
+
+
+def _measurements(src: Database, dst: Database, summary: PushSummary,
+                  ids: Sequence[int]) -> dict[int, int]:
+    """The source's measurements ``ids`` (sweep points') in the target, inserted once per
+    origin key as the probes' are: the source's id -> the target's."""
+    out: dict[int, int] = {}
+    for start in range(0, len(ids), BATCH):
+        chunk = ids[start:start + BATCH]
+        rows = src.execute(f"SELECT * FROM results WHERE id IN ({', '.join('?' for _ in chunk)})",
+                           chunk).fetchall()
+        cols = _columns(rows[0], drop=("id",)) if rows else []
+        names = [*cols, *ORIGIN]
+        wanted: dict[str, dict[int, int]] = {}  # origin -> {origin_id: source id}
+        new = []
+        for row in rows:
+            origin, host = _origin_of(row, summary.origin, summary.host)
+            local = int(row["origin_id"] if row["origin"] else row["id"])
+            if origin == summary.target_id and dst.execute(
+                    "SELECT 1 FROM results WHERE id = ?", (local,)).fetchone() is not None:
+                out[int(row["id"])] = local  # the target's own measurement, pushed back
+                continue
+            wanted.setdefault(origin, {})[local] = int(row["id"])
+            new.append([row[c] for c in cols] + [origin, local, host])
+        dst.executemany(f"INSERT INTO results ({', '.join(names)}) VALUES "
+                        f"({', '.join('?' for _ in names)}) "
+                        "ON CONFLICT (origin, origin_id) DO NOTHING", new)
+        for origin, locals_ in wanted.items():
+            keys = list(locals_)
+            for there in dst.execute(
+                    "SELECT origin_id, id FROM results WHERE origin = ? AND origin_id IN "
+                    f"({', '.join('?' for _ in keys)})", (origin, *keys)).fetchall():
+                out[locals_[int(there[0])]] = int(there[1])
+    missing = set(ids) - set(out)
+    if missing:
+        raise BadInput(f"cannot push the sweep points of {summary.source}",
+                       f"{len(missing)} of them have no measurement (result "
+                       f"{min(missing)} is not in the source)", "repair the source (each point "
+                       "needs its results row), or run the sweep again")
+    return out

@@ -1,4 +1,5 @@
-"""One probe run, whatever measured it: spec, tool-neutral summary, samples, raw output.
+"""One measurement, whatever made it (a probe, or a sweep's point) and whatever tool measured
+it: spec, tool-neutral summary, samples, raw output.
 
 The summary's keys carry their units (``throughput_bps``, ``rtt_ms_mean``); ``raw`` is the
 tool's own output, kept beside the parsed figures so a figure can be checked against it.
@@ -44,6 +45,11 @@ class ProbeResult:
     label: str = ""
     #: the host a pushed row came from (`results push --host`); None: made in this store
     origin_host: str | None = None
+    #: a sweep point's measurement: its run and point ID (``{"run", "point_id"}``); None:
+    #: a probe's
+    sweep: dict[str, str] | None = None
+    #: a failed measurement's error as its fields (what, why, next, exit_status), when kept
+    error_fields: dict[str, Any] | None = None
 
     @property
     def tuning_id(self) -> str | None:
@@ -62,6 +68,10 @@ class ProbeResult:
             "origin_host": self.origin_host, "spec": self.spec, "summary": self.summary,
             "samples": self.samples,
         }
+        if self.sweep is not None:  # a probe's record keeps its shape
+            doc["sweep"] = self.sweep
+        if self.error_fields is not None:
+            doc["error_fields"] = self.error_fields
         if with_raw:
             doc["raw"] = self.raw
             doc["tuning"] = self.tuning

@@ -1,8 +1,11 @@
-"""Probe results and experiments in the results database (an SQLite file, or PostgreSQL).
+"""Measurements and experiments in the results database (an SQLite file, or PostgreSQL).
 
-Each result keeps its spec, summary (units in key names), the sampler's samples, the raw tool
-output and the tuning that was live (values and their hash), so a figure can always be traced
-back to the host state that produced it.
+Each measurement is one row of ``results``, whatever made it (``made_by``: ``probe`` for
+probe, diagnose and experiment, ``sweep`` for a sweep's point, which ``sweep_points`` refers
+to by ``result_id``).  It keeps its kind, spec (with the tool), summary (units in key names),
+the sampler's samples, the raw tool output and the tuning that was live (values and their
+hash), so a figure can always be traced back to the host state that produced it.  The
+probes' results are what this store lists unless asked for the sweeps' too.
 """
 
 from __future__ import annotations
@@ -24,6 +27,11 @@ from dtnkit.measure.result import ProbeResult, iso_utc
 #: the columns of a result, in the order :meth:`ResultStore.add` writes them
 COLUMNS = ("kind", "host", "netns", "started", "duration_s", "ok", "error", "tuning_id",
            "tuning", "spec", "summary", "samples", "raw", "experiment_id", "label")
+
+
+#: a measurement with the sweep point it is, if any
+WITH_POINT = ("SELECT r.*, p.run AS sweep_run, p.point_id AS sweep_point FROM results r "
+              "LEFT JOIN sweep_points p ON p.result_id = r.id")
 
 
 class ResultStore:
@@ -55,32 +63,41 @@ class ResultStore:
         summary = json.loads(row["summary"])
         if row["kind"] == disk.KIND and isinstance(summary, dict):
             summary = disk.upgrade_summary(summary)  # rates once stored in bytes/s
+        keys = row.keys()
+        sweep = ({"run": row["sweep_run"], "point_id": row["sweep_point"]}
+                 if "sweep_run" in keys and row["sweep_run"] is not None else None)
+        fields = row["error_fields"] if "error_fields" in keys else None
         return ProbeResult(
             kind=row["kind"], spec=json.loads(row["spec"]), summary=summary,
             samples=json.loads(row["samples"]), raw=row["raw"], ok=bool(row["ok"]),
             error=row["error"], host=row["host"], netns=row["netns"], started=row["started"],
             duration_s=row["duration_s"], tuning=json.loads(row["tuning"] or "null"),
             id=row["id"], experiment_id=row["experiment_id"], label=row["label"] or "",
-            origin_host=row["origin_host"])
+            origin_host=row["origin_host"], sweep=sweep,
+            error_fields=json.loads(fields) if fields else None)
 
     def get(self, result_id: int) -> ProbeResult:
+        """One measurement by id, a probe's or a sweep point's."""
         with self._db() as db:
-            row = db.execute("SELECT * FROM results WHERE id = ?", (result_id,)).fetchone()
+            row = db.execute(f"{WITH_POINT} WHERE r.id = ?", (result_id,)).fetchone()
         if row is None:
             raise BadInput(f"no result {result_id}", f"in {self.location}",
                            "see `dtnkit results list`")
         return self._result(row)
 
     def results(self, *, kind: str | None = None, limit: int = 50,
-                experiment_id: str | None = None) -> list[ProbeResult]:
-        query, args = "SELECT * FROM results WHERE 1=1", []
+                experiment_id: str | None = None, sweeps: bool = False) -> list[ProbeResult]:
+        """The newest measurements, the probes' (``sweeps``: the sweep points' too)."""
+        query = f"{WITH_POINT} WHERE 1=1" if sweeps else \
+            "SELECT * FROM results r WHERE r.made_by = 'probe'"
+        args: list[Any] = []
         if kind:
-            query += " AND kind = ?"
+            query += " AND r.kind = ?"
             args.append(kind)
         if experiment_id:
-            query += " AND experiment_id = ?"
+            query += " AND r.experiment_id = ?"
             args.append(experiment_id)
-        query += " ORDER BY id DESC LIMIT ?"
+        query += " ORDER BY r.id DESC LIMIT ?"
         with self._db() as db:
             rows = db.execute(query, (*args, limit)).fetchall()
         return [self._result(r) for r in rows]

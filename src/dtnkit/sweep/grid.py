@@ -39,6 +39,17 @@ MAX_GRID_BYTES = 2**20
 #: tools a point can run; ``command:NAME`` runs the template ``[commands] NAME``
 TOOLS = ("iperf3", "dtnkit-cp", "dtnkit-cp-upload", "dtnkit-tpc", "gfal-tpc")
 COMMAND_PREFIX = "command:"
+#: the grid's tools that are a registry tool run another way (the rest are their own name)
+GRID_TOOLS = {"dtnkit-cp-upload": "dtnkit-cp"}
+
+
+def registry_tool(tool: str) -> str:
+    """The measure registry's tool that runs a grid's ``tool``: ``command:NAME`` is the
+    command tool, ``dtnkit-cp-upload`` is dtnkit-cp with the load's ``upload``."""
+    if tool.startswith(COMMAND_PREFIX):
+        return "command"
+    return GRID_TOOLS.get(tool, tool)
+
 
 #: the axes, outermost first: the order points are run in (path settings change least)
 AXES = ("rtt", "rate", "loss", "origins", "cores", "profile", "tool", "server", "file_size",

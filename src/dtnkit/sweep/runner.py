@@ -57,11 +57,8 @@ from dtnkit.measure.procs import Procs
 from dtnkit.measure.tool import ToolContext, ToolRun
 from dtnkit.progress import SILENT, Progress
 from dtnkit.sweep import estimate, servers, store
-from dtnkit.sweep.grid import COMMAND_PREFIX, Grid, Point
+from dtnkit.sweep.grid import Grid, Point, registry_tool
 from dtnkit.units import counted, format_rate
-
-#: the grid's tools that are a registry tool run another way (the rest are their own name)
-GRID_TOOLS = {"dtnkit-cp-upload": "dtnkit-cp"}
 
 
 @dataclasses.dataclass
@@ -180,9 +177,7 @@ class Sweep:
     def tool_name(point: Point) -> str:
         """The registry's tool that runs the point: ``command:NAME`` is the command tool,
         ``dtnkit-cp-upload`` is dtnkit-cp with the load's ``upload``."""
-        if point.tool.startswith(COMMAND_PREFIX):
-            return "command"
-        return GRID_TOOLS.get(point.tool, point.tool)
+        return registry_tool(point.tool)
 
     @staticmethod
     def server_kinds(point: Point) -> tuple[str | None, str | None]:

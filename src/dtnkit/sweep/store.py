@@ -1,5 +1,5 @@
 """A sweep's runs and points in the results database (the SQLite file or PostgreSQL database
-of :class:`dtnkit.measure.store.ResultStore`, ``$DTNKIT_DB``), in tables of their own.
+of :class:`dtnkit.measure.store.ResultStore`, ``$DTNKIT_DB``).
 
 Tables (plain SQL; every JSON value is a TEXT column; declared in
 :mod:`dtnkit.db.migrations` with the rest of the schema):
@@ -7,12 +7,13 @@ Tables (plain SQL; every JSON value is a TEXT column; declared in
 - ``sweep_schema``: one row, the schema version of these tables (:data:`SCHEMA_VERSION`);
 - ``sweep_runs``: one row per run: its name, the grid's TOML text, the environment and
   versions, its status (``running``, ``done``, ``interrupted``) and the number of points;
-- ``sweep_points``: one row per (run, point ID): the point's axis values, ``ok`` or
-  ``failed`` with the error (as text, and its fields: what, why, next step, exit status),
-  and everything measured (:class:`PointResult`).
+- ``sweep_points``: one row per (run, point ID): the point's axis values (the grid's
+  coordinates), ``ok`` or ``failed``, its order in the run, and ``result_id``: its
+  measurement, a row of ``results`` like a probe's (``made_by`` ``sweep``), whose columns
+  hold what :class:`PointResult` holds (:func:`measurement_row`).
 
 A point is written in one transaction when it is finished (ok or failed), never half; a point
-stored again (a failed point rerun) replaces the earlier row.
+stored again (a failed point rerun) replaces the earlier point and its measurement.
 
 The API (stable; :mod:`dtnkit.sweep.runner` writes, ``sweep analyze`` and ``sweep report`` read):
 
@@ -34,6 +35,7 @@ opened raises it too.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
 import re
@@ -43,25 +45,35 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from dtnkit.db.backend import Database, connect, upsert_sql
+from dtnkit.db.backend import Database, clean, connect, upsert_sql
 from dtnkit.db.location import DbUrl, Location, parse_location
 from dtnkit.errors import BadInput, DtnkitError
+from dtnkit.measure import registry
 from dtnkit.measure.tool import MAX_RAW_BYTES, Transfer
 from dtnkit.sweep.analyze import PointRecord
-from dtnkit.sweep.grid import Point
+from dtnkit.sweep.grid import Point, registry_tool
 
 #: the version of the sweep tables this code writes and reads (the ``sweep_schema`` row; the
 #: database as a whole has its own, :data:`dtnkit.db.migrations.LATEST`)
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 #: a point's columns, in the order :meth:`SweepStore.store_point` writes them
-POINT_COLUMNS = ("run", "point_id", "seq", "status", "error", "started", "elapsed_s", "tool_s",
-                 "point", "throughput_bps", "samples", "series", "cpu_seconds", "softirq",
-                 "retransmits", "retransmits_note", "ctxt", "nic_drops", "transfers", "raw",
-                 "tuning", "emulator", "emulator_bound", "emulator_why", "extra",
-                 "error_fields")
+POINT_COLUMNS = ("run", "point_id", "seq", "status", "point", "result_id")
+#: the ``results`` columns of a point's measurement, in the order :func:`measurement_row`
+#: gives them
+RESULT_COLUMNS = ("made_by", "kind", "host", "netns", "started", "duration_s", "ok", "error",
+                  "error_fields", "tuning_id", "tuning", "spec", "summary", "samples", "raw",
+                  "experiment_id", "label", "origin_host")
+#: what a point's measurement keeps in its ``summary``: its figures, and the names of its
+#: series (each a key of its samples)
+SUMMARY_KEYS = ("throughput_bps", "tool_s", "retransmits", "retransmits_note", "ctxt",
+                "cpu_seconds", "softirq", "nic_drops", "transfers", "emulator",
+                "emulator_bound", "emulator_why", "extra", "series")
+#: the keys of a sample that are the sample itself (the rest are the point's series)
+SAMPLE_KEYS = ("t_s", "throughput_bps")
 RUN_STATUSES = ("running", "done", "interrupted")
 POINT_STATUSES = ("ok", "failed")
 RUN_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
 
 def check_run_name(name: str) -> str:
     """A run name: letters, digits, ``.``, ``_`` and ``-``, at most 64, no ``..`` (it may
@@ -203,6 +215,107 @@ def point_from_dict(doc: Mapping[str, Any]) -> Point:
     return Point(**{k: v for k, v in doc.items() if k in names})
 
 
+def kind_of(point: Point) -> str:
+    """What a point measures: the kind of its tool in measure's registry (net, e2e, tpc)."""
+    return registry.named(registry_tool(point.tool)).kind
+
+
+def samples_doc(samples: Sequence[tuple[float, float | None]],
+                series: Mapping[str, Sequence[float | None]]) -> list[dict[str, Any]]:
+    """A point's samples and series as one list of samples, as a probe's: ``{"t_s",
+    "throughput_bps", NAME: value, ...}``, each series by index; a series longer than the
+    samples goes on in entries without ``t_s``."""
+    n = max([len(samples), *(len(v) for v in series.values())], default=0)
+    docs: list[dict[str, Any]] = [{} for _ in range(n)]
+    for doc, (t_s, bps) in zip(docs, samples, strict=False):
+        doc["t_s"], doc["throughput_bps"] = t_s, bps
+    for name, values in series.items():
+        for doc, value in zip(docs, values, strict=False):
+            doc[name] = value
+    return docs
+
+
+def tuning_id(tuning: Mapping[str, Any]) -> str | None:
+    """The hash a results row names its live tuning by (as a probe's ``tuning_id``)."""
+    if not tuning:
+        return None
+    return hashlib.sha256(json.dumps(tuning, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def measurement_row(result: PointResult, host: str) -> list[Any]:
+    """The ``results`` row (:data:`RESULT_COLUMNS`) of a point's measurement: kind (its
+    tool's), ``host`` (the run's), when and how long (the point's wall time), ok and the
+    error, the tuning, the spec (the point), the figures (``summary``: the throughput in
+    bit/s, :data:`SUMMARY_KEYS`), the samples with the series, the tool's raw output."""
+    raw = result.raw
+    if len(raw.encode("utf-8", "replace")) > MAX_RAW_BYTES:
+        raw = raw.encode("utf-8", "replace")[-MAX_RAW_BYTES:].decode("utf-8", "replace")
+    samples = [(round(t, 6), _finite(bps)) for t, bps in result.samples]
+    series = {k: [_finite(v) for v in vs] for k, vs in result.series.items()}
+    summary = {
+        "throughput_bps": _finite(result.throughput_bps), "tool_s": _finite(result.tool_s),
+        # text that was a column of its own is cleaned as one (NUL, lone surrogates)
+        "retransmits": result.retransmits, "retransmits_note": clean(result.retransmits_note),
+        "ctxt": result.ctxt, "cpu_seconds": [_finite(c) for c in result.cpu_seconds],
+        "softirq": {k: dict(v) for k, v in result.softirq.items()},
+        "nic_drops": {k: dict(v) for k, v in result.nic_drops.items()},
+        "transfers": [dataclasses.asdict(t) for t in result.transfers],
+        "emulator": dict(result.emulator) if result.emulator is not None else None,
+        "emulator_bound": result.emulator_bound, "emulator_why": clean(result.emulator_why),
+        "extra": dict(result.extra), "series": sorted(series)}
+    return ["sweep", kind_of(result.point), host, None, result.started, result.elapsed_s,
+            1 if result.status == "ok" else 0, result.error or None,
+            _dump(dict(result.error_fields)) if result.error_fields is not None else None,
+            tuning_id(result.tuning), _dump(dict(result.tuning)),
+            _dump(result.point.as_dict()), _dump(summary), _dump(samples_doc(samples, series)),
+            raw, None, None, None]
+
+
+def _or_zero(value: Any) -> float:
+    """A stored time; 0.0 for none (a point without its measurement).  -0.0 stays -0.0."""
+    return float(value) if value is not None else 0.0
+
+
+def _nan(value: Any) -> float:
+    return float(value) if value is not None else math.nan
+
+
+def point_result(row: Any) -> PointResult:
+    """A stored point (a ``sweep_points`` row joined with its measurement's columns)."""
+    summary = json.loads(row["summary"]) if row["summary"] is not None else {}
+    docs = json.loads(row["samples"]) if row["samples"] is not None else []
+    series: dict[str, list[float | None]] = {name: [] for name in summary.get("series", ())}
+    for doc in docs:
+        for key, value in doc.items():
+            if key not in SAMPLE_KEYS:
+                series.setdefault(key, []).append(value)
+    emulator = summary.get("emulator")
+    error_fields = row["error_fields"]
+    return PointResult(
+        point=point_from_dict(json.loads(row["point"])), status=row["status"],
+        error=row["error"] or "", started=_or_zero(row["started"]),
+        elapsed_s=_or_zero(row["duration_s"]), tool_s=summary.get("tool_s"),
+        samples=tuple((float(d["t_s"]), _nan(d.get("throughput_bps")))
+                      for d in docs if "t_s" in d),
+        series={k: series[k] for k in sorted(series)},
+        cpu_seconds=tuple(_nan(c) for c in summary.get("cpu_seconds", ())),
+        softirq=summary.get("softirq", {}), retransmits=summary.get("retransmits"),
+        retransmits_note=summary.get("retransmits_note", ""), ctxt=summary.get("ctxt"),
+        nic_drops=summary.get("nic_drops", {}),
+        transfers=tuple(Transfer(**t) for t in summary.get("transfers", ())),
+        raw=row["raw"] or "", tuning=json.loads(row["tuning"] or "{}"),
+        emulator=emulator, emulator_bound=bool(summary.get("emulator_bound", False)),
+        emulator_why=summary.get("emulator_why", ""), extra=summary.get("extra", {}),
+        error_fields=json.loads(error_fields) if error_fields else None)
+
+
+#: a run's points with their measurements, in run order
+POINTS_SQL = ("SELECT p.run, p.point_id, p.seq, p.status, p.point, p.result_id, r.started, "
+              "r.duration_s, r.error, r.error_fields, r.tuning, r.summary, r.samples, r.raw "
+              "FROM sweep_points p LEFT JOIN results r ON r.id = p.result_id "
+              "WHERE p.run = ?")
+
+
 class SweepStore:
     """The sweep tables of one results database."""
 
@@ -292,37 +405,31 @@ class SweepStore:
 
     # ---- points ----
     def store_point(self, name: str, result: PointResult) -> None:
-        """Store one finished point (one transaction); replaces an earlier row of the same
-        point ID."""
+        """Store one finished point (one transaction): its measurement as a ``results`` row,
+        the point with its coordinates and that row's id; replaces an earlier point of the
+        same ID and its measurement."""
         if result.status not in POINT_STATUSES:
             raise ValueError(f"point status {result.status!r}")
-        raw = result.raw
-        if len(raw.encode("utf-8", "replace")) > MAX_RAW_BYTES:
-            raw = raw.encode("utf-8", "replace")[-MAX_RAW_BYTES:].decode("utf-8", "replace")
-        samples = [[round(t, 6), _finite(bps)] for t, bps in result.samples]
-        series = {k: [_finite(v) for v in vs] for k, vs in result.series.items()}
-        emulator = _dump(dict(result.emulator)) if result.emulator is not None else None
         with self._db() as db:
-            if db.execute("SELECT 1 FROM sweep_runs WHERE name = ?", (name,)).fetchone() is None:
+            run = db.execute("SELECT environment FROM sweep_runs WHERE name = ?",
+                             (name,)).fetchone()
+            if run is None:
                 raise BadInput(f"no sweep run {name!r}", f"in {self.path}",
                                "create the run first")
+            environment = json.loads(run["environment"])
+            host = environment.get("host") if isinstance(environment, dict) else None
+            row = measurement_row(result, host if isinstance(host, str) else "")
+            before = db.execute("SELECT result_id FROM sweep_points WHERE run = ? AND "
+                                "point_id = ?", (name, result.point.id)).fetchone()
             seq_row = db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM sweep_points "
                                  "WHERE run = ?", (name,)).fetchone()
-            db.execute(
-                upsert_sql("sweep_points", POINT_COLUMNS, ("run", "point_id")),
-                (name, result.point.id, int(seq_row[0]), result.status, result.error,
-                 result.started, result.elapsed_s, _finite(result.tool_s),
-                 _dump(result.point.as_dict()), _finite(result.throughput_bps),
-                 _dump(samples), _dump(series),
-                 _dump([_finite(c) for c in result.cpu_seconds]),
-                 _dump({k: dict(v) for k, v in result.softirq.items()}),
-                 result.retransmits, result.retransmits_note, result.ctxt,
-                 _dump({k: dict(v) for k, v in result.nic_drops.items()}),
-                 _dump([dataclasses.asdict(t) for t in result.transfers]), raw,
-                 _dump(dict(result.tuning)), emulator, int(result.emulator_bound),
-                 result.emulator_why, _dump(dict(result.extra)),
-                 _dump(dict(result.error_fields)) if result.error_fields is not None
-                 else None))
+            result_id = db.insert(f"INSERT INTO results ({', '.join(RESULT_COLUMNS)}) "
+                                  f"VALUES ({', '.join('?' for _ in RESULT_COLUMNS)})", row)
+            db.execute(upsert_sql("sweep_points", POINT_COLUMNS, ("run", "point_id")),
+                       (name, result.point.id, int(seq_row[0]), result.status,
+                        _dump(result.point.as_dict()), result_id))
+            if before is not None:
+                forget_measurement(db, before[0])
             db.execute("UPDATE sweep_runs SET updated = ? WHERE name = ?", (time.time(), name))
 
     def done_point_ids(self, name: str) -> set[str]:
@@ -332,48 +439,25 @@ class SweepStore:
                               "status = 'ok'", (name,)).fetchall()
         return {r[0] for r in rows}
 
-    @staticmethod
-    def _result(row: Any) -> PointResult:
-        emulator = row["emulator"]
-        return PointResult(
-            point=point_from_dict(json.loads(row["point"])), status=row["status"],
-            error=row["error"], started=row["started"], elapsed_s=row["elapsed_s"],
-            tool_s=row["tool_s"],
-            samples=tuple((float(t), float(b) if b is not None else math.nan)
-                          for t, b in json.loads(row["samples"])),
-            series=json.loads(row["series"]),
-            cpu_seconds=tuple(float(c) if c is not None else math.nan
-                              for c in json.loads(row["cpu_seconds"])),
-            softirq=json.loads(row["softirq"]), retransmits=row["retransmits"],
-            retransmits_note=row["retransmits_note"], ctxt=row["ctxt"],
-            nic_drops=json.loads(row["nic_drops"]),
-            transfers=tuple(Transfer(**t) for t in json.loads(row["transfers"])),
-            raw=row["raw"], tuning=json.loads(row["tuning"]),
-            emulator=json.loads(emulator) if emulator is not None else None,
-            emulator_bound=bool(row["emulator_bound"]), emulator_why=row["emulator_why"],
-            extra=json.loads(row["extra"]),
-            error_fields=json.loads(row["error_fields"]) if row["error_fields"] else None)
-
     def points(self, name: str) -> list[PointResult]:
         """Every stored point of the run (ok and failed), in the order they were run.
         BadInput when the run does not exist."""
         self.run_info(name)
         with self._db() as db:
-            rows = db.execute("SELECT * FROM sweep_points WHERE run = ? ORDER BY seq",
-                              (name,)).fetchall()
-        return [self._result(r) for r in rows]
+            rows = db.execute(POINTS_SQL + " ORDER BY p.seq", (name,)).fetchall()
+        return [point_result(r) for r in rows]
 
     def point(self, name: str, point_id: str) -> PointResult:
         """One stored point by ID (a unique prefix of 4 or more characters works too)."""
         self.run_info(name)
         with self._db() as db:
-            rows = db.execute("SELECT * FROM sweep_points WHERE run = ? AND point_id LIKE ? "
-                              "ESCAPE '\\'", (name, _like_prefix(point_id))).fetchall()
+            rows = db.execute(POINTS_SQL + " AND p.point_id LIKE ? ESCAPE '\\'",
+                              (name, _like_prefix(point_id))).fetchall()
         exact = [r for r in rows if r["point_id"] == point_id]
         if exact:
-            return self._result(exact[0])
+            return point_result(exact[0])
         if len(rows) == 1 and len(point_id) >= 4:
-            return self._result(rows[0])
+            return point_result(rows[0])
         shown = point_id if len(point_id) <= 20 else point_id[:17] + "..."
         why = f"{len(rows)} points start with it" if rows else f"not in run {name!r}"
         raise BadInput(f"no point {shown!r}", why, f"see `dtnkit sweep analyze {name}`")
@@ -381,6 +465,13 @@ class SweepStore:
     def records(self, name: str) -> list[PointRecord]:
         """The run's points as the analysis reads them."""
         return [p.record() for p in self.points(name)]
+
+
+def forget_measurement(db: Database, result_id: int | None) -> None:
+    """Delete a point's measurement that no point refers to any more (it was replaced)."""
+    if result_id is not None:
+        db.execute("DELETE FROM results WHERE id = ? AND made_by = 'sweep' AND NOT EXISTS "
+                   "(SELECT 1 FROM sweep_points WHERE result_id = ?)", (result_id, result_id))
 
 
 def _like_prefix(text: str) -> str:
