@@ -1,10 +1,40 @@
 #!/usr/bin/env bash
 # Install test needs and run lint, types, the import contract and the whole test suite.
 # As root (as in CI) the namespace tests run for real; elsewhere they skip with a reason.
+#
+# The suite runs in two phases; both always run, and the script fails if either fails:
+#   1. every test not marked `serial`, on DTNKIT_TEST_WORKERS pytest-xdist workers (default 4:
+#      most tests wait on real peers, namespaces and child processes, not on a core).  Tests
+#      that share a module- or session-scoped fixture (a server, a lab path, SSH hosts) stay
+#      on one worker, which makes it once (tests/conftest.py, `--dist loadgroup`).
+#   2. the `serial` tests (a rate, an RTT, a duration measured and judged) one at a time,
+#      with no other test running beside them.
+# Each phase prints its 30 slowest tests; the second prints the line coverage of both.
+# The fuzzers (marker `fuzz`) try 1,000 cases each here; dev/nightly.sh runs them with
+# 10,000 (DTNKIT_FUZZ, tests/support/fuzz.py).
+# Arguments go to both phases, e.g. `dev/test.sh tests/tune -x`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dev/bootstrap.sh test
 .venv/bin/ruff check src tests bench
 .venv/bin/mypy
 .venv/bin/lint-imports --no-cache --no-logo  # the import contract in pyproject.toml
-.venv/bin/pytest -q "$@"
+
+# Bytecode written once, here, and kept: with PYTHONDONTWRITEBYTECODE set (some CI images set
+# it) every one of the hundreds of `dtnkit` child processes the tests start would compile the
+# package again, and the workers would race to write it.
+unset PYTHONDONTWRITEBYTECODE
+.venv/bin/python -m compileall -q src tests bench >/dev/null
+rm -f .coverage .coverage.*
+parallel=0
+.venv/bin/pytest -q -n "${DTNKIT_TEST_WORKERS:-4}" --dist loadgroup -m "not serial" \
+  --durations=30 --cov=dtnkit --cov-report= "$@" || parallel=$?
+serial=0
+.venv/bin/pytest -q -m serial --durations=30 --cov=dtnkit --cov-append \
+  --cov-report=term:skip-covered "$@" || serial=$?
+# 5 is pytest's "no test selected": fine for one phase (`dev/test.sh tests/tune` may select
+# no serial test), not for both
+if [ "$parallel" -eq 5 ] && [ "$serial" -eq 5 ]; then exit 5; fi
+for rc in "$parallel" "$serial"; do
+  if [ "$rc" -ne 0 ] && [ "$rc" -ne 5 ]; then exit "$rc"; fi
+done

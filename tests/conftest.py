@@ -4,15 +4,17 @@ Environment of the test's own for ``main(argv, env)``."""
 from __future__ import annotations
 
 import io
+import json
 import os
 import shutil
 import signal
 import subprocess
+import tempfile
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import pytest
 from tests.support.xrootd import Pki, make_pki
@@ -64,7 +66,85 @@ def pytest_configure(config: pytest.Config) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+#: fixture scopes whose value several tests share
+SHARED_SCOPES = ("class", "module", "package", "session")
+
+
+def shared_fixture_group(item: pytest.Item) -> str | None:
+    """The xdist group of a test that uses a class-, module- or session-scoped fixture of the
+    suite's own (a server, a lab path, SSH hosts, a module's worth of documented blocks run at
+    once): its file, or for a session-wide fixture the fixture's name.  The tests sharing one
+    such fixture then run on one worker, which makes it once, as without xdist; tests with
+    only function-scoped fixtures go to whichever worker is free.  None: no such fixture.
+    An ``xdist_group`` mark, where a test has one, is its group."""
+    mark = item.get_closest_marker("xdist_group")
+    if mark is not None:
+        return str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return None
+    group = None
+    for name in info.names_closure:
+        defs = info.name2fixturedefs.get(name)
+        # a plugin's fixture (tmp_path_factory, hypothesis's) has no baseid: not ours
+        if not defs or defs[-1].scope not in SHARED_SCOPES or not defs[-1].baseid:
+            continue
+        if defs[-1].scope in ("package", "session"):
+            return f"fixture-{name}"
+        group = item.nodeid.split("::")[0]
+    return group
+
+
+# Grouping under pytest-xdist (`dev/test.sh`: `-n N --dist loadgroup`).  xdist's own loadgroup
+# renames each grouped test's node id (`...@group`), which pytest 9.2 no longer allows (node
+# ids are structured): the mark is read and ignored, and every worker would make every shared
+# fixture.  So the workers write the groups to a file the controller names, and the
+# controller's scheduler reads it when it splits the collection into units of work.
+GROUPS_KEY = "dtnkit_xdist_groups"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """(controller) Tell each worker where to write the groups."""
+    config = node.config
+    if not hasattr(config, "_dtnkit_groups"):
+        config._dtnkit_groups = Path(tempfile.mkdtemp(prefix="dtnkit-xdist-")) / "groups.json"
+    node.workerinput[GROUPS_KEY] = str(config._dtnkit_groups)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """(controller) For ``--dist loadgroup``: a unit of work is a group from the workers'
+    file, or one test."""
+    if config.getoption("dist", None) != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedFixtureScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        groups: dict[str, str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self.groups is None:
+                self.groups = json.loads(config._dtnkit_groups.read_text())
+            return self.groups.get(nodeid, nodeid)
+
+    return SharedFixtureScheduling(config, log)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    where = getattr(config, "_dtnkit_groups", None)
+    if where is not None:
+        shutil.rmtree(where.parent, ignore_errors=True)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    target = getattr(config, "workerinput", {}).get(GROUPS_KEY)
+    if target:  # an xdist worker: every worker collects the same and writes the same
+        groups = {item.nodeid: group for item in items
+                  if (group := shared_fixture_group(item)) is not None}
+        tmp = Path(f"{target}.{os.getpid()}")
+        tmp.write_text(json.dumps(groups))
+        tmp.replace(target)
     reason = _can_netns()
     no_ethtool = shutil.which("ethtool") is None
     no_chromium = shutil.which("chromium") is None

@@ -9,6 +9,7 @@ import argparse
 import collections
 import math
 import resource
+import secrets
 import subprocess
 import sys
 from pathlib import Path
@@ -160,15 +161,16 @@ def test_seconds_take_a_positive_finite_number_or_say_why_not(text: str) -> None
 def test_bad_options_are_one_line_and_nothing_is_made(argv: list[str], says: str) -> None:
     if "--cap" in argv and resource.getrlimit(resource.RLIMIT_NOFILE)[1] == resource.RLIM_INFINITY:
         pytest.skip("no hard descriptor limit here")
-    before = set(Path("/dev/shm").glob("dtnkit-bench-hsabuse*")) | set(
-        Path("/tmp").glob("dtnkit-bench-hsabuse*"))
+    prefix = f"hsa{secrets.token_hex(2)}"  # pytest-xdist runs the other cases beside it
+    before = set(Path("/dev/shm").glob(f"dtnkit-bench-{prefix}*")) | set(
+        Path("/tmp").glob(f"dtnkit-bench-{prefix}*"))
     proc = subprocess.run([sys.executable, "-m", "bench", "serve-abuse", "--base", "HEAD",
-                           "--prefix", "hsabuse", *argv], capture_output=True, text=True,
+                           "--prefix", prefix, *argv], capture_output=True, text=True,
                           cwd=ROOT, timeout=120, check=False)
     assert proc.returncode == 2
     errors = [line for line in proc.stderr.splitlines() if "error:" in line]
     assert len(errors) == 1 and says in errors[0], proc.stderr
     assert "Traceback" not in proc.stderr and proc.stdout == ""
-    after = set(Path("/dev/shm").glob("dtnkit-bench-hsabuse*")) | set(
-        Path("/tmp").glob("dtnkit-bench-hsabuse*"))
+    after = set(Path("/dev/shm").glob(f"dtnkit-bench-{prefix}*")) | set(
+        Path("/tmp").glob(f"dtnkit-bench-{prefix}*"))
     assert after == before

@@ -39,6 +39,7 @@ def probe(capsys: pytest.CaptureFixture[str], p: LabPath, env: dict[str, str]) -
     return float(doc["summary"]["throughput_bps"])
 
 
+@pytest.mark.serial
 @needs_tools
 def test_small_buffers_on_a_long_path(capsys: pytest.CaptureFixture[str],
                                       env: dict[str, str]) -> None:
@@ -79,6 +80,7 @@ def test_small_buffers_on_a_long_path(capsys: pytest.CaptureFixture[str],
         assert rows[0]["tuning_id"] != rows[1]["tuning_id"]
 
 
+@pytest.mark.serial
 @needs_tools
 def test_a_rate_cap_that_binds(capsys: pytest.CaptureFixture[str], env: dict[str, str]) -> None:
     with lab.path(state_root=Path(env["lab"]), rtt_ms=20, rate_bps=500_000_000) as p:
@@ -125,6 +127,7 @@ def receiver(env: dict[str, str]) -> Iterator[Any]:
         srv.wait()
 
 
+@pytest.mark.serial
 @needs_tools
 def test_throttled_storage(capsys: pytest.CaptureFixture[str], env: dict[str, str],
                            tmp_path: Path, receiver: Any) -> None:

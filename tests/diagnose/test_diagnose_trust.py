@@ -75,6 +75,7 @@ def test_a_bad_interval_is_refused(capsys: pytest.CaptureFixture[str],
 
 
 # ---- real lab paths ---------------------------------------------------------------------------
+@pytest.mark.serial
 @pytest.mark.needs_root
 @pytest.mark.needs_netns
 @pytest.mark.skipif(bool(NEEDS), reason=f"needs {', '.join(NEEDS)}")
@@ -147,6 +148,7 @@ def test_experiments_leave_the_last_baseline_and_no_snapshots(
         assert tcp(p) == start
 
 
+@pytest.mark.serial
 @pytest.mark.needs_root
 @pytest.mark.needs_netns
 @pytest.mark.skipif(bool(NEEDS), reason=f"needs {', '.join(NEEDS)}")

@@ -100,6 +100,7 @@ def run_iperf(p: lab.LabPath, argv: list[str], tmp: Path,
     return result["end"]["sum_received"]["bits_per_second"], fidelity.summarize(samples[1:])
 
 
+@pytest.mark.serial
 @pytest.mark.needs_root
 @pytest.mark.needs_netns
 @pytest.mark.skipif(bool(NEEDS), reason=f"needs {', '.join(NEEDS)}")

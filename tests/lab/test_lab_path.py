@@ -70,6 +70,7 @@ def leftovers(state: Path, prefix: str) -> Iterator[None]:
                           capture_output=True).returncode == 1
 
 
+@pytest.mark.serial
 @needs_tools
 @pytest.mark.parametrize("rtt", [10.0, 100.0])
 def test_idle_rtt_is_accurate(rtt: float, state: Path, prefix: str, leftovers: None) -> None:
@@ -96,6 +97,7 @@ def test_the_delay_check_fails_on_a_bias_or_jitter() -> None:
     assert not DelayCheck(10, delayed(0, 0.7), noise).ok()
 
 
+@pytest.mark.serial
 @needs_tools
 @pytest.mark.parametrize("rate", [500_000_000, 2_000_000_000])
 def test_rate_cap_is_accurate(rate: int, state: Path, prefix: str, leftovers: None) -> None:
@@ -106,6 +108,7 @@ def test_rate_cap_is_accurate(rate: int, state: Path, prefix: str, leftovers: No
     assert 0.90 <= got / (rate * 1448 / 1514) <= 1.02
 
 
+@pytest.mark.serial
 @needs_tools
 def test_physics_window_over_rtt_then_tuned_buffers_then_streams(
     state: Path, prefix: str, leftovers: None, capsys: pytest.CaptureFixture[str]

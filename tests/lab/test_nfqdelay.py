@@ -366,6 +366,7 @@ def assert_rtt(lab: LabPath, engine: Engine, rtt: float, count: int = 10, rounds
         f"{c.extra_jitter_ms:.3f} ms ({c})" for c in tries))
 
 
+@pytest.mark.serial
 @real_path
 @pytest.mark.parametrize(("rtt", "spin"), [(10, "0"), (100, "0"), (10, "1")])
 def test_idle_rtt_is_accurate(engine: Engine, lab: LabPath, rtt: int, spin: str) -> None:
@@ -382,6 +383,7 @@ def test_idle_rtt_is_accurate(engine: Engine, lab: LabPath, rtt: int, spin: str)
 
 
 
+@pytest.mark.serial
 @real_path
 def test_loss_follows_the_seeded_binomial(engine: Engine, lab: LabPath) -> None:
     loss, seed = 0.05, 42
@@ -399,6 +401,7 @@ def test_loss_follows_the_seeded_binomial(engine: Engine, lab: LabPath) -> None:
     assert engine.read()["queues"]["1"]["dropped_loss"] == 0
 
 
+@pytest.mark.serial
 @real_path
 def test_sighup_changes_the_delay_in_place(engine: Engine, lab: LabPath) -> None:
     engine.configure(5.0, 5.0)
@@ -430,6 +433,7 @@ def test_sighup_changes_the_delay_in_place(engine: Engine, lab: LabPath) -> None
     assert engine.stop() == 0
 
 
+@pytest.mark.serial
 @real_path
 def test_sigterm_releases_held_packets_and_exits_0(engine: Engine, lab: LabPath) -> None:
     # bypass: once the engine is gone, packets pass undelayed (the reply must get back)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 import subprocess
 import sys
 import time
@@ -17,7 +18,9 @@ from dtnkit.sweep.cgroups import CgroupUnavailable, CpuQuota, cpu_quota
 
 pytestmark = pytest.mark.needs_root
 BUSY = "import sys\nprint('go', flush=True)\nwhile True:\n    pass\n"
-PREFIX = "o19c"
+# a random part: pytest-xdist workers (and other checkouts) test at once, and `clean` removes
+# every cgroup under this prefix
+PREFIX = f"o19c{secrets.token_hex(3)}"
 
 
 @pytest.fixture
@@ -34,6 +37,7 @@ def start_busy(q: CpuQuota) -> subprocess.Popen[str]:
     return proc
 
 
+@pytest.mark.serial
 @needs_cgroups
 def test_quota_holds_the_rate_and_cleanup_leaves_nothing(clean: None) -> None:
     """Three busy loops at once: 0.25 core, 0.5 core and no limit (the reference for what the

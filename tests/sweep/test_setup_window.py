@@ -57,6 +57,7 @@ def test_the_lab_bound_rule_reads_the_machine_over_the_transfer_too() -> None:
         softirq={"machine": {"idle_percent": 42.0}}), 1.0)).bound
 
 
+@pytest.mark.serial
 @pytest.mark.needs_root
 @pytest.mark.needs_netns
 def test_iperf3_set_up_is_not_counted_as_throughput(environment: Environment) -> None:

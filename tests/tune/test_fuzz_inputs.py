@@ -1,6 +1,7 @@
 """Fuzz: generated snapshots and profiles fed to the real CLI in-process.
 
-At least 1,000 of each per run: near-valid documents (a real snapshot of the dtn-a tree, or a
+1,000 of each in every run, 10,000 in the nightly one (``DTNKIT_FUZZ``,
+tests/support/fuzz.py): near-valid documents (a real snapshot of the dtn-a tree, or a
 profile that includes dtn) with random mutations (wrong types, NaN and infinity, huge
 integers, deep nesting, bytes that are not UTF-8, keys given twice, truncation).  Each must
 end with a documented exit code and no uncaught exception, and an input that is refused
@@ -20,13 +21,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tests.conftest import HOSTS
+from tests.support import fuzz
 
 from dtnkit.cli.main import main
 from dtnkit.environment import Environment
 from dtnkit.errors import ExitStatus
 
-EXAMPLES = int(os.environ.get("DTNKIT_FUZZ_EXAMPLES", "1000"))
-FUZZ = settings(max_examples=EXAMPLES, deadline=None, database=None,
+FUZZ = settings(max_examples=fuzz.CASES, deadline=None, database=None,
                 suppress_health_check=list(HealthCheck))
 # restore: done, done but a setting's device is not there (3), rolled back after a refused
 # write (4), bad input (9)
@@ -103,6 +104,9 @@ class World:
         self.counts[what] = self.counts.get(what, 0) + 1
 
 
+# One world a module (each test resets it), but each fuzzer is its own unit of work under
+# pytest-xdist (dev/test.sh): minutes each, they would otherwise run one after the other on
+# the worker that made the world (tests/conftest.py groups the tests of a module fixture).
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> World:
     return World(tmp_path_factory.mktemp("dkva-fuzz"))
@@ -195,6 +199,8 @@ def snapshot_bytes(draw: st.DrawFn, base: str) -> bytes:
     return _damage(draw, text.encode(), form)
 
 
+@pytest.mark.fuzz
+@pytest.mark.xdist_group("fuzz-snapshots")
 def test_fuzz_snapshots_through_restore(world: World) -> None:
     world.reset()
     code, err = world.run("tune", "save", "--tree", str(world.tree), "--label", "base",
@@ -227,7 +233,7 @@ def test_fuzz_snapshots_through_restore(world: World) -> None:
     assert world.files(world.tree) == world.pristine  # and byte for byte at the end
     total = sum(n for k, n in world.counts.items() if k.startswith("snapshot"))
     print("fuzz snapshots:", {k: n for k, n in world.counts.items() if k.startswith("snap")})
-    assert total >= EXAMPLES
+    assert total >= fuzz.CASES
 
 
 # ---- profiles -----------------------------------------------------------------------------
@@ -286,6 +292,8 @@ def profile_bytes(draw: st.DrawFn) -> bytes:
     return _damage(draw, text.encode(), form)
 
 
+@pytest.mark.fuzz
+@pytest.mark.xdist_group("fuzz-profiles")
 def test_fuzz_profiles_through_apply(world: World) -> None:
     world.reset()
     profile = world.root / "fz.toml"
@@ -323,4 +331,4 @@ def test_fuzz_profiles_through_apply(world: World) -> None:
     assert world.files(world.tree) == world.pristine
     total = sum(n for k, n in world.counts.items() if k.startswith("profile"))
     print("fuzz profiles:", {k: n for k, n in world.counts.items() if k.startswith("prof")})
-    assert total >= EXAMPLES
+    assert total >= fuzz.CASES

@@ -53,6 +53,7 @@ def lab21(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeLab]:
         yield lab_
 
 
+@pytest.mark.serial
 def test_auto_keeps_one_stream_when_the_path_not_the_window_holds_it(lab21: ServeLab) -> None:
     """Tuned ends (32 MiB windows), a 1 Gbit/s path behind 10 Gbit/s veths: the link rate
     asks for 4 streams, but one already carries what the path does.  Before: 4 streams from
@@ -70,6 +71,7 @@ def test_auto_keeps_one_stream_when_the_path_not_the_window_holds_it(lab21: Serv
     assert "the path, not a window, holds it" in err
 
 
+@pytest.mark.serial
 def test_auto_adds_streams_when_the_far_end_window_holds_the_first(lab21: ServeLab) -> None:
     """The same client, a server with the kernel's default 4 MiB send buffer: the first
     stream stops growing at what that window carries, which the path does not explain, so
@@ -90,6 +92,7 @@ def test_auto_adds_streams_when_the_far_end_window_holds_the_first(lab21: ServeL
     assert "with a second stream they moved" in err and "its window held it" in err, err
 
 
+@pytest.mark.serial
 def test_the_first_stream_to_join_finds_its_connection_open(lab21: ServeLab) -> None:
     """A stream that starts alone while others may join: the first to join starts on a
     connection opened beside the first request (its TCP and TLS handshakes done long
@@ -112,6 +115,7 @@ def test_the_first_stream_to_join_finds_its_connection_open(lab21: ServeLab) -> 
     assert tcp < joined - 0.5, (tcp, joined, events)
 
 
+@pytest.mark.serial
 def test_a_stream_that_ends_its_span_takes_the_tail_of_a_slower_one(lab21: ServeLab) -> None:
     """Two streams of 16 MiB each; the first one's connection has a 256 KiB receive buffer
     (about 2.6 MB/s here), the second runs at the path's rate.  Before, the second ended

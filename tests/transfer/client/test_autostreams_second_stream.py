@@ -75,6 +75,7 @@ def lab23(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeLab]:
         yield lab_
 
 
+@pytest.mark.serial
 @pytest.mark.needs_root
 @pytest.mark.needs_netns
 @pytest.mark.skipif(bool(LAB_TOOLS), reason=f"needs {', '.join(LAB_TOOLS)}")

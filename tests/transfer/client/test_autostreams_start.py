@@ -88,6 +88,7 @@ def test_four_start_when_the_rate_is_only_an_upper_bound() -> None:
     assert tuned.grow and tuned.start == 0 and tuned.as_dict()["start"] == 1
 
 
+@pytest.mark.serial
 @on_lab
 def test_the_other_streams_connect_beside_the_head(lab22: ServeLab) -> None:
     """Three streams: the two others' TCP handshakes start as soon as the streams are
@@ -101,6 +102,7 @@ def test_the_other_streams_connect_beside_the_head(lab22: ServeLab) -> None:
     assert [m for m, _ in seen].count("GET") >= 3, seen
 
 
+@pytest.mark.serial
 @on_lab
 def test_untuned_ends_start_four_streams_not_eight(lab22: ServeLab) -> None:
     """The cell of issue 11: 50 ms / 1 Gbit/s, untuned ends, the link's 10 Gbit/s as the
@@ -118,6 +120,7 @@ def test_untuned_ends_start_four_streams_not_eight(lab22: ServeLab) -> None:
     assert sum(n == 16 * MiB for m, n in seen if m == "GET") >= 2, seen
 
 
+@pytest.mark.serial
 @on_lab
 def test_more_join_while_all_are_window_bound(lab22: ServeLab) -> None:
     """512 KiB windows at both ends: four streams carry 335 Mbit/s of the 1 Gbit/s path,

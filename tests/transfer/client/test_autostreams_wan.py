@@ -202,6 +202,7 @@ def test_cli_bad_rate_is_one_error_line(served: tuple[ServerHandle, Path], tmp_p
 LAB_TOOLS = [t for t in ("iptables", "curl") if shutil.which(t) is None]
 
 
+@pytest.mark.serial
 @pytest.mark.needs_root
 @pytest.mark.needs_netns
 @pytest.mark.skipif(bool(LAB_TOOLS), reason=f"needs {', '.join(LAB_TOOLS)}")

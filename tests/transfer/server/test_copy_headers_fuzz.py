@@ -1,5 +1,6 @@
-"""COPY's own headers, fuzzed over raw sockets: 10,000 generated COPY requests per run (200
-hypothesis examples of 50, each batch sent on 50 connections at once) with malformed,
+"""COPY's own headers, fuzzed over raw sockets: 1,000 generated COPY requests in every run,
+10,000 in the nightly one (``DTNKIT_FUZZ``, tests/support/fuzz.py: hypothesis examples of 50,
+each batch sent on 50 connections at once) with malformed,
 odd and valid ``Source``/``Destination`` URLs (unclosed brackets, zone IDs, bad ports,
 userinfo, percent-encoding, every IPv4 and IPv6 spelling) and the other COPY headers.
 
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.support import freshnet
+from tests.support import freshnet, fuzz
 from tests.support.rawhttp import Answer, LockedLog, exchange
 
 from dtnkit.transfer import tokens
@@ -27,7 +28,7 @@ from dtnkit.transfer.server import ServerHandle, start_server
 pytestmark = [pytest.mark.needs_root]
 
 BATCH = 50
-EXAMPLES = 200
+EXAMPLES = fuzz.batches(BATCH)
 RW = "copy-fuzz-rw"
 STATUS = re.compile(rb"^HTTP/1\.1 (\d{3}) ")
 
@@ -124,6 +125,7 @@ def fuzz(root: Path, examples: int) -> None:
     assert "Traceback" not in text and "internal error" not in text, text[-4000:]
 
 
+@pytest.mark.fuzz
 def test_malformed_copy_headers_get_a_400_never_a_500(tmp_path: Path) -> None:
     failure = freshnet.run_in_fresh_netns(lambda: fuzz(tmp_path / "root", EXAMPLES),
                                           timeout=1500)

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests.support import fuzz
 
 from dtnkit.transfer.server import addresses as ad
 from dtnkit.transfer.server.copy import remote_url
@@ -190,7 +191,9 @@ def remote(draw: st.DrawFn) -> tuple[str, ad.IpAddress, bool]:
     return f"{scheme}://{draw(st.sampled_from(USERINFO))}{host}{port}{path}", address, encoded
 
 
-@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@pytest.mark.fuzz
+@settings(max_examples=fuzz.CASES, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
 @given(remote())
 def test_every_form_gets_the_tables_decision_and_connects_there(
         case: tuple[str, ad.IpAddress, bool]) -> None:
