@@ -20,8 +20,8 @@ from tests.conftest import taken
 
 from dtnkit.cli.main import main
 from dtnkit.environment import Environment
+from dtnkit.host.process import alive
 from dtnkit.lab import path as lab
-from dtnkit.measure.procs import alive
 from dtnkit.sweep import store
 
 pytestmark = [pytest.mark.needs_root, pytest.mark.needs_netns]

@@ -14,6 +14,7 @@ from dtnkit.cli.options import Duration, pass_env
 from dtnkit.cli.output import emit, format_option
 from dtnkit.environment import Environment
 from dtnkit.errors import BadInput
+from dtnkit.host.signals import interrupting
 from dtnkit.transfer.checksum import ALGORITHMS
 from dtnkit.transfer.client.verify import Level, Verify
 from dtnkit.units import (
@@ -132,22 +133,13 @@ def _scitag(env: Environment, scitag: str | None, experiment: str | None,
 @contextmanager
 def _sigterm_interrupts(notes: _Notes) -> Iterator[None]:
     """SIGTERM acts as Ctrl-C while copying: a download keeps its part file and journal."""
-    def on_term(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    try:
-        previous = signal.signal(signal.SIGTERM, on_term)
-    except ValueError:  # not the main thread
-        yield
-        return
-    try:
-        yield
-    except KeyboardInterrupt:
-        notes.say("dtnkit cp: interrupted; a partial download is kept: rerun the same "
-                  "command to resume")
-        raise
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    with interrupting(signal.SIGTERM):
+        try:
+            yield
+        except KeyboardInterrupt:
+            notes.say("dtnkit cp: interrupted; a partial download is kept: rerun the same "
+                      "command to resume")
+            raise
 
 
 @click.command()

@@ -8,9 +8,9 @@ import click
 
 from dtnkit.cli.options import pass_env
 from dtnkit.cli.output import emit, format_option
-from dtnkit.cli.stopping import run_forwarding
 from dtnkit.environment import Environment
 from dtnkit.errors import BadInput
+from dtnkit.host.process import run_forwarding
 from dtnkit.units import (
     format_ms,
     format_percent,

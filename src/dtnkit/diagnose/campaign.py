@@ -12,14 +12,12 @@ could only show as a loss.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import pwd
-import select
-import signal
 import socket
 import statistics
-import subprocess
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -27,6 +25,7 @@ from typing import Any
 
 from dtnkit.diagnose.experiment import judge
 from dtnkit.errors import BadInput, DtnkitError, ToolMissing
+from dtnkit.host import process
 from dtnkit.measure.tools.iperf3 import AUTH_USER
 from dtnkit.tune.audit import check_groups
 from dtnkit.units import format_rate
@@ -130,18 +129,6 @@ def _is_iperf3(pid: int) -> bool:
     return os.path.basename(argv0) == b"iperf3"
 
 
-def _gone(pid: int, timeout_s: float) -> bool:
-    """Wait (on a pidfd, no polling) until ``pid`` has exited."""
-    try:
-        fd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return True
-    try:
-        return bool(select.select([fd], [], [], timeout_s)[0])
-    finally:
-        os.close(fd)
-
-
 #: who the server runs as when started by root: it needs no privilege
 RUN_AS = "nobody"
 
@@ -172,15 +159,15 @@ def _memfd(name: str, data: bytes, owner: tuple[int, int] | None) -> int:
 def _keypair() -> tuple[bytes, bytes]:
     """A fresh RSA key pair (PEM private, PEM public) for iperf3's authentication."""
     try:
-        private = subprocess.run(["openssl", "genpkey", "-algorithm", "RSA", "-pkeyopt",
-                                  "rsa_keygen_bits:2048"], capture_output=True, check=True,
-                                 timeout=60).stdout
-        public = subprocess.run(["openssl", "pkey", "-pubout"], input=private,
-                                capture_output=True, check=True, timeout=60).stdout
+        private = process.run(["openssl", "genpkey", "-algorithm", "RSA", "-pkeyopt",
+                               "rsa_keygen_bits:2048"], text=False, check=True,
+                              timeout=60).stdout
+        public = process.run(["openssl", "pkey", "-pubout"], input=private, text=False,
+                             check=True, timeout=60).stdout
     except FileNotFoundError as exc:
         raise ToolMissing("openssl is not installed", "the probe server's key pair is made "
                           "with it", "install openssl") from exc
-    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
+    except (process.CalledProcessError, process.TimeoutExpired) as exc:
         raise DtnkitError("cannot make the probe server's key pair", str(exc),
                           "check openssl") from exc
     return private, public
@@ -244,10 +231,9 @@ def server_start(state_dir: Path, port: int, bind: str, token: str | None) -> di
         argv = ["iperf3", "-s", "-p", str(port), "-B", bind,
                 "--rsa-private-key-path", f"/dev/fd/{fds[0]}",
                 "--authorized-users-path", f"/dev/fd/{fds[1]}"]
-        who: dict[str, Any] = {} if owner is None else {
-            "user": owner[0], "group": owner[1], "extra_groups": []}
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                start_new_session=True, pass_fds=fds, **who)
+        # detached: it outlives this process, stopped by its PID file (server_stop)
+        proc = process.start(argv, stdin=process.DEVNULL, stdout=log, stderr=log,
+                             own_group=True, pass_fds=fds, run_as=owner)
     except FileNotFoundError as exc:
         raise ToolMissing("iperf3 is not installed", "the server side of a probe runs iperf3 -s",
                           "install iperf3") from exc
@@ -261,7 +247,7 @@ def server_start(state_dir: Path, port: int, bind: str, token: str | None) -> di
     deadline = time.monotonic() + WAIT_S
     while not _listening(port):
         if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
+            proc.stop(0)
             pid_file.unlink(missing_ok=True)
             pid_file.with_suffix(".pub").unlink(missing_ok=True)
             pid_file.with_suffix(".id").unlink(missing_ok=True)
@@ -269,7 +255,8 @@ def server_start(state_dir: Path, port: int, bind: str, token: str | None) -> di
             raise DtnkitError(f"iperf3 -s on {bind} port {port} did not start",
                               text.splitlines()[-1] if text else "it did not listen in time",
                               "check --bind (an address of this host) or pick another --port")
-        _gone(proc.pid, 0.02)  # wait a little on the child itself, not a sleep
+        with contextlib.suppress(process.TimeoutExpired):
+            proc.wait(0.02)  # wait a little on the child itself, not a sleep
     return {"pid": proc.pid, "port": port, "bind": bind, "pid_file": str(pid_file),
             "started": True, "user": _owner(proc.pid), "public_key": public.decode()}
 
@@ -299,10 +286,7 @@ def server_stop(state_dir: Path, port: int) -> dict[str, Any]:
     if not _is_iperf3(pid):
         pid_file.unlink(missing_ok=True)
         return {"port": port, "pid": pid, "stopped": False, "why": "it was no longer running"}
-    os.kill(pid, signal.SIGTERM)
-    if not _gone(pid, WAIT_S):
-        os.kill(pid, signal.SIGKILL)
-        _gone(pid, WAIT_S)
+    process.stop_pid(pid, WAIT_S, is_ours=_is_iperf3, reap_s=WAIT_S)
     pid_file.unlink(missing_ok=True)
     pid_file.with_suffix(".log").unlink(missing_ok=True)
     pid_file.with_suffix(".pub").unlink(missing_ok=True)

@@ -3,7 +3,7 @@
 ::
 
     with slow_disk(64 * 2**20, read_bps=20_000_000, write_bps=10_000_000, workdir=tmp) as d:
-        subprocess.run(d.wrap(["fio", "--filename=" + d.device, ...]))
+        process.run(d.wrap(["fio", "--filename=" + d.device, ...]))
 
 The device is ``/dev/loopN`` on a sparse file ``dk-slowdisk-<id>.img`` in ``workdir`` (attached
 with ``--direct-io=on`` when the backing file system allows it, so the unthrottled device runs
@@ -38,14 +38,13 @@ import contextlib
 import os
 import secrets
 import shutil
-import signal
-import subprocess
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from dtnkit.errors import BadInput, DtnkitError, NeedsRoot, ToolMissing
+from dtnkit.host import process
 
 PREFIX = "dk-slowdisk-"
 KIND_V1 = "cgroup-v1-blkio"
@@ -153,8 +152,8 @@ def throttling_available() -> str | None:
     return None
 
 
-def _run(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(list(argv), capture_output=True, text=True, timeout=60, check=False)
+def _run(argv: Sequence[str]) -> process.CompletedProcess[str]:
+    return process.run(argv, timeout=60)
 
 
 def _attach(backing: Path) -> str:
@@ -197,18 +196,15 @@ def _procs(cgroup: Path) -> list[int]:
 
 
 def _empty_cgroup(cgroup: Path) -> None:
-    """Stop every process still in the cgroup: SIGTERM, then SIGKILL after a second."""
-    deadline = time.monotonic() + 1.0
-    sig = signal.SIGTERM
-    while pids := _procs(cgroup):
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, sig)
-        if time.monotonic() > deadline:
-            if sig == signal.SIGKILL and time.monotonic() > deadline + 5:
-                return  # unkillable (D state): rmdir will report it
-            sig = signal.SIGKILL
-        time.sleep(0.05)
+    """Stop every process still in the cgroup: SIGTERM, then SIGKILL after a second (again
+    for what they started meanwhile), waiting 5 s at most for the killed.  They are the
+    children of whoever ran them through :meth:`SlowDisk.wrap`: reaped by them, not here."""
+    grace_s = 1.0
+    for _ in range(3):
+        pids = _procs(cgroup)
+        if not pids or process.stop_pids(pids, grace_s, reap=False, reap_s=5.0):
+            return  # empty, or one is unkillable (D state): rmdir will report it
+        grace_s = 0.0
 
 
 def _remove_cgroup(cgroup: Path) -> str | None:

@@ -109,6 +109,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from dtnkit.host.signals import handling
 from dtnkit.lab.delay.config import load_config
 from dtnkit.lab.delay.engine import DEFAULT_QUEUE_MAXLEN, DEFAULT_RCVBUF, Engine
 from dtnkit.lab.delay.split import SplitEngine
@@ -182,9 +183,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         engine.reload = True
 
     old_wakeup = signal.set_wakeup_fd(wake_w.fileno(), warn_on_full_buffer=False)
-    old = {s: signal.signal(s, h) for s, h in ((signal.SIGTERM, on_stop),
-                                               (signal.SIGINT, on_stop),
-                                               (signal.SIGHUP, on_hup))}
+    handlers = contextlib.ExitStack()  # put back when the engine has stopped
+    handlers.enter_context(handling((signal.SIGTERM, signal.SIGINT), on_stop))
+    handlers.enter_context(handling((signal.SIGHUP,), on_hup))
     status = 0
     ready = False  # a stats file appears only once every queue is bound
     try:
@@ -208,8 +209,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             with contextlib.suppress(OSError):
                 engine.write_stats(running=False)
         engine.close()
-        for s, h in old.items():
-            signal.signal(s, h)
+        handlers.close()
         signal.set_wakeup_fd(old_wakeup)
         wake_r.close()
         wake_w.close()

@@ -22,7 +22,6 @@ import re
 import secrets
 import shutil
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -31,6 +30,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from dtnkit.errors import BadInput, DtnkitError, NeedsRoot, ToolMissing
+from dtnkit.host import process
 from dtnkit.host.host import Host
 from dtnkit.measure.probes.net import LabPeers, Peer
 from dtnkit.progress import SILENT, Progress
@@ -121,20 +121,21 @@ class LabHost:
         return ["ip", "netns", "exec", self.netns, *argv]
 
     def run(self, argv: Sequence[str], *, check: bool = True, timeout: float | None = 120,
-            input: str | None = None) -> subprocess.CompletedProcess[str]:
+            input: str | None = None) -> process.CompletedProcess[str]:
         """Run a command inside this host's namespace and wait for it."""
-        proc = subprocess.run(self.argv(argv), capture_output=True, text=True, timeout=timeout,
-                              input=input, check=False)
+        proc = process.run(self.argv(argv), timeout=timeout, input=input)
         if check and proc.returncode != 0:
             raise DtnkitError(f"`{' '.join(argv)}` failed on {self.name}",
                               (proc.stderr or proc.stdout).strip()[-500:])
         return proc
 
-    def popen(self, argv: Sequence[str], **kwargs: Any) -> subprocess.Popen[str]:
-        """Start a command (a server) inside this namespace; the path stops it at teardown."""
-        kwargs.setdefault("stdout", subprocess.PIPE)
-        kwargs.setdefault("stderr", subprocess.PIPE)
-        return subprocess.Popen(self.argv(argv), text=True, start_new_session=True, **kwargs)
+    def popen(self, argv: Sequence[str], **kwargs: Any) -> process.Child[str]:
+        """Start a command (a server) inside this namespace, in a process group of its own
+        (``process.start``'s options; stdout and stderr piped unless given); the path stops
+        it at teardown."""
+        kwargs.setdefault("stdout", process.PIPE)
+        kwargs.setdefault("stderr", process.PIPE)
+        return process.start(self.argv(argv), text=True, own_group=True, **kwargs)
 
 
 @dataclass
@@ -178,11 +179,11 @@ class Run(Protocol):
     """How a path runs ``ip``/``tc``/``iptables``: :func:`run_command`, or a test's recorder."""
 
     def __call__(self, argv: Sequence[str], *,
-                 check: bool = True) -> subprocess.CompletedProcess[str]: ...
+                 check: bool = True) -> process.CompletedProcess[str]: ...
 
 
-def run_command(argv: Sequence[str], *, check: bool = True) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(list(argv), capture_output=True, text=True, check=False, timeout=60)
+def run_command(argv: Sequence[str], *, check: bool = True) -> process.CompletedProcess[str]:
+    proc = process.run(argv, timeout=60)
     if check and proc.returncode != 0:
         raise DtnkitError(f"`{' '.join(argv)}` failed", (proc.stderr or proc.stdout).strip())
     return proc
@@ -520,14 +521,15 @@ class LabPath:
         tmp.write_text(json.dumps(config))
         os.replace(tmp, self.config_path)
         if not initial:
-            if self.state.emulator_pid and _alive(self.state.emulator_pid):
-                os.kill(self.state.emulator_pid, signal.SIGHUP)
+            if self.state.emulator_pid:
+                process.signal_pid(self.state.emulator_pid, signal.SIGHUP, is_ours=_alive)
             return
         log = open(self.dir / "emulator.log", "w")  # noqa: SIM115 - child keeps it
-        proc = subprocess.Popen(
+        # it outlives this process (`lab up` returns): stopped by PID at `lab down`
+        proc = process.start(
             ["ip", "netns", "exec", self.mid, sys.executable, "-m", "dtnkit.lab.nfqdelay",
              "--config", str(self.config_path), "--stats", str(self.stats_path)],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            stdout=log, stderr=process.STDOUT, own_group=True,
             env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
         )
         log.close()
@@ -538,7 +540,7 @@ class LabPath:
             self._ns(self.mid, "iptables", "-w", "-A", "FORWARD", "-i", self.side_dev(side), "-j",
                 "NFQUEUE", "--queue-num", str(qnum))
 
-    def _wait_ready(self, proc: subprocess.Popen[bytes]) -> None:
+    def _wait_ready(self, proc: process.Child[bytes]) -> None:
         """The engine writes its stats file once it has bound its queues."""
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
@@ -671,20 +673,7 @@ def _alive(pid: int) -> bool:
 
 def _stop(pid: int) -> None:
     """SIGTERM, then SIGKILL after 3 s; only a process that is ours (checked by cmdline)."""
-    if not _alive(pid):
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + 3
-    while time.monotonic() < deadline and _alive(pid):
-        with contextlib.suppress(ChildProcessError, OSError):
-            os.waitpid(pid, os.WNOHANG)
-        time.sleep(0.02)  # waiting for a process we signalled to exit, bounded
-    if _alive(pid):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-        with contextlib.suppress(ChildProcessError, OSError):
-            os.waitpid(pid, 0)
+    process.stop_pid(pid, 3.0, is_ours=_alive)
 
 
 def _marker(name: str) -> str:
@@ -725,12 +714,7 @@ def _teardown(name: str, state: LabState | None, state_root: Path) -> list[str]:
                                                       if n.startswith(prefix)}
     for ns in sorted(names):
         pids = run_command(["ip", "netns", "pids", ns], check=False).stdout.split()
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError, ValueError):
-                os.kill(int(pid), signal.SIGKILL)
-        for pid in pids:
-            with contextlib.suppress(ChildProcessError, OSError, ValueError):
-                os.waitpid(int(pid), 0)
+        process.stop_pids([int(p) for p in pids if p.isdigit()], 0)
         if run_command(["ip", "netns", "del", ns], check=False).returncode == 0:
             removed.append(ns)
     _remove_names(name, names)

@@ -1,6 +1,7 @@
-"""The processes a measurement starts and must stop by a deadline, by PID: each in its own
-session (so a terminal's Ctrl-C reaches only dtnkit, which then stops them), stopped with
-SIGTERM then SIGKILL, and reaped.
+"""The processes a measurement starts and must stop by a deadline: each in its own session
+(so a terminal's Ctrl-C reaches only dtnkit, which then stops them), started and stopped
+(SIGTERM, then SIGKILL, reaped) by :mod:`dtnkit.host.process`; what is kept here is which
+processes a sweep or a run owns.
 
 - :class:`Procs`: one per sweep (or per load a tool runs alone): servers, tool clients,
   namespace anchors; everything started through it is stopped by :meth:`Procs.stop_all`,
@@ -8,22 +9,21 @@ SIGTERM then SIGKILL, and reaped.
 - :class:`Batch`: the one-shot transfer processes of one run (third-party copies), each run
   to its end or a deadline, all stopped by :meth:`Batch.close` however the run ends.
 
-Every process a sweep starts goes through this module (the tools' and the servers').
+Every process a sweep starts goes through this module (the tools') or
+:mod:`dtnkit.host.process` (the servers').
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
-import subprocess
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-STOP_GRACE_S = 3.0
+from dtnkit.host import process
+
+STOP_GRACE_S = process.STOP_GRACE_S
 
 
 class InNamespace(Protocol):
@@ -38,18 +38,18 @@ class Procs:
     anchors)."""
 
     def __init__(self) -> None:
-        self._procs: dict[int, subprocess.Popen[Any]] = {}
+        self._procs: dict[int, process.Child[Any]] = {}
         self._lock = threading.Lock()
 
     def start(self, argv: Sequence[str], *, host: InNamespace | None = None,
-              stdout: Any = subprocess.PIPE, stderr: Any = subprocess.PIPE,
+              stdout: process.Stream = process.PIPE, stderr: process.Stream = process.PIPE,
               cwd: Path | None = None, env: dict[str, str] | None = None,
-              text: bool = True) -> subprocess.Popen[Any]:
+              text: bool = True) -> process.Child[Any]:
         """Start ``argv`` (in ``host``'s namespace when given: ``ip netns exec`` execs the
         command, so the PID is the command's) in a session of its own."""
         full = host.argv(argv) if host is not None else list(argv)
-        proc = subprocess.Popen(full, stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL,
-                                cwd=cwd, env=env, text=text, start_new_session=True)
+        proc = process.start(full, text=text, own_group=True, stdin=process.DEVNULL,
+                             stdout=stdout, stderr=stderr, cwd=cwd, env=env)
         with self._lock:
             self._procs[proc.pid] = proc
         return proc
@@ -59,85 +59,39 @@ class Procs:
         with self._lock:
             return [pid for pid, p in self._procs.items() if p.poll() is None]
 
-    def forget(self, proc: subprocess.Popen[Any]) -> None:
+    def forget(self, proc: process.Child[Any]) -> None:
         with self._lock:
             self._procs.pop(proc.pid, None)
 
-    def stop(self, proc: subprocess.Popen[Any], grace_s: float = STOP_GRACE_S) -> None:
+    def stop(self, proc: process.Child[Any], grace_s: float = STOP_GRACE_S) -> None:
         """SIGTERM the process's group (its session: it and what it started), SIGKILL after
         ``grace_s``; reap it."""
-        stop_process(proc, grace_s)
+        proc.stop(grace_s)
         self.forget(proc)
 
     def stop_pid(self, pid: int, grace_s: float = STOP_GRACE_S) -> None:
         """Stop the process PID if this registry started it (and it is not yet forgotten)."""
+        self.stop_pids([pid], grace_s)
+
+    def stop_pids(self, pids: Iterable[int], grace_s: float = STOP_GRACE_S) -> None:
+        """Stop those of ``pids`` this registry started (and has not yet forgotten), their
+        grace periods at once."""
         with self._lock:
-            proc = self._procs.get(pid)
-        if proc is not None:
-            self.stop(proc, grace_s)
+            procs = [self._procs[pid] for pid in pids if pid in self._procs]
+        self._stop(procs, grace_s)
 
     def stop_all(self, grace_s: float = STOP_GRACE_S) -> None:
+        """Stop them all, their grace periods at once."""
         with self._lock:
             procs = list(self._procs.values())
-        for p in procs:  # signal all first, then wait: the grace periods overlap
-            _signal(p, signal.SIGTERM)
-        deadline = time.monotonic() + grace_s
-        for p in procs:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                p.wait(timeout=max(0.0, deadline - time.monotonic()))
-            if p.poll() is None:
-                _signal(p, signal.SIGKILL)
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    p.wait(timeout=5)
-            _signal(p, signal.SIGKILL, group_only=True)  # what it left in its group
-            self.forget(p)
+        self._stop(procs, grace_s)
 
-
-def _signal(proc: subprocess.Popen[Any], sig: int, *, group_only: bool = False) -> None:
-    """Signal the process group the process leads (started with start_new_session, its
-    PID is the group's ID); the process itself too while it is unreaped."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, sig)
-    if not group_only and proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(sig)
-
-
-def stop_process(proc: subprocess.Popen[Any], grace_s: float = STOP_GRACE_S) -> None:
-    if proc.poll() is None:
-        _signal(proc, signal.SIGTERM)
+    def _stop(self, procs: list[process.Child[Any]], grace_s: float) -> None:
         try:
-            proc.wait(timeout=grace_s)
-        except subprocess.TimeoutExpired:
-            _signal(proc, signal.SIGKILL)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=5)
-    _signal(proc, signal.SIGKILL, group_only=True)
-
-
-def stop_by_pid(proc: subprocess.Popen[Any], grace_s: float,
-                reap_s: float | None = 10.0) -> None:
-    """SIGTERM the process itself (not its group), SIGKILL after ``grace_s``, then reap it
-    (waiting at most ``reap_s`` after the SIGKILL; None: as long as it takes)."""
-    if proc.poll() is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(grace_s)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(reap_s)
-
-
-def alive(pid: int) -> bool:
-    """Is PID a live process (not a zombie)?"""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rpartition(")")[2].split()[0] != "Z"
+            process.stop_all(procs, grace_s)
+        finally:
+            for p in procs:
+                self.forget(p)
 
 
 class Batch:
@@ -146,7 +100,7 @@ class Batch:
 
     def __init__(self, grace_s: float = 2.0) -> None:
         self.lock = threading.Lock()
-        self.live: dict[int, subprocess.Popen[str]] = {}
+        self.live: dict[int, process.Child[str]] = {}
         self.closed = False
         self.grace_s = grace_s
 
@@ -156,15 +110,14 @@ class Batch:
         with self.lock:
             if self.closed:
                 return None, "not started: the point was stopped"
-            proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    text=True, errors="replace", start_new_session=True,
-                                    env=env)
+            proc = process.start(argv, text=True, errors="replace", own_group=True,
+                                 stdin=process.DEVNULL, stdout=process.PIPE,
+                                 stderr=process.STDOUT, env=env)
             self.live[proc.pid] = proc
         try:
             out, _ = proc.communicate(timeout=max(deadline - time.monotonic(), 0.01))
             return proc.returncode, out
-        except subprocess.TimeoutExpired:
+        except process.TimeoutExpired:
             self.stop(proc)
             out = proc.communicate()[0] if proc.stdout and not proc.stdout.closed else ""
             return None, (out or "") + "\n(stopped at the point's deadline)"
@@ -172,9 +125,10 @@ class Batch:
             with self.lock:
                 self.live.pop(proc.pid, None)
 
-    def stop(self, proc: subprocess.Popen[str]) -> None:
-        """SIGTERM by PID, SIGKILL after the grace, reaped (however long that takes)."""
-        stop_by_pid(proc, self.grace_s, reap_s=None)
+    def stop(self, proc: process.Child[str]) -> None:
+        """SIGTERM by PID (not its group), SIGKILL after the grace, reaped (however long that
+        takes)."""
+        proc.stop(self.grace_s, group=False, reap_s=None)
 
     def close(self) -> None:
         with self.lock:

@@ -12,11 +12,11 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 import time
 from pathlib import Path
 
 from dtnkit.errors import BadInput, DtnkitError, NeedsRoot, ToolMissing
+from dtnkit.host import process
 from dtnkit.monitor.base import View
 
 NETNS_DIR = Path("/run/netns")
@@ -45,9 +45,10 @@ class NetnsView:
         if shutil.which("ip") is None:
             raise ToolMissing("ip (iproute2)", "it enters the namespace", "install iproute2")
         self.name = name
-        self.proc = subprocess.Popen(["ip", "netns", "exec", name, "cat"],
-                                     stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE)
+        # `cat` ends when its stdin does, so also when this process ends (kill -9 too);
+        # close() stops it (SIGTERM, SIGKILL after 5 s) and reaps it
+        self.proc = process.start(["ip", "netns", "exec", name, "cat"], stdin=process.PIPE,
+                                  stdout=process.DEVNULL, stderr=process.PIPE, grace_s=5.0)
         want = path.stat().st_ino
         deadline = time.monotonic() + timeout
         pid = self.proc.pid
@@ -73,15 +74,7 @@ class NetnsView:
         return self.proc.poll() is None
 
     def close(self) -> None:
-        if self.proc.stdin is not None:
-            self.proc.stdin.close()
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        if self.proc.stderr is not None:
-            self.proc.stderr.close()
+        self.proc.close()
 
     def __enter__(self) -> NetnsView:
         return self

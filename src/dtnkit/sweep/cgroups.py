@@ -33,12 +33,12 @@ import dataclasses
 import math
 import os
 import re
-import signal
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from dtnkit.errors import BadInput, DtnkitError, NeedsRoot
+from dtnkit.host import process
 
 #: the CFS period the quota is a share of (the kernel's default, 100 ms)
 PERIOD_US = 100_000
@@ -177,45 +177,9 @@ def procs(cgroup: Path) -> list[int]:
         return []
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def stop_pids(pids: Sequence[int], *, grace_s: float = 3.0) -> None:
     """SIGTERM each PID, SIGKILL what is left after ``grace_s``, reap our own children."""
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
-    left = list(pids)
-    while left:
-        for pid in left:
-            with contextlib.suppress(ChildProcessError, OSError):
-                os.waitpid(pid, os.WNOHANG)
-        left = [p for p in left if _alive(p) and not _zombie(p)]
-        if not left or time.monotonic() > deadline:
-            break
-        time.sleep(0.02)  # waiting for signalled processes to exit, bounded by the deadline
-    for pid in left:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
-    for pid in pids:
-        with contextlib.suppress(ChildProcessError, OSError):
-            os.waitpid(pid, 0)
-
-
-def _zombie(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rpartition(")")[2].split()[:1] == ["Z"]
+    process.stop_pids(pids, grace_s)
 
 
 def _rmdir(cgroup: Path, *, timeout_s: float = 5.0) -> None:

@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
 from typing import Any
 
+from dtnkit.host import process
 from dtnkit.sweep.grid import COMMAND_PREFIX, Grid, Point
 from dtnkit.units import counted, format_eta
 
@@ -62,9 +62,8 @@ WRITE_BPS = 2e9
 def measure_start() -> float:
     """Seconds to start one dtnkit process here and now (``python -m dtnkit --version``)."""
     t0 = time.monotonic()
-    with contextlib.suppress(OSError, subprocess.SubprocessError):
-        subprocess.run([sys.executable, "-m", "dtnkit", "--version"], capture_output=True,
-                       timeout=60, check=False)
+    with contextlib.suppress(OSError, process.SubprocessError):
+        process.run([sys.executable, "-m", "dtnkit", "--version"], text=False, timeout=60)
     return max(0.05, time.monotonic() - t0)
 
 

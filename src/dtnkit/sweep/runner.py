@@ -33,7 +33,6 @@ import os
 import platform
 import secrets
 import shutil
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -43,6 +42,7 @@ from typing import Any
 from dtnkit import __version__
 from dtnkit.db.location import Location
 from dtnkit.errors import BadInput, DtnkitError
+from dtnkit.host import process
 from dtnkit.host.host import Host
 from dtnkit.lab import fidelity, path
 from dtnkit.measure import registry
@@ -110,9 +110,8 @@ def default_workdir(name: str, state_dir: Path) -> Path:
 
 def tool_version(argv: Sequence[str]) -> str:
     try:
-        proc = subprocess.run(list(argv), capture_output=True, text=True, timeout=10,
-                              check=False)
-    except (OSError, subprocess.SubprocessError):
+        proc = process.run(argv, timeout=10)
+    except (OSError, process.SubprocessError):
         return ""
     text = (proc.stdout or proc.stderr).strip().splitlines()
     return text[0][:120] if text else ""
@@ -261,7 +260,7 @@ class Sweep:
         assert self.lab is not None
         for ns in self.lab.state.namespaces:
             proc = self.procs.start(["ip", "netns", "exec", ns, "sleep", "infinity"],
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                    stdout=process.DEVNULL, stderr=process.DEVNULL)
             self.anchors[ns] = proc.pid
         # `ip netns exec` execs sleep once it has entered the namespace: wait for that
         deadline = time.monotonic() + 10
@@ -273,12 +272,7 @@ class Sweep:
                 time.sleep(0.005)  # the exec of a process we started, bounded
 
     def stop_anchors(self) -> None:
-        for pid in list(self.anchors.values()):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, 15)
-        for pid in list(self.anchors.values()):
-            with contextlib.suppress(ChildProcessError, OSError):
-                os.waitpid(pid, 0)
+        self.procs.stop_pids(self.anchors.values())
         self.anchors.clear()
 
     def finish_lab(self, interrupted: bool) -> str:

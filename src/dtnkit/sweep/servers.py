@@ -40,16 +40,15 @@ import os
 import pwd
 import re
 import shutil
-import subprocess
 import sys
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from dtnkit.errors import BadInput, DtnkitError, ToolMissing
+from dtnkit.host import process
 from dtnkit.lab.path import LabHost
 from dtnkit.measure.probes.load import SERVER_KINDS, Origin
-from dtnkit.measure.procs import stop_by_pid
 from dtnkit.sweep import cgroups
 
 XROOTD_USER = "xrootd"
@@ -130,8 +129,7 @@ class Pki:
 
 
 def _openssl(*argv: str, cwd: Path) -> None:
-    proc = subprocess.run(["openssl", *argv], cwd=cwd, capture_output=True, text=True,
-                          check=False, timeout=60)
+    proc = process.run(["openssl", *argv], cwd=cwd, timeout=60)
     if proc.returncode != 0:
         raise ServerFailed(f"openssl {argv[0]} failed", proc.stderr.strip()[-300:],
                            "check the openssl installation")
@@ -218,7 +216,7 @@ class RunningServer:
     """A server this module started: its :class:`Origin`, process and cgroup."""
 
     origin: Origin
-    proc: subprocess.Popen[bytes]
+    proc: process.Child[bytes]
     quota: cgroups.CpuQuota | None
     workdir: Path
     root: Path | None  # its data directory (None: iperf3)
@@ -272,7 +270,7 @@ class RunningServer:
             return
         self.stopped = True
         try:
-            stop_by_pid(self.proc, grace_s)
+            self.proc.stop(grace_s, group=False)  # what it left: by its cgroup, below
         finally:
             try:
                 if self.quota is not None:
@@ -367,7 +365,7 @@ def start_server(kind: str, host: LabHost, *, index: int, workdir: Path,
     label = f"{who} ({kind} on {host.name})"
     workdir.mkdir(parents=True, exist_ok=False)
     quota: cgroups.CpuQuota | None = None
-    proc: subprocess.Popen[bytes] | None = None
+    proc: process.Child[bytes] | None = None
     try:
         uid = pwd.getpwnam(XROOTD_USER).pw_uid if kind == "xrootd" and os.geteuid() == 0 \
             else None
@@ -396,8 +394,8 @@ def start_server(kind: str, host: LabHost, *, index: int, workdir: Path,
                            "pass quota_name")
         out = open(workdir / "stdout.log" if kind == "xrootd" else log, "ab")  # noqa: SIM115
         with out:
-            proc = subprocess.Popen(argv, cwd=workdir, stdin=subprocess.DEVNULL, stdout=out,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
+            proc = process.start(argv, cwd=workdir, stdin=process.DEVNULL, stdout=out,
+                                 stderr=process.STDOUT, own_group=True)
         found = _wait_ready(kind, proc, log, time.monotonic() + timeout_s, label, workdir)
         http_port = ports[-1] if ports else int(found)
         scheme = "https"
@@ -411,7 +409,7 @@ def start_server(kind: str, host: LabHost, *, index: int, workdir: Path,
         return RunningServer(origin, proc, quota, workdir, root, log, keep)
     except BaseException:
         if proc is not None:
-            stop_by_pid(proc, 2.0)
+            proc.stop(2.0, group=False)
         if quota is not None:
             with contextlib.suppress(DtnkitError):
                 quota.close()
@@ -462,7 +460,7 @@ def _argv(kind: str, host: LabHost, workdir: Path, root: Path | None, pki: Pki |
     return [*argv, *extra], workdir / name / "xrootd.log", ports
 
 
-def _wait_ready(kind: str, proc: subprocess.Popen[bytes], log: Path, deadline: float,
+def _wait_ready(kind: str, proc: process.Child[bytes], log: Path, deadline: float,
                 label: str, workdir: Path) -> str:
     """Poll the log for the ready line until ``deadline``; the first group it captured
     (dtnkit: the port), or ""."""

@@ -16,10 +16,9 @@ import fcntl
 import fnmatch
 import os
 import signal
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from dtnkit.errors import BadInput, DtnkitError, ExitStatus, Locked, NeedsRoot
 from dtnkit.host import facts
 from dtnkit.host.facts import Unavailable
 from dtnkit.host.host import Host
+from dtnkit.host.signals import interrupting
 from dtnkit.tune import persist
 from dtnkit.tune.audit import Audit, Finding, build_context, tunables_for
 from dtnkit.tune.context import Context
@@ -219,21 +219,9 @@ def require_root(host: Host, what: str) -> None:
                         "run it with sudo, or use --dry-run to see the plan")
 
 
-@contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
+def sigterm_as_interrupt() -> AbstractContextManager[bool]:
     """Let SIGTERM (systemd, timeout, Ansible) unwind like Ctrl-C, so the journal is undone."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    return interrupting(signal.SIGTERM)
 
 
 @dataclass

@@ -26,13 +26,13 @@ import math
 import re
 import shlex
 import stat
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from dtnkit.errors import BadInput, DtnkitError
+from dtnkit.host import process
 from dtnkit.host.host import Host
 from dtnkit.host.parsers import ParseError
 from dtnkit.measure.probes.e2e import KIND as E2E_KIND
@@ -98,7 +98,7 @@ FAILED = "the transfer with dtnkit cp failed"
 PASSED_ON = frozenset({"--ca-file", "--insecure", "--token-file", "--help"})
 
 
-def cp_failure(proc: subprocess.CompletedProcess[str], by_hand: str) -> DtnkitError:
+def cp_failure(proc: process.CompletedProcess[str], by_hand: str) -> DtnkitError:
     """The error of a ``dtnkit cp --json`` that failed: its own what, why and next step (the
     ``{"error": ...}`` document it prints on stdout), one next step, not two.  A next step
     naming a dtnkit cp option the probe does not pass on (:data:`PASSED_ON`) says how to

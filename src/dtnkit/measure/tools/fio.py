@@ -26,13 +26,13 @@ import os
 import select
 import shutil
 import stat
-import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from dtnkit.errors import BadInput, DtnkitError, ToolMissing
+from dtnkit.host import process
 from dtnkit.host.host import Host
 from dtnkit.host.parsers import ParseError
 from dtnkit.measure.probes.disk import KIND as DISK_KIND
@@ -63,9 +63,8 @@ def ioengine() -> str:
     if fio is None:
         return "psync"
     try:
-        proc = subprocess.run([fio, "--enghelp"], capture_output=True, text=True, timeout=20,
-                              check=False)
-    except (OSError, subprocess.TimeoutExpired):
+        proc = process.run([fio, "--enghelp"], timeout=20)
+    except (OSError, process.TimeoutExpired):
         return "psync"
     engines = {line.strip() for line in proc.stdout.splitlines()}
     return "libaio" if "libaio" in engines else "psync"
@@ -292,7 +291,7 @@ def check_room(path: str, size_bytes: int) -> None:
                        f"give --size {max(limit, 0) // 2**20}MiB or less, or another --path")
 
 
-def _fio_message(proc: subprocess.CompletedProcess[str]) -> str:
+def _fio_message(proc: process.CompletedProcess[str]) -> str:
     lines = [line.strip() for line in (proc.stderr or "").splitlines() if line.strip()]
     fio_lines = [line for line in lines if line.startswith("fio:")]
     text = "; ".join(dict.fromkeys(fio_lines or lines))  # fio repeats some messages
@@ -300,20 +299,21 @@ def _fio_message(proc: subprocess.CompletedProcess[str]) -> str:
 
 
 def _stream(argv: list[str], timeout_s: float,
-            on_report: Callable[[dict[str, Any]], None]) -> subprocess.CompletedProcess[str]:
+            on_report: Callable[[dict[str, Any]], None]) -> process.CompletedProcess[str]:
     """Run fio (with ``--status-interval``) and call ``on_report`` with each report as it
-    comes; the whole output once it exits, as ``subprocess.run`` gives it."""
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    assert proc.stdout is not None and proc.stderr is not None
+    comes; the whole output once it exits, as ``process.run`` gives it."""
     out, err = bytearray(), bytearray()
-    streams = {proc.stdout.fileno(): out, proc.stderr.fileno(): err}
-    deadline = time.monotonic() + timeout_s
-    seen = 0
-    try:
+    # leaving the block early (the deadline, Ctrl-C, an error in on_report) kills fio at
+    # once, as process.run does past its timeout; it is reaped either way
+    with process.start(argv, stdout=process.PIPE, stderr=process.PIPE, grace_s=0) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        streams = {proc.stdout.fileno(): out, proc.stderr.fileno(): err}
+        deadline = time.monotonic() + timeout_s
+        seen = 0
         while streams:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise subprocess.TimeoutExpired(argv, timeout_s)
+                raise process.TimeoutExpired(argv, timeout_s)
             for fd in select.select(list(streams), [], [], left)[0]:
                 chunk = os.read(fd, 65536)
                 if not chunk:
@@ -327,15 +327,8 @@ def _stream(argv: list[str], timeout_s: float,
                 else:
                     err += chunk
         proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-    except BaseException:
-        proc.kill()
-        proc.wait()
-        raise
-    finally:
-        proc.stdout.close()
-        proc.stderr.close()
-    return subprocess.CompletedProcess(argv, proc.returncode, out.decode(errors="replace"),
-                                       err.decode(errors="replace"))
+    return process.CompletedProcess(argv, proc.returncode, out.decode(errors="replace"),
+                                    err.decode(errors="replace"))
 
 
 def _status(rw: str, size_bytes: int, progress: Progress) -> Callable[[dict[str, Any]], None]:
@@ -361,11 +354,10 @@ def _run_fio(argv: list[str], rw: str, timeout_s: float,
              ) -> tuple[dict[str, Any], str]:
     try:
         if on_report is None:
-            proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s,
-                                  check=False)
+            proc = process.run(argv, timeout=timeout_s)
         else:
             proc = _stream(argv, timeout_s, on_report)
-    except subprocess.TimeoutExpired:
+    except process.TimeoutExpired:
         raise DtnkitError(f"fio {rw} did not finish", f"still running after {timeout_s:g} s",
                           "give a smaller size or a longer timeout") from None
     except FileNotFoundError as exc:

@@ -18,13 +18,12 @@ import json
 import os
 import select
 import shutil
-import signal
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from dtnkit.errors import BadInput, DtnkitError
+from dtnkit.host import process
 from dtnkit.host.host import Host
 from dtnkit.measure.probes.load import LoadSpec
 from dtnkit.measure.probes.net import KIND as NET_KIND
@@ -48,9 +47,9 @@ def server(peer: Peer, port: int, host: Host, timeout_s: float = 10) -> Iterator
         return
     argv = ["iperf3", "-s", "-1", "-p", str(port), "--forceflush"]
     argv = ["ip", "netns", "exec", peer.netns, *argv] if peer.netns else host.argv(argv)
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            start_new_session=True)
-    try:
+    # a one-shot server ends after its test; leaving the block stops its group and reaps it
+    with process.start(argv, stdout=process.PIPE, stderr=process.STDOUT, own_group=True,
+                       grace_s=5.0) as proc:
         assert proc.stdout is not None
         fd = proc.stdout.fileno()  # raw reads: a buffered readline would hide later lines
         deadline = time.monotonic() + timeout_s
@@ -67,15 +66,6 @@ def server(peer: Peer, port: int, host: Host, timeout_s: float = 10) -> Iterator
                                   seen.decode(errors="replace").strip()[-300:])
             seen += chunk
         yield
-    finally:
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
 
 
 def client_argv(spec: NetSpec, address: str) -> list[str]:
@@ -188,11 +178,10 @@ class Iperf3:
                     # iperf3 reads the password from its environment, never from argv (ps)
                     env = {**os.environ, "IPERF3_PASSWORD": context.password}
                 try:
-                    proc = subprocess.run(host.argv(client_argv(spec, peer.address)),
-                                          capture_output=True, text=True, check=False,
-                                          timeout=spec.duration_s + spec.connect_timeout_s + 30,
-                                          env=env)
-                except subprocess.TimeoutExpired as exc:
+                    proc = process.run(host.argv(client_argv(spec, peer.address)),
+                                       timeout=spec.duration_s + spec.connect_timeout_s + 30,
+                                       env=env)
+                except process.TimeoutExpired as exc:
                     raise DtnkitError(f"iperf3 to {peer.label} did not finish",
                                       f"no result within {exc.timeout:g} s",
                                       "check the path and the peer") from exc

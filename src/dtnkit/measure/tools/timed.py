@@ -3,13 +3,13 @@ the probe's time limit, and turn a non-zero exit into one clear error."""
 
 from __future__ import annotations
 
-import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from dtnkit.errors import DtnkitError
+from dtnkit.host import process
 from dtnkit.host.host import Host
 from dtnkit.measure.probes.e2e import E2ESpec
 from dtnkit.measure.sampler import Sampler
@@ -18,7 +18,7 @@ from dtnkit.progress import SILENT, Interval, Progress
 
 @dataclass
 class Timed:
-    proc: subprocess.CompletedProcess[str]
+    proc: process.CompletedProcess[str]
     wall: float  # seconds, process start included
     samples: list[dict[str, Any]]
 
@@ -36,7 +36,7 @@ def elapsed(progress: Progress, total_bytes: int | None) -> Callable[[dict[str, 
     return on_sample
 
 
-Failure = Callable[[subprocess.CompletedProcess[str]], DtnkitError]
+Failure = Callable[[process.CompletedProcess[str]], DtnkitError]
 
 
 def run_timed(host: Host, argv: list[str], spec: E2ESpec, *, failed: str,
@@ -49,9 +49,8 @@ def run_timed(host: Host, argv: list[str], spec: E2ESpec, *, failed: str,
                  on_sample=elapsed(progress, spec.bytes)) as sampler:
         t0 = time.monotonic()
         try:
-            proc = subprocess.run(argv, capture_output=True, text=True, check=False,
-                                  timeout=spec.timeout_s)
-        except subprocess.TimeoutExpired as exc:
+            proc = process.run(argv, timeout=spec.timeout_s)
+        except process.TimeoutExpired as exc:
             raise DtnkitError("the transfer did not finish", f"the probe's limit of "
                               f"{exc.timeout:g} s passed",
                               "run the transfer by hand to see where it stalls") from exc

@@ -42,7 +42,6 @@ import math
 import os
 import re
 import shutil
-import subprocess
 import sys
 import threading
 import time
@@ -51,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from dtnkit.errors import BadInput
+from dtnkit.host import process
 from dtnkit.host.host import Host
 from dtnkit.measure.probes.load import LoadSpec, Origin
 from dtnkit.measure.procs import Batch
@@ -373,8 +373,8 @@ def gfal_python() -> str | None:
     """A python that can ``import gfal2`` (the gfal-copy script needs one)."""
     for candidate in (os.environ.get("GFAL_PYTHONBIN"), "/usr/bin/python3", "python3"):
         exe = shutil.which(candidate) if candidate else None
-        if exe and subprocess.run([exe, "-c", "import gfal2"], capture_output=True,
-                                  check=False, timeout=60).returncode == 0:
+        if exe and process.run([exe, "-c", "import gfal2"], text=False,
+                               timeout=60).returncode == 0:
             return exe
     return None
 
@@ -385,8 +385,7 @@ def ca_dir(ca_file: Path, workdir: Path) -> Path:
     if not d.is_dir():
         d.mkdir(parents=True)
         shutil.copy(ca_file, d / "ca.pem")
-        subprocess.run(["openssl", "rehash", str(d)], capture_output=True, check=True,
-                       timeout=60)
+        process.run(["openssl", "rehash", str(d)], text=False, check=True, timeout=60)
     return d
 
 

@@ -13,12 +13,12 @@ from __future__ import annotations
 import contextlib
 import os
 import shlex
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
+from dtnkit.host import process
 from dtnkit.measure.procs import InNamespace, Procs
 from dtnkit.measure.tool import tail
 
@@ -76,7 +76,7 @@ class Runs:
                         timeout=left if cut is None else min(left, CUT_POLL_S))
                     code: int | None = proc.returncode
                     break
-                except subprocess.TimeoutExpired:  # communicate keeps what it read so far
+                except process.TimeoutExpired:  # communicate keeps what it read so far
                     late = time.monotonic() >= self.deadline
                     if not late and (cut is None or not cut()):
                         continue
