@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install what dtnkit needs on a Debian/Ubuntu host (as root) and make ./.venv.
-#   dev/bootstrap.sh          runtime and the report extra (matplotlib: `dtnkit report`, the
+#   dev/bootstrap.sh          runtime and the report extra (matplotlib: `dtnkit sweep report`, the
 #                             README tour's last step)
 #   dev/bootstrap.sh test     runtime + the extras test (pytest, hypothesis, ansible,
 #                             pyroute2), lint (ruff, mypy, import-linter), report and

@@ -27,7 +27,7 @@ GUIDE = {
     "scitags": "transfer.md", "probe": "measure.md", "results": "measure.md",
     "diagnose": "measure.md", "experiment": "measure.md", "exporter": "monitoring.md",
     "metrics": "monitoring.md", "checklist": "monitoring.md", "sweep": "sweep.md",
-    "report": "sweep.md", "campaign": "fleet.md", "fleet": "fleet.md",
+    "fleet": "fleet.md",
 }
 
 

@@ -1,4 +1,4 @@
-"""What every dtnkit HTML report shares (``dtnkit report`` for a sweep, ``dtnkit fleet
+"""What every dtnkit HTML report shares (``dtnkit sweep report``, ``dtnkit fleet
 report``): figures drawn with matplotlib (Agg, imported only when a report is drawn), one
 self-contained page with the figures embedded as ``data:`` URIs, escaping, and writing the
 files safely.
@@ -127,7 +127,7 @@ def write_files(out: Path, files: Mapping[str, bytes]) -> tuple[str, ...]:
 
 # ---------------------------------------------------------------- figures
 
-def pyplot(command: str = "dtnkit report") -> Any:
+def pyplot(command: str = "dtnkit sweep report") -> Any:
     """matplotlib.pyplot with the Agg backend, or ToolMissing naming ``command``."""
     try:  # optional (the [report] extra), needed only when a report is drawn
         import matplotlib

@@ -121,9 +121,9 @@ SKIP: dict[tuple[str, str], str | Skip] = {
     ("docs/sweep.md",
      "dtnkit sweep analyze metro-1 --target 900mbit --baseline dtn --save-streams default"):
         "needs a stored run metro-1 with a profile dtn: test_analyze_command.py runs these flags",
-    ("docs/sweep.md", "dtnkit report metro-1 -o sweep-report"):
+    ("docs/sweep.md", "dtnkit sweep report metro-1 -o sweep-report"):
         "needs a stored run metro-1: test_analyze_a_real_run.py reports on one",
-    ("docs/sweep.md", "dtnkit report metro-1 -o sweep-report --point 3f9a0c"):
+    ("docs/sweep.md", "dtnkit sweep report metro-1 -o sweep-report --point 3f9a0c"):
         "needs a stored run metro-1 with that point: test_sweep_report.py runs --point",
     ("docs/sweep.md", "dtnkit sweep run docs/examples/sweep-grid.toml --name metro-1"):
         "the example grid: 168 points of 30 s, about 1.5 hours (the tiny grid above runs)",
@@ -1050,7 +1050,7 @@ def check_readme_report(w: World) -> list[str]:
 
 POST: dict[tuple[str, str], Callable[[World], list[str]]] = {
     ("README.md", "dtnkit serve --root /data --tokens /etc/dtnkit/tokens &"): check_readme_mover,
-    ("README.md", "dtnkit report tour -o /scratch/tour"): check_readme_report,
+    ("README.md", "dtnkit sweep report tour -o /scratch/tour"): check_readme_report,
 }
 
 

@@ -1,5 +1,5 @@
-"""How to get matplotlib, as the report commands say it: `dtnkit report` and `dtnkit fleet
-report` give the same hint, in their help and when it is missing, and in a checkout it is the
+"""How to get matplotlib, as the report commands say it: `dtnkit sweep report` and `dtnkit
+fleet report` give the same hint, in their help and when it is missing, and in a checkout it is the
 checkout's own bootstrap (`pip install 'dtnkit[report]'` is for an installed package)."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def flat(text: str) -> str:
 
 
 def test_both_report_commands_tell_the_same_way_to_get_matplotlib() -> None:
-    for words in (["report"], ["fleet", "report"]):
+    for words in (["sweep", "report"], ["fleet", "report"]):
         help_text = flat(dtnkit(*words, "--help").stdout)
         assert SENTENCE in help_text.lower(), (words, help_text)
 

@@ -1,4 +1,4 @@
-"""`dtnkit campaign server start` is no open iperf3 server: it listens on the address the
+"""`dtnkit fleet campaign server start` is no open iperf3 server: it listens on the address the
 campaign names (--bind), lets in only clients that hold the campaign's token (iperf3's RSA
 authentication; the client is `dtnkit probe net --server-key`), and runs as nobody when root
 starts it.  Real iperf3 in a namespace of the test's own."""
@@ -37,7 +37,7 @@ def test_only_the_campaigns_clients_get_in_on_the_named_address(tmp_path: Path) 
         ns.run("ip", "link", "set", "lo", "up")
         ns.run("ip", "addr", "add", "10.77.0.1/24", "dev", "dkv0")
         ns.run("ip", "addr", "add", "10.77.0.2/24", "dev", "dkv1")
-        up = dtnkit(ns, TOKEN, "campaign", "server", "start", "--port", "0", "--bind",
+        up = dtnkit(ns, TOKEN, "fleet", "campaign", "server", "start", "--port", "0", "--bind",
                     "10.77.0.1", "--state-dir", str(state), "--format", "json")
         assert up.returncode == 0, up.stderr
         doc: dict[str, Any] = json.loads(up.stdout)
@@ -68,18 +68,18 @@ def test_only_the_campaigns_clients_get_in_on_the_named_address(tmp_path: Path) 
             assert good.returncode == 0, good.stderr
             assert json.loads(good.stdout)["summary"]["throughput_bps"] > 0
             # the same campaign's start again keeps the server; another token replaces it
-            again = json.loads(dtnkit(ns, TOKEN, "campaign", "server", "start", "--port",
+            again = json.loads(dtnkit(ns, TOKEN, "fleet", "campaign", "server", "start", "--port",
                                       str(port), "--bind", "10.77.0.1", "--state-dir",
                                       str(state), "--format", "json").stdout)
             assert again["started"] is False and again["pid"] == doc["pid"]
             assert again["public_key"] == doc["public_key"]
-            new = json.loads(dtnkit(ns, "another-campaign", "campaign", "server", "start",
+            new = json.loads(dtnkit(ns, "another-campaign", "fleet", "campaign", "server", "start",
                                     "--port", str(port), "--bind", "10.77.0.1",
                                     "--state-dir", str(state), "--format", "json").stdout)
             assert new["started"] is True and new["pid"] != doc["pid"]
             assert dtnkit(ns, TOKEN, *probe).returncode != 0  # the old key and token: out
         finally:
-            dtnkit(ns, None, "campaign", "server", "stop", "--port", str(port),
+            dtnkit(ns, None, "fleet", "campaign", "server", "stop", "--port", str(port),
                    "--state-dir", str(state), "--format", "json")
 
 
@@ -92,7 +92,7 @@ def test_only_the_campaigns_clients_get_in_on_the_named_address(tmp_path: Path) 
 def test_start_without_a_token_or_with_a_bad_address_is_one_error(
         environment: Environment, argv: list[str], token: str | None, why: str) -> None:
     env = Environment(**{**environment.__dict__, "token": token})
-    status = main(["campaign", "server", "start", "--port", "0", *argv], env)
+    status = main(["fleet", "campaign", "server", "start", "--port", "0", *argv], env)
     err = taken(env.stderr)
     assert status == ExitStatus.BAD_INPUT, err
     assert err.startswith("dtnkit: error: ") and err.count("\n") == 1 and why in err, err

@@ -1,5 +1,5 @@
-"""`dtnkit campaign gate|judge|server`: the steps of a fleet campaign the dtn.dtnkit modules
-run through the CLI (src/dtnkit/diagnose/campaign.py)."""
+"""`dtnkit fleet campaign gate|judge|server`: the steps of a fleet campaign the dtn.dtnkit
+modules run through the CLI (src/dtnkit/diagnose/campaign.py)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ DTNKIT = str(Path(sys.executable).with_name("dtnkit"))
 
 
 def run(env: Environment, *argv: str) -> tuple[int, Any]:
-    status = main(["campaign", *argv, "--format", "json"], env)
+    status = main(["fleet", "campaign", *argv, "--format", "json"], env)
     out = taken(env.stdout)
     return int(status), json.loads(out)
 
@@ -75,7 +75,7 @@ def test_the_gate_keeps_a_group_off_a_pair_without_headroom(environment: Environ
 ])
 def test_hostile_input_is_one_error_line(environment: Environment, argv: list[str],
                                          why: str) -> None:
-    status = main(["campaign", *argv], environment)
+    status = main(["fleet", "campaign", *argv], environment)
     err = taken(environment.stderr)
     assert status == ExitStatus.BAD_INPUT, err
     assert err.startswith("dtnkit: error: ") and err.count("\n") == 1 and why in err, err
@@ -91,8 +91,8 @@ def test_server_start_reuse_and_stop_by_pid_file(tmp_path: Path) -> None:
     state = tmp_path / "state"
 
     def campaign(*argv: str) -> dict[str, Any]:
-        proc = ns.run("env", "DTNKIT_TOKEN=ans-campaign-token", DTNKIT, "campaign", "server",
-                      *argv, "--state-dir", str(state), "--format", "json")
+        proc = ns.run("env", "DTNKIT_TOKEN=ans-campaign-token", DTNKIT, "fleet", "campaign",
+                      "server", *argv, "--state-dir", str(state), "--format", "json")
         doc: dict[str, Any] = json.loads(proc.stdout)
         return doc
 
@@ -120,7 +120,7 @@ def test_stop_never_kills_a_pid_that_is_not_iperf3(tmp_path: Path) -> None:
         pid_file = tmp_path / "servers" / "iperf3-5999.pid"
         pid_file.parent.mkdir()
         pid_file.write_text(f"{other.pid}\n")
-        proc = subprocess.run([DTNKIT, "campaign", "server", "stop", "--port", "5999",
+        proc = subprocess.run([DTNKIT, "fleet", "campaign", "server", "stop", "--port", "5999",
                                "--state-dir", str(tmp_path), "--format", "json"],
                               capture_output=True, text=True, check=True)
         assert json.loads(proc.stdout)["stopped"] is False

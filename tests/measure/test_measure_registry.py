@@ -15,7 +15,7 @@ from dtnkit.errors import BadInput, ExitStatus, ToolMissing
 from dtnkit.host.host import Host
 from dtnkit.measure import registry
 from dtnkit.measure.probes.e2e import E2ESpec
-from dtnkit.measure.tool import Context, ToolRun
+from dtnkit.measure.tool import ToolContext, ToolRun
 
 
 @dataclasses.dataclass
@@ -34,7 +34,7 @@ class FakeMover:
     def parse(self, text: str) -> dict[str, Any]:
         return {"bytes": int(text)}
 
-    def run(self, host: Host, spec: E2ESpec, context: Context) -> ToolRun:
+    def run(self, host: Host, spec: E2ESpec, context: ToolContext) -> ToolRun:
         figures = self.parse("4096")
         return ToolRun({**figures, "seconds": 1.0, "throughput_bps": 4096 * 8.0}, "4096",
                        resolved={"fake": True})

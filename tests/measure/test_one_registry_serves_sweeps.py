@@ -16,7 +16,7 @@ from dtnkit.errors import BadInput
 from dtnkit.host.host import Host
 from dtnkit.measure import registry
 from dtnkit.measure.probes.load import LoadSpec
-from dtnkit.measure.tool import Context
+from dtnkit.measure.tool import ToolContext
 from dtnkit.measure.tools.dtnkit_cp import PART_FILES
 from dtnkit.sweep import grid
 from dtnkit.sweep.runner import Sweep
@@ -46,13 +46,13 @@ def test_the_probe_choices_stay_the_probe_tools() -> None:
 
 def test_a_third_party_copy_asked_as_a_probe_says_where_it_runs(tmp_path: Path) -> None:
     with pytest.raises(BadInput, match="in a sweep only"):
-        registry.TOOLS["dtnkit-tpc"].run(Host(), object(), Context(workdir=tmp_path))
+        registry.TOOLS["dtnkit-tpc"].run(Host(), object(), ToolContext(workdir=tmp_path))
 
 
 def test_an_unknown_tool_names_every_tool() -> None:
     spec = LoadSpec(origins=(), streams=1, file_size=1, time_limit_s=1.0, duration_s=1.0)
     with pytest.raises(BadInput, match="no tool 'nosuch'") as got:
-        registry.run_load(Host(), spec, tool="nosuch", context=Context())
+        registry.run_load(Host(), spec, tool="nosuch", context=ToolContext())
     assert got.value.why == "tools: iperf3, fio, dtnkit-cp, command, dtnkit-tpc, gfal-tpc"
 
 

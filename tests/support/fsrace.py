@@ -25,7 +25,7 @@ from dtnkit.transfer.server import access
 from dtnkit.transfer.server.config import Counters, ServerConfig
 from dtnkit.transfer.server.errors import HttpError
 from dtnkit.transfer.server.exchange import FileLike, HeaderList, Services, Sink
-from dtnkit.transfer.server.registry import Registry
+from dtnkit.transfer.server.registry import SessionRegistry
 
 INSIDE = b"INSIDE-MARKER-" * 64
 OUTSIDE = b"OUTSIDE-SECRET-" * 64
@@ -147,7 +147,7 @@ class Reply:
     body: bytes = b""
 
 
-def services(root: Path, registry: Registry | None = None) -> Services:
+def services(root: Path, registry: SessionRegistry | None = None) -> Services:
     config = ServerConfig(root=root.resolve(), tokens=tokens.parse(f"{TOKEN} read,write\n"),
                           anonymous_read=False, quiet=True, log=io.StringIO())
     return Services(config, files.ChecksumCache(), Counters(), registry)

@@ -14,7 +14,7 @@ from dtnkit.host.host import Host
 from dtnkit.lab.path import LabPath, lab_peers
 from dtnkit.measure.probes.net import NetSpec
 from dtnkit.measure.registry import run_probe
-from dtnkit.measure.tool import Context
+from dtnkit.measure.tool import ToolContext
 
 
 def set_tcp_buffers(p: LabPath, value: str) -> None:
@@ -30,7 +30,7 @@ def goodput_bps(p: LabPath, *, seconds: int = 8, streams: int = 1) -> float:
     """One iperf3 run from the first src to the first dst host (the network probe)."""
     spec = NetSpec(f"{p.name}/{p.dst.name}", streams=streams, duration_s=seconds)
     result = run_probe(Host.live(p.src.netns), spec,
-                       context=Context(lab_peers=lab_peers(p.state_root)))
+                       context=ToolContext(lab_peers=lab_peers(p.state_root)))
     return float(result.summary["throughput_bps"])
 
 

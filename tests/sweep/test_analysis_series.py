@@ -100,7 +100,7 @@ levels_st = st.dictionaries(st.integers(1, 1024), st.floats(1e3, 1e12), min_size
 @given(levels_st, st.floats(1e-3, 1e3))
 def test_scaling_scales_peak_not_its_position(levels: dict[int, float], k: float) -> None:
     def curve(factor: float) -> A.Curve:
-        return A.curve_of([A.Level(s, v * factor, v * factor, v * factor, 1)
+        return A.curve_of([A.CurveLevel(s, v * factor, v * factor, v * factor, 1)
                            for s, v in levels.items()])
     a, b = curve(1.0), curve(k)
     # exact ties can flip under rounding; compare where the peak is clear
@@ -119,7 +119,7 @@ def test_scaling_scales_peak_not_its_position(levels: dict[int, float], k: float
 @given(st.lists(st.floats(1e3, 1e12), min_size=1, max_size=12))
 def test_a_monotone_curve_has_no_drop(values: list[float]) -> None:
     values = sorted(values)
-    curve = A.curve_of([A.Level(2**i, v, v, v, 1) for i, v in enumerate(values)])
+    curve = A.curve_of([A.CurveLevel(2**i, v, v, v, 1) for i, v in enumerate(values)])
     assert curve.drop_pct in (None, 0.0)
     assert curve.knee_streams <= curve.peak_streams
     assert curve.levels[-1].mean_bps == curve.peak_bps

@@ -37,8 +37,8 @@ def test_analyze_and_report_a_measured_run(environment: Environment, tmp_path: P
     assert doc["tail_latency"] and doc["tail_latency"][0]["last_s"] > 0.5
     assert doc["efficiency"][0]["cores_used"] is not None
     out = tmp_path / "report"
-    assert main(["report", "real", "-o", str(out), "--format", "json"], environment) == 0, \
-        taken(environment.stderr)
+    assert main(["sweep", "report", "real", "-o", str(out), "--format", "json"],
+                environment) == 0, taken(environment.stderr)
     written = json.loads(taken(environment.stdout))
     assert len(written["figures"]) == 5 and written["timeseries_point"]
     text = (out / "report.html").read_text()

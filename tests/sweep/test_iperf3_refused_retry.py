@@ -17,7 +17,7 @@ from dtnkit.host.host import Host
 from dtnkit.lab.path import LabHost
 from dtnkit.measure.probes.load import Origin
 from dtnkit.measure.procs import Procs
-from dtnkit.measure.tool import Context
+from dtnkit.measure.tool import ToolContext
 from dtnkit.measure.tools import iperf3, workers
 from dtnkit.sweep.grid import parse_grid_flags
 from dtnkit.sweep.runner import load_of
@@ -43,7 +43,7 @@ def test_a_refusing_server_is_tried_again_then_one_failed_point(tmp_path: Path) 
     point = parse_grid_flags(["rtt=5ms", "streams=1", "duration=1s",
                               "sample_interval=1s"]).points()[0]
     origin = Origin(0, "iperf3", host, closed_port(), "", 0, None)
-    context = Context(deadline=time.monotonic() + 30, workdir=tmp_path, procs=Procs())
+    context = ToolContext(deadline=time.monotonic() + 30, workdir=tmp_path, procs=Procs())
     started = time.monotonic()
     run = iperf3.Iperf3().run(Host(), load_of(point, (origin,), None), context)
     assert "Connection refused" in run.failed
@@ -60,7 +60,7 @@ def test_retries_stop_at_the_first_answer(tmp_path: Path, monkeypatch: Any) -> N
                               "sample_interval=1s"]).points()[0]
     spec = load_of(point, (Origin(0, "iperf3", host, port, "", 0, None),), None)
     procs = Procs()
-    context = Context(deadline=time.monotonic() + 60, workdir=tmp_path, procs=procs)
+    context = ToolContext(deadline=time.monotonic() + 60, workdir=tmp_path, procs=procs)
     server: list[Any] = []
     real_run = workers.Runs.run
 

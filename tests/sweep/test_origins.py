@@ -20,7 +20,7 @@ from tests.support.cgroups import cgroup_reason, needs_cgroups
 from dtnkit.host.host import Host
 from dtnkit.lab import path as lab
 from dtnkit.measure import procs, registry
-from dtnkit.measure.tool import Context, ToolRun
+from dtnkit.measure.tool import ToolContext, ToolRun
 from dtnkit.measure.tools import tpc as tools_tpc
 from dtnkit.sweep import cgroups, servers
 from dtnkit.sweep.cgroups import CgroupUnavailable, CpuController
@@ -140,7 +140,7 @@ def test_tpc_tool_between_quota_origins(site: Site, kind: str, tool: str,
         workdir = site.base / f"point-{kind}-{tool}"
         workdir.mkdir()
         run: ToolRun = t.run(Host(netns=site.p.dst.netns), spec,
-                             Context(deadline=time.monotonic() + 90, workdir=workdir))
+                             ToolContext(deadline=time.monotonic() + 90, workdir=workdir))
         assert run.failed == "", run.raw[-3000:]
         assert len(run.transfers) == 2
         for tr in run.transfers:
@@ -181,8 +181,8 @@ def test_the_deadline_stops_every_transfer(site: Site) -> None:
         (site.base / "point-dl").mkdir()
         t0 = time.monotonic()
         run = tools_tpc.DtnkitTpc().run(Host(netns=site.p.dst.netns), spec,
-                                        Context(deadline=time.monotonic() + 2.5,
-                                                workdir=site.base / "point-dl"))
+                                        ToolContext(deadline=time.monotonic() + 2.5,
+                                                    workdir=site.base / "point-dl"))
         took = time.monotonic() - t0
         assert took < 2.5 + tools_tpc.STOP_GRACE_S + 3, took
         assert run.failed and all(t.end_s is None and t.bytes == 0 for t in run.transfers)
@@ -250,8 +250,8 @@ def test_ctrl_c_during_a_run_leaves_no_transfer_running(site: Site) -> None:
         t0 = time.monotonic()
         with pytest.raises(KeyboardInterrupt):
             tools_tpc.DtnkitTpc().run(Host(netns=site.p.dst.netns), spec,
-                                      Context(deadline=time.monotonic() + 120,
-                                              workdir=site.base / "point-ic"))
+                                      ToolContext(deadline=time.monotonic() + 120,
+                                                  workdir=site.base / "point-ic"))
         took = time.monotonic() - t0
         assert took < 2.0 + tools_tpc.STOP_GRACE_S + 3, took  # not the 120 s deadline
         assert processes_mentioning(dest.origin.url_base) == []
@@ -376,13 +376,14 @@ def test_each_transfer_writes_its_own_file_and_it_is_removed_once_ended(tmp_path
     written: list[str] = []
     most = [0]
 
-    def one(j: tools_tpc.Job, batch: procs.Batch, deadline: float) -> tools_tpc.Outcome:
+    def one(j: tools_tpc.Job, batch: procs.Batch, deadline: float) -> tools_tpc.TransferOutcome:
         assert j.dst_file is not None and j.dst.endswith("/" + j.dst_file.name)
         assert not j.dst_file.exists()  # never a name written before
         j.dst_file.write_bytes(b"x")
         written.append(j.dst_file.name)
         most[0] = max(most[0], len(list(root.iterdir())))
-        return tools_tpc.Outcome(j.k % 4 != 1, False, "", "" if j.k % 4 != 1 else "HTTP 500")
+        failed = j.k % 4 == 1
+        return tools_tpc.TransferOutcome(not failed, False, "", "HTTP 500" if failed else "")
 
     run = tools_tpc.run_transfers(env, tools_tpc.plan(env), one)
     assert sorted(written) == sorted(f"t{k}.bin" for k in range(7))

@@ -1,6 +1,6 @@
 """The README's run command makes a venv that can draw the README tour's report: a copy of
 this checkout bootstrapped as ``dev/run.sh`` does it (``dev/bootstrap.sh``, a fresh ``.venv``,
-pip from PyPI through pip's cache), then the tour's ``dtnkit report tour -o DIR`` as written.
+pip from PyPI through pip's cache), then the tour's ``dtnkit sweep report tour -o DIR`` as written.
 Without matplotlib the hint names what fits how dtnkit was installed: the checkout's own
 bootstrap, or the package's extra."""
 
@@ -44,7 +44,7 @@ def test_the_tours_report_line_runs_in_a_venv_made_by_the_run_command(tmp_path: 
     env = {**os.environ, "DTNKIT_DB": str(tmp_path / "r.sqlite"),
            "DTNKIT_STATE_DIR": str(tmp_path / "state")}
     # the README tour's line, as written (its /scratch/tour under tmp_path)
-    proc = subprocess.run([str(dtnkit), "report", "tour", "-o", str(tmp_path / "tour")],
+    proc = subprocess.run([str(dtnkit), "sweep", "report", "tour", "-o", str(tmp_path / "tour")],
                           capture_output=True, text=True, timeout=600, env=env, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert f"open {tmp_path / 'tour' / 'report.html'}" in proc.stdout
@@ -52,7 +52,7 @@ def test_the_tours_report_line_runs_in_a_venv_made_by_the_run_command(tmp_path: 
     # the same venv with matplotlib hidden: the hint is the checkout's own, runnable there
     code = ("import sys; sys.modules['matplotlib'] = None\n"
             "from dtnkit.cli.main import entry; sys.exit(entry())")
-    proc = subprocess.run([str(clone / ".venv" / "bin" / "python"), "-c", code, "report",
+    proc = subprocess.run([str(clone / ".venv" / "bin" / "python"), "-c", code, "sweep", "report",
                            "tour", "-o", str(tmp_path / "none")], capture_output=True,
                           text=True, timeout=120, env=env, check=False)
     assert proc.returncode == ExitStatus.TOOL_MISSING, proc.stderr

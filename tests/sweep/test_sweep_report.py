@@ -1,4 +1,4 @@
-"""`dtnkit report RUN -o DIR` on a synthetic run stored in a real results database: every
+"""`dtnkit sweep report RUN -o DIR` on a synthetic run stored in a real results database: every
 figure as PNG and SVG, one self-contained HTML page with every value escaped, written without
 following planted symlinks; and the page rendered by headless Chromium (the Debian package)
 loads without a console message and shows every figure."""
@@ -60,7 +60,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, obj
     pid = results()[-1].point.id
     env = Environment(stdout=out, stderr=err, results_db=base / "r.sqlite",
                       state_dir=base / "state")
-    code = cli_main.main(["report", "synth", "-o", str(base / "rep"), "--point", pid[:6],
+    code = cli_main.main(["sweep", "report", "synth", "-o", str(base / "rep"), "--point", pid[:6],
                           "--target", "700mbit", "--format", "json"], env)
     assert code == 0, err.getvalue()
     return base / "rep", {**json.loads(out.getvalue()), "asked_point": pid}
@@ -123,15 +123,15 @@ def test_the_default_time_series_is_the_first_curves_peak() -> None:
 def test_a_file_or_a_symlink_as_dir_is_refused(tmp_path: Path, dtnkit: Run) -> None:
     store_run(tmp_path / "r.sqlite")
     (tmp_path / "f").write_text("mine")
-    code, _, err = dtnkit("report", "synth", "-o", str(tmp_path / "f"))
+    code, _, err = dtnkit("sweep", "report", "synth", "-o", str(tmp_path / "f"))
     assert code == ExitStatus.BAD_INPUT and "is not a directory" in err
     assert err.count("\n") == 1 and (tmp_path / "f").read_text() == "mine"
     (tmp_path / "real").mkdir()
     (tmp_path / "link").symlink_to(tmp_path / "real")
-    code, _, err = dtnkit("report", "synth", "-o", str(tmp_path / "link"))
+    code, _, err = dtnkit("sweep", "report", "synth", "-o", str(tmp_path / "link"))
     assert code == ExitStatus.BAD_INPUT and "symbolic link" in err
     assert os.listdir(tmp_path / "real") == []
-    code, _, err = dtnkit("report", "nosuch", "-o", str(tmp_path / "n"))
+    code, _, err = dtnkit("sweep", "report", "nosuch", "-o", str(tmp_path / "n"))
     assert code == ExitStatus.BAD_INPUT and "no sweep run 'nosuch'" in err
 
 
@@ -215,13 +215,14 @@ def test_an_empty_run_still_gives_a_page(tmp_path: Path, dtnkit: Run) -> None:
     pts = [dataclasses.replace(p, status="failed", error="refused", samples=())
            for p in results(1)]
     store_run(tmp_path / "r.sqlite", "dead", points=pts)
-    code, stdout, err = dtnkit("report", "dead", "-o", str(tmp_path / "o"))
+    code, stdout, err = dtnkit("sweep", "report", "dead", "-o", str(tmp_path / "o"))
     assert code == 0, err
     assert f"wrote 12 files to {tmp_path / 'o'}: 5 figures (PNG and SVG)" in stdout
     assert f"open {tmp_path / 'o' / 'report.html'}" in stdout
     text = (tmp_path / "o" / "report.html").read_text()
     assert "no curve" in text and "failed: refused" in text
-    code, stdout, err = dtnkit("report", "dead", "-o", str(tmp_path / "p"), "--point", "zzzz")
+    code, stdout, err = dtnkit("sweep", "report", "dead", "-o", str(tmp_path / "p"), "--point",
+                               "zzzz")
     assert code == ExitStatus.BAD_INPUT and "no point 'zzzz'" in err and stdout == ""
     assert not (tmp_path / "p").exists()
 
@@ -230,7 +231,7 @@ def test_without_matplotlib_a_clear_error_and_nothing_written(tmp_path: Path) ->
     store_run(tmp_path / "r.sqlite")
     code = ("import sys; sys.modules['matplotlib'] = None\n"
             "from dtnkit.cli.main import main\n"
-            f"sys.exit(main(['report', 'synth', '-o', {str(tmp_path / 'o')!r}, '--db', "
+            f"sys.exit(main(['sweep', 'report', 'synth', '-o', {str(tmp_path / 'o')!r}, '--db', "
             f"{str(tmp_path / 'r.sqlite')!r}]))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60, check=False)

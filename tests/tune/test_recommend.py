@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from dtnkit.host.facts import Environment, Interface, KernelCaps
+from dtnkit.host.facts import Interface, KernelCaps, Placement
 from dtnkit.host.host import Host
 from dtnkit.tune.context import Context, NoWant, Want
 from dtnkit.tune.kinds.qdisc import QdiscTunable
@@ -28,7 +28,7 @@ def iface(name: str, speed: int | None, *, state: str = "UP", queues: int = 1,
 def ctx(*ifaces: Interface, ram: int = 512 * GiB, rtt: float = 100.0, profile: str = "dtn",
         fq: bool | None = True, cc: tuple[str, ...] = ("reno", "cubic", "bbr"),
         initial: bool = True, exact: bool = False, speed: int | None = None) -> Context:
-    env = Environment(initial, None, None, False, True, ram)
+    env = Placement(initial, None, None, False, True, ram)
     caps = KernelCaps({"fq": fq}, "test", cc, cc)
     return Context(load_profile(profile, ()), rtt, env, caps, {i.name: i for i in ifaces},
                    [(i.name, "") for i in ifaces], exact=exact, speed_override_mbps=speed)

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from dtnkit.errors import BadInput, ExitStatus
-from dtnkit.host.facts import Environment, Interface, KernelCaps
+from dtnkit.host.facts import Interface, KernelCaps, Placement
 from dtnkit.host.host import Host
 from dtnkit.host.runner import Result
 from dtnkit.tune import persist
@@ -30,7 +30,7 @@ CHECK_KEYS = [k for k in KNOWN_KEYS if k.startswith("check/")]
 
 def ctx() -> Context:
     eth0 = Interface("eth0", None, True, 100_000, "UP", 1500, 9000, 1000, None, None, (), 0, 4)
-    env = Environment(True, None, None, False, True, 64 * 2**30)
+    env = Placement(True, None, None, False, True, 64 * 2**30)
     caps = KernelCaps({"fq": True}, "test", ("cubic", "bbr"), ("cubic", "bbr"))
     return Context(load_profile("dtn", ()), 100.0, env, caps, {"eth0": eth0}, [("eth0", "")])
 

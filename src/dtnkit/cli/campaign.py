@@ -1,4 +1,4 @@
-"""`dtnkit campaign`: the steps of a fleet campaign that run on one host, for the Ansible
+"""`dtnkit fleet campaign`: the steps of a fleet campaign that run on one host, for the Ansible
 collection dtn.dtnkit (its `probe` and `experiment` modules): gate, judge, server start|stop."""
 
 from __future__ import annotations

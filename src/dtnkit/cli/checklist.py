@@ -10,8 +10,7 @@ from dtnkit.cli.options import pass_env
 from dtnkit.cli.output import Printer, emit, format_option
 from dtnkit.cli.render import Col, print_fitted
 from dtnkit.cli.tune import make_host
-from dtnkit.diagnose import checklist as core
-from dtnkit.diagnose.checklist import Checklist
+from dtnkit.diagnose.checklist import Checklist, Options, run_checklist
 from dtnkit.diagnose.sitecfg import check_url, parse_peer
 from dtnkit.environment import Environment
 from dtnkit.errors import ExitStatus
@@ -38,13 +37,13 @@ def checklist(env: Environment, peer: str | None, perfsonar: str | None, judging
     --tree).  Exit 0 when no item fails (warnings allowed: some items are network-side facts
     a host cannot see), 3 when any item fails.
     """
-    opts = core.Options(
+    opts = Options(
         peer=parse_peer(peer) if peer is not None else None,
         perfsonar=check_url(perfsonar) if perfsonar is not None else None,
     )
     prof = judging.load_profile()
     host = make_host(judging.netns, judging.tree, read_only=True)
-    result = core.run_checklist(host, judging, opts, profile=prof)
+    result = run_checklist(host, judging, opts, profile=prof)
     emit(env, result.as_dict(), fmt, lambda p: _table(p, result))
     return int(ExitStatus.OK if result.ok else ExitStatus.DRIFT)
 

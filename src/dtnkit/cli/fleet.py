@@ -1,6 +1,6 @@
 """``dtnkit fleet report DIR``: many hosts' audits, experiments and a campaign, compared, as
 tables (or JSON) and, with ``-o DIR`` or ``--html FILE``, one self-contained HTML page with
-figures."""
+figures.  ``dtnkit fleet campaign``: a campaign's steps on one host (cli/campaign.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import click
 from rich.markup import escape
 
 from dtnkit import htmlpage
+from dtnkit.cli.campaign import campaign
 from dtnkit.cli.options import pass_env
 from dtnkit.cli.output import Printer, emit, format_option
 from dtnkit.cli.progress import reporter
@@ -27,7 +28,11 @@ from dtnkit.units import counted
 
 @click.group()
 def fleet() -> None:
-    """Reports over many hosts (the site audit's and the campaign's output)."""
+    """Many hosts: reports over the site audit's and a campaign's output, and the steps of a
+    campaign that run on one host."""
+
+
+fleet.add_command(campaign)
 
 
 @fleet.command()

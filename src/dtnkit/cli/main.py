@@ -40,10 +40,15 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "exporter": ("dtnkit.cli.monitor", "exporter"),
     "metrics": ("dtnkit.cli.monitor", "metrics"),
     "checklist": ("dtnkit.cli.checklist", "checklist"),
-    "report": ("dtnkit.cli.sweep_analyze", "report"),
     "sweep": ("dtnkit.cli.sweep", "sweep"),
-    "campaign": ("dtnkit.cli.campaign", "campaign"),
     "fleet": ("dtnkit.cli.fleet", "fleet"),
+}
+
+#: an old spelling -> the group and command it is now: still run, never listed in the help,
+#: and each use says the new spelling on stderr (stdout and the exit status are the command's)
+ALIASES: dict[str, tuple[str, str]] = {
+    "report": ("sweep", "report"),
+    "campaign": ("fleet", "campaign"),
 }
 
 
@@ -69,6 +74,15 @@ class _LazyGroup(click.Group):
         return list(COMMANDS)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in ALIASES:
+            group_name, name = ALIASES[cmd_name]
+            group = self.get_command(ctx, group_name)
+            assert isinstance(group, click.Group)
+            env = ctx.find_object(Environment)
+            if env is not None and not ctx.resilient_parsing:
+                click.echo(f"dtnkit: note: `dtnkit {cmd_name}` is now `dtnkit {group_name} "
+                           f"{name}`", file=env.stderr)
+            return group.get_command(ctx, name)
         if cmd_name not in COMMANDS:
             return None
         module, attr = COMMANDS[cmd_name]

@@ -40,7 +40,7 @@ from dtnkit.measure.probes.net import NetSpec, egress_speed_mbps, resolve_peer
 from dtnkit.measure.registry import run_probe
 from dtnkit.measure.result import ProbeResult
 from dtnkit.measure.store import ResultStore, export
-from dtnkit.measure.tool import Context, ProbeSpec
+from dtnkit.measure.tool import ProbeSpec, ToolContext
 from dtnkit.measure.tools.dtnkit_cp import check_ends
 from dtnkit.progress import SILENT, Progress
 from dtnkit.tune.judging import DEFAULT_RTT_MS, Judging
@@ -73,11 +73,11 @@ def _tool(kind: str) -> Callable[[F], F]:
 
 
 def _context(env: Environment, cgroup: Path | None = None,
-             progress: Progress = SILENT, password: str | None = None) -> Context:
+             progress: Progress = SILENT, password: str | None = None) -> ToolContext:
     """The tools' wrapper (a cgroup), the lab paths that NAME/HOST peers name, where the
     tools report their intervals, and the password a tool authenticates with."""
-    return Context(wrap=_wrap(cgroup), lab_peers=lab_peers(env.lab_state_root),
-                   progress=progress, password=password)
+    return ToolContext(wrap=_wrap(cgroup), lab_peers=lab_peers(env.lab_state_root),
+                       progress=progress, password=password)
 
 
 _TIMED_INTERVAL = ("Sampler period, e.g. 1s or 500ms (default: min(5s, duration / 5), so the "

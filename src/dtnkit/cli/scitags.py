@@ -9,8 +9,8 @@ from dtnkit.cli.output import Printer, emit, format_option
 from dtnkit.cli.render import Col, print_fitted
 from dtnkit.environment import Environment
 from dtnkit.errors import BadInput
-from dtnkit.transfer.client import scitags as reg
-from dtnkit.transfer.wire import scitags as st
+from dtnkit.transfer.client.scitags import DEFAULT_URL, STATE_NAME, load, refresh
+from dtnkit.transfer.wire.scitags import tag
 
 
 @click.group()
@@ -30,7 +30,7 @@ def scitags() -> None:
 def list_(env: Environment, source: str | None, experiment: str | None,
           fmt: str = "table") -> int:
     """Experiments and activities with their ids and the tag (expId << 6 | actId)."""
-    registry = reg.load(source, env.state_dir)
+    registry = load(source, env.state_dir)
     exps = registry.experiments
     if experiment is not None:
         try:
@@ -39,7 +39,7 @@ def list_(env: Environment, source: str | None, experiment: str | None,
             raise BadInput(f"--experiment {experiment[:80]}", "is not in the registry",
                            "run `dtnkit scitags list` for the names") from None
     rows = [{"experiment": e.name, "experiment_id": e.id, "activity": name,
-             "activity_id": act, "scitag": st.tag(e.id, act)}
+             "activity_id": act, "scitag": tag(e.id, act)}
             for e in exps for name, act in e.activities.items()]
     doc = {"source": registry.source, "modified": registry.modified, "activities": rows}
 
@@ -55,17 +55,17 @@ def list_(env: Environment, source: str | None, experiment: str | None,
     return 0
 
 
-@scitags.command()
+@scitags.command(name="refresh")
 @click.argument("source", required=False, metavar="[FILE|URL]")
 @format_option
 @pass_env
-def refresh(env: Environment, source: str | None, fmt: str = "table") -> int:
+def refresh_cmd(env: Environment, source: str | None, fmt: str = "table") -> int:
     """Fetch the registry from SOURCE (default https://www.scitags.org/api.json), check it
     and keep it in the state directory (scitags-api.json, replaced atomically): names
     resolve with it from then on.  A registry that does not check leaves the kept one."""
-    where = source or reg.DEFAULT_URL
-    registry = reg.refresh(where, env.state_dir)
-    kept = env.state_dir / reg.STATE_NAME
+    where = source or DEFAULT_URL
+    registry = refresh(where, env.state_dir)
+    kept = env.state_dir / STATE_NAME
     doc = {"source": where, "kept": str(kept), "modified": registry.modified,
            "experiments": len(registry.experiments),
            "activities": sum(len(e.activities) for e in registry.experiments)}

@@ -17,12 +17,13 @@ from dtnkit.cli.options import db_option, pass_env, state_dir_option
 from dtnkit.cli.output import Printer, emit, format_option
 from dtnkit.cli.progress import duration, reporter
 from dtnkit.cli.render import Col, print_fitted
+from dtnkit.cli.sweep_analyze import analyze_cmd, report_cmd
 from dtnkit.db.location import Location
 from dtnkit.environment import Environment
 from dtnkit.errors import BadInput, ExitStatus, NeedsRoot
-from dtnkit.lab import path as labpath
-from dtnkit.sweep import grid as grid_mod
+from dtnkit.lab.path import check_name
 from dtnkit.sweep import runner, store
+from dtnkit.sweep.grid import load_grid, parse_grid_flags
 from dtnkit.tune.apply import sigterm_as_interrupt
 from dtnkit.units import format_time
 
@@ -55,10 +56,10 @@ def _grid(words: tuple[str, ...]) -> tuple[Any, str, str]:
         raise BadInput("no grid", "give a grid file (docs/examples/sweep-grid.toml) or "
                        "axis=value words", "e.g. dtnkit sweep run rtt=5ms streams=1,4")
     if files:
-        grid = grid_mod.load_grid(files[0])
+        grid = load_grid(files[0])
         base = grid.name or Path(files[0]).stem
     else:
-        grid = grid_mod.parse_grid_flags(flags)
+        grid = parse_grid_flags(flags)
         base = grid.name or "sweep"
     base = re.sub(r"[^A-Za-z0-9._-]+", "-", base).strip(".-_")[:40] or "sweep"
     return grid, grid.to_toml(), base
@@ -106,7 +107,7 @@ def run(env: Environment, words: tuple[str, ...], name: str | None, resume: bool
     if name is not None:
         store.check_run_name(name)
     if lab_name is not None:
-        labpath.check_name(lab_name)
+        check_name(lab_name)
     grid, text, base = _grid(words)
     run_name = name or f"{base}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
     store.check_run_name(run_name)
@@ -173,4 +174,5 @@ def _runs(p: Printer, runs: list[Any]) -> None:
                        Col("created", rank=2, wrap=False), Col("lab", rank=3)), rows)
 
 
-sweep.add_command(__import__("dtnkit.cli.sweep_analyze", fromlist=["analyze"]).analyze)
+sweep.add_command(analyze_cmd)
+sweep.add_command(report_cmd)

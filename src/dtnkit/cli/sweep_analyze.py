@@ -1,7 +1,6 @@
-"""``dtnkit sweep analyze RUN`` and ``dtnkit report RUN -o DIR``: a stored sweep run's
+"""``dtnkit sweep analyze RUN`` and ``dtnkit sweep report RUN -o DIR``: a stored sweep run's
 analysis as tables (or JSON), the recommended-streams table ``dtnkit cp`` reads, and the
-figures and HTML page.  ``analyze`` is registered in the ``sweep`` group (cli/sweep.py),
-``report`` as a command of its own (cli/main.py)."""
+figures and HTML page.  Both are registered in the ``sweep`` group (cli/sweep.py)."""
 
 from __future__ import annotations
 
@@ -23,9 +22,7 @@ from dtnkit.cli.render import Col, print_fitted
 from dtnkit.db.location import Location
 from dtnkit.environment import Environment
 from dtnkit.errors import BadInput
-from dtnkit.sweep import analyze as A
-from dtnkit.sweep import report as R
-from dtnkit.sweep import store
+from dtnkit.sweep import analyze, report, store
 from dtnkit.sweep.report import curve_label, varying_keys
 from dtnkit.transfer.client.streamtable import DEFAULT_NAME
 from dtnkit.units import (
@@ -77,7 +74,7 @@ def save_json(path: Path, doc: Any) -> None:
                        "give a file in a directory you can write to") from None
 
 
-@click.command()
+@click.command(name="analyze")
 @click.argument("run")
 @click.option("--target", callback=_target, default=None, metavar="RATE",
               help="A rate to reach (e.g. 900mbit, 10g): the minimum cores, origins and "
@@ -93,13 +90,13 @@ def save_json(path: Path, doc: Any) -> None:
 @db_option()
 @state_dir_option()
 @pass_env
-def analyze(env: Environment, run: str, target: int | None, baseline: str | None,
-            save_streams: str | None, fmt: str, db: Location, state_dir: Path) -> int:
+def analyze_cmd(env: Environment, run: str, target: int | None, baseline: str | None,
+                save_streams: str | None, fmt: str, db: Location, state_dir: Path) -> int:
     """Analyse a stored sweep run: per RTT the peak, drop and knee; fluctuation against
     utilisation; Gbit/s per core; minimum resources for --target; origins at equal cores;
     profile ratios; tail latency; the recommended streams per RTT (docs/sweep.md)."""
     info = store.run_info(db, run)
-    result = A.analyze(store.load_records(db, run), target_bps=target, baseline=baseline)
+    result = analyze.analyze(store.load_records(db, run), target_bps=target, baseline=baseline)
     saved: Path | None = None
     if save_streams is not None:
         if not result.streams_table.get("rtts"):
@@ -229,7 +226,7 @@ def _tables(p: Printer, info: RunInfo, a: Analysis, saved: Path | None) -> None:
                   + (" ..." if len(a.failed) > 5 else ""))
 
 
-@click.command()
+@click.command(name="report")
 @click.argument("run")
 @click.option("-o", "--output", "out", type=click.Path(path_type=Path), required=True,
               metavar="DIR", help="The directory to write the figures and report.html into.")
@@ -243,15 +240,15 @@ def _tables(p: Printer, info: RunInfo, a: Analysis, saved: Path | None) -> None:
 @format_option
 @db_option()
 @pass_env
-def report(env: Environment, run: str, out: Path, point_id: str | None, target: int | None,
-           baseline: str | None, fmt: str, db: Location) -> int:
+def report_cmd(env: Environment, run: str, out: Path, point_id: str | None,
+               target: int | None, baseline: str | None, fmt: str, db: Location) -> int:
     """Draw a sweep run's figures (PNG and SVG) and write one self-contained HTML page
     (DIR/report.html) with them, the analysis tables, the grid and the environment.  Needs
     matplotlib (the report extra: ./dev/bootstrap.sh in a checkout, else pip install
     'dtnkit[report]')."""
-    R.check_dir(out)
-    data = R.from_store(db, run)
-    written = R.build(data, out, point_id=point_id, target_bps=target, baseline=baseline,
+    report.check_dir(out)
+    data = report.from_store(db, run)
+    written = report.build(data, out, point_id=point_id, target_bps=target, baseline=baseline,
                       progress=reporter(env, fmt))
 
     def lines(p: Printer) -> None:

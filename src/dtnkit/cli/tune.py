@@ -26,8 +26,7 @@ from dtnkit.errors import BadInput, ExitStatus
 from dtnkit.host.host import Host
 from dtnkit.host.sysctl_scope import PROBE
 from dtnkit.measure.store import ResultStore
-from dtnkit.tune import apply as apply_mod
-from dtnkit.tune import pairing
+from dtnkit.tune import apply, pairing
 from dtnkit.tune.audit import build_context
 from dtnkit.tune.judging import Judging
 from dtnkit.tune.keys import device_of, group_of, typed, unit_of, with_device
@@ -262,7 +261,7 @@ def apply_cmd(env: Environment, groups: tuple[str, ...], judging: Judging, state
 
     def hints(result: Any) -> dict[str, Any]:
         """What could not be decided, and the commands that go on from here."""
-        undecided = apply_mod.undecided(result)
+        undecided = apply.undecided(result)
         gives = [g for g in dict.fromkeys(u["give"] for u in undecided) if g]
         again = judging.command("tune", "apply", "--dry-run",
                                 extra=[*_group_flags(groups),
@@ -272,8 +271,8 @@ def apply_cmd(env: Environment, groups: tuple[str, ...], judging: Judging, state
 
     if dry_run:
         result = read(host)
-        steps = apply_mod.plan(result, on_request)
-        skipped = apply_mod.skipped_on_request(result, on_request)
+        steps = apply.plan(result, on_request)
+        skipped = apply.skipped_on_request(result, on_request)
         more = hints(result)
         go = judging.command("tune", "apply", extra=_group_flags(groups)) if steps else None
         emit(env, {"dry_run": True, "plan": [s.as_dict() for s in steps],
@@ -285,21 +284,21 @@ def apply_cmd(env: Environment, groups: tuple[str, ...], judging: Judging, state
     store = Store(state_dir)
     person = for_people(env, fmt)
 
-    def show_plan(result: Any, steps: list[apply_mod.Step]) -> None:
+    def show_plan(result: Any, steps: list[apply.Step]) -> None:
         if person is not None:
-            skipped = apply_mod.skipped_on_request(result, on_request)
+            skipped = apply.skipped_on_request(result, on_request)
             _tables().plan(person.console, steps, skipped, dry_run=False,
                            allow_unsafe=allow_unsafe)
 
     # read, plan, baseline, write and verify all happen under the namespace's lock
     with _state_errors(state_dir, "cannot save the baseline or take the lock"):
-        out = apply_mod.apply(host, read, store, on_request=on_request, do_persist=persist,
+        out = apply.apply(host, read, store, on_request=on_request, do_persist=persist,
                               label=label, progress=_progress(person), wait_s=wait_s,
                               on_wait=_waiting(env), on_plan=show_plan,
                               allow_unsafe=allow_unsafe)
     assert out.audit is not None
     result = out.audit
-    skipped = apply_mod.skipped_on_request(result, on_request)
+    skipped = apply.skipped_on_request(result, on_request)
     skipped_keys = [f.key for f in skipped]
     more = hints(result)
     done = ExitStatus.UNDECIDED if more["undecided"] else ExitStatus.OK
@@ -332,19 +331,19 @@ def from_experiment(judging: Judging, spec: dict[str, Any]) -> Judging:
         exact=exact if isinstance(exact, bool) else judging.exact)
 
 
-def _progress(person: Printer | None) -> Callable[[apply_mod.Step], None] | None:
+def _progress(person: Printer | None) -> Callable[[apply.Step], None] | None:
     """A tick per verified step, for people only."""
     if person is None:
         return None
     con = person.console
 
-    def step_done(step: apply_mod.Step) -> None:
+    def step_done(step: apply.Step) -> None:
         _tables().step_done(con, step)
 
     return step_done
 
 
-def _outcome_status(out: apply_mod.Outcome) -> int:
+def _outcome_status(out: apply.Outcome) -> int:
     if out.ok:
         return int(ExitStatus.OK)
     if out.error is not None and out.error.status == ExitStatus.INTERRUPTED:
@@ -363,7 +362,7 @@ def save(env: Environment,
          label: str, netns: str | None, tree: Path | None, state_dir: Path, fmt: str) -> int:
     """Save every restorable setting to a snapshot."""
     host = make_host(netns, tree, read_only=True)
-    snap = new_snapshot(host, apply_mod.live_values(host), label, "manual")
+    snap = new_snapshot(host, apply.live_values(host), label, "manual")
     path = Store(state_dir).save(snap)
     emit(env, {"id": snap.id, "path": str(path), "values": len(snap.values)}, fmt,
          lambda p: _tables().saved(p.console, snap, path),
@@ -483,7 +482,7 @@ def diff_cmd(env: Environment,
         name_a, values_a, host_a = load_side(a, store, scope_here(host))
         _same_namespace(name_a, host_a, host)
         only_snapshots = [k for k in values_a if k.startswith("ipv6/")]  # read them too
-        name_b, values_b = host.label, apply_mod.live_values(host, only_snapshots)
+        name_b, values_b = host.label, apply.live_values(host, only_snapshots)
         roles_b = pairing.interface_roles(host, pairing.devices(values_b))
     else:
         name_a, values_a, host_a = load_side(a, store)
@@ -538,14 +537,14 @@ def restore_cmd(env: Environment,
     _same_namespace(snap.id, snap.host, host)
     ctx = build_context(host, load_profile("dtn", ()))
     if dry_run:
-        steps, skipped, missing = apply_mod.restore_plan(host, snap, ctx)
+        steps, skipped, missing = apply.restore_plan(host, snap, ctx)
         emit(env, {"dry_run": True, "snapshot": snap.id, "plan": [s.as_dict() for s in steps],
                    "skipped": skipped, "not_restored": missing}, fmt,
              lambda p: _tables().restore_plan(p.console, steps, skipped, missing,
                                               allow_unsafe=allow_unsafe))
         return 0
     with _state_errors(state_dir, "cannot take the lock"):
-        out = apply_mod.restore(host, snap, store, ctx,
+        out = apply.restore(host, snap, store, ctx,
                                 progress=_progress(for_people(env, fmt)),
                                 wait_s=wait_s, on_wait=_waiting(env),
                                 allow_unsafe=allow_unsafe)

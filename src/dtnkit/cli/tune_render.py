@@ -16,6 +16,7 @@ from dtnkit.tune.apply import Outcome, Step, allowed
 from dtnkit.tune.audit import Audit, Finding
 from dtnkit.tune.profile import Profile
 from dtnkit.tune.snapshot import Difference, Snapshot
+from dtnkit.tune.status import NOT_COMPLIANT, AuditStatus
 from dtnkit.units import (
     MISSING,
     counted,
@@ -26,8 +27,9 @@ from dtnkit.units import (
     format_value,
 )
 
-STATUS_STYLE = {"ok": "green", "differs": "bold yellow", "unsupported": "dim",
-                "unknown": "magenta", "host-scope": "cyan"}
+STATUS_STYLE = {AuditStatus.OK: "green", AuditStatus.DIFFERS: "bold yellow",
+                AuditStatus.UNSUPPORTED: "dim", AuditStatus.UNKNOWN: "magenta",
+                AuditStatus.HOST_SCOPE: "cyan"}
 
 def audit_table(con: Console, audit: Audit, next_cmd: str = "") -> None:
     """``next_cmd``: the plan command with the scope and judging flags of this run."""
@@ -51,11 +53,11 @@ def audit_table(con: Console, audit: Audit, next_cmd: str = "") -> None:
          escape(f.why), f.group, f.scope) for f in audit.findings]
     if not fits(con, cols, rows):  # narrow: one column "current -> recommended"
         cols = (cols[0], cols[1], Col("current -> recommended", least=24), *cols[4:])
-        rows = [(r[0], r[1], r[2] if f.status == "ok" or r[2] == r[3] else
+        rows = [(r[0], r[1], r[2] if f.status == AuditStatus.OK or r[2] == r[3] else
                  f"{r[2]} -> {r[3]}", *r[4:]) for r, f in zip(rows, audit.findings, strict=True)]
     if "why" in print_fitted(con, cols, rows):
         for f in audit.findings:  # the reasons to act on, under the table
-            if (f.status in ("differs", "unknown") or f.unsafe) and f.why:
+            if (f.status in NOT_COMPLIANT or f.unsafe) and f.why:
                 con.print(f"[dim]why[/] {escape(_key(f))}: {escape(f.why)}")
     counts = ", ".join(f"{n} {s}" for s, n in audit.counts.items() if n)
     verdict = "[green]compliant[/]" if audit.compliant else "[yellow]not compliant[/]"
@@ -63,7 +65,7 @@ def audit_table(con: Console, audit: Audit, next_cmd: str = "") -> None:
     for item in audit.undecided:
         con.print(f"[magenta]unknown:[/] {counted(len(item['keys']), 'item')}: "
                   f"{escape(item['hint'])}")
-    if any(f.status == "differs" for f in audit.findings):
+    if any(f.status == AuditStatus.DIFFERS for f in audit.findings):
         cmd = next_cmd or "dtnkit tune apply --dry-run"
         con.print(f"[dim]next: `{escape(cmd)}` shows what apply would change[/]")
 

@@ -41,7 +41,7 @@ ORIGIN = ("origin", "origin_id", "origin_host")
 BATCH = 500
 
 #: ``progress(table, done, total)`` after each batch
-Report = Callable[[str, int, int], None]
+PushProgress = Callable[[str, int, int], None]
 
 
 @dataclass
@@ -77,7 +77,7 @@ def _columns(row: Any, drop: Sequence[str] = ()) -> list[str]:
 
 
 def push(source: Location, target: Location, *, host: str,
-         progress: Report | None = None) -> PushSummary:
+         progress: PushProgress | None = None) -> PushSummary:
     """Copy ``source``'s rows into ``target`` (see the module's docstring)."""
     started = time.monotonic()
     if isinstance(source, Path) and not source.is_file():
@@ -106,7 +106,7 @@ def _origin_of(row: Any, origin: str, host: str) -> tuple[str, str]:
     return (row["origin"] or origin, row["origin_host"] or host)
 
 
-def _results(src: Database, dst: Database, summary: PushSummary, say: Report) -> None:
+def _results(src: Database, dst: Database, summary: PushSummary, say: PushProgress) -> None:
     count = summary.tables["results"]
     total = int(src.execute("SELECT COUNT(*) FROM results WHERE made_by = 'probe'")
                 .fetchone()[0])
@@ -142,7 +142,7 @@ def _results(src: Database, dst: Database, summary: PushSummary, say: Report) ->
 
 
 def _keyed(src: Database, dst: Database, summary: PushSummary, table: str, key: str,
-           say: Report) -> list[str]:
+           say: PushProgress) -> list[str]:
     """Experiments or sweep runs: upsert the source's rows whose key is free in the target
     or holds a row of the same origin; the keys written."""
     count = summary.tables[table]
@@ -177,11 +177,11 @@ def _keyed(src: Database, dst: Database, summary: PushSummary, table: str, key: 
     return written
 
 
-def _experiments(src: Database, dst: Database, summary: PushSummary, say: Report) -> None:
+def _experiments(src: Database, dst: Database, summary: PushSummary, say: PushProgress) -> None:
     _keyed(src, dst, summary, "experiments", "id", say)
 
 
-def _sweeps(src: Database, dst: Database, summary: PushSummary, say: Report) -> None:
+def _sweeps(src: Database, dst: Database, summary: PushSummary, say: PushProgress) -> None:
     runs = _keyed(src, dst, summary, "sweep_runs", "name", say)
     count = summary.tables["sweep_points"]
     skipped = {c["key"] for c in summary.conflicts if c["table"] == "sweep_runs"}

@@ -27,8 +27,8 @@ from dtnkit.host.host import Host
 from dtnkit.measure.registry import run_probe
 from dtnkit.measure.result import iso_utc
 from dtnkit.measure.store import ResultStore
-from dtnkit.measure.tool import Context, ProbeSpec
-from dtnkit.tune import apply as apply_mod
+from dtnkit.measure.tool import ProbeSpec, ToolContext
+from dtnkit.tune import apply
 from dtnkit.tune.audit import build_context, check_groups
 from dtnkit.tune.judging import Judging
 from dtnkit.tune.profile import Profile
@@ -80,7 +80,7 @@ class ExperimentSpec:
         return self.judging.rtt_ms
 
 
-class Runs:
+class RunProgress:
     """The runs of an experiment: how many are done of how many, and the time left (the
     mean run so far times the runs left)."""
 
@@ -97,7 +97,7 @@ class Runs:
 def live_tuning(host: Host) -> dict[str, Any] | None:
     """The tuning live during a probe, recorded with its result; None if unreadable."""
     try:
-        return apply_mod.live_values(host)
+        return apply.live_values(host)
     except DtnkitError:  # recording the tuning must never lose a measurement
         return None
 
@@ -128,7 +128,7 @@ def run_experiment(
     store: ResultStore,
     state_dir: Path,
     *,
-    context: Context | None = None,
+    context: ToolContext | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """``hosts``: where groups are applied (this host, and the peer with --both-ends); every
@@ -147,8 +147,8 @@ def run_experiment(
         "speed_mbps": spec.judging.speed_mbps, "ifaces": list(spec.judging.ifaces),
         "exact": spec.judging.exact, "hosts": [h.label for h in hosts]}, "groups": []}
 
-    context = context or Context()
-    runs = Runs(len(spec.groups) * spec.repeat * 2)
+    context = context or ToolContext()
+    runs = RunProgress(len(spec.groups) * spec.repeat * 2)
 
     def measured(label: str) -> float:
         group, kind, k = label.split(":")
@@ -177,10 +177,10 @@ def run_experiment(
             try:
                 for h in hosts:
                     audit = spec.judging.audit(h, profile, [group])
-                    if not apply_mod.plan(audit):
+                    if not apply.plan(audit):
                         continue
                     # apply audits again under the lock: the plan above may be stale by then
-                    out = apply_mod.apply(h, partial(spec.judging.audit, profile=profile,
+                    out = apply.apply(h, partial(spec.judging.audit, profile=profile,
                                                      groups=[group]),
                                           snaps, label=f"{exp_id} {group}")
                     if out.baseline:
@@ -199,7 +199,7 @@ def run_experiment(
                 for h, snap_id in reversed(baselines):
                     ctx = build_context(h, profile, rtt_ms=spec.rtt_ms,
                                         speed_mbps=spec.judging.speed_mbps)
-                    back = apply_mod.restore(h, snaps.load(snap_id), snaps, ctx)
+                    back = apply.restore(h, snaps.load(snap_id), snaps, ctx)
                     if back.ok:
                         snaps.remove(snap_id)
                     else:

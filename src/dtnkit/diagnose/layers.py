@@ -43,7 +43,7 @@ LINE_RATE_SHARE = 0.9
 
 
 @dataclass
-class Check:
+class LayerCheck:
     layer: Layer
     checked: str
     found: str
@@ -60,14 +60,14 @@ class Check:
 
 @dataclass
 class Diagnosis:
-    checks: list[Check]
+    checks: list[LayerCheck]
     results: dict[str, ProbeResult]
     # why no layer can be named (too few samples), with the next step; "" when decided
     inconclusive: str = ""
     rerun: str = ""
 
     @property
-    def verdict(self) -> Check | None:
+    def verdict(self) -> LayerCheck | None:
         return next((c for c in self.checks if c.binds), None)
 
     @property
@@ -122,7 +122,7 @@ def diagnose(net: ProbeResult | None, *, link_bps: float | None = None,
     D = disk.summary["throughput_bps"] if disk else None
     E = e2e.summary["throughput_bps"] if e2e else None
     s = net.summary if net else {}
-    checks: list[Check] = []
+    checks: list[LayerCheck] = []
     # every probe run by the registry has sampler_samples; a result without one is not judged
     n_samples = int(s.get("sampler_samples") or 0)
     undersampled = net is not None and "sampler_samples" in s and n_samples < MIN_SAMPLES
@@ -140,7 +140,7 @@ def diagnose(net: ProbeResult | None, *, link_bps: float | None = None,
 
     # 1. NIC line rate
     if T is None:
-        checks.append(Check(Layer.NIC, "iperf3 rate vs link speed", "no network probe", None))
+        checks.append(LayerCheck(Layer.NIC, "iperf3 rate vs link speed", "no network probe", None))
     else:
         peer = net.spec.get("peer") if net else None
         experiment_cmd = " ".join(x for x in (
@@ -155,7 +155,7 @@ def diagnose(net: ProbeResult | None, *, link_bps: float | None = None,
               if tx else None}
         if line and LINE_RATE_SHARE * line <= max(T, tx or 0.0) and net_binds:
             sends = f"; {iface} sends {_g(tx)} ({tx / line:.0%} of it)" if tx else ""
-            checks.append(Check(
+            checks.append(LayerCheck(
                 Layer.NIC, "iperf3 rate vs the egress interface's line rate",
                 f"NIC-bound: iperf3 {_g(T)} is {T / line:.0%} of {line_text}{sends}",
                 True, "a faster NIC or more NICs; host tuning will not raise this and buffer "
@@ -163,14 +163,13 @@ def diagnose(net: ProbeResult | None, *, link_bps: float | None = None,
                 f"it: `{experiment_cmd}`)", evidence=ev))
         else:
             share = f"{T / line:.0%} of {line_text}" if line else "link speed unknown"
-            checks.append(Check(Layer.NIC, "iperf3 rate vs the egress interface's line rate",
-                                f"not at line rate: {_g(T)} ({share})" + (f"; {slower}" if slower
-                                                                           else ""), False,
-                                evidence=ev))
+            found = f"not at line rate: {_g(T)} ({share})" + (f"; {slower}" if slower else "")
+            checks.append(LayerCheck(Layer.NIC, "iperf3 rate vs the egress interface's line rate",
+                                     found, False, evidence=ev))
 
-    def not_decided(layer: Layer, checked: str, ev: dict[str, Any]) -> Check:
-        return Check(layer, checked, f"not decided: the network probe has {n_samples} sampler "
-                     f"sample(s), {MIN_SAMPLES} needed", None, evidence=ev)
+    def not_decided(layer: Layer, checked: str, ev: dict[str, Any]) -> LayerCheck:
+        return LayerCheck(layer, checked, f"not decided: the network probe has {n_samples} sampler "
+                          f"sample(s), {MIN_SAMPLES} needed", None, evidence=ev)
 
     # 2. host network stack: window- or CPU-limited flows
     if T is not None and not any(c.binds for c in checks):
@@ -186,7 +185,7 @@ def diagnose(net: ProbeResult | None, *, link_bps: float | None = None,
                                       "flow limits from tcp_info (ss -ti) and softirq load", ev))
         elif net_binds and max(rwnd, sndbuf) >= WINDOW_LIMITED_PCT:
             which = "receive window" if rwnd >= sndbuf else "send buffer"
-            checks.append(Check(
+            checks.append(LayerCheck(
                 Layer.HOST_NETWORK, "flow limits from tcp_info (ss -ti) and softirq load",
                 f"host-network-bound: flows are limited by the {which} "
                 f"(rwnd_limited {rwnd:.0f}%, sndbuf_limited {sndbuf:.0f}% of the time) at "
@@ -197,7 +196,7 @@ def diagnose(net: ProbeResult | None, *, link_bps: float | None = None,
                     f"--group buffers --rtt {max(1, round(rtt or 100))}ms", ends)
                 + " (then pacing)", ["buffers", "pacing"], ev))
         elif net_binds and softirq >= SOFTIRQ_SATURATED_PCT:
-            checks.append(Check(
+            checks.append(LayerCheck(
                 Layer.HOST_NETWORK, "flow limits from tcp_info (ss -ti) and softirq load",
                 f"host-network-bound: one core is {softirq:.0f}% in softirq at {_g(T)}", True,
                 "spread and lighten packet work: tune rings, offloads and pacing; check IRQ "
@@ -206,7 +205,7 @@ def diagnose(net: ProbeResult | None, *, link_bps: float | None = None,
                                        if x) + ")", ["rings", "offloads", "pacing"],
                 ev))
         else:
-            checks.append(Check(
+            checks.append(LayerCheck(
                 Layer.HOST_NETWORK, "flow limits from tcp_info (ss -ti) and softirq load",
                 f"not window- or CPU-limited (rwnd_limited {rwnd:.0f}%, sndbuf_limited "
                 f"{sndbuf:.0f}%, softirq max {softirq:.0f}%)", False, evidence=ev))
@@ -225,21 +224,21 @@ def diagnose(net: ProbeResult | None, *, link_bps: float | None = None,
         elif net_binds:
             queueing = (f", RTT {rtt_min:.1f} -> {rtt_mean:.1f} ms under load"
                         if rtt_min and rtt_mean else "")
-            checks.append(Check(
+            checks.append(LayerCheck(
                 Layer.PATH, "what limits flows that are neither window- nor CPU-limited",
                 f"path-bound: congestion control holds the flows at {_g(T)} below line rate "
                 f"with {retr} retransmits{queueing}: the bottleneck is on the path", True,
                 "host tuning will not raise this: test the path (perfSONAR), look for a rate "
                 "cap, policer or loss; keep the host as it is", [], ev))
         else:
-            checks.append(Check(Layer.PATH, "retransmits and loss on the path",
-                                f"does not bind: {slower}", False, evidence=ev))
+            checks.append(LayerCheck(Layer.PATH, "retransmits and loss on the path",
+                                     f"does not bind: {slower}", False, evidence=ev))
 
     # 4. storage
     if not any(c.binds for c in checks):
         if D is None:
-            checks.append(Check(Layer.STORAGE, "fio read rate vs network and end to end",
-                                "no storage probe (--path)", None))
+            checks.append(LayerCheck(Layer.STORAGE, "fio read rate vs network and end to end",
+                                     "no storage probe (--path)", None))
         else:
             ev = {"disk_read_bps": D, "network_bps": T, "e2e_bps": E,
                   "disk_write_bps": disk.summary.get("write_bps") if disk else None}
@@ -248,7 +247,7 @@ def diagnose(net: ProbeResult | None, *, link_bps: float | None = None,
                      (f", the network runs at {_g(T)}" if T else "") +
                      (f" and end to end moves {_g(E)}" if E else "") +
                      ": host network tuning will not change end-to-end throughput")
-            checks.append(Check(
+            checks.append(LayerCheck(
                 Layer.STORAGE, "fio read rate vs network and end to end",
                 found if binds else f"does not bind: fio reads at {_g(D)}", binds,
                 "faster storage or more of it (striping, more disks, NVMe), or tune the file "
@@ -257,12 +256,12 @@ def diagnose(net: ProbeResult | None, *, link_bps: float | None = None,
     # 5. application
     if not any(c.binds for c in checks):
         if E is None:
-            checks.append(Check(Layer.APPLICATION, "end to end vs network and storage",
-                                "no end-to-end probe (--e2e)", None))
+            checks.append(LayerCheck(Layer.APPLICATION, "end to end vs network and storage",
+                                     "no end-to-end probe (--e2e)", None))
         else:
             floor = min(x for x in (T, D) if x is not None) if (T or D) else None
             binds = floor is not None and 0.5 * floor > E
-            checks.append(Check(
+            checks.append(LayerCheck(
                 Layer.APPLICATION, "end to end vs network and storage",
                 (f"application-bound: the transfer moves {_g(E)}, well below network "
                  f"{_g(T)} and storage {_g(D)}") if binds else

@@ -24,7 +24,7 @@ _ZONE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,14}$")
 
 
 @dataclass(frozen=True)
-class Peer:
+class PeerAddress:
     """A ``--peer`` value: an IP literal (``family`` 4 or 6) or a host name (``family`` None)."""
 
     text: str  # as given (brackets removed)
@@ -35,7 +35,7 @@ class Peer:
         return self.family is not None
 
 
-def parse_peer(text: str) -> Peer:
+def parse_peer(text: str) -> PeerAddress:
     """A host name or an IP literal (``[v6]`` and ``fe80::1%eth0`` accepted); anything else is
     bad input: a peer is put on command lines (ping, getent), so nothing that could read as an
     option or hold a blank passes."""
@@ -60,7 +60,7 @@ def parse_peer(text: str) -> Peer:
             raise BadInput(f"bad --peer {raw!r}", "a zone (%IF) is an IPv6 interface name", hint)
         if ip.is_unspecified or ip.is_multicast:
             raise BadInput(f"bad --peer {raw!r}", "not the address of one host", hint)
-        return Peer(str(ip) + (f"%{zone}" if zone else ""), ip.version)
+        return PeerAddress(str(ip) + (f"%{zone}" if zone else ""), ip.version)
     if ":" in raw:
         why = ("a port is not needed: give the host only" if raw.count(":") == 1
                else "not an IPv6 address")
@@ -73,7 +73,7 @@ def parse_peer(text: str) -> Peer:
     if labels[-1].isdigit():
         raise BadInput(f"bad --peer {raw!r}", "not an IP address, and a host name does not end "
                        "in a number", hint)
-    return Peer(raw, None)
+    return PeerAddress(raw, None)
 
 
 def parse_getent_hosts(text: str) -> list[str]:

@@ -17,8 +17,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dtnkit.errors import BadInput, ExitStatus
-from dtnkit.fleet.load import Campaign, Experiment, HostAudit, Loaded, Skipped
+from dtnkit.fleet.load import Campaign, HostAudit, Loaded, ReportedExperiment, Skipped
 from dtnkit.tune.profile import GROUPS
+from dtnkit.tune.status import NOT_COMPLIANT, AuditStatus
 from dtnkit.units import counted
 
 REPORT_SCHEMA = "dtnkit.fleet-report/1"
@@ -41,14 +42,14 @@ class GroupState:
 
 
 @dataclasses.dataclass(frozen=True)
-class Item:
+class ComparedFinding:
     """One finding as compared: its comparison key, and the finding's own key and device."""
 
     ckey: str
     key: str
     device: str | None
     group: str
-    status: str
+    status: AuditStatus
     current: Any
     recommended: Any
     why: str
@@ -58,15 +59,15 @@ class Item:
 class HostView:
     audit: HostAudit
     groups: Mapping[str, GroupState]
-    items: Mapping[str, Item]  # by comparison key
+    items: Mapping[str, ComparedFinding]  # by comparison key
 
     @property
     def name(self) -> str:
         return self.audit.name
 
     @property
-    def against_profile(self) -> list[Item]:
-        return [i for i in self.items.values() if i.status in ("differs", "unknown")]
+    def against_profile(self) -> list[ComparedFinding]:
+        return [i for i in self.items.values() if i.status in NOT_COMPLIANT]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,7 +123,7 @@ class Report:
     not_read: tuple[NotRead, ...] = ()
 
     @property
-    def experiments(self) -> tuple[Experiment, ...]:
+    def experiments(self) -> tuple[ReportedExperiment, ...]:
         return self.loaded.experiments
 
     @property
@@ -198,7 +199,7 @@ def canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
-def was_read(item: Item | None) -> bool:
+def was_read(item: ComparedFinding | None) -> bool:
     """The audit read the item's current value (null is "not read", never a value)."""
     return item is not None and item.current is not None
 
@@ -212,23 +213,24 @@ def comparison_key(key: str, device: str | None, devices: Sequence[str]) -> str:
     return key.replace(f"/{device}/", f"/{nic}/", 1)
 
 
-def group_state(items: Sequence[Item]) -> GroupState:
+def group_state(items: Sequence[ComparedFinding]) -> GroupState:
     statuses = Counter(i.status for i in items)
     if not items:
         state = "not audited"
-    elif statuses["differs"]:
+    elif statuses[AuditStatus.DIFFERS]:
         state = "differs"
-    elif statuses["unknown"]:
+    elif statuses[AuditStatus.UNKNOWN]:
         state = "unknown"
-    elif statuses["ok"]:
+    elif statuses[AuditStatus.OK]:
         state = "ok"
     else:
         state = "n/a"  # only unsupported or host-scope items: nothing to judge here
-    return GroupState(state, len(items), statuses["differs"], statuses["unknown"])
+    return GroupState(state, len(items), statuses[AuditStatus.DIFFERS],
+                      statuses[AuditStatus.UNKNOWN])
 
 
 def view(audit: HostAudit, groups: Sequence[str]) -> HostView:
-    items: dict[str, Item] = {}
+    items: dict[str, ComparedFinding] = {}
     devices = list(audit.devices)
     for f in audit.findings:  # devices the interfaces list missed still get a place
         if f.device and f.device not in devices and f"/{f.device}/" in f.key:
@@ -239,8 +241,8 @@ def view(audit: HostAudit, groups: Sequence[str]) -> HostView:
         while ckey in items:  # the same key twice in one audit: keep both
             ckey = f"{comparison_key(f.key, f.device, devices)}#{n}"
             n += 1
-        items[ckey] = Item(ckey, f.key, f.device, f.group, f.status, f.current,
-                           f.recommended, f.why)
+        items[ckey] = ComparedFinding(ckey, f.key, f.device, f.group, f.status, f.current,
+                                      f.recommended, f.why)
     return HostView(audit, {g: group_state([i for i in items.values() if i.group == g])
                             for g in groups}, items)
 

@@ -33,6 +33,7 @@ from typing import Any
 
 from dtnkit.errors import BadInput
 from dtnkit.tune.keys import typed  # schema 1's triples as schema 2's arrays
+from dtnkit.tune.status import NOT_COMPLIANT, AuditStatus
 from dtnkit.tune.validation import parse_json
 
 AUDIT_SUFFIX = ".audit.json"
@@ -46,7 +47,6 @@ CAMPAIGN_SCHEMA = "dtnkit.campaign/1"
 MAX_FILE_BYTES = 4 * 2**20
 #: most documents read from one directory (past it, the directory is refused)
 MAX_FILES = 10_000
-STATUSES = ("ok", "differs", "unsupported", "unknown", "host-scope")
 VERDICTS = ("helps", "neutral", "harmful", "gated")
 CAMPAIGN_STATUSES = ("done", "failed", "running")
 
@@ -84,7 +84,10 @@ class Skipped:
 
 
 @dataclasses.dataclass(frozen=True)
-class Finding:
+class ReportedFinding:
+    """One audited item as a host's audit document reports it (the fields a fleet report
+    compares), not the live :class:`~dtnkit.tune.audit.Finding` that made it."""
+
     group: str
     key: str
     label: str
@@ -92,7 +95,7 @@ class Finding:
     device: str | None
     current: Any
     recommended: Any
-    status: str
+    status: AuditStatus
     why: str
 
 
@@ -107,16 +110,16 @@ class HostAudit:
     rtt_ms: float | None
     claimed_compliant: bool
     devices: tuple[str, ...]
-    findings: tuple[Finding, ...]
+    findings: tuple[ReportedFinding, ...]
 
     @property
     def compliant(self) -> bool:
         """Judged from the findings, as `tune audit` does (nothing differs or is unknown)."""
-        return not any(f.status in ("differs", "unknown") for f in self.findings)
+        return not any(f.status in NOT_COMPLIANT for f in self.findings)
 
 
 @dataclasses.dataclass(frozen=True)
-class Verdict:
+class GroupVerdict:
     """One group's result on one pair (a campaign) or one experiment."""
 
     group: str
@@ -130,22 +133,22 @@ class Verdict:
 
 
 @dataclasses.dataclass(frozen=True)
-class Experiment:
+class ReportedExperiment:
     name: str
     file: str
     id: str
     profile: str | None
     hosts: tuple[str, ...]
     probe: str | None
-    groups: tuple[Verdict, ...]
+    groups: tuple[GroupVerdict, ...]
 
 
 @dataclasses.dataclass(frozen=True)
-class Pair:
+class CampaignPair:
     client: str
     server: str
     nic_bps: float | None
-    results: tuple[Verdict, ...]
+    results: tuple[GroupVerdict, ...]
 
     @property
     def label(self) -> str:
@@ -161,7 +164,7 @@ class Campaign:
     finished: float | None
     status: str
     failure: Mapping[str, str] | None
-    pairs: tuple[Pair, ...]
+    pairs: tuple[CampaignPair, ...]
     restored: tuple[str, ...]
 
 
@@ -169,7 +172,7 @@ class Campaign:
 class Loaded:
     directory: Path
     audits: tuple[HostAudit, ...]
-    experiments: tuple[Experiment, ...]
+    experiments: tuple[ReportedExperiment, ...]
     campaign: Campaign | None
     skipped: tuple[Skipped, ...]
     ignored: int  # files and directories that are none of the three
@@ -306,12 +309,13 @@ def audit_from(doc: Any, name: str, file: str) -> HostAudit:
     _schema(d, *AUDIT_SCHEMAS)
     findings = []
     for f in d.objects("findings"):
-        findings.append(Finding(
+        findings.append(ReportedFinding(
             group=f.name("group"), key=f.name("key"), label=f.text("label", required=False)
             or "", scope=f.text("scope", required=False) or "",
             device=f.text("device", required=False, null=True),
             current=typed(f.doc.get("current")), recommended=typed(f.doc.get("recommended")),
-            status=f.one_of("status", STATUSES), why=f.text("why", required=False) or ""))
+            status=AuditStatus(f.one_of("status", list(AuditStatus))),
+            why=f.text("why", required=False) or ""))
     devices = []
     for i in d.objects("interfaces", required=False):
         dev = i.text("device", required=False)
@@ -324,24 +328,24 @@ def audit_from(doc: Any, name: str, file: str) -> HostAudit:
                      findings=tuple(findings))
 
 
-def _verdict(r: _Doc) -> Verdict:
-    return Verdict(group=r.name("group"), verdict=r.one_of("verdict", VERDICTS),
-                   applied=r.flag("applied", required=False), ratio=r.number("ratio"),
-                   margin=r.number("margin"), baseline_bps=r.numbers("baseline_bps"),
-                   applied_bps=r.numbers("applied_bps"), why=r.text("why", required=False)
-                   or "")
+def _verdict(r: _Doc) -> GroupVerdict:
+    return GroupVerdict(group=r.name("group"), verdict=r.one_of("verdict", VERDICTS),
+                        applied=r.flag("applied", required=False), ratio=r.number("ratio"),
+                        margin=r.number("margin"), baseline_bps=r.numbers("baseline_bps"),
+                        applied_bps=r.numbers("applied_bps"), why=r.text("why", required=False)
+                        or "")
 
 
-def experiment_from(doc: Any, name: str, file: str) -> Experiment:
+def experiment_from(doc: Any, name: str, file: str) -> ReportedExperiment:
     """A ``dtnkit experiment --format json`` document, checked."""
     _error_doc(doc)
     d = _Doc(doc, "")
     spec = d.object("spec")
     assert spec is not None
-    return Experiment(name=name, file=file, id=d.name("id"),
-                      profile=spec.text("profile", required=False),
-                      hosts=spec.texts("hosts"), probe=spec.text("probe", required=False),
-                      groups=tuple(_verdict(g) for g in d.objects("groups")))
+    return ReportedExperiment(name=name, file=file, id=d.name("id"),
+                              profile=spec.text("profile", required=False),
+                              hosts=spec.texts("hosts"), probe=spec.text("probe", required=False),
+                              groups=tuple(_verdict(g) for g in d.objects("groups")))
 
 
 def campaign_from(doc: Any, file: str) -> Campaign:
@@ -353,9 +357,9 @@ def campaign_from(doc: Any, file: str) -> Campaign:
     fail: dict[str, str] | None = None
     if failure is not None:
         fail = {k: str(failure.text(k, required=False) or "") for k in ("host", "step", "msg")}
-    pairs = tuple(Pair(client=p.name("client"), server=p.name("server"),
-                       nic_bps=p.number("nic_bps"),
-                       results=tuple(_verdict(r) for r in p.objects("results")))
+    pairs = tuple(CampaignPair(client=p.name("client"), server=p.name("server"),
+                               nic_bps=p.number("nic_bps"),
+                               results=tuple(_verdict(r) for r in p.objects("results")))
                   for p in d.objects("pairs"))
     return Campaign(file=file, profile=d.text("profile", required=False),
                     groups=d.texts("groups"), started=d.number("started"),
@@ -440,7 +444,7 @@ def load_dir(directory: Path) -> Loaded:
             raise BadInput(f"{shown_dir} holds {len(wanted)} documents",
                            f"at most {MAX_FILES} are read", "split it into several reports")
         audits: dict[str, HostAudit] = {}
-        experiments: dict[str, Experiment] = {}
+        experiments: dict[str, ReportedExperiment] = {}
         campaign: Campaign | None = None
         skipped: list[Skipped] = []
         for raw in wanted:

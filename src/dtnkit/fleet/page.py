@@ -24,7 +24,7 @@ from dtnkit.tune.kinds.qdisc import words
 from dtnkit.units import counted, format_duration, format_percent, format_rate, format_value
 
 if TYPE_CHECKING:
-    from dtnkit.fleet.load import Verdict
+    from dtnkit.fleet.load import GroupVerdict
     from dtnkit.progress import Progress
 
 COMMAND = "dtnkit fleet report"
@@ -172,11 +172,11 @@ def fig_differences(plt: Any, report: Report, svg: bool = True) -> Drawn:
                          "equal bars across the fleet mean the hosts drifted together.", svg=svg)
 
 
-def _verdict_rows(report: Report) -> tuple[list[str], list[str], list[list[Verdict | None]]]:
+def _verdict_rows(report: Report) -> tuple[list[str], list[str], list[list[GroupVerdict | None]]]:
     rows: list[str] = []
-    table: list[list[Verdict | None]] = []
+    table: list[list[GroupVerdict | None]] = []
     groups: list[str] = list(report.campaign.groups) if report.campaign else []
-    sources: list[tuple[str, Sequence[Verdict]]] = []
+    sources: list[tuple[str, Sequence[GroupVerdict]]] = []
     if report.campaign:
         sources += [(p.label, p.results) for p in report.campaign.pairs]
     sources += [(f"experiment {e.name}", e.groups) for e in report.experiments]
@@ -235,11 +235,11 @@ def figures(report: Report, *, svg: bool = True,
 
 # ---------------------------------------------------------------- the page
 
-def _ratio(v: Verdict) -> str:
+def _ratio(v: GroupVerdict) -> str:
     return format_value(None) if v.ratio is None else f"x{v.ratio:.2f}"
 
 
-def _margin(v: Verdict) -> str:
+def _margin(v: GroupVerdict) -> str:
     if v.margin is None:
         return format_value(None)
     return f"+-{format_percent(v.margin, fraction=True)}"

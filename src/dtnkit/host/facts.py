@@ -531,7 +531,7 @@ def kernel_caps(host: Host) -> KernelCaps:
 
 
 @dataclass(frozen=True, slots=True)
-class Environment:
+class Placement:
     """Where dtnkit runs, and what that means for tuning."""
 
     initial_netns: bool
@@ -543,7 +543,7 @@ class Environment:
     notes: tuple[str, ...] = ()
 
 
-def environment(host: Host) -> Environment:
+def placement(host: Host) -> Placement:
     notes: list[str] = []
     initial = True
     if host.netns:
@@ -582,7 +582,7 @@ def environment(host: Host) -> Environment:
     meminfo = host.read("/proc/meminfo")
     ram = parse_meminfo(meminfo).get("MemTotal") if meminfo else None
     is_root = (os.geteuid() == 0) if host.is_live else True
-    return Environment(initial, host.netns, container, ro, is_root, ram, tuple(notes))
+    return Placement(initial, host.netns, container, ro, is_root, ram, tuple(notes))
 
 
 def _container(host: Host) -> str | None:

@@ -47,7 +47,7 @@ from dtnkit.host.signals import handling
 
 __all__ = [
     "DEVNULL", "FORWARDED", "PIPE", "REAP_S", "STDOUT", "STOP_GRACE_S", "CalledProcessError",
-    "Child", "CompletedProcess", "Stream", "SubprocessError", "TimeoutExpired", "alive",
+    "Child", "CompletedProcess", "Stdio", "SubprocessError", "TimeoutExpired", "alive",
     "exit_status", "run", "run_forwarding", "signal_pid", "start", "stop_all", "stop_pid",
     "stop_pids",
 ]
@@ -60,7 +60,7 @@ REAP_S = 10.0
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 #: a child's stdin, stdout or stderr as Popen takes it
-Stream = int | IO[Any] | None
+Stdio = int | IO[Any] | None
 
 
 class Child(subprocess.Popen[AnyStr]):
@@ -136,24 +136,24 @@ class Child(subprocess.Popen[AnyStr]):
 
 @overload
 def start(argv: Sequence[str], *, text: Literal[True], own_group: bool = ...,
-          stdin: Stream = ..., stdout: Stream = ..., stderr: Stream = ...,
+          stdin: Stdio = ..., stdout: Stdio = ..., stderr: Stdio = ...,
           cwd: str | Path | None = ..., env: Mapping[str, str] | None = ...,
           errors: str | None = ..., pass_fds: Sequence[int] = ...,
           run_as: tuple[int, int] | None = ..., grace_s: float = ...) -> Child[str]: ...
 @overload
 def start(argv: Sequence[str], *, text: Literal[False] = ..., own_group: bool = ...,
-          stdin: Stream = ..., stdout: Stream = ..., stderr: Stream = ...,
+          stdin: Stdio = ..., stdout: Stdio = ..., stderr: Stdio = ...,
           cwd: str | Path | None = ..., env: Mapping[str, str] | None = ...,
           errors: str | None = ..., pass_fds: Sequence[int] = ...,
           run_as: tuple[int, int] | None = ..., grace_s: float = ...) -> Child[bytes]: ...
 @overload
 def start(argv: Sequence[str], *, text: bool, own_group: bool = ...,
-          stdin: Stream = ..., stdout: Stream = ..., stderr: Stream = ...,
+          stdin: Stdio = ..., stdout: Stdio = ..., stderr: Stdio = ...,
           cwd: str | Path | None = ..., env: Mapping[str, str] | None = ...,
           errors: str | None = ..., pass_fds: Sequence[int] = ...,
           run_as: tuple[int, int] | None = ..., grace_s: float = ...) -> Child[Any]: ...
 def start(argv: Sequence[str], *, text: bool = False, own_group: bool = False,
-          stdin: Stream = None, stdout: Stream = None, stderr: Stream = None,
+          stdin: Stdio = None, stdout: Stdio = None, stderr: Stdio = None,
           cwd: str | Path | None = None, env: Mapping[str, str] | None = None,
           errors: str | None = None, pass_fds: Sequence[int] = (),
           run_as: tuple[int, int] | None = None, grace_s: float = STOP_GRACE_S) -> Child[Any]:

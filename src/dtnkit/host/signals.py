@@ -15,11 +15,11 @@ from collections.abc import Callable, Iterable, Iterator
 from types import FrameType
 from typing import Any
 
-Handler = Callable[[int, FrameType | None], Any]
+SignalHandler = Callable[[int, FrameType | None], Any]
 
 
 @contextlib.contextmanager
-def handling(signums: Iterable[int], handler: Handler) -> Iterator[bool]:
+def handling(signums: Iterable[int], handler: SignalHandler) -> Iterator[bool]:
     """``handler`` for each of ``signums`` while the block runs; the previous handlers are
     put back after.  Yields whether they were installed (False outside the main thread)."""
     previous: dict[int, Any] = {}

@@ -42,7 +42,7 @@ class Procs:
         self._lock = threading.Lock()
 
     def start(self, argv: Sequence[str], *, host: InNamespace | None = None,
-              stdout: process.Stream = process.PIPE, stderr: process.Stream = process.PIPE,
+              stdout: process.Stdio = process.PIPE, stderr: process.Stdio = process.PIPE,
               cwd: Path | None = None, env: dict[str, str] | None = None,
               text: bool = True) -> process.Child[Any]:
         """Start ``argv`` (in ``host``'s namespace when given: ``ip netns exec`` execs the

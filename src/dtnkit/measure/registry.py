@@ -22,7 +22,7 @@ from dtnkit.measure.probes import disk, e2e, net
 from dtnkit.measure.probes.load import LoadSpec
 from dtnkit.measure.result import ProbeResult
 from dtnkit.measure.sampler import summarize
-from dtnkit.measure.tool import Context, ProbeSpec, Tool, ToolRun
+from dtnkit.measure.tool import ProbeSpec, Tool, ToolContext, ToolRun
 from dtnkit.measure.tools.command import Command
 from dtnkit.measure.tools.dtnkit_cp import DtnkitCp
 from dtnkit.measure.tools.fio import Fio
@@ -75,7 +75,7 @@ def get_tool(name: str, kind: str) -> Tool:
 
 
 def run_probe(host: Host, spec: ProbeSpec, *, tool: str | None = None,
-              context: Context | None = None) -> ProbeResult:
+              context: ToolContext | None = None) -> ProbeResult:
     """Run one probe of ``spec.kind`` with ``tool`` (default: the kind's default tool)."""
     probe = PROBES[spec.kind]
     chosen = get_tool(tool or probe.default_tool, probe.kind)
@@ -85,7 +85,7 @@ def run_probe(host: Host, spec: ProbeSpec, *, tool: str | None = None,
         raise ToolMissing(f"the {probe.title} probe cannot run", "; ".join(reasons),
                           f"install {chosen.package} and run again")
     started = time.time()
-    got = chosen.run(host, spec, context or Context())
+    got = chosen.run(host, spec, context or ToolContext())
     summary = {**got.summary, **{f"sampler_{k}": v for k, v in summarize(got.samples).items()}}
     doc = asdict(spec)  # type: ignore[call-overload]
     return ProbeResult(kind=probe.kind, spec={**doc, **got.resolved, "tool": chosen.name},
@@ -93,7 +93,7 @@ def run_probe(host: Host, spec: ProbeSpec, *, tool: str | None = None,
                        started=started, duration_s=time.time() - started)
 
 
-def run_load(host: Host, spec: LoadSpec, *, tool: str, context: Context) -> ToolRun:
+def run_load(host: Host, spec: LoadSpec, *, tool: str, context: ToolContext) -> ToolRun:
     """Run one load (a sweep point) with ``tool`` on ``host`` (the receiving side): asked
     whether it can run first (ToolMissing with its reasons when not), then run to its end or
     ``context.deadline``.  A transfer that fails is the run's ``failed``, not an error."""

@@ -40,7 +40,7 @@ class ProbeSpec(Protocol):
 
 
 @dataclass(frozen=True)
-class Context:
+class ToolContext:
     """What the caller knows and a tool may use: a wrapper for its argv, the lab's peers,
     and where to report progress (intervals while the tool runs)."""
 
@@ -116,6 +116,6 @@ class Tool(Protocol):
 
     def can_run(self) -> tuple[bool, list[str]]: ...
 
-    def run(self, host: Host, spec: Any, context: Context) -> ToolRun: ...
+    def run(self, host: Host, spec: Any, context: ToolContext) -> ToolRun: ...
 
     def parse(self, text: str) -> dict[str, Any]: ...

@@ -22,7 +22,7 @@ from dtnkit.monitor.cpu import CpuCollector
 from dtnkit.monitor.drift import DriftCollector
 from dtnkit.monitor.netns import NetnsView
 from dtnkit.monitor.nic import NicCollector
-from dtnkit.monitor.results import ResultsCollector, SweepSummary
+from dtnkit.monitor.results import FinishedSweep, ResultsCollector
 from dtnkit.monitor.softnet import SoftnetCollector
 from dtnkit.monitor.tcp import TcpCollector
 from dtnkit.sweep import store
@@ -60,7 +60,7 @@ def sources(db: Location | None, drift: DriftOptions | None) -> list[Source]:
     return out
 
 
-def last_sweep(db: Location) -> list[SweepSummary]:
+def last_sweep(db: Location) -> list[FinishedSweep]:
     """The newest finished sweep run in the results store (none while the only runs are
     running, or without sweep tables): one series set, so the label's values stay few."""
     runs = [r for r in store.list_runs(db) if r.status != "running"]
@@ -69,8 +69,8 @@ def last_sweep(db: Location) -> list[SweepSummary]:
     run = runs[0]
     rates = [r.throughput_bps for r in store.load_records(db, run.name)
              if not r.failed and r.throughput_bps is not None]
-    return [SweepSummary(run.name, run.updated, run.points_ok + run.points_failed,
-                         run.points_ok, max(rates) / 8 if rates else None)]
+    return [FinishedSweep(run.name, run.updated, run.points_ok + run.points_failed,
+                          run.points_ok, max(rates) / 8 if rates else None)]
 
 
 @contextlib.contextmanager

@@ -14,9 +14,8 @@ from collections.abc import Callable, Iterator
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from dtnkit.monitor.base import View
-from dtnkit.tune.audit import STATUSES, Audit
-
-NOT_COMPLIANT = ("differs", "unknown")
+from dtnkit.tune.audit import Audit
+from dtnkit.tune.status import NOT_COMPLIANT, AuditStatus
 
 
 def reason(audit: Audit, group: str) -> str:
@@ -73,9 +72,9 @@ class DriftCollector:
             compliant.add_metric([group, audit.profile.name], 0.0 if why else 1.0)
             if why:
                 info.add_metric([group, audit.profile.name, why], 1.0)
-            for status in STATUSES:
+            for status in AuditStatus:
                 n = sum(1 for f in audit.findings if f.group == group and f.status == status)
-                items.add_metric([group, audit.profile.name, status], float(n))
+                items.add_metric([group, audit.profile.name, status.value], float(n))
         stamp = GaugeMetricFamily("dtnkit_tuning_audit_timestamp_seconds",
                                   "When the audit behind dtnkit_tuning_compliant ran.")
         stamp.add_metric([], when)

@@ -69,9 +69,9 @@ class ExporterServer:
         cap = conn.derive_cap(conn.raise_fd_limit(), conn.open_fds(), WORKERS)
         if max_connections is not None:
             cap = max(1, min(cap, max_connections))
-        self.limits = conn.Limits(max_connections=cap, max_per_client=max_per_client,
-                                  head_timeout=head_timeout, idle_timeout=idle_timeout,
-                                  io_timeout=IO_TIMEOUT, workers=WORKERS)
+        self.limits = conn.ConnLimits(max_connections=cap, max_per_client=max_per_client,
+                                      head_timeout=head_timeout, idle_timeout=idle_timeout,
+                                      io_timeout=IO_TIMEOUT, workers=WORKERS)
         self.hub = conn.Hub(listener, tls, self.limits, self._serve, self._log, _close)
         self._log_lock = threading.Lock()
         self.hub.start()

@@ -21,7 +21,7 @@ KINDS = ("net", "disk", "e2e")
 
 
 @dataclass(frozen=True)
-class SweepSummary:
+class FinishedSweep:
     """One finished sweep run (``build.last_sweep`` reads it from the sweep store)."""
 
     name: str
@@ -35,7 +35,7 @@ class ResultsCollector:
     name = "results"
 
     def __init__(self, db: Location,
-                 sweeps: Callable[[Location], Iterable[SweepSummary]] | None = None) -> None:
+                 sweeps: Callable[[Location], Iterable[FinishedSweep]] | None = None) -> None:
         self.db = db
         self.sweeps = sweeps
 
@@ -72,7 +72,7 @@ class ResultsCollector:
             yield from sweep_families(self.sweeps(self.db))
 
 
-def sweep_families(sweeps: Iterable[SweepSummary]) -> Iterator[Metric]:
+def sweep_families(sweeps: Iterable[FinishedSweep]) -> Iterator[Metric]:
     """The last run of each sweep: when it finished, its points, the best rate."""
     labels = ["sweep"]
     stamp = GaugeMetricFamily("dtnkit_sweep_last_timestamp_seconds",

@@ -131,7 +131,7 @@ def _usable(records: Iterable[PointRecord]) -> list[PointRecord]:
 
 
 @dataclasses.dataclass(frozen=True)
-class Level:
+class CurveLevel:
     """One stream count of a curve: the mean over repeats and its spread."""
 
     streams: int
@@ -144,7 +144,7 @@ class Level:
 @dataclasses.dataclass(frozen=True)
 class Curve:
     key: Mapping[str, Any]
-    levels: tuple[Level, ...]  # by streams
+    levels: tuple[CurveLevel, ...]  # by streams
     peak_streams: int
     peak_bps: float
     drop_pct: float | None  # None: nothing measured past the peak
@@ -156,7 +156,7 @@ class Curve:
                 "levels": [dataclasses.asdict(level) for level in self.levels]}
 
 
-def curve_of(levels: Sequence[Level], key: Mapping[str, Any] | None = None,
+def curve_of(levels: Sequence[CurveLevel], key: Mapping[str, Any] | None = None,
              knee_fraction: float = KNEE_FRACTION) -> Curve:
     """Peak (the fewest streams at the highest mean), drop past it (the lowest mean at more
     streams, as % of the peak), knee (the fewest streams reaching knee_fraction x peak)."""
@@ -183,8 +183,8 @@ def curves(records: Iterable[PointRecord], knee_fraction: float = KNEE_FRACTION)
         by_curve[_key(r.point, CURVE_KEYS)][r.point.streams].append(r.throughput_bps or 0.0)
     out = []
     for key in sorted(by_curve, key=_sort_key):
-        levels = [Level(streams=s, mean_bps=statistics.fmean(v), min_bps=min(v),
-                        max_bps=max(v), repeats=len(v)) for s, v in by_curve[key].items()]
+        levels = [CurveLevel(streams=s, mean_bps=statistics.fmean(v), min_bps=min(v),
+                             max_bps=max(v), repeats=len(v)) for s, v in by_curve[key].items()]
         out.append(curve_of(levels, _as_dict(CURVE_KEYS, key), knee_fraction))
     return out
 
@@ -234,7 +234,7 @@ def fluctuation(records: Iterable[PointRecord],
 # ---------------------------------------------------------------- efficiency and resources
 
 @dataclasses.dataclass(frozen=True)
-class Config:
+class ConfigMean:
     """One configuration (a point without its repeat), its mean throughput over repeats."""
 
     point: Point
@@ -262,7 +262,7 @@ class Config:
                 "gbit_per_core_used": self.gbit_per_core_used}
 
 
-def configs(records: Iterable[PointRecord]) -> list[Config]:
+def configs(records: Iterable[PointRecord]) -> list[ConfigMean]:
     groups: dict[tuple[Any, ...], list[PointRecord]] = defaultdict(list)
     for r in _usable(records):
         groups[(*_key(r.point, CURVE_KEYS), r.point.streams)].append(r)
@@ -270,13 +270,13 @@ def configs(records: Iterable[PointRecord]) -> list[Config]:
     for key in sorted(groups, key=_sort_key):
         rs = groups[key]
         used = [u for u in (r.cores_used for r in rs) if u is not None]
-        out.append(Config(point=dataclasses.replace(rs[0].point, repeat=0),
-                          mean_bps=statistics.fmean(r.throughput_bps or 0.0 for r in rs),
-                          repeats=len(rs), cores_used=statistics.fmean(used) if used else None))
+        out.append(ConfigMean(point=dataclasses.replace(rs[0].point, repeat=0),
+                              mean_bps=statistics.fmean(r.throughput_bps or 0.0 for r in rs),
+                              repeats=len(rs), cores_used=statistics.fmean(used) if used else None))
     return out
 
 
-def efficiency(records: Iterable[PointRecord]) -> list[Config]:
+def efficiency(records: Iterable[PointRecord]) -> list[ConfigMean]:
     """Every configuration with its Gbit/s per quota core and per core used."""
     return configs(records)
 
@@ -286,7 +286,7 @@ class Minimum:
     rtt_ms: float
     target_bps: float
     reached: bool
-    cheapest: Config | None  # fewest total cores, then origins, then streams
+    cheapest: ConfigMean | None  # fewest total cores, then origins, then streams
     min_cores: float | None  # each minimum on its own, over configs reaching the target
     min_origins: int | None
     min_streams: int | None
@@ -301,14 +301,14 @@ class Minimum:
 def minimum_resources(records: Iterable[PointRecord], target_bps: float) -> list[Minimum]:
     """Per RTT, the fewest cores / origins / streams whose mean throughput reaches target.
     Cores are the quota (origins x cores), or the cores used when no quota was set."""
-    by_rtt: dict[float, list[Config]] = defaultdict(list)
+    by_rtt: dict[float, list[ConfigMean]] = defaultdict(list)
     for c in configs(records):
         by_rtt[c.point.rtt_ms].append(c)
     out = []
     for rtt in sorted(by_rtt):
         hit = [c for c in by_rtt[rtt] if c.mean_bps >= target_bps]
 
-        def cores(c: Config) -> float:
+        def cores(c: ConfigMean) -> float:
             total = c.point.total_cores
             if total is None:
                 total = c.cores_used
@@ -331,7 +331,7 @@ def minimum_resources(records: Iterable[PointRecord], target_bps: float) -> list
 class OriginsComparison:
     key: Mapping[str, Any]  # rtt, rate, tool, profile, ...
     total_cores: float
-    best: tuple[Config, ...]  # per origins count: its best stream count, fewest origins first
+    best: tuple[ConfigMean, ...]  # per origins count: its best stream count, fewest origins first
 
     @property
     def ratios(self) -> tuple[float | None, ...]:
@@ -351,7 +351,7 @@ ORIGIN_KEYS = ("rtt_ms", "rate_bps", "loss", "profile", "tool", "file_size")
 def origins_at_equal_cores(records: Iterable[PointRecord]) -> list[OriginsComparison]:
     """Where two or more origin counts share a total quota (4 x 0.5 and 1 x 2 cores), each at
     its best stream count, as ratios to the fewest origins."""
-    groups: dict[tuple[Any, ...], dict[int, Config]] = defaultdict(dict)
+    groups: dict[tuple[Any, ...], dict[int, ConfigMean]] = defaultdict(dict)
     for c in configs(records):
         total = c.point.total_cores
         if total is None:
@@ -485,7 +485,7 @@ def streams_table(found: Sequence[Curve], knee_fraction: float = KNEE_FRACTION
 class Analysis:
     curves: tuple[Curve, ...]
     fluctuation: Fluctuation
-    efficiency: tuple[Config, ...]
+    efficiency: tuple[ConfigMean, ...]
     minimum: tuple[Minimum, ...]
     origins: tuple[OriginsComparison, ...]
     profiles: tuple[ProfileRatio, ...]

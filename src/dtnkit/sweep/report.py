@@ -1,4 +1,4 @@
-"""``dtnkit report RUN -o DIR``: a sweep run's figures (PNG and SVG, drawn with matplotlib)
+"""``dtnkit sweep report RUN -o DIR``: a sweep run's figures (PNG and SVG, drawn with matplotlib)
 and one self-contained HTML page (figures embedded as ``data:`` URIs, the analysis tables,
 the grid, the environment and versions, and how to read each figure).
 
@@ -39,8 +39,7 @@ from dtnkit.htmlpage import mpl_text as _mpl
 from dtnkit.htmlpage import nothing as _nothing
 from dtnkit.htmlpage import save as _save
 from dtnkit.htmlpage import write_files as write_files
-from dtnkit.sweep import analyze as A
-from dtnkit.sweep import store
+from dtnkit.sweep import analyze, store
 from dtnkit.units import (
     counted,
     format_bytes,
@@ -66,7 +65,7 @@ class ReportData:
     points_total: int
     grid_toml: str
     environment: Mapping[str, Any]
-    records: Sequence[A.PointRecord]
+    records: Sequence[analyze.PointRecord]
     #: per point ID: ``t_s``, ``throughput_bps`` and further series (``cpu_cores.N``, ...)
     series: Mapping[str, Mapping[str, Sequence[float | None]]]
 
@@ -113,7 +112,7 @@ class Written:
 # ---------------------------------------------------------------- figures
 
 def _pyplot() -> Any:
-    return htmlpage.pyplot("dtnkit report")
+    return htmlpage.pyplot("dtnkit sweep report")
 
 
 def curve_label(key: Mapping[str, Any], varying: Sequence[str]) -> str:
@@ -137,7 +136,7 @@ def curve_label(key: Mapping[str, Any], varying: Sequence[str]) -> str:
 
 
 def varying_keys(keys: Sequence[Mapping[str, Any]]) -> list[str]:
-    return [k for k in A.CURVE_KEYS if len({repr(x.get(k)) for x in keys}) > 1]
+    return [k for k in analyze.CURVE_KEYS if len({repr(x.get(k)) for x in keys}) > 1]
 
 
 def _streams_axis(ax: Axes, streams: Sequence[int], label: str = "streams") -> None:
@@ -162,7 +161,7 @@ def tools_of(keys: Sequence[Mapping[str, Any]]) -> list[str]:
     return list(dict.fromkeys(str(k.get("tool")) for k in keys))
 
 
-def grid_values(records: Sequence[A.PointRecord]) -> str:
+def grid_values(records: Sequence[analyze.PointRecord]) -> str:
     """The axes every point of the run shares, in words (a figure's subtitle): the cap,
     loss, origins x cores, file size and how long each point measured."""
     pts = [r.point for r in records]
@@ -231,12 +230,12 @@ def _from_zero(axes: Sequence[Any], *, x: bool = False) -> None:
             ax.set_xlim(0, (ax.dataLim.x1 or 1.0) * 1.08)
 
 
-def _title(fig: Any, what: str, records: Sequence[A.PointRecord]) -> None:
+def _title(fig: Any, what: str, records: Sequence[analyze.PointRecord]) -> None:
     fixed = grid_values(records)
     fig.suptitle(_mpl(what + (f"\n{fixed}" if fixed else "")), fontsize=10)
 
 
-def fig_throughput(plt: Any, analysis: A.Analysis, records: Sequence[A.PointRecord]
+def fig_throughput(plt: Any, analysis: analyze.Analysis, records: Sequence[analyze.PointRecord]
                    ) -> Drawn:
     tools = tools_of([c.key for c in analysis.curves]
                      + [dataclasses.asdict(r.point) for r in records if r.emulator_bound])
@@ -255,7 +254,7 @@ def fig_throughput(plt: Any, analysis: A.Analysis, records: Sequence[A.PointReco
             # the peak is a marker (a star), not a word a neighbouring line can cross
             ax.scatter([c.peak_streams], [_gbit(c.peak_bps)], marker="*", s=160, zorder=4,
                        color=line.get_color(), edgecolors="black", linewidths=0.6)
-            colours[tuple(c.key.get(k) for k in A.CURVE_KEYS)] = line.get_color()
+            colours[tuple(c.key.get(k) for k in analyze.CURVE_KEYS)] = line.get_color()
         if curves:
             ax.scatter([], [], marker="*", s=120, color="0.6", edgecolors="black",
                        linewidths=0.6, label="peak (highest mean)")
@@ -266,7 +265,7 @@ def fig_throughput(plt: Any, analysis: A.Analysis, records: Sequence[A.PointReco
         lone: list[Mapping[str, Any]] = [dataclasses.asdict(r.point) for r in bound]
         lone_varying = [k for k in varying_keys([c.key for c in curves] + lone) if k != "tool"]
         for r in bound:
-            key = tuple(getattr(r.point, k) for k in A.CURVE_KEYS)
+            key = tuple(getattr(r.point, k) for k in analyze.CURVE_KEYS)
             if key not in colours:
                 colours[key] = f"C{len(colours) % 10}"
                 ax.scatter([], [], facecolors="none", edgecolors=colours[key], label=_mpl(
@@ -297,7 +296,8 @@ def fig_throughput(plt: Any, analysis: A.Analysis, records: Sequence[A.PointReco
                  "network emulator limited: drawn, but left out of the peak, drop and knee.")
 
 
-def fig_heatmap(plt: Any, analysis: A.Analysis, records: Sequence[A.PointRecord]) -> Drawn:
+def fig_heatmap(plt: Any, analysis: analyze.Analysis,
+                records: Sequence[analyze.PointRecord]) -> Drawn:
     tools = tools_of([c.key for c in analysis.curves])
     fig, axes = _panels(plt, tools, 4.4, sharey=False)
     cells_of: dict[str, dict[tuple[float, int], float]] = {}
@@ -356,7 +356,7 @@ def fig_heatmap(plt: Any, analysis: A.Analysis, records: Sequence[A.PointRecord]
                  "Emulator-limited measurements are left blank.")
 
 
-def fig_timeseries(plt: Any, record: A.PointRecord | None,
+def fig_timeseries(plt: Any, record: analyze.PointRecord | None,
                    series: Mapping[str, Sequence[float | None]]) -> Drawn:
     fig, ax = plt.subplots(figsize=(8, 4.4))
     ts = list(series.get("t_s", ()))
@@ -425,7 +425,7 @@ def fig_timeseries(plt: Any, record: A.PointRecord | None,
                  "the first curve).")
 
 
-def fig_cpu(plt: Any, records: Sequence[A.PointRecord]) -> Drawn:
+def fig_cpu(plt: Any, records: Sequence[analyze.PointRecord]) -> Drawn:
     from matplotlib.ticker import MaxNLocator  # optional: the [report] extra, as pyplot
 
     usable = [r for r in records if not r.failed and r.throughput_bps is not None
@@ -470,14 +470,14 @@ def fig_cpu(plt: Any, records: Sequence[A.PointRecord]) -> Drawn:
                  "are limited by the CPU.")
 
 
-def fig_tail(plt: Any, analysis: A.Analysis, records: Sequence[A.PointRecord]) -> Drawn:
+def fig_tail(plt: Any, analysis: analyze.Analysis, records: Sequence[analyze.PointRecord]) -> Drawn:
     tools = tools_of([t.key for t in analysis.tails])
     fig, axes = _panels(plt, tools, 4.4)
     for tool, ax in zip(tools, axes, strict=False):
-        groups: dict[tuple[Any, ...], list[A.Tail]] = defaultdict(list)
+        groups: dict[tuple[Any, ...], list[analyze.Tail]] = defaultdict(list)
         for t in analysis.tails:
             if str(t.key.get("tool")) == tool:
-                groups[tuple(t.key.get(k) for k in A.CURVE_KEYS)].append(t)
+                groups[tuple(t.key.get(k) for k in analyze.CURVE_KEYS)].append(t)
         varying = [k for k in varying_keys([ts[0].key for ts in groups.values()])
                    if k != "tool"]
         for i, ts in enumerate(groups.values()):
@@ -521,20 +521,20 @@ def fig_tail(plt: Any, analysis: A.Analysis, records: Sequence[A.PointRecord]) -
                  "flat means the streams share the path unfairly.")
 
 
-def peak_point(analysis: A.Analysis, records: Sequence[A.PointRecord]) -> str | None:
+def peak_point(analysis: analyze.Analysis, records: Sequence[analyze.PointRecord]) -> str | None:
     """The default time-series point: a repeat at the first curve's peak (the one nearest the
     mean), else the first point with samples."""
     if analysis.curves:
         c = analysis.curves[0]
         at = [r for r in records if not r.failed and not r.emulator_bound
               and r.throughput_bps is not None and r.point.streams == c.peak_streams
-              and all(getattr(r.point, k) == c.key[k] for k in A.CURVE_KEYS)]
+              and all(getattr(r.point, k) == c.key[k] for k in analyze.CURVE_KEYS)]
         if at:
             return min(at, key=lambda r: abs((r.throughput_bps or 0) - c.peak_bps)).point.id
     return next((r.point.id for r in records if r.samples_bps), None)
 
 
-def figures(data: ReportData, analysis: A.Analysis, point_id: str | None,
+def figures(data: ReportData, analysis: analyze.Analysis, point_id: str | None,
             progress: Progress | None = None) -> tuple[list[Drawn], str | None]:
     plt = _pyplot()
     chosen = point_id if point_id is not None else peak_point(analysis, data.records)
@@ -563,7 +563,8 @@ def _ratio(x: float | None) -> str:
 MISSING = format_value(None)
 
 
-def tables(analysis: A.Analysis, records: Sequence[A.PointRecord]) -> list[tuple[str, str]]:
+def tables(analysis: analyze.Analysis,
+           records: Sequence[analyze.PointRecord]) -> list[tuple[str, str]]:
     """(title, HTML) of every analysis table, in the order `sweep analyze` prints them."""
     varying = varying_keys([c.key for c in analysis.curves])
     out = [("Peak, drop and knee per RTT", _table(
@@ -625,7 +626,7 @@ def tables(analysis: A.Analysis, records: Sequence[A.PointRecord]) -> list[tuple
     return out
 
 
-def page(data: ReportData, analysis: A.Analysis, figs: Sequence[Drawn],
+def page(data: ReportData, analysis: analyze.Analysis, figs: Sequence[Drawn],
          point_id: str | None) -> str:
     ok = sum(1 for r in data.records if not r.failed)
     parts = [
@@ -751,7 +752,7 @@ def build(data: ReportData, out: Path, *, point_id: str | None = None,
                            "no stored point has that ID",
                            f"see `dtnkit sweep analyze {data.name} --format json`")
         point_id = match[0]
-    analysis = A.analyze(data.records, target_bps=target_bps, baseline=baseline)
+    analysis = analyze.analyze(data.records, target_bps=target_bps, baseline=baseline)
     try:
         figs, chosen = figures(data, analysis, point_id, progress)
     except (ValueError, OverflowError, RuntimeError) as exc:  # matplotlib on odd data

@@ -44,8 +44,7 @@ from dtnkit.db.location import Location
 from dtnkit.errors import BadInput, DtnkitError
 from dtnkit.host import process
 from dtnkit.host.host import Host
-from dtnkit.lab import fidelity
-from dtnkit.lab import path as labpath
+from dtnkit.lab import fidelity, path
 from dtnkit.measure import registry
 from dtnkit.measure.pathsampler import (
     PointSampler,
@@ -55,7 +54,7 @@ from dtnkit.measure.pathsampler import (
 )
 from dtnkit.measure.probes.load import LoadSpec, Origin
 from dtnkit.measure.procs import Procs
-from dtnkit.measure.tool import Context, ToolRun
+from dtnkit.measure.tool import ToolContext, ToolRun
 from dtnkit.progress import SILENT, Progress
 from dtnkit.sweep import estimate, servers, store, tuning
 from dtnkit.sweep.grid import Grid, Point, registry_tool
@@ -118,7 +117,7 @@ def tool_version(argv: Sequence[str]) -> str:
     return text[0][:120] if text else ""
 
 
-def environment(lab: labpath.LabPath | None) -> dict[str, Any]:
+def environment(lab: path.LabPath | None) -> dict[str, Any]:
     """What a report shows of where the sweep ran."""
     uname = platform.uname()
     doc: dict[str, Any] = {
@@ -154,9 +153,9 @@ class Sweep:
         self.grid, self.grid_text, self.opts, self.progress = grid, grid_text, opts, progress
         self.store = store.SweepStore(opts.db_path)
         self.procs = Procs()
-        self.lab: labpath.LabPath | None = None
+        self.lab: path.LabPath | None = None
         self.lab_built = False
-        self.lab_before: labpath.PathSpec | None = None
+        self.lab_before: path.PathSpec | None = None
         self.anchors: dict[str, int] = {}  # lab namespace -> the PID of a sleep there
         self.servers: tuple[tuple[Any, ...], list[servers.RunningServer]] | None = None
         self._pki: servers.Pki | None = None
@@ -197,16 +196,16 @@ class Sweep:
                        self.source_file(point.file_size) if upload else None)
 
     # ---- the lab path ----
-    def _lab_spec(self, first: Point) -> labpath.PathSpec:
-        return labpath.PathSpec(rtt_ms=first.rtt_ms, rate_bps=first.rate_bps, loss=first.loss,
+    def _lab_spec(self, first: Point) -> path.PathSpec:
+        return path.PathSpec(rtt_ms=first.rtt_ms, rate_bps=first.rate_bps, loss=first.loss,
                                 n_src=max(self.grid.axes["origins"]), n_dst=1,
                                 mtu=self.grid.mtu, backend=self.opts.backend)
 
-    def ensure_lab(self, point: Point) -> labpath.LabPath:
+    def ensure_lab(self, point: Point) -> path.LabPath:
         opts = self.opts
         if self.lab is None:
             try:
-                self.lab = labpath.load(opts.lab_name, state_root=opts.lab_state_root)
+                self.lab = path.load(opts.lab_name, state_root=opts.lab_state_root)
                 self.lab_before = dataclasses.replace(self.lab.spec)
                 if self.lab.spec.n_src < max(self.grid.axes["origins"]):
                     raise BadInput(f"lab path {opts.lab_name!r} has {self.lab.spec.n_src} "
@@ -223,7 +222,7 @@ class Sweep:
                 if not exc.what.startswith("no lab path"):
                     raise
                 self.progress.step(f"building lab path {opts.lab_name}")
-                self.lab = labpath.up(opts.lab_name, self._lab_spec(point),
+                self.lab = path.up(opts.lab_name, self._lab_spec(point),
                                       state_root=opts.lab_state_root)
                 self.lab_built = True
             self.start_anchors()
@@ -250,7 +249,7 @@ class Sweep:
         self.stop_anchors()
         assert self.lab is not None
         self.lab.down()
-        self.lab = labpath.up(self.opts.lab_name, self._lab_spec(point),
+        self.lab = path.up(self.opts.lab_name, self._lab_spec(point),
                               state_root=self.opts.lab_state_root)
         self.lab_built = True
         self.start_anchors()
@@ -365,7 +364,7 @@ class Sweep:
 
     # ---- profiles ----
     @contextlib.contextmanager
-    def profile_applied(self, point: Point, hosts: Sequence[labpath.LabHost]) -> Iterator[None]:
+    def profile_applied(self, point: Point, hosts: Sequence[path.LabHost]) -> Iterator[None]:
         if point.profile is None:
             yield
             return
@@ -373,8 +372,8 @@ class Sweep:
                             f"sweep-{self.opts.name}", rtt_ms=point.rtt_ms):
             yield
 
-    def live_tuning(self, point: Point, client: labpath.LabHost,
-                    origin: labpath.LabHost | None) -> dict[str, Any]:
+    def live_tuning(self, point: Point, client: path.LabHost,
+                    origin: path.LabHost | None) -> dict[str, Any]:
         """The tuning live on both ends (read once per profile: it is the same for every
         point that applies it)."""
         if point.profile in self.tuning_cache:
@@ -433,8 +432,8 @@ class Sweep:
             shutil.rmtree(workdir, ignore_errors=True)
         return self.result(point, started, t_start, window, run, tuning, phases)
 
-    def measure(self, point: Point, spec: LoadSpec, lab: labpath.LabPath,
-                client: labpath.LabHost, hosts: Sequence[labpath.LabHost],
+    def measure(self, point: Point, spec: LoadSpec, lab: path.LabPath,
+                client: path.LabHost, hosts: Sequence[path.LabHost],
                 workdir: Path) -> tuple[Window, ToolRun]:
         """Run the point's load with its tool on the client, the path sampled around it."""
         anchor = self.anchors
@@ -445,12 +444,12 @@ class Sweep:
         cpu = [self.cpu_reader(o) for o in spec.origins]
         sampler = PointSampler(
             interval_s=point.sample_interval_s, receivers=receivers,
-            device=labpath.LINK_DEV, senders=senders, namespaces=names, origins_cpu=cpu,
+            device=path.LINK_DEV, senders=senders, namespaces=names, origins_cpu=cpu,
             emulator=lab.emulator_stats if lab.state.backend == "nfqueue" else None)
         deadline = time.monotonic() + point.time_limit_s
         with sampler:
-            context = Context(deadline=deadline, workdir=workdir, procs=self.procs,
-                              received_bytes=sampler.received_bytes)
+            context = ToolContext(deadline=deadline, workdir=workdir, procs=self.procs,
+                                  received_bytes=sampler.received_bytes)
             run = registry.run_load(Host(netns=client.netns), spec,
                                     tool=self.tool_name(point), context=context)
         return sampler.window, run
@@ -521,7 +520,7 @@ class Sweep:
         self.store.create_run(opts.name, self.grid_text, environment(None), len(points),
                               reuse=opts.resume)
         est = estimate.estimate(todo, start_s=estimate.measure_start(),
-                                new_lab=not labpath.state_dir(opts.lab_name,
+                                new_lab=not path.state_dir(opts.lab_name,
                                                               opts.lab_state_root).exists())
         summary.estimate = est.as_dict()
         self.progress.step(f"sweep {opts.name}: {est.line()}")

@@ -15,7 +15,7 @@ Tables (plain SQL; every JSON value is a TEXT column; declared in
 A point is written in one transaction when it is finished (ok or failed), never half; a point
 stored again (a failed point rerun) replaces the earlier point and its measurement.
 
-The API (stable; :mod:`dtnkit.sweep.runner` writes, ``sweep analyze`` and ``report`` read):
+The API (stable; :mod:`dtnkit.sweep.runner` writes, ``sweep analyze`` and ``sweep report`` read):
 
 - :class:`SweepStore` (``SweepStore(db_path)``): :meth:`~SweepStore.create_run`,
   :meth:`~SweepStore.store_point`, :meth:`~SweepStore.set_status`,

@@ -16,7 +16,7 @@ from typing import Any
 from dtnkit.diagnose.experiment import ExperimentSnapshots
 from dtnkit.errors import DtnkitError
 from dtnkit.host.host import Host
-from dtnkit.tune import apply as apply_mod
+from dtnkit.tune import apply
 from dtnkit.tune.audit import build_context, run_audit
 from dtnkit.tune.profile import load_profile
 
@@ -31,7 +31,7 @@ def applied(profile_name: str, namespaces: Sequence[str], state_dir: Path, store
     try:
         for ns in namespaces:
             host = Host.live(ns)
-            out = apply_mod.apply(host, partial(run_audit, profile=profile, rtt_ms=rtt_ms),
+            out = apply.apply(host, partial(run_audit, profile=profile, rtt_ms=rtt_ms),
                                   snaps, label=f"{store_id} {profile_name}")
             if out.baseline:
                 baselines.append((host, out.baseline))
@@ -42,7 +42,7 @@ def applied(profile_name: str, namespaces: Sequence[str], state_dir: Path, store
         errors: list[str] = []
         for host, snap_id in reversed(baselines):
             ctx = build_context(host, profile, rtt_ms=rtt_ms)
-            back = apply_mod.restore(host, snaps.load(snap_id), snaps, ctx)
+            back = apply.restore(host, snaps.load(snap_id), snaps, ctx)
             if back.ok:
                 snaps.remove(snap_id)
             else:
@@ -56,6 +56,6 @@ def applied(profile_name: str, namespaces: Sequence[str], state_dir: Path, store
 def live(netns: str) -> dict[str, Any] | None:
     """The tuning live in a namespace (what ``tune save`` would store); None if unreadable."""
     try:
-        return apply_mod.live_values(Host.live(netns, read_only=True))
+        return apply.live_values(Host.live(netns, read_only=True))
     except DtnkitError:
         return None

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, Protocol, TypeVar
 
-from dtnkit.transfer import checksum as cks
+from dtnkit.transfer import checksum
+from dtnkit.transfer.checksum import Buffer
 
 VERIFY_MODES: tuple[str, ...] = ("none", "sequential", "file", "block")
 LEVELS: tuple[str, ...] = ("inflight", "durable", "ondisk")
@@ -37,8 +38,6 @@ BACKPRESSURE_WAIT = 30.0
 
 #: Filesystems whose pages cannot be dropped: a re-read comes from memory whatever we do.
 MEMORY_FILESYSTEMS = frozenset({"tmpfs", "ramfs", "devtmpfs", "hugetlbfs"})
-
-Buffer = bytes | bytearray | memoryview
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,8 +80,8 @@ class BlockCombiner:
     """Out-of-order, any-stream verification for combinable checksums (adler32, crc32c)."""
 
     def __init__(self, name: str, blocks: list[Block]) -> None:
-        self.name = cks.canonical(name)
-        if self.name not in cks.COMBINABLE:
+        self.name = checksum.canonical(name)
+        if self.name not in checksum.COMBINABLE:
             raise ValueError(f"{self.name} cannot be combined; use OrderedHasher")
         self._blocks = blocks
         self._values: list[int | None] = [None] * len(blocks)
@@ -91,7 +90,7 @@ class BlockCombiner:
     def accept(self, block: Block, data: Buffer) -> None:
         if len(data) != block.length:
             raise ValueError(f"block {block.index} is {len(data)} bytes, expected {block.length}")
-        value = cks.block_value(self.name, data)  # zlib / crc32c release the GIL
+        value = checksum.block_value(self.name, data)  # zlib / crc32c release the GIL
         self.add_value(block.index, value)
 
     def add_value(self, index: int, value: int) -> None:
@@ -109,7 +108,7 @@ class BlockCombiner:
             raise RuntimeError(f"{len(missing)} block(s) never arrived (first {missing[0]})")
         pairs = [(v, b.length) for v, b in zip(values, self._blocks, strict=True)
                  if v is not None]
-        return cks.to_bytes(self.name, cks.combine_blocks(self.name, pairs))
+        return checksum.to_bytes(self.name, checksum.combine_blocks(self.name, pairs))
 
     def close(self) -> None:
         return None
@@ -126,13 +125,13 @@ class OrderedHasher:
     def __init__(self, name: str, blocks: list[Block],
                  read_block: Callable[[Block], Buffer],
                  max_buffered: int = DEFAULT_MAX_BUFFERED) -> None:
-        self.name = cks.canonical(name)
+        self.name = checksum.canonical(name)
         if max_buffered < 0:
             raise ValueError("max_buffered must be >= 0")
         self._blocks = blocks
         self._read_block = read_block
         self._max = max_buffered
-        self._hash = cks.new(self.name)
+        self._hash = checksum.new(self.name)
         self._release: Callable[[Buffer], None] | None = None
         self._cond = threading.Condition()
         self._arrived = [False] * len(blocks)
@@ -302,7 +301,7 @@ class Stage(Generic[_T]):
 def ordered(name: str) -> bool:
     """Whether *name*'s digest must see the blocks in file order (md5, sha256, sha512: an
     :class:`OrderedHasher`), not combine per-block values in any order."""
-    return cks.canonical(name) not in cks.COMBINABLE
+    return checksum.canonical(name) not in checksum.COMBINABLE
 
 
 def make_verifier(name: str, blocks: list[Block], read_block: Callable[[Block], Buffer],
@@ -343,7 +342,7 @@ def pread_into(fd: int, view: memoryview, offset: int) -> int:
 
 def checksum_fd(fd: int, name: str, size: int, block_size: int = DEFAULT_BLOCK) -> bytes:
     """Digest of the first *size* bytes of an open file, read with pread."""
-    h = cks.new(name)
+    h = checksum.new(name)
     offset = 0
     for view in read_chunks(fd, 0, size, block_size):
         h.update(view)

@@ -45,6 +45,7 @@ from dtnkit.tune.snapshot import (
     sort_keys,
     state_dir_error,
 )
+from dtnkit.tune.status import AuditStatus
 
 ON_REQUEST = {"mtu": "link/", "tuned": "tuned/"}
 
@@ -145,7 +146,7 @@ def plan(audit: Audit, on_request: Sequence[str] = ()) -> list[Step]:
     wanted = {ON_REQUEST[name] for name in on_request}
     steps: list[Step] = []
     for f in audit.findings:
-        if f.status != "differs" or f.tunable is None or f.apply == "audit-only":
+        if f.status != AuditStatus.DIFFERS or f.tunable is None or f.apply == "audit-only":
             continue
         if f.apply == "on-request" and not any(f.key.startswith(p) for p in wanted):
             continue
@@ -159,12 +160,12 @@ def undecided(audit: Audit) -> list[dict[str, Any]]:
     them, so a plan is never mistaken for all there is to do."""
     return [{"key": f.key, "group": f.group, "label": f.label, "device": f.device,
              "why": f.why, "give": f.give or None}
-            for f in audit.findings if f.status == "unknown"]
+            for f in audit.findings if f.status == AuditStatus.UNKNOWN]
 
 
 def skipped_on_request(audit: Audit, on_request: Sequence[str]) -> list[Finding]:
     wanted = {ON_REQUEST[name] for name in on_request}
-    return [f for f in audit.findings if f.status == "differs" and f.apply == "on-request"
+    return [f for f in audit.findings if f.status == AuditStatus.DIFFERS and f.apply == "on-request"
             and not any(f.key.startswith(p) for p in wanted)]
 
 
@@ -173,9 +174,9 @@ def persist_values(audit: Audit, steps: Sequence[Step]) -> dict[str, Any]:
     values: dict[str, Any] = {}
     applied = {s.tunable.key: s.after for s in steps}
     for f in audit.findings:
-        if f.tunable is None or f.status not in ("ok", "differs"):
+        if f.tunable is None or f.status not in (AuditStatus.OK, AuditStatus.DIFFERS):
             continue
-        if f.status == "differs" and f.key not in applied:
+        if f.status == AuditStatus.DIFFERS and f.key not in applied:
             continue
         if f.key not in applied and f.apply != "auto":
             continue  # on-request items persist only when this run applied them

@@ -25,12 +25,12 @@ from dtnkit.tune.kinds.base import Scope, Tunable
 from dtnkit.tune.profile import GROUPS, ItemSpec, Profile
 from dtnkit.tune.recommend import recommend
 from dtnkit.tune.registry import prepare_scopes, tunable_for_key
+from dtnkit.tune.status import NOT_COMPLIANT, AuditStatus
 from dtnkit.tune.validation import check_profile
 from dtnkit.units import SPEED_MBPS_MAX, SPEED_MBPS_MIN
 
 #: 2: sysctl triples (tcp_rmem, tcp_wmem, tcp_mem) are arrays of integers, not strings
 AUDIT_SCHEMA = "dtnkit.audit/2"
-STATUSES = ("ok", "differs", "unsupported", "unknown", "host-scope")
 
 
 @dataclass(slots=True)
@@ -46,7 +46,7 @@ class Finding:
     current_text: str
     recommended: Any
     recommended_text: str
-    status: str
+    status: AuditStatus
     why: str
     source: str
     apply: str  # auto | on-request | audit-only
@@ -83,7 +83,7 @@ class Audit:
 
     @property
     def counts(self) -> dict[str, int]:
-        counts = dict.fromkeys(STATUSES, 0)
+        counts: dict[str, int] = dict.fromkeys(AuditStatus, 0)
         for f in self.findings:
             counts[f.status] += 1
         return counts
@@ -92,7 +92,7 @@ class Audit:
     def compliant(self) -> bool:
         """Nothing differs and nothing is unknown: an item dtnkit cannot judge is not proof
         that the host complies."""
-        return not any(f.status in ("differs", "unknown") for f in self.findings)
+        return not any(f.status in NOT_COMPLIANT for f in self.findings)
 
     @property
     def undecided(self) -> list[dict[str, Any]]:
@@ -100,7 +100,7 @@ class Audit:
         null when only each item's ``why`` can say)."""
         groups: dict[str, list[Finding]] = {}
         for f in self.findings:
-            if f.status == "unknown":
+            if f.status == AuditStatus.UNKNOWN:
                 groups.setdefault(f.give, []).append(f)
         out = []
         for give, found in sorted(groups.items(), key=lambda kv: kv[0] == ""):
@@ -163,13 +163,13 @@ def build_context(
                        "allowed: 10 Mbit/s to 1600 Gbit/s", "e.g. --speed 25gbit")
     check_profile(profile)  # every literal value by its kind, before anything reads or writes
     host.read_ahead([lambda: facts.interfaces(host), lambda: facts.default_route_devices(host),
-                     lambda: facts.environment(host), lambda: facts.kernel_caps(host)])
+                     lambda: facts.placement(host), lambda: facts.kernel_caps(host)])
     links = facts.interfaces(host)
     skipped: list[tuple[str, str]] = []
     devices = facts.select_interfaces(links, list(ifaces) if ifaces else None,
                                       facts.default_route_devices(host), skipped)
     ctx = Context(
-        profile=profile, rtt_ms=rtt_ms, env=facts.environment(host),
+        profile=profile, rtt_ms=rtt_ms, env=facts.placement(host),
         caps=facts.kernel_caps(host), ifaces=links, devices=devices, exact=exact,
         speed_override_mbps=speed_mbps,
     )
@@ -213,7 +213,7 @@ def evaluate(ctx: Context, host: Host, tunable: Tunable, spec: ItemSpec) -> Find
     finding = Finding(
         group=spec.group, key=tunable.key, label=tunable.label, scope=str(tunable.scope),
         device=tunable.device, current=None, current_text="-", recommended=None,
-        recommended_text="-", status="unknown", why="", source=spec.source, apply=apply,
+        recommended_text="-", status=AuditStatus.UNKNOWN, why="", source=spec.source, apply=apply,
         mode=spec.mode, tunable=tunable,
     )
     via = dict(ctx.devices).get(tunable.device or "", "")
@@ -229,33 +229,33 @@ def evaluate(ctx: Context, host: Host, tunable: Tunable, spec: ItemSpec) -> Find
     scope, scope_why = (tunable.scope, "") if ctx.env.initial_netns else tunable.scope_on(host)
     finding.scope = str(scope)
     if scope is Scope.HOST and not ctx.env.initial_netns:
-        finding.status = "host-scope"
+        finding.status = AuditStatus.HOST_SCOPE
         notes.insert(0, f"global to the host ({scope_why or 'not per namespace'}): never "
                         "written inside a namespace; left alone")
     elif isinstance(current, Unavailable):
-        finding.status = "unsupported"
+        finding.status = AuditStatus.UNSUPPORTED
         notes.insert(0, current.reason)
     elif isinstance(want, NoWant):
         finding.status = want.status
         finding.give = want.give
         notes.insert(0, want.why)
     elif tunable.satisfies(current, want.value, want.mode):
-        finding.status = "ok"
+        finding.status = AuditStatus.OK
         if want.mode == "raise" and not tunable.satisfies(current, want.value, "exact"):
             notes.insert(0, "already above the recommendation (raise-only: never lowered)")
         if want.why:
             notes.append(want.why)
     else:
-        finding.status = "differs"
+        finding.status = AuditStatus.DIFFERS
         finding.target = tunable.target(current, want.value, want.mode)
         if tunable.fixed(host):
-            finding.status = "unsupported"
+            finding.status = AuditStatus.UNSUPPORTED
             notes.insert(0, "fixed by the driver: cannot be changed")
         if want.why:
             notes.append(want.why)
-    if not isinstance(want, NoWant) and finding.status in ("ok", "differs"):
+    if not isinstance(want, NoWant) and finding.status in (AuditStatus.OK, AuditStatus.DIFFERS):
         finding.unsafe = tunable.unsafe(
-            finding.target if finding.status == "differs" else want.value, host) or ""
+            finding.target if finding.status == AuditStatus.DIFFERS else want.value, host) or ""
         if finding.unsafe:
             notes.insert(0, f"unsafe: {finding.unsafe} (apply refuses it without "
                             f"--allow-unsafe {tunable.key})")

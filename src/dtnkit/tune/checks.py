@@ -19,7 +19,7 @@ from dtnkit.tune.kinds.base import Scope, Tunable, Value
 from dtnkit.tune.profile import ItemSpec
 
 
-class Check(Tunable):
+class AuditOnlyCheck(Tunable):
     kind = "check"
     restorable = False
     name: ClassVar[str]  # the key is check/NAME
@@ -33,11 +33,11 @@ class Check(Tunable):
         return None  # checks are built from the audit's context: see check_for_key
 
     @classmethod
-    def for_context(cls, ctx: Context) -> Check:
+    def for_context(cls, ctx: Context) -> AuditOnlyCheck:
         return cls()
 
 
-class IrqbalanceCheck(Check):
+class IrqbalanceCheck(AuditOnlyCheck):
     name, title = "irqbalance", "irqbalance"
 
     def read(self, host: Host) -> Value | Unavailable:
@@ -50,7 +50,7 @@ class IrqbalanceCheck(Check):
         return "running" if res.ok and res.stdout.strip() else "stopped"
 
 
-class SmtCheck(Check):
+class SmtCheck(AuditOnlyCheck):
     name, title = "smt", "SMT (hyper-threading)"
 
     def read(self, host: Host) -> Value | Unavailable:
@@ -75,7 +75,7 @@ class SmtCheck(Check):
         return Want(spec.value, mode, "")
 
 
-class Ipv6Check(Check):
+class Ipv6Check(AuditOnlyCheck):
     """Dual stack for real: a global IPv6 address on a data interface and an IPv6 default route.
 
     ``disable_ipv6 = 0`` alone proves nothing: every link gets a link-local ``fe80::`` address,
@@ -89,7 +89,7 @@ class Ipv6Check(Check):
         self.stack = stack
 
     @classmethod
-    def for_context(cls, ctx: Context) -> Check:
+    def for_context(cls, ctx: Context) -> AuditOnlyCheck:
         return cls([d for d, _ in facts.link_stack(ctx.ifaces, list(ctx.devices))])
 
     def read(self, host: Host) -> Value | Unavailable:
@@ -137,7 +137,7 @@ def unique_local(address: str) -> bool:
         return False
 
 
-class IommuCheck(Check):
+class IommuCheck(AuditOnlyCheck):
     """``iommu=pt`` on the kernel command line: at 100G an IOMMU translating every DMA costs
     throughput (ESnet fasterdata 100G page)."""
 
@@ -164,7 +164,7 @@ class IommuCheck(Check):
 HASHING_MODES = ("802.3ad", "balance-xor", "balance-tlb", "balance-alb")
 
 
-class BondHashCheck(Check):
+class BondHashCheck(AuditOnlyCheck):
     """A bond that spreads flows by hash should hash on layer 3+4, or every flow between two
     hosts takes one member (layer2 hashes MAC addresses only)."""
 
@@ -175,7 +175,7 @@ class BondHashCheck(Check):
         self.bonds = bonds
 
     @classmethod
-    def for_context(cls, ctx: Context) -> Check:
+    def for_context(cls, ctx: Context) -> AuditOnlyCheck:
         stack = facts.link_stack(ctx.ifaces, list(ctx.devices))
         return cls([d for d, _ in stack if ctx.ifaces[d].kind == "bond"])
 
@@ -218,7 +218,7 @@ class BondHashCheck(Check):
         return current in (want, "no bond")
 
 
-class IrqAffinityCheck(Check):
+class IrqAffinityCheck(AuditOnlyCheck):
     """Are the NIC's queue interrupts on CPUs of the NIC's own NUMA node?"""
 
     name, title = "irq-affinity", "NIC IRQs on the NIC's NUMA node"
@@ -228,7 +228,7 @@ class IrqAffinityCheck(Check):
         self.devices = devices
 
     @classmethod
-    def for_context(cls, ctx: Context) -> Check:
+    def for_context(cls, ctx: Context) -> AuditOnlyCheck:
         return cls([ctx.ifaces[d] for d, _ in ctx.devices])
 
     def read(self, host: Host) -> Value | Unavailable:
@@ -265,13 +265,13 @@ class IrqAffinityCheck(Check):
         return "; ".join(problems) if problems else "numa-local"
 
 
-CHECKS: dict[str, type[Check]] = {
+CHECKS: dict[str, type[AuditOnlyCheck]] = {
     check.name: check for check in (IrqAffinityCheck, IrqbalanceCheck, SmtCheck, Ipv6Check,
                                     IommuCheck, BondHashCheck)
 }
 
 
-def check_for_key(key: str, ctx: Context) -> Check:
+def check_for_key(key: str, ctx: Context) -> AuditOnlyCheck:
     """The check a profile's ``check/NAME`` key names; BadInput for a name no check has."""
     prefix, _, name = key.partition("/")
     check = CHECKS.get(name) if prefix == "check" else None

@@ -11,8 +11,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from dtnkit.host.facts import Environment, Interface, KernelCaps
+from dtnkit.host.facts import Interface, KernelCaps, Placement
 from dtnkit.tune.profile import ItemSpec, Profile
+from dtnkit.tune.status import AuditStatus
 
 
 def nominal_ram(mem_total: int) -> int:
@@ -41,7 +42,7 @@ class Want:
 
 @dataclass(frozen=True, slots=True)
 class NoWant:
-    status: str  # "unsupported" or "unknown"
+    status: AuditStatus  # UNSUPPORTED or UNKNOWN
     why: str
     give: str = ""  # for "unknown": the option that would decide it, e.g. "--speed"
 
@@ -59,7 +60,7 @@ class Context:
 
     profile: Profile
     rtt_ms: float
-    env: Environment
+    env: Placement
     caps: KernelCaps
     ifaces: dict[str, Interface]
     devices: list[tuple[str, str]]  # selected leaf devices, with how they were reached

@@ -19,6 +19,7 @@ from dtnkit.tune.kinds.base import Tunable
 from dtnkit.tune.kinds.ethtool import RingTunable
 from dtnkit.tune.kinds.qdisc import QdiscTunable
 from dtnkit.tune.profile import SPEED_TIERS, ItemSpec
+from dtnkit.tune.status import AuditStatus
 
 INT_MAX = 2147483647
 
@@ -44,7 +45,8 @@ SPEED_HINT = "give --speed, e.g. --speed 25gbit (ethtool's Mb/s: --speed 25000mb
 
 
 def _speed_unknown(what: str) -> NoWant:
-    return NoWant("unknown", f"link speed unknown, so {what} ({SPEED_HINT})", give="--speed")
+    return NoWant(AuditStatus.UNKNOWN, f"link speed unknown, so {what} ({SPEED_HINT})",
+                  give="--speed")
 
 
 def _bdp_bytes(ctx: Context, spec: ItemSpec, scale: float) -> tuple[int, str] | NoWant:
@@ -83,13 +85,13 @@ def recommend(ctx: Context, host: Host, tunable: Tunable, spec: ItemSpec) -> Wan
     if spec.requires:
         present = ctx.caps.qdiscs.get(spec.requires)
         if present is False:
-            return NoWant("unsupported", (
+            return NoWant(AuditStatus.UNSUPPORTED, (
                 f"the kernel has no {spec.requires} qdisc ({ctx.caps.qdisc_evidence}): per-flow "
                 "pacing is not available here. tbf would only cap the whole interface, which "
                 "is not pacing"))
         if present is None:
-            return NoWant("unknown", f"cannot tell whether the kernel has {spec.requires}: "
-                                     f"{ctx.caps.qdisc_evidence}")
+            return NoWant(AuditStatus.UNKNOWN, "cannot tell whether the kernel has "
+                          f"{spec.requires}: {ctx.caps.qdisc_evidence}")
     if spec.rule is not None:
         return _rule(ctx, host, tunable, spec, mode)
     if spec.tiers is not None:
@@ -98,7 +100,7 @@ def recommend(ctx: Context, host: Host, tunable: Tunable, spec: ItemSpec) -> Wan
             return _speed_unknown("the speed tier is too")
         tier, note = tier_for(speed)
         if tier not in spec.tiers:
-            return NoWant("unknown", f"the profile has no value for the {tier}G tier")
+            return NoWant(AuditStatus.UNKNOWN, f"the profile has no value for the {tier}G tier")
         why = f"{tier}G tier" + (f" ({note})" if note else "")
         if ctx.speed_override_mbps:
             why += " from --speed"
@@ -125,16 +127,16 @@ def _rule(
         return _tcp_mem_pages(ctx, host, spec, mode)
     if spec.rule == "hw_max":
         if not isinstance(tunable, RingTunable):
-            return NoWant("unknown", "hw_max applies to rings only")
+            return NoWant(AuditStatus.UNKNOWN, "hw_max applies to rings only")
         limit = tunable.hw_max(host)
         if limit is None:
             current = tunable.read(host)
             reason = getattr(current, "reason", "the driver reports no maximum")
-            return NoWant("unsupported", reason)
+            return NoWant(AuditStatus.UNSUPPORTED, reason)
         return Want(limit, mode, f"hardware maximum {limit}")
     if spec.rule == "fq_pacing":
         if not isinstance(tunable, QdiscTunable):
-            return NoWant("unknown", "fq_pacing applies to root qdiscs only")
+            return NoWant(AuditStatus.UNKNOWN, "fq_pacing applies to root qdiscs only")
         iface = ctx.ifaces.get(str(tunable.device))
         fraction = ctx.param(spec, "maxrate_fraction")
         rate = 0
@@ -156,7 +158,7 @@ def _rule(
         if queues > 1:
             why += f"; mq kept with fq on each of {queues} queues"
         return Want(want, "exact", why)
-    return NoWant("unknown", f"rule {spec.rule} is not implemented")
+    return NoWant(AuditStatus.UNKNOWN, f"rule {spec.rule} is not implemented")
 
 
 SOCKET_BUFFERS = ("net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem")
@@ -195,7 +197,8 @@ def _full_socket(ctx: Context, host: Host) -> tuple[int, str] | NoWant:
         if sizes and max(sizes) > best:
             best, name = max(sizes), sysctl
     if not best:
-        return NoWant("unknown", "neither the profile nor the host gives tcp_rmem/tcp_wmem")
+        return NoWant(AuditStatus.UNKNOWN,
+                      "neither the profile nor the host gives tcp_rmem/tcp_wmem")
     return best, name
 
 

@@ -22,8 +22,8 @@ MiB = 2**20
 LAB_TOOLS = [t for t in ("iptables", "sysctl") if shutil.which(t) is None]
 UNTUNED_WMEM = "4096 16384 4194304"  # the kernel's default: 2 MiB windows
 SMALL_WMEM = "4096 16384 1048576"  # 512 KiB windows: four carry 335 Mbit/s at 50 ms
-UNTUNED = au.Limits(tcp_rmem_max=32 * MiB, tcp_wmem_max=4 * MiB, rmem_max=4 * MiB,
-                    wmem_max=4 * MiB)
+UNTUNED = au.BufferLimits(tcp_rmem_max=32 * MiB, tcp_wmem_max=4 * MiB, rmem_max=4 * MiB,
+                          wmem_max=4 * MiB)
 
 _F = TypeVar("_F", bound=Callable[..., None])
 
@@ -84,7 +84,7 @@ def test_four_start_when_the_rate_is_only_an_upper_bound() -> None:
     few = au.decide(0.05, 1e9, "link speed of dklink0", UNTUNED)  # 3 streams: all start
     assert few.streams == 3 and few.start == 0
     tuned = au.decide(0.05, 10e9, "link speed of dklink0",
-                      au.Limits(64 * MiB, 64 * MiB, 4 * MiB, 4 * MiB))
+                      au.BufferLimits(64 * MiB, 64 * MiB, 4 * MiB, 4 * MiB))
     assert tuned.grow and tuned.start == 0 and tuned.as_dict()["start"] == 1
 
 

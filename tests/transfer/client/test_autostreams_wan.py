@@ -29,8 +29,8 @@ from dtnkit.transfer.server import ServerHandle, start_server
 
 MiB = 2**20
 WRITE = "w11-rw"
-UNTUNED = au.Limits(tcp_rmem_max=32 * MiB, tcp_wmem_max=4 * MiB, rmem_max=4 * MiB,
-                    wmem_max=4 * MiB)  # this machine's defaults
+UNTUNED = au.BufferLimits(tcp_rmem_max=32 * MiB, tcp_wmem_max=4 * MiB, rmem_max=4 * MiB,
+                          wmem_max=4 * MiB)  # this machine's defaults
 
 
 @pytest.mark.parametrize(("rate", "rtt", "window", "want"), [
@@ -57,8 +57,8 @@ def test_window_is_half_the_smaller_buffer_and_rcvbuf_only_when_it_beats_autotun
     assert UNTUNED.receive_window == 16 * MiB and UNTUNED.send_window == 2 * MiB
     assert UNTUNED.window == 2 * MiB
     assert UNTUNED.rcvbuf_to_set() is None  # 4 MiB cap < 16 MiB autotuning reaches
-    tuned = au.Limits(tcp_rmem_max=256 * MiB, tcp_wmem_max=256 * MiB, rmem_max=256 * MiB,
-                      wmem_max=256 * MiB)
+    tuned = au.BufferLimits(tcp_rmem_max=256 * MiB, tcp_wmem_max=256 * MiB, rmem_max=256 * MiB,
+                            wmem_max=256 * MiB)
     assert tuned.rcvbuf_to_set() == 256 * MiB  # SO_RCVBUF's cap beats autotuning's half
     assert tuned.window == 128 * MiB
 
@@ -66,7 +66,7 @@ def test_window_is_half_the_smaller_buffer_and_rcvbuf_only_when_it_beats_autotun
 def test_limits_parse_from_sysctl_text() -> None:
     got = au.parse_limits("4096\t131072\t33554432\n", "4096 16384 4194304\n", "4194304\n",
                           "212992\n")
-    assert got == au.Limits(33554432, 4194304, 4194304, 212992)
+    assert got == au.BufferLimits(33554432, 4194304, 4194304, 212992)
     assert au.parse_limits(None, "4096 16384 4194304", "1", "1") is None
     assert au.parse_limits("4096 131072", "4096 16384 4194304", "1", "1") is None
     assert au.parse_limits("4096 131072 x", "4096 16384 4194304", "1", "1") is None
@@ -82,7 +82,7 @@ def test_limits_are_read_through_the_host_seam(tmp_path: Path) -> None:
         f.write_text(text)
     (tmp_path / "cmd").mkdir()
     limits = au.host_limits(Host.from_tree(tmp_path))
-    assert limits == au.Limits(6291456, 4194304, 212992, 212992)
+    assert limits == au.BufferLimits(6291456, 4194304, 212992, 212992)
     assert limits.window == 2 * MiB
     (tmp_path / "proc/sys/net/core/rmem_max").unlink()
     assert au.host_limits(Host.from_tree(tmp_path)) is None
@@ -122,7 +122,7 @@ def test_auto_decides_once_for_parallel_files() -> None:
         return 0.05
 
     auto = StreamPolicy.auto(None, lambda: UNTUNED, lambda _a: (1e9, "link speed of eth9"))
-    seen: list[au.Decision] = []
+    seen: list[au.StreamsDecision] = []
     threads = [threading.Thread(target=lambda: seen.append(auto.decide(rtt, lambda: "10.0.0.1")))
                for _ in range(8)]
     for t in threads:
@@ -254,8 +254,8 @@ def test_so_rcvbuf_is_set_only_when_it_beats_autotuning(served: tuple[ServerHand
     autotuning: SO_RCVBUF is never set blindly."""
     handle, _root = served
     url = Url.parse(f"{handle.url}f")
-    small_autotune = au.Limits(tcp_rmem_max=MiB, tcp_wmem_max=4 * MiB, rmem_max=2 * MiB,
-                               wmem_max=4 * MiB)
+    small_autotune = au.BufferLimits(tcp_rmem_max=MiB, tcp_wmem_max=4 * MiB, rmem_max=2 * MiB,
+                                     wmem_max=4 * MiB)
     for limits, want in ((small_autotune, 2 * MiB), (UNTUNED, None)):
         auto = StreamPolicy.auto(None, lambda lim=limits: lim, lambda _a: None)
         session = Session(url, CopyRun.of(CopyRequest(), streams=auto))

@@ -3,7 +3,7 @@ speed: uploads at most 1.1x the download time).
 
 On a 50 ms / 1 Gbit/s lab path with tuned ends (32 MiB windows), the link rate (10 Gbit/s
 veths) asks for 2 streams; a download starts one stream and adds the others only when it is
-window-bound (``Decision.grow``), but an upload sent a two-stream session at once: 1.19x the
+window-bound (``StreamsDecision.grow``), but an upload sent a two-stream session at once: 1.19x the
 time of the download (``python -m bench wan --only upload``).  Now an upload with
 ``grow`` sends one PUT (the window of one stream carries the path, and two BBR flows leaving
 startup together into one queue lose more), and says so.  With ``--rate`` (the path's own
@@ -27,8 +27,8 @@ from dtnkit.transfer.client.policy import StreamPolicy
 from dtnkit.transfer.server import ServerHandle
 
 MiB = 2**20
-TUNED = au.Limits(tcp_rmem_max=64 * MiB, tcp_wmem_max=64 * MiB, rmem_max=4 * MiB,
-                  wmem_max=4 * MiB)  # `dtnkit tune apply` in a lab namespace
+TUNED = au.BufferLimits(tcp_rmem_max=64 * MiB, tcp_wmem_max=64 * MiB, rmem_max=4 * MiB,
+                        wmem_max=4 * MiB)  # `dtnkit tune apply` in a lab namespace
 #: a link so fast that even loopback's RTT (tens of microseconds) asks for several streams
 FAST_LINK = (1e16, "link speed of test0")
 
@@ -37,7 +37,7 @@ relayed = trips.relayed
 state_dir = trips.state_dir
 
 
-def auto(limits: au.Limits, rate_bps: int | None = None) -> StreamPolicy:
+def auto(limits: au.BufferLimits, rate_bps: int | None = None) -> StreamPolicy:
     return StreamPolicy.auto(rate_bps, lambda: limits, lambda _a: FAST_LINK)
 
 

@@ -26,7 +26,7 @@ from tests.support.fsrace import INSIDE, OUTSIDE, OUTSIDE_ONLY, Layout, run
 
 from dtnkit.transfer import fsroot
 from dtnkit.transfer.server.exchange import Services
-from dtnkit.transfer.server.registry import Registry
+from dtnkit.transfer.server.registry import SessionRegistry
 
 pytestmark = pytest.mark.skipif(platform.machine() != "x86_64",
                                 reason="the attacker calls renameat2 as syscall 316 (x86_64)")
@@ -163,7 +163,7 @@ def test_delete(mode: str, layout: Layout) -> None:
 
 
 def test_upload_session(mode: str, layout: Layout) -> None:
-    registry = Registry(layout.root.resolve(), 3600.0)
+    registry = SessionRegistry(layout.root.resolve(), 3600.0)
     try:
         svc = fsrace.services(layout.root, registry)
         before = layout.outside_names()

@@ -19,7 +19,7 @@ from tests.support.polling import until
 from tests.support.rawhttp import LockedLog
 
 from dtnkit.transfer.server import start_server
-from dtnkit.transfer.server.conn import Limits, client_key, per_client_default
+from dtnkit.transfer.server.conn import ConnLimits, client_key, per_client_default
 
 CAP = 40
 EACH = 10
@@ -88,7 +88,7 @@ def test_the_default_share_is_an_eighth_of_the_cap_at_least_64_at_most_half() ->
     assert per_client_default(1) == 1
     assert all(1 <= per_client_default(cap) <= max(1, cap // 2)
                for cap in range(1, 5000))
-    assert Limits(max_connections=100, max_per_client=500).per_client == 100
+    assert ConnLimits(max_connections=100, max_per_client=500).per_client == 100
 
 
 def test_by_default_one_address_cannot_fill_a_small_cap(tmp_path: Path) -> None:

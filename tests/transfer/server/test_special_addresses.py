@@ -99,7 +99,7 @@ V6_BLOCKS = [b for b in ad.BLOCKS if b.network.version == 6]
 
 
 @st.composite
-def in_block(draw: st.DrawFn, blocks: list[ad.Block]) -> ad.Address:
+def in_block(draw: st.DrawFn, blocks: list[ad.AddressBlock]) -> ad.IpAddress:
     """An address of a block: its first, its last or any; an embedding block's address
     embeds IPv4 addresses of any block (so internal ones come up as often as public)."""
     block = draw(st.sampled_from(blocks))
@@ -114,7 +114,7 @@ def in_block(draw: st.DrawFn, blocks: list[ad.Block]) -> ad.Address:
                      | (~v4[1] & 0xFFFFFFFF))
         else:  # the last 32 bits
             value = base | v4[0]
-        address: ad.Address = ipaddress.IPv6Address(value)
+        address: ad.IpAddress = ipaddress.IPv6Address(value)
         return address if ad.block_of(address) is block else net.network_address
     size = net.num_addresses
     offset = draw(st.one_of(st.just(0), st.just(size - 1), st.integers(0, size - 1)))
@@ -166,7 +166,7 @@ USERINFO = ["", "", "dtn.example.org@", "user:secret@", "8.8.8.8@", "8.8.8.8:443
 
 
 @st.composite
-def remote(draw: st.DrawFn) -> tuple[str, ad.Address, bool]:
+def remote(draw: st.DrawFn) -> tuple[str, ad.IpAddress, bool]:
     """(a Source URL, the address it names, whether its host is percent-encoded)."""
     version = draw(st.sampled_from([4, 6]))
     address = draw(in_block(V4_BLOCKS if version == 4 else V6_BLOCKS))
@@ -196,7 +196,7 @@ def remote(draw: st.DrawFn) -> tuple[str, ad.Address, bool]:
           suppress_health_check=[HealthCheck.too_slow])
 @given(remote())
 def test_every_form_gets_the_tables_decision_and_connects_there(
-        case: tuple[str, ad.Address, bool]) -> None:
+        case: tuple[str, ad.IpAddress, bool]) -> None:
     text, address, encoded = case
     allowed, connected = decide(text)
     if encoded:  # a host with percent-encoding is refused as not a host, never resolved

@@ -6,19 +6,28 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from dtnkit.diagnose.checklist.peer import PeerFacts
 from dtnkit.diagnose.checklist.procs import Proc
-from dtnkit.diagnose.sitecfg import Peer
+from dtnkit.diagnose.sitecfg import PeerAddress
 from dtnkit.host.facts import Interface
 from dtnkit.host.host import Host
 from dtnkit.tune.audit import Audit
 from dtnkit.tune.judging import Judging
 
 CHECKLIST_SCHEMA = "dtnkit.checklist/1"
-STATUSES = ("pass", "warn", "fail")
 
+
+class ChecklistStatus(StrEnum):
+    """How an item of the checklist came out, best first: an item's status only gets worse
+    (:meth:`Item.worst`).  A ``StrEnum``: its value is what the JSON and the table show, and
+    the order here is the order of ``counts``."""
+
+    PASS = "pass"
+    WARN = "warn"  # worth a look; may be the network's, not the host's
+    FAIL = "fail"
 
 
 @dataclass(frozen=True)
@@ -35,7 +44,7 @@ class Item:
     id: str
     section: str  # dc27 | troubleshooting
     title: str
-    status: str = "pass"
+    status: ChecklistStatus = ChecklistStatus.PASS
     summary: str = ""
     evidence: list[Evidence] = field(default_factory=list)
     next: str = ""
@@ -43,8 +52,9 @@ class Item:
     def saw(self, source: str, value: object) -> None:
         self.evidence.append(Evidence(source, str(value)))
 
-    def worst(self, status: str) -> None:
-        if STATUSES.index(status) > STATUSES.index(self.status):
+    def worst(self, status: ChecklistStatus) -> None:
+        order = list(ChecklistStatus)
+        if order.index(status) > order.index(self.status):
             self.status = status
 
     def as_dict(self) -> dict[str, Any]:
@@ -62,7 +72,7 @@ class Checklist:
 
     @property
     def counts(self) -> dict[str, int]:
-        counts = dict.fromkeys(STATUSES, 0)
+        counts: dict[str, int] = dict.fromkeys(ChecklistStatus, 0)
         for item in self.items:
             counts[item.status] += 1
         return counts
@@ -70,7 +80,7 @@ class Checklist:
     @property
     def ok(self) -> bool:
         """No item fails (warnings are allowed: some facts are the network's, not the host's)."""
-        return not any(i.status == "fail" for i in self.items)
+        return not any(i.status == ChecklistStatus.FAIL for i in self.items)
 
     def as_dict(self) -> dict[str, Any]:
         return {"schema": CHECKLIST_SCHEMA, "host": self.host, "peer": self.peer,
@@ -83,7 +93,7 @@ class Options:
     """What only the checklist looks at; what the host is judged by (profile, RTT, speed,
     interfaces) and where (namespace, tree) is the :class:`Judging`."""
 
-    peer: Peer | None = None
+    peer: PeerAddress | None = None
     perfsonar: str | None = None
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dtnkit.diagnose import sitecfg
-from dtnkit.diagnose.checklist.base import Check, Facts, Item
+from dtnkit.diagnose.checklist.base import Check, ChecklistStatus, Facts, Item
 from dtnkit.diagnose.checklist.procs import (
     files_in,
     is_dtnkit,
@@ -48,20 +48,20 @@ def _perfsonar(item: Item, f: Facts) -> None:
         if status == 200 and "pscheduler" in body.lower():
             item.summary = f"toolkit answers at {api}/"
         elif status is not None:
-            item.status = "warn" if local else "fail"
+            item.status = ChecklistStatus.WARN if local else ChecklistStatus.FAIL
             item.summary = f"{api}/ answered HTTP {status}, not the pScheduler API"
             item.next = f"{j.shell(f'curl -k {api}/')}  (is it a perfSONAR toolkit?)"
         else:
-            item.status = "warn" if local else "fail"
+            item.status = ChecklistStatus.WARN if local else ChecklistStatus.FAIL
             item.summary = f"{api}/ unreachable: {err or 'no answer'}"
             item.next = j.shell(f"curl -kv {api}/")
-        if local and item.status != "pass":
+        if local and item.status != ChecklistStatus.PASS:
             item.summary += f"; {local}"
         return
     if local:
         item.summary = local
     else:
-        item.status, item.summary = "warn", "no pscheduler on this host"
+        item.status, item.summary = ChecklistStatus.WARN, "no pscheduler on this host"
         item.next = "give --perfsonar URL of the site's perfSONAR toolkit to check it"
 
 
@@ -116,7 +116,7 @@ def _flow_monitoring(item: Item, f: Facts) -> None:
     if metrics and export:
         item.summary = ", ".join(have)
     elif metrics or export:
-        item.status = "warn"
+        item.status = ChecklistStatus.WARN
         missing = ("no flow export on this host (the site routers may export NetFlow/IPFIX: "
                    "ask the network team)" if metrics else "no node_exporter or dtnkit exporter")
         item.summary = f"{have[0]}; {missing}"
@@ -124,7 +124,7 @@ def _flow_monitoring(item: Item, f: Facts) -> None:
                      "router-side export" if metrics else
                      f"run {_exporter_hint(j)} or prometheus-node-exporter")
     else:
-        item.status = "fail"
+        item.status = ChecklistStatus.FAIL
         item.summary = "no host metrics exporter and no flow export"
         item.next = (f"run {_exporter_hint(j)} (or prometheus-node-exporter) and a flow "
                      "exporter")

@@ -4,7 +4,7 @@ peer."""
 from __future__ import annotations
 
 from dtnkit.diagnose import sitecfg
-from dtnkit.diagnose.checklist.base import Check, Facts, Item
+from dtnkit.diagnose.checklist.base import Check, ChecklistStatus, Facts, Item
 from dtnkit.host import facts
 
 JUMBO = 9000
@@ -13,7 +13,7 @@ JUMBO = 9000
 def _jumbo(item: Item, f: Facts) -> None:
     links, devices, j = f.links, f.devices, f.judging
     if not devices:
-        item.status, item.summary = "warn", "no data interface selected"
+        item.status, item.summary = ChecklistStatus.WARN, "no data interface selected"
         item.next = "name the data interfaces with --iface"
         return
     small = []
@@ -27,7 +27,7 @@ def _jumbo(item: Item, f: Facts) -> None:
             small.append(dev)
     names = ", ".join(d for d, _ in devices)
     if small:
-        item.status = "fail"
+        item.status = ChecklistStatus.FAIL
         item.summary = f"MTU below {JUMBO} on {', '.join(small)}"
         item.next = (f"{j.command('tune', 'apply', '--mtu')} (or "
                      f"{j.shell(f'ip link set {small[0]} mtu {JUMBO}')}; the switch ports "
@@ -41,7 +41,7 @@ def _path_mtu(item: Item, f: Facts) -> None:
     assert pf is not None
     item.saw(*pf.evidence())
     if not pf.resolved:
-        item.status, item.summary = "fail", f"{pf.peer.text} {pf.resolve_note}"
+        item.status, item.summary = ChecklistStatus.FAIL, f"{pf.peer.text} {pf.resolve_note}"
         item.next = j.shell(f"getent ahosts {pf.peer.text}")
         return
     summaries = []
@@ -51,12 +51,12 @@ def _path_mtu(item: Item, f: Facts) -> None:
         if fam.route is None or fam.route.dev is None:
             item.saw(f"ip -{version} route get {fam.addr}", fam.route_note or "no device")
             if fam.route_note.startswith("cannot tell"):
-                item.worst("warn")
+                item.worst(ChecklistStatus.WARN)
                 summaries.append(f"{tag}: {fam.route_note}")
                 nexts.append("run the checklist on the host itself (a tree has no route or "
                              "ping of its own)")
                 continue
-            item.worst("fail")
+            item.worst(ChecklistStatus.FAIL)
             summaries.append(f"{tag}: no route to {fam.addr}")
             nexts.append(j.shell(f"ip -{version} route get {fam.addr}"))
             continue
@@ -66,13 +66,13 @@ def _path_mtu(item: Item, f: Facts) -> None:
         for mtu, out in sorted(fam.pings.items(), reverse=True):
             item.saw(fam.argv[mtu], out.note)
         if fam.dev_mtu is None:
-            item.worst("warn")
+            item.worst(ChecklistStatus.WARN)
             summaries.append(f"{tag}: MTU of {fam.route.dev} unknown")
             nexts.append(j.shell(f"ip link show {fam.route.dev}"))
             continue
         passed = [m for m, o in fam.pings.items() if m and o.replied]
         if not fam.pings.get(0, sitecfg.PingOutcome(False, None, "")).replied and not passed:
-            item.worst("warn")
+            item.worst(ChecklistStatus.WARN)
             summaries.append(f"{tag}: {fam.addr} does not answer ping; path MTU unknown")
             nexts.append(f"{j.shell(f'ping -{version} -c 3 {fam.addr}')}  (ICMP filtered? the "
                          "peer down?)")
@@ -81,7 +81,7 @@ def _path_mtu(item: Item, f: Facts) -> None:
         if best >= fam.dev_mtu:
             summaries.append(f"{tag}: {fam.dev_mtu}-byte packets reach {fam.addr} unfragmented")
             continue
-        item.worst("fail")
+        item.worst(ChecklistStatus.FAIL)
         failed = min((m for m, o in fam.pings.items() if m and not o.replied and m > best),
                      default=fam.dev_mtu)
         hints = sorted({o.mtu_hint for o in fam.pings.values() if o.mtu_hint})
@@ -92,7 +92,7 @@ def _path_mtu(item: Item, f: Facts) -> None:
         nexts.append(f"{j.shell(f'tracepath -{version} -n {fam.addr}')}  (find the hop with "
                      "the smaller MTU; use one MTU end to end)")
     item.summary = "; ".join(summaries)
-    item.next = "; ".join(nexts) if item.status != "pass" else ""
+    item.next = "; ".join(nexts) if item.status != ChecklistStatus.PASS else ""
 
 
 JUMBO_FRAMES = Check("jumbo", "dc27", "jumbo frames on the data interfaces", _jumbo)

@@ -8,7 +8,7 @@ import functools
 from dataclasses import dataclass
 
 from dtnkit.diagnose import sitecfg
-from dtnkit.diagnose.sitecfg import Peer
+from dtnkit.diagnose.sitecfg import PeerAddress
 from dtnkit.host.facts import Interface
 from dtnkit.host.host import Host
 
@@ -21,7 +21,7 @@ MTU_LADDER = (9000, 8000, 4000, 1500, 1280)
 
 
 @dataclass
-class Family:
+class FamilyFacts:
     version: int
     addr: str
     route: sitecfg.RouteTo | None
@@ -33,13 +33,13 @@ class Family:
 
 @dataclass
 class PeerFacts:
-    peer: Peer
+    peer: PeerAddress
     resolved: list[str]
     resolve_note: str
-    families: dict[int, Family]
+    families: dict[int, FamilyFacts]
 
     @classmethod
-    def probe(cls, host: Host, peer: Peer, links: dict[str, Interface]) -> PeerFacts:
+    def probe(cls, host: Host, peer: PeerAddress, links: dict[str, Interface]) -> PeerFacts:
         if peer.literal:
             addrs, note = [peer.text], f"IPv{peer.family} address"
         else:
@@ -52,7 +52,7 @@ class PeerFacts:
         for a in addrs:
             version = 6 if ":" in a else 4
             chosen.setdefault(version, a)
-        families: dict[int, Family] = {}
+        families: dict[int, FamilyFacts] = {}
         plans: list[tuple[int, int, list[str]]] = []
         for version, addr in sorted(chosen.items()):
             res = host.query(["ip", "-j", f"-{version}", "route", "get", addr.split("%")[0]])
@@ -63,7 +63,7 @@ class PeerFacts:
             dev_mtu = links[route.dev].mtu if route and route.dev in links else None
             if dev_mtu is not None and version == 4:
                 dev_mtu = min(dev_mtu, 65535)  # lo's 65536 is above an IPv4 packet's largest
-            fam = Family(version, addr, route, route_note, dev_mtu, {}, {})
+            fam = FamilyFacts(version, addr, route, route_note, dev_mtu, {}, {})
             families[version] = fam
             if route is None or route.kind in ("unreachable", "prohibit", "blackhole"):
                 continue

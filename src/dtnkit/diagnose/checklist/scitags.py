@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from dtnkit.diagnose import sitecfg
-from dtnkit.diagnose.checklist.base import Check, Facts, Item
+from dtnkit.diagnose.checklist.base import Check, ChecklistStatus, Facts, Item
 from dtnkit.diagnose.checklist.procs import files_in, is_dtnkit, read_file, running_here
 
 
@@ -91,12 +91,12 @@ def _scitags(item: Item, f: Facts) -> None:
         if partial:
             item.summary += f" (also: {'; '.join(partial)})"
     elif partial:
-        item.status, item.summary = "warn", "; ".join(partial)
+        item.status, item.summary = ChecklistStatus.WARN, "; ".join(partial)
         item.next = ("complete it: xrootd.pmark ffdest HOST:10514, start flowd-go, or "
                      f"{j.shell('dtnkit serve --scitag N ...')} (docs/monitoring.md)")
     else:
         item.saw("processes, /etc/flowd-go, /etc/flowd, /etc/xrootd, /etc/dcache", "no marking")
-        item.status, item.summary = "fail", "no SciTags marking found"
+        item.status, item.summary = ChecklistStatus.FAIL, "no SciTags marking found"
         item.next = ("configure xrootd.pmark ffdest HOST:10514 (XRootD), "
                      "pool.enable.firefly=true (dCache), or install flowd-go")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from dtnkit.diagnose.checklist.base import Check, Facts, Item
+from dtnkit.diagnose.checklist.base import Check, ChecklistStatus, Facts, Item
 from dtnkit.host import facts
 
 
@@ -27,7 +27,7 @@ def _traffic_type(item: Item, f: Facts) -> None:
             extra = [r for r in rules if isinstance(r, dict)
                      and r.get("table") not in ("local", "main", "default")]
             item.saw("ip -j rule show", f"{len(extra)} policy rules beyond local/main/default")
-    item.status = "warn"
+    item.status = ChecklistStatus.WARN
     item.summary = ("a network-side fact: this host cannot see which path (LHCOPN, LHCONE, "
                     "R&E, commodity) its prefixes take")
     item.next = ("ask the network team which prefixes are announced to LHCONE/LHCOPN; "

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import functools
 
-from dtnkit.diagnose.checklist.base import Check, Facts, Item, as_int, sysctl_fix
+from dtnkit.diagnose.checklist.base import Check, ChecklistStatus, Facts, Item, as_int, sysctl_fix
 from dtnkit.errors import DtnkitError
 from dtnkit.host import facts
 from dtnkit.host.facts import Unavailable
 from dtnkit.host.host import Host
 from dtnkit.host.parsers.ethtool import parse_ethtool_features_json, parse_ethtool_features_text
 from dtnkit.tune.keys import typed
+from dtnkit.tune.status import AuditStatus
 from dtnkit.units import format_bytes
 
 ONE_GIB = 1 << 30
@@ -21,7 +22,7 @@ HUNDRED_G_MBPS = 100_000
 def _tuned(item: Item, f: Facts) -> None:
     audit, error, j = f.audit, f.audit_error, f.judging
     if audit is None:
-        item.status, item.summary = "warn", f"the audit could not run: {error}"
+        item.status, item.summary = ChecklistStatus.WARN, f"the audit could not run: {error}"
         item.next = j.command("tune", "audit")
         return
     groups: dict[str, dict[str, int]] = {}
@@ -33,19 +34,19 @@ def _tuned(item: Item, f: Facts) -> None:
     for group, counts in groups.items():
         item.saw(f"tune audit --group {group}",
                  ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
-        if counts.get("differs"):
+        if counts.get(AuditStatus.DIFFERS):
             bad.append(group)
-        elif counts.get("unknown"):
+        elif counts.get(AuditStatus.UNKNOWN):
             unknown.append(group)
     ok = len(groups) - len(bad) - len(unknown)
     item.summary = (f"{ok} of {len(groups)} groups comply (profile {audit.profile.name}, "
                     f"RTT {audit.ctx.rtt_ms:g} ms)")
     if bad:
-        item.status = "fail"
+        item.status = ChecklistStatus.FAIL
         item.summary += f"; differs: {', '.join(bad)}"
         item.next = j.command("tune", "apply", "--dry-run")
     elif unknown:
-        item.status = "warn"
+        item.status = ChecklistStatus.WARN
         item.summary += f"; unknown: {', '.join(unknown)}"
         hints = [u["hint"] for u in audit.undecided]
         item.next = f"{j.command('tune', 'audit')}  ({hints[0] if hints else 'see each why'})"
@@ -72,22 +73,22 @@ def _tcp_rmem(item: Item, f: Facts) -> None:
     if speed is not None and speed >= HUNDRED_G_MBPS and (want is None or want < ONE_GIB):
         want, why, from_audit = ONE_GIB, "1 GiB at 100G and faster", False
     if current is None:
-        item.status, item.summary = "warn", "cannot read tcp_rmem"
+        item.status, item.summary = ChecklistStatus.WARN, "cannot read tcp_rmem"
         item.next = j.shell("sysctl net.ipv4.tcp_rmem")
     elif want is None and speed is None:
-        item.status = "warn"
+        item.status = ChecklistStatus.WARN
         item.summary = f"max {format_bytes(current)}; link speed unknown, so no target"
         item.next = (f"{j.command('checklist', extra=['--speed', 'SPEED'])}  (SPEED: the "
                      "link's, e.g. 100gbit)")
     elif want is None:
-        item.status = "warn"
+        item.status = ChecklistStatus.WARN
         item.summary = (f"max {format_bytes(current)}; the {j.profile} profile sets no "
                         "tcp_rmem, so no target")
         item.next = j.command("tune", "audit", "--group", "buffers")
     elif current >= want:
         item.summary = f"max {format_bytes(current)} >= {format_bytes(want)} ({why})"
     else:
-        item.status = "fail"
+        item.status = ChecklistStatus.FAIL
         item.summary = f"max {format_bytes(current)} < {format_bytes(want)} ({why})"
         item.next = (j.command("tune", "apply", "--group", "buffers") if from_audit else
                      sysctl_fix(j, f"net.ipv4.tcp_rmem='{parts[0]} {parts[1]} {want}'"))
@@ -96,7 +97,7 @@ def _tcp_rmem(item: Item, f: Facts) -> None:
 def _udp_gro_forwarding(item: Item, f: Facts) -> None:
     host, devices, j = f.host, f.devices, f.judging
     if not devices:
-        item.status, item.summary = "warn", "no data interface selected"
+        item.status, item.summary = ChecklistStatus.WARN, "no data interface selected"
         item.next = "name the data interfaces with --iface"
         return
     off, lack = [], []
@@ -123,11 +124,11 @@ def _udp_gro_forwarding(item: Item, f: Facts) -> None:
             item.saw(f"ethtool -k {dev}", "rx-udp-gro-forwarding: off")
             off.append(dev)
     if off:
-        item.status = "fail"
+        item.status = ChecklistStatus.FAIL
         item.summary = f"off on {', '.join(off)}"
         item.next = j.shell(f"ethtool -K {off[0]} rx-udp-gro-forwarding on")
     elif lack:
-        item.status = "warn"
+        item.status = ChecklistStatus.WARN
         item.summary = f"cannot be on: {'; '.join(lack)}"
         item.next = "nothing to set on these devices; check the physical NICs below them"
     else:
@@ -141,12 +142,12 @@ def _sysctl(key: str, want: int, item: Item, f: Facts) -> None:
     value = as_int(text)
     item.saw(path, "-" if text is None else text.strip())
     if value is None:
-        item.status, item.summary = "warn", f"cannot read {key}"
+        item.status, item.summary = ChecklistStatus.WARN, f"cannot read {key}"
         item.next = j.shell(f"sysctl {key}")
     elif value == want:
         item.summary = f"{key} = {value}"
     else:
-        item.status, item.summary = "fail", f"{key} = {value}, want {want}"
+        item.status, item.summary = ChecklistStatus.FAIL, f"{key} = {value}, want {want}"
         item.next = sysctl_fix(j, f"{key}={want}")
 
 

@@ -26,7 +26,7 @@ from dtnkit.measure.probes.e2e import KIND as E2E_KIND
 from dtnkit.measure.probes.e2e import E2ESpec, rate_summary, source_size
 from dtnkit.measure.probes.load import LoadSpec
 from dtnkit.measure.procs import Procs
-from dtnkit.measure.tool import Context, ToolRun, Transfer
+from dtnkit.measure.tool import ToolContext, ToolRun, Transfer
 from dtnkit.measure.tools.timed import run_timed
 from dtnkit.measure.tools.workers import DEADLINE_MESSAGE, Runs, in_threads
 
@@ -44,7 +44,7 @@ class Command:
         """Nothing: a command's output has no known form; the rate is bytes / wall time."""
         return {}
 
-    def run(self, host: Host, spec: E2ESpec | LoadSpec, context: Context) -> ToolRun:
+    def run(self, host: Host, spec: E2ESpec | LoadSpec, context: ToolContext) -> ToolRun:
         if isinstance(spec, LoadSpec):
             return run_load(host, spec, context)
         if not spec.command:
@@ -83,7 +83,7 @@ def fields(spec: LoadSpec, workdir: Path, k: int) -> dict[str, str]:
             "workdir": str(workdir)}
 
 
-def run_load(host: Host, spec: LoadSpec, context: Context) -> ToolRun:
+def run_load(host: Host, spec: LoadSpec, context: ToolContext) -> ToolRun:
     """``streams`` concurrent runs of the template (see the module's text)."""
     if context.workdir is None:
         raise BadInput("no directory for the command's runs", "each run writes {dst} in "

@@ -39,7 +39,7 @@ from dtnkit.measure.probes.e2e import KIND as E2E_KIND
 from dtnkit.measure.probes.e2e import E2ESpec, rate_summary
 from dtnkit.measure.probes.load import LoadSpec, Origin
 from dtnkit.measure.procs import Procs
-from dtnkit.measure.tool import Context, ToolRun, Transfer
+from dtnkit.measure.tool import ToolContext, ToolRun, Transfer
 from dtnkit.measure.tools.timed import run_timed
 from dtnkit.measure.tools.workers import DEADLINE_MESSAGE, DataClock, Runs, in_threads
 
@@ -138,7 +138,7 @@ class DtnkitCp:
     def parse(self, text: str) -> dict[str, Any]:
         return parse_cp_json(text)
 
-    def run(self, host: Host, spec: E2ESpec | LoadSpec, context: Context) -> ToolRun:
+    def run(self, host: Host, spec: E2ESpec | LoadSpec, context: ToolContext) -> ToolRun:
         if isinstance(spec, LoadSpec):
             return run_copies(host, spec, context)
         check_ends(spec.src, spec.dst)
@@ -236,7 +236,7 @@ class Copies:
                     total += st.st_blocks * 512
         return min(total, size)
 
-    def run(self, host: Host, spec: LoadSpec, context: Context) -> ToolRun:
+    def run(self, host: Host, spec: LoadSpec, context: ToolContext) -> ToolRun:
         """Run the load to its end or its deadline (see the module's text)."""
         deadline = context.deadline if context.deadline is not None \
             else time.monotonic() + spec.time_limit_s
@@ -339,6 +339,6 @@ class Copies:
                        measure_until_s=clock.end() if not failed else None)
 
 
-def run_copies(host: Host, spec: LoadSpec, context: Context) -> ToolRun:
+def run_copies(host: Host, spec: LoadSpec, context: ToolContext) -> ToolRun:
     """A load of ``dtnkit cp`` copies (see the module's text)."""
     return Copies().run(host, spec, context)

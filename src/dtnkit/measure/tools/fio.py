@@ -38,7 +38,7 @@ from dtnkit.host.parsers import ParseError
 from dtnkit.measure.probes.disk import KIND as DISK_KIND
 from dtnkit.measure.probes.disk import DiskSpec
 from dtnkit.measure.sampler import Sampler
-from dtnkit.measure.tool import Context, ToolRun, Wrap
+from dtnkit.measure.tool import ToolContext, ToolRun, Wrap
 from dtnkit.progress import SILENT, Interval, Progress
 
 PROBE_FILE = "dtnkit-probe.dat"
@@ -438,7 +438,7 @@ class Fio:
     def parse(self, text: str) -> dict[str, Any]:
         return parse_fio_json(text)
 
-    def run(self, host: Host, spec: DiskSpec, context: Context) -> ToolRun:
+    def run(self, host: Host, spec: DiskSpec, context: ToolContext) -> ToolRun:
         with Sampler(host, interval_s=spec.interval_s) as sampler:
             got = run_disk_probe(spec.path, size_bytes=spec.size_bytes, direct=spec.direct,
                                  jobs=spec.jobs, wrap=context.wrap, progress=context.progress)

@@ -30,7 +30,7 @@ from dtnkit.measure.probes.net import KIND as NET_KIND
 from dtnkit.measure.probes.net import NetSpec, Peer, resolve_peer
 from dtnkit.measure.procs import Procs
 from dtnkit.measure.sampler import ACTIVE_BYTES, Sampler
-from dtnkit.measure.tool import Context, ToolRun, Transfer
+from dtnkit.measure.tool import ToolContext, ToolRun, Transfer
 from dtnkit.measure.tools.workers import DEADLINE_MESSAGE, Runs, in_threads, split_streams
 from dtnkit.progress import Interval, Progress
 
@@ -159,7 +159,7 @@ class Iperf3:
     def parse(self, text: str) -> dict[str, Any]:
         return parse_iperf3(text)
 
-    def run(self, host: Host, spec: NetSpec | LoadSpec, context: Context) -> ToolRun:
+    def run(self, host: Host, spec: NetSpec | LoadSpec, context: ToolContext) -> ToolRun:
         if isinstance(spec, LoadSpec):
             return run_load(host, spec, context)
         peer = resolve_peer(spec.peer, context.lab_peers)
@@ -208,7 +208,7 @@ def load_argv(address: str, port: int, streams: int, spec: LoadSpec) -> list[str
     return [*argv, "-t", f"{spec.duration_s:g}"]
 
 
-def run_load(host: Host, spec: LoadSpec, context: Context) -> ToolRun:
+def run_load(host: Host, spec: LoadSpec, context: ToolContext) -> ToolRun:
     """One iperf3 client per origin at once (see the module's text); the clients that
     failed are the load's ``failed``, never raised."""
     shares = split_streams(spec.streams, len(spec.origins))

@@ -54,7 +54,7 @@ from dtnkit.host import process
 from dtnkit.host.host import Host
 from dtnkit.measure.probes.load import LoadSpec, Origin
 from dtnkit.measure.procs import Batch
-from dtnkit.measure.tool import MAX_RAW_BYTES, Context, ToolRun, Transfer
+from dtnkit.measure.tool import MAX_RAW_BYTES, ToolContext, ToolRun, Transfer
 
 KIND = "tpc"
 CHECKSUM = "adler32"
@@ -95,7 +95,7 @@ class Pull:
         return self.spec.destination
 
 
-def pull(host: Host, spec: LoadSpec, context: Context) -> Pull:
+def pull(host: Host, spec: LoadSpec, context: ToolContext) -> Pull:
     """The load's :class:`Pull`; BadInput for a probe's spec, or without a directory."""
     if not isinstance(spec, LoadSpec):
         raise BadInput("a third-party copy is measured in a sweep only", "it needs an "
@@ -111,7 +111,7 @@ def pull(host: Host, spec: LoadSpec, context: Context) -> Pull:
 
 
 @dataclasses.dataclass
-class Outcome:
+class TransferOutcome:
     ok: bool
     verified: bool
     output: str
@@ -149,7 +149,7 @@ def transfers_wanted(point: LoadSpec) -> int | None:
 
 
 def run_transfers(env: Pull, job: Callable[[int, int], Job],
-                  one: Callable[[Job, Batch, float], Outcome]) -> ToolRun:
+                  one: Callable[[Job, Batch, float], TransferOutcome]) -> ToolRun:
     """``point.streams`` slots running transfers concurrently (see the module's text)."""
     point = env.spec
     t0 = time.monotonic()
@@ -183,7 +183,7 @@ def run_transfers(env: Pull, job: Callable[[int, int], Job],
             try:
                 out = one(j, procs, env.deadline)
             except Exception as exc:  # one transfer's failure is recorded, the others go on
-                out = Outcome(False, False, "", f"{type(exc).__name__}: {exc}")
+                out = TransferOutcome(False, False, "", f"{type(exc).__name__}: {exc}")
             end = time.monotonic()
             if j.dst_file is not None:  # after its end: not part of the transfer's time
                 with contextlib.suppress(FileNotFoundError):
@@ -295,7 +295,7 @@ class DtnkitTpc:
             return {}
         return doc if isinstance(doc, dict) else {}
 
-    def one(self, env: Pull, j: Job, procs: Batch, deadline: float) -> Outcome:
+    def one(self, env: Pull, j: Job, procs: Batch, deadline: float) -> TransferOutcome:
         dest = env.destination
         assert dest is not None
         argv = [sys.executable, "-m", "dtnkit", "cp", "--tpc", "pull", "--streams", "1",
@@ -312,26 +312,26 @@ class DtnkitTpc:
             penv["DTNKIT_REMOTE_TOKEN"] = j.origin.token
         status, out = procs.run(env.host.argv([*argv, j.src, j.dst]), deadline, penv)
         if status != 0:
-            return Outcome(False, False, out, _last_line(out) or f"exit {status}")
+            return TransferOutcome(False, False, out, _last_line(out) or f"exit {status}")
         try:
             summary = json.loads(out.strip().splitlines()[-1])
         except (ValueError, IndexError):
-            return Outcome(False, False, out, "no JSON summary from dtnkit cp")
+            return TransferOutcome(False, False, out, "no JSON summary from dtnkit cp")
         if summary.get("bytes") != env.spec.file_size:
-            return Outcome(False, False, out, f"destination has {summary.get('bytes')} bytes, "
-                           f"not {env.spec.file_size}")
+            return TransferOutcome(False, False, out, f"destination has {summary.get('bytes')} "
+                                   f"bytes, not {env.spec.file_size}")
         if dest.kind == "dtnkit":  # the active side compared the source's digest
-            return Outcome(True, True, out)
+            return TransferOutcome(True, True, out)
         theirs = source_digest(env, j, procs, deadline)
         ours = str(summary.get("digest") or "").lower()
         if theirs is None or not ours:
-            return Outcome(True, False, out)  # copied, not verified
+            return TransferOutcome(True, False, out)  # copied, not verified
         if theirs != ours:
-            return Outcome(False, False, out, f"{CHECKSUM} mismatch: source {theirs}, "
-                           f"destination {ours}")
-        return Outcome(True, True, out)
+            return TransferOutcome(False, False, out, f"{CHECKSUM} mismatch: source {theirs}, "
+                                   f"destination {ours}")
+        return TransferOutcome(True, True, out)
 
-    def run(self, host: Host, spec: LoadSpec, context: Context) -> ToolRun:
+    def run(self, host: Host, spec: LoadSpec, context: ToolContext) -> ToolRun:
         env = pull(host, spec, context)
         job = plan(env)
         return run_transfers(env, job, lambda j, procs, dl: self.one(env, j, procs, dl))
@@ -428,7 +428,7 @@ class GfalTpc:
         return out
 
     def one(self, env: Pull, j: Job, procs: Batch, deadline: float,
-            penv: dict[str, str]) -> Outcome:
+            penv: dict[str, str]) -> TransferOutcome:
         left = f"{_left(deadline):.0f}"
         argv = ["gfal-copy", "-f", "--copy-mode", "pull", "-K", CHECKSUM, "--checksum-mode",
                 "both", "-t", left, "-T", left, j.src, j.dst]
@@ -437,10 +437,10 @@ class GfalTpc:
             dest = env.destination
             assert dest is not None
             error = gfal_error(out, source=j.origin.kind, destination=dest.kind)
-            return Outcome(False, False, out, error or f"exit {status}")
-        return Outcome(True, True, out)
+            return TransferOutcome(False, False, out, error or f"exit {status}")
+        return TransferOutcome(True, True, out)
 
-    def run(self, host: Host, spec: LoadSpec, context: Context) -> ToolRun:
+    def run(self, host: Host, spec: LoadSpec, context: ToolContext) -> ToolRun:
         env = pull(host, spec, context)
         job = plan(env, scheme="davs://")
         penv = self.environment(env)

@@ -14,7 +14,7 @@ with the RTT measured by the kernel on the first connection (``TCP_INFO``), the 
 (an upper bound of the path), and the buffers read from this host.  The far end's buffers are
 not known: they are taken to be this host's (two untuned Linux hosts have the same defaults).
 The result is capped (:data:`CAP`) and never below one; every input is kept in the
-:class:`Decision` so that ``dtnkit cp`` can say what it chose and why.
+:class:`StreamsDecision` so that ``dtnkit cp`` can say what it chose and why.
 
 A recommended-streams table measured by a sweep (``dtnkit sweep analyze --save-streams``,
 :mod:`.streamtable`) takes the formula's place: the row for the measured RTT gives the count
@@ -47,7 +47,7 @@ WINDOW_SHARE = 0.5
 ASSUMED_RATE = 10 * 10**9
 #: A stream whose window carries this much per round trip starts alone when the rate is
 #: only an upper bound (the link's, or assumed): the others join once it shows it is bound
-#: by its window (:class:`Decision` ``grow``).  On a 50 ms / 1 Gbit/s lab path behind
+#: by its window (:class:`StreamsDecision` ``grow``).  On a 50 ms / 1 Gbit/s lab path behind
 #: 10 Gbit/s veths, tuned ends (32 MiB windows), the two streams the link rate asked for took
 #: 1.1-1.2x the time of one: BBR flows leaving startup together into a one-BDP queue lose
 #: more, and the second stream's set-up costs round trips (docs/benchmarks.md).  Below it
@@ -56,7 +56,7 @@ ASSUMED_RATE = 10 * 10**9
 SOLO_RATE = 10**9
 #: Streams that start together when the rate is only an upper bound and one window carries
 #: less than :data:`SOLO_RATE` (untuned ends on a long path): more join, doubling, while they
-#: are all bound by their windows (:class:`Decision` ``start``).  On a 50 ms / 1 Gbit/s lab
+#: are all bound by their windows (:class:`StreamsDecision` ``start``).  On a 50 ms / 1 Gbit/s lab
 #: path behind 10 Gbit/s veths (2 MiB windows) the 8 streams the cap gave, all leaving BBR's
 #: startup together, put 16 MiB in flight into a path that holds 6 MiB plus a one-BDP queue
 #: and retransmitted 6-17 % of their segments; 4 put 8 MiB and lost 0-2 % (docs/transfer.md).
@@ -64,7 +64,7 @@ START_UNKNOWN = 4
 
 
 @dataclass(frozen=True, slots=True)
-class Limits:
+class BufferLimits:
     """The socket buffer limits of a host, in bytes (third values of the tcp_*mem triples and
     the caps on SO_RCVBUF/SO_SNDBUF)."""
 
@@ -98,8 +98,8 @@ class Limits:
 
 
 def parse_limits(tcp_rmem: str | None, tcp_wmem: str | None, rmem_max: str | None,
-                 wmem_max: str | None) -> Limits | None:
-    """:class:`Limits` from the text of the four sysctl files; None when one is missing or
+                 wmem_max: str | None) -> BufferLimits | None:
+    """:class:`BufferLimits` from the text of the four sysctl files; None when one is missing or
     malformed."""
     try:
         triples = [(text or "").split() for text in (tcp_rmem, tcp_wmem)]
@@ -111,7 +111,7 @@ def parse_limits(tcp_rmem: str | None, tcp_wmem: str | None, rmem_max: str | Non
         return None
     if any(v <= 0 for v in values):
         return None
-    return Limits(*values)
+    return BufferLimits(*values)
 
 
 def streams_for(rate_bps: float, rtt_s: float, window_bytes: int, cap: int = CAP) -> int:
@@ -127,7 +127,7 @@ def streams_for(rate_bps: float, rtt_s: float, window_bytes: int, cap: int = CAP
 
 
 @dataclass(frozen=True, slots=True)
-class Decision:
+class StreamsDecision:
     """What ``--streams auto`` chose and from what."""
 
     streams: int
@@ -174,15 +174,15 @@ def show_bytes(n: float) -> str:
     return f"{n / 2**10:.3g} KiB"
 
 
-def decide(rtt_s: float | None, rate_bps: float, rate_from: str, limits: Limits | None,
-           cap: int = CAP) -> Decision:
+def decide(rtt_s: float | None, rate_bps: float, rate_from: str, limits: BufferLimits | None,
+           cap: int = CAP) -> StreamsDecision:
     """The number of streams, with the reason in words."""
     if rtt_s is None:
-        return Decision(1, None, rate_bps, rate_from, None,
-                        "1 stream: the round-trip time could not be measured (no TCP_INFO)")
+        return StreamsDecision(1, None, rate_bps, rate_from, None,
+                               "1 stream: the round-trip time could not be measured (no TCP_INFO)")
     if limits is None:
-        return Decision(1, rtt_s, rate_bps, rate_from, None,
-                        "1 stream: the socket buffer limits of this host could not be read")
+        return StreamsDecision(1, rtt_s, rate_bps, rate_from, None,
+                               "1 stream: the socket buffer limits of this host could not be read")
     window = limits.window
     if rate_from != "--rate":
         cap = min(cap, UNKNOWN_PATH_CAP)
@@ -210,28 +210,29 @@ def decide(rtt_s: float | None, rate_bps: float, rate_from: str, limits: Limits 
     first = 1 if grow else start  # one line of a terminal: the cap, the rate's source in -v
     brief = (f"{first} of up to {n} streams" if first else counted(n, "stream")) + (
         f": {show_rate(rate_bps)} x {rtt_s * 1e3:.3g} ms / {show_bytes(window)} window")
-    return Decision(n, rtt_s, rate_bps, rate_from, window, reason, grow, start, brief)
+    return StreamsDecision(n, rtt_s, rate_bps, rate_from, window, reason, grow, start, brief)
 
 
 def from_table(table: Sequence[tuple[float, int]], source: str, rtt_s: float | None,
-               rate_bps: float, rate_from: str, cap: int = TABLE_CAP) -> Decision | None:
+               rate_bps: float, rate_from: str, cap: int = TABLE_CAP) -> StreamsDecision | None:
     """The decision a sweep's streams table makes for the measured RTT (None without one)."""
     if rtt_s is None or not table:
         return None
     row_rtt, streams = nearest_row(table, rtt_s * 1e3)
     n = max(1, min(cap, streams))
-    return Decision(n, rtt_s, rate_bps, rate_from, None,
-                    f"{counted(n, 'stream')}: the streams table {source} (its row "
-                    f"for {row_rtt:g} ms, the nearest to the measured RTT "
-                    f"{rtt_s * 1e3:.3g} ms)" + (f", capped at {cap}" if n < streams else ""),
-                    brief=f"{counted(n, 'stream')}: the streams table's row for {row_rtt:g} ms")
+    return StreamsDecision(n, rtt_s, rate_bps, rate_from, None,
+                           f"{counted(n, 'stream')}: the streams table {source} (its row "
+                           f"for {row_rtt:g} ms, the nearest to the measured RTT "
+                           f"{rtt_s * 1e3:.3g} ms)" + (f", capped at {cap}" if n < streams else ""),
+                           brief=f"{counted(n, 'stream')}: the streams table's row for "
+                                 f"{row_rtt:g} ms")
 
 
 _SYSCTLS = ("/proc/sys/net/ipv4/tcp_rmem", "/proc/sys/net/ipv4/tcp_wmem",
             "/proc/sys/net/core/rmem_max", "/proc/sys/net/core/wmem_max")
 
 
-def host_limits(host: Host) -> Limits | None:
+def host_limits(host: Host) -> BufferLimits | None:
     """This host's socket buffer limits (of the network namespace *host* reads)."""
     return parse_limits(*(host.read(path) for path in _SYSCTLS))
 

@@ -10,6 +10,7 @@ import threading
 from collections.abc import Callable
 
 from dtnkit.transfer import pipeline
+from dtnkit.transfer.checksum import Buffer
 
 #: Receive granularity: each chunk is written and hashed while still in the CPU cache; large
 #: enough for zlib/crc32c to release the GIL and for few syscalls.
@@ -39,14 +40,14 @@ class BufferPool:
                 return self._free.pop()
         return bytearray(self.size)
 
-    def put(self, buf: pipeline.Buffer) -> None:
+    def put(self, buf: Buffer) -> None:
         obj = buf.obj if isinstance(buf, memoryview) else buf
         if isinstance(obj, bytearray) and len(obj) == self.size:
             with self._lock:
                 self._free.append(obj)
 
 
-def read_back(fd: int, block: pipeline.Block, pool: BufferPool | None = None) -> pipeline.Buffer:
+def read_back(fd: int, block: pipeline.Block, pool: BufferPool | None = None) -> Buffer:
     """Block *block* of the file *fd* (into a pooled buffer when *pool* is given)."""
     if pool is None:
         return os.pread(fd, block.length, block.offset)
@@ -126,7 +127,7 @@ class Landing:
     def __init__(self, pool: BufferPool, verifier: pipeline.BlockVerifier | None,
                  done: set[int] | None, progress: Callable[[int], None] | None,
                  stop: threading.Event, *, values_read: bool = False,
-                 read_block: Callable[[pipeline.Block], pipeline.Buffer] | None = None) -> None:
+                 read_block: Callable[[pipeline.Block], Buffer] | None = None) -> None:
         self.pool, self.verifier, self.done, self.progress = pool, verifier, done, progress
         self.stop = stop
         self.combiner = verifier if isinstance(verifier, pipeline.BlockCombiner) else None

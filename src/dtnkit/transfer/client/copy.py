@@ -24,7 +24,7 @@ from dtnkit.transfer.files import make_dirs
 if TYPE_CHECKING:
     from dtnkit.transfer.client.timeline import Timeline
 
-Job = Callable[[], FileResult]
+FileJob = Callable[[], FileResult]
 
 
 def copy(src: str, dst: str, request: CopyRequest, *, streams: StreamPolicy | None = None,
@@ -59,7 +59,7 @@ def copy(src: str, dst: str, request: CopyRequest, *, streams: StreamPolicy | No
     return summary
 
 
-def download_jobs(src: str, dst: str, run: CopyRun) -> list[Job]:
+def download_jobs(src: str, dst: str, run: CopyRun) -> list[FileJob]:
     """From a server: a file into a local path or a character device, or a tree."""
     request = run.request
     url = Url.parse(src)
@@ -87,7 +87,7 @@ def download_jobs(src: str, dst: str, run: CopyRun) -> list[Job]:
     return [functools.partial(download, session, url, target, run)]
 
 
-def upload_jobs(src: str, dst: str, run: CopyRun) -> list[Job]:
+def upload_jobs(src: str, dst: str, run: CopyRun) -> list[FileJob]:
     """To a server: a local file, or a tree (its collections made on the way)."""
     request = run.request
     url = Url.parse(dst)
@@ -110,7 +110,7 @@ def upload_jobs(src: str, dst: str, run: CopyRun) -> list[Job]:
     return [functools.partial(upload, session, local, url, run)]
 
 
-def relay_jobs(src: str, dst: str, run: CopyRun) -> list[Job]:
+def relay_jobs(src: str, dst: str, run: CopyRun) -> list[FileJob]:
     """Remote to remote through this client (not third-party copy): GET ranges from the
     source, PUT them to the destination; separate tokens with ``src_token``/``dst_token``."""
     request = run.request

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from dtnkit.errors import BadInput
 from dtnkit.transfer import files, pipeline
+from dtnkit.transfer.checksum import Buffer
 from dtnkit.transfer.client.blocks import Background, read_back
 from dtnkit.transfer.client.ends import FileSink, HttpRangeSource
 from dtnkit.transfer.client.engine import move
@@ -82,7 +83,7 @@ def download_to_device(session: Session, url: Url, dst: Path, run: CopyRun) -> F
               if verify.block else None)
     blocks = pipeline.plan_blocks(info.size, run.request.block_size)
 
-    def no_read_back(block: pipeline.Block) -> pipeline.Buffer:
+    def no_read_back(block: pipeline.Block) -> Buffer:
         raise OSError(f"block {block.index} would have to be read back from {dst} (the "
                       "ordered hash fell behind); use fewer --streams or copy to a file")
 

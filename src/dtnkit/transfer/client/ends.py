@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Protocol
 
 from dtnkit.transfer import checksum, pipeline
+from dtnkit.transfer.checksum import Buffer
 from dtnkit.transfer.client.answers import check_content_range
 from dtnkit.transfer.client.blocks import BufferPool, pwrite_all, read_back
 from dtnkit.transfer.client.errors import (
@@ -125,7 +126,7 @@ class HttpRangeSource:
                 f"GET {self.url}", f"range {b.offset}-{b.end} failed after {attempts} "
                 f"attempts ({exc})", "check that the source server is up"))
 
-    def read_back(self, b: pipeline.Block) -> pipeline.Buffer:
+    def read_back(self, b: pipeline.Block) -> Buffer:
         return self.read(b, bytearray(b.length))
 
     def close(self) -> None:
@@ -149,7 +150,7 @@ class LocalFileSource:
                                 "do not modify files while copying them")
         return view
 
-    def read_back(self, b: pipeline.Block) -> pipeline.Buffer:
+    def read_back(self, b: pipeline.Block) -> Buffer:
         return read_back(self.fd, b)
 
     def chunks(self, size: int, chunk: int) -> Iterator[memoryview]:
@@ -178,7 +179,7 @@ class FileSink:
     def write(self, data: memoryview, offset: int) -> None:
         pwrite_all(self.fd, data, offset)
 
-    def read_back(self, b: pipeline.Block, pool: BufferPool | None = None) -> pipeline.Buffer:
+    def read_back(self, b: pipeline.Block, pool: BufferPool | None = None) -> Buffer:
         return read_back(self.fd, b, pool)
 
 

@@ -12,13 +12,13 @@ Three parts, each replaceable on its own:
   the stream's blocks, a writer stage apart from the socket; :class:`SendLane` sends blocks
   into an upload session, pipelined (the next request goes before the answer to the one
   before is read); a caller may bring its own (a ``HEAD`` per block);
-* **the streams** (:class:`Engine`): a thread and a connection each, the first stream on a
+* **the streams** (:class:`StreamEngine`): a thread and a connection each, the first stream on a
   connection already open (the first request's), the others on connections opened beside it
   (:class:`~dtnkit.transfer.client.first.Spare`), and the first to join on one opened for
   it when the plan starts one stream alone; a failed block is retried on a new
   connection as the run's :class:`~dtnkit.transfer.client.retry.RetryPolicy` says; the first
   error stops every stream; streams join while the copy runs as the
-  :class:`~dtnkit.transfer.client.policy.StreamPolicy` decides (:meth:`Engine.add`).
+  :class:`~dtnkit.transfer.client.policy.StreamPolicy` decides (:meth:`StreamEngine.add`).
 
 A download's blocks are received as spans, so no stream waits a round trip per block: one
 ``GET`` per span (the whole file for one stream).  An ordered digest (md5, sha256) must see
@@ -66,7 +66,7 @@ STAGE_DEPTH = 64
 STEAL_MIN_S = 0.25
 STEAL_MIN_RTTS = 4
 
-GiveUp = Callable[[pipeline.Block, int, BaseException], BaseException]
+BlockGiveUp = Callable[[pipeline.Block, int, BaseException], BaseException]
 
 
 # =========================================================================== who gets which block
@@ -104,7 +104,7 @@ def runs(blocks: list[pipeline.Block]) -> dict[int, int]:
 
 
 class Stream:
-    """One stream of an :class:`Engine`: its number, its lane, and (with :class:`Shares`)
+    """One stream of an :class:`StreamEngine`: its number, its lane, and (with :class:`Shares`)
     the share it is receiving."""
 
     def __init__(self, index: int) -> None:
@@ -576,7 +576,7 @@ class SendLane:
 # =========================================================================== the streams
 
 
-class Engine:
+class StreamEngine:
     """Streams moving blocks: a thread and a keep-alive connection each to *session*'s
     server, their blocks from *dispatch*, their work done by the lane *lane* makes for each;
     a failed block is retried on a new connection as *retry* says, then ``give_up(block,
@@ -593,7 +593,7 @@ class Engine:
     sends that block again last."""
 
     def __init__(self, session: Session, dispatch: Dispatch, lane: Callable[[Stream], Lane],
-                 *, retry: RetryPolicy, give_up: GiveUp, name: str,
+                 *, retry: RetryPolicy, give_up: BlockGiveUp, name: str,
                  stop: threading.Event | None = None,
                  keep: list[http.client.HTTPConnection] | None = None) -> None:
         self.session, self.dispatch, self._lane = session, dispatch, lane
@@ -818,9 +818,9 @@ def move(source: HttpRangeSource | ReadBlock, sink: FileSink | SessionSink,
         landing = Landing(pool, verifier, done, run.progress, stop,
                           values_read=sink.range_digest)
         lane = SendLane(source, sink, landing, request.checksum)
-        engine = Engine(sink.session, BlockQueue(blocks), lambda _stream: lane,
-                        retry=request.retry, give_up=sink.give_up, name=sink.thread_name,
-                        stop=stop, keep=keep)
+        engine = StreamEngine(sink.session, BlockQueue(blocks), lambda _stream: lane,
+                              retry=request.retry, give_up=sink.give_up, name=sink.thread_name,
+                              stop=stop, keep=keep)
         engine.start(min(plan.most, len(blocks)), first)
         return engine.wait()
     assert isinstance(source, HttpRangeSource), "a local sink needs a networked source"
@@ -848,8 +848,8 @@ def move(source: HttpRangeSource | ReadBlock, sink: FileSink | SessionSink,
                            functools.partial(dispatch.reach, stream),
                            whole if stream.index == 0 else None)
 
-    engine = Engine(source.session, dispatch, receiving, retry=request.retry,
-                    give_up=source.give_up, name=source.thread_name, stop=stop)
+    engine = StreamEngine(source.session, dispatch, receiving, retry=request.retry,
+                          give_up=source.give_up, name=source.thread_name, stop=stop)
     engine.start(count, first, spares)
     if isinstance(dispatch, Shares):
         try:

@@ -65,7 +65,7 @@ class Spare:
     """A connection to the first request's server being opened in a thread of its own (TCP
     and TLS handshakes), for a stream that starts once the spans are cut.  A handshake that
     fails leaves the connection closed: the stream connects again when it asks, with its
-    retries (:class:`~dtnkit.transfer.client.engine.Engine`)."""
+    retries (:class:`~dtnkit.transfer.client.engine.StreamEngine`)."""
 
     def __init__(self, session: Session) -> None:
         self.conn = session.connect()

@@ -24,8 +24,8 @@ from dtnkit.host.host import Host
 from dtnkit.transfer.client.autostreams import (
     ASSUMED_RATE,
     CAP,
-    Decision,
-    Limits,
+    BufferLimits,
+    StreamsDecision,
     decide,
     from_table,
     host_limits,
@@ -99,7 +99,7 @@ class StreamPolicy:
     the streams a download used, when it grew them, to :attr:`on_grow`."""
 
     def __init__(self, fixed: int | None, rate_bps: int | None = None,
-                 limits: Callable[[], Limits | None] | None = None,
+                 limits: Callable[[], BufferLimits | None] | None = None,
                  link: Callable[[str], tuple[float, str] | None] | None = None, cap: int = CAP,
                  table: Sequence[tuple[float, int]] | None = None,
                  table_source: str = "") -> None:
@@ -110,14 +110,14 @@ class StreamPolicy:
         self._limits = limits or (lambda: None)
         self._link_rate = link or (lambda _address: None)
         self.cap = cap
-        self.decision: Decision | None = None
-        self.on_decision: Callable[[Decision], None] | None = None  # e.g. say it on stderr
-        # a download that started one stream (Decision.grow) says how many it used here
+        self.decision: StreamsDecision | None = None
+        self.on_decision: Callable[[StreamsDecision], None] | None = None  # e.g. say it on stderr
+        # a download that started one stream (StreamsDecision.grow) says how many it used here
         self.on_grow: Callable[[str], None] | None = None
         self.used: int | None = None  # the most streams a download of the run used
         # reentrant: deciding may open the first connection, which asks rcvbuf()
         self._lock = threading.RLock()
-        self._known: Limits | None = None
+        self._known: BufferLimits | None = None
         self._read = False
 
     @classmethod
@@ -126,7 +126,7 @@ class StreamPolicy:
         return cls(streams)
 
     @classmethod
-    def auto(cls, rate_bps: int | None, limits: Callable[[], Limits | None],
+    def auto(cls, rate_bps: int | None, limits: Callable[[], BufferLimits | None],
              link: Callable[[str], tuple[float, str] | None], cap: int = CAP,
              table: Sequence[tuple[float, int]] | None = None,
              table_source: str = "") -> StreamPolicy:
@@ -158,7 +158,7 @@ class StreamPolicy:
         return StreamPlan(d.streams, start, d.grow, d.rtt_s, d.window_bytes)
 
     def decide(self, rtt_s: Callable[[], float | None],
-               peer: Callable[[], str | None]) -> Decision:
+               peer: Callable[[], str | None]) -> StreamsDecision:
         """The auto decision, made on the first call from ``rtt_s()`` (the first connection's
         TCP_INFO round-trip time) and ``peer()`` (its remote address, for the link rate)."""
         with self._lock:
@@ -178,19 +178,19 @@ class StreamPolicy:
                     self.on_decision(self.decision)
             return self.decision
 
-    def limits(self) -> Limits | None:
+    def limits(self) -> BufferLimits | None:
         """This host's buffer limits, read once (None with fixed streams)."""
         with self._lock:
             return self._limits_locked()
 
-    def _limits_locked(self) -> Limits | None:
+    def _limits_locked(self) -> BufferLimits | None:
         if not self._read:
             self._known, self._read = self._limits(), True
         return self._known
 
     def rcvbuf(self) -> int | None:
         """SO_RCVBUF for new connections, or None (autotuning; always with fixed streams):
-        see :meth:`~dtnkit.transfer.client.autostreams.Limits.rcvbuf_to_set`."""
+        see :meth:`~dtnkit.transfer.client.autostreams.BufferLimits.rcvbuf_to_set`."""
         if self.fixed_streams is not None:
             return None
         limits = self.limits()

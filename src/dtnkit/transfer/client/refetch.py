@@ -12,7 +12,7 @@ from typing import NoReturn
 
 from dtnkit.transfer import checksum, pipeline
 from dtnkit.transfer.client.blocks import read_back
-from dtnkit.transfer.client.engine import BlockQueue, Engine, Stream
+from dtnkit.transfer.client.engine import BlockQueue, Stream, StreamEngine
 from dtnkit.transfer.client.errors import Abort, Retryable, TransferError
 from dtnkit.transfer.client.policy import StreamPlan
 from dtnkit.transfer.client.session import RemoteInfo, Session, Url, check_status
@@ -104,8 +104,8 @@ def block_digests(session: Session, url: Url, info: RemoteInfo, blocks: list[pip
     def lane(_stream: Stream) -> DigestProbe:
         return probe
 
-    engine = Engine(session, BlockQueue(blocks), lane, retry=session.run.request.retry,
-                    give_up=probe.give_up, name="dtnkit-block-digest", stop=stop)
+    engine = StreamEngine(session, BlockQueue(blocks), lane, retry=session.run.request.retry,
+                          give_up=probe.give_up, name="dtnkit-block-digest", stop=stop)
     engine.start(min(plan.most, len(blocks)))
     engine.wait()
     return None if probe.unsupported.is_set() else probe.found

@@ -259,7 +259,7 @@ class Session:
     def connect(self) -> http.client.HTTPConnection:
         """A new connection (connected at its first request) whose socket keeps the minimum
         rate and the deadline (:mod:`~dtnkit.transfer.client.pace`), with a set receive
-        buffer only where the host lets it beat autotuning (autostreams.Limits)."""
+        buffer only where the host lets it beat autotuning (autostreams.BufferLimits)."""
         rcvbuf = self.run.streams.rcvbuf()
         if self._context is not None:
             return PacedHTTPSConnection(self.url.host, self.url.port, self.run,

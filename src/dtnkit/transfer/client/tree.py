@@ -22,7 +22,7 @@ MAX_LISTING = 256 * 2**20
 
 
 @dataclass(frozen=True)
-class Member:
+class TreeMember:
     url: Url  # where to fetch it: the listed collection's URL (query kept) and the name
     names: tuple[str, ...]  # its path below the top, one checked name per level
     is_dir: bool
@@ -44,11 +44,11 @@ def listing(session: Session, url: Url) -> list[multistatus.Member]:
                         "check the server") from None
 
 
-def children(session: Session, url: Url, names: tuple[str, ...] = ()) -> list[Member]:
+def children(session: Session, url: Url, names: tuple[str, ...] = ()) -> list[TreeMember]:
     """The members of the collection *url*, each name checked; a name listed twice is
     refused too (a file and a collection of one name cannot both be copied)."""
     what = f"PROPFIND {url}"
-    out: list[Member] = []
+    out: list[TreeMember] = []
     seen: set[str] = set()
     for m in listing(session, url):
         if not same_origin_href(m.origin, url.scheme, url.host, url.port):
@@ -63,23 +63,23 @@ def children(session: Session, url: Url, names: tuple[str, ...] = ()) -> list[Me
         if m.is_dir:  # a collection's URL ends with "/", as servers list it
             path, sep, query = child.path.partition("?")
             child = child.with_path(path + "/" + sep + query)
-        out.append(Member(child, (*names, name), m.is_dir, m.size))
+        out.append(TreeMember(child, (*names, name), m.is_dir, m.size))
     return out
 
 
-def walk(session: Session, top: Url) -> Iterator[Member]:
+def walk(session: Session, top: Url) -> Iterator[TreeMember]:
     """Every member under *top*, a collection before what it holds (depth first)."""
     def key(url: Url) -> str:
         return unquote(url.path.partition("?")[0]).rstrip("/")
 
     listed = {key(top)}
-    stack: list[Member] = [Member(top, (), True, 0)]
+    stack: list[TreeMember] = [TreeMember(top, (), True, 0)]
     while stack:
         here = stack.pop()
         if len(here.names) >= MAX_DEPTH:
             raise BadAnswer(f"PROPFIND {top}", f"the tree is deeper than {MAX_DEPTH} levels "
                             f"(at {here.url})", "check the server (a loop?); copy a subtree")
-        dirs: list[Member] = []
+        dirs: list[TreeMember] = []
         for m in children(session, here.url, here.names):
             if m.is_dir:
                 if key(m.url) in listed:

@@ -6,8 +6,7 @@ import hashlib
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from dtnkit.transfer import paths
-from dtnkit.transfer import tokens as tokmod
+from dtnkit.transfer import paths, tokens
 from dtnkit.transfer.server.config import ServerConfig
 from dtnkit.transfer.server.errors import HttpError, show
 
@@ -35,7 +34,7 @@ def authorize(config: ServerConfig, authorization: str | None, need: str, what: 
 
     *what* (``METHOD /path``) names the request in the 401/403 answer.
     """
-    token = tokmod.bearer(authorization)
+    token = tokens.bearer(authorization)
     if token is None:
         if need == "read" and config.anonymous_read:
             return
@@ -52,7 +51,7 @@ def authorize(config: ServerConfig, authorization: str | None, need: str, what: 
 def principal(authorization: str | None) -> str:
     """Who a request counts against for per-token limits: a hash of its bearer token, or
     "" for every request without one."""
-    token = tokmod.bearer(authorization)
+    token = tokens.bearer(authorization)
     if token is None:
         return ""
     return hashlib.sha256(token.encode("utf-8", "surrogateescape")).hexdigest()

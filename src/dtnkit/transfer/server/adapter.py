@@ -33,9 +33,7 @@ from typing import TextIO
 from dtnkit import __version__
 from dtnkit.errors import BadInput, DtnkitError
 from dtnkit.host.host import Host
-from dtnkit.transfer import files, paths
-from dtnkit.transfer import pipeline as pl
-from dtnkit.transfer import tokens as tokmod
+from dtnkit.transfer import files, paths, pipeline
 from dtnkit.transfer.client import autostreams
 from dtnkit.transfer.server import access, accesslog, conn, flows, http11, routes
 from dtnkit.transfer.server.config import (
@@ -50,8 +48,9 @@ from dtnkit.transfer.server.exchange import FileLike, HeaderList, Services, Sink
 from dtnkit.transfer.server.janitor import Janitor
 from dtnkit.transfer.server.limits import Limits
 from dtnkit.transfer.server.metrics import exposition
-from dtnkit.transfer.server.registry import Registry
+from dtnkit.transfer.server.registry import SessionRegistry
 from dtnkit.transfer.server.tpc_allow import AllowList
+from dtnkit.transfer.tokens import TokenStore, load
 from dtnkit.transfer.wire.exposition import CONTENT_TYPE
 
 BLOCK = 8 * 2**20  # chunked-body buffer
@@ -73,15 +72,15 @@ class HttpServer:
     """What the requests of one server share: configuration, services, the log, the hub."""
 
     def __init__(self, listener: socket.socket, config: ServerConfig,
-                 tls: ssl.SSLContext | None, limits: conn.Limits) -> None:
+                 tls: ssl.SSLContext | None, limits: conn.ConnLimits) -> None:
         self.config = config
         self.tls = tls
         self.limits = limits
         host, port = listener.getsockname()[:2]
         self.server_name = str(host)
         self.server_port = int(port)
-        self.uploads: Registry | None = (
-            Registry(config.root, config.upload_expiry) if config.upload_sessions else None)
+        self.uploads: SessionRegistry | None = (
+            SessionRegistry(config.root, config.upload_expiry) if config.upload_sessions else None)
         self.services = Services(config, files.ChecksumCache(), Counters(), self.uploads)
         self.janitor = Janitor(config.root, config.upload_expiry)  # part files left behind
         self.flows = flows.Flows(config.marking, config.capacity,
@@ -155,7 +154,7 @@ class RequestHandler:
         self.limits = server.limits
         self._pace: conn.Pace | None = None  # while a body is read
         self.scitag: int | None = None  # the request's SciTags tag (header or default)
-        self._stream: flows.Stream | None = None  # while a data request runs
+        self._stream: flows.ServedStream | None = None  # while a data request runs
 
     # --- one request ------------------------------------------------------------------------
 
@@ -231,7 +230,7 @@ class RequestHandler:
         self.send_bytes(200, [("Content-Type", CONTENT_TYPE)], body,
                         head=self.command == "HEAD")
 
-    def run(self, route: routes.Route) -> None:
+    def run(self, route: routes.HttpRoute) -> None:
         if self.command in flows.STREAM_METHODS:
             self._stream = self.server.flows.begin(self.connection, self.command,
                                                    self.client_address[0], self.log_target,
@@ -247,7 +246,7 @@ class RequestHandler:
         if self._stream is not None and self._stream.method != "COPY":
             self.server.flows.first_byte(self._stream)
 
-    def _run(self, route: routes.Route) -> None:
+    def _run(self, route: routes.HttpRoute) -> None:
         try:
             if route.drops_body and self.body_pending():
                 # the token is checked on the head: a client without one never gets a worker
@@ -558,7 +557,7 @@ class RequestHandler:
 
     def _send_tls(self, fd: int, start: int, count: int) -> int:
         sent = 0
-        for view in pl.read_chunks(fd, start, count, TLS_BLOCK):
+        for view in pipeline.read_chunks(fd, start, count, TLS_BLOCK):
             self.connection.sendall(view)
             sent += len(view)
         return sent
@@ -591,7 +590,7 @@ class RequestHandler:
         self.close_connection = True
 
 
-def _dispatcher(route: routes.Route) -> Callable[[RequestHandler], None]:
+def _dispatcher(route: routes.HttpRoute) -> Callable[[RequestHandler], None]:
     def do(self: RequestHandler) -> None:
         self.run(route)
 
@@ -692,7 +691,7 @@ class ServerHandle:
 
 def start_server(root: str | Path, *, host: str = "127.0.0.1", port: int = 0,
                  tls: TlsSpec | None = None,
-                 tokens: tokmod.TokenStore | str | Path | None = None,
+                 tokens: TokenStore | str | Path | None = None,
                  anonymous_read: bool = False, quiet: bool = False,
                  log: TextIO | None = None, marker_interval: float = 5.0,
                  ca_file: str | Path | None = None, ca_dir: str | Path | None = None,
@@ -724,7 +723,7 @@ def start_server(root: str | Path, *, host: str = "127.0.0.1", port: int = 0,
     root_path = Path(root)
     if not root_path.is_dir():
         raise BadInput(f"root {root_path}", "is not a directory", "pass an existing directory")
-    store = tokmod.load(Path(tokens)) if isinstance(tokens, (str, Path)) else tokens
+    store = load(Path(tokens)) if isinstance(tokens, (str, Path)) else tokens
     if store is None and not anonymous_read:
         raise BadInput("no access", "without a token file and without anonymous read, every "
                        "request would be refused", "pass --tokens FILE, --anonymous-read, or both")
@@ -741,10 +740,10 @@ def start_server(root: str | Path, *, host: str = "127.0.0.1", port: int = 0,
     cap = conn.derive_cap(conn.raise_fd_limit(), conn.open_fds())
     if max_connections is not None:
         cap = max(1, min(cap, max_connections))
-    conn_limits = conn.Limits(max_connections=cap, max_per_client=max_connections_per_client,
-                              head_timeout=head_timeout,
-                              idle_timeout=idle_timeout, body_min_rate=body_min_rate,
-                              rate_window=rate_window)
+    conn_limits = conn.ConnLimits(max_connections=cap, max_per_client=max_connections_per_client,
+                                  head_timeout=head_timeout,
+                                  idle_timeout=idle_timeout, body_min_rate=body_min_rate,
+                                  rate_window=rate_window)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     try:
         listener = socket.socket(family, socket.SOCK_STREAM)

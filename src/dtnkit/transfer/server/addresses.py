@@ -3,7 +3,7 @@ special-purpose registries as data, and the hosts of URLs read the one way the c
 will use them.
 
 :data:`BLOCKS` is the table (declared once; docs/transfer.md lists it and tests check it):
-each row is a block, what it is, its source (the IANA IPv4 and IPv6 Special-Purpose Address
+each row is a block, what it is, its source (the IANA IPv4 and IPv6 Special-Purpose IpAddress
 Registries, whose "Globally Reachable" column gives the verdict, and the RFCs for the
 blocks those registries do not list: multicast, site-local, the IPv4-compatible form) and a
 verdict.  The most specific block holding an address decides (``0.0.0.0/0`` and
@@ -33,7 +33,7 @@ import string
 from collections.abc import Callable
 from dataclasses import dataclass
 
-Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+IpAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 ALLOW = "allow"
@@ -57,15 +57,15 @@ def _teredo(a: ipaddress.IPv6Address) -> tuple[ipaddress.IPv4Address, ...]:
     return (server, client)
 
 
-V4 = "IPv4 special-purpose"  # the IANA IPv4 Special-Purpose Address Registry
-V6 = "IPv6 special-purpose"  # the IANA IPv6 Special-Purpose Address Registry
-V4_SPACE = "IPv4 address space"  # the IANA IPv4 Address Space Registry
-V4_MCAST = "IPv4 multicast"  # the IANA IPv4 Multicast Address Space Registry
-V6_SPACE = "IPv6 address space"  # the IANA IPv6 Address Space Registry
+V4 = "IPv4 special-purpose"  # the IANA IPv4 Special-Purpose IpAddress Registry
+V6 = "IPv6 special-purpose"  # the IANA IPv6 Special-Purpose IpAddress Registry
+V4_SPACE = "IPv4 address space"  # the IANA IPv4 IpAddress Space Registry
+V4_MCAST = "IPv4 multicast"  # the IANA IPv4 Multicast IpAddress Space Registry
+V6_SPACE = "IPv6 address space"  # the IANA IPv6 IpAddress Space Registry
 
 
 @dataclass(frozen=True)
-class Block:
+class AddressBlock:
     """One row of the table."""
 
     network: Network
@@ -79,13 +79,13 @@ class Block:
 
 def _block(cidr: str, name: str, registry: str, rfc: str, verdict: str,
            embedded: Callable[[ipaddress.IPv6Address], tuple[ipaddress.IPv4Address, ...]]
-           | None = None, note: str = "") -> Block:
-    return Block(ipaddress.ip_network(cidr), name, registry, rfc, verdict, embedded, note)
+           | None = None, note: str = "") -> AddressBlock:
+    return AddressBlock(ipaddress.ip_network(cidr), name, registry, rfc, verdict, embedded, note)
 
 
 #: The table.  Verdicts follow the registries' "Globally Reachable" column (True: allow;
 #: False and N/A: deny); the notes say where a row reads further.
-BLOCKS: tuple[Block, ...] = (
+BLOCKS: tuple[AddressBlock, ...] = (
     # IPv4
     _block("0.0.0.0/0", "global unicast", V4_SPACE, "RFC 791", ALLOW,
            note="every IPv4 address no row below holds"),
@@ -165,15 +165,15 @@ _ORDERED = {v: sorted((b for b in BLOCKS if b.network.version == v),
 
 
 @dataclass(frozen=True)
-class Decision:
+class AddressDecision:
     """Whether an address may be reached, the row that decided, and why in words."""
 
     allowed: bool
-    block: Block
+    block: AddressBlock
     why: str
 
 
-def block_of(address: Address) -> Block:
+def block_of(address: IpAddress) -> AddressBlock:
     """The most specific row holding *address*."""
     for block in _ORDERED[address.version]:
         if address in block.network:
@@ -181,26 +181,26 @@ def block_of(address: Address) -> Block:
     raise AssertionError(f"no block holds {address}")  # 0.0.0.0/0 and ::/0 hold all
 
 
-def classify(address: Address) -> Decision:
+def classify(address: IpAddress) -> AddressDecision:
     """The table's decision for *address* (its zone, if any, plays no part)."""
     if isinstance(address, ipaddress.IPv6Address) and address.scope_id:
         address = ipaddress.IPv6Address(int(address))
     block = block_of(address)
     if block.verdict != EMBEDS:
         allowed = block.verdict == ALLOW
-        return Decision(allowed, block, f"{address} is {block.name} ({block.rfc})")
+        return AddressDecision(allowed, block, f"{address} is {block.name} ({block.rfc})")
     assert block.embedded is not None and isinstance(address, ipaddress.IPv6Address)
     inner = dict.fromkeys(block.embedded(address))
     refused = [d.why for d in (classify(v4) for v4 in inner) if not d.allowed]
     shown = " and ".join(str(v4) for v4 in inner)
     if refused:
-        return Decision(False, block, f"{address} is {block.name} ({block.rfc}) of {shown}: "
-                        + "; ".join(refused))
-    return Decision(True, block, f"{address} is {block.name} ({block.rfc}) of {shown}, "
-                    "which is global")
+        return AddressDecision(False, block, f"{address} is {block.name} ({block.rfc}) of {shown}: "
+                               + "; ".join(refused))
+    return AddressDecision(True, block, f"{address} is {block.name} ({block.rfc}) of {shown}, "
+                           "which is global")
 
 
-def connect_address(address: Address) -> Address:
+def connect_address(address: IpAddress) -> IpAddress:
     """The address the kernel connects to: an IPv4-mapped IPv6 address is its IPv4 one."""
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         return address.ipv4_mapped
@@ -218,7 +218,7 @@ class BadHost(ValueError):
     """A URL's host that is neither an address nor a name (the message says why)."""
 
 
-def parse_host(host: str) -> Address | None:
+def parse_host(host: str) -> IpAddress | None:
     """The address *host* names (an IPv6 literal without its brackets, or an IPv4 address
     in any form), or None for a name to resolve; :class:`BadHost` otherwise."""
     if ":" in host:

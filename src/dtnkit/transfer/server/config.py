@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import TextIO
 
 from dtnkit.errors import BadInput
-from dtnkit.transfer import tokens as tokmod
 from dtnkit.transfer.server.flows import Marking
 from dtnkit.transfer.server.limits import Limits
 from dtnkit.transfer.server.tpc_allow import AllowList
+from dtnkit.transfer.tokens import TokenStore
 
 DEFAULT_EXPIRY = 3600.0  # seconds an idle upload session lives
 DEFAULT_MARKER_INTERVAL = 5.0  # seconds between HTTP-TPC performance markers
@@ -23,7 +23,7 @@ TlsSpec = ssl.SSLContext | tuple[str | Path, str | Path]
 @dataclass(frozen=True)
 class ServerConfig:
     root: Path  # resolved
-    tokens: tokmod.TokenStore | None
+    tokens: TokenStore | None
     anonymous_read: bool
     quiet: bool
     log: TextIO

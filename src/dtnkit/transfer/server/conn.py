@@ -7,8 +7,8 @@ reads the body, answers (blocking calls that release the GIL: ``sendfile``, ``re
 hashing) and hands the connection back, or closes it.  So an idle or slow connection costs a
 registered descriptor and a small object, never a thread.
 
-Limits (:class:`Limits`): a connection cap derived from the descriptor limit (beyond it a new
-connection gets ``503`` and is closed at once), a cap per client address (an IPv4 address, an
+Limits (:class:`ConnLimits`): a connection cap derived from the descriptor limit (beyond it a
+new connection gets ``503`` and is closed at once), a cap per client address (an IPv4 address, an
 IPv6 /64: one client cannot take every slot), a deadline for the whole request head (from
 the first byte of a request, or from accept), an idle keep-alive timeout, and accept back-off
 when the process is out of descriptors (EMFILE/ENFILE), with one log line per episode.
@@ -63,7 +63,7 @@ Log = Callable[[str, bool], None]  # (line, force)
 
 
 @dataclass(frozen=True)
-class Limits:
+class ConnLimits:
     max_connections: int
     #: connections one client address (IPv4 address, IPv6 /64) may hold; None: derived
     #: from max_connections (:func:`per_client_default`)
@@ -108,7 +108,7 @@ class Pace:
     ``rate_window`` seconds, so a client that trickles a body cannot hold a worker for long
     (the head has its own deadline; a body may be terabytes, so it gets a rate, not a time)."""
 
-    def __init__(self, limits: Limits, *, whole_within: float | None = None) -> None:
+    def __init__(self, limits: ConnLimits, *, whole_within: float | None = None) -> None:
         self.limits = limits
         self.start = time.monotonic()
         self.got = 0
@@ -200,7 +200,7 @@ Serve = Callable[[Conn], bool]
 
 
 class Hub:
-    def __init__(self, listener: socket.socket, tls: ssl.SSLContext | None, limits: Limits,
+    def __init__(self, listener: socket.socket, tls: ssl.SSLContext | None, limits: ConnLimits,
                  serve: Serve, log: Log, close: Callable[[socket.socket], None]) -> None:
         self.listener = listener
         self.tls = tls

@@ -28,10 +28,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from dtnkit.errors import BadInput, DtnkitError
-from dtnkit.transfer import checksum as cks
-from dtnkit.transfer import files, fsroot, paths
-from dtnkit.transfer import pipeline as pl
-from dtnkit.transfer import tokens as tokmod
+from dtnkit.transfer import checksum, files, fsroot, paths, pipeline, tokens
 from dtnkit.transfer.client import pace
 from dtnkit.transfer.client.download import download
 from dtnkit.transfer.client.errors import (
@@ -61,9 +58,9 @@ from dtnkit.transfer.server.config import ServerConfig
 from dtnkit.transfer.server.errors import HttpError, os_error, printable, refuse_link, show
 from dtnkit.transfer.server.exchange import Exchange, Headers
 from dtnkit.transfer.server.tpc_allow import GENERIC, AllowList, RemoteRefused
-from dtnkit.transfer.wire import digests as dg
 from dtnkit.transfer.wire import markers
-from dtnkit.transfer.wire import upload as wup
+from dtnkit.transfer.wire.digests import choose, format_value, parse_digest, parse_want_digest
+from dtnkit.transfer.wire.upload import COMMIT, HEADER
 
 if TYPE_CHECKING:
     from _typeshed import ReadableBuffer as Buffer
@@ -108,7 +105,7 @@ class NotesCreation(http.client.HTTPConnection):
 
     def putheader(self, header: str | bytes, *values: Buffer | str | int) -> None:
         name = header.decode("latin-1") if isinstance(header, bytes) else header
-        if name.lower() == wup.HEADER.lower() and values:
+        if name.lower() == HEADER.lower() and values:
             value = values[0]
             self.upload_action = (str(value) if isinstance(value, str | int)
                                   else bytes(value).decode("latin-1")).strip().lower()
@@ -118,7 +115,7 @@ class NotesCreation(http.client.HTTPConnection):
         response = super().getresponse()
         if response.status == 201 and self.reach is not None and (
                 (self.method == "PUT" and self.upload_action is None)
-                or (self.method == "POST" and self.upload_action == wup.COMMIT)):
+                or (self.method == "POST" and self.upload_action == COMMIT)):
             self.reach.created = True
         return response
 
@@ -177,7 +174,7 @@ class ForwardingSession(Session):
 
 
 @dataclass
-class Job:
+class CopyJob:
     """One copy in its thread: bytes moved so far, cancel and done flags, the error."""
 
     total: int = 0
@@ -267,13 +264,13 @@ def algorithm(value: str | None) -> str:
     if not value:
         return "adler32"
     try:
-        chosen = dg.choose(dg.parse_want_digest(value), cks.ALGORITHMS)
+        chosen = choose(parse_want_digest(value), checksum.ALGORITHMS)
     except ValueError as exc:
         raise HttpError(400, "Want-Digest", str(exc)) from None
     if chosen is None:
         raise HttpError(400, f"Want-Digest {value[:80]!r}",
-                        f"names no algorithm we can verify ({', '.join(cks.ALGORITHMS)})")
-    return cks.canonical(chosen)
+                        f"names no algorithm we can verify ({', '.join(checksum.ALGORITHMS)})")
+    return checksum.canonical(chosen)
 
 
 def require(value: str | None) -> bool | None:
@@ -299,7 +296,7 @@ def resolve_remote(first: ForwardingSession, want: str | None
     remote = url = first.url
     hops = 0
     session: Session = first
-    extra = {"Want-Digest": cks.REGISTRY[want].rfc3230} if want else {}
+    extra = {"Want-Digest": checksum.REGISTRY[want].rfc3230} if want else {}
     while True:
         status, headers, _body = session.with_retries(
             f"HEAD {url}",
@@ -315,7 +312,7 @@ def resolve_remote(first: ForwardingSession, want: str | None
     digests: dict[str, bytes] = {}
     if status == 200 and headers.get("Digest"):
         with contextlib.suppress(ValueError):
-            digests = dg.parse_digest(headers["Digest"])
+            digests = parse_digest(headers["Digest"])
     return session, url, status, digests
 
 
@@ -328,7 +325,7 @@ def handle_copy(ex: Exchange) -> None:
                         "(push) headers")
     pull = source is not None
     need = "write" if pull else "read"  # the scope of the local side: pull writes here
-    if tokmod.bearer(h.get("Authorization")) is None:  # never anonymous, whatever the server
+    if tokens.bearer(h.get("Authorization")) is None:  # never anonymous, whatever the server
         raise HttpError(401, f"COPY {ex.log_target}", f"needs a bearer token with {need} "
                         "scope (also with anonymous read)",
                         [("WWW-Authenticate", 'Bearer realm="dtnkit"')])
@@ -389,7 +386,7 @@ def handle_copy(ex: Exchange) -> None:
                           ca_file=config.ca_file, ca_dir=config.ca_dir,
                           overwrite=overwrite,  # Overwrite: F -> a push PUTs If-None-Match: *
                           scitag=ex.scitag)  # SciTag on the remote requests, the flow label
-    job = Job()
+    job = CopyJob()
     transfer = CopyRun.of(request, streams=auto, progress=job.progress)
     reach = Reach(config.tpc_allow)
     header = "Source" if pull else "Destination"
@@ -509,7 +506,7 @@ def unchecked(transfer: CopyRun) -> CopyRun:
     return replace(transfer, request=replace(transfer.request, verify=Verify.NONE))
 
 
-def pull_file(session: Session, url: Url, path: Path, transfer: CopyRun, job: Job,
+def pull_file(session: Session, url: Url, path: Path, transfer: CopyRun, job: CopyJob,
               ex: Exchange, *, overwrite: bool = True) -> None:
     """Download *url* to a part file next to *path*, then rename it over *path* (not over
     an existing file, whoever made it, unless *overwrite*).
@@ -562,7 +559,7 @@ def pull_file(session: Session, url: Url, path: Path, transfer: CopyRun, job: Jo
 
 
 def push_file(session: Session, path: Path, url: Url, transfer: CopyRun,
-              job: Job, reach: Reach, required: bool = True) -> None:
+              job: CopyJob, reach: Reach, required: bool = True) -> None:
     """PUT ``path`` to ``url``.  ``required``: the remote's digest must match (the upload
     fails when it offers none); otherwise it is compared only when the remote offers one.
     A failed or cancelled push removes the remote file only when this copy created it
@@ -574,7 +571,7 @@ def push_file(session: Session, path: Path, url: Url, transfer: CopyRun,
         transfer = unchecked(transfer)
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         try:
-            local = pl.checksum_fd(fd, request.checksum, size, request.block_size)
+            local = pipeline.checksum_fd(fd, request.checksum, size, request.block_size)
         finally:
             os.close(fd)
     try:
@@ -601,8 +598,8 @@ def _check_if_offered(session: Session, url: Url, name: str, local: bytes) -> No
     remote = info.digests.get(name)
     if remote is not None and remote != local:
         raise discard_remote(session, url, f"checksum mismatch for {url}",
-                                f"{name} local {dg.format_value(name, local)}, remote "
-                                f"{dg.format_value(name, remote)}")
+                                f"{name} local {format_value(name, local)}, remote "
+                                f"{format_value(name, remote)}")
 
 
 def _delete_if_created(session: Session, url: Url, reach: Reach) -> None:

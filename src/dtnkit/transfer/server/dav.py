@@ -91,7 +91,7 @@ def handle_propfind(ex: Exchange) -> None:
             raise OSError(errno.ELOOP, "a symbolic link", path.name)
     except OSError as exc:
         raise os_error(exc, path, root) from None
-    own = listing.Entry(path.name, path, st)
+    own = listing.ListedFile(path.name, path, st)
     headers = [("Content-Type", 'application/xml; charset="utf-8"')]
     if depth == "0" or not stat.S_ISDIR(st.st_mode):
         body = multistatus.build([own.wire(root)]).encode("utf-8")
@@ -104,7 +104,7 @@ def handle_propfind(ex: Exchange) -> None:
         _stream_members(ex, path, root, own, headers)
 
 
-def _stream_members(ex: Exchange, path: Path, root: Path, own: listing.Entry,
+def _stream_members(ex: Exchange, path: Path, root: Path, own: listing.ListedFile,
                     headers: list[tuple[str, str]]) -> None:
     members = listing.iter_entries(path, root)
     ex.start_chunked(207, headers)

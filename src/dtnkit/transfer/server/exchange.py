@@ -18,7 +18,7 @@ from typing import Protocol
 from dtnkit.transfer.files import ChecksumCache
 from dtnkit.transfer.server.config import Counters, ServerConfig
 from dtnkit.transfer.server.limits import HashGate
-from dtnkit.transfer.server.registry import Registry
+from dtnkit.transfer.server.registry import SessionRegistry
 
 #: Request headers, looked up case-insensitively (what http.server parses them into).
 Headers = Message
@@ -39,7 +39,7 @@ class Services:
     config: ServerConfig
     cache: ChecksumCache
     counters: Counters
-    uploads: Registry | None  # None: upload sessions are disabled
+    uploads: SessionRegistry | None  # None: upload sessions are disabled
     hashing: HashGate = field(init=False)  # per-token hashing slots, range-digest cache
     listing: HashGate = field(init=False)  # per-token slots for directory listings
 

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from dtnkit.errors import BadInput
-from dtnkit.transfer.wire import scitags as st
+from dtnkit.transfer.wire import scitags
 
 #: ``struct tcp_info`` (linux/tcp.h) up to ``tcpi_bytes_received``: eight ``__u8``, 24
 #: ``__u32`` (rto ... total_retrans), then ``__u64`` pacing_rate, max_pacing_rate,
@@ -112,7 +112,7 @@ class Destination:
                                "pass e.g. collector.example.org:10514")
             port = int(port_text)
         else:
-            port = st.FIREFLY_PORT
+            port = scitags.FIREFLY_PORT
         if not host:
             raise BadInput(what, "has no host", "pass origin, HOST or HOST:PORT")
         if host == "origin":
@@ -147,11 +147,11 @@ def request_tag(headers: object, method: str) -> tuple[int | None, bool]:
     get_all = getattr(headers, "get_all", None)
     if get_all is None:
         return None, False
-    values = list(get_all(st.HEADER) or [])
+    values = list(get_all(scitags.HEADER) or [])
     if not values and method == "COPY":
         values = list(get_all("TransferHeaderSciTag") or [])
     try:
-        return st.header_tag([str(v) for v in values]), False
+        return scitags.header_tag([str(v) for v in values]), False
     except ValueError:
         return None, True
 
@@ -214,7 +214,7 @@ class Fireflies:
 
     def send(self, doc: dict[str, object], peer: str) -> None:
         """Send *doc* now, from the calling thread."""
-        payload = st.datagram(doc, self.marking.hostname, time.time())
+        payload = scitags.datagram(doc, self.marking.hostname, time.time())
         for dest in self.marking.destinations:
             host = dest.host if dest.host is not None else peer
             family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -243,7 +243,7 @@ class Fireflies:
         self._socks.clear()
 
 
-class Stream:
+class ServedStream:
     """One data request in progress (or just over)."""
 
     def __init__(self, sock: socket.socket, method: str, peer: str, path: str,
@@ -259,7 +259,7 @@ class Stream:
         # what arrived past the request's head (read with it, or still in the kernel's
         # queue) is this request's body: not in the baseline
         self.received0 = max(0, self.received0 - buffered - queued(sock))
-        self.flow: st.Flow | None = None
+        self.flow: scitags.Flow | None = None
         self.started = False  # the first body byte moved (a start firefly was due)
         self.final: tuple[int, int] | None = None
 
@@ -271,12 +271,13 @@ class Stream:
         return max(0, acked - self.acked0), max(0, received - self.received0)
 
 
-def flow_of(sock: socket.socket) -> st.Flow | None:
+def flow_of(sock: socket.socket) -> scitags.Flow | None:
     try:
         local, peer = sock.getsockname(), sock.getpeername()
     except (OSError, ValueError):
         return None
-    return st.Flow(unmapped(str(local[0])), int(local[1]), unmapped(str(peer[0])), int(peer[1]))
+    return scitags.Flow(unmapped(str(local[0])), int(local[1]), unmapped(str(peer[0])),
+                        int(peer[1]))
 
 
 class Flows:
@@ -291,7 +292,7 @@ class Flows:
         self.link_rate = link_rate  # bytes/s of the link towards an address, or None
         self._link_cache: dict[str, float | None] = {}
         self.lock = threading.Lock()
-        self.active: set[Stream] = set()
+        self.active: set[ServedStream] = set()
         self.done_sent = 0
         self.done_received = 0
         self.streams_total = 0
@@ -308,14 +309,14 @@ class Flows:
         return value if value is not None else self.marking.default
 
     def begin(self, sock: socket.socket, method: str, peer: str, path: str,
-              tag: int | None, buffered: int = 0) -> Stream:
+              tag: int | None, buffered: int = 0) -> ServedStream:
         """A data request begins; *buffered*: bytes already read past its head."""
-        stream = Stream(sock, method, peer, path, tag, buffered)
+        stream = ServedStream(sock, method, peer, path, tag, buffered)
         with self.lock:
             self.active.add(stream)
         return stream
 
-    def first_byte(self, stream: Stream) -> None:
+    def first_byte(self, stream: ServedStream) -> None:
         """The stream's first body byte is moving: the start firefly."""
         if stream.started:
             return
@@ -324,10 +325,10 @@ class Flows:
             return
         stream.flow = flow_of(stream.sock)
         if stream.flow is not None:
-            self.fireflies.post(functools.partial(st.firefly, "start", stream.flow, stream.tag,
+            self.fireflies.post(functools.partial(scitags.firefly, "start", stream.flow, stream.tag,
                                                   start=stream.wall0), stream.flow.dst_ip)
 
-    def end(self, stream: Stream) -> None:
+    def end(self, stream: ServedStream) -> None:
         sent, received = stream.moved()
         stream.final = (sent, received)
         with self.lock:
@@ -339,12 +340,12 @@ class Flows:
                 if stream.tag is not None:
                     self.tagged_total += 1
         if stream.started and stream.tag is not None and stream.flow is not None:
-            self.fireflies.post(functools.partial(st.firefly, "end", stream.flow, stream.tag,
+            self.fireflies.post(functools.partial(scitags.firefly, "end", stream.flow, stream.tag,
                                                   start=stream.wall0, end=time.time(),
                                                   received=received, sent=sent),
                                 stream.flow.dst_ip)
 
-    def capacity_for(self, streams: Iterable[Stream]) -> float | None:
+    def capacity_for(self, streams: Iterable[ServedStream]) -> float | None:
         """Bytes/s the streams share: --capacity, else the speed of the link towards the
         first stream's peer (cached per peer)."""
         if self.capacity is not None:

@@ -12,14 +12,12 @@ import stat
 from collections.abc import Iterable
 from pathlib import Path
 
-from dtnkit.transfer import checksum as cks
-from dtnkit.transfer import files, fsroot
-from dtnkit.transfer import pipeline as pl
+from dtnkit.transfer import checksum, files, fsroot, pipeline
 from dtnkit.transfer.server import access, integrity, listing
 from dtnkit.transfer.server.errors import HttpError, os_error, show
 from dtnkit.transfer.server.exchange import Exchange, FileLike
-from dtnkit.transfer.wire import digests as dg
 from dtnkit.transfer.wire import ranges
+from dtnkit.transfer.wire.digests import format_digest, format_repr_digest
 
 BLOCK = 8 * 2**20  # hashing block (GET digests)
 
@@ -132,9 +130,9 @@ def _digest_headers(ex: Exchange, fd: int, st: os.stat_result, path: Path, *,
         digests = checksums(ex, fd, st, path, names)
     headers = []
     if old is not None and old in digests:
-        headers.append(("Digest", dg.format_digest(old, digests[old])))
+        headers.append(("Digest", format_digest(old, digests[old])))
     if new is not None and new in digests:
-        headers.append(("Repr-Digest", dg.format_repr_digest({new: digests[new]})))
+        headers.append(("Repr-Digest", format_repr_digest({new: digests[new]})))
     return headers
 
 
@@ -156,7 +154,7 @@ def _content_digest(ex: Exchange, fd: int, st: os.stat_result, path: Path,
         return []
     if span is None:
         value = checksums(ex, fd, st, path, [name])[name]
-        return [("Content-Digest", dg.format_repr_digest({name: value}))]
+        return [("Content-Digest", format_repr_digest({name: value}))]
     start, end = span
     count = end - start + 1
     gate = ex.services.hashing
@@ -172,14 +170,14 @@ def _content_digest(ex: Exchange, fd: int, st: os.stat_result, path: Path,
                                f"{ex.method} {show(path, ex.services.config.root)}"):
                     cached = _range_digest(ex, fd, st, path, name, start, count)
                 gate.store_range(key, cached)
-    return [("Content-Digest", dg.format_repr_digest({name: cached}))]
+    return [("Content-Digest", format_repr_digest({name: cached}))]
 
 
 def _range_digest(ex: Exchange, fd: int, st: os.stat_result, path: Path, name: str,
                   start: int, count: int) -> bytes:
-    h = cks.new(name)
+    h = checksum.new(name)
     done = 0
-    for view in pl.read_chunks(fd, start, count, BLOCK):
+    for view in pipeline.read_chunks(fd, start, count, BLOCK):
         h.update(view)
         done += len(view)
     ex.services.counters.add("checksum_bytes", done)
@@ -218,9 +216,9 @@ def _compute(ex: Exchange, fd: int, st: os.stat_result, path: Path, have: dict[s
     cache = ex.services.cache
     key = files.file_key(st)
     cache.misses += 1
-    sums = {n: cks.new(n) for n in missing}
+    sums = {n: checksum.new(n) for n in missing}
     offset = 0
-    for view in pl.read_chunks(fd, 0, None, BLOCK):
+    for view in pipeline.read_chunks(fd, 0, None, BLOCK):
         for s in sums.values():
             s.update(view)
         offset += len(view)

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dtnkit.transfer import checksum as cks
-from dtnkit.transfer import files
+from dtnkit.transfer import checksum, files
 from dtnkit.transfer.server.errors import HttpError
 from dtnkit.transfer.server.exchange import Headers
-from dtnkit.transfer.wire import digests as dg
+from dtnkit.transfer.wire import digests
 
 
 def sent_digests(digest: str | None, repr_digest: str | None,
@@ -20,11 +19,11 @@ def sent_digests(digest: str | None, repr_digest: str | None,
     HttpError 400 when a value is malformed or two headers disagree.
     """
     found: list[tuple[str, dict[str, bytes]]] = []
-    for header, value, parse in (("Digest", digest, dg.parse_digest),
-                                 ("Repr-Digest", repr_digest, dg.parse_repr_digest),
-                                 ("Content-Digest", content_digest, dg.parse_repr_digest),
+    for header, value, parse in (("Digest", digest, digests.parse_digest),
+                                 ("Repr-Digest", repr_digest, digests.parse_repr_digest),
+                                 ("Content-Digest", content_digest, digests.parse_repr_digest),
                                  ("Content-MD5", content_md5,
-                                  lambda v: dg.parse_digest(f"md5={v.strip()}"))):
+                                  lambda v: digests.parse_digest(f"md5={v.strip()}"))):
         if value is None:
             continue
         try:
@@ -53,7 +52,7 @@ def want_digest(value: str | None) -> str | None:
     if not value:
         return None
     try:
-        return dg.choose(dg.parse_want_digest(value), cks.ALGORITHMS)
+        return digests.choose(digests.parse_want_digest(value), checksum.ALGORITHMS)
     except ValueError as exc:
         raise HttpError(400, "Want-Digest", str(exc)) from None
 
@@ -63,7 +62,7 @@ def want_repr_digest(value: str | None, header: str = "Want-Repr-Digest") -> str
     if not value:
         return None
     try:
-        return dg.choose(dg.parse_want_repr_digest(value), cks.ALGORITHMS)
+        return digests.choose(digests.parse_want_repr_digest(value), checksum.ALGORITHMS)
     except ValueError as exc:
         why = str(exc).replace("Want-Repr-Digest", header)
         raise HttpError(400, header, why) from None

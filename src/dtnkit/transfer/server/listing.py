@@ -14,7 +14,7 @@ from dtnkit.transfer.wire import multistatus, ranges
 
 
 @dataclass(frozen=True)
-class Entry:
+class ListedFile:
     name: str
     path: Path
     st: os.stat_result
@@ -30,12 +30,12 @@ class Entry:
                                  etag=ranges.etag(self.st))
 
 
-def entries(directory: Path, root: Path) -> list[Entry]:
+def entries(directory: Path, root: Path) -> list[ListedFile]:
     """Children worth listing, sorted by name (see :func:`iter_entries`)."""
     return sorted(iter_entries(directory, root), key=lambda e: e.name)
 
 
-def iter_entries(directory: Path, root: Path) -> Iterator[Entry]:
+def iter_entries(directory: Path, root: Path) -> Iterator[ListedFile]:
     """Children worth listing, in directory order, one at a time (a listing of any size in
     bounded memory): no upload temporaries, no symlinks (the server follows none).
 
@@ -53,11 +53,11 @@ def iter_entries(directory: Path, root: Path) -> Iterator[Entry]:
 
 
 def _members(item: tuple[str, os.stat_result] | None, scan: Iterator[tuple[str, os.stat_result]],
-             directory: Path, root: Path) -> Iterator[Entry]:
+             directory: Path, root: Path) -> Iterator[ListedFile]:
     while item is not None:
         name, st = item
         if not (paths.is_part_name(name) or stat.S_ISLNK(st.st_mode)):
-            yield Entry(name, directory / name, st)
+            yield ListedFile(name, directory / name, st)
         try:
             item = next(scan, None)
         except OSError as exc:

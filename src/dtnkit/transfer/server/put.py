@@ -7,14 +7,13 @@ import stat
 from collections.abc import Mapping
 from pathlib import Path
 
-from dtnkit.transfer import checksum as cks
-from dtnkit.transfer import files, fsroot
+from dtnkit.transfer import checksum, files, fsroot
 from dtnkit.transfer.server import integrity
 from dtnkit.transfer.server.errors import HttpError, os_error, refuse_link, show
 from dtnkit.transfer.server.exchange import Exchange
-from dtnkit.transfer.wire import digests as dg
 from dtnkit.transfer.wire import ranges
 from dtnkit.transfer.wire.conditions import WriteConditions
+from dtnkit.transfer.wire.digests import format_digest, mismatches
 
 
 def check(ex: Exchange, path: Path) -> None:
@@ -94,7 +93,7 @@ def handle_put(ex: Exchange) -> None:
     # digest): hashed while receiving, answered in the response and cached, so a client
     # that verifies needs no HEAD that would read the new file back
     answer = integrity.want_digest(ex.headers.get("Want-Digest"))
-    sums = {name: cks.new(name) for name in {*expected, *([answer] if answer else [])}}
+    sums = {name: checksum.new(name) for name in {*expected, *([answer] if answer else [])}}
     part = files.part_for(path)
     try:
         fd = files.create_part(part, root)
@@ -117,7 +116,7 @@ def handle_put(ex: Exchange) -> None:
                 raise
             raise os_error(exc, path, root) from None
         got = {name: s.digest() for name, s in sums.items()}
-        detail = dg.mismatches(expected, got)
+        detail = mismatches(expected, got)
         if detail is not None:
             raise HttpError(412, f"PUT {where}",
                             f"checksum mismatch, nothing written: {detail}")
@@ -131,5 +130,5 @@ def handle_put(ex: Exchange) -> None:
         os.close(fd)
         if not committed:
             files.remove_part(part, root)
-    ex.send_empty(204 if existed else 201, [("Digest", dg.format_digest(
+    ex.send_empty(204 if existed else 201, [("Digest", format_digest(
         answer, got[answer]))] if answer else [])

@@ -22,7 +22,7 @@ from dtnkit.transfer import files, fsroot
 from dtnkit.transfer.server.config import DEFAULT_EXPIRY
 from dtnkit.transfer.server.errors import HttpError, show
 from dtnkit.transfer.server.limits import Limits
-from dtnkit.transfer.wire import upload as wup
+from dtnkit.transfer.wire import upload
 
 PART_PREFIX = "u"  # session part files: .<name>.dtnkit-part-u<16 hex>
 #: each open session holds one file descriptor: bounded well below the usual 1024 fd limit
@@ -57,10 +57,10 @@ class UploadSession:
         return [(r.start, r.end) for r in self.ranges.values()]
 
     def missing(self) -> list[tuple[int, int]]:
-        return wup.missing(self.spans(), self.length)
+        return upload.missing(self.spans(), self.length)
 
     def merged(self) -> list[tuple[int, int]]:
-        return wup.merge(self.spans())
+        return upload.merge(self.spans())
 
     def outstanding(self) -> int:
         """Declared bytes not received yet: what the sparse part file may still take.
@@ -77,7 +77,7 @@ def part_token(ident: str) -> str:
     return hashlib.sha256(ident.encode()).hexdigest()[:16]
 
 
-class Registry:
+class SessionRegistry:
     """Open upload sessions of one server, with expiry and a janitor thread."""
 
     def __init__(self, root: Path, expiry: float = DEFAULT_EXPIRY) -> None:
@@ -188,7 +188,7 @@ class Registry:
         if (s is None or s.closed or s.path != path
                 or not secrets.compare_digest(s.owner, owner)
                 or (now - s.touched > self.expiry and not s.inflight)):
-            raise HttpError(404, f"{wup.ID_HEADER} for {show(path, self.root)}",
+            raise HttpError(404, f"{upload.ID_HEADER} for {show(path, self.root)}",
                             "unknown or expired upload session for this path and token; "
                             "start a new one")
         s.touched = now
@@ -233,7 +233,7 @@ class Registry:
         ``s.lock`` held); HttpError 404, and the session dropped, when the part is no longer
         the file it created (removed, or replaced: never through a symlink)."""
         if s.closed or s.taken:
-            raise HttpError(404, wup.ID_HEADER, "the upload session ended; start a new one")
+            raise HttpError(404, upload.ID_HEADER, "the upload session ended; start a new one")
         if s.fd >= 0:
             return s.fd
         try:
@@ -251,7 +251,7 @@ class Registry:
         s.closed = True
         with self._lock:
             self._sessions.pop(s.ident, None)
-        raise HttpError(404, f"{wup.ID_HEADER} for {show(s.path, self.root)}",
+        raise HttpError(404, f"{upload.ID_HEADER} for {show(s.path, self.root)}",
                         "the upload session's part file is gone; start a new one")
 
     def __len__(self) -> int:

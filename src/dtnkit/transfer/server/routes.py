@@ -18,7 +18,7 @@ Handler = Callable[[Exchange], None]
 
 
 @dataclass(frozen=True)
-class Route:
+class HttpRoute:
     method: str
     handler: Handler
     #: the token scope the method needs ("read", "write"); None: the handler decides
@@ -59,20 +59,20 @@ def _move(ex: Exchange) -> None:
     raise HttpError(501, "MOVE", "not implemented by dtnkit serve")
 
 
-ROUTES: tuple[Route, ...] = (
-    Route("OPTIONS", _options),
-    Route("GET", get.handle_get, "read", drops_body=True),
-    Route("HEAD", get.handle_head, "read", drops_body=True),
-    Route("PUT", _put, "write", before_body=_put_before_body),
-    Route("DELETE", _delete, "write", drops_body=True),
-    Route("MKCOL", dav.handle_mkcol, "write"),
-    Route("PROPFIND", dav.handle_propfind, "read"),
-    Route("COPY", copy.handle_copy),
-    Route("POST", sessions.handle_post),
-    Route("MOVE", _move, advertised=False),
+ROUTES: tuple[HttpRoute, ...] = (
+    HttpRoute("OPTIONS", _options),
+    HttpRoute("GET", get.handle_get, "read", drops_body=True),
+    HttpRoute("HEAD", get.handle_head, "read", drops_body=True),
+    HttpRoute("PUT", _put, "write", before_body=_put_before_body),
+    HttpRoute("DELETE", _delete, "write", drops_body=True),
+    HttpRoute("MKCOL", dav.handle_mkcol, "write"),
+    HttpRoute("PROPFIND", dav.handle_propfind, "read"),
+    HttpRoute("COPY", copy.handle_copy),
+    HttpRoute("POST", sessions.handle_post),
+    HttpRoute("MOVE", _move, advertised=False),
 )
 
-BY_METHOD: dict[str, Route] = {route.method: route for route in ROUTES}
+BY_METHOD: dict[str, HttpRoute] = {route.method: route for route in ROUTES}
 ALLOW = ", ".join(route.method for route in ROUTES if route.advertised)
 READ_METHODS = frozenset(route.method for route in ROUTES if route.scope == "read")
 WRITE_METHODS = frozenset(route.method for route in ROUTES if route.scope == "write")

@@ -24,7 +24,7 @@ and names the same path:
 * ``POST`` with ``Dtnkit-Upload: abort`` or ``DELETE <path>`` with the id -> ``204``.
 
 An unknown, expired, other path's or other token's id is 404 (nothing reveals that it exists).
-The sessions themselves are kept by :class:`~dtnkit.transfer.server.registry.Registry`.
+The sessions themselves are kept by :class:`~dtnkit.transfer.server.registry.SessionRegistry`.
 """
 
 from __future__ import annotations
@@ -34,29 +34,25 @@ import stat
 import time
 from pathlib import Path
 
-from dtnkit.transfer import checksum as cks
-from dtnkit.transfer import files, fsroot
-from dtnkit.transfer import pipeline as pl
+from dtnkit.transfer import checksum, files, fsroot, pipeline
 from dtnkit.transfer.server import access, integrity, put
 from dtnkit.transfer.server.errors import HttpError, os_error, refuse_link, show
 from dtnkit.transfer.server.exchange import Exchange
-from dtnkit.transfer.server.registry import ReceivedRange, Registry, UploadSession
-from dtnkit.transfer.wire import digests as dg
-from dtnkit.transfer.wire import ranges as wranges
-from dtnkit.transfer.wire import upload as wup
+from dtnkit.transfer.server.registry import ReceivedRange, SessionRegistry, UploadSession
+from dtnkit.transfer.wire import digests, ranges, upload
 from dtnkit.units import counted
 
 
 def is_session_request(ex: Exchange) -> bool:
     """A PUT or DELETE that names an upload session (else a whole-file PUT or a DELETE)."""
-    return ex.headers.get(wup.ID_HEADER) is not None
+    return ex.headers.get(upload.ID_HEADER) is not None
 
 
 def _owner(ex: Exchange) -> str:
     return access.principal(ex.headers.get("Authorization"))
 
 
-def _registry(ex: Exchange) -> Registry:
+def _registry(ex: Exchange) -> SessionRegistry:
     registry = ex.services.uploads
     if registry is None:
         raise HttpError(501, f"{ex.method} {ex.log_target}",
@@ -65,28 +61,29 @@ def _registry(ex: Exchange) -> Registry:
 
 
 def handle_post(ex: Exchange) -> None:
-    action = (ex.headers.get(wup.HEADER) or "").strip().lower()
+    action = (ex.headers.get(upload.HEADER) or "").strip().lower()
     if not action:
         raise HttpError(405, f"POST {ex.log_target}",
-                        f"POST is only for upload sessions ({wup.HEADER}: "
-                        f"{'|'.join(wup.ACTIONS)})")
+                        f"POST is only for upload sessions ({upload.HEADER}: "
+                        f"{'|'.join(upload.ACTIONS)})")
     registry = _registry(ex)
     ex.authorize("write")
     if ex.body_pending():
         ex.discard_body()
     path = ex.resolve()
-    if action == wup.START:
+    if action == upload.START:
         _start(ex, registry, path)
         return
-    if action not in wup.ACTIONS:
-        raise HttpError(400, f"{wup.HEADER}: {action}", "expected start, status, commit or abort")
-    session = registry.get(ex.headers.get(wup.ID_HEADER), path, _owner(ex))
-    if action == wup.STATUS:
+    if action not in upload.ACTIONS:
+        raise HttpError(400, f"{upload.HEADER}: {action}",
+                        "expected start, status, commit or abort")
+    session = registry.get(ex.headers.get(upload.ID_HEADER), path, _owner(ex))
+    if action == upload.STATUS:
         with session.lock:
-            received = wup.format_ranges(session.merged())
-        ex.send_empty(200, [(wup.LENGTH_HEADER, str(session.length)),
-                            (wup.RANGES_HEADER, received), (wup.ID_HEADER, session.ident)])
-    elif action == wup.ABORT:
+            received = upload.format_ranges(session.merged())
+        ex.send_empty(200, [(upload.LENGTH_HEADER, str(session.length)),
+                            (upload.RANGES_HEADER, received), (upload.ID_HEADER, session.ident)])
+    elif action == upload.ABORT:
         registry.discard(session)
         ex.send_empty(204)
     else:
@@ -97,27 +94,27 @@ def handle_delete(ex: Exchange) -> None:
     registry = _registry(ex)
     ex.authorize("write")
     path = ex.resolve()
-    session = registry.get(ex.headers.get(wup.ID_HEADER), path, _owner(ex))
+    session = registry.get(ex.headers.get(upload.ID_HEADER), path, _owner(ex))
     registry.discard(session)
     ex.send_empty(204)
 
 
-def _start(ex: Exchange, registry: Registry, path: Path) -> None:
+def _start(ex: Exchange, registry: SessionRegistry, path: Path) -> None:
     root = ex.services.config.root
     where = show(path, root)
-    value = (ex.headers.get(wup.LENGTH_HEADER) or "").strip()
+    value = (ex.headers.get(upload.LENGTH_HEADER) or "").strip()
     if not value.isdigit() or not value.isascii():
-        raise HttpError(400, wup.LENGTH_HEADER,
+        raise HttpError(400, upload.LENGTH_HEADER,
                         f"{value!r} is not a byte count; send the file size")
     length = int(value)
     algorithm: str | None = None
-    declared = ex.headers.get(wup.CHECKSUM_HEADER)
+    declared = ex.headers.get(upload.CHECKSUM_HEADER)
     if declared:
         try:
-            algorithm = cks.canonical(declared.strip())
+            algorithm = checksum.canonical(declared.strip())
         except ValueError as exc:
-            raise HttpError(400, wup.CHECKSUM_HEADER, str(exc)) from None
-        if algorithm not in cks.COMBINABLE:
+            raise HttpError(400, upload.CHECKSUM_HEADER, str(exc)) from None
+        if algorithm not in checksum.COMBINABLE:
             algorithm = None  # md5/sha-256 are computed at commit, from the part file
     if path == root:
         raise HttpError(405, where, "the root is a collection; upload a file under it")
@@ -136,8 +133,8 @@ def _start(ex: Exchange, registry: Registry, path: Path) -> None:
                                   ex.services.config.limits)
     except OSError as exc:
         raise os_error(exc, path, root) from None
-    ex.send_empty(201, [(wup.ID_HEADER, session.ident), (wup.LENGTH_HEADER, str(length)),
-                        (wup.EXPIRES_HEADER, str(int(registry.expiry)))])
+    ex.send_empty(201, [(upload.ID_HEADER, session.ident), (upload.LENGTH_HEADER, str(length)),
+                        (upload.EXPIRES_HEADER, str(int(registry.expiry)))])
 
 
 def handle_put_range(ex: Exchange) -> None:
@@ -145,13 +142,13 @@ def handle_put_range(ex: Exchange) -> None:
     ex.authorize("write")
     path = ex.resolve()
     root = ex.services.config.root
-    session = registry.get(ex.headers.get(wup.ID_HEADER), path, _owner(ex))
+    session = registry.get(ex.headers.get(upload.ID_HEADER), path, _owner(ex))
     value = ex.headers.get("Content-Range")
     if value is None:
-        raise HttpError(400, f"PUT {show(path, root)} with {wup.ID_HEADER}",
+        raise HttpError(400, f"PUT {show(path, root)} with {upload.ID_HEADER}",
                         "needs Content-Range: bytes first-last/length")
     try:
-        a, b, n = wranges.parse_content_range(value)
+        a, b, n = ranges.parse_content_range(value)
     except ValueError as exc:
         raise HttpError(400, f"Content-Range {value!r}", str(exc)) from None
     if n != session.length:
@@ -159,7 +156,7 @@ def handle_put_range(ex: Exchange) -> None:
                         f"the length {n} is not the session's Upload-Length {session.length}")
     if b >= n:
         raise HttpError(416, f"Content-Range {value!r}", f"ends beyond the length {n}",
-                        [("Content-Range", wranges.unsatisfied_range(n))])
+                        [("Content-Range", ranges.unsatisfied_range(n))])
     count = b - a + 1
     length = ex.content_length()
     if length is not None and length != count:
@@ -168,14 +165,14 @@ def handle_put_range(ex: Exchange) -> None:
     expected = integrity.request_digests(ex.headers)
     with session.lock:
         if session.closed or session.taken:
-            raise HttpError(404, wup.ID_HEADER, "the upload session ended; start a new one")
+            raise HttpError(404, upload.ID_HEADER, "the upload session ended; start a new one")
         same = session.ranges.get(a)
         others = [s for s in session.spans() if s != (a, b)]
-        hit = wup.overlapping(a, b, others)
+        hit = upload.overlapping(a, b, others)
         if hit is not None:
             raise HttpError(409, f"Content-Range {value!r}",
                             f"overlaps the received range {hit[0]}-{hit[1]}")
-        hit = wup.overlapping(a, b, session.inflight)
+        hit = upload.overlapping(a, b, session.inflight)
         if hit is not None:
             raise HttpError(409, f"Content-Range {value!r}",
                             f"overlaps the range {hit[0]}-{hit[1]} being received")
@@ -184,7 +181,7 @@ def handle_put_range(ex: Exchange) -> None:
     names = set(expected)
     if session.algorithm is not None:
         names.add(session.algorithm)
-    sums = {name: cks.new(name) for name in names}
+    sums = {name: checksum.new(name) for name in names}
     pos = a
     recorded = False
     try:
@@ -210,11 +207,11 @@ def handle_put_range(ex: Exchange) -> None:
             raise HttpError(400, f"Content-Range {value!r}",
                             f"covers {count} bytes but the body had {size}")
         got = {name: s.digest() for name, s in sums.items()}
-        detail = dg.mismatches(expected, got)
+        detail = digests.mismatches(expected, got)
         if detail is not None:
             raise HttpError(412, f"PUT {show(path, root)} range {a}-{b}",
                             f"checksum mismatch, range not recorded: {detail}")
-        rvalue = (cks.from_bytes(session.algorithm, got[session.algorithm])
+        rvalue = (checksum.from_bytes(session.algorithm, got[session.algorithm])
                   if session.algorithm is not None else None)
         with session.lock:
             if same is not None:
@@ -232,7 +229,7 @@ def handle_put_range(ex: Exchange) -> None:
     ex.send_empty(204)
 
 
-def _commit(ex: Exchange, registry: Registry, session: UploadSession) -> None:
+def _commit(ex: Exchange, registry: SessionRegistry, session: UploadSession) -> None:
     root = ex.services.config.root
     path = session.path
     where = show(path, root)
@@ -246,9 +243,9 @@ def _commit(ex: Exchange, registry: Registry, session: UploadSession) -> None:
             registry.rest(session)  # resumable: the ranges stay, the descriptor closes
             raise HttpError(409, f"commit of {where}",
                             f"{counted(len(gaps), 'range')} missing "
-                            f"({wup.format_ranges(gaps[:10])}); "
+                            f"({upload.format_ranges(gaps[:10])}); "
                             "send them first",
-                            [(wup.RANGES_HEADER, wup.format_ranges(session.merged()))])
+                            [(upload.RANGES_HEADER, upload.format_ranges(session.merged()))])
         registry.wake(session)
         session.taken = True
         received = sorted(session.ranges.values(), key=lambda r: r.start)
@@ -260,13 +257,13 @@ def _commit(ex: Exchange, registry: Registry, session: UploadSession) -> None:
         if alg is not None and (alg in expected or not expected):
             values = [(r.value, r.end - r.start + 1) for r in received]
             if all(v is not None for v, _n in values):
-                got[alg] = cks.to_bytes(alg, cks.combine_blocks(
+                got[alg] = checksum.to_bytes(alg, checksum.combine_blocks(
                     alg, [(v, n) for v, n in values if v is not None]))
         rest = [name for name in expected if name not in got]
         if rest:
-            sums = {name: cks.new(name) for name in rest}
+            sums = {name: checksum.new(name) for name in rest}
             offset = 0
-            for view in pl.read_chunks(session.fd, 0, session.length, pl.DEFAULT_BLOCK):
+            for view in pipeline.read_chunks(session.fd, 0, session.length, pipeline.DEFAULT_BLOCK):
                 for s in sums.values():
                     s.update(view)
                 offset += len(view)
@@ -274,7 +271,7 @@ def _commit(ex: Exchange, registry: Registry, session: UploadSession) -> None:
                 raise HttpError(500, where, "the part file is shorter than the upload")
             ex.services.counters.add("checksum_bytes", offset)
             got.update({name: s.digest() for name, s in sums.items()})
-        detail = dg.mismatches(expected, got)
+        detail = digests.mismatches(expected, got)
         if detail is not None:
             raise HttpError(412, f"commit of {where}",
                             f"checksum mismatch, nothing written, session discarded: {detail}")
@@ -289,5 +286,5 @@ def _commit(ex: Exchange, registry: Registry, session: UploadSession) -> None:
         registry.close_fd(session)
         if not committed:
             files.remove_part(session.part, root)
-    headers = [("Digest", dg.format_digest(n, v)) for n, v in sorted(got.items())[:1]]
+    headers = [("Digest", digests.format_digest(n, v)) for n, v in sorted(got.items())[:1]]
     ex.send_empty(204 if existed else 201, headers)

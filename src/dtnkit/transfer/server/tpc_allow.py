@@ -27,9 +27,7 @@ from dataclasses import dataclass
 
 from dtnkit.errors import BadInput
 from dtnkit.transfer.server import addresses
-
-Address = ipaddress.IPv4Address | ipaddress.IPv6Address
-Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+from dtnkit.transfer.server.addresses import IpAddress, Network
 
 #: the one failure line for a remote that is not listed (or not allowed at all)
 GENERIC = ("the remote side could not be reached, refused the transfer or answered with an "
@@ -41,12 +39,12 @@ class RemoteRefused(Exception):
 
 
 @dataclass(frozen=True)
-class Entry:
+class AllowEntry:
     host: str | None = None  # a name, lower case (None: a network)
     network: Network | None = None  # an address is a /32 or /128
     port: int | None = None  # None: any port
 
-    def matches(self, host: str, address: Address, port: int) -> bool:
+    def matches(self, host: str, address: IpAddress, port: int) -> bool:
         if self.port is not None and self.port != port:
             return False
         if self.host is not None:
@@ -54,7 +52,7 @@ class Entry:
         return self.network is not None and address in self.network
 
 
-def parse_entry(text: str) -> Entry:
+def parse_entry(text: str) -> AllowEntry:
     """One ``--tpc-allow`` value: HOST, HOST:PORT, [IPv6]:PORT, ADDRESS or CIDR."""
     value = text.strip()
     bad = BadInput(f"--tpc-allow {text!r}", "is not HOST, HOST:PORT, an address or a CIDR "
@@ -64,7 +62,7 @@ def parse_entry(text: str) -> Entry:
         raise bad
     if "/" in value:
         try:
-            return Entry(network=ipaddress.ip_network(value, strict=False))
+            return AllowEntry(network=ipaddress.ip_network(value, strict=False))
         except ValueError:
             raise bad from None
     port: int | None = None
@@ -86,8 +84,8 @@ def parse_entry(text: str) -> Entry:
         if not name or not all(part and all(c.isalnum() or c in "-_" for c in part)
                                for part in name.split(".")):
             raise bad from None
-        return Entry(host=name, port=port)
-    return Entry(network=ipaddress.ip_network(address), port=port)
+        return AllowEntry(host=name, port=port)
+    return AllowEntry(network=ipaddress.ip_network(address), port=port)
 
 
 def _port(text: str, bad: BadInput) -> int:
@@ -96,12 +94,12 @@ def _port(text: str, bad: BadInput) -> int:
     return int(text)
 
 
-def usable(address: Address) -> Address:
+def usable(address: IpAddress) -> IpAddress:
     """The address as the kernel will use it (an IPv4-mapped IPv6 address is IPv4)."""
     return addresses.connect_address(address)
 
 
-def is_public(address: Address) -> bool:
+def is_public(address: IpAddress) -> bool:
     """Whether the special-purpose table allows *address* without an entry
     (:func:`dtnkit.transfer.server.addresses.classify`)."""
     return addresses.classify(address).allowed
@@ -109,17 +107,17 @@ def is_public(address: Address) -> bool:
 
 @dataclass(frozen=True)
 class AllowList:
-    entries: tuple[Entry, ...] = ()
+    entries: tuple[AllowEntry, ...] = ()
 
     @classmethod
     def parse(cls, values: Iterable[str]) -> AllowList:
         return cls(tuple(parse_entry(v) for v in values))
 
-    def listed(self, host: str, address: Address, port: int) -> bool:
+    def listed(self, host: str, address: IpAddress, port: int) -> bool:
         address = usable(address)
         return any(e.matches(host, address, port) for e in self.entries)
 
-    def allows(self, host: str, address: Address, port: int) -> bool:
+    def allows(self, host: str, address: IpAddress, port: int) -> bool:
         return is_public(address) or self.listed(host, address, port)
 
     def pick(self, host: str, port: int) -> tuple[str, bool]:
@@ -132,7 +130,7 @@ class AllowList:
         except addresses.BadHost as exc:
             raise RemoteRefused(f"{host[:200]!r}: {exc}") from None
         if literal is not None:
-            candidates: list[Address] = [literal]
+            candidates: list[IpAddress] = [literal]
         else:
             try:
                 infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)

@@ -43,16 +43,16 @@ import binascii
 import re
 from collections.abc import Mapping, Sequence
 
-from dtnkit.transfer import checksum as cks
+from dtnkit.transfer import checksum
 from dtnkit.transfer.checksum import DIGEST_SIZE
 
 MAX_FIELD_LEN = 8192
 MAX_ITEMS = 64
 
 # Our name -> the name we send; received name (lowercased) -> our name: from the registry.
-_RFC3230_NAME = {a.name: a.rfc3230.lower() for a in cks.REGISTRY.values()}
-_RFC9530_NAME = {a.name: a.rfc9530.lower() for a in cks.REGISTRY.values()}
-_FROM_HTTP = {spelling: a.name for a in cks.REGISTRY.values() for spelling in a.spellings}
+_RFC3230_NAME = {a.name: a.rfc3230.lower() for a in checksum.REGISTRY.values()}
+_RFC9530_NAME = {a.name: a.rfc9530.lower() for a in checksum.REGISTRY.values()}
+_FROM_HTTP = {spelling: a.name for a in checksum.REGISTRY.values() for spelling in a.spellings}
 
 _FIELD_CHARS = re.compile(r"[\t\x20-\x7e]*")  # visible ASCII, space, tab: no CTLs, no non-ASCII
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
@@ -149,7 +149,7 @@ def _decode_digest_value(name: str, text: str) -> bytes:
     """The raw digest of one ``Digest`` item value for one of our algorithms."""
     what = f"Digest {_RFC3230_NAME[name]}"
     size = DIGEST_SIZE[name]
-    if cks.REGISTRY[name].hex_on_wire:  # adler32, crc32c: a 32-bit integer in hex per the
+    if checksum.REGISTRY[name].hex_on_wire:  # adler32, crc32c: a 32-bit integer in hex per the
         # IANA registry; base64 from XRootD < 5.8.1 (crc32c)
         if _HEX32.fullmatch(text):
             return int(text, 16).to_bytes(4, "big")
@@ -216,7 +216,7 @@ def format_digest(name: str, digest: bytes) -> str:
     ours = _ours_or_error(name)
     _check_size(ours, digest)
     label = _RFC3230_NAME[ours]
-    if cks.REGISTRY[ours].hex_on_wire:
+    if checksum.REGISTRY[ours].hex_on_wire:
         return f"{label}={bytes(digest).hex()}"
     return f"{label}={base64.b64encode(digest).decode('ascii')}"
 

@@ -11,6 +11,7 @@ from dtnkit.host.parsers.proc import parse_governors
 from dtnkit.tune.context import Context, NoWant, Want
 from dtnkit.tune.kinds.base import Scope, Tunable, Value, check_name
 from dtnkit.tune.profile import ItemSpec
+from dtnkit.tune.status import AuditStatus
 
 _GOVERNOR = re.compile(r"[a-z][a-z0-9_]{0,31}")
 _CPU = re.compile(r"cpu[0-9]{1,5}")
@@ -100,6 +101,6 @@ class GovernorTunable(Tunable):
         value = spec.value
         avail = self.available(host)
         if avail and value not in avail:
-            return NoWant("unsupported", f"{value} is not offered by the cpufreq driver "
+            return NoWant(AuditStatus.UNSUPPORTED, f"{value} is not offered by the cpufreq driver "
                                          f"(available: {' '.join(avail)})")
         return Want(value, mode, "")

@@ -19,6 +19,7 @@ from dtnkit.tune.kinds.base import (
 )
 from dtnkit.tune.kinds.ipv6 import IPV6_MIN_MTU, Ipv6Tunable
 from dtnkit.tune.profile import ItemSpec
+from dtnkit.tune.status import AuditStatus
 
 
 class LinkTunable(DeviceTunable, CommandTunable):
@@ -83,7 +84,7 @@ class LinkTunable(DeviceTunable, CommandTunable):
             return super().literal(ctx, host, spec, mode)
         iface = ctx.ifaces.get(str(self.device))
         if iface and iface.max_mtu is not None and iface.max_mtu < int(spec.value):
-            return NoWant("unsupported", f"the NIC's largest MTU is {iface.max_mtu}")
+            return NoWant(AuditStatus.UNSUPPORTED, f"the NIC's largest MTU is {iface.max_mtu}")
         held = self._bridge_held(ctx, int(spec.value), mode)
         if held is not None:
             return held
@@ -110,7 +111,7 @@ class LinkTunable(DeviceTunable, CommandTunable):
             return None  # the ports take it there: the bridge follows
         held = sorted((p for p in ports if p.name not in stack), key=lambda p: p.mtu)
         names = ", ".join(f"{p.name} ({p.mtu})" for p in held)
-        return NoWant("unknown", (
+        return NoWant(AuditStatus.UNKNOWN, (
             f"{bridge.name} follows its ports' MTU, and {names} would hold it where it is: "
             "apply sets only the selected interfaces, and a bridge MTU set by hand stops "
             "following its ports until the bridge is re-created, which restore cannot undo; "

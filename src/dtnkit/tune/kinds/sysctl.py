@@ -22,6 +22,7 @@ from dtnkit.host.parsers.sysctl import normalize_sysctl
 from dtnkit.tune.context import Context, NoWant, Want
 from dtnkit.tune.kinds.base import Scope, Tunable, Value, check_int, check_name, check_scalar
 from dtnkit.tune.profile import ItemSpec
+from dtnkit.tune.status import AuditStatus
 
 # Captured trees only (no kernel to probe): the keys of the shipped profile that kernels keep
 # global to the host (read-only or absent inside other namespaces); every key outside net.*
@@ -191,12 +192,12 @@ class SysctlTunable(Tunable):
             why = (f"{value} is a kernel module not loaded yet (tcp_{value}); setting the sysctl "
                    "loads it")
         elif value not in ctx.caps.cc_available:
-            return NoWant("unsupported", (
+            return NoWant(AuditStatus.UNSUPPORTED, (
                 f"{value} is not offered by this kernel (available: "
                 f"{' '.join(ctx.caps.cc_available) or 'none'}); load tcp_{value} "
                 "(modprobe; EL: kernel-modules-extra)"))
         elif not ctx.env.initial_netns and value not in ctx.caps.cc_allowed:
-            return NoWant("unsupported", (
+            return NoWant(AuditStatus.UNSUPPORTED, (
                 f"{value} is not in tcp_allowed_congestion_control "
                 f"({' '.join(ctx.caps.cc_allowed)}), so this namespace cannot choose it"))
         if value == "bbr":

@@ -10,6 +10,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import itertools
 import json
 import os
 import re
@@ -125,6 +126,7 @@ class Dtnkit(object):
             argv += ["--"] + list(operands)
         rc, out, err = self.module.run_command(argv, environ_update=env or {})
         self.stdout = out
+        command = " ".join(itertools.takewhile(lambda a: not a.startswith("-"), argv[1:]))
         try:
             doc = json.loads(out) if out.strip() else None
         except ValueError:
@@ -134,10 +136,10 @@ class Dtnkit(object):
             said = [line for line in lines if line.startswith("dtnkit: error: ")]
             why = (said[-1][len("dtnkit: error: "):] if said
                    else (lines[-1] if lines else "no message"))
-            self.fail("`%s` failed (exit %d): %s" % (" ".join(argv[1:3]), rc, why),
+            self.fail("`%s` failed (exit %d): %s" % (command, rc, why),
                       rc=rc, cmd=argv, stderr=err, document=doc)
         if doc is None:
-            self.fail("`%s` printed no JSON" % " ".join(argv[1:3]), rc=rc, cmd=argv,
+            self.fail("`%s` printed no JSON" % command, rc=rc, cmd=argv,
                       stdout=out[-2000:], stderr=err)
         return rc, doc
 

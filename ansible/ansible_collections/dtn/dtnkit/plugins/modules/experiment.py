@@ -16,13 +16,13 @@ description:
   - One group on a pair, both ends, is a sequence of steps on two hosts (save on both, baseline
     probe, gate, apply on both, probe, restore on both); the role
     C(dtn.dtnkit.pair_experiment) runs them. This module is the part that decides, by dtnkit's
-    own rules (C(dtnkit campaign gate|judge), the rule of C(dtnkit experiment)).
-  - Without C(applied_bps) it is the gate (C(dtnkit campaign gate)) - the group is kept off
+    own rules (C(dtnkit fleet campaign gate|judge), the rule of C(dtnkit experiment)).
+  - Without C(applied_bps) it is the gate (C(dtnkit fleet campaign gate)) - the group is kept off
     the pair (C(gated=true)) when it was measured harmful there before (C(measured_harmful)),
     or is predicted harmful - the baseline median leaves less headroom below the slower NIC
     of the two ends than the baseline's noise margin (at least 5 %), so no gain could show,
     only a loss.
-  - With C(applied_bps) it is the verdict (C(dtnkit campaign judge)) - C(helps) when the
+  - With C(applied_bps) it is the verdict (C(dtnkit fleet campaign judge)) - C(helps) when the
     median beats the baseline median by more than the noise, C(harmful) when it loses by more,
     C(neutral) otherwise.
   - Reads only - C(changed) is always false; check mode runs the same way.
@@ -118,7 +118,7 @@ def main():
     for value in params["baseline_bps"]:
         base += ["--baseline", repr(value)]
     if params["applied_bps"] is None:
-        args = ["campaign", "gate", "--group", params["group"]] + base
+        args = ["fleet", "campaign", "gate", "--group", params["group"]] + base
         for speed in params["nic_speeds"]:
             args += ["--nic-speed", speed]
         if params["measured_harmful"]:
@@ -129,7 +129,7 @@ def main():
                       baseline_bps=doc["baseline_bps"], applied_bps=[], why=doc["why"])
         module.exit_json(changed=False, gated=doc["gated"], verdict=result["verdict"],
                          why=doc["why"], result=result, gate=doc, dtnkit_version=dtnkit.version)
-    args = ["campaign", "judge", "--group", params["group"]] + base
+    args = ["fleet", "campaign", "judge", "--group", params["group"]] + base
     for value in params["applied_bps"]:
         args += ["--applied", repr(value)]
     rc, doc = dtnkit.run(args)

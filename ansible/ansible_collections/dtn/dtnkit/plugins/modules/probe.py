@@ -16,7 +16,7 @@ description:
   - A module runs on one host, so a probe between hosts A and B is three tasks, the last one
     in an C(always) section so the server is stopped even when the probe fails
     (see EXAMPLES and the role C(dtn.dtnkit.pair_experiment)).
-  - C(state=server_started) on B (C(delegate_to)) runs C(dtnkit campaign server start),
+  - C(state=server_started) on B (C(delegate_to)) runs C(dtnkit fleet campaign server start),
     C(iperf3 -s) detached, its PID file under the state dir (C(STATE/servers/iperf3-PORT.pid));
     one already running on that port for the same address and token is reused.  It listens
     on C(bind) only, lets in only clients holding C(token) (iperf3's RSA authentication: a
@@ -24,7 +24,7 @@ description:
   - C(state=measured) on A runs C(dtnkit probe net --peer ADDRESS --server-key KEY) with the
     same C(token) and that C(server_key), and returns dtnkit's probe JSON; the result is stored
     in the results store (C(db)).
-  - C(state=server_stopped) on B runs C(dtnkit campaign server stop); the server is stopped by
+  - C(state=server_stopped) on B runs C(dtnkit fleet campaign server stop); the server is stopped by
     the PID in its PID file (only if that PID is still an iperf3).
   - A probe changes no setting, so C(changed) is false for C(measured); check mode skips the
     measurement (C(probe) is null).
@@ -115,7 +115,7 @@ throughput_bps:
   returned: state=measured, not in check mode
   type: float
 server:
-  description: C(dtnkit campaign server start|stop)'s document (pid, port, pid_file, started
+  description: C(dtnkit fleet campaign server start|stop)'s document (pid, port, pid_file, started
     or stopped).
   returned: state=server_started or server_stopped
   type: dict
@@ -156,7 +156,7 @@ def main():
         verb = "start" if state == "server_started" else "stop"
         if module.check_mode:
             module.exit_json(changed=True, server=None, dtnkit_version=dtnkit.version)
-        args = ["campaign", "server", verb, "--port=%d" % params["port"]]
+        args = ["fleet", "campaign", "server", verb, "--port=%d" % params["port"]]
         if verb == "start":
             args.append("--bind=" + params["bind"])
         rc, doc = dtnkit.run(args + dtnkit.where(state_dir=True),
