@@ -17,6 +17,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 dev/bootstrap.sh test
 .venv/bin/ruff check src tests bench
+.venv/bin/ruff format --check src tests bench
 .venv/bin/mypy
 .venv/bin/lint-imports --no-cache --no-logo  # the import contract in pyproject.toml
 

@@ -140,8 +140,11 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     target = getattr(config, "workerinput", {}).get(GROUPS_KEY)
     if target:  # an xdist worker: every worker collects the same and writes the same
-        groups = {item.nodeid: group for item in items
-                  if (group := shared_fixture_group(item)) is not None}
+        groups = {
+            item.nodeid: group
+            for item in items
+            if (group := shared_fixture_group(item)) is not None
+        }
         tmp = Path(f"{target}.{os.getpid()}")
         tmp.write_text(json.dumps(groups))
         tmp.replace(target)
@@ -178,8 +181,21 @@ def veth_peer_netns(prefix: str, devs: tuple[str, str] = ("dkv0", "dkv1")) -> It
     try:
         for n in (name, peer):
             sh("ip", "netns", "add", n)
-        sh("ip", "-n", name, "link", "add", devs[0], "type", "veth", "peer", "name", devs[1],
-           "netns", peer)
+        sh(
+            "ip",
+            "-n",
+            name,
+            "link",
+            "add",
+            devs[0],
+            "type",
+            "veth",
+            "peer",
+            "name",
+            devs[1],
+            "netns",
+            peer,
+        )
         for n, dev in ((name, devs[0]), (peer, devs[1]), (name, "lo")):
             sh("ip", "-n", n, "link", "set", dev, "up")
         yield name
@@ -231,14 +247,22 @@ class Netns:
         """Everything observable that tuning may touch, as raw tool output."""
         out: dict[str, str] = {}
         for sub in ("ipv4", "core"):
-            listing = self.run("sh", "-c", f"grep -r . /proc/sys/net/{sub} 2>/dev/null",
-                               check=False).stdout
-            out[f"sysctl-{sub}"] = "\n".join(sorted(
-                line for line in listing.splitlines() if "/conf/" not in line
-                and "/neigh/" not in line and "tcp_fastopen_key" not in line))
+            listing = self.run(
+                "sh", "-c", f"grep -r . /proc/sys/net/{sub} 2>/dev/null", check=False
+            ).stdout
+            out[f"sysctl-{sub}"] = "\n".join(
+                sorted(
+                    line
+                    for line in listing.splitlines()
+                    if "/conf/" not in line
+                    and "/neigh/" not in line
+                    and "tcp_fastopen_key" not in line
+                )
+            )
         for dev in self.devices:
-            out[f"link-{dev}"] = self.run("cat", f"/sys/class/net/{dev}/mtu",
-                                          f"/sys/class/net/{dev}/tx_queue_len").stdout
+            out[f"link-{dev}"] = self.run(
+                "cat", f"/sys/class/net/{dev}/mtu", f"/sys/class/net/{dev}/tx_queue_len"
+            ).stdout
             out[f"tc-{dev}"] = sh("tc", "-n", self.name, "-j", "qdisc", "show", "dev", dev).stdout
             out[f"k-{dev}"] = self.run("ethtool", "-k", dev, check=False).stdout
         return out
@@ -264,9 +288,14 @@ def environment(tmp_path: Path) -> Environment:
     """An environment of the test's own for ``main(argv, environment)``: snapshots, results and
     lab state under tmp_path, no token, not a terminal, and in-memory streams (read them with
     :func:`taken`)."""
-    return Environment(state_dir=tmp_path / "state", results_db=tmp_path / "results.sqlite",
-                       lab_state_root=tmp_path / "lab", stdin=io.StringIO(),
-                       stdout=io.StringIO(), stderr=io.StringIO())
+    return Environment(
+        state_dir=tmp_path / "state",
+        results_db=tmp_path / "results.sqlite",
+        lab_state_root=tmp_path / "lab",
+        stdin=io.StringIO(),
+        stdout=io.StringIO(),
+        stderr=io.StringIO(),
+    )
 
 
 def taken(stream: TextIO) -> str:

@@ -57,11 +57,16 @@ def private_uses(modules: dict[str, Path]) -> list[str]:
                     elif _private(alias.name) and source != module:
                         problems.append(f"{module} imports {source}.{alias.name}")
         for node in ast.walk(tree):
-            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
-                    and node.value.id in aliases and _private(node.attr)
-                    and aliases[node.value.id] != module):
-                problems.append(f"{module} uses {aliases[node.value.id]}.{node.attr}"
-                                f" (line {node.lineno})")
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in aliases
+                and _private(node.attr)
+                and aliases[node.value.id] != module
+            ):
+                problems.append(
+                    f"{module} uses {aliases[node.value.id]}.{node.attr} (line {node.lineno})"
+                )
     return sorted(set(problems))
 
 
@@ -104,8 +109,12 @@ def test_no_tool_outside_measure_tools() -> None:
     found = []
     for module, c in _classes(_modules()):
         methods = {n.name for n in c.body if isinstance(n, ast.FunctionDef)}
-        if "run" in methods and methods & tool_words and module != "dtnkit.measure.tool" \
-                and not module.startswith("dtnkit.measure.tools."):
+        if (
+            "run" in methods
+            and methods & tool_words
+            and module != "dtnkit.measure.tool"
+            and not module.startswith("dtnkit.measure.tools.")
+        ):
             found.append(f"{module}.{c.name}")
     assert found == []
 
@@ -140,25 +149,36 @@ def code_in_strings(modules: dict[str, Path]) -> list[str]:
     found = []
     for module, path in modules.items():
         tree = ast.parse(path.read_text(), filename=str(path))
-        texts = {t.id for node in ast.walk(tree) if isinstance(node, ast.Assign)
-                 and _stringy(node.value, set()) for t in node.targets if isinstance(t, ast.Name)}
+        texts = {
+            t.id
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Assign) and _stringy(node.value, set())
+            for t in node.targets
+            if isinstance(t, ast.Name)
+        }
         for node in ast.walk(tree):
             if not isinstance(node, ast.List | ast.Tuple):
                 continue
             elts = node.elts
             for i in range(1, len(elts) - 1):
                 flag = elts[i]
-                if (isinstance(flag, ast.Constant) and flag.value == "-c"
-                        and _interpreter(elts[i - 1]) and _stringy(elts[i + 1], texts)):
+                if (
+                    isinstance(flag, ast.Constant)
+                    and flag.value == "-c"
+                    and _interpreter(elts[i - 1])
+                    and _stringy(elts[i + 1], texts)
+                ):
                     found.append(f"{module} line {node.lineno}")
     return found
 
 
 def test_the_checker_sees_code_in_a_string(tmp_path: Path) -> None:
     a = tmp_path / "a.py"
-    a.write_text("import sys\nS = 'echo $$'\nx = ['sh', '-c', S, 'f']\n"
-                 "y = [sys.executable, '-I', '-c', f'print({1})']\n"
-                 "z = ['iperf3', '-c', 'host']\nw = ['sh', '-c', user_line]\n")
+    a.write_text(
+        "import sys\nS = 'echo $$'\nx = ['sh', '-c', S, 'f']\n"
+        "y = [sys.executable, '-I', '-c', f'print({1})']\n"
+        "z = ['iperf3', '-c', 'host']\nw = ['sh', '-c', user_line]\n"
+    )
     assert code_in_strings({"dtnkit.a": a}) == ["dtnkit.a line 3", "dtnkit.a line 4"]
 
 

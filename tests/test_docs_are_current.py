@@ -34,10 +34,11 @@ WORK_ROUNDS = [
     (r"\bround \d+\b", "a round of work by number"),
     (r"\b[smlb]\d{2}[a-z]?\b", "a work round's name (s18w, m22w, ...)"),
 ]
-MONTHS = ("January|February|March|April|May|June|July|August|September|October|November|"
-          "December")
-DATED_HEADING = re.compile(rf"\b\d{{4}}-\d{{2}}-\d{{2}}\b|\b\d{{1,2}}:\d{{2}}\b|\b({MONTHS})\b"
-                           r"|^(After|Before)\b")
+MONTHS = "January|February|March|April|May|June|July|August|September|October|November|December"
+DATED_HEADING = re.compile(
+    rf"\b\d{{4}}-\d{{2}}-\d{{2}}\b|\b\d{{1,2}}:\d{{2}}\b|\b({MONTHS})\b"
+    r"|^(After|Before)\b"
+)
 #: a release of CHANGELOG.md as Keep a Changelog writes it: `## [0.2.0] - 2027-01-15`
 RELEASE = re.compile(r"^\[\d+\.\d+\.\d+\] - \d{4}-\d{2}-\d{2}$")
 MACHINE = re.compile(r"\b2 (cores|CPUs|vCPUs)\b.*Debian 12|Debian 12.*\b2 (cores|CPUs|vCPUs)\b")
@@ -99,17 +100,22 @@ def rel(path: Path) -> str:
 @pytest.mark.parametrize("page", PAGES, ids=rel)
 def test_no_page_names_a_work_round(page: Path) -> None:
     text = page.read_text()
-    bad = [f"{rel(page)}:{n}: {what}: {m.group(0)!r}"
-           for n, line in enumerate(text.splitlines(), 1)
-           for pattern, what in WORK_ROUNDS
-           for m in re.finditer(pattern, line, flags=re.IGNORECASE)]
+    bad = [
+        f"{rel(page)}:{n}: {what}: {m.group(0)!r}"
+        for n, line in enumerate(text.splitlines(), 1)
+        for pattern, what in WORK_ROUNDS
+        for m in re.finditer(pattern, line, flags=re.IGNORECASE)
+    ]
     assert not bad, "\n".join(bad)
 
 
 @pytest.mark.parametrize("page", PAGES, ids=rel)
 def test_no_heading_is_a_date_or_a_change(page: Path) -> None:
-    bad = [f"{rel(page)}:{n}: {title}" for n, _level, title in headings(page.read_text())
-           if DATED_HEADING.search(title) and not RELEASE.match(title)]
+    bad = [
+        f"{rel(page)}:{n}: {title}"
+        for n, _level, title in headings(page.read_text())
+        if DATED_HEADING.search(title) and not RELEASE.match(title)
+    ]
     assert not bad, "\n".join(bad)
 
 
@@ -138,12 +144,14 @@ def test_every_benchmark_table_has_its_command_and_machine() -> None:
             continue
         tables += 1
         first, last = section[0][0], section[-1][0]
-        body = "\n".join(whole[max(first - 1, 0):last])
+        body = "\n".join(whole[max(first - 1, 0) : last])
         if not BENCH.search(body):
             bad.append(f"docs/benchmarks.md:{first}: a table without its python -m bench command")
         if not MACHINE.search(body):
-            bad.append(f"docs/benchmarks.md:{first}: a table without the machine it ran on "
-                       "(2 cores ... Debian 12)")
+            bad.append(
+                f"docs/benchmarks.md:{first}: a table without the machine it ran on "
+                "(2 cores ... Debian 12)"
+            )
     assert tables >= 10 and not bad, "\n".join(bad)
 
 
@@ -151,8 +159,7 @@ LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
 
 
 def links(page: Path) -> list[tuple[int, str]]:
-    return [(n, m.group(1)) for n, line in prose(page.read_text())
-            for m in LINK.finditer(line)]
+    return [(n, m.group(1)) for n, line in prose(page.read_text()) for m in LINK.finditer(line)]
 
 
 @pytest.mark.parametrize("page", PAGES, ids=rel)
@@ -172,8 +179,9 @@ def test_every_relative_link_resolves(page: Path) -> None:
 
 def test_the_link_checker_sees_a_broken_link(tmp_path: Path) -> None:
     """The check itself: a missing file and a missing anchor are both found."""
-    (tmp_path / "a.md").write_text("# A page\n\n## The `x` option\n\n"
-                                   "[ok](#the-x-option) [bad](#nope) [gone](b.md)\n")
+    (tmp_path / "a.md").write_text(
+        "# A page\n\n## The `x` option\n\n[ok](#the-x-option) [bad](#nope) [gone](b.md)\n"
+    )
     page = tmp_path / "a.md"
     found = {t for _n, t in links(page)}
     assert found == {"#the-x-option", "#nope", "b.md"}

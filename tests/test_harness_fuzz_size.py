@@ -7,9 +7,18 @@ import pytest
 from tests.support import fuzz
 
 
-@pytest.mark.parametrize(("value", "cases"), [
-    (None, 1_000), ("", 1_000), ("ci", 1_000), ("nightly", 10_000), (" nightly ", 10_000),
-    ("100000", 100_000), ("7", 7)])
+@pytest.mark.parametrize(
+    ("value", "cases"),
+    [
+        (None, 1_000),
+        ("", 1_000),
+        ("ci", 1_000),
+        ("nightly", 10_000),
+        (" nightly ", 10_000),
+        ("100000", 100_000),
+        ("7", 7),
+    ],
+)
 def test_the_setting_gives_the_size(value: str | None, cases: int) -> None:
     environ = {} if value is None else {"DTNKIT_FUZZ": value}
     assert fuzz.cases(environ) == cases

@@ -9,6 +9,7 @@ import sys
 
 def test_a_child_of_the_run_gets_sigint_s_default_handler() -> None:
     code = "import signal; print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)"
-    out = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True,
-                         check=True, timeout=30).stdout
+    out = subprocess.run(
+        [sys.executable, "-I", "-c", code], capture_output=True, text=True, check=True, timeout=30
+    ).stdout
     assert out.strip() == "True"  # not ignored: the ctrl-c tests' children stop on SIGINT

@@ -14,7 +14,7 @@ import pytest
 from tests.support import polling
 
 ROOT = Path(__file__).parents[1]
-INNER = '''
+INNER = """
 import os, signal, subprocess
 
 def test_holds_a_namespace():
@@ -25,7 +25,7 @@ def test_holds_a_namespace():
         signal.pause()
     finally:
         subprocess.run(["ip", "netns", "del", name], check=False)
-'''
+"""
 
 pytestmark = [pytest.mark.needs_root, pytest.mark.needs_netns]
 
@@ -34,11 +34,28 @@ def test_sigterm_runs_the_running_tests_teardown(tmp_path: Path) -> None:
     (tmp_path / "test_inner_run.py").write_text(INNER)
     name = f"sigt{uuid.uuid4().hex[:8]}"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider",
-         "-p", "tests.conftest", "--rootdir", str(tmp_path), "-c", os.devnull,
-         str(tmp_path / "test_inner_run.py")],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env={**os.environ, "S20T_NS": name, "PYTHONPATH": str(ROOT)})
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-s",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "tests.conftest",
+            "--rootdir",
+            str(tmp_path),
+            "-c",
+            os.devnull,
+            str(tmp_path / "test_inner_run.py"),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "S20T_NS": name, "PYTHONPATH": str(ROOT)},
+    )
     try:
         assert proc.stdout is not None
         lines = []
@@ -60,7 +77,7 @@ def test_sigterm_runs_the_running_tests_teardown(tmp_path: Path) -> None:
     assert not left, "the inner test's finally did not run: its namespace is left"
 
 
-INNER_PARALLEL = '''
+INNER_PARALLEL = """
 import os, signal, subprocess
 import pytest
 
@@ -72,7 +89,7 @@ def test_holds_a_namespace(i):
         signal.pause()
     finally:
         subprocess.run(["ip", "netns", "del", name], check=False)
-'''
+"""
 
 
 def test_sigterm_to_an_xdist_run_tears_down_every_workers_test(tmp_path: Path) -> None:
@@ -83,11 +100,29 @@ def test_sigterm_to_an_xdist_run_tears_down_every_workers_test(tmp_path: Path) -
     name = f"sigx{uuid.uuid4().hex[:8]}"
     made = [Path(f"/run/netns/{name}{i}") for i in (0, 1)]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "tests.conftest",
-         "-n", "2", "--rootdir", str(tmp_path), "-c", os.devnull,
-         str(tmp_path / "test_inner_run.py")],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env={**os.environ, "S20T_NS": name, "PYTHONPATH": str(ROOT)})
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "tests.conftest",
+            "-n",
+            "2",
+            "--rootdir",
+            str(tmp_path),
+            "-c",
+            os.devnull,
+            str(tmp_path / "test_inner_run.py"),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "S20T_NS": name, "PYTHONPATH": str(ROOT)},
+    )
     try:
         polling.until("both workers' namespaces", lambda: all(p.exists() for p in made), 120)
         proc.send_signal(signal.SIGTERM)

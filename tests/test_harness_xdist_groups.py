@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).parents[1]
-INNER = '''
+INNER = """
 import os
 import pytest
 
@@ -29,19 +29,40 @@ def test_shares(shared, i):
 def test_alone(i):
     with open(os.environ["GROUPS_LOG"], "a") as f:
         f.write("alone " + os.environ["PYTEST_XDIST_WORKER"] + "\\n")
-'''
+"""
 
 
 def test_tests_sharing_a_module_fixture_run_on_one_worker_which_makes_it_once(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     (tmp_path / "test_inner_groups.py").write_text(INNER)
     log = tmp_path / "log"
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "tests.conftest",
-         "-n", "3", "--dist", "loadgroup", "--rootdir", str(tmp_path), "-c", os.devnull,
-         str(tmp_path / "test_inner_groups.py")],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-        env={**os.environ, "GROUPS_LOG": str(log), "PYTHONPATH": str(ROOT)})
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "tests.conftest",
+            "-n",
+            "3",
+            "--dist",
+            "loadgroup",
+            "--rootdir",
+            str(tmp_path),
+            "-c",
+            os.devnull,
+            str(tmp_path / "test_inner_groups.py"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "GROUPS_LOG": str(log), "PYTHONPATH": str(ROOT)},
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     lines = [line.split() for line in log.read_text().splitlines()]
     made = [w for what, w in lines if what == "made"]

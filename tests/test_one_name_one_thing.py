@@ -43,7 +43,8 @@ def shared_names(root: Path) -> dict[str, list[str]]:
 def test_every_class_and_type_alias_has_its_own_name() -> None:
     shared = shared_names(SRC / "dtnkit")
     assert not shared, "names defined in more than one module:\n" + "\n".join(
-        f"  {name}: {', '.join(files)}" for name, files in sorted(shared.items()))
+        f"  {name}: {', '.join(files)}" for name, files in sorted(shared.items())
+    )
 
 
 def test_the_check_sees_a_shared_name(tmp_path: Path) -> None:

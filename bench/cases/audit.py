@@ -48,8 +48,12 @@ HOST = "audit (all groups)"
 
 
 def options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--fasterdata", type=Path, default=None,
-                   help="path of fasterdata-tuning.sh (osg-htc/networking)")
+    p.add_argument(
+        "--fasterdata",
+        type=Path,
+        default=None,
+        help="path of fasterdata-tuning.sh (osg-htc/networking)",
+    )
 
 
 def timed_once(argv: list[str], env: dict[str, str]) -> float:
@@ -57,8 +61,9 @@ def timed_once(argv: list[str], env: dict[str, str]) -> float:
     proc = subprocess.run(argv, capture_output=True, check=False, env=env)
     took = time.perf_counter() - start
     if proc.returncode not in (0, 3):  # 3: the audit found settings to change
-        raise RuntimeError(f"{' '.join(argv)} failed ({proc.returncode}): "
-                           f"{proc.stderr.decode()[-500:]}")
+        raise RuntimeError(
+            f"{' '.join(argv)} failed ({proc.returncode}): {proc.stderr.decode()[-500:]}"
+        )
     return took
 
 
@@ -71,8 +76,24 @@ def netns_pair(b: Bench) -> str | None:
     for name in (ns, f"{ns}p"):
         subprocess.run(["ip", "netns", "add", name], check=True)
         b.stack.callback(subprocess.run, ["ip", "netns", "del", name], check=False)
-    subprocess.run(["ip", "-n", ns, "link", "add", "dkv0", "type", "veth", "peer", "name",
-                    "dkv1", "netns", f"{ns}p"], check=True)
+    subprocess.run(
+        [
+            "ip",
+            "-n",
+            ns,
+            "link",
+            "add",
+            "dkv0",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "dkv1",
+            "netns",
+            f"{ns}p",
+        ],
+        check=True,
+    )
     return ns
 
 
@@ -83,8 +104,8 @@ def run(b: Bench) -> None:
         "sysctl -a": (["sysctl", "-a"], ENV),
         HOST: (audit, ENV),
         "audit (buffers)": ([*audit, "--group", "buffers"], ENV),
-        "audit (tree dtn-a)": ([*audit, "--tree", str(REPO / "tests/fixtures/hosts/dtn-a")],
-                               ENV)}
+        "audit (tree dtn-a)": ([*audit, "--tree", str(REPO / "tests/fixtures/hosts/dtn-a")], ENV),
+    }
     if importlib.util.find_spec("pyroute2") is not None:
         cases["import pyroute2"] = ([sys.executable, "-c", "import pyroute2"], ENV)
     ns = netns_pair(b)
@@ -98,28 +119,46 @@ def run(b: Bench) -> None:
     fd = b.args.fasterdata
     if fd is not None and fd.is_file():
         logs = b.workdir("fasterdata")
-        cases["fasterdata audit"] = (["bash", str(fd), "--mode", "audit", "--target", "dtn",
-                                      "--nocolor"], {**ENV, "LOGFILE": f"{logs}/fasterdata.log"})
+        cases["fasterdata audit"] = (
+            ["bash", str(fd), "--mode", "audit", "--target", "dtn", "--nocolor"],
+            {**ENV, "LOGFILE": f"{logs}/fasterdata.log"},
+        )
     elif fd is not None:
         b.log(f"no {fd}: the fasterdata row is left out")
     for argv, env in cases.values():
         subprocess.run(argv, capture_output=True, check=False, env=env)  # caches, .pyc
     watch = b.watch()
-    got = b.rounds_of({n: functools.partial(timed_once, *c) for n, c in cases.items()},
-                      twins=[HOST], label="audit")
+    got = b.rounds_of(
+        {n: functools.partial(timed_once, *c) for n, c in cases.items()},
+        twins=[HOST],
+        label="audit",
+    )
     b.load_line(watch, "The timed rounds")
     base = got.median("python startup") or float("nan")
-    rows = [[name, *spread_cells(got.get(name), 1000, 1),
-             f"{(got.median(name) or float('nan')) / base:.2f}"]
-            for name in [*cases, aa(HOST)]]
-    b.table(["case", "median ms", "min-max ms", "x python"], rows,
-            title=f"`dtnkit tune audit` wall time, {b.rounds} rounds")
-    pairs = [("audit (netns, veth)", HOST, "namespace audit / host audit (target <= 1.2)"),
-             (HOST, "fasterdata audit", "host audit / fasterdata-tuning.sh's audit"),
-             ("import pyroute2", HOST, "`import pyroute2` / host audit"),
-             (HOST, f"{HOST} (base)", f"host audit: this tree / --base {b.args.base}"),
-             ("audit (netns, veth)", "audit (netns, veth) (base)",
-              f"namespace audit: this tree / --base {b.args.base}")]
+    rows = [
+        [
+            name,
+            *spread_cells(got.get(name), 1000, 1),
+            f"{(got.median(name) or float('nan')) / base:.2f}",
+        ]
+        for name in [*cases, aa(HOST)]
+    ]
+    b.table(
+        ["case", "median ms", "min-max ms", "x python"],
+        rows,
+        title=f"`dtnkit tune audit` wall time, {b.rounds} rounds",
+    )
+    pairs = [
+        ("audit (netns, veth)", HOST, "namespace audit / host audit (target <= 1.2)"),
+        (HOST, "fasterdata audit", "host audit / fasterdata-tuning.sh's audit"),
+        ("import pyroute2", HOST, "`import pyroute2` / host audit"),
+        (HOST, f"{HOST} (base)", f"host audit: this tree / --base {b.args.base}"),
+        (
+            "audit (netns, veth)",
+            "audit (netns, veth) (base)",
+            f"namespace audit: this tree / --base {b.args.base}",
+        ),
+    ]
     rows = []
     for x, y, what in pairs:
         if x in cases and y in cases:

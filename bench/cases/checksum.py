@@ -36,8 +36,9 @@ BLOCKS_MIB = (1, 8, 64)
 
 def options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--size-mib", type=int, default=256, help="buffer size (default 256)")
-    p.add_argument("--fallback-mib", type=int, default=4,
-                   help="what the pure-Python crc32c hashes (default 4)")
+    p.add_argument(
+        "--fallback-mib", type=int, default=4, help="what the pure-Python crc32c hashes (default 4)"
+    )
 
 
 def quick(args: argparse.Namespace) -> None:
@@ -58,8 +59,9 @@ def feed(view: memoryview, block: int, update: Callable[[memoryview], object]) -
         update(view[offset : offset + block])
 
 
-def throughput(view: memoryview, block: int, repeat: int,
-               make: Callable[[], checksum.Checksum]) -> float:
+def throughput(
+    view: memoryview, block: int, repeat: int, make: Callable[[], checksum.Checksum]
+) -> float:
     """MB/s of feeding *view* in *block*-sized pieces to a fresh object's update()."""
 
     def run() -> None:
@@ -108,36 +110,55 @@ def run(b: Bench) -> None:
     size, repeat = b.args.size_mib, b.rounds
     rng = random.Random(0)
     view = memoryview(bytearray().join(rng.randbytes(MIB) for _ in range(size)))
-    b.note(f"Buffer {size} MiB in memory, best of {repeat}; crc32c backend: "
-           f"{checksum.CRC32C_BACKEND}; adler32 backend: {checksum.ADLER32_BACKEND}.")
+    b.note(
+        f"Buffer {size} MiB in memory, best of {repeat}; crc32c backend: "
+        f"{checksum.CRC32C_BACKEND}; adler32 backend: {checksum.ADLER32_BACKEND}."
+    )
     watch = b.watch()
     base = {m: memcpy(view, m * MIB, repeat) for m in BLOCKS_MIB}
     rows: list[tuple[str, dict[int, float]]] = [
         ("memcpy (bytes)", base),
-        ("memcpy (reused)", {m: memcpy_reused(view, m * MIB, repeat) for m in BLOCKS_MIB})]
-    for label, name in ((f"adler32 ({checksum.ADLER32_BACKEND})", "adler32"),
-                        ("crc32c (package)", "crc32c"), ("md5 (hashlib)", "md5"),
-                        ("sha256 (hashlib)", "sha256")):
+        ("memcpy (reused)", {m: memcpy_reused(view, m * MIB, repeat) for m in BLOCKS_MIB}),
+    ]
+    for label, name in (
+        (f"adler32 ({checksum.ADLER32_BACKEND})", "adler32"),
+        ("crc32c (package)", "crc32c"),
+        ("md5 (hashlib)", "md5"),
+        ("sha256 (hashlib)", "sha256"),
+    ):
         if name == "crc32c" and checksum.CRC32C_BACKEND == "python":
             continue  # the package is missing: the fallback row below is all there is
         make = functools.partial(checksum.new, name)
         rows.append((label, {m: throughput(view, m * MIB, repeat, make) for m in BLOCKS_MIB}))
         b.log(f"{label} done")
-    rows.append(("adler32 (zlib)", {m: throughput(view, m * MIB, repeat, _ZlibAdler32)
-                                    for m in BLOCKS_MIB}))
+    rows.append(
+        ("adler32 (zlib)", {m: throughput(view, m * MIB, repeat, _ZlibAdler32) for m in BLOCKS_MIB})
+    )
     sample = view[: b.args.fallback_mib * MIB]
     fallback = len(sample) / best_of(1, lambda: checksum.crc32c_python(sample)) / 1e6
-    table = [[label, *(f"{f[m]:,.0f} ({f[m] / base[m]:.2f}x)" for m in BLOCKS_MIB)]
-             for label, f in rows]
-    table.append(["crc32c (python)", f"{fallback:,.1f} ({fallback / base[1]:.4f}x)",
-                  f"one {b.args.fallback_mib} MiB block", ""])
-    b.table(["MB/s (x memcpy)", *(f"{m} MiB blocks" for m in BLOCKS_MIB)], table,
-            title="Checksum throughput, one thread")
+    table = [
+        [label, *(f"{f[m]:,.0f} ({f[m] / base[m]:.2f}x)" for m in BLOCKS_MIB)] for label, f in rows
+    ]
+    table.append(
+        [
+            "crc32c (python)",
+            f"{fallback:,.1f} ({fallback / base[1]:.4f}x)",
+            f"one {b.args.fallback_mib} MiB block",
+            "",
+        ]
+    )
+    b.table(
+        ["MB/s (x memcpy)", *(f"{m} MiB blocks" for m in BLOCKS_MIB)],
+        table,
+        title="Checksum throughput, one thread",
+    )
     rate = {label.split()[0]: f for label, f in rows}
     combine = []
-    for label, name, vary in (("adler32", "adler32", False),
-                              ("crc32c, same length", "crc32c", False),
-                              ("crc32c, new length", "crc32c", True)):
+    for label, name, vary in (
+        ("adler32", "adler32", False),
+        ("crc32c, same length", "crc32c", False),
+        ("crc32c, new length", "crc32c", True),
+    ):
         cells = []
         for mib in BLOCKS_MIB:
             us = combine_cost_us(name, mib * MIB, max(size // mib, 64), repeat, vary)
@@ -145,10 +166,12 @@ def run(b: Bench) -> None:
             share = f" ({us * 1e-6 / (mib * MIB / (r * 1e6)):.4%})" if r else ""
             cells.append(f"{us:,.1f} us{share}")
         combine.append([label, *cells])
-    b.table(["combine, per block", *(f"{m} MiB blocks" for m in BLOCKS_MIB)], combine,
-            title="Combining block values (share of hashing that block)")
+    b.table(
+        ["combine, per block", *(f"{m} MiB blocks" for m in BLOCKS_MIB)],
+        combine,
+        title="Combining block values (share of hashing that block)",
+    )
     b.load_line(watch)
 
 
-CASE = Case(run=run, options=options, quick=quick, rounds=3,
-            quick_help="64 MiB buffer, one run")
+CASE = Case(run=run, options=options, quick=quick, rounds=3, quick_help="64 MiB buffer, one run")

@@ -35,40 +35,72 @@ def run(b: Bench) -> None:
     if free < 2 * size + 2 * lb.GiB:
         b.note(f"Disk: skipped, {free / lb.GiB:.1f} GiB free in {a.disk_dir}.")
         return
-    with lb.served_file(b, size, ["adler32"], where=a.dir) as tmpfs, \
-            lb.served_file(b, lb.MiB, ["adler32"], where=a.disk_dir) as disk:
+    with (
+        lb.served_file(b, size, ["adler32"], where=a.dir) as tmpfs,
+        lb.served_file(b, lb.MiB, ["adler32"], where=a.disk_dir) as disk,
+    ):
         src = disk.root / tmpfs.src.name
         make_file(src, size)
         lb.evict(src)
         frac = lb.cached_fraction(src)
         b.log(f"{src} cached after eviction: {'?' if frac is None else f'{100 * frac:.0f} %'}")
         lb.warm_digests(disk.url + src.name, ["adler32"])
-        cs = {"tmpfs": lb.checksum_only(tmpfs.src, "adler32", b.rounds),
-              "disk": lb.checksum_only(src, "adler32", b.rounds, evicted=True)}
+        cs = {
+            "tmpfs": lb.checksum_only(tmpfs.src, "adler32", b.rounds),
+            "disk": lb.checksum_only(src, "adler32", b.rounds, evicted=True),
+        }
         rows = []
         for streams in a.streams:
-            for where, url, s, d in (("tmpfs", tmpfs.file_url, tmpfs.src,
-                                      tmpfs.out / tmpfs.src.name),
-                                     ("disk", disk.url + src.name, src, disk.out / src.name)):
-                cp = functools.partial(lb.cp, url, d, streams=streams, algo="adler32",
-                                       block=a.block_size * lb.MiB)
+            for where, url, s, d in (
+                ("tmpfs", tmpfs.file_url, tmpfs.src, tmpfs.out / tmpfs.src.name),
+                ("disk", disk.url + src.name, src, disk.out / src.name),
+            ):
+                cp = functools.partial(
+                    lb.cp, url, d, streams=streams, algo="adler32", block=a.block_size * lb.MiB
+                )
                 runs: dict[str, Callable[[], float]] = {
-                    m: functools.partial(cp, mode=m) for m in lb.MODES}
+                    m: functools.partial(cp, mode=m) for m in lb.MODES
+                }
                 runs["ondisk"] = functools.partial(cp, mode="block", level="ondisk")
-                t = lb.best(b, runs, label=f"{where} {streams} streams",
-                            before=functools.partial(lb.evict, s) if where == "disk" else None)
+                t = lb.best(
+                    b,
+                    runs,
+                    label=f"{where} {streams} streams",
+                    before=functools.partial(lb.evict, s) if where == "disk" else None,
+                )
                 c = cs[where]
-                rows.append([where if where == "tmpfs" else f"disk ({a.disk_dir})",
-                             str(streams), *(f"{t[m]:.2f}" for m in lb.MODES),
-                             f"{t['ondisk']:.2f}", f"{c:.2f}", f"{t['block'] / t['none']:.2f}",
-                             f"{t['block'] / max(t['none'], c):.2f}",
-                             lb.mb_s(size, t["none"]), lb.mb_s(size, t["block"])])
-        b.table(["files", "streams", *lb.MODES, "block ondisk", "checksum only",
-                 "block / none", "block / optimum", "none MB/s", "block MB/s"], rows,
-                title=f"tmpfs vs disk: adler32, {fmt_size(size)}, {a.block_size} MiB blocks, "
-                      f"best of {b.rounds}; the disk source dropped from the page cache before "
-                      "each run; seconds")
+                rows.append(
+                    [
+                        where if where == "tmpfs" else f"disk ({a.disk_dir})",
+                        str(streams),
+                        *(f"{t[m]:.2f}" for m in lb.MODES),
+                        f"{t['ondisk']:.2f}",
+                        f"{c:.2f}",
+                        f"{t['block'] / t['none']:.2f}",
+                        f"{t['block'] / max(t['none'], c):.2f}",
+                        lb.mb_s(size, t["none"]),
+                        lb.mb_s(size, t["block"]),
+                    ]
+                )
+        b.table(
+            [
+                "files",
+                "streams",
+                *lb.MODES,
+                "block ondisk",
+                "checksum only",
+                "block / none",
+                "block / optimum",
+                "none MB/s",
+                "block MB/s",
+            ],
+            rows,
+            title=f"tmpfs vs disk: adler32, {fmt_size(size)}, {a.block_size} MiB blocks, "
+            f"best of {b.rounds}; the disk source dropped from the page cache before "
+            "each run; seconds",
+        )
 
 
-CASE = Case(run=run, options=options, quick=quick, rounds=3,
-            quick_help="256 MiB, one stream, one run each")
+CASE = Case(
+    run=run, options=options, quick=quick, rounds=3, quick_help="256 MiB, one stream, one run each"
+)

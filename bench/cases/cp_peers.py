@@ -59,45 +59,95 @@ def run(b: Bench) -> None:
         dtnkit = [sys.executable, "-m", "dtnkit"]
         with lb.xrootd_server(b, f.root, f.work) as (xhttp, xroot):
             for _ in range(2):  # XRootD computes (and stores) the adler32 on the first request
-                subprocess.run(["curl", "-sSI", "-H", "Want-Digest: adler32", xhttp + name],
-                               capture_output=True, timeout=120, check=False)
+                subprocess.run(
+                    ["curl", "-sSI", "-H", "Want-Digest: adler32", xhttp + name],
+                    capture_output=True,
+                    timeout=120,
+                    check=False,
+                )
             xhost = xroot.split("//")[1].rstrip("/")
             peers: list[tuple[str, str, list[list[str]]]] = [
-                ("XRootD source adler32 only (HEAD Want-Digest)", "- (the server's checksum)",
-                 [["curl", "-sSfI", "-o", str(dst), "-H", "Want-Digest: adler32",
-                   xhttp + name]]),
+                (
+                    "XRootD source adler32 only (HEAD Want-Digest)",
+                    "- (the server's checksum)",
+                    [["curl", "-sSfI", "-o", str(dst), "-H", "Want-Digest: adler32", xhttp + name]],
+                ),
                 ("curl (XrdHttp)", "nothing", [["curl", "-sSf", "-o", str(dst), xhttp + name]]),
-                ("curl (dtnkit serve)", "nothing",
-                 [["curl", "-sSf", "-o", str(dst), f.file_url]]),
-                ("curl + xrdadler32", "source adler32 (HEAD), GET, adler32 of the copy",
-                 [["curl", "-sSfI", "-H", "Want-Digest: adler32", xhttp + name],
-                  ["curl", "-sSf", "-o", str(dst), xhttp + name], ["xrdadler32", str(dst)]]),
+                ("curl (dtnkit serve)", "nothing", [["curl", "-sSf", "-o", str(dst), f.file_url]]),
+                (
+                    "curl + xrdadler32",
+                    "source adler32 (HEAD), GET, adler32 of the copy",
+                    [
+                        ["curl", "-sSfI", "-H", "Want-Digest: adler32", xhttp + name],
+                        ["curl", "-sSf", "-o", str(dst), xhttp + name],
+                        ["xrdadler32", str(dst)],
+                    ],
+                ),
                 ("xrdcp (root://)", "nothing", [["xrdcp", "-f", "-s", xroot + name, str(dst)]]),
-                ("xrdcp + xrdadler32", "source adler32 (xrdfs query), copy, adler32 of the copy",
-                 [["xrdfs", xhost, "query", "checksum", "/" + name],
-                  ["xrdcp", "-f", "-s", xroot + name, str(dst)], ["xrdadler32", str(dst)]]),
-                ("xrdcp --cksum adler32:source", "xrdcp's end-to-end check",
-                 [["xrdcp", "-f", "-s", "--cksum", "adler32:source", xroot + name, str(dst)]]),
-                ("gfal-copy -K adler32 (XrdHttp)", "source (Want-Digest) vs the copy's",
-                 [["gfal-copy", "-f", "-K", "adler32", xhttp + name, f"file://{dst}"]]),
-                ("rclone copyto (webdav, XrdHttp)", "size only (no hash over webdav)",
-                 [["rclone", "copyto", "-q", f":webdav,url='{xhttp}',vendor=other:{name}",
-                   str(dst)]]),
-                ("rclone copyto (webdav, dtnkit serve)", "size only",
-                 [["rclone", "copyto", "-q", f":webdav,url='{f.url}',vendor=other:{name}",
-                   str(dst)]])]
+                (
+                    "xrdcp + xrdadler32",
+                    "source adler32 (xrdfs query), copy, adler32 of the copy",
+                    [
+                        ["xrdfs", xhost, "query", "checksum", "/" + name],
+                        ["xrdcp", "-f", "-s", xroot + name, str(dst)],
+                        ["xrdadler32", str(dst)],
+                    ],
+                ),
+                (
+                    "xrdcp --cksum adler32:source",
+                    "xrdcp's end-to-end check",
+                    [["xrdcp", "-f", "-s", "--cksum", "adler32:source", xroot + name, str(dst)]],
+                ),
+                (
+                    "gfal-copy -K adler32 (XrdHttp)",
+                    "source (Want-Digest) vs the copy's",
+                    [["gfal-copy", "-f", "-K", "adler32", xhttp + name, f"file://{dst}"]],
+                ),
+                (
+                    "rclone copyto (webdav, XrdHttp)",
+                    "size only (no hash over webdav)",
+                    [
+                        [
+                            "rclone",
+                            "copyto",
+                            "-q",
+                            f":webdav,url='{xhttp}',vendor=other:{name}",
+                            str(dst),
+                        ]
+                    ],
+                ),
+                (
+                    "rclone copyto (webdav, dtnkit serve)",
+                    "size only",
+                    [
+                        [
+                            "rclone",
+                            "copyto",
+                            "-q",
+                            f":webdav,url='{f.url}',vendor=other:{name}",
+                            str(dst),
+                        ]
+                    ],
+                ),
+            ]
             cp = [*dtnkit, "cp", "--checksum", "adler32", "--retries", "0", "--json"]
             for s in a.streams:
                 for mode in ("none", "block"):
-                    peers.append((f"dtnkit cp {s} str --verify {mode} (XrdHttp)",
-                                  "nothing" if mode == "none" else "block adler32, in flight",
-                                  [[*cp, "--streams", str(s), "--verify", mode, xhttp + name,
-                                    str(dst)]]))
+                    peers.append(
+                        (
+                            f"dtnkit cp {s} str --verify {mode} (XrdHttp)",
+                            "nothing" if mode == "none" else "block adler32, in flight",
+                            [[*cp, "--streams", str(s), "--verify", mode, xhttp + name, str(dst)]],
+                        )
+                    )
             for s in a.streams:
-                peers.append((f"dtnkit cp {s} str --verify block (dtnkit serve)",
-                              "block adler32, in flight",
-                              [[*cp, "--streams", str(s), "--verify", "block", f.file_url,
-                                str(dst)]]))
+                peers.append(
+                    (
+                        f"dtnkit cp {s} str --verify block (dtnkit serve)",
+                        "block adler32, in flight",
+                        [[*cp, "--streams", str(s), "--verify", "block", f.file_url, str(dst)]],
+                    )
+                )
             notes: dict[str, str] = {}
 
             def one(label: str, cmds: list[list[str]]) -> float:
@@ -115,26 +165,42 @@ def run(b: Bench) -> None:
                     with contextlib.suppress(OSError):
                         dst.unlink()
 
-            got = b.rounds_of({label: functools.partial(one, label, cmds)
-                               for label, _w, cmds in peers}, label="peers", keep_going=True,
-                              errors=(RuntimeError, OSError, ValueError,
-                                      subprocess.SubprocessError))
+            got = b.rounds_of(
+                {label: functools.partial(one, label, cmds) for label, _w, cmds in peers},
+                label="peers",
+                keep_going=True,
+                errors=(RuntimeError, OSError, ValueError, subprocess.SubprocessError),
+            )
     base = min(got.get("curl (XrdHttp)") or [float("nan")])
     rows = []
     for label, what, _cmds in peers:
         t = min(got.get(label) or [float("inf")])
         moved = t != float("inf") and not label.startswith("XRootD source")
         note = notes.get(label, "") or (got.failures.get(label, [""])[0][:60])
-        rows.append([label, what, f"{t:.2f}" if t != float("inf") else "-",
-                     lb.mb_s(size, t) if moved else "-", f"{t / base:.2f}" if moved else "-",
-                     note])
-    b.table(["client", "verifies", "seconds", "MB/s", "x curl", "note (dtnkit: --json seconds)"],
-            rows, title=f"Peers: the same {fmt_size(size)} file ({a.dir}) from XRootD 5.5.3 "
-                        f"(plain HTTP and root://) and from dtnkit serve; wall time of the "
-                        f"commands, best of {b.rounds}")
+        rows.append(
+            [
+                label,
+                what,
+                f"{t:.2f}" if t != float("inf") else "-",
+                lb.mb_s(size, t) if moved else "-",
+                f"{t / base:.2f}" if moved else "-",
+                note,
+            ]
+        )
+    b.table(
+        ["client", "verifies", "seconds", "MB/s", "x curl", "note (dtnkit: --json seconds)"],
+        rows,
+        title=f"Peers: the same {fmt_size(size)} file ({a.dir}) from XRootD 5.5.3 "
+        f"(plain HTTP and root://) and from dtnkit serve; wall time of the "
+        f"commands, best of {b.rounds}",
+    )
 
 
-CASE = Case(run=run, options=options, quick=quick, rounds=3,
-            tools=("curl", "xrootd", "xrdcp", "xrdfs", "xrdadler32", "gfal-copy", "rclone"),
-            quick_help="256 MiB, one stream, one run each")
-
+CASE = Case(
+    run=run,
+    options=options,
+    quick=quick,
+    rounds=3,
+    tools=("curl", "xrootd", "xrdcp", "xrdfs", "xrdadler32", "gfal-copy", "rclone"),
+    quick_help="256 MiB, one stream, one run each",
+)

@@ -52,8 +52,11 @@ IMPORTS = 'python -c "import socket, ssl"'
 
 
 def options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--instructions", action="store_true",
-                   help="also count instructions under valgrind (one run per case)")
+    p.add_argument(
+        "--instructions",
+        action="store_true",
+        help="also count instructions under valgrind (one run per case)",
+    )
 
 
 def quick(args: argparse.Namespace) -> None:
@@ -67,8 +70,9 @@ def run_once(argv: list[str], dst: Path | None, env: dict[str, str]) -> float:
     proc = subprocess.run(argv, capture_output=True, check=False, env=env)
     took = time.perf_counter() - start
     if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv)} failed ({proc.returncode}): "
-                           f"{proc.stderr.decode()[-500:]}")
+        raise RuntimeError(
+            f"{' '.join(argv)} failed ({proc.returncode}): {proc.stderr.decode()[-500:]}"
+        )
     if dst is not None and dst.stat().st_size != SIZE:
         raise RuntimeError(f"{' '.join(argv)}: {dst} has {dst.stat().st_size} bytes")
     return took
@@ -78,9 +82,13 @@ def instructions(argv: list[str], dst: Path | None, env: dict[str, str]) -> floa
     """Millions of instructions *argv* executes (callgrind; threads included, children not)."""
     if dst is not None:
         dst.unlink(missing_ok=True)
-    proc = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
-                           *argv], capture_output=True, text=True, check=False,
-                          env={**env, "PYTHONHASHSEED": "0"})
+    proc = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *argv],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**env, "PYTHONHASHSEED": "0"},
+    )
     found = re.search(r"Collected : (\d+)", proc.stderr)
     if proc.returncode != 0 or found is None:
         raise RuntimeError(f"valgrind {' '.join(argv)} failed: {proc.stderr[-500:]}")
@@ -89,10 +97,27 @@ def instructions(argv: list[str], dst: Path | None, env: dict[str, str]) -> floa
 
 def serve(b: Bench, root: Path, *tls: str) -> str:
     """A `dtnkit serve` of *root* on a kernel-chosen port; its base URL."""
-    proc = b.tracked.add(subprocess.Popen(
-        [*DTNKIT, "serve", "--root", str(root), "--port", "0", "--anonymous-read", "--quiet",
-         "--format", "json", *tls], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-        text=True, env=ENV))
+    proc = b.tracked.add(
+        subprocess.Popen(
+            [
+                *DTNKIT,
+                "serve",
+                "--root",
+                str(root),
+                "--port",
+                "0",
+                "--anonymous-read",
+                "--quiet",
+                "--format",
+                "json",
+                *tls,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env=ENV,
+        )
+    )
     assert proc.stdout is not None
     line = proc.stdout.readline()  # printed once listening
     if not line:
@@ -101,8 +126,10 @@ def serve(b: Bench, root: Path, *tls: str) -> str:
 
 
 def run(b: Bench) -> None:
-    if b.args.instructions and subprocess.run(["which", "valgrind"], capture_output=True,
-                                              check=False).returncode:
+    if (
+        b.args.instructions
+        and subprocess.run(["which", "valgrind"], capture_output=True, check=False).returncode
+    ):
         raise RuntimeError("--instructions needs valgrind")
     work = b.workdir()
     root, out = work / "root", work / "out"
@@ -117,26 +144,44 @@ def run(b: Bench) -> None:
     cases: dict[str, Cmd] = {
         "python -c pass": ([sys.executable, "-c", "pass"], None, ENV),
         IMPORTS: ([sys.executable, "-c", "import socket, ssl"], None, ENV),
-        "curl http": (["curl", "-sS", "-o", str(out / "curl-http"), http + "f"],
-                      out / "curl-http", ENV),
-        "curl https": (["curl", "-sS", "--cacert", ca, "-o", str(out / "curl-https"),
-                        https + "f"], out / "curl-https", ENV)}
-    trees = [("", ENV), *([(" (base)", {**ENV, "PYTHONPATH": str(b.base.src)})]
-                          if b.base else [])]
+        "curl http": (
+            ["curl", "-sS", "-o", str(out / "curl-http"), http + "f"],
+            out / "curl-http",
+            ENV,
+        ),
+        "curl https": (
+            ["curl", "-sS", "--cacert", ca, "-o", str(out / "curl-https"), https + "f"],
+            out / "curl-https",
+            ENV,
+        ),
+    }
+    trees = [("", ENV), *([(" (base)", {**ENV, "PYTHONPATH": str(b.base.src)})] if b.base else [])]
     for tag, env in trees:
         cases[f"dtnkit cp --help{tag}"] = ([*DTNKIT, "cp", "--help"], None, env)
-        cases[f"dtnkit cp http{tag}"] = ([*DTNKIT, "cp", http + "f", str(out / "cp-http")],
-                                         out / "cp-http", env)
-        cases[f"dtnkit cp https{tag}"] = ([*DTNKIT, "cp", "--ca-file", ca, https + "f",
-                                           str(out / "cp-https")], out / "cp-https", env)
+        cases[f"dtnkit cp http{tag}"] = (
+            [*DTNKIT, "cp", http + "f", str(out / "cp-http")],
+            out / "cp-http",
+            env,
+        )
+        cases[f"dtnkit cp https{tag}"] = (
+            [*DTNKIT, "cp", "--ca-file", ca, https + "f", str(out / "cp-https")],
+            out / "cp-https",
+            env,
+        )
     for argv, dst, env in cases.values():
         run_once(argv, dst, env)  # warm-up: page cache, bytecode
     watch = b.watch()
-    got = b.rounds_of({name: functools.partial(run_once, *c) for name, c in cases.items()},
-                      twins=["dtnkit cp http"], label="start-up")
+    got = b.rounds_of(
+        {name: functools.partial(run_once, *c) for name, c in cases.items()},
+        twins=["dtnkit cp http"],
+        label="start-up",
+    )
     b.load_line(watch, "The timed rounds")
-    counts = {name: instructions(*c) for name, c in cases.items()
-              if b.args.instructions and not name.startswith("curl")}
+    counts = {
+        name: instructions(*c)
+        for name, c in cases.items()
+        if b.args.instructions and not name.startswith("curl")
+    }
     med = {name: statistics.median(got.get(name)) for name in cases}
     floor = med[IMPORTS]
     rows = []
@@ -144,25 +189,54 @@ def run(b: Bench) -> None:
         t = got.get(name)
         m = statistics.median(t)
         scheme = "https" if "https" in name else "http"
-        row = [name, f"{m * 1e3:.1f}", f"{min(t) * 1e3:.1f}", f"{max(t) * 1e3:.1f}",
-               f"{m / med['python -c pass']:.2f}", f"{m / floor:.2f}",
-               f"{m / med['curl ' + scheme]:.1f}" if name.startswith("dtnkit cp h") else ""]
+        row = [
+            name,
+            f"{m * 1e3:.1f}",
+            f"{min(t) * 1e3:.1f}",
+            f"{max(t) * 1e3:.1f}",
+            f"{m / med['python -c pass']:.2f}",
+            f"{m / floor:.2f}",
+            f"{m / med['curl ' + scheme]:.1f}" if name.startswith("dtnkit cp h") else "",
+        ]
         if counts:
-            row += ([f"{counts[name]:.0f}", f"{counts[name] / counts['python -c pass']:.1f}"]
-                    if name in counts else ["", ""])
+            row += (
+                [f"{counts[name]:.0f}", f"{counts[name] / counts['python -c pass']:.1f}"]
+                if name in counts
+                else ["", ""]
+            )
         rows.append(row)
-    b.table(["case", "median ms", "min ms", "max ms", "x python -c pass", "x socket, ssl",
-             "x curl",
-             *(["M instructions", "instructions x pass"] if counts else [])], rows,
-            title=f"`dtnkit cp` start-up, {SIZE} B over loopback, {b.rounds} rounds")
+    b.table(
+        [
+            "case",
+            "median ms",
+            "min ms",
+            "max ms",
+            "x python -c pass",
+            "x socket, ssl",
+            "x curl",
+            *(["M instructions", "instructions x pass"] if counts else []),
+        ],
+        rows,
+        title=f"`dtnkit cp` start-up, {SIZE} B over loopback, {b.rounds} rounds",
+    )
     if b.base:
         rows = []
         for name in ("dtnkit cp --help", "dtnkit cp http", "dtnkit cp https"):
             c = b.compare(got, name, f"{name} (base)", noise_of="dtnkit cp http")
             rows.append([name, c.fmt(), c.rounds.fmt() if c.rounds else "-", c.verdict])
-        b.table(["case", "this / base (A/A noise)", "per round [min-max]", "verdict"], rows,
-                title=f"This tree / --base {b.base.ref}")
+        b.table(
+            ["case", "this / base (A/A noise)", "per round [min-max]", "verdict"],
+            rows,
+            title=f"This tree / --base {b.base.ref}",
+        )
 
 
-CASE = Case(run=run, options=options, quick=quick, rounds=20, base="optional",
-            tools=("curl", "openssl"), quick_help="two rounds")
+CASE = Case(
+    run=run,
+    options=options,
+    quick=quick,
+    rounds=20,
+    base="optional",
+    tools=("curl", "openssl"),
+    quick_help="two rounds",
+)

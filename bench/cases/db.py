@@ -46,31 +46,64 @@ def quick(args: argparse.Namespace) -> None:
 
 
 def result(i: int) -> ProbeResult:
-    return ProbeResult(kind="net", spec={"peer": "localhost", "streams": 4, "i": i},
-                       summary={"throughput_bps": 9.4e9, "retransmits": i, "rtt_ms_mean": 0.1},
-                       samples=[{"t": t / 2, "bps": 9.4e9} for t in range(20)],
-                       raw="x" * 4000, ok=True, host="bench", started=1.7e9 + i,
-                       duration_s=10.0, tuning={"net.core.rmem_max": "67108864"},
-                       label=f"r{i}")
+    return ProbeResult(
+        kind="net",
+        spec={"peer": "localhost", "streams": 4, "i": i},
+        summary={"throughput_bps": 9.4e9, "retransmits": i, "rtt_ms_mean": 0.1},
+        samples=[{"t": t / 2, "bps": 9.4e9} for t in range(20)],
+        raw="x" * 4000,
+        ok=True,
+        host="bench",
+        started=1.7e9 + i,
+        duration_s=10.0,
+        tuning={"net.core.rmem_max": "67108864"},
+        label=f"r{i}",
+    )
 
 
 def host_store(path: Path, n: int) -> Path:
     """N results (one transaction: the bench times the push, not this) and a sweep run."""
     with connect(path) as db:
-        db.executemany(f"INSERT INTO results ({', '.join(COLUMNS)}) VALUES "
-                       f"({', '.join('?' for _ in COLUMNS)})",
-                       [[json.dumps(v) if isinstance(v, dict | list) else v
-                         for v in (r.kind, r.host, r.netns, r.started, r.duration_s, int(r.ok),
-                                   r.error, r.tuning_id, r.tuning, r.spec, r.summary,
-                                   r.samples, r.raw, r.experiment_id, r.label)]
-                        for r in map(result, range(n))])
-    grid = parse_grid_flags(["rtt=5ms,10ms,20ms,50ms", "streams=1,2,4,8", "duration=1s",
-                             "sample_interval=500ms"], known_profiles=[])
+        db.executemany(
+            f"INSERT INTO results ({', '.join(COLUMNS)}) VALUES "
+            f"({', '.join('?' for _ in COLUMNS)})",
+            [
+                [
+                    json.dumps(v) if isinstance(v, dict | list) else v
+                    for v in (
+                        r.kind,
+                        r.host,
+                        r.netns,
+                        r.started,
+                        r.duration_s,
+                        int(r.ok),
+                        r.error,
+                        r.tuning_id,
+                        r.tuning,
+                        r.spec,
+                        r.summary,
+                        r.samples,
+                        r.raw,
+                        r.experiment_id,
+                        r.label,
+                    )
+                ]
+                for r in map(result, range(n))
+            ],
+        )
+    grid = parse_grid_flags(
+        ["rtt=5ms,10ms,20ms,50ms", "streams=1,2,4,8", "duration=1s", "sample_interval=500ms"],
+        known_profiles=[],
+    )
     ss = sweep_store.SweepStore(path)
     ss.create_run("bench", grid.to_toml(), {"host": "bench"}, len(grid))
     for p in grid.points():
-        ss.store_point("bench", sweep_store.PointResult(
-            point=p, status="ok", samples=tuple((t / 2, 9e9) for t in range(20))))
+        ss.store_point(
+            "bench",
+            sweep_store.PointResult(
+                point=p, status="ok", samples=tuple((t / 2, 9e9) for t in range(20))
+            ),
+        )
     return path
 
 
@@ -102,35 +135,70 @@ def run(b: Bench) -> None:
         adds[kind].append((time.perf_counter() - t) / n)
         return took
 
-    pushes = b.rounds_of({k: functools.partial(push_and_add, k) for k in ("sqlite", "pg")},
-                         label="push")
+    pushes = b.rounds_of(
+        {k: functools.partial(push_and_add, k) for k in ("sqlite", "pg")}, label="push"
+    )
     pg_db = DbUrl(pg.create_database(f"{b.prefix}_probe"))
     dtnkit = [sys.executable, "-m", "dtnkit"]
 
     def probe(db: str) -> float:
         t = time.perf_counter()
-        subprocess.run([*dtnkit, "probe", "net", "--peer", "localhost", "--duration",
-                        str(a.probe_duration), "--db", db, "--format", "json"], check=True,
-                       capture_output=True)
+        subprocess.run(
+            [
+                *dtnkit,
+                "probe",
+                "net",
+                "--peer",
+                "localhost",
+                "--duration",
+                str(a.probe_duration),
+                "--db",
+                db,
+                "--format",
+                "json",
+            ],
+            check=True,
+            capture_output=True,
+        )
         return time.perf_counter() - t
 
-    probes = b.rounds_of({"sqlite": functools.partial(probe, str(tmp / "probe.sqlite")),
-                          "pg": functools.partial(probe, pg_db.url)}, rounds=a.probes,
-                         label="probe")
+    probes = b.rounds_of(
+        {
+            "sqlite": functools.partial(probe, str(tmp / "probe.sqlite")),
+            "pg": functools.partial(probe, pg_db.url),
+        },
+        rounds=a.probes,
+        label="probe",
+    )
     rows = []
     for what, unit, scale, x, y in (
-            ("push", "s", 1.0, pushes.median("sqlite"), pushes.median("pg")),
-            ("add", "ms", 1e3, statistics.median(adds["sqlite"]),
-             statistics.median(adds["pg"])),
-            ("probe", "s", 1.0, probes.median("sqlite"), probes.median("pg"))):
+        ("push", "s", 1.0, pushes.median("sqlite"), pushes.median("pg")),
+        ("add", "ms", 1e3, statistics.median(adds["sqlite"]), statistics.median(adds["pg"])),
+        ("probe", "s", 1.0, probes.median("sqlite"), probes.median("pg")),
+    ):
         assert x is not None and y is not None
-        rows.append([what, f"{x * scale:.3g} {unit}", f"{y * scale:.3g} {unit}",
-                     f"{(y - x) * scale:+.3g} {unit}", f"{y / x:.2f}"])
-    b.table(["what", "SQLite (median)", "PostgreSQL (median)", "difference",
-             "PostgreSQL / SQLite"], rows,
-            title=f"N = {a.results} results (+16 sweep points), {b.rounds} rounds; "
-                  f"{a.probes} probes each")
+        rows.append(
+            [
+                what,
+                f"{x * scale:.3g} {unit}",
+                f"{y * scale:.3g} {unit}",
+                f"{(y - x) * scale:+.3g} {unit}",
+                f"{y / x:.2f}",
+            ]
+        )
+    b.table(
+        ["what", "SQLite (median)", "PostgreSQL (median)", "difference", "PostgreSQL / SQLite"],
+        rows,
+        title=f"N = {a.results} results (+16 sweep points), {b.rounds} rounds; "
+        f"{a.probes} probes each",
+    )
 
 
-CASE = Case(run=run, options=options, quick=quick, rounds=5, tools=("iperf3",),
-            quick_help="200 results, one round, one probe")
+CASE = Case(
+    run=run,
+    options=options,
+    quick=quick,
+    rounds=5,
+    tools=("iperf3",),
+    quick_help="200 results, one round, one probe",
+)

@@ -60,16 +60,40 @@ def run(b: Bench) -> None:
     tmp = b.workdir(where="/tmp")
     servers: dict[str, tuple[str, subprocess.Popen[bytes]]] = {}
     port = free_port()
-    servers["node_exporter"] = (f"http://127.0.0.1:{port}/metrics", b.tracked.add(
-        subprocess.Popen(["prometheus-node-exporter", f"--web.listen-address=127.0.0.1:{port}",
-                          f"--collector.textfile.directory={tmp}"],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)))
+    servers["node_exporter"] = (
+        f"http://127.0.0.1:{port}/metrics",
+        b.tracked.add(
+            subprocess.Popen(
+                [
+                    "prometheus-node-exporter",
+                    f"--web.listen-address=127.0.0.1:{port}",
+                    f"--collector.textfile.directory={tmp}",
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        ),
+    )
     for name, extra in (("dtnkit --no-drift", ["--no-drift"]), ("dtnkit", [])):
         port = free_port()
-        servers[name] = (f"http://127.0.0.1:{port}/metrics", b.tracked.add(subprocess.Popen(
-            [*DTNKIT, "exporter", "--listen", f"127.0.0.1:{port}", "--db",
-             str(tmp / "results.sqlite"), *extra],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)))
+        servers[name] = (
+            f"http://127.0.0.1:{port}/metrics",
+            b.tracked.add(
+                subprocess.Popen(
+                    [
+                        *DTNKIT,
+                        "exporter",
+                        "--listen",
+                        f"127.0.0.1:{port}",
+                        "--db",
+                        str(tmp / "results.sqlite"),
+                        *extra,
+                    ],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            ),
+        )
     for url, proc in servers.values():
         wait_up(url, proc)
     first = {name: scrape(url)[0] for name, (url, _) in servers.items()}
@@ -90,16 +114,39 @@ def run(b: Bench) -> None:
     rows = []
     for name in servers:
         t, c = got.median(name) or float("nan"), statistics.mean(cpus[name])
-        rows.append([name, str(sizes[name][1]), f"{sizes[name][0] / 1024:.1f}",
-                     f"{t * 1000:.1f}", f"{min(got.get(name)) * 1000:.1f}", f"{c * 1000:.1f}",
-                     f"{t / base_t:.2f}", f"{c / base_c:.2f}" if base_c else "-"])
-    b.table(["server", "series", "KiB", "median ms", "min ms", "CPU ms/scrape", "time ratio",
-             "CPU ratio"], rows,
-            title=f"Scrapes of this host, {b.rounds} interleaved rounds (CPU: the server "
-                  "process's user+system time per scrape, mean; ticks are 10 ms)")
-    b.note(f"dtnkit's first scrape (runs the audit): {first['dtnkit'] * 1000:.0f} ms; with "
-           f"--no-drift: {first['dtnkit --no-drift'] * 1000:.0f} ms.")
+        rows.append(
+            [
+                name,
+                str(sizes[name][1]),
+                f"{sizes[name][0] / 1024:.1f}",
+                f"{t * 1000:.1f}",
+                f"{min(got.get(name)) * 1000:.1f}",
+                f"{c * 1000:.1f}",
+                f"{t / base_t:.2f}",
+                f"{c / base_c:.2f}" if base_c else "-",
+            ]
+        )
+    b.table(
+        [
+            "server",
+            "series",
+            "KiB",
+            "median ms",
+            "min ms",
+            "CPU ms/scrape",
+            "time ratio",
+            "CPU ratio",
+        ],
+        rows,
+        title=f"Scrapes of this host, {b.rounds} interleaved rounds (CPU: the server "
+        "process's user+system time per scrape, mean; ticks are 10 ms)",
+    )
+    b.note(
+        f"dtnkit's first scrape (runs the audit): {first['dtnkit'] * 1000:.0f} ms; with "
+        f"--no-drift: {first['dtnkit --no-drift'] * 1000:.0f} ms."
+    )
 
 
-CASE = Case(run=run, quick=quick, rounds=40, tools=("prometheus-node-exporter",),
-            quick_help="three rounds")
+CASE = Case(
+    run=run, quick=quick, rounds=40, tools=("prometheus-node-exporter",), quick_help="three rounds"
+)

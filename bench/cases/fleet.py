@@ -52,8 +52,14 @@ def untune(fleet: sshhosts.SshHosts) -> None:
 def site_audit(fleet: sshhosts.SshHosts, inv: Path, forks: int, dest: Path) -> float:
     fleet.stop_masters()
     start = time.monotonic()
-    proc = fleet.playbook(inv, "dtn.dtnkit.site_audit", "-f", str(forks), "-e",
-                          json.dumps({"dtnkit_out_dir": str(dest)}))
+    proc = fleet.playbook(
+        inv,
+        "dtn.dtnkit.site_audit",
+        "-f",
+        str(forks),
+        "-e",
+        json.dumps({"dtnkit_out_dir": str(dest)}),
+    )
     took = time.monotonic() - start
     if proc.returncode != 0:
         raise RuntimeError(f"site audit failed: {proc.stdout[-2000:]}{proc.stderr[-1000:]}")
@@ -63,8 +69,17 @@ def site_audit(fleet: sshhosts.SshHosts, inv: Path, forks: int, dest: Path) -> f
 def module_audit(fleet: sshhosts.SshHosts, inv: Path, forks: int) -> float:
     fleet.stop_masters()
     start = time.monotonic()
-    proc = fleet.ansible(inv, "all", "-f", str(forks), "-m", "dtn.dtnkit.audit", "-a",
-                         "dtnkit_path={{ dtnkit_path }}", "-o")
+    proc = fleet.ansible(
+        inv,
+        "all",
+        "-f",
+        str(forks),
+        "-m",
+        "dtn.dtnkit.audit",
+        "-a",
+        "dtnkit_path={{ dtnkit_path }}",
+        "-o",
+    )
     took = time.monotonic() - start
     if proc.returncode != 0:
         raise RuntimeError(f"ad-hoc audit failed: {proc.stdout[-2000:]}{proc.stderr[-1000:]}")
@@ -74,8 +89,13 @@ def module_audit(fleet: sshhosts.SshHosts, inv: Path, forks: int) -> float:
 def campaign(fleet: sshhosts.SshHosts, inv: Path, dest: Path) -> tuple[float, dict[str, Any]]:
     untune(fleet)
     fleet.stop_masters()
-    doc = {"dtnkit_out_dir": str(dest), "dtnkit_groups": ["buffers"],
-           "dtnkit_probe_duration": "2s", "dtnkit_repeat": 1, "dtnkit_rtt": "20ms"}
+    doc = {
+        "dtnkit_out_dir": str(dest),
+        "dtnkit_groups": ["buffers"],
+        "dtnkit_probe_duration": "2s",
+        "dtnkit_repeat": 1,
+        "dtnkit_rtt": "20ms",
+    }
     start = time.monotonic()
     proc = fleet.playbook(inv, "dtn.dtnkit.campaign", "-e", json.dumps(doc), timeout=900)
     took = time.monotonic() - start
@@ -86,8 +106,11 @@ def campaign(fleet: sshhosts.SshHosts, inv: Path, dest: Path) -> tuple[float, di
 
 
 def run(b: Bench) -> None:
-    why = sshhosts.missing() or sshhosts.missing_ansible() or \
-        sshhosts.missing_collection("plugins/modules")
+    why = (
+        sshhosts.missing()
+        or sshhosts.missing_ansible()
+        or sshhosts.missing_collection("plugins/modules")
+    )
     if why:
         raise CannotRun(why)
     playbooks = sshhosts.missing_collection() is None
@@ -111,12 +134,15 @@ def run(b: Bench) -> None:
     for f in forks:
         if playbooks:
             runs[f"site_audit playbook, N={n}, forks={f}"] = functools.partial(
-                playbook, inv3, f, "audit")
+                playbook, inv3, f, "audit"
+            )
         runs[f"audit module, ad hoc, N={n}, forks={f}"] = functools.partial(
-            module_audit, fleet, inv3, f)
+            module_audit, fleet, inv3, f
+        )
     if playbooks:
         runs[f"site_audit playbook, N=1, forks={forks[0]}"] = functools.partial(
-            playbook, inv1, forks[0], "audit1")
+            playbook, inv1, forks[0], "audit1"
+        )
     for fn in runs.values():  # warm-up: caches and .pyc on every side
         fn()
     got = b.rounds_of(runs, label="site audit")
@@ -125,29 +151,46 @@ def run(b: Bench) -> None:
         t = got.get(name)
         hosts = 1 if "N=1" in name else n
         med = statistics.median(t)
-        rows.append([name, f"{med:.1f} s", f"{min(t):.1f}-{max(t):.1f}",
-                     f"{med / hosts:.2f} s"])
-    b.table(["run", "median", "min-max", "per host"], rows,
-            title=f"Site audit over SSH ({b.rounds} rounds, interleaved; fresh SSH "
-                  "connections each run)")
+        rows.append([name, f"{med:.1f} s", f"{min(t):.1f}-{max(t):.1f}", f"{med / hosts:.2f} s"])
+    b.table(
+        ["run", "median", "min-max", "per host"],
+        rows,
+        title=f"Site audit over SSH ({b.rounds} rounds, interleaved; fresh SSH "
+        "connections each run)",
+    )
     if playbooks:
         one = got.median(f"site_audit playbook, N=1, forks={forks[0]}") or 0.0
         three = got.median(f"site_audit playbook, N={n}, forks={forks[0]}") or 0.0
-        b.note(f"site_audit playbook, forks={forks[0]}: {one:.1f} s fixed (N=1) + "
-               f"{(three - one) / (n - 1):.1f} s per further host.")
+        b.note(
+            f"site_audit playbook, forks={forks[0]}: {one:.1f} s fixed (N=1) + "
+            f"{(three - one) / (n - 1):.1f} s per further host."
+        )
     if b.args.campaigns and playbooks:
         inv4 = fleet.inventory(base / "campaign.yml")
         rows = []
         for k in range(b.args.campaigns):
             took, doc = campaign(fleet, inv4, base / f"campaign-{k}")
-            verdicts = "; ".join(f"{p['client']}->{p['server']}: " + ", ".join(
-                f"{r['group']} {r['verdict']} x{r['ratio'] or 0:.2f}" for r in p["results"])
-                for p in doc["pairs"])
+            verdicts = "; ".join(
+                f"{p['client']}->{p['server']}: "
+                + ", ".join(
+                    f"{r['group']} {r['verdict']} x{r['ratio'] or 0:.2f}" for r in p["results"]
+                )
+                for p in doc["pairs"]
+            )
             rows.append([str(k + 1), f"{took:.1f} s", verdicts])
-        b.table(["run", "wall time", "verdicts (ratio of medians)"], rows,
-                title="Campaign: 2 pairs, group buffers, one baseline and one applied probe of "
-                      "2 s per pair")
+        b.table(
+            ["run", "wall time", "verdicts (ratio of medians)"],
+            rows,
+            title="Campaign: 2 pairs, group buffers, one baseline and one applied probe of "
+            "2 s per pair",
+        )
 
 
-CASE = Case(run=run, options=options, quick=quick, rounds=3, needs_root=True,
-            quick_help="forks 3 only, no campaign, one round")
+CASE = Case(
+    run=run,
+    options=options,
+    quick=quick,
+    rounds=3,
+    needs_root=True,
+    quick_help="forks 3 only, no campaign, one round",
+)

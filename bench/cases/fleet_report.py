@@ -31,8 +31,12 @@ from bench.lib.trees import REPO
 
 
 def options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--sizes", type=ints, default=[3, 30, 300],
-                   help="host counts, comma-separated (default 3,30,300)")
+    p.add_argument(
+        "--sizes",
+        type=ints,
+        default=[3, 30, 300],
+        help="host counts, comma-separated (default 3,30,300)",
+    )
 
 
 def quick(args: argparse.Namespace) -> None:
@@ -44,8 +48,10 @@ def real_audit() -> dict[str, Any]:
     from dtnkit.environment import Environment
 
     stdout = io.StringIO()
-    main(["tune", "audit", "--tree", str(REPO / "tests/fixtures/hosts/dtn-a"), "--format",
-          "json"], Environment(stdout=stdout, stderr=io.StringIO()))
+    main(
+        ["tune", "audit", "--tree", str(REPO / "tests/fixtures/hosts/dtn-a"), "--format", "json"],
+        Environment(stdout=stdout, stderr=io.StringIO()),
+    )
     doc: dict[str, Any] = json.loads(stdout.getvalue())
     return doc
 
@@ -68,18 +74,38 @@ def campaign(names: list[str]) -> dict[str, Any]:
     def result(group: str, k: int) -> dict[str, Any]:
         verdict = ("helps", "neutral", "harmful", "gated")[k % 4]
         ratio = None if verdict == "gated" else (1.3, 1.0, 0.8)[k % 3]
-        return {"group": group, "verdict": verdict, "applied": verdict != "gated",
-                "ratio": ratio, "margin": 0.04, "baseline_bps": [5e9, 5.1e9],
-                "applied_bps": [5e9 * (ratio or 1)] * 2, "why": "synthetic"}
+        return {
+            "group": group,
+            "verdict": verdict,
+            "applied": verdict != "gated",
+            "ratio": ratio,
+            "margin": 0.04,
+            "baseline_bps": [5e9, 5.1e9],
+            "applied_bps": [5e9 * (ratio or 1)] * 2,
+            "why": "synthetic",
+        }
 
-    return {"schema": "dtnkit.campaign/1", "profile": "dtn",
-            "groups": ["buffers", "congestion", "rings"], "started": 1.7e9,
-            "finished": 1.7e9 + 600, "status": "done", "failure": None,
-            "pairs": [{"client": a, "server": b, "nic_bps": 2.5e10,
-                       "results": [result(g, k + j) for j, g in
-                                   enumerate(("buffers", "congestion", "rings"))]}
-                      for k, (a, b) in enumerate(zip(names[::2], names[1::2], strict=False))],
-            "restored": names}
+    return {
+        "schema": "dtnkit.campaign/1",
+        "profile": "dtn",
+        "groups": ["buffers", "congestion", "rings"],
+        "started": 1.7e9,
+        "finished": 1.7e9 + 600,
+        "status": "done",
+        "failure": None,
+        "pairs": [
+            {
+                "client": a,
+                "server": b,
+                "nic_bps": 2.5e10,
+                "results": [
+                    result(g, k + j) for j, g in enumerate(("buffers", "congestion", "rings"))
+                ],
+            }
+            for k, (a, b) in enumerate(zip(names[::2], names[1::2], strict=False))
+        ],
+        "restored": names,
+    }
 
 
 def make_dir(base: Path, n: int, doc: dict[str, Any]) -> Path:
@@ -103,14 +129,20 @@ def cases(d: Path, outdir: Path) -> dict[str, Callable[[], object]]:
     ref = "dtn000.example.org"
 
     def tables() -> None:
-        people(Printer(Environment(stdout=io.StringIO(), stderr=io.StringIO(),
-                                   terminal_width=80)), compare(load_dir(d), reference=ref))
+        people(
+            Printer(Environment(stdout=io.StringIO(), stderr=io.StringIO(), terminal_width=80)),
+            compare(load_dir(d), reference=ref),
+        )
 
     def html() -> None:
         page.build(compare(load_dir(d), reference=ref), out=outdir)
 
-    return {"load": lambda: load_dir(d), "+ compare": lambda: compare(load_dir(d), reference=ref),
-            "+ tables": tables, "+ page": html}
+    return {
+        "load": lambda: load_dir(d),
+        "+ compare": lambda: compare(load_dir(d), reference=ref),
+        "+ tables": tables,
+        "+ page": html,
+    }
 
 
 def timed(fn: Callable[[], object]) -> float:
@@ -127,15 +159,23 @@ def run(b: Bench) -> None:
         d = make_dir(base, n, doc)
         fns = cases(d, base / f"out{n}")
         fns["+ page"]()  # warm-up: matplotlib's import and font cache
-        got = b.rounds_of({k: functools.partial(timed, f) for k, f in fns.items()},
-                          label=f"N={n}")
+        got = b.rounds_of({k: functools.partial(timed, f) for k, f in fns.items()}, label=f"N={n}")
         load = got.median("load") or float("nan")
         for name in fns:
-            rows.append([str(n), name, *spread_cells(got.get(name), 1000, 1),
-                         f"x{(got.median(name) or float('nan')) / load:.1f}"])
-    b.table(["N", "case", "median ms", "min-max ms", "vs load"], rows,
-            title=f"Fleet report of N hosts (one real audit, varied; a campaign of N/2 "
-                  f"pairs); {b.rounds} rounds")
+            rows.append(
+                [
+                    str(n),
+                    name,
+                    *spread_cells(got.get(name), 1000, 1),
+                    f"x{(got.median(name) or float('nan')) / load:.1f}",
+                ]
+            )
+    b.table(
+        ["N", "case", "median ms", "min-max ms", "vs load"],
+        rows,
+        title=f"Fleet report of N hosts (one real audit, varied; a campaign of N/2 "
+        f"pairs); {b.rounds} rounds",
+    )
 
 
 CASE = Case(run=run, options=options, quick=quick, rounds=3, quick_help="3 and 30 hosts")

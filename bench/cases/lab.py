@@ -41,8 +41,12 @@ def ping(p: LabPath, count: int = 50) -> tuple[float, float]:
 
 
 def run(b: Bench) -> None:
-    state, name, secs, quick = Environment.from_os().lab_state_root, b.prefix, \
-        b.args.seconds, b.quick
+    state, name, secs, quick = (
+        Environment.from_os().lab_state_root,
+        b.prefix,
+        b.args.seconds,
+        b.quick,
+    )
     rtts = (10, 100) if quick else (5, 10, 50, 100, 200)
     rows = []
     with lab.path(name, state_root=state, rtt_ms=rtts[0]) as p:
@@ -61,13 +65,17 @@ def run(b: Bench) -> None:
             p.set(rate_bps=cap * 10**6)
             got = goodput_bps(p, seconds=secs)
             rows.append([str(cap), f"{got / 1e6:.0f}", f"{got / (cap * 1e6 * WIRE):.3f}"])
-    b.table(["cap Mbit/s", "goodput Mbit/s", "ratio to cap"], rows,
-            title="2. Rate cap, one stream, large buffers, 50 ms")
+    b.table(
+        ["cap Mbit/s", "goodput Mbit/s", "ratio to cap"],
+        rows,
+        title="2. Rate cap, one stream, large buffers, 50 ms",
+    )
     with lab.path(name, state_root=state, rtt_ms=0) as p:
         set_tcp_buffers(p, BIG)
         # baseline: the same namespaces and devices, no delay stage in the way
-        subprocess.run(["ip", "netns", "exec", p.mid, "iptables", "-w", "-F", "FORWARD"],
-                       check=True)
+        subprocess.run(
+            ["ip", "netns", "exec", p.mid, "iptables", "-w", "-F", "FORWARD"], check=True
+        )
         base = goodput_bps(p, seconds=secs)
     rows = [["no delay stage (baseline)", f"{base / 1e9:.2f}", "-", "-"]]
     for streams in (1, 4):
@@ -78,24 +86,44 @@ def run(b: Bench) -> None:
             got = goodput_bps(p, seconds=secs, streams=streams)
             after = p.emulator_stats(fresh=True) or {}
             cpu = (after["cpu_seconds"] - before["cpu_seconds"]) / (time.monotonic() - start)
-            rows.append([f"50 ms, {streams} stream(s)", f"{got / 1e9:.2f}", f"{cpu * 100:.1f}",
-                         f"{got / base:.2f}"])
-    b.table(["case", "Gbit/s", "stage CPU % (run mean)", "x baseline"], rows,
-            title="3. Delay-stage capacity, uncapped, large buffers")
+            rows.append(
+                [
+                    f"50 ms, {streams} stream(s)",
+                    f"{got / 1e9:.2f}",
+                    f"{cpu * 100:.1f}",
+                    f"{got / base:.2f}",
+                ]
+            )
+    b.table(
+        ["case", "Gbit/s", "stage CPU % (run mean)", "x baseline"],
+        rows,
+        title="3. Delay-stage capacity, uncapped, large buffers",
+    )
     rows = []
     for loss in (0.001, 0.01) if quick else (0.0001, 0.001, 0.01, 0.05):
         with lab.path(name, state_root=state, rtt_ms=1, loss=loss, seed=11) as p:
-            p.src.run(["ping", "-q", "-c", "2000", "-i", "0.002", "-W", "1", p.dst.address],
-                      check=False, timeout=120)
+            p.src.run(
+                ["ping", "-q", "-c", "2000", "-i", "0.002", "-W", "1", p.dst.address],
+                check=False,
+                timeout=120,
+            )
             q = (p.emulator_stats(fresh=True) or {})["queues"]["0"]
         n, d = q["packets"], q["dropped_loss"]
         bound = 4 * (n * loss * (1 - loss)) ** 0.5
-        rows.append([f"{loss:g}", str(n), str(d), f"{d / n:.5f}",
-                     f"{n * loss:.1f} +- {bound:.1f}"])
-    b.table(["configured", "packets", "dropped", "measured", "4-sigma bound"], rows,
-            title="4. Loss (ping -c 2000 -i 0.002, forward queue)")
+        rows.append([f"{loss:g}", str(n), str(d), f"{d / n:.5f}", f"{n * loss:.1f} +- {bound:.1f}"])
+    b.table(
+        ["configured", "packets", "dropped", "measured", "4-sigma bound"],
+        rows,
+        title="4. Loss (ping -c 2000 -i 0.002, forward queue)",
+    )
 
 
-CASE = Case(run=run, options=options, quick=quick, rounds=1, needs_root=True,
-            tools=("iperf3", "ping", "iptables"),
-            quick_help="fewer points, 3 s iperf3 runs")
+CASE = Case(
+    run=run,
+    options=options,
+    quick=quick,
+    rounds=1,
+    needs_root=True,
+    tools=("iperf3", "ping", "iptables"),
+    quick_help="fewer points, 3 s iperf3 runs",
+)

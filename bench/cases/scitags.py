@@ -68,11 +68,22 @@ def run(b: Bench) -> None:
     root = b.workdir()
     (root / "small").write_bytes(b"s" * 4096)
     make_file(root / "big", a.big_mib * 2**20)
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sink, \
-            dtnkit_server(b, root) as (plain_url, plain), \
-            dtnkit_server(b, root, "--scitag", "143", "--firefly-dest",
-                          f"127.0.0.1:{_bound(sink)}", "--metrics", "--metrics-anonymous",
-                          "--capacity", "10g") as (marked_url, marked):
+    with (
+        socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sink,
+        dtnkit_server(b, root) as (plain_url, plain),
+        dtnkit_server(
+            b,
+            root,
+            "--scitag",
+            "143",
+            "--firefly-dest",
+            f"127.0.0.1:{_bound(sink)}",
+            "--metrics",
+            "--metrics-anonymous",
+            "--capacity",
+            "10g",
+        ) as (marked_url, marked),
+    ):
         ports = {"plain": _port(plain_url), "marked": _port(marked_url)}
         procs = {"plain": plain, "marked": marked}
         cpu0 = {k: proc_cpu(p.pid) for k, p in procs.items()}
@@ -88,22 +99,42 @@ def run(b: Bench) -> None:
                 scrapes.append(time.perf_counter() - t0)
             return rps
 
-        got = b.rounds_of({n: functools.partial(one, n) for n in ("plain", "marked")},
-                          label="scitags")
+        got = b.rounds_of(
+            {n: functools.partial(one, n) for n in ("plain", "marked")}, label="scitags"
+        )
         cpu = {k: proc_cpu(p.pid) - cpu0[k] for k, p in procs.items()}
-        found = re.search(r"^dtnkit_transfer_fireflies_sent_total (\d+)",
-                          scrape(ports["marked"]), re.M)
+        found = re.search(
+            r"^dtnkit_transfer_fireflies_sent_total (\d+)", scrape(ports["marked"]), re.M
+        )
     med = {k: got.median(k) or float("nan") for k in ("plain", "marked")}
     big = {k: statistics.median(v) for k, v in secs.items()}
-    b.table(["what", "without marking", "with marking + metrics", "ratio"], [
-        [f"4 KiB GETs, req/s (median of {b.rounds})", f"{med['plain']:.0f}",
-         f"{med['marked']:.0f}", f"{med['marked'] / med['plain']:.2f}"],
-        [f"{a.big_mib} MiB GET, s (median)", f"{big['plain']:.3f}", f"{big['marked']:.3f}",
-         f"{big['marked'] / big['plain']:.2f}"],
-        ["server CPU seconds, whole run", f"{cpu['plain']:.2f}", f"{cpu['marked']:.2f}",
-         f"{cpu['marked'] / max(cpu['plain'], 1e-9):.2f}"]])
-    b.note(f"Fireflies sent: {found.group(1) if found else '?'}; one /metrics scrape: "
-           f"{1000 * statistics.median(scrapes):.2f} ms (median).")
+    b.table(
+        ["what", "without marking", "with marking + metrics", "ratio"],
+        [
+            [
+                f"4 KiB GETs, req/s (median of {b.rounds})",
+                f"{med['plain']:.0f}",
+                f"{med['marked']:.0f}",
+                f"{med['marked'] / med['plain']:.2f}",
+            ],
+            [
+                f"{a.big_mib} MiB GET, s (median)",
+                f"{big['plain']:.3f}",
+                f"{big['marked']:.3f}",
+                f"{big['marked'] / big['plain']:.2f}",
+            ],
+            [
+                "server CPU seconds, whole run",
+                f"{cpu['plain']:.2f}",
+                f"{cpu['marked']:.2f}",
+                f"{cpu['marked'] / max(cpu['plain'], 1e-9):.2f}",
+            ],
+        ],
+    )
+    b.note(
+        f"Fireflies sent: {found.group(1) if found else '?'}; one /metrics scrape: "
+        f"{1000 * statistics.median(scrapes):.2f} ms (median)."
+    )
 
 
 def _bound(sink: socket.socket) -> int:
@@ -115,5 +146,6 @@ def _port(url: str) -> int:
     return int(url.rstrip("/").rsplit(":")[-1])
 
 
-CASE = Case(run=run, options=options, quick=quick, rounds=5,
-            quick_help="200 requests, 64 MiB, one round")
+CASE = Case(
+    run=run, options=options, quick=quick, rounds=5, quick_help="200 requests, 64 MiB, one round"
+)

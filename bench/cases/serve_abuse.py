@@ -80,26 +80,58 @@ def seconds(value: str) -> float:
 
 def options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--only", choices=QUESTIONS, help="one question")
-    p.add_argument("--requests", type=positive, default=20000,
-                   help="requests at the FIFO, and GETs of the raced directory (default 20000)")
-    p.add_argument("--probers", type=positive, default=16,
-                   help="connections those requests are spread over (default 16)")
-    p.add_argument("--readers", type=positive, default=4,
-                   help="readers beside them (default 4)")
-    p.add_argument("--loop-seconds", type=seconds, default=45.0,
-                   help="at most this long per loop (default 45)")
-    p.add_argument("--slow", type=positive, default=600,
-                   help="slow-body connections (default 600; the servers have 512 workers)")
-    p.add_argument("--slow-interval", type=seconds, default=5.0,
-                   help="seconds between a slow body's bytes (default 5)")
-    p.add_argument("--slow-seconds", type=seconds, default=40.0,
-                   help="how long the legitimate client GETs under attack (default 40)")
-    p.add_argument("--timeout", type=seconds, default=20.0,
-                   help="the legitimate client's timeout, seconds (default 20)")
-    p.add_argument("--cap", type=positive, default=2048,
-                   help="the servers' --max-connections in the cap question (default 2048)")
-    p.add_argument("--gets", type=positive, default=20,
-                   help="GETs from the second address in the cap question (default 20)")
+    p.add_argument(
+        "--requests",
+        type=positive,
+        default=20000,
+        help="requests at the FIFO, and GETs of the raced directory (default 20000)",
+    )
+    p.add_argument(
+        "--probers",
+        type=positive,
+        default=16,
+        help="connections those requests are spread over (default 16)",
+    )
+    p.add_argument("--readers", type=positive, default=4, help="readers beside them (default 4)")
+    p.add_argument(
+        "--loop-seconds", type=seconds, default=45.0, help="at most this long per loop (default 45)"
+    )
+    p.add_argument(
+        "--slow",
+        type=positive,
+        default=600,
+        help="slow-body connections (default 600; the servers have 512 workers)",
+    )
+    p.add_argument(
+        "--slow-interval",
+        type=seconds,
+        default=5.0,
+        help="seconds between a slow body's bytes (default 5)",
+    )
+    p.add_argument(
+        "--slow-seconds",
+        type=seconds,
+        default=40.0,
+        help="how long the legitimate client GETs under attack (default 40)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=seconds,
+        default=20.0,
+        help="the legitimate client's timeout, seconds (default 20)",
+    )
+    p.add_argument(
+        "--cap",
+        type=positive,
+        default=2048,
+        help="the servers' --max-connections in the cap question (default 2048)",
+    )
+    p.add_argument(
+        "--gets",
+        type=positive,
+        default=20,
+        help="GETs from the second address in the cap question (default 20)",
+    )
 
 
 def quick(args: argparse.Namespace) -> None:
@@ -112,8 +144,10 @@ def check(args: argparse.Namespace) -> str | None:
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     need = max(args.cap, args.slow) + FD_SPARE
     if hard != resource.RLIM_INFINITY and need > hard:
-        return (f"--cap {args.cap} / --slow {args.slow} need {need} descriptors, more than "
-                f"the hard limit {hard}: give smaller ones (or raise the limit)")
+        return (
+            f"--cap {args.cap} / --slow {args.slow} need {need} descriptors, more than "
+            f"the hard limit {hard}: give smaller ones (or raise the limit)"
+        )
     return None
 
 
@@ -141,8 +175,9 @@ def counts(counter: collections.Counter[str]) -> str:
     """ "403 x 1999, cut x 1": the most frequent first; "-" when empty."""
     if not counter:
         return "-"
-    return ", ".join(f"{k} x {n}" for k, n in sorted(counter.items(),
-                                                      key=lambda kv: (-kv[1], kv[0])))
+    return ", ".join(
+        f"{k} x {n}" for k, n in sorted(counter.items(), key=lambda kv: (-kv[1], kv[0]))
+    )
 
 
 @dataclass
@@ -181,14 +216,34 @@ class Loop:
 
     def row(self, tree: str) -> list[str]:
         r = self.readers
-        return [tree, self.kind, counts(self.answers), str(sum(r.values())), str(r["bad body"]),
-                str(r["status"]), str(r["cut"] + r["refused"]), str(r["timeout"]), self.end(),
-                str(self.tracebacks), self.verdict()]
+        return [
+            tree,
+            self.kind,
+            counts(self.answers),
+            str(sum(r.values())),
+            str(r["bad body"]),
+            str(r["status"]),
+            str(r["cut"] + r["refused"]),
+            str(r["timeout"]),
+            self.end(),
+            str(self.tracebacks),
+            self.verdict(),
+        ]
 
 
-LOOP_HEAD = ["tree", "loop", "its answers", "reader GETs", "wrong bodies",
-             "other statuses", "cut or refused", "timed out", "fresh connection served",
-             "server tracebacks", "verdict"]
+LOOP_HEAD = [
+    "tree",
+    "loop",
+    "its answers",
+    "reader GETs",
+    "wrong bodies",
+    "other statuses",
+    "cut or refused",
+    "timed out",
+    "fresh connection served",
+    "server tracebacks",
+    "verdict",
+]
 
 
 @dataclass
@@ -217,13 +272,30 @@ class Starve:
 
     def row(self, tree: str) -> list[str]:
         t = self.timeout
-        return [tree, self.mode, ms(percentile(self.alone, 50), t), str(len(self.under)),
-                ms(percentile(self.under, 50), t), ms(percentile(self.under, 99), t),
-                str(self.failed()), f"{self.opened} / {self.closed}", self.verdict()]
+        return [
+            tree,
+            self.mode,
+            ms(percentile(self.alone, 50), t),
+            str(len(self.under)),
+            ms(percentile(self.under, 50), t),
+            ms(percentile(self.under, 99), t),
+            str(self.failed()),
+            f"{self.opened} / {self.closed}",
+            self.verdict(),
+        ]
 
 
-STARVE_HEAD = ["tree", "server", "alone p50 ms", "GETs under attack", "p50 ms", "p99 ms",
-               "failed", "attacker connections opened / closed by the server", "verdict"]
+STARVE_HEAD = [
+    "tree",
+    "server",
+    "alone p50 ms",
+    "GETs under attack",
+    "p50 ms",
+    "p99 ms",
+    "failed",
+    "attacker connections opened / closed by the server",
+    "verdict",
+]
 
 
 @dataclass
@@ -246,12 +318,24 @@ class Greedy:
 
     def row(self, tree: str) -> list[str]:
         limit = "none" if self.per_client is None else str(self.per_client)
-        return [tree, limit, f"{self.held} of {self.cap}", counts(self.answers),
-                ms(percentile(self.latencies, 50), self.timeout), self.verdict()]
+        return [
+            tree,
+            limit,
+            f"{self.held} of {self.cap}",
+            counts(self.answers),
+            ms(percentile(self.latencies, 50), self.timeout),
+            self.verdict(),
+        ]
 
 
-GREEDY_HEAD = ["tree", "per-client limit", "first address holds", "second address answered",
-               "p50 ms", "verdict"]
+GREEDY_HEAD = [
+    "tree",
+    "per-client limit",
+    "first address holds",
+    "second address answered",
+    "p50 ms",
+    "verdict",
+]
 
 
 def per_client_of(tree: Tree, cap: int) -> int | None:
@@ -306,11 +390,30 @@ def serving(b: Bench, tree: Tree, files: Files, state: Path, *flags: str) -> Ite
     tokens.chmod(0o600)
     err = state / f"serve-{time.monotonic_ns()}.stderr"
     with err.open("w") as stderr:
-        proc = b.tracked.add(subprocess.Popen(
-            tree.dtnkit("serve", "--root", str(files.root), "--host", HOST, "--port", "0",
-                        "--tokens", str(tokens), "--quiet", "--drain-timeout", "1s", *flags),
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr, text=True,
-            env=tree.env(state)))
+        proc = b.tracked.add(
+            subprocess.Popen(
+                tree.dtnkit(
+                    "serve",
+                    "--root",
+                    str(files.root),
+                    "--host",
+                    HOST,
+                    "--port",
+                    "0",
+                    "--tokens",
+                    str(tokens),
+                    "--quiet",
+                    "--drain-timeout",
+                    "1s",
+                    *flags,
+                ),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                text=True,
+                env=tree.env(state),
+            )
+        )
     try:
         assert proc.stdout is not None
         url = listening_url(proc.stdout.readline())
@@ -319,8 +422,15 @@ def serving(b: Bench, tree: Tree, files: Files, state: Path, *flags: str) -> Ite
         b.tracked.stop(proc)  # SIGTERM, SIGKILL after 10 s: a hung server goes too
 
 
-def fetch(port: int, path: str, sha: str | None, *, source: str = HOST,
-          token: str | None = None, timeout: float = READ_TIMEOUT) -> tuple[str, str, float]:
+def fetch(
+    port: int,
+    path: str,
+    sha: str | None,
+    *,
+    source: str = HOST,
+    token: str | None = None,
+    timeout: float = READ_TIMEOUT,
+) -> tuple[str, str, float]:
     """One GET on a new connection: (outcome, status, seconds).  Outcomes: ok, bad body (a 200
     with other bytes), status (another answer), cut (the connection ended early), timeout (no
     answer within *timeout*), refused (no connection)."""
@@ -332,8 +442,14 @@ def fetch(port: int, path: str, sha: str | None, *, source: str = HOST,
         except OSError:
             return "refused", "-", time.monotonic() - t0
         try:
-            conn.request("GET", path, headers={"Connection": "close", **(
-                {"Authorization": f"Bearer {token}"} if token else {})})
+            conn.request(
+                "GET",
+                path,
+                headers={
+                    "Connection": "close",
+                    **({"Authorization": f"Bearer {token}"} if token else {}),
+                },
+            )
             resp = conn.getresponse()
             body = resp.read()
         except TimeoutError:
@@ -403,8 +519,9 @@ def join(started: Sequence[threading.Thread], within: float) -> None:
 # ------------------------------------------------------------------ fifo: the double close
 
 
-def loop(srv: Server, files: Files, kind: str, requests: int, probers: int, readers: int,
-         seconds: float) -> Loop:
+def loop(
+    srv: Server, files: Files, kind: str, requests: int, probers: int, readers: int, seconds: float
+) -> Loop:
     got = Loop(kind)
     lock = threading.Lock()
     stop = threading.Event()
@@ -433,8 +550,11 @@ def loop(srv: Server, files: Files, kind: str, requests: int, probers: int, read
                     left[0] -= 1
                 if i <= 0:
                     break
-                answer = (conn.ask("HEAD" if i % 2 else "GET", "/pipe") if kind == "fifo"
-                          else conn.ask("GET", "/race/"))
+                answer = (
+                    conn.ask("HEAD" if i % 2 else "GET", "/pipe")
+                    if kind == "fifo"
+                    else conn.ask("GET", "/race/")
+                )
                 with lock:
                     got.answers[answer] += 1
                 if answer == "refused":
@@ -453,8 +573,13 @@ def loop(srv: Server, files: Files, kind: str, requests: int, probers: int, read
             conn.close()
 
     probing = threads([prober] * probers)
-    started = [*probing, *threads([functools.partial(reader, i) for i in range(readers)]
-                                  + ([racer] if kind == "directory" else []))]
+    started = [
+        *probing,
+        *threads(
+            [functools.partial(reader, i) for i in range(readers)]
+            + ([racer] if kind == "directory" else [])
+        ),
+    ]
     while any(t.is_alive() for t in probing):
         stop.wait(0.2)
         now = time.monotonic() - t0
@@ -483,8 +608,9 @@ class Trickle:
 
     def __init__(self, port: int, count: int, interval: float) -> None:
         self.port, self.count, self.interval = port, count, interval
-        self.head = (f"GET /{SMALL} HTTP/1.1\r\nHost: {HOST}\r\n"
-                     f"Content-Length: {BODY}\r\n\r\n").encode()
+        self.head = (
+            f"GET /{SMALL} HTTP/1.1\r\nHost: {HOST}\r\nContent-Length: {BODY}\r\n\r\n"
+        ).encode()
         self.opened = self.closed = 0
         self.stop = threading.Event()
         self.ready = threading.Event()  # every connection opened once
@@ -522,8 +648,7 @@ class Trickle:
 
     def open(self) -> socket.socket | None:
         try:
-            s = socket.create_connection((HOST, self.port), timeout=2,
-                                         source_address=(HOST, 0))
+            s = socket.create_connection((HOST, self.port), timeout=2, source_address=(HOST, 0))
         except OSError:
             return None
         try:
@@ -554,8 +679,9 @@ class Trickle:
         return True
 
 
-def legitimate(port: int, sha: str, timeout: float, *, seconds: float | None = None,
-               count: int = ALONE) -> tuple[list[float], collections.Counter[str]]:
+def legitimate(
+    port: int, sha: str, timeout: float, *, seconds: float | None = None, count: int = ALONE
+) -> tuple[list[float], collections.Counter[str]]:
     """GETs of SMALL with the token from OTHER: *count* in turn, or one every EVERY s for
     *seconds*, each in its own thread; their seconds (inf when failed) and outcomes."""
     took: list[float] = []
@@ -563,8 +689,9 @@ def legitimate(port: int, sha: str, timeout: float, *, seconds: float | None = N
     lock = threading.Lock()
 
     def one() -> None:
-        outcome, status, t = fetch(port, "/" + SMALL, sha, source=OTHER, token=TOKEN,
-                                   timeout=timeout)
+        outcome, status, t = fetch(
+            port, "/" + SMALL, sha, source=OTHER, token=TOKEN, timeout=timeout
+        )
         with lock:
             took.append(t if outcome == "ok" else math.inf)
             outcomes[outcome if outcome != "status" else status] += 1
@@ -587,8 +714,9 @@ def starve(srv: Server, files: Files, mode: str, a: argparse.Namespace) -> Starv
     alone, _ = legitimate(srv.port, files.digests[SMALL], a.timeout)
     with Trickle(srv.port, a.slow, a.slow_interval) as attack:
         attack.ready.wait(60)
-        under, outcomes = legitimate(srv.port, files.digests[SMALL], a.timeout,
-                                     seconds=a.slow_seconds)
+        under, outcomes = legitimate(
+            srv.port, files.digests[SMALL], a.timeout, seconds=a.slow_seconds
+        )
         opened, closed = attack.opened, attack.closed
     return Starve(mode, alone, under, outcomes, a.timeout, opened, closed)
 
@@ -633,13 +761,15 @@ def greedy(srv: Server, files: Files, tree: Tree, a: argparse.Namespace) -> Gree
         answers: collections.Counter[str] = collections.Counter()
         took: list[float] = []
         for _ in range(a.gets):
-            outcome, status, t = fetch(srv.port, "/" + SMALL, files.digests[SMALL],
-                                       source=OTHER, timeout=a.timeout)
+            outcome, status, t = fetch(
+                srv.port, "/" + SMALL, files.digests[SMALL], source=OTHER, timeout=a.timeout
+            )
             answers[status if status != "-" else outcome] += 1
             if outcome in ("ok", "status"):
                 took.append(t)
-        return Greedy(a.cap, per_client_of(tree, a.cap), len(socks) - refused, answers, took,
-                      a.timeout)
+        return Greedy(
+            a.cap, per_client_of(tree, a.cap), len(socks) - refused, answers, took, a.timeout
+        )
     finally:
         for s in socks:
             s.close()
@@ -666,21 +796,40 @@ def ask_fifo(b: Bench, files: Files, work: Path) -> None:
             got = loop(srv, files, kind, a.requests, a.probers, a.readers, a.loop_seconds)
         k = sum(1 for n, x in runs if n.split()[0] == name and x.kind == kind)
         runs.append((label(name, k, b.rounds), got))
-        b.result.add("runs", {"question": "fifo", "tree": name, "kind": kind,
-                              "answers": got.answers, "readers": got.readers,
-                              "seconds": got.seconds, "last_served": got.last_served,
-                              "served_at_end": got.served_at_end,
-                              "tracebacks": got.tracebacks, "verdict": got.verdict()})
+        b.result.add(
+            "runs",
+            {
+                "question": "fifo",
+                "tree": name,
+                "kind": kind,
+                "answers": got.answers,
+                "readers": got.readers,
+                "seconds": got.seconds,
+                "last_served": got.last_served,
+                "served_at_end": got.served_at_end,
+                "tracebacks": got.tracebacks,
+                "verdict": got.verdict(),
+            },
+        )
         return float(got.readers["ok"])
 
     watch = b.watch()
-    b.rounds_of({f"{t} {kind}": functools.partial(one, t, kind)
-                 for kind in ("fifo", "directory") for t in ("base", "this")},
-                label="fifo", keep_going=True)
-    b.table(LOOP_HEAD, [x.row(name) for name, x in runs],
-            title=f"A FIFO ({a.requests} GET/HEAD) and a directory made and deleted while "
-                  f"listed ({a.requests} GETs), beside {a.readers} readers checking sha256; "
-                  f"at most {a.loop_seconds:g} s a loop")
+    b.rounds_of(
+        {
+            f"{t} {kind}": functools.partial(one, t, kind)
+            for kind in ("fifo", "directory")
+            for t in ("base", "this")
+        },
+        label="fifo",
+        keep_going=True,
+    )
+    b.table(
+        LOOP_HEAD,
+        [x.row(name) for name, x in runs],
+        title=f"A FIFO ({a.requests} GET/HEAD) and a directory made and deleted while "
+        f"listed ({a.requests} GETs), beside {a.readers} readers checking sha256; "
+        f"at most {a.loop_seconds:g} s a loop",
+    )
     b.load_line(watch, "The FIFO and directory loops")
 
 
@@ -694,21 +843,41 @@ def ask_slow(b: Bench, files: Files, work: Path) -> None:
             got = starve(srv, files, mode, a)
         k = sum(1 for n, x in runs if n.split()[0] == name and x.mode == mode)
         runs.append((label(name, k, b.rounds), got))
-        b.result.add("runs", {"question": "slow", "tree": name, "mode": mode,
-                              "alone": got.alone, "under": got.under,
-                              "outcomes": got.outcomes, "opened": got.opened,
-                              "closed": got.closed, "verdict": got.verdict()})
+        b.result.add(
+            "runs",
+            {
+                "question": "slow",
+                "tree": name,
+                "mode": mode,
+                "alone": got.alone,
+                "under": got.under,
+                "outcomes": got.outcomes,
+                "opened": got.opened,
+                "closed": got.closed,
+                "verdict": got.verdict(),
+            },
+        )
         return percentile(got.under, 50)
 
     watch = b.watch()
-    b.rounds_of({f"{t} {mode}": functools.partial(one, t, mode)
-                 for mode in modes for t in ("base", "this")}, label="slow", keep_going=True)
+    b.rounds_of(
+        {
+            f"{t} {mode}": functools.partial(one, t, mode)
+            for mode in modes
+            for t in ("base", "this")
+        },
+        label="slow",
+        keep_going=True,
+    )
     workers = {n: workers_of(t) for n, t in trees_of(b).items()}
-    b.table(STARVE_HEAD, [x.row(name) for name, x in runs],
-            title=f"{a.slow} slow GET bodies (1 byte / {a.slow_interval:g} s, no token; "
-                  f"workers: base {workers['base']}, this {workers['this']}); a GET with a "
-                  f"token every {EVERY:g} s for {a.slow_seconds:g} s from {OTHER}, "
-                  f"timeout {a.timeout:g} s")
+    b.table(
+        STARVE_HEAD,
+        [x.row(name) for name, x in runs],
+        title=f"{a.slow} slow GET bodies (1 byte / {a.slow_interval:g} s, no token; "
+        f"workers: base {workers['base']}, this {workers['this']}); a GET with a "
+        f"token every {EVERY:g} s for {a.slow_seconds:g} s from {OTHER}, "
+        f"timeout {a.timeout:g} s",
+    )
     b.load_line(watch, "The slow-body runs")
 
 
@@ -718,22 +887,43 @@ def ask_cap(b: Bench, files: Files, work: Path) -> None:
 
     def one(name: str) -> float:
         tree = trees_of(b)[name]
-        with serving(b, tree, files, work / name, "--anonymous-read", "--max-connections",
-                     str(a.cap), "--head-timeout", "120s") as srv:
+        with serving(
+            b,
+            tree,
+            files,
+            work / name,
+            "--anonymous-read",
+            "--max-connections",
+            str(a.cap),
+            "--head-timeout",
+            "120s",
+        ) as srv:
             got = greedy(srv, files, tree, a)
         k = sum(1 for n, _x in runs if n.split()[0] == name)
         runs.append((label(name, k, b.rounds), got))
-        b.result.add("runs", {"question": "cap", "tree": name, "held": got.held,
-                              "per_client": got.per_client, "answers": got.answers,
-                              "latencies": got.latencies, "verdict": got.verdict()})
+        b.result.add(
+            "runs",
+            {
+                "question": "cap",
+                "tree": name,
+                "held": got.held,
+                "per_client": got.per_client,
+                "answers": got.answers,
+                "latencies": got.latencies,
+                "verdict": got.verdict(),
+            },
+        )
         return float(got.held)
 
     watch = b.watch()
-    b.rounds_of({t: functools.partial(one, t) for t in ("base", "this")}, label="cap",
-                keep_going=True)
-    b.table(GREEDY_HEAD, [x.row(name) for name, x in runs],
-            title=f"--max-connections {a.cap}: {HOST} holds what it can, {OTHER} makes "
-                  f"{a.gets} GETs")
+    b.rounds_of(
+        {t: functools.partial(one, t) for t in ("base", "this")}, label="cap", keep_going=True
+    )
+    b.table(
+        GREEDY_HEAD,
+        [x.row(name) for name, x in runs],
+        title=f"--max-connections {a.cap}: {HOST} holds what it can, {OTHER} makes {a.gets} GETs",
+    )
     b.load_line(watch, "The cap runs")
 
 
@@ -752,5 +942,12 @@ def run(b: Bench) -> int | None:
     return None
 
 
-CASE = Case(run=run, options=options, quick=quick, check=check, rounds=1, base="required",
-            quick_help="200 requests, 2 readers, 6 s of slow bodies, a cap of 256")
+CASE = Case(
+    run=run,
+    options=options,
+    quick=quick,
+    check=check,
+    rounds=1,
+    base="required",
+    quick_help="200 requests, 2 readers, 6 s of slow bodies, a cap of 256",
+)

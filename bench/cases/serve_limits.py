@@ -64,8 +64,12 @@ def run(b: Bench) -> None:
     make_file(root / "big.bin", size)
     (root / "dir").mkdir()
     for i in range(a.entries):
-        os.close(os.open(root / "dir" / f"entry-with-a-fairly-long-name-{i:07d}.dat",
-                         os.O_CREAT | os.O_WRONLY))
+        os.close(
+            os.open(
+                root / "dir" / f"entry-with-a-fairly-long-name-{i:07d}.dat",
+                os.O_CREAT | os.O_WRONLY,
+            )
+        )
     rss: dict[str, list[float]] = {}
     cpus: dict[str, list[float]] = {}
     trees = {"base": b.base, "this": b.this}
@@ -73,14 +77,18 @@ def run(b: Bench) -> None:
     def one(label: str) -> float:
         # ten streamed listings at once: a tree with per-token listing slots gets ten (its
         # default, 2, would serve them in turn)
-        slots = (["--listing-slots", "10"] if trees[label].serve_takes("--listing-slots")
-                 else [])
+        slots = ["--listing-slots", "10"] if trees[label].serve_takes("--listing-slots") else []
         with dtnkit_server(b, root, *slots, tree=trees[label]) as (url, proc):
             port = int(url.rstrip("/").rsplit(":")[-1])
             at_once(port, 1, "PROPFIND", "/", {"Depth": "1"})  # warm up
             cpu, t0 = proc_cpu(proc.pid), time.monotonic()
-            at_once(port, a.requests, "HEAD", "/big.bin",
-                    {"Range": f"bytes=0-{size - 1}", "Want-Content-Digest": "sha-256=10"})
+            at_once(
+                port,
+                a.requests,
+                "HEAD",
+                "/big.bin",
+                {"Range": f"bytes=0-{size - 1}", "Want-Content-Digest": "sha-256=10"},
+            )
             cpu, wall = proc_cpu(proc.pid) - cpu, time.monotonic() - t0
             base = peak_rss(proc.pid)
             at_once(port, 10, "PROPFIND", "/dir/", {"Depth": "1"})
@@ -88,15 +96,29 @@ def run(b: Bench) -> None:
             cpus.setdefault(label, []).append(cpu)
             return wall
 
-    got = b.rounds_of({"base": lambda: one("base"), "this": lambda: one("this")},
-                      label="limits")
-    b.table(["tree", "digest HEADs: server CPU s", "wall s", "PROPFINDs: peak RSS growth MiB"],
-            [[label, f"{min(cpus[label]):.2f}", f"{min(got.get(label)):.2f}",
-              f"{min(rss[label]):.0f}"] for label in trees],
-            title=f"{a.requests} x HEAD Range 0-{a.size} MiB Want-Content-Digest sha-256; 10 x "
-                  f"PROPFIND depth 1 of {a.entries} entries; {b.rounds} rounds, interleaved, "
-                  "best round")
+    got = b.rounds_of({"base": lambda: one("base"), "this": lambda: one("this")}, label="limits")
+    b.table(
+        ["tree", "digest HEADs: server CPU s", "wall s", "PROPFINDs: peak RSS growth MiB"],
+        [
+            [
+                label,
+                f"{min(cpus[label]):.2f}",
+                f"{min(got.get(label)):.2f}",
+                f"{min(rss[label]):.0f}",
+            ]
+            for label in trees
+        ],
+        title=f"{a.requests} x HEAD Range 0-{a.size} MiB Want-Content-Digest sha-256; 10 x "
+        f"PROPFIND depth 1 of {a.entries} entries; {b.rounds} rounds, interleaved, "
+        "best round",
+    )
 
 
-CASE = Case(run=run, options=options, quick=quick, rounds=2, base="required",
-            quick_help="64 MiB, 4 HEADs, 2000 entries, one round")
+CASE = Case(
+    run=run,
+    options=options,
+    quick=quick,
+    rounds=2,
+    base="required",
+    quick_help="64 MiB, 4 HEADs, 2000 entries, one round",
+)

@@ -47,11 +47,27 @@ def quick(args: argparse.Namespace) -> None:
 @contextmanager
 def dtnkit_serve(b: Bench, root: Path, pki: servers.Pki) -> Iterator[tuple[str, int]]:
     port = free_port()
-    proc = b.tracked.add(subprocess.Popen(
-        b.this.dtnkit("serve", "--root", str(root), "--port", str(port), "--cert",
-                      str(pki.cert), "--key", str(pki.key), "--anonymous-read", "--quiet"),
-        env=b.this.env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL))
+    proc = b.tracked.add(
+        subprocess.Popen(
+            b.this.dtnkit(
+                "serve",
+                "--root",
+                str(root),
+                "--port",
+                str(port),
+                "--cert",
+                str(pki.cert),
+                "--key",
+                str(pki.key),
+                "--anonymous-read",
+                "--quiet",
+            ),
+            env=b.this.env(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    )
     try:
         wait_https(port, pki.ca_file, time.monotonic() + 30, alive=proc, what="dtnkit serve")
         yield f"https://127.0.0.1:{port}/", proc.pid
@@ -65,8 +81,9 @@ def xrootd(b: Bench, root: Path, pki: servers.Pki, work: Path) -> Iterator[tuple
     (xwork / "admin").mkdir(parents=True)
     own = xwork / "pki"  # XRootD (not root) must read its key
     shutil.copytree(pki.dir, own, symlinks=True)
-    own_pki = servers.Pki(own, own / pki.ca_file.name, own / pki.ca_dir.name,
-                          own / pki.cert.name, own / pki.key.name)
+    own_pki = servers.Pki(
+        own, own / pki.ca_file.name, own / pki.ca_dir.name, own / pki.cert.name, own / pki.key.name
+    )
     port, http_port = free_port(), free_port()
     cfg = xwork / "xrootd.cfg"
     cfg.write_text(servers.xrootd_config(xwork, root, own_pki, port, http_port))
@@ -75,10 +92,25 @@ def xrootd(b: Bench, root: Path, pki: servers.Pki, work: Path) -> Iterator[tuple
         os.chown(dirpath, ent.pw_uid, ent.pw_gid)
         for f in files:
             os.chown(os.path.join(dirpath, f), ent.pw_uid, ent.pw_gid)
-    proc = b.tracked.add(subprocess.Popen(
-        ["xrootd", "-c", str(cfg), "-l", str(xwork / "xrootd.log"), "-n", f"{b.prefix}load",
-         "-R", XROOTD_USER], cwd=xwork, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL))
+    proc = b.tracked.add(
+        subprocess.Popen(
+            [
+                "xrootd",
+                "-c",
+                str(cfg),
+                "-l",
+                str(xwork / "xrootd.log"),
+                "-n",
+                f"{b.prefix}load",
+                "-R",
+                XROOTD_USER,
+            ],
+            cwd=xwork,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    )
     try:
         wait_https(http_port, pki.ca_file, time.monotonic() + 30, alive=proc, what="xrootd")
         yield f"https://127.0.0.1:{http_port}/", proc.pid
@@ -91,29 +123,40 @@ def p99(values: list[float]) -> float:
     return ordered[max(0, math.ceil(0.99 * len(ordered)) - 1)]
 
 
-def one_round(url: str, pid: int, ca: Path, clients: int, gets: int,
-              size: int) -> tuple[float, dict[str, float]]:
+def one_round(
+    url: str, pid: int, ca: Path, clients: int, gets: int, size: int
+) -> tuple[float, dict[str, float]]:
     """*clients* curl processes at once, *gets* GETs each on one connection: GB/s, with the
     p99 latency and the server's CPU seconds beside it."""
-    argv = ["curl", "-s", "--cacert", str(ca), "-w",
-            "%{http_code} %{size_download} %{time_total}\\n"]
+    argv = [
+        "curl",
+        "-s",
+        "--cacert",
+        str(ca),
+        "-w",
+        "%{http_code} %{size_download} %{time_total}\\n",
+    ]
     for _ in range(gets):
         argv += ["-o", "/dev/null", url + "f.bin"]
     cpu0, t0 = proc_cpu(pid), time.monotonic()
-    procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for _ in range(clients)]
+    procs = [
+        subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(clients)
+    ]
     outs = [p.communicate() for p in procs]
     wall = time.monotonic() - t0
     latencies = []
     for (text, err), p in zip(outs, procs, strict=True):
         words = text.split()
-        rows = [words[i:i + 3] for i in range(0, len(words), 3)]
-        if p.returncode != 0 or len(rows) != gets or any(
-                r[0] != "200" or int(r[1]) != size for r in rows):
+        rows = [words[i : i + 3] for i in range(0, len(words), 3)]
+        if (
+            p.returncode != 0
+            or len(rows) != gets
+            or any(r[0] != "200" or int(r[1]) != size for r in rows)
+        ):
             raise RuntimeError(f"a client failed: exit {p.returncode} {text!r} {err[-300:]!r}")
         latencies += [float(r[2]) for r in rows]
-    return clients * gets * size / wall / 1e9, {"p99": p99(latencies),
-                                                "cpu": proc_cpu(pid) - cpu0}
+    return clients * gets * size / wall / 1e9, {"p99": p99(latencies), "cpu": proc_cpu(pid) - cpu0}
 
 
 def run(b: Bench) -> int | None:
@@ -130,26 +173,38 @@ def run(b: Bench) -> int | None:
     os.chown(xroot, ent.pw_uid, ent.pw_gid)
     watch = b.watch()
     with dtnkit_serve(b, droot, pki) as (durl, dpid), xrootd(b, xroot, pki, work) as (xurl, xpid):
+
         def measure(url: str, pid: int) -> tuple[float, dict[str, float]]:
             return one_round(url, pid, pki.ca_file, a.clients, a.gets, size)
 
         for url, pid in ((durl, dpid), (xurl, xpid)):  # warm both: page cache, TLS set-up
             one_round(url, pid, pki.ca_file, 4, 1, size)
-        got = b.rounds_of({"dtnkit": lambda: side("dtnkit", measure(durl, dpid)),
-                           "XRootD": lambda: side("XRootD", measure(xurl, xpid))})
+        got = b.rounds_of(
+            {
+                "dtnkit": lambda: side("dtnkit", measure(durl, dpid)),
+                "XRootD": lambda: side("XRootD", measure(xurl, xpid)),
+            }
+        )
     rows = []
     for name, label in (("dtnkit", "dtnkit serve"), ("XRootD", "XRootD 5.5.3")):
         rates, nines = got.get(name), got.get(f"{name} p99")
         cpu = statistics.median(got.get(f"{name} cpu"))
         rows.append([label, *spread_cells(rates), *spread_cells(nines), f"{cpu:.1f}"])
-    b.table(["server", "GB/s", "(range)", "p99 s", "(range)", "server CPU s/round"], rows,
-            title=f"{a.clients} clients x {a.gets} GETs of {a.size_mib} MiB over HTTPS "
-                  "(curl, keep-alive), medians of interleaved rounds")
+    b.table(
+        ["server", "GB/s", "(range)", "p99 s", "(range)", "server CPU s/round"],
+        rows,
+        title=f"{a.clients} clients x {a.gets} GETs of {a.size_mib} MiB over HTTPS "
+        "(curl, keep-alive), medians of interleaved rounds",
+    )
     rate = b.compare(got, "dtnkit", "XRootD")
     p99_ratio = got.paired("dtnkit p99", "XRootD p99")
-    b.table(["dtnkit / XRootD", "ratio"],
-            [["throughput", rate.fmt()],
-             ["p99 latency", f"{statistics.median(p99_ratio):.2f}" if p99_ratio else "-"]])
+    b.table(
+        ["dtnkit / XRootD", "ratio"],
+        [
+            ["throughput", rate.fmt()],
+            ["p99 latency", f"{statistics.median(p99_ratio):.2f}" if p99_ratio else "-"],
+        ],
+    )
     b.load_line(watch)
     return None
 
@@ -160,5 +215,6 @@ def side(name: str, got: tuple[float, dict[str, float]]) -> tuple[float, dict[st
     return value, {f"{name} {k}": v for k, v in extra.items()}
 
 
-CASE = Case(run=run, options=options, quick=quick, rounds=4, needs_root=True,
-            tools=("curl", "xrootd"))
+CASE = Case(
+    run=run, options=options, quick=quick, rounds=4, needs_root=True, tools=("curl", "xrootd")
+)

@@ -54,12 +54,30 @@ class Server:
     def __init__(self, b: Bench, tree: Tree, root: Path, tokens: Path) -> None:
         self.b = b
         # every idle connection comes from this one address: no per-client share
-        share = (["--max-connections-per-client", str(2**24)]
-                 if tree.serve_takes("--max-connections-per-client") else [])
-        self.proc = b.tracked.add(subprocess.Popen(
-            tree.dtnkit("serve", "--root", str(root), "--port", "0", "--tokens", str(tokens),
-                        "--quiet", *share), env=tree.env(), stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, text=True))
+        share = (
+            ["--max-connections-per-client", str(2**24)]
+            if tree.serve_takes("--max-connections-per-client")
+            else []
+        )
+        self.proc = b.tracked.add(
+            subprocess.Popen(
+                tree.dtnkit(
+                    "serve",
+                    "--root",
+                    str(root),
+                    "--port",
+                    "0",
+                    "--tokens",
+                    str(tokens),
+                    "--quiet",
+                    *share,
+                ),
+                env=tree.env(),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+            )
+        )
         assert self.proc.stdout is not None
         self.port = int(listening_url(self.proc.stdout.readline()).rstrip("/").rsplit(":")[-1])
 
@@ -98,8 +116,12 @@ def get_seconds(port: int, path: str, size: int) -> float:
 def put_seconds(port: int, data: bytes) -> float:
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     t0 = time.monotonic()
-    c.request("PUT", "/up.bin", body=data, headers={"Authorization": f"Bearer {TOKEN}",
-                                                    "Want-Digest": "adler32"})
+    c.request(
+        "PUT",
+        "/up.bin",
+        body=data,
+        headers={"Authorization": f"Bearer {TOKEN}", "Want-Digest": "adler32"},
+    )
     r = c.getresponse()
     r.read()
     seconds = time.monotonic() - t0
@@ -116,35 +138,55 @@ def throughput(b: Bench, servers: dict[str, Server], size: int, data: bytes) -> 
         def one(name: str, section: str = section, cpus: dict[str, float] = cpus) -> float:
             server = servers[name.removesuffix(" (A/A)")]
             cpu0 = proc_cpu(server.proc.pid)
-            sec = (get_seconds(server.port, "/big.bin", size) if section == "get"
-                   else put_seconds(server.port, data))
+            sec = (
+                get_seconds(server.port, "/big.bin", size)
+                if section == "get"
+                else put_seconds(server.port, data)
+            )
             cpus[name] = cpus.get(name, 0.0) + proc_cpu(server.proc.pid) - cpu0
             return size / MiB / sec
 
-        got = b.rounds_of({n: functools.partial(one, n) for n in [*servers, aa("this")]},
-                          label=section)
+        got = b.rounds_of(
+            {n: functools.partial(one, n) for n in [*servers, aa("this")]}, label=section
+        )
         rows = []
         for name in [*servers, aa("this")]:
             rate = got.get(name)
             ratio = Spread.of(got.paired(name, "base"))
             cpu = cpus[name] / b.rounds / (size / 2**30)
             base_cpu = cpus["base"] / b.rounds / (size / 2**30)
-            rows.append([name, f"{statistics.median(rate):.0f}",
-                         ratio.fmt(3) if ratio else "-",
-                         b.compare(got, name, "base", noise_of="this").fmt()
-                         if name == "this" else "",
-                         f"{max(rate) / max(got.get('base')):.3f}", f"{cpu:.3f}",
-                         f"{cpu / max(base_cpu, 1e-9):.3f}"])
-        b.table(["server", "MiB/s (median)", "/ base [min-max]", "/ base (A/A noise)",
-                 "best / best base", "server CPU s/GiB", "/ base"], rows,
-                title=f"{section.upper()} {size // MiB} MiB over loopback ({b.rounds} rounds)")
+            rows.append(
+                [
+                    name,
+                    f"{statistics.median(rate):.0f}",
+                    ratio.fmt(3) if ratio else "-",
+                    b.compare(got, name, "base", noise_of="this").fmt() if name == "this" else "",
+                    f"{max(rate) / max(got.get('base')):.3f}",
+                    f"{cpu:.3f}",
+                    f"{cpu / max(base_cpu, 1e-9):.3f}",
+                ]
+            )
+        b.table(
+            [
+                "server",
+                "MiB/s (median)",
+                "/ base [min-max]",
+                "/ base (A/A noise)",
+                "best / best base",
+                "server CPU s/GiB",
+                "/ base",
+            ],
+            rows,
+            title=f"{section.upper()} {size // MiB} MiB over loopback ({b.rounds} rounds)",
+        )
 
 
 def idle(b: Bench, servers: dict[str, Server], count: int) -> None:
     rows = []
     for name, server in servers.items():
-        alone = statistics.median(get_seconds(server.port, "/small.bin", MiB) * 1000
-                                  for _ in range(40))
+        alone = statistics.median(
+            get_seconds(server.port, "/small.bin", MiB) * 1000 for _ in range(40)
+        )
         rss0 = server.status("VmRSS:")
         socks: list[socket.socket] = []
         t0 = time.monotonic()
@@ -172,12 +214,38 @@ def idle(b: Bench, servers: dict[str, Server], count: int) -> None:
             s.close()
         server.stop()  # its teardown must not load the machine while the next is measured
         p95 = sorted(times)[int(0.95 * len(times)) - 1]
-        rows.append([name, f"{alone:.1f}", f"{rss0:.0f}", f"{rss1:.0f}", str(fds),
-                     str(threads), f"{connect:.1f}", f"{statistics.median(times):.1f}",
-                     f"{p95:.1f}", f"{max(times):.1f}", str(failed)])
-    b.table(["tree", "GET 1 MiB, none held: median ms", "RSS before MiB", "RSS held MiB",
-             "descriptors open", "threads", "connect s", "GET 1 MiB while held: median ms",
-             "p95 ms", "max ms", "failed"], rows, title=f"{count} idle connections held")
+        rows.append(
+            [
+                name,
+                f"{alone:.1f}",
+                f"{rss0:.0f}",
+                f"{rss1:.0f}",
+                str(fds),
+                str(threads),
+                f"{connect:.1f}",
+                f"{statistics.median(times):.1f}",
+                f"{p95:.1f}",
+                f"{max(times):.1f}",
+                str(failed),
+            ]
+        )
+    b.table(
+        [
+            "tree",
+            "GET 1 MiB, none held: median ms",
+            "RSS before MiB",
+            "RSS held MiB",
+            "descriptors open",
+            "threads",
+            "connect s",
+            "GET 1 MiB while held: median ms",
+            "p95 ms",
+            "max ms",
+            "failed",
+        ],
+        rows,
+        title=f"{count} idle connections held",
+    )
 
 
 def run(b: Bench) -> None:
@@ -203,5 +271,11 @@ def run(b: Bench) -> None:
         idle(b, servers, b.args.idle)
 
 
-CASE = Case(run=run, options=options, quick=quick, rounds=5, base="required",
-            quick_help="64 MiB, two rounds, 200 idle connections")
+CASE = Case(
+    run=run,
+    options=options,
+    quick=quick,
+    rounds=5,
+    base="required",
+    quick_help="64 MiB, two rounds, 200 idle connections",
+)

@@ -42,17 +42,31 @@ def sweep_once(b: Bench, tmp: Path, tool: str, case: str, k: int) -> list[Got]:
     """(overhead s, elapsed / tool, the phases' seconds) of each point but the first."""
     points, duration = b.args.points, b.args.duration
     if case == "kept":
-        axes = [f"streams={','.join(str(2 ** i) for i in range(points + 1))}", "rtt=10ms"]
+        axes = [f"streams={','.join(str(2**i) for i in range(points + 1))}", "rtt=10ms"]
     else:  # path, restart
         axes = ["streams=2", f"rtt={','.join(f'{5 * (i + 1)}ms' for i in range(points + 1))}"]
-    grid = parse_grid_flags([*axes, f"tool={tool}", f"duration={duration}s",
-                             f"sample_interval={min(1.0, duration / 2)}s", "rate=1gbit",
-                             "file_size=4MiB"], known_profiles=[])
+    grid = parse_grid_flags(
+        [
+            *axes,
+            f"tool={tool}",
+            f"duration={duration}s",
+            f"sample_interval={min(1.0, duration / 2)}s",
+            "rate=1gbit",
+            "file_size=4MiB",
+        ],
+        known_profiles=[],
+    )
     name = f"b{k}"
-    opts = SweepOptions(name=name, db_path=tmp / "bench.db", lab_name=f"{b.prefix}s{k}",
-                        lab_state_root=tmp / "lab", state_dir=tmp / "state",
-                        workdir=tmp / f"work-{k}", reuse_servers=case != "restart",
-                        keep_lab=False)
+    opts = SweepOptions(
+        name=name,
+        db_path=tmp / "bench.db",
+        lab_name=f"{b.prefix}s{k}",
+        lab_state_root=tmp / "lab",
+        state_dir=tmp / "state",
+        workdir=tmp / f"work-{k}",
+        reuse_servers=case != "restart",
+        keep_lab=False,
+    )
     summary = Sweep(grid, grid.to_toml(), opts).run()
     if summary.failed:
         b.log(f"{tool} {case}: {summary.failures}")
@@ -76,24 +90,49 @@ def run(b: Bench) -> None:
         results.setdefault((tool, case), []).extend(got)
         return statistics.median([o for o, _, _ in got]) if got else float("nan")
 
-    b.rounds_of({f"{t} {c}": functools.partial(one, t, c) for t in TOOLS for c in CASES},
-                label="overhead")
+    b.rounds_of(
+        {f"{t} {c}": functools.partial(one, t, c) for t in TOOLS for c in CASES}, label="overhead"
+    )
     rows = []
     for (tool, case), got in results.items():
         if not got:
             rows.append([tool, case, "0", *["-"] * (3 + len(PHASES))])
             continue
         over = [o for o, _, _ in got]
-        rows.append([tool, case, str(len(got)), f"{statistics.median(over):.2f}",
-                     f"{max(over):.2f}", f"{statistics.median(x for _, x, _ in got):.2f}",
-                     *[f"{statistics.median(ph.get(k, 0.0) for _, _, ph in got):.2f}"
-                       for k in PHASES]])
-    b.table(["tool", "servers and path", "points", "overhead median (s)", "overhead max (s)",
-             "point / tool time (median)", "path change (s)", "servers start (s)",
-             "servers stop (s)"], rows,
-            title=f"Overhead per point, {b.args.duration:g} s points through a 1 Gbit/s lab "
-                  "path")
+        rows.append(
+            [
+                tool,
+                case,
+                str(len(got)),
+                f"{statistics.median(over):.2f}",
+                f"{max(over):.2f}",
+                f"{statistics.median(x for _, x, _ in got):.2f}",
+                *[f"{statistics.median(ph.get(k, 0.0) for _, _, ph in got):.2f}" for k in PHASES],
+            ]
+        )
+    b.table(
+        [
+            "tool",
+            "servers and path",
+            "points",
+            "overhead median (s)",
+            "overhead max (s)",
+            "point / tool time (median)",
+            "path change (s)",
+            "servers start (s)",
+            "servers stop (s)",
+        ],
+        rows,
+        title=f"Overhead per point, {b.args.duration:g} s points through a 1 Gbit/s lab path",
+    )
 
 
-CASE = Case(run=run, options=options, quick=quick, rounds=2, needs_root=True,
-            tools=("iperf3",), quick_help="one round, 2 points")
+CASE = Case(
+    run=run,
+    options=options,
+    quick=quick,
+    rounds=2,
+    needs_root=True,
+    tools=("iperf3",),
+    quick_help="one round, 2 points",
+)

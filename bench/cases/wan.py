@@ -54,28 +54,54 @@ DEFAULT_PATHS = "50ms/1gbit,10ms/2gbit,50ms/5gbit@9000"
 
 
 def options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--paths", type=parse_paths, default=parse_paths(DEFAULT_PATHS),
-                   help=f"comma-separated RTT/RATE[@MTU] lab paths (default {DEFAULT_PATHS}: "
-                        "the last one, jumbo frames, where one untuned stream cannot fill the "
-                        "path; each cell says whether its path held its rate)")
-    p.add_argument("--ends", type=parse_ends, default=["untuned", "tuned"],
-                   help="untuned, tuned or both (default both)")
-    p.add_argument("--sizes", type=parse_sizes, default=[256 * MiB],
-                   help="MiB, comma-separated (default 256)")
-    p.add_argument("--only", type=starts, default=[],
-                   help="comma-separated starts of column names to run (e.g. upload: the "
-                        "uploads and the downloads they are judged against, and the iperf3 "
-                        "floor runs, as for every time target; iperf3: those alone)")
-    p.add_argument("--aa", type=starts, default=["curl XRootD"],
-                   help="starts of column names that run twice per round: their A/A rounds "
-                        "give the noise band beside the ratios (default 'curl XRootD'; "
-                        "'' for none)")
-    p.add_argument("--timeline", type=Path, default=None, metavar="DIR",
-                   help="after each cell's rounds, run each dtnkit download column once more "
-                        "with `cp --timeline`: its JSON and a PNG of every connection's bytes "
-                        "over time into DIR, and a table of where each copy's time went")
-    p.add_argument("--serve-arg", action="append", default=[],
-                   help="one more argument for every `dtnkit serve` (repeatable)")
+    p.add_argument(
+        "--paths",
+        type=parse_paths,
+        default=parse_paths(DEFAULT_PATHS),
+        help=f"comma-separated RTT/RATE[@MTU] lab paths (default {DEFAULT_PATHS}: "
+        "the last one, jumbo frames, where one untuned stream cannot fill the "
+        "path; each cell says whether its path held its rate)",
+    )
+    p.add_argument(
+        "--ends",
+        type=parse_ends,
+        default=["untuned", "tuned"],
+        help="untuned, tuned or both (default both)",
+    )
+    p.add_argument(
+        "--sizes", type=parse_sizes, default=[256 * MiB], help="MiB, comma-separated (default 256)"
+    )
+    p.add_argument(
+        "--only",
+        type=starts,
+        default=[],
+        help="comma-separated starts of column names to run (e.g. upload: the "
+        "uploads and the downloads they are judged against, and the iperf3 "
+        "floor runs, as for every time target; iperf3: those alone)",
+    )
+    p.add_argument(
+        "--aa",
+        type=starts,
+        default=["curl XRootD"],
+        help="starts of column names that run twice per round: their A/A rounds "
+        "give the noise band beside the ratios (default 'curl XRootD'; "
+        "'' for none)",
+    )
+    p.add_argument(
+        "--timeline",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="after each cell's rounds, run each dtnkit download column once more "
+        "with `cp --timeline`: its JSON and a PNG of every connection's bytes "
+        "over time into DIR, and a table of where each copy's time went",
+    )
+    p.add_argument(
+        "--serve-arg",
+        action="append",
+        default=[],
+        help="one more argument for every `dtnkit serve` (repeatable)",
+    )
 
 
 def starts(text: str) -> list[str]:
@@ -99,14 +125,22 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def cp_streams_flavours() -> tuple[str, str | None]:
     """How this dtnkit picks streams: ('auto' or '8', the default when it is neither 1 nor
     auto, else None)."""
-    helptext = subprocess.run([sys.executable, "-m", "dtnkit", "cp", "--help"],
-                              capture_output=True, text=True, check=False).stdout
+    helptext = subprocess.run(
+        [sys.executable, "-m", "dtnkit", "cp", "--help"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
     flat = " ".join(helptext.split())
     m = re.search(r"--streams[^\[]*\[default: ([^;\]]+)", flat)
     default = m.group(1).strip() if m else "1"
     # click checks a given option's value before it misses the arguments
-    probe = subprocess.run([sys.executable, "-m", "dtnkit", "cp", "--streams", "auto"],
-                           capture_output=True, text=True, check=False)
+    probe = subprocess.run(
+        [sys.executable, "-m", "dtnkit", "cp", "--streams", "auto"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     many = "8" if "--streams" in probe.stderr else "auto"
     return many, (None if default in ("1", "auto", many) else default)
 
@@ -116,8 +150,9 @@ def targets(many: str, default: str | None, base: str | None = None) -> list[Tar
     auto = f"cp {many} XRootD"
     rows = [
         Target(auto, FLOOR, 1.05, "verified cp from XRootD vs the path's floor"),
-        Target(f"cp {many} dtnkit", FLOOR, 1.05,
-               "verified cp from dtnkit serve vs the path's floor"),
+        Target(
+            f"cp {many} dtnkit", FLOOR, 1.05, "verified cp from dtnkit serve vs the path's floor"
+        ),
         Target("cp 1 XRootD", "curl XRootD", 1.05, "one verified stream vs unverified curl"),
         Target("cp 1 dtnkit", "curl dtnkit", 1.05, "one verified stream vs unverified curl"),
         Target(f"upload {many}", f"cp {many} dtnkit", 1.05, "upload vs download, dtnkit serve"),
@@ -125,58 +160,137 @@ def targets(many: str, default: str | None, base: str | None = None) -> list[Tar
         Target("tpc dtnkit 1", "tpc XRootD 1", 1.0, "TPC pull, active dtnkit vs XRootD"),
         Target("tpc dtnkit 8", "tpc XRootD 8", 1.0, "TPC pull, active dtnkit vs XRootD"),
         Target(auto, "gfal-copy -K adler32", None, "verified cp vs gfal-copy, from XRootD"),
-        Target(f"cp {many} dtnkit", "gfal-copy -K adler32", None,
-               "verified cp from dtnkit serve vs gfal-copy from XRootD"),
+        Target(
+            f"cp {many} dtnkit",
+            "gfal-copy -K adler32",
+            None,
+            "verified cp from dtnkit serve vs gfal-copy from XRootD",
+        ),
         Target(auto, "xrdcp -S 8", None, "verified cp vs xrdcp -S 8 (root://)"),
-        Target(f"cp {many} dtnkit", "xrdcp -S 8", None,
-               "verified cp from dtnkit serve vs xrdcp -S 8"),
+        Target(
+            f"cp {many} dtnkit", "xrdcp -S 8", None, "verified cp from dtnkit serve vs xrdcp -S 8"
+        ),
         Target(auto, "xrdcp --cksum adler32:source", None, "verified cp vs verified xrdcp"),
-        Target(f"cp {many} dtnkit", "xrdcp --cksum adler32:source", None,
-               "verified cp from dtnkit serve vs verified xrdcp"),
-        Target("cp 1 XRootD copy phase", "curl XRootD", None,
-               "one stream's copy phase (cp's JSON seconds) vs curl's wall time"),
-        Target("cp 1 dtnkit copy phase", "curl dtnkit", None,
-               "one stream's copy phase (cp's JSON seconds) vs curl's wall time"),
-        Target("cp 1 XRootD copy phase", "curl XRootD copy phase", None,
-               "inside the tools: cp's JSON seconds vs curl's time_total"),
-        Target("cp 1 dtnkit copy phase", "curl dtnkit copy phase", None,
-               "inside the tools: cp's JSON seconds vs curl's time_total"),
+        Target(
+            f"cp {many} dtnkit",
+            "xrdcp --cksum adler32:source",
+            None,
+            "verified cp from dtnkit serve vs verified xrdcp",
+        ),
+        Target(
+            "cp 1 XRootD copy phase",
+            "curl XRootD",
+            None,
+            "one stream's copy phase (cp's JSON seconds) vs curl's wall time",
+        ),
+        Target(
+            "cp 1 dtnkit copy phase",
+            "curl dtnkit",
+            None,
+            "one stream's copy phase (cp's JSON seconds) vs curl's wall time",
+        ),
+        Target(
+            "cp 1 XRootD copy phase",
+            "curl XRootD copy phase",
+            None,
+            "inside the tools: cp's JSON seconds vs curl's time_total",
+        ),
+        Target(
+            "cp 1 dtnkit copy phase",
+            "curl dtnkit copy phase",
+            None,
+            "inside the tools: cp's JSON seconds vs curl's time_total",
+        ),
     ]
     if default is not None:
-        rows.append(Target(f"cp default({default}) XRootD", "gfal-copy -K adler32", None,
-                           "cp with its default streams"))
+        rows.append(
+            Target(
+                f"cp default({default}) XRootD",
+                "gfal-copy -K adler32",
+                None,
+                "cp with its default streams",
+            )
+        )
     if base:
         for server in ("XRootD", "dtnkit"):
             rows += [
-                Target(f"cp {many} {server}", f"cp {many} base {server}", None,
-                       f"this tree vs --base {base}"),
-                Target(f"cp {many} base {server}", "gfal-copy -K adler32", None,
-                       f"--base {base} vs gfal-copy"),
+                Target(
+                    f"cp {many} {server}",
+                    f"cp {many} base {server}",
+                    None,
+                    f"this tree vs --base {base}",
+                ),
+                Target(
+                    f"cp {many} base {server}",
+                    "gfal-copy -K adler32",
+                    None,
+                    f"--base {base} vs gfal-copy",
+                ),
                 Target(f"cp {many} {server}", f"cp 1 {server}", None, "auto vs one stream"),
-                Target(f"cp 1 {server}", f"cp 1 base {server}", None,
-                       f"one stream: this tree vs --base {base}"),
-                Target(f"cp 1 base {server}", f"curl {server}", None,
-                       f"one stream, --base {base}, vs unverified curl"),
-                Target(f"cp 1 {server} copy phase", f"cp 1 base {server} copy phase", None,
-                       f"inside the tool, one stream: this tree vs --base {base}")]
+                Target(
+                    f"cp 1 {server}",
+                    f"cp 1 base {server}",
+                    None,
+                    f"one stream: this tree vs --base {base}",
+                ),
+                Target(
+                    f"cp 1 base {server}",
+                    f"curl {server}",
+                    None,
+                    f"one stream, --base {base}, vs unverified curl",
+                ),
+                Target(
+                    f"cp 1 {server} copy phase",
+                    f"cp 1 base {server} copy phase",
+                    None,
+                    f"inside the tool, one stream: this tree vs --base {base}",
+                ),
+            ]
         for n in (many, "1"):
-            rows += [Target(f"upload {n} base", f"cp {n} dtnkit", None,
-                            f"--base {base} (client and serve) upload vs download"),
-                     Target(f"upload {n}", f"upload {n} base", None,
-                            f"this tree vs --base {base} (client and serve)")]
-        rows += [Target(f"tpc dtnkit {n}", f"tpc dtnkit base {n}", None,
-                        f"TPC pull, active dtnkit: this tree vs --base {base}")
-                 for n in ("1", "8")]
+            rows += [
+                Target(
+                    f"upload {n} base",
+                    f"cp {n} dtnkit",
+                    None,
+                    f"--base {base} (client and serve) upload vs download",
+                ),
+                Target(
+                    f"upload {n}",
+                    f"upload {n} base",
+                    None,
+                    f"this tree vs --base {base} (client and serve)",
+                ),
+            ]
+        rows += [
+            Target(
+                f"tpc dtnkit {n}",
+                f"tpc dtnkit base {n}",
+                None,
+                f"TPC pull, active dtnkit: this tree vs --base {base}",
+            )
+            for n in ("1", "8")
+        ]
     return rows
 
 
 def catalogue(many: str, default: str | None, base: bool = False) -> dict[str, Column]:
     """Every column this question may run, by name."""
-    cols = [tools.iperf3("8"), tools.iperf3("1"), tools.cp(many, "XRootD"), tools.GFAL,
-            tools.XRDCP_S8, tools.XRDCP_CKSUM, tools.cp(many, "dtnkit"), tools.upload(many),
-            tools.cp("1", "XRootD"), tools.curl("XRootD"), tools.cp("1", "dtnkit"),
-            tools.curl("dtnkit"), tools.upload("1"),
-            *(tools.tpc(a, n) for n in ("1", "8") for a in ("dtnkit", "XRootD"))]
+    cols = [
+        tools.iperf3("8"),
+        tools.iperf3("1"),
+        tools.cp(many, "XRootD"),
+        tools.GFAL,
+        tools.XRDCP_S8,
+        tools.XRDCP_CKSUM,
+        tools.cp(many, "dtnkit"),
+        tools.upload(many),
+        tools.cp("1", "XRootD"),
+        tools.curl("XRootD"),
+        tools.cp("1", "dtnkit"),
+        tools.curl("dtnkit"),
+        tools.upload("1"),
+        *(tools.tpc(a, n) for n in ("1", "8") for a in ("dtnkit", "XRootD")),
+    ]
     if many == "auto":
         cols.append(tools.iperf3("auto"))
     if default is not None:
@@ -190,10 +304,25 @@ def catalogue(many: str, default: str | None, base: bool = False) -> dict[str, C
 
 def order(many: str, default: str | None, base: bool = False) -> list[str]:
     """Every column of a round, each target pair next to each other."""
-    names = ["iperf3 8", f"cp {many} XRootD", "gfal-copy -K adler32", "xrdcp -S 8",
-             "xrdcp --cksum adler32:source", f"cp {many} dtnkit", f"upload {many}",
-             "iperf3 1", "cp 1 XRootD", "curl XRootD", "cp 1 dtnkit", "curl dtnkit",
-             "upload 1", "tpc dtnkit 1", "tpc XRootD 1", "tpc dtnkit 8", "tpc XRootD 8"]
+    names = [
+        "iperf3 8",
+        f"cp {many} XRootD",
+        "gfal-copy -K adler32",
+        "xrdcp -S 8",
+        "xrdcp --cksum adler32:source",
+        f"cp {many} dtnkit",
+        f"upload {many}",
+        "iperf3 1",
+        "cp 1 XRootD",
+        "curl XRootD",
+        "cp 1 dtnkit",
+        "curl dtnkit",
+        "upload 1",
+        "tpc dtnkit 1",
+        "tpc XRootD 1",
+        "tpc dtnkit 8",
+        "tpc XRootD 8",
+    ]
     if many == "auto":  # as many streams as the last `cp auto` used, next to it
         names.insert(names.index("cp auto XRootD") + 1, "iperf3 auto")
     if default is not None:
@@ -242,8 +371,10 @@ def run(b: Bench) -> None:
     needs = set().union(*(columns[n].needs for n in names))
     work = b.workdir("wan", mode=0o711)  # XRootD's user walks through it to its own
     (work / "pid").write_text(str(os.getpid()))
-    b.note(f"dtnkit cp streams: {many}{f', default {default}' if default else ''}; columns "
-           f"run twice for the A/A noise: {', '.join(twins) or 'none'}.")
+    b.note(
+        f"dtnkit cp streams: {many}{f', default {default}' if default else ''}; columns "
+        f"run twice for the A/A noise: {', '.join(twins) or 'none'}."
+    )
     b.result.doc["cells"] = []
     rows: list[tuple[Cell, dict[str, float]]] = []
     n = 0
@@ -251,16 +382,27 @@ def run(b: Bench) -> None:
         src_file = work / f"f{size // MiB}m.bin"
         make_file(src_file, size)
         for cell in cells(a.paths, a.ends, [size]):
-            with CellLab(cell, f"{b.prefix}{n}", work, src_file, needs, b.tracked,
-                         base=b.base, serve_args=a.serve_arg) as lab:
+            with CellLab(
+                cell,
+                f"{b.prefix}{n}",
+                work,
+                src_file,
+                needs,
+                b.tracked,
+                base=b.base,
+                serve_args=a.serve_arg,
+            ) as lab:
                 if n == 0:  # once per run, above the tables
                     b.note(startup(lab.dst))
                 used: dict[str, list[int]] = {}
                 auto: list[int] = []
 
-                def measure(col: Column, lab: CellLab = lab, auto: list[int] = auto,
-                            used: dict[str, list[int]] = used
-                            ) -> tuple[float, dict[str, float]]:
+                def measure(
+                    col: Column,
+                    lab: CellLab = lab,
+                    auto: list[int] = auto,
+                    used: dict[str, list[int]] = used,
+                ) -> tuple[float, dict[str, float]]:
                     if auto:
                         lab.values["auto_streams"] = auto[-1]
                     got = tools.measure(col, lab.dst, lab.values, lab.cell.size)
@@ -273,12 +415,16 @@ def run(b: Bench) -> None:
                 watch = b.watch()
                 samples = b.rounds_of(
                     {name: functools.partial(measure, columns[name]) for name in names},
-                    twins=twins, label=cell.label, keep_going=True,
+                    twins=twins,
+                    label=cell.label,
+                    keep_going=True,
                     errors=(RuntimeError, OSError, ValueError, subprocess.TimeoutExpired),
-                    samples=Samples())
+                    samples=Samples(),
+                )
                 assert lab.path is not None
-                medians = cell_report(b, cell, lab.path.state.backend, lab.rtt_ms(),
-                                      samples, names, goals, used)
+                medians = cell_report(
+                    b, cell, lab.path.state.backend, lab.rtt_ms(), samples, names, goals, used
+                )
                 rows.append((cell, medians))
                 if a.timeline is not None:
                     timelines(b, lab, columns, names, samples, used, a.timeline)
@@ -294,16 +440,25 @@ def run(b: Bench) -> None:
 TIMELINED = ("cp auto XRootD", "cp auto dtnkit", "cp 1 XRootD", "cp 1 dtnkit")
 
 
-def timelines(b: Bench, lab: CellLab, columns: dict[str, Column], names: list[str],
-              samples: Samples, used: dict[str, list[int]], where: Path) -> None:
+def timelines(
+    b: Bench,
+    lab: CellLab,
+    columns: dict[str, Column],
+    names: list[str],
+    samples: Samples,
+    used: dict[str, list[int]],
+    where: Path,
+) -> None:
     """One more run of each download column of TIMELINED with ``cp --timeline``: its JSON
     and PNG into *where*, and a table of where its time went against the cell's floor."""
     where.mkdir(parents=True, exist_ok=True)
     cell = lab.cell
     rtt = lab.rtt_ms()
     floor = practical_floor(samples.lists(), rtt, used)
-    tag = (f"{cell.rtt_ms:g}ms-{cell.rate_bps / 1e9:g}g-{cell.mtu}-"
-           f"{'tuned' if cell.tuned else 'untuned'}-{cell.size // MiB}m")
+    tag = (
+        f"{cell.rtt_ms:g}ms-{cell.rate_bps / 1e9:g}g-{cell.mtu}-"
+        f"{'tuned' if cell.tuned else 'untuned'}-{cell.size // MiB}m"
+    )
     rows = []
     for name in (n for n in TIMELINED if n in names):
         col = columns[name]
@@ -311,34 +466,74 @@ def timelines(b: Bench, lab: CellLab, columns: dict[str, Column], names: list[st
         json_file = where / f"{stem}.json"
         argv = (*col.argv[:-2], "--timeline", str(json_file), *col.argv[-2:])
         try:
-            got = tools.measure(Column(col.name, argv, col.needs, col.kind, col.dest,
-                                       col.figures), lab.dst, lab.values, cell.size)
+            got = tools.measure(
+                Column(col.name, argv, col.needs, col.kind, col.dest, col.figures),
+                lab.dst,
+                lab.values,
+                cell.size,
+            )
             doc = json.loads(json_file.read_text())
             ph = timeline.phases(doc, cell.size)
         except (RuntimeError, OSError, ValueError, subprocess.TimeoutExpired) as exc:
             b.out(f"- {name} --timeline failed: {str(exc)[:200]}")
             continue
         marks = [("floor", floor.seconds)] if floor is not None else []
-        timeline.draw(doc, where / f"{stem}.png", f"{cell.label}: {name} "
-                      f"({got.seconds:.2f} s wall)", floor=marks)
+        timeline.draw(
+            doc,
+            where / f"{stem}.png",
+            f"{cell.label}: {name} ({got.seconds:.2f} s wall)",
+            floor=marks,
+        )
         start = got.seconds - ph.total_s
-        rows.append([name, f"{got.seconds:.2f}", f"{start:.2f}", f"{ph.before_s:.3f}",
-                     f"{ph.setup_s:.3f}", f"{ph.data_s:.2f}", f"{ph.after_s:.3f}",
-                     str(ph.streams),
-                     " ".join(f"{x:.2f}" for x in ph.late_s[:4]) or "-",
-                     f"{got.seconds / floor.seconds:.2f}" if floor is not None else "-"])
+        rows.append(
+            [
+                name,
+                f"{got.seconds:.2f}",
+                f"{start:.2f}",
+                f"{ph.before_s:.3f}",
+                f"{ph.setup_s:.3f}",
+                f"{ph.data_s:.2f}",
+                f"{ph.after_s:.3f}",
+                str(ph.streams),
+                " ".join(f"{x:.2f}" for x in ph.late_s[:4]) or "-",
+                f"{got.seconds / floor.seconds:.2f}" if floor is not None else "-",
+            ]
+        )
     if rows:
-        b.table(["copy", "wall s", "start s", "before s", "set-up s", "data s", "after s",
-                 "conns", "late starts s", "x floor"], rows,
-                title=f"Where a copy's time goes ({where}/{tag}-*.png)")
+        b.table(
+            [
+                "copy",
+                "wall s",
+                "start s",
+                "before s",
+                "set-up s",
+                "data s",
+                "after s",
+                "conns",
+                "late starts s",
+                "x floor",
+            ],
+            rows,
+            title=f"Where a copy's time goes ({where}/{tag}-*.png)",
+        )
         if floor is not None:
-            b.note(f"_start: process start to the copy's start (wall - the timeline's span); "
-                   f"before: to its first connect; set-up: to the first 64 KiB on any "
-                   f"connection; data: first to last byte (TCP_INFO); after: last byte to "
-                   f"exit; late starts: when the other connections' data began after the "
-                   f"first's.  Floor {floor.seconds:.2f} s: iperf3 -P {floor.streams} data "
-                   f"phase {floor.data_s:.2f} s + 3 RTT._")
+            b.note(
+                f"_start: process start to the copy's start (wall - the timeline's span); "
+                f"before: to its first connect; set-up: to the first 64 KiB on any "
+                f"connection; data: first to last byte (TCP_INFO); after: last byte to "
+                f"exit; late starts: when the other connections' data began after the "
+                f"first's.  Floor {floor.seconds:.2f} s: iperf3 -P {floor.streams} data "
+                f"phase {floor.data_s:.2f} s + 3 RTT._"
+            )
 
 
-CASE = Case(run=run, options=options, quick=quick, rounds=2, base="optional",
-            needs_root=True, tools=TOOLS, quick_help="first path, untuned, 64 MiB, one round")
+CASE = Case(
+    run=run,
+    options=options,
+    quick=quick,
+    rounds=2,
+    base="optional",
+    needs_root=True,
+    tools=TOOLS,
+    quick_help="first path, untuned, 64 MiB, one round",
+)

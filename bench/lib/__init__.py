@@ -5,5 +5,4 @@ children and files (procs), the trees of an A/B case (trees)."""
 from bench.lib.core import Bench, CannotRun, Case
 from bench.lib.stats import Comparison, Samples, aa, compare, run_rounds
 
-__all__ = ["Bench", "CannotRun", "Case", "Comparison", "Samples", "aa", "compare",
-           "run_rounds"]
+__all__ = ["Bench", "CannotRun", "Case", "Comparison", "Samples", "aa", "compare", "run_rounds"]

@@ -70,8 +70,9 @@ class Case:
 
 
 def case_names() -> list[str]:
-    return sorted(p.stem.replace("_", "-") for p in CASES_DIR.glob("*.py")
-                  if not p.name.startswith("_"))
+    return sorted(
+        p.stem.replace("_", "-") for p in CASES_DIR.glob("*.py") if not p.name.startswith("_")
+    )
 
 
 def question(name: str) -> str:
@@ -92,7 +93,8 @@ def load_case(name: str) -> tuple[Case, str]:
 def prefix_type(value: str) -> str:
     if not PREFIX.match(value):
         raise argparse.ArgumentTypeError(
-            f"{value!r}: 1-8 lower-case letters and digits, starting with a letter")
+            f"{value!r}: 1-8 lower-case letters and digits, starting with a letter"
+        )
     return value
 
 
@@ -118,31 +120,59 @@ def json_path(value: str) -> Path:
 def parser_for(name: str, case: Case, doc: str) -> argparse.ArgumentParser:
     """The case's parser: the shared options, then its own."""
     ap = argparse.ArgumentParser(
-        prog=f"python -m bench {name}", description=doc.strip(),
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        prog=f"python -m bench {name}",
+        description=doc.strip(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     common = ap.add_argument_group("options every case takes")
-    common.add_argument("--rounds", "--repeat", dest="rounds", type=positive,
-                        default=case.rounds, metavar="N",
-                        help=f"rounds of the interleaved measurements (default {case.rounds})")
-    common.add_argument("--quick", action="store_true",
-                        help=f"the smallest form, to see that it works: {case.quick_help}")
-    common.add_argument("--prefix", type=prefix_type, default="bench",
-                        help="start of the names of what it creates (lab paths, namespaces, "
-                             "temporary directories); default bench")
-    common.add_argument("--json", type=json_path, metavar="FILE",
-                        help="also write the result (tables, samples, commit, load) as JSON")
-    common.add_argument("--order", choices=stats.ORDERS, default="alternate",
-                        help="order within a round: as listed and reversed every other "
-                             "round (default), or random")
+    common.add_argument(
+        "--rounds",
+        "--repeat",
+        dest="rounds",
+        type=positive,
+        default=case.rounds,
+        metavar="N",
+        help=f"rounds of the interleaved measurements (default {case.rounds})",
+    )
+    common.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"the smallest form, to see that it works: {case.quick_help}",
+    )
+    common.add_argument(
+        "--prefix",
+        type=prefix_type,
+        default="bench",
+        help="start of the names of what it creates (lab paths, namespaces, "
+        "temporary directories); default bench",
+    )
+    common.add_argument(
+        "--json",
+        type=json_path,
+        metavar="FILE",
+        help="also write the result (tables, samples, commit, load) as JSON",
+    )
+    common.add_argument(
+        "--order",
+        choices=stats.ORDERS,
+        default="alternate",
+        help="order within a round: as listed and reversed every other round (default), or random",
+    )
     common.add_argument("--seed", type=int, default=0, help="seed of --order random")
-    common.add_argument("--table", choices=STYLES,
-                        default="text" if sys.stdout.isatty() else "md",
-                        help="table style: Markdown (default when not a terminal) or text "
-                             "in 80 columns")
+    common.add_argument(
+        "--table",
+        choices=STYLES,
+        default="text" if sys.stdout.isatty() else "md",
+        help="table style: Markdown (default when not a terminal) or text in 80 columns",
+    )
     if case.base != "none":
-        common.add_argument("--base", metavar="REF", required=case.base == "required",
-                            help="the baseline: a git ref of this repository, checked out "
-                                 "with git worktree into a temporary directory")
+        common.add_argument(
+            "--base",
+            metavar="REF",
+            required=case.base == "required",
+            help="the baseline: a git ref of this repository, checked out "
+            "with git worktree into a temporary directory",
+        )
     # an argument group takes add_argument as the parser does (--help lists them apart)
     case.options(ap.add_argument_group(f"options of {name}"))  # type: ignore[arg-type]
     return ap
@@ -181,8 +211,9 @@ class Result:
 class Bench:
     """What a case runs with: its options, the trees, the output, cleanup and children."""
 
-    def __init__(self, name: str, args: argparse.Namespace, stack: contextlib.ExitStack,
-                 result: Result) -> None:
+    def __init__(
+        self, name: str, args: argparse.Namespace, stack: contextlib.ExitStack, result: Result
+    ) -> None:
         self.name = name
         self.args = args
         self.stack = stack
@@ -214,8 +245,9 @@ class Bench:
 
     def para(self, text: str) -> None:
         """A paragraph: as is in Markdown, wrapped to 80 columns in text."""
-        self.out(text if self.args.table == "md" else
-                 textwrap.fill(text, WIDTH, break_on_hyphens=False))
+        self.out(
+            text if self.args.table == "md" else textwrap.fill(text, WIDTH, break_on_hyphens=False)
+        )
         self.out()
 
     def note(self, text: str) -> None:
@@ -243,20 +275,36 @@ class Bench:
         self.result.add("sections", {"what": what, "load": load.as_json()})
 
     # ------------------------------------------------------------------ measuring
-    def rounds_of(self, measures: Mapping[str, stats.Measure], *, twins: Iterable[str] = (),
-                  label: str = "", rounds: int | None = None, keep_going: bool = False,
-                  errors: tuple[type[BaseException], ...] = (RuntimeError, OSError),
-                  samples: stats.Samples | None = None) -> stats.Samples:
+    def rounds_of(
+        self,
+        measures: Mapping[str, stats.Measure],
+        *,
+        twins: Iterable[str] = (),
+        label: str = "",
+        rounds: int | None = None,
+        keep_going: bool = False,
+        errors: tuple[type[BaseException], ...] = (RuntimeError, OSError),
+        samples: stats.Samples | None = None,
+    ) -> stats.Samples:
         """*measures* interleaved for --rounds (or *rounds*) rounds, A/A twins of *twins*
         included; the samples go into the JSON result under *label*."""
-        got = stats.run_rounds(measures, rounds or self.rounds, order=self.args.order,
-                               seed=self.args.seed, twins=twins, keep_going=keep_going,
-                               errors=errors, progress=self.log, samples=samples)
+        got = stats.run_rounds(
+            measures,
+            rounds or self.rounds,
+            order=self.args.order,
+            seed=self.args.seed,
+            twins=twins,
+            keep_going=keep_going,
+            errors=errors,
+            progress=self.log,
+            samples=samples,
+        )
         self.result.add("samples", {"label": label, **got.as_json()})
         return got
 
-    def compare(self, samples: stats.Samples, a: str, b: str,
-                noise_of: str | None = None) -> stats.Comparison:
+    def compare(
+        self, samples: stats.Samples, a: str, b: str, noise_of: str | None = None
+    ) -> stats.Comparison:
         """a / b with its noise band (from *noise_of*'s A/A rounds; default b's or a's)."""
         c = stats.compare(samples, a, b, noise_of)
         self.result.add("comparisons", c.as_json())
@@ -275,9 +323,11 @@ class Bench:
 def header(name: str, argv: list[str], bench: Bench) -> str:
     base = f"; {bench.base.describe()}" if bench.base else ""
     m = machine()
-    return (f"`python -m bench {' '.join([name, *argv])}`: {time.strftime('%Y-%m-%d %H:%M')}, "
-            f"commit {bench.this.commit.short()}{base}; {m['cpus']} CPUs, Python {m['python']}, "
-            f"kernel {m['kernel']}; 1-min load average at the start {loadavg():.2f}")
+    return (
+        f"`python -m bench {' '.join([name, *argv])}`: {time.strftime('%Y-%m-%d %H:%M')}, "
+        f"commit {bench.this.commit.short()}{base}; {m['cpus']} CPUs, Python {m['python']}, "
+        f"kernel {m['kernel']}; 1-min load average at the start {loadavg():.2f}"
+    )
 
 
 def preflight(case: Case) -> list[str]:
@@ -295,8 +345,14 @@ def list_cases() -> int:
     width = max(len(n) for n in names)
     print("usage: python -m bench CASE [options]   (python -m bench CASE --help)\n")
     for n in names:
-        print(textwrap.fill(question(n), WIDTH, initial_indent=f"  {n:<{width}}  ",
-                            subsequent_indent=" " * (width + 4)))
+        print(
+            textwrap.fill(
+                question(n),
+                WIDTH,
+                initial_indent=f"  {n:<{width}}  ",
+                subsequent_indent=" " * (width + 4),
+            )
+        )
     return EXIT_OK
 
 
@@ -323,19 +379,27 @@ def main(argv: list[str] | None = None) -> int:
         return list_cases()
     name, rest = argv[0], argv[1:]
     if name not in case_names():
-        print(f"python -m bench: error: no case {name!r}; `python -m bench` lists them",
-              file=sys.stderr)
+        print(
+            f"python -m bench: error: no case {name!r}; `python -m bench` lists them",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     case, doc = load_case(name)
     args = parse(name, case, doc, rest)
     reasons = preflight(case)
     if reasons:
-        print(f"python -m bench {name}: cannot run here: {'; '.join(reasons)}",
-              file=sys.stderr)
+        print(f"python -m bench {name}: cannot run here: {'; '.join(reasons)}", file=sys.stderr)
         return EXIT_USAGE
-    result = Result({"schema": SCHEMA, "case": name, "question": question(name),
-                     "argv": [name, *rest], "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                     "machine": machine()})
+    result = Result(
+        {
+            "schema": SCHEMA,
+            "case": name,
+            "question": question(name),
+            "argv": [name, *rest],
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "machine": machine(),
+        }
+    )
     code = EXIT_FAILED
     with signals():
         try:
@@ -345,10 +409,15 @@ def main(argv: list[str] | None = None) -> int:
                     bench.base = stack.enter_context(base_tree(args.base, bench.prefix))
                     bench.base.check_import()
                 result.doc["loadavg_start"] = loadavg()
-                result.doc["commit"] = {"sha": bench.this.commit.sha,
-                                        "dirty": bench.this.commit.dirty}
-                result.doc["base"] = None if bench.base is None else {
-                    "ref": bench.base.ref, "sha": bench.base.commit.sha}
+                result.doc["commit"] = {
+                    "sha": bench.this.commit.sha,
+                    "dirty": bench.this.commit.dirty,
+                }
+                result.doc["base"] = (
+                    None
+                    if bench.base is None
+                    else {"ref": bench.base.ref, "sha": bench.base.commit.sha}
+                )
                 bench.para(header(name, rest, bench))
                 watch = bench.watch()
                 code = case.run(bench) or EXIT_OK

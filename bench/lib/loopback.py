@@ -34,14 +34,29 @@ def mb_s(size: int, seconds: float) -> str:
 
 
 @contextlib.contextmanager
-def dtnkit_server(b: Bench, root: Path, *flags: str, tree: Tree | None = None,
-                  state: Path | None = None) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+def dtnkit_server(
+    b: Bench, root: Path, *flags: str, tree: Tree | None = None, state: Path | None = None
+) -> Iterator[tuple[str, subprocess.Popen[str]]]:
     """``dtnkit serve`` of *root* on 127.0.0.1 (a kernel-chosen port, anonymous read) in a
     child process of *tree* (default this one); yields its URL (ending in /) and process."""
     tree = tree or b.this
-    proc = subprocess.Popen(tree.dtnkit("serve", "--root", str(root), "--host", "127.0.0.1",
-                                        "--port", "0", "--anonymous-read", "--quiet", *flags),
-                            stdout=subprocess.PIPE, text=True, env=tree.env(state))
+    proc = subprocess.Popen(
+        tree.dtnkit(
+            "serve",
+            "--root",
+            str(root),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--anonymous-read",
+            "--quiet",
+            *flags,
+        ),
+        stdout=subprocess.PIPE,
+        text=True,
+        env=tree.env(state),
+    )
     b.tracked.add(proc)
     try:
         assert proc.stdout is not None
@@ -64,12 +79,26 @@ def xrootd_server(b: Bench, root: Path, work: Path) -> Iterator[tuple[str, str]]
     os.chown(admin, nobody.pw_uid, nobody.pw_gid)
     xport, hport = free_port(), free_port()
     cfg = work / "xrootd.cfg"
-    cfg.write_text(f"all.export /\noss.localroot {root}\nall.adminpath {admin}\n"
-                   f"all.pidpath {admin}\nxrd.port {xport}\nxrootd.chksum adler32\n"
-                   f"xrd.protocol XrdHttp:{hport} libXrdHttp.so\nhttp.listingdeny no\n")
-    proc = subprocess.Popen(["xrootd", "-R", "nobody", "-c", str(cfg), "-l",
-                             str(admin / "xrootd.log"), "-n", "dtnkit-bench"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    cfg.write_text(
+        f"all.export /\noss.localroot {root}\nall.adminpath {admin}\n"
+        f"all.pidpath {admin}\nxrd.port {xport}\nxrootd.chksum adler32\n"
+        f"xrd.protocol XrdHttp:{hport} libXrdHttp.so\nhttp.listingdeny no\n"
+    )
+    proc = subprocess.Popen(
+        [
+            "xrootd",
+            "-R",
+            "nobody",
+            "-c",
+            str(cfg),
+            "-l",
+            str(admin / "xrootd.log"),
+            "-n",
+            "dtnkit-bench",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     b.tracked.add(proc)
     try:
         wait_port(hport, proc)
@@ -100,18 +129,30 @@ def evict(path: Path) -> None:
 def cached_fraction(path: Path) -> float | None:
     """Share of the file's pages in the page cache (``fincore``), None if unknown."""
     try:
-        r = subprocess.run(["fincore", "--bytes", "--noheadings", "--output", "RES",
-                            str(path)], capture_output=True, text=True, timeout=10, check=False)
+        r = subprocess.run(
+            ["fincore", "--bytes", "--noheadings", "--output", "RES", str(path)],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
         return int(r.stdout.split()[0]) / max(1, path.stat().st_size)
     except (OSError, ValueError, IndexError, subprocess.SubprocessError):
         return None
 
 
-def cp(url: str, dst: Path, *, streams: int, algo: str, mode: str, block: int,
-       level: str = "inflight") -> float:
+def cp(
+    url: str, dst: Path, *, streams: int, algo: str, mode: str, block: int, level: str = "inflight"
+) -> float:
     """One in-process ``copy`` download; seconds; the destination is deleted after."""
-    opts = CopyRequest(streams=streams, block_size=block, checksum=algo, verify=Verify(mode),
-                   level=Level(level), retries=0)
+    opts = CopyRequest(
+        streams=streams,
+        block_size=block,
+        checksum=algo,
+        verify=Verify(mode),
+        level=Level(level),
+        retries=0,
+    )
     start = time.perf_counter()
     copy(url, str(dst), opts)
     elapsed = time.perf_counter() - start
@@ -122,26 +163,35 @@ def cp(url: str, dst: Path, *, streams: int, algo: str, mode: str, block: int,
 
 def checksum_only(path: Path, algo: str, repeat: int, evicted: bool = False) -> float:
     """Best of *repeat* hashes of the whole file (after dropping its pages when *evicted*)."""
+
     def once() -> float:
         if evicted:
             evict(path)
         start = time.perf_counter()
         cks.file_checksum(path, algo)
         return time.perf_counter() - start
+
     return min(once() for _ in range(repeat))
 
 
-def best(b: Bench, runs: dict[str, Callable[[], float]], *, label: str,
-         rounds: int | None = None, before: Callable[[], None] | None = None
-         ) -> dict[str, float]:
+def best(
+    b: Bench,
+    runs: dict[str, Callable[[], float]],
+    *,
+    label: str,
+    rounds: int | None = None,
+    before: Callable[[], None] | None = None,
+) -> dict[str, float]:
     """Best of the rounds for each named run, the runs interleaved round by round (load from
     other processes only adds time: the best is the least disturbed figure); *before* runs
     untimed before every run."""
+
     def wrap(run: Callable[[], float]) -> Callable[[], float]:
         def timed() -> float:
             if before is not None:
                 before()
             return run()
+
         return timed
 
     got = b.rounds_of({k: wrap(v) for k, v in runs.items()}, label=label, rounds=rounds)
@@ -164,8 +214,9 @@ class Loopback:
 
 
 @contextlib.contextmanager
-def served_file(b: Bench, size: int, algos: Sequence[str], where: str = "/dev/shm"
-                ) -> Iterator[Loopback]:
+def served_file(
+    b: Bench, size: int, algos: Sequence[str], where: str = "/dev/shm"
+) -> Iterator[Loopback]:
     """A *size*-byte random file under this tree's ``dtnkit serve`` (in --dir, tmpfs by
     default), its digests cached for *algos*, and an output directory beside it."""
     work = b.workdir(where=where, mode=0o755)
@@ -202,5 +253,6 @@ def options(p: argparse.ArgumentParser, *, size: int = 1024, streams: str = "1,4
     p.add_argument("--size", type=int, default=size, help=f"MiB, the file (default {size})")
     p.add_argument("--dir", default="/dev/shm", help="where the files live (default tmpfs)")
     p.add_argument("--block-size", type=int, default=8, help="MiB (default 8)")
-    p.add_argument("--streams", type=ints, default=ints(streams),
-                   help=f"comma-separated (default {streams})")
+    p.add_argument(
+        "--streams", type=ints, default=ints(streams), help=f"comma-separated (default {streams})"
+    )

@@ -35,14 +35,19 @@ class Load:
     loadavg_end: float
 
     def line(self, what: str = "This section") -> str:
-        return (f"_{what} took {self.seconds:.0f} s; other processes used "
-                f"{self.other_cpu_percent:.0f} % of the {self.cpus} CPUs meanwhile "
-                f"(1-min load average at the end: {self.loadavg_end:.2f})._")
+        return (
+            f"_{what} took {self.seconds:.0f} s; other processes used "
+            f"{self.other_cpu_percent:.0f} % of the {self.cpus} CPUs meanwhile "
+            f"(1-min load average at the end: {self.loadavg_end:.2f})._"
+        )
 
     def as_json(self) -> dict[str, float]:
-        return {"seconds": round(self.seconds, 3),
-                "other_cpu_percent": round(self.other_cpu_percent, 1),
-                "cpus": self.cpus, "loadavg_end": self.loadavg_end}
+        return {
+            "seconds": round(self.seconds, 3),
+            "other_cpu_percent": round(self.other_cpu_percent, 1),
+            "cpus": self.cpus,
+            "loadavg_end": self.loadavg_end,
+        }
 
 
 class CpuWatch:
@@ -74,8 +79,9 @@ class CpuWatch:
 
 
 def git(repo: Path, *args: str) -> str | None:
-    proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
-                          check=False)
+    proc = subprocess.run(
+        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=False
+    )
     return proc.stdout.strip() if proc.returncode == 0 else None
 
 
@@ -99,5 +105,9 @@ class Commit:
 
 
 def machine() -> dict[str, object]:
-    return {"cpus": os.cpu_count(), "kernel": os.uname().release,
-            "python": sys.version.split()[0], "executable": sys.executable}
+    return {
+        "cpus": os.cpu_count(),
+        "kernel": os.uname().release,
+        "python": sys.version.split()[0],
+        "executable": sys.executable,
+    }

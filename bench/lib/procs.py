@@ -62,8 +62,9 @@ def free_port() -> int:
         return port
 
 
-def wait_port(port: int, proc: subprocess.Popen[Any], timeout: float = 20.0,
-              host: str = "127.0.0.1") -> None:
+def wait_port(
+    port: int, proc: subprocess.Popen[Any], timeout: float = 20.0, host: str = "127.0.0.1"
+) -> None:
     """Until something listens on *port* (the server's own answer, bounded)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

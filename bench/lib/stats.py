@@ -19,8 +19,7 @@ def aa(name: str) -> str:
     return name + AA_SUFFIX
 
 
-def round_order(names: Sequence[str], k: int, order: str = "alternate",
-                seed: int = 0) -> list[str]:
+def round_order(names: Sequence[str], k: int, order: str = "alternate", seed: int = 0) -> list[str]:
     """Round k's order: ``alternate`` as listed, reversed every other round (drift hits both
     sides alike); ``random`` shuffled, the same for the same seed and round."""
     if order == "alternate":
@@ -70,9 +69,11 @@ class Samples:
 
     def as_json(self) -> dict[str, object]:
         rounds = sorted({k for v in self.values.values() for k in v})
-        return {"rounds": len(rounds),
-                "values": {n: [v.get(k) for k in rounds] for n, v in self.values.items()},
-                "failures": self.failures}
+        return {
+            "rounds": len(rounds),
+            "values": {n: [v.get(k) for k in rounds] for n, v in self.values.items()},
+            "failures": self.failures,
+        }
 
 
 @dataclass(frozen=True)
@@ -140,11 +141,16 @@ class Comparison:
         return f"{self.ratio:.2f} ±{100 * self.noise.margin:.0f} %"
 
     def as_json(self) -> dict[str, object]:
-        return {"a": self.a, "b": self.b, "ratio": self.ratio,
-                "rounds": None if self.rounds is None else
-                [self.rounds.median, self.rounds.low, self.rounds.high],
-                "noise": None if self.noise is None else self.noise.margin,
-                "verdict": self.verdict}
+        return {
+            "a": self.a,
+            "b": self.b,
+            "ratio": self.ratio,
+            "rounds": None
+            if self.rounds is None
+            else [self.rounds.median, self.rounds.low, self.rounds.high],
+            "noise": None if self.noise is None else self.noise.margin,
+            "verdict": self.verdict,
+        }
 
 
 def compare(samples: Samples, a: str, b: str, noise_of: str | None = None) -> Comparison:
@@ -153,8 +159,9 @@ def compare(samples: Samples, a: str, b: str, noise_of: str | None = None) -> Co
     ma, mb = samples.median(a), samples.median(b)
     ratio = ma / mb if ma is not None and mb else None
     twin = noise_of or next((x for x in (b, a) if aa(x) in samples.values), b)
-    return Comparison(a, b, ratio, Spread.of(samples.paired(a, b)),
-                      Noise.of(samples.paired(twin, aa(twin))))
+    return Comparison(
+        a, b, ratio, Spread.of(samples.paired(a, b)), Noise.of(samples.paired(twin, aa(twin)))
+    )
 
 
 #: one run of a measurement: its value, or its value and figures recorded beside it (named
@@ -162,11 +169,18 @@ def compare(samples: Samples, a: str, b: str, noise_of: str | None = None) -> Co
 Measure = Callable[[], float | tuple[float, dict[str, float]]]
 
 
-def run_rounds(measures: Mapping[str, Measure], rounds: int, *, order: str = "alternate",
-               seed: int = 0, twins: Iterable[str] = (), keep_going: bool = False,
-               errors: tuple[type[BaseException], ...] = (RuntimeError, OSError),
-               progress: Callable[[str], None] | None = None,
-               samples: Samples | None = None) -> Samples:
+def run_rounds(
+    measures: Mapping[str, Measure],
+    rounds: int,
+    *,
+    order: str = "alternate",
+    seed: int = 0,
+    twins: Iterable[str] = (),
+    keep_going: bool = False,
+    errors: tuple[type[BaseException], ...] = (RuntimeError, OSError),
+    progress: Callable[[str], None] | None = None,
+    samples: Samples | None = None,
+) -> Samples:
     """Every measurement once per round, in *order*; the A/A twin of each of *twins* runs
     the same command once more in the same round.  With *keep_going* a measurement that
     raises one of *errors* is a failure of that run, and the round goes on."""
@@ -192,8 +206,10 @@ def run_rounds(measures: Mapping[str, Measure], rounds: int, *, order: str = "al
                 for extra, v in side.items():
                     got.add(extra, k, v)
             if progress:
-                progress(f"round {k + 1}/{rounds} {name}: {value:.3f}" + "".join(
-                    f", {n.removeprefix(name).strip()} {v:.3f}" for n, v in side.items()))
+                progress(
+                    f"round {k + 1}/{rounds} {name}: {value:.3f}"
+                    + "".join(f", {n.removeprefix(name).strip()} {v:.3f}" for n, v in side.items())
+                )
     return got
 
 

@@ -18,6 +18,7 @@ def _clean(cell: object) -> str:
 
 def markdown(head: Sequence[object], rows: Sequence[Sequence[object]]) -> list[str]:
     """A Markdown table; a cell's "|" is escaped so it cannot open a column."""
+
     def line(cells: Sequence[object]) -> str:
         return "| " + " | ".join(_clean(c).replace("|", "\\|") for c in cells) + " |"
 
@@ -32,23 +33,23 @@ def _wrap(cell: str, width: int) -> list[str]:
     return textwrap.wrap(cell, width, break_long_words=True, break_on_hyphens=False) or [""]
 
 
-def _block(cols: list[int], head: list[str], rows: list[list[str]],
-           widths: list[int]) -> list[str]:
+def _block(cols: list[int], head: list[str], rows: list[list[str]], widths: list[int]) -> list[str]:
     """Columns *cols* as aligned text; cells wrapped to their column's width."""
     out = []
     for k, cells in enumerate([head, *rows]):
         wrapped = [_wrap(cells[c], widths[c]) for c in cols]
         for i in range(max(len(w) for w in wrapped)):
-            parts = [(w[i] if i < len(w) else "").ljust(widths[c])
-                     for w, c in zip(wrapped, cols, strict=True)]
+            parts = [
+                (w[i] if i < len(w) else "").ljust(widths[c])
+                for w, c in zip(wrapped, cols, strict=True)
+            ]
             out.append(GAP.join(parts).rstrip())
         if k == 0:
             out.append(GAP.join("-" * widths[c] for c in cols))
     return out
 
 
-def text(head: Sequence[object], rows: Sequence[Sequence[object]],
-         width: int = WIDTH) -> list[str]:
+def text(head: Sequence[object], rows: Sequence[Sequence[object]], width: int = WIDTH) -> list[str]:
     """Aligned columns no wider than *width*: columns that do not fit go into a further block
     that repeats the first column; a cell longer than its column wraps onto more lines."""
     n = len(head)
@@ -56,8 +57,9 @@ def text(head: Sequence[object], rows: Sequence[Sequence[object]],
     body = [[_clean(c) for c in _pad(r, n)] for r in rows]
     natural = [max(len(x) for x in [h[c], *(r[c] for r in body)]) for c in range(n)]
     widths = list(natural)
-    widths[0] = max(1, min(natural[0], int(width * FIRST_SHARE)) if n > 1 else
-                    min(natural[0], width))
+    widths[0] = max(
+        1, min(natural[0], int(width * FIRST_SHARE)) if n > 1 else min(natural[0], width)
+    )
     room = width - widths[0] - len(GAP)  # what one further column may take
     for c in range(1, n):
         widths[c] = max(1, min(natural[c], room))
@@ -75,8 +77,9 @@ def text(head: Sequence[object], rows: Sequence[Sequence[object]],
     return out + _block([0, *group], h, body, widths)
 
 
-def render(head: Sequence[object], rows: Sequence[Sequence[object]], style: str = "md",
-           width: int = WIDTH) -> str:
+def render(
+    head: Sequence[object], rows: Sequence[Sequence[object]], style: str = "md", width: int = WIDTH
+) -> str:
     if style not in STYLES:
         raise ValueError(f"table style {style!r}: one of {', '.join(STYLES)}")
     lines = markdown(head, rows) if style == "md" else text(head, rows, width)

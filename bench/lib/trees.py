@@ -48,15 +48,21 @@ class Tree:
     def env(self, state: Path | None = None) -> dict[str, str]:
         """This environment with the tree's src first on the path and bytecode written (as
         an installed package has it); with *state*, dtnkit's state in a private directory."""
-        env = {k: v for k, v in os.environ.items()
-               if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONHOME", "DTNKIT_TOKEN",
-                            "BEARER_TOKEN")}
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONHOME", "DTNKIT_TOKEN", "BEARER_TOKEN")
+        }
         env["PYTHONPATH"] = str(self.src)
         if state is not None:
-            env.update({"XDG_STATE_HOME": str(state / "xdg"),
-                        "DTNKIT_STATE_DIR": str(state / "state"),
-                        "DTNKIT_DB": str(state / "results.sqlite"),
-                        "DTNKIT_LAB_STATE": str(state / "lab")})
+            env.update(
+                {
+                    "XDG_STATE_HOME": str(state / "xdg"),
+                    "DTNKIT_STATE_DIR": str(state / "state"),
+                    "DTNKIT_DB": str(state / "results.sqlite"),
+                    "DTNKIT_LAB_STATE": str(state / "lab"),
+                }
+            )
         return env
 
     def serve_takes(self, flag: str) -> bool:
@@ -72,12 +78,19 @@ class Tree:
         return ["env", f"PYTHONPATH={self.src}"]
 
     def check_import(self) -> None:
-        r = subprocess.run([sys.executable, "-c", "import dtnkit; print(dtnkit.__file__)"],
-                           capture_output=True, text=True, env=self.env(), check=False)
+        r = subprocess.run(
+            [sys.executable, "-c", "import dtnkit; print(dtnkit.__file__)"],
+            capture_output=True,
+            text=True,
+            env=self.env(),
+            check=False,
+        )
         where = Path(r.stdout.strip()).resolve() if r.returncode == 0 else None
         if where is None or not where.is_relative_to(self.src.resolve()):
-            raise BaseError(f"{self.label}: dtnkit imports from {where or r.stderr.strip()}, "
-                            f"not from {self.src}")
+            raise BaseError(
+                f"{self.label}: dtnkit imports from {where or r.stderr.strip()}, "
+                f"not from {self.src}"
+            )
 
 
 def this_tree() -> Tree:
@@ -87,12 +100,14 @@ def this_tree() -> Tree:
 def resolve(ref: str, repo: Path = REPO) -> str:
     """The commit *ref* names in *repo*, or BaseError saying why not."""
     if not REF.match(ref) or ".." in ref:
-        raise BaseError(f"--base {ref!r}: not a git ref (a branch, tag or commit, e.g. main "
-                        "or 3f4a80e)")
+        raise BaseError(
+            f"--base {ref!r}: not a git ref (a branch, tag or commit, e.g. main or 3f4a80e)"
+        )
     sha = git(repo, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}")
     if not sha:
-        raise BaseError(f"--base {ref!r}: no such commit in {repo} (`git log --oneline` "
-                        "lists them)")
+        raise BaseError(
+            f"--base {ref!r}: no such commit in {repo} (`git log --oneline` lists them)"
+        )
     return sha
 
 
@@ -103,8 +118,12 @@ def base_tree(ref: str, prefix: str, repo: Path = REPO) -> Iterator[Tree]:
     tmp = Path(tempfile.mkdtemp(prefix=f"dtnkit-bench-{prefix}-base-"))
     tmp.chmod(0o755)  # lab servers run as other users (XRootD) read the tree too
     wt = tmp / "tree"
-    proc = subprocess.run(["git", "-C", str(repo), "worktree", "add", "--detach", "--quiet",
-                           str(wt), sha], capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        ["git", "-C", str(repo), "worktree", "add", "--detach", "--quiet", str(wt), sha],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     try:
         if proc.returncode != 0:
             raise BaseError(f"--base {ref}: git worktree add failed: {proc.stderr.strip()}")
@@ -112,8 +131,12 @@ def base_tree(ref: str, prefix: str, repo: Path = REPO) -> Iterator[Tree]:
             raise BaseError(f"--base {ref}: the tree has no src/dtnkit")
         yield Tree("base", wt, Commit(sha, False), ref)
     finally:
-        subprocess.run(["git", "-C", str(repo), "worktree", "remove", "--force", str(wt)],
-                       capture_output=True, check=False)
+        subprocess.run(
+            ["git", "-C", str(repo), "worktree", "remove", "--force", str(wt)],
+            capture_output=True,
+            check=False,
+        )
         shutil.rmtree(tmp, ignore_errors=True)
-        subprocess.run(["git", "-C", str(repo), "worktree", "prune"], capture_output=True,
-                       check=False)
+        subprocess.run(
+            ["git", "-C", str(repo), "worktree", "prune"], capture_output=True, check=False
+        )

@@ -107,8 +107,13 @@ class Environment:
             # an empty variable counts as unset (a shell's `DTNKIT_TOKEN= dtnkit cp ...`)
             token=env.get("DTNKIT_TOKEN") or env.get("BEARER_TOKEN") or None,
             remote_token=env.get("DTNKIT_REMOTE_TOKEN") or None,
-            token_origin=("$DTNKIT_TOKEN" if env.get("DTNKIT_TOKEN") else
-                          "$BEARER_TOKEN" if env.get("BEARER_TOKEN") else None),
+            token_origin=(
+                "$DTNKIT_TOKEN"
+                if env.get("DTNKIT_TOKEN")
+                else "$BEARER_TOKEN"
+                if env.get("BEARER_TOKEN")
+                else None
+            ),
             token_files=token_files(env, os.getuid()),
             token_file_named=bool(env.get("BEARER_TOKEN_FILE")),
             uid=os.getuid(),
@@ -145,8 +150,9 @@ def _isatty(stream: TextIO) -> bool:
         return False
 
 
-def terminal_width(environ: Mapping[str, str], streams: Sequence[object] = (),
-                   tty: str | None = TTY) -> int:
+def terminal_width(
+    environ: Mapping[str, str], streams: Sequence[object] = (), tty: str | None = TTY
+) -> int:
     """Columns: $COLUMNS when it is a positive number, else the width of the first terminal
     among ``streams`` (stdout, stderr), the process's original stdout and stderr and ``tty``
     (the controlling terminal: output piped to `tee` in a terminal has the terminal's

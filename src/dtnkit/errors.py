@@ -16,8 +16,10 @@ import re
 
 #: a URL's query: from "?" to the next white space or quote, a ':', ',', '.', ';' or ')'
 #: before one (the message's own punctuation) excluded; a fragment goes with it
-_QUERY = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^\s?'\"]*)\?[^\s'\"]*?"
-                    r"(?=[:,.;)]?(?:[\s'\"]|$))")
+_QUERY = re.compile(
+    r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^\s?'\"]*)\?[^\s'\"]*?"
+    r"(?=[:,.;)]?(?:[\s'\"]|$))"
+)
 HIDDEN = "?REDACTED"
 
 

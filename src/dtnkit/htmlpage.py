@@ -41,11 +41,17 @@ def install_hint(package_dir: Path | None = None) -> str:
     own bootstrap or its venv's pip; an installed package the extra from the index."""
     here = Path(__file__).resolve().parent if package_dir is None else package_dir
     root = here.parent.parent
-    if here.parent.name == "src" and (root / "dev" / "bootstrap.sh").is_file() \
-            and (root / "pyproject.toml").is_file():
-        return (f"in the checkout {root}: run ./dev/bootstrap.sh (or "
-                ".venv/bin/pip install -e '.[report]')")
+    if (
+        here.parent.name == "src"
+        and (root / "dev" / "bootstrap.sh").is_file()
+        and (root / "pyproject.toml").is_file()
+    ):
+        return (
+            f"in the checkout {root}: run ./dev/bootstrap.sh (or "
+            ".venv/bin/pip install -e '.[report]')"
+        )
     return INSTALL_HINT
+
 
 CSS = """
 body{font-family:sans-serif;max-width:60em;margin:1em auto;padding:0 1em;color:#222}
@@ -74,6 +80,7 @@ class Drawn:
 
 # ---------------------------------------------------------------- writing safely
 
+
 def check_dir(out: Path) -> None:
     """Refuse an output that exists and is not a directory (before anything is drawn)."""
     try:
@@ -81,14 +88,21 @@ def check_dir(out: Path) -> None:
     except FileNotFoundError:
         return
     except OSError as exc:
-        raise BadInput(f"cannot use {out} for the report", exc.strerror or str(exc),
-                       "give another -o DIR") from None
+        raise BadInput(
+            f"cannot use {out} for the report", exc.strerror or str(exc), "give another -o DIR"
+        ) from None
     if stat.S_ISLNK(st.st_mode):
-        raise BadInput(f"{out} is a symbolic link", "the report is written only into a real "
-                       "directory", "give the directory itself as -o")
+        raise BadInput(
+            f"{out} is a symbolic link",
+            "the report is written only into a real directory",
+            "give the directory itself as -o",
+        )
     if not stat.S_ISDIR(st.st_mode):
-        raise BadInput(f"{out} is not a directory", "-o names the directory the report is "
-                       "written into", "give a new or an existing directory")
+        raise BadInput(
+            f"{out} is not a directory",
+            "-o names the directory the report is written into",
+            "give a new or an existing directory",
+        )
 
 
 def write_files(out: Path, files: Mapping[str, bytes]) -> tuple[str, ...]:
@@ -101,22 +115,27 @@ def write_files(out: Path, files: Mapping[str, bytes]) -> tuple[str, ...]:
         check_dir(out)  # a symlink raced in by now is refused
         tmp = Path(tempfile.mkdtemp(prefix=".dtnkit-report-", dir=out))
     except OSError as exc:
-        raise BadInput(f"cannot write the report into {out}", exc.strerror or str(exc),
-                       "give a directory you can write to") from None
+        raise BadInput(
+            f"cannot write the report into {out}",
+            exc.strerror or str(exc),
+            "give a directory you can write to",
+        ) from None
     order = sorted(files, key=lambda n: (n == PAGE, n))
     try:
         for name in order:
             if "/" in name or name.startswith("."):
                 raise ValueError(f"bad report file name {name!r}")
-            fd = os.open(tmp / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
-                         0o644)
+            fd = os.open(tmp / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
             with os.fdopen(fd, "wb") as fh:
                 fh.write(files[name])
         for name in order:
             os.rename(tmp / name, out / name)
     except OSError as exc:
-        raise BadInput(f"cannot write the report into {out}", exc.strerror or str(exc),
-                       "check the directory (a name in it may be a directory)") from None
+        raise BadInput(
+            f"cannot write the report into {out}",
+            exc.strerror or str(exc),
+            "check the directory (a name in it may be a directory)",
+        ) from None
     finally:
         for left in tmp.iterdir() if tmp.exists() else ():
             left.unlink()
@@ -127,13 +146,15 @@ def write_files(out: Path, files: Mapping[str, bytes]) -> tuple[str, ...]:
 
 # ---------------------------------------------------------------- figures
 
+
 def pyplot(command: str = "dtnkit sweep report") -> Any:
     """matplotlib.pyplot with the Agg backend, or ToolMissing naming ``command``."""
     try:  # optional (the [report] extra), needed only when a report is drawn
         import matplotlib
     except ImportError:
-        raise ToolMissing(f"{command} needs matplotlib", "it is not installed",
-                          install_hint()) from None
+        raise ToolMissing(
+            f"{command} needs matplotlib", "it is not installed", install_hint()
+        ) from None
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt  # after use(): pyplot picks its backend when imported
 
@@ -146,16 +167,25 @@ def save(fig: Figure, stem: str, title: str, reading: str, *, svg: bool = True) 
     import matplotlib.pyplot as plt  # optional: loaded by pyplot(), which drew the figure
 
     panels = tuple(t for ax in fig.axes if (t := ax.get_title()))
-    legends = tuple(tuple(t.get_text() for t in leg.get_texts())
-                    for leg in [*fig.legends, *(ax.get_legend() for ax in fig.axes)]
-                    if leg is not None)
+    legends = tuple(
+        tuple(t.get_text() for t in leg.get_texts())
+        for leg in [*fig.legends, *(ax.get_legend() for ax in fig.axes)]
+        if leg is not None
+    )
     png, vector = io.BytesIO(), io.BytesIO()
     fig.savefig(png, format="png", dpi=100, metadata={"Software": None})
     if svg:
         fig.savefig(vector, format="svg", metadata={"Date": None, "Creator": None})
     plt.close(fig)
-    return Drawn(stem=stem, title=title, reading=reading, png=png.getvalue(),
-                 svg=vector.getvalue(), panels=panels, legends=legends)
+    return Drawn(
+        stem=stem,
+        title=title,
+        reading=reading,
+        png=png.getvalue(),
+        svg=vector.getvalue(),
+        panels=panels,
+        legends=legends,
+    )
 
 
 def nothing(ax: Axes, why: str) -> None:
@@ -172,6 +202,7 @@ def mpl_text(text: str) -> str:
 
 # ---------------------------------------------------------------- the page
 
+
 def escape(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
@@ -181,8 +212,7 @@ def html_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], empty: str
     if not rows:
         return f"<p class='none'>{escape(empty)}</p>"
     head = "".join(f"<th>{escape(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>"
-                   for row in rows)
+    body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>" for row in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
@@ -192,12 +222,22 @@ def figure_html(f: Drawn, *, files: bool = True) -> str:
     uri = "data:image/png;base64," + base64.b64encode(f.png).decode("ascii")
     widest = max((len(entries) for entries in f.legends), default=0)
     alt = "; ".join([f.title, *f.panels])
-    return (f"<figure id='fig-{escape(f.stem)}' data-legend-entries='{widest}'>"
-            f"<h3>{escape(f.title)}</h3>"
-            f"<img class='figure' src='{uri}' alt='{escape(alt)}' width='800'>"
-            f"<figcaption><p>{escape(f.reading)}</p>"
-            + ("<p class='panels'>Panels: " + "; ".join(
-                f"<q>{escape(t)}</q>" for t in f.panels) + ".</p>" if len(f.panels) > 1
-               else "")
-            + (f"<p>Files: <code>{escape(f.stem)}.png</code>, <code>{escape(f.stem)}.svg"
-               "</code>.</p>" if files else "") + "</figcaption></figure>")
+    return (
+        f"<figure id='fig-{escape(f.stem)}' data-legend-entries='{widest}'>"
+        f"<h3>{escape(f.title)}</h3>"
+        f"<img class='figure' src='{uri}' alt='{escape(alt)}' width='800'>"
+        f"<figcaption><p>{escape(f.reading)}</p>"
+        + (
+            "<p class='panels'>Panels: "
+            + "; ".join(f"<q>{escape(t)}</q>" for t in f.panels)
+            + ".</p>"
+            if len(f.panels) > 1
+            else ""
+        )
+        + (
+            f"<p>Files: <code>{escape(f.stem)}.png</code>, <code>{escape(f.stem)}.svg</code>.</p>"
+            if files
+            else ""
+        )
+        + "</figcaption></figure>"
+    )

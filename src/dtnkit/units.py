@@ -22,31 +22,53 @@ from dtnkit.errors import BadInput
 _NUM = r"\s*([0-9]+(?:\.[0-9]+)?)\s*"
 
 
-def parse_ms(text: str | float, what: str = "RTT", *, lo: float = 0.0,
-             hi: float = 10000.0) -> float:
+def parse_ms(
+    text: str | float, what: str = "RTT", *, lo: float = 0.0, hi: float = 10000.0
+) -> float:
     """``100ms``, ``0.15s``, ``150`` (ms) -> milliseconds, within [lo, hi]."""
     if isinstance(text, int | float):
         value = float(text)
     else:
         m = re.fullmatch(_NUM + r"(ms|s|us)?\s*", text)
         if not m:
-            raise BadInput(f"bad {what} {text!r}", "give milliseconds such as 100ms or 0.15s",
-                           f"e.g. --{what.lower()} 50ms")
+            raise BadInput(
+                f"bad {what} {text!r}",
+                "give milliseconds such as 100ms or 0.15s",
+                f"e.g. --{what.lower()} 50ms",
+            )
         scale = {"s": 1000.0, "us": 0.001}.get(m.group(2) or "ms", 1.0)
         value = float(m.group(1)) * scale
     if not lo <= value <= hi:
-        raise BadInput(f"{what} {value:g} ms is out of range", f"allowed: {lo:g} to {hi:g} ms",
-                       f"give a {what} in that range")
+        raise BadInput(
+            f"{what} {value:g} ms is out of range",
+            f"allowed: {lo:g} to {hi:g} ms",
+            f"give a {what} in that range",
+        )
     return value
 
 
-_DURATION = {"": 1.0, "us": 1e-6, "ms": 1e-3, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0,
-             "h": 3600.0, "d": 86400.0}
+_DURATION = {
+    "": 1.0,
+    "us": 1e-6,
+    "ms": 1e-3,
+    "s": 1.0,
+    "sec": 1.0,
+    "m": 60.0,
+    "min": 60.0,
+    "h": 3600.0,
+    "d": 86400.0,
+}
 _DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)([a-z]*)")
 
 
-def parse_duration(text: str | float, what: str = "--duration", *, lo: float = 0.0,
-                   hi: float = 86400.0, whole: bool = False) -> float:
+def parse_duration(
+    text: str | float,
+    what: str = "--duration",
+    *,
+    lo: float = 0.0,
+    hi: float = 86400.0,
+    whole: bool = False,
+) -> float:
     """``5s``, ``2m``, ``1h30m``, ``1500ms`` or a bare number of seconds -> seconds, in
     [lo, hi].  ``whole``: only whole seconds (what iperf3's ``-t`` takes)."""
     example = f"e.g. {what} 30s, {what} 2m or {what} 1h30m"
@@ -58,19 +80,31 @@ def parse_duration(text: str | float, what: str = "--duration", *, lo: float = 0
         raw = "".join(text.split()).lower()
         parts = _DURATION_PART.findall(raw)
         units = [unit for _, unit in parts]
-        if (not parts or "".join(n + u for n, u in parts) != raw
-                or any(u not in _DURATION for u in units)
-                or ("" in units and len(parts) > 1) or len(set(units)) != len(units)):
-            raise BadInput(f"bad {what} {text!r}", "give a duration such as 30s, 2m, 1h30m or "
-                           "1500ms (a bare number is seconds)", example)
+        if (
+            not parts
+            or "".join(n + u for n, u in parts) != raw
+            or any(u not in _DURATION for u in units)
+            or ("" in units and len(parts) > 1)
+            or len(set(units)) != len(units)
+        ):
+            raise BadInput(
+                f"bad {what} {text!r}",
+                "give a duration such as 30s, 2m, 1h30m or 1500ms (a bare number is seconds)",
+                example,
+            )
         value = sum(float(n) * _DURATION[u] for n, u in parts)
     if not math.isfinite(value) or not lo <= value <= hi:
-        raise BadInput(f"{what} {text} is out of range",
-                       f"allowed: {duration_flag(lo)} to {duration_flag(hi)}",
-                       f"give {what} in that range")
+        raise BadInput(
+            f"{what} {text} is out of range",
+            f"allowed: {duration_flag(lo)} to {duration_flag(hi)}",
+            f"give {what} in that range",
+        )
     if whole and value != int(value):
-        raise BadInput(f"{what} {text} is not a whole number of seconds",
-                       "iperf3 runs for whole seconds", example)
+        raise BadInput(
+            f"{what} {text} is not a whole number of seconds",
+            "iperf3 runs for whole seconds",
+            example,
+        )
     return value
 
 
@@ -88,9 +122,22 @@ def duration_flag(seconds: float) -> str:
     return out
 
 
-_RATE = {"": 1, "bit": 1, "kbit": 10**3, "mbit": 10**6, "gbit": 10**9, "tbit": 10**12,
-         "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12,
-         "bps": 8, "kbps": 8 * 10**3, "mbps": 8 * 10**6, "gbps": 8 * 10**9}
+_RATE = {
+    "": 1,
+    "bit": 1,
+    "kbit": 10**3,
+    "mbit": 10**6,
+    "gbit": 10**9,
+    "tbit": 10**12,
+    "k": 10**3,
+    "m": 10**6,
+    "g": 10**9,
+    "t": 10**12,
+    "bps": 8,
+    "kbps": 8 * 10**3,
+    "mbps": 8 * 10**6,
+    "gbps": 8 * 10**9,
+}
 
 
 def _scaled(text: str | int, units: dict[str, int], what: str, why: str, next_step: str) -> int:
@@ -104,23 +151,35 @@ def _scaled(text: str | int, units: dict[str, int], what: str, why: str, next_st
     return int(float(m.group(1)) * units[unit])
 
 
-def parse_rate(text: str | int, what: str = "rate", *, lo: int = 10**6,
-               hi: int = 400 * 10**9) -> int:
+def parse_rate(
+    text: str | int, what: str = "rate", *, lo: int = 10**6, hi: int = 400 * 10**9
+) -> int:
     """``2gbit``, ``500mbit``, ``1g`` (bits/s; tc's ``bps`` is bytes/s) -> bits per second."""
-    value = _scaled(text, _RATE, f"bad {what} {text!r}", "give a rate such as 2gbit or "
-                    "500mbit", f"e.g. --{what} 2gbit")
+    value = _scaled(
+        text,
+        _RATE,
+        f"bad {what} {text!r}",
+        "give a rate such as 2gbit or 500mbit",
+        f"e.g. --{what} 2gbit",
+    )
     if not lo <= value <= hi:
-        raise BadInput(f"{what} {rate_limit_text(value)} is out of range",
-                       f"allowed: {rate_limit_text(lo)} to {rate_limit_text(hi)}",
-                       f"give a {what} in that range")
+        raise BadInput(
+            f"{what} {rate_limit_text(value)} is out of range",
+            f"allowed: {rate_limit_text(lo)} to {rate_limit_text(hi)}",
+            f"give a {what} in that range",
+        )
     return value
 
 
 def rate_limit_text(bits_per_second: int) -> str:
     """A rate limit or a refused figure in the largest unit under it: ``1 Mbit/s``,
     ``400 Gbit/s``, ``1 Tbit/s``, ``2.5 Tbit/s``."""
-    for scale, unit in ((10**12, "Tbit/s"), (10**9, "Gbit/s"), (10**6, "Mbit/s"),
-                        (10**3, "kbit/s")):
+    for scale, unit in (
+        (10**12, "Tbit/s"),
+        (10**9, "Gbit/s"),
+        (10**6, "Mbit/s"),
+        (10**3, "kbit/s"),
+    ):
         if bits_per_second >= scale:
             return f"{bits_per_second / scale:g} {unit}"
     return f"{bits_per_second:g} bit/s"
@@ -139,37 +198,65 @@ def parse_fraction(text: str | float, what: str = "loss", *, hi: float = 0.5) ->
     else:
         m = re.fullmatch(_NUM + r"(%)?\s*", text)
         if not m:
-            raise BadInput(f"bad {what} {text!r}", "give a percentage such as 0.01% or a "
-                           "probability such as 0.0001", f"e.g. --{what} 0.01%")
+            raise BadInput(
+                f"bad {what} {text!r}",
+                "give a percentage such as 0.01% or a probability such as 0.0001",
+                f"e.g. --{what} 0.01%",
+            )
         percent = bool(m.group(2))
         value = float(m.group(1)) / (100 if percent else 1)
     allowed = f"allowed: 0 to {hi * 100:g}% (a probability of 0 to {hi:g})"
     if not 0 <= value <= hi:
         if percent:
-            raise BadInput(f"{what} {value * 100:g}% is out of range", allowed,
-                           f"give a {what} in that range, e.g. --{what} 1%")
+            raise BadInput(
+                f"{what} {value * 100:g}% is out of range",
+                allowed,
+                f"give a {what} in that range, e.g. --{what} 1%",
+            )
         shown = f"{value:g}"
         raise BadInput(
             f"{what} {shown} is out of range",
             f"a number without % is a probability ({shown} = {value * 100:g}%); {allowed}",
-            f"for {shown} percent write --{what} {shown}%" if value <= hi * 100 else
-            f"give a {what} in that range, e.g. --{what} 1%")
+            f"for {shown} percent write --{what} {shown}%"
+            if value <= hi * 100
+            else f"give a {what} in that range, e.g. --{what} 1%",
+        )
     return value
 
 
-_SIZE = {"": 1, "b": 1, "k": 1024, "kb": 1000, "kib": 1024, "m": 2**20, "mb": 10**6,
-         "mib": 2**20, "g": 2**30, "gb": 10**9, "gib": 2**30}
+_SIZE = {
+    "": 1,
+    "b": 1,
+    "k": 1024,
+    "kb": 1000,
+    "kib": 1024,
+    "m": 2**20,
+    "mb": 10**6,
+    "mib": 2**20,
+    "g": 2**30,
+    "gb": 10**9,
+    "gib": 2**30,
+}
 
 
-def parse_bytes(text: str | int, what: str = "queue size", *, lo: int = 1500,
-                hi: int = 2**31) -> int:
+def parse_bytes(
+    text: str | int, what: str = "queue size", *, lo: int = 1500, hi: int = 2**31
+) -> int:
     """``64KiB``, ``4m``, ``1500`` -> bytes."""
     option = what.split()[0]
-    value = _scaled(text, _SIZE, f"bad {what} {text!r}", "give bytes such as 4MiB or 65536",
-                    f"e.g. --{option} 4MiB")
+    value = _scaled(
+        text,
+        _SIZE,
+        f"bad {what} {text!r}",
+        "give bytes such as 4MiB or 65536",
+        f"e.g. --{option} 4MiB",
+    )
     if not lo <= value <= hi:
-        raise BadInput(f"{what} {value} bytes is out of range",
-                       f"allowed: {lo} to {hi} bytes", f"give a {what} in that range")
+        raise BadInput(
+            f"{what} {value} bytes is out of range",
+            f"allowed: {lo} to {hi} bytes",
+            f"give a {what} in that range",
+        )
     return value
 
 
@@ -194,9 +281,11 @@ def parse_speed(text: str | float, what: str = "speed") -> int:
     m = re.fullmatch(_NUM + r"([A-Za-z/]*)\s*", raw)
     unit = m.group(2).lower() if m else ""
     if not m or (unit and unit not in _SPEED):
-        raise BadInput(f"bad {what} {raw!r}",
-                       "give a link speed with a bit unit (gbit, mbit, G, M, Gb/s) or a "
-                       "bare number of Gbit/s", example)
+        raise BadInput(
+            f"bad {what} {raw!r}",
+            "give a link speed with a bit unit (gbit, mbit, G, M, Gb/s) or a bare number of Gbit/s",
+            example,
+        )
     number = float(m.group(1))
     if not unit:
         if number > BARE_SPEED_MAX_GBIT:
@@ -204,22 +293,29 @@ def parse_speed(text: str | float, what: str = "speed") -> int:
                 f"{what} {raw} is read as {number:g} Gbit/s",
                 f"a bare number is Gbit/s and no NIC is faster than {BARE_SPEED_MAX_GBIT} "
                 "Gbit/s; ethtool reports Mb/s",
-                f"write the unit: --{what} {raw}mbit (or --{what} {number / 1000:g}gbit)")
+                f"write the unit: --{what} {raw}mbit (or --{what} {number / 1000:g}gbit)",
+            )
         bits = number * 10**9
     else:
         bits = number * _SPEED[unit]
     mbps = round(bits / 10**6)
     if not SPEED_MBPS_MIN <= mbps <= SPEED_MBPS_MAX:
-        raise BadInput(f"{what} {raw} ({bits / 1e9:g} Gbit/s) is out of range",
-                       "allowed: 10 Mbit/s to 1600 Gbit/s", example)
+        raise BadInput(
+            f"{what} {raw} ({bits / 1e9:g} Gbit/s) is out of range",
+            "allowed: 10 Mbit/s to 1600 Gbit/s",
+            example,
+        )
     return mbps
 
 
 def check_finite(value: float, what: str, *, lo: float, hi: float, example: str) -> float:
     """A number given as a float option: finite and in (lo, hi] (NaN, inf, -1 are refused)."""
     if not math.isfinite(value) or not lo < value <= hi:
-        raise BadInput(f"bad {what} {value!r}", f"it must be a number above {lo:g} and at most "
-                       f"{hi:g}", f"e.g. {example}")
+        raise BadInput(
+            f"bad {what} {value!r}",
+            f"it must be a number above {lo:g} and at most {hi:g}",
+            f"e.g. {example}",
+        )
     return value
 
 

@@ -40,11 +40,16 @@ def sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
 
 
 def ansible_env() -> dict[str, str]:
-    return {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(COLLECTIONS),
-            "PYTHONPATH": str(COLLECTIONS), "ANSIBLE_NOCOLOR": "1",
-            "ANSIBLE_LOCALHOST_WARNING": "False", "ANSIBLE_INVENTORY_UNPARSED_WARNING": "False",
-            "ANSIBLE_PYTHON_INTERPRETER": sys.executable,
-            "PATH": f"{BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
+    return {
+        **os.environ,
+        "ANSIBLE_COLLECTIONS_PATH": str(COLLECTIONS),
+        "PYTHONPATH": str(COLLECTIONS),
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_LOCALHOST_WARNING": "False",
+        "ANSIBLE_INVENTORY_UNPARSED_WARNING": "False",
+        "ANSIBLE_PYTHON_INTERPRETER": sys.executable,
+        "PATH": f"{BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+    }
 
 
 @dataclass
@@ -59,18 +64,27 @@ class Host:
         return sh("ip", "netns", "exec", self.netns, str(DTNKIT), *argv, check=check)
 
     def sysctl(self, key: str) -> str:
-        return sh("ip", "netns", "exec", self.netns, "cat",
-                  "/proc/sys/" + key.replace(".", "/")).stdout.strip()
+        return sh(
+            "ip", "netns", "exec", self.netns, "cat", "/proc/sys/" + key.replace(".", "/")
+        ).stdout.strip()
 
     def set_sysctl(self, key: str, value: str) -> None:
-        sh("ip", "netns", "exec", self.netns, "sh", "-c",
-           f"echo '{value}' > /proc/sys/{key.replace('.', '/')}")
+        sh(
+            "ip",
+            "netns",
+            "exec",
+            self.netns,
+            "sh",
+            "-c",
+            f"echo '{value}' > /proc/sys/{key.replace('.', '/')}",
+        )
 
     def values(self) -> dict[str, Any]:
         """Every live value dtnkit can restore here (its own `tune save`, in a scratch dir)."""
         scratch = self.state_dir.parent / f"values-{uuid.uuid4().hex[:6]}"
-        doc = json.loads(self.dtnkit("tune", "save", "--state-dir", str(scratch),
-                                     "--format", "json").stdout)
+        doc = json.loads(
+            self.dtnkit("tune", "save", "--state-dir", str(scratch), "--format", "json").stdout
+        )
         snap = json.loads(Path(doc["path"]).read_text())
         shutil.rmtree(scratch)
         values: dict[str, Any] = snap["values"]
@@ -86,15 +100,23 @@ class Pair:
     def inventory(self, path: Path, **host_vars: dict[str, Any]) -> Path:
         hosts = {}
         for h in (self.a, self.b):
-            hosts[h.name] = {"dtnkit_path": str(h.dtnkit_path),
-                             "dtnkit_state_dir": str(h.state_dir),
-                             "dtnkit_probe_address": h.address,
-                             "dtnkit_db": str(h.state_dir / "results.sqlite"),
-                             **host_vars.get(h.name, {})}
+            hosts[h.name] = {
+                "dtnkit_path": str(h.dtnkit_path),
+                "dtnkit_state_dir": str(h.state_dir),
+                "dtnkit_probe_address": h.address,
+                "dtnkit_db": str(h.state_dir / "results.sqlite"),
+                **host_vars.get(h.name, {}),
+            }
         hosts[self.a.name]["dtnkit_peer"] = self.b.name
-        doc = {"all": {"vars": {"ansible_connection": "local",
-                                "ansible_python_interpreter": sys.executable},
-                       "hosts": hosts}}
+        doc = {
+            "all": {
+                "vars": {
+                    "ansible_connection": "local",
+                    "ansible_python_interpreter": sys.executable,
+                },
+                "hosts": hosts,
+            }
+        }
         path.write_text(json.dumps(doc))
         return path
 
@@ -120,33 +142,77 @@ def pair(base: Path, rate: str = "500mbit", prefix: str = "ans") -> Iterator[Pai
         for n in names:
             sh("ip", "netns", "add", n)
             sh("ip", "-n", n, "link", "set", "lo", "up")
-        sh("ip", "link", "add", f"{tag}va", "netns", names[0], "type", "veth",
-           "peer", "name", f"{tag}vb", "netns", names[1])
+        sh(
+            "ip",
+            "link",
+            "add",
+            f"{tag}va",
+            "netns",
+            names[0],
+            "type",
+            "veth",
+            "peer",
+            "name",
+            f"{tag}vb",
+            "netns",
+            names[1],
+        )
         for i, (n, side) in enumerate(zip(names, "ab", strict=True)):
             dev = f"{tag}v{side}"
             sh("ip", "-n", n, "addr", "add", f"10.231.0.{i + 1}/24", "dev", dev)
             sh("ip", "-n", n, "link", "set", dev, "up")
             state = base / f"state-{side}"
             state.mkdir(parents=True)
-            hosts.append(Host(f"ans-{side}", n, f"10.231.0.{i + 1}",
-                              wrapper(base / f"dtnkit-{side}", n), state))
-        sh("tc", "-n", names[0], "qdisc", "add", "dev", f"{tag}va", "root", "tbf",
-           "rate", rate, "burst", "256kb", "latency", "50ms")
+            hosts.append(
+                Host(
+                    f"ans-{side}",
+                    n,
+                    f"10.231.0.{i + 1}",
+                    wrapper(base / f"dtnkit-{side}", n),
+                    state,
+                )
+            )
+        sh(
+            "tc",
+            "-n",
+            names[0],
+            "qdisc",
+            "add",
+            "dev",
+            f"{tag}va",
+            "root",
+            "tbf",
+            "rate",
+            rate,
+            "burst",
+            "256kb",
+            "latency",
+            "50ms",
+        )
         yield Pair(hosts[0], hosts[1], base)
     finally:
         for n in names:
             sh("ip", "netns", "del", n, check=False)
 
 
-def run_module(name: str, args: dict[str, Any], where: Path, *, check: bool = False,
-               diff: bool = False) -> dict[str, Any]:
+def run_module(
+    name: str, args: dict[str, Any], where: Path, *, check: bool = False, diff: bool = False
+) -> dict[str, Any]:
     """Run a module directly (``python plugins/modules/NAME.py ARGS.json``) as Ansible runs it
     on a host; return its JSON (a failure is JSON too, with ``failed``)."""
     args_file = where / f"args-{name}-{uuid.uuid4().hex[:6]}.json"
-    args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": {
-        **args, "_ansible_check_mode": check, "_ansible_diff": diff}}))
-    proc = subprocess.run([sys.executable, str(MODULES / f"{name}.py"), str(args_file)],
-                          capture_output=True, text=True, timeout=120, env=ansible_env())
+    args_file.write_text(
+        json.dumps(
+            {"ANSIBLE_MODULE_ARGS": {**args, "_ansible_check_mode": check, "_ansible_diff": diff}}
+        )
+    )
+    proc = subprocess.run(
+        [sys.executable, str(MODULES / f"{name}.py"), str(args_file)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=ansible_env(),
+    )
     assert "Traceback" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
     doc: dict[str, Any] = json.loads(proc.stdout)
     assert (proc.returncode != 0) == bool(doc.get("failed")), (proc.returncode, doc)

@@ -29,10 +29,12 @@ def make_wheel(where: Path, version: str) -> Path:
     for path in sorted((src / "dtnkit").rglob("*")):
         if path.is_file() and "__pycache__" not in path.parts:
             files[str(path.relative_to(src))] = path.read_bytes()
-    files[f"{info}/METADATA"] = (f"Metadata-Version: 2.1\nName: dtnkit\nVersion: {version}\n"
-                                 .encode())
-    files[f"{info}/WHEEL"] = (b"Wheel-Version: 1.0\nGenerator: ans-test\nRoot-Is-Purelib: true\n"
-                              b"Tag: py3-none-any\n")
+    files[f"{info}/METADATA"] = (
+        f"Metadata-Version: 2.1\nName: dtnkit\nVersion: {version}\n".encode()
+    )
+    files[f"{info}/WHEEL"] = (
+        b"Wheel-Version: 1.0\nGenerator: ans-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    )
     files[f"{info}/entry_points.txt"] = b"[console_scripts]\ndtnkit = dtnkit.cli.main:entry\n"
     record = []
     for name, data in files.items():
@@ -48,14 +50,31 @@ def make_wheel(where: Path, version: str) -> Path:
 
 def install(tmp_path: Path, venv: Path, wheel: Path) -> subprocess.CompletedProcess[str]:
     play = tmp_path / "install.yml"
-    play.write_text(json.dumps([{
-        "name": "Install dtnkit", "hosts": "localhost", "gather_facts": False,
-        "vars": {"dtnkit_venv": str(venv), "dtnkit_wheel": str(wheel),
-                 "install_pip_args": "--no-deps --no-index"},
-        "roles": ["dtn.dtnkit.install"]}]))
-    return subprocess.run([str(BIN / "ansible-playbook"), "-c", "local", "-i", "localhost,",
-                           str(play)], capture_output=True, text=True, timeout=300,
-                          env=ansible_env(), cwd=tmp_path)
+    play.write_text(
+        json.dumps(
+            [
+                {
+                    "name": "Install dtnkit",
+                    "hosts": "localhost",
+                    "gather_facts": False,
+                    "vars": {
+                        "dtnkit_venv": str(venv),
+                        "dtnkit_wheel": str(wheel),
+                        "install_pip_args": "--no-deps --no-index",
+                    },
+                    "roles": ["dtn.dtnkit.install"],
+                }
+            ]
+        )
+    )
+    return subprocess.run(
+        [str(BIN / "ansible-playbook"), "-c", "local", "-i", "localhost,", str(play)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=ansible_env(),
+        cwd=tmp_path,
+    )
 
 
 def test_install_from_a_wheel_is_idempotent_and_an_old_one_is_refused(tmp_path: Path) -> None:
@@ -64,11 +83,20 @@ def test_install_from_a_wheel_is_idempotent_and_an_old_one_is_refused(tmp_path: 
     first = install(tmp_path, venv, wheel)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-2000:]
     assert "changed=0" not in first.stdout
-    where = subprocess.run([str(venv / "bin" / "python"), "-c",
-                            "import dtnkit; print(dtnkit.__file__, dtnkit.__version__)"],
-                           capture_output=True, text=True, check=True).stdout.rsplit(maxsplit=1)
-    assert where == [str(venv / "lib" / "python3.11" / "site-packages" / "dtnkit" /
-                         "__init__.py"), dtnkit.__version__]
+    where = subprocess.run(
+        [
+            str(venv / "bin" / "python"),
+            "-c",
+            "import dtnkit; print(dtnkit.__file__, dtnkit.__version__)",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.rsplit(maxsplit=1)
+    assert where == [
+        str(venv / "lib" / "python3.11" / "site-packages" / "dtnkit" / "__init__.py"),
+        dtnkit.__version__,
+    ]
     assert (venv / "bin" / "dtnkit").exists()
     again = install(tmp_path, venv, wheel)
     assert again.returncode == 0 and "changed=0" in again.stdout, again.stdout[-3000:]
@@ -77,4 +105,5 @@ def test_install_from_a_wheel_is_idempotent_and_an_old_one_is_refused(tmp_path: 
     old = install(tmp_path, venv, make_wheel(old_dir, "0.0.1"))  # a downgrade, refused after
     assert old.returncode != 0
     assert "dtnkit 0.0.1 in" in old.stdout and "is older than the collection" in old.stdout, (
-        old.stdout[-3000:])
+        old.stdout[-3000:]
+    )

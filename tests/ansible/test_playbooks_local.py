@@ -14,8 +14,12 @@ import pytest
 from tests.ansible.namespace_hosts import BIN, Host, Pair, ansible_env, missing_ansible, pair
 
 _WHY = missing_ansible()
-pytestmark = [pytest.mark.needs_ansible, pytest.mark.needs_root, pytest.mark.needs_netns,
-              pytest.mark.skipif(bool(_WHY), reason=str(_WHY))]
+pytestmark = [
+    pytest.mark.needs_ansible,
+    pytest.mark.needs_root,
+    pytest.mark.needs_netns,
+    pytest.mark.skipif(bool(_WHY), reason=str(_WHY)),
+]
 KEYS = ("net.ipv4.tcp_no_metrics_save", "net.ipv4.tcp_slow_start_after_idle")
 
 
@@ -37,38 +41,62 @@ def untuned(hosts: Pair, tmp_path: Path) -> Pair:
 
 
 def playbook(inventory: Path, name: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(BIN / "ansible-playbook"), "-i", str(inventory), name, *args],
-                          capture_output=True, text=True, timeout=300, env=ansible_env(),
-                          cwd=inventory.parent)
+    return subprocess.run(
+        [str(BIN / "ansible-playbook"), "-i", str(inventory), name, *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=ansible_env(),
+        cwd=inventory.parent,
+    )
 
 
 def values(*hs: Host) -> list[dict[str, Any]]:
     return [h.values() for h in hs]
 
 
-def test_a_write_failing_mid_campaign_restores_every_host_and_stops(untuned: Pair,
-                                                                    tmp_path: Path) -> None:
+def test_a_write_failing_mid_campaign_restores_every_host_and_stops(
+    untuned: Pair, tmp_path: Path
+) -> None:
     a, b = untuned.a, untuned.b
     before = values(a, b)
     # b cannot record its baseline: its apply fails before writing, after a's apply wrote
     (b.state_dir / f"last-baseline.netns-{b.netns}").mkdir()  # its namespace's pointer
     inv = untuned.inventory(tmp_path / "inventory.json")
     out = tmp_path / "out"
-    proc = playbook(inv, "dtn.dtnkit.campaign", "-e", json.dumps({
-        "dtnkit_out_dir": str(out), "dtnkit_groups": ["congestion", "buffers"],
-        "dtnkit_probe_duration": "1s", "dtnkit_rtt": "20ms"}))
+    proc = playbook(
+        inv,
+        "dtn.dtnkit.campaign",
+        "-e",
+        json.dumps(
+            {
+                "dtnkit_out_dir": str(out),
+                "dtnkit_groups": ["congestion", "buffers"],
+                "dtnkit_probe_duration": "1s",
+                "dtnkit_rtt": "20ms",
+            }
+        ),
+    )
     assert proc.returncode != 0, proc.stdout[-3000:]
     doc = json.loads((out / "campaign.json").read_text())
-    assert set(doc) == {"schema", "profile", "groups", "started", "finished", "status",
-                        "failure", "pairs", "restored"}
+    assert set(doc) == {
+        "schema",
+        "profile",
+        "groups",
+        "started",
+        "finished",
+        "status",
+        "failure",
+        "pairs",
+        "restored",
+    }
     assert doc["schema"] == "dtnkit.campaign/1" and doc["status"] == "failed"
     assert doc["groups"] == ["congestion", "buffers"]
     assert doc["finished"] >= doc["started"] > 0
     assert doc["failure"]["host"] == b.name, doc["failure"]
     assert doc["failure"]["step"] == "Apply the group on both ends"
     assert "cannot record the last baseline" in doc["failure"]["msg"]
-    assert doc["pairs"] == [{"client": a.name, "server": b.name, "nic_bps": None,
-                             "results": []}]
+    assert doc["pairs"] == [{"client": a.name, "server": b.name, "nic_bps": None, "results": []}]
     assert sorted(doc["restored"]) == [a.name, b.name]
     assert values(a, b) == before  # a's applied group was put back
     assert f"campaign failed on {b.name}" in proc.stdout
@@ -76,7 +104,8 @@ def test_a_write_failing_mid_campaign_restores_every_host_and_stops(untuned: Pai
 
 
 def test_rollback_restores_the_last_baseline_and_a_second_run_changes_nothing(
-        untuned: Pair, tmp_path: Path) -> None:
+    untuned: Pair, tmp_path: Path
+) -> None:
     a, b = untuned.a, untuned.b
     before = values(a, b)
     a.dtnkit("tune", "apply", "--group", "congestion", "--state-dir", str(a.state_dir))
@@ -92,13 +121,13 @@ def test_rollback_restores_the_last_baseline_and_a_second_run_changes_nothing(
 
 @pytest.mark.parametrize("name", ["dtn.dtnkit.site_audit", "dtn.dtnkit.campaign"])
 def test_a_relative_output_directory_is_refused_and_nothing_is_written(
-        hosts: Pair, tmp_path: Path, name: str) -> None:
+    hosts: Pair, tmp_path: Path, name: str
+) -> None:
     """Ansible would take a relative dtnkit_out_dir from the playbook's own directory (inside
     the collection), not from where the admin ran the command: refused with one message."""
     inv = hosts.inventory(tmp_path / "inventory.json")
     before = sorted(p.name for p in tmp_path.iterdir())
-    out = playbook(inv, name, "-e", "dtnkit_out_dir=site",
-                   "-e", '{"dtnkit_groups": ["buffers"]}')
+    out = playbook(inv, name, "-e", "dtnkit_out_dir=site", "-e", '{"dtnkit_groups": ["buffers"]}')
     assert out.returncode != 0
     assert "absolute path" in out.stdout, out.stdout[-2000:]
     assert sorted(p.name for p in tmp_path.iterdir()) == before

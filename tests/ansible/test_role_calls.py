@@ -19,8 +19,12 @@ from tests.ansible.namespace_hosts import (
 )
 
 _WHY = missing_ansible()
-pytestmark = [pytest.mark.needs_ansible, pytest.mark.needs_root, pytest.mark.needs_netns,
-              pytest.mark.skipif(bool(_WHY), reason=str(_WHY))]
+pytestmark = [
+    pytest.mark.needs_ansible,
+    pytest.mark.needs_root,
+    pytest.mark.needs_netns,
+    pytest.mark.skipif(bool(_WHY), reason=str(_WHY)),
+]
 
 
 @pytest.fixture(scope="module")

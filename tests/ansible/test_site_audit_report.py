@@ -16,8 +16,12 @@ import pytest
 from tests.ansible.namespace_hosts import BIN, DTNKIT, Pair, ansible_env, missing_ansible, pair
 
 _WHY = missing_ansible()
-pytestmark = [pytest.mark.needs_ansible, pytest.mark.needs_root, pytest.mark.needs_netns,
-              pytest.mark.skipif(bool(_WHY), reason=str(_WHY))]
+pytestmark = [
+    pytest.mark.needs_ansible,
+    pytest.mark.needs_root,
+    pytest.mark.needs_netns,
+    pytest.mark.skipif(bool(_WHY), reason=str(_WHY)),
+]
 
 
 @pytest.fixture(scope="module")
@@ -28,8 +32,11 @@ def hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
 
 def bare_path() -> str:
     """The controller's PATH without any dtnkit on it (the venv's bin dropped)."""
-    kept = [d for d in os.environ.get("PATH", "/usr/bin:/bin").split(":")
-            if d and Path(d).resolve() != BIN.resolve()]
+    kept = [
+        d
+        for d in os.environ.get("PATH", "/usr/bin:/bin").split(":")
+        if d and Path(d).resolve() != BIN.resolve()
+    ]
     path = ":".join(kept)
     assert shutil.which("dtnkit", path=path) is None, path
     return path
@@ -45,9 +52,24 @@ def inventory(hosts: Pair, where: Path, **all_vars: str) -> Path:
 
 def site_audit(inv: Path, out: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**ansible_env(), "PATH": bare_path()}
-    return subprocess.run([str(BIN / "ansible-playbook"), "-i", str(inv), "dtn.dtnkit.site_audit",
-                           "-e", f"dtnkit_out_dir={out}", "-e", "dtnkit_report_html=false", *args],
-                          capture_output=True, text=True, timeout=300, env=env, cwd=inv.parent)
+    return subprocess.run(
+        [
+            str(BIN / "ansible-playbook"),
+            "-i",
+            str(inv),
+            "dtn.dtnkit.site_audit",
+            "-e",
+            f"dtnkit_out_dir={out}",
+            "-e",
+            "dtnkit_report_html=false",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=inv.parent,
+    )
 
 
 def test_the_report_runs_with_the_inventorys_dtnkit_path(hosts: Pair, tmp_path: Path) -> None:
@@ -56,15 +78,16 @@ def test_the_report_runs_with_the_inventorys_dtnkit_path(hosts: Pair, tmp_path: 
     proc = site_audit(inventory(hosts, tmp_path, dtnkit_path=str(DTNKIT)), out)
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert sorted(p.name for p in out.glob("*.audit.json")) == [
-        f"{hosts.a.name}.audit.json", f"{hosts.b.name}.audit.json"]
+        f"{hosts.a.name}.audit.json",
+        f"{hosts.b.name}.audit.json",
+    ]
     assert "report skipped" not in proc.stdout
     # the fleet report's own table, naming both hosts
     report = proc.stdout.split("Show the report", 1)[1]
     assert hosts.a.name in report and hosts.b.name in report, report[-2000:]
 
 
-def test_no_dtnkit_on_the_controller_fails_naming_the_variable(hosts: Pair,
-                                                                 tmp_path: Path) -> None:
+def test_no_dtnkit_on_the_controller_fails_naming_the_variable(hosts: Pair, tmp_path: Path) -> None:
     out = tmp_path / "site"
     proc = site_audit(inventory(hosts, tmp_path, dtnkit_path="/nonexistent/dkfd/dtnkit"), out)
     assert proc.returncode != 0, proc.stdout[-3000:]

@@ -17,8 +17,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
-                          check=True).stdout.strip()
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=True
+    ).stdout.strip()
 
 
 @pytest.fixture
@@ -48,13 +49,30 @@ def test_the_base_is_checked_out_at_its_commit_and_removed_after(repo: Path) -> 
 
 def test_the_base_tree_runs_first_on_the_path(repo: Path) -> None:
     with base_tree("HEAD~1", "hbtest", repo) as tree:
-        got = subprocess.run([sys.executable, "-c", "import dtnkit; print(dtnkit.VERSION)"],
-                             capture_output=True, text=True, env=tree.env(), check=True)
+        got = subprocess.run(
+            [sys.executable, "-c", "import dtnkit; print(dtnkit.VERSION)"],
+            capture_output=True,
+            text=True,
+            env=tree.env(),
+            check=True,
+        )
         assert got.stdout.strip() == "1"
 
 
-@pytest.mark.parametrize("ref", ["--output=/tmp/hb-pwned", "-b", "HEAD;touch /tmp/hb-pwned",
-                                 "../../etc", "main..HEAD", "", "a b", "$(id)", "nosuchref"])
+@pytest.mark.parametrize(
+    "ref",
+    [
+        "--output=/tmp/hb-pwned",
+        "-b",
+        "HEAD;touch /tmp/hb-pwned",
+        "../../etc",
+        "main..HEAD",
+        "",
+        "a b",
+        "$(id)",
+        "nosuchref",
+    ],
+)
 def test_a_bad_ref_is_refused_before_anything_is_made(repo: Path, ref: str) -> None:
     worktrees = git(repo, "worktree", "list")
     with pytest.raises(BaseError, match="--base"), base_tree(ref, "hbtest", repo):
@@ -74,9 +92,14 @@ def test_resolve_returns_a_commit_or_refuses(ref: str) -> None:
 
 
 def test_the_command_line_refuses_a_bad_base_in_one_line() -> None:
-    proc = subprocess.run([sys.executable, "-m", "bench", "cp-start", "--base",
-                           "--upload-pack=touch /tmp/hb-pwned"], capture_output=True,
-                          text=True, check=False, timeout=60, cwd=ROOT)
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "cp-start", "--base", "--upload-pack=touch /tmp/hb-pwned"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+        cwd=ROOT,
+    )
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr and "error:" in proc.stderr.splitlines()[-1]
     assert not Path("/tmp/hb-pwned").exists()

@@ -29,8 +29,9 @@ TIMES = st.lists(st.one_of(st.floats(0, 1e4), st.just(math.inf)), min_size=1, ma
 
 
 @given(TIMES, st.floats(0.01, 100), st.floats(0.01, 100))
-def test_a_percentile_is_one_of_the_values_and_grows_with_q(values: list[float], q1: float,
-                                                            q2: float) -> None:
+def test_a_percentile_is_one_of_the_values_and_grows_with_q(
+    values: list[float], q1: float, q2: float
+) -> None:
     lo, hi = sorted((q1, q2))
     assert sa.percentile(values, lo) in values
     assert sa.percentile(values, lo) <= sa.percentile(values, hi)
@@ -53,7 +54,8 @@ def test_latency_cells() -> None:
     assert sa.ms(20.0, 20) == "> 20 s"  # at the timeout is a timeout
     assert sa.ms(math.nan, 20) == "-"
     assert sa.counts(collections.Counter({"404": 3, "200": 3, "cut": 9})) == (
-        "cut x 9, 200 x 3, 404 x 3")
+        "cut x 9, 200 x 3, 404 x 3"
+    )
     assert sa.counts(collections.Counter()) == "-"
 
 
@@ -115,8 +117,14 @@ def test_a_starved_client_is_told_from_a_served_one() -> None:
 
 def test_the_second_address_is_served_refused_or_partly() -> None:
     def greedy(**answers: int) -> sa.Greedy:
-        return sa.Greedy(2048, 256, 256, collections.Counter(
-            {k.removeprefix("s"): n for k, n in answers.items()}), [0.001], 20.0)
+        return sa.Greedy(
+            2048,
+            256,
+            256,
+            collections.Counter({k.removeprefix("s"): n for k, n in answers.items()}),
+            [0.001],
+            20.0,
+        )
 
     assert greedy(s200=20).verdict() == "served"
     assert greedy(s503=20).verdict() == "refused"
@@ -151,26 +159,36 @@ def test_seconds_take_a_positive_finite_number_or_say_why_not(text: str) -> None
         assert 0 < got <= 86400
 
 
-@pytest.mark.parametrize("argv,says", [
-    (["--requests", "0"], "--requests: '0': at least 1"),
-    (["--slow-seconds", "inf"], "--slow-seconds: 'inf': more than 0 s"),
-    (["--timeout", "-1"], "--timeout: '-1': more than 0 s"),
-    (["--cap", "100000000"], "need 100000256 descriptors, more than the hard limit"),
-    (["--only", "x; rm -rf /"], "--only: invalid choice"),
-])
+@pytest.mark.parametrize(
+    "argv,says",
+    [
+        (["--requests", "0"], "--requests: '0': at least 1"),
+        (["--slow-seconds", "inf"], "--slow-seconds: 'inf': more than 0 s"),
+        (["--timeout", "-1"], "--timeout: '-1': more than 0 s"),
+        (["--cap", "100000000"], "need 100000256 descriptors, more than the hard limit"),
+        (["--only", "x; rm -rf /"], "--only: invalid choice"),
+    ],
+)
 def test_bad_options_are_one_line_and_nothing_is_made(argv: list[str], says: str) -> None:
     if "--cap" in argv and resource.getrlimit(resource.RLIMIT_NOFILE)[1] == resource.RLIM_INFINITY:
         pytest.skip("no hard descriptor limit here")
     prefix = f"hsa{secrets.token_hex(2)}"  # pytest-xdist runs the other cases beside it
     before = set(Path("/dev/shm").glob(f"dtnkit-bench-{prefix}*")) | set(
-        Path("/tmp").glob(f"dtnkit-bench-{prefix}*"))
-    proc = subprocess.run([sys.executable, "-m", "bench", "serve-abuse", "--base", "HEAD",
-                           "--prefix", prefix, *argv], capture_output=True, text=True,
-                          cwd=ROOT, timeout=120, check=False)
+        Path("/tmp").glob(f"dtnkit-bench-{prefix}*")
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "serve-abuse", "--base", "HEAD", "--prefix", prefix, *argv],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == 2
     errors = [line for line in proc.stderr.splitlines() if "error:" in line]
     assert len(errors) == 1 and says in errors[0], proc.stderr
     assert "Traceback" not in proc.stderr and proc.stdout == ""
     after = set(Path("/dev/shm").glob(f"dtnkit-bench-{prefix}*")) | set(
-        Path("/tmp").glob(f"dtnkit-bench-{prefix}*"))
+        Path("/tmp").glob(f"dtnkit-bench-{prefix}*")
+    )
     assert after == before

@@ -24,8 +24,9 @@ NAMES = st.lists(st.text(min_size=1, max_size=8), min_size=1, max_size=8, unique
 
 
 @given(NAMES, st.integers(0, 50), st.sampled_from(["alternate", "random"]), st.integers())
-def test_every_round_runs_every_measurement_once(names: list[str], k: int, order: str,
-                                                 seed: int) -> None:
+def test_every_round_runs_every_measurement_once(
+    names: list[str], k: int, order: str, seed: int
+) -> None:
     got = round_order(names, k, order, seed)
     assert sorted(got) == sorted(names)
     assert got == round_order(names, k, order, seed)  # the same seed, the same order
@@ -72,8 +73,11 @@ def test_a_failed_run_is_a_failure_of_that_round_only_with_keep_going() -> None:
 def test_figures_recorded_beside_a_run_land_in_its_round() -> None:
     got = run_rounds({"cp": lambda: (3.0, {"cp copy phase": 2.0})}, 2, twins=["cp"])
     assert got.get("cp copy phase") == [2.0, 2.0]  # the twin's are not kept twice
-    assert got.as_json()["values"] == {"cp": [3.0, 3.0], "cp copy phase": [2.0, 2.0],
-                                       "cp" + AA_SUFFIX: [3.0, 3.0]}
+    assert got.as_json()["values"] == {
+        "cp": [3.0, 3.0],
+        "cp copy phase": [2.0, 2.0],
+        "cp" + AA_SUFFIX: [3.0, 3.0],
+    }
 
 
 def test_the_noise_is_the_largest_a_a_ratio_away_from_one() -> None:
@@ -100,15 +104,13 @@ def samples(values: dict[str, list[float]]) -> Samples:
 
 
 def test_a_ratio_is_judged_against_its_noise_band() -> None:
-    s = samples({"new": [0.90, 0.92, 0.91], "old": [1.0, 1.0, 1.0],
-                 aa("old"): [1.02, 0.99, 1.01]})
+    s = samples({"new": [0.90, 0.92, 0.91], "old": [1.0, 1.0, 1.0], aa("old"): [1.02, 0.99, 1.01]})
     c = compare(s, "new", "old")
     assert c.ratio == pytest.approx(0.91)
     assert c.noise is not None and c.noise.margin == pytest.approx(0.02)  # 1.0 / 1.02
     assert (c.verdict, c.fmt()) == ("lower", "0.91 ±2 %")
     same = compare(samples({"new": [1.005], "old": [1.0], aa("old"): [1.02]}), "new", "old")
     assert same.verdict == "within noise"
-    assert compare(samples({"new": [2.0], "old": [1.0]}), "new", "old").verdict == \
-        "no A/A rounds"
+    assert compare(samples({"new": [2.0], "old": [1.0]}), "new", "old").verdict == "no A/A rounds"
     assert compare(samples({"old": [1.0]}), "new", "old").fmt() == "-"
     assert math.isclose(compare(s, "old", "new").ratio or 0, 1 / 0.91)

@@ -21,18 +21,30 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def bench(*argv: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "bench", *argv], capture_output=True,
-                          text=True, check=False, timeout=timeout, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "bench", *argv],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=timeout,
+        cwd=ROOT,
+    )
 
 
 def test_the_list_names_every_case_file_with_its_question() -> None:
     proc = bench()
     assert proc.returncode == 0
-    files = sorted(p.stem.replace("_", "-") for p in (ROOT / "bench" / "cases").glob("*.py")
-                   if p.name != "__init__.py")
+    files = sorted(
+        p.stem.replace("_", "-")
+        for p in (ROOT / "bench" / "cases").glob("*.py")
+        if p.name != "__init__.py"
+    )
     assert case_names() == files and len(files) >= 20
-    listed = [line.split()[0] for line in proc.stdout.splitlines() if line.startswith("  ")
-              and not line.startswith("   ")]
+    listed = [
+        line.split()[0]
+        for line in proc.stdout.splitlines()
+        if line.startswith("  ") and not line.startswith("   ")
+    ]
     assert listed == files
     assert all(len(line) <= 80 for line in proc.stdout.splitlines())
 
@@ -54,11 +66,25 @@ def test_every_case_declares_a_question_and_its_options(name: str) -> None:
 
 def test_a_run_prints_the_commit_and_the_load_and_writes_them_as_json(tmp_path: Path) -> None:
     out = tmp_path / "result.json"
-    proc = bench("checksum", "--rounds", "1", "--size-mib", "2", "--fallback-mib", "1",
-                 "--table", "text", "--json", str(out), "--prefix", "hbtest")
+    proc = bench(
+        "checksum",
+        "--rounds",
+        "1",
+        "--size-mib",
+        "2",
+        "--fallback-mib",
+        "1",
+        "--table",
+        "text",
+        "--json",
+        str(out),
+        "--prefix",
+        "hbtest",
+    )
     assert proc.returncode == 0, proc.stderr
-    sha = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True,
-                         text=True, check=True).stdout.strip()
+    sha = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     assert f"commit {sha[:10]}" in proc.stdout
     last = " ".join(proc.stdout.strip().split("\n\n")[-1].split())  # a wrapped paragraph
     assert last.startswith("_The run took") and "other processes used" in last
@@ -72,21 +98,27 @@ def test_a_run_prints_the_commit_and_the_load_and_writes_them_as_json(tmp_path: 
     assert doc["tables"][0]["head"][0] == "MB/s (x memcpy)" and doc["tables"][0]["rows"]
 
 
-@pytest.mark.parametrize("argv", [
-    ["nosuch"], ["checksum", "--rounds", "0"], ["checksum", "--prefix", "Bad;rm -rf"],
-    ["checksum", "--json", "/nonexistent/dir/r.json"], ["checksum", "--table", "html"],
-    ["ab"],  # an A/B case without --base
-    ["wan", "--sizes", "0"], ["wan", "--paths", "50ms/1gbit@70000"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["nosuch"],
+        ["checksum", "--rounds", "0"],
+        ["checksum", "--prefix", "Bad;rm -rf"],
+        ["checksum", "--json", "/nonexistent/dir/r.json"],
+        ["checksum", "--table", "html"],
+        ["ab"],  # an A/B case without --base
+        ["wan", "--sizes", "0"],
+        ["wan", "--paths", "50ms/1gbit@70000"],
+    ],
+)
 def test_bad_input_is_one_line_and_creates_nothing(argv: list[str], tmp_path: Path) -> None:
-    before = set(Path("/dev/shm").glob("dtnkit-bench-*")) | set(Path("/tmp").glob(
-        "dtnkit-bench-*"))
+    before = set(Path("/dev/shm").glob("dtnkit-bench-*")) | set(Path("/tmp").glob("dtnkit-bench-*"))
     proc = bench(*argv, timeout=60)
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr
     assert "error:" in proc.stderr.splitlines()[-1]
     assert proc.stdout == ""
-    after = set(Path("/dev/shm").glob("dtnkit-bench-*")) | set(Path("/tmp").glob(
-        "dtnkit-bench-*"))
+    after = set(Path("/dev/shm").glob("dtnkit-bench-*")) | set(Path("/tmp").glob("dtnkit-bench-*"))
     assert after <= before
 
 

@@ -16,14 +16,18 @@ def test_markdown_escapes_a_pipe_and_pads_short_rows() -> None:
     assert lines == ["| a | b |", "|---|---|", "| x\\|y | z |", "| only |  |"]
 
 
-@given(st.lists(CELL, min_size=1, max_size=12),
-       st.lists(st.lists(CELL, max_size=12), max_size=6))
+@given(st.lists(CELL, min_size=1, max_size=12), st.lists(st.lists(CELL, max_size=12), max_size=6))
 def test_text_never_passes_80_columns(head: list[str], rows: list[list[str]]) -> None:
     assert all(len(line) <= 80 for line in text(head, rows))
 
 
-@given(st.lists(st.lists(st.text("abcdefghij", min_size=1, max_size=9), min_size=3,
-                         max_size=3), min_size=1, max_size=5))
+@given(
+    st.lists(
+        st.lists(st.text("abcdefghij", min_size=1, max_size=9), min_size=3, max_size=3),
+        min_size=1,
+        max_size=5,
+    )
+)
 def test_text_keeps_every_short_cell(rows: list[list[str]]) -> None:
     out = render(["what", "median s", "runs"], rows, "text")
     for row in rows:

@@ -15,10 +15,14 @@ def test_verdicts() -> None:
     assert verdict({"a": [2.1], "b": [4.0]}, t) == ("0.53", "not met")
     assert verdict({"a": [2.1]}, t) == ("-", "no data")
     assert verdict({"a": [1.0], "b": [2.0]}, Target("a", "b", None, "")) == (
-        "0.50", "(information)")
+        "0.50",
+        "(information)",
+    )
     # a target asking for less than the wire floor says so; one above it is a plain miss
     assert verdict({"a": [3.0], "b": [4.0]}, t, 2.15) == (
-        "0.75", "not met: asks 2.000 s < wire floor 2.150 s")
+        "0.75",
+        "not met: asks 2.000 s < wire floor 2.150 s",
+    )
     assert verdict({"a": [3.0], "b": [5.0]}, t, 2.15) == ("0.60", "not met")
     assert verdict({"a": [2.0], "b": [4.0]}, t, 2.15) == ("0.50", "met")
 
@@ -28,13 +32,17 @@ def test_a_verdict_names_the_highest_floor_the_ask_is_under() -> None:
     floor = Floor("8", 2.58, 0.0505)  # 2.7315 s
     # under the wire floor (the lower one): the wire-floor wording
     assert verdict({"a": [3.0], "b": [4.0]}, t, 2.15, floor) == (
-        "0.75", "not met: asks 2.000 s < wire floor 2.150 s")
+        "0.75",
+        "not met: asks 2.000 s < wire floor 2.150 s",
+    )
     # above the wire floor, under the practical one: physically out of reach, and how we know
     assert verdict({"a": [3.0], "b": [5.0]}, t, 2.15, floor) == (
-        "0.60", "not met: asks 2.500 s < practical floor 2.732 s "
-                "(iperf3 -P 8 data phase 2.580 s + 3 RTT)")
+        "0.60",
+        "not met: asks 2.500 s < practical floor 2.732 s (iperf3 -P 8 data phase 2.580 s + 3 RTT)",
+    )
     assert verdict({"a": [3.0], "b": [5.0]}, t, None, floor)[1].startswith(
-        "not met: asks 2.500 s < practical floor")
+        "not met: asks 2.500 s < practical floor"
+    )
     # above both: a plain miss; within the target: met, floors or not
     assert verdict({"a": [3.0], "b": [5.6]}, t, 2.15, floor) == ("0.54", "not met")
     assert verdict({"a": [2.0], "b": [5.0]}, t, 2.15, floor) == ("0.40", "met")
@@ -42,12 +50,19 @@ def test_a_verdict_names_the_highest_floor_the_ask_is_under() -> None:
     assert verdict({"a": [3.0], "b": [5.0]}, t, 2.15) == ("0.60", "not met")
     # information rows stay information
     assert verdict({"a": [9.0], "b": [1.0]}, Target("a", "b", None, ""), 2.15, floor) == (
-        "9.00", "(information)")
+        "9.00",
+        "(information)",
+    )
 
 
 def test_the_practical_floor_is_the_best_iperf3_median_plus_three_round_trips() -> None:
-    times = {"iperf3 1": [4.3, 4.2, 4.1], "iperf3 1 wall": [0.1],  # a wall time is no floor
-             "iperf3 8": [2.7, 2.5, 2.6], "iperf3 8 wall": [0.2], "cp 1 XRootD": [0.3]}
+    times = {
+        "iperf3 1": [4.3, 4.2, 4.1],
+        "iperf3 1 wall": [0.1],  # a wall time is no floor
+        "iperf3 8": [2.7, 2.5, 2.6],
+        "iperf3 8 wall": [0.2],
+        "cp 1 XRootD": [0.3],
+    }
     floor = practical_floor(times, 50.0)
     assert floor is not None
     assert (floor.streams, floor.data_s, floor.rtt_s) == ("8", 2.6, 0.05)
@@ -65,8 +80,7 @@ def test_the_practical_floor_is_the_best_iperf3_median_plus_three_round_trips() 
     mixed = practical_floor(auto, 50.0, {"iperf3 auto": [4, 5]})
     assert mixed is not None and mixed.streams == "4/5"
     # the same -P twice (auto used 8): the better median counts
-    same = practical_floor({"iperf3 8": [2.5], "iperf3 auto": [2.7]}, 50.0,
-                           {"iperf3 auto": [8]})
+    same = practical_floor({"iperf3 8": [2.5], "iperf3 auto": [2.7]}, 50.0, {"iperf3 auto": [8]})
     assert same is not None and same.data_s == 2.5
 
 
@@ -116,7 +130,10 @@ def test_iperf3_runs_with_every_time_target_and_alone_when_asked() -> None:
     for starts in (["upload"], ["cp auto"]):  # "iperf3 auto" follows the cp auto run
         picked = wan.only(names, starts, goals)
         assert [n for n in picked if n.startswith("iperf3")] == [
-            "iperf3 8", "iperf3 auto", "iperf3 1"], starts
+            "iperf3 8",
+            "iperf3 auto",
+            "iperf3 1",
+        ], starts
         first = next(i for i, n in enumerate(picked) if n.startswith("cp auto "))
         assert picked.index("iperf3 auto") == first + 1
     for starts in (["cp 1", "curl"], ["tpc"]):
@@ -129,9 +146,11 @@ def test_iperf3_runs_with_every_time_target_and_alone_when_asked() -> None:
     # curl's own time inside the tool
     copy = [t for t in goals if t.measured.endswith(" copy phase")]
     assert {(recorded_by(t.measured), t.baseline, t.limit) for t in copy} == {
-        ("cp 1 XRootD", "curl XRootD", None), ("cp 1 dtnkit", "curl dtnkit", None),
+        ("cp 1 XRootD", "curl XRootD", None),
+        ("cp 1 dtnkit", "curl dtnkit", None),
         ("cp 1 XRootD", "curl XRootD copy phase", None),
-        ("cp 1 dtnkit", "curl dtnkit copy phase", None)}
+        ("cp 1 dtnkit", "curl dtnkit copy phase", None),
+    }
     assert recorded_by("iperf3 8 wall") == "iperf3 8"
     assert recorded_by("cp auto XRootD") == "cp auto XRootD"
 
@@ -141,11 +160,22 @@ def test_only_upload_keeps_the_uploads_and_their_baselines() -> None:
     goals = wan.targets("auto", None)
     kept = wan.only(names, ["upload"], goals)
     # and the iperf3 runs, the floor under every time target
-    assert kept == ["iperf3 8", "cp auto dtnkit", "iperf3 auto", "upload auto", "iperf3 1",
-                    "cp 1 dtnkit", "upload 1"]
+    assert kept == [
+        "iperf3 8",
+        "cp auto dtnkit",
+        "iperf3 auto",
+        "upload auto",
+        "iperf3 1",
+        "cp 1 dtnkit",
+        "upload 1",
+    ]
     assert wan.only(names, [], goals) == names  # no --only: everything
-    assert wan.only(names, ["tpc dtnkit 1"], goals) == ["iperf3 8", "iperf3 1",
-                                                        "tpc dtnkit 1", "tpc XRootD 1"]
+    assert wan.only(names, ["tpc dtnkit 1"], goals) == [
+        "iperf3 8",
+        "iperf3 1",
+        "tpc dtnkit 1",
+        "tpc XRootD 1",
+    ]
 
 
 def test_only_is_parsed_from_a_comma_list() -> None:
@@ -160,9 +190,17 @@ def test_base_uploads_run_next_to_this_trees() -> None:
     names = wan.order("auto", None, base=True)
     goals = wan.targets("auto", None, "REF")
     kept = wan.only(names, ["upload"], goals)
-    assert kept == ["iperf3 8", "cp auto dtnkit", "iperf3 auto", "upload auto",
-                    "upload auto base", "iperf3 1", "cp 1 dtnkit", "upload 1",
-                    "upload 1 base"]
+    assert kept == [
+        "iperf3 8",
+        "cp auto dtnkit",
+        "iperf3 auto",
+        "upload auto",
+        "upload auto base",
+        "iperf3 1",
+        "cp 1 dtnkit",
+        "upload 1",
+        "upload 1 base",
+    ]
     pairs = {(g.measured, g.baseline) for g in goals}
     assert ("upload auto", "upload auto base") in pairs
     assert ("upload 1 base", "cp 1 dtnkit") in pairs
@@ -170,5 +208,8 @@ def test_base_uploads_run_next_to_this_trees() -> None:
 
 def test_no_base_columns_without_base() -> None:
     assert not [n for n in wan.order("auto", None) if "base" in n]
-    assert not [c for c in wan.catalogue("auto", None).values()
-                if "{base_src}" in " ".join(c.argv) or "base" in " ".join(c.needs)]
+    assert not [
+        c
+        for c in wan.catalogue("auto", None).values()
+        if "{base_src}" in " ".join(c.argv) or "base" in " ".join(c.needs)
+    ]

@@ -47,8 +47,9 @@ def dtnkit_argv() -> list[str]:
 
 @pytest.fixture
 def path(tmp_path: Path) -> Iterator[LabPath]:
-    with lab.path(f"tmux{secrets.token_hex(3)}", state_root=tmp_path / "lab", rtt_ms=10,
-                  rate_bps=500_000_000) as p:
+    with lab.path(
+        f"tmux{secrets.token_hex(3)}", state_root=tmp_path / "lab", rtt_ms=10, rate_bps=500_000_000
+    ) as p:
         yield p
 
 
@@ -84,41 +85,82 @@ def wide_text(draw: object, *args: object) -> str:
 
 
 @pytest.mark.skipif(bool(NEEDS), reason=f"needs {', '.join(NEEDS)}")
-def test_every_command_fits_80_columns(tmp_path: Path, path: LabPath,
-                                       tmux: list[str]) -> None:
+def test_every_command_fits_80_columns(tmp_path: Path, path: LabPath, tmux: list[str]) -> None:
     state, db, lab_root = tmp_path / "state", tmp_path / "results.sqlite", tmp_path / "lab"
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
-    env.update(DTNKIT_LAB_STATE=str(lab_root), DTNKIT_STATE_DIR=str(state),
-               DTNKIT_DB=str(db))
+    env.update(DTNKIT_LAB_STATE=str(lab_root), DTNKIT_STATE_DIR=str(state), DTNKIT_DB=str(db))
     dtnkit = dtnkit_argv()
     ns = path.src.netns
-    saved = subprocess.run([*dtnkit, "tune", "save", "--netns", ns, "--label",
-                            "tmux acceptance snapshot with a rather long label", "--format",
-                            "json"], env=env, capture_output=True, text=True, check=True)
+    saved = subprocess.run(
+        [
+            *dtnkit,
+            "tune",
+            "save",
+            "--netns",
+            ns,
+            "--label",
+            "tmux acceptance snapshot with a rather long label",
+            "--format",
+            "json",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     snap_id = json.loads(saved.stdout)["id"]
     assert len(snap_id) > 50  # long enough that a cut would show
     peer = ["--peer", f"{path.name}/dst", "--netns", ns, "--duration", "2", "--interval", "0.4"]
-    argvs = {"audit": ["tune", "audit", "--netns", ns], "list": ["tune", "list"],
-             "status": ["lab", "status", path.name], "probe": ["probe", "net", *peer],
-             "diagnose": ["diagnose", *peer]}
+    argvs = {
+        "audit": ["tune", "audit", "--netns", ns],
+        "list": ["tune", "list"],
+        "status": ["lab", "status", path.name],
+        "probe": ["probe", "net", *peer],
+        "diagnose": ["diagnose", *peer],
+    }
     channel = f"tmux-{secrets.token_hex(4)}"
     script = tmp_path / "pane.sh"
     lines = ["unset COLUMNS LINES"]
     for name in COMMANDS:
-        lines += [f"echo '=== tmux {name}'", shlex.join([*dtnkit, *argvs[name]]),
-                  f"echo $? > {shlex.quote(str(tmp_path / name))}.rc"]
+        lines += [
+            f"echo '=== tmux {name}'",
+            shlex.join([*dtnkit, *argvs[name]]),
+            f"echo $? > {shlex.quote(str(tmp_path / name))}.rc",
+        ]
     lines += [f"{shlex.join(tmux)} wait-for -S {channel}", "read -r _"]
     script.write_text("\n".join(lines) + "\n")
-    subprocess.run([*tmux, "new-session", "-d", "-x", str(WIDTH), "-y", str(HEIGHT), "-s",
-                    "tmux", f"sh {shlex.quote(str(script))}"], env=env, check=True)
+    subprocess.run(
+        [
+            *tmux,
+            "new-session",
+            "-d",
+            "-x",
+            str(WIDTH),
+            "-y",
+            str(HEIGHT),
+            "-s",
+            "tmux",
+            f"sh {shlex.quote(str(script))}",
+        ],
+        env=env,
+        check=True,
+    )
     subprocess.run([*tmux, "wait-for", channel], check=True, timeout=90)
-    size = subprocess.run([*tmux, "display", "-p", "-t", "tmux", "#{pane_width}"],
-                          capture_output=True, text=True, check=True).stdout.strip()
+    size = subprocess.run(
+        [*tmux, "display", "-p", "-t", "tmux", "#{pane_width}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     assert size == str(WIDTH)
 
     def capture(*flags: str) -> str:
-        return subprocess.run([*tmux, "capture-pane", "-p", "-t", "tmux", "-S", "-", "-E", "-",
-                               *flags], capture_output=True, text=True, check=True).stdout
+        return subprocess.run(
+            [*tmux, "capture-pane", "-p", "-t", "tmux", "-S", "-", "-E", "-", *flags],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
 
     joined = capture("-J")  # a line the terminal had to wrap comes back whole
     shown = sections(joined)
@@ -140,17 +182,29 @@ def test_every_command_fits_80_columns(tmp_path: Path, path: LabPath,
 
     # no word is split across lines: compare with the same output unwrapped
     def wide(*argv: str) -> str:
-        return subprocess.run([*dtnkit, *argv, "--wide"], env=env, capture_output=True,
-                              text=True, check=False).stdout
+        return subprocess.run(
+            [*dtnkit, *argv, "--wide"], env=env, capture_output=True, text=True, check=False
+        ).stdout
 
-    whole = {"audit": wide(*argvs["audit"]), "list": wide(*argvs["list"]),
-             "status": wide(*argvs["status"]),
-             # the progress line ("network: iperf3 to X, 1 stream, 2 s") is printed before the
-             # stored result exists: its own words, on one line of the screen
-             "probe": shown["probe"].splitlines()[0] + "\n"
-                      + wide_text(measure_render.probe_summary, probe)}
-    doc = json.loads(subprocess.run([*dtnkit, *argvs["diagnose"], "--format", "json"], env=env,
-                                    capture_output=True, text=True, check=False).stdout)
+    whole = {
+        "audit": wide(*argvs["audit"]),
+        "list": wide(*argvs["list"]),
+        "status": wide(*argvs["status"]),
+        # the progress line ("network: iperf3 to X, 1 stream, 2 s") is printed before the
+        # stored result exists: its own words, on one line of the screen
+        "probe": shown["probe"].splitlines()[0]
+        + "\n"
+        + wide_text(measure_render.probe_summary, probe),
+    }
+    doc = json.loads(
+        subprocess.run(
+            [*dtnkit, *argvs["diagnose"], "--format", "json"],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout
+    )
     whole["diagnose"] = wide_text(measure_render.diagnosis, doc)
     for name in COMMANDS:
         assert "hidden to fit" not in whole[name]
@@ -160,6 +214,8 @@ def test_every_command_fits_80_columns(tmp_path: Path, path: LabPath,
 def test_the_cut_word_check_finds_a_cut() -> None:
     """The check above can fail: a word wrapped mid-word is found, a changed number is not."""
     whole = "net.core.rmem_default  ok  212992  because the window is small\n"
-    assert cut_words("net.core.rmem_defa\nult  ok  212992\n", whole) == ["net.core.rmem_defa",
-                                                                           "ult"]
+    assert cut_words("net.core.rmem_defa\nult  ok  212992\n", whole) == [
+        "net.core.rmem_defa",
+        "ult",
+    ]
     assert cut_words("net.core.rmem_default ok 312992 because the\nwindow is small", whole) == []

@@ -37,8 +37,7 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
         (["tune", "restore", "--state-dir", "/nonexistent-dk"], "no baseline has been saved"),
         (["tune", "apply", "--wait", "nan", "--state-dir", "/nonexistent-dk"], "bad --wait"),
         (["tune", "apply", "--wait", "-5s", "--state-dir", "/nonexistent-dk"], "bad --wait"),
-        (["tune", "restore", "last", "--wait", "1h", "--state-dir", "/nonexistent-dk"],
-         "wait"),
+        (["tune", "restore", "last", "--wait", "1h", "--state-dir", "/nonexistent-dk"], "wait"),
     ],
 )
 def test_bad_input_is_one_line_with_what_why_next(
@@ -89,8 +88,10 @@ def test_help_lists_every_tune_command(capsys: pytest.CaptureFixture[str]) -> No
 @pytest.mark.needs_root
 @pytest.mark.parametrize(
     ("argv", "fragment"),
-    [(["tune", "apply", "--group", "congestion", "--state-dir", "{pub}/state"], "needs root"),
-     (["lab", "up", "dknobody", "--rtt", "10ms"], "dtnkit lab needs root")],
+    [
+        (["tune", "apply", "--group", "congestion", "--state-dir", "{pub}/state"], "needs root"),
+        (["lab", "up", "dknobody", "--rtt", "10ms"], "dtnkit lab needs root"),
+    ],
 )
 def test_non_root_gets_a_clear_message(argv: list[str], fragment: str) -> None:
     if shutil.which("setpriv") is None:
@@ -102,14 +103,24 @@ def test_non_root_gets_a_clear_message(argv: list[str], fragment: str) -> None:
         pub.chmod(0o755)
         shutil.copytree(Path(__file__).parents[2] / "src" / "dtnkit", pub / "dtnkit")
         env = {**os.environ, "PYTHONPATH": str(pub), "PYTHONDONTWRITEBYTECODE": "1"}
-        probe = subprocess.run([*nobody, sys.executable, "-c", "import click, rich, dtnkit"],
-                               capture_output=True, text=True, check=False, env=env)
+        probe = subprocess.run(
+            [*nobody, sys.executable, "-c", "import click, rich, dtnkit"],
+            capture_output=True,
+            text=True,
+            check=False,
+            env=env,
+        )
         if probe.returncode != 0:
             pytest.skip(f"this Python cannot run as an unprivileged user: {probe.stderr[-200:]}")
         args = [a.format(pub=pub) for a in argv]
         code = f"import sys; from dtnkit.cli.main import main; sys.exit(main({args!r}))"
-        proc = subprocess.run([*nobody, sys.executable, "-c", code], capture_output=True,
-                              text=True, check=False, env=env)
+        proc = subprocess.run(
+            [*nobody, sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            check=False,
+            env=env,
+        )
     finally:
         shutil.rmtree(pub, ignore_errors=True)
     assert proc.returncode == ExitStatus.NEEDS_ROOT, proc.stderr
@@ -120,8 +131,10 @@ def test_non_root_gets_a_clear_message(argv: list[str], fragment: str) -> None:
 @pytest.mark.needs_root
 @pytest.mark.needs_netns
 def test_missing_ethtool_is_named_with_the_package(
-    netns: Netns, tmp_path: Path, capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch
+    netns: Netns,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     before = netns.state()
     bindir = tmp_path / "bin"
@@ -131,8 +144,17 @@ def test_missing_ethtool_is_named_with_the_package(
         if found:
             (bindir / tool).symlink_to(found)
     monkeypatch.setenv("PATH", str(bindir))
-    code, _, err = run(capsys, "tune", "apply", "--netns", netns.name, "--group", "offloads",
-                       "--state-dir", str(tmp_path / "state"))
+    code, _, err = run(
+        capsys,
+        "tune",
+        "apply",
+        "--netns",
+        netns.name,
+        "--group",
+        "offloads",
+        "--state-dir",
+        str(tmp_path / "state"),
+    )
     assert code == ExitStatus.TOOL_MISSING
     assert "`ethtool` is not installed" in err and "apt-get install ethtool" in err
     # groups that need no ethtool still work

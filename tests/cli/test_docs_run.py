@@ -77,8 +77,14 @@ def _no_bonding() -> bool:
     name = f"{PREFIX}{secrets.token_hex(4)}"
     try:
         subprocess.run(["ip", "netns", "add", name], capture_output=True, check=True)
-        return subprocess.run(["ip", "-n", name, "link", "add", "bond0", "type", "bond"],
-                              capture_output=True, check=False).returncode != 0
+        return (
+            subprocess.run(
+                ["ip", "-n", name, "link", "add", "bond0", "type", "bond"],
+                capture_output=True,
+                check=False,
+            ).returncode
+            != 0
+        )
     except (OSError, subprocess.CalledProcessError):
         return True
     finally:
@@ -99,50 +105,81 @@ class Skip:
 # What is not run here, and why: (file, the statement as written without its comment) -> reason.
 # Each entry must still be in the docs (test_the_docs_have_blocks_and_the_skip_table_is_current),
 # and is still parsed.
-_FLEET = ("needs an inventory of SSH hosts: tests/fleet/test_playbooks_over_ssh.py runs the "
-          "playbooks over SSH against four hosts in namespaces")
+_FLEET = (
+    "needs an inventory of SSH hosts: tests/fleet/test_playbooks_over_ssh.py runs the "
+    "playbooks over SSH against four hosts in namespaces"
+)
 SKIP: dict[tuple[str, str], str | Skip] = {
-    ("docs/tune.md", "dtnkit tune audit --iface bond0"):
-        Skip("needs the bonding driver for a bond0 in the test's namespace, and this kernel "
-             "has none", _no_bonding),
-    ("docs/tune.md", "dtnkit tune apply --persist"):
-        "writes the real host's /etc/sysctl.d and a udev rule (refused in a namespace, exit 9)",
-    ("docs/measure.md",
-     "dtnkit probe e2e /data/f root://peer//data/f --command 'xrdcp -f {src} {dst}'"):
-        Skip("needs XRootD (a temporary one stands for root://peer) and xrdcp", _no_xrootd),
-    ("docs/measure.md", "dtnkit probe net --peer 192.0.2.10 --cc bbr --fq-rate 5G --reverse"):
-        "needs another site running iperf3 -s at 192.0.2.10 (a documentation address)",
-    ("docs/transfer.md", "sudo .venv/bin/pytest tests/interop -q"):
-        "the interop test suite itself: it runs in the same CI run",
+    ("docs/tune.md", "dtnkit tune audit --iface bond0"): Skip(
+        "needs the bonding driver for a bond0 in the test's namespace, and this kernel has none",
+        _no_bonding,
+    ),
+    (
+        "docs/tune.md",
+        "dtnkit tune apply --persist",
+    ): "writes the real host's /etc/sysctl.d and a udev rule (refused in a namespace, exit 9)",
+    (
+        "docs/measure.md",
+        "dtnkit probe e2e /data/f root://peer//data/f --command 'xrdcp -f {src} {dst}'",
+    ): Skip("needs XRootD (a temporary one stands for root://peer) and xrdcp", _no_xrootd),
+    (
+        "docs/measure.md",
+        "dtnkit probe net --peer 192.0.2.10 --cc bbr --fq-rate 5G --reverse",
+    ): "needs another site running iperf3 -s at 192.0.2.10 (a documentation address)",
+    (
+        "docs/transfer.md",
+        "sudo .venv/bin/pytest tests/interop -q",
+    ): "the interop test suite itself: it runs in the same CI run",
     # the example grid's run metro-1 takes 1.5 hours (below); test_analyze_a_real_run.py and the
     # README's tour run sweep analyze and report on a small grid
-    ("docs/sweep.md", "dtnkit sweep analyze metro-1"):
-        "needs a stored run metro-1: test_analyze_a_real_run.py analyses one",
-    ("docs/sweep.md",
-     "dtnkit sweep analyze metro-1 --target 900mbit --baseline dtn --save-streams default"):
-        "needs a stored run metro-1 with a profile dtn: test_analyze_command.py runs these flags",
-    ("docs/sweep.md", "dtnkit sweep report metro-1 -o sweep-report"):
-        "needs a stored run metro-1: test_analyze_a_real_run.py reports on one",
-    ("docs/sweep.md", "dtnkit sweep report metro-1 -o sweep-report --point 3f9a0c"):
-        "needs a stored run metro-1 with that point: test_sweep_report.py runs --point",
-    ("docs/sweep.md", "dtnkit sweep run docs/examples/sweep-grid.toml --name metro-1"):
-        "the example grid: 168 points of 30 s, about 1.5 hours (the tiny grid above runs)",
-    ("docs/sweep.md", "dtnkit sweep run docs/examples/sweep-grid.toml --name metro-1 --resume"):
-        "resumes the 1.5-hour example grid (tests/sweep/test_run.py tests --resume)",
+    (
+        "docs/sweep.md",
+        "dtnkit sweep analyze metro-1",
+    ): "needs a stored run metro-1: test_analyze_a_real_run.py analyses one",
+    (
+        "docs/sweep.md",
+        "dtnkit sweep analyze metro-1 --target 900mbit --baseline dtn --save-streams default",
+    ): "needs a stored run metro-1 with a profile dtn: test_analyze_command.py runs these flags",
+    (
+        "docs/sweep.md",
+        "dtnkit sweep report metro-1 -o sweep-report",
+    ): "needs a stored run metro-1: test_analyze_a_real_run.py reports on one",
+    (
+        "docs/sweep.md",
+        "dtnkit sweep report metro-1 -o sweep-report --point 3f9a0c",
+    ): "needs a stored run metro-1 with that point: test_sweep_report.py runs --point",
+    (
+        "docs/sweep.md",
+        "dtnkit sweep run docs/examples/sweep-grid.toml --name metro-1",
+    ): "the example grid: 168 points of 30 s, about 1.5 hours (the tiny grid above runs)",
+    (
+        "docs/sweep.md",
+        "dtnkit sweep run docs/examples/sweep-grid.toml --name metro-1 --resume",
+    ): "resumes the 1.5-hour example grid (tests/sweep/test_run.py tests --resume)",
     # the README's fleet tour: tests/fleet/test_playbooks_over_ssh.py runs the site audit, report
     # and rollback lines as written against four SSH hosts in namespaces, and the campaign
     # with the same variables
-    ("README.md", "ansible-playbook -i inventory.yml dtn.dtnkit.site_audit "
-                  "-e dtnkit_out_dir=$PWD/site"): _FLEET,
-    ("README.md", "ansible-playbook -i inventory.yml dtn.dtnkit.campaign --check --diff -e "
-                  "dtnkit_out_dir=$PWD/site -e '{\"dtnkit_groups\": [\"buffers\", "
-                  "\"congestion\"]}'"): _FLEET,
-    ("README.md", "ansible-playbook -i inventory.yml dtn.dtnkit.campaign -e "
-                  "dtnkit_out_dir=$PWD/site -e '{\"dtnkit_groups\": [\"buffers\", "
-                  "\"congestion\"]}'"): _FLEET,
-    ("README.md", "dtnkit fleet report site/ -o site/report"):
-        "reads the site audit the playbook above writes: tests/fleet/test_playbooks_over_ssh.py "
-        "runs both as written",
+    (
+        "README.md",
+        "ansible-playbook -i inventory.yml dtn.dtnkit.site_audit -e dtnkit_out_dir=$PWD/site",
+    ): _FLEET,
+    (
+        "README.md",
+        "ansible-playbook -i inventory.yml dtn.dtnkit.campaign --check --diff -e "
+        'dtnkit_out_dir=$PWD/site -e \'{"dtnkit_groups": ["buffers", '
+        '"congestion"]}\'',
+    ): _FLEET,
+    (
+        "README.md",
+        "ansible-playbook -i inventory.yml dtn.dtnkit.campaign -e "
+        'dtnkit_out_dir=$PWD/site -e \'{"dtnkit_groups": ["buffers", '
+        '"congestion"]}\'',
+    ): _FLEET,
+    (
+        "README.md",
+        "dtnkit fleet report site/ -o site/report",
+    ): "reads the site audit the playbook above writes: tests/fleet/test_playbooks_over_ssh.py "
+    "runs both as written",
     ("README.md", "ansible-playbook -i inventory.yml dtn.dtnkit.rollback"): _FLEET,
 }
 
@@ -184,21 +221,33 @@ SUBSTITUTIONS: list[Sub] = [
     (r"\b(demo|nicfull)\b", lambda w: w.lab, "lab path names: this test's prefix"),
     (r"\bdk-src\b", lambda w: w.netns().name, "a namespace: one of the test's own"),
     (r"(?<![\w/.])/data\b", lambda w: str(w.tmp / "data"), "/data: a directory of the test"),
-    (r"(?<![\w/.])/scratch\b", lambda w: str(w.tmp / "scratch"),
-     "/scratch: a directory of the test"),
+    (
+        r"(?<![\w/.])/scratch\b",
+        lambda w: str(w.tmp / "scratch"),
+        "/scratch: a directory of the test",
+    ),
     (r"(?<![\w/.])/etc/dtnkit/tokens\b", lambda w: str(w.tokens), "the tokens file"),
     (r"(?<=--tokens )tokens\b", lambda w: str(w.tokens), "the tokens file"),
-    (r"~/\.dtnkit-token\b", lambda w: str(w.tmp / "dtnkit-token"),
-     "the client's token file (~ is the home of the test's user)"),
+    (
+        r"~/\.dtnkit-token\b",
+        lambda w: str(w.tmp / "dtnkit-token"),
+        "the client's token file (~ is the home of the test's user)",
+    ),
     (r"\bhost\.pem\b", lambda w: str(w.pki.cert), "the test CA's certificate"),
     (r"\bhost\.key\b", lambda w: str(w.pki.key), "the test CA's key"),
     (r"(?<=--ca-file )ca\.pem\b", lambda w: str(w.pki.ca_file), "the test CA"),
-    (r"\bpeer-site\.json\b", lambda w: w.snapshot_file("peer-site"),
-     "another host's snapshot: one saved from a second namespace"),
+    (
+        r"\bpeer-site\.json\b",
+        lambda w: w.snapshot_file("peer-site"),
+        "another host's snapshot: one saved from a second namespace",
+    ),
     (r"\bours\.json\b", lambda w: w.snapshot_file("ours"), "ours: one saved from the first"),
     (r"(?<=--host )0\.0\.0\.0\b", "127.0.0.1", "listen on loopback only"),
-    (r"--from-experiment (ID|exp-\S+)", lambda w: f"--from-experiment {w.last_experiment()}",
-     "the experiment the block ran"),
+    (
+        r"--from-experiment (ID|exp-\S+)",
+        lambda w: f"--from-experiment {w.last_experiment()}",
+        "the experiment the block ran",
+    ),
     (r"\bID\b", lambda w: w.last_result(), "the result the block stored"),
 ]
 # ... and these, to keep runs short (not for PARTIAL statements)
@@ -208,8 +257,11 @@ SHRINK: list[Sub] = [
     (r"--repeat \d+\b", "--repeat 1", "one repetition"),
     (r"(?<=--size )\d+[KMG]iB\b", "8MiB", "fio sizes: 8 MiB"),
     (r"(iperf3 -c \S+)( -t \d+)?", r"\1 -t 1", "iperf3 client: 1 s"),
-    (r"(?<=--rate )\d+gbit\b", "200mbit", "lab rate caps: 200 Mbit/s (the delay stage is "
-     "userspace: less CPU)"),
+    (
+        r"(?<=--rate )\d+gbit\b",
+        "200mbit",
+        "lab rate caps: 200 Mbit/s (the delay stage is userspace: less CPU)",
+    ),
 ]
 # Options a statement gets when it lacks them, by command: (command words, option, value, why).
 ADDED: list[tuple[tuple[str, ...], str, str | Callable[[World], str], str]] = [
@@ -413,12 +465,14 @@ def resolve(argv: list[str]) -> tuple[tuple[str, ...], click.Context]:
     return tuple(words), ctx
 
 
-PARSE_CASES = [(stmt, line) for block in all_blocks() for stmt in block.stmts
-               for line in commands(stmt)]
+PARSE_CASES = [
+    (stmt, line) for block in all_blocks() for stmt in block.stmts for line in commands(stmt)
+]
 
 
-@pytest.mark.parametrize(("stmt", "line"), PARSE_CASES,
-                         ids=[f"{s.where}:{line[7:40]}" for s, line in PARSE_CASES])
+@pytest.mark.parametrize(
+    ("stmt", "line"), PARSE_CASES, ids=[f"{s.where}:{line[7:40]}" for s, line in PARSE_CASES]
+)
 def test_documented_command_parses(stmt: Stmt, line: str, tmp_path: Path) -> None:
     """Parsed with the same substitutions as a run (files that must exist do), creating
     nothing: no namespace, no lab path, no server."""
@@ -456,8 +510,10 @@ OTHER_FLAGS: dict[tuple[str, str], str] = {
 # a long option, dotted ones too (Prometheus's --web.listen-address)
 FLAG = r"(?<![\w-])--[a-z][a-z0-9-]*(?:\.[a-z0-9-]+)*"
 # inline code that is another program's command line (its flags are that program's)
-OTHER_PROGRAMS = re.compile(r"^(sudo )?((\.venv/bin/)?python )?(-m bench |bench/|unshare |git |"
-                            r"fasterdata-tuning\.sh |nfqdelay |iperf3 )")
+OTHER_PROGRAMS = re.compile(
+    r"^(sudo )?((\.venv/bin/)?python )?(-m bench |bench/|unshare |git |"
+    r"fasterdata-tuning\.sh |nfqdelay |iperf3 )"
+)
 
 
 def dtnkit_flags() -> set[str]:
@@ -494,8 +550,9 @@ def test_every_flag_in_the_docs_inline_code_exists() -> None:
                     continue
                 for flag in re.findall(FLAG, span):
                     owner = OTHER_FLAGS.get((rel, flag))
-                    if flag in known or (owner and (owner != "bench script"
-                                                    or f'"{flag}"' in bench)):
+                    if flag in known or (
+                        owner and (owner != "bench script" or f'"{flag}"' in bench)
+                    ):
                         continue
                     bad.append(f"{rel}:{number}: {flag} (in `{span}`)")
     assert not bad, "flags no dtnkit command has:\n" + "\n".join(bad)
@@ -511,8 +568,9 @@ def command_flags(words: list[str]) -> set[str]:
         assert isinstance(cmd, click.Group), words
         cmd = cmd.get_command(ctx2, word)
         assert cmd is not None, words
-    return {"--help"} | {o for p in cmd.params for o in [*p.opts, *p.secondary_opts]
-                         if o.startswith("--")}
+    return {"--help"} | {
+        o for p in cmd.params for o in [*p.opts, *p.secondary_opts] if o.startswith("--")
+    }
 
 
 def test_every_flag_in_a_commands_table_is_that_commands() -> None:
@@ -525,34 +583,47 @@ def test_every_flag_in_a_commands_table_is_that_commands() -> None:
         for number, line in enumerate(doc.read_text().splitlines(), 1):
             if line.startswith("#"):
                 named = re.findall(r"`dtnkit ([a-z ]+)`", line)
-                flags = set().union(*(command_flags(n.split()) for n in named)) \
-                    if named else None
+                flags = set().union(*(command_flags(n.split()) for n in named)) if named else None
             elif flags is not None and line.startswith("| `"):
                 cell = line.split("|")[1]
-                bad += [f"{rel}:{number}: {flag}" for flag in
-                        re.findall(FLAG, cell) if flag not in flags]
+                bad += [
+                    f"{rel}:{number}: {flag}"
+                    for flag in re.findall(FLAG, cell)
+                    if flag not in flags
+                ]
     assert not bad, "options the section's commands do not have:\n" + "\n".join(bad)
 
 
-BENCH_COMMAND = re.compile(r"(?:^|`)(?:sudo )?(?:env -u \S+ )?(?:\.venv/bin/)?python -m bench "
-                           r"([a-z][a-z-]*)([^`]*)")
+BENCH_COMMAND = re.compile(
+    r"(?:^|`)(?:sudo )?(?:env -u \S+ )?(?:\.venv/bin/)?python -m bench "
+    r"([a-z][a-z-]*)([^`]*)"
+)
 
 
 def bench_commands() -> list[tuple[str, str, str]]:
     """(where, case, the rest of the line) of every `python -m bench CASE ...` in a block, in
     an indented code block (each `;`-separated command, its comment left out) or in a line's
     inline code."""
-    found = [(stmt.where, m.group(1), m.group(2)) for block in all_blocks()
-             for stmt in block.stmts if (m := BENCH_COMMAND.match(stmt.text))]
+    found = [
+        (stmt.where, m.group(1), m.group(2))
+        for block in all_blocks()
+        for stmt in block.stmts
+        if (m := BENCH_COMMAND.match(stmt.text))
+    ]
     for doc in DOCS:
         for number, line in enumerate(doc.read_text().splitlines(), 1):
             where = f"{doc.relative_to(ROOT)}:{number}"
-            found += [(where, m.group(1), m.group(2))
-                      for m in BENCH_COMMAND.finditer(line) if m.group(0).startswith("`")]
+            found += [
+                (where, m.group(1), m.group(2))
+                for m in BENCH_COMMAND.finditer(line)
+                if m.group(0).startswith("`")
+            ]
             if line.startswith("    ") and "python -m bench " in line:
-                found += [(where, m.group(1), m.group(2)) for part in
-                          strip_comment(line.strip()).split(";")
-                          if (m := BENCH_COMMAND.match(part.strip()))]
+                found += [
+                    (where, m.group(1), m.group(2))
+                    for part in strip_comment(line.strip()).split(";")
+                    if (m := BENCH_COMMAND.match(part.strip()))
+                ]
     return found
 
 
@@ -571,8 +642,11 @@ def test_the_bench_commands_of_the_docs_name_real_cases_and_flags() -> None:
             continue
         case, doc = load_case(name)
         options = parser_for(name, case, doc)._option_string_actions
-        bad += [f"{where}: {name} has no {flag}" for flag in re.findall(FLAG, rest)
-                if flag not in options]
+        bad += [
+            f"{where}: {name} has no {flag}"
+            for flag in re.findall(FLAG, rest)
+            if flag not in options
+        ]
     assert not bad, "\n".join(bad)
 
 
@@ -586,23 +660,31 @@ def test_the_docs_have_blocks_and_the_skip_table_is_current() -> None:
 
 def test_a_flag_that_does_not_exist_fails_the_parse() -> None:
     """The check itself: a made-up flag, a bad choice and a missing argument are refused."""
-    for argv in (["tune", "audit", "--connect-timeout", "5"], ["cp", "a"],
-                 ["tune", "audit", "--format", "yaml"], ["probe", "net", "--bogus"]):
+    for argv in (
+        ["tune", "audit", "--connect-timeout", "5"],
+        ["cp", "a"],
+        ["tune", "audit", "--format", "yaml"],
+        ["probe", "net", "--bogus"],
+    ):
         with pytest.raises((click.ClickException, DtnkitError)):
             resolve(argv)
 
 
 def test_the_parser_reads_the_docs_shapes(tmp_path: Path) -> None:
     doc = tmp_path / "x.md"
-    doc.write_text("text\n```console\n# a comment\ndtnkit a --b 'c # d'   # e\n"
-                   "for h in 1 2; do\n  dtnkit lab exec x $h -- true\ndone\n"
-                   "dtnkit cp x \\\n    y\ndtnkit results list | show ID\n```\n"
-                   "```toml\nx = 1\n```\n")
+    doc.write_text(
+        "text\n```console\n# a comment\ndtnkit a --b 'c # d'   # e\n"
+        "for h in 1 2; do\n  dtnkit lab exec x $h -- true\ndone\n"
+        "dtnkit cp x \\\n    y\ndtnkit results list | show ID\n```\n"
+        "```toml\nx = 1\n```\n"
+    )
     (block,) = parse_blocks(doc, tmp_path)
     assert [(s.line, s.text) for s in block.stmts] == [
         (4, "dtnkit a --b 'c # d'"),
         (5, "for h in 1 2; do\ndtnkit lab exec x $h -- true\ndone"),
-        (8, "dtnkit cp x y"), (10, "dtnkit results list | show ID")]
+        (8, "dtnkit cp x y"),
+        (10, "dtnkit results list | show ID"),
+    ]
     assert commands(block.stmts[1]) == ["dtnkit lab exec x $h -- true"]
     assert commands(block.stmts[3]) == ["dtnkit results list", "dtnkit results show ID"]
 
@@ -613,14 +695,17 @@ def test_the_parser_reads_the_docs_shapes(tmp_path: Path) -> None:
 
 def _cmd_words(argv: list[str]) -> tuple[str, ...]:
     words = [a for a in argv[1:3] if not a.startswith("-")]
-    return tuple(words[:1]) if words[:1] in (["diagnose"], ["experiment"], ["serve"], ["cp"]) \
+    return (
+        tuple(words[:1])
+        if words[:1] in (["diagnose"], ["experiment"], ["serve"], ["cp"])
         else tuple(words[:2])
+    )
 
 
 def expected(argv: list[str]) -> set[int]:
     words = _cmd_words(argv)
     for key, codes in EXPECTED.items():
-        if words[:len(key)] == key:
+        if words[: len(key)] == key:
             return codes
     return {0}
 
@@ -661,14 +746,19 @@ class World:
 
     @property
     def env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items()
-               if k not in ("DTNKIT_TOKEN", "BEARER_TOKEN", "COLUMNS")}
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("DTNKIT_TOKEN", "BEARER_TOKEN", "COLUMNS")
+        }
         env.update(TOKENS)
-        env.update(DTNKIT_STATE_DIR=str(self.tmp / "state"),
-                   DTNKIT_DB=str(self.tmp / "results.sqlite"),
-                   DTNKIT_LAB_STATE=str(self.tmp / "lab"),
-                   PATH=f"{BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}",
-                   SSL_CERT_FILE=str(self.pki.ca_file))  # the site's CA: in the trust store
+        env.update(
+            DTNKIT_STATE_DIR=str(self.tmp / "state"),
+            DTNKIT_DB=str(self.tmp / "results.sqlite"),
+            DTNKIT_LAB_STATE=str(self.tmp / "lab"),
+            PATH=f"{BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+            SSL_CERT_FILE=str(self.pki.ca_file),
+        )  # the site's CA: in the trust store
         return env
 
     def netns(self) -> Netns:
@@ -680,11 +770,11 @@ class World:
             self._netns = ns
             # `--iface bond0`: a bond over one of its veths
             ns_run = ["ip", "-n", ns.name]
-            subprocess.run([*ns_run, "link", "add", "bond0", "type", "bond"], check=False,
-                           capture_output=True)
+            subprocess.run(
+                [*ns_run, "link", "add", "bond0", "type", "bond"], check=False, capture_output=True
+            )
             for step in (["dkv1", "down"], ["dkv1", "master", "bond0"], ["bond0", "up"]):
-                subprocess.run([*ns_run, "link", "set", *step], check=False,
-                               capture_output=True)
+                subprocess.run([*ns_run, "link", "set", *step], check=False, capture_output=True)
         return self._netns
 
     def snapshot_file(self, name: str) -> str:
@@ -696,9 +786,23 @@ class World:
             return str(path)
         if not path.exists():
             ns = self.netns() if name == "ours" else self.extra_netns()
-            proc = subprocess.run([DTNKIT, "tune", "save", "--netns", ns.name, "--state-dir",
-                                   str(self.tmp / "other-state"), "--format", "json"],
-                                  capture_output=True, text=True, check=True, env=self.env)
+            proc = subprocess.run(
+                [
+                    DTNKIT,
+                    "tune",
+                    "save",
+                    "--netns",
+                    ns.name,
+                    "--state-dir",
+                    str(self.tmp / "other-state"),
+                    "--format",
+                    "json",
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+                env=self.env,
+            )
             shutil.copy(json.loads(proc.stdout)["path"], path)
         return str(path)
 
@@ -738,15 +842,30 @@ class World:
         if tls:
             args += ["--cert", str(self.pki.cert), "--key", str(self.pki.key)]
         # the docs' hosts are this machine's loopback here: let COPY reach them
-        args += ["--tpc-allow", "127.0.0.1", "--tpc-allow", "localhost", "--port", "0",
-                 "--quiet", "--format", "json"]
-        proc = subprocess.Popen([DTNKIT, "serve", *args], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, env=self.env)
+        args += [
+            "--tpc-allow",
+            "127.0.0.1",
+            "--tpc-allow",
+            "localhost",
+            "--port",
+            "0",
+            "--quiet",
+            "--format",
+            "json",
+        ]
+        proc = subprocess.Popen(
+            [DTNKIT, "serve", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=self.env,
+        )
         assert proc.stdout is not None
         first = proc.stdout.readline()
         if not first:
-            raise AssertionError(f"dtnkit serve {shlex.join(args)} did not start: "
-                                 f"{proc.communicate()[1].strip()}")
+            raise AssertionError(
+                f"dtnkit serve {shlex.join(args)} did not start: {proc.communicate()[1].strip()}"
+            )
         port = json.loads(first)["url"].rsplit(":", 1)[1].strip("/")
         # the test certificate names localhost and 127.0.0.1
         srv = Server(proc, root, f"{'localhost' if tls else '127.0.0.1'}:{port}")
@@ -756,12 +875,14 @@ class World:
     def urls(self, text: str) -> str:
         """Each scheme://host:port/ of the docs as one of the test's servers, and root://HOST/
         as a temporary XRootD."""
+
         def one(m: re.Match[str]) -> str:
             scheme, hostport = m.group(1), m.group(2)
             return f"{scheme}://{self.server(scheme, hostport).netloc}/"
 
         def xroot(m: re.Match[str]) -> str:
             return f"root://127.0.0.1:{self.xrootd().port}/"
+
         text = re.sub(r"\broot://[A-Za-z0-9.-]+(:\d+)?/", xroot, text)
         return re.sub(r"\b(https?|davs?)://([A-Za-z0-9.-]+:\d+)/", one, text)
 
@@ -790,8 +911,9 @@ class World:
         """Whether the block left anything of its lab path: its state, or a namespace."""
         if (self.tmp / "lab" / self.lab).exists():
             return True
-        listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True,
-                                check=False).stdout.split()
+        listed = subprocess.run(
+            ["ip", "netns", "list"], capture_output=True, text=True, check=False
+        ).stdout.split()
         return any(n.startswith(f"dkl-{self.lab}-") for n in listed)
 
     def stop(self) -> None:
@@ -805,8 +927,12 @@ class World:
                 srv.proc.communicate()
         self._stack.close()
         if self.made_lab():  # (most blocks make none: no dtnkit start to learn that)
-            subprocess.run([DTNKIT, "lab", "down", self.lab, "--missing-ok"], env=self.env,
-                           capture_output=True, check=False)
+            subprocess.run(
+                [DTNKIT, "lab", "down", self.lab, "--missing-ok"],
+                env=self.env,
+                capture_output=True,
+                check=False,
+            )
         for ns in (self._netns, self._peer_netns):
             if ns is not None:
                 ns.delete()
@@ -865,9 +991,11 @@ class BlockRun:
         builds_lab = re.search(r"dtnkit lab up (demo|nicfull)\b", texts)
         try:
             if uses_lab and not builds_lab:  # the tour's earlier block built it
-                self.check(f"{self.block.where} (the lab path the block uses)",
-                           [DTNKIT, "lab", "up", self.w.lab, "--rtt", "10ms", "--rate", "200mbit"],
-                           {0})
+                self.check(
+                    f"{self.block.where} (the lab path the block uses)",
+                    [DTNKIT, "lab", "up", self.w.lab, "--rtt", "10ms", "--rate", "200mbit"],
+                    {0},
+                )
             for stmt in self.block.stmts:
                 reason = skip_reason(stmt)
                 if reason:
@@ -902,12 +1030,20 @@ class BlockRun:
             self.out.failures.append(f"{stmt.where}: {line}\n  does not parse: {_message(exc)}")
             return
         params = ctx.params
-        if words[:1] == ("tune",) and words[1:2] and words[1] in TUNE_ON_HOST and \
-                not params.get("netns") and not params.get("tree"):
+        if (
+            words[:1] == ("tune",)
+            and words[1:2]
+            and words[1] in TUNE_ON_HOST
+            and not params.get("netns")
+            and not params.get("tree")
+        ):
             argv += ["--netns", self.w.netns().name]
         for cmd, opt, value, _why in ADDED:
-            if words[:len(cmd)] == cmd and opt not in argv and \
-                    not (opt == "--duration" and words == ("probe", "net") and "-t" in argv):
+            if (
+                words[: len(cmd)] == cmd
+                and opt not in argv
+                and not (opt == "--duration" and words == ("probe", "net") and "-t" in argv)
+            ):
                 if cmd == ("diagnose",) and opt == "--size" and "--path" not in argv:
                     continue
                 val = value if isinstance(value, str) else value(self.w)
@@ -917,19 +1053,23 @@ class BlockRun:
             self.serve(stmt, argv, background)
             return
         if words == ("cp",) or words == ("probe", "e2e"):
-            self.prepare_copy(str(params["src"]), str(params["dst"]),
-                              bool(params.get("recursive")))
+            self.prepare_copy(str(params["src"]), str(params["dst"]), bool(params.get("recursive")))
         if params.get("e2e"):
             e2e_src, e2e_dst = params["e2e"]
             self.prepare_copy(str(e2e_src), str(e2e_dst), tree=False)
-        if words[:1] in (("cp",), ("probe",), ("diagnose",), ("experiment",)) and \
-                not {"--token", "--src-token", "--dst-token", "--token-file"} & set(argv):
+        if words[:1] in (("cp",), ("probe",), ("diagnose",), ("experiment",)) and not {
+            "--token",
+            "--src-token",
+            "--dst-token",
+            "--token-file",
+        } & set(argv):
             env["DTNKIT_TOKEN"] = TOKENS["TOKEN"]  # as docs/reference.md says: the default token
         self.out.ran.append(line)
         entry = partial(stmt.text)
         if entry:
-            self.until_started(f"{stmt.where}: {line}", [DTNKIT, *argv[1:]], expected(argv),
-                               entry[1])
+            self.until_started(
+                f"{stmt.where}: {line}", [DTNKIT, *argv[1:]], expected(argv), entry[1]
+            )
         else:
             self.check(f"{stmt.where}: {line}", [DTNKIT, *argv[1:]], expected(argv), env)
         daemon = re.search(r"lab exec (\S+) (\S+) -- iperf3 -s -D", line)
@@ -939,21 +1079,32 @@ class BlockRun:
     def wait_listening(self, netns: str, port: int) -> None:
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
-            ss = subprocess.run(["ip", "netns", "exec", netns, "ss", "-Hltn",
-                                 f"sport = :{port}"], capture_output=True, text=True,
-                                check=False)
+            ss = subprocess.run(
+                ["ip", "netns", "exec", netns, "ss", "-Hltn", f"sport = :{port}"],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
             if ss.stdout.strip():
                 return
             time.sleep(0.05)  # polls a condition (the daemon's socket)
         self.out.failures.append(f"{self.block.where}: nothing listens on {port} in {netns}")
 
-    def until_started(self, what: str, argv: list[str], codes: set[int],
-                      started: Callable[[World], bool]) -> None:
+    def until_started(
+        self, what: str, argv: list[str], codes: set[int], started: Callable[[World], bool]
+    ) -> None:
         """Run *argv* until *started*, then interrupt it as Ctrl-C would (its process group)
         and expect exit 130; if it ends first, its exit must be one of *codes*."""
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, env=self.w.env, cwd=ROOT, start_new_session=True,
-                                stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=self.w.env,
+            cwd=ROOT,
+            start_new_session=True,
+            stdin=subprocess.DEVNULL,
+        )
         deadline = time.monotonic() + RUN_TIMEOUT
         while proc.poll() is None and not started(self.w) and time.monotonic() < deadline:
             time.sleep(0.02)  # polls a condition; the probe itself takes seconds
@@ -968,7 +1119,8 @@ class BlockRun:
         if proc.returncode not in codes:
             self.out.failures.append(
                 f"{what}\n  ran: {shlex.join(a.replace(str(BIN) + '/', '') for a in argv)}\n"
-                f"  exit {proc.returncode}, expected {sorted(codes)}; stderr: {_last(err)}")
+                f"  exit {proc.returncode}, expected {sorted(codes)}; stderr: {_last(err)}"
+            )
 
     def prepare_copy(self, src: str, dst: str, tree: bool) -> None:
         where = self.w.local(src)
@@ -983,42 +1135,60 @@ class BlockRun:
         URL, then stopped by SIGTERM and exit 0."""
         args = [a for a in argv[2:] if a != "--quiet"]
         port = args.index("--port")
-        del args[port:port + 2]
+        del args[port : port + 2]
         if background:
             self.w.serve_template = args
-            for m in re.finditer(r"\b(https?|davs?)://([A-Za-z0-9.-]+:\d+)/",
-                                 " ".join(s.text for s in self.block.stmts)):
+            for m in re.finditer(
+                r"\b(https?|davs?)://([A-Za-z0-9.-]+:\d+)/",
+                " ".join(s.text for s in self.block.stmts),
+            ):
                 self.w.server(m.group(1), m.group(2))
             return
         args = [str(self.w.tmp / "data") if a == str(self.w.tmp / "data") else a for a in args]
-        proc = subprocess.Popen([DTNKIT, "serve", *args, "--port", "0", "--quiet"],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                env=self.w.env)
+        proc = subprocess.Popen(
+            [DTNKIT, "serve", *args, "--port", "0", "--quiet"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=self.w.env,
+        )
         assert proc.stdout is not None
         first = proc.stdout.readline()
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=30)
         if not re.search(r"listening on https?://", first) or proc.returncode != 0:
-            self.out.failures.append(f"{stmt.where}: {stmt.text}\n  ran: dtnkit serve "
-                                     f"{shlex.join(args)}\n  first line {first!r}, exit "
-                                     f"{proc.returncode}: {_last(err)}")
+            self.out.failures.append(
+                f"{stmt.where}: {stmt.text}\n  ran: dtnkit serve "
+                f"{shlex.join(args)}\n  first line {first!r}, exit "
+                f"{proc.returncode}: {_last(err)}"
+            )
 
-    def check(self, what: str, argv: list[str], codes: set[int],
-              env: dict[str, str] | None = None) -> None:
+    def check(
+        self, what: str, argv: list[str], codes: set[int], env: dict[str, str] | None = None
+    ) -> None:
         """Run *argv* to its end; its exit must be one of *codes*."""
         try:
-            proc = subprocess.run(argv, capture_output=True, text=True, env=env or self.w.env,
-                                  timeout=RUN_TIMEOUT, check=False, cwd=ROOT,
-                                  stdin=subprocess.DEVNULL)
+            proc = subprocess.run(
+                argv,
+                capture_output=True,
+                text=True,
+                env=env or self.w.env,
+                timeout=RUN_TIMEOUT,
+                check=False,
+                cwd=ROOT,
+                stdin=subprocess.DEVNULL,
+            )
         except subprocess.TimeoutExpired:
-            self.out.failures.append(f"{what}\n  ran: {shlex.join(argv)}\n  timed out after "
-                                     f"{RUN_TIMEOUT:.0f} s")
+            self.out.failures.append(
+                f"{what}\n  ran: {shlex.join(argv)}\n  timed out after {RUN_TIMEOUT:.0f} s"
+            )
             return
         if proc.returncode not in codes:
             self.out.failures.append(
                 f"{what}\n  ran: {shlex.join(a.replace(str(BIN) + '/', '') for a in argv)}\n"
                 f"  exit {proc.returncode}, expected {sorted(codes)}; stderr: "
-                f"{_last(proc.stderr) or _last(proc.stdout)}")
+                f"{_last(proc.stderr) or _last(proc.stdout)}"
+            )
 
 
 def _last(text: str) -> str:
@@ -1030,22 +1200,31 @@ def _last(text: str) -> str:
 def check_readme_mover(w: World) -> list[str]:
     roots = {k: s.root for k, s in w.servers.items()}
     scratch = w.tmp / "scratch"
-    checks = {"/scratch/g": scratch / "g", "dtn1:8080/f": roots["dtn1:8080"] / "f",
-              "dtn1:8080/dir/sub/b": roots["dtn1:8080"] / "dir" / "sub" / "b",
-              "dtn1:8080/run7/raw/f (cp -p)": roots["dtn1:8080"] / "run7" / "raw" / "f",
-              "xrootd.example:1094/store/f": roots["xrootd.example:1094"] / "store" / "f",
-              "dtn2:8080/f": roots["dtn2:8080"] / "f", "dtn2:8080/g": roots["dtn2:8080"] / "g"}
+    checks = {
+        "/scratch/g": scratch / "g",
+        "dtn1:8080/f": roots["dtn1:8080"] / "f",
+        "dtn1:8080/dir/sub/b": roots["dtn1:8080"] / "dir" / "sub" / "b",
+        "dtn1:8080/run7/raw/f (cp -p)": roots["dtn1:8080"] / "run7" / "raw" / "f",
+        "xrootd.example:1094/store/f": roots["xrootd.example:1094"] / "store" / "f",
+        "dtn2:8080/f": roots["dtn2:8080"] / "f",
+        "dtn2:8080/g": roots["dtn2:8080"] / "g",
+    }
     want = {"dtn1:8080/dir/sub/b": DATA[1000:5000]}
-    return [f"README.md mover block: {name} is not the source's bytes"
-            for name, path in checks.items()
-            if not path.is_file() or path.read_bytes() != want.get(name, DATA)]
+    return [
+        f"README.md mover block: {name} is not the source's bytes"
+        for name, path in checks.items()
+        if not path.is_file() or path.read_bytes() != want.get(name, DATA)
+    ]
 
 
 def check_readme_report(w: World) -> list[str]:
     """The README's sweep block: 'one HTML page: /scratch/tour/report.html'."""
     page = w.tmp / "scratch" / "tour" / "report.html"
-    return [] if page.is_file() and page.stat().st_size > 0 else \
-        [f"README.md sweep block: no {page} (the README says the report is there)"]
+    return (
+        []
+        if page.is_file() and page.stat().st_size > 0
+        else [f"README.md sweep block: no {page} (the README says the report is there)"]
+    )
 
 
 POST: dict[tuple[str, str], Callable[[World], list[str]]] = {
@@ -1081,12 +1260,17 @@ _lock = threading.Lock()
 
 
 @pytest.fixture(scope="module")
-def outcomes(tmp_path_factory: pytest.TempPathFactory,
-             request: pytest.FixtureRequest) -> Iterator[dict[str, Outcome]]:
+def outcomes(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[dict[str, Outcome]]:
     """Every selected block run once, in parallel (each in its own world)."""
-    selected = {block.where for item in request.session.items
-                if isinstance(item, pytest.Function) and hasattr(item, "callspec")
-                and isinstance(block := item.callspec.params.get("block"), Block)}
+    selected = {
+        block.where
+        for item in request.session.items
+        if isinstance(item, pytest.Function)
+        and hasattr(item, "callspec")
+        and isinstance(block := item.callspec.params.get("block"), Block)
+    }
     pki = make_pki(tmp_path_factory.mktemp("docs-pki"))
     base = tmp_path_factory.mktemp("docs-docs")
     results: dict[str, Outcome] = {}
@@ -1099,8 +1283,10 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory,
             print(f"{block.where}: {out.seconds:.1f} s", file=sys.__stderr__)
 
     def cost(block: Block) -> int:  # the longest first: the run ends with short blocks
-        return sum(4 if s.text.startswith(("dtnkit experiment", "dtnkit diagnose")) else 1
-                   for s in block.stmts)
+        return sum(
+            4 if s.text.startswith(("dtnkit experiment", "dtnkit diagnose")) else 1
+            for s in block.stmts
+        )
 
     order = sorted((b for b in RUN_BLOCKS if b.where in selected), key=cost, reverse=True)
     with ThreadPoolExecutor(max_workers=6) as pool:
@@ -1111,9 +1297,12 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory,
 
 @pytest.mark.needs_root
 @pytest.mark.needs_netns
-@pytest.mark.skipif(shutil.which("iperf3") is None or shutil.which("fio") is None
-                    or shutil.which("openssl") is None,
-                    reason="needs iperf3, fio and openssl")
+@pytest.mark.skipif(
+    shutil.which("iperf3") is None
+    or shutil.which("fio") is None
+    or shutil.which("openssl") is None,
+    reason="needs iperf3, fio and openssl",
+)
 @pytest.mark.parametrize("block", RUN_BLOCKS, ids=[b.where for b in RUN_BLOCKS])
 def test_documented_block_runs(block: Block, outcomes: dict[str, Outcome]) -> None:
     out = outcomes[block.where]
@@ -1160,8 +1349,7 @@ def test_documented_lines_outside_console_blocks_parse(stmt: Stmt, tmp_path: Pat
     try:
         resolve(shlex.split(text)[1:])
     except (click.ClickException, DtnkitError) as exc:
-        pytest.fail(f"{stmt.where}: {stmt.text!r} does not parse: {_message(exc)}",
-                    pytrace=False)
+        pytest.fail(f"{stmt.where}: {stmt.text!r} does not parse: {_message(exc)}", pytrace=False)
 
 
 def test_loose_lines_are_found() -> None:

@@ -13,16 +13,25 @@ from dtnkit.errors import BadInput
 from dtnkit.tune.pairing import parse_map
 from dtnkit.units import duration_flag, parse_duration
 
-SCALE = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0,
-         "d": 86400.0}
+SCALE = {
+    "us": 1e-6,
+    "ms": 1e-3,
+    "s": 1.0,
+    "sec": 1.0,
+    "m": 60.0,
+    "min": 60.0,
+    "h": 3600.0,
+    "d": 86400.0,
+}
 BIG = 10.0**12
 
 
 @given(st.integers(0, 10**6), st.sampled_from(sorted(SCALE)))
 def test_a_number_with_a_unit(n: int, unit: str) -> None:
     assert math.isclose(parse_duration(f"{n}{unit}", hi=BIG), n * SCALE[unit], rel_tol=1e-12)
-    assert math.isclose(parse_duration(f" {n} {unit.upper()} ", hi=BIG), n * SCALE[unit],
-                        rel_tol=1e-12)
+    assert math.isclose(
+        parse_duration(f" {n} {unit.upper()} ", hi=BIG), n * SCALE[unit], rel_tol=1e-12
+    )
 
 
 @given(st.integers(0, 10**6))
@@ -81,9 +90,10 @@ def test_refused(text: str) -> None:
 IFNAME = st.from_regex(r"[A-Za-z0-9_][A-Za-z0-9_.@+-]{0,14}", fullmatch=True)
 
 
-@given(st.lists(st.tuples(IFNAME, IFNAME), max_size=6, unique_by=(lambda t: t[0],
-                                                                   lambda t: t[1])),
-       st.booleans())
+@given(
+    st.lists(st.tuples(IFNAME, IFNAME), max_size=6, unique_by=(lambda t: t[0], lambda t: t[1])),
+    st.booleans(),
+)
 def test_map_pairs_are_read_back(pairs: list[tuple[str, str]], comma: bool) -> None:
     items = [f"{a}={b}" for a, b in pairs]
     given_items = [",".join(items)] if comma and items else items
@@ -104,8 +114,10 @@ def test_any_map_text_is_pairs_or_one_bad_input(items: list[str]) -> None:
             assert not {"/", "=", ",", " "} & (set(a) | set(b))
 
 
-@pytest.mark.parametrize("items", [["eth0"], ["eth0=a,eth0=b"], ["a=x", "b=x"], ["../x=y"],
-                                   ["eth0=" + "e" * 16], ["a b=c"]])
+@pytest.mark.parametrize(
+    "items",
+    [["eth0"], ["eth0=a,eth0=b"], ["a=x", "b=x"], ["../x=y"], ["eth0=" + "e" * 16], ["a b=c"]],
+)
 def test_bad_maps_are_refused(items: list[str]) -> None:
     with pytest.raises(BadInput):
         parse_map(items)

@@ -42,21 +42,34 @@ def test_from_os_defaults() -> None:
 
 
 def test_from_os_reads_the_variables() -> None:
-    env, out, err = quiet({"DTNKIT_STATE_DIR": "/s", "DTNKIT_DB": "/d.sqlite",
-                           "DTNKIT_LAB_STATE": "/l", "DTNKIT_TOKEN": "t1",
-                           "BEARER_TOKEN": "t2", "COLUMNS": "200"})
+    env, out, err = quiet(
+        {
+            "DTNKIT_STATE_DIR": "/s",
+            "DTNKIT_DB": "/d.sqlite",
+            "DTNKIT_LAB_STATE": "/l",
+            "DTNKIT_TOKEN": "t1",
+            "BEARER_TOKEN": "t2",
+            "COLUMNS": "200",
+        }
+    )
     assert (env.state_dir, env.results_db, env.lab_state_root) == (
-        Path("/s"), Path("/d.sqlite"), Path("/l"))
+        Path("/s"),
+        Path("/d.sqlite"),
+        Path("/l"),
+    )
     assert env.token == "t1"  # DTNKIT_TOKEN before BEARER_TOKEN
     assert env.terminal_width == 200
     assert env.stdout is out and env.stderr is err
 
 
-@pytest.mark.parametrize(("environ", "token"), [
-    ({"BEARER_TOKEN": "b"}, "b"),
-    ({"DTNKIT_TOKEN": "", "BEARER_TOKEN": "b"}, "b"),
-    ({"DTNKIT_TOKEN": "", "BEARER_TOKEN": ""}, None),
-])
+@pytest.mark.parametrize(
+    ("environ", "token"),
+    [
+        ({"BEARER_TOKEN": "b"}, "b"),
+        ({"DTNKIT_TOKEN": "", "BEARER_TOKEN": "b"}, "b"),
+        ({"DTNKIT_TOKEN": "", "BEARER_TOKEN": ""}, None),
+    ],
+)
 def test_token_falls_back_to_bearer_token(environ: dict[str, str], token: str | None) -> None:
     assert quiet(environ)[0].token == token
 
@@ -106,7 +119,8 @@ def test_help_still_names_the_defaults(capsys: pytest.CaptureFixture[str]) -> No
     assert "/var/lib/dtnkit or $DTNKIT_STATE_DIR" in " ".join(capsys.readouterr().out.split())
     assert main(["probe", "net", "--help"]) == 0
     assert "/var/lib/dtnkit/results.sqlite or $DTNKIT_DB" in " ".join(
-        capsys.readouterr().out.split())
+        capsys.readouterr().out.split()
+    )
 
 
 def test_a_custom_environment_writes_under_its_state_dir_only(
@@ -118,12 +132,19 @@ def test_a_custom_environment_writes_under_its_state_dir_only(
     default = DEFAULT_STATE_DIR / "snapshots"
     before_default = files_under(default) if default.is_dir() else set()
 
-    assert main(["tune", "save", "--tree", str(tree), "--label", "envtest", "--format", "json"],
-                environment) == 0
+    assert (
+        main(
+            ["tune", "save", "--tree", str(tree), "--label", "envtest", "--format", "json"],
+            environment,
+        )
+        == 0
+    )
     saved = json.loads(taken(environment.stdout))
     assert Path(saved["path"]).parent == environment.state_dir / "snapshots"
-    code = main(["tune", "apply", "--tree", str(tree), "--group", "buffers", "--format", "json"],
-                environment)
+    code = main(
+        ["tune", "apply", "--tree", str(tree), "--group", "buffers", "--format", "json"],
+        environment,
+    )
     assert code == ExitStatus.OK
     applied = json.loads(taken(environment.stdout))
     assert taken(environment.stderr) == ""
@@ -133,7 +154,9 @@ def test_a_custom_environment_writes_under_its_state_dir_only(
     written = files_under(tmp_path) - set(tree_files)
     assert written and all(p.is_relative_to(environment.state_dir) for p in written), written
     assert {p.name for p in files_under(environment.state_dir / "snapshots")} >= {
-        Path(saved["path"]).name, f"{applied['baseline']}.json"}
+        Path(saved["path"]).name,
+        f"{applied['baseline']}.json",
+    }
     assert (files_under(default) if default.is_dir() else set()) == before_default
 
 

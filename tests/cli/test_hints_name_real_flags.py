@@ -34,20 +34,33 @@ from dtnkit.cli.main import cli
 SRC = Path(__file__).parents[2] / "src" / "dtnkit"
 FLAG = re.compile(r"(?<![\w.}-])--?[a-zA-Z][\w-]*(?:\.[\w-]+)*")
 #: another program's command line (up to where it ends): its options are that program's
-OTHER_PROGRAMS = re.compile(r"\b(xrdcp|curl|iperf3|htpasswd|losetup|gfal-copy|fio|ethtool|"
-                            r"sysctl|ip|tc|ss|sudo|node_exporter's|openssl|davix-get)\b"
-                            r"[^`;\n()']*")
+OTHER_PROGRAMS = re.compile(
+    r"\b(xrdcp|curl|iperf3|htpasswd|losetup|gfal-copy|fio|ethtool|"
+    r"sysctl|ip|tc|ss|sudo|node_exporter's|openssl|davix-get)\b"
+    r"[^`;\n()']*"
+)
 #: where a command line in a text ends (prose follows, or another program's arguments)
 END = re.compile(r"`|;|\n|\(|\)|\]\s|, | or | and | -- |: | to |\. |\.$|'|\"")
 #: error classes whose third argument (or next_step=) is the next step the user reads
-ERRORS = re.compile(r"(Error|BadInput|NeedsRoot|ToolMissing|Locked|FatalHttp|Refused|"
-                    r"Mismatch|Answer)$")
+ERRORS = re.compile(
+    r"(Error|BadInput|NeedsRoot|ToolMissing|Locked|FatalHttp|Refused|"
+    r"Mismatch|Answer)$"
+)
 
 #: module (dotted, a prefix) -> the commands that print its next steps; a bare flag in
 #: one of them must be an option of each
 _PROBES = ("probe net", "probe disk", "probe e2e", "diagnose", "experiment")
-_TUNE = ("tune audit", "tune apply", "tune save", "tune diff", "tune restore", "tune list",
-         "tune show", "tune delete", "tune profiles")
+_TUNE = (
+    "tune audit",
+    "tune apply",
+    "tune save",
+    "tune diff",
+    "tune restore",
+    "tune list",
+    "tune show",
+    "tune delete",
+    "tune profiles",
+)
 _LAB = ("lab up", "lab set", "lab down", "lab status", "lab exec", "lab list")
 SHOWN_BY: dict[str, tuple[str, ...]] = {
     "dtnkit.transfer.client": ("cp",),
@@ -67,8 +80,12 @@ SHOWN_BY: dict[str, tuple[str, ...]] = {
     "dtnkit.measure": _PROBES,
     "dtnkit.cli.measure": _PROBES,
     "dtnkit.diagnose.checklist": ("checklist",),
-    "dtnkit.diagnose.campaign": ("fleet campaign gate", "fleet campaign judge",
-                                 "fleet campaign server start", "fleet campaign server stop"),
+    "dtnkit.diagnose.campaign": (
+        "fleet campaign gate",
+        "fleet campaign judge",
+        "fleet campaign server start",
+        "fleet campaign server stop",
+    ),
     "dtnkit.diagnose": ("diagnose", "experiment"),
     "dtnkit.cli.checklist": ("checklist",),
     "dtnkit.host": ("tune audit", "tune apply", "checklist", "metrics"),
@@ -104,8 +121,10 @@ def _joined(node: ast.AST) -> str | None:
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value
     if isinstance(node, ast.JoinedStr):
-        return "".join(v.value if isinstance(v, ast.Constant) and isinstance(v.value, str)
-                       else "{}" for v in node.values)
+        return "".join(
+            v.value if isinstance(v, ast.Constant) and isinstance(v.value, str) else "{}"
+            for v in node.values
+        )
     return None
 
 
@@ -130,8 +149,9 @@ def texts() -> Iterator[Text]:
                 seen.update(id(v) for v in node.values)
             if id(node) in seen:
                 continue
-            if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef
-                          | ast.AsyncFunctionDef) and ast.get_docstring(node, clean=False):
+            if isinstance(
+                node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef
+            ) and ast.get_docstring(node, clean=False):
                 seen.add(id(node.body[0].value))  # type: ignore[attr-defined]
                 continue
             text = _joined(node)
@@ -156,8 +176,13 @@ def command(words: list[str]) -> click.Command | None:
 
 def options(cmd: click.Command) -> set[str]:
     """Its options, hidden ones too, and those of ``dtnkit`` itself (--traceback)."""
-    return {"--help", "-h"} | {o for c in (cmd, cli) for p in c.params
-                               for o in [*p.opts, *p.secondary_opts] if o.startswith("-")}
+    return {"--help", "-h"} | {
+        o
+        for c in (cmd, cli)
+        for p in c.params
+        for o in [*p.opts, *p.secondary_opts]
+        if o.startswith("-")
+    }
 
 
 def command_lines(text: str) -> Iterator[tuple[str, set[str], tuple[int, int]]]:
@@ -170,17 +195,18 @@ def command_lines(text: str) -> Iterator[tuple[str, set[str], tuple[int, int]]]:
             if cmd is not None:
                 break
             words.pop()
-        if cmd is None or text[m.start() + len("dtnkit " + " ".join(words)):][:1] == ":":
+        if cmd is None or text[m.start() + len("dtnkit " + " ".join(words)) :][:1] == ":":
             continue  # "dtnkit on this host", "dtnkit cp: ..." (a message's prefix)
         start = m.start() + len("dtnkit " + " ".join(words))
         end = END.search(text, start)
-        span = text[start:end.start() if end else len(text)]
+        span = text[start : end.start() if end else len(text)]
         yield " ".join(words), set(FLAG.findall(span)), (m.start(), start + len(span))
 
 
 def shown_by(module: str) -> tuple[str, ...] | None:
-    best = max((k for k in SHOWN_BY if module == k or module.startswith(k + ".")),
-               key=len, default=None)
+    best = max(
+        (k for k in SHOWN_BY if module == k or module.startswith(k + ".")), key=len, default=None
+    )
     return SHOWN_BY[best] if best is not None else None
 
 
@@ -191,8 +217,10 @@ def problems() -> list[str]:
         for words, flags, (a, b) in command_lines(t.text):
             cmd = command(words.split())
             assert cmd is not None
-            bad += [f"{t.where}: `dtnkit {words}` has no {flag} (in {t.text[a:b]!r})"
-                    for flag in sorted(flags - options(cmd))]
+            bad += [
+                f"{t.where}: `dtnkit {words}` has no {flag} (in {t.text[a:b]!r})"
+                for flag in sorted(flags - options(cmd))
+            ]
             rest = rest[:a] + " " * (b - a) + rest[b:]
         if not t.next_step:
             continue
@@ -203,16 +231,20 @@ def problems() -> list[str]:
             continue
         owners = shown_by(t.module)
         if owners is None:
-            bad.append(f"{t.where}: a next step naming {sorted(flags)}: say in SHOWN_BY "
-                       f"which commands print {t.module}'s hints")
+            bad.append(
+                f"{t.where}: a next step naming {sorted(flags)}: say in SHOWN_BY "
+                f"which commands print {t.module}'s hints"
+            )
             continue
         known: set[str] = set()
         for owner in owners:
             cmd = command(owner.split())
             assert cmd is not None, owner
             known |= options(cmd)
-        bad += [f"{t.where}: no command of {', '.join(owners)} has {flag} (next step "
-                f"{t.text!r})" for flag in sorted(flags - known)]
+        bad += [
+            f"{t.where}: no command of {', '.join(owners)} has {flag} (next step {t.text!r})"
+            for flag in sorted(flags - known)
+        ]
     return bad
 
 
@@ -231,15 +263,18 @@ def test_the_walk_finds_the_hints_it_checks() -> None:
     assert shown_by("dtnkit.transferx") is None
 
 
-@pytest.mark.parametrize(("text", "want"), [
-    ("next: `dtnkit tune apply --dry-run` shows", ("tune apply", {"--dry-run"})),
-    ("dtnkit lab down --all [--prefix P]", ("lab down", {"--all", "--prefix"})),
-    ("dtnkit serve --tpc-allow {} (or a CIDR range)", ("serve", {"--tpc-allow"})),
-    ("dtnkit lab exec demo src -- iperf3 -c 10.252.0.2", ("lab exec", set())),
-    ("dtnkit cp -p/--parents x", ("cp", {"-p", "--parents"})),
-])
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        ("next: `dtnkit tune apply --dry-run` shows", ("tune apply", {"--dry-run"})),
+        ("dtnkit lab down --all [--prefix P]", ("lab down", {"--all", "--prefix"})),
+        ("dtnkit serve --tpc-allow {} (or a CIDR range)", ("serve", {"--tpc-allow"})),
+        ("dtnkit lab exec demo src -- iperf3 -c 10.252.0.2", ("lab exec", set())),
+        ("dtnkit cp -p/--parents x", ("cp", {"-p", "--parents"})),
+    ],
+)
 def test_a_command_line_is_read_up_to_its_end(text: str, want: tuple[str, set[str]]) -> None:
-    (words, flags, _span), = command_lines(text)
+    ((words, flags, _span),) = command_lines(text)
     assert (words, flags) == want
 
 
@@ -251,7 +286,8 @@ def test_a_made_up_flag_is_found(monkeypatch: pytest.MonkeyPatch, tmp_path: Path
         "from dtnkit.errors import BadInput\n"
         "def f():\n"
         "    raise BadInput('x', 'y', 'pass --no-such-flag, or run `dtnkit serve "
-        "--no-such-either`')\n")
+        "--no-such-either`')\n"
+    )
     monkeypatch.setattr(__import__(__name__, fromlist=["SRC"]), "SRC", tmp_path / "dtnkit")
     bad = problems()
     assert any("no command of cp has --no-such-flag" in b for b in bad), bad

@@ -15,8 +15,13 @@ from dtnkit.lab.path import MAX_RATE_BPS, PathSpec
 
 
 def dtnkit(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "dtnkit", *args], capture_output=True,
-                          text=True, timeout=60, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "dtnkit", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
 
 
 def test_probe_net_takes_iperf3s_c_for_the_peer() -> None:

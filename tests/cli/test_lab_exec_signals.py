@@ -16,13 +16,18 @@ import pytest
 
 pytestmark = [pytest.mark.needs_root, pytest.mark.needs_netns]
 
-TRAP = ('trap \'kill $! 2>/dev/null; echo cleaned; exit 3\' INT TERM HUP; '
-        'sleep 30 & echo ready; wait')
+TRAP = "trap 'kill $! 2>/dev/null; echo cleaned; exit 3' INT TERM HUP; sleep 30 & echo ready; wait"
 
 
 def _dtnkit(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "dtnkit", *args], capture_output=True,
-                          text=True, env=env, timeout=120, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "dtnkit", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
 
 
 @pytest.fixture
@@ -40,14 +45,20 @@ def lab(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
         assert down.returncode == 0, down.stderr
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP],
-                         ids=["INT", "TERM", "HUP"])
+@pytest.mark.parametrize(
+    "signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=["INT", "TERM", "HUP"]
+)
 def test_a_signal_reaches_the_command_which_exits_as_it_chooses(
-        lab: tuple[str, dict[str, str]], signum: signal.Signals) -> None:
+    lab: tuple[str, dict[str, str]], signum: signal.Signals
+) -> None:
     name, env = lab
-    proc = subprocess.Popen([sys.executable, "-m", "dtnkit", "lab", "exec", name, "dst", "--",
-                             "sh", "-c", TRAP], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dtnkit", "lab", "exec", name, "dst", "--", "sh", "-c", TRAP],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     try:
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "ready"  # the command runs, its trap is set
@@ -63,7 +74,8 @@ def test_a_signal_reaches_the_command_which_exits_as_it_chooses(
 
 
 def test_a_command_killed_by_a_signal_gives_128_plus_its_number(
-        lab: tuple[str, dict[str, str]]) -> None:
+    lab: tuple[str, dict[str, str]],
+) -> None:
     name, env = lab
     run = _dtnkit("lab", "exec", name, "src", "--", "sh", "-c", "kill -KILL $$", env=env)
     assert run.returncode == 128 + signal.SIGKILL, run.stderr

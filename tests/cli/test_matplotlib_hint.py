@@ -13,14 +13,21 @@ from pathlib import Path
 from dtnkit.errors import ExitStatus
 
 ROOT = Path(__file__).parents[2]
-SENTENCE = ("needs matplotlib (the report extra: ./dev/bootstrap.sh in a checkout, else pip "
-            "install 'dtnkit[report]')")
+SENTENCE = (
+    "needs matplotlib (the report extra: ./dev/bootstrap.sh in a checkout, else pip "
+    "install 'dtnkit[report]')"
+)
 
 
 def dtnkit(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "dtnkit", *argv], capture_output=True,
-                          text=True, timeout=120, check=False,
-                          env={**os.environ, "COLUMNS": "200", **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "dtnkit", *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "COLUMNS": "200", **(env or {})},
+    )
 
 
 def flat(text: str) -> str:
@@ -41,12 +48,19 @@ def test_a_missing_matplotlib_names_the_checkouts_bootstrap(tmp_path: Path) -> N
     (blocker / "__init__.py").write_text("raise ImportError('not installed')\n")
     audits = tmp_path / "site"
     audits.mkdir()
-    audit = dtnkit("tune", "audit", "--tree", str(ROOT / "tests/fixtures/hosts/dtn-a"),
-                   "--format", "json")
+    audit = dtnkit(
+        "tune", "audit", "--tree", str(ROOT / "tests/fixtures/hosts/dtn-a"), "--format", "json"
+    )
     (audits / "dtn-a.audit.json").write_text(audit.stdout)
     path = [str(blocker.parent), *filter(None, [os.environ.get("PYTHONPATH")])]
-    done = dtnkit("fleet", "report", str(audits), "-o", str(tmp_path / "out"),
-                  env={"PYTHONPATH": os.pathsep.join(path)})
+    done = dtnkit(
+        "fleet",
+        "report",
+        str(audits),
+        "-o",
+        str(tmp_path / "out"),
+        env={"PYTHONPATH": os.pathsep.join(path)},
+    )
     assert done.returncode == ExitStatus.TOOL_MISSING, done.stderr
     err = done.stderr.strip().splitlines()[-1]
     assert err.startswith("dtnkit: error: dtnkit fleet report needs matplotlib"), err

@@ -28,16 +28,16 @@ def listed(words: list[str], capsys: pytest.CaptureFixture[str]) -> set[str]:
     return {line.split()[0] for line in shown.splitlines() if line.strip()}
 
 
-def test_the_top_level_help_lists_neither_old_spelling(
-        capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_top_level_help_lists_neither_old_spelling(capsys: pytest.CaptureFixture[str]) -> None:
     names = listed([], capsys)
     assert {"sweep", "fleet"} <= names
     assert not names & {"report", "campaign"}, names
 
 
 @pytest.mark.parametrize(("group", "command"), [("sweep", "report"), ("fleet", "campaign")])
-def test_each_group_lists_its_new_command(capsys: pytest.CaptureFixture[str], group: str,
-                                          command: str) -> None:
+def test_each_group_lists_its_new_command(
+    capsys: pytest.CaptureFixture[str], group: str, command: str
+) -> None:
     assert command in listed([group], capsys)
 
 
@@ -75,10 +75,19 @@ def test_report_old_and_new_fail_the_same(environment: Environment, tmp_path: Pa
     assert not (tmp_path / "out").exists()
 
 
-def test_json_mode_keeps_stdout_json_with_the_old_spelling(environment: Environment,
-                                                           tmp_path: Path) -> None:
-    argv = ["report", "nosuch", "-o", str(tmp_path / "out"), "--db",
-            str(tmp_path / "none.sqlite"), "--format", "json"]
+def test_json_mode_keeps_stdout_json_with_the_old_spelling(
+    environment: Environment, tmp_path: Path
+) -> None:
+    argv = [
+        "report",
+        "nosuch",
+        "-o",
+        str(tmp_path / "out"),
+        "--db",
+        str(tmp_path / "none.sqlite"),
+        "--format",
+        "json",
+    ]
     assert main(argv, environment) == ExitStatus.BAD_INPUT
     assert json.loads(taken(environment.stdout))["error"]["exit_status"] == ExitStatus.BAD_INPUT
     assert taken(environment.stderr).startswith("dtnkit: note: ")

@@ -63,18 +63,22 @@ def test_without_a_table_json_is_the_only_form(environment: Environment) -> None
     assert json.loads(taken(environment.stdout)) == [1]
 
 
-@pytest.mark.parametrize("argv", [
-    ["tune", "audit", "--tree", str(HOSTS / "dtn-a")],
-    ["tune", "apply", "--tree", str(HOSTS / "dtn-b"), "--dry-run"],
-    ["tune", "profiles"],
-    ["tune", "profiles", "measurement"],
-    ["tune", "list"],
-    ["results", "list"],
-    ["results", "list", "--experiments"],
-    ["tune", "audit", "--group", "nosuch"],
-])
-def test_commands_in_json_mode_print_one_document(argv: list[str],
-                                                  environment: Environment) -> None:
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["tune", "audit", "--tree", str(HOSTS / "dtn-a")],
+        ["tune", "apply", "--tree", str(HOSTS / "dtn-b"), "--dry-run"],
+        ["tune", "profiles"],
+        ["tune", "profiles", "measurement"],
+        ["tune", "list"],
+        ["results", "list"],
+        ["results", "list", "--experiments"],
+        ["tune", "audit", "--group", "nosuch"],
+    ],
+)
+def test_commands_in_json_mode_print_one_document(
+    argv: list[str], environment: Environment
+) -> None:
     code = main([*argv, "--format", "json"], environment)
     assert code in (ExitStatus.OK, ExitStatus.DRIFT, ExitStatus.BAD_INPUT)
     json.loads(taken(environment.stdout))  # one document, nothing else
@@ -91,8 +95,10 @@ def test_errors_go_to_the_environments_stderr(environment: Environment) -> None:
 def documented_exit_codes() -> dict[int, str]:
     text = (DOCS / "reference.md").read_text()
     section = text.split("## Exit codes", 1)[1]
-    return {int(code): meaning for code, meaning in
-            re.findall(r"^\| (\d+) \| (.+) \|$", section, flags=re.MULTILINE)}
+    return {
+        int(code): meaning
+        for code, meaning in re.findall(r"^\| (\d+) \| (.+) \|$", section, flags=re.MULTILINE)
+    }
 
 
 def test_every_exit_status_is_documented() -> None:

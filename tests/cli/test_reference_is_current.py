@@ -12,8 +12,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("cli_reference", ROOT / "dev" /
-                                                  "cli_reference.py")
+    spec = importlib.util.spec_from_file_location(
+        "cli_reference", ROOT / "dev" / "cli_reference.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules.setdefault("cli_reference", module)
@@ -23,8 +24,9 @@ def _script() -> ModuleType:
 
 def test_the_command_list_is_the_click_trees() -> None:
     ref = _script()
-    assert ref.written() == ref.render(), \
+    assert ref.written() == ref.render(), (
         "docs/reference.md's command list is stale: run .venv/bin/python dev/cli_reference.py"
+    )
 
 
 def test_every_command_is_listed_with_a_guide_that_exists() -> None:

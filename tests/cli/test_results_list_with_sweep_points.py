@@ -19,8 +19,10 @@ from dtnkit.measure.store import ResultStore
 from dtnkit.sweep import store
 from dtnkit.sweep.grid import parse_grid_flags
 
-GRID = parse_grid_flags(["rtt=5ms", "streams=1", "tool=iperf3,dtnkit-tpc", "duration=2s",
-                         "sample_interval=500ms"], known_profiles=[])
+GRID = parse_grid_flags(
+    ["rtt=5ms", "streams=1", "tool=iperf3,dtnkit-tpc", "duration=2s", "sample_interval=500ms"],
+    known_profiles=[],
+)
 
 
 def run(env: Environment, *argv: str) -> tuple[int, str, str]:
@@ -34,16 +36,29 @@ def env(environment: Environment) -> Environment:
 
 
 def point(i: int, bps: float, status: str = "ok") -> store.PointResult:
-    return store.PointResult(point=GRID.points()[i], status=status, started=1.7e9 + i,
-                             elapsed_s=3.0, tool_s=2.0,
-                             samples=((0.5, bps), (1.0, bps), (1.5, bps)),
-                             error="" if status == "ok" else "boom: it failed")
+    return store.PointResult(
+        point=GRID.points()[i],
+        status=status,
+        started=1.7e9 + i,
+        elapsed_s=3.0,
+        tool_s=2.0,
+        samples=((0.5, bps), (1.0, bps), (1.5, bps)),
+        error="" if status == "ok" else "boom: it failed",
+    )
 
 
 def fill(env: Environment) -> tuple[int, list[str]]:
-    probe = ResultStore(env.results_db).add(ProbeResult(
-        "net", {"peer": "demo/dst", "tool": "iperf3"}, {"throughput_bps": 9.41e9},
-        host="dtn1", started=1.6e9, duration_s=10.0, label="baseline"))
+    probe = ResultStore(env.results_db).add(
+        ProbeResult(
+            "net",
+            {"peer": "demo/dst", "tool": "iperf3"},
+            {"throughput_bps": 9.41e9},
+            host="dtn1",
+            started=1.6e9,
+            duration_s=10.0,
+            label="baseline",
+        )
+    )
     s = store.SweepStore(env.results_db)
     s.create_run("metro", GRID.to_toml(), {"host": "dtn1"}, len(GRID))
     s.store_point("metro", point(0, 2e9))
@@ -62,9 +77,15 @@ def test_results_list_is_the_probes_and_with_sweeps_the_points_too(env: Environm
     assert code == 0, err
     rows = json.loads(out)
     assert [r.get("sweep") for r in rows] == [
-        {"run": "metro", "point_id": ids[1]}, {"run": "metro", "point_id": ids[0]}, None]
+        {"run": "metro", "point_id": ids[1]},
+        {"run": "metro", "point_id": ids[0]},
+        None,
+    ]
     assert [(r["kind"], r["ok"], r["summary"]["throughput_bps"]) for r in rows] == [
-        ("tpc", True, 3e9), ("net", True, 2e9), ("net", True, 9.41e9)]
+        ("tpc", True, 3e9),
+        ("net", True, 2e9),
+        ("net", True, 9.41e9),
+    ]
     assert [r["spec"]["rtt_ms"] for r in rows[:2]] == [5.0, 5.0]  # the grid's coordinates
     code, out, err = run(env, "results", "list", "--sweeps")
     assert code == 0, err
@@ -81,8 +102,9 @@ def test_results_show_shows_a_points_measurement(env: Environment) -> None:
     sweep_id = next(r["id"] for r in json.loads(out) if r.get("sweep"))
     code, out, err = run(env, "results", "show", str(sweep_id))
     assert code == 0, err
-    assert out.splitlines()[0] == (f"net measurement {sweep_id} (sweep metro, point {ids[0]}): "
-                                   "2.00 Gbit/s to -")
+    assert out.splitlines()[0] == (
+        f"net measurement {sweep_id} (sweep metro, point {ids[0]}): 2.00 Gbit/s to -"
+    )
     code, out, err = run(env, "results", "show", str(sweep_id), "--format", "json")
     assert code == 0, err
     doc = json.loads(out)

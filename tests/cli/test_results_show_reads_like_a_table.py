@@ -42,10 +42,23 @@ def env(environment: Environment) -> Environment:
 
 
 def net_result(**changes: object) -> ProbeResult:
-    result = ProbeResult("net", {"peer": "demo/dst", "tool": "iperf3", "streams": 4}, {
-        "throughput_bps": 9.41e9, "streams": 4, "duration_s": 10.0, "retransmits": 12,
-        "sampler_samples": 20, "cc": "bbr"}, host="dtn1", netns="dkl-demo-src",
-        started=STARTED, duration_s=10.4, label="after buffers")
+    result = ProbeResult(
+        "net",
+        {"peer": "demo/dst", "tool": "iperf3", "streams": 4},
+        {
+            "throughput_bps": 9.41e9,
+            "streams": 4,
+            "duration_s": 10.0,
+            "retransmits": 12,
+            "sampler_samples": 20,
+            "cc": "bbr",
+        },
+        host="dtn1",
+        netns="dkl-demo-src",
+        started=STARTED,
+        duration_s=10.4,
+        label="after buffers",
+    )
     for key, value in changes.items():
         setattr(result, key, value)
     return result
@@ -74,12 +87,26 @@ def test_results_show_defaults_to_a_table(env: Environment) -> None:
 def test_an_experiment_stored_with_epochs_shows_iso_times(env: Environment) -> None:
     store = ResultStore(env.results_db)
     exp_id = "exp-20251201T101010-ht01"
-    store.add_experiment(exp_id, {  # as dtnkit stored an experiment before
-        "id": exp_id, "started": STARTED, "finished": STARTED + 600.0,
-        "spec": {"probe": "net", "repeat": 2, "hosts": ["dtn1"], "groups": ["buffers"]},
-        "groups": [{"group": "buffers", "verdict": "helps", "ratio": 1.8, "margin": 0.05,
-                    "baseline_bps": [5e9, 5.2e9], "applied_bps": [9.1e9, 9.3e9]}],
-        "helped": ["buffers"]})
+    store.add_experiment(
+        exp_id,
+        {  # as dtnkit stored an experiment before
+            "id": exp_id,
+            "started": STARTED,
+            "finished": STARTED + 600.0,
+            "spec": {"probe": "net", "repeat": 2, "hosts": ["dtn1"], "groups": ["buffers"]},
+            "groups": [
+                {
+                    "group": "buffers",
+                    "verdict": "helps",
+                    "ratio": 1.8,
+                    "margin": 0.05,
+                    "baseline_bps": [5e9, 5.2e9],
+                    "applied_bps": [9.1e9, 9.3e9],
+                }
+            ],
+            "helped": ["buffers"],
+        },
+    )
     code, out, err = run(env, "results", "show", exp_id)
     assert code == 0, err
     assert out.startswith(f"experiment {exp_id}: helped: buffers")
@@ -143,8 +170,15 @@ def test_a_real_disk_probe_shows_when_it_ran(env: Environment, tmp_path: Path) -
     assert before - 1 <= when <= time.time()
 
 
-@given(st.one_of(st.none(), st.booleans(), st.text(max_size=5), st.integers(),
-                 st.floats(allow_nan=True, allow_infinity=True)))
+@given(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.text(max_size=5),
+        st.integers(),
+        st.floats(allow_nan=True, allow_infinity=True),
+    )
+)
 def test_format_time_is_iso_utc_or_missing(value: object) -> None:
     from dtnkit.units import MISSING, format_time
 

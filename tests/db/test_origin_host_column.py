@@ -21,15 +21,21 @@ from dtnkit.measure.store import ResultStore
 
 def result(i: int, **kw: object) -> ProbeResult:
     fields: dict[str, object] = dict(
-        kind="net", spec={"i": i}, summary={"throughput_bps": 1e9 * (i + 1)},
-        host=socket.gethostname(), started=1.7e9 + i, label=f"l21-{i}")
+        kind="net",
+        spec={"i": i},
+        summary={"throughput_bps": 1e9 * (i + 1)},
+        host=socket.gethostname(),
+        started=1.7e9 + i,
+        label=f"l21-{i}",
+    )
     fields.update(kw)
     return ProbeResult(**fields)  # type: ignore[arg-type]
 
 
 def listed(db: Path, *argv: str, width: int = 80) -> tuple[int, str, str]:
-    env = Environment(results_db=db, stdin=io.StringIO(), stdout=io.StringIO(),
-                      stderr=io.StringIO())
+    env = Environment(
+        results_db=db, stdin=io.StringIO(), stdout=io.StringIO(), stderr=io.StringIO()
+    )
     env = replace(env, terminal_width=width)
     code = main(["results", "list", *argv], env)
     assert isinstance(env.stdout, io.StringIO) and isinstance(env.stderr, io.StringIO)
@@ -45,9 +51,15 @@ def shared_store(tmp_path: Path, *, label: str = "") -> Path:
     source = tmp_path / "a.sqlite"
     s = ResultStore(source)
     for i in range(3):
-        s.add(result(i, host="vm", label=label or f"a-{i}",
-                     netns="l21-ns" if label else None,
-                     tuning={"k": "v"} if label else None))
+        s.add(
+            result(
+                i,
+                host="vm",
+                label=label or f"a-{i}",
+                netns="l21-ns" if label else None,
+                tuning={"k": "v"} if label else None,
+            )
+        )
     shared = tmp_path / "shared.sqlite"
     ResultStore(shared).add(result(9, label=label or "own"))
     push(source, shared, host="dtn-l21a.example.org")
@@ -59,12 +71,19 @@ def test_pushed_rows_show_the_host_they_came_from(tmp_path: Path) -> None:
     assert code == 0, err
     assert header(out) == ["id", "kind", "rate", "host", "label", "netns", "tuning"]
     rows = {line.split()[0]: line.split()[4] for line in out.splitlines()[1:]}  # rate: 2
-    assert rows == {"1": socket.gethostname(), "2": "dtn-l21a.example.org",
-                    "3": "dtn-l21a.example.org", "4": "dtn-l21a.example.org"}
+    assert rows == {
+        "1": socket.gethostname(),
+        "2": "dtn-l21a.example.org",
+        "3": "dtn-l21a.example.org",
+        "4": "dtn-l21a.example.org",
+    }
     code, out, err = listed(tmp_path / "shared.sqlite", "--format", "json")
     assert {r["id"]: r["origin_host"] for r in json.loads(out)} == {
-        1: None, 2: "dtn-l21a.example.org", 3: "dtn-l21a.example.org",
-        4: "dtn-l21a.example.org"}
+        1: None,
+        2: "dtn-l21a.example.org",
+        3: "dtn-l21a.example.org",
+        4: "dtn-l21a.example.org",
+    }
 
 
 def test_a_store_of_this_hosts_own_rows_has_no_host_column(tmp_path: Path) -> None:

@@ -30,30 +30,47 @@ class Before(dict[str, Any]):
 
 
 def test_the_store_from_before_versions_reads_the_same_after_every_migration(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     path = tmp_path / "old.sqlite"
     shutil.copy(FIXTURE, path)
     with sqlite3.connect(path) as raw:
         raw.row_factory = sqlite3.Row
-        points = [read_3(Before(dict(r))).as_dict() for r in raw.execute(
-            "SELECT * FROM sweep_points WHERE run = 'old-run' ORDER BY seq").fetchall()]
-        probes = [dict(r) for r in raw.execute(
-            "SELECT * FROM results ORDER BY id DESC").fetchall()]
+        points = [
+            read_3(Before(dict(r))).as_dict()
+            for r in raw.execute(
+                "SELECT * FROM sweep_points WHERE run = 'old-run' ORDER BY seq"
+            ).fetchall()
+        ]
+        probes = [dict(r) for r in raw.execute("SELECT * FROM results ORDER BY id DESC").fetchall()]
     raw.close()
     assert len(points) == 2 and len(probes) == 2
     backend.forget_schema_cache()
     got = [p.as_dict() for p in store.load_points(path, "old-run")]
     assert text(got) == text(points)
     results = ResultStore(path).results()
-    assert [(r.id, r.kind, r.host, r.started, r.duration_s, r.ok, r.raw, r.label)
-            for r in results] == [
-        (p["id"], p["kind"], p["host"], p["started"], p["duration_s"], bool(p["ok"]), p["raw"],
-         p["label"]) for p in probes]
+    assert [
+        (r.id, r.kind, r.host, r.started, r.duration_s, r.ok, r.raw, r.label) for r in results
+    ] == [
+        (
+            p["id"],
+            p["kind"],
+            p["host"],
+            p["started"],
+            p["duration_s"],
+            bool(p["ok"]),
+            p["raw"],
+            p["label"],
+        )
+        for p in probes
+    ]
     assert [r.summary for r in results] == [json.loads(p["summary"]) for p in probes]
     assert [r.samples for r in results] == [json.loads(p["samples"]) for p in probes]
     with backend.connect(path) as db:
-        versions = [r[0] for r in db.execute("SELECT version FROM schema_version ORDER BY "
-                                             "version").fetchall()]
+        versions = [
+            r[0]
+            for r in db.execute("SELECT version FROM schema_version ORDER BY version").fetchall()
+        ]
         made_by = sorted(r[0] for r in db.execute("SELECT made_by FROM results").fetchall())
     assert versions == [m.version for m in migrations.MIGRATIONS]
     assert made_by == ["probe", "probe", "sweep", "sweep"]

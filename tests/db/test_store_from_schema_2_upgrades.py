@@ -62,11 +62,33 @@ SCHEMA_2 = [
 ]
 GRID = parse_grid_flags(["rtt=5ms", "streams=1,2", "duration=2s", "sample_interval=1s"])
 #: a version-2 point's columns, in the order dtnkit wrote them
-POINT_COLUMNS_2 = ("run", "point_id", "seq", "status", "error", "started", "elapsed_s",
-                   "tool_s", "point", "throughput_bps", "samples", "series", "cpu_seconds",
-                   "softirq", "retransmits", "retransmits_note", "ctxt", "nic_drops",
-                   "transfers", "raw", "tuning", "emulator", "emulator_bound", "emulator_why",
-                   "extra")
+POINT_COLUMNS_2 = (
+    "run",
+    "point_id",
+    "seq",
+    "status",
+    "error",
+    "started",
+    "elapsed_s",
+    "tool_s",
+    "point",
+    "throughput_bps",
+    "samples",
+    "series",
+    "cpu_seconds",
+    "softirq",
+    "retransmits",
+    "retransmits_note",
+    "ctxt",
+    "nic_drops",
+    "transfers",
+    "raw",
+    "tuning",
+    "emulator",
+    "emulator_bound",
+    "emulator_why",
+    "extra",
+)
 FAILED = "iperf3 to origin 0: unable to connect to server: Connection refused"
 
 
@@ -82,20 +104,48 @@ def made_by_schema_2(path: Path) -> None:
             "tuning, spec, summary, samples, raw, experiment_id, label) VALUES "
             "('net', 'dtn1', NULL, 1764787200.5, 10.2, 1, NULL, NULL, 'null', ?, ?, '[]', "
             "'{}', NULL, 'before')",
-            (json.dumps({"peer": "demo/dst", "tool": "iperf3"}),
-             json.dumps({"throughput_bps": 9.4e9, "retransmits": 3})))
-        con.execute("INSERT INTO sweep_runs (name, created, updated, status, points_total, "
-                    "grid, environment) VALUES ('old', 1.0, 2.0, 'done', 2, ?, '{}')",
-                    (GRID.to_toml(),))
-        for seq, (point, status, error) in enumerate(((ok, "ok", ""), (bad, "failed", FAILED)),
-                                                     1):
+            (
+                json.dumps({"peer": "demo/dst", "tool": "iperf3"}),
+                json.dumps({"throughput_bps": 9.4e9, "retransmits": 3}),
+            ),
+        )
+        con.execute(
+            "INSERT INTO sweep_runs (name, created, updated, status, points_total, "
+            "grid, environment) VALUES ('old', 1.0, 2.0, 'done', 2, ?, '{}')",
+            (GRID.to_toml(),),
+        )
+        for seq, (point, status, error) in enumerate(((ok, "ok", ""), (bad, "failed", FAILED)), 1):
             con.execute(
                 f"INSERT INTO sweep_points ({', '.join(POINT_COLUMNS_2)}) VALUES "
                 f"({', '.join('?' for _ in POINT_COLUMNS_2)})",
-                ("old", point.id, seq, status, error, 10.0 * seq, 1.5, 1.0,
-                 json.dumps(point.as_dict()), 8e8 if status == "ok" else None,
-                 "[[0.5, 8e8], [1.0, 8e8]]" if status == "ok" else "[]", "{}", "[]", "{}",
-                 None, "", None, "{}", "[]", "raw", "{}", None, 0, "", "{}"))
+                (
+                    "old",
+                    point.id,
+                    seq,
+                    status,
+                    error,
+                    10.0 * seq,
+                    1.5,
+                    1.0,
+                    json.dumps(point.as_dict()),
+                    8e8 if status == "ok" else None,
+                    "[[0.5, 8e8], [1.0, 8e8]]" if status == "ok" else "[]",
+                    "{}",
+                    "[]",
+                    "{}",
+                    None,
+                    "",
+                    None,
+                    "{}",
+                    "[]",
+                    "raw",
+                    "{}",
+                    None,
+                    0,
+                    "",
+                    "{}",
+                ),
+            )
 
 
 def test_a_version_2_store_upgrades_and_reads_as_before(tmp_path: Path) -> None:
@@ -110,8 +160,10 @@ def test_a_version_2_store_upgrades_and_reads_as_before(tmp_path: Path) -> None:
     assert bad.as_dict()["error_fields"] is None
     assert [r.failed for r in store.load_records(path, "old")] == ["", FAILED]
     with backend.connect(path) as db:
-        versions = [r[0] for r in db.execute("SELECT version FROM schema_version ORDER BY "
-                                             "version").fetchall()]
+        versions = [
+            r[0]
+            for r in db.execute("SELECT version FROM schema_version ORDER BY version").fetchall()
+        ]
     assert versions == [1, 2, 3, 4]
     # the upgraded store takes a failed point with its error's fields
     exc = BadInput("no tool 'nosuch'", "tools: iperf3, fio", "pick one of them")
@@ -119,16 +171,23 @@ def test_a_version_2_store_upgrades_and_reads_as_before(tmp_path: Path) -> None:
     store.SweepStore(path).store_point("old", again)
     got = store.SweepStore(path).point("old", bad.point.id)
     assert got.error == "no tool 'nosuch': tools: iperf3, fio. Next: pick one of them"
-    assert got.error_fields == {"what": "no tool 'nosuch'", "why": "tools: iperf3, fio",
-                                "next": "pick one of them", "exit_status": 9}
+    assert got.error_fields == {
+        "what": "no tool 'nosuch'",
+        "why": "tools: iperf3, fio",
+        "next": "pick one of them",
+        "exit_status": 9,
+    }
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                   HealthCheck.function_scoped_fixture])
-@given(what=st.text(min_size=1, max_size=80), why=st.text(max_size=200),
-       step=st.text(max_size=80))
-def test_any_error_text_round_trips_as_its_fields(tmp_path: Path, what: str, why: str,
-                                                  step: str) -> None:
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(what=st.text(min_size=1, max_size=80), why=st.text(max_size=200), step=st.text(max_size=80))
+def test_any_error_text_round_trips_as_its_fields(
+    tmp_path: Path, what: str, why: str, step: str
+) -> None:
     """Whatever an error says (quotes, NUL, lone surrogates, SQL) is stored as the error
     had it, field by field: nothing lost, nothing run."""
     path = tmp_path / "p.sqlite"
@@ -136,7 +195,11 @@ def test_any_error_text_round_trips_as_its_fields(tmp_path: Path, what: str, why
     s.create_run("r", GRID.to_toml(), {}, 2, reuse=True)
     point = GRID.points()[0]
     fields = DtnkitError(what, why, step).as_dict()
-    s.store_point("r", store.PointResult(point=point, status="failed",
-                                         **store.error_of(DtnkitError(what, why, step))))
+    s.store_point(
+        "r",
+        store.PointResult(
+            point=point, status="failed", **store.error_of(DtnkitError(what, why, step))
+        ),
+    )
     assert s.point("r", point.id).error_fields == fields
     assert s.point("r", point.id).status == "failed"

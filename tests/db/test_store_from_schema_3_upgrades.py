@@ -41,18 +41,48 @@ from dtnkit.sweep import store
 from dtnkit.sweep.grid import TOOLS, Point, parse_grid_flags, registry_tool
 
 #: the tables of a version-3 store, parents first
-TABLES_3 = ("store_info", "results", "experiments", "sweep_schema", "sweep_runs",
-            "sweep_points")
+TABLES_3 = ("store_info", "results", "experiments", "sweep_schema", "sweep_runs", "sweep_points")
 #: a version-3 point's columns, in the order dtnkit wrote them
-POINT_COLUMNS_3 = ("run", "point_id", "seq", "status", "error", "started", "elapsed_s",
-                   "tool_s", "point", "throughput_bps", "samples", "series", "cpu_seconds",
-                   "softirq", "retransmits", "retransmits_note", "ctxt", "nic_drops",
-                   "transfers", "raw", "tuning", "emulator", "emulator_bound", "emulator_why",
-                   "extra", "error_fields")
+POINT_COLUMNS_3 = (
+    "run",
+    "point_id",
+    "seq",
+    "status",
+    "error",
+    "started",
+    "elapsed_s",
+    "tool_s",
+    "point",
+    "throughput_bps",
+    "samples",
+    "series",
+    "cpu_seconds",
+    "softirq",
+    "retransmits",
+    "retransmits_note",
+    "ctxt",
+    "nic_drops",
+    "transfers",
+    "raw",
+    "tuning",
+    "emulator",
+    "emulator_bound",
+    "emulator_why",
+    "extra",
+    "error_fields",
+)
 #: the results columns that hold JSON text
 JSON_COLUMNS = ("error_fields", "tuning", "spec", "summary", "samples")
-GRID = parse_grid_flags(["rtt=5ms,50ms", "streams=1,4", "tool=iperf3,dtnkit-cp,dtnkit-tpc",
-                         "duration=2s", "sample_interval=500ms"], known_profiles=[])
+GRID = parse_grid_flags(
+    [
+        "rtt=5ms,50ms",
+        "streams=1,4",
+        "tool=iperf3,dtnkit-cp,dtnkit-tpc",
+        "duration=2s",
+        "sample_interval=500ms",
+    ],
+    known_profiles=[],
+)
 
 
 @pytest.fixture(scope="module")
@@ -65,8 +95,10 @@ def new_pg_db(server: PostgresServer) -> DbUrl:
     return DbUrl(server.create_database(f"up3_{uuid.uuid4().hex[:10]}"))
 
 
-BACKENDS = [pytest.param("sqlite", id="sqlite"),
-            pytest.param("postgresql", id="postgresql", marks=needs_postgres)]
+BACKENDS = [
+    pytest.param("sqlite", id="sqlite"),
+    pytest.param("postgresql", id="postgresql", marks=needs_postgres),
+]
 
 
 def zero_signless(a: Any) -> Any:
@@ -88,6 +120,7 @@ def text(a: Any) -> str:
 
 # ---------------------------------------------------------------- a version-3 store
 
+
 def schema_3(location: Location) -> backend.Database:
     """An empty store at schema version 3 (its migrations as this dtnkit declares them: they
     are never changed once released), open and not migrated further."""
@@ -97,8 +130,10 @@ def schema_3(location: Location) -> backend.Database:
         for statement in step.statements:
             assert isinstance(statement, str)
             db.execute(migrations.spelled(statement, db.dialect))
-        db.execute("INSERT INTO schema_version (version, name, applied) VALUES (?, ?, 0)",
-                   (step.version, step.name))
+        db.execute(
+            "INSERT INTO schema_version (version, name, applied) VALUES (?, ?, 0)",
+            (step.version, step.name),
+        )
     return db
 
 
@@ -114,12 +149,16 @@ def copy_store_3(source: Path, location: Location) -> None:
                 rows = raw.execute(f"SELECT * FROM {table}").fetchall()
                 if rows:
                     names = rows[0].keys()
-                    db.executemany(f"INSERT INTO {table} ({', '.join(names)}) VALUES "
-                                   f"({', '.join('?' for _ in names)})",
-                                   [tuple(r) for r in rows])
+                    db.executemany(
+                        f"INSERT INTO {table} ({', '.join(names)}) VALUES "
+                        f"({', '.join('?' for _ in names)})",
+                        [tuple(r) for r in rows],
+                    )
         if db.dialect == "postgresql":  # as after inserts that took their ids from it
-            db.execute("SELECT setval(pg_get_serial_sequence('results', 'id'), "
-                       "(SELECT MAX(id) FROM results))")
+            db.execute(
+                "SELECT setval(pg_get_serial_sequence('results', 'id'), "
+                "(SELECT MAX(id) FROM results))"
+            )
     finally:
         db.close()
     backend.forget_schema_cache()
@@ -128,23 +167,38 @@ def copy_store_3(source: Path, location: Location) -> None:
 def layout(location: Location) -> dict[str, Any]:
     with backend.connect(location, migrate=False) as db:
         cols = list(db.execute("SELECT * FROM sweep_points LIMIT 1").fetchone().keys())
-        versions = [r[0] for r in db.execute("SELECT version FROM schema_version ORDER BY "
-                                             "version").fetchall()]
+        versions = [
+            r[0]
+            for r in db.execute("SELECT version FROM schema_version ORDER BY version").fetchall()
+        ]
         points = db.execute("SELECT COUNT(*) FROM sweep_points").fetchone()[0]
-        measured = db.execute("SELECT COUNT(*) FROM sweep_points p JOIN results r ON r.id = "
-                              "p.result_id WHERE r.made_by = 'sweep'").fetchone()[0]
-        sweep_rows = db.execute("SELECT COUNT(*) FROM results WHERE made_by = 'sweep'"
-                                ).fetchone()[0]
-        kinds = sorted({r[0] for r in db.execute("SELECT kind FROM results WHERE made_by = "
-                                                 "'sweep'").fetchall()})
-    return {"columns": cols, "versions": versions, "points": points, "measured": measured,
-            "sweep_rows": sweep_rows, "kinds": kinds}
+        measured = db.execute(
+            "SELECT COUNT(*) FROM sweep_points p JOIN results r ON r.id = "
+            "p.result_id WHERE r.made_by = 'sweep'"
+        ).fetchone()[0]
+        sweep_rows = db.execute("SELECT COUNT(*) FROM results WHERE made_by = 'sweep'").fetchone()[
+            0
+        ]
+        kinds = sorted(
+            {
+                r[0]
+                for r in db.execute("SELECT kind FROM results WHERE made_by = 'sweep'").fetchall()
+            }
+        )
+    return {
+        "columns": cols,
+        "versions": versions,
+        "points": points,
+        "measured": measured,
+        "sweep_rows": sweep_rows,
+        "kinds": kinds,
+    }
 
 
 @pytest.mark.parametrize("kind", BACKENDS)
-def test_a_schema_3_store_upgrades_and_reads_the_same(kind: str, tmp_path: Path,
-                                                      request: pytest.FixtureRequest,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_schema_3_store_upgrades_and_reads_the_same(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(migrations, "BATCH_4", 4)  # the points are moved in many batches
     location: Location
     if kind == "sqlite":
@@ -164,15 +218,21 @@ def test_a_schema_3_store_upgrades_and_reads_the_same(kind: str, tmp_path: Path,
     assert shape["kinds"] == ["e2e", "net", "tpc"]
     with backend.connect(location) as db:  # the measurements' ids follow the run order
         for run in ("metro", "pushed"):
-            ids = [r[0] for r in db.execute("SELECT result_id FROM sweep_points WHERE run = ? "
-                                            "ORDER BY seq", (run,)).fetchall()]
+            ids = [
+                r[0]
+                for r in db.execute(
+                    "SELECT result_id FROM sweep_points WHERE run = ? ORDER BY seq", (run,)
+                ).fetchall()
+            ]
             assert ids == sorted(ids) and len(ids) > 1, run
 
 
 # ---------------------------------------------------------------- generated rows
 
+
 def write_3(db: backend.Database, run: str, seq: int, r: store.PointResult) -> None:
     """A point as commit 599cf68's ``SweepStore.store_point`` wrote it."""
+
     def dump(value: Any) -> str:
         return json.dumps(value, sort_keys=True, allow_nan=False, default=str)
 
@@ -187,44 +247,77 @@ def write_3(db: backend.Database, run: str, seq: int, r: store.PointResult) -> N
     emulator = dump(dict(r.emulator)) if r.emulator is not None else None
     db.execute(
         backend.upsert_sql("sweep_points", POINT_COLUMNS_3, ("run", "point_id")),
-        (run, r.point.id, seq, r.status, r.error, r.started, r.elapsed_s, finite(r.tool_s),
-         dump(r.point.as_dict()), finite(r.throughput_bps), dump(samples), dump(series),
-         dump([finite(c) for c in r.cpu_seconds]),
-         dump({k: dict(v) for k, v in r.softirq.items()}), r.retransmits,
-         r.retransmits_note, r.ctxt, dump({k: dict(v) for k, v in r.nic_drops.items()}),
-         dump([dataclasses.asdict(t) for t in r.transfers]), raw, dump(dict(r.tuning)),
-         emulator, int(r.emulator_bound), r.emulator_why, dump(dict(r.extra)),
-         dump(dict(r.error_fields)) if r.error_fields is not None else None))
+        (
+            run,
+            r.point.id,
+            seq,
+            r.status,
+            r.error,
+            r.started,
+            r.elapsed_s,
+            finite(r.tool_s),
+            dump(r.point.as_dict()),
+            finite(r.throughput_bps),
+            dump(samples),
+            dump(series),
+            dump([finite(c) for c in r.cpu_seconds]),
+            dump({k: dict(v) for k, v in r.softirq.items()}),
+            r.retransmits,
+            r.retransmits_note,
+            r.ctxt,
+            dump({k: dict(v) for k, v in r.nic_drops.items()}),
+            dump([dataclasses.asdict(t) for t in r.transfers]),
+            raw,
+            dump(dict(r.tuning)),
+            emulator,
+            int(r.emulator_bound),
+            r.emulator_why,
+            dump(dict(r.extra)),
+            dump(dict(r.error_fields)) if r.error_fields is not None else None,
+        ),
+    )
 
 
 def read_3(row: Any) -> store.PointResult:
     """A version-3 point as commit 599cf68's ``SweepStore._result`` read it."""
     emulator = row["emulator"]
     return store.PointResult(
-        point=store.point_from_dict(json.loads(row["point"])), status=row["status"],
-        error=row["error"], started=row["started"], elapsed_s=row["elapsed_s"],
+        point=store.point_from_dict(json.loads(row["point"])),
+        status=row["status"],
+        error=row["error"],
+        started=row["started"],
+        elapsed_s=row["elapsed_s"],
         tool_s=row["tool_s"],
-        samples=tuple((float(t), float(b) if b is not None else math.nan)
-                      for t, b in json.loads(row["samples"])),
+        samples=tuple(
+            (float(t), float(b) if b is not None else math.nan)
+            for t, b in json.loads(row["samples"])
+        ),
         series=json.loads(row["series"]),
-        cpu_seconds=tuple(float(c) if c is not None else math.nan
-                          for c in json.loads(row["cpu_seconds"])),
-        softirq=json.loads(row["softirq"]), retransmits=row["retransmits"],
-        retransmits_note=row["retransmits_note"], ctxt=row["ctxt"],
+        cpu_seconds=tuple(
+            float(c) if c is not None else math.nan for c in json.loads(row["cpu_seconds"])
+        ),
+        softirq=json.loads(row["softirq"]),
+        retransmits=row["retransmits"],
+        retransmits_note=row["retransmits_note"],
+        ctxt=row["ctxt"],
         nic_drops=json.loads(row["nic_drops"]),
         transfers=tuple(Transfer(**t) for t in json.loads(row["transfers"])),
-        raw=row["raw"], tuning=json.loads(row["tuning"]),
+        raw=row["raw"],
+        tuning=json.loads(row["tuning"]),
         emulator=json.loads(emulator) if emulator is not None else None,
-        emulator_bound=bool(row["emulator_bound"]), emulator_why=row["emulator_why"],
+        emulator_bound=bool(row["emulator_bound"]),
+        emulator_why=row["emulator_why"],
         extra=json.loads(row["extra"]),
-        error_fields=json.loads(row["error_fields"]) if row["error_fields"] else None)
+        error_fields=json.loads(row["error_fields"]) if row["error_fields"] else None,
+    )
 
 
 floats = st.floats(allow_nan=True, allow_infinity=True, width=64)
 finite = st.floats(allow_nan=False, allow_infinity=False, width=64)
 names = st.text(min_size=1, max_size=12).filter(lambda n: n not in store.SAMPLE_KEYS)
-plain = st.one_of(st.none(), st.booleans(), st.integers(-2**63, 2**63 - 1), finite,
-                  st.text(max_size=20))
+plain = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**63), 2**63 - 1), finite, st.text(max_size=20)
+)
 figures = st.dictionaries(names, st.dictionaries(names, finite, max_size=3), max_size=3)
 
 
@@ -233,29 +326,48 @@ def point_results(draw: st.DrawFn, point: Point) -> store.PointResult:
     n = draw(st.integers(0, 6))
     failed = draw(st.booleans())
     return store.PointResult(
-        point=point, status="failed" if failed else "ok",
+        point=point,
+        status="failed" if failed else "ok",
         error=draw(st.text(max_size=40)) if failed or draw(st.booleans()) else "",
         error_fields=draw(st.none() | st.dictionaries(names, plain, max_size=4)),
-        started=draw(finite), elapsed_s=draw(finite), tool_s=draw(st.none() | floats),
+        started=draw(finite),
+        elapsed_s=draw(finite),
+        tool_s=draw(st.none() | floats),
         samples=tuple((draw(finite), draw(floats)) for _ in range(n)),
-        series=draw(st.dictionaries(names, st.lists(st.none() | floats, max_size=n + 2),
-                                    max_size=3)),
-        cpu_seconds=tuple(draw(st.lists(floats, max_size=3))), softirq=draw(figures),
+        series=draw(
+            st.dictionaries(names, st.lists(st.none() | floats, max_size=n + 2), max_size=3)
+        ),
+        cpu_seconds=tuple(draw(st.lists(floats, max_size=3))),
+        softirq=draw(figures),
         retransmits=draw(st.none() | st.integers(0, 2**62)),
         retransmits_note=draw(st.text(max_size=20)),
         ctxt=draw(st.none() | st.integers(0, 2**62)),
-        nic_drops=draw(st.dictionaries(names, st.dictionaries(names, st.integers(0, 2**40),
-                                                              max_size=2), max_size=2)),
-        transfers=tuple(Transfer(draw(finite), draw(st.none() | finite),
-                                 draw(st.integers(0, 2**50)), draw(st.booleans()))
-                        for _ in range(draw(st.integers(0, 2)))),
+        nic_drops=draw(
+            st.dictionaries(
+                names, st.dictionaries(names, st.integers(0, 2**40), max_size=2), max_size=2
+            )
+        ),
+        transfers=tuple(
+            Transfer(
+                draw(finite),
+                draw(st.none() | finite),
+                draw(st.integers(0, 2**50)),
+                draw(st.booleans()),
+            )
+            for _ in range(draw(st.integers(0, 2)))
+        ),
         raw=draw(st.text(max_size=60)),
-        tuning=draw(st.dictionaries(st.sampled_from(["dst", "src"]),
-                                    st.none() | st.dictionaries(names, st.text(max_size=10),
-                                                                max_size=2))),
+        tuning=draw(
+            st.dictionaries(
+                st.sampled_from(["dst", "src"]),
+                st.none() | st.dictionaries(names, st.text(max_size=10), max_size=2),
+            )
+        ),
         emulator=draw(st.none() | st.dictionaries(names, plain, max_size=3)),
-        emulator_bound=draw(st.booleans()), emulator_why=draw(st.text(max_size=20)),
-        extra=draw(st.dictionaries(names, plain, max_size=4)))
+        emulator_bound=draw(st.booleans()),
+        emulator_why=draw(st.text(max_size=20)),
+        extra=draw(st.dictionaries(names, plain, max_size=4)),
+    )
 
 
 @st.composite
@@ -268,17 +380,25 @@ def runs(draw: st.DrawFn) -> list[tuple[int, store.PointResult]]:
 def upgrade_reads_as_version_3(location: Location, points: Sequence[tuple[int, Any]]) -> None:
     db = schema_3(location)
     try:
-        db.execute("INSERT INTO results (kind, host, netns, started, duration_s, ok, error, "
-                   "tuning_id, tuning, spec, summary, samples, raw, experiment_id, label) "
-                   "VALUES ('net', 'h', NULL, 1.5, 2.0, 1, NULL, NULL, 'null', '{}', "
-                   "'{\"throughput_bps\": 1.0}', '[]', 'r', NULL, 'probe')")
-        db.execute("INSERT INTO sweep_runs (name, created, updated, status, points_total, "
-                   "grid, environment) VALUES ('g', 1.0, 2.0, 'done', ?, ?, ?)",
-                   (len(GRID), GRID.to_toml(), json.dumps({"host": "gen"})))
+        db.execute(
+            "INSERT INTO results (kind, host, netns, started, duration_s, ok, error, "
+            "tuning_id, tuning, spec, summary, samples, raw, experiment_id, label) "
+            "VALUES ('net', 'h', NULL, 1.5, 2.0, 1, NULL, NULL, 'null', '{}', "
+            "'{\"throughput_bps\": 1.0}', '[]', 'r', NULL, 'probe')"
+        )
+        db.execute(
+            "INSERT INTO sweep_runs (name, created, updated, status, points_total, "
+            "grid, environment) VALUES ('g', 1.0, 2.0, 'done', ?, ?, ?)",
+            (len(GRID), GRID.to_toml(), json.dumps({"host": "gen"})),
+        )
         for seq, r in points:
             write_3(db, "g", seq, r)
-        before = [read_3(row).as_dict() for row in db.execute(
-            "SELECT * FROM sweep_points WHERE run = 'g' ORDER BY seq").fetchall()]
+        before = [
+            read_3(row).as_dict()
+            for row in db.execute(
+                "SELECT * FROM sweep_points WHERE run = 'g' ORDER BY seq"
+            ).fetchall()
+        ]
     finally:
         db.close()
     backend.forget_schema_cache()
@@ -294,19 +414,37 @@ def upgrade_reads_as_version_3(location: Location, points: Sequence[tuple[int, A
         again.store_point("h", r)
     assert text([p.as_dict() for p in store.load_points(location, "h")]) == text(after)
     with backend.connect(location) as db:
-        rows = {name: [tuple(json.loads(v) if k in JSON_COLUMNS and v is not None else v
-                             for k, v in zip(r.keys(), r, strict=True)
-                             if k not in ("id", "origin_host")) for r in db.execute(
-            "SELECT r.* FROM sweep_points p JOIN results r ON r.id = p.result_id WHERE "
-            "p.run = ? ORDER BY p.seq", (name,)).fetchall()] for name in ("g", "h")}
+        rows = {
+            name: [
+                tuple(
+                    json.loads(v) if k in JSON_COLUMNS and v is not None else v
+                    for k, v in zip(r.keys(), r, strict=True)
+                    if k not in ("id", "origin_host")
+                )
+                for r in db.execute(
+                    "SELECT r.* FROM sweep_points p JOIN results r ON r.id = p.result_id WHERE "
+                    "p.run = ? ORDER BY p.seq",
+                    (name,),
+                ).fetchall()
+            ]
+            for name in ("g", "h")
+        }
     assert text(rows["g"]) == text(rows["h"])
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[
-    HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck.data_too_large])
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.data_too_large,
+    ],
+)
 @given(points=runs())
 def test_generated_version_3_points_read_the_same_after_the_upgrade_sqlite(
-        tmp_path: Path, points: list[tuple[int, store.PointResult]]) -> None:
+    tmp_path: Path, points: list[tuple[int, store.PointResult]]
+) -> None:
     """Whatever a version-3 point held (NaN and infinite samples, series longer or shorter
     than the samples or empty, NUL and odd text, huge counters) reads the same after the
     upgrade, and the upgrade writes each point's measurement as this dtnkit writes it."""
@@ -315,29 +453,41 @@ def test_generated_version_3_points_read_the_same_after_the_upgrade_sqlite(
 
 @needs_postgres[0]
 @needs_postgres[1]
-@settings(max_examples=12, deadline=None, suppress_health_check=[
-    HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck.data_too_large])
+@settings(
+    max_examples=12,
+    deadline=None,
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.data_too_large,
+    ],
+)
 @given(points=runs())
 def test_generated_version_3_points_read_the_same_after_the_upgrade_postgresql(
-        pg: PostgresServer, points: list[tuple[int, store.PointResult]]) -> None:
+    pg: PostgresServer, points: list[tuple[int, store.PointResult]]
+) -> None:
     upgrade_reads_as_version_3(new_pg_db(pg), points)
 
 
 # ---------------------------------------------------------------- a store that cannot upgrade
 
+
 def cli(db: Location, *argv: str) -> tuple[int, str, str]:
-    env = Environment(results_db=db, stdin=io.StringIO(), stdout=io.StringIO(),
-                      stderr=io.StringIO())
+    env = Environment(
+        results_db=db, stdin=io.StringIO(), stdout=io.StringIO(), stderr=io.StringIO()
+    )
     code = main(list(argv), env)
     assert isinstance(env.stdout, io.StringIO) and isinstance(env.stderr, io.StringIO)
     return code, env.stdout.getvalue(), env.stderr.getvalue()
 
 
-@pytest.mark.parametrize("column, value", [
-    ("samples", "not json"), ("series", "[1, 2]"), ("point", "null"), ("transfers",
-                                                                       '[{"x": 1}]')])
+@pytest.mark.parametrize(
+    "column, value",
+    [("samples", "not json"), ("series", "[1, 2]"), ("point", "null"), ("transfers", '[{"x": 1}]')],
+)
 def test_a_point_that_cannot_be_read_stops_the_upgrade_with_one_line(
-        tmp_path: Path, column: str, value: str) -> None:
+    tmp_path: Path, column: str, value: str
+) -> None:
     """A version-3 point whose JSON is broken (a store edited by hand): one error line
     naming the store and the version, exit 9, no traceback, the store left as it was."""
     path = tmp_path / "v3.sqlite"
@@ -348,8 +498,12 @@ def test_a_point_that_cannot_be_read_stops_the_upgrade_with_one_line(
     for argv in (("results", "list"), ("sweep", "list"), ("sweep", "analyze", "metro")):
         code, out, err = cli(path, *argv)
         assert code == ExitStatus.BAD_INPUT, err
-        assert err.startswith(f"dtnkit: error: cannot upgrade the results store {path} to "
-                              "schema version 4") and err.count("\n") == 1, err
+        assert (
+            err.startswith(
+                f"dtnkit: error: cannot upgrade the results store {path} to schema version 4"
+            )
+            and err.count("\n") == 1
+        ), err
         assert "Traceback" not in err and out == ""
     with sqlite3.connect(path) as raw:
         assert raw.execute("SELECT * FROM sweep_points ORDER BY run, seq").fetchall() == before
@@ -367,4 +521,5 @@ def test_the_upgrade_names_the_kind_the_registry_gives_each_grid_tool() -> None:
     fields = dataclasses.fields(Transfer)
     assert {f.name for f in fields} == migrations.TRANSFER_KEYS_4
     assert {
-        f.name for f in fields if f.default is dataclasses.MISSING} == migrations.TRANSFER_NEEDS_4
+        f.name for f in fields if f.default is dataclasses.MISSING
+    } == migrations.TRANSFER_NEEDS_4

@@ -37,8 +37,22 @@ def test_only_the_campaigns_clients_get_in_on_the_named_address(tmp_path: Path) 
         ns.run("ip", "link", "set", "lo", "up")
         ns.run("ip", "addr", "add", "10.77.0.1/24", "dev", "dkv0")
         ns.run("ip", "addr", "add", "10.77.0.2/24", "dev", "dkv1")
-        up = dtnkit(ns, TOKEN, "fleet", "campaign", "server", "start", "--port", "0", "--bind",
-                    "10.77.0.1", "--state-dir", str(state), "--format", "json")
+        up = dtnkit(
+            ns,
+            TOKEN,
+            "fleet",
+            "campaign",
+            "server",
+            "start",
+            "--port",
+            "0",
+            "--bind",
+            "10.77.0.1",
+            "--state-dir",
+            str(state),
+            "--format",
+            "json",
+        )
         assert up.returncode == 0, up.stderr
         doc: dict[str, Any] = json.loads(up.stdout)
         port = doc["port"]
@@ -52,45 +66,103 @@ def test_only_the_campaigns_clients_get_in_on_the_named_address(tmp_path: Path) 
             # listening on the campaign's address only
             listeners = ns.run("ss", "-Hltn", f"sport = :{port}").stdout.split()
             assert f"10.77.0.1:{port}" in listeners, listeners
-            other = ns.run("iperf3", "-c", "10.77.0.2", "-p", str(port), "-t", "1",
-                           check=False)
+            other = ns.run("iperf3", "-c", "10.77.0.2", "-p", str(port), "-t", "1", check=False)
             assert other.returncode != 0 and "refused" in other.stdout + other.stderr
             # no authentication: refused
-            plain = ns.run("iperf3", "-c", "10.77.0.1", "-p", str(port), "-t", "1",
-                           check=False)
+            plain = ns.run("iperf3", "-c", "10.77.0.1", "-p", str(port), "-t", "1", check=False)
             assert plain.returncode != 0, plain.stdout
             db = str(tmp_path / "results.sqlite")
-            probe = ["probe", "net", "--peer", "10.77.0.1", "--port", str(port), "-t", "1",
-                     "--server-key", str(key), "--db", db, "--format", "json"]
+            probe = [
+                "probe",
+                "net",
+                "--peer",
+                "10.77.0.1",
+                "--port",
+                str(port),
+                "-t",
+                "1",
+                "--server-key",
+                str(key),
+                "--db",
+                db,
+                "--format",
+                "json",
+            ]
             wrong = dtnkit(ns, "not-the-campaign-token", *probe)
             assert wrong.returncode != 0 and "authoriz" in wrong.stderr, wrong.stderr
             good = dtnkit(ns, TOKEN, *probe)
             assert good.returncode == 0, good.stderr
             assert json.loads(good.stdout)["summary"]["throughput_bps"] > 0
             # the same campaign's start again keeps the server; another token replaces it
-            again = json.loads(dtnkit(ns, TOKEN, "fleet", "campaign", "server", "start", "--port",
-                                      str(port), "--bind", "10.77.0.1", "--state-dir",
-                                      str(state), "--format", "json").stdout)
+            again = json.loads(
+                dtnkit(
+                    ns,
+                    TOKEN,
+                    "fleet",
+                    "campaign",
+                    "server",
+                    "start",
+                    "--port",
+                    str(port),
+                    "--bind",
+                    "10.77.0.1",
+                    "--state-dir",
+                    str(state),
+                    "--format",
+                    "json",
+                ).stdout
+            )
             assert again["started"] is False and again["pid"] == doc["pid"]
             assert again["public_key"] == doc["public_key"]
-            new = json.loads(dtnkit(ns, "another-campaign", "fleet", "campaign", "server", "start",
-                                    "--port", str(port), "--bind", "10.77.0.1",
-                                    "--state-dir", str(state), "--format", "json").stdout)
+            new = json.loads(
+                dtnkit(
+                    ns,
+                    "another-campaign",
+                    "fleet",
+                    "campaign",
+                    "server",
+                    "start",
+                    "--port",
+                    str(port),
+                    "--bind",
+                    "10.77.0.1",
+                    "--state-dir",
+                    str(state),
+                    "--format",
+                    "json",
+                ).stdout
+            )
             assert new["started"] is True and new["pid"] != doc["pid"]
             assert dtnkit(ns, TOKEN, *probe).returncode != 0  # the old key and token: out
         finally:
-            dtnkit(ns, None, "fleet", "campaign", "server", "stop", "--port", str(port),
-                   "--state-dir", str(state), "--format", "json")
+            dtnkit(
+                ns,
+                None,
+                "fleet",
+                "campaign",
+                "server",
+                "stop",
+                "--port",
+                str(port),
+                "--state-dir",
+                str(state),
+                "--format",
+                "json",
+            )
 
 
-@pytest.mark.parametrize(("argv", "token", "why"), [
-    (["--bind", "10.0.0.1"], None, "no campaign token"),
-    (["--bind", "--port=1"], TOKEN, "bad address"),
-    (["--bind", "a b"], TOKEN, "bad address"),
-    (["--bind", ""], TOKEN, "bad address"),
-])
+@pytest.mark.parametrize(
+    ("argv", "token", "why"),
+    [
+        (["--bind", "10.0.0.1"], None, "no campaign token"),
+        (["--bind", "--port=1"], TOKEN, "bad address"),
+        (["--bind", "a b"], TOKEN, "bad address"),
+        (["--bind", ""], TOKEN, "bad address"),
+    ],
+)
 def test_start_without_a_token_or_with_a_bad_address_is_one_error(
-        environment: Environment, argv: list[str], token: str | None, why: str) -> None:
+    environment: Environment, argv: list[str], token: str | None, why: str
+) -> None:
     env = Environment(**{**environment.__dict__, "token": token})
     status = main(["fleet", "campaign", "server", "start", "--port", "0", *argv], env)
     err = taken(env.stderr)
@@ -99,11 +171,21 @@ def test_start_without_a_token_or_with_a_bad_address_is_one_error(
     assert not env.state_dir.exists()
 
 
-def test_server_key_without_a_token_is_one_error(environment: Environment,
-                                                 tmp_path: Path) -> None:
+def test_server_key_without_a_token_is_one_error(environment: Environment, tmp_path: Path) -> None:
     key = tmp_path / "k.pub"
     key.write_text("-----BEGIN PUBLIC KEY-----\n")
-    status = main(["probe", "net", "--peer", "192.0.2.1", "--server-key", str(key),
-                   "--db", str(tmp_path / "r.sqlite")], environment)
+    status = main(
+        [
+            "probe",
+            "net",
+            "--peer",
+            "192.0.2.1",
+            "--server-key",
+            str(key),
+            "--db",
+            str(tmp_path / "r.sqlite"),
+        ],
+        environment,
+    )
     err = taken(environment.stderr)
     assert status == ExitStatus.BAD_INPUT and "--server-key without a token" in err, err

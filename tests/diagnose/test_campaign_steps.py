@@ -27,10 +27,13 @@ def run(env: Environment, *argv: str) -> tuple[int, Any]:
     return int(status), json.loads(out)
 
 
-@pytest.mark.parametrize(("base", "applied"), [
-    ([5e9, 5.1e9], [7e9]), ([5e9, 6e9], [5.4e9, 5.6e9]), ([5e9], [4e9]), ([0.0], [1e9])])
-def test_judge_is_the_experiments_rule(environment: Environment, base: list[float],
-                                       applied: list[float]) -> None:
+@pytest.mark.parametrize(
+    ("base", "applied"),
+    [([5e9, 5.1e9], [7e9]), ([5e9, 6e9], [5.4e9, 5.6e9]), ([5e9], [4e9]), ([0.0], [1e9])],
+)
+def test_judge_is_the_experiments_rule(
+    environment: Environment, base: list[float], applied: list[float]
+) -> None:
     argv = ["judge", "--group", "buffers"]
     for v in base:
         argv += ["--baseline", repr(v)]
@@ -44,37 +47,75 @@ def test_judge_is_the_experiments_rule(environment: Environment, base: list[floa
 
 def test_the_gate_keeps_a_group_off_a_pair_without_headroom(environment: Environment) -> None:
     # 9.6 of the slower 10 Gbit/s: 4 % left, inside the 5 % margin
-    status, full = run(environment, "gate", "--group", "buffers", "--baseline", "9.6e9",
-                       "--nic-speed", "25gbit", "--nic-speed", "10gbit")
+    status, full = run(
+        environment,
+        "gate",
+        "--group",
+        "buffers",
+        "--baseline",
+        "9.6e9",
+        "--nic-speed",
+        "25gbit",
+        "--nic-speed",
+        "10gbit",
+    )
     assert status == 0 and full["gated"] is True and full["nic_bps"] == 10e9
     assert full["headroom"] == pytest.approx(0.04) and full["margin"] == 0.05
     # the same baseline with a 30 % spread: the margin is the spread, still inside
-    _, noisy = run(environment, "gate", "--group", "buffers", "--baseline", "5e9",
-                   "--baseline", "6.5e9", "--nic-speed", "7gbit")
+    _, noisy = run(
+        environment,
+        "gate",
+        "--group",
+        "buffers",
+        "--baseline",
+        "5e9",
+        "--baseline",
+        "6.5e9",
+        "--nic-speed",
+        "7gbit",
+    )
     assert noisy["gated"] is True and noisy["margin"] == pytest.approx(1.5 / 5.75)
-    _, room = run(environment, "gate", "--group", "buffers", "--baseline", "5e9",
-                  "--nic-speed", "10gbit")
+    _, room = run(
+        environment, "gate", "--group", "buffers", "--baseline", "5e9", "--nic-speed", "10gbit"
+    )
     assert room["gated"] is False and room["headroom"] == pytest.approx(0.5)
     _, unknown = run(environment, "gate", "--group", "buffers", "--baseline", "9.9e9")
     assert unknown["gated"] is False and "unknown" in unknown["why"]
-    _, measured = run(environment, "gate", "--group", "buffers", "--baseline", "1e9",
-                      "--nic-speed", "100gbit", "--measured-harmful")
+    _, measured = run(
+        environment,
+        "gate",
+        "--group",
+        "buffers",
+        "--baseline",
+        "1e9",
+        "--nic-speed",
+        "100gbit",
+        "--measured-harmful",
+    )
     assert measured["gated"] is True and "measured harmful" in measured["why"]
 
 
-@pytest.mark.parametrize(("argv", "why"), [
-    (["judge", "--group", "buffers", "--baseline", "nan", "--applied", "1e9"],
-     "bad --baseline value nan"),
-    (["judge", "--group", "buffers", "--baseline", "1e9", "--applied", "inf"],
-     "bad --applied value inf"),
-    (["judge", "--group", "buffers", "--baseline", "1e9"], "a verdict needs both runs"),
-    (["gate", "--group", "buffers,congestion", "--baseline", "1e9"], "one group at a time"),
-    (["gate", "--group", "nosuch", "--baseline", "1e9"], "unknown group nosuch"),
-    (["gate", "--group", "buffers", "--baseline", "1e9", "--nic-speed", "-3gbit"], "speed"),
-    (["server", "start", "--port", "70000", "--bind", "127.0.0.1"], "bad port 70000"),
-])
-def test_hostile_input_is_one_error_line(environment: Environment, argv: list[str],
-                                         why: str) -> None:
+@pytest.mark.parametrize(
+    ("argv", "why"),
+    [
+        (
+            ["judge", "--group", "buffers", "--baseline", "nan", "--applied", "1e9"],
+            "bad --baseline value nan",
+        ),
+        (
+            ["judge", "--group", "buffers", "--baseline", "1e9", "--applied", "inf"],
+            "bad --applied value inf",
+        ),
+        (["judge", "--group", "buffers", "--baseline", "1e9"], "a verdict needs both runs"),
+        (["gate", "--group", "buffers,congestion", "--baseline", "1e9"], "one group at a time"),
+        (["gate", "--group", "nosuch", "--baseline", "1e9"], "unknown group nosuch"),
+        (["gate", "--group", "buffers", "--baseline", "1e9", "--nic-speed", "-3gbit"], "speed"),
+        (["server", "start", "--port", "70000", "--bind", "127.0.0.1"], "bad port 70000"),
+    ],
+)
+def test_hostile_input_is_one_error_line(
+    environment: Environment, argv: list[str], why: str
+) -> None:
     status = main(["fleet", "campaign", *argv], environment)
     err = taken(environment.stderr)
     assert status == ExitStatus.BAD_INPUT, err
@@ -91,8 +132,19 @@ def test_server_start_reuse_and_stop_by_pid_file(tmp_path: Path) -> None:
     state = tmp_path / "state"
 
     def campaign(*argv: str) -> dict[str, Any]:
-        proc = ns.run("env", "DTNKIT_TOKEN=ans-campaign-token", DTNKIT, "fleet", "campaign",
-                      "server", *argv, "--state-dir", str(state), "--format", "json")
+        proc = ns.run(
+            "env",
+            "DTNKIT_TOKEN=ans-campaign-token",
+            DTNKIT,
+            "fleet",
+            "campaign",
+            "server",
+            *argv,
+            "--state-dir",
+            str(state),
+            "--format",
+            "json",
+        )
         doc: dict[str, Any] = json.loads(proc.stdout)
         return doc
 
@@ -120,9 +172,24 @@ def test_stop_never_kills_a_pid_that_is_not_iperf3(tmp_path: Path) -> None:
         pid_file = tmp_path / "servers" / "iperf3-5999.pid"
         pid_file.parent.mkdir()
         pid_file.write_text(f"{other.pid}\n")
-        proc = subprocess.run([DTNKIT, "fleet", "campaign", "server", "stop", "--port", "5999",
-                               "--state-dir", str(tmp_path), "--format", "json"],
-                              capture_output=True, text=True, check=True)
+        proc = subprocess.run(
+            [
+                DTNKIT,
+                "fleet",
+                "campaign",
+                "server",
+                "stop",
+                "--port",
+                "5999",
+                "--state-dir",
+                str(tmp_path),
+                "--format",
+                "json",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         assert json.loads(proc.stdout)["stopped"] is False
         assert other.poll() is None and not pid_file.exists()
         os.kill(other.pid, 0)  # still there

@@ -47,8 +47,9 @@ class Lab:
 def tuned_lab(environment: Environment) -> Iterator[Lab]:
     """`lab up NAME --rtt 50ms --rate 2gbit`, then `tune apply --rtt 50ms` on both ends."""
     lab = Lab(f"hjc{uuid.uuid4().hex[:6]}")
-    code = main(["lab", "up", lab.name, "--rtt", "50ms", "--rate", "2gbit", "--format",
-                 "json"], environment)
+    code = main(
+        ["lab", "up", lab.name, "--rtt", "50ms", "--rate", "2gbit", "--format", "json"], environment
+    )
     taken(environment.stdout)
     try:
         assert code == 0, taken(environment.stderr)
@@ -88,7 +89,8 @@ def pasted(hint: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_checklist_agrees_with_audit_and_exporter_on_a_tuned_lab(
-        tuned_lab: Lab, environment: Environment) -> None:
+    tuned_lab: Lab, environment: Environment
+) -> None:
     code, doc = run_json(environment, "checklist", "--rtt", "50ms", "--netns", tuned_lab.src)
     got = items(doc)
     rmem = got["tcp-rmem"]
@@ -100,15 +102,20 @@ def test_checklist_agrees_with_audit_and_exporter_on_a_tuned_lab(
     # the groups that do not comply: the same for checklist, audit and exporter
     tuned = got["tuned"]
     assert "RTT 50 ms" in tuned["summary"]
-    checklist_bad = {e["source"].split()[-1] for e in tuned["evidence"]
-                     if "differs" in e["value"] or "unknown" in e["value"]}
-    code, audit = run_json(environment, "tune", "audit", "--rtt", "50ms", "--netns",
-                           tuned_lab.src)
+    checklist_bad = {
+        e["source"].split()[-1]
+        for e in tuned["evidence"]
+        if "differs" in e["value"] or "unknown" in e["value"]
+    }
+    code, audit = run_json(environment, "tune", "audit", "--rtt", "50ms", "--netns", tuned_lab.src)
     audit_bad = {f["group"] for f in audit["findings"] if f["status"] in ("differs", "unknown")}
     code, metrics = run_json(environment, "metrics", "--rtt", "50ms", "--netns", tuned_lab.src)
     assert code == 0, metrics["collectors"]
-    exporter_bad = {s["labels"]["group"] for s in metrics["samples"]
-                    if s["name"] == "dtnkit_tuning_compliant" and s["value"] == 0.0}
+    exporter_bad = {
+        s["labels"]["group"]
+        for s in metrics["samples"]
+        if s["name"] == "dtnkit_tuning_compliant" and s["value"] == 0.0
+    }
     assert "buffers" not in checklist_bad  # the buffers were tuned for 50 ms
     assert checklist_bad == audit_bad == exporter_bad, (checklist_bad, audit_bad, exporter_bad)
     # and the hint to act on them judges as this run did, where it looked
@@ -117,7 +124,8 @@ def test_checklist_agrees_with_audit_and_exporter_on_a_tuned_lab(
 
 
 def test_pasted_hints_change_the_namespace_not_the_host(
-        tuned_lab: Lab, environment: Environment) -> None:
+    tuned_lab: Lab, environment: Environment
+) -> None:
     src = tuned_lab.src
     sh("ip", "netns", "exec", src, "sysctl", "-qw", "net.ipv4.tcp_frto=0")
     sh("ip", "netns", "exec", src, "ethtool", "-K", "dklink0", "rx-udp-gro-forwarding", "off")
@@ -134,8 +142,9 @@ def test_pasted_hints_change_the_namespace_not_the_host(
     for item in doc["items"]:  # no command of this host's namespace in any hint
         for cmd in ("sysctl -w", "ethtool -K", "ip link set", "dtnkit tune"):
             if cmd in (item["next"] or ""):
-                assert f"ip netns exec {src} {cmd}" in item["next"] or \
-                    f"--netns {src}" in item["next"], item
+                assert (
+                    f"ip netns exec {src} {cmd}" in item["next"] or f"--netns {src}" in item["next"]
+                ), item
     pasted(frto["next"])
     pasted(gro["next"])
     assert sh("ip", "netns", "exec", src, "sysctl", "-n", "net.ipv4.tcp_frto").stdout == "2\n"
@@ -148,9 +157,27 @@ def test_pasted_hints_change_the_namespace_not_the_host(
 def serve_in(ns: str, root: Path, procs: list[subprocess.Popen[str]]) -> int:
     """A real `dtnkit serve` in namespace ``ns``; its PID once it listens there."""
     root.mkdir()
-    proc = subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, "-m", "dtnkit", "serve",
-                             "--root", str(root), "--host", "127.0.0.1", "--port", "0",
-                             "--anonymous-read"], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            "ip",
+            "netns",
+            "exec",
+            ns,
+            sys.executable,
+            "-m",
+            "dtnkit",
+            "serve",
+            "--root",
+            str(root),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--anonymous-read",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     procs.append(proc)
     assert proc.stdout is not None
     assert "listening on" in proc.stdout.readline()
@@ -158,8 +185,8 @@ def serve_in(ns: str, root: Path, procs: list[subprocess.Popen[str]]) -> int:
 
 
 def test_scitags_names_only_servers_of_the_namespace_it_looks_at(
-        tuned_lab: Lab, environment: Environment, tmp_path: Path,
-        started: list[subprocess.Popen[str]]) -> None:
+    tuned_lab: Lab, environment: Environment, tmp_path: Path, started: list[subprocess.Popen[str]]
+) -> None:
     other = serve_in(tuned_lab.dst, tmp_path / "dst", started)
     _, doc = run_json(environment, "checklist", "--rtt", "50ms", "--netns", tuned_lab.src)
     scitags = items(doc)["scitags"]
@@ -174,26 +201,39 @@ def test_scitags_names_only_servers_of_the_namespace_it_looks_at(
     assert scitags["next"].count(f"ip netns exec {tuned_lab.src} dtnkit serve --scitag") == 1
 
 
-def test_a_captured_tree_says_so_in_its_hints(tmp_path: Path,
-                                              environment: Environment) -> None:
+def test_a_captured_tree_says_so_in_its_hints(tmp_path: Path, environment: Environment) -> None:
     tree = tmp_path / "dtn-b"
     shutil.copytree(HOSTS / "dtn-b", tree, symlinks=True)
-    _, doc = run_json(environment, "checklist", "--tree", str(tree), "--rtt", "50ms",
-                         "--speed", "25gbit")
+    _, doc = run_json(
+        environment, "checklist", "--tree", str(tree), "--rtt", "50ms", "--speed", "25gbit"
+    )
     got = items(doc)
-    assert got["tuned"]["next"] == (f"dtnkit tune apply --dry-run --tree {tree} --rtt 50ms "
-                                    "--speed 25gbit")
-    shells = [i for i in doc["items"] if i["next"] and any(
-        c in i["next"] for c in ("sysctl -w", "ethtool -K", "ip link set"))]
+    assert got["tuned"]["next"] == (
+        f"dtnkit tune apply --dry-run --tree {tree} --rtt 50ms --speed 25gbit"
+    )
+    shells = [
+        i
+        for i in doc["items"]
+        if i["next"] and any(c in i["next"] for c in ("sysctl -w", "ethtool -K", "ip link set"))
+    ]
     assert shells, doc["items"]
     for item in shells:
         assert f"{tree} is a captured tree: on the host it was captured from" in item["next"]
 
 
-@pytest.mark.parametrize("flag", [["--rtt", "nan"], ["--rtt", "-5ms"], ["--speed", "fast"],
-                                  ["--speed", "10000"], ["--profile", "../../etc/passwd"]])
-def test_a_bad_judging_flag_is_one_error_line(flag: list[str], tmp_path: Path,
-                                              environment: Environment) -> None:
+@pytest.mark.parametrize(
+    "flag",
+    [
+        ["--rtt", "nan"],
+        ["--rtt", "-5ms"],
+        ["--speed", "fast"],
+        ["--speed", "10000"],
+        ["--profile", "../../etc/passwd"],
+    ],
+)
+def test_a_bad_judging_flag_is_one_error_line(
+    flag: list[str], tmp_path: Path, environment: Environment
+) -> None:
     tree = tmp_path / "dtn-b"
     shutil.copytree(HOSTS / "dtn-b", tree, symlinks=True)
     code = main(["checklist", "--tree", str(tree), *flag], environment)

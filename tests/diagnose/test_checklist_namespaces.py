@@ -36,9 +36,22 @@ from dtnkit.tune.judging import Judging
 
 pytestmark = [pytest.mark.needs_root, pytest.mark.needs_netns, pytest.mark.needs_ethtool]
 
-IDS_WITH_PEER = ["ipv6-address", "ipv6-route", "ipv6-peer", "jumbo", "path-mtu", "scitags",
-                 "perfsonar", "tuned", "flow-monitoring", "traffic-type", "tcp-rmem",
-                 "udp-gro-forwarding", "slow-start-idle", "tcp-frto"]
+IDS_WITH_PEER = [
+    "ipv6-address",
+    "ipv6-route",
+    "ipv6-peer",
+    "jumbo",
+    "path-mtu",
+    "scitags",
+    "perfsonar",
+    "tuned",
+    "flow-monitoring",
+    "traffic-type",
+    "tcp-rmem",
+    "udp-gro-forwarding",
+    "slow-start-idle",
+    "tcp-frto",
+]
 V6 = ("2001:db8:c19::1", "2001:db8:c19::2")
 V4 = ("192.0.2.1", "192.0.2.2")
 
@@ -70,8 +83,25 @@ class Pair:
     def create(self, mtu_a: int = 9000, mtu_b: int = 9000) -> None:
         sh("ip", "netns", "add", self.a)
         sh("ip", "netns", "add", self.b)
-        sh("ip", "-n", self.a, "link", "add", "c19v0", "mtu", str(mtu_a), "type", "veth",
-           "peer", "name", "c19v1", "mtu", str(mtu_b), "netns", self.b)
+        sh(
+            "ip",
+            "-n",
+            self.a,
+            "link",
+            "add",
+            "c19v0",
+            "mtu",
+            str(mtu_a),
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "c19v1",
+            "mtu",
+            str(mtu_b),
+            "netns",
+            self.b,
+        )
         for ns, dev, i in ((self.a, "c19v0", 0), (self.b, "c19v1", 1)):
             sh("ip", "-n", ns, "link", "set", "lo", "up")
             sh("ip", "-n", ns, "link", "set", dev, "up")
@@ -124,9 +154,17 @@ def evidence(item: dict[str, Any]) -> str:
 
 def net_state(ns: str) -> str:
     """What a write could change in the namespace: sysctls, links, qdiscs, features."""
-    out = sh("ip", "netns", "exec", ns, "sh", "-c",
-             "grep -r . /proc/sys/net/ipv4 /proc/sys/net/core /proc/sys/net/ipv6/conf "
-             "2>/dev/null | grep -v -e tcp_fastopen_key -e /neigh/ | sort", check=False).stdout
+    out = sh(
+        "ip",
+        "netns",
+        "exec",
+        ns,
+        "sh",
+        "-c",
+        "grep -r . /proc/sys/net/ipv4 /proc/sys/net/core /proc/sys/net/ipv6/conf "
+        "2>/dev/null | grep -v -e tcp_fastopen_key -e /neigh/ | sort",
+        check=False,
+    ).stdout
     out += sh("ip", "-n", ns, "-d", "link", "show").stdout
     out += sh("tc", "-n", ns, "qdisc", "show").stdout
     out += sh("ip", "netns", "exec", ns, "ethtool", "-k", "c19v0", check=False).stdout
@@ -136,34 +174,76 @@ def net_state(ns: str) -> str:
 def in_order(pair: Pair, env: Environment, started: list[subprocess.Popen[str]]) -> int:
     """Make `a` a host with everything in order; the pScheduler-like server's port."""
     pair.create(9000, 9000)
-    code = main(["tune", "apply", "--netns", pair.a, "--speed", "100gbit", "--state-dir",
-                 str(env.state_dir), "--format", "json"], env)
+    code = main(
+        [
+            "tune",
+            "apply",
+            "--netns",
+            pair.a,
+            "--speed",
+            "100gbit",
+            "--state-dir",
+            str(env.state_dir),
+            "--format",
+            "json",
+        ],
+        env,
+    )
     assert code == 0, taken(env.stderr)
     taken(env.stdout)
     pair.run(pair.a, "ethtool", "-K", "c19v0", "rx-udp-gro-forwarding", "on")
     pair.run(pair.a, "sysctl", "-qw", "net.ipv4.tcp_frto=2")
     # in the namespace checked: the checklist counts only the processes that run there
-    flowd = subprocess.Popen(["ip", "netns", "exec", pair.a, "bash", "-c",
-                              "exec -a flowd-go sleep 600"], text=True)
+    flowd = subprocess.Popen(
+        ["ip", "netns", "exec", pair.a, "bash", "-c", "exec -a flowd-go sleep 600"], text=True
+    )
     started.append(flowd)
-    until("flowd-go running in the namespace",
-          lambda: Path(f"/proc/{flowd.pid}/cmdline").read_bytes().startswith(b"flowd-go\0"), 10)
-    started.append(subprocess.Popen(
-        ["ip", "netns", "exec", pair.a, "prometheus-node-exporter",
-         "--web.listen-address=127.0.0.1:0", "--collector.disable-defaults"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True))
-    server = subprocess.Popen(["ip", "netns", "exec", pair.a, sys.executable, "-c", PSCHEDULER],
-                              stdout=subprocess.PIPE, text=True)
+    until(
+        "flowd-go running in the namespace",
+        lambda: Path(f"/proc/{flowd.pid}/cmdline").read_bytes().startswith(b"flowd-go\0"),
+        10,
+    )
+    started.append(
+        subprocess.Popen(
+            [
+                "ip",
+                "netns",
+                "exec",
+                pair.a,
+                "prometheus-node-exporter",
+                "--web.listen-address=127.0.0.1:0",
+                "--collector.disable-defaults",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+    )
+    server = subprocess.Popen(
+        ["ip", "netns", "exec", pair.a, sys.executable, "-c", PSCHEDULER],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     started.append(server)
     assert server.stdout is not None
     return int(server.stdout.readline())
 
 
-def test_a_host_with_everything_in_order(pair: Pair, environment: Environment,
-                                         started: list[subprocess.Popen[str]]) -> None:
+def test_a_host_with_everything_in_order(
+    pair: Pair, environment: Environment, started: list[subprocess.Popen[str]]
+) -> None:
     port = in_order(pair, environment, started)
-    code, doc = checklist(environment, "--netns", pair.a, "--peer", V6[1], "--speed",
-                          "100gbit", "--perfsonar", f"http://127.0.0.1:{port}")
+    code, doc = checklist(
+        environment,
+        "--netns",
+        pair.a,
+        "--peer",
+        V6[1],
+        "--speed",
+        "100gbit",
+        "--perfsonar",
+        f"http://127.0.0.1:{port}",
+    )
     got = items(doc)
     assert list(got) == IDS_WITH_PEER
     # what a host cannot show by itself: the path its traffic takes, and (here) flow export
@@ -185,9 +265,9 @@ def test_a_host_with_everything_in_order(pair: Pair, environment: Environment,
     assert max(len(line) for line in table.splitlines()) <= 80, table
 
 
-def test_config_files_in_a_temporary_root(pair: Pair, environment: Environment,
-                                          started: list[subprocess.Popen[str]],
-                                          tmp_path: Path) -> None:
+def test_config_files_in_a_temporary_root(
+    pair: Pair, environment: Environment, started: list[subprocess.Popen[str]], tmp_path: Path
+) -> None:
     """The items that read /etc, from a root of the test's own (proc, sys: the real ones) and
     in the namespace: XRootD marking and softflowd export pass; the Host is read-only."""
     port = in_order(pair, environment, started)
@@ -198,9 +278,11 @@ def test_config_files_in_a_temporary_root(pair: Pair, environment: Environment,
         (root / d).symlink_to(f"/{d}")
     (root / "etc" / "xrootd" / "xrootd-c19.cfg").write_text(
         "all.export /data\nxrootd.pmark ffdest collector.example.org:10514\n"
-        "xrootd.pmark domain any\n")
+        "xrootd.pmark domain any\n"
+    )
     (root / "etc" / "default" / "softflowd").write_text(
-        'INTERFACE="c19v0"\nOPTIONS="-n 192.0.2.2:2055"\n')
+        'INTERFACE="c19v0"\nOPTIONS="-n 192.0.2.2:2055"\n'
+    )
     before = net_state(pair.a)
     host = Host(root, netns=pair.a, runner=SubprocessRunner(), read_only=True)
     opts = core.Options(peer=parse_peer(V4[1]), perfsonar=f"http://127.0.0.1:{port}")
@@ -224,8 +306,7 @@ def test_mtu_mismatch_between_two_namespaces(pair: Pair, environment: Environmen
     assert got["jumbo"]["status"] == "pass"  # a's own interface is fine ...
     mtu = got["path-mtu"]  # ... the path is not
     assert mtu["status"] == "fail", mtu
-    assert "path MTU to 2001:db8:c19::2 is between 1500 and 3999, c19v0 has 9000" in \
-        mtu["summary"]
+    assert "path MTU to 2001:db8:c19::2 is between 1500 and 3999, c19v0 has 9000" in mtu["summary"]
     shown = evidence(mtu)
     assert "ping -6 -n -c 2 -i 0.2 -w 2 -W 1 -M do -s 8952 2001:db8:c19::2: " in shown
     assert "-s 8952 2001:db8:c19::2: reply" not in shown
@@ -235,8 +316,7 @@ def test_mtu_mismatch_between_two_namespaces(pair: Pair, environment: Environmen
     assert got["ipv6-peer"]["status"] == "pass"
 
 
-def test_mtu_smaller_in_the_middle_of_a_lab_path(environment: Environment,
-                                                 tmp_path: Path) -> None:
+def test_mtu_smaller_in_the_middle_of_a_lab_path(environment: Environment, tmp_path: Path) -> None:
     """The ends have 9000, the router's link to dst 1500: it answers 'Frag needed', which
     the kernel caches and ping names; peers by name through the lab's hosts file."""
     name = f"c19m{uuid.uuid4().hex[:6]}"
@@ -254,8 +334,7 @@ def test_mtu_smaller_in_the_middle_of_a_lab_path(environment: Environment,
         assert got["ipv6-peer"]["status"] == "fail"  # the lab path is IPv4 only
         assert "no IPv6 address" in got["ipv6-peer"]["summary"]
         # a name nobody knows: the peer items fail with why; nothing else changes
-        code, doc = checklist(environment, "--netns", p.src.netns, "--peer",
-                              "c19-nosuch.invalid")
+        code, doc = checklist(environment, "--netns", p.src.netns, "--peer", "c19-nosuch.invalid")
         got = items(doc)
         assert code == 3
         for ident in ("ipv6-peer", "path-mtu"):
@@ -297,14 +376,29 @@ def test_json_shape(pair: Pair, environment: Environment) -> None:
         assert item["section"] in ("dc27", "troubleshooting")
         assert item["status"] in ("pass", "warn", "fail")
         assert item["summary"] and item["evidence"], item
-        assert all(set(e) == {"source", "value"} and all(isinstance(v, str) for v in e.values())
-                   for e in item["evidence"])
+        assert all(
+            set(e) == {"source", "value"} and all(isinstance(v, str) for v in e.values())
+            for e in item["evidence"]
+        )
         assert (item["next"] is None) == (item["status"] == "pass"), item
     assert items(doc)["ipv6-peer"]["status"] == "warn"  # an IPv4 literal: IPv6 not tested
 
 
-@pytest.mark.parametrize("peer", ["-c99", "--help", "a b", "$(id)", "host:2811", "1.2.3",
-                                  "", "x" * 300, "ff02::1", "fe80::1%bad zone"])
+@pytest.mark.parametrize(
+    "peer",
+    [
+        "-c99",
+        "--help",
+        "a b",
+        "$(id)",
+        "host:2811",
+        "1.2.3",
+        "",
+        "x" * 300,
+        "ff02::1",
+        "fe80::1%bad zone",
+    ],
+)
 def test_hostile_peer_is_one_error_line(peer: str, environment: Environment) -> None:
     code = main(["checklist", "--peer", peer, "--format", "json"], environment)
     err = taken(environment.stderr)
@@ -315,10 +409,18 @@ def test_hostile_peer_is_one_error_line(peer: str, environment: Environment) -> 
     assert doc["error"]["exit_status"] == 9
 
 
-@pytest.mark.parametrize("argv", [["--perfsonar", "ftp://x"], ["--perfsonar", "-k"],
-                                  ["--netns", "c19-nosuch-ns"], ["--netns", "../x"],
-                                  ["--speed", "fast"], ["--iface", "c19nosuch"],
-                                  ["--tree", "/nonexistent/c19"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--perfsonar", "ftp://x"],
+        ["--perfsonar", "-k"],
+        ["--netns", "c19-nosuch-ns"],
+        ["--netns", "../x"],
+        ["--speed", "fast"],
+        ["--iface", "c19nosuch"],
+        ["--tree", "/nonexistent/c19"],
+    ],
+)
 def test_bad_options_are_one_error_line(argv: list[str], environment: Environment) -> None:
     code = main(["checklist", *argv], environment)
     err = taken(environment.stderr)
@@ -331,8 +433,9 @@ def test_never_writes_in_a_namespace(pair: Pair) -> None:
     pair.create(9000, 1500)
     before = net_state(pair.a)
     host = Host.live(pair.a, read_only=True)  # a write would raise ReadOnlyViolation
-    result = core.run_checklist(host, Judging(speed_mbps=10_000, netns=pair.a),
-                                core.Options(peer=parse_peer(V6[1])))
+    result = core.run_checklist(
+        host, Judging(speed_mbps=10_000, netns=pair.a), core.Options(peer=parse_peer(V6[1]))
+    )
     assert {i.id for i in result.items} == set(IDS_WITH_PEER)
     assert host.writes == [] and net_state(pair.a) == before
     assert os.path.exists(f"/run/netns/{pair.a}")

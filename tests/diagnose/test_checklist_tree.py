@@ -72,8 +72,12 @@ def test_marking_found_and_incomplete(tree: Path, environment: Environment) -> N
     sources = [e["source"] for e in sci["evidence"]]
     assert "/srv/x/xrootd.cfg" in sources and "process 4100" in sources
     # the serve marks, dCache too: pass, and both named
-    proc(tree, 4100, b"dtnkit\x00serve\x00--root\x00/data\x00--scitag=130\x00"
-                     b"--firefly-dest\x00c.example.org:10514\x00")
+    proc(
+        tree,
+        4100,
+        b"dtnkit\x00serve\x00--root\x00/data\x00--scitag=130\x00"
+        b"--firefly-dest\x00c.example.org:10514\x00",
+    )
     write(tree, "etc/dcache/layouts/pool.conf", "[pool]\npool.enable.firefly = true\n")
     code, got = run(environment, tree)
     assert code == 3  # dtn-a is untuned: other items fail

@@ -30,15 +30,23 @@ TUNED_MAX = 67108864  # 10 Gbit/s x 50 ms = 60 MiB, rounded up to 64 MiB
 def small_lab(environment: Environment) -> Iterator[str]:
     """`lab up NAME --rtt 50ms --rate 2gbit`, both ends' buffers at 4 MiB."""
     name = f"hjd{uuid.uuid4().hex[:6]}"
-    code = main(["lab", "up", name, "--rtt", "50ms", "--rate", "2gbit", "--format", "json"],
-                environment)
+    code = main(
+        ["lab", "up", name, "--rtt", "50ms", "--rate", "2gbit", "--format", "json"], environment
+    )
     taken(environment.stdout)
     try:
         assert code == 0, taken(environment.stderr)
         for end in ("src", "dst"):
             for key in ("tcp_rmem", "tcp_wmem"):
-                sh("ip", "netns", "exec", f"dkl-{name}-{end}", "sysctl", "-qw",
-                   f"net.ipv4.{key}={SMALL}")
+                sh(
+                    "ip",
+                    "netns",
+                    "exec",
+                    f"dkl-{name}-{end}",
+                    "sysctl",
+                    "-qw",
+                    f"net.ipv4.{key}={SMALL}",
+                )
         yield name
     finally:
         main(["lab", "down", name, "--format", "json"], environment)
@@ -56,18 +64,34 @@ def rmem_max(ns: str) -> int:
 
 
 @pytest.mark.skipif(bool(NEEDS), reason=f"needs {', '.join(NEEDS)}")
-def test_diagnose_hint_tunes_each_end_as_judged(small_lab: str,
-                                               environment: Environment) -> None:
+def test_diagnose_hint_tunes_each_end_as_judged(small_lab: str, environment: Environment) -> None:
     src, dst = f"dkl-{small_lab}-src", f"dkl-{small_lab}-dst"
     state = str(environment.state_dir)
-    code, diag = run_json(environment, "diagnose", "--peer", f"{small_lab}/dst", "--netns", src,
-                          "--duration", "4", "--interval", "0.5", "--rtt", "50ms", "--speed",
-                          "10gbit", "--state-dir", state)
+    code, diag = run_json(
+        environment,
+        "diagnose",
+        "--peer",
+        f"{small_lab}/dst",
+        "--netns",
+        src,
+        "--duration",
+        "4",
+        "--interval",
+        "0.5",
+        "--rtt",
+        "50ms",
+        "--speed",
+        "10gbit",
+        "--state-dir",
+        state,
+    )
     assert code == 11 and diag["verdict"]["layer"] == "host-network", diag["checks"]
     hint = diag["verdict"]["next"]
     cmds = [part.split("`")[0] for part in hint.split("`dtnkit ")[1:]]
-    assert cmds == [f"tune apply --group buffers --rtt 50ms --netns {end} --state-dir {state} "
-                    "--speed 10gbit" for end in (src, dst)], hint
+    assert cmds == [
+        f"tune apply --group buffers --rtt 50ms --netns {end} --state-dir {state} --speed 10gbit"
+        for end in (src, dst)
+    ], hint
     for cmd in cmds:  # pasted as printed
         code, out = run_json(environment, *shlex.split(cmd))
         assert code == 0 and out["ok"], out
@@ -75,14 +99,32 @@ def test_diagnose_hint_tunes_each_end_as_judged(small_lab: str,
 
 
 @pytest.mark.skipif(bool(NEEDS), reason=f"needs {', '.join(NEEDS)}")
-def test_experiment_keeps_its_judging_for_apply(small_lab: str,
-                                               environment: Environment) -> None:
+def test_experiment_keeps_its_judging_for_apply(small_lab: str, environment: Environment) -> None:
     src = f"dkl-{small_lab}-src"
     state = str(environment.state_dir)
-    code, exp = run_json(environment, "experiment", "--group", "buffers", "--peer",
-                         f"{small_lab}/dst", "--netns", src, "--both-ends", "--repeat", "1",
-                         "--duration", "3", "--interval", "0.5", "--rtt", "50ms", "--speed",
-                         "10gbit", "--state-dir", state)
+    code, exp = run_json(
+        environment,
+        "experiment",
+        "--group",
+        "buffers",
+        "--peer",
+        f"{small_lab}/dst",
+        "--netns",
+        src,
+        "--both-ends",
+        "--repeat",
+        "1",
+        "--duration",
+        "3",
+        "--interval",
+        "0.5",
+        "--rtt",
+        "50ms",
+        "--speed",
+        "10gbit",
+        "--state-dir",
+        state,
+    )
     assert code == 0, exp
     assert exp["spec"]["rtt_ms"] == 50.0 and exp["spec"]["speed_mbps"] == 10000
     assert rmem_max(src) == 4194304  # restored after its runs

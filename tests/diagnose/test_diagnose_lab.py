@@ -31,33 +31,82 @@ SMALL = "4096 131072 4194304"
 BIG = "4096 131072 67108864"
 
 
-
 def probe(capsys: pytest.CaptureFixture[str], p: LabPath, env: dict[str, str]) -> float:
-    code, doc = run(capsys, "probe", "net", "--peer", f"{p.name}/dst", "--netns", p.src.netns,
-                    "--duration", "4", "--interval", "1", "--db", env["db"], "--format", "json")
+    code, doc = run(
+        capsys,
+        "probe",
+        "net",
+        "--peer",
+        f"{p.name}/dst",
+        "--netns",
+        p.src.netns,
+        "--duration",
+        "4",
+        "--interval",
+        "1",
+        "--db",
+        env["db"],
+        "--format",
+        "json",
+    )
     assert code == 0, doc
     return float(doc["summary"]["throughput_bps"])
 
 
 @pytest.mark.serial
 @needs_tools
-def test_small_buffers_on_a_long_path(capsys: pytest.CaptureFixture[str],
-                                      env: dict[str, str]) -> None:
+def test_small_buffers_on_a_long_path(
+    capsys: pytest.CaptureFixture[str], env: dict[str, str]
+) -> None:
     with lab.path(state_root=Path(env["lab"]), rtt_ms=50, rate_bps=2_000_000_000) as p:
         set_tcp_buffers(p, SMALL)
-        code, diag = run(capsys, "diagnose", "--peer", f"{p.name}/dst", "--netns", p.src.netns,
-                         "--duration", "4", "--interval", "0.5", "--db", env["db"],
-                         "--format", "json")
+        code, diag = run(
+            capsys,
+            "diagnose",
+            "--peer",
+            f"{p.name}/dst",
+            "--netns",
+            p.src.netns,
+            "--duration",
+            "4",
+            "--interval",
+            "0.5",
+            "--db",
+            env["db"],
+            "--format",
+            "json",
+        )
         assert code == 11, diag["checks"]
         assert diag["verdict"]["layer"] == "host-network"
         assert "buffers" in diag["verdict"]["groups"]
 
         # buffers alone: what this case asserts is about buffers (a second group doubled the
         # runs; the two-group experiment is run by the rate-cap and NIC-full cases)
-        code, exp = run(capsys, "experiment", "--groups", "buffers", "--peer",
-                        f"{p.name}/dst", "--netns", p.src.netns, "--both-ends", "--repeat",
-                        "2", "--duration", "4", "--rtt", "50ms", "--interval", "1",
-                        "--state-dir", env["state"], "--db", env["db"], "--format", "json")
+        code, exp = run(
+            capsys,
+            "experiment",
+            "--groups",
+            "buffers",
+            "--peer",
+            f"{p.name}/dst",
+            "--netns",
+            p.src.netns,
+            "--both-ends",
+            "--repeat",
+            "2",
+            "--duration",
+            "4",
+            "--rtt",
+            "50ms",
+            "--interval",
+            "1",
+            "--state-dir",
+            env["state"],
+            "--db",
+            env["db"],
+            "--format",
+            "json",
+        )
         assert code == 0, exp
         verdicts = {g["group"]: g for g in exp["groups"]}
         assert verdicts["buffers"]["verdict"] == "helps", verdicts["buffers"]
@@ -68,9 +117,21 @@ def test_small_buffers_on_a_long_path(capsys: pytest.CaptureFixture[str],
 
         before = probe(capsys, p, env)
         for h in (p.src, p.dst):
-            code, out = run(capsys, "tune", "apply", "--from-experiment", exp["id"], "--db",
-                            env["db"], "--netns", h.netns, "--state-dir", env["state"],
-                            "--format", "json")
+            code, out = run(
+                capsys,
+                "tune",
+                "apply",
+                "--from-experiment",
+                exp["id"],
+                "--db",
+                env["db"],
+                "--netns",
+                h.netns,
+                "--state-dir",
+                env["state"],
+                "--format",
+                "json",
+            )
             assert code == 0 and out["ok"], out
         after = probe(capsys, p, env)
         assert after > 1.5 * before
@@ -85,27 +146,82 @@ def test_small_buffers_on_a_long_path(capsys: pytest.CaptureFixture[str],
 def test_a_rate_cap_that_binds(capsys: pytest.CaptureFixture[str], env: dict[str, str]) -> None:
     with lab.path(state_root=Path(env["lab"]), rtt_ms=20, rate_bps=500_000_000) as p:
         set_tcp_buffers(p, BIG)
-        code, diag = run(capsys, "diagnose", "--peer", f"{p.name}/dst", "--netns", p.src.netns,
-                         "--duration", "4", "--interval", "0.5", "--db", env["db"],
-                         "--format", "json")
+        code, diag = run(
+            capsys,
+            "diagnose",
+            "--peer",
+            f"{p.name}/dst",
+            "--netns",
+            p.src.netns,
+            "--duration",
+            "4",
+            "--interval",
+            "0.5",
+            "--db",
+            env["db"],
+            "--format",
+            "json",
+        )
         assert diag["verdict"]["layer"] in ("path", "nic"), diag["checks"]
         assert code in (10, 12) and diag["verdict"]["groups"] == []
 
-        code, exp = run(capsys, "experiment", "--groups", "buffers,congestion", "--peer",
-                        f"{p.name}/dst", "--netns", p.src.netns, "--both-ends", "--repeat",
-                        "2", "--duration", "3", "--rtt", "20ms", "--interval", "1",
-                        "--state-dir", env["state"], "--db", env["db"], "--format", "json")
+        code, exp = run(
+            capsys,
+            "experiment",
+            "--groups",
+            "buffers,congestion",
+            "--peer",
+            f"{p.name}/dst",
+            "--netns",
+            p.src.netns,
+            "--both-ends",
+            "--repeat",
+            "2",
+            "--duration",
+            "3",
+            "--rtt",
+            "20ms",
+            "--interval",
+            "1",
+            "--state-dir",
+            env["state"],
+            "--db",
+            env["db"],
+            "--format",
+            "json",
+        )
         assert code == 0, exp
         assert {g["verdict"] for g in exp["groups"]} <= {"neutral", "harmful"}, exp["groups"]
         assert exp["helped"] == []
-        state = p.src.run(["sh", "-c", "cat /proc/sys/net/ipv4/tcp_*mem "
-                           "/proc/sys/net/ipv4/tcp_no_metrics_save"]).stdout
-        code, out = run(capsys, "tune", "apply", "--from-experiment", exp["id"], "--db",
-                        env["db"], "--netns", p.src.netns, "--state-dir", env["state"],
-                        "--format", "json")
+        state = p.src.run(
+            ["sh", "-c", "cat /proc/sys/net/ipv4/tcp_*mem /proc/sys/net/ipv4/tcp_no_metrics_save"]
+        ).stdout
+        code, out = run(
+            capsys,
+            "tune",
+            "apply",
+            "--from-experiment",
+            exp["id"],
+            "--db",
+            env["db"],
+            "--netns",
+            p.src.netns,
+            "--state-dir",
+            env["state"],
+            "--format",
+            "json",
+        )
         assert code == 0 and out["applied"] == [] and out["baseline"] is None
-        assert p.src.run(["sh", "-c", "cat /proc/sys/net/ipv4/tcp_*mem "
-                          "/proc/sys/net/ipv4/tcp_no_metrics_save"]).stdout == state
+        assert (
+            p.src.run(
+                [
+                    "sh",
+                    "-c",
+                    "cat /proc/sys/net/ipv4/tcp_*mem /proc/sys/net/ipv4/tcp_no_metrics_save",
+                ]
+            ).stdout
+            == state
+        )
 
 
 @pytest.fixture
@@ -113,8 +229,10 @@ def receiver(env: dict[str, str]) -> Iterator[Any]:
     procs: list[subprocess.Popen[str]] = []
 
     def start(p: LabPath, port: int) -> str:
-        srv = p.dst.popen([sys.executable, "-m", "dtnkit.measure.netpipe", "recv", str(port)],
-                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+        srv = p.dst.popen(
+            [sys.executable, "-m", "dtnkit.measure.netpipe", "recv", str(port)],
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        )
         procs.append(srv)
         assert srv.stdout is not None
         assert "listening" in srv.stdout.readline()
@@ -129,23 +247,51 @@ def receiver(env: dict[str, str]) -> Iterator[Any]:
 
 @pytest.mark.serial
 @needs_tools
-def test_throttled_storage(capsys: pytest.CaptureFixture[str], env: dict[str, str],
-                           tmp_path: Path, receiver: Any) -> None:
+def test_throttled_storage(
+    capsys: pytest.CaptureFixture[str], env: dict[str, str], tmp_path: Path, receiver: Any
+) -> None:
     from dtnkit.lab.disk import slow_disk, throttling_available
 
     why = throttling_available()
     if why:
         pytest.skip(why)
-    with slow_disk(48 * 2**20, read_bps=20 * 10**6, write_bps=20 * 10**6,
-                   workdir=tmp_path) as sd, lab.path(state_root=Path(env["lab"]), rtt_ms=10) as p:
+    with (
+        slow_disk(48 * 2**20, read_bps=20 * 10**6, write_bps=20 * 10**6, workdir=tmp_path) as sd,
+        lab.path(state_root=Path(env["lab"]), rtt_ms=10) as p,
+    ):
         set_tcp_buffers(p, BIG)
         sink = receiver(p, 9100)
-        command = (f"dd if={{src}} bs=1M iflag=direct status=none | {sys.executable} -m "
-                   "dtnkit.measure.netpipe send {dst}")
-        code, diag = run(capsys, "diagnose", "--peer", f"{p.name}/dst", "--netns", p.src.netns,
-                         "--path", sd.device, "--size", "32MiB", "--cgroup", sd.cgroup,
-                         "--e2e", sd.device, sink, "--command", command, "--duration", "3",
-                         "--interval", "1", "--db", env["db"], "--format", "json")
+        command = (
+            f"dd if={{src}} bs=1M iflag=direct status=none | {sys.executable} -m "
+            "dtnkit.measure.netpipe send {dst}"
+        )
+        code, diag = run(
+            capsys,
+            "diagnose",
+            "--peer",
+            f"{p.name}/dst",
+            "--netns",
+            p.src.netns,
+            "--path",
+            sd.device,
+            "--size",
+            "32MiB",
+            "--cgroup",
+            sd.cgroup,
+            "--e2e",
+            sd.device,
+            sink,
+            "--command",
+            command,
+            "--duration",
+            "3",
+            "--interval",
+            "1",
+            "--db",
+            env["db"],
+            "--format",
+            "json",
+        )
         assert code == 13, diag["checks"]
         assert diag["verdict"]["layer"] == "storage", diag["checks"]
         assert "will not change end-to-end" in diag["verdict"]["summary"]
@@ -155,28 +301,46 @@ def test_throttled_storage(capsys: pytest.CaptureFixture[str], env: dict[str, st
 
 
 @needs_tools
-def test_a_peer_that_does_not_answer(capsys: pytest.CaptureFixture[str],
-                                     env: dict[str, str]) -> None:
+def test_a_peer_that_does_not_answer(
+    capsys: pytest.CaptureFixture[str], env: dict[str, str]
+) -> None:
     with lab.path(state_root=Path(env["lab"]), rtt_ms=1) as p:
         silent = p.dst.address.rsplit(".", 1)[0] + ".99"  # inside the lab: nobody there
-        code, doc = run(capsys, "probe", "net", "--peer", silent, "--netns", p.src.netns,
-                        "--duration", "2", "--db", env["db"], "--format", "json")
+        code, doc = run(
+            capsys,
+            "probe",
+            "net",
+            "--peer",
+            silent,
+            "--netns",
+            p.src.netns,
+            "--duration",
+            "2",
+            "--db",
+            env["db"],
+            "--format",
+            "json",
+        )
     assert code == ExitStatus.ERROR
     assert "failed" in doc["error"]["what"] and doc["error"]["why"]
 
 
 def test_missing_iperf3_and_fio_are_named(
-    capsys: pytest.CaptureFixture[str], env: dict[str, str], tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch
+    capsys: pytest.CaptureFixture[str],
+    env: dict[str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     empty = tmp_path / "bin"
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))
-    code, doc = run(capsys, "probe", "net", "--peer", "localhost", "--db", env["db"],
-                    "--format", "json")
+    code, doc = run(
+        capsys, "probe", "net", "--peer", "localhost", "--db", env["db"], "--format", "json"
+    )
     assert code == ExitStatus.TOOL_MISSING and "apt-get install iperf3" in doc["error"]["why"]
-    code, doc = run(capsys, "probe", "disk", "--path", str(tmp_path), "--db", env["db"],
-                    "--format", "json")
+    code, doc = run(
+        capsys, "probe", "disk", "--path", str(tmp_path), "--db", env["db"], "--format", "json"
+    )
     assert code == ExitStatus.TOOL_MISSING and "fio" in doc["error"]["why"]
 
 

@@ -28,13 +28,21 @@ def name() -> str:
     return f"dg{secrets.token_hex(3)}"
 
 
-
 # ---- pure -------------------------------------------------------------------------------------
 def net(bps: float, samples: int, **summary: Any) -> ProbeResult:
-    return ProbeResult("net", {"peer": "x", "duration_s": 5, "interval_s": 5.0},
-                       {"throughput_bps": bps, "retransmits": 0, "rtt_ms_min": 50.0,
-                        "rtt_ms_mean": 51.0, "sampler_samples": samples,
-                        "sampler_rwnd_limited_pct_max": 0.0, **summary})
+    return ProbeResult(
+        "net",
+        {"peer": "x", "duration_s": 5, "interval_s": 5.0},
+        {
+            "throughput_bps": bps,
+            "retransmits": 0,
+            "rtt_ms_min": 50.0,
+            "rtt_ms_mean": 51.0,
+            "sampler_samples": samples,
+            "sampler_rwnd_limited_pct_max": 0.0,
+            **summary,
+        },
+    )
 
 
 def test_too_few_samples_is_inconclusive_never_a_layer() -> None:
@@ -49,8 +57,13 @@ def test_too_few_samples_is_inconclusive_never_a_layer() -> None:
 
 
 def test_a_nic_at_its_shaper_cap_is_nic_bound_with_the_evidence() -> None:
-    d = diagnose(net(0.47 * G, 5, sampler_nic_tx_dev="eth0", sampler_nic_tx_bps_mean=0.49 * G),
-                 link_bps=10 * G, cap_bps=0.5 * G, cap_kind="tbf", dev="eth0")
+    d = diagnose(
+        net(0.47 * G, 5, sampler_nic_tx_dev="eth0", sampler_nic_tx_bps_mean=0.49 * G),
+        link_bps=10 * G,
+        cap_bps=0.5 * G,
+        cap_kind="tbf",
+        dev="eth0",
+    )
     assert d.layer is Layer.NIC, d.as_dict()["checks"]
     ev = d.as_dict()["verdict"]["evidence"]
     assert ev["line_rate_bps"] == 0.5 * G and ev["egress_tx_bps_mean"] == 0.49 * G
@@ -66,11 +79,20 @@ def test_hints_carry_the_options_of_every_end() -> None:
     assert "the same on the peer" in tune_hint("--group buffers", [""])
 
 
-def test_a_bad_interval_is_refused(capsys: pytest.CaptureFixture[str],
-                                   env: dict[str, str]) -> None:
+def test_a_bad_interval_is_refused(capsys: pytest.CaptureFixture[str], env: dict[str, str]) -> None:
     for bad in ("nan", "0", "-1"):
-        code, doc = run(capsys, "diagnose", "--peer", "localhost", "--interval", bad,
-                        "--db", env["db"], "--format", "json")
+        code, doc = run(
+            capsys,
+            "diagnose",
+            "--peer",
+            "localhost",
+            "--interval",
+            bad,
+            "--db",
+            env["db"],
+            "--format",
+            "json",
+        )
         assert code == ExitStatus.BAD_INPUT and "--interval" in doc["error"]["what"]
 
 
@@ -80,12 +102,25 @@ def test_a_bad_interval_is_refused(capsys: pytest.CaptureFixture[str],
 @pytest.mark.needs_netns
 @pytest.mark.skipif(bool(NEEDS), reason=f"needs {', '.join(NEEDS)}")
 def test_a_short_run_gets_five_samples_and_hints_name_both_ends(
-        capsys: pytest.CaptureFixture[str], env: dict[str, str]) -> None:
+    capsys: pytest.CaptureFixture[str], env: dict[str, str]
+) -> None:
     with lab.path(name(), state_root=Path(env["lab"]), rtt_ms=50, rate_bps=2_000_000_000) as p:
         set_tcp_buffers(p, SMALL)
-        diag_argv = ["diagnose", "--peer", f"{p.name}/dst", "--netns", p.src.netns,
-                     "--duration", "5", "--db", env["db"], "--state-dir", env["state"],
-                     "--format", "json"]
+        diag_argv = [
+            "diagnose",
+            "--peer",
+            f"{p.name}/dst",
+            "--netns",
+            p.src.netns,
+            "--duration",
+            "5",
+            "--db",
+            env["db"],
+            "--state-dir",
+            env["state"],
+            "--format",
+            "json",
+        ]
         # the interval follows the duration: 5 samples, and the buffers-bound path is named
         code, diag = run(capsys, *diag_argv)
         assert diag["verdict"]["samples"] >= MIN_SAMPLES, diag["verdict"]
@@ -101,21 +136,34 @@ def test_a_short_run_gets_five_samples_and_hints_name_both_ends(
 
 
 def tcp(p: lab.LabPath) -> str:
-    return p.src.run(["sh", "-c", "cat /proc/sys/net/ipv4/tcp_*mem "
-                      "/proc/sys/net/ipv4/tcp_no_metrics_save"]).stdout
+    return p.src.run(
+        ["sh", "-c", "cat /proc/sys/net/ipv4/tcp_*mem /proc/sys/net/ipv4/tcp_no_metrics_save"]
+    ).stdout
 
 
 @pytest.mark.needs_root
 @pytest.mark.needs_netns
 @pytest.mark.skipif(bool(NEEDS), reason=f"needs {', '.join(NEEDS)}")
 def test_experiments_leave_the_last_baseline_and_no_snapshots(
-        capsys: pytest.CaptureFixture[str], env: dict[str, str]) -> None:
+    capsys: pytest.CaptureFixture[str], env: dict[str, str]
+) -> None:
     state = Path(env["state"])
     with lab.path(name(), state_root=Path(env["lab"]), rtt_ms=50, rate_bps=2_000_000_000) as p:
         set_tcp_buffers(p, SMALL)
         start = tcp(p)
-        code, out = run(capsys, "tune", "apply", "--group", "congestion", "--netns", p.src.netns,
-                        "--state-dir", env["state"], "--format", "json")
+        code, out = run(
+            capsys,
+            "tune",
+            "apply",
+            "--group",
+            "congestion",
+            "--netns",
+            p.src.netns,
+            "--state-dir",
+            env["state"],
+            "--format",
+            "json",
+        )
         assert code == 0 and out["baseline"], out
         pointer = state / f"last-baseline.netns-{p.src.netns}"  # the namespace's own
         last = pointer.read_text()
@@ -123,10 +171,29 @@ def test_experiments_leave_the_last_baseline_and_no_snapshots(
         tuned = tcp(p)
         assert tuned != start
 
-        code, exp = run(capsys, "experiment", "--groups", "buffers", "--peer", f"{p.name}/dst",
-                        "--netns", p.src.netns, "--both-ends", "--repeat", "1", "--duration",
-                        "3", "--rtt", "50ms", "--state-dir", env["state"], "--db", env["db"],
-                        "--format", "json")
+        code, exp = run(
+            capsys,
+            "experiment",
+            "--groups",
+            "buffers",
+            "--peer",
+            f"{p.name}/dst",
+            "--netns",
+            p.src.netns,
+            "--both-ends",
+            "--repeat",
+            "1",
+            "--duration",
+            "3",
+            "--rtt",
+            "50ms",
+            "--state-dir",
+            env["state"],
+            "--db",
+            env["db"],
+            "--format",
+            "json",
+        )
         assert code == 0 and exp["helped"] == ["buffers"], exp["groups"]
         assert tcp(p) == tuned  # the group was restored
         # apply's last baseline and snapshots are as they were; the experiment's are gone
@@ -134,16 +201,29 @@ def test_experiments_leave_the_last_baseline_and_no_snapshots(
         assert sorted(x.name for x in (state / "snapshots").iterdir()) == snaps
         assert not (state / "experiments").exists()
         # the results record stays
-        code, rows = run(capsys, "results", "list", "--experiments", "--db", env["db"],
-                         "--format", "json")
+        code, rows = run(
+            capsys, "results", "list", "--experiments", "--db", env["db"], "--format", "json"
+        )
         assert [e["id"] for e in rows] == [exp["id"]]
         # the hint names both ends, with the state dir and the results store
         assert exp["next"] == [
             f"dtnkit tune apply --from-experiment {exp['id']} --netns {ns} "
-            f"--state-dir {env['state']} --db {env['db']}" for ns in (p.src.netns, p.dst.netns)]
+            f"--state-dir {env['state']} --db {env['db']}"
+            for ns in (p.src.netns, p.dst.netns)
+        ]
         # and `tune restore last` still undoes the apply
-        code, out = run(capsys, "tune", "restore", "last", "--netns", p.src.netns,
-                        "--state-dir", env["state"], "--format", "json")
+        code, out = run(
+            capsys,
+            "tune",
+            "restore",
+            "last",
+            "--netns",
+            p.src.netns,
+            "--state-dir",
+            env["state"],
+            "--format",
+            "json",
+        )
         assert code == 0, out
         assert tcp(p) == start
 
@@ -159,8 +239,9 @@ def test_the_nic_full_case(capsys: pytest.CaptureFixture[str], env: dict[str, st
         # the delay stage runs in user space: on a loaded 2-core machine one run may fall
         # short of the cap, so up to 3 runs (a wrong NIC check fails all three)
         for _ in range(3):
-            code, diag = run(capsys, "diagnose", *peer, "--duration", "5", "--db", env["db"],
-                             "--format", "json")
+            code, diag = run(
+                capsys, "diagnose", *peer, "--duration", "5", "--db", env["db"], "--format", "json"
+            )
             if code == ExitStatus.BINDS_NIC:
                 break
         assert code == ExitStatus.BINDS_NIC, diag["checks"]
@@ -168,28 +249,60 @@ def test_the_nic_full_case(capsys: pytest.CaptureFixture[str], env: dict[str, st
         assert ev["cap_bps"] == cap and ev["cap_kind"] == "tbf" and ev["dev"] == lab.LINK_DEV
         assert ev["link_bps"] > cap  # the link is faster: its shaper is the line rate
         assert ev["egress_tx_bps_mean"] >= 0.8 * cap, ev
-        assert (f"`dtnkit experiment --groups buffers,congestion --peer {p.name}/dst --both-ends "
-                f"--netns {p.src.netns}") in diag["verdict"]["next"]
+        assert (
+            f"`dtnkit experiment --groups buffers,congestion --peer {p.name}/dst --both-ends "
+            f"--netns {p.src.netns}"
+        ) in diag["verdict"]["next"]
 
-        code, exp = run(capsys, "experiment", "--groups", "buffers,congestion", *peer,
-                        "--both-ends", "--repeat", "2", "--duration", "3", "--rtt", "10ms",
-                        "--state-dir", env["state"], "--db", env["db"], "--format", "json")
+        code, exp = run(
+            capsys,
+            "experiment",
+            "--groups",
+            "buffers,congestion",
+            *peer,
+            "--both-ends",
+            "--repeat",
+            "2",
+            "--duration",
+            "3",
+            "--rtt",
+            "10ms",
+            "--state-dir",
+            env["state"],
+            "--db",
+            env["db"],
+            "--format",
+            "json",
+        )
         assert code == 0
         assert {g["verdict"] for g in exp["groups"]} <= {"neutral", "harmful"}, exp["groups"]
         assert exp["helped"] == [] and exp["next"] == []
         before = tcp(p)
         for h in (p.src, p.dst):
-            code, out = run(capsys, "tune", "apply", "--from-experiment", exp["id"], "--db",
-                            env["db"], "--netns", h.netns, "--state-dir", env["state"],
-                            "--format", "json")
+            code, out = run(
+                capsys,
+                "tune",
+                "apply",
+                "--from-experiment",
+                exp["id"],
+                "--db",
+                env["db"],
+                "--netns",
+                h.netns,
+                "--state-dir",
+                env["state"],
+                "--format",
+                "json",
+            )
             assert code == 0 and out["applied"] == [] and out["baseline"] is None, out
         assert tcp(p) == before
         root = p.src.run(["tc", "-j", "qdisc", "show", "dev", lab.LINK_DEV, "root"]).stdout
         assert json.loads(root)[0]["kind"] == "tbf"
 
 
-def test_a_bad_source_rate_is_refused(capsys: pytest.CaptureFixture[str],
-                                      env: dict[str, str]) -> None:
+def test_a_bad_source_rate_is_refused(
+    capsys: pytest.CaptureFixture[str], env: dict[str, str]
+) -> None:
     for bad in ("0", "fast", "-1gbit", "nan"):
         code, doc = run(capsys, "lab", "up", "dgbad", "--src-rate", bad, "--format", "json")
         assert code == ExitStatus.BAD_INPUT, (bad, doc)

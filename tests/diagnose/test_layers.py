@@ -19,9 +19,17 @@ G = 1e9
 
 
 def net(bps: float, **summary: Any) -> ProbeResult:
-    return ProbeResult("net", {"peer": "x"}, {"throughput_bps": bps, "retransmits": 3,
-                                              "rtt_ms_min": 50.0, "rtt_ms_mean": 51.0,
-                                              **summary})
+    return ProbeResult(
+        "net",
+        {"peer": "x"},
+        {
+            "throughput_bps": bps,
+            "retransmits": 3,
+            "rtt_ms_min": 50.0,
+            "rtt_ms_mean": 51.0,
+            **summary,
+        },
+    )
 
 
 def disk(bps: float) -> ProbeResult:
@@ -75,11 +83,16 @@ def test_json_has_a_top_level_verdict() -> None:
 
 @pytest.mark.parametrize(
     ("base", "treated", "verdict"),
-    [([1.0, 1.02], [2.0, 2.1], "helps"), ([1.0, 1.02], [0.5, 0.6], "harmful"),
-     ([1.0, 1.02], [1.01, 0.99], "neutral"), ([1.0, 1.3], [1.2, 1.25], "neutral")],
+    [
+        ([1.0, 1.02], [2.0, 2.1], "helps"),
+        ([1.0, 1.02], [0.5, 0.6], "harmful"),
+        ([1.0, 1.02], [1.01, 0.99], "neutral"),
+        ([1.0, 1.3], [1.2, 1.25], "neutral"),
+    ],
 )
-def test_judge_uses_the_baselines_own_noise(base: list[float], treated: list[float],
-                                            verdict: str) -> None:
+def test_judge_uses_the_baselines_own_noise(
+    base: list[float], treated: list[float], verdict: str
+) -> None:
     assert judge(base, treated)[0] == verdict
 
 

@@ -13,8 +13,7 @@ from dtnkit import htmlpage
 from dtnkit.fleet import compare, load, page
 
 
-def test_the_reference_hosts_row_says_so(tmp_path: Path,
-                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_reference_hosts_row_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     write(tmp_path, "dtn-a.audit.json", tree_audit("dtn-a"))
     write(tmp_path, "dtn-b.audit.json", tree_audit("dtn-b"))
     report = compare.compare(load.load_dir(tmp_path), reference="dtn-a")

@@ -21,18 +21,29 @@ from dtnkit.cli.output import Printer
 from dtnkit.environment import Environment
 from dtnkit.fleet import compare, load, page
 
-SETTINGS = settings(max_examples=60, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
-scalars = (st.none() | st.booleans() | st.integers(min_value=-(2**70), max_value=2**70)
-           | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=30))
-json_values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4)
-                           | st.dictionaries(st.text(max_size=10), inner, max_size=4),
-                           max_leaves=20)
+scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=30)
+)
+json_values = st.recursive(
+    scalars,
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
 
 AUDIT = tree_audit("dtn-b")
-DOCS = {"h.audit.json": AUDIT, "campaign.json": campaign("h", "g", "f"),
-        "x.experiment.json": experiment("h", "g")}
+DOCS = {
+    "h.audit.json": AUDIT,
+    "campaign.json": campaign("h", "g", "f"),
+    "x.experiment.json": experiment("h", "g"),
+}
 
 
 def paths(doc: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -70,8 +81,7 @@ def check(directory: Path) -> None:
         assert line.isprintable() and s.file in line
     if not loaded.usable:
         return
-    report = compare.compare(loaded, reference=loaded.audits[0].name if loaded.audits
-                             else None)
+    report = compare.compare(loaded, reference=loaded.audits[0].name if loaded.audits else None)
     json.dumps(report.as_dict(), allow_nan=False)
     out = io.StringIO()
     people(Printer(Environment(stdout=out, stderr=io.StringIO(), terminal_width=80)), report)
@@ -89,10 +99,13 @@ def test_any_bytes(data: bytes, name: str) -> None:
 
 
 @SETTINGS
-@given(name=st.sampled_from(sorted(DOCS)), pick=st.integers(min_value=0), value=json_values,
-       drop=st.booleans())
-def test_a_real_document_changed_anywhere(name: str, pick: int, value: Any,
-                                          drop: bool) -> None:
+@given(
+    name=st.sampled_from(sorted(DOCS)),
+    pick=st.integers(min_value=0),
+    value=json_values,
+    drop=st.booleans(),
+)
+def test_a_real_document_changed_anywhere(name: str, pick: int, value: Any, drop: bool) -> None:
     path = PATHS[name][pick % len(PATHS[name])]
     doc = replaced(DOCS[name], path, value, drop)
     with tempfile.TemporaryDirectory(prefix="flrep-fuzz-") as tmp:
@@ -102,8 +115,11 @@ def test_a_real_document_changed_anywhere(name: str, pick: int, value: Any,
 
 
 @SETTINGS
-@given(text=st.text(min_size=1, max_size=40).filter(lambda s: "/" not in s and "\0" not in s
-                                                    and s not in (".", "..")))
+@given(
+    text=st.text(min_size=1, max_size=40).filter(
+        lambda s: "/" not in s and "\0" not in s and s not in (".", "..")
+    )
+)
 def test_any_file_name(text: str) -> None:
     name = f"{text}.audit.json"
     if len(name.encode()) > 255:

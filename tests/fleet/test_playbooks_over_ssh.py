@@ -28,11 +28,20 @@ import pytest
 from tests.support import sshhosts
 from tests.support.postgres import missing_postgres, postgres_server
 
-_WHY = (sshhosts.missing() or sshhosts.missing_ansible() or sshhosts.missing_collection()
-        or missing_postgres())
-pytestmark = [pytest.mark.needs_root, pytest.mark.needs_netns, pytest.mark.needs_sshd,
-              pytest.mark.needs_ansible, pytest.mark.needs_postgres,
-              pytest.mark.skipif(bool(_WHY), reason=str(_WHY))]
+_WHY = (
+    sshhosts.missing()
+    or sshhosts.missing_ansible()
+    or sshhosts.missing_collection()
+    or missing_postgres()
+)
+pytestmark = [
+    pytest.mark.needs_root,
+    pytest.mark.needs_netns,
+    pytest.mark.needs_sshd,
+    pytest.mark.needs_ansible,
+    pytest.mark.needs_postgres,
+    pytest.mark.skipif(bool(_WHY), reason=str(_WHY)),
+]
 # dtnkit's PostgreSQL store (`--db postgresql://`): without it the hosts keep SQLite files
 PG_STORE = importlib.util.find_spec("dtnkit.db") is not None
 T = TypeVar("T")
@@ -71,21 +80,30 @@ def tour(start: str) -> list[str]:
     return [line for line in lines if line.startswith(start)]
 
 
-def run_tour_line(fleet: sshhosts.SshHosts, line: str, inventory: Path,
-                  cwd: Path) -> subprocess.CompletedProcess[str]:
+def run_tour_line(
+    fleet: sshhosts.SshHosts, line: str, inventory: Path, cwd: Path
+) -> subprocess.CompletedProcess[str]:
     """A README line as written, in ``cwd`` (``$PWD``), against the test's inventory."""
     env = fleet.env(PWD=str(cwd))
-    argv = [str(inventory) if a == "inventory.yml" else a.replace("$PWD", str(cwd))
-            for a in shlex.split(line)]
+    argv = [
+        str(inventory) if a == "inventory.yml" else a.replace("$PWD", str(cwd))
+        for a in shlex.split(line)
+    ]
     argv[0] = str(sshhosts.bindir() / argv[0])
-    return subprocess.run(argv, capture_output=True, text=True, check=False, timeout=600,
-                          env=env, cwd=cwd)
+    return subprocess.run(
+        argv, capture_output=True, text=True, check=False, timeout=600, env=env, cwd=cwd
+    )
 
 
 def campaign_vars(out: Path, **more: Any) -> list[str]:
-    doc = {"dtnkit_out_dir": str(out), "dtnkit_groups": GROUPS,
-           "dtnkit_probe_duration": f"{PROBE_S}s", "dtnkit_repeat": REPEAT,
-           "dtnkit_rtt": "20ms", **more}
+    doc = {
+        "dtnkit_out_dir": str(out),
+        "dtnkit_groups": GROUPS,
+        "dtnkit_probe_duration": f"{PROBE_S}s",
+        "dtnkit_repeat": REPEAT,
+        "dtnkit_rtt": "20ms",
+        **more,
+    }
     return ["-e", json.dumps(doc)]
 
 
@@ -98,32 +116,40 @@ def pg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[sshhosts.SshHosts]:
-    with sshhosts.ssh_hosts(tmp_path_factory.mktemp("fss-fleet"), prefix="fssp",
-                            pairs=2, rtt_ms=20, rate_bps=200_000_000) as hosts:
+    with sshhosts.ssh_hosts(
+        tmp_path_factory.mktemp("fss-fleet"),
+        prefix="fssp",
+        pairs=2,
+        rtt_ms=20,
+        rate_bps=200_000_000,
+    ) as hosts:
         yield hosts
 
 
 @pytest.fixture(scope="module")
-def inventory(fleet: sshhosts.SshHosts, pg: Any,
-              tmp_path_factory: pytest.TempPathFactory) -> Path:
+def inventory(fleet: sshhosts.SshHosts, pg: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Each host's dtnkit_path is a wrapper of the real dtnkit that first logs its arguments
     in ``runs-HOST.log`` next to the inventory (what :func:`runs` counts)."""
     where = tmp_path_factory.mktemp("fss-inv")
     paths = {}
     for h in fleet.hosts:
         paths[h.name] = where / f"dtnkit-{h.name}"
-        paths[h.name].write_text(f'#!/bin/sh\necho "$*" >> {where}/runs-{h.name}.log\n'
-                                 f'exec {fleet.dtnkit_path} "$@"\n')
+        paths[h.name].write_text(
+            f'#!/bin/sh\necho "$*" >> {where}/runs-{h.name}.log\nexec {fleet.dtnkit_path} "$@"\n'
+        )
         paths[h.name].chmod(0o755)
-    return fleet.inventory(where / "inventory.yml", db=pg.url if PG_STORE else None,
-                           host_vars={n: {"dtnkit_path": str(p)} for n, p in paths.items()})
+    return fleet.inventory(
+        where / "inventory.yml",
+        db=pg.url if PG_STORE else None,
+        host_vars={n: {"dtnkit_path": str(p)} for n, p in paths.items()},
+    )
 
 
 def runs(inventory: Path) -> dict[str, list[list[str]]]:
     """The dtnkit runs on each host so far (each a run's first two words), then forgotten."""
     out = {}
     for log in inventory.parent.glob("runs-*.log"):
-        out[log.stem[len("runs-"):]] = [line.split()[:2] for line in log.read_text().splitlines()]
+        out[log.stem[len("runs-") :]] = [line.split()[:2] for line in log.read_text().splitlines()]
         log.unlink()
     return out
 
@@ -154,16 +180,37 @@ class Reference:
         self.fleet = fleet
         self.where = where
         self.host_global = sshhosts.host_global()
-        each(fleet, lambda h: fleet.dtnkit(h, "tune", "save", "--label", "fss-reference",
-                                           "--state-dir", str(self.dir(h)), "--format", "json"))
+        each(
+            fleet,
+            lambda h: fleet.dtnkit(
+                h,
+                "tune",
+                "save",
+                "--label",
+                "fss-reference",
+                "--state-dir",
+                str(self.dir(h)),
+                "--format",
+                "json",
+            ),
+        )
 
     def dir(self, h: sshhosts.SshHost) -> Path:
         return self.where / h.name
 
     def differences(self, h: sshhosts.SshHost) -> list[dict[str, Any]]:
         """What differs between the host now and its reference snapshot (none: equal)."""
-        proc = self.fleet.dtnkit(h, "tune", "diff", "fss-reference", "--state-dir",
-                                 str(self.dir(h)), "--format", "json", check=False)
+        proc = self.fleet.dtnkit(
+            h,
+            "tune",
+            "diff",
+            "fss-reference",
+            "--state-dir",
+            str(self.dir(h)),
+            "--format",
+            "json",
+            check=False,
+        )
         assert proc.returncode in (0, 3), proc.stderr
         doc = json.loads(proc.stdout)
         diffs: list[dict[str, Any]] = doc.get("differences", [])
@@ -188,15 +235,17 @@ def snapshots(h: sshhosts.SshHost) -> list[str]:
 
 
 # ---- site audit ----------------------------------------------------------------------------
-def test_site_audit_writes_every_hosts_own_audit(fleet: sshhosts.SshHosts, inventory: Path,
-                                                  tmp_path: Path) -> None:
+def test_site_audit_writes_every_hosts_own_audit(
+    fleet: sshhosts.SshHosts, inventory: Path, tmp_path: Path
+) -> None:
     """The README's site audit and report lines, as written."""
     (line,) = tour("ansible-playbook -i inventory.yml dtn.dtnkit.site_audit")
     proc = run_tour_line(fleet, line, inventory, tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     out = tmp_path / "site"
     assert sorted(p.name for p in out.glob("*.audit.json")) == sorted(
-        f"{h.name}.audit.json" for h in fleet.hosts)
+        f"{h.name}.audit.json" for h in fleet.hosts
+    )
     for k, h in enumerate(fleet.hosts):
         doc = json.loads((out / f"{h.name}.audit.json").read_text())
         assert doc["schema"] == "dtnkit.audit/2"
@@ -216,16 +265,21 @@ def test_site_audit_writes_every_hosts_own_audit(fleet: sshhosts.SshHosts, inven
 
 
 # ---- campaign ------------------------------------------------------------------------------
-def test_check_mode_campaign_changes_nothing_on_any_host(fleet: sshhosts.SshHosts,
-                                                         inventory: Path,
-                                                         tmp_path: Path) -> None:
+def test_check_mode_campaign_changes_nothing_on_any_host(
+    fleet: sshhosts.SshHosts, inventory: Path, tmp_path: Path
+) -> None:
     ref = Reference(fleet, tmp_path / "ref")
     (src1, dst1), (src2, dst2) = fleet.pairs
     runs(inventory)
     # two pairs with one server in common: the role reads each host's NIC speed once a play
     pairs = [[src1.name, dst1.name], [src2.name, dst1.name]]
-    proc = fleet.playbook(inventory, CAMPAIGN, "--check", "--diff",
-                          *campaign_vars(tmp_path / "out", dtnkit_pairs=pairs))
+    proc = fleet.playbook(
+        inventory,
+        CAMPAIGN,
+        "--check",
+        "--diff",
+        *campaign_vars(tmp_path / "out", dtnkit_pairs=pairs),
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     ref.assert_unchanged()
     assert all(not snapshots(h) for h in fleet.hosts)  # not even a baseline was saved
@@ -234,13 +288,15 @@ def test_check_mode_campaign_changes_nothing_on_any_host(fleet: sshhosts.SshHost
     done = runs(inventory)
     assert dst2.name not in done, done
     for h, pairs_in in ((src1, 1), (src2, 1), (dst1, 2)):
-        assert sorted(done[h.name]) == sorted([["--version"]] * pairs_in + [["tune", "audit"]]
-                                              + [["tune", "apply"]] * pairs_in), (h.name, done)
+        assert sorted(done[h.name]) == sorted(
+            [["--version"]] * pairs_in + [["tune", "audit"]] + [["tune", "apply"]] * pairs_in
+        ), (h.name, done)
 
 
 @pytest.mark.skipif(not PG_STORE, reason="needs dtnkit's PostgreSQL results store (dtnkit.db)")
 def test_campaign_on_two_pairs_stores_its_probes_in_postgresql(
-        fleet: sshhosts.SshHosts, inventory: Path, pg: Any, tmp_path: Path) -> None:
+    fleet: sshhosts.SshHosts, inventory: Path, pg: Any, tmp_path: Path
+) -> None:
     ref = Reference(fleet, tmp_path / "ref")
     before = results_count(pg)
     out = tmp_path / "out"
@@ -271,11 +327,13 @@ def test_campaign_on_two_pairs_stores_its_probes_in_postgresql(
     # each host checked dtnkit's version once (when the pair was saved), not per module
     done = runs(inventory)
     assert {name: words.count(["--version"]) for name, words in done.items()} == {
-        h.name: 1 for h in fleet.hosts}, done
+        h.name: 1 for h in fleet.hosts
+    }, done
 
 
-def _wait_applied(fleet: sshhosts.SshHosts, proc: subprocess.Popen[str],
-                  timeout: float = 120) -> sshhosts.SshHost:
+def _wait_applied(
+    fleet: sshhosts.SshHosts, proc: subprocess.Popen[str], timeout: float = 120
+) -> sshhosts.SshHost:
     """The first host whose TCP buffers the campaign changed (polled: the campaign's own
     progress is on another machine's terms), bounded by the campaign's end."""
     deadline = time.monotonic() + timeout
@@ -288,15 +346,22 @@ def _wait_applied(fleet: sshhosts.SshHosts, proc: subprocess.Popen[str],
 
 
 def test_a_host_that_fails_mid_campaign_leaves_every_host_restored(
-        fleet: sshhosts.SshHosts, inventory: Path, tmp_path: Path) -> None:
+    fleet: sshhosts.SshHosts, inventory: Path, tmp_path: Path
+) -> None:
     ref = Reference(fleet, tmp_path / "ref")
     out = tmp_path / "out"
-    argv = [str(sshhosts.bindir() / "ansible-playbook"), "-i", str(inventory), CAMPAIGN,
-            *campaign_vars(out)]
+    argv = [
+        str(sshhosts.bindir() / "ansible-playbook"),
+        "-i",
+        str(inventory),
+        CAMPAIGN,
+        *campaign_vars(out),
+    ]
     log = tmp_path / "campaign.log"
     with open(log, "w") as fh:
-        proc = subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, text=True,
-                                env=fleet.env(), cwd=fleet.base)
+        proc = subprocess.Popen(
+            argv, stdout=fh, stderr=subprocess.STDOUT, text=True, env=fleet.env(), cwd=fleet.base
+        )
     try:
         victim = _wait_applied(fleet, proc)
         fleet.kill_host(victim)
@@ -322,13 +387,24 @@ def test_a_host_that_fails_mid_campaign_leaves_every_host_restored(
     ref.assert_unchanged()
 
 
-def test_rollback_restores_the_last_baseline_everywhere(fleet: sshhosts.SshHosts,
-                                                        inventory: Path,
-                                                        tmp_path: Path) -> None:
+def test_rollback_restores_the_last_baseline_everywhere(
+    fleet: sshhosts.SshHosts, inventory: Path, tmp_path: Path
+) -> None:
     ref = Reference(fleet, tmp_path / "ref")
     for h in fleet.hosts:  # each host tuned by hand, as a site does: a baseline each
-        fleet.dtnkit(h, "tune", "apply", "--group", "buffers", "--rtt", "20ms",
-                     "--state-dir", str(h.state_dir), "--format", "json")
+        fleet.dtnkit(
+            h,
+            "tune",
+            "apply",
+            "--group",
+            "buffers",
+            "--rtt",
+            "20ms",
+            "--state-dir",
+            str(h.state_dir),
+            "--format",
+            "json",
+        )
         assert ref.differences(h)
     (line,) = tour("ansible-playbook -i inventory.yml dtn.dtnkit.rollback")  # the README's
     proc = run_tour_line(fleet, line, inventory, tmp_path)

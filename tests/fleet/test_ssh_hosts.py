@@ -13,10 +13,16 @@ import pytest
 from tests.support import sshhosts
 from tests.support.polling import until
 
-pytestmark = [pytest.mark.needs_root, pytest.mark.needs_netns, pytest.mark.needs_sshd,
-              pytest.mark.needs_ansible,
-              pytest.mark.skipif(bool(sshhosts.missing() or sshhosts.missing_ansible()),
-                                 reason=str(sshhosts.missing() or sshhosts.missing_ansible()))]
+pytestmark = [
+    pytest.mark.needs_root,
+    pytest.mark.needs_netns,
+    pytest.mark.needs_sshd,
+    pytest.mark.needs_ansible,
+    pytest.mark.skipif(
+        bool(sshhosts.missing() or sshhosts.missing_ansible()),
+        reason=str(sshhosts.missing() or sshhosts.missing_ansible()),
+    ),
+]
 
 
 @pytest.fixture(scope="module")
@@ -26,10 +32,19 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[sshhosts.SshHost
 
 
 def test_each_host_is_served_by_its_own_sshd_in_its_own_namespace(
-        fleet: sshhosts.SshHosts, tmp_path: Path) -> None:
+    fleet: sshhosts.SshHosts, tmp_path: Path
+) -> None:
     inv = fleet.inventory(tmp_path / "inventory.yml")
-    proc = fleet.ansible(inv, "all", "-m", "ansible.builtin.shell", "-a",
-                         "ip netns identify; ip -4 -o addr show dev dklink0", "-f", "4")
+    proc = fleet.ansible(
+        inv,
+        "all",
+        "-m",
+        "ansible.builtin.shell",
+        "-a",
+        "ip netns identify; ip -4 -o addr show dev dklink0",
+        "-f",
+        "4",
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     for h in fleet.hosts:
         block = proc.stdout.split(f"{h.name} | CHANGED | rc=0 >>", 1)[1].split(" | ")[0]
@@ -38,9 +53,11 @@ def test_each_host_is_served_by_its_own_sshd_in_its_own_namespace(
         assert f"inet {h.address}/" in lines[2], block
     # one master per host in the run's own ControlPath directory (none shared); a master
     # backgrounds itself after its session, so on a loaded machine its socket may come last
-    until("one ControlPath socket per host",
-          lambda: len([p for p in fleet.control_dir.iterdir() if p.is_socket()])
-          == len(fleet.hosts), 30)
+    until(
+        "one ControlPath socket per host",
+        lambda: len([p for p in fleet.control_dir.iterdir() if p.is_socket()]) == len(fleet.hosts),
+        30,
+    )
     assert len(list(fleet.control_dir.iterdir())) == len(fleet.hosts)
 
 
@@ -53,8 +70,9 @@ def test_pairs_reach_each_other_across_the_path(fleet: sshhosts.SshHosts) -> Non
         assert ms >= 20.0
 
 
-def test_a_host_key_other_than_the_one_made_is_refused(fleet: sshhosts.SshHosts,
-                                                       tmp_path: Path) -> None:
+def test_a_host_key_other_than_the_one_made_is_refused(
+    fleet: sshhosts.SshHosts, tmp_path: Path
+) -> None:
     h = fleet.hosts[0]
     other = tmp_path / "known_hosts"
     real = fleet.known_hosts.read_text().splitlines()
@@ -62,28 +80,54 @@ def test_a_host_key_other_than_the_one_made_is_refused(fleet: sshhosts.SshHosts,
     wrong = [f"{h.address} {' '.join(real[1].split()[1:])}"]
     other.write_text("\n".join(wrong) + "\n")
     proc = subprocess.run(
-        ["ssh", "-i", str(fleet.client_key), "-o", "BatchMode=yes", "-o", "ControlMaster=no",
-         "-o", f"ProxyCommand=ip netns exec {h.netns} nc %h %p", "-o",
-         f"UserKnownHostsFile={other}", "-o", "StrictHostKeyChecking=yes",
-         f"root@{h.address}", "true"], capture_output=True, text=True, timeout=30, check=False)
+        [
+            "ssh",
+            "-i",
+            str(fleet.client_key),
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "ControlMaster=no",
+            "-o",
+            f"ProxyCommand=ip netns exec {h.netns} nc %h %p",
+            "-o",
+            f"UserKnownHostsFile={other}",
+            "-o",
+            "StrictHostKeyChecking=yes",
+            f"root@{h.address}",
+            "true",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
     assert proc.returncode == 255
-    assert "HOST IDENTIFICATION HAS CHANGED" in proc.stderr or "verification failed" in \
-        proc.stderr, proc.stderr
+    assert (
+        "HOST IDENTIFICATION HAS CHANGED" in proc.stderr or "verification failed" in proc.stderr
+    ), proc.stderr
 
 
 def test_close_removes_its_namespaces_and_sshds_only(tmp_path: Path) -> None:
     with sshhosts.ssh_hosts(tmp_path / "h", prefix="fssc", pairs=1) as hosts:
         pids = [h.sshd_pid for h in hosts.hosts]
         mine = {h.netns for h in hosts.hosts} | {hosts.lab.mid}
-        listed = set(subprocess.run(["ip", "netns", "list"], capture_output=True, text=True,
-                                    check=True).stdout.split())
+        listed = set(
+            subprocess.run(
+                ["ip", "netns", "list"], capture_output=True, text=True, check=True
+            ).stdout.split()
+        )
         assert mine <= listed
         inv = hosts.inventory(tmp_path / "inv.yml")
         assert hosts.ansible(inv, "all", "-m", "ansible.builtin.ping").returncode == 0
-        until("one ControlPath socket per host",
-              lambda: len([p for p in hosts.control_dir.iterdir() if p.is_socket()]) == 2, 30)
-    after = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True,
-                           check=True).stdout.split()
+        until(
+            "one ControlPath socket per host",
+            lambda: len([p for p in hosts.control_dir.iterdir() if p.is_socket()]) == 2,
+            30,
+        )
+    after = subprocess.run(
+        ["ip", "netns", "list"], capture_output=True, text=True, check=True
+    ).stdout.split()
     assert not mine & set(after)
     for pid in pids:
         assert pid is not None and not Path(f"/proc/{pid}").exists()
@@ -95,13 +139,23 @@ _MODULES = sshhosts.missing_collection("plugins/modules")
 
 @pytest.mark.skipif(bool(_MODULES), reason=str(_MODULES))
 def test_the_collections_audit_module_runs_on_every_host_over_ssh(
-        fleet: sshhosts.SshHosts, tmp_path: Path) -> None:
+    fleet: sshhosts.SshHosts, tmp_path: Path
+) -> None:
     # each host's own value, so each answer shows which host gave it
     for k, h in enumerate(fleet.hosts):
         h.run(["sh", "-c", f"echo '4096 16384 {65536 + 4096 * k}' > /proc/sys/net/ipv4/tcp_rmem"])
     inv = fleet.inventory(tmp_path / "inventory.yml")
-    proc = fleet.ansible(inv, "all", "-f", "4", "-m", "dtn.dtnkit.audit", "-a",
-                         "dtnkit_path={{ dtnkit_path }} groups=buffers rtt=20ms", "-o")
+    proc = fleet.ansible(
+        inv,
+        "all",
+        "-f",
+        "4",
+        "-m",
+        "dtn.dtnkit.audit",
+        "-a",
+        "dtnkit_path={{ dtnkit_path }} groups=buffers rtt=20ms",
+        "-o",
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     for k, h in enumerate(fleet.hosts):
         (line,) = [x for x in proc.stdout.splitlines() if x.startswith(f"{h.name} | ")]

@@ -49,8 +49,11 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]
             ns.create()
         sh("tc", "-n", spaces[1].name, "qdisc", "add", "dev", "dkv0", "root", *TBF)
         tc_line = sh("tc", "-n", spaces[1].name, "qdisc", "show", "dev", "dkv0").stdout
-        for name, argv in ((NS1, ["--netns", spaces[0].name]),
-                           (NS2, ["--netns", spaces[1].name]), (ROOT, [])):
+        for name, argv in (
+            (NS1, ["--netns", spaces[0].name]),
+            (NS2, ["--netns", spaces[1].name]),
+            (ROOT, []),
+        ):
             code, out, err = dtnkit(base, "tune", "audit", *argv, "--format", "json")
             assert code in (0, 3), err
             (d / f"{name}.audit.json").write_text(out)
@@ -85,15 +88,14 @@ def _table(out: str, title: str) -> list[list[str]]:
     header = lines[start + 1]
     cols = [header.index(n) for n in header.split()]
     rows: list[list[str]] = []
-    for line in lines[start + 2:]:
+    for line in lines[start + 2 :]:
         if not line.strip() or re.match(r"\d+ settings? not read", line):
             break
         cells = [line[a:b].strip() for a, b in zip(cols, [*cols[1:], None], strict=True)]
         if cells[-1] or not rows:
             rows.append(cells)
         else:
-            rows[-1] = [f"{old} {new}".strip() for old, new in zip(rows[-1], cells,
-                                                                   strict=True)]
+            rows[-1] = [f"{old} {new}".strip() for old, new in zip(rows[-1], cells, strict=True)]
     return rows
 
 
@@ -113,8 +115,9 @@ def _tc_options(line: str) -> dict[str, str]:
 
 @pytest.mark.needs_root
 @pytest.mark.needs_netns
-def test_the_table_at_80_columns_counts_no_value_not_read(site: tuple[Path, str],
-                                                          tmp_path: Path) -> None:
+def test_the_table_at_80_columns_counts_no_value_not_read(
+    site: tuple[Path, str], tmp_path: Path
+) -> None:
     d, tc_line = site
     code, out, err = dtnkit(tmp_path, "fleet", "report", str(d), "--reference", ROOT)
     assert code in (0, 3), err
@@ -183,12 +186,23 @@ class _Tables(html.parser.HTMLParser):
 
 @pytest.mark.needs_root
 @pytest.mark.needs_netns
-def test_the_page_names_values_not_read_and_shows_qdiscs_in_words(site: tuple[Path, str],
-                                                                  tmp_path: Path) -> None:
+def test_the_page_names_values_not_read_and_shows_qdiscs_in_words(
+    site: tuple[Path, str], tmp_path: Path
+) -> None:
     d, tc_line = site
     out_dir = tmp_path / "rep"
-    code, out, err = dtnkit(tmp_path, "fleet", "report", str(d), "-o", str(out_dir),
-                            "--reference", ROOT, "--format", "json")
+    code, out, err = dtnkit(
+        tmp_path,
+        "fleet",
+        "report",
+        str(d),
+        "-o",
+        str(out_dir),
+        "--reference",
+        ROOT,
+        "--format",
+        "json",
+    )
     assert code in (0, 3), err
     doc = json.loads(out)
     parser = _Tables()
@@ -205,46 +219,79 @@ def test_the_page_names_values_not_read_and_shows_qdiscs_in_words(site: tuple[Pa
     qdiscs = dict((h, v) for v, h in by_setting["qdisc/nic1/root"])
     assert qdiscs[NS1] == "noqueue" and qdiscs[NS2].startswith("tbf rate ")
     words = qdiscs[NS2].split()
-    assert dict(zip(words[1::2], words[2::2], strict=True)).items() <= \
-        _tc_options(tc_line).items(), (qdiscs[NS2], tc_line)
+    assert (
+        dict(zip(words[1::2], words[2::2], strict=True)).items() <= _tc_options(tc_line).items()
+    ), (qdiscs[NS2], tc_line)
     for rows in tables.values():  # no JSON in any cell of any table
         assert not any(c.startswith(("{", "[")) or '"kind"' in c for r in rows for c in r)
-    not_read = {r[0].removeprefix("sysctl/"): set(r[2].split(", "))
-                for r in tables["Values not read"][1:]}
+    not_read = {
+        r[0].removeprefix("sysctl/"): set(r[2].split(", ")) for r in tables["Values not read"][1:]
+    }
     assert not_read == unread
     # the JSON keeps the data: values read, and the hosts that could not read apart
     for x in doc["differing"]:
         assert None not in x["values"].values()
     assert {u["key"].removeprefix("sysctl/") for u in doc["not_read"]} == set(unread)
     against = [x for h in doc["hosts"] for x in h["against_reference"] or []]
-    assert against and all(x["value"] is not None or x["only_on"] == "reference"
-                           for x in against)
+    assert against and all(x["value"] is not None or x["only_on"] == "reference" for x in against)
     assert all(x["reference_value"] is not None or x["only_on"] == "host" for x in against)
 
 
 # ---------------------------------------------------------------- anything as a qdisc
 
-scalars = (st.none() | st.booleans() | st.integers(min_value=-(2**70), max_value=2**70)
-           | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=30))
-json_values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4)
-                           | st.dictionaries(st.text(max_size=10), inner, max_size=4),
-                           max_leaves=20)
+scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=30)
+)
+json_values = st.recursive(
+    scalars,
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
 qdisc_like = st.fixed_dictionaries(
     {"kind": st.sampled_from(["tbf", "htb", "mq", "fq", "fq_codel", "pfifo", "x"]) | scalars},
-    optional={"handle": json_values, "options": st.dictionaries(
-        st.sampled_from(["rate", "burst", "lat", "limit", "default", "target", "maxrate",
-                         "flows", "ecn", "bands"]) | st.text(max_size=8), json_values,
-        max_size=5), "children": st.lists(json_values, max_size=3),
-        "classes": st.lists(json_values, max_size=3), "untouched": json_values,
-        "maxrate_bps": json_values, "mq": json_values})
+    optional={
+        "handle": json_values,
+        "options": st.dictionaries(
+            st.sampled_from(
+                [
+                    "rate",
+                    "burst",
+                    "lat",
+                    "limit",
+                    "default",
+                    "target",
+                    "maxrate",
+                    "flows",
+                    "ecn",
+                    "bands",
+                ]
+            )
+            | st.text(max_size=8),
+            json_values,
+            max_size=5,
+        ),
+        "children": st.lists(json_values, max_size=3),
+        "classes": st.lists(json_values, max_size=3),
+        "untouched": json_values,
+        "maxrate_bps": json_values,
+        "mq": json_values,
+    },
+)
 AUDIT = tree_audit("dtn-b")
 QDISC = next(i for i, f in enumerate(AUDIT["findings"]) if f["key"].startswith("qdisc/"))
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(current=qdisc_like | json_values, recommended=qdisc_like | json_values)
-def test_anything_where_a_qdisc_should_be_is_shown_on_one_line(current: Any,
-                                                               recommended: Any) -> None:
+def test_anything_where_a_qdisc_should_be_is_shown_on_one_line(
+    current: Any, recommended: Any
+) -> None:
     doc = json.loads(json.dumps(AUDIT))
     doc["findings"][QDISC].update(current=current, recommended=recommended, status="differs")
     with tempfile.TemporaryDirectory(prefix="fleet-qdisc-") as tmp:
@@ -255,8 +302,7 @@ def test_anything_where_a_qdisc_should_be_is_shown_on_one_line(current: Any,
             return  # skipped with its line: the loader's own tests check that
         report = compare.compare(loaded, reference="b")
         out = io.StringIO()
-        people(Printer(Environment(stdout=out, stderr=io.StringIO(), terminal_width=80)),
-               report)
+        people(Printer(Environment(stdout=out, stderr=io.StringIO(), terminal_width=80)), report)
         text = out.getvalue()
         assert "\x1b" not in text and max(len(line) for line in text.splitlines()) <= 80
         shown = page.setting_text(doc["findings"][QDISC]["key"], current, 400)

@@ -35,7 +35,8 @@ def ns() -> Iterator[str]:
 @pytest.mark.needs_root
 @pytest.mark.needs_netns
 def test_links_parsed_once_per_dump_and_again_after_a_refresh(
-        ns: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    ns: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     parsed: list[bytes] = []
     real = facts.parse_links
 
@@ -59,15 +60,27 @@ def test_links_parsed_once_per_dump_and_again_after_a_refresh(
 # ---- kernel config: the lines kernel_caps reads --------------------------------------------
 
 NEEDLES = ("CONFIG_NET_SCH_", "CONFIG_MODULES", "CONFIG_TCP_CONG_")
-CRAFTED = "\n".join([
-    "#", "# Automatically generated file; DO NOT EDIT.", "CONFIG_MODULES=y",
-    "CONFIG_NET_SCH_FQ=m", "# CONFIG_NET_SCH_FQ is not set", "CONFIG_NET_SCH_FQ=y",
-    "# CONFIG_NET_SCH_TBF   is not set", "#  CONFIG_NET_SCH_HTB is not set",
-    "# CONFIG_NET_SCH_NETEM is not set, really", "CONFIG_NET_SCH_CAKE",
-    "CONFIG_TCP_CONG_BBR=m", "CONFIG_TCP_CONG_CUBIC=y", "CONFIG_DEFAULT_TCP_CONG=\"cubic\"",
-    "CONFIG_OTHER=\"CONFIG_NET_SCH_FQ_CODEL=y\"", "CONFIG_TCP_CONG_BBR=x=m",
-    "# CONFIG_TCP_CONG_VEGAS is not set", "CONFIG_NET_SCH_FQ_CODEL=",
-])
+CRAFTED = "\n".join(
+    [
+        "#",
+        "# Automatically generated file; DO NOT EDIT.",
+        "CONFIG_MODULES=y",
+        "CONFIG_NET_SCH_FQ=m",
+        "# CONFIG_NET_SCH_FQ is not set",
+        "CONFIG_NET_SCH_FQ=y",
+        "# CONFIG_NET_SCH_TBF   is not set",
+        "#  CONFIG_NET_SCH_HTB is not set",
+        "# CONFIG_NET_SCH_NETEM is not set, really",
+        "CONFIG_NET_SCH_CAKE",
+        "CONFIG_TCP_CONG_BBR=m",
+        "CONFIG_TCP_CONG_CUBIC=y",
+        'CONFIG_DEFAULT_TCP_CONG="cubic"',
+        'CONFIG_OTHER="CONFIG_NET_SCH_FQ_CODEL=y"',
+        "CONFIG_TCP_CONG_BBR=x=m",
+        "# CONFIG_TCP_CONG_VEGAS is not set",
+        "CONFIG_NET_SCH_FQ_CODEL=",
+    ]
+)
 
 
 def _tree(tmp_path: Path, text: str, *, gz: bool) -> Host:
@@ -90,13 +103,21 @@ def assert_subset_agrees(host: Host) -> None:
     assert {k for k in whole if any(n in k for n in NEEDLES)} <= set(only)  # every symbol
 
 
-@pytest.mark.parametrize("text", [CRAFTED, CRAFTED + "\n", "\n\n" + CRAFTED,
-                                  CRAFTED.replace("\n", "\r\n"),
-                                  CRAFTED.replace("CONFIG_MODULES=y", "CONFIG_MODULES=y\x0c")],
-                         ids=["plain", "newline-end", "blank-start", "crlf", "formfeed"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        CRAFTED,
+        CRAFTED + "\n",
+        "\n\n" + CRAFTED,
+        CRAFTED.replace("\n", "\r\n"),
+        CRAFTED.replace("CONFIG_MODULES=y", "CONFIG_MODULES=y\x0c"),
+    ],
+    ids=["plain", "newline-end", "blank-start", "crlf", "formfeed"],
+)
 @pytest.mark.parametrize("gz", [True, False], ids=["config.gz", "boot"])
-def test_kernel_config_only_agrees_with_the_whole_parse(tmp_path: Path, text: str,
-                                                        gz: bool) -> None:
+def test_kernel_config_only_agrees_with_the_whole_parse(
+    tmp_path: Path, text: str, gz: bool
+) -> None:
     assert_subset_agrees(_tree(tmp_path, text, gz=gz))
 
 
@@ -120,6 +141,7 @@ def test_parse_kernel_config_is_the_line_loop() -> None:
 
 # ---- irqbalance: the /proc scan ------------------------------------------------------------
 
+
 def test_process_running_finds_a_process_by_its_name(tmp_path: Path) -> None:
     comm = f"aud{uuid.uuid4().hex[:8]}"  # a name no other process has (comm: 15 at most)
     program = tmp_path / comm  # a script's process is named after the script
@@ -127,8 +149,9 @@ def test_process_running_finds_a_process_by_its_name(tmp_path: Path) -> None:
     program.chmod(0o755)
     host = Host.live(read_only=True)
     assert host.process_running(comm) is False
-    proc = subprocess.Popen([str(program)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(
+        [str(program)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         assert proc.stdout is not None and proc.stdout.readline() == "started\n"
         assert host.process_running(comm) is True

@@ -38,6 +38,7 @@ def needs_kernel(test: F) -> F:
     marked: F = pytest.mark.needs_root(pytest.mark.needs_netns(pytest.mark.needs_ethtool(test)))
     return marked
 
+
 READS: list[tuple[str, Callable[[str], Any], Callable[[str], Any]]] = [
     ("-g", text.parse_ethtool_rings_json, text.parse_ethtool_rings_text),
     ("-k", text.parse_ethtool_features_json, text.parse_ethtool_features_text),
@@ -59,8 +60,7 @@ def ns() -> Iterator[str]:
 
 def both(netns: str | None) -> tuple[Host, Host]:
     """(a live Host that asks the kernel, a Host that runs ethtool)."""
-    return Host.live(netns, read_only=True), Host(netns=netns, runner=OwnRunner(),
-                                                  read_only=True)
+    return Host.live(netns, read_only=True), Host(netns=netns, runner=OwnRunner(), read_only=True)
 
 
 def compare(netns: str | None, dev: str) -> dict[str, Any]:
@@ -122,8 +122,11 @@ def test_the_audit_finds_the_same(ns: str, where: str) -> None:
     mine = run_audit(kernel, load_profile("dtn", ()), ifaces=ifaces).as_dict()
     theirs = run_audit(tool, load_profile("dtn", ()), ifaces=ifaces).as_dict()
     assert mine == theirs
-    ethtool_items = [f for f in mine["findings"] if f["key"].split("/")[0] in
-                     ("ring", "feature", "coalesce", "pause")]
+    ethtool_items = [
+        f
+        for f in mine["findings"]
+        if f["key"].split("/")[0] in ("ring", "feature", "coalesce", "pause")
+    ]
     assert ethtool_items, "the audit read nothing through ethtool"
     assert not [k for k in tool_commands(kernel) if k[:1] == ("ethtool",)]
 
@@ -137,8 +140,9 @@ def test_a_write_drops_the_replies(ns: str) -> None:
     try:
         again = replies_of(host, "a19v0")
         assert again is not None and again is not first
-        feats = facts.ethtool_read(host, "-k", "a19v0", text.parse_ethtool_features_json,
-                                   text.parse_ethtool_features_text)
+        feats = facts.ethtool_read(
+            host, "-k", "a19v0", text.parse_ethtool_features_json, text.parse_ethtool_features_text
+        )
         assert not isinstance(feats, Unavailable)
         assert feats["generic-receive-offload"].on is True
     finally:
@@ -156,16 +160,21 @@ def test_damaged_replies_fall_back_to_ethtool(ns: str) -> None:
         hurt = {k: damage(v) if isinstance(v, bytes) else v for k, v in replies.items()}
         vars(host.kernel)["_ethtool"]["a19v0"] = hurt
         for flag, json_parser, text_parser in READS:
-            assert (facts.ethtool_read(host, flag, "a19v0", json_parser, text_parser)
-                    == facts.ethtool_read(tool, flag, "a19v0", json_parser, text_parser))
+            assert facts.ethtool_read(
+                host, flag, "a19v0", json_parser, text_parser
+            ) == facts.ethtool_read(tool, flag, "a19v0", json_parser, text_parser)
         assert facts.driver_info(host, "a19v0") == facts.driver_info(tool, "a19v0")
 
 
 # ------------------------------------------------------------------ sans I/O, no kernel needed
 
 PARSERS: list[Callable[[bytes], object]] = [
-    ethtool_nl.parse_family, ethtool_nl.parse_rings, ethtool_nl.parse_pause,
-    ethtool_nl.parse_coalesce, ethtool_nl.parse_feature_names, ethtool_nl.parse_drvinfo,
+    ethtool_nl.parse_family,
+    ethtool_nl.parse_rings,
+    ethtool_nl.parse_pause,
+    ethtool_nl.parse_coalesce,
+    ethtool_nl.parse_feature_names,
+    ethtool_nl.parse_drvinfo,
     lambda b: ethtool_nl.parse_features(b, ["rx-gro", "tx-checksum-ipv4", ""]),
     lambda b: parse_qdiscs(b, 0),
 ]
@@ -173,13 +182,18 @@ PARSERS: list[Callable[[bytes], object]] = [
 
 def _message(cmd: int, attrs: bytes, msg_type: int = 30) -> bytes:
     body = bytes([cmd, 1, 0, 0]) + attrs
-    return ((16 + len(body)).to_bytes(4, "little") + msg_type.to_bytes(2, "little")
-            + bytes(10) + body)
+    return (
+        (16 + len(body)).to_bytes(4, "little") + msg_type.to_bytes(2, "little") + bytes(10) + body
+    )
 
 
 def _attr(kind: int, value: bytes) -> bytes:
-    return ((4 + len(value)).to_bytes(2, "little") + kind.to_bytes(2, "little") + value
-            + bytes(-len(value) % 4))
+    return (
+        (4 + len(value)).to_bytes(2, "little")
+        + kind.to_bytes(2, "little")
+        + value
+        + bytes(-len(value) % 4)
+    )
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -193,15 +207,23 @@ def test_parsers_take_any_bytes(data: bytes, which: int) -> None:
 
 
 def test_replies_built_by_hand() -> None:
-    rings = _message(16, _attr(2, (4096).to_bytes(4, "little")) + _attr(6, (512).to_bytes(
-        4, "little")) + _attr(5, (1024).to_bytes(4, "little")) + _attr(9, (256).to_bytes(
-            4, "little")))
+    rings = _message(
+        16,
+        _attr(2, (4096).to_bytes(4, "little"))
+        + _attr(6, (512).to_bytes(4, "little"))
+        + _attr(5, (1024).to_bytes(4, "little"))
+        + _attr(9, (256).to_bytes(4, "little")),
+    )
     got = ethtool_nl.parse_rings(rings)
     assert (got.rx, got.rx_max, got.tx, got.tx_max, got.rx_mini) == (512, 4096, 256, 1024, None)
     with pytest.raises(ParseError, match="expected 16"):
         ethtool_nl.parse_rings(_message(20, b""))
-    error = (20).to_bytes(4, "little") + (2).to_bytes(2, "little") + bytes(10) + (
-        (-95) & 0xFFFFFFFF).to_bytes(4, "little")
+    error = (
+        (20).to_bytes(4, "little")
+        + (2).to_bytes(2, "little")
+        + bytes(10)
+        + ((-95) & 0xFFFFFFFF).to_bytes(4, "little")
+    )
     with pytest.raises(KernelRefused) as refused:
         ethtool_nl.parse_pause(error)
     assert refused.value.errno == ethtool_nl.EOPNOTSUPP
@@ -226,19 +248,20 @@ def test_features_grouped_as_ethtool_shows_them() -> None:
         value = sum(1 << i for i in on).to_bytes(4, "little")
         return _attr(2, count.to_bytes(4, "little")) + _attr(4, value)
 
-    reply = _message(11, _attr(2, bits(0, 2, 3)) + _attr(3, bits(0, 2)) + _attr(4, bits(1, 2))
-                     + _attr(5, bits(3)))
+    reply = _message(
+        11,
+        _attr(2, bits(0, 2, 3)) + _attr(3, bits(0, 2)) + _attr(4, bits(1, 2)) + _attr(5, bits(3)),
+    )
     got = ethtool_nl.parse_features(reply, names)
     assert got["tx-checksumming"] == text.Feature("tx-checksumming", True, False, None)
     assert got["tx-checksum-ipv4"] == text.Feature("tx-checksum-ipv4", False, False, True)
     assert got["tx-checksum-ipv6"] == text.Feature("tx-checksum-ipv6", True, True, False)
-    assert got["generic-receive-offload"] == text.Feature("generic-receive-offload", True,
-                                                          False, True)
+    assert got["generic-receive-offload"] == text.Feature(
+        "generic-receive-offload", True, False, True
+    )
     assert "rx-gro" not in got
     assert got["highdma"] == text.Feature("highdma", False, True, False)
-    assert got["large-receive-offload"] == text.Feature("large-receive-offload", False, False,
-                                                        None)
-
+    assert got["large-receive-offload"] == text.Feature("large-receive-offload", False, False, None)
 
 
 # ------------------------------------------------------------------ qdiscs from rtnetlink
@@ -247,16 +270,47 @@ QDISC_SETUPS: list[tuple[str, list[list[str]], bool]] = [
     # (name, tc commands on a19q (4 tx queues), whether the kernel path answers without tc)
     ("default", [], True),
     ("mq", [["qdisc", "replace", "dev", "a19q", "root", "handle", "1:", "mq"]], True),
-    ("mq+ingress", [["qdisc", "replace", "dev", "a19q", "root", "handle", "1:", "mq"],
-                    ["qdisc", "add", "dev", "a19q", "ingress"]], True),
-    ("pfifo_fast+clsact", [["qdisc", "replace", "dev", "a19q", "root", "pfifo_fast"],
-                           ["qdisc", "add", "dev", "a19q", "clsact"]], True),
-    ("pfifo", [["qdisc", "replace", "dev", "a19q", "root", "handle", "5:", "pfifo",
-                "limit", "77"]], False),
-    ("htb", [["qdisc", "replace", "dev", "a19q", "root", "handle", "1:", "htb", "default",
-              "10"],
-             ["class", "add", "dev", "a19q", "parent", "1:", "classid", "1:10", "htb", "rate",
-              "100mbit"]], False),
+    (
+        "mq+ingress",
+        [
+            ["qdisc", "replace", "dev", "a19q", "root", "handle", "1:", "mq"],
+            ["qdisc", "add", "dev", "a19q", "ingress"],
+        ],
+        True,
+    ),
+    (
+        "pfifo_fast+clsact",
+        [
+            ["qdisc", "replace", "dev", "a19q", "root", "pfifo_fast"],
+            ["qdisc", "add", "dev", "a19q", "clsact"],
+        ],
+        True,
+    ),
+    (
+        "pfifo",
+        [["qdisc", "replace", "dev", "a19q", "root", "handle", "5:", "pfifo", "limit", "77"]],
+        False,
+    ),
+    (
+        "htb",
+        [
+            ["qdisc", "replace", "dev", "a19q", "root", "handle", "1:", "htb", "default", "10"],
+            [
+                "class",
+                "add",
+                "dev",
+                "a19q",
+                "parent",
+                "1:",
+                "classid",
+                "1:10",
+                "htb",
+                "rate",
+                "100mbit",
+            ],
+        ],
+        False,
+    ),
 ]
 
 
@@ -266,8 +320,21 @@ def test_qdiscs_match_tc(ns: str) -> None:
     for the kinds decoded here; other kinds (options only tc prints) still run tc."""
     from dtnkit.tune.kinds.qdisc import QdiscTunable
 
-    sh("ip", "-n", ns, "link", "add", "a19q", "numtxqueues", "4", "type", "veth", "peer",
-       "name", "a19qp")
+    sh(
+        "ip",
+        "-n",
+        ns,
+        "link",
+        "add",
+        "a19q",
+        "numtxqueues",
+        "4",
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "a19qp",
+    )
     try:
         for name, commands, decoded in QDISC_SETUPS:
             sh("tc", "-n", ns, "qdisc", "del", "dev", "a19q", "root", check=False)
@@ -289,11 +356,21 @@ def test_qdiscs_match_tc(ns: str) -> None:
 
 
 def test_qdisc_dump_damage_is_a_parse_error() -> None:
-    tcmsg = bytes(4) + (3).to_bytes(4, "little") + (0x10000).to_bytes(4, "little") + (
-        0xFFFFFFFF).to_bytes(4, "little") + bytes(4)
+    tcmsg = (
+        bytes(4)
+        + (3).to_bytes(4, "little")
+        + (0x10000).to_bytes(4, "little")
+        + (0xFFFFFFFF).to_bytes(4, "little")
+        + bytes(4)
+    )
     fifo = _attr(1, b"pfifo_fast\0") + _attr(2, (3).to_bytes(4, "little") + bytes(range(16)))
-    msg = ((16 + 20 + len(fifo)).to_bytes(4, "little") + (36).to_bytes(2, "little")
-           + bytes(10) + tcmsg + fifo)
+    msg = (
+        (16 + 20 + len(fifo)).to_bytes(4, "little")
+        + (36).to_bytes(2, "little")
+        + bytes(10)
+        + tcmsg
+        + fifo
+    )
     got = parse_qdiscs(msg, 3)
     assert got is not None and got[0].kind == "pfifo_fast" and got[0].root
     assert got[0].handle == "1:" and got[0].options["priomap"] == list(range(16))
@@ -302,5 +379,11 @@ def test_qdisc_dump_damage_is_a_parse_error() -> None:
         parse_qdiscs(msg[:30], 3)
     short = _attr(1, b"pfifo_fast\0") + _attr(2, bytes(8))
     with pytest.raises(ParseError, match="short pfifo_fast"):
-        parse_qdiscs((16 + 20 + len(short)).to_bytes(4, "little") + (36).to_bytes(2, "little")
-                     + bytes(10) + tcmsg + short, 3)
+        parse_qdiscs(
+            (16 + 20 + len(short)).to_bytes(4, "little")
+            + (36).to_bytes(2, "little")
+            + bytes(10)
+            + tcmsg
+            + short,
+            3,
+        )

@@ -133,8 +133,11 @@ def test_in_a_namespace_the_helper_runs_the_planned_commands_side_by_side(
     host.runner = Refuse()
     host.read_ahead = lambda reads, workers=4: None  # type: ignore[method-assign]
     results = [host.query(c) for c in (first, second, then)]
-    assert [(r.returncode, r.stdout) for r in results] == [(0, "two\n"), (0, "one\n"),
-                                                          (0, "after\n")]
+    assert [(r.returncode, r.stdout) for r in results] == [
+        (0, "two\n"),
+        (0, "one\n"),
+        (0, "after\n"),
+    ]
 
 
 def test_reads_that_need_no_command_start_no_thread(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -59,8 +59,21 @@ def ns() -> Iterator[str]:
         ns_sh(name, "link", "add", "br0", "type", "bridge")
         ns_sh(name, "link", "add", "mv0", "link", "br0", "type", "macvlan", "mode", "bridge")
         ns_sh(name, "link", "add", "kvx", "type", "veth", "peer", "name", "kvxp", "netns", peer)
-        ns_sh(name, "link", "add", "mq0", "numtxqueues", "4", "type", "veth", "peer", "name",
-              "mq1", "numtxqueues", "4")
+        ns_sh(
+            name,
+            "link",
+            "add",
+            "mq0",
+            "numtxqueues",
+            "4",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "mq1",
+            "numtxqueues",
+            "4",
+        )
         for dev in ("kv0", "kv1"):
             ns_sh(name, "link", "set", dev, "master", "br0")
         ns_sh(name, "link", "set", "kv1", "mtu", "9000")
@@ -70,17 +83,41 @@ def ns() -> Iterator[str]:
         ns_sh(peer, "link", "set", "kvxp", "up")
         sh("tc", "-n", name, "qdisc", "replace", "dev", "mq0", "root", "handle", "1:", "mq")
         for q in range(1, 5):
-            sh("tc", "-n", name, "qdisc", "replace", "dev", "mq0", "parent", f"1:{q}",
-               "pfifo_fast")
+            sh("tc", "-n", name, "qdisc", "replace", "dev", "mq0", "parent", f"1:{q}", "pfifo_fast")
         sh("tc", "-n", name, "qdisc", "add", "dev", "kvx", "ingress")
         ns_sh(name, "addr", "add", "10.77.0.1/24", "dev", "mv0")
         ns_sh(name, "addr", "add", "10.77.1.1/24", "dev", "mq0")
         ns_sh(name, "-6", "addr", "add", "2001:db8:77::1/64", "dev", "mv0", "nodad")
         ns_sh(name, "-6", "addr", "add", "fd00:77::1/64", "dev", "mq0", "nodad")
-        ns_sh(name, "route", "add", "default", "nexthop", "via", "10.77.0.2", "dev", "mv0",
-              "nexthop", "via", "10.77.1.2", "dev", "mq0")
-        ns_sh(name, "-6", "route", "add", "default", "via", "2001:db8:77::2", "dev", "mv0",
-              "metric", "10")
+        ns_sh(
+            name,
+            "route",
+            "add",
+            "default",
+            "nexthop",
+            "via",
+            "10.77.0.2",
+            "dev",
+            "mv0",
+            "nexthop",
+            "via",
+            "10.77.1.2",
+            "dev",
+            "mq0",
+        )
+        ns_sh(
+            name,
+            "-6",
+            "route",
+            "add",
+            "default",
+            "via",
+            "2001:db8:77::2",
+            "dev",
+            "mv0",
+            "metric",
+            "10",
+        )
         ns_sh(name, "route", "add", "default", "via", "10.77.1.2", "table", "100")  # not main
         settled(name)
         yield name
@@ -114,8 +151,9 @@ def settled(ns: str) -> None:
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         with iproute(ns) as ipr:
-            states = [link.get("IFLA_OPERSTATE") for link in ipr.get_links()
-                      if link["flags"] & 1]  # IFF_UP
+            states = [
+                link.get("IFLA_OPERSTATE") for link in ipr.get_links() if link["flags"] & 1
+            ]  # IFF_UP
         if all(state in ("UP", "UNKNOWN") for state in states):
             return
         select.select([], [], [], 0.05)  # poll the condition, not a fixed sleep
@@ -141,14 +179,26 @@ def theirs_links(ipr: IPRoute) -> list[tuple[object, ...]]:
     out = []
     for link in links:
         iflink = link.get("IFLA_LINK")
-        lower = (names.get(iflink, f"if{iflink}")
-                 if iflink and link.get("IFLA_LINK_NETNSID") is None else None)
+        lower = (
+            names.get(iflink, f"if{iflink}")
+            if iflink and link.get("IFLA_LINK_NETNSID") is None
+            else None
+        )
         master = link.get("IFLA_MASTER")
-        out.append((link["index"], link.get(("IFLA_LINKINFO", "IFLA_INFO_KIND")), lower,
-                    names.get(master, f"if{master}") if master else None,
-                    link.get("IFLA_MAX_MTU") or None, link.get("IFLA_MTU"),
-                    link.get("IFLA_IFNAME"), link.get("IFLA_NUM_TX_QUEUES"),
-                    link.get("IFLA_OPERSTATE"), link.get("IFLA_TXQLEN") or 0))
+        out.append(
+            (
+                link["index"],
+                link.get(("IFLA_LINKINFO", "IFLA_INFO_KIND")),
+                lower,
+                names.get(master, f"if{master}") if master else None,
+                link.get("IFLA_MAX_MTU") or None,
+                link.get("IFLA_MTU"),
+                link.get("IFLA_IFNAME"),
+                link.get("IFLA_NUM_TX_QUEUES"),
+                link.get("IFLA_OPERSTATE"),
+                link.get("IFLA_TXQLEN") or 0,
+            )
+        )
     return out
 
 
@@ -182,19 +232,27 @@ def test_default_routes_and_addresses_decode_as_pyroute2_reads_them(ns: str) -> 
                 for hop in route.get("RTA_MULTIPATH") or []:
                     if names[hop["oif"]] not in devs:
                         devs.append(names[hop["oif"]])
-                theirs.append((tuple(devs), route.get("RTA_GATEWAY"),
-                               route.get("RTA_PRIORITY")))
-            ours = [(r.devs, r.gateway, r.metric)
-                    for r in parse_default_routes(got[dump], names)]
+                theirs.append((tuple(devs), route.get("RTA_GATEWAY"), route.get("RTA_PRIORITY")))
+            ours = [(r.devs, r.gateway, r.metric) for r in parse_default_routes(got[dump], names)]
             assert ours == theirs, family
             assert ours, f"no default route of family {family}"
-        scopes = {number: ("global" if name == "universe" else name)
-                  for name, number in rt_scope.items() if isinstance(name, str)}
+        scopes = {
+            number: ("global" if name == "universe" else name)
+            for name, number in rt_scope.items()
+            if isinstance(name, str)
+        }
         theirs_addrs = sorted(
-            (names[a["index"]], a.get("IFA_LOCAL") or a.get("IFA_ADDRESS"), a["prefixlen"],
-             scopes[a["scope"]]) for a in ipr.get_addr(family=AF_INET6))
-    ours_addrs = sorted((a.ifname, a.local, a.prefixlen, a.scope)
-                        for a in parse_addresses(got["addr6"], names))
+            (
+                names[a["index"]],
+                a.get("IFA_LOCAL") or a.get("IFA_ADDRESS"),
+                a["prefixlen"],
+                scopes[a["scope"]],
+            )
+            for a in ipr.get_addr(family=AF_INET6)
+        )
+    ours_addrs = sorted(
+        (a.ifname, a.local, a.prefixlen, a.scope) for a in parse_addresses(got["addr6"], names)
+    )
     assert ours_addrs == theirs_addrs
     assert ("mv0", "2001:db8:77::1", 64, "global") in ours_addrs
 
@@ -211,10 +269,15 @@ def test_qdiscs_decode_as_pyroute2_reads_them(ns: str) -> None:
         for link in links:
             ours = parse_qdiscs(got["qdisc"], link.index)
             assert ours is not None, link.name  # only kinds the decoder prints, here
-            theirs = [(q.get("TCA_KIND"), _handle(q["handle"]),
-                       None if q["parent"] in (0, 0xFFFFFFFF) else _handle(q["parent"]),
-                       q["parent"] == 0xFFFFFFFF)
-                      for q in ipr.get_qdiscs(index=link.index)]
+            theirs = [
+                (
+                    q.get("TCA_KIND"),
+                    _handle(q["handle"]),
+                    None if q["parent"] in (0, 0xFFFFFFFF) else _handle(q["parent"]),
+                    q["parent"] == 0xFFFFFFFF,
+                )
+                for q in ipr.get_qdiscs(index=link.index)
+            ]
             assert [(q.kind, q.handle, q.parent, q.root) for q in ours] == theirs, link.name
             compared += len(ours)
     by_dev = {link.name: parse_qdiscs(got["qdisc"], link.index) for link in links}

@@ -37,8 +37,11 @@ def mounts() -> list[str]:
     """This process's mount table, less the namespace files (`nsfs`) under /run/netns:
     every `ip netns add` on the machine, ours or another job's, adds one there, and none is
     what the helper could leak (its fresh sysfs)."""
-    return sorted(line for line in Path("/proc/self/mountinfo").read_text().splitlines()
-                  if " - nsfs " not in line)
+    return sorted(
+        line
+        for line in Path("/proc/self/mountinfo").read_text().splitlines()
+        if " - nsfs " not in line
+    )
 
 
 def helper_of(host: Host) -> object:
@@ -61,8 +64,7 @@ def test_forked_helper_sees_the_namespace_not_the_host(ns: Netns) -> None:
     # the child holds its two pipes and /dev/null, nothing else of the parent's
     assert sorted(os.listdir(f"/proc/{proc.pid}/fd")) == ["0", "1", "2"]
     assert os.readlink(f"/proc/{proc.pid}/fd/2") == "/dev/null"
-    assert os.stat(f"/proc/{proc.pid}/ns/net").st_ino == os.stat(
-        f"/run/netns/{ns.name}").st_ino
+    assert os.stat(f"/proc/{proc.pid}/ns/net").st_ino == os.stat(f"/run/netns/{ns.name}").st_ino
     assert mounts() == before  # the fresh sysfs is the child's alone
     assert "dkv0" not in os.listdir("/sys/class/net")
     del host
@@ -70,7 +72,8 @@ def test_forked_helper_sees_the_namespace_not_the_host(ns: Netns) -> None:
 
 
 def test_falls_back_to_ip_netns_exec_when_setns_is_refused(
-        ns: Netns, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ns: Netns, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # the child finds a plain file where the namespace should be: setns fails (EINVAL)
     (tmp_path / ns.name).write_text("")
     monkeypatch.setattr(nsfork, "NETNS_RUN_DIR", str(tmp_path))
@@ -83,7 +86,8 @@ def test_falls_back_to_ip_netns_exec_when_setns_is_refused(
 
 
 def test_files_of_etc_netns_are_bound_over_etc_as_ip_netns_exec_does(
-        ns: Netns, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ns: Netns, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (tmp_path / ns.name).mkdir()  # /etc/netns/NS: files ip netns exec bind-mounts on /etc
     (tmp_path / ns.name / "hosts").write_text("10.9.9.9 nsf-only\n")
     monkeypatch.setattr(nsfork, "NETNS_ETC_DIR", str(tmp_path))
@@ -95,12 +99,15 @@ def test_files_of_etc_netns_are_bound_over_etc_as_ip_netns_exec_does(
 
 
 def test_the_child_dies_with_its_parent(ns: Netns) -> None:
-    code = ("import sys\nfrom dtnkit.host.host import Host\n"
-            f"h = Host.live({ns.name!r}, read_only=True)\n"
-            "h.read('/proc/sys/net/core/somaxconn')\n"
-            "print(h._helper[None].proc.pid, flush=True)\nsys.stdin.read()\n")
-    parent = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True)
+    code = (
+        "import sys\nfrom dtnkit.host.host import Host\n"
+        f"h = Host.live({ns.name!r}, read_only=True)\n"
+        "h.read('/proc/sys/net/core/somaxconn')\n"
+        "print(h._helper[None].proc.pid, flush=True)\nsys.stdin.read()\n"
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         assert parent.stdout is not None
         child = int(parent.stdout.readline())
@@ -114,10 +121,14 @@ def test_the_child_dies_with_its_parent(ns: Netns) -> None:
         os.close(pidfd)
 
 
-PROBED = ["net.ipv4.tcp_rmem", "net.ipv4.tcp_congestion_control", "net.core.rmem_max",
-          "net.core.netdev_max_backlog", "kernel.core_pattern", "vm.swappiness"]
-
-
+PROBED = [
+    "net.ipv4.tcp_rmem",
+    "net.ipv4.tcp_congestion_control",
+    "net.core.rmem_max",
+    "net.core.netdev_max_backlog",
+    "kernel.core_pattern",
+    "vm.swappiness",
+]
 
 
 def recording(monkeypatch: pytest.MonkeyPatch) -> list[str | None]:
@@ -125,8 +136,9 @@ def recording(monkeypatch: pytest.MonkeyPatch) -> list[str | None]:
     forked: list[str | None] = []
     run = nsfork.run_in_new_netns
 
-    def recorded(program: nsfork.Program, data: bytes,
-                 child: nsfork.ForkedChild | None = None) -> str | None:
+    def recorded(
+        program: nsfork.Program, data: bytes, child: nsfork.ForkedChild | None = None
+    ) -> str | None:
         forked.append(run(program, data, child))
         return forked[-1]
 
@@ -138,8 +150,7 @@ def verdicts(probe: ScopeProbe) -> dict[str, tuple[bool, str, bool]]:
     return {n: (v.per_netns, v.why, v.final) for n, v in probe.classify(PROBED).items()}
 
 
-def test_the_forked_scope_probe_answers_as_unshare_does(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_forked_scope_probe_answers_as_unshare_does(monkeypatch: pytest.MonkeyPatch) -> None:
     before = {n: Path(sysctl_file(n)).read_text() for n in PROBED}
     forked = recording(monkeypatch)
     by_fork = verdicts(ScopeProbe())
@@ -153,7 +164,8 @@ def test_the_forked_scope_probe_answers_as_unshare_does(
 
 
 def test_the_scope_probe_falls_back_to_unshare_when_the_fork_cannot(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     expected = verdicts(ScopeProbe(runner=CountingRunner()))
     monkeypatch.setattr(nsfork, "_CLONE_NEWNET", 1)  # unshare(2) refuses it: EINVAL
     forked = recording(monkeypatch)
@@ -186,8 +198,10 @@ def test_files_the_batch_did_not_read_come_from_the_helper_not_a_cat(ns: Netns) 
     host = Host.live(ns.name, read_only=True)
     assert host.read(path) == "17\n"
     assert host.writable(path)
-    assert host.read("/sys/class/net/dkv0/address") == ns.run(
-        "cat", "/sys/class/net/dkv0/address").stdout
+    assert (
+        host.read("/sys/class/net/dkv0/address")
+        == ns.run("cat", "/sys/class/net/dkv0/address").stdout
+    )
     assert host.read("/proc/sys/net/ipv4/nosuchfile") is None
     assert not any("cat" in key for key in host._cache)
     assert isinstance(helper_of(host), nsfork.ForkedChild)

@@ -47,7 +47,8 @@ def test_a_kernel_config_with_odd_bytes_is_read(tmp_path: Path, where: str) -> N
 
 
 def test_the_audit_of_a_tree_with_odd_bytes_reports_them_and_goes_on(
-        tmp_path: Path, environment: Environment) -> None:
+    tmp_path: Path, environment: Environment
+) -> None:
     def audit(tree: Path) -> tuple[int, str]:
         code = main(["tune", "audit", "--tree", str(tree), "--format", "json"], environment)
         assert "Traceback" not in taken(environment.stderr)
@@ -84,15 +85,30 @@ def test_a_namespace_reads_odd_bytes_as_the_host_does(ns: Netns) -> None:
     assert ns.run("od", "-An", "-c", alias).stdout.split()[:5] == ["c", "a", "f", "351", "377"]
     # an interface named in Latin-1 (the kernel takes any bytes but / : and blanks), down:
     # its line of /proc/net/dev (read by `cat`, outside the batch) does not change
-    sh("ip", "-n", ns.name, "link", "add", "name", os.fsdecode(b"l\xe9x"), "type", "veth",
-       "peer", "name", "l21y")
+    sh(
+        "ip",
+        "-n",
+        ns.name,
+        "link",
+        "add",
+        "name",
+        os.fsdecode(b"l\xe9x"),
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "l21y",
+    )
     helper = Host.live(ns.name)  # the namespace's helper reads the files and runs `cat`
     by_cat = Host(Path("/"), netns=ns.name, runner=CountingRunner())  # a process each
     assert helper.read(alias) == by_cat.read(alias) == AS_READ
 
     def odd_line(host: Host) -> list[str]:
-        return [line for line in (host.read("/proc/net/dev") or "").splitlines()
-                if line.lstrip().startswith("l\ufffdx:")]
+        return [
+            line
+            for line in (host.read("/proc/net/dev") or "").splitlines()
+            if line.lstrip().startswith("l\ufffdx:")
+        ]
 
     assert len(odd_line(helper)) == 1
     assert odd_line(helper) == odd_line(by_cat)

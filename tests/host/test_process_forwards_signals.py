@@ -16,11 +16,14 @@ import pytest
 from dtnkit.host import process
 
 #: dtnkit's side: run the command given as arguments, exit with what run_forwarding says
-FORWARDER = ("import sys; from dtnkit.host.process import run_forwarding; "
-             "sys.exit(run_forwarding(sys.argv[1:]))")
+FORWARDER = (
+    "import sys; from dtnkit.host.process import run_forwarding; "
+    "sys.exit(run_forwarding(sys.argv[1:]))"
+)
 #: the command: on any of the three signals it cleans up (taking its time) and exits 3
-TRAP = ("trap 'sleep 0.2; echo cleaned; exit 3' INT TERM HUP; "
-        "echo ready; while :; do sleep 0.05; done")
+TRAP = (
+    "trap 'sleep 0.2; echo cleaned; exit 3' INT TERM HUP; echo ready; while :; do sleep 0.05; done"
+)
 SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP]
 
 
@@ -28,9 +31,13 @@ def forwarder(*command: str) -> subprocess.Popen[str]:
     """The forwarding process, started with the command and waited for until the command
     says ``ready`` (its trap is set).  In a session of its own: no terminal sends it or the
     command anything, so what reaches the command is what dtnkit forwarded."""
-    proc = subprocess.Popen([sys.executable, "-c", FORWARDER, *command], text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", FORWARDER, *command],
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     assert proc.stdout is not None
     assert proc.stdout.readline().strip() == "ready"
     return proc
@@ -38,7 +45,8 @@ def forwarder(*command: str) -> subprocess.Popen[str]:
 
 @pytest.mark.parametrize("signum", SIGNALS, ids=["INT", "TERM", "HUP"])
 def test_a_forwarded_signal_reaches_the_commands_trap_and_its_status_is_kept(
-        signum: signal.Signals) -> None:
+    signum: signal.Signals,
+) -> None:
     """Sent as soon as the command runs: a few times, since a signal that came before
     dtnkit's handlers were in place once ended dtnkit and left the command running."""
     for _ in range(5):
@@ -57,7 +65,8 @@ def test_a_forwarded_signal_reaches_the_commands_trap_and_its_status_is_kept(
 
 @pytest.mark.parametrize("signum", SIGNALS, ids=["INT", "TERM", "HUP"])
 def test_a_command_ended_by_the_forwarded_signal_gives_128_plus_its_number(
-        signum: signal.Signals) -> None:
+    signum: signal.Signals,
+) -> None:
     proc = forwarder("sh", "-c", "echo ready; exec sleep 60")
     try:
         proc.send_signal(signum)

@@ -34,4 +34,3 @@ def test_a_process_gone_gets_nothing_and_nothing_raises() -> None:
     child = process.start(["true"])
     child.wait()
     assert not process.signal_pid(child.pid, signal.SIGHUP)
-

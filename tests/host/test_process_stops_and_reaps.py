@@ -19,17 +19,23 @@ from hypothesis import strategies as st
 from dtnkit.host import process
 
 #: a Python child that ignores SIGTERM, says so, and sleeps
-IGNORES_TERM = ("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
-                "print('ready', flush=True); time.sleep(60)")
+IGNORES_TERM = (
+    "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+    "print('ready', flush=True); time.sleep(60)"
+)
 #: a Python child that notes each SIGTERM (its time) and goes on sleeping
-NOTES_TERM = ("import signal, sys, time\n"
-              "def note(n, f): print('term', time.monotonic(), flush=True)\n"
-              "signal.signal(signal.SIGTERM, note)\n"
-              "print('ready', flush=True)\n"
-              "while True: time.sleep(60)\n")
+NOTES_TERM = (
+    "import signal, sys, time\n"
+    "def note(n, f): print('term', time.monotonic(), flush=True)\n"
+    "signal.signal(signal.SIGTERM, note)\n"
+    "print('ready', flush=True)\n"
+    "while True: time.sleep(60)\n"
+)
 #: a group leader that dies on SIGTERM and leaves two children that ignore it
-LEAVES_IGNORERS = ("sh -c 'trap \"\" TERM; exec sleep 60' & echo $!; "
-                   "sh -c 'trap \"\" TERM; exec sleep 60' & echo $!; wait")
+LEAVES_IGNORERS = (
+    "sh -c 'trap \"\" TERM; exec sleep 60' & echo $!; "
+    "sh -c 'trap \"\" TERM; exec sleep 60' & echo $!; wait"
+)
 
 
 def reaped(pid: int) -> bool:
@@ -81,8 +87,9 @@ def test_a_child_that_exits_on_sigterm_is_not_killed() -> None:
 
 
 def test_a_process_group_is_stopped_whole() -> None:
-    child = process.start(["sh", "-c", LEAVES_IGNORERS], own_group=True, text=True,
-                          stdout=process.PIPE)
+    child = process.start(
+        ["sh", "-c", LEAVES_IGNORERS], own_group=True, text=True, stdout=process.PIPE
+    )
     assert child.stdout is not None
     left = [int(child.stdout.readline()), int(child.stdout.readline())]
     assert all(process.alive(pid) for pid in left)
@@ -176,11 +183,12 @@ KINDS = {
     "quick": ["true"],
 }
 SIGNALS = [signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGSTOP, signal.SIGCONT]
-START = st.tuples(st.just("start"), st.sampled_from(sorted(KINDS)), st.booleans(),
-                  st.booleans())
+START = st.tuples(st.just("start"), st.sampled_from(sorted(KINDS)), st.booleans(), st.booleans())
 #: a short command to its end, or a long one past its timeout (killed with its group)
-RUNS = {"to its end": (["sh", "-c", "sleep 0.05 & wait"], None),
-        "past its timeout": (["sh", "-c", "sleep 30 & wait"], 0.1)}
+RUNS = {
+    "to its end": (["sh", "-c", "sleep 0.05 & wait"], None),
+    "past its timeout": (["sh", "-c", "sleep 30 & wait"], 0.1),
+}
 SIGNAL = st.tuples(st.just("signal"), st.integers(0, 7), st.sampled_from(SIGNALS))
 STOP = st.tuples(st.just("stop"), st.integers(0, 7), st.sampled_from([0.0, 0.05, 0.2]))
 CLOSE = st.tuples(st.just("close"), st.integers(0, 7))
@@ -201,10 +209,14 @@ def test_no_sequence_of_start_signal_stop_leaks(ops: list[tuple[object, ...]]) -
             _, kind, own_group, piped = op
             # a leader without a group of its own leaves its children behind (the test
             # above shows it): "group" always has one
-            children.append(process.start(KINDS[str(kind)],
-                                          own_group=bool(own_group) or kind == "group",
-                                          stdout=process.PIPE if piped else process.DEVNULL,
-                                          grace_s=0.2))
+            children.append(
+                process.start(
+                    KINDS[str(kind)],
+                    own_group=bool(own_group) or kind == "group",
+                    stdout=process.PIPE if piped else process.DEVNULL,
+                    grace_s=0.2,
+                )
+            )
         elif name == "signal" and children:
             children[int(op[1]) % len(children)].send(int(op[2]))  # type: ignore[call-overload]
         elif name == "stop" and children:

@@ -47,9 +47,7 @@ def test_process_running_agrees_with_pgrep(tmp_path: Path) -> None:
     assert host.process_running(name) is False
 
 
-def test_irqbalance_check_starts_no_process_on_a_live_host(
-    monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_irqbalance_check_starts_no_process_on_a_live_host(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[tuple[str, ...]] = []
     real = SubprocessRunner.run
 

@@ -56,25 +56,48 @@ def stacked() -> Iterator[str]:
         ns_sh(name, "link", "add", "rtn1", "type", "veth", "peer", "name", "rtn1p")
         ns_sh(name, "link", "add", "br0", "type", "bridge")
         ns_sh(name, "link", "add", "mv0", "link", "br0", "type", "macvlan", "mode", "bridge")
-        ns_sh(name, "link", "add", "rtnx", "type", "veth", "peer", "name", "rtnxp",
-              "netns", peer)
+        ns_sh(name, "link", "add", "rtnx", "type", "veth", "peer", "name", "rtnxp", "netns", peer)
         ns_sh(name, "link", "add", "up0", "type", "veth", "peer", "name", "up1")
         for dev in ("rtn0", "rtn1"):
             ns_sh(name, "link", "set", dev, "master", "br0")
         ns_sh(name, "link", "set", "rtn1", "mtu", "9000")
         ns_sh(name, "link", "set", "up0", "txqueuelen", "0")
-        for dev in ("lo", "rtn0", "rtn0p", "rtn1", "rtn1p", "br0", "mv0", "rtnx", "up0",
-                    "up1"):
+        for dev in ("lo", "rtn0", "rtn0p", "rtn1", "rtn1p", "br0", "mv0", "rtnx", "up0", "up1"):
             ns_sh(name, "link", "set", dev, "up")
         ns_sh(peer, "link", "set", "rtnxp", "up")
         ns_sh(name, "addr", "add", "10.18.0.1/24", "dev", "mv0")
         ns_sh(name, "addr", "add", "10.18.1.1/24", "dev", "up0")
         ns_sh(name, "-6", "addr", "add", "2001:db8:18::1/64", "dev", "mv0", "nodad")
         ns_sh(name, "-6", "addr", "add", "2001:db8:19::1/64", "dev", "up0", "nodad")
-        ns_sh(name, "route", "add", "default", "nexthop", "via", "10.18.0.2", "dev", "mv0",
-              "nexthop", "via", "10.18.1.2", "dev", "up0")
-        ns_sh(name, "-6", "route", "add", "default", "via", "2001:db8:18::2", "dev", "mv0",
-              "metric", "10")
+        ns_sh(
+            name,
+            "route",
+            "add",
+            "default",
+            "nexthop",
+            "via",
+            "10.18.0.2",
+            "dev",
+            "mv0",
+            "nexthop",
+            "via",
+            "10.18.1.2",
+            "dev",
+            "up0",
+        )
+        ns_sh(
+            name,
+            "-6",
+            "route",
+            "add",
+            "default",
+            "via",
+            "2001:db8:18::2",
+            "dev",
+            "mv0",
+            "metric",
+            "10",
+        )
         ns_sh(name, "route", "add", "default", "via", "10.18.1.2", "table", "100")  # not main
         settled(name)
         yield name
@@ -152,8 +175,17 @@ def test_every_link_field_matches_ip_json(stacked: str) -> None:
     theirs = parse_ip_link_json(sh("ip", "-n", stacked, "-d", "-j", "link", "show").stdout)
     assert [link.name for link in ours] == [link.name for link in theirs]
     for mine, ip in zip(ours, theirs, strict=True):
-        for name in ("index", "kind", "master", "lower", "mtu", "max_mtu", "txqlen",
-                     "operstate", "num_tx_queues"):
+        for name in (
+            "index",
+            "kind",
+            "master",
+            "lower",
+            "mtu",
+            "max_mtu",
+            "txqlen",
+            "operstate",
+            "num_tx_queues",
+        ):
             assert getattr(mine, name) == getattr(ip, name), (mine.name, name)
 
 
@@ -176,8 +208,12 @@ def test_requests_and_replies_without_a_socket() -> None:
     assert list(messages(done, 16)) == []
     with pytest.raises(ParseError, match="truncated"):
         list(messages((64).to_bytes(4, "little") + bytes(16), 16))
-    error = (20).to_bytes(4, "little") + (2).to_bytes(2, "little") + bytes(10) + (
-        (-1) & 0xFFFFFFFF).to_bytes(4, "little")
+    error = (
+        (20).to_bytes(4, "little")
+        + (2).to_bytes(2, "little")
+        + bytes(10)
+        + ((-1) & 0xFFFFFFFF).to_bytes(4, "little")
+    )
     with pytest.raises(ParseError, match="errno 1"):
         parse_default_routes(error, {})
     with pytest.raises(ParseError, match="no name"):

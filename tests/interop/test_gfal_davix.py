@@ -16,7 +16,6 @@ from dtnkit.transfer.server import ServerHandle
 DATA = os.urandom(2 << 20) + b"tail"
 
 
-
 @pytest.fixture(scope="module")
 def dk(pki: Pki) -> Iterator[ServerHandle]:
     with running_dtnkit(pki, tokens=TOKENS) as server:
@@ -24,8 +23,7 @@ def dk(pki: Pki) -> Iterator[ServerHandle]:
 
 
 def run(argv: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60,
-                          check=False)
+    return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60, check=False)
 
 
 def davs(dk: ServerHandle, name: str) -> str:
@@ -36,12 +34,18 @@ def server_digest(dk: ServerHandle, name: str, pki: Pki) -> str:
     import http.client
     import ssl
 
-    conn = http.client.HTTPSConnection("127.0.0.1", dk.port, timeout=10,
-                                       context=ssl.create_default_context(
-                                           cafile=str(pki.ca_file)))
+    conn = http.client.HTTPSConnection(
+        "127.0.0.1",
+        dk.port,
+        timeout=10,
+        context=ssl.create_default_context(cafile=str(pki.ca_file)),
+    )
     try:
-        conn.request("HEAD", "/" + name, headers={"Authorization": "Bearer ro-token",
-                                                  "Want-Digest": "adler32"})
+        conn.request(
+            "HEAD",
+            "/" + name,
+            headers={"Authorization": "Bearer ro-token", "Want-Digest": "adler32"},
+        )
         resp = conn.getresponse()
         resp.read()
         return resp.getheader("Digest") or ""
@@ -54,13 +58,23 @@ def no_parts(root: Path) -> bool:
 
 
 @pytest.mark.needs_gfal
-def test_gfal_copy_upload_download_with_token(dk: ServerHandle, pki: Pki,
-                                              tmp_path: Path) -> None:
+def test_gfal_copy_upload_download_with_token(dk: ServerHandle, pki: Pki, tmp_path: Path) -> None:
     src = tmp_path / "src.bin"
     src.write_bytes(DATA)
     env = gfal_env(pki, "rw-token")  # gfal2 2.21 reads the bearer token from BEARER_TOKEN
-    up = run(["gfal-copy", "-vv", "-K", "adler32", "--checksum-mode", "both", f"file://{src}",
-              davs(dk, "gfal-up.bin")], env)
+    up = run(
+        [
+            "gfal-copy",
+            "-vv",
+            "-K",
+            "adler32",
+            "--checksum-mode",
+            "both",
+            f"file://{src}",
+            davs(dk, "gfal-up.bin"),
+        ],
+        env,
+    )
     assert up.returncode == 0, up.stderr + up.stdout
     assert (dk.root / "gfal-up.bin").read_bytes() == DATA
     assert server_digest(dk, "gfal-up.bin", pki) == f"adler32={adler(DATA)}"
@@ -69,8 +83,18 @@ def test_gfal_copy_upload_download_with_token(dk: ServerHandle, pki: Pki,
     assert "SOURCE http_plugin CHECKSUM:EXIT" in text
     assert "DESTINATION http_plugin CHECKSUM:EXIT" in text and "Want-Digest: adler32" in text
     dst = tmp_path / "down.bin"
-    down = run(["gfal-copy", "-K", "adler32", "--checksum-mode", "both",
-                davs(dk, "gfal-up.bin"), f"file://{dst}"], gfal_env(pki, "ro-token"))
+    down = run(
+        [
+            "gfal-copy",
+            "-K",
+            "adler32",
+            "--checksum-mode",
+            "both",
+            davs(dk, "gfal-up.bin"),
+            f"file://{dst}",
+        ],
+        gfal_env(pki, "ro-token"),
+    )
     assert down.returncode == 0, down.stderr + down.stdout
     assert dst.read_bytes() == DATA
     summed = run(["gfal-sum", davs(dk, "gfal-up.bin"), "ADLER32"], env)
@@ -79,15 +103,25 @@ def test_gfal_copy_upload_download_with_token(dk: ServerHandle, pki: Pki,
 
 
 @pytest.mark.needs_gfal
-def test_gfal_copy_with_a_wrong_token_fails_cleanly(dk: ServerHandle, pki: Pki,
-                                                    tmp_path: Path) -> None:
+def test_gfal_copy_with_a_wrong_token_fails_cleanly(
+    dk: ServerHandle, pki: Pki, tmp_path: Path
+) -> None:
     src = tmp_path / "src.bin"
     src.write_bytes(DATA)
-    bad = run(["gfal-copy", "-K", "adler32", "--checksum-mode", "both", f"file://{src}",
-               davs(dk, "gfal-denied.bin")], gfal_env(pki, "not-a-token"))
+    bad = run(
+        [
+            "gfal-copy",
+            "-K",
+            "adler32",
+            "--checksum-mode",
+            "both",
+            f"file://{src}",
+            davs(dk, "gfal-denied.bin"),
+        ],
+        gfal_env(pki, "not-a-token"),
+    )
     assert bad.returncode != 0 and "401" in bad.stderr
-    ro = run(["gfal-copy", f"file://{src}", davs(dk, "gfal-denied.bin")],
-             gfal_env(pki, "ro-token"))
+    ro = run(["gfal-copy", f"file://{src}", davs(dk, "gfal-denied.bin")], gfal_env(pki, "ro-token"))
     assert ro.returncode != 0 and "403" in ro.stderr
     assert not (dk.root / "gfal-denied.bin").exists() and no_parts(dk.root)
 
@@ -113,16 +147,17 @@ def test_davix_put_get_ls(dk: ServerHandle, pki: Pki, tmp_path: Path) -> None:
     assert (dk.root / "davix.bin").read_bytes() == DATA
     # davix-get does not verify: compare the content and the server's digest ourselves
     dst = tmp_path / "got.bin"
-    get = run(["davix-get", *ca, "-H", "Authorization: Bearer ro-token",
-               davs(dk, "davix.bin"), str(dst)])
+    get = run(
+        ["davix-get", *ca, "-H", "Authorization: Bearer ro-token", davs(dk, "davix.bin"), str(dst)]
+    )
     assert get.returncode == 0, get.stderr
     assert dst.read_bytes() == DATA
     assert server_digest(dk, "davix.bin", pki) == f"adler32={adler(dst.read_bytes())}"
-    ls = run(["davix-ls", *ca, "-H", "Authorization: Bearer ro-token", "-l",
-              davs(dk, "")])
+    ls = run(["davix-ls", *ca, "-H", "Authorization: Bearer ro-token", "-l", davs(dk, "")])
     assert ls.returncode == 0, ls.stderr
-    assert any(ln.endswith("davix.bin") and str(len(DATA)) in ln.split()
-               for ln in ls.stdout.splitlines())
+    assert any(
+        ln.endswith("davix.bin") and str(len(DATA)) in ln.split() for ln in ls.stdout.splitlines()
+    )
     denied = run(["davix-put", *ca, str(src), davs(dk, "davix-anon.bin")])
     assert denied.returncode != 0 and not (dk.root / "davix-anon.bin").exists()
     assert no_parts(dk.root)

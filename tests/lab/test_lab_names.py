@@ -54,10 +54,18 @@ def built(state: Path, name: str) -> Iterator[LabPath]:
 def in_ns(netns: str, code: str, *args: str) -> tuple[float, str]:
     """Run Python ``code`` inside ``netns`` (as `ip netns exec` does for every lab command);
     the time the code itself took, measured there, and its output."""
-    timed = ("import sys, time\nt0 = time.monotonic()\n" + code +
-             "\nprint('ELAPSED', time.monotonic() - t0)\n")
-    proc = subprocess.run(["ip", "netns", "exec", netns, sys.executable, "-I", "-S", "-c", timed,
-                           *args], capture_output=True, text=True, check=False, timeout=60)
+    timed = (
+        "import sys, time\nt0 = time.monotonic()\n"
+        + code
+        + "\nprint('ELAPSED', time.monotonic() - t0)\n"
+    )
+    proc = subprocess.run(
+        ["ip", "netns", "exec", netns, sys.executable, "-I", "-S", "-c", timed, *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     out, _, elapsed = proc.stdout.rpartition("ELAPSED ")
     return float(elapsed), out.strip()
@@ -84,18 +92,34 @@ def test_every_namespace_resolves_every_host_fast(built: LabPath) -> None:
     for ns in p.state.namespaces:
         for h in p.hosts:
             fqdn = f"{h.name}.{p.name}.lab"
-            got = subprocess.run(["ip", "netns", "exec", ns, "getent", "hosts", fqdn],
-                                 capture_output=True, text=True, check=False, timeout=30)
+            got = subprocess.run(
+                ["ip", "netns", "exec", ns, "getent", "hosts", fqdn],
+                capture_output=True,
+                text=True,
+                check=False,
+                timeout=30,
+            )
             assert got.stdout.split()[:2] == [h.address, fqdn], (ns, fqdn, got)
             elapsed, answer = in_ns(ns, REVERSE, h.address)
             assert answer == fqdn and elapsed < FAST_S, (ns, h.address, answer, elapsed)
         # the middle's own addresses have names too
-        got = subprocess.run(["ip", "netns", "exec", ns, "getent", "hosts", p.gateway("dst")],
-                             capture_output=True, text=True, check=False, timeout=30)
+        got = subprocess.run(
+            ["ip", "netns", "exec", ns, "getent", "hosts", p.gateway("dst")],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=30,
+        )
         assert got.stdout.split()[1:2] == [f"path-dst.{p.name}.lab"], got
         # localhost still resolves (the machine's own hosts file is kept)
-        assert subprocess.run(["ip", "netns", "exec", ns, "getent", "hosts", "localhost"],
-                              capture_output=True, check=False).returncode == 0
+        assert (
+            subprocess.run(
+                ["ip", "netns", "exec", ns, "getent", "hosts", "localhost"],
+                capture_output=True,
+                check=False,
+            ).returncode
+            == 0
+        )
 
 
 @needs_iptables
@@ -103,8 +127,9 @@ def test_an_unknown_name_fails_at_once(built: LabPath) -> None:
     p = built
     times, known = [], []
     for _ in range(3):
-        elapsed, answer = in_ns(p.dst.netns, FORWARD_UNKNOWN,
-                                f"nosuch-{secrets.token_hex(4)}.example")
+        elapsed, answer = in_ns(
+            p.dst.netns, FORWARD_UNKNOWN, f"nosuch-{secrets.token_hex(4)}.example"
+        )
         assert answer.startswith("failed"), answer
         times.append(elapsed)
         elapsed, answer = in_ns(p.dst.netns, FORWARD_UNKNOWN, p.hostname(p.src))
@@ -152,8 +177,21 @@ def curl_times(p: LabPath, url: str, ca_file: Path, n: int = 3) -> list[float]:
     times = []
     for _ in range(n):
         t0 = time.monotonic()
-        out = p.src.run(["curl", "-sS", "-f", "-o", "/dev/null", "--cacert", str(ca_file),
-                         "--max-time", "30", url], timeout=60)
+        out = p.src.run(
+            [
+                "curl",
+                "-sS",
+                "-f",
+                "-o",
+                "/dev/null",
+                "--cacert",
+                str(ca_file),
+                "--max-time",
+                "30",
+                url,
+            ],
+            timeout=60,
+        )
         times.append(time.monotonic() - t0)
         assert out.returncode == 0
     return times
@@ -161,8 +199,9 @@ def curl_times(p: LabPath, url: str, ca_file: Path, n: int = 3) -> list[float]:
 
 @needs_iptables
 @pytest.mark.needs_xrootd
-@pytest.mark.skipif(shutil.which("curl") is None or shutil.which("xrdcp") is None,
-                    reason="needs curl and xrdcp")
+@pytest.mark.skipif(
+    shutil.which("curl") is None or shutil.which("xrdcp") is None, reason="needs curl and xrdcp"
+)
 def test_xrootd_without_nodnr_serves_quickly_in_the_lab(built: LabPath, tmp_path: Path) -> None:
     p = built
     # by address: what is measured is the server's lookup of its client, not the client's
@@ -173,15 +212,31 @@ def test_xrootd_without_nodnr_serves_quickly_in_the_lab(built: LabPath, tmp_path
         root = tmp_path / "serve"
         root.mkdir()
         (root / "small.bin").write_bytes(b"x" * 65536)
-        serve = p.dst.popen([sys.executable, "-m", "dtnkit", "serve", "--root", str(root),
-                             "--host", "0.0.0.0", "--port", "0", "--cert", str(pki.cert),
-                             "--key", str(pki.key), "--anonymous-read", "--quiet"])
+        serve = p.dst.popen(
+            [
+                sys.executable,
+                "-m",
+                "dtnkit",
+                "serve",
+                "--root",
+                str(root),
+                "--host",
+                "0.0.0.0",
+                "--port",
+                "0",
+                "--cert",
+                str(pki.cert),
+                "--key",
+                str(pki.key),
+                "--anonymous-read",
+                "--quiet",
+            ]
+        )
         try:
             assert serve.stdout is not None
             port = re.search(r"https://[^\s/]+:(\d+)", serve.stdout.readline())
             assert port, "dtnkit serve did not start"
-            base = curl_times(p, f"https://{p.dst.address}:{port.group(1)}/small.bin",
-                              pki.ca_file)
+            base = curl_times(p, f"https://{p.dst.address}:{port.group(1)}/small.bin", pki.ca_file)
             got = curl_times(p, f"{xrd.url}small.bin", pki.ca_file)
         finally:
             serve.terminate()

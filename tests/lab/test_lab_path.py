@@ -66,8 +66,12 @@ def leftovers(state: Path, prefix: str) -> Iterator[None]:
     labs on the machine are not this test's business)."""
     yield
     assert own_namespaces(prefix) == []
-    assert subprocess.run(["pgrep", "-f", f"dtnkit.lab.nfqdelay .*{state}"],
-                          capture_output=True).returncode == 1
+    assert (
+        subprocess.run(
+            ["pgrep", "-f", f"dtnkit.lab.nfqdelay .*{state}"], capture_output=True
+        ).returncode
+        == 1
+    )
 
 
 @pytest.mark.serial
@@ -83,12 +87,18 @@ def test_the_delay_check_fails_on_a_bias_or_jitter() -> None:
     """The check itself: noise common to both measurements passes (a loaded machine: one
     round spoilt, a late stage), a stage that adds half a millisecond to every packet, adds
     jitter or is early fails."""
-    noise = [Round(0.05, 0.1, 0.05), Round(0.06, 3.0, 2.1), Round(0.05, 0.15, 0.04),
-             Round(0.05, 0.12, 0.06)]
+    noise = [
+        Round(0.05, 0.1, 0.05),
+        Round(0.06, 3.0, 2.1),
+        Round(0.05, 0.15, 0.04),
+        Round(0.05, 0.12, 0.06),
+    ]
 
     def delayed(extra: float, jitter: float, late: float = 0) -> list[Round]:
-        return [Round(10 + r.min + extra, 10 + r.avg + extra + jitter, 2 * r.mdev + jitter + late,
-                      late) for r in noise]
+        return [
+            Round(10 + r.min + extra, 10 + r.avg + extra + jitter, 2 * r.mdev + jitter + late, late)
+            for r in noise
+        ]
 
     assert DelayCheck(10, delayed(0, 0), noise).ok()
     assert DelayCheck(10, delayed(0, 0, late=1.5), noise).ok()
@@ -125,8 +135,22 @@ def test_physics_window_over_rtt_then_tuned_buffers_then_streams(
         assert 3.0 <= four / one <= 4.6
 
         for h in (p.src, p.dst):  # dtnkit tune, for real, on both ends of the path
-            code = main(["tune", "apply", "--group", "buffers", "--netns", h.netns, "--rtt",
-                         "50ms", "--state-dir", str(state / "tune"), "--format", "json"])
+            code = main(
+                [
+                    "tune",
+                    "apply",
+                    "--group",
+                    "buffers",
+                    "--netns",
+                    h.netns,
+                    "--rtt",
+                    "50ms",
+                    "--state-dir",
+                    str(state / "tune"),
+                    "--format",
+                    "json",
+                ]
+            )
             assert code == ExitStatus.OK, capsys.readouterr()
         tuned = goodput_bps(p)
         assert tuned >= 0.8 * cap * 1448 / 1514
@@ -144,8 +168,7 @@ def test_parameters_change_in_place(state: Path, prefix: str, leftovers: None) -
 @needs_tools
 def test_loss_is_within_a_binomial_bound(state: Path, prefix: str, leftovers: None) -> None:
     with lab.path(f"{prefix}a", state_root=state, rtt_ms=2, loss=0.05, seed=7) as p:
-        p.src.run(["ping", "-q", "-c", "400", "-i", "0.002", "-W", "1", p.dst.address],
-                  check=False)
+        p.src.run(["ping", "-q", "-c", "400", "-i", "0.002", "-W", "1", p.dst.address], check=False)
         stats = p.emulator_stats(fresh=True)
     assert stats is not None
     q = stats["queues"]["0"]
@@ -164,16 +187,18 @@ def test_multi_host_sides_share_the_path(state: Path, prefix: str, leftovers: No
 
 
 @needs_tools
-def test_failure_inside_the_block_still_tears_down(state: Path, prefix: str,
-                                                   leftovers: None) -> None:
+def test_failure_inside_the_block_still_tears_down(
+    state: Path, prefix: str, leftovers: None
+) -> None:
     with pytest.raises(RuntimeError), lab.path(f"{prefix}a", state_root=state, rtt_ms=5) as p:
         assert p.src.netns in lab._netns_list()
         raise RuntimeError("test failed mid-way")
 
 
 @needs_tools
-def test_kill_9_of_the_emulator_then_down_leaves_nothing(state: Path, prefix: str,
-                                                         leftovers: None) -> None:
+def test_kill_9_of_the_emulator_then_down_leaves_nothing(
+    state: Path, prefix: str, leftovers: None
+) -> None:
     name = f"{prefix}k"
     p = lab.up(name, PathSpec(rtt_ms=5), state_root=state)
     pid = p.state.emulator_pid
@@ -193,8 +218,9 @@ def test_cli_up_status_exec_list_down(
     name = f"{prefix}c"
     try:
         capsys.readouterr()
-        assert main(["lab", "up", name, "--rtt", "20ms", "--rate", "1gbit", "--format",
-                     "json"]) == 0
+        assert (
+            main(["lab", "up", name, "--rtt", "20ms", "--rate", "1gbit", "--format", "json"]) == 0
+        )
         up = json.loads(capsys.readouterr().out)
         assert up["backend"] in ("netem", "nfqueue") and up["backend_reason"]
         assert [h["name"] for h in up["hosts"]] == ["src", "dst"]
@@ -250,8 +276,12 @@ def test_down_all_with_a_prefix_removes_only_those_paths(
     ],
 )
 def test_down_refuses_what_it_cannot_find_or_parse(
-    argv: list[str], fragment: str, state: Path, prefix: str, leftovers: None,
-    capsys: pytest.CaptureFixture[str]
+    argv: list[str],
+    fragment: str,
+    state: Path,
+    prefix: str,
+    leftovers: None,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     capsys.readouterr()
     assert main(["lab", *(a.format(p=prefix) for a in argv)]) == ExitStatus.BAD_INPUT
@@ -259,8 +289,9 @@ def test_down_refuses_what_it_cannot_find_or_parse(
     assert fragment in err and err.count("\n") == 1 and "Traceback" not in err
 
 
-def test_down_missing_ok(state: Path, prefix: str, leftovers: None,
-                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_down_missing_ok(
+    state: Path, prefix: str, leftovers: None, capsys: pytest.CaptureFixture[str]
+) -> None:
     capsys.readouterr()
     assert main(["lab", "down", f"{prefix}n", "--missing-ok"]) == 0
     assert "removed 0 namespaces" in capsys.readouterr().out
@@ -279,8 +310,12 @@ def test_down_missing_ok(state: Path, prefix: str, leftovers: None,
     ],
 )
 def test_bad_input_builds_nothing(
-    argv: list[str], fragment: str, state: Path, prefix: str, leftovers: None,
-    capsys: pytest.CaptureFixture[str]
+    argv: list[str],
+    fragment: str,
+    state: Path,
+    prefix: str,
+    leftovers: None,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     capsys.readouterr()
     assert main(["lab", "up", f"{prefix}b", *argv]) == ExitStatus.BAD_INPUT
@@ -313,10 +348,14 @@ def test_netem_backend_commands(tmp_path: Path) -> None:
     state.backend = "netem"
     LabPath(state, state_root=tmp_path, run=record)._apply_path(initial=True)
     tc = [" ".join(c) for c in calls if c[0] == "tc" and ("qdisc" in c or "class" in c)]
-    assert "tc -n dkl-dknetem-path qdisc add dev dkd1 parent 1:1 handle 10: netem delay 20.0ms " \
-           "limit 1000000 loss 0.1%" in tc
-    assert "tc -n dkl-dknetem-path qdisc add dev dks1 parent 1:1 handle 10: netem delay 20.0ms " \
-           "limit 1000000" in tc  # the reverse direction is delayed, not lossy
+    assert (
+        "tc -n dkl-dknetem-path qdisc add dev dkd1 parent 1:1 handle 10: netem delay 20.0ms "
+        "limit 1000000 loss 0.1%" in tc
+    )
+    assert (
+        "tc -n dkl-dknetem-path qdisc add dev dks1 parent 1:1 handle 10: netem delay 20.0ms "
+        "limit 1000000" in tc
+    )  # the reverse direction is delayed, not lossy
     assert any("htb rate 1000000000bit" in c for c in tc)
     assert not any("iptables" in c for c in calls)
     calls.clear()
@@ -324,4 +363,5 @@ def test_netem_backend_commands(tmp_path: Path) -> None:
     LabPath(state, state_root=tmp_path, run=record)._apply_path()
     assert [" ".join(c[6:]) for c in calls if "replace" in c] == [
         "dks1 root netem delay 20.0ms limit 1000000",
-        "dkd1 root netem delay 20.0ms limit 1000000 loss 0.1%"]
+        "dkd1 root netem delay 20.0ms limit 1000000 loss 0.1%",
+    ]

@@ -33,15 +33,16 @@ from dtnkit.lab.delay import config, stats
 from dtnkit.lab.delay.engine import Engine as DelayEngine
 
 SRC = Path(__file__).resolve().parents[2] / "src"
-SRC_IP, MID_SRC_IP, MID_DST_IP, DST_IP = "10.250.77.1", "10.250.77.2", "10.250.77.5", \
-    "10.250.77.6"
+SRC_IP, MID_SRC_IP, MID_DST_IP, DST_IP = "10.250.77.1", "10.250.77.2", "10.250.77.5", "10.250.77.6"
 
 _missing = [t for t in ("iptables", "ping") if shutil.which(t) is None]
 _MARKS = (
     pytest.mark.needs_root,
     pytest.mark.needs_netns,
-    pytest.mark.skipif(bool(_missing), reason=f"needs {' and '.join(_missing)} "
-                       "(apt-get install -y iptables iputils-ping)"),
+    pytest.mark.skipif(
+        bool(_missing),
+        reason=f"needs {' and '.join(_missing)} (apt-get install -y iptables iputils-ping)",
+    ),
 )
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -61,44 +62,52 @@ def write(tmp_path: Path, doc: Any, name: str = "c.json") -> Path:
 
 
 def test_load_config_reads_queues_and_seed(tmp_path: Path) -> None:
-    cfg = config.load_config(write(tmp_path, {
-        "queues": {"0": {"delay_ms": 25.0, "loss": 0.0001}, "1": {"delay_ms": 25}},
-        "seed": 7}))
+    cfg = config.load_config(
+        write(
+            tmp_path,
+            {"queues": {"0": {"delay_ms": 25.0, "loss": 0.0001}, "1": {"delay_ms": 25}}, "seed": 7},
+        )
+    )
     assert cfg.queues == {0: config.QueueConfig(25.0, 0.0001), 1: config.QueueConfig(25.0)}
     assert cfg.seed == 7
     assert cfg.as_json()["queues"]["1"] == {"delay_ms": 25.0, "loss": 0.0}
     assert config.load_config(write(tmp_path, {"queues": {"3": {"delay_ms": 0}}})).seed == 1
 
 
-@pytest.mark.parametrize(("doc", "message"), [
-    ("{not json", "not valid JSON"),
-    ([], "JSON object"),
-    ({"queues": {}}, "non-empty"),
-    ({"queues": {"0": {"delay_ms": -1}}}, "delay_ms is -1, allowed 0 to 10000"),
-    ({"queues": {"0": {"delay_ms": 10000.5}}}, "allowed 0 to 10000"),
-    ({"queues": {"0": {"delay_ms": 5, "loss": 1.5}}}, "loss is 1.5, allowed 0 to 1"),
-    ({"queues": {"0": {"delay_ms": 5, "loss": -0.1}}}, "allowed 0 to 1"),
-    ({"queues": {"0": {"delay_ms": "5"}}}, "must be a number"),
-    ({"queues": {"0": {"delay_ms": True}}}, "must be a number"),
-    ('{"queues": {"0": {"delay_ms": NaN}}}', "allowed 0 to 10000"),
-    ({"queues": {"0": {"loss": 0.1}}}, "\"delay_ms\" is missing"),
-    ({"queues": {"0": {"delay_ms": 5, "jitter": 1}}}, "unknown key 'jitter'"),
-    ({"queues": {"x": {"delay_ms": 5}}}, "queue number"),
-    ({"queues": {"70000": {"delay_ms": 5}}}, "queue number"),
-    ({"queues": {"0": 5}}, "must be an object"),
-    ({"queues": {"0": {"delay_ms": 5}}, "seed": 1.5}, "seed must be an integer"),
-    ({"queues": {"0": {"delay_ms": 5}}, "rate": 1}, "unknown key 'rate'"),
-])
-def test_bad_config_is_rejected_with_a_clear_message(tmp_path: Path, doc: Any,
-                                                     message: str) -> None:
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        ("{not json", "not valid JSON"),
+        ([], "JSON object"),
+        ({"queues": {}}, "non-empty"),
+        ({"queues": {"0": {"delay_ms": -1}}}, "delay_ms is -1, allowed 0 to 10000"),
+        ({"queues": {"0": {"delay_ms": 10000.5}}}, "allowed 0 to 10000"),
+        ({"queues": {"0": {"delay_ms": 5, "loss": 1.5}}}, "loss is 1.5, allowed 0 to 1"),
+        ({"queues": {"0": {"delay_ms": 5, "loss": -0.1}}}, "allowed 0 to 1"),
+        ({"queues": {"0": {"delay_ms": "5"}}}, "must be a number"),
+        ({"queues": {"0": {"delay_ms": True}}}, "must be a number"),
+        ('{"queues": {"0": {"delay_ms": NaN}}}', "allowed 0 to 10000"),
+        ({"queues": {"0": {"loss": 0.1}}}, '"delay_ms" is missing'),
+        ({"queues": {"0": {"delay_ms": 5, "jitter": 1}}}, "unknown key 'jitter'"),
+        ({"queues": {"x": {"delay_ms": 5}}}, "queue number"),
+        ({"queues": {"70000": {"delay_ms": 5}}}, "queue number"),
+        ({"queues": {"0": 5}}, "must be an object"),
+        ({"queues": {"0": {"delay_ms": 5}}, "seed": 1.5}, "seed must be an integer"),
+        ({"queues": {"0": {"delay_ms": 5}}, "rate": 1}, "unknown key 'rate'"),
+    ],
+)
+def test_bad_config_is_rejected_with_a_clear_message(
+    tmp_path: Path, doc: Any, message: str
+) -> None:
     path = write(tmp_path, doc)
     with pytest.raises(ValueError, match=re.escape(message)) as info:
         config.load_config(path)
     assert str(path) in str(info.value) and "\n" not in str(info.value)
 
 
-def test_bad_config_exits_2_with_one_line(tmp_path: Path,
-                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_config_exits_2_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = write(tmp_path, {"queues": {"0": {"delay_ms": 20000}}})
     assert nfqdelay.main(["--config", str(path), "--stats", str(tmp_path / "s.json")]) == 2
     err = capsys.readouterr().err
@@ -113,8 +122,11 @@ def test_bad_config_exits_2_with_one_line(tmp_path: Path,
 
 def packet_msg(queue: int, packet_id: int, length: int | None = None) -> bytes:
     """An NFQNL_MSG_PACKET as the kernel sends it (header attribute first)."""
-    attrs = struct.pack("=HH", 11, nfqueue.NFQA_PACKET_HDR) + \
-        struct.pack(">IHB", packet_id, 0x0800, 2) + b"\0"
+    attrs = (
+        struct.pack("=HH", 11, nfqueue.NFQA_PACKET_HDR)
+        + struct.pack(">IHB", packet_id, 0x0800, 2)
+        + b"\0"
+    )
     attrs += struct.pack("=HH", 8, 3) + struct.pack(">I", 0)  # NFQA_MARK
     if length is not None:
         attrs += struct.pack("=HH", 8, nfqueue.NFQA_CAP_LEN) + struct.pack(">I", length)
@@ -133,30 +145,41 @@ class FakeSocket:
         if not self.datagrams:
             raise BlockingIOError
         data = self.datagrams.pop(0)
-        buf[:len(data)] = data
+        buf[: len(data)] = data
         return len(data)
 
 
 def verdicts(out: list[bytes]) -> list[tuple[int, int, int, int]]:
     """(message type, queue, verdict, id) of each verdict message sent."""
     data = b"".join(out)
-    return [(struct.unpack_from("=H", data, off + 4)[0] & 0xFF,
-             struct.unpack_from(">H", data, off + 18)[0],
-             *struct.unpack_from(">II", data, off + 24)) for off in range(0, len(data), 32)]
+    return [
+        (
+            struct.unpack_from("=H", data, off + 4)[0] & 0xFF,
+            struct.unpack_from(">H", data, off + 18)[0],
+            *struct.unpack_from(">II", data, off + 24),
+        )
+        for off in range(0, len(data), 32)
+    ]
 
 
 @pytest.mark.parametrize("count_bytes", [False, True])
 def test_drain_parses_every_message_and_releases_fifo_in_one_batch(count_bytes: bool) -> None:
-    cfg = config.parse_config({"queues": {"0": {"delay_ms": 10}, "1": {"delay_ms": 5,
-                                                                         "loss": 1.0}}})
+    cfg = config.parse_config(
+        {"queues": {"0": {"delay_ms": 10}, "1": {"delay_ms": 5, "loss": 1.0}}}
+    )
     engine = DelayEngine(cfg, Path("unused"), None, count_bytes=count_bytes)
     size = 1500 if count_bytes else None
-    error_ack = struct.pack("=IHHII", 36, netlink.NLMSG_ERROR, 0, 0, 0) + \
-        struct.pack("=i", -2) + struct.pack("=IHHII", 32, 0x301, 1, 0, 0)
-    engine.sock = FakeSocket([  # type: ignore[assignment]
-        packet_msg(0, 7, size) + packet_msg(0, 8, size) + packet_msg(1, 3, size),  # one recv
-        error_ack + packet_msg(0, 9, size),
-    ])
+    error_ack = (
+        struct.pack("=IHHII", 36, netlink.NLMSG_ERROR, 0, 0, 0)
+        + struct.pack("=i", -2)
+        + struct.pack("=IHHII", 32, 0x301, 1, 0, 0)
+    )
+    engine.sock = FakeSocket(
+        [  # type: ignore[assignment]
+            packet_msg(0, 7, size) + packet_msg(0, 8, size) + packet_msg(1, 3, size),  # one recv
+            error_ack + packet_msg(0, 9, size),
+        ]
+    )
     start = time.monotonic()
     engine.drain()
     q0, q1 = engine.queues[0], engine.queues[1]
@@ -184,18 +207,20 @@ def test_verdict_and_bind_messages_are_well_formed() -> None:
     assert struct.unpack_from(">BBH", msg, 16) == (0, 0, 1)  # res_id = queue, big-endian
     assert struct.unpack_from("=HH", msg, 20) == (12, nfqueue.NFQA_VERDICT_HDR)
     assert struct.unpack_from(">II", msg, 24) == (1, 0x01020304)
-    bind = nfqueue.bind_msg(2, 9, copy_mode=nfqueue.NFQNL_COPY_META, copy_range=0,
-                             maxlen=1 << 20)
+    bind = nfqueue.bind_msg(2, 9, copy_mode=nfqueue.NFQNL_COPY_META, copy_range=0, maxlen=1 << 20)
     assert struct.unpack_from("=I", bind)[0] == len(bind) and len(bind) % 4 == 0
     attrs, off = {}, 20
     while off < len(bind):
         alen, atype = struct.unpack_from("=HH", bind, off)
-        attrs[atype] = bind[off + 4:off + alen]
+        attrs[atype] = bind[off + 4 : off + alen]
         off += (alen + 3) & ~3
     assert attrs[nfqueue.NFQA_CFG_PARAMS] == struct.pack(">IB", 0, nfqueue.NFQNL_COPY_META)
     assert attrs[nfqueue.NFQA_CFG_QUEUE_MAXLEN] == struct.pack(">I", 1 << 20)
-    assert attrs[nfqueue.NFQA_CFG_FLAGS] == attrs[nfqueue.NFQA_CFG_MASK] == \
-        struct.pack(">I", nfqueue.NFQA_CFG_F_GSO)
+    assert (
+        attrs[nfqueue.NFQA_CFG_FLAGS]
+        == attrs[nfqueue.NFQA_CFG_MASK]
+        == struct.pack(">I", nfqueue.NFQA_CFG_F_GSO)
+    )
 
 
 # ---- the real path ---------------------------------------------------------------------------
@@ -212,12 +237,42 @@ class LabPath:
         for ns in (self.src, self.mid, self.dst):
             sh("ip", "netns", "add", ns)
             sh("ip", "-n", ns, "link", "set", "lo", "up")
-        sh("ip", "-n", self.src, "link", "add", "s0", "type", "veth", "peer", "name", "p0",
-           "netns", self.mid)
-        sh("ip", "-n", self.mid, "link", "add", "p1", "type", "veth", "peer", "name", "d0",
-           "netns", self.dst)
-        for ns, dev, addr in ((self.src, "s0", SRC_IP), (self.mid, "p0", MID_SRC_IP),
-                              (self.mid, "p1", MID_DST_IP), (self.dst, "d0", DST_IP)):
+        sh(
+            "ip",
+            "-n",
+            self.src,
+            "link",
+            "add",
+            "s0",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "p0",
+            "netns",
+            self.mid,
+        )
+        sh(
+            "ip",
+            "-n",
+            self.mid,
+            "link",
+            "add",
+            "p1",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "d0",
+            "netns",
+            self.dst,
+        )
+        for ns, dev, addr in (
+            (self.src, "s0", SRC_IP),
+            (self.mid, "p0", MID_SRC_IP),
+            (self.mid, "p1", MID_DST_IP),
+            (self.dst, "d0", DST_IP),
+        ):
             sh("ip", "-n", ns, "addr", "add", f"{addr}/30", "dev", dev)
             sh("ip", "-n", ns, "link", "set", dev, "up")
         sh("ip", "-n", self.src, "route", "add", "default", "via", MID_SRC_IP)
@@ -227,24 +282,46 @@ class LabPath:
 
     def rules(self, action: str, *extra: str) -> None:
         for dev, q in (("p0", "0"), ("p1", "1")):
-            self.ns(self.mid, "iptables", "-w", action, "FORWARD", "-i", dev, "-j", "NFQUEUE",
-                    "--queue-num", q, *extra)
+            self.ns(
+                self.mid,
+                "iptables",
+                "-w",
+                action,
+                "FORWARD",
+                "-i",
+                dev,
+                "-j",
+                "NFQUEUE",
+                "--queue-num",
+                q,
+                *extra,
+            )
 
     def delete(self) -> None:
         for ns in (self.src, self.mid, self.dst):
             sh("ip", "netns", "del", ns, check=False)
 
-    def ping(self, count: int = 50, interval: str = "0.01",
-             wait: str = "2") -> dict[str, float]:
-        out = self.ns(self.src, "ping", "-q", "-n", "-c", str(count), "-i", interval, "-W",
-                      wait, DST_IP, check=False).stdout
+    def ping(self, count: int = 50, interval: str = "0.01", wait: str = "2") -> dict[str, float]:
+        out = self.ns(
+            self.src,
+            "ping",
+            "-q",
+            "-n",
+            "-c",
+            str(count),
+            "-i",
+            interval,
+            "-W",
+            wait,
+            DST_IP,
+            check=False,
+        ).stdout
         sent = re.search(r"(\d+) packets transmitted, (\d+) received", out)
         assert sent, out
         doc = {"sent": float(sent[1]), "received": float(sent[2])}
         rtt = re.search(r"= ([\d.]+)/([\d.]+)/([\d.]+)/([\d.]+) ms", out)
         if rtt:
-            doc.update(min=float(rtt[1]), avg=float(rtt[2]), max=float(rtt[3]),
-                       mdev=float(rtt[4]))
+            doc.update(min=float(rtt[1]), avg=float(rtt[2]), max=float(rtt[3]), mdev=float(rtt[4]))
         return doc
 
 
@@ -259,8 +336,7 @@ class Engine:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def configure(self, q0: float, q1: float, loss: float = 0.0, seed: int = 1) -> None:
-        doc = {"queues": {"0": {"delay_ms": q0, "loss": loss}, "1": {"delay_ms": q1}},
-               "seed": seed}
+        doc = {"queues": {"0": {"delay_ms": q0, "loss": loss}, "1": {"delay_ms": q1}}, "seed": seed}
         tmp = self.config.with_suffix(".tmp")
         tmp.write_text(json.dumps(doc))
         os.replace(tmp, self.config)
@@ -269,12 +345,28 @@ class Engine:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), *sys.path])}
         with self.log.open("wb") as log:
             self.proc = subprocess.Popen(
-                ["ip", "netns", "exec", self.path.mid, sys.executable, "-m",
-                 "dtnkit.lab.nfqdelay", "--config", str(self.config), "--stats",
-                 str(self.stats), *extra], stdout=log, stderr=subprocess.STDOUT, env=env)
+                [
+                    "ip",
+                    "netns",
+                    "exec",
+                    self.path.mid,
+                    sys.executable,
+                    "-m",
+                    "dtnkit.lab.nfqdelay",
+                    "--config",
+                    str(self.config),
+                    "--stats",
+                    str(self.stats),
+                    *extra,
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+            )
         if wait:
-            until(lambda: self.stats.exists() or self.proc is None
-                  or self.proc.poll() is not None, 10)
+            until(
+                lambda: self.stats.exists() or self.proc is None or self.proc.poll() is not None, 10
+            )
             assert self.stats.exists(), self.log.read_text()
 
     def read(self) -> dict[str, Any]:
@@ -313,6 +405,7 @@ def stats_config_is(engine: Engine, q0: float) -> Callable[[], bool]:
             return bool(engine.read()["config"]["queues"]["0"]["delay_ms"] == q0)
         except (OSError, ValueError, KeyError):
             return False
+
     return check
 
 
@@ -335,13 +428,15 @@ def engine(lab: LabPath, request: pytest.FixtureRequest) -> Iterator[Engine]:
         eng.stop()
 
 
-def assert_rtt(lab: LabPath, engine: Engine, rtt: float, count: int = 10, rounds: int = 4,
-               attempts: int = 3) -> None:
+def assert_rtt(
+    lab: LabPath, engine: Engine, rtt: float, count: int = 10, rounds: int = 4, attempts: int = 3
+) -> None:
     """The RTT is the configured one, judged against the noise measured in the same test:
     rounds of pings with the engine at delay 0 (the reference: the same engine and namespaces,
     the same load on the machine) in turn with rounds at rtt/2 each way, no loss (see
     tests/support/lab.py's DelayCheck).  Up to three tries: a burst of other work cannot fail
     it, a real bias or jitter of the engine fails every try.  The engine is left at rtt/2."""
+
     def ping_at(one_way: float) -> Round:
         engine.configure(one_way, one_way)
         engine.signal(signal.SIGHUP)
@@ -361,9 +456,14 @@ def assert_rtt(lab: LabPath, engine: Engine, rtt: float, count: int = 10, rounds
         tries.append(check)
         if check.ok():
             return
-    pytest.fail(f"RTT {rtt} ms off in every try: " + "; ".join(
-        f"early {c.early_ms:.3f} ms, excess {c.excess_ms:.3f} ms, extra mdev "
-        f"{c.extra_jitter_ms:.3f} ms ({c})" for c in tries))
+    pytest.fail(
+        f"RTT {rtt} ms off in every try: "
+        + "; ".join(
+            f"early {c.early_ms:.3f} ms, excess {c.excess_ms:.3f} ms, extra mdev "
+            f"{c.extra_jitter_ms:.3f} ms ({c})"
+            for c in tries
+        )
+    )
 
 
 @pytest.mark.serial
@@ -380,7 +480,6 @@ def test_idle_rtt_is_accurate(engine: Engine, lab: LabPath, rtt: int, spin: str)
         assert stats["queues"][q]["packets"] >= 50 and stats["queues"][q]["dropped_loss"] == 0
         assert stats["queues"][q]["released"] == stats["queues"][q]["packets"]
     assert set(stats["lateness_ms"]) >= {"p50", "p99", "max"}
-
 
 
 @pytest.mark.serial
@@ -443,8 +542,11 @@ def test_sigterm_releases_held_packets_and_exits_0(engine: Engine, lab: LabPath)
     try:
         engine.configure(5000.0, 0.0)
         engine.start()
-        ping = subprocess.Popen(["ip", "netns", "exec", lab.src, "ping", "-n", "-c", "1",
-                                 "-W", "15", DST_IP], stdout=subprocess.PIPE, text=True)
+        ping = subprocess.Popen(
+            ["ip", "netns", "exec", lab.src, "ping", "-n", "-c", "1", "-W", "15", DST_IP],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         assert until(lambda: engine.read()["queues"]["0"]["held_now"] == 1, 5)
         start = time.monotonic()
         engine.signal(signal.SIGTERM)

@@ -28,14 +28,19 @@ def packet_msg(queue: int, packet_id: int, length: int | None, *, mark_first: bo
 
 def ack_msg(seq: int, errno: int) -> bytes:
     """An NLMSG_ERROR: the negative errno, then the request's header."""
-    return netlink.message(netlink.NLMSG_ERROR, 0, 0, struct.pack("=i", -errno)
-                           + netlink.HEADER.pack(32, 0x302, 5, seq, 0))
+    return netlink.message(
+        netlink.NLMSG_ERROR,
+        0,
+        0,
+        struct.pack("=i", -errno) + netlink.HEADER.pack(32, 0x302, 5, seq, 0),
+    )
 
 
-def decoded(data: bytes, count_bytes: bool) -> tuple[list[tuple[int, int, int]],
-                                                      list[tuple[int, int]]]:
+def decoded(
+    data: bytes, count_bytes: bool
+) -> tuple[list[tuple[int, int, int]], list[tuple[int, int]]]:
     buf = bytearray(RECV_BUFSIZE)
-    buf[:len(data)] = data
+    buf[: len(data)] = data
     packets: list[tuple[int, int, int]] = []
     acks: list[tuple[int, int]] = []
     nfqueue.decode(buf, len(data), count_bytes, packets, acks)
@@ -43,8 +48,13 @@ def decoded(data: bytes, count_bytes: bool) -> tuple[list[tuple[int, int, int]],
 
 
 MESSAGE = st.one_of(
-    st.tuples(st.just("packet"), st.integers(0, 65535), st.integers(0, 2**32 - 1),
-              st.integers(1, 65535), st.booleans()),
+    st.tuples(
+        st.just("packet"),
+        st.integers(0, 65535),
+        st.integers(0, 2**32 - 1),
+        st.integers(1, 65535),
+        st.booleans(),
+    ),
     st.tuples(st.just("ack"), st.integers(1, 2**31), st.integers(0, 200)),
 )
 
@@ -57,8 +67,7 @@ def test_every_packet_and_ack_is_read_in_order(messages: list[tuple], count_byte
     for m in messages:
         if m[0] == "packet":
             _, queue, pid, length, mark_first = m
-            data += packet_msg(queue, pid, length if count_bytes else None,
-                               mark_first=mark_first)
+            data += packet_msg(queue, pid, length if count_bytes else None, mark_first=mark_first)
             want_packets.append((queue, pid, length if count_bytes else 0))
         else:
             _, seq, errno = m
@@ -74,11 +83,16 @@ def test_any_bytes_are_read_without_an_error(data: bytes, count_bytes: bool, at:
     read or skipped, never an exception (the engine's loop must not die on one datagram)."""
     valid = packet_msg(1, 7, 100 if count_bytes else None, mark_first=False)
     as_packet = netlink.message(nfqueue.MSG_PACKET, 0, 0, data)  # a packet of random body
-    for blob in (data, valid + data, valid[:at * 8] + data, as_packet,
-                 as_packet[:16 + at] + data):
+    for blob in (
+        data,
+        valid + data,
+        valid[: at * 8] + data,
+        as_packet,
+        as_packet[: 16 + at] + data,
+    ):
         decoded(blob, count_bytes)
         buf = bytearray(RECV_BUFSIZE)
-        buf[RECV_BUFSIZE - len(blob):] = blob
+        buf[RECV_BUFSIZE - len(blob) :] = blob
         start = RECV_BUFSIZE - len(blob)
         view = memoryview(buf)[start:]
         nfqueue.decode(view, len(blob), count_bytes, [], [])
@@ -90,4 +104,5 @@ def test_a_verdict_is_one_fixed_message() -> None:
     assert length == len(msg) == 32 and flags == netlink.NLM_F_REQUEST
     assert mtype == (nfqueue.NFNL_SUBSYS_QUEUE << 8) | nfqueue.NFQNL_MSG_VERDICT
     assert netlink.attributes(msg[20:]) == {
-        nfqueue.NFQA_VERDICT_HDR: struct.pack(">II", nfqueue.NF_DROP, 0x01020304)}
+        nfqueue.NFQA_VERDICT_HDR: struct.pack(">II", nfqueue.NF_DROP, 0x01020304)
+    }

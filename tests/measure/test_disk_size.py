@@ -19,11 +19,25 @@ from dtnkit.errors import ExitStatus
 pytestmark = pytest.mark.skipif(shutil.which("fio") is None, reason="needs fio")
 
 
-def probe(capsys: pytest.CaptureFixture[str], path: Path, size: str,
-          db: Path | None = None) -> tuple[int, dict[str, Any]]:
+def probe(
+    capsys: pytest.CaptureFixture[str], path: Path, size: str, db: Path | None = None
+) -> tuple[int, dict[str, Any]]:
     capsys.readouterr()
-    code = main(["probe", "disk", "--path", str(path), "--size", size, "--buffered",
-                 "--db", str(db or path.parent / "r.sqlite"), "--format", "json"])
+    code = main(
+        [
+            "probe",
+            "disk",
+            "--path",
+            str(path),
+            "--size",
+            size,
+            "--buffered",
+            "--db",
+            str(db or path.parent / "r.sqlite"),
+            "--format",
+            "json",
+        ]
+    )
     return code, json.loads(capsys.readouterr().out)
 
 
@@ -42,8 +56,9 @@ def tmpfs(tmp_path: Path) -> Iterator[Callable[[str], Path]]:
     def mount(size: str) -> Path:
         where = tmp_path / f"prg-{uuid.uuid4().hex[:6]}"
         where.mkdir()
-        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "prg-tmpfs",
-                        str(where)], check=True)
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size}", "prg-tmpfs", str(where)], check=True
+        )
         mounted.append(where)
         return where
 
@@ -54,7 +69,8 @@ def tmpfs(tmp_path: Path) -> Iterator[Callable[[str], Path]]:
 
 @pytest.mark.needs_root
 def test_a_size_that_does_not_fit_is_refused_before_fio_runs(
-        capsys: pytest.CaptureFixture[str], tmpfs: Callable[[str], Path]) -> None:
+    capsys: pytest.CaptureFixture[str], tmpfs: Callable[[str], Path]
+) -> None:
     small = tmpfs("64m")
     # 4 GiB, as the docs show, used to be refused as "out of range" (over 2 GiB) everywhere;
     # now it is refused only where it does not fit, saying how much does
@@ -74,7 +90,8 @@ def test_a_size_that_does_not_fit_is_refused_before_fio_runs(
 
 @pytest.mark.needs_root
 def test_in_memory_the_limit_is_the_ram_available(
-        capsys: pytest.CaptureFixture[str], tmpfs: Callable[[str], Path]) -> None:
+    capsys: pytest.CaptureFixture[str], tmpfs: Callable[[str], Path]
+) -> None:
     big = tmpfs("1024g")  # a tmpfs may be larger than RAM: its free space is not the limit
     ask = int(mem_available() * 0.95) // 2**20
     code, doc = probe(capsys, big, f"{ask}MiB")

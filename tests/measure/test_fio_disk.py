@@ -20,8 +20,9 @@ MiB = 2**20
 fio_ok, fio_reasons = fio.can_run()
 needs_fio = pytest.mark.skipif(not fio_ok, reason="; ".join(fio_reasons) or "fio")
 _throttle_reason = throttling_available()
-needs_throttle = pytest.mark.skipif(_throttle_reason is not None,
-                                    reason=_throttle_reason or "throttling")
+needs_throttle = pytest.mark.skipif(
+    _throttle_reason is not None, reason=_throttle_reason or "throttling"
+)
 
 
 def _fixture(name: str) -> str:
@@ -30,13 +31,17 @@ def _fixture(name: str) -> str:
 
 # --- parse_fio_json on captured fio 3.33 output --------------------------------------------
 
-@pytest.mark.parametrize(("name", "side", "bps", "jobs"), [
-    ("write-direct-libaio.json", "write", 459649753.0, 1),
-    ("read-direct-libaio.json", "read", 541200516.0, 1),
-    ("write-buffered-2jobs.json", "write", 368730021.0, 2),
-    ("read-2jobs-psync-notes.txt", "read", 508400484.0, 2),
-    ("read-2jobs-no-group.json", "read", 493447529.0 + 381300363.0, 2),
-])
+
+@pytest.mark.parametrize(
+    ("name", "side", "bps", "jobs"),
+    [
+        ("write-direct-libaio.json", "write", 459649753.0, 1),
+        ("read-direct-libaio.json", "read", 541200516.0, 1),
+        ("write-buffered-2jobs.json", "write", 368730021.0, 2),
+        ("read-2jobs-psync-notes.txt", "read", 508400484.0, 2),
+        ("read-2jobs-no-group.json", "read", 493447529.0 + 381300363.0, 2),
+    ],
+)
 def test_parse_captured(name: str, side: str, bps: float, jobs: int) -> None:
     got = fio.parse_fio_json(_fixture(name))
     other = "read" if side == "write" else "write"
@@ -48,15 +53,25 @@ def test_parse_captured(name: str, side: str, bps: float, jobs: int) -> None:
     assert got["jobs"] == jobs
     assert got["error"] == 0
     assert 0 < got["runtime_s"] < 10
-    assert set(got) == {"read_bps", "write_bps", "read_iops", "write_iops", "read_lat_ms_mean",
-                        "write_lat_ms_mean", "runtime_s", "jobs", "error"}
+    assert set(got) == {
+        "read_bps",
+        "write_bps",
+        "read_iops",
+        "write_iops",
+        "read_lat_ms_mean",
+        "write_lat_ms_mean",
+        "runtime_s",
+        "jobs",
+        "error",
+    }
 
 
 def test_parse_latency_units() -> None:
     doc = json.loads(_fixture("write-direct-libaio.json"))
     got = fio.parse_fio_json(_fixture("write-direct-libaio.json"))
-    assert got["write_lat_ms_mean"] == pytest.approx(doc["jobs"][0]["write"]["lat_ns"]["mean"]
-                                                     / 1e6)
+    assert got["write_lat_ms_mean"] == pytest.approx(
+        doc["jobs"][0]["write"]["lat_ns"]["mean"] / 1e6
+    )
     assert got["runtime_s"] == doc["jobs"][0]["job_runtime"] / 1000
 
 
@@ -72,12 +87,21 @@ def test_parse_job_error() -> None:
     assert got["write_bps"] == 0.0
 
 
-@pytest.mark.parametrize("text", [
-    "", "   \n", "fio: unrecognized option '--bogus'\n", "{", "[1, 2]", '{"jobs": []}',
-    '{"fio version": "fio-3.33"}', '{"jobs": [{"error": 0, "job_runtime": 1}]}',
-    '{"jobs": [{"error": 0, "job_runtime": 1, "read": {"bw_bytes": "x"}, "write": {}}]}',
-    "note: something\n{not json}\n",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "   \n",
+        "fio: unrecognized option '--bogus'\n",
+        "{",
+        "[1, 2]",
+        '{"jobs": []}',
+        '{"fio version": "fio-3.33"}',
+        '{"jobs": [{"error": 0, "job_runtime": 1}]}',
+        '{"jobs": [{"error": 0, "job_runtime": 1, "read": {"bw_bytes": "x"}, "write": {}}]}',
+        "note: something\n{not json}\n",
+    ],
+)
 def test_parse_garbage(text: str) -> None:
     with pytest.raises(ParseError):
         fio.parse_fio_json(text)
@@ -91,12 +115,21 @@ def test_parse_truncated_capture() -> None:
 
 # --- fio_argv and can_run ------------------------------------------------------------------
 
+
 def test_fio_argv_shape() -> None:
     argv = fio.fio_argv("/x/dtnkit-probe.dat", rw="write", size_bytes=64 * MiB, runtime_s=3)
     assert argv[0] == "fio"
-    for arg in ("--output-format=json", "--group_reporting", "--filename=/x/dtnkit-probe.dat",
-                "--rw=write", "--bs=1M", "--direct=1", f"--size={64 * MiB}", "--runtime=3",
-                "--name=dtnkit"):
+    for arg in (
+        "--output-format=json",
+        "--group_reporting",
+        "--filename=/x/dtnkit-probe.dat",
+        "--rw=write",
+        "--bs=1M",
+        "--direct=1",
+        f"--size={64 * MiB}",
+        "--runtime=3",
+        "--name=dtnkit",
+    ):
         assert arg in argv
     assert f"--ioengine={fio.ioengine()}" in argv
     assert fio.ioengine() in ("libaio", "psync")
@@ -109,10 +142,15 @@ def test_fio_argv_jobs_split_and_buffered() -> None:
     assert "--end_fsync=1" not in fio.fio_argv("/f", rw="read", size_bytes=MiB, direct=False)
 
 
-@pytest.mark.parametrize("kwargs", [
-    {"rw": "randrw", "size_bytes": MiB}, {"rw": "read", "size_bytes": MiB, "jobs": 0},
-    {"rw": "read", "size_bytes": 100}, {"rw": "read", "size_bytes": MiB, "runtime_s": 0},
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"rw": "randrw", "size_bytes": MiB},
+        {"rw": "read", "size_bytes": MiB, "jobs": 0},
+        {"rw": "read", "size_bytes": 100},
+        {"rw": "read", "size_bytes": MiB, "runtime_s": 0},
+    ],
+)
 def test_fio_argv_bad_input(kwargs: dict[str, object]) -> None:
     with pytest.raises(BadInput):
         fio.fio_argv("/f", **kwargs)  # type: ignore[arg-type]
@@ -124,6 +162,7 @@ def test_can_run_here() -> None:
 
 
 # --- run_disk_probe on a directory ---------------------------------------------------------
+
 
 @needs_fio
 @pytest.mark.parametrize(("direct", "jobs"), [(True, 1), (False, 2)])
@@ -157,13 +196,15 @@ def test_probe_bad_paths(tmp_path: Path) -> None:
 @needs_fio
 def test_probe_fio_failure(tmp_path: Path) -> None:
     with pytest.raises(DtnkitError, match="fio write failed") as info:
-        fio.run_disk_probe(str(tmp_path), size_bytes=MiB,
-                           wrap=lambda argv: [*argv, "--dk-bogus-option=1"])
+        fio.run_disk_probe(
+            str(tmp_path), size_bytes=MiB, wrap=lambda argv: [*argv, "--dk-bogus-option=1"]
+        )
     assert "unrecognized option" in info.value.why
     assert list(tmp_path.iterdir()) == []
 
 
 # --- the emulated slow disk ----------------------------------------------------------------
+
 
 def _fio_rate(argv: list[str], side: str) -> float:
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
@@ -174,8 +215,7 @@ def _fio_rate(argv: list[str], side: str) -> float:
 
 
 def _assert_gone(disk: SlowDisk) -> None:
-    listing = subprocess.run(["losetup", "-a"], capture_output=True, text=True,
-                             check=True).stdout
+    listing = subprocess.run(["losetup", "-a"], capture_output=True, text=True, check=True).stdout
     assert Path(disk.backing_file).name not in listing
     assert not Path(disk.cgroup).exists()
     assert not Path(disk.backing_file).exists()
@@ -186,8 +226,9 @@ def _assert_gone(disk: SlowDisk) -> None:
 @needs_throttle
 def test_slow_disk_throttles(tmp_path: Path) -> None:
     limits = {"read": 20_000_000, "write": 10_000_000}
-    with slow_disk(64 * MiB, read_bps=limits["read"], write_bps=limits["write"],
-                   workdir=tmp_path) as disk:
+    with slow_disk(
+        64 * MiB, read_bps=limits["read"], write_bps=limits["write"], workdir=tmp_path
+    ) as disk:
         assert disk.kind in (KIND_V1, KIND_V2)
         assert disk.device.startswith("/dev/loop")
         assert Path(disk.backing_file).parent == tmp_path.resolve()
@@ -201,7 +242,10 @@ def test_slow_disk_throttles(tmp_path: Path) -> None:
             assert wfile == [majmin, str(limits["write"])]
         else:
             assert Path(disk.cgroup, "io.max").read_text().split()[:3] == [
-                majmin, f"rbps={limits['read']}", f"wbps={limits['write']}"]
+                majmin,
+                f"rbps={limits['read']}",
+                f"wbps={limits['write']}",
+            ]
 
         rates = {}
         for side in ("write", "read"):  # runtime-limited: ~2 s each at the limit
@@ -230,9 +274,10 @@ def _majmin(device: str) -> str:
 def test_slow_disk_teardown_on_failure(tmp_path: Path) -> None:
     sleeper: subprocess.Popen[bytes] | None = None
     try:
-        with pytest.raises(subprocess.CalledProcessError), \
-                slow_disk(4 * MiB, read_bps=None, write_bps=1_000_000,
-                          workdir=tmp_path) as disk:
+        with (
+            pytest.raises(subprocess.CalledProcessError),
+            slow_disk(4 * MiB, read_bps=None, write_bps=1_000_000, workdir=tmp_path) as disk,
+        ):
             sleeper = subprocess.Popen(disk.wrap(["sleep", "60"]))
             for _ in range(100):  # until sh has moved itself into the cgroup
                 if str(sleeper.pid) in Path(disk.procs_file).read_text().split():
@@ -249,12 +294,15 @@ def test_slow_disk_teardown_on_failure(tmp_path: Path) -> None:
             sleeper.wait()
 
 
-@pytest.mark.parametrize("kwargs", [
-    {"size_bytes": 1000, "read_bps": None, "write_bps": None},
-    {"size_bytes": 4 * MiB + 1, "read_bps": None, "write_bps": None},
-    {"size_bytes": 4 * MiB, "read_bps": 0, "write_bps": None},
-    {"size_bytes": 4 * MiB, "read_bps": None, "write_bps": -5},
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"size_bytes": 1000, "read_bps": None, "write_bps": None},
+        {"size_bytes": 4 * MiB + 1, "read_bps": None, "write_bps": None},
+        {"size_bytes": 4 * MiB, "read_bps": 0, "write_bps": None},
+        {"size_bytes": 4 * MiB, "read_bps": None, "write_bps": -5},
+    ],
+)
 def test_slow_disk_bad_input(tmp_path: Path, kwargs: dict[str, int | None]) -> None:
     with pytest.raises(BadInput), slow_disk(workdir=tmp_path, **kwargs):  # type: ignore[arg-type]
         pass
@@ -262,8 +310,10 @@ def test_slow_disk_bad_input(tmp_path: Path, kwargs: dict[str, int | None]) -> N
 
 
 def test_slow_disk_missing_workdir(tmp_path: Path) -> None:
-    with pytest.raises(BadInput, match="not a directory"), \
-            slow_disk(4 * MiB, read_bps=None, write_bps=None, workdir=tmp_path / "nope"):
+    with (
+        pytest.raises(BadInput, match="not a directory"),
+        slow_disk(4 * MiB, read_bps=None, write_bps=None, workdir=tmp_path / "nope"),
+    ):
         pass
 
 

@@ -36,8 +36,11 @@ class FakeMover:
 
     def run(self, host: Host, spec: E2ESpec, context: ToolContext) -> ToolRun:
         figures = self.parse("4096")
-        return ToolRun({**figures, "seconds": 1.0, "throughput_bps": 4096 * 8.0}, "4096",
-                       resolved={"fake": True})
+        return ToolRun(
+            {**figures, "seconds": 1.0, "throughput_bps": 4096 * 8.0},
+            "4096",
+            resolved={"fake": True},
+        )
 
 
 def choices(command: Any, name: str) -> list[str]:
@@ -81,16 +84,31 @@ def test_a_registered_tool_runs_through_the_cli(
 
     monkeypatch.setitem(registry.TOOLS, "dkm-fake", FakeMover())
     capsys.readouterr()
-    code = main(["probe", "e2e", "a", "b", "--tool", "dkm-fake", "--db",
-                 str(tmp_path / "r.sqlite"), "--interval", "60", "--format", "json"])
+    code = main(
+        [
+            "probe",
+            "e2e",
+            "a",
+            "b",
+            "--tool",
+            "dkm-fake",
+            "--db",
+            str(tmp_path / "r.sqlite"),
+            "--interval",
+            "60",
+            "--format",
+            "json",
+        ]
+    )
     doc = json.loads(capsys.readouterr().out)
     assert code == ExitStatus.OK, doc
     assert doc["spec"]["tool"] == "dkm-fake" and doc["spec"]["fake"] is True
     assert doc["summary"]["bytes"] == 4096 and doc["summary"]["throughput_bps"] == 32768.0
-    assert main(["probe", "e2e", "a", "b", "--tool", "nosuch", "--db",
-                 str(tmp_path / "r.sqlite")]) == ExitStatus.USAGE
-    assert "'nosuch' is not one of 'dtnkit-cp', 'command', 'dkm-fake'" in \
-        capsys.readouterr().err
+    assert (
+        main(["probe", "e2e", "a", "b", "--tool", "nosuch", "--db", str(tmp_path / "r.sqlite")])
+        == ExitStatus.USAGE
+    )
+    assert "'nosuch' is not one of 'dtnkit-cp', 'command', 'dkm-fake'" in capsys.readouterr().err
 
 
 def test_a_tool_of_another_kind_is_refused() -> None:

@@ -26,16 +26,26 @@ from dtnkit.transfer.paths import part_name
 
 @pytest.mark.parametrize("name", [*grid.TOOLS, "command:curl"])
 def test_every_grid_tool_is_a_registry_tool(name: str) -> None:
-    point = grid.parse_grid_flags(["rtt=5ms", "streams=1", "duration=2s",
-                                   "sample_interval=1s"]).points()[0]
-    point = type(point)(**{**{f: getattr(point, f) for f in point.__dataclass_fields__},
-                           "tool": name, "command": "curl {url}" if ":" in name else None})
+    point = grid.parse_grid_flags(
+        ["rtt=5ms", "streams=1", "duration=2s", "sample_interval=1s"]
+    ).points()[0]
+    point = type(point)(
+        **{
+            **{f: getattr(point, f) for f in point.__dataclass_fields__},
+            "tool": name,
+            "command": "curl {url}" if ":" in name else None,
+        }
+    )
     tool = registry.named(Sweep.tool_name(point))
     assert tool.name in registry.TOOLS
     kinds = Sweep.server_kinds(point)
-    assert kinds == (("iperf3", None) if name == "iperf3" else
-                     (point.server, point.server) if tool.kind == "tpc" else
-                     (point.server, None))
+    assert kinds == (
+        ("iperf3", None)
+        if name == "iperf3"
+        else (point.server, point.server)
+        if tool.kind == "tpc"
+        else (point.server, None)
+    )
 
 
 def test_the_probe_choices_stay_the_probe_tools() -> None:
@@ -56,9 +66,14 @@ def test_an_unknown_tool_names_every_tool() -> None:
     assert got.value.why == "tools: iperf3, fio, dtnkit-cp, command, dtnkit-tpc, gfal-tpc"
 
 
-@given(st.text(alphabet=st.characters(blacklist_characters="/\x00", blacklist_categories=("Cs",)),
-               min_size=1, max_size=40).filter(lambda n: n not in (".", "..")),
-       st.text(alphabet="0123456789abcdef", min_size=1, max_size=32))
+@given(
+    st.text(
+        alphabet=st.characters(blacklist_characters="/\x00", blacklist_categories=("Cs",)),
+        min_size=1,
+        max_size=40,
+    ).filter(lambda n: n not in (".", "..")),
+    st.text(alphabet="0123456789abcdef", min_size=1, max_size=32),
+)
 def test_part_files_match_the_movers_own_names(name: str, token: str) -> None:
     """A cut copy is counted by its part file: dtnkit cp's beside a download, dtnkit
     serve's for an upload; the pattern finds both, and not another copy's."""

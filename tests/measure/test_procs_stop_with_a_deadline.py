@@ -14,8 +14,10 @@ from dtnkit.host import process
 from dtnkit.measure.procs import Procs
 
 #: a Python child that ignores SIGTERM, says so, and sleeps
-IGNORES_TERM = ("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
-                "print('ready', flush=True); time.sleep(60)")
+IGNORES_TERM = (
+    "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+    "print('ready', flush=True); time.sleep(60)"
+)
 
 
 def reaped(pid: int) -> bool:

@@ -44,9 +44,18 @@ def data_flow(flows: list[dict[str, Any]]) -> dict[str, Any]:
 def test_proc_stat_real() -> None:
     doc = mp.parse_proc_stat(fx("proc-stat.large-bbr.1.txt"))
     assert set(doc["cpus"]) == {"cpu", "cpu0", "cpu1"}
-    assert doc["cpus"]["cpu0"] == {"user": 16351, "nice": 0, "system": 22930, "idle": 258353,
-                                   "iowait": 1032, "irq": 0, "softirq": 7238, "steal": 2158,
-                                   "guest": 0, "guest_nice": 0}
+    assert doc["cpus"]["cpu0"] == {
+        "user": 16351,
+        "nice": 0,
+        "system": 22930,
+        "idle": 258353,
+        "iowait": 1032,
+        "irq": 0,
+        "softirq": 7238,
+        "steal": 2158,
+        "guest": 0,
+        "guest_nice": 0,
+    }
     assert doc["ctxt"] == 8308025
     assert doc["procs_running"] == 2
     total = doc["cpus"]["cpu"]
@@ -60,11 +69,21 @@ def test_proc_stat_old_kernel_columns_are_zero() -> None:
     assert doc["cpus"]["cpu"]["idle"] == 100
 
 
-@pytest.mark.parametrize("text", [
-    "", "   \n", "hello world\n", "cpu  1 2 x 4\nctxt 1\n", "cpu 1 2\nctxt 1\n",
-    "cpu0 1 2 3 4\nctxt 5\n", "cpu 1 2 3 4\n", "cpu 1 2 3 4\nctxt\n", "cpuX 1 2 3 4\nctxt 1",
-    "{\"cpu\": 1}\n",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "   \n",
+        "hello world\n",
+        "cpu  1 2 x 4\nctxt 1\n",
+        "cpu 1 2\nctxt 1\n",
+        "cpu0 1 2 3 4\nctxt 5\n",
+        "cpu 1 2 3 4\n",
+        "cpu 1 2 3 4\nctxt\n",
+        "cpuX 1 2 3 4\nctxt 1",
+        '{"cpu": 1}\n',
+    ],
+)
 def test_proc_stat_garbage(text: str) -> None:
     with pytest.raises(ParseError):
         mp.parse_proc_stat(text)
@@ -83,18 +102,33 @@ def test_netstat_real() -> None:
     doc = mp.parse_snmp(fx("proc-net-netstat.large-bbr.after.txt"))
     assert set(doc) == {"TcpExt", "IpExt", "MPTcpExt"}
     ext = doc["TcpExt"]
-    for name in ("TCPLostRetransmit", "TCPTimeouts", "TCPDSACKUndo", "TCPSACKReorder",
-                 "TCPSpuriousRTOs", "TCPDSACKRecvSegs"):
+    for name in (
+        "TCPLostRetransmit",
+        "TCPTimeouts",
+        "TCPDSACKUndo",
+        "TCPSACKReorder",
+        "TCPSpuriousRTOs",
+        "TCPDSACKRecvSegs",
+    ):
         assert name in ext
     before = mp.parse_snmp(fx("proc-net-netstat.large-bbr.before.txt"))["TcpExt"]
     assert ext["TCPLostRetransmit"] - before["TCPLostRetransmit"] == 90
     assert ext["TCPDSACKRecvSegs"] - before["TCPDSACKRecvSegs"] == 45
 
 
-@pytest.mark.parametrize("text", [
-    "", "Tcp: A B\n", "Tcp: A B\nTcp: 1\n", "Tcp: A B\nUdp: 1 2\n", "Tcp: A B\nTcp: 1 x\n",
-    "garbage line\nmore garbage\n", "Tcp A B\nTcp 1 2\n", "Tcp: A 1B\nTcp: 1 2\n",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "Tcp: A B\n",
+        "Tcp: A B\nTcp: 1\n",
+        "Tcp: A B\nUdp: 1 2\n",
+        "Tcp: A B\nTcp: 1 x\n",
+        "garbage line\nmore garbage\n",
+        "Tcp A B\nTcp 1 2\n",
+        "Tcp: A 1B\nTcp: 1 2\n",
+    ],
+)
 def test_snmp_garbage(text: str) -> None:
     with pytest.raises(ParseError):
         mp.parse_snmp(text)
@@ -112,17 +146,24 @@ def test_net_dev_real() -> None:
 
 def test_net_dev_name_runs_into_counter() -> None:
     head = "\n".join(fx("proc-net-dev.large-bbr.after.txt").splitlines()[:2])
-    doc = mp.parse_net_dev(head + "\nenp1s0f0np0:12345678901 2 3 4 5 6 7 8 9 10 11 12 13 14 15 "
-                           "16\n")
+    doc = mp.parse_net_dev(
+        head + "\nenp1s0f0np0:12345678901 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16\n"
+    )
     assert doc["enp1s0f0np0"]["rx_bytes"] == 12345678901
     assert doc["enp1s0f0np0"]["rx_drop"] == 4
 
 
-@pytest.mark.parametrize("text", [
-    "", "eth0: 1 2 3\n", "Inter-| Receive | Transmit\n face |bytes|bytes\neth0: 1 2 3\n",
-    "Inter-|\n face |bytes packets|bytes packets\neth0 1 2 3 4\n",
-    "Inter-|\n face |bytes packets|bytes packets\neth0: 1 2 x 4\n", "just text\n",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "eth0: 1 2 3\n",
+        "Inter-| Receive | Transmit\n face |bytes|bytes\neth0: 1 2 3\n",
+        "Inter-|\n face |bytes packets|bytes packets\neth0 1 2 3 4\n",
+        "Inter-|\n face |bytes packets|bytes packets\neth0: 1 2 x 4\n",
+        "just text\n",
+    ],
+)
 def test_net_dev_garbage(text: str) -> None:
     with pytest.raises(ParseError):
         mp.parse_net_dev(text)
@@ -148,8 +189,7 @@ def test_ss_every_capture_parses(name: str) -> None:
 def test_ss_window_limited_flow() -> None:
     f = data_flow(mp.parse_ss_tin(fx("ss-tinO.tiny-rmem.src.txt")))
     assert f["local"] == "10.251.0.2:40928" and f["peer"] == "10.252.0.2:5201"
-    assert (f["local_addr"], f["peer_addr"], f["peer_port"]) == ("10.251.0.2", "10.252.0.2",
-                                                                 "5201")
+    assert (f["local_addr"], f["peer_addr"], f["peer_port"]) == ("10.251.0.2", "10.252.0.2", "5201")
     assert f["send_q"] == 3026608 and f["recv_q"] == 0
     assert (f["cwnd"], f["ssthresh"]) == (1278, 646)
     assert (f["rtt_ms"], f["rttvar_ms"], f["minrtt_ms"]) == (50.776, 0.412, 50.128)
@@ -203,10 +243,12 @@ def test_ss_without_one_line_option() -> None:
 
 def test_ss_human_rates_and_extras() -> None:
     """Without -n ss prints rates with SI prefixes; -p, -e and -o add words."""
-    text = ("State Recv-Q Send-Q Local Address:Port Peer Address:Port Process\n"
-            "ESTAB 0 5 10.0.0.1:40000 10.0.0.2:5201 users:((\"iperf3\",pid=7,fd=5)) timer:(on,"
-            "200ms,0) ino:1234 sk:3c <-> ts sack cubic wscale:7,7 rto:204 rtt:0.5/0.25 cwnd:10 "
-            "send 2.9Mbps pacing_rate 1.5Gbps/2Gbps delivery_rate 455.7Kbps busy:4ms\n")
+    text = (
+        "State Recv-Q Send-Q Local Address:Port Peer Address:Port Process\n"
+        'ESTAB 0 5 10.0.0.1:40000 10.0.0.2:5201 users:(("iperf3",pid=7,fd=5)) timer:(on,'
+        "200ms,0) ino:1234 sk:3c <-> ts sack cubic wscale:7,7 rto:204 rtt:0.5/0.25 cwnd:10 "
+        "send 2.9Mbps pacing_rate 1.5Gbps/2Gbps delivery_rate 455.7Kbps busy:4ms\n"
+    )
     f = mp.parse_ss_tin(text)[0]
     assert f["cc"] == "cubic" and {"ts", "sack"} <= set(f["flags"])
     assert f["send_bps"] == 2_900_000 and f["delivery_rate_bps"] == 455_700
@@ -219,15 +261,21 @@ def test_ss_empty_and_header_only() -> None:
     assert mp.parse_ss_tin(fx("ss-tinO.tiny-rmem.src.txt").splitlines()[0] + "\n") == []
 
 
-@pytest.mark.parametrize("text", [
-    "hello world this is not ss\n", "ESTAB x 0 1.2.3.4:5 6.7.8.9:10\n", "ESTAB 0 0 a b\n",
-    "ESTAB 0 0 1.2.3.4:5 6.7.8.9:10 rtt:fast/1\n",
-    "ESTAB 0 0 1.2.3.4:5 6.7.8.9:10 rwnd_limited:12ms\n",
-    "ESTAB 0 0 1.2.3.4:5 6.7.8.9:10 send 12parsecs\n",
-    "ESTAB 0 0 1.2.3.4:5 6.7.8.9:10 bbr:(bw:1bps,mrtt:x)\n",
-    "ESTAB 0 0 1.2.3.4:5 6.7.8.9:10 bbr:(bw:1bps\n", "\tcwnd:10\n",
-    "ESTAB 0 0 1.2.3.4:5 6.7.8.9:10 pacing_rate\n",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "hello world this is not ss\n",
+        "ESTAB x 0 1.2.3.4:5 6.7.8.9:10\n",
+        "ESTAB 0 0 a b\n",
+        "ESTAB 0 0 1.2.3.4:5 6.7.8.9:10 rtt:fast/1\n",
+        "ESTAB 0 0 1.2.3.4:5 6.7.8.9:10 rwnd_limited:12ms\n",
+        "ESTAB 0 0 1.2.3.4:5 6.7.8.9:10 send 12parsecs\n",
+        "ESTAB 0 0 1.2.3.4:5 6.7.8.9:10 bbr:(bw:1bps,mrtt:x)\n",
+        "ESTAB 0 0 1.2.3.4:5 6.7.8.9:10 bbr:(bw:1bps\n",
+        "\tcwnd:10\n",
+        "ESTAB 0 0 1.2.3.4:5 6.7.8.9:10 pacing_rate\n",
+    ],
+)
 def test_ss_garbage(text: str) -> None:
     with pytest.raises(ParseError):
         mp.parse_ss_tin(text)
@@ -245,8 +293,9 @@ def test_cpu_delta_real() -> None:
     assert cpu is not None
     assert set(cpu["per_cpu"]) == {"cpu0", "cpu1"}
     for pct in [cpu["all"], *cpu["per_cpu"].values()]:
-        parts = sum(pct[k] for k in ("user", "nice", "system", "irq", "softirq", "iowait",
-                                     "idle", "steal"))
+        parts = sum(
+            pct[k] for k in ("user", "nice", "system", "irq", "softirq", "iowait", "idle", "steal")
+        )
         assert parts == pytest.approx(100.0)
         assert pct["busy"] == pytest.approx(100.0 - pct["idle"] - pct["iowait"])
     # cpu0: softirq 7238 -> 7247, 9 of 101 jiffies (user 9, system 10, idle 69, steal 4)
@@ -256,17 +305,25 @@ def test_cpu_delta_real() -> None:
 
 
 def test_tcp_delta_real() -> None:
-    a = reading(0.0, snmp=mp.parse_snmp(fx("proc-net-snmp.large-bbr.before.txt")),
-                netstat=mp.parse_snmp(fx("proc-net-netstat.large-bbr.before.txt")))
-    b = reading(5.0, snmp=mp.parse_snmp(fx("proc-net-snmp.large-bbr.after.txt")),
-                netstat=mp.parse_snmp(fx("proc-net-netstat.large-bbr.after.txt")))
+    a = reading(
+        0.0,
+        snmp=mp.parse_snmp(fx("proc-net-snmp.large-bbr.before.txt")),
+        netstat=mp.parse_snmp(fx("proc-net-netstat.large-bbr.before.txt")),
+    )
+    b = reading(
+        5.0,
+        snmp=mp.parse_snmp(fx("proc-net-snmp.large-bbr.after.txt")),
+        netstat=mp.parse_snmp(fx("proc-net-netstat.large-bbr.after.txt")),
+    )
     tcp = tcp_delta(a, b)
     assert (tcp["out_segs"], tcp["retrans_segs"]) == (387695, 9270)
     assert tcp["out_segs_per_s"] == pytest.approx(387695 / 5)
     assert tcp["retrans_share"] == pytest.approx(9270 / (387695 + 9270))
     # OutSegs leaves retransmissions out: it grew with the new data sent, not with them
-    ext = [mp.parse_snmp(fx(f"proc-net-netstat.large-bbr.{w}.txt"))["TcpExt"]
-           for w in ("before", "after")]
+    ext = [
+        mp.parse_snmp(fx(f"proc-net-netstat.large-bbr.{w}.txt"))["TcpExt"]
+        for w in ("before", "after")
+    ]
     orig = ext[1]["TCPOrigDataSent"] - ext[0]["TCPOrigDataSent"]
     assert orig <= tcp["out_segs"] < orig + 100
     assert tcp["lost_retrans"] == 90 and tcp["lost_retrans_per_s"] == pytest.approx(18.0)
@@ -280,18 +337,47 @@ def test_tcp_delta_real() -> None:
     assert bare["timeouts"] is None and bare["retrans_segs"] == 9270
 
 
-def sample(*, dt: float = 1.0, out: int = 1000, retrans: int = 0, dsack: int = 0,
-           flows: Sequence[dict[str, Any]] = (), drops: int = 0) -> dict[str, Any]:
-    pct = {"user": 10.0, "nice": 0.0, "system": 10.0, "irq": 0.0, "softirq": 5.0,
-           "iowait": 2.0, "idle": 73.0, "steal": 0.0, "busy": 25.0}
+def sample(
+    *,
+    dt: float = 1.0,
+    out: int = 1000,
+    retrans: int = 0,
+    dsack: int = 0,
+    flows: Sequence[dict[str, Any]] = (),
+    drops: int = 0,
+) -> dict[str, Any]:
+    pct = {
+        "user": 10.0,
+        "nice": 0.0,
+        "system": 10.0,
+        "irq": 0.0,
+        "softirq": 5.0,
+        "iowait": 2.0,
+        "idle": 73.0,
+        "steal": 0.0,
+        "busy": 25.0,
+    }
     return {
-        "t_s": dt, "dt_s": dt, "errors": [],
-        "cpu": {"all": pct, "per_cpu": {"cpu0": pct}, "max_softirq_pct": 5.0 + out / 1000,
-                "max_busy_pct": 25.0},
+        "t_s": dt,
+        "dt_s": dt,
+        "errors": [],
+        "cpu": {
+            "all": pct,
+            "per_cpu": {"cpu0": pct},
+            "max_softirq_pct": 5.0 + out / 1000,
+            "max_busy_pct": 25.0,
+        },
         "ctx_switches_per_s": 100.0,
-        "tcp": {"out_segs": out, "retrans_segs": retrans, "dsack_recv_segs": dsack,
-                "dsack_undo": 1 if dsack else 0, "sack_reorder": 0, "lost_retrans": 0,
-                "timeouts": 0, "spurious_rtos": 0},
+        "tcp": {
+            "out_segs": out,
+            "retrans_segs": retrans,
+            "dsack_recv_segs": dsack,
+            "dsack_undo": 1 if dsack else 0,
+            "sack_reorder": 0,
+            "lost_retrans": 0,
+            "timeouts": 0,
+            "spurious_rtos": 0,
+        },
         "nic": {"eth0": {"rx_drops": drops, "rx_errors": 0}},
         "flows": list(flows),
     }
@@ -299,10 +385,19 @@ def sample(*, dt: float = 1.0, out: int = 1000, retrans: int = 0, dsack: int = 0
 
 def test_summarize() -> None:
     idle = {"rtt_ms": 10.0, "cwnd": 10, "active": False}
-    busy = {"rtt_ms": 30.0, "cwnd": 500, "active": True, "rwnd_limited_pct": 40.0,
-            "delivery_rate_bps": 9 * 10**8}
-    s = summarize([sample(out=1000, retrans=10, flows=[idle, busy], drops=2),
-                   sample(dt=3.0, out=3000, retrans=90, dsack=80, flows=[idle], drops=1)])
+    busy = {
+        "rtt_ms": 30.0,
+        "cwnd": 500,
+        "active": True,
+        "rwnd_limited_pct": 40.0,
+        "delivery_rate_bps": 9 * 10**8,
+    }
+    s = summarize(
+        [
+            sample(out=1000, retrans=10, flows=[idle, busy], drops=2),
+            sample(dt=3.0, out=3000, retrans=90, dsack=80, flows=[idle], drops=1),
+        ]
+    )
     assert s["samples"] == 2
     assert s["retrans_share"] == pytest.approx(100 / 4100)
     assert s["retrans_segs_per_s_mean"] == pytest.approx(100 / 4)
@@ -324,8 +419,20 @@ def test_summarize_nothing() -> None:
     assert s["samples"] == 0 and s["flows_max"] == 0
     assert s["retrans_share"] is None and s["rtt_ms_mean"] is None
     assert s["spurious_retrans_hint"] is False
-    broken = summarize([{"t_s": 1.0, "dt_s": None, "cpu": None, "ctx_switches_per_s": None,
-                         "tcp": None, "nic": None, "flows": [], "errors": ["x"]}])
+    broken = summarize(
+        [
+            {
+                "t_s": 1.0,
+                "dt_s": None,
+                "cpu": None,
+                "ctx_switches_per_s": None,
+                "tcp": None,
+                "nic": None,
+                "flows": [],
+                "errors": ["x"],
+            }
+        ]
+    )
     assert broken["cpu_busy_pct_max"] is None and broken["errors"] == 1
 
 
@@ -448,8 +555,9 @@ def sampled_iperf(p: LabPath, seconds: int = 3) -> list[dict[str, Any]]:
             seen += chunk
         host = Host.live(p.src.netns)
         with Sampler(host, interval_s=0.5, ss_filter=["dport", "=", ":5201"]) as sampler:
-            p.src.run(["iperf3", "-c", p.dst.address, "-t", str(seconds), "-J"],
-                      timeout=seconds + 30)
+            p.src.run(
+                ["iperf3", "-c", p.dst.address, "-t", str(seconds), "-J"], timeout=seconds + 30
+            )
         srv.wait(timeout=30)
     finally:
         if srv.poll() is None:
@@ -472,8 +580,14 @@ def test_sampler_over_a_lab_path(path: LabPath) -> None:
         for s in samples:
             assert s["errors"] == [], s["errors"]
             tcp = s["tcp"]
-            for key in ("out_segs_per_s", "retrans_segs_per_s", "lost_retrans_per_s",
-                        "timeouts_per_s", "dsack_undo_per_s", "sack_reorder_per_s"):
+            for key in (
+                "out_segs_per_s",
+                "retrans_segs_per_s",
+                "lost_retrans_per_s",
+                "timeouts_per_s",
+                "dsack_undo_per_s",
+                "sack_reorder_per_s",
+            ):
                 assert tcp[key] >= 0, key
             assert tcp["retrans_share"] is None or 0 <= tcp["retrans_share"] <= 1
             assert set(s["nic"]) == {"dklink0"}
@@ -486,15 +600,18 @@ def test_sampler_over_a_lab_path(path: LabPath) -> None:
         assert any(s["tcp"]["out_segs_per_s"] > 1000 for s in samples)
 
     def limited(samples: list[dict[str, Any]]) -> float:
-        return max(max(float(f.get("rwnd_limited_pct", 0.0)),
-                       float(f.get("sndbuf_limited_pct", 0.0)))
-                   for s in samples for f in s["flows"])
+        return max(
+            max(float(f.get("rwnd_limited_pct", 0.0)), float(f.get("sndbuf_limited_pct", 0.0)))
+            for s in samples
+            for f in s["flows"]
+        )
 
     assert limited(tiny) > 0  # 1 MiB of receive buffer at 50 ms holds ~160 Mbit/s
     s_tiny, s_large = summarize(tiny), summarize(large)
     assert s_large["delivery_rate_bps_max"] > 2 * s_tiny["delivery_rate_bps_max"]
-    assert max(s_tiny["rwnd_limited_pct_max"], s_tiny["sndbuf_limited_pct_max"]) > \
-        max(s_large["rwnd_limited_pct_max"], s_large["sndbuf_limited_pct_max"])
+    assert max(s_tiny["rwnd_limited_pct_max"], s_tiny["sndbuf_limited_pct_max"]) > max(
+        s_large["rwnd_limited_pct_max"], s_large["sndbuf_limited_pct_max"]
+    )
     assert 45 <= s_tiny["rtt_ms_min"] <= s_tiny["rtt_ms_mean"]
     assert s_large["flows_max"] == 2 and s_large["cwnd_max"] > s_tiny["cwnd_max"]
     assert s_large["retrans_share"] is not None

@@ -62,15 +62,22 @@ def test_fio_parse_through_the_registry() -> None:
     assert got["write_bps"] == 459649753.0 * 8 and got["read_bps"] == 0.0  # bit/s
 
 
-@pytest.mark.parametrize(("name", "streams", "rate"), [
-    ("dtnkit-cp.download.json", 1, 728978182.8),
-    ("dtnkit-cp.upload-2streams.json", 2, 173267261.3),
-])
+@pytest.mark.parametrize(
+    ("name", "streams", "rate"),
+    [
+        ("dtnkit-cp.download.json", 1, 728978182.8),
+        ("dtnkit-cp.upload-2streams.json", 2, 173267261.3),
+    ],
+)
 def test_dtnkit_cp_parse(name: str, streams: int, rate: float) -> None:
     text = fx(f"measure/{name}")
     got = registry.TOOLS["dtnkit-cp"].parse(text)
-    assert got == {"mover_bytes": 3000000, "mover_seconds": json.loads(text)["seconds"],
-                   "mover_rate_bps": rate, "mover_files": 1}
+    assert got == {
+        "mover_bytes": 3000000,
+        "mover_seconds": json.loads(text)["seconds"],
+        "mover_rate_bps": rate,
+        "mover_files": 1,
+    }
     assert json.loads(text)["streams"] == streams
     # progress or notes before the summary line do not matter
     assert parse_cp_json("copying...\n" + text) == got
@@ -115,8 +122,9 @@ def test_fio_conforms(tmp_path: Path) -> None:
 def test_command_conforms(tmp_path: Path) -> None:
     src = tmp_path / "src.bin"
     src.write_bytes(os.urandom(2**20))
-    doc = conforms(E2ESpec(str(src), str(tmp_path / "dst.bin"), "cp -v {src} {dst}",
-                           interval_s=60), "command")
+    doc = conforms(
+        E2ESpec(str(src), str(tmp_path / "dst.bin"), "cp -v {src} {dst}", interval_s=60), "command"
+    )
     assert doc["summary"]["bytes"] == 2**20
     assert doc["spec"]["command_line"] == f"cp -v {src} {tmp_path / 'dst.bin'}"
     assert (tmp_path / "dst.bin").read_bytes() == src.read_bytes()
@@ -140,8 +148,10 @@ def probe_e2e(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, Any]
 
 
 def test_e2e_probe_moves_with_dtnkit_cp_by_default(
-    served: tuple[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch
+    served: tuple[str, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     url, root = served
     data = os.urandom(3 * 2**20 + 17)
@@ -169,23 +179,27 @@ def test_e2e_probe_moves_with_dtnkit_cp_by_default(
     assert code == ExitStatus.OK, down
     assert dst.read_bytes() == data and down["summary"]["bytes"] == len(data)
     capsys.readouterr()
-    assert main(["results", "show", str(down["id"]), "--db", db, "--format", "json"]
-                ) == ExitStatus.OK
+    assert (
+        main(["results", "show", str(down["id"]), "--db", db, "--format", "json"]) == ExitStatus.OK
+    )
     stored = json.loads(capsys.readouterr().out)
     assert parse_cp_json(stored["raw"])["mover_bytes"] == len(data)
 
 
 def test_e2e_probe_with_dtnkit_cp_names_its_failure(
-    served: tuple[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch
+    served: tuple[str, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     url, root = served
     monkeypatch.delenv("DTNKIT_TOKEN", raising=False)
     monkeypatch.delenv("BEARER_TOKEN", raising=False)
     src = tmp_path / "src.bin"
     src.write_bytes(b"x" * 4096)
-    code, doc = probe_e2e(capsys, str(src), f"{url}up.bin", "--db",
-                          str(tmp_path / "r.sqlite"))  # no token: the server refuses the PUT
+    code, doc = probe_e2e(
+        capsys, str(src), f"{url}up.bin", "--db", str(tmp_path / "r.sqlite")
+    )  # no token: the server refuses the PUT
     assert code == ExitStatus.ERROR
     assert doc["error"]["what"] == "the transfer with dtnkit cp failed"
     # dtnkit cp's own error, said once: its what and why, then its next step
@@ -198,8 +212,7 @@ def test_e2e_probe_with_dtnkit_cp_names_its_failure(
 def test_e2e_command_tool_still_needs_its_command(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, doc = probe_e2e(capsys, "a", "b", "--tool", "command", "--db",
-                          str(tmp_path / "r.sqlite"))
+    code, doc = probe_e2e(capsys, "a", "b", "--tool", "command", "--db", str(tmp_path / "r.sqlite"))
     assert code == ExitStatus.BAD_INPUT
     assert doc["error"]["what"] == "no transfer command"
     assert "--command" in doc["error"]["next"]
@@ -212,7 +225,14 @@ def test_e2e_with_a_command_uses_the_command_tool(
         pytest.skip("no cp")
     src = tmp_path / "s"
     src.write_bytes(b"y" * 10000)
-    code, doc = probe_e2e(capsys, str(src), str(tmp_path / "d"), "--command", "cp {src} {dst}",
-                          "--db", str(tmp_path / "r.sqlite"))
+    code, doc = probe_e2e(
+        capsys,
+        str(src),
+        str(tmp_path / "d"),
+        "--command",
+        "cp {src} {dst}",
+        "--db",
+        str(tmp_path / "r.sqlite"),
+    )
     assert code == ExitStatus.OK, doc
     assert doc["spec"]["tool"] == "command" and doc["summary"]["bytes"] == 10000

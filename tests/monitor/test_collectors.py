@@ -43,15 +43,26 @@ def host_tree(tmp_path: Path) -> View:
     for name in NET_FILES:
         (net / name).write_text(Path("/proc/net", name).read_text())
     shutil.copy("/proc/softirqs", tmp_path / "proc" / "softirqs")
-    for dev, values in (("eth9", {"rx_dropped": 7, "rx_missed_errors": 5, "rx_errors": 2}),
-                        ("lo", {"rx_dropped": 1})):
+    for dev, values in (
+        ("eth9", {"rx_dropped": 7, "rx_missed_errors": 5, "rx_errors": 2}),
+        ("lo", {"rx_dropped": 1}),
+    ):
         stats = tmp_path / "sys" / "class" / "net" / dev / "statistics"
         stats.mkdir(parents=True)
-        for name in ("rx_dropped", "rx_missed_errors", "rx_over_errors", "rx_crc_errors",
-                     "rx_length_errors", "rx_errors", "tx_dropped", "tx_errors"):
+        for name in (
+            "rx_dropped",
+            "rx_missed_errors",
+            "rx_over_errors",
+            "rx_crc_errors",
+            "rx_length_errors",
+            "rx_errors",
+            "tx_dropped",
+            "tx_errors",
+        ):
             (stats / name).write_text(f"{values.get(name, 0)}\n")
-    return View(proc_net=net, sys_class_net=tmp_path / "sys" / "class" / "net",
-                proc=tmp_path / "proc")
+    return View(
+        proc_net=net, sys_class_net=tmp_path / "sys" / "class" / "net", proc=tmp_path / "proc"
+    )
 
 
 def samples(view: View, **kw: Any) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -59,8 +70,7 @@ def samples(view: View, **kw: Any) -> dict[tuple[str, tuple[tuple[str, str], ...
     families, text = collect_once(reg)
     parsed = list(text_string_to_metric_families(text.decode()))  # the exposition parses
     assert {f.name for f in parsed} >= {"dtnkit_collector_success"}
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for f in families for s in f.samples}
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value for f in families for s in f.samples}
 
 
 def names(found: dict[tuple[str, tuple[tuple[str, str], ...]], float]) -> set[str]:
@@ -85,15 +95,24 @@ def test_softnet_and_softirqs_parse_the_kernel_text() -> None:
 def test_host_view_exports_only_what_node_exporter_lacks(host_tree: View) -> None:
     found = samples(host_tree)
     got = names(found)
-    assert {"dtnkit_tcp_dsacks_received_total", "dtnkit_tcp_undos_total",
-            "dtnkit_softnet_flow_limit_drops_total", "dtnkit_nic_receive_missed_total",
-            "dtnkit_cpu_net_softirqs_total"} <= got
+    assert {
+        "dtnkit_tcp_dsacks_received_total",
+        "dtnkit_tcp_undos_total",
+        "dtnkit_softnet_flow_limit_drops_total",
+        "dtnkit_nic_receive_missed_total",
+        "dtnkit_cpu_net_softirqs_total",
+    } <= got
     # node_exporter has these for the host: not exported again
-    assert not got & {"dtnkit_tcp_segments_sent_total", "dtnkit_softnet_drops_total",
-                      "dtnkit_nic_receive_drops_total"}
+    assert not got & {
+        "dtnkit_tcp_segments_sent_total",
+        "dtnkit_softnet_drops_total",
+        "dtnkit_nic_receive_drops_total",
+    }
     ext = read_table(host_tree.proc_net / "netstat", "TcpExt")
-    assert found[("dtnkit_tcp_dsacks_received_total", ())] == \
-        ext["TCPDSACKRecv"] + ext["TCPDSACKOfoRecv"]
+    assert (
+        found[("dtnkit_tcp_dsacks_received_total", ())]
+        == ext["TCPDSACKRecv"] + ext["TCPDSACKOfoRecv"]
+    )
     assert found[("dtnkit_nic_receive_missed_total", (("device", "eth9"),))] == 5
     assert not [k for k in found if ("device", "lo") in k[1]]
     for name in ("tcp", "softnet", "nic", "cpu"):
@@ -115,8 +134,11 @@ def test_last_probe_results_and_a_missing_store(host_tree: View, tmp_path: Path)
     assert not db.exists(), "the store is read, never created"
     assert missing[("dtnkit_collector_success", (("collector", "results"),))] == 1
     store = ResultStore(db)
-    store.add(ProbeResult("net", {}, {"throughput_bps": 8e9, "rtt_ms_mean": 20.0},
-                          started=1000.0, duration_s=10.0))
+    store.add(
+        ProbeResult(
+            "net", {}, {"throughput_bps": 8e9, "rtt_ms_mean": 20.0}, started=1000.0, duration_s=10.0
+        )
+    )
     store.add(ProbeResult("net", {}, {"throughput_bps": 4e9}, ok=False, started=2000.0))
     found = samples(host_tree, db=db)
     net = (("kind", "net"),)
@@ -190,24 +212,36 @@ def test_metrics_json_in_a_namespace_with_drift(ns: Netns, environment: Environm
     rc = main(["metrics", "--netns", ns.name, "--format", "json"], environment)
     doc = json.loads(taken(environment.stdout))
     assert rc == 0, doc
-    assert [c["collector"] for c in doc["collectors"]] == ["tcp", "softnet", "nic", "cpu",
-                                                          "drift", "results"]
+    assert [c["collector"] for c in doc["collectors"]] == [
+        "tcp",
+        "softnet",
+        "nic",
+        "cpu",
+        "drift",
+        "results",
+    ]
     compliant = [s for s in doc["samples"] if s["name"] == "dtnkit_tuning_compliant"]
     assert {s["labels"]["group"] for s in compliant} >= {"buffers", "congestion"}
-    info = {s["labels"]["group"]: s["labels"]["reason"] for s in doc["samples"]
-            if s["name"] == "dtnkit_tuning_drift_info"}
+    info = {
+        s["labels"]["group"]: s["labels"]["reason"]
+        for s in doc["samples"]
+        if s["name"] == "dtnkit_tuning_drift_info"
+    }
     for s in compliant:
         assert s["labels"]["profile"] == "dtn" and "reason" not in s["labels"]
         assert (s["value"] == 1.0) == (s["labels"]["group"] not in info)
 
 
-@pytest.mark.parametrize(("argv", "what"), [
-    (["metrics", "--netns", "p19-no-such-ns"], "no network namespace 'p19-no-such-ns'"),
-    (["metrics", "--netns", "../x"], "bad namespace name"),
-    (["exporter", "--listen", "localhost"], "bad --listen 'localhost'"),
-    (["exporter", "--listen", "example.org:9"], "is not an IP address"),
-    (["metrics", "--profile", "p19-nope"], "p19-nope"),
-])
+@pytest.mark.parametrize(
+    ("argv", "what"),
+    [
+        (["metrics", "--netns", "p19-no-such-ns"], "no network namespace 'p19-no-such-ns'"),
+        (["metrics", "--netns", "../x"], "bad namespace name"),
+        (["exporter", "--listen", "localhost"], "bad --listen 'localhost'"),
+        (["exporter", "--listen", "example.org:9"], "is not an IP address"),
+        (["metrics", "--profile", "p19-nope"], "p19-nope"),
+    ],
+)
 def test_bad_input_is_one_line(argv: list[str], what: str, environment: Environment) -> None:
     rc = main(argv, environment)
     err = taken(environment.stderr)
@@ -216,7 +250,8 @@ def test_bad_input_is_one_line(argv: list[str], what: str, environment: Environm
 
 
 def test_textfile_is_written_atomically_without_following_symlinks(
-        tmp_path: Path, environment: Environment) -> None:
+    tmp_path: Path, environment: Environment
+) -> None:
     d = tmp_path / "textfile"
     d.mkdir()
     victim = tmp_path / "victim"
@@ -233,8 +268,11 @@ def test_textfile_is_written_atomically_without_following_symlinks(
 
     link = tmp_path / "link"
     link.symlink_to(d)
-    for target, why in ((link, "it is a symlink"), (tmp_path / "none", "No such file"),
-                        (victim, "not a directory")):
+    for target, why in (
+        (link, "it is a symlink"),
+        (tmp_path / "none", "No such file"),
+        (victim, "not a directory"),
+    ):
         assert main(["metrics", "--textfile", str(target), "--no-drift"], environment) == 9
         assert why in taken(environment.stderr)
     assert main(["metrics", "--textfile", str(d), "--name", "x.txt"], environment) == 9
@@ -264,17 +302,25 @@ def until_scraped(url: str, context: ssl.SSLContext | None = None, timeout: floa
             time.sleep(0.1)  # polling the server's own answer, bounded
 
 
-@pytest.mark.skipif(shutil.which("prometheus-node-exporter") is None,
-                    reason="needs prometheus-node-exporter")
+@pytest.mark.skipif(
+    shutil.which("prometheus-node-exporter") is None, reason="needs prometheus-node-exporter"
+)
 def test_node_exporter_reads_the_textfile(tmp_path: Path, environment: Environment) -> None:
     d = tmp_path / "textfile"
     d.mkdir()
     assert main(["metrics", "--textfile", str(d), "--no-drift"], environment) == 0
     port = free_port()
-    proc = subprocess.Popen(["prometheus-node-exporter", "--collector.disable-defaults",
-                             "--collector.textfile", f"--collector.textfile.directory={d}",
-                             f"--web.listen-address=127.0.0.1:{port}"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            "prometheus-node-exporter",
+            "--collector.disable-defaults",
+            "--collector.textfile",
+            f"--collector.textfile.directory={d}",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         text = until_scraped(f"http://127.0.0.1:{port}/metrics")
     finally:
@@ -287,9 +333,25 @@ def test_node_exporter_reads_the_textfile(tmp_path: Path, environment: Environme
 
 def test_exporter_serves_https_and_stops_on_sigterm(tmp_path: Path, pki: Any) -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "dtnkit", "exporter", "--listen", "127.0.0.1:0", "--no-drift",
-         "--cert", str(pki.cert), "--key", str(pki.key), "--db", str(tmp_path / "x.sqlite")],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-m",
+            "dtnkit",
+            "exporter",
+            "--listen",
+            "127.0.0.1:0",
+            "--no-drift",
+            "--cert",
+            str(pki.cert),
+            "--key",
+            str(pki.key),
+            "--db",
+            str(tmp_path / "x.sqlite"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
@@ -306,13 +368,22 @@ def test_exporter_serves_https_and_stops_on_sigterm(tmp_path: Path, pki: Any) ->
         assert proc.wait(timeout=10) == 0
 
 
-
-
 def test_a_bad_certificate_is_one_line(tmp_path: Path, environment: Environment) -> None:
     bad = tmp_path / "bad.pem"
     bad.write_text("not a certificate\n")
-    rc = main(["exporter", "--listen", "127.0.0.1:0", "--no-drift", "--cert", str(bad),
-               "--key", str(bad)], environment)
+    rc = main(
+        [
+            "exporter",
+            "--listen",
+            "127.0.0.1:0",
+            "--no-drift",
+            "--cert",
+            str(bad),
+            "--key",
+            str(bad),
+        ],
+        environment,
+    )
     err = taken(environment.stderr)
     assert rc == 9 and err.startswith("dtnkit: error: TLS: Cannot load server certificate")
     assert err.count("\n") == 1 and "('" not in err
@@ -342,8 +413,9 @@ def test_drift_audits_at_most_once_per_interval(tree: Path) -> None:
     compliant = families["dtnkit_tuning_compliant"].samples
     bad = {f.group for f in audit.findings if f.status in ("differs", "unknown")}
     assert {s.labels["group"] for s in compliant if s.value == 0} == bad
-    reasons = {s.labels["group"]: s.labels["reason"]
-               for s in families["dtnkit_tuning_drift_info"].samples}
+    reasons = {
+        s.labels["group"]: s.labels["reason"] for s in families["dtnkit_tuning_drift_info"].samples
+    }
     assert set(reasons) == bad and all(reasons.values())
     for s in compliant:
         assert "reason" not in s.labels  # free text would restart the alert's for:

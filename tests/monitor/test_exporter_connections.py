@@ -30,9 +30,22 @@ SILENT = 30
 @contextlib.contextmanager
 def exporter(tmp_path: Path, *args: str) -> Iterator[tuple[str, subprocess.Popen[str]]]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "dtnkit", "exporter", "--no-drift", "--listen", "127.0.0.1:0",
-         "--db", str(tmp_path / "none.sqlite"), *args],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-m",
+            "dtnkit",
+            "exporter",
+            "--no-drift",
+            "--listen",
+            "127.0.0.1:0",
+            "--db",
+            str(tmp_path / "none.sqlite"),
+            *args,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout is not None and proc.stderr is not None
         line = proc.stdout.readline()  # printed once the socket listens
@@ -71,10 +84,12 @@ def threads(proc: subprocess.Popen[str]) -> int:
 
 
 @pytest.mark.skipif(shutil.which("prometheus") is None, reason="needs prometheus")
-def test_prometheus_scrapes_https_while_silent_connections_are_held(tmp_path: Path,
-                                                                    pki: Pki) -> None:
-    with exporter(tmp_path, "--cert", str(pki.cert), "--key", str(pki.key),
-                  "--head-timeout", "600s") as (url, proc):
+def test_prometheus_scrapes_https_while_silent_connections_are_held(
+    tmp_path: Path, pki: Pki
+) -> None:
+    with exporter(
+        tmp_path, "--cert", str(pki.cert), "--key", str(pki.key), "--head-timeout", "600s"
+    ) as (url, proc):
         port = int(urllib.parse.urlsplit(url).port or 0)
         held = silent(port, SILENT)  # TCP connected, never a TLS ClientHello
         try:
@@ -82,17 +97,32 @@ def test_prometheus_scrapes_https_while_silent_connections_are_held(tmp_path: Pa
                 s.bind(("127.0.0.1", 0))
                 prom_port = s.getsockname()[1]
             config = tmp_path / "prometheus.yml"
-            config.write_text(yaml.safe_dump({
-                "global": {"scrape_interval": "2s", "scrape_timeout": "2s"},
-                "scrape_configs": [{"job_name": "dtnkit", "scheme": "https",
-                                    "tls_config": {"ca_file": str(pki.ca_file)},
-                                    "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]}]}))
+            config.write_text(
+                yaml.safe_dump(
+                    {
+                        "global": {"scrape_interval": "2s", "scrape_timeout": "2s"},
+                        "scrape_configs": [
+                            {
+                                "job_name": "dtnkit",
+                                "scheme": "https",
+                                "tls_config": {"ca_file": str(pki.ca_file)},
+                                "static_configs": [{"targets": [f"127.0.0.1:{port}"]}],
+                            }
+                        ],
+                    }
+                )
+            )
             with open(tmp_path / "prometheus.log", "w") as log:
                 prom = subprocess.Popen(
-                    ["prometheus", f"--config.file={config}",
-                     f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-                     f"--web.listen-address=127.0.0.1:{prom_port}"],
-                    stdout=subprocess.DEVNULL, stderr=log)
+                    [
+                        "prometheus",
+                        f"--config.file={config}",
+                        f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                        f"--web.listen-address=127.0.0.1:{prom_port}",
+                    ],
+                    stdout=subprocess.DEVNULL,
+                    stderr=log,
+                )
             base = f"http://127.0.0.1:{prom_port}"
 
             def up() -> Any:
@@ -106,8 +136,7 @@ def test_prometheus_scrapes_https_while_silent_connections_are_held(tmp_path: Pa
                     return json.loads(resp.read())["data"]["result"]
 
             try:
-                until("the exporter scraped (up == 1) while silent connections are held",
-                      up, 120)
+                until("the exporter scraped (up == 1) while silent connections are held", up, 120)
                 assert until("a series stored", stored, 60)
                 # the silent connections are still open: the scrapes did not wait for them
                 assert not any(closed_by_server(s) for s in held)
@@ -121,23 +150,32 @@ def test_prometheus_scrapes_https_while_silent_connections_are_held(tmp_path: Pa
 
 
 def test_silent_plain_connections_hold_no_thread_and_are_cut_at_the_deadline(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     with exporter(tmp_path, "--head-timeout", "2s", "--max-connections-per-client", "8") as (
-            url, proc):
+        url,
+        proc,
+    ):
         port = int(urllib.parse.urlsplit(url).port or 0)
         held = silent(port, SILENT, source="127.0.0.2")
         try:
             # beyond its share, one address is refused at once (503, then closed) ...
-            until("the connections past the share refused",
-                  lambda: sum(closed_by_server(s) for s in held[8:]) == SILENT - 8, 60)
+            until(
+                "the connections past the share refused",
+                lambda: sum(closed_by_server(s) for s in held[8:]) == SILENT - 8,
+                60,
+            )
             # ... while another address is served, and no connection costs a thread
             with urllib.request.urlopen(url, timeout=30) as resp:
                 assert resp.status == 200 and b"dtnkit_exporter_build_info" in resp.read()
             assert threads(proc) < 12, threads(proc)
             # the admitted silent ones are closed at the head deadline, not held forever
             t0 = time.monotonic()
-            until("the silent connections closed", lambda: all(
-                closed_by_server(s) for s in held[:8]), 60)
+            until(
+                "the silent connections closed",
+                lambda: all(closed_by_server(s) for s in held[:8]),
+                60,
+            )
             assert time.monotonic() - t0 < 60
         finally:
             for s in held:

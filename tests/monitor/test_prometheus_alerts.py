@@ -81,9 +81,25 @@ def exporter(path: LabPath, tmp_path: Path) -> Iterator[str]:
     """`dtnkit exporter` in the root namespace reading the sending host's namespace; yields
     its host:port."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "dtnkit", "exporter", "--listen", "127.0.0.1:0", "--netns",
-         path.src.netns, "--no-drift", "--db", str(tmp_path / "none.sqlite"), "--format",
-         "json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-m",
+            "dtnkit",
+            "exporter",
+            "--listen",
+            "127.0.0.1:0",
+            "--netns",
+            path.src.netns,
+            "--no-drift",
+            "--db",
+            str(tmp_path / "none.sqlite"),
+            "--format",
+            "json",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
@@ -105,16 +121,26 @@ def prometheus(exporter: str, tmp_path: Path) -> Iterator[str]:
         f"rule_files: ['{rules}']\n"
         "scrape_configs:\n"
         "  - job_name: dtnkit\n"
-        f"    static_configs: [{{targets: ['{exporter}']}}]\n")
+        f"    static_configs: [{{targets: ['{exporter}']}}]\n"
+    )
     port = free_port()
     proc = subprocess.Popen(
-        ["prometheus", f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-         f"--web.listen-address=127.0.0.1:{port}"],
-        stdout=subprocess.DEVNULL, stderr=open(tmp_path / "prometheus.log", "w"))  # noqa: SIM115
+        [
+            "prometheus",
+            f"--config.file={config}",
+            f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=open(tmp_path / "prometheus.log", "w"),  # noqa: SIM115
+    )
     try:
         base = f"http://127.0.0.1:{port}"
-        until("Prometheus ready", lambda: urllib.request.urlopen(base + "/-/ready",
-                                                                 timeout=5).status == 200, 30)
+        until(
+            "Prometheus ready",
+            lambda: urllib.request.urlopen(base + "/-/ready", timeout=5).status == 200,
+            30,
+        )
         yield base
     finally:
         stop(proc)
@@ -134,27 +160,46 @@ def alert_state(base: str) -> str | None:
 
 
 @needs_tools
-def test_retransmit_alert_fires_on_loss_and_clears(path: LabPath, exporter: str,
-                                                   prometheus: str) -> None:
-    server = path.dst.popen(["iperf3", "-s", "-1"], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+def test_retransmit_alert_fires_on_loss_and_clears(
+    path: LabPath, exporter: str, prometheus: str
+) -> None:
+    server = path.dst.popen(
+        ["iperf3", "-s", "-1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     client = None
     try:
         path.src.run(["sh", "-c", "true"])  # the namespace answers
-        until("iperf3 server listening", lambda: "5201" in path.dst.run(
-            ["ss", "-Hltn", "sport = :5201"]).stdout, 10)
-        client = path.src.popen(["iperf3", "-c", path.dst.address, "-t", "120", "-b", "50M"],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        until(
+            "iperf3 server listening",
+            lambda: "5201" in path.dst.run(["ss", "-Hltn", "sport = :5201"]).stdout,
+            10,
+        )
+        client = path.src.popen(
+            ["iperf3", "-c", path.dst.address, "-t", "120", "-b", "50M"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         # the scrape works and traffic flows, without loss: the alert is not there
-        until("segments/s over the rule's floor in Prometheus", lambda: [
-            r for r in query(prometheus, "instance:tcp_segments_sent:rate2m")
-            if float(r["value"][1]) > 100], 40)
+        until(
+            "segments/s over the rule's floor in Prometheus",
+            lambda: [
+                r
+                for r in query(prometheus, "instance:tcp_segments_sent:rate2m")
+                if float(r["value"][1]) > 100
+            ],
+            40,
+        )
         # the exposition of a real scrape (a namespace's: with the netns-only series) lints
         with urllib.request.urlopen(f"http://{exporter}/metrics", timeout=10) as resp:
             scraped = resp.read().decode()
         assert "dtnkit_tcp_segments_retransmitted_total" in scraped
-        lint = subprocess.run(["promtool", "check", "metrics"], input=scraped, text=True,
-                              capture_output=True, timeout=60)
+        lint = subprocess.run(
+            ["promtool", "check", "metrics"],
+            input=scraped,
+            text=True,
+            capture_output=True,
+            timeout=60,
+        )
         assert lint.returncode == 0, lint.stdout + lint.stderr
         ok = query(prometheus, 'dtnkit_collector_success{collector="tcp"}')
         assert [float(r["value"][1]) for r in ok] == [1.0]
@@ -162,18 +207,22 @@ def test_retransmit_alert_fires_on_loss_and_clears(path: LabPath, exporter: str,
 
         path.set(loss=LOSS)
         added = time.monotonic()
-        until(f"{ALERT} firing after loss was added",
-              lambda: alert_state(prometheus) == "firing", 60)
+        until(
+            f"{ALERT} firing after loss was added", lambda: alert_state(prometheus) == "firing", 60
+        )
         fired_after = time.monotonic() - added
         ratio = query(prometheus, "instance:tcp_retransmit_honest:ratio_rate2m")
         assert float(ratio[0]["value"][1]) > 0.05
-        print(f"\n{ALERT} fired {fired_after:.1f} s after loss {LOSS:.0%} was added "
-              "(scrape and evaluation every 1 s, rate over 5 s, for: 1s)")
+        print(
+            f"\n{ALERT} fired {fired_after:.1f} s after loss {LOSS:.0%} was added "
+            "(scrape and evaluation every 1 s, rate over 5 s, for: 1s)"
+        )
 
         path.set(loss=0.0)
         removed = time.monotonic()
-        until(f"{ALERT} cleared after loss was removed",
-              lambda: alert_state(prometheus) is None, 60)
+        until(
+            f"{ALERT} cleared after loss was removed", lambda: alert_state(prometheus) is None, 60
+        )
         print(f"{ALERT} cleared {time.monotonic() - removed:.1f} s after the loss was removed")
         assert client.poll() is None, "iperf3 ran all along"
     finally:

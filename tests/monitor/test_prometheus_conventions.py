@@ -34,8 +34,14 @@ from dtnkit.monitor.build import rules_text
 REPO = Path(__file__).resolve().parents[2]
 UNITS = REPO / "contrib" / "systemd"
 MONITORING = REPO / "docs" / "monitoring.md"
-PROCESS = ("process_cpu_seconds_total", "process_resident_memory_bytes", "process_open_fds",
-           "process_start_time_seconds", "process_max_fds", "process_virtual_memory_bytes")
+PROCESS = (
+    "process_cpu_seconds_total",
+    "process_resident_memory_bytes",
+    "process_open_fds",
+    "process_start_time_seconds",
+    "process_max_fds",
+    "process_virtual_memory_bytes",
+)
 
 
 def _bcrypt(password: str) -> str:
@@ -48,9 +54,20 @@ def _bcrypt(password: str) -> str:
 @contextlib.contextmanager
 def _exporter(tmp_path: Path, *args: str) -> Iterator[str]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "dtnkit", "exporter", "--no-drift",
-         "--db", str(tmp_path / "none.sqlite"), *args],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-m",
+            "dtnkit",
+            "exporter",
+            "--no-drift",
+            "--db",
+            str(tmp_path / "none.sqlite"),
+            *args,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout is not None and proc.stderr is not None
         line = proc.stdout.readline()  # printed once the socket listens
@@ -62,15 +79,21 @@ def _exporter(tmp_path: Path, *args: str) -> Iterator[str]:
 
 
 def _curl(url: str, *args: str) -> tuple[int, str]:
-    res = subprocess.run(["curl", "-sS", "-o", "-", "-w", "\n%{http_code}", *args, url],
-                         capture_output=True, text=True, timeout=60, check=False)
+    res = subprocess.run(
+        ["curl", "-sS", "-o", "-", "-w", "\n%{http_code}", *args, url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     body, _, code = res.stdout.rpartition("\n")
     return int(code or 0), body
 
 
 needs_curl = pytest.mark.skipif(shutil.which("curl") is None, reason="needs curl")
-needs_promtool = pytest.mark.skipif(shutil.which("promtool") is None,
-                                    reason="needs promtool (Debian package prometheus)")
+needs_promtool = pytest.mark.skipif(
+    shutil.which("promtool") is None, reason="needs promtool (Debian package prometheus)"
+)
 
 
 @needs_curl
@@ -81,11 +104,20 @@ def test_web_listen_address_and_standard_process_series(tmp_path: Path) -> None:
     with _exporter(tmp_path, "--web.listen-address", "127.0.0.1:0") as url:
         code, text = _curl(url)
     assert code == 200 and url.startswith("http://127.0.0.1:")
-    names = {line.split("{")[0].split()[0] for line in text.splitlines()
-             if line and not line.startswith("#")}
+    names = {
+        line.split("{")[0].split()[0]
+        for line in text.splitlines()
+        if line and not line.startswith("#")
+    }
     assert set(PROCESS) <= names
-    lint = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True,
-                          text=True, timeout=60, check=False)
+    lint = subprocess.run(
+        ["promtool", "check", "metrics"],
+        input=text,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert lint.returncode == 0, lint.stdout + lint.stderr
 
 
@@ -99,11 +131,17 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
 @needs_curl
 def test_web_config_file_tls_and_basic_auth_scraped_by_curl(tmp_path: Path, pki: Pki) -> None:
     web = tmp_path / "web.yml"
-    web.write_text(yaml.safe_dump({
-        "tls_server_config": {"cert_file": str(pki.cert), "key_file": str(pki.key)},
-        "basic_auth_users": {"prometheus": _bcrypt("s3cret-pw")}}))
-    with _exporter(tmp_path, "--web.listen-address=127.0.0.1:0",
-                   "--web.config.file", str(web)) as url:
+    web.write_text(
+        yaml.safe_dump(
+            {
+                "tls_server_config": {"cert_file": str(pki.cert), "key_file": str(pki.key)},
+                "basic_auth_users": {"prometheus": _bcrypt("s3cret-pw")},
+            }
+        )
+    )
+    with _exporter(
+        tmp_path, "--web.listen-address=127.0.0.1:0", "--web.config.file", str(web)
+    ) as url:
         assert url.startswith("https://127.0.0.1:")
         ca = ("--cacert", str(pki.ca_file))
         good, text = _curl(url, *ca, "-u", "prometheus:s3cret-pw")
@@ -118,22 +156,39 @@ def test_web_config_file_tls_and_basic_auth_scraped_by_curl(tmp_path: Path, pki:
     assert untrusted == 0 and plain != 200
 
 
-@pytest.mark.parametrize(("doc", "why"), [
-    ({"tls_server_config": {"cert_file": "c", "key_file": "k", "min_version": "TLS13"}},
-     "min_version: not supported"),
-    ({"http_server_config": {"http2": False}}, "http_server_config: not supported"),
-    ({"basic_auth_users": {"prometheus": "plain-password-here"}}, "is not a bcrypt hash"),
-    ({"tls_server_config": {"client_auth_type": "VerifyClientCertIfGiven"}},
-     "client_auth_type 'VerifyClientCertIfGiven': not supported"),
-    ({"basic_auth_users": ["prometheus"]}, "is not a mapping"),
-    ("just text", "is not a mapping of settings"),
-])
-def test_web_config_refuses_what_it_does_not_support(tmp_path: Path, environment: Environment,
-                                                     doc: Any, why: str) -> None:
+@pytest.mark.parametrize(
+    ("doc", "why"),
+    [
+        (
+            {"tls_server_config": {"cert_file": "c", "key_file": "k", "min_version": "TLS13"}},
+            "min_version: not supported",
+        ),
+        ({"http_server_config": {"http2": False}}, "http_server_config: not supported"),
+        ({"basic_auth_users": {"prometheus": "plain-password-here"}}, "is not a bcrypt hash"),
+        (
+            {"tls_server_config": {"client_auth_type": "VerifyClientCertIfGiven"}},
+            "client_auth_type 'VerifyClientCertIfGiven': not supported",
+        ),
+        ({"basic_auth_users": ["prometheus"]}, "is not a mapping"),
+        ("just text", "is not a mapping of settings"),
+    ],
+)
+def test_web_config_refuses_what_it_does_not_support(
+    tmp_path: Path, environment: Environment, doc: Any, why: str
+) -> None:
     web = tmp_path / "web.yml"
     web.write_text(yaml.safe_dump(doc))
-    rc = main(["exporter", "--no-drift", "--web.listen-address", "127.0.0.1:0",
-               "--web.config.file", str(web)], environment)
+    rc = main(
+        [
+            "exporter",
+            "--no-drift",
+            "--web.listen-address",
+            "127.0.0.1:0",
+            "--web.config.file",
+            str(web),
+        ],
+        environment,
+    )
     err = taken(environment.stderr)
     assert rc == 9, err
     assert err.startswith(f"dtnkit: error: --web.config.file {web}") and why in err, err
@@ -141,24 +196,56 @@ def test_web_config_refuses_what_it_does_not_support(tmp_path: Path, environment
     assert taken(environment.stdout) == ""  # never listened
 
 
-def test_web_config_not_yaml_and_with_cert_flags(tmp_path: Path, environment: Environment,
-                                                 pki: Pki) -> None:
+def test_web_config_not_yaml_and_with_cert_flags(
+    tmp_path: Path, environment: Environment, pki: Pki
+) -> None:
     web = tmp_path / "web.yml"
     web.write_text("tls_server_config: [unclosed\n")
     assert main(["exporter", "--web.config.file", str(web)], environment) == 9
     assert "is not valid YAML at line" in taken(environment.stderr)
     web.write_text("{}\n")
-    assert main(["exporter", "--web.config.file", str(web), "--cert", str(pki.cert),
-                 "--key", str(pki.key)], environment) == 9
+    assert (
+        main(
+            [
+                "exporter",
+                "--web.config.file",
+                str(web),
+                "--cert",
+                str(pki.cert),
+                "--key",
+                str(pki.key),
+            ],
+            environment,
+        )
+        == 9
+    )
     assert "pass either --web.config.file or --cert" in taken(environment.stderr)
 
 
 _scalar = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=30))
-_doc = st.recursive(_scalar, lambda inner: st.one_of(
-    st.lists(inner, max_size=3),
-    st.dictionaries(st.sampled_from(["tls_server_config", "basic_auth_users", "cert_file",
-                                     "key_file", "client_ca_file", "client_auth_type",
-                                     "prometheus", "x"]), inner, max_size=4)), max_leaves=12)
+_doc = st.recursive(
+    _scalar,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.dictionaries(
+            st.sampled_from(
+                [
+                    "tls_server_config",
+                    "basic_auth_users",
+                    "cert_file",
+                    "key_file",
+                    "client_ca_file",
+                    "client_auth_type",
+                    "prometheus",
+                    "x",
+                ]
+            ),
+            inner,
+            max_size=4,
+        ),
+    ),
+    max_leaves=12,
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -173,8 +260,10 @@ def test_web_config_fuzz_gives_a_config_or_one_clear_error(doc: Any) -> None:
 
 def _slugs(markdown: str) -> set[str]:
     """GitHub's anchors of the page's headings."""
-    return {re.sub(r"[^a-z0-9 _-]", "", h.strip().lower()).replace(" ", "-")
-            for h in re.findall(r"^#+ (.+)$", markdown, re.M)}
+    return {
+        re.sub(r"[^a-z0-9 _-]", "", h.strip().lower()).replace(" ", "-")
+        for h in re.findall(r"^#+ (.+)$", markdown, re.M)
+    }
 
 
 def test_every_alert_has_a_runbook_url_to_its_section_and_no_free_text_label() -> None:
@@ -198,10 +287,12 @@ def _unit(path: Path) -> configparser.ConfigParser:
     return parser
 
 
-@pytest.mark.parametrize("name,command", [("dtnkit-exporter.service", "exporter"),
-                                          ("dtnkit-serve.service", "serve")])
-def test_systemd_units_verify_and_the_runbook_names_them(tmp_path: Path, name: str,
-                                                         command: str) -> None:
+@pytest.mark.parametrize(
+    "name,command", [("dtnkit-exporter.service", "exporter"), ("dtnkit-serve.service", "serve")]
+)
+def test_systemd_units_verify_and_the_runbook_names_them(
+    tmp_path: Path, name: str, command: str
+) -> None:
     """The units parse, name a real dtnkit command and options, pass systemd-analyze verify
     (the installed path rewritten to this venv's dtnkit), and docs/monitoring.md's runbook
     names them."""
@@ -209,8 +300,12 @@ def test_systemd_units_verify_and_the_runbook_names_them(tmp_path: Path, name: s
     argv = shlex.split(unit["Service"]["ExecStart"])
     assert argv[0] == "/usr/local/bin/dtnkit" and argv[1] == command
     assert unit["Install"]["WantedBy"] == "multi-user.target"
-    helptext = subprocess.run([sys.executable, "-m", "dtnkit", command, "--help"],
-                              capture_output=True, text=True, check=True).stdout
+    helptext = subprocess.run(
+        [sys.executable, "-m", "dtnkit", command, "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     for env in unit["Service"].get("Environment", "").split("\n"):
         for opt in re.findall(r"(--[a-z.-]+)", env):
             assert opt in helptext, opt
@@ -221,20 +316,29 @@ def test_systemd_units_verify_and_the_runbook_names_them(tmp_path: Path, name: s
     dtnkit = Path(sys.executable).with_name("dtnkit")
     local = tmp_path / name
     local.write_text((UNITS / name).read_text().replace("/usr/local/bin/dtnkit", str(dtnkit)))
-    res = subprocess.run(["systemd-analyze", "verify", str(local)], capture_output=True,
-                         text=True, timeout=120, check=False)
+    res = subprocess.run(
+        ["systemd-analyze", "verify", str(local)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert res.returncode == 0 and name not in res.stderr, res.stderr
     broken = tmp_path / "broken" / name
     broken.parent.mkdir()
     broken.write_text(local.read_text().replace(str(dtnkit), "/nonexistent-dkfh/dtnkit"))
-    bad = subprocess.run(["systemd-analyze", "verify", str(broken)], capture_output=True,
-                         text=True, timeout=120, check=False)
+    bad = subprocess.run(
+        ["systemd-analyze", "verify", str(broken)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert bad.returncode != 0  # the check above can fail
 
 
 @pytest.mark.skipif(shutil.which("prometheus") is None, reason="needs prometheus")
-def test_prometheus_scrapes_through_web_config_tls_and_basic_auth(tmp_path: Path,
-                                                                  pki: Pki) -> None:
+def test_prometheus_scrapes_through_web_config_tls_and_basic_auth(tmp_path: Path, pki: Pki) -> None:
     """A real Prometheus with `scheme: https`, `tls_config` and `basic_auth` scrapes the
     exporter (process_* arrive); the same target with a wrong password is down with 401."""
     import json
@@ -243,29 +347,47 @@ def test_prometheus_scrapes_through_web_config_tls_and_basic_auth(tmp_path: Path
     import urllib.request
 
     web = tmp_path / "web.yml"
-    web.write_text(yaml.safe_dump({
-        "tls_server_config": {"cert_file": str(pki.cert), "key_file": str(pki.key)},
-        "basic_auth_users": {"prometheus": _bcrypt("s3cret-pw")}}))
+    web.write_text(
+        yaml.safe_dump(
+            {
+                "tls_server_config": {"cert_file": str(pki.cert), "key_file": str(pki.key)},
+                "basic_auth_users": {"prometheus": _bcrypt("s3cret-pw")},
+            }
+        )
+    )
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    with _exporter(tmp_path, "--web.listen-address=127.0.0.1:0",
-                   "--web.config.file", str(web)) as url:
+    with _exporter(
+        tmp_path, "--web.listen-address=127.0.0.1:0", "--web.config.file", str(web)
+    ) as url:
         target = urllib.parse.urlsplit(url).netloc
-        jobs = [{"job_name": job, "scheme": "https", "scrape_interval": "1s",
-                 "tls_config": {"ca_file": str(pki.ca_file)},
-                 "basic_auth": {"username": "prometheus", "password": password},
-                 "static_configs": [{"targets": [target]}]}
-                for job, password in (("dtnkit", "s3cret-pw"), ("wrong", "guess"))]
+        jobs = [
+            {
+                "job_name": job,
+                "scheme": "https",
+                "scrape_interval": "1s",
+                "tls_config": {"ca_file": str(pki.ca_file)},
+                "basic_auth": {"username": "prometheus", "password": password},
+                "static_configs": [{"targets": [target]}],
+            }
+            for job, password in (("dtnkit", "s3cret-pw"), ("wrong", "guess"))
+        ]
         config = tmp_path / "prometheus.yml"
-        config.write_text(yaml.safe_dump({"global": {"scrape_interval": "1s"},
-                                          "scrape_configs": jobs}))
+        config.write_text(
+            yaml.safe_dump({"global": {"scrape_interval": "1s"}, "scrape_configs": jobs})
+        )
         with open(tmp_path / "prometheus.log", "w") as log:
             prom = subprocess.Popen(
-                ["prometheus", f"--config.file={config}",
-                 f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-                 f"--web.listen-address=127.0.0.1:{port}"],
-                stdout=subprocess.DEVNULL, stderr=log)
+                [
+                    "prometheus",
+                    f"--config.file={config}",
+                    f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                    f"--web.listen-address=127.0.0.1:{port}",
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+            )
         base = f"http://127.0.0.1:{port}"
 
         def targets() -> dict[str, dict[str, Any]] | None:
@@ -278,9 +400,13 @@ def test_prometheus_scrapes_through_web_config_tls_and_basic_auth(tmp_path: Path
         try:
             found = until("both targets scraped", targets, 60)
             q = urllib.parse.urlencode({"query": 'process_cpu_seconds_total{job="dtnkit"}'})
-            result = until("process_cpu_seconds_total stored", lambda: json.loads(
-                urllib.request.urlopen(f"{base}/api/v1/query?{q}", timeout=5).read()
-            )["data"]["result"], 30)
+            result = until(
+                "process_cpu_seconds_total stored",
+                lambda: json.loads(
+                    urllib.request.urlopen(f"{base}/api/v1/query?{q}", timeout=5).read()
+                )["data"]["result"],
+                30,
+            )
         finally:
             prom.terminate()
             prom.wait(timeout=30)

@@ -18,12 +18,19 @@ from dtnkit.environment import Environment
 from dtnkit.monitor.build import rules_text
 
 HERE = Path(__file__).parent
-ALERTS = ("DtnkitStreamUtilisationHigh", "DtnkitTcpRetransmitHigh", "DtnkitContextSwitchesHigh",
-          "DtnkitNicRxDropsHigh", "DtnkitTuningDrift", "DtnkitExporterDown",
-          "DtnkitCollectorFailing")
+ALERTS = (
+    "DtnkitStreamUtilisationHigh",
+    "DtnkitTcpRetransmitHigh",
+    "DtnkitContextSwitchesHigh",
+    "DtnkitNicRxDropsHigh",
+    "DtnkitTuningDrift",
+    "DtnkitExporterDown",
+    "DtnkitCollectorFailing",
+)
 
-pytestmark = pytest.mark.skipif(shutil.which("promtool") is None,
-                                reason="needs promtool (Debian package prometheus)")
+pytestmark = pytest.mark.skipif(
+    shutil.which("promtool") is None, reason="needs promtool (Debian package prometheus)"
+)
 
 
 def _rules() -> dict[str, Any]:
@@ -56,15 +63,17 @@ def _promtool_test(tmp_path: Path, rules: dict[str, Any]) -> subprocess.Complete
     rules_file.write_text(yaml.safe_dump(rules, sort_keys=False))
     tests_file = tmp_path / "tests.yml"
     tests_file.write_text(yaml.safe_dump(_unit_tests(rules_file, rules), sort_keys=False))
-    return subprocess.run(["promtool", "test", "rules", str(tests_file)], capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        ["promtool", "test", "rules", str(tests_file)], capture_output=True, text=True, timeout=120
+    )
 
 
 def test_promtool_check_rules_accepts_the_shipped_file(tmp_path: Path) -> None:
     path = tmp_path / "dtnkit-alerts.yml"
     path.write_text(rules_text())
-    res = subprocess.run(["promtool", "check", "rules", str(path)], capture_output=True,
-                         text=True, timeout=60)
+    res = subprocess.run(
+        ["promtool", "check", "rules", str(path)], capture_output=True, text=True, timeout=60
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     assert "SUCCESS: 11 rules found" in res.stdout
 
@@ -93,14 +102,18 @@ def test_promtool_test_rules_crossing_and_not_crossing_each_threshold(tmp_path: 
     assert "SUCCESS" in res.stdout
 
 
-@pytest.mark.parametrize(("alert", "old", "new"), [
-    ("DtnkitTcpRetransmitHigh", "> 0.05", "> 0.1"),
-    ("DtnkitContextSwitchesHigh", "> 50000", "> 52000"),
-    ("DtnkitNicRxDropsHigh", "> 1000", "> 800"),
-    ("DtnkitStreamUtilisationHigh", "> 0.75", "> 0.8"),
-])
-def test_the_unit_tests_catch_a_moved_threshold(tmp_path: Path, alert: str, old: str,
-                                                 new: str) -> None:
+@pytest.mark.parametrize(
+    ("alert", "old", "new"),
+    [
+        ("DtnkitTcpRetransmitHigh", "> 0.05", "> 0.1"),
+        ("DtnkitContextSwitchesHigh", "> 50000", "> 52000"),
+        ("DtnkitNicRxDropsHigh", "> 1000", "> 800"),
+        ("DtnkitStreamUtilisationHigh", "> 0.75", "> 0.8"),
+    ],
+)
+def test_the_unit_tests_catch_a_moved_threshold(
+    tmp_path: Path, alert: str, old: str, new: str
+) -> None:
     """The control: the same unit tests against rules with one threshold moved must fail."""
     rules = copy.deepcopy(_rules())
     rule = _alerts(rules)[alert]
@@ -115,6 +128,7 @@ def test_promtool_check_metrics_lints_a_real_collection(environment: Environment
     assert main(["metrics", "--format", "prom", "--no-drift"], environment) == 0
     text = taken(environment.stdout)
     assert "dtnkit_tcp_dsacks_received_total " in text
-    res = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True,
-                         text=True, timeout=60)
+    res = subprocess.run(
+        ["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=60
+    )
     assert res.returncode == 0, res.stdout + res.stderr

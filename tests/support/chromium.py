@@ -27,16 +27,27 @@ window.addEventListener('load', function () {
 WIDTH, HEIGHT = 1000, 3600
 
 
-def chromium(tmp_path: Path, page: Path, *args: str, width: int = WIDTH,
-             height: int = HEIGHT) -> subprocess.CompletedProcess[str]:
+def chromium(
+    tmp_path: Path, page: Path, *args: str, width: int = WIDTH, height: int = HEIGHT
+) -> subprocess.CompletedProcess[str]:
     """Run headless Chromium on page in its own process group (killed whole on timeout),
     with a private profile."""
-    argv = ["chromium", "--headless", "--no-sandbox", "--disable-gpu",
-            "--enable-logging=stderr", "--v=0", f"--user-data-dir={tmp_path / 'profile'}",
-            f"--window-size={width},{height}", "--virtual-time-budget=5000", *args,
-            page.as_uri()]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    argv = [
+        "chromium",
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--enable-logging=stderr",
+        "--v=0",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        f"--window-size={width},{height}",
+        "--virtual-time-budget=5000",
+        *args,
+        page.as_uri(),
+    ]
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     try:
         out, err = proc.communicate(timeout=60)
     except subprocess.TimeoutExpired:
@@ -54,8 +65,9 @@ def console_lines(proc: subprocess.CompletedProcess[str]) -> list[str]:
 
 def with_probe(page: Path, dest: Path) -> Path:
     """A copy of page whose policy also allows the inline probe script, and the probe."""
-    text = page.read_text().replace("style-src 'unsafe-inline'",
-                                    "style-src 'unsafe-inline'; script-src 'unsafe-inline'")
+    text = page.read_text().replace(
+        "style-src 'unsafe-inline'", "style-src 'unsafe-inline'; script-src 'unsafe-inline'"
+    )
     dest.write_text(text.replace("</body>", PROBE + "</body>"))
     return dest
 

@@ -15,8 +15,11 @@ def lab_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]
     """Files of one test (results db, tune state dir, lab state root); the lab state root goes
     to the CLI as $DTNKIT_LAB_STATE."""
     monkeypatch.setenv("DTNKIT_LAB_STATE", str(tmp_path / "lab"))
-    return {"db": str(tmp_path / "results.sqlite"), "state": str(tmp_path / "tune"),
-            "lab": str(tmp_path / "lab")}
+    return {
+        "db": str(tmp_path / "results.sqlite"),
+        "state": str(tmp_path / "tune"),
+        "lab": str(tmp_path / "lab"),
+    }
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, Any]:

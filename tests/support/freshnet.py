@@ -30,15 +30,14 @@ def run_in_fresh_netns(body: Callable[[], None], *, timeout: float) -> str | Non
             libc = ctypes.CDLL(None, use_errno=True)
             if libc.unshare(CLONE_NEWNET) != 0:
                 raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNET)")
-            subprocess.run(["ip", "link", "set", "lo", "up"], check=True,
-                           capture_output=True)
+            subprocess.run(["ip", "link", "set", "lo", "up"], check=True, capture_output=True)
             body()
         except BaseException:
             message = traceback.format_exc().encode("utf-8", "replace")
         finally:
             view = memoryview(message)
             while view:
-                view = view[os.write(w, view):]
+                view = view[os.write(w, view) :]
             os._exit(0)
     os.close(w)
     chunks: list[bytes] = []

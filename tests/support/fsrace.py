@@ -75,9 +75,13 @@ class Layout:
         (root / "d" / "file").write_bytes(INSIDE)
         (outside / "file").write_bytes(OUTSIDE)
         (outside / OUTSIDE_ONLY).write_bytes(OUTSIDE)
-        return cls(base, root, outside,
-                   os.open(root / "d", os.O_RDONLY | os.O_DIRECTORY),
-                   os.open(outside, os.O_RDONLY | os.O_DIRECTORY))
+        return cls(
+            base,
+            root,
+            outside,
+            os.open(root / "d", os.O_RDONLY | os.O_DIRECTORY),
+            os.open(outside, os.O_RDONLY | os.O_DIRECTORY),
+        )
 
     def close(self) -> None:
         os.close(self.inside_fd)
@@ -122,9 +126,19 @@ def swapping(layout: Layout) -> Iterator[Swapper]:
     tag = time.monotonic_ns()
     stop, counter = layout.base / f"stop-{tag}", layout.base / f"count-{tag}"
     counter.write_bytes(bytes(8))
-    proc = subprocess.Popen([sys.executable, "-c", _SWAPPER, str(layout.root / "d"),
-                             str(layout.root / "l"), str(stop), str(counter)],
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            _SWAPPER,
+            str(layout.root / "d"),
+            str(layout.root / "l"),
+            str(stop),
+            str(counter),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout is not None
     assert proc.stdout.readline() == "go\n"
     swapper = Swapper(counter)
@@ -148,8 +162,13 @@ class Reply:
 
 
 def services(root: Path, registry: SessionRegistry | None = None) -> Services:
-    config = ServerConfig(root=root.resolve(), tokens=tokens.parse(f"{TOKEN} read,write\n"),
-                          anonymous_read=False, quiet=True, log=io.StringIO())
+    config = ServerConfig(
+        root=root.resolve(),
+        tokens=tokens.parse(f"{TOKEN} read,write\n"),
+        anonymous_read=False,
+        quiet=True,
+        log=io.StringIO(),
+    )
     return Services(config, files.ChecksumCache(), Counters(), registry)
 
 
@@ -157,8 +176,9 @@ class DirectExchange:
     """The handlers' Exchange without a socket: the real path resolution, no authorization
     (the token is not what is tested), the body from bytes, the answer recorded."""
 
-    def __init__(self, svc: Services, method: str, target: str, headers: dict[str, str],
-                 body: bytes = b"") -> None:
+    def __init__(
+        self, svc: Services, method: str, target: str, headers: dict[str, str], body: bytes = b""
+    ) -> None:
         self.method = method
         self.target = target
         self.headers = Message()
@@ -214,8 +234,9 @@ class DirectExchange:
     def send_empty(self, status: int, headers: HeaderList = ()) -> None:
         self.send_head(status, headers)
 
-    def send_bytes(self, status: int, headers: HeaderList, body: bytes, *,
-                   head: bool = False) -> None:
+    def send_bytes(
+        self, status: int, headers: HeaderList, body: bytes, *, head: bool = False
+    ) -> None:
         self.send_head(status, headers)
         if not head:
             self.reply.body = body
@@ -244,8 +265,13 @@ class DirectExchange:
         return False
 
 
-def run(svc: Services, method: str, target: str, headers: dict[str, str] | None = None,
-        body: bytes = b"") -> Reply:
+def run(
+    svc: Services,
+    method: str,
+    target: str,
+    headers: dict[str, str] | None = None,
+    body: bytes = b"",
+) -> Reply:
     """One request through the real handler; an HttpError becomes its status."""
     from dtnkit.transfer.server import routes
 

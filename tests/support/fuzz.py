@@ -25,8 +25,10 @@ def cases(environ: dict[str, str] | None = None) -> int:
         return NIGHTLY
     if text.isdecimal() and int(text) > 0:
         return int(text)
-    raise ValueError(f"DTNKIT_FUZZ={text!r}: expected 'ci' (1,000 cases a fuzzer), "
-                     f"'nightly' (10,000) or a positive number of cases")
+    raise ValueError(
+        f"DTNKIT_FUZZ={text!r}: expected 'ci' (1,000 cases a fuzzer), "
+        f"'nightly' (10,000) or a positive number of cases"
+    )
 
 
 #: this run's size

@@ -134,7 +134,7 @@ class HostileServer:
         for i in range(len(data)):
             if self.stopping.wait(pause):  # the pace of a trickling server, not a sync
                 return
-            conn.sendall(data[i:i + 1])
+            conn.sendall(data[i : i + 1])
 
     @staticmethod
     def _read(reader: object) -> Request | None:
@@ -186,10 +186,15 @@ def multistatus(own: str, members: list[tuple[str, bool, int]]) -> bytes:
     hrefs exactly as given (not encoded or checked)."""
     parts = ['<?xml version="1.0" encoding="utf-8"?>\n<D:multistatus xmlns:D="DAV:">']
     for href, is_dir, size in [(own, True, 0), *members]:
-        kind = "<D:resourcetype><D:collection/></D:resourcetype>" if is_dir else \
-            f"<D:resourcetype/><D:getcontentlength>{size}</D:getcontentlength>"
-        parts.append(f"<D:response><D:href>{href}</D:href><D:propstat><D:prop>{kind}"
-                     "</D:prop><D:status>HTTP/1.1 200 OK</D:status></D:propstat></D:response>")
+        kind = (
+            "<D:resourcetype><D:collection/></D:resourcetype>"
+            if is_dir
+            else f"<D:resourcetype/><D:getcontentlength>{size}</D:getcontentlength>"
+        )
+        parts.append(
+            f"<D:response><D:href>{href}</D:href><D:propstat><D:prop>{kind}"
+            "</D:prop><D:status>HTTP/1.1 200 OK</D:status></D:propstat></D:response>"
+        )
     parts.append("</D:multistatus>")
     return "\n".join(parts).encode()
 
@@ -197,21 +202,30 @@ def multistatus(own: str, members: list[tuple[str, bool, int]]) -> bytes:
 def ranged(data: bytes, etag: str = '"e1"') -> Script:
     """An honest file server for *data* at any path (HEAD, GET with one Range): the base the
     tests make hostile in one place."""
+
     def script(req: Request) -> Reply:
-        base = [("ETag", etag), ("Accept-Ranges", "bytes"),
-                ("Last-Modified", "Tue, 01 Dec 2026 00:00:00 GMT"),
-                ("Content-Type", "application/octet-stream")]
+        base = [
+            ("ETag", etag),
+            ("Accept-Ranges", "bytes"),
+            ("Last-Modified", "Tue, 01 Dec 2026 00:00:00 GMT"),
+            ("Content-Type", "application/octet-stream"),
+        ]
         if req.method == "HEAD":
-            digest = [("Digest", f"adler32={zlib.adler32(data):08x}")] \
-                if "want-digest" in req.headers else []
+            digest = (
+                [("Digest", f"adler32={zlib.adler32(data):08x}")]
+                if "want-digest" in req.headers
+                else []
+            )
             return Reply(200, [*base, *digest, ("Content-Length", str(len(data)))])
         rng = req.headers.get("range")
         if req.method == "GET" and rng:
             first, _sep, last = rng.removeprefix("bytes=").partition("-")
             a, b = int(first), min(int(last), len(data) - 1)
-            return Reply(206, [*base, ("Content-Range", f"bytes {a}-{b}/{len(data)}")],
-                         data[a:b + 1])
+            return Reply(
+                206, [*base, ("Content-Range", f"bytes {a}-{b}/{len(data)}")], data[a : b + 1]
+            )
         if req.method == "GET":
             return Reply(200, base, data)
         return Reply(405, [], b"no")
+
     return script

@@ -29,8 +29,9 @@ def set_tcp_buffers(p: LabPath, value: str) -> None:
 def goodput_bps(p: LabPath, *, seconds: int = 8, streams: int = 1) -> float:
     """One iperf3 run from the first src to the first dst host (the network probe)."""
     spec = NetSpec(f"{p.name}/{p.dst.name}", streams=streams, duration_s=seconds)
-    result = run_probe(Host.live(p.src.netns), spec,
-                       context=ToolContext(lab_peers=lab_peers(p.state_root)))
+    result = run_probe(
+        Host.live(p.src.netns), spec, context=ToolContext(lab_peers=lab_peers(p.state_root))
+    )
     return float(result.summary["throughput_bps"])
 
 
@@ -60,8 +61,11 @@ class DelayCheck:
         """The fastest packet's RTT above the configured one, less the reference's fastest:
         the delay stage's own bias.  Load only ever adds delay, so the fastest of a round is
         the one it spared; a stage that adds a constant adds it to every packet."""
-        return (statistics.median(r.min for r in self.delayed) - self.rtt_ms
-                - statistics.median(r.min for r in self.reference))
+        return (
+            statistics.median(r.min for r in self.delayed)
+            - self.rtt_ms
+            - statistics.median(r.min for r in self.reference)
+        )
 
     @property
     def early_ms(self) -> float:
@@ -75,21 +79,26 @@ class DelayCheck:
         reference's mdev twice (a delayed packet waits for two wake-ups of the stage in each
         direction, its arrival and its timer; a reference packet for one) and the lateness of
         the stage's timer wake-ups that it reports itself."""
-        return statistics.median(r.mdev - 2 * ref.mdev - r.late
-                                 for r, ref in zip(self.delayed, self.reference, strict=True))
+        return statistics.median(
+            r.mdev - 2 * ref.mdev - r.late
+            for r, ref in zip(self.delayed, self.reference, strict=True)
+        )
 
     def ok(self, *, bias_ms: float = 0.5, jitter_ms: float = 0.5) -> bool:
-        return (self.early_ms <= 0.1 and self.excess_ms <= bias_ms
-                and self.extra_jitter_ms <= jitter_ms)
+        return (
+            self.early_ms <= 0.1 and self.excess_ms <= bias_ms and self.extra_jitter_ms <= jitter_ms
+        )
 
 
 def ping_round(p: LabPath, count: int = 10) -> Round | None:
     """ping's summary from the first src to the first dst host, after one unmeasured ping so
     neighbour resolution is not counted."""
-    p.src.run(["ping", "-q", "-n", "-c", "1", "-W", "3", p.dst.address], check=False,
-              timeout=10)
-    out = p.src.run(["ping", "-q", "-n", "-c", str(count), "-i", "0.05", "-W", "3",
-                     p.dst.address], check=False, timeout=30).stdout
+    p.src.run(["ping", "-q", "-n", "-c", "1", "-W", "3", p.dst.address], check=False, timeout=10)
+    out = p.src.run(
+        ["ping", "-q", "-n", "-c", str(count), "-i", "0.05", "-W", "3", p.dst.address],
+        check=False,
+        timeout=30,
+    ).stdout
     m = re.search(r"= ([0-9.]+)/([0-9.]+)/([0-9.]+)/([0-9.]+) ms", out)
     return Round(float(m.group(1)), float(m.group(2)), float(m.group(4))) if m else None
 
@@ -125,6 +134,11 @@ def assert_delay_accurate(p: LabPath, *, tries: int = 3) -> DelayCheck:
         seen.append(check_delay(p))
         if seen[-1].ok():
             return seen[-1]
-    raise AssertionError("delay stage off in every try: " + "; ".join(
-        f"early {c.early_ms:.3f} ms, excess {c.excess_ms:.3f} ms, extra mdev "
-        f"{c.extra_jitter_ms:.3f} ms ({c})" for c in seen))
+    raise AssertionError(
+        "delay stage off in every try: "
+        + "; ".join(
+            f"early {c.early_ms:.3f} ms, excess {c.excess_ms:.3f} ms, extra mdev "
+            f"{c.extra_jitter_ms:.3f} ms ({c})"
+            for c in seen
+        )
+    )

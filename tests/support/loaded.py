@@ -29,11 +29,18 @@ entry()
 """
 
 
-def probe(listing: Path, *argv: str,
-          env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def probe(
+    listing: Path, *argv: str, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """``dtnkit ARGV`` in a fresh interpreter, its listing written to *listing* at exit."""
-    return subprocess.run([sys.executable, "-c", PROBE, str(listing), *argv],
-                          capture_output=True, text=True, timeout=60, check=False, env=env)
+    return subprocess.run(
+        [sys.executable, "-c", PROBE, str(listing), *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=env,
+    )
 
 
 def offending(loaded: Iterable[str], banned: tuple[str, ...]) -> list[str]:

@@ -72,15 +72,23 @@ _REASON = missing_postgres()
 
 #: ``pytestmark = needs_postgres`` (a module's tests; or ``[*needs_postgres, ...]``): the
 #: marker, and a skip with the reason when a server cannot run here
-needs_postgres = [pytest.mark.needs_postgres,
-                  pytest.mark.skipif(bool(_REASON), reason=str(_REASON))]
+needs_postgres = [
+    pytest.mark.needs_postgres,
+    pytest.mark.skipif(bool(_REASON), reason=str(_REASON)),
+]
 
 
 class PostgresServer:
     """One running server (see the module's docstring)."""
 
-    def __init__(self, root: Path, dbname: str, proc: subprocess.Popen[str],
-                 owner: tuple[int, int] | None, password: str) -> None:
+    def __init__(
+        self,
+        root: Path,
+        dbname: str,
+        proc: subprocess.Popen[str],
+        owner: tuple[int, int] | None,
+        password: str,
+    ) -> None:
         self.root = root
         self.socket_dir = root
         self.data_dir = root / "data"
@@ -107,23 +115,37 @@ class PostgresServer:
 
     def create_database(self, dbname: str) -> str:
         """A new empty database; its URL."""
-        self._run([str(BIN / "createdb"), "-h", str(self.socket_dir), "-U", "postgres",
-                   dbname])
+        self._run([str(BIN / "createdb"), "-h", str(self.socket_dir), "-U", "postgres", dbname])
         return self.url_for(dbname)
 
     def psql(self, sql: str, dbname: str | None = None) -> str:
         """Run SQL as ``postgres`` (psql -At); its output."""
-        return self._run([str(BIN / "psql"), "-X", "-At", "-v", "ON_ERROR_STOP=1", "-h",
-                          str(self.socket_dir), "-U", "postgres", "-d", dbname or self.dbname,
-                          "-c", sql]).stdout
+        return self._run(
+            [
+                str(BIN / "psql"),
+                "-X",
+                "-At",
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-h",
+                str(self.socket_dir),
+                "-U",
+                "postgres",
+                "-d",
+                dbname or self.dbname,
+                "-c",
+                sql,
+            ]
+        ).stdout
 
     def log(self) -> str:
         """What the server has written to stderr so far."""
         return "".join(self._log)
 
     def _run(self, argv: list[str]) -> subprocess.CompletedProcess[str]:
-        out = subprocess.run(argv, capture_output=True, text=True, check=False,
-                             **_as_owner(self.owner))
+        out = subprocess.run(
+            argv, capture_output=True, text=True, check=False, **_as_owner(self.owner)
+        )
         if out.returncode:
             raise RuntimeError(f"{argv[0]} failed ({out.returncode}): {out.stderr.strip()}")
         return out
@@ -190,21 +212,57 @@ def postgres_server(tmp: Path, prefix: str, *, dbname: str = "dtnkit") -> Iterat
             os.chown(pwfile, *owner)
         data = root / "data"
         init = subprocess.run(
-            [str(BIN / "initdb"), "-D", str(data), "-U", "postgres", "-E", "UTF8",
-             "--locale=C", "--no-sync", "--no-instructions", "--auth-local=trust"],
-            capture_output=True, text=True, check=False, **_as_owner(owner))
+            [
+                str(BIN / "initdb"),
+                "-D",
+                str(data),
+                "-U",
+                "postgres",
+                "-E",
+                "UTF8",
+                "--locale=C",
+                "--no-sync",
+                "--no-instructions",
+                "--auth-local=trust",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+            **_as_owner(owner),
+        )
         if init.returncode:
             raise RuntimeError(f"initdb failed: {init.stderr.strip()}")
-        (data / "pg_hba.conf").write_text(
-            "local all postgres trust\nlocal all all scram-sha-256\n")
+        (data / "pg_hba.conf").write_text("local all postgres trust\nlocal all all scram-sha-256\n")
         proc = subprocess.Popen(
-            [str(BIN / "postgres"), "-D", str(data), "-k", str(root), "-c",
-             "listen_addresses=", "-c", "fsync=off", "-c", "synchronous_commit=off",
-             "-c", "full_page_writes=off", "-c", "shared_buffers=16MB",
-             "-c", "max_connections=40", "-c", "log_min_messages=warning",
-             "-c", "log_min_error_statement=panic"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            text=True, **_as_owner(owner))
+            [
+                str(BIN / "postgres"),
+                "-D",
+                str(data),
+                "-k",
+                str(root),
+                "-c",
+                "listen_addresses=",
+                "-c",
+                "fsync=off",
+                "-c",
+                "synchronous_commit=off",
+                "-c",
+                "full_page_writes=off",
+                "-c",
+                "shared_buffers=16MB",
+                "-c",
+                "max_connections=40",
+                "-c",
+                "log_min_messages=warning",
+                "-c",
+                "log_min_error_statement=panic",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            **_as_owner(owner),
+        )
         assert proc.stderr is not None
         lines: list[str] = []
         for line in proc.stderr:  # the server says when it accepts connections

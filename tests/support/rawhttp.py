@@ -22,8 +22,14 @@ class Answer:
     statuses: list[int] = field(default_factory=list)
 
 
-def exchange(port: int, raw: bytes, *, deadline: float = 5.0, half_close: bool = True,
-             host: str = "127.0.0.1") -> Answer:
+def exchange(
+    port: int,
+    raw: bytes,
+    *,
+    deadline: float = 5.0,
+    half_close: bool = True,
+    host: str = "127.0.0.1",
+) -> Answer:
     """Send *raw*, optionally shut down our sending side, read until the server closes.
 
     ``closed`` False means the server neither closed nor stopped talking within *deadline*.

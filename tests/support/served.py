@@ -25,9 +25,27 @@ def serve_subprocess(tmp_path: Path, token: str) -> Iterator[tuple[str, Path]]:
     tokens = tmp_path / "tokens"
     tokens.write_text(f"{token} read,write\n")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "dtnkit", "serve", "--root", str(root), "--host", "127.0.0.1",
-         "--port", "0", "--tokens", str(tokens), "--anonymous-read", "--quiet"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        [
+            sys.executable,
+            "-m",
+            "dtnkit",
+            "serve",
+            "--root",
+            str(root),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--tokens",
+            str(tokens),
+            "--anonymous-read",
+            "--quiet",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()

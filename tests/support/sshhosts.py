@@ -49,9 +49,17 @@ COLLECTIONS = Path(os.environ.get("DTNKIT_TEST_COLLECTIONS") or REPO / "ansible"
 #: host-global values a campaign inside namespaces must never change (read in the root
 #: namespace): per-namespace keys read there are the root namespace's own values
 HOST_GLOBAL = (
-    "net/core/rmem_max", "net/core/wmem_max", "net/core/netdev_max_backlog",
-    "net/core/default_qdisc", "net/ipv4/tcp_rmem", "net/ipv4/tcp_wmem", "net/ipv4/tcp_mem",
-    "vm/swappiness", "vm/min_free_kbytes", "vm/dirty_ratio", "kernel/sched_autogroup_enabled",
+    "net/core/rmem_max",
+    "net/core/wmem_max",
+    "net/core/netdev_max_backlog",
+    "net/core/default_qdisc",
+    "net/ipv4/tcp_rmem",
+    "net/ipv4/tcp_wmem",
+    "net/ipv4/tcp_mem",
+    "vm/swappiness",
+    "vm/min_free_kbytes",
+    "vm/dirty_ratio",
+    "kernel/sched_autogroup_enabled",
 )
 
 
@@ -59,9 +67,13 @@ def missing() -> str | None:
     """Why the SSH hosts cannot run here (None: they can)."""
     if os.geteuid() != 0:
         return "needs root (network namespaces, sshd)"
-    for tool, pkg in ((SSHD, "openssh-server"), ("ssh", "openssh-client"),
-                      (SSH_KEYGEN, "openssh-client"), ("nc", "netcat-openbsd"),
-                      ("ip", "iproute2")):
+    for tool, pkg in (
+        (SSHD, "openssh-server"),
+        ("ssh", "openssh-client"),
+        (SSH_KEYGEN, "openssh-client"),
+        ("nc", "netcat-openbsd"),
+        ("ip", "iproute2"),
+    ):
         if shutil.which(tool) is None:
             return f"needs {tool} (apt-get install {pkg})"
     return None
@@ -105,14 +117,22 @@ class SshHost:
     def sshd_pid(self) -> int | None:
         return self.sshd.pid if self.sshd else None
 
-    def run(self, argv: Sequence[str], *, check: bool = True,
-            timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    def run(
+        self, argv: Sequence[str], *, check: bool = True, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
         """Run a command in this host's namespace (not over SSH)."""
-        proc = subprocess.run(["ip", "netns", "exec", self.netns, *argv], capture_output=True,
-                              text=True, timeout=timeout, check=False)
+        proc = subprocess.run(
+            ["ip", "netns", "exec", self.netns, *argv],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
         if check and proc.returncode != 0:
-            raise AssertionError(f"{' '.join(argv)} on {self.name}: rc {proc.returncode}: "
-                                 f"{(proc.stderr or proc.stdout).strip()[-600:]}")
+            raise AssertionError(
+                f"{' '.join(argv)} on {self.name}: rc {proc.returncode}: "
+                f"{(proc.stderr or proc.stdout).strip()[-600:]}"
+            )
         return proc
 
     def sysctl(self, key: str) -> str:
@@ -152,14 +172,29 @@ class SshHosts:
         log.write_bytes(b"")
         with open(log, "ab") as out:
             host.sshd = subprocess.Popen(
-                ["ip", "netns", "exec", host.netns, SSHD, "-D", "-e", "-f",
-                 str(host.dir / "sshd_config")], stdin=subprocess.DEVNULL, stdout=out,
-                stderr=out, start_new_session=True)
+                [
+                    "ip",
+                    "netns",
+                    "exec",
+                    host.netns,
+                    SSHD,
+                    "-D",
+                    "-e",
+                    "-f",
+                    str(host.dir / "sshd_config"),
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=out,
+                start_new_session=True,
+            )
         deadline = time.monotonic() + timeout
         while b"Server listening" not in log.read_bytes():
             if host.sshd.poll() is not None:
-                raise AssertionError(f"sshd of {host.name} exited {host.sshd.returncode}: "
-                                     f"{log.read_text(errors='replace')[-600:]}")
+                raise AssertionError(
+                    f"sshd of {host.name} exited {host.sshd.returncode}: "
+                    f"{log.read_text(errors='replace')[-600:]}"
+                )
             if time.monotonic() > deadline:
                 raise AssertionError(f"sshd of {host.name} did not listen within {timeout} s")
             time.sleep(0.02)  # polling sshd's own log for its readiness line, bounded
@@ -172,8 +207,9 @@ class SshHosts:
             host.sshd.kill()
             host.sshd.wait()
             killed.append(host.sshd.pid)
-        pids = subprocess.run(["ip", "netns", "pids", host.netns], capture_output=True,
-                              text=True, check=False).stdout.split()
+        pids = subprocess.run(
+            ["ip", "netns", "pids", host.netns], capture_output=True, text=True, check=False
+        ).stdout.split()
         for pid in pids:
             with contextlib.suppress(ProcessLookupError, ValueError):
                 os.kill(int(pid), signal.SIGKILL)
@@ -185,19 +221,30 @@ class SshHosts:
         if not self.control_dir.is_dir():
             return
         for sock in self.control_dir.iterdir():
-            subprocess.run(["ssh", "-o", f"ControlPath={sock}", "-O", "exit", "dummy"],
-                           capture_output=True, check=False, timeout=10)
+            subprocess.run(
+                ["ssh", "-o", f"ControlPath={sock}", "-O", "exit", "dummy"],
+                capture_output=True,
+                check=False,
+                timeout=10,
+            )
 
     # ---- the controller's files ------------------------------------------------------------
     def ssh_args(self, host: SshHost) -> str:
-        return (f'-o ProxyCommand="ip netns exec {host.netns} nc %h %p" '
-                f"-o UserKnownHostsFile={self.known_hosts} -o StrictHostKeyChecking=yes")
+        return (
+            f'-o ProxyCommand="ip netns exec {host.netns} nc %h %p" '
+            f"-o UserKnownHostsFile={self.known_hosts} -o StrictHostKeyChecking=yes"
+        )
 
-    def inventory(self, path: Path, *, db: str | None = None,
-                  hosts: Sequence[str] | None = None,
-                  host_vars: Mapping[str, Mapping[str, Any]] | None = None,
-                  all_vars: Mapping[str, Any] | None = None,
-                  groups: Mapping[str, Sequence[str]] | None = None) -> Path:
+    def inventory(
+        self,
+        path: Path,
+        *,
+        db: str | None = None,
+        hosts: Sequence[str] | None = None,
+        host_vars: Mapping[str, Mapping[str, Any]] | None = None,
+        all_vars: Mapping[str, Any] | None = None,
+        groups: Mapping[str, Sequence[str]] | None = None,
+    ) -> Path:
         """Write a YAML inventory of (some of) the hosts.
 
         Every host: ansible_host (its own address: a distinct ControlPath), the ProxyCommand
@@ -227,15 +274,19 @@ class SshHosts:
         }
         for group, members in (groups or {}).items():
             children[group] = {"hosts": {n: None for n in members if n in names}}
-        doc = {"all": {
-            "vars": {"ansible_user": "root",
-                     "ansible_ssh_private_key_file": str(self.client_key),
-                     "ansible_python_interpreter": "/usr/bin/python3",
-                     "dtnkit_path": str(self.dtnkit_path),
-                     **(all_vars or {})},
-            "hosts": out_hosts,
-            "children": {k: v for k, v in children.items() if v["hosts"]},
-        }}
+        doc = {
+            "all": {
+                "vars": {
+                    "ansible_user": "root",
+                    "ansible_ssh_private_key_file": str(self.client_key),
+                    "ansible_python_interpreter": "/usr/bin/python3",
+                    "dtnkit_path": str(self.dtnkit_path),
+                    **(all_vars or {}),
+                },
+                "hosts": out_hosts,
+                "children": {k: v for k, v in children.items() if v["hosts"]},
+            }
+        }
         path.write_text(yaml.safe_dump(doc, sort_keys=False, width=200))
         return path
 
@@ -253,37 +304,66 @@ class SshHosts:
             "[ssh_connection]\n"
             f"control_path_dir = {self.control_dir}\n"
             "ssh_args = -C -o ControlMaster=auto -o ControlPersist=60s\n"
-            "pipelining = True\n")
+            "pipelining = True\n"
+        )
         return cfg
 
     def env(self, **more: str) -> dict[str, str]:
         """The environment for ansible/ansible-playbook run by the test."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
-        env.update({"ANSIBLE_CONFIG": str(self.ansible_cfg()),
-                    "ANSIBLE_COLLECTIONS_PATH": str(COLLECTIONS),
-                    "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0",
-                    "PATH": f"{bindir()}:{env.get('PATH', '/usr/bin:/bin')}",
-                    "HOME": env.get("HOME", "/root")})
+        env.update(
+            {
+                "ANSIBLE_CONFIG": str(self.ansible_cfg()),
+                "ANSIBLE_COLLECTIONS_PATH": str(COLLECTIONS),
+                "ANSIBLE_NOCOLOR": "1",
+                "ANSIBLE_FORCE_COLOR": "0",
+                "PATH": f"{bindir()}:{env.get('PATH', '/usr/bin:/bin')}",
+                "HOME": env.get("HOME", "/root"),
+            }
+        )
         env.update(more)
         return env
 
-    def ansible(self, inventory: Path, *args: str, timeout: float = 180,
-                env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    def ansible(
+        self,
+        inventory: Path,
+        *args: str,
+        timeout: float = 180,
+        env: Mapping[str, str] | None = None,
+    ) -> subprocess.CompletedProcess[str]:
         """``ansible -i INVENTORY ARGS`` (ad-hoc)."""
-        return subprocess.run([str(bindir() / "ansible"), "-i", str(inventory), *args],
-                              capture_output=True, text=True, timeout=timeout, check=False,
-                              env={**self.env(), **(env or {})}, cwd=self.base)
+        return subprocess.run(
+            [str(bindir() / "ansible"), "-i", str(inventory), *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            env={**self.env(), **(env or {})},
+            cwd=self.base,
+        )
 
-    def playbook(self, inventory: Path, playbook: str, *args: str, timeout: float = 300,
-                 env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    def playbook(
+        self,
+        inventory: Path,
+        playbook: str,
+        *args: str,
+        timeout: float = 300,
+        env: Mapping[str, str] | None = None,
+    ) -> subprocess.CompletedProcess[str]:
         """``ansible-playbook -i INVENTORY PLAYBOOK ARGS``."""
-        return subprocess.run([str(bindir() / "ansible-playbook"), "-i", str(inventory),
-                               playbook, *args], capture_output=True, text=True,
-                              timeout=timeout, check=False,
-                              env={**self.env(), **(env or {})}, cwd=self.base)
+        return subprocess.run(
+            [str(bindir() / "ansible-playbook"), "-i", str(inventory), playbook, *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            env={**self.env(), **(env or {})},
+            cwd=self.base,
+        )
 
-    def dtnkit(self, host: SshHost, *args: str,
-               check: bool = True) -> subprocess.CompletedProcess[str]:
+    def dtnkit(
+        self, host: SshHost, *args: str, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
         """dtnkit run directly in a host's namespace with its state dir (not over SSH)."""
         return host.run([str(self.dtnkit_path), *args], check=check)
 
@@ -319,8 +399,11 @@ def host_global() -> dict[str, str]:
 
 
 def _keygen(path: Path) -> None:
-    subprocess.run([SSH_KEYGEN, "-q", "-t", "ed25519", "-N", "", "-C", path.name, "-f",
-                    str(path)], check=True, capture_output=True)
+    subprocess.run(
+        [SSH_KEYGEN, "-q", "-t", "ed25519", "-N", "", "-C", path.name, "-f", str(path)],
+        check=True,
+        capture_output=True,
+    )
 
 
 SSHD_CONFIG = """\
@@ -344,9 +427,15 @@ Subsystem sftp /usr/lib/openssh/sftp-server
 
 
 @contextlib.contextmanager
-def ssh_hosts(base: Path, *, prefix: str, pairs: int = 2, rtt_ms: float = 20.0,
-              rate_bps: int | None = 200_000_000,
-              dtnkit_path: Path | None = None) -> Iterator[SshHosts]:
+def ssh_hosts(
+    base: Path,
+    *,
+    prefix: str,
+    pairs: int = 2,
+    rtt_ms: float = 20.0,
+    rate_bps: int | None = 200_000_000,
+    dtnkit_path: Path | None = None,
+) -> Iterator[SshHosts]:
     """``2 x pairs`` SSH hosts across one lab path (RTT ``rtt_ms``, rate cap ``rate_bps``);
     everything lives under ``base`` and is removed at exit.  ``prefix`` starts the lab path's
     name (a few random hex digits follow), so its namespaces are ``dkl-PREFIXxxxx-*``."""
@@ -358,12 +447,22 @@ def ssh_hosts(base: Path, *, prefix: str, pairs: int = 2, rtt_ms: float = 20.0,
     Path("/run/sshd").mkdir(parents=True, exist_ok=True)  # sshd's privilege-separation dir
     control = base / "cp"
     control.mkdir(exist_ok=True)
-    lab = labpath.up(name, labpath.PathSpec(rtt_ms=rtt_ms, rate_bps=rate_bps, n_src=pairs,
-                                            n_dst=pairs), state_root=base / "lab")
+    lab = labpath.up(
+        name,
+        labpath.PathSpec(rtt_ms=rtt_ms, rate_bps=rate_bps, n_src=pairs, n_dst=pairs),
+        state_root=base / "lab",
+    )
     client_key = base / "id_ed25519"
     hosts: list[SshHost] = []
-    run = SshHosts(base, lab, hosts, client_key, base / "known_hosts", control,
-                   dtnkit_path or bindir() / "dtnkit")
+    run = SshHosts(
+        base,
+        lab,
+        hosts,
+        client_key,
+        base / "known_hosts",
+        control,
+        dtnkit_path or bindir() / "dtnkit",
+    )
     try:
         _keygen(client_key)
         authorized = base / "authorized_keys"
@@ -374,10 +473,12 @@ def ssh_hosts(base: Path, *, prefix: str, pairs: int = 2, rtt_ms: float = 20.0,
             d.mkdir(parents=True)
             key = d / "ssh_host_ed25519_key"
             _keygen(key)
-            (d / "sshd_config").write_text(SSHD_CONFIG.format(
-                address=lh.address, host_key=key, dir=d, authorized=authorized))
-            subprocess.run([SSHD, "-t", "-f", str(d / "sshd_config")], check=True,
-                           capture_output=True)
+            (d / "sshd_config").write_text(
+                SSHD_CONFIG.format(address=lh.address, host_key=key, dir=d, authorized=authorized)
+            )
+            subprocess.run(
+                [SSHD, "-t", "-f", str(d / "sshd_config")], check=True, capture_output=True
+            )
             pub = key.with_suffix(".pub").read_text().split()
             known.append(f"{lh.address} {pub[0]} {pub[1]}")
             state = base / "state" / lh.name

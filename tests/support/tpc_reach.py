@@ -82,15 +82,34 @@ FORMS: list[tuple[str, str]] = [
 ]
 
 #: the addresses put on the namespace's loopback (each one reaches the service)
-ADDRESSES = ["10.0.0.5/32", "127.0.0.1/8", "169.254.169.254/32", "100.64.0.5/32",
-             "192.0.2.5/32", "198.18.0.5/32", "192.88.99.5/32", "240.0.0.5/32",
-             "fec0::5/128", "fd00::5/128", "fe80::5/128", "64:ff9b::a00:5/128",
-             "64:ff9b:1::a00:5/128", "2002:a00:5::1/128", "2001:0:a00:5::f5ff:fffa/128",
-             "::a00:5/128", "2001:db8::5/128", "3fff::5/128", "2001:2::5/128", "5f00::5/128"]
+ADDRESSES = [
+    "10.0.0.5/32",
+    "127.0.0.1/8",
+    "169.254.169.254/32",
+    "100.64.0.5/32",
+    "192.0.2.5/32",
+    "198.18.0.5/32",
+    "192.88.99.5/32",
+    "240.0.0.5/32",
+    "fec0::5/128",
+    "fd00::5/128",
+    "fe80::5/128",
+    "64:ff9b::a00:5/128",
+    "64:ff9b:1::a00:5/128",
+    "2002:a00:5::1/128",
+    "2001:0:a00:5::f5ff:fffa/128",
+    "::a00:5/128",
+    "2001:db8::5/128",
+    "3fff::5/128",
+    "2001:2::5/128",
+    "5f00::5/128",
+]
 #: the namespace's /etc/hosts
-HOSTS = ("10.0.0.5 internal.dtnkit-test\n64:ff9b::a00:5 nat64.dtnkit-test\n"
-         "fec0::5 sitelocal.dtnkit-test\n::ffff:10.0.0.5 mapped.dtnkit-test\n"
-         "127.0.0.1 localhost\n::1 localhost\n")
+HOSTS = (
+    "10.0.0.5 internal.dtnkit-test\n64:ff9b::a00:5 nat64.dtnkit-test\n"
+    "fec0::5 sitelocal.dtnkit-test\n::ffff:10.0.0.5 mapped.dtnkit-test\n"
+    "127.0.0.1 localhost\n::1 localhost\n"
+)
 TOKEN = "reach-rw"
 DATA = bytes(range(256)) * 4096  # 1 MiB
 
@@ -111,8 +130,11 @@ def internal_netns(prefix: str) -> Iterator[str]:
     try:
         _ip("netns", "add", name)
         _ip("-n", name, "link", "set", "lo", "up")
-        subprocess.run(["ip", "netns", "exec", name, "sysctl", "-qw",
-                        "net.ipv6.conf.lo.disable_ipv6=0"], check=False, capture_output=True)
+        subprocess.run(
+            ["ip", "netns", "exec", name, "sysctl", "-qw", "net.ipv6.conf.lo.disable_ipv6=0"],
+            check=False,
+            capture_output=True,
+        )
         for address in ADDRESSES:
             if address != "127.0.0.1/8":
                 extra = ["nodad"] if ":" in address else []
@@ -125,16 +147,27 @@ def internal_netns(prefix: str) -> Iterator[str]:
         subprocess.run(["ip", "netns", "del", name], check=False, capture_output=True)
 
 
-def run_forms(netns: str, root: Path, allow: Sequence[str] = (), *,
-              pythonpath: str | None = None) -> dict[str, Any]:
+def run_forms(
+    netns: str, root: Path, allow: Sequence[str] = (), *, pythonpath: str | None = None
+) -> dict[str, Any]:
     """Run this module in *netns* (with ``PYTHONPATH`` *pythonpath* first: another source
     tree); its JSON document."""
     here = Path(__file__).resolve().parents[2]
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (pythonpath, str(here),
-                                                    env.get("PYTHONPATH")) if p)
-    argv = ["ip", "netns", "exec", netns, sys.executable, "-m", "tests.support.tpc_reach",
-            "--root", str(root)]
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (pythonpath, str(here), env.get("PYTHONPATH")) if p
+    )
+    argv = [
+        "ip",
+        "netns",
+        "exec",
+        netns,
+        sys.executable,
+        "-m",
+        "tests.support.tpc_reach",
+        "--root",
+        str(root),
+    ]
     for entry in allow:
         argv += ["--allow", entry]
     res = subprocess.run(argv, capture_output=True, text=True, cwd=here, env=env, timeout=600)
@@ -182,8 +215,10 @@ class Service(ThreadingHTTPServer):
             while s.recv(65536):
                 pass
         with self.lock:
-            return (self.connections - self.probes,
-                    [r for r in self.requests if r != "GET /.probe"])
+            return (
+                self.connections - self.probes,
+                [r for r in self.requests if r != "GET /.probe"],
+            )
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -213,17 +248,23 @@ class _Handler(BaseHTTPRequestHandler):
         if self.server.redirects and len(parts) == 4 and parts[1] == "r":
             self._answer(307, {"Location": f"{self.server.redirects[int(parts[2])]}/{parts[3]}"})
         elif self.command == "HEAD":
-            self._answer(200, {"Digest": f"adler32={zlib.adler32(DATA):08x}",
-                               "Accept-Ranges": "bytes"}, DATA)
+            self._answer(
+                200, {"Digest": f"adler32={zlib.adler32(DATA):08x}", "Accept-Ranges": "bytes"}, DATA
+            )
         elif self.command == "GET":
             first, last = 0, len(DATA) - 1
             spec = self.headers.get("Range")
             if spec:
                 a, b = spec.split("=", 1)[1].split("-")
                 first, last = int(a), min(int(b), last)
-            self._answer(206 if spec else 200, {
-                "Content-Range": f"bytes {first}-{last}/{len(DATA)}",
-                "Digest": f"adler32={zlib.adler32(DATA):08x}"}, DATA[first:last + 1])
+            self._answer(
+                206 if spec else 200,
+                {
+                    "Content-Range": f"bytes {first}-{last}/{len(DATA)}",
+                    "Digest": f"adler32={zlib.adler32(DATA):08x}",
+                },
+                DATA[first : last + 1],
+            )
         elif self.command == "PUT":
             self._answer(201, {})
         else:
@@ -234,9 +275,11 @@ class _Handler(BaseHTTPRequestHandler):
 
 def copy_raw(port: int, path: str, header: str, url: str) -> tuple[int, str]:
     """One COPY over a raw socket; the status and the last line of the answer."""
-    raw = (f"COPY {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
-           f"Authorization: Bearer {TOKEN}\r\nCredential: none\r\n{header}: {url}\r\n"
-           "Connection: close\r\nContent-Length: 0\r\n\r\n").encode()
+    raw = (
+        f"COPY {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+        f"Authorization: Bearer {TOKEN}\r\nCredential: none\r\n{header}: {url}\r\n"
+        "Connection: close\r\nContent-Length: 0\r\n\r\n"
+    ).encode()
     chunks = []
     with socket.create_connection(("127.0.0.1", port), timeout=120) as s:
         s.sendall(raw)
@@ -248,8 +291,11 @@ def copy_raw(port: int, path: str, header: str, url: str) -> tuple[int, str]:
     text = b"".join(chunks).decode("utf-8", "replace")
     status = int(text.split(" ", 2)[1]) if text.startswith("HTTP/1.1 ") else 0
     head, _sep, body = text.partition("\r\n\r\n")
-    lines = [x.strip() for x in body.splitlines()
-             if x.strip() and not all(c in "0123456789abcdefABCDEF" for c in x.strip())]
+    lines = [
+        x.strip()
+        for x in body.splitlines()
+        if x.strip() and not all(c in "0123456789abcdefABCDEF" for c in x.strip())
+    ]
     final = lines[-1] if lines else head.splitlines()[0]
     return status, final[:300]
 
@@ -271,34 +317,41 @@ def main(argv: Sequence[str] | None = None) -> int:
     # a door the allow-list names, redirecting /r/I/... to form I: redirects are checked too
     door = Service([f"http://{authority.format(port=port)}" for _form, authority in FORMS])
     for listener in (service, door):
-        threading.Thread(target=listener.serve_forever, kwargs={"poll_interval": 0.05},
-                         daemon=True).start()
+        threading.Thread(
+            target=listener.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        ).start()
     store = tokens.parse(f"{TOKEN} read,write\n")
     results = []
     allow = [*args.allow, f"127.0.0.1:{door.server_address[1]}"]
-    with start_server(root, tokens=store, quiet=True, marker_interval=0.2,
-                      tpc_allow=allow) as server:
+    with start_server(
+        root, tokens=store, quiet=True, marker_interval=0.2, tpc_allow=allow
+    ) as server:
         for i, (form, authority) in enumerate(FORMS):
             row: dict[str, Any] = {"form": form, "authority": authority.format(port="PORT")}
             direct = f"http://{authority.format(port=port)}"
             redirected = f"http://127.0.0.1:{door.server_address[1]}/r/{i}"
             for mode, header, path, remote in (
-                    ("pull", "Source", f"/pulled-{i}.bin", f"{direct}/data.bin"),
-                    ("push", "Destination", "/local.bin", f"{direct}/pushed-{i}.bin"),
-                    ("pull via redirect", "Source", f"/pulled-r{i}.bin", f"{redirected}/data.bin"),
-                    ("push via redirect", "Destination", "/local.bin",
-                     f"{redirected}/pushed-r{i}.bin")):
+                ("pull", "Source", f"/pulled-{i}.bin", f"{direct}/data.bin"),
+                ("push", "Destination", "/local.bin", f"{direct}/pushed-{i}.bin"),
+                ("pull via redirect", "Source", f"/pulled-r{i}.bin", f"{redirected}/data.bin"),
+                ("push via redirect", "Destination", "/local.bin", f"{redirected}/pushed-r{i}.bin"),
+            ):
                 before, earlier = service.settled()
                 status, final = copy_raw(server.port, path, header, remote)
                 after, seen = service.settled()
-                row[mode] = {"status": status, "final": final, "reached": after > before,
-                             "connections": after - before,
-                             "requests": seen[len(earlier):]}
+                row[mode] = {
+                    "status": status,
+                    "final": final,
+                    "reached": after > before,
+                    "connections": after - before,
+                    "requests": seen[len(earlier) :],
+                }
             results.append(row)
     service.shutdown()
     door.shutdown()
-    json.dump({"dtnkit": __import__("dtnkit").__file__, "allow": args.allow,
-               "forms": results}, sys.stdout)
+    json.dump(
+        {"dtnkit": __import__("dtnkit").__file__, "allow": args.allow, "forms": results}, sys.stdout
+    )
     return 0
 
 

@@ -77,8 +77,13 @@ def gfal_python() -> str | None:
     """A Python that can ``import gfal2`` (the gfal-copy wrapper script needs one)."""
     for candidate in (os.environ.get("GFAL_PYTHONBIN"), "/usr/bin/python3", "python3"):
         exe = shutil.which(candidate) if candidate else None
-        if exe and subprocess.run([exe, "-c", "import gfal2"], capture_output=True,
-                                  check=False).returncode == 0:
+        if (
+            exe
+            and subprocess.run(
+                [exe, "-c", "import gfal2"], capture_output=True, check=False
+            ).returncode
+            == 0
+        ):
             return exe
     return None
 
@@ -148,10 +153,12 @@ class Xrootd:
             os.chown(path, ent.pw_uid, ent.pw_gid)
         return path
 
-    def request(self, method: str, name: str, headers: dict[str, str] | None = None
-                ) -> tuple[int, dict[str, str], bytes]:
-        conn = http.client.HTTPSConnection("127.0.0.1", self.http_port, timeout=30,
-                                           context=client_context(self.pki))
+    def request(
+        self, method: str, name: str, headers: dict[str, str] | None = None
+    ) -> tuple[int, dict[str, str], bytes]:
+        conn = http.client.HTTPSConnection(
+            "127.0.0.1", self.http_port, timeout=30, context=client_context(self.pki)
+        )
         try:
             conn.request(method, "/" + name.lstrip("/"), headers=headers or {})
             r = conn.getresponse()
@@ -164,8 +171,9 @@ class Xrootd:
         """XRootD's own ``Digest`` answer for ``name`` (``alg=value``)."""
         status, headers, body = self.request("HEAD", name, {"Want-Digest": algorithm})
         if status != 200 or "digest" not in headers:
-            raise AssertionError(f"HEAD {name} with Want-Digest {algorithm}: {status} "
-                                 f"{headers} {body[:200]!r}")
+            raise AssertionError(
+                f"HEAD {name} with Want-Digest {algorithm}: {status} {headers} {body[:200]!r}"
+            )
         return headers["digest"]
 
     def log_tail(self, lines: int = 40) -> str:
@@ -187,12 +195,19 @@ class Xrootd:
 
 
 def _config(workdir: Path, root: Path, pki: Pki, port: int, http_port: int) -> str:
-    return servers.xrootd_config(workdir, root, pki, port, http_port,
-                                 extra=("http.trace all", "tpc.trace all"))
+    return servers.xrootd_config(
+        workdir, root, pki, port, http_port, extra=("http.trace all", "tpc.trace all")
+    )
 
 
-def wait_https(port: int, ca_file: Path, deadline: float, *,
-               alive: subprocess.Popen[bytes] | None = None, what: str = "server") -> None:
+def wait_https(
+    port: int,
+    ca_file: Path,
+    deadline: float,
+    *,
+    alive: subprocess.Popen[bytes] | None = None,
+    what: str = "server",
+) -> None:
     """Poll until an HTTPS request on 127.0.0.1:port gets any answer (or raise)."""
     context = ssl.create_default_context(cafile=str(ca_file))
     last: Exception | None = None
@@ -212,8 +227,15 @@ def wait_https(port: int, ca_file: Path, deadline: float, *,
     raise RuntimeError(f"{what} on port {port} not ready in time (last error: {last})")
 
 
-def wait_https_in(netns: str, port: int, ca_file: Path, deadline: float, *,
-                  alive: subprocess.Popen[bytes], what: str = "server") -> None:
+def wait_https_in(
+    netns: str,
+    port: int,
+    ca_file: Path,
+    deadline: float,
+    *,
+    alive: subprocess.Popen[bytes],
+    what: str = "server",
+) -> None:
     """:func:`wait_https` from inside network namespace ``netns`` (one child polls its
     127.0.0.1 there)."""
     probe = (
@@ -229,19 +251,39 @@ def wait_https_in(netns: str, port: int, ca_file: Path, deadline: float, *,
         "        time.sleep(0.05)\n"
         "    finally:\n"
         "        c.close()\n"
-        "sys.exit(1)\n")
+        "sys.exit(1)\n"
+    )
     left = max(deadline - time.monotonic(), 0.1)
-    proc = subprocess.run(["ip", "netns", "exec", netns, sys.executable, "-I", "-S", "-c", probe,
-                           "127.0.0.1", str(port), str(ca_file), f"{left:.2f}"],
-                          capture_output=True, check=False, timeout=left + 10)
+    proc = subprocess.run(
+        [
+            "ip",
+            "netns",
+            "exec",
+            netns,
+            sys.executable,
+            "-I",
+            "-S",
+            "-c",
+            probe,
+            "127.0.0.1",
+            str(port),
+            str(ca_file),
+            f"{left:.2f}",
+        ],
+        capture_output=True,
+        check=False,
+        timeout=left + 10,
+    )
     if proc.returncode != 0 or alive.poll() is not None:
-        raise RuntimeError(f"{what} on port {port} in {netns} not ready in time "
-                           f"(exit {alive.poll()})")
+        raise RuntimeError(
+            f"{what} on port {port} in {netns} not ready in time (exit {alive.poll()})"
+        )
 
 
 @contextlib.contextmanager
-def running_xrootd(pki: Pki, *, timeout: float = 20.0, netns: str | None = None,
-                   host: str = "127.0.0.1") -> Iterator[Xrootd]:
+def running_xrootd(
+    pki: Pki, *, timeout: float = 20.0, netns: str | None = None, host: str = "127.0.0.1"
+) -> Iterator[Xrootd]:
     """Start XRootD in a fresh temporary directory; stop it (by PID) and remove the directory.
 
     The PKI is copied into the work directory so that XRootD (running as ``xrootd`` when we
@@ -253,8 +295,13 @@ def running_xrootd(pki: Pki, *, timeout: float = 20.0, netns: str | None = None,
     proc: subprocess.Popen[bytes] | None = None
     server: Xrootd | None = None
     try:
-        own_pki = Pki(workdir / "pki", workdir / "pki" / "ca.pem", workdir / "pki" / "ca",
-                      workdir / "pki" / "host.pem", workdir / "pki" / "host.key")
+        own_pki = Pki(
+            workdir / "pki",
+            workdir / "pki" / "ca.pem",
+            workdir / "pki" / "ca",
+            workdir / "pki" / "host.pem",
+            workdir / "pki" / "host.key",
+        )
         shutil.copytree(pki.dir, own_pki.dir, symlinks=True)
         root = workdir / "data"
         root.mkdir()
@@ -275,18 +322,31 @@ def running_xrootd(pki: Pki, *, timeout: float = 20.0, netns: str | None = None,
             argv += ["-R", XROOTD_USER]
         if netns is not None:
             argv = ["ip", "netns", "exec", netns, *argv]
-        proc = subprocess.Popen(argv, cwd=workdir, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            argv,
+            cwd=workdir,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         # -n names the instance: XRootD writes its log to <dir of -l>/<name>/<file of -l>
-        server = Xrootd(workdir, root, port, http_port, workdir / "dkxrd" / "xrootd.log",
-                        proc, pki, host)
+        server = Xrootd(
+            workdir, root, port, http_port, workdir / "dkxrd" / "xrootd.log", proc, pki, host
+        )
         try:
             if netns is None:
-                wait_https(http_port, pki.ca_file, time.monotonic() + timeout, alive=proc,
-                           what="xrootd")
+                wait_https(
+                    http_port, pki.ca_file, time.monotonic() + timeout, alive=proc, what="xrootd"
+                )
             else:
-                wait_https_in(netns, http_port, pki.ca_file, time.monotonic() + timeout,
-                              alive=proc, what="xrootd")
+                wait_https_in(
+                    netns,
+                    http_port,
+                    pki.ca_file,
+                    time.monotonic() + timeout,
+                    alive=proc,
+                    what="xrootd",
+                )
         except RuntimeError as exc:
             raise RuntimeError(f"{exc}\n--- xrootd log ---\n{server.log_tail()}") from None
         yield server
@@ -303,17 +363,24 @@ def running_xrootd(pki: Pki, *, timeout: float = 20.0, netns: str | None = None,
 
 
 @contextlib.contextmanager
-def running_dtnkit(pki: Pki, *, tokens: str, root: Path | None = None,
-                   marker_interval: float = 0.5) -> Iterator[ServerHandle]:
+def running_dtnkit(
+    pki: Pki, *, tokens: str, root: Path | None = None, marker_interval: float = 0.5
+) -> Iterator[ServerHandle]:
     """A TLS ``dtnkit serve`` (in-process threads) with the PKI's certificate, trusting the CA
     for its own third-party copies; yields the ``ServerHandle`` (``url``, ``root``)."""
     tmp: str | None = None
     if root is None:
         tmp = tempfile.mkdtemp(prefix="dkserve-")
         root = Path(tmp)
-    handle = start_server(root, tls=(pki.cert, pki.key), tokens=tokmod.parse(tokens),
-                          quiet=True, marker_interval=marker_interval, ca_file=pki.ca_file,
-                          tpc_allow=["127.0.0.1", "localhost"])  # the peers are on loopback
+    handle = start_server(
+        root,
+        tls=(pki.cert, pki.key),
+        tokens=tokmod.parse(tokens),
+        quiet=True,
+        marker_interval=marker_interval,
+        ca_file=pki.ca_file,
+        tpc_allow=["127.0.0.1", "localhost"],
+    )  # the peers are on loopback
     try:
         yield handle
     finally:

@@ -14,29 +14,56 @@ from dtnkit.errors import BadInput
 from dtnkit.sweep import analyze as A
 from dtnkit.sweep.grid import Point
 
-BASE = Point(rtt_ms=5.0, rate_bps=10**9, loss=0.0, origins=1, cores=None, profile=None,
-             tool="dtnkit-cp", file_size=2**28, streams=1, repeat=0, duration_s=30.0,
-             bytes=None, sample_interval_s=5.0, time_limit_s=600.0)
+BASE = Point(
+    rtt_ms=5.0,
+    rate_bps=10**9,
+    loss=0.0,
+    origins=1,
+    cores=None,
+    profile=None,
+    tool="dtnkit-cp",
+    file_size=2**28,
+    streams=1,
+    repeat=0,
+    duration_s=30.0,
+    bytes=None,
+    sample_interval_s=5.0,
+    time_limit_s=600.0,
+)
 G = 1e9
 
 
 def rec(samples: list[float] | float, **values: object) -> A.PointRecord:
     series = [samples] * 6 if isinstance(samples, int | float) else samples
     bound = bool(values.pop("bound", False))
-    extra = {k: values.pop(k) for k in ("cpu_seconds", "elapsed_s", "failed",
-                                        "completion_s") if k in values}
-    return A.PointRecord(point=dataclasses.replace(BASE, **values),  # type: ignore[arg-type]
-                         samples_bps=tuple(float(s) for s in series), emulator_bound=bound,
-                         emulator_why="delay stage at 95% of a core" if bound else "",
-                         **extra)  # type: ignore[arg-type]
+    extra = {
+        k: values.pop(k)
+        for k in ("cpu_seconds", "elapsed_s", "failed", "completion_s")
+        if k in values
+    }
+    return A.PointRecord(
+        point=dataclasses.replace(BASE, **values),  # type: ignore[arg-type]
+        samples_bps=tuple(float(s) for s in series),
+        emulator_bound=bound,
+        emulator_why="delay stage at 95% of a core" if bound else "",
+        **extra,
+    )  # type: ignore[arg-type]
 
 
 # the study's shape at 5 ms: rises fast, peaks at 64, falls 30 % past it
-SHAPE_5MS = {1: 0.20, 2: 0.40, 4: 0.70, 8: 0.85, 16: 0.92, 32: 0.97, 64: 1.00, 128: 0.70,
-             256: 0.75}
+SHAPE_5MS = {1: 0.20, 2: 0.40, 4: 0.70, 8: 0.85, 16: 0.92, 32: 0.97, 64: 1.00, 128: 0.70, 256: 0.75}
 # at 100 ms: rises slowly, peaks at 128, falls 15 % past it
-SHAPE_100MS = {1: 0.05, 2: 0.10, 4: 0.20, 8: 0.35, 16: 0.55, 32: 0.80, 64: 0.95, 128: 1.00,
-               256: 0.85}
+SHAPE_100MS = {
+    1: 0.05,
+    2: 0.10,
+    4: 0.20,
+    8: 0.35,
+    16: 0.55,
+    32: 0.80,
+    64: 0.95,
+    128: 1.00,
+    256: 0.85,
+}
 
 
 def study(scale: float = 0.8 * G, repeats: int = 2) -> list[A.PointRecord]:
@@ -92,16 +119,17 @@ def test_failed_points_are_left_out_and_listed() -> None:
     assert analysis.failed == ((records[-1].point.id, "timed out"),)
 
 
-levels_st = st.dictionaries(st.integers(1, 1024), st.floats(1e3, 1e12), min_size=1,
-                            max_size=12)
+levels_st = st.dictionaries(st.integers(1, 1024), st.floats(1e3, 1e12), min_size=1, max_size=12)
 
 
 @settings(max_examples=200, deadline=None, database=None)
 @given(levels_st, st.floats(1e-3, 1e3))
 def test_scaling_scales_peak_not_its_position(levels: dict[int, float], k: float) -> None:
     def curve(factor: float) -> A.Curve:
-        return A.curve_of([A.CurveLevel(s, v * factor, v * factor, v * factor, 1)
-                           for s, v in levels.items()])
+        return A.curve_of(
+            [A.CurveLevel(s, v * factor, v * factor, v * factor, 1) for s, v in levels.items()]
+        )
+
     a, b = curve(1.0), curve(k)
     # exact ties can flip under rounding; compare where the peak is clear
     top = sorted(levels.values(), reverse=True)
@@ -154,9 +182,17 @@ def test_efficiency_minimum_resources_and_origins() -> None:
     for origins, cores, best in ((1, 2.0, 1.0), (4, 0.5, 1.18), (1, 1.0, 0.55)):
         for streams, frac in ((4, 0.6), (16, 1.0), (64, 0.9)):
             for r in range(2):
-                records.append(rec(best * frac * G, origins=origins, cores=cores,
-                                   streams=streams, repeat=r, cpu_seconds=(15.0,) * origins,
-                                   elapsed_s=30.0))
+                records.append(
+                    rec(
+                        best * frac * G,
+                        origins=origins,
+                        cores=cores,
+                        streams=streams,
+                        repeat=r,
+                        cpu_seconds=(15.0,) * origins,
+                        elapsed_s=30.0,
+                    )
+                )
     eff = {(c.point.origins, c.point.cores, c.point.streams): c for c in A.efficiency(records)}
     one = eff[(1, 2.0, 16)]
     assert one.gbit_per_quota_core == pytest.approx(0.5)
@@ -179,8 +215,9 @@ def test_profiles_are_compared_as_paired_ratios() -> None:
     for r, drift in enumerate((1.0, 0.8, 1.2)):  # drift between repeats cancels in the pairs
         for streams in (1, 8):
             records.append(rec(G * 0.5 * drift, profile=None, streams=streams, repeat=r))
-            records.append(rec(G * 0.6 * drift * (1 + 0.01 * r), profile="dtn",
-                               streams=streams, repeat=r))
+            records.append(
+                rec(G * 0.6 * drift * (1 + 0.01 * r), profile="dtn", streams=streams, repeat=r)
+            )
     (ratio,) = A.profile_ratios(records)
     assert ratio.profile == "dtn" and ratio.baseline == "none" and ratio.pairs == 6
     assert ratio.ratio == pytest.approx(1.2 * (1.0 * 1.01 * 1.02) ** (1 / 3), rel=1e-9)
@@ -201,20 +238,32 @@ def test_streams_table_round_trips_through_json() -> None:
     assert [m.min_streams for m in analysis.minimum] == [4, 32]  # 0.56 and 0.64 of 0.8 G
 
 
-@pytest.mark.parametrize("doc", [None, [], {"schema": "x"},
-                                 {"schema": A.STREAMS_TABLE_SCHEMA, "rtts": []},
-                                 {"schema": A.STREAMS_TABLE_SCHEMA, "rtts": [{"rtt_ms": 5}]},
-                                 {"schema": A.STREAMS_TABLE_SCHEMA,
-                                  "rtts": [{"rtt_ms": math.nan, "streams": 4}]},
-                                 {"schema": A.STREAMS_TABLE_SCHEMA,
-                                  "rtts": [{"rtt_ms": 5, "streams": True}]}])
+@pytest.mark.parametrize(
+    "doc",
+    [
+        None,
+        [],
+        {"schema": "x"},
+        {"schema": A.STREAMS_TABLE_SCHEMA, "rtts": []},
+        {"schema": A.STREAMS_TABLE_SCHEMA, "rtts": [{"rtt_ms": 5}]},
+        {"schema": A.STREAMS_TABLE_SCHEMA, "rtts": [{"rtt_ms": math.nan, "streams": 4}]},
+        {"schema": A.STREAMS_TABLE_SCHEMA, "rtts": [{"rtt_ms": 5, "streams": True}]},
+    ],
+)
 def test_bad_streams_tables(doc: object) -> None:
     with pytest.raises(BadInput, match="not a streams table"):
         A.read_streams_table(doc)
 
 
-@pytest.mark.parametrize("kwargs", [{"knee_fraction": 0.0}, {"high_utilisation": 1.5},
-                                    {"target_bps": math.nan}, {"target_bps": -1.0}])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"knee_fraction": 0.0},
+        {"high_utilisation": 1.5},
+        {"target_bps": math.nan},
+        {"target_bps": -1.0},
+    ],
+)
 def test_bad_analysis_settings(kwargs: dict[str, float]) -> None:
     with pytest.raises(BadInput):
         A.analyze(study(), **kwargs)  # type: ignore[arg-type]
@@ -231,13 +280,27 @@ def test_empty_and_degenerate_inputs() -> None:
 
 record_st = st.builds(
     lambda samples, rtt, streams, origins, cores, profile, repeat, bound, cpu: rec(
-        samples, rtt_ms=rtt, streams=streams, origins=origins, cores=cores, profile=profile,
-        repeat=repeat, bound=bound, cpu_seconds=cpu, elapsed_s=10.0),
+        samples,
+        rtt_ms=rtt,
+        streams=streams,
+        origins=origins,
+        cores=cores,
+        profile=profile,
+        repeat=repeat,
+        bound=bound,
+        cpu_seconds=cpu,
+        elapsed_s=10.0,
+    ),
     st.lists(st.floats(allow_nan=True, allow_infinity=True), max_size=5),
-    st.sampled_from([5.0, 100.0]), st.sampled_from([1, 4, 16]), st.sampled_from([1, 2, 4]),
-    st.sampled_from([None, 0.5, 1.0, 2.0]), st.sampled_from([None, "dtn"]),
-    st.integers(0, 2), st.booleans(),
-    st.lists(st.floats(0, 100), max_size=3).map(tuple))
+    st.sampled_from([5.0, 100.0]),
+    st.sampled_from([1, 4, 16]),
+    st.sampled_from([1, 2, 4]),
+    st.sampled_from([None, 0.5, 1.0, 2.0]),
+    st.sampled_from([None, "dtn"]),
+    st.integers(0, 2),
+    st.booleans(),
+    st.lists(st.floats(0, 100), max_size=3).map(tuple),
+)
 
 
 @settings(max_examples=100, deadline=None, database=None)

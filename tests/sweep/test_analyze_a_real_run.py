@@ -19,9 +19,25 @@ pytestmark = [pytest.mark.needs_root, pytest.mark.needs_netns]
 
 def test_analyze_and_report_a_measured_run(environment: Environment, tmp_path: Path) -> None:
     lab = f"p19{secrets.token_hex(3)}"
-    code = main(["sweep", "run", "rtt=5ms", "streams=1,4", "tool=iperf3", "duration=1s",
-                 "sample_interval=250ms", "rate=300mbit", "--name", "real", "--lab", lab,
-                 "--format", "json"], environment)
+    code = main(
+        [
+            "sweep",
+            "run",
+            "rtt=5ms",
+            "streams=1,4",
+            "tool=iperf3",
+            "duration=1s",
+            "sample_interval=250ms",
+            "rate=300mbit",
+            "--name",
+            "real",
+            "--lab",
+            lab,
+            "--format",
+            "json",
+        ],
+        environment,
+    )
     assert code == 0, taken(environment.stderr)
     assert json.loads(taken(environment.stdout))["ok"] == 2
     assert main(["sweep", "analyze", "real", "--format", "json"], environment) == 0
@@ -37,8 +53,9 @@ def test_analyze_and_report_a_measured_run(environment: Environment, tmp_path: P
     assert doc["tail_latency"] and doc["tail_latency"][0]["last_s"] > 0.5
     assert doc["efficiency"][0]["cores_used"] is not None
     out = tmp_path / "report"
-    assert main(["sweep", "report", "real", "-o", str(out), "--format", "json"],
-                environment) == 0, taken(environment.stderr)
+    assert (
+        main(["sweep", "report", "real", "-o", str(out), "--format", "json"], environment) == 0
+    ), taken(environment.stderr)
     written = json.loads(taken(environment.stdout))
     assert len(written["figures"]) == 5 and written["timeseries_point"]
     text = (out / "report.html").read_text()

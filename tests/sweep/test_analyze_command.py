@@ -30,8 +30,13 @@ Run = Callable[..., tuple[int, str, str]]
 def dtnkit(tmp_path: Path) -> Iterator[Run]:
     def run(*argv: str, width: int = 80) -> tuple[int, str, str]:
         out, err = io.StringIO(), io.StringIO()
-        env = Environment(state_dir=tmp_path / "state", results_db=tmp_path / "r.sqlite",
-                          stdout=out, stderr=err, terminal_width=width)
+        env = Environment(
+            state_dir=tmp_path / "state",
+            results_db=tmp_path / "r.sqlite",
+            stdout=out,
+            stderr=err,
+            terminal_width=width,
+        )
         code = cli_main.main(list(argv), env)
         return code, out.getvalue(), err.getvalue()
 
@@ -39,6 +44,7 @@ def dtnkit(tmp_path: Path) -> Iterator[Run]:
 
 
 # ---------------------------------------------------------------- tail latency (pure)
+
 
 def test_percentile_interpolates_like_numpy() -> None:
     values = [4.0, 1.0, 3.0, 2.0]
@@ -59,16 +65,26 @@ def test_percentiles_are_ordered_and_bounded(values: list[float]) -> None:
 
 
 def rec(streams: int, ends: list[float], repeat: int = 0, **kw: object) -> A.PointRecord:
-    return A.PointRecord(point=dataclasses.replace(BASE, streams=streams, repeat=repeat),
-                         samples_bps=(1e8, 1e8), completion_s=tuple(ends), **kw)  # type: ignore[arg-type]
+    return A.PointRecord(
+        point=dataclasses.replace(BASE, streams=streams, repeat=repeat),
+        samples_bps=(1e8, 1e8),
+        completion_s=tuple(ends),
+        **kw,
+    )  # type: ignore[arg-type]
 
 
 def test_tail_latency_per_configuration_mean_over_repeats() -> None:
     ends_a = [float(i) for i in range(1, 101)]  # 1..100 s: p50 50.5, p90 90.1, p99 99.01
     ends_b = [x + 10 for x in ends_a]
-    tails = A.tail_latency([rec(4, ends_a, 0), rec(4, ends_b, 1),
-                            rec(8, [1.0, math.nan, -1.0, 2.0]),
-                            rec(16, [5.0], failed="refused"), rec(32, [])])
+    tails = A.tail_latency(
+        [
+            rec(4, ends_a, 0),
+            rec(4, ends_b, 1),
+            rec(8, [1.0, math.nan, -1.0, 2.0]),
+            rec(16, [5.0], failed="refused"),
+            rec(32, []),
+        ]
+    )
     assert [(t.streams, t.repeats) for t in tails] == [(4, 2), (8, 1)]
     t4, t8 = tails
     assert t4.last_s == pytest.approx(105.0)  # (100 + 110) / 2
@@ -80,9 +96,13 @@ def test_tail_latency_per_configuration_mean_over_repeats() -> None:
 
 
 def test_baseline_chooses_the_profile_compared_with() -> None:
-    records = [A.PointRecord(point=dataclasses.replace(BASE, profile=prof, repeat=r),
-                             samples_bps=(bps,) * 3)
-               for r in range(2) for prof, bps in ((None, 1e8), ("dtn", 2e8), ("big", 4e8))]
+    records = [
+        A.PointRecord(
+            point=dataclasses.replace(BASE, profile=prof, repeat=r), samples_bps=(bps,) * 3
+        )
+        for r in range(2)
+        for prof, bps in ((None, 1e8), ("dtn", 2e8), ("big", 4e8))
+    ]
     default = {p.profile: p.ratio for p in A.analyze(records).profiles}
     assert default == pytest.approx({"dtn": 2.0, "big": 4.0})
     vs_dtn = {p.profile: p.ratio for p in A.analyze(records, baseline="dtn").profiles}
@@ -93,15 +113,22 @@ def test_baseline_chooses_the_profile_compared_with() -> None:
 
 # ---------------------------------------------------------------- the command
 
+
 def test_analyze_table_shows_every_figure_in_80_columns(tmp_path: Path, dtnkit: Run) -> None:
     store_run(tmp_path / "r.sqlite")
     code, out, err = dtnkit("sweep", "analyze", "synth", "--target", "700mbit")
     assert code == 0, err
     assert max(len(line) for line in out.splitlines()) <= 80
-    for title in ("Peak, drop and knee per RTT", "Fluctuation", "Gbit/s per core",
-                  "Minimum resources for 700 Mbit/s", "Tail latency",
-                  "Recommended streams per RTT", "origins at equal total cores",
-                  "profiles: one profile only"):
+    for title in (
+        "Peak, drop and knee per RTT",
+        "Fluctuation",
+        "Gbit/s per core",
+        "Minimum resources for 700 Mbit/s",
+        "Tail latency",
+        "Recommended streams per RTT",
+        "origins at equal total cores",
+        "profiles: one profile only",
+    ):
         assert title in out, title
     # the known shape: 5 ms peaks at 8 streams and drops 30 %; 100 ms peaks at 16
     line5 = next(line for line in out.splitlines() if line.lstrip().startswith("5 ms"))
@@ -116,8 +143,13 @@ def test_analyze_json_is_the_analysis_with_the_run(tmp_path: Path, dtnkit: Run) 
     code, out, _ = dtnkit("sweep", "analyze", "synth", "--format", "json", "--target", "1g")
     assert code == 0
     doc = json.loads(out)
-    assert doc["run"] == {"name": "synth", "status": "done", "points_total": 24,
-                          "points_ok": 23, "points_failed": 1}
+    assert doc["run"] == {
+        "name": "synth",
+        "status": "done",
+        "points_total": 24,
+        "points_ok": 23,
+        "points_failed": 1,
+    }
     c5, c100 = doc["curves"]
     assert (c5["peak_streams"], c100["peak_streams"]) == (8, 16)
     assert c5["drop_pct"] == pytest.approx(30.0, abs=0.5)
@@ -146,15 +178,18 @@ def test_save_streams_writes_the_table_cp_reads(tmp_path: Path, dtnkit: Run) -> 
     assert streamtable.load(tmp_path / "state" / "streams.json") == table
 
 
-@pytest.mark.parametrize(("argv", "message", "status"), [
-    (("nosuch",), "no sweep run 'nosuch'", ExitStatus.BAD_INPUT),
-    (("synth", "--target", "fast"), "bad target 'fast'", ExitStatus.BAD_INPUT),
-    (("synth", "--baseline", "x"), "no profile 'x' in this run", ExitStatus.BAD_INPUT),
-    (("synth", "--save-streams", "{dir}"), "it is a directory", ExitStatus.BAD_INPUT),
-])
+@pytest.mark.parametrize(
+    ("argv", "message", "status"),
+    [
+        (("nosuch",), "no sweep run 'nosuch'", ExitStatus.BAD_INPUT),
+        (("synth", "--target", "fast"), "bad target 'fast'", ExitStatus.BAD_INPUT),
+        (("synth", "--baseline", "x"), "no profile 'x' in this run", ExitStatus.BAD_INPUT),
+        (("synth", "--save-streams", "{dir}"), "it is a directory", ExitStatus.BAD_INPUT),
+    ],
+)
 def test_bad_input_is_one_line_and_writes_nothing(
-        tmp_path: Path, dtnkit: Run, argv: tuple[str, ...], message: str,
-        status: ExitStatus) -> None:
+    tmp_path: Path, dtnkit: Run, argv: tuple[str, ...], message: str, status: ExitStatus
+) -> None:
     store_run(tmp_path / "r.sqlite")
     (tmp_path / "d").mkdir()
     args = [a.replace("{dir}", str(tmp_path / "d")) for a in argv]
@@ -165,12 +200,10 @@ def test_bad_input_is_one_line_and_writes_nothing(
 
 
 def test_nothing_to_save_from_a_run_without_curves(tmp_path: Path, dtnkit: Run) -> None:
-    pts = [dataclasses.replace(p, status="failed", error="refused", samples=())
-           for p in results(1)]
+    pts = [dataclasses.replace(p, status="failed", error="refused", samples=()) for p in results(1)]
     store_run(tmp_path / "r.sqlite", "dead", points=pts)
     code, out, _ = dtnkit("sweep", "analyze", "dead")
     assert code == 0 and "no curve" in out
-    code, _, err = dtnkit("sweep", "analyze", "dead", "--save-streams",
-                          str(tmp_path / "s.json"))
+    code, _, err = dtnkit("sweep", "analyze", "dead", "--save-streams", str(tmp_path / "s.json"))
     assert code == ExitStatus.BAD_INPUT and "no streams table to save" in err
     assert not (tmp_path / "s.json").exists()

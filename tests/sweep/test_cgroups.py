@@ -31,8 +31,7 @@ def clean() -> Iterator[None]:
 
 
 def start_busy(q: CpuQuota) -> subprocess.Popen[str]:
-    proc = subprocess.Popen(q.wrap([sys.executable, "-c", BUSY]), stdout=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(q.wrap([sys.executable, "-c", BUSY]), stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None and proc.stdout.readline() == "go\n"  # running inside
     return proc
 
@@ -43,8 +42,11 @@ def test_quota_holds_the_rate_and_cleanup_leaves_nothing(clean: None) -> None:
     """Three busy loops at once: 0.25 core, 0.5 core and no limit (the reference for what the
     loaded machine gives a loop).  Each quota caps its loop; the 0.5 one gets about twice the
     0.25 one whenever the machine has that much to give."""
-    with cpu_quota(f"{PREFIX}-q25", 0.25) as a, cpu_quota(f"{PREFIX}-q50", 0.5) as b, \
-            cpu_quota(f"{PREFIX}-free", None) as c:
+    with (
+        cpu_quota(f"{PREFIX}-q25", 0.25) as a,
+        cpu_quota(f"{PREFIX}-q50", 0.5) as b,
+        cpu_quota(f"{PREFIX}-free", None) as c,
+    ):
         procs = [start_busy(q) for q in (a, b, c)]
         assert sorted(a.pids() + b.pids() + c.pids()) == sorted(p.pid for p in procs)
         rates: list[list[float]] = [[], [], []]
@@ -77,8 +79,9 @@ def test_quota_holds_the_rate_and_cleanup_leaves_nothing(clean: None) -> None:
 @needs_cgroups
 def test_children_are_inside_and_close_stops_them(clean: None) -> None:
     with cpu_quota(f"{PREFIX}-kids", 1.0) as q:
-        proc = subprocess.Popen(q.wrap(["sh", "-c", "sleep 60 & echo $!; wait"]),
-                                stdout=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            q.wrap(["sh", "-c", "sleep 60 & echo $!; wait"]), stdout=subprocess.PIPE, text=True
+        )
         assert proc.stdout is not None
         child = int(proc.stdout.readline())
         assert sorted(q.pids()) == sorted([proc.pid, child])
@@ -118,9 +121,11 @@ def test_bad_cores_are_one_clear_error(cores: object) -> None:
 
 
 def test_no_hierarchy_is_one_clear_error_naming_what_was_seen(tmp_path: Path) -> None:
-    mounts = ("tmpfs /sys/fs/cgroup tmpfs rw 0 0\n"
-              "cgroup /x/memory cgroup rw,memory 0 0\n"
-              f"cgroup2 {tmp_path} cgroup2 rw 0 0\n")
+    mounts = (
+        "tmpfs /sys/fs/cgroup tmpfs rw 0 0\n"
+        "cgroup /x/memory cgroup rw,memory 0 0\n"
+        f"cgroup2 {tmp_path} cgroup2 rw 0 0\n"
+    )
     (tmp_path / "cgroup.controllers").write_text("memory io\n")
     (tmp_path / "cgroup.subtree_control").write_text("\n")
     with pytest.raises(CgroupUnavailable) as err:

@@ -24,8 +24,15 @@ DURATION_S = 3.0
 #: 256 MiB at the 200 Mbit/s cap is 10.7 s for one stream and 21 s for each of two: far
 #: longer than the duration, so only the cut can end a cp point in time (run to their end,
 #: the copies would take the run well past the estimate's margin)
-GRID = ["rtt=5ms", "rate=200mbit", "streams=1,2", "tool=dtnkit-cp,iperf3",
-        "file_size=256MiB", f"duration={DURATION_S:g}s", "sample_interval=500ms"]
+GRID = [
+    "rtt=5ms",
+    "rate=200mbit",
+    "streams=1,2",
+    "tool=dtnkit-cp,iperf3",
+    "file_size=256MiB",
+    f"duration={DURATION_S:g}s",
+    "sample_interval=500ms",
+]
 
 
 def _seconds(text: str) -> float:
@@ -61,13 +68,15 @@ def test_cp_points_last_the_duration_and_the_estimate_holds(environment: Environ
     assert low - 1 <= real_s <= high + 1, (real_s, said[0])
     assert re.search(r"points in \S+\s+\(estimated \S+, \S+ to \S+\)", out), out
 
-    points = {(p.point.tool, p.point.streams): p
-              for p in store.load_points(env.results_db, "dur")}
+    points = {(p.point.tool, p.point.streams): p for p in store.load_points(env.results_db, "dur")}
     assert len(points) == 4 and all(p.status == "ok" for p in points.values())
     # the noise of a point's bookkeeping around its tool, measured on the iperf3 points: the
     # time from the tool's last process exiting to the end of the point's measured time
-    book = [p.tool_s - max(t.end_s for t in p.transfers if t.end_s is not None)
-            for (tool, _), p in points.items() if tool == "iperf3" and p.tool_s is not None]
+    book = [
+        p.tool_s - max(t.end_s for t in p.transfers if t.end_s is not None)
+        for (tool, _), p in points.items()
+        if tool == "iperf3" and p.tool_s is not None
+    ]
     noise = max(book) + (max(book) - min(book))
     for streams in (1, 2):
         p = points[("dtnkit-cp", streams)]
@@ -92,14 +101,21 @@ def test_cp_points_last_the_duration_and_the_estimate_holds(environment: Environ
 
 
 def test_tools_duration_cannot_bound_are_named_with_why() -> None:
-    grid = parse_grid_flags(["rtt=5ms", "rate=100mbit", "streams=4", "file_size=1GiB",
-                             "tool=dtnkit-cp,dtnkit-tpc,command:c", "duration=5s",
-                             "command.c=sleep {duration}"])
+    grid = parse_grid_flags(
+        [
+            "rtt=5ms",
+            "rate=100mbit",
+            "streams=4",
+            "file_size=1GiB",
+            "tool=dtnkit-cp,dtnkit-tpc,command:c",
+            "duration=5s",
+            "command.c=sleep {duration}",
+        ]
+    )
     est = estimate.estimate(grid.points(), start_s=0.2)
     by_tool = {n.split(":")[0]: n for n in est.notes}
     assert set(by_tool) == {"dtnkit-tpc", "command"}, est.notes  # dtnkit-cp is bounded
-    assert "does not bound" in by_tool["dtnkit-tpc"] and "runs to its end" in by_tool[
-        "dtnkit-tpc"]
+    assert "does not bound" in by_tool["dtnkit-tpc"] and "runs to its end" in by_tool["dtnkit-tpc"]
     # one 1 GiB file at a quarter of 100 Mbit/s: 344 s more than the duration, said and
     # counted
     assert "5m44s" in by_tool["dtnkit-tpc"]
@@ -119,4 +135,5 @@ def test_the_eta_scales_the_overhead_still_to_come_by_what_it_took_so_far() -> N
     assert left == pytest.approx(20.0 + 2 * (over[2] + over[3] + est.fixed_end_s))
     # as estimated: the estimate's own remainder
     assert est.remaining(2, 20.0 + est.fixed_start_s + over[0] + over[1]) == pytest.approx(
-        est.seconds - (20.0 + est.fixed_start_s + over[0] + over[1]))
+        est.seconds - (20.0 + est.fixed_start_s + over[0] + over[1])
+    )

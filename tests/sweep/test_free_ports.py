@@ -12,8 +12,9 @@ from dtnkit.sweep import ports
 
 @pytest.mark.parametrize("count", [1, 2, 5])
 def test_it_prints_count_distinct_ports(count: int) -> None:
-    out = subprocess.run(ports.command(count), capture_output=True, text=True, check=True,
-                         timeout=60).stdout.split()
+    out = subprocess.run(
+        ports.command(count), capture_output=True, text=True, check=True, timeout=60
+    ).stdout.split()
     got = [int(p) for p in out]
     assert len(got) == len(set(got)) == count
     assert all(0 < p < 65536 for p in got)
@@ -21,7 +22,8 @@ def test_it_prints_count_distinct_ports(count: int) -> None:
 
 @pytest.mark.parametrize("args", [[], ["0"], ["-1"], ["two"], ["1001"], ["1", "2"]])
 def test_a_bad_count_is_a_usage_error(args: list[str]) -> None:
-    proc = subprocess.run([*ports.command(1)[:-1], *args], capture_output=True, text=True,
-                          check=False, timeout=60)
+    proc = subprocess.run(
+        [*ports.command(1)[:-1], *args], capture_output=True, text=True, check=False, timeout=60
+    )
     assert proc.returncode == 2
     assert "usage:" in proc.stderr and proc.stdout == ""

@@ -43,9 +43,11 @@ def test_flags_example_from_the_issue() -> None:
 
 
 def test_units_are_parsed() -> None:
-    grid = parse('schema = 1\n[axes]\nrtt = ["5ms", "0.1s"]\nrate = ["1gbit", "500mbit"]\n'
-                 'loss = ["0.01%"]\nfile_size = ["256MiB"]\nstreams = [1]\ncores = [0.5, "none"]\n'
-                 '[run]\nduration = "30s"\n')
+    grid = parse(
+        'schema = 1\n[axes]\nrtt = ["5ms", "0.1s"]\nrate = ["1gbit", "500mbit"]\n'
+        'loss = ["0.01%"]\nfile_size = ["256MiB"]\nstreams = [1]\ncores = [0.5, "none"]\n'
+        '[run]\nduration = "30s"\n'
+    )
     assert grid.axes["rtt"] == (5.0, 100.0)
     assert grid.axes["rate"] == (500 * 10**6, 10**9)
     assert grid.axes["loss"] == (0.0001,)
@@ -54,30 +56,33 @@ def test_units_are_parsed() -> None:
     assert grid.duration_s == 30.0
 
 
-@pytest.mark.parametrize(("text", "where", "words"), [
-    (BASE.replace("schema = 1", "schema = 2"), "g.toml:1", "not supported"),
-    (BASE.replace("schema = 1\n", ""), "g.toml", "no schema"),
-    (BASE + "colour = [1]\n", "g.toml:5 (axes.colour)", "unknown axis"),
-    (BASE + 'tool = ["scp"]\n', "g.toml:5 (axes.tool)", "unknown tool"),
-    (BASE + 'profile = ["fast"]\n', "g.toml:5 (axes.profile)", "unknown profile"),
-    (BASE + 'loss = ["1%", "0.01"]\n', "g.toml:5 (axes.loss)", "given twice"),
-    (BASE.replace('"100ms"', '"0.005s"'), "g.toml:3 (axes.rtt)", "given twice"),
-    (BASE + "origins = []\n", "g.toml:5 (axes.origins)", "empty"),
-    (BASE + "origins = [-1]\n", "g.toml:5 (axes.origins)", "bad origins"),
-    (BASE + "cores = [nan]\n", "g.toml:5 (axes.cores)", "finite"),
-    (BASE + "rate = [inf]\n", "g.toml:5 (axes.rate)", "finite"),
-    (BASE + 'rate = ["1gbps/s"]\n', "g.toml:5 (axes.rate)", "bad rate"),
-    (BASE + 'streams = [1]\n', "g.toml", "not valid TOML"),
-    (BASE + "[run]\nduration = \"5s\"\nbytes = \"1GiB\"\n", "g.toml:7 (run.bytes)", "both"),
-    (BASE + "[run]\nduration = \"5s\"\nsample_interval = \"10s\"\n", "g.toml:7", "longer"),
-    (BASE + "[run]\nrepeats = true\n", "g.toml:6 (run.repeats)", "bad repeats"),
-    (BASE + "[run]\nmtu = 100\n", "g.toml:6 (run.mtu)", "bad mtu"),
-    (BASE + "[run]\nmtu = \"9000.5\"\n", "g.toml:6 (run.mtu)", "bad mtu"),
-    (BASE + "[run]\nmtu = 70000\n", "g.toml:6 (run.mtu)", "576 to 65535"),
-    (BASE + 'tool = ["command:x"]\n', "g.toml:5 (axes.tool)", "unknown command template"),
-    (BASE + '[commands]\nx = "run {nope}"\n', "g.toml:6 (commands.x)", "placeholder"),
-    (BASE.replace("[1, 2, 4, 8]", "[{a = 1}]"), "g.toml:4 (axes.streams)", "bad streams"),
-])
+@pytest.mark.parametrize(
+    ("text", "where", "words"),
+    [
+        (BASE.replace("schema = 1", "schema = 2"), "g.toml:1", "not supported"),
+        (BASE.replace("schema = 1\n", ""), "g.toml", "no schema"),
+        (BASE + "colour = [1]\n", "g.toml:5 (axes.colour)", "unknown axis"),
+        (BASE + 'tool = ["scp"]\n', "g.toml:5 (axes.tool)", "unknown tool"),
+        (BASE + 'profile = ["fast"]\n', "g.toml:5 (axes.profile)", "unknown profile"),
+        (BASE + 'loss = ["1%", "0.01"]\n', "g.toml:5 (axes.loss)", "given twice"),
+        (BASE.replace('"100ms"', '"0.005s"'), "g.toml:3 (axes.rtt)", "given twice"),
+        (BASE + "origins = []\n", "g.toml:5 (axes.origins)", "empty"),
+        (BASE + "origins = [-1]\n", "g.toml:5 (axes.origins)", "bad origins"),
+        (BASE + "cores = [nan]\n", "g.toml:5 (axes.cores)", "finite"),
+        (BASE + "rate = [inf]\n", "g.toml:5 (axes.rate)", "finite"),
+        (BASE + 'rate = ["1gbps/s"]\n', "g.toml:5 (axes.rate)", "bad rate"),
+        (BASE + "streams = [1]\n", "g.toml", "not valid TOML"),
+        (BASE + '[run]\nduration = "5s"\nbytes = "1GiB"\n', "g.toml:7 (run.bytes)", "both"),
+        (BASE + '[run]\nduration = "5s"\nsample_interval = "10s"\n', "g.toml:7", "longer"),
+        (BASE + "[run]\nrepeats = true\n", "g.toml:6 (run.repeats)", "bad repeats"),
+        (BASE + "[run]\nmtu = 100\n", "g.toml:6 (run.mtu)", "bad mtu"),
+        (BASE + '[run]\nmtu = "9000.5"\n', "g.toml:6 (run.mtu)", "bad mtu"),
+        (BASE + "[run]\nmtu = 70000\n", "g.toml:6 (run.mtu)", "576 to 65535"),
+        (BASE + 'tool = ["command:x"]\n', "g.toml:5 (axes.tool)", "unknown command template"),
+        (BASE + '[commands]\nx = "run {nope}"\n', "g.toml:6 (commands.x)", "placeholder"),
+        (BASE.replace("[1, 2, 4, 8]", "[{a = 1}]"), "g.toml:4 (axes.streams)", "bad streams"),
+    ],
+)
 def test_bad_grids_name_the_place(text: str, where: str, words: str) -> None:
     err = error_of(text)
     rendered = err.render()
@@ -112,14 +117,17 @@ def test_deep_nesting_is_one_error() -> None:
     assert "origins" in err.render() or "TOML" in err.render()
 
 
-@pytest.mark.parametrize("flags", [
-    ["rtt=5ms", "streams=1", "rtt=6ms"],
-    ["rtt=5ms", "streams=1", "colour=red"],
-    ["rtt=5ms", "streams="],
-    ["rtt5ms", "streams=1"],
-    ["rtt=5ms,5ms", "streams=1"],
-    ["rtt=5ms", "streams=1", "repeats=0"],
-])
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["rtt=5ms", "streams=1", "rtt=6ms"],
+        ["rtt=5ms", "streams=1", "colour=red"],
+        ["rtt=5ms", "streams="],
+        ["rtt5ms", "streams=1"],
+        ["rtt=5ms,5ms", "streams=1"],
+        ["rtt=5ms", "streams=1", "repeats=0"],
+    ],
+)
 def test_bad_flags(flags: list[str]) -> None:
     with pytest.raises(BadInput) as info:
         G.parse_grid_flags(flags, PROFILES)
@@ -127,16 +135,24 @@ def test_bad_flags(flags: list[str]) -> None:
 
 
 def test_point_order_changes_the_path_least() -> None:
-    grid = G.parse_grid_flags(["rtt=100ms,5ms", "rate=1gbit,500mbit", "streams=8,1,4",
-                               "repeats=2"], PROFILES)
+    grid = G.parse_grid_flags(
+        ["rtt=100ms,5ms", "rate=1gbit,500mbit", "streams=8,1,4", "repeats=2"], PROFILES
+    )
     points = grid.points()
     assert len(points) == len(grid) == 2 * 2 * 3 * 2
-    path_changes = sum(1 for a, b in itertools.pairwise(points)
-                       if (a.rtt_ms, a.rate_bps) != (b.rtt_ms, b.rate_bps))
+    path_changes = sum(
+        1 for a, b in itertools.pairwise(points) if (a.rtt_ms, a.rate_bps) != (b.rtt_ms, b.rate_bps)
+    )
     assert path_changes == 3  # the minimum for 4 distinct paths
     assert [p.rtt_ms for p in points[:12]] == [5.0] * 12
-    assert [(p.repeat, p.streams) for p in points[:6]] == [(0, 1), (0, 4), (0, 8),
-                                                           (1, 1), (1, 4), (1, 8)]
+    assert [(p.repeat, p.streams) for p in points[:6]] == [
+        (0, 1),
+        (0, 4),
+        (0, 8),
+        (1, 1),
+        (1, 4),
+        (1, 8),
+    ]
     assert len({p.id for p in points}) == len(points)
 
 
@@ -145,15 +161,28 @@ def test_point_ids_stable_and_independent_of_axis_order() -> None:
     b = parse('schema = 1\n[axes]\ntool = ["iperf3"]\nstreams = [1, 4]\nrtt = ["0.005s"]\n')
     assert [p.id for p in a.points()] == [p.id for p in b.points()]
     # pinned: the ID is a hash of the values, the same in every run and on every host
-    assert a.points()[0].id == G.Point(
-        rtt_ms=5.0, rate_bps=None, loss=0.0, origins=1, cores=None, profile=None,
-        tool="iperf3", file_size=2**30, streams=1, repeat=0, duration_s=10.0, bytes=None,
-        sample_interval_s=5.0, time_limit_s=600.0).id
-    limit = parse('schema = 1\n[axes]\nrtt = ["5ms"]\nstreams = [4, 1]\n[run]\n'
-                  'time_limit = "1h"\n')
+    assert (
+        a.points()[0].id
+        == G.Point(
+            rtt_ms=5.0,
+            rate_bps=None,
+            loss=0.0,
+            origins=1,
+            cores=None,
+            profile=None,
+            tool="iperf3",
+            file_size=2**30,
+            streams=1,
+            repeat=0,
+            duration_s=10.0,
+            bytes=None,
+            sample_interval_s=5.0,
+            time_limit_s=600.0,
+        ).id
+    )
+    limit = parse('schema = 1\n[axes]\nrtt = ["5ms"]\nstreams = [4, 1]\n[run]\ntime_limit = "1h"\n')
     assert [p.id for p in limit.points()] == [p.id for p in a.points()]
-    longer = parse('schema = 1\n[axes]\nrtt = ["5ms"]\nstreams = [4, 1]\n[run]\n'
-                   'duration = "20s"\n')
+    longer = parse('schema = 1\n[axes]\nrtt = ["5ms"]\nstreams = [4, 1]\n[run]\nduration = "20s"\n')
     assert not {p.id for p in longer.points()} & {p.id for p in a.points()}
 
 
@@ -189,34 +218,49 @@ def test_example_grid_in_docs_is_valid() -> None:
 
 # ---------------------------------------------------------------- generated grids
 
+
 def _rtt(ms: float) -> str:
     return f"{ms:g}ms"
 
 
-good_axes = st.fixed_dictionaries({
-    "rtt": st.lists(st.integers(0, 500).map(lambda ms: f"{ms}ms"), min_size=1, max_size=3,
-                    unique=True),
-    "streams": st.lists(st.integers(1, 1024), min_size=1, max_size=4, unique=True),
-}, optional={
-    "rate": st.lists(st.integers(1, 400).map(lambda m: f"{m * 10}mbit"), min_size=1,
-                     max_size=2, unique=True),
-    "loss": st.lists(st.integers(0, 5000).map(lambda n: f"{n / 1000:g}%"), min_size=1,
-                     max_size=2, unique=True),
-    "origins": st.lists(st.integers(1, 64), min_size=1, max_size=3, unique=True),
-    "cores": st.lists(st.integers(1, 4000).map(lambda n: n / 1000), min_size=1, max_size=2,
-                      unique=True),
-    "file_size": st.lists(st.integers(1, 2**30), min_size=1, max_size=2, unique=True),
-    "tool": st.lists(st.sampled_from(G.TOOLS), min_size=1, max_size=3, unique=True),
-    "profile": st.lists(st.sampled_from(["none", *PROFILES]), min_size=1, max_size=3,
-                        unique=True),
-})
-good_run = st.fixed_dictionaries({}, optional={
-    "repeats": st.integers(1, 5),
-    "duration": st.integers(5, 3600).map(lambda s: f"{s}s"),
-    "time_limit": st.just("2h"),
-    "sample_interval": st.sampled_from(["500ms", "1s"]),
-    "mtu": st.integers(576, 65535),
-})
+good_axes = st.fixed_dictionaries(
+    {
+        "rtt": st.lists(
+            st.integers(0, 500).map(lambda ms: f"{ms}ms"), min_size=1, max_size=3, unique=True
+        ),
+        "streams": st.lists(st.integers(1, 1024), min_size=1, max_size=4, unique=True),
+    },
+    optional={
+        "rate": st.lists(
+            st.integers(1, 400).map(lambda m: f"{m * 10}mbit"), min_size=1, max_size=2, unique=True
+        ),
+        "loss": st.lists(
+            st.integers(0, 5000).map(lambda n: f"{n / 1000:g}%"),
+            min_size=1,
+            max_size=2,
+            unique=True,
+        ),
+        "origins": st.lists(st.integers(1, 64), min_size=1, max_size=3, unique=True),
+        "cores": st.lists(
+            st.integers(1, 4000).map(lambda n: n / 1000), min_size=1, max_size=2, unique=True
+        ),
+        "file_size": st.lists(st.integers(1, 2**30), min_size=1, max_size=2, unique=True),
+        "tool": st.lists(st.sampled_from(G.TOOLS), min_size=1, max_size=3, unique=True),
+        "profile": st.lists(
+            st.sampled_from(["none", *PROFILES]), min_size=1, max_size=3, unique=True
+        ),
+    },
+)
+good_run = st.fixed_dictionaries(
+    {},
+    optional={
+        "repeats": st.integers(1, 5),
+        "duration": st.integers(5, 3600).map(lambda s: f"{s}s"),
+        "time_limit": st.just("2h"),
+        "sample_interval": st.sampled_from(["500ms", "1s"]),
+        "mtu": st.integers(576, 65535),
+    },
+)
 
 
 def _toml(doc: dict[str, Any]) -> str:
@@ -228,8 +272,9 @@ def _toml(doc: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-@settings(max_examples=250, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=250, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(good_axes, good_run)
 def test_round_trip_toml_and_flags(axes: dict[str, Any], run: dict[str, Any]) -> None:
     try:
@@ -247,27 +292,61 @@ def test_round_trip_toml_and_flags(axes: dict[str, Any], run: dict[str, Any]) ->
 
 
 scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(-2**70, 2**70),
-    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=12),
-    st.sampled_from(["5ms", "1gbit", "0.01%", "256MiB", "30s", "none", "iperf3", "-1",
-                     "command:x", "1e9", "nan", "inf", "1e400", "0", "9" * 50]))
-values = st.recursive(scalars, lambda inner: st.one_of(
-    st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=6), inner, max_size=3)),
-    max_leaves=12)
-hostile_doc = st.fixed_dictionaries({
-    "schema": st.one_of(st.just(1), values),
-    "axes": st.one_of(st.dictionaries(st.sampled_from([*G.AXES, "bogus"]), values,
-                                      max_size=6), values),
-}, optional={
-    "run": st.one_of(st.dictionaries(st.sampled_from([*G.RUN_KEYS, "x"]), values,
-                                     max_size=4), values),
-    "commands": st.dictionaries(st.text(max_size=5), values, max_size=2),
-    "name": values,
-})
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=12),
+    st.sampled_from(
+        [
+            "5ms",
+            "1gbit",
+            "0.01%",
+            "256MiB",
+            "30s",
+            "none",
+            "iperf3",
+            "-1",
+            "command:x",
+            "1e9",
+            "nan",
+            "inf",
+            "1e400",
+            "0",
+            "9" * 50,
+        ]
+    ),
+)
+values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
+    max_leaves=12,
+)
+hostile_doc = st.fixed_dictionaries(
+    {
+        "schema": st.one_of(st.just(1), values),
+        "axes": st.one_of(
+            st.dictionaries(st.sampled_from([*G.AXES, "bogus"]), values, max_size=6), values
+        ),
+    },
+    optional={
+        "run": st.one_of(
+            st.dictionaries(st.sampled_from([*G.RUN_KEYS, "x"]), values, max_size=4), values
+        ),
+        "commands": st.dictionaries(st.text(max_size=5), values, max_size=2),
+        "name": values,
+    },
+)
 
 
-@settings(max_examples=800, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=800,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(hostile_doc)
 def test_fuzz_hostile_documents(doc: dict[str, Any]) -> None:
     """Whatever the document, the result is a Grid or one BadInput (exit 9)."""
@@ -281,8 +360,10 @@ def test_fuzz_hostile_documents(doc: dict[str, Any]) -> None:
 
 
 @settings(max_examples=300, deadline=None, database=None)
-@given(st.binary(max_size=300) | st.text(max_size=300).map(
-    lambda t: (BASE + t).encode("utf-8", "surrogatepass")))
+@given(
+    st.binary(max_size=300)
+    | st.text(max_size=300).map(lambda t: (BASE + t).encode("utf-8", "surrogatepass"))
+)
 def test_fuzz_hostile_bytes(data: bytes) -> None:
     try:
         G.parse_grid_bytes(data, "fuzz.toml", PROFILES)
@@ -301,8 +382,11 @@ def test_fuzz_hostile_flags(args: list[str]) -> None:
 
 def test_a_key_with_a_newline_stays_on_one_line() -> None:
     """Found by the fuzzer: a key was put raw into the message (failed before the fix)."""
-    for doc in ({"schema": 1, "axes": {}, "commands": {"\n": None}},
-                {"schema": 1, "axes": {"rtt\nx": 1}}, {"schema": 1, "x\ny": 1}):
+    for doc in (
+        {"schema": 1, "axes": {}, "commands": {"\n": None}},
+        {"schema": 1, "axes": {"rtt\nx": 1}},
+        {"schema": 1, "x\ny": 1},
+    ):
         with pytest.raises(BadInput) as info:
             G.build_grid(doc, "g.toml", None, PROFILES)
         assert "\n" not in info.value.render()
@@ -315,14 +399,22 @@ def test_docs_show_the_example_grid_as_it_is() -> None:
     assert len(parse(block)) == 168 and "168 points" in doc
 
 
-@pytest.mark.parametrize(("text", "flags", "hint_file", "hint_flag"), [
-    (BASE + 'loss = [5]\n', ["rtt=5ms", "streams=1", "loss=5"], 'loss = ["5%"]', "loss=5%"),
-    (BASE.replace('"100ms"', '"x"'), ["rtt=x", "streams=1"], 'rtt = ["50ms"]', "rtt=50ms"),
-    (BASE + '[run]\nduration = "1x"\n', ["rtt=5ms", "streams=1", "duration=1x"],
-     'duration = "30s"', "duration=30s"),
-])
-def test_hints_are_written_as_the_grid_writes_them(text: str, flags: list[str],
-                                                   hint_file: str, hint_flag: str) -> None:
+@pytest.mark.parametrize(
+    ("text", "flags", "hint_file", "hint_flag"),
+    [
+        (BASE + "loss = [5]\n", ["rtt=5ms", "streams=1", "loss=5"], 'loss = ["5%"]', "loss=5%"),
+        (BASE.replace('"100ms"', '"x"'), ["rtt=x", "streams=1"], 'rtt = ["50ms"]', "rtt=50ms"),
+        (
+            BASE + '[run]\nduration = "1x"\n',
+            ["rtt=5ms", "streams=1", "duration=1x"],
+            'duration = "30s"',
+            "duration=30s",
+        ),
+    ],
+)
+def test_hints_are_written_as_the_grid_writes_them(
+    text: str, flags: list[str], hint_file: str, hint_flag: str
+) -> None:
     assert hint_file in error_of(text).next_step
     with pytest.raises(BadInput) as info:
         G.parse_grid_flags(flags, PROFILES)
@@ -335,5 +427,5 @@ def test_a_long_axis_is_refused_before_its_values_are_parsed() -> None:
     err = error_of(f'schema = 1\n[axes]\nrtt = ["5ms"]\nstreams = [{values}]\n')
     assert "100000 values" in err.what
     many = ", ".join(f'"{i}ms"' for i in range(5000))
-    err = error_of(f'schema = 1\n[axes]\nrtt = [{many}]\nstreams = [1, 2, 3]\n')
+    err = error_of(f"schema = 1\n[axes]\nrtt = [{many}]\nstreams = [1, 2, 3]\n")
     assert "15000 points" in err.what

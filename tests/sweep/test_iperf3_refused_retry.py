@@ -40,8 +40,9 @@ def closed_port() -> int:
 
 def test_a_refusing_server_is_tried_again_then_one_failed_point(tmp_path: Path) -> None:
     host = HereHost("src", "src", "", "127.0.0.1", "")
-    point = parse_grid_flags(["rtt=5ms", "streams=1", "duration=1s",
-                              "sample_interval=1s"]).points()[0]
+    point = parse_grid_flags(
+        ["rtt=5ms", "streams=1", "duration=1s", "sample_interval=1s"]
+    ).points()[0]
     origin = Origin(0, "iperf3", host, closed_port(), "", 0, None)
     context = ToolContext(deadline=time.monotonic() + 30, workdir=tmp_path, procs=Procs())
     started = time.monotonic()
@@ -56,8 +57,9 @@ def test_retries_stop_at_the_first_answer(tmp_path: Path, monkeypatch: Any) -> N
     """A refusal then a real server: the second try measures."""
     host = HereHost("src", "src", "", "127.0.0.1", "")
     port = closed_port()
-    point = parse_grid_flags(["rtt=5ms", "streams=1", "duration=1s",
-                              "sample_interval=1s"]).points()[0]
+    point = parse_grid_flags(
+        ["rtt=5ms", "streams=1", "duration=1s", "sample_interval=1s"]
+    ).points()[0]
     spec = load_of(point, (Origin(0, "iperf3", host, port, "", 0, None),), None)
     procs = Procs()
     context = ToolContext(deadline=time.monotonic() + 60, workdir=tmp_path, procs=procs)
@@ -67,8 +69,7 @@ def test_retries_stop_at_the_first_answer(tmp_path: Path, monkeypatch: Any) -> N
     def first_refused_then_serve(self: Any, argv: Sequence[str], *a: Any, **k: Any) -> Any:
         res = real_run(self, argv, *a, **k)
         if not server:  # after the first refusal, the server appears (as iperf3 -s re-listens)
-            server.append(procs.start(["iperf3", "-s", "-p", str(port), "-B",
-                                       "127.0.0.1"]))
+            server.append(procs.start(["iperf3", "-s", "-p", str(port), "-B", "127.0.0.1"]))
             deadline = time.monotonic() + 10
             while time.monotonic() < deadline:  # readiness: its port accepts
                 with socket.socket() as s:

@@ -20,8 +20,10 @@ def test_idle_share_between_two_stat_lines() -> None:
     assert idle_percent(old, old) is None  # no time passed
 
 
-@given(st.lists(st.integers(0, 10**9), min_size=8, max_size=8),
-       st.lists(st.integers(0, 10**9), min_size=8, max_size=8))
+@given(
+    st.lists(st.integers(0, 10**9), min_size=8, max_size=8),
+    st.lists(st.integers(0, 10**9), min_size=8, max_size=8),
+)
 def test_idle_share_is_a_percentage_whatever_the_counters(a: list[int], b: list[int]) -> None:
     share = idle_percent(dict(zip(FIELDS, a, strict=True)), dict(zip(FIELDS, b, strict=True)))
     assert share is None or 0.0 <= share <= 100.0

@@ -51,8 +51,13 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     base = servers.default_base(prefix)
     base.mkdir(parents=True)
     try:
-        with lab.path(prefix, state_root=tmp_path_factory.mktemp("lab"), rtt_ms=4,
-                      rate_bps=1_000_000_000, n_src=2) as p:
+        with lab.path(
+            prefix,
+            state_root=tmp_path_factory.mktemp("lab"),
+            rtt_ms=4,
+            rate_bps=1_000_000_000,
+            n_src=2,
+        ) as p:
             names = [p.hostname(h) for h in p.hosts] + [h.address for h in p.hosts]
             pki = servers.make_pki(base / "pki", names)
             yield Site(p, base, pki, servers.prepare_source(base / "cache", SIZE), prefix)
@@ -77,9 +82,23 @@ def gone(s: RunningServer) -> list[str]:
 
 
 def point(kind: str, tool: str, *, streams: int = 2, size: int = SIZE) -> Point:
-    return Point(rtt_ms=4, rate_bps=None, loss=0.0, origins=2, cores=0.5, profile=None,
-                 tool=tool, file_size=size, streams=streams, repeat=0, duration_s=None,
-                 bytes=None, sample_interval_s=1.0, time_limit_s=60.0, server=kind)
+    return Point(
+        rtt_ms=4,
+        rate_bps=None,
+        loss=0.0,
+        origins=2,
+        cores=0.5,
+        profile=None,
+        tool=tool,
+        file_size=size,
+        streams=streams,
+        repeat=0,
+        duration_s=None,
+        bytes=None,
+        sample_interval_s=1.0,
+        time_limit_s=60.0,
+        server=kind,
+    )
 
 
 def processes_mentioning(text: str) -> list[str]:
@@ -100,26 +119,39 @@ gfal = pytest.mark.needs_gfal
 
 
 @needs_cgroups
-@pytest.mark.parametrize("kind,tool", [
-    ("dtnkit", "dtnkit-tpc"),
-    pytest.param("xrootd", "dtnkit-tpc", marks=xrootd),
-    pytest.param("dtnkit", "gfal-tpc", marks=gfal),
-    pytest.param("xrootd", "gfal-tpc", marks=[xrootd, gfal]),
-])
-def test_tpc_tool_between_quota_origins(site: Site, kind: str, tool: str,
-                                        monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    "kind,tool",
+    [
+        ("dtnkit", "dtnkit-tpc"),
+        pytest.param("xrootd", "dtnkit-tpc", marks=xrootd),
+        pytest.param("dtnkit", "gfal-tpc", marks=gfal),
+        pytest.param("xrootd", "gfal-tpc", marks=[xrootd, gfal]),
+    ],
+)
+def test_tpc_tool_between_quota_origins(
+    site: Site, kind: str, tool: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     argvs: list[list[str]] = []  # every command the tool ran (they still run for real)
     real_run = procs.Batch.run
 
-    def spy(self: procs.Batch, argv: list[str], *args: Any, **kwargs: Any
-            ) -> tuple[int | None, str]:
+    def spy(
+        self: procs.Batch, argv: list[str], *args: Any, **kwargs: Any
+    ) -> tuple[int | None, str]:
         argvs.append(list(argv))
         return real_run(self, argv, *args, **kwargs)
 
     monkeypatch.setattr(procs.Batch, "run", spy)
-    origins = servers.start_many(kind, site.sources, base=site.base, pki=site.pki, cores=0.5,
-                                 prefix=f"{site.prefix}-{tool[:4]}", source=site.source,
-                                 files=2, token=TOKEN)
+    origins = servers.start_many(
+        kind,
+        site.sources,
+        base=site.base,
+        pki=site.pki,
+        cores=0.5,
+        prefix=f"{site.prefix}-{tool[:4]}",
+        source=site.source,
+        files=2,
+        token=TOKEN,
+    )
     started = list(origins)
     try:
         assert [o.origin.index for o in origins] == [0, 1]
@@ -127,9 +159,15 @@ def test_tpc_tool_between_quota_origins(site: Site, kind: str, tool: str,
             assert o.quota is not None and o.quota.cores == 0.5
             assert o.origin.cgroup == o.quota.path and o.pid in o.quota.pids()
             assert o.origin.files == ("f0.bin", "f1.bin")
-        dest = servers.start_destination(kind, site.p.dst, base=site.base, pki=site.pki,
-                                         prefix=f"{site.prefix}-{tool[:4]}",
-                                         origins=[o.origin for o in origins], token=TOKEN)
+        dest = servers.start_destination(
+            kind,
+            site.p.dst,
+            base=site.base,
+            pki=site.pki,
+            prefix=f"{site.prefix}-{tool[:4]}",
+            origins=[o.origin for o in origins],
+            token=TOKEN,
+        )
         started.append(dest)
         assert dest.origin.index == -1
         before = [o.usage_s() or 0.0 for o in origins]
@@ -139,8 +177,11 @@ def test_tpc_tool_between_quota_origins(site: Site, kind: str, tool: str,
         spec = load_of(point(kind, tool), tuple(o.origin for o in origins), dest.origin)
         workdir = site.base / f"point-{kind}-{tool}"
         workdir.mkdir()
-        run: ToolRun = t.run(Host(netns=site.p.dst.netns), spec,
-                             ToolContext(deadline=time.monotonic() + 90, workdir=workdir))
+        run: ToolRun = t.run(
+            Host(netns=site.p.dst.netns),
+            spec,
+            ToolContext(deadline=time.monotonic() + 90, workdir=workdir),
+        )
         assert run.failed == "", run.raw[-3000:]
         assert len(run.transfers) == 2
         for tr in run.transfers:
@@ -166,23 +207,38 @@ def test_tpc_tool_between_quota_origins(site: Site, kind: str, tool: str,
 
 @needs_cgroups
 def test_the_deadline_stops_every_transfer(site: Site) -> None:
-    origins = servers.start_many("dtnkit", site.sources, base=site.base, pki=site.pki,
-                                 cores=None, prefix=f"{site.prefix}-dl", source=site.source,
-                                 files=1, token=TOKEN)
+    origins = servers.start_many(
+        "dtnkit",
+        site.sources,
+        base=site.base,
+        pki=site.pki,
+        cores=None,
+        prefix=f"{site.prefix}-dl",
+        source=site.source,
+        files=1,
+        token=TOKEN,
+    )
     started = list(origins)
     site.p.set(rate_bps=20_000_000)  # 24 MiB takes ~10 s per transfer
     try:
-        dest = servers.start_destination("dtnkit", site.p.dst, base=site.base, pki=site.pki,
-                                         prefix=f"{site.prefix}-dl",
-                                         origins=[o.origin for o in origins], token=TOKEN)
+        dest = servers.start_destination(
+            "dtnkit",
+            site.p.dst,
+            base=site.base,
+            pki=site.pki,
+            prefix=f"{site.prefix}-dl",
+            origins=[o.origin for o in origins],
+            token=TOKEN,
+        )
         started.append(dest)
-        spec = load_of(point("dtnkit", "dtnkit-tpc"), tuple(o.origin for o in origins),
-                       dest.origin)
+        spec = load_of(point("dtnkit", "dtnkit-tpc"), tuple(o.origin for o in origins), dest.origin)
         (site.base / "point-dl").mkdir()
         t0 = time.monotonic()
-        run = tools_tpc.DtnkitTpc().run(Host(netns=site.p.dst.netns), spec,
-                                        ToolContext(deadline=time.monotonic() + 2.5,
-                                                    workdir=site.base / "point-dl"))
+        run = tools_tpc.DtnkitTpc().run(
+            Host(netns=site.p.dst.netns),
+            spec,
+            ToolContext(deadline=time.monotonic() + 2.5, workdir=site.base / "point-dl"),
+        )
         took = time.monotonic() - t0
         assert took < 2.5 + tools_tpc.STOP_GRACE_S + 3, took
         assert run.failed and all(t.end_s is None and t.bytes == 0 for t in run.transfers)
@@ -198,17 +254,37 @@ def test_the_deadline_stops_every_transfer(site: Site) -> None:
 def test_a_failed_point_keeps_what_its_server_logged_during_it(site: Site) -> None:
     """A transfer's error may say only "HTTP 500"; XRootD's log says why, and goes with the
     server's work directory: a failed point keeps the lines logged while it ran."""
-    origins = servers.start_many("xrootd", site.sources[:1], base=site.base, pki=site.pki,
-                                 cores=None, prefix=f"{site.prefix}-lg", source=site.source,
-                                 files=1, token=TOKEN)
+    origins = servers.start_many(
+        "xrootd",
+        site.sources[:1],
+        base=site.base,
+        pki=site.pki,
+        cores=None,
+        prefix=f"{site.prefix}-lg",
+        source=site.source,
+        files=1,
+        token=TOKEN,
+    )
     try:
         (srv,) = origins
         assert "initialization completed" in srv.log_tail(1000)  # logged before the mark
         marks = [(srv, srv.log_size())]
-        out = site.p.dst.run(["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}",
-                              "--cacert", str(site.pki.ca_file), "-H",
-                              f"Authorization: Bearer {TOKEN}",
-                              f"{srv.origin.url_base}/no-such-file.bin"], check=False)
+        out = site.p.dst.run(
+            [
+                "curl",
+                "-sS",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+                "--cacert",
+                str(site.pki.ca_file),
+                "-H",
+                f"Authorization: Bearer {TOKEN}",
+                f"{srv.origin.url_base}/no-such-file.bin",
+            ],
+            check=False,
+        )
         assert out.stdout == "404"
         text = with_server_logs("the tool's output", marks)
         head, _, logged = text.partition(f"--- {srv.label()} logged during the point ---\n")
@@ -227,9 +303,17 @@ def test_a_failed_point_keeps_what_its_server_logged_during_it(site: Site) -> No
 
 @needs_cgroups
 def test_ctrl_c_during_a_run_leaves_no_transfer_running(site: Site) -> None:
-    origins = servers.start_many("dtnkit", site.sources, base=site.base, pki=site.pki,
-                                 cores=None, prefix=f"{site.prefix}-ic", source=site.source,
-                                 files=1, token=TOKEN)
+    origins = servers.start_many(
+        "dtnkit",
+        site.sources,
+        base=site.base,
+        pki=site.pki,
+        cores=None,
+        prefix=f"{site.prefix}-ic",
+        source=site.source,
+        files=1,
+        token=TOKEN,
+    )
     started = list(origins)
     site.p.set(rate_bps=20_000_000)
     old = signal.getsignal(signal.SIGALRM)
@@ -238,20 +322,27 @@ def test_ctrl_c_during_a_run_leaves_no_transfer_running(site: Site) -> None:
         raise KeyboardInterrupt
 
     try:
-        dest = servers.start_destination("dtnkit", site.p.dst, base=site.base, pki=site.pki,
-                                         prefix=f"{site.prefix}-ic",
-                                         origins=[o.origin for o in origins], token=TOKEN)
+        dest = servers.start_destination(
+            "dtnkit",
+            site.p.dst,
+            base=site.base,
+            pki=site.pki,
+            prefix=f"{site.prefix}-ic",
+            origins=[o.origin for o in origins],
+            token=TOKEN,
+        )
         started.append(dest)
-        spec = load_of(point("dtnkit", "dtnkit-tpc"), tuple(o.origin for o in origins),
-                       dest.origin)
+        spec = load_of(point("dtnkit", "dtnkit-tpc"), tuple(o.origin for o in origins), dest.origin)
         (site.base / "point-ic").mkdir()
         signal.signal(signal.SIGALRM, interrupt)
         signal.setitimer(signal.ITIMER_REAL, 2.0)  # Ctrl-C, 2 s into the run
         t0 = time.monotonic()
         with pytest.raises(KeyboardInterrupt):
-            tools_tpc.DtnkitTpc().run(Host(netns=site.p.dst.netns), spec,
-                                      ToolContext(deadline=time.monotonic() + 120,
-                                                  workdir=site.base / "point-ic"))
+            tools_tpc.DtnkitTpc().run(
+                Host(netns=site.p.dst.netns),
+                spec,
+                ToolContext(deadline=time.monotonic() + 120, workdir=site.base / "point-ic"),
+            )
         took = time.monotonic() - t0
         assert took < 2.0 + tools_tpc.STOP_GRACE_S + 3, took  # not the 120 s deadline
         assert processes_mentioning(dest.origin.url_base) == []
@@ -267,9 +358,17 @@ def test_ctrl_c_during_a_run_leaves_no_transfer_running(site: Site) -> None:
 def test_a_server_dying_at_start_is_one_error_with_its_log(site: Site) -> None:
     workdir = site.base / "dies"
     with pytest.raises(ServerFailed) as err:
-        servers.start_server("dtnkit", site.sources[1], index=1, workdir=workdir, pki=site.pki,
-                             cores=0.5, quota_name=f"{site.prefix}-dies", token=TOKEN,
-                             extra_args=["--no-such-flag"])
+        servers.start_server(
+            "dtnkit",
+            site.sources[1],
+            index=1,
+            workdir=workdir,
+            pki=site.pki,
+            cores=0.5,
+            quota_name=f"{site.prefix}-dies",
+            token=TOKEN,
+            extra_args=["--no-such-flag"],
+        )
     text = err.value.render()
     assert text.startswith("dtnkit: error: origin 1 (dtnkit on src2) exited with status")
     assert "no-such-flag" in text and "\n" not in text
@@ -280,17 +379,34 @@ def test_a_server_dying_at_start_is_one_error_with_its_log(site: Site) -> None:
 @needs_cgroups
 @pytest.mark.parametrize("kind", ["dtnkit", pytest.param("xrootd", marks=xrootd), "iperf3"])
 def test_a_port_already_taken(site: Site, kind: str) -> None:
-    first = servers.start_server("dtnkit", site.sources[0], index=0, workdir=site.base / "p1",
-                                 pki=site.pki, quota_name=f"{site.prefix}-p1", token=TOKEN)
+    first = servers.start_server(
+        "dtnkit",
+        site.sources[0],
+        index=0,
+        workdir=site.base / "p1",
+        pki=site.pki,
+        quota_name=f"{site.prefix}-p1",
+        token=TOKEN,
+    )
     try:
         with pytest.raises(ServerFailed) as err:
-            servers.start_server(kind, site.sources[0], index=3, workdir=site.base / "p2",
-                                 pki=site.pki, quota_name=f"{site.prefix}-p2", token=TOKEN,
-                                 port=first.origin.port)
+            servers.start_server(
+                kind,
+                site.sources[0],
+                index=3,
+                workdir=site.base / "p2",
+                pki=site.pki,
+                quota_name=f"{site.prefix}-p2",
+                token=TOKEN,
+                port=first.origin.port,
+            )
         text = err.value.render()
         # XRootD logs that its initialization failed, then exits: either may be seen first
-        assert re.search(rf"origin 3 \({kind} on src1\) (exited with status|said its "
-                         "initialization failed)", text), text
+        assert re.search(
+            rf"origin 3 \({kind} on src1\) (exited with status|said its "
+            "initialization failed)",
+            text,
+        ), text
         assert "in use" in text.lower(), text
         assert "\n" not in text
         assert not (site.base / "p2").exists()
@@ -305,8 +421,15 @@ def test_a_missing_cgroup_hierarchy_is_one_error_and_nothing_runs(site: Site) ->
     ctl = CpuController(cgroups.KIND_V1, site.base / "no-such-hierarchy", None, 2)
     workdir = site.base / "nocg"
     with pytest.raises(CgroupUnavailable) as err:
-        servers.start_server("iperf3", site.sources[0], index=0, workdir=workdir,
-                             cores=0.5, quota_name=f"{site.prefix}-nocg", controller=ctl)
+        servers.start_server(
+            "iperf3",
+            site.sources[0],
+            index=0,
+            workdir=workdir,
+            cores=0.5,
+            quota_name=f"{site.prefix}-nocg",
+            controller=ctl,
+        )
     assert "cannot create the cgroup" in err.value.render()
     assert not workdir.exists()
     assert processes_mentioning(str(workdir)) == []
@@ -314,12 +437,20 @@ def test_a_missing_cgroup_hierarchy_is_one_error_and_nothing_runs(site: Site) ->
 
 @needs_cgroups
 def test_iperf3_server_in_a_quota(site: Site) -> None:
-    s = servers.start_server("iperf3", site.sources[0], index=0, workdir=site.base / "ip",
-                             cores=0.25, quota_name=f"{site.prefix}-ip")
+    s = servers.start_server(
+        "iperf3",
+        site.sources[0],
+        index=0,
+        workdir=site.base / "ip",
+        cores=0.25,
+        quota_name=f"{site.prefix}-ip",
+    )
     try:
         assert s.origin.url_base == "" and s.origin.port > 0 and s.origin.files == ()
-        out = site.p.dst.run(["iperf3", "-c", site.sources[0].address, "-p",
-                              str(s.origin.port), "-t", "1", "-J"], timeout=30)
+        out = site.p.dst.run(
+            ["iperf3", "-c", site.sources[0].address, "-p", str(s.origin.port), "-t", "1", "-J"],
+            timeout=30,
+        )
         assert '"sum_received"' in out.stdout
         assert (s.usage_s() or 0.0) > 0.0
     finally:
@@ -341,20 +472,28 @@ def test_unknown_kind_and_missing_pki_are_bad_input(tmp_path: Path) -> None:
 
 def test_plan_spreads_transfers_across_origins(tmp_path: Path) -> None:
     host = lab.LabHost("src1", "src", "ns", "10.0.0.1", "x")
-    mk = [servers.Origin(i, "dtnkit", host, 1, f"https://h{i}:1", 0, None, ("f0.bin", "f1.bin"))
-          for i in range(2)]
+    mk = [
+        servers.Origin(i, "dtnkit", host, 1, f"https://h{i}:1", 0, None, ("f0.bin", "f1.bin"))
+        for i in range(2)
+    ]
     dest = servers.Origin(-1, "dtnkit", host, 2, "https://d:2", 0, None)
-    env = tools_tpc.Pull(load_of(point("dtnkit", "dtnkit-tpc", streams=3), tuple(mk), dest),
-                         host, tmp_path, time.monotonic())  # type: ignore[arg-type]
+    env = tools_tpc.Pull(
+        load_of(point("dtnkit", "dtnkit-tpc", streams=3), tuple(mk), dest),
+        host,
+        tmp_path,
+        time.monotonic(),
+    )  # type: ignore[arg-type]
     job = tools_tpc.plan(env)
     got = [(job(k, k % 3).src, job(k, k % 3).dst) for k in range(5)]
     # every transfer writes a name of its own (XRootD 5.5 fails a checksum query of a path
     # whose earlier checksum job it failed to remove)
-    assert got == [("https://h0:1/f0.bin", "https://d:2/t0.bin"),
-                   ("https://h1:1/f0.bin", "https://d:2/t1.bin"),
-                   ("https://h0:1/f1.bin", "https://d:2/t2.bin"),
-                   ("https://h1:1/f1.bin", "https://d:2/t3.bin"),
-                   ("https://h0:1/f0.bin", "https://d:2/t4.bin")]
+    assert got == [
+        ("https://h0:1/f0.bin", "https://d:2/t0.bin"),
+        ("https://h1:1/f0.bin", "https://d:2/t1.bin"),
+        ("https://h0:1/f1.bin", "https://d:2/t2.bin"),
+        ("https://h1:1/f1.bin", "https://d:2/t3.bin"),
+        ("https://h0:1/f0.bin", "https://d:2/t4.bin"),
+    ]
     assert job(3, 0).dst_file is None  # the destination's directory is not known here
     assert tools_tpc.plan(env, "davs://")(0, 0).src == "davs://h0:1/f0.bin"
     assert tools_tpc.transfers_wanted(load_of(point("x", "y", streams=3), tuple(mk), dest)) == 3
@@ -369,10 +508,15 @@ def test_each_transfer_writes_its_own_file_and_it_is_removed_once_ended(tmp_path
     root.mkdir()
     origin = servers.Origin(0, "dtnkit", host, 1, "https://h0:1", 0, None, ("f0.bin",))
     dest = servers.Origin(-1, "xrootd", host, 2, "https://d:2", 0, None, root=root)
-    pt = dataclasses.replace(point("xrootd", "gfal-tpc", streams=3), duration_s=None,
-                             bytes=7 * SIZE)
-    env = tools_tpc.Pull(load_of(pt, (origin,), dest), host,  # type: ignore[arg-type]
-                         tmp_path, time.monotonic() + 60)
+    pt = dataclasses.replace(
+        point("xrootd", "gfal-tpc", streams=3), duration_s=None, bytes=7 * SIZE
+    )
+    env = tools_tpc.Pull(
+        load_of(pt, (origin,), dest),
+        host,  # type: ignore[arg-type]
+        tmp_path,
+        time.monotonic() + 60,
+    )
     written: list[str] = []
     most = [0]
 

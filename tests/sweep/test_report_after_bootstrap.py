@@ -22,8 +22,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def checkout_copy(dest: Path) -> Path:
     """The tracked files of this checkout (what a fresh clone has), without its .venv."""
-    names = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z"], capture_output=True,
-                           check=True).stdout.decode().split("\0")
+    names = (
+        subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z"], capture_output=True, check=True)
+        .stdout.decode()
+        .split("\0")
+    )
     for name in filter(None, names):
         src = ROOT / name
         if src.is_file() and not name.startswith("tests/"):
@@ -34,27 +37,53 @@ def checkout_copy(dest: Path) -> Path:
 
 def test_the_tours_report_line_runs_in_a_venv_made_by_the_run_command(tmp_path: Path) -> None:
     clone = checkout_copy(tmp_path / "clone")
-    boot = subprocess.run(["dev/bootstrap.sh"], cwd=clone, capture_output=True, text=True,
-                          timeout=900, check=False)
+    boot = subprocess.run(
+        ["dev/bootstrap.sh"], cwd=clone, capture_output=True, text=True, timeout=900, check=False
+    )
     if boot.returncode != 0 and "needs root to install" in boot.stderr:
         pytest.skip(f"bootstrap needs root here: {boot.stderr.strip()}")
     assert boot.returncode == 0, boot.stderr[-3000:]
     dtnkit = clone / ".venv" / "bin" / "dtnkit"
     store_run(tmp_path / "r.sqlite", "tour")
-    env = {**os.environ, "DTNKIT_DB": str(tmp_path / "r.sqlite"),
-           "DTNKIT_STATE_DIR": str(tmp_path / "state")}
+    env = {
+        **os.environ,
+        "DTNKIT_DB": str(tmp_path / "r.sqlite"),
+        "DTNKIT_STATE_DIR": str(tmp_path / "state"),
+    }
     # the README tour's line, as written (its /scratch/tour under tmp_path)
-    proc = subprocess.run([str(dtnkit), "sweep", "report", "tour", "-o", str(tmp_path / "tour")],
-                          capture_output=True, text=True, timeout=600, env=env, check=False)
+    proc = subprocess.run(
+        [str(dtnkit), "sweep", "report", "tour", "-o", str(tmp_path / "tour")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert f"open {tmp_path / 'tour' / 'report.html'}" in proc.stdout
     assert (tmp_path / "tour" / "report.html").stat().st_size > 10_000
     # the same venv with matplotlib hidden: the hint is the checkout's own, runnable there
-    code = ("import sys; sys.modules['matplotlib'] = None\n"
-            "from dtnkit.cli.main import entry; sys.exit(entry())")
-    proc = subprocess.run([str(clone / ".venv" / "bin" / "python"), "-c", code, "sweep", "report",
-                           "tour", "-o", str(tmp_path / "none")], capture_output=True,
-                          text=True, timeout=120, env=env, check=False)
+    code = (
+        "import sys; sys.modules['matplotlib'] = None\n"
+        "from dtnkit.cli.main import entry; sys.exit(entry())"
+    )
+    proc = subprocess.run(
+        [
+            str(clone / ".venv" / "bin" / "python"),
+            "-c",
+            code,
+            "sweep",
+            "report",
+            "tour",
+            "-o",
+            str(tmp_path / "none"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        check=False,
+    )
     assert proc.returncode == ExitStatus.TOOL_MISSING, proc.stderr
     assert f"in the checkout {clone}: run ./dev/bootstrap.sh" in proc.stderr
     assert ".venv/bin/pip install -e '.[report]'" in proc.stderr

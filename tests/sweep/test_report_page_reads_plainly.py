@@ -14,10 +14,18 @@ from tests.sweep.synthetic import results
 
 from dtnkit.sweep import report as R
 
-ENV = {"host": "dtn1", "kernel": "6.1", "started": 1764787200.5,
-       "versions": {"dtnkit": "0.1", "iperf3": "iperf 3.12 (cJSON 1.7.15)", "xrootd": "",
-                    "gfal-copy": "/usr/bin/gfal-copy: 28: exec: /usr/bin/python: not found"},
-       "lab": {"name": "demo", "backend": "tbf", "mtu": 1500}}
+ENV = {
+    "host": "dtn1",
+    "kernel": "6.1",
+    "started": 1764787200.5,
+    "versions": {
+        "dtnkit": "0.1",
+        "iperf3": "iperf 3.12 (cJSON 1.7.15)",
+        "xrootd": "",
+        "gfal-copy": "/usr/bin/gfal-copy: 28: exec: /usr/bin/python: not found",
+    },
+    "lab": {"name": "demo", "backend": "tbf", "mtu": 1500},
+}
 
 
 class Tables(html.parser.HTMLParser):
@@ -49,12 +57,19 @@ class Tables(html.parser.HTMLParser):
 
 def two_tools() -> R.ReportData:
     pts = results(2)
-    pts += [dataclasses.replace(p, point=dataclasses.replace(p.point, tool="iperf3"))
-            for p in results(2)]
-    return R.ReportData(name="mixed", status="done", points_total=len(pts), grid_toml="",
-                        environment=ENV, records=[p.record() for p in pts],
-                        series={p.point.id: {"t_s": [1.0], "throughput_bps": [1e8]}
-                                for p in pts})
+    pts += [
+        dataclasses.replace(p, point=dataclasses.replace(p.point, tool="iperf3"))
+        for p in results(2)
+    ]
+    return R.ReportData(
+        name="mixed",
+        status="done",
+        points_total=len(pts),
+        grid_toml="",
+        environment=ENV,
+        records=[p.record() for p in pts],
+        series={p.point.id: {"t_s": [1.0], "throughput_bps": [1e8]} for p in pts},
+    )
 
 
 def test_the_page_of_a_two_tool_run_reads_plainly(tmp_path: Path) -> None:
@@ -65,8 +80,8 @@ def test_the_page_of_a_two_tool_run_reads_plainly(tmp_path: Path) -> None:
     assert len(page.figures) == 5
     for fig in page.figures:
         assert 0 <= int(fig["data-legend-entries"] or "0") <= 8, fig["id"]
-    heat = text[text.index("id='fig-heatmap'"):]
-    heat = heat[:heat.index("</figure>")]
+    heat = text[text.index("id='fig-heatmap'") :]
+    heat = heat[: heat.index("</figure>")]
     assert "tool dtnkit-cp: Gbit/s" in heat and "tool iperf3: Gbit/s" in heat
     for table in page.rows:
         body = [tuple(r) for r in table[1:]]

@@ -26,8 +26,14 @@ from dtnkit.sweep import store
 
 pytestmark = [pytest.mark.needs_root, pytest.mark.needs_netns]
 
-GRID = ["rtt=5ms,50ms", "streams=1,2,4", "tool=iperf3", "duration=1s",
-        "sample_interval=250ms", "rate=500mbit"]
+GRID = [
+    "rtt=5ms,50ms",
+    "streams=1,2,4",
+    "tool=iperf3",
+    "duration=1s",
+    "sample_interval=250ms",
+    "rate=500mbit",
+]
 
 
 def _lab_name() -> str:
@@ -36,15 +42,17 @@ def _lab_name() -> str:
 
 def _namespaces(name: str) -> list[str]:
     out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    return [line.split()[0] for line in out.splitlines()
-            if line.startswith(f"{lab.NS_PREFIX}{name}-")]
+    return [
+        line.split()[0] for line in out.splitlines() if line.startswith(f"{lab.NS_PREFIX}{name}-")
+    ]
 
 
 def test_small_grid_runs_end_to_end_and_is_stored(environment: Environment) -> None:
     name = _lab_name()
     t0 = time.monotonic()
-    code = main(["sweep", "run", *GRID, "--name", "ci", "--lab", name, "--format", "json"],
-                environment)
+    code = main(
+        ["sweep", "run", *GRID, "--name", "ci", "--lab", name, "--format", "json"], environment
+    )
     elapsed = time.monotonic() - t0
     doc = json.loads(taken(environment.stdout))
     assert code == 0, (doc, taken(environment.stderr))
@@ -53,7 +61,13 @@ def test_small_grid_runs_end_to_end_and_is_stored(environment: Environment) -> N
     assert elapsed < 180
     points = store.load_points(environment.results_db, "ci")
     assert sorted((p.point.rtt_ms, p.point.streams) for p in points) == [
-        (5.0, 1), (5.0, 2), (5.0, 4), (50.0, 1), (50.0, 2), (50.0, 4)]
+        (5.0, 1),
+        (5.0, 2),
+        (5.0, 4),
+        (50.0, 1),
+        (50.0, 2),
+        (50.0, 4),
+    ]
     for p in points:
         assert p.status == "ok"
         # 1 s of data at 250 ms, plus the tool's start (connections, slow start at 50 ms)
@@ -86,9 +100,24 @@ def test_two_runs_of_one_name_keep_their_files_apart(environment: Environment) -
     keep = other / "servers" / "0" / "kept"
     keep.write_text("the other run's file")
     try:
-        code = main(["sweep", "run", "rtt=5ms", "streams=1", "tool=iperf3", "duration=1s",
-                     "sample_interval=250ms", "--name", run_name, "--lab", _lab_name(),
-                     "--format", "json"], environment)
+        code = main(
+            [
+                "sweep",
+                "run",
+                "rtt=5ms",
+                "streams=1",
+                "tool=iperf3",
+                "duration=1s",
+                "sample_interval=250ms",
+                "--name",
+                run_name,
+                "--lab",
+                _lab_name(),
+                "--format",
+                "json",
+            ],
+            environment,
+        )
         doc = json.loads(taken(environment.stdout))
         assert code == 0 and doc["ok"] == 1, (doc, taken(environment.stderr))
         assert keep.read_text() == "the other run's file"
@@ -97,19 +126,23 @@ def test_two_runs_of_one_name_keep_their_files_apart(environment: Environment) -
         shutil.rmtree(other, ignore_errors=True)
 
 
-def test_a_failing_point_is_recorded_and_the_sweep_goes_on(environment: Environment,
-                                                           tmp_path: Path) -> None:
+def test_a_failing_point_is_recorded_and_the_sweep_goes_on(
+    environment: Environment, tmp_path: Path
+) -> None:
     name = _lab_name()
     grid = tmp_path / "grid.toml"
-    grid.write_text('schema = 1\n[axes]\nrtt = ["5ms"]\nstreams = [2]\n'
-                    'tool = ["command:fail", "command:slow", "dtnkit-cp"]\n'
-                    'file_size = ["1MiB"]\n'
-                    '[run]\nduration = "1s"\nsample_interval = "500ms"\ntime_limit = "10s"\n'
-                    '[commands]\nfail = "sh -c \'echo nope >&2; exit 1\'"\n'
-                    f'slow = "sh -c \'echo $$ > {tmp_path}/slow-$1.pid; sleep 30\' sh '
-                    '{origin}"\n')
-    code = main(["sweep", "run", str(grid), "--name", "f", "--lab", name, "--format", "json"],
-                environment)
+    grid.write_text(
+        'schema = 1\n[axes]\nrtt = ["5ms"]\nstreams = [2]\n'
+        'tool = ["command:fail", "command:slow", "dtnkit-cp"]\n'
+        'file_size = ["1MiB"]\n'
+        '[run]\nduration = "1s"\nsample_interval = "500ms"\ntime_limit = "10s"\n'
+        "[commands]\nfail = \"sh -c 'echo nope >&2; exit 1'\"\n"
+        f"slow = \"sh -c 'echo $$ > {tmp_path}/slow-$1.pid; sleep 30' sh "
+        '{origin}"\n'
+    )
+    code = main(
+        ["sweep", "run", str(grid), "--name", "f", "--lab", name, "--format", "json"], environment
+    )
     doc = json.loads(taken(environment.stdout))
     assert code == 1, doc
     assert (doc["ran"], doc["ok"], doc["failed"]) == (3, 1, 2), doc["failures"]
@@ -150,23 +183,45 @@ def _descendants(root: int) -> set[int]:
 
 
 @pytest.mark.parametrize("keep", [False, True])
-def test_ctrl_c_stops_everything_then_resume_runs_only_the_rest(tmp_path: Path,
-                                                                 keep: bool) -> None:
+def test_ctrl_c_stops_everything_then_resume_runs_only_the_rest(tmp_path: Path, keep: bool) -> None:
     name = _lab_name()
     state_root = tmp_path / "lab"
-    env = {**os.environ, "DTNKIT_DB": str(tmp_path / "r.db"), "DTNKIT_LAB_STATE":
-           str(state_root), "DTNKIT_STATE_DIR": str(tmp_path / "state")}
-    grid = ["rtt=5ms,50ms", "streams=1,2" if keep else "streams=1,2,4",
-            "tool=dtnkit-cp" if keep else "tool=iperf3", "duration=1s",
-            "sample_interval=500ms", "file_size=1MiB"]
+    env = {
+        **os.environ,
+        "DTNKIT_DB": str(tmp_path / "r.db"),
+        "DTNKIT_LAB_STATE": str(state_root),
+        "DTNKIT_STATE_DIR": str(tmp_path / "state"),
+    }
+    grid = [
+        "rtt=5ms,50ms",
+        "streams=1,2" if keep else "streams=1,2,4",
+        "tool=dtnkit-cp" if keep else "tool=iperf3",
+        "duration=1s",
+        "sample_interval=500ms",
+        "file_size=1MiB",
+    ]
     total = 4 if keep else 6
     if keep:  # a lab path that exists before the sweep: kept, its RTT put back
         lab.up(name, lab.PathSpec(rtt_ms=20.0), state_root=state_root)
-    argv = [sys.executable, "-m", "dtnkit", "sweep", "run", *grid, "--name", "c", "--lab",
-            name, "--keep-lab" if keep else "--down-lab", "--format", "json"]
+    argv = [
+        sys.executable,
+        "-m",
+        "dtnkit",
+        "sweep",
+        "run",
+        *grid,
+        "--name",
+        "c",
+        "--lab",
+        name,
+        "--keep-lab" if keep else "--down-lab",
+        "--format",
+        "json",
+    ]
     try:
-        proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True)
+        proc = subprocess.Popen(
+            argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         db = store.SweepStore(tmp_path / "r.db")
         deadline = time.monotonic() + 90
         seen: set[int] = set()
@@ -196,8 +251,13 @@ def test_ctrl_c_stops_everything_then_resume_runs_only_the_rest(tmp_path: Path,
         else:
             assert _namespaces(name) == []
         # resume: only the points not stored run
-        proc2 = subprocess.run([*argv[:-2], "--resume", "--format", "json"], env=env,
-                               capture_output=True, text=True, timeout=150)
+        proc2 = subprocess.run(
+            [*argv[:-2], "--resume", "--format", "json"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=150,
+        )
         assert proc2.returncode == 0, proc2.stderr
         doc = json.loads(proc2.stdout)
         assert doc["skipped"] == len(stored) and doc["ran"] == total - len(stored)
@@ -208,7 +268,8 @@ def test_ctrl_c_stops_everything_then_resume_runs_only_the_rest(tmp_path: Path,
 
 
 def test_a_profile_is_applied_on_both_ends_and_restored_after_a_failed_point(
-        environment: Environment, tmp_path: Path) -> None:
+    environment: Environment, tmp_path: Path
+) -> None:
     name = _lab_name()
     state_root = environment.lab_state_root
     lab.up(name, lab.PathSpec(rtt_ms=5.0, n_src=1), state_root=state_root)
@@ -226,9 +287,23 @@ def test_a_profile_is_applied_on_both_ends_and_restored_after_a_failed_point(
         grid.write_text(
             'schema = 1\n[axes]\nrtt = ["5ms"]\nstreams = [1]\nprofile = ["dtn"]\n'
             'tool = ["command:look"]\n[run]\nduration = "1s"\nsample_interval = "500ms"\n'
-            f'[commands]\nlook = "sh -c \'cat {key} > {seen}/dst; exit 3\'"\n')
-        code = main(["sweep", "run", str(grid), "--name", "p", "--lab", name, "--keep-lab",
-                     "--format", "json"], environment)
+            f"[commands]\nlook = \"sh -c 'cat {key} > {seen}/dst; exit 3'\"\n"
+        )
+        code = main(
+            [
+                "sweep",
+                "run",
+                str(grid),
+                "--name",
+                "p",
+                "--lab",
+                name,
+                "--keep-lab",
+                "--format",
+                "json",
+            ],
+            environment,
+        )
         assert code == 1, taken(environment.stderr)
         (point,) = store.load_points(environment.results_db, "p")
         assert point.status == "failed" and "exit status 3" in point.error
@@ -245,14 +320,27 @@ def test_a_profile_is_applied_on_both_ends_and_restored_after_a_failed_point(
         lab.down(name, state_root=state_root, missing_ok=True)
 
 
-def test_a_lab_path_that_cannot_serve_the_grid_stops_the_sweep(
-        environment: Environment) -> None:
+def test_a_lab_path_that_cannot_serve_the_grid_stops_the_sweep(environment: Environment) -> None:
     name = _lab_name()
     state_root = environment.lab_state_root
     lab.up(name, lab.PathSpec(rtt_ms=20.0, n_src=1), state_root=state_root)
     try:
-        code = main(["sweep", "run", "rtt=5ms", "streams=1,2", "origins=2", "duration=1s",
-                     "sample_interval=500ms", "--name", "two", "--lab", name], environment)
+        code = main(
+            [
+                "sweep",
+                "run",
+                "rtt=5ms",
+                "streams=1,2",
+                "origins=2",
+                "duration=1s",
+                "sample_interval=500ms",
+                "--name",
+                "two",
+                "--lab",
+                name,
+            ],
+            environment,
+        )
         err = taken(environment.stderr)
         assert code == 9 and err.count("\n") == 1 and "has 1 sending hosts" in err, err
         info = store.run_info(environment.results_db, "two")
@@ -260,8 +348,22 @@ def test_a_lab_path_that_cannot_serve_the_grid_stops_the_sweep(
         kept = lab.load(name, state_root=state_root)  # the path that existed is left alone
         assert kept.spec.rtt_ms == 20.0 and _namespaces(name)
         # a path of another MTU than the grid's [run] mtu is refused the same way
-        code = main(["sweep", "run", "rtt=5ms", "streams=1", "mtu=9000", "duration=1s",
-                     "sample_interval=500ms", "--name", "jumbo", "--lab", name], environment)
+        code = main(
+            [
+                "sweep",
+                "run",
+                "rtt=5ms",
+                "streams=1",
+                "mtu=9000",
+                "duration=1s",
+                "sample_interval=500ms",
+                "--name",
+                "jumbo",
+                "--lab",
+                name,
+            ],
+            environment,
+        )
         err = taken(environment.stderr)
         assert code == 9 and err.count("\n") == 1 and "has MTU 1500" in err, err
         assert "MTU 9000" in err and lab.load(name, state_root=state_root).spec.mtu == 1500

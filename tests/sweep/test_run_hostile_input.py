@@ -30,27 +30,30 @@ def _refused(environment: Environment, argv: list[str], needle: str) -> str:
     return err
 
 
-@pytest.mark.parametrize(("args", "needle"), [
-    (["--name", "../x", "rtt=5ms", "streams=1"], "bad run name"),
-    (["--name", "a/b", "rtt=5ms", "streams=1"], "bad run name"),
-    (["--name", "a..b", "rtt=5ms", "streams=1"], "bad run name"),
-    (["--name", "x" * 65, "rtt=5ms", "streams=1"], "bad run name"),
-    (["--resume", "rtt=5ms", "streams=1"], "--resume needs --name"),
-    (["--resume", "--name", "nope", "rtt=5ms", "streams=1"], "no sweep run 'nope'"),
-    (["rtt=5ms"], "axis streams is missing"),
-    ([], "no grid"),
-    (["a.toml", "b.toml"], "2 grid files given"),
-    (["--lab", "Bad/Name", "rtt=5ms", "streams=1"], "lab"),
-    (["rtt=5ms", "streams=0"], "bad streams value"),
-    (["/nonexistent/grid.toml"], "cannot read grid"),
-])
-def test_bad_input_is_one_line_and_writes_nothing(environment: Environment,
-                                                  args: list[str], needle: str) -> None:
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--name", "../x", "rtt=5ms", "streams=1"], "bad run name"),
+        (["--name", "a/b", "rtt=5ms", "streams=1"], "bad run name"),
+        (["--name", "a..b", "rtt=5ms", "streams=1"], "bad run name"),
+        (["--name", "x" * 65, "rtt=5ms", "streams=1"], "bad run name"),
+        (["--resume", "rtt=5ms", "streams=1"], "--resume needs --name"),
+        (["--resume", "--name", "nope", "rtt=5ms", "streams=1"], "no sweep run 'nope'"),
+        (["rtt=5ms"], "axis streams is missing"),
+        ([], "no grid"),
+        (["a.toml", "b.toml"], "2 grid files given"),
+        (["--lab", "Bad/Name", "rtt=5ms", "streams=1"], "lab"),
+        (["rtt=5ms", "streams=0"], "bad streams value"),
+        (["/nonexistent/grid.toml"], "cannot read grid"),
+    ],
+)
+def test_bad_input_is_one_line_and_writes_nothing(
+    environment: Environment, args: list[str], needle: str
+) -> None:
     _refused(environment, ["sweep", "run", *args], needle)
 
 
-def test_a_file_and_words_together_are_refused(environment: Environment,
-                                               tmp_path: Path) -> None:
+def test_a_file_and_words_together_are_refused(environment: Environment, tmp_path: Path) -> None:
     _refused(environment, ["sweep", "run", str(EXAMPLE), "rtt=5ms"], "a grid file and")
 
 
@@ -58,8 +61,7 @@ def test_resume_with_another_grid_is_refused(environment: Environment) -> None:
     g = grid_mod.parse_grid_flags(["rtt=5ms", "streams=1"], known_profiles=[])
     store.SweepStore(environment.results_db).create_run("r", g.to_toml(), {}, len(g))
     before = environment.results_db.read_bytes()
-    code = main(["sweep", "run", "--resume", "--name", "r", "rtt=5ms", "streams=1,2"],
-                environment)
+    code = main(["sweep", "run", "--resume", "--name", "r", "rtt=5ms", "streams=1,2"], environment)
     err = taken(environment.stderr)
     assert code == 9 and "started with another grid" in err and err.count("\n") == 1
     assert environment.results_db.read_bytes() == before
@@ -74,8 +76,9 @@ def test_list_without_a_database_creates_none(environment: Environment) -> None:
     assert not environment.results_db.exists()
 
 
-def test_fuzzed_grid_files_are_refused_in_one_line(environment: Environment,
-                                                   tmp_path: Path) -> None:
+def test_fuzzed_grid_files_are_refused_in_one_line(
+    environment: Environment, tmp_path: Path
+) -> None:
     rng = random.Random(19)
     text = EXAMPLE.read_bytes()
     refused = 0
@@ -87,10 +90,24 @@ def test_fuzzed_grid_files_are_refused_in_one_line(environment: Environment,
             if op == 0:
                 data[at] = rng.randrange(256)
             elif op == 1:
-                del data[at:at + rng.randint(1, 40)]
+                del data[at : at + rng.randint(1, 40)]
             else:
-                data[at:at] = rng.choice([b"\x00", b"[", b"]", b'"', b"=", b"\n", b"nan",
-                                          b"-1", b"\xff\xfe", b"1e999", b"{", b"9" * 30])
+                data[at:at] = rng.choice(
+                    [
+                        b"\x00",
+                        b"[",
+                        b"]",
+                        b'"',
+                        b"=",
+                        b"\n",
+                        b"nan",
+                        b"-1",
+                        b"\xff\xfe",
+                        b"1e999",
+                        b"{",
+                        b"9" * 30,
+                    ]
+                )
         path = tmp_path / f"g{i}.toml"
         path.write_bytes(bytes(data))
         try:

@@ -18,9 +18,22 @@ from dtnkit.measure.pathsampler import IDLE_SERIES, Window, measured_idle_percen
 from dtnkit.sweep import store
 from dtnkit.sweep.grid import Point
 
-POINT = Point(rtt_ms=100.0, rate_bps=None, loss=0.0, origins=1, cores=None, profile=None,
-              tool="iperf3", file_size=1, streams=128, repeat=0, duration_s=8.0, bytes=None,
-              sample_interval_s=1.0, time_limit_s=60.0)
+POINT = Point(
+    rtt_ms=100.0,
+    rate_bps=None,
+    loss=0.0,
+    origins=1,
+    cores=None,
+    profile=None,
+    tool="iperf3",
+    file_size=1,
+    streams=128,
+    repeat=0,
+    duration_s=8.0,
+    bytes=None,
+    sample_interval_s=1.0,
+    time_limit_s=60.0,
+)
 
 
 def _result(samples: list[tuple[float, float]], **extra: object) -> store.PointResult:
@@ -43,8 +56,10 @@ def test_samples_that_began_before_the_set_up_ended_are_left_out() -> None:
 def test_the_lab_bound_rule_reads_the_machine_over_the_transfer_too() -> None:
     """The idle share that marks a point lab-bound: over the measured samples, weighted by
     their length, when the tool reported its set-up; over the whole point otherwise."""
-    w = Window(samples=[(1.0, 0.0), (2.0, 0.0), (3.0, 5e8), (5.0, 1e9)],
-               softirq={"machine": {"idle_percent": 52.0}})
+    w = Window(
+        samples=[(1.0, 0.0), (2.0, 0.0), (3.0, 5e8), (5.0, 1e9)],
+        softirq={"machine": {"idle_percent": 52.0}},
+    )
     w.series[IDLE_SERIES] = [95.0, 90.0, 10.0, 25.0]
     assert measured_idle_percent(w, 2.0) == 20.0  # (1 s x 10 + 2 s x 25) / 3 s
     assert measured_idle_percent(w, 2.4) == 25.0  # (2, 3] straddles the start
@@ -52,9 +67,16 @@ def test_the_lab_bound_rule_reads_the_machine_over_the_transfer_too() -> None:
     assert measured_idle_percent(w, 9.0) == 52.0  # nothing after it: the whole point
     w.series[IDLE_SERIES] = [95.0, 90.0, None, None]  # unreadable samples
     assert measured_idle_percent(w, 2.0) == 52.0
-    assert fidelity.machine_bound(measured_idle_percent(Window(
-        samples=[(1.0, 0.0), (2.0, 1e9)], series={IDLE_SERIES: [80.0, 4.0]},
-        softirq={"machine": {"idle_percent": 42.0}}), 1.0)).bound
+    assert fidelity.machine_bound(
+        measured_idle_percent(
+            Window(
+                samples=[(1.0, 0.0), (2.0, 1e9)],
+                series={IDLE_SERIES: [80.0, 4.0]},
+                softirq={"machine": {"idle_percent": 42.0}},
+            ),
+            1.0,
+        )
+    ).bound
 
 
 @pytest.mark.serial
@@ -63,9 +85,25 @@ def test_the_lab_bound_rule_reads_the_machine_over_the_transfer_too() -> None:
 def test_iperf3_set_up_is_not_counted_as_throughput(environment: Environment) -> None:
     """30 streams at 50 ms: about 1.5 s of connecting before a 1.5 s test."""
     lab = f"p21{secrets.token_hex(3)}"
-    code = main(["sweep", "run", "rtt=50ms", "streams=30", "tool=iperf3", "duration=1500ms",
-                 "sample_interval=250ms", "rate=300mbit", "--name", "setup", "--lab", lab,
-                 "--format", "json"], environment)
+    code = main(
+        [
+            "sweep",
+            "run",
+            "rtt=50ms",
+            "streams=30",
+            "tool=iperf3",
+            "duration=1500ms",
+            "sample_interval=250ms",
+            "rate=300mbit",
+            "--name",
+            "setup",
+            "--lab",
+            lab,
+            "--format",
+            "json",
+        ],
+        environment,
+    )
     assert code == 0, taken(environment.stderr)
     assert json.loads(taken(environment.stdout))["ok"] == 1
     (p,) = store.load_points(environment.results_db, "setup")

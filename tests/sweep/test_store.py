@@ -14,8 +14,9 @@ from dtnkit.sweep.grid import Grid, parse_grid_flags
 
 
 def _grid() -> Grid:
-    return parse_grid_flags(["rtt=5ms,100ms", "streams=1,2", "duration=1s",
-                             "sample_interval=500ms"], known_profiles=[])
+    return parse_grid_flags(
+        ["rtt=5ms,100ms", "streams=1,2", "duration=1s", "sample_interval=500ms"], known_profiles=[]
+    )
 
 
 def test_run_points_records_round_trip(tmp_path: Path) -> None:
@@ -24,11 +25,21 @@ def test_run_points_records_round_trip(tmp_path: Path) -> None:
     info = s.create_run("r1", grid.to_toml(), {"host": "h"}, len(grid))
     assert (info.points_total, info.points_ok, info.status) == (4, 0, "running")
     p0, p1 = grid.points()[:2]
-    s.store_point("r1", store.PointResult(
-        point=p0, status="ok", samples=((0.5, 1e9), (1.0, 3e9)), cpu_seconds=(0.4,),
-        transfers=(Transfer(0.0, 0.9, 100, True),), series={"cpu_cores.0": [0.5, None]},
-        emulator={"cpu_percent": 50.0}, emulator_bound=True, emulator_why="x",
-        raw="y" * (MAX_RAW_BYTES + 10)))
+    s.store_point(
+        "r1",
+        store.PointResult(
+            point=p0,
+            status="ok",
+            samples=((0.5, 1e9), (1.0, 3e9)),
+            cpu_seconds=(0.4,),
+            transfers=(Transfer(0.0, 0.9, 100, True),),
+            series={"cpu_cores.0": [0.5, None]},
+            emulator={"cpu_percent": 50.0},
+            emulator_bound=True,
+            emulator_why="x",
+            raw="y" * (MAX_RAW_BYTES + 10),
+        ),
+    )
     s.store_point("r1", store.PointResult(point=p1, status="failed", error="boom"))
     assert s.done_point_ids("r1") == {p0.id}
     recs = store.load_records(tmp_path / "r.db", "r1")

@@ -35,8 +35,7 @@ from dtnkit.errors import BadInput, ExitStatus
 from dtnkit.sweep import analyze as A
 from dtnkit.sweep import report as R
 
-FIGURES = ("throughput-vs-streams", "heatmap", "timeseries", "cpu-vs-throughput",
-           "tail-latency")
+FIGURES = ("throughput-vs-streams", "heatmap", "timeseries", "cpu-vs-throughput", "tail-latency")
 Run = Callable[..., tuple[int, str, str]]
 
 
@@ -44,9 +43,11 @@ Run = Callable[..., tuple[int, str, str]]
 def dtnkit(tmp_path: Path) -> Run:
     def run(*argv: str) -> tuple[int, str, str]:
         out, err = io.StringIO(), io.StringIO()
-        env = Environment(state_dir=tmp_path / "state", results_db=tmp_path / "r.sqlite",
-                          stdout=out, stderr=err)
+        env = Environment(
+            state_dir=tmp_path / "state", results_db=tmp_path / "r.sqlite", stdout=out, stderr=err
+        )
         return cli_main.main(list(argv), env), out.getvalue(), err.getvalue()
+
     return run
 
 
@@ -58,10 +59,25 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, obj
     store_run(base / "r.sqlite")
     out, err = io.StringIO(), io.StringIO()
     pid = results()[-1].point.id
-    env = Environment(stdout=out, stderr=err, results_db=base / "r.sqlite",
-                      state_dir=base / "state")
-    code = cli_main.main(["sweep", "report", "synth", "-o", str(base / "rep"), "--point", pid[:6],
-                          "--target", "700mbit", "--format", "json"], env)
+    env = Environment(
+        stdout=out, stderr=err, results_db=base / "r.sqlite", state_dir=base / "state"
+    )
+    code = cli_main.main(
+        [
+            "sweep",
+            "report",
+            "synth",
+            "-o",
+            str(base / "rep"),
+            "--point",
+            pid[:6],
+            "--target",
+            "700mbit",
+            "--format",
+            "json",
+        ],
+        env,
+    )
     assert code == 0, err.getvalue()
     return base / "rep", {**json.loads(out.getvalue()), "asked_point": pid}
 
@@ -82,13 +98,13 @@ class Page(html.parser.HTMLParser):
         self.text.append(data)
 
 
-def test_report_writes_every_figure_and_one_page(
-        built: tuple[Path, dict[str, object]]) -> None:
+def test_report_writes_every_figure_and_one_page(built: tuple[Path, dict[str, object]]) -> None:
     out, doc = built
     assert doc["figures"] == list(FIGURES) and doc["page"] == str(out / "report.html")
     assert doc["timeseries_point"] == doc["asked_point"]  # --point by a 6-character prefix
     assert sorted(os.listdir(out)) == sorted(
-        ["analysis.json", "report.html", *(f"{f}.{x}" for f in FIGURES for x in ("png", "svg"))])
+        ["analysis.json", "report.html", *(f"{f}.{x}" for f in FIGURES for x in ("png", "svg"))]
+    )
     for f in FIGURES:
         assert (out / f"{f}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert ET.parse(out / f"{f}.svg").getroot().tag.endswith("svg")
@@ -102,11 +118,20 @@ def test_report_writes_every_figure_and_one_page(
         assert base64.b64decode(src.split(",", 1)[1]) == (out / f"{f}.png").read_bytes()
     assert not [a for t, a in page.tags if t in ("script", "link", "iframe")]
     words = " ".join(page.text)
-    for want in ("Peak, drop and knee per RTT", "Fluctuation against utilisation",
-                 "Gbit/s per core", "Minimum resources for the target", "Tail latency",
-                 "Recommended streams per RTT", "Points kept out", 'rtt = ["5ms", "100ms"]',
-                 "kernel", "2 of 24 measurements were limited by this machine's network emulator",
-                 "delay stage at 97% of a core (2 measurements)", "connection refused"):
+    for want in (
+        "Peak, drop and knee per RTT",
+        "Fluctuation against utilisation",
+        "Gbit/s per core",
+        "Minimum resources for the target",
+        "Tail latency",
+        "Recommended streams per RTT",
+        "Points kept out",
+        'rtt = ["5ms", "100ms"]',
+        "kernel",
+        "2 of 24 measurements were limited by this machine's network emulator",
+        "delay stage at 97% of a core (2 measurements)",
+        "connection refused",
+    ):
         assert want in words, want
     assert f"The time series is of point <code>{doc['asked_point']}</code>" in text
     assert json.loads((out / "analysis.json").read_text())["curves"][0]["peak_streams"] == 8
@@ -148,8 +173,9 @@ def test_planted_symlinks_in_dir_are_replaced_not_followed(tmp_path: Path) -> No
     assert names[-1] == "report.html"  # the page last
     for name, victim in victims.items():
         assert victim.read_text() == "precious"
-        assert not (out / name).is_symlink() and (out / name).read_bytes() == b"new " + \
-            name.encode()
+        assert (
+            not (out / name).is_symlink() and (out / name).read_bytes() == b"new " + name.encode()
+        )
         assert oct((out / name).stat().st_mode & 0o777) == "0o644"
     assert not [n for n in os.listdir(out) if n.startswith(".")]  # no temporary left
 
@@ -171,15 +197,19 @@ def hostile_data() -> R.ReportData:
     pts[3] = dataclasses.replace(pts[3], emulator_bound=True, emulator_why=HOSTILE)
     pts[0] = dataclasses.replace(pts[0], status="failed", error=HOSTILE, samples=())
     # a profile name that varies makes the curves' labels: a "$" must not start mathtext
-    pts[5] = dataclasses.replace(pts[5], point=dataclasses.replace(
-        pts[5].point, profile="$\\frac{$" + HOSTILE))
+    pts[5] = dataclasses.replace(
+        pts[5], point=dataclasses.replace(pts[5].point, profile="$\\frac{$" + HOSTILE)
+    )
     records = [p.record() for p in pts]
     return R.ReportData(
-        name=HOSTILE, status=HOSTILE, points_total=len(pts),
+        name=HOSTILE,
+        status=HOSTILE,
+        points_total=len(pts),
         grid_toml=GRID_TOML + f"# {HOSTILE}\n</pre><script>alert(3)</script>",
         environment={HOSTILE: HOSTILE, "versions": {"x": HOSTILE}},
-        records=records, series={p.point.id: {"t_s": [1.0], "throughput_bps": [1e8]}
-                                 for p in pts})
+        records=records,
+        series={p.point.id: {"t_s": [1.0], "throughput_bps": [1e8]} for p in pts},
+    )
 
 
 class Steps:
@@ -201,8 +231,9 @@ def test_hostile_values_are_escaped(tmp_path: Path) -> None:
     text = (tmp_path / "o" / "report.html").read_text()
     page = Page(text)
     assert not [t for t, _ in page.tags if t == "script"]
-    assert [a for t, a in page.tags if t == "img"] == [a for t, a in page.tags
-                                                       if t == "img" and "class" in a]
+    assert [a for t, a in page.tags if t == "img"] == [
+        a for t, a in page.tags if t == "img" and "class" in a
+    ]
     assert not [k for _, a in page.tags for k in a if k.startswith("on")]
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text
     assert "&lt;/pre&gt;&lt;script&gt;alert(3)" in text
@@ -212,8 +243,7 @@ def test_hostile_values_are_escaped(tmp_path: Path) -> None:
 
 
 def test_an_empty_run_still_gives_a_page(tmp_path: Path, dtnkit: Run) -> None:
-    pts = [dataclasses.replace(p, status="failed", error="refused", samples=())
-           for p in results(1)]
+    pts = [dataclasses.replace(p, status="failed", error="refused", samples=()) for p in results(1)]
     store_run(tmp_path / "r.sqlite", "dead", points=pts)
     code, stdout, err = dtnkit("sweep", "report", "dead", "-o", str(tmp_path / "o"))
     assert code == 0, err
@@ -221,20 +251,24 @@ def test_an_empty_run_still_gives_a_page(tmp_path: Path, dtnkit: Run) -> None:
     assert f"open {tmp_path / 'o' / 'report.html'}" in stdout
     text = (tmp_path / "o" / "report.html").read_text()
     assert "no curve" in text and "failed: refused" in text
-    code, stdout, err = dtnkit("sweep", "report", "dead", "-o", str(tmp_path / "p"), "--point",
-                               "zzzz")
+    code, stdout, err = dtnkit(
+        "sweep", "report", "dead", "-o", str(tmp_path / "p"), "--point", "zzzz"
+    )
     assert code == ExitStatus.BAD_INPUT and "no point 'zzzz'" in err and stdout == ""
     assert not (tmp_path / "p").exists()
 
 
 def test_without_matplotlib_a_clear_error_and_nothing_written(tmp_path: Path) -> None:
     store_run(tmp_path / "r.sqlite")
-    code = ("import sys; sys.modules['matplotlib'] = None\n"
-            "from dtnkit.cli.main import main\n"
-            f"sys.exit(main(['sweep', 'report', 'synth', '-o', {str(tmp_path / 'o')!r}, '--db', "
-            f"{str(tmp_path / 'r.sqlite')!r}]))")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=60, check=False)
+    code = (
+        "import sys; sys.modules['matplotlib'] = None\n"
+        "from dtnkit.cli.main import main\n"
+        f"sys.exit(main(['sweep', 'report', 'synth', '-o', {str(tmp_path / 'o')!r}, '--db', "
+        f"{str(tmp_path / 'r.sqlite')!r}]))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
     assert proc.returncode == ExitStatus.TOOL_MISSING, proc.stderr
     assert proc.stderr.strip().count("\n") == 0 and "./dev/bootstrap.sh" in proc.stderr
     assert "Traceback" not in proc.stderr and not (tmp_path / "o").exists()
@@ -242,9 +276,11 @@ def test_without_matplotlib_a_clear_error_and_nothing_written(tmp_path: Path) ->
 
 # ---------------------------------------------------------------- in a real browser
 
+
 @pytest.mark.needs_chromium
 def test_the_page_renders_in_chromium_with_every_figure(
-        tmp_path: Path, built: tuple[Path, dict[str, object]]) -> None:
+    tmp_path: Path, built: tuple[Path, dict[str, object]]
+) -> None:
     assert shutil.which("chromium")
     page = built[0] / "report.html"
     # 1. the page as written: a screenshot, and not one console message (a blocked
@@ -267,6 +303,6 @@ def test_the_page_renders_in_chromium_with_every_figure(
     for complete, nat_w, nat_h, left, top, width, height in figs:
         assert complete == 1 and nat_w >= 400 and nat_h >= 200
         assert top + height <= HEIGHT, "the window is too short for the page"
-        region = image[top:top + height, left:left + width, :3]
+        region = image[top : top + height, left : left + width, :3]
         dark = (region.sum(axis=2) < 2.4).mean()  # a share of non-white pixels
         assert 0.01 < dark < 0.9, (top, dark)

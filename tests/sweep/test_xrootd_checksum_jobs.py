@@ -57,8 +57,9 @@ def burst(xrd: Xrootd, names: list[str]) -> list[tuple[int | str, str, float]]:
     ready = threading.Barrier(len(names))
 
     def one(name: str) -> tuple[int | str, str, float]:
-        conn = http.client.HTTPSConnection("127.0.0.1", xrd.http_port, timeout=WAITED_S,
-                                           context=client_context(xrd.pki))
+        conn = http.client.HTTPSConnection(
+            "127.0.0.1", xrd.http_port, timeout=WAITED_S, context=client_context(xrd.pki)
+        )
         try:
             conn.connect()
             ready.wait(timeout=60)
@@ -92,22 +93,23 @@ def test_a_burst_of_checksum_queries_gets_every_digest_without_waiting(xrd: Xroo
 
     answers = burst(xrd, names)
 
-    bad = [(n, a) for n, w, a in zip(names, want, answers, strict=True)
-           if a[0] != 200 or a[1] != w]
-    late = [(n, round(a[2], 1)) for n, a in zip(names, answers, strict=True)
-            if a[2] >= WAITED_S]
+    bad = [(n, a) for n, w, a in zip(names, want, answers, strict=True) if a[0] != 200 or a[1] != w]
+    late = [(n, round(a[2], 1)) for n, a in zip(names, answers, strict=True) if a[2] >= WAITED_S]
     assert not bad and not late, (
         f"{len(bad)} of {QUERIES} checksum queries failed or were answered wrongly, "
         f"{len(late)} waited (XRootD's 30 s wait for a checksum job): {bad[:4]} {late[:4]}\n"
-        f"--- xrootd log ---\n{xrd.log_tail(20)}")
+        f"--- xrootd log ---\n{xrd.log_tail(20)}"
+    )
 
 
 def test_the_configuration_runs_as_many_checksums_as_a_sweep_makes_transfers(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     """``max`` covers the grid's largest ``streams`` (concurrent transfers): every query of
     a point runs at once and none is queued or told to wait."""
-    pki = Pki(tmp_path, tmp_path / "ca.pem", tmp_path / "ca", tmp_path / "h.pem",
-              tmp_path / "h.key")
+    pki = Pki(
+        tmp_path, tmp_path / "ca.pem", tmp_path / "ca", tmp_path / "h.pem", tmp_path / "h.key"
+    )
     cfg = servers.xrootd_config(tmp_path, tmp_path / "data", pki, 1094, 1095)
     (line,) = [x for x in cfg.splitlines() if x.startswith("xrootd.chksum")]
     m = re.fullmatch(r"xrootd\.chksum max (\d+) adler32 md5 crc32c", line)
@@ -118,15 +120,25 @@ def test_the_configuration_runs_as_many_checksums_as_a_sweep_makes_transfers(
         grid.parse_grid_flags(["rtt=5ms", "streams=1025"])
 
 
-@pytest.mark.parametrize(("side", "source", "destination", "named"), [
-    ("DESTINATION", "dtnkit", "xrootd", True), ("SOURCE", "xrootd", "dtnkit", True),
-    ("DESTINATION", "xrootd", "dtnkit", False), ("SOURCE", "dtnkit", "xrootd", False)])
-def test_a_checksum_500_from_xrootd_names_the_cause(side: str, source: str, destination: str,
-                                                    named: bool) -> None:
-    line = (f"gfal-copy error: 5 (Input/output error) - {side} CHECKSUM HTTP 500 : "
-            "Unexpected server error: 500")
-    error = tools_tpc.gfal_error(f"Copying 67108864 bytes a => b\n{line} \n",
-                                 source=source, destination=destination)
+@pytest.mark.parametrize(
+    ("side", "source", "destination", "named"),
+    [
+        ("DESTINATION", "dtnkit", "xrootd", True),
+        ("SOURCE", "xrootd", "dtnkit", True),
+        ("DESTINATION", "xrootd", "dtnkit", False),
+        ("SOURCE", "dtnkit", "xrootd", False),
+    ],
+)
+def test_a_checksum_500_from_xrootd_names_the_cause(
+    side: str, source: str, destination: str, named: bool
+) -> None:
+    line = (
+        f"gfal-copy error: 5 (Input/output error) - {side} CHECKSUM HTTP 500 : "
+        "Unexpected server error: 500"
+    )
+    error = tools_tpc.gfal_error(
+        f"Copying 67108864 bytes a => b\n{line} \n", source=source, destination=destination
+    )
     assert error.startswith(line)
     assert ("xrootd.chksum max" in error) is named
     assert (error == line) is not named
@@ -136,6 +148,6 @@ def test_a_checksum_500_from_xrootd_names_the_cause(side: str, source: str, dest
 def test_other_gfal_errors_are_the_last_line_as_before() -> None:
     out = "Copying 1 bytes a => b\ngfal-copy error: 110 (Connection timed out) - x \n"
     assert tools_tpc.gfal_error(out, source="xrootd", destination="xrootd") == (
-        "gfal-copy error: 110 (Connection timed out) - x")
+        "gfal-copy error: 110 (Connection timed out) - x"
+    )
     assert tools_tpc.gfal_error("", source="xrootd", destination="xrootd") == ""
-

@@ -46,8 +46,13 @@ def payload(size: int = SIZE, seed: int = 11) -> bytes:
 
 
 def opts(**kw: object) -> CopyRequest:
-    base: dict[str, object] = {"block_size": BLOCK, "streams": 2, "backoff": 0.01,
-                               "retries": 2, "stall_timeout": 10.0}
+    base: dict[str, object] = {
+        "block_size": BLOCK,
+        "streams": 2,
+        "backoff": 0.01,
+        "retries": 2,
+        "stall_timeout": 10.0,
+    }
     base.update(kw)
     return CopyRequest(**base)  # type: ignore[arg-type]
 
@@ -150,10 +155,13 @@ class Relay:
             while data := c.recv(65536):
                 st.req += data
                 while (end := st.req.find(b"\r\n\r\n")) >= 0:
-                    head, st.req = bytes(st.req[:end]), st.req[end + 4:]
+                    head, st.req = bytes(st.req[:end]), st.req[end + 4 :]
                     with self._lock:
-                        if self.flip_range is not None and head.startswith(b"GET ") and \
-                                f"range: bytes={self.flip_range}-".encode() in head.lower():
+                        if (
+                            self.flip_range is not None
+                            and head.startswith(b"GET ")
+                            and f"range: bytes={self.flip_range}-".encode() in head.lower()
+                        ):
                             self.flip_range = None
                             st.flip = True  # earlier responses are all forwarded already
                 u.sendall(data)
@@ -184,15 +192,14 @@ class Relay:
                         st.body_seen += len(data) - start
                 with self._lock:
                     cut = self.cut_after is not None and st.sent + len(data) >= self.cut_after
-                    stall = self.stall_after is not None and \
-                        st.sent + len(data) >= self.stall_after
+                    stall = self.stall_after is not None and st.sent + len(data) >= self.stall_after
                     limit = self.cut_after if cut else self.stall_after
                     if cut:
                         self.cut_after = None
                     if stall:
                         self.stall_after = None
                 if (cut or stall) and limit is not None:
-                    c.sendall(data[:limit - st.sent])
+                    c.sendall(data[: limit - st.sent])
                     (self.cut if cut else self.stalled).set()
                     if stall:
                         self.release.wait(30)
@@ -230,15 +237,15 @@ def relayed(served: tuple[ServerHandle, Path]) -> Iterator[tuple[ServerHandle, P
 
 @pytest.mark.parametrize("name", ["adler32", "md5"])
 def test_flipped_wire_byte_refetches_only_the_bad_block(
-        relayed: tuple[ServerHandle, Path, Relay], tmp_path: Path, name: str) -> None:
+    relayed: tuple[ServerHandle, Path, Relay], tmp_path: Path, name: str
+) -> None:
     handle, root, relay = relayed
     data = payload()
     (root / "w.bin").write_bytes(data)
     relay.flip_range, relay.flip_at = 6 * BLOCK, 1234  # the second stream's span
     dst = tmp_path / "w.bin"
     before = handle.counters["sendfile_bytes"]
-    summary = copy(f"http://127.0.0.1:{relay.port}/w.bin", str(dst),
-                   opts(checksum=name))
+    summary = copy(f"http://127.0.0.1:{relay.port}/w.bin", str(dst), opts(checksum=name))
     assert relay.flipped.is_set()
     assert dst.read_bytes() == data
     result = summary.files[0]
@@ -252,7 +259,8 @@ def test_flipped_wire_byte_refetches_only_the_bad_block(
 
 
 def test_flipped_wire_byte_every_attempt_fails_clearly(
-        relayed: tuple[ServerHandle, Path, Relay], tmp_path: Path) -> None:
+    relayed: tuple[ServerHandle, Path, Relay], tmp_path: Path
+) -> None:
     """With --retries 0 the bad block is detected, nothing is committed, the error says so."""
     _handle, root, relay = relayed
     (root / "z.bin").write_bytes(payload())
@@ -265,8 +273,9 @@ def test_flipped_wire_byte_every_attempt_fails_clearly(
     assert not dst.exists() and leftovers(tmp_path) == []
 
 
-def test_cut_connection_is_retried(relayed: tuple[ServerHandle, Path, Relay],
-                                   tmp_path: Path) -> None:
+def test_cut_connection_is_retried(
+    relayed: tuple[ServerHandle, Path, Relay], tmp_path: Path
+) -> None:
     _handle, root, relay = relayed
     data = payload()
     (root / "c.bin").write_bytes(data)
@@ -279,14 +288,18 @@ def test_cut_connection_is_retried(relayed: tuple[ServerHandle, Path, Relay],
 
 
 def test_stalled_stream_times_out_and_block_is_retried_on_a_new_connection(
-        relayed: tuple[ServerHandle, Path, Relay], tmp_path: Path) -> None:
+    relayed: tuple[ServerHandle, Path, Relay], tmp_path: Path
+) -> None:
     _handle, root, relay = relayed
     data = payload()
     (root / "s.bin").write_bytes(data)
     relay.stall_after = 2 * BLOCK + 100  # the body stops mid-block, the socket stays open
     dst = tmp_path / "s.bin"
-    summary = copy(f"http://127.0.0.1:{relay.port}/s.bin", str(dst),
-                   opts(stall_timeout=0.5, streams=1, verify="file"))
+    summary = copy(
+        f"http://127.0.0.1:{relay.port}/s.bin",
+        str(dst),
+        opts(stall_timeout=0.5, streams=1, verify="file"),
+    )
     assert relay.stalled.is_set()
     assert dst.read_bytes() == data
     assert summary.files[0].retries == 1
@@ -310,39 +323,51 @@ def _flip_in_part(dst: Path, offset: int, after: int) -> Callable[[int], None]:
                 byte = f.read(1)
                 f.seek(offset)
                 f.write(bytes([byte[0] ^ 0x80]))
+
     return hook
 
 
 def test_disk_flip_is_caught_by_ondisk_and_only_that_block_refetched(
-        served: tuple[ServerHandle, Path], tmp_path: Path) -> None:
+    served: tuple[ServerHandle, Path], tmp_path: Path
+) -> None:
     handle, root = served
     data = payload()
     (root / "d.bin").write_bytes(data)
     dst = tmp_path / "d.bin"
-    summary = copy(handle.url + "d.bin", str(dst), opts(level="ondisk", streams=1),
-                   progress=_flip_in_part(dst, BLOCK + 10, after=3 * BLOCK))
+    summary = copy(
+        handle.url + "d.bin",
+        str(dst),
+        opts(level="ondisk", streams=1),
+        progress=_flip_in_part(dst, BLOCK + 10, after=3 * BLOCK),
+    )
     assert dst.read_bytes() == data
     assert summary.files[0].refetched_blocks == 1
     assert leftovers(tmp_path) == []
 
 
-def test_disk_flip_is_invisible_to_inflight(served: tuple[ServerHandle, Path],
-                                            tmp_path: Path) -> None:
+def test_disk_flip_is_invisible_to_inflight(
+    served: tuple[ServerHandle, Path], tmp_path: Path
+) -> None:
     """The documented limit: inflight verifies the bytes received, not what the disk holds."""
     handle, root = served
     data = payload()
     (root / "i.bin").write_bytes(data)
     dst = tmp_path / "i.bin"
-    copy(handle.url + "i.bin", str(dst), opts(level="inflight", streams=1),
-         progress=_flip_in_part(dst, BLOCK + 10, after=3 * BLOCK))
+    copy(
+        handle.url + "i.bin",
+        str(dst),
+        opts(level="inflight", streams=1),
+        progress=_flip_in_part(dst, BLOCK + 10, after=3 * BLOCK),
+    )
     assert dst.read_bytes() != data  # committed: only --verify-level ondisk re-reads
 
 
 # --------------------------------------------------------------------------- resume
 
 
-def _interrupt(handle: ServerHandle, root: Path, dst: Path, after: int,
-               **kw: object) -> ServerHandle:
+def _interrupt(
+    handle: ServerHandle, root: Path, dst: Path, after: int, **kw: object
+) -> ServerHandle:
     """Stop the server from the progress hook after *after* bytes, so that the download fails
     on transport errors; return a new server on the same port and root."""
     lock = threading.Lock()  # the other streams wait in the hook while the server stops
@@ -356,13 +381,13 @@ def _interrupt(handle: ServerHandle, root: Path, dst: Path, after: int,
                 # the rest may already sit in the socket buffers (one GET per stream):
                 # the copy fails here, as after a transport failure
                 raise TransferError(f"GET {dst.name}", "the server stopped")
+
     with pytest.raises(TransferError) as info:
         copy(handle.url + dst.name, str(dst), opts(retries=1, **kw), progress=hook)
     assert "rerun the same command to resume" in info.value.next_step
     assert not dst.exists()
     assert part_path(dst).exists() and journal_path(dst).exists()
-    return start_server(root, host="127.0.0.1", port=handle.port, anonymous_read=True,
-                        quiet=True)
+    return start_server(root, host="127.0.0.1", port=handle.port, anonymous_read=True, quiet=True)
 
 
 def _counting() -> tuple[list[int], Callable[[int], None]]:
@@ -370,13 +395,16 @@ def _counting() -> tuple[list[int], Callable[[int], None]]:
 
     def count(n: int) -> None:
         got[0] += n
+
     return got, count
 
 
-@pytest.mark.parametrize("tamper", ["none", "garbage", "values", "source", "no-resume",
-                                    "truncated", "algorithm"])
-def test_resume_after_transport_failure(served: tuple[ServerHandle, Path], tmp_path: Path,
-                                        tamper: str) -> None:
+@pytest.mark.parametrize(
+    "tamper", ["none", "garbage", "values", "source", "no-resume", "truncated", "algorithm"]
+)
+def test_resume_after_transport_failure(
+    served: tuple[ServerHandle, Path], tmp_path: Path, tamper: str
+) -> None:
     handle, root = served
     data = payload()
     src = root / "r.bin"
@@ -421,15 +449,20 @@ def test_resume_after_transport_failure(served: tuple[ServerHandle, Path], tmp_p
         else:
             assert result.resumed_blocks == 0 and got[0] == SIZE
             assert result.note is not None and result.note.startswith("started over")
-            why = {"garbage": "cannot be read", "source": "source changed",
-                   "no-resume": "--no-resume", "truncated": "expected size"}[tamper]
+            why = {
+                "garbage": "cannot be read",
+                "source": "source changed",
+                "no-resume": "--no-resume",
+                "truncated": "expected size",
+            }[tamper]
             assert why in result.note
     finally:
         handle2.stop()
 
 
-def test_resume_with_md5_rehashes_kept_blocks(served: tuple[ServerHandle, Path],
-                                              tmp_path: Path) -> None:
+def test_resume_with_md5_rehashes_kept_blocks(
+    served: tuple[ServerHandle, Path], tmp_path: Path
+) -> None:
     handle, root = served
     data = payload()
     (root / "m.bin").write_bytes(data)
@@ -451,8 +484,20 @@ def test_resume_with_md5_rehashes_kept_blocks(served: tuple[ServerHandle, Path],
 
 
 def _serve_process(root: Path, port: int = 0) -> tuple[subprocess.Popen[str], str]:
-    cmd = [sys.executable, "-m", "dtnkit.cli.main", "serve", "--root", str(root),
-           "--host", "127.0.0.1", "--port", str(port), "--anonymous-read", "--quiet"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "dtnkit.cli.main",
+        "serve",
+        "--root",
+        str(root),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--anonymous-read",
+        "--quiet",
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     line = proc.stdout.readline()  # returns at the first line or when the child exits
@@ -520,8 +565,9 @@ def test_server_process_killed_mid_transfer_then_rerun_resumes(tmp_path: Path) -
 # --------------------------------------------------------------------------- malformed input
 
 
-def _raw(handle: ServerHandle, method: str, path: str,
-         headers: dict[str, str]) -> tuple[int, http.client.HTTPMessage, bytes]:
+def _raw(
+    handle: ServerHandle, method: str, path: str, headers: dict[str, str]
+) -> tuple[int, http.client.HTTPMessage, bytes]:
     conn = http.client.HTTPConnection("127.0.0.1", handle.port, timeout=10)
     try:
         conn.request(method, path, headers=headers)
@@ -531,8 +577,9 @@ def _raw(handle: ServerHandle, method: str, path: str,
         conn.close()
 
 
-@pytest.mark.parametrize("value", ["bytes=5-2", "bytes=a-b", "bytes=0-1,3-4", "lines=0-5",
-                                   "bytes=-", "bytes=0x1-2"])
+@pytest.mark.parametrize(
+    "value", ["bytes=5-2", "bytes=a-b", "bytes=0-1,3-4", "lines=0-5", "bytes=-", "bytes=0x1-2"]
+)
 def test_malformed_range_is_400(served: tuple[ServerHandle, Path], value: str) -> None:
     handle, root = served
     (root / "r").write_bytes(payload(1000))
@@ -543,13 +590,15 @@ def test_malformed_range_is_400(served: tuple[ServerHandle, Path], value: str) -
             assert b"Range" in body
 
 
-@pytest.mark.parametrize("value", ["adler32", "sha-256=11", "SHA-256=1", "md5=1.5",
-                                   "crc32c=:AAAA:", "a" * 9000])
+@pytest.mark.parametrize(
+    "value", ["adler32", "sha-256=11", "SHA-256=1", "md5=1.5", "crc32c=:AAAA:", "a" * 9000]
+)
 def test_bad_want_content_digest_is_400(served: tuple[ServerHandle, Path], value: str) -> None:
     handle, root = served
     (root / "w").write_bytes(payload(1000))
-    status, _h, body = _raw(handle, "GET", "/w", {"Range": "bytes=0-99",
-                                                  "Want-Content-Digest": value})
+    status, _h, body = _raw(
+        handle, "GET", "/w", {"Range": "bytes=0-99", "Want-Content-Digest": value}
+    )
     assert status == 400 and b"Want-Content-Digest" in body
 
 
@@ -564,8 +613,9 @@ def test_content_digest_of_a_range(served: tuple[ServerHandle, Path], name: str)
     whole = cks.new(name)
     whole.update(data)
     for method in ("HEAD", "GET"):
-        status, h, body = _raw(handle, method, "/d", {"Range": "bytes=100-1099",
-                                                      "Want-Content-Digest": f"{key}=5"})
+        status, h, body = _raw(
+            handle, method, "/d", {"Range": "bytes=100-1099", "Want-Content-Digest": f"{key}=5"}
+        )
         assert status == 206
         assert dg.parse_repr_digest(h["Content-Digest"]) == {name: part.digest()}
         assert body == (data[100:1100] if method == "GET" else b"")
@@ -573,8 +623,9 @@ def test_content_digest_of_a_range(served: tuple[ServerHandle, Path], name: str)
     assert status == 200 and dg.parse_repr_digest(h["Content-Digest"]) == {name: whole.digest()}
     # never an algorithm that was not asked for, nor a refused one
     for want in ("foo=5", f"{key}=0"):
-        status, h, _body = _raw(handle, "HEAD", "/d", {"Range": "bytes=0-9",
-                                                       "Want-Content-Digest": want})
+        status, h, _body = _raw(
+            handle, "HEAD", "/d", {"Range": "bytes=0-9", "Want-Content-Digest": want}
+        )
         assert status == 206 and "Content-Digest" not in h
 
 
@@ -587,8 +638,9 @@ class Peer(http.server.ThreadingHTTPServer):
         self.data, self.digest, self.content_digest = data, digest, content_digest
         self.gets = 0
         super().__init__(("127.0.0.1", 0), _PeerHandler)
-        self.thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05},
-                                       daemon=True)
+        self.thread = threading.Thread(
+            target=self.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
         self.thread.start()
 
     def stop(self) -> None:
@@ -631,7 +683,7 @@ class _PeerHandler(http.server.BaseHTTPRequestHandler):
             self.send_header("Content-Digest", self.server.content_digest)
         self.end_headers()
         if not head:
-            self.wfile.write(data[start:end + 1])
+            self.wfile.write(data[start : end + 1])
 
 
 @pytest.mark.parametrize("case", ["bad-digest", "no-content-digest", "bad-content-digest"])
@@ -662,8 +714,9 @@ def test_malformed_or_missing_digest_answers_from_a_peer(tmp_path: Path, case: s
         peer.stop()
 
 
-def test_journal_stays_until_the_rerun_ends(served: tuple[ServerHandle, Path],
-                                            tmp_path: Path) -> None:
+def test_journal_stays_until_the_rerun_ends(
+    served: tuple[ServerHandle, Path], tmp_path: Path
+) -> None:
     """A rerun that is itself killed outright (no chance to write a journal) must still leave
     the next run something to resume: the journal is removed only when the rerun ends."""
     handle, root = served
@@ -673,8 +726,12 @@ def test_journal_stays_until_the_rerun_ends(served: tuple[ServerHandle, Path],
     handle2 = _interrupt(handle, root, dst, after=4 * BLOCK)
     try:
         during: list[bool] = []
-        summary = copy(handle2.url + "j.bin", str(dst), opts(),
-                       progress=lambda _n: during.append(journal_path(dst).exists()))
+        summary = copy(
+            handle2.url + "j.bin",
+            str(dst),
+            opts(),
+            progress=lambda _n: during.append(journal_path(dst).exists()),
+        )
     finally:
         handle2.stop()
     assert summary.files[0].resumed_blocks >= 4

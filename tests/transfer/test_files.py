@@ -45,8 +45,9 @@ def test_commit_of_a_new_file_without_digests(tmp_path: Path) -> None:
         os.close(fd)
     assert target.exists()
     with pytest.raises(OSError):
-        files.commit_part(cache, -1, part.parent / "missing" / part.name,
-                          tmp_path / "missing" / "h", {}, tmp_path)
+        files.commit_part(
+            cache, -1, part.parent / "missing" / part.name, tmp_path / "missing" / "h", {}, tmp_path
+        )
 
 
 def test_checksum_cache_keys_and_bounds(tmp_path: Path) -> None:

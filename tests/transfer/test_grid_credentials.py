@@ -33,8 +33,11 @@ DATA = b"grid credentials\n" * 1000
 def _clean_env(tmp: Path, **extra: str) -> dict[str, str]:
     """The process environment without any credential variable, X509_CERT_DIR pointing at
     an empty place, XDG_RUNTIME_DIR at a fresh directory (so nothing of the host leaks in)."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("X509_", "BEARER_", "DTNKIT_TOKEN", "XDG_RUNTIME"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("X509_", "BEARER_", "DTNKIT_TOKEN", "XDG_RUNTIME"))
+    }
     env["X509_CERT_DIR"] = str(tmp / "no-such-ca-dir")
     env.update(extra)
     return env
@@ -55,10 +58,29 @@ def _serve(tmp: Path, pki: Pki, token_mode: int = 0o600) -> Iterator[tuple[str, 
     tokfile.write_text(f"{GOOD} read\n")
     tokfile.chmod(token_mode)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "dtnkit", "serve", "--root", str(root), "--port", "0",
-         "--cert", str(pki.cert), "--key", str(pki.key), "--tokens", str(tokfile), "--quiet"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-        env=_clean_env(tmp))
+        [
+            sys.executable,
+            "-m",
+            "dtnkit",
+            "serve",
+            "--root",
+            str(root),
+            "--port",
+            "0",
+            "--cert",
+            str(pki.cert),
+            "--key",
+            str(pki.key),
+            "--tokens",
+            str(tokfile),
+            "--quiet",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        env=_clean_env(tmp),
+    )
     try:
         assert proc.stdout is not None and proc.stderr is not None
         line = proc.stdout.readline()
@@ -73,8 +95,14 @@ def _serve(tmp: Path, pki: Pki, token_mode: int = 0o600) -> Iterator[tuple[str, 
 
 def _cp(tmp: Path, url: str, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     dst = tmp / f"got-{len(list(tmp.iterdir()))}"
-    return subprocess.run([sys.executable, "-m", "dtnkit", "cp", *args, url + "f", str(dst)],
-                          capture_output=True, text=True, env=env, timeout=120, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "dtnkit", "cp", *args, url + "f", str(dst)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
 
 
 def _no_token_shown(proc: subprocess.CompletedProcess[str]) -> None:
@@ -89,8 +117,13 @@ def test_ca_found_only_through_x509_cert_dir(tmp_path: Path, pki: Pki) -> None:
     tokf = tmp_path / "tok"
     tokf.write_text(GOOD + "\n")
     with _serve(tmp_path, pki) as (url, _):
-        trusted = _cp(tmp_path, url, "--token-file", str(tokf),
-                      env=_clean_env(tmp_path, X509_CERT_DIR=str(pki.ca_dir)))
+        trusted = _cp(
+            tmp_path,
+            url,
+            "--token-file",
+            str(tokf),
+            env=_clean_env(tmp_path, X509_CERT_DIR=str(pki.ca_dir)),
+        )
         untrusted = _cp(tmp_path, url, "--token-file", str(tokf), env=_clean_env(tmp_path))
     assert trusted.returncode == 0, trusted.stderr
     assert [p.read_bytes() for p in tmp_path.glob("got-*")] == [DATA]
@@ -138,27 +171,52 @@ def test_token_discovery_order(tmp_path: Path, pki: Pki, first: int) -> None:
 
 
 @pytest.mark.needs_root
-@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
-                    reason="needs root and unshare (a private /tmp for /tmp/bt_u$UID)")
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("unshare") is None,
+    reason="needs root and unshare (a private /tmp for /tmp/bt_u$UID)",
+)
 def test_token_discovery_falls_back_to_tmp(tmp_path: Path, pki: Pki) -> None:
     """Last source: /tmp/bt_u$UID, in a private mount namespace (a tmpfs over /tmp, so no
     other process on the machine sees the file); a token file of another user is refused."""
     # the test's files (under /tmp too) are bound back into the fresh /tmp through /mnt
     keep = os.path.commonpath([tmp_path, pki.dir])
-    script = ('mount --bind /tmp /mnt && mount -t tmpfs dkfh-tmp /tmp && mkdir -p "$KEEP" '
-              '&& mount --bind "/mnt/${KEEP#/tmp/}" "$KEEP" '
-              '&& printf "%s\\n" "$TOK" > /tmp/bt_u$(id -u) '
-              '&& chown "$OWNER" /tmp/bt_u$(id -u) && exec "$@"')
+    script = (
+        'mount --bind /tmp /mnt && mount -t tmpfs dkfh-tmp /tmp && mkdir -p "$KEEP" '
+        '&& mount --bind "/mnt/${KEEP#/tmp/}" "$KEEP" '
+        '&& printf "%s\\n" "$TOK" > /tmp/bt_u$(id -u) '
+        '&& chown "$OWNER" /tmp/bt_u$(id -u) && exec "$@"'
+    )
     with _serve(tmp_path, pki) as (url, _):
         runs = {}
-        for name, tok, owner in (("good", GOOD, "0"), ("bad", BAD, "0"),
-                                 ("foreign", GOOD, "65534")):
-            env = _clean_env(tmp_path, X509_CERT_DIR=str(pki.ca_dir), TOK=tok, OWNER=owner,
-                             KEEP=keep)
+        for name, tok, owner in (
+            ("good", GOOD, "0"),
+            ("bad", BAD, "0"),
+            ("foreign", GOOD, "65534"),
+        ):
+            env = _clean_env(
+                tmp_path, X509_CERT_DIR=str(pki.ca_dir), TOK=tok, OWNER=owner, KEEP=keep
+            )
             runs[name] = subprocess.run(
-                ["unshare", "--mount", "sh", "-c", script, "sh", sys.executable, "-m",
-                 "dtnkit", "cp", url + "f", str(tmp_path / f"tmp-{name}")],
-                capture_output=True, text=True, env=env, timeout=120, check=False)
+                [
+                    "unshare",
+                    "--mount",
+                    "sh",
+                    "-c",
+                    script,
+                    "sh",
+                    sys.executable,
+                    "-m",
+                    "dtnkit",
+                    "cp",
+                    url + "f",
+                    str(tmp_path / f"tmp-{name}"),
+                ],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=120,
+                check=False,
+            )
     assert runs["good"].returncode == 0, runs["good"].stderr
     assert runs["bad"].returncode == 22, runs["bad"].stderr
     assert runs["foreign"].returncode == 9, runs["foreign"].stderr
@@ -178,15 +236,30 @@ def test_token_file_keeps_the_token_out_of_ps(tmp_path: Path) -> None:
         listener.settimeout(60)
         port = listener.getsockname()[1]
         proc = subprocess.Popen(
-            [sys.executable, "-m", "dtnkit", "cp", "--token-file", str(tokf),
-             f"http://127.0.0.1:{port}/f", str(tmp_path / "dst")],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            env=_clean_env(tmp_path))
+            [
+                sys.executable,
+                "-m",
+                "dtnkit",
+                "cp",
+                "--token-file",
+                str(tokf),
+                f"http://127.0.0.1:{port}/f",
+                str(tmp_path / "dst"),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=_clean_env(tmp_path),
+        )
         try:
             conn, _ = listener.accept()  # cp is running and connected
             with conn:
-                shown = subprocess.run(["ps", "-ww", "-o", "args=", "-p", str(proc.pid)],
-                                       capture_output=True, text=True, check=True).stdout
+                shown = subprocess.run(
+                    ["ps", "-ww", "-o", "args=", "-p", str(proc.pid)],
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                ).stdout
         finally:
             proc.kill()
             proc.communicate(timeout=30)
@@ -197,10 +270,25 @@ def test_token_file_keeps_the_token_out_of_ps(tmp_path: Path) -> None:
 def test_token_and_token_file_together_refused(tmp_path: Path) -> None:
     tokf = tmp_path / "tok"
     tokf.write_text(GOOD)
-    proc = subprocess.run([sys.executable, "-m", "dtnkit", "cp", "--token", BAD, "--token-file",
-                           str(tokf), "http://127.0.0.1:9/f", str(tmp_path / "d")],
-                          capture_output=True, text=True, env=_clean_env(tmp_path), timeout=60,
-                          check=False)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dtnkit",
+            "cp",
+            "--token",
+            BAD,
+            "--token-file",
+            str(tokf),
+            "http://127.0.0.1:9/f",
+            str(tmp_path / "d"),
+        ],
+        capture_output=True,
+        text=True,
+        env=_clean_env(tmp_path),
+        timeout=60,
+        check=False,
+    )
     assert proc.returncode == 9
     assert proc.stderr.startswith("dtnkit: error: --token and --token-file: ")
     _no_token_shown(proc)
@@ -208,8 +296,9 @@ def test_token_and_token_file_together_refused(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("mode,warned", [(0o600, False), (0o640, True), (0o604, True)])
-def test_serve_warns_about_a_token_file_others_read(tmp_path: Path, pki: Pki, mode: int,
-                                                    warned: bool) -> None:
+def test_serve_warns_about_a_token_file_others_read(
+    tmp_path: Path, pki: Pki, mode: int, warned: bool
+) -> None:
     with _serve(tmp_path, pki, token_mode=mode):
         pass
     err = _serve.last_stderr  # type: ignore[attr-defined]

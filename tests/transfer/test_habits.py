@@ -45,8 +45,15 @@ def payload(size: int = SIZE, seed: int = 11) -> bytes:
 
 def _serve(root: Path) -> ServerHandle:
     root.mkdir(exist_ok=True)
-    return start_server(root, host="127.0.0.1", port=0, quiet=True, marker_interval=0.2,
-                        tokens=tokens.parse(f"{TOKEN} read,write\n"), tpc_allow=("127.0.0.1",))
+    return start_server(
+        root,
+        host="127.0.0.1",
+        port=0,
+        quiet=True,
+        marker_interval=0.2,
+        tokens=tokens.parse(f"{TOKEN} read,write\n"),
+        tpc_allow=("127.0.0.1",),
+    )
 
 
 @pytest.fixture
@@ -76,7 +83,7 @@ def pair(tmp_path: Path) -> Iterator[tuple[ServerHandle, ServerHandle]]:
 def dav(handle: ServerHandle, path: str = "") -> str:
     """The server's URL as gfal users write it: dav:// for plain HTTP."""
     assert handle.url.startswith("http://")
-    return "dav://" + handle.url[len("http://"):] + path
+    return "dav://" + handle.url[len("http://") :] + path
 
 
 def cp(environment: Environment, *argv: str) -> tuple[int, str, str]:
@@ -96,15 +103,18 @@ def one_error_line(err: str) -> str:
 
 def test_dav_and_davs_urls_are_http_and_https() -> None:
     assert Url.parse("davs://dtn.example:1094/store/f") == Url.parse(
-        "https://dtn.example:1094/store/f")
+        "https://dtn.example:1094/store/f"
+    )
     assert Url.parse("dav://dtn.example/data/f?authz=x") == Url.parse(
-        "http://dtn.example:80/data/f?authz=x")
+        "http://dtn.example:80/data/f?authz=x"
+    )
     assert Url.parse("DAVS://dtn.example/f").scheme == "https"
     assert is_url("davs://dtn.example/f") and is_url("dav://dtn.example/f")
 
 
-@pytest.mark.parametrize("url", ["root://eos.example//eos/f", "xroot://eos.example:1094//f",
-                                 "roots://eos.example//f"])
+@pytest.mark.parametrize(
+    "url", ["root://eos.example//eos/f", "xroot://eos.example:1094//f", "roots://eos.example//f"]
+)
 def test_root_urls_are_refused_with_a_hint(url: str) -> None:
     assert is_url(url)  # a URL, so never taken for a local path
     with pytest.raises(BadInput) as caught:
@@ -113,8 +123,9 @@ def test_root_urls_are_refused_with_a_hint(url: str) -> None:
     assert "davs://" in text and "xrdcp" in text
 
 
-def test_cp_root_url_is_one_line_and_writes_nothing(tmp_path: Path,
-                                                    environment: Environment) -> None:
+def test_cp_root_url_is_one_line_and_writes_nothing(
+    tmp_path: Path, environment: Environment
+) -> None:
     src = tmp_path / "f"
     src.write_bytes(b"x")
     code, out, err = cp(environment, str(src), "root://eos.example//eos/f")
@@ -127,16 +138,18 @@ def test_cp_root_url_is_one_line_and_writes_nothing(tmp_path: Path,
     assert not (tmp_path / "g").exists()
 
 
-def test_cp_dav_download_upload_and_tree(served: ServerHandle, tmp_path: Path,
-                                         environment: Environment) -> None:
+def test_cp_dav_download_upload_and_tree(
+    served: ServerHandle, tmp_path: Path, environment: Environment
+) -> None:
     data = payload()
     src = tmp_path / "up.bin"
     src.write_bytes(data)
     code, _out, err = cp(environment, str(src), dav(served, "up.bin"), "--streams", "2")
     assert code == 0, err
     assert (served.root / "up.bin").read_bytes() == data
-    code, _out, err = cp(environment, dav(served, "up.bin"), str(tmp_path / "down.bin"),
-                         "--streams", "2")
+    code, _out, err = cp(
+        environment, dav(served, "up.bin"), str(tmp_path / "down.bin"), "--streams", "2"
+    )
     assert code == 0, err
     assert (tmp_path / "down.bin").read_bytes() == data
     (served.root / "tree" / "sub").mkdir(parents=True)
@@ -146,14 +159,16 @@ def test_cp_dav_download_upload_and_tree(served: ServerHandle, tmp_path: Path,
     assert (tmp_path / "copy" / "sub" / "leaf").read_bytes() == data[:1000]
 
 
-def test_cp_tpc_with_dav_urls(pair: tuple[ServerHandle, ServerHandle],
-                              environment: Environment) -> None:
+def test_cp_tpc_with_dav_urls(
+    pair: tuple[ServerHandle, ServerHandle], environment: Environment
+) -> None:
     a, b = pair
     data = payload()
     (a.root / "x").write_bytes(data)
     for mode, name in (("pull", "pulled"), ("push", "pushed")):
-        code, _out, err = cp(environment, "--tpc", mode, "--remote-token", TOKEN,
-                             dav(a, "x"), dav(b, name))
+        code, _out, err = cp(
+            environment, "--tpc", mode, "--remote-token", TOKEN, dav(a, "x"), dav(b, name)
+        )
         assert code == 0, err
         assert (b.root / name).read_bytes() == data
 
@@ -170,14 +185,20 @@ def _conn(handle: ServerHandle) -> http.client.HTTPConnection:
 def in_flight_max() -> int:
     """Bytes the kernel may hold between a sender and a receiver that has read nothing (both
     socket buffers at their largest)."""
+
     def top(key: str) -> int:
         return int(Path(f"/proc/sys/net/ipv4/{key}").read_text().split()[2])
 
     return top("tcp_rmem") + top("tcp_wmem")
 
 
-def put_with_interlude(handle: ServerHandle, name: str, body: bytes, headers: dict[str, str],
-                       interlude: Callable[[], None]) -> tuple[int, bytes]:
+def put_with_interlude(
+    handle: ServerHandle,
+    name: str,
+    body: bytes,
+    headers: dict[str, str],
+    interlude: Callable[[], None],
+) -> tuple[int, bytes]:
     """PUT a body of more than the socket buffers hold, then *body*; *interlude* runs in
     between, when the send of the first part has returned: the server is then reading the
     body (its checks before the body are done) and cannot commit before the rest."""
@@ -185,8 +206,11 @@ def put_with_interlude(handle: ServerHandle, name: str, body: bytes, headers: di
     conn = _conn(handle)
     try:
         conn.putrequest("PUT", "/" + name, skip_accept_encoding=True)
-        for key, value in {"Authorization": f"Bearer {TOKEN}",
-                           "Content-Length": str(first + len(body)), **headers}.items():
+        for key, value in {
+            "Authorization": f"Bearer {TOKEN}",
+            "Content-Length": str(first + len(body)),
+            **headers,
+        }.items():
             conn.putheader(key, value)
         conn.endheaders()
         conn.send(bytes(first))
@@ -219,8 +243,13 @@ def head_etag(handle: ServerHandle, name: str) -> str:
 
 def test_put_if_none_match_star_is_checked_at_the_commit(served: ServerHandle) -> None:
     target = served.root / "late"
-    status, body = put_with_interlude(served, "late", payload(), {"If-None-Match": "*"},
-                                      lambda: target.write_bytes(b"another writer"))
+    status, body = put_with_interlude(
+        served,
+        "late",
+        payload(),
+        {"If-None-Match": "*"},
+        lambda: target.write_bytes(b"another writer"),
+    )
     assert status == 412, body
     assert target.read_bytes() == b"another writer"
     assert [p.name for p in served.root.iterdir()] == ["late"]  # no part file left
@@ -253,19 +282,20 @@ def test_put_if_match_is_checked_at_the_commit(served: ServerHandle) -> None:
     def other_writer() -> None:
         target.write_bytes(b"version one, changed meanwhile")
 
-    status, _body = put_with_interlude(served, "f", payload(), {"If-Match": tag},
-                                       other_writer)
+    status, _body = put_with_interlude(served, "f", payload(), {"If-Match": tag}, other_writer)
     assert status == 412
     assert target.read_bytes() == b"version one, changed meanwhile"
     assert [p.name for p in served.root.iterdir()] == ["f"]
 
 
-def _session_request(handle: ServerHandle, method: str, name: str, headers: dict[str, str],
-                     body: bytes = b"") -> tuple[int, http.client.HTTPResponse]:
+def _session_request(
+    handle: ServerHandle, method: str, name: str, headers: dict[str, str], body: bytes = b""
+) -> tuple[int, http.client.HTTPResponse]:
     conn = _conn(handle)
     try:
-        conn.request(method, "/" + name, body=body,
-                     headers={"Authorization": f"Bearer {TOKEN}", **headers})
+        conn.request(
+            method, "/" + name, body=body, headers={"Authorization": f"Bearer {TOKEN}", **headers}
+        )
         r = conn.getresponse()
         r.read()
         return r.status, r
@@ -275,26 +305,35 @@ def _session_request(handle: ServerHandle, method: str, name: str, headers: dict
 
 def test_session_commit_if_none_match_star_is_atomic(served: ServerHandle) -> None:
     data = payload(1000)
-    status, r = _session_request(served, "POST", "s", {"Dtnkit-Upload": "start",
-                                                       "Upload-Length": "1000",
-                                                       "If-None-Match": "*"})
+    status, r = _session_request(
+        served,
+        "POST",
+        "s",
+        {"Dtnkit-Upload": "start", "Upload-Length": "1000", "If-None-Match": "*"},
+    )
     assert status == 201
     ident = r.getheader("Dtnkit-Upload-Id") or ""
-    status, _r = _session_request(served, "PUT", "s", {"Dtnkit-Upload-Id": ident,
-                                                       "Content-Range": "bytes 0-999/1000"},
-                                  data)
+    status, _r = _session_request(
+        served, "PUT", "s", {"Dtnkit-Upload-Id": ident, "Content-Range": "bytes 0-999/1000"}, data
+    )
     assert status == 204
     (served.root / "s").write_bytes(b"another writer")
-    status, _r = _session_request(served, "POST", "s", {"Dtnkit-Upload": "commit",
-                                                        "Dtnkit-Upload-Id": ident,
-                                                        "If-None-Match": "*"})
+    status, _r = _session_request(
+        served,
+        "POST",
+        "s",
+        {"Dtnkit-Upload": "commit", "Dtnkit-Upload-Id": ident, "If-None-Match": "*"},
+    )
     assert status == 412
     assert (served.root / "s").read_bytes() == b"another writer"
     assert [p.name for p in served.root.iterdir()] == ["s"]
     # a session start for an existing file with If-None-Match: * is refused at once
-    status, _r = _session_request(served, "POST", "s", {"Dtnkit-Upload": "start",
-                                                        "Upload-Length": "1000",
-                                                        "If-None-Match": "*"})
+    status, _r = _session_request(
+        served,
+        "POST",
+        "s",
+        {"Dtnkit-Upload": "start", "Upload-Length": "1000", "If-None-Match": "*"},
+    )
     assert status == 412
 
 
@@ -302,12 +341,10 @@ def test_session_commit_if_none_match_star_is_atomic(served: ServerHandle) -> No
 # without -f, as xrdcp and gfal-copy
 
 
-CASES = ["download", "upload", "upload-session", "relay", "relay-session", "tpc-pull",
-         "tpc-push"]
+CASES = ["download", "upload", "upload-session", "relay", "relay-session", "tpc-pull", "tpc-push"]
 
 
-def _case(case: str, a: ServerHandle, b: ServerHandle,
-          tmp_path: Path) -> tuple[list[str], Path]:
+def _case(case: str, a: ServerHandle, b: ServerHandle, tmp_path: Path) -> tuple[list[str], Path]:
     """The cp arguments of *case* and the destination file they write."""
     local = tmp_path / "local.bin"
     streams = ["--streams", "2"] if case.endswith("session") else ["--streams", "1"]
@@ -319,14 +356,20 @@ def _case(case: str, a: ServerHandle, b: ServerHandle,
     if case.startswith("relay"):
         return [a.url + "src.bin", b.url + "dst.bin", *streams], b.root / "dst.bin"
     mode = case.split("-")[1]
-    return ["--tpc", mode, "--remote-token", TOKEN, a.url + "src.bin",
-            b.url + "dst.bin"], b.root / "dst.bin"
+    return [
+        "--tpc",
+        mode,
+        "--remote-token",
+        TOKEN,
+        a.url + "src.bin",
+        b.url + "dst.bin",
+    ], b.root / "dst.bin"
 
 
 @pytest.mark.parametrize("case", CASES)
 def test_an_existing_destination_is_kept_without_force(
-        case: str, pair: tuple[ServerHandle, ServerHandle], tmp_path: Path,
-        environment: Environment) -> None:
+    case: str, pair: tuple[ServerHandle, ServerHandle], tmp_path: Path, environment: Environment
+) -> None:
     a, b = pair
     (a.root / "src.bin").write_bytes(payload())
     argv, dst = _case(case, a, b, tmp_path)
@@ -345,7 +388,8 @@ def test_an_existing_destination_is_kept_without_force(
 
 
 def test_a_destination_that_appears_during_a_download_is_kept(
-        served: ServerHandle, tmp_path: Path) -> None:
+    served: ServerHandle, tmp_path: Path
+) -> None:
     (served.root / "src.bin").write_bytes(payload())
     dst = tmp_path / "dst.bin"
 
@@ -362,7 +406,8 @@ def test_a_destination_that_appears_during_a_download_is_kept(
 
 @pytest.mark.parametrize("streams", [1, 2])
 def test_a_destination_that_appears_during_an_upload_is_kept(
-        streams: int, served: ServerHandle, tmp_path: Path) -> None:
+    streams: int, served: ServerHandle, tmp_path: Path
+) -> None:
     src = tmp_path / "src.bin"
     src.write_bytes(payload())
     dst = served.root / "dst.bin"
@@ -371,8 +416,9 @@ def test_a_destination_that_appears_during_an_upload_is_kept(
         if not dst.exists():
             dst.write_bytes(b"another writer")
 
-    options = CopyRequest(token=TOKEN, block_size=65536, streams=streams, overwrite=False,
-                          backoff=0.01)
+    options = CopyRequest(
+        token=TOKEN, block_size=65536, streams=streams, overwrite=False, backoff=0.01
+    )
     with pytest.raises(DestinationExists):
         copy(str(src), served.url + "dst.bin", options, progress=other_writer)
     assert dst.read_bytes() == b"another writer"
@@ -382,33 +428,52 @@ def test_a_destination_that_appears_during_an_upload_is_kept(
 # --------------------------------------------------------------------------- output habits
 
 
-@pytest.mark.parametrize(("bits", "shown"), [
-    (0, "0.00 bit/s"), (941e6, "941 Mbit/s"), (9.41e9, "9.41 Gbit/s"),
-    (23.46e9, "23.5 Gbit/s"), (112.4e6, "112 Mbit/s"), (999.7e6, "1.00 Gbit/s"),
-    (5.5e3, "5.50 kbit/s"), (2.5e15, "2500 Tbit/s")])
+@pytest.mark.parametrize(
+    ("bits", "shown"),
+    [
+        (0, "0.00 bit/s"),
+        (941e6, "941 Mbit/s"),
+        (9.41e9, "9.41 Gbit/s"),
+        (23.46e9, "23.5 Gbit/s"),
+        (112.4e6, "112 Mbit/s"),
+        (999.7e6, "1.00 Gbit/s"),
+        (5.5e3, "5.50 kbit/s"),
+        (2.5e15, "2500 Tbit/s"),
+    ],
+)
 def test_rates_read_with_iperf3s_digits_in_the_docs_units(bits: float, shown: str) -> None:
     """iperf3's three significant digits, in the one rate vocabulary (Gbit/s, not
     iperf3's Gbits/sec)."""
     assert format_rate(bits) == shown
 
 
-@pytest.mark.parametrize(("algorithm", "expected"), [
-    ("md5", lambda d: hashlib.md5(d).hexdigest()),
-    ("sha256", lambda d: hashlib.sha256(d).hexdigest()),
-    ("adler32", lambda d: f"{zlib.adler32(d):08x}")])
-def test_k_format_json_and_hex_digests(algorithm: str, expected: Callable[[bytes], str],
-                                       served: ServerHandle, tmp_path: Path,
-                                       environment: Environment) -> None:
+@pytest.mark.parametrize(
+    ("algorithm", "expected"),
+    [
+        ("md5", lambda d: hashlib.md5(d).hexdigest()),
+        ("sha256", lambda d: hashlib.sha256(d).hexdigest()),
+        ("adler32", lambda d: f"{zlib.adler32(d):08x}"),
+    ],
+)
+def test_k_format_json_and_hex_digests(
+    algorithm: str,
+    expected: Callable[[bytes], str],
+    served: ServerHandle,
+    tmp_path: Path,
+    environment: Environment,
+) -> None:
     data = payload()
     src = tmp_path / "f"
     src.write_bytes(data)
-    code, out, err = cp(environment, str(src), served.url + "f", "-K", algorithm,
-                        "--format", "json")
+    code, out, err = cp(
+        environment, str(src), served.url + "f", "-K", algorithm, "--format", "json"
+    )
     assert code == 0, err
     doc = json.loads(out)
     assert doc["checksum"] == algorithm and doc["digest"] == expected(data)  # as md5sum
-    code, out, err = cp(environment, served.url + "f", str(tmp_path / "g"), "-K", algorithm,
-                        "--json")  # the old spelling still works
+    code, out, err = cp(
+        environment, served.url + "f", str(tmp_path / "g"), "-K", algorithm, "--json"
+    )  # the old spelling still works
     assert code == 0, err
     assert json.loads(out)["digest"] == expected(data)
     code, out, err = cp(environment, served.url + "f", str(tmp_path / "h"), "-K", algorithm)
@@ -417,17 +482,30 @@ def test_k_format_json_and_hex_digests(algorithm: str, expected: Callable[[bytes
     assert re.search(r"\(\d[\d.]* [kMGT]?bit/s\)", err), err
 
 
-def test_tpc_json_has_a_hex_digest_and_a_rate(pair: tuple[ServerHandle, ServerHandle],
-                                             environment: Environment) -> None:
+def test_tpc_json_has_a_hex_digest_and_a_rate(
+    pair: tuple[ServerHandle, ServerHandle], environment: Environment
+) -> None:
     a, b = pair
     data = payload()
     (a.root / "x").write_bytes(data)
-    code, out, err = cp(environment, "--tpc", "pull", "--remote-token", TOKEN, "-K", "md5",
-                        a.url + "x", b.url + "y", "--format", "json")
+    code, out, err = cp(
+        environment,
+        "--tpc",
+        "pull",
+        "--remote-token",
+        TOKEN,
+        "-K",
+        "md5",
+        a.url + "x",
+        b.url + "y",
+        "--format",
+        "json",
+    )
     assert code == 0, err
     assert json.loads(out)["digest"] == hashlib.md5(data).hexdigest()
-    code, out, err = cp(environment, "--tpc", "pull", "--remote-token", TOKEN, "-K", "md5",
-                        a.url + "x", b.url + "z")
+    code, out, err = cp(
+        environment, "--tpc", "pull", "--remote-token", TOKEN, "-K", "md5", a.url + "x", b.url + "z"
+    )
     assert code == 0 and out == ""
     assert hashlib.md5(data).hexdigest() in err and "bit/s" in err
 
@@ -437,10 +515,18 @@ def test_tpc_progress_knows_the_total_size(served: ServerHandle) -> None:
     (a.root / "x").write_bytes(payload())
     for mode, token, remote in (("pull", "wrong", TOKEN), ("push", TOKEN, "wrong")):
         # the source's own token: the remote one for a pull, the client's for a push
-        assert tpc_total(mode, a.url + "x", token=token, remote_token=remote, ca_file=None,
-                         insecure=False) == SIZE
-    assert tpc_total("pull", a.url + "missing", token=TOKEN, remote_token=TOKEN,
-                     ca_file=None, insecure=False) is None
+        assert (
+            tpc_total(
+                mode, a.url + "x", token=token, remote_token=remote, ca_file=None, insecure=False
+            )
+            == SIZE
+        )
+    assert (
+        tpc_total(
+            "pull", a.url + "missing", token=TOKEN, remote_token=TOKEN, ca_file=None, insecure=False
+        )
+        is None
+    )
 
 
 def test_serve_format_json(tmp_path: Path) -> None:
@@ -448,9 +534,23 @@ def test_serve_format_json(tmp_path: Path) -> None:
     root.mkdir()
     (root / "f").write_bytes(b"hello")
     exe = Path(sys.executable).parent / "dtnkit"
-    proc = subprocess.Popen([str(exe), "serve", "--root", str(root), "--port", "0",
-                             "--anonymous-read", "--quiet", "--format", "json"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            str(exe),
+            "serve",
+            "--root",
+            str(root),
+            "--port",
+            "0",
+            "--anonymous-read",
+            "--quiet",
+            "--format",
+            "json",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout is not None
         doc = json.loads(proc.stdout.readline())
@@ -507,7 +607,7 @@ class Peer(BaseHTTPRequestHandler):
             self.wfile.write(self.data)
             return
         first, last = (int(v) for v in self.headers["Range"].split("=")[1].split("-"))
-        body = self.data[first:last + 1]
+        body = self.data[first : last + 1]
         self.send_response(206)
         self.send_header("Content-Range", f"bytes {first}-{last}/{len(self.data)}")
         self.send_header("Content-Length", str(len(body)))
@@ -530,9 +630,17 @@ class Peer(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def peer() -> Iterator[tuple[str, type[Peer]]]:
-    handler = type("OnePeer", (Peer,), {"data": payload(), "gate": threading.Event(),
-                                        "reached": threading.Event(), "seen": [],
-                                        "exists": False})
+    handler = type(
+        "OnePeer",
+        (Peer,),
+        {
+            "data": payload(),
+            "gate": threading.Event(),
+            "reached": threading.Event(),
+            "seen": [],
+            "exists": False,
+        },
+    )
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -546,15 +654,19 @@ def peer() -> Iterator[tuple[str, type[Peer]]]:
 
 
 def test_copy_pull_overwrite_f_keeps_a_file_that_appears_meanwhile(
-        served: ServerHandle, peer: tuple[str, type[Peer]]) -> None:
+    served: ServerHandle, peer: tuple[str, type[Peer]]
+) -> None:
     url, handler = peer
     target = served.root / "y"
     result: list[object] = []
 
     def copy_it() -> None:
         try:
-            result.append(request_copy(served.url + "y", source=url + "/x", token=TOKEN,
-                                       timeout=20, overwrite=False))
+            result.append(
+                request_copy(
+                    served.url + "y", source=url + "/x", token=TOKEN, timeout=20, overwrite=False
+                )
+            )
         except BaseException as exc:
             result.append(exc)
 
@@ -572,11 +684,13 @@ def test_copy_pull_overwrite_f_keeps_a_file_that_appears_meanwhile(
 
 
 def test_copy_push_overwrite_f_never_deletes_what_another_writer_made(
-        served: ServerHandle, peer: tuple[str, type[Peer]]) -> None:
+    served: ServerHandle, peer: tuple[str, type[Peer]]
+) -> None:
     url, handler = peer
     (served.root / "x").write_bytes(payload())
-    done = request_copy(served.url + "x", destination=url + "/dst", token=TOKEN, timeout=20,
-                        overwrite=False)
+    done = request_copy(
+        served.url + "x", destination=url + "/dst", token=TOKEN, timeout=20, overwrite=False
+    )
     assert not done.ok and "exists" in done.final, done.final
     assert "PUT If-None-Match: *" in handler.seen and "DELETE" not in handler.seen
 
@@ -603,15 +717,26 @@ def test_resuming_a_kept_part_file_is_not_an_overwrite(tmp_path: Path) -> None:
                 raise TransferError("GET r.bin", "the server stopped half-way")
 
     def options(**kw: object) -> CopyRequest:
-        base: dict[str, object] = {"token": TOKEN, "block_size": 4096, "streams": 2,
-                                   "retries": 1, "backoff": 0.01, "stall_timeout": 5.0,
-                                   "overwrite": False}
+        base: dict[str, object] = {
+            "token": TOKEN,
+            "block_size": 4096,
+            "streams": 2,
+            "retries": 1,
+            "backoff": 0.01,
+            "stall_timeout": 5.0,
+            "overwrite": False,
+        }
         return CopyRequest(**{**base, **kw})  # type: ignore[arg-type]
 
     with pytest.raises(TransferError):
         copy(handle.url + "r.bin", str(dst), options(), progress=stop_half_way)
-    handle = start_server(root, host="127.0.0.1", port=handle.port, quiet=True,
-                          tokens=tokens.parse(f"{TOKEN} read,write\n"))
+    handle = start_server(
+        root,
+        host="127.0.0.1",
+        port=handle.port,
+        quiet=True,
+        tokens=tokens.parse(f"{TOKEN} read,write\n"),
+    )
     try:
         kept = sorted(p.name for p in tmp_path.iterdir() if "dtnkit-part" in p.name)
         assert len(kept) == 2  # the part file and its journal
@@ -647,7 +772,8 @@ def test_rename_noreplace(kernel: bool, tmp_path: Path, monkeypatch: pytest.Monk
 
 
 def test_cp_tpc_never_deletes_a_file_that_appeared_during_the_copy(
-        served: ServerHandle, peer: tuple[str, type[Peer]]) -> None:
+    served: ServerHandle, peer: tuple[str, type[Peer]]
+) -> None:
     """The clean-up of a failed copy (XRootD leaves partial files) must not remove the file
     that made an Overwrite: F copy fail."""
     url, handler = peer
@@ -656,10 +782,21 @@ def test_cp_tpc_never_deletes_a_file_that_appeared_during_the_copy(
 
     def copy_it() -> None:
         try:
-            result.append(third_party_copy("pull", url + "/x", served.url + "y", token=TOKEN,
-                                           remote_token=None, streams=1, checksum="adler32",
-                                           timeout=20, ca_file=None, insecure=False,
-                                           overwrite=False))
+            result.append(
+                third_party_copy(
+                    "pull",
+                    url + "/x",
+                    served.url + "y",
+                    token=TOKEN,
+                    remote_token=None,
+                    streams=1,
+                    checksum="adler32",
+                    timeout=20,
+                    ca_file=None,
+                    insecure=False,
+                    overwrite=False,
+                )
+            )
         except BaseException as exc:
             result.append(exc)
 

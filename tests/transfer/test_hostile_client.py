@@ -54,10 +54,12 @@ def listing(tree: dict[str, list[tuple[str, bool, int]]], data: bytes = b"x") ->
         if req.method == "PROPFIND":
             path = req.target.partition("?")[0]
             if path in tree:
-                return Reply(207, [("Content-Type", "application/xml")],
-                             multistatus(path, tree[path]))
+                return Reply(
+                    207, [("Content-Type", "application/xml")], multistatus(path, tree[path])
+                )
             return Reply(404, [], b"no")
         return files(req)
+
     return script
 
 
@@ -81,7 +83,8 @@ ESCAPES = [
 
 @pytest.mark.parametrize("href", ESCAPES)
 def test_recursive_download_refuses_hrefs_outside_the_destination(
-        href: str, tmp_path: Path, environment: Environment) -> None:
+    href: str, tmp_path: Path, environment: Environment
+) -> None:
     dst = tmp_path / "a" / "b" / "dst"
     dst.parent.mkdir(parents=True)
     tree = {"/d/": [("/d/fine", False, 1), (href, False, 1)]}
@@ -95,17 +98,26 @@ def test_recursive_download_refuses_hrefs_outside_the_destination(
 
 
 @pytest.mark.parametrize("href", ["/d/..", "/d/..%2Fescaped", "/elsewhere/x/", "/d/."])
-def test_relay_refuses_hrefs_outside_the_destination(href: str, environment: Environment
-                                                     ) -> None:
+def test_relay_refuses_hrefs_outside_the_destination(href: str, environment: Environment) -> None:
     """The destination is a naive server that would store any PUT: the client must send
     none (before the fix it sent PUT /up/in/.. , i.e. /up)."""
+
     def naive(req: Request) -> Reply:
         return Reply(201 if req.method in ("PUT", "MKCOL") else 404, [], b"")
 
     tree = {"/d/": [(href, href.endswith("/"), 1)], "/elsewhere/x/": [("/elsewhere/x/f", False, 1)]}
     with hostile(listing(tree)) as srv, hostile(naive) as dst:
-        code, err = cli(environment, "cp", "-r", "--retries", "0", "--verify", "none",
-                        srv.url("/d/"), dst.url("/up/in"))
+        code, err = cli(
+            environment,
+            "cp",
+            "-r",
+            "--retries",
+            "0",
+            "--verify",
+            "none",
+            srv.url("/d/"),
+            dst.url("/up/in"),
+        )
         stored = [r.target for r in dst.requests if r.method == "PUT"]
     one_error_line(err)
     assert code == 22, err
@@ -115,7 +127,9 @@ def test_relay_refuses_hrefs_outside_the_destination(href: str, environment: Env
 def test_a_normal_listing_still_copies(tmp_path: Path, environment: Environment) -> None:
     """Percent-encoded names and full-URL hrefs of the same origin are fine."""
     tree: dict[str, list[tuple[str, bool, int]]] = {
-        "/d/": [("/d/a%20b", False, len(DATA))], "/d/s/": [("/d/s/f", False, len(DATA))]}
+        "/d/": [("/d/a%20b", False, len(DATA))],
+        "/d/s/": [("/d/s/f", False, len(DATA))],
+    }
     with hostile(listing(tree, DATA)) as srv:
         tree["/d/"].append((srv.url("/d/s/"), True, 0))
         code, err = cli(environment, "cp", "-r", srv.url("/d/"), str(tmp_path / "out"))
@@ -148,32 +162,44 @@ EXTERNAL = b"""<?xml version="1.0"?>
 """
 
 
-@pytest.mark.parametrize("body", [BOMB, EXTERNAL, b"<not xml", b"\xff\xfe<D:x/>",
-                                  b"<D:multistatus xmlns:D='DAV:'>" + b"<D:x>" * 5000])
-def test_a_hostile_listing_body_is_one_error(body: bytes, tmp_path: Path,
-                                             environment: Environment) -> None:
+@pytest.mark.parametrize(
+    "body",
+    [
+        BOMB,
+        EXTERNAL,
+        b"<not xml",
+        b"\xff\xfe<D:x/>",
+        b"<D:multistatus xmlns:D='DAV:'>" + b"<D:x>" * 5000,
+    ],
+)
+def test_a_hostile_listing_body_is_one_error(
+    body: bytes, tmp_path: Path, environment: Environment
+) -> None:
     def script(req: Request) -> Reply:
         return Reply(207, [("Content-Type", "application/xml")], body)
 
     with hostile(script) as srv:
-        code, err = cli(environment, "cp", "-r", "--retries", "0", srv.url("/d/"),
-                        str(tmp_path / "out"))
+        code, err = cli(
+            environment, "cp", "-r", "--retries", "0", srv.url("/d/"), str(tmp_path / "out")
+        )
     line = one_error_line(err)
     assert code == 22, err
     assert "PROPFIND" in line
 
 
-def test_an_endless_tree_stops_at_the_depth_limit(tmp_path: Path,
-                                                  environment: Environment) -> None:
+def test_an_endless_tree_stops_at_the_depth_limit(tmp_path: Path, environment: Environment) -> None:
     """Every collection holds a collection `s/`: no recursion error, one line, exit 22."""
+
     def script(req: Request) -> Reply:
         path = req.target.partition("?")[0]
-        return Reply(207, [("Content-Type", "application/xml")],
-                     multistatus(path, [(path + "s/", True, 0)]))
+        return Reply(
+            207, [("Content-Type", "application/xml")], multistatus(path, [(path + "s/", True, 0)])
+        )
 
     with hostile(script) as srv:
-        code, err = cli(environment, "cp", "-r", "--retries", "0", srv.url("/d/"),
-                        str(tmp_path / "out"))
+        code, err = cli(
+            environment, "cp", "-r", "--retries", "0", srv.url("/d/"), str(tmp_path / "out")
+        )
         asked = srv.methods().count("PROPFIND")
     line = one_error_line(err)
     assert code == 22, err
@@ -197,11 +223,11 @@ def shifted(data: bytes, how: str) -> Script:
         heads = [(k, v) for k, v in reply.headers if k != "Content-Range"]
         a, b = int(asked[0]), int(asked[1])
         if how == "other-bytes":  # the bytes of another range, labelled as such
-            return Reply(206, [*heads, ("Content-Range", f"bytes 0-{b - a}/{size}")],
-                         data[:b - a + 1])
+            return Reply(
+                206, [*heads, ("Content-Range", f"bytes 0-{b - a}/{size}")], data[: b - a + 1]
+            )
         if how == "other-total":
-            return Reply(206, [*heads, ("Content-Range", f"bytes {a}-{b}/{size + 7}")],
-                         reply.body)
+            return Reply(206, [*heads, ("Content-Range", f"bytes {a}-{b}/{size + 7}")], reply.body)
         if how == "no-header":
             return Reply(206, heads, reply.body)
         if how == "garbage":
@@ -209,25 +235,40 @@ def shifted(data: bytes, how: str) -> Script:
         if how == "star":
             return Reply(206, [*heads, ("Content-Range", f"bytes {a}-{b}/*")], reply.body)
         raise AssertionError(how)
+
     return script
 
 
 @pytest.mark.parametrize("how", ["other-bytes", "other-total", "no-header", "garbage", "star"])
-def test_a_206_for_other_bytes_is_never_committed(how: str, tmp_path: Path,
-                                                  environment: Environment) -> None:
+def test_a_206_for_other_bytes_is_never_committed(
+    how: str, tmp_path: Path, environment: Environment
+) -> None:
     dst = tmp_path / "f"
     with hostile(shifted(DATA, how)) as srv:
         # two streams: one GET per span, so the second span's range is asked on its own
-        code, err = cli(environment, "cp", "--verify", "none", "--retries", "0",
-                        "--streams", "2", "--block-size", str(BLOCK), srv.url("/f"), str(dst))
+        code, err = cli(
+            environment,
+            "cp",
+            "--verify",
+            "none",
+            "--retries",
+            "0",
+            "--streams",
+            "2",
+            "--block-size",
+            str(BLOCK),
+            srv.url("/f"),
+            str(dst),
+        )
     line = one_error_line(err)
     assert code == 22, err
     assert "Content-Range" in line
     assert not dst.exists()
 
 
-def test_a_tampered_journal_and_part_file_are_not_committed(tmp_path: Path,
-                                                            environment: Environment) -> None:
+def test_a_tampered_journal_and_part_file_are_not_committed(
+    tmp_path: Path, environment: Environment
+) -> None:
     """Under --verify none nothing can check kept blocks: the run starts over."""
     dst = tmp_path / "f"
     with hostile(ranged(DATA)) as srv:
@@ -241,8 +282,16 @@ def test_a_tampered_journal_and_part_file_are_not_committed(tmp_path: Path,
             assert save_journal(dst, url, info, options, fd, {0, 1, 2, 3}, None, set())
         finally:
             os.close(fd)
-        code, err = cli(environment, "cp", "--verify", "none", "--block-size", str(BLOCK),
-                        srv.url("/f"), str(dst))
+        code, err = cli(
+            environment,
+            "cp",
+            "--verify",
+            "none",
+            "--block-size",
+            str(BLOCK),
+            srv.url("/f"),
+            str(dst),
+        )
     assert code == 0, err
     assert dst.read_bytes() == DATA
 
@@ -250,25 +299,32 @@ def test_a_tampered_journal_and_part_file_are_not_committed(tmp_path: Path,
 # --------------------------------------------------------------------------- 12: answers
 
 
-@pytest.mark.parametrize("length", ["-5", "²", "1e3", " 12 34", "99999999999999999999999999",
-                                    str(2**62)])  # before: planned 2**39 blocks (RSS grew)
-def test_a_bad_content_length_is_one_error(length: str, tmp_path: Path,
-                                           environment: Environment) -> None:
+@pytest.mark.parametrize(
+    "length", ["-5", "²", "1e3", " 12 34", "99999999999999999999999999", str(2**62)]
+)  # before: planned 2**39 blocks (RSS grew)
+def test_a_bad_content_length_is_one_error(
+    length: str, tmp_path: Path, environment: Environment
+) -> None:
     def script(req: Request) -> Reply:
-        return Reply(200, [("Content-Length", length), ("ETag", '"x"'),
-                           ("Accept-Ranges", "bytes")], b"", length=False, close=True)
+        return Reply(
+            200,
+            [("Content-Length", length), ("ETag", '"x"'), ("Accept-Ranges", "bytes")],
+            b"",
+            length=False,
+            close=True,
+        )
 
     with hostile(script) as srv:
-        code, err = cli(environment, "cp", "--retries", "0", srv.url("/f"),
-                        str(tmp_path / "f"))
+        code, err = cli(environment, "cp", "--retries", "0", srv.url("/f"), str(tmp_path / "f"))
     line = one_error_line(err)
     assert code == 22, err
     assert "Content-Length" in line
     assert files_under(tmp_path) == []
 
 
-def test_the_journal_is_private_and_keeps_no_query(tmp_path: Path,
-                                                   environment: Environment) -> None:
+def test_the_journal_is_private_and_keeps_no_query(
+    tmp_path: Path, environment: Environment
+) -> None:
     """A download that fails half-way keeps a journal: mode 0600, the URL's query (a
     pre-signed secret) not in it."""
     honest = ranged(DATA)
@@ -280,14 +336,26 @@ def test_the_journal_is_private_and_keeps_no_query(tmp_path: Path,
         reply = honest(req)
         if req.method == "GET":  # one GET for the whole file: it breaks off after block 0
             whole = str(len(reply.body))
-            reply = Reply(reply.status, [*reply.headers, ("Content-Length", whole)],
-                          reply.body[:BLOCK], close=True)
+            reply = Reply(
+                reply.status,
+                [*reply.headers, ("Content-Length", whole)],
+                reply.body[:BLOCK],
+                close=True,
+            )
         return reply
 
     dst = tmp_path / "f"
     with hostile(script) as srv:
-        code, err = cli(environment, "cp", "--retries", "0", "--block-size", str(BLOCK),
-                        srv.url("/f?authz=SECRET-SIGNATURE"), str(dst))
+        code, err = cli(
+            environment,
+            "cp",
+            "--retries",
+            "0",
+            "--block-size",
+            str(BLOCK),
+            srv.url("/f?authz=SECRET-SIGNATURE"),
+            str(dst),
+        )
     assert code == 20, err
     journal = journal_path(dst)
     assert journal.stat().st_mode & 0o777 == 0o600
@@ -299,8 +367,9 @@ def test_the_journal_is_private_and_keeps_no_query(tmp_path: Path,
 # --------------------------------------------------------------------------- 12: TLS, TPC
 
 
-def test_a_certificate_failure_is_refused_at_once(pki: Pki, tmp_path: Path,
-                                                  environment: Environment) -> None:
+def test_a_certificate_failure_is_refused_at_once(
+    pki: Pki, tmp_path: Path, environment: Environment
+) -> None:
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(pki.cert, pki.key)
     with hostile(ranged(DATA), ctx) as srv:
@@ -317,13 +386,21 @@ def test_a_certificate_failure_is_refused_at_once(pki: Pki, tmp_path: Path,
 def test_tpc_sends_no_token_to_the_other_server_by_default(environment: Environment) -> None:
     def script(req: Request) -> Reply:
         if req.method == "COPY":
-            return Reply(202, [("Content-Type", "text/plain")], b"success: Created\n",
-                         close=True)
+            return Reply(202, [("Content-Type", "text/plain")], b"success: Created\n", close=True)
         return Reply(200, [("Content-Length", "0")], length=False)
 
     with hostile(script) as srv:
-        code, err = cli(environment, "cp", "--tpc", "pull", "-f", "--token", "MINE",
-                        "http://127.0.0.1:1/src", srv.url("/dst"))
+        code, err = cli(
+            environment,
+            "cp",
+            "--tpc",
+            "pull",
+            "-f",
+            "--token",
+            "MINE",
+            "http://127.0.0.1:1/src",
+            srv.url("/dst"),
+        )
         copies = [r for r in srv.requests if r.method == "COPY"]
     assert code == 0, err
     assert len(copies) == 1
@@ -338,8 +415,19 @@ def test_tpc_remote_token_is_forwarded_when_given(environment: Environment) -> N
         return Reply(200, [("Content-Length", "0")], length=False)
 
     with hostile(script) as srv:
-        code, err = cli(environment, "cp", "--tpc", "pull", "-f", "--token", "MINE",
-                        "--remote-token", "THEIRS", "http://127.0.0.1:1/src", srv.url("/dst"))
+        code, err = cli(
+            environment,
+            "cp",
+            "--tpc",
+            "pull",
+            "-f",
+            "--token",
+            "MINE",
+            "--remote-token",
+            "THEIRS",
+            "http://127.0.0.1:1/src",
+            srv.url("/dst"),
+        )
         copy = next(r for r in srv.requests if r.method == "COPY")
     assert code == 0, err
     assert copy.headers["transferheaderauthorization"] == "Bearer THEIRS"
@@ -353,7 +441,16 @@ def test_a_refused_tpc_exits_22(status: int, environment: Environment) -> None:
         return Reply(404, [], b"")
 
     with hostile(script) as srv:
-        code, err = cli(environment, "cp", "--tpc", "pull", "-f", "--token", "x",
-                        "http://127.0.0.1:1/src", srv.url("/dst"))
+        code, err = cli(
+            environment,
+            "cp",
+            "--tpc",
+            "pull",
+            "-f",
+            "--token",
+            "x",
+            "http://127.0.0.1:1/src",
+            srv.url("/dst"),
+        )
     one_error_line(err)
     assert code == 22, err

@@ -30,6 +30,7 @@ def trickling(data: bytes, rate: float) -> Script:
         if req.method == "GET":
             reply.trickle = rate
         return reply
+
     return script
 
 
@@ -43,8 +44,15 @@ def test_a_trickle_is_cut_by_the_minimum_rate(tmp_path: Path, environment: Envir
     """10 bytes a second never trips --stall-timeout 3; 1 KiB/s over 1 s does."""
     dst = tmp_path / "f"
     with hostile(trickling(DATA, 10)) as srv:
-        code, err, took = run(environment, "--low-speed-limit", "1KiB", "--low-speed-time", "1",
-                              srv.url("/f"), str(dst))
+        code, err, took = run(
+            environment,
+            "--low-speed-limit",
+            "1KiB",
+            "--low-speed-time",
+            "1",
+            srv.url("/f"),
+            str(dst),
+        )
     assert code == 20, err
     assert "low-speed-limit" in err and "Traceback" not in err
     assert took < 10  # the trickle alone would take 27 minutes
@@ -54,24 +62,42 @@ def test_a_trickle_is_cut_by_the_minimum_rate(tmp_path: Path, environment: Envir
 def test_trickled_headers_are_cut_too(tmp_path: Path, environment: Environment) -> None:
     """The answer's head itself at 10 bytes a second (http.client reads up to 100 header
     lines of 64 KiB each: hours at that pace)."""
+
     def script(req: Request) -> Reply:
         return Reply(200, [("X-Pad", "p" * 5000)], b"", trickle=10, trickle_head=True)
 
     with hostile(script) as srv:
-        code, err, took = run(environment, "--low-speed-limit", "1KiB", "--low-speed-time", "1",
-                              srv.url("/f"), str(tmp_path / "f"))
+        code, err, took = run(
+            environment,
+            "--low-speed-limit",
+            "1KiB",
+            "--low-speed-time",
+            "1",
+            srv.url("/f"),
+            str(tmp_path / "f"),
+        )
     assert code == 20, err
     assert "low-speed-limit" in err and "Traceback" not in err
     assert took < 10
 
 
-def test_a_fast_enough_trickle_is_cut_by_the_deadline(tmp_path: Path,
-                                                      environment: Environment) -> None:
+def test_a_fast_enough_trickle_is_cut_by_the_deadline(
+    tmp_path: Path, environment: Environment
+) -> None:
     """2000 B/s keeps a 100 B/s minimum; --deadline 2 ends the 8 s copy, not retried."""
     dst = tmp_path / "f"
     with hostile(trickling(DATA, 2000)) as srv:
-        code, err, took = run(environment, "--low-speed-limit", "100", "--deadline", "2",
-                              "--retries", "3", srv.url("/f"), str(dst))
+        code, err, took = run(
+            environment,
+            "--low-speed-limit",
+            "100",
+            "--deadline",
+            "2",
+            "--retries",
+            "3",
+            srv.url("/f"),
+            str(dst),
+        )
         gets = srv.methods().count("GET")
     assert code == 20, err
     assert "--deadline of 2 s passed" in err and "Traceback" not in err
@@ -82,16 +108,25 @@ def test_a_fast_enough_trickle_is_cut_by_the_deadline(tmp_path: Path,
 
 def test_the_deadline_bounds_a_tpc_marker_stream(environment: Environment) -> None:
     """An active server that keeps the COPY answer open, a byte now and then."""
+
     def script(req: Request) -> Reply:
         if req.method == "COPY":
-            return Reply(202, [("Content-Type", "text/plain")], b"Perf Marker\n" * 100,
-                         trickle=5, length=False, close=True)
+            return Reply(
+                202,
+                [("Content-Type", "text/plain")],
+                b"Perf Marker\n" * 100,
+                trickle=5,
+                length=False,
+                close=True,
+            )
         return Reply(404, [], b"")
 
     with hostile(script) as srv:
         began = time.monotonic()
-        code = main(["cp", "--tpc", "pull", "-f", "--deadline", "2", "http://127.0.0.1:1/s",
-                     srv.url("/d")], environment)
+        code = main(
+            ["cp", "--tpc", "pull", "-f", "--deadline", "2", "http://127.0.0.1:1/s", srv.url("/d")],
+            environment,
+        )
         took = time.monotonic() - began
     err = taken(environment.stderr)
     assert code == 20, err
@@ -103,9 +138,16 @@ def test_server_side_pulls_get_the_minimum_rate_through_options(tmp_path: Path) 
     """The server's TPC pull calls download() with its own CopyRequest: the rule is in it
     (defaults 1 KiB/s over 30 s; here shortened) and ends the pull."""
     assert CopyRequest().low_speed_limit == 1024 and CopyRequest().low_speed_time == 30.0
-    run = CopyRun.of(CopyRequest(low_speed_limit=1024, low_speed_time=1, retries=0,
-                                 stall_timeout=3, verify="none",  # type: ignore[arg-type]
-                                 resume=False))
+    run = CopyRun.of(
+        CopyRequest(
+            low_speed_limit=1024,
+            low_speed_time=1,
+            retries=0,
+            stall_timeout=3,
+            verify="none",  # type: ignore[arg-type]
+            resume=False,
+        )
+    )
     with hostile(trickling(DATA, 10)) as srv:
         url = Url.parse(srv.url("/f"))
         began = time.monotonic()
@@ -116,11 +158,19 @@ def test_server_side_pulls_get_the_minimum_rate_through_options(tmp_path: Path) 
     assert not (tmp_path / "f").exists()
 
 
-@pytest.mark.parametrize("flag,value", [("--low-speed-limit", "-1"), ("--low-speed-limit", "x"),
-                                        ("--low-speed-time", "0"), ("--deadline", "0"),
-                                        ("--deadline", "nan")])
-def test_bad_rate_flags_are_one_error(flag: str, value: str, tmp_path: Path,
-                                      environment: Environment) -> None:
+@pytest.mark.parametrize(
+    "flag,value",
+    [
+        ("--low-speed-limit", "-1"),
+        ("--low-speed-limit", "x"),
+        ("--low-speed-time", "0"),
+        ("--deadline", "0"),
+        ("--deadline", "nan"),
+    ],
+)
+def test_bad_rate_flags_are_one_error(
+    flag: str, value: str, tmp_path: Path, environment: Environment
+) -> None:
     code = main(["cp", flag, value, "http://127.0.0.1:1/f", str(tmp_path / "f")], environment)
     err = taken(environment.stderr)
     assert code in (2, 9), err

@@ -16,8 +16,12 @@ from dtnkit.environment import Environment
 
 pytestmark = pytest.mark.needs_xrootd
 
-FILES = {"a.bin": b"a" * 1000, "sub/with space.bin": b"b" * 70000,
-         "sub/deeper/a&b;c=d+e.bin": b"c" * 10, "sub/deeper/ünï.bin": b"d" * 5}
+FILES = {
+    "a.bin": b"a" * 1000,
+    "sub/with space.bin": b"b" * 70000,
+    "sub/deeper/a&b;c=d+e.bin": b"c" * 10,
+    "sub/deeper/ünï.bin": b"d" * 5,
+}
 
 
 @pytest.fixture(scope="module")
@@ -26,8 +30,9 @@ def xrd(pki: Pki) -> Iterator[Xrootd]:
         yield server
 
 
-def test_cp_r_from_xrootd_keeps_every_name(xrd: Xrootd, pki: Pki, tmp_path: Path,
-                                           environment: Environment) -> None:
+def test_cp_r_from_xrootd_keeps_every_name(
+    xrd: Xrootd, pki: Pki, tmp_path: Path, environment: Environment
+) -> None:
     import pwd
 
     top = xrd.root / "hostile_client_tree"
@@ -39,9 +44,23 @@ def test_cp_r_from_xrootd_keeps_every_name(xrd: Xrootd, pki: Pki, tmp_path: Path
         ent = pwd.getpwnam(XROOTD_USER)
         for p in [top, *top.rglob("*")]:
             os.chown(p, ent.pw_uid, ent.pw_gid)
-    code = main(["cp", "-r", "--ca-file", str(pki.ca_file), "--verify", "none",
-                 f"{xrd.url}hostile_client_tree/", str(tmp_path / "out")], environment)
+    code = main(
+        [
+            "cp",
+            "-r",
+            "--ca-file",
+            str(pki.ca_file),
+            "--verify",
+            "none",
+            f"{xrd.url}hostile_client_tree/",
+            str(tmp_path / "out"),
+        ],
+        environment,
+    )
     assert code == 0, taken(environment.stderr)
-    got = {str(p.relative_to(tmp_path / "out")): p.read_bytes()
-           for p in (tmp_path / "out").rglob("*") if p.is_file()}
+    got = {
+        str(p.relative_to(tmp_path / "out")): p.read_bytes()
+        for p in (tmp_path / "out").rglob("*")
+        if p.is_file()
+    }
     assert got == FILES

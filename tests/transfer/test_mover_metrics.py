@@ -48,16 +48,18 @@ def values(text: str) -> dict[str, float]:
 
 def lint(text: str) -> None:
     """``promtool check metrics``: exit 0 and nothing said."""
-    out = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True,
-                         text=True, timeout=30)
+    out = subprocess.run(
+        ["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=30
+    )
     assert out.returncode == 0 and not out.stdout.strip(), out.stdout + out.stderr
 
 
 def server(tmp_path: Path, **kw: object) -> ServerHandle:
     root = tmp_path / "root"
     root.mkdir(exist_ok=True)
-    return start_server(root, tokens=tokens.parse(f"{RW} read,write\n{RO} read\n"),
-                        quiet=True, **kw)  # type: ignore[arg-type]
+    return start_server(
+        root, tokens=tokens.parse(f"{RW} read,write\n{RO} read\n"), quiet=True, **kw
+    )  # type: ignore[arg-type]
 
 
 def test_metrics_need_a_read_token_unless_anonymous(tmp_path: Path) -> None:
@@ -77,15 +79,18 @@ def test_metrics_need_a_read_token_unless_anonymous(tmp_path: Path) -> None:
 
 @needs_promtool
 def test_a_transfer_in_progress_is_an_active_stream_with_rate_and_utilisation(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     size = 64 * 2**20
     with server(tmp_path, metrics=True, capacity=1e9 / 8) as s:
         (s.root / "big.bin").write_bytes(os.urandom(2**20) * 64)
         client = socket.create_connection(("127.0.0.1", s.port))
         client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
         try:
-            client.sendall(b"GET /big.bin HTTP/1.1\r\nHost: x\r\nSciTag: 143\r\n"
-                           b"Authorization: Bearer " + RO.encode() + b"\r\n\r\n")
+            client.sendall(
+                b"GET /big.bin HTTP/1.1\r\nHost: x\r\nSciTag: 143\r\n"
+                b"Authorization: Bearer " + RO.encode() + b"\r\n\r\n"
+            )
             got = client.recv(65536)  # the answer started; the rest waits on our window
             assert got.startswith(b"HTTP/1.1 200")
             deadline = time.monotonic() + 10
@@ -101,7 +106,8 @@ def test_a_transfer_in_progress_is_an_active_stream_with_rate_and_utilisation(
             assert rate > 0
             assert v["dtnkit_transfer_capacity_bytes_per_second"] == 1e9 / 8
             assert v["dtnkit_transfer_stream_utilisation_ratio"] == pytest.approx(
-                rate / (1e9 / 8), rel=0.5)
+                rate / (1e9 / 8), rel=0.5
+            )
             before = v["dtnkit_transfer_sent_bytes_total"]
         finally:
             client.close()
@@ -119,16 +125,30 @@ def test_a_transfer_in_progress_is_an_active_stream_with_rate_and_utilisation(
 
 
 @needs_promtool
-def test_cp_metrics_textfile_is_written_and_lints(tmp_path: Path,
-                                                  environment: Environment) -> None:
+def test_cp_metrics_textfile_is_written_and_lints(tmp_path: Path, environment: Environment) -> None:
     data = os.urandom(2**20 + 5)
     prom = tmp_path / "textfile" / "dtnkit_cp.prom"
     prom.parent.mkdir()
     with server(tmp_path) as s:
         (s.root / "f.bin").write_bytes(data)
-        code = main(["cp", "--token", RO, "--scitag", "143", "--streams", "2",
-                     "--metrics-textfile", str(prom), "--capacity", "1g",
-                     s.url + "f.bin", str(tmp_path / "f.bin")], environment)
+        code = main(
+            [
+                "cp",
+                "--token",
+                RO,
+                "--scitag",
+                "143",
+                "--streams",
+                "2",
+                "--metrics-textfile",
+                str(prom),
+                "--capacity",
+                "1g",
+                s.url + "f.bin",
+                str(tmp_path / "f.bin"),
+            ],
+            environment,
+        )
         assert code == 0, taken(environment.stderr)
     text = prom.read_text()
     lint(text)
@@ -145,12 +165,12 @@ def test_cp_metrics_textfile_errors(tmp_path: Path, environment: Environment) ->
     src = tmp_path / "x"
     src.write_bytes(b"x")
     for argv, why in (
-            (["--metrics-textfile", str(tmp_path / "no" / "x.prom")], "does not exist"),
-            (["--metrics-textfile", str(tmp_path)], "is a directory"),
-            (["--capacity", "1g"], "only scales"),
-            (["--capacity", "fast", "--metrics-textfile", str(tmp_path / "m.prom")],
-             "capacity"),
-            (["--scitags-registry", str(src)], "only read for")):
+        (["--metrics-textfile", str(tmp_path / "no" / "x.prom")], "does not exist"),
+        (["--metrics-textfile", str(tmp_path)], "is a directory"),
+        (["--capacity", "1g"], "only scales"),
+        (["--capacity", "fast", "--metrics-textfile", str(tmp_path / "m.prom")], "capacity"),
+        (["--scitags-registry", str(src)], "only read for"),
+    ):
         code = main(["cp", *argv, str(src), "http://127.0.0.1:9/x"], environment)
         err = taken(environment.stderr)
         assert code == 9 and why in err and err.count("\n") == 1, err
@@ -159,7 +179,9 @@ def test_cp_metrics_textfile_errors(tmp_path: Path, environment: Environment) ->
 
 def test_serve_metrics_flags_need_metrics(tmp_path: Path, environment: Environment) -> None:
     for argv in (["--metrics-anonymous"], ["--capacity", "10g"]):
-        code = main(["serve", "--root", str(tmp_path), "--anonymous-read", "--port", "0",
-                     *argv], environment)
+        code = main(
+            ["serve", "--root", str(tmp_path), "--anonymous-read", "--port", "0", *argv],
+            environment,
+        )
         err = taken(environment.stderr)
         assert code == 9 and "--metrics" in err, err

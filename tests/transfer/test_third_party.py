@@ -23,8 +23,9 @@ class _Active(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: object) -> None:
         pass
 
-    def _answer(self, status: int, body: bytes = b"", headers: dict[str, str] | None = None
-                ) -> None:
+    def _answer(
+        self, status: int, body: bytes = b"", headers: dict[str, str] | None = None
+    ) -> None:
         self.send_response(status)
         for key, value in (headers or {}).items():
             self.send_header(key, value)
@@ -38,8 +39,13 @@ class _Active(BaseHTTPRequestHandler):
         if not self.server.exists:
             self._answer(404)
             return
-        self._answer(200, headers={"Content-Length": str(len(DATA)),
-                                   "Digest": f"adler32={zlib.adler32(DATA):08x}"})
+        self._answer(
+            200,
+            headers={
+                "Content-Length": str(len(DATA)),
+                "Digest": f"adler32={zlib.adler32(DATA):08x}",
+            },
+        )
 
     def do_COPY(self) -> None:
         self.server.seen.append("COPY")
@@ -73,9 +79,18 @@ def active() -> Iterator[_Server]:
 
 def run(active: _Server, mode: str = "pull") -> ThirdPartySummary:
     url = f"http://127.0.0.1:{active.server_address[1]}/y.bin"
-    return third_party_copy(mode, "http://127.0.0.1:9/x.bin", url, token=None,
-                            remote_token=None, streams=1, checksum="adler32", timeout=5,
-                            ca_file=None, insecure=False)
+    return third_party_copy(
+        mode,
+        "http://127.0.0.1:9/x.bin",
+        url,
+        token=None,
+        remote_token=None,
+        streams=1,
+        checksum="adler32",
+        timeout=5,
+        ca_file=None,
+        insecure=False,
+    )
 
 
 def test_a_failed_copy_removes_what_it_left(active: _Server) -> None:
@@ -106,6 +121,15 @@ def test_needs_two_urls() -> None:
     from dtnkit.errors import BadInput
 
     with pytest.raises(BadInput, match="--tpc"):
-        third_party_copy("pull", "/local", "http://127.0.0.1:9/x", token=None,
-                         remote_token=None, streams=1, checksum="adler32", timeout=1,
-                         ca_file=None, insecure=False)
+        third_party_copy(
+            "pull",
+            "/local",
+            "http://127.0.0.1:9/x",
+            token=None,
+            remote_token=None,
+            streams=1,
+            checksum="adler32",
+            timeout=1,
+            ca_file=None,
+            insecure=False,
+        )

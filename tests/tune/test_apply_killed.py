@@ -58,9 +58,24 @@ def test_apply_killed_half_way_then_run_again_restores_to_the_first_baseline(
     blocking_ethtool(tmp_path / "bin", fifo)
     env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "dtnkit", "tune", "apply", "--netns", netns.name,
-         "--state-dir", str(state_dir), "--format", "json"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        [
+            sys.executable,
+            "-m",
+            "dtnkit",
+            "tune",
+            "apply",
+            "--netns",
+            netns.name,
+            "--state-dir",
+            str(state_dir),
+            "--format",
+            "json",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     try:
         with open(fifo) as fh:  # blocks until the apply runs its first ethtool -K
             assert fh.readline().startswith("changing -K ")
@@ -72,22 +87,33 @@ def test_apply_killed_half_way_then_run_again_restores_to_the_first_baseline(
     assert half != before  # the sysctls and txqueuelen were written, gro not
     assert netns.sysctl("net.ipv4.tcp_rmem") != "4096\t99999\t7777777"
 
-    code, rows, _err = run(capsys, "tune", "list", "--state-dir", str(state_dir), "--format",
-                           "json")
+    code, rows, _err = run(
+        capsys, "tune", "list", "--state-dir", str(state_dir), "--format", "json"
+    )
     [first] = rows
     assert first["last_baseline"] is True
     assert first["incomplete"] and "did not finish" in first["incomplete"]
 
     # run again: it finishes the job; its own snapshot is of the half-tuned namespace
-    code, out, err = run(capsys, "tune", "apply", "--netns", netns.name, "--state-dir",
-                         str(state_dir), "--format", "json")
+    code, out, err = run(
+        capsys,
+        "tune",
+        "apply",
+        "--netns",
+        netns.name,
+        "--state-dir",
+        str(state_dir),
+        "--format",
+        "json",
+    )
     assert code == ExitStatus.OK, err
     assert out["baseline"] == first["id"]  # the baseline of record, and what undo restores
     assert out["half_tuned_snapshot"] and out["half_tuned_snapshot"] != first["id"]
     assert first["id"] in out["undo"]
 
-    code, rows, _err = run(capsys, "tune", "list", "--state-dir", str(state_dir), "--format",
-                           "json")
+    code, rows, _err = run(
+        capsys, "tune", "list", "--state-dir", str(state_dir), "--format", "json"
+    )
     by_id = {r["id"]: r for r in rows}
     assert by_id[first["id"]]["last_baseline"] is True
     assert by_id[first["id"]]["incomplete"] is None  # the second run finished the job
@@ -98,8 +124,17 @@ def test_apply_killed_half_way_then_run_again_restores_to_the_first_baseline(
     code, text, _err = run(capsys, "tune", "list", "--state-dir", str(state_dir))
     assert "(half-tuned)" in text
 
-    code, out, err = run(capsys, "tune", "restore", "--netns", netns.name, "--state-dir",
-                         str(state_dir), "--format", "json")
+    code, out, err = run(
+        capsys,
+        "tune",
+        "restore",
+        "--netns",
+        netns.name,
+        "--state-dir",
+        str(state_dir),
+        "--format",
+        "json",
+    )
     assert code == ExitStatus.OK, err
     assert out["snapshot"] == first["id"]
     assert netns.state() == before

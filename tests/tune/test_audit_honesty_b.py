@@ -34,8 +34,7 @@ def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, Any]:
 
 
 def audit(capsys: pytest.CaptureFixture[str], tree: Path, *extra: str) -> dict[str, Any]:
-    code, doc = run_json(capsys, "tune", "audit", "--tree", str(tree), "--format", "json",
-                         *extra)
+    code, doc = run_json(capsys, "tune", "audit", "--tree", str(tree), "--format", "json", *extra)
     assert code in (ExitStatus.OK, ExitStatus.DRIFT), doc
     return dict(doc)
 
@@ -57,13 +56,27 @@ def write_cmd(tree: Path, argv: str, body: str) -> None:
 # --------------------------------------------------------------------------- IPv6
 
 
-LINK_LOCAL_ONLY = json.dumps([
-    {"ifindex": 1, "ifname": "lo", "addr_info": [
-        {"family": "inet6", "local": "::1", "prefixlen": 128, "scope": "host"}]},
-    {"ifindex": 2, "ifname": "enp1s0", "addr_info": [
-        {"family": "inet6", "local": "fe80::3efd:feff:fe12:3456", "prefixlen": 64,
-         "scope": "link"}]},
-])
+LINK_LOCAL_ONLY = json.dumps(
+    [
+        {
+            "ifindex": 1,
+            "ifname": "lo",
+            "addr_info": [{"family": "inet6", "local": "::1", "prefixlen": 128, "scope": "host"}],
+        },
+        {
+            "ifindex": 2,
+            "ifname": "enp1s0",
+            "addr_info": [
+                {
+                    "family": "inet6",
+                    "local": "fe80::3efd:feff:fe12:3456",
+                    "prefixlen": 64,
+                    "scope": "link",
+                }
+            ],
+        },
+    ]
+)
 
 
 @pytest.mark.parametrize("tree", ["dtn-b"], indirect=True)
@@ -83,8 +96,9 @@ def test_a_unique_local_ipv6_address_is_not_dual_stack(
     capsys: pytest.CaptureFixture[str], tree: Path
 ) -> None:
     doc = json.loads(LINK_LOCAL_ONLY)
-    doc[1]["addr_info"].append({"family": "inet6", "local": "fd12:3456:789a::10",
-                                "prefixlen": 64, "scope": "global"})
+    doc[1]["addr_info"].append(
+        {"family": "inet6", "local": "fd12:3456:789a::10", "prefixlen": 64, "scope": "global"}
+    )
     write_cmd(tree, "ip -6 -j addr show", json.dumps(doc))
     row = rows(audit(capsys, tree, "--group", "checks"))["check/ipv6"]
     assert row["status"] == "differs"
@@ -126,8 +140,9 @@ def test_a_1g_management_port_gets_no_advice(capsys: pytest.CaptureFixture[str])
     keys = set(rows(doc))
     assert not [k for k in keys if "/eno1/" in k], "eno1 (1G, no default route) was tuned"
     assert "link/enp1s0/mtu" in keys and "qdisc/enp1s0/root" in keys
-    skipped = {d["value"]: d["why"] for d in doc["decisions"]
-               if d["what"] == "not a data interface"}
+    skipped = {
+        d["value"]: d["why"] for d in doc["decisions"] if d["what"] == "not a data interface"
+    }
     assert skipped["eno1"].startswith("1 Gbit/s, no default route")
     assert skipped["ens2"].startswith("no default route")  # 25G, down, no route
     assert [i["device"] for i in doc["interfaces"]] == ["enp1s0"]
@@ -140,12 +155,16 @@ def test_a_1g_management_port_gets_no_advice(capsys: pytest.CaptureFixture[str])
 def test_a_1g_port_with_the_default_route_is_still_not_a_data_nic(
     capsys: pytest.CaptureFixture[str], tree: Path
 ) -> None:
-    write_cmd(tree, "ip -j route show default",
-              '[{"dst":"default","gateway":"192.0.2.1","dev":"eno1","metric":100,"flags":[]}]')
+    write_cmd(
+        tree,
+        "ip -j route show default",
+        '[{"dst":"default","gateway":"192.0.2.1","dev":"eno1","metric":100,"flags":[]}]',
+    )
     write_cmd(tree, "ip -6 -j route show default", "[]")
     doc = audit(capsys, tree)
-    skipped = {d["value"]: d["why"] for d in doc["decisions"]
-               if d["what"] == "not a data interface"}
+    skipped = {
+        d["value"]: d["why"] for d in doc["decisions"] if d["what"] == "not a data interface"
+    }
     assert skipped["eno1"].startswith("1 Gbit/s (")  # speed alone; it has the route
     # the route decides nothing when no fast link has it: enp1s0 and ens2 stay data links
     assert [i["device"] for i in doc["interfaces"]] == ["enp1s0", "ens2"]
@@ -175,8 +194,11 @@ def test_bond_with_layer2_hash(capsys: pytest.CaptureFixture[str], tree: Path) -
     row = rows(audit(capsys, tree, "--group", "checks"))["check/bond-hash"]
     assert (row["status"], row["current"]) == ("differs", "bond0: layer2 (802.3ad)")
     proc = tree / "proc/net/bonding/bond0"
-    proc.write_text(proc.read_text().replace("Transmit Hash Policy: layer2 (0)",
-                                             "Transmit Hash Policy: layer3+4 (1)"))
+    proc.write_text(
+        proc.read_text().replace(
+            "Transmit Hash Policy: layer2 (0)", "Transmit Hash Policy: layer3+4 (1)"
+        )
+    )
     assert rows(audit(capsys, tree, "--group", "checks"))["check/bond-hash"]["status"] == "ok"
     # sysfs, where present, is read first
     sysfs = tree / "sys/class/net/bond0/bonding"
@@ -193,7 +215,9 @@ def test_driver_and_firmware_in_the_json(capsys: pytest.CaptureFixture[str]) -> 
     tree = Path(__file__).parents[1] / "fixtures" / "hosts" / "dtn-a"
     nics = {i["device"]: i for i in audit(capsys, tree, "--group", "checks")["interfaces"]}
     assert (nics["ens5f1np1"]["driver"], nics["ens5f1np1"]["firmware"]) == (
-        "mlx5_core", "16.35.2000 (MT_0000000008)")
+        "mlx5_core",
+        "16.35.2000 (MT_0000000008)",
+    )
     assert nics["ens1f0np0"]["firmware"] == "14.23.1020 (MT_2420110034)"
 
 
@@ -204,8 +228,13 @@ def test_mtu_is_checked_over_the_whole_bond_stack(capsys: pytest.CaptureFixture[
     tree = Path(__file__).parents[1] / "fixtures" / "hosts" / "dtn-a"
     doc = audit(capsys, tree, "--group", "nic")
     mtu = [f for f in doc["findings"] if f["key"].endswith("/mtu")]
-    assert [f["device"] for f in mtu] == ["ens1f0np0", "ens1f1np1", "ens5f1np1", "bond0",
-                                          "bond0.111"]  # lowest first: the order apply raises
+    assert [f["device"] for f in mtu] == [
+        "ens1f0np0",
+        "ens1f1np1",
+        "ens5f1np1",
+        "bond0",
+        "bond0.111",
+    ]  # lowest first: the order apply raises
     status = {f["device"]: (f["current"], f["status"]) for f in mtu}
     assert status["bond0"] == (1500, "differs") and status["bond0.111"] == (1500, "differs")
 
@@ -214,13 +243,29 @@ def test_mtu_is_checked_over_the_whole_bond_stack(capsys: pytest.CaptureFixture[
 def test_mtu_apply_on_a_tree_writes_members_bond_then_vlan(
     capsys: pytest.CaptureFixture[str], tree: Path, tmp_path: Path
 ) -> None:
-    code, out = run_json(capsys, "tune", "apply", "--tree", str(tree), "--group", "nic",
-                         "--mtu", "--dry-run", "--format", "json",
-                         "--state-dir", str(tmp_path / "state"))
+    code, out = run_json(
+        capsys,
+        "tune",
+        "apply",
+        "--tree",
+        str(tree),
+        "--group",
+        "nic",
+        "--mtu",
+        "--dry-run",
+        "--format",
+        "json",
+        "--state-dir",
+        str(tmp_path / "state"),
+    )
     assert code == ExitStatus.OK, out
     keys = [s["key"] for s in out["plan"] if s["key"].endswith("/mtu")]
-    assert keys == ["link/ens1f0np0/mtu", "link/ens1f1np1/mtu", "link/bond0/mtu",
-                    "link/bond0.111/mtu"]
+    assert keys == [
+        "link/ens1f0np0/mtu",
+        "link/ens1f1np1/mtu",
+        "link/bond0/mtu",
+        "link/bond0.111/mtu",
+    ]
 
 
 def ip(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -287,8 +332,7 @@ def test_mtu_apply_raises_the_whole_stack_and_restore_lowers_it(
     code, doc = run_json(capsys, "tune", "audit", *common)
     mtu = {f["device"]: f["status"] for f in doc["findings"] if f["key"].endswith("/mtu")}
     assert mtu == dict.fromkeys(stack.devices, "ok")
-    code, out = run_json(capsys, "tune", "restore", "--netns", stack.ns, "--format", "json",
-                         *state)
+    code, out = run_json(capsys, "tune", "restore", "--netns", stack.ns, "--format", "json", *state)
     assert code == ExitStatus.OK, out
     assert stack.mtus() == dict.fromkeys(stack.devices, 1500)
 
@@ -302,11 +346,25 @@ def test_audit_flags_a_stack_left_at_1500_over_jumbo_members(
     for dev in ("dkm0", "dkm1"):
         ip("-n", stack.ns, "link", "set", "dev", dev, "mtu", "9000")
     assert stack.mtus()["dkbr"] == 1500 or stack.mtus()["dkbr.7"] == 1500
-    code, doc = run_json(capsys, "tune", "audit", "--netns", stack.ns, "--iface", "dkbr.7",
-                         "--group", "nic", "--format", "json")
+    code, doc = run_json(
+        capsys,
+        "tune",
+        "audit",
+        "--netns",
+        stack.ns,
+        "--iface",
+        "dkbr.7",
+        "--group",
+        "nic",
+        "--format",
+        "json",
+    )
     assert code == ExitStatus.DRIFT
-    mtu = {f["device"]: (f["current"], f["status"]) for f in doc["findings"]
-           if f["key"].endswith("/mtu")}
+    mtu = {
+        f["device"]: (f["current"], f["status"])
+        for f in doc["findings"]
+        if f["key"].endswith("/mtu")
+    }
     assert mtu["dkm0"] == (9000, "ok")
     assert mtu["dkbr.7"] == (1500, "differs")
 
@@ -322,14 +380,16 @@ def test_restore_raises_the_stack_lowest_first(
     state = ["--state-dir", str(tmp_path / "state")]
     for dev in ("dkm0", "dkm1", "dkbr", "dkbr.7"):
         ip("-n", stack.ns, "link", "set", "dev", dev, "mtu", "9000")
-    code, out = run_json(capsys, "tune", "save", "--netns", stack.ns, "--label", "jumbo",
-                         "--format", "json", *state)
+    code, out = run_json(
+        capsys, "tune", "save", "--netns", stack.ns, "--label", "jumbo", "--format", "json", *state
+    )
     assert code == ExitStatus.OK, out
     ip("-n", stack.ns, "link", "set", "dev", "dkbr", "mtu", "1500")  # the kernel lowers dkbr.7
     for dev in ("dkm0", "dkm1"):
         ip("-n", stack.ns, "link", "set", "dev", dev, "mtu", "1500")
     assert stack.mtus() == dict.fromkeys(stack.devices, 1500)
-    code, out = run_json(capsys, "tune", "restore", "jumbo", "--netns", stack.ns,
-                         "--format", "json", *state)
+    code, out = run_json(
+        capsys, "tune", "restore", "jumbo", "--netns", stack.ns, "--format", "json", *state
+    )
     assert code == ExitStatus.OK, out
     assert stack.mtus() == dict.fromkeys(stack.devices, 9000)

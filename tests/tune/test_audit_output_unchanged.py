@@ -40,16 +40,21 @@ def before(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     """The command line that runs the audit of SAME_AS (skips without git or that commit)."""
     if shutil.which("git") is None:
         pytest.skip("needs git to check out the tree before")
-    archive = subprocess.run(["git", "-C", str(REPO), "archive", SAME_AS, "src"],
-                             capture_output=True, check=False)
+    archive = subprocess.run(
+        ["git", "-C", str(REPO), "archive", SAME_AS, "src"], capture_output=True, check=False
+    )
     if archive.returncode != 0:
         pytest.skip(f"commit {SAME_AS[:7]} is not in this checkout")
     tree = tmp_path_factory.mktemp("aud-before")
     with tarfile.open(fileobj=BytesIO(archive.stdout)) as tar:
         tar.extractall(tree)  # our own commit (3.11.2 has no filter=)
-    return [sys.executable, "-c", f"import sys; sys.path.insert(0, {str(tree / 'src')!r}); "
-            "import dtnkit; assert dtnkit.__file__.startswith(sys.path[0]), dtnkit.__file__; "
-            "from dtnkit.cli.main import entry; sys.argv[0] = 'dtnkit'; entry()"]
+    return [
+        sys.executable,
+        "-c",
+        f"import sys; sys.path.insert(0, {str(tree / 'src')!r}); "
+        "import dtnkit; assert dtnkit.__file__.startswith(sys.path[0]), dtnkit.__file__; "
+        "from dtnkit.cli.main import entry; sys.argv[0] = 'dtnkit'; entry()",
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +117,10 @@ def test_tree_audit_is_unchanged(before: list[str], fmt: str) -> None:
 
 
 def test_errors_are_unchanged(before: list[str]) -> None:
-    for args in (["tune", "audit", "--group", "nosuch", "--format", "json"],
-                 ["tune", "audit", "--speed", "nan"], ["tune", "audit", "--bogus"],
-                 ["tune", "audit", "-h"]):
+    for args in (
+        ["tune", "audit", "--group", "nosuch", "--format", "json"],
+        ["tune", "audit", "--speed", "nan"],
+        ["tune", "audit", "--bogus"],
+        ["tune", "audit", "-h"],
+    ):
         assert_same(before, args, ran=args[-1] == "-h")

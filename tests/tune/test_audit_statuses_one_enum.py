@@ -68,8 +68,11 @@ def test_the_fleet_takes_exactly_the_five_statuses(status: str) -> None:
     if status in VALUES:
         assert audit_from(doc, "h", "h.audit.json").findings[0].status is AuditStatus(status)
     else:
-        with pytest.raises(Invalid, match="not one of ok, differs, unsupported, unknown, "
-                                          r"host-scope$"):
+        with pytest.raises(
+            Invalid,
+            match="not one of ok, differs, unsupported, unknown, "
+            r"host-scope$",
+        ):
             audit_from(doc, "h", "h.audit.json")
 
 

@@ -38,8 +38,7 @@ def bridged(tmp_path: Path) -> Iterator[Netns]:
     with Netns(prefix="hlbr") as ns:
         sh("ip", "-n", ns.name, "link", "add", "br0", "type", "bridge")
         for i, port in enumerate(PORTS):
-            sh("ip", "-n", ns.name, "link", "add", port, "type", "veth", "peer", "name",
-               f"hlq{i}")
+            sh("ip", "-n", ns.name, "link", "add", port, "type", "veth", "peer", "name", f"hlq{i}")
             sh("ip", "-n", ns.name, "link", "set", port, "master", "br0")
             for dev in (port, f"hlq{i}"):
                 sh("ip", "-n", ns.name, "link", "set", dev, "up")
@@ -73,13 +72,13 @@ def tune(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, Any]:
 
 
 def test_apply_and_restore_leave_a_following_bridge_following(
-        bridged: Netns, state_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bridged: Netns, state_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert follows(bridged)
     sel = ["--netns", bridged.name, "--state-dir", str(state_dir)]
     code, out = tune(capsys, "apply", *sel, "--iface", "br0", "--group", "nic", "--mtu")
     assert code == ExitStatus.OK, out
-    assert {a["key"] for a in out["applied"]} >= {"link/hlp0/mtu", "link/hlp1/mtu",
-                                                  "link/br0/mtu"}
+    assert {a["key"] for a in out["applied"]} >= {"link/hlp0/mtu", "link/hlp1/mtu", "link/br0/mtu"}
     assert [mtu(bridged, d) for d in ("hlp0", "hlp1", "br0")] == [9000, 9000, 9000]
 
     code, out = tune(capsys, "restore", *sel)
@@ -91,18 +90,23 @@ def test_apply_and_restore_leave_a_following_bridge_following(
 
 
 def test_apply_does_not_set_a_following_bridge_that_a_port_left_out_holds(
-        bridged: Netns, state_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bridged: Netns, state_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     # only hlp0 is selected: hlp1 (1500) keeps br0 at 1500, so br0 could reach 9000 only set
     # by hand, which would end its following for good (restore could not undo it)
     sel = ["--netns", bridged.name, "--state-dir", str(state_dir)]
-    code, audit = tune(capsys, "audit", "--netns", bridged.name, "--iface", "hlp0", "--group",
-                       "nic")
+    code, audit = tune(
+        capsys, "audit", "--netns", bridged.name, "--iface", "hlp0", "--group", "nic"
+    )
     found = {f["key"]: f for f in audit["findings"]}
     br0 = found["link/br0/mtu"]
     assert br0["status"] == "unknown", br0
     assert "hlp1 (1500)" in br0["why"] and "--iface br0" in br0["why"]
-    assert {"give": "--iface br0", "hint": "give --iface br0 and audit again",
-            "keys": ["link/br0/mtu"]} in audit["undecided"]
+    assert {
+        "give": "--iface br0",
+        "hint": "give --iface br0 and audit again",
+        "keys": ["link/br0/mtu"],
+    } in audit["undecided"]
 
     code, out = tune(capsys, "apply", *sel, "--iface", "hlp0", "--group", "nic", "--mtu")
     assert code == ExitStatus.UNDECIDED, out  # hlp0 applied; br0 left undecided, as it says
@@ -115,7 +119,8 @@ def test_apply_does_not_set_a_following_bridge_that_a_port_left_out_holds(
 
 
 def test_restore_says_when_a_bridge_was_set_by_hand_since(
-        bridged: Netns, state_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bridged: Netns, state_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     sel = ["--netns", bridged.name, "--state-dir", str(state_dir)]
     code, saved = tune(capsys, "save", *sel)
     assert code == ExitStatus.OK, saved
@@ -139,12 +144,16 @@ class StopAfterBridge(SubprocessRunner):
 
 
 def test_an_apply_undone_leaves_a_following_bridge_following(
-        bridged: Netns, state_dir: Path) -> None:
+    bridged: Netns, state_dir: Path
+) -> None:
     # the undo goes newest first, but the MTUs as restore writes them: ports, then br0
     host = Host(Path("/"), netns=bridged.name, runner=StopAfterBridge())
     out = apply_mod.apply(
-        host, lambda h: run_audit(h, load_profile("dtn"), groups=["nic"], ifaces=["br0"]),
-        Store(state_dir), on_request=("mtu",))
+        host,
+        lambda h: run_audit(h, load_profile("dtn"), groups=["nic"], ifaces=["br0"]),
+        Store(state_dir),
+        on_request=("mtu",),
+    )
     assert out.error is not None and out.error.status == ExitStatus.INTERRUPTED
     assert out.failed is not None and out.failed.tunable.key == "link/br0/mtu"
     assert out.rollback_errors == []

@@ -57,8 +57,10 @@ def dtnkit(*argv: str) -> list[str]:
 
 def run_all(argvs: list[list[str]]) -> list[tuple[int, dict[str, Any], str]]:
     """Start every command at once; (exit code, JSON document, stderr) of each."""
-    procs = [subprocess.Popen(a, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for a in argvs]
+    procs = [
+        subprocess.Popen(a, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for a in argvs
+    ]
     results = []
     for p in procs:
         out, err = p.communicate(timeout=180)
@@ -74,8 +76,7 @@ def run_one(*argv: str) -> dict[str, Any]:
 
 def assert_one_at_a_time(docs: list[dict[str, Any]]) -> int:
     """The lock windows the runs report never overlap; returns how many there were."""
-    windows = sorted((d["lock"]["acquired"], d["lock"]["released"]) for d in docs
-                     if d.get("lock"))
+    windows = sorted((d["lock"]["acquired"], d["lock"]["released"]) for d in docs if d.get("lock"))
     for (_, end), (nxt, _) in itertools.pairwise(windows):
         assert end <= nxt, f"two runs held the lock at once: {end} > {nxt}"
     return len(windows)
@@ -92,12 +93,17 @@ def test_twenty_concurrent_applies_write_once_and_restore_exactly(
 ) -> None:
     start_state = ns.state()
     dirs = [tmp_path / "a", tmp_path / "b"]  # the lock is the namespace's, whatever the dir
-    start = run_one("tune", "save", "--netns", ns.name, "--state-dir", str(dirs[0]),
-                    "--label", "start")
+    start = run_one(
+        "tune", "save", "--netns", ns.name, "--state-dir", str(dirs[0]), "--label", "start"
+    )
     start_values = Store(dirs[0]).load(start["id"]).values
 
-    results = run_all([dtnkit("tune", "apply", "--netns", ns.name, "--state-dir",
-                              str(dirs[i % 2])) for i in range(20)])
+    results = run_all(
+        [
+            dtnkit("tune", "apply", "--netns", ns.name, "--state-dir", str(dirs[i % 2]))
+            for i in range(20)
+        ]
+    )
 
     for code, doc, err in results:
         assert code in (ExitStatus.OK, ExitStatus.LOCKED), err
@@ -110,8 +116,9 @@ def test_twenty_concurrent_applies_write_once_and_restore_exactly(
     assert len(writers) == 1, [changed(d) for d in writers]
     [writer] = writers
     assert all(d["baseline"] is None for d in docs if d is not writer)
-    home = next(d for d in dirs if (d / "snapshots").exists()
-                and writer["baseline"] in Store(d).ids())
+    home = next(
+        d for d in dirs if (d / "snapshots").exists() and writer["baseline"] in Store(d).ids()
+    )
     baseline = Store(home).load(writer["baseline"])
     assert baseline.values == start_values
     assert {k: start_values[k] for k in changed(writer)} == changed(writer)

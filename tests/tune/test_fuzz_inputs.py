@@ -27,8 +27,9 @@ from dtnkit.cli.main import main
 from dtnkit.environment import Environment
 from dtnkit.errors import ExitStatus
 
-FUZZ = settings(max_examples=fuzz.CASES, deadline=None, database=None,
-                suppress_health_check=list(HealthCheck))
+FUZZ = settings(
+    max_examples=fuzz.CASES, deadline=None, database=None, suppress_health_check=list(HealthCheck)
+)
 # restore: done, done but a setting's device is not there (3), rolled back after a refused
 # write (4), bad input (9)
 RESTORE_CODES = {0, 3, 4, 9}
@@ -68,8 +69,10 @@ class World:
     def files(top: Path) -> dict[str, bytes]:
         if not top.exists():
             return {}
-        return {str(p.relative_to(top)): (p.read_bytes() if p.is_file() else b"<dir>")
-                for p in top.rglob("*")}
+        return {
+            str(p.relative_to(top)): (p.read_bytes() if p.is_file() else b"<dir>")
+            for p in top.rglob("*")
+        }
 
     def untouched(self) -> bool:
         return self.stats(self.tree) == self.signature
@@ -89,9 +92,14 @@ class World:
         self.signature = self.stats(self.tree)
 
     def env(self) -> Environment:
-        return Environment(state_dir=self.state, results_db=self.root / "r.sqlite",
-                           lab_state_root=self.root / "lab", stdin=io.StringIO(),
-                           stdout=io.StringIO(), stderr=io.StringIO())
+        return Environment(
+            state_dir=self.state,
+            results_db=self.root / "r.sqlite",
+            lab_state_root=self.root / "lab",
+            stdin=io.StringIO(),
+            stdout=io.StringIO(),
+            stderr=io.StringIO(),
+        )
 
     def run(self, *argv: str) -> tuple[int, str]:
         env = self.env()
@@ -118,18 +126,60 @@ def refused_cleanly(code: int, err: str) -> None:
 
 
 # ---- generated values ---------------------------------------------------------------------
-NEAR = [0, 1, -1, -5, 68, 1500, 9000, 65536, 65537, 2**31 - 1, 2**31, 2**32, 2**63, 2**64,
-        10**30, True, False, None, "", "fq", "bbr", "4096 87380 6291456", "9 8 7", "1 2",
-        "performance", "cpu0", "1:", ":1", "on", "x\ny", "\u00e9", {"cpu0": "performance"},
-        {"kind": "tbf", "handle": "1:", "options": {"rate": 125000000}, "children": []},
-        {"kind": "tbf", "handle": "1:", "options": {"rate": 1, "burst": 1600}, "children": []},
-        {"kind": "pfifo", "handle": "1:", "options": {"limit": 100}, "children": []},
-        {"kind": "mq", "handle": "0:", "options": {}, "children": [{"kind": "fq"}]},
-        {"maxrate_bps": 10**9, "mq": True, "queues": 2}, {"maxrate_bps": -1}, [], {}, [[[]]],
-        # the IPv6 state an MTU below 1280 drops: near-valid and hostile records
-        ["2001:db8::5/64 nodad"], ["2001:db8::5/129"], ["fe80::1/64"], ["2001:db8::5/64 dev lo"],
-        ["default via fe80::1 metric 1024"], ["default via eth0 metric 1"], ["::/0 metric -1"],
-        {"accept_ra": "0"}, {"../../../etc/passwd": "x"}, {"disable_ipv6": 1}]
+NEAR = [
+    0,
+    1,
+    -1,
+    -5,
+    68,
+    1500,
+    9000,
+    65536,
+    65537,
+    2**31 - 1,
+    2**31,
+    2**32,
+    2**63,
+    2**64,
+    10**30,
+    True,
+    False,
+    None,
+    "",
+    "fq",
+    "bbr",
+    "4096 87380 6291456",
+    "9 8 7",
+    "1 2",
+    "performance",
+    "cpu0",
+    "1:",
+    ":1",
+    "on",
+    "x\ny",
+    "\u00e9",
+    {"cpu0": "performance"},
+    {"kind": "tbf", "handle": "1:", "options": {"rate": 125000000}, "children": []},
+    {"kind": "tbf", "handle": "1:", "options": {"rate": 1, "burst": 1600}, "children": []},
+    {"kind": "pfifo", "handle": "1:", "options": {"limit": 100}, "children": []},
+    {"kind": "mq", "handle": "0:", "options": {}, "children": [{"kind": "fq"}]},
+    {"maxrate_bps": 10**9, "mq": True, "queues": 2},
+    {"maxrate_bps": -1},
+    [],
+    {},
+    [[[]]],
+    # the IPv6 state an MTU below 1280 drops: near-valid and hostile records
+    ["2001:db8::5/64 nodad"],
+    ["2001:db8::5/129"],
+    ["fe80::1/64"],
+    ["2001:db8::5/64 dev lo"],
+    ["default via fe80::1 metric 1024"],
+    ["default via eth0 metric 1"],
+    ["::/0 metric -1"],
+    {"accept_ra": "0"},
+    {"../../../etc/passwd": "x"},
+    {"disable_ipv6": 1},
+]
 junk = st.one_of(
     st.sampled_from(NEAR),
     st.integers(min_value=-(2**70), max_value=2**70),
@@ -138,14 +188,32 @@ junk = st.one_of(
     st.lists(st.integers(), max_size=3),
     st.dictionaries(st.text(max_size=6), st.integers(), max_size=3),
 )
-KEYS = ["sysctl/net.core.rmem_max", "sysctl/net.ipv4.tcp_rmem", "sysctl/net.core.default_qdisc",
-        "sysctl/net.ipv4.tcp_congestion_control", "link/ens1f0np0/mtu",
-        "link/ens1f0np0/txqueuelen", "ring/ens1f0np0/rx", "feature/ens1f0np0/gro",
-        "coalesce/ens1f1np1/adaptive-rx", "pause/ens1f1np1/tx", "qdisc/ens1f0np0/root",
-        "cpu/governor", "tuned/profile", "link/nosuch/mtu", "sysctl/", "evil/key",
-        "qdisc/ens1f0np0/leaf", "check/smt", "sysctl/net.ipv4.tcp_ecn",
-        "ipv6/ens1f0np0/addresses", "ipv6/ens1f0np0/routes", "ipv6/ens1f0np0/conf",
-        "ipv6/nosuch/addresses", "ipv6/ens1f0np0/bogus"]
+KEYS = [
+    "sysctl/net.core.rmem_max",
+    "sysctl/net.ipv4.tcp_rmem",
+    "sysctl/net.core.default_qdisc",
+    "sysctl/net.ipv4.tcp_congestion_control",
+    "link/ens1f0np0/mtu",
+    "link/ens1f0np0/txqueuelen",
+    "ring/ens1f0np0/rx",
+    "feature/ens1f0np0/gro",
+    "coalesce/ens1f1np1/adaptive-rx",
+    "pause/ens1f1np1/tx",
+    "qdisc/ens1f0np0/root",
+    "cpu/governor",
+    "tuned/profile",
+    "link/nosuch/mtu",
+    "sysctl/",
+    "evil/key",
+    "qdisc/ens1f0np0/leaf",
+    "check/smt",
+    "sysctl/net.ipv4.tcp_ecn",
+    "ipv6/ens1f0np0/addresses",
+    "ipv6/ens1f0np0/routes",
+    "ipv6/ens1f0np0/conf",
+    "ipv6/nosuch/addresses",
+    "ipv6/ens1f0np0/bogus",
+]
 TOP = ["schema", "id", "label", "kind", "created", "host", "values", "files", "extra"]
 
 
@@ -155,7 +223,7 @@ def _damage(draw: st.DrawFn, data: bytes, form: str) -> bytes:
         at = draw(st.integers(0, len(data)))
         return data[:at] + draw(st.binary(min_size=1, max_size=4)) + data[at:]
     if form == "truncate":
-        return data[:draw(st.integers(0, len(data)))]
+        return data[: draw(st.integers(0, len(data)))]
     return data
 
 
@@ -183,19 +251,20 @@ def snapshot_bytes(draw: st.DrawFn, base: str) -> bytes:
             tree = values["qdisc/ens1f0np0/root"]
             tree[draw(st.sampled_from(["kind", "handle", "options", "children"]))] = draw(junk)
         elif op == "files":
-            doc["files"] = {draw(st.sampled_from(["/etc/sysctl.d/90-dtnkit.conf",
-                                                  "/etc/passwd"])): draw(junk)}
+            doc["files"] = {
+                draw(st.sampled_from(["/etc/sysctl.d/90-dtnkit.conf", "/etc/passwd"])): draw(junk)
+            }
     text = json.dumps(doc, allow_nan=True)
-    form = draw(st.sampled_from(["plain"] * 6 + ["dup", "deep", "deepvalue", "bytes",
-                                                  "truncate"]))
+    form = draw(st.sampled_from(["plain"] * 6 + ["dup", "deep", "deepvalue", "bytes", "truncate"]))
     if form == "dup" and values:
         key = json.dumps(sorted(values)[0])
         text = text.replace('"values": {', f'"values": {{{key}: 1, ', 1)
     elif form == "deep":
         text = _deep(draw(st.integers(30, 5000)))
     elif form == "deepvalue":
-        text = text.replace('"values": {', f'"values": {{"cpu/governor": '
-                                           f'{_deep(draw(st.integers(20, 3000)))}, ', 1)
+        text = text.replace(
+            '"values": {', f'"values": {{"cpu/governor": {_deep(draw(st.integers(20, 3000)))}, ', 1
+        )
     return _damage(draw, text.encode(), form)
 
 
@@ -203,8 +272,16 @@ def snapshot_bytes(draw: st.DrawFn, base: str) -> bytes:
 @pytest.mark.xdist_group("fuzz-snapshots")
 def test_fuzz_snapshots_through_restore(world: World) -> None:
     world.reset()
-    code, err = world.run("tune", "save", "--tree", str(world.tree), "--label", "base",
-                          "--state-dir", str(world.state))
+    code, err = world.run(
+        "tune",
+        "save",
+        "--tree",
+        str(world.tree),
+        "--label",
+        "base",
+        "--state-dir",
+        str(world.state),
+    )
     assert code == 0, err
     base = next((world.state / "snapshots").glob("*.json")).read_text()
     assert isinstance(json.loads(base)["values"], dict)
@@ -249,17 +326,45 @@ def toml_value(value: Any) -> str:
     if isinstance(value, list):
         return "[" + ", ".join(toml_value(v) for v in value) + "]"
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{json.dumps(str(k))} = {toml_value(v)}"
-                               for k, v in value.items()) + "}"
+        return (
+            "{"
+            + ", ".join(f"{json.dumps(str(k))} = {toml_value(v)}" for k, v in value.items())
+            + "}"
+        )
     return '"?"'  # None has no TOML form
 
 
-PROFILE_KEYS = ["sysctl/net.core.rmem_max", "sysctl/net.ipv4.tcp_rmem", "link/*/txqueuelen",
-                "link/*/mtu", "ring/*/rx", "feature/*/gro", "coalesce/*/adaptive-rx",
-                "qdisc/*/root", "cpu/governor", "tuned/profile", "sysctl/net.ipv4.tcp_ecn",
-                "sysctl/net.core.optmem_max", "check/smt", "nosuch/key"]
-FIELDS = ["value", "tiers", "rule", "mode", "apply", "source", "note", "enabled", "group",
-          "min", "ceiling", "requires", "bogus"]
+PROFILE_KEYS = [
+    "sysctl/net.core.rmem_max",
+    "sysctl/net.ipv4.tcp_rmem",
+    "link/*/txqueuelen",
+    "link/*/mtu",
+    "ring/*/rx",
+    "feature/*/gro",
+    "coalesce/*/adaptive-rx",
+    "qdisc/*/root",
+    "cpu/governor",
+    "tuned/profile",
+    "sysctl/net.ipv4.tcp_ecn",
+    "sysctl/net.core.optmem_max",
+    "check/smt",
+    "nosuch/key",
+]
+FIELDS = [
+    "value",
+    "tiers",
+    "rule",
+    "mode",
+    "apply",
+    "source",
+    "note",
+    "enabled",
+    "group",
+    "min",
+    "ceiling",
+    "requires",
+    "bogus",
+]
 PARAMS = ["bdp_multiplier", "ram_fraction", "maxrate_fraction", "maxrate_round_mbit", "bogus"]
 
 
@@ -277,15 +382,18 @@ def profile_bytes(draw: st.DrawFn) -> bytes:
         for name in fields:
             if name == "source":
                 continue
-            value = (draw(st.dictionaries(st.sampled_from(["10", "25", "100", "7"]), junk,
-                                          max_size=2)) if name == "tiers" else draw(junk))
+            value = (
+                draw(st.dictionaries(st.sampled_from(["10", "25", "100", "7"]), junk, max_size=2))
+                if name == "tiers"
+                else draw(junk)
+            )
             if value is None:
                 continue
             lines.append(f"{name} = {toml_value(value)}")
     text = "\n".join(lines) + "\n"
     form = draw(st.sampled_from(["plain"] * 6 + ["dup", "deep", "bytes", "truncate"]))
     if form == "dup" and "[tune." in text:
-        header = text[text.index("[tune."):].splitlines()[0]
+        header = text[text.index("[tune.") :].splitlines()[0]
         text += f'{header}\nsource = "again"\n'
     elif form == "deep":
         text += f"x = {_deep(draw(st.integers(30, 5000)))}\n"
@@ -308,16 +416,31 @@ def test_fuzz_profiles_through_apply(world: World) -> None:
             assert code in PROFILE_CODES, err
             if code == 9:  # refused: apply on the writable tree refuses it and writes nothing
                 refused_cleanly(code, err)
-                code, err = world.run("tune", "apply", "--tree", str(world.tree), "--profile",
-                                      str(profile), "--state-dir", str(world.state))
+                code, err = world.run(
+                    "tune",
+                    "apply",
+                    "--tree",
+                    str(world.tree),
+                    "--profile",
+                    str(profile),
+                    "--state-dir",
+                    str(world.state),
+                )
                 assert code == 9, err
                 refused_cleanly(code, err)
                 assert world.untouched()
                 clean = True
                 assert not world.state.exists()
             else:  # accepted: the whole audit and plan run on it (read-only)
-                code, err = world.run("tune", "apply", "--dry-run", "--tree", str(world.tree),
-                                      "--profile", str(profile))
+                code, err = world.run(
+                    "tune",
+                    "apply",
+                    "--dry-run",
+                    "--tree",
+                    str(world.tree),
+                    "--profile",
+                    str(profile),
+                )
                 # 16: a plan that leaves items undecided (a tier with no value for the speed)
                 assert code in {*PROFILE_CODES, ExitStatus.UNDECIDED}, err
                 if code == 9:

@@ -25,8 +25,10 @@ CASES = {
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_audit_json_matches_golden(name: str, capsys: pytest.CaptureFixture[str]) -> None:
-    args = [str(HERE / "fixtures" / "hosts" / a) if i > 0 and CASES[name][i - 1] == "--tree"
-            else a for i, a in enumerate(CASES[name])]
+    args = [
+        str(HERE / "fixtures" / "hosts" / a) if i > 0 and CASES[name][i - 1] == "--tree" else a
+        for i, a in enumerate(CASES[name])
+    ]
     capsys.readouterr()
     code = main(["tune", "audit", "--format", "json", *args])
     out = capsys.readouterr().out

@@ -37,8 +37,10 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, Any, str]:
 
 def profile(tmp_path: Path, extra: str = "") -> str:
     path = tmp_path / "site.toml"
-    path.write_text('include = "dtn"\n[tune."link/*/mtu"]\nvalue = 1200\nmode = "exact"\n'
-                    'source = "site"\napply = "on-request"\n' + extra)
+    path.write_text(
+        'include = "dtn"\n[tune."link/*/mtu"]\nvalue = 1200\nmode = "exact"\n'
+        'source = "site"\napply = "on-request"\n' + extra
+    )
     return str(path)
 
 
@@ -52,9 +54,12 @@ def carry_ipv6(netns: Netns, dev: str = "dkv0") -> None:
 def addresses(netns: Netns, dev: str = "dkv0") -> set[tuple[str, int, tuple[str, ...]]]:
     """The interface's addresses that are not link-local, as `ip -6 addr` reports them."""
     links = json.loads(netns.run("ip", "-j", "-6", "addr", "show", "dev", dev).stdout or "[]")
-    return {(a["local"], a["prefixlen"], tuple(f for f in ("nodad", "noprefixroute")
-                                               if a.get(f)))
-            for link in links for a in link.get("addr_info", []) if a.get("scope") != "link"}
+    return {
+        (a["local"], a["prefixlen"], tuple(f for f in ("nodad", "noprefixroute") if a.get(f)))
+        for link in links
+        for a in link.get("addr_info", [])
+        if a.get("scope") != "link"
+    }
 
 
 def routes(netns: Netns, dev: str = "dkv0") -> set[str]:
@@ -74,21 +79,41 @@ def test_restore_puts_back_the_addresses_and_routes_an_mtu_below_1280_took(
     carry_ipv6(netns)
     assert addresses(netns) == ADDRS
     sel = ["--netns", netns.name, "--state-dir", str(state_dir)]
-    code, out, err = run(capsys, "tune", "apply", *sel, "--profile", profile(tmp_path),
-                         "--group", "nic", "--mtu", "--iface", "dkv0",
-                         "--allow-unsafe", "link/*/mtu", "--format", "json")
+    code, out, err = run(
+        capsys,
+        "tune",
+        "apply",
+        *sel,
+        "--profile",
+        profile(tmp_path),
+        "--group",
+        "nic",
+        "--mtu",
+        "--iface",
+        "dkv0",
+        "--allow-unsafe",
+        "link/*/mtu",
+        "--format",
+        "json",
+    )
     assert code == ExitStatus.OK, err
     assert mtu(netns) == 1200 and addresses(netns) == set() and routes(netns) == set()
     snap = json.loads(next((state_dir / "snapshots").glob("*.json")).read_text())
     assert snap["schema"] == "dtnkit.snapshot/2"
-    assert snap["values"]["ipv6/dkv0/addresses"] == ["2001:db8::5/64 nodad",
-                                                      "fd00:6::7/64 nodad noprefixroute"]
+    assert snap["values"]["ipv6/dkv0/addresses"] == [
+        "2001:db8::5/64 nodad",
+        "fd00:6::7/64 nodad noprefixroute",
+    ]
     assert snap["values"]["ipv6/dkv0/routes"] == [f"{ROUTE} via 2001:db8::1 metric 1024"]
 
     code, plan, err = run(capsys, "tune", "restore", *sel, "--dry-run", "--format", "json")
     assert code == ExitStatus.OK, err
-    assert [s["key"] for s in plan["plan"]] == ["link/dkv0/mtu", "ipv6/dkv0/addresses",
-                                                "ipv6/dkv0/conf", "ipv6/dkv0/routes"]
+    assert [s["key"] for s in plan["plan"]] == [
+        "link/dkv0/mtu",
+        "ipv6/dkv0/addresses",
+        "ipv6/dkv0/conf",
+        "ipv6/dkv0/routes",
+    ]
     code, out, err = run(capsys, "tune", "restore", *sel, "--format", "json")
     assert code == ExitStatus.OK, err
     assert out["ok"] and out["not_restored"] == []
@@ -99,6 +124,7 @@ def test_restore_puts_back_the_addresses_and_routes_an_mtu_below_1280_took(
     # restored whole: nothing left to do, and the live host is what the baseline holds
     code, plan, err = run(capsys, "tune", "restore", *sel, "--dry-run", "--format", "json")
     assert code == ExitStatus.OK and plan["plan"] == [], (err, plan)
+
     def dkv0_differs() -> list[str]:  # (the baseline holds only dkv0, the one selected)
         code, out, err = run(capsys, "tune", "diff", "last", *sel, "--format", "json")
         assert code in (ExitStatus.OK, ExitStatus.DRIFT), err
@@ -118,12 +144,33 @@ def test_the_undo_of_an_apply_failing_after_the_mtu_step_puts_them_back(
     carry_ipv6(netns)
     # tcp_ecn 5 is refused by the kernel (it takes 0-2); in the cpu group it comes after the
     # MTU step (nic), so the MTU is 1200 and IPv6 is off dkv0 when the run fails
-    prof = profile(tmp_path, '[tune."sysctl/net.ipv4.tcp_ecn"]\ngroup = "cpu"\nvalue = 5\n'
-                             'mode = "exact"\nsource = "test: a value the kernel rejects"\n')
-    code, out, err = run(capsys, "tune", "apply", "--netns", netns.name, "--state-dir",
-                         str(state_dir), "--profile", prof, "--group", "nic", "--group", "cpu",
-                         "--mtu", "--iface", "dkv0", "--allow-unsafe", "link/*/mtu",
-                         "--format", "json")
+    prof = profile(
+        tmp_path,
+        '[tune."sysctl/net.ipv4.tcp_ecn"]\ngroup = "cpu"\nvalue = 5\n'
+        'mode = "exact"\nsource = "test: a value the kernel rejects"\n',
+    )
+    code, out, err = run(
+        capsys,
+        "tune",
+        "apply",
+        "--netns",
+        netns.name,
+        "--state-dir",
+        str(state_dir),
+        "--profile",
+        prof,
+        "--group",
+        "nic",
+        "--group",
+        "cpu",
+        "--mtu",
+        "--iface",
+        "dkv0",
+        "--allow-unsafe",
+        "link/*/mtu",
+        "--format",
+        "json",
+    )
     assert code == ExitStatus.PARTIAL_APPLY, err
     assert out["failed"]["key"] == "sysctl/net.ipv4.tcp_ecn"
     assert [s["key"] for s in out["rolled_back"]] == ["link/dkv0/mtu"]
@@ -141,20 +188,42 @@ def test_an_interface_without_ipv6_or_without_addresses_of_its_own_is_unaffected
 ) -> None:
     netns.run("sysctl", "-qw", "net.ipv6.conf.dkv1.disable_ipv6=1")  # no IPv6 on dkv1
     sel = ["--netns", netns.name, "--state-dir", str(state_dir)]
-    code, _out, err = run(capsys, "tune", "apply", *sel, "--profile", profile(tmp_path),
-                          "--group", "nic", "--mtu", "--iface", "dkv0", "--iface", "dkv1",
-                          "--allow-unsafe", "link/dkv0/mtu", "--format", "json")
+    code, _out, err = run(
+        capsys,
+        "tune",
+        "apply",
+        *sel,
+        "--profile",
+        profile(tmp_path),
+        "--group",
+        "nic",
+        "--mtu",
+        "--iface",
+        "dkv0",
+        "--iface",
+        "dkv1",
+        "--allow-unsafe",
+        "link/dkv0/mtu",
+        "--format",
+        "json",
+    )
     assert code == ExitStatus.OK, err
     snap = json.loads(next((state_dir / "snapshots").glob("*.json")).read_text())
     # dkv0 runs IPv6 with only its link-local address, dkv1 none: no address or route to
     # keep, but each one's settings (the kernel makes them anew from the defaults: IPv6 on)
     assert sorted(k for k in snap["values"] if k.startswith("ipv6/")) == [
-        "ipv6/dkv0/conf", "ipv6/dkv1/conf"]
+        "ipv6/dkv0/conf",
+        "ipv6/dkv1/conf",
+    ]
     assert snap["values"]["ipv6/dkv1/conf"]["disable_ipv6"] == "1"
     code, out, err = run(capsys, "tune", "restore", *sel, "--format", "json")
     assert code == ExitStatus.OK, err
-    assert [s["key"] for s in out["applied"]] == ["link/dkv0/mtu", "link/dkv1/mtu",
-                                                  "ipv6/dkv0/conf", "ipv6/dkv1/conf"]
+    assert [s["key"] for s in out["applied"]] == [
+        "link/dkv0/mtu",
+        "link/dkv1/mtu",
+        "ipv6/dkv0/conf",
+        "ipv6/dkv1/conf",
+    ]
     assert mtu(netns, "dkv0") == mtu(netns, "dkv1") == 1500
     assert netns.sysctl("net.ipv6.conf.dkv1.disable_ipv6") == "1"  # still no IPv6 on dkv1
     assert addresses(netns, "dkv1") == set() and addresses(netns, "dkv0") == set()
@@ -162,9 +231,16 @@ def test_an_interface_without_ipv6_or_without_addresses_of_its_own_is_unaffected
 
 # ---- hostile snapshots ------------------------------------------------------------------------
 def _doc(values: dict[str, Any]) -> dict[str, Any]:
-    return {"schema": "dtnkit.snapshot/2", "id": "h", "label": "", "kind": "baseline",
-            "created": "2026-01-01T00:00:00+00:00", "host": {}, "files": {},
-            "values": {"link/dkv0/mtu": 1500, **values}}
+    return {
+        "schema": "dtnkit.snapshot/2",
+        "id": "h",
+        "label": "",
+        "kind": "baseline",
+        "created": "2026-01-01T00:00:00+00:00",
+        "host": {},
+        "files": {},
+        "values": {"link/dkv0/mtu": 1500, **values},
+    }
 
 
 HOSTILE = {
@@ -194,8 +270,10 @@ def test_a_hostile_ipv6_record_is_refused(name: str) -> None:
 
 
 def test_the_ipv6_record_needs_its_interfaces_mtu_at_1280_or_more() -> None:
-    ok = {"ipv6/dkv0/addresses": ["2001:db8::5/64 nodad"],
-          "ipv6/dkv0/routes": ["default via fe80::1 metric 1024 onlink proto static"]}
+    ok = {
+        "ipv6/dkv0/addresses": ["2001:db8::5/64 nodad"],
+        "ipv6/dkv0/routes": ["default via fe80::1 metric 1024 onlink proto static"],
+    }
     assert Snapshot.from_dict(_doc(ok), "snapshot h").values["ipv6/dkv0/addresses"]
     low = _doc(ok)
     low["values"]["link/dkv0/mtu"] = 1200
@@ -203,13 +281,39 @@ def test_the_ipv6_record_needs_its_interfaces_mtu_at_1280_or_more() -> None:
         Snapshot.from_dict(low, "snapshot h")
 
 
-WORDS = st.sampled_from(["2001:db8::5/64", "fe80::1/64", "2001:db8::/32", "default", "via",
-                         "metric", "1024", "-1", "4294967296", "onlink", "proto", "static",
-                         "nodad", "noprefixroute", "dev", "eth0", "/129", "::", "::1/128",
-                         "10.0.0.1/8", ";", "$(reboot)", "\n", "\x00"])
-ENTRIES = st.one_of(st.text(max_size=60), st.lists(WORDS, max_size=7).map(" ".join),
-                    st.tuples(st.ip_addresses(v=6), st.integers(-3, 140)).map(
-                        lambda t: f"{t[0]}/{t[1]}"))
+WORDS = st.sampled_from(
+    [
+        "2001:db8::5/64",
+        "fe80::1/64",
+        "2001:db8::/32",
+        "default",
+        "via",
+        "metric",
+        "1024",
+        "-1",
+        "4294967296",
+        "onlink",
+        "proto",
+        "static",
+        "nodad",
+        "noprefixroute",
+        "dev",
+        "eth0",
+        "/129",
+        "::",
+        "::1/128",
+        "10.0.0.1/8",
+        ";",
+        "$(reboot)",
+        "\n",
+        "\x00",
+    ]
+)
+ENTRIES = st.one_of(
+    st.text(max_size=60),
+    st.lists(WORDS, max_size=7).map(" ".join),
+    st.tuples(st.ip_addresses(v=6), st.integers(-3, 140)).map(lambda t: f"{t[0]}/{t[1]}"),
+)
 
 
 @settings(max_examples=1000, deadline=None)
@@ -233,8 +337,10 @@ def test_an_entry_is_accepted_only_in_its_form(entry: str) -> None:
 
 @pytest.mark.needs_root
 @pytest.mark.needs_netns
-@pytest.mark.parametrize("name", ["prefix length out of range", "another interface's key",
-                                  "another interface in the words"])
+@pytest.mark.parametrize(
+    "name",
+    ["prefix length out of range", "another interface's key", "another interface in the words"],
+)
 def test_restore_of_a_hostile_record_writes_nothing(
     name: str, netns: Netns, state_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -243,8 +349,9 @@ def test_restore_of_a_hostile_record_writes_nothing(
     (state_dir / "snapshots").mkdir(parents=True)
     (state_dir / "snapshots" / "h.json").write_text(json.dumps(_doc(HOSTILE[name])))
     listing = sorted(p.name for p in state_dir.rglob("*"))
-    code, _out, err = run(capsys, "tune", "restore", "h", "--netns", netns.name,
-                          "--state-dir", str(state_dir))
+    code, _out, err = run(
+        capsys, "tune", "restore", "h", "--netns", netns.name, "--state-dir", str(state_dir)
+    )
     assert code == ExitStatus.BAD_INPUT, err
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("dtnkit: error: "), err
@@ -261,9 +368,21 @@ def test_a_route_the_kernel_refuses_rolls_the_whole_restore_back(
 ) -> None:
     carry_ipv6(netns)
     sel = ["--netns", netns.name, "--state-dir", str(state_dir)]
-    code, _out, err = run(capsys, "tune", "apply", *sel, "--profile", profile(tmp_path),
-                          "--group", "nic", "--mtu", "--iface", "dkv0",
-                          "--allow-unsafe", "link/*/mtu")
+    code, _out, err = run(
+        capsys,
+        "tune",
+        "apply",
+        *sel,
+        "--profile",
+        profile(tmp_path),
+        "--group",
+        "nic",
+        "--mtu",
+        "--iface",
+        "dkv0",
+        "--allow-unsafe",
+        "link/*/mtu",
+    )
     assert code == ExitStatus.OK, err
     path = next((state_dir / "snapshots").glob("*.json"))
     doc = json.loads(path.read_text())

@@ -53,8 +53,9 @@ class Holder:
     """A process holding the namespace lock, entered one way or the other."""
 
     def __init__(self, argv: list[str]) -> None:
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()  # blocks until the lock is held
         assert line.strip() == "held", self.proc.stderr.read() if self.proc.stderr else ""
@@ -85,11 +86,13 @@ def test_apply_entered_one_way_is_refused_while_the_other_way_holds_the_lock(
 ) -> None:
     before = netns.state()
     # held by a process under `ip netns exec NS`: `--netns NS` is refused
-    holder = Holder(["ip", "netns", "exec", netns.name, sys.executable, "-c", HOLD_LOCK,
-                     str(state_dir), ""])
+    holder = Holder(
+        ["ip", "netns", "exec", netns.name, sys.executable, "-c", HOLD_LOCK, str(state_dir), ""]
+    )
     try:
-        code, _out, err = run(capsys, "tune", "apply", "--netns", netns.name, "--state-dir",
-                              str(state_dir))
+        code, _out, err = run(
+            capsys, "tune", "apply", "--netns", netns.name, "--state-dir", str(state_dir)
+        )
     finally:
         holder.release()
     assert code == ExitStatus.LOCKED, err
@@ -109,12 +112,22 @@ def test_a_baseline_saved_with_netns_is_restored_under_ip_netns_exec(
 ) -> None:
     netns.set_sysctl("net.ipv4.tcp_rmem", "4096 99999 7777777")
     before = netns.state()
-    code, out, err = run(capsys, "tune", "apply", "--netns", netns.name, "--state-dir",
-                         str(state_dir), "--format", "json")
+    code, out, err = run(
+        capsys,
+        "tune",
+        "apply",
+        "--netns",
+        netns.name,
+        "--state-dir",
+        str(state_dir),
+        "--format",
+        "json",
+    )
     assert code == ExitStatus.OK, err
     assert netns.state() != before
-    back = netns.run(*dtnkit("tune", "restore", "--state-dir", str(state_dir), "--format",
-                             "json"), check=False)
+    back = netns.run(
+        *dtnkit("tune", "restore", "--state-dir", str(state_dir), "--format", "json"), check=False
+    )
     assert back.returncode == ExitStatus.OK, back.stderr
     assert json.loads(back.stdout)["snapshot"] == out["baseline"]
     assert netns.state() == before
@@ -127,23 +140,35 @@ def test_two_names_of_one_namespace_are_one_scope(
     # one lock: held under one name, the other name is refused
     holder = Holder([sys.executable, "-c", HOLD_LOCK, str(state_dir), netns.name])
     try:
-        code, _out, err = run(capsys, "tune", "apply", "--netns", alias, "--state-dir",
-                              str(state_dir))
+        code, _out, err = run(
+            capsys, "tune", "apply", "--netns", alias, "--state-dir", str(state_dir)
+        )
     finally:
         holder.release()
     assert code == ExitStatus.LOCKED, err
     # one baseline: applied under one name, `restore` (its `last`) under the other
-    code, out, err = run(capsys, "tune", "apply", "--netns", alias, "--state-dir",
-                         str(state_dir), "--format", "json")
+    code, out, err = run(
+        capsys, "tune", "apply", "--netns", alias, "--state-dir", str(state_dir), "--format", "json"
+    )
     assert code == ExitStatus.OK, err
     first = sorted([netns.name, alias])[0]
     assert f"--netns {first}" in out["undo"]  # the namespace's first name, whichever used
-    code, out, err = run(capsys, "tune", "restore", "--netns", netns.name, "--state-dir",
-                         str(state_dir), "--format", "json")
+    code, out, err = run(
+        capsys,
+        "tune",
+        "restore",
+        "--netns",
+        netns.name,
+        "--state-dir",
+        str(state_dir),
+        "--format",
+        "json",
+    )
     assert code == ExitStatus.OK, err
     assert netns.state() == before
-    code, rows, _err = run(capsys, "tune", "list", "--state-dir", str(state_dir), "--format",
-                           "json")
+    code, rows, _err = run(
+        capsys, "tune", "list", "--state-dir", str(state_dir), "--format", "json"
+    )
     assert [r["scope"] for r in rows] == [f"netns {first}"]
 
 
@@ -155,18 +180,23 @@ def test_an_unnamed_namespace_has_a_scope_of_its_own_not_the_hosts(
     (state_dir / "last-baseline").write_text("host-baseline-id\n")
     script = tmp_path / "in-unnamed.sh"
     cmd = " ".join(dtnkit("tune", "{}", "--state-dir", str(state_dir), "--format", "json"))
-    script.write_text("\n".join([
-        "set -e",
-        "ip link set lo up",
-        "echo 4096 99999 7777777 > /proc/sys/net/ipv4/tcp_rmem",
-        f"{cmd.format('apply --speed 10gbit')} > {tmp_path}/applied.json",
-        f"cat /proc/sys/net/ipv4/tcp_rmem > {tmp_path}/tuned",
-        f"{cmd.format('restore')} > {tmp_path}/restored.json",
-        f"cat /proc/sys/net/ipv4/tcp_rmem > {tmp_path}/back",
-        "",
-    ]))
-    done = subprocess.run(["unshare", "--net", "sh", str(script)], capture_output=True,
-                          text=True, timeout=300)
+    script.write_text(
+        "\n".join(
+            [
+                "set -e",
+                "ip link set lo up",
+                "echo 4096 99999 7777777 > /proc/sys/net/ipv4/tcp_rmem",
+                f"{cmd.format('apply --speed 10gbit')} > {tmp_path}/applied.json",
+                f"cat /proc/sys/net/ipv4/tcp_rmem > {tmp_path}/tuned",
+                f"{cmd.format('restore')} > {tmp_path}/restored.json",
+                f"cat /proc/sys/net/ipv4/tcp_rmem > {tmp_path}/back",
+                "",
+            ]
+        )
+    )
+    done = subprocess.run(
+        ["unshare", "--net", "sh", str(script)], capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr
     applied_doc = json.loads((tmp_path / "applied.json").read_text())
     restored_doc = json.loads((tmp_path / "restored.json").read_text())
@@ -176,13 +206,21 @@ def test_an_unnamed_namespace_has_a_scope_of_its_own_not_the_hosts(
     assert restored_doc["snapshot"] == applied_doc["baseline"]
     # the host's last baseline is untouched, and the root namespace refuses the snapshot
     assert (state_dir / "last-baseline").read_text() == "host-baseline-id\n"
-    code, rows, _err = run(capsys, "tune", "list", "--state-dir", str(state_dir), "--format",
-                           "json")
+    code, rows, _err = run(
+        capsys, "tune", "list", "--state-dir", str(state_dir), "--format", "json"
+    )
     [row] = rows
     assert row["scope"].startswith("netns-id "), row
     assert row["last_baseline"] is True
-    code, _out, err = run(capsys, "tune", "restore", applied_doc["baseline"], "--dry-run",
-                          "--state-dir", str(state_dir))
+    code, _out, err = run(
+        capsys,
+        "tune",
+        "restore",
+        applied_doc["baseline"],
+        "--dry-run",
+        "--state-dir",
+        str(state_dir),
+    )
     assert code == ExitStatus.BAD_INPUT
     assert "an unnamed network namespace" in err and "Traceback" not in err
 

@@ -42,13 +42,23 @@ def test_apply_then_audit_is_compliant_for_every_per_namespace_key(
     assert code == ExitStatus.DRIFT
     assert before["environment"]["initial_netns"] is False
     assert any("host-scope" in note for note in before["environment"]["notes"])
-    differing = [f["key"] for f in before["findings"]
-                 if f["status"] == "differs" and f["apply"] == "auto"]
+    differing = [
+        f["key"] for f in before["findings"] if f["status"] == "differs" and f["apply"] == "auto"
+    ]
     assert "sysctl/net.ipv4.tcp_no_metrics_save" in differing
     assert "link/dkv0/txqueuelen" in differing
 
-    code, out = run_json(capsys, "tune", "apply", "--netns", netns.name, "--state-dir",
-                         str(state_dir), "--format", "json")
+    code, out = run_json(
+        capsys,
+        "tune",
+        "apply",
+        "--netns",
+        netns.name,
+        "--state-dir",
+        str(state_dir),
+        "--format",
+        "json",
+    )
     assert code == ExitStatus.OK, out
     assert out["ok"] and out["baseline"]
     assert {a["key"] for a in out["applied"]} == set(differing)
@@ -64,7 +74,9 @@ def test_apply_then_audit_is_compliant_for_every_per_namespace_key(
     assert netns.run("cat", "/sys/class/net/dkv0/tx_queue_len").stdout.strip() == "10000"
     # the only thing still differing is on-request (MTU): exit code still says drift
     assert {f["key"] for f in after["findings"] if f["status"] == "differs"} <= {
-        "link/dkv0/mtu", "link/dkv1/mtu"}
+        "link/dkv0/mtu",
+        "link/dkv1/mtu",
+    }
 
 
 def test_restore_brings_every_value_back_exactly(
@@ -74,17 +86,49 @@ def test_restore_brings_every_value_back_exactly(
     netns.set_sysctl("net.ipv4.tcp_rmem", "4096 99999 7777777")
     netns.run("ip", "link", "set", "dkv0", "txqueuelen", "777")
     netns.run("ethtool", "-K", "dkv1", "gro", "off")
-    netns.run("tc", "qdisc", "replace", "dev", "dkv0", "root", "tbf", "rate", "1gbit",
-              "burst", "125000", "latency", "7ms")
+    netns.run(
+        "tc",
+        "qdisc",
+        "replace",
+        "dev",
+        "dkv0",
+        "root",
+        "tbf",
+        "rate",
+        "1gbit",
+        "burst",
+        "125000",
+        "latency",
+        "7ms",
+    )
     before = netns.state()
 
-    code, out = run_json(capsys, "tune", "apply", "--netns", netns.name, "--state-dir",
-                         str(state_dir), "--format", "json", "--mtu")
+    code, out = run_json(
+        capsys,
+        "tune",
+        "apply",
+        "--netns",
+        netns.name,
+        "--state-dir",
+        str(state_dir),
+        "--format",
+        "json",
+        "--mtu",
+    )
     assert code == ExitStatus.OK, out
     assert netns.state() != before
 
-    code, out = run_json(capsys, "tune", "restore", "--netns", netns.name, "--state-dir",
-                         str(state_dir), "--format", "json")
+    code, out = run_json(
+        capsys,
+        "tune",
+        "restore",
+        "--netns",
+        netns.name,
+        "--state-dir",
+        str(state_dir),
+        "--format",
+        "json",
+    )
     assert code == ExitStatus.OK, out
     assert out["snapshot"]
     assert netns.state() == before
@@ -95,8 +139,19 @@ def test_dry_run_writes_nothing(
     netns: Netns, state_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     before = netns.state()
-    code, out = run_json(capsys, "tune", "apply", "--netns", netns.name, "--state-dir",
-                         str(state_dir), "--dry-run", "--format", "json", "--mtu")
+    code, out = run_json(
+        capsys,
+        "tune",
+        "apply",
+        "--netns",
+        netns.name,
+        "--state-dir",
+        str(state_dir),
+        "--dry-run",
+        "--format",
+        "json",
+        "--mtu",
+    )
     assert code == ExitStatus.OK
     assert out["dry_run"] is True and out["plan"]
     assert netns.state() == before
@@ -116,11 +171,24 @@ def test_failure_half_way_leaves_the_namespace_exactly_as_before(
     # earlier congestion keys have been written; dtnkit's own checks know no bounds for
     # tcp_ecn, so only the kernel can refuse it (a value dtnkit knows is bad is refused first)
     profile = tmp_path / "bad.toml"
-    profile.write_text('include = ["dtn"]\n[tune."sysctl/net.ipv4.tcp_ecn"]\ngroup = "congestion"\n'
-                       'value = 5\nmode = "exact"\nsource = "test: a value the kernel rejects"\n')
+    profile.write_text(
+        'include = ["dtn"]\n[tune."sysctl/net.ipv4.tcp_ecn"]\ngroup = "congestion"\n'
+        'value = 5\nmode = "exact"\nsource = "test: a value the kernel rejects"\n'
+    )
     before = netns.state()
-    code, out = run_json(capsys, "tune", "apply", "--netns", netns.name, "--state-dir",
-                         str(state_dir), "--profile", str(profile), "--format", "json")
+    code, out = run_json(
+        capsys,
+        "tune",
+        "apply",
+        "--netns",
+        netns.name,
+        "--state-dir",
+        str(state_dir),
+        "--profile",
+        str(profile),
+        "--format",
+        "json",
+    )
     assert code == ExitStatus.PARTIAL_APPLY
     assert out["ok"] is False
     assert out["failed"]["key"] == "sysctl/net.ipv4.tcp_ecn"
@@ -143,21 +211,53 @@ def test_raise_only_leaves_larger_values_alone_and_exact_lowers_them(
     assert "raise-only" in rows["sysctl/net.ipv4.tcp_rmem"]["why"]
     assert rows["link/dkv0/txqueuelen"]["status"] == "ok"
 
-    code, _ = run_json(capsys, "tune", "apply", "--netns", netns.name, "--state-dir",
-                       str(state_dir), "--format", "json")
+    code, _ = run_json(
+        capsys,
+        "tune",
+        "apply",
+        "--netns",
+        netns.name,
+        "--state-dir",
+        str(state_dir),
+        "--format",
+        "json",
+    )
     assert code == ExitStatus.OK
     assert netns.sysctl("net.ipv4.tcp_rmem").split() == big.split()
     assert netns.run("cat", "/sys/class/net/dkv0/tx_queue_len").stdout.strip() == "20000"
 
     # a larger middle value with a smaller max: raise-only lifts only the max
     netns.set_sysctl("net.ipv4.tcp_wmem", "4096 65536 4194304")
-    code, _ = run_json(capsys, "tune", "apply", "--netns", netns.name, "--state-dir",
-                       str(state_dir), "--group", "buffers", "--format", "json")
+    code, _ = run_json(
+        capsys,
+        "tune",
+        "apply",
+        "--netns",
+        netns.name,
+        "--state-dir",
+        str(state_dir),
+        "--group",
+        "buffers",
+        "--format",
+        "json",
+    )
     wmem = netns.sysctl("net.ipv4.tcp_wmem").split()
     assert wmem[1] == "65536" and int(wmem[2]) > 4194304
 
-    code, _out = run_json(capsys, "tune", "apply", "--netns", netns.name, "--state-dir",
-                         str(state_dir), "--exact", "--group", "backlog", "--format", "json")
+    code, _out = run_json(
+        capsys,
+        "tune",
+        "apply",
+        "--netns",
+        netns.name,
+        "--state-dir",
+        str(state_dir),
+        "--exact",
+        "--group",
+        "backlog",
+        "--format",
+        "json",
+    )
     assert code == ExitStatus.OK
     assert netns.run("cat", "/sys/class/net/dkv0/tx_queue_len").stdout.strip() == "10000"
 
@@ -167,16 +267,44 @@ def test_second_run_waits_for_the_lock(
 ) -> None:
     before = netns.state()
     with apply_mod.lock(Host.live(netns.name), state_dir):
-        code, out = run_json(capsys, "tune", "apply", "--netns", netns.name, "--state-dir",
-                             str(state_dir), "--format", "json")
+        code, out = run_json(
+            capsys,
+            "tune",
+            "apply",
+            "--netns",
+            netns.name,
+            "--state-dir",
+            str(state_dir),
+            "--format",
+            "json",
+        )
         assert code == ExitStatus.LOCKED
         assert "another dtnkit apply" in out["error"]["what"]
         # the lock is the namespace's, not the state dir's: another --state-dir waits too
-        code, out = run_json(capsys, "tune", "apply", "--netns", netns.name, "--state-dir",
-                             str(tmp_path / "other"), "--format", "json")
+        code, out = run_json(
+            capsys,
+            "tune",
+            "apply",
+            "--netns",
+            netns.name,
+            "--state-dir",
+            str(tmp_path / "other"),
+            "--format",
+            "json",
+        )
         assert code == ExitStatus.LOCKED
-        code, out = run_json(capsys, "tune", "restore", "x", "--netns", netns.name,
-                             "--state-dir", str(tmp_path / "other"), "--format", "json")
+        code, out = run_json(
+            capsys,
+            "tune",
+            "restore",
+            "x",
+            "--netns",
+            netns.name,
+            "--state-dir",
+            str(tmp_path / "other"),
+            "--format",
+            "json",
+        )
         assert code in (ExitStatus.LOCKED, ExitStatus.BAD_INPUT)  # no snapshot x: 9 first
     assert netns.state() == before
     assert not (tmp_path / "other").exists() or not any((tmp_path / "other").iterdir())
@@ -186,20 +314,30 @@ def test_save_diff_list_show_delete_round_trip(
     netns: Netns, state_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     sd = ["--state-dir", str(state_dir)]
-    code, saved = run_json(capsys, "tune", "save", "--netns", netns.name, "--label", "pre",
-                           *sd, "--format", "json")
+    code, saved = run_json(
+        capsys, "tune", "save", "--netns", netns.name, "--label", "pre", *sd, "--format", "json"
+    )
     assert code == 0 and saved["values"] > 5
-    code, out = run_json(capsys, "tune", "diff", saved["id"], "--netns", netns.name, *sd,
-                         "--format", "json")
+    code, out = run_json(
+        capsys, "tune", "diff", saved["id"], "--netns", netns.name, *sd, "--format", "json"
+    )
     assert code == 0 and out["differences"] == []
 
     netns.set_sysctl("net.ipv4.tcp_slow_start_after_idle", "0")
-    code, out = run_json(capsys, "tune", "diff", "pre", "--netns", netns.name, *sd,
-                         "--format", "json")
+    code, out = run_json(
+        capsys, "tune", "diff", "pre", "--netns", netns.name, *sd, "--format", "json"
+    )
     assert code == ExitStatus.DRIFT
-    assert out["differences"] == [{"key": "sysctl/net.ipv4.tcp_slow_start_after_idle",
-                                   "b_key": "sysctl/net.ipv4.tcp_slow_start_after_idle",
-                                   "group": "congestion", "unit": None, "a": 1, "b": 0}]
+    assert out["differences"] == [
+        {
+            "key": "sysctl/net.ipv4.tcp_slow_start_after_idle",
+            "b_key": "sysctl/net.ipv4.tcp_slow_start_after_idle",
+            "group": "congestion",
+            "unit": None,
+            "a": 1,
+            "b": 0,
+        }
+    ]
     assert out["pairs"] == []  # the same namespace: every interface pairs by its name
 
     code, listing = run_json(capsys, "tune", "list", *sd, "--format", "json")
@@ -207,10 +345,12 @@ def test_save_diff_list_show_delete_round_trip(
     code, shown = run_json(capsys, "tune", "show", "pre", *sd, "--format", "json")
     assert shown["values"]["sysctl/net.ipv4.tcp_slow_start_after_idle"] == 1
 
-    code, out = run_json(capsys, "tune", "restore", "pre", "--netns", netns.name, *sd,
-                         "--format", "json")
+    code, out = run_json(
+        capsys, "tune", "restore", "pre", "--netns", netns.name, *sd, "--format", "json"
+    )
     assert code == 0 and [a["key"] for a in out["applied"]] == [
-        "sysctl/net.ipv4.tcp_slow_start_after_idle"]
+        "sysctl/net.ipv4.tcp_slow_start_after_idle"
+    ]
     assert netns.sysctl("net.ipv4.tcp_slow_start_after_idle") == "1"
 
     assert main(["tune", "delete", "pre", *sd]) == 0
@@ -221,8 +361,7 @@ def test_restore_refuses_a_snapshot_of_another_namespace(
     netns: Netns, state_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     sd = ["--state-dir", str(state_dir)]
-    run_json(capsys, "tune", "save", "--netns", netns.name, "--label", "x", *sd,
-             "--format", "json")
+    run_json(capsys, "tune", "save", "--netns", netns.name, "--label", "x", *sd, "--format", "json")
     code, out = run_json(capsys, "tune", "restore", "x", *sd, "--format", "json")
     assert code == ExitStatus.BAD_INPUT
     assert "taken in netns" in out["error"]["what"]

@@ -16,8 +16,21 @@ def test_pacing_is_persisted_as_mq_with_fq_under_each_queue() -> None:
     cmds = QdiscTunable("ens5f1np1").boot_commands(want)
     assert cmds == [
         ["/sbin/tc", "qdisc", "replace", "dev", "ens5f1np1", "root", "handle", "1:", "mq"],
-        *[["/sbin/tc", "qdisc", "replace", "dev", "ens5f1np1", "parent", f"1:{q}", "fq",
-           "maxrate", "20000000000bit"] for q in (1, 2, 3)],
+        *[
+            [
+                "/sbin/tc",
+                "qdisc",
+                "replace",
+                "dev",
+                "ens5f1np1",
+                "parent",
+                f"1:{q}",
+                "fq",
+                "maxrate",
+                "20000000000bit",
+            ]
+            for q in (1, 2, 3)
+        ],
     ]
     # the same commands apply uses, without the absolute path
     assert QdiscTunable.pacing_commands("ens5f1np1", want)[0][0] == "tc"
@@ -31,11 +44,17 @@ def test_an_arbitrary_qdisc_is_not_persisted() -> None:
 
 
 def test_udev_rule_runs_on_add_for_that_interface_only() -> None:
-    text = persist.render_udev({"eth0": RingTunable("eth0", "rx").boot_commands(4096)
-                                + tunable_for_key("feature/eth0/lro").boot_commands(False)})
+    text = persist.render_udev(
+        {
+            "eth0": RingTunable("eth0", "rx").boot_commands(4096)
+            + tunable_for_key("feature/eth0/lro").boot_commands(False)
+        }
+    )
     lines = text.splitlines()
-    assert lines[1] == 'ACTION=="add", SUBSYSTEM=="net", KERNEL=="eth0", ' \
-                       'RUN+="/sbin/ethtool -G eth0 rx 4096"'
+    assert (
+        lines[1] == 'ACTION=="add", SUBSYSTEM=="net", KERNEL=="eth0", '
+        'RUN+="/sbin/ethtool -G eth0 rx 4096"'
+    )
     assert lines[2].endswith('RUN+="/sbin/ethtool -K eth0 lro off"')
 
 

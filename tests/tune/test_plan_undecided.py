@@ -35,10 +35,13 @@ def slowless() -> Iterator[str]:
     name = f"hjud{uuid.uuid4().hex[:8]}"
     try:
         sh("ip", "netns", "add", name)
-        for argv in (["link", "add", "udbr0", "type", "bridge"], ["link", "set", "udbr0", "up"],
-                     ["link", "set", "lo", "up"],
-                     ["addr", "add", "192.0.2.1/24", "dev", "udbr0"],
-                     ["route", "add", "default", "via", "192.0.2.2"]):
+        for argv in (
+            ["link", "add", "udbr0", "type", "bridge"],
+            ["link", "set", "udbr0", "up"],
+            ["link", "set", "lo", "up"],
+            ["addr", "add", "192.0.2.1/24", "dev", "udbr0"],
+            ["route", "add", "default", "via", "192.0.2.2"],
+        ):
             sh("ip", "-n", name, *argv)
         yield name
     finally:
@@ -46,9 +49,17 @@ def slowless() -> Iterator[str]:
 
 
 def sysctls(ns: str) -> str:
-    return sh("ip", "netns", "exec", ns, "sh", "-c",
-              "grep -r . /proc/sys/net/ipv4 /proc/sys/net/core 2>/dev/null | "
-              "grep -v -e tcp_fastopen_key -e /neigh/ | sort", check=False).stdout
+    return sh(
+        "ip",
+        "netns",
+        "exec",
+        ns,
+        "sh",
+        "-c",
+        "grep -r . /proc/sys/net/ipv4 /proc/sys/net/core 2>/dev/null | "
+        "grep -v -e tcp_fastopen_key -e /neigh/ | sort",
+        check=False,
+    ).stdout
 
 
 def json_run(env: Environment, *argv: str) -> tuple[int, Any]:
@@ -112,18 +123,42 @@ def test_apply_says_what_it_left_undecided(slowless: str, environment: Environme
     assert "net.ipv4.tcp_rmem" in table and f"--netns {slowless} --speed SPEED" in table
 
 
-def test_tree_plan_names_the_undecided_and_the_tree(tmp_path: Path,
-                                                    environment: Environment) -> None:
+def test_tree_plan_names_the_undecided_and_the_tree(
+    tmp_path: Path, environment: Environment
+) -> None:
     tree = tmp_path / "dtn-b"
     shutil.copytree(HOSTS / "dtn-b", tree, symlinks=True)
     # ens2 reports no speed: its pacing qdisc and the buffers sized by it are undecided
-    code, plan = json_run(environment, "tune", "apply", "--dry-run", "--tree", str(tree),
-                          "--iface", "ens2", "--rtt", "50ms")
+    code, plan = json_run(
+        environment,
+        "tune",
+        "apply",
+        "--dry-run",
+        "--tree",
+        str(tree),
+        "--iface",
+        "ens2",
+        "--rtt",
+        "50ms",
+    )
     assert code == ExitStatus.UNDECIDED
     keys = {u["key"] for u in plan["undecided"]}
     assert "qdisc/ens2/root" in keys and keys >= BUFFERS
-    assert plan["decide"] == (f"dtnkit tune apply --dry-run --tree {tree} --rtt 50ms "
-                              "--iface ens2 --speed SPEED")
-    code, plan = json_run(environment, "tune", "apply", "--dry-run", "--tree", str(tree),
-                          "--iface", "ens2", "--rtt", "50ms", "--speed", "25gbit")
+    assert plan["decide"] == (
+        f"dtnkit tune apply --dry-run --tree {tree} --rtt 50ms --iface ens2 --speed SPEED"
+    )
+    code, plan = json_run(
+        environment,
+        "tune",
+        "apply",
+        "--dry-run",
+        "--tree",
+        str(tree),
+        "--iface",
+        "ens2",
+        "--rtt",
+        "50ms",
+        "--speed",
+        "25gbit",
+    )
     assert code == ExitStatus.OK and plan["undecided"] == []

@@ -47,7 +47,8 @@ def test_merge_is_pure_and_a_new_value_replaces_the_rule() -> None:
 
 def test_user_profile_can_shadow_and_include_the_shipped_one(tmp_path: Path) -> None:
     (tmp_path / "dtn.toml").write_text(
-        'include = ["dtn"]\n[tune."link/*/txqueuelen"]\nvalue = 20000\nsource = "our site"\n')
+        'include = ["dtn"]\n[tune."link/*/txqueuelen"]\nvalue = 20000\nsource = "our site"\n'
+    )
     prof = load_profile("dtn", (tmp_path,))
     assert prof.items["link/*/txqueuelen"].value == 20000
     assert prof.items["link/*/txqueuelen"].source == "our site"
@@ -56,9 +57,11 @@ def test_user_profile_can_shadow_and_include_the_shipped_one(tmp_path: Path) -> 
 
 def test_extra_sysctl_needs_a_group_and_can_be_disabled(tmp_path: Path) -> None:
     ok = tmp_path / "site.toml"
-    ok.write_text('include = ["dtn"]\n[tune."sysctl/net.ipv4.tcp_notsent_lowat"]\n'
-                  'value = 131072\ngroup = "buffers"\nsource = "TuneD"\n'
-                  '[tune."check/smt"]\nenabled = false\n')
+    ok.write_text(
+        'include = ["dtn"]\n[tune."sysctl/net.ipv4.tcp_notsent_lowat"]\n'
+        'value = 131072\ngroup = "buffers"\nsource = "TuneD"\n'
+        '[tune."check/smt"]\nenabled = false\n'
+    )
     prof = load_profile(str(ok), ())
     assert prof.items["sysctl/net.ipv4.tcp_notsent_lowat"].group == "buffers"
     assert "check/smt" not in prof.items
@@ -69,16 +72,25 @@ def test_extra_sysctl_needs_a_group_and_can_be_disabled(tmp_path: Path) -> None:
     [
         ("schema = 2\n", "schema 2"),
         ("this is = not toml [", "not valid TOML"),
-        ("[tune.\"sysctl/net.x\"]\nvalue = 1\nsource = \"s\"\n", "unknown key"),
-        ('include = ["dtn"]\n[tune."ring/*/rx"]\nvalue = 1\nrule = "hw_max"\nsource = "s"\n',
-         "exactly one of"),
+        ('[tune."sysctl/net.x"]\nvalue = 1\nsource = "s"\n', "unknown key"),
+        (
+            'include = ["dtn"]\n[tune."ring/*/rx"]\nvalue = 1\nrule = "hw_max"\nsource = "s"\n',
+            "exactly one of",
+        ),
         ('include = ["dtn"]\n[tune."ring/*/rx"]\nvalue = 1\nsource = ""\n', "no source"),
-        ('include = ["dtn"]\n[tune."ring/*/rx"]\nvalue = 1\nmode = "lower"\nsource = "s"\n',
-         "mode"),
-        ('include = ["dtn"]\n[tune."ring/*/rx"]\nvalue = 1\nsurprise = 1\nsource = "s"\n',
-         "unknown fields"),
-        ('include = ["dtn"]\n[tune."sysctl/net.core.netdev_max_backlog"]\n'
-         'tiers = { 50 = 1 }\nsource = "s"\n', "tier"),
+        (
+            'include = ["dtn"]\n[tune."ring/*/rx"]\nvalue = 1\nmode = "lower"\nsource = "s"\n',
+            "mode",
+        ),
+        (
+            'include = ["dtn"]\n[tune."ring/*/rx"]\nvalue = 1\nsurprise = 1\nsource = "s"\n',
+            "unknown fields",
+        ),
+        (
+            'include = ["dtn"]\n[tune."sysctl/net.core.netdev_max_backlog"]\n'
+            'tiers = { 50 = 1 }\nsource = "s"\n',
+            "tier",
+        ),
         ('include = ["dtn"]\n[params]\nbdp_multiplier = -1\n', "non-negative"),
         ('include = ["nosuch"]\n', "unknown profile"),
         ('[tune."ring/*/rx"]\nvalue = 1\nsource = "s"\n', "lacks parameters"),

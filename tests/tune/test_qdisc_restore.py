@@ -52,8 +52,27 @@ class QdNs:
 
     def create(self) -> None:
         sh("ip", "netns", "add", self.name)
-        sh("ip", "-n", self.name, "link", "add", DEV, "numtxqueues", "3", "numrxqueues", "3",
-           "type", "veth", "peer", "name", "peer0", "numtxqueues", "3", "numrxqueues", "3")
+        sh(
+            "ip",
+            "-n",
+            self.name,
+            "link",
+            "add",
+            DEV,
+            "numtxqueues",
+            "3",
+            "numrxqueues",
+            "3",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "peer0",
+            "numtxqueues",
+            "3",
+            "numrxqueues",
+            "3",
+        )
         for dev in (DEV, "peer0"):
             sh("ip", "-n", self.name, "link", "set", dev, "up")
 
@@ -68,14 +87,15 @@ class QdNs:
 
     def state(self) -> tuple[list[dict[str, Any]], list[str]]:
         """What tc shows of eth0's tree: qdiscs minus counters, and class lines, sorted."""
-        qdiscs = json.loads(sh("tc", "-n", self.name, "-j", "qdisc", "show", "dev",
-                               DEV).stdout)
+        qdiscs = json.loads(sh("tc", "-n", self.name, "-j", "qdisc", "show", "dev", DEV).stdout)
         for q in qdiscs:
             for name in COUNTERS:
                 q.get("options", {}).pop(name, None)
         classes = sh("tc", "-n", self.name, "-d", "class", "show", "dev", DEV).stdout
-        return (sorted(qdiscs, key=lambda q: (q.get("parent", ""), q["handle"])),
-                sorted(line.strip() for line in classes.splitlines()))
+        return (
+            sorted(qdiscs, key=lambda q: (q.get("parent", ""), q["handle"])),
+            sorted(line.strip() for line in classes.splitlines()),
+        )
 
 
 @pytest.fixture
@@ -89,8 +109,9 @@ def qdns() -> Iterator[QdNs]:
 
 
 def save(ns: QdNs, state_dir: Path, label: str) -> dict[str, Any]:
-    code = main(["tune", "save", "--netns", ns.name, "--label", label, "--state-dir",
-                 str(state_dir)])
+    code = main(
+        ["tune", "save", "--netns", ns.name, "--label", label, "--state-dir", str(state_dir)]
+    )
     assert code == ExitStatus.OK
     [path] = [p for p in (state_dir / "snapshots").glob(f"*-{label}.json")]
     snapshot: dict[str, Any] = json.loads(path.read_text())
@@ -107,7 +128,7 @@ UNITS = {"": 1, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
 def bits(text: str) -> int:
     """A rate as tc prints it (``123456Kbit``), in bit/s."""
     number = text.removesuffix("bit").rstrip("KMGT")
-    return int(number) * UNITS[text.removesuffix("bit")[len(number):]]
+    return int(number) * UNITS[text.removesuffix("bit")[len(number) :]]
 
 
 def size(text: str) -> tuple[int, int]:
@@ -151,8 +172,7 @@ def assert_same_classes(before: list[str], after: list[str], asked: dict[str, in
             assert abs(a - b) <= bits(row[rate]) / 8e6 + 1 + fuzz_a + fuzz_b, (classid, row)
 
 
-def round_trip(ns: QdNs, state_dir: Path, label: str, asked: dict[str, int] | None = None
-               ) -> None:
+def round_trip(ns: QdNs, state_dir: Path, label: str, asked: dict[str, int] | None = None) -> None:
     """Save, put something else at the root, restore, and compare what tc shows.
 
     ``asked``: the rates (bit/s) the classes were made with, by ``CLASSID/rate|ceil``."""
@@ -180,8 +200,10 @@ def test_tc_shrinks_a_burst_written_back_as_shown_and_dtnkit_does_not() -> None:
     assert shown_burst(rate, burst_for(rate, 65250)) == 65250
     # htb cuts to whole microseconds first
     assert shown_burst(125_000_000, 15187, whole_us=True) == 15000
-    assert shown_burst(125_000_000, burst_for(125_000_000, 15125, whole_us=True),
-                       whole_us=True) == 15125
+    assert (
+        shown_burst(125_000_000, burst_for(125_000_000, 15125, whole_us=True), whole_us=True)
+        == 15125
+    )
 
 
 def test_a_low_rate_tbf_gets_a_buffer_whose_latency_tc_shows_as_recorded() -> None:
@@ -207,8 +229,20 @@ def test_a_latency_of_0_is_written_as_a_limit_tc_shows_as_lat_0() -> None:
 @pytest.mark.needs_root
 @pytest.mark.needs_netns
 def test_tbf_root_is_restored_exactly(qdns: QdNs, tmp_path: Path) -> None:
-    qdns.tc("qdisc", "add", "dev", DEV, "root", "tbf", "rate", "3gbit", "burst", "64kb",
-            "latency", "20ms")
+    qdns.tc(
+        "qdisc",
+        "add",
+        "dev",
+        DEV,
+        "root",
+        "tbf",
+        "rate",
+        "3gbit",
+        "burst",
+        "64kb",
+        "latency",
+        "20ms",
+    )
     before = qdns.state()
     assert before[0][0]["options"]["burst"] == 65250
     round_trip(qdns, tmp_path, "tbf")
@@ -223,19 +257,69 @@ def test_htb_root_that_carried_traffic_is_restored_with_its_classes(
     qdns: QdNs, tmp_path: Path
 ) -> None:
     qdns.tc("qdisc", "add", "dev", DEV, "root", "handle", "1:", "htb", "r2q", "5")  # default 0
-    qdns.tc("class", "add", "dev", DEV, "parent", "1:", "classid", "1:1", "htb", "rate",
-            "1gbit", "ceil", "2gbit", "burst", "15k", "cburst", "20k")
-    qdns.tc("class", "add", "dev", DEV, "parent", "1:1", "classid", "1:10", "htb", "rate",
-            "123456789bit", "ceil", "1gbit", "prio", "3", "quantum", "3000")
-    qdns.tc("qdisc", "add", "dev", DEV, "parent", "1:10", "handle", "10:", "pfifo", "limit",
-            "50")
+    qdns.tc(
+        "class",
+        "add",
+        "dev",
+        DEV,
+        "parent",
+        "1:",
+        "classid",
+        "1:1",
+        "htb",
+        "rate",
+        "1gbit",
+        "ceil",
+        "2gbit",
+        "burst",
+        "15k",
+        "cburst",
+        "20k",
+    )
+    qdns.tc(
+        "class",
+        "add",
+        "dev",
+        DEV,
+        "parent",
+        "1:1",
+        "classid",
+        "1:10",
+        "htb",
+        "rate",
+        "123456789bit",
+        "ceil",
+        "1gbit",
+        "prio",
+        "3",
+        "quantum",
+        "3000",
+    )
+    qdns.tc("qdisc", "add", "dev", DEV, "parent", "1:10", "handle", "10:", "pfifo", "limit", "50")
     # unclassified traffic goes to htb's direct queue and counts in direct_packets_stat
     sh("ip", "-n", qdns.name, "addr", "add", "10.77.0.1/24", "dev", DEV)
-    sh("ip", "-n", qdns.name, "neigh", "add", "10.77.0.2", "lladdr", "02:00:00:00:00:02",
-       "dev", DEV)
-    sh("ip", "netns", "exec", qdns.name, "python3", "-c",
-       "import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
-       "for _ in range(20): s.sendto(b'x', ('10.77.0.2', 9))")
+    sh(
+        "ip",
+        "-n",
+        qdns.name,
+        "neigh",
+        "add",
+        "10.77.0.2",
+        "lladdr",
+        "02:00:00:00:00:02",
+        "dev",
+        DEV,
+    )
+    sh(
+        "ip",
+        "netns",
+        "exec",
+        qdns.name,
+        "python3",
+        "-c",
+        "import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+        "for _ in range(20): s.sendto(b'x', ('10.77.0.2', 9))",
+    )
     shown = json.loads(sh("tc", "-n", qdns.name, "-j", "qdisc", "show", "dev", DEV).stdout)
     assert shown[0]["options"]["direct_packets_stat"] >= 20
 
@@ -249,11 +333,16 @@ def test_htb_root_that_carried_traffic_is_restored_with_its_classes(
 
 def test_a_snapshot_holding_a_counter_still_compares_equal() -> None:
     """Snapshots written before this fix stored direct_packets_stat: it is ignored."""
-    old = {"kind": "htb", "handle": "1:", "children": [],
-           "options": {"r2q": 10, "default": "0x10", "direct_packets_stat": 4711,
-                       "direct_qlen": 1000}}
-    live = {**old, "options": {"r2q": 10, "default": "0x10", "direct_packets_stat": 0,
-                               "direct_qlen": 1000}}
+    old = {
+        "kind": "htb",
+        "handle": "1:",
+        "children": [],
+        "options": {"r2q": 10, "default": "0x10", "direct_packets_stat": 4711, "direct_qlen": 1000},
+    }
+    live = {
+        **old,
+        "options": {"r2q": 10, "default": "0x10", "direct_packets_stat": 0, "direct_qlen": 1000},
+    }
     assert QdiscTunable(DEV).satisfies(live, old, "exact")
     assert not QdiscTunable(DEV).satisfies({**live, "options": {"r2q": 11}}, old, "exact")
 
@@ -283,8 +372,12 @@ def leaf_qdisc(draw: st.DrawFn) -> list[str]:
             #                      whole Mbit above (the kernel wants it above the rate)
             bits = rate * 8 + draw(st.integers(1_000, 2_000_000_000))
             step = 1_000 if bits < 10**9 else 10**6
-            peak = ["peakrate", f"{-(-bits // step) * step}bit",
-                    "mtu", str(draw(st.integers(1_500, 65_535)))]
+            peak = [
+                "peakrate",
+                f"{-(-bits // step) * step}bit",
+                "mtu",
+                str(draw(st.integers(1_500, 65_535))),
+            ]
         return ["tbf", "rate", f"{rate}bps", "burst", f"{burst}b", *peak, *tail]
     return ["pfifo_fast"]
 
@@ -293,7 +386,7 @@ def leaf_qdisc(draw: st.DrawFn) -> list[str]:
 def tree(draw: st.DrawFn) -> list[list[str]]:
     """tc commands (after ``tc -n NS``) that build a random root tree on eth0."""
     root = draw(st.sampled_from(["leaf", "htb", "mq"]))
-    major = draw(st.integers(1, 0x7fff))
+    major = draw(st.integers(1, 0x7FFF))
     handle = f"{major:x}:"
     head = ["qdisc", "add", "dev", DEV, "root", "handle", handle]
     if root == "leaf":
@@ -301,42 +394,95 @@ def tree(draw: st.DrawFn) -> list[list[str]]:
     used = {major}
 
     def child_handle() -> str:
-        other = draw(st.integers(1, 0x7fff).filter(lambda h: h not in used))
+        other = draw(st.integers(1, 0x7FFF).filter(lambda h: h not in used))
         used.add(other)
         return f"{other:x}:"
 
     if root == "mq":
         cmds = [[*head, "mq"]]
         for queue in draw(st.sets(st.integers(1, 3), max_size=3)):
-            cmds.append(["qdisc", "add", "dev", DEV, "parent", f"{major:x}:{queue}", "handle",
-                         child_handle(), *draw(leaf_qdisc())])
+            cmds.append(
+                [
+                    "qdisc",
+                    "add",
+                    "dev",
+                    DEV,
+                    "parent",
+                    f"{major:x}:{queue}",
+                    "handle",
+                    child_handle(),
+                    *draw(leaf_qdisc()),
+                ]
+            )
         return cmds
-    cmds = [[*head, "htb", "default", f"{draw(st.integers(0, 0x30)):x}",
-             "r2q", str(draw(st.integers(1, 20))),
-             "direct_qlen", str(draw(st.integers(1, 5000)))]]
-    minors = draw(st.lists(st.integers(1, 0xfff), min_size=1, max_size=5, unique=True))
+    cmds = [
+        [
+            *head,
+            "htb",
+            "default",
+            f"{draw(st.integers(0, 0x30)):x}",
+            "r2q",
+            str(draw(st.integers(1, 20))),
+            "direct_qlen",
+            str(draw(st.integers(1, 5000))),
+        ]
+    ]
+    minors = draw(st.lists(st.integers(1, 0xFFF), min_size=1, max_size=5, unique=True))
     parents: dict[int, str] = {}
     for position, minor in enumerate(minors):
-        parent = handle if position == 0 or draw(st.booleans()) else \
-            f"{major:x}:{draw(st.sampled_from(minors[:position])):x}"
+        parent = (
+            handle
+            if position == 0 or draw(st.booleans())
+            else f"{major:x}:{draw(st.sampled_from(minors[:position])):x}"
+        )
         parents[minor] = parent
         # half of them a rate tc prints exactly (whole kbit), half any rate
-        rate = draw(st.integers(8, 10_000_000)) * 1000 if draw(st.booleans()) else \
-            draw(st.integers(8_000, 10_000_000_000))
+        rate = (
+            draw(st.integers(8, 10_000_000)) * 1000
+            if draw(st.booleans())
+            else draw(st.integers(8_000, 10_000_000_000))
+        )
         ceil = rate + draw(st.sampled_from([0, 1000, 10**6, draw(st.integers(0, 10**9))]))
         args = ["rate", f"{rate}bit", "ceil", f"{ceil}bit"]
         if draw(st.booleans()):
             args += ["burst", f"{draw(SIZES)}b", "cburst", f"{draw(SIZES)}b"]
         if draw(st.booleans()):
-            args += ["prio", str(draw(st.integers(0, 7))),
-                     "quantum", str(draw(st.integers(1_000, 200_000)))]
-        cmds.append(["class", "add", "dev", DEV, "parent", parent, "classid",
-                     f"{major:x}:{minor:x}", "htb", *args])
+            args += [
+                "prio",
+                str(draw(st.integers(0, 7))),
+                "quantum",
+                str(draw(st.integers(1_000, 200_000))),
+            ]
+        cmds.append(
+            [
+                "class",
+                "add",
+                "dev",
+                DEV,
+                "parent",
+                parent,
+                "classid",
+                f"{major:x}:{minor:x}",
+                "htb",
+                *args,
+            ]
+        )
     inner = {int(p.split(":")[1], 16) for p in parents.values() if not p.endswith(":")}
     for minor in minors:
         if minor not in inner and draw(st.booleans()):
-            cmds.append(["qdisc", "add", "dev", DEV, "parent", f"{major:x}:{minor:x}", "handle",
-                         child_handle(), *draw(leaf_qdisc())])
+            cmds.append(
+                [
+                    "qdisc",
+                    "add",
+                    "dev",
+                    DEV,
+                    "parent",
+                    f"{major:x}:{minor:x}",
+                    "handle",
+                    child_handle(),
+                    *draw(leaf_qdisc()),
+                ]
+            )
     return cmds
 
 
@@ -346,18 +492,61 @@ def test_random_trees_are_restored_exactly(qdns: QdNs, tmp_path: Path) -> None:
     count = iter(range(10**6))
 
     # no shrinking: with real tc it takes minutes; the failing commands are printed as they are
-    @settings(max_examples=10, deadline=None, phases=[Phase.explicit, Phase.generate],
-              database=None, suppress_health_check=[HealthCheck.too_slow])
+    @settings(
+        max_examples=10,
+        deadline=None,
+        phases=[Phase.explicit, Phase.generate],
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
     @given(tree())
     # found by this test: lat 0 written as a limit whose latency is just under 0, which tc
     # shows as "limit", not "lat 0"
-    @example([["qdisc", "add", "dev", DEV, "root", "handle", "35d:", "mq"],
-              ["qdisc", "add", "dev", DEV, "parent", "35d:3", "handle", "1f48:", "tbf", "rate",
-               "1999209017bps", "burst", "280177b", "limit", "280240"]])
+    @example(
+        [
+            ["qdisc", "add", "dev", DEV, "root", "handle", "35d:", "mq"],
+            [
+                "qdisc",
+                "add",
+                "dev",
+                DEV,
+                "parent",
+                "35d:3",
+                "handle",
+                "1f48:",
+                "tbf",
+                "rate",
+                "1999209017bps",
+                "burst",
+                "280177b",
+                "limit",
+                "280240",
+            ],
+        ]
+    )
     # and at a low rate the latency shown depends on the exact buffer, not only on the burst
-    @example([["qdisc", "add", "dev", DEV, "root", "handle", "35d:", "mq"],
-              ["qdisc", "add", "dev", DEV, "parent", "35d:3", "handle", "1f48:", "tbf", "rate",
-               "50000bps", "burst", "574065b", "latency", "95921us"]])
+    @example(
+        [
+            ["qdisc", "add", "dev", DEV, "root", "handle", "35d:", "mq"],
+            [
+                "qdisc",
+                "add",
+                "dev",
+                DEV,
+                "parent",
+                "35d:3",
+                "handle",
+                "1f48:",
+                "tbf",
+                "rate",
+                "50000bps",
+                "burst",
+                "574065b",
+                "latency",
+                "95921us",
+            ],
+        ]
+    )
     def check(cmds: list[list[str]]) -> None:
         qdns.reset()
         asked: dict[str, int] = {}
@@ -383,8 +572,22 @@ def test_clsact_is_left_alone_and_the_plan_says_so(
     qdns.reset()
     capsys.readouterr()
     # --wide: the plan's cells unwrapped (at 80 columns the phrase wraps inside its cell)
-    assert main(["tune", "restore", "cls", "--dry-run", "--netns", qdns.name, "--state-dir",
-                 str(tmp_path), "--wide"]) == ExitStatus.OK
+    assert (
+        main(
+            [
+                "tune",
+                "restore",
+                "cls",
+                "--dry-run",
+                "--netns",
+                qdns.name,
+                "--state-dir",
+                str(tmp_path),
+                "--wide",
+            ]
+        )
+        == ExitStatus.OK
+    )
     assert "clsact and filters left as they are" in capsys.readouterr().out
     assert restore(qdns, tmp_path, "cls") == ExitStatus.OK
     kinds = {q["kind"] for q in qdns.state()[0]}
@@ -396,8 +599,24 @@ def test_clsact_is_left_alone_and_the_plan_says_so(
 def test_tbf_with_a_peak_rate_is_restored_exactly(qdns: QdNs, tmp_path: Path) -> None:
     """tc -j does not report a tbf's peak rate: dtnkit reads it from tc -d and restores it,
     with its mtu and latency as tc shows them (the tree of the issue that reported exit 4)."""
-    qdns.tc("qdisc", "add", "dev", DEV, "root", "tbf", "rate", "100mbit", "burst", "32k",
-            "latency", "50ms", "peakrate", "200mbit", "mtu", "1600")
+    qdns.tc(
+        "qdisc",
+        "add",
+        "dev",
+        DEV,
+        "root",
+        "tbf",
+        "rate",
+        "100mbit",
+        "burst",
+        "32k",
+        "latency",
+        "50ms",
+        "peakrate",
+        "200mbit",
+        "mtu",
+        "1600",
+    )
     snap = save(qdns, tmp_path, "peak0")
     assert snap["values"][f"qdisc/{DEV}/root"]["options"]["peakrate"] == "200Mbit"
     round_trip(qdns, tmp_path, "peak")
@@ -406,8 +625,27 @@ def test_tbf_with_a_peak_rate_is_restored_exactly(qdns: QdNs, tmp_path: Path) ->
     # under an mq queue, with a limit, at another rate
     qdns.reset()
     qdns.tc("qdisc", "add", "dev", DEV, "root", "handle", "5:", "mq")
-    qdns.tc("qdisc", "add", "dev", DEV, "parent", "5:2", "handle", "52:", "tbf", "rate",
-            "3gbit", "burst", "64kb", "peakrate", "4gbit", "mtu", "9000", "limit", "300000")
+    qdns.tc(
+        "qdisc",
+        "add",
+        "dev",
+        DEV,
+        "parent",
+        "5:2",
+        "handle",
+        "52:",
+        "tbf",
+        "rate",
+        "3gbit",
+        "burst",
+        "64kb",
+        "peakrate",
+        "4gbit",
+        "mtu",
+        "9000",
+        "limit",
+        "300000",
+    )
     round_trip(qdns, tmp_path, "peakmq")
 
 
@@ -418,8 +656,24 @@ def test_an_old_snapshot_without_the_peak_rate_is_refused_and_rolled_back(
 ) -> None:
     """A snapshot taken before dtnkit read peak rates holds the mtu (minburst) only: restore
     says so instead of dropping the peak rate."""
-    qdns.tc("qdisc", "add", "dev", DEV, "root", "tbf", "rate", "1gbit", "burst", "64kb",
-            "peakrate", "2gbit", "mtu", "2000", "latency", "20ms")
+    qdns.tc(
+        "qdisc",
+        "add",
+        "dev",
+        DEV,
+        "root",
+        "tbf",
+        "rate",
+        "1gbit",
+        "burst",
+        "64kb",
+        "peakrate",
+        "2gbit",
+        "mtu",
+        "2000",
+        "latency",
+        "20ms",
+    )
     snap = save(qdns, tmp_path, "peak")
     [path] = (tmp_path / "snapshots").glob("*-peak.json")
     del snap["values"][f"qdisc/{DEV}/root"]["options"]["peakrate"]
@@ -432,8 +686,15 @@ def test_an_old_snapshot_without_the_peak_rate_is_refused_and_rolled_back(
     assert "cannot recreate a tbf with a peak rate" in "".join(capsys.readouterr())
     assert qdns.state() == before
     with pytest.raises(DtnkitError, match="peak rate"):  # refused before anything is run
-        tree_commands(DEV, {"kind": "tbf", "handle": "1:", "children": [], "options": {
-            "rate": 125000000, "burst": 65500, "minburst": 1500, "lat": 20000}})
+        tree_commands(
+            DEV,
+            {
+                "kind": "tbf",
+                "handle": "1:",
+                "children": [],
+                "options": {"rate": 125000000, "burst": 65500, "minburst": 1500, "lat": 20000},
+            },
+        )
 
 
 # ---- what this kernel cannot show: fq_codel and prio, by their models ----------------------
@@ -450,25 +711,38 @@ def test_fq_codel_shows_5000us_as_4999_and_dtnkit_writes_it_back_as_5000() -> No
 
 
 def test_every_fq_codel_and_prio_option_tc_reports_is_written_back() -> None:
-    fq_codel = {"limit": 10240, "flows": 1024, "quantum": 1514, "target": 4999,
-                "interval": 99999, "memory_limit": 33554432, "ecn": True, "drop_batch": 64,
-                "ce_threshold": 1999}
-    [(_, argv)] = tree_commands(DEV, {"kind": "fq_codel", "handle": "1:", "children": [],
-                                      "options": fq_codel})
+    fq_codel = {
+        "limit": 10240,
+        "flows": 1024,
+        "quantum": 1514,
+        "target": 4999,
+        "interval": 99999,
+        "memory_limit": 33554432,
+        "ecn": True,
+        "drop_batch": 64,
+        "ce_threshold": 1999,
+    }
+    [(_, argv)] = tree_commands(
+        DEV, {"kind": "fq_codel", "handle": "1:", "children": [], "options": fq_codel}
+    )
     args = dict(zip(argv[9::2], argv[10::2], strict=False))
     assert args["limit"] == "10240" and args["flows"] == "1024"
     assert args["memory_limit"] == "33554432b" and args["drop_batch"] == "64"
     assert args["target"] == "5000us" and args["interval"] == "100000us"
     assert codel_shown(int(args["ce_threshold"].removesuffix("us"))) == 1999
     assert "ecn" in argv and "noecn" not in argv
-    prio = {"bands": 4, "priomap": [1, 2, 2, 2, 1, 2, 0, 0, 1, 1, 1, 1, 1, 1, 3, 1],
-            "multiqueue": False}
-    [(_, argv)] = tree_commands(DEV, {"kind": "prio", "handle": "2:", "children": [],
-                                      "options": prio})
+    prio = {
+        "bands": 4,
+        "priomap": [1, 2, 2, 2, 1, 2, 0, 0, 1, 1, 1, 1, 1, 1, 3, 1],
+        "multiqueue": False,
+    }
+    [(_, argv)] = tree_commands(
+        DEV, {"kind": "prio", "handle": "2:", "children": [], "options": prio}
+    )
     assert argv[9:] == ["bands", "4", "priomap", *map(str, prio["priomap"])]
 
 
 def test_the_table_of_kernel_rounded_fields_names_known_options() -> None:
-    for (kind, name) in KERNEL_ROUNDED:
+    for kind, name in KERNEL_ROUNDED:
         if kind != "htb class":
             assert name in OPTIONS[kind], (kind, name)

@@ -26,8 +26,12 @@ from dtnkit.tune.context import Want, nominal_ram
 
 HOSTS = Path(__file__).parents[1] / "fixtures" / "hosts"
 GiB, MiB = 2**30, 2**20
-KEYS = ("sysctl/net.core.rmem_max", "sysctl/net.core.wmem_max", "sysctl/net.ipv4.tcp_rmem",
-        "sysctl/net.ipv4.tcp_wmem")
+KEYS = (
+    "sysctl/net.core.rmem_max",
+    "sysctl/net.core.wmem_max",
+    "sysctl/net.ipv4.tcp_rmem",
+    "sysctl/net.ipv4.tcp_wmem",
+)
 # MemTotal (kB) of 4 GiB hosts (synthetic, in the range such hosts show): a KVM guest with a
 # 192 MiB crash kernel (EL9's crashkernel=1G-4G:192M), one without, a physical host that
 # loses a little more below 4 GiB to firmware
@@ -46,13 +50,25 @@ def audit_buffers(tree: Path, environment: Environment, kb: int) -> dict[str, di
     lines = path.read_text().splitlines(keepends=True)
     lines[0] = f"MemTotal:       {kb} kB\n"
     path.write_text("".join(lines))
-    main(["tune", "audit", "--format", "json", "--tree", str(tree), "--group", "buffers",
-          "--speed", "100gbit"], environment)
+    main(
+        [
+            "tune",
+            "audit",
+            "--format",
+            "json",
+            "--tree",
+            str(tree),
+            "--group",
+            "buffers",
+            "--speed",
+            "100gbit",
+        ],
+        environment,
+    )
     return {f["key"]: f for f in json.loads(taken(environment.stdout))["findings"]}
 
 
-def test_a_4gib_host_gets_a_sixteenth_of_its_ram(tmp_path: Path,
-                                                  environment: Environment) -> None:
+def test_a_4gib_host_gets_a_sixteenth_of_its_ram(tmp_path: Path, environment: Environment) -> None:
     tree = tmp_path / "dtn-b"
     shutil.copytree(HOSTS / "dtn-b", tree, symlinks=True)
     for kb in KB_4GIB_HOSTS:
@@ -69,8 +85,7 @@ def test_the_why_says_the_cap(tmp_path: Path, environment: Environment) -> None:
     shutil.copytree(HOSTS / "dtn-b", tree, symlinks=True)
     found = audit_buffers(tree, environment, 3_770_000)  # sized as 3.75 GiB
     assert found["sysctl/net.ipv4.tcp_rmem"]["recommended"] == [4096, 131072, 240 * MiB]
-    assert "capped at 0.0625 of RAM (3.75 GiB: 240 MiB)" in found[
-        "sysctl/net.ipv4.tcp_rmem"]["why"]
+    assert "capped at 0.0625 of RAM (3.75 GiB: 240 MiB)" in found["sysctl/net.ipv4.tcp_rmem"]["why"]
 
 
 @settings(max_examples=300, deadline=None)
@@ -83,8 +98,10 @@ def test_the_cap_is_the_share_of_ram_at_every_size(kb: int) -> None:
     c = ctx(iface("ens1", 400_000), ram=mem_total, rtt=200.0)
     nominal = nominal_ram(mem_total)
     assert mem_total <= nominal <= mem_total * 1.125
-    for key, clamp in (("sysctl/net.core.rmem_max", 2147483647),
-                       ("sysctl/net.ipv4.tcp_rmem", 1073741824)):
+    for key, clamp in (
+        ("sysctl/net.core.rmem_max", 2147483647),
+        ("sysctl/net.ipv4.tcp_rmem", 1073741824),
+    ):
         w = want(c, key)
         assert isinstance(w, Want)
         top = _max(w.value)
@@ -92,4 +109,3 @@ def test_the_cap_is_the_share_of_ram_at_every_size(kb: int) -> None:
         assert top == min(nominal // 16, clamp), (kb, key, top)
         if nominal // 16 < floor:  # a tiny host: the cap wins over the floor, as it says
             assert "capped at" in w.why
-

@@ -18,20 +18,49 @@ GiB = 2**30
 HOST = Host(Path("/nonexistent"))
 
 
-def iface(name: str, speed: int | None, *, state: str = "UP", queues: int = 1,
-          master: str | None = None) -> Interface:
-    return Interface(name=name, kind=None, physical=True, speed_mbps=speed, operstate=state,
-                     mtu=1500, max_mtu=9000, txqlen=1000, master=master, lower=None,
-                     members=(), numa_node=None, num_tx_queues=queues)
+def iface(
+    name: str, speed: int | None, *, state: str = "UP", queues: int = 1, master: str | None = None
+) -> Interface:
+    return Interface(
+        name=name,
+        kind=None,
+        physical=True,
+        speed_mbps=speed,
+        operstate=state,
+        mtu=1500,
+        max_mtu=9000,
+        txqlen=1000,
+        master=master,
+        lower=None,
+        members=(),
+        numa_node=None,
+        num_tx_queues=queues,
+    )
 
 
-def ctx(*ifaces: Interface, ram: int = 512 * GiB, rtt: float = 100.0, profile: str = "dtn",
-        fq: bool | None = True, cc: tuple[str, ...] = ("reno", "cubic", "bbr"),
-        initial: bool = True, exact: bool = False, speed: int | None = None) -> Context:
+def ctx(
+    *ifaces: Interface,
+    ram: int = 512 * GiB,
+    rtt: float = 100.0,
+    profile: str = "dtn",
+    fq: bool | None = True,
+    cc: tuple[str, ...] = ("reno", "cubic", "bbr"),
+    initial: bool = True,
+    exact: bool = False,
+    speed: int | None = None,
+) -> Context:
     env = Placement(initial, None, None, False, True, ram)
     caps = KernelCaps({"fq": fq}, "test", cc, cc)
-    return Context(load_profile(profile, ()), rtt, env, caps, {i.name: i for i in ifaces},
-                   [(i.name, "") for i in ifaces], exact=exact, speed_override_mbps=speed)
+    return Context(
+        load_profile(profile, ()),
+        rtt,
+        env,
+        caps,
+        {i.name: i for i in ifaces},
+        [(i.name, "") for i in ifaces],
+        exact=exact,
+        speed_override_mbps=speed,
+    )
 
 
 def want(c: Context, key: str) -> Want | NoWant:
@@ -77,14 +106,21 @@ def test_buffers_are_capped_by_a_share_of_ram() -> None:
 
 def test_measurement_profile_sizes_single_streams_larger() -> None:
     dtn, meas = ctx(iface("eth0", 10_000)), ctx(iface("eth0", 10_000), profile="measurement")
-    assert value(meas, "sysctl/net.core.rmem_max") == 2 * int(str(value(dtn,
-                                                                        "sysctl/net.core.rmem_max")))
+    assert value(meas, "sysctl/net.core.rmem_max") == 2 * int(
+        str(value(dtn, "sysctl/net.core.rmem_max"))
+    )
 
 
 @pytest.mark.parametrize(
     ("mbps", "tier", "note"),
-    [(1000, 10, "below the smallest"), (10_000, 10, ""), (25_000, 25, ""),
-     (50_000, 100, "next one up"), (400_000, 400, ""), (800_000, 400, "above the largest")],
+    [
+        (1000, 10, "below the smallest"),
+        (10_000, 10, ""),
+        (25_000, 25, ""),
+        (50_000, 100, "next one up"),
+        (400_000, 400, ""),
+        (800_000, 400, "above the largest"),
+    ],
 )
 def test_speed_tiers_are_explicit(mbps: int, tier: int, note: str) -> None:
     got, why = tier_for(mbps)
@@ -128,8 +164,9 @@ def test_no_fq_is_said_not_pretended() -> None:
 
 
 def test_bbr_missing_names_what_to_install() -> None:
-    w = want(ctx(iface("eth0", 10_000), cc=("reno", "cubic")),
-             "sysctl/net.ipv4.tcp_congestion_control")
+    w = want(
+        ctx(iface("eth0", 10_000), cc=("reno", "cubic")), "sysctl/net.ipv4.tcp_congestion_control"
+    )
     assert isinstance(w, NoWant) and w.status == "unsupported"
     assert "kernel-modules-extra" in w.why
     ok = want(ctx(iface("eth0", 10_000)), "sysctl/net.ipv4.tcp_congestion_control")
@@ -141,8 +178,7 @@ def test_bbr_missing_names_what_to_install() -> None:
 
 
 def test_mtu_only_where_the_nic_supports_it() -> None:
-    small = Interface("eth0", None, True, 10_000, "UP", 1500, 1500, 1000, None, None, (),
-                      None, 1)
+    small = Interface("eth0", None, True, 10_000, "UP", 1500, 1500, 1000, None, None, (), None, 1)
     w = want(ctx(small), "link/eth0/mtu")
     assert isinstance(w, NoWant) and "largest MTU is 1500" in w.why
 
@@ -156,6 +192,8 @@ def test_raise_only_comparison_and_target_are_element_wise() -> None:
     t = tunable_for_key("sysctl/net.ipv4.tcp_rmem")
     assert t.satisfies("8192 262144 1073741824", "4096 131072 268435456", "raise")
     assert not t.satisfies("4096 65536 1073741824", "4096 131072 268435456", "raise")
-    assert t.target("4096 65536 1073741824", "4096 131072 268435456", "raise") == \
-        "4096 131072 1073741824"
+    assert (
+        t.target("4096 65536 1073741824", "4096 131072 268435456", "raise")
+        == "4096 131072 1073741824"
+    )
     assert t.satisfies("4096\t131072   6291456", "4096 131072 6291456", "exact")

@@ -53,12 +53,23 @@ def test_every_registered_kind_has_a_profile_key() -> None:
 
 
 def test_the_registry_order_is_the_write_order() -> None:
-    assert KIND_ORDER == ("sysctl", "link", "qdisc", "ring", "feature", "coalesce", "pause",
-                          "cpu", "tuned", "ipv6")
+    assert KIND_ORDER == (
+        "sysctl",
+        "link",
+        "qdisc",
+        "ring",
+        "feature",
+        "coalesce",
+        "pause",
+        "cpu",
+        "tuned",
+        "ipv6",
+    )
 
 
-@pytest.mark.parametrize("key", ["evil/../../key", "nosuch/eth0/rx", "check/smt",
-                                 "Sysctl/vm.swappiness", ""])
+@pytest.mark.parametrize(
+    "key", ["evil/../../key", "nosuch/eth0/rx", "check/smt", "Sysctl/vm.swappiness", ""]
+)
 def test_an_unknown_prefix_is_bad_input(key: str) -> None:
     with pytest.raises(BadInput) as err:
         tunable_for_key(key)
@@ -67,9 +78,19 @@ def test_an_unknown_prefix_is_bad_input(key: str) -> None:
     assert "sysctl/" in err.value.why  # names the kinds there are
 
 
-@pytest.mark.parametrize("key", ["sysctl", "sysctl/", "ring/eth0/rx-mini", "ring/rx",
-                                 "feature/eth0/ntuple", "cpu/frequency", "tuned/off",
-                                 "qdisc/eth0/ingress"])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "sysctl",
+        "sysctl/",
+        "ring/eth0/rx-mini",
+        "ring/rx",
+        "feature/eth0/ntuple",
+        "cpu/frequency",
+        "tuned/off",
+        "qdisc/eth0/ingress",
+    ],
+)
 def test_an_unknown_name_under_a_known_prefix_is_bad_input(key: str) -> None:
     with pytest.raises(BadInput, match="unknown setting"):
         tunable_for_key(key)
@@ -122,7 +143,8 @@ net.ipv4.tcp_rmem = 4096 131072 536870912
 net.ipv4.tcp_congestion_control = bbr
 """
 UDEV = "# Written by dtnkit tune apply --persist; `dtnkit tune restore` removes it.\n" + "".join(
-    f'ACTION=="add", SUBSYSTEM=="net", KERNEL=="{dev}", RUN+="{run}"\n' for dev, run in [
+    f'ACTION=="add", SUBSYSTEM=="net", KERNEL=="{dev}", RUN+="{run}"\n'
+    for dev, run in [
         ("eth0", "/sbin/ip link set dev eth0 txqueuelen 10000"),
         ("eth0", "/sbin/ip link set dev eth0 mtu 9000"),
         ("eth0", "/sbin/tc qdisc replace dev eth0 root handle 1: mq"),
@@ -136,7 +158,8 @@ UDEV = "# Written by dtnkit tune apply --persist; `dtnkit tune restore` removes 
         ("eth0", "/sbin/ethtool -A eth0 tx off"),
         ("eth1", "/sbin/ethtool -G eth1 rx 4096"),
         ("ens5f1np1", "/sbin/tc qdisc replace dev ens5f1np1 root fq"),
-    ])
+    ]
+)
 
 
 class Recorder:
@@ -161,22 +184,33 @@ def test_persist_from_values_writes_the_same_files_as_before(tmp_path: Path) -> 
 
 def test_persist_writes_nothing_for_kinds_that_do_not_persist(tmp_path: Path) -> None:
     host = Host(tmp_path, runner=Recorder())
-    assert persist.write(host, {"cpu/governor": {"cpu0": "performance"},
-                                "tuned/profile": "throughput-performance"}, "x") == []
+    assert (
+        persist.write(
+            host,
+            {"cpu/governor": {"cpu0": "performance"}, "tuned/profile": "throughput-performance"},
+            "x",
+        )
+        == []
+    )
     assert host.writes == []
 
 
 SAMPLES: list[tuple[str, Any]] = [
-    ("link/eth0/mtu", 9000), ("link/eth0/txqueuelen", 10000), ("ring/eth0/rx", 8192),
-    ("ring/eth0/tx", 4096), ("feature/eth0/gro", True), ("feature/eth0/lro", False),
-    ("coalesce/eth0/adaptive-rx", True), ("coalesce/eth0/adaptive-tx", False),
-    ("pause/eth0/rx", False), ("pause/eth0/tx", True),
+    ("link/eth0/mtu", 9000),
+    ("link/eth0/txqueuelen", 10000),
+    ("ring/eth0/rx", 8192),
+    ("ring/eth0/tx", 4096),
+    ("feature/eth0/gro", True),
+    ("feature/eth0/lro", False),
+    ("coalesce/eth0/adaptive-rx", True),
+    ("coalesce/eth0/adaptive-tx", False),
+    ("pause/eth0/rx", False),
+    ("pause/eth0/tx", True),
 ]
 
 
 @pytest.mark.parametrize(("key", "value"), SAMPLES)
-def test_apply_and_persist_run_the_one_declared_argv(tmp_path: Path, key: str,
-                                                     value: Any) -> None:
+def test_apply_and_persist_run_the_one_declared_argv(tmp_path: Path, key: str, value: Any) -> None:
     tunable = tunable_for_key(key)
     assert isinstance(tunable, CommandTunable)
     declared = tunable.commands(value)

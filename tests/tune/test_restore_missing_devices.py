@@ -53,10 +53,25 @@ def test_a_renamed_and_a_removed_interface_are_named_and_restore_exits_3(
     assert out["ok"] is True  # everything that is there was put back
     lines = out["not_restored"]
     assert {line.split(":")[0] for line in lines} == named
-    assert all(k.startswith(("link/dkv1/", "link/dkx0/", "link/dkx1/", "feature/dkv1/",
-                             "feature/dkx0/", "feature/dkx1/", "ring/dkv1/", "ring/dkx0/",
-                             "qdisc/dkv1/", "qdisc/dkx0/", "coalesce/", "pause/"))
-               for k in named), named
+    assert all(
+        k.startswith(
+            (
+                "link/dkv1/",
+                "link/dkx0/",
+                "link/dkx1/",
+                "feature/dkv1/",
+                "feature/dkx0/",
+                "feature/dkx1/",
+                "ring/dkv1/",
+                "ring/dkx0/",
+                "qdisc/dkv1/",
+                "qdisc/dkx0/",
+                "coalesce/",
+                "pause/",
+            )
+        )
+        for k in named
+    ), named
     assert any("no interface dkv1 here (renamed or removed" in line for line in lines)
     # the rest is back
     assert netns.sysctl("net.ipv4.tcp_rmem") == "4096\t99999\t7777777"
@@ -73,11 +88,29 @@ def test_a_snapshot_with_no_settings_is_refused_not_a_silent_no_op(
     tree: Path, state_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (state_dir / "snapshots").mkdir(parents=True)
-    (state_dir / "snapshots" / "empty.json").write_text(json.dumps({
-        "schema": "dtnkit.snapshot/1", "id": "empty", "kind": "manual",
-        "created": "2026-01-01T00:00:00+00:00", "host": {"root": str(tree)}, "values": {}}))
+    (state_dir / "snapshots" / "empty.json").write_text(
+        json.dumps(
+            {
+                "schema": "dtnkit.snapshot/1",
+                "id": "empty",
+                "kind": "manual",
+                "created": "2026-01-01T00:00:00+00:00",
+                "host": {"root": str(tree)},
+                "values": {},
+            }
+        )
+    )
     for extra in ((), ("--dry-run",)):
-        code, out, err = run(capsys, "tune", "restore", "empty", "--tree", str(tree),
-                             "--state-dir", str(state_dir), *extra)
+        code, out, err = run(
+            capsys,
+            "tune",
+            "restore",
+            "empty",
+            "--tree",
+            str(tree),
+            "--state-dir",
+            str(state_dir),
+            *extra,
+        )
         assert code == ExitStatus.BAD_INPUT, (out, err)
         assert err.count("dtnkit: error:") == 1 and "holds no settings" in err, err

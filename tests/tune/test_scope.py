@@ -50,15 +50,15 @@ class Ns:
 
     def create(self) -> None:
         sh("ip", "netns", "add", self.name)
-        sh("ip", "-n", self.name, "link", "add", "dkscv0", "type", "veth", "peer", "name",
-           "dkscv1")
+        sh("ip", "-n", self.name, "link", "add", "dkscv0", "type", "veth", "peer", "name", "dkscv1")
 
     def delete(self) -> None:
         sh("ip", "netns", "del", self.name, check=False)
 
     def sysctl(self, name: str) -> str:
-        return sh("ip", "netns", "exec", self.name, "cat",
-                  "/proc/sys/" + name.replace(".", "/")).stdout
+        return sh(
+            "ip", "netns", "exec", self.name, "cat", "/proc/sys/" + name.replace(".", "/")
+        ).stdout
 
 
 @pytest.fixture
@@ -83,11 +83,23 @@ def write_profile(tmp_path: Path, body: str) -> Path:
     return path
 
 
-def netns_snapshot(env: Environment, ns: Ns, values: dict[str, Any],
-                   files: dict[str, str | None] | None = None) -> str:
+def netns_snapshot(
+    env: Environment, ns: Ns, values: dict[str, Any], files: dict[str, str | None] | None = None
+) -> str:
     """A snapshot saved by `tune save` in ``ns``, then given extra values and files."""
-    code, saved, err = run(env, "tune", "save", "--netns", ns.name, "--label", "dksc",
-                           "--state-dir", str(env.state_dir), "--format", "json")
+    code, saved, err = run(
+        env,
+        "tune",
+        "save",
+        "--netns",
+        ns.name,
+        "--label",
+        "dksc",
+        "--state-dir",
+        str(env.state_dir),
+        "--format",
+        "json",
+    )
     assert code == ExitStatus.OK, err
     path = Path(saved["path"])
     doc = json.loads(path.read_text())
@@ -98,12 +110,23 @@ def netns_snapshot(env: Environment, ns: Ns, values: dict[str, Any],
 
 
 # ---- key acceptance (no root) -------------------------------------------------------------
-@pytest.mark.parametrize("name", ["kernel.core_pattern", "vm.swappiness", "fs.file-max",
-                                  "net.ipv4.ip_forward", "net.ipv4.conf.all.rp_filter",
-                                  "net.core.bpf_jit_harden", "net.ipv6.conf.all.forwarding"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "kernel.core_pattern",
+        "vm.swappiness",
+        "fs.file-max",
+        "net.ipv4.ip_forward",
+        "net.ipv4.conf.all.rp_filter",
+        "net.core.bpf_jit_harden",
+        "net.ipv6.conf.all.forwarding",
+    ],
+)
 def test_a_site_profile_may_not_add_a_sysctl_outside_the_allow_list(name: str) -> None:
-    raw = {"params": dict(load_profile("dtn", ()).params),
-           "tune": {f"sysctl/{name}": {"value": 1, "group": "congestion", "source": "s"}}}
+    raw = {
+        "params": dict(load_profile("dtn", ()).params),
+        "tune": {f"sysctl/{name}": {"value": 1, "group": "congestion", "source": "s"}},
+    }
     with pytest.raises(BadInput) as err:
         build_profile("site", raw, ())
     assert err.value.status is ExitStatus.BAD_INPUT
@@ -112,29 +135,53 @@ def test_a_site_profile_may_not_add_a_sysctl_outside_the_allow_list(name: str) -
     assert "docs/profiles.md" in err.value.why
 
 
-@pytest.mark.parametrize("name", ["net.ipv4.tcp_notsent_lowat", "net.core.somaxconn",
-                                  "net.ipv4.udp_rmem_min", "net.ipv4.ip_local_port_range"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "net.ipv4.tcp_notsent_lowat",
+        "net.core.somaxconn",
+        "net.ipv4.udp_rmem_min",
+        "net.ipv4.ip_local_port_range",
+    ],
+)
 def test_allow_listed_network_sysctls_are_accepted_with_a_group(name: str) -> None:
     assert site_sysctl_allowed(name)
-    raw = {"params": dict(load_profile("dtn", ()).params),
-           "tune": {f"sysctl/{name}": {"value": 1, "group": "buffers", "source": "s"}}}
+    raw = {
+        "params": dict(load_profile("dtn", ()).params),
+        "tune": {f"sysctl/{name}": {"value": 1, "group": "buffers", "source": "s"}},
+    }
     assert build_profile("site", raw, ()).items[f"sysctl/{name}"].group == "buffers"
 
 
-@pytest.mark.parametrize("key", ["sysctl/net.ipv4.tcp_rmem", "link/eth0/txqueuelen",
-                                 "qdisc/ens5f1np1/root", "ring/eth0/rx", "cpu/governor",
-                                 "sysctl/net.ipv4.tcp_notsent_lowat"])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "sysctl/net.ipv4.tcp_rmem",
+        "link/eth0/txqueuelen",
+        "qdisc/ens5f1np1/root",
+        "ring/eth0/rx",
+        "cpu/governor",
+        "sysctl/net.ipv4.tcp_notsent_lowat",
+    ],
+)
 def test_snapshot_keys_in_a_known_group_are_accepted(key: str) -> None:
     assert in_known_group(key)
     assert accept_snapshot_key(key, "snapshot t").key == key
 
 
-@pytest.mark.parametrize("key", ["sysctl/kernel.core_pattern", "sysctl/vm.swappiness",
-                                 "sysctl/net.ipv4.ip_forward", "link/eth0/mtu/x",
-                                 "sysctl/../../etc/passwd", "sysctl/net..x"])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "sysctl/kernel.core_pattern",
+        "sysctl/vm.swappiness",
+        "sysctl/net.ipv4.ip_forward",
+        "link/eth0/mtu/x",
+        "sysctl/../../etc/passwd",
+        "sysctl/net..x",
+    ],
+)
 def test_snapshot_keys_outside_every_group_are_bad_input(key: str) -> None:
-    doc = {"schema": SCHEMA, "id": "x", "kind": "manual", "created": "t",
-           "values": {key: "1"}}
+    doc = {"schema": SCHEMA, "id": "x", "kind": "manual", "created": "t", "values": {key: "1"}}
     with pytest.raises(BadInput) as err:
         Snapshot.from_dict(doc, "snapshot x")
     assert err.value.status is ExitStatus.BAD_INPUT
@@ -145,10 +192,16 @@ def test_snapshot_keys_outside_every_group_are_bad_input(key: str) -> None:
 @pytest.mark.needs_root
 @pytest.mark.needs_netns
 def test_the_probe_asks_the_kernel_once_per_batch_and_changes_nothing_on_the_host() -> None:
-    names = ["net.ipv4.tcp_rmem", "net.ipv4.tcp_no_metrics_save",
-             "net.ipv4.tcp_congestion_control", "net.core.rmem_max",
-             "net.core.netdev_max_backlog", "net.ipv4.tcp_mem", "kernel.core_pattern",
-             "vm.swappiness"]
+    names = [
+        "net.ipv4.tcp_rmem",
+        "net.ipv4.tcp_no_metrics_save",
+        "net.ipv4.tcp_congestion_control",
+        "net.core.rmem_max",
+        "net.core.netdev_max_backlog",
+        "net.ipv4.tcp_mem",
+        "kernel.core_pattern",
+        "vm.swappiness",
+    ]
     before = {n: host_sysctl(n) for n in names}
     probe = ScopeProbe()
     verdicts = probe.classify(names)
@@ -178,6 +231,7 @@ def test_a_probe_that_cannot_run_classes_every_key_host_global() -> None:
     class Failing:
         def run(self, argv: Any, *, stdin: str | None = None) -> Any:
             from dtnkit.host.runner import Result
+
             return Result(tuple(argv), 1, "", "unshare: Operation not permitted")
 
     probe = ScopeProbe(runner=Failing())
@@ -196,18 +250,18 @@ class Leaking:
 
     def run(self, argv: Any, *, stdin: str | None = None) -> Any:
         from dtnkit.host.runner import Result
+
         self.calls += 1
         if self.calls > 1:
             return Result(tuple(argv), 1, "", "unshare: no more this time")
         written = self.value if self.value is not None else "4096 131072 6291455"
         self.host_file.write_text(written + "\n")
-        out = ("P 1 644 /proc/sys/net/ipv4/tcp_rmem\n"
-               "W 0 1 4096 131072 6291455\n")
+        out = "P 1 644 /proc/sys/net/ipv4/tcp_rmem\nW 0 1 4096 131072 6291455\n"
         return Result(tuple(argv), 0, out, "")
 
 
 def test_a_write_that_reaches_the_host_classes_the_key_global_and_is_put_back(
-    tmp_path: Path
+    tmp_path: Path,
 ) -> None:
     host_file = tmp_path / "net" / "ipv4" / "tcp_rmem"
     host_file.parent.mkdir(parents=True)
@@ -220,7 +274,7 @@ def test_a_write_that_reaches_the_host_classes_the_key_global_and_is_put_back(
 
 
 def test_a_host_value_changed_by_someone_else_is_a_doubt_and_is_not_reverted(
-    tmp_path: Path
+    tmp_path: Path,
 ) -> None:
     host_file = tmp_path / "net" / "ipv4" / "tcp_rmem"
     host_file.parent.mkdir(parents=True)
@@ -238,8 +292,7 @@ def test_a_host_global_sysctl_is_never_written_inside_a_namespace(ns: Ns) -> Non
     before = host_sysctl("vm.stat_interval")
     try:
         with pytest.raises(DtnkitError, match=r"refusing to write vm\.stat_interval"):
-            SysctlTunable("vm.stat_interval").write(Host.live(ns.name),
-                                                    str(int(before) + 1))
+            SysctlTunable("vm.stat_interval").write(Host.live(ns.name), str(int(before) + 1))
     finally:
         if host_sysctl("vm.stat_interval") != before:  # only on a broken dtnkit
             Path("/proc/sys/vm/stat_interval").write_text(before)
@@ -252,13 +305,27 @@ def test_a_host_global_sysctl_is_never_written_inside_a_namespace(ns: Ns) -> Non
 def test_a_profile_adding_kernel_core_pattern_is_refused_and_nothing_is_written(
     ns: Ns, environment: Environment, tmp_path: Path
 ) -> None:
-    profile = write_profile(tmp_path, '[tune."sysctl/kernel.core_pattern"]\n'
-                            f'value = "|/bin/false dksc"\ngroup = "congestion"\n{SOURCE}\n')
+    profile = write_profile(
+        tmp_path,
+        '[tune."sysctl/kernel.core_pattern"]\n'
+        f'value = "|/bin/false dksc"\ngroup = "congestion"\n{SOURCE}\n',
+    )
     core, rmem = host_sysctl("kernel.core_pattern"), ns.sysctl("net.ipv4.tcp_rmem")
     for extra in (("--dry-run",), ()):
-        code, out, err = run(environment, "tune", "apply", "--netns", ns.name, "--profile",
-                             str(profile), "--state-dir", str(environment.state_dir),
-                             "--format", "json", *extra)
+        code, out, err = run(
+            environment,
+            "tune",
+            "apply",
+            "--netns",
+            ns.name,
+            "--profile",
+            str(profile),
+            "--state-dir",
+            str(environment.state_dir),
+            "--format",
+            "json",
+            *extra,
+        )
         assert code == ExitStatus.BAD_INPUT, (extra, err)
         assert "sysctl/kernel.core_pattern" in out["error"]["what"]
         assert err.count("\n") == 1 and "Traceback" not in err
@@ -275,19 +342,46 @@ def test_an_allow_listed_key_the_kernel_keeps_global_is_host_scope_and_never_pla
 ) -> None:
     # net.ipv4.tcp_mem matches net.ipv4.tcp_* but the kernel keeps it for the host
     mem = host_sysctl("net.ipv4.tcp_mem")
-    profile = write_profile(tmp_path, '[tune."sysctl/net.ipv4.tcp_mem"]\n'
-                            f'value = "1 2 3"\nmode = "exact"\ngroup = "buffers"\n{SOURCE}\n')
-    code, audit, err = run(environment, "tune", "audit", "--netns", ns.name, "--profile",
-                           str(profile), "--group", "buffers", "--format", "json")
+    profile = write_profile(
+        tmp_path,
+        '[tune."sysctl/net.ipv4.tcp_mem"]\n'
+        f'value = "1 2 3"\nmode = "exact"\ngroup = "buffers"\n{SOURCE}\n',
+    )
+    code, audit, err = run(
+        environment,
+        "tune",
+        "audit",
+        "--netns",
+        ns.name,
+        "--profile",
+        str(profile),
+        "--group",
+        "buffers",
+        "--format",
+        "json",
+    )
     found = {f["key"]: f for f in audit["findings"]}
     assert found["sysctl/net.ipv4.tcp_mem"]["status"] == "host-scope"
     assert found["sysctl/net.ipv4.tcp_mem"]["scope"] == "host"
     assert "absent in a new network namespace" in found["sysctl/net.ipv4.tcp_mem"]["why"]
     assert found["sysctl/net.core.rmem_max"]["status"] == "host-scope"
     assert found["sysctl/net.ipv4.tcp_rmem"]["scope"] == "netns"
-    code, plan, err = run(environment, "tune", "apply", "--netns", ns.name, "--profile",
-                          str(profile), "--group", "buffers", "--speed", "10", "--dry-run",
-                          "--format", "json")
+    code, plan, err = run(
+        environment,
+        "tune",
+        "apply",
+        "--netns",
+        ns.name,
+        "--profile",
+        str(profile),
+        "--group",
+        "buffers",
+        "--speed",
+        "10",
+        "--dry-run",
+        "--format",
+        "json",
+    )
     assert code == ExitStatus.OK, err
     planned = [s["key"] for s in plan["plan"]]
     assert "sysctl/net.ipv4.tcp_mem" not in planned
@@ -304,8 +398,16 @@ def test_restore_in_a_namespace_refuses_a_snapshot_naming_a_kernel_key(
     before = host_sysctl("vm.stat_interval")
     snap = netns_snapshot(environment, ns, {"sysctl/vm.stat_interval": int(before) + 1})
     try:
-        code, _, err = run(environment, "tune", "restore", snap, "--netns", ns.name,
-                           "--state-dir", str(environment.state_dir))
+        code, _, err = run(
+            environment,
+            "tune",
+            "restore",
+            snap,
+            "--netns",
+            ns.name,
+            "--state-dir",
+            str(environment.state_dir),
+        )
     finally:
         if host_sysctl("vm.stat_interval") != before:  # only on a broken dtnkit
             Path("/proc/sys/vm/stat_interval").write_text(before)
@@ -319,18 +421,43 @@ def test_restore_in_a_namespace_refuses_a_snapshot_naming_a_kernel_key(
 def test_restore_in_a_namespace_skips_host_global_keys_with_a_line_and_leaves_the_host(
     ns: Ns, environment: Environment
 ) -> None:
-    rmem_max, backlog = host_sysctl("net.core.rmem_max"), host_sysctl(
-        "net.core.netdev_max_backlog")
-    snap = netns_snapshot(environment, ns, {"sysctl/net.core.rmem_max": 1234567,
-                                            "sysctl/net.core.netdev_max_backlog": 4321,
-                                            "sysctl/net.ipv4.tcp_no_metrics_save": 1})
-    code, dry, err = run(environment, "tune", "restore", snap, "--netns", ns.name,
-                         "--state-dir", str(environment.state_dir), "--dry-run",
-                         "--format", "json")
+    rmem_max, backlog = host_sysctl("net.core.rmem_max"), host_sysctl("net.core.netdev_max_backlog")
+    snap = netns_snapshot(
+        environment,
+        ns,
+        {
+            "sysctl/net.core.rmem_max": 1234567,
+            "sysctl/net.core.netdev_max_backlog": 4321,
+            "sysctl/net.ipv4.tcp_no_metrics_save": 1,
+        },
+    )
+    code, dry, err = run(
+        environment,
+        "tune",
+        "restore",
+        snap,
+        "--netns",
+        ns.name,
+        "--state-dir",
+        str(environment.state_dir),
+        "--dry-run",
+        "--format",
+        "json",
+    )
     assert code == ExitStatus.OK, err
     assert [s["key"] for s in dry["plan"]] == ["sysctl/net.ipv4.tcp_no_metrics_save"]
-    code, out, err = run(environment, "tune", "restore", snap, "--netns", ns.name,
-                         "--state-dir", str(environment.state_dir), "--format", "json")
+    code, out, err = run(
+        environment,
+        "tune",
+        "restore",
+        snap,
+        "--netns",
+        ns.name,
+        "--state-dir",
+        str(environment.state_dir),
+        "--format",
+        "json",
+    )
     assert code == ExitStatus.OK, err
     assert [s["key"] for s in out["applied"]] == ["sysctl/net.ipv4.tcp_no_metrics_save"]
     for result in (dry, out):
@@ -341,8 +468,19 @@ def test_restore_in_a_namespace_skips_host_global_keys_with_a_line_and_leaves_th
     assert host_sysctl("net.core.netdev_max_backlog") == backlog
     assert ns.sysctl("net.ipv4.tcp_no_metrics_save").strip() == "1"
     # people see the same lines
-    code = main(["tune", "restore", snap, "--netns", ns.name, "--state-dir",
-                 str(environment.state_dir), "--dry-run"], environment)
+    code = main(
+        [
+            "tune",
+            "restore",
+            snap,
+            "--netns",
+            ns.name,
+            "--state-dir",
+            str(environment.state_dir),
+            "--dry-run",
+        ],
+        environment,
+    )
     text = taken(environment.stdout)
     assert code == ExitStatus.OK
     assert "left alone: sysctl/net.core.rmem_max: global to the host" in text
@@ -356,11 +494,22 @@ def test_restore_in_a_namespace_never_writes_the_hosts_persist_files(
     path = Path(SYSCTL_FILE)
     existed = path.exists()
     before = (path.read_text(), path.stat().st_mtime_ns) if existed else None
-    snap = netns_snapshot(environment, ns, {},
-                          files={SYSCTL_FILE: "# dksc: must never reach the host\n"})
+    snap = netns_snapshot(
+        environment, ns, {}, files={SYSCTL_FILE: "# dksc: must never reach the host\n"}
+    )
     try:
-        code, out, err = run(environment, "tune", "restore", snap, "--netns", ns.name,
-                             "--state-dir", str(environment.state_dir), "--format", "json")
+        code, out, err = run(
+            environment,
+            "tune",
+            "restore",
+            snap,
+            "--netns",
+            ns.name,
+            "--state-dir",
+            str(environment.state_dir),
+            "--format",
+            "json",
+        )
         after = (path.read_text(), path.stat().st_mtime_ns) if path.exists() else None
     finally:
         if not existed and path.exists() and "dksc" in path.read_text():
@@ -368,5 +517,6 @@ def test_restore_in_a_namespace_never_writes_the_hosts_persist_files(
     assert code == ExitStatus.OK, err
     assert after == before
     assert out["persisted"] == []
-    assert any(line.startswith(f"{SYSCTL_FILE}: a host file; not restored")
-               for line in out["skipped"])
+    assert any(
+        line.startswith(f"{SYSCTL_FILE}: a host file; not restored") for line in out["skipped"]
+    )

@@ -11,10 +11,16 @@ from dtnkit.errors import BadInput
 from dtnkit.host.host import Host
 from dtnkit.tune.snapshot import SCHEMA, Snapshot, Store, diff, load_values, new_snapshot
 
-VALUES = {"sysctl/net.ipv4.tcp_rmem": "4096 131072 6291456", "link/eth0/mtu": 1500,
-          "qdisc/eth0/root": {"kind": "tbf", "handle": "8001:",
-                              "options": {"rate": 1, "burst": 1600},
-                              "children": []}}
+VALUES = {
+    "sysctl/net.ipv4.tcp_rmem": "4096 131072 6291456",
+    "link/eth0/mtu": 1500,
+    "qdisc/eth0/root": {
+        "kind": "tbf",
+        "handle": "8001:",
+        "options": {"rate": 1, "burst": 1600},
+        "children": [],
+    },
+}
 
 
 def make(store: Store, label: str = "x", values: dict[str, object] | None = None) -> Snapshot:
@@ -71,8 +77,18 @@ def test_hostile_names_are_refused(tmp_path: Path, name: str) -> None:
         ("[]", "not a dtnkit snapshot"),
         (json.dumps({"schema": "dtnkit.snapshot/99", "id": "x"}), "schema"),
         (json.dumps({"schema": SCHEMA, "id": "x"}), "damaged"),
-        (json.dumps({"schema": SCHEMA, "id": "x", "kind": "manual", "created": "t",
-                     "values": {"evil/../../key": 1}}), "unknown setting"),
+        (
+            json.dumps(
+                {
+                    "schema": SCHEMA,
+                    "id": "x",
+                    "kind": "manual",
+                    "created": "t",
+                    "values": {"evil/../../key": 1},
+                }
+            ),
+            "unknown setting",
+        ),
     ],
 )
 def test_corrupt_or_foreign_snapshots_get_one_clear_error(
@@ -88,11 +104,17 @@ def test_corrupt_or_foreign_snapshots_get_one_clear_error(
 
 def test_diff_is_pure_and_normalises_whitespace() -> None:
     a = dict(VALUES)
-    b = {**VALUES, "sysctl/net.ipv4.tcp_rmem": "4096\t131072\t6291456", "link/eth0/mtu": 9000,
-         "sysctl/net.core.rmem_max": "4194304"}
+    b = {
+        **VALUES,
+        "sysctl/net.ipv4.tcp_rmem": "4096\t131072\t6291456",
+        "link/eth0/mtu": 9000,
+        "sysctl/net.core.rmem_max": "4194304",
+    }
     d = diff(a, b)
-    assert [(x.key, x.a, x.b) for x in d] == [("sysctl/net.core.rmem_max", None, "4194304"),
-                                              ("link/eth0/mtu", 1500, 9000)]
+    assert [(x.key, x.a, x.b) for x in d] == [
+        ("sysctl/net.core.rmem_max", None, "4194304"),
+        ("link/eth0/mtu", 1500, 9000),
+    ]
     assert diff(a, b, only_common=True)[0].key == "link/eth0/mtu"
     assert a == VALUES  # inputs untouched
 
@@ -107,8 +129,10 @@ def test_diff_accepts_a_peer_snapshot_file_and_a_sysctl_conf(tmp_path: Path) -> 
     conf = tmp_path / "99-site.conf"
     conf.write_text("# site\nnet.ipv4.tcp_rmem = 4096 87380 33554432\n-net.core.rmem_max=1\n")
     _, values = load_values(str(conf), store)
-    assert values == {"sysctl/net.ipv4.tcp_rmem": "4096 87380 33554432",
-                      "sysctl/net.core.rmem_max": "1"}
+    assert values == {
+        "sysctl/net.ipv4.tcp_rmem": "4096 87380 33554432",
+        "sysctl/net.core.rmem_max": "1",
+    }
     bad = tmp_path / "bad.conf"
     bad.write_text("this line has no equals sign\n")
     with pytest.raises(BadInput, match="neither a snapshot nor a sysctl file"):

@@ -68,7 +68,10 @@ def refused(code: int, err: str, rel: str) -> None:
 
 @pytest.mark.parametrize("command", ["audit", "apply", "save"])
 def test_a_sysctl_file_linked_out_of_the_tree_is_refused(
-    command: str, tree: Path, outside: Path, tmp_path: Path,
+    command: str,
+    tree: Path,
+    outside: Path,
+    tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     rel = "proc/sys/net/ipv4/tcp_no_metrics_save"
@@ -87,8 +90,18 @@ def test_persist_into_an_etc_linked_out_of_the_tree_is_refused(
 ) -> None:
     plant(tree, "etc", outside / "etc")
     before = {p: p.read_bytes() for p in tree.rglob("*") if p.is_file() and not p.is_symlink()}
-    code, _out, err = run(capsys, "tune", "apply", "--tree", str(tree), "--group", "congestion",
-                          "--persist", "--state-dir", str(tmp_path / "state"))
+    code, _out, err = run(
+        capsys,
+        "tune",
+        "apply",
+        "--tree",
+        str(tree),
+        "--group",
+        "congestion",
+        "--persist",
+        "--state-dir",
+        str(tmp_path / "state"),
+    )
     refused(code, err, "etc")
     untouched(outside)
     assert {p: p.read_bytes() for p in before} == before  # nothing in the tree written
@@ -99,8 +112,19 @@ def test_a_link_planted_between_apply_and_restore_is_refused_by_restore(
     tree: Path, outside: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     state = ["--state-dir", str(tmp_path / "state")]
-    code, out, err = run(capsys, "tune", "apply", "--tree", str(tree), "--group", "congestion",
-                         "--persist", "--format", "json", *state)
+    code, out, err = run(
+        capsys,
+        "tune",
+        "apply",
+        "--tree",
+        str(tree),
+        "--group",
+        "congestion",
+        "--persist",
+        "--format",
+        "json",
+        *state,
+    )
     assert code == ExitStatus.OK, err
     assert out["persisted"]
     # the persist file and the directory above it, swapped for links out of the tree
@@ -153,8 +177,17 @@ def test_a_write_replaces_a_hard_linked_file_instead_of_writing_through_it(
     shared.write_text("0\n")
     inside.unlink()
     os.link(shared, inside)
-    code, _out, err = run(capsys, "tune", "apply", "--tree", str(tree), "--group", "congestion",
-                          "--state-dir", str(tmp_path / "state"))
+    code, _out, err = run(
+        capsys,
+        "tune",
+        "apply",
+        "--tree",
+        str(tree),
+        "--group",
+        "congestion",
+        "--state-dir",
+        str(tmp_path / "state"),
+    )
     assert code == ExitStatus.OK, err
     assert inside.read_text() == "1\n"
     assert shared.read_text() == "0\n"  # the file outside kept its content
@@ -168,13 +201,18 @@ def test_a_device_name_climbing_out_of_the_tree_is_refused(tree: Path, outside: 
 
 
 NAMES = st.text(string.ascii_lowercase + string.digits + "._-", min_size=1, max_size=8).filter(
-    lambda n: n not in (".", ".."))
+    lambda n: n not in (".", "..")
+)
 
 
-@settings(max_examples=200, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(parts=st.lists(NAMES, min_size=1, max_size=4), at=st.integers(0, 3),
-       op=st.sampled_from(["read", "write", "exists", "listdir", "unlink", "writable"]))
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    parts=st.lists(NAMES, min_size=1, max_size=4),
+    at=st.integers(0, 3),
+    op=st.sampled_from(["read", "write", "exists", "listdir", "unlink", "writable"]),
+)
 def test_a_link_anywhere_on_a_path_is_never_followed(
     tmp_path_factory: pytest.TempPathFactory, parts: list[str], at: int, op: str
 ) -> None:
@@ -184,12 +222,12 @@ def test_a_link_anywhere_on_a_path_is_never_followed(
     outside.mkdir()
     at = min(at, len(parts) - 1)
     # the outside holds the same path below the link, with a canary at its end
-    below = outside.joinpath(*parts[at + 1:]) if at + 1 < len(parts) else outside / "end"
+    below = outside.joinpath(*parts[at + 1 :]) if at + 1 < len(parts) else outside / "end"
     below.parent.mkdir(parents=True, exist_ok=True)
     if at + 1 < len(parts):
         below.write_text(CANARY)
     (root.joinpath(*parts[:at])).mkdir(parents=True, exist_ok=True)
-    root.joinpath(*parts[:at + 1]).symlink_to(outside if at + 1 < len(parts) else below)
+    root.joinpath(*parts[: at + 1]).symlink_to(outside if at + 1 < len(parts) else below)
     if at + 1 == len(parts):
         below.write_text(CANARY)
     tree = Tree(root)
@@ -220,12 +258,28 @@ def test_a_snapshot_naming_a_device_that_is_no_interface_name_is_refused(
 ) -> None:
     snap = tmp_path / "state" / "snapshots" / "hostile.json"
     snap.parent.mkdir(parents=True)
-    snap.write_text(json.dumps({
-        "schema": "dtnkit.snapshot/1", "id": "hostile", "kind": "manual",
-        "created": "2026-01-01T00:00:00+00:00", "host": {"root": str(tree)},
-        "values": {f"link/{device}/mtu": 1500}}))
-    code, _out, err = run(capsys, "tune", "restore", "hostile", "--tree", str(tree),
-                          "--state-dir", str(tmp_path / "state"))
+    snap.write_text(
+        json.dumps(
+            {
+                "schema": "dtnkit.snapshot/1",
+                "id": "hostile",
+                "kind": "manual",
+                "created": "2026-01-01T00:00:00+00:00",
+                "host": {"root": str(tree)},
+                "values": {f"link/{device}/mtu": 1500},
+            }
+        )
+    )
+    code, _out, err = run(
+        capsys,
+        "tune",
+        "restore",
+        "hostile",
+        "--tree",
+        str(tree),
+        "--state-dir",
+        str(tmp_path / "state"),
+    )
     assert code == ExitStatus.BAD_INPUT, err
     assert err.count("dtnkit: error:") == 1 and "unknown setting" in err, err
     untouched(outside)

@@ -53,8 +53,13 @@ def test_every_command_the_audit_runs_is_captured(capsys: pytest.CaptureFixture[
         asked: list[tuple[str, ...]] = []
         original = runner.run
 
-        def spy(argv: Any, *, stdin: str | None = None, _orig: Any = original,
-                _asked: list[tuple[str, ...]] = asked) -> Any:
+        def spy(
+            argv: Any,
+            *,
+            stdin: str | None = None,
+            _orig: Any = original,
+            _asked: list[tuple[str, ...]] = asked,
+        ) -> Any:
             _asked.append(tuple(argv))
             return _orig(argv, stdin=stdin)
 
@@ -64,23 +69,18 @@ def test_every_command_the_audit_runs_is_captured(capsys: pytest.CaptureFixture[
         assert missing == [], f"{name}: not captured: {missing}"
 
 
-def test_audit_of_a_tree_is_read_only(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
+def test_audit_of_a_tree_is_read_only(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     before = digest(HOSTS / "dtn-a")
     code, _ = audit(capsys, HOSTS / "dtn-a")
     assert code == ExitStatus.DRIFT
     assert digest(HOSTS / "dtn-a") == before
 
 
-def test_rings_go_to_the_hardware_maximum_text_and_json(
-    capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_rings_go_to_the_hardware_maximum_text_and_json(capsys: pytest.CaptureFixture[str]) -> None:
     _, a = audit(capsys, HOSTS / "dtn-a", "--group", "rings")  # newer ethtool: JSON
     r = rows(a)
     for dev in ("ens5f1np1", "ens1f0np0", "ens1f1np1"):
-        assert (r[f"ring/{dev}/rx"]["current"], r[f"ring/{dev}/rx"]["recommended"]) == (1024,
-                                                                                       8192)
+        assert (r[f"ring/{dev}/rx"]["current"], r[f"ring/{dev}/rx"]["recommended"]) == (1024, 8192)
     _, b = audit(capsys, HOSTS / "dtn-b", "--group", "rings")  # ethtool 6.1: JSON refused
     r = rows(b)
     assert r["ring/enp1s0/rx"]["status"] == "ok"
@@ -96,23 +96,38 @@ def test_apply_rings_and_governor_then_restore_on_a_tree(
 ) -> None:
     state = ["--state-dir", str(tmp_path / "state")]
     before = digest(tree, kernel_files_only=True)
-    code, out = run_json(capsys, "tune", "apply", "--tree", str(tree), "--group", "rings",
-                         "--group", "cpu", "--format", "json", *state)
+    code, out = run_json(
+        capsys,
+        "tune",
+        "apply",
+        "--tree",
+        str(tree),
+        "--group",
+        "rings",
+        "--group",
+        "cpu",
+        "--format",
+        "json",
+        *state,
+    )
     assert code == ExitStatus.OK, out
     keys = {a["key"] for a in out["applied"]}
     assert {"ring/ens5f1np1/rx", "ring/ens1f0np0/tx", "cpu/governor"} <= keys
     assert "tuned/profile" not in keys  # on request only
-    governors = {p.read_text().strip() for p in
-                 tree.glob("sys/devices/system/cpu/cpu*/cpufreq/scaling_governor")}
+    governors = {
+        p.read_text().strip()
+        for p in tree.glob("sys/devices/system/cpu/cpu*/cpufreq/scaling_governor")
+    }
     assert governors == {"performance"}
     code, after = audit(capsys, tree, "--group", "rings", "--group", "cpu")
     assert {f["status"] for f in after["findings"] if f["key"] != "tuned/profile"} == {"ok"}
 
-    code, out = run_json(capsys, "tune", "restore", "--tree", str(tree), "--format", "json",
-                         *state)
+    code, out = run_json(capsys, "tune", "restore", "--tree", str(tree), "--format", "json", *state)
     assert code == ExitStatus.OK, out
-    governors = {p.read_text().strip() for p in
-                 tree.glob("sys/devices/system/cpu/cpu*/cpufreq/scaling_governor")}
+    governors = {
+        p.read_text().strip()
+        for p in tree.glob("sys/devices/system/cpu/cpu*/cpufreq/scaling_governor")
+    }
     assert governors == {"powersave"}
     code, again = audit(capsys, tree, "--group", "rings")
     assert {f["current"] for f in again["findings"]} == {1024}
@@ -135,9 +150,7 @@ def test_each_interface_is_sized_by_its_own_speed(capsys: pytest.CaptureFixture[
     assert rows(bond)["sysctl/net.core.netdev_max_backlog"]["recommended"] == 300000
 
 
-def test_down_link_without_speed_is_reported_not_mapped(
-    capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_down_link_without_speed_is_reported_not_mapped(capsys: pytest.CaptureFixture[str]) -> None:
     _, doc = audit(capsys, HOSTS / "dtn-b", "--iface", "ens2", "--group", "buffers")
     assert doc["decisions"][0]["value"] is None
     assert rows(doc)["sysctl/net.core.rmem_max"]["status"] == "unknown"
@@ -180,18 +193,35 @@ def test_persist_writes_files_and_restore_removes_them(
     capsys: pytest.CaptureFixture[str], tree: Path, tmp_path: Path
 ) -> None:
     state = ["--state-dir", str(tmp_path / "state")]
-    code, out = run_json(capsys, "tune", "apply", "--tree", str(tree), "--group", "congestion",
-                         "--group", "rings", "--iface", "enp1s0", "--iface", "eno1",
-                         "--persist", "--format", "json", *state)
+    code, out = run_json(
+        capsys,
+        "tune",
+        "apply",
+        "--tree",
+        str(tree),
+        "--group",
+        "congestion",
+        "--group",
+        "rings",
+        "--iface",
+        "enp1s0",
+        "--iface",
+        "eno1",
+        "--persist",
+        "--format",
+        "json",
+        *state,
+    )
     assert code == ExitStatus.OK, out
     conf = tree / "etc/sysctl.d/90-dtnkit.conf"
     udev = tree / "etc/udev/rules.d/90-dtnkit.rules"
-    assert sorted(out["persisted"]) == ["/etc/sysctl.d/90-dtnkit.conf",
-                                        "/etc/udev/rules.d/90-dtnkit.rules"]
+    assert sorted(out["persisted"]) == [
+        "/etc/sysctl.d/90-dtnkit.conf",
+        "/etc/udev/rules.d/90-dtnkit.rules",
+    ]
     assert "net.ipv4.tcp_congestion_control = bbr" in conf.read_text()
     assert 'KERNEL=="eno1", RUN+="/sbin/ethtool -G eno1 rx 4096"' in udev.read_text()
-    code, out = run_json(capsys, "tune", "restore", "--tree", str(tree), "--format", "json",
-                         *state)
+    code, out = run_json(capsys, "tune", "restore", "--tree", str(tree), "--format", "json", *state)
     assert code == ExitStatus.OK, out
     assert not conf.exists() and not udev.exists()
     assert (tree / "proc/sys/net/ipv4/tcp_congestion_control").read_text().strip() == "cubic"

@@ -33,15 +33,19 @@ def json_run(env: Environment, *argv: str) -> tuple[int, Any]:
 
 
 def ints(value: Any, n: int = 3) -> bool:
-    return (isinstance(value, list) and len(value) == n
-            and all(isinstance(v, int) and not isinstance(v, bool) for v in value))
+    return (
+        isinstance(value, list)
+        and len(value) == n
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+    )
 
 
 @pytest.mark.needs_root
 @pytest.mark.needs_netns
 @pytest.mark.needs_ethtool
 def test_triples_are_arrays_from_audit_to_restore_of_an_old_snapshot(
-        netns: Netns, environment: Environment) -> None:
+    netns: Netns, environment: Environment
+) -> None:
     netns.set_sysctl("net.ipv4.tcp_rmem", "4096 87380 6291456")
     judged = ("--netns", netns.name, "--speed", "10gbit", "--rtt", "50ms")
     code, audit = json_run(environment, "tune", "audit", *judged)
@@ -62,8 +66,7 @@ def test_triples_are_arrays_from_audit_to_restore_of_an_old_snapshot(
 
     code, out = json_run(environment, "tune", "apply", *judged)
     assert code == ExitStatus.OK and out["ok"], out
-    assert next(s for s in out["applied"] if s["key"] == RMEM)["after"] == [4096, 131072,
-                                                                            67108864]
+    assert next(s for s in out["applied"] if s["key"] == RMEM)["after"] == [4096, 131072, 67108864]
     assert netns.sysctl("net.ipv4.tcp_rmem").split() == ["4096", "131072", "67108864"]
     path = environment.state_dir / "snapshots" / f"{out['baseline']}.json"
     kept = json.loads(path.read_text())
@@ -73,14 +76,21 @@ def test_triples_are_arrays_from_audit_to_restore_of_an_old_snapshot(
     assert shown["values"][RMEM] == [4096, 87380, 6291456] and ints(shown["values"][WMEM])
 
     # the same baseline as an older dtnkit wrote it: schema 1, triples as text
-    old = {**kept, "schema": "dtnkit.snapshot/1", "id": "old-format",
-           "values": {k: " ".join(map(str, v)) if isinstance(v, list) else v
-                      for k, v in kept["values"].items()}}
+    old = {
+        **kept,
+        "schema": "dtnkit.snapshot/1",
+        "id": "old-format",
+        "values": {
+            k: " ".join(map(str, v)) if isinstance(v, list) else v
+            for k, v in kept["values"].items()
+        },
+    }
     assert old["values"][RMEM] == "4096 87380 6291456"
     (path.parent / "old-format.json").write_text(json.dumps(old, indent=2))
     code, shown = json_run(environment, "tune", "show", "old-format")
-    assert code == 0 and shown["schema"] == SCHEMA and shown["values"][RMEM] == [4096, 87380,
-                                                                                 6291456]
+    assert (
+        code == 0 and shown["schema"] == SCHEMA and shown["values"][RMEM] == [4096, 87380, 6291456]
+    )
     code, back = json_run(environment, "tune", "restore", "old-format", "--netns", netns.name)
     assert code == ExitStatus.OK and back["ok"], back
     assert netns.sysctl("net.ipv4.tcp_rmem").split() == ["4096", "87380", "6291456"]
@@ -88,22 +98,28 @@ def test_triples_are_arrays_from_audit_to_restore_of_an_old_snapshot(
     assert code == ExitStatus.OK and diff["differences"] == [], diff
 
 
-triple = st.lists(st.integers(min_value=1, max_value=2**31 - 1), min_size=3,
-                  max_size=3).map(sorted)
+triple = st.lists(st.integers(min_value=1, max_value=2**31 - 1), min_size=3, max_size=3).map(sorted)
 
 
 @settings(max_examples=200, deadline=None)
 @given(rmem=triple, wmem=triple, old=st.booleans())
-def test_a_snapshot_keeps_every_triple_through_its_json(rmem: list[int], wmem: list[int],
-                                                       old: bool) -> None:
-    values = {RMEM: " ".join(map(str, rmem)), WMEM: " ".join(map(str, wmem)),
-              "sysctl/net.core.rmem_max": rmem[2]}
+def test_a_snapshot_keeps_every_triple_through_its_json(
+    rmem: list[int], wmem: list[int], old: bool
+) -> None:
+    values = {
+        RMEM: " ".join(map(str, rmem)),
+        WMEM: " ".join(map(str, wmem)),
+        "sysctl/net.core.rmem_max": rmem[2],
+    }
     snap = Snapshot("s", "", "manual", "2026-01-01T00:00:00+00:00", {}, values)
     doc = json.loads(json.dumps(snap.as_dict()))
     assert doc["values"][RMEM] == rmem and doc["values"][WMEM] == wmem
     if old:  # as schema 1 kept it
-        doc = {**doc, "schema": "dtnkit.snapshot/1",
-               "values": {**doc["values"], RMEM: values[RMEM], WMEM: values[WMEM]}}
+        doc = {
+            **doc,
+            "schema": "dtnkit.snapshot/1",
+            "values": {**doc["values"], RMEM: values[RMEM], WMEM: values[WMEM]},
+        }
     assert Snapshot.from_dict(doc, "test").values == values
 
 
@@ -125,7 +141,8 @@ BAD_TRIPLES = {
 
 @pytest.mark.parametrize("case", list(BAD_TRIPLES))
 def test_a_bad_triple_is_one_error_line_and_nothing_is_written(
-        case: str, tmp_path: Path, environment: Environment) -> None:
+    case: str, tmp_path: Path, environment: Environment
+) -> None:
     tree = tmp_path / "tree"
     shutil.copytree(HOSTS / "dtn-a", tree, symlinks=True)
     assert main(["tune", "save", "--tree", str(tree), "--label", "good"], environment) == 0

@@ -42,8 +42,21 @@ def test_tuned_is_switched_first_and_the_buffers_stay_dtnkits(
 ) -> None:
     state = ["--state-dir", str(tmp_path / "state")]
     before = {k: sysctl(tree, k) for k in NT}
-    code, out, err = run(capsys, "tune", "apply", "--tree", str(tree), "--group", "buffers",
-                         "--group", "cpu", "--tuned", "--format", "json", *state)
+    code, out, err = run(
+        capsys,
+        "tune",
+        "apply",
+        "--tree",
+        str(tree),
+        "--group",
+        "buffers",
+        "--group",
+        "cpu",
+        "--tuned",
+        "--format",
+        "json",
+        *state,
+    )
     assert code == ExitStatus.OK, err
     keys = [a["key"] for a in out["applied"]]
     assert keys[0] == "tuned/profile", keys  # TuneD first, then what it left is re-planned
@@ -51,14 +64,14 @@ def test_tuned_is_switched_first_and_the_buffers_stay_dtnkits(
     for key, tuned_value in NT.items():
         now = [int(x) for x in sysctl(tree, key).split()]
         assert now[2] > int(tuned_value.split()[2]), (key, now)  # not TuneD's 16 MiB
-    code, audit, _err = run(capsys, "tune", "audit", "--tree", str(tree), "--group", "buffers",
-                            "--format", "json")
+    code, audit, _err = run(
+        capsys, "tune", "audit", "--tree", str(tree), "--group", "buffers", "--format", "json"
+    )
     status = {f["key"]: f["status"] for f in audit["findings"]}
     assert status["sysctl/net.ipv4.tcp_rmem"] == "ok"
     assert status["sysctl/net.ipv4.tcp_wmem"] == "ok"
 
-    code, out, err = run(capsys, "tune", "restore", "--tree", str(tree), "--format", "json",
-                         *state)
+    code, out, err = run(capsys, "tune", "restore", "--tree", str(tree), "--format", "json", *state)
     assert code == ExitStatus.OK, err
     assert active(tree) == "Current active profile: throughput-performance"
     assert {k: sysctl(tree, k) for k in NT} == before
@@ -70,9 +83,24 @@ def test_a_failure_after_the_switch_undoes_it_and_puts_the_baseline_back(
     before = {k: sysctl(tree, k) for k in NT}
     # the pacing group's tc commands are not modelled by the replay: that step fails after
     # TuneD was switched and the buffers written
-    code, out, err = run(capsys, "tune", "apply", "--tree", str(tree), "--group", "buffers",
-                         "--group", "pacing", "--group", "cpu", "--tuned", "--format", "json",
-                         "--state-dir", str(tmp_path / "state"))
+    code, out, err = run(
+        capsys,
+        "tune",
+        "apply",
+        "--tree",
+        str(tree),
+        "--group",
+        "buffers",
+        "--group",
+        "pacing",
+        "--group",
+        "cpu",
+        "--tuned",
+        "--format",
+        "json",
+        "--state-dir",
+        str(tmp_path / "state"),
+    )
     assert code == ExitStatus.PARTIAL_APPLY, err
     assert out["failed"]["key"].startswith("qdisc/"), out["failed"]
     assert out["rolled_back"][0]["key"] == "tuned/profile"

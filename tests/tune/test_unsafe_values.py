@@ -34,8 +34,12 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, Any, str]:
 def profile(tmp_path: Path, items: dict[str, Any], name: str = "site") -> Path:
     lines = ['include = "dtn"']
     for key, value in items.items():
-        lines += [f"[tune.{json.dumps(key)}]", f"value = {json.dumps(value)}",
-                  'mode = "exact"', 'source = "site"']
+        lines += [
+            f"[tune.{json.dumps(key)}]",
+            f"value = {json.dumps(value)}",
+            'mode = "exact"',
+            'source = "site"',
+        ]
         if key.startswith("sysctl/"):
             lines.append('group = "congestion"')
         if key.startswith("link/"):
@@ -49,8 +53,7 @@ def sysctl(tree: Path, name: str) -> str:
     return (tree / "proc/sys" / name.replace(".", "/")).read_text()
 
 
-UNSAFE_SITE = {"sysctl/net.ipv4.tcp_syncookies": 0,
-               "sysctl/net.ipv4.ip_local_port_range": "1 2"}
+UNSAFE_SITE = {"sysctl/net.ipv4.tcp_syncookies": 0, "sysctl/net.ipv4.ip_local_port_range": "1 2"}
 
 
 @pytest.mark.parametrize("tree", ["dtn-b"], indirect=True)
@@ -86,19 +89,29 @@ def test_syncookies_off_and_a_tiny_port_range_are_marked_and_refused(
     assert not (tmp_path / "state" / "snapshots").exists()
 
     # one key allowed is not enough: the other is still refused
-    code, _out, err = run(capsys, "tune", "apply", *sel, *state,
-                          "--allow-unsafe", "sysctl/net.ipv4.tcp_syncookies")
+    code, _out, err = run(
+        capsys, "tune", "apply", *sel, *state, "--allow-unsafe", "sysctl/net.ipv4.tcp_syncookies"
+    )
     assert code == ExitStatus.BAD_INPUT and "ip_local_port_range" in err, err
-    code, out, err = run(capsys, "tune", "apply", *sel, *state, "--format", "json",
-                         "--allow-unsafe", "sysctl/net.ipv4.tcp_syncookies",
-                         "--allow-unsafe", "sysctl/net.ipv4.ip_local_port_range")
+    code, out, err = run(
+        capsys,
+        "tune",
+        "apply",
+        *sel,
+        *state,
+        "--format",
+        "json",
+        "--allow-unsafe",
+        "sysctl/net.ipv4.tcp_syncookies",
+        "--allow-unsafe",
+        "sysctl/net.ipv4.ip_local_port_range",
+    )
     assert code == ExitStatus.OK, err
     assert sysctl(tree, "net.ipv4.tcp_syncookies") == "0\n"
     assert sysctl(tree, "net.ipv4.ip_local_port_range") == "1\t2\n"
 
     # a snapshot holding unsafe values is refused by restore the same way
-    code, out, err = run(capsys, "tune", "save", "--tree", str(tree), *state, "--format",
-                         "json")
+    code, out, err = run(capsys, "tune", "save", "--tree", str(tree), *state, "--format", "json")
     doc = json.loads(Path(out["path"]).read_text())  # with the site key a profile added
     doc["id"] = saved = "with-syncookies-off"
     doc["values"]["sysctl/net.ipv4.tcp_syncookies"] = 0
@@ -107,8 +120,17 @@ def test_syncookies_off_and_a_tiny_port_range_are_marked_and_refused(
     code, _out, err = run(capsys, "tune", "restore", saved, "--tree", str(tree), *state)
     assert code == ExitStatus.BAD_INPUT and "tcp_syncookies" in err, err
     assert sysctl(tree, "net.ipv4.tcp_syncookies") == "1\n"
-    code, _out, err = run(capsys, "tune", "restore", saved, "--tree", str(tree), *state,
-                          "--allow-unsafe", "sysctl/net.ipv4.tcp_syncookies")
+    code, _out, err = run(
+        capsys,
+        "tune",
+        "restore",
+        saved,
+        "--tree",
+        str(tree),
+        *state,
+        "--allow-unsafe",
+        "sysctl/net.ipv4.tcp_syncookies",
+    )
     assert code == ExitStatus.OK, err
     assert sysctl(tree, "net.ipv4.tcp_syncookies") == "0\n"
 
@@ -132,8 +154,9 @@ def test_the_userspace_governor_is_refused(
     sel = ["--tree", str(tree), "--profile", prof, "--group", "cpu"]
     code, _out, err = run(capsys, "tune", "apply", *sel, "--state-dir", str(tmp_path / "s"))
     assert code == ExitStatus.BAD_INPUT and "userspace" in err and "cpu/governor" in err, err
-    govs = {p.read_text() for p in
-            tree.glob("sys/devices/system/cpu/cpu*/cpufreq/scaling_governor")}
+    govs = {
+        p.read_text() for p in tree.glob("sys/devices/system/cpu/cpu*/cpufreq/scaling_governor")
+    }
     assert govs == {"powersave\n"}
 
 
@@ -141,8 +164,9 @@ def test_an_unknown_allow_unsafe_key_is_bad_input(
     tree: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     for bad in ("nosuch/key", "link/*/nosuch", "sysctl/"):
-        code, _out, err = run(capsys, "tune", "apply", "--dry-run", "--tree", str(tree),
-                              "--allow-unsafe", bad)
+        code, _out, err = run(
+            capsys, "tune", "apply", "--dry-run", "--tree", str(tree), "--allow-unsafe", bad
+        )
         assert code == ExitStatus.BAD_INPUT, err
         assert err.count("dtnkit: error:") == 1 and "Traceback" not in err
 
@@ -155,8 +179,21 @@ def test_an_mtu_below_1280_is_unsafe_only_where_ipv6_runs(
 ) -> None:
     netns.run("sysctl", "-qw", "net.ipv6.conf.dkv1.disable_ipv6=1")
     prof = str(profile(tmp_path, {"link/*/mtu": 1200}))
-    sel = ["--netns", netns.name, "--profile", prof, "--group", "nic", "--mtu",
-           "--iface", "dkv0", "--iface", "dkv1", "--state-dir", str(state_dir)]
+    sel = [
+        "--netns",
+        netns.name,
+        "--profile",
+        prof,
+        "--group",
+        "nic",
+        "--mtu",
+        "--iface",
+        "dkv0",
+        "--iface",
+        "dkv1",
+        "--state-dir",
+        str(state_dir),
+    ]
     code, plan, err = run(capsys, "tune", "apply", "--dry-run", *sel, "--format", "json")
     assert code == ExitStatus.OK, err
     unsafe = {s["key"]: s.get("unsafe") for s in plan["plan"] if s["key"].endswith("/mtu")}
@@ -177,21 +214,22 @@ KINDS: dict[str, Any] = {
     "sysctl/net.core.netdev_max_backlog": st.integers(-(2**33), 2**33),
     "sysctl/net.core.somaxconn": st.integers(-5, 70000),
     "sysctl/net.ipv4.tcp_rmem": st.lists(st.integers(-5, 2**32), min_size=1, max_size=4).map(
-        lambda v: " ".join(map(str, v))),
-    "sysctl/net.ipv4.ip_local_port_range": st.lists(st.integers(-5, 70000), min_size=1,
-                                                    max_size=3).map(
-        lambda v: " ".join(map(str, v))),
+        lambda v: " ".join(map(str, v))
+    ),
+    "sysctl/net.ipv4.ip_local_port_range": st.lists(
+        st.integers(-5, 70000), min_size=1, max_size=3
+    ).map(lambda v: " ".join(map(str, v))),
     "sysctl/net.ipv4.tcp_congestion_control": st.text(min_size=0, max_size=20),
-    "sysctl/net.ipv4.tcp_ecn": st.one_of(st.integers(-3, 5), st.text(max_size=5),
-                                         st.booleans()),
+    "sysctl/net.ipv4.tcp_ecn": st.one_of(st.integers(-3, 5), st.text(max_size=5), st.booleans()),
     # interfaces: integers with bounds, switches
     "link/*/mtu": st.integers(-5, 70000),
     "link/*/txqueuelen": st.integers(-(2**33), 2**33),
     "ring/*/rx": st.integers(-5, 2**33),
     "feature/*/gro": st.one_of(st.booleans(), st.integers(-1, 2), st.text(max_size=4)),
     # names
-    "cpu/governor": st.one_of(st.sampled_from(["performance", "powersave", "userspace",
-                                               "ondemand"]), st.text(max_size=12)),
+    "cpu/governor": st.one_of(
+        st.sampled_from(["performance", "powersave", "userspace", "ondemand"]), st.text(max_size=12)
+    ),
     "tuned/profile": st.text(max_size=30),
 }
 
@@ -206,9 +244,14 @@ class Loader:
         self.root = root
 
     def run(self, *argv: str) -> tuple[int, str, str]:
-        env = Environment(state_dir=self.root / "state", results_db=self.root / "r.sqlite",
-                          lab_state_root=self.root / "lab", stdin=io.StringIO(),
-                          stdout=io.StringIO(), stderr=io.StringIO())
+        env = Environment(
+            state_dir=self.root / "state",
+            results_db=self.root / "r.sqlite",
+            lab_state_root=self.root / "lab",
+            stdin=io.StringIO(),
+            stdout=io.StringIO(),
+            stderr=io.StringIO(),
+        )
         code = main(list(argv), env)
         return code, env.stdout.getvalue(), env.stderr.getvalue()
 
@@ -224,21 +267,45 @@ def _toml(value: Any) -> str:
     return json.dumps(value)
 
 
-@settings(max_examples=400, deadline=None, database=None,
-          suppress_health_check=list(HealthCheck))
+@settings(max_examples=400, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data(), key=st.sampled_from(sorted(KINDS)))
 def test_generated_values_per_kind_give_a_plan_or_one_clear_error(
     loader: Loader, data: st.DataObject, key: str
 ) -> None:
     value = data.draw(KINDS[key])
-    group = ['group = "congestion"'] if key.startswith("sysctl/") and key not in (
-        "sysctl/net.ipv4.tcp_congestion_control", "sysctl/net.core.netdev_max_backlog") else []
-    loader.profile.write_text("\n".join([
-        'include = "dtn"', f"[tune.{json.dumps(key)}]", f"value = {_toml(value)}",
-        'mode = "exact"', 'source = "fuzz"', *group]) + "\n")
-    code, out, err = loader.run("tune", "apply", "--dry-run", "--tree", str(loader.tree),
-                                "--profile", str(loader.profile), "--mtu", "--tuned",
-                                "--format", "json")
+    group = (
+        ['group = "congestion"']
+        if key.startswith("sysctl/")
+        and key
+        not in ("sysctl/net.ipv4.tcp_congestion_control", "sysctl/net.core.netdev_max_backlog")
+        else []
+    )
+    loader.profile.write_text(
+        "\n".join(
+            [
+                'include = "dtn"',
+                f"[tune.{json.dumps(key)}]",
+                f"value = {_toml(value)}",
+                'mode = "exact"',
+                'source = "fuzz"',
+                *group,
+            ]
+        )
+        + "\n"
+    )
+    code, out, err = loader.run(
+        "tune",
+        "apply",
+        "--dry-run",
+        "--tree",
+        str(loader.tree),
+        "--profile",
+        str(loader.profile),
+        "--mtu",
+        "--tuned",
+        "--format",
+        "json",
+    )
     assert "Traceback" not in err
     assert code in (ExitStatus.OK, ExitStatus.BAD_INPUT), err
     if code == ExitStatus.BAD_INPUT:
@@ -248,4 +315,5 @@ def test_generated_values_per_kind_give_a_plan_or_one_clear_error(
     for step in json.loads(out)["plan"]:  # every unsafe value written is marked
         tunable = tunable_for_key(step["key"])
         assert bool(step.get("unsafe")) == bool(tunable.unsafe(step["after"])) or (
-            step["key"].startswith("link/")), step
+            step["key"].startswith("link/")
+        ), step

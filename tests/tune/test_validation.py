@@ -27,8 +27,10 @@ def files_of(root: Path) -> dict[str, bytes]:
         return {}
     if root.is_file():
         return {".": root.read_bytes()}
-    return {str(p.relative_to(root)): (p.read_bytes() if p.is_file() else b"<dir>")
-            for p in sorted(root.rglob("*"))}
+    return {
+        str(p.relative_to(root)): (p.read_bytes() if p.is_file() else b"<dir>")
+        for p in sorted(root.rglob("*"))
+    }
 
 
 def run(env: Environment, *argv: str) -> tuple[int, str, str]:
@@ -78,6 +80,7 @@ def _set(key: str, value: Any) -> Any:
     def change(doc: dict[str, Any]) -> None:
         doc["values"]["sysctl/net.core.rmem_max"] = 999999
         doc["values"][key] = value
+
     return change
 
 
@@ -85,9 +88,10 @@ TBF = {"kind": "tbf", "handle": "1:", "children": []}
 SNAPSHOT_CASES: dict[str, Any] = {
     "tbf without burst": _set("qdisc/ens1f0np0/root", {**TBF, "options": {"rate": 125000000}}),
     "qdisc options not an object": _set("qdisc/ens1f0np0/root", {**TBF, "options": 5}),
-    "qdisc child without parent": _set("qdisc/ens1f0np0/root", {
-        "kind": "mq", "handle": "1:", "options": {},
-        "children": [{"kind": "fq", "options": {}}]}),
+    "qdisc child without parent": _set(
+        "qdisc/ens1f0np0/root",
+        {"kind": "mq", "handle": "1:", "options": {}, "children": [{"kind": "fq", "options": {}}]},
+    ),
     "values is a list": lambda d: d.__setitem__("values", []),
     "txqueuelen -5": _set("link/ens1f0np0/txqueuelen", -5),
     "mtu 10**12": _set("link/ens1f0np0/mtu", 10**12),
@@ -119,20 +123,23 @@ def test_a_bad_snapshot_is_refused_before_restore_writes_anything(
 
 RAW_CASES = {
     "NaN": b'{"schema": "dtnkit.snapshot/1", "id": "x", "kind": "manual", "created": "t", '
-           b'"values": {"sysctl/net.core.rmem_max": NaN}}',
+    b'"values": {"sysctl/net.core.rmem_max": NaN}}',
     "1e999 (infinity)": b'{"schema": "dtnkit.snapshot/1", "id": "x", "kind": "manual", '
-                        b'"created": "t", "values": {"sysctl/net.core.rmem_max": 1e999}}',
+    b'"created": "t", "values": {"sysctl/net.core.rmem_max": 1e999}}',
     "a key twice": b'{"schema": "dtnkit.snapshot/1", "id": "x", "kind": "manual", '
-                   b'"created": "t", "values": {"sysctl/net.core.rmem_max": 1, '
-                   b'"sysctl/net.core.rmem_max": 2}}',
+    b'"created": "t", "values": {"sysctl/net.core.rmem_max": 1, '
+    b'"sysctl/net.core.rmem_max": 2}}',
     "not UTF-8": b'{"schema": "dtnkit.snapshot/1", "id": "\xff\xfe", "kind": "manual"}',
     "nested 100000 deep": b"[" * 100000 + b"]" * 100000,
     "nested 40 deep in a value": b'{"schema": "dtnkit.snapshot/1", "id": "x", "kind": '
-                                 b'"manual", "created": "t", "values": {"cpu/governor": '
-                                 + b'{"a": ' * 40 + b"1" + b"}" * 40 + b"}}",
+    b'"manual", "created": "t", "values": {"cpu/governor": '
+    + b'{"a": ' * 40
+    + b"1"
+    + b"}" * 40
+    + b"}}",
     "an integer of 5000 digits": b'{"schema": "dtnkit.snapshot/1", "id": "x", "kind": '
-                                 b'"manual", "created": "t", "values": '
-                                 b'{"sysctl/net.core.rmem_max": ' + b"9" * 5000 + b"}}",
+    b'"manual", "created": "t", "values": '
+    b'{"sysctl/net.core.rmem_max": ' + b"9" * 5000 + b"}}",
 }
 
 
@@ -142,8 +149,11 @@ def test_a_malformed_snapshot_file_is_one_error_line(
 ) -> None:
     _put(environment, "bad", RAW_CASES[case])
     tree_before, state_before = files_of(host_tree), files_of(environment.state_dir)
-    for argv in (["restore", "bad", "--tree", str(host_tree)], ["show", "bad"],
-                 ["diff", "bad", "--tree", str(host_tree)]):
+    for argv in (
+        ["restore", "bad", "--tree", str(host_tree)],
+        ["show", "bad"],
+        ["diff", "bad", "--tree", str(host_tree)],
+    ):
         code, _, err = run(environment, "tune", *argv)
         assert code == ExitStatus.BAD_INPUT, (argv, err)
         one_error_line(err)
@@ -156,19 +166,19 @@ PROFILE_CASES: dict[str, bytes] = {
     "params nan": b'include = "dtn"\n[params]\nbdp_multiplier = nan\n',
     "params inf": b'include = "dtn"\n[params]\nram_fraction = inf\n',
     "min nan": b'include = "dtn"\n[tune."sysctl/net.core.rmem_max"]\nrule = "bdp"\n'
-               b'min = nan\nsource = "x"\n',
+    b'min = nan\nsource = "x"\n',
     "txqueuelen -5": b'include = "dtn"\n[tune."link/*/txqueuelen"]\nvalue = -5\nsource = "x"\n',
     "ring as text": b'include = "dtn"\n[tune."ring/*/rx"]\nvalue = "big"\nsource = "x"\n',
     "tcp_rmem out of order": b'include = "dtn"\n[tune."sysctl/net.ipv4.tcp_rmem"]\n'
-                             b'value = "9 8 7"\nsource = "x"\n',
+    b'value = "9 8 7"\nsource = "x"\n',
     "bad tier value": b'include = "dtn"\n[tune."link/*/txqueuelen"]\nsource = "x"\n'
-                      b'[tune."link/*/txqueuelen".tiers]\n10 = -1\n',
+    b'[tune."link/*/txqueuelen".tiers]\n10 = -1\n',
     "note is a number": b'include = "dtn"\n[tune."link/*/txqueuelen"]\nvalue = 10000\n'
-                        b'source = "x"\nnote = 5\n',
+    b'source = "x"\nnote = 5\n',
     "not UTF-8": b'include = "dtn"\ndescription = "\xff"\n',
     "nested 100000 deep": b"x = " + b"[" * 100000 + b"]" * 100000 + b"\n",
     "a table twice": b'include = "dtn"\n[tune."sysctl/net.core.rmem_max"]\nvalue = 1\n'
-                     b'source = "x"\n[tune."sysctl/net.core.rmem_max"]\nvalue = 2\nsource = "x"\n',
+    b'source = "x"\n[tune."sysctl/net.core.rmem_max"]\nvalue = 2\nsource = "x"\n',
 }
 
 
@@ -179,9 +189,11 @@ def test_a_bad_profile_is_refused_before_apply_writes_anything(
     profile = tmp_path / "p.toml"
     profile.write_bytes(PROFILE_CASES[case])
     tree_before = files_of(host_tree)
-    for argv in (["apply", "--tree", str(host_tree), "--profile", str(profile)],
-                 ["audit", "--tree", str(host_tree), "--profile", str(profile)],
-                 ["profiles", str(profile)]):
+    for argv in (
+        ["apply", "--tree", str(host_tree), "--profile", str(profile)],
+        ["audit", "--tree", str(host_tree), "--profile", str(profile)],
+        ["profiles", str(profile)],
+    ):
         code, _, err = run(environment, "tune", *argv)
         assert code == ExitStatus.BAD_INPUT, (argv, err)
         one_error_line(err)
@@ -190,11 +202,10 @@ def test_a_bad_profile_is_refused_before_apply_writes_anything(
 
 
 @pytest.mark.parametrize("speed", ["nan", "inf", "-1", "0"])
-def test_speed_must_be_a_positive_finite_number(
-    environment: Environment, speed: str
-) -> None:
-    code, _, err = run(environment, "tune", "audit", "--tree", str(HOSTS / "dtn-a"),
-                       f"--speed={speed}")
+def test_speed_must_be_a_positive_finite_number(environment: Environment, speed: str) -> None:
+    code, _, err = run(
+        environment, "tune", "audit", "--tree", str(HOSTS / "dtn-a"), f"--speed={speed}"
+    )
     assert code == ExitStatus.BAD_INPUT, err
     assert "--speed" in one_error_line(err)
 
@@ -202,11 +213,15 @@ def test_speed_must_be_a_positive_finite_number(
 @pytest.mark.parametrize(
     ("key", "value", "ok"),
     [
-        ("link/eth0/txqueuelen", 0, True), ("link/eth0/txqueuelen", -5, False),
-        ("link/eth0/txqueuelen", 2**32, False), ("link/eth0/txqueuelen", True, False),
-        ("link/eth0/mtu", 9000, True), ("link/eth0/mtu", 67, False),
+        ("link/eth0/txqueuelen", 0, True),
+        ("link/eth0/txqueuelen", -5, False),
+        ("link/eth0/txqueuelen", 2**32, False),
+        ("link/eth0/txqueuelen", True, False),
+        ("link/eth0/mtu", 9000, True),
+        ("link/eth0/mtu", 67, False),
         ("link/eth0/mtu", "9000", False),
-        ("sysctl/net.core.rmem_max", 2**31 - 1, True), ("sysctl/net.core.rmem_max", 2**31, False),
+        ("sysctl/net.core.rmem_max", 2**31 - 1, True),
+        ("sysctl/net.core.rmem_max", 2**31, False),
         ("sysctl/net.core.rmem_max", "4194304", True),
         ("sysctl/net.ipv4.tcp_rmem", "4096 87380 6291456", True),
         ("sysctl/net.ipv4.tcp_rmem", "4096 87380", False),
@@ -216,18 +231,27 @@ def test_speed_must_be_a_positive_finite_number(
         ("sysctl/net.ipv4.ip_local_port_range", "32768\t60999", True),
         ("sysctl/net.ipv4.ip_local_port_range", "1\n2", False),
         ("sysctl/net.ipv4.ip_local_port_range", 1.5, False),
-        ("ring/eth0/rx", 8192, True), ("ring/eth0/rx", -1, False),
-        ("coalesce/eth0/adaptive-rx", True, True), ("coalesce/eth0/adaptive-rx", 1, False),
-        ("pause/eth0/tx", False, True), ("feature/eth0/gro", "on", False),
-        ("cpu/governor", {"cpu0": "performance"}, True), ("cpu/governor", {}, False),
-        ("cpu/governor", "performance", True), ("cpu/governor", {"cpu0/..": "x"}, False),
-        ("tuned/profile", None, True), ("tuned/profile", "network-throughput", True),
+        ("ring/eth0/rx", 8192, True),
+        ("ring/eth0/rx", -1, False),
+        ("coalesce/eth0/adaptive-rx", True, True),
+        ("coalesce/eth0/adaptive-rx", 1, False),
+        ("pause/eth0/tx", False, True),
+        ("feature/eth0/gro", "on", False),
+        ("cpu/governor", {"cpu0": "performance"}, True),
+        ("cpu/governor", {}, False),
+        ("cpu/governor", "performance", True),
+        ("cpu/governor", {"cpu0/..": "x"}, False),
+        ("tuned/profile", None, True),
+        ("tuned/profile", "network-throughput", True),
         ("tuned/profile", "a;b", False),
         ("qdisc/eth0/root", {"maxrate_bps": 10**9, "mq": True, "queues": 8}, True),
         ("qdisc/eth0/root", {"maxrate_bps": -1}, False),
         ("qdisc/eth0/root", {"kind": "tbf", "options": {"rate": 1, "burst": -1}}, False),
-        ("qdisc/eth0/root", {"kind": "pfifo", "handle": "1:", "options": {"limit": 100},
-                             "children": []}, True),
+        (
+            "qdisc/eth0/root",
+            {"kind": "pfifo", "handle": "1:", "options": {"limit": 100}, "children": []},
+            True,
+        ),
         ("qdisc/eth0/root", {"kind": "mq", "handle": "x", "options": {}}, False),
     ],
 )
@@ -240,8 +264,13 @@ def test_each_kind_validates_its_values(key: str, value: Any, ok: bool) -> None:
 
 
 def _state_commands(tree: Path) -> list[list[str]]:
-    return [["save", "--tree", str(tree)], ["apply", "--tree", str(tree)],
-            ["restore", "last", "--tree", str(tree)], ["list"], ["delete", "x"]]
+    return [
+        ["save", "--tree", str(tree)],
+        ["apply", "--tree", str(tree)],
+        ["restore", "last", "--tree", str(tree)],
+        ["list"],
+        ["delete", "x"],
+    ]
 
 
 def test_a_plain_file_as_state_dir_is_one_error_line(
@@ -262,8 +291,7 @@ def test_a_plain_file_as_state_dir_is_one_error_line(
 @contextlib.contextmanager
 def tmpfs(where: Path, options: str) -> Iterator[Path]:
     where.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", options, "dkva-state", str(where)],
-                   check=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", options, "dkva-state", str(where)], check=True)
     try:
         yield where
     finally:

@@ -32,16 +32,20 @@ class Cell:
     @property
     def label(self) -> str:
         jumbo = f", MTU {self.mtu}" if self.mtu != 1500 else ""
-        return (f"{self.rtt_ms:g} ms / {self.rate_bps / 1e9:g} Gbit/s{jumbo}, ends "
-                f"{'tuned' if self.tuned else 'untuned'}, {self.size // MiB} MiB")
+        return (
+            f"{self.rtt_ms:g} ms / {self.rate_bps / 1e9:g} Gbit/s{jumbo}, ends "
+            f"{'tuned' if self.tuned else 'untuned'}, {self.size // MiB} MiB"
+        )
 
     @property
     def short_label(self) -> str:
         """The cell in a summary row: ``50ms/1g untuned`` (the MTU and size when not the
         default)."""
         jumbo = f"@{self.mtu}" if self.mtu != 1500 else ""
-        return (f"{self.rtt_ms:g}ms/{self.rate_bps / 1e9:g}g{jumbo} "
-                f"{'tuned' if self.tuned else 'untuned'} {self.size // MiB}M")
+        return (
+            f"{self.rtt_ms:g}ms/{self.rate_bps / 1e9:g}g{jumbo} "
+            f"{'tuned' if self.tuned else 'untuned'} {self.size // MiB}M"
+        )
 
     @property
     def wire_floor_s(self) -> float:
@@ -49,8 +53,13 @@ class Cell:
         return self.size * 8 / self.rate_bps
 
     def as_json(self) -> dict[str, object]:
-        return {"rtt_ms": self.rtt_ms, "rate_bps": self.rate_bps, "mtu": self.mtu,
-                "tuned": self.tuned, "size": self.size}
+        return {
+            "rtt_ms": self.rtt_ms,
+            "rate_bps": self.rate_bps,
+            "mtu": self.mtu,
+            "tuned": self.tuned,
+            "size": self.size,
+        }
 
 
 def parse_paths(text: str) -> list[Path]:
@@ -67,7 +76,8 @@ def parse_paths(text: str) -> list[Path]:
             p = Path(parse_ms(rtt), parse_rate(rate), int(mtu) if mtu else 1500)
         except (ValueError, DtnkitError):
             raise argparse.ArgumentTypeError(
-                f"{item!r}: give RTT/RATE[@MTU], e.g. 50ms/1gbit or 50ms/5gbit@9000") from None
+                f"{item!r}: give RTT/RATE[@MTU], e.g. 50ms/1gbit or 50ms/5gbit@9000"
+            ) from None
         if not 576 <= p.mtu <= 65535:
             raise argparse.ArgumentTypeError(f"{item!r}: MTU 576 to 65535")
         paths.append(p)
@@ -96,5 +106,9 @@ def parse_sizes(text: str) -> list[int]:
 
 def cells(paths: list[Path], ends: list[str], sizes: list[int]) -> list[Cell]:
     """Every size x path x ends, in that nesting (a size's file is made once)."""
-    return [Cell(p.rtt_ms, p.rate_bps, e == "tuned", s, p.mtu)
-            for s in sizes for p in paths for e in ends]
+    return [
+        Cell(p.rtt_ms, p.rate_bps, e == "tuned", s, p.mtu)
+        for s in sizes
+        for p in paths
+        for e in ends
+    ]

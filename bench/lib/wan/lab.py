@@ -44,9 +44,16 @@ class Serve:
 
 
 @contextlib.contextmanager
-def dtnkit_serve(host: LabHost, hostname: str, root: Path, pki: Pki, work: Path,
-                 extra: list[str], tracked: Tracked, tree: Tree | None = None
-                 ) -> Iterator[Serve]:
+def dtnkit_serve(
+    host: LabHost,
+    hostname: str,
+    root: Path,
+    pki: Pki,
+    work: Path,
+    extra: list[str],
+    tracked: Tracked,
+    tree: Tree | None = None,
+) -> Iterator[Serve]:
     """``dtnkit serve`` (TLS, tokens, trusting the CA for its own TPC) in a lab namespace;
     *tree*: the --base tree's."""
     tokens = work / "tokens"
@@ -56,19 +63,41 @@ def dtnkit_serve(host: LabHost, hostname: str, root: Path, pki: Pki, work: Path,
     head = tree.prefix() if tree is not None else []
     tag = "-base" if tree is not None else ""
     with open(work / f"serve-{host.name}{tag}.log", "w") as errlog:
-        proc = host.popen([*head, sys.executable, "-m", "dtnkit", "serve", "--root", str(root),
-                           "--host", "0.0.0.0", "--port", "0", "--cert", str(pki.cert),
-                           "--key", str(pki.key), "--tokens", str(tokens),
-                           "--ca-file", str(pki.ca_file), "--quiet", *extra],
-                          stderr=errlog)
+        proc = host.popen(
+            [
+                *head,
+                sys.executable,
+                "-m",
+                "dtnkit",
+                "serve",
+                "--root",
+                str(root),
+                "--host",
+                "0.0.0.0",
+                "--port",
+                "0",
+                "--cert",
+                str(pki.cert),
+                "--key",
+                str(pki.key),
+                "--tokens",
+                str(tokens),
+                "--ca-file",
+                str(pki.ca_file),
+                "--quiet",
+                *extra,
+            ],
+            stderr=errlog,
+        )
     tracked.add(proc)
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
         m = re.search(r"https://[^:/\s]+:(\d+)", line)
         if not m:
-            raise RuntimeError(f"dtnkit serve on {host.name} did not start: {line!r} "
-                               f"(exit {proc.poll()})")
+            raise RuntimeError(
+                f"dtnkit serve on {host.name} did not start: {line!r} (exit {proc.poll()})"
+            )
         yield Serve(f"https://{hostname}:{m.group(1)}/", root)
     finally:
         tracked.stop(proc)
@@ -79,17 +108,19 @@ def iperf3_server(host: LabHost, work: Path, tracked: Tracked) -> Iterator[subpr
     """``iperf3 -s`` on *host* (port IPERF3_PORT of its namespace), stopped by PID; its log in
     the work directory (so its command line carries the run's prefix)."""
     logfile = work / f"iperf3-{host.name}.log"
-    proc = host.popen(["iperf3", "-s", "-p", str(IPERF3_PORT), "--forceflush",
-                       "--logfile", str(logfile)], stdout=subprocess.DEVNULL,
-                      stderr=subprocess.DEVNULL)
+    proc = host.popen(
+        ["iperf3", "-s", "-p", str(IPERF3_PORT), "--forceflush", "--logfile", str(logfile)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     tracked.add(proc)
     try:
         deadline = time.monotonic() + 20
-        while "Server listening" not in (text := logfile.read_text()
-                                         if logfile.exists() else ""):
+        while "Server listening" not in (text := logfile.read_text() if logfile.exists() else ""):
             if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"iperf3 -s on {host.name} did not start (exit "
-                                   f"{proc.poll()}): {text[-300:]!r}")
+                raise RuntimeError(
+                    f"iperf3 -s on {host.name} did not start (exit {proc.poll()}): {text[-300:]!r}"
+                )
             time.sleep(0.02)  # it announces itself in its log file; bounded
         yield proc
     finally:
@@ -98,8 +129,13 @@ def iperf3_server(host: LabHost, work: Path, tracked: Tracked) -> Iterator[subpr
 
 def serve_has(option: str, tree: Tree | None = None) -> bool:
     env = tree.env() if tree is not None else None
-    helptext = subprocess.run([sys.executable, "-m", "dtnkit", "serve", "--help"],
-                              capture_output=True, text=True, check=False, env=env).stdout
+    helptext = subprocess.run(
+        [sys.executable, "-m", "dtnkit", "serve", "--help"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+    ).stdout
     return option in helptext
 
 
@@ -114,10 +150,27 @@ def place(src: Path, dest: Path, *, owner: str | None = None) -> None:
 
 def tune(p: LabPath, state_dir: Path, rtt_ms: float) -> None:
     for h in (p.src, p.dst):
-        proc = subprocess.run([sys.executable, "-m", "dtnkit", "tune", "apply", "--netns",
-                               h.netns, "--state-dir", str(state_dir / h.name), "--rtt",
-                               f"{max(rtt_ms, 1):g}ms", "--format", "json"],
-                              capture_output=True, text=True, check=False, timeout=300)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "dtnkit",
+                "tune",
+                "apply",
+                "--netns",
+                h.netns,
+                "--state-dir",
+                str(state_dir / h.name),
+                "--rtt",
+                f"{max(rtt_ms, 1):g}ms",
+                "--format",
+                "json",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=300,
+        )
         if proc.returncode != 0:
             raise RuntimeError(f"tune apply on {h.netns} failed: {proc.stderr.strip()}")
         log(f"tuned {h.netns}")
@@ -127,16 +180,33 @@ def untune(p: LabPath, state_dir: Path) -> None:
     for h in (p.src, p.dst):
         if not (state_dir / h.name).exists():
             continue
-        proc = subprocess.run([sys.executable, "-m", "dtnkit", "tune", "restore", "--netns",
-                               h.netns, "--state-dir", str(state_dir / h.name)],
-                              capture_output=True, text=True, check=False, timeout=300)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "dtnkit",
+                "tune",
+                "restore",
+                "--netns",
+                h.netns,
+                "--state-dir",
+                str(state_dir / h.name),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=300,
+        )
         log(f"restored {h.netns}: exit {proc.returncode}")
 
 
-STARTUP = [("`true`", ["true"]), ("`python -c pass`", [sys.executable, "-c", "pass"]),
-           ("`python -c \"import socket, ssl\"`", [sys.executable, "-c", "import socket, ssl"]),
-           ("`dtnkit cp --help`", [sys.executable, "-m", "dtnkit", "cp", "--help"]),
-           ("`curl --version`", ["curl", "--version"])]
+STARTUP = [
+    ("`true`", ["true"]),
+    ("`python -c pass`", [sys.executable, "-c", "pass"]),
+    ('`python -c "import socket, ssl"`', [sys.executable, "-c", "import socket, ssl"]),
+    ("`dtnkit cp --help`", [sys.executable, "-m", "dtnkit", "cp", "--help"]),
+    ("`curl --version`", ["curl", "--version"]),
+]
 
 
 def startup(host: LabHost, rounds: int = 5) -> str:
@@ -148,10 +218,13 @@ def startup(host: LabHost, rounds: int = 5) -> str:
             t0 = time.monotonic()
             host.run(argv, check=True, timeout=60)
             times.setdefault(what, []).append(time.monotonic() - t0)
-    return ("_Start-up in the dst namespace (median of "
-            f"{rounds} wall times, `ip netns exec` included; python is the venv's that runs "
-            "cp): " + ", ".join(f"{what} {statistics.median(t) * 1000:.0f} ms"
-                                for what, t in times.items()) + "._")
+    return (
+        "_Start-up in the dst namespace (median of "
+        f"{rounds} wall times, `ip netns exec` included; python is the venv's that runs "
+        "cp): "
+        + ", ".join(f"{what} {statistics.median(t) * 1000:.0f} ms" for what, t in times.items())
+        + "._"
+    )
 
 
 def clean_leftovers(prefix: str) -> None:
@@ -170,9 +243,18 @@ class CellLab:
     """One cell's path and servers, for a ``with`` block; ``values`` fills the columns'
     templates, ``dst`` runs them."""
 
-    def __init__(self, cell: Cell, name: str, work: Path, src_file: Path, needs: set[str],
-                 tracked: Tracked, *, base: Tree | None = None,
-                 serve_args: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        cell: Cell,
+        name: str,
+        work: Path,
+        src_file: Path,
+        needs: set[str],
+        tracked: Tracked,
+        *,
+        base: Tree | None = None,
+        serve_args: list[str] | None = None,
+    ) -> None:
         unknown = needs - set(SERVERS)
         if unknown:
             raise ValueError(f"unknown servers {sorted(unknown)}")
@@ -209,9 +291,15 @@ class CellLab:
         tempfile.tempdir = str(self.work)  # XRootD's work directories: inside ours, on tmpfs
         s.callback(setattr, tempfile, "tempdir", old_tmp)
         log(f"{cell.label}: building lab {self.name}")
-        p = self.path = s.enter_context(lab.path(self.name, state_root=STATE_ROOT,
-                                                 rtt_ms=cell.rtt_ms, rate_bps=cell.rate_bps,
-                                                 mtu=cell.mtu))
+        p = self.path = s.enter_context(
+            lab.path(
+                self.name,
+                state_root=STATE_ROOT,
+                rtt_ms=cell.rtt_ms,
+                rate_bps=cell.rate_bps,
+                mtu=cell.mtu,
+            )
+        )
         src_name, dst_name = p.hostname(p.src), p.hostname(p.dst)
         pki = make_pki(self.work / "pki", (src_name, dst_name, p.src.address, p.dst.address))
         if cell.tuned:
@@ -222,10 +310,18 @@ class CellLab:
         (self.work / "out").mkdir()
         place(self.src_file, self.work / "src" / file)
         v = self.values
-        v.update(python=sys.executable, ca=pki.ca_file, x509=pki.ca_dir,
-                 gfal_python=gfal_python() or "python3", file=file, size=cell.size,
-                 out=self.work / "out", src_file=self.work / "src" / file,
-                 src_addr=p.src.address, iperf3_port=IPERF3_PORT)
+        v.update(
+            python=sys.executable,
+            ca=pki.ca_file,
+            x509=pki.ca_dir,
+            gfal_python=gfal_python() or "python3",
+            file=file,
+            size=cell.size,
+            out=self.work / "out",
+            src_file=self.work / "src" / file,
+            src_addr=p.src.address,
+            iperf3_port=IPERF3_PORT,
+        )
         if self.base is not None:
             v["base_src"] = self.base.src
         for side, host, hostname in (("src", p.src, src_name), ("dst", p.dst, dst_name)):
@@ -243,8 +339,11 @@ class CellLab:
                 extra = [*self.serve_args]
                 if side == "dst" and serve_has("--tpc-allow", tree):
                     extra += ["--tpc-allow", p.src.address]
-                srv = s.enter_context(dtnkit_serve(
-                    host, hostname, self.work / key, pki, self.work, extra, self.tracked, tree))
+                srv = s.enter_context(
+                    dtnkit_serve(
+                        host, hostname, self.work / key, pki, self.work, extra, self.tracked, tree
+                    )
+                )
                 v[key.replace("-", "_")], v[f"{key.replace('-', '_')}_root"] = srv.url, srv.root
         if "iperf3-src" in need:
             s.enter_context(iperf3_server(p.src, self.work, self.tracked))
@@ -262,11 +361,23 @@ class CellLab:
         """Untimed: the sources' adler32 computed and stored (as on a server that keeps them)."""
         for key in ("xrootd_src", "serve_src"):
             if key in self.values:
-                self.dst.run(["curl", "-sS", "-f", "-I", "--cacert", str(self.values["ca"]),
-                              "-H", "Want-Digest: adler32", "-H",
-                              "Authorization: Bearer ro-token",
-                              f"{self.values[key]}{self.values['file']}"],
-                             check=False, timeout=300)
+                self.dst.run(
+                    [
+                        "curl",
+                        "-sS",
+                        "-f",
+                        "-I",
+                        "--cacert",
+                        str(self.values["ca"]),
+                        "-H",
+                        "Want-Digest: adler32",
+                        "-H",
+                        "Authorization: Bearer ro-token",
+                        f"{self.values[key]}{self.values['file']}",
+                    ],
+                    check=False,
+                    timeout=300,
+                )
 
     def rtt_ms(self) -> float | None:
         assert self.path is not None

@@ -61,21 +61,26 @@ def iperf3_p(name: str, used: Mapping[str, Sequence[int]] | None = None) -> str:
     return "/".join(str(x) for x in sorted(set(used[name])))
 
 
-def practical_floor(times: Times, rtt_ms: float | None,
-                    used: Mapping[str, Sequence[int]] | None = None) -> Floor | None:
+def practical_floor(
+    times: Times, rtt_ms: float | None, used: Mapping[str, Sequence[int]] | None = None
+) -> Floor | None:
     """The best median iperf3 data phase over the -P values measured (*used*: the -P each
     "iperf3 auto" run took), plus the round trips an HTTPS client pays before data flows;
     None without iperf3 runs or an RTT."""
-    medians = [(statistics.median(t), iperf3_p(name, used)) for name, t in times.items()
-               if name.startswith("iperf3 ") and recorded_by(name) == name and t]
+    medians = [
+        (statistics.median(t), iperf3_p(name, used))
+        for name, t in times.items()
+        if name.startswith("iperf3 ") and recorded_by(name) == name and t
+    ]
     if not medians or rtt_ms is None or rtt_ms != rtt_ms:  # nan: ping failed
         return None
     best = min(medians)
     return Floor(best[1], best[0], rtt_ms / 1000)
 
 
-def verdict(times: Times, t: Target, floor_s: float | None = None,
-            practical: Floor | None = None) -> tuple[str, str]:
+def verdict(
+    times: Times, t: Target, floor_s: float | None = None, practical: Floor | None = None
+) -> tuple[str, str]:
     """(ratio, met / not met / -) of a target from the medians of the runs that succeeded.
 
     ``floor_s``, when given, is the path's wire floor: the file's bits at the path's rate cap,
@@ -97,29 +102,38 @@ def verdict(times: Times, t: Target, floor_s: float | None = None,
     if floor_s is not None and asked < floor_s:
         return f"{ratio:.2f}", f"not met: asks {asked:.3f} s < wire floor {floor_s:.3f} s"
     if practical is not None and asked < practical.seconds:
-        return f"{ratio:.2f}", (f"not met: asks {asked:.3f} s < practical floor "
-                                f"{practical.seconds:.3f} s (iperf3 -P {practical.streams} data "
-                                f"phase {practical.data_s:.3f} s + {HANDSHAKE_RTTS} RTT)")
+        return f"{ratio:.2f}", (
+            f"not met: asks {asked:.3f} s < practical floor "
+            f"{practical.seconds:.3f} s (iperf3 -P {practical.streams} data "
+            f"phase {practical.data_s:.3f} s + {HANDSHAKE_RTTS} RTT)"
+        )
     return f"{ratio:.2f}", "not met"
 
 
-def floor_line(times: Times, practical: Floor | None,
-               used: Mapping[str, Sequence[int]] | None = None) -> str:
+def floor_line(
+    times: Times, practical: Floor | None, used: Mapping[str, Sequence[int]] | None = None
+) -> str:
     """How the practical floor was made, or why there is none."""
     if practical is None:
-        return ("_Practical floor: none (no iperf3 run succeeded in this cell, or no RTT); "
-                "`--only iperf3` or any time target measures it._")
-    each = ", ".join(f"-P {iperf3_p(name, used)}"
-                     f"{' (as cp auto)' if name == 'iperf3 auto' else ''} "
-                     f"{statistics.median(t):.2f} s"
-                     for name, t in times.items()
-                     if name.startswith("iperf3 ") and recorded_by(name) == name and t)
-    return (f"_Practical floor: {practical.seconds:.2f} s = iperf3 -P {practical.streams} data "
-            f"phase {practical.data_s:.2f} s (the best median of {each}; "
-            "`iperf3 -c SRC -R -P N -n SIZE` from dst, src sends) + "
-            f"{HANDSHAKE_RTTS} x RTT {practical.rtt_s * 1000:.1f} ms (TCP handshake, TLS 1.3, "
-            "the request): what TCP on this path gives any HTTPS client, start-up not "
-            "counted._")
+        return (
+            "_Practical floor: none (no iperf3 run succeeded in this cell, or no RTT); "
+            "`--only iperf3` or any time target measures it._"
+        )
+    each = ", ".join(
+        f"-P {iperf3_p(name, used)}"
+        f"{' (as cp auto)' if name == 'iperf3 auto' else ''} "
+        f"{statistics.median(t):.2f} s"
+        for name, t in times.items()
+        if name.startswith("iperf3 ") and recorded_by(name) == name and t
+    )
+    return (
+        f"_Practical floor: {practical.seconds:.2f} s = iperf3 -P {practical.streams} data "
+        f"phase {practical.data_s:.2f} s (the best median of {each}; "
+        "`iperf3 -c SRC -R -P N -n SIZE` from dst, src sends) + "
+        f"{HANDSHAKE_RTTS} x RTT {practical.rtt_s * 1000:.1f} ms (TCP handshake, TLS 1.3, "
+        "the request): what TCP on this path gives any HTTPS client, start-up not "
+        "counted._"
+    )
 
 
 #: Share of its cap's payload rate a cell's path must carry (iperf3's best) to count as an
@@ -137,9 +151,14 @@ def cap_held(times: Times, cell: Cell) -> tuple[float, str] | None:
     """The best median iperf3 steady rate's share of the cell's cap payload rate (its rate
     over the second half of its data phase, recorded as seconds for the file at that rate),
     and which run it was; None without iperf3 runs."""
-    best = min(((statistics.median(t), name) for name, t in times.items()
-                if name.startswith("iperf3 ") and name.endswith(" steady") and t),
-               default=None)
+    best = min(
+        (
+            (statistics.median(t), name)
+            for name, t in times.items()
+            if name.startswith("iperf3 ") and name.endswith(" steady") and t
+        ),
+        default=None,
+    )
     if best is None or best[0] <= 0:
         return None
     goodput = cell.size * 8 / best[0]
@@ -156,16 +175,25 @@ def noise_of(samples: Samples, a: str, b: str) -> str | None:
     return twins[0] if twins else None
 
 
-def cell_report(b: Bench, cell: Cell, backend: str, rtt_ms: float | None, samples: Samples,
-                names: list[str], goals: list[Target], used: dict[str, list[int]]
-                ) -> dict[str, float]:
+def cell_report(
+    b: Bench,
+    cell: Cell,
+    backend: str,
+    rtt_ms: float | None,
+    samples: Samples,
+    names: list[str],
+    goals: list[Target],
+    used: dict[str, list[int]],
+) -> dict[str, float]:
     """The tables of one cell; its medians by name (the floor's under :data:`FLOOR`), for
     the run's summary."""
     times = dict(samples.lists())
     b.heading(cell.label)
-    b.note(f"Lab path: `dtnkit lab` {backend}, measured idle RTT "
-           f"{rtt_ms if rtt_ms is not None else float('nan'):.1f} ms; {b.rounds} rounds, "
-           "medians.")
+    b.note(
+        f"Lab path: `dtnkit lab` {backend}, measured idle RTT "
+        f"{rtt_ms if rtt_ms is not None else float('nan'):.1f} ms; {b.rounds} rounds, "
+        "medians."
+    )
     rows = []
     for label in [x for n in names for x in (n, aa(n), *(n + d for d in DERIVED))]:
         if label not in names and label not in times:
@@ -174,8 +202,15 @@ def cell_report(b: Bench, cell: Cell, backend: str, rtt_ms: float | None, sample
         fails = len(samples.failures.get(label, []))
         med = statistics.median(t) if t else float("nan")
         rate = f"{cell.size * 8 / med / 1e6:.0f}" if t else "-"
-        rows.append([label, f"{med:.2f}" if t else "-", rate,
-                     " ".join(f"{x:.2f}" for x in t), str(fails) if fails else ""])
+        rows.append(
+            [
+                label,
+                f"{med:.2f}" if t else "-",
+                rate,
+                " ".join(f"{x:.2f}" for x in t),
+                str(fails) if fails else "",
+            ]
+        )
     b.table(["measurement", "median s", "Mbit/s", "runs (s)", "failed"], rows)
     practical = practical_floor(times, rtt_ms, used)
     if practical is not None:
@@ -183,33 +218,50 @@ def cell_report(b: Bench, cell: Cell, backend: str, rtt_ms: float | None, sample
     trows = []
     for goal in goals:
         if recorded_by(goal.measured) not in names or (
-                goal.baseline != FLOOR and recorded_by(goal.baseline) not in names):
+            goal.baseline != FLOOR and recorded_by(goal.baseline) not in names
+        ):
             continue  # left out by --only
         ratio, ok = verdict(times, goal, cell.wire_floor_s, practical)
-        noise = (compare(samples, goal.measured, goal.baseline,
-                         noise_of(samples, goal.measured, goal.baseline)).noise
-                 if goal.baseline != FLOOR else
-                 compare(samples, goal.measured, goal.measured,
-                         noise_of(samples, goal.measured, goal.measured)).noise)
+        noise = (
+            compare(
+                samples,
+                goal.measured,
+                goal.baseline,
+                noise_of(samples, goal.measured, goal.baseline),
+            ).noise
+            if goal.baseline != FLOOR
+            else compare(
+                samples,
+                goal.measured,
+                goal.measured,
+                noise_of(samples, goal.measured, goal.measured),
+            ).noise
+        )
         band = f"±{100 * noise.margin:.0f} %" if noise else ""
         limit = f"<= {goal.limit:g}" if goal.limit is not None else ""
         trows.append([f"{goal.measured} / {goal.baseline}", goal.what, ratio, band, limit, ok])
     if trows:  # none under --only iperf3
-        b.table(["ratio (median times)", "what", "ratio", "A/A noise", "target", "verdict"],
-                trows)
-    b.note(f"_Wire floor: {cell.size // MiB} MiB at {cell.rate_bps / 1e9:g} Gbit/s = "
-           f"{cell.wire_floor_s:.2f} s (no handshake, no slow start): no tool can finish "
-           "sooner._")
+        b.table(["ratio (median times)", "what", "ratio", "A/A noise", "target", "verdict"], trows)
+    b.note(
+        f"_Wire floor: {cell.size // MiB} MiB at {cell.rate_bps / 1e9:g} Gbit/s = "
+        f"{cell.wire_floor_s:.2f} s (no handshake, no slow start): no tool can finish "
+        "sooner._"
+    )
     b.note(floor_line(times, practical, used))
     held = cap_held(times, cell)
     if held is not None:
         share, name = held
-        verdict_text = (": an honest emulation of the rate" if share >= HELD else
-                        ": below 98 %, the lab stage (or the machine) binds this cell")
-        b.note(f"_The path held {share:.1%} of its cap's payload rate ({name}: "
-               f"{cell.rate_bps / 1e9:g} Gbit/s x {payload_share(cell.mtu):.4f}, TCP/IP "
-               f"headers with timestamps in Ethernet frames at MTU {cell.mtu})"
-               f"{verdict_text}._")
+        verdict_text = (
+            ": an honest emulation of the rate"
+            if share >= HELD
+            else ": below 98 %, the lab stage (or the machine) binds this cell"
+        )
+        b.note(
+            f"_The path held {share:.1%} of its cap's payload rate ({name}: "
+            f"{cell.rate_bps / 1e9:g} Gbit/s x {payload_share(cell.mtu):.4f}, TCP/IP "
+            f"headers with timestamps in Ethernet frames at MTU {cell.mtu})"
+            f"{verdict_text}._"
+        )
     for label, errs in samples.failures.items():
         b.out(f"- {label} failed: {errs[0][:200]}")
     if samples.failures:
@@ -218,10 +270,16 @@ def cell_report(b: Bench, cell: Cell, backend: str, rtt_ms: float | None, sample
 
 
 #: The run's summary: (heading, the column whose median it shows), one row per cell.
-SUMMARY = (("cp auto", "cp auto XRootD"), ("cp auto serve", "cp auto dtnkit"),
-           ("cp 1", "cp 1 XRootD"), ("curl", "curl XRootD"),
-           ("gfal-copy -K", "gfal-copy -K adler32"), ("xrdcp -S 8", "xrdcp -S 8"),
-           ("TPC XRootD", "tpc XRootD 8"), ("TPC dtnkit", "tpc dtnkit 8"))
+SUMMARY = (
+    ("cp auto", "cp auto XRootD"),
+    ("cp auto serve", "cp auto dtnkit"),
+    ("cp 1", "cp 1 XRootD"),
+    ("curl", "curl XRootD"),
+    ("gfal-copy -K", "gfal-copy -K adler32"),
+    ("xrdcp -S 8", "xrdcp -S 8"),
+    ("TPC XRootD", "tpc XRootD 8"),
+    ("TPC dtnkit", "tpc dtnkit 8"),
+)
 
 
 def summary(b: Bench, cells: Sequence[tuple[Cell, Mapping[str, float]]]) -> None:
@@ -233,13 +291,17 @@ def summary(b: Bench, cells: Sequence[tuple[Cell, Mapping[str, float]]]) -> None
         row = [cell.short_label, f"{floor:.2f}" if floor else "-"]
         for _heading, name in SUMMARY:
             m = med.get(name)
-            row.append("-" if m is None else
-                       f"{m:.2f} ({m / floor:.2f})" if floor else f"{m:.2f}")
+            row.append("-" if m is None else f"{m:.2f} ({m / floor:.2f})" if floor else f"{m:.2f}")
         rows.append(row)
-    b.table(["cell", "floor s", *(h for h, _ in SUMMARY)], rows,
-            title=f"All cells: median seconds of {b.rounds} interleaved rounds (x the floor)")
-    b.note("_cp auto, cp 1 and curl from XRootD, cp auto serve from dtnkit serve (verified "
-           "adler32, wall times as a user runs them); TPC: HTTP-TPC pulls of 8 streams from "
-           "XRootD on src, made by XRootD or dtnkit serve on dst (the COPY request); floor: "
-           "the best median iperf3 data phase of the cell (-P 1, 8 and as cp auto) + 3 "
-           "RTT._")
+    b.table(
+        ["cell", "floor s", *(h for h, _ in SUMMARY)],
+        rows,
+        title=f"All cells: median seconds of {b.rounds} interleaved rounds (x the floor)",
+    )
+    b.note(
+        "_cp auto, cp 1 and curl from XRootD, cp auto serve from dtnkit serve (verified "
+        "adler32, wall times as a user runs them); TPC: HTTP-TPC pulls of 8 streams from "
+        "XRootD on src, made by XRootD or dtnkit serve on dst (the COPY request); floor: "
+        "the best median iperf3 data phase of the cell (-P 1, 8 and as cp auto) + 3 "
+        "RTT._"
+    )

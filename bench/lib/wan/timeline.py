@@ -43,8 +43,11 @@ def _rows(conn: Mapping[str, Any]) -> list[list[float]]:
 
 def total_received(doc: Mapping[str, Any]) -> list[tuple[float, int]]:
     """(t, bytes received on all connections so far), at every sample of any connection."""
-    samples = sorted((float(r[0]), i, int(r[1]))
-                     for i, c in enumerate(doc.get("connections", [])) for r in _rows(c))
+    samples = sorted(
+        (float(r[0]), i, int(r[1]))
+        for i, c in enumerate(doc.get("connections", []))
+        for r in _rows(c)
+    )
     latest: dict[int, int] = {}
     total = 0
     out: list[tuple[float, int]] = []
@@ -74,18 +77,28 @@ def phases(doc: Mapping[str, Any], size: int) -> Phases:
             firsts.append(at)
     totals = total_received(doc)
     if not firsts or not totals or totals[-1][1] < size:
-        raise ValueError(f"the connections received {totals[-1][1] if totals else 0} bytes, "
-                         f"not the file's {size}")
+        raise ValueError(
+            f"the connections received {totals[-1][1] if totals else 0} bytes, "
+            f"not the file's {size}"
+        )
     final = totals[-1][1]
     last = next(t for t, b in totals if b >= final)
     first = min(firsts)
     process = doc.get("process_start_s")
-    return Phases(None if process is None else -float(process), start, first - start,
-                  last - first, end - last, len(firsts), sorted(f - first for f in firsts)[1:])
+    return Phases(
+        None if process is None else -float(process),
+        start,
+        first - start,
+        last - first,
+        end - last,
+        len(firsts),
+        sorted(f - first for f in firsts)[1:],
+    )
 
 
-def draw(doc: Mapping[str, Any], png: Path, title: str, *,
-         floor: Sequence[tuple[str, float]] = ()) -> None:
+def draw(
+    doc: Mapping[str, Any], png: Path, title: str, *, floor: Sequence[tuple[str, float]] = ()
+) -> None:
     """Each connection's bytes received over time (MiB), their sum, the copy's steps as
     marks, and *floor* (label, seconds) as vertical lines, into *png*."""
     import matplotlib
@@ -98,22 +111,43 @@ def draw(doc: Mapping[str, Any], png: Path, title: str, *,
         rows = _rows(c)
         if not rows:
             continue
-        ax.step([r[0] for r in rows], [r[1] / 2**20 for r in rows], where="post",
-                label=f"connection {c['index']}", linewidth=1)
+        ax.step(
+            [r[0] for r in rows],
+            [r[1] / 2**20 for r in rows],
+            where="post",
+            label=f"connection {c['index']}",
+            linewidth=1,
+        )
     totals = total_received(doc)
     if totals:
-        ax.step([t for t, _ in totals], [b / 2**20 for _, b in totals], where="post",
-                color="black", linewidth=2, label="all")
+        ax.step(
+            [t for t, _ in totals],
+            [b / 2**20 for _, b in totals],
+            where="post",
+            color="black",
+            linewidth=2,
+            label="all",
+        )
     top = max((b for _, b in totals), default=0) / 2**20 or 1
-    shown = ("streams decided", "GET answered", "HEAD answered", "stream starts", "moved",
-             "digest", "source digest", "committed", "end")
+    shown = (
+        "streams decided",
+        "GET answered",
+        "HEAD answered",
+        "stream starts",
+        "moved",
+        "digest",
+        "source digest",
+        "committed",
+        "end",
+    )
     for e in doc.get("events", []):
         if e.get("what") not in shown:
             continue
         ax.axvline(float(e["t"]), color="grey", linestyle=":", linewidth=0.8)
         label = str(e["what"]) + (f" {e['stream']}" if "stream" in e else "")
-        ax.text(float(e["t"]), top * 0.02, label, rotation=90, fontsize=7, va="bottom",
-                color="dimgrey")
+        ax.text(
+            float(e["t"]), top * 0.02, label, rotation=90, fontsize=7, va="bottom", color="dimgrey"
+        )
     for label, seconds in floor:
         ax.axvline(seconds, color="red", linewidth=1, linestyle="--")
         ax.text(seconds, top * 0.98, label, rotation=90, fontsize=8, va="top", color="red")

@@ -21,15 +21,32 @@ from typing import Any
 from dtnkit.lab.path import LabHost
 
 #: servers a column may need (CellLab starts them)
-SERVERS = ("xrootd-src", "xrootd-dst", "serve-src", "serve-dst", "serve-src-base",
-           "serve-dst-base", "iperf3-src")
+SERVERS = (
+    "xrootd-src",
+    "xrootd-dst",
+    "serve-src",
+    "serve-dst",
+    "serve-src-base",
+    "serve-dst-base",
+    "iperf3-src",
+)
 KINDS = ("wall", "tpc", "iperf3")
 #: figures a run records beside its own time, named "COLUMN SUFFIX" (" steady": iperf3's rate
 #: over the second half of its data phase, as seconds for the file at that rate)
 DERIVED = (" wall", " copy phase", " steady")
 
-CP = ("{python}", "-m", "dtnkit", "cp", "--ca-file", "{ca}", "--checksum", "adler32", "--token",
-      "rw-token")
+CP = (
+    "{python}",
+    "-m",
+    "dtnkit",
+    "cp",
+    "--ca-file",
+    "{ca}",
+    "--checksum",
+    "adler32",
+    "--token",
+    "rw-token",
+)
 BASE_ENV = ("env", "PYTHONPATH={base_src}")
 
 TPC_SCRIPT = """
@@ -68,44 +85,85 @@ def cp(n: str, server: str, *, base: bool = False, default: bool = False) -> Col
     src = "{xrootd_src}{file}" if server == "XRootD" else "{serve_src}{file}"
     need = "xrootd-src" if server == "XRootD" else "serve-src"
     streams = () if default else ("--streams", n)
-    name = (f"cp default({n}) {server}" if default else
-            f"cp {n} base {server}" if base else f"cp {n} {server}")
+    name = (
+        f"cp default({n}) {server}"
+        if default
+        else f"cp {n} base {server}"
+        if base
+        else f"cp {n} {server}"
+    )
     figures = ("copy phase",) if n == "1" else ("streams",) if n == "auto" and not base else ()
     argv = (*CP[:4], "--format", "json", *CP[4:], *streams, src, "{out}/{file}")
-    return Column(name, (*BASE_ENV, *argv) if base else argv, frozenset({need}),
-                  figures=figures)
+    return Column(name, (*BASE_ENV, *argv) if base else argv, frozenset({need}), figures=figures)
 
 
 def upload(n: str, *, base: bool = False) -> Column:
     """``dtnkit cp`` of the file on dst into dtnkit serve on src (the --base tree's client
     into the --base tree's serve)."""
     if base:
-        return Column(f"upload {n} base",
-                      (*BASE_ENV, *CP, "--streams", n, "{src_file}", "{serve_src_base}up.bin"),
-                      frozenset({"serve-src-base"}), dest="{serve_src_base_root}/up.bin")
-    return Column(f"upload {n}", (*CP, "--streams", n, "{src_file}", "{serve_src}up.bin"),
-                  frozenset({"serve-src"}), dest="{serve_src_root}/up.bin")
+        return Column(
+            f"upload {n} base",
+            (*BASE_ENV, *CP, "--streams", n, "{src_file}", "{serve_src_base}up.bin"),
+            frozenset({"serve-src-base"}),
+            dest="{serve_src_base_root}/up.bin",
+        )
+    return Column(
+        f"upload {n}",
+        (*CP, "--streams", n, "{src_file}", "{serve_src}up.bin"),
+        frozenset({"serve-src"}),
+        dest="{serve_src_root}/up.bin",
+    )
 
 
 def curl(server: str) -> Column:
     """Unverified curl, one stream."""
     src = "{xrootd_src}{file}" if server == "XRootD" else "{serve_src}{file}"
-    return Column(f"curl {server}", ("curl", "-sS", "-f", "--cacert", "{ca}", "-H",
-                                     "Authorization: Bearer ro-token", "-o", "{out}/{file}",
-                                     "-w", "%{{time_total}}", src),
-                  frozenset({"xrootd-src" if server == "XRootD" else "serve-src"}),
-                  figures=("copy phase",))
+    return Column(
+        f"curl {server}",
+        (
+            "curl",
+            "-sS",
+            "-f",
+            "--cacert",
+            "{ca}",
+            "-H",
+            "Authorization: Bearer ro-token",
+            "-o",
+            "{out}/{file}",
+            "-w",
+            "%{{time_total}}",
+            src,
+        ),
+        frozenset({"xrootd-src" if server == "XRootD" else "serve-src"}),
+        figures=("copy phase",),
+    )
 
 
-GFAL = Column("gfal-copy -K adler32",
-              ("env", "X509_CERT_DIR={x509}", "GFAL_PYTHONBIN={gfal_python}", "gfal-copy", "-f",
-               "-K", "adler32", "{xrootd_src}{file}", "file://{out}/{file}"),
-              frozenset({"xrootd-src"}))
-XRDCP_S8 = Column("xrdcp -S 8", ("xrdcp", "-f", "-s", "-S", "8", "{xroot_src}/{file}",
-                                 "{out}/{file}"), frozenset({"xrootd-src"}))
-XRDCP_CKSUM = Column("xrdcp --cksum adler32:source",
-                     ("xrdcp", "-f", "-s", "--cksum", "adler32:source", "{xroot_src}/{file}",
-                      "{out}/{file}"), frozenset({"xrootd-src"}))
+GFAL = Column(
+    "gfal-copy -K adler32",
+    (
+        "env",
+        "X509_CERT_DIR={x509}",
+        "GFAL_PYTHONBIN={gfal_python}",
+        "gfal-copy",
+        "-f",
+        "-K",
+        "adler32",
+        "{xrootd_src}{file}",
+        "file://{out}/{file}",
+    ),
+    frozenset({"xrootd-src"}),
+)
+XRDCP_S8 = Column(
+    "xrdcp -S 8",
+    ("xrdcp", "-f", "-s", "-S", "8", "{xroot_src}/{file}", "{out}/{file}"),
+    frozenset({"xrootd-src"}),
+)
+XRDCP_CKSUM = Column(
+    "xrdcp --cksum adler32:source",
+    ("xrdcp", "-f", "-s", "--cksum", "adler32:source", "{xroot_src}/{file}", "{out}/{file}"),
+    frozenset({"xrootd-src"}),
+)
 
 
 def tpc(active: str, streams: str, *, base: bool = False) -> Column:
@@ -119,17 +177,40 @@ def tpc(active: str, streams: str, *, base: bool = False) -> Column:
         dst, token, dest = "{xrootd_dst}tpc.bin", "", "{xrootd_dst_root}/tpc.bin"
         needs = {"xrootd-dst"}
     name = f"tpc {active}{' base' if base else ''} {streams}"
-    return Column(name, ("{python}", "-c", TPC_SCRIPT, dst, "{xrootd_src}{file}", token, streams,
-                         "{ca}"), frozenset({"xrootd-src", *needs}), kind="tpc", dest=dest)
+    return Column(
+        name,
+        ("{python}", "-c", TPC_SCRIPT, dst, "{xrootd_src}{file}", token, streams, "{ca}"),
+        frozenset({"xrootd-src", *needs}),
+        kind="tpc",
+        dest=dest,
+    )
 
 
 def iperf3(p: str) -> Column:
     """``iperf3 -R -P p -n SIZE`` from dst against ``iperf3 -s`` on src (src sends, as in a
     download); ``auto``: with the streams the last ``cp auto`` used."""
     count = "{auto_streams}" if p == "auto" else p
-    return Column(f"iperf3 {p}", ("iperf3", "-c", "{src_addr}", "-p", "{iperf3_port}", "-R",
-                                  "-P", count, "-n", "{size}", "-i", "0.1", "--json"),
-                  frozenset({"iperf3-src"}), kind="iperf3", dest="")
+    return Column(
+        f"iperf3 {p}",
+        (
+            "iperf3",
+            "-c",
+            "{src_addr}",
+            "-p",
+            "{iperf3_port}",
+            "-R",
+            "-P",
+            count,
+            "-n",
+            "{size}",
+            "-i",
+            "0.1",
+            "--json",
+        ),
+        frozenset({"iperf3-src"}),
+        kind="iperf3",
+        dest="",
+    )
 
 
 def fill(template: str, values: Mapping[str, object]) -> str:
@@ -164,8 +245,9 @@ def measure(col: Column, host: LabHost, values: Mapping[str, object], size: int)
                 raise RuntimeError((m.group(3) if m else proc.stderr.strip()[-300:]) or "?")
             wall = float(m.group(1))
         elif proc.returncode != 0:
-            raise RuntimeError(f"exit {proc.returncode}: "
-                               f"{(proc.stderr or proc.stdout).strip()[-300:]}")
+            raise RuntimeError(
+                f"exit {proc.returncode}: {(proc.stderr or proc.stdout).strip()[-300:]}"
+            )
         got = dest.stat().st_size if dest is not None and dest.exists() else -1
         if dest is not None and got != size:
             raise RuntimeError(f"{dest.name} has {got} bytes, not {size}")
@@ -191,8 +273,9 @@ def _iperf3(proc: Any, wall: float, size: int, name: str) -> Outcome:
     except ValueError:
         doc = {}
     if proc.returncode != 0 or "error" in doc or "end" not in doc:
-        raise RuntimeError(f"exit {proc.returncode}: "
-                           f"{doc.get('error') or (proc.stderr or proc.stdout)[-300:]}")
+        raise RuntimeError(
+            f"exit {proc.returncode}: {doc.get('error') or (proc.stderr or proc.stdout)[-300:]}"
+        )
     got = doc["end"].get("sum_received", {})
     if int(got.get("bytes", 0)) < size:
         raise RuntimeError(f"iperf3 received {got.get('bytes')} bytes")
@@ -200,8 +283,11 @@ def _iperf3(proc: Any, wall: float, size: int, name: str) -> Outcome:
     # its rate over the second half of the data phase (slow start over), as the time the
     # file would take at that rate: what the path carries (report.cap_held)
     half = float(got["seconds"]) / 2
-    later = [i.get("sum", {}) for i in doc.get("intervals", [])
-             if float(i.get("sum", {}).get("start", 0)) >= half]
+    later = [
+        i.get("sum", {})
+        for i in doc.get("intervals", [])
+        if float(i.get("sum", {}).get("start", 0)) >= half
+    ]
     seconds = sum(float(i.get("seconds", 0)) for i in later)
     moved = sum(float(i.get("bytes", 0)) for i in later)
     if seconds > 0 and moved > 0:

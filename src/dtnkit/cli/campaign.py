@@ -29,33 +29,70 @@ def _speeds(texts: tuple[str, ...]) -> float | None:
 
 @campaign.command()
 @click.option("--group", required=True, help="The group (one).")
-@click.option("--baseline", "baseline", type=float, multiple=True, metavar="BPS",
-              help="A baseline throughput in bit/s (repeat it for each run).")
-@click.option("--nic-speed", "nic_speeds", multiple=True, metavar="SPEED",
-              help="An end's NIC speed, e.g. 10gbit (repeat it for each end: the slower counts).")
-@click.option("--measured-harmful", is_flag=True,
-              help="The group was judged harmful on this pair before: keep it off.")
+@click.option(
+    "--baseline",
+    "baseline",
+    type=float,
+    multiple=True,
+    metavar="BPS",
+    help="A baseline throughput in bit/s (repeat it for each run).",
+)
+@click.option(
+    "--nic-speed",
+    "nic_speeds",
+    multiple=True,
+    metavar="SPEED",
+    help="An end's NIC speed, e.g. 10gbit (repeat it for each end: the slower counts).",
+)
+@click.option(
+    "--measured-harmful",
+    is_flag=True,
+    help="The group was judged harmful on this pair before: keep it off.",
+)
 @format_option
 @pass_env
-def gate(env: Environment, group: str, baseline: tuple[float, ...], nic_speeds: tuple[str, ...],
-         measured_harmful: bool, fmt: str) -> int:
+def gate(
+    env: Environment,
+    group: str,
+    baseline: tuple[float, ...],
+    nic_speeds: tuple[str, ...],
+    measured_harmful: bool,
+    fmt: str,
+) -> int:
     """Whether a group must stay off a pair (the NIC-headroom gate).  Reads only."""
     doc = gate_of(group, baseline, _speeds(nic_speeds), measured_harmful)
-    emit(env, doc, fmt, lambda p: p.echo(
-        f"{group}: {'gated' if doc['gated'] else 'may be applied'}: {doc['why']}"))
+    emit(
+        env,
+        doc,
+        fmt,
+        lambda p: p.echo(f"{group}: {'gated' if doc['gated'] else 'may be applied'}: {doc['why']}"),
+    )
     return 0
 
 
 @campaign.command()
 @click.option("--group", required=True, help="The group (one).")
-@click.option("--baseline", "baseline", type=float, multiple=True, metavar="BPS",
-              help="A baseline throughput in bit/s (repeat it for each run).")
-@click.option("--applied", "applied", type=float, multiple=True, metavar="BPS",
-              help="A throughput with the group applied, in bit/s (repeat it).")
+@click.option(
+    "--baseline",
+    "baseline",
+    type=float,
+    multiple=True,
+    metavar="BPS",
+    help="A baseline throughput in bit/s (repeat it for each run).",
+)
+@click.option(
+    "--applied",
+    "applied",
+    type=float,
+    multiple=True,
+    metavar="BPS",
+    help="A throughput with the group applied, in bit/s (repeat it).",
+)
 @format_option
 @pass_env
-def judge(env: Environment, group: str, baseline: tuple[float, ...],
-          applied: tuple[float, ...], fmt: str) -> int:
+def judge(
+    env: Environment, group: str, baseline: tuple[float, ...], applied: tuple[float, ...], fmt: str
+) -> int:
     """A group's verdict on a pair (helps, neutral, harmful), by `dtnkit experiment`'s rule."""
     doc = verdict(group, baseline, applied)
     emit(env, doc, fmt, lambda p: p.echo(f"{group}: {doc['verdict']}: {doc['why']}"))
@@ -68,11 +105,13 @@ def server() -> None:
 
 
 @server.command(name="start")
-@click.option("--port", type=int, default=5201, show_default=True,
-              help="The port (0: a free one).")
-@click.option("--bind", required=True, metavar="ADDR",
-              help="Listen on this address only: the one the campaign's client probes "
-                   "(iperf3 -B).")
+@click.option("--port", type=int, default=5201, show_default=True, help="The port (0: a free one).")
+@click.option(
+    "--bind",
+    required=True,
+    metavar="ADDR",
+    help="Listen on this address only: the one the campaign's client probes (iperf3 -B).",
+)
 @state_dir_option(help="The PID file goes under DIR/servers/.")
 @format_option
 @pass_env
@@ -83,10 +122,17 @@ def server_start(env: Environment, port: int, bind: str, state_dir: Path, fmt: s
     printed (JSON: public_key) for the client's --server-key.  Started by root, iperf3 runs
     as nobody."""
     doc = start(state_dir, port, bind, env.token)
-    emit(env, doc, fmt, lambda p: p.echo(
-        f"iperf3 -s on {doc['bind']} port {doc['port']}, pid {doc['pid']} as {doc['user']}"
-        f"{'' if doc['started'] else ' (already running)'}; clients need the token and "
-        f"{Path(doc['pid_file']).with_suffix('.pub')}"), indent=None)
+    emit(
+        env,
+        doc,
+        fmt,
+        lambda p: p.echo(
+            f"iperf3 -s on {doc['bind']} port {doc['port']}, pid {doc['pid']} as {doc['user']}"
+            f"{'' if doc['started'] else ' (already running)'}; clients need the token and "
+            f"{Path(doc['pid_file']).with_suffix('.pub')}"
+        ),
+        indent=None,
+    )
     return 0
 
 

@@ -20,16 +20,23 @@ STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red"}
 
 
 @click.command()
-@click.option("--peer", metavar="HOST",
-              help="Another DTN: test IPv6 reach and the path MTU to it (a name or an IP).")
-@click.option("--perfsonar", metavar="URL",
-              help="The site's perfSONAR toolkit, e.g. https://ps.example.org (its "
-                   "pScheduler API must answer).")
+@click.option(
+    "--peer",
+    metavar="HOST",
+    help="Another DTN: test IPv6 reach and the path MTU to it (a name or an IP).",
+)
+@click.option(
+    "--perfsonar",
+    metavar="URL",
+    help="The site's perfSONAR toolkit, e.g. https://ps.example.org (its "
+    "pScheduler API must answer).",
+)
 @judging_options(iface=True, netns=True, tree=True)
 @format_option
 @pass_env
-def checklist(env: Environment, peer: str | None, perfsonar: str | None, judging: Judging,
-              fmt: str) -> int:
+def checklist(
+    env: Environment, peer: str | None, perfsonar: str | None, judging: Judging, fmt: str
+) -> int:
     """The DC27 site checklist: each item pass / warn / fail, with evidence and the next step.
 
     Reads only.  The tuning items judge as `tune audit` does with the same --profile, --rtt,
@@ -55,10 +62,24 @@ def _table(p: Printer, result: Checklist) -> None:
     con.print(f"[bold]dtnkit checklist[/]: {escape(result.host)}{peer}")
     rows: list[tuple[str, ...]] = []
     for item in result.items:
-        rows.append((escape(item.id), f"[{STYLE[item.status]}]{item.status}[/]",
-                     escape(item.summary or "-"), escape(item.next or "-")))
-    hidden = print_fitted(con, (Col("item", wrap=False), Col("status", wrap=False),
-                                Col("found", least=30), Col("next", rank=1, least=24)), rows)
+        rows.append(
+            (
+                escape(item.id),
+                f"[{STYLE[item.status]}]{item.status}[/]",
+                escape(item.summary or "-"),
+                escape(item.next or "-"),
+            )
+        )
+    hidden = print_fitted(
+        con,
+        (
+            Col("item", wrap=False),
+            Col("status", wrap=False),
+            Col("found", least=30),
+            Col("next", rank=1, least=24),
+        ),
+        rows,
+    )
     for item in result.items:
         if item.status == "pass":
             continue

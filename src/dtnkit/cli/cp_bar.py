@@ -24,12 +24,19 @@ class BitRate(ProgressColumn):
 
     def render(self, task: Task) -> Text:
         speed = task.finished_speed or task.speed
-        return Text(format_rate(speed * 8) if speed is not None else "?",
-                    style="progress.data.speed")
+        return Text(
+            format_rate(speed * 8) if speed is not None else "?", style="progress.data.speed"
+        )
 
 
 def progress(stderr: TextIO) -> Progress:
     """A transient bar on *stderr* (it disappears when the copy ends)."""
-    return Progress("[progress.description]{task.description}", BarColumn(),
-                    DownloadColumn(binary_units=True), BitRate(),
-                    TimeRemainingColumn(), console=Console(file=stderr), transient=True)
+    return Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        DownloadColumn(binary_units=True),
+        BitRate(),
+        TimeRemainingColumn(),
+        console=Console(file=stderr),
+        transient=True,
+    )

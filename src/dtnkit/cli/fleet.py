@@ -37,20 +37,47 @@ fleet.add_command(campaign)
 
 @fleet.command()
 @click.argument("directory", metavar="DIR", type=click.Path(path_type=Path))
-@click.option("--reference", metavar="HOST", default=None,
-              help="Also diff every host against this one (the name before .audit.json).")
-@click.option("--profile", metavar="NAME", default=None,
-              help="Report the audits made against this profile (default: the one most "
-                   "audits used; the others are skipped with a warning).")
-@click.option("-o", "--output", "out", type=click.Path(path_type=Path), default=None,
-              metavar="OUTDIR", help="Write report.html, its figures (PNG and SVG) and "
-                                     "fleet.json into OUTDIR.")
-@click.option("--html", "html", type=click.Path(path_type=Path), default=None,
-              metavar="FILE", help="Write only the self-contained HTML page, as FILE.")
+@click.option(
+    "--reference",
+    metavar="HOST",
+    default=None,
+    help="Also diff every host against this one (the name before .audit.json).",
+)
+@click.option(
+    "--profile",
+    metavar="NAME",
+    default=None,
+    help="Report the audits made against this profile (default: the one most "
+    "audits used; the others are skipped with a warning).",
+)
+@click.option(
+    "-o",
+    "--output",
+    "out",
+    type=click.Path(path_type=Path),
+    default=None,
+    metavar="OUTDIR",
+    help="Write report.html, its figures (PNG and SVG) and fleet.json into OUTDIR.",
+)
+@click.option(
+    "--html",
+    "html",
+    type=click.Path(path_type=Path),
+    default=None,
+    metavar="FILE",
+    help="Write only the self-contained HTML page, as FILE.",
+)
 @format_option
 @pass_env
-def report(env: Environment, directory: Path, reference: str | None, profile: str | None,
-           out: Path | None, html: Path | None, fmt: str) -> int:
+def report(
+    env: Environment,
+    directory: Path,
+    reference: str | None,
+    profile: str | None,
+    out: Path | None,
+    html: Path | None,
+    fmt: str,
+) -> int:
     """Compare the hosts' audits in DIR (DIR/HOST.audit.json, the output of `dtnkit tune
     audit --format json`), with DIR/*.experiment.json and DIR/campaign.json if present:
     compliance per group per host, the values that differ between hosts, each host against
@@ -59,16 +86,19 @@ def report(env: Environment, directory: Path, reference: str | None, profile: st
     nothing in DIR is usable.  The HTML page needs matplotlib (the report extra:
     ./dev/bootstrap.sh in a checkout, else pip install 'dtnkit[report]')."""
     if out is not None and html is not None:
-        raise DtnkitError("fleet report: -o and --html together",
-                          "-o writes the page with its figures, --html the page alone",
-                          "give one of them", status=ExitStatus.USAGE)
+        raise DtnkitError(
+            "fleet report: -o and --html together",
+            "-o writes the page with its figures, --html the page alone",
+            "give one of them",
+            status=ExitStatus.USAGE,
+        )
     if out is not None or html is not None:
         htmlpage.check_dir(out if out is not None else (html or Path()).parent)
     loaded = load_dir(directory)
     for s in loaded.skipped:  # before an error that nothing is usable
         click.echo(f"dtnkit: warning: {s.line()}", file=env.stderr)
     result = compare(loaded, reference=reference, profile=profile)
-    for s in result.skipped[len(loaded.skipped):]:  # left out for their profile
+    for s in result.skipped[len(loaded.skipped) :]:  # left out for their profile
         click.echo(f"dtnkit: warning: {s.line()}", file=env.stderr)
     for note in result.notes:
         click.echo(f"dtnkit: note: {note}", file=env.stderr)
@@ -81,8 +111,10 @@ def report(env: Environment, directory: Path, reference: str | None, profile: st
         if "written" in doc:
             w = doc["written"]
             if out is not None:
-                p.echo(f"wrote {len(w['files'])} files to {out}: {len(w['figures'])} figures "
-                       "(PNG and SVG), fleet.json")
+                p.echo(
+                    f"wrote {len(w['files'])} files to {out}: {len(w['figures'])} figures "
+                    "(PNG and SVG), fleet.json"
+                )
             p.echo(f"open {w['page']}")
 
     emit(env, doc, fmt, tables)
@@ -115,8 +147,7 @@ def people(p: Printer, r: Report) -> None:
     many hosts share is one row naming them (per host: the JSON and the page)."""
 
     def t(text: object, most: int = 200) -> str:
-        return escape(printable(value_text(text, most) if not isinstance(text, str)
-                                else text))
+        return escape(printable(value_text(text, most) if not isinstance(text, str) else text))
 
     def k(key: str) -> str:  # as `tune audit` shows them: a sysctl by its name
         return t(key.removeprefix("sysctl/"))
@@ -126,9 +157,10 @@ def people(p: Printer, r: Report) -> None:
 
     con = p.console
     n = len(r.hosts)
-    parts = [f"{n} host{'s' if n != 1 else ''}"
-             + (f" against profile [bold]{t(r.profile)}[/]: {r.compliant} compliant"
-                if n else "")]
+    parts = [
+        f"{n} host{'s' if n != 1 else ''}"
+        + (f" against profile [bold]{t(r.profile)}[/]: {r.compliant} compliant" if n else "")
+    ]
     if r.experiments:
         parts.append(counted(len(r.experiments), "experiment"))
     if r.campaign:
@@ -140,40 +172,74 @@ def people(p: Printer, r: Report) -> None:
         for h in r.hosts:
             bad = [f"{g} {s.differs}" for g, s in h.groups.items() if s.state == "differs"]
             unknown = [f"{g} {s.unknown}" for g, s in h.groups.items() if s.unknown]
-            text = ", ".join(bad) + ("; " if bad and unknown else "") + (
-                f"unknown: {', '.join(unknown)}" if unknown else "")
-            rows.append((t(h.name), "[green]yes[/]" if h.audit.compliant else "[yellow]no[/]",
-                         t(text or "-"), t(h.audit.doc_host)))
-        cols = [Col("host", wrap=False), Col("compliant", wrap=False),
-                Col("groups that differ (items)", least=20), Col("audited as", rank=1)]
+            text = (
+                ", ".join(bad)
+                + ("; " if bad and unknown else "")
+                + (f"unknown: {', '.join(unknown)}" if unknown else "")
+            )
+            rows.append(
+                (
+                    t(h.name),
+                    "[green]yes[/]" if h.audit.compliant else "[yellow]no[/]",
+                    t(text or "-"),
+                    t(h.audit.doc_host),
+                )
+            )
+        cols = [
+            Col("host", wrap=False),
+            Col("compliant", wrap=False),
+            Col("groups that differ (items)", least=20),
+            Col("audited as", rank=1),
+        ]
         if all(h.audit.doc_host == h.name for h in r.hosts):  # nothing to add
             cols, rows = cols[:3], [row[:3] for row in rows]
         con.print()
         print_fitted(con, cols, rows, title="compliance per host")
         con.print()
         if r.differing:
-            print_fitted(con, (Col("setting"), Col("value", least=12), Col("hosts", least=16)),
-                         [(k(d.key) if i == 0 else "", v(d.key, value), t(hosts_text(hosts, n)))
-                          for d in r.differing for i, (value, hosts) in enumerate(
-                              [*d.by_value(), *([(None, list(d.not_read))] if d.not_read
-                                                else [])])],
-                         title=f"values that differ between hosts ({len(r.differing)})")
+            print_fitted(
+                con,
+                (Col("setting"), Col("value", least=12), Col("hosts", least=16)),
+                [
+                    (k(d.key) if i == 0 else "", v(d.key, value), t(hosts_text(hosts, n)))
+                    for d in r.differing
+                    for i, (value, hosts) in enumerate(
+                        [*d.by_value(), *([(None, list(d.not_read))] if d.not_read else [])]
+                    )
+                ],
+                title=f"values that differ between hosts ({len(r.differing)})",
+            )
         else:
             con.print("every host has the same values")
         if r.not_read:
-            con.print(f"{counted(len(r.not_read), 'setting')} not read on some hosts, not "
-                      "compared there (--format json: not_read)")
-        found = grouped((h.name, (i.key, i.status, canonical(i.current),
-                                  canonical(i.recommended)))
-                        for h in r.hosts for i in h.against_profile)
+            con.print(
+                f"{counted(len(r.not_read), 'setting')} not read on some hosts, not "
+                "compared there (--format json: not_read)"
+            )
+        found = grouped(
+            (h.name, (i.key, i.status, canonical(i.current), canonical(i.recommended)))
+            for h in r.hosts
+            for i in h.against_profile
+        )
         con.print()
         if found:
-            cols = [Col("setting"), Col("status", rank=1, wrap=False),
-                    Col("current", least=10), Col("recommended", least=10),
-                    Col("hosts", least=16)]
-            rows = [(k(key), escape(status), v(key, json.loads(cur)),
-                     v(key, json.loads(rec), NOT_DECIDED), t(hosts_text(hosts, n)))
-                    for (key, status, cur, rec), hosts in found]
+            cols = [
+                Col("setting"),
+                Col("status", rank=1, wrap=False),
+                Col("current", least=10),
+                Col("recommended", least=10),
+                Col("hosts", least=16),
+            ]
+            rows = [
+                (
+                    k(key),
+                    escape(status),
+                    v(key, json.loads(cur)),
+                    v(key, json.loads(rec), NOT_DECIDED),
+                    t(hosts_text(hosts, n)),
+                )
+                for (key, status, cur, rec), hosts in found
+            ]
             if not fits(con, cols, rows):  # narrow: one column, as `tune audit` does
                 cols = [cols[0], cols[1], Col("current -> recommended", least=16), cols[4]]
                 rows = [(a, b, f"{c} -> {d}", e) for a, b, c, d, e in rows]
@@ -182,42 +248,65 @@ def people(p: Printer, r: Report) -> None:
             con.print("no host differs from the profile")
     if r.reference:
         ref = r.reference
-        diffs = grouped((d.host, (d.key, "(not audited)" if d.only_on == "reference" else
-                                  canonical(d.value), "(not audited)" if d.only_on == "host"
-                                  else canonical(d.reference_value)))
-                        for d in r.reference_diffs)
+        diffs = grouped(
+            (
+                d.host,
+                (
+                    d.key,
+                    "(not audited)" if d.only_on == "reference" else canonical(d.value),
+                    "(not audited)" if d.only_on == "host" else canonical(d.reference_value),
+                ),
+            )
+            for d in r.reference_diffs
+        )
 
         def side(key: str, text: str) -> str:
             return text if text == "(not audited)" else v(key, json.loads(text))
 
         con.print()
         if diffs:
-            cols = [Col("setting"), Col("value", least=10), Col("reference", least=10),
-                    Col("hosts", least=16)]
-            rows = [(k(key), side(key, mine), side(key, theirs), t(hosts_text(hosts, n - 1)))
-                    for (key, mine, theirs), hosts in diffs]
+            cols = [
+                Col("setting"),
+                Col("value", least=10),
+                Col("reference", least=10),
+                Col("hosts", least=16),
+            ]
+            rows = [
+                (k(key), side(key, mine), side(key, theirs), t(hosts_text(hosts, n - 1)))
+                for (key, mine, theirs), hosts in diffs
+            ]
             if not fits(con, cols, rows):
                 cols = [cols[0], Col("value (the reference's)", least=16), cols[3]]
                 rows = [(a, f"{b} ({c})", d) for a, b, c, d in rows]
-            print_fitted(con, cols, rows,
-                         title=f"against the reference host {t(ref)}")
+            print_fitted(con, cols, rows, title=f"against the reference host {t(ref)}")
         else:
             con.print(f"every host has the values of the reference host {t(ref)}")
     verdicts = verdict_rows(r)
     if verdicts:
         con.print()
-        print_fitted(con, (Col("pair or experiment"), Col("group", wrap=False),
-                           Col("verdict", wrap=False), Col("ratio", wrap=False, justify="right"),
-                           Col("noise", rank=1, wrap=False, justify="right"),
-                           Col("baseline", rank=2, wrap=False, justify="right"),
-                           Col("applied", rank=3, wrap=False, justify="right")),
-                     [tuple(t(c) for c in row[:7]) for row in verdicts],
-                     title="tuning verdicts")
+        print_fitted(
+            con,
+            (
+                Col("pair or experiment"),
+                Col("group", wrap=False),
+                Col("verdict", wrap=False),
+                Col("ratio", wrap=False, justify="right"),
+                Col("noise", rank=1, wrap=False, justify="right"),
+                Col("baseline", rank=2, wrap=False, justify="right"),
+                Col("applied", rank=3, wrap=False, justify="right"),
+            ),
+            [tuple(t(c) for c in row[:7]) for row in verdicts],
+            title="tuning verdicts",
+        )
         c = r.campaign
         if c and c.failure:
-            whole(con, f"[red]campaign failed[/] on {t(c.failure.get('host', ''))} at "
-                       f"{t(c.failure.get('step', ''))}: {t(c.failure.get('msg', ''))}; "
-                       f"restored: {t(', '.join(c.restored) or 'none')}")
+            whole(
+                con,
+                f"[red]campaign failed[/] on {t(c.failure.get('host', ''))} at "
+                f"{t(c.failure.get('step', ''))}: {t(c.failure.get('msg', ''))}; "
+                f"restored: {t(', '.join(c.restored) or 'none')}",
+            )
     if r.skipped:
-        con.print(f"[yellow]{counted(len(r.skipped), 'file')} skipped[/] (the warnings "
-                  "above say why)")
+        con.print(
+            f"[yellow]{counted(len(r.skipped), 'file')} skipped[/] (the warnings above say why)"
+        )

@@ -80,8 +80,10 @@ class _LazyGroup(click.Group):
             assert isinstance(group, click.Group)
             env = ctx.find_object(Environment)
             if env is not None and not ctx.resilient_parsing:
-                click.echo(f"dtnkit: note: `dtnkit {cmd_name}` is now `dtnkit {group_name} "
-                           f"{name}`", file=env.stderr)
+                click.echo(
+                    f"dtnkit: note: `dtnkit {cmd_name}` is now `dtnkit {group_name} {name}`",
+                    file=env.stderr,
+                )
             return group.get_command(ctx, name)
         if cmd_name not in COMMANDS:
             return None
@@ -139,8 +141,9 @@ def usage_error(exc: click.UsageError) -> DtnkitError:
     path = exc.ctx.command_path if exc.ctx is not None else "dtnkit"
     where = path.removeprefix("dtnkit").strip()
     what, _, why = _message(exc).partition(": ")
-    return DtnkitError(f"{where}: {what}" if where else what, why,
-                       f"see `{path} -h`", status=ExitStatus.USAGE)
+    return DtnkitError(
+        f"{where}: {what}" if where else what, why, f"see `{path} -h`", status=ExitStatus.USAGE
+    )
 
 
 def _message(exc: click.ClickException) -> str:
@@ -168,11 +171,11 @@ def _stdout_closed(env: Environment | None) -> bool:
 
 def _wants_json(args: Sequence[str]) -> bool:
     if "--" in args:  # what follows is another command's (`lab exec ... -- iperf3 -J`)
-        args = args[:list(args).index("--")]
+        args = args[: list(args).index("--")]
     if "--json" in args or "-J" in args:
         return True
     for i, arg in enumerate(args):
-        if arg == "--format=json" or (arg == "--format" and args[i + 1:i + 2] == ["json"]):
+        if arg == "--format=json" or (arg == "--format" and args[i + 1 : i + 2] == ["json"]):
             return True
     return False
 

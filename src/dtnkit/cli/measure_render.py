@@ -31,8 +31,11 @@ def _s(summary: dict[str, Any], key: str) -> Any:
 
 def _grid(con: Console, pairs: Sequence[tuple[str, str]]) -> None:
     """``what  figures`` lines, indented; long figures wrap inside their column."""
-    table, _ = fitted(con, (Col("what", wrap=False), Col("figures")),
-                      [(f"  {what}", text) for what, text in pairs])
+    table, _ = fitted(
+        con,
+        (Col("what", wrap=False), Col("figures")),
+        [(f"  {what}", text) for what, text in pairs],
+    )
     table.show_header = False
     con.print(table)
 
@@ -44,90 +47,154 @@ def probe_summary(con: Console, result: ProbeResult, *, record: bool = False) ->
     s, spec = result.summary, result.spec
     head = f"[bold]{result.kind} probe[/] {format_value(result.id)}"
     if result.sweep is not None:  # a sweep point's measurement
-        head = (f"[bold]{result.kind} measurement[/] {format_value(result.id)} (sweep "
-                f"{escape(result.sweep['run'])}, point {escape(result.sweep['point_id'])})")
+        head = (
+            f"[bold]{result.kind} measurement[/] {format_value(result.id)} (sweep "
+            f"{escape(result.sweep['run'])}, point {escape(result.sweep['point_id'])})"
+        )
     if not result.ok:
         whole(con, f"{head}: [red]failed[/]: {escape(result.error or MISSING)}")
     pairs: list[tuple[str, str]] = []
     if result.kind == "net":
         peer = escape(format_value(spec.get("peer")))
         address = spec.get("peer_address")
-        con.print(f"{head}: [bold]{format_rate(_s(s, 'throughput_bps'))}[/] to {peer}"
-                  + (f" ({escape(str(address))})" if address and address != spec.get("peer")
-                     else ""))
+        con.print(
+            f"{head}: [bold]{format_rate(_s(s, 'throughput_bps'))}[/] to {peer}"
+            + (f" ({escape(str(address))})" if address and address != spec.get("peer") else "")
+        )
         pairs += [
-            ("streams", f"{format_count(_s(s, 'streams'))} for "
-                        f"{format_duration(_s(s, 'duration_s'))}, congestion control "
-                        f"{escape(format_value(s.get('cc')))}"
-                        + (", reverse (the peer sends)" if spec.get("reverse") else "")),
-            ("retransmits", f"{format_count(_s(s, 'retransmits'))} "
-                            f"({format_percent(_s(s, 'sampler_retrans_share'), fraction=True)}"
-                            " of segments)"),
-            ("RTT", f"{format_ms(_s(s, 'rtt_ms_mean'))} mean, {format_ms(_s(s, 'rtt_ms_min'))} "
-                    "min"),
-            ("window", f"congestion window max {format_bytes(_s(s, 'snd_cwnd_bytes_max'))}; "
-                       "limited by the receive window "
-                       f"{format_percent(_s(s, 'sampler_rwnd_limited_pct_max'))}, by the send "
-                       f"buffer {format_percent(_s(s, 'sampler_sndbuf_limited_pct_max'))} of "
-                       "the time"),
-            ("CPU", f"{format_percent(_s(s, 'cpu_local_pct'))} here, "
-                    f"{format_percent(_s(s, 'cpu_remote_pct'))} at the peer; busiest core "
-                    f"{format_percent(_s(s, 'sampler_cpu_busy_pct_max'))} (softirq "
-                    f"{format_percent(_s(s, 'sampler_softirq_pct_max'))})"),
+            (
+                "streams",
+                f"{format_count(_s(s, 'streams'))} for "
+                f"{format_duration(_s(s, 'duration_s'))}, congestion control "
+                f"{escape(format_value(s.get('cc')))}"
+                + (", reverse (the peer sends)" if spec.get("reverse") else ""),
+            ),
+            (
+                "retransmits",
+                f"{format_count(_s(s, 'retransmits'))} "
+                f"({format_percent(_s(s, 'sampler_retrans_share'), fraction=True)}"
+                " of segments)",
+            ),
+            (
+                "RTT",
+                f"{format_ms(_s(s, 'rtt_ms_mean'))} mean, {format_ms(_s(s, 'rtt_ms_min'))} min",
+            ),
+            (
+                "window",
+                f"congestion window max {format_bytes(_s(s, 'snd_cwnd_bytes_max'))}; "
+                "limited by the receive window "
+                f"{format_percent(_s(s, 'sampler_rwnd_limited_pct_max'))}, by the send "
+                f"buffer {format_percent(_s(s, 'sampler_sndbuf_limited_pct_max'))} of "
+                "the time",
+            ),
+            (
+                "CPU",
+                f"{format_percent(_s(s, 'cpu_local_pct'))} here, "
+                f"{format_percent(_s(s, 'cpu_remote_pct'))} at the peer; busiest core "
+                f"{format_percent(_s(s, 'sampler_cpu_busy_pct_max'))} (softirq "
+                f"{format_percent(_s(s, 'sampler_softirq_pct_max'))})",
+            ),
         ]
         if s.get("sampler_nic_tx_dev"):
-            pairs.append(("NIC", f"{escape(str(s['sampler_nic_tx_dev']))} sends "
-                                 f"{format_rate(_s(s, 'sampler_nic_tx_bps_mean'))} mean; "
-                                 f"{format_count(_s(s, 'sampler_nic_rx_drops_total'))} "
-                                 "dropped on receive"))
+            pairs.append(
+                (
+                    "NIC",
+                    f"{escape(str(s['sampler_nic_tx_dev']))} sends "
+                    f"{format_rate(_s(s, 'sampler_nic_tx_bps_mean'))} mean; "
+                    f"{format_count(_s(s, 'sampler_nic_rx_drops_total'))} "
+                    "dropped on receive",
+                )
+            )
     elif result.kind == "disk":
-        con.print(f"{head}: read [bold]{format_rate(_s(s, 'read_bps'))}[/], write "
-                  f"[bold]{format_rate(_s(s, 'write_bps'))}[/] in "
-                  f"{escape(format_value(spec.get('path')))}")
+        con.print(
+            f"{head}: read [bold]{format_rate(_s(s, 'read_bps'))}[/], write "
+            f"[bold]{format_rate(_s(s, 'write_bps'))}[/] in "
+            f"{escape(format_value(spec.get('path')))}"
+        )
         direct = s.get("direct", spec.get("direct"))
         pairs += [
-            ("file", f"{format_bytes(_s(s, 'size_bytes') or _s(spec, 'size_bytes'))}, "
-                     f"{'direct' if direct else 'buffered'} I/O, "
-                     + _jobs(_s(s, 'jobs') or _s(spec, 'jobs'))),
-            ("latency", f"{format_ms(_s(s, 'read_lat_ms_mean'))} read, "
-                        f"{format_ms(_s(s, 'write_lat_ms_mean'))} write (mean)"),
-            ("CPU", f"busiest core {format_percent(_s(s, 'sampler_cpu_busy_pct_max'))}, "
-                    f"iowait {format_percent(_s(s, 'sampler_iowait_pct_mean'))} mean"),
+            (
+                "file",
+                f"{format_bytes(_s(s, 'size_bytes') or _s(spec, 'size_bytes'))}, "
+                f"{'direct' if direct else 'buffered'} I/O, "
+                + _jobs(_s(s, "jobs") or _s(spec, "jobs")),
+            ),
+            (
+                "latency",
+                f"{format_ms(_s(s, 'read_lat_ms_mean'))} read, "
+                f"{format_ms(_s(s, 'write_lat_ms_mean'))} write (mean)",
+            ),
+            (
+                "CPU",
+                f"busiest core {format_percent(_s(s, 'sampler_cpu_busy_pct_max'))}, "
+                f"iowait {format_percent(_s(s, 'sampler_iowait_pct_mean'))} mean",
+            ),
         ]
     else:
-        con.print(f"{head}: [bold]{format_rate(_s(s, 'throughput_bps'))}[/], "
-                  f"{format_bytes(_s(s, 'bytes'))} in {format_duration(_s(s, 'seconds'))}")
+        con.print(
+            f"{head}: [bold]{format_rate(_s(s, 'throughput_bps'))}[/], "
+            f"{format_bytes(_s(s, 'bytes'))} in {format_duration(_s(s, 'seconds'))}"
+        )
         pairs += [
-            ("copy", f"{escape(format_value(spec.get('src')))} -> "
-                     f"{escape(format_value(spec.get('dst')))} with "
-                     f"{escape(format_value(spec.get('tool')))}"),
-            ("CPU", f"busiest core {format_percent(_s(s, 'sampler_cpu_busy_pct_max'))}, "
-                    f"iowait {format_percent(_s(s, 'sampler_iowait_pct_mean'))} mean"),
+            (
+                "copy",
+                f"{escape(format_value(spec.get('src')))} -> "
+                f"{escape(format_value(spec.get('dst')))} with "
+                f"{escape(format_value(spec.get('tool')))}",
+            ),
+            (
+                "CPU",
+                f"busiest core {format_percent(_s(s, 'sampler_cpu_busy_pct_max'))}, "
+                f"iowait {format_percent(_s(s, 'sampler_iowait_pct_mean'))} mean",
+            ),
             ("retransmits", format_count(_s(s, "sampler_retrans_segs_total"))),
         ]
     if record:
-        where = f"host {escape(result.host)}" + (
-            f", netns {escape(result.netns)}" if result.netns else "") + (
-            f" (pushed by {escape(result.origin_host)})"
-            if result.origin_host not in (None, result.host) else "")
-        pairs += [("started", f"{format_time(result.started)}, took "
-                              f"{format_duration(result.duration_s)}"),
-                  ("on", where), ("tool", escape(format_value(spec.get("tool")))),
-                  ("label", escape(result.label or MISSING)),
-                  ("tuning", escape(result.tuning_id or MISSING)),
-                  ("experiment", escape(result.experiment_id or MISSING))]
-        pairs.append(("samples", f"{format_count(_s(s, 'sampler_samples'))}; every figure and "
-                                 "the tool's own output: --format json"))
+        where = (
+            f"host {escape(result.host)}"
+            + (f", netns {escape(result.netns)}" if result.netns else "")
+            + (
+                f" (pushed by {escape(result.origin_host)})"
+                if result.origin_host not in (None, result.host)
+                else ""
+            )
+        )
+        pairs += [
+            (
+                "started",
+                f"{format_time(result.started)}, took {format_duration(result.duration_s)}",
+            ),
+            ("on", where),
+            ("tool", escape(format_value(spec.get("tool")))),
+            ("label", escape(result.label or MISSING)),
+            ("tuning", escape(result.tuning_id or MISSING)),
+            ("experiment", escape(result.experiment_id or MISSING)),
+        ]
+        pairs.append(
+            (
+                "samples",
+                f"{format_count(_s(s, 'sampler_samples'))}; every figure and "
+                "the tool's own output: --format json",
+            )
+        )
     else:
-        pairs.append(("samples", f"{format_count(_s(s, 'sampler_samples'))}; the full record: "
-                                 f"`dtnkit results show {format_value(result.id)}`"))
+        pairs.append(
+            (
+                "samples",
+                f"{format_count(_s(s, 'sampler_samples'))}; the full record: "
+                f"`dtnkit results show {format_value(result.id)}`",
+            )
+        )
     _grid(con, pairs)
 
 
 def _jobs(n: object) -> str:
     """``1 job``, ``4 jobs``; ``- jobs`` when not known."""
-    return counted(n, "job") if isinstance(n, int) and not isinstance(n, bool) else (
-        f"{format_count(n)} jobs")
+    return (
+        counted(n, "job")
+        if isinstance(n, int) and not isinstance(n, bool)
+        else (f"{format_count(n)} jobs")
+    )
 
 
 def _rate_of(summary: dict[str, Any]) -> str:
@@ -142,11 +209,25 @@ def results_list(con: Console, rows: Sequence[ProbeResult], here: str = "") -> N
     if not rows:
         con.print("no results")
         return
-    cols = [Col("id", wrap=False, justify="right"), Col("kind", wrap=False),
-            Col("rate", wrap=False, justify="right"), Col("label", rank=1),
-            Col("netns", rank=2), Col("tuning", rank=3, wrap=False)]
-    cells = [[format_value(r.id), r.kind, _rate_of(r.summary), escape(_label(r)),
-              escape(r.netns or MISSING), r.tuning_id or MISSING] for r in rows]
+    cols = [
+        Col("id", wrap=False, justify="right"),
+        Col("kind", wrap=False),
+        Col("rate", wrap=False, justify="right"),
+        Col("label", rank=1),
+        Col("netns", rank=2),
+        Col("tuning", rank=3, wrap=False),
+    ]
+    cells = [
+        [
+            format_value(r.id),
+            r.kind,
+            _rate_of(r.summary),
+            escape(_label(r)),
+            escape(r.netns or MISSING),
+            r.tuning_id or MISSING,
+        ]
+        for r in rows
+    ]
     if any(r.origin_host not in (None, here) for r in rows):
         cols[3] = Col("label", rank=1, least=16)
         cols.insert(3, Col("host", rank=1, wrap=False))
@@ -166,10 +247,18 @@ def experiments_list(con: Console, exps: Sequence[dict[str, Any]]) -> None:
     if not exps:
         con.print("no experiments")
         return
-    print_fitted(con, (Col("id", wrap=False), Col("probe", wrap=False), Col("groups")),
-                 [(escape(e["id"]), escape(str(e["spec"]["probe"])),
-                   escape(", ".join(f"{g['group']} {g['verdict']}" for g in e["groups"])))
-                  for e in exps])
+    print_fitted(
+        con,
+        (Col("id", wrap=False), Col("probe", wrap=False), Col("groups")),
+        [
+            (
+                escape(e["id"]),
+                escape(str(e["spec"]["probe"])),
+                escape(", ".join(f"{g['group']} {g['verdict']}" for g in e["groups"])),
+            )
+            for e in exps
+        ],
+    )
 
 
 BINDS = {True: "[red]binds[/]", False: "[green]ok[/]", None: "[dim]-[/]"}
@@ -188,32 +277,54 @@ def diagnosis(con: Console, doc: dict[str, Any]) -> None:
             figures.append(f"{what} {_rate_of(r['summary'])} (result {format_value(r['id'])})")
     if figures:
         con.print(f"measured: {', '.join(figures)}")
-    print_fitted(con, (Col("layer", wrap=False), Col("result", wrap=False),
-                       Col("found", least=50), Col("checked", rank=1)),
-                 [(escape(c["layer"]), BINDS[c["binds"]], escape(c["found"] or MISSING),
-                   escape(c["checked"])) for c in doc["checks"]])
+    print_fitted(
+        con,
+        (
+            Col("layer", wrap=False),
+            Col("result", wrap=False),
+            Col("found", least=50),
+            Col("checked", rank=1),
+        ),
+        [
+            (
+                escape(c["layer"]),
+                BINDS[c["binds"]],
+                escape(c["found"] or MISSING),
+                escape(c["checked"]),
+            )
+            for c in doc["checks"]
+        ],
+    )
 
 
 def experiment_record(con: Console, doc: dict[str, Any]) -> None:
     """`results show exp-...`: the experiment's summary, then when it ran and what it
     probed."""
     helped = doc.get("helped") or []
-    shown = {"next": [f"dtnkit tune apply --from-experiment {doc.get('id')}"] if helped
-             else [], "helped": helped, "groups": doc.get("groups") or [], **doc}
+    shown = {
+        "next": [f"dtnkit tune apply --from-experiment {doc.get('id')}"] if helped else [],
+        "helped": helped,
+        "groups": doc.get("groups") or [],
+        **doc,
+    }
     experiment_summary(con, shown)
     given = doc.get("spec")
     spec: dict[str, Any] = given if isinstance(given, dict) else {}
-    con.print(f"started {format_time(doc.get('started_epoch'))}, finished "
-              f"{format_time(doc.get('finished_epoch'))}; probe "
-              f"{escape(format_value(spec.get('probe')))} x "
-              f"{escape(format_value(spec.get('repeat')))} on "
-              f"{escape(', '.join(map(str, spec.get('hosts') or [])) or MISSING)}")
+    con.print(
+        f"started {format_time(doc.get('started_epoch'))}, finished "
+        f"{format_time(doc.get('finished_epoch'))}; probe "
+        f"{escape(format_value(spec.get('probe')))} x "
+        f"{escape(format_value(spec.get('repeat')))} on "
+        f"{escape(', '.join(map(str, spec.get('hosts') or [])) or MISSING)}"
+    )
 
 
 def experiment_summary(con: Console, report: dict[str, Any]) -> None:
     """What helped first, each group's ratio against its baseline, then the next command."""
-    con.print(f"[bold]experiment {escape(report['id'])}[/]: helped: "
-              f"{escape(', '.join(report['helped']) or 'none')}")
+    con.print(
+        f"[bold]experiment {escape(report['id'])}[/]: helped: "
+        f"{escape(', '.join(report['helped']) or 'none')}"
+    )
     rows = []
     for g in report["groups"]:
         base = g.get("baseline_bps") or []
@@ -222,17 +333,29 @@ def experiment_summary(con: Console, report: dict[str, Any]) -> None:
         mean_a = sum(applied) / len(applied) if applied else None
         ratio = g.get("ratio")
         margin = g.get("margin")
-        rows.append((escape(g["group"]), escape(g["verdict"]),
-                     MISSING if ratio is None else f"x{ratio:.2f}",
-                     MISSING if margin is None else f"+-{format_percent(margin, fraction=True)}",
-                     format_rate(mean_b), format_rate(mean_a)))
-    print_fitted(con, (Col("group", wrap=False), Col("verdict", wrap=False),
-                       Col("ratio", wrap=False, justify="right"),
-                       Col("noise", rank=3, wrap=False, justify="right"),
-                       Col("baseline", rank=1, wrap=False, justify="right"),
-                       Col("applied", rank=2, wrap=False, justify="right")), rows)
+        rows.append(
+            (
+                escape(g["group"]),
+                escape(g["verdict"]),
+                MISSING if ratio is None else f"x{ratio:.2f}",
+                MISSING if margin is None else f"+-{format_percent(margin, fraction=True)}",
+                format_rate(mean_b),
+                format_rate(mean_a),
+            )
+        )
+    print_fitted(
+        con,
+        (
+            Col("group", wrap=False),
+            Col("verdict", wrap=False),
+            Col("ratio", wrap=False, justify="right"),
+            Col("noise", rank=3, wrap=False, justify="right"),
+            Col("baseline", rank=1, wrap=False, justify="right"),
+            Col("applied", rank=2, wrap=False, justify="right"),
+        ),
+        rows,
+    )
     if not report["next"]:
         con.print("nothing to apply: keep the hosts as they are")
     for cmd in report["next"]:
         con.print(f"apply what helped: {escape(cmd)}")
-

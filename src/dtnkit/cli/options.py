@@ -59,8 +59,13 @@ def env_default(
 
 def state_dir_option(**attrs: Any) -> Callable[[F], F]:
     """``--state-dir DIR``: flag, else $DTNKIT_STATE_DIR, else /var/lib/dtnkit."""
-    return click.option("--state-dir", type=click.Path(path_type=Path), default=None,
-                        callback=env_default(lambda env: env.state_dir), **attrs)
+    return click.option(
+        "--state-dir",
+        type=click.Path(path_type=Path),
+        default=None,
+        callback=env_default(lambda env: env.state_dir),
+        **attrs,
+    )
 
 
 class DbLocation(click.ParamType[Location, Any]):
@@ -68,8 +73,9 @@ class DbLocation(click.ParamType[Location, Any]):
 
     name = "FILE|URL"
 
-    def convert(self, value: Any, param: click.Parameter | None,
-                ctx: click.Context | None) -> Location:
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> Location:
         return parse_location(value)
 
 
@@ -81,8 +87,9 @@ def db_option(**attrs: Any) -> Callable[[F], F]:
         return parse_location(env.results_db)
 
     attrs.setdefault("metavar", "FILE|URL")
-    return click.option("--db", type=DbLocation(), default=None, callback=env_default(pick),
-                        **attrs)
+    return click.option(
+        "--db", type=DbLocation(), default=None, callback=env_default(pick), **attrs
+    )
 
 
 def split_list(values: tuple[str, ...] | list[str] | str | None, option: str) -> tuple[str, ...]:
@@ -96,8 +103,11 @@ def split_list(values: tuple[str, ...] | list[str] | str | None, option: str) ->
     for value in values:
         items = [item.strip() for item in value.split(",")]
         if not any(items):
-            raise BadInput(f"empty {option}", "it takes names, comma-separated or repeated",
-                           f"e.g. {option} buffers,congestion")
+            raise BadInput(
+                f"empty {option}",
+                "it takes names, comma-separated or repeated",
+                f"e.g. {option} buffers,congestion",
+            )
         out += [item for item in items if item and item not in out]
     return tuple(out)
 
@@ -111,8 +121,9 @@ class Duration(click.ParamType[float, Any]):
     def __init__(self, lo: float = 0.0, hi: float = 86400.0, *, whole: bool = False) -> None:
         self.lo, self.hi, self.whole = lo, hi, whole
 
-    def convert(self, value: Any, param: click.Parameter | None,
-                ctx: click.Context | None) -> float | int:
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float | int:
         if isinstance(value, int | float) and not isinstance(value, bool):
             text: str | float = value
         else:
@@ -139,8 +150,13 @@ def _keep_wide(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
 def wide_option(f: F) -> F:
     """``--wide``: tables show every column and nothing is wrapped to the terminal's width.
     Not passed to the command: the printer asks :func:`wide_requested`."""
-    return click.option("--wide", is_flag=True, expose_value=False, callback=_keep_wide,
-                        help="Show every column; do not wrap to the terminal's width.")(f)
+    return click.option(
+        "--wide",
+        is_flag=True,
+        expose_value=False,
+        callback=_keep_wide,
+        help="Show every column; do not wrap to the terminal's width.",
+    )(f)
 
 
 def wide_requested() -> bool:

@@ -29,8 +29,14 @@ def format_option(f: F) -> F:
     """``--format table|json``, the option most commands share, and ``--wide`` with it (every
     command that prints for people takes it)."""
     f = wide_option(f)
-    return click.option("--format", "fmt", type=click.Choice(FORMATS), default="table",
-                        show_default=True, help="json: only JSON on stdout.")(f)
+    return click.option(
+        "--format",
+        "fmt",
+        type=click.Choice(FORMATS),
+        default="table",
+        show_default=True,
+        help="json: only JSON on stdout.",
+    )(f)
 
 
 class Printer:
@@ -54,8 +60,9 @@ class Printer:
 Table = Callable[[Printer], None]
 
 
-def emit(env: Environment, document: Any, fmt: str, table: Table | None = None, *,
-         indent: int | None = 2) -> None:
+def emit(
+    env: Environment, document: Any, fmt: str, table: Table | None = None, *, indent: int | None = 2
+) -> None:
     """Print ``document`` as JSON when ``fmt`` is json (or there is no ``table``: JSON is the
     command's only form); else let ``table`` write for people."""
     if fmt == "json" or table is None:

@@ -91,4 +91,3 @@ def reporter(env: Environment, fmt: str = "table") -> Progress:
     if fmt == "json" or not env.stderr_isatty:
         return SILENT
     return Reporter(env.stderr)
-

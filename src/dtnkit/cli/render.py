@@ -32,8 +32,9 @@ def console(env: Environment, *, wide: bool = False) -> Console:
     """Output for people at the terminal's width (``wide``: unwrapped)."""
     if wide:
         return Console(file=env.stdout, width=WIDE, highlight=False, soft_wrap=True)
-    return Console(file=env.stdout, width=max(env.terminal_width, 20), highlight=False,
-                   soft_wrap=False)
+    return Console(
+        file=env.stdout, width=max(env.terminal_width, 20), highlight=False, soft_wrap=False
+    )
 
 
 def whole(con: Console, text: str) -> None:
@@ -82,12 +83,14 @@ def _need(measured: Sequence[tuple[int, int]], idx: Sequence[int]) -> int:
 def fits(con: Console, cols: Sequence[Col], rows: Sequence[Sequence[str]]) -> bool:
     """Whether the columns that are always shown (rank 0) fit ``con`` without cutting a word."""
     measured = [_widths(c, [r[i] for r in rows]) for i, c in enumerate(cols)]
-    return is_wide(con) or _need(measured, [i for i, c in enumerate(cols)
-                                            if c.rank == 0]) <= con.width
+    return (
+        is_wide(con) or _need(measured, [i for i, c in enumerate(cols) if c.rank == 0]) <= con.width
+    )
 
 
-def fitted(con: Console, cols: Sequence[Col], rows: Sequence[Sequence[str]],
-           title: str | None = None) -> tuple[Table, list[str]]:
+def fitted(
+    con: Console, cols: Sequence[Col], rows: Sequence[Sequence[str]], title: str | None = None
+) -> tuple[Table, list[str]]:
     """A table of ``rows`` (rich markup) that fits ``con``: the table and the headers of the
     columns hidden to make it fit."""
     measured = [_widths(c, [r[i] for r in rows]) for i, c in enumerate(cols)]
@@ -113,19 +116,32 @@ def fitted(con: Console, cols: Sequence[Col], rows: Sequence[Sequence[str]],
             widths[i] += give
             spare -= give
         needy = [i for i in needy if widths[i] < measured[i][1]]
-    table = Table(box=None, pad_edge=False, padding=(0, GAP // 2), header_style="bold",
-                  title=title, title_justify="left", title_style="bold")
+    table = Table(
+        box=None,
+        pad_edge=False,
+        padding=(0, GAP // 2),
+        header_style="bold",
+        title=title,
+        title_justify="left",
+        title_style="bold",
+    )
     for i in shown:
         c = cols[i]
-        table.add_column(escape(c.header), width=widths[i], no_wrap=not c.wrap,
-                         overflow="fold", justify=c.justify)
+        table.add_column(
+            escape(c.header),
+            width=widths[i],
+            no_wrap=not c.wrap,
+            overflow="fold",
+            justify=c.justify,
+        )
     for r in rows:
         table.add_row(*(r[i] for i in shown))
     return table, [cols[i].header for i in range(len(cols)) if i not in shown]
 
 
-def print_fitted(con: Console, cols: Sequence[Col], rows: Sequence[Sequence[str]],
-                 title: str | None = None) -> list[str]:
+def print_fitted(
+    con: Console, cols: Sequence[Col], rows: Sequence[Sequence[str]], title: str | None = None
+) -> list[str]:
     """Print a :func:`fitted` table and say what it hid; returns the hidden headers.  When
     even the columns that are always shown do not fit, each row is printed as a record (its
     first cell, then ``header: value`` lines), so no word is cut."""
@@ -141,6 +157,7 @@ def print_fitted(con: Console, cols: Sequence[Col], rows: Sequence[Sequence[str]
     table, hidden = fitted(con, cols, rows, title)
     con.print(table)
     if hidden:
-        con.print(f"[dim]({', '.join(hidden)} hidden to fit {con.width} columns: "
-                  "--wide shows them)[/]")
+        con.print(
+            f"[dim]({', '.join(hidden)} hidden to fit {con.width} columns: --wide shows them)[/]"
+        )
     return hidden

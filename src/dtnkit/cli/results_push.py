@@ -19,14 +19,19 @@ from dtnkit.units import format_duration
 
 @click.command()
 @click.argument("target", metavar="URL", type=DbLocation())
-@click.option("--host", "host", default=None, metavar="NAME",
-              help="The name recorded as the rows' origin host (default: this host's name).")
+@click.option(
+    "--host",
+    "host",
+    default=None,
+    metavar="NAME",
+    help="The name recorded as the rows' origin host (default: this host's name).",
+)
 @format_option
-@db_option(help="This host's store to push from (default $DTNKIT_DB or "
-           "/var/lib/dtnkit/results.sqlite).")
+@db_option(
+    help="This host's store to push from (default $DTNKIT_DB or /var/lib/dtnkit/results.sqlite)."
+)
 @pass_env
-def push(env: Environment, target: Location, host: str | None, fmt: str,
-         db: Location) -> int:
+def push(env: Environment, target: Location, host: str | None, fmt: str, db: Location) -> int:
     """Copy this host's results into a shared store (a postgresql:// URL).
 
     Probe results, experiments, sweep runs and their points; each row keeps where it came
@@ -44,24 +49,43 @@ def push(env: Environment, target: Location, host: str | None, fmt: str,
         if 0 < done < total and done < due.get(table, 0):
             return
         due[table] = done + max(1, total // 10)
-        progress.step(f"{table}: {done:,} of {total:,} rows", TABLES.index(table) + 1,
-                      len(TABLES))
+        progress.step(f"{table}: {done:,} of {total:,} rows", TABLES.index(table) + 1, len(TABLES))
 
     summary = run(db, target, host=host or socket.gethostname(), progress=say)
     doc = summary.as_dict()
 
     def table(p: Printer) -> None:
         # unwrapped: the store's path and the target are copied whole
-        p.echo(f"pushed {doc['source']!s} to {doc['target']!s} as {doc['host']!s} in "
-               f"{format_duration(doc['elapsed_s'])}")
-        print_fitted(p.console, (Col("table", wrap=False), Col("read", justify="right"),
-                                 Col("new", justify="right"), Col("present", justify="right"),
-                                 Col("conflicts", justify="right")),
-                     [(name, f"{c['read']:,}", f"{c['new']:,}", f"{c['present']:,}",
-                       f"{c['conflicts']:,}") for name, c in doc["tables"].items()])
+        p.echo(
+            f"pushed {doc['source']!s} to {doc['target']!s} as {doc['host']!s} in "
+            f"{format_duration(doc['elapsed_s'])}"
+        )
+        print_fitted(
+            p.console,
+            (
+                Col("table", wrap=False),
+                Col("read", justify="right"),
+                Col("new", justify="right"),
+                Col("present", justify="right"),
+                Col("conflicts", justify="right"),
+            ),
+            [
+                (
+                    name,
+                    f"{c['read']:,}",
+                    f"{c['new']:,}",
+                    f"{c['present']:,}",
+                    f"{c['conflicts']:,}",
+                )
+                for name, c in doc["tables"].items()
+            ],
+        )
         for c in doc["conflicts"]:
-            p.echo(f"dtnkit: warning: {c['table']} {c['key']!r} is in the target from "
-                   "another store: not pushed (names must differ between hosts)", err=True)
+            p.echo(
+                f"dtnkit: warning: {c['table']} {c['key']!r} is in the target from "
+                "another store: not pushed (names must differ between hosts)",
+                err=True,
+            )
 
     emit(env, doc, fmt, table)
     return 0

@@ -21,14 +21,19 @@ def scitags() -> None:
 
 
 @scitags.command("list")
-@click.option("--registry", "source", default=None, metavar="FILE|URL",
-              help="List this registry instead of the one in use.")
-@click.option("--experiment", default=None, metavar="NAME",
-              help="Only this experiment's activities.")
+@click.option(
+    "--registry",
+    "source",
+    default=None,
+    metavar="FILE|URL",
+    help="List this registry instead of the one in use.",
+)
+@click.option(
+    "--experiment", default=None, metavar="NAME", help="Only this experiment's activities."
+)
 @format_option
 @pass_env
-def list_(env: Environment, source: str | None, experiment: str | None,
-          fmt: str = "table") -> int:
+def list_(env: Environment, source: str | None, experiment: str | None, fmt: str = "table") -> int:
     """Experiments and activities with their ids and the tag (expId << 6 | actId)."""
     registry = load(source, env.state_dir)
     exps = registry.experiments
@@ -36,20 +41,46 @@ def list_(env: Environment, source: str | None, experiment: str | None,
         try:
             exps = (registry.experiment(experiment),)
         except KeyError:
-            raise BadInput(f"--experiment {experiment[:80]}", "is not in the registry",
-                           "run `dtnkit scitags list` for the names") from None
-    rows = [{"experiment": e.name, "experiment_id": e.id, "activity": name,
-             "activity_id": act, "scitag": tag(e.id, act)}
-            for e in exps for name, act in e.activities.items()]
+            raise BadInput(
+                f"--experiment {experiment[:80]}",
+                "is not in the registry",
+                "run `dtnkit scitags list` for the names",
+            ) from None
+    rows = [
+        {
+            "experiment": e.name,
+            "experiment_id": e.id,
+            "activity": name,
+            "activity_id": act,
+            "scitag": tag(e.id, act),
+        }
+        for e in exps
+        for name, act in e.activities.items()
+    ]
     doc = {"source": registry.source, "modified": registry.modified, "activities": rows}
 
     def table(p: Printer) -> None:
         p.echo(f"registry: {registry.source} (modified {registry.modified or '-'})")
-        print_fitted(p.console, [Col("EXPERIMENT", wrap=False), Col("ID", justify="right"),
-                                 Col("ACTIVITY"), Col("ID", justify="right"),
-                                 Col("SCITAG", justify="right")],
-                     [[str(r["experiment"]), str(r["experiment_id"]), str(r["activity"]),
-                       str(r["activity_id"]), str(r["scitag"])] for r in rows])
+        print_fitted(
+            p.console,
+            [
+                Col("EXPERIMENT", wrap=False),
+                Col("ID", justify="right"),
+                Col("ACTIVITY"),
+                Col("ID", justify="right"),
+                Col("SCITAG", justify="right"),
+            ],
+            [
+                [
+                    str(r["experiment"]),
+                    str(r["experiment_id"]),
+                    str(r["activity"]),
+                    str(r["activity_id"]),
+                    str(r["scitag"]),
+                ]
+                for r in rows
+            ],
+        )
 
     emit(env, doc, fmt, table)
     return 0
@@ -66,10 +97,20 @@ def refresh_cmd(env: Environment, source: str | None, fmt: str = "table") -> int
     where = source or DEFAULT_URL
     registry = refresh(where, env.state_dir)
     kept = env.state_dir / STATE_NAME
-    doc = {"source": where, "kept": str(kept), "modified": registry.modified,
-           "experiments": len(registry.experiments),
-           "activities": sum(len(e.activities) for e in registry.experiments)}
-    emit(env, doc, fmt, lambda p: p.echo(
-        f"kept the SciTags registry of {where} in {kept}: {doc['experiments']} experiments, "
-        f"{doc['activities']} activities (modified {registry.modified or '-'})"))
+    doc = {
+        "source": where,
+        "kept": str(kept),
+        "modified": registry.modified,
+        "experiments": len(registry.experiments),
+        "activities": sum(len(e.activities) for e in registry.experiments),
+    }
+    emit(
+        env,
+        doc,
+        fmt,
+        lambda p: p.echo(
+            f"kept the SciTags registry of {where} in {kept}: {doc['experiments']} experiments, "
+            f"{doc['activities']} activities (modified {registry.modified or '-'})"
+        ),
+    )
     return 0

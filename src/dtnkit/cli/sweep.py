@@ -47,14 +47,23 @@ def _grid(words: tuple[str, ...]) -> tuple[Any, str, str]:
     files = [w for w in words if "=" not in w]
     flags = [w for w in words if "=" in w]
     if len(files) > 1:
-        raise BadInput(f"{len(files)} grid files given", "a sweep runs one grid",
-                       "give one GRID file, or axis=value words")
+        raise BadInput(
+            f"{len(files)} grid files given",
+            "a sweep runs one grid",
+            "give one GRID file, or axis=value words",
+        )
     if files and flags:
-        raise BadInput("a grid file and axis=value words given", "a sweep runs one grid",
-                       f"put {flags[0].split('=')[0]} in {files[0]}, or give only words")
+        raise BadInput(
+            "a grid file and axis=value words given",
+            "a sweep runs one grid",
+            f"put {flags[0].split('=')[0]} in {files[0]}, or give only words",
+        )
     if not files and not flags:
-        raise BadInput("no grid", "give a grid file (docs/examples/sweep-grid.toml) or "
-                       "axis=value words", "e.g. dtnkit sweep run rtt=5ms streams=1,4")
+        raise BadInput(
+            "no grid",
+            "give a grid file (docs/examples/sweep-grid.toml) or axis=value words",
+            "e.g. dtnkit sweep run rtt=5ms streams=1,4",
+        )
     if files:
         grid = load_grid(files[0])
         base = grid.name or Path(files[0]).stem
@@ -67,32 +76,64 @@ def _grid(words: tuple[str, ...]) -> tuple[Any, str, str]:
 
 @sweep.command(name="run", context_settings={"ignore_unknown_options": False})
 @click.argument("words", nargs=-1, metavar="[GRID] [AXIS=VALUES]...")
-@click.option("--name", default=None,
-              help="The run's name (default: the grid's name and the UTC time).")
-@click.option("--resume", is_flag=True,
-              help="Continue run --name: skip its points stored ok, rerun the failed ones.")
-@click.option("--lab", "lab_name", default=None,
-              help="The lab path to run on: reused when it exists (with enough sending "
-                   "hosts), else built [default: swXXXXXXXX, the run's own: from the user "
-                   "and the run name].")
-@click.option("--keep-lab/--down-lab", "keep_lab", default=None,
-              help="After the sweep (also after Ctrl-C): leave the lab path up, restored to "
-                   "the RTT, rate and loss it had, or remove it [default: keep a path that "
-                   "existed, remove one the sweep built].")
-@click.option("--backend", type=click.Choice(["auto", "netem", "nfqueue"]), default="auto",
-              show_default=True, help="The delay backend of a lab path the sweep builds.")
-@click.option("--workdir", type=click.Path(path_type=Path), default=None,
-              help="Where source files and per-point files go (removed at the end) "
-                   "[default: /dev/shm/dtnkit-sweep-NAME-RANDOM, one per run, else under "
-                   "--state-dir].")
-@db_option(show_default="/var/lib/dtnkit/results.sqlite or $DTNKIT_DB",
-           help="The results store (SQLite).")
+@click.option(
+    "--name", default=None, help="The run's name (default: the grid's name and the UTC time)."
+)
+@click.option(
+    "--resume",
+    is_flag=True,
+    help="Continue run --name: skip its points stored ok, rerun the failed ones.",
+)
+@click.option(
+    "--lab",
+    "lab_name",
+    default=None,
+    help="The lab path to run on: reused when it exists (with enough sending "
+    "hosts), else built [default: swXXXXXXXX, the run's own: from the user "
+    "and the run name].",
+)
+@click.option(
+    "--keep-lab/--down-lab",
+    "keep_lab",
+    default=None,
+    help="After the sweep (also after Ctrl-C): leave the lab path up, restored to "
+    "the RTT, rate and loss it had, or remove it [default: keep a path that "
+    "existed, remove one the sweep built].",
+)
+@click.option(
+    "--backend",
+    type=click.Choice(["auto", "netem", "nfqueue"]),
+    default="auto",
+    show_default=True,
+    help="The delay backend of a lab path the sweep builds.",
+)
+@click.option(
+    "--workdir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Where source files and per-point files go (removed at the end) "
+    "[default: /dev/shm/dtnkit-sweep-NAME-RANDOM, one per run, else under "
+    "--state-dir].",
+)
+@db_option(
+    show_default="/var/lib/dtnkit/results.sqlite or $DTNKIT_DB", help="The results store (SQLite)."
+)
 @state_dir_option(help="dtnkit's state (profile snapshots of the points).")
 @format_option
 @pass_env
-def run(env: Environment, words: tuple[str, ...], name: str | None, resume: bool,
-        lab_name: str | None, keep_lab: bool | None, backend: str, workdir: Path | None,
-        db: Location, state_dir: Path, fmt: str) -> int:
+def run(
+    env: Environment,
+    words: tuple[str, ...],
+    name: str | None,
+    resume: bool,
+    lab_name: str | None,
+    keep_lab: bool | None,
+    backend: str,
+    workdir: Path | None,
+    db: Location,
+    state_dir: Path,
+    fmt: str,
+) -> int:
     """Run a grid: each point on the lab path, stored in the results database.
 
     The grid is a TOML file (docs/sweep.md) or axis=values words such as
@@ -102,8 +143,11 @@ def run(env: Environment, words: tuple[str, ...], name: str | None, resume: bool
     leaves the lab path as --keep-lab/--down-lab say; `--resume --name RUN` continues.
     """
     if resume and name is None:
-        raise BadInput("--resume needs --name", "it continues one stored run",
-                       "see `dtnkit sweep list`, then --resume --name RUN")
+        raise BadInput(
+            "--resume needs --name",
+            "it continues one stored run",
+            "see `dtnkit sweep list`, then --resume --name RUN",
+        )
     if name is not None:
         store.check_run_name(name)
     if lab_name is not None:
@@ -113,13 +157,22 @@ def run(env: Environment, words: tuple[str, ...], name: str | None, resume: bool
     store.check_run_name(run_name)
     lab_name = lab_name or default_lab_name(run_name)
     if os.geteuid() != 0:
-        raise NeedsRoot("dtnkit sweep run needs root",
-                        "it builds lab paths (network namespaces) and cgroups",
-                        "run it with sudo")
+        raise NeedsRoot(
+            "dtnkit sweep run needs root",
+            "it builds lab paths (network namespaces) and cgroups",
+            "run it with sudo",
+        )
     opts = runner.SweepOptions(
-        name=run_name, db_path=db, lab_name=lab_name, lab_state_root=env.lab_state_root,
-        state_dir=state_dir, workdir=workdir or runner.default_workdir(run_name, state_dir),
-        resume=resume, keep_lab=keep_lab, backend=backend)
+        name=run_name,
+        db_path=db,
+        lab_name=lab_name,
+        lab_state_root=env.lab_state_root,
+        state_dir=state_dir,
+        workdir=workdir or runner.default_workdir(run_name, state_dir),
+        resume=resume,
+        keep_lab=keep_lab,
+        backend=backend,
+    )
     sweep_run = runner.Sweep(grid, text, opts, progress=reporter(env, fmt))
     with sigterm_as_interrupt():
         summary = sweep_run.run()
@@ -132,23 +185,32 @@ def _summary(p: Printer, doc: dict[str, Any]) -> None:
 
     con = p.console
     est = doc.get("estimate") or {}
-    said = (f" (estimated {duration(est['seconds'])}, {duration(est['low_s'])} to "
-            f"{duration(est['high_s'])})" if est.get("seconds") is not None else "")
-    con.print(f"[bold]sweep {escape(doc['name'])}[/]: {doc['ok']} ok, {doc['failed']} failed"
-              f", {doc['skipped']} skipped (already stored) of {doc['total']} points in "
-              f"{duration(doc['elapsed_s'])}{said}")
+    said = (
+        f" (estimated {duration(est['seconds'])}, {duration(est['low_s'])} to "
+        f"{duration(est['high_s'])})"
+        if est.get("seconds") is not None
+        else ""
+    )
+    con.print(
+        f"[bold]sweep {escape(doc['name'])}[/]: {doc['ok']} ok, {doc['failed']} failed"
+        f", {doc['skipped']} skipped (already stored) of {doc['total']} points in "
+        f"{duration(doc['elapsed_s'])}{said}"
+    )
     for f in doc["failures"][:10]:
         con.print(f"  failed {f['id']}: {escape(f['error'])}", soft_wrap=True)  # an error: whole
     if len(doc["failures"]) > 10:
         con.print(f"  ... and {len(doc['failures']) - 10} more (--format json lists all)")
-    con.print(f"lab path {escape(doc['lab_name'])}: {doc['lab'] or 'not used'}; "
-              f"stored in {escape(doc['db'])}")
+    con.print(
+        f"lab path {escape(doc['lab_name'])}: {doc['lab'] or 'not used'}; "
+        f"stored in {escape(doc['db'])}"
+    )
     con.print(f"[dim]next: `dtnkit sweep analyze {escape(doc['name'])}`[/]")
 
 
 @sweep.command(name="list")
-@db_option(show_default="/var/lib/dtnkit/results.sqlite or $DTNKIT_DB",
-           help="The results store (SQLite).")
+@db_option(
+    show_default="/var/lib/dtnkit/results.sqlite or $DTNKIT_DB", help="The results store (SQLite)."
+)
 @format_option
 @pass_env
 def list_runs(env: Environment, db: Location, fmt: str) -> int:
@@ -165,13 +227,29 @@ def _runs(p: Printer, runs: list[Any]) -> None:
     if not runs:
         con.print("no sweep runs")
         return
-    rows = [(escape(r.name), r.status, f"{r.points_ok}/{r.points_total}", str(r.points_failed),
-             format_time(r.created),
-             escape(str(r.environment.get("lab", {}).get("name", "")))) for r in runs]
-    print_fitted(con, (Col("run", wrap=False), Col("status", wrap=False),
-                       Col("ok", justify="right", wrap=False),
-                       Col("failed", justify="right", wrap=False, rank=1),
-                       Col("created", rank=2, wrap=False), Col("lab", rank=3)), rows)
+    rows = [
+        (
+            escape(r.name),
+            r.status,
+            f"{r.points_ok}/{r.points_total}",
+            str(r.points_failed),
+            format_time(r.created),
+            escape(str(r.environment.get("lab", {}).get("name", ""))),
+        )
+        for r in runs
+    ]
+    print_fitted(
+        con,
+        (
+            Col("run", wrap=False),
+            Col("status", wrap=False),
+            Col("ok", justify="right", wrap=False),
+            Col("failed", justify="right", wrap=False, rank=1),
+            Col("created", rank=2, wrap=False),
+            Col("lab", rank=3),
+        ),
+        rows,
+    )
 
 
 sweep.add_command(analyze_cmd)

@@ -67,16 +67,24 @@ F = Callable[..., Any]
 
 
 def _host_options(f: F) -> F:
-    f = click.option("--netns", metavar="NAME",
-                     help="Work inside this network namespace (ip netns).")(f)
-    f = click.option("--tree", type=click.Path(path_type=Path), metavar="DIR",
-                     help="Read a captured host tree (proc/, sys/, cmd/) instead of this host.")(f)
+    f = click.option(
+        "--netns", metavar="NAME", help="Work inside this network namespace (ip netns)."
+    )(f)
+    f = click.option(
+        "--tree",
+        type=click.Path(path_type=Path),
+        metavar="DIR",
+        help="Read a captured host tree (proc/, sys/, cmd/) instead of this host.",
+    )(f)
     return f
 
 
 def _state_option(f: F) -> F:
-    return state_dir_option(metavar="DIR", show_default="/var/lib/dtnkit or $DTNKIT_STATE_DIR",
-                            help="Where snapshots live.")(f)
+    return state_dir_option(
+        metavar="DIR",
+        show_default="/var/lib/dtnkit or $DTNKIT_STATE_DIR",
+        help="Where snapshots live.",
+    )(f)
 
 
 def _selection_options(f: F) -> F:
@@ -93,21 +101,29 @@ def make_host(netns: str | None, tree: Path | None, *, read_only: bool = False) 
         return Host.from_tree(tree, read_only=read_only)
     if netns is not None:
         if not _NETNS.match(netns):
-            raise BadInput(f"bad namespace name {netns!r}",
-                           "names are letters, digits, '.', '_' and '-'", "see `ip netns list`")
+            raise BadInput(
+                f"bad namespace name {netns!r}",
+                "names are letters, digits, '.', '_' and '-'",
+                "see `ip netns list`",
+            )
         if not Path("/run/netns", netns).exists():
-            raise BadInput(f"no network namespace {netns!r}", "it is not in /run/netns",
-                           "see `ip netns list`")
+            raise BadInput(
+                f"no network namespace {netns!r}", "it is not in /run/netns", "see `ip netns list`"
+            )
         PROBE.warm()  # the sysctl scope probe's child starts beside the namespace's helper
     return Host.live(netns, read_only=read_only)
 
 
 def _unsafe_option(f: F) -> F:
     return click.option(
-        "--allow-unsafe", "allow_unsafe", multiple=True, metavar="KEY",
+        "--allow-unsafe",
+        "allow_unsafe",
+        multiple=True,
+        metavar="KEY",
         help="Write this key's value even though it weakens security or breaks connectivity "
-             "(docs/profiles.md lists them), e.g. sysctl/net.ipv4.tcp_syncookies or "
-             "link/*/mtu; repeatable.")(f)
+        "(docs/profiles.md lists them), e.g. sysctl/net.ipv4.tcp_syncookies or "
+        "link/*/mtu; repeatable.",
+    )(f)
 
 
 def check_allow_unsafe(keys: tuple[str, ...]) -> tuple[str, ...]:
@@ -116,9 +132,11 @@ def check_allow_unsafe(keys: tuple[str, ...]) -> tuple[str, ...]:
     for key in keys:
         if "*" in key:
             if key not in KNOWN_KEYS:
-                raise BadInput(f"--allow-unsafe {key!r} names no setting",
-                               "a pattern must be a profile key such as link/*/mtu",
-                               "see docs/profiles.md for the keys")
+                raise BadInput(
+                    f"--allow-unsafe {key!r} names no setting",
+                    "a pattern must be a profile key such as link/*/mtu",
+                    "see docs/profiles.md for the keys",
+                )
         else:
             tunable_for_key(key)
     return keys
@@ -126,9 +144,14 @@ def check_allow_unsafe(keys: tuple[str, ...]) -> tuple[str, ...]:
 
 def _wait_option(f: F) -> F:
     return click.option(
-        "--wait", "wait", default="0s", show_default=True, metavar="DURATION",
+        "--wait",
+        "wait",
+        default="0s",
+        show_default=True,
+        metavar="DURATION",
         help="If another apply or restore holds this namespace's lock, wait up to this long "
-             f"(at most {MAX_WAIT_S:g}s) instead of exiting 8 at once.")(f)
+        f"(at most {MAX_WAIT_S:g}s) instead of exiting 8 at once.",
+    )(f)
 
 
 def parse_wait(text: str) -> float:
@@ -138,6 +161,7 @@ def parse_wait(text: str) -> float:
 
 def _waiting(env: Environment) -> Callable[[str], None]:
     """Say once, on stderr (stdout may hold JSON), that the run waits for the lock."""
+
     def say(message: str) -> None:
         click.echo(f"dtnkit: {message}", file=env.stderr)
 
@@ -216,24 +240,47 @@ def _group_flags(groups: tuple[str, ...]) -> list[str]:
 @_state_option
 @format_option
 @click.option("--dry-run", is_flag=True, help="Print the plan; write nothing.")
-@click.option("--persist", is_flag=True,
-              help="Also write /etc/sysctl.d/90-dtnkit.conf and a udev rule for interfaces.")
+@click.option(
+    "--persist",
+    is_flag=True,
+    help="Also write /etc/sysctl.d/90-dtnkit.conf and a udev rule for interfaces.",
+)
 @click.option("--mtu", "want_mtu", is_flag=True, help="Also apply the profile's MTU.")
-@click.option("--tuned", "want_tuned", is_flag=True,
-              help="Also switch the TuneD profile (tuned-adm).")
+@click.option(
+    "--tuned", "want_tuned", is_flag=True, help="Also switch the TuneD profile (tuned-adm)."
+)
 @click.option("--label", default="", help="Label of the baseline snapshot.")
 @_unsafe_option
 @_wait_option
-@click.option("--from-experiment", "experiment_id", default=None, metavar="ID",
-              help="Apply only the groups that helped in this experiment (its profile, RTT, "
-                   "speed and interfaces).")
-@db_option(help="Results store holding the experiment (default $DTNKIT_DB or "
-                "/var/lib/dtnkit/results.sqlite).")
+@click.option(
+    "--from-experiment",
+    "experiment_id",
+    default=None,
+    metavar="ID",
+    help="Apply only the groups that helped in this experiment (its profile, RTT, "
+    "speed and interfaces).",
+)
+@db_option(
+    help="Results store holding the experiment (default $DTNKIT_DB or "
+    "/var/lib/dtnkit/results.sqlite)."
+)
 @pass_env
-def apply_cmd(env: Environment, groups: tuple[str, ...], judging: Judging, state_dir: Path,
-              fmt: str, dry_run: bool, persist: bool, want_mtu: bool, want_tuned: bool,
-              label: str, allow_unsafe: tuple[str, ...], wait: str, experiment_id: str | None,
-              db: Location) -> int:
+def apply_cmd(
+    env: Environment,
+    groups: tuple[str, ...],
+    judging: Judging,
+    state_dir: Path,
+    fmt: str,
+    dry_run: bool,
+    persist: bool,
+    want_mtu: bool,
+    want_tuned: bool,
+    label: str,
+    allow_unsafe: tuple[str, ...],
+    wait: str,
+    experiment_id: str | None,
+    db: Location,
+) -> int:
     """Apply a profile, one group at a time, after saving a baseline.
 
     Every write is verified; if one fails, everything this run changed is put back.  Exit 0
@@ -245,9 +292,15 @@ def apply_cmd(env: Environment, groups: tuple[str, ...], judging: Judging, state
         groups = tuple(exp.get("helped", []))
         judging = from_experiment(judging, exp["spec"])
         if not groups:
-            emit(env, {"ok": True, "experiment": experiment_id, "applied": [], "baseline": None},
-                 fmt, lambda p: p.echo(f"experiment {experiment_id} found no group that helps: "
-                                       "nothing to apply"), indent=None)
+            emit(
+                env,
+                {"ok": True, "experiment": experiment_id, "applied": [], "baseline": None},
+                fmt,
+                lambda p: p.echo(
+                    f"experiment {experiment_id} found no group that helps: nothing to apply"
+                ),
+                indent=None,
+            )
             return int(ExitStatus.OK)
         label = label or f"from {experiment_id}"
     wait_s = parse_wait(wait)
@@ -263,9 +316,12 @@ def apply_cmd(env: Environment, groups: tuple[str, ...], judging: Judging, state
         """What could not be decided, and the commands that go on from here."""
         undecided = apply.undecided(result)
         gives = [g for g in dict.fromkeys(u["give"] for u in undecided) if g]
-        again = judging.command("tune", "apply", "--dry-run",
-                                extra=[*_group_flags(groups),
-                                       *[w for g in gives for w in (g, g.lstrip("-").upper())]])
+        again = judging.command(
+            "tune",
+            "apply",
+            "--dry-run",
+            extra=[*_group_flags(groups), *[w for g in gives for w in (g, g.lstrip("-").upper())]],
+        )
         # an item no option decides (its why says what could not be read) gets no command
         return {"undecided": undecided, "decide": again if gives else None}
 
@@ -275,11 +331,27 @@ def apply_cmd(env: Environment, groups: tuple[str, ...], judging: Judging, state
         skipped = apply.skipped_on_request(result, on_request)
         more = hints(result)
         go = judging.command("tune", "apply", extra=_group_flags(groups)) if steps else None
-        emit(env, {"dry_run": True, "plan": [s.as_dict() for s in steps],
-                   "skipped_on_request": [f.key for f in skipped], **more, "next": go}, fmt,
-             lambda p: _tables().plan(p.console, steps, skipped, dry_run=True,
-                                      undecided=more["undecided"], decide=more["decide"],
-                                      next_cmd=go, allow_unsafe=allow_unsafe))
+        emit(
+            env,
+            {
+                "dry_run": True,
+                "plan": [s.as_dict() for s in steps],
+                "skipped_on_request": [f.key for f in skipped],
+                **more,
+                "next": go,
+            },
+            fmt,
+            lambda p: _tables().plan(
+                p.console,
+                steps,
+                skipped,
+                dry_run=True,
+                undecided=more["undecided"],
+                decide=more["decide"],
+                next_cmd=go,
+                allow_unsafe=allow_unsafe,
+            ),
+        )
         return int(ExitStatus.UNDECIDED if more["undecided"] else ExitStatus.OK)
     store = Store(state_dir)
     person = for_people(env, fmt)
@@ -287,15 +359,23 @@ def apply_cmd(env: Environment, groups: tuple[str, ...], judging: Judging, state
     def show_plan(result: Any, steps: list[apply.Step]) -> None:
         if person is not None:
             skipped = apply.skipped_on_request(result, on_request)
-            _tables().plan(person.console, steps, skipped, dry_run=False,
-                           allow_unsafe=allow_unsafe)
+            _tables().plan(person.console, steps, skipped, dry_run=False, allow_unsafe=allow_unsafe)
 
     # read, plan, baseline, write and verify all happen under the namespace's lock
     with _state_errors(state_dir, "cannot save the baseline or take the lock"):
-        out = apply.apply(host, read, store, on_request=on_request, do_persist=persist,
-                              label=label, progress=_progress(person), wait_s=wait_s,
-                              on_wait=_waiting(env), on_plan=show_plan,
-                              allow_unsafe=allow_unsafe)
+        out = apply.apply(
+            host,
+            read,
+            store,
+            on_request=on_request,
+            do_persist=persist,
+            label=label,
+            progress=_progress(person),
+            wait_s=wait_s,
+            on_wait=_waiting(env),
+            on_plan=show_plan,
+            allow_unsafe=allow_unsafe,
+        )
     assert out.audit is not None
     result = out.audit
     skipped = apply.skipped_on_request(result, on_request)
@@ -303,17 +383,32 @@ def apply_cmd(env: Environment, groups: tuple[str, ...], judging: Judging, state
     more = hints(result)
     done = ExitStatus.UNDECIDED if more["undecided"] else ExitStatus.OK
     if out.baseline is None and out.ok:
-        emit(env, {"ok": True, "baseline": None, "applied": [],
-                   "skipped_on_request": skipped_keys, "lock": out.as_dict()["lock"], **more},
-             fmt, lambda p: _tables().nothing_to_do(p.console, result, skipped,
-                                                   undecided=more["undecided"],
-                                                   decide=more["decide"]))
+        emit(
+            env,
+            {
+                "ok": True,
+                "baseline": None,
+                "applied": [],
+                "skipped_on_request": skipped_keys,
+                "lock": out.as_dict()["lock"],
+                **more,
+            },
+            fmt,
+            lambda p: _tables().nothing_to_do(
+                p.console, result, skipped, undecided=more["undecided"], decide=more["decide"]
+            ),
+        )
         return int(done)
     # the scope the baseline was kept in (`ip netns exec NS dtnkit tune apply`: NS's)
     undo = restore_hint(out.baseline, scope_here(host), state_dir)
-    emit(env, {**out.as_dict(), "undo": undo, "skipped_on_request": skipped_keys, **more},
-         fmt, lambda p: _tables().outcome(p.console, out, "apply", undo,
-                                          undecided=more["undecided"], decide=more["decide"]))
+    emit(
+        env,
+        {**out.as_dict(), "undo": undo, "skipped_on_request": skipped_keys, **more},
+        fmt,
+        lambda p: _tables().outcome(
+            p.console, out, "apply", undo, undecided=more["undecided"], decide=more["decide"]
+        ),
+    )
     status = _outcome_status(out)
     return int(done) if status == ExitStatus.OK else status
 
@@ -325,10 +420,13 @@ def from_experiment(judging: Judging, spec: dict[str, Any]) -> Judging:
     ifaces = spec.get("ifaces")
     exact = spec.get("exact")
     return dataclasses.replace(
-        judging, profile=str(spec["profile"]), rtt_ms=float(spec["rtt_ms"]),
+        judging,
+        profile=str(spec["profile"]),
+        rtt_ms=float(spec["rtt_ms"]),
         speed_mbps=int(speed) if isinstance(speed, int) else judging.speed_mbps,
         ifaces=tuple(str(i) for i in ifaces) if isinstance(ifaces, list) else judging.ifaces,
-        exact=exact if isinstance(exact, bool) else judging.exact)
+        exact=exact if isinstance(exact, bool) else judging.exact,
+    )
 
 
 def _progress(person: Printer | None) -> Callable[[apply.Step], None] | None:
@@ -351,22 +449,26 @@ def _outcome_status(out: apply.Outcome) -> int:
     return int(ExitStatus.ROLLBACK_FAILED if out.rollback_errors else ExitStatus.PARTIAL_APPLY)
 
 
-
 @tune.command()
 @click.option("--label", default="manual", show_default=True)
 @_host_options
 @_state_option
 @format_option
 @pass_env
-def save(env: Environment,
-         label: str, netns: str | None, tree: Path | None, state_dir: Path, fmt: str) -> int:
+def save(
+    env: Environment, label: str, netns: str | None, tree: Path | None, state_dir: Path, fmt: str
+) -> int:
     """Save every restorable setting to a snapshot."""
     host = make_host(netns, tree, read_only=True)
     snap = new_snapshot(host, apply.live_values(host), label, "manual")
     path = Store(state_dir).save(snap)
-    emit(env, {"id": snap.id, "path": str(path), "values": len(snap.values)}, fmt,
-         lambda p: _tables().saved(p.console, snap, path),
-         indent=None)
+    emit(
+        env,
+        {"id": snap.id, "path": str(path), "values": len(snap.values)},
+        fmt,
+        lambda p: _tables().saved(p.console, snap, path),
+        indent=None,
+    )
     return 0
 
 
@@ -391,16 +493,37 @@ def list_cmd(env: Environment, state_dir: Path, fmt: str) -> int:
             if snap.id == unfinished[scope]:
                 incomplete = "its apply did not finish (killed, or still running)"
             elif snap.host.get("after_unfinished_apply"):
-                incomplete = (f"half-tuned: taken after apply of "
-                              f"{snap.host['after_unfinished_apply']} did not finish")
-            rows.append({"id": snap.id, "kind": snap.kind, "label": snap.label,
-                         "created": snap.created, "scope": scope,
-                         "netns": snap.host.get("netns"), "values": len(snap.values),
-                         "last_baseline": snap.id == last[scope], "incomplete": incomplete})
+                incomplete = (
+                    f"half-tuned: taken after apply of "
+                    f"{snap.host['after_unfinished_apply']} did not finish"
+                )
+            rows.append(
+                {
+                    "id": snap.id,
+                    "kind": snap.kind,
+                    "label": snap.label,
+                    "created": snap.created,
+                    "scope": scope,
+                    "netns": snap.host.get("netns"),
+                    "values": len(snap.values),
+                    "last_baseline": snap.id == last[scope],
+                    "incomplete": incomplete,
+                }
+            )
         except BadInput as exc:
-            rows.append({"id": snap_id, "kind": "damaged", "label": exc.why, "created": "",
-                         "scope": None, "netns": None, "values": 0, "last_baseline": False,
-                         "incomplete": None})
+            rows.append(
+                {
+                    "id": snap_id,
+                    "kind": "damaged",
+                    "label": exc.why,
+                    "created": "",
+                    "scope": None,
+                    "netns": None,
+                    "values": 0,
+                    "last_baseline": False,
+                    "incomplete": None,
+                }
+            )
     emit(env, rows, fmt, lambda p: _tables().snapshot_list(p.console, rows, store.dir))
     return 0
 
@@ -412,8 +535,9 @@ def _same_namespace(name: str, facts: dict[str, Any], host: Host) -> None:
         return
     here, there = netns_identity(host), facts.get("netns_id")
     earlier = ""
-    if (here is not None and there is not None
-            and facts.get("hostname") == os.uname().nodename):  # = gethostname()
+    if (
+        here is not None and there is not None and facts.get("hostname") == os.uname().nodename
+    ):  # = gethostname()
         # both live on this machine: compare the namespaces themselves, so a snapshot taken
         # under `ip netns exec NS` (or in a namespace with no name) is told from one of the
         # root namespace, whatever name each was reached by
@@ -425,8 +549,9 @@ def _same_namespace(name: str, facts: dict[str, Any], host: Host) -> None:
         elif named:
             taken = f"netns {named}"
             if netns_named(here) == named:  # the name now stands for another namespace
-                earlier = (f"an earlier namespace named {named} (id {there}; deleted and "
-                           "made again since)")
+                earlier = (
+                    f"an earlier namespace named {named} (id {there}; deleted and made again since)"
+                )
         else:
             taken = f"netns-id {there}"
     elif (facts.get("netns") or None) == (host.netns or None):
@@ -440,8 +565,11 @@ def _same_namespace(name: str, facts: dict[str, Any], host: Host) -> None:
         step = "run the command inside that namespace (e.g. with nsenter --net)"
     else:
         step = f"give {opts}" if opts else "run without --netns"
-    raise BadInput(f"snapshot {name} was taken in {earlier or describe_scope(taken)}",
-                   f"this run works in {describe_scope(scope_here(host))}", step)
+    raise BadInput(
+        f"snapshot {name} was taken in {earlier or describe_scope(taken)}",
+        f"this run works in {describe_scope(scope_here(host))}",
+        step,
+    )
 
 
 @tune.command()
@@ -459,17 +587,29 @@ def show(env: Environment, snapshot: str, state_dir: Path, fmt: str) -> int:
 @tune.command(name="diff")
 @click.argument("a")
 @click.argument("b", required=False)
-@click.option("--map", "maps", multiple=True, metavar="A_DEV=B_DEV",
-              help="Compare A's interface A_DEV with B's B_DEV (repeatable, or comma-"
-                   "separated).  Without it, interfaces whose names differ pair by role "
-                   "(NIC, bond member, bond, VLAN) when each side has as many.")
+@click.option(
+    "--map",
+    "maps",
+    multiple=True,
+    metavar="A_DEV=B_DEV",
+    help="Compare A's interface A_DEV with B's B_DEV (repeatable, or comma-"
+    "separated).  Without it, interfaces whose names differ pair by role "
+    "(NIC, bond member, bond, VLAN) when each side has as many.",
+)
 @_host_options
 @_state_option
 @format_option
 @pass_env
-def diff_cmd(env: Environment,
-             a: str, b: str | None, maps: tuple[str, ...], netns: str | None,
-             tree: Path | None, state_dir: Path, fmt: str) -> int:
+def diff_cmd(
+    env: Environment,
+    a: str,
+    b: str | None,
+    maps: tuple[str, ...],
+    netns: str | None,
+    tree: Path | None,
+    state_dir: Path,
+    fmt: str,
+) -> int:
     """Differences between A and B (default: the live host).
 
     A and B are snapshot names, snapshot files (another host's) or sysctl.conf files.
@@ -488,8 +628,9 @@ def diff_cmd(env: Environment,
         name_a, values_a, host_a = load_side(a, store)
         name_b, values_b, host_b = load_side(b, store)
         roles_b = pairing.recorded_roles(host_b)
-    paired = pairing.pair(values_a, values_b, a_roles=pairing.recorded_roles(host_a),
-                          b_roles=roles_b, manual=manual)
+    paired = pairing.pair(
+        values_a, values_b, a_roles=pairing.recorded_roles(host_a), b_roles=roles_b, manual=manual
+    )
     a_to_b = {p.a: p.b for p in paired.pairs}
     # a sysctl.conf names only some keys: compare just those
     partial = a.endswith(".conf") or (b or "").endswith(".conf")
@@ -507,11 +648,28 @@ def diff_cmd(env: Environment,
             p.echo(f"not paired: {note}")
         _tables().differences(p.console, name_a, name_b, diffs)
 
-    emit(env, {"a": name_a, "b": name_b, "pairs": [p.as_dict() for p in paired.pairs],
-               "unpaired": paired.notes,
-               "differences": [{"key": d.key, "b_key": b_key(d.key), "group": group_of(d.key),
-                                "unit": unit_of(d.key), "a": typed(d.a), "b": typed(d.b)}
-                               for d in diffs]}, fmt, table)
+    emit(
+        env,
+        {
+            "a": name_a,
+            "b": name_b,
+            "pairs": [p.as_dict() for p in paired.pairs],
+            "unpaired": paired.notes,
+            "differences": [
+                {
+                    "key": d.key,
+                    "b_key": b_key(d.key),
+                    "group": group_of(d.key),
+                    "unit": unit_of(d.key),
+                    "a": typed(d.a),
+                    "b": typed(d.b),
+                }
+                for d in diffs
+            ],
+        },
+        fmt,
+        table,
+    )
     return int(ExitStatus.DRIFT if diffs else ExitStatus.OK)
 
 
@@ -524,9 +682,17 @@ def diff_cmd(env: Environment,
 @_unsafe_option
 @_wait_option
 @pass_env
-def restore_cmd(env: Environment,
-                snapshot: str | None, netns: str | None, tree: Path | None, state_dir: Path,
-                fmt: str, dry_run: bool, allow_unsafe: tuple[str, ...], wait: str) -> int:
+def restore_cmd(
+    env: Environment,
+    snapshot: str | None,
+    netns: str | None,
+    tree: Path | None,
+    state_dir: Path,
+    fmt: str,
+    dry_run: bool,
+    allow_unsafe: tuple[str, ...],
+    wait: str,
+) -> int:
     """Put back a snapshot's exact values (default: the baseline of the last apply)."""
     wait_s = parse_wait(wait)
     allow_unsafe = check_allow_unsafe(allow_unsafe)
@@ -538,19 +704,40 @@ def restore_cmd(env: Environment,
     ctx = build_context(host, load_profile("dtn", ()))
     if dry_run:
         steps, skipped, missing = apply.restore_plan(host, snap, ctx)
-        emit(env, {"dry_run": True, "snapshot": snap.id, "plan": [s.as_dict() for s in steps],
-                   "skipped": skipped, "not_restored": missing}, fmt,
-             lambda p: _tables().restore_plan(p.console, steps, skipped, missing,
-                                              allow_unsafe=allow_unsafe))
+        emit(
+            env,
+            {
+                "dry_run": True,
+                "snapshot": snap.id,
+                "plan": [s.as_dict() for s in steps],
+                "skipped": skipped,
+                "not_restored": missing,
+            },
+            fmt,
+            lambda p: _tables().restore_plan(
+                p.console, steps, skipped, missing, allow_unsafe=allow_unsafe
+            ),
+        )
         return 0
     with _state_errors(state_dir, "cannot take the lock"):
-        out = apply.restore(host, snap, store, ctx,
-                                progress=_progress(for_people(env, fmt)),
-                                wait_s=wait_s, on_wait=_waiting(env),
-                                allow_unsafe=allow_unsafe)
-    emit(env, {"snapshot": snap.id, **out.as_dict()}, fmt,
-         lambda p: _tables().outcome(p.console, out, f"restore of {snap.id}",
-                                     restore_hint(snap.id, scope, state_dir)))
+        out = apply.restore(
+            host,
+            snap,
+            store,
+            ctx,
+            progress=_progress(for_people(env, fmt)),
+            wait_s=wait_s,
+            on_wait=_waiting(env),
+            allow_unsafe=allow_unsafe,
+        )
+    emit(
+        env,
+        {"snapshot": snap.id, **out.as_dict()},
+        fmt,
+        lambda p: _tables().outcome(
+            p.console, out, f"restore of {snap.id}", restore_hint(snap.id, scope, state_dir)
+        ),
+    )
     if out.ok and out.not_restored:
         return int(ExitStatus.DRIFT)  # the rest was put back; these still differ
     return _outcome_status(out)
@@ -564,8 +751,12 @@ def restore_cmd(env: Environment,
 def delete(env: Environment, snapshot: str, state_dir: Path, fmt: str) -> int:
     """Delete a snapshot."""
     snap_id = Store(state_dir).delete(snapshot)
-    emit(env, {"deleted": snap_id}, fmt,
-         lambda p: _tables().whole(p.console, f"deleted snapshot {snap_id}"))
+    emit(
+        env,
+        {"deleted": snap_id},
+        fmt,
+        lambda p: _tables().whole(p.console, f"deleted snapshot {snap_id}"),
+    )
     return 0
 
 
@@ -574,8 +765,7 @@ def delete(env: Environment, snapshot: str, state_dir: Path, fmt: str) -> int:
 @click.option("--profile-dir", type=click.Path(path_type=Path), multiple=True)
 @format_option
 @pass_env
-def profiles(env: Environment, name: str | None, profile_dir: tuple[Path, ...],
-             fmt: str) -> int:
+def profiles(env: Environment, name: str | None, profile_dir: tuple[Path, ...], fmt: str) -> int:
     """List profiles, or show one after includes are merged."""
     if name is None:
         names = shipped_names()
@@ -587,11 +777,27 @@ def profiles(env: Environment, name: str | None, profile_dir: tuple[Path, ...],
         emit(env, names, fmt, listing, indent=None)
         return 0
     prof = _profile(name, profile_dir)
-    emit(env, {
-        "name": prof.name, "description": prof.description, "files": list(prof.files),
-        "params": prof.params,
-        "items": {k: {"group": s.group, "value": s.value, "tiers": s.tiers, "rule": s.rule,
-                      "mode": s.mode, "apply": s.apply, "source": s.source}
-                  for k, s in prof.items.items()}},
-         fmt, lambda p: _tables().profile(p.console, prof))
+    emit(
+        env,
+        {
+            "name": prof.name,
+            "description": prof.description,
+            "files": list(prof.files),
+            "params": prof.params,
+            "items": {
+                k: {
+                    "group": s.group,
+                    "value": s.value,
+                    "tiers": s.tiers,
+                    "rule": s.rule,
+                    "mode": s.mode,
+                    "apply": s.apply,
+                    "source": s.source,
+                }
+                for k, s in prof.items.items()
+            },
+        },
+        fmt,
+        lambda p: _tables().profile(p.console, prof),
+    )
     return 0

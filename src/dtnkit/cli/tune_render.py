@@ -27,34 +27,63 @@ from dtnkit.units import (
     format_value,
 )
 
-STATUS_STYLE = {AuditStatus.OK: "green", AuditStatus.DIFFERS: "bold yellow",
-                AuditStatus.UNSUPPORTED: "dim", AuditStatus.UNKNOWN: "magenta",
-                AuditStatus.HOST_SCOPE: "cyan"}
+STATUS_STYLE = {
+    AuditStatus.OK: "green",
+    AuditStatus.DIFFERS: "bold yellow",
+    AuditStatus.UNSUPPORTED: "dim",
+    AuditStatus.UNKNOWN: "magenta",
+    AuditStatus.HOST_SCOPE: "cyan",
+}
+
 
 def audit_table(con: Console, audit: Audit, next_cmd: str = "") -> None:
     """``next_cmd``: the plan command with the scope and judging flags of this run."""
     ctx = audit.ctx
-    con.print(f"[bold]dtnkit tune audit[/]: {escape(audit.host_label)}, profile "
-              f"[bold]{audit.profile.name}[/], longest RTT {format_ms(ctx.rtt_ms)}")
+    con.print(
+        f"[bold]dtnkit tune audit[/]: {escape(audit.host_label)}, profile "
+        f"[bold]{audit.profile.name}[/], longest RTT {format_ms(ctx.rtt_ms)}"
+    )
     for note in ctx.env.notes:
         con.print(f"[cyan]note:[/] {escape(note)}")
     for d in ctx.decisions:
-        con.print(f"[dim]decided:[/] {d.what} = {escape(_decided(d.what, d.value))}"
-                  f" because {escape(d.why)}")
+        con.print(
+            f"[dim]decided:[/] {d.what} = {escape(_decided(d.what, d.value))}"
+            f" because {escape(d.why)}"
+        )
     devs = ", ".join(f"{d}" + (f" ({escape(via)})" if via else "") for d, via in ctx.devices)
     con.print(f"[dim]interfaces:[/] {devs or 'none'}")
     cols: tuple[Col, ...] = (
-        Col("key"), Col("status", wrap=False), Col("current"), Col("recommended"),
-        Col("why", rank=1, least=30), Col("group", rank=2), Col("scope", rank=3))
+        Col("key"),
+        Col("status", wrap=False),
+        Col("current"),
+        Col("recommended"),
+        Col("why", rank=1, least=30),
+        Col("group", rank=2),
+        Col("scope", rank=3),
+    )
     rows: list[tuple[str, ...]] = [
-        (escape(_key(f)), f"[{STATUS_STYLE[f.status]}]{f.status}[/]",
-         escape(f.current_text or MISSING),
-         escape(f.recommended_text or MISSING) + (" (unsafe)" if f.unsafe else ""),
-         escape(f.why), f.group, f.scope) for f in audit.findings]
+        (
+            escape(_key(f)),
+            f"[{STATUS_STYLE[f.status]}]{f.status}[/]",
+            escape(f.current_text or MISSING),
+            escape(f.recommended_text or MISSING) + (" (unsafe)" if f.unsafe else ""),
+            escape(f.why),
+            f.group,
+            f.scope,
+        )
+        for f in audit.findings
+    ]
     if not fits(con, cols, rows):  # narrow: one column "current -> recommended"
         cols = (cols[0], cols[1], Col("current -> recommended", least=24), *cols[4:])
-        rows = [(r[0], r[1], r[2] if f.status == AuditStatus.OK or r[2] == r[3] else
-                 f"{r[2]} -> {r[3]}", *r[4:]) for r, f in zip(rows, audit.findings, strict=True)]
+        rows = [
+            (
+                r[0],
+                r[1],
+                r[2] if f.status == AuditStatus.OK or r[2] == r[3] else f"{r[2]} -> {r[3]}",
+                *r[4:],
+            )
+            for r, f in zip(rows, audit.findings, strict=True)
+        ]
     if "why" in print_fitted(con, cols, rows):
         for f in audit.findings:  # the reasons to act on, under the table
             if (f.status in NOT_COMPLIANT or f.unsafe) and f.why:
@@ -63,8 +92,9 @@ def audit_table(con: Console, audit: Audit, next_cmd: str = "") -> None:
     verdict = "[green]compliant[/]" if audit.compliant else "[yellow]not compliant[/]"
     con.print(f"{verdict}: {counts}")
     for item in audit.undecided:
-        con.print(f"[magenta]unknown:[/] {counted(len(item['keys']), 'item')}: "
-                  f"{escape(item['hint'])}")
+        con.print(
+            f"[magenta]unknown:[/] {counted(len(item['keys']), 'item')}: {escape(item['hint'])}"
+        )
     if any(f.status == AuditStatus.DIFFERS for f in audit.findings):
         cmd = next_cmd or "dtnkit tune apply --dry-run"
         con.print(f"[dim]next: `{escape(cmd)}` shows what apply would change[/]")
@@ -83,13 +113,21 @@ def _decided(what: str, value: Any) -> str:
 
 def _key(f: Finding) -> str:
     if f.key.startswith("sysctl/"):
-        return f.key[len("sysctl/"):]
+        return f.key[len("sysctl/") :]
     return f"{f.device}: {f.label}" if f.device else f.label
 
 
-def plan(con: Console, steps: Sequence[Step], skipped: Sequence[Finding], *,
-         dry_run: bool, undecided: Sequence[dict[str, Any]] = (), decide: str | None = None,
-         next_cmd: str | None = None, allow_unsafe: Sequence[str] = ()) -> None:
+def plan(
+    con: Console,
+    steps: Sequence[Step],
+    skipped: Sequence[Finding],
+    *,
+    dry_run: bool,
+    undecided: Sequence[dict[str, Any]] = (),
+    decide: str | None = None,
+    next_cmd: str | None = None,
+    allow_unsafe: Sequence[str] = (),
+) -> None:
     """The steps (unsafe ones marked), what is left out without --mtu/--tuned, what cannot be
     decided (and why, with the command that decides it), then the command that applies the
     plan."""
@@ -99,24 +137,49 @@ def plan(con: Console, steps: Sequence[Step], skipped: Sequence[Finding], *,
         rows = []
         for i, s in enumerate(steps, 1):
             t = s.tunable
-            setting = t.key[len("sysctl/"):] if t.key.startswith("sysctl/") else (
-                f"{t.device}: {t.label}" if t.device else t.label)
-            rows.append((str(i), escape(setting), escape(t.show(s.before)),
-                         escape(t.show(s.after)) + (" [red](unsafe)[/]" if s.unsafe else ""),
-                         s.group))
-        print_fitted(con, (Col("#", wrap=False, justify="right"), Col("setting"), Col("now"),
-                           Col("to"), Col("group", rank=1)), rows,
-                     title="plan" + (" (dry run: nothing is written)" if dry_run else ""))
+            setting = (
+                t.key[len("sysctl/") :]
+                if t.key.startswith("sysctl/")
+                else (f"{t.device}: {t.label}" if t.device else t.label)
+            )
+            rows.append(
+                (
+                    str(i),
+                    escape(setting),
+                    escape(t.show(s.before)),
+                    escape(t.show(s.after)) + (" [red](unsafe)[/]" if s.unsafe else ""),
+                    s.group,
+                )
+            )
+        print_fitted(
+            con,
+            (
+                Col("#", wrap=False, justify="right"),
+                Col("setting"),
+                Col("now"),
+                Col("to"),
+                Col("group", rank=1),
+            ),
+            rows,
+            title="plan" + (" (dry run: nothing is written)" if dry_run else ""),
+        )
     for s in steps:
         if s.unsafe:
-            verdict = ("written: --allow-unsafe names it" if allowed(s.tunable.key, allow_unsafe)
-                       else f"refused without --allow-unsafe {s.tunable.key}")
-            con.print(f"[red]unsafe:[/] {escape(s.tunable.key)} = "
-                      f"{escape(s.tunable.show(s.after))}: {escape(s.unsafe)} ({verdict})")
+            verdict = (
+                "written: --allow-unsafe names it"
+                if allowed(s.tunable.key, allow_unsafe)
+                else f"refused without --allow-unsafe {s.tunable.key}"
+            )
+            con.print(
+                f"[red]unsafe:[/] {escape(s.tunable.key)} = "
+                f"{escape(s.tunable.show(s.after))}: {escape(s.unsafe)} ({verdict})"
+            )
     for f in skipped:
         flag = "--mtu" if f.key.startswith("link/") else "--tuned"
-        con.print(f"[dim]not applied without {flag}:[/] {escape(_key(f))} "
-                  f"({escape(f.current_text)} -> {escape(f.recommended_text)})")
+        con.print(
+            f"[dim]not applied without {flag}:[/] {escape(_key(f))} "
+            f"({escape(f.current_text)} -> {escape(f.recommended_text)})"
+        )
     undecided_lines(con, undecided, decide)
     if next_cmd:
         con.print(f"next: `{escape(next_cmd)}` applies this plan")
@@ -125,12 +188,11 @@ def plan(con: Console, steps: Sequence[Step], skipped: Sequence[Finding], *,
 def _undecided_key(u: dict[str, Any]) -> str:
     key = str(u["key"])
     if key.startswith("sysctl/"):
-        return key[len("sysctl/"):]
+        return key[len("sysctl/") :]
     return f"{u['device']}: {u['label']}" if u.get("device") else str(u["label"])
 
 
-def undecided_lines(con: Console, undecided: Sequence[dict[str, Any]],
-                    decide: str | None) -> None:
+def undecided_lines(con: Console, undecided: Sequence[dict[str, Any]], decide: str | None) -> None:
     """The items no plan holds because dtnkit cannot decide them, grouped by why."""
     if not undecided:
         return
@@ -141,12 +203,21 @@ def undecided_lines(con: Console, undecided: Sequence[dict[str, Any]],
     for why, keys in by_why.items():
         con.print(f"  {escape(', '.join(keys))}: {escape(why)}")
     if decide:
-        con.print(f"to decide them: `{escape(decide)}` (SPEED: the link's speed, e.g. "
-                  "25gbit)" if "SPEED" in decide else f"to decide them: `{escape(decide)}`")
+        con.print(
+            f"to decide them: `{escape(decide)}` (SPEED: the link's speed, e.g. 25gbit)"
+            if "SPEED" in decide
+            else f"to decide them: `{escape(decide)}`"
+        )
 
 
-def restore_plan(con: Console, steps: Sequence[Step], skipped: Sequence[str],
-                 missing: Sequence[str] = (), *, allow_unsafe: Sequence[str] = ()) -> None:
+def restore_plan(
+    con: Console,
+    steps: Sequence[Step],
+    skipped: Sequence[str],
+    missing: Sequence[str] = (),
+    *,
+    allow_unsafe: Sequence[str] = (),
+) -> None:
     plan(con, steps, [], dry_run=True, allow_unsafe=allow_unsafe)
     for line in skipped:
         con.print(f"[dim]left alone:[/] {escape(line)}")
@@ -154,8 +225,14 @@ def restore_plan(con: Console, steps: Sequence[Step], skipped: Sequence[str],
         con.print(f"[red]not restored:[/] {escape(line)}")
 
 
-def nothing_to_do(con: Console, audit: Audit, skipped: Sequence[Finding], *,
-                  undecided: Sequence[dict[str, Any]] = (), decide: str | None = None) -> None:
+def nothing_to_do(
+    con: Console,
+    audit: Audit,
+    skipped: Sequence[Finding],
+    *,
+    undecided: Sequence[dict[str, Any]] = (),
+    decide: str | None = None,
+) -> None:
     plan(con, [], skipped, dry_run=False, undecided=undecided, decide=decide)
     if not undecided:
         con.print("the selected groups already comply; no baseline was needed")
@@ -167,31 +244,43 @@ def step_done(con: Console, step: Step) -> None:
     con.print(f"[green]✓[/] {escape(step.describe())}")
 
 
-def outcome(con: Console, out: Outcome, what: str, undo: str = "", *,
-            undecided: Sequence[dict[str, Any]] = (), decide: str | None = None) -> None:
+def outcome(
+    con: Console,
+    out: Outcome,
+    what: str,
+    undo: str = "",
+    *,
+    undecided: Sequence[dict[str, Any]] = (),
+    decide: str | None = None,
+) -> None:
     """``undo`` is the restore command for this run's baseline, with the options in force;
     ``undecided``: what apply could not decide, listed after a successful run."""
     undo = undo or f"dtnkit tune restore {out.baseline or ''}".rstrip()
     for line in out.skipped:
         con.print(f"[dim]left alone:[/] {escape(line)}")
     if out.half_tuned:
-        con.print(f"[yellow]the last apply here did not finish[/]: this run began on a "
-                  f"half-tuned host (kept as snapshot {out.half_tuned}); the baseline to "
-                  "restore stays the one taken before that apply's first write")
+        con.print(
+            f"[yellow]the last apply here did not finish[/]: this run began on a "
+            f"half-tuned host (kept as snapshot {out.half_tuned}); the baseline to "
+            "restore stays the one taken before that apply's first write"
+        )
     if out.baseline:
         whole(con, f"baseline snapshot: [bold]{out.baseline}[/] (undo with `{escape(undo)}`)")
     for line in out.not_restored:
         whole(con, f"[red]not restored:[/] {escape(line)}")
     if out.ok and out.not_restored:
-        con.print(f"[yellow]{what} incomplete[/]: {counted(len(out.done), 'setting')} changed "
-                  f"and verified; {counted(len(out.not_restored), 'setting')} not restored "
-                  "(above)")
+        con.print(
+            f"[yellow]{what} incomplete[/]: {counted(len(out.done), 'setting')} changed "
+            f"and verified; {counted(len(out.not_restored), 'setting')} not restored "
+            "(above)"
+        )
         for path in out.persisted:
             whole(con, f"persisted: {escape(str(path))}")
         return
     if out.ok:
-        con.print(f"[green]{what} done[/]: {counted(len(out.done), 'setting')} changed and "
-                  "verified")
+        con.print(
+            f"[green]{what} done[/]: {counted(len(out.done), 'setting')} changed and verified"
+        )
         for path in out.persisted:
             whole(con, f"persisted: {escape(str(path))}")
         undecided_lines(con, undecided, decide)
@@ -207,8 +296,10 @@ def outcome(con: Console, out: Outcome, what: str, undo: str = "", *,
             whole(con, f"  {escape(line)}")
         whole(con, f"next: `{escape(undo)}` once the cause is fixed")
     else:
-        con.print(f"rolled back: {counted(len(out.done) + (1 if out.failed else 0), 'setting')}; "
-                  "the host is as it was before this run")
+        con.print(
+            f"rolled back: {counted(len(out.done) + (1 if out.failed else 0), 'setting')}; "
+            "the host is as it was before this run"
+        )
 
 
 def snapshot_list(con: Console, rows: Sequence[dict[str, Any]], where: Path) -> None:
@@ -216,13 +307,31 @@ def snapshot_list(con: Console, rows: Sequence[dict[str, Any]], where: Path) -> 
         whole(con, f"no snapshots in {escape(str(where))}")
         return
     # the id is never cut (it is what the other commands take); it holds the creation time
-    cols = (Col("id", wrap=False), Col("kind"), Col("settings", rank=1, justify="right"),
-            Col("label", rank=2), Col("scope", wrap=False), Col("created", rank=4))
-    print_fitted(con, cols, [
-        (escape(r["id"]), r["kind"] + (" (last baseline)" if r["last_baseline"] else "")
-         + _incomplete(r.get("incomplete")),
-         format_count(r["values"]), escape(r["label"]), escape(r.get("scope") or MISSING),
-         escape(r["created"] or MISSING)) for r in rows])
+    cols = (
+        Col("id", wrap=False),
+        Col("kind"),
+        Col("settings", rank=1, justify="right"),
+        Col("label", rank=2),
+        Col("scope", wrap=False),
+        Col("created", rank=4),
+    )
+    print_fitted(
+        con,
+        cols,
+        [
+            (
+                escape(r["id"]),
+                r["kind"]
+                + (" (last baseline)" if r["last_baseline"] else "")
+                + _incomplete(r.get("incomplete")),
+                format_count(r["values"]),
+                escape(r["label"]),
+                escape(r.get("scope") or MISSING),
+                escape(r["created"] or MISSING),
+            )
+            for r in rows
+        ],
+    )
 
 
 def _incomplete(note: str | None) -> str:
@@ -232,14 +341,22 @@ def _incomplete(note: str | None) -> str:
 
 
 def snapshot(con: Console, snap: Snapshot) -> None:
-    whole(con, f"[bold]{snap.id}[/] ({snap.kind}) {escape(snap.label)}, {snap.created}, "
-               f"host {escape(format_value(snap.host.get('hostname')))}"
-               + (f", netns {snap.host['netns']}" if snap.host.get("netns") else ""))
-    print_fitted(con, (Col("key"), Col("value")),
-                 [(escape(key), escape(_value(value))) for key, value in snap.values.items()])
+    whole(
+        con,
+        f"[bold]{snap.id}[/] ({snap.kind}) {escape(snap.label)}, {snap.created}, "
+        f"host {escape(format_value(snap.host.get('hostname')))}"
+        + (f", netns {snap.host['netns']}" if snap.host.get("netns") else ""),
+    )
+    print_fitted(
+        con,
+        (Col("key"), Col("value")),
+        [(escape(key), escape(_value(value))) for key, value in snap.values.items()],
+    )
     for path, content in snap.files.items():
-        whole(con, f"file {escape(path)}: "
-                   f"{'absent' if content is None else format_bytes(len(content))}")
+        whole(
+            con,
+            f"file {escape(path)}: {'absent' if content is None else format_bytes(len(content))}",
+        )
 
 
 def _value(value: Any) -> str:
@@ -275,11 +392,22 @@ def profile(con: Console, prof: Profile) -> None:
         else:
             value = str(s.value)
         rows.append((escape(key), escape(value), s.group, s.mode, s.apply, escape(s.source)))
-    print_fitted(con, (Col("key"), Col("value"), Col("group", rank=1), Col("mode", rank=2),
-                       Col("apply", rank=3), Col("source", rank=4)), rows)
+    print_fitted(
+        con,
+        (
+            Col("key"),
+            Col("value"),
+            Col("group", rank=1),
+            Col("mode", rank=2),
+            Col("apply", rank=3),
+            Col("source", rank=4),
+        ),
+        rows,
+    )
 
 
 def saved(con: Console, snap: Snapshot, path: Path) -> None:
     """``tune save``: the snapshot's ID (whole, to be copied), its size and where it is."""
-    whole(con, f"saved snapshot [bold]{snap.id}[/] ({counted(len(snap.values), 'setting')}) "
-               f"in {path}")
+    whole(
+        con, f"saved snapshot [bold]{snap.id}[/] ({counted(len(snap.values), 'setting')}) in {path}"
+    )

@@ -162,10 +162,14 @@ class Database:
         return int(row[0])
 
     def failed(self, exc: BaseException) -> DtnkitError:
-        return BadInput(f"cannot use the results store {self.shown}",
-                        scrub(str(exc).strip().splitlines()[0] if str(exc).strip() else
-                              type(exc).__name__, self.location),
-                        "check the database and the disk (or the server's log)")
+        return BadInput(
+            f"cannot use the results store {self.shown}",
+            scrub(
+                str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__,
+                self.location,
+            ),
+            "check the database and the disk (or the server's log)",
+        )
 
     # ---- transactions ----
     def begin(self, *, immediate: bool = False) -> None:
@@ -212,8 +216,9 @@ class Database:
         self.begin()
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         try:
             self.end(kind is None)
         finally:
@@ -221,8 +226,9 @@ class Database:
 
 
 def _is_psycopg_error(exc: BaseException) -> bool:
-    return any(c.__module__.startswith("psycopg") and c.__name__ == "Error"
-               for c in type(exc).__mro__)
+    return any(
+        c.__module__.startswith("psycopg") and c.__name__ == "Error" for c in type(exc).__mro__
+    )
 
 
 def scrub(text: str, location: Location) -> str:
@@ -236,6 +242,7 @@ def scrub(text: str, location: Location) -> str:
 
 
 # ---------------------------------------------------------------- opening
+
 
 def connect(location: Location, *, migrate: bool = True) -> Database:
     """Open the store at ``location`` (creating an SQLite file and its directory), with the
@@ -257,8 +264,11 @@ def _open_sqlite(path: Path) -> Database:
         path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(path, timeout=30, isolation_level=None)
     except (OSError, sqlite3.Error) as exc:
-        raise BadInput(f"cannot open the results store {path}", str(exc),
-                       "give another file with --db or $DTNKIT_DB") from None
+        raise BadInput(
+            f"cannot open the results store {path}",
+            str(exc),
+            "give another file with --db or $DTNKIT_DB",
+        ) from None
     conn.row_factory = sqlite3.Row
     return Database(path, conn, "sqlite")
 
@@ -268,13 +278,18 @@ def _open_postgres(url: DbUrl) -> Database:
         import psycopg
         from psycopg.conninfo import conninfo_to_dict
     except ImportError:
-        raise ToolMissing(f"cannot use the results store {url}",
-                          "a postgresql:// store needs psycopg 3, which is not installed",
-                          PIP_HINT) from None
+        raise ToolMissing(
+            f"cannot use the results store {url}",
+            "a postgresql:// store needs psycopg 3, which is not installed",
+            PIP_HINT,
+        ) from None
     try:
         # the URL's own connect_timeout wins; without one, 10 s rather than libpq's forever
-        extra: dict[str, Any] = {} if "connect_timeout" in conninfo_to_dict(url.url) else {
-            "connect_timeout": CONNECT_TIMEOUT_S}
+        extra: dict[str, Any] = (
+            {}
+            if "connect_timeout" in conninfo_to_dict(url.url)
+            else {"connect_timeout": CONNECT_TIMEOUT_S}
+        )
         conn = psycopg.connect(url.url, autocommit=True, row_factory=_row_factory, **extra)
     except psycopg.ProgrammingError as exc:
         raise bad_url(url, exc) from None
@@ -286,9 +301,12 @@ def _open_postgres(url: DbUrl) -> Database:
 
 
 def bad_url(url: DbUrl, exc: BaseException) -> DtnkitError:
-    return BadInput(f"bad results store URL {url}", scrub(_first_line(exc), url),
-                    "e.g. postgresql://dtnkit@db.example.org:5432/dtnkit, or "
-                    "postgresql://dtnkit@/dtnkit?host=/run/postgresql")
+    return BadInput(
+        f"bad results store URL {url}",
+        scrub(_first_line(exc), url),
+        "e.g. postgresql://dtnkit@db.example.org:5432/dtnkit, or "
+        "postgresql://dtnkit@/dtnkit?host=/run/postgresql",
+    )
 
 
 def _first_line(exc: BaseException) -> str:
@@ -303,20 +321,25 @@ def unavailable(url: DbUrl, exc: BaseException) -> DtnkitError:
     database."""
     why = scrub(_first_line(exc), url)
     low = why.lower()
-    if "password" in low or "authentication" in low or ("role" in low and "does not exist"
-                                                         in low):
-        return StoreUnavailable(f"cannot log in to the results store {url}", why,
-                                "check the user and the password (kept in ~/.pgpass or "
-                                "$PGPASSWORD, not in the URL)")
+    if "password" in low or "authentication" in low or ("role" in low and "does not exist" in low):
+        return StoreUnavailable(
+            f"cannot log in to the results store {url}",
+            why,
+            "check the user and the password (kept in ~/.pgpass or $PGPASSWORD, not in the URL)",
+        )
     if "database" in low and "does not exist" in low:
-        return StoreUnavailable(f"no such database: {url}", why,
-                                "create it (createdb) or fix the URL's database name")
-    return StoreUnavailable(f"cannot reach the results store {url}", why,
-                            "check that the server runs and the URL's host and port (or "
-                            "socket directory)")
+        return StoreUnavailable(
+            f"no such database: {url}", why, "create it (createdb) or fix the URL's database name"
+        )
+    return StoreUnavailable(
+        f"cannot reach the results store {url}",
+        why,
+        "check that the server runs and the URL's host and port (or socket directory)",
+    )
 
 
 # ---------------------------------------------------------------- the schema
+
 
 def _key(db: Database) -> tuple[str, str]:
     loc = db.location
@@ -337,17 +360,20 @@ def schema_version(db: Database) -> int:
             raise db.failed(exc) from None
         return 0
     except sqlite3.DatabaseError as exc:  # "file is not a database"
-        raise BadInput(f"{db.shown} is not a results store",
-                       scrub(str(exc), db.location)[:200] or type(exc).__name__,
-                       "give --db a dtnkit results store, or a new file (the file is as it "
-                       "was)") from None
+        raise BadInput(
+            f"{db.shown} is not a results store",
+            scrub(str(exc), db.location)[:200] or type(exc).__name__,
+            "give --db a dtnkit results store, or a new file (the file is as it was)",
+        ) from None
     return int(row[0] or 0)
 
 
 def too_new(db: Database, version: int) -> DtnkitError:
-    return BadInput(f"the results store {db.shown} has schema version {version}",
-                    f"this dtnkit knows versions up to {migrations.LATEST} (a newer dtnkit "
-                    "wrote it)", "upgrade dtnkit on this host, or give another --db")
+    return BadInput(
+        f"the results store {db.shown} has schema version {version}",
+        f"this dtnkit knows versions up to {migrations.LATEST} (a newer dtnkit wrote it)",
+        "upgrade dtnkit on this host, or give another --db",
+    )
 
 
 def ensure_schema(db: Database) -> int:
@@ -375,8 +401,10 @@ def ensure_schema(db: Database) -> int:
                         _ddl_step(db, step, statement)
                     else:
                         _data_step(db, step, statement)
-                db.execute("INSERT INTO schema_version (version, name, applied) "
-                           "VALUES (?, ?, ?)", (step.version, step.name, time.time()))
+                db.execute(
+                    "INSERT INTO schema_version (version, name, applied) VALUES (?, ?, ?)",
+                    (step.version, step.name, time.time()),
+                )
             version = migrations.LATEST
     _CURRENT.add(key)
     return version
@@ -392,25 +420,27 @@ def _ddl_step(db: Database, step: migrations.Migration, statement: str) -> None:
 
 
 def not_ours(db: Database, step: migrations.Migration, exc: DtnkitError) -> BadInput:
-    return BadInput(f"cannot upgrade the results store {db.shown} to schema version "
-                    f"{step.version}", f"{exc.why} (is it a results store dtnkit made?)",
-                    "give --db a dtnkit results store, or a new file (the store is as it "
-                    "was)")
+    return BadInput(
+        f"cannot upgrade the results store {db.shown} to schema version {step.version}",
+        f"{exc.why} (is it a results store dtnkit made?)",
+        "give --db a dtnkit results store, or a new file (the store is as it was)",
+    )
 
 
-def _data_step(db: Database, step: migrations.Migration,
-               function: migrations.DataStep) -> None:
+def _data_step(db: Database, step: migrations.Migration, function: migrations.DataStep) -> None:
     """Run a migration's data step; a row it cannot read is one error (nothing changed)."""
     try:
         function(db)
     except DtnkitError as exc:  # its SQL failed: a table without dtnkit's columns
         raise not_ours(db, step, exc) from None
     except (ValueError, TypeError, LookupError, AttributeError) as exc:
-        raise BadInput(f"cannot upgrade the results store {db.shown} to schema version "
-                       f"{step.version}", f"a row it holds cannot be read: "
-                       f"{type(exc).__name__}: {scrub(str(exc), db.location)[:200]}",
-                       "keep this dtnkit's previous version for that store, or repair the "
-                       "row (the store is as it was)") from None
+        raise BadInput(
+            f"cannot upgrade the results store {db.shown} to schema version {step.version}",
+            f"a row it holds cannot be read: "
+            f"{type(exc).__name__}: {scrub(str(exc), db.location)[:200]}",
+            "keep this dtnkit's previous version for that store, or repair the "
+            "row (the store is as it was)",
+        ) from None
 
 
 def forget_schema_cache() -> None:
@@ -424,10 +454,11 @@ def store_id(db: Database) -> str:
     row = db.execute("SELECT value FROM store_info WHERE key = 'store_id'").fetchone()
     if row is not None:
         return str(row[0])
-    db.execute("INSERT INTO store_info (key, value) VALUES ('store_id', ?) "
-               "ON CONFLICT (key) DO NOTHING", (uuid.uuid4().hex,))
-    return str(db.execute("SELECT value FROM store_info WHERE key = 'store_id'")
-               .fetchone()[0])
+    db.execute(
+        "INSERT INTO store_info (key, value) VALUES ('store_id', ?) ON CONFLICT (key) DO NOTHING",
+        (uuid.uuid4().hex,),
+    )
+    return str(db.execute("SELECT value FROM store_info WHERE key = 'store_id'").fetchone()[0])
 
 
 def upsert_sql(table: str, columns: Sequence[str], key: Sequence[str]) -> str:
@@ -435,5 +466,7 @@ def upsert_sql(table: str, columns: Sequence[str], key: Sequence[str]) -> str:
     rest = [c for c in columns if c not in key]
     marks = ", ".join("?" for _ in columns)
     sets = ", ".join(f"{c} = excluded.{c}" for c in rest)
-    return (f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks}) "
-            f"ON CONFLICT ({', '.join(key)}) DO UPDATE SET {sets}")
+    return (
+        f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks}) "
+        f"ON CONFLICT ({', '.join(key)}) DO UPDATE SET {sets}"
+    )

@@ -50,8 +50,11 @@ class DbUrl:
         userinfo = head[:at] if at >= 0 else ""
         found = [unquote(userinfo.split(":", 1)[1])] if ":" in userinfo else []
         query = self.url.split("?", 1)[1] if "?" in self.url else ""
-        found += [unquote(m.split("=", 1)[1]) for m in query.split("&")
-                  if m.lower().startswith(("password=", "sslpassword="))]
+        found += [
+            unquote(m.split("=", 1)[1])
+            for m in query.split("&")
+            if m.lower().startswith(("password=", "sslpassword="))
+        ]
         return next((p for p in found if p), "")
 
 
@@ -64,14 +67,14 @@ def redact(text: str) -> str:
     match = _SCHEME_RE.match(text)
     if not match:
         return text
-    rest = text[match.end():]
+    rest = text[match.end() :]
     head, sep, query = rest.partition("?")
     at = head.rfind("@")
     if at >= 0 and ":" in head[:at]:
         head = head[:at].split(":", 1)[0] + ":***" + head[at:]
     if sep:
         query = re.sub(_QUERY_SECRET, r"\1***", query)
-    return text[:match.end()] + head + sep + query
+    return text[: match.end()] + head + sep + query
 
 
 def is_url(text: str) -> bool:
@@ -85,20 +88,27 @@ def parse_location(value: str | Path | DbUrl) -> Location:
         return value
     text = value.url if isinstance(value, DbUrl) else value.strip()
     if not text:
-        raise BadInput("empty --db", "it names an SQLite file or a postgresql:// URL",
-                       "e.g. --db /var/lib/dtnkit/results.sqlite")
+        raise BadInput(
+            "empty --db",
+            "it names an SQLite file or a postgresql:// URL",
+            "e.g. --db /var/lib/dtnkit/results.sqlite",
+        )
     match = _SCHEME_RE.match(text)
     if not match:
         return Path(text if isinstance(value, DbUrl) else value)
     if match.group(1).lower() not in SCHEMES:
-        raise BadInput(f"unsupported results store URL {redact(text)!r}",
-                       "--db takes an SQLite file path or a postgresql:// URL",
-                       "e.g. --db postgresql://dtnkit@db.example.org/dtnkit")
+        raise BadInput(
+            f"unsupported results store URL {redact(text)!r}",
+            "--db takes an SQLite file path or a postgresql:// URL",
+            "e.g. --db postgresql://dtnkit@db.example.org/dtnkit",
+        )
     odd = re.search(_ODD, text)
     if odd:
-        raise BadInput(f"bad results store URL {redact(text)!r}",
-                       f"it holds {odd.group()!r} (a URL is UTF-8 text without control "
-                       "characters)", "percent-encode the character (%XX), or fix the URL")
+        raise BadInput(
+            f"bad results store URL {redact(text)!r}",
+            f"it holds {odd.group()!r} (a URL is UTF-8 text without control characters)",
+            "percent-encode the character (%XX), or fix the URL",
+        )
     return value if isinstance(value, DbUrl) else DbUrl(text)
 
 

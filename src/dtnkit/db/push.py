@@ -65,10 +65,16 @@ class PushSummary:
     elapsed_s: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
-        return {"schema": "dtnkit.push/1", "source": self.source, "target": self.target,
-                "origin": self.origin, "host": self.host,
-                "tables": {t: vars(c) for t, c in self.tables.items()},
-                "conflicts": self.conflicts, "elapsed_s": self.elapsed_s}
+        return {
+            "schema": "dtnkit.push/1",
+            "source": self.source,
+            "target": self.target,
+            "origin": self.origin,
+            "host": self.host,
+            "tables": {t: vars(c) for t, c in self.tables.items()},
+            "conflicts": self.conflicts,
+            "elapsed_s": self.elapsed_s,
+        }
 
 
 def _columns(row: Any, drop: Sequence[str] = ()) -> list[str]:
@@ -76,19 +82,28 @@ def _columns(row: Any, drop: Sequence[str] = ()) -> list[str]:
     return [k for k in names if k not in ORIGIN and k not in drop]
 
 
-def push(source: Location, target: Location, *, host: str,
-         progress: PushProgress | None = None) -> PushSummary:
+def push(
+    source: Location, target: Location, *, host: str, progress: PushProgress | None = None
+) -> PushSummary:
     """Copy ``source``'s rows into ``target`` (see the module's docstring)."""
     started = time.monotonic()
     if isinstance(source, Path) and not source.is_file():
-        raise BadInput(f"no results store {source}", "the file does not exist",
-                       "give the host's store with --db (or $DTNKIT_DB)")
-    same = (source == target if not isinstance(source, Path) or not isinstance(target, Path)
-            else source.resolve() == target.resolve())
+        raise BadInput(
+            f"no results store {source}",
+            "the file does not exist",
+            "give the host's store with --db (or $DTNKIT_DB)",
+        )
+    same = (
+        source == target
+        if not isinstance(source, Path) or not isinstance(target, Path)
+        else source.resolve() == target.resolve()
+    )
     if same:
-        raise BadInput(f"cannot push {source} into itself", "the source and the target are "
-                       "the same store", "give the shared store's URL, and the host's file "
-                       "with --db")
+        raise BadInput(
+            f"cannot push {source} into itself",
+            "the source and the target are the same store",
+            "give the shared store's URL, and the host's file with --db",
+        )
     say = progress or (lambda table, done, total: None)
     with connect(source) as src:
         origin = store_id(src)
@@ -108,14 +123,15 @@ def _origin_of(row: Any, origin: str, host: str) -> tuple[str, str]:
 
 def _results(src: Database, dst: Database, summary: PushSummary, say: PushProgress) -> None:
     count = summary.tables["results"]
-    total = int(src.execute("SELECT COUNT(*) FROM results WHERE made_by = 'probe'")
-                .fetchone()[0])
+    total = int(src.execute("SELECT COUNT(*) FROM results WHERE made_by = 'probe'").fetchone()[0])
     say("results", 0, total)
     known: dict[str, set[int]] = {}
     last = 0
     while True:
-        rows = src.execute("SELECT * FROM results WHERE id > ? AND made_by = 'probe' "
-                           "ORDER BY id LIMIT ?", (last, BATCH)).fetchall()
+        rows = src.execute(
+            "SELECT * FROM results WHERE id > ? AND made_by = 'probe' ORDER BY id LIMIT ?",
+            (last, BATCH),
+        ).fetchall()
         if not rows:
             break
         last = int(rows[-1]["id"])
@@ -125,8 +141,12 @@ def _results(src: Database, dst: Database, summary: PushSummary, say: PushProgre
             origin, host = _origin_of(row, summary.origin, summary.host)
             local = int(row["origin_id"] if row["origin"] else row["id"])
             if origin not in known:
-                known[origin] = {int(r[0]) for r in dst.execute(
-                    "SELECT origin_id FROM results WHERE origin = ?", (origin,)).fetchall()}
+                known[origin] = {
+                    int(r[0])
+                    for r in dst.execute(
+                        "SELECT origin_id FROM results WHERE origin = ?", (origin,)
+                    ).fetchall()
+                }
             count.read += 1
             if local in known[origin] or origin == summary.target_id:
                 count.present += 1
@@ -135,14 +155,18 @@ def _results(src: Database, dst: Database, summary: PushSummary, say: PushProgre
             count.new += 1
             out.append([row[c] for c in cols] + [origin, local, host])
         names = [*cols, *ORIGIN]
-        dst.executemany(f"INSERT INTO results ({', '.join(names)}) VALUES "
-                        f"({', '.join('?' for _ in names)}) "
-                        "ON CONFLICT (origin, origin_id) DO NOTHING", out)
+        dst.executemany(
+            f"INSERT INTO results ({', '.join(names)}) VALUES "
+            f"({', '.join('?' for _ in names)}) "
+            "ON CONFLICT (origin, origin_id) DO NOTHING",
+            out,
+        )
         say("results", count.read, total)
 
 
-def _keyed(src: Database, dst: Database, summary: PushSummary, table: str, key: str,
-           say: PushProgress) -> list[str]:
+def _keyed(
+    src: Database, dst: Database, summary: PushSummary, table: str, key: str, say: PushProgress
+) -> list[str]:
     """Experiments or sweep runs: upsert the source's rows whose key is free in the target
     or holds a row of the same origin; the keys written."""
     count = summary.tables[table]
@@ -188,10 +212,15 @@ def _sweeps(src: Database, dst: Database, summary: PushSummary, say: PushProgres
     total = int(src.execute("SELECT COUNT(*) FROM sweep_points").fetchone()[0])
     say("sweep_points", 0, total)
     for run in runs:
-        theirs = {r[0]: r[1] for r in dst.execute(
-            "SELECT point_id, result_id FROM sweep_points WHERE run = ?", (run,)).fetchall()}
-        rows = src.execute("SELECT * FROM sweep_points WHERE run = ? ORDER BY seq",
-                           (run,)).fetchall()
+        theirs = {
+            r[0]: r[1]
+            for r in dst.execute(
+                "SELECT point_id, result_id FROM sweep_points WHERE run = ?", (run,)
+            ).fetchall()
+        }
+        rows = src.execute(
+            "SELECT * FROM sweep_points WHERE run = ? ORDER BY seq", (run,)
+        ).fetchall()
         if not rows:
             continue
         ids = _measurements(src, dst, summary, [int(row["result_id"]) for row in rows])
@@ -202,20 +231,24 @@ def _sweeps(src: Database, dst: Database, summary: PushSummary, say: PushProgres
                 count.present += 1
             else:
                 count.new += 1
-        dst.executemany(upsert_sql("sweep_points", cols, ("run", "point_id")),
-                        [[ids[int(row[c])] if c == "result_id" else row[c] for c in cols]
-                         for row in rows])
+        dst.executemany(
+            upsert_sql("sweep_points", cols, ("run", "point_id")),
+            [[ids[int(row[c])] if c == "result_id" else row[c] for c in cols] for row in rows],
+        )
         for row in rows:  # a point rewritten with another measurement: the old one goes
             before = theirs.get(row["point_id"])
             if before is not None and int(before) != ids[int(row["result_id"])]:
-                dst.execute("DELETE FROM results WHERE id = ? AND made_by = 'sweep' AND NOT "
-                            "EXISTS (SELECT 1 FROM sweep_points WHERE result_id = ?)",
-                            (before, before))
+                dst.execute(
+                    "DELETE FROM results WHERE id = ? AND made_by = 'sweep' AND NOT "
+                    "EXISTS (SELECT 1 FROM sweep_points WHERE result_id = ?)",
+                    (before, before),
+                )
         say("sweep_points", count.read, total)
     own = {key for table, key in summary.own if table == "sweep_runs"}
     for run in sorted(skipped | own):
-        n = int(src.execute("SELECT COUNT(*) FROM sweep_points WHERE run = ?",
-                            (run,)).fetchone()[0])
+        n = int(
+            src.execute("SELECT COUNT(*) FROM sweep_points WHERE run = ?", (run,)).fetchone()[0]
+        )
         count.read += n
         if run in own:
             count.present += n
@@ -223,15 +256,17 @@ def _sweeps(src: Database, dst: Database, summary: PushSummary, say: PushProgres
             count.conflicts += n
 
 
-def _measurements(src: Database, dst: Database, summary: PushSummary,
-                  ids: Sequence[int]) -> dict[int, int]:
+def _measurements(
+    src: Database, dst: Database, summary: PushSummary, ids: Sequence[int]
+) -> dict[int, int]:
     """The source's measurements ``ids`` (sweep points') in the target, inserted once per
     origin key as the probes' are: the source's id -> the target's."""
     out: dict[int, int] = {}
     for start in range(0, len(ids), BATCH):
-        chunk = ids[start:start + BATCH]
-        rows = src.execute(f"SELECT * FROM results WHERE id IN ({', '.join('?' for _ in chunk)})",
-                           chunk).fetchall()
+        chunk = ids[start : start + BATCH]
+        rows = src.execute(
+            f"SELECT * FROM results WHERE id IN ({', '.join('?' for _ in chunk)})", chunk
+        ).fetchall()
         cols = _columns(rows[0], drop=("id",)) if rows else []
         names = [*cols, *ORIGIN]
         wanted: dict[str, dict[int, int]] = {}  # origin -> {origin_id: source id}
@@ -239,25 +274,35 @@ def _measurements(src: Database, dst: Database, summary: PushSummary,
         for row in rows:
             origin, host = _origin_of(row, summary.origin, summary.host)
             local = int(row["origin_id"] if row["origin"] else row["id"])
-            if origin == summary.target_id and dst.execute(
-                    "SELECT 1 FROM results WHERE id = ?", (local,)).fetchone() is not None:
+            if (
+                origin == summary.target_id
+                and dst.execute("SELECT 1 FROM results WHERE id = ?", (local,)).fetchone()
+                is not None
+            ):
                 out[int(row["id"])] = local  # the target's own measurement, pushed back
                 continue
             wanted.setdefault(origin, {})[local] = int(row["id"])
             new.append([row[c] for c in cols] + [origin, local, host])
-        dst.executemany(f"INSERT INTO results ({', '.join(names)}) VALUES "
-                        f"({', '.join('?' for _ in names)}) "
-                        "ON CONFLICT (origin, origin_id) DO NOTHING", new)
+        dst.executemany(
+            f"INSERT INTO results ({', '.join(names)}) VALUES "
+            f"({', '.join('?' for _ in names)}) "
+            "ON CONFLICT (origin, origin_id) DO NOTHING",
+            new,
+        )
         for origin, locals_ in wanted.items():
             keys = list(locals_)
             for there in dst.execute(
-                    "SELECT origin_id, id FROM results WHERE origin = ? AND origin_id IN "
-                    f"({', '.join('?' for _ in keys)})", (origin, *keys)).fetchall():
+                "SELECT origin_id, id FROM results WHERE origin = ? AND origin_id IN "
+                f"({', '.join('?' for _ in keys)})",
+                (origin, *keys),
+            ).fetchall():
                 out[locals_[int(there[0])]] = int(there[1])
     missing = set(ids) - set(out)
     if missing:
-        raise BadInput(f"cannot push the sweep points of {summary.source}",
-                       f"{len(missing)} of them have no measurement (result "
-                       f"{min(missing)} is not in the source)", "repair the source (each point "
-                       "needs its results row), or run the sweep again")
+        raise BadInput(
+            f"cannot push the sweep points of {summary.source}",
+            f"{len(missing)} of them have no measurement (result "
+            f"{min(missing)} is not in the source)",
+            "repair the source (each point needs its results row), or run the sweep again",
+        )
     return out

@@ -39,8 +39,11 @@ def check_rates(values: Sequence[float], what: str) -> list[float]:
     out = []
     for v in values:
         if not (v == v and 0 <= v < 1e15):  # nan != nan
-            raise BadInput(f"bad {what} value {v!r}", "a throughput in bit/s, 0 to 1e15",
-                           f"give e.g. {what} 9.4e9")
+            raise BadInput(
+                f"bad {what} value {v!r}",
+                "a throughput in bit/s, 0 to 1e15",
+                f"give e.g. {what} 9.4e9",
+            )
         out.append(float(v))
     return out
 
@@ -52,16 +55,26 @@ def one_group(group: str) -> str:
     return group
 
 
-def gate(group: str, baseline: Sequence[float], nic_bps: float | None,
-         measured_harmful: bool = False) -> dict[str, Any]:
+def gate(
+    group: str, baseline: Sequence[float], nic_bps: float | None, measured_harmful: bool = False
+) -> dict[str, Any]:
     """Whether ``group`` must stay off this pair, and why."""
     one_group(group)
     base = check_rates(baseline, "--baseline")
-    doc: dict[str, Any] = {"group": group, "gated": False, "baseline_bps": base,
-                           "nic_bps": nic_bps, "headroom": None, "margin": None}
+    doc: dict[str, Any] = {
+        "group": group,
+        "gated": False,
+        "baseline_bps": base,
+        "nic_bps": nic_bps,
+        "headroom": None,
+        "margin": None,
+    }
     if measured_harmful:
-        return {**doc, "gated": True,
-                "why": "measured harmful on this pair before: never applied here"}
+        return {
+            **doc,
+            "gated": True,
+            "why": "measured harmful on this pair before: never applied here",
+        }
     if not base:
         return {**doc, "why": "no baseline measured: not gated"}
     margin = judge(base, base)[2]  # the baseline's own noise, as judge() counts it
@@ -72,12 +85,18 @@ def gate(group: str, baseline: Sequence[float], nic_bps: float | None,
     headroom = 1 - median / nic_bps
     doc["headroom"] = headroom
     if headroom < margin:
-        return {**doc, "gated": True,
-                "why": f"predicted harmful: the baseline {format_rate(median)} leaves "
-                       f"{headroom:.0%} of the slower NIC's {format_rate(nic_bps)}, inside the "
-                       f"noise ({margin:.0%}): no gain could show, only a loss"}
-    return {**doc, "why": f"headroom {headroom:.0%} of the slower NIC's "
-                          f"{format_rate(nic_bps)} is above the noise ({margin:.0%})"}
+        return {
+            **doc,
+            "gated": True,
+            "why": f"predicted harmful: the baseline {format_rate(median)} leaves "
+            f"{headroom:.0%} of the slower NIC's {format_rate(nic_bps)}, inside the "
+            f"noise ({margin:.0%}): no gain could show, only a loss",
+        }
+    return {
+        **doc,
+        "why": f"headroom {headroom:.0%} of the slower NIC's "
+        f"{format_rate(nic_bps)} is above the noise ({margin:.0%})",
+    }
 
 
 def verdict(group: str, baseline: Sequence[float], applied: Sequence[float]) -> dict[str, Any]:
@@ -85,13 +104,27 @@ def verdict(group: str, baseline: Sequence[float], applied: Sequence[float]) -> 
     one_group(group)
     base, got = check_rates(baseline, "--baseline"), check_rates(applied, "--applied")
     if not base or not got:
-        raise BadInput("a verdict needs both runs", "give --baseline and --applied at least once",
-                       "e.g. --baseline 9.1e9 --applied 9.4e9")
+        raise BadInput(
+            "a verdict needs both runs",
+            "give --baseline and --applied at least once",
+            "e.g. --baseline 9.1e9 --applied 9.4e9",
+        )
     name, ratio, margin = judge(base, got)
-    why = (f"median x{ratio:.2f} of the baseline; noise +-{margin:.0%}"
-           if statistics.median(base) > 0 else "the baseline measured 0 bit/s")
-    return {"group": group, "verdict": name, "applied": True, "ratio": ratio,
-            "margin": margin, "baseline_bps": base, "applied_bps": got, "why": why}
+    why = (
+        f"median x{ratio:.2f} of the baseline; noise +-{margin:.0%}"
+        if statistics.median(base) > 0
+        else "the baseline measured 0 bit/s"
+    )
+    return {
+        "group": group,
+        "verdict": name,
+        "applied": True,
+        "ratio": ratio,
+        "margin": margin,
+        "baseline_bps": base,
+        "applied_bps": got,
+        "why": why,
+    }
 
 
 # --- an iperf3 server between a pair's probes --------------------------------------------
@@ -134,10 +167,17 @@ RUN_AS = "nobody"
 
 
 def _check_bind(bind: str) -> str:
-    if not bind or bind.startswith("-") or len(bind) > 253 or not all(
-            c.isalnum() or c in ".:-_%" for c in bind):
-        raise BadInput(f"bad address {bind[:60]!r}", "an IP address or host name of this host "
-                       "(the one the campaign's client probes)", "e.g. --bind 192.0.2.10")
+    if (
+        not bind
+        or bind.startswith("-")
+        or len(bind) > 253
+        or not all(c.isalnum() or c in ".:-_%" for c in bind)
+    ):
+        raise BadInput(
+            f"bad address {bind[:60]!r}",
+            "an IP address or host name of this host (the one the campaign's client probes)",
+            "e.g. --bind 192.0.2.10",
+        )
     return bind
 
 
@@ -159,17 +199,25 @@ def _memfd(name: str, data: bytes, owner: tuple[int, int] | None) -> int:
 def _keypair() -> tuple[bytes, bytes]:
     """A fresh RSA key pair (PEM private, PEM public) for iperf3's authentication."""
     try:
-        private = process.run(["openssl", "genpkey", "-algorithm", "RSA", "-pkeyopt",
-                               "rsa_keygen_bits:2048"], text=False, check=True,
-                              timeout=60).stdout
-        public = process.run(["openssl", "pkey", "-pubout"], input=private, text=False,
-                             check=True, timeout=60).stdout
+        private = process.run(
+            ["openssl", "genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048"],
+            text=False,
+            check=True,
+            timeout=60,
+        ).stdout
+        public = process.run(
+            ["openssl", "pkey", "-pubout"], input=private, text=False, check=True, timeout=60
+        ).stdout
     except FileNotFoundError as exc:
-        raise ToolMissing("openssl is not installed", "the probe server's key pair is made "
-                          "with it", "install openssl") from exc
+        raise ToolMissing(
+            "openssl is not installed",
+            "the probe server's key pair is made with it",
+            "install openssl",
+        ) from exc
     except (process.CalledProcessError, process.TimeoutExpired) as exc:
-        raise DtnkitError("cannot make the probe server's key pair", str(exc),
-                          "check openssl") from exc
+        raise DtnkitError(
+            "cannot make the probe server's key pair", str(exc), "check openssl"
+        ) from exc
     return private, public
 
 
@@ -196,9 +244,12 @@ def server_start(state_dir: Path, port: int, bind: str, token: str | None) -> di
         raise BadInput(f"bad port {port}", "0 to 65535 (0: a free one)", "e.g. --port 5201")
     _check_bind(bind)
     if not token:
-        raise BadInput("no campaign token", "the probe server lets in only clients that hold "
-                       "it (iperf3 authentication), and none was given",
-                       "set $DTNKIT_TOKEN (the dtn.dtnkit probe module passes the campaign's)")
+        raise BadInput(
+            "no campaign token",
+            "the probe server lets in only clients that hold "
+            "it (iperf3 authentication), and none was given",
+            "set $DTNKIT_TOKEN (the dtn.dtnkit probe module passes the campaign's)",
+        )
     users = f"{AUTH_USER},{hashlib.sha256(f'{{{AUTH_USER}}}{token}'.encode()).hexdigest()}\n"
     #: which server this is: its address and token (a hash of the users line, not the token)
     ident = hashlib.sha256(f"{bind}\n{users}".encode()).hexdigest()
@@ -212,8 +263,15 @@ def server_start(state_dir: Path, port: int, bind: str, token: str | None) -> di
             pid, public_key, same = 0, "", False
         if pid and _is_iperf3(pid) and _listening(port):
             if same:
-                return {"pid": pid, "port": port, "bind": bind, "pid_file": str(pid_file),
-                        "started": False, "user": _owner(pid), "public_key": public_key}
+                return {
+                    "pid": pid,
+                    "port": port,
+                    "bind": bind,
+                    "pid_file": str(pid_file),
+                    "started": False,
+                    "user": _owner(pid),
+                    "public_key": public_key,
+                }
             server_stop(state_dir, port)  # another address or token: not this campaign's
     port = port or _free_port()
     pid_file = _pid_file(state_dir, port)
@@ -221,22 +279,42 @@ def server_start(state_dir: Path, port: int, bind: str, token: str | None) -> di
         pid_file.parent.mkdir(parents=True, exist_ok=True)
         log = open(pid_file.with_suffix(".log"), "wb")  # noqa: SIM115 (the child keeps it)
     except OSError as exc:
-        raise BadInput(f"cannot write under {state_dir}", exc.strerror or str(exc),
-                       "give a writable --state-dir") from exc
+        raise BadInput(
+            f"cannot write under {state_dir}",
+            exc.strerror or str(exc),
+            "give a writable --state-dir",
+        ) from exc
     owner = _unprivileged()
     fds: list[int] = []
     try:
         private, public = _keypair()
         fds = [_memfd("iperf3-key", private, owner), _memfd("iperf3-users", users.encode(), owner)]
-        argv = ["iperf3", "-s", "-p", str(port), "-B", bind,
-                "--rsa-private-key-path", f"/dev/fd/{fds[0]}",
-                "--authorized-users-path", f"/dev/fd/{fds[1]}"]
+        argv = [
+            "iperf3",
+            "-s",
+            "-p",
+            str(port),
+            "-B",
+            bind,
+            "--rsa-private-key-path",
+            f"/dev/fd/{fds[0]}",
+            "--authorized-users-path",
+            f"/dev/fd/{fds[1]}",
+        ]
         # detached: it outlives this process, stopped by its PID file (server_stop)
-        proc = process.start(argv, stdin=process.DEVNULL, stdout=log, stderr=log,
-                             own_group=True, pass_fds=fds, run_as=owner)
+        proc = process.start(
+            argv,
+            stdin=process.DEVNULL,
+            stdout=log,
+            stderr=log,
+            own_group=True,
+            pass_fds=fds,
+            run_as=owner,
+        )
     except FileNotFoundError as exc:
-        raise ToolMissing("iperf3 is not installed", "the server side of a probe runs iperf3 -s",
-                          "install iperf3") from exc
+        raise ToolMissing(
+            "iperf3 is not installed", "the server side of a probe runs iperf3 -s", "install iperf3"
+        ) from exc
     finally:
         log.close()
         for fd in fds:
@@ -252,13 +330,22 @@ def server_start(state_dir: Path, port: int, bind: str, token: str | None) -> di
             pid_file.with_suffix(".pub").unlink(missing_ok=True)
             pid_file.with_suffix(".id").unlink(missing_ok=True)
             text = pid_file.with_suffix(".log").read_text(errors="replace").strip()
-            raise DtnkitError(f"iperf3 -s on {bind} port {port} did not start",
-                              text.splitlines()[-1] if text else "it did not listen in time",
-                              "check --bind (an address of this host) or pick another --port")
+            raise DtnkitError(
+                f"iperf3 -s on {bind} port {port} did not start",
+                text.splitlines()[-1] if text else "it did not listen in time",
+                "check --bind (an address of this host) or pick another --port",
+            )
         with contextlib.suppress(process.TimeoutExpired):
             proc.wait(0.02)  # wait a little on the child itself, not a sleep
-    return {"pid": proc.pid, "port": port, "bind": bind, "pid_file": str(pid_file),
-            "started": True, "user": _owner(proc.pid), "public_key": public.decode()}
+    return {
+        "pid": proc.pid,
+        "port": port,
+        "bind": bind,
+        "pid_file": str(pid_file),
+        "started": True,
+        "user": _owner(proc.pid),
+        "public_key": public.decode(),
+    }
 
 
 def _owner(pid: int) -> str | None:

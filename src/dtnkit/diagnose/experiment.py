@@ -140,12 +140,24 @@ def run_experiment(
     say = progress or (lambda _msg: None)
     snaps = ExperimentSnapshots(state_dir, exp_id)
     started = time.time()
-    report: dict[str, Any] = {"id": exp_id, "started": iso_utc(started),
-                              "started_epoch": started, "spec": {
-        "groups": spec.groups, "probe": spec.probe.kind, "repeat": spec.repeat,
-        "both_ends": spec.both_ends, "rtt_ms": spec.rtt_ms, "profile": profile.name,
-        "speed_mbps": spec.judging.speed_mbps, "ifaces": list(spec.judging.ifaces),
-        "exact": spec.judging.exact, "hosts": [h.label for h in hosts]}, "groups": []}
+    report: dict[str, Any] = {
+        "id": exp_id,
+        "started": iso_utc(started),
+        "started_epoch": started,
+        "spec": {
+            "groups": spec.groups,
+            "probe": spec.probe.kind,
+            "repeat": spec.repeat,
+            "both_ends": spec.both_ends,
+            "rtt_ms": spec.rtt_ms,
+            "profile": profile.name,
+            "speed_mbps": spec.judging.speed_mbps,
+            "ifaces": list(spec.judging.ifaces),
+            "exact": spec.judging.exact,
+            "hosts": [h.label for h in hosts],
+        },
+        "groups": [],
+    }
 
     context = context or ToolContext()
     runs = RunProgress(len(spec.groups) * spec.repeat * 2)
@@ -154,8 +166,11 @@ def run_experiment(
         group, kind, k = label.split(":")
         context.progress.step(
             f"group {group} ({spec.groups.index(group) + 1} of {len(spec.groups)}): "
-            f"{kind} run {int(k) + 1} of {spec.repeat}", runs.done + 1, runs.total,
-            eta_s=runs.eta_s())
+            f"{kind} run {int(k) + 1} of {spec.repeat}",
+            runs.done + 1,
+            runs.total,
+            eta_s=runs.eta_s(),
+        )
         r = run_probe(hosts[0], spec.probe, tool=spec.tool, context=context)
         runs.done += 1
         r.experiment_id, r.label = exp_id, label
@@ -180,9 +195,12 @@ def run_experiment(
                     if not apply.plan(audit):
                         continue
                     # apply audits again under the lock: the plan above may be stale by then
-                    out = apply.apply(h, partial(spec.judging.audit, profile=profile,
-                                                     groups=[group]),
-                                          snaps, label=f"{exp_id} {group}")
+                    out = apply.apply(
+                        h,
+                        partial(spec.judging.audit, profile=profile, groups=[group]),
+                        snaps,
+                        label=f"{exp_id} {group}",
+                    )
                     if out.baseline:
                         baselines.append((h, out.baseline))
                     if not out.ok:
@@ -197,27 +215,46 @@ def run_experiment(
                 treated.append(measured(f"{group}:applied:{k}"))
             finally:
                 for h, snap_id in reversed(baselines):
-                    ctx = build_context(h, profile, rtt_ms=spec.rtt_ms,
-                                        speed_mbps=spec.judging.speed_mbps)
+                    ctx = build_context(
+                        h, profile, rtt_ms=spec.rtt_ms, speed_mbps=spec.judging.speed_mbps
+                    )
                     back = apply.restore(h, snaps.load(snap_id), snaps, ctx)
                     if back.ok:
                         snaps.remove(snap_id)
                     else:
                         report.setdefault("kept_snapshots", []).append(
-                            str(snaps.dir / f"{snap_id}.json"))
+                            str(snaps.dir / f"{snap_id}.json")
+                        )
         if not applicable:
-            report["groups"].append({"group": group, "verdict": "neutral", "applied": False,
-                                     "why": "nothing to apply: the hosts already comply",
-                                     "baseline_bps": base, "applied_bps": [], "ratio": None,
-                                     "margin": None, "changes": []})
+            report["groups"].append(
+                {
+                    "group": group,
+                    "verdict": "neutral",
+                    "applied": False,
+                    "why": "nothing to apply: the hosts already comply",
+                    "baseline_bps": base,
+                    "applied_bps": [],
+                    "ratio": None,
+                    "margin": None,
+                    "changes": [],
+                }
+            )
             say("  neutral: nothing to apply (the hosts already comply)")
             continue
         verdict, ratio, margin = judge(base, treated)
         say(f"  {verdict}: x{ratio:.2f} (noise +-{margin:.0%})")
-        report["groups"].append({"group": group, "verdict": verdict, "applied": True,
-                                 "ratio": ratio,
-                                 "margin": margin, "baseline_bps": base, "applied_bps": treated,
-                                 "changes": changes})
+        report["groups"].append(
+            {
+                "group": group,
+                "verdict": verdict,
+                "applied": True,
+                "ratio": ratio,
+                "margin": margin,
+                "baseline_bps": base,
+                "applied_bps": treated,
+                "changes": changes,
+            }
+        )
     snaps.remove_dir()
     report["helped"] = [g["group"] for g in report["groups"] if g["verdict"] == "helps"]
     finished = time.time()

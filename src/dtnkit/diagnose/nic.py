@@ -53,5 +53,9 @@ def egress_cap_bps(host: Host, dev: str) -> tuple[float, str] | None:
 
 def line_rate(host: Host, dev: str | None, speed_mbps: int | None) -> LineRate:
     cap = egress_cap_bps(host, dev) if dev else None
-    return LineRate(dev, speed_mbps * 1e6 if speed_mbps else None,
-                    cap[0] if cap else None, cap[1] if cap else "")
+    return LineRate(
+        dev,
+        speed_mbps * 1e6 if speed_mbps else None,
+        cap[0] if cap else None,
+        cap[1] if cap else "",
+    )

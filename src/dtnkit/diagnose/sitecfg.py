@@ -44,8 +44,9 @@ def parse_peer(text: str) -> PeerAddress:
     if not raw:
         raise BadInput("--peer is empty", "", hint)
     if len(raw) > 253 or any(c.isspace() or not c.isprintable() for c in raw):
-        raise BadInput(f"bad --peer {text[:60]!r}", "too long, or holds blanks or control "
-                       "characters", hint)
+        raise BadInput(
+            f"bad --peer {text[:60]!r}", "too long, or holds blanks or control characters", hint
+        )
     if raw.startswith("[") and raw.endswith("]"):
         raw = raw[1:-1]
     if raw.startswith("-"):
@@ -62,17 +63,26 @@ def parse_peer(text: str) -> PeerAddress:
             raise BadInput(f"bad --peer {raw!r}", "not the address of one host", hint)
         return PeerAddress(str(ip) + (f"%{zone}" if zone else ""), ip.version)
     if ":" in raw:
-        why = ("a port is not needed: give the host only" if raw.count(":") == 1
-               else "not an IPv6 address")
+        why = (
+            "a port is not needed: give the host only"
+            if raw.count(":") == 1
+            else "not an IPv6 address"
+        )
         raise BadInput(f"bad --peer {raw!r}", why, hint)
     name = raw[:-1] if raw.endswith(".") else raw
     labels = name.split(".")
     if not name or not all(_LABEL.match(label) for label in labels):
-        raise BadInput(f"bad --peer {raw!r}", "not an IP address nor a host name (letters, "
-                       "digits and '-' between dots)", hint)
+        raise BadInput(
+            f"bad --peer {raw!r}",
+            "not an IP address nor a host name (letters, digits and '-' between dots)",
+            hint,
+        )
     if labels[-1].isdigit():
-        raise BadInput(f"bad --peer {raw!r}", "not an IP address, and a host name does not end "
-                       "in a number", hint)
+        raise BadInput(
+            f"bad --peer {raw!r}",
+            "not an IP address, and a host name does not end in a number",
+            hint,
+        )
     return PeerAddress(raw, None)
 
 
@@ -96,8 +106,12 @@ def parse_getent_hosts(text: str) -> list[str]:
 def check_url(text: str, what: str = "--perfsonar") -> str:
     """An http(s) URL with a host, no blanks or control characters; else bad input."""
     hint = "give the toolkit's address, e.g. https://ps.example.org"
-    if (not text or len(text) > 2048 or text.startswith("-")
-            or any(c.isspace() or not c.isprintable() for c in text)):
+    if (
+        not text
+        or len(text) > 2048
+        or text.startswith("-")
+        or any(c.isspace() or not c.isprintable() for c in text)
+    ):
         raise BadInput(f"bad {what} {text[:60]!r}", "empty, too long, or holds blanks", hint)
     try:
         url = urllib.parse.urlsplit(text)
@@ -105,8 +119,9 @@ def check_url(text: str, what: str = "--perfsonar") -> str:
     except ValueError as exc:
         raise BadInput(f"bad {what} {text[:60]!r}", str(exc), hint) from exc
     if url.scheme not in ("http", "https") or not url.hostname:
-        raise BadInput(f"bad {what} {text[:60]!r}", "not an http:// or https:// URL with a "
-                       "host", hint)
+        raise BadInput(
+            f"bad {what} {text[:60]!r}", "not an http:// or https:// URL with a host", hint
+        )
     return text
 
 
@@ -132,9 +147,22 @@ def parse_ping(returncode: int, text: str) -> PingOutcome:
         hint = int(m.group(1))
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     note = "reply" if replied else "no reply"
-    for words in (("too long", "frag", "too big", "unreachable", "unknown host", "not known",
-                   "invalid", "cannot", "denied", "not installed", "no buffer space"),
-                  ("error",)):
+    for words in (
+        (
+            "too long",
+            "frag",
+            "too big",
+            "unreachable",
+            "unknown host",
+            "not known",
+            "invalid",
+            "cannot",
+            "denied",
+            "not installed",
+            "no buffer space",
+        ),
+        ("error",),
+    ):
         found = [ln for ln in lines if any(w in ln.lower() for w in words)]
         if found:
             note = found[0][:120]
@@ -167,9 +195,11 @@ def parse_route_get(text: str) -> RouteTo | None:
             if isinstance(m, dict) and "mtu" in m:
                 mtu = m["mtu"]
     kind = route.get("type", "unicast")
-    return RouteTo(dev if isinstance(dev, str) else None,
-                   mtu if isinstance(mtu, int) and not isinstance(mtu, bool) and mtu > 0
-                   else None, kind if isinstance(kind, str) else "unicast")
+    return RouteTo(
+        dev if isinstance(dev, str) else None,
+        mtu if isinstance(mtu, int) and not isinstance(mtu, bool) and mtu > 0 else None,
+        kind if isinstance(kind, str) else "unicast",
+    )
 
 
 # ---- processes ----------------------------------------------------------------------------------
@@ -213,7 +243,7 @@ def option_value(args: list[str], *names: str) -> str | None:
             if arg == name and i + 1 < len(args):
                 return args[i + 1]
             if name.startswith("--") and arg.startswith(name + "="):
-                return arg[len(name) + 1:]
+                return arg[len(name) + 1 :]
     return None
 
 
@@ -242,8 +272,11 @@ class Pmark:
     def problems(self) -> list[str]:
         out = []
         if self.lines and not self.fireflies_on:
-            out.append("firefly disabled; configuration incomplete (no ffdest)"
-                       if self.firefly is not False else "use nofirefly")
+            out.append(
+                "firefly disabled; configuration incomplete (no ffdest)"
+                if self.firefly is not False
+                else "use nofirefly"
+            )
         if self.maps and not self.defsfile:
             out.append("map2exp/map2act without defsfile (XRootD refuses to start)")
         return out
@@ -329,8 +362,7 @@ def dcache_firefly(text: str) -> bool | None:
 
 def uncommented(text: str) -> list[str]:
     """The lines that are not blank and not ``#`` comments, stripped."""
-    return [ln.strip() for ln in text.splitlines()
-            if ln.strip() and not ln.strip().startswith("#")]
+    return [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith("#")]
 
 
 def flowd_go_backends(text: str) -> list[str]:
@@ -396,5 +428,8 @@ def pmacct_export(text: str) -> list[str]:
             plugins = [p.strip().split("[")[0] for p in value.split(",") if p.strip()]
         elif key in ("nfprobe_receiver", "sfprobe_receiver"):
             receivers[key.split("_")[0]] = value.strip()
-    return [p + (f" -> {receivers[p]}" if p in receivers else "")
-            for p in plugins if p in ("nfprobe", "sfprobe")]
+    return [
+        p + (f" -> {receivers[p]}" if p in receivers else "")
+        for p in plugins
+        if p in ("nfprobe", "sfprobe")
+    ]

@@ -37,8 +37,12 @@ class GroupState:
     unknown: int
 
     def as_dict(self) -> dict[str, Any]:
-        return {"state": self.state, "items": self.items, "differs": self.differs,
-                "unknown": self.unknown}
+        return {
+            "state": self.state,
+            "items": self.items,
+            "differs": self.differs,
+            "unknown": self.unknown,
+        }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -149,40 +153,91 @@ class Report:
             "profile": self.profile,
             "reference": self.reference,
             "groups": list(self.groups),
-            "hosts": [{
-                "host": h.name, "file": h.audit.file, "audited_host": h.audit.doc_host,
-                "profile": h.audit.profile, "rtt_ms": h.audit.rtt_ms,
-                "compliant": h.audit.compliant,
-                "claimed_compliant": h.audit.claimed_compliant,
-                "interfaces": list(h.audit.devices),
-                "groups": {g: s.as_dict() for g, s in h.groups.items()},
-                "against_profile": [{
-                    "key": i.key, "compared_as": i.ckey, "group": i.group,
-                    "status": i.status, "current": i.current,
-                    "recommended": i.recommended, "why": i.why}
-                    for i in h.against_profile],
-                "against_reference": None if self.reference is None else [{
-                    "key": d.key, "group": d.group, "value": d.value,
-                    "reference_value": d.reference_value, "only_on": d.only_on}
-                    for d in self.reference_diffs_of(h.name)],
-            } for h in self.hosts],
+            "hosts": [
+                {
+                    "host": h.name,
+                    "file": h.audit.file,
+                    "audited_host": h.audit.doc_host,
+                    "profile": h.audit.profile,
+                    "rtt_ms": h.audit.rtt_ms,
+                    "compliant": h.audit.compliant,
+                    "claimed_compliant": h.audit.claimed_compliant,
+                    "interfaces": list(h.audit.devices),
+                    "groups": {g: s.as_dict() for g, s in h.groups.items()},
+                    "against_profile": [
+                        {
+                            "key": i.key,
+                            "compared_as": i.ckey,
+                            "group": i.group,
+                            "status": i.status,
+                            "current": i.current,
+                            "recommended": i.recommended,
+                            "why": i.why,
+                        }
+                        for i in h.against_profile
+                    ],
+                    "against_reference": None
+                    if self.reference is None
+                    else [
+                        {
+                            "key": d.key,
+                            "group": d.group,
+                            "value": d.value,
+                            "reference_value": d.reference_value,
+                            "only_on": d.only_on,
+                        }
+                        for d in self.reference_diffs_of(h.name)
+                    ],
+                }
+                for h in self.hosts
+            ],
             "compliant_hosts": self.compliant,
-            "differing": [{"key": d.key, "group": d.group, "values": dict(d.values),
-                           "not_read": list(d.not_read)} for d in self.differing],
-            "not_read": [{"key": u.key, "group": u.group, "hosts": list(u.hosts),
-                          "why": u.why} for u in self.not_read],
-            "experiments": [{
-                "name": e.name, "file": e.file, "id": e.id, "profile": e.profile,
-                "hosts": list(e.hosts), "probe": e.probe,
-                "groups": [_verdict(v) for v in e.groups]} for e in self.experiments],
-            "campaign": None if self.campaign is None else {
-                "file": self.campaign.file, "profile": self.campaign.profile,
-                "status": self.campaign.status, "failure": self.campaign.failure,
-                "groups": list(self.campaign.groups), "started": self.campaign.started,
-                "finished": self.campaign.finished, "restored": list(self.campaign.restored),
-                "pairs": [{"client": p.client, "server": p.server, "nic_bps": p.nic_bps,
-                           "results": [_verdict(v) for v in p.results]}
-                          for p in self.campaign.pairs]},
+            "differing": [
+                {
+                    "key": d.key,
+                    "group": d.group,
+                    "values": dict(d.values),
+                    "not_read": list(d.not_read),
+                }
+                for d in self.differing
+            ],
+            "not_read": [
+                {"key": u.key, "group": u.group, "hosts": list(u.hosts), "why": u.why}
+                for u in self.not_read
+            ],
+            "experiments": [
+                {
+                    "name": e.name,
+                    "file": e.file,
+                    "id": e.id,
+                    "profile": e.profile,
+                    "hosts": list(e.hosts),
+                    "probe": e.probe,
+                    "groups": [_verdict(v) for v in e.groups],
+                }
+                for e in self.experiments
+            ],
+            "campaign": None
+            if self.campaign is None
+            else {
+                "file": self.campaign.file,
+                "profile": self.campaign.profile,
+                "status": self.campaign.status,
+                "failure": self.campaign.failure,
+                "groups": list(self.campaign.groups),
+                "started": self.campaign.started,
+                "finished": self.campaign.finished,
+                "restored": list(self.campaign.restored),
+                "pairs": [
+                    {
+                        "client": p.client,
+                        "server": p.server,
+                        "nic_bps": p.nic_bps,
+                        "results": [_verdict(v) for v in p.results],
+                    }
+                    for p in self.campaign.pairs
+                ],
+            },
             "skipped": [{"file": s.file, "why": s.why} for s in self.skipped],
             "notes": list(self.notes),
             "exit_status": int(self.status),
@@ -190,9 +245,16 @@ class Report:
 
 
 def _verdict(v: Any) -> dict[str, Any]:
-    return {"group": v.group, "verdict": v.verdict, "applied": v.applied, "ratio": v.ratio,
-            "margin": v.margin, "baseline_bps": list(v.baseline_bps),
-            "applied_bps": list(v.applied_bps), "why": v.why}
+    return {
+        "group": v.group,
+        "verdict": v.verdict,
+        "applied": v.applied,
+        "ratio": v.ratio,
+        "margin": v.margin,
+        "baseline_bps": list(v.baseline_bps),
+        "applied_bps": list(v.applied_bps),
+        "why": v.why,
+    }
 
 
 def canonical(value: Any) -> str:
@@ -225,8 +287,9 @@ def group_state(items: Sequence[ComparedFinding]) -> GroupState:
         state = "ok"
     else:
         state = "n/a"  # only unsupported or host-scope items: nothing to judge here
-    return GroupState(state, len(items), statuses[AuditStatus.DIFFERS],
-                      statuses[AuditStatus.UNKNOWN])
+    return GroupState(
+        state, len(items), statuses[AuditStatus.DIFFERS], statuses[AuditStatus.UNKNOWN]
+    )
 
 
 def view(audit: HostAudit, groups: Sequence[str]) -> HostView:
@@ -241,20 +304,23 @@ def view(audit: HostAudit, groups: Sequence[str]) -> HostView:
         while ckey in items:  # the same key twice in one audit: keep both
             ckey = f"{comparison_key(f.key, f.device, devices)}#{n}"
             n += 1
-        items[ckey] = ComparedFinding(ckey, f.key, f.device, f.group, f.status, f.current,
-                                      f.recommended, f.why)
-    return HostView(audit, {g: group_state([i for i in items.values() if i.group == g])
-                            for g in groups}, items)
+        items[ckey] = ComparedFinding(
+            ckey, f.key, f.device, f.group, f.status, f.current, f.recommended, f.why
+        )
+    return HostView(
+        audit, {g: group_state([i for i in items.values() if i.group == g]) for g in groups}, items
+    )
 
 
 def choose_profile(audits: Sequence[HostAudit], wanted: str | None) -> str | None:
     if wanted is not None:
         if audits and not any(a.profile == wanted for a in audits):
             found = sorted({a.profile for a in audits})
-            raise BadInput(f"no audit against profile {wanted!r}",
-                           f"the audits are against {', '.join(found)}",
-                           f"give one of those with --profile, or audit with --profile "
-                           f"{wanted}")
+            raise BadInput(
+                f"no audit against profile {wanted!r}",
+                f"the audits are against {', '.join(found)}",
+                f"give one of those with --profile, or audit with --profile {wanted}",
+            )
         return wanted
     if not audits:
         return None
@@ -272,19 +338,27 @@ def choose_reference(hosts: Sequence[HostView], wanted: str | None) -> str | Non
         return by_doc[0]
     names = [h.name for h in hosts]
     shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
-    raise BadInput(f"no host {wanted!r} to compare with", f"the hosts are {shown or 'none'}",
-                   "give --reference one of them (the name before .audit.json)")
+    raise BadInput(
+        f"no host {wanted!r} to compare with",
+        f"the hosts are {shown or 'none'}",
+        "give --reference one of them (the name before .audit.json)",
+    )
 
 
-def compare(loaded: Loaded, *, reference: str | None = None,
-            profile: str | None = None) -> Report:
+def compare(loaded: Loaded, *, reference: str | None = None, profile: str | None = None) -> Report:
     """The report of a loaded directory; BadInput when nothing in it is usable, or the
     profile or reference host asked for is not there."""
     if not loaded.usable:
-        why = (f"{counted(len(loaded.skipped), 'file')} skipped, none usable" if loaded.skipped else
-               "no *.audit.json, *.experiment.json or campaign.json in it")
-        raise BadInput(f"nothing to report in {loaded.directory}", why,
-                       "give the directory the site audit wrote (DIR/HOST.audit.json)")
+        why = (
+            f"{counted(len(loaded.skipped), 'file')} skipped, none usable"
+            if loaded.skipped
+            else "no *.audit.json, *.experiment.json or campaign.json in it"
+        )
+        raise BadInput(
+            f"nothing to report in {loaded.directory}",
+            why,
+            "give the directory the site audit wrote (DIR/HOST.audit.json)",
+        )
     chosen = choose_profile(loaded.audits, profile)
     skipped = list(loaded.skipped)
     notes = []
@@ -293,25 +367,43 @@ def compare(loaded: Loaded, *, reference: str | None = None,
         if a.profile == chosen:
             kept.append(a)
         else:
-            skipped.append(Skipped(a.file, f"audited against profile {a.profile}, not "
-                                            f"{chosen} (--profile {a.profile} reports it)"))
+            skipped.append(
+                Skipped(
+                    a.file,
+                    f"audited against profile {a.profile}, not "
+                    f"{chosen} (--profile {a.profile} reports it)",
+                )
+            )
     for a in kept:
         if a.claimed_compliant != a.compliant:
-            notes.append(f"{a.file} says compliant is {str(a.claimed_compliant).lower()}, "
-                         f"but its findings say {str(a.compliant).lower()}: the findings "
-                         "are used")
+            notes.append(
+                f"{a.file} says compliant is {str(a.claimed_compliant).lower()}, "
+                f"but its findings say {str(a.compliant).lower()}: the findings "
+                "are used"
+            )
     if not kept and not loaded.experiments and not loaded.campaign:
-        raise BadInput(f"nothing to report in {loaded.directory}",
-                       "no audit against the profile asked for", "see the skipped files")
+        raise BadInput(
+            f"nothing to report in {loaded.directory}",
+            "no audit against the profile asked for",
+            "see the skipped files",
+        )
     seen = [g for g in GROUPS]
     extra = sorted({f.group for a in kept for f in a.findings} - set(GROUPS))
     groups = tuple(seen + extra)
     hosts = tuple(sorted((view(a, groups) for a in kept), key=lambda h: h.name))
     ref = choose_reference(hosts, reference)
-    return Report(loaded=loaded, profile=chosen, reference=ref, hosts=hosts, groups=groups,
-                  differing=tuple(differing(hosts)),
-                  reference_diffs=tuple(against(hosts, ref)) if ref else (),
-                  skipped=tuple(skipped), notes=tuple(notes), not_read=tuple(unread(hosts)))
+    return Report(
+        loaded=loaded,
+        profile=chosen,
+        reference=ref,
+        hosts=hosts,
+        groups=groups,
+        differing=tuple(differing(hosts)),
+        reference_diffs=tuple(against(hosts, ref)) if ref else (),
+        skipped=tuple(skipped),
+        notes=tuple(notes),
+        not_read=tuple(unread(hosts)),
+    )
 
 
 def differing(hosts: Sequence[HostView]) -> list[Differing]:
@@ -326,8 +418,7 @@ def differing(hosts: Sequence[HostView]) -> list[Differing]:
     for ckey, group in order.items():
         values = {h.name: h.items[ckey].current for h in hosts if was_read(h.items.get(ckey))}
         if len({canonical(v) for v in values.values()}) > 1:
-            unread = tuple(h.name for h in hosts
-                           if ckey in h.items and not was_read(h.items[ckey]))
+            unread = tuple(h.name for h in hosts if ckey in h.items and not was_read(h.items[ckey]))
             out.append(Differing(ckey, group, values, unread))
     return out
 
@@ -340,8 +431,11 @@ def unread(hosts: Sequence[HostView]) -> list[NotRead]:
             if was_read(item):
                 continue
             seen = out.get(ckey)
-            out[ckey] = NotRead(ckey, item.group, (h.name,), item.why) if seen is None else \
-                dataclasses.replace(seen, hosts=(*seen.hosts, h.name))
+            out[ckey] = (
+                NotRead(ckey, item.group, (h.name,), item.why)
+                if seen is None
+                else dataclasses.replace(seen, hosts=(*seen.hosts, h.name))
+            )
     return list(out.values())
 
 
@@ -361,10 +455,8 @@ def against(hosts: Sequence[HostView], reference: str) -> list[RefDiff]:
             if theirs is None:
                 out.append(RefDiff(h.name, ckey, item.group, item.current, None, "host"))
             elif canonical(item.current) != canonical(theirs.current):
-                out.append(RefDiff(h.name, ckey, item.group, item.current, theirs.current,
-                                   None))
+                out.append(RefDiff(h.name, ckey, item.group, item.current, theirs.current, None))
         for ckey, theirs in ref.items.items():
             if ckey not in h.items and was_read(theirs):
-                out.append(RefDiff(h.name, ckey, theirs.group, None, theirs.current,
-                                   "reference"))
+                out.append(RefDiff(h.name, ckey, theirs.group, None, theirs.current, "reference"))
     return out

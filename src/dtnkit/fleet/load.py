@@ -61,15 +61,20 @@ def printable(text: str) -> str:
         if 0xDC80 <= code <= 0xDCFF:  # os.fsdecode's surrogateescape of a byte
             out.append(f"\\x{code - 0xDC00:02x}")
         elif not ch.isprintable():  # control, format, unassigned, separators but space
-            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-                       if code < 0x10000 else f"\\U{code:08x}")
+            out.append(
+                f"\\x{code:02x}"
+                if code < 0x100
+                else f"\\u{code:04x}"
+                if code < 0x10000
+                else f"\\U{code:08x}"
+            )
         else:
             out.append(ch)
     return "".join(out)
 
 
 def clip(text: str, most: int = 120) -> str:
-    return text if len(text) <= most else text[:most - 3] + "..."
+    return text if len(text) <= most else text[: most - 3] + "..."
 
 
 @dataclasses.dataclass(frozen=True)
@@ -184,6 +189,7 @@ class Loaded:
 
 # ---------------------------------------------------------------- shapes
 
+
 class Invalid(ValueError):
     """A document that is not of its schema's shape: where, and what is wrong."""
 
@@ -215,8 +221,12 @@ class _Doc:
         return value
 
     def text(self, key: str, *, required: bool = True, null: bool = False) -> str | None:
-        value = self._get(key, lambda v: isinstance(v, str) or (null and v is None),
-                          "a string" + (" or null" if null else ""), required)
+        value = self._get(
+            key,
+            lambda v: isinstance(v, str) or (null and v is None),
+            "a string" + (" or null" if null else ""),
+            required,
+        )
         return value if value is None else str(value)
 
     def name(self, key: str) -> str:
@@ -229,8 +239,7 @@ class _Doc:
     def one_of(self, key: str, choices: Sequence[str]) -> str:
         value = self.text(key)
         if value not in choices:
-            raise Invalid(f"{self._where(key)} is {_show(value)}, not one of "
-                          f"{', '.join(choices)}")
+            raise Invalid(f"{self._where(key)} is {_show(value)}, not one of {', '.join(choices)}")
         return str(value)
 
     def flag(self, key: str, *, required: bool = True) -> bool | None:
@@ -238,16 +247,21 @@ class _Doc:
         return None if value is None else bool(value)
 
     def number(self, key: str, *, required: bool = False, null: bool = True) -> float | None:
-        value = self._get(key, lambda v: _finite(v) or (null and v is None),
-                          "a finite number" + (" or null" if null else ""), required)
+        value = self._get(
+            key,
+            lambda v: _finite(v) or (null and v is None),
+            "a finite number" + (" or null" if null else ""),
+            required,
+        )
         return None if value is None else float(value)
 
     def numbers(self, key: str) -> tuple[float, ...]:
         items = self.items(key, required=False)
         for i, v in enumerate(items):
             if not _finite(v):
-                raise Invalid(f"{self._where(key)}[{i}] is {_kind(v)} {_show(v)}, not a "
-                              "finite number")
+                raise Invalid(
+                    f"{self._where(key)}[{i}] is {_kind(v)} {_show(v)}, not a finite number"
+                )
         return tuple(float(v) for v in items)
 
     def texts(self, key: str, *, required: bool = False) -> tuple[str, ...]:
@@ -262,12 +276,18 @@ class _Doc:
         return [] if value is None else list(value)
 
     def objects(self, key: str, *, required: bool = True) -> list[_Doc]:
-        return [_Doc(v, f"{self._where(key)}[{i}]")
-                for i, v in enumerate(self.items(key, required=required))]
+        return [
+            _Doc(v, f"{self._where(key)}[{i}]")
+            for i, v in enumerate(self.items(key, required=required))
+        ]
 
     def object(self, key: str, *, required: bool = True, null: bool = False) -> _Doc | None:
-        value = self._get(key, lambda v: isinstance(v, dict) or (null and v is None),
-                          "an object" + (" or null" if null else ""), required)
+        value = self._get(
+            key,
+            lambda v: isinstance(v, dict) or (null and v is None),
+            "an object" + (" or null" if null else ""),
+            required,
+        )
         return None if value is None else _Doc(value, self._where(key))
 
 
@@ -283,23 +303,34 @@ def _finite(value: Any) -> bool:
 def _kind(value: Any) -> str:
     if value is None:
         return "null"
-    return {bool: "a boolean", int: "a number", float: "a number", str: "a string",
-            list: "a list", dict: "an object"}.get(type(value), type(value).__name__)
+    return {
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+        str: "a string",
+        list: "a list",
+        dict: "an object",
+    }.get(type(value), type(value).__name__)
 
 
 def _error_doc(doc: Any) -> None:
     """The JSON a dtnkit command prints when it fails: say so instead of a shape error."""
     if isinstance(doc, dict) and isinstance(doc.get("error"), dict) and len(doc) == 1:
         what = doc["error"].get("what")
-        raise Invalid("it is an error report, not a result: the command failed there"
-                      + (f" ({clip(printable(what), 80)})" if isinstance(what, str) else ""))
+        raise Invalid(
+            "it is an error report, not a result: the command failed there"
+            + (f" ({clip(printable(what), 80)})" if isinstance(what, str) else "")
+        )
 
 
 def _schema(d: _Doc, want: str, *older: str) -> None:
     got = d.doc.get("schema")
     if got != want and got not in older:
-        raise Invalid(f"schema is {_show(got)}, not {want!r}" if "schema" in d.doc
-                      else f"no schema (want {want!r})")
+        raise Invalid(
+            f"schema is {_show(got)}, not {want!r}"
+            if "schema" in d.doc
+            else f"no schema (want {want!r})"
+        )
 
 
 def audit_from(doc: Any, name: str, file: str) -> HostAudit:
@@ -309,31 +340,48 @@ def audit_from(doc: Any, name: str, file: str) -> HostAudit:
     _schema(d, *AUDIT_SCHEMAS)
     findings = []
     for f in d.objects("findings"):
-        findings.append(ReportedFinding(
-            group=f.name("group"), key=f.name("key"), label=f.text("label", required=False)
-            or "", scope=f.text("scope", required=False) or "",
-            device=f.text("device", required=False, null=True),
-            current=typed(f.doc.get("current")), recommended=typed(f.doc.get("recommended")),
-            status=AuditStatus(f.one_of("status", list(AuditStatus))),
-            why=f.text("why", required=False) or ""))
+        findings.append(
+            ReportedFinding(
+                group=f.name("group"),
+                key=f.name("key"),
+                label=f.text("label", required=False) or "",
+                scope=f.text("scope", required=False) or "",
+                device=f.text("device", required=False, null=True),
+                current=typed(f.doc.get("current")),
+                recommended=typed(f.doc.get("recommended")),
+                status=AuditStatus(f.one_of("status", list(AuditStatus))),
+                why=f.text("why", required=False) or "",
+            )
+        )
     devices = []
     for i in d.objects("interfaces", required=False):
         dev = i.text("device", required=False)
         if dev:
             devices.append(dev)
     compliant = d.flag("compliant")
-    return HostAudit(name=name, file=file, doc_host=str(d.text("host")),
-                     profile=d.name("profile"), rtt_ms=d.number("rtt_ms"),
-                     claimed_compliant=bool(compliant), devices=tuple(devices),
-                     findings=tuple(findings))
+    return HostAudit(
+        name=name,
+        file=file,
+        doc_host=str(d.text("host")),
+        profile=d.name("profile"),
+        rtt_ms=d.number("rtt_ms"),
+        claimed_compliant=bool(compliant),
+        devices=tuple(devices),
+        findings=tuple(findings),
+    )
 
 
 def _verdict(r: _Doc) -> GroupVerdict:
-    return GroupVerdict(group=r.name("group"), verdict=r.one_of("verdict", VERDICTS),
-                        applied=r.flag("applied", required=False), ratio=r.number("ratio"),
-                        margin=r.number("margin"), baseline_bps=r.numbers("baseline_bps"),
-                        applied_bps=r.numbers("applied_bps"), why=r.text("why", required=False)
-                        or "")
+    return GroupVerdict(
+        group=r.name("group"),
+        verdict=r.one_of("verdict", VERDICTS),
+        applied=r.flag("applied", required=False),
+        ratio=r.number("ratio"),
+        margin=r.number("margin"),
+        baseline_bps=r.numbers("baseline_bps"),
+        applied_bps=r.numbers("applied_bps"),
+        why=r.text("why", required=False) or "",
+    )
 
 
 def experiment_from(doc: Any, name: str, file: str) -> ReportedExperiment:
@@ -342,10 +390,15 @@ def experiment_from(doc: Any, name: str, file: str) -> ReportedExperiment:
     d = _Doc(doc, "")
     spec = d.object("spec")
     assert spec is not None
-    return ReportedExperiment(name=name, file=file, id=d.name("id"),
-                              profile=spec.text("profile", required=False),
-                              hosts=spec.texts("hosts"), probe=spec.text("probe", required=False),
-                              groups=tuple(_verdict(g) for g in d.objects("groups")))
+    return ReportedExperiment(
+        name=name,
+        file=file,
+        id=d.name("id"),
+        profile=spec.text("profile", required=False),
+        hosts=spec.texts("hosts"),
+        probe=spec.text("probe", required=False),
+        groups=tuple(_verdict(g) for g in d.objects("groups")),
+    )
 
 
 def campaign_from(doc: Any, file: str) -> Campaign:
@@ -357,28 +410,40 @@ def campaign_from(doc: Any, file: str) -> Campaign:
     fail: dict[str, str] | None = None
     if failure is not None:
         fail = {k: str(failure.text(k, required=False) or "") for k in ("host", "step", "msg")}
-    pairs = tuple(CampaignPair(client=p.name("client"), server=p.name("server"),
-                               nic_bps=p.number("nic_bps"),
-                               results=tuple(_verdict(r) for r in p.objects("results")))
-                  for p in d.objects("pairs"))
-    return Campaign(file=file, profile=d.text("profile", required=False),
-                    groups=d.texts("groups"), started=d.number("started"),
-                    finished=d.number("finished"),
-                    status=d.one_of("status", CAMPAIGN_STATUSES), failure=fail, pairs=pairs,
-                    restored=d.texts("restored"))
+    pairs = tuple(
+        CampaignPair(
+            client=p.name("client"),
+            server=p.name("server"),
+            nic_bps=p.number("nic_bps"),
+            results=tuple(_verdict(r) for r in p.objects("results")),
+        )
+        for p in d.objects("pairs")
+    )
+    return Campaign(
+        file=file,
+        profile=d.text("profile", required=False),
+        groups=d.texts("groups"),
+        started=d.number("started"),
+        finished=d.number("finished"),
+        status=d.one_of("status", CAMPAIGN_STATUSES),
+        failure=fail,
+        pairs=pairs,
+        restored=d.texts("restored"),
+    )
 
 
 # ---------------------------------------------------------------- the directory
 
+
 def _read(dirfd: int, name: str) -> bytes:
     """A regular file's bytes, opened relative to the directory without following a link."""
     try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-                     dir_fd=dirfd)
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dirfd)
     except OSError as exc:
         if exc.errno == 40:  # ELOOP: the name is a symbolic link
-            raise Invalid("it is a symbolic link: not followed (copy the file itself into "
-                          "the directory)") from None
+            raise Invalid(
+                "it is a symbolic link: not followed (copy the file itself into the directory)"
+            ) from None
         raise Invalid(f"cannot open it: {exc.strerror}") from None
     try:
         st = os.fstat(fd)
@@ -429,20 +494,28 @@ def load_dir(directory: Path) -> Loaded:
     try:
         dirfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as exc:
-        why = ("it is not a directory" if exc.errno == 20 else exc.strerror or str(exc))
-        raise BadInput(f"cannot read {shown_dir}", why,
-                       "give the directory the site audit wrote (DIR/HOST.audit.json)"
-                       ) from None
+        why = "it is not a directory" if exc.errno == 20 else exc.strerror or str(exc)
+        raise BadInput(
+            f"cannot read {shown_dir}",
+            why,
+            "give the directory the site audit wrote (DIR/HOST.audit.json)",
+        ) from None
     try:
         try:
             names = sorted(os.listdir(dirfd))
         except OSError as exc:
-            raise BadInput(f"cannot list {shown_dir}", exc.strerror or str(exc),
-                           "check the directory's permissions") from None
+            raise BadInput(
+                f"cannot list {shown_dir}",
+                exc.strerror or str(exc),
+                "check the directory's permissions",
+            ) from None
         wanted = [n for n in names if kind_of(n)]
         if len(wanted) > MAX_FILES:
-            raise BadInput(f"{shown_dir} holds {len(wanted)} documents",
-                           f"at most {MAX_FILES} are read", "split it into several reports")
+            raise BadInput(
+                f"{shown_dir} holds {len(wanted)} documents",
+                f"at most {MAX_FILES} are read",
+                "split it into several reports",
+            )
         audits: dict[str, HostAudit] = {}
         experiments: dict[str, ReportedExperiment] = {}
         campaign: Campaign | None = None
@@ -452,14 +525,14 @@ def load_dir(directory: Path) -> Loaded:
             file = printable(raw)
             try:
                 if kind == "audit":
-                    name = printable(raw[:-len(AUDIT_SUFFIX)])
+                    name = printable(raw[: -len(AUDIT_SUFFIX)])
                     if not name:
                         raise Invalid("no host name before .audit.json")
                     if name in audits:  # two raw names printed alike
                         raise Invalid(f"host {name} is read from {audits[name].file} already")
                     audits[name] = audit_from(parse(_read(dirfd, raw)), name, file)
                 elif kind == "experiment":
-                    name = printable(raw[:-len(EXPERIMENT_SUFFIX)])
+                    name = printable(raw[: -len(EXPERIMENT_SUFFIX)])
                     if not name:
                         raise Invalid("no name before .experiment.json")
                     if name in experiments:
@@ -469,8 +542,13 @@ def load_dir(directory: Path) -> Loaded:
                     campaign = campaign_from(parse(_read(dirfd, raw)), file)
             except Invalid as exc:
                 skipped.append(Skipped(file, printable(str(exc))))
-        return Loaded(directory=directory, audits=tuple(audits.values()),
-                      experiments=tuple(experiments.values()), campaign=campaign,
-                      skipped=tuple(skipped), ignored=len(names) - len(wanted))
+        return Loaded(
+            directory=directory,
+            audits=tuple(audits.values()),
+            experiments=tuple(experiments.values()),
+            campaign=campaign,
+            skipped=tuple(skipped),
+            ignored=len(names) - len(wanted),
+        )
     finally:
         os.close(dirfd)

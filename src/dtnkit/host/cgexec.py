@@ -28,11 +28,12 @@ def command(procs_files: Sequence[str], argv: Sequence[str]) -> list[str]:
 def main(args: Sequence[str]) -> int:
     """Enter the cgroups and exec the command (returns only when that fails)."""
     if "--" not in args:
-        print("usage: python -m dtnkit.host.cgexec PROCS_FILE... -- COMMAND [ARG...]",
-              file=sys.stderr)
+        print(
+            "usage: python -m dtnkit.host.cgexec PROCS_FILE... -- COMMAND [ARG...]", file=sys.stderr
+        )
         return 2
     cut = list(args).index("--")
-    files, argv = args[:cut], args[cut + 1:]
+    files, argv = args[:cut], args[cut + 1 :]
     if not argv:
         print("dtnkit.host.cgexec: no command to run", file=sys.stderr)
         return 2
@@ -41,8 +42,9 @@ def main(args: Sequence[str]) -> int:
             with open(path, "w") as f:
                 f.write(str(os.getpid()))
         except OSError as exc:
-            print(f"dtnkit.host.cgexec: cannot enter {path}: {exc.strerror or exc}",
-                  file=sys.stderr)
+            print(
+                f"dtnkit.host.cgexec: cannot enter {path}: {exc.strerror or exc}", file=sys.stderr
+            )
             return CANNOT_ENTER
     sys.stdout.flush()
     try:

@@ -42,8 +42,23 @@ JSON_TRUSTED = frozenset({"-k"})
 AGGREGATE_KINDS = frozenset({"bond", "team", "bridge"})
 STACKED_KINDS = frozenset({"vlan", "macvlan", "ipvlan", "macsec"})
 # links that carry no traffic of their own: not tuned unless named with --iface
-AUXILIARY_KINDS = frozenset({"ifb", "dummy", "nlmon", "sit", "ipip", "ip6tnl", "gre", "gretap",
-                             "ip6gre", "vti", "wireguard", "vxlan", "geneve"})
+AUXILIARY_KINDS = frozenset(
+    {
+        "ifb",
+        "dummy",
+        "nlmon",
+        "sit",
+        "ipip",
+        "ip6tnl",
+        "gre",
+        "gretap",
+        "ip6gre",
+        "vti",
+        "wireguard",
+        "vxlan",
+        "geneve",
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,7 +154,8 @@ def interfaces(host: Host) -> dict[str, Interface]:
         res = host.query(["ip", "-d", "-j", "link", "show"])
         if res.returncode == 127:
             raise DtnkitError(
-                "`ip` is not installed", "dtnkit reads links with `ip -d -j link`",
+                "`ip` is not installed",
+                "dtnkit reads links with `ip -d -j link`",
                 "install iproute2",
             )
         if not res.ok:
@@ -210,8 +226,9 @@ def default_routes(host: Host, family: str) -> list[Route] | Unavailable:
     if kernel is not None:
         links, dumps = kernel
         try:
-            return parse_default_routes(dumps["route6" if family == "-6" else "route4"],
-                                        link_names(links))
+            return parse_default_routes(
+                dumps["route6" if family == "-6" else "route4"], link_names(links)
+            )
         except ParseError:
             pass  # ip says the same in its own words
     argv = ["ip", "-j", "route", "show", "default"]
@@ -248,8 +265,11 @@ def upper_devices(ifaces: dict[str, Interface], name: str) -> list[str]:
         iface = ifaces.get(dev)
         if iface is None:
             continue
-        above = [n for n, i in sorted(ifaces.items())
-                 if (i.stacked and i.lower == dev) or (iface.master == n)]
+        above = [
+            n
+            for n, i in sorted(ifaces.items())
+            if (i.stacked and i.lower == dev) or (iface.master == n)
+        ]
         out.extend(n for n in above if n not in out)
     return out
 
@@ -297,10 +317,16 @@ def data_link_reason(
 ) -> str | None:
     """Why ``name`` is not a data interface (below 10G, no default route), or None if it is."""
     reasons: list[str] = []
-    speeds = [ifaces[d].speed_mbps for d, _ in leaf_devices(ifaces, name)
-              if d in ifaces and ifaces[d].speed_mbps]
-    speed = sum(s for s in speeds if s) if ifaces[name].aggregate else max(
-        (s for s in speeds if s), default=0)
+    speeds = [
+        ifaces[d].speed_mbps
+        for d, _ in leaf_devices(ifaces, name)
+        if d in ifaces and ifaces[d].speed_mbps
+    ]
+    speed = (
+        sum(s for s in speeds if s)
+        if ifaces[name].aggregate
+        else max((s for s in speeds if s), default=0)
+    )
     if speeds and speed < DATA_MIN_MBPS:
         reasons.append(f"{speed / 1000:g} Gbit/s")
     if routes is not None and routed_anywhere and not set(upper_devices(ifaces, name)) & routes:
@@ -331,8 +357,11 @@ def select_interfaces(
             )
         roots = wanted
     else:
-        candidates = [n for n, i in sorted(ifaces.items())
-                      if not i.loopback and not i.master and i.kind not in AUXILIARY_KINDS]
+        candidates = [
+            n
+            for n, i in sorted(ifaces.items())
+            if not i.loopback and not i.master and i.kind not in AUXILIARY_KINDS
+        ]
         fast = [n for n in candidates if data_link_reason(ifaces, n, None, False) is None]
         routed = routes is not None and any(set(upper_devices(ifaces, n)) & routes for n in fast)
         roots = []
@@ -374,9 +403,12 @@ def driver_info(host: Host, dev: str) -> dict[str, str] | None:
 def nic_driver(host: Host, dev: str) -> dict[str, str | None]:
     """Driver, driver version and firmware of ``dev`` from ``ethtool -i`` (None when unknown)."""
     info = driver_info(host, dev) or {}
-    return {"driver": info.get("driver") or None, "version": info.get("version") or None,
-            "firmware": info.get("firmware-version") or None,
-            "bus": info.get("bus-info") or None}
+    return {
+        "driver": info.get("driver") or None,
+        "version": info.get("version") or None,
+        "firmware": info.get("firmware-version") or None,
+        "bus": info.get("bus-info") or None,
+    }
 
 
 def addresses(host: Host, family: str = "-6") -> list[Address] | Unavailable:
@@ -508,9 +540,13 @@ def kernel_caps(host: Host) -> KernelCaps:
     config = host.kernel_config(only=_CAPS_CONFIG)
     qdiscs: dict[str, bool | None] = {}
     evidence = "no kernel config found (/proc/config.gz, /boot/config-*)"
-    for kind, symbol in (("fq", "CONFIG_NET_SCH_FQ"), ("fq_codel", "CONFIG_NET_SCH_FQ_CODEL"),
-                         ("tbf", "CONFIG_NET_SCH_TBF"), ("htb", "CONFIG_NET_SCH_HTB"),
-                         ("netem", "CONFIG_NET_SCH_NETEM")):
+    for kind, symbol in (
+        ("fq", "CONFIG_NET_SCH_FQ"),
+        ("fq_codel", "CONFIG_NET_SCH_FQ_CODEL"),
+        ("tbf", "CONFIG_NET_SCH_TBF"),
+        ("htb", "CONFIG_NET_SCH_HTB"),
+        ("netem", "CONFIG_NET_SCH_NETEM"),
+    ):
         present: bool | None = None
         if config is not None:
             value = config.get(symbol, "n")
@@ -525,8 +561,11 @@ def kernel_caps(host: Host) -> KernelCaps:
     modules: list[str] = []
     if config is not None and config.get("CONFIG_MODULES") == "y":
         prefix = "CONFIG_TCP_CONG_"
-        modules = sorted(name[len(prefix):].lower() for name, value in config.items()
-                         if name.startswith(prefix) and value == "m")
+        modules = sorted(
+            name[len(prefix) :].lower()
+            for name, value in config.items()
+            if name.startswith(prefix) and value == "m"
+        )
     return KernelCaps(qdiscs, evidence, tuple(avail), tuple(allowed), tuple(modules))
 
 

@@ -49,25 +49,48 @@ _NETNS_PATHS = ("/proc/sys/net/", "/sys/class/net/", "/proc/net/")
 # `ip netns exec cat` per file): every file of these directories, and of each interface's
 # directory, with its listing; missing, unreadable (EINVAL: the kernel lists the file but has
 # no value) and writable files told apart.  Paths elsewhere are read one at a time.
-_BATCH_DIRS = ("/proc/sys/net/core", "/proc/sys/net/ipv4", "/proc/sys/net/ipv6/conf/all",
-               "/proc/sys/net/ipv6/conf/default", "/sys/class/net")
+_BATCH_DIRS = (
+    "/proc/sys/net/core",
+    "/proc/sys/net/ipv4",
+    "/proc/sys/net/ipv6/conf/all",
+    "/proc/sys/net/ipv6/conf/default",
+    "/sys/class/net",
+)
 _BATCH_DEVICE_FILES = ("device", "device/numa_node")
 # The files whose content the helper's batch reads at once: those an audit reads (every other
 # file of the batch's directories is read when asked for, by the same helper: see
 # Host._batch_file).  Reading all ~430 cost 20 ms of a namespace audit's ~45 ms lead.
 _BATCH_NAMES = (
-    "default_qdisc", "netdev_max_backlog", "optmem_max", "rmem_default", "rmem_max",
-    "wmem_default", "wmem_max", "tcp_allowed_congestion_control",
-    "tcp_available_congestion_control", "tcp_congestion_control", "tcp_mem", "tcp_mtu_probing",
-    "tcp_no_metrics_save", "tcp_rmem", "tcp_slow_start_after_idle", "tcp_wmem",
-    "disable_ipv6", "mtu", "speed", "tx_queue_len", "numa_node")
+    "default_qdisc",
+    "netdev_max_backlog",
+    "optmem_max",
+    "rmem_default",
+    "rmem_max",
+    "wmem_default",
+    "wmem_max",
+    "tcp_allowed_congestion_control",
+    "tcp_available_congestion_control",
+    "tcp_congestion_control",
+    "tcp_mem",
+    "tcp_mtu_probing",
+    "tcp_no_metrics_save",
+    "tcp_rmem",
+    "tcp_slow_start_after_idle",
+    "tcp_wmem",
+    "disable_ipv6",
+    "mtu",
+    "speed",
+    "tx_queue_len",
+    "numa_node",
+)
 
 
 def _batch_request() -> dict[str, Any]:
     """The helper's batch read: the files of the batch's directories and the kernel's
     rtnetlink dumps, which belong to the namespace the helper is in."""
-    return {"batch": [list(_BATCH_DIRS), list(_BATCH_DEVICE_FILES), dump_requests(),
-                      list(_BATCH_NAMES)]}
+    return {
+        "batch": [list(_BATCH_DIRS), list(_BATCH_DEVICE_FILES), dump_requests(), list(_BATCH_NAMES)]
+    }
 
 
 @dataclass(slots=True)
@@ -83,15 +106,20 @@ class _Batch:
     def knows(self, path: str) -> bool:
         """Whether the batch answers for ``path``: its directory was listed, it was named, or
         a listed directory above it lacks the next step (then it does not exist)."""
-        return (path in self.dirs or path in self.exists or path.rpartition("/")[0] in self.dirs
-                or self._missing_step(path))
+        return (
+            path in self.dirs
+            or path in self.exists
+            or path.rpartition("/")[0] in self.dirs
+            or self._missing_step(path)
+        )
 
     def present(self, path: str) -> bool:
         if path in self.exists:
             return self.exists[path]
         parent, _, name = path.rpartition("/")
-        return path in self.dirs or (name in self.dirs.get(parent, ())
-                                     and not self._missing_step(path))
+        return path in self.dirs or (
+            name in self.dirs.get(parent, ()) and not self._missing_step(path)
+        )
 
     def _missing_step(self, path: str) -> bool:
         head = path
@@ -167,10 +195,21 @@ class Host:
 
     def read_only_view(self) -> Host:
         """The same host, refusing every write (used by audit and --dry-run)."""
-        return Host(self.root, self.netns, self.runner, read_only=True, _cache=self._cache,
-                    _batch=self._batch, _helper=self._helper, _running=self._running,
-                    _lock=self._lock, _generation=self._generation,
-                    _planning=self._planning, _fixed=self._fixed, _kernel=self._kernel)
+        return Host(
+            self.root,
+            self.netns,
+            self.runner,
+            read_only=True,
+            _cache=self._cache,
+            _batch=self._batch,
+            _helper=self._helper,
+            _running=self._running,
+            _lock=self._lock,
+            _generation=self._generation,
+            _planning=self._planning,
+            _fixed=self._fixed,
+            _kernel=self._kernel,
+        )
 
     @property
     def is_live(self) -> bool:
@@ -184,8 +223,11 @@ class Host:
 
     # ---- files ----------------------------------------------------------------------------
     def _in_netns(self, path: str) -> bool:
-        return (self.is_live and self.netns is not None
-                and (path.rstrip("/") + "/").startswith(_NETNS_PATHS))
+        return (
+            self.is_live
+            and self.netns is not None
+            and (path.rstrip("/") + "/").startswith(_NETNS_PATHS)
+        )
 
     def _local(self, path: str) -> Path:
         return self.root / path.lstrip("/")
@@ -210,16 +252,24 @@ class Host:
             doc = self._helper_reply(_batch_request())
             doc = doc.get("batch") if doc is not None else None
             if doc is None:
-                res = self.runner.run(self.argv(nsserve.command(
-                    "batch", json.dumps([_BATCH_DIRS, _BATCH_DEVICE_FILES]))))
+                res = self.runner.run(
+                    self.argv(
+                        nsserve.command("batch", json.dumps([_BATCH_DIRS, _BATCH_DEVICE_FILES]))
+                    )
+                )
                 try:
                     doc = json.loads(res.stdout) if res.ok else None
                 except ValueError:
                     doc = None
             if not isinstance(doc, dict):  # no batch: each file is read on its own
                 doc = {"dirs": {}, "files": {}, "exists": {}, "writable": []}
-            self._batch[None] = _Batch(doc["dirs"], doc["files"], doc["exists"],
-                                       set(doc["writable"]), named_dumps(doc.get("rtnl")))
+            self._batch[None] = _Batch(
+                doc["dirs"],
+                doc["files"],
+                doc["exists"],
+                set(doc["writable"]),
+                named_dumps(doc.get("rtnl")),
+            )
 
     def _batch_file(self, batch: _Batch, path: str) -> bool:
         """Whether ``batch`` holds ``path``'s content, asking the helper for a file of a listed
@@ -247,8 +297,9 @@ class Host:
         if type(self.runner) is not SubprocessRunner:
             return None
         if None not in self._kernel:
-            self._kernel[None] = KernelView(self.netns, self._helper_reply, self._batch_dumps,
-                                            ethtool=self.root == Path("/"))
+            self._kernel[None] = KernelView(
+                self.netns, self._helper_reply, self._batch_dumps, ethtool=self.root == Path("/")
+            )
         return self._kernel[None]
 
     def _batch_dumps(self) -> dict[str, bytes] | None:
@@ -321,8 +372,9 @@ class Host:
         self.writes.append(WriteRecord(path, value))
         self.refresh()
         if self._in_netns(path):
-            res = self.runner.run(["ip", "netns", "exec", self.netns or "", "tee", path],
-                                  stdin=value)
+            res = self.runner.run(
+                ["ip", "netns", "exec", self.netns or "", "tee", path], stdin=value
+            )
             if not res.ok:
                 raise DtnkitError(f"cannot write {value!r} to {path}", _tee_reason(res.stderr))
             return
@@ -332,8 +384,9 @@ class Host:
         tree = self._tree()
         try:
             if tree is not None:
-                tree.write_bytes(path, value.encode(),
-                                 make_parents=not self.is_live or path.startswith("/etc/"))
+                tree.write_bytes(
+                    path, value.encode(), make_parents=not self.is_live or path.startswith("/etc/")
+                )
                 return
             if not self.is_live or path.startswith("/etc/"):
                 local.parent.mkdir(parents=True, exist_ok=True)
@@ -428,6 +481,7 @@ class Host:
 
     def _run_side_by_side(self, todo: list[tuple[str, ...]], workers: int) -> None:
         """Run the commands (cached by :meth:`query`) in up to ``workers`` threads."""
+
         def work() -> None:
             while True:
                 with self._lock:
@@ -437,8 +491,10 @@ class Host:
                 with contextlib.suppress(Exception):
                     self.query(key)
 
-        threads = [threading.Thread(target=work, name="dtnkit-read", daemon=True)
-                   for _ in range(min(workers, len(todo)))]
+        threads = [
+            threading.Thread(target=work, name="dtnkit-read", daemon=True)
+            for _ in range(min(workers, len(todo)))
+        ]
         for t in threads:
             t.start()
         for t in threads:
@@ -472,8 +528,7 @@ class Host:
         with self._lock:
             if self._generation[0] == generation:
                 for key, (rc, out, err) in zip(planned, many, strict=True):
-                    self._cache[key] = Result(tuple(self.argv(key)), int(rc), str(out),
-                                              str(err))
+                    self._cache[key] = Result(tuple(self.argv(key)), int(rc), str(out), str(err))
         return True
 
     def _in_helper(self, request: dict[str, Any]) -> Result | None:

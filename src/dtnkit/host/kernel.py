@@ -57,9 +57,14 @@ class KernelView:
     ``batch_dumps``: the dumps read with the helper's batch; ``ethtool``: whether ethtool's
     reads are asked of the kernel (a live Host rooted at ``/``)."""
 
-    def __init__(self, netns: str | None, ask: Ask,
-                 batch_dumps: Callable[[], dict[str, bytes] | None], *,
-                 ethtool: bool = True) -> None:
+    def __init__(
+        self,
+        netns: str | None,
+        ask: Ask,
+        batch_dumps: Callable[[], dict[str, bytes] | None],
+        *,
+        ethtool: bool = True,
+    ) -> None:
         self.netns = netns
         self._ask = ask
         self._batch_dumps = batch_dumps

@@ -46,10 +46,11 @@ def exchange(proto: int, requests: Sequence[bytes], timeout: float) -> list[byte
                         return None
                     step = (length + 3) & ~3
                     if got == seq:
-                        part = data[pos:pos + step]
+                        part = data[pos : pos + step]
                         parts.append(part + bytes(step - len(part)))
-                        done = (done or msg_type in (NLMSG_ERROR, NLMSG_DONE)
-                                or not flags & NLM_F_MULTI)
+                        done = (
+                            done or msg_type in (NLMSG_ERROR, NLMSG_DONE) or not flags & NLM_F_MULTI
+                        )
                     pos += step
             out.append(b"".join(parts))
     except OSError:
@@ -74,8 +75,11 @@ def ethtool_ioctl(device: str, request: bytes) -> bytes | int:
     except OSError as exc:
         return exc.errno or -1
     try:  # struct ifreq: the name in 16 bytes, then a pointer to the struct
-        ifr = (device.encode()[:15].ljust(16, b"\0")
-               + buf.buffer_info()[0].to_bytes(8, sys.byteorder) + bytes(16))
+        ifr = (
+            device.encode()[:15].ljust(16, b"\0")
+            + buf.buffer_info()[0].to_bytes(8, sys.byteorder)
+            + bytes(16)
+        )
         fcntl.ioctl(sock.fileno(), SIOCETHTOOL, ifr)
     except OSError as exc:
         return exc.errno or -1

@@ -117,9 +117,13 @@ class ForkedChild:
 
 def usable(netns: str) -> bool:
     """Whether a forked child can stand in for ``ip netns exec NETNS`` here."""
-    return (sys.platform == "linux" and os.geteuid() == 0
-            and "/" not in netns and netns not in ("", ".", "..")  # a name, not a path
-            and os.path.exists(f"{NETNS_RUN_DIR}/{netns}"))
+    return (
+        sys.platform == "linux"
+        and os.geteuid() == 0
+        and "/" not in netns
+        and netns not in ("", ".", "..")  # a name, not a path
+        and os.path.exists(f"{NETNS_RUN_DIR}/{netns}")
+    )
 
 
 def fork_in_netns(netns: str, program: Program) -> ForkedChild | None:
@@ -139,8 +143,7 @@ def fork_new_netns(program: Program) -> ForkedChild | None:
     return _fork(program, None)
 
 
-def run_in_new_netns(program: Program, data: bytes,
-                     child: ForkedChild | None = None) -> str | None:
+def run_in_new_netns(program: Program, data: bytes, child: ForkedChild | None = None) -> str | None:
     """What ``program`` writes, given ``data`` on its stdin, in a forked child inside a new
     network namespace (``child``, from :func:`fork_new_netns` with the same program, when
     given); None when the child could not be forked, could not unshare or failed (the caller
@@ -208,8 +211,7 @@ def _child(netns: str | None, program: Program, parent: int, in_r: int, out_w: i
         os.write(1, READY)
         # new file objects on fds 0 and 1 (the parent's sys.stdin/stdout are kept, never
         # flushed: os._exit below)
-        with open(0, "rb", closefd=False) as stdin, \
-                open(1, "wb", closefd=False) as stdout:
+        with open(0, "rb", closefd=False) as stdin, open(1, "wb", closefd=False) as stdout:
             program(stdin, stdout)
         status = 0
     except BaseException:
@@ -251,5 +253,4 @@ def _enter(netns: str | None, parent: int) -> None:
     etc = f"{NETNS_ETC_DIR}/{netns}"
     if os.path.isdir(etc):  # each file there over /etc's own (a failed bind: as ip, not fatal)
         for name in sorted(os.listdir(etc)):
-            libc.mount(f"{etc}/{name}".encode(), f"/etc/{name}".encode(), b"none", _MS_BIND,
-                       None)
+            libc.mount(f"{etc}/{name}".encode(), f"/etc/{name}".encode(), b"none", _MS_BIND, None)

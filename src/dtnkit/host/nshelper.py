@@ -51,8 +51,11 @@ class NsHelper:
     def _start(self) -> subprocess.Popen[bytes]:
         return subprocess.Popen(
             ["ip", "netns", "exec", self.netns, *nsserve.command("serve")],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            env={**os.environ, "LC_ALL": "C"})
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, "LC_ALL": "C"},
+        )
 
     def _fall_back(self) -> bool:
         """The forked child could not enter the namespace: `ip netns exec` instead, sent

@@ -23,8 +23,7 @@ import os
 import sys
 
 if __name__ == "__main__" and not __package__:  # run by path (-I: sys.path lacks dtnkit)
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(
-        os.path.abspath(__file__)))))
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 import contextlib  # (after the path, for a run by path)
 import json
@@ -39,6 +38,7 @@ from dtnkit.host.parsers.netlink import NETLINK_GENERIC, NETLINK_ROUTE
 
 # ---- the batch read ---------------------------------------------------------------------
 
+
 def _read_into(out: dict[str, Any], path: str) -> None:
     """One file's text (None: unreadable) and whether it is writable, into a reply."""
     try:
@@ -50,8 +50,12 @@ def _read_into(out: dict[str, Any], path: str) -> None:
         out["writable"].append(path)
 
 
-def batch(dirs: Sequence[str], extra: Sequence[str], dumps: Sequence[bytes] = (),
-          names: Sequence[str] | None = None) -> dict[str, Any]:
+def batch(
+    dirs: Sequence[str],
+    extra: Sequence[str],
+    dumps: Sequence[bytes] = (),
+    names: Sequence[str] | None = None,
+) -> dict[str, Any]:
     """Every file of ``dirs`` and of each ``/sys/class/net/DEV`` with their listings, the
     ``extra`` paths under each device (whether they exist), and the replies to the rtnetlink
     ``dumps``; ``names``: when given, only files of these names are read (the rest on
@@ -93,8 +97,10 @@ def read_files(paths: Sequence[str]) -> dict[str, Any]:
 
 # ---- commands ---------------------------------------------------------------------------
 
-def run_many(reqs: Sequence[tuple[Sequence[str], str | None]],
-             timeout: float) -> list[tuple[int, str, str]]:
+
+def run_many(
+    reqs: Sequence[tuple[Sequence[str], str | None]], timeout: float
+) -> list[tuple[int, str, str]]:
     """Every ``(argv, stdin)`` at once, as children of this process; ``(rc, out, err)`` in
     order (127: not found, 124: still running at the deadline, then killed)."""
     env = dict(os.environ, LC_ALL="C")
@@ -103,9 +109,16 @@ def run_many(reqs: Sequence[tuple[Sequence[str], str | None]],
     for argv, stdin in reqs:
         (i_r, i_w), (o_r, o_w), (e_r, e_w) = os.pipe(), os.pipe(), os.pipe()
         try:  # pipes are close-on-exec: the child keeps only its three dup2 copies
-            pid = os.posix_spawnp(argv[0], list(argv), env, file_actions=[
-                (os.POSIX_SPAWN_DUP2, i_r, 0), (os.POSIX_SPAWN_DUP2, o_w, 1),
-                (os.POSIX_SPAWN_DUP2, e_w, 2)])
+            pid = os.posix_spawnp(
+                argv[0],
+                list(argv),
+                env,
+                file_actions=[
+                    (os.POSIX_SPAWN_DUP2, i_r, 0),
+                    (os.POSIX_SPAWN_DUP2, o_w, 1),
+                    (os.POSIX_SPAWN_DUP2, e_w, 2),
+                ],
+            )
         except OSError:
             for fd in (i_r, i_w, o_r, o_w, e_r, e_w):
                 os.close(fd)
@@ -145,12 +158,18 @@ def run_many(reqs: Sequence[tuple[Sequence[str], str | None]],
         if rc == 124:
             out.append((124, "", f"timed out after {timeout:.0f} s"))
         else:
-            out.append((rc, b"".join(stdout).decode(errors="replace"),
-                        b"".join(stderr).decode(errors="replace")))
+            out.append(
+                (
+                    rc,
+                    b"".join(stdout).decode(errors="replace"),
+                    b"".join(stderr).decode(errors="replace"),
+                )
+            )
     return out
 
 
 # ---- the helper's loop ------------------------------------------------------------------
+
 
 def answer(req: dict[str, Any]) -> dict[str, Any]:
     """The reply to one request of the Host's (see :class:`dtnkit.host.nshelper.NsHelper`)."""
@@ -160,11 +179,14 @@ def answer(req: dict[str, Any]) -> dict[str, Any]:
         return {"read": read_files(req["read"])}
     if "ethtool" in req:  # one device's ethtool reads (see dtnkit.host.kernel.KernelView)
         dev, requests = req["ethtool"]
-        return {"nl": nlsocket.exchange(NETLINK_GENERIC, requests, req["timeout"]),
-                "drvinfo": nlsocket.ethtool_ioctl(dev, req["drv"])}
+        return {
+            "nl": nlsocket.exchange(NETLINK_GENERIC, requests, req["timeout"]),
+            "drvinfo": nlsocket.ethtool_ioctl(dev, req["drv"]),
+        }
     if "many" in req:
-        return {"many": [list(r) for r in run_many([(a, None) for a in req["many"]],
-                                                    req["timeout"])]}
+        return {
+            "many": [list(r) for r in run_many([(a, None) for a in req["many"]], req["timeout"])]
+        }
     rc, out, err = run_many([(req["argv"], req["stdin"])], req["timeout"])[0]
     return {"rc": rc, "out": out, "err": err}
 
@@ -182,13 +204,16 @@ def serve(stdin: BinaryIO, stdout: BinaryIO) -> None:
 
 # ---- the sysctl scope probe -------------------------------------------------------------
 
-def probe(paths: Sequence[str], inodes: Sequence[int | None],
-          cands: Sequence[Sequence[str]]) -> str:
+
+def probe(
+    paths: Sequence[str], inodes: Sequence[int | None], cands: Sequence[Sequence[str]]
+) -> str:
     """In a new network namespace (see :mod:`dtnkit.host.sysctl_scope`): ``P INODE MODE
     PATH`` for every path that exists here; then each path with candidates and a file of its
     own (not the host's inode) is written: ``W i j READBACK`` after the first write that
     worked, ``E i j`` for a refused one (``j`` from 1).  The readback is the whole file, as
     ``cat`` gives it."""
+
     def stat(path: str) -> os.stat_result | None:
         try:
             return os.stat(path)
@@ -232,6 +257,7 @@ def probe_stdin(stdin: BinaryIO, stdout: BinaryIO) -> None:
 
 
 # ---- as a program of its own ------------------------------------------------------------
+
 
 def command(*args: str) -> list[str]:
     """The argv that runs this module's ``args`` in a new Python (``-I -S``: isolated from

@@ -46,9 +46,26 @@ from typing import IO, Any, AnyStr, Literal, overload
 from dtnkit.host.signals import handling
 
 __all__ = [
-    "DEVNULL", "FORWARDED", "PIPE", "REAP_S", "STDOUT", "STOP_GRACE_S", "CalledProcessError",
-    "Child", "CompletedProcess", "Stdio", "SubprocessError", "TimeoutExpired", "alive",
-    "exit_status", "run", "run_forwarding", "signal_pid", "start", "stop_all", "stop_pid",
+    "DEVNULL",
+    "FORWARDED",
+    "PIPE",
+    "REAP_S",
+    "STDOUT",
+    "STOP_GRACE_S",
+    "CalledProcessError",
+    "Child",
+    "CompletedProcess",
+    "Stdio",
+    "SubprocessError",
+    "TimeoutExpired",
+    "alive",
+    "exit_status",
+    "run",
+    "run_forwarding",
+    "signal_pid",
+    "start",
+    "stop_all",
+    "stop_pid",
     "stop_pids",
 ]
 
@@ -86,8 +103,13 @@ class Child(subprocess.Popen[AnyStr]):
                 pass
         self.send_signal(signum)  # Popen's: nothing once the child is reaped
 
-    def stop(self, grace_s: float = STOP_GRACE_S, *, group: bool | None = None,
-             reap_s: float | None = REAP_S) -> int | None:
+    def stop(
+        self,
+        grace_s: float = STOP_GRACE_S,
+        *,
+        group: bool | None = None,
+        reap_s: float | None = REAP_S,
+    ) -> int | None:
         """SIGTERM, up to ``grace_s`` to exit (0: SIGKILL at once), SIGKILL, then reap,
         waiting at most ``reap_s`` (None: as long as it takes).  With its group (the
         default when it has one) the signals go to the group, and what the child left
@@ -129,63 +151,145 @@ class Child(subprocess.Popen[AnyStr]):
     def __enter__(self) -> Child[AnyStr]:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 traceback: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
         self.close()
 
 
 @overload
-def start(argv: Sequence[str], *, text: Literal[True], own_group: bool = ...,
-          stdin: Stdio = ..., stdout: Stdio = ..., stderr: Stdio = ...,
-          cwd: str | Path | None = ..., env: Mapping[str, str] | None = ...,
-          errors: str | None = ..., pass_fds: Sequence[int] = ...,
-          run_as: tuple[int, int] | None = ..., grace_s: float = ...) -> Child[str]: ...
+def start(
+    argv: Sequence[str],
+    *,
+    text: Literal[True],
+    own_group: bool = ...,
+    stdin: Stdio = ...,
+    stdout: Stdio = ...,
+    stderr: Stdio = ...,
+    cwd: str | Path | None = ...,
+    env: Mapping[str, str] | None = ...,
+    errors: str | None = ...,
+    pass_fds: Sequence[int] = ...,
+    run_as: tuple[int, int] | None = ...,
+    grace_s: float = ...,
+) -> Child[str]: ...
 @overload
-def start(argv: Sequence[str], *, text: Literal[False] = ..., own_group: bool = ...,
-          stdin: Stdio = ..., stdout: Stdio = ..., stderr: Stdio = ...,
-          cwd: str | Path | None = ..., env: Mapping[str, str] | None = ...,
-          errors: str | None = ..., pass_fds: Sequence[int] = ...,
-          run_as: tuple[int, int] | None = ..., grace_s: float = ...) -> Child[bytes]: ...
+def start(
+    argv: Sequence[str],
+    *,
+    text: Literal[False] = ...,
+    own_group: bool = ...,
+    stdin: Stdio = ...,
+    stdout: Stdio = ...,
+    stderr: Stdio = ...,
+    cwd: str | Path | None = ...,
+    env: Mapping[str, str] | None = ...,
+    errors: str | None = ...,
+    pass_fds: Sequence[int] = ...,
+    run_as: tuple[int, int] | None = ...,
+    grace_s: float = ...,
+) -> Child[bytes]: ...
 @overload
-def start(argv: Sequence[str], *, text: bool, own_group: bool = ...,
-          stdin: Stdio = ..., stdout: Stdio = ..., stderr: Stdio = ...,
-          cwd: str | Path | None = ..., env: Mapping[str, str] | None = ...,
-          errors: str | None = ..., pass_fds: Sequence[int] = ...,
-          run_as: tuple[int, int] | None = ..., grace_s: float = ...) -> Child[Any]: ...
-def start(argv: Sequence[str], *, text: bool = False, own_group: bool = False,
-          stdin: Stdio = None, stdout: Stdio = None, stderr: Stdio = None,
-          cwd: str | Path | None = None, env: Mapping[str, str] | None = None,
-          errors: str | None = None, pass_fds: Sequence[int] = (),
-          run_as: tuple[int, int] | None = None, grace_s: float = STOP_GRACE_S) -> Child[Any]:
+def start(
+    argv: Sequence[str],
+    *,
+    text: bool,
+    own_group: bool = ...,
+    stdin: Stdio = ...,
+    stdout: Stdio = ...,
+    stderr: Stdio = ...,
+    cwd: str | Path | None = ...,
+    env: Mapping[str, str] | None = ...,
+    errors: str | None = ...,
+    pass_fds: Sequence[int] = ...,
+    run_as: tuple[int, int] | None = ...,
+    grace_s: float = ...,
+) -> Child[Any]: ...
+def start(
+    argv: Sequence[str],
+    *,
+    text: bool = False,
+    own_group: bool = False,
+    stdin: Stdio = None,
+    stdout: Stdio = None,
+    stderr: Stdio = None,
+    cwd: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+    errors: str | None = None,
+    pass_fds: Sequence[int] = (),
+    run_as: tuple[int, int] | None = None,
+    grace_s: float = STOP_GRACE_S,
+) -> Child[Any]:
     """Start ``argv``.  Streams as Popen takes them (None: this process's own; ``PIPE``,
     ``DEVNULL``, ``STDOUT``, a file).  ``own_group``: a new session and process group;
     ``run_as``: (uid, gid) without supplementary groups; ``pass_fds``: descriptors it keeps;
     ``grace_s``: how long it has between SIGTERM and SIGKILL when a ``with`` block ends.
     A missing program raises FileNotFoundError, as Popen does."""
-    who: dict[str, Any] = {} if run_as is None else {
-        "user": run_as[0], "group": run_as[1], "extra_groups": []}
-    child: Child[Any] = Child(list(argv), stdin=stdin, stdout=stdout, stderr=stderr, cwd=cwd,
-                              env=env, text=text, errors=errors, pass_fds=tuple(pass_fds),
-                              start_new_session=own_group, **who)
+    who: dict[str, Any] = (
+        {} if run_as is None else {"user": run_as[0], "group": run_as[1], "extra_groups": []}
+    )
+    child: Child[Any] = Child(
+        list(argv),
+        stdin=stdin,
+        stdout=stdout,
+        stderr=stderr,
+        cwd=cwd,
+        env=env,
+        text=text,
+        errors=errors,
+        pass_fds=tuple(pass_fds),
+        start_new_session=own_group,
+        **who,
+    )
     child.own_group = own_group
     child.grace_s = grace_s
     return child
 
 
 @overload
-def run(argv: Sequence[str], *, text: Literal[True] = ..., timeout: float | None = ...,
-        input: str | None = ..., capture: bool = ..., check: bool = ...,
-        errors: str | None = ..., env: Mapping[str, str] | None = ...,
-        cwd: str | Path | None = ..., own_group: bool = ...) -> CompletedProcess[str]: ...
+def run(
+    argv: Sequence[str],
+    *,
+    text: Literal[True] = ...,
+    timeout: float | None = ...,
+    input: str | None = ...,
+    capture: bool = ...,
+    check: bool = ...,
+    errors: str | None = ...,
+    env: Mapping[str, str] | None = ...,
+    cwd: str | Path | None = ...,
+    own_group: bool = ...,
+) -> CompletedProcess[str]: ...
 @overload
-def run(argv: Sequence[str], *, text: Literal[False], timeout: float | None = ...,
-        input: bytes | None = ..., capture: bool = ..., check: bool = ...,
-        errors: str | None = ..., env: Mapping[str, str] | None = ...,
-        cwd: str | Path | None = ..., own_group: bool = ...) -> CompletedProcess[bytes]: ...
-def run(argv: Sequence[str], *, text: bool = True, timeout: float | None = None,
-        input: str | bytes | None = None, capture: bool = True, check: bool = False,
-        errors: str | None = None, env: Mapping[str, str] | None = None,
-        cwd: str | Path | None = None, own_group: bool = False) -> CompletedProcess[Any]:
+def run(
+    argv: Sequence[str],
+    *,
+    text: Literal[False],
+    timeout: float | None = ...,
+    input: bytes | None = ...,
+    capture: bool = ...,
+    check: bool = ...,
+    errors: str | None = ...,
+    env: Mapping[str, str] | None = ...,
+    cwd: str | Path | None = ...,
+    own_group: bool = ...,
+) -> CompletedProcess[bytes]: ...
+def run(
+    argv: Sequence[str],
+    *,
+    text: bool = True,
+    timeout: float | None = None,
+    input: str | bytes | None = None,
+    capture: bool = True,
+    check: bool = False,
+    errors: str | None = None,
+    env: Mapping[str, str] | None = None,
+    cwd: str | Path | None = None,
+    own_group: bool = False,
+) -> CompletedProcess[Any]:
     """Run ``argv`` to its end: what it printed (``capture``: stdout and stderr apart) and
     its exit status.  ``input`` is its stdin, else it shares this process's.  Past
     ``timeout`` s it is killed (its group too with ``own_group``), reaped, and
@@ -193,8 +297,17 @@ def run(argv: Sequence[str], *, text: bool = True, timeout: float | None = None,
     ``check``: a non-zero status raises CalledProcessError.  A missing program raises
     FileNotFoundError."""
     pipe = PIPE if capture else None
-    child = start(argv, text=text, errors=errors, env=env, cwd=cwd, own_group=own_group,
-                  stdin=PIPE if input is not None else None, stdout=pipe, stderr=pipe)
+    child = start(
+        argv,
+        text=text,
+        errors=errors,
+        env=env,
+        cwd=cwd,
+        own_group=own_group,
+        stdin=PIPE if input is not None else None,
+        stdout=pipe,
+        stderr=pipe,
+    )
     with child:
         try:
             out, err = child.communicate(input, timeout)
@@ -207,8 +320,9 @@ def run(argv: Sequence[str], *, text: bool = True, timeout: float | None = None,
     return done
 
 
-def stop_all(children: Iterable[Child[Any]], grace_s: float = STOP_GRACE_S, *,
-             reap_s: float | None = REAP_S) -> None:
+def stop_all(
+    children: Iterable[Child[Any]], grace_s: float = STOP_GRACE_S, *, reap_s: float | None = REAP_S
+) -> None:
     """Stop several children as :meth:`Child.stop` stops one, but signal them all first, so
     their grace periods run at once: at most ``grace_s`` for all."""
     children = list(children)
@@ -370,8 +484,7 @@ def _open_ours(pid: int, is_ours: Callable[[int], bool] | None) -> tuple[bool, i
     return True, fd
 
 
-def signal_pid(pid: int, signum: int, *, is_ours: Callable[[int], bool] | None = None
-               ) -> bool:
+def signal_pid(pid: int, signum: int, *, is_ours: Callable[[int], bool] | None = None) -> bool:
     """Send ``signum`` to a process another run started (a lab's delay stage, told to
     re-read its configuration), as :func:`stop_pids` signals: through a pidfd opened before
     ``is_ours`` is asked, so a PID a new process took meanwhile is never signalled.  True
@@ -387,9 +500,14 @@ def signal_pid(pid: int, signum: int, *, is_ours: Callable[[int], bool] | None =
     return True
 
 
-def stop_pids(pids: Iterable[int], grace_s: float = STOP_GRACE_S, *,
-              is_ours: Callable[[int], bool] | None = None, reap: bool = True,
-              reap_s: float | None = REAP_S) -> list[int]:
+def stop_pids(
+    pids: Iterable[int],
+    grace_s: float = STOP_GRACE_S,
+    *,
+    is_ours: Callable[[int], bool] | None = None,
+    reap: bool = True,
+    reap_s: float | None = REAP_S,
+) -> list[int]:
     """Stop processes by PID that this process may not have started (one a PID file or a
     lab's state names): SIGTERM to all, up to ``grace_s`` (0: SIGKILL at once), SIGKILL to
     those left, wait up to ``reap_s`` for them.  Each is opened as a pidfd first (where the
@@ -417,9 +535,14 @@ def stop_pids(pids: Iterable[int], grace_s: float = STOP_GRACE_S, *,
                 os.close(fd)
 
 
-def stop_pid(pid: int, grace_s: float = STOP_GRACE_S, *,
-             is_ours: Callable[[int], bool] | None = None, reap: bool = True,
-             reap_s: float | None = REAP_S) -> bool:
+def stop_pid(
+    pid: int,
+    grace_s: float = STOP_GRACE_S,
+    *,
+    is_ours: Callable[[int], bool] | None = None,
+    reap: bool = True,
+    reap_s: float | None = REAP_S,
+) -> bool:
     """:func:`stop_pids` for one: True when it is gone (or was never there, or is not
     ours by ``is_ours``), False when it outlived the SIGKILL's ``reap_s``."""
     return not stop_pids([pid], grace_s, is_ours=is_ours, reap=reap, reap_s=reap_s)

@@ -57,8 +57,7 @@ class FixtureRunner:
         self.captures: dict[tuple[str, ...], Capture] = {}
         self.changes: list[tuple[str, ...]] = []
         for name in tree.listdir("cmd"):
-            if name.endswith(".txt") and not name.startswith(".") and tree.is_file(
-                    f"cmd/{name}"):
+            if name.endswith(".txt") and not name.startswith(".") and tree.is_file(f"cmd/{name}"):
                 argv, capture = self._load(tree, f"cmd/{name}")
                 self.captures[argv] = capture
 
@@ -105,8 +104,10 @@ _ETHTOOL_SET = {"-G": "-g", "-K": "-k", "-C": "-c", "-A": "-a"}
 # throughput includes throughput-performance, whose [sysctl] holds no network buffers).
 # TuneD's rollback of the previous profile's values on a switch is not modelled.
 TUNED_SYSCTLS: dict[str, dict[str, str]] = {
-    "network-throughput": {"net.ipv4.tcp_rmem": "4096\t131072\t16777216",
-                           "net.ipv4.tcp_wmem": "4096\t16384\t16777216"},
+    "network-throughput": {
+        "net.ipv4.tcp_rmem": "4096\t131072\t16777216",
+        "net.ipv4.tcp_wmem": "4096\t16384\t16777216",
+    },
 }
 
 
@@ -138,8 +139,9 @@ def _tuned(runner: FixtureRunner, argv: tuple[str, ...]) -> Result:
     names = argv[2:]
     if argv[1] == "profile" and not names:
         return Result(argv, 1, "", "fixture: tuned-adm profile needs a name")
-    active.stdout = (f"Current active profile: {' '.join(names)}\n" if names
-                     else "No current active profile.\n")
+    active.stdout = (
+        f"Current active profile: {' '.join(names)}\n" if names else "No current active profile.\n"
+    )
     active.save(("tuned-adm", "active"))
     for name in names:
         for key, value in TUNED_SYSCTLS.get(name, {}).items():
@@ -196,8 +198,11 @@ def _text_set(flag: str, text: str, name: str, value: str) -> str | None:
         return new if n else None
     if flag == "-C":
         label = "RX" if name == "adaptive-rx" else "TX"
-        new, n = re.subn(r"(?m)^(Adaptive RX: \S+\s+TX: \S+)$",
-                         lambda m: _adaptive(m.group(1), label, value), text)
+        new, n = re.subn(
+            r"(?m)^(Adaptive RX: \S+\s+TX: \S+)$",
+            lambda m: _adaptive(m.group(1), label, value),
+            text,
+        )
         return new if n else None
     if flag == "-A":
         label = {"rx": "RX", "tx": "TX", "autoneg": "Autonegotiate"}[name]

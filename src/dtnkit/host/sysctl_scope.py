@@ -42,6 +42,7 @@ from dtnkit.host.runner import Result, Runner, SubprocessRunner
 
 NET_PREFIX = "net."
 
+
 def _candidates(name: str, text: str | None, available_cc: str | None) -> list[str]:
     """Values other than the host's that the key is likely to accept (for the write probe)."""
     if text is None:
@@ -58,21 +59,25 @@ def _candidates(name: str, text: str | None, available_cc: str | None) -> list[s
     return [" ".join(str(n) for n in [*nums[:-1], last]) for last in lasts]
 
 
-def _probe_input(names: list[str], host_ino: dict[str, int | None],
-                 cands: dict[str, list[str]]) -> str:
+def _probe_input(
+    names: list[str], host_ino: dict[str, int | None], cands: dict[str, list[str]]
+) -> str:
     """What the probe in the new namespace is given (:func:`dtnkit.host.nsserve.probe`: one
     process, where a sh script started two per key): the paths, the host's inodes, the
     values to try."""
-    return json.dumps([[sysctl_file(n) for n in names], [host_ino[n] for n in names],
-                       [cands[n] for n in names]])
+    return json.dumps(
+        [[sysctl_file(n) for n in names], [host_ino[n] for n in names], [cands[n] for n in names]]
+    )
 
 
-def _facts(names: list[str], host_ino: dict[str, int | None], cands: dict[str, list[str]],
-           out: str) -> dict[str, dict[str, object]]:
+def _facts(
+    names: list[str], host_ino: dict[str, int | None], cands: dict[str, list[str]], out: str
+) -> dict[str, dict[str, object]]:
     index = {sysctl_file(n): i for i, n in enumerate(names)}
     facts: dict[str, dict[str, object]] = {
-        n: {"present": False, "same_file": False, "read_only": False, "wrote": None,
-            "errors": []} for n in names}
+        n: {"present": False, "same_file": False, "read_only": False, "wrote": None, "errors": []}
+        for n in names
+    }
     for line in out.splitlines():
         parts = line.split(maxsplit=3)
         if parts[:1] == ["P"] and len(parts) == 4 and parts[3] in index:
@@ -166,8 +171,9 @@ class ScopeProbe:
                     host_ino[name] = None
             before = {n: self._host_value(n) for n in names}
             cc = self._host_value("net.ipv4.tcp_available_congestion_control")
-            cands = {n: _candidates(n, before[n], cc) if n.startswith(NET_PREFIX) else []
-                     for n in names}
+            cands = {
+                n: _candidates(n, before[n], cc) if n.startswith(NET_PREFIX) else [] for n in names
+            }
             self.probes += 1
             res = self._run(_probe_input(names, host_ino, cands))
             after = {n: self._host_value(n) for n in names}
@@ -175,12 +181,10 @@ class ScopeProbe:
             for fd in fds.values():
                 os.close(fd)
         if not res.ok:
-            why = ("could not probe a new namespace (" + res.message() + "); treated as "
-                   "host-global")
+            why = "could not probe a new namespace (" + res.message() + "); treated as host-global"
             return {n: SysctlScope(n, False, why, final=False) for n in names}
         facts = _facts(names, host_ino, cands, res.stdout)
-        return {n: self._verdict(n, facts[n], before[n], after[n], host_ino[n])
-                for n in names}
+        return {n: self._verdict(n, facts[n], before[n], after[n], host_ino[n]) for n in names}
 
     def _run(self, given: str) -> Result:
         """The probe's output: from a fork of this process in a new namespace (the plain
@@ -195,41 +199,63 @@ class ScopeProbe:
                 return Result(tuple(argv), 0, out, "")
         return self.runner.run(argv, stdin=given)
 
-    def _verdict(self, name: str, fact: dict[str, object], before: str | None,
-                 after: str | None, host_ino: int | None) -> SysctlScope:
+    def _verdict(
+        self,
+        name: str,
+        fact: dict[str, object],
+        before: str | None,
+        after: str | None,
+        host_ino: int | None,
+    ) -> SysctlScope:
         def glob(why: str) -> SysctlScope:
             return SysctlScope(name, False, why)
 
         if not fact.get("present"):
             if host_ino is None:
                 return glob("absent on this kernel")
-            return glob("absent in a new network namespace: the kernel keeps it for the "
-                        "initial namespace only")
+            return glob(
+                "absent in a new network namespace: the kernel keeps it for the "
+                "initial namespace only"
+            )
         if fact.get("same_file"):
             return glob("a new network namespace sees the host's own file: not namespaced")
         if not name.startswith(NET_PREFIX):
-            return glob("outside /proc/sys/net, the only sysctls a network namespace has its "
-                        "own copy of")
+            return glob(
+                "outside /proc/sys/net, the only sysctls a network namespace has its own copy of"
+            )
         if before != after:
             wrote = fact.get("wrote")
-            if before is not None and isinstance(wrote, str) and (after or "").split() == \
-                    wrote.split():
+            if (
+                before is not None
+                and isinstance(wrote, str)
+                and (after or "").split() == wrote.split()
+            ):
                 with contextlib.suppress(OSError):  # our write reached the host: undo it
                     self._host_path(name).write_text(before)
-                return glob("a write in a new network namespace changed the host's value "
-                            "(put back): global")
-            return SysctlScope(name, False, "the host's value changed during the probe (not "
-                               "by it); treated as host-global", final=False)
+                return glob(
+                    "a write in a new network namespace changed the host's value (put back): global"
+                )
+            return SysctlScope(
+                name,
+                False,
+                "the host's value changed during the probe (not by it); treated as host-global",
+                final=False,
+            )
         if fact.get("read_only"):
             return glob("read-only in a new network namespace: the host's value, shared")
         if fact.get("wrote") is None:
             errors = fact.get("errors") or []
             detail = "; ".join(str(e) for e in errors) if isinstance(errors, list) else ""
-            return glob("could not prove it per-namespace ("
-                        f"{detail or 'no other valid value is known for it'}); treated as "
-                        "host-global")
-        return SysctlScope(name, True, "a write in a new network namespace left the host's "
-                           "value unchanged: per-namespace")
+            return glob(
+                "could not prove it per-namespace ("
+                f"{detail or 'no other valid value is known for it'}); treated as "
+                "host-global"
+            )
+        return SysctlScope(
+            name,
+            True,
+            "a write in a new network namespace left the host's value unchanged: per-namespace",
+        )
 
 
 # one probe per run (a CLI invocation is a run): the kernel's answers do not change in between

@@ -44,7 +44,8 @@ def _refuse(root: Path, rel: str, target: str | None) -> TreeLink:
         f"captured tree {root} holds a symbolic link: {rel}{points}",
         "dtnkit follows no link inside a tree (it runs as root: a link could make it read or "
         "write outside the tree)",
-        "replace the link with a copy of what it points to, or capture the tree again")
+        "replace the link with a copy of what it points to, or capture the tree again",
+    )
 
 
 class Tree:
@@ -56,9 +57,11 @@ class Tree:
     def parts(self, path: str) -> list[str]:
         parts = [p for p in path.split("/") if p not in ("", ".")]
         if ".." in parts:
-            raise TreeLink(f"path {path!r} climbs out of captured tree {self.root}",
-                           "dtnkit reads and writes a tree only below its root",
-                           "check the interface and file names the input gives")
+            raise TreeLink(
+                f"path {path!r} climbs out of captured tree {self.root}",
+                "dtnkit reads and writes a tree only below its root",
+                "check the interface and file names the input gives",
+            )
         return parts
 
     @contextmanager
@@ -77,10 +80,10 @@ class Tree:
                         raise
                     with suppress(FileExistsError):
                         os.mkdir(name, 0o755, dir_fd=fd)
-                    nxt = self._open_checked(fd, parts[:i + 1], _DIR)
+                    nxt = self._open_checked(fd, parts[: i + 1], _DIR)
                 except OSError as exc:
                     if exc.errno in (errno.ENOTDIR, errno.ELOOP):
-                        self._raise_if_link(fd, parts[:i + 1])
+                        self._raise_if_link(fd, parts[: i + 1])
                     raise
                 os.close(fd)
                 fd = nxt
@@ -169,12 +172,16 @@ class Tree:
         with self._dir(parts[:-1], create=make_parents) as parent:
             self._raise_if_link(parent, parts)
             tmp = f".{parts[-1]}.dtnkit-{os.getpid()}"
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-                         | os.O_CLOEXEC, 0o644, dir_fd=parent)
+            fd = os.open(
+                tmp,
+                os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                0o644,
+                dir_fd=parent,
+            )
             try:
                 view = memoryview(data)
                 while view:
-                    view = view[os.write(fd, view):]
+                    view = view[os.write(fd, view) :]
                 os.close(fd)
                 fd = -1
                 os.rename(tmp, parts[-1], src_dir_fd=parent, dst_dir_fd=parent)

@@ -102,8 +102,10 @@ def _v2_root() -> tuple[Path | None, str]:
             return None, f"cannot read {root}/cgroup.controllers ({exc.strerror})"
         if "io" in controllers:
             return root, ""
-        return None, (f"the cgroup2 mount {root} offers no io controller "
-                      f"(controllers: {' '.join(controllers) or 'none'})")
+        return None, (
+            f"the cgroup2 mount {root} offers no io controller "
+            f"(controllers: {' '.join(controllers) or 'none'})"
+        )
     return None, "no cgroup2 mount"
 
 
@@ -126,20 +128,30 @@ def _detect() -> tuple[str, Path]:
     v1, why_v1 = _v1_root()
     if v1 is not None:
         return KIND_V1, v1
-    raise DtnkitError("no block I/O throttling controller", f"{why_v2}; {why_v1}",
-                      "mount a cgroup v1 blkio hierarchy or enable the io controller in cgroup2")
+    raise DtnkitError(
+        "no block I/O throttling controller",
+        f"{why_v2}; {why_v1}",
+        "mount a cgroup v1 blkio hierarchy or enable the io controller in cgroup2",
+    )
 
 
 def _preflight() -> tuple[str, Path]:
     if os.geteuid() != 0:
-        raise NeedsRoot("an emulated slow disk needs root",
-                        "it attaches a loop device and writes cgroup limits", "run as root")
+        raise NeedsRoot(
+            "an emulated slow disk needs root",
+            "it attaches a loop device and writes cgroup limits",
+            "run as root",
+        )
     if shutil.which("losetup") is None:
-        raise ToolMissing("losetup is not installed", "it attaches the loop device",
-                          "apt-get install mount")
+        raise ToolMissing(
+            "losetup is not installed", "it attaches the loop device", "apt-get install mount"
+        )
     if not LOOP_CONTROL.exists():
-        raise DtnkitError("no loop device support", f"{LOOP_CONTROL} does not exist",
-                          "use a kernel with loop devices (CONFIG_BLK_DEV_LOOP), or modprobe loop")
+        raise DtnkitError(
+            "no loop device support",
+            f"{LOOP_CONTROL} does not exist",
+            "use a kernel with loop devices (CONFIG_BLK_DEV_LOOP), or modprobe loop",
+        )
     return _detect()
 
 
@@ -163,9 +175,11 @@ def _attach(backing: Path) -> str:
         proc = _run(["losetup", "--find", "--show", str(backing)])
     device = proc.stdout.strip()
     if proc.returncode != 0 or not device.startswith("/dev/"):
-        raise DtnkitError("no loop device could be attached", (proc.stderr or "").strip()[-300:]
-                          or f"losetup exited {proc.returncode}",
-                          "check `losetup -a` for free devices and that /dev/loop* exist")
+        raise DtnkitError(
+            "no loop device could be attached",
+            (proc.stderr or "").strip()[-300:] or f"losetup exited {proc.returncode}",
+            "check `losetup -a` for free devices and that /dev/loop* exist",
+        )
     return device
 
 
@@ -184,8 +198,11 @@ def _write(path: Path, text: str) -> None:
     try:
         path.write_text(text + "\n")
     except OSError as exc:
-        raise DtnkitError(f"cannot write {text!r} to {path}", exc.strerror or str(exc),
-                          "check that the kernel supports this throttle") from None
+        raise DtnkitError(
+            f"cannot write {text!r} to {path}",
+            exc.strerror or str(exc),
+            "check that the kernel supports this throttle",
+        ) from None
 
 
 def _procs(cgroup: Path) -> list[int]:
@@ -242,24 +259,34 @@ def _disable_v2_io(root: Path) -> str | None:
     return None
 
 
-def _check_args(size_bytes: int, read_bps: int | None, write_bps: int | None,
-                workdir: Path) -> None:
+def _check_args(
+    size_bytes: int, read_bps: int | None, write_bps: int | None, workdir: Path
+) -> None:
     if not isinstance(size_bytes, int) or size_bytes < 2**20 or size_bytes % 4096:
-        raise BadInput(f"slow disk size {size_bytes!r} is not usable",
-                       "at least 1 MiB, a multiple of 4 KiB", "e.g. 64 MiB")
+        raise BadInput(
+            f"slow disk size {size_bytes!r} is not usable",
+            "at least 1 MiB, a multiple of 4 KiB",
+            "e.g. 64 MiB",
+        )
     for name, value in (("read_bps", read_bps), ("write_bps", write_bps)):
         if value is not None and (not isinstance(value, int) or value < 4096):
-            raise BadInput(f"{name} {value!r} is not usable",
-                           "a rate in bytes/s of at least 4096, or None for no limit",
-                           f"e.g. {name}=10_000_000")
+            raise BadInput(
+                f"{name} {value!r} is not usable",
+                "a rate in bytes/s of at least 4096, or None for no limit",
+                f"e.g. {name}=10_000_000",
+            )
     if not workdir.is_dir():
-        raise BadInput(f"{workdir} is not a directory", "the backing file goes there",
-                       "create it or give another workdir")
+        raise BadInput(
+            f"{workdir} is not a directory",
+            "the backing file goes there",
+            "create it or give another workdir",
+        )
 
 
 @contextlib.contextmanager
-def slow_disk(size_bytes: int, *, read_bps: int | None, write_bps: int | None,
-              workdir: Path) -> Iterator[SlowDisk]:
+def slow_disk(
+    size_bytes: int, *, read_bps: int | None, write_bps: int | None, workdir: Path
+) -> Iterator[SlowDisk]:
     """A loop device of ``size_bytes`` whose reads/writes are limited to ``*_bps`` bytes/s.
 
     ``None`` leaves that direction unlimited.  Everything is removed when the block ends.
@@ -291,8 +318,15 @@ def slow_disk(size_bytes: int, *, read_bps: int | None, write_bps: int | None,
                 _write(cgroup / "blkio.throttle.read_bps_device", f"{majmin} {read_bps}")
             if write_bps is not None:
                 _write(cgroup / "blkio.throttle.write_bps_device", f"{majmin} {write_bps}")
-        yield SlowDisk(device=device, cgroup=str(cgroup), kind=kind, backing_file=str(backing),
-                       size_bytes=size_bytes, read_bps=read_bps, write_bps=write_bps)
+        yield SlowDisk(
+            device=device,
+            cgroup=str(cgroup),
+            kind=kind,
+            backing_file=str(backing),
+            size_bytes=size_bytes,
+            read_bps=read_bps,
+            write_bps=write_bps,
+        )
     except BaseException as exc:
         body_error = exc
         raise
@@ -308,9 +342,11 @@ def slow_disk(size_bytes: int, *, read_bps: int | None, write_bps: int | None,
             problems.append(f"rm {backing}: {exc.strerror}")
         left = [p for p in problems if p]
         if left:
-            error = DtnkitError("the slow disk was not fully removed", "; ".join(left),
-                                f"remove what is left by hand (cgroup {cgroup}, "
-                                f"`losetup -d {device}`, {backing})")
+            error = DtnkitError(
+                "the slow disk was not fully removed",
+                "; ".join(left),
+                f"remove what is left by hand (cgroup {cgroup}, `losetup -d {device}`, {backing})",
+            )
             if body_error is None:
                 raise error
             body_error.add_note(error.render())  # keep the block's own error in front

@@ -54,11 +54,16 @@ class StageWindow:
     lateness_p99_worst_ms: float | None = None  # the worst interval's p99
 
     def as_json(self) -> dict[str, Any]:
-        return {"samples": self.samples, "cpu_percent": self.cpu_percent,
-                "cpu_thread_max_percent": self.cpu_thread_max_percent,
-                "lateness_p50_ms": self.lateness_p50_ms, "lateness_p99_ms": self.lateness_p99_ms,
-                "lateness_p99_worst_ms": self.lateness_p99_worst_ms,
-                "kernel_drops": self.kernel_drops, "packets": self.packets}
+        return {
+            "samples": self.samples,
+            "cpu_percent": self.cpu_percent,
+            "cpu_thread_max_percent": self.cpu_thread_max_percent,
+            "lateness_p50_ms": self.lateness_p50_ms,
+            "lateness_p99_ms": self.lateness_p99_ms,
+            "lateness_p99_worst_ms": self.lateness_p99_worst_ms,
+            "kernel_drops": self.kernel_drops,
+            "packets": self.packets,
+        }
 
 
 @dataclass(frozen=True)
@@ -90,9 +95,11 @@ def summarize(samples: Sequence[Mapping[str, Any]]) -> StageWindow:
     docs = [s for s in samples if s]
     if not docs:
         return StageWindow(0, None, None, None, None, 0, 0)
-    busy = [s["lateness_ms"] for s in docs
-            if (s.get("lateness_ms") or {}).get("count") and s["lateness_ms"].get("p50")
-            is not None]
+    busy = [
+        s["lateness_ms"]
+        for s in docs
+        if (s.get("lateness_ms") or {}).get("count") and s["lateness_ms"].get("p50") is not None
+    ]
     p50 = round(statistics.median(float(x["p50"]) for x in busy), 3) if busy else None
     p99s = [float(x["p99"]) for x in busy if x.get("p99") is not None]
     p99 = round(statistics.median(p99s), 3) if p99s else None
@@ -103,28 +110,48 @@ def summarize(samples: Sequence[Mapping[str, Any]]) -> StageWindow:
         cpu = round((float(last["cpu_seconds"]) - float(first["cpu_seconds"])) / wall * 100, 1)
     else:
         cpu = round(statistics.mean(float(s.get("cpu_percent") or 0) for s in docs), 1)
-    threads = [float(s["cpu_thread_max_percent"]) for s in docs[1:] or docs
-               if s.get("cpu_thread_max_percent") is not None]
+    threads = [
+        float(s["cpu_thread_max_percent"])
+        for s in docs[1:] or docs
+        if s.get("cpu_thread_max_percent") is not None
+    ]
     thread_max = round(statistics.mean(threads), 1) if threads else cpu
-    return StageWindow(len(docs), cpu, thread_max, p50, p99,
-                       max(0, _drops(last) - _drops(first)),
-                       max(0, _packets(last) - _packets(first)), max(p99s, default=None))
+    return StageWindow(
+        len(docs),
+        cpu,
+        thread_max,
+        p50,
+        p99,
+        max(0, _drops(last) - _drops(first)),
+        max(0, _packets(last) - _packets(first)),
+        max(p99s, default=None),
+    )
 
 
-def emulator_bound(window: StageWindow, *, rtt_ms: float,
-                   late_fraction: float = LATE_FRACTION, late_floor_ms: float = LATE_FLOOR_MS,
-                   tail_fraction: float = TAIL_FRACTION, tail_floor_ms: float = TAIL_FLOOR_MS,
-                   cpu_percent: float = CPU_BOUND_PERCENT) -> Verdict:
+def emulator_bound(
+    window: StageWindow,
+    *,
+    rtt_ms: float,
+    late_fraction: float = LATE_FRACTION,
+    late_floor_ms: float = LATE_FLOOR_MS,
+    tail_fraction: float = TAIL_FRACTION,
+    tail_floor_ms: float = TAIL_FLOOR_MS,
+    cpu_percent: float = CPU_BOUND_PERCENT,
+) -> Verdict:
     """The module's rule: is this window's measurement limited by the delay stage?"""
     reasons: list[str] = []
     limit = max(late_fraction * rtt_ms, late_floor_ms)
     if window.lateness_p50_ms is not None and window.lateness_p50_ms > limit:
-        reasons.append(f"lateness p50 {window.lateness_p50_ms:g} ms > {limit:g} ms "
-                       f"({late_fraction:.0%} of {rtt_ms:g} ms RTT)")
+        reasons.append(
+            f"lateness p50 {window.lateness_p50_ms:g} ms > {limit:g} ms "
+            f"({late_fraction:.0%} of {rtt_ms:g} ms RTT)"
+        )
     tail = max(tail_fraction * rtt_ms, tail_floor_ms)
     if window.lateness_p99_ms is not None and window.lateness_p99_ms > tail:
-        reasons.append(f"lateness p99 {window.lateness_p99_ms:g} ms > {tail:g} ms "
-                       f"({tail_fraction:.0%} of {rtt_ms:g} ms RTT)")
+        reasons.append(
+            f"lateness p99 {window.lateness_p99_ms:g} ms > {tail:g} ms "
+            f"({tail_fraction:.0%} of {rtt_ms:g} ms RTT)"
+        )
     thread = window.cpu_thread_max_percent
     if thread is not None and thread >= cpu_percent:
         reasons.append(f"stage thread at {thread:.0f} % of a core (>= {cpu_percent:.0f} %)")
@@ -133,8 +160,9 @@ def emulator_bound(window: StageWindow, *, rtt_ms: float,
     return Verdict(bool(reasons), tuple(reasons))
 
 
-def machine_bound(idle_percent: float | None,
-                  floor_percent: float = MACHINE_IDLE_FLOOR_PERCENT) -> Verdict:
+def machine_bound(
+    idle_percent: float | None, floor_percent: float = MACHINE_IDLE_FLOOR_PERCENT
+) -> Verdict:
     """Is the one machine that holds the lab's hosts and its path out of CPU?  The stage can
     keep its own lateness low while the end hosts' TCP, the tools and the servers starve:
     throughput then falls with few retransmits, a limit of the lab and not of the network
@@ -142,5 +170,10 @@ def machine_bound(idle_percent: float | None,
     retransmits where 8 streams had 100k)."""
     if idle_percent is None or idle_percent >= floor_percent:
         return Verdict(False)
-    return Verdict(True, (f"the machine {idle_percent:.0f} % idle (< {floor_percent:.0f} %): "
-                          "the lab's hosts and path share its CPUs",))
+    return Verdict(
+        True,
+        (
+            f"the machine {idle_percent:.0f} % idle (< {floor_percent:.0f} %): "
+            "the lab's hosts and path share its CPUs",
+        ),
+    )

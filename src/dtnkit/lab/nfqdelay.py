@@ -125,31 +125,53 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m dtnkit.lab.nfqdelay",
         description="One-way delay and loss for forwarded packets, via NFQUEUE "
-                    "(run inside the router namespace).")
-    parser.add_argument("--config", required=True, type=Path,
-                        help="JSON config, re-read on SIGHUP")
+        "(run inside the router namespace).",
+    )
+    parser.add_argument("--config", required=True, type=Path, help="JSON config, re-read on SIGHUP")
     parser.add_argument("--stats", type=Path, help="JSON stats file, replaced every 0.5 s")
-    parser.add_argument("--queue-maxlen", type=int, default=DEFAULT_QUEUE_MAXLEN,
-                        help="packets the kernel may hold per queue (default %(default)s)")
-    parser.add_argument("--rcvbuf", type=int, default=DEFAULT_RCVBUF,
-                        help="netlink receive buffer in bytes (default %(default)s)")
-    parser.add_argument("--count-bytes", action="store_true",
-                        help="count bytes (copy-packet mode with a 1-byte copy range)")
-    parser.add_argument("--spin-ms", type=float, default=0.0,
-                        help="busy-poll the last MS before a packet is due instead of sleeping "
-                             "(0..5; sub-0.1 ms lateness where wake-ups from idle take ms, as in "
-                             "a VM, at the cost of CPU even when idle; default 0)")
-    parser.add_argument("--engine", choices=ENGINES,
-                        default=os.environ.get(ENGINE_ENV) or ENGINES[0],
-                        help="split: a socket and thread per queue (direction); single: one "
-                             "thread for all queues, as before issue 13 (default: $"
-                             f"{ENGINE_ENV} or %(default)s)")
-    parser.add_argument("--sched", choices=SCHEDS,
-                        default=os.environ.get(SCHED_ENV) or SCHEDS[0],
-                        help="normal: an ordinary process; fifo: real-time priority 1 "
-                             "(SCHED_FIFO): packets released on time on busy CPUs, but it "
-                             "takes CPU from the end hosts at many flows; not with --spin-ms "
-                             "(default: $" f"{SCHED_ENV} or %(default)s)")
+    parser.add_argument(
+        "--queue-maxlen",
+        type=int,
+        default=DEFAULT_QUEUE_MAXLEN,
+        help="packets the kernel may hold per queue (default %(default)s)",
+    )
+    parser.add_argument(
+        "--rcvbuf",
+        type=int,
+        default=DEFAULT_RCVBUF,
+        help="netlink receive buffer in bytes (default %(default)s)",
+    )
+    parser.add_argument(
+        "--count-bytes",
+        action="store_true",
+        help="count bytes (copy-packet mode with a 1-byte copy range)",
+    )
+    parser.add_argument(
+        "--spin-ms",
+        type=float,
+        default=0.0,
+        help="busy-poll the last MS before a packet is due instead of sleeping "
+        "(0..5; sub-0.1 ms lateness where wake-ups from idle take ms, as in "
+        "a VM, at the cost of CPU even when idle; default 0)",
+    )
+    parser.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default=os.environ.get(ENGINE_ENV) or ENGINES[0],
+        help="split: a socket and thread per queue (direction); single: one "
+        "thread for all queues, as before issue 13 (default: $"
+        f"{ENGINE_ENV} or %(default)s)",
+    )
+    parser.add_argument(
+        "--sched",
+        choices=SCHEDS,
+        default=os.environ.get(SCHED_ENV) or SCHEDS[0],
+        help="normal: an ordinary process; fifo: real-time priority 1 "
+        "(SCHED_FIFO): packets released on time on busy CPUs, but it "
+        "takes CPU from the end hosts at many flows; not with --spin-ms "
+        "(default: $"
+        f"{SCHED_ENV} or %(default)s)",
+    )
     args = parser.parse_args(argv)
     try:
         config = load_config(args.config)
@@ -157,8 +179,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"nfqdelay: error: bad config: {exc}", file=sys.stderr)
         return 2
     if args.queue_maxlen < 1 or args.rcvbuf < 4096 or not 0 <= args.spin_ms <= 5:
-        print("nfqdelay: error: --queue-maxlen must be >= 1, --rcvbuf >= 4096 and "
-              "--spin-ms 0..5", file=sys.stderr)
+        print(
+            "nfqdelay: error: --queue-maxlen must be >= 1, --rcvbuf >= 4096 and --spin-ms 0..5",
+            file=sys.stderr,
+        )
         return 2
 
     sched = "normal"
@@ -169,8 +193,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         except OSError as exc:
             sched = f"normal (SCHED_FIFO refused: {exc.strerror})"
     kind = SplitEngine if args.engine == "split" else Engine
-    engine = kind(config, args.config, args.stats, queue_maxlen=args.queue_maxlen,
-                  rcvbuf=args.rcvbuf, count_bytes=args.count_bytes, spin=args.spin_ms / 1000)
+    engine = kind(
+        config,
+        args.config,
+        args.stats,
+        queue_maxlen=args.queue_maxlen,
+        rcvbuf=args.rcvbuf,
+        count_bytes=args.count_bytes,
+        spin=args.spin_ms / 1000,
+    )
     engine.sched = sched
     wake_r, wake_w = socket.socketpair()
     wake_r.setblocking(False)

@@ -69,26 +69,39 @@ _ATTRS_AT = HEADER.size + _NFGEN.size  # the first attribute's offset in a messa
 
 
 def _nfq_msg(msg_type: int, flags: int, seq: int, queue: int, payload: bytes) -> bytes:
-    return message((NFNL_SUBSYS_QUEUE << 8) | msg_type, flags, seq,
-                   _NFGEN.pack(socket.AF_UNSPEC, 0, queue) + payload)
+    return message(
+        (NFNL_SUBSYS_QUEUE << 8) | msg_type,
+        flags,
+        seq,
+        _NFGEN.pack(socket.AF_UNSPEC, 0, queue) + payload,
+    )
 
 
 def verdict_msg(queue: int, packet_id: int, verdict: int, *, batch: bool) -> bytes:
     """A verdict for one packet id, or (batch) for every queued id up to it."""
-    return HEADER.pack(_VERDICT_LEN,
-                       (NFNL_SUBSYS_QUEUE << 8)
-                       | (NFQNL_MSG_VERDICT_BATCH if batch else NFQNL_MSG_VERDICT),
-                       NLM_F_REQUEST, 0, 0) + _NFGEN.pack(socket.AF_UNSPEC, 0, queue) \
-        + _VERDICT_ATTR + _BE32X2.pack(verdict, packet_id)
+    return (
+        HEADER.pack(
+            _VERDICT_LEN,
+            (NFNL_SUBSYS_QUEUE << 8) | (NFQNL_MSG_VERDICT_BATCH if batch else NFQNL_MSG_VERDICT),
+            NLM_F_REQUEST,
+            0,
+            0,
+        )
+        + _NFGEN.pack(socket.AF_UNSPEC, 0, queue)
+        + _VERDICT_ATTR
+        + _BE32X2.pack(verdict, packet_id)
+    )
 
 
 def bind_msg(queue: int, seq: int, *, copy_mode: int, copy_range: int, maxlen: int) -> bytes:
     """Bind a queue and set copy mode, queue length and the GSO flag in one request."""
-    attrs = (attr(NFQA_CFG_CMD, struct.pack(">BxH", NFQNL_CFG_CMD_BIND, socket.AF_UNSPEC))
-             + attr(NFQA_CFG_PARAMS, struct.pack(">IB", copy_range, copy_mode))
-             + attr(NFQA_CFG_QUEUE_MAXLEN, _BE32.pack(maxlen))
-             + attr(NFQA_CFG_FLAGS, _BE32.pack(NFQA_CFG_F_GSO))
-             + attr(NFQA_CFG_MASK, _BE32.pack(NFQA_CFG_F_GSO)))
+    attrs = (
+        attr(NFQA_CFG_CMD, struct.pack(">BxH", NFQNL_CFG_CMD_BIND, socket.AF_UNSPEC))
+        + attr(NFQA_CFG_PARAMS, struct.pack(">IB", copy_range, copy_mode))
+        + attr(NFQA_CFG_QUEUE_MAXLEN, _BE32.pack(maxlen))
+        + attr(NFQA_CFG_FLAGS, _BE32.pack(NFQA_CFG_F_GSO))
+        + attr(NFQA_CFG_MASK, _BE32.pack(NFQA_CFG_F_GSO))
+    )
     return _nfq_msg(NFQNL_MSG_CONFIG, NLM_F_REQUEST | NLM_F_ACK, seq, queue, attrs)
 
 
@@ -97,8 +110,13 @@ def unbind_msg(queue: int, seq: int) -> bytes:
     return _nfq_msg(NFQNL_MSG_CONFIG, NLM_F_REQUEST | NLM_F_ACK, seq, queue, attrs)
 
 
-def decode(buf: bytes | bytearray, n: int, count_bytes: bool,
-           packets: list[tuple[int, int, int]], acks: list[tuple[int, int]]) -> None:
+def decode(
+    buf: bytes | bytearray,
+    n: int,
+    count_bytes: bool,
+    packets: list[tuple[int, int, int]],
+    acks: list[tuple[int, int]],
+) -> None:
     """Append the messages of one datagram (``buf[:n]``): each packet as (queue, packet id,
     length) to ``packets`` (length 0 unless ``count_bytes``: copy-meta mode sends none) and
     each error or acknowledgement as (the request's sequence number or 0, negative errno or

@@ -56,6 +56,7 @@ RESOLV_CONF = "nameserver 127.0.0.1\noptions timeout:1 attempts:1\n"
 MIN_RATE_BPS = 10**6
 MAX_RATE_BPS = 10**12
 
+
 @dataclass
 class PathSpec:
     """What a path looks like.  Rates in bit/s, delays in ms, loss as a probability."""
@@ -73,28 +74,46 @@ class PathSpec:
 
     def validate(self) -> None:
         if not 0 <= self.rtt_ms <= 2000:
-            raise BadInput(f"RTT {self.rtt_ms:g} ms is out of range", "allowed: 0 to 2000 ms",
-                           "give --rtt between 0ms and 2000ms")
+            raise BadInput(
+                f"RTT {self.rtt_ms:g} ms is out of range",
+                "allowed: 0 to 2000 ms",
+                "give --rtt between 0ms and 2000ms",
+            )
         if self.rate_bps is not None and not MIN_RATE_BPS <= self.rate_bps <= MAX_RATE_BPS:
-            raise BadInput(f"rate {_limit(self.rate_bps)} is out of range",
-                           "allowed: 1 Mbit/s to 1 Tbit/s", "e.g. --rate 2gbit")
+            raise BadInput(
+                f"rate {_limit(self.rate_bps)} is out of range",
+                "allowed: 1 Mbit/s to 1 Tbit/s",
+                "e.g. --rate 2gbit",
+            )
         if self.src_rate_bps is not None and not (
-                MIN_RATE_BPS <= self.src_rate_bps <= MAX_RATE_BPS):
-            raise BadInput(f"source rate {_limit(self.src_rate_bps)} is out of range",
-                           "allowed: 1 Mbit/s to 1 Tbit/s", "e.g. --src-rate 1gbit")
+            MIN_RATE_BPS <= self.src_rate_bps <= MAX_RATE_BPS
+        ):
+            raise BadInput(
+                f"source rate {_limit(self.src_rate_bps)} is out of range",
+                "allowed: 1 Mbit/s to 1 Tbit/s",
+                "e.g. --src-rate 1gbit",
+            )
         if not 0 <= self.loss <= 0.5:
-            raise BadInput(f"loss {self.loss:g} is out of range", "allowed: 0 to 50%",
-                           "e.g. --loss 0.01%")
+            raise BadInput(
+                f"loss {self.loss:g} is out of range", "allowed: 0 to 50%", "e.g. --loss 0.01%"
+            )
         if not 576 <= self.mtu <= 65535:
-            raise BadInput(f"MTU {self.mtu} is out of range", "allowed: 576 to 65535",
-                           "e.g. --mtu 9000")
+            raise BadInput(
+                f"MTU {self.mtu} is out of range", "allowed: 576 to 65535", "e.g. --mtu 9000"
+            )
         for side, n in (("src", self.n_src), ("dst", self.n_dst)):
             if not 1 <= n <= MAX_HOSTS_PER_SIDE:
-                raise BadInput(f"{n} {side} hosts is out of range",
-                               f"allowed: 1 to {MAX_HOSTS_PER_SIDE}", f"e.g. --{side} 4")
+                raise BadInput(
+                    f"{n} {side} hosts is out of range",
+                    f"allowed: 1 to {MAX_HOSTS_PER_SIDE}",
+                    f"e.g. --{side} 4",
+                )
         if self.backend not in ("auto", "netem", "nfqueue"):
-            raise BadInput(f"unknown backend {self.backend!r}", "backends: auto, netem, nfqueue",
-                           "pick one with --backend")
+            raise BadInput(
+                f"unknown backend {self.backend!r}",
+                "backends: auto, netem, nfqueue",
+                "pick one with --backend",
+            )
 
     @property
     def one_way_ms(self) -> float:
@@ -120,13 +139,21 @@ class LabHost:
     def argv(self, argv: Sequence[str]) -> list[str]:
         return ["ip", "netns", "exec", self.netns, *argv]
 
-    def run(self, argv: Sequence[str], *, check: bool = True, timeout: float | None = 120,
-            input: str | None = None) -> process.CompletedProcess[str]:
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        check: bool = True,
+        timeout: float | None = 120,
+        input: str | None = None,
+    ) -> process.CompletedProcess[str]:
         """Run a command inside this host's namespace and wait for it."""
         proc = process.run(self.argv(argv), timeout=timeout, input=input)
         if check and proc.returncode != 0:
-            raise DtnkitError(f"`{' '.join(argv)}` failed on {self.name}",
-                              (proc.stderr or proc.stdout).strip()[-500:])
+            raise DtnkitError(
+                f"`{' '.join(argv)}` failed on {self.name}",
+                (proc.stderr or proc.stdout).strip()[-500:],
+            )
         return proc
 
     def popen(self, argv: Sequence[str], **kwargs: Any) -> process.Child[str]:
@@ -160,14 +187,23 @@ class LabState:
     @classmethod
     def from_dict(cls, doc: dict[str, Any]) -> LabState:
         if doc.get("schema") != "dtnkit.lab/1":
-            raise BadInput("lab state has another schema", str(doc.get("schema")),
-                           "run `dtnkit lab down --all`")
+            raise BadInput(
+                "lab state has another schema",
+                str(doc.get("schema")),
+                "run `dtnkit lab down --all`",
+            )
         return cls(
-            name=doc["name"], spec=PathSpec(**doc["spec"]), index=int(doc["index"]),
-            octets=(int(doc["octets"][0]), int(doc["octets"][1])), backend=doc["backend"],
-            backend_reason=doc["backend_reason"], namespaces=list(doc["namespaces"]),
-            hosts=[LabHost(**h) for h in doc["hosts"]], emulator_pid=doc.get("emulator_pid"),
-            created=float(doc["created"]), status=doc.get("status", "?"),
+            name=doc["name"],
+            spec=PathSpec(**doc["spec"]),
+            index=int(doc["index"]),
+            octets=(int(doc["octets"][0]), int(doc["octets"][1])),
+            backend=doc["backend"],
+            backend_reason=doc["backend_reason"],
+            namespaces=list(doc["namespaces"]),
+            hosts=[LabHost(**h) for h in doc["hosts"]],
+            emulator_pid=doc.get("emulator_pid"),
+            created=float(doc["created"]),
+            status=doc.get("status", "?"),
         )
 
 
@@ -178,8 +214,9 @@ def state_dir(name: str, state_root: Path) -> Path:
 class Run(Protocol):
     """How a path runs ``ip``/``tc``/``iptables``: :func:`run_command`, or a test's recorder."""
 
-    def __call__(self, argv: Sequence[str], *,
-                 check: bool = True) -> process.CompletedProcess[str]: ...
+    def __call__(
+        self, argv: Sequence[str], *, check: bool = True
+    ) -> process.CompletedProcess[str]: ...
 
 
 def run_command(argv: Sequence[str], *, check: bool = True) -> process.CompletedProcess[str]:
@@ -187,7 +224,6 @@ def run_command(argv: Sequence[str], *, check: bool = True) -> process.Completed
     if check and proc.returncode != 0:
         raise DtnkitError(f"`{' '.join(argv)}` failed", (proc.stderr or proc.stdout).strip())
     return proc
-
 
 
 # ---- backends --------------------------------------------------------------------------------
@@ -213,8 +249,10 @@ def available_backends() -> dict[str, str | None]:
     if shutil.which("iptables") is None:
         out["nfqueue"] = "iptables is not installed (apt-get install iptables)"
     elif nfq == "n" or target == "n":
-        out["nfqueue"] = "the kernel has no NFQUEUE (CONFIG_NETFILTER_NETLINK_QUEUE / " \
-                         "CONFIG_NETFILTER_XT_TARGET_NFQUEUE)"
+        out["nfqueue"] = (
+            "the kernel has no NFQUEUE (CONFIG_NETFILTER_NETLINK_QUEUE / "
+            "CONFIG_NETFILTER_XT_TARGET_NFQUEUE)"
+        )
     else:
         out["nfqueue"] = None
     return out
@@ -227,17 +265,25 @@ def choose_backend(requested: str) -> tuple[str, str]:
         if why is not None:
             tool = "iptables" if "iptables" in why else ""
             err = ToolMissing if tool else BadInput
-            raise err(f"backend {requested} cannot run here", why,
-                      "install what it needs, or use --backend auto")
+            raise err(
+                f"backend {requested} cannot run here",
+                why,
+                "install what it needs, or use --backend auto",
+            )
         return requested, "forced with --backend"
     if avail["netem"] is None:
         return "netem", "the kernel has netem"
     if avail["nfqueue"] is None:
-        return "nfqueue", f"{avail['netem']}; NFQUEUE and iptables are available, so dtnkit's " \
-                          "userspace delay stage holds the path"
-    raise ToolMissing("no path backend can run here",
-                      f"netem: {avail['netem']}; nfqueue: {avail['nfqueue']}",
-                      "install iptables (apt-get install iptables), or use a kernel with netem")
+        return (
+            "nfqueue",
+            f"{avail['netem']}; NFQUEUE and iptables are available, so dtnkit's "
+            "userspace delay stage holds the path",
+        )
+    raise ToolMissing(
+        "no path backend can run here",
+        f"netem: {avail['netem']}; nfqueue: {avail['nfqueue']}",
+        "install iptables (apt-get install iptables), or use a kernel with netem",
+    )
 
 
 # ---- building --------------------------------------------------------------------------------
@@ -251,12 +297,12 @@ def _used_networks() -> list[ipaddress.IPv4Network]:
             continue
         for item in doc:
             for info in item.get("addr_info", []):
-                nets.append(ipaddress.IPv4Network(f"{info['local']}/{info['prefixlen']}",
-                                                  strict=False))
+                nets.append(
+                    ipaddress.IPv4Network(f"{info['local']}/{info['prefixlen']}", strict=False)
+                )
             dst = item.get("dst")
             if dst and dst != "default":
-                nets.append(ipaddress.IPv4Network(dst if "/" in dst else f"{dst}/32",
-                                                  strict=False))
+                nets.append(ipaddress.IPv4Network(dst if "/" in dst else f"{dst}/32", strict=False))
     return nets
 
 
@@ -266,9 +312,11 @@ def _choose_octets() -> tuple[int, int]:
         mine = [ipaddress.IPv4Network(f"10.{a}.0.0/16"), ipaddress.IPv4Network(f"10.{b}.0.0/16")]
         if not any(m.overlaps(u) for m in mine for u in used):
             return a, b
-    raise DtnkitError("no free private range for lab paths",
-                      "10.221-252.x.x all overlap this host's addresses or routes",
-                      "remove a conflicting route")
+    raise DtnkitError(
+        "no free private range for lab paths",
+        "10.221-252.x.x all overlap this host's addresses or routes",
+        "remove a conflicting route",
+    )
 
 
 def _states(state_root: Path) -> list[LabState]:
@@ -299,18 +347,22 @@ def _save(state: LabState, state_root: Path) -> None:
 
 def _require_root() -> None:
     if os.geteuid() != 0:
-        raise NeedsRoot("dtnkit lab needs root", "it creates network namespaces and devices",
-                        "run it with sudo")
+        raise NeedsRoot(
+            "dtnkit lab needs root", "it creates network namespaces and devices", "run it with sudo"
+        )
     if shutil.which("ip") is None:
-        raise ToolMissing("`ip` is not installed", "lab paths are built with iproute2",
-                          "apt-get install iproute2")
+        raise ToolMissing(
+            "`ip` is not installed", "lab paths are built with iproute2", "apt-get install iproute2"
+        )
 
 
 def check_name(name: str) -> None:
     if not _NAME.match(name):
-        raise BadInput(f"bad lab name {name!r}",
-                       "names are 1-12 lower-case letters and digits, starting with a letter",
-                       "e.g. dtnkit lab up demo")
+        raise BadInput(
+            f"bad lab name {name!r}",
+            "names are 1-12 lower-case letters and digits, starting with a letter",
+            "e.g. dtnkit lab up demo",
+        )
 
 
 def plan(name: str, spec: PathSpec, index: int, octets: tuple[int, int]) -> LabState:
@@ -322,8 +374,9 @@ def plan(name: str, spec: PathSpec, index: int, octets: tuple[int, int]) -> LabS
             host = side if n == 1 else f"{side}{k}"
             ns = f"{NS_PREFIX}{name}-{host}"
             state.namespaces.append(ns)
-            state.hosts.append(LabHost(host, side, ns, f"10.{octet}.{index}.{k + 1}",
-                                       f"dk{side[0]}{k}"))
+            state.hosts.append(
+                LabHost(host, side, ns, f"10.{octet}.{index}.{k + 1}", f"dk{side[0]}{k}")
+            )
     return state
 
 
@@ -366,8 +419,11 @@ class LabPath:
         for h in self.hosts:
             if h.name == name:
                 return h
-        raise BadInput(f"no host {name!r} on lab path {self.name}",
-                       f"hosts: {', '.join(h.name for h in self.hosts)}", "pick one of those")
+        raise BadInput(
+            f"no host {name!r} on lab path {self.name}",
+            f"hosts: {', '.join(h.name for h in self.hosts)}",
+            "pick one of those",
+        )
 
     @property
     def src(self) -> LabHost:
@@ -401,8 +457,9 @@ class LabPath:
     def names(self) -> list[tuple[str, str]]:
         """(address, name) of every host of the path and of the middle's two sides."""
         out = [(h.address, self.hostname(h)) for h in self.hosts]
-        return out + [(self.gateway(side), f"path-{side}.{self.name}.{DOMAIN}")
-                      for side in ("src", "dst")]
+        return out + [
+            (self.gateway(side), f"path-{side}.{self.name}.{DOMAIN}") for side in ("src", "dst")
+        ]
 
     def _write_names(self) -> None:
         """hosts and resolv.conf for every namespace of the path, under /etc/netns/NS/: the
@@ -412,17 +469,21 @@ class LabPath:
         with contextlib.suppress(OSError):
             base = Path("/etc/hosts").read_text()
         block = "".join(f"{addr}\t{name}\n" for addr, name in self.names())
-        files = {"hosts": f"{base.rstrip()}\n\n{marker}\n{block}",
-                 "resolv.conf": f"{marker}\n{RESOLV_CONF}"}
+        files = {
+            "hosts": f"{base.rstrip()}\n\n{marker}\n{block}",
+            "resolv.conf": f"{marker}\n{RESOLV_CONF}",
+        }
         for ns in self.state.namespaces:
             d = ETC_NETNS / ns
             d.mkdir(parents=True, exist_ok=True)
             for fname, text in files.items():
                 target = d / fname
                 if target.exists() and marker not in target.read_text(errors="replace"):
-                    raise DtnkitError(f"cannot give lab path {self.name} its host names",
-                                      f"{target} exists and was not written by dtnkit",
-                                      "remove or rename it, or pick another lab name")
+                    raise DtnkitError(
+                        f"cannot give lab path {self.name} its host names",
+                        f"{target} exists and was not written by dtnkit",
+                        "remove or rename it, or pick another lab name",
+                    )
                 tmp = d / f".{fname}.dtnkit-tmp"
                 tmp.write_text(text)
                 tmp.chmod(0o644)
@@ -444,16 +505,35 @@ class LabPath:
             if len(hosts) > 1:
                 self.run(["ip", "-n", self.mid, "link", "add", dev, "type", "bridge"])
             for h in hosts:
-                self.run(["ip", "-n", self.mid, "link", "add", h.mid_dev, "mtu", str(spec.mtu),
-                          "type", "veth", "peer", "name", LINK_DEV, "mtu", str(spec.mtu),
-                          "netns", h.netns])
+                self.run(
+                    [
+                        "ip",
+                        "-n",
+                        self.mid,
+                        "link",
+                        "add",
+                        h.mid_dev,
+                        "mtu",
+                        str(spec.mtu),
+                        "type",
+                        "veth",
+                        "peer",
+                        "name",
+                        LINK_DEV,
+                        "mtu",
+                        str(spec.mtu),
+                        "netns",
+                        h.netns,
+                    ]
+                )
                 if len(hosts) > 1:
                     self.run(["ip", "-n", self.mid, "link", "set", h.mid_dev, "master", dev])
                 self.run(["ip", "-n", self.mid, "link", "set", h.mid_dev, "up"])
                 self.run(["ip", "-n", h.netns, "addr", "add", f"{h.address}/24", "dev", LINK_DEV])
                 self.run(["ip", "-n", h.netns, "link", "set", LINK_DEV, "up"])
-                self.run(["ip", "-n", h.netns, "route", "add", "default", "via",
-                          self.gateway(side)])
+                self.run(
+                    ["ip", "-n", h.netns, "route", "add", "default", "via", self.gateway(side)]
+                )
             if len(hosts) > 1:
                 self.run(["ip", "-n", self.mid, "link", "set", dev, "mtu", str(spec.mtu), "up"])
             self.run(["ip", "-n", self.mid, "addr", "add", f"{self.gateway(side)}/24", "dev", dev])
@@ -470,8 +550,25 @@ class LabPath:
         burst = max(int(rate / 8 * 0.004), 2 * 65536)  # one 4 ms tick, two GSO segments
         for h in self.hosts:
             if h.side == "src":
-                self.run(["tc", "-n", h.netns, "qdisc", "replace", "dev", LINK_DEV, "root",
-                          "tbf", "rate", f"{rate}bit", "burst", str(burst), "latency", "50ms"])
+                self.run(
+                    [
+                        "tc",
+                        "-n",
+                        h.netns,
+                        "qdisc",
+                        "replace",
+                        "dev",
+                        LINK_DEV,
+                        "root",
+                        "tbf",
+                        "rate",
+                        f"{rate}bit",
+                        "burst",
+                        str(burst),
+                        "latency",
+                        "50ms",
+                    ]
+                )
 
     def _apply_path(self, *, initial: bool = False) -> None:
         if self.state.backend == "netem":
@@ -491,21 +588,73 @@ class LabPath:
             # an explicit burst: htb's computed default shapes badly at Gbit/s (lab.md);
             # one 4 ms timer tick (HZ=250) of tokens, at least two 64 KiB GSO segments
             burst = max(int(rate / 8 * 0.004), 2 * 65536)
-            self.run(["tc", "-n", self.mid, "qdisc", "add", "dev", dev, "root", "handle", "1:",
-                      "htb", "default", "1"])
-            self.run(["tc", "-n", self.mid, "class", "add", "dev", dev, "parent", "1:", "classid",
-                      "1:1", "htb", "rate", f"{rate}bit", "ceil", f"{rate}bit", "burst", str(burst),
-                      "cburst", str(burst)])
-            self.run(["tc", "-n", self.mid, "qdisc", "add", "dev", dev, "parent", "1:1", "handle",
-                      "10:", *leaf(dev)])
+            self.run(
+                [
+                    "tc",
+                    "-n",
+                    self.mid,
+                    "qdisc",
+                    "add",
+                    "dev",
+                    dev,
+                    "root",
+                    "handle",
+                    "1:",
+                    "htb",
+                    "default",
+                    "1",
+                ]
+            )
+            self.run(
+                [
+                    "tc",
+                    "-n",
+                    self.mid,
+                    "class",
+                    "add",
+                    "dev",
+                    dev,
+                    "parent",
+                    "1:",
+                    "classid",
+                    "1:1",
+                    "htb",
+                    "rate",
+                    f"{rate}bit",
+                    "ceil",
+                    f"{rate}bit",
+                    "burst",
+                    str(burst),
+                    "cburst",
+                    str(burst),
+                ]
+            )
+            self.run(
+                [
+                    "tc",
+                    "-n",
+                    self.mid,
+                    "qdisc",
+                    "add",
+                    "dev",
+                    dev,
+                    "parent",
+                    "1:1",
+                    "handle",
+                    "10:",
+                    *leaf(dev),
+                ]
+            )
 
     def _netem(self) -> None:
         spec = self.spec
+
         def leaf(dev: str) -> list[str]:
             args = ["netem", "delay", f"{spec.one_way_ms}ms", "limit", "1000000"]
             if spec.loss and dev == self.side_dev("dst"):
                 args += ["loss", f"{spec.loss * 100:g}%"]
             return args
+
         if spec.rate_bps:
             self._shape(leaf)
         else:
@@ -514,9 +663,13 @@ class LabPath:
                 self.run(["tc", "-n", self.mid, "qdisc", "replace", "dev", dev, "root", *leaf(dev)])
 
     def _nfqueue(self, initial: bool) -> None:
-        config = {"queues": {"0": {"delay_ms": self.spec.one_way_ms, "loss": self.spec.loss},
-                             "1": {"delay_ms": self.spec.one_way_ms, "loss": 0.0}},
-                  "seed": self.spec.seed}
+        config = {
+            "queues": {
+                "0": {"delay_ms": self.spec.one_way_ms, "loss": self.spec.loss},
+                "1": {"delay_ms": self.spec.one_way_ms, "loss": 0.0},
+            },
+            "seed": self.spec.seed,
+        }
         tmp = self.config_path.with_suffix(".tmp")
         tmp.write_text(json.dumps(config))
         os.replace(tmp, self.config_path)
@@ -527,9 +680,22 @@ class LabPath:
         log = open(self.dir / "emulator.log", "w")  # noqa: SIM115 - child keeps it
         # it outlives this process (`lab up` returns): stopped by PID at `lab down`
         proc = process.start(
-            ["ip", "netns", "exec", self.mid, sys.executable, "-m", "dtnkit.lab.nfqdelay",
-             "--config", str(self.config_path), "--stats", str(self.stats_path)],
-            stdout=log, stderr=process.STDOUT, own_group=True,
+            [
+                "ip",
+                "netns",
+                "exec",
+                self.mid,
+                sys.executable,
+                "-m",
+                "dtnkit.lab.nfqdelay",
+                "--config",
+                str(self.config_path),
+                "--stats",
+                str(self.stats_path),
+            ],
+            stdout=log,
+            stderr=process.STDOUT,
+            own_group=True,
             env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
         )
         log.close()
@@ -537,8 +703,19 @@ class LabPath:
         _save(self.state, self.state_root)
         self._wait_ready(proc)
         for qnum, side in ((0, "src"), (1, "dst")):
-            self._ns(self.mid, "iptables", "-w", "-A", "FORWARD", "-i", self.side_dev(side), "-j",
-                "NFQUEUE", "--queue-num", str(qnum))
+            self._ns(
+                self.mid,
+                "iptables",
+                "-w",
+                "-A",
+                "FORWARD",
+                "-i",
+                self.side_dev(side),
+                "-j",
+                "NFQUEUE",
+                "--queue-num",
+                str(qnum),
+            )
 
     def _wait_ready(self, proc: process.Child[bytes]) -> None:
         """The engine writes its stats file once it has bound its queues."""
@@ -546,31 +723,55 @@ class LabPath:
         while time.monotonic() < deadline:
             if proc.poll() is not None:
                 log = (self.dir / "emulator.log").read_text()[-800:]
-                raise DtnkitError("the delay stage did not start", log.strip() or
-                                  f"exit status {proc.returncode}")
+                raise DtnkitError(
+                    "the delay stage did not start", log.strip() or f"exit status {proc.returncode}"
+                )
             if self.stats_path.exists():
                 return
             time.sleep(0.02)  # polling a readiness file, bounded by the deadline
-        raise DtnkitError("the delay stage did not start within 10 s",
-                          "its stats file never appeared", "see emulator.log in the state dir")
+        raise DtnkitError(
+            "the delay stage did not start within 10 s",
+            "its stats file never appeared",
+            "see emulator.log in the state dir",
+        )
 
     # ---- change in place -----------------------------------------------------------------------
-    def set(self, *, rtt_ms: float | None = None, rate_bps: int | None = None,
-            loss: float | None = None, queue_bytes: int | None = None) -> None:
+    def set(
+        self,
+        *,
+        rtt_ms: float | None = None,
+        rate_bps: int | None = None,
+        loss: float | None = None,
+        queue_bytes: int | None = None,
+    ) -> None:
         """Change the path's parameters between runs, without rebuilding it."""
         spec = self.spec
-        new = PathSpec(**{**asdict(spec),
-                          **{k: v for k, v in (("rtt_ms", rtt_ms), ("rate_bps", rate_bps),
-                                               ("loss", loss), ("queue_bytes", queue_bytes))
-                             if v is not None}})
+        new = PathSpec(
+            **{
+                **asdict(spec),
+                **{
+                    k: v
+                    for k, v in (
+                        ("rtt_ms", rtt_ms),
+                        ("rate_bps", rate_bps),
+                        ("loss", loss),
+                        ("queue_bytes", queue_bytes),
+                    )
+                    if v is not None
+                },
+            }
+        )
         new.validate()
         self.state.spec = new
         _save(self.state, self.state_root)
         if self.state.backend == "netem":
             self._netem()
             return
-        if rate_bps is not None or queue_bytes is not None or (rtt_ms is not None and
-                                                                 not spec.queue_bytes):
+        if (
+            rate_bps is not None
+            or queue_bytes is not None
+            or (rtt_ms is not None and not spec.queue_bytes)
+        ):
             self._shape(lambda dev: ["bfifo", "limit", str(new.queue_size())])
         self._nfqueue(initial=False)
         if rtt_ms is not None or loss is not None:
@@ -584,8 +785,11 @@ class LabPath:
             if q.get("delay_ms") == spec.one_way_ms and q.get("loss") == spec.loss:
                 return
             time.sleep(0.02)  # polling the engine's own report, bounded
-        raise DtnkitError("the delay stage did not take the new parameters",
-                          "its stats still show the old ones", "see emulator.log")
+        raise DtnkitError(
+            "the delay stage did not take the new parameters",
+            "its stats still show the old ones",
+            "see emulator.log",
+        )
 
     # ---- report --------------------------------------------------------------------------------
     def emulator_stats(self, *, fresh: bool = False) -> dict[str, Any] | None:
@@ -606,29 +810,51 @@ class LabPath:
     def measure_rtt(self, count: int = 5) -> dict[str, float] | None:
         """Idle RTT from the first src to the first dst host (ping), after one unmeasured
         warm-up ping so neighbour (ARP) resolution is not counted."""
-        self.src.run(["ping", "-q", "-n", "-c", "1", "-W", "3", self.dst.address], check=False,
-                     timeout=10)
-        proc = self.src.run(["ping", "-q", "-n", "-c", str(count), "-i", "0.2", "-W", "3",
-                             self.dst.address], check=False, timeout=30)
+        self.src.run(
+            ["ping", "-q", "-n", "-c", "1", "-W", "3", self.dst.address], check=False, timeout=10
+        )
+        proc = self.src.run(
+            ["ping", "-q", "-n", "-c", str(count), "-i", "0.2", "-W", "3", self.dst.address],
+            check=False,
+            timeout=30,
+        )
         m = re.search(r"= ([0-9.]+)/([0-9.]+)/([0-9.]+)/([0-9.]+) ms", proc.stdout)
         if not m:
             return None
-        return {"min_ms": float(m.group(1)), "avg_ms": float(m.group(2)),
-                "max_ms": float(m.group(3)), "mdev_ms": float(m.group(4))}
+        return {
+            "min_ms": float(m.group(1)),
+            "avg_ms": float(m.group(2)),
+            "max_ms": float(m.group(3)),
+            "mdev_ms": float(m.group(4)),
+        }
 
     def counters(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for side in ("src", "dst"):
             dev = self.side_dev(side)
-            proc = self.run(["tc", "-n", self.mid, "-s", "-j", "qdisc", "show", "dev", dev],
-                            check=False)
+            proc = self.run(
+                ["tc", "-n", self.mid, "-s", "-j", "qdisc", "show", "dev", dev], check=False
+            )
             try:
                 qdiscs = json.loads(proc.stdout or "[]")
             except json.JSONDecodeError:
                 qdiscs = []
             out[f"toward_{side}"] = [
-                {k: q.get(k) for k in ("kind", "handle", "bytes", "packets", "drops",
-                                       "overlimits", "backlog", "qlen")} for q in qdiscs]
+                {
+                    k: q.get(k)
+                    for k in (
+                        "kind",
+                        "handle",
+                        "bytes",
+                        "packets",
+                        "drops",
+                        "overlimits",
+                        "backlog",
+                        "qlen",
+                    )
+                }
+                for q in qdiscs
+            ]
         return out
 
     def status(self, *, measure: bool = True) -> dict[str, Any]:
@@ -636,21 +862,46 @@ class LabPath:
         emulator: dict[str, Any] = {"kind": st.backend}
         if st.backend == "nfqueue":
             stats = self.emulator_stats() or {}
-            emulator.update({
-                "pid": st.emulator_pid,
-                "alive": bool(st.emulator_pid and _alive(st.emulator_pid)),
-                **{k: stats.get(k) for k in ("cpu_percent", "lateness_ms", "queues", "enobufs",
-                                             "config_errors", "updated")},
-                **{k: stats.get(k) for k in ("cpu_thread_max_percent", "engine", "sched")},
-            })
+            emulator.update(
+                {
+                    "pid": st.emulator_pid,
+                    "alive": bool(st.emulator_pid and _alive(st.emulator_pid)),
+                    **{
+                        k: stats.get(k)
+                        for k in (
+                            "cpu_percent",
+                            "lateness_ms",
+                            "queues",
+                            "enobufs",
+                            "config_errors",
+                            "updated",
+                        )
+                    },
+                    **{k: stats.get(k) for k in ("cpu_thread_max_percent", "engine", "sched")},
+                }
+            )
         doc: dict[str, Any] = {
-            "name": st.name, "backend": st.backend, "backend_reason": st.backend_reason,
-            "status": st.status, "rtt_ms": st.spec.rtt_ms, "rate_bps": st.spec.rate_bps,
+            "name": st.name,
+            "backend": st.backend,
+            "backend_reason": st.backend_reason,
+            "status": st.status,
+            "rtt_ms": st.spec.rtt_ms,
+            "rate_bps": st.spec.rate_bps,
             "src_rate_bps": st.spec.src_rate_bps,
-            "loss": st.spec.loss, "queue_bytes": st.spec.queue_size() or None,
-            "mtu": st.spec.mtu, "middle_netns": self.mid,
-            "hosts": [{"name": h.name, "side": h.side, "netns": h.netns, "address": h.address,
-                       "hostname": self.hostname(h)} for h in st.hosts],
+            "loss": st.spec.loss,
+            "queue_bytes": st.spec.queue_size() or None,
+            "mtu": st.spec.mtu,
+            "middle_netns": self.mid,
+            "hosts": [
+                {
+                    "name": h.name,
+                    "side": h.side,
+                    "netns": h.netns,
+                    "address": h.address,
+                    "hostname": self.hostname(h),
+                }
+                for h in st.hosts
+            ],
             "emulator": emulator,
             "counters": self.counters(),
         }
@@ -710,8 +961,9 @@ def _teardown(name: str, state: LabState | None, state_root: Path) -> list[str]:
     if state is not None and state.emulator_pid:
         _stop(state.emulator_pid)
     prefix = f"{NS_PREFIX}{name}-"
-    names = set(state.namespaces if state else []) | {n for n in _netns_list()
-                                                      if n.startswith(prefix)}
+    names = set(state.namespaces if state else []) | {
+        n for n in _netns_list() if n.startswith(prefix)
+    }
     for ns in sorted(names):
         pids = run_command(["ip", "netns", "pids", ns], check=False).stdout.split()
         process.stop_pids([int(p) for p in pids if p.isdigit()], 0)
@@ -730,10 +982,14 @@ def up(name: str, spec: PathSpec, *, state_root: Path, progress: Progress = SILE
     spec.validate()
     backend, reason = choose_backend(spec.backend)
     with _lock(state_root):
-        if state_dir(name, state_root).exists() or any(n.startswith(f"{NS_PREFIX}{name}-")
-                                           for n in _netns_list()):
-            raise BadInput(f"lab path {name!r} already exists", "names are unique",
-                           f"pick another name, or `dtnkit lab down {name}` first")
+        if state_dir(name, state_root).exists() or any(
+            n.startswith(f"{NS_PREFIX}{name}-") for n in _netns_list()
+        ):
+            raise BadInput(
+                f"lab path {name!r} already exists",
+                "names are unique",
+                f"pick another name, or `dtnkit lab down {name}` first",
+            )
         used = {s.index for s in _states(state_root)}
         index = next(i for i in range(256) if i not in used)
         state = plan(name, spec, index, _choose_octets())
@@ -754,13 +1010,17 @@ def load(name: str, *, state_root: Path) -> LabPath:
     check_name(name)
     path = state_dir(name, state_root) / "state.json"
     if not path.exists():
-        raise BadInput(f"no lab path {name!r}", "see `dtnkit lab list`", "or build it with "
-                       "`dtnkit lab up`")
+        raise BadInput(
+            f"no lab path {name!r}", "see `dtnkit lab list`", "or build it with `dtnkit lab up`"
+        )
     try:
         return LabPath(LabState.from_dict(json.loads(path.read_text())), state_root=state_root)
     except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-        raise BadInput(f"lab state of {name!r} is damaged", str(exc),
-                       f"`dtnkit lab down {name}` removes what is left") from exc
+        raise BadInput(
+            f"lab state of {name!r} is damaged",
+            str(exc),
+            f"`dtnkit lab down {name}` removes what is left",
+        ) from exc
 
 
 def down(name: str, *, state_root: Path, missing_ok: bool = False) -> list[str]:
@@ -768,10 +1028,16 @@ def down(name: str, *, state_root: Path, missing_ok: bool = False) -> list[str]:
     ``missing_ok``."""
     _require_root()
     check_name(name)
-    if not missing_ok and not state_dir(name, state_root).exists() and not any(
-            n.startswith(f"{NS_PREFIX}{name}-") for n in _netns_list()):
-        raise BadInput(f"no lab path {name!r}", "it has no state and no namespaces",
-                       "see `dtnkit lab list`, or add --missing-ok")
+    if (
+        not missing_ok
+        and not state_dir(name, state_root).exists()
+        and not any(n.startswith(f"{NS_PREFIX}{name}-") for n in _netns_list())
+    ):
+        raise BadInput(
+            f"no lab path {name!r}",
+            "it has no state and no namespaces",
+            "see `dtnkit lab list`, or add --missing-ok",
+        )
     state: LabState | None
     try:
         state = load(name, state_root=state_root).state
@@ -783,9 +1049,11 @@ def down(name: str, *, state_root: Path, missing_ok: bool = False) -> list[str]:
 def check_prefix(prefix: str) -> None:
     """A name prefix for ``down_all``: the start of a valid path name."""
     if not _NAME.match(prefix):
-        raise BadInput(f"bad lab name prefix {prefix!r}",
-                       "path names are 1-12 lower-case letters and digits, starting with a letter",
-                       "give the start of the names to remove, e.g. --prefix t")
+        raise BadInput(
+            f"bad lab name prefix {prefix!r}",
+            "path names are 1-12 lower-case letters and digits, starting with a letter",
+            "give the start of the names to remove, e.g. --prefix t",
+        )
 
 
 def down_all(*, state_root: Path, prefix: str = "") -> list[str]:
@@ -797,11 +1065,15 @@ def down_all(*, state_root: Path, prefix: str = "") -> list[str]:
     names = {s.name for s in _states(state_root)}
     if state_root.is_dir():
         names |= {d.name for d in state_root.iterdir() if d.is_dir() and _NAME.match(d.name)}
-    names |= {n[len(NS_PREFIX):].rsplit("-", 1)[0] for n in _netns_list()
-              if n.startswith(NS_PREFIX)}
+    names |= {
+        n[len(NS_PREFIX) :].rsplit("-", 1)[0] for n in _netns_list() if n.startswith(NS_PREFIX)
+    }
     with contextlib.suppress(OSError):  # name files left by a crash between build steps
-        names |= {d.name[len(NS_PREFIX):].rsplit("-", 1)[0] for d in ETC_NETNS.iterdir()
-                  if d.name.startswith(NS_PREFIX) and "-" in d.name[len(NS_PREFIX):]}
+        names |= {
+            d.name[len(NS_PREFIX) :].rsplit("-", 1)[0]
+            for d in ETC_NETNS.iterdir()
+            if d.name.startswith(NS_PREFIX) and "-" in d.name[len(NS_PREFIX) :]
+        }
     removed: list[str] = []
     for name in sorted(n for n in names if n.startswith(prefix)):
         state = None
@@ -812,14 +1084,24 @@ def down_all(*, state_root: Path, prefix: str = "") -> list[str]:
 
 
 def list_paths(*, state_root: Path) -> list[dict[str, Any]]:
-    return [{"name": s.name, "backend": s.backend, "status": s.status, "rtt_ms": s.spec.rtt_ms,
-             "rate_bps": s.spec.rate_bps, "loss": s.spec.loss,
-             "hosts": [h.name for h in s.hosts]} for s in _states(state_root)]
+    return [
+        {
+            "name": s.name,
+            "backend": s.backend,
+            "status": s.status,
+            "rtt_ms": s.spec.rtt_ms,
+            "rate_bps": s.spec.rate_bps,
+            "loss": s.spec.loss,
+            "hosts": [h.name for h in s.hosts],
+        }
+        for s in _states(state_root)
+    ]
 
 
 def lab_peers(state_root: Path) -> LabPeers:
     """``NAME/HOST`` peers of the network probe: the lab host's address and namespace (the
     probe starts its own iperf3 server there)."""
+
     def peer(name: str, host: str) -> Peer:
         target = load(name, state_root=state_root).host(host)
         return Peer(target.address, target.netns, True, f"lab {name}/{host}")

@@ -44,9 +44,18 @@ from dtnkit.host.parsers import ParseError, error_at, require_text
 
 __all__ = ["parse_net_dev", "parse_proc_stat", "parse_snmp", "parse_ss_tin"]
 
-CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal", "guest",
-              "guest_nice")
-
+CPU_FIELDS = (
+    "user",
+    "nice",
+    "system",
+    "idle",
+    "iowait",
+    "irq",
+    "softirq",
+    "steal",
+    "guest",
+    "guest_nice",
+)
 
 
 def _int(value: str, source: str, lineno: int, line: str) -> int:
@@ -115,13 +124,15 @@ def parse_snmp(text: str) -> dict[str, dict[str, int]]:
             raise error_at(source, f"expected the values of {hprefix}", vn, vals)
         names, values = hrest.split(), vrest.split()
         if len(names) != len(values):
-            raise error_at(source, f"{hprefix} has {len(names)} names but {len(values)} values",
-                         vn, vals)
+            raise error_at(
+                source, f"{hprefix} has {len(names)} names but {len(values)} values", vn, vals
+            )
         for name in names:
             if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", name):
                 raise error_at(source, f"bad counter name {name!r}", hn, head)
-        out[hprefix.strip()] = {k: _int(v, source, vn, vals) for k, v in
-                                zip(names, values, strict=True)}
+        out[hprefix.strip()] = {
+            k: _int(v, source, vn, vals) for k, v in zip(names, values, strict=True)
+        }
     return out
 
 
@@ -151,10 +162,10 @@ def parse_net_dev(text: str) -> dict[str, dict[str, int]]:
             raise error_at(source, "expected `NAME: counters`", lineno, line)
         values = rest.split()
         if len(values) != len(fields):
-            raise error_at(source, f"expected {len(fields)} counters, got {len(values)}",
-                         lineno, line)
-        out[name] = {k: _int(v, source, lineno, line) for k, v in
-                     zip(fields, values, strict=True)}
+            raise error_at(
+                source, f"expected {len(fields)} counters, got {len(values)}", lineno, line
+            )
+        out[name] = {k: _int(v, source, lineno, line) for k, v in zip(fields, values, strict=True)}
     if fields is None:
         raise error_at(source, "no header")
     return out
@@ -168,8 +179,11 @@ _MS_LIMITED = re.compile(r"([0-9]+)ms\(([0-9]+(?:\.[0-9]+)?)%\)")
 _NUMBER = re.compile(r"-?[0-9]+(?:\.[0-9]+)?")
 # tcp_info words whose value is a time in ms: key in the dict gets an ``_ms`` suffix
 _MS_KEYS = {"rto", "ato", "minrtt", "rcv_rtt", "lastsnd", "lastrcv", "lastack"}
-_RATE_WORDS = {"send": "send_bps", "pacing_rate": "pacing_rate_bps",
-               "delivery_rate": "delivery_rate_bps"}
+_RATE_WORDS = {
+    "send": "send_bps",
+    "pacing_rate": "pacing_rate_bps",
+    "delivery_rate": "delivery_rate_bps",
+}
 _FLAGS = {"ts", "sack", "ecn", "ecnseen", "fastopen", "app_limited", "bidir", "<->"}
 _NETIDS = {"tcp", "mptcp", "udp", "raw", "u_str", "u_dgr", "u_seq", "sctp", "dccp"}
 _SOURCE = "ss -tinO"
@@ -322,9 +336,15 @@ def parse_ss_tin(text: str) -> list[dict[str, Any]]:
         laddr, lport = _split_addr(local)
         paddr, pport = _split_addr(peer)
         flow: dict[str, Any] = {
-            "state": state, "recv_q": int(recv_q), "send_q": int(send_q),
-            "local": local, "peer": peer, "local_addr": laddr, "local_port": lport,
-            "peer_addr": paddr, "peer_port": pport,
+            "state": state,
+            "recv_q": int(recv_q),
+            "send_q": int(send_q),
+            "local": local,
+            "peer": peer,
+            "local_addr": laddr,
+            "local_port": lport,
+            "peer_addr": paddr,
+            "peer_port": pport,
         }
         rest = words[5:]
         if rest and rest[0].startswith("users:"):  # -p

@@ -136,8 +136,9 @@ class Window:
 IDLE_SERIES = "idle_pct.machine"
 
 
-def measured_idle_percent(w: Window, measure_from_s: float | None,
-                          measure_until_s: float | None = None) -> float | None:
+def measured_idle_percent(
+    w: Window, measure_from_s: float | None, measure_until_s: float | None = None
+) -> float | None:
     """The machine's idle share over the transfer itself: the samples that began at or
     after the tool's set-up ended, weighted by their length (the rule of the stored point's
     ``measured_samples``), else over the whole point.  iperf3 connecting 128 streams at
@@ -148,9 +149,11 @@ def measured_idle_percent(w: Window, measure_from_s: float | None,
         return whole
     until = math.inf if measure_until_s is None else measure_until_s
     times = [t for t, _ in w.samples]
-    kept = [(t - prev, v) for prev, t, v in zip((0.0, *times), times,
-                                                  w.series.get(IDLE_SERIES, []), strict=False)
-            if measure_from_s <= prev < until and v is not None and t > prev]
+    kept = [
+        (t - prev, v)
+        for prev, t, v in zip((0.0, *times), times, w.series.get(IDLE_SERIES, []), strict=False)
+        if measure_from_s <= prev < until and v is not None and t > prev
+    ]
     weight = sum(dt for dt, _ in kept)
     return round(sum(dt * v for dt, v in kept) / weight, 1) if weight > 0 else whole
 
@@ -158,10 +161,17 @@ def measured_idle_percent(w: Window, measure_from_s: float | None,
 class PointSampler:
     """Samples one point; a context manager around the tool's run."""
 
-    def __init__(self, *, interval_s: float, receivers: Sequence[int], device: str,
-                 senders: Sequence[int], namespaces: Mapping[str, int],
-                 origins_cpu: Sequence[CpuReader],
-                 emulator: Callable[[], dict[str, Any] | None] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        interval_s: float,
+        receivers: Sequence[int],
+        device: str,
+        senders: Sequence[int],
+        namespaces: Mapping[str, int],
+        origins_cpu: Sequence[CpuReader],
+        emulator: Callable[[], dict[str, Any] | None] | None = None,
+    ) -> None:
         self.interval_s = interval_s
         self.receivers = list(receivers)  # anchor PIDs of the receiving hosts
         self.device = device
@@ -222,10 +232,10 @@ class PointSampler:
             except (OSError, ValueError) as exc:
                 self.window.errors.append(f"net/dev of {name}: {exc}")
                 continue
-            out[name] = {"rx_dropped": sum(d.get("rx_drop", 0) for k, d in dev.items()
-                                           if k != "lo"),
-                         "tx_dropped": sum(d.get("tx_drop", 0) for k, d in dev.items()
-                                           if k != "lo")}
+            out[name] = {
+                "rx_dropped": sum(d.get("rx_drop", 0) for k, d in dev.items() if k != "lo"),
+                "tx_dropped": sum(d.get("tx_drop", 0) for k, d in dev.items() if k != "lo"),
+            }
         return out
 
     def _emulator_doc(self) -> None:
@@ -250,8 +260,7 @@ class PointSampler:
         self._prev_rx = self._safe_rx()
         self._prev_cpu = list(self._start_cpu)
         self._prev_stat = self._start_stat
-        self._thread = threading.Thread(target=self._loop, name="dtnkit-sweep-sampler",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._loop, name="dtnkit-sweep-sampler", daemon=True)
         self._thread.start()
         return self
 
@@ -275,8 +284,11 @@ class PointSampler:
             if final and dt < self.interval_s / 4 and self.window.samples:
                 return  # a sliver at the end: its rate would be noise
             rx = self._safe_rx()
-            bps = (rx - self._prev_rx) * 8 / dt if rx is not None and \
-                self._prev_rx is not None and dt > 0 else float("nan")
+            bps = (
+                (rx - self._prev_rx) * 8 / dt
+                if rx is not None and self._prev_rx is not None and dt > 0
+                else float("nan")
+            )
             self.window.samples.append((round(now - self._t0, 6), bps))
             cpu = self._cpu()
             for i, (a, b) in enumerate(zip(self._prev_cpu, cpu, strict=True)):
@@ -284,12 +296,15 @@ class PointSampler:
                 self.window.series.setdefault(f"cpu_cores.{i}", []).append(value)
             stat = _stat()
             old, new = self._prev_stat["cpus"]["cpu"], stat["cpus"]["cpu"]
-            total = sum(max(0, new.get(k, 0) - old.get(k, 0)) for k in
-                        ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal"))
+            total = sum(
+                max(0, new.get(k, 0) - old.get(k, 0))
+                for k in ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+            )
             soft = max(0, new.get("softirq", 0) - old.get("softirq", 0))
             self.window.series.setdefault(IDLE_SERIES, []).append(idle_percent(old, new))
             self.window.series.setdefault("softirq_pct.machine", []).append(
-                100.0 * soft / total if total else None)
+                100.0 * soft / total if total else None
+            )
             ctxt = max(0, int(stat.get("ctxt", 0)) - int(self._prev_stat.get("ctxt", 0)))
             self.window.series.setdefault("ctxt_per_s", []).append(ctxt / dt if dt > 0 else None)
             self._prev_t, self._prev_rx, self._prev_cpu, self._prev_stat = now, rx, cpu, stat
@@ -297,8 +312,12 @@ class PointSampler:
         except Exception as exc:  # the sampler must never stop a point
             self.window.errors.append(f"sampler: {type(exc).__name__}: {exc}")
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
@@ -308,20 +327,24 @@ class PointSampler:
         w = self.window
         w.elapsed_s = time.monotonic() - self._t0
         end_cpu = self._cpu()
-        w.cpu_seconds = [b - a if a is not None and b is not None else float("nan")
-                         for a, b in zip(self._start_cpu, end_cpu, strict=True)]
+        w.cpu_seconds = [
+            b - a if a is not None and b is not None else float("nan")
+            for a, b in zip(self._start_cpu, end_cpu, strict=True)
+        ]
         stat = _stat()
         old, new = self._start_stat["cpus"]["cpu"], stat["cpus"]["cpu"]
         soft_s = max(0, new.get("softirq", 0) - old.get("softirq", 0)) / USER_HZ
         ncpu = max(1, len(stat["cpus"]) - 1)
         counts = _softirq_counts()
         idle = idle_percent(old, new)
-        w.softirq = {"machine": {
-            "seconds": soft_s,
-            **({"idle_percent": idle} if idle is not None else {}),
-            "percent": 100.0 * soft_s / (w.elapsed_s * ncpu) if w.elapsed_s > 0 else 0.0,
-            **{f"{k}_count": float(counts[k] - self._start_softirqs.get(k, 0))
-               for k in counts}}}
+        w.softirq = {
+            "machine": {
+                "seconds": soft_s,
+                **({"idle_percent": idle} if idle is not None else {}),
+                "percent": 100.0 * soft_s / (w.elapsed_s * ncpu) if w.elapsed_s > 0 else 0.0,
+                **{f"{k}_count": float(counts[k] - self._start_softirqs.get(k, 0)) for k in counts},
+            }
+        }
         w.ctxt = max(0, int(stat.get("ctxt", 0)) - int(self._start_stat.get("ctxt", 0)))
         end_tcp = self._tcp()
         if self._start_tcp is not None and end_tcp is not None:
@@ -329,12 +352,17 @@ class PointSampler:
             if end_tcp[1] is not None and self._start_tcp[1] is not None:
                 dsack = max(0, end_tcp[1] - self._start_tcp[1])
                 w.retransmits = max(0, retrans - dsack)
-                w.retransmits_note = (f"RetransSegs {retrans} less TCPDSACKRecvSegs {dsack} "
-                                      "in the sending namespaces")
+                w.retransmits_note = (
+                    f"RetransSegs {retrans} less TCPDSACKRecvSegs {dsack} in the sending namespaces"
+                )
             else:
                 w.retransmits = retrans
-                w.retransmits_note = (f"RetransSegs {retrans} in the sending namespaces "
-                                      "(no DSACK counter: not corrected)")
+                w.retransmits_note = (
+                    f"RetransSegs {retrans} in the sending namespaces "
+                    "(no DSACK counter: not corrected)"
+                )
         end_drops = self._drops()
-        w.nic_drops = {name: {k: max(0, v - self._start_drops.get(name, {}).get(k, 0))
-                              for k, v in d.items()} for name, d in end_drops.items()}
+        w.nic_drops = {
+            name: {k: max(0, v - self._start_drops.get(name, {}).get(k, 0)) for k, v in d.items()}
+            for name, d in end_drops.items()
+        }

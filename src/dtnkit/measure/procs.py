@@ -41,15 +41,30 @@ class Procs:
         self._procs: dict[int, process.Child[Any]] = {}
         self._lock = threading.Lock()
 
-    def start(self, argv: Sequence[str], *, host: InNamespace | None = None,
-              stdout: process.Stdio = process.PIPE, stderr: process.Stdio = process.PIPE,
-              cwd: Path | None = None, env: dict[str, str] | None = None,
-              text: bool = True) -> process.Child[Any]:
+    def start(
+        self,
+        argv: Sequence[str],
+        *,
+        host: InNamespace | None = None,
+        stdout: process.Stdio = process.PIPE,
+        stderr: process.Stdio = process.PIPE,
+        cwd: Path | None = None,
+        env: dict[str, str] | None = None,
+        text: bool = True,
+    ) -> process.Child[Any]:
         """Start ``argv`` (in ``host``'s namespace when given: ``ip netns exec`` execs the
         command, so the PID is the command's) in a session of its own."""
         full = host.argv(argv) if host is not None else list(argv)
-        proc = process.start(full, text=text, own_group=True, stdin=process.DEVNULL,
-                             stdout=stdout, stderr=stderr, cwd=cwd, env=env)
+        proc = process.start(
+            full,
+            text=text,
+            own_group=True,
+            stdin=process.DEVNULL,
+            stdout=stdout,
+            stderr=stderr,
+            cwd=cwd,
+            env=env,
+        )
         with self._lock:
             self._procs[proc.pid] = proc
         return proc
@@ -104,15 +119,23 @@ class Batch:
         self.closed = False
         self.grace_s = grace_s
 
-    def run(self, argv: Sequence[str], deadline: float, env: dict[str, str] | None = None
-            ) -> tuple[int | None, str]:
+    def run(
+        self, argv: Sequence[str], deadline: float, env: dict[str, str] | None = None
+    ) -> tuple[int | None, str]:
         """Run to completion or ``deadline`` (then stopped: status None); the output."""
         with self.lock:
             if self.closed:
                 return None, "not started: the point was stopped"
-            proc = process.start(argv, text=True, errors="replace", own_group=True,
-                                 stdin=process.DEVNULL, stdout=process.PIPE,
-                                 stderr=process.STDOUT, env=env)
+            proc = process.start(
+                argv,
+                text=True,
+                errors="replace",
+                own_group=True,
+                stdin=process.DEVNULL,
+                stdout=process.PIPE,
+                stderr=process.STDOUT,
+                env=env,
+            )
             self.live[proc.pid] = proc
         try:
             out, _ = proc.communicate(timeout=max(deadline - time.monotonic(), 0.01))

@@ -44,8 +44,9 @@ PROBES: dict[str, Probe] = {
     e2e.KIND: Probe(e2e.KIND, e2e.TITLE, e2e.SUMMARY_KEYS, "dtnkit-cp"),
 }
 
-TOOLS: dict[str, Tool] = {t.name: t for t in (Iperf3(), Fio(), DtnkitCp(), Command(),
-                                                DtnkitTpc(), GfalTpc())}
+TOOLS: dict[str, Tool] = {
+    t.name: t for t in (Iperf3(), Fio(), DtnkitCp(), Command(), DtnkitTpc(), GfalTpc())
+}
 
 
 def probe_kinds() -> list[str]:
@@ -61,36 +62,49 @@ def named(name: str) -> Tool:
     """The tool ``name``, whatever it measures; BadInput naming every tool when none is."""
     found = TOOLS.get(name)
     if found is None:
-        raise BadInput(f"no tool {name!r}", f"tools: {', '.join(TOOLS)}",
-                       "pick one of them")
+        raise BadInput(f"no tool {name!r}", f"tools: {', '.join(TOOLS)}", "pick one of them")
     return found
 
 
 def get_tool(name: str, kind: str) -> Tool:
     tool = TOOLS.get(name)
     if tool is None or tool.kind != kind:
-        raise BadInput(f"no {kind} tool {name!r}", f"tools: {', '.join(tool_names(kind))}",
-                       "pick one with --tool")
+        raise BadInput(
+            f"no {kind} tool {name!r}",
+            f"tools: {', '.join(tool_names(kind))}",
+            "pick one with --tool",
+        )
     return tool
 
 
-def run_probe(host: Host, spec: ProbeSpec, *, tool: str | None = None,
-              context: ToolContext | None = None) -> ProbeResult:
+def run_probe(
+    host: Host, spec: ProbeSpec, *, tool: str | None = None, context: ToolContext | None = None
+) -> ProbeResult:
     """Run one probe of ``spec.kind`` with ``tool`` (default: the kind's default tool)."""
     probe = PROBES[spec.kind]
     chosen = get_tool(tool or probe.default_tool, probe.kind)
     spec.validate()
     ok, reasons = chosen.can_run()
     if not ok:
-        raise ToolMissing(f"the {probe.title} probe cannot run", "; ".join(reasons),
-                          f"install {chosen.package} and run again")
+        raise ToolMissing(
+            f"the {probe.title} probe cannot run",
+            "; ".join(reasons),
+            f"install {chosen.package} and run again",
+        )
     started = time.time()
     got = chosen.run(host, spec, context or ToolContext())
     summary = {**got.summary, **{f"sampler_{k}": v for k, v in summarize(got.samples).items()}}
     doc = asdict(spec)  # type: ignore[call-overload]
-    return ProbeResult(kind=probe.kind, spec={**doc, **got.resolved, "tool": chosen.name},
-                       summary=summary, samples=got.samples, raw=got.raw, netns=host.netns,
-                       started=started, duration_s=time.time() - started)
+    return ProbeResult(
+        kind=probe.kind,
+        spec={**doc, **got.resolved, "tool": chosen.name},
+        summary=summary,
+        samples=got.samples,
+        raw=got.raw,
+        netns=host.netns,
+        started=started,
+        duration_s=time.time() - started,
+    )
 
 
 def run_load(host: Host, spec: LoadSpec, *, tool: str, context: ToolContext) -> ToolRun:
@@ -100,6 +114,9 @@ def run_load(host: Host, spec: LoadSpec, *, tool: str, context: ToolContext) -> 
     chosen = named(tool)
     ok, reasons = chosen.can_run()
     if not ok:
-        raise ToolMissing(f"{chosen.name} cannot run", "; ".join(reasons),
-                          f"install {chosen.package} and run again")
+        raise ToolMissing(
+            f"{chosen.name} cannot run",
+            "; ".join(reasons),
+            f"install {chosen.package} and run again",
+        )
     return chosen.run(host, spec, context)

@@ -60,12 +60,22 @@ class ProbeResult:
 
     def as_dict(self, *, with_raw: bool = True) -> dict[str, Any]:
         doc = {
-            "schema": RESULT_SCHEMA, "id": self.id, "kind": self.kind, "host": self.host,
-            "netns": self.netns, "started": iso_utc(self.started),
-            "started_epoch": self.started, "duration_s": self.duration_s,
-            "ok": self.ok, "error": self.error, "tuning_id": self.tuning_id,
-            "experiment_id": self.experiment_id, "label": self.label,
-            "origin_host": self.origin_host, "spec": self.spec, "summary": self.summary,
+            "schema": RESULT_SCHEMA,
+            "id": self.id,
+            "kind": self.kind,
+            "host": self.host,
+            "netns": self.netns,
+            "started": iso_utc(self.started),
+            "started_epoch": self.started,
+            "duration_s": self.duration_s,
+            "ok": self.ok,
+            "error": self.error,
+            "tuning_id": self.tuning_id,
+            "experiment_id": self.experiment_id,
+            "label": self.label,
+            "origin_host": self.origin_host,
+            "spec": self.spec,
+            "summary": self.summary,
             "samples": self.samples,
         }
         if self.sweep is not None:  # a probe's record keeps its shape

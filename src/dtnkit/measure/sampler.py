@@ -67,9 +67,15 @@ class Reading:
 class Sampler:
     """Samples a host (or namespace) beside a probe; use as a context manager."""
 
-    def __init__(self, host: Host, *, interval_s: float = 5.0, ss_filter: Sequence[str] = (),
-                 ifaces: Sequence[str] | None = None,
-                 on_sample: Callable[[dict[str, Any]], None] | None = None) -> None:
+    def __init__(
+        self,
+        host: Host,
+        *,
+        interval_s: float = 5.0,
+        ss_filter: Sequence[str] = (),
+        ifaces: Sequence[str] | None = None,
+        on_sample: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
         if not interval_s > 0:
             raise ValueError(f"interval_s must be positive, got {interval_s!r}")
         runner = host.runner
@@ -103,8 +109,12 @@ class Sampler:
         self._thread.start()
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
@@ -138,8 +148,11 @@ class Sampler:
             self.samples.append(self._sample(prev, cur))
             self._base, self._prev = prev, cur
         except Exception as exc:  # a bug here must not stop the probe
-            self.samples.append(_empty_sample(time.monotonic() - self._t0,
-                                              [f"sampler: {type(exc).__name__}: {exc}"]))
+            self.samples.append(
+                _empty_sample(
+                    time.monotonic() - self._t0, [f"sampler: {type(exc).__name__}: {exc}"]
+                )
+            )
             return
         if self.on_sample is not None:
             with contextlib.suppress(Exception):  # reporting progress must never stop a probe
@@ -190,8 +203,9 @@ class Sampler:
             dt = b.times["stat"] - a.times["stat"]
             sample["cpu"] = cpu_delta(a.data["stat"], b.data["stat"])
             if dt > 0:
-                sample["ctx_switches_per_s"] = max(0, b.data["stat"]["ctxt"] -
-                                                   a.data["stat"]["ctxt"]) / dt
+                sample["ctx_switches_per_s"] = (
+                    max(0, b.data["stat"]["ctxt"] - a.data["stat"]["ctxt"]) / dt
+                )
         if "snmp" in a.data and "snmp" in b.data:
             try:
                 sample["tcp"] = tcp_delta(a, b)
@@ -214,7 +228,8 @@ class Sampler:
                 continue
             d = {k: max(0, new[name].get(k, 0) - old[name].get(k, 0)) for k in new[name]}
             out[name] = {
-                "rx_drops": d.get("rx_drop", 0), "rx_errors": d.get("rx_errs", 0),
+                "rx_drops": d.get("rx_drop", 0),
+                "rx_errors": d.get("rx_errs", 0),
                 "tx_drops": d.get("tx_drop", 0),
                 "rx_drops_per_s": _rate(d.get("rx_drop", 0), dt),
                 "rx_errors_per_s": _rate(d.get("rx_errs", 0), dt),
@@ -243,8 +258,16 @@ def _rate(delta: float, dt: float) -> float:
 
 
 def _empty_sample(t_s: float, errors: list[str]) -> dict[str, Any]:
-    return {"t_s": t_s, "dt_s": None, "cpu": None, "ctx_switches_per_s": None, "tcp": None,
-            "nic": None, "flows": [], "errors": list(errors)}
+    return {
+        "t_s": t_s,
+        "dt_s": None,
+        "cpu": None,
+        "ctx_switches_per_s": None,
+        "tcp": None,
+        "nic": None,
+        "flows": [],
+        "errors": list(errors),
+    }
 
 
 def cpu_pct(old: dict[str, int], new: dict[str, int]) -> dict[str, float] | None:
@@ -275,9 +298,12 @@ def cpu_delta(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any] | None
         if pct is not None:
             per_cpu[name] = pct
     rows = list(per_cpu.values()) or [all_pct]
-    return {"all": all_pct, "per_cpu": per_cpu,
-            "max_softirq_pct": max(r["softirq"] for r in rows),
-            "max_busy_pct": max(r["busy"] for r in rows)}
+    return {
+        "all": all_pct,
+        "per_cpu": per_cpu,
+        "max_softirq_pct": max(r["softirq"] for r in rows),
+        "max_busy_pct": max(r["busy"] for r in rows),
+    }
 
 
 def tcp_delta(a: Reading, b: Reading) -> dict[str, Any]:
@@ -293,8 +319,10 @@ def tcp_delta(a: Reading, b: Reading) -> dict[str, Any]:
     out_segs = max(0, new["OutSegs"] - old["OutSegs"])
     retrans = max(0, new["RetransSegs"] - old["RetransSegs"])
     tcp: dict[str, Any] = {
-        "out_segs": out_segs, "retrans_segs": retrans,
-        "out_segs_per_s": _rate(out_segs, dt), "retrans_segs_per_s": _rate(retrans, dt),
+        "out_segs": out_segs,
+        "retrans_segs": retrans,
+        "out_segs_per_s": _rate(out_segs, dt),
+        "retrans_segs_per_s": _rate(retrans, dt),
         "retrans_share": retrans / (out_segs + retrans) if out_segs + retrans else None,
     }
     ext_old = (a.data.get("netstat") or {}).get("TcpExt")
@@ -329,8 +357,11 @@ def summarize(samples: Sequence[dict[str, Any]]) -> dict[str, Any]:
     out["softirq_pct_max"] = max((c["max_softirq_pct"] for c in cpus), default=None)
     out["cpu_all_busy_pct_mean"] = _wmean([c["all"]["busy"] for c in cpus], weights)
     out["iowait_pct_mean"] = _wmean([c["all"]["iowait"] for c in cpus], weights)
-    ctx = [(s["ctx_switches_per_s"], s.get("dt_s") or 0.0) for s in samples
-           if s.get("ctx_switches_per_s") is not None]
+    ctx = [
+        (s["ctx_switches_per_s"], s.get("dt_s") or 0.0)
+        for s in samples
+        if s.get("ctx_switches_per_s") is not None
+    ]
     out["ctx_switches_per_s_mean"] = _wmean([v for v, _ in ctx], [w for _, w in ctx])
 
     tcps = [(s["tcp"], s.get("dt_s") or 0.0) for s in samples if s.get("tcp")]
@@ -348,18 +379,19 @@ def summarize(samples: Sequence[dict[str, Any]]) -> dict[str, Any]:
     out["spurious_retrans_hint"] = bool(retrans and dsack is not None and 2 * dsack >= retrans)
 
     nics = [s["nic"] for s in samples if s.get("nic") is not None]
-    out["nic_rx_drops_total"] = sum(d["rx_drops"] for n in nics for d in n.values()) \
-        if nics else None
-    out["nic_rx_errors_total"] = sum(d["rx_errors"] for n in nics for d in n.values()) \
-        if nics else None
+    out["nic_rx_drops_total"] = (
+        sum(d["rx_drops"] for n in nics for d in n.values()) if nics else None
+    )
+    out["nic_rx_errors_total"] = (
+        sum(d["rx_errors"] for n in nics for d in n.values()) if nics else None
+    )
 
     # the busiest interface's send rate (evidence of an interface at its line rate or cap)
     tx: dict[str, list[tuple[float, float]]] = {}
     for smp in samples:
         for name, d in (smp.get("nic") or {}).items():
             tx.setdefault(name, []).append((d.get("tx_bps") or 0.0, smp.get("dt_s") or 0.0))
-    means = {name: _wmean([v for v, _ in vs], [w for _, w in vs]) or 0.0
-             for name, vs in tx.items()}
+    means = {name: _wmean([v for v, _ in vs], [w for _, w in vs]) or 0.0 for name, vs in tx.items()}
     busiest = max(means, key=lambda name: means[name], default=None)
     out["nic_tx_dev"] = busiest
     out["nic_tx_bps_mean"] = means[busiest] if busiest is not None else None

@@ -26,13 +26,30 @@ from dtnkit.measure.probes import disk
 from dtnkit.measure.result import ProbeResult, iso_utc
 
 #: the columns of a result, in the order :meth:`ResultStore.add` writes them
-COLUMNS = ("kind", "host", "netns", "started", "duration_s", "ok", "error", "tuning_id",
-           "tuning", "spec", "summary", "samples", "raw", "experiment_id", "label")
+COLUMNS = (
+    "kind",
+    "host",
+    "netns",
+    "started",
+    "duration_s",
+    "ok",
+    "error",
+    "tuning_id",
+    "tuning",
+    "spec",
+    "summary",
+    "samples",
+    "raw",
+    "experiment_id",
+    "label",
+)
 
 
 #: a measurement with the sweep point it is, if any
-WITH_POINT = ("SELECT r.*, p.run AS sweep_run, p.point_id AS sweep_point FROM results r "
-              "LEFT JOIN sweep_points p ON p.result_id = r.id")
+WITH_POINT = (
+    "SELECT r.*, p.run AS sweep_run, p.point_id AS sweep_point FROM results r "
+    "LEFT JOIN sweep_points p ON p.result_id = r.id"
+)
 
 
 class ResultStore:
@@ -54,9 +71,24 @@ class ResultStore:
             r.id = db.insert(
                 f"INSERT INTO results ({', '.join(COLUMNS)}) "
                 f"VALUES ({', '.join('?' for _ in COLUMNS)})",
-                (r.kind, r.host, r.netns, r.started, r.duration_s, int(r.ok), r.error,
-                 r.tuning_id, json.dumps(r.tuning), json.dumps(r.spec), json.dumps(r.summary),
-                 json.dumps(r.samples), r.raw, r.experiment_id, r.label))
+                (
+                    r.kind,
+                    r.host,
+                    r.netns,
+                    r.started,
+                    r.duration_s,
+                    int(r.ok),
+                    r.error,
+                    r.tuning_id,
+                    json.dumps(r.tuning),
+                    json.dumps(r.spec),
+                    json.dumps(r.summary),
+                    json.dumps(r.samples),
+                    r.raw,
+                    r.experiment_id,
+                    r.label,
+                ),
+            )
         return r.id
 
     @staticmethod
@@ -65,32 +97,57 @@ class ResultStore:
         if row["kind"] == disk.KIND and isinstance(summary, dict):
             summary = disk.upgrade_summary(summary)  # rates once stored in bytes/s
         keys = row.keys()
-        sweep = ({"run": row["sweep_run"], "point_id": row["sweep_point"]}
-                 if "sweep_run" in keys and row["sweep_run"] is not None else None)
+        sweep = (
+            {"run": row["sweep_run"], "point_id": row["sweep_point"]}
+            if "sweep_run" in keys and row["sweep_run"] is not None
+            else None
+        )
         fields = row["error_fields"] if "error_fields" in keys else None
         return ProbeResult(
-            kind=row["kind"], spec=json.loads(row["spec"]), summary=summary,
-            samples=json.loads(row["samples"]), raw=row["raw"], ok=bool(row["ok"]),
-            error=row["error"], host=row["host"], netns=row["netns"], started=row["started"],
-            duration_s=row["duration_s"], tuning=json.loads(row["tuning"] or "null"),
-            id=row["id"], experiment_id=row["experiment_id"], label=row["label"] or "",
-            origin_host=row["origin_host"], sweep=sweep,
-            error_fields=json.loads(fields) if fields else None)
+            kind=row["kind"],
+            spec=json.loads(row["spec"]),
+            summary=summary,
+            samples=json.loads(row["samples"]),
+            raw=row["raw"],
+            ok=bool(row["ok"]),
+            error=row["error"],
+            host=row["host"],
+            netns=row["netns"],
+            started=row["started"],
+            duration_s=row["duration_s"],
+            tuning=json.loads(row["tuning"] or "null"),
+            id=row["id"],
+            experiment_id=row["experiment_id"],
+            label=row["label"] or "",
+            origin_host=row["origin_host"],
+            sweep=sweep,
+            error_fields=json.loads(fields) if fields else None,
+        )
 
     def get(self, result_id: int) -> ProbeResult:
         """One measurement by id, a probe's or a sweep point's."""
         with self._db() as db:
             row = db.execute(f"{WITH_POINT} WHERE r.id = ?", (result_id,)).fetchone()
         if row is None:
-            raise BadInput(f"no result {result_id}", f"in {self.location}",
-                           "see `dtnkit results list`")
+            raise BadInput(
+                f"no result {result_id}", f"in {self.location}", "see `dtnkit results list`"
+            )
         return self._result(row)
 
-    def results(self, *, kind: str | None = None, limit: int = 50,
-                experiment_id: str | None = None, sweeps: bool = False) -> list[ProbeResult]:
+    def results(
+        self,
+        *,
+        kind: str | None = None,
+        limit: int = 50,
+        experiment_id: str | None = None,
+        sweeps: bool = False,
+    ) -> list[ProbeResult]:
         """The newest measurements, the probes' (``sweeps``: the sweep points' too)."""
-        query = f"{WITH_POINT} WHERE 1=1" if sweeps else \
-            "SELECT * FROM results r WHERE r.made_by = 'probe'"
+        query = (
+            f"{WITH_POINT} WHERE 1=1"
+            if sweeps
+            else "SELECT * FROM results r WHERE r.made_by = 'probe'"
+        )
         args: list[Any] = []
         if kind:
             query += " AND r.kind = ?"
@@ -105,17 +162,22 @@ class ResultStore:
 
     def add_experiment(self, exp_id: str, doc: dict[str, Any]) -> None:
         with self._db() as db:
-            db.execute("INSERT INTO experiments (id, started, doc) VALUES (?, ?, ?) "
-                       "ON CONFLICT (id) DO UPDATE SET started = excluded.started, "
-                       "doc = excluded.doc",
-                       (exp_id, _started_epoch(doc), json.dumps(with_iso_times(doc))))
+            db.execute(
+                "INSERT INTO experiments (id, started, doc) VALUES (?, ?, ?) "
+                "ON CONFLICT (id) DO UPDATE SET started = excluded.started, "
+                "doc = excluded.doc",
+                (exp_id, _started_epoch(doc), json.dumps(with_iso_times(doc))),
+            )
 
     def get_experiment(self, exp_id: str) -> dict[str, Any]:
         with self._db() as db:
             row = db.execute("SELECT doc FROM experiments WHERE id = ?", (exp_id,)).fetchone()
         if row is None:
-            raise BadInput(f"no experiment {exp_id!r}", f"in {self.location}",
-                           "see `dtnkit results list --experiments`")
+            raise BadInput(
+                f"no experiment {exp_id!r}",
+                f"in {self.location}",
+                "see `dtnkit results list --experiments`",
+            )
         doc: dict[str, Any] = with_iso_times(json.loads(row["doc"]))
         return doc
 
@@ -157,8 +219,19 @@ def _started_epoch(doc: dict[str, Any]) -> float:
     return time.time()
 
 
-CSV_FIELDS = ("id", "kind", "host", "netns", "started", "started_epoch", "duration_s", "ok",
-              "tuning_id", "experiment_id", "label")
+CSV_FIELDS = (
+    "id",
+    "kind",
+    "host",
+    "netns",
+    "started",
+    "started_epoch",
+    "duration_s",
+    "ok",
+    "tuning_id",
+    "experiment_id",
+    "label",
+)
 
 
 def export(results: Sequence[ProbeResult], fmt: str) -> str:

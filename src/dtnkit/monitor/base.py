@@ -58,13 +58,19 @@ class Exporter(Collector):
     def collect(self) -> Iterator[Metric]:
         success = GaugeMetricFamily(
             "dtnkit_collector_success",
-            "1 if the collector's last read succeeded, 0 if it failed.", labels=["collector"])
+            "1 if the collector's last read succeeded, 0 if it failed.",
+            labels=["collector"],
+        )
         duration = GaugeMetricFamily(
             "dtnkit_collector_duration_seconds",
-            "Time the collector's last read took.", labels=["collector"])
-        info = GaugeMetricFamily("dtnkit_exporter_build_info",
-                                 "dtnkit's version and the namespace it reads (1).",
-                                 labels=["version", "netns"])
+            "Time the collector's last read took.",
+            labels=["collector"],
+        )
+        info = GaugeMetricFamily(
+            "dtnkit_exporter_build_info",
+            "dtnkit's version and the namespace it reads (1).",
+            labels=["version", "netns"],
+        )
         info.add_metric([__version__, self.view.netns or ""], 1)
         yield info
         for source in self.sources:

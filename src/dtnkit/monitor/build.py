@@ -67,15 +67,26 @@ def last_sweep(db: Location) -> list[FinishedSweep]:
     if not runs:
         return []
     run = runs[0]
-    rates = [r.throughput_bps for r in store.load_records(db, run.name)
-             if not r.failed and r.throughput_bps is not None]
-    return [FinishedSweep(run.name, run.updated, run.points_ok + run.points_failed,
-                          run.points_ok, max(rates) / 8 if rates else None)]
+    rates = [
+        r.throughput_bps
+        for r in store.load_records(db, run.name)
+        if not r.failed and r.throughput_bps is not None
+    ]
+    return [
+        FinishedSweep(
+            run.name,
+            run.updated,
+            run.points_ok + run.points_failed,
+            run.points_ok,
+            max(rates) / 8 if rates else None,
+        )
+    ]
 
 
 @contextlib.contextmanager
-def exporter(netns: str | None, db: Location | None,
-             drift: DriftOptions | None) -> Iterator[tuple[CollectorRegistry, Exporter]]:
+def exporter(
+    netns: str | None, db: Location | None, drift: DriftOptions | None
+) -> Iterator[tuple[CollectorRegistry, Exporter]]:
     """The registry for the host, or for ``netns`` read through a process in it."""
     srcs = sources(db, drift)
     if netns is None:
@@ -103,19 +114,25 @@ def collect_once(reg: CollectorRegistry) -> tuple[list[Metric], bytes]:
 def check_textfile(directory: Path, name: str) -> None:
     """What write_textfile refuses, checked before anything is collected."""
     if not name.endswith(".prom") or "/" in name or name.startswith("."):
-        raise BadInput(f"bad textfile name {name!r}",
-                       "node_exporter's textfile collector reads only NAME.prom files",
-                       "give a plain name ending in .prom")
+        raise BadInput(
+            f"bad textfile name {name!r}",
+            "node_exporter's textfile collector reads only NAME.prom files",
+            "give a plain name ending in .prom",
+        )
     try:
         st = os.lstat(directory)
     except OSError as exc:
-        raise BadInput(f"cannot write metrics to {directory}", exc.strerror or str(exc),
-                       "create the directory, or give node_exporter's "
-                       "--collector.textfile.directory") from exc
+        raise BadInput(
+            f"cannot write metrics to {directory}",
+            exc.strerror or str(exc),
+            "create the directory, or give node_exporter's --collector.textfile.directory",
+        ) from exc
     if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
-        raise BadInput(f"cannot write metrics to {directory}",
-                       "it is a symlink" if stat.S_ISLNK(st.st_mode) else "not a directory",
-                       "give the real directory node_exporter reads")
+        raise BadInput(
+            f"cannot write metrics to {directory}",
+            "it is a symlink" if stat.S_ISLNK(st.st_mode) else "not a directory",
+            "give the real directory node_exporter reads",
+        )
 
 
 def write_textfile(directory: Path, name: str, data: bytes) -> Path:
@@ -126,8 +143,7 @@ def write_textfile(directory: Path, name: str, data: bytes) -> Path:
     dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     tmp = f".{name}.{os.getpid()}.tmp"
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644,
-                     dir_fd=dfd)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=dfd)
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
@@ -139,8 +155,11 @@ def write_textfile(directory: Path, name: str, data: bytes) -> Path:
                 os.unlink(tmp, dir_fd=dfd)
             raise
     except OSError as exc:
-        raise BadInput(f"cannot write metrics to {directory / name}",
-                       exc.strerror or str(exc), "check the directory's owner and mode") from exc
+        raise BadInput(
+            f"cannot write metrics to {directory / name}",
+            exc.strerror or str(exc),
+            "check the directory's owner and mode",
+        ) from exc
     finally:
         os.close(dfd)
     return directory / name

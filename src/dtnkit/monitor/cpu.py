@@ -35,9 +35,11 @@ class CpuCollector:
 
     def collect(self, view: View) -> Iterator[Metric]:
         table = parse((view.proc / "softirqs").read_text())
-        family = CounterMetricFamily("dtnkit_cpu_net_softirqs",
-                                     "Network softirq runs per CPU (/proc/softirqs).",
-                                     labels=["cpu", "vector"])
+        family = CounterMetricFamily(
+            "dtnkit_cpu_net_softirqs",
+            "Network softirq runs per CPU (/proc/softirqs).",
+            labels=["cpu", "vector"],
+        )
         for vector in VECTORS:
             for cpu, count in enumerate(table.get(vector, [])):
                 family.add_metric([str(cpu), vector.lower()], float(count))

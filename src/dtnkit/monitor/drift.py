@@ -58,15 +58,19 @@ class DriftCollector:
             "dtnkit_tuning_compliant",
             "1 if every item of the profile group matches the host, 0 if one differs or "
             "cannot be judged (why: dtnkit_tuning_drift_info).",
-            labels=["group", "profile"])
+            labels=["group", "profile"],
+        )
         info = GaugeMetricFamily(
             "dtnkit_tuning_drift_info",
             "1 for a group that does not comply; reason: its first item that differs or "
             "cannot be judged, and how many more.",
-            labels=["group", "profile", "reason"])
-        items = GaugeMetricFamily("dtnkit_tuning_items",
-                                  "Audited items of the group by status.",
-                                  labels=["group", "profile", "status"])
+            labels=["group", "profile", "reason"],
+        )
+        items = GaugeMetricFamily(
+            "dtnkit_tuning_items",
+            "Audited items of the group by status.",
+            labels=["group", "profile", "status"],
+        )
         for group in groups:
             why = reason(audit, group)
             compliant.add_metric([group, audit.profile.name], 0.0 if why else 1.0)
@@ -75,7 +79,9 @@ class DriftCollector:
             for status in AuditStatus:
                 n = sum(1 for f in audit.findings if f.group == group and f.status == status)
                 items.add_metric([group, audit.profile.name, status.value], float(n))
-        stamp = GaugeMetricFamily("dtnkit_tuning_audit_timestamp_seconds",
-                                  "When the audit behind dtnkit_tuning_compliant ran.")
+        stamp = GaugeMetricFamily(
+            "dtnkit_tuning_audit_timestamp_seconds",
+            "When the audit behind dtnkit_tuning_compliant ran.",
+        )
         stamp.add_metric([], when)
         yield from (compliant, info, items, stamp)

@@ -48,8 +48,14 @@ class ExporterServer:
     """A running server: ``server_address``, ``shutdown()``, ``server_close()`` (the shape
     of the ``socketserver`` object ``start_http_server`` returns)."""
 
-    def __init__(self, app: App, addr: str, port: int, tls: ssl.SSLContext | None,
-                 settings: Settings | None = None) -> None:
+    def __init__(
+        self,
+        app: App,
+        addr: str,
+        port: int,
+        tls: ssl.SSLContext | None,
+        settings: Settings | None = None,
+    ) -> None:
         settings = settings or Settings()
         max_connections, max_per_client = settings.max_connections, settings.max_per_client
         head_timeout, idle_timeout = settings.head_timeout, settings.idle_timeout
@@ -69,9 +75,14 @@ class ExporterServer:
         cap = conn.derive_cap(conn.raise_fd_limit(), conn.open_fds(), WORKERS)
         if max_connections is not None:
             cap = max(1, min(cap, max_connections))
-        self.limits = conn.ConnLimits(max_connections=cap, max_per_client=max_per_client,
-                                      head_timeout=head_timeout, idle_timeout=idle_timeout,
-                                      io_timeout=IO_TIMEOUT, workers=WORKERS)
+        self.limits = conn.ConnLimits(
+            max_connections=cap,
+            max_per_client=max_per_client,
+            head_timeout=head_timeout,
+            idle_timeout=idle_timeout,
+            io_timeout=IO_TIMEOUT,
+            workers=WORKERS,
+        )
         self.hub = conn.Hub(listener, tls, self.limits, self._serve, self._log, _close)
         self._log_lock = threading.Lock()
         self.hub.start()
@@ -91,19 +102,18 @@ class ExporterServer:
         if not force:  # per-connection lines (a failed handshake): not for an exporter's log
             return
         with self._log_lock, contextlib.suppress(OSError, ValueError):
-            self.log_to.write(line.replace("dtnkit serve:", "dtnkit exporter:").rstrip("\n")
-                              + "\n")
+            self.log_to.write(line.replace("dtnkit serve:", "dtnkit exporter:").rstrip("\n") + "\n")
             self.log_to.flush()
 
     def _serve(self, c: conn.Conn) -> bool:
         """Answer the request whose head is in ``c.buf``; True to keep the connection."""
         c.sock.settimeout(IO_TIMEOUT)
-        rest = c.buf[c.head_len:]
+        rest = c.buf[c.head_len :]
         keep = False
         try:
             if c.error is not None:
                 raise c.error
-            request = http11.parse_head(c.buf[:c.head_len])
+            request = http11.parse_head(c.buf[: c.head_len])
             if request.chunked or request.content_length:
                 raise http11.BadRequest(400, "a scrape has no request body")
             status, headers, body = self._call(request, c.peer)
@@ -116,30 +126,45 @@ class ExporterServer:
         except http11.BadRequest as exc:
             text = f"request: {exc.why}\n".encode()
             with contextlib.suppress(OSError):
-                c.sock.sendall(http11.response_head(exc.status, [
-                    ("Server", SERVER), ("Content-Type", "text/plain; charset=utf-8"),
-                    ("Content-Length", str(len(text))), ("Connection", "close")]) + text)
+                c.sock.sendall(
+                    http11.response_head(
+                        exc.status,
+                        [
+                            ("Server", SERVER),
+                            ("Content-Type", "text/plain; charset=utf-8"),
+                            ("Content-Length", str(len(text))),
+                            ("Connection", "close"),
+                        ],
+                    )
+                    + text
+                )
             keep = False
         except (OSError, ValueError):
             keep = False
         c.buf = rest
         return keep
 
-    def _call(self, request: http11.Request,
-              peer: str) -> tuple[int, list[tuple[str, str]], bytes]:
+    def _call(self, request: http11.Request, peer: str) -> tuple[int, list[tuple[str, str]], bytes]:
         """Run the WSGI application for *request*; its status, headers and body."""
         path, _, query = request.target.partition("?")
         if path.startswith(("http://", "https://")):
             path = "/" + path.split("/", 3)[-1] if path.count("/") >= 3 else "/"
         environ: dict[str, Any] = {
             "REQUEST_METHOD": "GET" if request.method == "HEAD" else request.method,
-            "SCRIPT_NAME": "", "PATH_INFO": path, "QUERY_STRING": query,
+            "SCRIPT_NAME": "",
+            "PATH_INFO": path,
+            "QUERY_STRING": query,
             "SERVER_NAME": str(self.server_address[0]),
-            "SERVER_PORT": str(self.server_address[1]), "REMOTE_ADDR": peer,
+            "SERVER_PORT": str(self.server_address[1]),
+            "REMOTE_ADDR": peer,
             "SERVER_PROTOCOL": f"HTTP/{request.version[0]}.{request.version[1]}",
-            "wsgi.version": (1, 0), "wsgi.url_scheme": self.url_scheme,
-            "wsgi.input": io.BytesIO(), "wsgi.errors": self.log_to,
-            "wsgi.multithread": True, "wsgi.multiprocess": False, "wsgi.run_once": False,
+            "wsgi.version": (1, 0),
+            "wsgi.url_scheme": self.url_scheme,
+            "wsgi.input": io.BytesIO(),
+            "wsgi.errors": self.log_to,
+            "wsgi.multithread": True,
+            "wsgi.multiprocess": False,
+            "wsgi.run_once": False,
         }
         for name, value in request.headers.items():
             key = name.upper().replace("-", "_")
@@ -148,8 +173,9 @@ class ExporterServer:
             environ[key] = value
         answer: list[Any] = []
 
-        def start_response(status: str, headers: list[tuple[str, str]],
-                           exc_info: Any = None) -> Callable[[bytes], None]:
+        def start_response(
+            status: str, headers: list[tuple[str, str]], exc_info: Any = None
+        ) -> Callable[[bytes], None]:
             answer[:] = [status, headers]
             return lambda data: None
 
@@ -174,14 +200,20 @@ def tls_context(cert: str, key: str, client_ca: str | None) -> ssl.SSLContext:
     try:
         ctx.load_cert_chain(cert, key)
     except (OSError, ssl.SSLError) as exc:
-        raise BadInput("TLS", f"Cannot load server certificate file {cert} or its private "
-                       f"key file {key} ({exc.__class__.__name__}: {exc})",
-                       "check --cert and --key") from None
+        raise BadInput(
+            "TLS",
+            f"Cannot load server certificate file {cert} or its private "
+            f"key file {key} ({exc.__class__.__name__}: {exc})",
+            "check --cert and --key",
+        ) from None
     if client_ca is not None:
         try:
             ctx.load_verify_locations(client_ca)
         except (OSError, ssl.SSLError) as exc:
-            raise BadInput("TLS", f"Cannot load client CA file {client_ca} "
-                           f"({exc.__class__.__name__}: {exc})", "check --client-ca") from None
+            raise BadInput(
+                "TLS",
+                f"Cannot load client CA file {client_ca} ({exc.__class__.__name__}: {exc})",
+                "check --client-ca",
+            ) from None
         ctx.verify_mode = ssl.CERT_REQUIRED
     return ctx

@@ -17,23 +17,37 @@ from prometheus_client.core import CounterMetricFamily, Metric
 from dtnkit.monitor.base import View
 
 SPLIT: tuple[tuple[str, str, str], ...] = (
-    ("dtnkit_nic_receive_missed", "Packets the NIC dropped for want of a ring descriptor "
-     "(rx_missed_errors): raise the RX ring or spread the interrupts.", "rx_missed_errors"),
-    ("dtnkit_nic_receive_over_errors", "Receive FIFO overruns (rx_over_errors).",
-     "rx_over_errors"),
-    ("dtnkit_nic_receive_crc_errors", "Frames with a bad CRC (rx_crc_errors): cabling or "
-     "optics.", "rx_crc_errors"),
-    ("dtnkit_nic_receive_length_errors", "Frames of a bad length (rx_length_errors): often "
-     "an MTU mismatch.", "rx_length_errors"),
+    (
+        "dtnkit_nic_receive_missed",
+        "Packets the NIC dropped for want of a ring descriptor "
+        "(rx_missed_errors): raise the RX ring or spread the interrupts.",
+        "rx_missed_errors",
+    ),
+    ("dtnkit_nic_receive_over_errors", "Receive FIFO overruns (rx_over_errors).", "rx_over_errors"),
+    (
+        "dtnkit_nic_receive_crc_errors",
+        "Frames with a bad CRC (rx_crc_errors): cabling or optics.",
+        "rx_crc_errors",
+    ),
+    (
+        "dtnkit_nic_receive_length_errors",
+        "Frames of a bad length (rx_length_errors): often an MTU mismatch.",
+        "rx_length_errors",
+    ),
 )
 TOTALS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    ("dtnkit_nic_receive_drops", "Received packets dropped (rx_dropped + rx_missed_errors; "
-     "node_network_receive_drop_total outside a namespace).",
-     ("rx_dropped", "rx_missed_errors")),
-    ("dtnkit_nic_receive_errors", "Receive errors (rx_errors; node_network_receive_errs_total "
-     "outside a namespace).", ("rx_errors",)),
-    ("dtnkit_nic_transmit_drops", "Packets dropped on transmit (tx_dropped).",
-     ("tx_dropped",)),
+    (
+        "dtnkit_nic_receive_drops",
+        "Received packets dropped (rx_dropped + rx_missed_errors; "
+        "node_network_receive_drop_total outside a namespace).",
+        ("rx_dropped", "rx_missed_errors"),
+    ),
+    (
+        "dtnkit_nic_receive_errors",
+        "Receive errors (rx_errors; node_network_receive_errs_total outside a namespace).",
+        ("rx_errors",),
+    ),
+    ("dtnkit_nic_transmit_drops", "Packets dropped on transmit (tx_dropped).", ("tx_dropped",)),
     ("dtnkit_nic_transmit_errors", "Transmit errors (tx_errors).", ("tx_errors",)),
 )
 
@@ -49,11 +63,15 @@ class NicCollector:
     name = "nic"
 
     def collect(self, view: View) -> Iterator[Metric]:
-        devices = sorted(p.name for p in view.sys_class_net.iterdir()
-                         if p.name != "lo" and (p / "statistics").is_dir())
+        devices = sorted(
+            p.name
+            for p in view.sys_class_net.iterdir()
+            if p.name != "lo" and (p / "statistics").is_dir()
+        )
         table = SPLIT + TOTALS if view.foreign else SPLIT
-        for metric, text, fields in ((m, t, f if isinstance(f, tuple) else (f,))
-                                     for m, t, f in table):
+        for metric, text, fields in (
+            (m, t, f if isinstance(f, tuple) else (f,)) for m, t, f in table
+        ):
             family = CounterMetricFamily(metric, text, labels=["device"])
             for dev in devices:
                 stats = view.sys_class_net / dev / "statistics"

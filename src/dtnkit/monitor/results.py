@@ -34,8 +34,9 @@ class FinishedSweep:
 class ResultsCollector:
     name = "results"
 
-    def __init__(self, db: Location,
-                 sweeps: Callable[[Location], Iterable[FinishedSweep]] | None = None) -> None:
+    def __init__(
+        self, db: Location, sweeps: Callable[[Location], Iterable[FinishedSweep]] | None = None
+    ) -> None:
         self.db = db
         self.sweeps = sweeps
 
@@ -44,17 +45,31 @@ class ResultsCollector:
             return
         store = ResultStore(self.db)
         labels = ["kind"]
-        stamp = GaugeMetricFamily("dtnkit_probe_last_timestamp_seconds",
-                                  "When the last probe of this kind started.", labels=labels)
-        ok = GaugeMetricFamily("dtnkit_probe_last_success",
-                               "1 if the last probe of this kind succeeded.", labels=labels)
-        took = GaugeMetricFamily("dtnkit_probe_last_duration_seconds",
-                                 "How long the last probe of this kind ran.", labels=labels)
-        rate = GaugeMetricFamily("dtnkit_probe_last_rate_bytes_per_second",
-                                 "Throughput the last probe of this kind measured.",
-                                 labels=labels)
-        rtt = GaugeMetricFamily("dtnkit_probe_last_rtt_seconds",
-                                "Mean RTT the last probe of this kind measured.", labels=labels)
+        stamp = GaugeMetricFamily(
+            "dtnkit_probe_last_timestamp_seconds",
+            "When the last probe of this kind started.",
+            labels=labels,
+        )
+        ok = GaugeMetricFamily(
+            "dtnkit_probe_last_success",
+            "1 if the last probe of this kind succeeded.",
+            labels=labels,
+        )
+        took = GaugeMetricFamily(
+            "dtnkit_probe_last_duration_seconds",
+            "How long the last probe of this kind ran.",
+            labels=labels,
+        )
+        rate = GaugeMetricFamily(
+            "dtnkit_probe_last_rate_bytes_per_second",
+            "Throughput the last probe of this kind measured.",
+            labels=labels,
+        )
+        rtt = GaugeMetricFamily(
+            "dtnkit_probe_last_rtt_seconds",
+            "Mean RTT the last probe of this kind measured.",
+            labels=labels,
+        )
         for kind in KINDS:
             found = store.results(kind=kind, limit=1)
             if not found:
@@ -75,15 +90,22 @@ class ResultsCollector:
 def sweep_families(sweeps: Iterable[FinishedSweep]) -> Iterator[Metric]:
     """The last run of each sweep: when it finished, its points, the best rate."""
     labels = ["sweep"]
-    stamp = GaugeMetricFamily("dtnkit_sweep_last_timestamp_seconds",
-                              "When the sweep's last run finished.", labels=labels)
-    points = GaugeMetricFamily("dtnkit_sweep_last_points", "Points of the sweep's last run.",
-                               labels=labels)
-    points_ok = GaugeMetricFamily("dtnkit_sweep_last_points_ok",
-                                  "Points of the sweep's last run that succeeded.",
-                                  labels=labels)
-    best = GaugeMetricFamily("dtnkit_sweep_last_best_rate_bytes_per_second",
-                             "Best throughput of the sweep's last run.", labels=labels)
+    stamp = GaugeMetricFamily(
+        "dtnkit_sweep_last_timestamp_seconds", "When the sweep's last run finished.", labels=labels
+    )
+    points = GaugeMetricFamily(
+        "dtnkit_sweep_last_points", "Points of the sweep's last run.", labels=labels
+    )
+    points_ok = GaugeMetricFamily(
+        "dtnkit_sweep_last_points_ok",
+        "Points of the sweep's last run that succeeded.",
+        labels=labels,
+    )
+    best = GaugeMetricFamily(
+        "dtnkit_sweep_last_best_rate_bytes_per_second",
+        "Best throughput of the sweep's last run.",
+        labels=labels,
+    )
     for s in sweeps:
         stamp.add_metric([s.name], s.finished)
         points.add_metric([s.name], float(s.points))

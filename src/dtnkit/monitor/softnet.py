@@ -35,26 +35,52 @@ class SoftnetCollector:
     def collect(self, view: View) -> Iterator[Metric]:
         rows = parse((view.proc_net / "softnet_stat").read_text())
         families: list[tuple[CounterMetricFamily | GaugeMetricFamily, int]] = [
-            (CounterMetricFamily("dtnkit_softnet_flow_limit_drops",
-                                 "Packets dropped by the flow limit (softnet_stat column 11).",
-                                 labels=["cpu"]), 10),
-            (CounterMetricFamily("dtnkit_softnet_rps_received",
-                                 "Packets steered to this CPU by RPS (column 10).",
-                                 labels=["cpu"]), 9),
-            (GaugeMetricFamily("dtnkit_softnet_backlog_packets",
-                               "Packets in the CPU's input backlog (column 12).",
-                               labels=["cpu"]), 11),
+            (
+                CounterMetricFamily(
+                    "dtnkit_softnet_flow_limit_drops",
+                    "Packets dropped by the flow limit (softnet_stat column 11).",
+                    labels=["cpu"],
+                ),
+                10,
+            ),
+            (
+                CounterMetricFamily(
+                    "dtnkit_softnet_rps_received",
+                    "Packets steered to this CPU by RPS (column 10).",
+                    labels=["cpu"],
+                ),
+                9,
+            ),
+            (
+                GaugeMetricFamily(
+                    "dtnkit_softnet_backlog_packets",
+                    "Packets in the CPU's input backlog (column 12).",
+                    labels=["cpu"],
+                ),
+                11,
+            ),
         ]
         if view.foreign:
             families += [
-                (CounterMetricFamily("dtnkit_softnet_drops",
-                                     "Packets dropped: netdev_max_backlog exceeded (column 2; "
-                                     "node_softnet_dropped_total outside a namespace).",
-                                     labels=["cpu"]), 1),
-                (CounterMetricFamily("dtnkit_softnet_times_squeezed",
-                                     "NET_RX runs that ran out of budget (column 3; "
-                                     "node_softnet_times_squeezed_total outside a namespace).",
-                                     labels=["cpu"]), 2)]
+                (
+                    CounterMetricFamily(
+                        "dtnkit_softnet_drops",
+                        "Packets dropped: netdev_max_backlog exceeded (column 2; "
+                        "node_softnet_dropped_total outside a namespace).",
+                        labels=["cpu"],
+                    ),
+                    1,
+                ),
+                (
+                    CounterMetricFamily(
+                        "dtnkit_softnet_times_squeezed",
+                        "NET_RX runs that ran out of budget (column 3; "
+                        "node_softnet_times_squeezed_total outside a namespace).",
+                        labels=["cpu"],
+                    ),
+                    2,
+                ),
+            ]
         for family, col in families:
             for row in rows:
                 family.add_metric([str(row[12])], float(row[col]))

@@ -18,27 +18,54 @@ from dtnkit.monitor.base import View, read_table
 
 # (metric, help, TcpExt fields summed)
 EXT: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    ("dtnkit_tcp_dsacks_received", "DSACKs received: the peer got a segment twice (a "
-     "spurious retransmission), in order or out of order (TcpExt TCPDSACKRecv + "
-     "TCPDSACKOfoRecv).", ("TCPDSACKRecv", "TCPDSACKOfoRecv")),
-    ("dtnkit_tcp_spurious_rtos", "Retransmission timeouts found spurious by F-RTO (TcpExt "
-     "TCPSpuriousRTOs).", ("TCPSpuriousRTOs",)),
-    ("dtnkit_tcp_undos", "Congestion-window reductions undone because the loss was "
-     "spurious (TcpExt TCPFullUndo + TCPPartialUndo + TCPDSACKUndo + TCPLossUndo).",
-     ("TCPFullUndo", "TCPPartialUndo", "TCPDSACKUndo", "TCPLossUndo")),
-    ("dtnkit_tcp_fast_retransmits", "Fast retransmissions (TcpExt TCPFastRetrans).",
-     ("TCPFastRetrans",)),
-    ("dtnkit_tcp_slow_start_retransmits", "Retransmissions in slow start (TcpExt "
-     "TCPSlowStartRetrans).", ("TCPSlowStartRetrans",)),
-    ("dtnkit_tcp_lost_retransmits", "Retransmissions lost again (TcpExt "
-     "TCPLostRetransmit).", ("TCPLostRetransmit",)),
+    (
+        "dtnkit_tcp_dsacks_received",
+        "DSACKs received: the peer got a segment twice (a "
+        "spurious retransmission), in order or out of order (TcpExt TCPDSACKRecv + "
+        "TCPDSACKOfoRecv).",
+        ("TCPDSACKRecv", "TCPDSACKOfoRecv"),
+    ),
+    (
+        "dtnkit_tcp_spurious_rtos",
+        "Retransmission timeouts found spurious by F-RTO (TcpExt TCPSpuriousRTOs).",
+        ("TCPSpuriousRTOs",),
+    ),
+    (
+        "dtnkit_tcp_undos",
+        "Congestion-window reductions undone because the loss was "
+        "spurious (TcpExt TCPFullUndo + TCPPartialUndo + TCPDSACKUndo + TCPLossUndo).",
+        ("TCPFullUndo", "TCPPartialUndo", "TCPDSACKUndo", "TCPLossUndo"),
+    ),
+    (
+        "dtnkit_tcp_fast_retransmits",
+        "Fast retransmissions (TcpExt TCPFastRetrans).",
+        ("TCPFastRetrans",),
+    ),
+    (
+        "dtnkit_tcp_slow_start_retransmits",
+        "Retransmissions in slow start (TcpExt TCPSlowStartRetrans).",
+        ("TCPSlowStartRetrans",),
+    ),
+    (
+        "dtnkit_tcp_lost_retransmits",
+        "Retransmissions lost again (TcpExt TCPLostRetransmit).",
+        ("TCPLostRetransmit",),
+    ),
 )
 # exported only for a namespace node_exporter cannot see (node_netstat_Tcp_* elsewhere)
 BASE: tuple[tuple[str, str, str], ...] = (
-    ("dtnkit_tcp_segments_sent", "TCP segments sent, retransmissions excluded (Tcp OutSegs; "
-     "node_netstat_Tcp_OutSegs outside a namespace).", "OutSegs"),
-    ("dtnkit_tcp_segments_retransmitted", "TCP segments retransmitted (Tcp RetransSegs; "
-     "node_netstat_Tcp_RetransSegs outside a namespace).", "RetransSegs"),
+    (
+        "dtnkit_tcp_segments_sent",
+        "TCP segments sent, retransmissions excluded (Tcp OutSegs; "
+        "node_netstat_Tcp_OutSegs outside a namespace).",
+        "OutSegs",
+    ),
+    (
+        "dtnkit_tcp_segments_retransmitted",
+        "TCP segments retransmitted (Tcp RetransSegs; "
+        "node_netstat_Tcp_RetransSegs outside a namespace).",
+        "RetransSegs",
+    ),
 )
 
 

@@ -60,13 +60,17 @@ def load(path: Path) -> WebConfig:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise BadInput(what, f"cannot be read ({exc.__class__.__name__})",
-                       "pass a readable YAML file") from None
+        raise BadInput(
+            what, f"cannot be read ({exc.__class__.__name__})", "pass a readable YAML file"
+        ) from None
     try:  # optional: only a --web.config.file is YAML
         import yaml  # type: ignore[import-untyped]
     except ImportError:
-        raise BadInput(what, "reading YAML needs PyYAML, which is not installed",
-                       "pip install pyyaml (or apt-get install python3-yaml)") from None
+        raise BadInput(
+            what,
+            "reading YAML needs PyYAML, which is not installed",
+            "pip install pyyaml (or apt-get install python3-yaml)",
+        ) from None
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -89,21 +93,39 @@ def parse(doc: Any, what: str = "web config", base: Path = Path(".")) -> WebConf
         raise BadInput(what, "tls_server_config is not a mapping", NEXT)
     bad = sorted(str(k) for k in tls if k not in TLS_KEYS)
     if bad:
-        raise BadInput(what, f"tls_server_config: {', '.join(bad)}: not supported by dtnkit "
-                       "exporter (Python's ssl defaults are used)", NEXT)
-    files = {k: _file(tls.get(k), f"{what}: tls_server_config.{k}", base)
-             for k in ("cert_file", "key_file", "client_ca_file")}
+        raise BadInput(
+            what,
+            f"tls_server_config: {', '.join(bad)}: not supported by dtnkit "
+            "exporter (Python's ssl defaults are used)",
+            NEXT,
+        )
+    files = {
+        k: _file(tls.get(k), f"{what}: tls_server_config.{k}", base)
+        for k in ("cert_file", "key_file", "client_ca_file")
+    }
     if (files["cert_file"] is None) != (files["key_file"] is None):
-        raise BadInput(what, "tls_server_config needs both cert_file and key_file",
-                       "give both, or no tls_server_config for HTTP")
-    auth = tls.get("client_auth_type", "RequireAndVerifyClientCert"
-                   if files["client_ca_file"] else "NoClientCert")
+        raise BadInput(
+            what,
+            "tls_server_config needs both cert_file and key_file",
+            "give both, or no tls_server_config for HTTP",
+        )
+    auth = tls.get(
+        "client_auth_type",
+        "RequireAndVerifyClientCert" if files["client_ca_file"] else "NoClientCert",
+    )
     if auth not in CLIENT_AUTH:
-        raise BadInput(what, f"tls_server_config.client_auth_type {str(auth)[:40]!r}: not "
-                       f"supported (dtnkit exporter has {' and '.join(CLIENT_AUTH)})", NEXT)
+        raise BadInput(
+            what,
+            f"tls_server_config.client_auth_type {str(auth)[:40]!r}: not "
+            f"supported (dtnkit exporter has {' and '.join(CLIENT_AUTH)})",
+            NEXT,
+        )
     if (auth == "RequireAndVerifyClientCert") != (files["client_ca_file"] is not None):
-        raise BadInput(what, "RequireAndVerifyClientCert and client_ca_file go together",
-                       "give both, or neither")
+        raise BadInput(
+            what,
+            "RequireAndVerifyClientCert and client_ca_file go together",
+            "give both, or neither",
+        )
     if files["client_ca_file"] is not None and files["cert_file"] is None:
         raise BadInput(what, "client_ca_file needs cert_file and key_file", "give all three")
     users = doc.get("basic_auth_users") or {}
@@ -113,11 +135,17 @@ def parse(doc: Any, what: str = "web config", base: Path = Path(".")) -> WebConf
     for user, hashed in users.items():
         name = str(user)
         if not name or ":" in name or not name.isprintable():
-            raise BadInput(what, f"basic_auth_users: user {name[:40]!r} cannot be sent in "
-                           "basic auth", "use a printable name without ':'")
+            raise BadInput(
+                what,
+                f"basic_auth_users: user {name[:40]!r} cannot be sent in basic auth",
+                "use a printable name without ':'",
+            )
         if not isinstance(hashed, str) or not BCRYPT.match(hashed):
-            raise BadInput(what, f"basic_auth_users: {name[:40]}'s password is not a bcrypt "
-                           "hash", "make one with htpasswd -nBC 10 USER (the part after ':')")
+            raise BadInput(
+                what,
+                f"basic_auth_users: {name[:40]}'s password is not a bcrypt hash",
+                "make one with htpasswd -nBC 10 USER (the part after ':')",
+            )
         checked[name] = hashed
     return WebConfig(files["cert_file"], files["key_file"], files["client_ca_file"], checked)
 
@@ -156,8 +184,9 @@ class BasicAuth:
         if not header or not header.startswith("Basic "):
             return False
         try:
-            user, sep, password = base64.b64decode(header[6:].strip(),
-                                                   validate=True).decode().partition(":")
+            user, sep, password = (
+                base64.b64decode(header[6:].strip(), validate=True).decode().partition(":")
+            )
         except (binascii.Error, UnicodeDecodeError):
             return False
         hashed = self.users.get(user)
@@ -175,13 +204,16 @@ class BasicAuth:
     def __call__(self, environ: dict[str, Any], start: Callable[..., Any]) -> Iterable[bytes]:
         if self.allowed(environ.get("HTTP_AUTHORIZATION")):
             return self.app(environ, start)
-        start("401 Unauthorized", [("WWW-Authenticate", 'Basic realm="dtnkit exporter"'),
-                                   ("Content-Type", "text/plain")])
+        start(
+            "401 Unauthorized",
+            [("WWW-Authenticate", 'Basic realm="dtnkit exporter"'), ("Content-Type", "text/plain")],
+        )
         return [b"Unauthorized\n"]
 
 
-def serve(config: WebConfig, addr: str, port: int, registry: Any,
-          settings: httpd.Settings | None = None) -> httpd.ExporterServer:
+def serve(
+    config: WebConfig, addr: str, port: int, registry: Any, settings: httpd.Settings | None = None
+) -> httpd.ExporterServer:
     """Serve ``registry`` at ``/metrics`` with the config's TLS and basic auth; the server
     (:class:`dtnkit.monitor.httpd.ExporterServer`, with its connection *settings*)."""
     app: Callable[..., Iterable[bytes]] = make_wsgi_app(registry)
@@ -190,11 +222,15 @@ def serve(config: WebConfig, addr: str, port: int, registry: Any,
     ctx = None
     if config.tls:
         try:
-            ctx = httpd.tls_context(str(config.cert_file), str(config.key_file),
-                                    None if config.client_ca_file is None
-                                    else str(config.client_ca_file))
+            ctx = httpd.tls_context(
+                str(config.cert_file),
+                str(config.key_file),
+                None if config.client_ca_file is None else str(config.client_ca_file),
+            )
         except BadInput as exc:
-            raise BadInput("--web.config.file tls_server_config",
-                           f"cannot be used ({exc.why})",
-                           "check cert_file, key_file and client_ca_file") from None
+            raise BadInput(
+                "--web.config.file tls_server_config",
+                f"cannot be used ({exc.why})",
+                "check cert_file, key_file and client_ca_file",
+            ) from None
     return httpd.ExporterServer(app, addr, port, ctx, settings)

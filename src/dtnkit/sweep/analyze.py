@@ -114,8 +114,7 @@ def percentile(values: Sequence[float], q: float) -> float | None:
 # ---------------------------------------------------------------- grouping
 
 #: the axes that name a curve (everything but streams and the repeat)
-CURVE_KEYS = ("rtt_ms", "rate_bps", "loss", "origins", "cores", "profile", "tool",
-              "file_size")
+CURVE_KEYS = ("rtt_ms", "rate_bps", "loss", "origins", "cores", "profile", "tool", "file_size")
 
 
 def _key(point: Point, names: Sequence[str]) -> tuple[Any, ...]:
@@ -151,13 +150,21 @@ class Curve:
     knee_streams: int
 
     def as_dict(self) -> dict[str, Any]:
-        return {**self.key, "peak_streams": self.peak_streams, "peak_bps": self.peak_bps,
-                "drop_pct": self.drop_pct, "knee_streams": self.knee_streams,
-                "levels": [dataclasses.asdict(level) for level in self.levels]}
+        return {
+            **self.key,
+            "peak_streams": self.peak_streams,
+            "peak_bps": self.peak_bps,
+            "drop_pct": self.drop_pct,
+            "knee_streams": self.knee_streams,
+            "levels": [dataclasses.asdict(level) for level in self.levels],
+        }
 
 
-def curve_of(levels: Sequence[CurveLevel], key: Mapping[str, Any] | None = None,
-             knee_fraction: float = KNEE_FRACTION) -> Curve:
+def curve_of(
+    levels: Sequence[CurveLevel],
+    key: Mapping[str, Any] | None = None,
+    knee_fraction: float = KNEE_FRACTION,
+) -> Curve:
     """Peak (the fewest streams at the highest mean), drop past it (the lowest mean at more
     streams, as % of the peak), knee (the fewest streams reaching knee_fraction x peak)."""
     ordered = tuple(sorted(levels, key=lambda lv: lv.streams))
@@ -169,32 +176,48 @@ def curve_of(levels: Sequence[CurveLevel], key: Mapping[str, Any] | None = None,
     if past and peak.mean_bps > 0:
         drop = max(0.0, (peak.mean_bps - min(past)) / peak.mean_bps * 100)
     knee = next(lv.streams for lv in ordered if lv.mean_bps >= knee_fraction * peak.mean_bps)
-    return Curve(key=dict(key or {}), levels=ordered, peak_streams=peak.streams,
-                 peak_bps=peak.mean_bps, drop_pct=drop, knee_streams=knee)
+    return Curve(
+        key=dict(key or {}),
+        levels=ordered,
+        peak_streams=peak.streams,
+        peak_bps=peak.mean_bps,
+        drop_pct=drop,
+        knee_streams=knee,
+    )
 
 
 def curves(records: Iterable[PointRecord], knee_fraction: float = KNEE_FRACTION) -> list[Curve]:
     """One curve per combination of the other axes, sorted by RTT first."""
-    by_curve: dict[tuple[Any, ...], dict[int, list[float]]] = defaultdict(lambda: defaultdict(
-        list))
+    by_curve: dict[tuple[Any, ...], dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in _usable(records):
         if r.emulator_bound:
             continue
         by_curve[_key(r.point, CURVE_KEYS)][r.point.streams].append(r.throughput_bps or 0.0)
     out = []
     for key in sorted(by_curve, key=_sort_key):
-        levels = [CurveLevel(streams=s, mean_bps=statistics.fmean(v), min_bps=min(v),
-                             max_bps=max(v), repeats=len(v)) for s, v in by_curve[key].items()]
+        levels = [
+            CurveLevel(
+                streams=s,
+                mean_bps=statistics.fmean(v),
+                min_bps=min(v),
+                max_bps=max(v),
+                repeats=len(v),
+            )
+            for s, v in by_curve[key].items()
+        ]
         out.append(curve_of(levels, _as_dict(CURVE_KEYS, key), knee_fraction))
     return out
 
 
 def _sort_key(key: tuple[Any, ...]) -> tuple[Any, ...]:
-    return tuple((v is not None, v if v is not None else 0) if not isinstance(v, str)
-                 else (True, v) for v in key)
+    return tuple(
+        (v is not None, v if v is not None else 0) if not isinstance(v, str) else (True, v)
+        for v in key
+    )
 
 
 # ---------------------------------------------------------------- fluctuation
+
 
 @dataclasses.dataclass(frozen=True)
 class Fluctuation:
@@ -205,13 +228,16 @@ class Fluctuation:
     change_pct: float | None  # (cv_above / cv_below - 1) x 100: the study's "+40 %"
 
     def as_dict(self) -> dict[str, Any]:
-        return {"threshold": self.threshold, "cv_below": self.cv_below,
-                "cv_above": self.cv_above, "change_pct": self.change_pct,
-                "points": [{"id": i, "utilisation": u, "cv": c} for i, u, c in self.points]}
+        return {
+            "threshold": self.threshold,
+            "cv_below": self.cv_below,
+            "cv_above": self.cv_above,
+            "change_pct": self.change_pct,
+            "points": [{"id": i, "utilisation": u, "cv": c} for i, u, c in self.points],
+        }
 
 
-def fluctuation(records: Iterable[PointRecord],
-                threshold: float = HIGH_UTILISATION) -> Fluctuation:
+def fluctuation(records: Iterable[PointRecord], threshold: float = HIGH_UTILISATION) -> Fluctuation:
     """Fluctuation (CV of the samples) against utilisation of the rate cap; points without a
     cap or with fewer than two samples have no utilisation or CV and are left out."""
     pts = []
@@ -227,11 +253,17 @@ def fluctuation(records: Iterable[PointRecord],
     change = None
     if cv_below and cv_above is not None:
         change = (cv_above / cv_below - 1) * 100
-    return Fluctuation(points=tuple(sorted(pts, key=lambda p: p[1])), threshold=threshold,
-                       cv_below=cv_below, cv_above=cv_above, change_pct=change)
+    return Fluctuation(
+        points=tuple(sorted(pts, key=lambda p: p[1])),
+        threshold=threshold,
+        cv_below=cv_below,
+        cv_above=cv_above,
+        change_pct=change,
+    )
 
 
 # ---------------------------------------------------------------- efficiency and resources
+
 
 @dataclasses.dataclass(frozen=True)
 class ConfigMean:
@@ -253,13 +285,21 @@ class ConfigMean:
 
     def as_dict(self) -> dict[str, Any]:
         p = self.point
-        return {"rtt_ms": p.rtt_ms, "rate_bps": p.rate_bps, "tool": p.tool,
-                "profile": p.profile, "origins": p.origins, "cores": p.cores,
-                "total_cores": p.total_cores, "streams": p.streams,
-                "throughput_bps": self.mean_bps, "repeats": self.repeats,
-                "cores_used": self.cores_used,
-                "gbit_per_quota_core": self.gbit_per_quota_core,
-                "gbit_per_core_used": self.gbit_per_core_used}
+        return {
+            "rtt_ms": p.rtt_ms,
+            "rate_bps": p.rate_bps,
+            "tool": p.tool,
+            "profile": p.profile,
+            "origins": p.origins,
+            "cores": p.cores,
+            "total_cores": p.total_cores,
+            "streams": p.streams,
+            "throughput_bps": self.mean_bps,
+            "repeats": self.repeats,
+            "cores_used": self.cores_used,
+            "gbit_per_quota_core": self.gbit_per_quota_core,
+            "gbit_per_core_used": self.gbit_per_core_used,
+        }
 
 
 def configs(records: Iterable[PointRecord]) -> list[ConfigMean]:
@@ -270,9 +310,14 @@ def configs(records: Iterable[PointRecord]) -> list[ConfigMean]:
     for key in sorted(groups, key=_sort_key):
         rs = groups[key]
         used = [u for u in (r.cores_used for r in rs) if u is not None]
-        out.append(ConfigMean(point=dataclasses.replace(rs[0].point, repeat=0),
-                              mean_bps=statistics.fmean(r.throughput_bps or 0.0 for r in rs),
-                              repeats=len(rs), cores_used=statistics.fmean(used) if used else None))
+        out.append(
+            ConfigMean(
+                point=dataclasses.replace(rs[0].point, repeat=0),
+                mean_bps=statistics.fmean(r.throughput_bps or 0.0 for r in rs),
+                repeats=len(rs),
+                cores_used=statistics.fmean(used) if used else None,
+            )
+        )
     return out
 
 
@@ -292,10 +337,15 @@ class Minimum:
     min_streams: int | None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"rtt_ms": self.rtt_ms, "target_bps": self.target_bps, "reached": self.reached,
-                "min_total_cores": self.min_cores, "min_origins": self.min_origins,
-                "min_streams": self.min_streams,
-                "cheapest": self.cheapest.as_dict() if self.cheapest else None}
+        return {
+            "rtt_ms": self.rtt_ms,
+            "target_bps": self.target_bps,
+            "reached": self.reached,
+            "min_total_cores": self.min_cores,
+            "min_origins": self.min_origins,
+            "min_streams": self.min_streams,
+            "cheapest": self.cheapest.as_dict() if self.cheapest else None,
+        }
 
 
 def minimum_resources(records: Iterable[PointRecord], target_bps: float) -> list[Minimum]:
@@ -314,18 +364,26 @@ def minimum_resources(records: Iterable[PointRecord], target_bps: float) -> list
                 total = c.cores_used
             return math.inf if total is None else total
 
-        cheapest = min(hit, key=lambda c: (cores(c), c.point.origins, c.point.streams),
-                       default=None)
+        cheapest = min(
+            hit, key=lambda c: (cores(c), c.point.origins, c.point.streams), default=None
+        )
         finite = [cores(c) for c in hit if math.isfinite(cores(c))]
-        out.append(Minimum(
-            rtt_ms=rtt, target_bps=target_bps, reached=bool(hit), cheapest=cheapest,
-            min_cores=round(min(finite), 3) if finite else None,
-            min_origins=min((c.point.origins for c in hit), default=None),
-            min_streams=min((c.point.streams for c in hit), default=None)))
+        out.append(
+            Minimum(
+                rtt_ms=rtt,
+                target_bps=target_bps,
+                reached=bool(hit),
+                cheapest=cheapest,
+                min_cores=round(min(finite), 3) if finite else None,
+                min_origins=min((c.point.origins for c in hit), default=None),
+                min_streams=min((c.point.streams for c in hit), default=None),
+            )
+        )
     return out
 
 
 # ---------------------------------------------------------------- origins and profiles
+
 
 @dataclasses.dataclass(frozen=True)
 class OriginsComparison:
@@ -339,10 +397,20 @@ class OriginsComparison:
         return tuple(c.mean_bps / base if base > 0 else None for c in self.best)
 
     def as_dict(self) -> dict[str, Any]:
-        return {**self.key, "total_cores": self.total_cores, "entries": [
-            {"origins": c.point.origins, "cores": c.point.cores, "streams": c.point.streams,
-             "throughput_bps": c.mean_bps, "ratio": r}
-            for c, r in zip(self.best, self.ratios, strict=True)]}
+        return {
+            **self.key,
+            "total_cores": self.total_cores,
+            "entries": [
+                {
+                    "origins": c.point.origins,
+                    "cores": c.point.cores,
+                    "streams": c.point.streams,
+                    "throughput_bps": c.mean_bps,
+                    "ratio": r,
+                }
+                for c, r in zip(self.best, self.ratios, strict=True)
+            ],
+        }
 
 
 ORIGIN_KEYS = ("rtt_ms", "rate_bps", "loss", "profile", "tool", "file_size")
@@ -365,8 +433,9 @@ def origins_at_equal_cores(records: Iterable[PointRecord]) -> list[OriginsCompar
         if len(groups[key]) < 2:
             continue
         best = tuple(groups[key][o] for o in sorted(groups[key]))
-        out.append(OriginsComparison(key=_as_dict(ORIGIN_KEYS, key[:-1]),
-                                     total_cores=key[-1], best=best))
+        out.append(
+            OriginsComparison(key=_as_dict(ORIGIN_KEYS, key[:-1]), total_cores=key[-1], best=best)
+        )
     return out
 
 
@@ -384,8 +453,9 @@ class ProfileRatio:
         return dataclasses.asdict(self)
 
 
-def profile_ratios(records: Iterable[PointRecord], baseline: str | None = None
-                   ) -> list[ProfileRatio]:
+def profile_ratios(
+    records: Iterable[PointRecord], baseline: str | None = None
+) -> list[ProfileRatio]:
     """Each profile's throughput over the baseline's (``none`` when the grid has it, else the
     first profile), paired by configuration and repeat, so drift between repeats cancels."""
     usable = _usable(records)
@@ -395,8 +465,17 @@ def profile_ratios(records: Iterable[PointRecord], baseline: str | None = None
     base = None if None in names else names[0]
     if baseline is not None:
         base = None if baseline == "none" else baseline
-    keys = ("rtt_ms", "rate_bps", "loss", "origins", "cores", "tool", "file_size", "streams",
-            "repeat")
+    keys = (
+        "rtt_ms",
+        "rate_bps",
+        "loss",
+        "origins",
+        "cores",
+        "tool",
+        "file_size",
+        "streams",
+        "repeat",
+    )
     table: dict[tuple[Any, ...], dict[str | None, float]] = defaultdict(dict)
     for r in usable:
         table[_key(r.point, keys)][r.point.profile] = r.throughput_bps or 0.0
@@ -404,17 +483,28 @@ def profile_ratios(records: Iterable[PointRecord], baseline: str | None = None
     for name in names:
         if name == base:
             continue
-        ratios = [row[name] / row[base] for row in table.values()
-                  if name in row and base in row and row[base] > 0 and row[name] > 0]
+        ratios = [
+            row[name] / row[base]
+            for row in table.values()
+            if name in row and base in row and row[base] > 0 and row[name] > 0
+        ]
         geo = math.exp(statistics.fmean(math.log(x) for x in ratios)) if ratios else None
-        out.append(ProfileRatio(
-            profile=name or "none", baseline=base or "none", pairs=len(ratios), ratio=geo,
-            min_ratio=min(ratios, default=None), max_ratio=max(ratios, default=None),
-            stdev=statistics.stdev(ratios) if len(ratios) > 1 else None))
+        out.append(
+            ProfileRatio(
+                profile=name or "none",
+                baseline=base or "none",
+                pairs=len(ratios),
+                ratio=geo,
+                min_ratio=min(ratios, default=None),
+                max_ratio=max(ratios, default=None),
+                stdev=statistics.stdev(ratios) if len(ratios) > 1 else None,
+            )
+        )
     return out
 
 
 # ---------------------------------------------------------------- tail latency
+
 
 @dataclasses.dataclass(frozen=True)
 class Tail:
@@ -433,10 +523,17 @@ class Tail:
     emulator_bound: int  # repeats the emulator bound (kept: a bound point's times are real)
 
     def as_dict(self) -> dict[str, Any]:
-        return {**self.key, "streams": self.streams, "repeats": self.repeats,
-                "transfers": self.transfers, "last_s": self.last_s, "p50_s": self.p50_s,
-                "p90_s": self.p90_s, "p99_s": self.p99_s,
-                "emulator_bound": self.emulator_bound}
+        return {
+            **self.key,
+            "streams": self.streams,
+            "repeats": self.repeats,
+            "transfers": self.transfers,
+            "last_s": self.last_s,
+            "p50_s": self.p50_s,
+            "p90_s": self.p90_s,
+            "p99_s": self.p99_s,
+            "emulator_bound": self.emulator_bound,
+        }
 
 
 def tail_latency(records: Iterable[PointRecord]) -> list[Tail]:
@@ -453,18 +550,26 @@ def tail_latency(records: Iterable[PointRecord]) -> list[Tail]:
         def mean_of(q: float, rs: list[PointRecord] = rs) -> float:
             return statistics.fmean(r.completion_percentile(q) or 0.0 for r in rs)
 
-        out.append(Tail(key=_as_dict(CURVE_KEYS, key[:-1]), streams=key[-1], repeats=len(rs),
-                        transfers=sum(len(r.good_completions) for r in rs),
-                        last_s=statistics.fmean(r.tail_s or 0.0 for r in rs),
-                        p50_s=mean_of(50), p90_s=mean_of(90), p99_s=mean_of(99),
-                        emulator_bound=sum(1 for r in rs if r.emulator_bound)))
+        out.append(
+            Tail(
+                key=_as_dict(CURVE_KEYS, key[:-1]),
+                streams=key[-1],
+                repeats=len(rs),
+                transfers=sum(len(r.good_completions) for r in rs),
+                last_s=statistics.fmean(r.tail_s or 0.0 for r in rs),
+                p50_s=mean_of(50),
+                p90_s=mean_of(90),
+                p99_s=mean_of(99),
+                emulator_bound=sum(1 for r in rs if r.emulator_bound),
+            )
+        )
     return out
 
 
 # ---------------------------------------------------------------- recommended streams
 
-def streams_table(found: Sequence[Curve], knee_fraction: float = KNEE_FRACTION
-                  ) -> dict[str, Any]:
+
+def streams_table(found: Sequence[Curve], knee_fraction: float = KNEE_FRACTION) -> dict[str, Any]:
     """Per RTT, the knee of the curve with the highest peak: the fewest streams within
     ``knee_fraction`` of the best measured.  The JSON that ``dtnkit cp`` reads (schema in
     docs/sweep.md)."""
@@ -473,13 +578,25 @@ def streams_table(found: Sequence[Curve], knee_fraction: float = KNEE_FRACTION
         rtt = float(c.key["rtt_ms"])
         if rtt not in best or c.peak_bps > best[rtt].peak_bps:
             best[rtt] = c
-    return {"schema": STREAMS_TABLE_SCHEMA, "knee_fraction": knee_fraction, "rtts": [
-        {"rtt_ms": rtt, "streams": c.knee_streams, "peak_streams": c.peak_streams,
-         "peak_bps": c.peak_bps, "tool": c.key.get("tool"), "rate_bps": c.key.get("rate_bps")}
-        for rtt, c in sorted(best.items())]}
+    return {
+        "schema": STREAMS_TABLE_SCHEMA,
+        "knee_fraction": knee_fraction,
+        "rtts": [
+            {
+                "rtt_ms": rtt,
+                "streams": c.knee_streams,
+                "peak_streams": c.peak_streams,
+                "peak_bps": c.peak_bps,
+                "tool": c.key.get("tool"),
+                "rate_bps": c.key.get("rate_bps"),
+            }
+            for rtt, c in sorted(best.items())
+        ],
+    }
 
 
 # ---------------------------------------------------------------- all of it
+
 
 @dataclasses.dataclass(frozen=True)
 class Analysis:
@@ -497,21 +614,23 @@ class Analysis:
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON document: strict JSON (a ratio that overflowed is null, never inf)."""
-        doc: dict[str, Any] = _strict({
-            "curves": [c.as_dict() for c in self.curves],
-            "fluctuation": self.fluctuation.as_dict(),
-            "efficiency": [c.as_dict() for c in self.efficiency],
-            "minimum_resources": [m.as_dict() for m in self.minimum],
-            "origins_at_equal_cores": [o.as_dict() for o in self.origins],
-            "profiles": [p.as_dict() for p in self.profiles],
-            "tail_latency": [t.as_dict() for t in self.tails],
-            "streams_table": dict(self.streams_table),
-            "excluded_count": len(self.excluded),
-            "excluded_why": dict(Counter(w for _, w in self.excluded)),
-            "excluded": [{"id": i, "why": w} for i, w in self.excluded],
-            "failed": [{"id": i, "error": e} for i, e in self.failed],
-            "hint": self.hint,
-        })
+        doc: dict[str, Any] = _strict(
+            {
+                "curves": [c.as_dict() for c in self.curves],
+                "fluctuation": self.fluctuation.as_dict(),
+                "efficiency": [c.as_dict() for c in self.efficiency],
+                "minimum_resources": [m.as_dict() for m in self.minimum],
+                "origins_at_equal_cores": [o.as_dict() for o in self.origins],
+                "profiles": [p.as_dict() for p in self.profiles],
+                "tail_latency": [t.as_dict() for t in self.tails],
+                "streams_table": dict(self.streams_table),
+                "excluded_count": len(self.excluded),
+                "excluded_why": dict(Counter(w for _, w in self.excluded)),
+                "excluded": [{"id": i, "why": w} for i, w in self.excluded],
+                "failed": [{"id": i, "error": e} for i, e in self.failed],
+                "hint": self.hint,
+            }
+        )
         return doc
 
 
@@ -525,40 +644,59 @@ def _strict(value: Any) -> Any:
     return value
 
 
-def analyze(records: Sequence[PointRecord], *, target_bps: float | None = None,
-            knee_fraction: float = KNEE_FRACTION,
-            high_utilisation: float = HIGH_UTILISATION,
-            baseline: str | None = None) -> Analysis:
+def analyze(
+    records: Sequence[PointRecord],
+    *,
+    target_bps: float | None = None,
+    knee_fraction: float = KNEE_FRACTION,
+    high_utilisation: float = HIGH_UTILISATION,
+    baseline: str | None = None,
+) -> Analysis:
     """Every figure of the module on one run's records (``baseline``: the profile the others
     are compared with; default ``none``, or the first profile)."""
     if not 0 < knee_fraction <= 1:
-        raise BadInput(f"bad knee fraction {knee_fraction!r}", "it is above 0 and at most 1",
-                       "e.g. 0.9")
+        raise BadInput(
+            f"bad knee fraction {knee_fraction!r}", "it is above 0 and at most 1", "e.g. 0.9"
+        )
     if not 0 < high_utilisation <= 1:
-        raise BadInput(f"bad utilisation threshold {high_utilisation!r}",
-                       "it is above 0 and at most 1", "e.g. 0.85")
+        raise BadInput(
+            f"bad utilisation threshold {high_utilisation!r}",
+            "it is above 0 and at most 1",
+            "e.g. 0.85",
+        )
     if target_bps is not None and not (math.isfinite(target_bps) and target_bps > 0):
         raise BadInput(f"bad target {target_bps!r}", "a rate above 0", "e.g. --target 1gbit")
     if baseline is not None:
         names = {r.point.profile or "none" for r in records}
         if records and baseline not in names:
             shown = baseline if len(baseline) <= 40 else baseline[:37] + "..."
-            raise BadInput(f"no profile {shown!r} in this run",
-                           f"its profiles: {', '.join(sorted(names))}",
-                           "give one of them to --baseline")
+            raise BadInput(
+                f"no profile {shown!r} in this run",
+                f"its profiles: {', '.join(sorted(names))}",
+                "give one of them to --baseline",
+            )
     found = curves(records, knee_fraction)
     return Analysis(
-        curves=tuple(found), fluctuation=fluctuation(records, high_utilisation),
+        curves=tuple(found),
+        fluctuation=fluctuation(records, high_utilisation),
         efficiency=tuple(efficiency(records)),
         minimum=tuple(minimum_resources(records, target_bps)) if target_bps else (),
         origins=tuple(origins_at_equal_cores(records)),
         profiles=tuple(profile_ratios(records, baseline)),
         streams_table=streams_table(found, knee_fraction),
-        excluded=tuple((r.point.id, r.emulator_why or "the lab's emulator bound")
-                       for r in records if r.emulator_bound and not r.failed),
-        failed=tuple((r.point.id, r.failed or "no valid throughput samples")
-                     for r in records if r.failed or r.throughput_bps is None),
-        tails=tuple(tail_latency(records)), hint=lab_hint(records))
+        excluded=tuple(
+            (r.point.id, r.emulator_why or "the lab's emulator bound")
+            for r in records
+            if r.emulator_bound and not r.failed
+        ),
+        failed=tuple(
+            (r.point.id, r.failed or "no valid throughput samples")
+            for r in records
+            if r.failed or r.throughput_bps is None
+        ),
+        tails=tuple(tail_latency(records)),
+        hint=lab_hint(records),
+    )
 
 
 #: an MTU at which the lab's packet rate is a sixth of 1500's for the same bytes
@@ -572,7 +710,9 @@ def lab_hint(records: Sequence[PointRecord]) -> str:
     small = [r for r in records if r.emulator_bound and not r.failed and r.point.mtu < JUMBO_MTU]
     if not small:
         return ""
-    return (f"{counted(len(small), 'lab-bound point')} ran at MTU "
-            f"{min(r.point.mtu for r in small)}: "
-            f"[run] mtu = {JUMBO_MTU} (jumbo frames, as DTNs run) moves the same bytes in a "
-            "sixth of the packets, and the 2-core lab then held 128 streams at 1 Gbit/s")
+    return (
+        f"{counted(len(small), 'lab-bound point')} ran at MTU "
+        f"{min(r.point.mtu for r in small)}: "
+        f"[run] mtu = {JUMBO_MTU} (jumbo frames, as DTNs run) moves the same bytes in a "
+        "sixth of the packets, and the 2-core lab then held 128 streams at 1 Gbit/s"
+    )

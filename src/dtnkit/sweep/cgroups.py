@@ -76,8 +76,13 @@ class CpuController:
         return (self.quota_root, self.acct_root)
 
     def describe(self) -> str:
-        acct = ("none" if self.acct_root is None else
-                "cpu.stat usage_usec" if self.kind == KIND_V2 else f"cpuacct at {self.acct_root}")
+        acct = (
+            "none"
+            if self.acct_root is None
+            else "cpu.stat usage_usec"
+            if self.kind == KIND_V2
+            else f"cpuacct at {self.acct_root}"
+        )
         return f"{self.kind} (quota at {self.quota_root}, accounting: {acct})"
 
 
@@ -102,8 +107,13 @@ def detect(mounts: str | None = None) -> CpuController:
     Raises :class:`CgroupUnavailable` when none is usable."""
     table = _mounts(mounts)
     cpus = os.cpu_count() or 1
-    v1 = {name: point for point, fstype, opts in table if fstype == "cgroup"
-          for name in ("cpu", "cpuacct", "cpuset") if name in opts}
+    v1 = {
+        name: point
+        for point, fstype, opts in table
+        if fstype == "cgroup"
+        for name in ("cpu", "cpuacct", "cpuset")
+        if name in opts
+    }
     seen: list[str] = []
     if "cpu" in v1 and (v1["cpu"] / "cpu.cfs_quota_us").exists():
         return CpuController(KIND_V1, v1["cpu"], v1.get("cpuacct"), cpus)
@@ -123,50 +133,74 @@ def detect(mounts: str | None = None) -> CpuController:
         if "cpu" in controllers and "cpu" in enabled:
             return CpuController(KIND_V2, point, point, cpus)
         if "cpu" in controllers:
-            seen.append(f"the cgroup2 mount {point} has the cpu controller but it is not "
-                        f"enabled for children (echo +cpu > {point}/cgroup.subtree_control)")
+            seen.append(
+                f"the cgroup2 mount {point} has the cpu controller but it is not "
+                f"enabled for children (echo +cpu > {point}/cgroup.subtree_control)"
+            )
         else:
-            seen.append(f"the cgroup2 mount {point} offers no cpu controller "
-                        f"(controllers: {' '.join(controllers) or 'none'})")
+            seen.append(
+                f"the cgroup2 mount {point} offers no cpu controller "
+                f"(controllers: {' '.join(controllers) or 'none'})"
+            )
     if not any(fstype == "cgroup2" for _p, fstype, _o in table):
         seen.append("no cgroup2 mount")
     if "cpuset" in v1:
         return CpuController(KIND_CPUSET, v1["cpuset"], v1.get("cpuacct"), cpus)
     seen.append("no cgroup v1 cpuset hierarchy")
-    raise CgroupUnavailable("no CPU quota controller", "; ".join(seen),
-                            "mount the cgroup v1 cpu and cpuacct hierarchies, or enable the "
-                            "cpu controller in cgroup2, or run the sweep without cores")
+    raise CgroupUnavailable(
+        "no CPU quota controller",
+        "; ".join(seen),
+        "mount the cgroup v1 cpu and cpuacct hierarchies, or enable the "
+        "cpu controller in cgroup2, or run the sweep without cores",
+    )
 
 
 def check_cores(cores: float, controller: CpuController | None = None) -> float:
     """A quota in cores: a number above 0 (and a whole number of CPUs up to the machine's
     for a cpuset); BadInput otherwise."""
-    if (isinstance(cores, bool) or not isinstance(cores, int | float) or not math.isfinite(cores)
-            or not 0 < cores <= MAX_CORES or cores * PERIOD_US < MIN_QUOTA_US):
-        raise BadInput(f"CPU quota {cores!r} cores is not usable",
-                       f"a number of cores from {MIN_QUOTA_US / PERIOD_US:g} to {MAX_CORES:g}",
-                       "e.g. cores = [0.5, 1, 2]")
-    if controller is not None and controller.kind == KIND_CPUSET and (
-            cores != int(cores) or cores > controller.cpus):
-        raise BadInput(f"CPU quota {cores:g} cores cannot be a cpuset",
-                       f"this kernel offers only a cpuset: whole CPUs, 1 to {controller.cpus}",
-                       "use whole cores, or mount the cgroup v1 cpu hierarchy")
+    if (
+        isinstance(cores, bool)
+        or not isinstance(cores, int | float)
+        or not math.isfinite(cores)
+        or not 0 < cores <= MAX_CORES
+        or cores * PERIOD_US < MIN_QUOTA_US
+    ):
+        raise BadInput(
+            f"CPU quota {cores!r} cores is not usable",
+            f"a number of cores from {MIN_QUOTA_US / PERIOD_US:g} to {MAX_CORES:g}",
+            "e.g. cores = [0.5, 1, 2]",
+        )
+    if (
+        controller is not None
+        and controller.kind == KIND_CPUSET
+        and (cores != int(cores) or cores > controller.cpus)
+    ):
+        raise BadInput(
+            f"CPU quota {cores:g} cores cannot be a cpuset",
+            f"this kernel offers only a cpuset: whole CPUs, 1 to {controller.cpus}",
+            "use whole cores, or mount the cgroup v1 cpu hierarchy",
+        )
     return float(cores)
 
 
 def check_name(name: str) -> None:
     if not NAME_RE.match(name):
-        raise BadInput(f"bad cgroup name {name!r}",
-                       "1-63 lower-case letters, digits and '-', starting with a letter",
-                       "e.g. o19a-origin0")
+        raise BadInput(
+            f"bad cgroup name {name!r}",
+            "1-63 lower-case letters, digits and '-', starting with a letter",
+            "e.g. o19a-origin0",
+        )
 
 
 def _write(path: Path, text: str) -> None:
     try:
         path.write_text(text + "\n")
     except OSError as exc:
-        raise CgroupUnavailable(f"cannot write {text!r} to {path}", exc.strerror or str(exc),
-                                "check that this kernel supports the CPU quota") from None
+        raise CgroupUnavailable(
+            f"cannot write {text!r} to {path}",
+            exc.strerror or str(exc),
+            "check that this kernel supports the CPU quota",
+        ) from None
 
 
 def procs(cgroup: Path) -> list[int]:
@@ -201,9 +235,11 @@ def _rmdir(cgroup: Path, *, timeout_s: float = 5.0) -> None:
             return
         except OSError as exc:
             if time.monotonic() > deadline:
-                raise CgroupUnavailable(f"cannot remove the cgroup {cgroup}",
-                                        f"{exc.strerror}; still inside: {procs(cgroup)}",
-                                        f"stop those processes, then rmdir {cgroup}") from None
+                raise CgroupUnavailable(
+                    f"cannot remove the cgroup {cgroup}",
+                    f"{exc.strerror}; still inside: {procs(cgroup)}",
+                    f"stop those processes, then rmdir {cgroup}",
+                ) from None
         time.sleep(0.02)  # a killed task leaves its cgroup a moment after it exits
 
 
@@ -213,8 +249,9 @@ class CpuQuota:
     ``cores`` None: no limit, accounting only.  Created on construction; use as a context
     manager or call :meth:`close`."""
 
-    def __init__(self, name: str, cores: float | None, *,
-                 controller: CpuController | None = None) -> None:
+    def __init__(
+        self, name: str, cores: float | None, *, controller: CpuController | None = None
+    ) -> None:
         check_name(name)
         if os.geteuid() != 0:
             raise NeedsRoot("a CPU quota needs root", "it creates a cgroup", "run as root")
@@ -225,19 +262,22 @@ class CpuQuota:
         self.paths = tuple(root / self.name for root in self.controller.roots())
         for path in self.paths:
             if path.exists():
-                raise BadInput(f"the cgroup {path} already exists",
-                               "another run (or a killed one) uses this name",
-                               f"if `cat {path}/cgroup.procs` lists nothing, `rmdir {path}`")
+                raise BadInput(
+                    f"the cgroup {path} already exists",
+                    "another run (or a killed one) uses this name",
+                    f"if `cat {path}/cgroup.procs` lists nothing, `rmdir {path}`",
+                )
         made: list[Path] = []
         try:
             for path in self.paths:
                 try:
                     path.mkdir()
                 except OSError as exc:
-                    raise CgroupUnavailable(f"cannot create the cgroup {path}",
-                                            exc.strerror or str(exc),
-                                            "check that the hierarchy is mounted "
-                                            "read-write") from None
+                    raise CgroupUnavailable(
+                        f"cannot create the cgroup {path}",
+                        exc.strerror or str(exc),
+                        "check that the hierarchy is mounted read-write",
+                    ) from None
                 made.append(path)
             self._set_quota()
         except BaseException:
@@ -302,14 +342,23 @@ class CpuQuota:
         if self.controller.kind == KIND_CPUSET:
             return {}
         try:
-            fields = dict(line.split(" ", 1) for line in
-                          (self.paths[0] / "cpu.stat").read_text().splitlines() if " " in line)
+            fields = dict(
+                line.split(" ", 1)
+                for line in (self.paths[0] / "cpu.stat").read_text().splitlines()
+                if " " in line
+            )
         except OSError:
             return {}
-        ns = (int(fields.get("throttled_time", 0)) if "throttled_time" in fields
-              else int(fields.get("throttled_usec", 0)) * 1000)
-        return {"periods": float(fields.get("nr_periods", 0)),
-                "throttled": float(fields.get("nr_throttled", 0)), "throttled_s": ns / 1e9}
+        ns = (
+            int(fields.get("throttled_time", 0))
+            if "throttled_time" in fields
+            else int(fields.get("throttled_usec", 0)) * 1000
+        )
+        return {
+            "periods": float(fields.get("nr_periods", 0)),
+            "throttled": float(fields.get("nr_throttled", 0)),
+            "throttled_s": ns / 1e9,
+        }
 
     # ---- the end --------------------------------------------------------------------------
     def close(self) -> None:
@@ -355,8 +404,9 @@ def _cpu_list(path: Path) -> list[int]:
 
 
 @contextlib.contextmanager
-def cpu_quota(name: str, cores: float | None, *,
-              controller: CpuController | None = None) -> Iterator[CpuQuota]:
+def cpu_quota(
+    name: str, cores: float | None, *, controller: CpuController | None = None
+) -> Iterator[CpuQuota]:
     """:class:`CpuQuota` for a ``with`` block: removed however the block ends."""
     quota = CpuQuota(name, cores, controller=controller)
     try:
@@ -369,8 +419,7 @@ def leftovers(prefix: str, controller: CpuController | None = None) -> list[Path
     """This prefix's cgroups (``dtnkit-PREFIX*``) in every hierarchy the controller uses."""
     check_name(prefix)
     ctl = controller or detect()
-    return sorted(p for root in ctl.roots() for p in root.glob(f"{PREFIX}{prefix}*")
-                  if p.is_dir())
+    return sorted(p for root in ctl.roots() for p in root.glob(f"{PREFIX}{prefix}*") if p.is_dir())
 
 
 def remove_leftovers(prefix: str, controller: CpuController | None = None) -> list[str]:
@@ -390,9 +439,11 @@ def usage_of(cgroup: str, controller: CpuController | None = None) -> float:
     ctl = controller or detect()
     name = Path(cgroup).name
     if not name.startswith(PREFIX) or ctl.acct_root is None:
-        raise CgroupUnavailable(f"no CPU accounting for {cgroup}",
-                                "not a cgroup of dtnkit's, or no accounting hierarchy",
-                                "pass the Origin's cgroup")
+        raise CgroupUnavailable(
+            f"no CPU accounting for {cgroup}",
+            "not a cgroup of dtnkit's, or no accounting hierarchy",
+            "pass the Origin's cgroup",
+        )
     path = ctl.acct_root / name
     try:
         if ctl.kind == KIND_V2:
@@ -400,9 +451,11 @@ def usage_of(cgroup: str, controller: CpuController | None = None) -> float:
                 key, _, value = line.partition(" ")
                 if key == "usage_usec":
                     return int(value) / 1e6
-            raise CgroupUnavailable(f"no usage_usec in {path}/cpu.stat", "kernel too old",
-                                    "use cgroup v1 cpuacct")
+            raise CgroupUnavailable(
+                f"no usage_usec in {path}/cpu.stat", "kernel too old", "use cgroup v1 cpuacct"
+            )
         return int((path / "cpuacct.usage").read_text()) / 1e9
     except (OSError, ValueError) as exc:
-        raise CgroupUnavailable(f"cannot read the CPU usage of {path}", str(exc),
-                                "is the cgroup still there?") from None
+        raise CgroupUnavailable(
+            f"cannot read the CPU usage of {path}", str(exc), "is the cgroup still there?"
+        ) from None

@@ -94,12 +94,19 @@ def point_cost(point: Point, previous: Point | None) -> PointCost:
     rtt = point.rtt_ms / 1000
     starts, rtts = POINT_STARTS, 0.0
     if previous is None or (previous.rtt_ms, previous.rate_bps, previous.loss) != (
-            point.rtt_ms, point.rate_bps, point.loss):
+        point.rtt_ms,
+        point.rate_bps,
+        point.loss,
+    ):
         starts += PATH_CHANGE_STARTS
     kinds = server_kinds(point)
     key = (kinds, point.origins, point.cores, point.file_size)
-    if previous is None or key != (server_kinds(previous), previous.origins, previous.cores,
-                                   previous.file_size):
+    if previous is None or key != (
+        server_kinds(previous),
+        previous.origins,
+        previous.cores,
+        previous.file_size,
+    ):
         starts += sum(SERVER_STARTS.get(k or "", 0.0) for k in kinds)
     if point.profile is not None:
         starts += PROFILE_STARTS
@@ -152,15 +159,23 @@ class Estimate:
         return self.data_s + HIGH * self.overhead_s
 
     def as_dict(self) -> dict[str, Any]:
-        return {"seconds": round(self.seconds, 1), "low_s": round(self.low_s, 1),
-                "high_s": round(self.high_s, 1), "data_s": round(self.data_s, 1),
-                "overhead_s": round(self.overhead_s, 1), "start_s": round(self.start_s, 3),
-                "points": self.points, "notes": list(self.notes)}
+        return {
+            "seconds": round(self.seconds, 1),
+            "low_s": round(self.low_s, 1),
+            "high_s": round(self.high_s, 1),
+            "data_s": round(self.data_s, 1),
+            "overhead_s": round(self.overhead_s, 1),
+            "start_s": round(self.start_s, 3),
+            "points": self.points,
+            "notes": list(self.notes),
+        }
 
     def line(self) -> str:
-        return (f"{counted(self.points, 'point')}, about {about(self.seconds)} "
-                f"({about(self.low_s)} to {about(self.high_s)}), {about(self.data_s)} of it "
-                "measuring")
+        return (
+            f"{counted(self.points, 'point')}, about {about(self.seconds)} "
+            f"({about(self.low_s)} to {about(self.high_s)}), {about(self.data_s)} of it "
+            "measuring"
+        )
 
     def remaining(self, done: int, elapsed_s: float) -> float:
         """Seconds left after the first ``done`` points took ``elapsed_s``: the data time
@@ -170,8 +185,9 @@ class Estimate:
         data_done = sum(c.data_s for c in costs[:done])
         over_done = self.fixed_start_s + sum(self._over(c) for c in costs[:done])
         ratio = max(0.2, (elapsed_s - data_done) / over_done) if over_done > 0 else 1.0
-        return sum(c.data_s + ratio * self._over(c) for c in costs[done:]) \
-            + ratio * self.fixed_end_s
+        return (
+            sum(c.data_s + ratio * self._over(c) for c in costs[done:]) + ratio * self.fixed_end_s
+        )
 
     def _over(self, c: PointCost) -> float:
         return c.overhead_starts * self.start_s + c.overhead_rtts
@@ -191,8 +207,9 @@ def estimate(points: Sequence[Point], *, start_s: float, new_lab: bool = True) -
     end = LAB_DOWN_STARTS * start_s if new_lab else 0.0
     data = sum(c.data_s for c in costs)
     over = start + end + sum(c.overhead_starts * start_s + c.overhead_rtts for c in costs)
-    return Estimate(len(points), data, over, start_s, tuple(notes(points)), tuple(costs),
-                    start, end)
+    return Estimate(
+        len(points), data, over, start_s, tuple(notes(points)), tuple(costs), start, end
+    )
 
 
 def about(seconds: float) -> str:
@@ -211,19 +228,24 @@ def notes(points: Sequence[Point]) -> list[str]:
         duration = f"{mine[0].duration_s or 0:g}s"
         longest = max(copy_s(p) for p in mine)
         if tool in TPC:
-            out.append(f"{tool}: duration={duration} does not bound it: each third-party "
-                       "copy runs to its end (the servers move the bytes; the sweep does not "
-                       f"cut them): up to {about(longest)} more per point")
+            out.append(
+                f"{tool}: duration={duration} does not bound it: each third-party "
+                "copy runs to its end (the servers move the bytes; the sweep does not "
+                f"cut them): up to {about(longest)} more per point"
+            )
         elif tool.startswith(COMMAND_PREFIX):
-            out.append(f"{tool}: duration={duration} does not bound it: each run of the "
-                       "template takes as long as it takes ({duration} is passed to it)")
+            out.append(
+                f"{tool}: duration={duration} does not bound it: each run of the "
+                "template takes as long as it takes ({duration} is passed to it)"
+            )
     if any(p.bytes is not None and p.rate_bps is None for p in points):
-        out.append("bytes without a rate cap: the time depends on the machine; taken at "
-                   "1 Gbit/s")
+        out.append("bytes without a rate cap: the time depends on the machine; taken at 1 Gbit/s")
     return out
 
 
-def for_grid(grid: Grid, points: Sequence[Point] | None = None, *,
-             new_lab: bool = True) -> Estimate:
-    return estimate(grid.points() if points is None else points, start_s=measure_start(),
-                    new_lab=new_lab)
+def for_grid(
+    grid: Grid, points: Sequence[Point] | None = None, *, new_lab: bool = True
+) -> Estimate:
+    return estimate(
+        grid.points() if points is None else points, start_s=measure_start(), new_lab=new_lab
+    )

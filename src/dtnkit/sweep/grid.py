@@ -54,16 +54,32 @@ def registry_tool(tool: str) -> str:
 
 
 #: the axes, outermost first: the order points are run in (path settings change least)
-AXES = ("rtt", "rate", "loss", "origins", "cores", "profile", "tool", "server", "file_size",
-        "streams")
+AXES = (
+    "rtt",
+    "rate",
+    "loss",
+    "origins",
+    "cores",
+    "profile",
+    "tool",
+    "server",
+    "file_size",
+    "streams",
+)
 #: what the origins (and a TPC destination) serve with
 SERVERS = ("dtnkit", "xrootd")
 RUN_KEYS = ("repeats", "duration", "bytes", "time_limit", "sample_interval", "mtu")
 TOP_KEYS = ("schema", "name", "description", "axes", "run", "commands")
 
 DEFAULTS: dict[str, Any] = {
-    "rate": (None,), "loss": (0.0,), "origins": (1,), "cores": (None,),
-    "file_size": (2**30,), "tool": ("iperf3",), "profile": (None,), "server": ("dtnkit",),
+    "rate": (None,),
+    "loss": (0.0,),
+    "origins": (1,),
+    "cores": (None,),
+    "file_size": (2**30,),
+    "tool": ("iperf3",),
+    "profile": (None,),
+    "server": ("dtnkit",),
 }
 DEFAULT_DURATION_S = 10.0
 DEFAULT_TIME_LIMIT_S = 600.0
@@ -145,6 +161,7 @@ class Grid:
     def iter_points(self) -> Iterator[Point]:
         """RTT outermost, then rate, loss, origins, cores, profile, tool, file size; each
         repeat sweeps the stream counts in turn (repeats interleave with time drift)."""
+
         def walk(i: int, chosen: dict[str, Any]) -> Iterator[dict[str, Any]]:
             if i == len(AXES) - 1:
                 for repeat in range(self.repeats):
@@ -157,13 +174,26 @@ class Grid:
         for v in walk(0, {}):
             tool = v["tool"]
             yield Point(
-                rtt_ms=v["rtt"], rate_bps=v["rate"], loss=v["loss"], origins=v["origins"],
-                cores=v["cores"], profile=v["profile"], tool=tool, file_size=v["file_size"],
-                streams=v["streams"], repeat=v["repeat"], duration_s=self.duration_s,
-                bytes=self.bytes, sample_interval_s=self.sample_interval_s,
-                time_limit_s=self.time_limit_s, server=v["server"], mtu=self.mtu,
-                command=self.commands[tool[len(COMMAND_PREFIX):]]
-                if tool.startswith(COMMAND_PREFIX) else None)
+                rtt_ms=v["rtt"],
+                rate_bps=v["rate"],
+                loss=v["loss"],
+                origins=v["origins"],
+                cores=v["cores"],
+                profile=v["profile"],
+                tool=tool,
+                file_size=v["file_size"],
+                streams=v["streams"],
+                repeat=v["repeat"],
+                duration_s=self.duration_s,
+                bytes=self.bytes,
+                sample_interval_s=self.sample_interval_s,
+                time_limit_s=self.time_limit_s,
+                server=v["server"],
+                mtu=self.mtu,
+                command=self.commands[tool[len(COMMAND_PREFIX) :]]
+                if tool.startswith(COMMAND_PREFIX)
+                else None,
+            )
 
     # ---- writing back (the round trip TOML <-> flags) ----
     def to_toml(self) -> str:
@@ -177,8 +207,9 @@ class Grid:
             shown = ", ".join(_toml_value(axis, v) for v in self.axes[axis])
             lines.append(f"{axis} = [{shown}]")
         lines += ["", "[run]"]
-        lines += [f"{k} = {v if k in ('repeats', 'mtu') else _toml_str(v)}"
-                  for k, v in self._run_items()]
+        lines += [
+            f"{k} = {v if k in ('repeats', 'mtu') else _toml_str(v)}" for k, v in self._run_items()
+        ]
         if self.commands:
             lines += ["", "[commands]"]
             lines += [f"{_toml_str(k)} = {_toml_str(v)}" for k, v in sorted(self.commands.items())]
@@ -208,6 +239,7 @@ class Grid:
 
 
 # ---------------------------------------------------------------- showing values
+
 
 def _toml_str(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)  # a JSON string is a TOML basic string
@@ -257,6 +289,7 @@ def _show(axis: str, value: Any) -> str:
 
 # ---------------------------------------------------------------- reading values
 
+
 class _Where:
     """Names the place of a value in error messages: ``grid.toml:12 (axes.rtt)`` or
     ``flag rtt=...``."""
@@ -296,30 +329,42 @@ def _fail(where: str, what: str, why: str, next_step: str) -> BadInput:
 def _hint(next_step: str, key: str, where: str, listed: bool) -> str:
     """A unit parser's hint (``--rtt 50ms``, ``duration 30s``) as the grid writes it: in a
     file ``rtt = ["50ms"]`` (or ``duration = "30s"``), as a flag ``rtt=50ms``."""
+
     def grid_form(m: re.Match[str]) -> str:
         if where.endswith("="):
             return f"{key}={m.group(1)}"
         return f'{key} = ["{m.group(1)}"]' if listed else f'{key} = "{m.group(1)}"'
+
     return re.sub(rf"(?:--)?{re.escape(key)} ([^\s,]+)", grid_form, next_step)
 
 
 def _reraise(exc: BadInput, where: str, key: str, listed: bool) -> BadInput:
-    return _fail(where, exc.what.replace(f"--{key}", key), exc.why,
-                 _hint(exc.next_step, key, where, listed))
+    return _fail(
+        where, exc.what.replace(f"--{key}", key), exc.why, _hint(exc.next_step, key, where, listed)
+    )
 
 
-def _one(axis: str, raw: Any, where: str, known_profiles: Sequence[str],
-         commands: Mapping[str, str]) -> Any:
+def _one(
+    axis: str, raw: Any, where: str, known_profiles: Sequence[str], commands: Mapping[str, str]
+) -> Any:
     """One axis value, parsed and range-checked."""
     if isinstance(raw, bool) or not isinstance(raw, str | int | float):
-        raise _fail(where, f"bad {axis} value {_brief(raw)}",
-                    f"a {axis} value is a number or a string", f"e.g. {EXAMPLES[axis]}")
+        raise _fail(
+            where,
+            f"bad {axis} value {_brief(raw)}",
+            f"a {axis} value is a number or a string",
+            f"e.g. {EXAMPLES[axis]}",
+        )
     if isinstance(raw, float) and not math.isfinite(raw):
-        raise _fail(where, f"bad {axis} value {raw!r}", "not a finite number",
-                    f"e.g. {EXAMPLES[axis]}")
+        raise _fail(
+            where, f"bad {axis} value {raw!r}", "not a finite number", f"e.g. {EXAMPLES[axis]}"
+        )
     text = raw.strip() if isinstance(raw, str) else raw
-    if isinstance(text, str) and text.lower() in NONE_WORDS and axis in ("rate", "cores",
-                                                                          "profile"):
+    if (
+        isinstance(text, str)
+        and text.lower() in NONE_WORDS
+        and axis in ("rate", "cores", "profile")
+    ):
         return None
     try:
         if axis == "rtt":
@@ -340,56 +385,88 @@ def _one(axis: str, raw: Any, where: str, known_profiles: Sequence[str],
         hi = 1024 if axis == "streams" else 64
         value = _integer(text)
         if value is None or not 1 <= value <= hi:
-            raise _fail(where, f"bad {axis} value {_brief(raw)}",
-                        f"a whole number from 1 to {hi}", f"e.g. {EXAMPLES[axis]}")
+            raise _fail(
+                where,
+                f"bad {axis} value {_brief(raw)}",
+                f"a whole number from 1 to {hi}",
+                f"e.g. {EXAMPLES[axis]}",
+            )
         return value
     if axis == "cores":
         number = _number(text)
         if number is None or not 0 < number <= 1024:
-            raise _fail(where, f"bad cores value {_brief(raw)}",
-                        "a CPU quota per origin above 0 and at most 1024 cores, or none",
-                        f"e.g. {EXAMPLES[axis]}")
+            raise _fail(
+                where,
+                f"bad cores value {_brief(raw)}",
+                "a CPU quota per origin above 0 and at most 1024 cores, or none",
+                f"e.g. {EXAMPLES[axis]}",
+            )
         quota = round(number, 3)
         if quota == 0:
-            raise _fail(where, f"bad cores value {_brief(raw)}", "it rounds to 0 cores",
-                        "give at least 0.001 cores")
+            raise _fail(
+                where,
+                f"bad cores value {_brief(raw)}",
+                "it rounds to 0 cores",
+                "give at least 0.001 cores",
+            )
         return quota
     if not isinstance(text, str):
-        raise _fail(where, f"bad {axis} value {_brief(raw)}", f"a {axis} is a name",
-                    f"e.g. {EXAMPLES[axis]}")
+        raise _fail(
+            where,
+            f"bad {axis} value {_brief(raw)}",
+            f"a {axis} is a name",
+            f"e.g. {EXAMPLES[axis]}",
+        )
     if axis == "tool":
         if text.startswith(COMMAND_PREFIX):
-            name = text[len(COMMAND_PREFIX):]
+            name = text[len(COMMAND_PREFIX) :]
             if name not in commands:
                 known = ", ".join(sorted(commands)) or "none defined"
-                raise _fail(where, f"unknown command template {name!r}",
-                            f"[commands] defines: {known}",
-                            f"add {name} = \"...\" under [commands] (or command.{name}=... "
-                            "as a flag)")
+                raise _fail(
+                    where,
+                    f"unknown command template {name!r}",
+                    f"[commands] defines: {known}",
+                    f'add {name} = "..." under [commands] (or command.{name}=... as a flag)',
+                )
             return text
         if text not in TOOLS:
-            raise _fail(where, f"unknown tool {_brief(raw)}",
-                        f"known tools: {', '.join(TOOLS)}, command:NAME",
-                        "pick one of those")
+            raise _fail(
+                where,
+                f"unknown tool {_brief(raw)}",
+                f"known tools: {', '.join(TOOLS)}, command:NAME",
+                "pick one of those",
+            )
         return text
     if axis == "server":
         if text not in SERVERS:
-            raise _fail(where, f"unknown server {_brief(raw)}",
-                        f"origins serve with: {', '.join(SERVERS)}", "pick one of those")
+            raise _fail(
+                where,
+                f"unknown server {_brief(raw)}",
+                f"origins serve with: {', '.join(SERVERS)}",
+                "pick one of those",
+            )
         return text
     # profile
     if text not in known_profiles:
-        raise _fail(where, f"unknown profile {_brief(raw)}",
-                    f"known profiles: {', '.join(known_profiles)}, none",
-                    "pick one of those, or put NAME.toml in /etc/dtnkit/profiles")
+        raise _fail(
+            where,
+            f"unknown profile {_brief(raw)}",
+            f"known profiles: {', '.join(known_profiles)}, none",
+            "pick one of those, or put NAME.toml in /etc/dtnkit/profiles",
+        )
     return text
 
 
 EXAMPLES = {
-    "rtt": 'rtt = ["5ms", "100ms"]', "rate": 'rate = ["1gbit"]', "loss": 'loss = ["0.01%"]',
-    "streams": "streams = [1, 2, 4, 8]", "origins": "origins = [1, 4]",
-    "cores": "cores = [0.5, 2] (or \"none\")", "file_size": 'file_size = ["256MiB"]',
-    "tool": 'tool = ["iperf3", "dtnkit-cp"]', "server": 'server = ["dtnkit", "xrootd"]',
+    "rtt": 'rtt = ["5ms", "100ms"]',
+    "rate": 'rate = ["1gbit"]',
+    "loss": 'loss = ["0.01%"]',
+    "streams": "streams = [1, 2, 4, 8]",
+    "origins": "origins = [1, 4]",
+    "cores": 'cores = [0.5, 2] (or "none")',
+    "file_size": 'file_size = ["256MiB"]',
+    "tool": 'tool = ["iperf3", "dtnkit-cp"]',
+    "server": 'server = ["dtnkit", "xrootd"]',
     "profile": 'profile = ["none", "dtn"]',
 }
 
@@ -408,7 +485,8 @@ def _number(value: Any) -> float | None:
     if isinstance(value, bool):
         return None
     numeric = isinstance(value, int | float) or (
-        isinstance(value, str) and re.fullmatch(r"[0-9]{1,9}(\.[0-9]{1,9})?", value.strip()))
+        isinstance(value, str) and re.fullmatch(r"[0-9]{1,9}(\.[0-9]{1,9})?", value.strip())
+    )
     if not numeric:
         return None
     number = float(value)
@@ -420,70 +498,116 @@ def _brief(value: Any) -> str:
     return shown if len(shown) <= 40 else shown[:37] + "..."
 
 
-def _axis(axis: str, raw: Any, where: str, known_profiles: Sequence[str],
-          commands: Mapping[str, str]) -> tuple[Any, ...]:
+def _axis(
+    axis: str, raw: Any, where: str, known_profiles: Sequence[str], commands: Mapping[str, str]
+) -> tuple[Any, ...]:
     values = raw if isinstance(raw, list) else [raw]
     if not values:
-        raise _fail(where, f"axis {axis} is empty", "an axis needs at least one value",
-                    f"give values, e.g. {EXAMPLES[axis]}, or leave the axis out")
+        raise _fail(
+            where,
+            f"axis {axis} is empty",
+            "an axis needs at least one value",
+            f"give values, e.g. {EXAMPLES[axis]}, or leave the axis out",
+        )
     if len(values) > MAX_POINTS:
-        raise _fail(where, f"axis {axis} has {len(values)} values",
-                    f"a grid has at most {MAX_POINTS} points", "drop values")
+        raise _fail(
+            where,
+            f"axis {axis} has {len(values)} values",
+            f"a grid has at most {MAX_POINTS} points",
+            "drop values",
+        )
     parsed: dict[Any, None] = {}  # a dict: ordered, and a duplicate is found in O(1)
     for value in values:
         one = _one(axis, value, where, known_profiles, commands)
         if one in parsed:
-            raise _fail(where, f"{axis} value {_brief(value)} is given twice",
-                        f"it equals {_show(axis, one)}, already in the axis",
-                        "give each value once")
+            raise _fail(
+                where,
+                f"{axis} value {_brief(value)} is given twice",
+                f"it equals {_show(axis, one)}, already in the axis",
+                "give each value once",
+            )
         parsed[one] = None
     if axis in ("tool", "profile", "server"):
         return tuple(parsed)  # run in the order given
     return tuple(sorted(parsed, key=lambda v: (v is not None, v if v is not None else 0)))
 
 
-def build_grid(doc: Mapping[str, Any], source: str = "grid", text: str | None = None,
-               known_profiles: Sequence[str] | None = None) -> Grid:
+def build_grid(
+    doc: Mapping[str, Any],
+    source: str = "grid",
+    text: str | None = None,
+    known_profiles: Sequence[str] | None = None,
+) -> Grid:
     """Validate a parsed grid document (the TOML's shape) into a :class:`Grid`; ``text``
     (the file's text) lets errors name the line."""
     where = _Where(source, text)
     profiles = list(known_profiles) if known_profiles is not None else default_profiles()
     for key in doc:
         if key not in TOP_KEYS:
-            raise _fail(where("", key), f"unknown key {_brief(key)}",
-                        f"a grid has: {', '.join(TOP_KEYS)}", "remove it or fix its name")
+            raise _fail(
+                where("", key),
+                f"unknown key {_brief(key)}",
+                f"a grid has: {', '.join(TOP_KEYS)}",
+                "remove it or fix its name",
+            )
     schema = doc.get("schema")
     if schema is None:
-        raise _fail(where("", "schema"), "no schema version", f"a grid starts with "
-                    f"schema = {SCHEMA}", f"add schema = {SCHEMA}")
+        raise _fail(
+            where("", "schema"),
+            "no schema version",
+            f"a grid starts with schema = {SCHEMA}",
+            f"add schema = {SCHEMA}",
+        )
     if isinstance(schema, bool) or not isinstance(schema, int):
-        raise _fail(where("", "schema"), f"bad schema {_brief(schema)}",
-                    "the schema version is a number, not text", f"write schema = {SCHEMA}")
+        raise _fail(
+            where("", "schema"),
+            f"bad schema {_brief(schema)}",
+            "the schema version is a number, not text",
+            f"write schema = {SCHEMA}",
+        )
     if schema != SCHEMA:
         newer = isinstance(schema, int) and not isinstance(schema, bool) and schema > SCHEMA
-        raise _fail(where("", "schema"), f"grid schema {_brief(schema)} is not supported",
-                    f"this dtnkit reads schema {SCHEMA}" + (" (the file is newer)"
-                                                           if newer else ""),
-                    "upgrade dtnkit" if newer else f"write schema = {SCHEMA}")
+        raise _fail(
+            where("", "schema"),
+            f"grid schema {_brief(schema)} is not supported",
+            f"this dtnkit reads schema {SCHEMA}" + (" (the file is newer)" if newer else ""),
+            "upgrade dtnkit" if newer else f"write schema = {SCHEMA}",
+        )
     for key in ("name", "description"):
         if key in doc and not isinstance(doc[key], str):
-            raise _fail(where("", key), f"bad {key} {_brief(doc[key])}", "it is text",
-                        f'e.g. {key} = "metro paths"')
+            raise _fail(
+                where("", key),
+                f"bad {key} {_brief(doc[key])}",
+                "it is text",
+                f'e.g. {key} = "metro paths"',
+            )
     commands_raw = doc.get("commands", {})
     if not isinstance(commands_raw, dict):
-        raise _fail(where("", "commands"), "bad [commands]",
-                    "a table of NAME = \"template\"", '[commands] then mine = "tool {dst}"')
-    commands = {str(k): _template(str(k), v, where("commands", str(k)))
-                for k, v in commands_raw.items()}
+        raise _fail(
+            where("", "commands"),
+            "bad [commands]",
+            'a table of NAME = "template"',
+            '[commands] then mine = "tool {dst}"',
+        )
+    commands = {
+        str(k): _template(str(k), v, where("commands", str(k))) for k, v in commands_raw.items()
+    }
     axes_raw = doc.get("axes")
     if not isinstance(axes_raw, dict):
-        raise _fail(where("", "axes"), "no [axes] table" if axes_raw is None else
-                    "bad [axes]", "a grid names at least rtt and streams under [axes]",
-                    'add [axes] with rtt = ["5ms"] and streams = [1, 4]')
+        raise _fail(
+            where("", "axes"),
+            "no [axes] table" if axes_raw is None else "bad [axes]",
+            "a grid names at least rtt and streams under [axes]",
+            'add [axes] with rtt = ["5ms"] and streams = [1, 4]',
+        )
     for key in axes_raw:
         if key not in AXES:
-            raise _fail(where("axes", key), f"unknown axis {_brief(key)}",
-                        f"axes: {', '.join(AXES)}", "remove it or fix its name")
+            raise _fail(
+                where("axes", key),
+                f"unknown axis {_brief(key)}",
+                f"axes: {', '.join(AXES)}",
+                "remove it or fix its name",
+            )
     axes: dict[str, tuple[Any, ...]] = {}
     for axis in AXES:
         if axis in axes_raw:
@@ -491,66 +615,123 @@ def build_grid(doc: Mapping[str, Any], source: str = "grid", text: str | None = 
         elif axis in DEFAULTS:
             axes[axis] = DEFAULTS[axis]
         else:
-            raise _fail(where("axes", axis), f"axis {axis} is missing",
-                        "a grid needs rtt and streams", f"add {EXAMPLES[axis]}")
+            raise _fail(
+                where("axes", axis),
+                f"axis {axis} is missing",
+                "a grid needs rtt and streams",
+                f"add {EXAMPLES[axis]}",
+            )
     run = doc.get("run", {})
     if not isinstance(run, dict):
-        raise _fail(where("", "run"), "bad [run]", "a table of run settings",
-                    "[run] then repeats = 3")
+        raise _fail(
+            where("", "run"), "bad [run]", "a table of run settings", "[run] then repeats = 3"
+        )
     for key in run:
         if key not in RUN_KEYS:
-            raise _fail(where("run", key), f"unknown run setting {_brief(key)}",
-                        f"settings: {', '.join(RUN_KEYS)}", "remove it or fix its name")
+            raise _fail(
+                where("run", key),
+                f"unknown run setting {_brief(key)}",
+                f"settings: {', '.join(RUN_KEYS)}",
+                "remove it or fix its name",
+            )
     repeats = _integer(run.get("repeats", 1))
     if repeats is None or not 1 <= repeats <= 1000:
-        raise _fail(where("run", "repeats"), f"bad repeats {_brief(run.get('repeats'))}",
-                    "a whole number from 1 to 1000", "e.g. repeats = 3")
+        raise _fail(
+            where("run", "repeats"),
+            f"bad repeats {_brief(run.get('repeats'))}",
+            "a whole number from 1 to 1000",
+            "e.g. repeats = 3",
+        )
     if "duration" in run and "bytes" in run:
-        raise _fail(where("run", "bytes"), "both duration and bytes are given",
-                    "a point runs for a time or moves a number of bytes", "keep one of them")
+        raise _fail(
+            where("run", "bytes"),
+            "both duration and bytes are given",
+            "a point runs for a time or moves a number of bytes",
+            "keep one of them",
+        )
     duration: float | None = DEFAULT_DURATION_S
     size: int | None = None
     if "bytes" in run:
         duration = None
-        size = _parse(lambda v: units.parse_bytes(v, "bytes", lo=1, hi=2**50), run["bytes"],
-                      where("run", "bytes"), "bytes", 'e.g. bytes = "4GiB"')
+        size = _parse(
+            lambda v: units.parse_bytes(v, "bytes", lo=1, hi=2**50),
+            run["bytes"],
+            where("run", "bytes"),
+            "bytes",
+            'e.g. bytes = "4GiB"',
+        )
     elif "duration" in run:
         duration = _seconds(run["duration"], "duration", where("run", "duration"), 0.1, 86400)
     # default limit: 10 min, or twice the duration and a minute when that is longer
-    default_limit = DEFAULT_TIME_LIMIT_S if duration is None else max(
-        DEFAULT_TIME_LIMIT_S, round(2 * duration + 60, 3))
-    limit = _seconds(run.get("time_limit", default_limit), "time_limit",
-                     where("run", "time_limit"), 1, 7 * 86400)
-    interval = _seconds(run.get("sample_interval", DEFAULT_SAMPLE_INTERVAL_S),
-                        "sample_interval", where("run", "sample_interval"), 0.1, 3600)
+    default_limit = (
+        DEFAULT_TIME_LIMIT_S
+        if duration is None
+        else max(DEFAULT_TIME_LIMIT_S, round(2 * duration + 60, 3))
+    )
+    limit = _seconds(
+        run.get("time_limit", default_limit), "time_limit", where("run", "time_limit"), 1, 7 * 86400
+    )
+    interval = _seconds(
+        run.get("sample_interval", DEFAULT_SAMPLE_INTERVAL_S),
+        "sample_interval",
+        where("run", "sample_interval"),
+        0.1,
+        3600,
+    )
     mtu = _integer(run.get("mtu", DEFAULT_MTU))
     if mtu is None or not MTU_RANGE[0] <= mtu <= MTU_RANGE[1]:
-        raise _fail(where("run", "mtu"), f"bad mtu {_brief(run.get('mtu'))}",
-                    f"a whole number of bytes from {MTU_RANGE[0]} to {MTU_RANGE[1]}",
-                    "e.g. mtu = 9000")
+        raise _fail(
+            where("run", "mtu"),
+            f"bad mtu {_brief(run.get('mtu'))}",
+            f"a whole number of bytes from {MTU_RANGE[0]} to {MTU_RANGE[1]}",
+            "e.g. mtu = 9000",
+        )
     if duration is not None and limit < duration:
-        raise _fail(where("run", "time_limit"), "time_limit is shorter than duration",
-                    f"{_show_duration(limit)} < {_show_duration(duration)}",
-                    "raise time_limit or shorten duration")
+        raise _fail(
+            where("run", "time_limit"),
+            "time_limit is shorter than duration",
+            f"{_show_duration(limit)} < {_show_duration(duration)}",
+            "raise time_limit or shorten duration",
+        )
     if duration is not None and interval > duration:
-        raise _fail(where("run", "sample_interval"), "sample_interval is longer than duration",
-                    f"{_show_duration(interval)} > {_show_duration(duration)}: not one sample",
-                    "shorten sample_interval (e.g. 1s) or lengthen duration")
-    unused = sorted(set(commands) - {t[len(COMMAND_PREFIX):] for t in axes["tool"]
-                                     if t.startswith(COMMAND_PREFIX)})
+        raise _fail(
+            where("run", "sample_interval"),
+            "sample_interval is longer than duration",
+            f"{_show_duration(interval)} > {_show_duration(duration)}: not one sample",
+            "shorten sample_interval (e.g. 1s) or lengthen duration",
+        )
+    unused = sorted(
+        set(commands)
+        - {t[len(COMMAND_PREFIX) :] for t in axes["tool"] if t.startswith(COMMAND_PREFIX)}
+    )
     if unused:
-        raise _fail(where("commands", unused[0]), f"command template {unused[0]!r} is unused",
-                    "no tool = \"command:NAME\" names it",
-                    f"add \"command:{unused[0]}\" to the tool axis or remove the template")
-    grid = Grid(axes=axes, repeats=repeats, duration_s=duration, bytes=size,
-                time_limit_s=limit, sample_interval_s=interval, mtu=mtu, commands=commands,
-                name=str(doc.get("name", "")), description=str(doc.get("description", "")))
+        raise _fail(
+            where("commands", unused[0]),
+            f"command template {unused[0]!r} is unused",
+            'no tool = "command:NAME" names it',
+            f'add "command:{unused[0]}" to the tool axis or remove the template',
+        )
+    grid = Grid(
+        axes=axes,
+        repeats=repeats,
+        duration_s=duration,
+        bytes=size,
+        time_limit_s=limit,
+        sample_interval_s=interval,
+        mtu=mtu,
+        commands=commands,
+        name=str(doc.get("name", "")),
+        description=str(doc.get("description", "")),
+    )
     total = len(grid)
     if total > MAX_POINTS:
         sizes = " x ".join(f"{len(grid.axes[a])} {a}" for a in AXES if len(grid.axes[a]) > 1)
-        raise _fail(where("", "axes"), f"the grid has {total} points",
-                    f"{sizes or '1 point'} x {repeats} repeats; at most {MAX_POINTS}",
-                    "split it into several grids or drop values")
+        raise _fail(
+            where("", "axes"),
+            f"the grid has {total} points",
+            f"{sizes or '1 point'} x {repeats} repeats; at most {MAX_POINTS}",
+            "split it into several grids or drop values",
+        )
     return grid
 
 
@@ -565,8 +746,7 @@ def _parse(parse: Any, raw: Any, where: str, what: str, example: str) -> Any:
 
 def _seconds(raw: Any, what: str, where: str, lo: float, hi: float) -> float:
     if isinstance(raw, bool) or not isinstance(raw, str | int | float):
-        raise _fail(where, f"bad {what} {_brief(raw)}", "give a duration", f"e.g. {what} = "
-                    '"30s"')
+        raise _fail(where, f"bad {what} {_brief(raw)}", "give a duration", f'e.g. {what} = "30s"')
     try:
         seconds = units.parse_duration(raw, what, lo=lo, hi=hi)
     except BadInput as exc:
@@ -576,22 +756,33 @@ def _seconds(raw: Any, what: str, where: str, lo: float, hi: float) -> float:
 
 def _template(name: str, raw: Any, where: str) -> str:
     if not re.fullmatch(r"[A-Za-z0-9_-]{1,40}", name):
-        raise _fail(where, f"bad command name {_brief(name)}",
-                    "names are letters, digits, - and _", "e.g. mine")
+        raise _fail(
+            where,
+            f"bad command name {_brief(name)}",
+            "names are letters, digits, - and _",
+            "e.g. mine",
+        )
     if not isinstance(raw, str) or not raw.strip() or "\n" in raw or "\x00" in raw:
-        raise _fail(where, f"bad command template {_brief(raw)}",
-                    "one line of text with {placeholders}", 'e.g. mine = "curl -o /dev/null '
-                    '{url}"')
+        raise _fail(
+            where,
+            f"bad command template {_brief(raw)}",
+            "one line of text with {placeholders}",
+            'e.g. mine = "curl -o /dev/null {url}"',
+        )
     try:
         fields = [f for _, f, _, _ in string.Formatter().parse(raw) if f is not None]
     except ValueError as exc:
-        raise _fail(where, f"bad command template {_brief(raw)}", str(exc),
-                    "write { and } as {{ and }}") from None
+        raise _fail(
+            where, f"bad command template {_brief(raw)}", str(exc), "write { and } as {{ and }}"
+        ) from None
     for field in fields:
         if field not in PLACEHOLDERS:
-            raise _fail(where, f"unknown placeholder {{{field}}} in template {name}",
-                        f"placeholders: {', '.join(sorted(PLACEHOLDERS))}",
-                        "use one of those, or write { and } as {{ and }}")
+            raise _fail(
+                where,
+                f"unknown placeholder {{{field}}} in template {name}",
+                f"placeholders: {', '.join(sorted(PLACEHOLDERS))}",
+                "use one of those, or write { and } as {{ and }}",
+            )
     return raw
 
 
@@ -605,32 +796,41 @@ def default_profiles() -> list[str]:
 
 # ---------------------------------------------------------------- entry points
 
-def parse_grid_text(text: str, source: str = "grid",
-                    known_profiles: Sequence[str] | None = None) -> Grid:
+
+def parse_grid_text(
+    text: str, source: str = "grid", known_profiles: Sequence[str] | None = None
+) -> Grid:
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise BadInput(f"{source}: not valid TOML", str(exc), "fix the file") from None
     except RecursionError:
-        raise BadInput(f"{source}: not valid TOML", "it is nested too deeply",
-                       "fix the file") from None
+        raise BadInput(
+            f"{source}: not valid TOML", "it is nested too deeply", "fix the file"
+        ) from None
     except ValueError as exc:  # e.g. an integer of more than 4300 digits
         raise BadInput(f"{source}: not valid TOML", str(exc), "fix the file") from None
     return build_grid(doc, source, text, known_profiles)
 
 
-def parse_grid_bytes(data: bytes, source: str = "grid",
-                     known_profiles: Sequence[str] | None = None) -> Grid:
+def parse_grid_bytes(
+    data: bytes, source: str = "grid", known_profiles: Sequence[str] | None = None
+) -> Grid:
     if len(data) > MAX_GRID_BYTES:
-        raise BadInput(f"{source}: too large", f"{len(data)} bytes, at most {MAX_GRID_BYTES}",
-                       "give a grid file")
+        raise BadInput(
+            f"{source}: too large",
+            f"{len(data)} bytes, at most {MAX_GRID_BYTES}",
+            "give a grid file",
+        )
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = data[:exc.start].count(b"\n") + 1
-        raise BadInput(f"{source}:{line}: not UTF-8 text",
-                       f"byte 0x{data[exc.start]:02x} at offset {exc.start}",
-                       "save it as UTF-8") from None
+        line = data[: exc.start].count(b"\n") + 1
+        raise BadInput(
+            f"{source}:{line}: not UTF-8 text",
+            f"byte 0x{data[exc.start]:02x} at offset {exc.start}",
+            "save it as UTF-8",
+        ) from None
     return parse_grid_text(text, source, known_profiles)
 
 
@@ -641,8 +841,9 @@ def load_grid(path: Path | str, known_profiles: Sequence[str] | None = None) -> 
         with path.open("rb") as handle:
             data = handle.read(MAX_GRID_BYTES + 1)
     except OSError as exc:
-        raise BadInput(f"cannot read grid {path}", exc.strerror or str(exc),
-                       "give an existing grid file") from None
+        raise BadInput(
+            f"cannot read grid {path}", exc.strerror or str(exc), "give an existing grid file"
+        ) from None
     return parse_grid_bytes(data, str(path), known_profiles)
 
 
@@ -658,14 +859,20 @@ def parse_grid_flags(args: Iterable[str], known_profiles: Sequence[str] | None =
         key, sep, value = arg.partition("=")
         key = key.strip()
         if not sep or not key:
-            raise BadInput(f"bad grid flag {_brief(arg)}", "write axis=value,value",
-                           "e.g. rtt=5ms,100ms streams=1,2,4,8")
+            raise BadInput(
+                f"bad grid flag {_brief(arg)}",
+                "write axis=value,value",
+                "e.g. rtt=5ms,100ms streams=1,2,4,8",
+            )
         if key in seen:
-            raise BadInput(f"grid flag {key}= is given twice", "each axis once, values "
-                           "comma-separated", f"e.g. {key}=a,b")
+            raise BadInput(
+                f"grid flag {key}= is given twice",
+                "each axis once, values comma-separated",
+                f"e.g. {key}=a,b",
+            )
         seen.add(key)
         if key.startswith("command."):
-            commands[key[len("command."):]] = value
+            commands[key[len("command.") :]] = value
         elif key in AXES:
             axes[key] = [v.strip() for v in value.split(",")] if value.strip() else []
         elif key in RUN_KEYS:
@@ -673,9 +880,11 @@ def parse_grid_flags(args: Iterable[str], known_profiles: Sequence[str] | None =
         elif key in ("name", "description"):
             doc[key] = value
         else:
-            raise BadInput(f"unknown grid flag {key}=",
-                           f"axes: {', '.join(AXES)}; settings: {', '.join(RUN_KEYS)}; "
-                           "command.NAME=TEMPLATE", "fix its name")
+            raise BadInput(
+                f"unknown grid flag {key}=",
+                f"axes: {', '.join(AXES)}; settings: {', '.join(RUN_KEYS)}; command.NAME=TEMPLATE",
+                "fix its name",
+            )
     doc["axes"] = axes
     if run:
         doc["run"] = run

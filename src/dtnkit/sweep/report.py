@@ -55,7 +55,6 @@ if TYPE_CHECKING:
     from dtnkit.progress import Progress
 
 
-
 @dataclasses.dataclass(frozen=True)
 class ReportData:
     """What a report shows of one run (:func:`from_store` reads it from the results DB)."""
@@ -82,7 +81,8 @@ def from_store(db: Location, run: str) -> ReportData:
     for p in points:
         one: dict[str, list[float | None]] = {
             "t_s": [t for t, _ in p.samples],
-            "throughput_bps": [b if math.isfinite(b) else None for _, b in p.samples]}
+            "throughput_bps": [b if math.isfinite(b) else None for _, b in p.samples],
+        }
         one.update({k: list(v) for k, v in p.series.items()})
         kept = p.measured_samples  # the store's own rule: the samples the throughput is of
         if kept and kept != p.samples:
@@ -90,9 +90,15 @@ def from_store(db: Location, run: str) -> ReportData:
             first = times.index(kept[0][0])
             one[MEASURED] = [times[first - 1] if first else 0.0, kept[-1][0]]
         series[p.point.id] = one
-    return ReportData(name=info.name, status=info.status, points_total=info.points_total,
-                      grid_toml=info.grid_toml, environment=info.environment,
-                      records=[p.record() for p in points], series=series)
+    return ReportData(
+        name=info.name,
+        status=info.status,
+        points_total=info.points_total,
+        grid_toml=info.grid_toml,
+        environment=info.environment,
+        records=[p.record() for p in points],
+        series=series,
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,12 +110,17 @@ class Written:
     point_id: str | None  # the time series' point
 
     def as_dict(self) -> dict[str, Any]:
-        return {"directory": str(self.directory), "page": str(self.page),
-                "files": list(self.files), "figures": list(self.figures),
-                "timeseries_point": self.point_id}
+        return {
+            "directory": str(self.directory),
+            "page": str(self.page),
+            "files": list(self.files),
+            "figures": list(self.figures),
+            "timeseries_point": self.point_id,
+        }
 
 
 # ---------------------------------------------------------------- figures
+
 
 def _pyplot() -> Any:
     return htmlpage.pyplot("dtnkit sweep report")
@@ -182,24 +193,34 @@ def grid_values(records: Sequence[analyze.PointRecord]) -> str:
     same_o, origins = one(lambda p: p.origins)
     same_c, cores = one(lambda p: p.cores)
     if same_o and same_c:
-        parts.append(f"{origins} origin{'s' if origins != 1 else ''} x "
-                     + (f"{format_value(cores)} core{'s' if cores != 1 else ''}" if cores
-                        else "no CPU quota"))
+        parts.append(
+            f"{origins} origin{'s' if origins != 1 else ''} x "
+            + (
+                f"{format_value(cores)} core{'s' if cores != 1 else ''}"
+                if cores
+                else "no CPU quota"
+            )
+        )
     same, size = one(lambda p: p.file_size)
     if same and any(not p.tool.startswith("iperf3") for p in pts):
         parts.append(f"{format_bytes(size)} files")
     same, dur = one(lambda p: (p.duration_s, p.bytes))
     if same:
-        parts.append(f"{format_duration(dur[0])} per point" if dur[0] is not None
-                     else f"{format_bytes(dur[1])} per point")
+        parts.append(
+            f"{format_duration(dur[0])} per point"
+            if dur[0] is not None
+            else f"{format_bytes(dur[1])} per point"
+        )
     return ", ".join(parts)
 
 
-def _panels(plt: Any, tools: Sequence[str], height: float = 4.2, *, sharey: bool = True
-            ) -> tuple[Any, list[Any]]:
+def _panels(
+    plt: Any, tools: Sequence[str], height: float = 4.2, *, sharey: bool = True
+) -> tuple[Any, list[Any]]:
     n = max(1, len(tools))
-    fig, axes = plt.subplots(1, n, figsize=(max(8.0, 4.6 * n), height), sharey=sharey,
-                             squeeze=False)
+    fig, axes = plt.subplots(
+        1, n, figsize=(max(8.0, 4.6 * n), height), sharey=sharey, squeeze=False
+    )
     return fig, list(axes[0])
 
 
@@ -211,7 +232,7 @@ def _legend(ax: Axes, **kw: Any) -> None:
         return
     if len(handles) > LEGEND_MAX:
         more = len(handles) - LEGEND_MAX + 1
-        handles, labels = handles[:LEGEND_MAX - 1], labels[:LEGEND_MAX - 1]
+        handles, labels = handles[: LEGEND_MAX - 1], labels[: LEGEND_MAX - 1]
         (blank,) = ax.plot([], [], linestyle="none")
         handles.append(blank)
         labels.append(f"+{more} more (see the tables)")
@@ -235,10 +256,13 @@ def _title(fig: Any, what: str, records: Sequence[analyze.PointRecord]) -> None:
     fig.suptitle(_mpl(what + (f"\n{fixed}" if fixed else "")), fontsize=10)
 
 
-def fig_throughput(plt: Any, analysis: analyze.Analysis, records: Sequence[analyze.PointRecord]
-                   ) -> Drawn:
-    tools = tools_of([c.key for c in analysis.curves]
-                     + [dataclasses.asdict(r.point) for r in records if r.emulator_bound])
+def fig_throughput(
+    plt: Any, analysis: analyze.Analysis, records: Sequence[analyze.PointRecord]
+) -> Drawn:
+    tools = tools_of(
+        [c.key for c in analysis.curves]
+        + [dataclasses.asdict(r.point) for r in records if r.emulator_bound]
+    )
     fig, axes = _panels(plt, tools, 4.8)
     for tool, ax in zip(tools, axes, strict=False):
         curves = [c for c in analysis.curves if str(c.key.get("tool")) == tool]
@@ -246,20 +270,51 @@ def fig_throughput(plt: Any, analysis: analyze.Analysis, records: Sequence[analy
         colours: dict[tuple[Any, ...], Any] = {}
         for i, c in enumerate(curves):
             xs = [lv.streams for lv in c.levels]
-            (line,) = ax.plot(xs, [_gbit(lv.mean_bps) for lv in c.levels], marker="o",
-                              label=_mpl(curve_label(c.key, varying)), color=f"C{i % 10}")
-            ax.fill_between(xs, [_gbit(lv.min_bps) for lv in c.levels],
-                            [_gbit(lv.max_bps) for lv in c.levels], alpha=0.2,
-                            color=line.get_color())
+            (line,) = ax.plot(
+                xs,
+                [_gbit(lv.mean_bps) for lv in c.levels],
+                marker="o",
+                label=_mpl(curve_label(c.key, varying)),
+                color=f"C{i % 10}",
+            )
+            ax.fill_between(
+                xs,
+                [_gbit(lv.min_bps) for lv in c.levels],
+                [_gbit(lv.max_bps) for lv in c.levels],
+                alpha=0.2,
+                color=line.get_color(),
+            )
             # the peak is a marker (a star), not a word a neighbouring line can cross
-            ax.scatter([c.peak_streams], [_gbit(c.peak_bps)], marker="*", s=160, zorder=4,
-                       color=line.get_color(), edgecolors="black", linewidths=0.6)
+            ax.scatter(
+                [c.peak_streams],
+                [_gbit(c.peak_bps)],
+                marker="*",
+                s=160,
+                zorder=4,
+                color=line.get_color(),
+                edgecolors="black",
+                linewidths=0.6,
+            )
             colours[tuple(c.key.get(k) for k in analyze.CURVE_KEYS)] = line.get_color()
         if curves:
-            ax.scatter([], [], marker="*", s=120, color="0.6", edgecolors="black",
-                       linewidths=0.6, label="peak (highest mean)")
-        bound = [r for r in records if r.emulator_bound and not r.failed
-                 and r.throughput_bps is not None and r.point.tool == tool]
+            ax.scatter(
+                [],
+                [],
+                marker="*",
+                s=120,
+                color="0.6",
+                edgecolors="black",
+                linewidths=0.6,
+                label="peak (highest mean)",
+            )
+        bound = [
+            r
+            for r in records
+            if r.emulator_bound
+            and not r.failed
+            and r.throughput_bps is not None
+            and r.point.tool == tool
+        ]
         # a curve whose every point the emulator limited has no line: its hollow markers
         # get a colour and a legend entry of their own, so its RTT can still be told
         lone: list[Mapping[str, Any]] = [dataclasses.asdict(r.point) for r in bound]
@@ -268,15 +323,28 @@ def fig_throughput(plt: Any, analysis: analyze.Analysis, records: Sequence[analy
             key = tuple(getattr(r.point, k) for k in analyze.CURVE_KEYS)
             if key not in colours:
                 colours[key] = f"C{len(colours) % 10}"
-                ax.scatter([], [], facecolors="none", edgecolors=colours[key], label=_mpl(
-                    curve_label(dataclasses.asdict(r.point), lone_varying)))
-            ax.scatter([r.point.streams], [_gbit(r.throughput_bps)], facecolors="none",
-                       edgecolors=colours[key], s=50, zorder=3)
+                ax.scatter(
+                    [],
+                    [],
+                    facecolors="none",
+                    edgecolors=colours[key],
+                    label=_mpl(curve_label(dataclasses.asdict(r.point), lone_varying)),
+                )
+            ax.scatter(
+                [r.point.streams],
+                [_gbit(r.throughput_bps)],
+                facecolors="none",
+                edgecolors=colours[key],
+                s=50,
+                zorder=3,
+            )
         if bound:
-            ax.scatter([], [], facecolors="none", edgecolors="0.3",
-                       label="hollow: emulator-limited")
-        _streams_axis(ax, [lv.streams for c in curves for lv in c.levels]
-                      + [r.point.streams for r in bound])
+            ax.scatter(
+                [], [], facecolors="none", edgecolors="0.3", label="hollow: emulator-limited"
+            )
+        _streams_axis(
+            ax, [lv.streams for c in curves for lv in c.levels] + [r.point.streams for r in bound]
+        )
         ax.grid(alpha=0.3)
         _legend(ax, loc="lower right")
         ax.set_title(_mpl(f"{tool}: throughput (Gbit/s)"), fontsize=9)
@@ -284,80 +352,104 @@ def fig_throughput(plt: Any, analysis: analyze.Analysis, records: Sequence[analy
     axes[0].set_ylabel("throughput (Gbit/s)")
     if not tools:
         _nothing(axes[0], "no point with a valid throughput")
-    _title(fig, "Throughput against streams, one panel per tool (band: min..max over "
-           "repeats)", records)
+    _title(
+        fig, "Throughput against streams, one panel per tool (band: min..max over repeats)", records
+    )
     fig.tight_layout()
-    return _save(fig, "throughput-vs-streams", "Throughput against streams",
-                 "One panel per tool. Each line is one RTT (and combination of the other "
-                 "axes): the mean over repeats at each stream count, the band the repeats' "
-                 "spread. The star is the peak, where the line is highest; the drop is how "
-                 "far it falls to the right of the peak; a peak inside its neighbours' bands "
-                 "is a plateau, not a peak. Hollow markers are measurements the lab's "
-                 "network emulator limited: drawn, but left out of the peak, drop and knee.")
+    return _save(
+        fig,
+        "throughput-vs-streams",
+        "Throughput against streams",
+        "One panel per tool. Each line is one RTT (and combination of the other "
+        "axes): the mean over repeats at each stream count, the band the repeats' "
+        "spread. The star is the peak, where the line is highest; the drop is how "
+        "far it falls to the right of the peak; a peak inside its neighbours' bands "
+        "is a plateau, not a peak. Hollow markers are measurements the lab's "
+        "network emulator limited: drawn, but left out of the peak, drop and knee.",
+    )
 
 
-def fig_heatmap(plt: Any, analysis: analyze.Analysis,
-                records: Sequence[analyze.PointRecord]) -> Drawn:
+def fig_heatmap(
+    plt: Any, analysis: analyze.Analysis, records: Sequence[analyze.PointRecord]
+) -> Drawn:
     tools = tools_of([c.key for c in analysis.curves])
     fig, axes = _panels(plt, tools, 4.4, sharey=False)
     cells_of: dict[str, dict[tuple[float, int], float]] = {}
     best_over: dict[str, list[str]] = {}
     for tool in tools:
         curves = [c for c in analysis.curves if str(c.key.get("tool")) == tool]
-        best_over[tool] = [k for k in varying_keys([c.key for c in curves])
-                           if k not in ("tool", "rtt_ms")]
+        best_over[tool] = [
+            k for k in varying_keys([c.key for c in curves]) if k not in ("tool", "rtt_ms")
+        ]
         cells: dict[tuple[float, int], float] = {}
         for c in curves:
             for lv in c.levels:
                 k = (float(c.key["rtt_ms"]), lv.streams)
                 cells[k] = max(cells.get(k, 0.0), lv.mean_bps)
         cells_of[tool] = cells
-    top = max((_gbit(v) for cells in cells_of.values() for v in cells.values()),
-              default=1.0) or 1.0
+    top = max((_gbit(v) for cells in cells_of.values() for v in cells.values()), default=1.0) or 1.0
     im = None
     for tool, ax in zip(tools, axes, strict=False):
         cells = cells_of[tool]
         rtts = sorted({k[0] for k in cells})
         streams = sorted({k[1] for k in cells})
-        grid = [[_gbit(cells[(r, s)]) if (r, s) in cells else math.nan for s in streams]
-                for r in rtts]
-        im = ax.imshow(grid, aspect="auto", cmap="viridis", origin="lower", vmin=0,
-                       vmax=top)
+        grid = [
+            [_gbit(cells[(r, s)]) if (r, s) in cells else math.nan for s in streams] for r in rtts
+        ]
+        im = ax.imshow(grid, aspect="auto", cmap="viridis", origin="lower", vmin=0, vmax=top)
         ax.set_xticks(range(len(streams)), [str(s) for s in streams])
         ax.set_yticks(range(len(rtts)), [f"{format_value(r)} ms" for r in rtts])
         for i, row in enumerate(grid):
             for j, v in enumerate(row):
                 if not math.isnan(v):
-                    ax.text(j, i, f"{v:.3g}", ha="center", va="center", fontsize=8,
-                            color="white" if v < top * 0.6 else "black")
+                    ax.text(
+                        j,
+                        i,
+                        f"{v:.3g}",
+                        ha="center",
+                        va="center",
+                        fontsize=8,
+                        color="white" if v < top * 0.6 else "black",
+                    )
         ax.set_xlabel("streams")
         ax.set_ylabel("RTT")
         over = best_over[tool]
-        ax.set_title(_mpl(f"tool {tool}: Gbit/s" + (
-            f" (best over {', '.join(over)})" if over else "")), fontsize=9)
+        ax.set_title(
+            _mpl(f"tool {tool}: Gbit/s" + (f" (best over {', '.join(over)})" if over else "")),
+            fontsize=9,
+        )
     if im is None:
         bound = [r for r in records if r.emulator_bound and not r.failed]
-        _nothing(axes[0], f"every measured point ({len(bound)}) was limited by this machine, "
-                 "not the path:\nleft out (see the box above the figures)" if bound
-                 else "no point with a valid throughput")
+        _nothing(
+            axes[0],
+            f"every measured point ({len(bound)}) was limited by this machine, "
+            "not the path:\nleft out (see the box above the figures)"
+            if bound
+            else "no point with a valid throughput",
+        )
     else:
         fig.subplots_adjust(top=0.80, wspace=0.35, left=0.11, right=0.86)
         fig.colorbar(im, ax=axes, label="throughput (Gbit/s)")
     _title(fig, "Mean throughput by RTT and streams, one panel per tool", records)
     if im is None:
         fig.tight_layout()
-    return _save(fig, "heatmap", "RTT x streams heatmap",
-                 "One panel per tool (its name is the panel's title); in each, one row per "
-                 "RTT, one column per stream count, each cell the mean throughput over "
-                 "repeats in Gbit/s (when another axis varies, the best value over it, "
-                 "named in the title). Bright cells are where the path is filled: the "
-                 "bright band moves right as the RTT grows (a longer path needs more "
-                 "streams); a row that darkens to the right is the drop past the peak. "
-                 "Emulator-limited measurements are left blank.")
+    return _save(
+        fig,
+        "heatmap",
+        "RTT x streams heatmap",
+        "One panel per tool (its name is the panel's title); in each, one row per "
+        "RTT, one column per stream count, each cell the mean throughput over "
+        "repeats in Gbit/s (when another axis varies, the best value over it, "
+        "named in the title). Bright cells are where the path is filled: the "
+        "bright band moves right as the RTT grows (a longer path needs more "
+        "streams); a row that darkens to the right is the drop past the peak. "
+        "Emulator-limited measurements are left blank.",
+    )
 
 
-def fig_timeseries(plt: Any, record: analyze.PointRecord | None,
-                   series: Mapping[str, Sequence[float | None]]) -> Drawn:
+def fig_timeseries(
+    plt: Any, record: analyze.PointRecord | None, series: Mapping[str, Sequence[float | None]]
+) -> Drawn:
     fig, ax = plt.subplots(figsize=(8, 4.4))
     ts = list(series.get("t_s", ()))
     tput = list(series.get("throughput_bps", ()))
@@ -366,10 +458,16 @@ def fig_timeseries(plt: Any, record: analyze.PointRecord | None,
         title = "Time series"
     else:
         p = record.point
-        pts = [(t, _gbit(v)) for t, v in zip(ts, tput, strict=False)
-               if t is not None and v is not None]
-        ax.plot([t for t, _ in pts], [v for _, v in pts], marker=".", color="C0",
-                label="throughput (Gbit/s)")
+        pts = [
+            (t, _gbit(v)) for t, v in zip(ts, tput, strict=False) if t is not None and v is not None
+        ]
+        ax.plot(
+            [t for t, _ in pts],
+            [v for _, v in pts],
+            marker=".",
+            color="C0",
+            label="throughput (Gbit/s)",
+        )
         ax.set_xlabel("time from the point's start (s)")
         ax.set_ylabel("throughput (Gbit/s)")
         ax.set_ylim(bottom=0)
@@ -380,56 +478,92 @@ def fig_timeseries(plt: Any, record: analyze.PointRecord | None,
         start, until = window[0], window[1]
         end = max((t for t in ts if t is not None), default=0.0)
         if start is not None and start > 0:
-            ax.axvspan(0, start, color="0.88", zorder=0,
-                       label="set-up, not in the throughput")
+            ax.axvspan(0, start, color="0.88", zorder=0, label="set-up, not in the throughput")
         if until is not None and until < end:
-            ax.axvspan(until, end, facecolor="none", edgecolor="0.6", hatch="//", zorder=0,
-                       label="stopping, not in the throughput")
+            ax.axvspan(
+                until,
+                end,
+                facecolor="none",
+                edgecolor="0.6",
+                hatch="//",
+                zorder=0,
+                label="stopping, not in the throughput",
+            )
         ax.set_xlim(0, end * 1.02 if end > 0 else None)
-        cpu = sorted((k for k in series if k.startswith("cpu_cores.")),
-                     key=lambda k: (len(k), k))
+        cpu = sorted((k for k in series if k.startswith("cpu_cores.")), key=lambda k: (len(k), k))
         handles, labels = ax.get_legend_handles_labels()
         if cpu:
             ax2 = ax.twinx()
             shown = cpu if len(cpu) < LEGEND_MAX else []
             for i, k in enumerate(shown):
-                vals = [(t, v) for t, v in zip(ts, series[k], strict=False)
-                        if t is not None and v is not None]
-                ax2.plot([t for t, _ in vals], [v for _, v in vals], linestyle="--",
-                         color=f"C{(i + 1) % 10}", label=f"origin {k.split('.', 1)[1]} CPU")
+                vals = [
+                    (t, v)
+                    for t, v in zip(ts, series[k], strict=False)
+                    if t is not None and v is not None
+                ]
+                ax2.plot(
+                    [t for t, _ in vals],
+                    [v for _, v in vals],
+                    linestyle="--",
+                    color=f"C{(i + 1) % 10}",
+                    label=f"origin {k.split('.', 1)[1]} CPU",
+                )
             if not shown:  # too many origins for a legend: their sum
-                total = [(t, sum(v for k in cpu if (v := series[k][n] if n < len(series[k])
-                                                    else None) is not None))
-                         for n, t in enumerate(ts) if t is not None]
-                ax2.plot([t for t, _ in total], [v for _, v in total], linestyle="--",
-                         color="C1", label=f"{len(cpu)} origins' CPU (sum)")
+                total = [
+                    (
+                        t,
+                        sum(
+                            v
+                            for k in cpu
+                            if (v := series[k][n] if n < len(series[k]) else None) is not None
+                        ),
+                    )
+                    for n, t in enumerate(ts)
+                    if t is not None
+                ]
+                ax2.plot(
+                    [t for t, _ in total],
+                    [v for _, v in total],
+                    linestyle="--",
+                    color="C1",
+                    label=f"{len(cpu)} origins' CPU (sum)",
+                )
             ax2.set_ylabel("CPU (cores)")
             ax2.set_ylim(bottom=0)
             h2, l2 = ax2.get_legend_handles_labels()
             handles, labels = handles + h2, labels + l2
         ax.legend(handles, labels, fontsize=8, loc="lower right")
         cap = f"cap {format_rate(p.rate_bps)}" if p.rate_bps else "no cap"
-        title = (f"Point {p.id}: {p.tool}, RTT {format_value(p.rtt_ms)} ms, "
-                 f"{counted(p.streams, 'stream')}, {cap}, {counted(p.origins, 'origin')}, "
-                 f"repeat {p.repeat}" + (" (emulator-limited)" if record.emulator_bound else ""))
+        title = (
+            f"Point {p.id}: {p.tool}, RTT {format_value(p.rtt_ms)} ms, "
+            f"{counted(p.streams, 'stream')}, {cap}, {counted(p.origins, 'origin')}, "
+            f"repeat {p.repeat}" + (" (emulator-limited)" if record.emulator_bound else "")
+        )
     ax.set_title(_mpl(title), fontsize=9)
     fig.tight_layout()
-    return _save(fig, "timeseries", "Time series of one point",
-                 "The throughput of one point at each sampling interval (and each origin's "
-                 "CPU in cores, dashed, when it was sampled). Shaded: the tool's set-up "
-                 "before data flowed and, for dtnkit-cp, the stopping of the copies cut when "
-                 "the duration was over; neither counts in the point's throughput. A flat "
-                 "line is a steady path; "
-                 "a saw-tooth or dips are the fluctuation the CV measures; a slow start is TCP "
-                 "opening its windows. Choose the point with --point ID (default: the peak of "
-                 "the first curve).")
+    return _save(
+        fig,
+        "timeseries",
+        "Time series of one point",
+        "The throughput of one point at each sampling interval (and each origin's "
+        "CPU in cores, dashed, when it was sampled). Shaded: the tool's set-up "
+        "before data flowed and, for dtnkit-cp, the stopping of the copies cut when "
+        "the duration was over; neither counts in the point's throughput. A flat "
+        "line is a steady path; "
+        "a saw-tooth or dips are the fluctuation the CV measures; a slow start is TCP "
+        "opening its windows. Choose the point with --point ID (default: the peak of "
+        "the first curve).",
+    )
 
 
 def fig_cpu(plt: Any, records: Sequence[analyze.PointRecord]) -> Drawn:
     from matplotlib.ticker import MaxNLocator  # optional: the [report] extra, as pyplot
 
-    usable = [r for r in records if not r.failed and r.throughput_bps is not None
-              and r.cores_used is not None]
+    usable = [
+        r
+        for r in records
+        if not r.failed and r.throughput_bps is not None and r.cores_used is not None
+    ]
     tools = list(dict.fromkeys(r.point.tool for r in usable))
     fig, axes = _panels(plt, tools, 4.4)
     rtts = sorted({r.point.rtt_ms for r in usable})
@@ -442,13 +576,18 @@ def fig_cpu(plt: Any, records: Sequence[analyze.PointRecord]) -> Drawn:
                 if not sel:
                     continue
                 colour = f"C{i % 10}"
-                ax.scatter([r.cores_used for r in sel], [_gbit(r.throughput_bps) for r in sel],
-                           facecolors="none" if hollow else colour, edgecolors=colour)
+                ax.scatter(
+                    [r.cores_used for r in sel],
+                    [_gbit(r.throughput_bps) for r in sel],
+                    facecolors="none" if hollow else colour,
+                    edgecolors=colour,
+                )
             if rs:  # one legend entry per RTT, whether its markers are filled or hollow
                 ax.scatter([], [], color=f"C{i % 10}", label=f"RTT {format_value(rtt)} ms")
         if any(r.emulator_bound for r in mine):
-            ax.scatter([], [], facecolors="none", edgecolors="0.3",
-                       label="hollow: emulator-limited")
+            ax.scatter(
+                [], [], facecolors="none", edgecolors="0.3", label="hollow: emulator-limited"
+            )
         ax.set_xlabel("CPU used by the origins (cores)")
         ax.xaxis.set_major_locator(MaxNLocator(nbins=5))  # labels that never run together
         ax.grid(alpha=0.3)
@@ -458,16 +597,19 @@ def fig_cpu(plt: Any, records: Sequence[analyze.PointRecord]) -> Drawn:
     axes[0].set_ylabel("throughput (Gbit/s)")
     if not tools:
         _nothing(axes[0], "no point with CPU accounting")
-    _title(fig, "Throughput against the origins' CPU, every point, one panel per tool",
-           records)
+    _title(fig, "Throughput against the origins' CPU, every point, one panel per tool", records)
     fig.tight_layout()
-    return _save(fig, "cpu-vs-throughput", "CPU against throughput",
-                 "One panel per tool; each dot is one measurement: the cores its origins "
-                 "used (CPU seconds over the measurement's time) and the throughput it got, "
-                 "coloured by RTT. Dots on a straight line from zero mean a constant cost per "
-                 "bit; a line that bends up (more CPU for the same rate) is a cost that "
-                 "grows faster than the rate; dots stacked at one CPU value under a quota "
-                 "are limited by the CPU.")
+    return _save(
+        fig,
+        "cpu-vs-throughput",
+        "CPU against throughput",
+        "One panel per tool; each dot is one measurement: the cores its origins "
+        "used (CPU seconds over the measurement's time) and the throughput it got, "
+        "coloured by RTT. Dots on a straight line from zero mean a constant cost per "
+        "bit; a line that bends up (more CPU for the same rate) is a cost that "
+        "grows faster than the rate; dots stacked at one CPU value under a quota "
+        "are limited by the CPU.",
+    )
 
 
 def fig_tail(plt: Any, analysis: analyze.Analysis, records: Sequence[analyze.PointRecord]) -> Drawn:
@@ -478,47 +620,73 @@ def fig_tail(plt: Any, analysis: analyze.Analysis, records: Sequence[analyze.Poi
         for t in analysis.tails:
             if str(t.key.get("tool")) == tool:
                 groups[tuple(t.key.get(k) for k in analyze.CURVE_KEYS)].append(t)
-        varying = [k for k in varying_keys([ts[0].key for ts in groups.values()])
-                   if k != "tool"]
+        varying = [k for k in varying_keys([ts[0].key for ts in groups.values()]) if k != "tool"]
         for i, ts in enumerate(groups.values()):
             ts.sort(key=lambda t: t.streams)
             colour = f"C{i % 10}"
             xs = [t.streams for t in ts]
             # one legend entry per curve (its colour); the line styles have their own three
-            ax.plot(xs, [t.last_s for t in ts], marker="o", color=colour,
-                    label=_mpl(curve_label(ts[0].key, varying)))
+            ax.plot(
+                xs,
+                [t.last_s for t in ts],
+                marker="o",
+                color=colour,
+                label=_mpl(curve_label(ts[0].key, varying)),
+            )
             ax.plot(xs, [t.p99_s for t in ts], linestyle="--", color=colour)
             ax.plot(xs, [t.p50_s for t in ts], linestyle=":", color=colour)
         handles, labels = ax.get_legend_handles_labels()
         if len(handles) > LEGEND_MAX - 3:
             more = len(handles) - (LEGEND_MAX - 4)
-            handles = handles[:LEGEND_MAX - 4] + ax.plot([], [], linestyle="none")
-            labels = [*labels[:LEGEND_MAX - 4], f"+{more} more (see the table)"]
-        styles = [ax.plot([], [], color="0.3", linestyle=s, marker=m)[0]
-                  for s, m in (("-", "o"), ("--", ""), (":", ""))]
-        ax.legend(handles + styles, [*labels, "last transfer", "p99", "median"], fontsize=8,
-                  loc="lower right")  # the times sit at the top of an axis from zero
-        _streams_axis(ax, [t.streams for ts in groups.values() for t in ts],
-                      "streams (concurrent transfers)")
+            handles = handles[: LEGEND_MAX - 4] + ax.plot([], [], linestyle="none")
+            labels = [*labels[: LEGEND_MAX - 4], f"+{more} more (see the table)"]
+        styles = [
+            ax.plot([], [], color="0.3", linestyle=s, marker=m)[0]
+            for s, m in (("-", "o"), ("--", ""), (":", ""))
+        ]
+        ax.legend(
+            handles + styles,
+            [*labels, "last transfer", "p99", "median"],
+            fontsize=8,
+            loc="lower right",
+        )  # the times sit at the top of an axis from zero
+        _streams_axis(
+            ax, [t.streams for ts in groups.values() for t in ts], "streams (concurrent transfers)"
+        )
         ax.grid(alpha=0.3)
         ax.set_title(_mpl(f"{tool}: completion time (s)"), fontsize=9)
     _from_zero(axes)
     axes[0].set_ylabel("completion time (s)")
     # a tool measured but without a panel: say why, not leave the reader to wonder
-    silent = [t for t in tools_of([dataclasses.asdict(r.point) for r in records
-                                   if not r.failed]) if t not in tools]
+    silent = [
+        t
+        for t in tools_of([dataclasses.asdict(r.point) for r in records if not r.failed])
+        if t not in tools
+    ]
     if not tools:
         _nothing(axes[0], "no point with transfer completion times")
-    _title(fig, "Tail latency: when the transfers completed, one panel per tool"
-           + (f"\nno panel for {', '.join(silent)}: none of its transfers completed (a copy "
-              "cut at the duration has no completion time)" if silent else ""), records)
+    _title(
+        fig,
+        "Tail latency: when the transfers completed, one panel per tool"
+        + (
+            f"\nno panel for {', '.join(silent)}: none of its transfers completed (a copy "
+            "cut at the duration has no completion time)"
+            if silent
+            else ""
+        ),
+        records,
+    )
     fig.tight_layout()
-    return _save(fig, "tail-latency", "Tail latency against streams",
-                 "One panel per tool; one colour per RTT. Solid: when the last transfer of a "
-                 "point completed (the tail latency); dashed: the p99 of the transfers' "
-                 "completion times; dotted: the median. A last completion far above the p99 "
-                 "is one straggler; a p99 that climbs with streams while throughput stays "
-                 "flat means the streams share the path unfairly.")
+    return _save(
+        fig,
+        "tail-latency",
+        "Tail latency against streams",
+        "One panel per tool; one colour per RTT. Solid: when the last transfer of a "
+        "point completed (the tail latency); dashed: the p99 of the transfers' "
+        "completion times; dotted: the median. A last completion far above the p99 "
+        "is one straggler; a p99 that climbs with streams while throughput stays "
+        "flat means the streams share the path unfairly.",
+    )
 
 
 def peak_point(analysis: analyze.Analysis, records: Sequence[analyze.PointRecord]) -> str | None:
@@ -526,16 +694,26 @@ def peak_point(analysis: analyze.Analysis, records: Sequence[analyze.PointRecord
     mean), else the first point with samples."""
     if analysis.curves:
         c = analysis.curves[0]
-        at = [r for r in records if not r.failed and not r.emulator_bound
-              and r.throughput_bps is not None and r.point.streams == c.peak_streams
-              and all(getattr(r.point, k) == c.key[k] for k in analyze.CURVE_KEYS)]
+        at = [
+            r
+            for r in records
+            if not r.failed
+            and not r.emulator_bound
+            and r.throughput_bps is not None
+            and r.point.streams == c.peak_streams
+            and all(getattr(r.point, k) == c.key[k] for k in analyze.CURVE_KEYS)
+        ]
         if at:
             return min(at, key=lambda r: abs((r.throughput_bps or 0) - c.peak_bps)).point.id
     return next((r.point.id for r in records if r.samples_bps), None)
 
 
-def figures(data: ReportData, analysis: analyze.Analysis, point_id: str | None,
-            progress: Progress | None = None) -> tuple[list[Drawn], str | None]:
+def figures(
+    data: ReportData,
+    analysis: analyze.Analysis,
+    point_id: str | None,
+    progress: Progress | None = None,
+) -> tuple[list[Drawn], str | None]:
     plt = _pyplot()
     chosen = point_id if point_id is not None else peak_point(analysis, data.records)
     record = next((r for r in data.records if r.point.id == chosen), None)
@@ -544,7 +722,8 @@ def figures(data: ReportData, analysis: analyze.Analysis, point_id: str | None,
         ("RTT x streams heatmap", lambda: fig_heatmap(plt, analysis, data.records)),
         ("time series", lambda: fig_timeseries(plt, record, data.series.get(chosen or "", {}))),
         ("CPU against throughput", lambda: fig_cpu(plt, data.records)),
-        ("tail latency", lambda: fig_tail(plt, analysis, data.records))]
+        ("tail latency", lambda: fig_tail(plt, analysis, data.records)),
+    ]
     drawn = []
     with plt.rc_context({"svg.hashsalt": "dtnkit", "font.size": 9}):
         for k, (what, draw) in enumerate(steps, 1):
@@ -556,6 +735,7 @@ def figures(data: ReportData, analysis: analyze.Analysis, point_id: str | None,
 
 # ---------------------------------------------------------------- the page
 
+
 def _ratio(x: float | None) -> str:
     return MISSING if x is None else f"{x:.3g}"
 
@@ -563,71 +743,203 @@ def _ratio(x: float | None) -> str:
 MISSING = format_value(None)
 
 
-def tables(analysis: analyze.Analysis,
-           records: Sequence[analyze.PointRecord]) -> list[tuple[str, str]]:
+def tables(
+    analysis: analyze.Analysis, records: Sequence[analyze.PointRecord]
+) -> list[tuple[str, str]]:
     """(title, HTML) of every analysis table, in the order `sweep analyze` prints them."""
     varying = varying_keys([c.key for c in analysis.curves])
-    out = [("Peak, drop and knee per RTT", _table(
-        ["curve", "peak streams", "peak", "drop past peak", "knee"],
-        [[curve_label(c.key, varying), c.peak_streams, format_rate(c.peak_bps),
-          format_percent(c.drop_pct), c.knee_streams] for c in analysis.curves],
-        "no curve: no point with a valid throughput outside the emulator-bound ones"))]
+    out = [
+        (
+            "Peak, drop and knee per RTT",
+            _table(
+                ["curve", "peak streams", "peak", "drop past peak", "knee"],
+                [
+                    [
+                        curve_label(c.key, varying),
+                        c.peak_streams,
+                        format_rate(c.peak_bps),
+                        format_percent(c.drop_pct),
+                        c.knee_streams,
+                    ]
+                    for c in analysis.curves
+                ],
+                "no curve: no point with a valid throughput outside the emulator-bound ones",
+            ),
+        )
+    ]
     f = analysis.fluctuation
     below = sum(1 for _, u, _c in f.points if u < f.threshold)
-    out.append(("Fluctuation against utilisation", _table(
-        ["utilisation", "points", "mean CV"],
-        [[f"below {format_percent(f.threshold, fraction=True)}", below, _ratio(f.cv_below)],
-         [f"at or above {format_percent(f.threshold, fraction=True)}", len(f.points) - below,
-          _ratio(f.cv_above)],
-         ["change", "", MISSING if f.change_pct is None else f"{f.change_pct:+.3g}%"]],
-        "")))
-    out.append(("Gbit/s per core", _table(
-        ["tool", "RTT", "origins x cores", "streams", "throughput", "per quota core",
-         "per core used"],
-        [[c.point.tool, f"{format_value(c.point.rtt_ms)} ms",
-          f"{c.point.origins} x {format_value(c.point.cores)}", c.point.streams,
-          format_rate(c.mean_bps), _ratio(c.gbit_per_quota_core),
-          _ratio(c.gbit_per_core_used)] for c in analysis.efficiency], "no configuration")))
+    out.append(
+        (
+            "Fluctuation against utilisation",
+            _table(
+                ["utilisation", "points", "mean CV"],
+                [
+                    [
+                        f"below {format_percent(f.threshold, fraction=True)}",
+                        below,
+                        _ratio(f.cv_below),
+                    ],
+                    [
+                        f"at or above {format_percent(f.threshold, fraction=True)}",
+                        len(f.points) - below,
+                        _ratio(f.cv_above),
+                    ],
+                    ["change", "", MISSING if f.change_pct is None else f"{f.change_pct:+.3g}%"],
+                ],
+                "",
+            ),
+        )
+    )
+    out.append(
+        (
+            "Gbit/s per core",
+            _table(
+                [
+                    "tool",
+                    "RTT",
+                    "origins x cores",
+                    "streams",
+                    "throughput",
+                    "per quota core",
+                    "per core used",
+                ],
+                [
+                    [
+                        c.point.tool,
+                        f"{format_value(c.point.rtt_ms)} ms",
+                        f"{c.point.origins} x {format_value(c.point.cores)}",
+                        c.point.streams,
+                        format_rate(c.mean_bps),
+                        _ratio(c.gbit_per_quota_core),
+                        _ratio(c.gbit_per_core_used),
+                    ]
+                    for c in analysis.efficiency
+                ],
+                "no configuration",
+            ),
+        )
+    )
     if analysis.minimum:
-        out.append(("Minimum resources for the target", _table(
-            ["RTT", "target", "reached", "min cores", "min origins", "min streams"],
-            [[f"{format_value(m.rtt_ms)} ms", format_rate(m.target_bps),
-              format_value(m.reached), format_value(m.min_cores),
-              format_value(m.min_origins), format_value(m.min_streams)]
-             for m in analysis.minimum], "")))
-    out.append(("Origins at equal total cores", _table(
-        ["RTT", "total cores", "origins x cores", "best streams", "throughput", "ratio"],
-        [[f"{format_value(o.key.get('rtt_ms'))} ms", format_value(o.total_cores),
-          f"{c.point.origins} x {format_value(c.point.cores)}", c.point.streams,
-          format_rate(c.mean_bps), _ratio(r)]
-         for o in analysis.origins for c, r in zip(o.best, o.ratios, strict=True)],
-        "no two origin counts share a total quota in this run")))
-    out.append(("Profiles", _table(
-        ["profile", "baseline", "pairs", "ratio", "min..max", "stdev"],
-        [[p.profile, p.baseline, p.pairs, _ratio(p.ratio),
-          f"{_ratio(p.min_ratio)}..{_ratio(p.max_ratio)}", _ratio(p.stdev)]
-         for p in analysis.profiles], "one profile only: nothing to compare")))
+        out.append(
+            (
+                "Minimum resources for the target",
+                _table(
+                    ["RTT", "target", "reached", "min cores", "min origins", "min streams"],
+                    [
+                        [
+                            f"{format_value(m.rtt_ms)} ms",
+                            format_rate(m.target_bps),
+                            format_value(m.reached),
+                            format_value(m.min_cores),
+                            format_value(m.min_origins),
+                            format_value(m.min_streams),
+                        ]
+                        for m in analysis.minimum
+                    ],
+                    "",
+                ),
+            )
+        )
+    out.append(
+        (
+            "Origins at equal total cores",
+            _table(
+                ["RTT", "total cores", "origins x cores", "best streams", "throughput", "ratio"],
+                [
+                    [
+                        f"{format_value(o.key.get('rtt_ms'))} ms",
+                        format_value(o.total_cores),
+                        f"{c.point.origins} x {format_value(c.point.cores)}",
+                        c.point.streams,
+                        format_rate(c.mean_bps),
+                        _ratio(r),
+                    ]
+                    for o in analysis.origins
+                    for c, r in zip(o.best, o.ratios, strict=True)
+                ],
+                "no two origin counts share a total quota in this run",
+            ),
+        )
+    )
+    out.append(
+        (
+            "Profiles",
+            _table(
+                ["profile", "baseline", "pairs", "ratio", "min..max", "stdev"],
+                [
+                    [
+                        p.profile,
+                        p.baseline,
+                        p.pairs,
+                        _ratio(p.ratio),
+                        f"{_ratio(p.min_ratio)}..{_ratio(p.max_ratio)}",
+                        _ratio(p.stdev),
+                    ]
+                    for p in analysis.profiles
+                ],
+                "one profile only: nothing to compare",
+            ),
+        )
+    )
     tv = varying_keys([t.key for t in analysis.tails])
-    out.append(("Tail latency", _table(
-        ["curve", "streams", "transfers", "last", "p50", "p90", "p99"],
-        [[curve_label(t.key, tv), t.streams, t.transfers, format_duration(t.last_s),
-          format_duration(t.p50_s), format_duration(t.p90_s), format_duration(t.p99_s)]
-         for t in analysis.tails], "no transfer completion times")))
+    out.append(
+        (
+            "Tail latency",
+            _table(
+                ["curve", "streams", "transfers", "last", "p50", "p90", "p99"],
+                [
+                    [
+                        curve_label(t.key, tv),
+                        t.streams,
+                        t.transfers,
+                        format_duration(t.last_s),
+                        format_duration(t.p50_s),
+                        format_duration(t.p90_s),
+                        format_duration(t.p99_s),
+                    ]
+                    for t in analysis.tails
+                ],
+                "no transfer completion times",
+            ),
+        )
+    )
     rows = analysis.streams_table.get("rtts", [])
-    out.append(("Recommended streams per RTT", _table(
-        ["RTT", "streams (knee)", "peak streams", "peak"],
-        [[f"{format_value(r['rtt_ms'])} ms", r["streams"], r["peak_streams"],
-          format_rate(r["peak_bps"])] for r in rows], "no curve")))
-    out.append(("Points kept out", _table(
-        ["point", "why"],
-        [[i, f"emulator bound: {w}"] for i, w in analysis.excluded]
-        + [[i, f"failed: {e}"] for i, e in analysis.failed],
-        "none: every point was measured and used")))
+    out.append(
+        (
+            "Recommended streams per RTT",
+            _table(
+                ["RTT", "streams (knee)", "peak streams", "peak"],
+                [
+                    [
+                        f"{format_value(r['rtt_ms'])} ms",
+                        r["streams"],
+                        r["peak_streams"],
+                        format_rate(r["peak_bps"]),
+                    ]
+                    for r in rows
+                ],
+                "no curve",
+            ),
+        )
+    )
+    out.append(
+        (
+            "Points kept out",
+            _table(
+                ["point", "why"],
+                [[i, f"emulator bound: {w}"] for i, w in analysis.excluded]
+                + [[i, f"failed: {e}"] for i, e in analysis.failed],
+                "none: every point was measured and used",
+            ),
+        )
+    )
     return out
 
 
-def page(data: ReportData, analysis: analyze.Analysis, figs: Sequence[Drawn],
-         point_id: str | None) -> str:
+def page(
+    data: ReportData, analysis: analyze.Analysis, figs: Sequence[Drawn], point_id: str | None
+) -> str:
     ok = sum(1 for r in data.records if not r.failed)
     parts = [
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
@@ -635,7 +947,8 @@ def page(data: ReportData, analysis: analyze.Analysis, figs: Sequence[Drawn],
         f"<title>dtnkit sweep report: {_e(data.name)}</title><style>{_CSS}</style></head>",
         f"<body><h1>Sweep <code>{_e(data.name)}</code></h1>",
         f"<p>Status {_e(data.status)}: {ok} points measured, {len(data.records) - ok} failed, "
-        f"of {data.points_total} in the grid. Report by dtnkit {_e(__version__)}.</p>"]
+        f"of {data.points_total} in the grid. Report by dtnkit {_e(__version__)}.</p>",
+    ]
     if analysis.excluded:
         parts.append(
             f"<p class='note'>{len(analysis.excluded)} of {len(data.records)} measurements "
@@ -643,10 +956,11 @@ def page(data: ReportData, analysis: analyze.Analysis, figs: Sequence[Drawn],
             "carry the lab), not by the path being tested, so they say nothing about the "
             "path. "
             "They are drawn as hollow markers and left out of the analysis tables. What "
-            "limited them: " + "; ".join(_e(w) for w in limits(w for _, w in
-                                                                analysis.excluded))
+            "limited them: "
+            + "; ".join(_e(w) for w in limits(w for _, w in analysis.excluded))
             + ". To measure them, rerun with a lower rate or on a machine with more free "
-            "CPU.</p>")
+            "CPU.</p>"
+        )
     parts.append("<h2>Figures</h2>")
     for f in figs:
         parts.append(figure_html(f))
@@ -657,8 +971,9 @@ def page(data: ReportData, analysis: analyze.Analysis, figs: Sequence[Drawn],
         parts.append(f"<h3>{_e(title)}</h3>{body}")
     parts.append(f"<h2>The grid</h2><pre>{_e(data.grid_toml)}</pre>")
     env_rows = environment_rows(data.environment)
-    parts.append("<h2>Environment and versions</h2>"
-                 + _table(["what", "value"], env_rows, "not recorded"))
+    parts.append(
+        "<h2>Environment and versions</h2>" + _table(["what", "value"], env_rows, "not recorded")
+    )
     parts.append("</body></html>\n")
     return "\n".join(parts)
 
@@ -692,8 +1007,7 @@ def _human(key: str, value: Any) -> str:
     if isinstance(value, bool) or value is None:
         return format_value(value)
     if isinstance(value, int | float) and any(t in key for t in _TIMES) and value > 1e8:
-        return datetime.datetime.fromtimestamp(value, datetime.UTC).strftime(
-            "%Y-%m-%dT%H:%M:%SZ")
+        return datetime.datetime.fromtimestamp(value, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     if isinstance(value, Mapping):
         return ", ".join(f"{k} {_human(k, v)}" for k, v in value.items())
     if isinstance(value, list | tuple):
@@ -710,8 +1024,13 @@ def environment_rows(env: Mapping[str, Any]) -> list[list[str]]:
         if k == "versions" and isinstance(v, Mapping):
             for tool, text in sorted(v.items()):
                 text = str(text or "").strip()
-                shown = ("not installed" if not text else text if _VERSION.search(text)
-                         and "not found" not in text else f"does not run ({text[:80]})")
+                shown = (
+                    "not installed"
+                    if not text
+                    else text
+                    if _VERSION.search(text) and "not found" not in text
+                    else f"does not run ({text[:80]})"
+                )
                 rows.append([f"{tool} version", shown])
         elif k == "lab" and isinstance(v, Mapping):
             rows.append(["lab path", lab_text(v)])
@@ -738,33 +1057,48 @@ def lab_text(lab: Mapping[str, Any]) -> str:
 
 # ---------------------------------------------------------------- all of it
 
-def build(data: ReportData, out: Path, *, point_id: str | None = None,
-          target_bps: float | None = None, baseline: str | None = None,
-          progress: Progress | None = None) -> Written:
+
+def build(
+    data: ReportData,
+    out: Path,
+    *,
+    point_id: str | None = None,
+    target_bps: float | None = None,
+    baseline: str | None = None,
+    progress: Progress | None = None,
+) -> Written:
     """Analyse, draw and write the report into ``out``; nothing is written on an error."""
     check_dir(out)
     if point_id is not None and not any(r.point.id == point_id for r in data.records):
         match = [r.point.id for r in data.records if r.point.id.startswith(point_id)]
         if len(match) != 1 or len(point_id) < 4:
             shown = point_id if len(point_id) <= 20 else point_id[:17] + "..."
-            raise BadInput(f"no point {shown!r} in run {data.name!r}",
-                           f"{len(match)} points start with it" if match else
-                           "no stored point has that ID",
-                           f"see `dtnkit sweep analyze {data.name} --format json`")
+            raise BadInput(
+                f"no point {shown!r} in run {data.name!r}",
+                f"{len(match)} points start with it" if match else "no stored point has that ID",
+                f"see `dtnkit sweep analyze {data.name} --format json`",
+            )
         point_id = match[0]
     analysis = analyze.analyze(data.records, target_bps=target_bps, baseline=baseline)
     try:
         figs, chosen = figures(data, analysis, point_id, progress)
     except (ValueError, OverflowError, RuntimeError) as exc:  # matplotlib on odd data
-        raise DtnkitError("cannot draw the report's figures", str(exc)[:120],
-                          "run with --traceback and report it") from None
+        raise DtnkitError(
+            "cannot draw the report's figures", str(exc)[:120], "run with --traceback and report it"
+        ) from None
     files: dict[str, bytes] = {}
     for f in figs:
         files[f"{f.stem}.png"] = f.png
         files[f"{f.stem}.svg"] = f.svg
-    files["analysis.json"] = (json.dumps(analysis.as_dict(), indent=1, allow_nan=False)
-                              + "\n").encode()
+    files["analysis.json"] = (
+        json.dumps(analysis.as_dict(), indent=1, allow_nan=False) + "\n"
+    ).encode()
     files[PAGE] = page(data, analysis, figs, chosen).encode("utf-8")
     names = write_files(out, files)
-    return Written(directory=out, page=out / PAGE, files=names,
-                   figures=tuple(f.stem for f in figs), point_id=chosen)
+    return Written(
+        directory=out,
+        page=out / PAGE,
+        files=names,
+        figures=tuple(f.stem for f in figs),
+        point_id=chosen,
+    )

@@ -121,17 +121,29 @@ def environment(lab: path.LabPath | None) -> dict[str, Any]:
     """What a report shows of where the sweep ran."""
     uname = platform.uname()
     doc: dict[str, Any] = {
-        "host": uname.node, "kernel": uname.release, "machine": uname.machine,
-        "cpus": os.cpu_count(), "python": sys.version.split()[0],
-        "versions": {"dtnkit": __version__, "iperf3": tool_version(["iperf3", "--version"]),
-                     "xrootd": tool_version(["xrootd", "-v"]) if shutil.which("xrootd")
-                     else "", "gfal-copy": tool_version(["gfal-copy", "--version"])
-                     if shutil.which("gfal-copy") else ""},
-        "started": time.time()}
+        "host": uname.node,
+        "kernel": uname.release,
+        "machine": uname.machine,
+        "cpus": os.cpu_count(),
+        "python": sys.version.split()[0],
+        "versions": {
+            "dtnkit": __version__,
+            "iperf3": tool_version(["iperf3", "--version"]),
+            "xrootd": tool_version(["xrootd", "-v"]) if shutil.which("xrootd") else "",
+            "gfal-copy": tool_version(["gfal-copy", "--version"])
+            if shutil.which("gfal-copy")
+            else "",
+        },
+        "started": time.time(),
+    }
     if lab is not None:
-        doc["lab"] = {"name": lab.name, "backend": lab.state.backend,
-                      "backend_reason": lab.state.backend_reason, "mtu": lab.spec.mtu,
-                      "n_src": lab.spec.n_src}
+        doc["lab"] = {
+            "name": lab.name,
+            "backend": lab.state.backend,
+            "backend_reason": lab.state.backend_reason,
+            "mtu": lab.spec.mtu,
+            "n_src": lab.spec.n_src,
+        }
     return doc
 
 
@@ -147,8 +159,9 @@ class Sweep:
     """One run of a grid.  :meth:`run` returns a :class:`SweepSummary`; Ctrl-C propagates
     as KeyboardInterrupt after the clean-up."""
 
-    def __init__(self, grid: Grid, grid_text: str, opts: SweepOptions, *,
-                 progress: Progress = SILENT) -> None:
+    def __init__(
+        self, grid: Grid, grid_text: str, opts: SweepOptions, *, progress: Progress = SILENT
+    ) -> None:
         store.check_run_name(opts.name)
         self.grid, self.grid_text, self.opts, self.progress = grid, grid_text, opts, progress
         self.store = store.SweepStore(opts.db_path)
@@ -188,18 +201,26 @@ class Sweep:
             return point.server, point.server
         return point.server, None
 
-    def load(self, point: Point, origins: tuple[Origin, ...],
-             destination: Origin | None) -> LoadSpec:
+    def load(
+        self, point: Point, origins: tuple[Origin, ...], destination: Origin | None
+    ) -> LoadSpec:
         """The point as a load: what its tool moves (an upload's file prepared here)."""
         upload = point.tool == "dtnkit-cp-upload"
-        return load_of(point, origins, destination,
-                       self.source_file(point.file_size) if upload else None)
+        return load_of(
+            point, origins, destination, self.source_file(point.file_size) if upload else None
+        )
 
     # ---- the lab path ----
     def _lab_spec(self, first: Point) -> path.PathSpec:
-        return path.PathSpec(rtt_ms=first.rtt_ms, rate_bps=first.rate_bps, loss=first.loss,
-                                n_src=max(self.grid.axes["origins"]), n_dst=1,
-                                mtu=self.grid.mtu, backend=self.opts.backend)
+        return path.PathSpec(
+            rtt_ms=first.rtt_ms,
+            rate_bps=first.rate_bps,
+            loss=first.loss,
+            n_src=max(self.grid.axes["origins"]),
+            n_dst=1,
+            mtu=self.grid.mtu,
+            backend=self.opts.backend,
+        )
 
     def ensure_lab(self, point: Point) -> path.LabPath:
         opts = self.opts
@@ -208,22 +229,26 @@ class Sweep:
                 self.lab = path.load(opts.lab_name, state_root=opts.lab_state_root)
                 self.lab_before = dataclasses.replace(self.lab.spec)
                 if self.lab.spec.n_src < max(self.grid.axes["origins"]):
-                    raise BadInput(f"lab path {opts.lab_name!r} has {self.lab.spec.n_src} "
-                                   "sending hosts",
-                                   f"the grid needs {max(self.grid.axes['origins'])} origins",
-                                   "give another --lab (the sweep builds it), or `dtnkit lab "
-                                   f"down {opts.lab_name}` first")
+                    raise BadInput(
+                        f"lab path {opts.lab_name!r} has {self.lab.spec.n_src} sending hosts",
+                        f"the grid needs {max(self.grid.axes['origins'])} origins",
+                        "give another --lab (the sweep builds it), or `dtnkit lab "
+                        f"down {opts.lab_name}` first",
+                    )
                 if self.lab.spec.mtu != self.grid.mtu:
-                    raise BadInput(f"lab path {opts.lab_name!r} has MTU {self.lab.spec.mtu}",
-                                   f"the grid asks for MTU {self.grid.mtu} ([run] mtu)",
-                                   "give another --lab (the sweep builds it), or `dtnkit lab "
-                                   f"down {opts.lab_name}` first")
+                    raise BadInput(
+                        f"lab path {opts.lab_name!r} has MTU {self.lab.spec.mtu}",
+                        f"the grid asks for MTU {self.grid.mtu} ([run] mtu)",
+                        "give another --lab (the sweep builds it), or `dtnkit lab "
+                        f"down {opts.lab_name}` first",
+                    )
             except BadInput as exc:
                 if not exc.what.startswith("no lab path"):
                     raise
                 self.progress.step(f"building lab path {opts.lab_name}")
-                self.lab = path.up(opts.lab_name, self._lab_spec(point),
-                                      state_root=opts.lab_state_root)
+                self.lab = path.up(
+                    opts.lab_name, self._lab_spec(point), state_root=opts.lab_state_root
+                )
                 self.lab_built = True
             self.start_anchors()
         lab = self.lab
@@ -249,8 +274,9 @@ class Sweep:
         self.stop_anchors()
         assert self.lab is not None
         self.lab.down()
-        self.lab = path.up(self.opts.lab_name, self._lab_spec(point),
-                              state_root=self.opts.lab_state_root)
+        self.lab = path.up(
+            self.opts.lab_name, self._lab_spec(point), state_root=self.opts.lab_state_root
+        )
         self.lab_built = True
         self.start_anchors()
 
@@ -259,8 +285,11 @@ class Sweep:
         through /proc/PID/net."""
         assert self.lab is not None
         for ns in self.lab.state.namespaces:
-            proc = self.procs.start(["ip", "netns", "exec", ns, "sleep", "infinity"],
-                                    stdout=process.DEVNULL, stderr=process.DEVNULL)
+            proc = self.procs.start(
+                ["ip", "netns", "exec", ns, "sleep", "infinity"],
+                stdout=process.DEVNULL,
+                stderr=process.DEVNULL,
+            )
             self.anchors[ns] = proc.pid
         # `ip netns exec` execs sleep once it has entered the namespace: wait for that
         deadline = time.monotonic() + 10
@@ -291,8 +320,7 @@ class Sweep:
                 if before.rate_bps is None and spec.rate_bps is not None:
                     pass  # a cap cannot be lifted in place; the path keeps the last one
                 else:
-                    self.lab.set(rtt_ms=before.rtt_ms, rate_bps=before.rate_bps,
-                                 loss=before.loss)
+                    self.lab.set(rtt_ms=before.rtt_ms, rate_bps=before.rate_bps, loss=before.loss)
         return "kept"
 
     # ---- servers ----
@@ -305,8 +333,12 @@ class Sweep:
         point had the same servers, else stopped by PID and started anew."""
         kinds = self.server_kinds(point)
         key = self.server_key(point, kinds)
-        if self.opts.reuse_servers and self.servers is not None and self.servers[0] == key and all(
-                s.proc.poll() is None for s in self.servers[1]):
+        if (
+            self.opts.reuse_servers
+            and self.servers is not None
+            and self.servers[0] == key
+            and all(s.proc.poll() is None for s in self.servers[1])
+        ):
             return self._origins(self.servers[1])
         self.stop_servers()
         running = self.start_servers(point, kinds, key[-1])
@@ -314,8 +346,9 @@ class Sweep:
         return self._origins(running)
 
     @staticmethod
-    def _origins(running: Sequence[servers.RunningServer]
-                 ) -> tuple[tuple[Origin, ...], Origin | None]:
+    def _origins(
+        running: Sequence[servers.RunningServer],
+    ) -> tuple[tuple[Origin, ...], Origin | None]:
         origins = tuple(s.origin for s in running if s.origin.index >= 0)
         dest = next((s.origin for s in running if s.origin.index < 0), None)
         return origins, dest
@@ -323,35 +356,52 @@ class Sweep:
     def pki(self) -> servers.Pki:
         if self._pki is None:
             assert self.lab is not None
-            names = [h.address for h in self.lab.hosts] + [self.lab.hostname(h)
-                                                          for h in self.lab.hosts]
+            names = [h.address for h in self.lab.hosts] + [
+                self.lab.hostname(h) for h in self.lab.hosts
+            ]
             self._pki = servers.make_pki(self.opts.workdir / "pki", names)
         return self._pki
 
-    def start_servers(self, point: Point, kinds: tuple[str | None, str | None],
-                      count: int) -> list[servers.RunningServer]:
+    def start_servers(
+        self, point: Point, kinds: tuple[str | None, str | None], count: int
+    ) -> list[servers.RunningServer]:
         """Origins on the first ``point.origins`` sending hosts, each under its CPU quota
         (a cgroup: the accounting, and ``cores`` when set), ``count`` source files each."""
         assert self.lab is not None
         kind, dest_kind = kinds
         if kind is None:
             return []
-        hosts = [h for h in self.lab.hosts if h.side == "src"][:point.origins]
+        hosts = [h for h in self.lab.hosts if h.side == "src"][: point.origins]
         base = self.opts.workdir / "servers" / str(self._starts)
         self._starts += 1
         https = kind != "iperf3"
-        source = servers.prepare_source(self.opts.workdir / "files", point.file_size) \
-            if https else None
+        source = (
+            servers.prepare_source(self.opts.workdir / "files", point.file_size) if https else None
+        )
         started = servers.start_many(
-            kind, hosts, base=base, pki=self.pki() if https else None, cores=point.cores,
-            prefix=self.cgroup_prefix, source=source, files=count if https else 0,
-            token=self.token)
+            kind,
+            hosts,
+            base=base,
+            pki=self.pki() if https else None,
+            cores=point.cores,
+            prefix=self.cgroup_prefix,
+            source=source,
+            files=count if https else 0,
+            token=self.token,
+        )
         if dest_kind is not None:
             try:
-                started.append(servers.start_destination(
-                    dest_kind, self.lab.dst, base=base, pki=self.pki(),
-                    prefix=self.cgroup_prefix, origins=[s.origin for s in started],
-                    token=self.token))
+                started.append(
+                    servers.start_destination(
+                        dest_kind,
+                        self.lab.dst,
+                        base=base,
+                        pki=self.pki(),
+                        prefix=self.cgroup_prefix,
+                        origins=[s.origin for s in started],
+                        token=self.token,
+                    )
+                )
             except BaseException:
                 servers.stop_all(started)
                 raise
@@ -368,18 +418,26 @@ class Sweep:
         if point.profile is None:
             yield
             return
-        with tuning.applied(point.profile, [h.netns for h in hosts], self.opts.state_dir,
-                            f"sweep-{self.opts.name}", rtt_ms=point.rtt_ms):
+        with tuning.applied(
+            point.profile,
+            [h.netns for h in hosts],
+            self.opts.state_dir,
+            f"sweep-{self.opts.name}",
+            rtt_ms=point.rtt_ms,
+        ):
             yield
 
-    def live_tuning(self, point: Point, client: path.LabHost,
-                    origin: path.LabHost | None) -> dict[str, Any]:
+    def live_tuning(
+        self, point: Point, client: path.LabHost, origin: path.LabHost | None
+    ) -> dict[str, Any]:
         """The tuning live on both ends (read once per profile: it is the same for every
         point that applies it)."""
         if point.profile in self.tuning_cache:
             return self.tuning_cache[point.profile]
-        doc = {"dst": tuning.live(client.netns),
-               "src": tuning.live(origin.netns) if origin is not None else None}
+        doc = {
+            "dst": tuning.live(client.netns),
+            "src": tuning.live(origin.netns) if origin is not None else None,
+        }
         self.tuning_cache[point.profile] = doc
         return doc
 
@@ -401,7 +459,7 @@ class Sweep:
             raise LabFailed(exc) from None
         phase("path_s")
         client = lab.dst
-        hosts = [h for h in lab.hosts if h.side == "src"][:point.origins]
+        hosts = [h for h in lab.hosts if h.side == "src"][: point.origins]
         workdir = self.opts.workdir / "points" / point.id
         shutil.rmtree(workdir, ignore_errors=True)
         workdir.mkdir(parents=True)
@@ -413,10 +471,14 @@ class Sweep:
                 try:
                     origins, destination = self.ensure_servers(point)
                 except DtnkitError as exc:
-                    return store.PointResult(point=point, status="failed",
-                                             **store.error_of(exc), started=started,
-                                             elapsed_s=time.monotonic() - t_start,
-                                             tuning=tuning)
+                    return store.PointResult(
+                        point=point,
+                        status="failed",
+                        **store.error_of(exc),
+                        started=started,
+                        elapsed_s=time.monotonic() - t_start,
+                        tuning=tuning,
+                    )
                 phase("servers_start_s")
                 spec = self.load(point, origins, destination)
                 marks = [(srv, srv.log_size()) for srv in self.running()]
@@ -432,9 +494,15 @@ class Sweep:
             shutil.rmtree(workdir, ignore_errors=True)
         return self.result(point, started, t_start, window, run, tuning, phases)
 
-    def measure(self, point: Point, spec: LoadSpec, lab: path.LabPath,
-                client: path.LabHost, hosts: Sequence[path.LabHost],
-                workdir: Path) -> tuple[Window, ToolRun]:
+    def measure(
+        self,
+        point: Point,
+        spec: LoadSpec,
+        lab: path.LabPath,
+        client: path.LabHost,
+        hosts: Sequence[path.LabHost],
+        workdir: Path,
+    ) -> tuple[Window, ToolRun]:
         """Run the point's load with its tool on the client, the path sampled around it."""
         anchor = self.anchors
         receivers = [anchor[h.netns] for h in hosts] if spec.upload else [anchor[client.netns]]
@@ -443,15 +511,25 @@ class Sweep:
         names["path"] = anchor[lab.mid]
         cpu = [self.cpu_reader(o) for o in spec.origins]
         sampler = PointSampler(
-            interval_s=point.sample_interval_s, receivers=receivers,
-            device=path.LINK_DEV, senders=senders, namespaces=names, origins_cpu=cpu,
-            emulator=lab.emulator_stats if lab.state.backend == "nfqueue" else None)
+            interval_s=point.sample_interval_s,
+            receivers=receivers,
+            device=path.LINK_DEV,
+            senders=senders,
+            namespaces=names,
+            origins_cpu=cpu,
+            emulator=lab.emulator_stats if lab.state.backend == "nfqueue" else None,
+        )
         deadline = time.monotonic() + point.time_limit_s
         with sampler:
-            context = ToolContext(deadline=deadline, workdir=workdir, procs=self.procs,
-                                  received_bytes=sampler.received_bytes)
-            run = registry.run_load(Host(netns=client.netns), spec,
-                                    tool=self.tool_name(point), context=context)
+            context = ToolContext(
+                deadline=deadline,
+                workdir=workdir,
+                procs=self.procs,
+                received_bytes=sampler.received_bytes,
+            )
+            run = registry.run_load(
+                Host(netns=client.netns), spec, tool=self.tool_name(point), context=context
+            )
         return sampler.window, run
 
     def running(self) -> list[servers.RunningServer]:
@@ -465,8 +543,16 @@ class Sweep:
                 return s.usage_s
         return lambda: group_cpu_seconds(origin.pid)
 
-    def result(self, point: Point, started: float, t_start: float, w: Window, run: ToolRun,
-               tuning: dict[str, Any], phases: dict[str, float]) -> store.PointResult:
+    def result(
+        self,
+        point: Point,
+        started: float,
+        t_start: float,
+        w: Window,
+        run: ToolRun,
+        tuning: dict[str, Any],
+        phases: dict[str, float],
+    ) -> store.PointResult:
         emulator: dict[str, Any] | None = None
         bound, why = False, ""
         reasons: list[str] = []
@@ -494,21 +580,37 @@ class Sweep:
             if machine is not None:  # what the lab-bound rule read: the transfer's own share
                 extra["idle_percent_measured"] = machine
         return store.PointResult(
-            point=point, status="failed" if run.failed else "ok",
+            point=point,
+            status="failed" if run.failed else "ok",
             **(store.error_of(DtnkitError(run.failed)) if run.failed else {}),
-            started=started, elapsed_s=time.monotonic() - t_start, tool_s=w.elapsed_s,
-            samples=tuple(w.samples), series=w.series, cpu_seconds=tuple(w.cpu_seconds),
-            softirq=w.softirq, retransmits=retrans, retransmits_note=note, ctxt=w.ctxt,
-            nic_drops=w.nic_drops, transfers=run.transfers, raw=run.raw, tuning=tuning,
-            emulator=emulator, emulator_bound=bound, emulator_why=why, extra=extra)
+            started=started,
+            elapsed_s=time.monotonic() - t_start,
+            tool_s=w.elapsed_s,
+            samples=tuple(w.samples),
+            series=w.series,
+            cpu_seconds=tuple(w.cpu_seconds),
+            softirq=w.softirq,
+            retransmits=retrans,
+            retransmits_note=note,
+            ctxt=w.ctxt,
+            nic_drops=w.nic_drops,
+            transfers=run.transfers,
+            raw=run.raw,
+            tuning=tuning,
+            emulator=emulator,
+            emulator_bound=bound,
+            emulator_why=why,
+            extra=extra,
+        )
 
     # ---- the sweep ----
     def run(self) -> SweepSummary:
         opts = self.opts
         points = self.grid.points()
         t0 = time.monotonic()
-        summary = SweepSummary(name=opts.name, db=str(opts.db_path), total=len(points),
-                               lab_name=opts.lab_name)
+        summary = SweepSummary(
+            name=opts.name, db=str(opts.db_path), total=len(points), lab_name=opts.lab_name
+        )
         if opts.resume:
             self.store.run_info(opts.name)  # an unknown run is bad input, before anything
         todo = points
@@ -517,11 +619,14 @@ class Sweep:
             done = self.store.done_point_ids(opts.name)
             todo = [p for p in points if p.id not in done]
         summary.skipped = len(points) - len(todo)
-        self.store.create_run(opts.name, self.grid_text, environment(None), len(points),
-                              reuse=opts.resume)
-        est = estimate.estimate(todo, start_s=estimate.measure_start(),
-                                new_lab=not path.state_dir(opts.lab_name,
-                                                              opts.lab_state_root).exists())
+        self.store.create_run(
+            opts.name, self.grid_text, environment(None), len(points), reuse=opts.resume
+        )
+        est = estimate.estimate(
+            todo,
+            start_s=estimate.measure_start(),
+            new_lab=not path.state_dir(opts.lab_name, opts.lab_state_root).exists(),
+        )
         summary.estimate = est.as_dict()
         self.progress.step(f"sweep {opts.name}: {est.line()}")
         for note in est.notes:
@@ -538,13 +643,15 @@ class Sweep:
                 except LabFailed:
                     raise
                 except DtnkitError as exc:
-                    result = store.PointResult(point=point, status="failed",
-                                               **store.error_of(exc), started=time.time())
+                    result = store.PointResult(
+                        point=point, status="failed", **store.error_of(exc), started=time.time()
+                    )
                     self.stop_servers()
                 if first:  # the lab is known now: record it with the run
                     first = False
-                    self.store.create_run(opts.name, self.grid_text, environment(self.lab),
-                                          len(points), reuse=True)
+                    self.store.create_run(
+                        opts.name, self.grid_text, environment(self.lab), len(points), reuse=True
+                    )
                 self.store.store_point(opts.name, result)
                 summary.ran += 1
                 if result.status == "ok":
@@ -552,9 +659,14 @@ class Sweep:
                 else:
                     summary.failed += 1
                     summary.failures.append({"id": point.id, "error": result.error})
-                self.progress.step(f"  {result.status}: " + (
-                    format_rate(result.throughput_bps) if result.throughput_bps is not None
-                    and result.status == "ok" else result.error[:70]))
+                self.progress.step(
+                    f"  {result.status}: "
+                    + (
+                        format_rate(result.throughput_bps)
+                        if result.throughput_bps is not None and result.status == "ok"
+                        else result.error[:70]
+                    )
+                )
             completed = True
         except KeyboardInterrupt:
             interrupted = True
@@ -575,19 +687,32 @@ class Sweep:
         return summary
 
 
-def load_of(point: Point, origins: tuple[Origin, ...], destination: Origin | None,
-            source: Path | None = None) -> LoadSpec:
+def load_of(
+    point: Point,
+    origins: tuple[Origin, ...],
+    destination: Origin | None,
+    source: Path | None = None,
+) -> LoadSpec:
     """A point as the load its tool runs: the grid's coordinates that say what to move
     (streams, duration or bytes, file size, the template and its values), the running
     servers, and ``source``, the local file an upload reads."""
     return LoadSpec(
-        origins=origins, streams=point.streams, file_size=point.file_size,
-        time_limit_s=point.time_limit_s, duration_s=point.duration_s, bytes=point.bytes,
-        destination=destination, upload=point.tool == "dtnkit-cp-upload", source=source,
+        origins=origins,
+        streams=point.streams,
+        file_size=point.file_size,
+        time_limit_s=point.time_limit_s,
+        duration_s=point.duration_s,
+        bytes=point.bytes,
+        destination=destination,
+        upload=point.tool == "dtnkit-cp-upload",
+        source=source,
         command=point.command,
-        fields={"rtt_ms": f"{point.rtt_ms:g}",
-                "rate_bps": str(point.rate_bps) if point.rate_bps is not None else ""},
-        interval_s=point.sample_interval_s)
+        fields={
+            "rtt_ms": f"{point.rtt_ms:g}",
+            "rate_bps": str(point.rate_bps) if point.rate_bps is not None else "",
+        },
+        interval_s=point.sample_interval_s,
+    )
 
 
 def with_server_logs(raw: str, marks: Sequence[tuple[servers.RunningServer, int]]) -> str:

@@ -131,39 +131,91 @@ class Pki:
 def _openssl(*argv: str, cwd: Path) -> None:
     proc = process.run(["openssl", *argv], cwd=cwd, timeout=60)
     if proc.returncode != 0:
-        raise ServerFailed(f"openssl {argv[0]} failed", proc.stderr.strip()[-300:],
-                           "check the openssl installation")
+        raise ServerFailed(
+            f"openssl {argv[0]} failed",
+            proc.stderr.strip()[-300:],
+            "check the openssl installation",
+        )
 
 
 def make_pki(directory: Path, names: Sequence[str] = ()) -> Pki:
     """A CA and a host certificate (valid 7 days) for 127.0.0.1, localhost and ``names``
     (addresses or host names of the lab hosts)."""
     if shutil.which("openssl") is None:
-        raise ToolMissing("openssl is not installed", "it makes the servers' certificates",
-                          "apt-get install openssl")
+        raise ToolMissing(
+            "openssl is not installed",
+            "it makes the servers' certificates",
+            "apt-get install openssl",
+        )
     directory.mkdir(parents=True, exist_ok=True)
-    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key",
-             "-out", "ca.pem", "-days", "7", "-subj", "/CN=dtnkit sweep throwaway CA",
-             "-addext", "basicConstraints=critical,CA:TRUE",
-             "-addext", "keyUsage=critical,keyCertSign,cRLSign", cwd=directory)
-    alt = ",".join(f"IP:{n}" if n.replace(".", "").isdigit() or ":" in n else f"DNS:{n}"
-                   for n in dict.fromkeys(("127.0.0.1", "localhost", *names)))
+    _openssl(
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "7",
+        "-subj",
+        "/CN=dtnkit sweep throwaway CA",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign",
+        cwd=directory,
+    )
+    alt = ",".join(
+        f"IP:{n}" if n.replace(".", "").isdigit() or ":" in n else f"DNS:{n}"
+        for n in dict.fromkeys(("127.0.0.1", "localhost", *names))
+    )
     (directory / "host.ext").write_text(
         "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n"
-        f"extendedKeyUsage=serverAuth,clientAuth\nsubjectAltName={alt}\n")
-    _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "host.key", "-out", "host.csr",
-             "-subj", "/CN=localhost", cwd=directory)
-    _openssl("x509", "-req", "-in", "host.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-             "-CAcreateserial", "-out", "host.pem", "-days", "7", "-extfile", "host.ext",
-             cwd=directory)
+        f"extendedKeyUsage=serverAuth,clientAuth\nsubjectAltName={alt}\n"
+    )
+    _openssl(
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "host.key",
+        "-out",
+        "host.csr",
+        "-subj",
+        "/CN=localhost",
+        cwd=directory,
+    )
+    _openssl(
+        "x509",
+        "-req",
+        "-in",
+        "host.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "host.pem",
+        "-days",
+        "7",
+        "-extfile",
+        "host.ext",
+        cwd=directory,
+    )
     ca_dir = directory / "ca"
     ca_dir.mkdir(exist_ok=True)
     shutil.copy(directory / "ca.pem", ca_dir / "ca.pem")
     _openssl("rehash", str(ca_dir), cwd=directory)
     os.chmod(directory / "host.key", 0o600)
     os.chmod(directory / "ca.key", 0o600)
-    return Pki(directory, directory / "ca.pem", ca_dir, directory / "host.pem",
-               directory / "host.key")
+    return Pki(
+        directory, directory / "ca.pem", ca_dir, directory / "host.pem", directory / "host.key"
+    )
 
 
 # --------------------------------------------------------------------------- files
@@ -173,8 +225,11 @@ def prepare_source(directory: Path, size: int) -> Path:
     """One source file of ``size`` bytes in ``directory`` (made once per size; see the
     module's text for its content)."""
     if not isinstance(size, int) or size < 0:
-        raise BadInput(f"file size {size!r} is not usable", "a number of bytes >= 0",
-                       "e.g. file_size = [\"1GiB\"]")
+        raise BadInput(
+            f"file size {size!r} is not usable",
+            "a number of bytes >= 0",
+            'e.g. file_size = ["1GiB"]',
+        )
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"source-{size}.bin"
     if path.exists() and path.stat().st_size == size:
@@ -301,36 +356,51 @@ def free_ports(host: LabHost, count: int) -> list[int]:
     return [int(p) for p in out]
 
 
-def xrootd_config(workdir: Path, root: Path, pki: Pki, port: int, http_port: int,
-                  extra: Sequence[str] = ()) -> str:
+def xrootd_config(
+    workdir: Path, root: Path, pki: Pki, port: int, http_port: int, extra: Sequence[str] = ()
+) -> str:
     """An XRootD 5 configuration: the root exported over xroot (``port``) and HTTPS with
     XrdHttp and its TPC handler (``http_port``), adler32/md5/crc32c checksums (up to
     :data:`XROOTD_CHECKSUM_JOBS` at once), TLS from ``pki``; ``extra`` lines (e.g. traces)
     at the end."""
-    return "\n".join([
-        f"xrd.port {port}",
-        "all.export /",
-        f"oss.localroot {root}",
-        f"all.adminpath {workdir / 'admin'}",
-        f"all.pidpath {workdir / 'admin'}",
-        f"xrootd.chksum max {XROOTD_CHECKSUM_JOBS} adler32 md5 crc32c",
-        f"xrd.tls {pki.cert} {pki.key}",
-        f"xrd.tlsca certdir {pki.ca_dir}",
-        f"xrd.protocol XrdHttp:{http_port} libXrdHttp.so",
-        "http.exthandler xrdtpc libXrdHttpTPC.so",
-        *extra,
-        "",
-    ])
+    return "\n".join(
+        [
+            f"xrd.port {port}",
+            "all.export /",
+            f"oss.localroot {root}",
+            f"all.adminpath {workdir / 'admin'}",
+            f"all.pidpath {workdir / 'admin'}",
+            f"xrootd.chksum max {XROOTD_CHECKSUM_JOBS} adler32 md5 crc32c",
+            f"xrd.tls {pki.cert} {pki.key}",
+            f"xrd.tlsca certdir {pki.ca_dir}",
+            f"xrd.protocol XrdHttp:{http_port} libXrdHttp.so",
+            "http.exthandler xrdtpc libXrdHttpTPC.so",
+            *extra,
+            "",
+        ]
+    )
 
 
-def start_server(kind: str, host: LabHost, *, index: int, workdir: Path,
-                 address: str | None = None, pki: Pki | None = None,
-                 cores: float | None = None, quota_name: str | None = None,
-                 source: Path | None = None, files: int = 0, token: str = "",
-                 tpc_allow: Sequence[str] = (), port: int = 0,
-                 timeout_s: float = DEFAULT_START_TIMEOUT_S,
-                 controller: cgroups.CpuController | None = None,
-                 extra_args: Sequence[str] = (), keep: bool = False) -> RunningServer:
+def start_server(
+    kind: str,
+    host: LabHost,
+    *,
+    index: int,
+    workdir: Path,
+    address: str | None = None,
+    pki: Pki | None = None,
+    cores: float | None = None,
+    quota_name: str | None = None,
+    source: Path | None = None,
+    files: int = 0,
+    token: str = "",
+    tpc_allow: Sequence[str] = (),
+    port: int = 0,
+    timeout_s: float = DEFAULT_START_TIMEOUT_S,
+    controller: cgroups.CpuController | None = None,
+    extra_args: Sequence[str] = (),
+    keep: bool = False,
+) -> RunningServer:
     """Start one server in ``host``'s namespace and wait until it is ready.
 
     ``kind``: dtnkit, xrootd or iperf3.  ``index``: the origin's index (-1: the TPC
@@ -346,17 +416,20 @@ def start_server(kind: str, host: LabHost, *, index: int, workdir: Path,
     Raises :class:`ServerFailed` (one line: which server, why, the log's tail) when it does
     not start; nothing is left running then."""
     if kind not in SERVER_KINDS:
-        raise BadInput(f"unknown server kind {kind!r}", f"kinds: {', '.join(SERVER_KINDS)}",
-                       "pick one of them")
+        raise BadInput(
+            f"unknown server kind {kind!r}", f"kinds: {', '.join(SERVER_KINDS)}", "pick one of them"
+        )
     why = missing(kind)
     if why:
         raise ToolMissing(f"cannot start a {kind} server", why, "see dev/bootstrap.sh")
     if kind != "iperf3" and pki is None:
-        raise BadInput(f"a {kind} server needs a PKI", "it serves HTTPS",
-                       "pass pki=make_pki(...)")
+        raise BadInput(f"a {kind} server needs a PKI", "it serves HTTPS", "pass pki=make_pki(...)")
     if files and source is None:
-        raise BadInput("files without a source", "the files are links of one source file",
-                       "pass source=prepare_source(...)")
+        raise BadInput(
+            "files without a source",
+            "the files are links of one source file",
+            "pass source=prepare_source(...)",
+        )
     address = address or host.address
     who = "destination" if index < 0 else f"origin {index}"
     label = f"{who} ({kind} on {host.name})"
@@ -364,8 +437,7 @@ def start_server(kind: str, host: LabHost, *, index: int, workdir: Path,
     quota: cgroups.CpuQuota | None = None
     proc: process.Child[bytes] | None = None
     try:
-        uid = pwd.getpwnam(XROOTD_USER).pw_uid if kind == "xrootd" and os.geteuid() == 0 \
-            else None
+        uid = pwd.getpwnam(XROOTD_USER).pw_uid if kind == "xrootd" and os.geteuid() == 0 else None
         root: Path | None = None
         if kind != "iperf3":
             root = workdir / "data"
@@ -374,8 +446,9 @@ def start_server(kind: str, host: LabHost, *, index: int, workdir: Path,
                 for name in file_names(files):
                     _place(source, root / name, uid)
         log = workdir / f"{kind}.log"
-        argv, log, ports = _argv(kind, host, workdir, root, pki, port, token, tpc_allow,
-                                 log, extra_args)
+        argv, log, ports = _argv(
+            kind, host, workdir, root, pki, port, token, tpc_allow, log, extra_args
+        )
         if uid is not None:
             for dirpath, _dirs, names in os.walk(workdir):
                 os.chown(dirpath, uid, -1)
@@ -387,22 +460,36 @@ def start_server(kind: str, host: LabHost, *, index: int, workdir: Path,
             quota = cgroups.CpuQuota(quota_name, cores, controller=controller)
             argv = quota.wrap(argv)
         elif cores is not None:
-            raise BadInput("a CPU quota without a cgroup name", "the quota is a cgroup",
-                           "pass quota_name")
+            raise BadInput(
+                "a CPU quota without a cgroup name", "the quota is a cgroup", "pass quota_name"
+            )
         out = open(workdir / "stdout.log" if kind == "xrootd" else log, "ab")  # noqa: SIM115
         with out:
-            proc = process.start(argv, cwd=workdir, stdin=process.DEVNULL, stdout=out,
-                                 stderr=process.STDOUT, own_group=True)
+            proc = process.start(
+                argv,
+                cwd=workdir,
+                stdin=process.DEVNULL,
+                stdout=out,
+                stderr=process.STDOUT,
+                own_group=True,
+            )
         found = _wait_ready(kind, proc, log, time.monotonic() + timeout_s, label, workdir)
         http_port = ports[-1] if ports else int(found)
         scheme = "https"
         url = f"{scheme}://{_bracket(address)}:{http_port}" if kind != "iperf3" else ""
-        origin = Origin(index=index, kind=kind, host=host, port=http_port, url_base=url,
-                        pid=proc.pid, cgroup=None if quota is None else quota.path,
-                        files=file_names(files) if kind != "iperf3" else (),
-                        token=token if kind == "dtnkit" else "",
-                        ca_file=None if kind == "iperf3" or pki is None else pki.ca_file,
-                        root=root)
+        origin = Origin(
+            index=index,
+            kind=kind,
+            host=host,
+            port=http_port,
+            url_base=url,
+            pid=proc.pid,
+            cgroup=None if quota is None else quota.path,
+            files=file_names(files) if kind != "iperf3" else (),
+            token=token if kind == "dtnkit" else "",
+            ca_file=None if kind == "iperf3" or pki is None else pki.ca_file,
+            root=root,
+        )
         return RunningServer(origin, proc, quota, workdir, root, log, keep)
     except BaseException:
         if proc is not None:
@@ -419,19 +506,45 @@ def _bracket(address: str) -> str:
     return f"[{address}]" if ":" in address else address
 
 
-def _argv(kind: str, host: LabHost, workdir: Path, root: Path | None, pki: Pki | None,
-          port: int, token: str, tpc_allow: Sequence[str], log: Path,
-          extra: Sequence[str]) -> tuple[list[str], Path, list[int]]:
+def _argv(
+    kind: str,
+    host: LabHost,
+    workdir: Path,
+    root: Path | None,
+    pki: Pki | None,
+    port: int,
+    token: str,
+    tpc_allow: Sequence[str],
+    log: Path,
+    extra: Sequence[str],
+) -> tuple[list[str], Path, list[int]]:
     """The server's command line, the log its ready line goes to, the ports chosen here."""
     if kind == "dtnkit":
         assert pki is not None and root is not None
         tokens = workdir / "tokens"
         tokens.write_text(f"{token} read,write\n" if token else "")
         tokens.chmod(0o600)
-        argv = [sys.executable, "-m", "dtnkit", "serve", "--root", str(root), "--host",
-                "0.0.0.0", "--port", str(port), "--cert", str(pki.cert), "--key",
-                str(pki.key), "--tokens", str(tokens), "--ca-file", str(pki.ca_file),
-                "--quiet"]
+        argv = [
+            sys.executable,
+            "-m",
+            "dtnkit",
+            "serve",
+            "--root",
+            str(root),
+            "--host",
+            "0.0.0.0",
+            "--port",
+            str(port),
+            "--cert",
+            str(pki.cert),
+            "--key",
+            str(pki.key),
+            "--tokens",
+            str(tokens),
+            "--ca-file",
+            str(pki.ca_file),
+            "--quiet",
+        ]
         for allowed in tpc_allow:
             argv += ["--tpc-allow", allowed]
         return [*argv, *extra], log, []
@@ -444,8 +557,9 @@ def _argv(kind: str, host: LabHost, workdir: Path, root: Path | None, pki: Pki |
         ports[1] = port
     own = workdir / "pki"  # XRootD (not root) must read its key
     shutil.copytree(pki.dir, own, symlinks=True)
-    own_pki = Pki(own, own / pki.ca_file.name, own / pki.ca_dir.name, own / pki.cert.name,
-                  own / pki.key.name)
+    own_pki = Pki(
+        own, own / pki.ca_file.name, own / pki.ca_dir.name, own / pki.cert.name, own / pki.key.name
+    )
     (workdir / "admin").mkdir()
     cfg = workdir / "xrootd.cfg"
     cfg.write_text(xrootd_config(workdir, root, own_pki, ports[0], ports[1]))
@@ -457,8 +571,9 @@ def _argv(kind: str, host: LabHost, workdir: Path, root: Path | None, pki: Pki |
     return [*argv, *extra], workdir / name / "xrootd.log", ports
 
 
-def _wait_ready(kind: str, proc: process.Child[bytes], log: Path, deadline: float,
-                label: str, workdir: Path) -> str:
+def _wait_ready(
+    kind: str, proc: process.Child[bytes], log: Path, deadline: float, label: str, workdir: Path
+) -> str:
     """Poll the log for the ready line until ``deadline``; the first group it captured
     (dtnkit: the port), or ""."""
     ready, failed = READY[kind], FAILED.get(kind)
@@ -473,18 +588,26 @@ def _wait_ready(kind: str, proc: process.Child[bytes], log: Path, deadline: floa
         status = proc.poll()
         bad = failed.search(text) if failed else None
         if status is not None or bad or time.monotonic() > deadline:
-            what = (f"exited with status {status} while starting" if status is not None
-                    else "said its initialization failed" if bad
-                    else "did not say it was ready in time")
+            what = (
+                f"exited with status {status} while starting"
+                if status is not None
+                else "said its initialization failed"
+                if bad
+                else "did not say it was ready in time"
+            )
             tail = _tail(log, 4 * LOG_TAIL_LINES)
             if kind == "xrootd":
                 tail = (tail + "\n" + _tail(workdir / "stdout.log", 5)).strip()
             lines = [line.strip() for line in tail.splitlines() if line.strip()]
             telling = [line for line in lines if TELLING.search(line)]
             tail = " | ".join(telling[-5:] if telling else lines[-LOG_TAIL_LINES:])
-            raise ServerFailed(f"{label} {what}", f"log tail: {tail[-1200:] or '(empty)'}",
-                               f"see the log {log}" if status is None else
-                               "check the server's arguments and that its port is free")
+            raise ServerFailed(
+                f"{label} {what}",
+                f"log tail: {tail[-1200:] or '(empty)'}",
+                f"see the log {log}"
+                if status is None
+                else "check the server's arguments and that its port is free",
+            )
         time.sleep(0.02)  # polling the log for the ready line; the deadline bounds it
 
 
@@ -509,20 +632,41 @@ def stop_all(servers: Sequence[RunningServer], grace_s: float = DEFAULT_STOP_GRA
         raise first
 
 
-def start_many(kind: str, hosts: Sequence[LabHost], *, base: Path, pki: Pki | None,
-               cores: float | None, prefix: str, source: Path | None, files: int,
-               token: str = "", addresses: Sequence[str] | None = None,
-               timeout_s: float = DEFAULT_START_TIMEOUT_S,
-               controller: cgroups.CpuController | None = None) -> list[RunningServer]:
+def start_many(
+    kind: str,
+    hosts: Sequence[LabHost],
+    *,
+    base: Path,
+    pki: Pki | None,
+    cores: float | None,
+    prefix: str,
+    source: Path | None,
+    files: int,
+    token: str = "",
+    addresses: Sequence[str] | None = None,
+    timeout_s: float = DEFAULT_START_TIMEOUT_S,
+    controller: cgroups.CpuController | None = None,
+) -> list[RunningServer]:
     """One server per host (origin i on ``hosts[i]``), cgroups ``dtnkit-PREFIX-oI`` and work
     directories ``base/PREFIX-oI``, started at once (each waits for its own ready line in a
     thread); when one fails, every one started is stopped and the first error is raised."""
+
     def one(i: int) -> RunningServer:
         return start_server(
-            kind, hosts[i], index=i, workdir=base / f"{prefix}-o{i}",
-            address=addresses[i] if addresses else None, pki=pki, cores=cores,
-            quota_name=f"{prefix}-o{i}", source=source, files=files, token=token,
-            timeout_s=timeout_s, controller=controller)
+            kind,
+            hosts[i],
+            index=i,
+            workdir=base / f"{prefix}-o{i}",
+            address=addresses[i] if addresses else None,
+            pki=pki,
+            cores=cores,
+            quota_name=f"{prefix}-o{i}",
+            source=source,
+            files=files,
+            token=token,
+            timeout_s=timeout_s,
+            controller=controller,
+        )
 
     with concurrent.futures.ThreadPoolExecutor(max(1, len(hosts))) as pool:
         futures = [pool.submit(one, i) for i in range(len(hosts))]
@@ -536,14 +680,35 @@ def start_many(kind: str, hosts: Sequence[LabHost], *, base: Path, pki: Pki | No
     return started
 
 
-def start_destination(kind: str, host: LabHost, *, base: Path, pki: Pki | None, prefix: str,
-                      origins: Sequence[Origin], token: str = "", cores: float | None = None,
-                      address: str | None = None, timeout_s: float = DEFAULT_START_TIMEOUT_S,
-                      controller: cgroups.CpuController | None = None) -> RunningServer:
+def start_destination(
+    kind: str,
+    host: LabHost,
+    *,
+    base: Path,
+    pki: Pki | None,
+    prefix: str,
+    origins: Sequence[Origin],
+    token: str = "",
+    cores: float | None = None,
+    address: str | None = None,
+    timeout_s: float = DEFAULT_START_TIMEOUT_S,
+    controller: cgroups.CpuController | None = None,
+) -> RunningServer:
     """The third-party copy's destination (index -1) on the client's host: no files, cgroup
     ``dtnkit-PREFIX-dst`` (accounting; ``cores`` a quota), and, for dtnkit serve, the origins'
     addresses allowed as copy sources (they are private addresses)."""
     allow = sorted({o.host.address for o in origins})
-    return start_server(kind, host, index=-1, workdir=base / f"{prefix}-dst", address=address,
-                        pki=pki, cores=cores, quota_name=f"{prefix}-dst", token=token,
-                        tpc_allow=allow, timeout_s=timeout_s, controller=controller)
+    return start_server(
+        kind,
+        host,
+        index=-1,
+        workdir=base / f"{prefix}-dst",
+        address=address,
+        pki=pki,
+        cores=cores,
+        quota_name=f"{prefix}-dst",
+        token=token,
+        tpc_allow=allow,
+        timeout_s=timeout_s,
+        controller=controller,
+    )

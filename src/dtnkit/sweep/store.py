@@ -60,14 +60,44 @@ SCHEMA_VERSION = 2
 POINT_COLUMNS = ("run", "point_id", "seq", "status", "point", "result_id")
 #: the ``results`` columns of a point's measurement, in the order :func:`measurement_row`
 #: gives them
-RESULT_COLUMNS = ("made_by", "kind", "host", "netns", "started", "duration_s", "ok", "error",
-                  "error_fields", "tuning_id", "tuning", "spec", "summary", "samples", "raw",
-                  "experiment_id", "label", "origin_host")
+RESULT_COLUMNS = (
+    "made_by",
+    "kind",
+    "host",
+    "netns",
+    "started",
+    "duration_s",
+    "ok",
+    "error",
+    "error_fields",
+    "tuning_id",
+    "tuning",
+    "spec",
+    "summary",
+    "samples",
+    "raw",
+    "experiment_id",
+    "label",
+    "origin_host",
+)
 #: what a point's measurement keeps in its ``summary``: its figures, and the names of its
 #: series (each a key of its samples)
-SUMMARY_KEYS = ("throughput_bps", "tool_s", "retransmits", "retransmits_note", "ctxt",
-                "cpu_seconds", "softirq", "nic_drops", "transfers", "emulator",
-                "emulator_bound", "emulator_why", "extra", "series")
+SUMMARY_KEYS = (
+    "throughput_bps",
+    "tool_s",
+    "retransmits",
+    "retransmits_note",
+    "ctxt",
+    "cpu_seconds",
+    "softirq",
+    "nic_drops",
+    "transfers",
+    "emulator",
+    "emulator_bound",
+    "emulator_why",
+    "extra",
+    "series",
+)
 #: the keys of a sample that are the sample itself (the rest are the point's series)
 SAMPLE_KEYS = ("t_s", "throughput_bps")
 RUN_STATUSES = ("running", "done", "interrupted")
@@ -80,9 +110,12 @@ def check_run_name(name: str) -> str:
     become a directory name in a report)."""
     if not isinstance(name, str) or not RUN_NAME_RE.fullmatch(name) or ".." in name:
         shown = repr(name) if len(repr(name)) <= 40 else repr(name)[:37] + "..."
-        raise BadInput(f"bad run name {shown}",
-                       "a run name is 1-64 letters, digits, '.', '_' or '-', starting with a "
-                       "letter or digit, without '..' or '/'", "e.g. --name metro-1")
+        raise BadInput(
+            f"bad run name {shown}",
+            "a run name is 1-64 letters, digits, '.', '_' or '-', starting with a "
+            "letter or digit, without '..' or '/'",
+            "e.g. --name metro-1",
+        )
     return name
 
 
@@ -157,8 +190,11 @@ class PointResult:
             until = math.inf
         if start == -math.inf and until == math.inf:
             return self.samples
-        kept = tuple(s for prev, s in zip((0.0, *(t for t, _ in self.samples)), self.samples,
-                                          strict=False) if start <= prev < until)
+        kept = tuple(
+            s
+            for prev, s in zip((0.0, *(t for t, _ in self.samples)), self.samples, strict=False)
+            if start <= prev < until
+        )
         return kept or self.samples
 
     @property
@@ -168,37 +204,49 @@ class PointResult:
 
     def record(self) -> PointRecord:
         return PointRecord(
-            point=self.point, samples_bps=tuple(bps for _, bps in self.measured_samples),
+            point=self.point,
+            samples_bps=tuple(bps for _, bps in self.measured_samples),
             elapsed_s=self.tool_s if self.tool_s is not None else self.elapsed_s,
             cpu_seconds=self.cpu_seconds,
             completion_s=tuple(t.end_s for t in self.transfers if t.end_s is not None),
-            emulator_bound=self.emulator_bound, emulator_why=self.emulator_why,
-            failed=self.error if self.status != "ok" else "")
+            emulator_bound=self.emulator_bound,
+            emulator_why=self.emulator_why,
+            failed=self.error if self.status != "ok" else "",
+        )
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready, the shape ``--format json`` shows."""
         return {
-            "id": self.point.id, "point": self.point.as_dict(), "status": self.status,
-            "error": self.error, "error_fields": dict(self.error_fields)
-            if self.error_fields is not None else None, "started": self.started,
+            "id": self.point.id,
+            "point": self.point.as_dict(),
+            "status": self.status,
+            "error": self.error,
+            "error_fields": dict(self.error_fields) if self.error_fields is not None else None,
+            "started": self.started,
             "elapsed_s": self.elapsed_s,
-            "tool_s": self.tool_s, "throughput_bps": self.throughput_bps,
+            "tool_s": self.tool_s,
+            "throughput_bps": self.throughput_bps,
             "samples": [list(s) for s in self.samples],
             "series": {k: list(v) for k, v in self.series.items()},
             "cpu_seconds": list(self.cpu_seconds),
             "softirq": {k: dict(v) for k, v in self.softirq.items()},
-            "retransmits": self.retransmits, "retransmits_note": self.retransmits_note,
-            "ctxt": self.ctxt, "nic_drops": {k: dict(v) for k, v in self.nic_drops.items()},
-            "transfers": [dataclasses.asdict(t) for t in self.transfers], "raw": self.raw,
-            "tuning": dict(self.tuning), "emulator": dict(self.emulator) if self.emulator
-            is not None else None, "emulator_bound": self.emulator_bound,
-            "emulator_why": self.emulator_why, "extra": dict(self.extra)}
+            "retransmits": self.retransmits,
+            "retransmits_note": self.retransmits_note,
+            "ctxt": self.ctxt,
+            "nic_drops": {k: dict(v) for k, v in self.nic_drops.items()},
+            "transfers": [dataclasses.asdict(t) for t in self.transfers],
+            "raw": self.raw,
+            "tuning": dict(self.tuning),
+            "emulator": dict(self.emulator) if self.emulator is not None else None,
+            "emulator_bound": self.emulator_bound,
+            "emulator_why": self.emulator_why,
+            "extra": dict(self.extra),
+        }
 
 
 def error_of(exc: DtnkitError) -> dict[str, Any]:
     """A point's ``error`` and ``error_fields`` from the error that failed it."""
-    return {"error": exc.render().removeprefix("dtnkit: error: "),
-            "error_fields": exc.as_dict()}
+    return {"error": exc.render().removeprefix("dtnkit: error: "), "error_fields": exc.as_dict()}
 
 
 def _dump(value: Any) -> str:
@@ -220,8 +268,9 @@ def kind_of(point: Point) -> str:
     return registry.named(registry_tool(point.tool)).kind
 
 
-def samples_doc(samples: Sequence[tuple[float, float | None]],
-                series: Mapping[str, Sequence[float | None]]) -> list[dict[str, Any]]:
+def samples_doc(
+    samples: Sequence[tuple[float, float | None]], series: Mapping[str, Sequence[float | None]]
+) -> list[dict[str, Any]]:
     """A point's samples and series as one list of samples, as a probe's: ``{"t_s",
     "throughput_bps", NAME: value, ...}``, each series by index; a series longer than the
     samples goes on in entries without ``t_s``."""
@@ -253,22 +302,42 @@ def measurement_row(result: PointResult, host: str) -> list[Any]:
     samples = [(round(t, 6), _finite(bps)) for t, bps in result.samples]
     series = {k: [_finite(v) for v in vs] for k, vs in result.series.items()}
     summary = {
-        "throughput_bps": _finite(result.throughput_bps), "tool_s": _finite(result.tool_s),
+        "throughput_bps": _finite(result.throughput_bps),
+        "tool_s": _finite(result.tool_s),
         # text that was a column of its own is cleaned as one (NUL, lone surrogates)
-        "retransmits": result.retransmits, "retransmits_note": clean(result.retransmits_note),
-        "ctxt": result.ctxt, "cpu_seconds": [_finite(c) for c in result.cpu_seconds],
+        "retransmits": result.retransmits,
+        "retransmits_note": clean(result.retransmits_note),
+        "ctxt": result.ctxt,
+        "cpu_seconds": [_finite(c) for c in result.cpu_seconds],
         "softirq": {k: dict(v) for k, v in result.softirq.items()},
         "nic_drops": {k: dict(v) for k, v in result.nic_drops.items()},
         "transfers": [dataclasses.asdict(t) for t in result.transfers],
         "emulator": dict(result.emulator) if result.emulator is not None else None,
-        "emulator_bound": result.emulator_bound, "emulator_why": clean(result.emulator_why),
-        "extra": dict(result.extra), "series": sorted(series)}
-    return ["sweep", kind_of(result.point), host, None, result.started, result.elapsed_s,
-            1 if result.status == "ok" else 0, result.error or None,
-            _dump(dict(result.error_fields)) if result.error_fields is not None else None,
-            tuning_id(result.tuning), _dump(dict(result.tuning)),
-            _dump(result.point.as_dict()), _dump(summary), _dump(samples_doc(samples, series)),
-            raw, None, None, None]
+        "emulator_bound": result.emulator_bound,
+        "emulator_why": clean(result.emulator_why),
+        "extra": dict(result.extra),
+        "series": sorted(series),
+    }
+    return [
+        "sweep",
+        kind_of(result.point),
+        host,
+        None,
+        result.started,
+        result.elapsed_s,
+        1 if result.status == "ok" else 0,
+        result.error or None,
+        _dump(dict(result.error_fields)) if result.error_fields is not None else None,
+        tuning_id(result.tuning),
+        _dump(dict(result.tuning)),
+        _dump(result.point.as_dict()),
+        _dump(summary),
+        _dump(samples_doc(samples, series)),
+        raw,
+        None,
+        None,
+        None,
+    ]
 
 
 def _or_zero(value: Any) -> float:
@@ -292,28 +361,38 @@ def point_result(row: Any) -> PointResult:
     emulator = summary.get("emulator")
     error_fields = row["error_fields"]
     return PointResult(
-        point=point_from_dict(json.loads(row["point"])), status=row["status"],
-        error=row["error"] or "", started=_or_zero(row["started"]),
-        elapsed_s=_or_zero(row["duration_s"]), tool_s=summary.get("tool_s"),
-        samples=tuple((float(d["t_s"]), _nan(d.get("throughput_bps")))
-                      for d in docs if "t_s" in d),
+        point=point_from_dict(json.loads(row["point"])),
+        status=row["status"],
+        error=row["error"] or "",
+        started=_or_zero(row["started"]),
+        elapsed_s=_or_zero(row["duration_s"]),
+        tool_s=summary.get("tool_s"),
+        samples=tuple((float(d["t_s"]), _nan(d.get("throughput_bps"))) for d in docs if "t_s" in d),
         series={k: series[k] for k in sorted(series)},
         cpu_seconds=tuple(_nan(c) for c in summary.get("cpu_seconds", ())),
-        softirq=summary.get("softirq", {}), retransmits=summary.get("retransmits"),
-        retransmits_note=summary.get("retransmits_note", ""), ctxt=summary.get("ctxt"),
+        softirq=summary.get("softirq", {}),
+        retransmits=summary.get("retransmits"),
+        retransmits_note=summary.get("retransmits_note", ""),
+        ctxt=summary.get("ctxt"),
         nic_drops=summary.get("nic_drops", {}),
         transfers=tuple(Transfer(**t) for t in summary.get("transfers", ())),
-        raw=row["raw"] or "", tuning=json.loads(row["tuning"] or "{}"),
-        emulator=emulator, emulator_bound=bool(summary.get("emulator_bound", False)),
-        emulator_why=summary.get("emulator_why", ""), extra=summary.get("extra", {}),
-        error_fields=json.loads(error_fields) if error_fields else None)
+        raw=row["raw"] or "",
+        tuning=json.loads(row["tuning"] or "{}"),
+        emulator=emulator,
+        emulator_bound=bool(summary.get("emulator_bound", False)),
+        emulator_why=summary.get("emulator_why", ""),
+        extra=summary.get("extra", {}),
+        error_fields=json.loads(error_fields) if error_fields else None,
+    )
 
 
 #: a run's points with their measurements, in run order
-POINTS_SQL = ("SELECT p.run, p.point_id, p.seq, p.status, p.point, p.result_id, r.started, "
-              "r.duration_s, r.error, r.error_fields, r.tuning, r.summary, r.samples, r.raw "
-              "FROM sweep_points p LEFT JOIN results r ON r.id = p.result_id "
-              "WHERE p.run = ?")
+POINTS_SQL = (
+    "SELECT p.run, p.point_id, p.seq, p.status, p.point, p.result_id, r.started, "
+    "r.duration_s, r.error, r.error_fields, r.tuning, r.summary, r.samples, r.raw "
+    "FROM sweep_points p LEFT JOIN results r ON r.id = p.result_id "
+    "WHERE p.run = ?"
+)
 
 
 class SweepStore:
@@ -332,8 +411,15 @@ class SweepStore:
             yield db
 
     # ---- runs ----
-    def create_run(self, name: str, grid_toml: str, environment: Mapping[str, Any],
-                   points_total: int, *, reuse: bool = False) -> RunInfo:
+    def create_run(
+        self,
+        name: str,
+        grid_toml: str,
+        environment: Mapping[str, Any],
+        points_total: int,
+        *,
+        reuse: bool = False,
+    ) -> RunInfo:
         """A new run ``name``; with ``reuse`` an existing run of the same grid text is
         continued (its status set back to ``running``).  A new run whose name exists, or a
         reused run whose grid differs, raises BadInput."""
@@ -343,38 +429,59 @@ class SweepStore:
             row = db.execute("SELECT grid FROM sweep_runs WHERE name = ?", (name,)).fetchone()
             if row is not None:
                 if not reuse:
-                    raise BadInput(f"run {name!r} exists", f"in {self.path}",
-                                   "add --resume to continue it, or give another --name")
+                    raise BadInput(
+                        f"run {name!r} exists",
+                        f"in {self.path}",
+                        "add --resume to continue it, or give another --name",
+                    )
                 if row["grid"] != grid_toml:
-                    raise BadInput(f"run {name!r} was started with another grid",
-                                   "a resumed run must sweep the same grid",
-                                   "give the same grid, or another --name")
-                db.execute("UPDATE sweep_runs SET status = 'running', updated = ?, "
-                           "environment = ?, points_total = ? WHERE name = ?",
-                           (now, _dump(dict(environment)), points_total, name))
+                    raise BadInput(
+                        f"run {name!r} was started with another grid",
+                        "a resumed run must sweep the same grid",
+                        "give the same grid, or another --name",
+                    )
+                db.execute(
+                    "UPDATE sweep_runs SET status = 'running', updated = ?, "
+                    "environment = ?, points_total = ? WHERE name = ?",
+                    (now, _dump(dict(environment)), points_total, name),
+                )
             else:
-                db.execute("INSERT INTO sweep_runs (name, created, updated, status, "
-                           "points_total, grid, environment) VALUES (?, ?, ?, 'running', ?, "
-                           "?, ?)", (name, now, now, points_total, grid_toml,
-                                     _dump(dict(environment))))
+                db.execute(
+                    "INSERT INTO sweep_runs (name, created, updated, status, "
+                    "points_total, grid, environment) VALUES (?, ?, ?, 'running', ?, "
+                    "?, ?)",
+                    (name, now, now, points_total, grid_toml, _dump(dict(environment))),
+                )
         return self.run_info(name)
 
     def set_status(self, name: str, status: str) -> None:
         if status not in RUN_STATUSES:
             raise ValueError(f"run status {status!r}")
         with self._db() as db:
-            db.execute("UPDATE sweep_runs SET status = ?, updated = ? WHERE name = ?",
-                       (status, time.time(), name))
+            db.execute(
+                "UPDATE sweep_runs SET status = ?, updated = ? WHERE name = ?",
+                (status, time.time(), name),
+            )
 
     def _info(self, db: Database, row: Any) -> RunInfo:
-        counts = {r[0]: r[1] for r in db.execute(
-            "SELECT status, COUNT(*) FROM sweep_points WHERE run = ? GROUP BY status",
-            (row["name"],)).fetchall()}
-        return RunInfo(name=row["name"], created=row["created"], updated=row["updated"],
-                       status=row["status"], points_total=row["points_total"],
-                       points_ok=int(counts.get("ok", 0)),
-                       points_failed=int(counts.get("failed", 0)), grid_toml=row["grid"],
-                       environment=json.loads(row["environment"]))
+        counts = {
+            r[0]: r[1]
+            for r in db.execute(
+                "SELECT status, COUNT(*) FROM sweep_points WHERE run = ? GROUP BY status",
+                (row["name"],),
+            ).fetchall()
+        }
+        return RunInfo(
+            name=row["name"],
+            created=row["created"],
+            updated=row["updated"],
+            status=row["status"],
+            points_total=row["points_total"],
+            points_ok=int(counts.get("ok", 0)),
+            points_failed=int(counts.get("failed", 0)),
+            grid_toml=row["grid"],
+            environment=json.loads(row["environment"]),
+        )
 
     def _missing(self) -> bool:
         """No database file yet: reading finds nothing (and creates no file).  A server is
@@ -385,14 +492,18 @@ class SweepStore:
         """The run ``name``; BadInput when there is none."""
         if self._missing():
             shown = name if len(name) <= 40 else name[:37] + "..."
-            raise BadInput(f"no sweep run {shown!r}", f"{self.path} does not exist",
-                           "see `dtnkit sweep list`, or give --db")
+            raise BadInput(
+                f"no sweep run {shown!r}",
+                f"{self.path} does not exist",
+                "see `dtnkit sweep list`, or give --db",
+            )
         with self._db() as db:
             row = db.execute("SELECT * FROM sweep_runs WHERE name = ?", (name,)).fetchone()
             if row is None:
                 shown = name if len(name) <= 40 else name[:37] + "..."
-                raise BadInput(f"no sweep run {shown!r}", f"in {self.path}",
-                               "see `dtnkit sweep list`")
+                raise BadInput(
+                    f"no sweep run {shown!r}", f"in {self.path}", "see `dtnkit sweep list`"
+                )
             return self._info(db, row)
 
     def runs(self) -> list[RunInfo]:
@@ -411,23 +522,37 @@ class SweepStore:
         if result.status not in POINT_STATUSES:
             raise ValueError(f"point status {result.status!r}")
         with self._db() as db:
-            run = db.execute("SELECT environment FROM sweep_runs WHERE name = ?",
-                             (name,)).fetchone()
+            run = db.execute(
+                "SELECT environment FROM sweep_runs WHERE name = ?", (name,)
+            ).fetchone()
             if run is None:
-                raise BadInput(f"no sweep run {name!r}", f"in {self.path}",
-                               "create the run first")
+                raise BadInput(f"no sweep run {name!r}", f"in {self.path}", "create the run first")
             environment = json.loads(run["environment"])
             host = environment.get("host") if isinstance(environment, dict) else None
             row = measurement_row(result, host if isinstance(host, str) else "")
-            before = db.execute("SELECT result_id FROM sweep_points WHERE run = ? AND "
-                                "point_id = ?", (name, result.point.id)).fetchone()
-            seq_row = db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM sweep_points "
-                                 "WHERE run = ?", (name,)).fetchone()
-            result_id = db.insert(f"INSERT INTO results ({', '.join(RESULT_COLUMNS)}) "
-                                  f"VALUES ({', '.join('?' for _ in RESULT_COLUMNS)})", row)
-            db.execute(upsert_sql("sweep_points", POINT_COLUMNS, ("run", "point_id")),
-                       (name, result.point.id, int(seq_row[0]), result.status,
-                        _dump(result.point.as_dict()), result_id))
+            before = db.execute(
+                "SELECT result_id FROM sweep_points WHERE run = ? AND point_id = ?",
+                (name, result.point.id),
+            ).fetchone()
+            seq_row = db.execute(
+                "SELECT COALESCE(MAX(seq), 0) + 1 FROM sweep_points WHERE run = ?", (name,)
+            ).fetchone()
+            result_id = db.insert(
+                f"INSERT INTO results ({', '.join(RESULT_COLUMNS)}) "
+                f"VALUES ({', '.join('?' for _ in RESULT_COLUMNS)})",
+                row,
+            )
+            db.execute(
+                upsert_sql("sweep_points", POINT_COLUMNS, ("run", "point_id")),
+                (
+                    name,
+                    result.point.id,
+                    int(seq_row[0]),
+                    result.status,
+                    _dump(result.point.as_dict()),
+                    result_id,
+                ),
+            )
             if before is not None:
                 forget_measurement(db, before[0])
             db.execute("UPDATE sweep_runs SET updated = ? WHERE name = ?", (time.time(), name))
@@ -435,8 +560,9 @@ class SweepStore:
     def done_point_ids(self, name: str) -> set[str]:
         """The IDs of the run's points stored ``ok`` (what ``--resume`` skips)."""
         with self._db() as db:
-            rows = db.execute("SELECT point_id FROM sweep_points WHERE run = ? AND "
-                              "status = 'ok'", (name,)).fetchall()
+            rows = db.execute(
+                "SELECT point_id FROM sweep_points WHERE run = ? AND status = 'ok'", (name,)
+            ).fetchall()
         return {r[0] for r in rows}
 
     def points(self, name: str) -> list[PointResult]:
@@ -451,8 +577,9 @@ class SweepStore:
         """One stored point by ID (a unique prefix of 4 or more characters works too)."""
         self.run_info(name)
         with self._db() as db:
-            rows = db.execute(POINTS_SQL + " AND p.point_id LIKE ? ESCAPE '\\'",
-                              (name, _like_prefix(point_id))).fetchall()
+            rows = db.execute(
+                POINTS_SQL + " AND p.point_id LIKE ? ESCAPE '\\'", (name, _like_prefix(point_id))
+            ).fetchall()
         exact = [r for r in rows if r["point_id"] == point_id]
         if exact:
             return point_result(exact[0])
@@ -470,8 +597,11 @@ class SweepStore:
 def forget_measurement(db: Database, result_id: int | None) -> None:
     """Delete a point's measurement that no point refers to any more (it was replaced)."""
     if result_id is not None:
-        db.execute("DELETE FROM results WHERE id = ? AND made_by = 'sweep' AND NOT EXISTS "
-                   "(SELECT 1 FROM sweep_points WHERE result_id = ?)", (result_id, result_id))
+        db.execute(
+            "DELETE FROM results WHERE id = ? AND made_by = 'sweep' AND NOT EXISTS "
+            "(SELECT 1 FROM sweep_points WHERE result_id = ?)",
+            (result_id, result_id),
+        )
 
 
 def _like_prefix(text: str) -> str:
@@ -479,6 +609,7 @@ def _like_prefix(text: str) -> str:
 
 
 # ---------------------------------------------------------------- on a database path
+
 
 def list_runs(db_path: Path | str | DbUrl) -> list[RunInfo]:
     return SweepStore(db_path).runs()
@@ -498,14 +629,16 @@ def load_points(db_path: Path | str | DbUrl, run: str) -> list[PointResult]:
     return SweepStore(db_path).points(run)
 
 
-def point_series(db_path: Path | str | DbUrl, run: str,
-                 point_id: str) -> dict[str, list[float | None]]:
+def point_series(
+    db_path: Path | str | DbUrl, run: str, point_id: str
+) -> dict[str, list[float | None]]:
     """One point's time series: ``t_s`` and ``throughput_bps`` (the samples) and every
     further series stored with it (``cpu_cores.N``, ``softirq_pct.HOST``, ...)."""
     p = SweepStore(db_path).point(run, point_id)
     out: dict[str, list[float | None]] = {
         "t_s": [t for t, _ in p.samples],
-        "throughput_bps": [b if math.isfinite(b) else None for _, b in p.samples]}
+        "throughput_bps": [b if math.isfinite(b) else None for _, b in p.samples],
+    }
     for key, values in p.series.items():
         out[key] = list(values)
     return out

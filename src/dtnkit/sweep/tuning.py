@@ -22,8 +22,9 @@ from dtnkit.tune.profile import load_profile
 
 
 @contextlib.contextmanager
-def applied(profile_name: str, namespaces: Sequence[str], state_dir: Path, store_id: str,
-            *, rtt_ms: float) -> Iterator[None]:
+def applied(
+    profile_name: str, namespaces: Sequence[str], state_dir: Path, store_id: str, *, rtt_ms: float
+) -> Iterator[None]:
     """Apply ``profile_name`` in each namespace for the ``with`` block; restore after."""
     profile = load_profile(profile_name)
     snaps = ExperimentSnapshots(state_dir, store_id)
@@ -31,8 +32,12 @@ def applied(profile_name: str, namespaces: Sequence[str], state_dir: Path, store
     try:
         for ns in namespaces:
             host = Host.live(ns)
-            out = apply.apply(host, partial(run_audit, profile=profile, rtt_ms=rtt_ms),
-                                  snaps, label=f"{store_id} {profile_name}")
+            out = apply.apply(
+                host,
+                partial(run_audit, profile=profile, rtt_ms=rtt_ms),
+                snaps,
+                label=f"{store_id} {profile_name}",
+            )
             if out.baseline:
                 baselines.append((host, out.baseline))
             if not out.ok:
@@ -49,8 +54,11 @@ def applied(profile_name: str, namespaces: Sequence[str], state_dir: Path, store
                 errors.append(f"{host.label}: {back.error}")
         snaps.remove_dir()
         if errors:
-            raise DtnkitError("a profile was not restored", "; ".join(errors),
-                              f"see the snapshots under {snaps.dir}")
+            raise DtnkitError(
+                "a profile was not restored",
+                "; ".join(errors),
+                f"see the snapshots under {snaps.dir}",
+            )
 
 
 def live(netns: str) -> dict[str, Any] | None:

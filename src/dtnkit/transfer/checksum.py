@@ -123,7 +123,8 @@ def _crc32c_impl() -> tuple[_Crc32cFn, str]:
                 usable = False
             if usable:
                 _crc32c_chosen.append(
-                    (pkg.crc32c, "crc32c-hw" if pkg.hardware_based else "crc32c-sw"))
+                    (pkg.crc32c, "crc32c-hw" if pkg.hardware_based else "crc32c-sw")
+                )
             else:  # pragma: no cover
                 _crc32c_chosen.append((crc32c_python, "python"))
     return _crc32c_chosen[0]
@@ -381,23 +382,47 @@ def _sha512() -> Checksum:
     return hashlib.sha512()
 
 
-REGISTRY: dict[str, Algorithm] = {a.name: a for a in (
-    # RFC 9530 registers "adler" where RFC 3230 had "ADLER32".
-    Algorithm("adler32", 4, "adler32", "adler", True, lambda: Adler32(),
-              combine=adler32_combine, block=lambda data: _adler32_update(data, 1), empty=1),
-    Algorithm("crc32c", 4, "crc32c", "crc32c", True, lambda: Crc32c(),
-              combine=crc32c_combine, block=lambda data: _crc32c_update(data, 0), empty=0),
-    Algorithm("md5", 16, "md5", "md5", False, _md5),
-    Algorithm("sha256", 32, "sha-256", "sha-256", False, _sha256),
-    Algorithm("sha512", 64, "sha-512", "sha-512", False, _sha512),
-)}
+REGISTRY: dict[str, Algorithm] = {
+    a.name: a
+    for a in (
+        # RFC 9530 registers "adler" where RFC 3230 had "ADLER32".
+        Algorithm(
+            "adler32",
+            4,
+            "adler32",
+            "adler",
+            True,
+            lambda: Adler32(),
+            combine=adler32_combine,
+            block=lambda data: _adler32_update(data, 1),
+            empty=1,
+        ),
+        Algorithm(
+            "crc32c",
+            4,
+            "crc32c",
+            "crc32c",
+            True,
+            lambda: Crc32c(),
+            combine=crc32c_combine,
+            block=lambda data: _crc32c_update(data, 0),
+            empty=0,
+        ),
+        Algorithm("md5", 16, "md5", "md5", False, _md5),
+        Algorithm("sha256", 32, "sha-256", "sha-256", False, _sha256),
+        Algorithm("sha512", 64, "sha-512", "sha-512", False, _sha512),
+    )
+}
 
 ALGORITHMS: tuple[str, ...] = tuple(REGISTRY)
 COMBINABLE = frozenset(a.name for a in REGISTRY.values() if a.combinable)
 #: Other spellings accepted for the names above (matched case-insensitively).
 ALIASES: dict[str, str] = {
-    spelling: a.name for a in REGISTRY.values() for spelling in sorted(a.spellings)
-    if spelling != a.name}
+    spelling: a.name
+    for a in REGISTRY.values()
+    for spelling in sorted(a.spellings)
+    if spelling != a.name
+}
 #: Digest length in bytes per algorithm.
 DIGEST_SIZE: dict[str, int] = {a.name: a.size for a in REGISTRY.values()}
 

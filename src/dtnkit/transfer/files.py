@@ -40,7 +40,8 @@ class ChecksumCache:
         self._lock = threading.Lock()
         self._max = max_entries
         self._items: collections.OrderedDict[str, tuple[FileKey, dict[str, bytes]]] = (
-            collections.OrderedDict())
+            collections.OrderedDict()
+        )
         self.hits = 0
         self.misses = 0
 
@@ -123,8 +124,10 @@ class LiveParts:
                 return False
         d = os.fstat(dirfd)
         with self._lock:
-            return any(dev == d.st_dev and ino == d.st_ino and live in name
-                       for dev, ino, live in self._names)
+            return any(
+                dev == d.st_dev and ino == d.st_ino and live in name
+                for dev, ino, live in self._names
+            )
 
     def add(self, st: os.stat_result) -> None:
         with self._lock:
@@ -229,8 +232,9 @@ def make_dirs(path: Path, mode: int = 0o777) -> int:
                 here = here / name
                 with contextlib.suppress(FileExistsError):
                     os.mkdir(name, mode, dir_fd=fd)
-                inner = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
-                                | os.O_CLOEXEC, dir_fd=fd)
+                inner = os.open(
+                    name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd
+                )
                 os.close(fd)
                 fd = inner
         finally:
@@ -247,8 +251,13 @@ _UNSET = object()
 _renameat2: Any = _UNSET
 
 
-def rename_noreplace(src: Path | str, dst: Path | str, *, src_dir_fd: int | None = None,
-                     dst_dir_fd: int | None = None) -> None:
+def rename_noreplace(
+    src: Path | str,
+    dst: Path | str,
+    *,
+    src_dir_fd: int | None = None,
+    dst_dir_fd: int | None = None,
+) -> None:
     """Rename *src* to *dst* only if *dst* does not exist, atomically: FileExistsError when
     it does (also when it appears at the last moment; a dangling symlink counts).
 
@@ -258,9 +267,13 @@ def rename_noreplace(src: Path | str, dst: Path | str, *, src_dir_fd: int | None
     if _renameat2 is _UNSET:
         _renameat2 = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
     if _renameat2 is not None:
-        rc = _renameat2(_AT_FDCWD if src_dir_fd is None else src_dir_fd, os.fsencode(src),
-                        _AT_FDCWD if dst_dir_fd is None else dst_dir_fd, os.fsencode(dst),
-                        _RENAME_NOREPLACE)
+        rc = _renameat2(
+            _AT_FDCWD if src_dir_fd is None else src_dir_fd,
+            os.fsencode(src),
+            _AT_FDCWD if dst_dir_fd is None else dst_dir_fd,
+            os.fsencode(dst),
+            _RENAME_NOREPLACE,
+        )
         if rc == 0:
             return
         err = ctypes.get_errno()
@@ -285,8 +298,7 @@ def lstat_or_none(fs: fsroot.Root, names: fsroot.Rel) -> os.stat_result | None:
         return None
 
 
-def remove_checked(root: Path, path: Path,
-                   precondition: Callable[[os.stat_result], None]) -> bool:
+def remove_checked(root: Path, path: Path, precondition: Callable[[os.stat_result], None]) -> bool:
     """Remove *path* under *root* (as :meth:`fsroot.Root.remove`) when *precondition*, which
     sees it as it is just before the removal (no commit of this process in between), does
     not raise; True when it was a directory."""
@@ -294,9 +306,17 @@ def remove_checked(root: Path, path: Path,
         return fs.remove(rel(root, path), precondition)
 
 
-def commit_part(cache: ChecksumCache, fd: int, part: Path, path: Path,
-                digests: Mapping[str, bytes], root: Path, *, replace: bool = True,
-                precondition: Precondition | None = None) -> bool:
+def commit_part(
+    cache: ChecksumCache,
+    fd: int,
+    part: Path,
+    path: Path,
+    digests: Mapping[str, bytes],
+    root: Path,
+    *,
+    replace: bool = True,
+    precondition: Precondition | None = None,
+) -> bool:
     """Rename a verified, fsynced part file over *path* (keeping the mode a file there had),
     fsync the directory and remember the digests; True when a file was replaced.
 
@@ -314,8 +334,7 @@ def commit_part(cache: ChecksumCache, fd: int, part: Path, path: Path,
     try:
         with _COMMIT_LOCK:
             try:
-                old: os.stat_result | None = os.stat(path.name, dir_fd=dirfd,
-                                                     follow_symlinks=False)
+                old: os.stat_result | None = os.stat(path.name, dir_fd=dirfd, follow_symlinks=False)
             except FileNotFoundError:
                 old = None
             if precondition is not None:

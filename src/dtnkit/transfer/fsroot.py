@@ -71,6 +71,7 @@ def unpin(path: str | Path) -> None:
         del _pinned[key]
         os.close(held[0])  # under the lock: no Root is duplicating it now
 
+
 #: Force the component-by-component walk even where ``openat2`` exists (tests).
 FALLBACK = False
 _probed: bool | None = None
@@ -79,9 +80,13 @@ _probed: bool | None = None
 @functools.cache
 def _openat2_parts() -> tuple[Callable[..., int], type]:
     """libc's ``syscall`` and ``struct open_how``, made at the first ``openat2``."""
+
     class OpenHow(ctypes.Structure):
-        _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64),
-                    ("resolve", ctypes.c_uint64)]
+        _fields_ = [
+            ("flags", ctypes.c_uint64),
+            ("mode", ctypes.c_uint64),
+            ("resolve", ctypes.c_uint64),
+        ]
 
     syscall = ctypes.CDLL(None, use_errno=True).syscall
     syscall.restype = ctypes.c_long
@@ -96,8 +101,13 @@ def _raw_openat2(dirfd: int, rel: bytes, flags: int, mode: int) -> int:
     how = open_how(flags, mode, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)
     tries = 0
     while True:
-        fd = syscall(ctypes.c_long(SYS_OPENAT2), ctypes.c_int(dirfd), ctypes.c_char_p(rel),
-                      ctypes.byref(how), ctypes.c_size_t(ctypes.sizeof(how)))
+        fd = syscall(
+            ctypes.c_long(SYS_OPENAT2),
+            ctypes.c_int(dirfd),
+            ctypes.c_char_p(rel),
+            ctypes.byref(how),
+            ctypes.c_size_t(ctypes.sizeof(how)),
+        )
         if fd >= 0:
             return int(fd)
         code = ctypes.get_errno()
@@ -158,8 +168,12 @@ class Root:
     def __enter__(self) -> Root:
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.close()
 
     # --- opening ---------------------------------------------------------------------
@@ -186,8 +200,7 @@ class Root:
         calls."""
         _check(rel)
         if uses_openat2():
-            return _raw_openat2(self.fd, os.fsencode("/".join(rel)) if rel else b".",
-                                _DIR_FLAGS, 0)
+            return _raw_openat2(self.fd, os.fsencode("/".join(rel)) if rel else b".", _DIR_FLAGS, 0)
         fd = os.open(".", _DIR_FLAGS, dir_fd=self.fd)
         try:
             for name in rel:
@@ -220,8 +233,9 @@ class Root:
         finally:
             os.close(parent)
 
-    def remove(self, rel: Rel,
-               precondition: Callable[[os.stat_result], None] | None = None) -> bool:
+    def remove(
+        self, rel: Rel, precondition: Callable[[os.stat_result], None] | None = None
+    ) -> bool:
         """Remove the file, symlink or empty directory *rel*; True when it was a directory.
         *precondition* sees its ``lstat``, taken in the parent's descriptor just before the
         removal, and raises to refuse it."""
@@ -256,7 +270,6 @@ class Root:
             return out
         finally:
             os.close(fd)
-
 
     def scandir(self, rel: Rel) -> Iterator[tuple[str, os.stat_result]]:
         """The members of directory *rel* with their ``lstat``, one at a time, in directory

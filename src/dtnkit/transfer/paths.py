@@ -47,11 +47,17 @@ def resolve(root: Path, url_path: str) -> Path:
     try:
         real = candidate.resolve(strict=False)
     except (OSError, RuntimeError) as exc:  # symlink loop, permission denied on a parent
-        raise BadInput(f"path {_show(url_path)}", f"cannot be resolved ({exc.__class__.__name__})",
-                       "use a path without symlink loops") from None
+        raise BadInput(
+            f"path {_show(url_path)}",
+            f"cannot be resolved ({exc.__class__.__name__})",
+            "use a path without symlink loops",
+        ) from None
     if not real.is_relative_to(real_root):
-        raise BadInput(f"path {_show(url_path)}", "leads outside the served root",
-                       "use a path inside the served tree")
+        raise BadInput(
+            f"path {_show(url_path)}",
+            "leads outside the served root",
+            "use a path inside the served tree",
+        )
     return candidate
 
 
@@ -87,33 +93,48 @@ def names(url_path: str) -> list[str]:
 
 def _segments(url_path: str) -> list[str]:
     if not url_path.startswith("/"):
-        raise BadInput(f"path {_show(url_path)}", "does not start with '/'",
-                       "send an absolute path such as /data/file")
+        raise BadInput(
+            f"path {_show(url_path)}",
+            "does not start with '/'",
+            "send an absolute path such as /data/file",
+        )
     if _BAD_PERCENT.search(url_path):
-        raise BadInput(f"path {_show(url_path)}", "has a '%' not followed by two hex digits",
-                       "percent-encode '%' as %25")
+        raise BadInput(
+            f"path {_show(url_path)}",
+            "has a '%' not followed by two hex digits",
+            "percent-encode '%' as %25",
+        )
     try:
         raw = unquote_to_bytes(url_path)
     except UnicodeEncodeError:
-        raise BadInput(f"path {_show(url_path)}", "is not valid text",
-                       "percent-encode the path's bytes") from None
+        raise BadInput(
+            f"path {_show(url_path)}", "is not valid text", "percent-encode the path's bytes"
+        ) from None
     if len(raw) > PATH_MAX:
-        raise PathTooLong(f"path of {len(raw)} bytes", f"is longer than {PATH_MAX} bytes",
-                          "use a shorter path")
+        raise PathTooLong(
+            f"path of {len(raw)} bytes", f"is longer than {PATH_MAX} bytes", "use a shorter path"
+        )
     text = os.fsdecode(raw)
     if _CONTROL.search(text):
-        raise BadInput(f"path {_show(url_path)}", "contains NUL or another control character",
-                       "rename the file")
+        raise BadInput(
+            f"path {_show(url_path)}",
+            "contains NUL or another control character",
+            "rename the file",
+        )
     segments: list[str] = []
     for seg in text.split("/"):
         if seg in ("", "."):
             continue
         if seg == "..":
-            raise BadInput(f"path {_show(url_path)}", "contains a '..' segment",
-                           "send a normalised path")
+            raise BadInput(
+                f"path {_show(url_path)}", "contains a '..' segment", "send a normalised path"
+            )
         if len(os.fsencode(seg)) > NAME_MAX:
-            raise BadInput(f"a name of {len(os.fsencode(seg))} bytes",
-                           f"is longer than {NAME_MAX} bytes", "use a shorter name")
+            raise BadInput(
+                f"a name of {len(os.fsencode(seg))} bytes",
+                f"is longer than {NAME_MAX} bytes",
+                "use a shorter name",
+            )
         segments.append(seg)
     return segments
 

@@ -60,8 +60,10 @@ def plan_blocks(size: int, block_size: int) -> list[Block]:
         raise ValueError(f"size {size} is negative")
     if block_size <= 0:
         raise ValueError(f"block size must be positive, not {block_size}")
-    return [Block(i, off, min(block_size, size - off))
-            for i, off in enumerate(range(0, size, block_size))]
+    return [
+        Block(i, off, min(block_size, size - off))
+        for i, off in enumerate(range(0, size, block_size))
+    ]
 
 
 class BlockVerifier(Protocol):
@@ -106,8 +108,7 @@ class BlockCombiner:
         missing = [i for i, v in enumerate(values) if v is None]
         if missing:
             raise RuntimeError(f"{len(missing)} block(s) never arrived (first {missing[0]})")
-        pairs = [(v, b.length) for v, b in zip(values, self._blocks, strict=True)
-                 if v is not None]
+        pairs = [(v, b.length) for v, b in zip(values, self._blocks, strict=True) if v is not None]
         return checksum.to_bytes(self.name, checksum.combine_blocks(self.name, pairs))
 
     def close(self) -> None:
@@ -122,9 +123,13 @@ class OrderedHasher:
     at the end and :meth:`close` always (stops the thread).
     """
 
-    def __init__(self, name: str, blocks: list[Block],
-                 read_block: Callable[[Block], Buffer],
-                 max_buffered: int = DEFAULT_MAX_BUFFERED) -> None:
+    def __init__(
+        self,
+        name: str,
+        blocks: list[Block],
+        read_block: Callable[[Block], Buffer],
+        max_buffered: int = DEFAULT_MAX_BUFFERED,
+    ) -> None:
         self.name = checksum.canonical(name)
         if max_buffered < 0:
             raise ValueError("max_buffered must be >= 0")
@@ -142,8 +147,7 @@ class OrderedHasher:
         self._result: bytes | None = None
         self.peak_buffered = 0
         self.read_back = 0
-        self._thread = threading.Thread(target=self._run, name="dtnkit-ordered-hash",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._run, name="dtnkit-ordered-hash", daemon=True)
         self._thread.start()
 
     def set_release(self, release: Callable[[Buffer], None] | None) -> None:
@@ -159,8 +163,9 @@ class OrderedHasher:
         if self._release is not None:
             self._release(data)
 
-    def accept(self, block: Block, data: Buffer, *, wait: float = 0.0,
-               stop: threading.Event | None = None) -> None:
+    def accept(
+        self, block: Block, data: Buffer, *, wait: float = 0.0, stop: threading.Event | None = None
+    ) -> None:
         """Hand *block* over.  With *wait* > 0 (the receiving streams), back-pressure: while
         the block is not the next in order and ``max_buffered`` blocks are held, wait up to
         *wait* seconds (or until *stop*) for the hasher to catch up, so the block is hashed
@@ -171,9 +176,12 @@ class OrderedHasher:
         with self._cond:
             if wait > 0:
                 deadline = time.monotonic() + wait
-                while (not self._closed and block.index != self._next
-                       and len(self._held) >= self._max
-                       and not (stop is not None and stop.is_set())):
+                while (
+                    not self._closed
+                    and block.index != self._next
+                    and len(self._held) >= self._max
+                    and not (stop is not None and stop.is_set())
+                ):
                     left = deadline - time.monotonic()
                     if left <= 0:
                         break
@@ -195,8 +203,11 @@ class OrderedHasher:
         try:
             while True:
                 with self._cond:
-                    while not self._closed and self._next < len(self._blocks) \
-                            and not self._arrived[self._next]:
+                    while (
+                        not self._closed
+                        and self._next < len(self._blocks)
+                        and not self._arrived[self._next]
+                    ):
                         self._cond.wait()
                     if self._closed or self._next >= len(self._blocks):
                         break
@@ -207,8 +218,9 @@ class OrderedHasher:
                     data = self._read_block(block)
                     self.read_back += 1
                     if len(data) != block.length:
-                        raise OSError(f"read back {len(data)} of {block.length} bytes of "
-                                      f"block {index}")
+                        raise OSError(
+                            f"read back {len(data)} of {block.length} bytes of block {index}"
+                        )
                 try:
                     self._hash.update(data)
                 finally:
@@ -231,8 +243,9 @@ class OrderedHasher:
             if self._error is not None:
                 raise RuntimeError(f"ordered hashing failed: {self._error}") from self._error
             if self._result is None:
-                raise RuntimeError(f"ordered hashing incomplete: {self._next} of "
-                                   f"{len(self._blocks)} blocks hashed")
+                raise RuntimeError(
+                    f"ordered hashing incomplete: {self._next} of {len(self._blocks)} blocks hashed"
+                )
             return self._result
 
     def close(self) -> None:
@@ -304,8 +317,12 @@ def ordered(name: str) -> bool:
     return checksum.canonical(name) not in checksum.COMBINABLE
 
 
-def make_verifier(name: str, blocks: list[Block], read_block: Callable[[Block], Buffer],
-                  max_buffered: int = DEFAULT_MAX_BUFFERED) -> BlockVerifier:
+def make_verifier(
+    name: str,
+    blocks: list[Block],
+    read_block: Callable[[Block], Buffer],
+    max_buffered: int = DEFAULT_MAX_BUFFERED,
+) -> BlockVerifier:
     """The right block verifier for *name*: combiner when combinable, ordered hasher else."""
     if not ordered(name):
         return BlockCombiner(name, blocks)

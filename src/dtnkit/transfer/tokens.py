@@ -42,8 +42,11 @@ class TokenStore:
             scope_set = frozenset(scopes)
             unknown = scope_set - set(SCOPES)
             if not token or unknown:
-                why = (f"unknown {'scope' if len(unknown) == 1 else 'scopes'} "
-                       f"{sorted(unknown)}" if unknown else "empty token")
+                why = (
+                    f"unknown {'scope' if len(unknown) == 1 else 'scopes'} {sorted(unknown)}"
+                    if unknown
+                    else "empty token"
+                )
                 raise BadInput("token entry", why, "use read, write or read,write")
             entries.append((_digest(token), scope_set))
         return cls(tuple(entries))
@@ -67,9 +70,11 @@ def load(path: Path) -> TokenStore:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise BadInput(f"token file {path}", f"cannot be read ({exc.__class__.__name__})",
-                       "pass a readable UTF-8 file with one 'TOKEN read|write|read,write' a line"
-                       ) from None
+        raise BadInput(
+            f"token file {path}",
+            f"cannot be read ({exc.__class__.__name__})",
+            "pass a readable UTF-8 file with one 'TOKEN read|write|read,write' a line",
+        ) from None
     return parse(text, source=str(path))
 
 
@@ -85,14 +90,19 @@ def parse(text: str, *, source: str = "token file") -> TokenStore:
                 fields = fields[:i]
                 break
         if len(fields) != 2:
-            raise BadInput(f"{source} line {number}",
-                           f"has {len(fields)} fields, expected 2 (TOKEN SCOPES)",
-                           "write one 'TOKEN read|write|read,write' a line")
+            raise BadInput(
+                f"{source} line {number}",
+                f"has {len(fields)} fields, expected 2 (TOKEN SCOPES)",
+                "write one 'TOKEN read|write|read,write' a line",
+            )
         scopes = [s.strip() for s in fields[1].split(",")]
         bad = [s for s in scopes if s not in SCOPES]
         if bad:
-            raise BadInput(f"{source} line {number}", f"has unknown scope(s) {bad}",
-                           "use read, write or read,write")
+            raise BadInput(
+                f"{source} line {number}",
+                f"has unknown scope(s) {bad}",
+                "use read, write or read,write",
+            )
         pairs.append((fields[0], scopes))
     return TokenStore.from_pairs(pairs)
 

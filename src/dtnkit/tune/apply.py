@@ -70,8 +70,12 @@ class Step:
         return f"{t.label}{where}: {t.show(self.before)} -> {t.show(self.after)}"
 
     def as_dict(self) -> dict[str, Any]:
-        doc = {"key": self.tunable.key, "group": self.group, "before": typed(self.before),
-               "after": typed(self.after)}
+        doc = {
+            "key": self.tunable.key,
+            "group": self.group,
+            "before": typed(self.before),
+            "after": typed(self.after),
+        }
         if self.unsafe:
             doc["unsafe"] = self.unsafe
         return doc
@@ -80,8 +84,10 @@ class Step:
 def allowed(key: str, allow_unsafe: Sequence[str]) -> bool:
     """Whether ``--allow-unsafe`` names ``key``: the key itself, or a profile key with ``*``
     for its device (``link/*/mtu``)."""
-    return any(key == a or ("*" in a and fnmatch.fnmatchcase(key, a.replace("*", "[!/]*")))
-               for a in allow_unsafe)
+    return any(
+        key == a or ("*" in a and fnmatch.fnmatchcase(key, a.replace("*", "[!/]*")))
+        for a in allow_unsafe
+    )
 
 
 def refuse_unsafe(steps: Sequence[Step], allow_unsafe: Sequence[str], what: str) -> None:
@@ -97,7 +103,9 @@ def refuse_unsafe(steps: Sequence[Step], allow_unsafe: Sequence[str], what: str)
         "which is unsafe",
         first.unsafe,
         "remove it from the profile (or snapshot), or give "
-        + " ".join(f"--allow-unsafe {s.tunable.key}" for s in refused) + " to write it anyway")
+        + " ".join(f"--allow-unsafe {s.tunable.key}" for s in refused)
+        + " to write it anyway",
+    )
 
 
 @dataclass
@@ -158,15 +166,29 @@ def undecided(audit: Audit) -> list[dict[str, Any]]:
     """The items apply cannot decide (the audit's ``unknown``), each with why and the option
     that would decide it (``give``, e.g. ``--speed``; null when none can): the plan lists
     them, so a plan is never mistaken for all there is to do."""
-    return [{"key": f.key, "group": f.group, "label": f.label, "device": f.device,
-             "why": f.why, "give": f.give or None}
-            for f in audit.findings if f.status == AuditStatus.UNKNOWN]
+    return [
+        {
+            "key": f.key,
+            "group": f.group,
+            "label": f.label,
+            "device": f.device,
+            "why": f.why,
+            "give": f.give or None,
+        }
+        for f in audit.findings
+        if f.status == AuditStatus.UNKNOWN
+    ]
 
 
 def skipped_on_request(audit: Audit, on_request: Sequence[str]) -> list[Finding]:
     wanted = {ON_REQUEST[name] for name in on_request}
-    return [f for f in audit.findings if f.status == AuditStatus.DIFFERS and f.apply == "on-request"
-            and not any(f.key.startswith(p) for p in wanted)]
+    return [
+        f
+        for f in audit.findings
+        if f.status == AuditStatus.DIFFERS
+        and f.apply == "on-request"
+        and not any(f.key.startswith(p) for p in wanted)
+    ]
 
 
 def persist_values(audit: Audit, steps: Sequence[Step]) -> dict[str, Any]:
@@ -182,8 +204,9 @@ def persist_values(audit: Audit, steps: Sequence[Step]) -> dict[str, Any]:
             continue  # on-request items persist only when this run applied them
         # what is in force now: the value written, else the current one (raise-only keeps a
         # site's larger value); a qdisc that already paces is persisted as its recommendation
-        values[f.key] = applied.get(f.key, f.recommended if f.tunable.persist_recommended
-                                    else f.current)
+        values[f.key] = applied.get(
+            f.key, f.recommended if f.tunable.persist_recommended else f.current
+        )
     return values
 
 
@@ -195,8 +218,12 @@ def restorable_tunables(ctx: Context, groups: Sequence[str] = GROUPS) -> list[Tu
     """Every setting a baseline must hold for the selected devices."""
     keys = [k for k, g in KNOWN_KEYS.items() if g in groups]
     keys += [k for k, s in ctx.profile.items.items() if s.group in groups and k not in keys]
-    return [t for key in keys if not key.startswith("check/")
-            for t in tunables_for(key, ctx.devices, ctx.ifaces)]
+    return [
+        t
+        for key in keys
+        if not key.startswith("check/")
+        for t in tunables_for(key, ctx.devices, ctx.ifaces)
+    ]
 
 
 def live_values(host: Host, also: Sequence[str] = ()) -> dict[str, Any]:
@@ -214,9 +241,11 @@ def live_values(host: Host, also: Sequence[str] = ()) -> dict[str, Any]:
 
 def require_root(host: Host, what: str) -> None:
     if host.is_live and os.geteuid() != 0:
-        raise NeedsRoot(f"{what} needs root",
-                        "it writes /proc/sys and runs ip, tc and ethtool",
-                        "run it with sudo, or use --dry-run to see the plan")
+        raise NeedsRoot(
+            f"{what} needs root",
+            "it writes /proc/sys and runs ip, tc and ethtool",
+            "run it with sudo, or use --dry-run to see the plan",
+        )
 
 
 def sigterm_as_interrupt() -> AbstractContextManager[bool]:
@@ -236,8 +265,13 @@ class Held:
     released: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"path": str(self.path), "target": self.target, "waited_s": self.waited_s,
-                "acquired": self.acquired, "released": self.released}
+        return {
+            "path": str(self.path),
+            "target": self.target,
+            "waited_s": self.waited_s,
+            "acquired": self.acquired,
+            "released": self.released,
+        }
 
 
 def lock_path(host: Host, state_dir: Path) -> tuple[Path, str]:
@@ -256,14 +290,22 @@ def lock_path(host: Host, state_dir: Path) -> tuple[Path, str]:
     try:
         st = os.stat(ns_file)
     except OSError as exc:
-        raise BadInput(f"cannot lock namespace {host.netns or 'of this process'}",
-                       f"{ns_file}: {exc.strerror or exc}", "see `ip netns list`") from exc
+        raise BadInput(
+            f"cannot lock namespace {host.netns or 'of this process'}",
+            f"{ns_file}: {exc.strerror or exc}",
+            "see `ip netns list`",
+        ) from exc
     return LOCK_DIR / f"netns-{st.st_dev}-{st.st_ino}.lock", host.label
 
 
 @contextmanager
-def lock(host: Host, state_dir: Path, *, wait_s: float = 0.0,
-         on_wait: Callable[[str], None] | None = None) -> Iterator[Held]:
+def lock(
+    host: Host,
+    state_dir: Path,
+    *,
+    wait_s: float = 0.0,
+    on_wait: Callable[[str], None] | None = None,
+) -> Iterator[Held]:
     """Hold the target's lock for a whole transaction (see :func:`lock_path` for its scope).
 
     With ``wait_s`` 0 a held lock fails at once with exit 8 (LOCKED); otherwise it waits up to
@@ -276,8 +318,11 @@ def lock(host: Host, state_dir: Path, *, wait_s: float = 0.0,
     except OSError as exc:
         if path.is_relative_to(state_dir):  # a --tree run locks in the state dir
             raise state_dir_error(state_dir, "cannot take the lock", exc) from exc
-        raise DtnkitError(f"cannot open the lock {path}", exc.strerror or str(exc),
-                          "check that the directory is writable (run as root)") from exc
+        raise DtnkitError(
+            f"cannot open the lock {path}",
+            exc.strerror or str(exc),
+            "check that the directory is writable (run as root)",
+        ) from exc
     start = time.monotonic()
     told = False
     try:
@@ -291,13 +336,16 @@ def lock(host: Host, state_dir: Path, *, wait_s: float = 0.0,
                 waited = time.monotonic() - start
                 if waited >= wait_s:
                     after = f" after waiting {waited:.0f} s" if wait_s else ""
-                    raise Locked(f"another dtnkit apply or restore is running on {target}",
-                                 f"{path} is held by PID {holder}{after}",
-                                 "wait for it to finish and run again, or give --wait 60s"
-                                 ) from exc
+                    raise Locked(
+                        f"another dtnkit apply or restore is running on {target}",
+                        f"{path} is held by PID {holder}{after}",
+                        "wait for it to finish and run again, or give --wait 60s",
+                    ) from exc
                 if not told and on_wait is not None:
-                    on_wait(f"waiting up to {wait_s:g} s for PID {holder}, which holds the "
-                            f"lock on {target}")
+                    on_wait(
+                        f"waiting up to {wait_s:g} s for PID {holder}, which holds the "
+                        f"lock on {target}"
+                    )
                     told = True
                 time.sleep(min(0.05, max(0.0, wait_s - waited)))
         held = Held(path, target, round(time.monotonic() - start, 3), time.time())
@@ -319,8 +367,11 @@ def store_lock(state_dir: Path) -> Iterator[None]:
         state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         fh = open(state_dir / "store.lock", "a+")  # noqa: SIM115
     except OSError as exc:
-        raise DtnkitError(f"cannot use the state dir {state_dir}", exc.strerror or str(exc),
-                          "give a writable --state-dir") from exc
+        raise DtnkitError(
+            f"cannot use the state dir {state_dir}",
+            exc.strerror or str(exc),
+            "give a writable --state-dir",
+        ) from exc
     try:
         fcntl.flock(fh, fcntl.LOCK_EX)
         yield
@@ -336,8 +387,7 @@ def execute(host: Host, steps: Sequence[Step], *, progress: Any = None) -> Outco
             step.dropped = dropped_by(host, step)
             step.tunable.write(host, step.after)
             now = step.tunable.read(host)
-            if isinstance(now, Unavailable) or not step.tunable.satisfies(now, step.after,
-                                                                           "exact"):
+            if isinstance(now, Unavailable) or not step.tunable.satisfies(now, step.after, "exact"):
                 shown = now.reason if isinstance(now, Unavailable) else step.tunable.show(now)
                 raise DtnkitError(
                     f"verify: failed: '{step.tunable.key}' = '{shown}', expected "
@@ -350,16 +400,21 @@ def execute(host: Host, steps: Sequence[Step], *, progress: Any = None) -> Outco
             return out
         except KeyboardInterrupt:
             out.failed = step
-            out.error = DtnkitError("interrupted", "Ctrl-C or SIGTERM during the run",
-                                    "nothing to do: this run's changes were undone",
-                                    status=ExitStatus.INTERRUPTED)
+            out.error = DtnkitError(
+                "interrupted",
+                "Ctrl-C or SIGTERM during the run",
+                "nothing to do: this run's changes were undone",
+                status=ExitStatus.INTERRUPTED,
+            )
             _undo(host, [*out.done, step], out)
             return out
         except Exception as exc:  # a bug or an OS failure: still never leave a host half-tuned
             out.failed = step
-            out.error = DtnkitError(f"unexpected failure writing {step.tunable.key}",
-                                    f"{type(exc).__name__}: {exc}",
-                                    "this run's changes were undone; please report it")
+            out.error = DtnkitError(
+                f"unexpected failure writing {step.tunable.key}",
+                f"{type(exc).__name__}: {exc}",
+                "this run's changes were undone; please report it",
+            )
             _undo(host, [*out.done, step], out)
             return out
         out.done.append(step)
@@ -371,9 +426,14 @@ def execute(host: Host, steps: Sequence[Step], *, progress: Any = None) -> Outco
 TUNED = "tuned/"
 
 
-def execute_tuned_first(host: Host, steps: Sequence[Step], replan: Callable[[], list[Step]],
-                        *, progress: Any = None,
-                        put_back: Callable[[Outcome], None] | None = None) -> Outcome:
+def execute_tuned_first(
+    host: Host,
+    steps: Sequence[Step],
+    replan: Callable[[], list[Step]],
+    *,
+    progress: Any = None,
+    put_back: Callable[[Outcome], None] | None = None,
+) -> Outcome:
     """:func:`execute`, switching the TuneD profile first when ``steps`` do.
 
     A TuneD profile writes sysctls of its own when it is switched to (network-throughput:
@@ -393,9 +453,16 @@ def execute_tuned_first(host: Host, steps: Sequence[Step], replan: Callable[[], 
     try:
         rest = [s for s in replan() if not s.tunable.key.startswith(TUNED)]
     except (DtnkitError, KeyboardInterrupt) as exc:
-        out.error = exc if isinstance(exc, DtnkitError) else DtnkitError(
-            "interrupted", "Ctrl-C or SIGTERM during the run",
-            "nothing to do: this run's changes were undone", status=ExitStatus.INTERRUPTED)
+        out.error = (
+            exc
+            if isinstance(exc, DtnkitError)
+            else DtnkitError(
+                "interrupted",
+                "Ctrl-C or SIGTERM during the run",
+                "nothing to do: this run's changes were undone",
+                status=ExitStatus.INTERRUPTED,
+            )
+        )
         _undo(host, first, out)
         if put_back is not None:
             put_back(out)
@@ -427,7 +494,8 @@ def _verify_end_state(host: Host, out: Outcome) -> None:
                 f"'{step.tunable.show(step.after)}'",
                 "it held when written, but not once every step was done (the TuneD profile "
                 "switched to sets it too)",
-                "leave --tuned out, or give TuneD a profile that does not set it")
+                "leave --tuned out, or give TuneD a profile that does not set it",
+            )
             _undo(host, out.done, out)
             return
 
@@ -447,8 +515,9 @@ def _undo(host: Host, steps: Sequence[Step], out: Outcome) -> None:
     for step in _undo_order(host, steps):
         try:
             now = step.tunable.read(host)
-            if isinstance(now, Unavailable) or not step.tunable.satisfies(now, step.before,
-                                                                           "exact"):
+            if isinstance(now, Unavailable) or not step.tunable.satisfies(
+                now, step.before, "exact"
+            ):
                 step.tunable.write(host, step.before)
         except DtnkitError as exc:
             out.rollback_errors.append(f"{step.tunable.key}: {exc.what}: {exc.why}")
@@ -481,7 +550,8 @@ def _not_put_back(step: Step, out: Outcome) -> None:
     for tunable, value in step.dropped:
         out.rollback_errors.append(
             f"{tunable.key}: not put back ({tunable.show(value)}): {step.tunable.key} is not "
-            f"back at {step.tunable.show(step.before)}")
+            f"back at {step.tunable.show(step.before)}"
+        )
 
 
 def _undo_order(host: Host, steps: Sequence[Step]) -> list[Step]:
@@ -495,8 +565,9 @@ def _undo_order(host: Host, steps: Sequence[Step]) -> list[Step]:
         ifaces = facts.interfaces(host)
     except DtnkitError:
         return order
-    ordered = _mtu_order([order[i] for i in slots], ifaces,
-                         lambda s: (_num(s.after), _num(s.before)))
+    ordered = _mtu_order(
+        [order[i] for i in slots], ifaces, lambda s: (_num(s.after), _num(s.before))
+    )
     for slot, step in zip(slots, ordered, strict=True):
         order[slot] = step
     return order
@@ -530,9 +601,11 @@ def apply(
         host.refresh()
         audit = read(host)
         if do_persist and not audit.ctx.env.initial_netns:
-            raise BadInput("--persist cannot be used in a network namespace",
-                           "it writes the host's boot-time configuration",
-                           "apply without --persist, or run on the host itself")
+            raise BadInput(
+                "--persist cannot be used in a network namespace",
+                "it writes the host's boot-time configuration",
+                "apply without --persist, or run on the host itself",
+            )
         steps = plan(audit, on_request)
         refuse_unsafe(steps, allow_unsafe, f"profile {audit.profile.name}")
         if not steps and not do_persist:
@@ -551,8 +624,7 @@ def apply(
         for step in steps:
             values.update((t.key, v) for t, v in dropped_by(host, step))
         values = {key: values[key] for key in sort_keys(list(values))}
-        snap = new_snapshot(host, values, label or f"before apply {audit.profile.name}",
-                            "baseline")
+        snap = new_snapshot(host, values, label or f"before apply {audit.profile.name}", "baseline")
         if do_persist:
             snap.files = persist.current_files(host)
         scope = scope_of(snap.host)
@@ -567,6 +639,7 @@ def apply(
             if earlier is None:
                 store.set_last_baseline(snap.id, scope)
                 store.mark_unfinished(snap.id, scope)
+
         def replan() -> list[Step]:  # after TuneD's switch: plan on what it left
             nonlocal audit
             audit = read(host)
@@ -578,15 +651,15 @@ def apply(
             _put_back(host, snap, audit.ctx, failed)
 
         with sigterm_as_interrupt():
-            out = execute_tuned_first(host, steps, replan, progress=progress,
-                                      put_back=put_back)
+            out = execute_tuned_first(host, steps, replan, progress=progress, put_back=put_back)
         out.baseline, out.audit, out.planned, out.held = snap.id, audit, steps, held
         if earlier is not None:
             out.baseline, out.half_tuned = earlier, snap.id
         if out.ok and do_persist:
             try:
-                out.persisted = persist.write(host, persist_values(audit, steps),
-                                              persist_origin(audit))
+                out.persisted = persist.write(
+                    host, persist_values(audit, steps), persist_origin(audit)
+                )
             except DtnkitError as exc:
                 out.error = exc
                 _undo(host, out.done, out)
@@ -599,8 +672,9 @@ def apply(
     return out
 
 
-def restore_plan(host: Host, snap: Snapshot,
-                 ctx: Context) -> tuple[list[Step], list[str], list[str]]:
+def restore_plan(
+    host: Host, snap: Snapshot, ctx: Context
+) -> tuple[list[Step], list[str], list[str]]:
     """The steps that put ``snap`` back, one line per thing left alone on purpose and why, and
     one line per thing that cannot be put back (its device is gone or was renamed, its tool
     was removed): restore names each and does not call itself complete.
@@ -610,11 +684,11 @@ def restore_plan(host: Host, snap: Snapshot,
     under /etc, which belong to the host, are skipped with a line saying so.
     """
     if not snap.values:
-        raise BadInput(f"snapshot {snap.id} holds no settings",
-                       "its values are empty, so there is nothing to put back (and nothing "
-                       "would be checked)",
-                       "give a snapshot that holds settings (`dtnkit tune show NAME` lists "
-                       "them)")
+        raise BadInput(
+            f"snapshot {snap.id} holds no settings",
+            "its values are empty, so there is nothing to put back (and nothing would be checked)",
+            "give a snapshot that holds settings (`dtnkit tune show NAME` lists them)",
+        )
     steps: list[Step] = []
     skipped: list[str] = []
     missing: list[str] = []
@@ -628,8 +702,10 @@ def restore_plan(host: Host, snap: Snapshot,
         if in_netns:
             scope, why = tunable.scope_on(host)
             if scope is Scope.HOST:
-                skipped.append(f"{key}: global to the host ({why or 'not per namespace'}); "
-                               "not restored inside a namespace")
+                skipped.append(
+                    f"{key}: global to the host ({why or 'not per namespace'}); "
+                    "not restored inside a namespace"
+                )
                 continue
         want = snap.values[key]
         now = tunable.read(host)
@@ -637,11 +713,20 @@ def restore_plan(host: Host, snap: Snapshot,
             missing.append(f"{key}: {_unavailable(tunable, now, host)}")
             continue
         if not tunable.satisfies(now, want, "exact"):
-            steps.append(Step(tunable, now, want, group_of(key, profile_groups),
-                              tunable.unsafe(want, host) or ""))
+            steps.append(
+                Step(
+                    tunable,
+                    now,
+                    want,
+                    group_of(key, profile_groups),
+                    tunable.unsafe(want, host) or "",
+                )
+            )
     if in_netns:
-        skipped += [f"{path}: a host file; not restored inside a namespace (restore it on the "
-                    "host itself)" for path in sorted(snap.files)]
+        skipped += [
+            f"{path}: a host file; not restored inside a namespace (restore it on the host itself)"
+            for path in sorted(snap.files)
+        ]
     missing += bridges_set_by_hand(host, snap, ctx)
     return mtu_stack_order(steps, ctx), skipped, missing
 
@@ -650,8 +735,10 @@ def _unavailable(tunable: Tunable, now: Unavailable, host: Host) -> str:
     """Why a snapshot's setting cannot be put back, with what to do."""
     dev = tunable.device
     if dev is not None and not host.exists(f"/sys/class/net/{dev}"):
-        return (f"no interface {dev} here (renamed or removed since the snapshot); rename it "
-                f"back or restore this setting by hand")
+        return (
+            f"no interface {dev} here (renamed or removed since the snapshot); rename it "
+            f"back or restore this setting by hand"
+        )
     return f"cannot be read here ({now.reason}); not restored"
 
 
@@ -688,16 +775,18 @@ def mtu_stack_order(steps: list[Step], ctx: Context) -> list[Step]:
     ports go first: a bridge that follows them is then already at its value, and writing the
     same value is no change to the kernel, which leaves it following."""
     slots = [i for i, s in enumerate(steps) if _is_mtu(s)]
-    ordered = _mtu_order([steps[i] for i in slots], ctx.ifaces,
-                         lambda s: (_num(s.before), _num(s.after)))
+    ordered = _mtu_order(
+        [steps[i] for i in slots], ctx.ifaces, lambda s: (_num(s.before), _num(s.after))
+    )
     out = list(steps)
     for slot, step in zip(slots, ordered, strict=True):
         out[slot] = step
     return out
 
 
-def _mtu_order(mtu: list[Step], ifaces: dict[str, facts.Interface],
-               change: Callable[[Step], tuple[int, int]]) -> list[Step]:
+def _mtu_order(
+    mtu: list[Step], ifaces: dict[str, facts.Interface], change: Callable[[Step], tuple[int, int]]
+) -> list[Step]:
     """``mtu`` (MTU steps) in the kernel's order, each step's (from, to) given by ``change``:
     lowered devices top down, raised ones bottom up, lowered bridges last."""
 
@@ -735,7 +824,8 @@ def bridges_set_by_hand(host: Host, snap: Snapshot, ctx: Context) -> list[str]:
                 f"by hand since ({iface.mtu} while its smallest port has {smallest}), and the "
                 "kernel keeps a bridge's MTU set by hand until the bridge is re-created; "
                 "restore puts its value back, not the following (re-create the bridge to have "
-                "it again)")
+                "it again)"
+            )
     return lines
 
 
@@ -744,8 +834,14 @@ def _num(value: Any) -> int:
 
 
 def restore(
-    host: Host, snap: Snapshot, store: Store, ctx: Context, *, progress: Any = None,
-    wait_s: float = 0.0, on_wait: Callable[[str], None] | None = None,
+    host: Host,
+    snap: Snapshot,
+    store: Store,
+    ctx: Context,
+    *,
+    progress: Any = None,
+    wait_s: float = 0.0,
+    on_wait: Callable[[str], None] | None = None,
     allow_unsafe: Sequence[str] = (),
 ) -> Outcome:
     """Put back ``snap`` under the same lock as apply, comparing with values read under it;

@@ -60,11 +60,18 @@ class Finding:
 
     def as_dict(self) -> dict[str, Any]:
         doc = {
-            "group": self.group, "key": self.key, "label": self.label, "scope": self.scope,
-            "device": self.device, "current": typed(self.current),
+            "group": self.group,
+            "key": self.key,
+            "label": self.label,
+            "scope": self.scope,
+            "device": self.device,
+            "current": typed(self.current),
             "recommended": typed(self.recommended),
-            "status": self.status, "why": self.why, "source": self.source,
-            "apply": self.apply, "mode": self.mode,
+            "status": self.status,
+            "why": self.why,
+            "source": self.source,
+            "apply": self.apply,
+            "mode": self.mode,
         }
         if self.unsafe:  # only then: the usual finding keeps its shape
             doc["unsafe"] = self.unsafe
@@ -104,10 +111,12 @@ class Audit:
                 groups.setdefault(f.give, []).append(f)
         out = []
         for give, found in sorted(groups.items(), key=lambda kv: kv[0] == ""):
-            hint = (f"give {give} and audit again" if give else
-                    "dtnkit cannot tell on this host; see each item's why")
-            out.append({"give": give or None, "hint": hint,
-                        "keys": [f.key for f in found]})
+            hint = (
+                f"give {give} and audit again"
+                if give
+                else "dtnkit cannot tell on this host; see each item's why"
+            )
+            out.append({"give": give or None, "hint": hint, "keys": [f.key for f in found]})
         return out
 
     def as_dict(self) -> dict[str, Any]:
@@ -118,17 +127,26 @@ class Audit:
             "profile": self.profile.name,
             "rtt_ms": self.ctx.rtt_ms,
             "environment": {
-                "initial_netns": env.initial_netns, "netns": env.netns,
-                "container": env.container, "proc_sys_read_only": env.proc_sys_read_only,
-                "ram_bytes": env.ram_bytes, "notes": list(env.notes),
+                "initial_netns": env.initial_netns,
+                "netns": env.netns,
+                "container": env.container,
+                "proc_sys_read_only": env.proc_sys_read_only,
+                "ram_bytes": env.ram_bytes,
+                "notes": list(env.notes),
             },
-            "interfaces": [{"device": d, "via": via,
-                            "speed_mbps": self.ctx.ifaces[d].speed_mbps,
-                            "driver": self.nics.get(d, {}).get("driver"),
-                            "firmware": self.nics.get(d, {}).get("firmware")} for d, via in
-                           self.ctx.devices],
-            "decisions": [{"what": d.what, "value": d.value, "why": d.why}
-                          for d in self.ctx.decisions],
+            "interfaces": [
+                {
+                    "device": d,
+                    "via": via,
+                    "speed_mbps": self.ctx.ifaces[d].speed_mbps,
+                    "driver": self.nics.get(d, {}).get("driver"),
+                    "firmware": self.nics.get(d, {}).get("firmware"),
+                }
+                for d, via in self.ctx.devices
+            ],
+            "decisions": [
+                {"what": d.what, "value": d.value, "why": d.why} for d in self.ctx.decisions
+            ],
             "compliant": self.compliant,
             "undecided": self.undecided,
             "counts": self.counts,
@@ -141,8 +159,11 @@ def check_groups(groups: Sequence[str] | None) -> list[str]:
         return list(GROUPS)
     unknown = [g for g in groups if g not in GROUPS]
     if unknown:
-        raise BadInput(f"unknown group {', '.join(unknown)}", f"groups: {', '.join(GROUPS)}",
-                       "pick from those with --group")
+        raise BadInput(
+            f"unknown group {', '.join(unknown)}",
+            f"groups: {', '.join(GROUPS)}",
+            "pick from those with --group",
+        )
     return [g for g in GROUPS if g in groups]
 
 
@@ -156,25 +177,45 @@ def build_context(
     speed_mbps: int | None = None,
 ) -> Context:
     if not 0 < rtt_ms <= 10000:  # NaN too
-        raise BadInput(f"RTT {rtt_ms} ms is out of range", "give the longest RTT in ms (1-10000)",
-                       "e.g. --rtt 150")
+        raise BadInput(
+            f"RTT {rtt_ms} ms is out of range",
+            "give the longest RTT in ms (1-10000)",
+            "e.g. --rtt 150",
+        )
     if speed_mbps is not None and not SPEED_MBPS_MIN <= speed_mbps <= SPEED_MBPS_MAX:
-        raise BadInput(f"speed {speed_mbps} Mbit/s is out of range",
-                       "allowed: 10 Mbit/s to 1600 Gbit/s", "e.g. --speed 25gbit")
+        raise BadInput(
+            f"speed {speed_mbps} Mbit/s is out of range",
+            "allowed: 10 Mbit/s to 1600 Gbit/s",
+            "e.g. --speed 25gbit",
+        )
     check_profile(profile)  # every literal value by its kind, before anything reads or writes
-    host.read_ahead([lambda: facts.interfaces(host), lambda: facts.default_route_devices(host),
-                     lambda: facts.placement(host), lambda: facts.kernel_caps(host)])
+    host.read_ahead(
+        [
+            lambda: facts.interfaces(host),
+            lambda: facts.default_route_devices(host),
+            lambda: facts.placement(host),
+            lambda: facts.kernel_caps(host),
+        ]
+    )
     links = facts.interfaces(host)
     skipped: list[tuple[str, str]] = []
-    devices = facts.select_interfaces(links, list(ifaces) if ifaces else None,
-                                      facts.default_route_devices(host), skipped)
+    devices = facts.select_interfaces(
+        links, list(ifaces) if ifaces else None, facts.default_route_devices(host), skipped
+    )
     ctx = Context(
-        profile=profile, rtt_ms=rtt_ms, env=facts.placement(host),
-        caps=facts.kernel_caps(host), ifaces=links, devices=devices, exact=exact,
+        profile=profile,
+        rtt_ms=rtt_ms,
+        env=facts.placement(host),
+        caps=facts.kernel_caps(host),
+        ifaces=links,
+        devices=devices,
+        exact=exact,
         speed_override_mbps=speed_mbps,
     )
-    ctx.decisions.extend(Decision("not a data interface", name, f"{why} (name it with --iface "
-                                  "to tune it)") for name, why in skipped)
+    ctx.decisions.extend(
+        Decision("not a data interface", name, f"{why} (name it with --iface to tune it)")
+        for name, why in skipped
+    )
     return ctx
 
 
@@ -211,10 +252,21 @@ def evaluate(ctx: Context, host: Host, tunable: Tunable, spec: ItemSpec) -> Find
     current = tunable.read(host)
     apply = "audit-only" if not tunable.restorable else spec.apply
     finding = Finding(
-        group=spec.group, key=tunable.key, label=tunable.label, scope=str(tunable.scope),
-        device=tunable.device, current=None, current_text="-", recommended=None,
-        recommended_text="-", status=AuditStatus.UNKNOWN, why="", source=spec.source, apply=apply,
-        mode=spec.mode, tunable=tunable,
+        group=spec.group,
+        key=tunable.key,
+        label=tunable.label,
+        scope=str(tunable.scope),
+        device=tunable.device,
+        current=None,
+        current_text="-",
+        recommended=None,
+        recommended_text="-",
+        status=AuditStatus.UNKNOWN,
+        why="",
+        source=spec.source,
+        apply=apply,
+        mode=spec.mode,
+        tunable=tunable,
     )
     via = dict(ctx.devices).get(tunable.device or "", "")
     if not isinstance(current, Unavailable):
@@ -230,8 +282,11 @@ def evaluate(ctx: Context, host: Host, tunable: Tunable, spec: ItemSpec) -> Find
     finding.scope = str(scope)
     if scope is Scope.HOST and not ctx.env.initial_netns:
         finding.status = AuditStatus.HOST_SCOPE
-        notes.insert(0, f"global to the host ({scope_why or 'not per namespace'}): never "
-                        "written inside a namespace; left alone")
+        notes.insert(
+            0,
+            f"global to the host ({scope_why or 'not per namespace'}): never "
+            "written inside a namespace; left alone",
+        )
     elif isinstance(current, Unavailable):
         finding.status = AuditStatus.UNSUPPORTED
         notes.insert(0, current.reason)
@@ -254,11 +309,17 @@ def evaluate(ctx: Context, host: Host, tunable: Tunable, spec: ItemSpec) -> Find
         if want.why:
             notes.append(want.why)
     if not isinstance(want, NoWant) and finding.status in (AuditStatus.OK, AuditStatus.DIFFERS):
-        finding.unsafe = tunable.unsafe(
-            finding.target if finding.status == AuditStatus.DIFFERS else want.value, host) or ""
+        finding.unsafe = (
+            tunable.unsafe(
+                finding.target if finding.status == AuditStatus.DIFFERS else want.value, host
+            )
+            or ""
+        )
         if finding.unsafe:
-            notes.insert(0, f"unsafe: {finding.unsafe} (apply refuses it without "
-                            f"--allow-unsafe {tunable.key})")
+            notes.insert(
+                0,
+                f"unsafe: {finding.unsafe} (apply refuses it without --allow-unsafe {tunable.key})",
+            )
     finding.why = "; ".join(notes)
     return finding
 
@@ -279,17 +340,25 @@ def run_audit(
     # namespace it starts now with the profile's sysctls, which do not depend on the devices
     early = None
     if host.netns is not None:
-        keys = [k for k, spec in profile.items.items()
-                if k.startswith("sysctl/") and spec.group in chosen]
+        keys = [
+            k
+            for k, spec in profile.items.items()
+            if k.startswith("sysctl/") and spec.group in chosen
+        ]
         early = _scopes_thread(host, lambda: [tunable_for_key(k) for k in keys], None)
-    ctx = build_context(host, profile, rtt_ms=rtt_ms, ifaces=ifaces, exact=exact,
-                        speed_mbps=speed_mbps)
+    ctx = build_context(
+        host, profile, rtt_ms=rtt_ms, ifaces=ifaces, exact=exact, speed_mbps=speed_mbps
+    )
     pairs = expand(ctx, chosen)
     probe = early
     if not ctx.env.initial_netns:  # the rest (cached keys are not probed again)
         probe = _scopes_thread(host, lambda: [t for t, _ in pairs], early)
-    host.read_ahead([*(functools.partial(t.read, host) for t, _ in pairs),
-                     *(functools.partial(facts.nic_driver, host, d) for d, _ in ctx.devices)])
+    host.read_ahead(
+        [
+            *(functools.partial(t.read, host) for t, _ in pairs),
+            *(functools.partial(facts.nic_driver, host, d) for d, _ in ctx.devices),
+        ]
+    )
     if probe is not None:
         probe.join()  # best effort: evaluate asks again, and fails there if it must
     findings = [evaluate(ctx, host, t, spec) for t, spec in pairs]
@@ -297,10 +366,12 @@ def run_audit(
     return Audit(host_label(host), profile, ctx, findings, nics)
 
 
-def _scopes_thread(host: Host, tunables: Callable[[], list[Tunable]],
-                   after: threading.Thread | None) -> threading.Thread:
+def _scopes_thread(
+    host: Host, tunables: Callable[[], list[Tunable]], after: threading.Thread | None
+) -> threading.Thread:
     """A started thread that asks the kernel the scope of ``tunables()``, after ``after``
     ends (the probe's cache then answers for the keys that one asked)."""
+
     def run() -> None:
         if after is not None:
             after.join()
@@ -317,4 +388,3 @@ def host_label(host: Host) -> str:
         return f"tree:{host.root.name}"
     name = os.uname().nodename
     return f"{name} (netns {host.netns})" if host.netns else name
-

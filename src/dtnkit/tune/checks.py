@@ -105,23 +105,40 @@ class Ipv6Check(AuditOnlyCheck):
         if isinstance(routes, Unavailable):
             return routes
         mine = set(self.stack)
-        global_on = sorted({a.ifname for a in addrs if a.family == "inet6"
-                            and a.scope == "global" and a.ifname in mine
-                            and not unique_local(a.local)})
+        global_on = sorted(
+            {
+                a.ifname
+                for a in addrs
+                if a.family == "inet6"
+                and a.scope == "global"
+                and a.ifname in mine
+                and not unique_local(a.local)
+            }
+        )
         routed = sorted({d for r in routes for d in r.devs if d in mine})
         problems: list[str] = []
         if not global_on:
             where = ", ".join(self.stack) or "no data interface"
-            ula = any(a.ifname in mine and a.scope == "global" and unique_local(a.local)
-                      for a in addrs)
+            ula = any(
+                a.ifname in mine and a.scope == "global" and unique_local(a.local) for a in addrs
+            )
             local = any(a.ifname in mine and a.scope == "link" for a in addrs)
-            problems.append(f"no global IPv6 address on {where}"
-                            + (" (unique-local fc00::/7 only: not reachable from other sites)"
-                               if ula else " (link-local only)" if local else ""))
+            problems.append(
+                f"no global IPv6 address on {where}"
+                + (
+                    " (unique-local fc00::/7 only: not reachable from other sites)"
+                    if ula
+                    else " (link-local only)"
+                    if local
+                    else ""
+                )
+            )
         if not routed:
             others = sorted({d for r in routes for d in r.devs})
-            problems.append("no IPv6 default route" + (
-                f" on a data interface (only via {', '.join(others)})" if others else ""))
+            problems.append(
+                "no IPv6 default route"
+                + (f" on a data interface (only via {', '.join(others)})" if others else "")
+            )
         return "; ".join(problems) if problems else "present"
 
 
@@ -186,8 +203,10 @@ class BondHashCheck(AuditOnlyCheck):
         for bond in self.bonds:
             mode, policy = self._bond(host, bond)
             if mode is None or policy is None:
-                return Unavailable(f"cannot read {bond}'s mode and hash policy "
-                                   f"(/sys/class/net/{bond}/bonding, /proc/net/bonding/{bond})")
+                return Unavailable(
+                    f"cannot read {bond}'s mode and hash policy "
+                    f"(/sys/class/net/{bond}/bonding, /proc/net/bonding/{bond})"
+                )
             if mode in HASHING_MODES and policy != "layer3+4":
                 wrong.append(f"{bond}: {policy} ({mode})")
         return "; ".join(wrong) if wrong else "layer3+4"
@@ -206,13 +225,17 @@ class BondHashCheck(AuditOnlyCheck):
             key, _, value = line.partition(":")
             found.setdefault(key.strip(), value.strip())
         mode_text = found.get("Bonding Mode", "")
-        names = {"IEEE 802.3ad Dynamic link aggregation": "802.3ad",
-                 "load balancing (xor)": "balance-xor",
-                 "transmit load balancing": "balance-tlb",
-                 "adaptive load balancing": "balance-alb"}
+        names = {
+            "IEEE 802.3ad Dynamic link aggregation": "802.3ad",
+            "load balancing (xor)": "balance-xor",
+            "transmit load balancing": "balance-tlb",
+            "adaptive load balancing": "balance-alb",
+        }
         policy_text = found.get("Transmit Hash Policy")
-        return (names.get(mode_text, mode_text or None),
-                policy_text.split()[0] if policy_text else "n/a")
+        return (
+            names.get(mode_text, mode_text or None),
+            policy_text.split()[0] if policy_text else "n/a",
+        )
 
     def satisfies(self, current: Value, want: Value, mode: str) -> bool:
         return current in (want, "no bond")
@@ -258,16 +281,17 @@ class IrqAffinityCheck(AuditOnlyCheck):
                     off += 1
             checked += len(mine)
             if off:
-                problems.append(f"{off} of {len(mine)} IRQs of {dev.name} off NUMA node "
-                                f"{dev.numa_node}")
+                problems.append(
+                    f"{off} of {len(mine)} IRQs of {dev.name} off NUMA node {dev.numa_node}"
+                )
         if not checked:
             return Unavailable("no NIC interrupts found in /proc/interrupts")
         return "; ".join(problems) if problems else "numa-local"
 
 
 CHECKS: dict[str, type[AuditOnlyCheck]] = {
-    check.name: check for check in (IrqAffinityCheck, IrqbalanceCheck, SmtCheck, Ipv6Check,
-                                    IommuCheck, BondHashCheck)
+    check.name: check
+    for check in (IrqAffinityCheck, IrqbalanceCheck, SmtCheck, Ipv6Check, IommuCheck, BondHashCheck)
 }
 
 
@@ -276,6 +300,9 @@ def check_for_key(key: str, ctx: Context) -> AuditOnlyCheck:
     prefix, _, name = key.partition("/")
     check = CHECKS.get(name) if prefix == "check" else None
     if check is None:
-        raise BadInput(f"unknown check {key!r}",
-                       f"checks: {', '.join('check/' + n for n in CHECKS)}", "fix the key")
+        raise BadInput(
+            f"unknown check {key!r}",
+            f"checks: {', '.join('check/' + n for n in CHECKS)}",
+            "fix the key",
+        )
     return check.for_context(ctx)

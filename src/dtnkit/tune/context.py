@@ -79,11 +79,15 @@ class Context:
         if not total:
             return
         self.ram_bytes = nominal_ram(total)
-        self.decisions.append(Decision(
-            "RAM", self.ram_bytes,
-            f"MemTotal {total / 2**30:.2f} GiB is the installed size less what firmware and the "
-            f"kernel reserve; sized as {self.ram_bytes / 2**30:g} GiB (rounded up to 1/8 of its "
-            "power of two)"))
+        self.decisions.append(
+            Decision(
+                "RAM",
+                self.ram_bytes,
+                f"MemTotal {total / 2**30:.2f} GiB is the installed size less what firmware "
+                f"and the kernel reserve; sized as {self.ram_bytes / 2**30:g} GiB (rounded up "
+                "to 1/8 of its power of two)",
+            )
+        )
 
     def speed_for(self, device: str | None) -> int | None:
         """The speed (Mbit/s) that sizes an item of ``device`` (None: a host-wide item).
@@ -101,28 +105,43 @@ class Context:
     def _choose_buffer_speed(self) -> None:
         if self.speed_override_mbps:
             self.buffer_speed_mbps = self.speed_override_mbps
-            self.decisions.append(Decision(
-                "speed", self.speed_override_mbps,
-                "given with --speed: it sizes every speed-dependent item (buffers, tiers, "
-                "pacing) on every selected interface, whatever the NICs report"))
+            self.decisions.append(
+                Decision(
+                    "speed",
+                    self.speed_override_mbps,
+                    "given with --speed: it sizes every speed-dependent item (buffers, tiers, "
+                    "pacing) on every selected interface, whatever the NICs report",
+                )
+            )
             return
-        known = [(self.ifaces[d].speed_mbps or 0, d) for d, _ in self.devices
-                 if d in self.ifaces and self.ifaces[d].speed_mbps]
+        known = [
+            (self.ifaces[d].speed_mbps or 0, d)
+            for d, _ in self.devices
+            if d in self.ifaces and self.ifaces[d].speed_mbps
+        ]
         up = [(s, d) for s, d in known if self.ifaces[d].operstate.upper() in ("UP", "UNKNOWN")]
         pool = up or known
         if not pool:
-            self.decisions.append(Decision(
-                "buffer speed", None,
-                "no selected interface reports its speed; buffer sizes are unknown "
-                "(give --speed, e.g. --speed 25gbit)"))
+            self.decisions.append(
+                Decision(
+                    "buffer speed",
+                    None,
+                    "no selected interface reports its speed; buffer sizes are unknown "
+                    "(give --speed, e.g. --speed 25gbit)",
+                )
+            )
             return
         speed, dev = max(pool)
         self.buffer_speed_mbps = speed
         note = "" if up else " (no selected link is up; using the fastest link anyway)"
-        self.decisions.append(Decision(
-            "buffer speed", speed,
-            f"fastest selected link is {dev} at {speed / 1000:g} Gbit/s; a bond counts by its "
-            f"members, since one TCP flow uses one member{note}"))
+        self.decisions.append(
+            Decision(
+                "buffer speed",
+                speed,
+                f"fastest selected link is {dev} at {speed / 1000:g} Gbit/s; a bond counts by its "
+                f"members, since one TCP flow uses one member{note}",
+            )
+        )
 
     def param(self, spec: ItemSpec, name: str) -> float:
         return spec.numbers.get(name, self.profile.params[name])

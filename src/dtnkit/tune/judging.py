@@ -58,8 +58,15 @@ class Judging:
 
     def audit(self, host: Host, profile: Profile, groups: Sequence[str] = ()) -> Audit:
         """The audit of ``host`` by this judging (``profile``: :meth:`load_profile`'s)."""
-        return run_audit(host, profile, groups=groups, rtt_ms=self.rtt_ms,
-                         ifaces=self.ifaces, exact=self.exact, speed_mbps=self.speed_mbps)
+        return run_audit(
+            host,
+            profile,
+            groups=groups,
+            rtt_ms=self.rtt_ms,
+            ifaces=self.ifaces,
+            exact=self.exact,
+            speed_mbps=self.speed_mbps,
+        )
 
     # ---- hints --------------------------------------------------------------------------
     @property
@@ -94,14 +101,20 @@ class Judging:
 
     def flags(self, *, scope: bool = True, rtt: bool = True, ifaces: bool = True) -> list[str]:
         """Scope then judging flags, as a pasted dtnkit command needs them."""
-        return [*(self.scope_flags() if scope else []),
-                *self.judging_flags(rtt=rtt, ifaces=ifaces)]
+        return [*(self.scope_flags() if scope else []), *self.judging_flags(rtt=rtt, ifaces=ifaces)]
 
-    def command(self, *words: str, scope: bool = True, rtt: bool = True,
-                ifaces: bool = True, extra: Sequence[str] = ()) -> str:
+    def command(
+        self,
+        *words: str,
+        scope: bool = True,
+        rtt: bool = True,
+        ifaces: bool = True,
+        extra: Sequence[str] = (),
+    ) -> str:
         """``dtnkit WORDS... [scope] [judging flags] [extra]``, quoted for a shell."""
-        return shlex.join(["dtnkit", *words, *self.flags(scope=scope, rtt=rtt, ifaces=ifaces),
-                           *extra])
+        return shlex.join(
+            ["dtnkit", *words, *self.flags(scope=scope, rtt=rtt, ifaces=ifaces), *extra]
+        )
 
     def shell(self, cmd: str, dtnkit: str = "") -> str:
         """A shell command ``cmd`` as it must be typed to act on this scope: as is on the
@@ -110,8 +123,10 @@ class Judging:
         that reads the tree, when there is one)."""
         if self.tree is not None:
             here = f"; here: {dtnkit}" if dtnkit else ""
-            return (f"{shlex.quote(str(self.tree))} is a captured tree: on the host it was "
-                    f"captured from, {cmd}{here}")
+            return (
+                f"{shlex.quote(str(self.tree))} is a captured tree: on the host it was "
+                f"captured from, {cmd}{here}"
+            )
         if self.netns:
             return f"ip netns exec {shlex.quote(self.netns)} {cmd}"
         return cmd

@@ -35,8 +35,11 @@ DEVICE_KINDS = ("link", "qdisc", "ring", "feature", "coalesce", "pause", "ipv6")
 
 #: the groups of keys only a snapshot holds (no profile names them): the IPv6 state an MTU
 #: below 1280 takes off an interface goes with the MTU
-SNAPSHOT_ONLY_GROUPS: dict[str, str] = {"ipv6/*/addresses": "nic", "ipv6/*/conf": "nic",
-                                        "ipv6/*/routes": "nic"}
+SNAPSHOT_ONLY_GROUPS: dict[str, str] = {
+    "ipv6/*/addresses": "nic",
+    "ipv6/*/conf": "nic",
+    "ipv6/*/routes": "nic",
+}
 
 _INTS = re.compile(r"-?[0-9]+(?:[ \t]+-?[0-9]+)*")
 
@@ -78,8 +81,12 @@ def as_kept(key: str, value: Any) -> Any:
     a snapshot) as the text the kernel prints, ``[4096, 131072, 6291456]`` -> ``"4096 131072
     6291456"``; anything else as it is (a list that is not all integers is left for the
     kind's validation to refuse)."""
-    if (key.startswith("sysctl/") and isinstance(value, list) and len(value) > 1
-            and all(isinstance(v, int) and not isinstance(v, bool) for v in value)):
+    if (
+        key.startswith("sysctl/")
+        and isinstance(value, list)
+        and len(value) > 1
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+    ):
         return " ".join(str(v) for v in value)
     return value
 

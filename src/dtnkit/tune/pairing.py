@@ -58,13 +58,18 @@ def parse_map(items: Iterable[str]) -> dict[str, str]:
             a, sep, b = part.strip().partition("=")
             a, b = a.strip(), b.strip()
             if not sep or not _IFNAME.fullmatch(a) or not _IFNAME.fullmatch(b):
-                raise BadInput(f"bad --map {part.strip()!r}",
-                               "give A_DEV=B_DEV: an interface of A, '=', the one of B it "
-                               "stands for (names of up to 15 letters, digits, '.', '_', '-')",
-                               "e.g. --map eth0=ens1f0np0")
+                raise BadInput(
+                    f"bad --map {part.strip()!r}",
+                    "give A_DEV=B_DEV: an interface of A, '=', the one of B it "
+                    "stands for (names of up to 15 letters, digits, '.', '_', '-')",
+                    "e.g. --map eth0=ens1f0np0",
+                )
             if a in out or b in taken:
-                raise BadInput(f"--map names {a if a in out else b} twice",
-                               "each interface pairs with one other", "give each once")
+                raise BadInput(
+                    f"--map names {a if a in out else b} twice",
+                    "each interface pairs with one other",
+                    "give each once",
+                )
             out[a] = b
             taken.add(b)
     return out
@@ -102,9 +107,14 @@ def roles_of(values: Mapping[str, Any], recorded: Mapping[str, str]) -> dict[str
     return {d: recorded.get(d) or inferred_role(values, d) for d in devices(values)}
 
 
-def pair(a_values: Mapping[str, Any], b_values: Mapping[str, Any], *,
-         a_roles: Mapping[str, str] | None = None, b_roles: Mapping[str, str] | None = None,
-         manual: Mapping[str, str] | None = None) -> Pairing:
+def pair(
+    a_values: Mapping[str, Any],
+    b_values: Mapping[str, Any],
+    *,
+    a_roles: Mapping[str, str] | None = None,
+    b_roles: Mapping[str, str] | None = None,
+    manual: Mapping[str, str] | None = None,
+) -> Pairing:
     """Pair A's devices with B's whose names differ: ``manual`` first, then by role."""
     devs_a, devs_b = devices(a_values), devices(b_values)
     roles_a = roles_of(a_values, a_roles or {})
@@ -112,13 +122,17 @@ def pair(a_values: Mapping[str, Any], b_values: Mapping[str, Any], *,
     out = Pairing()
     for a, b in (manual or {}).items():
         if a not in devs_a:
-            raise BadInput(f"--map {a}={b}: A has no interface {a}",
-                           f"its interfaces: {', '.join(sorted(devs_a)) or 'none'}",
-                           "map one of those")
+            raise BadInput(
+                f"--map {a}={b}: A has no interface {a}",
+                f"its interfaces: {', '.join(sorted(devs_a)) or 'none'}",
+                "map one of those",
+            )
         if b not in devs_b:
-            raise BadInput(f"--map {a}={b}: B has no interface {b}",
-                           f"its interfaces: {', '.join(sorted(devs_b)) or 'none'}",
-                           "map to one of those")
+            raise BadInput(
+                f"--map {a}={b}: B has no interface {b}",
+                f"its interfaces: {', '.join(sorted(devs_b)) or 'none'}",
+                "map to one of those",
+            )
         out.pairs.append(Pair(a, b, "map", roles_a[a]))
     taken_a = {p.a for p in out.pairs}
     taken_b = {p.b for p in out.pairs}
@@ -133,7 +147,8 @@ def pair(a_values: Mapping[str, Any], b_values: Mapping[str, Any], *,
         elif these_a and these_b:
             out.notes.append(
                 f"{role}: A has {', '.join(these_a)} and B has {', '.join(these_b)}; not paired "
-                f"(pair them with --map, e.g. --map {these_a[0]}={these_b[0]})")
+                f"(pair them with --map, e.g. --map {these_a[0]}={these_b[0]})"
+            )
     return out
 
 
@@ -145,9 +160,11 @@ def rename(values: Mapping[str, Any], b_to_a: Mapping[str, str]) -> dict[str, An
         dev = device_of(key)
         new = with_device(key, b_to_a[dev]) if dev in moved and dev is not None else key
         if new in out or (new != key and new in values and device_of(new) not in moved):
-            raise BadInput(f"B's {key} would be compared as {new}, which B also has",
-                           f"B has an interface named {device_of(new)} too",
-                           "pair that one as well with --map")
+            raise BadInput(
+                f"B's {key} would be compared as {new}, which B also has",
+                f"B has an interface named {device_of(new)} too",
+                "pair that one as well with --map",
+            )
         out[new] = value
     return out
 

@@ -58,9 +58,11 @@ def render_udev(commands: dict[str, list[Argv]]) -> str:
     lines = ["# Written by dtnkit tune apply --persist; `dtnkit tune restore` removes it."]
     for dev, cmds in commands.items():
         if not _SAFE_NAME.match(dev):
-            raise DtnkitError(f"cannot persist settings of interface {dev!r}",
-                              "its name has characters a udev rule cannot hold safely",
-                              "rename the interface, or apply without --persist")
+            raise DtnkitError(
+                f"cannot persist settings of interface {dev!r}",
+                "its name has characters a udev rule cannot hold safely",
+                "rename the interface, or apply without --persist",
+            )
         for argv in cmds:
             run = " ".join(shlex.quote(a) for a in argv)
             lines.append(f'ACTION=="add", SUBSYSTEM=="net", KERNEL=="{dev}", RUN+="{run}"')

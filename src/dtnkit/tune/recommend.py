@@ -45,8 +45,9 @@ SPEED_HINT = "give --speed, e.g. --speed 25gbit (ethtool's Mb/s: --speed 25000mb
 
 
 def _speed_unknown(what: str) -> NoWant:
-    return NoWant(AuditStatus.UNKNOWN, f"link speed unknown, so {what} ({SPEED_HINT})",
-                  give="--speed")
+    return NoWant(
+        AuditStatus.UNKNOWN, f"link speed unknown, so {what} ({SPEED_HINT})", give="--speed"
+    )
 
 
 def _bdp_bytes(ctx: Context, spec: ItemSpec, scale: float) -> tuple[int, str] | NoWant:
@@ -56,8 +57,10 @@ def _bdp_bytes(ctx: Context, spec: ItemSpec, scale: float) -> tuple[int, str] | 
     bdp = speed * 1e6 / 8 * ctx.rtt_ms / 1000
     mult = ctx.param(spec, "bdp_multiplier")
     raw = _pow2(bdp * mult * scale)
-    why = (f"BDP {speed / 1000:g} Gbit/s x {ctx.rtt_ms:g} ms = {bdp / 2**20:.0f} MiB, "
-           f"x{mult:g}{f' x{scale:g}' if scale != 1 else ''} -> {raw / 2**20:.0f} MiB")
+    why = (
+        f"BDP {speed / 1000:g} Gbit/s x {ctx.rtt_ms:g} ms = {bdp / 2**20:.0f} MiB, "
+        f"x{mult:g}{f' x{scale:g}' if scale != 1 else ''} -> {raw / 2**20:.0f} MiB"
+    )
     floor = int(spec.numbers.get("floor", 0))
     ceiling = int(spec.numbers.get("ceiling", INT_MAX))
     ceiling = min(ceiling, INT_MAX)
@@ -72,8 +75,9 @@ def _bdp_bytes(ctx: Context, spec: ItemSpec, scale: float) -> tuple[int, str] | 
         ram_cap = int(ram * fraction)
         if value > ram_cap:
             value = ram_cap
-            why += (f"; capped at {fraction:g} of RAM "
-                    f"({ram / 2**30:g} GiB: {ram_cap / 2**20:.0f} MiB)")
+            why += (
+                f"; capped at {fraction:g} of RAM ({ram / 2**30:g} GiB: {ram_cap / 2**20:.0f} MiB)"
+            )
     if value > ceiling:
         value = ceiling
         why += f"; clamped at {ceiling}"
@@ -85,13 +89,19 @@ def recommend(ctx: Context, host: Host, tunable: Tunable, spec: ItemSpec) -> Wan
     if spec.requires:
         present = ctx.caps.qdiscs.get(spec.requires)
         if present is False:
-            return NoWant(AuditStatus.UNSUPPORTED, (
-                f"the kernel has no {spec.requires} qdisc ({ctx.caps.qdisc_evidence}): per-flow "
-                "pacing is not available here. tbf would only cap the whole interface, which "
-                "is not pacing"))
+            return NoWant(
+                AuditStatus.UNSUPPORTED,
+                (
+                    f"the kernel has no {spec.requires} qdisc ({ctx.caps.qdisc_evidence}): "
+                    "per-flow pacing is not available here. tbf would only cap the whole "
+                    "interface, which is not pacing"
+                ),
+            )
         if present is None:
-            return NoWant(AuditStatus.UNKNOWN, "cannot tell whether the kernel has "
-                          f"{spec.requires}: {ctx.caps.qdisc_evidence}")
+            return NoWant(
+                AuditStatus.UNKNOWN,
+                f"cannot tell whether the kernel has {spec.requires}: {ctx.caps.qdisc_evidence}",
+            )
     if spec.rule is not None:
         return _rule(ctx, host, tunable, spec, mode)
     if spec.tiers is not None:
@@ -108,9 +118,7 @@ def recommend(ctx: Context, host: Host, tunable: Tunable, spec: ItemSpec) -> Wan
     return tunable.literal(ctx, host, spec, mode)
 
 
-def _rule(
-    ctx: Context, host: Host, tunable: Tunable, spec: ItemSpec, mode: str
-) -> Want | NoWant:
+def _rule(ctx: Context, host: Host, tunable: Tunable, spec: ItemSpec, mode: str) -> Want | NoWant:
     if spec.rule == "bdp":
         got = _bdp_bytes(ctx, spec, spec.numbers.get("scale", 1.0))
         if isinstance(got, NoWant):
@@ -197,8 +205,9 @@ def _full_socket(ctx: Context, host: Host) -> tuple[int, str] | NoWant:
         if sizes and max(sizes) > best:
             best, name = max(sizes), sysctl
     if not best:
-        return NoWant(AuditStatus.UNKNOWN,
-                      "neither the profile nor the host gives tcp_rmem/tcp_wmem")
+        return NoWant(
+            AuditStatus.UNKNOWN, "neither the profile nor the host gives tcp_rmem/tcp_wmem"
+        )
     return best, name
 
 
@@ -214,18 +223,23 @@ def _tcp_mem_pages(ctx: Context, host: Host, spec: ItemSpec, mode: str) -> Want 
     full = int(spec.numbers.get("full_sockets", 4))
     pressure = -(-full * socket // page)
     high = pressure * 3 // 2
-    why = (f"a full-size socket holds {socket / 2**20:g} MiB ({name} max); want {full} of them "
-           f"before memory pressure (pressure {pressure} pages of {page} B, low and max in the "
-           "kernel's 3/4 and 3/2 proportions)")
+    why = (
+        f"a full-size socket holds {socket / 2**20:g} MiB ({name} max); want {full} of them "
+        f"before memory pressure (pressure {pressure} pages of {page} B, low and max in the "
+        "kernel's 3/4 and 3/2 proportions)"
+    )
     fraction = spec.numbers.get("max_ram_fraction", 0.5)
     if ctx.ram_bytes and high * page > ctx.ram_bytes * fraction:
         high = int(ctx.ram_bytes * fraction) // page
         pressure = high * 2 // 3
-        why += (f"; capped: max at {fraction:g} of RAM ({ctx.ram_bytes / 2**30:g} GiB), so only "
-                f"{pressure * page // socket} fit before pressure")
-    now = [int(x) for x in (host.read(Host.sysctl_path(TCP_MEM)) or "").split()
-           if x.isdigit()]
+        why += (
+            f"; capped: max at {fraction:g} of RAM ({ctx.ram_bytes / 2**30:g} GiB), so only "
+            f"{pressure * page // socket} fit before pressure"
+        )
+    now = [int(x) for x in (host.read(Host.sysctl_path(TCP_MEM)) or "").split() if x.isdigit()]
     if len(now) == 3:
-        why += (f"; now {now[1] * page // socket} fit before pressure and "
-                f"{now[2] * page // socket} under the ceiling (tcp_mem max x page / socket)")
+        why += (
+            f"; now {now[1] * page // socket} fit before pressure and "
+            f"{now[2] * page // socket} under the ceiling (tcp_mem max x page / socket)"
+        )
     return Want(f"{pressure * 3 // 4} {pressure} {high}", mode, why)

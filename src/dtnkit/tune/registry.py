@@ -25,8 +25,18 @@ from dtnkit.tune.profile import KNOWN_KEYS, site_sysctl_allowed, site_sysctls_te
 
 KINDS: dict[str, type[Tunable]] = {
     kind.kind: kind
-    for kind in (SysctlTunable, LinkTunable, QdiscTunable, RingTunable, FeatureTunable,
-                 CoalesceTunable, PauseTunable, GovernorTunable, TunedTunable, Ipv6Tunable)
+    for kind in (
+        SysctlTunable,
+        LinkTunable,
+        QdiscTunable,
+        RingTunable,
+        FeatureTunable,
+        CoalesceTunable,
+        PauseTunable,
+        GovernorTunable,
+        TunedTunable,
+        Ipv6Tunable,
+    )
 }
 
 
@@ -35,10 +45,12 @@ def kind_for_key(key: str) -> type[Tunable]:
     prefix = key.partition("/")[0]
     kind = KINDS.get(prefix)
     if kind is None:
-        raise BadInput(f"unknown setting {key!r}",
-                       f"no kind of setting has the prefix {prefix + '/'!r} (kinds: "
-                       f"{', '.join(p + '/' for p in KINDS)})",
-                       "check the key")
+        raise BadInput(
+            f"unknown setting {key!r}",
+            f"no kind of setting has the prefix {prefix + '/'!r} (kinds: "
+            f"{', '.join(p + '/' for p in KINDS)})",
+            "check the key",
+        )
     return kind
 
 
@@ -46,8 +58,7 @@ def tunable_for_key(key: str) -> Tunable:
     """Build the tunable a snapshot or profile key names (``kind/[device/]name``)."""
     tunable = kind_for_key(key).from_key(key.partition("/")[2])
     if tunable is None:
-        raise BadInput(f"unknown setting {key!r}", "no tunable reads or writes it",
-                       "check the key")
+        raise BadInput(f"unknown setting {key!r}", "no tunable reads or writes it", "check the key")
     return tunable
 
 
@@ -56,18 +67,25 @@ def in_known_group(key: str) -> bool:
     for one device) or a sysctl a site profile may add."""
     if key.startswith("sysctl/") and site_sysctl_allowed(key.partition("/")[2]):
         return True
-    return any(fnmatch.fnmatchcase(key, pattern.replace("*", "[!/]*")) if "*" in pattern
-               else key == pattern for pattern in KNOWN_KEYS if not pattern.startswith("check/"))
+    return any(
+        fnmatch.fnmatchcase(key, pattern.replace("*", "[!/]*"))
+        if "*" in pattern
+        else key == pattern
+        for pattern in KNOWN_KEYS
+        if not pattern.startswith("check/")
+    )
 
 
 def accept_snapshot_key(key: str, origin: str) -> Tunable:
     """The tunable of a snapshot key a kind claims and a known group holds; else BadInput."""
     tunable = tunable_for_key(key)
     if not tunable.snapshot_only and not in_known_group(key):
-        raise BadInput(f"{origin} names {key!r}, which dtnkit does not tune",
-                       "snapshot keys are the profile keys of docs/profiles.md and the sysctls "
-                       f"a site profile may add: {site_sysctls_text()}",
-                       "remove the key, or restore from another snapshot")
+        raise BadInput(
+            f"{origin} names {key!r}, which dtnkit does not tune",
+            "snapshot keys are the profile keys of docs/profiles.md and the sysctls "
+            f"a site profile may add: {site_sysctls_text()}",
+            "remove the key, or restore from another snapshot",
+        )
     return tunable
 
 

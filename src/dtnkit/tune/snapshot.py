@@ -55,8 +55,12 @@ class Snapshot:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "schema": SCHEMA, "id": self.id, "label": self.label, "kind": self.kind,
-            "created": self.created, "host": self.host,
+            "schema": SCHEMA,
+            "id": self.id,
+            "label": self.label,
+            "kind": self.kind,
+            "created": self.created,
+            "host": self.host,
             "values": {key: typed(value) for key, value in self.values.items()},
             "files": self.files,
         }
@@ -64,8 +68,11 @@ class Snapshot:
     @classmethod
     def from_dict(cls, doc: Any, origin: str) -> Snapshot:
         if not isinstance(doc, dict):
-            raise BadInput(f"{origin} is not a dtnkit snapshot", "it is not a JSON object",
-                           "give a file written by `dtnkit tune save`")
+            raise BadInput(
+                f"{origin} is not a dtnkit snapshot",
+                "it is not a JSON object",
+                "give a file written by `dtnkit tune save`",
+            )
         doc = migrate(doc)
         schema = doc.get("schema")
         if schema != SCHEMA:
@@ -78,9 +85,13 @@ class Snapshot:
             doc = {**doc, "values": {k: as_kept(k, v) for k, v in doc["values"].items()}}
         check_snapshot(doc, origin)  # every field, every value by its kind: before any use
         snap = cls(
-            id=doc["id"], label=doc.get("label", ""), kind=doc["kind"],
-            created=doc["created"], host=dict(doc.get("host", {})),
-            values=dict(doc["values"]), files=dict(doc.get("files", {})),
+            id=doc["id"],
+            label=doc.get("label", ""),
+            kind=doc["kind"],
+            created=doc["created"],
+            host=dict(doc.get("host", {})),
+            values=dict(doc["values"]),
+            files=dict(doc.get("files", {})),
         )
         _accept_keys(snap.values, origin)
         return snap
@@ -164,7 +175,8 @@ def _accept_keys(values: dict[str, Any], origin: str) -> None:
                 "a snapshot holds an interface's IPv6 state only beside that interface's MTU "
                 f"from before an MTU below {IPV6_MIN_MTU} took it off"
                 + (f" (its MTU there is {mtu})" if mtu is not None else ""),
-                "remove the key, or restore from another snapshot")
+                "remove the key, or restore from another snapshot",
+            )
 
 
 def capture(host: Host, ctx: Context, tunables: Sequence[Tunable]) -> dict[str, Any]:
@@ -221,8 +233,9 @@ def netns_named(identity: str | None) -> str | None:
         names = sorted(p.name for p in Path("/run/netns").iterdir())
     except OSError:
         return None
-    return next((n for n in names if _ID.match(n) and _identity(f"/run/netns/{n}") == identity),
-                None)
+    return next(
+        (n for n in names if _ID.match(n) and _identity(f"/run/netns/{n}") == identity), None
+    )
 
 
 def scope_here(host: Host) -> str:
@@ -245,9 +258,12 @@ def scope_here(host: Host) -> str:
 def new_snapshot(host: Host, values: dict[str, Any], label: str, kind: str) -> Snapshot:
     now = dt.datetime.now(dt.UTC)
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", label).strip("-")[:40] or kind
-    facts = {"hostname": socket.gethostname(), "netns": host.netns,
-             "root": str(host.root), "kernel": (host.read("/proc/sys/kernel/osrelease")
-                                                or "").strip()}
+    facts = {
+        "hostname": socket.gethostname(),
+        "netns": host.netns,
+        "root": str(host.root),
+        "kernel": (host.read("/proc/sys/kernel/osrelease") or "").strip(),
+    }
     identity = netns_identity(host)
     if identity is not None:  # restore compares it: `ip netns exec NS dtnkit` is seen too
         facts["netns_id"] = identity
@@ -262,8 +278,12 @@ def new_snapshot(host: Host, values: dict[str, Any], label: str, kind: str) -> S
     if roles:
         facts["interfaces"] = format_roles(roles)
     return Snapshot(
-        id=f"{now:%Y%m%dT%H%M%S}Z-{slug}", label=label, kind=kind,
-        created=now.isoformat(timespec="seconds"), host=facts, values=values,
+        id=f"{now:%Y%m%dT%H%M%S}Z-{slug}",
+        label=label,
+        kind=kind,
+        created=now.isoformat(timespec="seconds"),
+        host=facts,
+        values=values,
     )
 
 
@@ -276,9 +296,11 @@ class Store:
 
     def _path(self, snap_id: str) -> Path:
         if not _ID.match(snap_id):
-            raise BadInput(f"bad snapshot name {snap_id!r}",
-                           "names are letters, digits, '.', '_' and '-'",
-                           "see `dtnkit tune list`")
+            raise BadInput(
+                f"bad snapshot name {snap_id!r}",
+                "names are letters, digits, '.', '_' and '-'",
+                "see `dtnkit tune list`",
+            )
         return self.dir / f"{snap_id}.json"
 
     def save(self, snap: Snapshot) -> Path:
@@ -301,8 +323,11 @@ class Store:
                 raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(found))
             if not self.dir.is_dir():
                 return []
-            return sorted(p.stem for p in self.dir.iterdir()
-                          if p.suffix == ".json" and not p.name.startswith("."))
+            return sorted(
+                p.stem
+                for p in self.dir.iterdir()
+                if p.suffix == ".json" and not p.name.startswith(".")
+            )
 
     def load(self, name: str, scope: str = HOST_SCOPE) -> Snapshot:
         snap_id = self.resolve(name, scope)
@@ -317,12 +342,14 @@ class Store:
             if last is None:
                 opts = scope_options(scope)
                 others = self._netns_with_baseline()
-                raise BadInput(f"no baseline has been saved yet for {scope}",
-                               f"`dtnkit tune apply{' ' + opts if opts else ''}` saves one "
-                               "before its first write"
-                               + (f"; there is one for {', '.join(others)}" if others else ""),
-                               (f"give {scope_options(others[0])}, or " if others else "give ")
-                               + "a snapshot name (see `dtnkit tune list`)")
+                raise BadInput(
+                    f"no baseline has been saved yet for {scope}",
+                    f"`dtnkit tune apply{' ' + opts if opts else ''}` saves one "
+                    "before its first write"
+                    + (f"; there is one for {', '.join(others)}" if others else ""),
+                    (f"give {scope_options(others[0])}, or " if others else "give ")
+                    + "a snapshot name (see `dtnkit tune list`)",
+                )
             return last
         self._path(name)  # validates the characters
         ids = self.ids()
@@ -332,10 +359,16 @@ class Store:
         if len(matches) == 1:
             return matches[0]
         if not matches:
-            raise BadInput(f"no snapshot {name!r}", f"{len(ids)} snapshots in {self.dir}",
-                           "see `dtnkit tune list`")
-        raise BadInput(f"snapshot name {name!r} is ambiguous", f"it matches {', '.join(matches)}",
-                       "give more of the name")
+            raise BadInput(
+                f"no snapshot {name!r}",
+                f"{len(ids)} snapshots in {self.dir}",
+                "see `dtnkit tune list`",
+            )
+        raise BadInput(
+            f"snapshot name {name!r} is ambiguous",
+            f"it matches {', '.join(matches)}",
+            "give more of the name",
+        )
 
     def delete(self, name: str) -> str:
         snap_id = self.resolve(name)
@@ -365,8 +398,10 @@ class Store:
     def _netns_with_baseline(self) -> list[str]:
         """The namespaces (``netns NAME``) that have a last baseline here."""
         try:
-            names = sorted(p.name.removeprefix("last-baseline.netns-")
-                           for p in self.state_dir.glob("last-baseline.netns-*"))
+            names = sorted(
+                p.name.removeprefix("last-baseline.netns-")
+                for p in self.state_dir.glob("last-baseline.netns-*")
+            )
         except OSError:
             return []
         return [f"netns {n}" for n in names if self.last_baseline(f"netns {n}")]
@@ -428,19 +463,26 @@ def state_dir_error(state_dir: Path, what: str, exc: OSError) -> DtnkitError:
     where = f" ({exc.filename})" if exc.filename else ""
     why = f"{exc.strerror or exc}{where}"
     if exc.errno in (errno.ENOTDIR, errno.EEXIST):
-        return BadInput(f"{what} in {state_dir}", why,
-                        "give a directory with --state-dir or $DTNKIT_STATE_DIR")
-    return DtnkitError(f"{what} in {state_dir}", why,
-                       "free space or make it writable, or give another --state-dir",
-                       status=ExitStatus.ERROR)
+        return BadInput(
+            f"{what} in {state_dir}", why, "give a directory with --state-dir or $DTNKIT_STATE_DIR"
+        )
+    return DtnkitError(
+        f"{what} in {state_dir}",
+        why,
+        "free space or make it writable, or give another --state-dir",
+        status=ExitStatus.ERROR,
+    )
 
 
 def load_file(path: Path) -> Snapshot:
     try:
         data = path.read_bytes()
     except OSError as exc:
-        raise BadInput(f"cannot read snapshot {path}", exc.strerror or str(exc),
-                       "check the name with `dtnkit tune list`") from exc
+        raise BadInput(
+            f"cannot read snapshot {path}",
+            exc.strerror or str(exc),
+            "check the name with `dtnkit tune list`",
+        ) from exc
     origin = f"snapshot {path}"
     return Snapshot.from_dict(parse_json(data, origin), origin)
 
@@ -451,8 +493,9 @@ def load_values(source: str, store: Store) -> tuple[str, dict[str, Any]]:
     return name, values
 
 
-def load_side(source: str, store: Store,
-              scope: str = HOST_SCOPE) -> tuple[str, dict[str, Any], dict[str, Any]]:
+def load_side(
+    source: str, store: Store, scope: str = HOST_SCOPE
+) -> tuple[str, dict[str, Any], dict[str, Any]]:
     """A side of a diff: its name, its values and its ``host`` facts (none for a sysctl
     file); ``last`` is ``scope``'s last baseline."""
     path = Path(source)
@@ -462,16 +505,22 @@ def load_side(source: str, store: Store,
         try:
             text = path.read_text(errors="replace")
         except OSError as exc:
-            raise BadInput(f"cannot read {source}", exc.strerror or str(exc),
-                           "give a snapshot name or a file path") from exc
+            raise BadInput(
+                f"cannot read {source}",
+                exc.strerror or str(exc),
+                "give a snapshot name or a file path",
+            ) from exc
         if text.lstrip().startswith("{"):
             snap = load_file(path)
             return snap.id, snap.values, snap.host
         try:
             conf = parse_sysctl_conf(text)
         except ParseError as exc:
-            raise BadInput(f"{source} is neither a snapshot nor a sysctl file", str(exc),
-                           "give a snapshot JSON or a sysctl.conf") from exc
+            raise BadInput(
+                f"{source} is neither a snapshot nor a sysctl file",
+                str(exc),
+                "give a snapshot JSON or a sysctl.conf",
+            ) from exc
         return str(path), {f"sysctl/{k}": v for k, v in conf.items()}, {}
     snap = store.load(source, scope)
     return snap.id, snap.values, snap.host
@@ -493,7 +542,8 @@ def diff(a: dict[str, Any], b: dict[str, Any], *, only_common: bool = False) -> 
         if va is not None and vb is not None:
             tunable = tunable_for_key(key)
             if tunable.satisfies(va, vb, "exact") and (
-                    not tunable.snapshot_only or tunable.satisfies(vb, va, "exact")):
+                not tunable.snapshot_only or tunable.satisfies(vb, va, "exact")
+            ):
                 continue  # (a kind only snapshots hold is a set: equal both ways)
         elif va is None and vb is None:
             continue

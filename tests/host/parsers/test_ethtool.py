@@ -404,9 +404,7 @@ def test_coalesce_json_old_duplicate_keys() -> None:
 
 
 def test_coalesce_text_and_json_agree() -> None:
-    text = parse_ethtool_coalesce_text(
-        synthetic("ethtool-c.adaptive-on.ethtool-6.1.synthetic.txt")
-    )
+    text = parse_ethtool_coalesce_text(synthetic("ethtool-c.adaptive-on.ethtool-6.1.synthetic.txt"))
     json_ = parse_ethtool_coalesce_json(synthetic("ethtool-json-c.adaptive-on.synthetic.json"))
     assert (text.adaptive_rx, text.adaptive_tx) == (json_.adaptive_rx, json_.adaptive_tx)
     for key, value in json_.values.items():

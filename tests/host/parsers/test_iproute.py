@@ -24,9 +24,7 @@ from dtnkit.host.parsers.iproute import (
 
 
 def test_ip_link_local_capture() -> None:
-    links = {
-        link.name: link for link in parse_ip_link_json(local("dkparse.ip-d-j-link-show.json"))
-    }
+    links = {link.name: link for link in parse_ip_link_json(local("dkparse.ip-d-j-link-show.json"))}
     assert list(links) == ["lo", "dkv1", "dkv0", "dkbr0", "dkmq1", "dkmq0", "dkz0"]
 
     lo = links["lo"]
@@ -138,7 +136,9 @@ def test_ip_addr_local_capture_scopes() -> None:
 def test_ip_route_local_captures() -> None:
     two = parse_ip_route_json(local("dkab-cap.ip-j-route-show-default.two-metrics.json"))
     assert [(r.dst, r.devs, r.gateway, r.metric) for r in two] == [
-        ("default", ("a0",), "198.51.100.1", 100), ("default", ("b0",), "203.0.113.1", 200)]
+        ("default", ("a0",), "198.51.100.1", 100),
+        ("default", ("b0",), "203.0.113.1", 200),
+    ]
     multi = parse_ip_route_json(local("dkab-cap.ip-j-route-show-default.multipath.json"))
     assert len(multi) == 1 and multi[0].default and multi[0].devs == ("a0", "b0")
     six = parse_ip_route_json(local("dkab-cap.ip-6-j-route-show-default.json"))
@@ -146,15 +146,22 @@ def test_ip_route_local_captures() -> None:
     assert parse_ip_route_json(local("dkab-cap.ip-6-j-route-show-default.none.json")) == []
 
 
-@pytest.mark.parametrize("text", ["{}", '[{"dev": "a0"}]', '[{"dst": "default", "nexthops": 3}]',
-                                  "[1]", "not json"])
+@pytest.mark.parametrize(
+    "text", ["{}", '[{"dev": "a0"}]', '[{"dst": "default", "nexthops": 3}]', "[1]", "not json"]
+)
 def test_ip_route_refuses_bad_shapes(text: str) -> None:
     with pytest.raises(ParseError):
         parse_ip_route_json(text)
 
 
-@pytest.mark.parametrize("text", ["{}", '[{"ifname": "a0", "addr_info": {}}]',
-                                  '[{"ifname": "a0", "addr_info": [{"family": "inet6"}]}]'])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "{}",
+        '[{"ifname": "a0", "addr_info": {}}]',
+        '[{"ifname": "a0", "addr_info": [{"family": "inet6"}]}]',
+    ],
+)
 def test_ip_addr_refuses_bad_shapes(text: str) -> None:
     with pytest.raises(ParseError):
         parse_ip_addr_json(text)

@@ -58,9 +58,7 @@ def test_sysctl_keys_output_keeps_tabs_which_are_normalized() -> None:
     text = local("sysctl.tcp-keys.txt")
     assert "\t" in text  # sysctl(8) prints multi-value keys with the /proc/sys TABs
     parsed = parse_sysctl_conf(text)
-    assert parsed["net.ipv4.tcp_rmem"] == normalize_sysctl(
-        local("proc-sys-net-ipv4-tcp_rmem.txt")
-    )
+    assert parsed["net.ipv4.tcp_rmem"] == normalize_sysctl(local("proc-sys-net-ipv4-tcp_rmem.txt"))
     assert parsed["net.ipv4.tcp_rmem"] == "4096 131072 33554432"
     assert parsed["net.core.rmem_max"] == "4194304"
     assert parsed["net.ipv4.tcp_congestion_control"] == "bbr"

@@ -164,17 +164,25 @@ HTB_CLASSES = (
 def test_tc_class_text_htb_and_mq() -> None:
     leaf, inner, mq = parse_tc_class_text(HTB_CLASSES)
     assert (leaf.kind, leaf.classid, leaf.parent, leaf.leaf) == ("htb", "1:10", "1:1", "10:")
-    assert leaf.options == {"prio": "2", "quantum": "3000", "rate": "123456Kbit",
-                            "ceil": "987654Kbit", "linklayer": "ethernet", "burst": "12314b/1",
-                            "mpu": "0b", "cburst": "5185b/1", "level": "0"}
+    assert leaf.options == {
+        "prio": "2",
+        "quantum": "3000",
+        "rate": "123456Kbit",
+        "ceil": "987654Kbit",
+        "linklayer": "ethernet",
+        "burst": "12314b/1",
+        "mpu": "0b",
+        "cburst": "5185b/1",
+        "level": "0",
+    }
     assert (inner.parent, inner.leaf, inner.options["burst"]) == (None, None, "15125b/1")
-    assert (mq.kind, mq.classid, mq.parent, mq.leaf, mq.options) == ("mq", "7:2", None, "30:",
-                                                                     {})
+    assert (mq.kind, mq.classid, mq.parent, mq.leaf, mq.options) == ("mq", "7:2", None, "30:", {})
     assert parse_tc_class_text("") == []
 
 
-@pytest.mark.parametrize("text", ["qdisc htb 1: root\n", "class htb\n", "class htb 1:1 sideways\n",
-                                  "class htb 1 root\n"])
+@pytest.mark.parametrize(
+    "text", ["qdisc htb 1: root\n", "class htb\n", "class htb 1:1 sideways\n", "class htb 1 root\n"]
+)
 def test_tc_class_text_malformed(text: str) -> None:
     with pytest.raises(ParseError):
         parse_tc_class_text(text)

@@ -21,8 +21,11 @@ LAB_TOOLS = [t for t in ("iptables", "sysctl") if shutil.which(t) is None]
 TUNED = "4096 131072 67108864"  # as `dtnkit tune apply` sets them for this path (64 MiB)
 UNTUNED_WMEM = "4096 16384 4194304"  # the kernel's default: 4 MiB
 
-pytestmark = [pytest.mark.needs_root, pytest.mark.needs_netns,
-              pytest.mark.skipif(bool(LAB_TOOLS), reason=f"needs {', '.join(LAB_TOOLS)}")]
+pytestmark = [
+    pytest.mark.needs_root,
+    pytest.mark.needs_netns,
+    pytest.mark.skipif(bool(LAB_TOOLS), reason=f"needs {', '.join(LAB_TOOLS)}"),
+]
 
 # the first connection the client makes (the first request's, which carries the first
 # stream) gets a 256 KiB receive buffer: a real kernel window, ~2.6 MB/s at 100 ms
@@ -46,8 +49,13 @@ raise SystemExit(main(sys.argv[1:]))
 @pytest.fixture(scope="module")
 def lab21(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeLab]:
     # "big": long enough for the first stream to leave slow start and show what holds it
-    with serve_lab(tmp_path_factory.mktemp("grow"), f"grws{secrets.token_hex(2)}", rtt_ms=100,
-                   files={"f": 32 * MiB, "big": 96 * MiB}, wrapper=SLOW_FIRST) as lab_:
+    with serve_lab(
+        tmp_path_factory.mktemp("grow"),
+        f"grws{secrets.token_hex(2)}",
+        rtt_ms=100,
+        files={"f": 32 * MiB, "big": 96 * MiB},
+        wrapper=SLOW_FIRST,
+    ) as lab_:
         for key in ("net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem"):
             lab_.sysctl(key, TUNED, "dst")
         yield lab_
@@ -107,8 +115,9 @@ def test_the_first_stream_to_join_finds_its_connection_open(lab21: ServeLab) -> 
     events = json.loads(line.read_text())["events"]
     joined = next(e["t"] for e in events if e["what"] == "stream starts" and e["stream"] == 1)
     first_get = next(e for e in events if e["what"] == "GET sent" and "range" in e)
-    tcp = next(e["t"] for e in events
-               if e["what"] == "tcp" and e["connection"] == first_get["connection"])
+    tcp = next(
+        e["t"] for e in events if e["what"] == "tcp" and e["connection"] == first_get["connection"]
+    )
     assert first_get["connection"] != 0
     # opened at the decision, a round trip or more before the first stream's data, and
     # long (seconds of window-bound receiving) before the join

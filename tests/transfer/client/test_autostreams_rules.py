@@ -12,10 +12,12 @@ from dtnkit.transfer.client.engine import STEAL_MIN_S, Shares, spans
 from dtnkit.transfer.client.policy import StreamPolicy
 
 MiB = 2**20
-UNTUNED = au.BufferLimits(tcp_rmem_max=32 * MiB, tcp_wmem_max=4 * MiB, rmem_max=4 * MiB,
-                          wmem_max=4 * MiB)
-TUNED = au.BufferLimits(tcp_rmem_max=64 * MiB, tcp_wmem_max=64 * MiB, rmem_max=4 * MiB,
-                        wmem_max=4 * MiB)  # `dtnkit tune apply` in a lab namespace (rmem_max is
+UNTUNED = au.BufferLimits(
+    tcp_rmem_max=32 * MiB, tcp_wmem_max=4 * MiB, rmem_max=4 * MiB, wmem_max=4 * MiB
+)
+TUNED = au.BufferLimits(
+    tcp_rmem_max=64 * MiB, tcp_wmem_max=64 * MiB, rmem_max=4 * MiB, wmem_max=4 * MiB
+)  # `dtnkit tune apply` in a lab namespace (rmem_max is
 # the host's)
 
 

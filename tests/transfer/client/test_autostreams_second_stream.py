@@ -42,7 +42,8 @@ def alive() -> Iterator[list[threading.Thread]]:
 
 
 def test_two_streams_carrying_no_more_than_one_say_the_path_holds_them(
-        alive: list[threading.Thread]) -> None:
+    alive: list[threading.Thread],
+) -> None:
     alone = 8 * MiB
     helps, why = policy.second_helps(counter(alone), counter(alone / 2), alive, RTT, alone)
     assert not helps
@@ -50,7 +51,8 @@ def test_two_streams_carrying_no_more_than_one_say_the_path_holds_them(
 
 
 def test_two_streams_carrying_twice_what_one_did_say_its_window_held_it(
-        alive: list[threading.Thread]) -> None:
+    alive: list[threading.Thread],
+) -> None:
     alone = 8 * MiB
     helps, why = policy.second_helps(counter(2 * alone), counter(alone), alive, RTT, alone)
     assert helps
@@ -69,8 +71,13 @@ def test_streams_that_end_while_watched_did_not_show_it() -> None:
 def lab23(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeLab]:
     # "big": long enough for the first stream to leave slow start and the second to show
     # what holds them (1 Gbit/s: 0.8 s)
-    with serve_lab(tmp_path_factory.mktemp("two"), f"twos{secrets.token_hex(2)}", rtt_ms=10,
-                   files={"big": 96 * MiB}, wrapper="") as lab_:
+    with serve_lab(
+        tmp_path_factory.mktemp("two"),
+        f"twos{secrets.token_hex(2)}",
+        rtt_ms=10,
+        files={"big": 96 * MiB},
+        wrapper="",
+    ) as lab_:
         lab_.sysctl("net.ipv4.tcp_wmem", UNTUNED_WMEM)
         yield lab_
 

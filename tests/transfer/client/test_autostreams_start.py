@@ -22,18 +22,23 @@ MiB = 2**20
 LAB_TOOLS = [t for t in ("iptables", "sysctl") if shutil.which(t) is None]
 UNTUNED_WMEM = "4096 16384 4194304"  # the kernel's default: 2 MiB windows
 SMALL_WMEM = "4096 16384 1048576"  # 512 KiB windows: four carry 335 Mbit/s at 50 ms
-UNTUNED = au.BufferLimits(tcp_rmem_max=32 * MiB, tcp_wmem_max=4 * MiB, rmem_max=4 * MiB,
-                          wmem_max=4 * MiB)
+UNTUNED = au.BufferLimits(
+    tcp_rmem_max=32 * MiB, tcp_wmem_max=4 * MiB, rmem_max=4 * MiB, wmem_max=4 * MiB
+)
 
 _F = TypeVar("_F", bound=Callable[..., None])
 
 
 def on_lab(test: _F) -> _F:
     """Root, network namespaces and the lab's tools."""
-    for mark in (pytest.mark.needs_root, pytest.mark.needs_netns,
-                 pytest.mark.skipif(bool(LAB_TOOLS), reason=f"needs {', '.join(LAB_TOOLS)}")):
+    for mark in (
+        pytest.mark.needs_root,
+        pytest.mark.needs_netns,
+        pytest.mark.skipif(bool(LAB_TOOLS), reason=f"needs {', '.join(LAB_TOOLS)}"),
+    ):
         test = mark(test)
     return test
+
 
 # `dtnkit cp` with a timeline: when each connection starts its handshake and when the
 # first request's answer (the HEAD) arrives, as JSON on the last line of stderr
@@ -64,8 +69,13 @@ raise SystemExit(code)
 @pytest.fixture(scope="module")
 def lab22(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeLab]:
     # "big": long enough for four streams to leave slow start and show what holds them
-    with serve_lab(tmp_path_factory.mktemp("ast"), f"autos{secrets.token_hex(2)}", rtt_ms=50,
-                   files={"f": 8 * MiB, "big": 64 * MiB}, wrapper=TIMELINE) as lab_:
+    with serve_lab(
+        tmp_path_factory.mktemp("ast"),
+        f"autos{secrets.token_hex(2)}",
+        rtt_ms=50,
+        files={"f": 8 * MiB, "big": 64 * MiB},
+        wrapper=TIMELINE,
+    ) as lab_:
         lab_.sysctl("net.ipv4.tcp_wmem", UNTUNED_WMEM)
         yield lab_
 
@@ -83,8 +93,9 @@ def test_four_start_when_the_rate_is_only_an_upper_bound() -> None:
     assert given.start == 0 and given.as_dict()["start"] == given.streams
     few = au.decide(0.05, 1e9, "link speed of dklink0", UNTUNED)  # 3 streams: all start
     assert few.streams == 3 and few.start == 0
-    tuned = au.decide(0.05, 10e9, "link speed of dklink0",
-                      au.BufferLimits(64 * MiB, 64 * MiB, 4 * MiB, 4 * MiB))
+    tuned = au.decide(
+        0.05, 10e9, "link speed of dklink0", au.BufferLimits(64 * MiB, 64 * MiB, 4 * MiB, 4 * MiB)
+    )
     assert tuned.grow and tuned.start == 0 and tuned.as_dict()["start"] == 1
 
 
@@ -114,8 +125,9 @@ def test_untuned_ends_start_four_streams_not_eight(lab22: ServeLab) -> None:
     assert isinstance(auto, dict)
     assert auto["streams"] == 8 and auto["start"] == 4, auto
     assert doc["streams"] == 4, err
-    assert "4 streams: " in err and ("the path, not the windows, holds them" in err
-                                     or "the file was done before" in err), err
+    assert "4 streams: " in err and (
+        "the path, not the windows, holds them" in err or "the file was done before" in err
+    ), err
     # four spans of 16 MiB (one may be cut where a stream that ended took its tail)
     assert sum(n == 16 * MiB for m, n in seen if m == "GET") >= 2, seen
 

@@ -29,19 +29,23 @@ from dtnkit.transfer.server import ServerHandle, start_server
 
 MiB = 2**20
 WRITE = "w11-rw"
-UNTUNED = au.BufferLimits(tcp_rmem_max=32 * MiB, tcp_wmem_max=4 * MiB, rmem_max=4 * MiB,
-                          wmem_max=4 * MiB)  # this machine's defaults
+UNTUNED = au.BufferLimits(
+    tcp_rmem_max=32 * MiB, tcp_wmem_max=4 * MiB, rmem_max=4 * MiB, wmem_max=4 * MiB
+)  # this machine's defaults
 
 
-@pytest.mark.parametrize(("rate", "rtt", "window", "want"), [
-    (1e9, 0.050, 2 * MiB, 3),        # 6.25 MB in flight, 2 MiB a stream
-    (1e9, 0.0503, 2 * MiB, 3),
-    (1e9, 0.0517, 2 * MiB, 4),       # 6.46 MB: just over three windows
-    (8 * 2 * MiB, 1.0, 2 * MiB, 1),  # exactly one window: no second stream
-    (10e9, 0.00003, 2 * MiB, 1),     # loopback: far below one window
-    (100e9, 0.1, 2 * MiB, 16),       # 596 windows: capped
-    (2e9, 0.010, 16 * MiB, 1),
-])
+@pytest.mark.parametrize(
+    ("rate", "rtt", "window", "want"),
+    [
+        (1e9, 0.050, 2 * MiB, 3),  # 6.25 MB in flight, 2 MiB a stream
+        (1e9, 0.0503, 2 * MiB, 3),
+        (1e9, 0.0517, 2 * MiB, 4),  # 6.46 MB: just over three windows
+        (8 * 2 * MiB, 1.0, 2 * MiB, 1),  # exactly one window: no second stream
+        (10e9, 0.00003, 2 * MiB, 1),  # loopback: far below one window
+        (100e9, 0.1, 2 * MiB, 16),  # 596 windows: capped
+        (2e9, 0.010, 16 * MiB, 1),
+    ],
+)
 def test_streams_formula(rate: float, rtt: float, window: int, want: int) -> None:
     assert au.streams_for(rate, rtt, window) == want
 
@@ -57,15 +61,17 @@ def test_window_is_half_the_smaller_buffer_and_rcvbuf_only_when_it_beats_autotun
     assert UNTUNED.receive_window == 16 * MiB and UNTUNED.send_window == 2 * MiB
     assert UNTUNED.window == 2 * MiB
     assert UNTUNED.rcvbuf_to_set() is None  # 4 MiB cap < 16 MiB autotuning reaches
-    tuned = au.BufferLimits(tcp_rmem_max=256 * MiB, tcp_wmem_max=256 * MiB, rmem_max=256 * MiB,
-                            wmem_max=256 * MiB)
+    tuned = au.BufferLimits(
+        tcp_rmem_max=256 * MiB, tcp_wmem_max=256 * MiB, rmem_max=256 * MiB, wmem_max=256 * MiB
+    )
     assert tuned.rcvbuf_to_set() == 256 * MiB  # SO_RCVBUF's cap beats autotuning's half
     assert tuned.window == 128 * MiB
 
 
 def test_limits_parse_from_sysctl_text() -> None:
-    got = au.parse_limits("4096\t131072\t33554432\n", "4096 16384 4194304\n", "4194304\n",
-                          "212992\n")
+    got = au.parse_limits(
+        "4096\t131072\t33554432\n", "4096 16384 4194304\n", "4194304\n", "212992\n"
+    )
     assert got == au.BufferLimits(33554432, 4194304, 4194304, 212992)
     assert au.parse_limits(None, "4096 16384 4194304", "1", "1") is None
     assert au.parse_limits("4096 131072", "4096 16384 4194304", "1", "1") is None
@@ -74,9 +80,12 @@ def test_limits_parse_from_sysctl_text() -> None:
 
 
 def test_limits_are_read_through_the_host_seam(tmp_path: Path) -> None:
-    for rel, text in (("ipv4/tcp_rmem", "4096 131072 6291456\n"),
-                      ("ipv4/tcp_wmem", "4096 16384 4194304\n"),
-                      ("core/rmem_max", "212992\n"), ("core/wmem_max", "212992\n")):
+    for rel, text in (
+        ("ipv4/tcp_rmem", "4096 131072 6291456\n"),
+        ("ipv4/tcp_wmem", "4096 16384 4194304\n"),
+        ("core/rmem_max", "212992\n"),
+        ("core/wmem_max", "212992\n"),
+    ):
         f = tmp_path / "proc/sys/net" / rel
         f.parent.mkdir(parents=True, exist_ok=True)
         f.write_text(text)
@@ -123,8 +132,10 @@ def test_auto_decides_once_for_parallel_files() -> None:
 
     auto = StreamPolicy.auto(None, lambda: UNTUNED, lambda _a: (1e9, "link speed of eth9"))
     seen: list[au.StreamsDecision] = []
-    threads = [threading.Thread(target=lambda: seen.append(auto.decide(rtt, lambda: "10.0.0.1")))
-               for _ in range(8)]
+    threads = [
+        threading.Thread(target=lambda: seen.append(auto.decide(rtt, lambda: "10.0.0.1")))
+        for _ in range(8)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -156,20 +167,29 @@ def served(tmp_path: Path) -> Iterator[tuple[ServerHandle, Path]]:
     root = tmp_path / "srv"
     root.mkdir()
     (root / "f").write_bytes(b"z" * 300_000)
-    handle = start_server(root, host="127.0.0.1", port=0, anonymous_read=True, quiet=True,
-                          tokens=tokens.parse(f"{WRITE} read,write\n"))
+    handle = start_server(
+        root,
+        host="127.0.0.1",
+        port=0,
+        anonymous_read=True,
+        quiet=True,
+        tokens=tokens.parse(f"{WRITE} read,write\n"),
+    )
     try:
         yield handle, root
     finally:
         handle.stop()
 
 
-def test_cli_streams_auto_on_loopback(served: tuple[ServerHandle, Path], tmp_path: Path,
-                                      environment: Environment) -> None:
+def test_cli_streams_auto_on_loopback(
+    served: tuple[ServerHandle, Path], tmp_path: Path, environment: Environment
+) -> None:
     handle, root = served
     dst = tmp_path / "got"
-    code = main(["cp", f"{handle.url}f", str(dst), "--streams", "auto", "--rate", "10G",
-                 "--json", "-v"], environment)
+    code = main(
+        ["cp", f"{handle.url}f", str(dst), "--streams", "auto", "--rate", "10G", "--json", "-v"],
+        environment,
+    )
     assert code == 0, taken(environment.stderr)
     doc = json.loads(taken(environment.stdout))
     auto = doc["streams_auto"]
@@ -181,14 +201,21 @@ def test_cli_streams_auto_on_loopback(served: tuple[ServerHandle, Path], tmp_pat
     assert dst.read_bytes() == (root / "f").read_bytes()
 
 
-@pytest.mark.parametrize(("argv", "says"), [
-    (["--streams", "4", "--rate", "1g"], "--rate: only chooses the number of streams"),
-    (["--streams", "auto", "--rate", "3furlongs"], "bad rate '3furlongs'"),
-    (["--streams", "auto", "--rate", "nan"], "bad rate 'nan'"),
-])
-def test_cli_bad_rate_is_one_error_line(served: tuple[ServerHandle, Path], tmp_path: Path,
-                                        environment: Environment, argv: list[str],
-                                        says: str) -> None:
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--streams", "4", "--rate", "1g"], "--rate: only chooses the number of streams"),
+        (["--streams", "auto", "--rate", "3furlongs"], "bad rate '3furlongs'"),
+        (["--streams", "auto", "--rate", "nan"], "bad rate 'nan'"),
+    ],
+)
+def test_cli_bad_rate_is_one_error_line(
+    served: tuple[ServerHandle, Path],
+    tmp_path: Path,
+    environment: Environment,
+    argv: list[str],
+    says: str,
+) -> None:
     handle, _root = served
     code = main(["cp", f"{handle.url}f", str(tmp_path / "got"), *argv], environment)
     assert code == ExitStatus.BAD_INPUT
@@ -218,19 +245,45 @@ def test_auto_on_a_50ms_lab_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     root.mkdir()
     (root / "f").write_bytes(secrets.token_bytes(4 * MiB))
     (tmp_path / "tokens").write_text("w11-tok read\n")
-    with lab.path(f"w11{secrets.token_hex(3)}", state_root=state, rtt_ms=50,
-                  rate_bps=10**9) as p:
-        server = p.dst.popen([sys.executable, "-m", "dtnkit", "serve", "--root", str(root),
-                              "--host", p.dst.address, "--port", "0", "--anonymous-read"],
-                             stderr=subprocess.STDOUT)
+    with lab.path(f"w11{secrets.token_hex(3)}", state_root=state, rtt_ms=50, rate_bps=10**9) as p:
+        server = p.dst.popen(
+            [
+                sys.executable,
+                "-m",
+                "dtnkit",
+                "serve",
+                "--root",
+                str(root),
+                "--host",
+                p.dst.address,
+                "--port",
+                "0",
+                "--anonymous-read",
+            ],
+            stderr=subprocess.STDOUT,
+        )
         try:
             assert server.stdout is not None
             line = server.stdout.readline()
             assert "listening on" in line, line
             url = line.split("listening on ", 1)[1].split()[0] + "f"
-            res = p.src.run([sys.executable, "-m", "dtnkit", "cp", url, str(tmp_path / "got"),
-                             "--streams", "auto", "--rate", "1gbit", "--json", "-v"],
-                            check=False)
+            res = p.src.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "dtnkit",
+                    "cp",
+                    url,
+                    str(tmp_path / "got"),
+                    "--streams",
+                    "auto",
+                    "--rate",
+                    "1gbit",
+                    "--json",
+                    "-v",
+                ],
+                check=False,
+            )
             assert res.returncode == 0, res.stderr
             doc = json.loads(res.stdout)
             limits = au.host_limits(Host.live(p.src.netns))
@@ -240,22 +293,25 @@ def test_auto_on_a_50ms_lab_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     auto = doc["streams_auto"]
     assert 50.0 <= auto["rtt_ms"] < 75.0, auto
     assert limits is not None and auto["window_bytes"] == limits.window
-    assert doc["streams"] == auto["streams"] == au.streams_for(
-        10**9, auto["rtt_ms"] / 1e3, limits.window)
+    assert (
+        doc["streams"]
+        == auto["streams"]
+        == au.streams_for(10**9, auto["rtt_ms"] / 1e3, limits.window)
+    )
     assert auto["streams"] >= 2  # 6 MiB in flight does not fit one untuned window
     assert "--streams auto: " in res.stderr and "RTT 5" in res.stderr
     assert (tmp_path / "got").read_bytes() == (root / "f").read_bytes()
 
 
-def test_so_rcvbuf_is_set_only_when_it_beats_autotuning(served: tuple[ServerHandle, Path]
-                                                        ) -> None:
+def test_so_rcvbuf_is_set_only_when_it_beats_autotuning(served: tuple[ServerHandle, Path]) -> None:
     """A host whose SO_RCVBUF cap (rmem_max) gives more than autotuning reaches gets it set
     before the handshake; an untuned host (cap 4 MiB < half of tcp_rmem's 32 MiB) keeps
     autotuning: SO_RCVBUF is never set blindly."""
     handle, _root = served
     url = Url.parse(f"{handle.url}f")
-    small_autotune = au.BufferLimits(tcp_rmem_max=MiB, tcp_wmem_max=4 * MiB, rmem_max=2 * MiB,
-                                     wmem_max=4 * MiB)
+    small_autotune = au.BufferLimits(
+        tcp_rmem_max=MiB, tcp_wmem_max=4 * MiB, rmem_max=2 * MiB, wmem_max=4 * MiB
+    )
     for limits, want in ((small_autotune, 2 * MiB), (UNTUNED, None)):
         auto = StreamPolicy.auto(None, lambda lim=limits: lim, lambda _a: None)
         session = Session(url, CopyRun.of(CopyRequest(), streams=auto))
@@ -274,15 +330,17 @@ def test_so_rcvbuf_is_set_only_when_it_beats_autotuning(served: tuple[ServerHand
 
 
 def test_cli_upload_with_auto_decides_on_its_own_connection(
-        served: tuple[ServerHandle, Path], tmp_path: Path, environment: Environment) -> None:
+    served: tuple[ServerHandle, Path], tmp_path: Path, environment: Environment
+) -> None:
     """An upload makes no request before its streams are chosen: auto opens the first
     connection itself (once deadlocked: that connection asked auto for SO_RCVBUF)."""
     handle, root = served
     src = tmp_path / "up.bin"
     src.write_bytes(secrets.token_bytes(100_000))
-    code = main(["cp", str(src), f"{handle.url}up.bin", "--streams", "auto", "--json",
-                 "--token", WRITE],
-                environment)
+    code = main(
+        ["cp", str(src), f"{handle.url}up.bin", "--streams", "auto", "--json", "--token", WRITE],
+        environment,
+    )
     err = taken(environment.stderr)
     assert code == 0, err
     assert json.loads(taken(environment.stdout))["streams_auto"]["streams"] == 1

@@ -41,9 +41,26 @@ def serve(root: Path, *extra: str) -> Iterator[str]:
     tokens.write_text(f"{TOKEN} read,write\n")
     tokens.chmod(0o600)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "dtnkit", "serve", "--root", str(root), "--host", "127.0.0.1",
-         "--port", "0", "--tokens", str(tokens), "--quiet", *extra],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-m",
+            "dtnkit",
+            "serve",
+            "--root",
+            str(root),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--tokens",
+            str(tokens),
+            "--quiet",
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout is not None
         m = re.search(r"listening on (http://127\.0\.0\.1:\d+/)", proc.stdout.readline())
@@ -58,9 +75,14 @@ def cp(tmp_path: Path, *argv: str) -> subprocess.CompletedProcess[str]:
     token = tmp_path / "token"
     token.write_text(TOKEN + "\n")
     env = {k: v for k, v in os.environ.items() if "TOKEN" not in k}
-    return subprocess.run([sys.executable, "-m", "dtnkit", "cp", *argv, "--token-file",
-                           str(token)], capture_output=True, text=True, env=env, timeout=120,
-                          check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "dtnkit", "cp", *argv, "--token-file", str(token)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
 
 
 def one_error(done: subprocess.CompletedProcess[str]) -> str:
@@ -86,7 +108,8 @@ def test_an_upload_into_missing_collections(tmp_path: Path, src: Path, streams: 
         err = one_error(done)
         assert "HTTP 409" in err and err.endswith(
             "Next: rerun with -p/--parents to create the missing collections (MKCOL, one "
-            "level at a time)"), err
+            "level at a time)"
+        ), err
         assert not (tmp_path / "srv" / "run7").exists()  # nothing written
 
         done = cp(tmp_path, "-p", str(src), target, "--streams", streams)
@@ -106,11 +129,22 @@ def test_trees_relays_and_tpc_pulls_make_their_parents(tmp_path: Path, src: Path
         one = stack.enter_context(serve(tmp_path / "one"))
         two = stack.enter_context(serve(tmp_path / "two", "--tpc-allow", "127.0.0.1"))
         (tmp_path / "one" / "f").write_bytes(DATA)
-        cases = [(["-r", str(tree), one + "x/y/tree"], tmp_path / "one/x/y/tree/sub/b",
-                  DATA[1000:5000]),
-                 ([one + "f", two + "relay/d/f"], tmp_path / "two/relay/d/f", DATA),
-                 (["--tpc", "pull", one + "f", two + "tpc/d/g", "--remote-token-file",
-                   str(tmp_path / "token")], tmp_path / "two/tpc/d/g", DATA)]
+        cases = [
+            (["-r", str(tree), one + "x/y/tree"], tmp_path / "one/x/y/tree/sub/b", DATA[1000:5000]),
+            ([one + "f", two + "relay/d/f"], tmp_path / "two/relay/d/f", DATA),
+            (
+                [
+                    "--tpc",
+                    "pull",
+                    one + "f",
+                    two + "tpc/d/g",
+                    "--remote-token-file",
+                    str(tmp_path / "token"),
+                ],
+                tmp_path / "two/tpc/d/g",
+                DATA,
+            ),
+        ]
         for argv, made, data in cases:
             done = cp(tmp_path, *argv)
             assert done.returncode == ExitStatus.REFUSED, (argv, done.stderr)
@@ -120,20 +154,20 @@ def test_trees_relays_and_tpc_pulls_make_their_parents(tmp_path: Path, src: Path
             assert made.read_bytes() == data, argv
 
 
-def test_concurrent_makers_of_the_same_collections_all_succeed(tmp_path: Path,
-                                                               src: Path) -> None:
+def test_concurrent_makers_of_the_same_collections_all_succeed(tmp_path: Path, src: Path) -> None:
     """Eight copies into one new path at once: each MKCOL that finds the collection made by
     another meanwhile (405) goes on."""
     with serve(tmp_path / "srv") as url, ThreadPoolExecutor(8) as pool:
-        runs = list(pool.map(lambda i: cp(tmp_path, "-p", str(src),
-                                          f"{url}a/b/c/d/f{i}"), range(8)))
+        runs = list(
+            pool.map(lambda i: cp(tmp_path, "-p", str(src), f"{url}a/b/c/d/f{i}"), range(8))
+        )
     assert all(r.returncode == 0 for r in runs), [r.stderr for r in runs]
-    assert sorted(p.name for p in (tmp_path / "srv/a/b/c/d").iterdir()) == \
-        [f"f{i}" for i in range(8)]
+    assert sorted(p.name for p in (tmp_path / "srv/a/b/c/d").iterdir()) == [
+        f"f{i}" for i in range(8)
+    ]
 
 
-def test_a_file_where_a_collection_should_be_is_one_clear_error(tmp_path: Path,
-                                                                src: Path) -> None:
+def test_a_file_where_a_collection_should_be_is_one_clear_error(tmp_path: Path, src: Path) -> None:
     with serve(tmp_path / "srv") as url:
         (tmp_path / "srv" / "plain").write_bytes(b"a file")
         done = cp(tmp_path, "-p", str(src), url + "plain/sub/f")
@@ -168,13 +202,22 @@ def test_a_download_makes_its_local_directories(tmp_path: Path) -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.text(st.characters(blacklist_categories=("Cs",),
-                                      blacklist_characters="/?#\x00"), min_size=1,
-                        max_size=6), min_size=1, max_size=6),
-       st.sampled_from(["", "?authz=abc"]), st.booleans())
-def test_the_parents_of_a_url_are_its_collections_nearest_first(names: list[str],
-                                                                 query: str,
-                                                                 slash: bool) -> None:
+@given(
+    st.lists(
+        st.text(
+            st.characters(blacklist_categories=("Cs",), blacklist_characters="/?#\x00"),
+            min_size=1,
+            max_size=6,
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    st.sampled_from(["", "?authz=abc"]),
+    st.booleans(),
+)
+def test_the_parents_of_a_url_are_its_collections_nearest_first(
+    names: list[str], query: str, slash: bool
+) -> None:
     url = Url("http", "h", 80, "/x").child(names[0])
     for name in names[1:]:
         url = url.child(name)
@@ -186,17 +229,27 @@ def test_the_parents_of_a_url_are_its_collections_nearest_first(names: list[str]
         path, _sep, q = parent.path.partition("?")
         assert path.endswith("/") and bare.startswith(path) and path != "/"
         assert q == query.lstrip("?")
-    assert [len(p.path) for p in parents] == sorted((len(p.path) for p in parents),
-                                                    reverse=True)
+    assert [len(p.path) for p in parents] == sorted((len(p.path) for p in parents), reverse=True)
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(st.text(st.characters(blacklist_categories=("Cs",),  # not UTF-8 names
-                                      blacklist_characters="/\x00"), min_size=1,
-                        max_size=8).filter(lambda n: n not in (".", "..")),
-                min_size=1, max_size=5))
-def test_make_dirs_makes_each_missing_level_once(tmp_path_factory: pytest.TempPathFactory,
-                                                 names: list[str]) -> None:
+@given(
+    st.lists(
+        st.text(
+            st.characters(
+                blacklist_categories=("Cs",),  # not UTF-8 names
+                blacklist_characters="/\x00",
+            ),
+            min_size=1,
+            max_size=8,
+        ).filter(lambda n: n not in (".", "..")),
+        min_size=1,
+        max_size=5,
+    )
+)
+def test_make_dirs_makes_each_missing_level_once(
+    tmp_path_factory: pytest.TempPathFactory, names: list[str]
+) -> None:
     base = tmp_path_factory.mktemp("mkd")
     path = base.joinpath(*names)
     assert files.make_dirs(path) == len(names)
@@ -211,17 +264,21 @@ def test_make_dirs_names_what_is_in_the_way(tmp_path: Path) -> None:
     assert got.value.filename == str(tmp_path / "a")
 
 
-@pytest.mark.parametrize(("answers", "made", "error"), [
-    ({}, 1, None),  # the parent made at once
-    ({"/a/b/": [409, 201], "/a/": [201]}, 2, None),  # one level up, then down
-    ({"/a/b/": [405]}, 0, None),  # there already
-    ({"/a/b/": [409, 405], "/a/": [201]}, 1, None),  # made meanwhile by another client
-    ({"/a/b/": [409, 409], "/a/": [405]}, 0, "cannot make it in its parent"),
-    ({"/a/b/": [403]}, 0, "forbidden"),
-    ({"/a/b/": [500, 500, 500, 500]}, 0, "500"),
-])
-def test_mkcol_answers_from_any_server(answers: dict[str, list[int]], made: int,
-                                       error: str | None) -> None:
+@pytest.mark.parametrize(
+    ("answers", "made", "error"),
+    [
+        ({}, 1, None),  # the parent made at once
+        ({"/a/b/": [409, 201], "/a/": [201]}, 2, None),  # one level up, then down
+        ({"/a/b/": [405]}, 0, None),  # there already
+        ({"/a/b/": [409, 405], "/a/": [201]}, 1, None),  # made meanwhile by another client
+        ({"/a/b/": [409, 409], "/a/": [405]}, 0, "cannot make it in its parent"),
+        ({"/a/b/": [403]}, 0, "forbidden"),
+        ({"/a/b/": [500, 500, 500, 500]}, 0, "500"),
+    ],
+)
+def test_mkcol_answers_from_any_server(
+    answers: dict[str, list[int]], made: int, error: str | None
+) -> None:
     """A server's answers to the MKCOLs of -p, whatever they are: made, exists, a clear
     error (FatalHttp or a transfer error), never a traceback or a loop."""
     left = {k: list(v) for k, v in answers.items()}
@@ -254,14 +311,24 @@ def xrd(pki: Pki) -> Iterator[Xrootd]:
 
 @pytest.mark.needs_xrootd
 @pytest.mark.parametrize("streams", ["1", "4"])
-def test_an_upload_to_xrootd_with_parents(xrd: Xrootd, pki: Pki, tmp_path: Path, src: Path,
-                                          streams: str) -> None:
+def test_an_upload_to_xrootd_with_parents(
+    xrd: Xrootd, pki: Pki, tmp_path: Path, src: Path, streams: str
+) -> None:
     """XRootD makes a PUT's whole path itself (and answers MKCOL of a path with missing
     parents 201): -p gets 201 or 405 and the upload lands; twice, the second into what
     exists."""
-    target = "davs://" + xrd.url[len("https://"):] + f"p{streams}/q/r/f"
+    target = "davs://" + xrd.url[len("https://") :] + f"p{streams}/q/r/f"
     for force in ([], ["-f"]):
-        done = cp(tmp_path, "-p", str(src), target, "--ca-file", str(pki.ca_file),
-                  "--streams", streams, *force)
+        done = cp(
+            tmp_path,
+            "-p",
+            str(src),
+            target,
+            "--ca-file",
+            str(pki.ca_file),
+            "--streams",
+            streams,
+            *force,
+        )
         assert done.returncode == 0, done.stderr
     assert (xrd.root / f"p{streams}" / "q" / "r" / "f").read_bytes() == DATA

@@ -55,8 +55,14 @@ def served(tmp_path: Path) -> Iterator[tuple[ServerHandle, Path]]:
 
 
 def opts(**kw: object) -> CopyRequest:
-    base: dict[str, object] = {"token": TOKEN, "block_size": BLOCK, "streams": 4,
-                               "backoff": 0.01, "retries": 2, "stall_timeout": 10.0}
+    base: dict[str, object] = {
+        "token": TOKEN,
+        "block_size": BLOCK,
+        "streams": 4,
+        "backoff": 0.01,
+        "retries": 2,
+        "stall_timeout": 10.0,
+    }
     base.update(kw)
     return CopyRequest(**base)  # type: ignore[arg-type]
 
@@ -84,7 +90,7 @@ def test_combined_block_values_equal_whole_file_checksum(name: str) -> None:
     blocks = pl.plan_blocks(len(data), BLOCK)
     comb = pl.BlockCombiner(name, blocks)
     for b in random.Random(1).sample(blocks, len(blocks)):  # out of order
-        comb.accept(b, data[b.offset:b.offset + b.length])
+        comb.accept(b, data[b.offset : b.offset + b.length])
     whole = cks.new(name)
     whole.update(data)
     assert comb.digest() == whole.digest()
@@ -97,11 +103,12 @@ def test_combined_block_values_equal_whole_file_checksum(name: str) -> None:
 def test_ordered_hasher_bounded_buffer(name: str, held: int) -> None:
     data = payload(SIZE * 3)
     blocks = pl.plan_blocks(len(data), BLOCK)
-    hasher = pl.OrderedHasher(name, blocks, lambda b: data[b.offset:b.offset + b.length],
-                              max_buffered=held)
+    hasher = pl.OrderedHasher(
+        name, blocks, lambda b: data[b.offset : b.offset + b.length], max_buffered=held
+    )
     try:
         for b in reversed(blocks):  # worst case: the first block comes last
-            hasher.accept(b, data[b.offset:b.offset + b.length])
+            hasher.accept(b, data[b.offset : b.offset + b.length])
         assert hasher.digest(timeout=10) == hashlib.new(name, data).digest()
         assert hasher.peak_buffered <= held + 1  # K out of order + the next one
         if held < len(blocks) - 1:
@@ -125,14 +132,16 @@ def test_ordered_hasher_incomplete_is_an_error() -> None:
 @pytest.mark.parametrize("name", cks.ALGORITHMS)
 @pytest.mark.parametrize("verify", pl.VERIFY_MODES)
 @pytest.mark.parametrize("streams", [1, 4])
-def test_download_round_trip(served: tuple[ServerHandle, Path], tmp_path: Path, name: str,
-                             verify: str, streams: int) -> None:
+def test_download_round_trip(
+    served: tuple[ServerHandle, Path], tmp_path: Path, name: str, verify: str, streams: int
+) -> None:
     handle, root = served
     data = payload(SIZE)
     (root / "f.bin").write_bytes(data)
     dst = tmp_path / "out.bin"
-    summary = copy(handle.url + "f.bin", str(dst),
-                   opts(checksum=name, verify=verify, streams=streams))
+    summary = copy(
+        handle.url + "f.bin", str(dst), opts(checksum=name, verify=verify, streams=streams)
+    )
     assert dst.read_bytes() == data
     assert leftovers(tmp_path) == []
     result = summary.files[0]
@@ -140,8 +149,9 @@ def test_download_round_trip(served: tuple[ServerHandle, Path], tmp_path: Path, 
     if verify == "none":
         assert result.digest is None
     else:
-        assert (dg.format_value(name, result.digest)
-                == dg.format_value(name, cks.file_checksum(dst, name)))
+        assert dg.format_value(name, result.digest) == dg.format_value(
+            name, cks.file_checksum(dst, name)
+        )
 
 
 def test_download_empty_file(served: tuple[ServerHandle, Path], tmp_path: Path) -> None:
@@ -153,8 +163,9 @@ def test_download_empty_file(served: tuple[ServerHandle, Path], tmp_path: Path) 
         assert dst.exists() and dst.read_bytes() == b""
 
 
-def test_download_md5_with_tiny_reorder_buffer(served: tuple[ServerHandle, Path],
-                                               tmp_path: Path) -> None:
+def test_download_md5_with_tiny_reorder_buffer(
+    served: tuple[ServerHandle, Path], tmp_path: Path
+) -> None:
     handle, root = served
     data = payload(64 * BLOCK + 17)
     (root / "big").write_bytes(data)
@@ -179,15 +190,15 @@ def corrupt_behind_cache(path: Path, handle: ServerHandle, name: str) -> None:
 @pytest.mark.parametrize("name", ["adler32", "crc32c", "md5", "sha256"])
 @pytest.mark.parametrize("verify", ["block", "file", "sequential"])
 def test_corrupted_source_is_detected_and_not_committed(
-        served: tuple[ServerHandle, Path], tmp_path: Path, name: str, verify: str) -> None:
+    served: tuple[ServerHandle, Path], tmp_path: Path, name: str, verify: str
+) -> None:
     handle, root = served
     src = root / "c.bin"
     src.write_bytes(payload(SIZE))
     corrupt_behind_cache(src, handle, name)
     dst = tmp_path / "c.bin"
     with pytest.raises(ChecksumMismatch) as info:
-        copy(handle.url + "c.bin", str(dst), opts(checksum=name, verify=verify,
-                                                  retries=1))
+        copy(handle.url + "c.bin", str(dst), opts(checksum=name, verify=verify, retries=1))
     assert "checksum mismatch" in info.value.what
     assert "expected" in info.value.why and "after 2 attempts" in info.value.why
     assert not dst.exists()
@@ -195,8 +206,7 @@ def test_corrupted_source_is_detected_and_not_committed(
 
 
 @pytest.mark.parametrize("level", ["durable", "ondisk"])
-def test_levels_reported(served: tuple[ServerHandle, Path], tmp_path: Path,
-                         level: str) -> None:
+def test_levels_reported(served: tuple[ServerHandle, Path], tmp_path: Path, level: str) -> None:
     handle, root = served
     data = payload(SIZE)
     (root / "l.bin").write_bytes(data)
@@ -208,20 +218,19 @@ def test_levels_reported(served: tuple[ServerHandle, Path], tmp_path: Path,
     assert summary.as_dict()["level"] == expected
 
 
-def test_ondisk_detects_corruption_too(served: tuple[ServerHandle, Path],
-                                       tmp_path: Path) -> None:
+def test_ondisk_detects_corruption_too(served: tuple[ServerHandle, Path], tmp_path: Path) -> None:
     handle, root = served
     src = root / "o.bin"
     src.write_bytes(payload(SIZE))
     corrupt_behind_cache(src, handle, "adler32")
     with pytest.raises(ChecksumMismatch):
-        copy(handle.url + "o.bin", str(tmp_path / "o.bin"),
-             opts(level="ondisk", retries=0))
+        copy(handle.url + "o.bin", str(tmp_path / "o.bin"), opts(level="ondisk", retries=0))
     assert not (tmp_path / "o.bin").exists() and leftovers(tmp_path) == []
 
 
-def test_wrong_token_is_fatal_and_writes_nothing(served: tuple[ServerHandle, Path],
-                                                 tmp_path: Path) -> None:
+def test_wrong_token_is_fatal_and_writes_nothing(
+    served: tuple[ServerHandle, Path], tmp_path: Path
+) -> None:
     handle, root = served
     (root / "t.bin").write_bytes(payload(100))
     out = tmp_path / "dl"
@@ -285,19 +294,27 @@ class DyingServer:
                 size = len(self.data)
                 digest = f"adler32={zlib.adler32(self.data):08x}"
                 if method == "HEAD":
-                    conn.sendall((f"HTTP/1.1 200 OK\r\nContent-Length: {size}\r\n"
-                                  f"Accept-Ranges: bytes\r\nETag: \"x\"\r\n"
-                                  f"Content-Type: application/octet-stream\r\n"
-                                  f"Digest: {digest}\r\nConnection: close\r\n\r\n").encode())
+                    conn.sendall(
+                        (
+                            f"HTTP/1.1 200 OK\r\nContent-Length: {size}\r\n"
+                            f'Accept-Ranges: bytes\r\nETag: "x"\r\n'
+                            f"Content-Type: application/octet-stream\r\n"
+                            f"Digest: {digest}\r\nConnection: close\r\n\r\n"
+                        ).encode()
+                    )
                     return
                 self.gets += 1
                 asked = head.partition("Range: bytes=")[2].partition("\r\n")[0]
                 first = int(asked.partition("-")[0] or 0)
                 last = min(int(asked.partition("-")[2] or size - 1), size - 1)  # as asked
-                conn.sendall((f"HTTP/1.1 206 Partial Content\r\n"
-                              f"Content-Length: {last - first + 1}\r\n"
-                              f"Content-Range: bytes {first}-{last}/{size}\r\n\r\n").encode()
-                             + self.data[first:first + BLOCK // 2])
+                conn.sendall(
+                    (
+                        f"HTTP/1.1 206 Partial Content\r\n"
+                        f"Content-Length: {last - first + 1}\r\n"
+                        f"Content-Range: bytes {first}-{last}/{size}\r\n\r\n"
+                    ).encode()
+                    + self.data[first : first + BLOCK // 2]
+                )
             except OSError:
                 return
 
@@ -314,8 +331,7 @@ def test_server_dying_mid_transfer_retries_then_fails(tmp_path: Path) -> None:
     try:
         dst = tmp_path / "d.bin"
         with pytest.raises(TransferError) as info:
-            copy(f"http://127.0.0.1:{server.port}/d.bin", str(dst),
-                 opts(retries=2, streams=2))
+            copy(f"http://127.0.0.1:{server.port}/d.bin", str(dst), opts(retries=2, streams=2))
         assert "failed after 3 attempts" in info.value.why
         assert "connection closed" in info.value.why
         assert server.gets >= 3
@@ -332,8 +348,11 @@ def test_stall_timeout_retries(tmp_path: Path) -> None:
     try:
         port = sock.getsockname()[1]
         with pytest.raises(TransferError, match="HEAD"):
-            copy(f"http://127.0.0.1:{port}/x", str(tmp_path / "x"),
-                 opts(retries=1, stall_timeout=0.2))
+            copy(
+                f"http://127.0.0.1:{port}/x",
+                str(tmp_path / "x"),
+                opts(retries=1, stall_timeout=0.2),
+            )
         assert not (tmp_path / "x").exists()
     finally:
         sock.close()
@@ -344,8 +363,9 @@ def test_stall_timeout_retries(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("name", cks.ALGORITHMS)
 @pytest.mark.parametrize("verify", pl.VERIFY_MODES)
-def test_upload_round_trip(served: tuple[ServerHandle, Path], tmp_path: Path, name: str,
-                           verify: str) -> None:
+def test_upload_round_trip(
+    served: tuple[ServerHandle, Path], tmp_path: Path, name: str, verify: str
+) -> None:
     handle, root = served
     data = payload(SIZE, seed=3)
     src = tmp_path / "up.bin"
@@ -355,7 +375,8 @@ def test_upload_round_trip(served: tuple[ServerHandle, Path], tmp_path: Path, na
     assert leftovers(root) == []
     if verify != "none":
         assert dg.format_value(name, summary.files[0].digest) == dg.format_value(
-            name, cks.file_checksum(src, name))
+            name, cks.file_checksum(src, name)
+        )
         assert summary.files[0].level == "durable"
 
 
@@ -370,13 +391,16 @@ def test_upload_empty(served: tuple[ServerHandle, Path], tmp_path: Path) -> None
 # --------------------------------------------------------------------------- trees, CLI
 
 
-def test_recursive_round_trip_parallel(served: tuple[ServerHandle, Path],
-                                       tmp_path: Path) -> None:
+def test_recursive_round_trip_parallel(served: tuple[ServerHandle, Path], tmp_path: Path) -> None:
     handle, root = served
     tree = tmp_path / "tree"
     (tree / "sub" / "deeper").mkdir(parents=True)
-    files = {"a": payload(SIZE, 1), "sub/b": payload(100, 2), "sub/deeper/c": b"",
-             "sub/deeper/d": payload(3 * BLOCK, 4)}
+    files = {
+        "a": payload(SIZE, 1),
+        "sub/b": payload(100, 2),
+        "sub/deeper/c": b"",
+        "sub/deeper/d": payload(3 * BLOCK, 4),
+    }
     for rel, data in files.items():
         (tree / rel).write_bytes(data)
     up = copy(str(tree), handle.url + "tree", opts(recursive=True, parallel=3))
@@ -384,29 +408,56 @@ def test_recursive_round_trip_parallel(served: tuple[ServerHandle, Path],
     for rel, data in files.items():
         assert (root / "tree" / rel).read_bytes() == data
     back = tmp_path / "back"
-    down = copy(handle.url + "tree/", str(back), opts(recursive=True, parallel=3,
-                                                      checksum="md5"))
+    down = copy(handle.url + "tree/", str(back), opts(recursive=True, parallel=3, checksum="md5"))
     assert len(down.files) == 4
     for rel, data in files.items():
         assert (back / rel).read_bytes() == data
     assert leftovers(back) == []
 
 
-def test_cli_json_summary(served: tuple[ServerHandle, Path], tmp_path: Path,
-                          capsys: pytest.CaptureFixture[str],
-                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_json_summary(
+    served: tuple[ServerHandle, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     handle, root = served
     data = payload(SIZE)
     (root / "j.bin").write_bytes(data)
     monkeypatch.setenv("DTNKIT_TOKEN", TOKEN)
     dst = tmp_path / "j.bin"
-    rc = cp.main([handle.url + "j.bin", str(dst), "--streams", "4", "--block-size", "4KiB",
-                  "--json", "--verify-level", "durable"], standalone_mode=False)
+    rc = cp.main(
+        [
+            handle.url + "j.bin",
+            str(dst),
+            "--streams",
+            "4",
+            "--block-size",
+            "4KiB",
+            "--json",
+            "--verify-level",
+            "durable",
+        ],
+        standalone_mode=False,
+    )
     assert rc == 0
     out = json.loads(capsys.readouterr().out)
-    assert set(out) == {"files", "bytes", "seconds", "rate_bps", "checksum", "digest",
-                        "verify", "level", "streams", "retries", "refetched_blocks",
-                        "resumed_blocks", "resumed_bytes", "notes"}
+    assert set(out) == {
+        "files",
+        "bytes",
+        "seconds",
+        "rate_bps",
+        "checksum",
+        "digest",
+        "verify",
+        "level",
+        "streams",
+        "retries",
+        "refetched_blocks",
+        "resumed_blocks",
+        "resumed_bytes",
+        "notes",
+    }
     assert out["refetched_blocks"] == 0 and out["resumed_blocks"] == 0 and out["notes"] == []
     assert out["resumed_bytes"] == 0
     assert out["files"] == 1 and out["bytes"] == SIZE and out["streams"] == 4
@@ -418,8 +469,10 @@ def test_cli_bad_input(tmp_path: Path) -> None:
     with pytest.raises(BadInput):
         cp.main([str(tmp_path / "a"), str(tmp_path / "b")], standalone_mode=False)
     with pytest.raises(DtnkitError):
-        cp.main(["http://127.0.0.1:1/x", str(tmp_path / "b"), "--block-size", "zz"],
-                standalone_mode=False)
+        cp.main(
+            ["http://127.0.0.1:1/x", str(tmp_path / "b"), "--block-size", "zz"],
+            standalone_mode=False,
+        )
 
 
 # --------------------------------------------------------------------------- hot path (buffers)
@@ -431,9 +484,10 @@ def test_ordered_hasher_releases_every_buffer_once(held: int) -> None:
     blocks = pl.plan_blocks(len(data), BLOCK)
     released: list[int] = []
     order = blocks[1::2] + blocks[0::2]
-    bufs = {b.index: bytearray(data[b.offset:b.offset + b.length]) for b in blocks}
-    hasher = pl.OrderedHasher("md5", blocks, lambda b: data[b.offset:b.offset + b.length],
-                              max_buffered=held)
+    bufs = {b.index: bytearray(data[b.offset : b.offset + b.length]) for b in blocks}
+    hasher = pl.OrderedHasher(
+        "md5", blocks, lambda b: data[b.offset : b.offset + b.length], max_buffered=held
+    )
     ids = {id(buf): i for i, buf in bufs.items()}
     hasher.set_release(lambda buf: released.append(ids.get(id(buf), -1)))
     try:
@@ -479,7 +533,7 @@ def test_combine_hasher_concurrent_streams(depth: int) -> None:
     def stream(mine: list[pl.Block]) -> None:
         for b in mine:
             buf = pool.get()
-            buf[:b.length] = data[b.offset:b.offset + b.length]
+            buf[: b.length] = data[b.offset : b.offset + b.length]
             hasher.submit(b, buf)
 
     threads = [threading.Thread(target=stream, args=(blocks[i::3],)) for i in range(3)]
@@ -506,25 +560,27 @@ def test_combine_hasher_reports_errors() -> None:
 
 @pytest.mark.parametrize("name", ["adler32", "crc32c", "md5", "sha256"])
 @pytest.mark.parametrize("streams,held", [(1, 8), (3, 0), (3, 2)])
-def test_download_many_blocks_reused_buffers(served: tuple[ServerHandle, Path],
-                                             tmp_path: Path, name: str, streams: int,
-                                             held: int) -> None:
+def test_download_many_blocks_reused_buffers(
+    served: tuple[ServerHandle, Path], tmp_path: Path, name: str, streams: int, held: int
+) -> None:
     """Receive buffers are reused across blocks: neither the data nor the digest mix them."""
     handle, root = served
     data = payload(50 * BLOCK + 333, seed=11)
     (root / "many").write_bytes(data)
     dst = tmp_path / "many"
-    summary = copy(handle.url + "many", str(dst),
-                   opts(checksum=name, streams=streams, max_buffered=held))
+    summary = copy(
+        handle.url + "many", str(dst), opts(checksum=name, streams=streams, max_buffered=held)
+    )
     assert dst.read_bytes() == data
     assert dg.format_value(name, summary.files[0].digest) == dg.format_value(
-        name, cks.file_checksum(dst, name))
+        name, cks.file_checksum(dst, name)
+    )
     assert leftovers(tmp_path) == []
 
 
-def test_cli_exit_codes_name_the_failure(served: tuple[ServerHandle, Path],
-                                         tmp_path: Path, capsys: pytest.CaptureFixture[str]
-                                         ) -> None:
+def test_cli_exit_codes_name_the_failure(
+    served: tuple[ServerHandle, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """20: transfer failed (rerun may help), 21: integrity, 22: refused; JSON errors too."""
     handle, root = served
     src = root / "e.bin"
@@ -553,12 +609,16 @@ def test_ordered_hasher_back_pressure_keeps_blocks_in_memory(wait: float) -> Non
     hasher would then read back from the destination); without waiting, blocks are dropped."""
     data = payload(6 * BLOCK)
     blocks = pl.plan_blocks(len(data), BLOCK)
-    hasher = pl.OrderedHasher("md5", blocks, lambda b: data[b.offset:b.offset + b.length],
-                              max_buffered=1)
+    hasher = pl.OrderedHasher(
+        "md5", blocks, lambda b: data[b.offset : b.offset + b.length], max_buffered=1
+    )
     try:
-        ahead = threading.Thread(target=lambda: [
-            hasher.accept(b, data[b.offset:b.offset + b.length], wait=wait)
-            for b in blocks[1:]])
+        ahead = threading.Thread(
+            target=lambda: [
+                hasher.accept(b, data[b.offset : b.offset + b.length], wait=wait)
+                for b in blocks[1:]
+            ]
+        )
         ahead.start()
         if wait == 0.0:
             ahead.join()  # every block but the first arrived; all but one were dropped
@@ -573,14 +633,15 @@ def test_ordered_hasher_back_pressure_keeps_blocks_in_memory(wait: float) -> Non
 def test_ordered_hasher_back_pressure_gives_way_to_stop() -> None:
     data = payload(3 * BLOCK)
     blocks = pl.plan_blocks(len(data), BLOCK)
-    hasher = pl.OrderedHasher("md5", blocks, lambda b: data[b.offset:b.offset + b.length],
-                              max_buffered=1)
+    hasher = pl.OrderedHasher(
+        "md5", blocks, lambda b: data[b.offset : b.offset + b.length], max_buffered=1
+    )
     stop = threading.Event()
     stop.set()
     try:
-        hasher.accept(blocks[1], data[BLOCK:2 * BLOCK])
+        hasher.accept(blocks[1], data[BLOCK : 2 * BLOCK])
         start = time.monotonic()
-        hasher.accept(blocks[2], data[2 * BLOCK:], wait=30.0, stop=stop)  # full: no wait
+        hasher.accept(blocks[2], data[2 * BLOCK :], wait=30.0, stop=stop)  # full: no wait
         assert time.monotonic() - start < 5
         hasher.accept(blocks[0], data[:BLOCK])
         assert hasher.digest(timeout=20) == hashlib.md5(data).digest()
@@ -590,15 +651,17 @@ def test_ordered_hasher_back_pressure_gives_way_to_stop() -> None:
 
 
 @pytest.mark.parametrize("name", ["adler32", "md5"])
-def test_download_to_dev_null_verifies_in_memory(served: tuple[ServerHandle, Path],
-                                                 tmp_path: Path, name: str) -> None:
+def test_download_to_dev_null_verifies_in_memory(
+    served: tuple[ServerHandle, Path], tmp_path: Path, name: str
+) -> None:
     """``cp URL /dev/null``: the network path alone, every byte still checked in flight."""
     handle, root = served
     data = payload(SIZE)
     (root / "n.bin").write_bytes(data)
     summary = copy(handle.url + "n.bin", "/dev/null", opts(checksum=name))
-    assert (dg.format_value(name, summary.files[0].digest)
-            == dg.format_value(name, _digest(name, data)))
+    assert dg.format_value(name, summary.files[0].digest) == dg.format_value(
+        name, _digest(name, data)
+    )
     assert summary.files[0].level == "inflight"
     corrupt_behind_cache(root / "n.bin", handle, name)
     with pytest.raises(ChecksumMismatch, match="from the network"):

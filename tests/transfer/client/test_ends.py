@@ -44,8 +44,9 @@ def servers(tmp_path: Path) -> Iterator[tuple[ServerHandle, ServerHandle]]:
         for name in ("a", "b"):
             root = tmp_path / name
             root.mkdir()
-            handles.append(start_server(root, tokens=tokens.parse(f"{TOKEN} read,write\n"),
-                                        quiet=True))
+            handles.append(
+                start_server(root, tokens=tokens.parse(f"{TOKEN} read,write\n"), quiet=True)
+            )
         yield handles[0], handles[1]
     finally:
         for h in handles:
@@ -57,8 +58,14 @@ THREE = StreamPlan(3, 3)
 
 
 def options(**kw: object) -> CopyRun:
-    base: dict[str, object] = {"token": TOKEN, "block_size": BLOCK, "streams": 3,
-                               "backoff": 0.01, "retries": 1, "stall_timeout": 10.0}
+    base: dict[str, object] = {
+        "token": TOKEN,
+        "block_size": BLOCK,
+        "streams": 3,
+        "backoff": 0.01,
+        "retries": 1,
+        "stall_timeout": 10.0,
+    }
     base.update(kw)
     return CopyRun.of(CopyRequest(**base))  # type: ignore[arg-type]
 
@@ -68,8 +75,9 @@ def remote(handle: ServerHandle, name: str, opts: CopyRun) -> tuple[Session, Url
     return Session(url, opts), url
 
 
-def test_http_ranges_into_a_file(servers: tuple[ServerHandle, ServerHandle],
-                                 tmp_path: Path) -> None:
+def test_http_ranges_into_a_file(
+    servers: tuple[ServerHandle, ServerHandle], tmp_path: Path
+) -> None:
     a, _b = servers
     (a.root / "x.bin").write_bytes(DATA)
     opts = options(checksum="adler32")
@@ -84,8 +92,16 @@ def test_http_ranges_into_a_file(servers: tuple[ServerHandle, ServerHandle],
     fd = os.open(dst, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         os.ftruncate(fd, info.size)
-        retries = move(HttpRangeSource(session, url, info.etag), FileSink(fd), blocks, opts,
-                       THREE, size=info.size, verifier=verifier, done=done)
+        retries = move(
+            HttpRangeSource(session, url, info.etag),
+            FileSink(fd),
+            blocks,
+            opts,
+            THREE,
+            size=info.size,
+            verifier=verifier,
+            done=done,
+        )
         digest = verifier.digest()
     finally:
         verifier.close()
@@ -96,8 +112,9 @@ def test_http_ranges_into_a_file(servers: tuple[ServerHandle, ServerHandle],
 
 
 @pytest.mark.parametrize("name", ["crc32c", "md5"])
-def test_local_file_into_an_upload_session(servers: tuple[ServerHandle, ServerHandle],
-                                           tmp_path: Path, name: str) -> None:
+def test_local_file_into_an_upload_session(
+    servers: tuple[ServerHandle, ServerHandle], tmp_path: Path, name: str
+) -> None:
     _a, b = servers
     src = tmp_path / "up.bin"
     src.write_bytes(DATA)
@@ -109,8 +126,9 @@ def test_local_file_into_an_upload_session(servers: tuple[ServerHandle, ServerHa
     source = LocalFileSource(fd, src)
     verifier = pl.make_verifier(name, blocks, source.read_back, opts.request.max_buffered)
     try:
-        sink = SessionSink(session, url, ident, len(DATA), name,
-                           range_digest=name in cks.COMBINABLE, resume=False)
+        sink = SessionSink(
+            session, url, ident, len(DATA), name, range_digest=name in cks.COMBINABLE, resume=False
+        )
         move(source, sink, blocks, opts, THREE, size=len(DATA), verifier=verifier)
         digest = verifier.digest()
     finally:
@@ -122,8 +140,7 @@ def test_local_file_into_an_upload_session(servers: tuple[ServerHandle, ServerHa
     assert (b.root / "up.bin").read_bytes() == DATA
 
 
-def test_http_ranges_into_an_upload_session(servers: tuple[ServerHandle, ServerHandle]
-                                            ) -> None:
+def test_http_ranges_into_an_upload_session(servers: tuple[ServerHandle, ServerHandle]) -> None:
     a, b = servers
     (a.root / "x.bin").write_bytes(DATA)
     opts = options(checksum="md5")
@@ -135,9 +152,17 @@ def test_http_ranges_into_an_upload_session(servers: tuple[ServerHandle, ServerH
     verifier = pl.make_verifier("md5", blocks, reader.read_back, opts.request.max_buffered)
     ident = us.start(dst_session, dst, info.size, "md5")
     try:
-        move(reader, SessionSink(dst_session, dst, ident, info.size, "md5",
-                                 range_digest=False, resume=False),
-             blocks, opts, THREE, size=info.size, verifier=verifier)
+        move(
+            reader,
+            SessionSink(
+                dst_session, dst, ident, info.size, "md5", range_digest=False, resume=False
+            ),
+            blocks,
+            opts,
+            THREE,
+            size=info.size,
+            verifier=verifier,
+        )
         digest = verifier.digest()
     finally:
         verifier.close()
@@ -153,8 +178,14 @@ def test_a_local_sink_needs_a_networked_source(tmp_path: Path) -> None:
     fd = os.open(src, os.O_RDWR)
     try:
         with pytest.raises(AssertionError, match="networked source"):
-            move(LocalFileSource(fd, src), FileSink(fd), pl.plan_blocks(10, 5),
-                 options(), THREE, size=10)
+            move(
+                LocalFileSource(fd, src),
+                FileSink(fd),
+                pl.plan_blocks(10, 5),
+                options(),
+                THREE,
+                size=10,
+            )
     finally:
         os.close(fd)
 
@@ -167,8 +198,7 @@ def test_one_put_fed_by_a_get(servers: tuple[ServerHandle, ServerHandle]) -> Non
     src_session, src = remote(a, "x.bin", opts)
     dst_session, dst = remote(b, "z.bin", opts)
     conn = src_session.connect()
-    sink = SinglePut(dst_session, dst, len(DATA), {"Content-Length": str(len(DATA))},
-                     expect=True)
+    sink = SinglePut(dst_session, dst, len(DATA), {"Content-Length": str(len(DATA))}, expect=True)
     try:
         conn.request("GET", src.path, headers=src_session.headers())
         r = conn.getresponse()
@@ -189,6 +219,9 @@ def test_upload_session_ranges() -> None:
     assert wup.parse_ranges("0-9, 20-29,x-1,5,") == [(0, 9), (20, 29)]
     assert wup.parse_ranges(None) == []
     ranges = [(0, 9), (20, 29)]
-    for block, held in ((pl.Block(0, 0, 10), True), (pl.Block(1, 10, 10), False),
-                        (pl.Block(2, 5, 10), False)):
+    for block, held in (
+        (pl.Block(0, 0, 10), True),
+        (pl.Block(1, 10, 10), False),
+        (pl.Block(2, 5, 10), False),
+    ):
         assert wup.covered(block.offset, block.end, ranges) is held

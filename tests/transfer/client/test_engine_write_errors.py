@@ -42,9 +42,16 @@ def closing(req: Request) -> Reply:
 
 @pytest.mark.parametrize("streams", [1, 2])
 def test_the_last_write_failing_is_raised_after_a_closed_connection(
-        tmp_path: Path, streams: int) -> None:
-    run = CopyRun.of(CopyRequest(block_size=BLOCK, retries=0, verify="none",  # type: ignore[arg-type]
-                                 stall_timeout=10.0))
+    tmp_path: Path, streams: int
+) -> None:
+    run = CopyRun.of(
+        CopyRequest(
+            block_size=BLOCK,
+            retries=0,
+            verify="none",  # type: ignore[arg-type]
+            stall_timeout=10.0,
+        )
+    )
     blocks = pipeline.plan_blocks(len(DATA), BLOCK)
     fd = os.open(tmp_path / "part", os.O_RDWR | os.O_CREAT, 0o600)
     try:
@@ -52,8 +59,14 @@ def test_the_last_write_failing_is_raised_after_a_closed_connection(
             url = Url.parse(srv.url("/f"))
             session = Session(url, run)
             with pytest.raises(OSError) as info:
-                move(HttpRangeSource(session, url, '"e1"', len(DATA)), FullAtTheEnd(fd),
-                     blocks, run, StreamPlan(streams, streams), size=len(DATA))
+                move(
+                    HttpRangeSource(session, url, '"e1"', len(DATA)),
+                    FullAtTheEnd(fd),
+                    blocks,
+                    run,
+                    StreamPlan(streams, streams),
+                    size=len(DATA),
+                )
         assert info.value.errno == errno.ENOSPC
         assert [r.method for r in srv.requests] == ["GET"] * streams  # a span each, once
     finally:

@@ -38,8 +38,21 @@ def pair() -> Iterator[tuple[str, str]]:
     try:
         sh("ip", "netns", "add", a)
         sh("ip", "netns", "add", b)
-        sh("ip", "-n", a, "link", "add", "tagv0", "type", "veth", "peer", "name", "tagv1",
-           "netns", b)
+        sh(
+            "ip",
+            "-n",
+            a,
+            "link",
+            "add",
+            "tagv0",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "tagv1",
+            "netns",
+            b,
+        )
         for ns, dev, addr in ((a, "tagv0", A_ADDR), (b, "tagv1", B_ADDR)):
             sh("ip", "-n", ns, "link", "set", "lo", "up")
             sh("ip", "-n", ns, "addr", "add", f"{addr}/64", "dev", dev, "nodad")
@@ -51,8 +64,9 @@ def pair() -> Iterator[tuple[str, str]]:
 
 
 def in_ns(ns: str, *argv: str, **kw: object) -> subprocess.Popen[str]:
-    return subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, *argv],
-                            text=True, start_new_session=True, **kw)  # type: ignore[call-overload]
+    return subprocess.Popen(
+        ["ip", "netns", "exec", ns, sys.executable, *argv], text=True, start_new_session=True, **kw
+    )  # type: ignore[call-overload]
 
 
 def stop(proc: subprocess.Popen[str]) -> None:
@@ -73,9 +87,23 @@ def upload(tmp_path: Path, pair: tuple[str, str], extra: list[str]) -> list[list
     (tmp_path / "tokens").write_text(f"{RW} read,write\n")
     src = tmp_path / "src.bin"
     src.write_bytes(os.urandom(2 * 2**20))
-    server = in_ns(b, "-m", "dtnkit", "serve", "--root", str(root), "--host", B_ADDR,
-                   "--port", "0", "--tokens", str(tmp_path / "tokens"), "--quiet",
-                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    server = in_ns(
+        b,
+        "-m",
+        "dtnkit",
+        "serve",
+        "--root",
+        str(root),
+        "--host",
+        B_ADDR,
+        "--port",
+        "0",
+        "--tokens",
+        str(tmp_path / "tokens"),
+        "--quiet",
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     capture = None
     try:
         assert server.stdout is not None
@@ -83,14 +111,34 @@ def upload(tmp_path: Path, pair: tuple[str, str], extra: list[str]) -> list[list
         m = re.search(r"listening on (http://\[[0-9a-f:]+\]:([0-9]+)/)", line)
         assert m, line
         url, port = m.group(1), m.group(2)
-        capture = in_ns(b, str(CAPTURE), "tagv1", port, stdin=subprocess.PIPE,
-                        stdout=subprocess.PIPE)
+        capture = in_ns(
+            b, str(CAPTURE), "tagv1", port, stdin=subprocess.PIPE, stdout=subprocess.PIPE
+        )
         assert capture.stdout is not None and capture.stdin is not None
         assert capture.stdout.readline().strip() == "ready"
         name = f"up{uuid.uuid4().hex[:6]}.bin"
-        cp = subprocess.run(["ip", "netns", "exec", a, sys.executable, "-m", "dtnkit", "cp",
-                             "--token", RW, "--streams", "1", *extra, str(src), url + name],
-                            capture_output=True, text=True, timeout=60)
+        cp = subprocess.run(
+            [
+                "ip",
+                "netns",
+                "exec",
+                a,
+                sys.executable,
+                "-m",
+                "dtnkit",
+                "cp",
+                "--token",
+                RW,
+                "--streams",
+                "1",
+                *extra,
+                str(src),
+                url + name,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert cp.returncode == 0, cp.stderr
         assert (root / name).read_bytes() == src.read_bytes()
         capture.stdin.close()
@@ -104,8 +152,7 @@ def upload(tmp_path: Path, pair: tuple[str, str], extra: list[str]) -> list[list
         stop(server)
 
 
-def test_an_upload_carries_the_scitags_flow_label(tmp_path: Path,
-                                                  pair: tuple[str, str]) -> None:
+def test_an_upload_carries_the_scitags_flow_label(tmp_path: Path, pair: tuple[str, str]) -> None:
     packets = upload(tmp_path, pair, ["--scitag", "143"])
     to_server = [p for p in packets if p[0] == 1]
     data = [p for p in to_server if p[2] > 0]
@@ -117,8 +164,7 @@ def test_an_upload_carries_the_scitags_flow_label(tmp_path: Path,
     assert {st.label_tag(p[1]) for p in packets if p[0] == 0} != {(2, 15)}
 
 
-def test_without_a_tag_the_labels_are_the_kernels(tmp_path: Path,
-                                                  pair: tuple[str, str]) -> None:
+def test_without_a_tag_the_labels_are_the_kernels(tmp_path: Path, pair: tuple[str, str]) -> None:
     packets = upload(tmp_path, pair, [])
     assert packets
     assert {st.label_tag(p[1]) for p in packets if p[0] == 1} != {(2, 15)}

@@ -21,9 +21,23 @@ CANARY = b"site secret: must not be overwritten\n"
 
 def _cp(url: str, dst: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "dtnkit", "cp", url, str(dst), "--format", "json",
-         "--block-size", "1MiB"],
-        capture_output=True, text=True, timeout=120, check=False)
+        [
+            sys.executable,
+            "-m",
+            "dtnkit",
+            "cp",
+            url,
+            str(dst),
+            "--format",
+            "json",
+            "--block-size",
+            "1MiB",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 def _journal(dst: Path) -> Path:

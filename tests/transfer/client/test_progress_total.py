@@ -27,16 +27,23 @@ TOKEN = "ptot-rw"
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[ServerHandle]:
-    with holding(tmp_path / "srv", {"f": random.Random(23).randbytes(SIZE)},
-                 tokens=tokens.parse(f"{TOKEN} read,write\n")) as handle:
+    with holding(
+        tmp_path / "srv",
+        {"f": random.Random(23).randbytes(SIZE)},
+        tokens=tokens.parse(f"{TOKEN} read,write\n"),
+    ) as handle:
         yield handle
 
 
 def on_a_terminal(*argv: str) -> tuple[int, str]:
     """Run ``dtnkit`` with its stderr on a pty; its exit status and what the pty showed."""
     master, slave = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "dtnkit", *argv], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=slave)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dtnkit", *argv],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=slave,
+    )
     os.close(slave)
     shown = b""
     while True:
@@ -53,8 +60,9 @@ def on_a_terminal(*argv: str) -> tuple[int, str]:
 
 def test_a_terminal_costs_no_request_of_its_own(served: ServerHandle, tmp_path: Path) -> None:
     before = served.counters["requests"]
-    code, shown = on_a_terminal("cp", served.url + "f", str(tmp_path / "got"), "-f",
-                                "--streams", "1")
+    code, shown = on_a_terminal(
+        "cp", served.url + "f", str(tmp_path / "got"), "-f", "--streams", "1"
+    )
     assert code == 0, shown
     assert (tmp_path / "got").stat().st_size == SIZE
     assert served.counters["requests"] - before == 1, shown  # the GET (before: HEAD, GET)
@@ -62,10 +70,10 @@ def test_a_terminal_costs_no_request_of_its_own(served: ServerHandle, tmp_path: 
 
 
 @pytest.mark.parametrize("to", ["file", "device", "remote"])
-def test_every_copy_from_a_remote_source_tells_its_size(served: ServerHandle, tmp_path: Path,
-                                                        to: str) -> None:
+def test_every_copy_from_a_remote_source_tells_its_size(
+    served: ServerHandle, tmp_path: Path, to: str
+) -> None:
     sizes: list[int] = []
-    dst = {"file": str(tmp_path / "got"), "device": os.devnull,
-           "remote": served.url + "copy"}[to]
+    dst = {"file": str(tmp_path / "got"), "device": os.devnull, "remote": served.url + "copy"}[to]
     copy(served.url + "f", dst, CopyRequest(token=TOKEN), on_size=sizes.append)
     assert sizes == [SIZE]

@@ -42,8 +42,13 @@ def payload(size: int = SIZE, seed: int = 13) -> bytes:
 
 
 def opts(**kw: object) -> CopyRequest:
-    base: dict[str, object] = {"block_size": BLOCK, "streams": 1, "backoff": 0.01,
-                               "retries": 2, "stall_timeout": 10.0}
+    base: dict[str, object] = {
+        "block_size": BLOCK,
+        "streams": 1,
+        "backoff": 0.01,
+        "retries": 2,
+        "stall_timeout": 10.0,
+    }
     base.update(kw)
     return CopyRequest(**base)  # type: ignore[arg-type]
 
@@ -83,9 +88,12 @@ class CountingRelay(Relay):
         sent = 0
         with contextlib.suppress(OSError):
             while data := upstream.recv(65536):
-                if self.cut_after is not None and not self.cut.is_set() \
-                        and sent + len(data) >= self.cut_after:
-                    client.sendall(data[:self.cut_after - sent])
+                if (
+                    self.cut_after is not None
+                    and not self.cut.is_set()
+                    and sent + len(data) >= self.cut_after
+                ):
+                    client.sendall(data[: self.cut_after - sent])
                     self.cut.set()
                     client.shutdown(socket.SHUT_RDWR)
                     return
@@ -121,24 +129,32 @@ def served(tmp_path: Path) -> Iterator[tuple[ServerHandle, Path, CountingRelay]]
 def test_runs_of_contiguous_blocks() -> None:
     blocks = pl.plan_blocks(10 * BLOCK + 5, BLOCK)
     todo = [blocks[i] for i in (0, 1, 3, 4, 5, 8, 10)]
-    assert runs(todo) == {0: 2 * BLOCK - 1, 1: 2 * BLOCK - 1, 3: 6 * BLOCK - 1,
-                          4: 6 * BLOCK - 1, 5: 6 * BLOCK - 1, 8: 9 * BLOCK - 1,
-                          10: 10 * BLOCK + 4}
+    assert runs(todo) == {
+        0: 2 * BLOCK - 1,
+        1: 2 * BLOCK - 1,
+        3: 6 * BLOCK - 1,
+        4: 6 * BLOCK - 1,
+        5: 6 * BLOCK - 1,
+        8: 9 * BLOCK - 1,
+        10: 10 * BLOCK + 4,
+    }
     assert runs([]) == {}
 
 
-@pytest.mark.parametrize(("checksum", "verify"), [("adler32", "block"), ("md5", "block"),
-                                                  ("adler32", "none")])
+@pytest.mark.parametrize(
+    ("checksum", "verify"), [("adler32", "block"), ("md5", "block"), ("adler32", "none")]
+)
 def test_one_stream_fetches_the_file_with_one_get(
-        served: tuple[ServerHandle, Path, CountingRelay], tmp_path: Path,
-        checksum: str, verify: str) -> None:
+    served: tuple[ServerHandle, Path, CountingRelay], tmp_path: Path, checksum: str, verify: str
+) -> None:
     """Before: one ranged GET per block (12 here), each a round trip with the path idle."""
     _handle, root, relay = served
     data = payload()
     (root / "f.bin").write_bytes(data)
     dst = tmp_path / "f.bin"
-    summary = copy(f"http://127.0.0.1:{relay.port}/f.bin", str(dst),
-                   opts(checksum=checksum, verify=verify))
+    summary = copy(
+        f"http://127.0.0.1:{relay.port}/f.bin", str(dst), opts(checksum=checksum, verify=verify)
+    )
     assert dst.read_bytes() == data
     assert relay.gets() == [""]  # the whole file, no Range: the first request is the GET
     assert summary.files[0].retries == 0
@@ -150,7 +166,8 @@ def test_one_stream_fetches_the_file_with_one_get(
 
 
 def test_a_cut_get_resumes_from_the_first_missing_block(
-        served: tuple[ServerHandle, Path, CountingRelay], tmp_path: Path) -> None:
+    served: tuple[ServerHandle, Path, CountingRelay], tmp_path: Path
+) -> None:
     _handle, root, relay = served
     data = payload()
     (root / "c.bin").write_bytes(data)
@@ -165,7 +182,8 @@ def test_a_cut_get_resumes_from_the_first_missing_block(
 
 
 def test_a_resume_asks_one_get_per_run_of_missing_blocks(
-        served: tuple[ServerHandle, Path, CountingRelay], tmp_path: Path) -> None:
+    served: tuple[ServerHandle, Path, CountingRelay], tmp_path: Path
+) -> None:
     _handle, root, relay = served
     data = payload()
     (root / "r.bin").write_bytes(data)
@@ -180,17 +198,26 @@ def test_a_resume_asks_one_get_per_run_of_missing_blocks(
     fd = os.open(part, os.O_RDWR)
     done: set[int] = set()
     try:
-        move(HttpRangeSource(session, url, info.etag), FileSink(fd), todo, run,
-             run.streams.plan(session), size=SIZE, done=done)
+        move(
+            HttpRangeSource(session, url, info.etag),
+            FileSink(fd),
+            todo,
+            run,
+            run.streams.plan(session),
+            size=SIZE,
+            done=done,
+        )
     finally:
         os.close(fd)
     assert done == {1, 2, 3, 6, 9, 10, 11}
-    assert relay.gets() == [f"bytes={BLOCK}-{4 * BLOCK - 1}",
-                            f"bytes={6 * BLOCK}-{7 * BLOCK - 1}",
-                            f"bytes={9 * BLOCK}-{SIZE - 1}"]
+    assert relay.gets() == [
+        f"bytes={BLOCK}-{4 * BLOCK - 1}",
+        f"bytes={6 * BLOCK}-{7 * BLOCK - 1}",
+        f"bytes={9 * BLOCK}-{SIZE - 1}",
+    ]
     got = part.read_bytes()
     for b in todo:
-        assert got[b.offset:b.offset + b.length] == data[b.offset:b.offset + b.length]
+        assert got[b.offset : b.offset + b.length] == data[b.offset : b.offset + b.length]
     assert got[:BLOCK] == b"\0" * BLOCK  # block 0 was not asked for
 
 
@@ -245,8 +272,15 @@ def test_the_socket_is_read_while_the_writer_is_held(tmp_path: Path) -> None:
         sink = _HeldSink(fd, log.sent)
         verifier = pl.make_verifier("adler32", blocks, lambda b: b"")
         try:
-            move(HttpRangeSource(session, url, info.etag), sink, blocks, run,
-                 run.streams.plan(session), size=size, verifier=verifier)
+            move(
+                HttpRangeSource(session, url, info.etag),
+                sink,
+                blocks,
+                run,
+                run.streams.plan(session),
+                size=size,
+                verifier=verifier,
+            )
             got = verifier.digest()
         finally:
             os.close(fd)
@@ -265,8 +299,13 @@ class _WrongRange(http.server.BaseHTTPRequestHandler):
 
     def _head(self, status: int, extra: dict[str, str]) -> None:
         self.send_response(status)
-        for k, v in {"Content-Length": str(SIZE), "ETag": '"e1"', "Accept-Ranges": "bytes",
-                     "Content-Type": "application/octet-stream", **extra}.items():
+        for k, v in {
+            "Content-Length": str(SIZE),
+            "ETag": '"e1"',
+            "Accept-Ranges": "bytes",
+            "Content-Type": "application/octet-stream",
+            **extra,
+        }.items():
             self.send_header(k, v)
         self.end_headers()
 
@@ -278,9 +317,14 @@ class _WrongRange(http.server.BaseHTTPRequestHandler):
         m = re.fullmatch(r"bytes=(\d+)-(\d+)", self.headers.get("Range", ""))
         # a GET without a Range (one stream's first request) asks for the whole file
         a, b = (int(m.group(1)), int(m.group(2))) if m is not None else (0, SIZE - 1)
-        self._head(206, {"Content-Range": f"bytes {a + 1}-{b + 1}/{SIZE + 1}",
-                         "Content-Length": str(b - a + 1)})
-        self.wfile.write((payload() + b"x")[a + 1:b + 2])
+        self._head(
+            206,
+            {
+                "Content-Range": f"bytes {a + 1}-{b + 1}/{SIZE + 1}",
+                "Content-Length": str(b - a + 1),
+            },
+        )
+        self.wfile.write((payload() + b"x")[a + 1 : b + 2])
 
 
 def test_a_206_for_another_range_is_refused_and_nothing_is_written(tmp_path: Path) -> None:
@@ -290,8 +334,9 @@ def test_a_206_for_another_range_is_refused_and_nothing_is_written(tmp_path: Pat
     try:
         dst = tmp_path / "w.bin"
         with pytest.raises(BadAnswer, match="Content-Range"):
-            copy(f"http://127.0.0.1:{server.server_address[1]}/w.bin", str(dst),
-                 opts(verify="none"))
+            copy(
+                f"http://127.0.0.1:{server.server_address[1]}/w.bin", str(dst), opts(verify="none")
+            )
         assert sorted(p.name for p in tmp_path.iterdir()) == []
     finally:
         server.shutdown()

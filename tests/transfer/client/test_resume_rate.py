@@ -37,22 +37,40 @@ def _interrupted(root: Path, dst: Path) -> ServerHandle:
                 raise TransferError(f"GET {dst.name}", "the server stopped")
 
     with pytest.raises(TransferError):
-        copy(handle.url + dst.name, str(dst), CopyRequest(block_size=BLOCK, streams=2,
-                                                          retries=1, backoff=0.01),
-             progress=hook)
+        copy(
+            handle.url + dst.name,
+            str(dst),
+            CopyRequest(block_size=BLOCK, streams=2, retries=1, backoff=0.01),
+            progress=hook,
+        )
     assert part_path(dst).exists() and journal_path(dst).exists()
-    return start_server(root, host="127.0.0.1", port=handle.port, anonymous_read=True,
-                        quiet=True)
+    return start_server(root, host="127.0.0.1", port=handle.port, anonymous_read=True, quiet=True)
 
 
-def _resume(handle: ServerHandle, dst: Path, *fmt: str) -> tuple[subprocess.CompletedProcess[str],
-                                                                  int]:
+def _resume(
+    handle: ServerHandle, dst: Path, *fmt: str
+) -> tuple[subprocess.CompletedProcess[str], int]:
     """The rerun as a person types it; the bytes the server sent for it."""
     before = handle.counters["sendfile_bytes"]
     proc = subprocess.run(
-        [sys.executable, "-m", "dtnkit", "cp", handle.url + dst.name, str(dst),
-         "--block-size", "64KiB", "--streams", "2", *fmt],
-        capture_output=True, text=True, timeout=120, check=False)
+        [
+            sys.executable,
+            "-m",
+            "dtnkit",
+            "cp",
+            handle.url + dst.name,
+            str(dst),
+            "--block-size",
+            "64KiB",
+            "--streams",
+            "2",
+            *fmt,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     return proc, handle.counters["sendfile_bytes"] - before
 
 
@@ -66,7 +84,8 @@ def source(tmp_path: Path) -> tuple[Path, bytes]:
 
 
 def test_resumed_rate_counts_only_the_bytes_this_run_moved(
-        source: tuple[Path, bytes], tmp_path: Path) -> None:
+    source: tuple[Path, bytes], tmp_path: Path
+) -> None:
     root, data = source
     dst = tmp_path / "r.bin"
     handle = _interrupted(root, dst)
@@ -87,8 +106,9 @@ def test_resumed_rate_counts_only_the_bytes_this_run_moved(
     assert doc["rate_bps"] < SIZE * 8 / doc["seconds"] * 0.9  # not the whole file's bytes
 
 
-def test_resumed_summary_shows_the_kept_bytes_apart(source: tuple[Path, bytes],
-                                                    tmp_path: Path) -> None:
+def test_resumed_summary_shows_the_kept_bytes_apart(
+    source: tuple[Path, bytes], tmp_path: Path
+) -> None:
     root, data = source
     dst = tmp_path / "r.bin"
     handle = _interrupted(root, dst)
@@ -100,6 +120,7 @@ def test_resumed_summary_shows_the_kept_bytes_apart(source: tuple[Path, bytes],
     assert dst.read_bytes() == data
     line = proc.stderr.strip().splitlines()[-1]
     assert 0 < moved < SIZE
-    assert line.startswith(f"copied 1 file, {format_bytes(SIZE)}: {format_bytes(moved)} "
-                           "moved in "), line
+    assert line.startswith(
+        f"copied 1 file, {format_bytes(SIZE)}: {format_bytes(moved)} moved in "
+    ), line
     assert f"), {format_bytes(SIZE - moved)} kept from the interrupted run; " in line, line

@@ -43,14 +43,20 @@ RW = "trip-rw"
 
 
 def opts(**kw: object) -> CopyRequest:
-    base: dict[str, object] = {"block_size": BLOCK, "streams": 1, "backoff": 0.01,
-                               "retries": 2, "stall_timeout": 10.0}
+    base: dict[str, object] = {
+        "block_size": BLOCK,
+        "streams": 1,
+        "backoff": 0.01,
+        "retries": 2,
+        "stall_timeout": 10.0,
+    }
     base.update(kw)
     return CopyRequest(**base)  # type: ignore[arg-type]
 
 
-def ask(port: int, method: str, path: str, headers: dict[str, str]
-        ) -> tuple[int, dict[str, str], bytes]:
+def ask(
+    port: int, method: str, path: str, headers: dict[str, str]
+) -> tuple[int, dict[str, str], bytes]:
     """One request straight to the server (not through the relay)."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     try:
@@ -72,7 +78,8 @@ def requests(relay: CountingRelay) -> list[str]:
 
 
 def test_one_stream_is_one_get_on_one_connection_when_the_digest_is_cached(
-        served: tuple[ServerHandle, Path, CountingRelay], tmp_path: Path) -> None:
+    served: tuple[ServerHandle, Path, CountingRelay], tmp_path: Path
+) -> None:
     """Before: HEAD, HEAD with Want-Digest and GET, on three connections."""
     handle, root, relay = served
     data = payload(SIZE)
@@ -86,15 +93,17 @@ def test_one_stream_is_one_get_on_one_connection_when_the_digest_is_cached(
 
 
 def test_a_get_without_digest_asks_it_beside_the_transfer(
-        served: tuple[ServerHandle, Path, CountingRelay], tmp_path: Path) -> None:
+    served: tuple[ServerHandle, Path, CountingRelay], tmp_path: Path
+) -> None:
     """A file larger than one hashing block, digest not cached: the server does not hash it
     before the GET's first byte; the client asks a digest HEAD on its own connection."""
     _handle, root, relay = served
     big = 9 * 2**20
     data = payload(big, seed=5)
     (root / "big.bin").write_bytes(data)
-    summary = copy(f"http://127.0.0.1:{relay.port}/big.bin", str(tmp_path / "big.bin"),
-                   opts(block_size=2**20))
+    summary = copy(
+        f"http://127.0.0.1:{relay.port}/big.bin", str(tmp_path / "big.bin"), opts(block_size=2**20)
+    )
     assert (tmp_path / "big.bin").read_bytes() == data
     assert sorted(requests(relay)) == ["GET want", "HEAD want"]
     assert relay.connections == 2
@@ -102,7 +111,8 @@ def test_a_get_without_digest_asks_it_beside_the_transfer(
 
 
 def test_serve_answers_digest_on_a_get_only_when_cheap(
-        served: tuple[ServerHandle, Path, CountingRelay]) -> None:
+    served: tuple[ServerHandle, Path, CountingRelay],
+) -> None:
     handle, root, _relay = served
     (root / "small").write_bytes(b"x" * 1000)
     (root / "big").write_bytes(payload(9 * 2**20, seed=6))
@@ -115,7 +125,8 @@ def test_serve_answers_digest_on_a_get_only_when_cheap(
 
 
 def test_several_streams_ask_one_get_per_span(
-        served: tuple[ServerHandle, Path, CountingRelay], tmp_path: Path) -> None:
+    served: tuple[ServerHandle, Path, CountingRelay], tmp_path: Path
+) -> None:
     """Before: a HEAD, a digest HEAD and twelve per-block GETs on five connections."""
     handle, root, relay = served
     data = payload(SIZE, seed=7)
@@ -125,22 +136,33 @@ def test_several_streams_ask_one_get_per_span(
     assert (tmp_path / "s.bin").read_bytes() == data
     seen = requests(relay)
     assert seen.count("HEAD") == 1 and seen.count("HEAD want") == 1
-    gets = sorted((r for r in seen if r.startswith("GET")),
-                  key=lambda r: int(r.split("=")[1].split("-")[0]))
-    assert gets == [f"GET bytes={a}-{b}" for a, b in (
-        (0, 3 * BLOCK - 1), (3 * BLOCK, 6 * BLOCK - 1), (6 * BLOCK, 9 * BLOCK - 1),
-        (9 * BLOCK, SIZE - 1))]
+    gets = sorted(
+        (r for r in seen if r.startswith("GET")), key=lambda r: int(r.split("=")[1].split("-")[0])
+    )
+    assert gets == [
+        f"GET bytes={a}-{b}"
+        for a, b in (
+            (0, 3 * BLOCK - 1),
+            (3 * BLOCK, 6 * BLOCK - 1),
+            (6 * BLOCK, 9 * BLOCK - 1),
+            (9 * BLOCK, SIZE - 1),
+        )
+    ]
     assert relay.connections == 5  # four streams (the first asked the HEAD) + the digest
 
 
 def test_an_ordered_digest_keeps_block_order_with_several_streams(
-        served: tuple[ServerHandle, Path, CountingRelay], tmp_path: Path) -> None:
+    served: tuple[ServerHandle, Path, CountingRelay], tmp_path: Path
+) -> None:
     """md5 must see the bytes in order: per-block GETs, as before, rather than spans."""
     _handle, root, relay = served
     data = payload(SIZE, seed=8)
     (root / "m.bin").write_bytes(data)
-    summary = copy(f"http://127.0.0.1:{relay.port}/m.bin", str(tmp_path / "m.bin"),
-                   opts(streams=3, checksum="md5"))
+    summary = copy(
+        f"http://127.0.0.1:{relay.port}/m.bin",
+        str(tmp_path / "m.bin"),
+        opts(streams=3, checksum="md5"),
+    )
     assert (tmp_path / "m.bin").read_bytes() == data
     assert len([r for r in requests(relay) if r.startswith("GET")]) == 12
     assert summary.files[0].read_back == 0 or summary.files[0].read_back < 12
@@ -168,16 +190,30 @@ def test_tpc_pull_is_one_get_and_decides_its_own_streams(tmp_path: Path) -> None
     (ra / "src.bin").write_bytes(data)
     source = start_server(ra, tokens=tokens.parse(f"{RW} read,write\n"), quiet=True)
     log = io.StringIO()
-    active = start_server(rb, tokens=tokens.parse(f"{RW} read,write\n"), log=log,
-                          marker_interval=0.2, tpc_allow=["127.0.0.1"])
+    active = start_server(
+        rb,
+        tokens=tokens.parse(f"{RW} read,write\n"),
+        log=log,
+        marker_interval=0.2,
+        tpc_allow=["127.0.0.1"],
+    )
     relay = CountingRelay(source.port)
     try:
         auth = {"Authorization": f"Bearer {RW}"}
-        assert "digest" in ask(source.port, "HEAD", "/src.bin",
-                               {**auth, "Want-Digest": "adler32"})[1]
-        status, _h, body = ask(active.port, "COPY", "/dst.bin", {
-            **auth, "Source": f"http://127.0.0.1:{relay.port}/src.bin",
-            "TransferHeaderAuthorization": f"Bearer {RW}", "Credential": "none"})
+        assert (
+            "digest" in ask(source.port, "HEAD", "/src.bin", {**auth, "Want-Digest": "adler32"})[1]
+        )
+        status, _h, body = ask(
+            active.port,
+            "COPY",
+            "/dst.bin",
+            {
+                **auth,
+                "Source": f"http://127.0.0.1:{relay.port}/src.bin",
+                "TransferHeaderAuthorization": f"Bearer {RW}",
+                "Credential": "none",
+            },
+        )
         assert status == 202
         assert body.decode().strip().splitlines()[-1] == "success: Created", body
         assert (rb / "dst.bin").read_bytes() == data
@@ -192,17 +228,29 @@ def test_tpc_pull_is_one_get_and_decides_its_own_streams(tmp_path: Path) -> None
 
 
 def test_cli_auto_with_a_window_that_covers_the_path_is_one_get(
-        served: tuple[ServerHandle, Path, CountingRelay], tmp_path: Path,
-        environment: Environment) -> None:
+    served: tuple[ServerHandle, Path, CountingRelay], tmp_path: Path, environment: Environment
+) -> None:
     """``--streams auto`` on a path whose rate x RTT one window covers (loopback): one
     stream, said with its reason, and one GET."""
     handle, root, relay = served
     data = payload(SIZE, seed=11)
     (root / "a.bin").write_bytes(data)
     ask(handle.port, "HEAD", "/a.bin", {"Want-Digest": "adler32"})
-    code = main(["cp", "--streams", "auto", "--rate", "1gbit", "--format", "json", "-v",
-                 f"http://127.0.0.1:{relay.port}/a.bin", str(tmp_path / "a.bin")],
-                environment)
+    code = main(
+        [
+            "cp",
+            "--streams",
+            "auto",
+            "--rate",
+            "1gbit",
+            "--format",
+            "json",
+            "-v",
+            f"http://127.0.0.1:{relay.port}/a.bin",
+            str(tmp_path / "a.bin"),
+        ],
+        environment,
+    )
     out, err = taken(environment.stdout), taken(environment.stderr)
     assert code == 0, err
     doc = json.loads(out)
@@ -231,11 +279,26 @@ def test_requests_on_a_50ms_lab_path(tmp_path: Path, monkeypatch: pytest.MonkeyP
     data = payload(16 * 2**20, seed=12)
     (root / "f").write_bytes(data)
     log = tmp_path / "serve.log"
-    with lab.path(f"trip{secrets.token_hex(2)}", state_root=state, rtt_ms=50,
-                  rate_bps=10**9) as p, open(log, "w") as errlog:
-        server = p.dst.popen([sys.executable, "-m", "dtnkit", "serve", "--root", str(root),
-                              "--host", p.dst.address, "--port", "0", "--anonymous-read"],
-                             stderr=errlog)
+    with (
+        lab.path(f"trip{secrets.token_hex(2)}", state_root=state, rtt_ms=50, rate_bps=10**9) as p,
+        open(log, "w") as errlog,
+    ):
+        server = p.dst.popen(
+            [
+                sys.executable,
+                "-m",
+                "dtnkit",
+                "serve",
+                "--root",
+                str(root),
+                "--host",
+                p.dst.address,
+                "--port",
+                "0",
+                "--anonymous-read",
+            ],
+            stderr=errlog,
+        )
         try:
             assert server.stdout is not None
             line = server.stdout.readline()
@@ -243,9 +306,23 @@ def test_requests_on_a_50ms_lab_path(tmp_path: Path, monkeypatch: pytest.MonkeyP
             url = line.split("listening on ", 1)[1].split()[0] + "f"
 
             def cp(*args: str) -> dict[str, object]:
-                res = p.src.run([sys.executable, "-m", "dtnkit", "cp", url,
-                                 str(tmp_path / "got"), "-f", "--block-size", "1M",
-                                 "--format", "json", *args], check=False)
+                res = p.src.run(
+                    [
+                        sys.executable,
+                        "-m",
+                        "dtnkit",
+                        "cp",
+                        url,
+                        str(tmp_path / "got"),
+                        "-f",
+                        "--block-size",
+                        "1M",
+                        "--format",
+                        "json",
+                        *args,
+                    ],
+                    check=False,
+                )
                 assert res.returncode == 0, res.stderr
                 assert (tmp_path / "got").read_bytes() == data
                 doc: dict[str, object] = json.loads(res.stdout)
@@ -257,8 +334,11 @@ def test_requests_on_a_50ms_lab_path(tmp_path: Path, monkeypatch: pytest.MonkeyP
             server.terminate()
             server.wait(10)
     # the log is complete once the server has stopped
-    seen = [m.group(1) for m in (re.search(r'"(GET|HEAD) /f HTTP/1\.1"', x)
-                                 for x in log.read_text().splitlines()) if m]
+    seen = [
+        m.group(1)
+        for m in (re.search(r'"(GET|HEAD) /f HTTP/1\.1"', x) for x in log.read_text().splitlines())
+        if m
+    ]
     assert isinstance(n, int) and 2 <= n < 16
     # auto: a HEAD, a digest HEAD, a GET per stream, and one per tail a stream that ended
     # took from another (engine.Shares): fewer than one per 1 MiB block; then one stream:

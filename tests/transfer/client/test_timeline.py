@@ -58,16 +58,40 @@ def test_cp_writes_its_timeline(tmp_path: Path, environment: Environment) -> Non
     (root / "f.bin").write_bytes(data)
     out = tmp_path / "timeline.json"
     with start_server(root, tokens=tokens.parse(f"{RO} read\n"), quiet=True) as s:
-        code = main(["cp", "--token", RO, "--streams", "2", "--block-size", "4MiB",
-                     "--timeline", str(out), s.url + "f.bin", str(tmp_path / "f.bin")],
-                    environment)
+        code = main(
+            [
+                "cp",
+                "--token",
+                RO,
+                "--streams",
+                "2",
+                "--block-size",
+                "4MiB",
+                "--timeline",
+                str(out),
+                s.url + "f.bin",
+                str(tmp_path / "f.bin"),
+            ],
+            environment,
+        )
         assert code == 0, taken(environment.stderr)
     doc = json.loads(out.read_text())
     assert doc["schema"] == 1
     assert doc["process_start_s"] is None or doc["process_start_s"] <= 0
     whats = [e["what"] for e in doc["events"]]
-    for step in ("connect", "tcp", "streams decided", "HEAD answered", "GET sent",
-                 "stream starts", "stream ends", "moved", "digest", "committed", "end"):
+    for step in (
+        "connect",
+        "tcp",
+        "streams decided",
+        "HEAD answered",
+        "GET sent",
+        "stream starts",
+        "stream ends",
+        "moved",
+        "digest",
+        "committed",
+        "end",
+    ):
         assert step in whats, (step, whats)
     assert {e["stream"] for e in doc["events"] if e["what"] == "stream starts"} == {0, 1}
     received = [c["rows"][-1][1] for c in doc["connections"] if c["rows"]]
@@ -81,11 +105,11 @@ def test_cp_timeline_errors(tmp_path: Path, environment: Environment) -> None:
     src = tmp_path / "x"
     src.write_bytes(b"x")
     for argv, why in (
-            (["--timeline", str(tmp_path / "no" / "t.json")], "does not exist"),
-            (["--timeline", str(tmp_path)], "is a directory"),
-            (["--timeline", str(tmp_path / "t.json"), "--tpc", "pull"], "not drawn for --tpc")):
-        code = main(["cp", *argv, "http://127.0.0.1:9/x", "http://127.0.0.1:9/y"],
-                    environment)
+        (["--timeline", str(tmp_path / "no" / "t.json")], "does not exist"),
+        (["--timeline", str(tmp_path)], "is a directory"),
+        (["--timeline", str(tmp_path / "t.json"), "--tpc", "pull"], "not drawn for --tpc"),
+    ):
+        code = main(["cp", *argv, "http://127.0.0.1:9/x", "http://127.0.0.1:9/y"], environment)
         err = taken(environment.stderr)
         assert code == 9 and why in err and err.count("\n") == 1, err
         assert "Traceback" not in err

@@ -39,9 +39,26 @@ def serve(root: Path, *extra: str) -> Iterator[str]:
     tokens.write_text(f"{TOKEN} read,write\n")
     tokens.chmod(0o600)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "dtnkit", "serve", "--root", str(root), "--host", "127.0.0.1",
-         "--port", "0", "--tokens", str(tokens), "--quiet", *extra],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-m",
+            "dtnkit",
+            "serve",
+            "--root",
+            str(root),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--tokens",
+            str(tokens),
+            "--quiet",
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
@@ -57,14 +74,28 @@ def cp(tmp_path: Path, *argv: str) -> subprocess.CompletedProcess[str]:
     token = tmp_path / "token"
     token.write_text(TOKEN + "\n")
     env = {k: v for k, v in os.environ.items() if "TOKEN" not in k}
-    return subprocess.run([sys.executable, "-m", "dtnkit", "cp", *argv, "--token-file",
-                           str(token), "--remote-token-file", str(token)],
-                          capture_output=True, text=True, env=env, timeout=120, check=False)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dtnkit",
+            "cp",
+            *argv,
+            "--token-file",
+            str(token),
+            "--remote-token-file",
+            str(token),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
 
 
 @pytest.mark.parametrize("mode", ["pull", "push"])
-def test_a_refused_remote_names_the_allow_list_and_the_fix_works(tmp_path: Path,
-                                                                 mode: str) -> None:
+def test_a_refused_remote_names_the_allow_list_and_the_fix_works(tmp_path: Path, mode: str) -> None:
     with ExitStack() as stack:
         a = stack.enter_context(serve(tmp_path / "a"))
         b = stack.enter_context(serve(tmp_path / "b"))
@@ -78,8 +109,10 @@ def test_a_refused_remote_names_the_allow_list_and_the_fix_works(tmp_path: Path,
         assert "scope" not in err and "Traceback" not in err, err
         assert f"may not reach the {side} host 127.0.0.1" in err, err
         assert "not public" in err and "--tpc-allow" in err, err
-        assert f"the admin of 127.0.0.1:{urlsplit(active).port} can allow it with " \
-               "`dtnkit serve --tpc-allow 127.0.0.1`" in err, err
+        assert (
+            f"the admin of 127.0.0.1:{urlsplit(active).port} can allow it with "
+            "`dtnkit serve --tpc-allow 127.0.0.1`" in err
+        ), err
         assert "without --tpc" in err, err
         assert not (tmp_path / "b" / "g").exists()
 
@@ -100,8 +133,11 @@ def test_the_servers_answer_says_why_and_who_can_fix_it(tmp_path: Path) -> None:
     with serve(tmp_path / "b") as b:
         parts = urlsplit(b)
         conn = http.client.HTTPConnection("127.0.0.1", parts.port, timeout=30)
-        conn.request("COPY", "/g", headers={"Authorization": f"Bearer {TOKEN}",
-                                            "Source": "http://localhost:9/f"})
+        conn.request(
+            "COPY",
+            "/g",
+            headers={"Authorization": f"Bearer {TOKEN}", "Source": "http://localhost:9/f"},
+        )
         r = conn.getresponse()
         body = r.read().decode()
         conn.close()
@@ -113,20 +149,24 @@ def test_the_servers_answer_says_why_and_who_can_fix_it(tmp_path: Path) -> None:
 
 @settings(max_examples=40, deadline=None)
 @given(value=st.text(max_size=40), status=st.sampled_from([403, 401, 409, 500]))
-def test_a_hostile_refusal_header_is_only_read_on_a_403_naming_a_side(value: str,
-                                                                       status: int) -> None:
+def test_a_hostile_refusal_header_is_only_read_on_a_403_naming_a_side(
+    value: str, status: int
+) -> None:
     """Any other value, or any other status, is an ordinary refusal: one error, no
     traceback, and no allow-list hint made up from a server's header."""
     header = value.encode("latin-1", "replace").decode("latin-1")
     header = "".join(c for c in header if c.isprintable() and c not in "\r\n:").strip()
 
     def script(req: Request) -> Reply:
-        return Reply(status, [(markers.REFUSED_REMOTE, header)] if header else [],
-                     b"no: because\n", close=True)
+        return Reply(
+            status,
+            [(markers.REFUSED_REMOTE, header)] if header else [],
+            b"no: because\n",
+            close=True,
+        )
 
     with hostile(script) as server, pytest.raises(TpcError) as got:
-        request_copy(server.url("/g"), source="http://192.0.2.1:8080/f", token="t",
-                     timeout=10)
+        request_copy(server.url("/g"), source="http://192.0.2.1:8080/f", token="t", timeout=10)
     text = got.value.render()
     named = status == 403 and header in ("Source", "Destination")
     assert ("--tpc-allow" in text) == named, text

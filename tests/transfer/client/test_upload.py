@@ -62,8 +62,14 @@ def served(tmp_path: Path) -> Iterator[tuple[ServerHandle, Path]]:
 
 
 def opts(**kw: object) -> CopyRequest:
-    base: dict[str, object] = {"token": TOKEN, "block_size": BLOCK, "streams": 4,
-                               "backoff": 0.01, "retries": 2, "stall_timeout": 10.0}
+    base: dict[str, object] = {
+        "token": TOKEN,
+        "block_size": BLOCK,
+        "streams": 4,
+        "backoff": 0.01,
+        "retries": 2,
+        "stall_timeout": 10.0,
+    }
     base.update(kw)
     return CopyRequest(**base)  # type: ignore[arg-type]
 
@@ -78,8 +84,15 @@ class Proxy:
     ``dead_after``, cut every connection once that many bytes went through in total (until
     :meth:`heal`)."""
 
-    def __init__(self, port: int, *, flip_at: int | None = None, cut_at: int | None = None,
-                 dead_after: int | None = None, lose_answer_to: bytes | None = None) -> None:
+    def __init__(
+        self,
+        port: int,
+        *,
+        flip_at: int | None = None,
+        cut_at: int | None = None,
+        dead_after: int | None = None,
+        lose_answer_to: bytes | None = None,
+    ) -> None:
         self.target = port
         self.flip_at, self.cut_at, self.dead_after = flip_at, cut_at, dead_after
         self.lose_answer_to = lose_answer_to  # once: forward that request, drop its answer
@@ -111,13 +124,13 @@ class Proxy:
             self._socks += [conn, up]
             lose = threading.Event()  # this connection's answers are dropped from now on
             for a, b, inspect in ((conn, up, True), (up, conn, False)):
-                t = threading.Thread(target=self._pump, args=(a, b, inspect, lose),
-                                     daemon=True)
+                t = threading.Thread(target=self._pump, args=(a, b, inspect, lose), daemon=True)
                 self._threads.append(t)
                 t.start()
 
-    def _pump(self, src: socket.socket, dst: socket.socket, inspect: bool,
-              lose: threading.Event) -> None:
+    def _pump(
+        self, src: socket.socket, dst: socket.socket, inspect: bool, lose: threading.Event
+    ) -> None:
         seen = 0
         try:
             while True:
@@ -126,8 +139,11 @@ class Proxy:
                     break
                 if inspect:
                     with self.lock:
-                        if self.lose_answer_to is not None and self.lose_answer_to in data \
-                                and not self.fired:
+                        if (
+                            self.lose_answer_to is not None
+                            and self.lose_answer_to in data
+                            and not self.fired
+                        ):
                             self.fired += 1
                             lose.set()  # before the server can answer
                     data, cut = self._tamper(bytearray(data), seen)
@@ -154,7 +170,7 @@ class Proxy:
             if at is not None and not self.fired and seen <= at < seen + len(data):
                 self.fired += 1
                 if self.cut_at is not None:
-                    return data[:at - seen], True
+                    return data[: at - seen], True
                 data[at - seen] ^= 0x01
         return data, False
 
@@ -177,8 +193,9 @@ class Proxy:
 
 @pytest.mark.parametrize("streams", [1, 4])
 @pytest.mark.parametrize("name", cks.ALGORITHMS)
-def test_multi_stream_round_trip(served: tuple[ServerHandle, Path], tmp_path: Path,
-                                 name: str, streams: int) -> None:
+def test_multi_stream_round_trip(
+    served: tuple[ServerHandle, Path], tmp_path: Path, name: str, streams: int
+) -> None:
     handle, root = served
     data = payload(SIZE)
     src = tmp_path / "up.bin"
@@ -202,8 +219,9 @@ def test_multi_stream_round_trip(served: tuple[ServerHandle, Path], tmp_path: Pa
 
 
 @pytest.mark.parametrize("size", [0, 1, BLOCK, BLOCK + 1])
-def test_small_and_empty_files(served: tuple[ServerHandle, Path], tmp_path: Path,
-                               size: int) -> None:
+def test_small_and_empty_files(
+    served: tuple[ServerHandle, Path], tmp_path: Path, size: int
+) -> None:
     handle, root = served
     src = tmp_path / "s"
     src.write_bytes(payload(size))
@@ -226,8 +244,9 @@ def test_fallback_to_one_put_without_sessions(tmp_path: Path) -> None:
         assert result["upload_streams"] == 1
         assert summary.files[0].note and "501" in summary.files[0].note
         assert handle.counters["range_puts"] == 0
-        status, _h, body = _call(handle, "POST", "/f", {"Dtnkit-Upload": "start",
-                                                        "Upload-Length": "5"})
+        status, _h, body = _call(
+            handle, "POST", "/f", {"Dtnkit-Upload": "start", "Upload-Length": "5"}
+        )
         assert status == 501 and b"disabled" in body
 
 
@@ -235,8 +254,9 @@ def test_fallback_to_one_put_without_sessions(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("name", ["adler32", "md5"])
-def test_corrupted_range_is_resent(served: tuple[ServerHandle, Path], tmp_path: Path,
-                                   name: str) -> None:
+def test_corrupted_range_is_resent(
+    served: tuple[ServerHandle, Path], tmp_path: Path, name: str
+) -> None:
     """adler32: the range's own Digest fails (412), that range alone is re-sent; md5: the
     commit fails (412), nothing is committed, the file is sent again."""
     handle, root = served
@@ -259,8 +279,7 @@ def test_corrupted_range_is_resent(served: tuple[ServerHandle, Path], tmp_path: 
         assert sent >= SIZE + SIZE - BLOCK  # a second session
 
 
-def test_range_cut_mid_way_is_retried(served: tuple[ServerHandle, Path],
-                                      tmp_path: Path) -> None:
+def test_range_cut_mid_way_is_retried(served: tuple[ServerHandle, Path], tmp_path: Path) -> None:
     handle, root = served
     data = payload(SIZE)
     src = tmp_path / "k"
@@ -276,7 +295,8 @@ def test_range_cut_mid_way_is_retried(served: tuple[ServerHandle, Path],
 
 
 def test_interrupted_upload_resumes_with_missing_ranges_only(
-        served: tuple[ServerHandle, Path], tmp_path: Path, state_dir: Path) -> None:
+    served: tuple[ServerHandle, Path], tmp_path: Path, state_dir: Path
+) -> None:
     handle, root = served
     data = payload(SIZE)
     src = tmp_path / "r"
@@ -306,7 +326,8 @@ def test_interrupted_upload_resumes_with_missing_ranges_only(
 
 
 def test_no_resume_keeps_no_journal_and_sends_everything(
-        served: tuple[ServerHandle, Path], tmp_path: Path, state_dir: Path) -> None:
+    served: tuple[ServerHandle, Path], tmp_path: Path, state_dir: Path
+) -> None:
     handle, root = served
     data = payload(SIZE)
     src = tmp_path / "n"
@@ -330,8 +351,9 @@ def test_no_resume_keeps_no_journal_and_sends_everything(
     assert summary.files[0].read_back == 0  # nothing taken from the first run's session
 
 
-def test_changed_source_does_not_resume(served: tuple[ServerHandle, Path],
-                                        tmp_path: Path, state_dir: Path) -> None:
+def test_changed_source_does_not_resume(
+    served: tuple[ServerHandle, Path], tmp_path: Path, state_dir: Path
+) -> None:
     handle, root = served
     src = tmp_path / "m"
     src.write_bytes(payload(SIZE))
@@ -354,9 +376,14 @@ def test_changed_source_does_not_resume(served: tuple[ServerHandle, Path],
 # --------------------------------------------------------------------------- hostile requests
 
 
-def _call(h: ServerHandle, method: str, path: str, headers: dict[str, str],
-          body: bytes | None = None, token: str | None = TOKEN
-          ) -> tuple[int, http.client.HTTPMessage, bytes]:
+def _call(
+    h: ServerHandle,
+    method: str,
+    path: str,
+    headers: dict[str, str],
+    body: bytes | None = None,
+    token: str | None = TOKEN,
+) -> tuple[int, http.client.HTTPMessage, bytes]:
     c = http.client.HTTPConnection(h.host, h.port, timeout=20)
     hdrs = dict(headers)
     if token is not None:
@@ -370,18 +397,38 @@ def _call(h: ServerHandle, method: str, path: str, headers: dict[str, str],
 
 
 def _start(h: ServerHandle, path: str, length: int, token: str = TOKEN) -> str:
-    status, headers, body = _call(h, "POST", path, {"Dtnkit-Upload": "start",
-                                                    "Upload-Length": str(length),
-                                                    "Dtnkit-Upload-Checksum": "adler32"},
-                                  token=token)
+    status, headers, body = _call(
+        h,
+        "POST",
+        path,
+        {
+            "Dtnkit-Upload": "start",
+            "Upload-Length": str(length),
+            "Dtnkit-Upload-Checksum": "adler32",
+        },
+        token=token,
+    )
     assert status == 201, body
     return str(headers["Dtnkit-Upload-Id"])
 
 
-def _put(h: ServerHandle, path: str, ident: str, rng: str, body: bytes,
-         token: str = TOKEN, extra: dict[str, str] | None = None) -> int:
-    status, _h, _b = _call(h, "PUT", path, {"Dtnkit-Upload-Id": ident, "Content-Range": rng,
-                                            **(extra or {})}, body, token=token)
+def _put(
+    h: ServerHandle,
+    path: str,
+    ident: str,
+    rng: str,
+    body: bytes,
+    token: str = TOKEN,
+    extra: dict[str, str] | None = None,
+) -> int:
+    status, _h, _b = _call(
+        h,
+        "PUT",
+        path,
+        {"Dtnkit-Upload-Id": ident, "Content-Range": rng, **(extra or {})},
+        body,
+        token=token,
+    )
     return status
 
 
@@ -406,33 +453,35 @@ def test_session_protocol_and_hostile_requests(served: tuple[ServerHandle, Path]
     assert _put(h, "/y", ident, "bytes 50-99/100", data[50:]) == 404
     assert _put(h, "/x", ident, "bytes 50-99/100", data[50:], token=OTHER) == 404
     assert _put(h, "/x", ident, "bytes 50-99/100", data[50:], token=READER) == 403
-    status, _hd, _b = _call(h, "POST", "/x", {"Dtnkit-Upload": "start", "Upload-Length": "1"},
-                            token=None)
+    status, _hd, _b = _call(
+        h, "POST", "/x", {"Dtnkit-Upload": "start", "Upload-Length": "1"}, token=None
+    )
     assert status == 401
-    status, _hd, _b = _call(h, "POST", "/x", {"Dtnkit-Upload": "start", "Upload-Length": "1"},
-                            token=READER)
+    status, _hd, _b = _call(
+        h, "POST", "/x", {"Dtnkit-Upload": "start", "Upload-Length": "1"}, token=READER
+    )
     assert status == 403
     status, _hd, _b = _call(h, "POST", "/x", {"Dtnkit-Upload": "start", "Upload-Length": "-1"})
     assert status == 400
-    status, _hd, _b = _call(h, "POST", "/nodir/x", {"Dtnkit-Upload": "start",
-                                                    "Upload-Length": "1"})
+    status, _hd, _b = _call(h, "POST", "/nodir/x", {"Dtnkit-Upload": "start", "Upload-Length": "1"})
     assert status == 409
     status, _hd, _b = _call(h, "POST", "/x", {})
     assert status == 405
     # status, then a commit with a range missing
-    status, hd, _b = _call(h, "POST", "/x", {"Dtnkit-Upload": "status",
-                                             "Dtnkit-Upload-Id": ident})
+    status, hd, _b = _call(h, "POST", "/x", {"Dtnkit-Upload": "status", "Dtnkit-Upload-Id": ident})
     assert status == 200 and hd["Dtnkit-Upload-Ranges"] == "0-49"
     good = dg.format_digest("md5", hashlib.md5(data).digest())
-    status, _hd, body = _call(h, "POST", "/x", {"Dtnkit-Upload": "commit",
-                                                "Dtnkit-Upload-Id": ident, "Digest": good})
+    status, _hd, body = _call(
+        h, "POST", "/x", {"Dtnkit-Upload": "commit", "Dtnkit-Upload-Id": ident, "Digest": good}
+    )
     assert status == 409 and b"missing" in body and not (root / "x").exists()
     # the same range again replaces it; then a commit with a wrong digest: 412, all gone
     assert _put(h, "/x", ident, "bytes 0-49/100", data[:50]) == 204
     assert _put(h, "/x", ident, "bytes 50-99/100", data[50:]) == 204
     wrong = dg.format_digest("md5", hashlib.md5(b"other").digest())
-    status, _hd, body = _call(h, "POST", "/x", {"Dtnkit-Upload": "commit",
-                                                "Dtnkit-Upload-Id": ident, "Digest": wrong})
+    status, _hd, body = _call(
+        h, "POST", "/x", {"Dtnkit-Upload": "commit", "Dtnkit-Upload-Id": ident, "Digest": wrong}
+    )
     assert status == 412 and b"mismatch" in body
     assert not (root / "x").exists() and parts(root) == []
     assert _put(h, "/x", ident, "bytes 0-49/100", data[:50]) == 404  # discarded
@@ -441,9 +490,17 @@ def test_session_protocol_and_hostile_requests(served: tuple[ServerHandle, Path]
     assert _put(h, "/x", ident, "bytes 50-99/100", data[50:]) == 204
     assert _put(h, "/x", ident, "bytes 0-49/100", data[:50]) == 204
     both = dg.format_digest("adler32", zlib.adler32(data).to_bytes(4, "big"))
-    status, hd, _b = _call(h, "POST", "/x", {"Dtnkit-Upload": "commit",
-                                             "Dtnkit-Upload-Id": ident, "Digest": both,
-                                             "Content-MD5": good.split("=", 1)[1]})
+    status, hd, _b = _call(
+        h,
+        "POST",
+        "/x",
+        {
+            "Dtnkit-Upload": "commit",
+            "Dtnkit-Upload-Id": ident,
+            "Digest": both,
+            "Content-MD5": good.split("=", 1)[1],
+        },
+    )
     assert status == 201 and (root / "x").read_bytes() == data
     ident = _start(h, "/z", 10)
     status, _hd, _b = _call(h, "DELETE", "/z", {"Dtnkit-Upload-Id": ident}, token=OTHER)
@@ -482,13 +539,17 @@ def test_journal_location(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
     assert journal_dir() == tmp_path / "dtnkit" / "uploads"
     monkeypatch.delenv("XDG_STATE_HOME")
-    expected = (Path("/var/lib/dtnkit/uploads") if hasattr(journals.os, "geteuid")
-                and journals.os.geteuid() == 0 else Path.home() / ".local/state/dtnkit/uploads")
+    expected = (
+        Path("/var/lib/dtnkit/uploads")
+        if hasattr(journals.os, "geteuid") and journals.os.geteuid() == 0
+        else Path.home() / ".local/state/dtnkit/uploads"
+    )
     assert journal_dir() == expected
 
 
-def test_lost_commit_answer_is_not_a_lost_upload(served: tuple[ServerHandle, Path],
-                                                 tmp_path: Path, state_dir: Path) -> None:
+def test_lost_commit_answer_is_not_a_lost_upload(
+    served: tuple[ServerHandle, Path], tmp_path: Path, state_dir: Path
+) -> None:
     """The commit went through but its answer was lost: the retried commit finds no session
     (404), and the client checks the target's digest instead of sending the file again."""
     handle, root = served
@@ -507,8 +568,9 @@ def test_lost_commit_answer_is_not_a_lost_upload(served: tuple[ServerHandle, Pat
 
 
 @pytest.mark.parametrize("name", ["adler32", "md5"])
-def test_single_put_digest_comes_with_the_answer(served: tuple[ServerHandle, Path],
-                                                 tmp_path: Path, name: str) -> None:
+def test_single_put_digest_comes_with_the_answer(
+    served: tuple[ServerHandle, Path], tmp_path: Path, name: str
+) -> None:
     """``Want-Digest`` on the PUT: the server hashes while receiving and answers ``Digest``,
     so verifying reads nothing back; with a wrong algorithm token it is a 400."""
     handle, root = served
@@ -518,14 +580,17 @@ def test_single_put_digest_comes_with_the_answer(served: tuple[ServerHandle, Pat
     before = handle.counters.get("checksum_bytes", 0)
     summary = copy(str(src), handle.url + "w", opts(streams=1, checksum=name))
     assert (root / "w").read_bytes() == data
-    assert (dg.format_value(name, summary.files[0].digest)
-            == dg.format_value(name, _digest(name, data)))
+    assert dg.format_value(name, summary.files[0].digest) == dg.format_value(
+        name, _digest(name, data)
+    )
     assert handle.counters.get("checksum_bytes", 0) == before  # no read-back, no HEAD hash
-    status, headers, _body = _call(handle, "PUT", "/w2", {"Want-Digest": "adler32;q=0.5, md5",
-                                                         "Content-Length": "3"}, b"abc")
+    status, headers, _body = _call(
+        handle, "PUT", "/w2", {"Want-Digest": "adler32;q=0.5, md5", "Content-Length": "3"}, b"abc"
+    )
     assert status == 201 and headers["Digest"] == "md5=kAFQmDzST7DWlj99KOF/cg=="
-    status, _h, _body = _call(handle, "PUT", "/w3", {"Want-Digest": "md5;q=x",
-                                                    "Content-Length": "3"}, b"abc")
+    status, _h, _body = _call(
+        handle, "PUT", "/w3", {"Want-Digest": "md5;q=x", "Content-Length": "3"}, b"abc"
+    )
     assert status == 400 and not (root / "w3").exists()
 
 

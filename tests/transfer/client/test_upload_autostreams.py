@@ -27,8 +27,9 @@ from dtnkit.transfer.client.policy import StreamPolicy
 from dtnkit.transfer.server import ServerHandle
 
 MiB = 2**20
-TUNED = au.BufferLimits(tcp_rmem_max=64 * MiB, tcp_wmem_max=64 * MiB, rmem_max=4 * MiB,
-                        wmem_max=4 * MiB)  # `dtnkit tune apply` in a lab namespace
+TUNED = au.BufferLimits(
+    tcp_rmem_max=64 * MiB, tcp_wmem_max=64 * MiB, rmem_max=4 * MiB, wmem_max=4 * MiB
+)  # `dtnkit tune apply` in a lab namespace
 #: a link so fast that even loopback's RTT (tens of microseconds) asks for several streams
 FAST_LINK = (1e16, "link speed of test0")
 
@@ -42,7 +43,8 @@ def auto(limits: au.BufferLimits, rate_bps: int | None = None) -> StreamPolicy:
 
 
 def test_auto_upload_with_grow_sends_one_put(
-        relayed: tuple[ServerHandle, Path, TripRelay], tmp_path: Path) -> None:
+    relayed: tuple[ServerHandle, Path, TripRelay], tmp_path: Path
+) -> None:
     """Before: a session of the formula's streams (POST start, ranges on 8 connections,
     commit) where a download of the same decision starts one GET."""
     handle, root, relay = relayed
@@ -50,8 +52,9 @@ def test_auto_upload_with_grow_sends_one_put(
     streams = auto(TUNED)
     said: list[str] = []
     streams.on_grow = said.append
-    summary = copy(str(src), f"http://127.0.0.1:{relay.port}/one.bin", opts(streams=1),
-                   streams=streams)
+    summary = copy(
+        str(src), f"http://127.0.0.1:{relay.port}/one.bin", opts(streams=1), streams=streams
+    )
     assert (root / "one.bin").read_bytes() == data
     decision = streams.decision
     assert decision is not None and decision.grow and decision.streams > 1
@@ -65,15 +68,20 @@ def test_auto_upload_with_grow_sends_one_put(
 
 
 def test_auto_upload_with_the_paths_rate_keeps_its_session(
-        relayed: tuple[ServerHandle, Path, TripRelay], tmp_path: Path) -> None:
+    relayed: tuple[ServerHandle, Path, TripRelay], tmp_path: Path
+) -> None:
     """The path's own rate (--rate): several streams from the start, through an upload
     session, as before (so do windows that carry less than 1 Gbit/s: no ``grow``,
     test_autostreams_rules.py; loopback's RTT cannot show that here)."""
     handle, root, relay = relayed
     src, data = source(tmp_path, 23)
     streams = auto(TUNED, 10**16)
-    summary = copy(str(src), f"http://127.0.0.1:{relay.port}/many.bin",
-                   opts(streams=1, block_size=BLOCK), streams=streams)
+    summary = copy(
+        str(src),
+        f"http://127.0.0.1:{relay.port}/many.bin",
+        opts(streams=1, block_size=BLOCK),
+        streams=streams,
+    )
     assert (root / "many.bin").read_bytes() == data
     assert streams.decision is not None and not streams.decision.grow
     assert streams.decision.streams > 1

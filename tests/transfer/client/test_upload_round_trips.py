@@ -87,9 +87,11 @@ class TripRelay(Relay):
         threading.Thread(target=self._down, args=(upstream, client, link), daemon=True).start()
 
     @staticmethod
-    def _frames(sock: socket.socket, on_head: Callable[[bytes], None] | None = None,
-                bodyless: Callable[[bytes], bool] | None = None
-                ) -> Iterator[tuple[bytes, bytes]]:
+    def _frames(
+        sock: socket.socket,
+        on_head: Callable[[bytes], None] | None = None,
+        bodyless: Callable[[bytes], bool] | None = None,
+    ) -> Iterator[tuple[bytes, bytes]]:
         """(head, body) of each message on *sock*; *on_head* is called with a head as soon
         as it is complete (before its body arrives); *bodyless(head)*: it has no body
         whatever its Content-Length says (an answer to a HEAD)."""
@@ -122,8 +124,9 @@ class TripRelay(Relay):
         def began(head: bytes) -> None:
             text = head.decode("latin-1")
             lines = text.split("\r\n")
-            fields = {k.strip().lower(): v.strip()
-                      for k, _, v in (x.partition(":") for x in lines[1:])}
+            fields = {
+                k.strip().lower(): v.strip() for k, _, v in (x.partition(":") for x in lines[1:])
+            }
             kind = lines[0].split()[0]
             if "dtnkit-upload" in fields:
                 kind += " " + fields["dtnkit-upload"]
@@ -165,7 +168,8 @@ class TripRelay(Relay):
                 with link.cond:
                     held = link.requests[answered - 1] == "PUT range"
                     if held and not link.cond.wait_for(
-                            functools.partial(lambda n: link.started > n, answered), HOLD):
+                        functools.partial(lambda n: link.started > n, answered), HOLD
+                    ):
                         with self._lock:
                             self.turns += 1
                 client.sendall(head + b"\r\n\r\n" + body)
@@ -186,9 +190,16 @@ def relayed(tmp_path: Path) -> Iterator[tuple[ServerHandle, Path, TripRelay]]:
 
 
 def opts(**kw: object) -> CopyRequest:
-    base: dict[str, object] = {"token": TOKEN, "block_size": BLOCK, "streams": 2,
-                               "backoff": 0.01, "retries": 2, "stall_timeout": 10.0,
-                               "checksum": "adler32", "overwrite": False}  # as cp without -f
+    base: dict[str, object] = {
+        "token": TOKEN,
+        "block_size": BLOCK,
+        "streams": 2,
+        "backoff": 0.01,
+        "retries": 2,
+        "stall_timeout": 10.0,
+        "checksum": "adler32",
+        "overwrite": False,
+    }  # as cp without -f
     base.update(kw)
     return CopyRequest(**base)  # type: ignore[arg-type]
 
@@ -201,7 +212,8 @@ def source(tmp_path: Path, seed: int = 19) -> tuple[Path, bytes]:
 
 
 def test_a_session_upload_pipelines_its_ranges_on_two_connections(
-        relayed: tuple[ServerHandle, Path, TripRelay], tmp_path: Path) -> None:
+    relayed: tuple[ServerHandle, Path, TripRelay], tmp_path: Path
+) -> None:
     """Before: HEAD, start, two streams and the commit on five connections, and every range
     waited for its answer (eight turns)."""
     handle, root, relay = relayed
@@ -220,7 +232,8 @@ def test_a_session_upload_pipelines_its_ranges_on_two_connections(
 
 
 def test_a_single_put_asks_its_head_on_the_put_connection(
-        relayed: tuple[ServerHandle, Path, TripRelay], tmp_path: Path) -> None:
+    relayed: tuple[ServerHandle, Path, TripRelay], tmp_path: Path
+) -> None:
     """Before: the HEAD (refusing an existing file) and the PUT on two connections (two
     handshakes more on TLS).  The PUT still waits for the HEAD's answer: a server that
     ignores If-None-Match (XRootD 5.5.3) truncates the target on a PUT's head alone."""
@@ -232,7 +245,8 @@ def test_a_single_put_asks_its_head_on_the_put_connection(
 
 
 def test_a_single_put_to_an_existing_file_sends_no_body(
-        relayed: tuple[ServerHandle, Path, TripRelay], tmp_path: Path) -> None:
+    relayed: tuple[ServerHandle, Path, TripRelay], tmp_path: Path
+) -> None:
     """The HEAD answers 200: DestinationExists, nothing of the PUT sent."""
     handle, root, relay = relayed
     src, _data = source(tmp_path, 8)
@@ -246,7 +260,8 @@ def test_a_single_put_to_an_existing_file_sends_no_body(
 
 
 def test_an_existing_file_is_refused_by_the_session_start_before_any_byte(
-        relayed: tuple[ServerHandle, Path, TripRelay], tmp_path: Path) -> None:
+    relayed: tuple[ServerHandle, Path, TripRelay], tmp_path: Path
+) -> None:
     """No HEAD before the session start: its If-None-Match: * refuses it, nothing sent."""
     handle, root, relay = relayed
     src, _data = source(tmp_path, 9)
@@ -260,7 +275,8 @@ def test_an_existing_file_is_refused_by_the_session_start_before_any_byte(
 
 
 def test_a_resent_range_keeps_the_pipeline_and_the_file_right(
-        relayed: tuple[ServerHandle, Path, TripRelay], tmp_path: Path) -> None:
+    relayed: tuple[ServerHandle, Path, TripRelay], tmp_path: Path
+) -> None:
     """A stream cut in the middle of its pipeline (the server gone from under both of its
     unanswered ranges) sends them again on a new connection; the file is whole and
     verified, no part file is left."""

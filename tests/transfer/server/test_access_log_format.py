@@ -24,8 +24,15 @@ from dtnkit.transfer.server import ServerHandle, accesslog, start_server
 TOKEN = "ht-secret-token-0123456789"
 #: the Combined Log Format, as a log parser reads it: quoted fields hold \" and \\ escapes
 QUOTED = r'"((?:[^"\\]|\\.)*)"'
-COMBINED = re.compile(r"^(\S+) (\S+) (\S+) \[([^\]]+)\] " + QUOTED + r" (\d{3}) (\d+|-) "
-                      + QUOTED + " " + QUOTED + "$")
+COMBINED = re.compile(
+    r"^(\S+) (\S+) (\S+) \[([^\]]+)\] "
+    + QUOTED
+    + r" (\d{3}) (\d+|-) "
+    + QUOTED
+    + " "
+    + QUOTED
+    + "$"
+)
 
 
 class Log(io.StringIO):
@@ -46,8 +53,9 @@ def served(tmp_path: Path) -> Iterator[tuple[ServerHandle, Log]]:
     root.mkdir()
     (root / "f").write_bytes(b"x" * 1000)
     log = Log()
-    with start_server(root, quiet=False, log=log,
-                      tokens=tokens.parse(f"{TOKEN} read,write\n")) as handle:
+    with start_server(
+        root, quiet=False, log=log, tokens=tokens.parse(f"{TOKEN} read,write\n")
+    ) as handle:
         yield handle, log
 
 
@@ -61,19 +69,27 @@ def ask(port: int, head: bytes) -> bytes:
     return out
 
 
-def test_every_request_is_one_combined_log_format_line(
-        served: tuple[ServerHandle, Log]) -> None:
+def test_every_request_is_one_combined_log_format_line(served: tuple[ServerHandle, Log]) -> None:
     handle, log = served
     before = time.time()
-    assert ask(handle.port, b"GET /f?authz=QUERYSECRET&x=1 HTTP/1.1\r\nHost: x\r\n"
-               b"Authorization: Bearer " + TOKEN.encode() + b"\r\n"
-               b"Referer: https://user:pw@portal.example/page?token=REFSECRET#frag\r\n"
-               b'User-Agent: curl/8.5.0 "quoted" back\\slash\r\n'
-               b"Connection: close\r\n\r\n").startswith(b"HTTP/1.1 200")
-    ask(handle.port, b"HEAD /f HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
-        + TOKEN.encode() + b"\r\nConnection: close\r\n\r\n")
-    ask(handle.port, b"GET /nosuch HTTP/1.0\r\nAuthorization: Bearer " + TOKEN.encode()
-        + b"\r\n\r\n")
+    assert ask(
+        handle.port,
+        b"GET /f?authz=QUERYSECRET&x=1 HTTP/1.1\r\nHost: x\r\n"
+        b"Authorization: Bearer " + TOKEN.encode() + b"\r\n"
+        b"Referer: https://user:pw@portal.example/page?token=REFSECRET#frag\r\n"
+        b'User-Agent: curl/8.5.0 "quoted" back\\slash\r\n'
+        b"Connection: close\r\n\r\n",
+    ).startswith(b"HTTP/1.1 200")
+    ask(
+        handle.port,
+        b"HEAD /f HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+        + TOKEN.encode()
+        + b"\r\nConnection: close\r\n\r\n",
+    )
+    ask(
+        handle.port,
+        b"GET /nosuch HTTP/1.0\r\nAuthorization: Bearer " + TOKEN.encode() + b"\r\n\r\n",
+    )
     ask(handle.port, b"GET /f HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")  # no token
     ask(handle.port, b"BR\x01KEN\r\n\r\n")
     lines = log.lines_when(5)
@@ -91,8 +107,13 @@ def test_every_request_is_one_combined_log_format_line(
         assert secret not in text, secret
     get, head, missing, anonymous, broken = parsed
     assert get[:3] == ("127.0.0.1", "-", "-")
-    assert get[4:9] == ("GET /f HTTP/1.1", "200", "1000", "https://portal.example/page",
-                        'curl/8.5.0 \\"quoted\\" back\\\\slash')
+    assert get[4:9] == (
+        "GET /f HTTP/1.1",
+        "200",
+        "1000",
+        "https://portal.example/page",
+        'curl/8.5.0 \\"quoted\\" back\\\\slash',
+    )
     assert head[4:9] == ("HEAD /f HTTP/1.1", "200", "-", "-", "-")  # no body: %b is -
     assert missing[4:6] == ("GET /nosuch HTTP/1.0", "404")
     assert anonymous[4:6] == ("GET /f HTTP/1.1", "401")
@@ -102,23 +123,46 @@ def test_every_request_is_one_combined_log_format_line(
 # ---- the line itself, with whatever a client sends -------------------------------------------
 def unescape(text: str) -> str:
     r"""What a log parser makes of an escaped field (\" \\ \xhh)."""
-    raw = re.sub(r"\\x([0-9a-f]{2})", lambda m: chr(int(m.group(1), 16)),
-                 re.sub(r'\\(["\\])', lambda m: m.group(1), text))
+    raw = re.sub(
+        r"\\x([0-9a-f]{2})",
+        lambda m: chr(int(m.group(1), 16)),
+        re.sub(r'\\(["\\])', lambda m: m.group(1), text),
+    )
     return raw.encode("latin-1").decode("utf-8", "surrogatepass")
 
 
 @settings(max_examples=300, deadline=None)
-@given(method=st.text(min_size=1, max_size=20), target=st.text(max_size=200),
-       agent=st.none() | st.text(max_size=200), ref=st.none() | st.text(max_size=200),
-       host=st.sampled_from(["127.0.0.1", "::1", "2001:db8::7"]),
-       status=st.integers(100, 599), sent=st.integers(-1, 2**63),
-       epoch=st.floats(0, 4e9))
-def test_any_request_gives_one_parseable_line(method: str, target: str, agent: str | None,
-                                              ref: str | None, host: str, status: int,
-                                              sent: int, epoch: float) -> None:
-    line = accesslog.line(host=host, epoch=epoch, method=method, target=target,
-                          version=(1, 1), status=status, sent=sent, referer_value=ref,
-                          agent=agent)
+@given(
+    method=st.text(min_size=1, max_size=20),
+    target=st.text(max_size=200),
+    agent=st.none() | st.text(max_size=200),
+    ref=st.none() | st.text(max_size=200),
+    host=st.sampled_from(["127.0.0.1", "::1", "2001:db8::7"]),
+    status=st.integers(100, 599),
+    sent=st.integers(-1, 2**63),
+    epoch=st.floats(0, 4e9),
+)
+def test_any_request_gives_one_parseable_line(
+    method: str,
+    target: str,
+    agent: str | None,
+    ref: str | None,
+    host: str,
+    status: int,
+    sent: int,
+    epoch: float,
+) -> None:
+    line = accesslog.line(
+        host=host,
+        epoch=epoch,
+        method=method,
+        target=target,
+        version=(1, 1),
+        status=status,
+        sent=sent,
+        referer_value=ref,
+        agent=agent,
+    )
     assert "\n" not in line and "\r" not in line
     m = COMBINED.fullmatch(line)
     assert m, line

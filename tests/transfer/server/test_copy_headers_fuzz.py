@@ -35,16 +35,73 @@ STATUS = re.compile(rb"^HTTP/1\.1 (\d{3}) ")
 SCHEMES = ["http", "https", "dav", "davs", "HTTP", "root", "ftp", "", "http:", "file"]
 SEPARATORS = ["://"] * 6 + [":/", ":", "//", "", ":///"]
 USERINFO = [""] * 6 + ["u@", "u:p@", "@", "a@b@", "8.8.8.8@", "%31%30.0.0.5@", "[::1]@"]
-HOSTS = ["127.0.0.1", "[::1", "[::1]", "::1", "[", "]", "[]", "[v1.x]", "[fe80::1%25lo]",
-         "[fe80::1%lo", "[fe80::1%25]", "[fe80::1%25%41]", "[::1::2]", "[::ffff:127.0.0.1]",
-         "[64:ff9b::7f00:1]", "[64:ff9b::808:808]", "[fec0::1]", "[2002:7f00:1::1]",
-         "10.0.0.%35", "0x7f000001", "127.1", "1.2.3.4.5", "10.0.0.256", "09", "localhost",
-         "LOCALHOST.", "", "%", "%%", "8.8.8.8", "8.8.8.8.", "0", "0x", "a..b",
-         "dtn.example.invalid", "a" * 64, "ex ample", "h\tost", "[2001:db8::1]"]
-PORTS = [""] * 4 + [":", ":0", ":80", ":65535", ":65536", ":-1", ":x", ":+80",
-                    ":99999999999999999999", ": 80", ":8_0", "::80"]
-PATHS = ["", "/", "/f", "/f?authz=x", "#", "/%00", "/\\..\\x", "/%2e%2e/etc/passwd",
-         "?q", "/" + "p" * 300]
+HOSTS = [
+    "127.0.0.1",
+    "[::1",
+    "[::1]",
+    "::1",
+    "[",
+    "]",
+    "[]",
+    "[v1.x]",
+    "[fe80::1%25lo]",
+    "[fe80::1%lo",
+    "[fe80::1%25]",
+    "[fe80::1%25%41]",
+    "[::1::2]",
+    "[::ffff:127.0.0.1]",
+    "[64:ff9b::7f00:1]",
+    "[64:ff9b::808:808]",
+    "[fec0::1]",
+    "[2002:7f00:1::1]",
+    "10.0.0.%35",
+    "0x7f000001",
+    "127.1",
+    "1.2.3.4.5",
+    "10.0.0.256",
+    "09",
+    "localhost",
+    "LOCALHOST.",
+    "",
+    "%",
+    "%%",
+    "8.8.8.8",
+    "8.8.8.8.",
+    "0",
+    "0x",
+    "a..b",
+    "dtn.example.invalid",
+    "a" * 64,
+    "ex ample",
+    "h\tost",
+    "[2001:db8::1]",
+]
+PORTS = [""] * 4 + [
+    ":",
+    ":0",
+    ":80",
+    ":65535",
+    ":65536",
+    ":-1",
+    ":x",
+    ":+80",
+    ":99999999999999999999",
+    ": 80",
+    ":8_0",
+    "::80",
+]
+PATHS = [
+    "",
+    "/",
+    "/f",
+    "/f?authz=x",
+    "#",
+    "/%00",
+    "/\\..\\x",
+    "/%2e%2e/etc/passwd",
+    "?q",
+    "/" + "p" * 300,
+]
 DAMAGE = "[]%@:/#?\\ \t!$&'()*+,;=~_-.0123456789"
 OTHER = [
     ("X-Number-Of-Streams", ["0", "1", "4", "101", "-1", "x", "", "1e3", "99999999999"]),
@@ -65,11 +122,17 @@ def url(rnd: random.Random) -> str:
     plain printable noise."""
     if rnd.random() < 0.1:
         return "".join(rnd.choice(DAMAGE + "abcxyz") for _ in range(rnd.randint(0, 40)))
-    text = (rnd.choice(SCHEMES) + rnd.choice(SEPARATORS) + rnd.choice(USERINFO)
-            + rnd.choice(HOSTS) + rnd.choice(PORTS) + rnd.choice(PATHS))
+    text = (
+        rnd.choice(SCHEMES)
+        + rnd.choice(SEPARATORS)
+        + rnd.choice(USERINFO)
+        + rnd.choice(HOSTS)
+        + rnd.choice(PORTS)
+        + rnd.choice(PATHS)
+    )
     for _ in range(rnd.choice([0, 0, 0, 1, 2])):
         at = rnd.randint(0, len(text))
-        text = text[:at] + rnd.choice(DAMAGE) + text[at + rnd.randint(0, 1):]
+        text = text[:at] + rnd.choice(DAMAGE) + text[at + rnd.randint(0, 1) :]
     return text
 
 
@@ -80,8 +143,9 @@ def request(seed: int, port: int) -> bytes:
     headers = [("Host", f"127.0.0.1:{port}")]
     if rnd.random() < 0.9:
         headers.append(("Authorization", f"Bearer {RW}"))
-    kinds = rnd.choice([["Source"], ["Destination"], ["Source"], ["Destination"],
-                        ["Source", "Destination"], []])
+    kinds = rnd.choice(
+        [["Source"], ["Destination"], ["Source"], ["Destination"], ["Source", "Destination"], []]
+    )
     headers += [(kind, url(rnd)) for kind in kinds]
     for name, values in rnd.sample(OTHER, rnd.randint(0, 4)):
         headers.append((name, rnd.choice(values)))
@@ -107,12 +171,19 @@ def fuzz(root: Path, examples: int) -> None:
     log = LockedLog()
     store = tokens.parse(f"{RW} read,write\n")
     server: ServerHandle
-    with start_server(root, tokens=store, log=log, marker_interval=0.2,
-                      tpc_allow=["127.0.0.1"]) as server, \
-            ThreadPoolExecutor(BATCH) as pool:
+    with (
+        start_server(
+            root, tokens=store, log=log, marker_interval=0.2, tpc_allow=["127.0.0.1"]
+        ) as server,
+        ThreadPoolExecutor(BATCH) as pool,
+    ):
 
-        @settings(max_examples=examples, deadline=None, derandomize=False,
-                  suppress_health_check=list(HealthCheck))
+        @settings(
+            max_examples=examples,
+            deadline=None,
+            derandomize=False,
+            suppress_health_check=list(HealthCheck),
+        )
         @given(st.lists(st.integers(0, 2**32), min_size=BATCH, max_size=BATCH))
         def batches(seeds: list[int]) -> None:
             raws = [request(seed, server.port) for seed in seeds]
@@ -127,16 +198,32 @@ def fuzz(root: Path, examples: int) -> None:
 
 @pytest.mark.fuzz
 def test_malformed_copy_headers_get_a_400_never_a_500(tmp_path: Path) -> None:
-    failure = freshnet.run_in_fresh_netns(lambda: fuzz(tmp_path / "root", EXAMPLES),
-                                          timeout=1500)
+    failure = freshnet.run_in_fresh_netns(lambda: fuzz(tmp_path / "root", EXAMPLES), timeout=1500)
     assert failure is None, failure
 
 
-@pytest.mark.parametrize("value", [
-    "http://[::1", "http://[::1/f", "https://[fe80::1%25%41]/f", "http://[::1::2]/f",
-    "http://[v1.x]/f", "http://[]/f", "http://[::1]:99999/f", "http://[::1]:-1/f",
-    "http://:80/f", "ftp://h/f", "root://h//f", "http://10.0.0.%35/f", "http:///f", "",
-    "http://a b/f", "http://1.2.3.4.5/f", "http://[fe80::1%25]/f"])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "http://[::1",
+        "http://[::1/f",
+        "https://[fe80::1%25%41]/f",
+        "http://[::1::2]/f",
+        "http://[v1.x]/f",
+        "http://[]/f",
+        "http://[::1]:99999/f",
+        "http://[::1]:-1/f",
+        "http://:80/f",
+        "ftp://h/f",
+        "root://h//f",
+        "http://10.0.0.%35/f",
+        "http:///f",
+        "",
+        "http://a b/f",
+        "http://1.2.3.4.5/f",
+        "http://[fe80::1%25]/f",
+    ],
+)
 def test_each_malformed_remote_is_one_400_with_its_reason(tmp_path: Path, value: str) -> None:
     root = tmp_path / "root"
     root.mkdir()
@@ -144,8 +231,10 @@ def test_each_malformed_remote_is_one_400_with_its_reason(tmp_path: Path, value:
     log = LockedLog()
     with start_server(root, tokens=tokens.parse(f"{RW} read,write\n"), log=log) as server:
         for header, path in (("Source", "/new.bin"), ("Destination", "/f")):
-            raw = (f"COPY {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {RW}\r\n"
-                   f"{header}: {value}\r\nConnection: close\r\n\r\n").encode()
+            raw = (
+                f"COPY {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {RW}\r\n"
+                f"{header}: {value}\r\nConnection: close\r\n\r\n"
+            ).encode()
             answer = exchange(server.port, raw)
             assert answer.statuses == [400], (header, value, answer.data[-300:])
             body = answer.data.split(b"\r\n\r\n", 1)[1].decode()

@@ -30,17 +30,24 @@ def netns() -> Iterator[str]:
 
 
 def table(doc: dict[str, Any]) -> str:
-    return "\n".join(f"{r['form']:28} {r['authority']:34} pull {r['pull']['status']} "
-                     f"reached={r['pull']['reached']} push {r['push']['status']} "
-                     f"reached={r['push']['reached']}" for r in doc["forms"])
+    return "\n".join(
+        f"{r['form']:28} {r['authority']:34} pull {r['pull']['status']} "
+        f"reached={r['pull']['reached']} push {r['push']['status']} "
+        f"reached={r['push']['reached']}"
+        for r in doc["forms"]
+    )
 
 
 def test_no_form_of_an_internal_address_is_reached(netns: str, tmp_path: Path) -> None:
     doc = tpc_reach.run_forms(netns, tmp_path / "root")
     shown = table(doc)
     assert len(doc["forms"]) == len(tpc_reach.FORMS)
-    reached = [f"{row['form']} ({mode}: {', '.join(row[mode]['requests']) or 'connected'})"
-               for row in doc["forms"] for mode in MODES if row[mode]["reached"]]
+    reached = [
+        f"{row['form']} ({mode}: {', '.join(row[mode]['requests']) or 'connected'})"
+        for row in doc["forms"]
+        for mode in MODES
+        if row[mode]["reached"]
+    ]
     assert reached == [], f"reached the service: {reached}\n{shown}"
     for row in doc["forms"]:
         for mode in ("pull", "push"):
@@ -52,7 +59,10 @@ def test_no_form_of_an_internal_address_is_reached(netns: str, tmp_path: Path) -
         for mode in ("pull via redirect", "push via redirect"):
             got = row[mode]  # the door was asked; the redirect's target refused
             assert got["status"] == 202 and got["final"].startswith("failure:"), (
-                row["form"], mode, got)
+                row["form"],
+                mode,
+                got,
+            )
     assert not list((tmp_path / "root").glob("pulled-*")), shown
 
 
@@ -65,4 +75,8 @@ def test_the_admin_allows_what_it_names(netns: str, tmp_path: Path) -> None:
         for mode in MODES:
             got = row[mode]
             assert got["reached"] and got["final"] == "success: Created", (
-                row["form"], mode, got, shown)
+                row["form"],
+                mode,
+                got,
+                shown,
+            )

@@ -49,10 +49,26 @@ def limited_remote(tmp: Path) -> Iterator[tuple[int, Path, Path]]:
 
     with open(log, "w") as err:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "dtnkit", "serve", "--root", str(root), "--host",
-             "127.0.0.1", "--port", "0", "--tokens", str(token_file)],
-            stdout=subprocess.PIPE, stderr=err, text=True, preexec_fn=limit,
-            start_new_session=True)
+            [
+                sys.executable,
+                "-m",
+                "dtnkit",
+                "serve",
+                "--root",
+                str(root),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "0",
+                "--tokens",
+                str(token_file),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+            preexec_fn=limit,
+            start_new_session=True,
+        )
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
@@ -88,8 +104,9 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length", "0"))
         if length:
             self.rfile.read(length)
-        status = {"HEAD": 404 if "PUT" not in " ".join(self.server.seen) else 200,
-                  "PUT": 201}.get(self.command, 204)
+        status = {"HEAD": 404 if "PUT" not in " ".join(self.server.seen) else 200, "PUT": 201}.get(
+            self.command, 204
+        )
         self.send_response(status)
         if self.command == "HEAD" and status == 200:
             self.send_header("Digest", "adler32=00000001")
@@ -102,9 +119,17 @@ class _Handler(BaseHTTPRequestHandler):
 def copy(port: int, path: str, destination: str, want: str = "adler32") -> str:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
     try:
-        conn.request("COPY", path, headers={
-            "Authorization": f"Bearer {LOCAL}", "Credential": "none", "Want-Digest": want,
-            "Destination": destination, "TransferHeaderAuthorization": f"Bearer {REMOTE}"})
+        conn.request(
+            "COPY",
+            path,
+            headers={
+                "Authorization": f"Bearer {LOCAL}",
+                "Credential": "none",
+                "Want-Digest": want,
+                "Destination": destination,
+                "TransferHeaderAuthorization": f"Bearer {REMOTE}",
+            },
+        )
         resp = conn.getresponse()
         assert resp.status == 202, resp.read()
         lines = [x for x in resp.read().decode().splitlines() if x.strip()]
@@ -120,27 +145,32 @@ def test_a_failed_push_deletes_only_what_it_created(tmp_path: Path) -> None:
     (local / "big.bin").write_bytes(secrets.token_bytes(BIG))
     store = tokens.parse(f"{LOCAL} read\n")
     creating = Creating()
-    thread = threading.Thread(target=creating.serve_forever, kwargs={"poll_interval": 0.05},
-                              daemon=True)
+    thread = threading.Thread(
+        target=creating.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
     thread.start()
     try:
-        with start_server(local, tokens=store, quiet=True, marker_interval=0.2,
-                          tpc_allow=["127.0.0.1"]) as active:
+        with start_server(
+            local, tokens=store, quiet=True, marker_interval=0.2, tpc_allow=["127.0.0.1"]
+        ) as active:
             with limited_remote(tmp_path) as (port, remote_root, log):
                 (remote_root / "keep.bin").write_bytes(kept)
-                final = copy(active.port, "/big.bin",
-                             f"http://127.0.0.1:{port}/keep.bin")
+                final = copy(active.port, "/big.bin", f"http://127.0.0.1:{port}/keep.bin")
             # the remote refused the PUT after its body: its file is as it was
             assert final.startswith("failure:") and "500" in final, final
             requests = re.findall(r'"([A-Z]+) /keep\.bin HTTP/1\.[01]" (\d+)', log.read_text())
             there = (remote_root / "keep.bin").is_file()
             assert there and (remote_root / "keep.bin").read_bytes() == kept, requests
-            assert ("PUT", "500") in requests and not [r for r in requests
-                                                      if r[0] == "DELETE"], requests
+            assert ("PUT", "500") in requests and not [r for r in requests if r[0] == "DELETE"], (
+                requests
+            )
             # a file this push created (201) and could not verify is removed
-            final = copy(active.port, "/big.bin",
-                         f"http://127.0.0.1:{creating.server_address[1]}/new.bin",
-                         want="md5")
+            final = copy(
+                active.port,
+                "/big.bin",
+                f"http://127.0.0.1:{creating.server_address[1]}/new.bin",
+                want="md5",
+            )
             assert final.startswith("failure:") and "md5" in final, final
             assert creating.seen[-1] == "DELETE /new.bin", creating.seen
     finally:

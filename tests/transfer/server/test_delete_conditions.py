@@ -60,11 +60,13 @@ def test_a_malformed_condition_is_400_and_removes_nothing(server: ServerHandle) 
     assert (server.root / "c").exists()
 
 
-@settings(max_examples=60, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7e), max_size=60))
-def test_any_if_match_value_is_412_or_400_unless_it_names_the_file(server: ServerHandle,
-                                                                   value: str) -> None:
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=60))
+def test_any_if_match_value_is_412_or_400_unless_it_names_the_file(
+    server: ServerHandle, value: str
+) -> None:
     f = server.root / "p"
     f.write_bytes(b"p")
     _, tag, _ = request(server, "HEAD", "/p")

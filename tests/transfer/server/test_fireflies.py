@@ -28,10 +28,12 @@ from dtnkit.transfer.client.tpc import third_party_copy
 from dtnkit.transfer.server import ServerHandle, start_server
 from dtnkit.transfer.server.flows import Destination, Marking
 
-SCHEMA = json.loads((Path(__file__).parents[2] / "fixtures" / "scitags"
-                     / "firefly.schema.json").read_text())
+SCHEMA = json.loads(
+    (Path(__file__).parents[2] / "fixtures" / "scitags" / "firefly.schema.json").read_text()
+)
 VALIDATOR = jsonschema.Draft202012Validator(
-    SCHEMA, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+    SCHEMA, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
+)
 HEAD = "<134>1 "
 RW, RO = "tagrw", "tagro"
 SIZE = 3 * 2**20 + 17
@@ -90,13 +92,20 @@ def collector() -> Iterator[Collector]:
         c.close()
 
 
-def serve(root: Path, collector: Collector, default: int | None = None,
-          **kw: object) -> ServerHandle:
+def serve(
+    root: Path, collector: Collector, default: int | None = None, **kw: object
+) -> ServerHandle:
     root.mkdir(exist_ok=True)
     marking = Marking(default, (Destination.parse(f"127.0.0.1:{collector.port}"),))
-    return start_server(root, tokens=tokens.parse(f"{RW} read,write\n{RO} read\n"),
-                        anonymous_read=True, quiet=True, marking=marking,
-                        marker_interval=0.2, **kw)  # type: ignore[arg-type]
+    return start_server(
+        root,
+        tokens=tokens.parse(f"{RW} read,write\n{RO} read\n"),
+        anonymous_read=True,
+        quiet=True,
+        marking=marking,
+        marker_interval=0.2,
+        **kw,
+    )  # type: ignore[arg-type]
 
 
 def settled(server: ServerHandle) -> int:
@@ -126,12 +135,16 @@ def by_flow(docs: list[dict[str, object]]) -> dict[tuple[object, ...], list[str]
 
 
 def test_download_with_two_streams_sends_start_and_end_per_stream(
-        tmp_path: Path, collector: Collector) -> None:
+    tmp_path: Path, collector: Collector
+) -> None:
     data = os.urandom(SIZE)
     with serve(tmp_path / "root", collector) as server:
         (server.root / "f.bin").write_bytes(data)
-        copy(server.url + "f.bin", str(tmp_path / "got.bin"),
-             CopyRequest(streams=2, scitag=143, token=RO, block_size=2**20))
+        copy(
+            server.url + "f.bin",
+            str(tmp_path / "got.bin"),
+            CopyRequest(streams=2, scitag=143, token=RO, block_size=2**20),
+        )
         assert (tmp_path / "got.bin").read_bytes() == data
         docs = collector.take(2 * settled(server))
     streams = by_flow(docs)
@@ -149,14 +162,12 @@ def test_download_with_two_streams_sends_start_and_end_per_stream(
         assert life["end-time"] >= life["start-time"]  # type: ignore[index]
 
 
-def test_upload_fireflies_count_the_received_bytes(tmp_path: Path,
-                                                   collector: Collector) -> None:
+def test_upload_fireflies_count_the_received_bytes(tmp_path: Path, collector: Collector) -> None:
     data = os.urandom(SIZE)
     src = tmp_path / "up.bin"
     src.write_bytes(data)
     with serve(tmp_path / "root", collector) as server:
-        copy(str(src), server.url + "up.bin", CopyRequest(streams=1, scitag=(7 << 6) | 3,
-                                                      token=RW))
+        copy(str(src), server.url + "up.bin", CopyRequest(streams=1, scitag=(7 << 6) | 3, token=RW))
         assert (server.root / "up.bin").read_bytes() == data
         docs = collector.take(2 * settled(server))
     ends = [d for d in docs if d["flow-lifecycle"]["state"] == "end"]  # type: ignore[index]
@@ -167,11 +178,15 @@ def test_upload_fireflies_count_the_received_bytes(tmp_path: Path,
 
 @pytest.mark.skipif(shutil.which("curl") is None, reason="needs curl")
 def test_a_plain_client_sending_the_header_yields_fireflies_with_its_ids(
-        tmp_path: Path, collector: Collector) -> None:
+    tmp_path: Path, collector: Collector
+) -> None:
     with serve(tmp_path / "root", collector) as server:
         (server.root / "c.txt").write_bytes(b"x" * 1000)
-        out = subprocess.run(["curl", "-sf", "-H", "SciTag: 199", server.url + "c.txt"],
-                             capture_output=True, check=True)
+        out = subprocess.run(
+            ["curl", "-sf", "-H", "SciTag: 199", server.url + "c.txt"],
+            capture_output=True,
+            check=True,
+        )
         assert out.stdout == b"x" * 1000
         start, end = collector.take(2)
     assert ids(start) == ids(end) == (3, 7)  # 199 = 3 << 6 | 7 (cms Cache... by id)
@@ -180,10 +195,23 @@ def test_a_plain_client_sending_the_header_yields_fireflies_with_its_ids(
 
 
 @pytest.mark.skipif(shutil.which("curl") is None, reason="needs curl")
-@pytest.mark.parametrize("values", [["abc"], ["-143"], ["99999999999"], ["65536"], ["64"],
-                                    ["143", "143"], ["143", "199"], [""], ["1e3"]])
+@pytest.mark.parametrize(
+    "values",
+    [
+        ["abc"],
+        ["-143"],
+        ["99999999999"],
+        ["65536"],
+        ["64"],
+        ["143", "143"],
+        ["143", "199"],
+        [""],
+        ["1e3"],
+    ],
+)
 def test_bad_scitag_headers_are_ignored_and_counted(
-        tmp_path: Path, collector: Collector, values: list[str]) -> None:
+    tmp_path: Path, collector: Collector, values: list[str]
+) -> None:
     with serve(tmp_path / "root", collector) as server:
         (server.root / "c.txt").write_bytes(b"y" * 100)
         argv = ["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}"]
@@ -197,7 +225,8 @@ def test_bad_scitag_headers_are_ignored_and_counted(
 
 
 def test_the_servers_default_tag_marks_requests_without_one(
-        tmp_path: Path, collector: Collector) -> None:
+    tmp_path: Path, collector: Collector
+) -> None:
     with serve(tmp_path / "root", collector, default=(4 << 6) | 4) as server:
         (server.root / "d.txt").write_bytes(b"z" * 10)
         copy(server.url + "d.txt", str(tmp_path / "d.txt"), CopyRequest(token=RO))
@@ -208,8 +237,7 @@ def test_the_servers_default_tag_marks_requests_without_one(
         assert {ids(d) for d in collector.take(2)} == {(2, 15)}
 
 
-def test_fireflies_to_origin_reach_the_flows_peer(tmp_path: Path,
-                                                  collector: Collector) -> None:
+def test_fireflies_to_origin_reach_the_flows_peer(tmp_path: Path, collector: Collector) -> None:
     root = tmp_path / "root"
     root.mkdir()
     (root / "o.txt").write_bytes(b"o" * 10)
@@ -236,16 +264,27 @@ def test_a_send_that_fails_is_counted_not_raised(tmp_path: Path) -> None:
 
 
 def test_third_party_copy_forwards_the_tag_to_the_passive_party(
-        tmp_path: Path, collector: Collector) -> None:
+    tmp_path: Path, collector: Collector
+) -> None:
     data = os.urandom(2**20)
     passive = serve(tmp_path / "a", collector, tpc_allow=["127.0.0.1"])
     other = Collector()
     try:
         with passive, serve(tmp_path / "b", other, tpc_allow=["127.0.0.1"]) as active:
             (passive.root / "x.bin").write_bytes(data)
-            done = third_party_copy("pull", passive.url + "x.bin", active.url + "y.bin",
-                                    token=RW, remote_token=RO, streams=1, checksum="adler32",
-                                    timeout=20, ca_file=None, insecure=False, scitag=143)
+            done = third_party_copy(
+                "pull",
+                passive.url + "x.bin",
+                active.url + "y.bin",
+                token=RW,
+                remote_token=RO,
+                streams=1,
+                checksum="adler32",
+                timeout=20,
+                ca_file=None,
+                insecure=False,
+                scitag=143,
+            )
             assert done.size == len(data)
             assert (active.root / "y.bin").read_bytes() == data
             # the passive side's GETs came with SciTag: 143 (from TransferHeaderSciTag)
@@ -255,9 +294,19 @@ def test_third_party_copy_forwards_the_tag_to_the_passive_party(
             assert sum(d["usage"]["sent"] for d in ends) >= len(data)  # type: ignore[index]
             # a push: the active server PUTs to the passive one with the COPY's tag
             before = settled(passive)
-            done = third_party_copy("push", active.url + "y.bin", passive.url + "z.bin",
-                                    token=RO, remote_token=RW, streams=1, checksum="adler32",
-                                    timeout=20, ca_file=None, insecure=False, scitag=199)
+            done = third_party_copy(
+                "push",
+                active.url + "y.bin",
+                passive.url + "z.bin",
+                token=RO,
+                remote_token=RW,
+                streams=1,
+                checksum="adler32",
+                timeout=20,
+                ca_file=None,
+                insecure=False,
+                scitag=199,
+            )
             assert (passive.root / "z.bin").read_bytes() == data
             docs = collector.take(2 * (settled(passive) - before))
             assert docs and {ids(d) for d in docs} == {(3, 7)}
@@ -268,26 +317,58 @@ def test_third_party_copy_forwards_the_tag_to_the_passive_party(
 
 
 def test_serve_cli_refuses_a_bad_firefly_destination(
-        tmp_path: Path, environment: Environment) -> None:
-    for dest, why in (("host:0", "port '0' is not 1-65535"), ("[::1", "is not HOST:PORT"),
-                      ("tag-no-such-host.invalid", "does not resolve"), (":99", "no host")):
-        code = main(["serve", "--root", str(tmp_path), "--anonymous-read", "--port", "0",
-                     "--firefly-dest", dest], environment)
+    tmp_path: Path, environment: Environment
+) -> None:
+    for dest, why in (
+        ("host:0", "port '0' is not 1-65535"),
+        ("[::1", "is not HOST:PORT"),
+        ("tag-no-such-host.invalid", "does not resolve"),
+        (":99", "no host"),
+    ):
+        code = main(
+            [
+                "serve",
+                "--root",
+                str(tmp_path),
+                "--anonymous-read",
+                "--port",
+                "0",
+                "--firefly-dest",
+                dest,
+            ],
+            environment,
+        )
         err = taken(environment.stderr)
         assert code == 9, err
         assert why in err and err.count("\n") == 1
 
 
-def test_cp_tpc_flag_reaches_the_passive_party(tmp_path: Path, collector: Collector,
-                                               environment: Environment) -> None:
+def test_cp_tpc_flag_reaches_the_passive_party(
+    tmp_path: Path, collector: Collector, environment: Environment
+) -> None:
     passive = serve(tmp_path / "a", collector, tpc_allow=["127.0.0.1"])
     other = Collector()
     try:
         with passive, serve(tmp_path / "b", other, tpc_allow=["127.0.0.1"]) as active:
             (passive.root / "x.bin").write_bytes(b"q" * 5000)
-            code = main(["cp", "--tpc", "pull", "--experiment", "cms", "--activity", "Debug",
-                         "--token", RW, "--remote-token", RO, passive.url + "x.bin",
-                         active.url + "y.bin"], environment)
+            code = main(
+                [
+                    "cp",
+                    "--tpc",
+                    "pull",
+                    "--experiment",
+                    "cms",
+                    "--activity",
+                    "Debug",
+                    "--token",
+                    RW,
+                    "--remote-token",
+                    RO,
+                    passive.url + "x.bin",
+                    active.url + "y.bin",
+                ],
+                environment,
+            )
             assert code == 0, taken(environment.stderr)
             docs = collector.take(2 * settled(passive))
             assert docs and {ids(d) for d in docs} == {(3, 8)}  # cms / Debug

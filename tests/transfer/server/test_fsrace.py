@@ -28,8 +28,9 @@ from dtnkit.transfer import fsroot
 from dtnkit.transfer.server.exchange import Services
 from dtnkit.transfer.server.registry import SessionRegistry
 
-pytestmark = pytest.mark.skipif(platform.machine() != "x86_64",
-                                reason="the attacker calls renameat2 as syscall 316 (x86_64)")
+pytestmark = pytest.mark.skipif(
+    platform.machine() != "x86_64", reason="the attacker calls renameat2 as syscall 316 (x86_64)"
+)
 
 SWAPS = 10_000
 MIN_TRIES = 600
@@ -55,8 +56,9 @@ def layout() -> Iterator[Layout]:
     shutil.rmtree(base)
 
 
-def hammer(layout: Layout, one: Callable[[int], bool],
-           changed: set[str] | None = None) -> tuple[int, int, int]:
+def hammer(
+    layout: Layout, one: Callable[[int], bool], changed: set[str] | None = None
+) -> tuple[int, int, int]:
     """Call ``one(i)`` (True: it escaped) while the swapper runs, until it has made SWAPS
     swaps and MIN_TRIES tries were made; (tries, escapes, swaps).  With *changed* (the
     outside names before), an escape is a name created or removed outside instead."""
@@ -109,8 +111,9 @@ def test_head_digest(mode: str, layout: Layout) -> None:
 
     def one(i: int) -> bool:
         svc.cache.forget(layout.root.resolve() / "d" / "file")
-        reply = run(svc, "HEAD", "/d/file", {"Want-Digest": "sha-256",
-                                              "Want-Content-Digest": "sha-256=1"})
+        reply = run(
+            svc, "HEAD", "/d/file", {"Want-Digest": "sha-256", "Want-Content-Digest": "sha-256=1"}
+        )
         served.append(any(good in value for _name, value in reply.headers))
         return any(leak in value for _name, value in reply.headers)
 
@@ -135,15 +138,17 @@ def test_listing(mode: str, layout: Layout) -> None:
 
 def test_put(mode: str, layout: Layout) -> None:
     svc, before = _svc(layout), layout.outside_names()
-    check(layout, hammer(layout, lambda i: not run(svc, "PUT", f"/d/put-{i}", body=b"new"),
-                         before), before)
+    check(
+        layout,
+        hammer(layout, lambda i: not run(svc, "PUT", f"/d/put-{i}", body=b"new"), before),
+        before,
+    )
     assert _served_names(layout, "put-") > 0
 
 
 def test_mkcol(mode: str, layout: Layout) -> None:
     svc, before = _svc(layout), layout.outside_names()
-    check(layout, hammer(layout, lambda i: not run(svc, "MKCOL", f"/d/col-{i}"), before),
-          before)
+    check(layout, hammer(layout, lambda i: not run(svc, "MKCOL", f"/d/col-{i}"), before), before)
     assert _served_names(layout, "col-") > 0
 
 
@@ -173,10 +178,14 @@ def test_upload_session(mode: str, layout: Layout) -> None:
             reply = run(svc, "POST", target, {"Dtnkit-Upload": "start", "Upload-Length": "4"})
             ident = dict(reply.headers).get("Dtnkit-Upload-Id")
             if ident is not None:
-                run(svc, "PUT", target, {"Dtnkit-Upload-Id": ident,
-                                         "Content-Range": "bytes 0-3/4"}, b"abcd")
-                run(svc, "POST", target, {"Dtnkit-Upload": "commit",
-                                          "Dtnkit-Upload-Id": ident})
+                run(
+                    svc,
+                    "PUT",
+                    target,
+                    {"Dtnkit-Upload-Id": ident, "Content-Range": "bytes 0-3/4"},
+                    b"abcd",
+                )
+                run(svc, "POST", target, {"Dtnkit-Upload": "commit", "Dtnkit-Upload-Id": ident})
             return False
 
         check(layout, hammer(layout, one, before), before)
@@ -188,9 +197,11 @@ def test_upload_session(mode: str, layout: Layout) -> None:
 # --------------------------------------------------------------------------- the module itself
 
 
-def test_both_ways_refuse_every_symlink(mode: str, tmp_path: Path,
-                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_both_ways_refuse_every_symlink(
+    mode: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     if mode == "walk":  # the walk must not fall back on openat2 by accident
+
         def boom(*args: object) -> int:
             raise AssertionError("openat2 called in walk mode")
 

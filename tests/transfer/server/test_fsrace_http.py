@@ -20,8 +20,9 @@ from tests.support.fsrace import INSIDE, OUTSIDE, OUTSIDE_ONLY, TOKEN, Layout
 from dtnkit.transfer import tokens
 from dtnkit.transfer.server import ServerHandle, start_server
 
-pytestmark = pytest.mark.skipif(platform.machine() != "x86_64",
-                                reason="the attacker calls renameat2 as syscall 316 (x86_64)")
+pytestmark = pytest.mark.skipif(
+    platform.machine() != "x86_64", reason="the attacker calls renameat2 as syscall 316 (x86_64)"
+)
 
 SWAPS = 10_000
 TRIES = 200
@@ -37,16 +38,23 @@ def setup() -> Iterator[tuple[Layout, ServerHandle, ServerHandle, Path]]:
     remote.mkdir()
     (remote / "src").write_bytes(INSIDE)
     store = tokens.parse(f"{TOKEN} read,write\n")
-    with start_server(lay.root, tokens=store, quiet=True, marker_interval=0.05,
-                      tpc_allow=("127.0.0.1",)) as h, \
-            start_server(remote, tokens=store, quiet=True) as other:
+    with (
+        start_server(
+            lay.root, tokens=store, quiet=True, marker_interval=0.05, tpc_allow=("127.0.0.1",)
+        ) as h,
+        start_server(remote, tokens=store, quiet=True) as other,
+    ):
         yield lay, h, other, remote
     lay.close()
     shutil.rmtree(base)
 
 
-def hammer(layout: Layout, h: ServerHandle, tries: int,
-           one: Callable[[http.client.HTTPConnection, int], bool]) -> int:
+def hammer(
+    layout: Layout,
+    h: ServerHandle,
+    tries: int,
+    one: Callable[[http.client.HTTPConnection, int], bool],
+) -> int:
     """*tries* requests (more while the swapper has made fewer than SWAPS swaps) on one
     kept-alive connection; the number of escapes."""
     conn = http.client.HTTPConnection(h.host, h.port, timeout=30)
@@ -64,9 +72,13 @@ def hammer(layout: Layout, h: ServerHandle, tries: int,
     return escapes
 
 
-def request(conn: http.client.HTTPConnection, method: str, path: str,
-            headers: dict[str, str] | None = None,
-            body: bytes | None = None) -> tuple[int, list[tuple[str, str]], bytes]:
+def request(
+    conn: http.client.HTTPConnection,
+    method: str,
+    path: str,
+    headers: dict[str, str] | None = None,
+    body: bytes | None = None,
+) -> tuple[int, list[tuple[str, str]], bytes]:
     conn.request(method, path, body=body, headers={**AUTH, **(headers or {})})
     r = conn.getresponse()
     return r.status, r.getheaders(), r.read()
@@ -81,16 +93,21 @@ def test_methods_over_http(setup: tuple[Layout, ServerHandle, ServerHandle, Path
     victims = lay.outside_names()
 
     def reads(conn: http.client.HTTPConnection, i: int) -> bool:
-        method, path, headers = [("GET", "/d/file", {}),
-                                 ("HEAD", "/d/file", {"Want-Digest": "adler32"}),
-                                 ("PROPFIND", "/d/", {"Depth": "1"}),
-                                 ("GET", "/d/", {})][i % 4]
+        method, path, headers = [
+            ("GET", "/d/file", {}),
+            ("HEAD", "/d/file", {"Want-Digest": "adler32"}),
+            ("PROPFIND", "/d/", {"Depth": "1"}),
+            ("GET", "/d/", {}),
+        ][i % 4]
         _status, _headers, body = request(conn, method, path, headers)
         return OUTSIDE[:20] in body or OUTSIDE_ONLY.encode() in body
 
     def writes(conn: http.client.HTTPConnection, i: int) -> bool:
-        method, path, body = [("PUT", f"/d/hp-{i}", b"new"), ("MKCOL", f"/d/hc-{i}", None),
-                              ("DELETE", f"/d/hv-{i % (TRIES * 2)}", None)][i % 3]
+        method, path, body = [
+            ("PUT", f"/d/hp-{i}", b"new"),
+            ("MKCOL", f"/d/hc-{i}", None),
+            ("DELETE", f"/d/hv-{i % (TRIES * 2)}", None),
+        ][i % 3]
         request(conn, method, path, body=body)
         return False
 

@@ -63,8 +63,9 @@ def root(tmp_path: Path) -> Path:
 
 
 def serve(root: Path, max_age: float) -> ServerHandle:
-    return start_server(root, tokens=tokens.parse(f"{TOKEN} read,write\n"), quiet=True,
-                        upload_expiry=max_age)
+    return start_server(
+        root, tokens=tokens.parse(f"{TOKEN} read,write\n"), quiet=True, upload_expiry=max_age
+    )
 
 
 @pytest.fixture
@@ -77,17 +78,21 @@ def client_of() -> Iterator[list[subprocess.Popen[str]]]:
         p.wait(10)
 
 
-def start_client(procs: list[subprocess.Popen[str]], port: int,
-                 path: str) -> subprocess.Popen[str]:
-    proc = subprocess.Popen([sys.executable, "-c", _CLIENT, str(port), path],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+def start_client(procs: list[subprocess.Popen[str]], port: int, path: str) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _CLIENT, str(port), path],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     procs.append(proc)
     assert proc.stdout is not None and proc.stdout.readline() == "sent\n"
     return proc
 
 
 def test_live_part_is_kept_and_a_killed_client_leaves_nothing(
-        root: Path, client_of: list[subprocess.Popen[str]]) -> None:
+    root: Path, client_of: list[subprocess.Popen[str]]
+) -> None:
     with serve(root, 0.05) as h:  # sweeps every 0.05 s, removes parts older than 0.05 s
         janitor = h._server.janitor
         proc = start_client(client_of, h.port, "/d/big")
@@ -104,13 +109,28 @@ def test_live_part_is_kept_and_a_killed_client_leaves_nothing(
 
 
 def test_parts_of_a_killed_server_are_removed_at_start(
-        tmp_path: Path, root: Path, client_of: list[subprocess.Popen[str]]) -> None:
+    tmp_path: Path, root: Path, client_of: list[subprocess.Popen[str]]
+) -> None:
     tok = tmp_path / "tokens"
     tok.write_text(f"{TOKEN} read,write\n")
     code = "from dtnkit.cli.serve import serve; serve()"
-    server = subprocess.Popen([sys.executable, "-c", code, "--root", str(root), "--port", "0",
-                               "--tokens", str(tok), "--quiet"],
-                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            code,
+            "--root",
+            str(root),
+            "--port",
+            "0",
+            "--tokens",
+            str(tok),
+            "--quiet",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     client_of.append(server)  # type: ignore[arg-type]
     assert server.stdout is not None
     line = server.stdout.readline()
@@ -174,11 +194,20 @@ def test_symlinks_inside_the_tree_are_not_followed(root: Path) -> None:
     (root / "inlink").symlink_to("d")
     (root / "d" / "flink").symlink_to("f")
     with serve(root, 3600) as h:
-        for method, path in (("GET", "/inlink/f"), ("GET", "/d/flink"), ("PUT", "/inlink/new"),
-                             ("MKCOL", "/inlink/new"), ("PROPFIND", "/d/flink")):
+        for method, path in (
+            ("GET", "/inlink/f"),
+            ("GET", "/d/flink"),
+            ("PUT", "/inlink/new"),
+            ("MKCOL", "/inlink/new"),
+            ("PROPFIND", "/d/flink"),
+        ):
             conn = http.client.HTTPConnection(h.host, h.port, timeout=10)
-            conn.request(method, path, body=b"x" if method == "PUT" else None,
-                         headers={"Authorization": f"Bearer {TOKEN}"})
+            conn.request(
+                method,
+                path,
+                body=b"x" if method == "PUT" else None,
+                headers={"Authorization": f"Bearer {TOKEN}"},
+            )
             r = conn.getresponse()
             body = r.read()
             conn.close()

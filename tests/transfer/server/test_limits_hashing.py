@@ -42,8 +42,7 @@ def head(server: ServerHandle, headers: dict[str, str]) -> tuple[int, dict[str, 
         conn.close()
 
 
-def at_once(server: ServerHandle, headers: dict[str, str]
-             ) -> tuple[float, list[dict[str, str]]]:
+def at_once(server: ServerHandle, headers: dict[str, str]) -> tuple[float, list[dict[str, str]]]:
     """CPU seconds of this process (server threads included) for REQUESTS concurrent HEADs."""
     answers: list[tuple[int, dict[str, str]]] = []
     lock = threading.Lock()
@@ -85,22 +84,25 @@ def test_range_digests_are_bounded_and_cached(tmp_path: Path) -> None:
         noise = max(rounds)
         spread = abs(rounds[0] - rounds[1])
         before = server.counters["checksum_bytes"]
-        whole, answers = at_once(server, {"Range": f"bytes=0-{SIZE - 1}",
-                                          "Want-Content-Digest": "sha-256=10"})
+        whole, answers = at_once(
+            server, {"Range": f"bytes=0-{SIZE - 1}", "Want-Content-Digest": "sha-256=10"}
+        )
         hashed_whole = server.counters["checksum_bytes"] - before
         before = server.counters["checksum_bytes"]
-        ranged, answers_part = at_once(server, {"Range": f"bytes=0-{part - 1}",
-                                                "Want-Content-Digest": "sha-256=10"})
+        ranged, answers_part = at_once(
+            server, {"Range": f"bytes=0-{part - 1}", "Want-Content-Digest": "sha-256=10"}
+        )
         hashed_part = server.counters["checksum_bytes"] - before
         before = server.counters["checksum_bytes"]
         _cpu, answers_file = at_once(server, {"Range": "bytes=0-0", "Want-Digest": "sha-256"})
         hashed_file = server.counters["checksum_bytes"] - before
-    print(f"\n{REQUESTS} HEADs at once, CPU s: plain {noise:.2f} (spread {spread:.2f}); "
-          f"Range 0-128MiB + Want-Content-Digest sha-256 {whole:.2f}; "
-          f"Range 0-32MiB {ranged:.2f}; one 128 MiB sha-256 {one_hash:.2f}")
+    print(
+        f"\n{REQUESTS} HEADs at once, CPU s: plain {noise:.2f} (spread {spread:.2f}); "
+        f"Range 0-128MiB + Want-Content-Digest sha-256 {whole:.2f}; "
+        f"Range 0-32MiB {ranged:.2f}; one 128 MiB sha-256 {one_hash:.2f}"
+    )
     assert all("Content-Digest" not in h for h in answers)  # over --range-digest-max
-    assert all(dg.parse_repr_digest(h["Content-Digest"]) == {"sha256": want}
-               for h in answers_part)
+    assert all(dg.parse_repr_digest(h["Content-Digest"]) == {"sha256": want} for h in answers_part)
     # the work itself: none for the range over the limit, one read of the smaller range
     assert hashed_whole == 0
     assert hashed_part == part

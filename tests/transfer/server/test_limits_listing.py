@@ -25,8 +25,10 @@ def listing(port: int, token: str, method: str = "PROPFIND") -> tuple[socket.soc
     """Send a listing request; return the socket and the first bytes of the answer."""
     s = socket.create_connection(("127.0.0.1", port), timeout=30)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    s.sendall(f"{method} /big/ HTTP/1.1\r\nHost: h\r\nDepth: 1\r\n"
-              f"Authorization: Bearer {token}\r\n\r\n".encode())
+    s.sendall(
+        f"{method} /big/ HTTP/1.1\r\nHost: h\r\nDepth: 1\r\n"
+        f"Authorization: Bearer {token}\r\n\r\n".encode()
+    )
     return s, s.recv(4096)
 
 
@@ -36,8 +38,9 @@ def test_one_token_reads_two_listings_at_once_others_are_not_held(tmp_path: Path
     for i in range(ENTRIES):
         os.close(os.open(big / f"a-member-with-a-long-enough-name-{i:06d}", os.O_CREAT))
     store = tokens.parse("greedy read\nother read\n")
-    with start_server(tmp_path, tokens=store, quiet=True,
-                      limits=Limits(hash_wait=1.0, listing_slots=2)) as h:
+    with start_server(
+        tmp_path, tokens=store, quiet=True, limits=Limits(hash_wait=1.0, listing_slots=2)
+    ) as h:
         held = [listing(h.port, "greedy") for _ in range(2)]
         try:
             assert all(first.startswith(b"HTTP/1.1 207 ") for _s, first in held)
@@ -49,8 +52,7 @@ def test_one_token_reads_two_listings_at_once_others_are_not_held(tmp_path: Path
             plain.close()
             assert answer.startswith(b"HTTP/1.1 503 "), answer[:100]
             c = http.client.HTTPConnection("127.0.0.1", h.port, timeout=30)
-            c.request("PROPFIND", "/big/", headers={"Depth": "1",
-                                                    "Authorization": "Bearer other"})
+            c.request("PROPFIND", "/big/", headers={"Depth": "1", "Authorization": "Bearer other"})
             r = c.getresponse()
             body = r.read()
             c.close()

@@ -43,10 +43,26 @@ def child_server(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], int, P
         fd = os.open(big / f"entry-with-a-fairly-long-name-{i:06d}.dat", os.O_CREAT | os.O_WRONLY)
         os.close(fd)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "dtnkit.cli.main", "serve", "--root", str(root),
-         "--host", "127.0.0.1", "--port", "0", "--anonymous-read", "--quiet",
-         "--listing-slots", str(CLIENTS)],  # all ten listings stream at once
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-m",
+            "dtnkit.cli.main",
+            "serve",
+            "--root",
+            str(root),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--anonymous-read",
+            "--quiet",
+            "--listing-slots",
+            str(CLIENTS),
+        ],  # all ten listings stream at once
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
@@ -70,7 +86,8 @@ def propfind(port: int, path: str) -> http.client.HTTPResponse:
 
 
 def test_ten_large_propfinds_at_once_keep_memory_bounded(
-        child_server: tuple[subprocess.Popen[str], int, Path]) -> None:
+    child_server: tuple[subprocess.Popen[str], int, Path],
+) -> None:
     proc, port, _root = child_server
     small = propfind(port, "/")  # warm up: imports, threads, the first listing
     assert small.status == 207
@@ -80,7 +97,8 @@ def test_ten_large_propfinds_at_once_keep_memory_bounded(
     members = multistatus.parse(body, "/big/")
     assert one.status == 207 and len(members) == ENTRIES
     assert {m.path for m in members} == {
-        f"/big/entry-with-a-fairly-long-name-{i:06d}.dat" for i in range(ENTRIES)}
+        f"/big/entry-with-a-fairly-long-name-{i:06d}.dat" for i in range(ENTRIES)
+    }
     base = peak_rss(proc.pid)
     answers: list[http.client.HTTPResponse] = []
     lock = threading.Lock()
@@ -98,10 +116,11 @@ def test_ten_large_propfinds_at_once_keep_memory_bounded(
     assert len(answers) == CLIENTS
     bodies = [resp.read() for resp in answers]
     grown = peak_rss(proc.pid) - base
-    assert all(len(b) == len(body) and b.endswith(multistatus.CLOSING.encode())
-               for b in bodies)
-    print(f"PROPFIND x{CLIENTS}: server peak RSS grew {grown / 2**20:.1f} MiB; body "
-          f"{len(body) / 2**20:.1f} MiB")
+    assert all(len(b) == len(body) and b.endswith(multistatus.CLOSING.encode()) for b in bodies)
+    print(
+        f"PROPFIND x{CLIENTS}: server peak RSS grew {grown / 2**20:.1f} MiB; body "
+        f"{len(body) / 2**20:.1f} MiB"
+    )
     # ten bodies held at once would be CLIENTS x len(body) (about 40 MB here), and the
     # structures behind them several times that
     assert grown < len(body) * CLIENTS / 4, (grown, len(body))

@@ -38,13 +38,20 @@ def serve(root: Path, **kw: object) -> ServerHandle:
     return start_server(root, tokens=store, quiet=True, **kw)  # type: ignore[arg-type]
 
 
-def start(server: ServerHandle, token: str, path: str, length: int
-          ) -> tuple[int, dict[str, str], bytes]:
+def start(
+    server: ServerHandle, token: str, path: str, length: int
+) -> tuple[int, dict[str, str], bytes]:
     conn = http.client.HTTPConnection(server.host, server.port, timeout=10)
     try:
-        conn.request("POST", path, headers={"Authorization": f"Bearer {token}",
-                                            "Dtnkit-Upload": "start",
-                                            "Upload-Length": str(length)})
+        conn.request(
+            "POST",
+            path,
+            headers={
+                "Authorization": f"Bearer {token}",
+                "Dtnkit-Upload": "start",
+                "Upload-Length": str(length),
+            },
+        )
         resp = conn.getresponse()
         return resp.status, dict(resp.headers.items()), resp.read()
     finally:
@@ -52,8 +59,11 @@ def start(server: ServerHandle, token: str, path: str, length: int
 
 
 def upload(server: ServerHandle, token: str, src: Path, name: str) -> tuple[int, str | None]:
-    summary = copy(str(src), server.url + name,
-                   CopyRequest(token=token, streams=4, block_size=BLOCK, retries=1, backoff=0.05))
+    summary = copy(
+        str(src),
+        server.url + name,
+        CopyRequest(token=token, streams=4, block_size=BLOCK, retries=1, backoff=0.05),
+    )
     result = summary.files[0]
     return result.upload_streams, result.note
 
@@ -93,8 +103,12 @@ def small_fs(tmp_path: Path) -> Iterator[Path]:
     """A 64 MiB tmpfs of this test's own."""
     where = tmp_path / f"limfs-{uuid.uuid4().hex[:8]}"
     where.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(where)],
-                          capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(where)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if done.returncode:
         pytest.skip(f"cannot mount a tmpfs: {done.stderr.strip()}")
     try:

@@ -48,8 +48,9 @@ def _answer(s: socket.socket) -> bytes:
 def test_one_address_holding_its_share_leaves_the_rest_to_others(tmp_path: Path) -> None:
     (tmp_path / "f").write_bytes(b"x" * 1000)
     log = LockedLog()
-    with start_server(tmp_path, anonymous_read=True, max_connections=CAP,
-                      max_connections_per_client=EACH, log=log) as h:
+    with start_server(
+        tmp_path, anonymous_read=True, max_connections=CAP, max_connections_per_client=EACH, log=log
+    ) as h:
         hog = [_connect_from("127.0.0.2", h.port) for _ in range(CAP)]  # silent, no token
         try:
             until("the hog's connections admitted", lambda: h.connections == EACH, 10)
@@ -58,8 +59,9 @@ def test_one_address_holding_its_share_leaves_the_rest_to_others(tmp_path: Path)
             assert all(a.startswith(b"HTTP/1.1 503 ") for a in refused), refused[:2]
             assert b"from your address" in refused[0]
             # the legitimate client is served meanwhile, on several connections
-            clients = [http.client.HTTPConnection("127.0.0.1", h.port, timeout=10)
-                       for _ in range(EACH)]
+            clients = [
+                http.client.HTTPConnection("127.0.0.1", h.port, timeout=10) for _ in range(EACH)
+            ]
             for c in clients:
                 c.request("GET", "/f")
                 r = c.getresponse()
@@ -86,8 +88,7 @@ def test_the_default_share_is_an_eighth_of_the_cap_at_least_64_at_most_half() ->
     assert per_client_default(200) == 64
     assert per_client_default(40) == 20
     assert per_client_default(1) == 1
-    assert all(1 <= per_client_default(cap) <= max(1, cap // 2)
-               for cap in range(1, 5000))
+    assert all(1 <= per_client_default(cap) <= max(1, cap // 2) for cap in range(1, 5000))
     assert ConnLimits(max_connections=100, max_per_client=500).per_client == 100
 
 
@@ -107,20 +108,22 @@ def test_by_default_one_address_cannot_fill_a_small_cap(tmp_path: Path) -> None:
                 s.close()
 
 
-@pytest.mark.parametrize("peer,key", [
-    ("192.0.2.7", "192.0.2.7"),
-    ("::ffff:192.0.2.7", "192.0.2.7"),
-    ("2001:db8:1:2:aaaa::1", "2001:db8:1:2::/64"),
-    ("2001:db8:1:2:ffff:ffff:ffff:ffff", "2001:db8:1:2::/64"),
-    ("fe80::1%eth0", "fe80::/64"),
-])
+@pytest.mark.parametrize(
+    "peer,key",
+    [
+        ("192.0.2.7", "192.0.2.7"),
+        ("::ffff:192.0.2.7", "192.0.2.7"),
+        ("2001:db8:1:2:aaaa::1", "2001:db8:1:2::/64"),
+        ("2001:db8:1:2:ffff:ffff:ffff:ffff", "2001:db8:1:2::/64"),
+        ("fe80::1%eth0", "fe80::/64"),
+    ],
+)
 def test_a_client_is_an_ipv4_address_or_an_ipv6_64(peer: str, key: str) -> None:
     assert client_key(peer) == key
 
 
 @given(st.ip_addresses(v=6), st.integers(0, 2**64 - 1))
-def test_every_ipv6_address_of_one_64_counts_as_one_client(address: IPv6Address,
-                                                          low: int) -> None:
+def test_every_ipv6_address_of_one_64_counts_as_one_client(address: IPv6Address, low: int) -> None:
     other = IPv6Address(int(address) >> 64 << 64 | low)
     if address.ipv4_mapped is None and other.ipv4_mapped is None:
         assert client_key(str(address)) == client_key(str(other))

@@ -64,9 +64,15 @@ def writes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 
 def opts(pki: Pki, **kw: object) -> CopyRequest:
-    base: dict[str, object] = {"token": TOKEN, "ca_file": str(pki.ca_file), "streams": 1,
-                               "checksum": "adler32", "retries": 1, "backoff": 0.01,
-                               "stall_timeout": 20.0}
+    base: dict[str, object] = {
+        "token": TOKEN,
+        "ca_file": str(pki.ca_file),
+        "streams": 1,
+        "checksum": "adler32",
+        "retries": 1,
+        "backoff": 0.01,
+        "stall_timeout": 20.0,
+    }
     base.update(kw)
     return CopyRequest(**base)  # type: ignore[arg-type]
 
@@ -88,8 +94,8 @@ def whole_buffers(seen: list[int], size: int) -> None:
 
 
 def test_a_put_over_tls_is_written_in_whole_receive_buffers(
-        served: tuple[ServerHandle, Path], tmp_path: Path, pki: Pki,
-        writes: list[int]) -> None:
+    served: tuple[ServerHandle, Path], tmp_path: Path, pki: Pki, writes: list[int]
+) -> None:
     """Before: 385 writes of at most 16 KiB (one TLS record each) for this 6 MiB body."""
     handle, root = served
     src, data = source(tmp_path, 1)
@@ -100,14 +106,17 @@ def test_a_put_over_tls_is_written_in_whole_receive_buffers(
 
 
 def test_session_ranges_over_tls_are_written_in_whole_receive_buffers(
-        served: tuple[ServerHandle, Path], tmp_path: Path, pki: Pki,
-        writes: list[int]) -> None:
+    served: tuple[ServerHandle, Path], tmp_path: Path, pki: Pki, writes: list[int]
+) -> None:
     """The ranges of an upload session (2 MiB blocks, two streams) go through the same
     receive: whole buffers per range."""
     handle, root = served
     src, data = source(tmp_path, 2)
-    summary = copy(str(src), f"https://127.0.0.1:{handle.port}/many.bin",
-                   opts(pki, streams=2, block_size=2 * MiB))
+    summary = copy(
+        str(src),
+        f"https://127.0.0.1:{handle.port}/many.bin",
+        opts(pki, streams=2, block_size=2 * MiB),
+    )
     assert (root / "many.bin").read_bytes() == data
     assert summary.files[0].upload_streams == 2
     assert sum(writes) == SIZE

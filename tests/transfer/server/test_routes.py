@@ -36,8 +36,13 @@ class FakeExchange:
         self.headers = Message()
         for name, value in headers.items():
             self.headers[name] = value
-        config = ServerConfig(root=root, tokens=tokens.parse("rw read,write\nro read\n"),
-                              anonymous_read=False, quiet=True, log=io.StringIO())
+        config = ServerConfig(
+            root=root,
+            tokens=tokens.parse("rw read,write\nro read\n"),
+            anonymous_read=False,
+            quiet=True,
+            log=io.StringIO(),
+        )
         self.services = Services(config, files.ChecksumCache(), Counters(), None)
         self.authorized: list[str | None] = []
 
@@ -59,14 +64,18 @@ def test_before_continue(tmp_path: Path) -> None:
     with pytest.raises(HttpError):
         routes.before_continue(ex)  # type: ignore[arg-type]
     # the PUT route's own checks run too: a Content-Range without a session is refused
-    ex = FakeExchange("PUT", tmp_path, {"Authorization": "Bearer rw",
-                                        "Content-Range": "bytes 0-1/2"})
+    ex = FakeExchange(
+        "PUT", tmp_path, {"Authorization": "Bearer rw", "Content-Range": "bytes 0-1/2"}
+    )
     with pytest.raises(HttpError) as info:
         routes.before_continue(ex)  # type: ignore[arg-type]
     assert info.value.status == 501
     # ... but not for a session's range
-    ex = FakeExchange("PUT", tmp_path, {"Authorization": "Bearer rw", "Dtnkit-Upload-Id": "x",
-                                        "Content-Range": "bytes 0-1/2"})
+    ex = FakeExchange(
+        "PUT",
+        tmp_path,
+        {"Authorization": "Bearer rw", "Dtnkit-Upload-Id": "x", "Content-Range": "bytes 0-1/2"},
+    )
     routes.before_continue(ex)  # type: ignore[arg-type]
     ex = FakeExchange("POST", tmp_path, {})
     routes.before_continue(ex)  # type: ignore[arg-type]

@@ -37,8 +37,9 @@ N = len(DATA)
 
 
 def store() -> tokens.TokenStore:
-    return tokens.parse(f"# test tokens\n{READ} read\n{WRITE} write # note\n\n"
-                        f"  {BOTH}  read,write\n")
+    return tokens.parse(
+        f"# test tokens\n{READ} read\n{WRITE} write # note\n\n  {BOTH}  read,write\n"
+    )
 
 
 def call(

@@ -29,8 +29,9 @@ def server(tmp_path: Path) -> Iterator[ServerHandle]:
         yield h
 
 
-def call(h: ServerHandle, method: str, headers: dict[str, str],
-         body: bytes = b"") -> tuple[int, dict[str, str], bytes]:
+def call(
+    h: ServerHandle, method: str, headers: dict[str, str], body: bytes = b""
+) -> tuple[int, dict[str, str], bytes]:
     c = http.client.HTTPConnection(h.host, h.port, timeout=30)
     try:
         c.request(method, "/up", body=body, headers={"Authorization": "Bearer rw", **headers})
@@ -41,14 +42,16 @@ def call(h: ServerHandle, method: str, headers: dict[str, str],
 
 
 def start(h: ServerHandle) -> str:
-    status, headers, body = call(h, "POST", {"Dtnkit-Upload": "start",
-                                             "Upload-Length": str(len(DATA))})
+    status, headers, body = call(
+        h, "POST", {"Dtnkit-Upload": "start", "Upload-Length": str(len(DATA))}
+    )
     assert status == 201, body
     return headers["Dtnkit-Upload-Id"]
 
 
-def put_range(h: ServerHandle, ident: str, first: int, last: int, body: bytes,
-              digest: str | None = None) -> int:
+def put_range(
+    h: ServerHandle, ident: str, first: int, last: int, body: bytes, digest: str | None = None
+) -> int:
     headers = {"Dtnkit-Upload-Id": ident, "Content-Range": f"bytes {first}-{last}/{len(DATA)}"}
     if digest is not None:
         headers["Digest"] = digest
@@ -73,19 +76,24 @@ def md5(data: bytes) -> str:
 
 
 def test_a_refused_range_closes_the_descriptor_and_the_session_resumes(
-        server: ServerHandle) -> None:
+    server: ServerHandle,
+) -> None:
     ident = start(server)
     assert put_range(server, ident, 0, HALF - 1, DATA[:HALF]) == 204
     assert len(open_parts(server.root)) == 1  # a live session holds its part open
-    assert put_range(server, ident, HALF, len(DATA) - 1, DATA[HALF:],
-                     digest=md5(b"not these bytes")) == 412
+    assert (
+        put_range(server, ident, HALF, len(DATA) - 1, DATA[HALF:], digest=md5(b"not these bytes"))
+        == 412
+    )
     assert open_parts(server.root) == []
-    status, headers, _ = call(server, "POST", {"Dtnkit-Upload": "status",
-                                               "Dtnkit-Upload-Id": ident})
+    status, headers, _ = call(
+        server, "POST", {"Dtnkit-Upload": "status", "Dtnkit-Upload-Id": ident}
+    )
     assert status == 200 and headers["Dtnkit-Upload-Ranges"] == f"0-{HALF - 1}"
     assert put_range(server, ident, HALF, len(DATA) - 1, DATA[HALF:]) == 204
-    status, _, body = call(server, "POST", {"Dtnkit-Upload": "commit",
-                                            "Dtnkit-Upload-Id": ident, "Digest": md5(DATA)})
+    status, _, body = call(
+        server, "POST", {"Dtnkit-Upload": "commit", "Dtnkit-Upload-Id": ident, "Digest": md5(DATA)}
+    )
     assert status == 201, body
     assert (server.root / "up").read_bytes() == DATA
     assert open_parts(server.root) == []
@@ -94,27 +102,33 @@ def test_a_refused_range_closes_the_descriptor_and_the_session_resumes(
 def test_a_range_cut_off_closes_the_descriptor(server: ServerHandle) -> None:
     ident = start(server)
     with socket.create_connection((server.host, server.port), timeout=30) as s:
-        s.sendall(f"PUT /up HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer rw\r\n"
-                  f"Dtnkit-Upload-Id: {ident}\r\nContent-Range: bytes 0-{HALF - 1}/{len(DATA)}"
-                  f"\r\nContent-Length: {HALF}\r\n\r\n".encode() + DATA[:10])
+        s.sendall(
+            f"PUT /up HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer rw\r\n"
+            f"Dtnkit-Upload-Id: {ident}\r\nContent-Range: bytes 0-{HALF - 1}/{len(DATA)}"
+            f"\r\nContent-Length: {HALF}\r\n\r\n".encode()
+            + DATA[:10]
+        )
     # the server notices the cut when its receive ends; poll its descriptors for that
     until("the part's descriptor closed", lambda: open_parts(server.root) == [], 30)
     assert put_range(server, ident, 0, len(DATA) - 1, DATA) == 204  # resumed: reopened
-    status, _, _ = call(server, "POST", {"Dtnkit-Upload": "commit", "Dtnkit-Upload-Id": ident,
-                                         "Digest": md5(DATA)})
+    status, _, _ = call(
+        server, "POST", {"Dtnkit-Upload": "commit", "Dtnkit-Upload-Id": ident, "Digest": md5(DATA)}
+    )
     assert status == 201 and (server.root / "up").read_bytes() == DATA
 
 
 def test_a_commit_with_ranges_missing_closes_the_descriptor(server: ServerHandle) -> None:
     ident = start(server)
     assert put_range(server, ident, 0, HALF - 1, DATA[:HALF]) == 204
-    status, _, body = call(server, "POST", {"Dtnkit-Upload": "commit",
-                                            "Dtnkit-Upload-Id": ident, "Digest": md5(DATA)})
+    status, _, body = call(
+        server, "POST", {"Dtnkit-Upload": "commit", "Dtnkit-Upload-Id": ident, "Digest": md5(DATA)}
+    )
     assert status == 409 and b"missing" in body
     assert open_parts(server.root) == []
     assert put_range(server, ident, HALF, len(DATA) - 1, DATA[HALF:]) == 204
-    status, _, _ = call(server, "POST", {"Dtnkit-Upload": "commit", "Dtnkit-Upload-Id": ident,
-                                         "Digest": md5(DATA)})
+    status, _, _ = call(
+        server, "POST", {"Dtnkit-Upload": "commit", "Dtnkit-Upload-Id": ident, "Digest": md5(DATA)}
+    )
     assert status == 201 and (server.root / "up").read_bytes() == DATA
 
 

@@ -26,8 +26,9 @@ HANG = 20.0  # a receive that waits this long means the server waited for the bo
 @pytest.fixture
 def token_only(tmp_path: Path) -> Iterator[ServerHandle]:
     (tmp_path / "f").write_bytes(b"x" * 1000)
-    with start_server(tmp_path, tokens=tokens.parse("secret-token read,write\n"), quiet=True,
-                      rate_window=WINDOW) as h:
+    with start_server(
+        tmp_path, tokens=tokens.parse("secret-token read,write\n"), quiet=True, rate_window=WINDOW
+    ) as h:
         yield h
 
 
@@ -55,8 +56,9 @@ def _answer(s: socket.socket) -> bytes:
 
 
 @pytest.mark.parametrize("method", ["GET", "HEAD", "DELETE"])
-def test_no_token_is_refused_on_the_head_before_the_body(token_only: ServerHandle,
-                                                         method: str) -> None:
+def test_no_token_is_refused_on_the_head_before_the_body(
+    token_only: ServerHandle, method: str
+) -> None:
     s = _send_head(token_only, f"{method} /f HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n")
     try:
         s.settimeout(HANG)
@@ -67,10 +69,12 @@ def test_no_token_is_refused_on_the_head_before_the_body(token_only: ServerHandl
 
 
 @pytest.mark.parametrize("method,path", [("GET", "/f"), ("PROPFIND", "/")])
-def test_a_trickled_small_body_is_cut_within_its_window(anonymous: ServerHandle, method: str,
-                                                       path: str) -> None:
-    s = _send_head(anonymous, f"{method} {path} HTTP/1.1\r\nHost: x\r\nDepth: 0\r\n"
-                              "Content-Length: 100\r\n\r\n")
+def test_a_trickled_small_body_is_cut_within_its_window(
+    anonymous: ServerHandle, method: str, path: str
+) -> None:
+    s = _send_head(
+        anonymous, f"{method} {path} HTTP/1.1\r\nHost: x\r\nDepth: 0\r\nContent-Length: 100\r\n\r\n"
+    )
     stop = threading.Event()
 
     def trickle() -> None:
@@ -103,17 +107,18 @@ def test_a_trickled_small_body_is_cut_within_its_window(anonymous: ServerHandle,
 
 @pytest.mark.parametrize("method", ["GET", "HEAD", "DELETE"])
 def test_a_body_the_method_does_not_use_is_cut_well_before_the_rate_window(
-        tmp_path: Path, method: str) -> None:
+    tmp_path: Path, method: str
+) -> None:
     """A reader (anyone, under --anonymous-read) trickling a GET body holds a worker for
     adapter.UNEXPECTED_BODY_WITHIN seconds, not the whole default rate window (30 s): 600
     such connections once starved every legitimate GET beyond 512 workers."""
     (tmp_path / "f").write_bytes(b"x" * 1000)
-    with start_server(tmp_path, anonymous_read=True, quiet=True,
-                      tokens=tokens.parse("secret-token read,write\n")) as h:
+    with start_server(
+        tmp_path, anonymous_read=True, quiet=True, tokens=tokens.parse("secret-token read,write\n")
+    ) as h:
         assert h.limits.rate_window > 3 * adapter.UNEXPECTED_BODY_WITHIN
         auth = "Authorization: Bearer secret-token\r\n" if method == "DELETE" else ""
-        s = _send_head(h, f"{method} /f HTTP/1.1\r\nHost: x\r\n{auth}"
-                          "Content-Length: 100\r\n\r\na")
+        s = _send_head(h, f"{method} /f HTTP/1.1\r\nHost: x\r\n{auth}Content-Length: 100\r\n\r\na")
         t0 = time.monotonic()
         try:
             try:
@@ -138,11 +143,13 @@ def test_an_options_body_is_not_waited_for(anonymous: ServerHandle) -> None:
 
 
 def test_a_small_body_in_time_keeps_the_connection(anonymous: ServerHandle) -> None:
-    s = _send_head(anonymous, "GET /f HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello"
-                              "GET /f HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    s = _send_head(
+        anonymous,
+        "GET /f HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello"
+        "GET /f HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    )
     try:
         answer = _answer(s)
     finally:
         s.close()
     assert answer.count(b"HTTP/1.1 200 ") == 2, answer[:200]
-

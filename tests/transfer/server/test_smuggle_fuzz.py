@@ -34,23 +34,96 @@ DEADLINE = 10.0  # seconds for a batch: every connection answered and closed
 RO = "tok-fuzz-read"
 STATUS = re.compile(rb"HTTP/1\.1 (\d{3}) ")
 
-METHODS = [b"GET", b"HEAD", b"PUT", b"DELETE", b"MKCOL", b"PROPFIND", b"COPY", b"POST",
-           b"OPTIONS", b"MOVE", b"BREW", b"get", b"G ET", b"GET\x00", b""]
-TARGETS = [b"/f", b"/", b"/d/", b"/d/g", b"/%2e%2e/etc/passwd", b"/../x", b"/f?x=1",
-           b"*", b"http://h/f", b"/%00", b"//f", b"/f\xff", b"/" + b"a" * 300,
-           b"/metrics", b"/%6detrics", b"//metrics/", b"http://h/./metrics", b"/%"]
-VERSIONS = [b"HTTP/1.1", b"HTTP/1.0", b"HTTP/2.0", b"HTTP/1.1 ", b"HTTP/1.x", b"http/1.1",
-            b"HTTP/0.9", b""]
+METHODS = [
+    b"GET",
+    b"HEAD",
+    b"PUT",
+    b"DELETE",
+    b"MKCOL",
+    b"PROPFIND",
+    b"COPY",
+    b"POST",
+    b"OPTIONS",
+    b"MOVE",
+    b"BREW",
+    b"get",
+    b"G ET",
+    b"GET\x00",
+    b"",
+]
+TARGETS = [
+    b"/f",
+    b"/",
+    b"/d/",
+    b"/d/g",
+    b"/%2e%2e/etc/passwd",
+    b"/../x",
+    b"/f?x=1",
+    b"*",
+    b"http://h/f",
+    b"/%00",
+    b"//f",
+    b"/f\xff",
+    b"/" + b"a" * 300,
+    b"/metrics",
+    b"/%6detrics",
+    b"//metrics/",
+    b"http://h/./metrics",
+    b"/%",
+]
+VERSIONS = [
+    b"HTTP/1.1",
+    b"HTTP/1.0",
+    b"HTTP/2.0",
+    b"HTTP/1.1 ",
+    b"HTTP/1.x",
+    b"http/1.1",
+    b"HTTP/0.9",
+    b"",
+]
 SEPARATORS = [b"\r\n"] * 8 + [b"\n", b"\r", b"\r\n ", b"\r\n\t", b"\r\r\n", b"\n\r"]
-NUMBERS = [b"0", b"5", b"10", b"-1", b"+5", b"5, 5", b"\xb2", b"\xc2\xb2", b"0x10", b"1e3",
-           b"99999999999999999999999", b" 7 ", b"", b"\x00"]
+NUMBERS = [
+    b"0",
+    b"5",
+    b"10",
+    b"-1",
+    b"+5",
+    b"5, 5",
+    b"\xb2",
+    b"\xc2\xb2",
+    b"0x10",
+    b"1e3",
+    b"99999999999999999999999",
+    b" 7 ",
+    b"",
+    b"\x00",
+]
 HEADERS = [
     (b"Host", [b"x", b"", b"a b", b"127.0.0.1:1"]),
     (b"Content-Length", NUMBERS),
-    (b"Transfer-Encoding", [b"chunked", b"Chunked", b"gzip", b"chunked, gzip", b"identity",
-                            b" chunked", b"chunked\x0b", b""]),
-    (b"Authorization", [f"Bearer {RO}".encode(), b"Bearer", b"Basic Zm9vOmJhcg==",
-                        b"Bearer " + b"x" * 5000, f"bearer  {RO}".encode()]),
+    (
+        b"Transfer-Encoding",
+        [
+            b"chunked",
+            b"Chunked",
+            b"gzip",
+            b"chunked, gzip",
+            b"identity",
+            b" chunked",
+            b"chunked\x0b",
+            b"",
+        ],
+    ),
+    (
+        b"Authorization",
+        [
+            f"Bearer {RO}".encode(),
+            b"Bearer",
+            b"Basic Zm9vOmJhcg==",
+            b"Bearer " + b"x" * 5000,
+            f"bearer  {RO}".encode(),
+        ],
+    ),
     (b"Range", [b"bytes=0-3", b"bytes=5-2", b"bytes=-", b"bytes=0-1,2-3", b"bytes=\xb2-"]),
     (b"Want-Digest", [b"adler32", b"md5;q=0.5, sha-256", b"\xff", b"x" * 200]),
     (b"Want-Content-Digest", [b"adler32=1", b"sha-256", b"md5=1.5"]),
@@ -73,9 +146,16 @@ HEADERS = [
 ]
 #: framing headers (Content-Length, Transfer-Encoding) come up three times as often
 WEIGHTS = [3 if name in (b"Content-Length", b"Transfer-Encoding") else 1 for name, _ in HEADERS]
-CHUNKED_BODIES = [b"0\r\n\r\n", b"5\r\nhello\r\n0\r\n\r\n", b"5\r\nhel", b"z\r\n",
-                  b"5\nhello\n0\n\n",
-                  b"5;a=b\r\nhello\r\n0\r\nT: 1\r\n\r\n", b"-1\r\n", b"ffffffffffffffffff\r\n"]
+CHUNKED_BODIES = [
+    b"0\r\n\r\n",
+    b"5\r\nhello\r\n0\r\n\r\n",
+    b"5\r\nhel",
+    b"z\r\n",
+    b"5\nhello\n0\n\n",
+    b"5;a=b\r\nhello\r\n0\r\nT: 1\r\n\r\n",
+    b"-1\r\n",
+    b"ffffffffffffffffff\r\n",
+]
 
 
 def request(seed: int) -> bytes:
@@ -101,9 +181,9 @@ def request(seed: int) -> bytes:
         if kind == 0:
             raw = raw[:at] + byte + raw[at:]
         elif kind == 1:
-            raw = raw[:at] + raw[at + 1:]
+            raw = raw[:at] + raw[at + 1 :]
         else:
-            raw = raw[:at] + byte + raw[at + 1:]
+            raw = raw[:at] + byte + raw[at + 1 :]
     return raw
 
 
@@ -127,7 +207,7 @@ def send_batch(port: int, raws: list[bytes]) -> list[tuple[bool, bytes]]:
                 try:
                     if mask & selectors.EVENT_WRITE:
                         if state["sent"] < len(state["raw"]):
-                            state["sent"] += s.send(state["raw"][state["sent"]:])
+                            state["sent"] += s.send(state["raw"][state["sent"] :])
                         if state["sent"] >= len(state["raw"]):
                             s.shutdown(socket.SHUT_WR)
                             sel.modify(s, selectors.EVENT_READ, state)
@@ -175,17 +255,37 @@ def test_fuzzed_requests_never_500_hang_or_write(tmp_path: Path) -> None:
     count = 0
     with open(stderr, "w") as err:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "dtnkit", "serve", "--root", str(root), "--port", "0",
-             "--tokens", str(tokens_file), "--metrics", "--format", "json"],
-            stdout=subprocess.PIPE, stderr=err, text=True)
+            [
+                sys.executable,
+                "-m",
+                "dtnkit",
+                "serve",
+                "--root",
+                str(root),
+                "--port",
+                "0",
+                "--tokens",
+                str(tokens_file),
+                "--metrics",
+                "--format",
+                "json",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+        )
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
         assert line, stderr.read_text()
         port = int(json.loads(line)["url"].rsplit(":", 1)[1].strip("/"))
 
-        @settings(max_examples=EXAMPLES, deadline=None, database=None,
-                  suppress_health_check=list(HealthCheck))
+        @settings(
+            max_examples=EXAMPLES,
+            deadline=None,
+            database=None,
+            suppress_health_check=list(HealthCheck),
+        )
         @given(seeds=st.lists(st.integers(0, 2**64), min_size=BATCH, max_size=BATCH))
         def batch_of(seeds: list[int]) -> None:
             nonlocal count
@@ -201,8 +301,10 @@ def test_fuzzed_requests_never_500_hang_or_write(tmp_path: Path) -> None:
         seconds = time.monotonic() - t0
         # still serving after all of it
         with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-            s.sendall(f"GET /f HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer {RO}\r\n"
-                      "Connection: close\r\n\r\n".encode())
+            s.sendall(
+                f"GET /f HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer {RO}\r\n"
+                "Connection: close\r\n\r\n".encode()
+            )
             answer = b""
             while chunk := s.recv(65536):
                 answer += chunk

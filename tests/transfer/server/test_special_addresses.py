@@ -28,34 +28,95 @@ DOCS = Path(__file__).resolve().parents[3] / "docs" / "transfer.md"
 #: --tpc-allow: written from the IANA IPv4 and IPv6 Special-Purpose Address Registries
 #: ("Globally Reachable") and RFC 4291, RFC 3879, RFC 5771, not from the code.
 EXAMPLES: list[tuple[str, bool]] = [
-    ("8.8.8.8", True), ("1.1.1.1", True), ("192.0.1.255", True), ("192.0.3.0", True),
-    ("0.0.0.0", False), ("0.1.2.3", False), ("10.0.0.5", False), ("10.255.255.255", False),
-    ("100.64.0.1", False), ("100.127.255.254", False), ("100.128.0.1", True),
-    ("127.0.0.1", False), ("127.255.255.254", False), ("169.254.169.254", False),
-    ("172.16.0.1", False), ("172.31.255.255", False), ("172.32.0.1", True),
-    ("192.0.0.1", False), ("192.0.0.8", False), ("192.0.0.9", True), ("192.0.0.10", True),
-    ("192.0.0.11", False), ("192.0.0.170", False), ("192.0.0.171", False),
-    ("192.0.0.255", False), ("192.0.2.5", False), ("192.31.196.1", True),
-    ("192.52.193.1", True), ("192.88.99.1", False), ("192.168.1.1", False),
-    ("192.175.48.1", True), ("198.18.0.1", False), ("198.19.255.255", False),
-    ("198.20.0.1", True), ("198.51.100.7", False), ("203.0.113.9", False),
-    ("224.0.0.1", False), ("239.255.255.250", False), ("240.0.0.1", False),
-    ("255.255.255.254", False), ("255.255.255.255", False),
-    ("2001:4860:4860::8888", True), ("2a00:1450::1", True), ("3ffe::1", True),
-    ("::", False), ("::1", False), ("::2", False), ("4000::1", False), ("1::1", False),
-    ("::ffff:10.0.0.5", False), ("::ffff:8.8.8.8", True), ("::10.0.0.5", False),
-    ("::8.8.8.8", True), ("64:ff9b::a00:5", False), ("64:ff9b::808:808", True),
-    ("64:ff9b::7f00:1", False), ("64:ff9b:1::a00:5", False), ("64:ff9b:1::808:808", False),
-    ("100::1", False), ("2001::1", False), ("2001:0:808:808::f7f7:f7f7", True),
-    ("2001:0:a00:5::f5ff:fffa", False), ("2001:0:808:808::f5ff:fffa", False),
-    ("2001:1::1", True), ("2001:1::2", True), ("2001:1::3", False), ("2001:2::1", False),
-    ("2001:3::1", True), ("2001:4:112::1", True), ("2001:5::1", False),
-    ("2001:10::1", False), ("2001:20::1", True), ("2001:30::1", True),
-    ("2001:db8::1", False), ("2002:808:808::1", True), ("2002:a00:5::1", False),
-    ("2002:7f00:1::1", False), ("2620:4f:8000::1", True), ("3fff::1", False),
-    ("3fff:fff::1", False), ("5f00::1", False), ("fc00::1", False), ("fd00::5", False),
-    ("fe80::1", False), ("febf::1", False), ("fec0::5", False), ("feff::1", False),
-    ("ff02::1", False), ("ff0e::1", False),
+    ("8.8.8.8", True),
+    ("1.1.1.1", True),
+    ("192.0.1.255", True),
+    ("192.0.3.0", True),
+    ("0.0.0.0", False),
+    ("0.1.2.3", False),
+    ("10.0.0.5", False),
+    ("10.255.255.255", False),
+    ("100.64.0.1", False),
+    ("100.127.255.254", False),
+    ("100.128.0.1", True),
+    ("127.0.0.1", False),
+    ("127.255.255.254", False),
+    ("169.254.169.254", False),
+    ("172.16.0.1", False),
+    ("172.31.255.255", False),
+    ("172.32.0.1", True),
+    ("192.0.0.1", False),
+    ("192.0.0.8", False),
+    ("192.0.0.9", True),
+    ("192.0.0.10", True),
+    ("192.0.0.11", False),
+    ("192.0.0.170", False),
+    ("192.0.0.171", False),
+    ("192.0.0.255", False),
+    ("192.0.2.5", False),
+    ("192.31.196.1", True),
+    ("192.52.193.1", True),
+    ("192.88.99.1", False),
+    ("192.168.1.1", False),
+    ("192.175.48.1", True),
+    ("198.18.0.1", False),
+    ("198.19.255.255", False),
+    ("198.20.0.1", True),
+    ("198.51.100.7", False),
+    ("203.0.113.9", False),
+    ("224.0.0.1", False),
+    ("239.255.255.250", False),
+    ("240.0.0.1", False),
+    ("255.255.255.254", False),
+    ("255.255.255.255", False),
+    ("2001:4860:4860::8888", True),
+    ("2a00:1450::1", True),
+    ("3ffe::1", True),
+    ("::", False),
+    ("::1", False),
+    ("::2", False),
+    ("4000::1", False),
+    ("1::1", False),
+    ("::ffff:10.0.0.5", False),
+    ("::ffff:8.8.8.8", True),
+    ("::10.0.0.5", False),
+    ("::8.8.8.8", True),
+    ("64:ff9b::a00:5", False),
+    ("64:ff9b::808:808", True),
+    ("64:ff9b::7f00:1", False),
+    ("64:ff9b:1::a00:5", False),
+    ("64:ff9b:1::808:808", False),
+    ("100::1", False),
+    ("2001::1", False),
+    ("2001:0:808:808::f7f7:f7f7", True),
+    ("2001:0:a00:5::f5ff:fffa", False),
+    ("2001:0:808:808::f5ff:fffa", False),
+    ("2001:1::1", True),
+    ("2001:1::2", True),
+    ("2001:1::3", False),
+    ("2001:2::1", False),
+    ("2001:3::1", True),
+    ("2001:4:112::1", True),
+    ("2001:5::1", False),
+    ("2001:10::1", False),
+    ("2001:20::1", True),
+    ("2001:30::1", True),
+    ("2001:db8::1", False),
+    ("2002:808:808::1", True),
+    ("2002:a00:5::1", False),
+    ("2002:7f00:1::1", False),
+    ("2620:4f:8000::1", True),
+    ("3fff::1", False),
+    ("3fff:fff::1", False),
+    ("5f00::1", False),
+    ("fc00::1", False),
+    ("fd00::5", False),
+    ("fe80::1", False),
+    ("febf::1", False),
+    ("fec0::5", False),
+    ("feff::1", False),
+    ("ff02::1", False),
+    ("ff0e::1", False),
 ]
 
 
@@ -110,8 +171,9 @@ def in_block(draw: st.DrawFn, blocks: list[ad.AddressBlock]) -> ad.IpAddress:
         if net.prefixlen == 16:  # 6to4: bits 16-47, then any subnet and interface
             value = base | v4[0] << 80 | draw(st.integers(0, 2**80 - 1))
         elif net.prefixlen == 32:  # Teredo: server, flags and port, inverted client
-            value = (base | v4[0] << 64 | draw(st.integers(0, 2**32 - 1)) << 32
-                     | (~v4[1] & 0xFFFFFFFF))
+            value = (
+                base | v4[0] << 64 | draw(st.integers(0, 2**32 - 1)) << 32 | (~v4[1] & 0xFFFFFFFF)
+            )
         else:  # the last 32 bits
             value = base | v4[0]
         address: ad.IpAddress = ipaddress.IPv6Address(value)
@@ -127,8 +189,11 @@ def _part(draw: st.DrawFn, value: int) -> str:
         return str(value)
     if radix == "oct":
         return "0" + format(value, "o")
-    return ("0x" if radix == "hex" else "0X") + "0" * draw(st.integers(0, 2)) + format(
-        value, "x" if radix == "hex" else "X")
+    return (
+        ("0x" if radix == "hex" else "0X")
+        + "0" * draw(st.integers(0, 2))
+        + format(value, "x" if radix == "hex" else "X")
+    )
 
 
 @st.composite
@@ -161,8 +226,7 @@ def ipv6_text(draw: st.DrawFn, address: ipaddress.IPv6Address) -> tuple[str, str
     return text + draw(st.sampled_from(["%25", "%"])) + zone, zone
 
 
-USERINFO = ["", "", "dtn.example.org@", "user:secret@", "8.8.8.8@", "8.8.8.8:443@",
-            "%31%30.0.0.5@"]
+USERINFO = ["", "", "dtn.example.org@", "user:secret@", "8.8.8.8@", "8.8.8.8:443@", "%31%30.0.0.5@"]
 
 
 @st.composite
@@ -183,7 +247,7 @@ def remote(draw: st.DrawFn) -> tuple[str, ad.IpAddress, bool]:
         inner = host.strip("[]")
         # a character of the address (a zone's own "%25" is RFC 6874's, not an encoding)
         at = draw(st.integers(0, len(inner.split("%")[0]) - 1))
-        inner = inner[:at] + f"%{ord(inner[at]):02x}" + inner[at + 1:]
+        inner = inner[:at] + f"%{ord(inner[at]):02x}" + inner[at + 1 :]
         host, encoded = (f"[{inner}]" if host.startswith("[") else inner), True
     scheme = draw(st.sampled_from(["http", "https", "davs", "dav", "HTTP"]))
     port = draw(st.sampled_from(["", ":8443", ":1094", ":80"]))
@@ -192,11 +256,11 @@ def remote(draw: st.DrawFn) -> tuple[str, ad.IpAddress, bool]:
 
 
 @pytest.mark.fuzz
-@settings(max_examples=fuzz.CASES, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=fuzz.CASES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(remote())
 def test_every_form_gets_the_tables_decision_and_connects_there(
-        case: tuple[str, ad.IpAddress, bool]) -> None:
+    case: tuple[str, ad.IpAddress, bool],
+) -> None:
     text, address, encoded = case
     allowed, connected = decide(text)
     if encoded:  # a host with percent-encoding is refused as not a host, never resolved
@@ -213,11 +277,25 @@ def test_every_form_gets_the_tables_decision_and_connects_there(
         assert connected == str(ad.connect_address(address)), (text, connected)
 
 
-@pytest.mark.parametrize("host", ["10.0.0.256", "1.2.3.4.5", "09", "0x1.0xfffffff",
-                                  "256.0.0.1", "1..2", "a..b", "10.0.0.5 ", "a_b!",
-                                  "[fe80::1%25]", "[fe80::1%25eth0:1]",
-                                  "[2000::%25eth0]", "[2000:0:0:0:0:0:0:0%3000]",
-                                  "[fe80::1%25" + "x" * 16 + "]"])
+@pytest.mark.parametrize(
+    "host",
+    [
+        "10.0.0.256",
+        "1.2.3.4.5",
+        "09",
+        "0x1.0xfffffff",
+        "256.0.0.1",
+        "1..2",
+        "a..b",
+        "10.0.0.5 ",
+        "a_b!",
+        "[fe80::1%25]",
+        "[fe80::1%25eth0:1]",
+        "[2000::%25eth0]",
+        "[2000:0:0:0:0:0:0:0%3000]",
+        "[fe80::1%25" + "x" * 16 + "]",
+    ],
+)
 def test_hosts_that_are_not_hosts_are_refused_before_any_lookup(host: str) -> None:
     with pytest.raises((HttpError, RemoteRefused)):
         url = remote_url(f"http://{host}/f", "Source")

@@ -70,8 +70,9 @@ def closed_within(sock: socket.socket, seconds: float) -> tuple[bool, bytes]:
 
 def test_the_cap_refuses_more_connections_fast_while_a_get_is_served(root: Path) -> None:
     log = LockedLog()
-    with start_server(root, anonymous_read=True, max_connections=10, log=log,
-                      max_connections_per_client=10) as h:  # all from one address
+    with start_server(
+        root, anonymous_read=True, max_connections=10, log=log, max_connections_per_client=10
+    ) as h:  # all from one address
         kept = http.client.HTTPConnection("127.0.0.1", h.port, timeout=10)
         assert get(h.port, kept) == (200, PAYLOAD)
         idle = [socket.create_connection(("127.0.0.1", h.port)) for _ in range(9)]
@@ -132,8 +133,9 @@ def test_a_trickled_head_is_cut_at_the_head_deadline(root: Path) -> None:
 
 
 def test_a_silent_connection_and_an_idle_kept_alive_one_are_closed(root: Path) -> None:
-    with start_server(root, anonymous_read=True, head_timeout=1.0, idle_timeout=1.5,
-                      quiet=True) as h:
+    with start_server(
+        root, anonymous_read=True, head_timeout=1.0, idle_timeout=1.5, quiet=True
+    ) as h:
         with socket.create_connection(("127.0.0.1", h.port)) as silent:
             t0 = time.monotonic()
             assert closed_within(silent, 5.0) == (True, b"")
@@ -177,8 +179,13 @@ def cpu_seconds(pid: int) -> float:
 
 
 def test_out_of_descriptors_backs_off_with_one_line_and_recovers(root: Path) -> None:
-    proc = subprocess.Popen([sys.executable, "-c", SERVER, str(root)], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SERVER, str(root)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     flood: list[socket.socket] = []
     try:
         assert proc.stdout is not None and proc.stdin is not None
@@ -221,12 +228,24 @@ def test_sigterm_drains_a_running_download_and_refuses_new_connections(root: Pat
         f.truncate(size)
     code = "from dtnkit.cli.serve import serve; serve()"
     proc = subprocess.Popen(
-        [sys.executable, "-c", code, "--root", str(root), "--port", "0", "--anonymous-read",
-         "--drain-timeout", "30"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-c",
+            code,
+            "--root",
+            str(root),
+            "--port",
+            "0",
+            "--anonymous-read",
+            "--drain-timeout",
+            "30",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(t) for t in proc.stdout or []],
-                     daemon=True).start()
+    threading.Thread(target=lambda: [lines.put(t) for t in proc.stdout or []], daemon=True).start()
     try:
         url = lines.get(timeout=20).split("listening on ", 1)[1].split()[0]
         port = int(url.rsplit(":", 1)[1].strip("/"))
@@ -268,8 +287,9 @@ def test_stop_closes_idle_kept_alive_connections(root: Path) -> None:
 
 
 def test_tls_keep_alive_pipelining_and_a_stalled_handshake(root: Path, pki: Pki) -> None:
-    with start_server(root, anonymous_read=True, tls=(pki.cert, pki.key), head_timeout=1.0,
-                      quiet=True) as h:
+    with start_server(
+        root, anonymous_read=True, tls=(pki.cert, pki.key), head_timeout=1.0, quiet=True
+    ) as h:
         ctx = ssl.create_default_context(cafile=str(pki.ca_file))
         c = http.client.HTTPSConnection("127.0.0.1", h.port, timeout=10, context=ctx)
         for _ in range(3):  # the same TLS connection, parked between requests

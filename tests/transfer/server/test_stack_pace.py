@@ -28,8 +28,10 @@ def _put_trickled(port: int, length: int, every: float, seconds: float) -> tuple
     sock = socket.create_connection(("127.0.0.1", port), timeout=seconds)
     stop = threading.Event()
     try:
-        sock.sendall(f"PUT /slow HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n"
-                     f"Content-Length: {length}\r\n\r\n".encode())
+        sock.sendall(
+            f"PUT /slow HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n"
+            f"Content-Length: {length}\r\n\r\n".encode()
+        )
         feeder = threading.Thread(target=_trickle, args=(sock, stop, every), daemon=True)
         start = time.monotonic()
         feeder.start()
@@ -50,8 +52,7 @@ def test_a_trickled_body_is_cut_after_one_rate_window(tmp_path: Path) -> None:
     root = tmp_path / "root"
     root.mkdir()
     store = tokens.parse(f"{TOKEN} read,write\n")
-    with start_server(root, tokens=store, quiet=True, body_min_rate=1024,
-                      rate_window=1.0) as h:
+    with start_server(root, tokens=store, quiet=True, body_min_rate=1024, rate_window=1.0) as h:
         closed, took = _put_trickled(h.port, 10**6, 0.05, seconds=30)  # ~160 B/s
     assert closed, "the server still waits for a body trickled at 160 B/s after 30 s"
     assert took < 15  # one window (1 s) and the receive that ends it, with room for load
@@ -64,14 +65,15 @@ def test_a_body_that_keeps_the_rate_is_taken(tmp_path: Path) -> None:
     root.mkdir()
     store = tokens.parse(f"{TOKEN} read,write\n")
     body = b"y" * 4000
-    with start_server(root, tokens=store, quiet=True, body_min_rate=8,
-                      rate_window=1.0) as h:
+    with start_server(root, tokens=store, quiet=True, body_min_rate=8, rate_window=1.0) as h:
         sock = socket.create_connection(("127.0.0.1", h.port), timeout=30)
         with sock:
-            sock.sendall(f"PUT /ok HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n"
-                         f"Content-Length: {len(body)}\r\n\r\n".encode())
+            sock.sendall(
+                f"PUT /ok HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n".encode()
+            )
             for i in range(0, len(body), 1000):  # 1000 B per 0.3 s: well over 8 B/s
-                sock.sendall(body[i:i + 1000])
+                sock.sendall(body[i : i + 1000])
                 time.sleep(0.3)  # the client's pace under test, not a synchronisation
             answer = sock.recv(65536)
     assert answer.startswith(b"HTTP/1.1 201") or answer.startswith(b"HTTP/1.1 204"), answer

@@ -17,8 +17,10 @@ def test_format_parse_round_trip(sent: list[int], when: int, ok: bool, error: st
     text += markers.success_line() if ok else markers.failure_line(error)
     final, seen = markers.parse_stream(text.splitlines(keepends=True))
     assert [m.stripe_bytes for m in seen] == sent
-    assert all(m.timestamp == when and m.stripe_index == 0 and m.stripe_count == 1
-               and not m.extra for m in seen)
+    assert all(
+        m.timestamp == when and m.stripe_index == 0 and m.stripe_count == 1 and not m.extra
+        for m in seen
+    )
     assert markers.is_success(final) == ok
     if ok:
         assert final == "success: Created"
@@ -36,8 +38,17 @@ def test_failure_line_is_one_bounded_line() -> None:
 def test_parser_is_lenient_and_feeds_callback() -> None:
     got: list[markers.Marker] = []
     final, seen = markers.parse_stream(
-        [b"Perf Marker\n", "  TIMESTAMP:  7 \n", "Stripe  Index: 1\n", "Note: hi\n", "end\n",
-         "\n", "Aborted: by user\n"], got.append)
+        [
+            b"Perf Marker\n",
+            "  TIMESTAMP:  7 \n",
+            "Stripe  Index: 1\n",
+            "Note: hi\n",
+            "end\n",
+            "\n",
+            "Aborted: by user\n",
+        ],
+        got.append,
+    )
     assert final == "Aborted: by user" and seen == got
     assert (seen[0].timestamp, seen[0].stripe_index, seen[0].extra) == (7, 1, {"note": "hi"})
 

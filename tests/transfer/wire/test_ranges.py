@@ -35,8 +35,9 @@ def test_parse_range(value: str, size: int, want: tuple[int, int]) -> None:
     assert ranges.parse_range(value, size) == want
 
 
-@pytest.mark.parametrize("value", ["bytes=1-2,4-5", "items=0-1", "bytes=a-b", "bytes=-",
-                                   "bytes=5-2", "bytes=\u0661-2"])
+@pytest.mark.parametrize(
+    "value", ["bytes=1-2,4-5", "items=0-1", "bytes=a-b", "bytes=-", "bytes=5-2", "bytes=\u0661-2"]
+)
 def test_parse_range_malformed(value: str) -> None:
     with pytest.raises(ValueError) as info:
         ranges.parse_range(value, 10)
@@ -49,8 +50,9 @@ def test_parse_range_not_satisfiable(value: str, size: int) -> None:
         ranges.parse_range(value, size)
 
 
-@pytest.mark.parametrize("value", ["bytes 5-2/10", "bytes 1-2", "bytes */10", "bits 0-1/2",
-                                   "bytes 1-2/" + "9" * 20])
+@pytest.mark.parametrize(
+    "value", ["bytes 5-2/10", "bytes 1-2", "bytes */10", "bits 0-1/2", "bytes 1-2/" + "9" * 20]
+)
 def test_parse_content_range_malformed(value: str) -> None:
     with pytest.raises(ValueError):
         ranges.parse_content_range(value)

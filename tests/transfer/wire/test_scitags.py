@@ -28,9 +28,26 @@ def test_tag_is_experiment_shifted_by_six_or_activity() -> None:
             st.tag(*bad)
 
 
-@pytest.mark.parametrize("text", ["", "abc", "-143", "+143", "1e3", "143.0", "0x8f", "65536",
-                                  "99999999999999999999", "64", "0", "128", " 1 43", "١٤٣",
-                                  "143\n144"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "abc",
+        "-143",
+        "+143",
+        "1e3",
+        "143.0",
+        "0x8f",
+        "65536",
+        "99999999999999999999",
+        "64",
+        "0",
+        "128",
+        " 1 43",
+        "١٤٣",
+        "143\n144",
+    ],
+)
 def test_parse_tag_refuses_what_is_not_a_tag(text: str) -> None:
     with pytest.raises(ValueError):
         st.parse_tag(text)
@@ -73,37 +90,77 @@ def test_the_shipped_registry_resolves_names() -> None:
 
 
 def _doc(**exp: object) -> bytes:
-    base = {"expName": "atlas", "expId": 2,
-            "activities": [{"activityName": "default", "activityId": 1}]}
+    base = {
+        "expName": "atlas",
+        "expId": 2,
+        "activities": [{"activityName": "default", "activityId": 1}],
+    }
     base.update(exp)
     return json.dumps({"experiments": [base], "version": 1}).encode()
 
 
-@pytest.mark.parametrize("data, why", [
-    (b"", "not JSON"), (b"[]", "not a registry"), (b'{"experiments": []}', "no experiments"),
-    (b'{"experiments": [], "version": 2}', "version 2"),
-    (_doc(expId=0), "expId must be"), (_doc(expId=1024), "expId must be"),
-    (_doc(expId=True), "expId must be"), (_doc(expId="2"), "expId must be"),
-    (_doc(expName=""), "expName must be"), (_doc(expName="a\nb"), "expName must be"),
-    (_doc(activities=[]), "no activities"),
-    (_doc(activities=[{"activityName": "x", "activityId": 64}]), "from 1 to 63"),
-    (_doc(activities=[{"activityName": "x", "activityId": 1},
-                      {"activityName": "X", "activityId": 2}]), "listed twice"),
-    (json.dumps({"experiments": [json.loads(_doc())["experiments"][0]] * 2}).encode(),
-     "listed twice"),
-    (b"[" * 100000, "not JSON"), (b"\xff\xfe", "not JSON"),
-])
+@pytest.mark.parametrize(
+    "data, why",
+    [
+        (b"", "not JSON"),
+        (b"[]", "not a registry"),
+        (b'{"experiments": []}', "no experiments"),
+        (b'{"experiments": [], "version": 2}', "version 2"),
+        (_doc(expId=0), "expId must be"),
+        (_doc(expId=1024), "expId must be"),
+        (_doc(expId=True), "expId must be"),
+        (_doc(expId="2"), "expId must be"),
+        (_doc(expName=""), "expName must be"),
+        (_doc(expName="a\nb"), "expName must be"),
+        (_doc(activities=[]), "no activities"),
+        (_doc(activities=[{"activityName": "x", "activityId": 64}]), "from 1 to 63"),
+        (
+            _doc(
+                activities=[
+                    {"activityName": "x", "activityId": 1},
+                    {"activityName": "X", "activityId": 2},
+                ]
+            ),
+            "listed twice",
+        ),
+        (
+            json.dumps({"experiments": [json.loads(_doc())["experiments"][0]] * 2}).encode(),
+            "listed twice",
+        ),
+        (b"[" * 100000, "not JSON"),
+        (b"\xff\xfe", "not JSON"),
+    ],
+)
 def test_registry_is_checked_strictly(data: bytes, why: str) -> None:
     with pytest.raises(ValueError, match=why):
         st.parse_registry(data, "test")
 
 
 @settings(max_examples=300, deadline=None)
-@given(hs.recursive(hs.none() | hs.booleans() | hs.integers() | hs.text(max_size=8),
-                    lambda c: hs.lists(c, max_size=4) | hs.dictionaries(
-                        hs.sampled_from(["experiments", "expName", "expId", "activities",
-                                         "activityName", "activityId", "version"]),
-                        c, max_size=4), max_leaves=30))
+@given(
+    hs.recursive(
+        hs.none() | hs.booleans() | hs.integers() | hs.text(max_size=8),
+        lambda c: (
+            hs.lists(c, max_size=4)
+            | hs.dictionaries(
+                hs.sampled_from(
+                    [
+                        "experiments",
+                        "expName",
+                        "expId",
+                        "activities",
+                        "activityName",
+                        "activityId",
+                        "version",
+                    ]
+                ),
+                c,
+                max_size=4,
+            )
+        ),
+        max_leaves=30,
+    )
+)
 def test_registry_fuzzed_is_parsed_or_refused_with_valueerror(doc: object) -> None:
     try:
         registry = st.parse_registry(json.dumps(doc).encode(), "fuzz")
@@ -118,40 +175,62 @@ def test_choose_tag_errors_are_one_clear_line() -> None:
     registry = reg.load(None, None)
     assert reg.choose_tag("143", None, None, None) == 143
     assert reg.choose_tag(None, "atlas", None, registry) == 129  # activity default
-    for args in (("abc", None, None), ("143", "atlas", None), (None, None, "default"),
-                 (None, "atlas", "nosuch")):
+    for args in (
+        ("abc", None, None),
+        ("143", "atlas", None),
+        (None, None, "default"),
+        (None, "atlas", "nosuch"),
+    ):
         with pytest.raises(BadInput):
             reg.choose_tag(*args, registry)
 
 
 def test_cp_with_a_bad_scitag_fails_before_anything_is_written(
-        environment: Environment, tmp_path: Path) -> None:
+    environment: Environment, tmp_path: Path
+) -> None:
     src = tmp_path / "src"
     src.write_bytes(b"x")
     code = main(["cp", "--scitag", "70000", str(src), "http://127.0.0.1:9/x"], environment)
     err = taken(environment.stderr)
     assert code == 9  # ExitStatus.BAD_INPUT
     assert err.startswith("dtnkit: error: --scitag 70000: ") and err.count("\n") == 1
-    code = main(["cp", "--experiment", "nosuch", str(src), "http://127.0.0.1:9/x"],
-                environment)
+    code = main(["cp", "--experiment", "nosuch", str(src), "http://127.0.0.1:9/x"], environment)
     assert code == 9 and "is not in the registry" in taken(environment.stderr)
 
 
 def test_scitags_refresh_keeps_a_checked_registry_and_names_resolve_with_it(
-        environment: Environment, tmp_path: Path) -> None:
+    environment: Environment, tmp_path: Path
+) -> None:
     mine = tmp_path / "api.json"
-    mine.write_bytes(json.dumps({"experiments": [
-        {"expName": "tagexp", "expId": 300, "activities": [
-            {"activityName": "bulk", "activityId": 7}]}], "version": 1,
-        "modified": "2026-12-01T00:00:00+00:00"}).encode())
+    mine.write_bytes(
+        json.dumps(
+            {
+                "experiments": [
+                    {
+                        "expName": "tagexp",
+                        "expId": 300,
+                        "activities": [{"activityName": "bulk", "activityId": 7}],
+                    }
+                ],
+                "version": 1,
+                "modified": "2026-12-01T00:00:00+00:00",
+            }
+        ).encode()
+    )
     assert main(["scitags", "refresh", str(mine), "--format", "json"], environment) == 0
     doc = json.loads(taken(environment.stdout))
     assert doc["experiments"] == 1 and Path(doc["kept"]).is_file()
     assert main(["scitags", "list", "--format", "json"], environment) == 0
     listed = json.loads(taken(environment.stdout))
-    assert listed["activities"] == [{"experiment": "tagexp", "experiment_id": 300,
-                                     "activity": "bulk", "activity_id": 7,
-                                     "scitag": 300 << 6 | 7}]
+    assert listed["activities"] == [
+        {
+            "experiment": "tagexp",
+            "experiment_id": 300,
+            "activity": "bulk",
+            "activity_id": 7,
+            "scitag": 300 << 6 | 7,
+        }
+    ]
     assert reg.load(None, environment.state_dir).resolve("tagexp", "bulk") == 300 << 6 | 7
     bad = tmp_path / "bad.json"
     bad.write_text('{"experiments": [{"expName": "x", "expId": 5000}]}')

@@ -61,7 +61,17 @@ def test_examples() -> None:
 
 
 def test_header_names() -> None:
-    assert (wup.HEADER, wup.ID_HEADER, wup.RANGES_HEADER, wup.CHECKSUM_HEADER,
-            wup.EXPIRES_HEADER) == ("Dtnkit-Upload", "Dtnkit-Upload-Id", "Dtnkit-Upload-Ranges",
-                                    "Dtnkit-Upload-Checksum", "Dtnkit-Upload-Expires")
+    assert (
+        wup.HEADER,
+        wup.ID_HEADER,
+        wup.RANGES_HEADER,
+        wup.CHECKSUM_HEADER,
+        wup.EXPIRES_HEADER,
+    ) == (
+        "Dtnkit-Upload",
+        "Dtnkit-Upload-Id",
+        "Dtnkit-Upload-Ranges",
+        "Dtnkit-Upload-Checksum",
+        "Dtnkit-Upload-Expires",
+    )
     assert wup.ACTIONS == ("start", "status", "commit", "abort")

@@ -15,5 +15,4 @@ gathers once what they read (``base.Facts``: the audit, the links, the processes
 from dtnkit.diagnose.checklist.base import Check, Checklist, Evidence, Facts, Item, Options
 from dtnkit.diagnose.checklist.runner import CHECKS, run_checklist
 
-__all__ = ["CHECKS", "Check", "Checklist", "Evidence", "Facts", "Item", "Options",
-           "run_checklist"]
+__all__ = ["CHECKS", "Check", "Checklist", "Evidence", "Facts", "Item", "Options", "run_checklist"]

@@ -58,10 +58,15 @@ class Item:
             self.status = status
 
     def as_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "section": self.section, "title": self.title,
-                "status": self.status, "summary": self.summary,
-                "evidence": [e.as_dict() for e in self.evidence],
-                "next": self.next or None}
+        return {
+            "id": self.id,
+            "section": self.section,
+            "title": self.title,
+            "status": self.status,
+            "summary": self.summary,
+            "evidence": [e.as_dict() for e in self.evidence],
+            "next": self.next or None,
+        }
 
 
 @dataclass
@@ -83,9 +88,14 @@ class Checklist:
         return not any(i.status == ChecklistStatus.FAIL for i in self.items)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"schema": CHECKLIST_SCHEMA, "host": self.host, "peer": self.peer,
-                "ok": self.ok, "counts": self.counts,
-                "items": [i.as_dict() for i in self.items]}
+        return {
+            "schema": CHECKLIST_SCHEMA,
+            "host": self.host,
+            "peer": self.peer,
+            "ok": self.ok,
+            "counts": self.counts,
+            "items": [i.as_dict() for i in self.items],
+        }
 
 
 @dataclass
@@ -95,7 +105,6 @@ class Options:
 
     peer: PeerAddress | None = None
     perfsonar: str | None = None
-
 
 
 @dataclass(frozen=True, slots=True)

@@ -57,8 +57,10 @@ def _address(item: Item, f: Facts) -> None:
         item.next = "give the data interface a global unicast IPv6 address"
     elif data and not on_data:
         item.status = ChecklistStatus.WARN
-        item.summary = (f"global IPv6 address on {public[0].ifname}, none on the data "
-                        f"interfaces ({', '.join(data)})")
+        item.summary = (
+            f"global IPv6 address on {public[0].ifname}, none on the data "
+            f"interfaces ({', '.join(data)})"
+        )
         item.next = f"give {data[0]} (or its bond/VLAN) a global IPv6 address"
     else:
         first = (on_data or public)[0]
@@ -87,13 +89,15 @@ def _route(item: Item, f: Facts) -> None:
         item.next = j.shell("ip -6 route show default")
         return
     for r in routes[:4]:
-        item.saw("ip -6 route show default",
-                 f"via {r.gateway or '-'} dev {','.join(r.devs) or '-'}")
+        item.saw(
+            "ip -6 route show default", f"via {r.gateway or '-'} dev {','.join(r.devs) or '-'}"
+        )
     if not routes:
         item.saw("ip -6 route show default", "none")
         item.status, item.summary = ChecklistStatus.FAIL, "no IPv6 default route"
-        item.next = ("add one (router advertisements, or "
-                     f"{j.shell('ip -6 route add default via GW')})")
+        item.next = (
+            f"add one (router advertisements, or {j.shell('ip -6 route add default via GW')})"
+        )
     else:
         r = routes[0]
         item.summary = f"default via {r.gateway or '-'} dev {','.join(r.devs) or '-'}"
@@ -136,11 +140,11 @@ def _peer(item: Item, f: Facts) -> None:
     else:
         item.status = ChecklistStatus.FAIL
         item.summary = f"no IPv6 reply from {fam.addr}: {small.note}"
-        item.next = (f"{j.shell(f'ping -6 -c 3 {fam.addr}')}; "
-                     f"{j.shell(f'tracepath -6 -n {fam.addr}')}")
+        item.next = (
+            f"{j.shell(f'ping -6 -c 3 {fam.addr}')}; {j.shell(f'tracepath -6 -n {fam.addr}')}"
+        )
 
 
 ADDRESS = Check("ipv6-address", "dc27", "dual-stack: a global IPv6 address", _address)
 ROUTE = Check("ipv6-route", "dc27", "dual-stack: an IPv6 default route", _route)
-PEER = Check("ipv6-peer", "dc27", "dual-stack: the peer answers over IPv6", _peer,
-             needs_peer=True)
+PEER = Check("ipv6-peer", "dc27", "dual-stack: the peer answers over IPv6", _peer, needs_peer=True)

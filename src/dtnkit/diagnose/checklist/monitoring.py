@@ -19,8 +19,9 @@ NODE_EXPORTER_PORT = 9100
 
 def _curl(host: Host, url: str, timeout_s: int) -> tuple[int | None, str, str]:
     """(HTTP status or None, body start, error) of a GET through the Host (its namespace)."""
-    res = host.query(["curl", "-sS", "-k", "-m", str(timeout_s), "-o", "-",
-                      "-w", "\n%{http_code}", url])
+    res = host.query(
+        ["curl", "-sS", "-k", "-m", str(timeout_s), "-o", "-", "-w", "\n%{http_code}", url]
+    )
     if res.returncode == 127 and "not found" in res.stderr + res.stdout:
         return None, "", "curl is not installed"
     body, _, code = res.stdout.rpartition("\n")
@@ -41,8 +42,7 @@ def _perfsonar(item: Item, f: Facts) -> None:
                 local = path
     item.saw("pscheduler", local or "not installed")
     if url is not None:
-        api = url.rstrip("/") + ("" if url.rstrip("/").endswith("/pscheduler") else
-                                 "/pscheduler")
+        api = url.rstrip("/") + ("" if url.rstrip("/").endswith("/pscheduler") else "/pscheduler")
         status, body, err = _curl(host, api + "/", 5)
         item.saw(f"GET {api}/", f"HTTP {status}" if status else err or "no answer")
         if status == 200 and "pscheduler" in body.lower():
@@ -67,10 +67,16 @@ def _perfsonar(item: Item, f: Facts) -> None:
 
 def _flow_monitoring(item: Item, f: Facts) -> None:
     host, procs, j = f.host, f.procs, f.judging
-    exporters = [p for p in procs if watches_here(host, p) and (
-                 p.program in ("node_exporter", "prometheus-node-exporter")
-                 or is_dtnkit(p, "exporter")
-                 or (is_dtnkit(p, "serve") and "--metrics" in p.args))]
+    exporters = [
+        p
+        for p in procs
+        if watches_here(host, p)
+        and (
+            p.program in ("node_exporter", "prometheus-node-exporter")
+            or is_dtnkit(p, "exporter")
+            or (is_dtnkit(p, "serve") and "--metrics" in p.args)
+        )
+    ]
     procs = running_here(host, procs)
     for p in exporters[:4]:
         item.saw(f"process {p.pid}", p.line)
@@ -107,27 +113,43 @@ def _flow_monitoring(item: Item, f: Facts) -> None:
         export.append("ipt_NETFLOW loaded")
     have = []
     if metrics:
-        have.append("host metrics (" + (", ".join(sorted({p.program if p.program != "dtnkit"
-                                                          else f"dtnkit {p.args[0]}"
-                                                          for p in exporters}))
-                                        or f"port {NODE_EXPORTER_PORT}") + ")")
+        have.append(
+            "host metrics ("
+            + (
+                ", ".join(
+                    sorted(
+                        {
+                            p.program if p.program != "dtnkit" else f"dtnkit {p.args[0]}"
+                            for p in exporters
+                        }
+                    )
+                )
+                or f"port {NODE_EXPORTER_PORT}"
+            )
+            + ")"
+        )
     if export:
         have.append("flow export (" + "; ".join(export[:3]) + ")")
     if metrics and export:
         item.summary = ", ".join(have)
     elif metrics or export:
         item.status = ChecklistStatus.WARN
-        missing = ("no flow export on this host (the site routers may export NetFlow/IPFIX: "
-                   "ask the network team)" if metrics else "no node_exporter or dtnkit exporter")
+        missing = (
+            "no flow export on this host (the site routers may export NetFlow/IPFIX: "
+            "ask the network team)"
+            if metrics
+            else "no node_exporter or dtnkit exporter"
+        )
         item.summary = f"{have[0]}; {missing}"
-        item.next = (f"{j.shell('softflowd -i DEV -n COLLECTOR:PORT')}, or confirm "
-                     "router-side export" if metrics else
-                     f"run {_exporter_hint(j)} or prometheus-node-exporter")
+        item.next = (
+            f"{j.shell('softflowd -i DEV -n COLLECTOR:PORT')}, or confirm router-side export"
+            if metrics
+            else f"run {_exporter_hint(j)} or prometheus-node-exporter"
+        )
     else:
         item.status = ChecklistStatus.FAIL
         item.summary = "no host metrics exporter and no flow export"
-        item.next = (f"run {_exporter_hint(j)} (or prometheus-node-exporter) and a flow "
-                     "exporter")
+        item.next = f"run {_exporter_hint(j)} (or prometheus-node-exporter) and a flow exporter"
 
 
 def _exporter_hint(j: Judging) -> str:
@@ -137,7 +159,9 @@ def _exporter_hint(j: Judging) -> str:
     return j.command("exporter")
 
 
-PERFSONAR = Check("perfsonar", "dc27", "perfSONAR: pscheduler here or a toolkit reachable",
-                  _perfsonar)
-FLOW_MONITORING = Check("flow-monitoring", "dc27",
-                        "WAN flows monitored: host metrics and flow export", _flow_monitoring)
+PERFSONAR = Check(
+    "perfsonar", "dc27", "perfSONAR: pscheduler here or a toolkit reachable", _perfsonar
+)
+FLOW_MONITORING = Check(
+    "flow-monitoring", "dc27", "WAN flows monitored: host metrics and flow export", _flow_monitoring
+)

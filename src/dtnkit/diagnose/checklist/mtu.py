@@ -29,9 +29,11 @@ def _jumbo(item: Item, f: Facts) -> None:
     if small:
         item.status = ChecklistStatus.FAIL
         item.summary = f"MTU below {JUMBO} on {', '.join(small)}"
-        item.next = (f"{j.command('tune', 'apply', '--mtu')} (or "
-                     f"{j.shell(f'ip link set {small[0]} mtu {JUMBO}')}; the switch ports "
-                     "too)")
+        item.next = (
+            f"{j.command('tune', 'apply', '--mtu')} (or "
+            f"{j.shell(f'ip link set {small[0]} mtu {JUMBO}')}; the switch ports "
+            "too)"
+        )
     else:
         item.summary = f"MTU {JUMBO} or more on {names}"
 
@@ -53,16 +55,19 @@ def _path_mtu(item: Item, f: Facts) -> None:
             if fam.route_note.startswith("cannot tell"):
                 item.worst(ChecklistStatus.WARN)
                 summaries.append(f"{tag}: {fam.route_note}")
-                nexts.append("run the checklist on the host itself (a tree has no route or "
-                             "ping of its own)")
+                nexts.append(
+                    "run the checklist on the host itself (a tree has no route or ping of its own)"
+                )
                 continue
             item.worst(ChecklistStatus.FAIL)
             summaries.append(f"{tag}: no route to {fam.addr}")
             nexts.append(j.shell(f"ip -{version} route get {fam.addr}"))
             continue
         cache = f", cached path MTU {fam.route.pmtu}" if fam.route.pmtu else ""
-        item.saw(f"ip -{version} route get {fam.addr}",
-                 f"dev {fam.route.dev} mtu {fam.dev_mtu or '-'}{cache}")
+        item.saw(
+            f"ip -{version} route get {fam.addr}",
+            f"dev {fam.route.dev} mtu {fam.dev_mtu or '-'}{cache}",
+        )
         for mtu, out in sorted(fam.pings.items(), reverse=True):
             item.saw(fam.argv[mtu], out.note)
         if fam.dev_mtu is None:
@@ -74,27 +79,34 @@ def _path_mtu(item: Item, f: Facts) -> None:
         if not fam.pings.get(0, sitecfg.PingOutcome(False, None, "")).replied and not passed:
             item.worst(ChecklistStatus.WARN)
             summaries.append(f"{tag}: {fam.addr} does not answer ping; path MTU unknown")
-            nexts.append(f"{j.shell(f'ping -{version} -c 3 {fam.addr}')}  (ICMP filtered? the "
-                         "peer down?)")
+            nexts.append(
+                f"{j.shell(f'ping -{version} -c 3 {fam.addr}')}  (ICMP filtered? the peer down?)"
+            )
             continue
         best = max(passed, default=0)
         if best >= fam.dev_mtu:
             summaries.append(f"{tag}: {fam.dev_mtu}-byte packets reach {fam.addr} unfragmented")
             continue
         item.worst(ChecklistStatus.FAIL)
-        failed = min((m for m, o in fam.pings.items() if m and not o.replied and m > best),
-                     default=fam.dev_mtu)
+        failed = min(
+            (m for m, o in fam.pings.items() if m and not o.replied and m > best),
+            default=fam.dev_mtu,
+        )
         hints = sorted({o.mtu_hint for o in fam.pings.values() if o.mtu_hint})
         said = f"; ICMP says mtu {hints[0]}" if hints else ""
-        within = (f"between {best} and {failed - 1}" if best else f"below {failed}")
-        summaries.append(f"{tag}: path MTU to {fam.addr} is {within}, {fam.route.dev} has "
-                         f"{fam.dev_mtu}{said}")
-        nexts.append(f"{j.shell(f'tracepath -{version} -n {fam.addr}')}  (find the hop with "
-                     "the smaller MTU; use one MTU end to end)")
+        within = f"between {best} and {failed - 1}" if best else f"below {failed}"
+        summaries.append(
+            f"{tag}: path MTU to {fam.addr} is {within}, {fam.route.dev} has {fam.dev_mtu}{said}"
+        )
+        nexts.append(
+            f"{j.shell(f'tracepath -{version} -n {fam.addr}')}  (find the hop with "
+            "the smaller MTU; use one MTU end to end)"
+        )
     item.summary = "; ".join(summaries)
     item.next = "; ".join(nexts) if item.status != ChecklistStatus.PASS else ""
 
 
 JUMBO_FRAMES = Check("jumbo", "dc27", "jumbo frames on the data interfaces", _jumbo)
-PATH_MTU = Check("path-mtu", "dc27", "jumbo frames: the path MTU to the peer", _path_mtu,
-                 needs_peer=True)
+PATH_MTU = Check(
+    "path-mtu", "dc27", "jumbo frames: the path MTU to the peer", _path_mtu, needs_peer=True
+)

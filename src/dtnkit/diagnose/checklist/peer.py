@@ -45,9 +45,13 @@ class PeerFacts:
         else:
             res = host.query(["getent", "ahosts", peer.text])
             addrs = sitecfg.parse_getent_hosts(res.stdout) if res.ok else []
-            note = (", ".join(addrs[:4]) if addrs else
-                    "does not resolve" if res.returncode == 2 else
-                    f"cannot resolve: {res.message()}")
+            note = (
+                ", ".join(addrs[:4])
+                if addrs
+                else "does not resolve"
+                if res.returncode == 2
+                else f"cannot resolve: {res.message()}"
+            )
         chosen: dict[int, str] = {}
         for a in addrs:
             version = 6 if ":" in a else 4
@@ -73,12 +77,26 @@ class PeerFacts:
                 mtus += [dev_mtu, *(m for m in MTU_LADDER if m < dev_mtu)]
             for mtu in mtus:
                 size = 16 if mtu == 0 else mtu - header
-                argv = ["ping", f"-{version}", "-n", "-c", "2", "-i", "0.2", "-w",
-                        str(PING_DEADLINE_S), "-W", str(PING_WAIT_S),
-                        "-M", "do", "-s", str(size), addr]
+                argv = [
+                    "ping",
+                    f"-{version}",
+                    "-n",
+                    "-c",
+                    "2",
+                    "-i",
+                    "0.2",
+                    "-w",
+                    str(PING_DEADLINE_S),
+                    "-W",
+                    str(PING_WAIT_S),
+                    "-M",
+                    "do",
+                    "-s",
+                    str(size),
+                    addr,
+                ]
                 plans.append((version, mtu, argv))
-        host.read_ahead([functools.partial(host.query, argv) for _, _, argv in plans],
-                        workers=8)
+        host.read_ahead([functools.partial(host.query, argv) for _, _, argv in plans], workers=8)
         for version, mtu, argv in plans:
             res = host.query(argv)
             text = res.stdout + "\n" + res.stderr

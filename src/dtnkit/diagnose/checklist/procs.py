@@ -70,8 +70,11 @@ def read_file(host: Host, path: str) -> str | None:
 
 
 def files_in(host: Host, directory: str, suffix: str = "") -> list[str]:
-    return [f"{directory}/{n}" for n in host.listdir(directory)
-            if n.endswith(suffix) and not n.startswith(".")]
+    return [
+        f"{directory}/{n}"
+        for n in host.listdir(directory)
+        if n.endswith(suffix) and not n.startswith(".")
+    ]
 
 
 def is_dtnkit(p: Proc, command: str) -> bool:

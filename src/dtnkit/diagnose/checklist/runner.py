@@ -49,15 +49,17 @@ def gather(host: Host, judging: Judging, opts: Options, profile: Profile | None 
         links, devices = audit.ctx.ifaces, audit.ctx.devices
     else:
         links = facts.interfaces(host)
-        devices = facts.select_interfaces(links, list(j.ifaces) or None,
-                                          facts.default_route_devices(host))
+        devices = facts.select_interfaces(
+            links, list(j.ifaces) or None, facts.default_route_devices(host)
+        )
     procs = processes(host)
     peer = PeerFacts.probe(host, opts.peer, links) if opts.peer else None
     return Facts(host, j, opts, audit, audit_error, links, devices, procs, peer)
 
 
-def run_checklist(host: Host, judging: Judging, opts: Options,
-                  profile: Profile | None = None) -> Checklist:
+def run_checklist(
+    host: Host, judging: Judging, opts: Options, profile: Profile | None = None
+) -> Checklist:
     """Every item, in the order of :data:`CHECKS`.  Never writes.  The tuning items judge by
     ``judging`` (``profile``: its profile, when the caller loaded it already) and every next
     step carries its scope and flags."""

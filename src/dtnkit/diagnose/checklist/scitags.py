@@ -32,8 +32,10 @@ def _scitags(item: Item, f: Facts) -> None:
     cfg = read_file(host, "/etc/flowd/flowd.cfg")
     if cfg is not None:
         values = sitecfg.flowd_cfg(cfg)
-        item.saw("/etc/flowd/flowd.cfg", f"PLUGIN={values.get('PLUGIN', '-')} "
-                                         f"BACKEND={values.get('BACKEND', '-')}")
+        item.saw(
+            "/etc/flowd/flowd.cfg",
+            f"PLUGIN={values.get('PLUGIN', '-')} BACKEND={values.get('BACKEND', '-')}",
+        )
         if "flowd" in running and values.get("BACKEND"):
             active.append(f"flowd ({values['BACKEND']})")
         elif values.get("BACKEND"):
@@ -41,8 +43,10 @@ def _scitags(item: Item, f: Facts) -> None:
     elif "flowd" in running:
         active.append("flowd running")
     # XRootD: xrootd.pmark in its configuration (the -c of running servers, /etc/xrootd)
-    paths = [*files_in(host, "/etc/xrootd", ".cfg"),
-             *files_in(host, "/etc/xrootd/config.d", ".cfg")]
+    paths = [
+        *files_in(host, "/etc/xrootd", ".cfg"),
+        *files_in(host, "/etc/xrootd/config.d", ".cfg"),
+    ]
     for p in procs:
         if p.program == "xrootd":
             c = sitecfg.option_value(p.args, "-c")
@@ -78,27 +82,33 @@ def _scitags(item: Item, f: Facts) -> None:
     # dtnkit serve's own marking
     for p in procs:
         if is_dtnkit(p, "serve"):
-            flags = [a.split("=")[0] for a in p.args
-                     if a.startswith(("--scitag", "--firefly-dest"))]
+            flags = [
+                a.split("=")[0] for a in p.args if a.startswith(("--scitag", "--firefly-dest"))
+            ]
             item.saw(f"process {p.pid}", p.line)
             if flags:
                 active.append(f"dtnkit serve with {', '.join(sorted(set(flags)))}")
             else:
-                partial.append(f"dtnkit serve (pid {p.pid}) runs without --scitag or "
-                               "--firefly-dest")
+                partial.append(
+                    f"dtnkit serve (pid {p.pid}) runs without --scitag or --firefly-dest"
+                )
     if active:
         item.summary = "; ".join(active)
         if partial:
             item.summary += f" (also: {'; '.join(partial)})"
     elif partial:
         item.status, item.summary = ChecklistStatus.WARN, "; ".join(partial)
-        item.next = ("complete it: xrootd.pmark ffdest HOST:10514, start flowd-go, or "
-                     f"{j.shell('dtnkit serve --scitag N ...')} (docs/monitoring.md)")
+        item.next = (
+            "complete it: xrootd.pmark ffdest HOST:10514, start flowd-go, or "
+            f"{j.shell('dtnkit serve --scitag N ...')} (docs/monitoring.md)"
+        )
     else:
         item.saw("processes, /etc/flowd-go, /etc/flowd, /etc/xrootd, /etc/dcache", "no marking")
         item.status, item.summary = ChecklistStatus.FAIL, "no SciTags marking found"
-        item.next = ("configure xrootd.pmark ffdest HOST:10514 (XRootD), "
-                     "pool.enable.firefly=true (dCache), or install flowd-go")
+        item.next = (
+            "configure xrootd.pmark ffdest HOST:10514 (XRootD), "
+            "pool.enable.firefly=true (dCache), or install flowd-go"
+        )
 
 
 SCITAGS = Check("scitags", "dc27", "SciTags: flow marking configured", _scitags)

@@ -32,15 +32,18 @@ def _tuned(item: Item, f: Facts) -> None:
     bad = []
     unknown = []
     for group, counts in groups.items():
-        item.saw(f"tune audit --group {group}",
-                 ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+        item.saw(
+            f"tune audit --group {group}", ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+        )
         if counts.get(AuditStatus.DIFFERS):
             bad.append(group)
         elif counts.get(AuditStatus.UNKNOWN):
             unknown.append(group)
     ok = len(groups) - len(bad) - len(unknown)
-    item.summary = (f"{ok} of {len(groups)} groups comply (profile {audit.profile.name}, "
-                    f"RTT {audit.ctx.rtt_ms:g} ms)")
+    item.summary = (
+        f"{ok} of {len(groups)} groups comply (profile {audit.profile.name}, "
+        f"RTT {audit.ctx.rtt_ms:g} ms)"
+    )
     if bad:
         item.status = ChecklistStatus.FAIL
         item.summary += f"; differs: {', '.join(bad)}"
@@ -66,8 +69,11 @@ def _tcp_rmem(item: Item, f: Facts) -> None:
     if audit is not None:
         for finding in audit.findings:
             triple = typed(finding.recommended)  # the audit keeps a triple as the kernel prints it
-            if (finding.key == "sysctl/net.ipv4.tcp_rmem" and isinstance(triple, list)
-                    and len(triple) == 3):
+            if (
+                finding.key == "sysctl/net.ipv4.tcp_rmem"
+                and isinstance(triple, list)
+                and len(triple) == 3
+            ):
                 want, from_audit = int(triple[2]), True
                 why = f"the {audit.profile.name} profile at {audit.ctx.rtt_ms:g} ms"
     if speed is not None and speed >= HUNDRED_G_MBPS and (want is None or want < ONE_GIB):
@@ -78,20 +84,26 @@ def _tcp_rmem(item: Item, f: Facts) -> None:
     elif want is None and speed is None:
         item.status = ChecklistStatus.WARN
         item.summary = f"max {format_bytes(current)}; link speed unknown, so no target"
-        item.next = (f"{j.command('checklist', extra=['--speed', 'SPEED'])}  (SPEED: the "
-                     "link's, e.g. 100gbit)")
+        item.next = (
+            f"{j.command('checklist', extra=['--speed', 'SPEED'])}  (SPEED: the "
+            "link's, e.g. 100gbit)"
+        )
     elif want is None:
         item.status = ChecklistStatus.WARN
-        item.summary = (f"max {format_bytes(current)}; the {j.profile} profile sets no "
-                        "tcp_rmem, so no target")
+        item.summary = (
+            f"max {format_bytes(current)}; the {j.profile} profile sets no tcp_rmem, so no target"
+        )
         item.next = j.command("tune", "audit", "--group", "buffers")
     elif current >= want:
         item.summary = f"max {format_bytes(current)} >= {format_bytes(want)} ({why})"
     else:
         item.status = ChecklistStatus.FAIL
         item.summary = f"max {format_bytes(current)} < {format_bytes(want)} ({why})"
-        item.next = (j.command("tune", "apply", "--group", "buffers") if from_audit else
-                     sysctl_fix(j, f"net.ipv4.tcp_rmem='{parts[0]} {parts[1]} {want}'"))
+        item.next = (
+            j.command("tune", "apply", "--group", "buffers")
+            if from_audit
+            else sysctl_fix(j, f"net.ipv4.tcp_rmem='{parts[0]} {parts[1]} {want}'")
+        )
 
 
 def _udp_gro_forwarding(item: Item, f: Facts) -> None:
@@ -103,8 +115,9 @@ def _udp_gro_forwarding(item: Item, f: Facts) -> None:
     off, lack = [], []
     for dev, _ in devices:
         try:
-            feats = facts.ethtool_read(host, "-k", dev, parse_ethtool_features_json,
-                                       parse_ethtool_features_text)
+            feats = facts.ethtool_read(
+                host, "-k", dev, parse_ethtool_features_json, parse_ethtool_features_text
+            )
         except DtnkitError as exc:  # ethtool missing
             feats = Unavailable(exc.what)
         if isinstance(feats, Unavailable):
@@ -153,16 +166,27 @@ def _sysctl(key: str, want: int, item: Item, f: Facts) -> None:
 
 def sysctl_check(ident: str, key: str, want: int, why: str) -> Check:
     """An item that passes when sysctl ``key`` is ``want``."""
-    return Check(ident, "troubleshooting", f"{key} = {want} ({why})",
-                 functools.partial(_sysctl, key, want))
+    return Check(
+        ident, "troubleshooting", f"{key} = {want} ({why})", functools.partial(_sysctl, key, want)
+    )
 
 
 TUNED = Check("tuned", "dc27", "host tuned (tune audit)", _tuned)
-TCP_RMEM = Check("tcp-rmem", "troubleshooting", "tcp_rmem max: 1 GiB at 100G, the BDP below",
-                 _tcp_rmem)
-UDP_GRO_FORWARDING = Check("udp-gro-forwarding", "troubleshooting", "rx-udp-gro-forwarding on",
-                           _udp_gro_forwarding)
-SLOW_START_IDLE = sysctl_check("slow-start-idle", "net.ipv4.tcp_slow_start_after_idle", 0,
-                               "unstable transfers: no cwnd collapse after an idle pause")
-TCP_FRTO = sysctl_check("tcp-frto", "net.ipv4.tcp_frto", 2,
-                        "unstable transfers: F-RTO finds spurious retransmit timeouts")
+TCP_RMEM = Check(
+    "tcp-rmem", "troubleshooting", "tcp_rmem max: 1 GiB at 100G, the BDP below", _tcp_rmem
+)
+UDP_GRO_FORWARDING = Check(
+    "udp-gro-forwarding", "troubleshooting", "rx-udp-gro-forwarding on", _udp_gro_forwarding
+)
+SLOW_START_IDLE = sysctl_check(
+    "slow-start-idle",
+    "net.ipv4.tcp_slow_start_after_idle",
+    0,
+    "unstable transfers: no cwnd collapse after an idle pause",
+)
+TCP_FRTO = sysctl_check(
+    "tcp-frto",
+    "net.ipv4.tcp_frto",
+    2,
+    "unstable transfers: F-RTO finds spurious retransmit timeouts",
+)

@@ -51,8 +51,9 @@ def load_json(text: str, source: str, **kwargs: Any) -> Any:
     try:
         return json.loads(text, **kwargs)
     except json.JSONDecodeError as exc:
-        raise error_at(source, f"invalid JSON ({exc.msg}, column {exc.colno})",
-                       exc.lineno) from None
+        raise error_at(
+            source, f"invalid JSON ({exc.msg}, column {exc.colno})", exc.lineno
+        ) from None
     except RecursionError:
         raise ParseError(f"{source}: JSON nested too deeply") from None
 

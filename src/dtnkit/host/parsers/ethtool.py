@@ -76,7 +76,6 @@ def _on_off_na(value: str, source: str, lineno: int, line: str) -> bool | None:
     raise error_at(source, "expected 'on', 'off' or 'n/a'", lineno, line)
 
 
-
 def _int_or_na(value: str, source: str, lineno: int, line: str) -> int | None:
     value = value.strip()
     if value == "n/a":
@@ -84,7 +83,6 @@ def _int_or_na(value: str, source: str, lineno: int, line: str) -> int | None:
     if is_uint(value):
         return int(value)
     raise error_at(source, "expected a number or 'n/a'", lineno, line)
-
 
 
 def _single_object(data: Any, source: str) -> dict[str, Any]:
@@ -97,7 +95,6 @@ def _single_object(data: Any, source: str) -> dict[str, Any]:
     if not isinstance(obj, dict):
         raise ParseError(f"{source}: expected a JSON object in the list, got {type(obj).__name__}")
     return obj
-
 
 
 def _parse_max_cur_sections(

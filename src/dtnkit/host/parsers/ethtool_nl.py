@@ -64,8 +64,9 @@ def _message(family: int, seq: int, cmd: int, attrs: bytes) -> bytes:
 
 def family_request(seq: int = 1) -> bytes:
     """Ask the generic-netlink controller for the ``ethtool`` family's id."""
-    return _message(GENL_ID_CTRL, seq, _CTRL_CMD_GETFAMILY,
-                    attr(_CTRL_ATTR_FAMILY_NAME, b"ethtool\0"))
+    return _message(
+        GENL_ID_CTRL, seq, _CTRL_CMD_GETFAMILY, attr(_CTRL_ATTR_FAMILY_NAME, b"ethtool\0")
+    )
 
 
 def parse_family(reply: bytes) -> int:
@@ -124,23 +125,34 @@ def _bool_attr(attrs: dict[int, bytes], kind: int, what: str) -> bool | None:
 
 # --------------------------------------------------------------------------- rings (-g)
 
+
 def parse_rings(reply: bytes) -> Rings:
     """ETHTOOL_MSG_RINGS_GET_REPLY: the kernel leaves out a ring whose maximum is 0 (ethtool
     prints ``n/a``)."""
     what = "ethtool netlink rings"
     a = _attrs(reply, what, READS["rings"][2])
     get = [_u32_attr(a, kind, what) for kind in range(2, 10)]
-    return Rings(rx_max=get[0], rx_mini_max=get[1], rx_jumbo_max=get[2], tx_max=get[3],
-                 rx=get[4], rx_mini=get[5], rx_jumbo=get[6], tx=get[7])
+    return Rings(
+        rx_max=get[0],
+        rx_mini_max=get[1],
+        rx_jumbo_max=get[2],
+        tx_max=get[3],
+        rx=get[4],
+        rx_mini=get[5],
+        rx_jumbo=get[6],
+        tx=get[7],
+    )
 
 
 # --------------------------------------------------------------------------- pause (-a)
 
+
 def parse_pause(reply: bytes) -> Pause:
     what = "ethtool netlink pause"
     a = _attrs(reply, what, READS["pause"][2])
-    pause = Pause(autoneg=_bool_attr(a, 2, what), rx=_bool_attr(a, 3, what),
-                  tx=_bool_attr(a, 4, what))
+    pause = Pause(
+        autoneg=_bool_attr(a, 2, what), rx=_bool_attr(a, 3, what), tx=_bool_attr(a, 4, what)
+    )
     if pause.autoneg is None and pause.rx is None and pause.tx is None:
         raise ParseError(f"{what}: none of autonegotiate, rx, tx in the reply")
     return pause
@@ -150,12 +162,25 @@ def parse_pause(reply: bytes) -> Pause:
 
 # The rows ethtool 6.1 prints (netlink/coalesce.c), in its order: name -> attribute.
 _COALESCE_ROWS = (
-    ("stats-block-usecs", 10), ("sample-interval", 23), ("pkt-rate-low", 13),
+    ("stats-block-usecs", 10),
+    ("sample-interval", 23),
+    ("pkt-rate-low", 13),
     ("pkt-rate-high", 18),
-    ("rx-usecs", 2), ("rx-frames", 3), ("rx-usecs-irq", 4), ("rx-frames-irq", 5),
-    ("tx-usecs", 6), ("tx-frames", 7), ("tx-usecs-irq", 8), ("tx-frames-irq", 9),
-    ("rx-usecs-low", 14), ("rx-frame-low", 15), ("tx-usecs-low", 16), ("tx-frame-low", 17),
-    ("rx-usecs-high", 19), ("rx-frame-high", 20), ("tx-usecs-high", 21),
+    ("rx-usecs", 2),
+    ("rx-frames", 3),
+    ("rx-usecs-irq", 4),
+    ("rx-frames-irq", 5),
+    ("tx-usecs", 6),
+    ("tx-frames", 7),
+    ("tx-usecs-irq", 8),
+    ("tx-frames-irq", 9),
+    ("rx-usecs-low", 14),
+    ("rx-frame-low", 15),
+    ("tx-usecs-low", 16),
+    ("tx-frame-low", 17),
+    ("rx-usecs-high", 19),
+    ("rx-frame-high", 20),
+    ("tx-usecs-high", 21),
     ("tx-frame-high", 22),
 )
 
@@ -175,11 +200,13 @@ def parse_coalesce(reply: bytes) -> Coalesce:
         values[name] = "n/a" if value is None else value
     values["CQE mode RX"] = _on_off_na(_bool_attr(a, 25, what))
     values["CQE mode TX"] = _on_off_na(_bool_attr(a, 24, what))
-    return Coalesce(adaptive_rx=_bool_attr(a, 11, what), adaptive_tx=_bool_attr(a, 12, what),
-                    values=values)
+    return Coalesce(
+        adaptive_rx=_bool_attr(a, 11, what), adaptive_tx=_bool_attr(a, 12, what), values=values
+    )
 
 
 # --------------------------------------------------------------------------- features (-k)
+
 
 def parse_feature_names(reply: bytes) -> list[str]:
     """ETHTOOL_MSG_STRSET_GET_REPLY for ETH_SS_FEATURES: the names by bit index ("" where
@@ -194,10 +221,10 @@ def parse_feature_names(reply: bytes) -> list[str]:
     strings = one.get(3, b"")
     pos = 0
     while pos + 4 <= len(strings):
-        length = uint(strings[pos:pos + 2])
+        length = uint(strings[pos : pos + 2])
         if length < 4 or pos + length > len(strings):
             raise ParseError(f"{what}: truncated string at byte {pos}")
-        entry = attributes(strings[pos + 4:pos + length])
+        entry = attributes(strings[pos + 4 : pos + length])
         index = _u32_attr(entry, 1, what)
         value = entry.get(2)
         if index is None or value is None or index >= count:
@@ -216,7 +243,7 @@ def _bitset(data: bytes | None, what: str) -> tuple[int, int]:
     value = a.get(4)
     if size is None or value is None or len(value) != 4 * ((size + 31) // 32):
         raise ParseError(f"{what}: a feature bitset without size or value")
-    words = [uint(value[i:i + 4]) for i in range(0, len(value), 4)]
+    words = [uint(value[i : i + 4]) for i in range(0, len(value), 4)]
     return size, sum(word << (32 * i) for i, word in enumerate(words))
 
 
@@ -255,7 +282,8 @@ def parse_features(reply: bytes, names: list[str]) -> dict[str, Feature]:
     what = "ethtool netlink features"
     a = _attrs(reply, what, READS["features"][2])
     sizes, (hw, wanted, active, nochange) = zip(
-        *(_bitset(a.get(kind), what) for kind in (2, 3, 4, 5)), strict=True)
+        *(_bitset(a.get(kind), what) for kind in (2, 3, 4, 5)), strict=True
+    )
     count = sizes[0]
     if any(size != count for size in sizes):
         raise ParseError(f"{what}: the bitsets differ in size")
@@ -270,8 +298,9 @@ def parse_features(reply: bytes, names: list[str]) -> dict[str, Feature]:
     flags: list[int | None] = []
     for i in range(count):
         name = names[i] if i < len(names) else ""
-        flags.append(next((j for j, p in enumerate(_PATTERNS) if name and _pattern_match(name, p)),
-                          None))
+        flags.append(
+            next((j for j, p in enumerate(_PATTERNS) if name and _pattern_match(name, p)), None)
+        )
     out: dict[str, Feature] = {}
     for j, pattern in enumerate(_PATTERNS):
         if pattern == _UFO_PATTERN:
@@ -279,8 +308,9 @@ def parse_features(reply: bytes, names: list[str]) -> dict[str, Feature]:
         long = _LEGACY[j if j < 4 else j - 1][0]
         matched = [i for i in range(count) if flags[i] == j]
         if len(matched) != 1:
-            out[long] = Feature(name=long, on=any(on(active, i) for i in matched), fixed=False,
-                                requested=None)
+            out[long] = Feature(
+                name=long, on=any(on(active, i) for i in matched), fixed=False, requested=None
+            )
         for i in matched:
             if len(matched) == 1:
                 out[long] = feature(i, long)
@@ -295,6 +325,7 @@ def parse_features(reply: bytes, names: list[str]) -> dict[str, Feature]:
 
 # --------------------------------------------------------------------------- driver (-i)
 
+
 def drvinfo_request() -> bytes:
     """The ``struct ethtool_drvinfo`` buffer the ioctl fills (its command set)."""
     return u32(ETHTOOL_GDRVINFO) + bytes(DRVINFO_SIZE - 4)
@@ -304,21 +335,29 @@ def parse_drvinfo(data: bytes) -> dict[str, str]:
     """The filled ``struct ethtool_drvinfo`` as the rows ``ethtool -i`` prints
     (:func:`dtnkit.host.parsers.ethtool.parse_ethtool_driver`'s keys and values)."""
     if not isinstance(data, bytes) or len(data) != DRVINFO_SIZE:
-        raise ParseError(f"ethtool drvinfo: {len(data) if isinstance(data, bytes) else 0} "
-                         f"bytes, not {DRVINFO_SIZE}")
+        raise ParseError(
+            f"ethtool drvinfo: {len(data) if isinstance(data, bytes) else 0} "
+            f"bytes, not {DRVINFO_SIZE}"
+        )
 
     def text(start: int) -> str:
-        return data[start:start + 32].split(b"\0", 1)[0].decode(errors="replace").strip()
+        return data[start : start + 32].split(b"\0", 1)[0].decode(errors="replace").strip()
 
-    counts = [uint(data[176 + 4 * i:180 + 4 * i]) for i in range(5)]
+    counts = [uint(data[176 + 4 * i : 180 + 4 * i]) for i in range(5)]
     n_priv, n_stats, testinfo, eedump, regdump = counts
     yes = {True: "yes", False: "no"}
-    info = {"driver": text(4), "version": text(36), "firmware-version": text(68),
-            "expansion-rom-version": text(132), "bus-info": text(100),
-            "supports-statistics": yes[n_stats > 0], "supports-test": yes[testinfo > 0],
-            "supports-eeprom-access": yes[eedump > 0],
-            "supports-register-dump": yes[regdump > 0],
-            "supports-priv-flags": yes[n_priv > 0]}
+    info = {
+        "driver": text(4),
+        "version": text(36),
+        "firmware-version": text(68),
+        "expansion-rom-version": text(132),
+        "bus-info": text(100),
+        "supports-statistics": yes[n_stats > 0],
+        "supports-test": yes[testinfo > 0],
+        "supports-eeprom-access": yes[eedump > 0],
+        "supports-register-dump": yes[regdump > 0],
+        "supports-priv-flags": yes[n_priv > 0],
+    }
     if not info["driver"]:
         raise ParseError("ethtool drvinfo: no driver name")
     return info

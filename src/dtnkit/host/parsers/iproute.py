@@ -160,13 +160,15 @@ def parse_ip_addr_json(text: str) -> list[Address]:
             if not info:
                 continue
             scope = info.get("scope", "global")
-            out.append(Address(
-                ifname=name,
-                family=req_str(info, "family", where),
-                local=req_str(info, "local", where),
-                prefixlen=req_int(info, "prefixlen", where),
-                scope=str(scope),
-            ))
+            out.append(
+                Address(
+                    ifname=name,
+                    family=req_str(info, "family", where),
+                    local=req_str(info, "local", where),
+                    prefixlen=req_int(info, "prefixlen", where),
+                    scope=str(scope),
+                )
+            )
     return out
 
 
@@ -208,10 +210,12 @@ def parse_ip_route_json(text: str) -> list[Route]:
             hop_dev = opt_str(hop, "dev", where)
             if hop_dev and hop_dev not in devs:
                 devs.append(hop_dev)
-        out.append(Route(
-            dst=req_str(entry, "dst", where),
-            devs=tuple(devs),
-            gateway=opt_str(entry, "gateway", where),
-            metric=opt_int(entry, "metric", where),
-        ))
+        out.append(
+            Route(
+                dst=req_str(entry, "dst", where),
+                devs=tuple(devs),
+                gateway=opt_str(entry, "gateway", where),
+                metric=opt_int(entry, "metric", where),
+            )
+        )
     return out

@@ -48,6 +48,7 @@ class MalformedMessage(ParseError):
 
 # ---- building ---------------------------------------------------------------------------
 
+
 def attr(kind: int, value: bytes) -> bytes:
     """One attribute, padded to 4 bytes."""
     length = ATTR.size + len(value)
@@ -80,6 +81,7 @@ def sint(data: bytes) -> int:
 
 # ---- reading ----------------------------------------------------------------------------
 
+
 def messages(data: bytes, want: int, what: str = "netlink") -> Iterator[bytes]:
     """The body of each message of type ``want`` in a dump's reply, up to ``NLMSG_DONE``.
     MalformedMessage for truncated bytes; :class:`KernelRefused` for an error message."""
@@ -88,7 +90,7 @@ def messages(data: bytes, want: int, what: str = "netlink") -> Iterator[bytes]:
         length, msg_type = HEADER.unpack_from(data, pos)[:2]
         if length < HEADER.size or pos + length > len(data):
             raise MalformedMessage(f"{what}: truncated message at byte {pos}")
-        body = data[pos + HEADER.size:pos + length]
+        body = data[pos + HEADER.size : pos + length]
         pos += (length + 3) & ~3
         if msg_type == NLMSG_DONE:
             return
@@ -106,11 +108,12 @@ def reply_body(reply: bytes, what: str) -> bytes:
     holds no data (an ack, ``NLMSG_DONE``, truncated bytes)."""
     if not isinstance(reply, bytes) or len(reply) < HEADER.size:
         raise MalformedMessage(
-            f"{what}: short reply ({len(reply) if isinstance(reply, bytes) else 0} bytes)")
+            f"{what}: short reply ({len(reply) if isinstance(reply, bytes) else 0} bytes)"
+        )
     length, msg_type = HEADER.unpack_from(reply)[:2]
     if length < HEADER.size or length > len(reply):
         raise MalformedMessage(f"{what}: truncated message")
-    body = reply[HEADER.size:length]
+    body = reply[HEADER.size : length]
     if msg_type == NLMSG_ERROR:
         if len(body) < 4:
             raise MalformedMessage(f"{what}: truncated error message")
@@ -132,7 +135,7 @@ def attributes(data: bytes, what: str = "netlink") -> dict[int, bytes]:
         length, kind = ATTR.unpack_from(data, pos)
         if length < ATTR.size or pos + length > len(data):
             raise MalformedMessage(f"{what}: truncated attribute at byte {pos}")
-        out[kind & NLA_TYPE_MASK] = data[pos + ATTR.size:pos + length]
+        out[kind & NLA_TYPE_MASK] = data[pos + ATTR.size : pos + length]
         pos += (length + 3) & ~3
     return out
 

@@ -100,9 +100,19 @@ class NlLink:
         "txqlen",
     )
 
-    def __init__(self, name: str, index: int, kind: str | None, master: str | None,
-                 lower: str | None, mtu: int, max_mtu: int | None, txqlen: int, operstate: str,
-                 num_tx_queues: int | None) -> None:
+    def __init__(
+        self,
+        name: str,
+        index: int,
+        kind: str | None,
+        master: str | None,
+        lower: str | None,
+        mtu: int,
+        max_mtu: int | None,
+        txqlen: int,
+        operstate: str,
+        num_tx_queues: int | None,
+    ) -> None:
         self.name, self.index, self.kind, self.master, self.lower = name, index, kind, master, lower
         self.mtu, self.max_mtu, self.txqlen = mtu, max_mtu, txqlen
         self.operstate, self.num_tx_queues = operstate, num_tx_queues
@@ -136,15 +146,22 @@ def parse_links(data: bytes) -> list[NlLink]:
             iflink = uint(attrs[_IFLA_LINK])
             lower = _name(names, iflink) if iflink else None
         state = uint(attrs[_IFLA_OPERSTATE]) if _IFLA_OPERSTATE in attrs else 0
-        out.append(NlLink(
-            name=names[index], index=index, kind=kind, master=master, lower=lower,
-            mtu=uint(attrs[_IFLA_MTU]),
-            max_mtu=uint(attrs[_IFLA_MAX_MTU]) or None if _IFLA_MAX_MTU in attrs else None,
-            txqlen=uint(attrs[_IFLA_TXQLEN]) if _IFLA_TXQLEN in attrs else 0,
-            operstate=_OPERSTATES[state] if state < len(_OPERSTATES) else str(state),
-            num_tx_queues=(uint(attrs[_IFLA_NUM_TX_QUEUES])
-                           if _IFLA_NUM_TX_QUEUES in attrs else None),
-        ))
+        out.append(
+            NlLink(
+                name=names[index],
+                index=index,
+                kind=kind,
+                master=master,
+                lower=lower,
+                mtu=uint(attrs[_IFLA_MTU]),
+                max_mtu=uint(attrs[_IFLA_MAX_MTU]) or None if _IFLA_MAX_MTU in attrs else None,
+                txqlen=uint(attrs[_IFLA_TXQLEN]) if _IFLA_TXQLEN in attrs else 0,
+                operstate=_OPERSTATES[state] if state < len(_OPERSTATES) else str(state),
+                num_tx_queues=(
+                    uint(attrs[_IFLA_NUM_TX_QUEUES]) if _IFLA_NUM_TX_QUEUES in attrs else None
+                ),
+            )
+        )
     return out
 
 
@@ -185,17 +202,21 @@ def parse_default_routes(data: bytes, names: dict[int, str]) -> list[Route]:
         hops = attrs.get(_RTA_MULTIPATH, b"")
         pos = 0
         while pos + 8 <= len(hops):  # struct rtnexthop: len, flags, hops, ifindex; attributes
-            length = uint(hops[pos:pos + 2])
+            length = uint(hops[pos : pos + 2])
             if length < 8:
                 raise ParseError("rtnetlink: bad nexthop length")
-            dev = _name(names, uint(hops[pos + 4:pos + 8]))
+            dev = _name(names, uint(hops[pos + 4 : pos + 8]))
             if dev not in devs:
                 devs.append(dev)
             pos += (length + 3) & ~3
-        out.append(Route(
-            dst="default", devs=tuple(devs), gateway=gateway,
-            metric=uint(attrs[_RTA_PRIORITY]) if _RTA_PRIORITY in attrs else None,
-        ))
+        out.append(
+            Route(
+                dst="default",
+                devs=tuple(devs),
+                gateway=gateway,
+                metric=uint(attrs[_RTA_PRIORITY]) if _RTA_PRIORITY in attrs else None,
+            )
+        )
     return out
 
 
@@ -210,11 +231,15 @@ def parse_addresses(data: bytes, names: dict[int, str]) -> list[Address]:
         local = attrs.get(_IFA_LOCAL, attrs.get(_IFA_ADDRESS))
         if local is None:
             continue
-        out.append(Address(
-            ifname=_name(names, index), family="inet6" if family == AF_INET6 else "inet",
-            local=_address(family, local), prefixlen=prefixlen,
-            scope=_SCOPES.get(scope, str(scope)),
-        ))
+        out.append(
+            Address(
+                ifname=_name(names, index),
+                family="inet6" if family == AF_INET6 else "inet",
+                local=_address(family, local),
+                prefixlen=prefixlen,
+                scope=_SCOPES.get(scope, str(scope)),
+            )
+        )
     return out
 
 
@@ -260,12 +285,16 @@ def parse_qdiscs(data: bytes, ifindex: int) -> list[Qdisc] | None:
         if kind == "pfifo_fast" and raw:
             if len(raw) < 20:
                 raise ParseError("rtnetlink: short pfifo_fast options")
-            options = {"bands": uint(raw[0:4]), "priomap": list(raw[4:20]),
-                       "multiqueue": False}
+            options = {"bands": uint(raw[0:4]), "priomap": list(raw[4:20]), "multiqueue": False}
         elif raw:
             return None  # options tc would print some way of its own
-        out.append(Qdisc(kind=kind, handle=f"{handle >> 16:x}:",
-                         parent=None if parent == _TC_H_ROOT or parent == 0
-                         else _tc_handle(parent),
-                         root=parent == _TC_H_ROOT, options=options))
+        out.append(
+            Qdisc(
+                kind=kind,
+                handle=f"{handle >> 16:x}:",
+                parent=None if parent == _TC_H_ROOT or parent == 0 else _tc_handle(parent),
+                root=parent == _TC_H_ROOT,
+                options=options,
+            )
+        )
     return out

@@ -164,8 +164,7 @@ def parse_tc_class_text(text: str) -> list[TcClass]:
             continue
         tokens = line.split()
         if tokens[0] != "class" or len(tokens) < 4 or ":" not in tokens[2]:
-            raise error_at(source, "expected 'class KIND CLASSID root|parent ID ...'", lineno,
-                           line)
+            raise error_at(source, "expected 'class KIND CLASSID root|parent ID ...'", lineno, line)
         kind, classid = tokens[1], tokens[2]
         index = 3
         parent: str | None = None
@@ -190,6 +189,7 @@ def parse_tc_class_text(text: str) -> list[TcClass]:
                 continue
             options.setdefault(token, rest[position + 1])
             position += 2
-        classes.append(TcClass(kind=kind, classid=classid, parent=parent, leaf=leaf,
-                               options=options))
+        classes.append(
+            TcClass(kind=kind, classid=classid, parent=parent, leaf=leaf, options=options)
+        )
     return classes

@@ -34,9 +34,13 @@ class Config:
     seed: int = DEFAULT_SEED
 
     def as_json(self) -> dict[str, Any]:
-        return {"queues": {str(q): {"delay_ms": c.delay_ms, "loss": c.loss}
-                           for q, c in sorted(self.queues.items())},
-                "seed": self.seed}
+        return {
+            "queues": {
+                str(q): {"delay_ms": c.delay_ms, "loss": c.loss}
+                for q, c in sorted(self.queues.items())
+            },
+            "seed": self.seed,
+        }
 
 
 def _number(value: object, what: str, low: float, high: float) -> float:
@@ -51,34 +55,40 @@ def _number(value: object, what: str, low: float, high: float) -> float:
 def parse_config(doc: object) -> Config:
     """Validate a decoded config document; ValueError says what is wrong and where."""
     if not isinstance(doc, dict):
-        raise ValueError("the config must be a JSON object with \"queues\" (and \"seed\")")
+        raise ValueError('the config must be a JSON object with "queues" (and "seed")')
     unknown = sorted(set(doc) - {"queues", "seed"})
     if unknown:
-        raise ValueError(f"unknown {'key' if len(unknown) == 1 else 'keys'} "
-                         f"{', '.join(map(repr, unknown))}: "
-                         "allowed \"queues\" and \"seed\"")
+        raise ValueError(
+            f"unknown {'key' if len(unknown) == 1 else 'keys'} "
+            f"{', '.join(map(repr, unknown))}: "
+            'allowed "queues" and "seed"'
+        )
     seed = doc.get("seed", DEFAULT_SEED)
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ValueError(f"seed must be an integer, not {json.dumps(seed)}")
     raw = doc.get("queues")
     if not isinstance(raw, dict) or not raw:
-        raise ValueError("\"queues\" must be a non-empty object: "
-                         "{\"0\": {\"delay_ms\": 25, \"loss\": 0}, ...}")
+        raise ValueError(
+            '"queues" must be a non-empty object: {"0": {"delay_ms": 25, "loss": 0}, ...}'
+        )
     queues: dict[int, QueueConfig] = {}
     for key, entry in raw.items():
-        if not (isinstance(key, str) and key.isascii() and key.isdigit()
-                and 0 <= int(key) <= 65535):
+        if not (
+            isinstance(key, str) and key.isascii() and key.isdigit() and 0 <= int(key) <= 65535
+        ):
             raise ValueError(f"queue {key!r}: the key must be a queue number 0..65535")
         where = f"queue {key}"
         if not isinstance(entry, dict):
-            raise ValueError(f"{where}: must be an object with \"delay_ms\" and \"loss\"")
+            raise ValueError(f'{where}: must be an object with "delay_ms" and "loss"')
         extra = sorted(set(entry) - {"delay_ms", "loss"})
         if extra:
-            raise ValueError(f"{where}: unknown {'key' if len(extra) == 1 else 'keys'} "
-                             f"{', '.join(map(repr, extra))}: "
-                             "allowed \"delay_ms\" and \"loss\"")
+            raise ValueError(
+                f"{where}: unknown {'key' if len(extra) == 1 else 'keys'} "
+                f"{', '.join(map(repr, extra))}: "
+                'allowed "delay_ms" and "loss"'
+            )
         if "delay_ms" not in entry:
-            raise ValueError(f"{where}: \"delay_ms\" is missing")
+            raise ValueError(f'{where}: "delay_ms" is missing')
         delay = _number(entry["delay_ms"], f"{where}: delay_ms", 0.0, MAX_DELAY_MS)
         loss = _number(entry.get("loss", 0.0), f"{where}: loss", 0.0, 1.0)
         if int(key) in queues:

@@ -60,8 +60,19 @@ class NetlinkError(OSError):
 
 
 class QueueState:
-    __slots__ = ("bytes", "delay", "dropped", "held", "held_max", "last_due", "loss", "num",
-                 "packets", "released", "rng")
+    __slots__ = (
+        "bytes",
+        "delay",
+        "dropped",
+        "held",
+        "held_max",
+        "last_due",
+        "loss",
+        "num",
+        "packets",
+        "released",
+        "rng",
+    )
 
     def __init__(self, num: int, cfg: QueueConfig, seed: int) -> None:
         self.num = num
@@ -80,10 +91,19 @@ class QueueState:
 class Engine:
     """The queues, the netlink socket and the main loop."""
 
-    def __init__(self, config: Config, config_path: Path, stats_path: Path | None, *,
-                 queue_maxlen: int = DEFAULT_QUEUE_MAXLEN, rcvbuf: int = DEFAULT_RCVBUF,
-                 count_bytes: bool = False, interval: float = STATS_INTERVAL_S,
-                 spin: float = 0.0, drain_until_due: bool = False) -> None:
+    def __init__(
+        self,
+        config: Config,
+        config_path: Path,
+        stats_path: Path | None,
+        *,
+        queue_maxlen: int = DEFAULT_QUEUE_MAXLEN,
+        rcvbuf: int = DEFAULT_RCVBUF,
+        count_bytes: bool = False,
+        interval: float = STATS_INTERVAL_S,
+        spin: float = 0.0,
+        drain_until_due: bool = False,
+    ) -> None:
         self.config = config
         self.config_path = config_path
         self.stats_path = stats_path
@@ -136,8 +156,11 @@ class Engine:
         mode, rng = (NFQNL_COPY_PACKET, 1) if self.count_bytes else (NFQNL_COPY_META, 0)
         for q in sorted(self.queues):
             try:
-                self.request(functools.partial(bind_msg, q, copy_mode=mode, copy_range=rng,
-                                               maxlen=self.queue_maxlen))
+                self.request(
+                    functools.partial(
+                        bind_msg, q, copy_mode=mode, copy_range=rng, maxlen=self.queue_maxlen
+                    )
+                )
             except OSError as exc:
                 owner = kernel_queue_counters().get(q, {}).get("portid")
                 if exc.errno in (errno.EPERM, errno.EBUSY) and owner not in (None, self.portid):
@@ -146,8 +169,9 @@ class Engine:
                     hint = " (needs CAP_NET_ADMIN in this network namespace)"
                 else:
                     hint = ""
-                raise OSError(exc.errno, f"cannot bind NFQUEUE queue {q}: "
-                              f"{os.strerror(exc.errno or 0)}{hint}") from None
+                raise OSError(
+                    exc.errno, f"cannot bind NFQUEUE queue {q}: {os.strerror(exc.errno or 0)}{hint}"
+                ) from None
             self.bound.append(q)
 
     def request(self, build: Callable[[int], bytes], timeout: float = 5.0) -> None:
@@ -281,7 +305,8 @@ class Engine:
                 raise ValueError(
                     f"{self.config_path}: the queues changed from "
                     f"{sorted(want)} to {sorted(new.queues)}; "
-                    "restart the engine to bind other queues")
+                    "restart the engine to bind other queues"
+                )
         except ValueError as exc:
             self.config_errors.append({"time": time.time(), "error": str(exc)})
             del self.config_errors[:-CONFIG_ERRORS_KEPT]
@@ -313,8 +338,12 @@ class Engine:
         self.late_max = 0.0
         ru = resource.getrusage(resource.RUSAGE_SELF)
         return {
-            **stats_head(self.started, running, self.config.as_json(),
-                         queue_stats(self.queues, self.count_bytes)),
+            **stats_head(
+                self.started,
+                running,
+                self.config.as_json(),
+                queue_stats(self.queues, self.count_bytes),
+            ),
             "lateness_ms": lateness,
             **self.cpu_last,
             "engine": "single",
@@ -326,8 +355,11 @@ class Engine:
             "last_verdict_error": self.last_verdict_error or None,
             "config_errors": list(self.config_errors),
             "bytes_source": bytes_source(self.count_bytes),
-            "netlink": {"portid": self.portid, "rcvbuf": self.rcvbuf_actual,
-                        "queue_maxlen": self.queue_maxlen},
+            "netlink": {
+                "portid": self.portid,
+                "rcvbuf": self.rcvbuf_actual,
+                "queue_maxlen": self.queue_maxlen,
+            },
         }
 
     def write_stats(self, *, running: bool = True) -> None:

@@ -49,19 +49,37 @@ class SplitEngine:
     the two system calls run on two cores.  The main thread takes signals, reloads the
     config and writes the merged stats."""
 
-    def __init__(self, config: Config, config_path: Path, stats_path: Path | None, *,
-                 queue_maxlen: int = DEFAULT_QUEUE_MAXLEN, rcvbuf: int = DEFAULT_RCVBUF,
-                 count_bytes: bool = False, interval: float = STATS_INTERVAL_S,
-                 spin: float = 0.0) -> None:
+    def __init__(
+        self,
+        config: Config,
+        config_path: Path,
+        stats_path: Path | None,
+        *,
+        queue_maxlen: int = DEFAULT_QUEUE_MAXLEN,
+        rcvbuf: int = DEFAULT_RCVBUF,
+        count_bytes: bool = False,
+        interval: float = STATS_INTERVAL_S,
+        spin: float = 0.0,
+    ) -> None:
         self.config = config
         self.config_path = config_path
         self.stats_path = stats_path
         self.interval = interval
         self.count_bytes = count_bytes
-        self.lanes = [Engine(Config({q: c}, config.seed), config_path, None,
-                             queue_maxlen=queue_maxlen, rcvbuf=rcvbuf, count_bytes=count_bytes,
-                             interval=interval, spin=spin, drain_until_due=True)
-                      for q, c in sorted(config.queues.items())]
+        self.lanes = [
+            Engine(
+                Config({q: c}, config.seed),
+                config_path,
+                None,
+                queue_maxlen=queue_maxlen,
+                rcvbuf=rcvbuf,
+                count_bytes=count_bytes,
+                interval=interval,
+                spin=spin,
+                drain_until_due=True,
+            )
+            for q, c in sorted(config.queues.items())
+        ]
         self.portid: int | None = None  # the kernel counters of every lane's queue
         self.writer = StatsWriter(stats_path, self) if stats_path is not None else None
         self.config_errors = self.lanes[0].config_errors
@@ -76,10 +94,16 @@ class SplitEngine:
             r.setblocking(False)
             w.setblocking(False)
         self.tids: list[int] = [0] * len(self.lanes)
-        self._cpu_mark = (time.monotonic(), resource.getrusage(resource.RUSAGE_SELF),
-                          [0.0] * len(self.lanes))
-        self.cpu_last: dict[str, Any] = {"cpu_percent": 0.0, "cpu_user_percent": 0.0,
-                                         "cpu_sys_percent": 0.0}
+        self._cpu_mark = (
+            time.monotonic(),
+            resource.getrusage(resource.RUSAGE_SELF),
+            [0.0] * len(self.lanes),
+        )
+        self.cpu_last: dict[str, Any] = {
+            "cpu_percent": 0.0,
+            "cpu_user_percent": 0.0,
+            "cpu_sys_percent": 0.0,
+        }
         self.thread_cpu = [0.0] * len(self.lanes)
         self.threads: list[threading.Thread] = []
 
@@ -125,8 +149,9 @@ class SplitEngine:
         wall = now - then
         if wall > 0.05:
             self.cpu_last = cpu_shares(ru0, ru, wall)
-            self.thread_cpu = [round(max(0.0, b - a) / wall * 100, 1)
-                               for a, b in zip(t0, threads, strict=True)]
+            self.thread_cpu = [
+                round(max(0.0, b - a) / wall * 100, 1) for a, b in zip(t0, threads, strict=True)
+            ]
             self._cpu_mark = (now, ru, threads)
 
     def stats(self, *, running: bool = True) -> dict[str, Any]:
@@ -142,26 +167,35 @@ class SplitEngine:
 
         ru = resource.getrusage(resource.RUSAGE_SELF)
         return {
-            **stats_head(self.started, running, self.config.as_json(),
-                         queue_stats(self.queues, self.count_bytes)),
+            **stats_head(
+                self.started,
+                running,
+                self.config.as_json(),
+                queue_stats(self.queues, self.count_bytes),
+            ),
             "lateness_ms": lateness_stats(lat, late_max),
             **self.cpu_last,
             "engine": "split",
             "sched": self.sched,
             "cpu_thread_max_percent": max(self.thread_cpu, default=0.0),
-            "threads": {str(q): {"cpu_percent": cpu}
-                        for lane, cpu in zip(self.lanes, self.thread_cpu, strict=True)
-                        for q in lane.queues},
+            "threads": {
+                str(q): {"cpu_percent": cpu}
+                for lane, cpu in zip(self.lanes, self.thread_cpu, strict=True)
+                for q in lane.queues
+            },
             "cpu_seconds": round(ru.ru_utime + ru.ru_stime, 3),
             "enobufs": sum(lane.enobufs for lane in self.lanes),
             "verdict_errors": sum(lane.verdict_errors for lane in self.lanes),
-            "last_verdict_error": next((lane.last_verdict_error for lane in self.lanes
-                                        if lane.last_verdict_error), None),
+            "last_verdict_error": next(
+                (lane.last_verdict_error for lane in self.lanes if lane.last_verdict_error), None
+            ),
             "config_errors": list(self.config_errors),
             "bytes_source": bytes_source(self.count_bytes),
-            "netlink": {"portid": [lane.portid for lane in self.lanes],
-                        "rcvbuf": self.lanes[0].rcvbuf_actual if self.lanes else 0,
-                        "queue_maxlen": self.lanes[0].queue_maxlen if self.lanes else 0},
+            "netlink": {
+                "portid": [lane.portid for lane in self.lanes],
+                "rcvbuf": self.lanes[0].rcvbuf_actual if self.lanes else 0,
+                "queue_maxlen": self.lanes[0].queue_maxlen if self.lanes else 0,
+            },
         }
 
     def write_stats(self, *, running: bool = True) -> None:
@@ -174,9 +208,12 @@ class SplitEngine:
 
     def run(self, wake_fd: int) -> None:
         """Start a thread per lane; until SIGTERM/SIGINT: reload and stats; then stop them."""
-        self.threads = [threading.Thread(target=self._lane, args=(i,),
-                                         name=f"nfqdelay-q{min(lane.queues)}", daemon=True)
-                        for i, lane in enumerate(self.lanes)]
+        self.threads = [
+            threading.Thread(
+                target=self._lane, args=(i,), name=f"nfqdelay-q{min(lane.queues)}", daemon=True
+            )
+            for i, lane in enumerate(self.lanes)
+        ]
         for t in self.threads:
             t.start()
         monotonic = time.monotonic

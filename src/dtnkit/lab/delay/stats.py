@@ -17,33 +17,48 @@ from typing import Any, Protocol
 PROC_QUEUES = "/proc/net/netfilter/nfnetlink_queue"
 
 
-def cpu_shares(ru0: resource.struct_rusage, ru: resource.struct_rusage,
-               wall: float) -> dict[str, float]:
+def cpu_shares(
+    ru0: resource.struct_rusage, ru: resource.struct_rusage, wall: float
+) -> dict[str, float]:
     """The process's CPU between two getrusage readings ``wall`` seconds apart, in % of a
     core: ``cpu_percent`` and its user and system parts."""
     user = (ru.ru_utime - ru0.ru_utime) / wall * 100
     system = (ru.ru_stime - ru0.ru_stime) / wall * 100
-    return {"cpu_percent": round(user + system, 1), "cpu_user_percent": round(user, 1),
-            "cpu_sys_percent": round(system, 1)}
+    return {
+        "cpu_percent": round(user + system, 1),
+        "cpu_user_percent": round(user, 1),
+        "cpu_sys_percent": round(system, 1),
+    }
 
 
-def stats_head(started: float, running: bool, config: dict[str, Any],
-               queues: dict[str, Any]) -> dict[str, Any]:
+def stats_head(
+    started: float, running: bool, config: dict[str, Any], queues: dict[str, Any]
+) -> dict[str, Any]:
     """The first keys of the stats file, the same for every engine."""
-    return {"pid": os.getpid(), "started": started, "updated": time.time(),
-            "running": running, "config": config, "queues": queues}
+    return {
+        "pid": os.getpid(),
+        "started": started,
+        "updated": time.time(),
+        "running": running,
+        "config": config,
+        "queues": queues,
+    }
 
 
 def queue_stats(queues: dict[int, Any], count_bytes: bool) -> dict[str, Any]:
     """The stats file's ``queues``: each queue's counters (``bytes`` only when counted)."""
-    return {str(q): {"packets": st.packets,
-                     "bytes": st.bytes if count_bytes else None,
-                     "dropped_loss": st.dropped,
-                     "held_now": len(st.held),
-                     "held_max": st.held_max,
-                     "released": st.released,
-                     "kernel": None}
-            for q, st in sorted(queues.items())}
+    return {
+        str(q): {
+            "packets": st.packets,
+            "bytes": st.bytes if count_bytes else None,
+            "dropped_loss": st.dropped,
+            "held_now": len(st.held),
+            "held_max": st.held_max,
+            "released": st.released,
+            "kernel": None,
+        }
+        for q, st in sorted(queues.items())
+    }
 
 
 def lateness_stats(lateness: list[float], late_max: float) -> dict[str, Any]:
@@ -53,14 +68,21 @@ def lateness_stats(lateness: list[float], late_max: float) -> dict[str, Any]:
     def pct(p: float) -> float | None:
         return round(lat[min(len(lat) - 1, int(p * len(lat)))] * 1000, 3) if lat else None
 
-    return {"p50": pct(0.5), "p99": pct(0.99),
-            "max": round(late_max * 1000, 3) if lat else None, "count": len(lat)}
+    return {
+        "p50": pct(0.5),
+        "p99": pct(0.99),
+        "max": round(late_max * 1000, 3) if lat else None,
+        "count": len(lat),
+    }
 
 
 def bytes_source(count_bytes: bool) -> str:
     """Where the stats' byte counts come from."""
-    return ("NFQA_CAP_LEN (copy-packet, 1 byte)" if count_bytes
-            else "none: copy-meta mode carries no packet length")
+    return (
+        "NFQA_CAP_LEN (copy-packet, 1 byte)"
+        if count_bytes
+        else "none: copy-meta mode carries no packet length"
+    )
 
 
 def read_stats(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -78,8 +100,12 @@ def kernel_queue_counters(portid: int | None = None) -> dict[int, dict[str, int]
         for line in Path(PROC_QUEUES).read_text().splitlines():
             f = [int(x) for x in line.split()]
             if len(f) >= 8 and (portid is None or f[1] == portid):
-                out[f[0]] = {"portid": f[1], "queue_total": f[2], "queue_dropped": f[5],
-                             "user_dropped": f[6]}
+                out[f[0]] = {
+                    "portid": f[1],
+                    "queue_total": f[2],
+                    "queue_dropped": f[5],
+                    "user_dropped": f[6],
+                }
     return out
 
 
@@ -130,8 +156,11 @@ class StatsWriter(threading.Thread):
                 self.error = ""
             except OSError as exc:  # must not stop the packets; said once
                 if not self.error:
-                    print(f"nfqdelay: cannot write stats {self.path}: {exc}", file=sys.stderr,
-                          flush=True)
+                    print(
+                        f"nfqdelay: cannot write stats {self.path}: {exc}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
                 self.error = str(exc)
 
     def close(self) -> None:

@@ -14,8 +14,14 @@ from typing import Any, ClassVar
 
 KIND = "disk"
 TITLE = "storage"
-SUMMARY_KEYS = ("throughput_bps", "write_bps", "read_bps", "write_lat_ms_mean",
-                "read_lat_ms_mean", "size_bytes")
+SUMMARY_KEYS = (
+    "throughput_bps",
+    "write_bps",
+    "read_bps",
+    "write_lat_ms_mean",
+    "read_lat_ms_mean",
+    "size_bytes",
+)
 #: a bound on --size for typing mistakes only: the real limit is the room where the file goes
 #: (free space, and RAM for a file system in memory), which the storage tool checks
 MAX_SIZE_BYTES = 2**50
@@ -40,8 +46,14 @@ def upgrade_summary(summary: dict[str, Any]) -> dict[str, Any]:
     ``write_bps`` held bytes/s (its ``throughput_bps``, always in bit/s, is then exactly
     ``read_bps`` x 8) gets both multiplied by 8; any other summary is returned as it is."""
     tput, read = summary.get("throughput_bps"), summary.get("read_bps")
-    if not (isinstance(tput, int | float) and isinstance(read, int | float) and _finite(tput)
-            and _finite(read) and read and math.isclose(tput, read * 8, rel_tol=1e-9)):
+    if not (
+        isinstance(tput, int | float)
+        and isinstance(read, int | float)
+        and _finite(tput)
+        and _finite(read)
+        and read
+        and math.isclose(tput, read * 8, rel_tol=1e-9)
+    ):
         return summary
     out = dict(summary)
     for key in ("read_bps", "write_bps"):
@@ -52,5 +64,4 @@ def upgrade_summary(summary: dict[str, Any]) -> dict[str, Any]:
 
 
 def _finite(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) \
-        and math.isfinite(value)
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)

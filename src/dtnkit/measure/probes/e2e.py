@@ -49,11 +49,17 @@ def source_size(path: str) -> int:
         with open(path, "rb") as fh:
             return fh.seek(0, os.SEEK_END)
     except OSError as exc:
-        raise BadInput(f"cannot read the transfer source {path}", exc.strerror or str(exc),
-                       "give an existing file or device, or --bytes") from exc
+        raise BadInput(
+            f"cannot read the transfer source {path}",
+            exc.strerror or str(exc),
+            "give an existing file or device, or --bytes",
+        ) from exc
 
 
 def rate_summary(size: int, wall_s: float) -> dict[str, Any]:
     """The tool-neutral figures of one transfer: what moved, in what wall time."""
-    return {"bytes": size, "seconds": wall_s,
-            "throughput_bps": size * 8 / wall_s if wall_s > 0 else 0.0}
+    return {
+        "bytes": size,
+        "seconds": wall_s,
+        "throughput_bps": size * 8 / wall_s if wall_s > 0 else 0.0,
+    }

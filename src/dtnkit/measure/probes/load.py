@@ -20,8 +20,23 @@ from typing import Protocol
 SERVER_KINDS = ("dtnkit", "xrootd", "iperf3")
 #: what the command tool's template may name in a load, filled in per run (``{dst}`` is the
 #: run's own file)
-PLACEHOLDERS = frozenset({"src", "dst", "url", "host", "port", "streams", "file_size",
-                          "duration", "bytes", "rtt_ms", "rate_bps", "origin", "workdir"})
+PLACEHOLDERS = frozenset(
+    {
+        "src",
+        "dst",
+        "url",
+        "host",
+        "port",
+        "streams",
+        "file_size",
+        "duration",
+        "bytes",
+        "rtt_ms",
+        "rate_bps",
+        "origin",
+        "workdir",
+    }
+)
 
 
 class OriginHost(Protocol):

@@ -16,8 +16,15 @@ from dtnkit.host.host import Host
 
 KIND = "net"
 TITLE = "network"
-SUMMARY_KEYS = ("throughput_bps", "bytes", "retransmits", "rtt_ms_mean", "rtt_ms_min",
-                "streams", "duration_s")
+SUMMARY_KEYS = (
+    "throughput_bps",
+    "bytes",
+    "retransmits",
+    "rtt_ms_mean",
+    "rtt_ms_min",
+    "streams",
+    "duration_s",
+)
 
 
 @dataclass
@@ -39,11 +46,15 @@ class NetSpec:
 
     def validate(self) -> None:
         if not 1 <= self.streams <= 128:
-            raise BadInput(f"{self.streams} streams is out of range", "allowed: 1 to 128",
-                           "e.g. --streams 4")
+            raise BadInput(
+                f"{self.streams} streams is out of range", "allowed: 1 to 128", "e.g. --streams 4"
+            )
         if not 1 <= self.duration_s <= 3600:
-            raise BadInput(f"duration {self.duration_s} s is out of range",
-                           "allowed: 1 to 3600 s", "e.g. --duration 10")
+            raise BadInput(
+                f"duration {self.duration_s} s is out of range",
+                "allowed: 1 to 3600 s",
+                "e.g. --duration 10",
+            )
         if not 1 <= self.port <= 65535:
             raise BadInput(f"port {self.port} is out of range", "", "e.g. --port 5201")
 
@@ -65,14 +76,20 @@ def resolve_peer(peer: str, lab_peers: LabPeers | None = None) -> Peer:
     if "/" in peer:
         name, _, host = peer.partition("/")
         if lab_peers is None:
-            raise BadInput(f"lab peer {peer!r} cannot be resolved here",
-                           "this caller knows no lab paths", "give an address instead")
+            raise BadInput(
+                f"lab peer {peer!r} cannot be resolved here",
+                "this caller knows no lab paths",
+                "give an address instead",
+            )
         return lab_peers(name, host)
     if peer in ("localhost", "127.0.0.1", "::1"):
         return Peer("127.0.0.1" if peer == "localhost" else peer, None, True, "localhost")
     if not peer or peer.startswith("-") or any(c.isspace() for c in peer):
-        raise BadInput(f"bad peer {peer!r}", "give NAME/HOST of a lab path, localhost or an "
-                       "address running iperf3 -s", "e.g. --peer demo/dst")
+        raise BadInput(
+            f"bad peer {peer!r}",
+            "give NAME/HOST of a lab path, localhost or an address running iperf3 -s",
+            "e.g. --peer demo/dst",
+        )
     return Peer(peer, None, False, peer)
 
 

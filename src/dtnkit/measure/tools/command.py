@@ -48,24 +48,38 @@ class Command:
         if isinstance(spec, LoadSpec):
             return run_load(host, spec, context)
         if not spec.command:
-            raise BadInput("no transfer command", "the command tool runs the one you give",
-                           "give --command, e.g. 'xrdcp {src} {dst}' or 'curl -o {dst} {src}'")
+            raise BadInput(
+                "no transfer command",
+                "the command tool runs the one you give",
+                "give --command, e.g. 'xrdcp {src} {dst}' or 'curl -o {dst} {src}'",
+            )
         given = spec.cp_options()
         if given:
-            raise BadInput(f"{given[0]} with --command", "is passed to the default mover, "
-                           "dtnkit cp, only: a command gets what its own line says",
-                           "put the option in the command, or leave out --command")
+            raise BadInput(
+                f"{given[0]} with --command",
+                "is passed to the default mover, "
+                "dtnkit cp, only: a command gets what its own line says",
+                "put the option in the command, or leave out --command",
+            )
         size = spec.bytes if spec.bytes is not None else source_size(spec.src)
         line = spec.command.format(src=shlex.quote(spec.src), dst=shlex.quote(spec.dst))
         # join the cgroup before entering the namespace: `ip netns exec` remounts /sys, so the
         # cgroup files are not visible inside it
         argv = context.argv(host.argv(["sh", "-c", line]))
-        done = run_timed(host, argv, spec, failed="the transfer command failed",
-                         next_step="run the command by hand to see why",
-                         progress=context.progress)
-        return ToolRun({**rate_summary(size, done.wall), **self.parse(done.proc.stdout)},
-                       done.proc.stdout + done.proc.stderr, done.samples,
-                       {"command_line": line})
+        done = run_timed(
+            host,
+            argv,
+            spec,
+            failed="the transfer command failed",
+            next_step="run the command by hand to see why",
+            progress=context.progress,
+        )
+        return ToolRun(
+            {**rate_summary(size, done.wall), **self.parse(done.proc.stdout)},
+            done.proc.stdout + done.proc.stderr,
+            done.samples,
+            {"command_line": line},
+        )
 
 
 def fields(spec: LoadSpec, workdir: Path, k: int) -> dict[str, str]:
@@ -73,25 +87,37 @@ def fields(spec: LoadSpec, workdir: Path, k: int) -> dict[str, str]:
     origin = spec.origins[k % len(spec.origins)]
     name = origin.files[(k // len(spec.origins)) % len(origin.files)] if origin.files else ""
     url = f"{origin.url_base}/{name}" if origin.url_base else ""
-    return {"rtt_ms": "", "rate_bps": "", **spec.fields,
-            "src": url, "url": url, "dst": str(workdir / f"out{k}"),
-            "host": origin.host.address, "port": str(origin.port),
-            "origin": str(origin.index), "streams": str(spec.streams),
-            "file_size": str(spec.file_size),
-            "duration": f"{spec.duration_s:g}" if spec.duration_s is not None else "",
-            "bytes": str(spec.bytes) if spec.bytes is not None else "",
-            "workdir": str(workdir)}
+    return {
+        "rtt_ms": "",
+        "rate_bps": "",
+        **spec.fields,
+        "src": url,
+        "url": url,
+        "dst": str(workdir / f"out{k}"),
+        "host": origin.host.address,
+        "port": str(origin.port),
+        "origin": str(origin.index),
+        "streams": str(spec.streams),
+        "file_size": str(spec.file_size),
+        "duration": f"{spec.duration_s:g}" if spec.duration_s is not None else "",
+        "bytes": str(spec.bytes) if spec.bytes is not None else "",
+        "workdir": str(workdir),
+    }
 
 
 def run_load(host: Host, spec: LoadSpec, context: ToolContext) -> ToolRun:
     """``streams`` concurrent runs of the template (see the module's text)."""
     if context.workdir is None:
-        raise BadInput("no directory for the command's runs", "each run writes {dst} in "
-                       "a directory of the load's own", "give the run a workdir")
+        raise BadInput(
+            "no directory for the command's runs",
+            "each run writes {dst} in a directory of the load's own",
+            "give the run a workdir",
+        )
     workdir = context.workdir
     words = shlex.split(spec.command or "")
-    deadline = context.deadline if context.deadline is not None \
-        else time.monotonic() + spec.time_limit_s
+    deadline = (
+        context.deadline if context.deadline is not None else time.monotonic() + spec.time_limit_s
+    )
     procs = context.procs or Procs()
     runs = Runs(procs, host, workdir, deadline, time.monotonic())
     transfers: list[Transfer | None] = [None] * spec.streams
@@ -100,8 +126,15 @@ def run_load(host: Host, spec: LoadSpec, context: ToolContext) -> ToolRun:
         values = fields(spec, workdir, k)
         argv = [w.format(**values) for w in words]
         code, _, err, start, end = runs.run(argv)
-        error = "" if code == 0 else ("stopped at the time limit" if code is None else
-                                      f"exit status {code}: {err.strip()[-200:]}".rstrip(": "))
+        error = (
+            ""
+            if code == 0
+            else (
+                "stopped at the time limit"
+                if code is None
+                else f"exit status {code}: {err.strip()[-200:]}".rstrip(": ")
+            )
+        )
         size = 0
         with contextlib.suppress(OSError):
             size = os.stat(values["dst"]).st_size
@@ -114,6 +147,9 @@ def run_load(host: Host, spec: LoadSpec, context: ToolContext) -> ToolRun:
             procs.stop_all()
     done = tuple(t for t in transfers if t is not None)
     bad = [t for t in done if t.error]
-    failed = DEADLINE_MESSAGE.format(limit=spec.time_limit_s) if runs.timed_out else (
-        f"{len(bad)} of {len(done)} runs failed: {bad[0].error}" if bad else "")
+    failed = (
+        DEADLINE_MESSAGE.format(limit=spec.time_limit_s)
+        if runs.timed_out
+        else (f"{len(bad)} of {len(done)} runs failed: {bad[0].error}" if bad else "")
+    )
     return ToolRun({}, runs.output(), transfers=done, failed=failed)

@@ -61,15 +61,19 @@ def check_ends(src: str, dst: str) -> None:
     if schemes & set(CP_SCHEMES):
         return
     if schemes & set(XROOTD_SCHEMES):
-        raise BadInput("dtnkit cp does not speak root://",
-                       "the default mover, dtnkit cp, moves over HTTP(S)",
-                       "use the server's HTTP door (davs://host:1094/path), or "
-                       "--command 'xrdcp -f {src} {dst}'")
-    raise BadInput(f"no URL in {src!r} -> {dst!r}",
-                   "the default mover, dtnkit cp, moves to or from an http(s):// or "
-                   "dav(s):// URL, and both ends are local paths",
-                   "give a URL as SRC or DST (e.g. http://dtn:8080/f), or "
-                   "--command 'cp {src} {dst}' for another mover")
+        raise BadInput(
+            "dtnkit cp does not speak root://",
+            "the default mover, dtnkit cp, moves over HTTP(S)",
+            "use the server's HTTP door (davs://host:1094/path), or "
+            "--command 'xrdcp -f {src} {dst}'",
+        )
+    raise BadInput(
+        f"no URL in {src!r} -> {dst!r}",
+        "the default mover, dtnkit cp, moves to or from an http(s):// or "
+        "dav(s):// URL, and both ends are local paths",
+        "give a URL as SRC or DST (e.g. http://dtn:8080/f), or "
+        "--command 'cp {src} {dst}' for another mover",
+    )
 
 
 def parse_cp_json(text: str) -> dict[str, Any]:
@@ -111,9 +115,11 @@ def cp_failure(proc: process.CompletedProcess[str], by_hand: str) -> DtnkitError
             err = doc.get("error") if isinstance(doc, dict) else None
             break
     if not isinstance(err, dict) or not isinstance(err.get("what"), str):
-        return DtnkitError(FAILED, (proc.stderr or proc.stdout).strip()[-400:] or
-                           f"exit status {proc.returncode}",
-                           f"run `{by_hand}` by hand to see why")
+        return DtnkitError(
+            FAILED,
+            (proc.stderr or proc.stdout).strip()[-400:] or f"exit status {proc.returncode}",
+            f"run `{by_hand}` by hand to see why",
+        )
     why = str(err.get("why") or "")
     said = f"{err['what']}: {why}" if why else str(err["what"])
     step = str(err.get("next") or "")
@@ -121,8 +127,9 @@ def cp_failure(proc: process.CompletedProcess[str], by_hand: str) -> DtnkitError
     if not step:
         step = f"run `{by_hand}` by hand to see why"
     elif options - PASSED_ON:
-        step += (" (dtnkit cp's option: measure with it as --command 'dtnkit cp -f OPTIONS "
-                 "{src} {dst}')")
+        step += (
+            " (dtnkit cp's option: measure with it as --command 'dtnkit cp -f OPTIONS {src} {dst}')"
+        )
     return DtnkitError(FAILED, said, step)
 
 
@@ -143,23 +150,41 @@ class DtnkitCp:
             return run_copies(host, spec, context)
         check_ends(spec.src, spec.dst)
         # -f: a probe repeats into the same destination (as `xrdcp -f` in a --command)
-        mover = [sys.executable, "-m", "dtnkit", "cp", spec.src, spec.dst, "-f", "--json",
-                 *spec.cp_options()]
+        mover = [
+            sys.executable,
+            "-m",
+            "dtnkit",
+            "cp",
+            spec.src,
+            spec.dst,
+            "-f",
+            "--json",
+            *spec.cp_options(),
+        ]
         argv = context.argv(host.argv(mover))
         by_hand = shlex.join(["dtnkit", "cp", spec.src, spec.dst, *spec.cp_options()])
-        done = run_timed(host, argv, spec, failed=FAILED,
-                         next_step=f"run `{by_hand}` by hand to see why",
-                         progress=context.progress,
-                         failure=lambda proc: cp_failure(proc, by_hand))
+        done = run_timed(
+            host,
+            argv,
+            spec,
+            failed=FAILED,
+            next_step=f"run `{by_hand}` by hand to see why",
+            progress=context.progress,
+            failure=lambda proc: cp_failure(proc, by_hand),
+        )
         try:
             figures = parse_cp_json(done.proc.stdout)
         except ParseError as exc:
-            raise DtnkitError("dtnkit cp printed no summary", str(exc),
-                              f"run `{by_hand} --format json` by hand") from None
+            raise DtnkitError(
+                "dtnkit cp printed no summary", str(exc), f"run `{by_hand} --format json` by hand"
+            ) from None
         size = spec.bytes if spec.bytes is not None else int(figures["mover_bytes"])
-        return ToolRun({**rate_summary(size, done.wall), **figures},
-                       done.proc.stdout + done.proc.stderr, done.samples,
-                       {"command_line": shlex.join(mover)})
+        return ToolRun(
+            {**rate_summary(size, done.wall), **figures},
+            done.proc.stdout + done.proc.stderr,
+            done.samples,
+            {"command_line": shlex.join(mover)},
+        )
 
 
 def dtnkit_argv() -> list[str]:
@@ -200,18 +225,22 @@ class Copies:
         return max(spec.streams, math.ceil(spec.bytes / spec.file_size))
 
     @staticmethod
-    def argv(origin: Origin, k: int, copy: int, spec: LoadSpec,
-             workdir: Path) -> tuple[list[str], Path]:
-        name = origin.files[(k // len(spec.origins)) % len(origin.files)] if origin.files \
-            else f"w{k}"
-        base = [*dtnkit_argv(), "cp", "--format", "json", "--streams", "1", "-f",
-                "--retries", "0"]
+    def argv(
+        origin: Origin, k: int, copy: int, spec: LoadSpec, workdir: Path
+    ) -> tuple[list[str], Path]:
+        name = (
+            origin.files[(k // len(spec.origins)) % len(origin.files)] if origin.files else f"w{k}"
+        )
+        base = [*dtnkit_argv(), "cp", "--format", "json", "--streams", "1", "-f", "--retries", "0"]
         if origin.ca_file is not None:
             base += ["--ca-file", str(origin.ca_file)]
         if spec.upload:
             if spec.source is None:
-                raise BadInput("no file to upload", "a load of uploads reads a local file",
-                               "give the load its source")
+                raise BadInput(
+                    "no file to upload",
+                    "a load of uploads reads a local file",
+                    "give the load its source",
+                )
             local = spec.source
             return [*base, str(local), f"{origin.url_base}/up-w{k}.bin"], local
         dest = workdir / f"w{k}-{copy}"
@@ -238,11 +267,17 @@ class Copies:
 
     def run(self, host: Host, spec: LoadSpec, context: ToolContext) -> ToolRun:
         """Run the load to its end or its deadline (see the module's text)."""
-        deadline = context.deadline if context.deadline is not None \
+        deadline = (
+            context.deadline
+            if context.deadline is not None
             else time.monotonic() + spec.time_limit_s
+        )
         if context.workdir is None:
-            raise BadInput("no directory for the copies", "a load of copies writes its "
-                           "downloads in a directory of its own", "give the run a workdir")
+            raise BadInput(
+                "no directory for the copies",
+                "a load of copies writes its downloads in a directory of its own",
+                "give the run a workdir",
+            )
         workdir = context.workdir
         procs = context.procs or Procs()
         runs = Runs(procs, host, workdir, deadline, time.monotonic())
@@ -250,8 +285,9 @@ class Copies:
         total = self.wanted(spec)
         counter = {"next": 0}
         cut_ends: list[float] = []  # when each copy cut at the duration had exited
-        clock = DataClock(runs, None if total is not None else spec.duration_s,
-                          context.received_bytes)
+        clock = DataClock(
+            runs, None if total is not None else spec.duration_s, context.received_bytes
+        )
 
         def take() -> int | None:
             with runs.lock:
@@ -271,16 +307,17 @@ class Copies:
                 argv, path = self.argv(origin, k, copy, spec, workdir)
                 held = [0]
 
-                def cut(origin: Origin = origin, path: Path = path, held: list[int] = held
-                        ) -> bool:
+                def cut(origin: Origin = origin, path: Path = path, held: list[int] = held) -> bool:
                     if not clock.over():
                         return False
                     held[0] = self.held(spec, origin, k, path, spec.file_size) or 0
                     return True
 
                 code, out, err, start, end, was_cut = runs.run_until(
-                    argv, {"DTNKIT_TOKEN": origin.token} if origin.token else {},
-                    cut if clock.duration is not None else None)
+                    argv,
+                    {"DTNKIT_TOKEN": origin.token} if origin.token else {},
+                    cut if clock.duration is not None else None,
+                )
                 doc = last_json(out)
                 error = ""
                 if was_cut:
@@ -289,9 +326,15 @@ class Copies:
                     error = "stopped at the time limit"
                 elif code != 0:
                     msg = doc.get("error")
-                    error = (msg.get("what", "") + ": " + msg.get("why", "")
-                             if isinstance(msg, dict) else "") or err.strip()[-300:] \
+                    error = (
+                        (
+                            msg.get("what", "") + ": " + msg.get("why", "")
+                            if isinstance(msg, dict)
+                            else ""
+                        )
+                        or err.strip()[-300:]
                         or f"exit status {code}"
+                    )
                 if was_cut:
                     nbytes = held[0]
                     with runs.lock:
@@ -302,12 +345,16 @@ class Copies:
                         nbytes = spec.file_size
                     if not error:  # data flowed by the time this copy's own clock started
                         seconds = doc.get("seconds")
-                        clock.seen(max(start, end - seconds) if isinstance(seconds, int | float)
-                                   and not isinstance(seconds, bool) else end)
+                        clock.seen(
+                            max(start, end - seconds)
+                            if isinstance(seconds, int | float) and not isinstance(seconds, bool)
+                            else end
+                        )
                 verified = not error and not was_cut and str(doc.get("verify", "block")) != "none"
                 with runs.lock:
-                    transfers.append(Transfer(start, None if error or was_cut else end, nbytes,
-                                              verified, error))
+                    transfers.append(
+                        Transfer(start, None if error or was_cut else end, nbytes, verified, error)
+                    )
                 if not spec.upload and not was_cut:  # a cut copy's part file goes with the
                     with contextlib.suppress(OSError):  # point's directory, after the point
                         path.unlink()
@@ -334,9 +381,14 @@ class Copies:
             over = clock.end()
             if cut_ends and over is not None:  # from the end of the duration to the last exit
                 summary["stop_s"] = round(max(cut_ends) - over, 6)
-        return ToolRun(summary, runs.output(), transfers=tuple(transfers), failed=failed,
-                       measure_from_s=clock.data_from if not failed else None,
-                       measure_until_s=clock.end() if not failed else None)
+        return ToolRun(
+            summary,
+            runs.output(),
+            transfers=tuple(transfers),
+            failed=failed,
+            measure_from_s=clock.data_from if not failed else None,
+            measure_until_s=clock.end() if not failed else None,
+        )
 
 
 def run_copies(host: Host, spec: LoadSpec, context: ToolContext) -> ToolRun:

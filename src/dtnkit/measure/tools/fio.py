@@ -49,6 +49,7 @@ MIN_INTERVAL_S = 0.25  # a shorter interval after the first has no rate worth sh
 MEMORY_FS = ("tmpfs", "ramfs")  # fio's report period while progress is shown
 _SOURCE = "fio --output-format=json"
 
+
 def can_run() -> tuple[bool, list[str]]:
     """Whether the storage probe can run here, and the reasons when it cannot."""
     if shutil.which("fio") is None:
@@ -70,30 +71,53 @@ def ioengine() -> str:
     return "libaio" if "libaio" in engines else "psync"
 
 
-def fio_argv(target: str, *, rw: str, size_bytes: int, block_size: str = "1M",
-             direct: bool = True, jobs: int = 1, runtime_s: int | None = None,
-             name: str = "dtnkit", iodepth: int = LIBAIO_IODEPTH) -> list[str]:
+def fio_argv(
+    target: str,
+    *,
+    rw: str,
+    size_bytes: int,
+    block_size: str = "1M",
+    direct: bool = True,
+    jobs: int = 1,
+    runtime_s: int | None = None,
+    name: str = "dtnkit",
+    iodepth: int = LIBAIO_IODEPTH,
+) -> list[str]:
     """One sequential fio job (``rw`` is ``write`` or ``read``) on a file or block device.
 
     ``size_bytes`` is the total over all jobs; ``runtime_s`` stops a job early (the job still
     ends sooner when its share of the size is done).  ``iodepth`` applies to libaio only.
     """
     if rw not in RW_MODES:
-        raise BadInput(f"unknown fio mode {rw!r}", f"modes: {', '.join(RW_MODES)}",
-                       "use rw='write' or rw='read'")
+        raise BadInput(
+            f"unknown fio mode {rw!r}",
+            f"modes: {', '.join(RW_MODES)}",
+            "use rw='write' or rw='read'",
+        )
     if not 1 <= jobs <= 64:
         raise BadInput(f"{jobs} fio jobs is out of range", "allowed: 1 to 64", "e.g. jobs=4")
     if size_bytes < jobs * 4096:
-        raise BadInput(f"fio size {size_bytes} bytes is too small",
-                       f"each of the {jobs} jobs needs at least 4 KiB", "give a larger size")
+        raise BadInput(
+            f"fio size {size_bytes} bytes is too small",
+            f"each of the {jobs} jobs needs at least 4 KiB",
+            "give a larger size",
+        )
     if runtime_s is not None and runtime_s < 1:
-        raise BadInput(f"fio runtime {runtime_s} s is out of range", "at least 1 s",
-                       "e.g. runtime_s=5")
+        raise BadInput(
+            f"fio runtime {runtime_s} s is out of range", "at least 1 s", "e.g. runtime_s=5"
+        )
     engine = ioengine()
     per_job = size_bytes // jobs
-    argv = ["fio", f"--name={name}", f"--filename={target}", f"--rw={rw}",
-            f"--bs={block_size}", f"--size={per_job}", f"--direct={int(direct)}",
-            f"--ioengine={engine}"]
+    argv = [
+        "fio",
+        f"--name={name}",
+        f"--filename={target}",
+        f"--rw={rw}",
+        f"--bs={block_size}",
+        f"--size={per_job}",
+        f"--direct={int(direct)}",
+        f"--ioengine={engine}",
+    ]
     if engine == "libaio":
         argv.append(f"--iodepth={max(1, iodepth)}")
     if jobs > 1:
@@ -209,27 +233,38 @@ def _check_target(path: str) -> tuple[str, bool]:
     try:
         st = os.stat(path)
     except FileNotFoundError:
-        raise BadInput(f"{path} does not exist", "the storage probe needs an existing "
-                       "directory (or a block device)", "create it or give another path") from None
+        raise BadInput(
+            f"{path} does not exist",
+            "the storage probe needs an existing directory (or a block device)",
+            "create it or give another path",
+        ) from None
     except OSError as exc:
-        raise BadInput(f"cannot look at {path}", exc.strerror or str(exc),
-                       "give a directory you can write") from None
+        raise BadInput(
+            f"cannot look at {path}", exc.strerror or str(exc), "give a directory you can write"
+        ) from None
     if stat.S_ISBLK(st.st_mode):
         if not os.access(path, os.R_OK | os.W_OK):
-            raise BadInput(f"block device {path} is not writable", "the probe writes the device",
-                           "run as root, or give a directory")
+            raise BadInput(
+                f"block device {path} is not writable",
+                "the probe writes the device",
+                "run as root, or give a directory",
+            )
         return path, True
     if not stat.S_ISDIR(st.st_mode):
-        raise BadInput(f"{path} is not a directory", "the storage probe writes a file "
-                       f"{PROBE_FILE} in a directory (or a whole block device)",
-                       "give the directory to probe")
+        raise BadInput(
+            f"{path} is not a directory",
+            "the storage probe writes a file "
+            f"{PROBE_FILE} in a directory (or a whole block device)",
+            "give the directory to probe",
+        )
     target = str(Path(path) / PROBE_FILE)
     try:  # os.access is no use for root on a read-only file system: try for real
         with open(target, "wb"):
             pass
     except OSError as exc:
-        raise BadInput(f"cannot write in {path}", exc.strerror or str(exc),
-                       "give a directory you can write") from None
+        raise BadInput(
+            f"cannot write in {path}", exc.strerror or str(exc), "give a directory you can write"
+        ) from None
     return target, False
 
 
@@ -272,13 +307,19 @@ def room(path: str) -> tuple[int, str]:
     system's free space (the probe leaves a tenth of it free), and for a file system in
     memory (tmpfs, ramfs) also 90 % of the RAM available."""
     st = os.statvfs(path)
-    limit, why = int(st.f_bavail * st.f_frsize * 0.9), f"{_gib(st.f_bavail * st.f_frsize)} " \
-        f"is free in {path} and the probe leaves a tenth of it free"
+    limit, why = (
+        int(st.f_bavail * st.f_frsize * 0.9),
+        f"{_gib(st.f_bavail * st.f_frsize)} "
+        f"is free in {path} and the probe leaves a tenth of it free",
+    )
     if _mount_type(path) in MEMORY_FS:
         avail = _mem_available()
         if avail is not None and avail * 0.9 < limit:
-            limit, why = int(avail * 0.9), f"{path} is in memory ({_mount_type(path)}) and " \
-                f"{_gib(avail)} of RAM is available; the probe leaves a tenth of it"
+            limit, why = (
+                int(avail * 0.9),
+                f"{path} is in memory ({_mount_type(path)}) and "
+                f"{_gib(avail)} of RAM is available; the probe leaves a tenth of it",
+            )
     return limit, why
 
 
@@ -287,8 +328,11 @@ def check_room(path: str, size_bytes: int) -> None:
     (:func:`room`); the size is otherwise free, so 4 GiB works wherever it fits."""
     limit, why = room(path)
     if size_bytes > limit:
-        raise BadInput(f"--size {_gib(size_bytes)} does not fit in {path}", why,
-                       f"give --size {max(limit, 0) // 2**20}MiB or less, or another --path")
+        raise BadInput(
+            f"--size {_gib(size_bytes)} does not fit in {path}",
+            why,
+            f"give --size {max(limit, 0) // 2**20}MiB or less, or another --path",
+        )
 
 
 def _fio_message(proc: process.CompletedProcess[str]) -> str:
@@ -298,8 +342,9 @@ def _fio_message(proc: process.CompletedProcess[str]) -> str:
     return text[-500:] or f"exit status {proc.returncode}"
 
 
-def _stream(argv: list[str], timeout_s: float,
-            on_report: Callable[[dict[str, Any]], None]) -> process.CompletedProcess[str]:
+def _stream(
+    argv: list[str], timeout_s: float, on_report: Callable[[dict[str, Any]], None]
+) -> process.CompletedProcess[str]:
     """Run fio (with ``--status-interval``) and call ``on_report`` with each report as it
     comes; the whole output once it exits, as ``process.run`` gives it."""
     out, err = bytearray(), bytearray()
@@ -327,8 +372,9 @@ def _stream(argv: list[str], timeout_s: float,
                 else:
                     err += chunk
         proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-    return process.CompletedProcess(argv, proc.returncode, out.decode(errors="replace"),
-                                    err.decode(errors="replace"))
+    return process.CompletedProcess(
+        argv, proc.returncode, out.decode(errors="replace"), err.decode(errors="replace")
+    )
 
 
 def _status(rw: str, size_bytes: int, progress: Progress) -> Callable[[dict[str, Any]], None]:
@@ -343,32 +389,47 @@ def _status(rw: str, size_bytes: int, progress: Progress) -> Callable[[dict[str,
         if end <= start or (start > 0 and end - start < MIN_INTERVAL_S):
             return  # no time passed, or fio's final report just after its last status
         last[:] = [end, done]
-        progress.interval(Interval(start, end, max(0, done - int(before)), phase=rw,
-                                   done_bytes=done, total_bytes=size_bytes))
+        progress.interval(
+            Interval(
+                start,
+                end,
+                max(0, done - int(before)),
+                phase=rw,
+                done_bytes=done,
+                total_bytes=size_bytes,
+            )
+        )
 
     return on_report
 
 
-def _run_fio(argv: list[str], rw: str, timeout_s: float,
-             on_report: Callable[[dict[str, Any]], None] | None = None,
-             ) -> tuple[dict[str, Any], str]:
+def _run_fio(
+    argv: list[str],
+    rw: str,
+    timeout_s: float,
+    on_report: Callable[[dict[str, Any]], None] | None = None,
+) -> tuple[dict[str, Any], str]:
     try:
         if on_report is None:
             proc = process.run(argv, timeout=timeout_s)
         else:
             proc = _stream(argv, timeout_s, on_report)
     except process.TimeoutExpired:
-        raise DtnkitError(f"fio {rw} did not finish", f"still running after {timeout_s:g} s",
-                          "give a smaller size or a longer timeout") from None
+        raise DtnkitError(
+            f"fio {rw} did not finish",
+            f"still running after {timeout_s:g} s",
+            "give a smaller size or a longer timeout",
+        ) from None
     except FileNotFoundError as exc:
-        raise ToolMissing("fio could not be started", str(exc),
-                          "apt-get install fio") from None
+        raise ToolMissing("fio could not be started", str(exc), "apt-get install fio") from None
     try:
         summary = parse_fio_json(proc.stdout)
     except ParseError as exc:
-        raise DtnkitError(f"fio {rw} failed", _fio_message(proc) if proc.returncode
-                          else str(exc), "run the fio command by hand to see more: "
-                          + " ".join(argv)) from None
+        raise DtnkitError(
+            f"fio {rw} failed",
+            _fio_message(proc) if proc.returncode else str(exc),
+            "run the fio command by hand to see more: " + " ".join(argv),
+        ) from None
     if proc.returncode != 0 or summary["error"]:
         why = _fio_message(proc)
         if summary["error"]:
@@ -377,9 +438,16 @@ def _run_fio(argv: list[str], rw: str, timeout_s: float,
     return summary, proc.stdout
 
 
-def run_disk_probe(path: str, *, size_bytes: int = 256 * 2**20, direct: bool = True,
-                   jobs: int = 1, wrap: Wrap | None = None,
-                   timeout_s: float = 600, progress: Progress = SILENT) -> dict[str, Any]:
+def run_disk_probe(
+    path: str,
+    *,
+    size_bytes: int = 256 * 2**20,
+    direct: bool = True,
+    jobs: int = 1,
+    wrap: Wrap | None = None,
+    timeout_s: float = 600,
+    progress: Progress = SILENT,
+) -> dict[str, Any]:
     """Sequential write, then sequential read, of ``size_bytes`` in directory ``path``.
 
     ``wrap`` turns each fio argv into the one actually run (for example
@@ -389,11 +457,13 @@ def run_disk_probe(path: str, *, size_bytes: int = 256 * 2**20, direct: bool = T
     """
     ok, reasons = can_run()
     if not ok:
-        raise ToolMissing("the storage probe cannot run", "; ".join(reasons),
-                          "install fio and run again")
+        raise ToolMissing(
+            "the storage probe cannot run", "; ".join(reasons), "install fio and run again"
+        )
     if size_bytes < 2**20:
-        raise BadInput(f"probe size {size_bytes} bytes is too small", "at least 1 MiB",
-                       "e.g. 256 MiB")
+        raise BadInput(
+            f"probe size {size_bytes} bytes is too small", "at least 1 MiB", "e.g. 256 MiB"
+        )
     fio_argv("/dev/null", rw="write", size_bytes=size_bytes, jobs=jobs)  # validates jobs
     target, is_device = _check_target(path)
     raw: dict[str, str] = {}
@@ -407,8 +477,7 @@ def run_disk_probe(path: str, *, size_bytes: int = 256 * 2**20, direct: bool = T
             if progress is not SILENT:
                 argv.insert(-2, f"--status-interval={STATUS_INTERVAL_S}")
                 on_report = _status(rw, size_bytes, progress)
-            results[rw], raw[rw] = _run_fio(wrap(argv) if wrap else argv, rw, timeout_s,
-                                            on_report)
+            results[rw], raw[rw] = _run_fio(wrap(argv) if wrap else argv, rw, timeout_s, on_report)
     finally:
         if not is_device:
             Path(target).unlink(missing_ok=True)
@@ -440,8 +509,14 @@ class Fio:
 
     def run(self, host: Host, spec: DiskSpec, context: ToolContext) -> ToolRun:
         with Sampler(host, interval_s=spec.interval_s) as sampler:
-            got = run_disk_probe(spec.path, size_bytes=spec.size_bytes, direct=spec.direct,
-                                 jobs=spec.jobs, wrap=context.wrap, progress=context.progress)
+            got = run_disk_probe(
+                spec.path,
+                size_bytes=spec.size_bytes,
+                direct=spec.direct,
+                jobs=spec.jobs,
+                wrap=context.wrap,
+                progress=context.progress,
+            )
         raw = got.pop("raw", {})
         summary = {**got, "throughput_bps": float(got["read_bps"])}  # reading feeds a transfer
         return ToolRun(summary, str(raw), sampler.samples)

@@ -48,8 +48,9 @@ def server(peer: Peer, port: int, host: Host, timeout_s: float = 10) -> Iterator
     argv = ["iperf3", "-s", "-1", "-p", str(port), "--forceflush"]
     argv = ["ip", "netns", "exec", peer.netns, *argv] if peer.netns else host.argv(argv)
     # a one-shot server ends after its test; leaving the block stops its group and reaps it
-    with process.start(argv, stdout=process.PIPE, stderr=process.STDOUT, own_group=True,
-                       grace_s=5.0) as proc:
+    with process.start(
+        argv, stdout=process.PIPE, stderr=process.STDOUT, own_group=True, grace_s=5.0
+    ) as proc:
         assert proc.stdout is not None
         fd = proc.stdout.fileno()  # raw reads: a buffered readline would hide later lines
         deadline = time.monotonic() + timeout_s
@@ -57,21 +58,35 @@ def server(peer: Peer, port: int, host: Host, timeout_s: float = 10) -> Iterator
         while b"listening" not in seen:
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([fd], [], [], left)[0]:
-                raise DtnkitError("the iperf3 server did not start",
-                                  seen.decode(errors="replace").strip()[-300:] or
-                                  f"no answer within {timeout_s:g} s")
+                raise DtnkitError(
+                    "the iperf3 server did not start",
+                    seen.decode(errors="replace").strip()[-300:]
+                    or f"no answer within {timeout_s:g} s",
+                )
             chunk = os.read(fd, 4096)
             if not chunk:
-                raise DtnkitError("the iperf3 server exited",
-                                  seen.decode(errors="replace").strip()[-300:])
+                raise DtnkitError(
+                    "the iperf3 server exited", seen.decode(errors="replace").strip()[-300:]
+                )
             seen += chunk
         yield
 
 
 def client_argv(spec: NetSpec, address: str) -> list[str]:
-    argv = ["iperf3", "-c", address, "-p", str(spec.port), "-t", str(spec.duration_s),
-            "-P", str(spec.streams), "-J", "--connect-timeout",
-            str(int(spec.connect_timeout_s * 1000))]
+    argv = [
+        "iperf3",
+        "-c",
+        address,
+        "-p",
+        str(spec.port),
+        "-t",
+        str(spec.duration_s),
+        "-P",
+        str(spec.streams),
+        "-J",
+        "--connect-timeout",
+        str(int(spec.connect_timeout_s * 1000)),
+    ]
     if spec.cc:
         argv += ["-C", spec.cc]
     if spec.fq_rate:
@@ -90,8 +105,9 @@ def parse_iperf3(text: str) -> dict[str, Any]:
     except json.JSONDecodeError as exc:
         raise DtnkitError("iperf3 printed no JSON", text.strip()[-300:] or str(exc)) from exc
     if doc.get("error"):
-        raise DtnkitError("iperf3 failed", str(doc["error"]),
-                          "check that the peer answers and runs iperf3 -s")
+        raise DtnkitError(
+            "iperf3 failed", str(doc["error"]), "check that the peer answers and runs iperf3 -s"
+        )
     end = doc.get("end", {})
     sent, recv = end.get("sum_sent", {}), end.get("sum_received", {})
     senders = [s.get("sender", {}) for s in end.get("streams", [])]
@@ -115,8 +131,9 @@ def parse_iperf3(text: str) -> dict[str, Any]:
     }
 
 
-def flow_intervals(progress: Progress, *, reverse: bool = False,
-                   duration_s: float | None = None) -> Callable[[dict[str, Any]], None]:
+def flow_intervals(
+    progress: Progress, *, reverse: bool = False, duration_s: float | None = None
+) -> Callable[[dict[str, Any]], None]:
     """A sampler callback that reports each sample of the probe's own flows as an interval:
     bytes moved (acked by the peer; received with ``reverse``) and retransmits, from the
     ``ss -tinO`` counters of each flow, as iperf3 prints its intervals.  An idle interval
@@ -128,8 +145,10 @@ def flow_intervals(progress: Progress, *, reverse: bool = False,
         moved = retrans = 0
         for flow in sample.get("flows") or []:
             key = (str(flow.get("local")), str(flow.get("peer")))
-            now = (int(flow.get("bytes_received" if reverse else "bytes_acked") or 0),
-                   int(flow.get("retrans_total") or 0))
+            now = (
+                int(flow.get("bytes_received" if reverse else "bytes_acked") or 0),
+                int(flow.get("retrans_total") or 0),
+            )
             before = seen.get(key, (0, 0))
             moved += max(0, now[0] - before[0])
             retrans += max(0, now[1] - before[1])
@@ -164,27 +183,37 @@ class Iperf3:
             return run_load(host, spec, context)
         peer = resolve_peer(spec.peer, context.lab_peers)
         with server(peer, spec.port, host):
-            sampler = Sampler(host, interval_s=spec.interval_s,
-                              ss_filter=["dport", "=", f":{spec.port}"],
-                              on_sample=flow_intervals(context.progress, reverse=spec.reverse,
-                                                       duration_s=spec.duration_s))
+            sampler = Sampler(
+                host,
+                interval_s=spec.interval_s,
+                ss_filter=["dport", "=", f":{spec.port}"],
+                on_sample=flow_intervals(
+                    context.progress, reverse=spec.reverse, duration_s=spec.duration_s
+                ),
+            )
             with sampler:
                 env = None
                 if spec.server_key:
                     if not context.password:
-                        raise BadInput("--server-key without a token", "the probe server lets "
-                                       "in only clients that hold the campaign's token",
-                                       "set $DTNKIT_TOKEN")
+                        raise BadInput(
+                            "--server-key without a token",
+                            "the probe server lets in only clients that hold the campaign's token",
+                            "set $DTNKIT_TOKEN",
+                        )
                     # iperf3 reads the password from its environment, never from argv (ps)
                     env = {**os.environ, "IPERF3_PASSWORD": context.password}
                 try:
-                    proc = process.run(host.argv(client_argv(spec, peer.address)),
-                                       timeout=spec.duration_s + spec.connect_timeout_s + 30,
-                                       env=env)
+                    proc = process.run(
+                        host.argv(client_argv(spec, peer.address)),
+                        timeout=spec.duration_s + spec.connect_timeout_s + 30,
+                        env=env,
+                    )
                 except process.TimeoutExpired as exc:
-                    raise DtnkitError(f"iperf3 to {peer.label} did not finish",
-                                      f"no result within {exc.timeout:g} s",
-                                      "check the path and the peer") from exc
+                    raise DtnkitError(
+                        f"iperf3 to {peer.label} did not finish",
+                        f"no result within {exc.timeout:g} s",
+                        "check the path and the peer",
+                    ) from exc
         raw = proc.stdout or proc.stderr
         try:
             summary = parse_iperf3(raw)
@@ -201,8 +230,19 @@ REFUSED_TRIES = 5
 def load_argv(address: str, port: int, streams: int, spec: LoadSpec) -> list[str]:
     """One load client: ``streams`` of the load's, reversed (the origin sends), for the
     load's duration or its share of the bytes."""
-    argv = ["iperf3", "-c", address, "-p", str(port), "-R", "-J", "-P", str(streams),
-            "--connect-timeout", "5000"]
+    argv = [
+        "iperf3",
+        "-c",
+        address,
+        "-p",
+        str(port),
+        "-R",
+        "-J",
+        "-P",
+        str(streams),
+        "--connect-timeout",
+        "5000",
+    ]
     if spec.bytes is not None:
         return [*argv, "-n", str(max(1, spec.bytes * streams // spec.streams))]
     return [*argv, "-t", f"{spec.duration_s:g}"]
@@ -212,8 +252,9 @@ def run_load(host: Host, spec: LoadSpec, context: ToolContext) -> ToolRun:
     """One iperf3 client per origin at once (see the module's text); the clients that
     failed are the load's ``failed``, never raised."""
     shares = split_streams(spec.streams, len(spec.origins))
-    deadline = context.deadline if context.deadline is not None \
-        else time.monotonic() + spec.time_limit_s
+    deadline = (
+        context.deadline if context.deadline is not None else time.monotonic() + spec.time_limit_s
+    )
     procs = context.procs or Procs()
     runs = Runs(procs, host, context.workdir, deadline, time.monotonic())
     results: dict[int, tuple[int | None, str, str, float, float]] = {}
@@ -227,8 +268,12 @@ def run_load(host: Host, spec: LoadSpec, context: ToolContext) -> ToolRun:
             # `iperf3 -s` closes and reopens its listening socket between tests: a
             # refusal straight after the previous point is that window, not an error
             # (iperf3 3.12 -J exits 0 even then: its JSON says "Connection refused")
-            if ("Connection refused" not in out or end - start > 1.0
-                    or time.monotonic() > deadline or attempt == REFUSED_TRIES - 1):
+            if (
+                "Connection refused" not in out
+                or end - start > 1.0
+                or time.monotonic() > deadline
+                or attempt == REFUSED_TRIES - 1
+            ):
                 break
             time.sleep(0.05 * (attempt + 1))  # bounded: at most 0.5 s over all tries
         results[k] = res
@@ -268,6 +313,10 @@ def run_load(host: Host, spec: LoadSpec, context: ToolContext) -> ToolRun:
             failed = f"iperf3 to origin {k}: {error}"
     if runs.timed_out:
         failed = DEADLINE_MESSAGE.format(limit=spec.time_limit_s)
-    return ToolRun({} if retrans is None else {"retransmits": retrans}, runs.output(),
-                   transfers=tuple(transfers), failed=failed,
-                   measure_from_s=max(data_from) if data_from and not failed else None)
+    return ToolRun(
+        {} if retrans is None else {"retransmits": retrans},
+        runs.output(),
+        transfers=tuple(transfers),
+        failed=failed,
+        measure_from_s=max(data_from) if data_from and not failed else None,
+    )

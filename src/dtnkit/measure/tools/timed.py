@@ -39,25 +39,38 @@ def elapsed(progress: Progress, total_bytes: int | None) -> Callable[[dict[str, 
 Failure = Callable[[process.CompletedProcess[str]], DtnkitError]
 
 
-def run_timed(host: Host, argv: list[str], spec: E2ESpec, *, failed: str,
-              next_step: str, progress: Progress = SILENT,
-              failure: Failure | None = None) -> Timed:
+def run_timed(
+    host: Host,
+    argv: list[str],
+    spec: E2ESpec,
+    *,
+    failed: str,
+    next_step: str,
+    progress: Progress = SILENT,
+    failure: Failure | None = None,
+) -> Timed:
     """Run *argv* (already wrapped for the host's namespace and cgroup) and time it;
     ``failed`` names the transfer in the error when it exits non-zero (or ``failure`` makes
     that error from the finished process: a mover whose own error says more)."""
-    with Sampler(host, interval_s=spec.interval_s,
-                 on_sample=elapsed(progress, spec.bytes)) as sampler:
+    with Sampler(
+        host, interval_s=spec.interval_s, on_sample=elapsed(progress, spec.bytes)
+    ) as sampler:
         t0 = time.monotonic()
         try:
             proc = process.run(argv, timeout=spec.timeout_s)
         except process.TimeoutExpired as exc:
-            raise DtnkitError("the transfer did not finish", f"the probe's limit of "
-                              f"{exc.timeout:g} s passed",
-                              "run the transfer by hand to see where it stalls") from exc
+            raise DtnkitError(
+                "the transfer did not finish",
+                f"the probe's limit of {exc.timeout:g} s passed",
+                "run the transfer by hand to see where it stalls",
+            ) from exc
         wall = time.monotonic() - t0
     if proc.returncode != 0:
         if failure is not None:
             raise failure(proc)
-        raise DtnkitError(failed, (proc.stderr or proc.stdout).strip()[-400:] or
-                          f"exit status {proc.returncode}", next_step)
+        raise DtnkitError(
+            failed,
+            (proc.stderr or proc.stdout).strip()[-400:] or f"exit status {proc.returncode}",
+            next_step,
+        )
     return Timed(proc, wall, sampler.samples)

@@ -98,15 +98,20 @@ class Pull:
 def pull(host: Host, spec: LoadSpec, context: ToolContext) -> Pull:
     """The load's :class:`Pull`; BadInput for a probe's spec, or without a directory."""
     if not isinstance(spec, LoadSpec):
-        raise BadInput("a third-party copy is measured in a sweep only", "it needs an "
-                       "origin and a destination server that the sweep starts",
-                       'give a sweep grid tool = ["dtnkit-tpc"] (or "gfal-tpc")')
+        raise BadInput(
+            "a third-party copy is measured in a sweep only",
+            "it needs an origin and a destination server that the sweep starts",
+            'give a sweep grid tool = ["dtnkit-tpc"] (or "gfal-tpc")',
+        )
     if context.workdir is None:
-        raise BadInput("no directory for the copies' files", "a third-party copy keeps "
-                       "its headers and CA files in a directory of its own",
-                       "give the run a workdir")
-    deadline = context.deadline if context.deadline is not None \
-        else time.monotonic() + spec.time_limit_s
+        raise BadInput(
+            "no directory for the copies' files",
+            "a third-party copy keeps its headers and CA files in a directory of its own",
+            "give the run a workdir",
+        )
+    deadline = (
+        context.deadline if context.deadline is not None else time.monotonic() + spec.time_limit_s
+    )
     return Pull(spec, host, context.workdir, deadline)
 
 
@@ -131,8 +136,14 @@ def plan(env: Pull, scheme: str = "") -> Callable[[int, int], Job]:
     def job(k: int, slot: int) -> Job:
         o = origins[k % len(origins)]
         name = o.files[(k // len(origins)) % len(o.files)]
-        return Job(k, slot, o, f"{url(o.url_base)}/{name}", f"{url(dest.url_base)}/t{k}.bin",
-                   None if dest.root is None else dest.root / f"t{k}.bin")
+        return Job(
+            k,
+            slot,
+            o,
+            f"{url(o.url_base)}/{name}",
+            f"{url(dest.url_base)}/t{k}.bin",
+            None if dest.root is None else dest.root / f"t{k}.bin",
+        )
 
     if not origins or any(not o.files for o in origins):
         raise ValueError("every origin needs at least one source file")
@@ -148,8 +159,9 @@ def transfers_wanted(point: LoadSpec) -> int | None:
     return point.streams
 
 
-def run_transfers(env: Pull, job: Callable[[int, int], Job],
-                  one: Callable[[Job, Batch, float], TransferOutcome]) -> ToolRun:
+def run_transfers(
+    env: Pull, job: Callable[[int, int], Job], one: Callable[[Job, Batch, float], TransferOutcome]
+) -> ToolRun:
     """``point.streams`` slots running transfers concurrently (see the module's text)."""
     point = env.spec
     t0 = time.monotonic()
@@ -188,10 +200,13 @@ def run_transfers(env: Pull, job: Callable[[int, int], Job],
             if j.dst_file is not None:  # after its end: not part of the transfer's time
                 with contextlib.suppress(FileNotFoundError):
                     j.dst_file.unlink()
-            t = Transfer(start_s=round(start - t0, 6),
-                         end_s=round(end - t0, 6) if out.ok else None,
-                         bytes=point.file_size if out.ok else 0, verified=out.verified,
-                         error="" if out.ok else (out.error or "failed")[-500:])
+            t = Transfer(
+                start_s=round(start - t0, 6),
+                end_s=round(end - t0, 6) if out.ok else None,
+                bytes=point.file_size if out.ok else 0,
+                verified=out.verified,
+                error="" if out.ok else (out.error or "failed")[-500:],
+            )
             with lock:
                 done.append((j, t))
                 raw.append(f"--- transfer {k} slot {s}: {j.src} -> {j.dst}\n{out.output}")
@@ -216,9 +231,12 @@ def run_transfers(env: Pull, job: Callable[[int, int], Job],
         why = "no transfer ran before the point's deadline"
     elif failed:
         why = f"{len(failed)} of {len(transfers)} transfers failed: {failed[0].error}"
-    return ToolRun({"t0_monotonic": t0, "checksum": CHECKSUM,
-                    "transfers_per_origin": _per_origin(done)}, text, transfers=transfers,
-                   failed=why)
+    return ToolRun(
+        {"t0_monotonic": t0, "checksum": CHECKSUM, "transfers_per_origin": _per_origin(done)},
+        text,
+        transfers=transfers,
+        failed=why,
+    )
 
 
 def _per_origin(done: Sequence[tuple[Job, Transfer]]) -> dict[str, int]:
@@ -257,8 +275,16 @@ def header_file(workdir: Path, origin: Origin) -> Path:
 
 def source_digest(env: Pull, j: Job, procs: Batch, deadline: float) -> str | None:
     """The source's adler32 as lowercase hex (a HEAD with Want-Digest from the client)."""
-    argv = ["curl", "-sS", "-f", "-I", "--max-time", f"{_left(deadline):.0f}",
-            "-H", f"Want-Digest: {CHECKSUM}"]
+    argv = [
+        "curl",
+        "-sS",
+        "-f",
+        "-I",
+        "--max-time",
+        f"{_left(deadline):.0f}",
+        "-H",
+        f"Want-Digest: {CHECKSUM}",
+    ]
     if j.origin.ca_file is not None:
         argv += ["--cacert", str(j.origin.ca_file)]
     if j.origin.token:  # from a file (curl -H @FILE): a token on a command line shows in ps
@@ -298,14 +324,31 @@ class DtnkitTpc:
     def one(self, env: Pull, j: Job, procs: Batch, deadline: float) -> TransferOutcome:
         dest = env.destination
         assert dest is not None
-        argv = [sys.executable, "-m", "dtnkit", "cp", "--tpc", "pull", "--streams", "1",
-                "-K", CHECKSUM, "-f", "--format", "json",
-                "--deadline", f"{_left(deadline):.0f}s"]
+        argv = [
+            sys.executable,
+            "-m",
+            "dtnkit",
+            "cp",
+            "--tpc",
+            "pull",
+            "--streams",
+            "1",
+            "-K",
+            CHECKSUM,
+            "-f",
+            "--format",
+            "json",
+            "--deadline",
+            f"{_left(deadline):.0f}s",
+        ]
         if dest.ca_file is not None:
             argv += ["--ca-file", str(dest.ca_file)]
         # the tokens through the environment, never argv (ps, the stored raw output)
-        penv = {k: v for k, v in os.environ.items()
-                if k not in ("DTNKIT_TOKEN", "BEARER_TOKEN", "DTNKIT_REMOTE_TOKEN")}
+        penv = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("DTNKIT_TOKEN", "BEARER_TOKEN", "DTNKIT_REMOTE_TOKEN")
+        }
         if dest.token:
             penv["DTNKIT_TOKEN"] = dest.token
         if j.origin.token:
@@ -318,8 +361,12 @@ class DtnkitTpc:
         except (ValueError, IndexError):
             return TransferOutcome(False, False, out, "no JSON summary from dtnkit cp")
         if summary.get("bytes") != env.spec.file_size:
-            return TransferOutcome(False, False, out, f"destination has {summary.get('bytes')} "
-                                   f"bytes, not {env.spec.file_size}")
+            return TransferOutcome(
+                False,
+                False,
+                out,
+                f"destination has {summary.get('bytes')} bytes, not {env.spec.file_size}",
+            )
         if dest.kind == "dtnkit":  # the active side compared the source's digest
             return TransferOutcome(True, True, out)
         theirs = source_digest(env, j, procs, deadline)
@@ -327,8 +374,9 @@ class DtnkitTpc:
         if theirs is None or not ours:
             return TransferOutcome(True, False, out)  # copied, not verified
         if theirs != ours:
-            return TransferOutcome(False, False, out, f"{CHECKSUM} mismatch: source {theirs}, "
-                                   f"destination {ours}")
+            return TransferOutcome(
+                False, False, out, f"{CHECKSUM} mismatch: source {theirs}, destination {ours}"
+            )
         return TransferOutcome(True, True, out)
 
     def run(self, host: Host, spec: LoadSpec, context: ToolContext) -> ToolRun:
@@ -350,8 +398,9 @@ CHECKSUM_500 = re.compile(r"\b(SOURCE|DESTINATION) CHECKSUM HTTP 500\b")
 XROOTD_CHECKSUM_500 = (
     "XRootD 5.5 answers 500 to a checksum query told twice to wait 30 s for a checksum job "
     "(over 3 x xrootd.chksum max at once; xrootd/xrootd#2480), or at once to one that meets "
-    "the job of an earlier query of the same path it failed to remove (\"Program failed\"); "
-    "docs/sweep.md")
+    'the job of an earlier query of the same path it failed to remove ("Program failed"); '
+    "docs/sweep.md"
+)
 
 
 def gfal_error(out: str, *, source: str, destination: str) -> str:
@@ -363,7 +412,7 @@ def gfal_error(out: str, *, source: str, destination: str) -> str:
     kind = None if m is None else source if m.group(1) == "SOURCE" else destination
     if kind != "xrootd":
         return line
-    return f"{line.rstrip()[:500 - len(XROOTD_CHECKSUM_500) - 3]} ({XROOTD_CHECKSUM_500})"
+    return f"{line.rstrip()[: 500 - len(XROOTD_CHECKSUM_500) - 3]} ({XROOTD_CHECKSUM_500})"
 
 
 # --------------------------------------------------------------------------- gfal-copy
@@ -377,8 +426,10 @@ def gfal_python() -> str | None:
     """A python that can ``import gfal2`` (the gfal-copy script needs one)."""
     for candidate in (os.environ.get("GFAL_PYTHONBIN"), "/usr/bin/python3", "python3"):
         exe = shutil.which(candidate) if candidate else None
-        if exe and process.run([exe, str(GFAL2_IMPORTABLE)], text=False,
-                               timeout=60).returncode == 0:
+        if (
+            exe
+            and process.run([exe, str(GFAL2_IMPORTABLE)], text=False, timeout=60).returncode == 0
+        ):
             return exe
     return None
 
@@ -404,8 +455,7 @@ class GfalTpc:
 
     def can_run(self) -> tuple[bool, list[str]]:
         if shutil.which("gfal-copy") is None:
-            return False, ["gfal-copy is not installed (apt-get install gfal2-util "
-                           "python3-gfal2)"]
+            return False, ["gfal-copy is not installed (apt-get install gfal2-util python3-gfal2)"]
         return True, []
 
     def parse(self, text: str) -> dict[str, Any]:
@@ -423,15 +473,31 @@ class GfalTpc:
         # (COPY with "Credential: gridsite"), which XRootD 5.5's TPC refuses ("unsupported
         # credential type"); with one it sends "Credential: none".  XRootD here has no
         # authorization, so any token does for it.
-        out["BEARER_TOKEN"] = (dest.token or next((o.token for o in env.origins if o.token),
-                                                  "") or NO_TOKEN)
+        out["BEARER_TOKEN"] = (
+            dest.token or next((o.token for o in env.origins if o.token), "") or NO_TOKEN
+        )
         return out
 
-    def one(self, env: Pull, j: Job, procs: Batch, deadline: float,
-            penv: dict[str, str]) -> TransferOutcome:
+    def one(
+        self, env: Pull, j: Job, procs: Batch, deadline: float, penv: dict[str, str]
+    ) -> TransferOutcome:
         left = f"{_left(deadline):.0f}"
-        argv = ["gfal-copy", "-f", "--copy-mode", "pull", "-K", CHECKSUM, "--checksum-mode",
-                "both", "-t", left, "-T", left, j.src, j.dst]
+        argv = [
+            "gfal-copy",
+            "-f",
+            "--copy-mode",
+            "pull",
+            "-K",
+            CHECKSUM,
+            "--checksum-mode",
+            "both",
+            "-t",
+            left,
+            "-T",
+            left,
+            j.src,
+            j.dst,
+        ]
         status, out = procs.run(env.host.argv(argv), deadline, env=penv)
         if status != 0:
             dest = env.destination

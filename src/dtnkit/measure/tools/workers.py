@@ -38,8 +38,9 @@ def split_streams(streams: int, origins: int) -> list[int]:
 class Runs:
     """Processes of one load's tool: run, wait within the deadline, collect output."""
 
-    def __init__(self, procs: Procs, host: InNamespace, workdir: Path | None,
-                 deadline: float, t0: float) -> None:
+    def __init__(
+        self, procs: Procs, host: InNamespace, workdir: Path | None, deadline: float, t0: float
+    ) -> None:
         self.procs, self.host, self.workdir = procs, host, workdir
         self.deadline, self.t0 = deadline, t0
         self.raw: list[str] = []
@@ -49,23 +50,31 @@ class Runs:
     def now(self) -> float:
         return time.monotonic() - self.t0
 
-    def run(self, argv: Sequence[str], env: dict[str, str] | None = None
-            ) -> tuple[int | None, str, str, float, float]:
+    def run(
+        self, argv: Sequence[str], env: dict[str, str] | None = None
+    ) -> tuple[int | None, str, str, float, float]:
         """(exit status or None when stopped at the deadline, stdout, stderr, start, end).
         ``env``: variables added to this process's environment (a token: never in argv,
         where ``ps`` and the stored raw output would show it)."""
         code, out, err, start, end, _cut = self.run_until(argv, env)
         return code, out, err, start, end
 
-    def run_until(self, argv: Sequence[str], env: dict[str, str] | None = None,
-                  cut: Callable[[], bool] | None = None
-                  ) -> tuple[int | None, str, str, float, float, bool]:
+    def run_until(
+        self,
+        argv: Sequence[str],
+        env: dict[str, str] | None = None,
+        cut: Callable[[], bool] | None = None,
+    ) -> tuple[int | None, str, str, float, float, bool]:
         """:meth:`run`, and the process is stopped as soon as ``cut()`` (asked every
         :data:`CUT_POLL_S`) says so: then the status is None and the last item True."""
         start = self.now()
         if env is not None:  # the caller's own tokens never reach a lab server
-            env = {**{k: v for k, v in os.environ.items()
-                      if k not in ("DTNKIT_TOKEN", "BEARER_TOKEN")}, **env}
+            env = {
+                **{
+                    k: v for k, v in os.environ.items() if k not in ("DTNKIT_TOKEN", "BEARER_TOKEN")
+                },
+                **env,
+            }
         proc = self.procs.start(argv, host=self.host, cwd=self.workdir, env=env)
         was_cut = False
         try:
@@ -73,7 +82,8 @@ class Runs:
                 left = max(0.0, self.deadline - time.monotonic())
                 try:
                     out, err = proc.communicate(
-                        timeout=left if cut is None else min(left, CUT_POLL_S))
+                        timeout=left if cut is None else min(left, CUT_POLL_S)
+                    )
                     code: int | None = proc.returncode
                     break
                 except process.TimeoutExpired:  # communicate keeps what it read so far
@@ -93,8 +103,10 @@ class Runs:
             self.procs.forget(proc)
         end = self.now()
         with self.lock:
-            self.raw.append(f"$ {shlex.join(argv)}\n{tail(out, 4096)}{tail(err, 4096)}"
-                            + ("(cut at the duration)\n" if was_cut else ""))
+            self.raw.append(
+                f"$ {shlex.join(argv)}\n{tail(out, 4096)}{tail(err, 4096)}"
+                + ("(cut at the duration)\n" if was_cut else "")
+            )
         return code, out, err, start, end, was_cut
 
     def output(self) -> str:
@@ -130,8 +142,9 @@ class DataClock:
     counter (``received`` None, or unreadable) the duration counts from the tool's start.
     ``duration`` None: nothing is cut (``bytes`` points run every copy to its end)."""
 
-    def __init__(self, runs: Runs, duration: float | None,
-                 received: Callable[[], int | None] | None) -> None:
+    def __init__(
+        self, runs: Runs, duration: float | None, received: Callable[[], int | None] | None
+    ) -> None:
         self.runs, self.duration, self.received = runs, duration, received
         self.data_from: float | None = None
         self.how = "link" if received is not None else "tool start"
@@ -164,8 +177,9 @@ class DataClock:
             yield
             return
         base = self._read()
-        thread = threading.Thread(target=self._watch, args=(base,), daemon=True,
-                                  name="dtnkit-sweep-data-clock")
+        thread = threading.Thread(
+            target=self._watch, args=(base,), daemon=True, name="dtnkit-sweep-data-clock"
+        )
         thread.start()
         try:
             yield

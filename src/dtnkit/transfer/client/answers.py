@@ -30,33 +30,45 @@ def content_length(value: str | None, what: str, *, default: int | None = 0) -> 
         return default
     text = value.strip()
     if not _DIGITS.fullmatch(text) or int(text) > MAX_LENGTH:
-        raise BadAnswer(what, f"Content-Length {value[:40]!r} is not a number of bytes",
-                        "check the server (a proxy in between?)")
+        raise BadAnswer(
+            what,
+            f"Content-Length {value[:40]!r} is not a number of bytes",
+            "check the server (a proxy in between?)",
+        )
     return int(text)
 
 
 def check_file_size(size: int, block_size: int, what: str) -> None:
     """A remote file's size must fit in :data:`MAX_BLOCKS` blocks of *block_size*."""
     if size > MAX_BLOCKS * block_size:
-        raise BadAnswer(what, f"Content-Length {size} would be more than {MAX_BLOCKS} blocks "
-                        f"of {block_size} bytes", "check the server; if the file is that "
-                        "large, raise --block-size")
+        raise BadAnswer(
+            what,
+            f"Content-Length {size} would be more than {MAX_BLOCKS} blocks of {block_size} bytes",
+            "check the server; if the file is that large, raise --block-size",
+        )
 
 
-def check_content_range(value: str | None, first: int, last: int, size: int | None,
-                        what: str) -> None:
+def check_content_range(
+    value: str | None, first: int, last: int, size: int | None, what: str
+) -> None:
     """A ``206`` answer must be for exactly the bytes asked for, of the size known from the
     HEAD (any total when *size* is None): ``bytes first-last/size``; anything else (no
     header, other bytes, another total, ``*``) is refused, whatever the verify mode."""
     asked = f"bytes {first}-{last}/{size if size is not None else 'N'}"
     m = _CONTENT_RANGE.fullmatch((value or "").strip())
     got = tuple(int(g) for g in m.groups()) if m is not None else None
-    if got is None or got[:2] != (first, last) or (size is not None and got[2] != size) \
-            or got[2] <= last:
+    if (
+        got is None
+        or got[:2] != (first, last)
+        or (size is not None and got[2] != size)
+        or got[2] <= last
+    ):
         shown = "no Content-Range" if value is None else f"Content-Range {value[:80]!r}"
-        raise BadAnswer(what, f"{shown} is not the range asked for ({asked})",
-                        "check the server (a proxy or cache in between?); nothing was "
-                        "committed")
+        raise BadAnswer(
+            what,
+            f"{shown} is not the range asked for ({asked})",
+            "check the server (a proxy or cache in between?); nothing was committed",
+        )
 
 
 def member_name(listed_path: str, href_path: str, what: str) -> str:
@@ -71,15 +83,25 @@ def member_name(listed_path: str, href_path: str, what: str) -> str:
     try:
         name = unquote(parts[-1], errors="strict")
     except UnicodeDecodeError:
-        raise BadAnswer(what, f"{where}, whose name is not UTF-8",
-                        "check the server; nothing was copied") from None
+        raise BadAnswer(
+            what, f"{where}, whose name is not UTF-8", "check the server; nothing was copied"
+        ) from None
     if len(parts) != len(base) + 1 or [unquote(p) for p in parts[:-1]] != base:
-        raise BadAnswer(what, f"{where}, not a member of the listed collection",
-                        "check the server; nothing was copied")
-    if name in ("", ".", "..") or any(c in name for c in "/\\\0") \
-            or len(name.encode("utf-8", "surrogateescape")) > NAME_MAX:
-        raise BadAnswer(what, f"{where}, whose name {name[:80]!r} is not a plain file name",
-                        "check the server; nothing was copied")
+        raise BadAnswer(
+            what,
+            f"{where}, not a member of the listed collection",
+            "check the server; nothing was copied",
+        )
+    if (
+        name in ("", ".", "..")
+        or any(c in name for c in "/\\\0")
+        or len(name.encode("utf-8", "surrogateescape")) > NAME_MAX
+    ):
+        raise BadAnswer(
+            what,
+            f"{where}, whose name {name[:80]!r} is not a plain file name",
+            "check the server; nothing was copied",
+        )
     return name
 
 
@@ -92,5 +114,8 @@ def same_origin_href(origin: str, scheme: str, host: str, port: int) -> bool:
         their_port = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError:
         return False
-    return (parts.scheme, (parts.hostname or "").lower(), their_port) == \
-        (scheme, host.lower(), port)
+    return (parts.scheme, (parts.hostname or "").lower(), their_port) == (
+        scheme,
+        host.lower(),
+        port,
+    )

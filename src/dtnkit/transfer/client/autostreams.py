@@ -97,16 +97,21 @@ class BufferLimits:
         return self.rmem_max if self.rmem_max > self.tcp_rmem_max * WINDOW_SHARE else None
 
 
-def parse_limits(tcp_rmem: str | None, tcp_wmem: str | None, rmem_max: str | None,
-                 wmem_max: str | None) -> BufferLimits | None:
+def parse_limits(
+    tcp_rmem: str | None, tcp_wmem: str | None, rmem_max: str | None, wmem_max: str | None
+) -> BufferLimits | None:
     """:class:`BufferLimits` from the text of the four sysctl files; None when one is missing or
     malformed."""
     try:
         triples = [(text or "").split() for text in (tcp_rmem, tcp_wmem)]
         if any(len(t) != 3 for t in triples):
             return None
-        values = [int(triples[0][2]), int(triples[1][2]), int((rmem_max or "").strip()),
-                  int((wmem_max or "").strip())]
+        values = [
+            int(triples[0][2]),
+            int(triples[1][2]),
+            int((rmem_max or "").strip()),
+            int((wmem_max or "").strip()),
+        ]
     except ValueError:
         return None
     if any(v <= 0 for v in values):
@@ -118,8 +123,7 @@ def streams_for(rate_bps: float, rtt_s: float, window_bytes: int, cap: int = CAP
     """``ceil(rate x RTT / window)`` streams (rate in bit/s, RTT in s, window in bytes),
     at least 1 and at most *cap*."""
     if not (rate_bps > 0 and rtt_s >= 0 and window_bytes > 0):
-        raise ValueError(f"rate {rate_bps}, RTT {rtt_s} and window {window_bytes} must be "
-                         "positive")
+        raise ValueError(f"rate {rate_bps}, RTT {rtt_s} and window {window_bytes} must be positive")
     bdp = rate_bps / 8 * rtt_s
     # a window that exactly fills the path needs no second stream: round off float noise
     need = math.ceil(round(bdp / window_bytes, 9))
@@ -151,11 +155,16 @@ class StreamsDecision:
         return self.brief or self.reason
 
     def as_dict(self) -> dict[str, object]:
-        return {"streams": self.streams,
-                "rtt_ms": None if self.rtt_s is None else round(self.rtt_s * 1e3, 3),
-                "rate_bps": self.rate_bps, "rate_from": self.rate_from,
-                "window_bytes": self.window_bytes, "reason": self.reason,
-                "grow": self.grow, "start": self.start or (1 if self.grow else self.streams)}
+        return {
+            "streams": self.streams,
+            "rtt_ms": None if self.rtt_s is None else round(self.rtt_s * 1e3, 3),
+            "rate_bps": self.rate_bps,
+            "rate_from": self.rate_from,
+            "window_bytes": self.window_bytes,
+            "reason": self.reason,
+            "grow": self.grow,
+            "start": self.start or (1 if self.grow else self.streams),
+        }
 
 
 def show_rate(bps: float) -> str:
@@ -174,62 +183,104 @@ def show_bytes(n: float) -> str:
     return f"{n / 2**10:.3g} KiB"
 
 
-def decide(rtt_s: float | None, rate_bps: float, rate_from: str, limits: BufferLimits | None,
-           cap: int = CAP) -> StreamsDecision:
+def decide(
+    rtt_s: float | None,
+    rate_bps: float,
+    rate_from: str,
+    limits: BufferLimits | None,
+    cap: int = CAP,
+) -> StreamsDecision:
     """The number of streams, with the reason in words."""
     if rtt_s is None:
-        return StreamsDecision(1, None, rate_bps, rate_from, None,
-                               "1 stream: the round-trip time could not be measured (no TCP_INFO)")
+        return StreamsDecision(
+            1,
+            None,
+            rate_bps,
+            rate_from,
+            None,
+            "1 stream: the round-trip time could not be measured (no TCP_INFO)",
+        )
     if limits is None:
-        return StreamsDecision(1, rtt_s, rate_bps, rate_from, None,
-                               "1 stream: the socket buffer limits of this host could not be read")
+        return StreamsDecision(
+            1,
+            rtt_s,
+            rate_bps,
+            rate_from,
+            None,
+            "1 stream: the socket buffer limits of this host could not be read",
+        )
     window = limits.window
     if rate_from != "--rate":
         cap = min(cap, UNKNOWN_PATH_CAP)
     n = streams_for(rate_bps, rtt_s, window, cap)
     bdp = rate_bps / 8 * rtt_s
     capped = n == cap and math.ceil(round(bdp / window, 9)) > cap
-    reason = (f"{counted(n, 'stream')}: rate {show_rate(rate_bps)} ({rate_from}) x "
-              f"RTT {rtt_s * 1e3:.3g} ms = {show_bytes(bdp)} in flight, window "
-              f"{show_bytes(window)} per stream (receive {limits.receive_window}, send "
-              f"{limits.send_window} bytes: half of tcp_rmem max {limits.tcp_rmem_max}, "
-              f"tcp_wmem max {limits.tcp_wmem_max}; rmem_max {limits.rmem_max})"
-              + (f", capped at {cap}" if capped else "")
-              + (" (the rate is not the path's: give --rate for more)"
-                 if capped and rate_from != "--rate" else ""))
+    reason = (
+        f"{counted(n, 'stream')}: rate {show_rate(rate_bps)} ({rate_from}) x "
+        f"RTT {rtt_s * 1e3:.3g} ms = {show_bytes(bdp)} in flight, window "
+        f"{show_bytes(window)} per stream (receive {limits.receive_window}, send "
+        f"{limits.send_window} bytes: half of tcp_rmem max {limits.tcp_rmem_max}, "
+        f"tcp_wmem max {limits.tcp_wmem_max}; rmem_max {limits.rmem_max})"
+        + (f", capped at {cap}" if capped else "")
+        + (
+            " (the rate is not the path's: give --rate for more)"
+            if capped and rate_from != "--rate"
+            else ""
+        )
+    )
     grow = n > 1 and rate_from != "--rate" and rtt_s > 0 and window * 8 / rtt_s >= SOLO_RATE
     if grow:
-        reason += (f"; one stream starts: its window carries {window * 8 / rtt_s / 1e9:.3g} "
-                   "Gbit/s and the rate is only an upper bound, so the others join when it "
-                   "is bound by its window")
+        reason += (
+            f"; one stream starts: its window carries {window * 8 / rtt_s / 1e9:.3g} "
+            "Gbit/s and the rate is only an upper bound, so the others join when it "
+            "is bound by its window"
+        )
     start = 0
     if n > START_UNKNOWN and rate_from != "--rate" and not grow:
         start = START_UNKNOWN
-        reason += (f"; a download starts {start}: the rate is only an upper bound, so more "
-                   f"join (up to {n}) while they are all bound by their windows")
+        reason += (
+            f"; a download starts {start}: the rate is only an upper bound, so more "
+            f"join (up to {n}) while they are all bound by their windows"
+        )
     first = 1 if grow else start  # one line of a terminal: the cap, the rate's source in -v
     brief = (f"{first} of up to {n} streams" if first else counted(n, "stream")) + (
-        f": {show_rate(rate_bps)} x {rtt_s * 1e3:.3g} ms / {show_bytes(window)} window")
+        f": {show_rate(rate_bps)} x {rtt_s * 1e3:.3g} ms / {show_bytes(window)} window"
+    )
     return StreamsDecision(n, rtt_s, rate_bps, rate_from, window, reason, grow, start, brief)
 
 
-def from_table(table: Sequence[tuple[float, int]], source: str, rtt_s: float | None,
-               rate_bps: float, rate_from: str, cap: int = TABLE_CAP) -> StreamsDecision | None:
+def from_table(
+    table: Sequence[tuple[float, int]],
+    source: str,
+    rtt_s: float | None,
+    rate_bps: float,
+    rate_from: str,
+    cap: int = TABLE_CAP,
+) -> StreamsDecision | None:
     """The decision a sweep's streams table makes for the measured RTT (None without one)."""
     if rtt_s is None or not table:
         return None
     row_rtt, streams = nearest_row(table, rtt_s * 1e3)
     n = max(1, min(cap, streams))
-    return StreamsDecision(n, rtt_s, rate_bps, rate_from, None,
-                           f"{counted(n, 'stream')}: the streams table {source} (its row "
-                           f"for {row_rtt:g} ms, the nearest to the measured RTT "
-                           f"{rtt_s * 1e3:.3g} ms)" + (f", capped at {cap}" if n < streams else ""),
-                           brief=f"{counted(n, 'stream')}: the streams table's row for "
-                                 f"{row_rtt:g} ms")
+    return StreamsDecision(
+        n,
+        rtt_s,
+        rate_bps,
+        rate_from,
+        None,
+        f"{counted(n, 'stream')}: the streams table {source} (its row "
+        f"for {row_rtt:g} ms, the nearest to the measured RTT "
+        f"{rtt_s * 1e3:.3g} ms)" + (f", capped at {cap}" if n < streams else ""),
+        brief=f"{counted(n, 'stream')}: the streams table's row for {row_rtt:g} ms",
+    )
 
 
-_SYSCTLS = ("/proc/sys/net/ipv4/tcp_rmem", "/proc/sys/net/ipv4/tcp_wmem",
-            "/proc/sys/net/core/rmem_max", "/proc/sys/net/core/wmem_max")
+_SYSCTLS = (
+    "/proc/sys/net/ipv4/tcp_rmem",
+    "/proc/sys/net/ipv4/tcp_wmem",
+    "/proc/sys/net/core/rmem_max",
+    "/proc/sys/net/core/wmem_max",
+)
 
 
 def host_limits(host: Host) -> BufferLimits | None:

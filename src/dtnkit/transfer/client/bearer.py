@@ -35,28 +35,44 @@ def read_token_file(path: Path, what: str, *, uid: int | None = None) -> str:
         with path.open("rb") as handle:
             st = os.fstat(handle.fileno())
             if not stat.S_ISREG(st.st_mode):
-                raise BadInput(f"{what} {path}", "is not a regular file",
-                               "write the token into a file of its own")
+                raise BadInput(
+                    f"{what} {path}",
+                    "is not a regular file",
+                    "write the token into a file of its own",
+                )
             if uid is not None and st.st_uid != uid:
-                raise BadInput(f"{what} {path}", f"belongs to uid {st.st_uid}, not to you "
-                               f"(uid {uid}): it is not used",
-                               "remove it, or pass --token-file with your own file")
+                raise BadInput(
+                    f"{what} {path}",
+                    f"belongs to uid {st.st_uid}, not to you (uid {uid}): it is not used",
+                    "remove it, or pass --token-file with your own file",
+                )
             raw = handle.read(MAX_TOKEN_FILE + 1)
     except OSError as exc:
-        raise BadInput(f"{what} {path}", f"cannot be read ({exc.strerror or exc})",
-                       "pass a readable file holding the token") from None
+        raise BadInput(
+            f"{what} {path}",
+            f"cannot be read ({exc.strerror or exc})",
+            "pass a readable file holding the token",
+        ) from None
     if len(raw) > MAX_TOKEN_FILE:
-        raise BadInput(f"{what} {path}", f"is larger than {MAX_TOKEN_FILE} bytes: not a "
-                       "token", "pass a file holding the token alone")
+        raise BadInput(
+            f"{what} {path}",
+            f"is larger than {MAX_TOKEN_FILE} bytes: not a token",
+            "pass a file holding the token alone",
+        )
     try:
         token = raw.decode("ascii").strip()
     except UnicodeDecodeError:
-        raise BadInput(f"{what} {path}", "is not ASCII text: not a bearer token",
-                       "pass a file holding the token alone") from None
+        raise BadInput(
+            f"{what} {path}",
+            "is not ASCII text: not a bearer token",
+            "pass a file holding the token alone",
+        ) from None
     if not token or any(c.isspace() or not c.isprintable() for c in token):
-        raise BadInput(f"{what} {path}", "is empty" if not token else
-                       "holds more than one word: not a bearer token",
-                       "pass a file holding the token alone")
+        raise BadInput(
+            f"{what} {path}",
+            "is empty" if not token else "holds more than one word: not a bearer token",
+            "pass a file holding the token alone",
+        )
     return token
 
 
@@ -71,6 +87,5 @@ def discover(env: Environment) -> Bearer | None:
         if not named and not os.path.lexists(path):
             continue
         what = "$BEARER_TOKEN_FILE" if named else "bearer token file"
-        return Bearer(read_token_file(path, what, uid=None if named else env.uid),
-                      str(path))
+        return Bearer(read_token_file(path, what, uid=None if named else env.uid), str(path))
     return None

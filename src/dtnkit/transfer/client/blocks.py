@@ -51,8 +51,8 @@ def read_back(fd: int, block: pipeline.Block, pool: BufferPool | None = None) ->
     """Block *block* of the file *fd* (into a pooled buffer when *pool* is given)."""
     if pool is None:
         return os.pread(fd, block.length, block.offset)
-    view = memoryview(pool.get())[:block.length]
-    return view[:pipeline.pread_into(fd, view, block.offset)]
+    view = memoryview(pool.get())[: block.length]
+    return view[: pipeline.pread_into(fd, view, block.offset)]
 
 
 class CombineHasher:
@@ -63,19 +63,18 @@ class CombineHasher:
     stays bounded and with many streams the hashing spreads over them.
     """
 
-    def __init__(self, combiner: pipeline.BlockCombiner, pool: BufferPool,
-                 depth: int = 2) -> None:
+    def __init__(self, combiner: pipeline.BlockCombiner, pool: BufferPool, depth: int = 2) -> None:
         self._combiner = combiner
         self._pool = pool
         self._depth = depth
         self._pending = 0
         self._lock = threading.Lock()
-        self._queue: queue.SimpleQueue[tuple[pipeline.Block, bytearray] | None] = \
+        self._queue: queue.SimpleQueue[tuple[pipeline.Block, bytearray] | None] = (
             queue.SimpleQueue()
+        )
         self.error: BaseException | None = None
         self.inline = 0
-        self._thread = threading.Thread(target=self._run, name="dtnkit-block-hash",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._run, name="dtnkit-block-hash", daemon=True)
         self._thread.start()
 
     def submit(self, block: pipeline.Block, buf: bytearray) -> None:
@@ -88,7 +87,7 @@ class CombineHasher:
             return
         self.inline += 1
         try:
-            self._combiner.accept(block, memoryview(buf)[:block.length])
+            self._combiner.accept(block, memoryview(buf)[: block.length])
         finally:
             self._pool.put(buf)
 
@@ -99,7 +98,7 @@ class CombineHasher:
                 return
             block, buf = item
             try:
-                self._combiner.accept(block, memoryview(buf)[:block.length])
+                self._combiner.accept(block, memoryview(buf)[: block.length])
             except BaseException as exc:  # reported by the stream that owns it
                 self.error = self.error or exc
             finally:
@@ -124,10 +123,17 @@ class Landing:
     sha256) owns the buffer until it has hashed it and gives it back to the pool, reading a
     block back with *read_block* (a local file) when it falls behind."""
 
-    def __init__(self, pool: BufferPool, verifier: pipeline.BlockVerifier | None,
-                 done: set[int] | None, progress: Callable[[int], None] | None,
-                 stop: threading.Event, *, values_read: bool = False,
-                 read_block: Callable[[pipeline.Block], Buffer] | None = None) -> None:
+    def __init__(
+        self,
+        pool: BufferPool,
+        verifier: pipeline.BlockVerifier | None,
+        done: set[int] | None,
+        progress: Callable[[int], None] | None,
+        stop: threading.Event,
+        *,
+        values_read: bool = False,
+        read_block: Callable[[pipeline.Block], Buffer] | None = None,
+    ) -> None:
         self.pool, self.verifier, self.done, self.progress = pool, verifier, done, progress
         self.stop = stop
         self.combiner = verifier if isinstance(verifier, pipeline.BlockCombiner) else None
@@ -155,10 +161,11 @@ class Landing:
         elif self.ordered is not None:
             # the ordered hasher owns buf now and gives it back to the pool when done; wait
             # for it rather than have it read the block back
-            self.ordered.accept(b, memoryview(buf)[:b.length], wait=pipeline.BACKPRESSURE_WAIT,
-                                stop=self.stop)
+            self.ordered.accept(
+                b, memoryview(buf)[: b.length], wait=pipeline.BACKPRESSURE_WAIT, stop=self.stop
+            )
         elif self.verifier is not None and self.combiner is None:
-            self.verifier.accept(b, memoryview(buf)[:b.length])
+            self.verifier.accept(b, memoryview(buf)[: b.length])
         else:
             self.pool.put(buf)
         if self.progress is not None:

@@ -27,16 +27,23 @@ if TYPE_CHECKING:
 FileJob = Callable[[], FileResult]
 
 
-def copy(src: str, dst: str, request: CopyRequest, *, streams: StreamPolicy | None = None,
-         progress: Callable[[int], None] | None = None,
-         on_size: Callable[[int], None] | None = None,
-         timeline: Timeline | None = None) -> Summary:
+def copy(
+    src: str,
+    dst: str,
+    request: CopyRequest,
+    *,
+    streams: StreamPolicy | None = None,
+    progress: Callable[[int], None] | None = None,
+    on_size: Callable[[int], None] | None = None,
+    timeline: Timeline | None = None,
+) -> Summary:
     """Copy *src* to *dst* (one of them a URL) as *request* asks, its streams *streams*'
     (default: ``--streams N`` of the request); *progress* is told the bytes moved, *on_size*
     a remote source's size once known, *timeline* the copy's steps and connections.
     Returns the summary."""
-    run = CopyRun.of(request, streams=streams, progress=progress, on_size=on_size,
-                     timeline=timeline)
+    run = CopyRun.of(
+        request, streams=streams, progress=progress, on_size=on_size, timeline=timeline
+    )
     start = time.monotonic()
     summary = Summary(run)
     if is_url(src) and is_url(dst):
@@ -67,8 +74,10 @@ def download_jobs(src: str, dst: str, run: CopyRun) -> list[FileJob]:
     target = Path(dst)
     if request.recursive:
         base = target / url.name if target.is_dir() and url.name else target
-        return [functools.partial(download, session, child, path, run)
-                for child, path in remote_walk(session, url, base)]
+        return [
+            functools.partial(download, session, child, path, run)
+            for child, path in remote_walk(session, url, base)
+        ]
     if is_device(target):
         return [functools.partial(download_to_device, session, url, target, run)]
     if target.is_dir() or dst.endswith("/"):
@@ -77,13 +86,18 @@ def download_jobs(src: str, dst: str, run: CopyRun) -> list[FileJob]:
         try:
             make_dirs(target.parent)
         except OSError as exc:
-            raise BadInput(f"destination {dst}", f"its directory cannot be made "
-                           f"({exc.filename}: {exc.strerror})",
-                           "check that path and its permissions (a file there, or "
-                           "a symbolic link made meanwhile, is refused)") from None
+            raise BadInput(
+                f"destination {dst}",
+                f"its directory cannot be made ({exc.filename}: {exc.strerror})",
+                "check that path and its permissions (a file there, or "
+                "a symbolic link made meanwhile, is refused)",
+            ) from None
     elif not target.parent.is_dir():
-        raise BadInput(f"destination {dst}", "its directory does not exist",
-                       "rerun with -p/--parents to create it, or create it first")
+        raise BadInput(
+            f"destination {dst}",
+            "its directory does not exist",
+            "rerun with -p/--parents to create it, or create it first",
+        )
     return [functools.partial(download, session, url, target, run)]
 
 
@@ -99,8 +113,10 @@ def upload_jobs(src: str, dst: str, run: CopyRun) -> list[FileJob]:
         top = url.child(local.name) if dst.endswith("/") else url
         if request.parents:
             make_parents(session, top)
-        return [functools.partial(upload, session, file, remote, run)
-                for file, remote in local_walk(session, local, top)]
+        return [
+            functools.partial(upload, session, file, remote, run)
+            for file, remote in local_walk(session, local, top)
+        ]
     if not local.is_file():
         raise BadInput(f"source {src}", "is not a file", "check the path")
     if dst.endswith("/"):
@@ -122,8 +138,10 @@ def relay_jobs(src: str, dst: str, run: CopyRun) -> list[FileJob]:
         top = dst_url.child(src_url.name) if dst.endswith("/") and src_url.name else dst_url
         if request.parents:
             make_parents(dst_session, top)
-        return [functools.partial(relay, src_session, child, dst_session, target, run)
-                for child, target in relay_walk(src_session, src_url, dst_session, top)]
+        return [
+            functools.partial(relay, src_session, child, dst_session, target, run)
+            for child, target in relay_walk(src_session, src_url, dst_session, top)
+        ]
     if dst.endswith("/"):
         dst_url = dst_url.child(src_url.name)
     if request.parents:
@@ -140,8 +158,11 @@ def remote_walk(session: Session, url: Url, dst: Path) -> Iterator[tuple[Url, Pa
         target = dst.joinpath(*member.names)
         if member.is_dir:
             if target.is_symlink():
-                raise BadInput(f"destination {target}", "is a symbolic link",
-                               "remove it, or copy into another directory")
+                raise BadInput(
+                    f"destination {target}",
+                    "is a symbolic link",
+                    "remove it, or copy into another directory",
+                )
             target.mkdir(exist_ok=True)
         else:
             yield member.url, target

@@ -52,8 +52,9 @@ def download(session: Session, url: Url, dst: Path, run: CopyRun) -> FileResult:
     ``--retries`` times in all; transport failures keep the part file for a rerun."""
     retry = run.request.retry
     budget = retry.budget()
-    result, retries = retry.again(lambda: download_once(session, url, dst, run, budget),
-                                  budget=budget)
+    result, retries = retry.again(
+        lambda: download_once(session, url, dst, run, budget), budget=budget
+    )
     result.retries += retries
     result.refetched_blocks = budget.refetched_blocks
     return result
@@ -73,36 +74,52 @@ def download_to_device(session: Session, url: Url, dst: Path, run: CopyRun) -> F
     verify = run.request.verify_plan()
     name = verify.algorithm
     if not verify.device_ok:
-        raise BadInput(f"destination {dst}", "is a device: it cannot be read back",
-                       "use --verify block or none with --verify-level inflight")
+        raise BadInput(
+            f"destination {dst}",
+            "is a device: it cannot be read back",
+            "use --verify block or none with --verify-level inflight",
+        )
     session, url, info = session.resolve(url)
     if info.is_dir:
         raise BadInput(f"{url}", "is a collection", "copy a file to a device")
     run.sized(info.size)
-    source = (Background(lambda: source_digest(session, url, name))
-              if verify.block else None)
+    source = Background(lambda: source_digest(session, url, name)) if verify.block else None
     blocks = pipeline.plan_blocks(info.size, run.request.block_size)
 
     def no_read_back(block: pipeline.Block) -> Buffer:
-        raise OSError(f"block {block.index} would have to be read back from {dst} (the "
-                      "ordered hash fell behind); use fewer --streams or copy to a file")
+        raise OSError(
+            f"block {block.index} would have to be read back from {dst} (the "
+            "ordered hash fell behind); use fewer --streams or copy to a file"
+        )
 
-    verifier = (pipeline.make_verifier(name, blocks, no_read_back, run.request.max_buffered)
-                if verify.block else None)
+    verifier = (
+        pipeline.make_verifier(name, blocks, no_read_back, run.request.max_buffered)
+        if verify.block
+        else None
+    )
     fd = os.open(dst, os.O_WRONLY | os.O_CLOEXEC)
     try:
-        retries = move(HttpRangeSource(session, url, info.etag, info.size), FileSink(fd),
-                       blocks, run, run.streams.plan(session), size=info.size,
-                       verifier=verifier)
+        retries = move(
+            HttpRangeSource(session, url, info.etag, info.size),
+            FileSink(fd),
+            blocks,
+            run,
+            run.streams.plan(session),
+            size=info.size,
+            verifier=verifier,
+        )
         got = verifier.digest() if verifier is not None else None
         expected = source.result() if source is not None else None
         if expected is not None and got != expected:
-            raise ChecksumMismatch(f"checksum mismatch for {url}",
-                                   f"{name} expected {verify.show(expected)} (source), got "
-                                   f"{verify.show(got or b'')} from the network",
-                                   "retry; if it persists, check the source and the path")
-        return FileResult(str(url), str(dst), info.size, expected, Level.INFLIGHT, retries,
-                          algorithm=name)
+            raise ChecksumMismatch(
+                f"checksum mismatch for {url}",
+                f"{name} expected {verify.show(expected)} (source), got "
+                f"{verify.show(got or b'')} from the network",
+                "retry; if it persists, check the source and the path",
+            )
+        return FileResult(
+            str(url), str(dst), info.size, expected, Level.INFLIGHT, retries, algorithm=name
+        )
     finally:
         if verifier is not None:
             verifier.close()
@@ -112,8 +129,9 @@ def download_to_device(session: Session, url: Url, dst: Path, run: CopyRun) -> F
                 source.result()
 
 
-def download_once(session: Session, url: Url, dst: Path, run: CopyRun,
-                  budget: Budget | None = None) -> FileResult:
+def download_once(
+    session: Session, url: Url, dst: Path, run: CopyRun, budget: Budget | None = None
+) -> FileResult:
     """One run of :func:`download` (its bad-block rounds spend *budget*)."""
     request = run.request
     verify = request.verify_plan()
@@ -133,8 +151,9 @@ def download_once(session: Session, url: Url, dst: Path, run: CopyRun,
         want = name if verify.sequential or verify.source_digest_in_background else None
         # several streams each receive a span, unless an ordered digest (md5, sha256) is
         # computed as blocks arrive: then a GET per block (engine.move)
-        first = open_source(session, url, run, want,
-                            spans=not (verify.block and pipeline.ordered(name)))
+        first = open_source(
+            session, url, run, want, spans=not (verify.block and pipeline.ordered(name))
+        )
         session, url, info, plan = first.session, first.url, first.info, first.plan
     try:
         if info.is_dir:
@@ -153,8 +172,16 @@ class PartDownload:
     blocks fetched by the engine, the verification, the bad-block rounds and the commit; a
     transport failure or an interruption keeps the part file and its journal for a rerun."""
 
-    def __init__(self, session: Session, url: Url, info: RemoteInfo, plan: StreamPlan,
-                 run: CopyRun, dst: Path, origin: Url) -> None:
+    def __init__(
+        self,
+        session: Session,
+        url: Url,
+        info: RemoteInfo,
+        plan: StreamPlan,
+        run: CopyRun,
+        dst: Path,
+        origin: Url,
+    ) -> None:
         self.session, self.url, self.info, self.plan, self.run = session, url, info, plan, run
         self.dst, self.origin = dst, origin
         self.verify = run.request.verify_plan()
@@ -168,8 +195,9 @@ class PartDownload:
         self.keep_part = False
         self._ask_digest()
         try:
-            self.kept, self.kept_name, self.note = load_journal(dst, origin, info, run.request,
-                                                                len(self.blocks))
+            self.kept, self.kept_name, self.note = load_journal(
+                dst, origin, info, run.request, len(self.blocks)
+            )
             self.fd, refused = open_part(dst, resume=bool(self.kept))
         except BaseException:
             self._forget_digest()
@@ -201,8 +229,11 @@ class PartDownload:
         committed = False
         try:
             resumed, resumed_bytes = self._resume()
-            retries = self.fetch([b for b in self.blocks if b.index not in self.done],
-                                 verifier=self.verifier, opened=first)
+            retries = self.fetch(
+                [b for b in self.blocks if b.index not in self.done],
+                verifier=self.verifier,
+                opened=first,
+            )
             self.run.mark("moved")
             got, ondisk, level = self._checked()
             retries += self._refetch(got, ondisk, budget)
@@ -212,10 +243,19 @@ class PartDownload:
             if self.verify.fsync:
                 fsync_dir(self.dst.parent)
                 self.run.mark("directory synced")
-            return FileResult(str(self.url), str(self.dst), self.info.size, self.expected,
-                              level, retries, getattr(self.verifier, "read_back", 0),
-                              resumed_blocks=resumed, resumed_bytes=resumed_bytes,
-                              note=self.note, algorithm=self.verify.algorithm)
+            return FileResult(
+                str(self.url),
+                str(self.dst),
+                self.info.size,
+                self.expected,
+                level,
+                retries,
+                getattr(self.verifier, "read_back", 0),
+                resumed_blocks=resumed,
+                resumed_bytes=resumed_bytes,
+                note=self.note,
+                algorithm=self.verify.algorithm,
+            )
         except KeyboardInterrupt:
             if self._save():
                 self.keep_part = True
@@ -242,14 +282,18 @@ class PartDownload:
                 kept, self.note = {}, "started over: the part file is not the expected size"
             os.ftruncate(fd, self.info.size)
         if self.verify.block:
-            self.verifier = pipeline.make_verifier(self.verify.algorithm, blocks,
-                                                   functools.partial(read_back, fd),
-                                                   self.run.request.max_buffered)
+            self.verifier = pipeline.make_verifier(
+                self.verify.algorithm,
+                blocks,
+                functools.partial(read_back, fd),
+                self.run.request.max_buffered,
+            )
         if kept:
             self.done = resume_blocks(fd, blocks, kept, self.kept_name, self.verifier)
             damaged = len(kept) - len(self.done)
-            self.note = (f"resumed: {len(self.done)} of {len(blocks)} blocks kept from the "
-                         "interrupted run")
+            self.note = (
+                f"resumed: {len(self.done)} of {len(blocks)} blocks kept from the interrupted run"
+            )
             if damaged:
                 self.note += f"; {damaged} kept block(s) did not match the journal, fetched again"
         resumed_bytes = sum(b.length for b in blocks if b.index in self.done)
@@ -258,28 +302,50 @@ class PartDownload:
             self.run.progressed(resumed_bytes)
         return len(self.done), resumed_bytes
 
-    def fetch(self, todo: list[pipeline.Block], *,
-              verifier: pipeline.BlockVerifier | None = None,
-              opened: Opened | None = None) -> int:
+    def fetch(
+        self,
+        todo: list[pipeline.Block],
+        *,
+        verifier: pipeline.BlockVerifier | None = None,
+        opened: Opened | None = None,
+    ) -> int:
         """*todo* into the part file on the engine's streams (the first on *opened*'s
         connection); a transport failure keeps the part file and its journal for a rerun."""
         try:
-            return move(self.reader, self.sink, todo, self.run, self.plan, size=self.info.size,
-                        verifier=verifier, done=self.done,
-                        first=opened.conn if opened is not None else None,
-                        opened=opened.response if opened is not None else None,
-                        spares=opened.spares if opened is not None else ())
+            return move(
+                self.reader,
+                self.sink,
+                todo,
+                self.run,
+                self.plan,
+                size=self.info.size,
+                verifier=verifier,
+                done=self.done,
+                first=opened.conn if opened is not None else None,
+                opened=opened.response if opened is not None else None,
+                spares=opened.spares if opened is not None else (),
+            )
         except TransferError as exc:
             if type(exc) is TransferError and self._save():
                 self.keep_part = True
-                exc.next_step = (f"rerun the same command to resume ({len(self.done)} of "
-                                 f"{len(self.blocks)} blocks are kept in {self.part}); check "
-                                 "that the server is up; --no-resume starts over")
+                exc.next_step = (
+                    f"rerun the same command to resume ({len(self.done)} of "
+                    f"{len(self.blocks)} blocks are kept in {self.part}); check "
+                    "that the server is up; --no-resume starts over"
+                )
             raise
 
     def _save(self) -> bool:
-        return save_journal(self.dst, self.origin, self.info, self.run.request, self.fd,
-                            self.done, self.verifier, self.stale)
+        return save_journal(
+            self.dst,
+            self.origin,
+            self.info,
+            self.run.request,
+            self.fd,
+            self.done,
+            self.verifier,
+            self.stale,
+        )
 
     def _checked(self) -> tuple[bytes | None, bytes | None, Level]:
         """The digest of what arrived (the verifier's, or the file's), the file's as read
@@ -320,29 +386,41 @@ class PartDownload:
             bad_value = next((v for v in (got, ondisk) if v is not None and v != expected), None)
             if bad_value is None:
                 return retries
-            why = (f"{name} expected {verify.show(expected)} (source), got "
-                   f"{verify.show(bad_value)}; {self.dst} was not written")
-            step = ("retry later; if it persists, check the source storage (its stored "
-                    "checksum and its disk), the network path and the destination disk")
+            why = (
+                f"{name} expected {verify.show(expected)} (source), got "
+                f"{verify.show(bad_value)}; {self.dst} was not written"
+            )
+            step = (
+                "retry later; if it persists, check the source storage (its stored "
+                "checksum and its disk), the network path and the destination disk"
+            )
             if budget.left <= 0:
                 raise ChecksumMismatch(f"checksum mismatch for {url}", why, step)
             # Which blocks differ?  Compare per-block digests with the source's Content-Digest;
             # the values computed as the bytes arrived serve when they are what was checked.
             values: list[int | None] | None = None
             probe = "crc32c"
-            if isinstance(self.verifier, pipeline.BlockCombiner) and first_round \
-                    and ondisk is None:
+            if isinstance(self.verifier, pipeline.BlockCombiner) and first_round and ondisk is None:
                 values, probe = self.verifier.block_values(), self.verifier.name
-            bad = bad_blocks(self.session, url, self.info, fd, self.blocks, probe, values,
-                             self.plan)
+            bad = bad_blocks(
+                self.session, url, self.info, fd, self.blocks, probe, values, self.plan
+            )
             if bad is None:
-                raise ChecksumMismatch(f"checksum mismatch for {url}", why + "; the server "
-                                       "gives no per-block Content-Digest, so the whole file "
-                                       "is fetched again", step)
+                raise ChecksumMismatch(
+                    f"checksum mismatch for {url}",
+                    why + "; the server "
+                    "gives no per-block Content-Digest, so the whole file "
+                    "is fetched again",
+                    step,
+                )
             if not bad:
-                raise ChecksumMismatch(f"checksum mismatch for {url}", why + "; every block "
-                                       "matches the source's per-block digest: the source's "
-                                       "whole-file checksum disagrees with its content", step)
+                raise ChecksumMismatch(
+                    f"checksum mismatch for {url}",
+                    why + "; every block "
+                    "matches the source's per-block digest: the source's "
+                    "whole-file checksum disagrees with its content",
+                    step,
+                )
             budget.take()
             budget.refetched_blocks += len(bad)
             first_round = False

@@ -37,9 +37,17 @@ from dtnkit.transfer.wire.upload import ID_HEADER
 # =========================================================================== sources
 
 
-def fetch_range(session: Session, url: Url, etag: str | None, b: pipeline.Block,
-                buf: bytearray, conn: http.client.HTTPConnection, *, label: str,
-                size: int | None = None) -> memoryview:
+def fetch_range(
+    session: Session,
+    url: Url,
+    etag: str | None,
+    b: pipeline.Block,
+    buf: bytearray,
+    conn: http.client.HTTPConnection,
+    *,
+    label: str,
+    size: int | None = None,
+) -> memoryview:
     """``GET`` block *b* of *url* on *conn* into *buf*; the filled view.
 
     The ``206`` must carry the ``Content-Range`` of exactly *b* (of *size* when known):
@@ -57,17 +65,20 @@ def fetch_range(session: Session, url: Url, etag: str | None, b: pipeline.Block,
     if r.status != 206:
         body = r.read(4096)
         if r.status == 200:
-            raise FatalHttp(f"GET {url}", "the server sent the whole file instead of a "
-                            "range (the source changed during the copy?)", "retry the copy")
+            raise FatalHttp(
+                f"GET {url}",
+                "the server sent the whole file instead of a "
+                "range (the source changed during the copy?)",
+                "retry the copy",
+            )
         check_status(r.status, f"GET {url}", body, ok=(206,))
     check_content_range(r.getheader("Content-Range"), b.offset, b.end, size, f"GET {url} {label}")
-    view = memoryview(buf)[:b.length]
+    view = memoryview(buf)[: b.length]
     got = 0
     while got < b.length:
         n = r.readinto(view[got:])
         if not n:
-            raise Retryable(f"GET {url} {label}: connection closed after "
-                            f"{got} of {b.length} bytes")
+            raise Retryable(f"GET {url} {label}: connection closed after {got} of {b.length} bytes")
         got += n
     if r.read(1):
         raise Retryable(f"GET {url} {label}: longer than asked")
@@ -85,8 +96,9 @@ class HttpRangeSource:
 
     thread_name = "dtnkit-stream"
 
-    def __init__(self, session: Session, url: Url, etag: str | None,
-                 size: int | None = None) -> None:
+    def __init__(
+        self, session: Session, url: Url, etag: str | None, size: int | None = None
+    ) -> None:
         self.session, self.url, self.etag = session, url, etag
         self.size = size  # the file's size from the HEAD: every 206's total must be it
         self._local = threading.local()
@@ -95,9 +107,11 @@ class HttpRangeSource:
         self.retries = 0  # retries of read(); the streams count their own
 
     def give_up(self, b: pipeline.Block, attempts: int, exc: BaseException) -> TransferError:
-        return TransferError(f"GET {self.url}", f"block {b.index} failed after {attempts} "
-                             f"attempts ({exc})",
-                             "check that the server is up; raise --retries or --stall-timeout")
+        return TransferError(
+            f"GET {self.url}",
+            f"block {b.index} failed after {attempts} attempts ({exc})",
+            "check that the server is up; raise --retries or --stall-timeout",
+        )
 
     def read(self, b: pipeline.Block, buf: bytearray) -> memoryview:
         def once() -> memoryview:
@@ -107,8 +121,16 @@ class HttpRangeSource:
                 self._local.conn = conn
                 with self._lock:
                     self._all.append(conn)
-            return fetch_range(self.session, self.url, self.etag, b, buf, conn,
-                               label=f"range {b.offset}-{b.end}", size=self.size)
+            return fetch_range(
+                self.session,
+                self.url,
+                self.etag,
+                b,
+                buf,
+                conn,
+                label=f"range {b.offset}-{b.end}",
+                size=self.size,
+            )
 
         def drop() -> None:
             conn = getattr(self._local, "conn", None)
@@ -121,10 +143,16 @@ class HttpRangeSource:
                 self.retries += 1
 
         return self.session.run.request.retry.call(
-            f"GET {self.url}", once, cleanup=drop, retried=retried,
+            f"GET {self.url}",
+            once,
+            cleanup=drop,
+            retried=retried,
             give_up=lambda attempts, exc: TransferError(
-                f"GET {self.url}", f"range {b.offset}-{b.end} failed after {attempts} "
-                f"attempts ({exc})", "check that the source server is up"))
+                f"GET {self.url}",
+                f"range {b.offset}-{b.end} failed after {attempts} attempts ({exc})",
+                "check that the source server is up",
+            ),
+        )
 
     def read_back(self, b: pipeline.Block) -> Buffer:
         return self.read(b, bytearray(b.length))
@@ -143,11 +171,14 @@ class LocalFileSource:
         self.fd, self.path = fd, path
 
     def read(self, b: pipeline.Block, buf: bytearray) -> memoryview:
-        view = memoryview(buf)[:b.length]
+        view = memoryview(buf)[: b.length]
         got = pipeline.pread_into(self.fd, view, b.offset)
         if got < b.length:
-            raise TransferError(f"source {self.path}", f"ended at {b.offset + got} bytes",
-                                "do not modify files while copying them")
+            raise TransferError(
+                f"source {self.path}",
+                f"ended at {b.offset + got} bytes",
+                "do not modify files while copying them",
+            )
         return view
 
     def read_back(self, b: pipeline.Block) -> Buffer:
@@ -195,28 +226,50 @@ class SessionSink:
 
     thread_name = "dtnkit-up"
 
-    def __init__(self, session: Session, url: Url, ident: str, size: int, algorithm: str,
-                 range_digest: bool, resume: bool) -> None:
+    def __init__(
+        self,
+        session: Session,
+        url: Url,
+        ident: str,
+        size: int,
+        algorithm: str,
+        range_digest: bool,
+        resume: bool,
+    ) -> None:
         self.session, self.url, self.ident, self.size = session, url, ident, size
         self.algorithm, self.range_digest, self.resume = algorithm, range_digest, resume
         # per connection: its socket, and the bytes received past the last answer
-        self._readers: weakref.WeakKeyDictionary[http.client.HTTPConnection,
-                                                 tuple[object, bytearray]] = \
-            weakref.WeakKeyDictionary()
+        self._readers: weakref.WeakKeyDictionary[
+            http.client.HTTPConnection, tuple[object, bytearray]
+        ] = weakref.WeakKeyDictionary()
 
-    def send(self, conn: http.client.HTTPConnection, b: pipeline.Block, data: memoryview,
-             value: int | None) -> None:
+    def send(
+        self,
+        conn: http.client.HTTPConnection,
+        b: pipeline.Block,
+        data: memoryview,
+        value: int | None,
+    ) -> None:
         """Write block *b*'s request (head and body) without waiting for any answer."""
         name = self.algorithm
-        hdrs = {ID_HEADER: self.ident, "Content-Range": f"bytes {b.offset}-{b.end}/{self.size}",
-                "Content-Length": str(b.length), "Content-Type": "application/octet-stream"}
+        hdrs = {
+            ID_HEADER: self.ident,
+            "Content-Range": f"bytes {b.offset}-{b.end}/{self.size}",
+            "Content-Length": str(b.length),
+            "Content-Type": "application/octet-stream",
+        }
         if value is not None and self.range_digest:
             hdrs["Digest"] = format_digest(name, checksum.to_bytes(name, value))
         if conn.sock is None:
             conn.connect()
         host = self.url.host if ":" not in self.url.host else f"[{self.url.host}]"
-        lines = [f"PUT {self.url.path} HTTP/1.1", f"Host: {host}:{self.url.port}",
-                 *(f"{k}: {v}" for k, v in self.session.headers(hdrs).items()), "", ""]
+        lines = [
+            f"PUT {self.url.path} HTTP/1.1",
+            f"Host: {host}:{self.url.port}",
+            *(f"{k}: {v}" for k, v in self.session.headers(hdrs).items()),
+            "",
+            "",
+        ]
         head = "\r\n".join(lines).encode("latin-1")
         conn.sock.sendall(head)
         conn.sock.sendall(data)
@@ -233,8 +286,7 @@ class SessionSink:
             raise Retryable(why) if conn.sock is None else Refused(why)
         if status in (404, 410):
             raise SessionLost(f"PUT {self.url}: HTTP {status} {reason(body)}")
-        check_status(status, f"PUT {self.url} range {b.offset}-{b.end}", body,
-                     ok=(200, 201, 204))
+        check_status(status, f"PUT {self.url} range {b.offset}-{b.end}", body, ok=(200, 201, 204))
 
     def _read_answer(self, conn: http.client.HTTPConnection, what: str) -> tuple[int, bytes]:
         """(status, body) of the next answer on *conn*, read with ``recv`` into a buffer of
@@ -258,22 +310,24 @@ class SessionSink:
                     raise Retryable(f"{what}: an answer head longer than {_MAX_HEAD} bytes")
                 more()
             lines = bytes(buf[:end]).decode("latin-1").split("\r\n")
-            del buf[:end + 4]
+            del buf[: end + 4]
             parts = lines[0].split(None, 2)
             if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
                 raise Retryable(f"{what}: not an HTTP status line: {lines[0][:80]!r}")
             status = int(parts[1])
             if status != 100:
                 break
-        headers = {k.strip().lower(): v.strip()
-                   for k, _sep, v in (line.partition(":") for line in lines[1:])}
+        headers = {
+            k.strip().lower(): v.strip()
+            for k, _sep, v in (line.partition(":") for line in lines[1:])
+        }
         length = headers.get("content-length", "0")
         if not (length.isascii() and length.isdigit()) or int(length) > MAX_ANSWER:
             raise Retryable(f"{what}: an answer with Content-Length {length[:40]!r}")
         while len(buf) < int(length):
             more()
-        body = bytes(buf[:int(length)])
-        del buf[:int(length)]
+        body = bytes(buf[: int(length)])
+        del buf[: int(length)]
         if headers.get("connection", "").lower() == "close":
             conn.close()  # the server ends the connection: later blocks go on a new one
         return status, body
@@ -282,6 +336,11 @@ class SessionSink:
         return TransferError(
             f"PUT {self.url}",
             f"range {b.offset}-{b.end} failed after {attempts} attempts ({exc})",
-            ("rerun the same command to resume (the ranges already sent are kept on the "
-             "server); " if self.resume else "")
-            + "check that the server is up; raise --retries or --stall-timeout")
+            (
+                "rerun the same command to resume (the ranges already sent are kept on the "
+                "server); "
+                if self.resume
+                else ""
+            )
+            + "check that the server is up; raise --retries or --stall-timeout",
+        )

@@ -260,8 +260,11 @@ class Shares:
         elapsed = now - share.started
         if share.received <= 0 or elapsed <= 0:
             return False
-        need = sum(b.length for b in share.blocks[share.stop - k:share.stop]) * elapsed \
+        need = (
+            sum(b.length for b in share.blocks[share.stop - k : share.stop])
+            * elapsed
             / share.received
+        )
         return need >= max(STEAL_MIN_S, STEAL_MIN_RTTS * self.rtt_s)
 
     def end(self, share: Share) -> int:
@@ -272,7 +275,7 @@ class Shares:
     def _take(self, victim: Share, k: int) -> Share:
         """A new share of *victim*'s last *k* blocks left, which it no longer receives
         (under :attr:`lock`)."""
-        share = Share(victim.blocks[victim.stop - k:victim.stop])
+        share = Share(victim.blocks[victim.stop - k : victim.stop])
         victim.stop -= k
         self.all.append(share)
         return share
@@ -299,8 +302,14 @@ class Shares:
         it), or None."""
         with self.lock:
             now = time.monotonic()
-            victim = next((s for s in sorted(self.all, key=lambda s: -s.left)
-                           if s.left >= 2 and self.worth(s, s.left // 2, now)), None)
+            victim = next(
+                (
+                    s
+                    for s in sorted(self.all, key=lambda s: -s.left)
+                    if s.left >= 2 and self.worth(s, s.left // 2, now)
+                ),
+                None,
+            )
             if victim is None:
                 return None
             self.steals += 1
@@ -323,11 +332,9 @@ class Lane(Protocol):
         """The block's state, made once (a buffer; the bytes to send)."""
         ...
 
-    def send(self, conn: http.client.HTTPConnection, b: pipeline.Block, state: Any) -> None:
-        ...
+    def send(self, conn: http.client.HTTPConnection, b: pipeline.Block, state: Any) -> None: ...
 
-    def answer(self, conn: http.client.HTTPConnection, b: pipeline.Block, state: Any) -> None:
-        ...
+    def answer(self, conn: http.client.HTTPConnection, b: pipeline.Block, state: Any) -> None: ...
 
     def finish(self, b: pipeline.Block, state: Any) -> None:
         """The block moved: hand it on."""
@@ -346,8 +353,7 @@ class Lane(Protocol):
         """The stream ended well: wait for what the lane still hands on; raise its error."""
         ...
 
-    def close(self) -> None:
-        ...
+    def close(self) -> None: ...
 
 
 @dataclass(slots=True)
@@ -384,9 +390,16 @@ class ReceiveLane:
 
     depth = 1
 
-    def __init__(self, source: HttpRangeSource, sink: FileSink, landing: Landing, size: int,
-                 stage_depth: int | None, reach: Callable[[pipeline.Block], int],
-                 opened: OpenResponse | None = None) -> None:
+    def __init__(
+        self,
+        source: HttpRangeSource,
+        sink: FileSink,
+        landing: Landing,
+        size: int,
+        stage_depth: int | None,
+        reach: Callable[[pipeline.Block], int],
+        opened: OpenResponse | None = None,
+    ) -> None:
         self.source, self.sink, self.landing, self.size = source, sink, landing, size
         self.reach = reach
         self.open = opened  # a GET already answered on the stream's first connection
@@ -395,7 +408,9 @@ class ReceiveLane:
         self.hasher = landing.hasher()
         self.stage: pipeline.Stage[_Item] | None = (
             pipeline.Stage(self._consume, stage_depth, "dtnkit-write")
-            if stage_depth is not None else None)
+            if stage_depth is not None
+            else None
+        )
 
     def queued(self) -> int:
         """Bytes that arrived on the connection being read but are not read yet (the
@@ -413,8 +428,9 @@ class ReceiveLane:
     def prepare(self, b: pipeline.Block) -> _Receiving:
         return _Receiving(self.landing.pool.get())
 
-    def _response_at(self, conn: http.client.HTTPConnection,
-                     b: pipeline.Block) -> http.client.HTTPResponse:
+    def _response_at(
+        self, conn: http.client.HTTPConnection, b: pipeline.Block
+    ) -> http.client.HTTPResponse:
         """The open response when it continues at block *b* on *conn*, else a new ``GET`` of
         the run from *b* on."""
         if self.open is not None and self.open.conn is conn and self.open.offset == b.offset:
@@ -427,8 +443,9 @@ class ReceiveLane:
             hdrs["If-Range"] = src.etag
         what = f"GET {src.url}"
         conn.request("GET", src.url.path, headers=src.session.headers(hdrs))
-        src.session.run.mark("GET sent", connection=getattr(conn, "timeline_index", None),
-                             range=f"{first}-{last}")
+        src.session.run.mark(
+            "GET sent", connection=getattr(conn, "timeline_index", None), range=f"{first}-{last}"
+        )
         r = conn.getresponse()
         if r.status >= 500:
             r.read(4096)
@@ -436,8 +453,12 @@ class ReceiveLane:
         if r.status != 206:
             body = r.read(4096)
             if r.status == 200:
-                raise FatalHttp(what, "the server sent the whole file instead of a range "
-                                "(the source changed during the copy?)", "retry the copy")
+                raise FatalHttp(
+                    what,
+                    "the server sent the whole file instead of a range "
+                    "(the source changed during the copy?)",
+                    "retry the copy",
+                )
             check_status(r.status, what, body, ok=(206,))
         # exactly the bytes asked for, of the size the HEAD gave (answers.py), whatever the
         # verify mode: under --verify none nothing else would notice other bytes
@@ -445,24 +466,25 @@ class ReceiveLane:
         self.open = OpenResponse(conn, r, first, last)
         return r
 
-    def send(self, conn: http.client.HTTPConnection, b: pipeline.Block,
-             state: _Receiving) -> None:
+    def send(self, conn: http.client.HTTPConnection, b: pipeline.Block, state: _Receiving) -> None:
         if state.tries and self.stage is not None:
             self.stage.drain()  # an earlier attempt's chunks are written before buf is refilled
         state.tries += 1
         self.current = conn
         r = self._response_at(conn, b)
-        view = memoryview(state.buf)[:b.length]
+        view = memoryview(state.buf)[: b.length]
         got = posted = 0
         stop = self.landing.stop
         while got < b.length:
             if stop.is_set():
                 raise Abort()
-            n = r.readinto(view[got:min(b.length, posted + CHUNK)])
+            n = r.readinto(view[got : min(b.length, posted + CHUNK)])
             if not n:
                 self.open = None
-                raise Retryable(f"GET {self.source.url} block {b.index}: connection closed "
-                                f"after {got} of {b.length} bytes")
+                raise Retryable(
+                    f"GET {self.source.url} block {b.index}: connection closed "
+                    f"after {got} of {b.length} bytes"
+                )
             got += n
             self.received += n
             if got - posted >= CHUNK or got == b.length:
@@ -478,8 +500,9 @@ class ReceiveLane:
         else:
             self.open = OpenResponse(conn, r, b.offset + b.length, body_end)
 
-    def answer(self, conn: http.client.HTTPConnection, b: pipeline.Block,
-               state: _Receiving) -> None:
+    def answer(
+        self, conn: http.client.HTTPConnection, b: pipeline.Block, state: _Receiving
+    ) -> None:
         return None
 
     def finish(self, b: pipeline.Block, state: _Receiving) -> None:
@@ -532,8 +555,13 @@ class SendLane:
     depth = PIPELINE
     received = 0
 
-    def __init__(self, source: HttpRangeSource | ReadBlock, sink: SessionSink,
-                 landing: Landing, algorithm: str) -> None:
+    def __init__(
+        self,
+        source: HttpRangeSource | ReadBlock,
+        sink: SessionSink,
+        landing: Landing,
+        algorithm: str,
+    ) -> None:
         self.source, self.sink, self.landing, self.algorithm = source, sink, landing, algorithm
         self.hasher = landing.hasher()
 
@@ -543,18 +571,19 @@ class SendLane:
     def prepare(self, b: pipeline.Block) -> _Sending:
         buf = self.landing.pool.get()
         data = self.source.read(b, buf)  # read once, hashed as read for sending (FIVER)
-        value = checksum.block_value(self.algorithm, data) \
-            if (self.landing.combiner is not None or self.sink.range_digest) else None
+        value = (
+            checksum.block_value(self.algorithm, data)
+            if (self.landing.combiner is not None or self.sink.range_digest)
+            else None
+        )
         if self.landing.combiner is not None and value is not None:
             self.landing.combiner.add_value(b.index, value)
         return buf, data, value
 
-    def send(self, conn: http.client.HTTPConnection, b: pipeline.Block,
-             state: _Sending) -> None:
+    def send(self, conn: http.client.HTTPConnection, b: pipeline.Block, state: _Sending) -> None:
         self.sink.send(conn, b, state[1], state[2])
 
-    def answer(self, conn: http.client.HTTPConnection, b: pipeline.Block,
-               state: _Sending) -> None:
+    def answer(self, conn: http.client.HTTPConnection, b: pipeline.Block, state: _Sending) -> None:
         self.sink.answer(conn, b)
 
     def finish(self, b: pipeline.Block, state: _Sending) -> None:
@@ -592,10 +621,18 @@ class StreamEngine:
     :class:`~dtnkit.transfer.client.errors.Refused` answer on a connection that stays usable
     sends that block again last."""
 
-    def __init__(self, session: Session, dispatch: Dispatch, lane: Callable[[Stream], Lane],
-                 *, retry: RetryPolicy, give_up: BlockGiveUp, name: str,
-                 stop: threading.Event | None = None,
-                 keep: list[http.client.HTTPConnection] | None = None) -> None:
+    def __init__(
+        self,
+        session: Session,
+        dispatch: Dispatch,
+        lane: Callable[[Stream], Lane],
+        *,
+        retry: RetryPolicy,
+        give_up: BlockGiveUp,
+        name: str,
+        stop: threading.Event | None = None,
+        keep: list[http.client.HTTPConnection] | None = None,
+    ) -> None:
         self.session, self.dispatch, self._lane = session, dispatch, lane
         self.retry, self.give_up, self.name = retry, give_up, name
         self.stop = stop if stop is not None else threading.Event()
@@ -610,8 +647,12 @@ class StreamEngine:
         self._ready: list[Spare] = []  # connections opened for streams that may join
 
     # ------------------------------------------------------------------ starting streams
-    def start(self, count: int, first: http.client.HTTPConnection | None = None,
-              spares: Sequence[Spare] = ()) -> None:
+    def start(
+        self,
+        count: int,
+        first: http.client.HTTPConnection | None = None,
+        spares: Sequence[Spare] = (),
+    ) -> None:
         """Start *count* streams (fewer when the dispatch has no work for more): the first on
         *first* when given, the next ones on *spares* (those left are closed)."""
         with self.lock:
@@ -625,7 +666,7 @@ class StreamEngine:
         if first is not None and not self.streams:
             first.close()
         # the others are for streams that join (add), closed at the end when none did
-        self._ready.extend(spares[max(0, len(self.streams) - 1):])
+        self._ready.extend(spares[max(0, len(self.streams) - 1) :])
 
     def add(self, k: int) -> int:
         """Start up to *k* streams that join, each with work the dispatch gives it."""
@@ -639,30 +680,39 @@ class StreamEngine:
                 added += 1
         return added
 
-    def _launch(self, stream: Stream, conn: http.client.HTTPConnection | None,
-                ready: Spare | None) -> None:
+    def _launch(
+        self, stream: Stream, conn: http.client.HTTPConnection | None, ready: Spare | None
+    ) -> None:
         """(under :attr:`lock`)"""
         stream.lane = self._lane(stream)
         if stream.lane not in self._lanes:
             self._lanes.append(stream.lane)
         self.streams.append(stream)
-        thread = threading.Thread(target=self._run, args=(stream, conn, ready),
-                                  name=f"{self.name}-{stream.index}", daemon=True)
+        thread = threading.Thread(
+            target=self._run,
+            args=(stream, conn, ready),
+            name=f"{self.name}-{stream.index}",
+            daemon=True,
+        )
         self.threads.append(thread)
         thread.start()
 
     # ------------------------------------------------------------------ what a crew shows
     def received(self, stream: int | None = None, *, queued: bool = True) -> int:
-        lanes = [s.lane for s in (list(self.streams) if stream is None
-                                  else [self.streams[stream]]) if s.lane is not None]
+        lanes = [
+            s.lane
+            for s in (list(self.streams) if stream is None else [self.streams[stream]])
+            if s.lane is not None
+        ]
         return sum(lane.received + (lane.queued() if queued else 0) for lane in lanes)
 
     def failed(self) -> bool:
         return bool(self.errors)
 
     # ------------------------------------------------------------------ a stream
-    def _run(self, stream: Stream, conn: http.client.HTTPConnection | None,
-             ready: Spare | None) -> None:
+    def _run(
+        self, stream: Stream, conn: http.client.HTTPConnection | None, ready: Spare | None
+    ) -> None:
         lane = stream.lane
         assert lane is not None
         mark = self.session.run.mark
@@ -699,8 +749,9 @@ class StreamEngine:
             if left is not None:
                 left.close()
 
-    def _move(self, stream: Stream, lane: Lane,
-              conn: http.client.HTTPConnection | None) -> http.client.HTTPConnection | None:
+    def _move(
+        self, stream: Stream, lane: Lane, conn: http.client.HTTPConnection | None
+    ) -> http.client.HTTPConnection | None:
         """The stream's blocks until the dispatch has none for it: its connection then when
         it can carry another request, else None (closed; also when stopping)."""
         # [block, state, its tries, sent on this connection], oldest first; the sent ones
@@ -715,8 +766,7 @@ class StreamEngine:
                 b = self.dispatch.take(stream)
                 if b is not None:
                     give_up = functools.partial(self.give_up, b)
-                    items.append([b, lane.prepare(b), self.retry.attempt(what, give_up),
-                                  False])
+                    items.append([b, lane.prepare(b), self.retry.attempt(what, give_up), False])
             try:
                 if conn is None:
                     conn = self.session.connect()
@@ -734,8 +784,7 @@ class StreamEngine:
                 recovering = False
                 lane.finish(b, state)
             except RETRYABLE as exc:
-                refused = isinstance(exc, Refused) and conn is not None \
-                    and conn.sock is not None
+                refused = isinstance(exc, Refused) and conn is not None and conn.sock is not None
                 if conn is not None and not refused:
                     conn.close()
                     conn = None
@@ -793,12 +842,21 @@ class StreamEngine:
 # =========================================================================== pairing the ends
 
 
-def move(source: HttpRangeSource | ReadBlock, sink: FileSink | SessionSink,
-         blocks: list[pipeline.Block], run: CopyRun, plan: StreamPlan, *, size: int,
-         verifier: pipeline.BlockVerifier | None = None, done: set[int] | None = None,
-         first: http.client.HTTPConnection | None = None,
-         opened: http.client.HTTPResponse | None = None, spares: Sequence[Spare] = (),
-         keep: list[http.client.HTTPConnection] | None = None) -> int:
+def move(
+    source: HttpRangeSource | ReadBlock,
+    sink: FileSink | SessionSink,
+    blocks: list[pipeline.Block],
+    run: CopyRun,
+    plan: StreamPlan,
+    *,
+    size: int,
+    verifier: pipeline.BlockVerifier | None = None,
+    done: set[int] | None = None,
+    first: http.client.HTTPConnection | None = None,
+    opened: http.client.HTTPResponse | None = None,
+    spares: Sequence[Spare] = (),
+    keep: list[http.client.HTTPConnection] | None = None,
+) -> int:
     """Move every block of *blocks* from *source* to *sink* on the streams of *plan*,
     feeding *verifier* with the bytes moved (FIVER); returns the number of retries.
 
@@ -815,20 +873,34 @@ def move(source: HttpRangeSource | ReadBlock, sink: FileSink | SessionSink,
     stop = threading.Event()
     pool = BufferPool(min(request.block_size, max(1, size)))
     if isinstance(sink, SessionSink):
-        landing = Landing(pool, verifier, done, run.progress, stop,
-                          values_read=sink.range_digest)
+        landing = Landing(pool, verifier, done, run.progress, stop, values_read=sink.range_digest)
         lane = SendLane(source, sink, landing, request.checksum)
-        engine = StreamEngine(sink.session, BlockQueue(blocks), lambda _stream: lane,
-                              retry=request.retry, give_up=sink.give_up, name=sink.thread_name,
-                              stop=stop, keep=keep)
+        engine = StreamEngine(
+            sink.session,
+            BlockQueue(blocks),
+            lambda _stream: lane,
+            retry=request.retry,
+            give_up=sink.give_up,
+            name=sink.thread_name,
+            stop=stop,
+            keep=keep,
+        )
         engine.start(min(plan.most, len(blocks)), first)
         return engine.wait()
     assert isinstance(source, HttpRangeSource), "a local sink needs a networked source"
-    landing = Landing(pool, verifier, done, run.progress, stop,
-                      read_block=functools.partial(sink.read_back, pool=pool))
-    whole = (OpenResponse(first, opened, 0, size - 1)
-             if first is not None and opened is not None and blocks and blocks[0].offset == 0
-             else None)
+    landing = Landing(
+        pool,
+        verifier,
+        done,
+        run.progress,
+        stop,
+        read_block=functools.partial(sink.read_back, pool=pool),
+    )
+    whole = (
+        OpenResponse(first, opened, 0, size - 1)
+        if first is not None and opened is not None and blocks and blocks[0].offset == 0
+        else None
+    )
     dispatch: Dispatch
     queued = plan.most > 1 and landing.ordered is not None
     if queued:
@@ -844,12 +916,25 @@ def move(source: HttpRangeSource | ReadBlock, sink: FileSink | SessionSink,
         # memory as one stream's: a stream starting alone has one stream's stage (the
         # others' come with them), those that join share it with the most there may be
         depth = max(8, STAGE_DEPTH // max(1, count if stream.index < count else plan.most))
-        return ReceiveLane(source, sink, landing, size, None if queued else depth,
-                           functools.partial(dispatch.reach, stream),
-                           whole if stream.index == 0 else None)
+        return ReceiveLane(
+            source,
+            sink,
+            landing,
+            size,
+            None if queued else depth,
+            functools.partial(dispatch.reach, stream),
+            whole if stream.index == 0 else None,
+        )
 
-    engine = StreamEngine(source.session, dispatch, receiving, retry=request.retry,
-                          give_up=source.give_up, name=source.thread_name, stop=stop)
+    engine = StreamEngine(
+        source.session,
+        dispatch,
+        receiving,
+        retry=request.retry,
+        give_up=source.give_up,
+        name=source.thread_name,
+        stop=stop,
+    )
     engine.start(count, first, spares)
     if isinstance(dispatch, Shares):
         try:

@@ -24,17 +24,22 @@ class DestinationExists(FatalHttp):
     """The destination is there and the copy may not replace it (no ``-f/--force``)."""
 
     def __init__(self, where: str) -> None:
-        super().__init__(f"destination {where}", "exists",
-                         "pass -f/--force to overwrite it, or pick another name")
+        super().__init__(
+            f"destination {where}",
+            "exists",
+            "pass -f/--force to overwrite it, or pick another name",
+        )
 
 
 class DigestNotOffered(TransferError):
     """The source offered no digest of the checksum the copy verifies with."""
 
     def __init__(self, what: str, name: str, offered: list[str]) -> None:
-        super().__init__(what, f"the server did not offer {name} (offered: "
-                         f"{', '.join(offered) or 'none'})",
-                         "pick another --checksum or --verify none")
+        super().__init__(
+            what,
+            f"the server did not offer {name} (offered: {', '.join(offered) or 'none'})",
+            "pick another --checksum or --verify none",
+        )
         self.name, self.offered = name, offered
 
 

@@ -129,8 +129,11 @@ def whole(headers: http.client.HTTPMessage) -> bool:
     """A ``206`` to a request without a Range that still carries the whole file (some
     servers answer so): ``Content-Range: bytes 0-(n-1)/n`` and n bytes."""
     m = re.fullmatch(r"bytes 0-(\d{1,19})/(\d{1,19})", headers.get("Content-Range", "").strip())
-    return (m is not None and int(m.group(1)) + 1 == int(m.group(2))
-            and headers.get("Content-Length", "").strip() == m.group(2))
+    return (
+        m is not None
+        and int(m.group(1)) + 1 == int(m.group(2))
+        and headers.get("Content-Length", "").strip() == m.group(2)
+    )
 
 
 def ready(plan: StreamPlan) -> int:
@@ -173,8 +176,9 @@ class _Asking:
         return (self.run.streams.fixed_streams or 1) == 1
 
 
-def open_source(session: Session, url: Url, run: CopyRun, want: str | None,
-                spans: bool = True) -> Opened:
+def open_source(
+    session: Session, url: Url, run: CopyRun, want: str | None, spans: bool = True
+) -> Opened:
     """Open *url* for a download (see the module's docstring); *want* is the checksum whose
     source digest the copy needs (asked with ``Want-Digest`` on the GET), or None.  The
     streams are decided (the run's policy) before the request is chosen.  *spans*: several
@@ -204,16 +208,26 @@ def open_source(session: Session, url: Url, run: CopyRun, want: str | None,
         hops += 1
         method = "GET" if asking.alone() else "HEAD"
         if hops > MAX_REDIRECTS:
-            raise TransferError(f"{method} {url}", f"more than {MAX_REDIRECTS} redirects",
-                                "check the server's redirect configuration")
+            raise TransferError(
+                f"{method} {url}",
+                f"more than {MAX_REDIRECTS} redirects",
+                "check the server's redirect configuration",
+            )
         url = follow_redirect(url, opened, f"{method} {url}")
         session = session.for_url(url)
 
 
-def _ask(session: Session, url: Url, run: CopyRun, want: str | None,
-         conn: http.client.HTTPConnection, asking: _Asking) -> Opened | str:
+def _ask(
+    session: Session,
+    url: Url,
+    run: CopyRun,
+    want: str | None,
+    conn: http.client.HTTPConnection,
+    asking: _Asking,
+) -> Opened | str:
     """The first request on *conn*, with the run's retries: the opened file, or the Location
     of a redirect ("" when it has none)."""
+
     def what() -> str:
         return f"{'GET' if asking.alone() else 'HEAD'} {url}"
 
@@ -244,16 +258,20 @@ def _ask(session: Session, url: Url, run: CopyRun, want: str | None,
                 if r.status >= 500:
                     raise Retryable(f"{what()}: HTTP {r.status} {reason(body)}")
                 if r.status == 206:
-                    raise BadAnswer(what(), f"Content-Range {r.getheader('Content-Range')!r} "
-                                    "is not the whole file, which was asked for",
-                                    "check the server")
+                    raise BadAnswer(
+                        what(),
+                        f"Content-Range {r.getheader('Content-Range')!r} "
+                        "is not the whole file, which was asked for",
+                        "check the server",
+                    )
                 if r.status in REDIRECTS:
                     return r.getheader("Location") or ""
                 check_status(r.status, what(), body, ok=(200,))
             info = info_of(r.headers, what(), url, run.request.block_size)
             if not single:
                 r.read()
-            return Opened(session, url, info, plan, conn, r if single else None,
-                          list(asking.spares or []))
+            return Opened(
+                session, url, info, plan, conn, r if single else None, list(asking.spares or [])
+            )
 
     return run.request.retry.call(what, once, cleanup=conn.close)

@@ -46,9 +46,17 @@ COUNTS = Counts()
 
 def request(address: str, label: int) -> bytes:
     """``struct in6_flowlabel_req`` asking for *label* towards *address*."""
-    return struct.pack("=16sIBBHHHI", socket.inet_pton(socket.AF_INET6, address),
-                       socket.htonl(label), IPV6_FL_A_GET, IPV6_FL_S_ANY, IPV6_FL_F_CREATE,
-                       0, 0, 0)
+    return struct.pack(
+        "=16sIBBHHHI",
+        socket.inet_pton(socket.AF_INET6, address),
+        socket.htonl(label),
+        IPV6_FL_A_GET,
+        IPV6_FL_S_ANY,
+        IPV6_FL_F_CREATE,
+        0,
+        0,
+        0,
+    )
 
 
 def label_for(tag: int) -> int | None:
@@ -82,8 +90,13 @@ def prepare(sock: socket.socket, address: tuple[object, ...], tag: int) -> tuple
             sock.setsockopt(socket.IPPROTO_IPV6, IPV6_FLOWLABEL_MGR, request(host, label))
         sock.setsockopt(socket.IPPROTO_IPV6, IPV6_FLOWINFO_SEND, 1)
     except OSError as exc:
-        if exc.errno not in (errno.EPERM, errno.ERANGE, errno.EINVAL, errno.ENOPROTOOPT,
-                             errno.EEXIST):
+        if exc.errno not in (
+            errno.EPERM,
+            errno.ERANGE,
+            errno.EINVAL,
+            errno.ENOPROTOOPT,
+            errno.EEXIST,
+        ):
             raise
         COUNTS.add(False)
         return address

@@ -44,8 +44,11 @@ def open_part(dst: Path, *, resume: bool) -> tuple[int, str | None]:
         note = None
         if resume:
             try:
-                fd = os.open(part.name, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK,
-                             dir_fd=dirfd)
+                fd = os.open(
+                    part.name,
+                    os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK,
+                    dir_fd=dirfd,
+                )
             except OSError:  # gone, or a link (ELOOP): nothing of ours to resume
                 note = "started over: the kept part file is not a regular file"
             else:
@@ -57,8 +60,12 @@ def open_part(dst: Path, *, resume: bool) -> tuple[int, str | None]:
                 note = "started over: the kept part file is not a regular file of this user"
         with contextlib.suppress(FileNotFoundError):
             os.unlink(part.name, dir_fd=dirfd)
-        fd = os.open(part.name, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     0o644, dir_fd=dirfd)
+        fd = os.open(
+            part.name,
+            os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+            0o644,
+            dir_fd=dirfd,
+        )
         return fd, note
     finally:
         os.close(dirfd)
@@ -81,8 +88,19 @@ def journal_path(dst: Path) -> Path:
 
 
 JOURNAL_VERSION = 2  # 2: the source without its query (1 kept it)
-_JOURNAL_KEYS = frozenset({"version", "source", "size", "etag", "last_modified", "block_size",
-                           "checksum", "done", "values"})
+_JOURNAL_KEYS = frozenset(
+    {
+        "version",
+        "source",
+        "size",
+        "etag",
+        "last_modified",
+        "block_size",
+        "checksum",
+        "done",
+        "values",
+    }
+)
 _MAX_JOURNAL = 64 * 2**20
 
 
@@ -101,8 +119,9 @@ def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _journal_problem(doc: object, url: Url, info: RemoteInfo, request: CopyRequest,
-                     nblocks: int) -> str | None:
+def _journal_problem(
+    doc: object, url: Url, info: RemoteInfo, request: CopyRequest, nblocks: int
+) -> str | None:
     """Why the journal *doc* cannot be used for this run (None: it can).  Strict: anything
     unexpected is a reason to start over, never something to trust."""
     if not isinstance(doc, dict) or set(doc) != _JOURNAL_KEYS:
@@ -114,7 +133,8 @@ def _journal_problem(doc: object, url: Url, info: RemoteInfo, request: CopyReque
     if not _is_int(doc["size"]) or doc["size"] != info.size:
         return "the source's size changed"
     if not isinstance(doc["etag"], (str, type(None))) or not isinstance(
-            doc["last_modified"], (str, type(None))):
+        doc["last_modified"], (str, type(None))
+    ):
         return "the resume journal is malformed"
     if doc["etag"] is None and doc["last_modified"] is None:
         return "the source has no ETag or Last-Modified to check it against"
@@ -123,22 +143,30 @@ def _journal_problem(doc: object, url: Url, info: RemoteInfo, request: CopyReque
     if not _is_int(doc["block_size"]) or doc["block_size"] != request.block_size:
         return "the block size differs"
     done, values, name = doc["done"], doc["values"], doc["checksum"]
-    if not isinstance(done, list) or not all(_is_int(i) and 0 <= i < nblocks for i in done) \
-            or len(set(done)) != len(done):
+    if (
+        not isinstance(done, list)
+        or not all(_is_int(i) and 0 <= i < nblocks for i in done)
+        or len(set(done)) != len(done)
+    ):
         return "the resume journal is malformed"
     if name is not None and name not in checksum.COMBINABLE:
         return "the resume journal is malformed"
     if not isinstance(values, dict) or (values and name is None):
         return "the resume journal is malformed"
     for key, value in values.items():
-        if not key.isdigit() or int(key) not in done or not _is_int(value) \
-                or not 0 <= value <= 0xFFFFFFFF:
+        if (
+            not key.isdigit()
+            or int(key) not in done
+            or not _is_int(value)
+            or not 0 <= value <= 0xFFFFFFFF
+        ):
             return "the resume journal is malformed"
     return None
 
 
-def load_journal(dst: Path, url: Url, info: RemoteInfo, request: CopyRequest,
-                 nblocks: int) -> tuple[dict[int, int | None], str | None, str | None]:
+def load_journal(
+    dst: Path, url: Url, info: RemoteInfo, request: CopyRequest, nblocks: int
+) -> tuple[dict[int, int | None], str | None, str | None]:
     """Blocks kept from an interrupted run (index -> recorded value or None), the algorithm
     of the values, and a note for the summary.  A journal that cannot be used is removed; a
     usable one stays until the run ends (removed on success or discard, rewritten when the
@@ -154,8 +182,14 @@ def load_journal(dst: Path, url: Url, info: RemoteInfo, request: CopyRequest,
         if not request.verify_plan().checks:
             # nothing would compare the kept bytes with the source: a damaged or tampered
             # part file (and its journal) would be committed as it is
-            return {}, None, ("started over: with --verify none the blocks kept by an "
-                              "interrupted run cannot be checked")
+            return (
+                {},
+                None,
+                (
+                    "started over: with --verify none the blocks kept by an "
+                    "interrupted run cannot be checked"
+                ),
+            )
         if journal.is_symlink() or not journal.is_file():
             return {}, None, "started over: the resume journal is not a regular file"
         if journal.stat().st_size > _MAX_JOURNAL:
@@ -171,8 +205,7 @@ def load_journal(dst: Path, url: Url, info: RemoteInfo, request: CopyRequest,
             except OSError:
                 problem = "the part file is missing"
             else:
-                if not (os.path.isfile(part) and not part.is_symlink()) or \
-                        st.st_size != info.size:
+                if not (os.path.isfile(part) and not part.is_symlink()) or st.st_size != info.size:
                     problem = "the part file is not the expected size"
         if problem is not None:
             return {}, None, f"started over: {problem}"
@@ -185,9 +218,16 @@ def load_journal(dst: Path, url: Url, info: RemoteInfo, request: CopyRequest,
                 journal.unlink()
 
 
-def save_journal(dst: Path, url: Url, info: RemoteInfo, request: CopyRequest, fd: int,
-                 done: set[int], verifier: pipeline.BlockVerifier | None,
-                 stale: set[int]) -> bool:
+def save_journal(
+    dst: Path,
+    url: Url,
+    info: RemoteInfo,
+    request: CopyRequest,
+    fd: int,
+    done: set[int],
+    verifier: pipeline.BlockVerifier | None,
+    stale: set[int],
+) -> bool:
     """Keep the part file for a rerun: fsync it, then write the journal atomically (temporary
     file, fsync, rename).  False when there is nothing worth keeping or it cannot be written."""
     if not done or (info.etag is None and info.last_modified is None):
@@ -199,10 +239,17 @@ def save_journal(dst: Path, url: Url, info: RemoteInfo, request: CopyRequest, fd
         for i, v in enumerate(verifier.block_values()):
             if v is not None and i in done and i not in stale:
                 values[str(i)] = v
-    doc = {"version": JOURNAL_VERSION, "source": journal_source(url), "size": info.size,
-           "etag": info.etag, "last_modified": info.last_modified,
-           "block_size": request.block_size, "checksum": name if values else None,
-           "done": sorted(done), "values": values}
+    doc = {
+        "version": JOURNAL_VERSION,
+        "source": journal_source(url),
+        "size": info.size,
+        "etag": info.etag,
+        "last_modified": info.last_modified,
+        "block_size": request.block_size,
+        "checksum": name if values else None,
+        "done": sorted(done),
+        "values": values,
+    }
     journal = journal_path(dst)
     tmp = journal.with_name(f"{journal.name}.{os.getpid()}.tmp")
     try:
@@ -210,8 +257,9 @@ def save_journal(dst: Path, url: Url, info: RemoteInfo, request: CopyRequest, fd
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
         # 0600: the journal names the source (and its ETag) for this user only
-        out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW,
-                      0o600)
+        out = os.open(
+            tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600
+        )
         with os.fdopen(out, "w", encoding="utf-8") as f:
             json.dump(doc, f)
             f.flush()
@@ -225,8 +273,13 @@ def save_journal(dst: Path, url: Url, info: RemoteInfo, request: CopyRequest, fd
     return True
 
 
-def resume_blocks(fd: int, blocks: list[pipeline.Block], kept: dict[int, int | None],
-                  kept_name: str | None, verifier: pipeline.BlockVerifier | None) -> set[int]:
+def resume_blocks(
+    fd: int,
+    blocks: list[pipeline.Block],
+    kept: dict[int, int | None],
+    kept_name: str | None,
+    verifier: pipeline.BlockVerifier | None,
+) -> set[int]:
     """Blocks of the kept part file to use: each is read back from the part file and hashed
     (the verifier gets the bytes on disk, never a recorded value); a recorded per-block value
     that disagrees with the bytes on disk marks the block as damaged: it is fetched again."""
@@ -238,8 +291,11 @@ def resume_blocks(fd: int, blocks: list[pipeline.Block], kept: dict[int, int | N
         if len(data) != b.length:
             continue
         recorded = kept[b.index]
-        if recorded is not None and kept_name is not None \
-                and checksum.block_value(kept_name, data) != recorded:
+        if (
+            recorded is not None
+            and kept_name is not None
+            and checksum.block_value(kept_name, data) != recorded
+        ):
             continue
         if verifier is not None:
             verifier.accept(b, data)
@@ -264,14 +320,28 @@ def journal_dir() -> Path:
 class UploadJournal:
     """The upload id of an unfinished upload, keyed by what makes a rerun identical."""
 
-    def __init__(self, src: Path, st: os.stat_result, url: Url, request: CopyRequest,
-                 directory: Path) -> None:
-        key = "\0".join([str(src.resolve()), str(st.st_size), str(st.st_mtime_ns), str(url),
-                         request.checksum, str(request.block_size)])
+    def __init__(
+        self, src: Path, st: os.stat_result, url: Url, request: CopyRequest, directory: Path
+    ) -> None:
+        key = "\0".join(
+            [
+                str(src.resolve()),
+                str(st.st_size),
+                str(st.st_mtime_ns),
+                str(url),
+                request.checksum,
+                str(request.block_size),
+            ]
+        )
         self.path = directory / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.json"
-        self.record = {"source": str(src), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
-                       "url": journal_source(url), "checksum": request.checksum,
-                       "block_size": request.block_size}
+        self.record = {
+            "source": str(src),
+            "size": st.st_size,
+            "mtime_ns": st.st_mtime_ns,
+            "url": journal_source(url),
+            "checksum": request.checksum,
+            "block_size": request.block_size,
+        }
 
     def load(self) -> str | None:
         try:
@@ -288,8 +358,9 @@ class UploadJournal:
             tmp = self.path.with_suffix(".tmp")
             with contextlib.suppress(FileNotFoundError):
                 tmp.unlink()  # a leftover, or a link planted under its name: never written through
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                         0o600)
+            fd = os.open(
+                tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
+            )
             with os.fdopen(fd, "w") as f:
                 json.dump({**self.record, "id": ident}, f)
             os.replace(tmp, self.path)

@@ -30,11 +30,17 @@ PREFIX = "dtnkit_transfer_"
 def check_path(path: Path) -> Path:
     """*path* when its directory exists and it is not a directory; BadInput otherwise."""
     if path.is_dir():
-        raise BadInput(f"--metrics-textfile {path}", "is a directory",
-                       "pass a file name, e.g. /var/lib/prometheus/node-exporter/dtnkit_cp.prom")
+        raise BadInput(
+            f"--metrics-textfile {path}",
+            "is a directory",
+            "pass a file name, e.g. /var/lib/prometheus/node-exporter/dtnkit_cp.prom",
+        )
     if not path.parent.is_dir():
-        raise BadInput(f"--metrics-textfile {path}", "its directory does not exist",
-                       "create it, or pass a file in an existing directory")
+        raise BadInput(
+            f"--metrics-textfile {path}",
+            "its directory does not exist",
+            "create it, or pass a file in an existing directory",
+        )
     return path
 
 
@@ -54,8 +60,15 @@ def write_atomic(path: Path, text: str) -> None:
 class CopyMetrics:
     """Counts a copy's bytes (wrap its progress callback) and writes the textfile."""
 
-    def __init__(self, path: Path, *, streams: int, upload: bool,
-                 capacity: float | None = None, interval: float = INTERVAL) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        streams: int,
+        upload: bool,
+        capacity: float | None = None,
+        interval: float = INTERVAL,
+    ) -> None:
         self.path = path
         self.streams = streams
         self.upload = upload
@@ -75,6 +88,7 @@ class CopyMetrics:
                 self.bytes += n
             if progress is not None:
                 progress(n)
+
         return advance
 
     def families(self) -> list[Family]:
@@ -85,26 +99,47 @@ class CopyMetrics:
         rate = moved / seconds / max(self.streams, 1) if running else 0.0
         out = [
             Family(PREFIX + "active_transfers", "gauge", "Copies in progress.").add(
-                1 if running else 0),
+                1 if running else 0
+            ),
             Family(PREFIX + "active_streams", "gauge", "Streams of the copy in progress.").add(
-                self.streams if running else 0),
+                self.streams if running else 0
+            ),
             Family(PREFIX + "sent_bytes_total", "counter", "File bytes sent.").add(
-                moved if self.upload else 0),
+                moved if self.upload else 0
+            ),
             Family(PREFIX + "received_bytes_total", "counter", "File bytes received.").add(
-                0 if self.upload else moved),
-            Family(PREFIX + "stream_rate_bytes_per_second", "gauge",
-                   "Mean rate of a stream of the copy in progress.").add(rate),
+                0 if self.upload else moved
+            ),
+            Family(
+                PREFIX + "stream_rate_bytes_per_second",
+                "gauge",
+                "Mean rate of a stream of the copy in progress.",
+            ).add(rate),
         ]
         if self.capacity:
-            out.append(Family(PREFIX + "capacity_bytes_per_second", "gauge",
-                              "Capacity the streams share (--capacity).").add(self.capacity))
+            out.append(
+                Family(
+                    PREFIX + "capacity_bytes_per_second",
+                    "gauge",
+                    "Capacity the streams share (--capacity).",
+                ).add(self.capacity)
+            )
             share = self.capacity / max(self.streams, 1)
-            out.append(Family(PREFIX + "stream_utilisation_ratio", "gauge",
-                              "Mean stream rate against its fair share of the capacity (0-1)."
-                              ).add(rate / share))
+            out.append(
+                Family(
+                    PREFIX + "stream_utilisation_ratio",
+                    "gauge",
+                    "Mean stream rate against its fair share of the capacity (0-1).",
+                ).add(rate / share)
+            )
         if finished:
-            out.append(Family(PREFIX + "last_success_timestamp_seconds", "gauge",
-                              "When the copy succeeded (Unix time).").add(round(time.time(), 3)))
+            out.append(
+                Family(
+                    PREFIX + "last_success_timestamp_seconds",
+                    "gauge",
+                    "When the copy succeeded (Unix time).",
+                ).add(round(time.time(), 3))
+            )
         return out
 
     def write(self) -> None:

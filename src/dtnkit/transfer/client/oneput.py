@@ -56,6 +56,7 @@ Answer = tuple[int, dict[str, str], bytes]
 def _answer_head(fp: io.RawIOBase, what: str) -> tuple[int, dict[str, str]]:
     """The status and lower-cased headers of an answer, read byte by byte (nothing past
     it)."""
+
     def line() -> bytes:
         out = bytearray()
         while not out.endswith(b"\n"):
@@ -111,9 +112,17 @@ class SinglePut:
     """One ``PUT`` of a whole body on its own connection.  With *expect* (and a body) it asks
     ``Expect: 100-continue`` first, so a refusal (401, 403) or a redirect costs no bytes."""
 
-    def __init__(self, session: Session, url: Url, size: int, extra: dict[str, str], *,
-                 expect: bool, conn: http.client.HTTPConnection | None = None,
-                 refuse_existing: bool = False) -> None:
+    def __init__(
+        self,
+        session: Session,
+        url: Url,
+        size: int,
+        extra: dict[str, str],
+        *,
+        expect: bool,
+        conn: http.client.HTTPConnection | None = None,
+        refuse_existing: bool = False,
+    ) -> None:
         self.session, self.url, self.size = session, url, size
         self.extra, self.expect = extra, expect and size > 0
         self.conn = conn or session.connect()  # a given keep-alive one needs no handshake
@@ -153,8 +162,12 @@ class SinglePut:
         self.conn.close()
 
 
-def pump(chunks: Iterable[memoryview], sink: SinglePut, hasher: checksum.Checksum | None,
-         progress: Callable[[int], None] | None) -> int:
+def pump(
+    chunks: Iterable[memoryview],
+    sink: SinglePut,
+    hasher: checksum.Checksum | None,
+    progress: Callable[[int], None] | None,
+) -> int:
     """Send *chunks* in order into *sink*, hashing each as sent (FIVER); the bytes sent."""
     sent = 0
     for view in chunks:
@@ -167,15 +180,22 @@ def pump(chunks: Iterable[memoryview], sink: SinglePut, hasher: checksum.Checksu
     return sent
 
 
-def put_body(session: Session, url: Url, fd: int, size: int, extra: dict[str, str],
-             hasher: checksum.Checksum | None,
-             conn: http.client.HTTPConnection | None = None,
-             refuse_existing: bool = False) -> Answer:
+def put_body(
+    session: Session,
+    url: Url,
+    fd: int,
+    size: int,
+    extra: dict[str, str],
+    hasher: checksum.Checksum | None,
+    conn: http.client.HTTPConnection | None = None,
+    refuse_existing: bool = False,
+) -> Answer:
     """One PUT of the local file *fd* (``Expect: 100-continue`` first), on *conn* when given
     (a keep-alive connection), else on a new one; with *refuse_existing* a HEAD pipelined
     before it (:class:`SinglePut`); connection trouble is :class:`Retryable`."""
-    sink = SinglePut(session, url, size, extra, expect=True, conn=conn,
-                     refuse_existing=refuse_existing)
+    sink = SinglePut(
+        session, url, size, extra, expect=True, conn=conn, refuse_existing=refuse_existing
+    )
     try:
         early = sink.open()
         if early is not None:
@@ -184,8 +204,9 @@ def put_body(session: Session, url: Url, fd: int, size: int, extra: dict[str, st
         run = session.run
         sent = pump(source.chunks(size, run.request.block_size), sink, hasher, run.progress)
         if sent < size:
-            raise TransferError(f"source {size}", f"ended at {sent} bytes",
-                                "do not modify files while copying them")
+            raise TransferError(
+                f"source {size}", f"ended at {sent} bytes", "do not modify files while copying them"
+            )
         return sink.finish()
     except (OSError, http.client.HTTPException, ValueError) as exc:
         raise Retryable(f"PUT {url}: {exc.__class__.__name__}: {exc}") from exc
@@ -193,14 +214,15 @@ def put_body(session: Session, url: Url, fd: int, size: int, extra: dict[str, st
         sink.close()
 
 
-def response_chunks(r: http.client.HTTPResponse, size: int, buf: bytearray,
-                    what: str) -> Iterator[memoryview]:
+def response_chunks(
+    r: http.client.HTTPResponse, size: int, buf: bytearray, what: str
+) -> Iterator[memoryview]:
     """The body of *r* (*size* bytes) through *buf*, chunk by chunk; Retryable when it ends
     early."""
     view = memoryview(buf)
     got = 0
     while got < size:
-        n = r.readinto(view[:min(len(buf), size - got)])
+        n = r.readinto(view[: min(len(buf), size - got)])
         if not n:
             raise Retryable(f"{what}: closed after {got} of {size} bytes")
         got += n
@@ -216,8 +238,13 @@ class ServerError(Retryable):
         self.status, self.body = status, body
 
 
-def upload_once(session: Session, src: Path, url: Url, run: CopyRun,
-                conn: http.client.HTTPConnection | None = None) -> FileResult:
+def upload_once(
+    session: Session,
+    src: Path,
+    url: Url,
+    run: CopyRun,
+    conn: http.client.HTTPConnection | None = None,
+) -> FileResult:
     """One PUT of the whole file, with its redirects and retries; the first attempt on
     *conn* when given (a keep-alive connection to the server)."""
     request = run.request
@@ -229,8 +256,11 @@ def upload_once(session: Session, src: Path, url: Url, run: CopyRun,
         raise BadInput(f"source {src}", exc.strerror or str(exc), "check the path") from None
     try:
         size = os.fstat(fd).st_size
-        extra = {"Content-Length": str(size), "Content-Type": "application/octet-stream",
-                 **create_only(request.overwrite)}
+        extra = {
+            "Content-Length": str(size),
+            "Content-Type": "application/octet-stream",
+            **create_only(request.overwrite),
+        }
         if verify.checks:
             # ask the server to hash while it receives and answer with the Digest (RFC 3230),
             # instead of reading the new file back for a HEAD afterwards
@@ -249,16 +279,26 @@ def upload_once(session: Session, src: Path, url: Url, run: CopyRun,
                 hasher = checksum.new(name) if verify.block else None
                 given, conn = conn, None  # put_body closes it: a retry makes its own
                 status, headers, body = put_body(
-                    target_session, target, fd, size, extra, hasher, given,
-                    refuse_existing=not request.overwrite and hops == 0)
+                    target_session,
+                    target,
+                    fd,
+                    size,
+                    extra,
+                    hasher,
+                    given,
+                    refuse_existing=not request.overwrite and hops == 0,
+                )
                 if status >= 500:
                     raise ServerError(status, body)
                 if status not in REDIRECTS:
                     return status, headers, body, hasher
                 hops += 1
                 if hops > MAX_REDIRECTS:
-                    raise TransferError(f"PUT {url}", f"more than {MAX_REDIRECTS} redirects",
-                                        "check the server's redirect configuration")
+                    raise TransferError(
+                        f"PUT {url}",
+                        f"more than {MAX_REDIRECTS} redirects",
+                        "check the server's redirect configuration",
+                    )
                 target = follow_redirect(target, headers.get("location"), f"PUT {target}")
                 target_session = session.for_url(target)
 
@@ -268,18 +308,25 @@ def upload_once(session: Session, src: Path, url: Url, run: CopyRun,
 
         def give_up(attempts: int, exc: BaseException) -> TransferError:
             if isinstance(exc, ServerError):
-                return TransferError(f"PUT {url}", f"HTTP {exc.status} {reason(exc.body)}",
-                                     "check the server log")
-            return TransferError(f"PUT {url}", f"failed after {attempts} attempts ({exc})",
-                                 "check that the server is up")
+                return TransferError(
+                    f"PUT {url}", f"HTTP {exc.status} {reason(exc.body)}", "check the server log"
+                )
+            return TransferError(
+                f"PUT {url}",
+                f"failed after {attempts} attempts ({exc})",
+                "check that the server is up",
+            )
 
-        status, headers, body, hasher = request.retry.call(f"PUT {url}", put,
-                                                           retried=retried, give_up=give_up)
+        status, headers, body, hasher = request.retry.call(
+            f"PUT {url}", put, retried=retried, give_up=give_up
+        )
         existing_after_412(target_session, target, status, request.overwrite)
         if status == 412 and verify.sequential:
-            raise ChecksumMismatch(f"checksum mismatch for {src} -> {url}",
-                                   f"the server refused the body: {reason(body)}",
-                                   "retry; if it persists, check the source storage")
+            raise ChecksumMismatch(
+                f"checksum mismatch for {src} -> {url}",
+                f"the server refused the body: {reason(body)}",
+                "retry; if it persists, check the source storage",
+            )
         missing_parent(status, f"PUT {url}", body, request.parents)
         check_status(status, f"PUT {url}", body, ok=(200, 201, 204))
         if hasher is not None:
@@ -291,18 +338,30 @@ def upload_once(session: Session, src: Path, url: Url, run: CopyRun,
             if remote is None:  # not every server answers Want-Digest on a PUT
                 remote = source_digest(session, url, name)
             if local is not None and remote != local:
-                raise discard_remote(session, url, f"checksum mismatch for {src} -> {url}",
-                                     f"{name} local {verify.show(local)}, remote "
-                                     f"{verify.show(remote)}")
+                raise discard_remote(
+                    session,
+                    url,
+                    f"checksum mismatch for {src} -> {url}",
+                    f"{name} local {verify.show(local)}, remote {verify.show(remote)}",
+                )
         # the server fsyncs before its rename: an upload is at least durable
-        return FileResult(str(src), str(url), size, local, verify.upload_level, retries,
-                          upload_streams=1, algorithm=name)
+        return FileResult(
+            str(src),
+            str(url),
+            size,
+            local,
+            verify.upload_level,
+            retries,
+            upload_streams=1,
+            algorithm=name,
+        )
     finally:
         os.close(fd)
 
 
-def relay_put_once(src_session: Session, src: Url, dst_session: Session, dst: Url,
-                   run: CopyRun) -> FileResult:
+def relay_put_once(
+    src_session: Session, src: Url, dst_session: Session, dst: Url, run: CopyRun
+) -> FileResult:
     """One GET stream from the source piped into one PUT carrying the source's digest."""
     request = run.request
     verify = request.verify_plan()
@@ -320,8 +379,11 @@ def relay_put_once(src_session: Session, src: Url, dst_session: Session, dst: Ur
         if r.status != 200:
             check_status(r.status, f"GET {src}", r.read(4096), ok=(200,))
         size = content_length(r.headers.get("Content-Length"), f"GET {src}", default=None)
-        extra = {"Content-Length": str(size), "Content-Type": "application/octet-stream",
-                 **create_only(request.overwrite)}
+        extra = {
+            "Content-Length": str(size),
+            "Content-Type": "application/octet-stream",
+            **create_only(request.overwrite),
+        }
         if want is not None:
             extra["Digest"] = format_digest(name, want)
         buf = bytearray(max(1, min(request.block_size, size, 2**20 * 4)))
@@ -331,22 +393,27 @@ def relay_put_once(src_session: Session, src: Url, dst_session: Session, dst: Ur
             pump(response_chunks(r, size, buf, f"GET {src}"), sink, hasher, run.progress)
             status, _headers, body = sink.finish()
         except (Retryable, OSError, http.client.HTTPException) as exc:
-            raise ChecksumMismatch(f"relay {src} -> {dst}", f"broke off ({exc})",
-                                   "retry") from None
+            raise ChecksumMismatch(f"relay {src} -> {dst}", f"broke off ({exc})", "retry") from None
         existing_after_412(dst_session, dst, status, request.overwrite)
         if status == 412:
-            raise ChecksumMismatch(f"checksum mismatch for {src} -> {dst}",
-                                   f"the destination refused the body: {reason(body)}",
-                                   "retry; if it persists, check the source storage")
+            raise ChecksumMismatch(
+                f"checksum mismatch for {src} -> {dst}",
+                f"the destination refused the body: {reason(body)}",
+                "retry; if it persists, check the source storage",
+            )
         missing_parent(status, f"PUT {dst}", body, request.parents)
         check_status(status, f"PUT {dst}", body, ok=(200, 201, 204))
         got = hasher.digest() if hasher is not None else None
         if got is not None and want is not None and got != want:
-            raise discard_remote(dst_session, dst, f"checksum mismatch for {src} -> {dst}",
-                                 f"{name} source {verify.show(want)}, relayed "
-                                 f"{verify.show(got)}")
-        return FileResult(str(src), str(dst), size, got, verify.upload_level,
-                          upload_streams=1, algorithm=name)
+            raise discard_remote(
+                dst_session,
+                dst,
+                f"checksum mismatch for {src} -> {dst}",
+                f"{name} source {verify.show(want)}, relayed {verify.show(got)}",
+            )
+        return FileResult(
+            str(src), str(dst), size, got, verify.upload_level, upload_streams=1, algorithm=name
+        )
     finally:
         sconn.close()
         if sink is not None:

@@ -65,8 +65,9 @@ class PacedSocket:
     """A connected socket (plain or TLS) whose sends and receives are counted against the
     minimum rate and the deadline; everything else is the socket's own."""
 
-    def __init__(self, sock: socket.socket, run: CopyRun,
-                 on_close: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self, sock: socket.socket, run: CopyRun, on_close: Callable[[], None] | None = None
+    ) -> None:
         self._sock = sock
         self._run = run
         self._on_close = on_close  # told once, before the socket closes
@@ -99,9 +100,11 @@ class PacedSocket:
         limit = self._limit
         elapsed = now - (self._start or now)
         if limit and self._moved < limit * elapsed:
-            raise TooSlow(f"{self._moved} bytes in {elapsed:.1f} s, below --low-speed-limit "
-                          f"{limit} B/s over --low-speed-time "
-                          f"{self._time:g} s")
+            raise TooSlow(
+                f"{self._moved} bytes in {elapsed:.1f} s, below --low-speed-limit "
+                f"{limit} B/s over --low-speed-time "
+                f"{self._time:g} s"
+            )
         self._start, self._moved = now, 0
 
     def _timed_out(self, exc: OSError) -> OSError:
@@ -149,7 +152,7 @@ class PacedSocket:
     def sendall(self, data: Any, flags: int = 0) -> None:
         view = memoryview(data).cast("B")
         for at in range(0, len(view), SEND_PIECE):
-            piece = view[at:at + SEND_PIECE]
+            piece = view[at : at + SEND_PIECE]
             self._before(True)
             try:
                 self._sock.sendall(piece, flags)
@@ -176,15 +179,21 @@ class PacedSocket:
         self._sock.close()
 
 
-def open_socket(host: str, port: int, timeout: float | None,
-                rcvbuf: int | None = None, scitag: int | None = None) -> socket.socket:
+def open_socket(
+    host: str,
+    port: int,
+    timeout: float | None,
+    rcvbuf: int | None = None,
+    scitag: int | None = None,
+) -> socket.socket:
     """A TCP connection to *host* (a name or an address), as
     :func:`socket.create_connection`, with TCP_NODELAY; its receive buffer set to *rcvbuf*
     before the handshake when given (the window scale is agreed then); over IPv6 with the
     SciTags flow label of *scitag* when given (:mod:`~dtnkit.transfer.client.flowlabel`)."""
     error: OSError | None = None
-    for family, kind, proto, _name, address in socket.getaddrinfo(lookup_name(host), port, 0,
-                                                                  socket.SOCK_STREAM):
+    for family, kind, proto, _name, address in socket.getaddrinfo(
+        lookup_name(host), port, 0, socket.SOCK_STREAM
+    ):
         sock = socket.socket(family, kind, proto)
         try:
             if rcvbuf is not None:
@@ -214,9 +223,16 @@ class PacedHTTPConnection(http.client.HTTPConnection):
     server's third-party copy checked, whatever the name resolves to now), else to the
     host's name; its receive buffer set to *rcvbuf* when given (:func:`open_socket`)."""
 
-    def __init__(self, host: str, port: int, run: CopyRun, *,
-                 rcvbuf: int | None = None, address: str | None = None,
-                 on_tcp: Callable[[socket.socket], None] | None = None) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        run: CopyRun,
+        *,
+        rcvbuf: int | None = None,
+        address: str | None = None,
+        on_tcp: Callable[[socket.socket], None] | None = None,
+    ) -> None:
         super().__init__(host, port, timeout=socket_timeout(run, strict=False))
         self.run = run
         self.rcvbuf = rcvbuf
@@ -228,8 +244,9 @@ class PacedHTTPConnection(http.client.HTTPConnection):
         self.timeout = socket_timeout(self.run)
         timeline = self.run.timeline
         self.timeline_index = timeline.connection() if timeline is not None else None
-        sock = open_socket(self.address or self.host, self.port, self.timeout, self.rcvbuf,
-                           self.run.request.scitag)
+        sock = open_socket(
+            self.address or self.host, self.port, self.timeout, self.rcvbuf, self.run.request.scitag
+        )
         try:
             self.run.mark("tcp", connection=self.timeline_index)
             if self.on_tcp is not None:
@@ -247,12 +264,18 @@ class PacedHTTPConnection(http.client.HTTPConnection):
 class PacedHTTPSConnection(http.client.HTTPSConnection):
     """The same over TLS; the certificate is checked for the host's name."""
 
-    def __init__(self, host: str, port: int, run: CopyRun,
-                 context: ssl.SSLContext, *, rcvbuf: int | None = None,
-                 address: str | None = None,
-                 on_tcp: Callable[[socket.socket], None] | None = None) -> None:
-        super().__init__(host, port, timeout=socket_timeout(run, strict=False),
-                         context=context)
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        run: CopyRun,
+        context: ssl.SSLContext,
+        *,
+        rcvbuf: int | None = None,
+        address: str | None = None,
+        on_tcp: Callable[[socket.socket], None] | None = None,
+    ) -> None:
+        super().__init__(host, port, timeout=socket_timeout(run, strict=False), context=context)
         self.run = run
         self.tls = context
         self.rcvbuf = rcvbuf
@@ -267,8 +290,9 @@ class PacedHTTPSConnection(http.client.HTTPSConnection):
         self.timeout = socket_timeout(self.run)
         timeline = self.run.timeline
         self.timeline_index = timeline.connection() if timeline is not None else None
-        sock = open_socket(self.address or self.host, self.port, self.timeout, self.rcvbuf,
-                           self.run.request.scitag)
+        sock = open_socket(
+            self.address or self.host, self.port, self.timeout, self.rcvbuf, self.run.request.scitag
+        )
         try:
             self.run.mark("tcp", connection=self.timeline_index)
             if self.on_tcp is not None:

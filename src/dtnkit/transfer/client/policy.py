@@ -58,8 +58,12 @@ class StreamPlan:
     @property
     def watched(self) -> bool:
         """Whether streams join while the copy runs (grow, or a start below the most)."""
-        return self.rtt_s is not None and self.window is not None and self.most > 1 and (
-            self.grow or 1 < self.start < self.most)
+        return (
+            self.rtt_s is not None
+            and self.window is not None
+            and self.most > 1
+            and (self.grow or 1 < self.start < self.most)
+        )
 
 
 class Measured(Protocol):
@@ -98,11 +102,16 @@ class StreamPolicy:
     sweep's streams table).  The decision is told to :attr:`on_decision` with its reason;
     the streams a download used, when it grew them, to :attr:`on_grow`."""
 
-    def __init__(self, fixed: int | None, rate_bps: int | None = None,
-                 limits: Callable[[], BufferLimits | None] | None = None,
-                 link: Callable[[str], tuple[float, str] | None] | None = None, cap: int = CAP,
-                 table: Sequence[tuple[float, int]] | None = None,
-                 table_source: str = "") -> None:
+    def __init__(
+        self,
+        fixed: int | None,
+        rate_bps: int | None = None,
+        limits: Callable[[], BufferLimits | None] | None = None,
+        link: Callable[[str], tuple[float, str] | None] | None = None,
+        cap: int = CAP,
+        table: Sequence[tuple[float, int]] | None = None,
+        table_source: str = "",
+    ) -> None:
         self.fixed_streams = fixed
         self.rate_bps = rate_bps
         self.table = table  # a sweep's streams table: it chooses when the RTT is known
@@ -126,22 +135,37 @@ class StreamPolicy:
         return cls(streams)
 
     @classmethod
-    def auto(cls, rate_bps: int | None, limits: Callable[[], BufferLimits | None],
-             link: Callable[[str], tuple[float, str] | None], cap: int = CAP,
-             table: Sequence[tuple[float, int]] | None = None,
-             table_source: str = "") -> StreamPolicy:
+    def auto(
+        cls,
+        rate_bps: int | None,
+        limits: Callable[[], BufferLimits | None],
+        link: Callable[[str], tuple[float, str] | None],
+        cap: int = CAP,
+        table: Sequence[tuple[float, int]] | None = None,
+        table_source: str = "",
+    ) -> StreamPolicy:
         """``--streams auto`` reading the buffer limits with *limits*, the link speed towards
         an address with *link*, and a sweep's streams *table* when given."""
         return cls(None, rate_bps, limits, link, cap, table, table_source)
 
     @classmethod
-    def for_this_host(cls, rate_bps: int | None, cap: int = CAP,
-                      table: Sequence[tuple[float, int]] | None = None,
-                      table_source: str = "") -> StreamPolicy:
+    def for_this_host(
+        cls,
+        rate_bps: int | None,
+        cap: int = CAP,
+        table: Sequence[tuple[float, int]] | None = None,
+        table_source: str = "",
+    ) -> StreamPolicy:
         """``--streams auto`` reading this process's host (and network namespace)."""
         host = Host.live()
-        return cls.auto(rate_bps, lambda: host_limits(host),
-                        lambda address: link_rate(host, address), cap, table, table_source)
+        return cls.auto(
+            rate_bps,
+            lambda: host_limits(host),
+            lambda address: link_rate(host, address),
+            cap,
+            table,
+            table_source,
+        )
 
     @property
     def is_auto(self) -> bool:
@@ -157,8 +181,9 @@ class StreamPolicy:
         start = 1 if d.grow else (d.start if 1 < d.start < d.streams else d.streams)
         return StreamPlan(d.streams, start, d.grow, d.rtt_s, d.window_bytes)
 
-    def decide(self, rtt_s: Callable[[], float | None],
-               peer: Callable[[], str | None]) -> StreamsDecision:
+    def decide(
+        self, rtt_s: Callable[[], float | None], peer: Callable[[], str | None]
+    ) -> StreamsDecision:
         """The auto decision, made on the first call from ``rtt_s()`` (the first connection's
         TCP_INFO round-trip time) and ``peer()`` (its remote address, for the link rate)."""
         with self._lock:
@@ -171,9 +196,11 @@ class StreamPolicy:
                     address = peer()
                     link = self._link_rate(address) if address else None
                     rate, source = link if link else (ASSUMED_RATE, "assumed; pass --rate")
-                self.decision = (from_table(self.table, self.table_source, rtt, rate, source)
-                                 if self.table else None) or decide(
-                    rtt, rate, source, self._limits_locked(), self.cap)
+                self.decision = (
+                    from_table(self.table, self.table_source, rtt, rate, source)
+                    if self.table
+                    else None
+                ) or decide(rtt, rate, source, self._limits_locked(), self.cap)
                 if self.on_decision is not None:
                     self.on_decision(self.decision)
             return self.decision
@@ -226,9 +253,12 @@ class StreamPolicy:
         more, and the session costs its start and commit).  Said once per run."""
         if not plan.grow or plan.most < 2:
             return False
-        self.note_used(1, "1 stream: an upload sends one PUT when one window carries the "
-                       "path (the rate is only an upper bound); give --streams N or --rate "
-                       "for an upload session of several")
+        self.note_used(
+            1,
+            "1 stream: an upload sends one PUT when one window carries the "
+            "path (the rate is only an upper bound); give --streams N or --rate "
+            "for an upload session of several",
+        )
         return True
 
     # ------------------------------------------------------------------ when one joins
@@ -239,16 +269,18 @@ class StreamPolicy:
             return
         assert plan.rtt_s is not None and plan.window is not None
         if plan.grow:
-            bound, why, alone = window_bound(lambda: crew.received(0, queued=False),
-                                             crew.threads[0], plan.rtt_s, plan.window)
+            bound, why, alone = window_bound(
+                lambda: crew.received(0, queued=False), crew.threads[0], plan.rtt_s, plan.window
+            )
             added = 0
             if bound:
                 # one joins first: only if the two carry more do the others (the first's
                 # rate cannot tell its window from the path's rate)
                 added = crew.add(1)
                 if added and not crew.failed():
-                    helps, how = second_helps(crew.received, lambda: crew.received(1),
-                                              crew.threads, plan.rtt_s, alone)
+                    helps, how = second_helps(
+                        crew.received, lambda: crew.received(1), crew.threads, plan.rtt_s, alone
+                    )
                     why += f"; {how}"
                     if helps and not crew.failed():
                         added += crew.add(plan.most - 2)
@@ -257,8 +289,7 @@ class StreamPolicy:
             return
         active, why = len(crew.threads), ""
         while True:
-            bound, why = all_bound(crew.received, crew.threads, plan.rtt_s, plan.window,
-                                   active)
+            bound, why = all_bound(crew.received, crew.threads, plan.rtt_s, plan.window, active)
             if not bound or crew.failed():
                 break
             added = crew.add(min(active, plan.most - active))
@@ -297,8 +328,12 @@ class Growth:
         return self.flat >= FLAT_ROUNDS
 
 
-def round_trips(counters: list[Callable[[], int]], threads: list[threading.Thread],
-                rtt_s: float, interval: float) -> Iterator[list[float]]:
+def round_trips(
+    counters: list[Callable[[], int]],
+    threads: list[threading.Thread],
+    rtt_s: float,
+    interval: float,
+) -> Iterator[list[float]]:
     """Every *interval* (waiting on the first of *threads* still alive), what each of
     *counters* (bytes received so far) gained, per round trip of *rtt_s*; until none of
     *threads* is alive (a spell in which the last one ended is not given)."""
@@ -316,8 +351,9 @@ def round_trips(counters: list[Callable[[], int]], threads: list[threading.Threa
         last, then = got, now
 
 
-def window_bound(received: Callable[[], int], thread: threading.Thread, rtt_s: float,
-                 window: int) -> tuple[bool, str, float]:
+def window_bound(
+    received: Callable[[], int], thread: threading.Thread, rtt_s: float, window: int
+) -> tuple[bool, str, float]:
     """Watch one stream, a round trip at a time, until its rate stops growing
     (:data:`FLAT_ROUNDS` round trips without 25 % more), then whether it looks bound by its
     window: it moved :data:`BOUND_SHARE` of *window* in a round trip, or no more than
@@ -335,12 +371,23 @@ def window_bound(received: Callable[[], int], thread: threading.Thread, rtt_s: f
         if best >= BOUND_SHARE * window:
             return True, f"{said}, {best / window:.0%} of its window: bound by it", best
         if best <= UNTUNED_SEND_BUFFER:
-            return True, (f"{said}, no more than an untuned sender's window (4 MiB) "
-                          "carries: the far end's may hold it"), best
-        return False, (f"{said}, {best / window:.0%} of its window and more than an "
-                       "untuned sender's (4 MiB): the path, not a window, holds it"), best
-    return False, "the file was done before the stream was known to be window-bound", \
-        growth.best
+            return (
+                True,
+                (
+                    f"{said}, no more than an untuned sender's window (4 MiB) "
+                    "carries: the far end's may hold it"
+                ),
+                best,
+            )
+        return (
+            False,
+            (
+                f"{said}, {best / window:.0%} of its window and more than an "
+                "untuned sender's (4 MiB): the path, not a window, holds it"
+            ),
+            best,
+        )
+    return False, "the file was done before the stream was known to be window-bound", growth.best
 
 
 #: A second stream helps when, with it, the two move this many times what the first moved
@@ -357,9 +404,13 @@ HELPS_SPELLS = 2
 HELPS_SPELL_CHUNKS = 8
 
 
-def second_helps(together: Callable[[], int], second: Callable[[], int],
-                 threads: list[threading.Thread], rtt_s: float,
-                 alone: float) -> tuple[bool, str]:
+def second_helps(
+    together: Callable[[], int],
+    second: Callable[[], int],
+    threads: list[threading.Thread],
+    rtt_s: float,
+    alone: float,
+) -> tuple[bool, str]:
     """Watch two streams, a spell at a time (:data:`HELPS_SPELL_CHUNKS`), after a second
     joined a first that moved *alone* bytes per round trip and looked bound by its window:
     whether together they move :data:`HELPS_GAIN` times that per round trip (the first's
@@ -375,14 +426,17 @@ def second_helps(together: Callable[[], int], second: Callable[[], int],
     for per_rtt, per_rtt2 in round_trips([together, second], threads, rtt_s, interval):
         best = max(best, per_rtt)
         above = above + 1 if per_rtt >= HELPS_GAIN * alone else 0
-        shown = f"{show_bytes(per_rtt if above else best)} per round trip, " \
-            f"{(per_rtt if above else best) / max(alone, 1.0):.0%} of the first's " \
+        shown = (
+            f"{show_bytes(per_rtt if above else best)} per round trip, "
+            f"{(per_rtt if above else best) / max(alone, 1.0):.0%} of the first's "
             f"{show_bytes(alone)} alone"
+        )
         if above >= HELPS_SPELLS:
             return True, f"with a second stream they moved {shown}: its window held it"
         if growth.stopped(per_rtt2):
-            return False, (f"with a second stream they moved at most {shown}: the path, "
-                           "not a window, held it")
+            return False, (
+                f"with a second stream they moved at most {shown}: the path, not a window, held it"
+            )
     return False, "the file was done before a second stream was known to help"
 
 
@@ -399,8 +453,13 @@ ALL_BOUND_RTTS = 2
 ALL_BOUND_SPELLS = 3
 
 
-def all_bound(received: Callable[[], int], threads: list[threading.Thread], rtt_s: float,
-              window: int, streams: int) -> tuple[bool, str]:
+def all_bound(
+    received: Callable[[], int],
+    threads: list[threading.Thread],
+    rtt_s: float,
+    window: int,
+    streams: int,
+) -> tuple[bool, str]:
     """Watch *streams* streams together, :data:`ALL_BOUND_RTTS` round trips at a time, until
     they show whether they are all bound by their windows: per round trip they move
     :data:`ALL_BOUND_SHARE` of *streams* windows in :data:`ALL_BOUND_SPELLS` spells running
@@ -410,15 +469,19 @@ def all_bound(received: Callable[[], int], threads: list[threading.Thread], rtt_
     full = streams * window
     growth = Growth()
     above = 0
-    for (per_rtt,) in round_trips([received], threads, rtt_s,
-                                  ALL_BOUND_RTTS * max(rtt_s, 0.01)):
+    for (per_rtt,) in round_trips([received], threads, rtt_s, ALL_BOUND_RTTS * max(rtt_s, 0.01)):
         above = above + 1 if per_rtt >= ALL_BOUND_SHARE * full else 0
         if above >= ALL_BOUND_SPELLS:
-            return True, (f"{counted(streams, 'stream')} moved {show_bytes(per_rtt)} per round "
-                          f"trip, {per_rtt / full:.0%} of their windows: bound by them")
+            return True, (
+                f"{counted(streams, 'stream')} moved {show_bytes(per_rtt)} per round "
+                f"trip, {per_rtt / full:.0%} of their windows: bound by them"
+            )
         if growth.stopped(per_rtt):
-            return False, (f"together their rate stopped growing at {show_bytes(growth.best)} "
-                           f"per round trip, {growth.best / full:.0%} of their windows: the "
-                           "path, not the windows, holds them")
-    return False, (f"the file was done before {counted(streams, 'stream')} were known to be "
-                   "window-bound")
+            return False, (
+                f"together their rate stopped growing at {show_bytes(growth.best)} "
+                f"per round trip, {growth.best / full:.0%} of their windows: the "
+                "path, not the windows, holds them"
+            )
+    return False, (
+        f"the file was done before {counted(streams, 'stream')} were known to be window-bound"
+    )

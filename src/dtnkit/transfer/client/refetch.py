@@ -26,8 +26,9 @@ class DigestProbe:
     depth = 1
     received = 0
 
-    def __init__(self, session: Session, url: Url, info: RemoteInfo, name: str,
-                 stop: threading.Event) -> None:
+    def __init__(
+        self, session: Session, url: Url, info: RemoteInfo, name: str, stop: threading.Event
+    ) -> None:
         self.session, self.url, self.info, self.name, self.stop = session, url, info, name, stop
         self.want = f"{checksum.REGISTRY[name].rfc9530}=10"
         self.found: dict[int, bytes] = {}
@@ -54,23 +55,30 @@ class DigestProbe:
         check_status(r.status, what, body, ok=(206,))
         crange = r.getheader("Content-Range")
         if crange != f"bytes {b.offset}-{b.end}/{info.size}":
-            raise TransferError(what, f"Content-Range {crange!r} is not the block asked "
-                                f"for (bytes {b.offset}-{b.end}/{info.size})", "check the server")
+            raise TransferError(
+                what,
+                f"Content-Range {crange!r} is not the block asked "
+                f"for (bytes {b.offset}-{b.end}/{info.size})",
+                "check the server",
+            )
         try:
             values = parse_repr_digest(r.getheader("Content-Digest") or "")
         except ValueError as exc:
-            raise TransferError(f"Content-Digest from {url} (block {b.index})",
-                                f"cannot be parsed ({exc})",
-                                "check the server; rerun with --verify file to fetch the "
-                                "whole file again instead") from None
+            raise TransferError(
+                f"Content-Digest from {url} (block {b.index})",
+                f"cannot be parsed ({exc})",
+                "check the server; rerun with --verify file to fetch the whole file again instead",
+            ) from None
         if self.name not in values:
             self._none()
         self.found[b.index] = values[self.name]
 
     def give_up(self, b: pipeline.Block, attempts: int, exc: BaseException) -> TransferError:
-        return TransferError(f"HEAD {self.url} (block {b.index} digest)",
-                             f"failed after {attempts} attempts ({exc})",
-                             "check that the server is up and reachable")
+        return TransferError(
+            f"HEAD {self.url} (block {b.index} digest)",
+            f"failed after {attempts} attempts ({exc})",
+            "check that the server is up and reachable",
+        )
 
     def prepare(self, b: pipeline.Block) -> None:
         return None
@@ -94,8 +102,14 @@ class DigestProbe:
         return None
 
 
-def block_digests(session: Session, url: Url, info: RemoteInfo, blocks: list[pipeline.Block],
-                  name: str, plan: StreamPlan) -> dict[int, bytes] | None:
+def block_digests(
+    session: Session,
+    url: Url,
+    info: RemoteInfo,
+    blocks: list[pipeline.Block],
+    name: str,
+    plan: StreamPlan,
+) -> dict[int, bytes] | None:
     """The source's ``Content-Digest`` of each block's range, asked on up to ``plan.most``
     keep-alive connections; None when the server gives none."""
     stop = threading.Event()
@@ -104,16 +118,30 @@ def block_digests(session: Session, url: Url, info: RemoteInfo, blocks: list[pip
     def lane(_stream: Stream) -> DigestProbe:
         return probe
 
-    engine = StreamEngine(session, BlockQueue(blocks), lane, retry=session.run.request.retry,
-                          give_up=probe.give_up, name="dtnkit-block-digest", stop=stop)
+    engine = StreamEngine(
+        session,
+        BlockQueue(blocks),
+        lane,
+        retry=session.run.request.retry,
+        give_up=probe.give_up,
+        name="dtnkit-block-digest",
+        stop=stop,
+    )
     engine.start(min(plan.most, len(blocks)))
     engine.wait()
     return None if probe.unsupported.is_set() else probe.found
 
 
-def bad_blocks(session: Session, url: Url, info: RemoteInfo, fd: int,
-               blocks: list[pipeline.Block], name: str, values: list[int | None] | None,
-               plan: StreamPlan) -> list[pipeline.Block] | None:
+def bad_blocks(
+    session: Session,
+    url: Url,
+    info: RemoteInfo,
+    fd: int,
+    blocks: list[pipeline.Block],
+    name: str,
+    values: list[int | None] | None,
+    plan: StreamPlan,
+) -> list[pipeline.Block] | None:
     """Blocks of the part file whose *name* digest differs from the source's for the same
     range; local digests come from *values* (per-block values computed as the bytes arrived)
     when given, else from the part file.  None when the server gives no per-block digests."""

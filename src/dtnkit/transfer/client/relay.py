@@ -39,8 +39,9 @@ from dtnkit.transfer.client.upload import session_lost
 from dtnkit.transfer.wire.digests import format_digest
 
 
-def relay(src_session: Session, src: Url, dst_session: Session, dst: Url,
-          run: CopyRun) -> FileResult:
+def relay(
+    src_session: Session, src: Url, dst_session: Session, dst: Url, run: CopyRun
+) -> FileResult:
     """Copy one file from one server to another through this client."""
     request = run.request
     src_session, src, info = src_session.resolve(src)
@@ -54,29 +55,38 @@ def relay(src_session: Session, src: Url, dst_session: Session, dst: Url,
             result, restarts = request.retry.again(
                 lambda: relay_session_once(src_session, src, info, dst_session, dst, run, plan),
                 on=(ChecksumMismatch, SessionLost),
-                exhausted=session_lost(f"relay {src} -> {dst}"))
+                exhausted=session_lost(f"relay {src} -> {dst}"),
+            )
         except UseSinglePut:
             pass
         else:
             result.retries += restarts
             return result
     result, restarts = request.retry.again(
-        lambda: relay_put_once(src_session, src, dst_session, dst, run))
+        lambda: relay_put_once(src_session, src, dst_session, dst, run)
+    )
     result.retries += restarts
     return result
 
 
-def relay_session_once(src_session: Session, src: Url, info: RemoteInfo,
-                       dst_session: Session, dst: Url, run: CopyRun,
-                       plan: StreamPlan) -> FileResult:
+def relay_session_once(
+    src_session: Session,
+    src: Url,
+    info: RemoteInfo,
+    dst_session: Session,
+    dst: Url,
+    run: CopyRun,
+    plan: StreamPlan,
+) -> FileResult:
     """One upload session fed with the source's ranges on the engine's streams, committed
     only when the bytes relayed have the source's digest."""
     request = run.request
     verify = request.verify_plan()
     name = verify.algorithm
     expected: Background | None = None
-    ident = upload_session.start(dst_session, dst, info.size, verify.session_algorithm,
-                                 create_only=not request.overwrite)
+    ident = upload_session.start(
+        dst_session, dst, info.size, verify.session_algorithm, create_only=not request.overwrite
+    )
     reader = HttpRangeSource(src_session, src, info.etag, info.size)
     verifier: pipeline.BlockVerifier | None = None
     done = False
@@ -85,11 +95,16 @@ def relay_session_once(src_session: Session, src: Url, info: RemoteInfo,
             expected = Background(lambda: source_digest(src_session, src, name))
         blocks = pipeline.plan_blocks(info.size, request.block_size)
         if verify.checks:
-            verifier = pipeline.make_verifier(name, blocks, reader.read_back,
-                                              request.max_buffered)
-        sink = SessionSink(dst_session, dst, ident, info.size, name,
-                           range_digest=verifier is not None and name in checksum.COMBINABLE,
-                           resume=request.resume)
+            verifier = pipeline.make_verifier(name, blocks, reader.read_back, request.max_buffered)
+        sink = SessionSink(
+            dst_session,
+            dst,
+            ident,
+            info.size,
+            name,
+            range_digest=verifier is not None and name in checksum.COMBINABLE,
+            resume=request.resume,
+        )
         retries = move(reader, sink, blocks, run, plan, size=info.size, verifier=verifier)
         got = verifier.digest() if verifier is not None else None
         want = expected.result() if expected is not None else None
@@ -97,14 +112,27 @@ def relay_session_once(src_session: Session, src: Url, info: RemoteInfo,
             raise ChecksumMismatch(
                 f"checksum mismatch for {src} -> {dst}",
                 f"{name} source {verify.show(want)}, relayed {verify.show(got)}; "
-                f"nothing was committed", "retry; if it persists, check the source storage")
+                f"nothing was committed",
+                "retry; if it persists, check the source storage",
+            )
         done = True
-        upload_session.commit(dst_session, dst, ident,
-                              format_digest(name, got) if got is not None else None,
-                              create_only=not request.overwrite)
-        return FileResult(str(src), str(dst), info.size, got, verify.upload_level,
-                          retries + reader.retries, upload_streams=min(plan.most, len(blocks)),
-                          algorithm=name)
+        upload_session.commit(
+            dst_session,
+            dst,
+            ident,
+            format_digest(name, got) if got is not None else None,
+            create_only=not request.overwrite,
+        )
+        return FileResult(
+            str(src),
+            str(dst),
+            info.size,
+            got,
+            verify.upload_level,
+            retries + reader.retries,
+            upload_streams=min(plan.most, len(blocks)),
+            algorithm=name,
+        )
     finally:
         if not done:
             upload_session.abort(dst_session, dst, ident)
@@ -116,8 +144,9 @@ def relay_session_once(src_session: Session, src: Url, info: RemoteInfo,
                 expected.result()
 
 
-def relay_walk(src_session: Session, src: Url, dst_session: Session,
-               dst: Url) -> Iterator[tuple[Url, Url]]:
+def relay_walk(
+    src_session: Session, src: Url, dst_session: Session, dst: Url
+) -> Iterator[tuple[Url, Url]]:
     """(source file, destination file) pairs of a tree, every name checked
     (:func:`~dtnkit.transfer.client.tree.walk`); MKCOLs the destination collections."""
     mkcol(dst_session, dst)

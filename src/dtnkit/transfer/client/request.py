@@ -76,29 +76,33 @@ class CopyRequest:
         try:
             object.__setattr__(self, "verify", Verify(self.verify))
         except ValueError:
-            raise BadInput(f"--verify {self.verify}", "unknown mode",
-                           f"use one of {', '.join(Verify)}") from None
+            raise BadInput(
+                f"--verify {self.verify}", "unknown mode", f"use one of {', '.join(Verify)}"
+            ) from None
         try:
             object.__setattr__(self, "level", Level(self.level))
         except ValueError:
-            raise BadInput(f"--verify-level {self.level}", "unknown level",
-                           f"use one of {', '.join(Level)}") from None
+            raise BadInput(
+                f"--verify-level {self.level}", "unknown level", f"use one of {', '.join(Level)}"
+            ) from None
         try:
             object.__setattr__(self, "checksum", checksum.canonical(self.checksum))
         except ValueError as exc:
-            raise BadInput(f"--checksum {self.checksum}", str(exc),
-                           f"use one of {', '.join(checksum.ALGORITHMS)}") from None
+            raise BadInput(
+                f"--checksum {self.checksum}",
+                str(exc),
+                f"use one of {', '.join(checksum.ALGORITHMS)}",
+            ) from None
         if self.retries < 0:
             raise BadInput("--retries", "must be >= 0", "pass 0 or more")
         if self.low_speed_limit < 0:
             raise BadInput("--low-speed-limit", "must be >= 0", "pass e.g. 1KiB, or 0 for none")
         if not (math.isfinite(self.low_speed_time) and self.low_speed_time > 0):
-            raise BadInput("--low-speed-time", "must be a positive number of seconds",
-                           "pass e.g. 30")
-        if self.deadline is not None and not (math.isfinite(self.deadline)
-                                              and self.deadline > 0):
-            raise BadInput("--deadline", "must be a positive number of seconds",
-                           "pass e.g. 3600")
+            raise BadInput(
+                "--low-speed-time", "must be a positive number of seconds", "pass e.g. 30"
+            )
+        if self.deadline is not None and not (math.isfinite(self.deadline) and self.deadline > 0):
+            raise BadInput("--deadline", "must be a positive number of seconds", "pass e.g. 3600")
 
     def verify_plan(self) -> VerifyPlan:
         """What this request verifies and how durably, decided once."""
@@ -124,14 +128,24 @@ class CopyRun:
     timeline: Timeline | None = None  # cp --timeline: told the copy's steps and connections
 
     @classmethod
-    def of(cls, request: CopyRequest, *, streams: StreamPolicy | None = None,
-           progress: Callable[[int], None] | None = None,
-           on_size: Callable[[int], None] | None = None,
-           timeline: Timeline | None = None) -> CopyRun:
+    def of(
+        cls,
+        request: CopyRequest,
+        *,
+        streams: StreamPolicy | None = None,
+        progress: Callable[[int], None] | None = None,
+        on_size: Callable[[int], None] | None = None,
+        timeline: Timeline | None = None,
+    ) -> CopyRun:
         """A run of *request* starting now, its streams *streams*' (default: the request's
         ``--streams N``)."""
-        return cls(request, streams or StreamPolicy.fixed(request.streams), progress, on_size,
-                   timeline=timeline)
+        return cls(
+            request,
+            streams or StreamPolicy.fixed(request.streams),
+            progress,
+            on_size,
+            timeline=timeline,
+        )
 
     def mark(self, what: str, **where: int | str | None) -> None:
         """A step of the copy, for its timeline (nothing without one)."""
@@ -205,8 +219,11 @@ class Summary:
             "bytes": self.bytes,
             "seconds": round(self.seconds, 6),
             # the rate of the bytes this run moved: kept blocks took no time here
-            "rate_bps": (round((self.bytes - self.resumed_bytes) * 8 / self.seconds, 1)
-                         if self.seconds > 0 else None),
+            "rate_bps": (
+                round((self.bytes - self.resumed_bytes) * 8 / self.seconds, 1)
+                if self.seconds > 0
+                else None
+            ),
             "checksum": request.checksum if request.verify != Verify.NONE else None,
             "digest": self.files[0].shown_digest() if len(self.files) == 1 else None,
             "verify": str(request.verify),
@@ -214,8 +231,11 @@ class Summary:
             "streams": streams.shown(),
             **({"streams_auto": decision.as_dict()} if decision is not None else {}),
             "retries": sum(f.retries for f in self.files),
-            **({"upload_streams": max(f.upload_streams or 1 for f in self.files)}
-               if any(f.upload_streams is not None for f in self.files) else {}),
+            **(
+                {"upload_streams": max(f.upload_streams or 1 for f in self.files)}
+                if any(f.upload_streams is not None for f in self.files)
+                else {}
+            ),
             "refetched_blocks": sum(f.refetched_blocks for f in self.files),
             "resumed_blocks": sum(f.resumed_blocks for f in self.files),
             "resumed_bytes": self.resumed_bytes,

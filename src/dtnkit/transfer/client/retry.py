@@ -43,10 +43,13 @@ What = str | Callable[[], str]
 def certificate_refused(exc: ssl.SSLCertVerificationError, what: str) -> CertificateRefused:
     """The error for a certificate that did not verify: not retried, exit 22."""
     why = exc.verify_message or exc.reason or str(exc)
-    return CertificateRefused(what, f"the server's TLS certificate was not accepted ({why})",
-                              "pass --ca-file with the CA bundle that signed it (or put it "
-                              "in X509_CERT_DIR, hashed), and check the host name in the URL "
-                              "(--insecure skips the check)")
+    return CertificateRefused(
+        what,
+        f"the server's TLS certificate was not accepted ({why})",
+        "pass --ca-file with the CA bundle that signed it (or put it "
+        "in X509_CERT_DIR, hashed), and check the host name in the URL "
+        "(--insecure skips the check)",
+    )
 
 
 def fatal_transport(exc: BaseException, what: str) -> TransferError | None:
@@ -70,10 +73,15 @@ class RetryPolicy:
         """The tries of one request (or one block): see :class:`Attempt`."""
         return Attempt(self, what, give_up)
 
-    def call(self, what: What, once: Callable[[], T], *,
-             cleanup: Callable[[], object] | None = None,
-             retried: Callable[[], object] | None = None,
-             give_up: GiveUp | None = None) -> T:
+    def call(
+        self,
+        what: What,
+        once: Callable[[], T],
+        *,
+        cleanup: Callable[[], object] | None = None,
+        retried: Callable[[], object] | None = None,
+        give_up: GiveUp | None = None,
+    ) -> T:
         """``once()``, tried again after a :data:`RETRYABLE` failure while the policy allows:
         ``cleanup()`` after each failure (e.g. closing the connection it used), ``retried()``
         before each new try.  *what* names the request in errors (a callable: as it is
@@ -93,10 +101,14 @@ class RetryPolicy:
         """The whole-file tries of one file: see :class:`Budget`."""
         return Budget(self.retries)
 
-    def again(self, once: Callable[[], T], *, on: tuple[type[BaseException], ...] = (
-            ChecksumMismatch,), budget: Budget | None = None,
-              exhausted: Callable[[BaseException, int], BaseException] | None = None
-              ) -> tuple[T, int]:
+    def again(
+        self,
+        once: Callable[[], T],
+        *,
+        on: tuple[type[BaseException], ...] = (ChecksumMismatch,),
+        budget: Budget | None = None,
+        exhausted: Callable[[BaseException, int], BaseException] | None = None,
+    ) -> tuple[T, int]:
         """``once()``, run again after one of *on* while *budget* (default: a new one) has
         tries left; its result and the runs made again.  When none are left the last failure
         is raised (:meth:`Budget.spend`)."""
@@ -128,8 +140,11 @@ class Attempt:
         if self.failures >= self.policy.retries:
             if self.give_up is not None:
                 raise self.give_up(self.failures + 1, exc) from None
-            raise TransferError(what, f"failed after {self.failures + 1} attempts ({exc})",
-                                "check that the server is up and reachable") from None
+            raise TransferError(
+                what,
+                f"failed after {self.failures + 1} attempts ({exc})",
+                "check that the server is up and reachable",
+            ) from None
         time.sleep(self.policy.backoff * 2**self.failures)
         self.failures += 1
 
@@ -146,8 +161,11 @@ class Budget:
         self.retries = 0
         self.refetched_blocks = 0  # blocks fetched again after a mismatch
 
-    def spend(self, exc: BaseException,
-              exhausted: Callable[[BaseException, int], BaseException] | None = None) -> None:
+    def spend(
+        self,
+        exc: BaseException,
+        exhausted: Callable[[BaseException, int], BaseException] | None = None,
+    ) -> None:
         """One more try after *exc*; when none is left, raise *exc* (a checksum mismatch
         saying after how many tries), or ``exhausted(exc, tries)`` for another failure."""
         if self.left <= 0:

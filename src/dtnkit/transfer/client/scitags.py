@@ -41,23 +41,32 @@ def fetch(source: str) -> bytes:
             with urllib.request.urlopen(request, timeout=FETCH_TIMEOUT) as answer:
                 data: bytes = answer.read(MAX_REGISTRY + 1)
         except (urllib.error.URLError, OSError, ValueError) as exc:
-            raise BadInput(what, f"cannot be fetched ({str(exc)[:200]})",
-                           "check the URL, or download it and pass the file") from None
+            raise BadInput(
+                what,
+                f"cannot be fetched ({str(exc)[:200]})",
+                "check the URL, or download it and pass the file",
+            ) from None
         return data
     try:
         with open(source, "rb") as f:
             return f.read(MAX_REGISTRY + 1)
     except OSError as exc:
-        raise BadInput(what, f"cannot be read ({exc.strerror or exc})",
-                       "pass a registry file (api.json) or an http(s) URL") from None
+        raise BadInput(
+            what,
+            f"cannot be read ({exc.strerror or exc})",
+            "pass a registry file (api.json) or an http(s) URL",
+        ) from None
 
 
 def parse(data: bytes, source: str) -> Registry:
     try:
         return parse_registry(data, source)
     except ValueError as exc:
-        raise BadInput(f"SciTags registry {source[:200]}", f"is not valid ({exc})",
-                       f"pass the JSON published at {DEFAULT_URL}") from None
+        raise BadInput(
+            f"SciTags registry {source[:200]}",
+            f"is not valid ({exc})",
+            f"pass the JSON published at {DEFAULT_URL}",
+        ) from None
 
 
 def load(source: str | None = None, state_dir: Path | None = None) -> Registry:
@@ -91,26 +100,35 @@ def refresh(source: str, state_dir: Path) -> Registry:
             Path(tmp).unlink(missing_ok=True)
             raise
     except OSError as exc:
-        raise BadInput(f"state directory {state_dir}", f"cannot be written "
-                       f"({exc.strerror or exc})",
-                       "run as a user who may write it, or set DTNKIT_STATE_DIR") from None
+        raise BadInput(
+            f"state directory {state_dir}",
+            f"cannot be written ({exc.strerror or exc})",
+            "run as a user who may write it, or set DTNKIT_STATE_DIR",
+        ) from None
     return registry
 
 
-def choose_tag(scitag: str | None, experiment: str | None, activity: str | None,
-               registry: Registry | None) -> int | None:
+def choose_tag(
+    scitag: str | None, experiment: str | None, activity: str | None, registry: Registry | None
+) -> int | None:
     """The tag asked for by ``--scitag`` or ``--experiment``/``--activity`` (None: none);
     BadInput for a bad value or a name the registry does not have."""
     if scitag is not None and (experiment is not None or activity is not None):
-        raise BadInput("--scitag", "is given with --experiment/--activity",
-                       "pass either --scitag N or --experiment NAME --activity NAME")
+        raise BadInput(
+            "--scitag",
+            "is given with --experiment/--activity",
+            "pass either --scitag N or --experiment NAME --activity NAME",
+        )
     if scitag is not None:
         try:
             return parse_tag(scitag)
         except ValueError as exc:
-            raise BadInput(f"--scitag {scitag[:40]}", str(exc),
-                           "pass expId << 6 | actId (e.g. 143 for atlas Production Input), "
-                           "or --experiment NAME --activity NAME") from None
+            raise BadInput(
+                f"--scitag {scitag[:40]}",
+                str(exc),
+                "pass expId << 6 | actId (e.g. 143 for atlas Production Input), "
+                "or --experiment NAME --activity NAME",
+            ) from None
     if experiment is None and activity is None:
         return None
     if experiment is None:
@@ -119,6 +137,8 @@ def choose_tag(scitag: str | None, experiment: str | None, activity: str | None,
     try:
         return registry.resolve(experiment, activity or "default")
     except KeyError as exc:
-        raise BadInput("--experiment/--activity", str(exc.args[0]),
-                       "run `dtnkit scitags list`, or `dtnkit scitags refresh` for the "
-                       "current registry") from None
+        raise BadInput(
+            "--experiment/--activity",
+            str(exc.args[0]),
+            "run `dtnkit scitags list`, or `dtnkit scitags refresh` for the current registry",
+        ) from None

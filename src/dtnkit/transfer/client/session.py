@@ -57,13 +57,15 @@ def normalize(text: str) -> str:
     where the schemes users type become the ones dtnkit speaks."""
     scheme = _scheme(text)
     if scheme in ALIASES:
-        return ALIASES[scheme] + text[len(scheme):]
+        return ALIASES[scheme] + text[len(scheme) :]
     if scheme in XROOTD_SCHEMES:
         parts = urlsplit(text)
         door = f"davs://{parts.hostname or 'host'}:1094/{parts.path.lstrip('/')[:200]}"
-        raise BadInput(f"URL {text[:200]!r}", f"{scheme}:// is XRootD's own protocol, which "
-                       "dtnkit does not speak",
-                       f"use the server's HTTP door (e.g. {door}), or xrdcp")
+        raise BadInput(
+            f"URL {text[:200]!r}",
+            f"{scheme}:// is XRootD's own protocol, which dtnkit does not speak",
+            f"use the server's HTTP door (e.g. {door}), or xrdcp",
+        )
     return text
 
 
@@ -80,13 +82,17 @@ class Url:
             parts = urlsplit(normalize(text))
             hostname = parts.hostname
         except ValueError as exc:  # "Invalid IPv6 URL" (an unclosed "["), a bad netloc
-            raise BadInput(f"URL {text[:200]!r}", f"cannot be parsed ({exc})",
-                           "write an IPv6 address between [ and ], e.g. "
-                           "http://[2001:db8::7]:8443/data/file") from None
+            raise BadInput(
+                f"URL {text[:200]!r}",
+                f"cannot be parsed ({exc})",
+                "write an IPv6 address between [ and ], e.g. http://[2001:db8::7]:8443/data/file",
+            ) from None
         if parts.scheme not in ("http", "https") or not hostname:
-            raise BadInput(f"URL {text!r}", "is not an http(s) URL",
-                           "pass e.g. http://127.0.0.1:8080/data/file or "
-                           "davs://host:1094/data/file")
+            raise BadInput(
+                f"URL {text!r}",
+                "is not an http(s) URL",
+                "pass e.g. http://127.0.0.1:8080/data/file or davs://host:1094/data/file",
+            )
         try:
             port = parts.port or (443 if parts.scheme == "https" else 80)
         except ValueError:
@@ -148,11 +154,17 @@ def follow_redirect(base: Url, location: str | None, what: str) -> Url:
     try:
         url = Url.parse(target)
     except BadInput:
-        raise TransferError(what, f"redirect to {target[:200]!r}, not an http(s) URL",
-                            "check the server's redirect configuration") from None
+        raise TransferError(
+            what,
+            f"redirect to {target[:200]!r}, not an http(s) URL",
+            "check the server's redirect configuration",
+        ) from None
     if base.scheme == "https" and url.scheme != "https":
-        raise TransferError(what, f"redirect from https down to {target[:200]!r} refused",
-                            "configure the server to redirect to https")
+        raise TransferError(
+            what,
+            f"redirect from https down to {target[:200]!r} refused",
+            "configure the server to redirect to https",
+        )
     return url
 
 
@@ -191,8 +203,7 @@ class RemoteInfo:
     last_modified: str | None = None
 
 
-def info_of(headers: http.client.HTTPMessage, what: str, url: Url,
-            block_size: int) -> RemoteInfo:
+def info_of(headers: http.client.HTTPMessage, what: str, url: Url, block_size: int) -> RemoteInfo:
     """Size, ETag, digests and kind of a file from a ``200`` to a HEAD or a whole GET (its
     size must fit in blocks of *block_size*: :func:`check_file_size`)."""
     digests: dict[str, bytes] = {}
@@ -200,15 +211,19 @@ def info_of(headers: http.client.HTTPMessage, what: str, url: Url,
         try:
             digests = parse_digest(headers["Digest"])
         except ValueError as exc:
-            raise TransferError(f"Digest from {url}", f"cannot be parsed ({exc})",
-                                "check the server") from None
+            raise TransferError(
+                f"Digest from {url}", f"cannot be parsed ({exc})", "check the server"
+            ) from None
     size = content_length(headers.get("Content-Length"), what)
     check_file_size(size, block_size, what)
     ctype = headers.get("Content-Type", "")
-    return RemoteInfo(size, headers.get("ETag"), digests,
-                      is_dir=ctype.startswith("text/plain")
-                      and headers.get("Accept-Ranges") is None,
-                      last_modified=headers.get("Last-Modified"))
+    return RemoteInfo(
+        size,
+        headers.get("ETag"),
+        digests,
+        is_dir=ctype.startswith("text/plain") and headers.get("Accept-Ranges") is None,
+        last_modified=headers.get("Last-Modified"),
+    )
 
 
 class Session:
@@ -262,8 +277,9 @@ class Session:
         buffer only where the host lets it beat autotuning (autostreams.BufferLimits)."""
         rcvbuf = self.run.streams.rcvbuf()
         if self._context is not None:
-            return PacedHTTPSConnection(self.url.host, self.url.port, self.run,
-                                        self._context, rcvbuf=rcvbuf)
+            return PacedHTTPSConnection(
+                self.url.host, self.url.port, self.run, self._context, rcvbuf=rcvbuf
+            )
         return PacedHTTPConnection(self.url.host, self.url.port, self.run, rcvbuf=rcvbuf)
 
     def headers(self, extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -275,10 +291,15 @@ class Session:
         out.update(extra or {})
         return out
 
-    def request(self, method: str, url: Url, headers: dict[str, str] | None = None,
-                body: bytes | None = None,
-                conn: http.client.HTTPConnection | None = None, limit: int = MAX_ANSWER
-                ) -> tuple[int, http.client.HTTPMessage, bytes]:
+    def request(
+        self,
+        method: str,
+        url: Url,
+        headers: dict[str, str] | None = None,
+        body: bytes | None = None,
+        conn: http.client.HTTPConnection | None = None,
+        limit: int = MAX_ANSWER,
+    ) -> tuple[int, http.client.HTTPMessage, bytes]:
         """One small request; raises Retryable on connection trouble, BadAnswer when the
         answer's body is longer than *limit*."""
         own = conn is None
@@ -288,8 +309,11 @@ class Session:
             r = c.getresponse()
             data = r.read(limit + 1)
             if len(data) > limit:
-                raise BadAnswer(f"{method} {url}", f"the answer is longer than {limit} bytes",
-                                "check the server")
+                raise BadAnswer(
+                    f"{method} {url}",
+                    f"the answer is longer than {limit} bytes",
+                    "check the server",
+                )
             self.note_path(c)
             return r.status, r.headers, data
         except (OSError, http.client.HTTPException) as exc:
@@ -302,11 +326,12 @@ class Session:
             if own:
                 c.close()
 
-    def with_retries(self, what: str, call: Callable[[], tuple[int, http.client.HTTPMessage,
-                                                               bytes]]
-                     ) -> tuple[int, http.client.HTTPMessage, bytes]:
+    def with_retries(
+        self, what: str, call: Callable[[], tuple[int, http.client.HTTPMessage, bytes]]
+    ) -> tuple[int, http.client.HTTPMessage, bytes]:
         """A small request (:meth:`request`), tried again after a transport failure or a
         5xx as the run's retry policy says."""
+
         def once() -> tuple[int, http.client.HTTPMessage, bytes]:
             status, headers, body = call()
             if status >= 500:
@@ -334,8 +359,11 @@ class Session:
             except Redirected as moved:
                 hops += 1
                 if hops > MAX_REDIRECTS:
-                    raise TransferError(f"HEAD {url}", f"more than {MAX_REDIRECTS} redirects",
-                                        "check the server's redirect configuration") from None
+                    raise TransferError(
+                        f"HEAD {url}",
+                        f"more than {MAX_REDIRECTS} redirects",
+                        "check the server's redirect configuration",
+                    ) from None
                 url = follow_redirect(url, moved.location, f"HEAD {url}")
                 session = self.for_url(url)
 
@@ -343,7 +371,8 @@ class Session:
         """HEAD *url*; with ``redirects`` a 3xx raises :class:`Redirected` (see resolve)."""
         extra = {"Want-Digest": want_name(want)} if want else {}
         status, headers, body = self.with_retries(
-            f"HEAD {url}", lambda: self.request("HEAD", url, extra))
+            f"HEAD {url}", lambda: self.request("HEAD", url, extra)
+        )
         if redirects and status in REDIRECTS:
             raise Redirected(headers.get("Location"))
         check_status(status, f"HEAD {url}", body)
@@ -362,15 +391,18 @@ def client_context(request: CopyRequest) -> ssl.SSLContext:
     try:
         ctx = ssl.create_default_context(cafile=request.ca_file)
     except (OSError, ssl.SSLError) as exc:
-        raise BadInput(f"--ca-file {request.ca_file}", f"cannot be loaded ({exc})",
-                       "pass a PEM CA bundle") from None
+        raise BadInput(
+            f"--ca-file {request.ca_file}", f"cannot be loaded ({exc})", "pass a PEM CA bundle"
+        ) from None
     if request.ca_dir is not None and Path(request.ca_dir).is_dir():
         try:
             ctx.load_verify_locations(capath=request.ca_dir)
         except (OSError, ssl.SSLError) as exc:
-            raise BadInput(f"X509_CERT_DIR {request.ca_dir}", f"cannot be used ({exc})",
-                           "point X509_CERT_DIR at a hashed CA directory (openssl rehash "
-                           "DIR)") from None
+            raise BadInput(
+                f"X509_CERT_DIR {request.ca_dir}",
+                f"cannot be used ({exc})",
+                "point X509_CERT_DIR at a hashed CA directory (openssl rehash DIR)",
+            ) from None
     return ctx
 
 
@@ -384,17 +416,23 @@ def check_status(status: int, what: str, body: bytes, ok: tuple[int, ...] = (200
         return
     why = f"HTTP {status}" + (f" ({reason(body)})" if reason(body) else "")
     if status == 401:
-        raise FatalHttp(what, f"{why}: not authenticated",
-                        "pass a valid --token-file, or set BEARER_TOKEN_FILE (dtnkit cp "
-                        "--help: where a token is looked for)")
+        raise FatalHttp(
+            what,
+            f"{why}: not authenticated",
+            "pass a valid --token-file, or set BEARER_TOKEN_FILE (dtnkit cp "
+            "--help: where a token is looked for)",
+        )
     if status == 403:
         raise FatalHttp(what, f"{why}: forbidden", "check the token's scope and the path")
     if status == 404:
         raise FatalHttp(what, f"{why}: not found", "check the URL")
     if status in REDIRECTS:
-        raise FatalHttp(what, f"{why}: a redirect",
-                        "dtnkit cp follows redirects on the HEAD before a download, not on "
-                        "each request; copy from the URL the server redirects to")
+        raise FatalHttp(
+            what,
+            f"{why}: a redirect",
+            "dtnkit cp follows redirects on the HEAD before a download, not on "
+            "each request; copy from the URL the server redirects to",
+        )
     raise FatalHttp(what, why, "check the request and the server log")
 
 
@@ -418,12 +456,14 @@ def discard_remote(session: Session, url: Url, what: str, why: str) -> ChecksumM
     """DELETE a remote file that failed verification (best effort); the error to raise."""
     with contextlib.suppress(DtnkitError, Retryable):
         session.request("DELETE", url)
-    return ChecksumMismatch(what, f"{why}; the remote copy was deleted",
-                            "retry; if it persists, check both storages")
+    return ChecksumMismatch(
+        what, f"{why}; the remote copy was deleted", "retry; if it persists, check both storages"
+    )
 
 
-def status_of(session: Session, method: str, url: Url,
-              conn: http.client.HTTPConnection | None = None) -> int | None:
+def status_of(
+    session: Session, method: str, url: Url, conn: http.client.HTTPConnection | None = None
+) -> int | None:
     """Status of a small request (None when the server could not be asked); on *conn* when
     given (a keep-alive connection), else on a new one."""
     try:
@@ -437,8 +477,9 @@ def create_only(overwrite: bool) -> dict[str, str]:
     return {} if overwrite else {"If-None-Match": "*"}
 
 
-def refuse_existing(session: Session, url: Url, overwrite: bool,
-                    conn: http.client.HTTPConnection | None = None) -> None:
+def refuse_existing(
+    session: Session, url: Url, overwrite: bool, conn: http.client.HTTPConnection | None = None
+) -> None:
     """Without ``-f`` (*overwrite* False): DestinationExists when *url* is there now (a HEAD,
     on *conn* when given), before any byte is sent, for servers that ignore
     ``If-None-Match`` on a PUT; the header still makes the commit atomic on servers that
@@ -455,8 +496,7 @@ def existing_after_412(session: Session, url: Url, status: int, overwrite: bool)
 
 
 def mkcol(session: Session, url: Url) -> None:
-    status, _h, body = session.with_retries(f"MKCOL {url}",
-                                            lambda: session.request("MKCOL", url))
+    status, _h, body = session.with_retries(f"MKCOL {url}", lambda: session.request("MKCOL", url))
     if status not in (201, 405):  # 405: exists already
         missing_parent(status, f"MKCOL {url}", body, session.run.request.parents)
         check_status(status, f"MKCOL {url}", body, ok=(201,))
@@ -468,9 +508,11 @@ def make_parents(session: Session, url: Url) -> int:
     own parent is missing, RFC 4918 9.3.1), then down again.  405 is "exists": a collection
     there already, or one another client made meanwhile (a file there is the write's to
     refuse).  Returns how many this made."""
+
     def ask(parent: Url) -> tuple[int, bytes]:
-        status, _h, body = session.with_retries(f"MKCOL {parent}",
-                                                lambda: session.request("MKCOL", parent))
+        status, _h, body = session.with_retries(
+            f"MKCOL {parent}", lambda: session.request("MKCOL", parent)
+        )
         return status, body
 
     missing: list[Url] = []
@@ -490,10 +532,11 @@ def make_parents(session: Session, url: Url) -> int:
         if status == 201:
             made += 1
         elif status == 409:  # its parent answered 201 or 405 (or is the root): not a collection?
-            raise FatalHttp(f"MKCOL {parent}", f"HTTP 409 ({reason(body)}): the server "
-                            "cannot make it in its parent",
-                            "check what is at the parent on the server (a file of that "
-                            "name?)")
+            raise FatalHttp(
+                f"MKCOL {parent}",
+                f"HTTP 409 ({reason(body)}): the server cannot make it in its parent",
+                "check what is at the parent on the server (a file of that name?)",
+            )
         elif status != 405:
             check_status(status, f"MKCOL {parent}", body, ok=(201,))
     return made
@@ -505,11 +548,19 @@ def missing_parent(status: int, what: str, body: bytes, parents: bool) -> None:
     -p/--parents was given (and made or found every collection above the target)."""
     if status != 409:
         return
-    why = f"HTTP 409 ({reason(body)})" if reason(body) else \
-        "HTTP 409: the parent collection does not exist"
+    why = (
+        f"HTTP 409 ({reason(body)})"
+        if reason(body)
+        else "HTTP 409: the parent collection does not exist"
+    )
     if parents:
-        raise FatalHttp(what, f"{why}; -p/--parents made or found every collection above "
-                        "it", "check what is at the parent on the server (a file of that "
-                        "name?)")
-    raise FatalHttp(what, why, "rerun with -p/--parents to create the missing collections "
-                    "(MKCOL, one level at a time)")
+        raise FatalHttp(
+            what,
+            f"{why}; -p/--parents made or found every collection above it",
+            "check what is at the parent on the server (a file of that name?)",
+        )
+    raise FatalHttp(
+        what,
+        why,
+        "rerun with -p/--parents to create the missing collections (MKCOL, one level at a time)",
+    )

@@ -46,8 +46,9 @@ class Timeline:
     """The steps and per-connection samples of one copy; a thread samples the connections
     from the first one's handshake until :meth:`close`."""
 
-    def __init__(self, interval: float = INTERVAL,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, interval: float = INTERVAL, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.interval = interval
         self.clock = clock
         self.t0 = clock()
@@ -83,8 +84,9 @@ class Timeline:
         with self._lock:
             self._connections[index].sock = sock
             if self._thread is None and not self._stop.is_set():
-                self._thread = threading.Thread(target=self._run, name="dtnkit-timeline",
-                                                daemon=True)
+                self._thread = threading.Thread(
+                    target=self._run, name="dtnkit-timeline", daemon=True
+                )
                 self._thread.start()
         self._read(self._connections[index])
 
@@ -101,16 +103,20 @@ class Timeline:
         if sock is None or c.closed:
             return
         try:
-            info = tcpinfo.parse(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO,
-                                                 tcpinfo.SIZE))
+            info = tcpinfo.parse(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, tcpinfo.SIZE))
         except (OSError, ValueError, AttributeError):
             info = None
         if info is None or info.bytes_received is None or info.bytes_acked is None:
             c.closed = True  # closed (or no byte counts on this kernel)
             self.mark("closed", connection=c.index)
             return
-        row = (round(self.now(), 6), info.bytes_received, info.bytes_acked,
-               None if info.rtt_s is None else round(info.rtt_s * 1e3, 3), info.cwnd)
+        row = (
+            round(self.now(), 6),
+            info.bytes_received,
+            info.bytes_acked,
+            None if info.rtt_s is None else round(info.rtt_s * 1e3, 3),
+            info.cwnd,
+        )
         rows = c.rows
         if len(rows) >= 2 and rows[-1][1:3] == row[1:3] == rows[-2][1:3]:
             rows[-1] = row  # a flat run keeps its first and latest rows, not one per sample
@@ -139,13 +145,18 @@ class Timeline:
             return {
                 "schema": SCHEMA,
                 "interval_s": self.interval,
-                "process_start_s": (None if self.process_start is None
-                                    else round(-self.process_start, 3)),
+                "process_start_s": (
+                    None if self.process_start is None else round(-self.process_start, 3)
+                ),
                 "events": list(self.events),
-                "connections": [{"index": c.index,
-                                 "columns": ["t", "received", "acked", "rtt_ms", "cwnd"],
-                                 "rows": [list(r) for r in c.rows]}
-                                for c in self._connections],
+                "connections": [
+                    {
+                        "index": c.index,
+                        "columns": ["t", "received", "acked", "rtt_ms", "cwnd"],
+                        "rows": [list(r) for r in c.rows],
+                    }
+                    for c in self._connections
+                ],
             }
 
 
@@ -164,11 +175,15 @@ def check_path(path: Path) -> Path:
     """Where ``--timeline`` writes, checked before the copy: a directory that exists, and
     not a directory itself (one clear error, nothing written)."""
     if path.is_dir():
-        raise BadInput(f"--timeline {path}", "is a directory", "give a file name, e.g. "
-                       "copy-timeline.json")
+        raise BadInput(
+            f"--timeline {path}", "is a directory", "give a file name, e.g. copy-timeline.json"
+        )
     if not path.parent.is_dir():
-        raise BadInput(f"--timeline {path}", "its directory does not exist",
-                       "create it first, or give another path")
+        raise BadInput(
+            f"--timeline {path}",
+            "its directory does not exist",
+            "create it first, or give another path",
+        )
     return path
 
 

@@ -69,32 +69,46 @@ class TpcResult:
         return sum(last.values()) if last else None
 
 
-def parse_stream(lines: Iterable[str | bytes],
-                 on_marker: Callable[[Marker], None] | None = None
-                 ) -> tuple[str, list[Marker]]:
+def parse_stream(
+    lines: Iterable[str | bytes], on_marker: Callable[[Marker], None] | None = None
+) -> tuple[str, list[Marker]]:
     """Parse a marker stream (:func:`dtnkit.transfer.wire.markers.parse_stream`) with its
     errors as this module's: :class:`MarkerStreamError`, or :class:`TpcError` when the
     stream ended without a final line."""
     try:
         return markers.parse_stream(lines, on_marker)
     except markers.MarkerSyntaxError as exc:
-        raise MarkerStreamError("performance-marker stream", str(exc),
-                                "the active server does not speak HTTP-TPC as expected"
-                                ) from None
+        raise MarkerStreamError(
+            "performance-marker stream",
+            str(exc),
+            "the active server does not speak HTTP-TPC as expected",
+        ) from None
     except markers.NoFinalLine as exc:
-        raise TpcError("third-party copy", str(exc),
-                       "check the destination and retry the copy") from None
+        raise TpcError(
+            "third-party copy", str(exc), "check the destination and retry the copy"
+        ) from None
 
 
-def request_copy(active_url: str, *, source: str | None = None,
-                 destination: str | None = None, token: str | None = None,
-                 transfer_headers: Mapping[str, str] | None = None, streams: int = 1,
-                 timeout: float = 60.0, on_marker: Callable[[Marker], None] | None = None,
-                 checksum: str | None = None, ca_file: str | None = None,
-                 insecure: bool = False, require_checksum: bool | None = None,
-                 deadline: float | None = None, overwrite: bool = True,
-                 scitag: int | None = None, ca_dir: str | None = None,
-                 parents: bool = False) -> TpcResult:
+def request_copy(
+    active_url: str,
+    *,
+    source: str | None = None,
+    destination: str | None = None,
+    token: str | None = None,
+    transfer_headers: Mapping[str, str] | None = None,
+    streams: int = 1,
+    timeout: float = 60.0,
+    on_marker: Callable[[Marker], None] | None = None,
+    checksum: str | None = None,
+    ca_file: str | None = None,
+    insecure: bool = False,
+    require_checksum: bool | None = None,
+    deadline: float | None = None,
+    overwrite: bool = True,
+    scitag: int | None = None,
+    ca_dir: str | None = None,
+    parents: bool = False,
+) -> TpcResult:
     """Send COPY to the active party; follow its marker stream; trust only the final line.
 
     ``transfer_headers`` are sent as ``TransferHeader<Name>``.  ``overwrite=False`` sends
@@ -112,8 +126,11 @@ def request_copy(active_url: str, *, source: str | None = None,
     collections were made first (``cp -p``), so a pull's 409 is not told to use it.
     """
     if (source is None) == (destination is None):
-        raise BadInput("third-party copy", "needs exactly one of source and destination",
-                       "pass source= (pull) or destination= (push)")
+        raise BadInput(
+            "third-party copy",
+            "needs exactly one of source and destination",
+            "pass source= (pull) or destination= (push)",
+        )
     first = url = Url.parse(active_url)
     headers = {"Credential": "none", "X-Number-Of-Streams": str(streams)}
     if not overwrite:
@@ -134,8 +151,16 @@ def request_copy(active_url: str, *, source: str | None = None,
     start = time.monotonic()
     hops = 0
     # one clock for every hop: the deadline bounds the whole request
-    run = CopyRun.of(CopyRequest(ca_file=ca_file, ca_dir=ca_dir, insecure=insecure,
-                                 stall_timeout=timeout, low_speed_limit=0, deadline=deadline))
+    run = CopyRun.of(
+        CopyRequest(
+            ca_file=ca_file,
+            ca_dir=ca_dir,
+            insecure=insecure,
+            stall_timeout=timeout,
+            low_speed_limit=0,
+            deadline=deadline,
+        )
+    )
     while True:
         session = Session(url, run)
         session.token = token if same_origin(url, first) else None
@@ -148,18 +173,23 @@ def request_copy(active_url: str, *, source: str | None = None,
             conn.close()
             fatal = fatal_transport(exc, what)
             if fatal is not None:
-                raise TpcError(fatal.what, fatal.why, fatal.next_step,
-                               status=fatal.status) from None
-            raise TpcError(what, f"{exc.__class__.__name__}: {exc}",
-                           "check that the active server is up") from None
+                raise TpcError(
+                    fatal.what, fatal.why, fatal.next_step, status=fatal.status
+                ) from None
+            raise TpcError(
+                what, f"{exc.__class__.__name__}: {exc}", "check that the active server is up"
+            ) from None
         if resp.status not in REDIRECTS:
             break
         location = resp.getheader("Location")
         conn.close()
         hops += 1
         if hops > MAX_REDIRECTS:
-            raise TpcError(f"COPY {first}", f"more than {MAX_REDIRECTS} redirects",
-                           "check the active server's redirect configuration")
+            raise TpcError(
+                f"COPY {first}",
+                f"more than {MAX_REDIRECTS} redirects",
+                "check the active server's redirect configuration",
+            )
         url = follow_redirect(url, location, what)
     try:
         if resp.status not in (201, 202):
@@ -179,8 +209,11 @@ def request_copy(active_url: str, *, source: str | None = None,
                 try:
                     line = resp.readline(65536)
                 except (OSError, http.client.HTTPException) as exc:
-                    raise TpcError(what, f"the marker stream broke off ({exc})",
-                                   "check the destination and retry") from None
+                    raise TpcError(
+                        what,
+                        f"the marker stream broke off ({exc})",
+                        "check the destination and retry",
+                    ) from None
                 if not line:
                     return
                 yield line
@@ -188,8 +221,7 @@ def request_copy(active_url: str, *, source: str | None = None,
         final, seen = parse_stream(lines(), on_marker)
     finally:
         conn.close()
-    return TpcResult(markers.is_success(final), final, resp.status, seen,
-                     time.monotonic() - start)
+    return TpcResult(markers.is_success(final), final, resp.status, seen, time.monotonic() - start)
 
 
 def remote_refused(active: Url, side: str, remote: str | None) -> TpcError:
@@ -198,13 +230,15 @@ def remote_refused(active: Url, side: str, remote: str | None) -> TpcError:
     active server's allow-list, which its admin sets."""
     host = Url.parse(remote).host if remote is not None and is_url(remote) else "HOST"
     where = f"[{active.host}]" if ":" in active.host else active.host
-    return TpcError(f"COPY {active}",
-                    f"the active server may not reach the {side} host {host}: its address is "
-                    "not public and not in that server's --tpc-allow (HTTP 403)",
-                    f"the admin of {where}:{active.port} can allow it with `dtnkit serve "
-                    f"--tpc-allow {host}` (or a CIDR range holding its address); or copy "
-                    "without --tpc, relayed through this client",
-                    status=ExitStatus.REFUSED)
+    return TpcError(
+        f"COPY {active}",
+        f"the active server may not reach the {side} host {host}: its address is "
+        "not public and not in that server's --tpc-allow (HTTP 403)",
+        f"the admin of {where}:{active.port} can allow it with `dtnkit serve "
+        f"--tpc-allow {host}` (or a CIDR range holding its address); or copy "
+        "without --tpc, relayed through this client",
+        status=ExitStatus.REFUSED,
+    )
 
 
 @dataclass
@@ -220,37 +254,69 @@ class ThirdPartySummary:
     digest: bytes | None  # the destination's digest, as its server gives it
 
     def as_dict(self) -> dict[str, object]:
-        return {"mode": self.mode, "source": self.source, "destination": self.destination,
-                "bytes": self.size, "seconds": round(self.result.seconds, 6),
-                "checksum": self.checksum,
-                "digest": digests.show(self.digest) if self.digest is not None else None,
-                "markers": len(self.result.markers), "final": self.result.final}
+        return {
+            "mode": self.mode,
+            "source": self.source,
+            "destination": self.destination,
+            "bytes": self.size,
+            "seconds": round(self.result.seconds, 6),
+            "checksum": self.checksum,
+            "digest": digests.show(self.digest) if self.digest is not None else None,
+            "markers": len(self.result.markers),
+            "final": self.result.final,
+        }
 
 
-def source_size(mode: str, src: str, *, token: str | None, remote_token: str | None,
-                ca_file: str | None, insecure: bool,
-                ca_dir: str | None = None) -> int | None:
+def source_size(
+    mode: str,
+    src: str,
+    *,
+    token: str | None,
+    remote_token: str | None,
+    ca_file: str | None,
+    insecure: bool,
+    ca_dir: str | None = None,
+) -> int | None:
     """The size of a third-party copy's source, for a progress bar's total (the markers
     give only the bytes moved): a HEAD with the source's own token (the remote token for a
     pull, the client's for a push); None when the source does not say."""
     try:
         url = Url.parse(src)
-        run = CopyRun.of(CopyRequest(token=remote_token if mode == "pull" else token,
-                                     ca_file=ca_file, ca_dir=ca_dir, insecure=insecure,
-                                     retries=0, stall_timeout=10.0))
+        run = CopyRun.of(
+            CopyRequest(
+                token=remote_token if mode == "pull" else token,
+                ca_file=ca_file,
+                ca_dir=ca_dir,
+                insecure=insecure,
+                retries=0,
+                stall_timeout=10.0,
+            )
+        )
         _session, _url, info = Session(url, run).resolve(url)
     except DtnkitError:
         return None
     return None if info.is_dir else info.size
 
 
-def third_party_copy(mode: str, src: str, dst: str, *, token: str | None,
-                     remote_token: str | None, streams: int, checksum: str, timeout: float,
-                     ca_file: str | None, insecure: bool,
-                     on_marker: Callable[[Marker], None] | None = None,
-                     deadline: float | None = None, overwrite: bool = True,
-                     scitag: int | None = None, ca_dir: str | None = None,
-                     parents: bool = False) -> ThirdPartySummary:
+def third_party_copy(
+    mode: str,
+    src: str,
+    dst: str,
+    *,
+    token: str | None,
+    remote_token: str | None,
+    streams: int,
+    checksum: str,
+    timeout: float,
+    ca_file: str | None,
+    insecure: bool,
+    on_marker: Callable[[Marker], None] | None = None,
+    deadline: float | None = None,
+    overwrite: bool = True,
+    scitag: int | None = None,
+    ca_dir: str | None = None,
+    parents: bool = False,
+) -> ThirdPartySummary:
     """Ask one server to copy from (``pull``: COPY to *dst*) or to (``push``: COPY to *src*)
     the other; the active side verifies.  A failed copy raises :class:`TpcError` after
     removing a destination the active server left behind, but only one that did not exist
@@ -262,9 +328,17 @@ def third_party_copy(mode: str, src: str, dst: str, *, token: str | None,
     forward = {"Authorization": f"Bearer {remote_token}"} if remote_token else {}
     pull = mode == "pull"
     url = Url.parse(dst)
-    run = CopyRun.of(CopyRequest(token=token if pull else remote_token, checksum=checksum,
-                                 ca_file=ca_file, ca_dir=ca_dir, insecure=insecure, retries=1,
-                                 scitag=scitag))
+    run = CopyRun.of(
+        CopyRequest(
+            token=token if pull else remote_token,
+            checksum=checksum,
+            ca_file=ca_file,
+            ca_dir=ca_dir,
+            insecure=insecure,
+            retries=1,
+            scitag=scitag,
+        )
+    )
     dst_session = Session(url, run)
     before = status_of(dst_session, "HEAD", url)
     existed = before != 404
@@ -272,25 +346,39 @@ def third_party_copy(mode: str, src: str, dst: str, *, token: str | None,
         raise DestinationExists(str(url))  # also for an active side that ignores Overwrite
     if parents and before == 404:
         make_parents(dst_session, url)
-    result = request_copy(dst if pull else src, source=src if pull else None,
-                          destination=None if pull else dst, token=token,
-                          transfer_headers=forward, streams=streams, timeout=timeout,
-                          checksum=checksum, ca_file=ca_file, insecure=insecure,
-                          on_marker=on_marker, deadline=deadline, overwrite=overwrite,
-                          scitag=scitag, ca_dir=ca_dir, parents=parents)
+    result = request_copy(
+        dst if pull else src,
+        source=src if pull else None,
+        destination=None if pull else dst,
+        token=token,
+        transfer_headers=forward,
+        streams=streams,
+        timeout=timeout,
+        checksum=checksum,
+        ca_file=ca_file,
+        insecure=insecure,
+        on_marker=on_marker,
+        deadline=deadline,
+        overwrite=overwrite,
+        scitag=scitag,
+        ca_dir=ca_dir,
+        parents=parents,
+    )
     if not result.ok:
         # XRootD 5.5 answers 201 and leaves a 0-byte or partial destination after a failed
         # pull: remove it, but only if it was not there before the copy.
         # Nor a file that made an Overwrite: F copy fail: another writer's (dtnkit serve says
         # so: "exists and Overwrite: F" for a pull, "destination URL: exists" for a push).
         theirs = "Overwrite: F" in result.reason or result.reason.endswith(": exists")
-        removed = not existed and not theirs and status_of(
-            dst_session, "DELETE", url) in (200, 204)
-        raise TpcError(f"third-party copy {src} -> {dst} ({mode})", result.reason
-                       + ("; removed the partial destination the active server left"
-                          if removed else ""),
-                       "check both servers' logs and the tokens")
+        removed = not existed and not theirs and status_of(dst_session, "DELETE", url) in (200, 204)
+        raise TpcError(
+            f"third-party copy {src} -> {dst} ({mode})",
+            result.reason
+            + ("; removed the partial destination the active server left" if removed else ""),
+            "check both servers' logs and the tokens",
+        )
     # Report the destination's digest (the active side already compared it with the source).
     info = dst_session.head(url, want=checksum)
-    return ThirdPartySummary(mode, src, dst, info.size, result, checksum,
-                             info.digests.get(checksum))
+    return ThirdPartySummary(
+        mode, src, dst, info.size, result, checksum, info.digests.get(checksum)
+    )

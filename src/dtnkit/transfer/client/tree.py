@@ -35,13 +35,13 @@ def listing(session: Session, url: Url) -> list[multistatus.Member]:
     :data:`MAX_LISTING` or that does not parse is refused."""
     what = f"PROPFIND {url}"
     status, _headers, body = session.with_retries(
-        what, lambda: session.request("PROPFIND", url, {"Depth": "1"}, limit=MAX_LISTING))
+        what, lambda: session.request("PROPFIND", url, {"Depth": "1"}, limit=MAX_LISTING)
+    )
     check_status(status, what, body, ok=(207,))
     try:
         return multistatus.parse(body, url.path.partition("?")[0])
     except ValueError as exc:
-        raise BadAnswer(what, f"the listing cannot be used ({exc})",
-                        "check the server") from None
+        raise BadAnswer(what, f"the listing cannot be used ({exc})", "check the server") from None
 
 
 def children(session: Session, url: Url, names: tuple[str, ...] = ()) -> list[TreeMember]:
@@ -52,12 +52,16 @@ def children(session: Session, url: Url, names: tuple[str, ...] = ()) -> list[Tr
     seen: set[str] = set()
     for m in listing(session, url):
         if not same_origin_href(m.origin, url.scheme, url.host, url.port):
-            raise BadAnswer(what, f"the listing names {m.origin + m.path!r}, on another "
-                            "server", "check the server; nothing was copied")
+            raise BadAnswer(
+                what,
+                f"the listing names {m.origin + m.path!r}, on another server",
+                "check the server; nothing was copied",
+            )
         name = member_name(url.path, m.path, what)
         if name in seen:
-            raise BadAnswer(what, f"the listing names {name!r} twice",
-                            "check the server; nothing was copied")
+            raise BadAnswer(
+                what, f"the listing names {name!r} twice", "check the server; nothing was copied"
+            )
         seen.add(name)
         child = url.child(name)
         if m.is_dir:  # a collection's URL ends with "/", as servers list it
@@ -69,6 +73,7 @@ def children(session: Session, url: Url, names: tuple[str, ...] = ()) -> list[Tr
 
 def walk(session: Session, top: Url) -> Iterator[TreeMember]:
     """Every member under *top*, a collection before what it holds (depth first)."""
+
     def key(url: Url) -> str:
         return unquote(url.path.partition("?")[0]).rstrip("/")
 
@@ -77,14 +82,20 @@ def walk(session: Session, top: Url) -> Iterator[TreeMember]:
     while stack:
         here = stack.pop()
         if len(here.names) >= MAX_DEPTH:
-            raise BadAnswer(f"PROPFIND {top}", f"the tree is deeper than {MAX_DEPTH} levels "
-                            f"(at {here.url})", "check the server (a loop?); copy a subtree")
+            raise BadAnswer(
+                f"PROPFIND {top}",
+                f"the tree is deeper than {MAX_DEPTH} levels (at {here.url})",
+                "check the server (a loop?); copy a subtree",
+            )
         dirs: list[TreeMember] = []
         for m in children(session, here.url, here.names):
             if m.is_dir:
                 if key(m.url) in listed:
-                    raise BadAnswer(f"PROPFIND {here.url}", f"the listing loops back to "
-                                    f"{m.url}", "check the server")
+                    raise BadAnswer(
+                        f"PROPFIND {here.url}",
+                        f"the listing loops back to {m.url}",
+                        "check the server",
+                    )
                 listed.add(key(m.url))
                 dirs.append(m)
             yield m

@@ -76,7 +76,8 @@ def upload(session: Session, src: Path, url: Url, run: CopyRun) -> FileResult:
                 if "HTTP" in str(exc) or "no upload sessions" in str(exc):
                     note = f"one PUT stream: {exc}"
         result, restarts = run.request.retry.again(
-            lambda: upload_once(session, src, url, run, conn))
+            lambda: upload_once(session, src, url, run, conn)
+        )
     finally:
         conn.close()
     result.retries += restarts
@@ -86,16 +87,26 @@ def upload(session: Session, src: Path, url: Url, run: CopyRun) -> FileResult:
 
 def session_lost(what: str) -> Callable[[BaseException, int], TransferError]:
     """The error when the tries of a session transfer ran out on lost sessions."""
+
     def exhausted(last: BaseException, times: int) -> TransferError:
-        return TransferError(what, f"the upload session was lost {times} times ({last})",
-                             "check the server (restarts? its `dtnkit serve "
-                             "--upload-expiry`?)")
+        return TransferError(
+            what,
+            f"the upload session was lost {times} times ({last})",
+            "check the server (restarts? its `dtnkit serve --upload-expiry`?)",
+        )
+
     return exhausted
 
 
-def upload_file(session: Session, src: Path, url: Url, run: CopyRun, plan: StreamPlan,
-                journals: Path | None = None,
-                conn: http.client.HTTPConnection | None = None) -> FileResult:
+def upload_file(
+    session: Session,
+    src: Path,
+    url: Url,
+    run: CopyRun,
+    plan: StreamPlan,
+    journals: Path | None = None,
+    conn: http.client.HTTPConnection | None = None,
+) -> FileResult:
     """A multi-stream session upload; UseSinglePut before anything is sent when not possible.
     *journals*: where the resume journal goes (default :func:`journal_dir`); *conn*: a
     keep-alive connection to the server for the first session (its start, then the first
@@ -112,19 +123,27 @@ def upload_file(session: Session, src: Path, url: Url, run: CopyRun, plan: Strea
     def once() -> FileResult:
         resume = first[0]
         first[0] = False
-        return upload_session_once(session, src, url, run, plan, journal, resume,
-                                   conn if resume else None)
+        return upload_session_once(
+            session, src, url, run, plan, journal, resume, conn if resume else None
+        )
 
     result, restarts = run.request.retry.again(
-        once, on=(ChecksumMismatch, SessionLost),
-        exhausted=session_lost(f"upload {src} -> {url}"))
+        once, on=(ChecksumMismatch, SessionLost), exhausted=session_lost(f"upload {src} -> {url}")
+    )
     result.retries += restarts
     return result
 
 
-def upload_session_once(session: Session, src: Path, url: Url, run: CopyRun,
-                        plan: StreamPlan, journal: UploadJournal, resume: bool,
-                        conn: http.client.HTTPConnection | None = None) -> FileResult:
+def upload_session_once(
+    session: Session,
+    src: Path,
+    url: Url,
+    run: CopyRun,
+    plan: StreamPlan,
+    journal: UploadJournal,
+    resume: bool,
+    conn: http.client.HTTPConnection | None = None,
+) -> FileResult:
     """One session: its start (or status, to resume) on *conn* (a new one when None), which
     then carries the first stream's pipelined ranges; the commit goes on a connection that a
     stream ended with, so no request after the first waits for a new handshake."""
@@ -149,8 +168,14 @@ def upload_session_once(session: Session, src: Path, url: Url, run: CopyRun,
             else:
                 journal.remove()
         if ident is None:
-            ident = upload_session.start(session, url, size, verify.session_algorithm,
-                                         create_only=not request.overwrite, conn=ctl)
+            ident = upload_session.start(
+                session,
+                url,
+                size,
+                verify.session_algorithm,
+                create_only=not request.overwrite,
+                conn=ctl,
+            )
             if request.resume:
                 journal.save(ident)
         keep = request.resume  # from here a failure keeps the session for a rerun
@@ -160,37 +185,67 @@ def upload_session_once(session: Session, src: Path, url: Url, run: CopyRun,
         todo = [b for b in blocks if not covered(b.offset, b.end, have)]
         skipped = [b for b in blocks if covered(b.offset, b.end, have)]
         if verify.block:
-            verifier = pipeline.make_verifier(name, blocks, functools.partial(read_back, fd),
-                                              request.max_buffered)
+            verifier = pipeline.make_verifier(
+                name, blocks, functools.partial(read_back, fd), request.max_buffered
+            )
             for b in skipped:  # sent by an earlier run: hash them from the source
                 verifier.accept(b, read_back(fd, b))
         if skipped:
             run.progressed(sum(b.length for b in skipped))
-        sink = SessionSink(session, url, ident, size, name,
-                           range_digest=verify.block and name in checksum.COMBINABLE,
-                           resume=request.resume)
-        retries = move(LocalFileSource(fd, src), sink, todo, run, plan, size=size,
-                       verifier=verifier, first=ctl if todo else None, keep=kept)
+        sink = SessionSink(
+            session,
+            url,
+            ident,
+            size,
+            name,
+            range_digest=verify.block and name in checksum.COMBINABLE,
+            resume=request.resume,
+        )
+        retries = move(
+            LocalFileSource(fd, src),
+            sink,
+            todo,
+            run,
+            plan,
+            size=size,
+            verifier=verifier,
+            first=ctl if todo else None,
+            keep=kept,
+        )
         if verifier is not None:
             local = verifier.digest()
         elif verify.verify is Verify.FILE:
             local = pipeline.checksum_fd(fd, name, size, request.block_size)
         keep = False
         try:
-            upload_session.commit(session, url, ident, format_digest(name, local)
-                                  if local is not None else None,
-                                  create_only=not request.overwrite,
-                                  conn=kept[0] if kept else (None if todo else ctl))
+            upload_session.commit(
+                session,
+                url,
+                ident,
+                format_digest(name, local) if local is not None else None,
+                create_only=not request.overwrite,
+                conn=kept[0] if kept else (None if todo else ctl),
+            )
         finally:
             journal.remove()
-        return FileResult(str(src), str(url), size, local, verify.upload_level, retries,
-                          read_back=len(skipped), resumed_blocks=len(skipped),
-                          resumed_bytes=sum(b.length for b in skipped),
-                          upload_streams=min(plan.most, max(1, len(todo))), algorithm=name)
+        return FileResult(
+            str(src),
+            str(url),
+            size,
+            local,
+            verify.upload_level,
+            retries,
+            read_back=len(skipped),
+            resumed_blocks=len(skipped),
+            resumed_bytes=sum(b.length for b in skipped),
+            upload_streams=min(plan.most, max(1, len(todo))),
+            algorithm=name,
+        )
     except BaseException as exc:
         lost = isinstance(exc, SessionLost | ChecksumMismatch)
-        if ident is not None and (not keep or lost or not isinstance(
-                exc, TransferError | KeyboardInterrupt)):
+        if ident is not None and (
+            not keep or lost or not isinstance(exc, TransferError | KeyboardInterrupt)
+        ):
             if not lost:
                 upload_session.abort(session, url, ident)
             journal.remove()

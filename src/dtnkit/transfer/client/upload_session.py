@@ -45,8 +45,15 @@ _unsupported: weakref.WeakSet[Session] = weakref.WeakSet()  # sessions refused b
 _unsupported_lock = threading.Lock()
 
 
-def start(session: Session, url: Url, size: int, algorithm: str | None, *,
-          create_only: bool = False, conn: http.client.HTTPConnection | None = None) -> str:
+def start(
+    session: Session,
+    url: Url,
+    size: int,
+    algorithm: str | None,
+    *,
+    create_only: bool = False,
+    conn: http.client.HTTPConnection | None = None,
+) -> str:
     """Open an upload session; UseSinglePut when the server has none.  *create_only*: the
     session may not replace a file (``If-None-Match: *``, asked again at the commit).
     *conn*: a keep-alive connection to ask on (else a new one)."""
@@ -74,8 +81,9 @@ def start(session: Session, url: Url, size: int, algorithm: str | None, *,
     if status == 412 and create_only:
         raise DestinationExists(str(url))
     if status in REFUSED:
-        raise UseSinglePut(f"the server refused a new upload session with HTTP {status} "
-                           f"({reason(body)})")
+        raise UseSinglePut(
+            f"the server refused a new upload session with HTTP {status} ({reason(body)})"
+        )
     # a redirect too: a door (dCache) sends PUTs to a pool, which the single PUT follows
     if status in UNSUPPORTED or status in REDIRECTS or (200 <= status < 300 and not ident):
         with _unsupported_lock:
@@ -85,12 +93,14 @@ def start(session: Session, url: Url, size: int, algorithm: str | None, *,
     raise AssertionError("unreachable")
 
 
-def status(session: Session, url: Url, ident: str,
-           conn: http.client.HTTPConnection | None = None) -> list[tuple[int, int]] | None:
+def status(
+    session: Session, url: Url, ident: str, conn: http.client.HTTPConnection | None = None
+) -> list[tuple[int, int]] | None:
     """The received ranges of a session, or None when the server does not know it."""
     st, headers, body = session.with_retries(
         f"POST {url} (upload status)",
-        lambda: session.request("POST", url, {HEADER: "status", ID_HEADER: ident}, conn=conn))
+        lambda: session.request("POST", url, {HEADER: "status", ID_HEADER: ident}, conn=conn),
+    )
     if st in (404, 410):
         return None
     check_status(st, f"POST {url} (upload status)", body, ok=(200,))
@@ -113,8 +123,15 @@ def already_there(session: Session, url: Url, digest: str) -> bool:
     return info.digests.get(name) == want[name]
 
 
-def commit(session: Session, url: Url, ident: str, digest: str | None, *,
-           create_only: bool = False, conn: http.client.HTTPConnection | None = None) -> None:
+def commit(
+    session: Session,
+    url: Url,
+    ident: str,
+    digest: str | None,
+    *,
+    create_only: bool = False,
+    conn: http.client.HTTPConnection | None = None,
+) -> None:
     """Ask the server to verify and rename; ChecksumMismatch on 412 (DestinationExists when
     *create_only* and the target is there), SessionLost on 404.  *conn*: a keep-alive
     connection to ask on (else a new one)."""
@@ -130,15 +147,21 @@ def commit(session: Session, url: Url, ident: str, digest: str | None, *,
         return session.request("POST", url, extra, conn=conn)
 
     st, _headers, body = session.with_retries(f"POST {url} (commit upload)", call)
-    if st in (404, 410) and sent[0] > 1 and digest is not None \
-            and already_there(session, url, digest):
+    if (
+        st in (404, 410)
+        and sent[0] > 1
+        and digest is not None
+        and already_there(session, url, digest)
+    ):
         return  # an earlier attempt committed it and only the answer was lost
     if st == 412 and create_only and status_of(session, "HEAD", url) == 200:
         raise DestinationExists(str(url))
     if st == 412:
-        raise ChecksumMismatch(f"checksum mismatch for {url}",
-                               f"the server refused the commit: {reason(body)}",
-                               "retry; if it persists, check the source storage and the path")
+        raise ChecksumMismatch(
+            f"checksum mismatch for {url}",
+            f"the server refused the commit: {reason(body)}",
+            "retry; if it persists, check the source storage and the path",
+        )
     if st in (404, 410):
         raise SessionLost(f"commit of {url}: HTTP {st} {reason(body)}")
     check_status(st, f"POST {url} (commit upload)", body, ok=(200, 201, 204))

@@ -38,12 +38,20 @@ def authorize(config: ServerConfig, authorization: str | None, need: str, what: 
     if token is None:
         if need == "read" and config.anonymous_read:
             return
-        raise HttpError(401, what, f"needs a bearer token with {need} scope",
-                        [("WWW-Authenticate", 'Bearer realm="dtnkit"')])
+        raise HttpError(
+            401,
+            what,
+            f"needs a bearer token with {need} scope",
+            [("WWW-Authenticate", 'Bearer realm="dtnkit"')],
+        )
     scopes = config.tokens.scopes(token) if config.tokens is not None else None
     if scopes is None:
-        raise HttpError(401, what, "the bearer token is not valid",
-                        [("WWW-Authenticate", 'Bearer realm="dtnkit", error="invalid_token"')])
+        raise HttpError(
+            401,
+            what,
+            "the bearer token is not valid",
+            [("WWW-Authenticate", 'Bearer realm="dtnkit", error="invalid_token"')],
+        )
     if need not in scopes:
         raise HttpError(403, what, f"the bearer token does not have {need} scope")
 

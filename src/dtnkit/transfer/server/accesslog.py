@@ -56,19 +56,32 @@ def clf_time(epoch: float) -> str:
     offset = t.tm_gmtoff or 0
     sign = "-" if offset < 0 else "+"
     hours, minutes = divmod(abs(offset) // 60, 60)
-    return (f"[{t.tm_mday:02d}/{_MONTHS[t.tm_mon - 1]}/{t.tm_year:04d}:{t.tm_hour:02d}:"
-            f"{t.tm_min:02d}:{t.tm_sec:02d} {sign}{hours:02d}{minutes:02d}]")
+    return (
+        f"[{t.tm_mday:02d}/{_MONTHS[t.tm_mon - 1]}/{t.tm_year:04d}:{t.tm_hour:02d}:"
+        f"{t.tm_min:02d}:{t.tm_sec:02d} {sign}{hours:02d}{minutes:02d}]"
+    )
 
 
-def line(*, host: str, epoch: float, method: str | None, target: str | None,
-         version: tuple[int, int] | None, status: int, sent: int,
-         referer_value: str | None, agent: str | None) -> str:
+def line(
+    *,
+    host: str,
+    epoch: float,
+    method: str | None,
+    target: str | None,
+    version: tuple[int, int] | None,
+    status: int,
+    sent: int,
+    referer_value: str | None,
+    agent: str | None,
+) -> str:
     """One Combined Log Format line (no newline).  ``method`` None: the request line was not
     understood (``"-"``, as nginx logs a request it could not read)."""
     if method and target is not None and version is not None:
         request = escape(f"{method} {without_query(target)} HTTP/{version[0]}.{version[1]}")
     else:
         request = "-"
-    return (f"{escape(host) or '-'} - - {clf_time(epoch)} \"{request}\" {status} "
-            f"{sent if sent > 0 else '-'} \"{escape(referer(referer_value))}\" "
-            f"\"{escape(agent) if agent else '-'}\"")
+    return (
+        f'{escape(host) or "-"} - - {clf_time(epoch)} "{request}" {status} '
+        f'{sent if sent > 0 else "-"} "{escape(referer(referer_value))}" '
+        f'"{escape(agent) if agent else "-"}"'
+    )

@@ -71,8 +71,13 @@ SERVER = f"dtnkit/{__version__}"
 class HttpServer:
     """What the requests of one server share: configuration, services, the log, the hub."""
 
-    def __init__(self, listener: socket.socket, config: ServerConfig,
-                 tls: ssl.SSLContext | None, limits: conn.ConnLimits) -> None:
+    def __init__(
+        self,
+        listener: socket.socket,
+        config: ServerConfig,
+        tls: ssl.SSLContext | None,
+        limits: conn.ConnLimits,
+    ) -> None:
         self.config = config
         self.tls = tls
         self.limits = limits
@@ -80,11 +85,13 @@ class HttpServer:
         self.server_name = str(host)
         self.server_port = int(port)
         self.uploads: SessionRegistry | None = (
-            SessionRegistry(config.root, config.upload_expiry) if config.upload_sessions else None)
+            SessionRegistry(config.root, config.upload_expiry) if config.upload_sessions else None
+        )
         self.services = Services(config, files.ChecksumCache(), Counters(), self.uploads)
         self.janitor = Janitor(config.root, config.upload_expiry)  # part files left behind
-        self.flows = flows.Flows(config.marking, config.capacity,
-                                 link_bytes_rate if config.metrics else None)
+        self.flows = flows.Flows(
+            config.marking, config.capacity, link_bytes_rate if config.metrics else None
+        )
         self.log_lock = threading.Lock()
         self.hub = conn.Hub(listener, tls, limits, self.serve, self.write_log, close_socket)
 
@@ -150,7 +157,7 @@ class RequestHandler:
         self._received = time.time()  # the access log's %t: when the request came
         self._body_done = False
         self._headers_sent = False
-        self._buf = bytearray(c.buf[c.head_len:])  # bytes read past the head
+        self._buf = bytearray(c.buf[c.head_len :])  # bytes read past the head
         self.limits = server.limits
         self._pace: conn.Pace | None = None  # while a body is read
         self.scitag: int | None = None  # the request's SciTags tag (header or default)
@@ -163,22 +170,27 @@ class RequestHandler:
         try:
             if c.error is not None:
                 raise c.error
-            self.request = http11.parse_head(c.buf[:c.head_len])
+            self.request = http11.parse_head(c.buf[: c.head_len])
             self.command = self.request.method
             self.path = self.request.target
             self.close_connection = not self.request.keep_alive or self.server.stopping
             route = routes.BY_METHOD.get(self.command)
             if route is None:
-                raise HttpError(501, printable(self.command),
-                                "method not supported by dtnkit serve")
+                raise HttpError(
+                    501, printable(self.command), "method not supported by dtnkit serve"
+                )
             if self.server.stopping:
-                raise HttpError(503, "server", "shutting down; retry on another server",
-                                [("Retry-After", "5")])
+                raise HttpError(
+                    503, "server", "shutting down; retry on another server", [("Retry-After", "5")]
+                )
             if self.server.config.metrics and self._names_metrics():
                 if self.command not in ("GET", "HEAD"):
-                    raise HttpError(405, printable(f"{self.command} /metrics"),
-                                    "the metrics are read with GET or HEAD",
-                                    [("Allow", "GET, HEAD")])
+                    raise HttpError(
+                        405,
+                        printable(f"{self.command} /metrics"),
+                        "the metrics are read with GET or HEAD",
+                        [("Allow", "GET, HEAD")],
+                    )
                 self._metrics()
                 return
             self.scitag = self.server.flows.tag_for(self.request.headers, self.command)
@@ -222,19 +234,27 @@ class RequestHandler:
     def _metrics(self) -> None:
         """``GET /metrics``: the mover's series (a read token unless --metrics-anonymous)."""
         if not self.server.config.metrics_anonymous:  # the head decides, before any body
-            access.authorize(self.server.config, self.headers.get("Authorization"), "read",
-                             f"{self.command} /metrics")
+            access.authorize(
+                self.server.config,
+                self.headers.get("Authorization"),
+                "read",
+                f"{self.command} /metrics",
+            )
         if self.body_pending():
             self.discard_body()
         body = exposition(self.server.flows, self.server.counters).encode()
-        self.send_bytes(200, [("Content-Type", CONTENT_TYPE)], body,
-                        head=self.command == "HEAD")
+        self.send_bytes(200, [("Content-Type", CONTENT_TYPE)], body, head=self.command == "HEAD")
 
     def run(self, route: routes.HttpRoute) -> None:
         if self.command in flows.STREAM_METHODS:
-            self._stream = self.server.flows.begin(self.connection, self.command,
-                                                   self.client_address[0], self.log_target,
-                                                   self.scitag, len(self._buf))
+            self._stream = self.server.flows.begin(
+                self.connection,
+                self.command,
+                self.client_address[0],
+                self.log_target,
+                self.scitag,
+                len(self._buf),
+            )
         try:
             self._run(route)
         finally:
@@ -265,25 +285,37 @@ class RequestHandler:
         except (ConnectionError, TimeoutError):
             self.close_connection = True
         except Exception:
-            self.server.write_log(f"internal error on {self.command} {self.log_target}:\n"
-                                  + traceback.format_exc(), force=True)
+            self.server.write_log(
+                f"internal error on {self.command} {self.log_target}:\n" + traceback.format_exc(),
+                force=True,
+            )
             self.close_connection = True
-            self._fail(HttpError(500, f"{self.command} {self.log_target}",
-                                 "internal server error (see the server log)"))
+            self._fail(
+                HttpError(
+                    500,
+                    f"{self.command} {self.log_target}",
+                    "internal server error (see the server log)",
+                )
+            )
 
     def _access_log(self) -> None:
         """One Combined Log Format line (``accesslog``): no token, no query string."""
         self.server.counters.add("requests", 1)
         request = self.request
         headers = request.headers if request is not None else None
-        self.server.write_log(accesslog.line(
-            host=self.client_address[0], epoch=self._received,
-            method=request.method if request is not None else None,
-            target=request.target if request is not None else None,
-            version=request.version if request is not None else None,
-            status=self._status or 0, sent=self._bytes,
-            referer_value=headers.get("Referer") if headers is not None else None,
-            agent=headers.get("User-Agent") if headers is not None else None))
+        self.server.write_log(
+            accesslog.line(
+                host=self.client_address[0],
+                epoch=self._received,
+                method=request.method if request is not None else None,
+                target=request.target if request is not None else None,
+                version=request.version if request is not None else None,
+                status=self._status or 0,
+                sent=self._bytes,
+                referer_value=headers.get("Referer") if headers is not None else None,
+                agent=headers.get("User-Agent") if headers is not None else None,
+            )
+        )
 
     def _fail(self, exc: HttpError | BadInput) -> None:
         if isinstance(exc, BadInput):
@@ -298,8 +330,11 @@ class RequestHandler:
         body = text.encode("utf-8", "replace")
         if self.body_pending():
             self.close_connection = True
-        head = [*headers, ("Content-Type", "text/plain; charset=utf-8"),
-                ("Content-Length", str(len(body)))]
+        head = [
+            *headers,
+            ("Content-Type", "text/plain; charset=utf-8"),
+            ("Content-Length", str(len(body))),
+        ]
         self._send(status, head, b"" if self.command == "HEAD" else body)
 
     def _send(self, status: int, headers: HeaderList, body: bytes = b"") -> None:
@@ -359,8 +394,12 @@ class RequestHandler:
             need = routes.scope(self.command)
         if need is None:
             return
-        access.authorize(self.server.config, self.headers.get("Authorization"), need,
-                         f"{self.command} {self.log_target}")
+        access.authorize(
+            self.server.config,
+            self.headers.get("Authorization"),
+            need,
+            f"{self.command} {self.log_target}",
+        )
 
     def content_length(self) -> int | None:
         return self.request.content_length if self.request is not None else None
@@ -408,8 +447,11 @@ class RequestHandler:
         else:
             length = self.content_length()
             if length is None:
-                raise HttpError(411, f"{self.command} {self.log_target}",
-                                "needs Content-Length or Transfer-Encoding: chunked")
+                raise HttpError(
+                    411,
+                    f"{self.command} {self.log_target}",
+                    "needs Content-Length or Transfer-Encoding: chunked",
+                )
             read = lambda: self._read_length(length, sink)  # noqa: E731
         with self._receiving(whole=False):
             return read()
@@ -419,8 +461,7 @@ class RequestHandler:
         """A body must keep coming (conn.Pace): no receive waits longer than one rate window,
         and a small body (*whole*) must arrive whole within one window (or *within* seconds,
         if shorter)."""
-        window = self.limits.rate_window if within is None else min(within,
-                                                                     self.limits.rate_window)
+        window = self.limits.rate_window if within is None else min(within, self.limits.rate_window)
         self._pace = conn.Pace(self.limits, whole_within=window if whole else None)
         self.connection.settimeout(min(self.limits.io_timeout, window))
         try:
@@ -445,7 +486,7 @@ class RequestHandler:
             # First what was read with the head, then straight from the socket (recv_into a
             # 1 MiB buffer, never past the body: keep-alive stays exact).
             first = bytes(self._buf[:remaining])
-            del self._buf[:len(first)]
+            del self._buf[: len(first)]
             sink(memoryview(first))
             remaining -= len(first)
         if remaining:
@@ -483,7 +524,7 @@ class RequestHandler:
             end = self._buf.find(b"\r\n", 0, limit + 2)
             if end >= 0:
                 line = bytes(self._buf[:end])
-                del self._buf[:end + 2]
+                del self._buf[: end + 2]
                 if b"\n" in line or b"\r" in line:
                     raise BodyError("a bare CR or LF in a chunked body")
                 return line
@@ -506,7 +547,7 @@ class RequestHandler:
             while size:
                 if self._buf:
                     piece = bytes(self._buf[:size])
-                    del self._buf[:len(piece)]
+                    del self._buf[: len(piece)]
                     sink(memoryview(piece))
                     n = len(piece)
                 else:
@@ -537,10 +578,10 @@ class RequestHandler:
     def send_empty(self, status: int, headers: HeaderList = ()) -> None:
         self._send(status, [*headers, ("Content-Length", "0")])
 
-    def send_bytes(self, status: int, headers: HeaderList, body: bytes, *,
-                   head: bool = False) -> None:
-        self._send(status, [*headers, ("Content-Length", str(len(body)))],
-                   b"" if head else body)
+    def send_bytes(
+        self, status: int, headers: HeaderList, body: bytes, *, head: bool = False
+    ) -> None:
+        self._send(status, [*headers, ("Content-Length", str(len(body)))], b"" if head else body)
 
     def send_file(self, f: FileLike, start: int, count: int) -> int:
         self._first_byte()
@@ -612,8 +653,8 @@ def http_date() -> str:
         _date_cache = (now, email.utils.formatdate(now, usegmt=True))
     return _date_cache[1]
 
-def lingering_close(sock: socket.socket, *, seconds: float = 2.0,
-                    limit: int = 64 * 2**20) -> None:
+
+def lingering_close(sock: socket.socket, *, seconds: float = 2.0, limit: int = 64 * 2**20) -> None:
     """Close after reading what the client still sends, so a response sent before its request
     body was read is not destroyed by a TCP reset; bounded in time and bytes."""
     try:
@@ -684,29 +725,43 @@ class ServerHandle:
     def __enter__(self) -> ServerHandle:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.stop()
 
 
-def start_server(root: str | Path, *, host: str = "127.0.0.1", port: int = 0,
-                 tls: TlsSpec | None = None,
-                 tokens: TokenStore | str | Path | None = None,
-                 anonymous_read: bool = False, quiet: bool = False,
-                 log: TextIO | None = None, marker_interval: float = 5.0,
-                 ca_file: str | Path | None = None, ca_dir: str | Path | None = None,
-                 upload_sessions: bool = True,
-                 upload_expiry: float = DEFAULT_EXPIRY,
-                 tpc_allow: Iterable[str] = (), limits: Limits | None = None,
-                 max_connections: int | None = None,
-                 max_connections_per_client: int | None = None,
-                 head_timeout: float = conn.HEAD_TIMEOUT,
-                 idle_timeout: float = conn.IDLE_TIMEOUT,
-                 body_min_rate: int = conn.MIN_BODY_RATE,
-                 rate_window: float = conn.RATE_WINDOW,
-                 marking: flows.Marking | None = None, metrics: bool = False,
-                 metrics_anonymous: bool = False,
-                 capacity: float | None = None) -> ServerHandle:
+def start_server(
+    root: str | Path,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    tls: TlsSpec | None = None,
+    tokens: TokenStore | str | Path | None = None,
+    anonymous_read: bool = False,
+    quiet: bool = False,
+    log: TextIO | None = None,
+    marker_interval: float = 5.0,
+    ca_file: str | Path | None = None,
+    ca_dir: str | Path | None = None,
+    upload_sessions: bool = True,
+    upload_expiry: float = DEFAULT_EXPIRY,
+    tpc_allow: Iterable[str] = (),
+    limits: Limits | None = None,
+    max_connections: int | None = None,
+    max_connections_per_client: int | None = None,
+    head_timeout: float = conn.HEAD_TIMEOUT,
+    idle_timeout: float = conn.IDLE_TIMEOUT,
+    body_min_rate: int = conn.MIN_BODY_RATE,
+    rate_window: float = conn.RATE_WINDOW,
+    marking: flows.Marking | None = None,
+    metrics: bool = False,
+    metrics_anonymous: bool = False,
+    capacity: float | None = None,
+) -> ServerHandle:
     """Serve ``root`` in background threads; port 0 picks a free port (see ``.port``).
 
     ``ca_file``: PEM CA bundle that third-party copies (this server as the active party)
@@ -725,25 +780,41 @@ def start_server(root: str | Path, *, host: str = "127.0.0.1", port: int = 0,
         raise BadInput(f"root {root_path}", "is not a directory", "pass an existing directory")
     store = load(Path(tokens)) if isinstance(tokens, (str, Path)) else tokens
     if store is None and not anonymous_read:
-        raise BadInput("no access", "without a token file and without anonymous read, every "
-                       "request would be refused", "pass --tokens FILE, --anonymous-read, or both")
+        raise BadInput(
+            "no access",
+            "without a token file and without anonymous read, every request would be refused",
+            "pass --tokens FILE, --anonymous-read, or both",
+        )
     context = tls_context(*tls) if isinstance(tls, tuple) else tls
-    config = ServerConfig(root=root_path.resolve(), tokens=store, anonymous_read=anonymous_read,
-                          quiet=quiet, log=log if log is not None else sys.stderr,
-                          marker_interval=marker_interval,
-                          ca_file=str(ca_file) if ca_file is not None else None,
-                          ca_dir=str(ca_dir) if ca_dir is not None else None,
-                          upload_sessions=upload_sessions, upload_expiry=upload_expiry,
-                          tpc_allow=AllowList.parse(tpc_allow), limits=limits or Limits(),
-                          marking=marking or flows.Marking(), metrics=metrics,
-                          metrics_anonymous=metrics_anonymous, capacity=capacity)
+    config = ServerConfig(
+        root=root_path.resolve(),
+        tokens=store,
+        anonymous_read=anonymous_read,
+        quiet=quiet,
+        log=log if log is not None else sys.stderr,
+        marker_interval=marker_interval,
+        ca_file=str(ca_file) if ca_file is not None else None,
+        ca_dir=str(ca_dir) if ca_dir is not None else None,
+        upload_sessions=upload_sessions,
+        upload_expiry=upload_expiry,
+        tpc_allow=AllowList.parse(tpc_allow),
+        limits=limits or Limits(),
+        marking=marking or flows.Marking(),
+        metrics=metrics,
+        metrics_anonymous=metrics_anonymous,
+        capacity=capacity,
+    )
     cap = conn.derive_cap(conn.raise_fd_limit(), conn.open_fds())
     if max_connections is not None:
         cap = max(1, min(cap, max_connections))
-    conn_limits = conn.ConnLimits(max_connections=cap, max_per_client=max_connections_per_client,
-                                  head_timeout=head_timeout,
-                                  idle_timeout=idle_timeout, body_min_rate=body_min_rate,
-                                  rate_window=rate_window)
+    conn_limits = conn.ConnLimits(
+        max_connections=cap,
+        max_per_client=max_connections_per_client,
+        head_timeout=head_timeout,
+        idle_timeout=idle_timeout,
+        body_min_rate=body_min_rate,
+        rate_window=rate_window,
+    )
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     try:
         listener = socket.socket(family, socket.SOCK_STREAM)
@@ -755,8 +826,11 @@ def start_server(root: str | Path, *, host: str = "127.0.0.1", port: int = 0,
             listener.close()
             raise
     except OSError as exc:
-        raise DtnkitError(f"cannot listen on {host} port {port}", exc.strerror or str(exc),
-                          "choose another --port or --host") from None
+        raise DtnkitError(
+            f"cannot listen on {host} port {port}",
+            exc.strerror or str(exc),
+            "choose another --port or --host",
+        ) from None
     server = HttpServer(listener, config, context, conn_limits)
     server.hub.start()
     scheme = "https" if context is not None else "http"

@@ -77,9 +77,15 @@ class AddressBlock:
     note: str = ""  # why the verdict differs from the registry's, or how it is read
 
 
-def _block(cidr: str, name: str, registry: str, rfc: str, verdict: str,
-           embedded: Callable[[ipaddress.IPv6Address], tuple[ipaddress.IPv4Address, ...]]
-           | None = None, note: str = "") -> AddressBlock:
+def _block(
+    cidr: str,
+    name: str,
+    registry: str,
+    rfc: str,
+    verdict: str,
+    embedded: Callable[[ipaddress.IPv6Address], tuple[ipaddress.IPv4Address, ...]] | None = None,
+    note: str = "",
+) -> AddressBlock:
     return AddressBlock(ipaddress.ip_network(cidr), name, registry, rfc, verdict, embedded, note)
 
 
@@ -87,17 +93,34 @@ def _block(cidr: str, name: str, registry: str, rfc: str, verdict: str,
 #: False and N/A: deny); the notes say where a row reads further.
 BLOCKS: tuple[AddressBlock, ...] = (
     # IPv4
-    _block("0.0.0.0/0", "global unicast", V4_SPACE, "RFC 791", ALLOW,
-           note="every IPv4 address no row below holds"),
+    _block(
+        "0.0.0.0/0",
+        "global unicast",
+        V4_SPACE,
+        "RFC 791",
+        ALLOW,
+        note="every IPv4 address no row below holds",
+    ),
     _block("0.0.0.0/8", "this network", V4, "RFC 791 §3.2", DENY),
-    _block("0.0.0.0/32", "this host on this network", V4, "RFC 1122 §3.2.1.3", DENY,
-           note="a connection to 0.0.0.0 reaches this host"),
+    _block(
+        "0.0.0.0/32",
+        "this host on this network",
+        V4,
+        "RFC 1122 §3.2.1.3",
+        DENY,
+        note="a connection to 0.0.0.0 reaches this host",
+    ),
     _block("10.0.0.0/8", "private-use", V4, "RFC 1918", DENY),
-    _block("100.64.0.0/10", "shared address space", V4, "RFC 6598", DENY,
-           note="carrier-grade NAT"),
+    _block("100.64.0.0/10", "shared address space", V4, "RFC 6598", DENY, note="carrier-grade NAT"),
     _block("127.0.0.0/8", "loopback", V4, "RFC 1122 §3.2.1.3", DENY),
-    _block("169.254.0.0/16", "link-local", V4, "RFC 3927", DENY,
-           note="cloud metadata services (169.254.169.254)"),
+    _block(
+        "169.254.0.0/16",
+        "link-local",
+        V4,
+        "RFC 3927",
+        DENY,
+        note="cloud metadata services (169.254.169.254)",
+    ),
     _block("172.16.0.0/12", "private-use", V4, "RFC 1918", DENY),
     _block("192.0.0.0/24", "IETF protocol assignments", V4, "RFC 6890 §2.1", DENY),
     _block("192.0.0.0/29", "IPv4 service continuity prefix", V4, "RFC 7335", DENY),
@@ -108,8 +131,14 @@ BLOCKS: tuple[AddressBlock, ...] = (
     _block("192.0.2.0/24", "documentation (TEST-NET-1)", V4, "RFC 5737", DENY),
     _block("192.31.196.0/24", "AS112-v4", V4, "RFC 7535", ALLOW),
     _block("192.52.193.0/24", "AMT", V4, "RFC 7450", ALLOW),
-    _block("192.88.99.0/24", "deprecated 6to4 relay anycast", V4, "RFC 7526", DENY,
-           note="a relay, never a data server"),
+    _block(
+        "192.88.99.0/24",
+        "deprecated 6to4 relay anycast",
+        V4,
+        "RFC 7526",
+        DENY,
+        note="a relay, never a data server",
+    ),
     _block("192.168.0.0/16", "private-use", V4, "RFC 1918", DENY),
     _block("192.175.48.0/24", "direct delegation AS112 service", V4, "RFC 7534", ALLOW),
     _block("198.18.0.0/15", "benchmarking", V4, "RFC 2544", DENY),
@@ -119,26 +148,71 @@ BLOCKS: tuple[AddressBlock, ...] = (
     _block("240.0.0.0/4", "reserved", V4, "RFC 1112 §4", DENY),
     _block("255.255.255.255/32", "limited broadcast", V4, "RFC 8190, RFC 919 §7", DENY),
     # IPv6
-    _block("::/0", "reserved by the IETF", V6_SPACE, "RFC 4291 §2.4", DENY,
-           note="IPv6 outside 2000::/3 that no row below holds"),
+    _block(
+        "::/0",
+        "reserved by the IETF",
+        V6_SPACE,
+        "RFC 4291 §2.4",
+        DENY,
+        note="IPv6 outside 2000::/3 that no row below holds",
+    ),
     _block("2000::/3", "global unicast", V6_SPACE, "RFC 4291 §2.4", ALLOW),
-    _block("::/128", "unspecified", V6, "RFC 4291 §2.5.2", DENY,
-           note="a connection to :: reaches this host"),
+    _block(
+        "::/128",
+        "unspecified",
+        V6,
+        "RFC 4291 §2.5.2",
+        DENY,
+        note="a connection to :: reaches this host",
+    ),
     _block("::1/128", "loopback", V6, "RFC 4291 §2.5.3", DENY),
-    _block("::/96", "IPv4-compatible (deprecated)", V6_SPACE, "RFC 4291 §2.5.5.1", EMBEDS,
-           _mapped, note="the IPv4 address is the last 32 bits"),
-    _block("::ffff:0:0/96", "IPv4-mapped", V6, "RFC 4291 §2.5.5.2", EMBEDS, _mapped,
-           note="the kernel connects to the IPv4 address (the last 32 bits)"),
-    _block("64:ff9b::/96", "NAT64 well-known prefix", V6, "RFC 6052 §2.1", EMBEDS, _mapped,
-           note="a NAT64 gateway connects to the last 32 bits (the registry calls the "
-           "block global)"),
-    _block("64:ff9b:1::/48", "local-use IPv4/IPv6 translation", V6, "RFC 8215", DENY,
-           note="the operator picks where the IPv4 address sits, so it cannot be read; "
-           "list your prefix with --tpc-allow"),
+    _block(
+        "::/96",
+        "IPv4-compatible (deprecated)",
+        V6_SPACE,
+        "RFC 4291 §2.5.5.1",
+        EMBEDS,
+        _mapped,
+        note="the IPv4 address is the last 32 bits",
+    ),
+    _block(
+        "::ffff:0:0/96",
+        "IPv4-mapped",
+        V6,
+        "RFC 4291 §2.5.5.2",
+        EMBEDS,
+        _mapped,
+        note="the kernel connects to the IPv4 address (the last 32 bits)",
+    ),
+    _block(
+        "64:ff9b::/96",
+        "NAT64 well-known prefix",
+        V6,
+        "RFC 6052 §2.1",
+        EMBEDS,
+        _mapped,
+        note="a NAT64 gateway connects to the last 32 bits (the registry calls the block global)",
+    ),
+    _block(
+        "64:ff9b:1::/48",
+        "local-use IPv4/IPv6 translation",
+        V6,
+        "RFC 8215",
+        DENY,
+        note="the operator picks where the IPv4 address sits, so it cannot be read; "
+        "list your prefix with --tpc-allow",
+    ),
     _block("100::/64", "discard-only", V6, "RFC 6666", DENY),
     _block("2001::/23", "IETF protocol assignments", V6, "RFC 2928", DENY),
-    _block("2001::/32", "Teredo", V6, "RFC 4380 §4, RFC 8190", EMBEDS, _teredo,
-           note="the server (bits 32-63) and the client (the last 32 bits, inverted)"),
+    _block(
+        "2001::/32",
+        "Teredo",
+        V6,
+        "RFC 4380 §4, RFC 8190",
+        EMBEDS,
+        _teredo,
+        note="the server (bits 32-63) and the client (the last 32 bits, inverted)",
+    ),
     _block("2001:1::1/128", "Port Control Protocol anycast", V6, "RFC 7723", ALLOW),
     _block("2001:1::2/128", "TURN anycast", V6, "RFC 8155", ALLOW),
     _block("2001:2::/48", "benchmarking", V6, "RFC 5180", DENY),
@@ -148,8 +222,15 @@ BLOCKS: tuple[AddressBlock, ...] = (
     _block("2001:20::/28", "ORCHIDv2", V6, "RFC 7343", ALLOW),
     _block("2001:30::/28", "drone remote ID entity tags", V6, "RFC 9374", ALLOW),
     _block("2001:db8::/32", "documentation", V6, "RFC 3849", DENY),
-    _block("2002::/16", "6to4", V6, "RFC 3056 §2", EMBEDS, _sixtofour,
-           note="the IPv4 address is bits 16-47"),
+    _block(
+        "2002::/16",
+        "6to4",
+        V6,
+        "RFC 3056 §2",
+        EMBEDS,
+        _sixtofour,
+        note="the IPv4 address is bits 16-47",
+    ),
     _block("2620:4f:8000::/48", "direct delegation AS112 service", V6, "RFC 7534", ALLOW),
     _block("3fff::/20", "documentation", V6, "RFC 9637", DENY),
     _block("5f00::/16", "segment routing (SRv6) SIDs", V6, "RFC 9602", DENY),
@@ -160,8 +241,10 @@ BLOCKS: tuple[AddressBlock, ...] = (
 )
 
 #: the blocks, most specific first, per IP version
-_ORDERED = {v: sorted((b for b in BLOCKS if b.network.version == v),
-                      key=lambda b: -b.network.prefixlen) for v in (4, 6)}
+_ORDERED = {
+    v: sorted((b for b in BLOCKS if b.network.version == v), key=lambda b: -b.network.prefixlen)
+    for v in (4, 6)
+}
 
 
 @dataclass(frozen=True)
@@ -194,10 +277,14 @@ def classify(address: IpAddress) -> AddressDecision:
     refused = [d.why for d in (classify(v4) for v4 in inner) if not d.allowed]
     shown = " and ".join(str(v4) for v4 in inner)
     if refused:
-        return AddressDecision(False, block, f"{address} is {block.name} ({block.rfc}) of {shown}: "
-                               + "; ".join(refused))
-    return AddressDecision(True, block, f"{address} is {block.name} ({block.rfc}) of {shown}, "
-                           "which is global")
+        return AddressDecision(
+            False,
+            block,
+            f"{address} is {block.name} ({block.rfc}) of {shown}: " + "; ".join(refused),
+        )
+    return AddressDecision(
+        True, block, f"{address} is {block.name} ({block.rfc}) of {shown}, which is global"
+    )
 
 
 def connect_address(address: IpAddress) -> IpAddress:

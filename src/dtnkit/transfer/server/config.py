@@ -60,9 +60,18 @@ class Counters:
 
     def snapshot(self) -> dict[str, int]:
         with self.lock:
-            return {k: getattr(self, k) for k in
-                    ("requests", "sendfile_bytes", "tls_body_bytes", "received_bytes",
-                     "checksum_bytes", "range_puts", "range_bytes")}
+            return {
+                k: getattr(self, k)
+                for k in (
+                    "requests",
+                    "sendfile_bytes",
+                    "tls_body_bytes",
+                    "received_bytes",
+                    "checksum_bytes",
+                    "range_puts",
+                    "range_bytes",
+                )
+            }
 
 
 def tls_context(cert: str | Path, key: str | Path) -> ssl.SSLContext:
@@ -72,7 +81,9 @@ def tls_context(cert: str | Path, key: str | Path) -> ssl.SSLContext:
     try:
         context.load_cert_chain(str(cert), str(key))
     except (OSError, ssl.SSLError) as exc:
-        raise BadInput(f"TLS certificate {cert} / key {key}", f"cannot be loaded ({exc})",
-                       "pass a PEM certificate with --cert and its private key with --key"
-                       ) from None
+        raise BadInput(
+            f"TLS certificate {cert} / key {key}",
+            f"cannot be loaded ({exc})",
+            "pass a PEM certificate with --cert and its private key with --key",
+        ) from None
     return context

@@ -49,15 +49,21 @@ REFUSING = 64  # connections given a last answer, read until they close (beyond:
 OUT_OF_FDS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 PER_CLIENT_SHARE = 8  # by default one client address may hold 1/8 of the connection cap ...
 PER_CLIENT_FLOOR = 64  # ... but at least this many (at most half of a small cap)
-REFUSAL = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
-           b"Retry-After: 1\r\nConnection: close\r\nContent-Length: 52\r\n\r\n"
-           b"server: too many connections open; retry in a while\n")
-CLIENT_REFUSAL = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
-                  b"Retry-After: 1\r\nConnection: close\r\nContent-Length: 68\r\n\r\n"
-                  b"server: too many connections open from your address; close some first\n")
-TIMEOUT = (b"HTTP/1.1 408 Request Timeout\r\nContent-Type: text/plain; charset=utf-8\r\n"
-           b"Connection: close\r\nContent-Length: 48\r\n\r\n"
-           b"request: the request head did not arrive in time\n")
+REFUSAL = (
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
+    b"Retry-After: 1\r\nConnection: close\r\nContent-Length: 52\r\n\r\n"
+    b"server: too many connections open; retry in a while\n"
+)
+CLIENT_REFUSAL = (
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
+    b"Retry-After: 1\r\nConnection: close\r\nContent-Length: 68\r\n\r\n"
+    b"server: too many connections open from your address; close some first\n"
+)
+TIMEOUT = (
+    b"HTTP/1.1 408 Request Timeout\r\nContent-Type: text/plain; charset=utf-8\r\n"
+    b"Connection: close\r\nContent-Length: 48\r\n\r\n"
+    b"request: the request head did not arrive in time\n"
+)
 
 Log = Callable[[str, bool], None]  # (line, force)
 
@@ -130,8 +136,10 @@ class Pace:
         took = now - self.start
         if took >= self.limits.rate_window:
             if self.got < self.limits.body_min_rate * took:
-                raise TimeoutError(f"the body came at {self.got / took:.0f} B/s over "
-                                   f"{took:.0f} s (less than {self.limits.body_min_rate} B/s)")
+                raise TimeoutError(
+                    f"the body came at {self.got / took:.0f} B/s over "
+                    f"{took:.0f} s (less than {self.limits.body_min_rate} B/s)"
+                )
             self.start, self.got = now, 0
 
 
@@ -200,8 +208,15 @@ Serve = Callable[[Conn], bool]
 
 
 class Hub:
-    def __init__(self, listener: socket.socket, tls: ssl.SSLContext | None, limits: ConnLimits,
-                 serve: Serve, log: Log, close: Callable[[socket.socket], None]) -> None:
+    def __init__(
+        self,
+        listener: socket.socket,
+        tls: ssl.SSLContext | None,
+        limits: ConnLimits,
+        serve: Serve,
+        log: Log,
+        close: Callable[[socket.socket], None],
+    ) -> None:
         self.listener = listener
         self.tls = tls
         self.limits = limits
@@ -293,8 +308,9 @@ class Hub:
             self.waiting += 1
             spawn = self.waiting > self.idle_workers and len(self.workers) < self.limits.workers
             if spawn:
-                thread = threading.Thread(target=self._work, daemon=True,
-                                          name="dtnkit-serve-worker")
+                thread = threading.Thread(
+                    target=self._work, daemon=True, name="dtnkit-serve-worker"
+                )
                 self.workers.append(thread)
         if spawn:
             thread.start()
@@ -430,8 +446,11 @@ class Hub:
             told = key in self.clients_at_limit
             self.clients_at_limit.add(key)
         if not told and len(self.clients_at_limit) <= REFUSING:
-            self.log(f"dtnkit serve: client {key} holds {self.limits.per_client} connections "
-                     "(the per-client limit); refusing its new ones with 503", True)
+            self.log(
+                f"dtnkit serve: client {key} holds {self.limits.per_client} connections "
+                "(the per-client limit); refusing its new ones with 503",
+                True,
+            )
         try:
             sock.setblocking(False)
             sock.send(CLIENT_REFUSAL)
@@ -443,10 +462,13 @@ class Hub:
     def _back_off(self, exc: OSError) -> None:
         if not self.short_of_fds:
             self.short_of_fds = True
-            self.log(f"dtnkit serve: cannot accept connections: {exc.strerror} "
-                     f"({errno.errorcode.get(exc.errno or 0, '?')}) with "
-                     f"{len(self.idle) + len(self.busy)} open; pausing accepts and retrying "
-                     f"up to every {BACKOFF_MAX:g} s", True)
+            self.log(
+                f"dtnkit serve: cannot accept connections: {exc.strerror} "
+                f"({errno.errorcode.get(exc.errno or 0, '?')}) with "
+                f"{len(self.idle) + len(self.busy)} open; pausing accepts and retrying "
+                f"up to every {BACKOFF_MAX:g} s",
+                True,
+            )
         self.backoff = min(BACKOFF_MAX, self.backoff * 2) if self.backoff else BACKOFF_FIRST
         self.resume_at = time.monotonic() + self.backoff
         with contextlib.suppress(KeyError, ValueError):
@@ -456,8 +478,11 @@ class Hub:
         self.refused += 1
         if not self.at_cap:
             self.at_cap = True
-            self.log(f"dtnkit serve: {self.limits.max_connections} connections open (the cap); "
-                     "refusing new ones with 503 until some close", True)
+            self.log(
+                f"dtnkit serve: {self.limits.max_connections} connections open (the cap); "
+                "refusing new ones with 503 until some close",
+                True,
+            )
         try:
             sock.setblocking(False)
             sock.send(REFUSAL)
@@ -506,8 +531,9 @@ class Hub:
         conn = Conn(sock, peer, now + self.limits.head_timeout, key)
         if self.tls is not None:
             try:
-                conn.sock = self.tls.wrap_socket(sock, server_side=True,
-                                                 do_handshake_on_connect=False)
+                conn.sock = self.tls.wrap_socket(
+                    sock, server_side=True, do_handshake_on_connect=False
+                )
             except (OSError, ssl.SSLError) as exc:
                 self.log(f"{peer} TLS handshake failed: {exc.__class__.__name__}: {exc}", False)
                 sock.close()
@@ -530,8 +556,9 @@ class Hub:
             except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
                 return
             except (OSError, ssl.SSLError) as exc:
-                self.log(f"{conn.peer} TLS handshake failed: {exc.__class__.__name__}: {exc}",
-                         False)
+                self.log(
+                    f"{conn.peer} TLS handshake failed: {exc.__class__.__name__}: {exc}", False
+                )
                 self._drop(conn)
                 return
             conn.handshaking = False
@@ -590,8 +617,9 @@ class Hub:
                     self._release(conn)
                 continue
             now = time.monotonic()
-            conn.deadline = now + (self.limits.head_timeout if conn.buf
-                                   else self.limits.idle_timeout)
+            conn.deadline = now + (
+                self.limits.head_timeout if conn.buf else self.limits.idle_timeout
+            )
             with self.cond:
                 self.idle[conn.sock.fileno()] = conn
             self.sel.register(conn.sock, selectors.EVENT_READ, conn)
@@ -605,8 +633,11 @@ class Hub:
             self._unrefuse(sock)
         for conn in [c for c in self.idle.values() if c.deadline <= now]:
             if conn.buf or (conn.fresh and conn.handshaking):
-                self.log(f"{conn.peer} request head not complete within "
-                         f"{self.limits.head_timeout:g} s: closed", False)
+                self.log(
+                    f"{conn.peer} request head not complete within "
+                    f"{self.limits.head_timeout:g} s: closed",
+                    False,
+                )
                 if conn.buf and not conn.handshaking:
                     try:
                         conn.sock.send(TIMEOUT)

@@ -98,8 +98,9 @@ class NotesCreation(http.client.HTTPConnection):
     method = ""
     upload_action: str | None = None
 
-    def putrequest(self, method: str, url: str, skip_host: bool = False,
-                   skip_accept_encoding: bool = False) -> None:
+    def putrequest(
+        self, method: str, url: str, skip_host: bool = False, skip_accept_encoding: bool = False
+    ) -> None:
         self.method, self.upload_action = method.upper(), None
         super().putrequest(method, url, skip_host, skip_accept_encoding)
 
@@ -107,15 +108,23 @@ class NotesCreation(http.client.HTTPConnection):
         name = header.decode("latin-1") if isinstance(header, bytes) else header
         if name.lower() == HEADER.lower() and values:
             value = values[0]
-            self.upload_action = (str(value) if isinstance(value, str | int)
-                                  else bytes(value).decode("latin-1")).strip().lower()
+            self.upload_action = (
+                (str(value) if isinstance(value, str | int) else bytes(value).decode("latin-1"))
+                .strip()
+                .lower()
+            )
         super().putheader(header, *values)
 
     def getresponse(self) -> http.client.HTTPResponse:
         response = super().getresponse()
-        if response.status == 201 and self.reach is not None and (
+        if (
+            response.status == 201
+            and self.reach is not None
+            and (
                 (self.method == "PUT" and self.upload_action is None)
-                or (self.method == "POST" and self.upload_action == COMMIT)):
+                or (self.method == "POST" and self.upload_action == COMMIT)
+            )
+        ):
             self.reach.created = True
         return response
 
@@ -134,8 +143,7 @@ class ForwardingSession(Session):
     (:class:`RemoteRefused` when none is allowed); redirects to other origins get a new,
     checked session without the forwarded ``Authorization``."""
 
-    def __init__(self, url: Url, run: CopyRun, forward: Mapping[str, str],
-                 reach: Reach) -> None:
+    def __init__(self, url: Url, run: CopyRun, forward: Mapping[str, str], reach: Reach) -> None:
         super().__init__(url, run)
         self._forward = dict(forward)
         self.reach = reach
@@ -158,11 +166,18 @@ class ForwardingSession(Session):
         rcvbuf = self.run.streams.rcvbuf()
         conn: NotesCreation
         if self.tls is not None:
-            conn = NotedHTTPSConnection(self.url.host, self.url.port, self.run, self.tls,
-                                        address=self.address, rcvbuf=rcvbuf)
+            conn = NotedHTTPSConnection(
+                self.url.host,
+                self.url.port,
+                self.run,
+                self.tls,
+                address=self.address,
+                rcvbuf=rcvbuf,
+            )
         else:
-            conn = NotedHTTPConnection(self.url.host, self.url.port, self.run,
-                                       address=self.address, rcvbuf=rcvbuf)
+            conn = NotedHTTPConnection(
+                self.url.host, self.url.port, self.run, address=self.address, rcvbuf=rcvbuf
+            )
         conn.reach = self.reach
         return conn
 
@@ -205,11 +220,14 @@ def forwarded(headers: Headers) -> dict[str, str]:
             continue
         if name.lower() == "transferheaderscitag":  # the COPY's tag (flows.request_tag)
             continue
-        real = FORWARDED.get(name[len("TransferHeader"):].lower())
+        real = FORWARDED.get(name[len("TransferHeader") :].lower())
         if real is None:
             allowed = " and ".join(f"TransferHeader{n}" for n in FORWARDED.values())
-            raise HttpError(400, f"header {printable(name[:80])}",
-                            f"is not forwarded to the remote side (only {allowed} are)")
+            raise HttpError(
+                400,
+                f"header {printable(name[:80])}",
+                f"is not forwarded to the remote side (only {allowed} are)",
+            )
         out[real] = value
     return out
 
@@ -227,8 +245,9 @@ def remote_url(value: str, header: str) -> Url:
             raise addresses.BadHost("is in brackets but is no IPv6 address")
         addresses.parse_host(url.host)
     except addresses.BadHost as exc:
-        raise HttpError(400, f"{header} {value[:200]!r}", f"its host {url.host[:100]!r} "
-                        f"{exc}") from None
+        raise HttpError(
+            400, f"{header} {value[:200]!r}", f"its host {url.host[:100]!r} {exc}"
+        ) from None
     return url
 
 
@@ -255,8 +274,11 @@ def streams(value: str | None) -> int | None:
     if value is None:
         return None
     if not value.strip().isdigit() or int(value) > MAX_STREAMS:
-        raise HttpError(400, f"X-Number-Of-Streams {value[:20]!r}",
-                        f"must be an integer from 0 to {MAX_STREAMS}")
+        raise HttpError(
+            400,
+            f"X-Number-Of-Streams {value[:20]!r}",
+            f"must be an integer from 0 to {MAX_STREAMS}",
+        )
     return max(1, int(value))
 
 
@@ -268,8 +290,11 @@ def algorithm(value: str | None) -> str:
     except ValueError as exc:
         raise HttpError(400, "Want-Digest", str(exc)) from None
     if chosen is None:
-        raise HttpError(400, f"Want-Digest {value[:80]!r}",
-                        f"names no algorithm we can verify ({', '.join(checksum.ALGORITHMS)})")
+        raise HttpError(
+            400,
+            f"Want-Digest {value[:80]!r}",
+            f"names no algorithm we can verify ({', '.join(checksum.ALGORITHMS)})",
+        )
     return checksum.canonical(chosen)
 
 
@@ -284,8 +309,9 @@ def require(value: str | None) -> bool | None:
     raise HttpError(400, f"RequireChecksumVerification {value[:20]!r}", "must be true or false")
 
 
-def resolve_remote(first: ForwardingSession, want: str | None
-                   ) -> tuple[Session, Url, int, dict[str, bytes]]:
+def resolve_remote(
+    first: ForwardingSession, want: str | None
+) -> tuple[Session, Url, int, dict[str, bytes]]:
     """HEAD the remote file (with ``Want-Digest: want``), following redirects.
 
     Returns the session for the final URL, that URL, the HEAD's status and the digests it
@@ -300,13 +326,17 @@ def resolve_remote(first: ForwardingSession, want: str | None
     while True:
         status, headers, _body = session.with_retries(
             f"HEAD {url}",
-            lambda s=session, u=url: s.request("HEAD", u, extra))  # type: ignore[misc]
+            lambda s=session, u=url: s.request("HEAD", u, extra),  # type: ignore[misc]
+        )
         if status not in REDIRECTS:
             break
         hops += 1
         if hops > MAX_REDIRECTS:
-            raise TpcError(f"HEAD {remote}", f"more than {MAX_REDIRECTS} redirects",
-                               "check the remote server's redirect configuration")
+            raise TpcError(
+                f"HEAD {remote}",
+                f"more than {MAX_REDIRECTS} redirects",
+                "check the remote server's redirect configuration",
+            )
         url = follow_redirect(url, headers.get("Location"), f"HEAD {url}")
         session = first.for_url(url)
     digests: dict[str, bytes] = {}
@@ -321,31 +351,42 @@ def handle_copy(ex: Exchange) -> None:
     h = ex.headers
     source, destination = h.get("Source"), h.get("Destination")
     if (source is None) == (destination is None):
-        raise HttpError(400, "COPY", "needs exactly one of the Source (pull) and Destination "
-                        "(push) headers")
+        raise HttpError(
+            400, "COPY", "needs exactly one of the Source (pull) and Destination (push) headers"
+        )
     pull = source is not None
     need = "write" if pull else "read"  # the scope of the local side: pull writes here
     if tokens.bearer(h.get("Authorization")) is None:  # never anonymous, whatever the server
-        raise HttpError(401, f"COPY {ex.log_target}", f"needs a bearer token with {need} "
-                        "scope (also with anonymous read)",
-                        [("WWW-Authenticate", 'Bearer realm="dtnkit"')])
+        raise HttpError(
+            401,
+            f"COPY {ex.log_target}",
+            f"needs a bearer token with {need} scope (also with anonymous read)",
+            [("WWW-Authenticate", 'Bearer realm="dtnkit"')],
+        )
     ex.authorize(need)
     if ex.body_pending():
         ex.discard_body()
     credential = h.get("Credential")
     if credential is not None and credential.strip().lower() != "none":
-        raise HttpError(400, f"Credential {credential[:40]!r}",
-                        "unsupported credential; send 'Credential: none' and a bearer token "
-                        "in TransferHeaderAuthorization")
+        raise HttpError(
+            400,
+            f"Credential {credential[:40]!r}",
+            "unsupported credential; send 'Credential: none' and a bearer token "
+            "in TransferHeaderAuthorization",
+        )
     path = ex.resolve()
     config = ex.services.config
     root = config.root
     where = show(path, root)
-    remote = remote_url((source if pull else destination) or "",
-                        "Source" if pull else "Destination")
+    remote = remote_url(
+        (source if pull else destination) or "", "Source" if pull else "Destination"
+    )
     if _points_at_us(ex, remote, path):
-        raise HttpError(400, f"COPY {where}", f"{'Source' if pull else 'Destination'} is this "
-                        "same file on this same server")
+        raise HttpError(
+            400,
+            f"COPY {where}",
+            f"{'Source' if pull else 'Destination'} is this same file on this same server",
+        )
     forward = forwarded(h)
     n_streams = streams(h.get("X-Number-Of-Streams"))
     required = require(h.get("RequireChecksumVerification"))
@@ -379,13 +420,18 @@ def handle_copy(ex: Exchange) -> None:
     # a pull the request does not fix decides its streams on its first connection, as
     # `cp --streams auto` does (client/policy.py), and says so in the log
     auto = StreamPolicy.for_this_host(None) if n_streams is None and pull else None
-    request = CopyRequest(streams=n_streams or 1, checksum=name,
-                          verify=Verify.BLOCK if pull else Verify.SEQUENTIAL, retries=1,
-                          backoff=0.2,
-                          resume=False,  # a failed server-side copy leaves nothing to resume
-                          ca_file=config.ca_file, ca_dir=config.ca_dir,
-                          overwrite=overwrite,  # Overwrite: F -> a push PUTs If-None-Match: *
-                          scitag=ex.scitag)  # SciTag on the remote requests, the flow label
+    request = CopyRequest(
+        streams=n_streams or 1,
+        checksum=name,
+        verify=Verify.BLOCK if pull else Verify.SEQUENTIAL,
+        retries=1,
+        backoff=0.2,
+        resume=False,  # a failed server-side copy leaves nothing to resume
+        ca_file=config.ca_file,
+        ca_dir=config.ca_dir,
+        overwrite=overwrite,  # Overwrite: F -> a push PUTs If-None-Match: *
+        scitag=ex.scitag,
+    )  # SciTag on the remote requests, the flow label
     job = CopyJob()
     transfer = CopyRun.of(request, streams=auto, progress=job.progress)
     reach = Reach(config.tpc_allow)
@@ -395,19 +441,27 @@ def handle_copy(ex: Exchange) -> None:
     except RemoteRefused as exc:
         log(config, f"COPY {where}: {header} refused: {exc}")
         host = printable(remote.host)
-        raise HttpError(403, f"COPY {where}", f"the {header} host {host} is not allowed by this "
-                        "server: its address is not public and not in --tpc-allow; the "
-                        f"server's admin can allow it with dtnkit serve --tpc-allow {host} (or "
-                        "a CIDR range holding its address)",
-                        [(markers.REFUSED_REMOTE, header)]) from None
+        raise HttpError(
+            403,
+            f"COPY {where}",
+            f"the {header} host {host} is not allowed by this "
+            "server: its address is not public and not in --tpc-allow; the "
+            f"server's admin can allow it with dtnkit serve --tpc-allow {host} (or "
+            "a CIDR range holding its address)",
+            [(markers.REFUSED_REMOTE, header)],
+        ) from None
     if auto is not None and not config.quiet:  # beside the access log's lines
         auto.on_decision = lambda d: log(config, f"COPY {where}: streams auto: {d.reason}")
     if pull:
+
         def no_digest(url: Url, offered: list[str]) -> TpcError:
-            return TpcError(f"source digest of {url}", f"the source offered no {name} digest "
-                            f"(offered: {', '.join(offered) or 'none'}), so the copy cannot "
-                            "be verified", "pick another Want-Digest algorithm, or send "
-                            "RequireChecksumVerification: false")
+            return TpcError(
+                f"source digest of {url}",
+                f"the source offered no {name} digest "
+                f"(offered: {', '.join(offered) or 'none'}), so the copy cannot "
+                "be verified",
+                "pick another Want-Digest algorithm, or send RequireChecksumVerification: false",
+            )
 
         def work() -> None:
             if required is not False:
@@ -420,13 +474,22 @@ def handle_copy(ex: Exchange) -> None:
                 return
             session, url, status, offered = resolve_remote(first, name)
             unverified = status == 200 and name not in offered  # the client allowed it
-            pull_file(session, url, path, unchecked(transfer) if unverified else transfer,
-                      job, ex, overwrite=overwrite)
+            pull_file(
+                session,
+                url,
+                path,
+                unchecked(transfer) if unverified else transfer,
+                job,
+                ex,
+                overwrite=overwrite,
+            )
     else:
+
         def work() -> None:
             session, url, _status, _offered = resolve_remote(first, None)
-            push_file(session, fsroot.fd_path(source_fd), url, transfer, job, reach,
-                      required is not False)
+            push_file(
+                session, fsroot.fd_path(source_fd), url, transfer, job, reach, required is not False
+            )
 
     def run() -> None:
         detail: str | None = None
@@ -446,8 +509,9 @@ def handle_copy(ex: Exchange) -> None:
                 os.close(source_fd)
             if detail is not None:
                 # the local side is opened by descriptor (fsroot): name it as the client did
-                detail = re.sub(r"/proc/self/fd/\d+(?:/[^\s:]*)?", show(path, root),
-                                unrooted(detail, root))
+                detail = re.sub(
+                    r"/proc/self/fd/\d+(?:/[^\s:]*)?", show(path, root), unrooted(detail, root)
+                )
                 log(config, f"COPY {where} ({header} {remote}) failed: {detail}")
                 # only a listed remote's failure is told: else a scanner would learn which
                 # ports answer (refused, timed out, TLS, an HTTP status, no digest...)
@@ -476,8 +540,7 @@ def handle_copy(ex: Exchange) -> None:
                 ex.write_chunk(marker())
                 next_marker = time.monotonic() + interval
         ex.write_chunk(marker())
-        final = (markers.success_line() if job.error is None
-                 else markers.failure_line(job.error))
+        final = markers.success_line() if job.error is None else markers.failure_line(job.error)
         ex.write_chunk(final.encode("utf-8", "replace"))
         ex.end_chunked()
     except (Cancelled, OSError):
@@ -506,8 +569,16 @@ def unchecked(transfer: CopyRun) -> CopyRun:
     return replace(transfer, request=replace(transfer.request, verify=Verify.NONE))
 
 
-def pull_file(session: Session, url: Url, path: Path, transfer: CopyRun, job: CopyJob,
-              ex: Exchange, *, overwrite: bool = True) -> None:
+def pull_file(
+    session: Session,
+    url: Url,
+    path: Path,
+    transfer: CopyRun,
+    job: CopyJob,
+    ex: Exchange,
+    *,
+    overwrite: bool = True,
+) -> None:
     """Download *url* to a part file next to *path*, then rename it over *path* (not over
     an existing file, whoever made it, unless *overwrite*).
 
@@ -519,8 +590,11 @@ def pull_file(session: Session, url: Url, path: Path, transfer: CopyRun, job: Co
         with fsroot.Root(root) as fs:
             dirfd = fs.open_dir(files.rel(root, path.parent))
     except OSError as exc:
-        raise TpcError(f"COPY {show(path, root)}", os_error(exc, path.parent, root).why,
-                       "check that the parent collection exists") from None
+        raise TpcError(
+            f"COPY {show(path, root)}",
+            os_error(exc, path.parent, root).why,
+            "check that the parent collection exists",
+        ) from None
     name = files.part_for(path).name
     tmp = fsroot.fd_path(dirfd) / name
     directory = os.fstat(dirfd)
@@ -529,8 +603,9 @@ def pull_file(session: Session, url: Url, path: Path, transfer: CopyRun, job: Co
     committed = False
     try:
         # the part file is this copy's own: the rename below decides what is replaced
-        result = download(session, url, tmp,
-                          replace(transfer, request=replace(transfer.request, overwrite=True)))
+        result = download(
+            session, url, tmp, replace(transfer, request=replace(transfer.request, overwrite=True))
+        )
         if job.cancel.is_set():
             raise Cancelled()
         if overwrite:
@@ -539,8 +614,9 @@ def pull_file(session: Session, url: Url, path: Path, transfer: CopyRun, job: Co
             try:
                 files.rename_noreplace(name, path.name, src_dir_fd=dirfd, dst_dir_fd=dirfd)
             except FileExistsError:
-                raise TpcError(f"COPY {path.name}", "exists and Overwrite: F was sent",
-                               "") from None
+                raise TpcError(
+                    f"COPY {path.name}", "exists and Overwrite: F was sent", ""
+                ) from None
         committed = True
         with contextlib.suppress(OSError):
             os.fsync(dirfd)
@@ -558,8 +634,15 @@ def pull_file(session: Session, url: Url, path: Path, transfer: CopyRun, job: Co
         os.close(dirfd)
 
 
-def push_file(session: Session, path: Path, url: Url, transfer: CopyRun,
-              job: CopyJob, reach: Reach, required: bool = True) -> None:
+def push_file(
+    session: Session,
+    path: Path,
+    url: Url,
+    transfer: CopyRun,
+    job: CopyJob,
+    reach: Reach,
+    required: bool = True,
+) -> None:
     """PUT ``path`` to ``url``.  ``required``: the remote's digest must match (the upload
     fails when it offers none); otherwise it is compared only when the remote offers one.
     A failed or cancelled push removes the remote file only when this copy created it
@@ -597,9 +680,12 @@ def _check_if_offered(session: Session, url: Url, name: str, local: bytes) -> No
     info = session.head(url, want=name)
     remote = info.digests.get(name)
     if remote is not None and remote != local:
-        raise discard_remote(session, url, f"checksum mismatch for {url}",
-                                f"{name} local {format_value(name, local)}, remote "
-                                f"{format_value(name, remote)}")
+        raise discard_remote(
+            session,
+            url,
+            f"checksum mismatch for {url}",
+            f"{name} local {format_value(name, local)}, remote {format_value(name, remote)}",
+        )
 
 
 def _delete_if_created(session: Session, url: Url, reach: Reach) -> None:

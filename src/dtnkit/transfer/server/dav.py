@@ -99,13 +99,15 @@ def handle_propfind(ex: Exchange) -> None:
         return
     # Depth 1 of a collection: streamed in pieces as the directory is read, in directory
     # order, so memory does not grow with the directory (200k entries are 75 MB of XML).
-    with ex.services.listing.slot(access.principal(ex.headers.get("Authorization")),
-                                  f"PROPFIND {ex.log_target}"):
+    with ex.services.listing.slot(
+        access.principal(ex.headers.get("Authorization")), f"PROPFIND {ex.log_target}"
+    ):
         _stream_members(ex, path, root, own, headers)
 
 
-def _stream_members(ex: Exchange, path: Path, root: Path, own: listing.ListedFile,
-                    headers: list[tuple[str, str]]) -> None:
+def _stream_members(
+    ex: Exchange, path: Path, root: Path, own: listing.ListedFile, headers: list[tuple[str, str]]
+) -> None:
     members = listing.iter_entries(path, root)
     ex.start_chunked(207, headers)
     piece = [multistatus.OPENING, multistatus.response(own.wire(root))]

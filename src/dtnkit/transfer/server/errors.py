@@ -14,8 +14,9 @@ from dtnkit.transfer import paths
 class HttpError(Exception):
     """A response with a plain-text ``what: why`` body."""
 
-    def __init__(self, status: int, what: str, why: str,
-                 headers: Iterable[tuple[str, str]] = ()) -> None:
+    def __init__(
+        self, status: int, what: str, why: str, headers: Iterable[tuple[str, str]] = ()
+    ) -> None:
         super().__init__(f"{status} {what}: {why}")
         self.status = status
         self.what = what
@@ -63,7 +64,8 @@ def os_error(exc: OSError, path: Path, root: Path) -> HttpError:
     if code == errno.ENAMETOOLONG:
         return HttpError(414, where, "the name is too long for the filesystem")
     if code == errno.ELOOP:  # fsroot refuses every symlink, inside the tree or not
-        return HttpError(400, where, "is or passes through a symbolic link, which this "
-                         "server does not follow")
+        return HttpError(
+            400, where, "is or passes through a symbolic link, which this server does not follow"
+        )
     reason = os.strerror(code) if code else exc.__class__.__name__
     return HttpError(500, where, reason)

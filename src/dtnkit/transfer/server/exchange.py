@@ -45,8 +45,9 @@ class Services:
 
     def __post_init__(self) -> None:
         self.hashing = HashGate(self.config.limits)
-        self.listing = HashGate(self.config.limits, self.config.limits.listing_slots,
-                                "directory listings being read")
+        self.listing = HashGate(
+            self.config.limits, self.config.limits.listing_slots, "directory listings being read"
+        )
 
 
 class Exchange(Protocol):
@@ -108,8 +109,9 @@ class Exchange(Protocol):
     def send_empty(self, status: int, headers: HeaderList = ()) -> None:
         """Status, headers and ``Content-Length: 0``."""
 
-    def send_bytes(self, status: int, headers: HeaderList, body: bytes, *,
-                   head: bool = False) -> None:
+    def send_bytes(
+        self, status: int, headers: HeaderList, body: bytes, *, head: bool = False
+    ) -> None:
         """Status, headers, ``Content-Length`` and the body (not on *head*)."""
 
     def send_file(self, f: FileLike, start: int, count: int) -> int:

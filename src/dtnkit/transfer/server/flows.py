@@ -65,7 +65,7 @@ def tcp_bytes(sock: socket.socket) -> tuple[int, int]:
         return written, int(f[RECEIVED])
     if len(raw) < TCP_INFO.size:
         return 0, 0
-    fields = TCP_INFO.unpack(raw[:TCP_INFO.size])
+    fields = TCP_INFO.unpack(raw[: TCP_INFO.size])
     return int(fields[ACKED]), int(fields[RECEIVED])
 
 
@@ -108,8 +108,11 @@ class Destination:
             host, _, port_text = value.partition(":")
         if port_text:
             if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
-                raise BadInput(what, f"port {port_text[:10]!r} is not 1-65535",
-                               "pass e.g. collector.example.org:10514")
+                raise BadInput(
+                    what,
+                    f"port {port_text[:10]!r} is not 1-65535",
+                    "pass e.g. collector.example.org:10514",
+                )
             port = int(port_text)
         else:
             port = scitags.FIREFLY_PORT
@@ -120,8 +123,11 @@ class Destination:
         try:
             infos = socket.getaddrinfo(host, port, 0, socket.SOCK_DGRAM)
         except (OSError, UnicodeError) as exc:
-            raise BadInput(what, f"does not resolve ({exc})",
-                           "pass a collector's address or a name this host resolves") from None
+            raise BadInput(
+                what,
+                f"does not resolve ({exc})",
+                "pass a collector's address or a name this host resolves",
+            ) from None
         family, _t, _p, _n, sockaddr = infos[0]
         return cls(port, str(sockaddr[0]), int(family))
 
@@ -172,8 +178,9 @@ class Fireflies:
         self.errors = 0
         self.lock = threading.Lock()
         self._socks: dict[int, socket.socket] = {}
-        self._queue: queue.Queue[tuple[Callable[[], dict[str, object]], str] | None] = (
-            queue.Queue(QUEUE))
+        self._queue: queue.Queue[tuple[Callable[[], dict[str, object]], str] | None] = queue.Queue(
+            QUEUE
+        )
         self._thread: threading.Thread | None = None
 
     def post(self, build: Callable[[], dict[str, object]], peer: str) -> None:
@@ -181,8 +188,7 @@ class Fireflies:
         (``origin``: *peer*)."""
         with self.lock:
             if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="fireflies",
-                                                daemon=True)
+                self._thread = threading.Thread(target=self._run, name="fireflies", daemon=True)
                 self._thread.start()
         try:
             self._queue.put_nowait((build, peer))
@@ -246,8 +252,15 @@ class Fireflies:
 class ServedStream:
     """One data request in progress (or just over)."""
 
-    def __init__(self, sock: socket.socket, method: str, peer: str, path: str,
-                 tag: int | None, buffered: int = 0) -> None:
+    def __init__(
+        self,
+        sock: socket.socket,
+        method: str,
+        peer: str,
+        path: str,
+        tag: int | None,
+        buffered: int = 0,
+    ) -> None:
         self.sock = sock
         self.method = method
         self.peer = peer
@@ -276,16 +289,21 @@ def flow_of(sock: socket.socket) -> scitags.Flow | None:
         local, peer = sock.getsockname(), sock.getpeername()
     except (OSError, ValueError):
         return None
-    return scitags.Flow(unmapped(str(local[0])), int(local[1]), unmapped(str(peer[0])),
-                        int(peer[1]))
+    return scitags.Flow(
+        unmapped(str(local[0])), int(local[1]), unmapped(str(peer[0])), int(peer[1])
+    )
 
 
 class Flows:
     """The server's streams and marking: what ``/metrics`` reads and fireflies are sent
     from."""
 
-    def __init__(self, marking: Marking | None = None, capacity: float | None = None,
-                 link_rate: Callable[[str], float | None] | None = None) -> None:
+    def __init__(
+        self,
+        marking: Marking | None = None,
+        capacity: float | None = None,
+        link_rate: Callable[[str], float | None] | None = None,
+    ) -> None:
         self.marking = marking or Marking()
         self.fireflies = Fireflies(self.marking)
         self.capacity = capacity  # bytes/s (--capacity), or None: the link's speed
@@ -308,8 +326,15 @@ class Flows:
                 self.rejected_tags += 1
         return value if value is not None else self.marking.default
 
-    def begin(self, sock: socket.socket, method: str, peer: str, path: str,
-              tag: int | None, buffered: int = 0) -> ServedStream:
+    def begin(
+        self,
+        sock: socket.socket,
+        method: str,
+        peer: str,
+        path: str,
+        tag: int | None,
+        buffered: int = 0,
+    ) -> ServedStream:
         """A data request begins; *buffered*: bytes already read past its head."""
         stream = ServedStream(sock, method, peer, path, tag, buffered)
         with self.lock:
@@ -325,8 +350,12 @@ class Flows:
             return
         stream.flow = flow_of(stream.sock)
         if stream.flow is not None:
-            self.fireflies.post(functools.partial(scitags.firefly, "start", stream.flow, stream.tag,
-                                                  start=stream.wall0), stream.flow.dst_ip)
+            self.fireflies.post(
+                functools.partial(
+                    scitags.firefly, "start", stream.flow, stream.tag, start=stream.wall0
+                ),
+                stream.flow.dst_ip,
+            )
 
     def end(self, stream: ServedStream) -> None:
         sent, received = stream.moved()
@@ -340,10 +369,19 @@ class Flows:
                 if stream.tag is not None:
                     self.tagged_total += 1
         if stream.started and stream.tag is not None and stream.flow is not None:
-            self.fireflies.post(functools.partial(scitags.firefly, "end", stream.flow, stream.tag,
-                                                  start=stream.wall0, end=time.time(),
-                                                  received=received, sent=sent),
-                                stream.flow.dst_ip)
+            self.fireflies.post(
+                functools.partial(
+                    scitags.firefly,
+                    "end",
+                    stream.flow,
+                    stream.tag,
+                    start=stream.wall0,
+                    end=time.time(),
+                    received=received,
+                    sent=sent,
+                ),
+                stream.flow.dst_ip,
+            )
 
     def capacity_for(self, streams: Iterable[ServedStream]) -> float | None:
         """Bytes/s the streams share: --capacity, else the speed of the link towards the

@@ -62,14 +62,14 @@ def serve(ex: Exchange, *, head: bool) -> None:
         _send_file(ex, f.fileno(), f, st, path, head=head)
 
 
-def _send_file(ex: Exchange, fd: int, f: FileLike, st: os.stat_result, path: Path, *,
-               head: bool) -> None:
+def _send_file(
+    ex: Exchange, fd: int, f: FileLike, st: os.stat_result, path: Path, *, head: bool
+) -> None:
     size = st.st_size
     tag = ranges.etag(st)
     last_modified = ranges.http_date(st.st_mtime)
     h = ex.headers
-    if ranges.not_modified(h.get("If-None-Match"), h.get("If-Modified-Since"), tag,
-                           st.st_mtime):
+    if ranges.not_modified(h.get("If-None-Match"), h.get("If-Modified-Since"), tag, st.st_mtime):
         ex.send_head(304, [("ETag", tag), ("Last-Modified", last_modified)])
         return
     span: tuple[int, int] | None = None
@@ -78,8 +78,12 @@ def _send_file(ex: Exchange, fd: int, f: FileLike, st: os.stat_result, path: Pat
         try:
             span = ranges.parse_range(range_value, size)
         except ranges.RangeNotSatisfiable as exc:
-            raise HttpError(416, f"Range {range_value!r}", str(exc),
-                            [("Content-Range", ranges.unsatisfied_range(size))]) from None
+            raise HttpError(
+                416,
+                f"Range {range_value!r}",
+                str(exc),
+                [("Content-Range", ranges.unsatisfied_range(size))],
+            ) from None
         except ValueError as exc:
             raise HttpError(400, f"Range {range_value!r}", str(exc)) from None
     digest_headers = _digest_headers(ex, fd, st, path, head=head)
@@ -98,16 +102,18 @@ def _send_file(ex: Exchange, fd: int, f: FileLike, st: os.stat_result, path: Pat
 
 def _send_listing(ex: Exchange, path: Path, *, head: bool) -> None:
     names = []  # names only, not every member's stat: memory of a large directory
-    with ex.services.listing.slot(access.principal(ex.headers.get("Authorization")),
-                                  f"{ex.method} {ex.log_target}"):
+    with ex.services.listing.slot(
+        access.principal(ex.headers.get("Authorization")), f"{ex.method} {ex.log_target}"
+    ):
         for entry in listing.iter_entries(path, ex.services.config.root):
             names.append(entry.name + ("/" if entry.is_dir else ""))
     body = "".join(f"{name}\n" for name in sorted(names)).encode("utf-8", "surrogateescape")
     ex.send_bytes(200, [("Content-Type", "text/plain; charset=utf-8")], body, head=head)
 
 
-def _digest_headers(ex: Exchange, fd: int, st: os.stat_result, path: Path, *,
-                    head: bool = True) -> list[tuple[str, str]]:
+def _digest_headers(
+    ex: Exchange, fd: int, st: os.stat_result, path: Path, *, head: bool = True
+) -> list[tuple[str, str]]:
     """``Digest`` / ``Repr-Digest`` for ``Want-Digest`` / ``Want-Repr-Digest``.
 
     A HEAD waits for the digest (computed once, then cached).  A GET gets it only when it is
@@ -136,8 +142,9 @@ def _digest_headers(ex: Exchange, fd: int, st: os.stat_result, path: Path, *,
     return headers
 
 
-def _content_digest(ex: Exchange, fd: int, st: os.stat_result, path: Path,
-                    span: tuple[int, int] | None) -> list[tuple[str, str]]:
+def _content_digest(
+    ex: Exchange, fd: int, st: os.stat_result, path: Path, span: tuple[int, int] | None
+) -> list[tuple[str, str]]:
     """``Want-Content-Digest`` (RFC 9530) -> ``Content-Digest`` of the bytes a GET sends.
 
     For a range, the digest of that range (also on HEAD: of what a GET would send): from
@@ -166,15 +173,18 @@ def _content_digest(ex: Exchange, fd: int, st: os.stat_result, path: Path,
         with gate.once(key):
             cached = gate.cached_range(key)  # computed while this request waited?
             if cached is None:
-                with gate.slot(access.principal(ex.headers.get("Authorization")),
-                               f"{ex.method} {show(path, ex.services.config.root)}"):
+                with gate.slot(
+                    access.principal(ex.headers.get("Authorization")),
+                    f"{ex.method} {show(path, ex.services.config.root)}",
+                ):
                     cached = _range_digest(ex, fd, st, path, name, start, count)
                 gate.store_range(key, cached)
     return [("Content-Digest", format_repr_digest({name: cached}))]
 
 
-def _range_digest(ex: Exchange, fd: int, st: os.stat_result, path: Path, name: str,
-                  start: int, count: int) -> bytes:
+def _range_digest(
+    ex: Exchange, fd: int, st: os.stat_result, path: Path, name: str, start: int, count: int
+) -> bytes:
     h = checksum.new(name)
     done = 0
     for view in pipeline.read_chunks(fd, start, count, BLOCK):
@@ -182,14 +192,18 @@ def _range_digest(ex: Exchange, fd: int, st: os.stat_result, path: Path, name: s
         done += len(view)
     ex.services.counters.add("checksum_bytes", done)
     if done != count or files.file_key(os.fstat(fd)) != files.file_key(st):
-        raise HttpError(503, show(path, ex.services.config.root),
-                        "changed while its range digest was computed; retry",
-                        [("Retry-After", "1")])
+        raise HttpError(
+            503,
+            show(path, ex.services.config.root),
+            "changed while its range digest was computed; retry",
+            [("Retry-After", "1")],
+        )
     return h.digest()
 
 
-def checksums(ex: Exchange, fd: int, st: os.stat_result, path: Path,
-              names: Iterable[str]) -> dict[str, bytes]:
+def checksums(
+    ex: Exchange, fd: int, st: os.stat_result, path: Path, names: Iterable[str]
+) -> dict[str, bytes]:
     """Digests of the open file *fd* (*st* its stat), from the cache or by reading it once."""
     cache = ex.services.cache
     key = files.file_key(st)
@@ -205,13 +219,21 @@ def checksums(ex: Exchange, fd: int, st: os.stat_result, path: Path,
         if not missing:
             cache.hits += 1
             return have
-        with gate.slot(access.principal(ex.headers.get("Authorization")),
-                       f"{ex.method} {show(path, ex.services.config.root)}"):
+        with gate.slot(
+            access.principal(ex.headers.get("Authorization")),
+            f"{ex.method} {show(path, ex.services.config.root)}",
+        ):
             return _compute(ex, fd, st, path, have, missing)
 
 
-def _compute(ex: Exchange, fd: int, st: os.stat_result, path: Path, have: dict[str, bytes],
-             missing: list[str]) -> dict[str, bytes]:
+def _compute(
+    ex: Exchange,
+    fd: int,
+    st: os.stat_result,
+    path: Path,
+    have: dict[str, bytes],
+    missing: list[str],
+) -> dict[str, bytes]:
     """Read the file once for the *missing* digests; store them in the checksum cache."""
     cache = ex.services.cache
     key = files.file_key(st)
@@ -225,9 +247,12 @@ def _compute(ex: Exchange, fd: int, st: os.stat_result, path: Path, have: dict[s
     ex.services.counters.add("checksum_bytes", offset)
     after = os.fstat(fd)
     if files.file_key(after) != key or offset != st.st_size:
-        raise HttpError(503, show(path, ex.services.config.root),
-                        "changed while its checksum was computed; retry",
-                        [("Retry-After", "1")])
+        raise HttpError(
+            503,
+            show(path, ex.services.config.root),
+            "changed while its checksum was computed; retry",
+            [("Retry-After", "1")],
+        )
     fresh = {n: s.digest() for n, s in sums.items()}
     cache.store(path, key, fresh)
     have.update(fresh)

@@ -89,7 +89,7 @@ class HeadScanner:
         while lf >= 0:
             if lf == 0 or buf[lf - 1] != 0x0D:
                 raise BadRequest(400, "a line ends with a bare LF; lines end with CRLF")
-            if lf >= 3 and buf[lf - 3:lf - 1] == b"\r\n":
+            if lf >= 3 and buf[lf - 3 : lf - 1] == b"\r\n":
                 return lf + 1
             self.lines += 1
             if self.lines > MAX_HEADERS + 2:  # the request line, leading empty lines
@@ -99,8 +99,10 @@ class HeadScanner:
             raise BadRequest(431, f"the request head is longer than {MAX_HEAD} bytes")
         last = buf.rfind(b"\r\n") + 2 if self.lines else 0
         if len(buf) - last > MAX_LINE:
-            raise BadRequest(431 if self.lines else 414,
-                             f"a line of the request head is longer than {MAX_LINE} bytes")
+            raise BadRequest(
+                431 if self.lines else 414,
+                f"a line of the request head is longer than {MAX_LINE} bytes",
+            )
         return None
 
 
@@ -182,8 +184,9 @@ def _framing(request: Request, seen: dict[str, list[str]]) -> None:
         if request.version < (1, 1):
             raise BadRequest(400, "Transfer-Encoding on an HTTP/1.0 request")
         if len(codings) > 1 or codings[0].lower() != "chunked":
-            raise BadRequest(501, f"Transfer-Encoding {', '.join(codings)[:40]!r}: "
-                                  "only chunked is supported")
+            raise BadRequest(
+                501, f"Transfer-Encoding {', '.join(codings)[:40]!r}: only chunked is supported"
+            )
     if lengths and codings:
         raise BadRequest(400, "Content-Length and Transfer-Encoding together")
     if lengths:

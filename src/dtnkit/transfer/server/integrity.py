@@ -10,8 +10,12 @@ from dtnkit.transfer.server.exchange import Headers
 from dtnkit.transfer.wire import digests
 
 
-def sent_digests(digest: str | None, repr_digest: str | None,
-                 content_md5: str | None, content_digest: str | None = None) -> dict[str, bytes]:
+def sent_digests(
+    digest: str | None,
+    repr_digest: str | None,
+    content_md5: str | None,
+    content_digest: str | None = None,
+) -> dict[str, bytes]:
     """Digests a client sent with its body, by dtnkit algorithm name; unknown ones are skipped.
 
     ``Digest`` (RFC 3230), ``Repr-Digest`` and ``Content-Digest`` (RFC 9530: the server takes
@@ -19,11 +23,12 @@ def sent_digests(digest: str | None, repr_digest: str | None,
     HttpError 400 when a value is malformed or two headers disagree.
     """
     found: list[tuple[str, dict[str, bytes]]] = []
-    for header, value, parse in (("Digest", digest, digests.parse_digest),
-                                 ("Repr-Digest", repr_digest, digests.parse_repr_digest),
-                                 ("Content-Digest", content_digest, digests.parse_repr_digest),
-                                 ("Content-MD5", content_md5,
-                                  lambda v: digests.parse_digest(f"md5={v.strip()}"))):
+    for header, value, parse in (
+        ("Digest", digest, digests.parse_digest),
+        ("Repr-Digest", repr_digest, digests.parse_repr_digest),
+        ("Content-Digest", content_digest, digests.parse_repr_digest),
+        ("Content-MD5", content_md5, lambda v: digests.parse_digest(f"md5={v.strip()}")),
+    ):
         if value is None:
             continue
         try:
@@ -42,9 +47,12 @@ def sent_digests(digest: str | None, repr_digest: str | None,
 def request_digests(headers: Headers, *, content: bool = True) -> dict[str, bytes]:
     """:func:`sent_digests` of a request's ``Digest``, ``Repr-Digest``, ``Content-MD5`` and,
     when the request has a body the digests describe (*content*), ``Content-Digest``."""
-    return sent_digests(headers.get("Digest"), headers.get("Repr-Digest"),
-                        headers.get("Content-MD5"),
-                        headers.get("Content-Digest") if content else None)
+    return sent_digests(
+        headers.get("Digest"),
+        headers.get("Repr-Digest"),
+        headers.get("Content-MD5"),
+        headers.get("Content-Digest") if content else None,
+    )
 
 
 def want_digest(value: str | None) -> str | None:

@@ -27,8 +27,12 @@ from dtnkit.transfer import files, fsroot, paths
 MAX_DEPTH = 256  # directories deeper than this are not searched (one descriptor per level)
 
 
-def sweep(root: Path, max_age: float, stop: threading.Event | None = None,
-          only: Iterable[tuple[str, ...]] | None = None) -> int:
+def sweep(
+    root: Path,
+    max_age: float,
+    stop: threading.Event | None = None,
+    only: Iterable[tuple[str, ...]] | None = None,
+) -> int:
     """Remove the part files under *root* older than *max_age* seconds and not in use; the
     number removed.  *only*: look in these directories (names under *root*) alone, not in
     their subdirectories.  A directory where a part file stays (in use, or young) is noted
@@ -55,8 +59,14 @@ def sweep(root: Path, max_age: float, stop: threading.Event | None = None,
         os.close(first)
 
 
-def _sweep_dir(root: Path, names: tuple[str, ...], dirfd: int, cutoff: float,
-               depth: int | None, stop: threading.Event | None) -> int:
+def _sweep_dir(
+    root: Path,
+    names: tuple[str, ...],
+    dirfd: int,
+    cutoff: float,
+    depth: int | None,
+    stop: threading.Event | None,
+) -> int:
     """One directory (and, unless *depth* is None, those under it, to :data:`MAX_DEPTH`)."""
     removed = 0
     kept = False
@@ -75,8 +85,9 @@ def _sweep_dir(root: Path, names: tuple[str, ...], dirfd: int, cutoff: float,
             if depth is None or depth >= MAX_DEPTH:
                 continue
             try:
-                child = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
-                                | os.O_CLOEXEC, dir_fd=dirfd)
+                child = os.open(
+                    name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dirfd
+                )
             except OSError:
                 continue
             try:
@@ -113,8 +124,7 @@ class Janitor:
         self.removed = 0
         self.sweeps = 0
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="dtnkit-part-janitor",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._run, name="dtnkit-part-janitor", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:

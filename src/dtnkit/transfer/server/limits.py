@@ -74,8 +74,9 @@ class HashGate:
     """Per-token hashing slots and the range-digest cache of one server (with *slots* and
     *busy*: another kind of costly work, counted the same way, e.g. listings)."""
 
-    def __init__(self, limits: Limits, slots: int | None = None,
-                 busy: str = "digests being computed") -> None:
+    def __init__(
+        self, limits: Limits, slots: int | None = None, busy: str = "digests being computed"
+    ) -> None:
         self.limits = limits
         self.slots = limits.hash_slots if slots is None else slots
         self.busy = busy
@@ -102,8 +103,12 @@ class HashGate:
                 if not sem.acquire(timeout=self.limits.hash_wait):
                     with self._lock:
                         self.refused += 1
-                    raise HttpError(503, what, f"this token has too many {self.busy}; "
-                                    "retry later", [("Retry-After", "10")])
+                    raise HttpError(
+                        503,
+                        what,
+                        f"this token has too many {self.busy}; retry later",
+                        [("Retry-After", "10")],
+                    )
             try:
                 yield
             finally:

@@ -25,9 +25,13 @@ class ListedFile:
 
     def wire(self, root: Path) -> multistatus.Entry:
         """This entry as a multistatus member, its href relative to *root*."""
-        return multistatus.Entry(href=paths.relative_url(root, self.path), is_dir=self.is_dir,
-                                 size=self.st.st_size, mtime=self.st.st_mtime,
-                                 etag=ranges.etag(self.st))
+        return multistatus.Entry(
+            href=paths.relative_url(root, self.path),
+            is_dir=self.is_dir,
+            size=self.st.st_size,
+            mtime=self.st.st_mtime,
+            etag=ranges.etag(self.st),
+        )
 
 
 def entries(directory: Path, root: Path) -> list[ListedFile]:
@@ -52,8 +56,12 @@ def iter_entries(directory: Path, root: Path) -> Iterator[ListedFile]:
     return _members(first, scan, directory, root)
 
 
-def _members(item: tuple[str, os.stat_result] | None, scan: Iterator[tuple[str, os.stat_result]],
-             directory: Path, root: Path) -> Iterator[ListedFile]:
+def _members(
+    item: tuple[str, os.stat_result] | None,
+    scan: Iterator[tuple[str, os.stat_result]],
+    directory: Path,
+    root: Path,
+) -> Iterator[ListedFile]:
     while item is not None:
         name, st = item
         if not (paths.is_part_name(name) or stat.S_ISLNK(st.st_mode)):

@@ -23,14 +23,18 @@ def check(ex: Exchange, path: Path) -> None:
     if path == root:
         raise HttpError(405, where, "the root is a collection; PUT a file under it")
     if ex.headers.get("Content-Range") is not None:
-        raise HttpError(501, f"PUT {where} with Content-Range",
-                        "a partial upload needs an upload session (POST with "
-                        "Dtnkit-Upload: start, then Dtnkit-Upload-Id on each range); "
-                        "or upload the whole file")
+        raise HttpError(
+            501,
+            f"PUT {where} with Content-Range",
+            "a partial upload needs an upload session (POST with "
+            "Dtnkit-Upload: start, then Dtnkit-Upload-Id on each range); "
+            "or upload the whole file",
+        )
     encoding = (ex.headers.get("Content-Encoding", "identity") or "").strip().lower()
     if encoding not in ("", "identity"):
-        raise HttpError(415, f"Content-Encoding {encoding!r}",
-                        "is not supported; send the bytes as they are")
+        raise HttpError(
+            415, f"Content-Encoding {encoding!r}", "is not supported; send the bytes as they are"
+        )
     names = files.rel(root, path)
     with fsroot.Root(root) as fs:
         parent, st = files.lstat_or_none(fs, names[:-1]), files.lstat_or_none(fs, names)
@@ -55,14 +59,29 @@ class Conditions:
         if why is not None:
             raise HttpError(412, where, why)
 
-    def commit(self, cache: files.ChecksumCache, fd: int, part: Path, path: Path,
-               digests: Mapping[str, bytes], root: Path, where: str) -> bool:
+    def commit(
+        self,
+        cache: files.ChecksumCache,
+        fd: int,
+        part: Path,
+        path: Path,
+        digests: Mapping[str, bytes],
+        root: Path,
+        where: str,
+    ) -> bool:
         """:func:`files.commit_part` under these conditions (412 when they fail): with
         ``If-None-Match: *`` the rename never replaces a file, whoever made it."""
         try:
             return files.commit_part(
-                cache, fd, part, path, digests, root, replace=not self.value.create_only,
-                precondition=(lambda st: self.check(st, where)) if self.value.any else None)
+                cache,
+                fd,
+                part,
+                path,
+                digests,
+                root,
+                replace=not self.value.create_only,
+                precondition=(lambda st: self.check(st, where)) if self.value.any else None,
+            )
         except FileExistsError:
             raise HttpError(412, where, "exists and If-None-Match: * was sent") from None
 
@@ -85,8 +104,7 @@ def handle_put(ex: Exchange) -> None:
     expected = integrity.request_digests(ex.headers)
     length = ex.content_length()
     if length is None and not ex.is_chunked():
-        raise HttpError(411, f"PUT {where}",
-                        "needs Content-Length or Transfer-Encoding: chunked")
+        raise HttpError(411, f"PUT {where}", "needs Content-Length or Transfer-Encoding: chunked")
     if length is not None:
         integrity.check_space(path.parent, length, where, root)
     # Want-Digest on a PUT (RFC 3230: any request may ask for the resulting instance's
@@ -101,6 +119,7 @@ def handle_put(ex: Exchange) -> None:
         raise os_error(exc, path, root) from None
     committed = False
     try:
+
         def sink(view: memoryview) -> None:
             for s in sums.values():
                 s.update(view)
@@ -118,8 +137,7 @@ def handle_put(ex: Exchange) -> None:
         got = {name: s.digest() for name, s in sums.items()}
         detail = mismatches(expected, got)
         if detail is not None:
-            raise HttpError(412, f"PUT {where}",
-                            f"checksum mismatch, nothing written: {detail}")
+            raise HttpError(412, f"PUT {where}", f"checksum mismatch, nothing written: {detail}")
         try:
             existed = conditions(ex).commit(ex.services.cache, fd, part, path, got, root, where)
         except OSError as exc:
@@ -130,5 +148,6 @@ def handle_put(ex: Exchange) -> None:
         os.close(fd)
         if not committed:
             files.remove_part(part, root)
-    ex.send_empty(204 if existed else 201, [("Digest", format_digest(
-        answer, got[answer]))] if answer else [])
+    ex.send_empty(
+        204 if existed else 201, [("Digest", format_digest(answer, got[answer]))] if answer else []
+    )

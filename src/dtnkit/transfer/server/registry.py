@@ -87,8 +87,9 @@ class SessionRegistry:
         self._sessions: dict[str, UploadSession] = {}
         self._pending: list[tuple[str, int]] = []  # (owner, length) of sessions being made
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._janitor, name="dtnkit-upload-janitor",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._janitor, name="dtnkit-upload-janitor", daemon=True
+        )
         self._thread.start()
 
     # --- lifecycle ---------------------------------------------------------------------
@@ -109,8 +110,11 @@ class SessionRegistry:
     def purge(self) -> int:
         now = time.monotonic()
         with self._lock:
-            stale = [s for s in self._sessions.values()
-                     if now - s.touched > self.expiry and not s.inflight]
+            stale = [
+                s
+                for s in self._sessions.values()
+                if now - s.touched > self.expiry and not s.inflight
+            ]
             for s in stale:
                 del self._sessions[s.ident]
         for s in stale:
@@ -127,12 +131,20 @@ class SessionRegistry:
         mine = [s for s in self._sessions.values() if s.owner == owner]
         mine_pending = [n for o, n in self._pending if o == owner]
         if len(self._sessions) + len(self._pending) >= MAX_SESSIONS:
-            raise HttpError(503, "upload session", "too many open sessions on this server; "
-                            "retry later or upload with one PUT", [("Retry-After", "60")])
+            raise HttpError(
+                503,
+                "upload session",
+                "too many open sessions on this server; retry later or upload with one PUT",
+                [("Retry-After", "60")],
+            )
         if len(mine) + len(mine_pending) >= limits.sessions_per_token:
-            raise HttpError(503, "upload session", f"this token has {limits.sessions_per_token}"
-                            " open sessions, its limit; retry later or upload with one PUT",
-                            [("Retry-After", "60")])
+            raise HttpError(
+                503,
+                "upload session",
+                f"this token has {limits.sessions_per_token}"
+                " open sessions, its limit; retry later or upload with one PUT",
+                [("Retry-After", "60")],
+            )
         free = files.free_space(path.parent)
         everyone = sum(s.outstanding() for s in self._sessions.values())
         everyone += sum(n for _o, n in self._pending)
@@ -141,16 +153,30 @@ class SessionRegistry:
         if cap is None and free is not None:
             cap = free // 2
         if cap is not None and own + length > cap:
-            raise HttpError(507, "upload session", f"this token's open sessions would hold "
-                            f"{own + length} bytes, more than its limit of {cap}; upload with "
-                            "one PUT or finish the other sessions")
+            raise HttpError(
+                507,
+                "upload session",
+                f"this token's open sessions would hold "
+                f"{own + length} bytes, more than its limit of {cap}; upload with "
+                "one PUT or finish the other sessions",
+            )
         if free is not None and everyone + length > free:
-            raise HttpError(507, "upload session", f"the open sessions would hold "
-                            f"{everyone + length} bytes, more than the {free} free; upload "
-                            "with one PUT")
+            raise HttpError(
+                507,
+                "upload session",
+                f"the open sessions would hold "
+                f"{everyone + length} bytes, more than the {free} free; upload "
+                "with one PUT",
+            )
 
-    def create(self, path: Path, length: int, owner: str,
-               algorithm: str | None, limits: Limits | None = None) -> UploadSession:
+    def create(
+        self,
+        path: Path,
+        length: int,
+        owner: str,
+        algorithm: str | None,
+        limits: Limits | None = None,
+    ) -> UploadSession:
         self.purge()
         claim = (owner, length)
         with self._lock:
@@ -162,8 +188,7 @@ class SessionRegistry:
             with self._lock:
                 self._pending.remove(claim)
 
-    def _create(self, path: Path, length: int, owner: str,
-                algorithm: str | None) -> UploadSession:
+    def _create(self, path: Path, length: int, owner: str, algorithm: str | None) -> UploadSession:
         ident = secrets.token_urlsafe(24)
         part = files.part_for(path, PART_PREFIX + part_token(ident))
         fd = files.create_part(part, self.root, readable=True)
@@ -175,8 +200,17 @@ class SessionRegistry:
             files.remove_part(part, self.root)
             raise
         st = os.fstat(fd)
-        session = UploadSession(ident, path, part, length, owner, algorithm, fd,
-                                time.monotonic(), file_id=(st.st_dev, st.st_ino))
+        session = UploadSession(
+            ident,
+            path,
+            part,
+            length,
+            owner,
+            algorithm,
+            fd,
+            time.monotonic(),
+            file_id=(st.st_dev, st.st_ino),
+        )
         with self._lock:
             self._sessions[ident] = session
         return session
@@ -185,12 +219,18 @@ class SessionRegistry:
         with self._lock:
             s = self._sessions.get(ident or "")
         now = time.monotonic()
-        if (s is None or s.closed or s.path != path
-                or not secrets.compare_digest(s.owner, owner)
-                or (now - s.touched > self.expiry and not s.inflight)):
-            raise HttpError(404, f"{upload.ID_HEADER} for {show(path, self.root)}",
-                            "unknown or expired upload session for this path and token; "
-                            "start a new one")
+        if (
+            s is None
+            or s.closed
+            or s.path != path
+            or not secrets.compare_digest(s.owner, owner)
+            or (now - s.touched > self.expiry and not s.inflight)
+        ):
+            raise HttpError(
+                404,
+                f"{upload.ID_HEADER} for {show(path, self.root)}",
+                "unknown or expired upload session for this path and token; start a new one",
+            )
         s.touched = now
         return s
 
@@ -251,8 +291,11 @@ class SessionRegistry:
         s.closed = True
         with self._lock:
             self._sessions.pop(s.ident, None)
-        raise HttpError(404, f"{upload.ID_HEADER} for {show(s.path, self.root)}",
-                        "the upload session's part file is gone; start a new one")
+        raise HttpError(
+            404,
+            f"{upload.ID_HEADER} for {show(s.path, self.root)}",
+            "the upload session's part file is gone; start a new one",
+        )
 
     def __len__(self) -> int:
         with self._lock:

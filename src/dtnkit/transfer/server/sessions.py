@@ -55,17 +55,22 @@ def _owner(ex: Exchange) -> str:
 def _registry(ex: Exchange) -> SessionRegistry:
     registry = ex.services.uploads
     if registry is None:
-        raise HttpError(501, f"{ex.method} {ex.log_target}",
-                        "partial uploads are disabled on this server; upload the whole file")
+        raise HttpError(
+            501,
+            f"{ex.method} {ex.log_target}",
+            "partial uploads are disabled on this server; upload the whole file",
+        )
     return registry
 
 
 def handle_post(ex: Exchange) -> None:
     action = (ex.headers.get(upload.HEADER) or "").strip().lower()
     if not action:
-        raise HttpError(405, f"POST {ex.log_target}",
-                        f"POST is only for upload sessions ({upload.HEADER}: "
-                        f"{'|'.join(upload.ACTIONS)})")
+        raise HttpError(
+            405,
+            f"POST {ex.log_target}",
+            f"POST is only for upload sessions ({upload.HEADER}: {'|'.join(upload.ACTIONS)})",
+        )
     registry = _registry(ex)
     ex.authorize("write")
     if ex.body_pending():
@@ -75,14 +80,21 @@ def handle_post(ex: Exchange) -> None:
         _start(ex, registry, path)
         return
     if action not in upload.ACTIONS:
-        raise HttpError(400, f"{upload.HEADER}: {action}",
-                        "expected start, status, commit or abort")
+        raise HttpError(
+            400, f"{upload.HEADER}: {action}", "expected start, status, commit or abort"
+        )
     session = registry.get(ex.headers.get(upload.ID_HEADER), path, _owner(ex))
     if action == upload.STATUS:
         with session.lock:
             received = upload.format_ranges(session.merged())
-        ex.send_empty(200, [(upload.LENGTH_HEADER, str(session.length)),
-                            (upload.RANGES_HEADER, received), (upload.ID_HEADER, session.ident)])
+        ex.send_empty(
+            200,
+            [
+                (upload.LENGTH_HEADER, str(session.length)),
+                (upload.RANGES_HEADER, received),
+                (upload.ID_HEADER, session.ident),
+            ],
+        )
     elif action == upload.ABORT:
         registry.discard(session)
         ex.send_empty(204)
@@ -104,8 +116,9 @@ def _start(ex: Exchange, registry: SessionRegistry, path: Path) -> None:
     where = show(path, root)
     value = (ex.headers.get(upload.LENGTH_HEADER) or "").strip()
     if not value.isdigit() or not value.isascii():
-        raise HttpError(400, upload.LENGTH_HEADER,
-                        f"{value!r} is not a byte count; send the file size")
+        raise HttpError(
+            400, upload.LENGTH_HEADER, f"{value!r} is not a byte count; send the file size"
+        )
     length = int(value)
     algorithm: str | None = None
     declared = ex.headers.get(upload.CHECKSUM_HEADER)
@@ -129,12 +142,17 @@ def _start(ex: Exchange, registry: SessionRegistry, path: Path) -> None:
     put.conditions(ex).check(st, where)  # refused before any byte
     integrity.check_space(path.parent, length, where, root)
     try:
-        session = registry.create(path, length, _owner(ex), algorithm,
-                                  ex.services.config.limits)
+        session = registry.create(path, length, _owner(ex), algorithm, ex.services.config.limits)
     except OSError as exc:
         raise os_error(exc, path, root) from None
-    ex.send_empty(201, [(upload.ID_HEADER, session.ident), (upload.LENGTH_HEADER, str(length)),
-                        (upload.EXPIRES_HEADER, str(int(registry.expiry)))])
+    ex.send_empty(
+        201,
+        [
+            (upload.ID_HEADER, session.ident),
+            (upload.LENGTH_HEADER, str(length)),
+            (upload.EXPIRES_HEADER, str(int(registry.expiry))),
+        ],
+    )
 
 
 def handle_put_range(ex: Exchange) -> None:
@@ -145,23 +163,34 @@ def handle_put_range(ex: Exchange) -> None:
     session = registry.get(ex.headers.get(upload.ID_HEADER), path, _owner(ex))
     value = ex.headers.get("Content-Range")
     if value is None:
-        raise HttpError(400, f"PUT {show(path, root)} with {upload.ID_HEADER}",
-                        "needs Content-Range: bytes first-last/length")
+        raise HttpError(
+            400,
+            f"PUT {show(path, root)} with {upload.ID_HEADER}",
+            "needs Content-Range: bytes first-last/length",
+        )
     try:
         a, b, n = ranges.parse_content_range(value)
     except ValueError as exc:
         raise HttpError(400, f"Content-Range {value!r}", str(exc)) from None
     if n != session.length:
-        raise HttpError(400, f"Content-Range {value!r}",
-                        f"the length {n} is not the session's Upload-Length {session.length}")
+        raise HttpError(
+            400,
+            f"Content-Range {value!r}",
+            f"the length {n} is not the session's Upload-Length {session.length}",
+        )
     if b >= n:
-        raise HttpError(416, f"Content-Range {value!r}", f"ends beyond the length {n}",
-                        [("Content-Range", ranges.unsatisfied_range(n))])
+        raise HttpError(
+            416,
+            f"Content-Range {value!r}",
+            f"ends beyond the length {n}",
+            [("Content-Range", ranges.unsatisfied_range(n))],
+        )
     count = b - a + 1
     length = ex.content_length()
     if length is not None and length != count:
-        raise HttpError(400, f"Content-Range {value!r}",
-                        f"covers {count} bytes but Content-Length is {length}")
+        raise HttpError(
+            400, f"Content-Range {value!r}", f"covers {count} bytes but Content-Length is {length}"
+        )
     expected = integrity.request_digests(ex.headers)
     with session.lock:
         if session.closed or session.taken:
@@ -170,12 +199,16 @@ def handle_put_range(ex: Exchange) -> None:
         others = [s for s in session.spans() if s != (a, b)]
         hit = upload.overlapping(a, b, others)
         if hit is not None:
-            raise HttpError(409, f"Content-Range {value!r}",
-                            f"overlaps the received range {hit[0]}-{hit[1]}")
+            raise HttpError(
+                409, f"Content-Range {value!r}", f"overlaps the received range {hit[0]}-{hit[1]}"
+            )
         hit = upload.overlapping(a, b, session.inflight)
         if hit is not None:
-            raise HttpError(409, f"Content-Range {value!r}",
-                            f"overlaps the range {hit[0]}-{hit[1]} being received")
+            raise HttpError(
+                409,
+                f"Content-Range {value!r}",
+                f"overlaps the range {hit[0]}-{hit[1]} being received",
+            )
         fd = registry.wake(session)  # its descriptor stays open while a range is in flight
         session.inflight.add((a, b))
     names = set(expected)
@@ -185,11 +218,13 @@ def handle_put_range(ex: Exchange) -> None:
     pos = a
     recorded = False
     try:
+
         def sink(view: memoryview) -> None:
             nonlocal pos
             if pos + len(view) > b + 1:
-                raise HttpError(400, f"Content-Range {value!r}",
-                                "the body is longer than the range")
+                raise HttpError(
+                    400, f"Content-Range {value!r}", "the body is longer than the range"
+                )
             for s in sums.values():
                 s.update(view)
             files.pwrite_all(fd, view, pos)
@@ -204,15 +239,22 @@ def handle_put_range(ex: Exchange) -> None:
         ex.services.counters.add("received_bytes", size)
         ex.count_bytes(size)
         if size != count:
-            raise HttpError(400, f"Content-Range {value!r}",
-                            f"covers {count} bytes but the body had {size}")
+            raise HttpError(
+                400, f"Content-Range {value!r}", f"covers {count} bytes but the body had {size}"
+            )
         got = {name: s.digest() for name, s in sums.items()}
         detail = digests.mismatches(expected, got)
         if detail is not None:
-            raise HttpError(412, f"PUT {show(path, root)} range {a}-{b}",
-                            f"checksum mismatch, range not recorded: {detail}")
-        rvalue = (checksum.from_bytes(session.algorithm, got[session.algorithm])
-                  if session.algorithm is not None else None)
+            raise HttpError(
+                412,
+                f"PUT {show(path, root)} range {a}-{b}",
+                f"checksum mismatch, range not recorded: {detail}",
+            )
+        rvalue = (
+            checksum.from_bytes(session.algorithm, got[session.algorithm])
+            if session.algorithm is not None
+            else None
+        )
         with session.lock:
             if same is not None:
                 session.ranges.pop(a, None)
@@ -241,11 +283,14 @@ def _commit(ex: Exchange, registry: SessionRegistry, session: UploadSession) -> 
         gaps = session.missing()
         if gaps:
             registry.rest(session)  # resumable: the ranges stay, the descriptor closes
-            raise HttpError(409, f"commit of {where}",
-                            f"{counted(len(gaps), 'range')} missing "
-                            f"({upload.format_ranges(gaps[:10])}); "
-                            "send them first",
-                            [(upload.RANGES_HEADER, upload.format_ranges(session.merged()))])
+            raise HttpError(
+                409,
+                f"commit of {where}",
+                f"{counted(len(gaps), 'range')} missing "
+                f"({upload.format_ranges(gaps[:10])}); "
+                "send them first",
+                [(upload.RANGES_HEADER, upload.format_ranges(session.merged()))],
+            )
         registry.wake(session)
         session.taken = True
         received = sorted(session.ranges.values(), key=lambda r: r.start)
@@ -257,8 +302,9 @@ def _commit(ex: Exchange, registry: SessionRegistry, session: UploadSession) -> 
         if alg is not None and (alg in expected or not expected):
             values = [(r.value, r.end - r.start + 1) for r in received]
             if all(v is not None for v, _n in values):
-                got[alg] = checksum.to_bytes(alg, checksum.combine_blocks(
-                    alg, [(v, n) for v, n in values if v is not None]))
+                got[alg] = checksum.to_bytes(
+                    alg, checksum.combine_blocks(alg, [(v, n) for v, n in values if v is not None])
+                )
         rest = [name for name in expected if name not in got]
         if rest:
             sums = {name: checksum.new(name) for name in rest}
@@ -273,12 +319,16 @@ def _commit(ex: Exchange, registry: SessionRegistry, session: UploadSession) -> 
             got.update({name: s.digest() for name, s in sums.items()})
         detail = digests.mismatches(expected, got)
         if detail is not None:
-            raise HttpError(412, f"commit of {where}",
-                            f"checksum mismatch, nothing written, session discarded: {detail}")
+            raise HttpError(
+                412,
+                f"commit of {where}",
+                f"checksum mismatch, nothing written, session discarded: {detail}",
+            )
         try:
             os.fsync(session.fd)
-            existed = conditions.commit(ex.services.cache, session.fd, session.part, path,
-                                        got, root, where)
+            existed = conditions.commit(
+                ex.services.cache, session.fd, session.part, path, got, root, where
+            )
         except OSError as exc:
             raise os_error(exc, path, root) from None
         committed = True

@@ -30,8 +30,10 @@ from dtnkit.transfer.server import addresses
 from dtnkit.transfer.server.addresses import IpAddress, Network
 
 #: the one failure line for a remote that is not listed (or not allowed at all)
-GENERIC = ("the remote side could not be reached, refused the transfer or answered with an "
-           "error (details are in the server log)")
+GENERIC = (
+    "the remote side could not be reached, refused the transfer or answered with an "
+    "error (details are in the server log)"
+)
 
 
 class RemoteRefused(Exception):
@@ -55,9 +57,12 @@ class AllowEntry:
 def parse_entry(text: str) -> AllowEntry:
     """One ``--tpc-allow`` value: HOST, HOST:PORT, [IPv6]:PORT, ADDRESS or CIDR."""
     value = text.strip()
-    bad = BadInput(f"--tpc-allow {text!r}", "is not HOST, HOST:PORT, an address or a CIDR "
-                   "range", "pass e.g. dtn2.example.org, dtn2.example.org:8443, "
-                   "192.0.2.7, [2001:db8::7]:8443 or 10.1.0.0/16")
+    bad = BadInput(
+        f"--tpc-allow {text!r}",
+        "is not HOST, HOST:PORT, an address or a CIDR range",
+        "pass e.g. dtn2.example.org, dtn2.example.org:8443, "
+        "192.0.2.7, [2001:db8::7]:8443 or 10.1.0.0/16",
+    )
     if not value or any(c.isspace() for c in value):
         raise bad
     if "/" in value:
@@ -81,8 +86,9 @@ def parse_entry(text: str) -> AllowEntry:
         address = ipaddress.ip_address(host)
     except ValueError:
         name = host.lower().rstrip(".")
-        if not name or not all(part and all(c.isalnum() or c in "-_" for c in part)
-                               for part in name.split(".")):
+        if not name or not all(
+            part and all(c.isalnum() or c in "-_" for c in part) for part in name.split(".")
+        ):
             raise bad from None
         return AllowEntry(host=name, port=port)
     return AllowEntry(network=ipaddress.ip_network(address), port=port)

@@ -26,7 +26,7 @@ def parse_tags(value: str) -> list[str] | None:
             continue
         m = _TAG.fullmatch(part)
         if m is None:
-            raise ValueError(f"{part.strip()[:40]!r} is not an entity tag (\"...\" or W/\"...\")")
+            raise ValueError(f'{part.strip()[:40]!r} is not an entity tag ("..." or W/"...")')
         tags.append(m.group(1))
     if not tags:
         raise ValueError("no entity tag")
@@ -44,6 +44,7 @@ class WriteConditions:
     @classmethod
     def parse(cls, if_match: str | None, if_none_match: str | None) -> WriteConditions:
         """ValueError when a header is malformed."""
+
         def one(value: str | None) -> list[str] | None:
             if value is None:
                 return None

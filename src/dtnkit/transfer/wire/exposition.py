@@ -49,6 +49,7 @@ def render(families: Iterable[Family]) -> str:
         lines.append(f"# TYPE {fam.name} {fam.kind}")
         for labels, value in fam.samples:
             shown = ",".join(f'{k}="{_escape(v, True)}"' for k, v in sorted(labels.items()))
-            lines.append(f"{fam.name}{{{shown}}} {_value(value)}" if shown
-                         else f"{fam.name} {_value(value)}")
+            lines.append(
+                f"{fam.name}{{{shown}}} {_value(value)}" if shown else f"{fam.name} {_value(value)}"
+            )
     return "\n".join(lines) + "\n" if lines else ""

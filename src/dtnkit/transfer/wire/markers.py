@@ -47,8 +47,12 @@ class Marker:
     extra: dict[str, str] = field(default_factory=dict)
 
 
-INT_KEYS = {"timestamp": "timestamp", "stripe index": "stripe_index",
-            "stripe bytes transferred": "stripe_bytes", "total stripe count": "stripe_count"}
+INT_KEYS = {
+    "timestamp": "timestamp",
+    "stripe index": "stripe_index",
+    "stripe bytes transferred": "stripe_bytes",
+    "total stripe count": "stripe_count",
+}
 
 
 class MarkerParser:
@@ -105,14 +109,16 @@ class MarkerParser:
         if self._block is not None:
             raise self._error("the stream ended inside a marker")
         if self._final is None:
-            raise NoFinalLine("the marker stream ended without a final 'success:' or "
-                              "'failure:' line (connection lost?)")
+            raise NoFinalLine(
+                "the marker stream ended without a final 'success:' or "
+                "'failure:' line (connection lost?)"
+            )
         return self._final
 
 
-def parse_stream(lines: Iterable[str | bytes],
-                 on_marker: Callable[[Marker], None] | None = None
-                 ) -> tuple[str, list[Marker]]:
+def parse_stream(
+    lines: Iterable[str | bytes], on_marker: Callable[[Marker], None] | None = None
+) -> tuple[str, list[Marker]]:
     """Parse an iterable of lines (str or bytes); returns (final line, markers)."""
     parser = MarkerParser()
     markers: list[Marker] = []
@@ -131,11 +137,14 @@ def is_success(final: str) -> bool:
     return final.lower().startswith("success:")
 
 
-def format_marker(sent: int, timestamp: int, *, stripe_index: int = 0,
-                  stripe_count: int = 1) -> str:
+def format_marker(
+    sent: int, timestamp: int, *, stripe_index: int = 0, stripe_count: int = 1
+) -> str:
     """One marker block: ``sent`` bytes so far on stripe ``stripe_index``."""
-    return (f"Perf Marker\nTimestamp: {timestamp}\nStripe Index: {stripe_index}\n"
-            f"Stripe Bytes Transferred: {sent}\nTotal Stripe Count: {stripe_count}\nEnd\n")
+    return (
+        f"Perf Marker\nTimestamp: {timestamp}\nStripe Index: {stripe_index}\n"
+        f"Stripe Bytes Transferred: {sent}\nTotal Stripe Count: {stripe_count}\nEnd\n"
+    )
 
 
 def success_line(reason: str = "Created") -> str:

@@ -78,9 +78,11 @@ def response(item: Entry) -> str:
         props.append("<D:resourcetype/>")
         props.append(f"<D:getcontentlength>{item.size}</D:getcontentlength>")
         props.append(f"<D:getetag>{xml_escape(item.etag)}</D:getetag>")
-    return (f"<D:response><D:href>{xml_escape(href)}</D:href><D:propstat><D:prop>"
-            f"{''.join(props)}</D:prop><D:status>HTTP/1.1 200 OK</D:status>"
-            f"</D:propstat></D:response>\n")
+    return (
+        f"<D:response><D:href>{xml_escape(href)}</D:href><D:propstat><D:prop>"
+        f"{''.join(props)}</D:prop><D:status>HTTP/1.1 200 OK</D:status>"
+        f"</D:propstat></D:response>\n"
+    )
 
 
 def parse(body: bytes | str, own: str) -> list[Member]:
@@ -111,7 +113,7 @@ def parse(body: bytes | str, own: str) -> list[Member]:
         depth += 1
         if depth > MAX_NESTING:
             raise ListingError(f"elements nested deeper than {MAX_NESTING}")
-        local = name[len(_DAV):] if name.startswith(_DAV) else None
+        local = name[len(_DAV) :] if name.startswith(_DAV) else None
         if local == "response" and response < 0:
             response, is_dir = depth, False
             found.clear()

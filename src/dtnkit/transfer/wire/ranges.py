@@ -46,8 +46,13 @@ def parse_range(value: str, size: int) -> tuple[int, int]:
         raise ValueError("only a single byte range is supported")
     first, dash, last = spec.partition("-")
     first, last = first.strip(), last.strip()
-    if not dash or (first and not first.isdigit()) or (last and not last.isdigit()) or not (
-            first or last) or not (first + last).isascii():
+    if (
+        not dash
+        or (first and not first.isdigit())
+        or (last and not last.isdigit())
+        or not (first or last)
+        or not (first + last).isascii()
+    ):
         raise ValueError(_RANGE_FORMS)
     if not first:  # suffix: the last n bytes
         n = int(last)
@@ -102,8 +107,9 @@ def parse_http_date(value: str) -> float | None:
         return None
 
 
-def not_modified(if_none_match: str | None, if_modified_since: str | None, tag: str,
-                 mtime: float) -> bool:
+def not_modified(
+    if_none_match: str | None, if_modified_since: str | None, tag: str, mtime: float
+) -> bool:
     """True when a GET/HEAD with these conditions is answered 304 (If-None-Match wins)."""
     if if_none_match is not None:
         tags = [t.strip().removeprefix("W/") for t in if_none_match.split(",")]

@@ -51,8 +51,9 @@ def split(value: int) -> tuple[int, int]:
         raise ValueError(f"{value} is outside {MIN_TAG}-{MAX_TAG}")
     experiment, activity = value >> 6, value & MAX_ACTIVITY
     if experiment < 1 or activity < 1:
-        raise ValueError(f"{value} has experiment {experiment}, activity {activity} "
-                         "(both must be at least 1)")
+        raise ValueError(
+            f"{value} has experiment {experiment}, activity {activity} (both must be at least 1)"
+        )
     return experiment, activity
 
 
@@ -110,8 +111,9 @@ class Registry:
             exp = self.experiment(experiment)
         except KeyError:
             known = ", ".join(e.name for e in self.experiments)
-            raise KeyError(f"experiment {experiment[:80]!r} is not in the registry "
-                           f"(known: {known})") from None
+            raise KeyError(
+                f"experiment {experiment[:80]!r} is not in the registry (known: {known})"
+            ) from None
         key = activity.strip().lower()
         for name, act_id in exp.activities.items():
             if name.lower() == key or (key.isdigit() and int(key) == act_id):
@@ -136,10 +138,15 @@ def _int(value: object, what: str, hi: int) -> int:
 
 
 def _name(value: object, what: str) -> str:
-    if (not isinstance(value, str) or not value.strip() or len(value) > MAX_NAME
-            or not value.isprintable()):
-        raise ValueError(f"{what} must be a printable name of 1-{MAX_NAME} characters, "
-                         f"not {value!r:.60}")
+    if (
+        not isinstance(value, str)
+        or not value.strip()
+        or len(value) > MAX_NAME
+        or not value.isprintable()
+    ):
+        raise ValueError(
+            f"{what} must be a printable name of 1-{MAX_NAME} characters, not {value!r:.60}"
+        )
     return value
 
 
@@ -159,8 +166,9 @@ def parse_registry(data: bytes, source: str) -> Registry:
     if version != 1 or isinstance(version, bool):
         raise ValueError(f"registry version {version!r:.20} (dtnkit reads version 1)")
     modified = doc.get("modified")
-    if modified is not None and not (isinstance(modified, str) and len(modified) <= 64
-                                     and modified.isprintable()):
+    if modified is not None and not (
+        isinstance(modified, str) and len(modified) <= 64 and modified.isprintable()
+    ):
         raise ValueError('"modified" must be a time string')
     experiments: list[Experiment] = []
     seen_ids: set[int] = set()
@@ -183,11 +191,9 @@ def parse_registry(data: bytes, source: str) -> Registry:
             if not isinstance(act, dict):
                 raise ValueError(f"activity #{j + 1} of {name!r} is not an object")
             act_name = _name(act.get("activityName"), f"activity #{j + 1} of {name!r}")
-            act_id = _int(act.get("activityId"), f"activity {act_name!r} of {name!r}",
-                          MAX_ACTIVITY)
+            act_id = _int(act.get("activityId"), f"activity {act_name!r} of {name!r}", MAX_ACTIVITY)
             if act_id in act_ids or act_name.lower() in {a.lower() for a in activities}:
-                raise ValueError(f"activity {act_name!r} (id {act_id}) of {name!r} is "
-                                 "listed twice")
+                raise ValueError(f"activity {act_name!r} (id {act_id}) of {name!r} is listed twice")
             act_ids.add(act_id)
             activities[act_name] = act_id
         experiments.append(Experiment(name, exp_id, activities))
@@ -209,11 +215,13 @@ def flow_label(value: int, entropy: int) -> int:
     tag whose experiment does not fit the label's 9 bits."""
     experiment, activity = split(value)
     if experiment > MAX_LABEL_EXPERIMENT:
-        raise ValueError(f"experiment {experiment} does not fit the flow label (at most "
-                         f"{MAX_LABEL_EXPERIMENT})")
+        raise ValueError(
+            f"experiment {experiment} does not fit the flow label (at most {MAX_LABEL_EXPERIMENT})"
+        )
     e = entropy & 0x1F
-    return ((e >> 3) << 18 | reverse9(experiment) << 9 | ((e >> 2) & 1) << 8
-            | activity << 2 | (e & 3))
+    return (
+        (e >> 3) << 18 | reverse9(experiment) << 9 | ((e >> 2) & 1) << 8 | activity << 2 | (e & 3)
+    )
 
 
 def label_tag(label: int) -> tuple[int, int]:
@@ -243,9 +251,17 @@ def iso(epoch: float) -> str:
     return datetime.datetime.fromtimestamp(epoch, datetime.UTC).isoformat(timespec="microseconds")
 
 
-def firefly(state: str, flow: Flow, value: int, *, start: float, end: float | None = None,
-            received: int | None = None, sent: int | None = None,
-            application: str = "dtnkit") -> dict[str, object]:
+def firefly(
+    state: str,
+    flow: Flow,
+    value: int,
+    *,
+    start: float,
+    end: float | None = None,
+    received: int | None = None,
+    sent: int | None = None,
+    application: str = "dtnkit",
+) -> dict[str, object]:
     """The firefly JSON (schema v1) of *flow* tagged *value*, in *state* (start|end)."""
     experiment, activity = value >> 6, value & MAX_ACTIVITY
     lifecycle: dict[str, object] = {"state": state, "start-time": iso(start)}
@@ -257,11 +273,19 @@ def firefly(state: str, flow: Flow, value: int, *, start: float, end: float | No
     doc: dict[str, object] = {
         "version": 1,
         "flow-lifecycle": lifecycle,
-        "flow-id": {"afi": flow.afi, "src-ip": flow.src_ip, "dst-ip": flow.dst_ip,
-                    "protocol": "tcp", "src-port": flow.src_port,
-                    "dst-port": flow.dst_port},
-        "context": {"experiment-id": experiment, "activity-id": activity,
-                    "application": application},
+        "flow-id": {
+            "afi": flow.afi,
+            "src-ip": flow.src_ip,
+            "dst-ip": flow.dst_ip,
+            "protocol": "tcp",
+            "src-port": flow.src_port,
+            "dst-port": flow.dst_port,
+        },
+        "context": {
+            "experiment-id": experiment,
+            "activity-id": activity,
+            "application": application,
+        },
     }
     if received is not None or sent is not None:
         doc["usage"] = {"received": received or 0, "sent": sent or 0}
@@ -273,4 +297,3 @@ def datagram(doc: dict[str, object], hostname: str, now: float) -> bytes:
     host = "".join(c for c in hostname if "!" <= c <= "~")[:255] or "-"
     head = f"<134>1 {iso(now)} {host} dtnkit - firefly-json - "
     return head.encode("ascii") + json.dumps(doc, separators=(",", ":")).encode("ascii")
-

@@ -170,16 +170,26 @@ def type_name(value: Value) -> str:
     """A value's type as JSON and TOML users know it."""
     if value is None:
         return "null"
-    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
-            list: "a list", dict: "an object"}.get(type(value), type(value).__name__)
+    return {
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        list: "a list",
+        dict: "an object",
+    }.get(type(value), type(value).__name__)
 
 
 def valid_ifname(name: str) -> bool:
     """Whether the kernel would take ``name`` as an interface name (``dev_valid_name``: 1-15
     bytes, not ``.`` or ``..``, no ``/``, ``:`` or blank), so a snapshot key cannot name a
     path such as ``link/../../etc/mtu``."""
-    return (0 < len(name.encode()) < 16 and name not in (".", "..")
-            and not any(c in name for c in "/:") and not any(c.isspace() for c in name))
+    return (
+        0 < len(name.encode()) < 16
+        and name not in (".", "..")
+        and not any(c in name for c in "/:")
+        and not any(c.isspace() for c in name)
+    )
 
 
 class DeviceTunable(Tunable):

@@ -31,8 +31,11 @@ class GovernorTunable(Tunable):
 
     @staticmethod
     def cpus(host: Host) -> list[str]:
-        names = [n for n in host.listdir("/sys/devices/system/cpu")
-                 if n.startswith("cpu") and n[3:].isdigit()]
+        names = [
+            n
+            for n in host.listdir("/sys/devices/system/cpu")
+            if n.startswith("cpu") and n[3:].isdigit()
+        ]
         return sorted(names, key=lambda n: int(n[3:]))
 
     def read(self, host: Host) -> Value | Unavailable:
@@ -87,8 +90,10 @@ class GovernorTunable(Tunable):
     def unsafe(self, value: Value, host: Host | None = None) -> str | None:
         names = set(value.values()) if isinstance(value, dict) else {value}
         if "userspace" in names:
-            return ("userspace leaves each CPU at the fixed speed in scaling_setspeed (often "
-                    "the lowest) until a daemon sets it")
+            return (
+                "userspace leaves each CPU at the fixed speed in scaling_setspeed (often "
+                "the lowest) until a daemon sets it"
+            )
         return None
 
     def write(self, host: Host, value: Value) -> None:
@@ -101,6 +106,8 @@ class GovernorTunable(Tunable):
         value = spec.value
         avail = self.available(host)
         if avail and value not in avail:
-            return NoWant(AuditStatus.UNSUPPORTED, f"{value} is not offered by the cpufreq driver "
-                                         f"(available: {' '.join(avail)})")
+            return NoWant(
+                AuditStatus.UNSUPPORTED,
+                f"{value} is not offered by the cpufreq driver (available: {' '.join(avail)})",
+            )
         return Want(value, mode, "")

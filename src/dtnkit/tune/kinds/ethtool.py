@@ -54,8 +54,9 @@ class RingTunable(DeviceTunable, CommandTunable):
         return cls(device, name)
 
     def rings(self, host: Host) -> Rings | Unavailable:
-        return ethtool_read(host, "-g", str(self.device), parse_ethtool_rings_json,
-                            parse_ethtool_rings_text)
+        return ethtool_read(
+            host, "-g", str(self.device), parse_ethtool_rings_json, parse_ethtool_rings_text
+        )
 
     def read(self, host: Host) -> Value | Unavailable:
         rings = self.rings(host)
@@ -95,8 +96,9 @@ class FeatureTunable(DeviceTunable, CommandTunable):
         return cls(device, name)
 
     def features(self, host: Host) -> dict[str, Feature] | Unavailable:
-        return ethtool_read(host, "-k", str(self.device), parse_ethtool_features_json,
-                            parse_ethtool_features_text)
+        return ethtool_read(
+            host, "-k", str(self.device), parse_ethtool_features_json, parse_ethtool_features_text
+        )
 
     def read(self, host: Host) -> Value | Unavailable:
         feats = self.features(host)
@@ -168,8 +170,13 @@ class CoalesceTunable(EthtoolSwitch):
         return cls(device, name)
 
     def pick(self, host: Host) -> bool | Unavailable | None:
-        co = ethtool_read(host, self.read_flag, str(self.device),
-                          parse_ethtool_coalesce_json, parse_ethtool_coalesce_text)
+        co = ethtool_read(
+            host,
+            self.read_flag,
+            str(self.device),
+            parse_ethtool_coalesce_json,
+            parse_ethtool_coalesce_text,
+        )
         if isinstance(co, Unavailable):
             return co
         return co.adaptive_rx if self.which == "adaptive-rx" else co.adaptive_tx
@@ -188,8 +195,13 @@ class PauseTunable(EthtoolSwitch):
         return cls(device, name)
 
     def pick(self, host: Host) -> bool | Unavailable | None:
-        pause = ethtool_read(host, self.read_flag, str(self.device),
-                             parse_ethtool_pause_json, parse_ethtool_pause_text)
+        pause = ethtool_read(
+            host,
+            self.read_flag,
+            str(self.device),
+            parse_ethtool_pause_json,
+            parse_ethtool_pause_text,
+        )
         if isinstance(pause, Unavailable):
             return pause
         return pause.rx if self.which == "rx" else pause.tx

@@ -58,8 +58,11 @@ class Ipv6Tunable(DeviceTunable):
     names = ("addresses", "conf", "routes")
     snapshot_only = True
     persist_recommended = False
-    _labels: ClassVar[dict[str, str]] = {"addresses": "IPv6 addresses",
-                                         "conf": "IPv6 settings", "routes": "IPv6 routes"}
+    _labels: ClassVar[dict[str, str]] = {
+        "addresses": "IPv6 addresses",
+        "conf": "IPv6 settings",
+        "routes": "IPv6 routes",
+    }
     _one: ClassVar[dict[str, str]] = {"addresses": "address", "routes": "route"}
 
     def __init__(self, device: str, attr: str) -> None:
@@ -79,8 +82,11 @@ class Ipv6Tunable(DeviceTunable):
             return Unavailable(f"no interface {dev}")
         if self.attr == "conf":
             return self._read_conf(host)
-        argv = (["ip", "-6", "-j", "addr", "show", "dev", dev] if self.attr == "addresses"
-                else ["ip", "-6", "-j", "route", "show", "table", "main", "dev", dev])
+        argv = (
+            ["ip", "-6", "-j", "addr", "show", "dev", dev]
+            if self.attr == "addresses"
+            else ["ip", "-6", "-j", "route", "show", "table", "main", "dev", dev]
+        )
         res = host.query(argv)
         if not res.ok:
             return Unavailable(f"cannot list the IPv6 {self.attr} of {dev}: {res.message()}")
@@ -90,7 +96,7 @@ class Ipv6Tunable(DeviceTunable):
             return Unavailable(f"`{' '.join(argv)}` printed no JSON")
         if not isinstance(doc, list):
             return Unavailable(f"`{' '.join(argv)}` printed no list")
-        entries = (_addresses(doc) if self.attr == "addresses" else _routes(doc))
+        entries = _addresses(doc) if self.attr == "addresses" else _routes(doc)
         return sorted(set(entries))
 
     def _conf_dir(self) -> str:
@@ -115,7 +121,8 @@ class Ipv6Tunable(DeviceTunable):
         if isinstance(current, dict) and isinstance(want, dict):
             # (a setting this kernel does not have is no difference; no settings at all is)
             return (bool(current) or not want) and all(
-                _same(current[k], v) for k, v in want.items() if k in current)
+                _same(current[k], v) for k, v in want.items() if k in current
+            )
         if not isinstance(current, list) or not isinstance(want, list):
             return bool(current == want)
         return {self._ident(v) for v in want} <= {self._ident(v) for v in current}
@@ -158,7 +165,8 @@ class Ipv6Tunable(DeviceTunable):
                 f"cannot put back the {self.label} of {dev} ({', '.join(missing)})",
                 f"its MTU is {mtu}, below IPv6's minimum {IPV6_MIN_MTU}, so the kernel runs "
                 "no IPv6 on it",
-                f"set its MTU to {IPV6_MIN_MTU} or more and restore again")
+                f"set its MTU to {IPV6_MIN_MTU} or more and restore again",
+            )
         added: list[str] = []
         for entry in missing:
             argv = self._add(entry)
@@ -167,10 +175,11 @@ class Ipv6Tunable(DeviceTunable):
                 for done in reversed(added):
                     host.change(self._add(done, verb="del"))
                 one = self._one[self.attr]
-                raise DtnkitError(f"cannot put back the IPv6 {one} {entry} on {dev}",
-                                  res.message(),
-                                  f"check it with `ip -6 {one} show dev {dev}`; the snapshot "
-                                  "still holds it")
+                raise DtnkitError(
+                    f"cannot put back the IPv6 {one} {entry} on {dev}",
+                    res.message(),
+                    f"check it with `ip -6 {one} show dev {dev}`; the snapshot still holds it",
+                )
             added.append(entry)
 
     def _write_conf(self, host: Host, want: dict[str, str], now: dict[str, str]) -> None:
@@ -180,7 +189,8 @@ class Ipv6Tunable(DeviceTunable):
                 f"cannot put back the IPv6 settings of {self.device}",
                 f"{self._conf_dir()} is not there: the kernel runs no IPv6 on it (an MTU "
                 f"below {IPV6_MIN_MTU})",
-                f"set its MTU to {IPV6_MIN_MTU} or more and restore again")
+                f"set its MTU to {IPV6_MIN_MTU} or more and restore again",
+            )
         done: list[str] = []
         # disable_ipv6 first: writing 1 takes the addresses off, writing 0 makes a link-local
         for name in sorted(differ, key=lambda k: (k != "disable_ipv6", k)):
@@ -199,9 +209,11 @@ class Ipv6Tunable(DeviceTunable):
             flags = words[1:] if verb == "add" else []
             return ["ip", "-6", "addr", verb, words[0], "dev", str(self.device), *flags]
         dst, rest = words[0], words[1:]
-        return ["ip", "-6", "route", verb, dst, *rest[:2], "dev", str(self.device), *rest[2:]] \
-            if rest[:1] == ["via"] else ["ip", "-6", "route", verb, dst, "dev",
-                                         str(self.device), *rest]
+        return (
+            ["ip", "-6", "route", verb, dst, *rest[:2], "dev", str(self.device), *rest[2:]]
+            if rest[:1] == ["via"]
+            else ["ip", "-6", "route", verb, dst, "dev", str(self.device), *rest]
+        )
 
     def validate(self, value: Value) -> str | None:
         if self.attr == "conf":
@@ -220,8 +232,7 @@ class Ipv6Tunable(DeviceTunable):
 
 def _same(current: Any, want: Any) -> bool:
     """Two sysctl texts alike but for their blanks."""
-    return isinstance(current, str) and isinstance(want, str) and \
-        current.split() == want.split()
+    return isinstance(current, str) and isinstance(want, str) and current.split() == want.split()
 
 
 # ---- what ip prints, as entries ------------------------------------------------------------
@@ -236,8 +247,12 @@ def _addresses(doc: list[Any]) -> list[str]:
                 continue
             if info.get("valid_life_time", _FOREVER) != _FOREVER:
                 continue
-            entry = " ".join([f"{info.get('local')}/{info.get('prefixlen')}",
-                              *(f for f in ADDRESS_FLAGS if info.get(f) is True)])
+            entry = " ".join(
+                [
+                    f"{info.get('local')}/{info.get('prefixlen')}",
+                    *(f for f in ADDRESS_FLAGS if info.get(f) is True),
+                ]
+            )
             if check_address(entry) is None:
                 out.append(_normal_address(entry))
     return out
@@ -296,8 +311,7 @@ def check_address(entry: Any) -> str | None:
         return f"{first!r} is not an address restore puts back (link-local, multicast, :: or ::1)"
     unknown = [f for f in flags if f not in ADDRESS_FLAGS]
     if unknown or len(set(flags)) != len(flags):
-        return (f"{entry[:60]!r} has flags other than {', '.join(ADDRESS_FLAGS)} (each at most "
-                "once)")
+        return f"{entry[:60]!r} has flags other than {', '.join(ADDRESS_FLAGS)} (each at most once)"
     return None
 
 
@@ -311,8 +325,10 @@ def check_route(entry: Any) -> str | None:
         try:
             ipaddress.IPv6Network(dst)
         except ValueError:
-            return _bad(entry, "route: its destination must be 'default' or a prefix such as "
-                        "'2001:db8::/32'")
+            return _bad(
+                entry,
+                "route: its destination must be 'default' or a prefix such as '2001:db8::/32'",
+            )
     if words[:1] == ["via"]:
         try:
             gw = ipaddress.IPv6Address(words[1] if len(words) > 1 else "")
@@ -321,8 +337,13 @@ def check_route(entry: Any) -> str | None:
         if gw.is_multicast or gw.is_unspecified:
             return _bad(entry, "route: its gateway is multicast or ::")
         words = words[2:]
-    if words[:1] != ["metric"] or len(words) < 2 or not words[1].isdigit() \
-            or len(words[1]) > 10 or int(words[1]) >= 2**32:
+    if (
+        words[:1] != ["metric"]
+        or len(words) < 2
+        or not words[1].isdigit()
+        or len(words[1]) > 10
+        or int(words[1]) >= 2**32
+    ):
         return _bad(entry, "route: it needs 'metric N' with N from 0 to 4294967295")
     rest = words[2:]
     if rest[:1] == ["onlink"]:
@@ -340,8 +361,10 @@ def check_conf(value: Any) -> str | None:
         return f"it holds {len(value)} settings, at most {MAX_ENTRIES}"
     for name, text in value.items():
         if not _CONF_NAME.fullmatch(name):
-            return (f"{name[:40]!r} is not the name of a net.ipv6.conf setting (lower-case "
-                    "letters, digits and '_')")
+            return (
+                f"{name[:40]!r} is not the name of a net.ipv6.conf setting (lower-case "
+                "letters, digits and '_')"
+            )
         if not isinstance(text, str):
             return f"the value of {name} must be text, not {type_name(text)}"
         why = check_scalar(text)

@@ -28,8 +28,10 @@ class LinkTunable(DeviceTunable, CommandTunable):
     _files: ClassVar[dict[str, str]] = {"mtu": "mtu", "txqueuelen": "tx_queue_len"}
     # what the kernel takes: MTU from IPv4's minimum to the largest any device has (lo);
     # tx_queue_len is an unsigned 32-bit count (ip link stores -5 as 4294967291)
-    bounds: ClassVar[dict[str, tuple[int, int]]] = {"mtu": (68, 65536),
-                                                    "txqueuelen": (0, 2**32 - 1)}
+    bounds: ClassVar[dict[str, tuple[int, int]]] = {
+        "mtu": (68, 65536),
+        "txqueuelen": (0, 2**32 - 1),
+    }
 
     def __init__(self, device: str, attr: str) -> None:
         if attr not in self._files:
@@ -61,8 +63,10 @@ class LinkTunable(DeviceTunable, CommandTunable):
             return None
         if host is not None and not self._ipv6_runs(host):
             return None  # no IPv6 on this interface to cut (its settings: see drops)
-        return (f"an MTU below {IPV6_MIN_MTU} (IPv6's minimum, RFC 8200) takes IPv6 off "
-                f"{self.device}: its addresses and routes are removed")
+        return (
+            f"an MTU below {IPV6_MIN_MTU} (IPv6's minimum, RFC 8200) takes IPv6 off "
+            f"{self.device}: its addresses and routes are removed"
+        )
 
     def _ipv6_runs(self, host: Host) -> bool:
         flag = host.read(f"/proc/sys/net/ipv6/conf/{self.device}/disable_ipv6")
@@ -88,8 +92,9 @@ class LinkTunable(DeviceTunable, CommandTunable):
         held = self._bridge_held(ctx, int(spec.value), mode)
         if held is not None:
             return held
-        return Want(spec.value, mode,
-                    "applied only with --mtu; the whole path must carry jumbo frames")
+        return Want(
+            spec.value, mode, "applied only with --mtu; the whole path must carry jumbo frames"
+        )
 
     def _bridge_held(self, ctx: Context, value: int, mode: str) -> NoWant | None:
         """A bridge whose MTU follows its ports' (the smallest of them) and would not reach
@@ -111,8 +116,13 @@ class LinkTunable(DeviceTunable, CommandTunable):
             return None  # the ports take it there: the bridge follows
         held = sorted((p for p in ports if p.name not in stack), key=lambda p: p.mtu)
         names = ", ".join(f"{p.name} ({p.mtu})" for p in held)
-        return NoWant(AuditStatus.UNKNOWN, (
-            f"{bridge.name} follows its ports' MTU, and {names} would hold it where it is: "
-            "apply sets only the selected interfaces, and a bridge MTU set by hand stops "
-            "following its ports until the bridge is re-created, which restore cannot undo; "
-            f"select every port (--iface {bridge.name})"), give=f"--iface {bridge.name}")
+        return NoWant(
+            AuditStatus.UNKNOWN,
+            (
+                f"{bridge.name} follows its ports' MTU, and {names} would hold it where it is: "
+                "apply sets only the selected interfaces, and a bridge MTU set by hand stops "
+                "following its ports until the bridge is re-created, which restore cannot undo; "
+                f"select every port (--iface {bridge.name})"
+            ),
+            give=f"--iface {bridge.name}",
+        )

@@ -47,11 +47,32 @@ OPTIONS: dict[str, tuple[str, ...]] = {
     "htb": ("r2q", "default", "direct_qlen"),
     "mq": (),
     "noqueue": (),
-    "fq": ("limit", "flow_limit", "quantum", "initial_quantum", "buckets", "maxrate",
-           "low_rate_threshold", "refill_delay", "orphan_mask", "pacing", "ce_threshold",
-           "horizon", "horizon_drop"),
-    "fq_codel": ("limit", "flows", "quantum", "target", "interval", "memory_limit", "ecn",
-                 "drop_batch", "ce_threshold"),
+    "fq": (
+        "limit",
+        "flow_limit",
+        "quantum",
+        "initial_quantum",
+        "buckets",
+        "maxrate",
+        "low_rate_threshold",
+        "refill_delay",
+        "orphan_mask",
+        "pacing",
+        "ce_threshold",
+        "horizon",
+        "horizon_drop",
+    ),
+    "fq_codel": (
+        "limit",
+        "flows",
+        "quantum",
+        "target",
+        "interval",
+        "memory_limit",
+        "ecn",
+        "drop_batch",
+        "ce_threshold",
+    ),
 }
 # The options of an htb class, as ``tc -d class show`` prints them (``level`` is derived).
 _HTB_CLASS_OPTIONS = ("prio", "quantum", "rate", "ceil", "burst", "cburst")
@@ -76,10 +97,12 @@ def _qdisc_args(kind: str, options: dict[str, Any], tick: float = DEFAULT_TICK) 
         peak_args: list[str] = []
         if "minburst" in options:
             if not isinstance(options.get("peakrate"), str):
-                raise DtnkitError("cannot recreate a tbf with a peak rate",
-                                  "the snapshot does not hold the peak rate (tc -j does not "
-                                  "report it; dtnkit reads it from tc -d since)",
-                                  "restore it by hand with tc, or save a new snapshot")
+                raise DtnkitError(
+                    "cannot recreate a tbf with a peak rate",
+                    "the snapshot does not hold the peak rate (tc -j does not "
+                    "report it; dtnkit reads it from tc -d since)",
+                    "restore it by hand with tc, or save a new snapshot",
+                )
             peak_bits = _rate_bits(options["peakrate"])
             prate = peak_bits // 8  # the kernel keeps bytes/s
             mtu = burst_for(prate, int(options["minburst"]), tick)
@@ -87,13 +110,20 @@ def _qdisc_args(kind: str, options: dict[str, Any], tick: float = DEFAULT_TICK) 
             peak_args = ["peakrate", f"{peak_bits}bit", "mtu", f"{mtu}b"]
         if "limit" in options:
             buffer = burst_for(rate, burst, tick)
-            args += ["rate", f"{rate}bps", "burst", f"{buffer}b", *peak_args,
-                     "limit", f"{int(options['limit'])}b"]
+            args += [
+                "rate",
+                f"{rate}bps",
+                "burst",
+                f"{buffer}b",
+                *peak_args,
+                "limit",
+                f"{int(options['limit'])}b",
+            ]
         else:
-            buffer, limit = tbf_buffer_and_limit(rate, burst, int(options.get("lat", 50000)),
-                                                 tick, peak)
-            args += ["rate", f"{rate}bps", "burst", f"{buffer}b", *peak_args,
-                     "limit", f"{limit}b"]
+            buffer, limit = tbf_buffer_and_limit(
+                rate, burst, int(options.get("lat", 50000)), tick, peak
+            )
+            args += ["rate", f"{rate}bps", "burst", f"{buffer}b", *peak_args, "limit", f"{limit}b"]
     elif kind in ("pfifo", "bfifo"):
         if "limit" in options:
             args += ["limit", str(options["limit"])]
@@ -130,8 +160,11 @@ def _qdisc_args(kind: str, options: dict[str, Any], tick: float = DEFAULT_TICK) 
     elif kind in ("mq", "pfifo_fast", "noqueue"):
         pass
     else:
-        raise DtnkitError(f"cannot recreate a {kind} qdisc", "dtnkit does not know its options",
-                          "restore it by hand with tc")
+        raise DtnkitError(
+            f"cannot recreate a {kind} qdisc",
+            "dtnkit does not know its options",
+            "restore it by hand with tc",
+        )
     return args
 
 
@@ -157,8 +190,7 @@ def psched_tick(host: Host) -> float:
     return t2us / us2t * (clock_res / 1e6) if us2t else DEFAULT_TICK
 
 
-def shown_burst(rate: int, burst: int, tick: float = DEFAULT_TICK,
-                whole_us: bool = False) -> int:
+def shown_burst(rate: int, burst: int, tick: float = DEFAULT_TICK, whole_us: bool = False) -> int:
     """The burst tc shows after writing ``burst`` bytes at ``rate`` bytes/s."""
     us = 1e6 * (burst / rate)
     ticks = int((int(us) if whole_us else us) * tick)
@@ -192,8 +224,9 @@ def _us(size: int, rate: int, tick: float) -> int:
     return int(int(1e6 * (size / rate) * tick) / tick)
 
 
-def _exact_tbf_limit(rate: int, burst: int, lat_us: int, tick: float,
-                     peak: tuple[int, int] | None = None) -> int | None:
+def _exact_tbf_limit(
+    rate: int, burst: int, lat_us: int, tick: float, peak: tuple[int, int] | None = None
+) -> int | None:
     """A limit (bytes) for which tc shows ``lat_us`` as the latency of a tbf whose buffer is
     ``burst`` bytes, or None: tc computes 1e6 * limit / rate - int(ticks / TICK), with a peak
     rate (``peak``: its bytes/s and the mtu bytes written) the larger of that and the same at
@@ -218,8 +251,13 @@ def _exact_tbf_limit(rate: int, burst: int, lat_us: int, tick: float,
     return None
 
 
-def tbf_limit_for(rate: int, burst: int, lat_us: int, tick: float = DEFAULT_TICK,
-                  peak: tuple[int, int] | None = None) -> int:
+def tbf_limit_for(
+    rate: int,
+    burst: int,
+    lat_us: int,
+    tick: float = DEFAULT_TICK,
+    peak: tuple[int, int] | None = None,
+) -> int:
     """A limit (bytes) for which tc shows ``lat_us`` as the latency of a tbf (see
     :func:`_exact_tbf_limit`), or the nearest tc would compute from a latency."""
     exact = _exact_tbf_limit(rate, burst, lat_us, tick, peak)
@@ -248,8 +286,13 @@ def codel_shown(us: int) -> int:
 _TBF_TRIES = 256
 
 
-def tbf_buffer_and_limit(rate: int, shown: int, lat_us: int, tick: float = DEFAULT_TICK,
-                         peak: tuple[int, int] | None = None) -> tuple[int, int]:
+def tbf_buffer_and_limit(
+    rate: int,
+    shown: int,
+    lat_us: int,
+    tick: float = DEFAULT_TICK,
+    peak: tuple[int, int] | None = None,
+) -> tuple[int, int]:
     """(buffer, limit) bytes that tc shows as burst ``shown`` and latency ``lat_us``.
 
     The latency tc shows depends on the exact buffer, not only on the burst it shows: at low
@@ -263,8 +306,10 @@ def tbf_buffer_and_limit(rate: int, shown: int, lat_us: int, tick: float = DEFAU
         return middle, tbf_limit_for(rate, middle, lat_us, tick, peak) if rate > 0 else shown
     low = _first(rate, shown, tick, False)
     high = _first(rate, shown + 1, tick, False) - 1
-    tries = sorted(range(max(low, middle - _TBF_TRIES), min(high, middle + _TBF_TRIES) + 1),
-                   key=lambda b: (abs(b - middle), b))
+    tries = sorted(
+        range(max(low, middle - _TBF_TRIES), min(high, middle + _TBF_TRIES) + 1),
+        key=lambda b: (abs(b - middle), b),
+    )
     for buffer in tries or [middle]:
         limit = _exact_tbf_limit(rate, buffer, lat_us, tick, peak)
         if limit is not None:
@@ -273,14 +318,23 @@ def tbf_buffer_and_limit(rate: int, shown: int, lat_us: int, tick: float = DEFAU
 
 
 # ---- htb classes ----------------------------------------------------------------------------
-_RATE_UNITS = {"": 1, "K": 1000, "M": 1000**2, "G": 1000**3, "T": 1000**4,
-               "Ki": 1024, "Mi": 1024**2, "Gi": 1024**3, "Ti": 1024**4}
+_RATE_UNITS = {
+    "": 1,
+    "K": 1000,
+    "M": 1000**2,
+    "G": 1000**3,
+    "T": 1000**4,
+    "Ki": 1024,
+    "Mi": 1024**2,
+    "Gi": 1024**3,
+    "Ti": 1024**4,
+}
 
 
 def _rate_bits(text: str) -> int:
     """Bits/s of a rate as tc prints it (``100Mbit``, ``123456Kbit``, ``1Gibit``)."""
     number = text.rstrip("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
-    unit = text[len(number):]
+    unit = text[len(number) :]
     if unit.endswith("bit"):
         scale, per = _RATE_UNITS.get(unit[:-3]), 1
     elif unit.endswith("bps"):
@@ -288,8 +342,11 @@ def _rate_bits(text: str) -> int:
     else:
         scale, per = None, 1
     if scale is None or not number:
-        raise DtnkitError(f"cannot read the rate {text!r}", "tc printed a unit dtnkit does not "
-                          "know", "restore it by hand with tc")
+        raise DtnkitError(
+            f"cannot read the rate {text!r}",
+            "tc printed a unit dtnkit does not know",
+            "restore it by hand with tc",
+        )
     return int(float(number) * scale * per)
 
 
@@ -301,8 +358,11 @@ def _bytes(text: str) -> int:
             return int(size[: -len(suffix)]) * scale
     if size.isdigit():
         return int(size)
-    raise DtnkitError(f"cannot read the size {text!r}", "tc printed a unit dtnkit does not know",
-                      "restore it by hand with tc")
+    raise DtnkitError(
+        f"cannot read the size {text!r}",
+        "tc printed a unit dtnkit does not know",
+        "restore it by hand with tc",
+    )
 
 
 def size_text(size: int) -> str:
@@ -324,10 +384,19 @@ _WORDS: dict[str, tuple[tuple[str, str], ...]] = {
     "pfifo": (("limit", "packets"),),
     "bfifo": (("limit", "size"),),
     "pfifo_fast": (("bands", "plain"),),
-    "fq": (("limit", "packets"), ("flow_limit", "packets"), ("quantum", "size"),
-           ("maxrate", "rate")),
-    "fq_codel": (("limit", "packets"), ("flows", "plain"), ("target", "time"),
-                 ("interval", "time"), ("ecn", "flag")),
+    "fq": (
+        ("limit", "packets"),
+        ("flow_limit", "packets"),
+        ("quantum", "size"),
+        ("maxrate", "rate"),
+    ),
+    "fq_codel": (
+        ("limit", "packets"),
+        ("flows", "plain"),
+        ("target", "time"),
+        ("interval", "time"),
+        ("ecn", "flag"),
+    ),
 }
 #: the most words a qdisc is shown in (a document from elsewhere may hold anything)
 WORDS_MOST = 300
@@ -359,8 +428,11 @@ def _option_text(value: Any, how: str) -> str | None:
     if how == "flag":
         return "" if value is True else None
     if how == "plain" or not number:
-        return str(value) if isinstance(value, str | int | float) and not isinstance(
-            value, bool) else None
+        return (
+            str(value)
+            if isinstance(value, str | int | float) and not isinstance(value, bool)
+            else None
+        )
     if how == "rate":
         return rate_text(value)
     if how == "size":
@@ -377,8 +449,11 @@ def qdisc_words(kind: object, options: object) -> str:
     name = str(kind) if isinstance(kind, str | int) else "?"
     opts = options if isinstance(options, dict) else {}
     known = _WORDS.get(name)
-    pairs = known if known is not None else tuple(
-        (k, "plain") for k in list(opts)[:4] if isinstance(k, str))
+    pairs = (
+        known
+        if known is not None
+        else tuple((k, "plain") for k in list(opts)[:4] if isinstance(k, str))
+    )
     words = [name]
     for key, how in pairs:
         if key == "limit" and name == "tbf" and "lat" in opts:
@@ -400,15 +475,24 @@ def words(value: Value) -> str:
         return _one_line(str(value))
     if "maxrate_bps" in value:
         rate = value.get("maxrate_bps")
-        cap = f" maxrate {rate / 1e9:g}gbit" if isinstance(rate, int | float) and not \
-            isinstance(rate, bool) and rate else ""
+        cap = (
+            f" maxrate {rate / 1e9:g}gbit"
+            if isinstance(rate, int | float) and not isinstance(rate, bool) and rate
+            else ""
+        )
         return f"mq + fq{cap}" if value.get("mq") else f"fq{cap}"
     kind = value.get("kind")
     head = qdisc_words(kind, value.get("options"))
-    children = [c for c in value.get("children") or [] if isinstance(c, dict)] \
-        if isinstance(value.get("children"), list) else []
-    classes = [c for c in value.get("classes") or [] if isinstance(c, dict)] \
-        if isinstance(value.get("classes"), list) else []
+    children = (
+        [c for c in value.get("children") or [] if isinstance(c, dict)]
+        if isinstance(value.get("children"), list)
+        else []
+    )
+    classes = (
+        [c for c in value.get("classes") or [] if isinstance(c, dict)]
+        if isinstance(value.get("classes"), list)
+        else []
+    )
     parts = [head]
     if kind == "mq" and children:
         shown: dict[str, int] = {}
@@ -427,8 +511,7 @@ def words(value: Value) -> str:
             said = [f"{k} {opts[k]}" for k in ("rate", "ceil") if isinstance(opts.get(k), str)]
             parts.append(" ".join([f"class {c.get('classid')}", *said]))
         for c in children:
-            parts.append(f"{qdisc_words(c.get('kind'), c.get('options'))} under "
-                         f"{c.get('parent')}")
+            parts.append(f"{qdisc_words(c.get('kind'), c.get('options'))} under {c.get('parent')}")
     untouched = value.get("untouched")
     if isinstance(untouched, list) and untouched:
         parts.append(f"{'/'.join(map(str, untouched))} and filters left as they are")
@@ -438,7 +521,7 @@ def words(value: Value) -> str:
 def _one_line(text: str) -> str:
     """One line of at most WORDS_MOST characters, whatever a document's value held."""
     text = " ".join(text.split())
-    return text if len(text) <= WORDS_MOST else text[:WORDS_MOST - 3] + "..."
+    return text if len(text) <= WORDS_MOST else text[: WORDS_MOST - 3] + "..."
 
 
 def _size_fuzz(text: str) -> int:
@@ -474,8 +557,7 @@ def class_burst_for(rate: int, text: str, tick: float = DEFAULT_TICK) -> int:
         return target
     above = _first(rate, target, tick, True)
     below = max(above - 1, 1)
-    return min((above, below),
-               key=lambda burst: abs(shown_burst(rate, burst, tick, True) - target))
+    return min((above, below), key=lambda burst: abs(shown_burst(rate, burst, tick, True) - target))
 
 
 def _class_args(options: dict[str, Any], tick: float = DEFAULT_TICK) -> list[str]:
@@ -500,9 +582,14 @@ def _classes_match(current: list[dict[str, Any]], want: list[dict[str, Any]]) ->
     microsecond is at the class's rate (plus tc's print rounding): tc prints a rate rounded
     (``123456Kbit`` for 123456789 bit/s), so the exact rate, and with it the bytes a burst of
     whole microseconds prints as, cannot always be written back."""
+
     def keyed(classes: list[dict[str, Any]]) -> dict[tuple[str, str, str], dict[str, Any]]:
-        return {(str(c.get("classid")), str(c.get("parent")), str(c.get("kind"))):
-                _class_options(dict(c.get("options") or {})) for c in classes}
+        return {
+            (str(c.get("classid")), str(c.get("parent")), str(c.get("kind"))): _class_options(
+                dict(c.get("options") or {})
+            )
+            for c in classes
+        }
 
     now, wanted = keyed(current), keyed(want)
     if now.keys() != wanted.keys():
@@ -510,8 +597,9 @@ def _classes_match(current: list[dict[str, Any]], want: list[dict[str, Any]]) ->
     for key, opts in wanted.items():
         got = now[key]
         bursts = {"burst": "rate", "cburst": "ceil"}
-        if {k: v for k, v in got.items() if k not in bursts} != \
-                {k: v for k, v in opts.items() if k not in bursts}:
+        if {k: v for k, v in got.items() if k not in bursts} != {
+            k: v for k, v in opts.items() if k not in bursts
+        }:
             return False
         for name, rate_name in bursts.items():
             a, b = got.get(name), opts.get(name)
@@ -523,8 +611,6 @@ def _classes_match(current: list[dict[str, Any]], want: list[dict[str, Any]]) ->
             if abs(_bytes(a) - _bytes(b)) > slack:
                 return False
     return True
-
-
 
 
 class QdiscTunable(DeviceTunable):
@@ -558,27 +644,40 @@ class QdiscTunable(DeviceTunable):
             return Unavailable(f"no root qdisc on {self.device}")
         root = roots[0]
         children = [
-            {"kind": q.kind, "handle": q.handle, "parent": q.parent,
-             "options": _options(q.kind, q.options)}
+            {
+                "kind": q.kind,
+                "handle": q.handle,
+                "parent": q.parent,
+                "options": _options(q.kind, q.options),
+            }
             for q in qdiscs
-            if not q.root and q.parent and q.parent != _INGRESS_PARENT
+            if not q.root
+            and q.parent
+            and q.parent != _INGRESS_PARENT
             and q.kind not in ("ingress", "clsact")
         ]
-        value: dict[str, Any] = {"kind": root.kind, "handle": root.handle,
-                                 "options": _options(root.kind, root.options),
-                                 "children": children}
-        if any("minburst" in node["options"] for node in (value, *children)
-               if node["kind"] == "tbf"):
+        value: dict[str, Any] = {
+            "kind": root.kind,
+            "handle": root.handle,
+            "options": _options(root.kind, root.options),
+            "children": children,
+        }
+        if any(
+            "minburst" in node["options"] for node in (value, *children) if node["kind"] == "tbf"
+        ):
             # a tbf with a peak rate: tc -j reports its mtu (minburst) but not the rate
             peaks = self._peak_rates(host)
             if peaks is None:
-                return Unavailable(f"cannot read the tbf peak rate on {self.device} "
-                                   "(tc -d qdisc show)")
+                return Unavailable(
+                    f"cannot read the tbf peak rate on {self.device} (tc -d qdisc show)"
+                )
             for node in (value, *children):
                 if node["kind"] == "tbf" and "minburst" in node["options"]:
                     if node["handle"] not in peaks:
-                        return Unavailable(f"tc -d qdisc show shows no peak rate of tbf "
-                                           f"{node['handle']} on {self.device}")
+                        return Unavailable(
+                            f"tc -d qdisc show shows no peak rate of tbf "
+                            f"{node['handle']} on {self.device}"
+                        )
                     node["options"]["peakrate"] = peaks[node["handle"]]
         untouched = sorted({q.kind for q in qdiscs if q.kind in ("ingress", "clsact")})
         if untouched:  # shown in plans, never compared nor written
@@ -588,9 +687,14 @@ class QdiscTunable(DeviceTunable):
             if not res.ok:
                 return Unavailable(res.message())
             value["classes"] = [
-                {"kind": c.kind, "classid": c.classid, "parent": c.parent,
-                 "options": _class_options(c.options)}
-                for c in parse_tc_class_text(res.stdout) if c.kind == "htb"
+                {
+                    "kind": c.kind,
+                    "classid": c.classid,
+                    "parent": c.parent,
+                    "options": _class_options(c.options),
+                }
+                for c in parse_tc_class_text(res.stdout)
+                if c.kind == "htb"
             ]
         return value
 
@@ -603,8 +707,11 @@ class QdiscTunable(DeviceTunable):
             shown = parse_tc_qdisc_text(res.stdout)
         except ParseError:
             return None
-        return {q.handle: str(q.options["peakrate"]) for q in shown
-                if q.kind == "tbf" and isinstance(q.options.get("peakrate"), str)}
+        return {
+            q.handle: str(q.options["peakrate"])
+            for q in shown
+            if q.kind == "tbf" and isinstance(q.options.get("peakrate"), str)
+        }
 
     @staticmethod
     def is_default(value: dict[str, Any]) -> bool:
@@ -617,7 +724,8 @@ class QdiscTunable(DeviceTunable):
         if "maxrate_bps" in want:  # a pacing recommendation
             return _pacing_matches(current, want)
         return _trees_match(current, want) and _classes_match(
-            list(current.get("classes", [])), list(want.get("classes", [])))
+            list(current.get("classes", [])), list(want.get("classes", []))
+        )
 
     def show(self, value: Value) -> str:
         if not isinstance(value, dict):
@@ -630,14 +738,18 @@ class QdiscTunable(DeviceTunable):
         classes = len(value.get("classes", []))
         shown = f" ({classes} classes)" if classes else ""
         untouched = value.get("untouched") or []
-        note = (f"; {'/'.join(map(str, untouched))} and filters left as they are"
-                if untouched else "")
+        note = (
+            f"; {'/'.join(map(str, untouched))} and filters left as they are" if untouched else ""
+        )
         if kids:
             return f"{value['kind']}{shown} + {'/'.join(sorted(kids))}{note}"
         if classes:
             return f"{value['kind']}{shown}{note}"
-        opts = " ".join(f"{k}={v}" for k, v in value.get("options", {}).items()
-                        if k in ("rate", "burst", "limit", "maxrate"))
+        opts = " ".join(
+            f"{k}={v}"
+            for k, v in value.get("options", {}).items()
+            if k in ("rate", "burst", "limit", "maxrate")
+        )
         return f"{value['kind']} {opts}".strip() + note
 
     def write(self, host: Host, value: Value) -> None:
@@ -682,8 +794,10 @@ class QdiscTunable(DeviceTunable):
         if not want.get("mq"):
             return [["tc", "qdisc", "replace", "dev", dev, "root", *fq]]
         cmds = [["tc", "qdisc", "replace", "dev", dev, "root", "handle", "1:", "mq"]]
-        cmds += [["tc", "qdisc", "replace", "dev", dev, "parent", f"1:{queue:x}", *fq]
-                 for queue in range(1, int(want["queues"]) + 1)]
+        cmds += [
+            ["tc", "qdisc", "replace", "dev", dev, "parent", f"1:{queue:x}", *fq]
+            for queue in range(1, int(want["queues"]) + 1)
+        ]
         return cmds
 
     def _write_pacing(self, host: Host, dev: str, want: dict[str, Any]) -> None:
@@ -693,62 +807,123 @@ class QdiscTunable(DeviceTunable):
                 raise DtnkitError(f"cannot set up fq pacing on {dev}", res.message())
 
 
-def tree_commands(dev: str, value: dict[str, Any], tick: float = DEFAULT_TICK
-                  ) -> list[tuple[str, Argv]]:
+def tree_commands(
+    dev: str, value: dict[str, Any], tick: float = DEFAULT_TICK
+) -> list[tuple[str, Argv]]:
     """(what, tc argv) that build a recorded tree on a device whose root was deleted: the
     root, then for each qdisc its classes parent first and the qdiscs under them, with the
     recorded handles so that every ``parent`` still names the same place.  Children with
     handle ``0:`` are the ones the kernel attaches by itself (mq's per-queue defaults)."""
     kind, handle = value["kind"], value.get("handle", "") or "1:"
     cmds: list[tuple[str, Argv]] = [
-        (f"set the root qdisc to {kind}",
-         ["tc", "qdisc", "add", "dev", dev, "root", "handle", handle, kind,
-          *_qdisc_args(kind, value.get("options", {}), tick)])]
+        (
+            f"set the root qdisc to {kind}",
+            [
+                "tc",
+                "qdisc",
+                "add",
+                "dev",
+                dev,
+                "root",
+                "handle",
+                handle,
+                kind,
+                *_qdisc_args(kind, value.get("options", {}), tick),
+            ],
+        )
+    ]
     pending = [c for c in value.get("children", []) if _major(c["handle"]) != "0"]
     defaults = [c for c in value.get("children", []) if _major(c["handle"]) == "0"]
     classes = list(value.get("classes", []))
     majors = [_major(handle)]
     while majors:
         major = majors.pop(0)
-        cmds += _class_commands(dev, [c for c in classes if _major(c["classid"]) == major],
-                                tick)
+        cmds += _class_commands(dev, [c for c in classes if _major(c["classid"]) == major], tick)
         for child in [c for c in pending if _major(c["parent"]) == major]:
             pending.remove(child)
-            cmds.append((f"set qdisc {child['kind']} under {child['parent']}",
-                         ["tc", "qdisc", "add", "dev", dev, "parent", child["parent"],
-                          "handle", child["handle"], child["kind"],
-                          *_qdisc_args(child["kind"], child["options"], tick)]))
+            cmds.append(
+                (
+                    f"set qdisc {child['kind']} under {child['parent']}",
+                    [
+                        "tc",
+                        "qdisc",
+                        "add",
+                        "dev",
+                        dev,
+                        "parent",
+                        child["parent"],
+                        "handle",
+                        child["handle"],
+                        child["kind"],
+                        *_qdisc_args(child["kind"], child["options"], tick),
+                    ],
+                )
+            )
             majors.append(_major(child["handle"]))
     if pending:
-        raise DtnkitError(f"cannot place qdisc {pending[0]['kind']} {pending[0]['handle']} "
-                          f"on {dev}", f"its parent {pending[0]['parent']} is not in the "
-                          "recorded tree", "restore it by hand with tc")
+        raise DtnkitError(
+            f"cannot place qdisc {pending[0]['kind']} {pending[0]['handle']} on {dev}",
+            f"its parent {pending[0]['parent']} is not in the recorded tree",
+            "restore it by hand with tc",
+        )
     for child in defaults:  # a kernel default whose kind changed since (default_qdisc)
         if child["kind"] not in ("noqueue", "pfifo_fast"):
-            cmds.append((f"set qdisc {child['kind']} under {child['parent']}",
-                         ["tc", "qdisc", "replace", "dev", dev, "parent", child["parent"],
-                          child["kind"], *_qdisc_args(child["kind"], child["options"], tick)]))
+            cmds.append(
+                (
+                    f"set qdisc {child['kind']} under {child['parent']}",
+                    [
+                        "tc",
+                        "qdisc",
+                        "replace",
+                        "dev",
+                        dev,
+                        "parent",
+                        child["parent"],
+                        child["kind"],
+                        *_qdisc_args(child["kind"], child["options"], tick),
+                    ],
+                )
+            )
     return cmds
 
 
-def _class_commands(dev: str, classes: list[dict[str, Any]], tick: float
-                    ) -> list[tuple[str, Argv]]:
+def _class_commands(dev: str, classes: list[dict[str, Any]], tick: float) -> list[tuple[str, Argv]]:
     """tc commands that add the classes of one qdisc, each after its parent class."""
     cmds: list[tuple[str, Argv]] = []
     done: set[str] = set()
     while classes:
-        ready = [c for c in classes if c["parent"] is None or c["parent"] in done
-                 or _minor(c["parent"]) in ("", "0")]
+        ready = [
+            c
+            for c in classes
+            if c["parent"] is None or c["parent"] in done or _minor(c["parent"]) in ("", "0")
+        ]
         if not ready:
-            raise DtnkitError(f"cannot place class {classes[0]['classid']} on {dev}",
-                              f"its parent {classes[0]['parent']} is not in the recorded tree",
-                              "restore it by hand with tc")
+            raise DtnkitError(
+                f"cannot place class {classes[0]['classid']} on {dev}",
+                f"its parent {classes[0]['parent']} is not in the recorded tree",
+                "restore it by hand with tc",
+            )
         for cls in ready:
             classes.remove(cls)
             parent = cls["parent"] or f"{_major(cls['classid'])}:"
-            cmds.append((f"add class {cls['classid']}",
-                         ["tc", "class", "add", "dev", dev, "parent", parent, "classid",
-                          cls["classid"], cls["kind"], *_class_args(cls["options"], tick)]))
+            cmds.append(
+                (
+                    f"add class {cls['classid']}",
+                    [
+                        "tc",
+                        "class",
+                        "add",
+                        "dev",
+                        dev,
+                        "parent",
+                        parent,
+                        "classid",
+                        cls["classid"],
+                        cls["kind"],
+                        *_class_args(cls["options"], tick),
+                    ],
+                )
+            )
             done.add(cls["classid"])
     return cmds
 
@@ -767,12 +942,18 @@ def _normal(value: dict[str, Any]) -> dict[str, Any]:
     """A qdisc tree as compared: handles and parents as recorded, options without counters,
     children in a fixed order (the kernel's listing order may change); classes apart."""
     return {
-        "kind": value.get("kind"), "handle": value.get("handle"),
+        "kind": value.get("kind"),
+        "handle": value.get("handle"),
         "options": _options(str(value.get("kind")), dict(value.get("options") or {})),
-        "children": sorted((str(c.get("parent")), str(c.get("handle")), str(c.get("kind")),
-                            sorted(_options(str(c.get("kind")),
-                                            dict(c.get("options") or {})).items(), key=str))
-                           for c in value.get("children", [])),
+        "children": sorted(
+            (
+                str(c.get("parent")),
+                str(c.get("handle")),
+                str(c.get("kind")),
+                sorted(_options(str(c.get("kind")), dict(c.get("options") or {})).items(), key=str),
+            )
+            for c in value.get("children", [])
+        ),
     }
 
 
@@ -781,10 +962,10 @@ def _normal(value: dict[str, Any]) -> dict[str, Any]:
 # trees, fq_codel's by its model: this kernel has no fq_codel).
 KERNEL_ROUNDED: dict[tuple[str, str], str] = {
     ("tbf", "burst"): "bytes -> ticks at the rate: burst_for writes the middle of the range "
-                      "of bursts tc shows as the value",
+    "of bursts tc shows as the value",
     ("tbf", "minburst"): "the mtu, bytes -> ticks at the peak rate: burst_for at the peak rate",
     ("tbf", "lat"): "derived from the limit, the buffer and (with a peak rate) the mtu: "
-                    "tbf_buffer_and_limit finds a buffer and limit tc shows as the latency",
+    "tbf_buffer_and_limit finds a buffer and limit tc shows as the latency",
     ("tbf", "peakrate"): "not in tc -j: read from tc -d as printed (rounded) and written so",
     ("htb class", "rate"): "printed rounded (123456Kbit): restored as printed",
     ("htb class", "burst"): "whole microseconds -> ticks at the rate: class_burst_for",
@@ -801,8 +982,9 @@ def _trees_match(current: dict[str, Any], want: dict[str, Any]) -> bool:
     a, b = _normal(current), _normal(want)
     if a == b:
         return True
-    if {k: v for k, v in a.items() if k != "options"} != \
-            {k: v for k, v in b.items() if k != "options"}:
+    if {k: v for k, v in a.items() if k != "options"} != {
+        k: v for k, v in b.items() if k != "options"
+    }:
         return False
     return _peak_close(a["kind"], a["options"], b["options"])
 
@@ -811,8 +993,9 @@ def _peak_close(kind: str, got: dict[str, Any], want: dict[str, Any]) -> bool:
     if kind != "tbf" or not isinstance(want.get("peakrate"), str):
         return False
     loose = ("minburst", "lat")
-    if {k: v for k, v in got.items() if k not in loose} != \
-            {k: v for k, v in want.items() if k not in loose}:
+    if {k: v for k, v in got.items() if k not in loose} != {
+        k: v for k, v in want.items() if k not in loose
+    }:
         return False
     try:
         prate = _rate_bits(str(want["peakrate"])) / 8
@@ -820,8 +1003,10 @@ def _peak_close(kind: str, got: dict[str, Any], want: dict[str, Any]) -> bool:
         return False
     g_min, w_min = int(got.get("minburst", -1)), int(want.get("minburst", -1))
     g_lat, w_lat = int(got.get("lat", -1)), int(want.get("lat", -1))
-    return (abs(g_min - w_min) <= prate / (DEFAULT_TICK * 1e6) + 1
-            and abs(g_lat - w_lat) <= 1 + w_lat / 1000)
+    return (
+        abs(g_min - w_min) <= prate / (DEFAULT_TICK * 1e6) + 1
+        and abs(g_lat - w_lat) <= 1 + w_lat / 1000
+    )
 
 
 def _pacing_matches(current: dict[str, Any], want: dict[str, Any]) -> bool:
@@ -846,9 +1031,25 @@ _HANDLE = re.compile(r"[0-9a-fA-F]{0,5}:[0-9a-fA-F]{0,5}")
 #: options a kind cannot be recreated without
 REQUIRED_OPTIONS: dict[str, tuple[str, ...]] = {"tbf": ("rate", "burst")}
 #: options the tc arguments are built from: non-negative integers when present
-INTEGER_OPTIONS = ("rate", "burst", "lat", "limit", "flow_limit", "quantum", "initial_quantum",
-                   "buckets", "maxrate", "flows", "target", "interval", "r2q", "minburst",
-                   "memory_limit", "drop_batch", "ce_threshold")
+INTEGER_OPTIONS = (
+    "rate",
+    "burst",
+    "lat",
+    "limit",
+    "flow_limit",
+    "quantum",
+    "initial_quantum",
+    "buckets",
+    "maxrate",
+    "flows",
+    "target",
+    "interval",
+    "r2q",
+    "minburst",
+    "memory_limit",
+    "drop_batch",
+    "ce_threshold",
+)
 _TC_RATE = re.compile(r"[0-9]{1,20}(\.[0-9]{1,6})?([KMGT]i?)?(bit|bps)")
 U64 = 2**64 - 1
 
@@ -904,18 +1105,24 @@ def _check_node(node: dict[str, Any], *, root: bool) -> str | None:
             why = check_int(options[name], 0, U64)
             if why:
                 return f"option {name}: {why}"
-    if "peakrate" in options and (not isinstance(options["peakrate"], str)
-                                  or not _TC_RATE.fullmatch(options["peakrate"])):
-        return f"option peakrate must be a rate as tc prints it (200Mbit), not " \
-               f"{str(options['peakrate'])[:20]!r}"
+    if "peakrate" in options and (
+        not isinstance(options["peakrate"], str) or not _TC_RATE.fullmatch(options["peakrate"])
+    ):
+        return (
+            f"option peakrate must be a rate as tc prints it (200Mbit), not "
+            f"{str(options['peakrate'])[:20]!r}"
+        )
     if "bands" in options:
         why = check_int(options["bands"], 2, 16)
         if why:
             return f"option bands: {why}"
     if "priomap" in options:
         priomap = options["priomap"]
-        if not isinstance(priomap, list) or len(priomap) > 16 or any(
-                check_int(p, 0, 15) for p in priomap):
+        if (
+            not isinstance(priomap, list)
+            or len(priomap) > 16
+            or any(check_int(p, 0, 15) for p in priomap)
+        ):
             return "option priomap must be a list of at most 16 bands 0-15"
     if "ecn" in options:
         why = check_bool(options["ecn"])

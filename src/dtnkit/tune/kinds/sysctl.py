@@ -27,10 +27,17 @@ from dtnkit.tune.status import AuditStatus
 # Captured trees only (no kernel to probe): the keys of the shipped profile that kernels keep
 # global to the host (read-only or absent inside other namespaces); every key outside net.*
 # is global too.  A live namespace is always probed instead.
-HOST_GLOBAL_SYSCTLS = frozenset({
-    "net.core.rmem_max", "net.core.wmem_max", "net.core.rmem_default", "net.core.wmem_default",
-    "net.core.netdev_max_backlog", "net.core.default_qdisc", "net.ipv4.tcp_mem",
-})
+HOST_GLOBAL_SYSCTLS = frozenset(
+    {
+        "net.core.rmem_max",
+        "net.core.wmem_max",
+        "net.core.rmem_default",
+        "net.core.wmem_default",
+        "net.core.netdev_max_backlog",
+        "net.core.default_qdisc",
+        "net.ipv4.tcp_mem",
+    }
+)
 CONGESTION_CONTROL = "net.ipv4.tcp_congestion_control"
 # what the sysctl kind claims: dotted names of letters, digits and _ @ : + - (no paths)
 _NAME = re.compile(r"^[a-z0-9_]+(\.[A-Za-z0-9_@:+-]+)+$")
@@ -40,18 +47,27 @@ LONG_MAX = 2**63 - 1
 # Bounds of the sysctls dtnkit knows, as the kernel takes them: one integer in [lo, hi], or a
 # triple (min default max, each in [lo, hi], ordered); other sysctls get the generic check.
 SYSCTL_INTS: dict[str, tuple[int, int]] = {
-    "net.core.rmem_max": (0, INT_MAX), "net.core.wmem_max": (0, INT_MAX),
-    "net.core.rmem_default": (0, INT_MAX), "net.core.wmem_default": (0, INT_MAX),
-    "net.core.optmem_max": (0, INT_MAX), "net.core.netdev_max_backlog": (0, INT_MAX),
-    "net.ipv4.tcp_no_metrics_save": (0, 1), "net.ipv4.tcp_slow_start_after_idle": (0, 1),
+    "net.core.rmem_max": (0, INT_MAX),
+    "net.core.wmem_max": (0, INT_MAX),
+    "net.core.rmem_default": (0, INT_MAX),
+    "net.core.wmem_default": (0, INT_MAX),
+    "net.core.optmem_max": (0, INT_MAX),
+    "net.core.netdev_max_backlog": (0, INT_MAX),
+    "net.ipv4.tcp_no_metrics_save": (0, 1),
+    "net.ipv4.tcp_slow_start_after_idle": (0, 1),
     "net.ipv4.tcp_mtu_probing": (0, 2),
     # a site profile may add these (docs/profiles.md lists each range)
-    "net.ipv4.tcp_syncookies": (0, 2), "net.ipv4.tcp_sack": (0, 1),
-    "net.ipv4.tcp_timestamps": (0, 2), "net.ipv4.tcp_window_scaling": (0, 1),
+    "net.ipv4.tcp_syncookies": (0, 2),
+    "net.ipv4.tcp_sack": (0, 1),
+    "net.ipv4.tcp_timestamps": (0, 2),
+    "net.ipv4.tcp_window_scaling": (0, 1),
     "net.ipv4.tcp_moderate_rcvbuf": (0, 1),
-    "net.ipv4.tcp_low_latency": (0, 1), "net.ipv4.tcp_rfc1337": (0, 1),
-    "net.ipv4.tcp_fin_timeout": (1, INT_MAX), "net.ipv4.tcp_max_syn_backlog": (1, INT_MAX),
-    "net.ipv4.ip_no_pmtu_disc": (0, 3), "net.core.somaxconn": (1, INT_MAX),
+    "net.ipv4.tcp_low_latency": (0, 1),
+    "net.ipv4.tcp_rfc1337": (0, 1),
+    "net.ipv4.tcp_fin_timeout": (1, INT_MAX),
+    "net.ipv4.tcp_max_syn_backlog": (1, INT_MAX),
+    "net.ipv4.ip_no_pmtu_disc": (0, 3),
+    "net.core.somaxconn": (1, INT_MAX),
 }
 # sysctls of two integers (low high, each in [lo, hi], low <= high)
 SYSCTL_PAIRS: dict[str, tuple[int, int]] = {"net.ipv4.ip_local_port_range": (1, 65535)}
@@ -63,11 +79,15 @@ def _ports_unsafe(value: Value) -> str | None:
         return None
     low, high = ints
     if low < 1024:
-        return (f"a local port range from {low} hands out privileged ports (below 1024) as "
-                "outgoing ports, where system services listen")
+        return (
+            f"a local port range from {low} hands out privileged ports (below 1024) as "
+            "outgoing ports, where system services listen"
+        )
     if high - low + 1 < 1000:
-        return (f"{high - low + 1} local ports allow only that many outgoing connections "
-                "to one peer address and port at a time (fewer than 1000 breaks busy hosts)")
+        return (
+            f"{high - low + 1} local ports allow only that many outgoing connections "
+            "to one peer address and port at a time (fewer than 1000 breaks busy hosts)"
+        )
     return None
 
 
@@ -75,6 +95,7 @@ def _equals(bad: tuple[int, ...], why: str) -> Callable[[Value], str | None]:
     def check(value: Value) -> str | None:
         ints = _ints(value)
         return why if ints is not None and len(ints) == 1 and ints[0] in bad else None
+
     return check
 
 
@@ -82,16 +103,20 @@ def _equals(bad: tuple[int, ...], why: str) -> Callable[[Value], str | None]:
 #: (reverse-path filtering, net.ipv4.conf.*.rp_filter, is outside the site allow-list: no
 #: profile or snapshot can set it at all)
 UNSAFE_SYSCTLS: dict[str, Callable[[Value], str | None]] = {
-    "net.ipv4.tcp_syncookies": _equals((0,), "0 turns off SYN cookies, the defence against "
-                                             "SYN floods"),
+    "net.ipv4.tcp_syncookies": _equals(
+        (0,), "0 turns off SYN cookies, the defence against SYN floods"
+    ),
     "net.ipv4.ip_local_port_range": _ports_unsafe,
-    "net.core.netdev_max_backlog": _equals((0,), "0 drops every packet that has to wait in "
-                                                 "the input backlog"),
-    "net.core.somaxconn": _equals(tuple(range(1, 16)), "a listen backlog below 16 drops "
-                                                       "connection attempts under any load"),
+    "net.core.netdev_max_backlog": _equals(
+        (0,), "0 drops every packet that has to wait in the input backlog"
+    ),
+    "net.core.somaxconn": _equals(
+        tuple(range(1, 16)), "a listen backlog below 16 drops connection attempts under any load"
+    ),
 }
 SYSCTL_TRIPLES: dict[str, tuple[int, int]] = {
-    "net.ipv4.tcp_rmem": (1, INT_MAX), "net.ipv4.tcp_wmem": (1, INT_MAX),
+    "net.ipv4.tcp_rmem": (1, INT_MAX),
+    "net.ipv4.tcp_wmem": (1, INT_MAX),
     "net.ipv4.tcp_mem": (0, LONG_MAX),  # pages
 }
 SYSCTL_NAMES = frozenset({"net.core.default_qdisc", CONGESTION_CONTROL})
@@ -122,8 +147,11 @@ class SysctlTunable(Tunable):
     kind = "sysctl"
 
     def __init__(self, name: str) -> None:
-        scope = (Scope.HOST if name in HOST_GLOBAL_SYSCTLS or not name.startswith("net.")
-                 else Scope.NETNS)
+        scope = (
+            Scope.HOST
+            if name in HOST_GLOBAL_SYSCTLS or not name.startswith("net.")
+            else Scope.NETNS
+        )
         super().__init__(f"sysctl/{name}", scope, None, name)
         self.name = name
         self.path = Host.sysctl_path(name)
@@ -153,9 +181,11 @@ class SysctlTunable(Tunable):
         if host.netns is not None:
             scope, why = self.scope_on(host)
             if scope is Scope.HOST:
-                raise DtnkitError(f"refusing to write {self.name} inside namespace {host.netns}",
-                                  f"it is global to the host: {why}",
-                                  "set it on the host itself, outside the namespace")
+                raise DtnkitError(
+                    f"refusing to write {self.name} inside namespace {host.netns}",
+                    f"it is global to the host: {why}",
+                    "set it on the host itself, outside the namespace",
+                )
         host.write(self.path, str(value))
 
     def sysctl_d_line(self, value: Value) -> tuple[str, str]:
@@ -189,20 +219,31 @@ class SysctlTunable(Tunable):
         value = spec.value
         why = ""
         if value not in ctx.caps.cc_available and value in ctx.caps.cc_modules:
-            why = (f"{value} is a kernel module not loaded yet (tcp_{value}); setting the sysctl "
-                   "loads it")
+            why = (
+                f"{value} is a kernel module not loaded yet (tcp_{value}); setting the sysctl "
+                "loads it"
+            )
         elif value not in ctx.caps.cc_available:
-            return NoWant(AuditStatus.UNSUPPORTED, (
-                f"{value} is not offered by this kernel (available: "
-                f"{' '.join(ctx.caps.cc_available) or 'none'}); load tcp_{value} "
-                "(modprobe; EL: kernel-modules-extra)"))
+            return NoWant(
+                AuditStatus.UNSUPPORTED,
+                (
+                    f"{value} is not offered by this kernel (available: "
+                    f"{' '.join(ctx.caps.cc_available) or 'none'}); load tcp_{value} "
+                    "(modprobe; EL: kernel-modules-extra)"
+                ),
+            )
         elif not ctx.env.initial_netns and value not in ctx.caps.cc_allowed:
-            return NoWant(AuditStatus.UNSUPPORTED, (
-                f"{value} is not in tcp_allowed_congestion_control "
-                f"({' '.join(ctx.caps.cc_allowed)}), so this namespace cannot choose it"))
+            return NoWant(
+                AuditStatus.UNSUPPORTED,
+                (
+                    f"{value} is not in tcp_allowed_congestion_control "
+                    f"({' '.join(ctx.caps.cc_allowed)}), so this namespace cannot choose it"
+                ),
+            )
         if value == "bbr":
-            why = "; ".join(w for w in (why, "bbr version unknown: v1 and v3 both register as "
-                                             "'bbr'") if w)
+            why = "; ".join(
+                w for w in (why, "bbr version unknown: v1 and v3 both register as 'bbr'") if w
+            )
         return Want(value, mode, why)
 
 

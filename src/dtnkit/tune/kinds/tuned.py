@@ -49,6 +49,9 @@ class TunedTunable(CommandTunable):
         return []  # TuneD keeps its active profile across reboots itself
 
     def literal(self, ctx: Context, host: Host, spec: ItemSpec, mode: str) -> Want | NoWant:
-        return Want(spec.value, mode,
-                    "applied only with --tuned; TuneD re-applies /etc/sysctl.d on start unless "
-                    "reapply_sysctl=0, and its own sysctls can undo dtnkit's")
+        return Want(
+            spec.value,
+            mode,
+            "applied only with --tuned; TuneD re-applies /etc/sysctl.d on start unless "
+            "reapply_sysctl=0, and its own sysctls can undo dtnkit's",
+        )
