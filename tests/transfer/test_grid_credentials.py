@@ -178,11 +178,16 @@ def test_token_discovery_order(tmp_path: Path, pki: Pki, first: int) -> None:
 def test_token_discovery_falls_back_to_tmp(tmp_path: Path, pki: Pki) -> None:
     """Last source: /tmp/bt_u$UID, in a private mount namespace (a tmpfs over /tmp, so no
     other process on the machine sees the file); a token file of another user is refused."""
-    # the test's files (under /tmp too) are bound back into the fresh /tmp through /mnt
+    # the test's files (under /tmp too) are bound back into the fresh /tmp through /mnt, and
+    # so is the checkout (its .venv runs the copy) when it lives under /tmp
     keep = os.path.commonpath([tmp_path, pki.dir])
+    checkout = Path(__file__).resolve().parents[2]
+    keep_too = str(checkout) if checkout.is_relative_to("/tmp") else ""
     script = (
         'mount --bind /tmp /mnt && mount -t tmpfs dkfh-tmp /tmp && mkdir -p "$KEEP" '
         '&& mount --bind "/mnt/${KEEP#/tmp/}" "$KEEP" '
+        '&& { [ -z "$KEEP_TOO" ] || { mkdir -p "$KEEP_TOO" '
+        '&& mount --bind "/mnt/${KEEP_TOO#/tmp/}" "$KEEP_TOO"; }; } '
         '&& printf "%s\\n" "$TOK" > /tmp/bt_u$(id -u) '
         '&& chown "$OWNER" /tmp/bt_u$(id -u) && exec "$@"'
     )
@@ -194,7 +199,12 @@ def test_token_discovery_falls_back_to_tmp(tmp_path: Path, pki: Pki) -> None:
             ("foreign", GOOD, "65534"),
         ):
             env = _clean_env(
-                tmp_path, X509_CERT_DIR=str(pki.ca_dir), TOK=tok, OWNER=owner, KEEP=keep
+                tmp_path,
+                X509_CERT_DIR=str(pki.ca_dir),
+                TOK=tok,
+                OWNER=owner,
+                KEEP=keep,
+                KEEP_TOO=keep_too,
             )
             runs[name] = subprocess.run(
                 [
