@@ -672,6 +672,16 @@ def apply(
     return out
 
 
+def refuse_empty(snap: Snapshot) -> None:
+    """A snapshot without settings is refused (BadInput) before anything is taken or written."""
+    if not snap.values:
+        raise BadInput(
+            f"snapshot {snap.id} holds no settings",
+            "its values are empty, so there is nothing to put back (and nothing would be checked)",
+            "give a snapshot that holds settings (`dtnkit tune show NAME` lists them)",
+        )
+
+
 def restore_plan(
     host: Host, snap: Snapshot, ctx: Context
 ) -> tuple[list[Step], list[str], list[str]]:
@@ -683,12 +693,7 @@ def restore_plan(
     the host (asked of the kernel, see :mod:`dtnkit.host.sysctl_scope`) and the persist files
     under /etc, which belong to the host, are skipped with a line saying so.
     """
-    if not snap.values:
-        raise BadInput(
-            f"snapshot {snap.id} holds no settings",
-            "its values are empty, so there is nothing to put back (and nothing would be checked)",
-            "give a snapshot that holds settings (`dtnkit tune show NAME` lists them)",
-        )
+    refuse_empty(snap)
     steps: list[Step] = []
     skipped: list[str] = []
     missing: list[str] = []
@@ -847,6 +852,7 @@ def restore(
     """Put back ``snap`` under the same lock as apply, comparing with values read under it;
     an unsafe value is refused unless ``allow_unsafe`` names its key (as for apply)."""
     require_root(host, "dtnkit tune restore")
+    refuse_empty(snap)  # before the lock: a --tree run's lock file is in the state dir
     with lock(host, store.state_dir, wait_s=wait_s, on_wait=on_wait) as held:
         host.refresh()
         steps, skipped, missing = restore_plan(host, snap, ctx)

@@ -11,6 +11,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from tests.support.polling import until
 
 from dtnkit.transfer.client.copy import copy
 from dtnkit.transfer.client.errors import TransferError
@@ -51,6 +52,7 @@ def _resume(
     handle: ServerHandle, dst: Path, *fmt: str
 ) -> tuple[subprocess.CompletedProcess[str], int]:
     """The rerun as a person types it; the bytes the server sent for it."""
+    kept = len(json.loads(journal_path(dst).read_text())["done"])
     before = handle.counters["sendfile_bytes"]
     proc = subprocess.run(
         [
@@ -71,6 +73,14 @@ def _resume(
         timeout=120,
         check=False,
     )
+    if proc.returncode == 0:
+        # the server's worker counts a response's bytes when it is done with it, which may be
+        # a moment after the client has what it asked for and has exited
+        until(
+            "the server's count of the resume's bytes",
+            lambda: handle.counters["sendfile_bytes"] - before >= SIZE - kept * BLOCK,
+            30,
+        )
     return proc, handle.counters["sendfile_bytes"] - before
 
 
