@@ -65,6 +65,7 @@ def at_once(server: ServerHandle, headers: dict[str, str]) -> tuple[float, list[
     return spent, [h for _status, h in answers]
 
 
+@pytest.mark.serial  # judges the CPU seconds the server spends: alone, after the rest
 def test_range_digests_are_bounded_and_cached(tmp_path: Path) -> None:
     root = tmp_path / "root"
     root.mkdir()
