@@ -98,6 +98,7 @@ def test_diagnose_hint_tunes_each_end_as_judged(small_lab: str, environment: Env
     assert rmem_max(src) == rmem_max(dst) == TUNED_MAX
 
 
+@pytest.mark.serial  # its `helped` is a judged rate: beside three other workers it was not
 @pytest.mark.skipif(bool(NEEDS), reason=f"needs {', '.join(NEEDS)}")
 def test_experiment_keeps_its_judging_for_apply(small_lab: str, environment: Environment) -> None:
     src = f"dkl-{small_lab}-src"

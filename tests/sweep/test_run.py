@@ -70,8 +70,11 @@ def test_small_grid_runs_end_to_end_and_is_stored(environment: Environment) -> N
     ]
     for p in points:
         assert p.status == "ok"
-        # 1 s of data at 250 ms, plus the tool's start (connections, slow start at 50 ms)
-        assert 4 <= len(p.samples) <= 12, p.samples
+        # 1 s of data at 250 ms, plus the tool's start (connections, slow start at 50 ms);
+        # sampling stops with the point, however long a loaded machine made its start
+        times = [t for t, _ in p.samples]
+        assert len(times) >= 4 and times == sorted(set(times)), p.samples
+        assert times[-1] <= p.elapsed_s + 0.25, (times, p.elapsed_s)
         # the cap binds: the mean is below the cap and the best sample near it
         assert p.throughput_bps is not None and 0 < p.throughput_bps < 520e6
         assert p.cpu_seconds and p.cpu_seconds[0] >= 0
