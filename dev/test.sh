@@ -16,16 +16,39 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dev/bootstrap.sh test
-.venv/bin/ruff check src tests bench
-.venv/bin/ruff format --check src tests bench
-.venv/bin/mypy
-.venv/bin/lint-imports --no-cache --no-logo  # the import contract in pyproject.toml
 
-# Bytecode written once, here, and kept: with PYTHONDONTWRITEBYTECODE set (some CI images set
-# it) every one of the hundreds of `dtnkit` child processes the tests start would compile the
-# package again, and the workers would race to write it.
+# Lint, types, the import contract (pyproject.toml) and the bytecode, side by side: they are
+# independent, and mypy alone is most of their time.  Each one's output is printed whole, in
+# this order, once all have ended; any failure stops the run before the tests.
+# The bytecode is written once, here, and kept: with PYTHONDONTWRITEBYTECODE set (some CI
+# images set it) every one of the hundreds of `dtnkit` child processes the tests start would
+# compile the package again, and the workers would race to write it.
 unset PYTHONDONTWRITEBYTECODE
-.venv/bin/python -m compileall -q src tests bench >/dev/null
+checks=$(mktemp -d)
+trap 'rm -rf "$checks"' EXIT
+steps=(
+  ".venv/bin/ruff check src tests bench"
+  ".venv/bin/ruff format --check src tests bench"
+  ".venv/bin/mypy"
+  ".venv/bin/lint-imports --no-cache --no-logo"
+  ".venv/bin/python -m compileall -q src tests bench"
+)
+pids=()
+for i in "${!steps[@]}"; do
+  ${steps[$i]} >"$checks/$i" 2>&1 &
+  pids+=($!)
+done
+failed=0
+for i in "${!steps[@]}"; do
+  rc=0
+  wait "${pids[$i]}" || rc=$?
+  if [ "$i" -lt 4 ] || [ "$rc" -ne 0 ]; then cat "$checks/$i"; fi  # compileall: silent when fine
+  if [ "$rc" -ne 0 ]; then
+    echo "dev/test.sh: '${steps[$i]}' failed (exit $rc)" >&2
+    failed=1
+  fi
+done
+[ "$failed" -eq 0 ] || exit 1
 rm -f .coverage .coverage.*
 parallel=0
 .venv/bin/pytest -q -n "${DTNKIT_TEST_WORKERS:-4}" --dist loadgroup -m "not serial" \
