@@ -15,7 +15,6 @@ import re
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -24,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from tests.support.ports import free_port
 from tests.support.served import serve_subprocess
 
 from dtnkit.errors import ExitStatus
@@ -96,12 +96,6 @@ def dtnkit(
             os.close(slave)
         os.close(master)
     return Ran(proc.returncode, out.decode(), b"".join(got).decode().replace("\r\n", "\n"))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def no_progress(text: str) -> bool:

@@ -9,13 +9,13 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import uuid
 from pathlib import Path
 
 import pytest
+from tests.support.ports import free_port
 
 from conftest import HOSTS, taken
 from dtnkit.cli.main import main
@@ -210,12 +210,6 @@ def test_loss_says_which_unit_it_read(environment: Environment) -> None:
 
 
 # ---- iperf3's short flags ---------------------------------------------------------------------
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.mark.skipif(shutil.which("iperf3") is None, reason="needs iperf3")
 def test_probe_net_takes_iperf3_short_flags(tmp_path: Path) -> None:
     db = tmp_path / "r.sqlite"

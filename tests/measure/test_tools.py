@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.support.ports import free_port
 from tests.support.served import serve_subprocess
 
 from dtnkit.cli.main import main
@@ -109,7 +110,7 @@ def conforms(spec: ProbeSpec, tool: str) -> dict[str, Any]:
 
 
 def test_iperf3_conforms_on_localhost() -> None:
-    doc = conforms(NetSpec("localhost", duration_s=1, port=5391, interval_s=0.5), "iperf3")
+    doc = conforms(NetSpec("localhost", duration_s=1, port=free_port(), interval_s=0.5), "iperf3")
     assert doc["spec"]["peer_address"] == "127.0.0.1"
     assert json.loads(doc["raw"])["end"]["sum_received"]["bytes"] == doc["summary"]["bytes"]
 

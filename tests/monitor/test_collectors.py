@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import ssl
 import subprocess
 import sys
@@ -18,6 +17,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from tests.conftest import Netns, taken
+from tests.support.ports import free_port
 
 from dtnkit.cli.main import main
 from dtnkit.environment import Environment
@@ -280,12 +280,6 @@ def test_textfile_is_written_atomically_without_following_symlinks(
     with pytest.raises(BadInput, match="bad textfile name"):
         write_textfile(d, "../dtnkit.prom", b"")
     assert os.listdir(d) == ["dtnkit.prom"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def until_scraped(url: str, context: ssl.SSLContext | None = None, timeout: float = 20) -> str:

@@ -14,7 +14,6 @@ import re
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ from typing import Any
 
 import pytest
 from tests.support.polling import until
+from tests.support.ports import free_port
 
 from dtnkit.lab import path as lab
 from dtnkit.lab.path import LabPath, PathSpec
@@ -42,12 +42,6 @@ LOSS = 0.08  # a retransmit share clearly above the rule's 5 % once DSACKs are t
 def fast_rules() -> str:
     text = re.sub(r"\[\d+m\]", "[5s]", rules_text())
     return re.sub(r"for: \d+m", "for: 1s", text)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def stop(proc: subprocess.Popen[Any]) -> None:

@@ -30,7 +30,6 @@ import os
 import pwd
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -40,6 +39,8 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests.support.ports import free_port
 
 from dtnkit.sweep import servers
 from dtnkit.transfer import tokens as tokmod
@@ -100,12 +101,6 @@ def gfal_env(pki: Pki, token: str | None) -> dict[str, str]:
     if token is not None:
         env["BEARER_TOKEN"] = token
     return env
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 # --------------------------------------------------------------------------- PKI
