@@ -34,6 +34,7 @@ from types import TracebackType
 from typing import Any
 
 from dtnkit.measure.parsers import parse_net_dev, parse_proc_stat, parse_snmp
+from dtnkit.measure.schedule import ticks
 
 CpuReader = Callable[[], float | None]
 USER_HZ = 100  # /proc/PID/stat and /proc/stat count in clock ticks of 1/100 s on Linux
@@ -272,10 +273,8 @@ class PointSampler:
             return None
 
     def _loop(self) -> None:
-        k = 1
-        while not self._stop.wait(max(0.0, self._t0 + k * self.interval_s - time.monotonic())):
+        for _ in ticks(self._stop, self._t0, self.interval_s):
             self._tick()
-            k = max(k + 1, int((time.monotonic() - self._t0) / self.interval_s) + 1)
 
     def _tick(self, *, final: bool = False) -> None:
         try:

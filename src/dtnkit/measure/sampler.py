@@ -34,6 +34,7 @@ from typing import Any
 from dtnkit.host.host import Host
 from dtnkit.host.runner import SubprocessRunner
 from dtnkit.measure.parsers import parse_net_dev, parse_proc_stat, parse_snmp, parse_ss_tin
+from dtnkit.measure.schedule import ticks
 
 __all__ = ["Sampler", "summarize"]
 
@@ -123,12 +124,8 @@ class Sampler:
 
     # ---- the thread --------------------------------------------------------------------------
     def _loop(self) -> None:
-        # on a schedule from the start, so slow reads do not stretch the period (a 5 s probe
-        # sampled each second gets its five samples on a loaded machine too)
-        k = 1
-        while not self._stop.wait(max(0.0, self._t0 + k * self.interval_s - time.monotonic())):
+        for _ in ticks(self._stop, self._t0, self.interval_s):
             self._step()
-            k = max(k + 1, int((time.monotonic() - self._t0) / self.interval_s) + 1)
 
     def _step(self, *, final: bool = False) -> None:
         """Take one reading and append (or, at the end, maybe replace) a sample; never raises."""
