@@ -51,16 +51,19 @@ F = Callable[..., Any]
 
 
 class Registered(click.Choice):  # type: ignore[type-arg]
-    """Choices read from the measure registry when click needs them: probe kinds, or the
-    tools of one kind (``kind``), so a tool registered there is a choice here."""
+    """Choices read from the measure registry when click needs them: probe kinds, the tools
+    of one kind (``kind``), or with ``stored`` every kind a stored measurement can have (a
+    sweep's ``tpc`` too), so a tool registered there is a choice here."""
 
-    def __init__(self, kind: str | None = None) -> None:
-        self.kind = kind
+    def __init__(self, kind: str | None = None, *, stored: bool = False) -> None:
+        self.kind, self.stored = kind, stored
         super().__init__([])
 
     @property  # type: ignore[override]
     def choices(self) -> list[str]:
-        return registry.probe_kinds() if self.kind is None else registry.tool_names(self.kind)
+        if self.kind is not None:
+            return registry.tool_names(self.kind)
+        return registry.measured_kinds() if self.stored else registry.probe_kinds()
 
     @choices.setter
     def choices(self, value: Any) -> None:
@@ -449,7 +452,12 @@ def results() -> None:
 
 
 @results.command(name="list")
-@click.option("--kind", type=Registered(), default=None)
+@click.option(
+    "--kind",
+    type=Registered(stored=True),
+    default=None,
+    help="Only this kind of measurement (tpc: a sweep's third-party copies, with --sweeps).",
+)
 @click.option("--limit", type=int, default=50, show_default=True)
 @click.option("--experiments", is_flag=True, help="List experiments instead.")
 @click.option(
@@ -533,7 +541,9 @@ def parse_result_id(text: str) -> int:
 
 @results.command(name="export")
 @click.option("--format", "fmt", type=click.Choice(["json", "csv"]), default="json")
-@click.option("--kind", type=Registered(), default=None)
+@click.option(
+    "--kind", type=Registered(stored=True), default=None, help="Only this kind of measurement."
+)
 @db_option()
 @pass_env
 def export_cmd(env: Environment, fmt: str, kind: str | None, db: Location) -> int:

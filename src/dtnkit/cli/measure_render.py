@@ -54,7 +54,11 @@ def probe_summary(con: Console, result: ProbeResult, *, record: bool = False) ->
     if not result.ok:
         whole(con, f"{head}: [red]failed[/]: {escape(result.error or MISSING)}")
     pairs: list[tuple[str, str]] = []
-    if result.kind == "net":
+    if result.sweep is not None:
+        if result.ok:  # a failed point's head line is its error, above
+            con.print(f"{head}: [bold]{format_rate(_s(s, 'throughput_bps'))}[/]")
+        pairs += _sweep_point(spec, s)
+    elif result.kind == "net":
         peer = escape(format_value(spec.get("peer")))
         address = spec.get("peer_address")
         con.print(
@@ -117,7 +121,7 @@ def probe_summary(con: Console, result: ProbeResult, *, record: bool = False) ->
                 "file",
                 f"{format_bytes(_s(s, 'size_bytes') or _s(spec, 'size_bytes'))}, "
                 f"{'direct' if direct else 'buffered'} I/O, "
-                + _jobs(_s(s, "jobs") or _s(spec, "jobs")),
+                + _counted(_s(s, "jobs") or _s(spec, "jobs"), "job"),
             ),
             (
                 "latency",
@@ -151,7 +155,7 @@ def probe_summary(con: Console, result: ProbeResult, *, record: bool = False) ->
         ]
     if record:
         where = (
-            f"host {escape(result.host)}"
+            f"host {escape(result.host or MISSING)}"
             + (f", netns {escape(result.netns)}" if result.netns else "")
             + (
                 f" (pushed by {escape(result.origin_host)})"
@@ -170,31 +174,79 @@ def probe_summary(con: Console, result: ProbeResult, *, record: bool = False) ->
             ("tuning", escape(result.tuning_id or MISSING)),
             ("experiment", escape(result.experiment_id or MISSING)),
         ]
+    # a probe's summary counts its samples; a sweep point keeps them (entries without a time
+    # carry only a series' tail)
+    samples = (
+        _s(s, "sampler_samples")
+        if result.sweep is None
+        else sum(1 for x in result.samples if x.get("t_s") is not None)
+    )
+    if record:
         pairs.append(
             (
                 "samples",
-                f"{format_count(_s(s, 'sampler_samples'))}; every figure and "
-                "the tool's own output: --format json",
+                f"{format_count(samples)}; every figure and the tool's own output: --format json",
             )
         )
     else:
         pairs.append(
             (
                 "samples",
-                f"{format_count(_s(s, 'sampler_samples'))}; the full record: "
+                f"{format_count(samples)}; the full record: "
                 f"`dtnkit results show {format_value(result.id)}`",
             )
         )
     _grid(con, pairs)
 
 
-def _jobs(n: object) -> str:
-    """``1 job``, ``4 jobs``; ``- jobs`` when not known."""
-    return (
-        counted(n, "job")
-        if isinstance(n, int) and not isinstance(n, bool)
-        else (f"{format_count(n)} jobs")
+def _sweep_point(spec: dict[str, Any], s: dict[str, Any]) -> list[tuple[str, str]]:
+    """A sweep point's own lines: the grid's coordinates (its path, its load) and the figures
+    a sweep keeps (tool time, CPU per origin, retransmits, whether the emulator bound)."""
+    path = (
+        f"{format_ms(_s(spec, 'rtt_ms'))} RTT, capped at {format_rate(_s(spec, 'rate_bps'))}, "
+        f"loss {format_percent(_s(spec, 'loss'), fraction=True)}, "
+        f"MTU {format_count(_s(spec, 'mtu'))}"
     )
+    cores = spec.get("cores")
+    load = (
+        f"{escape(format_value(spec.get('tool')))}, "
+        f"{_counted(spec.get('origins'), 'origin')} "
+        f"({escape(format_value(spec.get('server')))}), "
+        f"{_counted(spec.get('streams'), 'stream')}, "
+        + (
+            f"{cores:g} core{'' if cores == 1 else 's'} each"
+            if isinstance(cores, int | float)
+            else "no core cap"
+        )
+        + f", {format_duration(_s(spec, 'duration_s'))}"
+    )
+    cpu = s.get("cpu_seconds")
+    cpu_text = (
+        ", ".join(f"{format_duration(c)} (origin {i})" for i, c in enumerate(cpu))
+        if isinstance(cpu, list) and cpu
+        else MISSING
+    )
+    retrans = format_count(_s(s, "retransmits"))
+    if s.get("retransmits_note"):
+        retrans += f" ({escape(str(s['retransmits_note']))})"
+    pairs = [
+        ("path", path),
+        ("load", load),
+        ("tool time", format_duration(_s(s, "tool_s"))),
+        ("CPU", cpu_text),
+        ("retransmits", retrans),
+    ]
+    if s.get("emulator_bound"):
+        why = escape(str(s.get("emulator_why") or "the lab's stage"))
+        pairs.append(("emulator", f"[yellow]bound[/]: {why}; read this point as the lab's"))
+    return pairs
+
+
+def _counted(n: object, noun: str) -> str:
+    """``1 job``, ``4 streams``; ``- streams`` when not known."""
+    if isinstance(n, int) and not isinstance(n, bool):
+        return counted(n, noun)
+    return f"{format_count(n)} {noun}s"
 
 
 def _rate_of(summary: dict[str, Any]) -> str:

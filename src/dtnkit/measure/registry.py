@@ -53,6 +53,12 @@ def probe_kinds() -> list[str]:
     return list(PROBES)
 
 
+def measured_kinds() -> list[str]:
+    """Every kind a stored measurement can have: the probes' and every tool's (a sweep's
+    third-party copies are ``tpc``), in registration order."""
+    return list(dict.fromkeys([*PROBES, *(t.kind for t in TOOLS.values())]))
+
+
 def tool_names(kind: str | None = None) -> list[str]:
     """Every tool's name, or those measuring ``kind``, in registration order."""
     return [name for name, t in TOOLS.items() if kind is None or t.kind == kind]
