@@ -184,6 +184,25 @@ def test_sweep_runs_and_points(location: Location) -> None:
     assert [r.name for r in sweep_store.list_runs(location)] == ["r1"]
 
 
+def test_a_points_measurement_is_held_by_its_foreign_key_on_both_backends(
+    location: Location,
+) -> None:
+    """sweep_points.result_id references results(id): PostgreSQL always checks it, SQLite
+    only on a connection that asks (each of the store's does), so a measurement a point
+    holds is not deleted underneath it on either backend."""
+    g = grid()
+    s = sweep_store.SweepStore(location)
+    s.create_run("fk", g.to_toml(), {}, len(g))
+    s.store_point("fk", sweep_store.PointResult(point=g.points()[0], status="ok"))
+    with backend.connect(location) as db:
+        [held] = [r[0] for r in db.execute("SELECT result_id FROM sweep_points").fetchall()]
+        with pytest.raises(DtnkitError) as refused:
+            db.execute("DELETE FROM results WHERE id = ?", (held,))
+        assert "foreign key" in refused.value.as_dict()["why"].lower()
+    with backend.connect(location) as db:
+        assert db.execute("SELECT count(*) FROM results WHERE id = ?", (held,)).fetchone()[0] == 1
+
+
 def test_fresh_store_has_every_migration_once(location: Location) -> None:
     ResultStore(location).results()
     ResultStore(location).results()

@@ -270,6 +270,9 @@ def _open_sqlite(path: Path) -> Database:
             "give another file with --db or $DTNKIT_DB",
         ) from None
     conn.row_factory = sqlite3.Row
+    # SQLite declares foreign keys but checks them only when asked, per connection; asked,
+    # a point's measurement (sweep_points.result_id) is enforced as PostgreSQL enforces it
+    conn.execute("PRAGMA foreign_keys = ON")
     return Database(path, conn, "sqlite")
 
 
