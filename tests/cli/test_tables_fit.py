@@ -385,6 +385,37 @@ def test_experiment_summary_says_what_helped_first() -> None:
     text = out.getvalue()
     assert text.splitlines()[0] == "experiment exp-20261201T100000-ab12: helped: buffers"
     assert "x3.70" in text and "455 Mbit/s" in text and "None" not in text
+    assert "noise not measured" not in text  # two baseline runs (or a record from before)
+
+
+def test_an_experiment_of_one_run_each_says_its_noise_was_not_measured() -> None:
+    con, out = narrow()
+    measure_render.experiment_summary(
+        con,
+        {
+            "id": "exp-20261201T100000-cd34",
+            "helped": [],
+            "next": [],
+            "groups": [
+                {
+                    "group": "buffers",
+                    "verdict": "harmful",
+                    "ratio": 0.947,
+                    "margin": 0.05,
+                    "noise_measured": False,
+                    "baseline_bps": [4.6e8],
+                    "applied_bps": [4.36e8],
+                },
+            ],
+        },
+    )
+    text = " ".join(out.getvalue().split())
+    assert "x0.95" in text
+    assert (
+        "noise not measured: one baseline run per group (--repeat 1), so each verdict was "
+        "judged against +-5% alone; --repeat 3 measures it"
+    ) in text
+    assert all(len(line) <= 80 for line in out.getvalue().splitlines())
 
 
 def test_an_e2e_probe_shows_rate_size_and_time() -> None:

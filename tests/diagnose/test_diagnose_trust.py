@@ -141,6 +141,7 @@ def tcp(p: lab.LabPath) -> str:
     ).stdout
 
 
+@pytest.mark.serial  # its hint needs `helped`, a judged rate (see test_diagnose_hints.py)
 @pytest.mark.needs_root
 @pytest.mark.needs_netns
 @pytest.mark.skipif(bool(NEEDS), reason=f"needs {', '.join(NEEDS)}")
@@ -195,6 +196,8 @@ def test_experiments_leave_the_last_baseline_and_no_snapshots(
             "json",
         )
         assert code == 0 and exp["helped"] == ["buffers"], exp["groups"]
+        # one run each: the verdict says its noise was not measured
+        assert [g["noise_measured"] for g in exp["groups"]] == [False]
         assert tcp(p) == tuned  # the group was restored
         # apply's last baseline and snapshots are as they were; the experiment's are gone
         assert pointer.read_text() == last

@@ -407,6 +407,13 @@ def experiment_summary(con: Console, report: dict[str, Any]) -> None:
         ),
         rows,
     )
+    unmeasured = [g for g in report["groups"] if g.get("noise_measured") is False]
+    if unmeasured:
+        floor = format_percent(unmeasured[0].get("margin"), fraction=True)
+        con.print(
+            "noise not measured: one baseline run per group (--repeat 1), so each verdict "
+            f"was judged against +-{floor} alone; --repeat 3 measures it"
+        )
     if not report["next"]:
         con.print("nothing to apply: keep the hosts as they are")
     for cmd in report["next"]:

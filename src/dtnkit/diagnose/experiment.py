@@ -242,7 +242,12 @@ def run_experiment(
             say("  neutral: nothing to apply (the hosts already comply)")
             continue
         verdict, ratio, margin = judge(base, treated)
-        say(f"  {verdict}: x{ratio:.2f} (noise +-{margin:.0%})")
+        noise_measured = len(base) > 1  # one baseline run has no spread: the floor alone
+        say(
+            f"  {verdict}: x{ratio:.2f} (noise +-{margin:.0%}"
+            + ("" if noise_measured else ", not measured: one baseline run")
+            + ")"
+        )
         report["groups"].append(
             {
                 "group": group,
@@ -250,6 +255,7 @@ def run_experiment(
                 "applied": True,
                 "ratio": ratio,
                 "margin": margin,
+                "noise_measured": noise_measured,
                 "baseline_bps": base,
                 "applied_bps": treated,
                 "changes": changes,
