@@ -41,7 +41,6 @@ import subprocess
 import sys
 import threading
 import time
-import warnings
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -449,20 +448,29 @@ def resolve(argv: list[str]) -> tuple[tuple[str, ...], click.Context]:
     the real command without invoking it."""
     from dtnkit.cli.main import cli
 
-    with warnings.catch_warnings():  # click 8.2 deprecates protected_args (9.0: in args)
-        warnings.simplefilter("ignore", DeprecationWarning)
-        ctx = cli.make_context("dtnkit", list(argv))
-        command: click.Command = cli
-        words: list[str] = []
-        args = [*ctx.protected_args, *ctx.args]
-        while isinstance(command, click.Group):
-            name, sub, args = command.resolve_command(ctx, args)
-            assert name is not None and sub is not None, argv
-            words.append(name)
-            ctx = sub.make_context(name, args, parent=ctx)
-            command = sub
-            args = [*ctx.protected_args, *ctx.args]
+    ctx, args = parsed(cli, "dtnkit", argv, None)
+    command: click.Command = cli
+    words: list[str] = []
+    while isinstance(command, click.Group):
+        name, sub, args = command.resolve_command(ctx, args)
+        assert name is not None and sub is not None, argv
+        words.append(name)
+        ctx, args = parsed(sub, name, args, ctx)
+        command = sub
     return tuple(words), ctx
+
+
+def parsed(
+    command: click.Command, name: str, args: list[str], parent: click.Context | None
+) -> tuple[click.Context, list[str]]:
+    """*command*'s context with its own options parsed, and the words after them.  What
+    ``make_context`` does, but through ``Command.parse_args`` for a group too: a group's own
+    keeps its subcommand's name apart in ``protected_args``, which click 8.2 deprecates (and
+    a warning filter around it is not safe while other threads run)."""
+    ctx = command.context_class(command, info_name=name, parent=parent)
+    with ctx.scope(cleanup=False):
+        rest = click.Command.parse_args(command, ctx, list(args))
+    return ctx, rest
 
 
 PARSE_CASES = [
