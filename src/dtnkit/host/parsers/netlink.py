@@ -14,9 +14,9 @@ families' messages and attributes; this one knows what all families share
   ends with ``NLMSG_DONE``.
 
 The socket that carries them is :mod:`dtnkit.host.nlsocket`.  Why not pyroute2: a live
-``dtnkit tune audit`` takes about 90 ms on a loaded 2-core host, and ``import pyroute2``
-alone takes 150-240 ms (0.7.12 and 0.9.7; the ``pyroute2-minimal`` distribution 135-230 ms),
-because its package imports every protocol it has: the audit would be 2.5-3.5 times slower
+``dtnkit tune audit`` takes 150-180 ms on an idle 2-core host, and ``import pyroute2``
+alone takes 170-280 ms (0.7.12 and 0.9.7; the ``pyroute2-minimal`` distribution 135-230 ms),
+because its package imports every protocol it has: the audit would be about 2.5 times slower
 for microseconds of kernel work (docs/architecture.md has the figures and the commands).
 """
 
