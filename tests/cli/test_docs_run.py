@@ -60,6 +60,8 @@ from tests.support.xrootd import (
     running_xrootd,
 )
 
+from dtnkit.cli.main import main
+from dtnkit.environment import Environment
 from dtnkit.errors import DtnkitError
 
 ROOT = Path(__file__).parents[2]
@@ -467,7 +469,10 @@ def parsed(
     ``make_context`` does, but through ``Command.parse_args`` for a group too: a group's own
     keeps its subcommand's name apart in ``protected_args``, which click 8.2 deprecates (and
     a warning filter around it is not safe while other threads run)."""
-    ctx = command.context_class(command, info_name=name, parent=parent)
+    # the command's own context settings, as make_context applies them: without them a
+    # context has click's default `--help` alone, and the command caches the help option it
+    # first makes, so a later `dtnkit probe net -h` in this process would be refused
+    ctx = command.context_class(command, info_name=name, parent=parent, **command.context_settings)
     with ctx.scope(cleanup=False):
         rest = click.Command.parse_args(command, ctx, list(args))
     return ctx, rest
@@ -676,6 +681,18 @@ def test_a_flag_that_does_not_exist_fails_the_parse() -> None:
     ):
         with pytest.raises((click.ClickException, DtnkitError)):
             resolve(argv)
+
+
+def test_parsing_a_line_leaves_the_commands_as_they_were(environment: Environment) -> None:
+    """resolve() parses with the real command objects: the `-h` they answer before it, they
+    answer after it (click caches each command's help option from the first context)."""
+    for argv, words in (
+        (["probe", "net", "--peer", "x"], ["probe", "net"]),
+        (["tune", "audit"], ["tune", "audit"]),
+        (["cp", "a", "b"], ["cp"]),
+    ):
+        resolve(argv)
+        assert main([*words, "-h"], environment) == 0, argv
 
 
 def test_the_parser_reads_the_docs_shapes(tmp_path: Path) -> None:
