@@ -51,12 +51,15 @@ def test_each_host_is_served_by_its_own_sshd_in_its_own_namespace(
         lines = block.split("\n")
         assert lines[1] == h.netns, block
         assert f"inet {h.address}/" in lines[2], block
-    # a master per host in the run's own ControlPath directory (none shared); a master
-    # backgrounds itself after its session, so on a loaded machine its socket may come last,
-    # and one an earlier test of the module made may still persist beside it
+    # no master is shared: a session multiplexed over another host's master would have
+    # answered from that host's namespace and address above.  The masters live in the run's
+    # own ControlPath directory and nowhere else; how many are up at one moment is the
+    # machine's business (a master backgrounds itself after its session, one of an earlier
+    # test persists 60 s, and on a loaded machine ssh may skip becoming one: a count per host
+    # failed twice in CI for that alone)
     until(
-        "a ControlPath socket per host",
-        lambda: len([p for p in fleet.control_dir.iterdir() if p.is_socket()]) >= len(fleet.hosts),
+        "a ControlPath socket in the run's own directory",
+        lambda: any(p.is_socket() for p in fleet.control_dir.iterdir()),
         60,
     )
     assert all(p.is_socket() for p in fleet.control_dir.iterdir())
