@@ -18,9 +18,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from tests.support.ports import free_port
+
 from bench.lib import Bench, Case
 from bench.lib import loopback as lb
-from bench.lib.procs import fmt_size, free_port
+from bench.lib.procs import fmt_size
 
 
 def options(p: argparse.ArgumentParser) -> None:

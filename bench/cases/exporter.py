@@ -21,9 +21,10 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
+from tests.support.ports import free_port
+
 from bench.lib import Bench, Case
 from bench.lib.machine import proc_cpu
-from bench.lib.procs import free_port
 
 _SCRIPT = Path(sys.executable).parent / "dtnkit"
 DTNKIT = [str(_SCRIPT)] if _SCRIPT.is_file() else [sys.executable, "-m", "dtnkit.cli.main"]

@@ -23,11 +23,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from tests.support.ports import free_port
 from tests.support.xrootd import XROOTD_USER, wait_https
 
 from bench.lib import Bench, Case
 from bench.lib.machine import proc_cpu
-from bench.lib.procs import free_port, make_file
+from bench.lib.procs import make_file
 from bench.lib.stats import spread_cells
 from dtnkit.sweep import servers
 

@@ -15,8 +15,10 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support.ports import free_port
+
 from bench.lib.core import Bench
-from bench.lib.procs import free_port, listening_url, make_file, wait_port
+from bench.lib.procs import listening_url, make_file, wait_port
 from bench.lib.trees import Tree
 from dtnkit.transfer import checksum as cks
 from dtnkit.transfer.client.copy import copy

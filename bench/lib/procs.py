@@ -55,13 +55,6 @@ class Tracked:
             self.stop(self.procs[pid])
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 def wait_port(
     port: int, proc: subprocess.Popen[Any], timeout: float = 20.0, host: str = "127.0.0.1"
 ) -> None:

@@ -60,7 +60,7 @@ from tests.support.xrootd import (
     running_xrootd,
 )
 
-from dtnkit.cli.main import main
+from dtnkit.cli.main import cli, main
 from dtnkit.environment import Environment
 from dtnkit.errors import DtnkitError
 
@@ -448,8 +448,6 @@ def expand_vars(text: str, env: dict[str, str]) -> str:
 def resolve(argv: list[str]) -> tuple[tuple[str, ...], click.Context]:
     """(command words, click context with the parsed parameters) of `dtnkit ARGV`, parsed by
     the real command without invoking it."""
-    from dtnkit.cli.main import cli
-
     ctx, args = parsed(cli, "dtnkit", argv, None)
     command: click.Command = cli
     words: list[str] = []
@@ -531,8 +529,6 @@ OTHER_PROGRAMS = re.compile(
 
 def dtnkit_flags() -> set[str]:
     """Every long option of every dtnkit command (hidden ones too), and --help."""
-    from dtnkit.cli.main import cli
-
     flags = {"--help"}
     ctx = click.Context(cli)
 
@@ -573,8 +569,6 @@ def test_every_flag_in_the_docs_inline_code_exists() -> None:
 
 def command_flags(words: list[str]) -> set[str]:
     """The long options of `dtnkit WORDS` (hidden ones too)."""
-    from dtnkit.cli.main import cli
-
     cmd: click.Command | None = cli
     ctx2 = click.Context(cli)
     for word in words:
