@@ -21,6 +21,7 @@ from collections.abc import Sequence
 import click
 
 from dtnkit import __version__
+from dtnkit.cli.options import TOP_LEVEL
 from dtnkit.cli.output import emit
 from dtnkit.environment import Environment
 from dtnkit.errors import DtnkitError, ExitStatus
@@ -93,7 +94,7 @@ class _LazyGroup(click.Group):
         return command
 
 
-@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=_LazyGroup, context_settings=TOP_LEVEL)
 @click.version_option(__version__, prog_name="dtnkit")
 @click.option("--traceback", is_flag=True, help="Show the Python traceback of errors.")
 def cli(traceback: bool) -> None:

@@ -19,6 +19,12 @@ from dtnkit.environment import Environment
 from dtnkit.errors import BadInput
 from dtnkit.units import parse_duration
 
+#: click context settings of every top-level command: `-h` as well as `--help`.  Each one
+#: declares them itself, not only `dtnkit` above it, so they hold however the command is
+#: reached (a test or a program may invoke its object directly): click keeps the help option
+#: a command first makes, and one made without `-h` would refuse it from then on.
+TOP_LEVEL: dict[str, Any] = {"help_option_names": ["-h", "--help"]}
+
 P = ParamSpec("P")
 R = TypeVar("R")
 T = TypeVar("T")
