@@ -16,7 +16,10 @@ import pytest
 
 pytestmark = [pytest.mark.needs_root, pytest.mark.needs_netns]
 
-TRAP = "trap 'kill $! 2>/dev/null; echo cleaned; exit 3' INT TERM HUP; sleep 30 & echo ready; wait"
+# short sleeps in the foreground, not `sleep 30 & wait`: a signal that reaches dash after
+# `echo ready` but before it blocks in `wait` ran the trap only when the sleep ended (30 s in
+# a loaded CI run); after a foreground sleep the trap runs within 0.1 s either way
+TRAP = "trap 'echo cleaned; exit 3' INT TERM HUP; echo ready; while :; do sleep 0.1; done"
 
 
 def _dtnkit(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
