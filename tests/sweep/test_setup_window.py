@@ -1,6 +1,8 @@
 """A point's throughput is measured over the transfer, not its tool's set-up: iperf3 connects
 its -P streams one after the other, one round trip each (13 s for 128 streams at 100 ms), and
-those seconds of nothing were averaged into the point's throughput before."""
+those seconds of nothing were averaged into the point's throughput before.  Nor over the
+results exchange after it: iperf3 exits after that, seconds later on a loaded machine, and a
+window counted back from its exit alone held only idle samples."""
 
 from __future__ import annotations
 
@@ -9,12 +11,19 @@ import secrets
 import statistics
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from tests.conftest import taken
 
 from dtnkit.cli.main import main
 from dtnkit.environment import Environment
 from dtnkit.lab import fidelity
-from dtnkit.measure.pathsampler import IDLE_SERIES, Window, measured_idle_percent
+from dtnkit.measure.pathsampler import (
+    IDLE_SERIES,
+    Window,
+    data_window,
+    measured_idle_percent,
+)
 from dtnkit.sweep import store
 from dtnkit.sweep.grid import Point
 
@@ -38,6 +47,57 @@ POINT = Point(
 
 def _result(samples: list[tuple[float, float]], **extra: object) -> store.PointResult:
     return store.PointResult(point=POINT, status="ok", samples=tuple(samples), extra=extra)
+
+
+def _transfer(
+    setup: float, seconds: float, tail: float, step: float, rate: float
+) -> list[tuple[float, float]]:
+    """Samples every *step* s of a transfer at *rate* from *setup* for *seconds*, then *tail*
+    s of nothing (each sample the mean rate over its own span)."""
+    out, t = [], 0.0
+    while t < setup + seconds + tail - 1e-9:
+        end = t + step
+        data = max(0.0, min(end, setup + seconds) - max(t, setup))
+        out.append((round(end, 9), rate * data / step))
+        t = end
+    return out
+
+
+def test_the_window_is_placed_on_the_data_when_the_tools_exit_comes_late() -> None:
+    # a 1 s test after 0.5 s of set-up; iperf3 exited 1.5 s after its data (a loaded
+    # machine): counted back from the exit, the window is (1.5, 2.5), where nothing flowed
+    samples = _transfer(setup=0.5, seconds=1.0, tail=2.0, step=0.25, rate=5e8)
+    start, until = data_window(samples, latest_from=1.5, seconds=1.0)
+    assert (start, until) == (0.5, 1.5)
+    p = _result(samples, measure_from_s=start, measure_until_s=until)
+    assert p.throughput_bps == pytest.approx(5e8)
+    # what the latest window alone gave: the point read 0 bit/s
+    assert _result(samples, measure_from_s=1.5).throughput_bps == 0.0
+
+
+def test_an_exit_soon_after_the_data_keeps_the_window_counted_back_from_it() -> None:
+    samples = _transfer(setup=2.0, seconds=4.0, tail=0.0, step=0.5, rate=1e9)
+    assert data_window(samples, latest_from=2.0, seconds=4.0) == (2.0, 6.0)
+    # noisy samples of the same transfer: an earlier window is not taken for a few percent
+    noisy = [(t, b * (1.03 if i % 2 else 0.97)) for i, (t, b) in enumerate(samples)]
+    assert data_window(noisy, latest_from=2.0, seconds=4.0) == (2.0, 6.0)
+
+
+@given(
+    setup=st.floats(0.0, 5.0),
+    seconds=st.floats(0.5, 5.0),
+    late=st.floats(0.0, 5.0),
+    step=st.sampled_from([0.1, 0.25, 0.5, 1.0]),
+)
+def test_the_window_never_reaches_into_the_set_up_nor_misses_most_of_the_data(
+    setup: float, seconds: float, late: float, step: float
+) -> None:
+    samples = _transfer(setup, seconds, late + step, step, 1e9)
+    start, until = data_window(samples, latest_from=setup + late, seconds=seconds)
+    assert until - start == pytest.approx(seconds)
+    assert start <= setup + late
+    # off the data by at most one sample, the one it straddles
+    assert abs(start - setup) <= step + 1e-6, (start, setup)
 
 
 def test_samples_that_began_before_the_set_up_ended_are_left_out() -> None:

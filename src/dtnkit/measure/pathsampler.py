@@ -137,6 +137,43 @@ class Window:
 IDLE_SERIES = "idle_pct.machine"
 
 
+#: a window earlier than the latest is taken only when it holds this share more bytes:
+#: sampled rates vary a little from sample to sample
+DENSER = 1.05
+
+
+def data_window(
+    samples: Sequence[tuple[float, float]], latest_from: float, seconds: float
+) -> tuple[float, float]:
+    """(from, until) of a transfer known to last *seconds* and to have begun at or before
+    *latest_from*: the window of that length, starting no later, that holds the most of the
+    sampled bytes (each sample's spread evenly over it).  The latest such window unless an
+    earlier one holds :data:`DENSER` times its bytes; set-up before the data holds none, so
+    a window reaching into it never holds more than the transfer's own.  iperf3's exit, from
+    which *latest_from* is counted back, can come seconds after its data on a loaded
+    machine: counted back from it alone, a 1 s test's window held only the idle samples
+    after the data, and the point read 0 bit/s."""
+    spans = [
+        (prev, t, bps)
+        for prev, (t, bps) in zip((0.0, *(t for t, _ in samples)), samples, strict=False)
+        if t > prev and math.isfinite(bps) and bps > 0
+    ]
+
+    def held(start: float) -> float:
+        end = start + seconds
+        return sum(bps * max(0.0, min(t, end) - max(prev, start)) for prev, t, bps in spans)
+
+    edges = {b for prev, t, _ in spans for b in (prev, t)}
+    starts = sorted(
+        {s for b in edges for s in (b, b - seconds) if 0.0 <= s < latest_from}, reverse=True
+    )
+    latest = held(latest_from)
+    best = max(starts, key=held, default=latest_from)  # the latest of equals: sorted so
+    if held(best) > latest * DENSER:
+        return best, best + seconds
+    return latest_from, latest_from + seconds
+
+
 def measured_idle_percent(
     w: Window, measure_from_s: float | None, measure_until_s: float | None = None
 ) -> float | None:

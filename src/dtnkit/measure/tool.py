@@ -97,6 +97,12 @@ class ToolRun:
     #: seconds from the tool's start at which its measured time ended, when it stopped its
     #: transfers itself (dtnkit-cp cuts its copies at the duration: stopping them is not data)
     measure_until_s: float | None = None
+    #: how long the data flowed, when the tool knows that but not exactly when: iperf3
+    #: reports its test's seconds and exits after a results exchange that a loaded machine
+    #: can draw out, so ``measure_from_s`` (its exit less those seconds) is the latest the
+    #: data can have started; the samples place the window (:func:`~dtnkit.measure.
+    #: pathsampler.data_window`)
+    measure_seconds: float | None = None
 
 
 def tail(text: str, limit: int = MAX_RAW_BYTES) -> str:

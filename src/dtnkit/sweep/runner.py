@@ -49,6 +49,7 @@ from dtnkit.measure import registry
 from dtnkit.measure.pathsampler import (
     PointSampler,
     Window,
+    data_window,
     group_cpu_seconds,
     measured_idle_percent,
 )
@@ -553,6 +554,11 @@ class Sweep:
         tuning: dict[str, Any],
         phases: dict[str, float],
     ) -> store.PointResult:
+        if run.measure_seconds is not None and run.measure_from_s is not None:
+            start, until = data_window(w.samples, run.measure_from_s, run.measure_seconds)
+            if run.measure_until_s is not None:
+                until = min(until, run.measure_until_s)
+            run = dataclasses.replace(run, measure_from_s=start, measure_until_s=until)
         emulator: dict[str, Any] | None = None
         bound, why = False, ""
         reasons: list[str] = []

@@ -286,7 +286,7 @@ def run_load(host: Host, spec: LoadSpec, context: ToolContext) -> ToolRun:
     transfers: list[Transfer] = []
     retrans: int | None = 0
     failed = ""
-    data_from: list[float] = []
+    data_from: list[tuple[float, float]] = []  # (latest start of the data, its seconds)
     for k in sorted(results):
         code, out, err, start, end = results[k]
         nbytes, error, r = 0, "", None
@@ -294,11 +294,12 @@ def run_load(host: Host, spec: LoadSpec, context: ToolContext) -> ToolRun:
             doc = json.loads(out)
             end_doc = doc.get("end", {})
             nbytes = int(end_doc.get("sum_received", {}).get("bytes", 0))
-            # the test ran its last `seconds` before the client's exit (and the results
-            # exchange): everything before that was connecting its streams
+            # the test ran for `seconds` before the client's exit and the results exchange
+            # before it: everything before that was connecting its streams (the exchange,
+            # long on a loaded machine, is placed by the samples: ToolRun.measure_seconds)
             seconds = float(end_doc.get("sum_received", {}).get("seconds", 0) or 0)
             if 0 < seconds <= end - start:
-                data_from.append(end - seconds)
+                data_from.append((end - seconds, seconds))
             r = end_doc.get("sum_sent", {}).get("retransmits")
             error = str(doc.get("error", ""))
         except (json.JSONDecodeError, TypeError, ValueError, AttributeError):
@@ -318,5 +319,6 @@ def run_load(host: Host, spec: LoadSpec, context: ToolContext) -> ToolRun:
         runs.output(),
         transfers=tuple(transfers),
         failed=failed,
-        measure_from_s=max(data_from) if data_from and not failed else None,
+        measure_from_s=max(data_from)[0] if data_from and not failed else None,
+        measure_seconds=max(data_from)[1] if data_from and not failed else None,
     )
