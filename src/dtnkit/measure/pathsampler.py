@@ -23,7 +23,9 @@ The thread never raises into the runner: a source that fails is recorded in ``er
 
 from __future__ import annotations
 
+import bisect
 import contextlib
+import itertools
 import math
 import threading
 import time
@@ -158,10 +160,18 @@ def data_window(
         for prev, (t, bps) in zip((0.0, *(t for t, _ in samples)), samples, strict=False)
         if t > prev and math.isfinite(bps) and bps > 0
     ]
+    ends = [t for _, t, _ in spans]
+    before = list(itertools.accumulate((bps * (t - prev) for prev, t, bps in spans), initial=0.0))
+
+    def upto(x: float) -> float:  # the bits sampled up to time x
+        i = bisect.bisect_left(ends, x)  # spans[:i] end at or before x
+        if i == len(spans):
+            return before[i]
+        prev, _, bps = spans[i]
+        return before[i] + bps * max(0.0, x - prev)
 
     def held(start: float) -> float:
-        end = start + seconds
-        return sum(bps * max(0.0, min(t, end) - max(prev, start)) for prev, t, bps in spans)
+        return upto(start + seconds) - upto(start)
 
     edges = {b for prev, t, _ in spans for b in (prev, t)}
     starts = sorted(
