@@ -124,10 +124,12 @@ def test_close_removes_its_namespaces_and_sshds_only(tmp_path: Path) -> None:
         assert mine <= listed
         inv = hosts.inventory(tmp_path / "inv.yml")
         assert hosts.ansible(inv, "all", "-m", "ansible.builtin.ping").returncode == 0
+        # a master to stop (how many are up at one moment is the machine's business: a count
+        # of one per host failed in CI here too, as in the test above)
         until(
-            "one ControlPath socket per host",
-            lambda: len([p for p in hosts.control_dir.iterdir() if p.is_socket()]) == 2,
-            30,
+            "a ControlPath socket in the run's own directory",
+            lambda: any(p.is_socket() for p in hosts.control_dir.iterdir()),
+            60,
         )
     after = subprocess.run(
         ["ip", "netns", "list"], capture_output=True, text=True, check=True
