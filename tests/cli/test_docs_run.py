@@ -687,6 +687,9 @@ def test_parsing_a_line_leaves_the_commands_as_they_were(environment: Environmen
     ):
         resolve(argv)
         assert main([*words, "-h"], environment) == 0, argv
+    # `dtnkit` itself too: its subcommands now declare `-h` themselves, so only the root
+    # shows whether the parser gave a context its command's own settings
+    assert main(["-h"], environment) == 0
 
 
 def test_the_parser_reads_the_docs_shapes(tmp_path: Path) -> None:
