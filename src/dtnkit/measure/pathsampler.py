@@ -164,7 +164,7 @@ def data_window(
     before = list(itertools.accumulate((bps * (t - prev) for prev, t, bps in spans), initial=0.0))
 
     def upto(x: float) -> float:  # the bits sampled up to time x
-        i = bisect.bisect_left(ends, x)  # spans[:i] end at or before x
+        i = bisect.bisect_left(ends, x)  # spans[:i] end before x, spans[i] at or after
         if i == len(spans):
             return before[i]
         prev, _, bps = spans[i]

@@ -314,11 +314,12 @@ def run_load(host: Host, spec: LoadSpec, context: ToolContext) -> ToolRun:
             failed = f"iperf3 to origin {k}: {error}"
     if runs.timed_out:
         failed = DEADLINE_MESSAGE.format(limit=spec.time_limit_s)
+    latest, seconds_of = max(data_from) if data_from and not failed else (None, None)
     return ToolRun(
         {} if retrans is None else {"retransmits": retrans},
         runs.output(),
         transfers=tuple(transfers),
         failed=failed,
-        measure_from_s=max(data_from)[0] if data_from and not failed else None,
-        measure_seconds=max(data_from)[1] if data_from and not failed else None,
+        measure_from_s=latest,
+        measure_seconds=seconds_of,
     )
