@@ -78,11 +78,15 @@ def start_and_wait_for_first_measurement(prefix: str) -> subprocess.Popen[str]:
     watchdog.start()
     try:
         assert proc.stderr is not None
+        said: list[str] = []  # what it printed, for the failure's message
         for line in proc.stderr:
             if "round 1/1" in line:
                 break
+            said.append(line)
         else:
-            raise AssertionError(f"the bench ended before measuring: exit {proc.wait()}")
+            raise AssertionError(
+                f"the bench ended before measuring: exit {proc.wait()}: {''.join(said[-30:])}"
+            )
     finally:
         watchdog.cancel()
     assert own_leftovers(prefix), "it should be running now"
