@@ -2,14 +2,16 @@
 # Install test needs and run lint, types, the import contract and the whole test suite.
 # As root (as in CI) the namespace tests run for real; elsewhere they skip with a reason.
 #
-# The suite runs in two phases; both always run, and the script fails if either fails:
-#   1. every test not marked `serial`, on DTNKIT_TEST_WORKERS pytest-xdist workers (default 4:
-#      most tests wait on real peers, namespaces and child processes, not on a core).  Tests
-#      that share a module- or session-scoped fixture (a server, a lab path, SSH hosts) stay
-#      on one worker, which makes it once (tests/conftest.py, `--dist loadgroup`).
-#   2. the `serial` tests (a rate, an RTT, a duration measured and judged) one at a time,
-#      with no other test running beside them.
-# Each phase prints its 30 slowest tests; the second prints the line coverage of both.
+# The suite runs in two phases, side by side (dev/phases.sh says how); the script fails if
+# either fails:
+#   1. the `serial` tests (a rate, an RTT, a duration measured and judged) one at a time, at
+#      the machine's normal priority;
+#   2. every other test, on DTNKIT_TEST_WORKERS pytest-xdist workers (default 4: most tests wait
+#      on real peers, namespaces and child processes, not on a core), in a cpu cgroup that has
+#      a core only when the serial phase does not want it.  Tests that share a module- or
+#      session-scoped fixture (a server, a lab path, SSH hosts) stay on one worker, which makes
+#      it once (tests/conftest.py, `--dist loadgroup`).
+# Each phase prints its 30 slowest tests; then the line coverage of both.
 # The fuzzers (marker `fuzz`) try 1,000 cases each here; dev/nightly.sh runs them with
 # 10,000 (DTNKIT_FUZZ, tests/support/fuzz.py).
 # Arguments go to both phases, e.g. `dev/test.sh tests/tune -x`.
@@ -49,16 +51,5 @@ for i in "${!steps[@]}"; do
   fi
 done
 [ "$failed" -eq 0 ] || exit 1
-rm -f .coverage .coverage.*
-parallel=0
-.venv/bin/pytest -q -n "${DTNKIT_TEST_WORKERS:-4}" --dist loadgroup -m "not serial" \
-  --durations=30 --cov=dtnkit --cov-report= "$@" || parallel=$?
-serial=0
-.venv/bin/pytest -q -m serial --durations=30 --cov=dtnkit --cov-append \
-  --cov-report=term:skip-covered "$@" || serial=$?
-# 5 is pytest's "no test selected": fine for one phase (`dev/test.sh tests/tune` may select
-# no serial test), not for both
-if [ "$parallel" -eq 5 ] && [ "$serial" -eq 5 ]; then exit 5; fi
-for rc in "$parallel" "$serial"; do
-  if [ "$rc" -ne 0 ] && [ "$rc" -ne 5 ]; then exit "$rc"; fi
-done
+rm -rf "$checks"
+exec dev/phases.sh "$@"
