@@ -14,7 +14,8 @@
 # run one after the other, parallel first; DTNKIT_TEST_PHASES=sequential asks for that too.
 #
 # The serial phase's output is printed after the parallel phase's.  Each prints its 30 slowest
-# tests; then the line coverage of both (pytest-cov over the `dtnkit` package).  The script
+# tests; then the line coverage of both (pytest-cov over the `dtnkit` package), whose data is
+# left in COVERAGE_FILE (default .coverage) for `coverage html` and the like.  The script
 # fails if either phase fails; SIGTERM or SIGINT ends both phases (each tears its tests down).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -69,7 +70,9 @@ cleanup() {
 trap cleanup EXIT
 trap stop TERM INT
 
-rm -f .coverage .coverage.*
+# each phase's coverage data in this run's own directory: another run of this script (a test
+# of it, a second checkout's) never meets it
+coverage_file=${COVERAGE_FILE:-.coverage}
 parallel_cmd=(.venv/bin/pytest -q -n "${DTNKIT_TEST_WORKERS:-4}" --dist loadgroup -m "not serial"
   --durations=30 --cov=dtnkit --cov-report= "$@")
 serial_cmd=(.venv/bin/pytest -q -m serial --durations=30 --cov=dtnkit --cov-report= "$@")
@@ -82,11 +85,11 @@ serial=0
 if [ -n "$group" ]; then
   echo "dev/phases.sh: the serial phase runs beside this one, which has a core only when" \
     "the serial phase does not want it ($group)"
-  COVERAGE_FILE=.coverage.serial "${serial_cmd[@]}" >"$work/serial" 2>&1 &
+  COVERAGE_FILE="$work/coverage.serial" "${serial_cmd[@]}" >"$work/serial" 2>&1 &
   serial_pid=$!
   # the parallel phase enters the idle cgroup before pytest starts: every worker and child
   # process it makes is born there
-  COVERAGE_FILE=.coverage.parallel sh -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' \
+  COVERAGE_FILE="$work/coverage.parallel" sh -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' \
     phases "$group" "${parallel_cmd[@]}" &
   parallel_pid=$!
   wait "$serial_pid" || serial=$?
@@ -98,16 +101,17 @@ if [ -n "$group" ]; then
   echo "dev/phases.sh: the serial phase (it ran beside the one above):"
   cat "$work/serial"
 else
-  COVERAGE_FILE=.coverage.parallel "${parallel_cmd[@]}" || parallel=$?
-  COVERAGE_FILE=.coverage.serial "${serial_cmd[@]}" || serial=$?
+  COVERAGE_FILE="$work/coverage.parallel" "${parallel_cmd[@]}" || parallel=$?
+  COVERAGE_FILE="$work/coverage.serial" "${serial_cmd[@]}" || serial=$?
 fi
 
 # one coverage report for both phases (a phase that selected no test left no data)
 data=()
-for f in .coverage.parallel .coverage.serial; do [ -e "$f" ] && data+=("$f"); done
+for f in "$work/coverage.parallel" "$work/coverage.serial"; do [ -e "$f" ] && data+=("$f"); done
 if ((${#data[@]})); then
   # a report, not a gate: its own failure (no data: no test imported dtnkit) is said, not fatal
-  .venv/bin/coverage combine -q "${data[@]}" && .venv/bin/coverage report --skip-covered ||
+  COVERAGE_FILE=$coverage_file .venv/bin/coverage combine -q "${data[@]}" &&
+    COVERAGE_FILE=$coverage_file .venv/bin/coverage report --skip-covered ||
     echo "dev/phases.sh: no coverage report (above: why)" >&2
 fi
 

@@ -5,6 +5,7 @@ below run it on a small suite of their own and read what a developer reads."""
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import subprocess
 from pathlib import Path
@@ -96,8 +97,21 @@ def phases(out: Path, tests: Path, **env: str) -> subprocess.Popen[str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        env={**os.environ, "PHASES_DIR": str(out), "DTNKIT_TEST_WORKERS": "2", **env},
+        env={
+            **os.environ,
+            "PHASES_DIR": str(out),
+            "DTNKIT_TEST_WORKERS": "2",
+            # the combined coverage data goes here, not into the checkout under test
+            "COVERAGE_FILE": str(out.parent / "coverage"),
+            **env,
+        },
     )
+
+
+def checkout_coverage() -> dict[str, int]:
+    """The checkout's coverage data files and when each was written: a run of dev/phases.sh
+    (this suite's own, around this test) keeps its data in a directory of its own."""
+    return {p.name: p.stat().st_mtime_ns for p in ROOT.glob(".coverage*")}
 
 
 def phase_cgroups() -> set[str]:
@@ -115,9 +129,20 @@ def idle_cgroups_offered() -> bool:
 def test_the_other_tests_yield_to_the_serial_ones_until_those_end(tmp_path: Path) -> None:
     tests, out = suite(tmp_path)
     before = phase_cgroups()
-    proc = phases(out, tests)
-    text = proc.communicate(timeout=300)[0]
+    # what another run's coverage data in the checkout looks like (a developer's `pytest
+    # --cov` beside it): this run must neither remove it nor combine it into its own
+    other = ROOT / f".coverage.other-run-{secrets.token_hex(4)}"
+    other.write_bytes(b"not this run's")
+    try:
+        data = checkout_coverage()
+        proc = phases(out, tests)
+        text = proc.communicate(timeout=300)[0]
+        after = checkout_coverage()
+    finally:
+        other.unlink(missing_ok=True)
     assert proc.returncode == 0, text
+    assert (tmp_path / "coverage").is_file()
+    assert after == data, "the run wrote or removed coverage data in the checkout"
 
     serial_cgroup, _ = (out / "serial").read_text().split()
     during, idle_during = (out / "parallel-during").read_text().split()
