@@ -45,6 +45,7 @@ def _seconds(text: str) -> float:
 
 @pytest.mark.needs_root
 @pytest.mark.needs_netns
+@pytest.mark.serial  # judges the run's real length against the estimate's margin
 def test_cp_points_last_the_duration_and_the_estimate_holds(environment: Environment) -> None:
     env = dataclasses.replace(environment, stderr_isatty=True, terminal_width=80)
     lab = f"dur{secrets.token_hex(3)}"
