@@ -35,7 +35,16 @@ idle_cgroup() {
   else
     return 1
   fi
-  local dir
+  # an earlier run killed before its clean-up (SIGKILL) left its cgroup: removed once that
+  # run's process is gone and the cgroup is empty (a live run's, another checkout's, is kept)
+  local old pid dir
+  for old in "$root"/dtnkit-test-phase-*; do
+    [ -d "$old" ] || continue
+    pid=${old##*/dtnkit-test-phase-}
+    pid=${pid%%-*}
+    kill -0 "$pid" 2>/dev/null && continue
+    [ -z "$(cat "$old/cgroup.procs" 2>/dev/null)" ] && rmdir "$old" 2>/dev/null
+  done
   dir="$root/dtnkit-test-phase-$$-$RANDOM"
   mkdir "$dir" 2>/dev/null || return 1
   if ! { [ -e "$dir/cpu.idle" ] && echo 1 >"$dir/cpu.idle"; } 2>/dev/null; then

@@ -121,6 +121,12 @@ def phase_cgroups() -> set[str]:
     return found
 
 
+def idle_root() -> Path:
+    """Where dev/phases.sh makes its cgroup: the cgroup v1 cpu hierarchy, else v2's root."""
+    v1 = Path("/sys/fs/cgroup/cpu")
+    return v1 if (v1 / "cpu.shares").exists() else Path("/sys/fs/cgroup")
+
+
 def idle_cgroups_offered() -> bool:
     return Path("/sys/fs/cgroup/cpu/cpu.idle").exists() or Path("/sys/fs/cgroup/cpu.idle").exists()
 
@@ -129,6 +135,10 @@ def idle_cgroups_offered() -> bool:
 def test_the_other_tests_yield_to_the_serial_ones_until_those_end(tmp_path: Path) -> None:
     tests, out = suite(tmp_path)
     before = phase_cgroups()
+    # what a run killed before its clean-up leaves: an empty cgroup named for a process gone
+    gone = subprocess.run(["sh", "-c", "echo $$"], capture_output=True, text=True).stdout
+    stale = idle_root() / f"dtnkit-test-phase-{gone.strip()}-1"
+    stale.mkdir()
     # what another run's coverage data in the checkout looks like (a developer's `pytest
     # --cov` beside it): this run must neither remove it nor combine it into its own
     other = ROOT / f".coverage.other-run-{secrets.token_hex(4)}"
@@ -143,6 +153,9 @@ def test_the_other_tests_yield_to_the_serial_ones_until_those_end(tmp_path: Path
     assert proc.returncode == 0, text
     assert (tmp_path / "coverage").is_file()
     assert after == data, "the run wrote or removed coverage data in the checkout"
+    if stale.exists():
+        stale.rmdir()
+        raise AssertionError("the killed run's empty cgroup was left")
 
     serial_cgroup, _ = (out / "serial").read_text().split()
     during, idle_during = (out / "parallel-during").read_text().split()
