@@ -8,8 +8,9 @@ unverified curl, ``gfal-copy -K adler32``, ``xrdcp -S 8`` and ``--cksum adler32:
 uploads into dtnkit serve, HTTP-TPC pulls from XRootD on src made by dtnkit serve and by XRootD
 on dst, and the path's floor: ``iperf3 -R -P 1``, ``-P 8`` and ``-P`` what ``cp auto`` used.
 Times are wall times as a user runs the commands (process start included), except TPC (the
-COPY request) and iperf3 (its data phase; its rate over the second half of it tells whether
-the path held its rate cap).  Every round runs every column once, interleaved (--order);
+COPY request) and iperf3 (its data phase).  Before its rounds each cell's hold check (``iperf3
+-R -P 16 -t 4`` or longer, its second half, past slow start) tells whether the path carries its
+rate cap.  Every round runs every column once, interleaved (--order);
 ``--aa`` columns run twice per round, and their A/A rounds give the noise band
 beside every ratio.  The tables give medians, each target's ratio with met / not met (cp
 --streams auto against the floor: the best iperf3 data phase plus 3 round trips; one stream
@@ -368,7 +369,8 @@ def run(b: Bench) -> None:
     columns = catalogue(many, default, base is not None)
     names = only(order(many, default, base is not None), a.only, goals)
     twins = [n for n in names if any(n.startswith(s) for s in a.aa)]
-    needs = set().union(*(columns[n].needs for n in names))
+    # iperf3 on src for every cell: its hold check says whether the path carries its cap
+    needs = {"iperf3-src"}.union(*(columns[n].needs for n in names))
     work = b.workdir("wan", mode=0o711)  # XRootD's user walks through it to its own
     (work / "pid").write_text(str(os.getpid()))
     b.note(
@@ -394,6 +396,15 @@ def run(b: Bench) -> None:
             ) as lab:
                 if n == 0:  # once per run, above the tables
                     b.note(startup(lab.dst))
+                hold_s = tools.hold_seconds(lab.rtt_ms())
+                try:
+                    hold: tuple[float, int] | None = (
+                        tools.hold_check(lab.dst, lab.values, hold_s),
+                        hold_s,
+                    )
+                except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
+                    hold = None
+                    b.out(f"- {cell.label}: the hold check failed: {exc}")
                 used: dict[str, list[int]] = {}
                 auto: list[int] = []
 
@@ -423,12 +434,27 @@ def run(b: Bench) -> None:
                 )
                 assert lab.path is not None
                 medians = cell_report(
-                    b, cell, lab.path.state.backend, lab.rtt_ms(), samples, names, goals, used
+                    b,
+                    cell,
+                    lab.path.state.backend,
+                    lab.rtt_ms(),
+                    samples,
+                    names,
+                    goals,
+                    used,
+                    hold,
                 )
                 rows.append((cell, medians))
                 if a.timeline is not None:
                     timelines(b, lab, columns, names, samples, used, a.timeline)
-                b.result.doc["cells"].append({**cell.as_json(), "lab": lab.name})
+                b.result.doc["cells"].append(
+                    {
+                        **cell.as_json(),
+                        "lab": lab.name,
+                        "held_bps": hold[0] if hold else None,
+                        "hold_s": hold_s,
+                    }
+                )
                 b.load_line(watch, "This cell")
             n += 1
         src_file.unlink()

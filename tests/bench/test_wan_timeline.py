@@ -1,10 +1,11 @@
 """The WAN case's reading of a copy's timeline (``cp --timeline``): where its time went
-(bench/lib/wan/timeline.py), and whether a cell's path held its rate cap (report.cap_held)."""
+(bench/lib/wan/timeline.py), and whether a cell's path held its rate cap (its hold check:
+tools.hold_check, report.cap_held)."""
 
 from __future__ import annotations
 
 import pytest
-from bench.lib.wan import timeline
+from bench.lib.wan import timeline, tools
 from bench.lib.wan.cells import Cell
 from bench.lib.wan.report import cap_held, payload_share
 
@@ -61,16 +62,30 @@ def test_phases_cut_a_copy_where_its_bytes_moved() -> None:
 
 def test_a_path_holds_its_cap_when_iperf3_carries_its_payload_rate() -> None:
     cell = Cell(50.0, 10**9, False, 256 * MiB)
-    at_cap = 256 * MiB * 8 / (10**9 * payload_share(1500))  # seconds at the payload rate
-    held = cap_held(
-        {
-            "iperf3 8 steady": [at_cap / 0.99],
-            "iperf3 1 steady": [at_cap * 2],
-            "iperf3 8": [at_cap * 3],
-        },
-        cell,
-    )
-    assert held is not None and held == (pytest.approx(0.99), "iperf3 8 steady")
-    assert cap_held({"iperf3 8": [1.0]}, cell) is None  # no steady figure: nothing said
+    payload = 10**9 * payload_share(1500)
+    assert cap_held(0.99 * payload, cell) == pytest.approx(0.99)
+    assert cap_held(None, cell) is None  # no hold check: nothing said
     # jumbo frames carry more of what the cap counts as payload
     assert payload_share(9000) > 0.99 > 0.96 > payload_share(1500)
+
+
+def iperf3_doc(rates_bps: list[float], step: float = 0.5) -> dict[str, object]:
+    """A timed iperf3 run's JSON as `iperf3 --json -i STEP` writes it: one interval a step."""
+    intervals = [
+        {"sum": {"start": i * step, "end": (i + 1) * step, "seconds": step, "bytes": r * step / 8}}
+        for i, r in enumerate(rates_bps)
+    ]
+    return {"intervals": intervals, "end": {"sum_received": {"seconds": len(rates_bps) * step}}}
+
+
+def test_the_hold_check_reads_past_slow_start() -> None:
+    # 2 s at 5 Gbit/s after 2 s of slow start: the second half is the path's own rate, where
+    # the whole run's average (what a file-sized run gives) reads 63 %
+    ramp = [0.5e9, 1e9, 2e9, 4e9]
+    doc = iperf3_doc([*ramp, *[5e9] * 4])
+    assert tools.second_half_bps(doc) == pytest.approx(5e9)
+    with pytest.raises(ValueError, match="no data"):
+        tools.second_half_bps(iperf3_doc([1e9, 0.0]))
+    # long enough for slow start on any lab path: 4 s, or 40 round trips
+    assert tools.hold_seconds(50) == 4 and tools.hold_seconds(150) == 6
+    assert tools.hold_seconds(None) == 4

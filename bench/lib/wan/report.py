@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from bench.lib.core import Bench
 from bench.lib.stats import AA_SUFFIX, Samples, aa, compare
 from bench.lib.wan.cells import Cell, MiB
-from bench.lib.wan.tools import DERIVED
+from bench.lib.wan.tools import DERIVED, HOLD_STREAMS
 
 #: round trips before data flows for any HTTPS client: TCP handshake, TLS 1.3, the request
 HANDSHAKE_RTTS = 3
@@ -147,22 +147,12 @@ def payload_share(mtu: int) -> float:
     return (mtu - 52) / (mtu + 14)
 
 
-def cap_held(times: Times, cell: Cell) -> tuple[float, str] | None:
-    """The best median iperf3 steady rate's share of the cell's cap payload rate (its rate
-    over the second half of its data phase, recorded as seconds for the file at that rate),
-    and which run it was; None without iperf3 runs."""
-    best = min(
-        (
-            (statistics.median(t), name)
-            for name, t in times.items()
-            if name.startswith("iperf3 ") and name.endswith(" steady") and t
-        ),
-        default=None,
-    )
-    if best is None or best[0] <= 0:
+def cap_held(held_bps: float | None, cell: Cell) -> float | None:
+    """The share of the cell's cap payload rate that its path carried in the hold check
+    (``held_bps``, :func:`bench.lib.wan.tools.hold_check`); None without one."""
+    if held_bps is None or held_bps <= 0:
         return None
-    goodput = cell.size * 8 / best[0]
-    return goodput / (cell.rate_bps * payload_share(cell.mtu)), best[1]
+    return held_bps / (cell.rate_bps * payload_share(cell.mtu))
 
 
 def noise_of(samples: Samples, a: str, b: str) -> str | None:
@@ -184,9 +174,10 @@ def cell_report(
     names: list[str],
     goals: list[Target],
     used: dict[str, list[int]],
+    hold: tuple[float, int] | None = None,
 ) -> dict[str, float]:
     """The tables of one cell; its medians by name (the floor's under :data:`FLOOR`), for
-    the run's summary."""
+    the run's summary.  ``hold``: the hold check's rate (bit/s) and its seconds."""
     times = dict(samples.lists())
     b.heading(cell.label)
     b.note(
@@ -248,19 +239,19 @@ def cell_report(
         "sooner._"
     )
     b.note(floor_line(times, practical, used))
-    held = cap_held(times, cell)
-    if held is not None:
-        share, name = held
+    share = cap_held(hold[0] if hold else None, cell)
+    if hold is not None and share is not None:
         verdict_text = (
             ": an honest emulation of the rate"
             if share >= HELD
             else ": below 98 %, the lab stage (or the machine) binds this cell"
         )
         b.note(
-            f"_The path held {share:.1%} of its cap's payload rate ({name}: "
-            f"{cell.rate_bps / 1e9:g} Gbit/s x {payload_share(cell.mtu):.4f}, TCP/IP "
-            f"headers with timestamps in Ethernet frames at MTU {cell.mtu})"
-            f"{verdict_text}._"
+            f"_The path held {share:.1%} of its cap's payload rate ({hold[0] / 1e9:.3f} "
+            f"Gbit/s over the second half of `iperf3 -R -P {HOLD_STREAMS} -t {hold[1]}` before the "
+            f"cell's rounds, against {cell.rate_bps / 1e9:g} Gbit/s x "
+            f"{payload_share(cell.mtu):.4f}, TCP/IP headers with timestamps in Ethernet "
+            f"frames at MTU {cell.mtu}){verdict_text}._"
         )
     for label, errs in samples.failures.items():
         b.out(f"- {label} failed: {errs[0][:200]}")

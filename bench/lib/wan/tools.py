@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import re
 import time
 from collections.abc import Mapping
@@ -31,9 +32,15 @@ SERVERS = (
     "iperf3-src",
 )
 KINDS = ("wall", "tpc", "iperf3")
-#: figures a run records beside its own time, named "COLUMN SUFFIX" (" steady": iperf3's rate
-#: over the second half of its data phase, as seconds for the file at that rate)
-DERIVED = (" wall", " copy phase", " steady")
+#: figures a run records beside its own time, named "COLUMN SUFFIX"
+DERIVED = (" wall", " copy phase")
+#: the hold check (:func:`hold_check`): streams enough to fill the path whatever the ends'
+#: buffers (16 x Debian's 4 MiB send buffer is twice 50 ms x 5 Gbit/s), and how long it sends
+#: (at least HOLD_MIN_S, and HOLD_RTTS round trips on a long path), so that its second half is
+#: past slow start on any lab path (at 50 ms and 5 Gbit/s: within 0.5 s)
+HOLD_STREAMS = 16
+HOLD_MIN_S = 4
+HOLD_RTTS = 40
 
 CP = (
     "{python}",
@@ -279,17 +286,55 @@ def _iperf3(proc: Any, wall: float, size: int, name: str) -> Outcome:
     got = doc["end"].get("sum_received", {})
     if int(got.get("bytes", 0)) < size:
         raise RuntimeError(f"iperf3 received {got.get('bytes')} bytes")
-    out = Outcome(float(got["seconds"]), {f"{name} wall": wall})
-    # its rate over the second half of the data phase (slow start over), as the time the
-    # file would take at that rate: what the path carries (report.cap_held)
-    half = float(got["seconds"]) / 2
-    later = [
-        i.get("sum", {})
-        for i in doc.get("intervals", [])
-        if float(i.get("sum", {}).get("start", 0)) >= half
+    return Outcome(float(got["seconds"]), {f"{name} wall": wall})
+
+
+def hold_seconds(rtt_ms: float | None) -> int:
+    """How long the hold check sends on a path of *rtt_ms* (whole seconds, as iperf3 -t)."""
+    return max(HOLD_MIN_S, math.ceil(HOLD_RTTS * (rtt_ms or 0) / 1000))
+
+
+def second_half_bps(doc: Mapping[str, Any]) -> float:
+    """A timed iperf3 run's rate (bit/s) over the second half of its data phase, slow start
+    over; ValueError when its JSON holds no such intervals."""
+    total = float(doc["end"]["sum_received"]["seconds"])
+    later = [i["sum"] for i in doc.get("intervals", []) if float(i["sum"]["start"]) >= total / 2]
+    seconds = sum(float(i["seconds"]) for i in later)
+    moved = sum(float(i["bytes"]) for i in later)
+    if seconds <= 0 or moved <= 0:
+        raise ValueError("no data in the second half of the run")
+    return moved * 8 / seconds
+
+
+def hold_check(host: LabHost, values: Mapping[str, object], seconds: int) -> float:
+    """What the path carries once slow start is over (bit/s): ``iperf3 -R -P 16 -t SECONDS``
+    from dst against ``iperf3 -s`` on src, its second half (:func:`second_half_bps`).  A
+    file-sized run cannot tell it: at 5 Gbit/s and 50 ms, 256 MiB is sent in 8 round trips,
+    most of them in slow start (its second half read 77 % of the cap where this check reads
+    99 %).  RuntimeError when iperf3 fails."""
+    argv = [
+        "iperf3",
+        "-c",
+        fill("{src_addr}", values),
+        "-p",
+        fill("{iperf3_port}", values),
+        "-R",
+        "-P",
+        str(HOLD_STREAMS),
+        "-t",
+        str(seconds),
+        "-i",
+        "0.1",
+        "--json",
     ]
-    seconds = sum(float(i.get("seconds", 0)) for i in later)
-    moved = sum(float(i.get("bytes", 0)) for i in later)
-    if seconds > 0 and moved > 0:
-        out.side[f"{name} steady"] = size * seconds / moved
-    return out
+    proc = host.run(argv, check=False, timeout=seconds + 120)
+    try:
+        doc = json.loads(proc.stdout)
+        if proc.returncode == 0 and "error" not in doc:
+            return second_half_bps(doc)
+    except (ValueError, KeyError, TypeError):
+        doc = {}
+    raise RuntimeError(
+        f"hold check: exit {proc.returncode}: "
+        f"{doc.get('error') or (proc.stderr or proc.stdout)[-300:]}"
+    )
