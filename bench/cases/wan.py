@@ -9,9 +9,9 @@ uploads into dtnkit serve, HTTP-TPC pulls from XRootD on src made by dtnkit serv
 on dst, and the path's floor: ``iperf3 -R -P 1``, ``-P 8`` and ``-P`` what ``cp auto`` used.
 Times are wall times as a user runs the commands (process start included), except TPC (the
 COPY request) and iperf3 (its data phase).  Before its rounds each cell's hold check (``iperf3
--R -P 16 -t 4`` or longer, its second half, past slow start) tells whether the path carries its
-rate cap.  Every round runs every column once, interleaved (--order);
-``--aa`` columns run twice per round, and their A/A rounds give the noise band
+-R -P 16 -t 8`` or longer, its second half, past slow start; the better of two runs) tells
+whether the path carries its rate cap.  Every round runs every column once, interleaved
+(--order); ``--aa`` columns run twice per round, and their A/A rounds give the noise band
 beside every ratio.  The tables give medians, each target's ratio with met / not met (cp
 --streams auto against the floor: the best iperf3 data phase plus 3 round trips; one stream
 against curl; upload against download; TPC active dtnkit against XRootD), and the run ends
@@ -398,10 +398,11 @@ def run(b: Bench) -> None:
                     b.note(startup(lab.dst))
                 hold_s = tools.hold_seconds(lab.rtt_ms())
                 try:
-                    hold: tuple[float, int] | None = (
-                        tools.hold_check(lab.dst, lab.values, hold_s),
-                        hold_s,
-                    )
+                    runs = [
+                        tools.hold_check(lab.dst, lab.values, hold_s)
+                        for _ in range(tools.HOLD_RUNS)
+                    ]
+                    hold: tuple[float, int] | None = (max(runs), hold_s)
                 except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
                     hold = None
                     b.out(f"- {cell.label}: the hold check failed: {exc}")

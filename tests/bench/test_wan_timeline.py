@@ -86,6 +86,6 @@ def test_the_hold_check_reads_past_slow_start() -> None:
     assert tools.second_half_bps(doc) == pytest.approx(5e9)
     with pytest.raises(ValueError, match="no data"):
         tools.second_half_bps(iperf3_doc([1e9, 0.0]))
-    # long enough for slow start on any lab path: 4 s, or 40 round trips
-    assert tools.hold_seconds(50) == 4 and tools.hold_seconds(150) == 6
-    assert tools.hold_seconds(None) == 4
+    # long enough for slow start on any lab path: 8 s, or 40 round trips
+    assert tools.hold_seconds(50) == 8 and tools.hold_seconds(300) == 12
+    assert tools.hold_seconds(None) == 8
