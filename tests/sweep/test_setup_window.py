@@ -23,6 +23,7 @@ from dtnkit.measure.pathsampler import (
     Window,
     data_window,
     measured_idle_percent,
+    sample_starts,
 )
 from dtnkit.sweep import store
 from dtnkit.sweep.grid import Point
@@ -61,6 +62,13 @@ def _transfer(
         out.append((round(end, 9), rate * data / step))
         t = end
     return out
+
+
+@given(st.lists(st.floats(0, 1e6, allow_nan=False), max_size=20))
+def test_each_sample_begins_where_the_one_before_it_was_taken(times: list[float]) -> None:
+    # the one reading of a sample's span that the window, the idle share and the stored
+    # point's measured samples all use
+    assert list(sample_starts(times)) == [0.0, *times][: len(times)]
 
 
 def test_the_window_is_placed_on_the_data_when_the_tools_exit_comes_late() -> None:

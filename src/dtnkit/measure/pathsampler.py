@@ -29,7 +29,7 @@ import itertools
 import math
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -139,6 +139,15 @@ class Window:
 IDLE_SERIES = "idle_pct.machine"
 
 
+def sample_starts(times: Iterable[float]) -> Iterator[float]:
+    """Where each sample's span begins: a sample taken at *t* holds what happened since the
+    one before it (since 0.0, the start of sampling, for the first)."""
+    prev = 0.0
+    for t in times:
+        yield prev
+        prev = t
+
+
 #: a window earlier than the latest is taken only when it holds this share more bytes:
 #: sampled rates vary a little from sample to sample
 DENSER = 1.05
@@ -157,7 +166,7 @@ def data_window(
     after the data, and the point read 0 bit/s."""
     spans = [
         (prev, t, bps)
-        for prev, (t, bps) in zip((0.0, *(t for t, _ in samples)), samples, strict=False)
+        for prev, (t, bps) in zip(sample_starts(t for t, _ in samples), samples, strict=True)
         if t > prev and math.isfinite(bps) and bps > 0
     ]
     ends = [t for _, t, _ in spans]
@@ -199,7 +208,9 @@ def measured_idle_percent(
     times = [t for t, _ in w.samples]
     kept = [
         (t - prev, v)
-        for prev, t, v in zip((0.0, *times), times, w.series.get(IDLE_SERIES, []), strict=False)
+        for prev, t, v in zip(
+            sample_starts(times), times, w.series.get(IDLE_SERIES, []), strict=False
+        )
         if measure_from_s <= prev < until and v is not None and t > prev
     ]
     weight = sum(dt for dt, _ in kept)

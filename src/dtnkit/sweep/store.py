@@ -49,6 +49,7 @@ from dtnkit.db.backend import Database, clean, connect, upsert_sql
 from dtnkit.db.location import DbUrl, Location, parse_location
 from dtnkit.errors import BadInput, DtnkitError
 from dtnkit.measure import registry
+from dtnkit.measure.pathsampler import sample_starts
 from dtnkit.measure.tool import MAX_RAW_BYTES, Transfer
 from dtnkit.sweep.analyze import PointRecord
 from dtnkit.sweep.grid import Point, registry_tool
@@ -192,7 +193,7 @@ class PointResult:
             return self.samples
         kept = tuple(
             s
-            for prev, s in zip((0.0, *(t for t, _ in self.samples)), self.samples, strict=False)
+            for prev, s in zip(sample_starts(t for t, _ in self.samples), self.samples, strict=True)
             if start <= prev < until
         )
         return kept or self.samples
