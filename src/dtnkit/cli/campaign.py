@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from dtnkit.cli.options import pass_env, state_dir_option
+from dtnkit.cli.options import CliGroup, pass_env, state_dir_option
 from dtnkit.cli.output import emit, format_option
 from dtnkit.diagnose.campaign import gate as gate_of
 from dtnkit.diagnose.campaign import server_start as start
@@ -17,7 +17,7 @@ from dtnkit.environment import Environment
 from dtnkit.units import parse_speed
 
 
-@click.group()
+@click.group(cls=CliGroup)
 def campaign() -> None:
     """Steps of a fleet campaign: the NIC-headroom gate, a group's verdict, a probe server."""
 

@@ -6,7 +6,7 @@ import click
 from rich.markup import escape
 
 from dtnkit.cli.judging_options import judging_options
-from dtnkit.cli.options import TOP_LEVEL, pass_env
+from dtnkit.cli.options import CliCommand, pass_env
 from dtnkit.cli.output import Printer, emit, format_option
 from dtnkit.cli.render import Col, print_fitted
 from dtnkit.cli.tune import make_host
@@ -19,7 +19,7 @@ from dtnkit.tune.judging import Judging
 STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red"}
 
 
-@click.command(context_settings=TOP_LEVEL)
+@click.command(cls=CliCommand)
 @click.option(
     "--peer",
     metavar="HOST",

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 from click.core import ParameterSource
 
-from dtnkit.cli.options import TOP_LEVEL, Duration, pass_env
+from dtnkit.cli.options import CliCommand, Duration, pass_env
 from dtnkit.cli.output import emit, format_option
 from dtnkit.environment import Environment
 from dtnkit.errors import BadInput
@@ -144,7 +144,7 @@ def _sigterm_interrupts(notes: _Notes) -> Iterator[None]:
             raise
 
 
-@click.command(context_settings=TOP_LEVEL)
+@click.command(cls=CliCommand)
 @click.argument("src")
 @click.argument("dst")
 @click.option("-r", "--recursive", is_flag=True, help="Copy a directory tree.")

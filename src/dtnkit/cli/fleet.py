@@ -13,7 +13,7 @@ from rich.markup import escape
 
 from dtnkit import htmlpage
 from dtnkit.cli.campaign import campaign
-from dtnkit.cli.options import TOP_LEVEL, pass_env
+from dtnkit.cli.options import CliGroup, pass_env
 from dtnkit.cli.output import Printer, emit, format_option
 from dtnkit.cli.progress import reporter
 from dtnkit.cli.render import Col, fits, print_fitted, whole
@@ -26,7 +26,7 @@ from dtnkit.fleet.page import NOT_DECIDED, setting_text, value_text, verdict_row
 from dtnkit.units import counted
 
 
-@click.group(context_settings=TOP_LEVEL)
+@click.group(cls=CliGroup)
 def fleet() -> None:
     """Many hosts: reports over the site audit's and a campaign's output, and the steps of a
     campaign that run on one host."""

@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from dtnkit.cli import lab_render
-from dtnkit.cli.options import TOP_LEVEL, pass_env
+from dtnkit.cli.options import CliGroup, pass_env
 from dtnkit.cli.output import emit, format_option
 from dtnkit.cli.progress import reporter
 from dtnkit.environment import Environment
@@ -29,7 +29,7 @@ def _lab() -> Any:
     return lab_path
 
 
-@click.group(context_settings=TOP_LEVEL)
+@click.group(cls=CliGroup)
 def lab() -> None:
     """Emulated WAN paths (RTT, rate cap, loss) between network namespaces."""
 

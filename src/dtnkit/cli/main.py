@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import click
 
 from dtnkit import __version__
-from dtnkit.cli.options import TOP_LEVEL
+from dtnkit.cli.options import CliGroup
 from dtnkit.cli.output import emit
 from dtnkit.environment import Environment
 from dtnkit.errors import DtnkitError, ExitStatus
@@ -57,7 +57,7 @@ class StdoutClosed(Exception):
     """stdout's reader went away (`dtnkit ... | head`); raised past click, which would exit 1."""
 
 
-class _LazyGroup(click.Group):
+class _LazyGroup(CliGroup):
     def invoke(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
@@ -94,7 +94,7 @@ class _LazyGroup(click.Group):
         return command
 
 
-@click.group(cls=_LazyGroup, context_settings=TOP_LEVEL)
+@click.group(cls=_LazyGroup)
 @click.version_option(__version__, prog_name="dtnkit")
 @click.option("--traceback", is_flag=True, help="Show the Python traceback of errors.")
 def cli(traceback: bool) -> None:

@@ -13,7 +13,8 @@ import click
 from dtnkit.cli import measure_render
 from dtnkit.cli.judging_options import group_option, judging_options
 from dtnkit.cli.options import (
-    TOP_LEVEL,
+    CliCommand,
+    CliGroup,
     Duration,
     db_option,
     pass_env,
@@ -209,7 +210,7 @@ def _probe_table(p: Printer, result: ProbeResult) -> None:
     measure_render.probe_summary(p.console, result)
 
 
-@click.group(context_settings=TOP_LEVEL)
+@click.group(cls=CliGroup)
 def probe() -> None:
     """Measure one layer: network (iperf3), storage (fio), end to end."""
 
@@ -447,7 +448,7 @@ def _tuning(host: Host) -> dict[str, Any] | None:
     return live_tuning(host)
 
 
-@click.group(context_settings=TOP_LEVEL)
+@click.group(cls=CliGroup)
 def results() -> None:
     """Stored probe results and experiments."""
 
@@ -556,7 +557,7 @@ def export_cmd(env: Environment, fmt: str, kind: str | None, db: Location) -> in
 results.add_command(push_cmd)
 
 
-@click.command(context_settings=TOP_LEVEL)
+@click.command(cls=CliCommand)
 @click.option(
     "--peer", default=None, help="iperf3 peer: NAME/HOST of a lab path, localhost, or an address."
 )
@@ -705,7 +706,7 @@ def diagnose(
     return int(EXIT[result.layer])
 
 
-@click.command(context_settings=TOP_LEVEL)
+@click.command(cls=CliCommand)
 @group_option(
     required=True,
     help="The groups to try, one at a time (repeat it, or separate "

@@ -13,7 +13,7 @@ from prometheus_client import make_wsgi_app
 from prometheus_client.process_collector import ProcessCollector
 
 from dtnkit.cli.judging_options import judging_options
-from dtnkit.cli.options import TOP_LEVEL, Duration, db_option, pass_env, wide_option
+from dtnkit.cli.options import CliCommand, Duration, db_option, pass_env, wide_option
 from dtnkit.cli.output import emit
 from dtnkit.cli.render import Col, print_fitted
 from dtnkit.cli.stopping import stop_on_signals, wait
@@ -94,7 +94,7 @@ def _drift(no_drift: bool, judging: Judging, interval: float) -> DriftOptions | 
     return DriftOptions(judging=judging, interval=interval)
 
 
-@click.command(context_settings=TOP_LEVEL)
+@click.command(cls=CliCommand)
 @click.option(
     "--listen",
     "--web.listen-address",
@@ -272,7 +272,7 @@ def exporter(
     return int(ExitStatus.OK)
 
 
-@click.command(context_settings=TOP_LEVEL)
+@click.command(cls=CliCommand)
 @_common
 @click.option(
     "--textfile",

@@ -8,7 +8,7 @@ Precedence for a setting with a flag: the flag, then the environment variable (r
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
@@ -19,11 +19,46 @@ from dtnkit.environment import Environment
 from dtnkit.errors import BadInput
 from dtnkit.units import parse_duration
 
-#: click context settings of every top-level command: `-h` as well as `--help`.  Each one
-#: declares them itself, not only `dtnkit` above it, so they hold however the command is
-#: reached (a test or a program may invoke its object directly): click keeps the help option
-#: a command first makes, and one made without `-h` would refuse it from then on.
-TOP_LEVEL: dict[str, Any] = {"help_option_names": ["-h", "--help"]}
+#: the help option's names on every command: `-h` as well as `--help`
+HELP_NAMES = ("-h", "--help")
+
+
+def _dash_h(settings: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A command's click context settings with :data:`HELP_NAMES`.  Every command declares them
+    itself, not only `dtnkit` above it, so they hold however the command is reached (a test or
+    a program may invoke a subcommand's object directly): click keeps the help option a
+    command first makes, and one made without `-h` would refuse it from then on, in that
+    process, also under `dtnkit`."""
+    return {"help_option_names": list(HELP_NAMES), **(settings or {})}
+
+
+class CliCommand(click.Command):
+    """A dtnkit command (``@click.command(cls=CliCommand)``, or a :class:`CliGroup`'s
+    ``.command()``): `-h` is `--help`."""
+
+    def __init__(
+        self, name: str | None, context_settings: Mapping[str, Any] | None = None, **kwargs: Any
+    ) -> None:
+        super().__init__(name, _dash_h(context_settings), **kwargs)
+
+
+class CliGroup(click.Group):
+    """A dtnkit command group: `-h` is `--help`, and its ``.command()`` and ``.group()`` make
+    :class:`CliCommand` and :class:`CliGroup` objects."""
+
+    command_class = CliCommand
+    group_class = type  # a subgroup is of this class too
+
+    def __init__(
+        self,
+        name: str | None = None,
+        commands: Any = None,
+        *,
+        context_settings: Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(name, commands, context_settings=_dash_h(context_settings), **kwargs)
+
 
 P = ParamSpec("P")
 R = TypeVar("R")

@@ -6,7 +6,7 @@ import socket
 
 import click
 
-from dtnkit.cli.options import DbLocation, db_option, pass_env
+from dtnkit.cli.options import CliCommand, DbLocation, db_option, pass_env
 from dtnkit.cli.output import Printer, emit, format_option
 from dtnkit.cli.progress import reporter
 from dtnkit.cli.render import Col, print_fitted
@@ -17,7 +17,7 @@ from dtnkit.environment import Environment
 from dtnkit.units import format_duration
 
 
-@click.command()
+@click.command(cls=CliCommand)
 @click.argument("target", metavar="URL", type=DbLocation())
 @click.option(
     "--host",

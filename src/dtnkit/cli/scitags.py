@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from dtnkit.cli.options import TOP_LEVEL, pass_env
+from dtnkit.cli.options import CliGroup, pass_env
 from dtnkit.cli.output import Printer, emit, format_option
 from dtnkit.cli.render import Col, print_fitted
 from dtnkit.environment import Environment
@@ -13,7 +13,7 @@ from dtnkit.transfer.client.scitags import DEFAULT_URL, STATE_NAME, load, refres
 from dtnkit.transfer.wire.scitags import tag
 
 
-@click.group(context_settings=TOP_LEVEL)
+@click.group(cls=CliGroup)
 def scitags() -> None:
     """The SciTags registry of experiment and activity ids (scitags.org api.json) that
     `cp --experiment/--activity` and `serve --experiment/--activity` resolve names with:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from dtnkit.cli.options import TOP_LEVEL, Duration, pass_env
+from dtnkit.cli.options import CliCommand, Duration, pass_env
 from dtnkit.cli.output import emit, format_option
 from dtnkit.cli.stopping import stop_on_signals, wait
 from dtnkit.environment import Environment
@@ -19,7 +19,7 @@ from dtnkit.transfer.server.limits import Limits
 from dtnkit.units import parse_bytes, parse_rate
 
 
-@click.command(context_settings=TOP_LEVEL)
+@click.command(cls=CliCommand)
 @click.option(
     "--root",
     required=True,

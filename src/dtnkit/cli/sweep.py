@@ -13,7 +13,7 @@ from typing import Any
 import click
 from rich.markup import escape
 
-from dtnkit.cli.options import TOP_LEVEL, db_option, pass_env, state_dir_option
+from dtnkit.cli.options import CliGroup, db_option, pass_env, state_dir_option
 from dtnkit.cli.output import Printer, emit, format_option
 from dtnkit.cli.progress import duration, reporter
 from dtnkit.cli.render import Col, print_fitted
@@ -36,7 +36,7 @@ def default_lab_name(run_name: str) -> str:
     return "sw" + hashlib.sha256(f"{user}:{run_name}".encode()).hexdigest()[:8]
 
 
-@click.group(context_settings=TOP_LEVEL)
+@click.group(cls=CliGroup)
 def sweep() -> None:
     """Sweeps: a grid of measurements (RTT x streams x origins x ...) on a lab path."""
 

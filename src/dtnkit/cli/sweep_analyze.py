@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import click
 from rich.markup import escape
 
-from dtnkit.cli.options import db_option, pass_env, state_dir_option
+from dtnkit.cli.options import CliCommand, db_option, pass_env, state_dir_option
 from dtnkit.cli.output import Printer, emit, format_option
 from dtnkit.cli.progress import reporter
 from dtnkit.cli.render import Col, print_fitted
@@ -81,7 +81,7 @@ def save_json(path: Path, doc: Any) -> None:
         ) from None
 
 
-@click.command(name="analyze")
+@click.command(cls=CliCommand, name="analyze")
 @click.argument("run")
 @click.option(
     "--target",
@@ -385,7 +385,7 @@ def _tables(p: Printer, info: RunInfo, a: Analysis, saved: Path | None) -> None:
         )
 
 
-@click.command(name="report")
+@click.command(cls=CliCommand, name="report")
 @click.argument("run")
 @click.option(
     "-o",

@@ -15,7 +15,7 @@ import click
 
 from dtnkit.cli.judging_options import group_option, judging_options
 from dtnkit.cli.options import (
-    TOP_LEVEL,
+    CliGroup,
     db_option,
     pass_env,
     state_dir_option,
@@ -206,7 +206,7 @@ def _profile(name: str, dirs: tuple[Path, ...]) -> Any:
     return prof
 
 
-@click.group(context_settings=TOP_LEVEL)
+@click.group(cls=CliGroup)
 def tune() -> None:
     """Audit and tune host settings, with snapshots to restore them."""
 
