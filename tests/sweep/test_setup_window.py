@@ -83,6 +83,12 @@ def test_the_window_is_placed_on_the_data_when_the_tools_exit_comes_late() -> No
     assert _result(samples, measure_from_s=1.5).throughput_bps == 0.0
 
 
+def test_a_window_late_by_a_little_more_than_one_sample_is_not_kept() -> None:
+    # the case hypothesis found: kept, the point read 4 % low
+    samples = _transfer(setup=0.0, seconds=3.0, tail=0.225, step=0.1, rate=1e9)
+    assert data_window(samples, latest_from=0.125, seconds=3.0) == (0.0, 3.0)
+
+
 def test_an_exit_soon_after_the_data_keeps_the_window_counted_back_from_it() -> None:
     samples = _transfer(setup=2.0, seconds=4.0, tail=0.0, step=0.5, rate=1e9)
     assert data_window(samples, latest_from=2.0, seconds=4.0) == (2.0, 6.0)
@@ -104,7 +110,8 @@ def test_the_window_never_reaches_into_the_set_up_nor_misses_most_of_the_data(
     start, until = data_window(samples, latest_from=setup + late, seconds=seconds)
     assert until - start == pytest.approx(seconds)
     assert start <= setup + late
-    # off the data by at most one sample, the one it straddles
+    # off the data by at most one sample, the one it straddles (at a 5 % tolerance for the
+    # latest window, a 3 s test with 0.1 s samples and an exit 0.125 s late was 0.125 s off)
     assert abs(start - setup) <= step + 1e-6, (start, setup)
 
 
