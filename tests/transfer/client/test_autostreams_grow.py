@@ -91,7 +91,8 @@ def test_auto_adds_streams_when_the_far_end_window_holds_the_first(lab21: ServeL
         lab21.sysctl("net.ipv4.tcp_wmem", TUNED, "src")
     auto = doc["streams_auto"]
     assert isinstance(auto, dict)
-    assert doc["streams"] == auto["streams"] and isinstance(auto["streams"], int)
+    # all joined (once, in a loaded CI run, 2 of the 4: say why if it happens again)
+    assert doc["streams"] == auto["streams"] and isinstance(auto["streams"], int), err
     assert auto["streams"] >= 2 and auto.get("grow") is True
     gets = [n for m, n in seen if m == "GET"]
     assert len(gets) >= auto["streams"], seen
