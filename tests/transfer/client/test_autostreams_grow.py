@@ -6,6 +6,7 @@ of a slower one's (engine.Shares).  Root and network namespaces; about 15 s."""
 from __future__ import annotations
 
 import json
+import re
 import secrets
 import shutil
 from collections.abc import Iterator
@@ -90,15 +91,21 @@ def test_auto_adds_streams_when_the_far_end_window_holds_the_first(lab21: ServeL
     finally:
         lab21.sysctl("net.ipv4.tcp_wmem", TUNED, "src")
     auto = doc["streams_auto"]
-    assert isinstance(auto, dict)
-    # all joined (once, in a loaded CI run, 2 of the 4: say why if it happens again)
-    assert doc["streams"] == auto["streams"] and isinstance(auto["streams"], int), err
+    assert isinstance(auto, dict) and isinstance(auto["streams"], int)
     assert auto["streams"] >= 2 and auto.get("grow") is True
-    gets = [n for m, n in seen if m == "GET"]
-    assert len(gets) >= auto["streams"], seen
     assert "an untuned sender's window (4 MiB)" in err or "bound by it" in err, err
-    # a second stream joined first, and the two carried more (policy.second_helps)
-    assert "with a second stream they moved" in err and "its window held it" in err, err
+    # a second stream joined first; the others joined when the two carried more
+    # (policy.second_helps), as they do on an idle machine
+    assert "with a second stream they moved" in err, err
+    if "its window held it" in err:
+        assert doc["streams"] == auto["streams"], err
+        assert len([n for m, n in seen if m == "GET"]) >= auto["streams"], seen
+    else:
+        # on a loaded one the pair's spells can read less than that on average (1 of 10 runs
+        # beside two busy test suites): then two, and the figure that says so
+        m = re.search(r"(\d+)% of the first's \S+ MiB alone: the path, not a window", err)
+        assert m and int(m.group(1)) < 100 * policy.HELPS_GAIN, err
+        assert doc["streams"] == 2, err
 
 
 @pytest.mark.serial

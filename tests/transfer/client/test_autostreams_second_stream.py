@@ -7,6 +7,7 @@ byte counters, and on a real 10 ms lab path with a real ``dtnkit serve``; about 
 
 from __future__ import annotations
 
+import itertools
 import secrets
 import shutil
 import threading
@@ -59,6 +60,32 @@ def test_two_streams_carrying_twice_what_one_did_say_its_window_held_it(
     assert "its window held it" in why and "200% of the first's" in why
 
 
+def scripted(per_spell: list[float]) -> Callable[[], int]:
+    """Bytes received so far by something moving *per_spell* bytes in each spell in turn
+    (the rule reads a counter once at its start, then once a spell)."""
+    steps = itertools.accumulate(itertools.cycle(per_spell), initial=0.0)
+    return lambda: int(next(steps))
+
+
+def test_two_streams_that_carry_more_on_average_say_so_when_spells_alternate(
+    alive: list[threading.Thread],
+) -> None:
+    # a loaded machine: a spell reads high when a receiving thread reads a backlog, the next
+    # low; never two above in a row, and the second's rate is flat from the first spell
+    alone = 8 * MiB
+    helps, why = policy.second_helps(
+        scripted([8 * alone, 0.5 * alone]), scripted([alone]), alive, RTT, alone
+    )
+    assert helps, why
+    assert "on average" in why and "its window held it" in why
+    # the same spells around the first's own rate: the path holds them, said with both figures
+    helps, why = policy.second_helps(
+        scripted([1.2 * alone, 0.8 * alone]), scripted([alone]), alive, RTT, alone
+    )
+    assert not helps, why
+    assert "at most" in why and "on average" in why and "the path, not a window" in why
+
+
 def test_streams_that_end_while_watched_did_not_show_it() -> None:
     ended = threading.Thread(target=lambda: None)
     ended.start()
@@ -95,6 +122,10 @@ def test_a_second_stream_that_does_not_help_keeps_the_others_out(lab23: ServeLab
     auto = doc["streams_auto"]
     assert isinstance(auto, dict) and auto.get("grow") is True and auto["streams"] > 2, auto
     assert doc["streams"] == 2, err
-    assert "with a second stream they moved at most" in err, err
-    assert "the path, not a window, held it" in err, err
+    # why the others stayed out: the two moved no more than the first (on a loaded machine,
+    # 1 run in 9 beside a busy test suite, the file was done before the two showed it)
+    assert (
+        "with a second stream they moved at most" in err
+        and "the path, not a window, held it" in err
+    ) or "the file was done before a second stream was known to help" in err, err
     assert len([m for m, _ in seen if m == "GET"]) >= 2, seen
