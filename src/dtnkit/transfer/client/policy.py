@@ -14,7 +14,6 @@ are all bound by their windows (:func:`all_bound`).
 
 from __future__ import annotations
 
-import statistics
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -445,7 +444,8 @@ def second_helps(
         if growth.stopped(per_rtt2):
             # the spells since the first (the second's slow start), on average: one spell
             # reads high or low when a receiving thread was not scheduled for a while
-            mean = statistics.fmean(spells[1:] or spells)
+            later = spells[1:] or spells
+            mean = sum(later) / len(later)
             if mean >= HELPS_GAIN * alone:
                 return True, (
                     f"with a second stream they moved {show_bytes(mean)} per round trip on "
