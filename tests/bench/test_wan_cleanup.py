@@ -34,6 +34,7 @@ BENCH = [sys.executable, "-m", "bench", "wan"]
         ["--ends", "warm"],
         ["--prefix", "Bad-"],
         ["--repeat", "0"],
+        ["--hold", "-1"],
     ],
 )
 def test_bad_arguments_are_one_line(argv: list[str]) -> None:
@@ -155,6 +156,15 @@ def test_a_quick_run_prints_the_floor_and_the_start_up_line(prefix: str) -> None
     assert float(m.group(3)) == pytest.approx(best, abs=0.006)
     assert float(m.group(1)) == pytest.approx(best + 3 * float(m.group(4)) / 1000, abs=0.011)
     assert "_Wire floor: 64 MiB at 1 Gbit/s = 0.54 s" in out
+    # whether the path carried its cap: the hold check's share, its command and a verdict
+    held = re.search(
+        r"_The path held ([0-9.]+)% of its cap's payload rate \(([0-9.]+) Gbit/s over the "
+        r"second half of `iperf3 -R -P 16 -t 4`, the better of 2 runs",
+        out,
+    )
+    assert held, out
+    assert 50 < float(held.group(1)) < 120
+    assert "an honest emulation of the rate" in out or "binds this cell" in out
     start = re.search(
         r"_Start-up in the dst namespace.*`python -c pass` (\d+) ms, "
         r"`python -c \"import socket, ssl\"` (\d+) ms, `dtnkit cp --help` (\d+) "
