@@ -56,13 +56,18 @@ idle_cgroup() {
 
 remove_group() {
   [ -n "$group" ] && [ -d "$group" ] || return 0
-  # a process the parallel phase left behind goes back to the cgroup this script runs in
-  local home pid
+  # a process the parallel phase left behind goes back to the cgroup this script runs in;
+  # after a SIGTERM one may still be exiting, or forking, for a moment: a few tries
+  local home pid try
   home=$(dirname "$group")
-  while read -r pid; do
-    echo "$pid" >"$home/cgroup.procs" 2>/dev/null || true
-  done <"$group/cgroup.procs"
-  rmdir "$group" 2>/dev/null || echo "dev/phases.sh: could not remove $group" >&2
+  for try in 1 2 3 4 5 6 7 8 9 10; do
+    while read -r pid; do
+      echo "$pid" >"$home/cgroup.procs" 2>/dev/null || true
+    done <"$group/cgroup.procs"
+    rmdir "$group" 2>/dev/null && return 0
+    sleep 0.5
+  done
+  echo "dev/phases.sh: could not remove $group (try $try)" >&2
 }
 
 stop() {

@@ -201,7 +201,7 @@ def test_sigterm_ends_both_phases_and_removes_the_cgroup(tmp_path: Path) -> None
             proc.kill()
             proc.communicate()
     assert proc.returncode == 143, text
-    assert phase_cgroups() == before, "the phase's cgroup was left behind"
+    assert phase_cgroups() == before, f"the phase's cgroup was left behind\n{text[-2000:]}"
     # no pytest of this suite is left running
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
     assert str(tests) not in ps, ps
