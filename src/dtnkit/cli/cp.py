@@ -40,7 +40,7 @@ def _streams(ctx: click.Context, param: click.Parameter, value: object) -> int |
     text = str(value).strip()
     if text.lower() == "auto":
         return "auto"
-    if text.isdigit() and 1 <= int(text) <= 256:
+    if text.isascii() and text.isdigit() and 1 <= int(text) <= 256:
         return int(text)
     raise click.BadParameter(f"{value!r} is neither auto nor a number from 1 to 256")
 

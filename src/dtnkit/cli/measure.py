@@ -532,7 +532,7 @@ def _typed_tuning(doc: dict[str, Any]) -> dict[str, Any]:
 def parse_result_id(text: str) -> int:
     """A result's number (``12``, ``#12``); an experiment's ID is ``exp-...``."""
     digits = text.strip().removeprefix("#")
-    if not digits.isdigit() or not 0 < int(digits) < 2**63:
+    if not (digits.isascii() and digits.isdigit()) or not 0 < int(digits) < 2**63:
         raise BadInput(
             f"bad result ID {text!r}",
             "a result is a number and an experiment exp-DATE-XXXX",

@@ -39,7 +39,7 @@ DEFAULT_LISTEN = "127.0.0.1:9640"
 def parse_listen(text: str) -> tuple[str, int]:
     """``ADDR:PORT``, ``[V6ADDR]:PORT`` or ``:PORT`` (every address) -> (address, port)."""
     addr, sep, port_text = text.rpartition(":")
-    if not sep or not port_text.isdigit() or int(port_text) > 65535:
+    if not sep or not (port_text.isascii() and port_text.isdigit()) or int(port_text) > 65535:
         raise BadInput(
             f"bad --listen {text!r}",
             "it takes ADDR:PORT, [V6ADDR]:PORT or :PORT",

@@ -29,7 +29,8 @@ def pick(count: int) -> list[int]:
 
 
 def main(args: Sequence[str]) -> int:
-    if len(args) != 1 or not args[0].isdigit() or not 0 < int(args[0]) <= 1000:
+    count = args[0] if len(args) == 1 else ""
+    if not (count.isascii() and count.isdigit()) or not 0 < int(count) <= 1000:
         print("usage: python -m dtnkit.sweep.ports COUNT (1 to 1000)", file=sys.stderr)
         return 2
     print(" ".join(str(p) for p in pick(int(args[0]))))

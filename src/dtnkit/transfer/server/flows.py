@@ -107,7 +107,8 @@ class Destination:
         elif value.count(":") == 1:
             host, _, port_text = value.partition(":")
         if port_text:
-            if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
+            digits = port_text.isascii() and port_text.isdigit()
+            if not digits or not 1 <= int(port_text) <= 65535:
                 raise BadInput(
                     what,
                     f"port {port_text[:10]!r} is not 1-65535",

@@ -95,7 +95,7 @@ def parse_entry(text: str) -> AllowEntry:
 
 
 def _port(text: str, bad: BadInput) -> int:
-    if not text.isdigit() or not 0 < int(text) < 65536:
+    if not (text.isascii() and text.isdigit()) or not 0 < int(text) < 65536:
         raise bad
     return int(text)
 

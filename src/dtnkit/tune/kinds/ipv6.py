@@ -160,7 +160,7 @@ class Ipv6Tunable(DeviceTunable):
         if not missing:
             return
         mtu = (host.read(f"/sys/class/net/{dev}/mtu") or "").strip()
-        if mtu.isdigit() and int(mtu) < IPV6_MIN_MTU:
+        if mtu.isascii() and mtu.isdigit() and int(mtu) < IPV6_MIN_MTU:
             raise DtnkitError(
                 f"cannot put back the {self.label} of {dev} ({', '.join(missing)})",
                 f"its MTU is {mtu}, below IPv6's minimum {IPV6_MIN_MTU}, so the kernel runs "
@@ -301,7 +301,7 @@ def check_address(entry: Any) -> str | None:
         return _bad(entry, "address with its prefix length (e.g. '2001:db8::5/64')")
     first, *flags = entry.split(" ")
     addr, sep, plen = first.partition("/")
-    if not sep or not plen.isdigit() or not 0 <= int(plen) <= 128 or len(plen) > 3:
+    if not sep or not (plen.isascii() and plen.isdigit()) or len(plen) > 3 or int(plen) > 128:
         return _bad(entry, "address with a prefix length from 0 to 128 (e.g. '2001:db8::5/64')")
     try:
         ip = ipaddress.IPv6Address(addr)
@@ -340,7 +340,7 @@ def check_route(entry: Any) -> str | None:
     if (
         words[:1] != ["metric"]
         or len(words) < 2
-        or not words[1].isdigit()
+        or not (words[1].isascii() and words[1].isdigit())
         or len(words[1]) > 10
         or int(words[1]) >= 2**32
     ):
