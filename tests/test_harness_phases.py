@@ -5,6 +5,7 @@ below run it on a small suite of their own and read what a developer reads."""
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import signal
 import subprocess
@@ -114,11 +115,12 @@ def checkout_coverage() -> dict[str, int]:
     return {p.name: p.stat().st_mtime_ns for p in ROOT.glob(".coverage*")}
 
 
-def phase_cgroups() -> set[str]:
-    found: set[str] = set()
-    for root in (Path("/sys/fs/cgroup/cpu"), Path("/sys/fs/cgroup")):
-        found |= {p.name for p in root.glob("dtnkit-test-phase-*")} if root.is_dir() else set()
-    return found
+def own_cgroup(text: str) -> Path:
+    """The cgroup a run of dev/phases.sh made, as its first line names it (other tests of this
+    file may run theirs at the same time on other workers)."""
+    m = re.search(r"\((/sys/fs/cgroup/\S*dtnkit-test-phase-[0-9]+-[0-9]+)\)", text)
+    assert m, text
+    return Path(m.group(1))
 
 
 def idle_root() -> Path:
@@ -134,7 +136,6 @@ def idle_cgroups_offered() -> bool:
 @pytest.mark.skipif(not idle_cgroups_offered(), reason="needs cpu cgroups with cpu.idle")
 def test_the_other_tests_yield_to_the_serial_ones_until_those_end(tmp_path: Path) -> None:
     tests, out = suite(tmp_path)
-    before = phase_cgroups()
     # what a run killed before its clean-up leaves: an empty cgroup named for a process gone
     gone = subprocess.run(["sh", "-c", "echo $$"], capture_output=True, text=True).stdout
     stale = idle_root() / f"dtnkit-test-phase-{gone.strip()}-1"
@@ -164,7 +165,7 @@ def test_the_other_tests_yield_to_the_serial_ones_until_those_end(tmp_path: Path
     assert Path(during).name.startswith("dtnkit-test-phase-") and during == after
     assert serial_cgroup != during
     assert (idle_during, idle_after) == ("1", "0")
-    assert phase_cgroups() == before, "the phase's cgroup was left behind"
+    assert not own_cgroup(text).exists(), "the phase's cgroup was left behind"
 
     # what the developer reads: the parallel phase, then the serial one, then one coverage
     said = text.index("the serial phase runs beside this one")
@@ -186,7 +187,6 @@ def test_one_after_the_other_a_failing_serial_test_fails_the_run(tmp_path: Path)
 @pytest.mark.skipif(not idle_cgroups_offered(), reason="needs cpu cgroups with cpu.idle")
 def test_sigterm_ends_both_phases_and_removes_the_cgroup(tmp_path: Path) -> None:
     tests, out = suite(tmp_path)
-    before = phase_cgroups()
     proc = phases(out, tests, PHASES_HOLD="1")
     try:
         polling.until(
@@ -201,7 +201,7 @@ def test_sigterm_ends_both_phases_and_removes_the_cgroup(tmp_path: Path) -> None
             proc.kill()
             proc.communicate()
     assert proc.returncode == 143, text
-    assert phase_cgroups() == before, f"the phase's cgroup was left behind\n{text[-2000:]}"
+    assert not own_cgroup(text).exists(), f"the phase's cgroup was left behind\n{text[-2000:]}"
     # no pytest of this suite is left running
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
     assert str(tests) not in ps, ps
