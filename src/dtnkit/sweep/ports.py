@@ -33,7 +33,7 @@ def main(args: Sequence[str]) -> int:
     if not (count.isascii() and count.isdigit()) or not 0 < int(count) <= 1000:
         print("usage: python -m dtnkit.sweep.ports COUNT (1 to 1000)", file=sys.stderr)
         return 2
-    print(" ".join(str(p) for p in pick(int(args[0]))))
+    print(" ".join(str(p) for p in pick(int(count))))
     return 0
 
 
