@@ -5,11 +5,11 @@ from __future__ import annotations
 import click
 from rich.markup import escape
 
+from dtnkit.cli.hosts import make_host
 from dtnkit.cli.judging_options import judging_options
 from dtnkit.cli.options import CliCommand, pass_env
 from dtnkit.cli.output import Printer, emit, format_option
 from dtnkit.cli.render import Col, print_fitted
-from dtnkit.cli.tune import make_host
 from dtnkit.diagnose.checklist import Checklist, Options, run_checklist
 from dtnkit.diagnose.sitecfg import check_url, parse_peer
 from dtnkit.environment import Environment

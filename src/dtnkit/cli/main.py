@@ -10,7 +10,6 @@ so a script always gets JSON.
 
 from __future__ import annotations
 
-import importlib
 import os
 import re
 import select
@@ -21,7 +20,7 @@ from collections.abc import Sequence
 import click
 
 from dtnkit import __version__
-from dtnkit.cli.options import CliGroup
+from dtnkit.cli.options import LazyGroup
 from dtnkit.cli.output import emit
 from dtnkit.environment import Environment
 from dtnkit.errors import DtnkitError, ExitStatus
@@ -57,7 +56,7 @@ class StdoutClosed(Exception):
     """stdout's reader went away (`dtnkit ... | head`); raised past click, which would exit 1."""
 
 
-class _LazyGroup(CliGroup):
+class _LazyGroup(LazyGroup):
     def invoke(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
@@ -71,9 +70,6 @@ class _LazyGroup(CliGroup):
                 raise StdoutClosed() from exc
             raise
 
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return list(COMMANDS)
-
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name in ALIASES:
             group_name, name = ALIASES[cmd_name]
@@ -86,15 +82,10 @@ class _LazyGroup(CliGroup):
                     file=env.stderr,
                 )
             return group.get_command(ctx, name)
-        if cmd_name not in COMMANDS:
-            return None
-        module, attr = COMMANDS[cmd_name]
-        command = getattr(importlib.import_module(module), attr)
-        assert isinstance(command, click.Command)
-        return command
+        return super().get_command(ctx, cmd_name)
 
 
-@click.group(cls=_LazyGroup)
+@click.group(cls=_LazyGroup, lazy=COMMANDS)
 @click.version_option(__version__, prog_name="dtnkit")
 @click.option("--traceback", is_flag=True, help="Show the Python traceback of errors.")
 def cli(traceback: bool) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from dtnkit.cli import measure_render
+from dtnkit.cli.hosts import make_host
 from dtnkit.cli.judging_options import group_option, judging_options
 from dtnkit.cli.options import (
     CliCommand,
@@ -24,7 +25,6 @@ from dtnkit.cli.output import Printer, emit, for_people, format_option
 from dtnkit.cli.progress import reporter
 from dtnkit.cli.progress import size as show_size
 from dtnkit.cli.results_push import push as push_cmd
-from dtnkit.cli.tune import make_host
 from dtnkit.db.location import Location
 from dtnkit.diagnose.experiment import ExperimentSpec, live_tuning, run_experiment
 from dtnkit.diagnose.layers import EXIT

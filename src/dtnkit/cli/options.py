@@ -8,6 +8,7 @@ Precedence for a setting with a flag: the flag, then the environment variable (r
 from __future__ import annotations
 
 import functools
+import importlib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, TypeVar
@@ -58,6 +59,33 @@ class CliGroup(click.Group):
         **kwargs: Any,
     ) -> None:
         super().__init__(name, commands, context_settings=_dash_h(context_settings), **kwargs)
+
+
+class LazyGroup(CliGroup):
+    """A command group whose commands' modules are imported only when one runs (or for the
+    help listing): ``lazy`` maps each command's name to its module and attribute."""
+
+    def __init__(
+        self,
+        name: str | None = None,
+        commands: Any = None,
+        *,
+        lazy: Mapping[str, tuple[str, str]],
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(name, commands, **kwargs)
+        self.lazy = dict(lazy)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(self.lazy)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.lazy:
+            return None
+        module, attr = self.lazy[cmd_name]
+        command = getattr(importlib.import_module(module), attr)
+        assert isinstance(command, click.Command)
+        return command
 
 
 P = ParamSpec("P")

@@ -1,6 +1,7 @@
 """Tables and messages for people (rich): the pieces every command's tables share.  JSON
 output never passes through here; each command family draws its own tables beside its command
-(``tune_render``, ``measure_render``, ``lab_render``, or in the command's module).
+(``tune/tables``, ``tune/audit_table``, ``measure_render``, ``lab_render``, or in the
+command's module).
 
 Tables take the terminal's width: :func:`fitted` hides the columns that matter least until the
 rest fits without cutting a word (a value too long for the terminal stays whole: IDs can be
