@@ -232,3 +232,7 @@ def test_the_cut_word_check_finds_a_cut() -> None:
         "ult",
     ]
     assert cut_words("net.core.rmem_default ok 312992 because the\nwindow is small", whole) == []
+    # cut in three, within a table cell (other columns' words on the same lines)
+    assert cut_words("ok net.core.rm\nem_def  212992\nault", whole) == ["em_def", "net.core.rm"]
+    # words only this run has (another verdict: "keep the host as it is") are not cuts
+    assert cut_words("keep the host as it\nis", whole + "hosts items") == []
