@@ -5,8 +5,6 @@ figures and HTML page.  Both are registered in the ``sweep`` group (cli/sweep.py
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -15,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import click
 from rich.markup import escape
 
+from dtnkit.atomicfile import replace_file
 from dtnkit.cli.options import CliCommand, db_option, pass_env, state_dir_option
 from dtnkit.cli.output import Printer, emit, format_option
 from dtnkit.cli.progress import reporter
@@ -58,22 +57,8 @@ def save_json(path: Path, doc: Any) -> None:
     text = json.dumps(doc, indent=1, allow_nan=False) + "\n"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        replace_file(path, text)
     except OSError as exc:
-        raise BadInput(
-            f"cannot save the streams table to {path}",
-            exc.strerror or str(exc),
-            "give a file in a directory you can write to",
-        ) from None
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)
-        os.rename(tmp, path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
         raise BadInput(
             f"cannot save the streams table to {path}",
             exc.strerror or str(exc),

@@ -15,13 +15,13 @@ import json
 import os
 import re
 import socket
-import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dtnkit.atomicfile import replace_file
 from dtnkit.errors import BadInput, DtnkitError, ExitStatus
 from dtnkit.host.facts import Unavailable
 from dtnkit.host.host import Host
@@ -552,13 +552,4 @@ def diff(a: dict[str, Any], b: dict[str, Any], *, only_common: bool = False) -> 
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    replace_file(path, text, mode=0o600)  # the owner's alone, as they always were

@@ -13,13 +13,12 @@ streams), ``..._stream_utilisation_ratio`` (against ``--capacity``, when given) 
 
 from __future__ import annotations
 
-import os
-import tempfile
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from dtnkit.atomicfile import replace_file
 from dtnkit.errors import BadInput
 from dtnkit.transfer.wire.exposition import Family, render
 
@@ -46,15 +45,7 @@ def check_path(path: Path) -> Path:
 
 def write_atomic(path: Path, text: str) -> None:
     """*text* into *path* through a temporary file in the same directory and a rename."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    replace_file(path, text, durable=False)  # rewritten every interval: no fsync each time
 
 
 class CopyMetrics:

@@ -9,13 +9,12 @@ in the package (``dtnkit/transfer/data/scitags-api.json``, its date and source i
 
 from __future__ import annotations
 
-import os
-import tempfile
 import urllib.error
 import urllib.request
 from importlib import resources
 from pathlib import Path
 
+from dtnkit.atomicfile import replace_file
 from dtnkit.errors import BadInput
 from dtnkit.transfer.wire.scitags import MAX_REGISTRY, Registry, parse_registry, parse_tag
 
@@ -88,17 +87,7 @@ def refresh(source: str, state_dir: Path) -> Registry:
     registry = parse(data, source)
     try:
         state_dir.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".scitags-", dir=state_dir)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, state_dir / STATE_NAME)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        replace_file(state_dir / STATE_NAME, data)
     except OSError as exc:
         raise BadInput(
             f"state directory {state_dir}",
