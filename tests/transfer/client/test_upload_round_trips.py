@@ -58,6 +58,10 @@ class Link:
     index: int
     requests: list[str] = field(default_factory=list)  # 'METHOD [action]' in order
     started: int = 0  # request heads begun by the client
+    ranges: int = 0  # range PUTs begun
+    ranges_answered: int = 0  # range PUTs whose answer went back to the client
+    client: socket.socket | None = None
+    upstream: socket.socket | None = None
     cond: threading.Condition = field(default_factory=threading.Condition)
 
 
@@ -67,7 +71,9 @@ class TripRelay(Relay):
     def __init__(self, target: int) -> None:
         self.links: list[Link] = []
         self.turns = 0  # answers to range PUTs the client waited for before sending more
-        self.cut_link: int | None = None  # cut this connection once two requests began
+        #: cut the first connection on which two range PUTs are on their way, unanswered
+        self.cut_pipelined = False
+        self.cut_link: int | None = None  # the connection that was cut
         self.cut = threading.Event()
         super().__init__(target)
 
@@ -81,7 +87,7 @@ class TripRelay(Relay):
 
     def connected(self, client: socket.socket, upstream: socket.socket) -> None:
         with self._lock:
-            link = Link(len(self.links))
+            link = Link(len(self.links), client=client, upstream=upstream)
             self.links.append(link)
         threading.Thread(target=self._up, args=(client, upstream, link), daemon=True).start()
         threading.Thread(target=self._down, args=(upstream, client, link), daemon=True).start()
@@ -135,6 +141,10 @@ class TripRelay(Relay):
             with link.cond:
                 link.requests.append(kind)
                 link.started += 1
+                if kind == "PUT range":
+                    link.ranges += 1
+                    if link.ranges == 2 and link.ranges_answered == 0:
+                        self._cut(link)  # before _down may answer the first
                 link.cond.notify_all()
 
         with contextlib.suppress(OSError):
@@ -143,15 +153,19 @@ class TripRelay(Relay):
         with contextlib.suppress(OSError):
             upstream.shutdown(socket.SHUT_WR)
 
-    def _down(self, upstream: socket.socket, client: socket.socket, link: Link) -> None:
-        if link.index == self.cut_link:
-            with link.cond:  # two ranges on their way (pipelined), no answer yet: cut
-                link.cond.wait_for(lambda: link.started >= 2, 10)
+    def _cut(self, link: Link) -> None:
+        """Cut *link* (two ranges on their way, pipelined, no answer yet) if it is the first."""
+        with self._lock:
+            if not self.cut_pipelined or self.cut.is_set():
+                return
+            self.cut_link = link.index
             self.cut.set()
-            with contextlib.suppress(OSError):
-                client.shutdown(socket.SHUT_RDWR)
-                upstream.close()
-            return
+        with contextlib.suppress(OSError):
+            assert link.client is not None and link.upstream is not None
+            link.client.shutdown(socket.SHUT_RDWR)
+            link.upstream.shutdown(socket.SHUT_RDWR)
+
+    def _down(self, upstream: socket.socket, client: socket.socket, link: Link) -> None:
         answered = 0
 
         def bodyless(head: bytes) -> bool:
@@ -172,7 +186,11 @@ class TripRelay(Relay):
                     ):
                         with self._lock:
                             self.turns += 1
-                client.sendall(head + b"\r\n\r\n" + body)
+                    if self.cut_link == link.index:
+                        return  # cut: nothing more goes back
+                    if held:
+                        link.ranges_answered += 1
+                    client.sendall(head + b"\r\n\r\n" + body)
         with contextlib.suppress(OSError):
             client.shutdown(socket.SHUT_WR)
 
@@ -282,9 +300,19 @@ def test_a_resent_range_keeps_the_pipeline_and_the_file_right(
     verified, no part file is left."""
     handle, root, relay = relayed
     src, data = source(tmp_path, 11)
-    relay.cut_link = 1  # the second stream's connection
+    relay.cut_pipelined = True  # whichever stream's connection has two ranges out first
     summary = copy(str(src), f"http://127.0.0.1:{relay.port}/cut.bin", opts())
-    assert relay.cut.is_set() and relay.links[1].requests[:2] == ["PUT range", "PUT range"]
+    assert relay.cut.is_set() and relay.cut_link is not None
+    cut = relay.links[relay.cut_link]
+    assert (
+        cut.ranges == 2
+        and cut.ranges_answered == 0
+        and cut.requests[-2:]
+        == [
+            "PUT range",
+            "PUT range",
+        ]
+    )
     assert (root / "cut.bin").read_bytes() == data
     assert summary.files[0].retries >= 1
     assert not [p for p in os.listdir(root) if "dtnkit-part" in p]
