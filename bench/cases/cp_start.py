@@ -7,6 +7,9 @@ console script, bytecode cached as an installed package has it):
 
   python -c pass             the floor any Python command pays
   python -c "import socket, ssl"   what any Python HTTPS client imports
+  ... + click, http.client         what a click command speaking HTTP/1.1 through the
+                             standard library imports before any code of its own (the
+                             least the start-up figure can be with dtnkit's parts)
   curl http / https          `curl -s -o FILE URL` (https: ``--cacert`` the test CA)
   dtnkit cp --help           parsing and help, no transfer modules used
   dtnkit cp http / https     `dtnkit cp URL FILE` with its defaults (verified adler32,
@@ -49,6 +52,8 @@ ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 SIZE = 1024
 #: the start-up figure's denominator: what any Python HTTPS client imports
 IMPORTS = 'python -c "import socket, ssl"'
+#: what dtnkit cp's parts import before any code of its own: click and http.client
+PARTS = 'python -c "import socket, ssl, click, http.client"'
 
 
 def options(p: argparse.ArgumentParser) -> None:
@@ -144,6 +149,7 @@ def run(b: Bench) -> None:
     cases: dict[str, Cmd] = {
         "python -c pass": ([sys.executable, "-c", "pass"], None, ENV),
         IMPORTS: ([sys.executable, "-c", "import socket, ssl"], None, ENV),
+        PARTS: ([sys.executable, "-c", "import socket, ssl, click, http.client"], None, ENV),
         "curl http": (
             ["curl", "-sS", "-o", str(out / "curl-http"), http + "f"],
             out / "curl-http",
@@ -200,7 +206,7 @@ def run(b: Bench) -> None:
         ]
         if counts:
             row += (
-                [f"{counts[name]:.0f}", f"{counts[name] / counts['python -c pass']:.1f}"]
+                [f"{counts[name]:.0f}", f"{counts[name] / counts[IMPORTS]:.2f}"]
                 if name in counts
                 else ["", ""]
             )
@@ -214,7 +220,7 @@ def run(b: Bench) -> None:
             "x python -c pass",
             "x socket, ssl",
             "x curl",
-            *(["M instructions", "instructions x pass"] if counts else []),
+            *(["M instructions", "instructions x socket, ssl"] if counts else []),
         ],
         rows,
         title=f"`dtnkit cp` start-up, {SIZE} B over loopback, {b.rounds} rounds",
