@@ -293,6 +293,7 @@ def test_check_mode_campaign_changes_nothing_on_any_host(
         ), (h.name, done)
 
 
+@pytest.mark.serial  # judges whether the buffers helped from iperf3 rates
 @pytest.mark.skipif(not PG_STORE, reason="needs dtnkit's PostgreSQL results store (dtnkit.db)")
 def test_campaign_on_two_pairs_stores_its_probes_in_postgresql(
     fleet: sshhosts.SshHosts, inventory: Path, pg: Any, tmp_path: Path
