@@ -124,6 +124,7 @@ def test_the_next_run_removes_what_a_killed_one_left(prefix: str) -> None:
     assert own_leftovers(prefix) == []
 
 
+@pytest.mark.serial  # judges the share of its cap the lab path carried (iperf3 rates)
 @needs_all
 @pytest.mark.needs_root
 @pytest.mark.needs_netns
