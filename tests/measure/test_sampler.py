@@ -566,6 +566,7 @@ def sampled_iperf(p: LabPath, seconds: int = 3) -> list[dict[str, Any]]:
     return sampler.samples
 
 
+@pytest.mark.serial  # judges delivery rates: large buffers carry twice what tiny ones do
 @pytest.mark.needs_root
 @pytest.mark.needs_netns
 @pytest.mark.skipif(bool(NEEDS), reason=f"needs {', '.join(NEEDS)}")
