@@ -10,6 +10,7 @@ import click
 
 from dtnkit.cli.options import CliCommand, pass_env
 from dtnkit.cli.output import Printer, emit, format_option
+from dtnkit.cli.tune import tables
 from dtnkit.environment import Environment
 from dtnkit.tune.profile import USER_PROFILE_DIR, load_profile, shipped_names
 from dtnkit.tune.validation import check_profile
@@ -37,9 +38,6 @@ def profiles(env: Environment, name: str | None, profile_dir: tuple[Path, ...], 
 
         emit(env, names, fmt, listing, indent=None)
         return 0
-    # rich only for a table a person reads, as cli/output.py (a JSON run draws none)
-    from dtnkit.cli.tune.tables import profile as profile_table
-
     prof = _profile(name, profile_dir)
     emit(
         env,
@@ -62,6 +60,6 @@ def profiles(env: Environment, name: str | None, profile_dir: tuple[Path, ...], 
             },
         },
         fmt,
-        lambda p: profile_table(p.console, prof),
+        lambda p: tables.profile(p.console, prof),
     )
     return 0

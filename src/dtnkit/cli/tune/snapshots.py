@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import click
@@ -13,6 +12,8 @@ import click
 from dtnkit.cli.hosts import host_options, make_host
 from dtnkit.cli.options import CliCommand, pass_env
 from dtnkit.cli.output import Printer, emit, format_option
+from dtnkit.cli.render import whole
+from dtnkit.cli.tune import tables
 from dtnkit.cli.tune.options import state_option
 from dtnkit.environment import Environment
 from dtnkit.errors import BadInput, ExitStatus
@@ -34,14 +35,6 @@ from dtnkit.tune.snapshot import (
 )
 
 
-def tables() -> ModuleType:
-    """The snapshot tables (:mod:`dtnkit.cli.tune.tables`)."""
-    # rich only for a table a person reads, as cli/output.py (a JSON run draws none)
-    from dtnkit.cli.tune import tables
-
-    return tables
-
-
 @click.command(cls=CliCommand)
 @click.option("--label", default="manual", show_default=True)
 @host_options
@@ -59,7 +52,7 @@ def save(
         env,
         {"id": snap.id, "path": str(path), "values": len(snap.values)},
         fmt,
-        lambda p: tables().saved(p.console, snap, path),
+        lambda p: tables.saved(p.console, snap, path),
         indent=None,
     )
     return 0
@@ -117,7 +110,7 @@ def list_cmd(env: Environment, state_dir: Path, fmt: str) -> int:
                     "incomplete": None,
                 }
             )
-    emit(env, rows, fmt, lambda p: tables().snapshot_list(p.console, rows, store.dir))
+    emit(env, rows, fmt, lambda p: tables.snapshot_list(p.console, rows, store.dir))
     return 0
 
 
@@ -173,7 +166,7 @@ def same_namespace(name: str, facts: dict[str, Any], host: Host) -> None:
 def show(env: Environment, snapshot: str, state_dir: Path, fmt: str) -> int:
     """Show one snapshot (a name, unique prefix, label, or `last`)."""
     snap = Store(state_dir).load(snapshot)
-    emit(env, snap.as_dict(), fmt, lambda p: tables().snapshot(p.console, snap))
+    emit(env, snap.as_dict(), fmt, lambda p: tables.snapshot(p.console, snap))
     return 0
 
 
@@ -239,7 +232,7 @@ def diff_cmd(
             p.echo(f"paired: {pr.a} in A with {pr.b} in B ({how})")
         for note in paired.notes:
             p.echo(f"not paired: {note}")
-        tables().differences(p.console, name_a, name_b, diffs)
+        tables.differences(p.console, name_a, name_b, diffs)
 
     emit(
         env,
@@ -278,6 +271,6 @@ def delete(env: Environment, snapshot: str, state_dir: Path, fmt: str) -> int:
         env,
         {"deleted": snap_id},
         fmt,
-        lambda p: tables().whole(p.console, f"deleted snapshot {snap_id}"),
+        lambda p: whole(p.console, f"deleted snapshot {snap_id}"),
     )
     return 0

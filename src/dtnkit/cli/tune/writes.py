@@ -8,7 +8,6 @@ import shlex
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import click
@@ -16,6 +15,7 @@ import click
 from dtnkit.cli.hosts import host_options, make_host
 from dtnkit.cli.options import CliCommand, db_option, pass_env
 from dtnkit.cli.output import Printer, emit, for_people, format_option
+from dtnkit.cli.tune import tables
 from dtnkit.cli.tune.options import (
     check_allow_unsafe,
     group_flags,
@@ -36,14 +36,6 @@ from dtnkit.tune.audit import build_context
 from dtnkit.tune.judging import Judging
 from dtnkit.tune.profile import load_profile
 from dtnkit.tune.snapshot import Store, scope_here, state_dir_error
-
-
-def tables() -> ModuleType:
-    """The tables of apply and restore (:mod:`dtnkit.cli.tune.tables`)."""
-    # rich only for a table a person reads, as cli/output.py (a JSON run draws none)
-    from dtnkit.cli.tune import tables
-
-    return tables
 
 
 def waiting(env: Environment) -> Callable[[str], None]:
@@ -192,7 +184,7 @@ def apply_cmd(
                 "next": go,
             },
             fmt,
-            lambda p: tables().plan(
+            lambda p: tables.plan(
                 p.console,
                 steps,
                 skipped,
@@ -210,7 +202,7 @@ def apply_cmd(
     def show_plan(result: Any, steps: list[apply.Step]) -> None:
         if person is not None:
             skipped = apply.skipped_on_request(result, on_request)
-            tables().plan(person.console, steps, skipped, dry_run=False, allow_unsafe=allow_unsafe)
+            tables.plan(person.console, steps, skipped, dry_run=False, allow_unsafe=allow_unsafe)
 
     # read, plan, baseline, write and verify all happen under the namespace's lock
     with state_errors(state_dir, "cannot save the baseline or take the lock"):
@@ -245,7 +237,7 @@ def apply_cmd(
                 **more,
             },
             fmt,
-            lambda p: tables().nothing_to_do(
+            lambda p: tables.nothing_to_do(
                 p.console, result, skipped, undecided=more["undecided"], decide=more["decide"]
             ),
         )
@@ -256,7 +248,7 @@ def apply_cmd(
         env,
         {**out.as_dict(), "undo": undo, "skipped_on_request": skipped_keys, **more},
         fmt,
-        lambda p: tables().outcome(
+        lambda p: tables.outcome(
             p.console, out, "apply", undo, undecided=more["undecided"], decide=more["decide"]
         ),
     )
@@ -287,7 +279,7 @@ def progress(person: Printer | None) -> Callable[[apply.Step], None] | None:
     con = person.console
 
     def step_done(step: apply.Step) -> None:
-        tables().step_done(con, step)
+        tables.step_done(con, step)
 
     return step_done
 
@@ -341,7 +333,7 @@ def restore_cmd(
                 "not_restored": missing,
             },
             fmt,
-            lambda p: tables().restore_plan(
+            lambda p: tables.restore_plan(
                 p.console, steps, skipped, missing, allow_unsafe=allow_unsafe
             ),
         )
@@ -361,7 +353,7 @@ def restore_cmd(
         env,
         {"snapshot": snap.id, **out.as_dict()},
         fmt,
-        lambda p: tables().outcome(
+        lambda p: tables.outcome(
             p.console, out, f"restore of {snap.id}", restore_hint(snap.id, scope, state_dir)
         ),
     )
