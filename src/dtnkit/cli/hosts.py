@@ -4,19 +4,16 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import click
 
+from dtnkit.cli.options import F
 from dtnkit.errors import BadInput
 from dtnkit.host.host import Host
 from dtnkit.host.sysctl_scope import PROBE
 
-NETNS = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-
-F = Callable[..., Any]
+_NETNS = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
 def host_options(f: F) -> F:
@@ -38,7 +35,7 @@ def make_host(netns: str | None, tree: Path | None, *, read_only: bool = False) 
             raise BadInput("--tree and --netns cannot be combined", "", "pick one")
         return Host.from_tree(tree, read_only=read_only)
     if netns is not None:
-        if not NETNS.match(netns):
+        if not _NETNS.match(netns):
             raise BadInput(
                 f"bad namespace name {netns!r}",
                 "names are letters, digits, '.', '_' and '-'",

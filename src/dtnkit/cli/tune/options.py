@@ -3,13 +3,10 @@ groups and judging, ``--allow-unsafe`` and ``--wait``."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 import click
 
 from dtnkit.cli.judging_options import group_option, judging_options
-from dtnkit.cli.options import state_dir_option
+from dtnkit.cli.options import F, state_dir_option
 from dtnkit.errors import BadInput
 from dtnkit.tune.profile import KNOWN_KEYS
 from dtnkit.tune.registry import tunable_for_key
@@ -17,8 +14,6 @@ from dtnkit.units import parse_duration
 
 #: the longest --wait for the lock of apply and restore
 MAX_WAIT_S = 600.0
-
-F = Callable[..., Any]
 
 
 def state_option(f: F) -> F:
