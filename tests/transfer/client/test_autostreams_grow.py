@@ -49,12 +49,14 @@ raise SystemExit(main(sys.argv[1:]))
 
 @pytest.fixture(scope="module")
 def lab21(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeLab]:
-    # "big": long enough for the first stream to leave slow start and show what holds it
+    # "big": long enough for the first stream to leave slow start and show what holds it;
+    # "huge": for the others to join after a second helped (policy.join_pays: with "big",
+    # about 30 MiB are left by then, fewer round trips than a joiner's window needs to grow)
     with serve_lab(
         tmp_path_factory.mktemp("grow"),
         f"grws{secrets.token_hex(2)}",
         rtt_ms=100,
-        files={"f": 32 * MiB, "big": 96 * MiB},
+        files={"f": 32 * MiB, "big": 96 * MiB, "huge": 192 * MiB},
         wrapper=SLOW_FIRST,
     ) as lab_:
         for key in ("net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem"):
@@ -87,7 +89,7 @@ def test_auto_adds_streams_when_the_far_end_window_holds_the_first(lab21: ServeL
     the others join and take equal parts of the first one's tail."""
     lab21.sysctl("net.ipv4.tcp_wmem", UNTUNED_WMEM, "src")
     try:
-        doc, err, seen = lab21.cp("--streams", "auto", name="big")
+        doc, err, seen = lab21.cp("--streams", "auto", name="huge")
     finally:
         lab21.sysctl("net.ipv4.tcp_wmem", TUNED, "src")
     auto = doc["streams_auto"]

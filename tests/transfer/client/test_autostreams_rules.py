@@ -8,6 +8,7 @@ import time
 
 from dtnkit.transfer import pipeline as pl
 from dtnkit.transfer.client import autostreams as au
+from dtnkit.transfer.client import policy
 from dtnkit.transfer.client.engine import STEAL_MIN_S, Shares, spans
 from dtnkit.transfer.client.policy import StreamPolicy
 
@@ -91,3 +92,38 @@ def test_split_gives_equal_parts_of_the_first_stream_tail() -> None:
     assert [len(p.blocks) for p in parts if p is not None] == [2, 3, 3]
     assert first.stop == 4 and first.left == 3
     assert shares.split(shares_of(1, 1)[0].all[0], 2) is None
+
+
+def test_a_stream_joins_only_while_enough_is_left_for_its_window_to_grow() -> None:
+    """A joiner's window doubles from 10 segments each round trip: with fewer round trips
+    left than that takes, the share it would take becomes the copy's tail."""
+    # the jumbo lab cell: the first stream at 22 MiB per 50 ms round trip, 106 MiB left
+    pays, why = policy.join_pays(106 * MiB, 22 * MiB, 1)
+    assert not pays
+    assert why == (
+        "106 MiB left take 4.8 round trips, fewer than the 10.6 a new stream needs to grow "
+        "to that rate: none joined"
+    )
+    # 50 ms / 1 Gbit/s, an untuned sender (4 MiB per round trip) early in a 256 MiB copy
+    assert policy.join_pays(236 * MiB, 4 * MiB, 1) == (True, "")
+    # the others after a second that helped: the two running move twice as fast
+    assert policy.join_pays(60 * MiB, 4 * MiB, 1)[0]
+    assert not policy.join_pays(60 * MiB, 4 * MiB, 2)[0]
+    assert policy.join_pays(None, 22 * MiB, 1) == (True, "")  # not known: they join
+
+
+def test_a_late_joiner_with_no_block_yet_gives_up_its_tail() -> None:
+    """A stream that joined late has received no block of its share: it has had less than
+    a block in its time, so the blocks it has left need at least that long each."""
+    shares, blocks = shares_of(16, 1)
+    first = shares.all[0]
+    for blk in blocks[:10]:
+        assert shares.claim(first, blk)
+    late = shares.halve()  # joins with 6 blocks left: takes the last 3
+    assert late is not None and [x.index for x in late.blocks] == [13, 14, 15]
+    assert shares.claim(late, blocks[13])  # its first block is on its way
+    assert shares.steal() is None  # just joined: nothing known of its rate yet
+    late.started = time.monotonic() - 0.3  # 0.3 s and not one block: under 3.3 MiB/s
+    got = shares.steal()  # a stream out of work takes the joiner's last block
+    assert got is not None and [x.index for x in got.blocks] == [15]
+    assert late.stop == 2 and late.left == 1

@@ -8,6 +8,7 @@ byte counters, and on a real 10 ms lab path with a real ``dtnkit serve``; about 
 from __future__ import annotations
 
 import itertools
+import re
 import secrets
 import shutil
 import threading
@@ -57,7 +58,10 @@ def test_two_streams_carrying_twice_what_one_did_say_its_window_held_it(
     alone = 8 * MiB
     helps, why = policy.second_helps(counter(2 * alone), counter(alone), alive, RTT, alone)
     assert helps
-    assert "its window held it" in why and "200% of the first's" in why
+    assert "its window held it" in why
+    # the counters follow the clock: a spell read a few microseconds short says 199 %
+    said = re.search(r"(\d+)% of the first's 8 MiB alone", why)
+    assert said is not None and 195 <= int(said.group(1)) <= 205, why
 
 
 def scripted(per_spell: list[float]) -> Callable[[], int]:
