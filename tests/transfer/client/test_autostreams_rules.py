@@ -108,7 +108,8 @@ def test_a_stream_joins_only_while_enough_is_left_for_its_window_to_grow() -> No
     assert policy.join_pays(236 * MiB, 4 * MiB, 1) == (True, "")
     # the others after a second that helped: the two running move twice as fast
     assert policy.join_pays(60 * MiB, 4 * MiB, 1)[0]
-    assert not policy.join_pays(60 * MiB, 4 * MiB, 2)[0]
+    pays, why = policy.join_pays(60 * MiB, 4 * MiB, 2)
+    assert not pays and why.endswith("to that rate: no more joined")
     assert policy.join_pays(None, 22 * MiB, 1) == (True, "")  # not known: they join
 
 

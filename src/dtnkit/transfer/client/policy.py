@@ -346,7 +346,8 @@ def join_pays(left: int | None, per_rtt: float, running: int) -> tuple[bool, str
         return True, ""
     return False, (
         f"{show_bytes(left)} left take {have:.1f} round trips, fewer than the "
-        f"{rounds:.1f} a new stream needs to grow to that rate: none joined"
+        f"{rounds:.1f} a new stream needs to grow to that rate: "
+        + ("none joined" if running == 1 else "no more joined")
     )
 
 
