@@ -14,6 +14,7 @@ from dtnkit.cli.options import CliCommand, Duration, pass_env
 from dtnkit.cli.output import emit, format_option
 from dtnkit.environment import Environment
 from dtnkit.errors import BadInput
+from dtnkit.host.parsers import is_uint
 from dtnkit.host.signals import interrupting
 from dtnkit.transfer.checksum import ALGORITHMS
 from dtnkit.transfer.client import bearer, scitags, streamtable, tpc
@@ -40,7 +41,7 @@ def _streams(ctx: click.Context, param: click.Parameter, value: object) -> int |
     text = str(value).strip()
     if text.lower() == "auto":
         return "auto"
-    if text.isascii() and text.isdigit() and 1 <= int(text) <= 256:
+    if is_uint(text) and 1 <= int(text) <= 256:
         return int(text)
     raise click.BadParameter(f"{value!r} is neither auto nor a number from 1 to 256")
 

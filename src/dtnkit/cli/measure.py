@@ -34,6 +34,7 @@ from dtnkit.environment import DEFAULT_RESULTS_DB, DEFAULT_STATE_DIR, Environmen
 from dtnkit.errors import BadInput
 from dtnkit.host import cgexec
 from dtnkit.host.host import Host
+from dtnkit.host.parsers import is_uint
 from dtnkit.lab.path import lab_peers
 from dtnkit.measure import registry
 from dtnkit.measure.probes.disk import MAX_SIZE_BYTES, DiskSpec
@@ -532,7 +533,7 @@ def _typed_tuning(doc: dict[str, Any]) -> dict[str, Any]:
 def parse_result_id(text: str) -> int:
     """A result's number (``12``, ``#12``); an experiment's ID is ``exp-...``."""
     digits = text.strip().removeprefix("#")
-    if not (digits.isascii() and digits.isdigit()) or not 0 < int(digits) < 2**63:
+    if not is_uint(digits) or not 0 < int(digits) < 2**63:
         raise BadInput(
             f"bad result ID {text!r}",
             "a result is a number and an experiment exp-DATE-XXXX",

@@ -20,6 +20,7 @@ from dtnkit.cli.stopping import stop_on_signals, wait
 from dtnkit.db.location import Location
 from dtnkit.environment import Environment
 from dtnkit.errors import BadInput, DtnkitError, ExitStatus
+from dtnkit.host.parsers import is_uint
 from dtnkit.monitor import httpd, webconfig
 from dtnkit.monitor.base import Exporter
 from dtnkit.monitor.build import (
@@ -39,7 +40,7 @@ DEFAULT_LISTEN = "127.0.0.1:9640"
 def parse_listen(text: str) -> tuple[str, int]:
     """``ADDR:PORT``, ``[V6ADDR]:PORT`` or ``:PORT`` (every address) -> (address, port)."""
     addr, sep, port_text = text.rpartition(":")
-    if not sep or not (port_text.isascii() and port_text.isdigit()) or int(port_text) > 65535:
+    if not sep or not is_uint(port_text) or int(port_text) > 65535:
         raise BadInput(
             f"bad --listen {text!r}",
             "it takes ADDR:PORT, [V6ADDR]:PORT or :PORT",

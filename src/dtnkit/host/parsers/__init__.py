@@ -59,6 +59,9 @@ def load_json(text: str, source: str, **kwargs: Any) -> Any:
 
 
 def is_uint(value: str) -> bool:
+    """Whether *value* is a whole number in ASCII digits (``str.isdigit`` alone also takes
+    '²', which ``int()`` refuses, and other scripts' digits, which it reads); every number
+    dtnkit reads from text is checked with this."""
     return value.isascii() and value.isdigit()
 
 

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
 
+from dtnkit.host.parsers import is_uint
 from dtnkit.transfer import checksum, pipeline
 from dtnkit.transfer.checksum import Buffer
 from dtnkit.transfer.client.answers import check_content_range
@@ -322,7 +323,7 @@ class SessionSink:
             for k, _sep, v in (line.partition(":") for line in lines[1:])
         }
         length = headers.get("content-length", "0")
-        if not (length.isascii() and length.isdigit()) or int(length) > MAX_ANSWER:
+        if not is_uint(length) or int(length) > MAX_ANSWER:
             raise Retryable(f"{what}: an answer with Content-Length {length[:40]!r}")
         while len(buf) < int(length):
             more()

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from dtnkit.errors import BadInput
+from dtnkit.host.parsers import is_uint
 from dtnkit.transfer import checksum, pipeline
 from dtnkit.transfer.client.answers import content_length
 from dtnkit.transfer.client.ends import LocalFileSource
@@ -96,7 +97,7 @@ def early_answer(conn: http.client.HTTPConnection, wait: float = EXPECT_WAIT) ->
         if status == 100:
             return None
         length = headers.get("content-length", "0")
-        want = min(int(length) if length.isascii() and length.isdigit() else 0, 65536)
+        want = min(int(length) if is_uint(length) else 0, 65536)
         body = bytearray()
         while len(body) < want:
             chunk = fp.read(want - len(body))

@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from dtnkit.errors import BadInput
+from dtnkit.host.parsers import is_uint
 from dtnkit.transfer.wire import scitags
 
 #: ``struct tcp_info`` (linux/tcp.h) up to ``tcpi_bytes_received``: eight ``__u8``, 24
@@ -107,8 +108,7 @@ class Destination:
         elif value.count(":") == 1:
             host, _, port_text = value.partition(":")
         if port_text:
-            digits = port_text.isascii() and port_text.isdigit()
-            if not digits or not 1 <= int(port_text) <= 65535:
+            if not is_uint(port_text) or not 1 <= int(port_text) <= 65535:
                 raise BadInput(
                     what,
                     f"port {port_text[:10]!r} is not 1-65535",

@@ -34,6 +34,7 @@ import stat
 import time
 from pathlib import Path
 
+from dtnkit.host.parsers import is_uint
 from dtnkit.transfer import checksum, files, fsroot, pipeline
 from dtnkit.transfer.server import access, integrity, put
 from dtnkit.transfer.server.errors import HttpError, os_error, refuse_link, show
@@ -115,7 +116,7 @@ def _start(ex: Exchange, registry: SessionRegistry, path: Path) -> None:
     root = ex.services.config.root
     where = show(path, root)
     value = (ex.headers.get(upload.LENGTH_HEADER) or "").strip()
-    if not value.isdigit() or not value.isascii():
+    if not is_uint(value):
         raise HttpError(
             400, upload.LENGTH_HEADER, f"{value!r} is not a byte count; send the file size"
         )

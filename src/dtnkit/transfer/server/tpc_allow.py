@@ -26,6 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from dtnkit.errors import BadInput
+from dtnkit.host.parsers import is_uint
 from dtnkit.transfer.server import addresses
 from dtnkit.transfer.server.addresses import IpAddress, Network
 
@@ -95,7 +96,7 @@ def parse_entry(text: str) -> AllowEntry:
 
 
 def _port(text: str, bad: BadInput) -> int:
-    if not (text.isascii() and text.isdigit()) or not 0 < int(text) < 65536:
+    if not is_uint(text) or not 0 < int(text) < 65536:
         raise bad
     return int(text)
 

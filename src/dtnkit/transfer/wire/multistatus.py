@@ -14,6 +14,7 @@ from typing import NamedTuple
 from urllib.parse import urlsplit
 from xml.parsers import expat
 
+from dtnkit.host.parsers import is_uint
 from dtnkit.transfer.wire import ranges
 
 _DAV = "DAV: "  # expat's namespace-qualified names: "DAV: href"
@@ -162,7 +163,7 @@ def parse(body: bytes | str, own: str) -> list[Member]:
         size = 0
         if size_text is not None:
             digits = size_text.strip()
-            if not (digits.isascii() and digits.isdigit() and len(digits) <= 19):
+            if not (is_uint(digits) and len(digits) <= 19):
                 raise ListingError(f"getcontentlength {digits[:40]!r} is not a number of bytes")
             size = int(digits)
         origin = f"{parts.scheme}://{parts.netloc}" if parts.scheme or parts.netloc else ""

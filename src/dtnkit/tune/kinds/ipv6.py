@@ -38,6 +38,7 @@ from typing import Any, ClassVar
 from dtnkit.errors import DtnkitError
 from dtnkit.host.facts import Unavailable
 from dtnkit.host.host import Host
+from dtnkit.host.parsers import is_uint
 from dtnkit.tune.kinds.base import DeviceTunable, Scope, Tunable, Value, check_scalar, type_name
 
 IPV6_MIN_MTU = 1280
@@ -160,7 +161,7 @@ class Ipv6Tunable(DeviceTunable):
         if not missing:
             return
         mtu = (host.read(f"/sys/class/net/{dev}/mtu") or "").strip()
-        if mtu.isascii() and mtu.isdigit() and int(mtu) < IPV6_MIN_MTU:
+        if is_uint(mtu) and int(mtu) < IPV6_MIN_MTU:
             raise DtnkitError(
                 f"cannot put back the {self.label} of {dev} ({', '.join(missing)})",
                 f"its MTU is {mtu}, below IPv6's minimum {IPV6_MIN_MTU}, so the kernel runs "
@@ -301,7 +302,7 @@ def check_address(entry: Any) -> str | None:
         return _bad(entry, "address with its prefix length (e.g. '2001:db8::5/64')")
     first, *flags = entry.split(" ")
     addr, sep, plen = first.partition("/")
-    if not sep or not (plen.isascii() and plen.isdigit()) or len(plen) > 3 or int(plen) > 128:
+    if not sep or not is_uint(plen) or len(plen) > 3 or int(plen) > 128:
         return _bad(entry, "address with a prefix length from 0 to 128 (e.g. '2001:db8::5/64')")
     try:
         ip = ipaddress.IPv6Address(addr)
@@ -340,7 +341,7 @@ def check_route(entry: Any) -> str | None:
     if (
         words[:1] != ["metric"]
         or len(words) < 2
-        or not (words[1].isascii() and words[1].isdigit())
+        or not is_uint(words[1])
         or len(words[1]) > 10
         or int(words[1]) >= 2**32
     ):
