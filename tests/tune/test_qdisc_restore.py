@@ -206,6 +206,17 @@ def test_tc_shrinks_a_burst_written_back_as_shown_and_dtnkit_does_not() -> None:
     )
 
 
+def test_a_burst_tc_shows_as_0_is_written_as_one_tc_takes_and_shows_as_0() -> None:
+    """A burst below one tick at its rate shows as 0 (tbf rate 2856364494bps burst 1845b:
+    "burst": 0), and tc refuses `burst 0b`: the restore wrote it and failed."""
+    rate = 2_856_364_494
+    assert shown_burst(rate, 1845) == 0
+    buffer = burst_for(rate, 0)
+    assert buffer > 0 and shown_burst(rate, buffer) == 0
+    buffer, limit = tbf_buffer_and_limit(rate, 0, 1)
+    assert buffer > 0 and shown_burst(rate, buffer) == 0 and limit > 0
+
+
 def test_a_low_rate_tbf_gets_a_buffer_whose_latency_tc_shows_as_recorded() -> None:
     rate, lat = 50_000, 95_921  # "tbf rate 50000bps burst 574065b latency 95921us"
     buffer, limit = tbf_buffer_and_limit(rate, 574_064, lat)
@@ -500,6 +511,28 @@ def test_random_trees_are_restored_exactly(qdns: QdNs, tmp_path: Path) -> None:
         suppress_health_check=[HealthCheck.too_slow],
     )
     @given(tree())
+    # found by this test: a burst below one tick at its rate, which tc shows as 0 and
+    # refuses to write as `burst 0b`
+    @example(
+        [
+            [
+                "qdisc",
+                "add",
+                "dev",
+                DEV,
+                "root",
+                "handle",
+                "6c8:",
+                "tbf",
+                "rate",
+                "2856364494bps",
+                "burst",
+                "1845b",
+                "limit",
+                "4024",
+            ]
+        ]
+    )
     # found by this test: lat 0 written as a limit whose latency is just under 0, which tc
     # shows as "limit", not "lat 0"
     @example(

@@ -210,8 +210,10 @@ def _first(rate: int, at_least: int, tick: float, whole_us: bool) -> int:
 
 
 def burst_for(rate: int, shown: int, tick: float = DEFAULT_TICK, whole_us: bool = False) -> int:
-    """A burst (bytes) that tc shows as ``shown`` at ``rate`` bytes/s (``shown`` if none does)."""
-    if rate <= 0 or shown <= 0:
+    """A burst (bytes) that tc shows as ``shown`` at ``rate`` bytes/s (``shown`` if none does).
+    A shown burst of 0 is a burst below one tick at that rate (1845 bytes at 2.86 GB/s): tc
+    refuses to write `burst 0b`, and the middle of that range shows as 0 again."""
+    if rate <= 0 or shown < 0:
         return shown
     low, high = _first(rate, shown, tick, whole_us), _first(rate, shown + 1, tick, whole_us) - 1
     if low > high or shown_burst(rate, low, tick, whole_us) != shown:
@@ -302,7 +304,7 @@ def tbf_buffer_and_limit(
     574065 gives 95921).  Buffers are tried from the middle outwards.
     """
     middle = burst_for(rate, shown, tick)
-    if rate <= 0 or shown <= 0:
+    if rate <= 0 or shown < 0:
         return middle, tbf_limit_for(rate, middle, lat_us, tick, peak) if rate > 0 else shown
     low = _first(rate, shown, tick, False)
     high = _first(rate, shown + 1, tick, False) - 1
