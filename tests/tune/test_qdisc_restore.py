@@ -206,6 +206,20 @@ def test_tc_shrinks_a_burst_written_back_as_shown_and_dtnkit_does_not() -> None:
     )
 
 
+def test_a_tbf_burst_is_kept_at_the_kernels_fixed_point_rate() -> None:
+    """tc sends a tbf's burst in bytes and the kernel makes nanoseconds with a multiplier a
+    hair short of 1e9 / rate: at 63664 bytes/s a burst of 63664 bytes (one second exactly by
+    tc's own arithmetic) shows as 63663, and written back as 63663 it showed 63662."""
+    rate = 63_664
+    assert shown_burst(rate, 63_664) == 63_663
+    assert shown_burst(rate, 63_663) == 63_662
+    assert shown_burst(rate, burst_for(rate, 63_663)) == 63_663
+    # 11.6 s of burst at 14679 bytes/s: the search for it must not pass a burst whose ticks
+    # overflow the kernel's 32 bits (it found 4205067 bytes)
+    assert burst_for(14_679, 170_134) == 170_135
+    assert shown_burst(14_679, burst_for(14_679, 170_134)) == 170_134
+
+
 def test_a_burst_tc_shows_as_0_is_written_as_one_tc_takes_and_shows_as_0() -> None:
     """A burst below one tick at its rate shows as 0 (tbf rate 2856364494bps burst 1845b:
     "burst": 0), and tc refuses `burst 0b`: the restore wrote it and failed."""
@@ -511,6 +525,51 @@ def test_random_trees_are_restored_exactly(qdns: QdNs, tmp_path: Path) -> None:
         suppress_health_check=[HealthCheck.too_slow],
     )
     @given(tree())
+    # found by this test: a burst the kernel keeps a hair short of one second (tc shows
+    # burst 63663), which tc's own arithmetic put on the tick's edge
+    @example(
+        [
+            [
+                "qdisc",
+                "add",
+                "dev",
+                DEV,
+                "root",
+                "handle",
+                "199:",
+                "tbf",
+                "rate",
+                "63664bps",
+                "burst",
+                "63664b",
+                "limit",
+                "65076",
+            ]
+        ]
+    )
+    # and one of many seconds at a low rate (burst 170135b at 14679 bytes/s)
+    @example(
+        [
+            ["qdisc", "add", "dev", DEV, "root", "handle", "49c:", "mq"],
+            [
+                "qdisc",
+                "add",
+                "dev",
+                DEV,
+                "parent",
+                "49c:1",
+                "handle",
+                "146:",
+                "tbf",
+                "rate",
+                "14679bps",
+                "burst",
+                "170135b",
+                "latency",
+                "50380us",
+            ],
+        ]
+    )
     # found by this test: a burst below one tick at its rate, which tc shows as 0 and
     # refuses to write as `burst 0b`
     @example(

@@ -8,6 +8,7 @@ recommendation (``maxrate_bps``, ``mq``, ``queues``), which apply and
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -169,12 +170,20 @@ def _qdisc_args(kind: str, options: dict[str, Any], tick: float = DEFAULT_TICK) 
 
 
 # ---- tc's rounding of a token-bucket burst --------------------------------------------------
-# tc turns a burst of B bytes at R bytes/s into 1e6 * B / R microseconds (htb first cuts them to
-# whole microseconds), into int(us * TICK) kernel ticks (TICK from /proc/net/psched: 15.625 on
-# every kernel with high-resolution timers), and shows int(R * int(ticks / TICK) / 1e6) bytes
-# (iproute2 tc_core.c).  So writing back the burst tc shows loses up to a microsecond each time
-# (tbf: 65250 -> 64875 at 3gbit).  dtnkit writes the middle of the range of bursts that tc shows
-# as the recorded value; the model was checked against tc 6.1 on random rates and bursts.
+# A burst of B bytes at R bytes/s is kept in kernel ticks of 64 ns and shown by tc as
+# int(R * int(ticks / TICK) / 1e6) bytes (iproute2 tc_core.c; TICK, tc's ticks per
+# microsecond, from /proc/net/psched: 15.625 on every kernel with high-resolution timers).
+# How the ticks are made differs:
+# - htb: tc turns the bytes into whole microseconds, 1e6 * B / R cut, and those into
+#   int(us * TICK) ticks, which the kernel keeps;
+# - tbf: tc sends the bytes (TCA_TBF_BURST, and the mtu as TCA_TBF_PBURST) and the kernel
+#   makes nanoseconds with the rate's fixed-point multiplier, B * mult >> shift with
+#   mult = floor(1e9 * 2**shift / R) (psched_l2t_ns), a hair short of 1e9 * B / R: a burst
+#   that tc's own arithmetic puts on a tick's edge is shown one byte short at low rates
+#   (tbf rate 63664bps burst 63664b shows burst 63663).
+# So writing back the burst tc shows loses up to a microsecond each time (tbf: 65250 -> 64875
+# at 3gbit).  dtnkit writes the middle of the range of bursts that tc shows as the recorded
+# value; the model was checked against tc 6.1 on random rates and bursts.
 _U32 = 2**32 - 1
 
 
@@ -190,10 +199,31 @@ def psched_tick(host: Host) -> float:
     return t2us / us2t * (clock_res / 1e6) if us2t else DEFAULT_TICK
 
 
+@functools.lru_cache(maxsize=64)
+def _mult_shift(rate: int) -> tuple[int, int]:
+    """The kernel's fixed-point 1e9 / rate (psched_ratecfg_precompute): the first shift for
+    which floor(1e9 * 2**shift / rate) has bit 31 set."""
+    factor, shift = 1_000_000_000, 0
+    while True:
+        mult = factor // rate
+        if mult & (1 << 31) or factor & (1 << 63):
+            return mult, shift
+        factor <<= 1
+        shift += 1
+
+
+def _tbf_ticks(rate: int, size: int) -> int:
+    """The ticks of 64 ns a tbf keeps for ``size`` bytes at ``rate`` bytes/s (psched_l2t_ns).
+    The kernel reports them in 32 bits: a burst over 2**32 ticks (275 s at its rate) wraps,
+    which is not modelled, so that the burst shown grows with the bytes written."""
+    mult, shift = _mult_shift(rate)
+    return (size * mult) >> shift >> 6
+
+
 def shown_burst(rate: int, burst: int, tick: float = DEFAULT_TICK, whole_us: bool = False) -> int:
-    """The burst tc shows after writing ``burst`` bytes at ``rate`` bytes/s."""
-    us = 1e6 * (burst / rate)
-    ticks = int((int(us) if whole_us else us) * tick)
+    """The burst tc shows after writing ``burst`` bytes at ``rate`` bytes/s: a tbf's, or with
+    ``whole_us`` an htb class's (see above)."""
+    ticks = int(int(1e6 * (burst / rate)) * tick) if whole_us else _tbf_ticks(rate, burst)
     return int(rate * int(ticks / tick) / 1e6)
 
 
@@ -222,8 +252,8 @@ def burst_for(rate: int, shown: int, tick: float = DEFAULT_TICK, whole_us: bool 
 
 
 def _us(size: int, rate: int, tick: float) -> int:
-    """tc_core_tick2time of the ticks a size takes at a rate (whole microseconds)."""
-    return int(int(1e6 * (size / rate) * tick) / tick)
+    """tc_core_tick2time of the ticks a tbf keeps for a size at a rate (whole microseconds)."""
+    return int(_tbf_ticks(rate, size) / tick)
 
 
 def _exact_tbf_limit(
@@ -963,8 +993,8 @@ def _normal(value: dict[str, Any]) -> dict[str, Any]:
 # that tc reports it again (tests/tune/test_qdisc_restore.py checks them with real tc on random
 # trees, fq_codel's by its model: this kernel has no fq_codel).
 KERNEL_ROUNDED: dict[tuple[str, str], str] = {
-    ("tbf", "burst"): "bytes -> ticks at the rate: burst_for writes the middle of the range "
-    "of bursts tc shows as the value",
+    ("tbf", "burst"): "bytes -> 64 ns ticks at the rate's fixed-point multiplier: burst_for "
+    "writes the middle of the range of bursts tc shows as the value",
     ("tbf", "minburst"): "the mtu, bytes -> ticks at the peak rate: burst_for at the peak rate",
     ("tbf", "lat"): "derived from the limit, the buffer and (with a peak rate) the mtu: "
     "tbf_buffer_and_limit finds a buffer and limit tc shows as the latency",
