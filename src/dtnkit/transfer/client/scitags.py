@@ -9,9 +9,6 @@ in the package (``dtnkit/transfer/data/scitags-api.json``, its date and source i
 
 from __future__ import annotations
 
-import urllib.error
-import urllib.request
-from importlib import resources
 from pathlib import Path
 
 from dtnkit.atomicfile import replace_file
@@ -27,6 +24,8 @@ FETCH_TIMEOUT = 20.0
 
 
 def snapshot_bytes() -> bytes:
+    from importlib import resources  # a copy without a tag reads no registry
+
     return resources.files("dtnkit.transfer").joinpath("data/scitags-api.json").read_bytes()
 
 
@@ -35,6 +34,11 @@ def fetch(source: str) -> bytes:
     BadInput when it cannot be read."""
     what = f"SciTags registry {source[:200]}"
     if source.startswith(("http://", "https://")):
+        # here, not at the top: every `dtnkit cp` imports this module, and urllib.request
+        # (with tempfile, email and logging) is a tenth of its start-up
+        import urllib.error
+        import urllib.request
+
         try:
             request = urllib.request.Request(source, headers={"User-Agent": "dtnkit"})
             with urllib.request.urlopen(request, timeout=FETCH_TIMEOUT) as answer:
