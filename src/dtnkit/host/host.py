@@ -31,16 +31,21 @@ import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dtnkit.errors import DtnkitError, ToolMissing
 from dtnkit.host import nsserve
-from dtnkit.host.kernel import KernelView, dump_requests, named_dumps
-from dtnkit.host.nshelper import NsHelper
-from dtnkit.host.replay import FixtureRunner
 from dtnkit.host.runner import Result, Runner, SubprocessRunner
 from dtnkit.host.tree import Tree
 from dtnkit.host.tree import check as check_tree
+
+# The netlink decoders (kernel), the namespace helper and the captured trees' runner (replay)
+# are imported where they are first used: a process that reads a few files of its own
+# namespace (`dtnkit cp --streams auto`: buffer limits and the link's speed) needs none of
+# them, and they are a seventh of cp's start-up.
+if TYPE_CHECKING:
+    from dtnkit.host.kernel import KernelView
+    from dtnkit.host.nshelper import NsHelper
 
 # Paths whose content depends on the network namespace of the reader.
 _NETNS_PATHS = ("/proc/sys/net/", "/sys/class/net/", "/proc/net/")
@@ -88,6 +93,8 @@ _BATCH_NAMES = (
 def _batch_request() -> dict[str, Any]:
     """The helper's batch read: the files of the batch's directories and the kernel's
     rtnetlink dumps, which belong to the namespace the helper is in."""
+    from dtnkit.host.kernel import dump_requests
+
     return {
         "batch": [list(_BATCH_DIRS), list(_BATCH_DEVICE_FILES), dump_requests(), list(_BATCH_NAMES)]
     }
@@ -181,6 +188,8 @@ class Host:
     def live(cls, netns: str | None = None, *, read_only: bool = False) -> Host:
         host = cls(Path("/"), netns=netns, runner=SubprocessRunner(), read_only=read_only)
         if netns is not None:  # start the namespace's helper and its batch read right away
+            from dtnkit.host.nshelper import NsHelper
+
             host._helper[None] = NsHelper(netns, first=host._helper_request(_batch_request()))
         return host
 
@@ -191,6 +200,8 @@ class Host:
                 f"host tree {path} does not exist", "", "give the path of a captured tree"
             )
         check_tree(path)  # a link anywhere in it: refused before anything is read
+        from dtnkit.host.replay import FixtureRunner
+
         return cls(path, runner=FixtureRunner(Tree(path)), read_only=read_only)
 
     def read_only_view(self) -> Host:
@@ -263,6 +274,8 @@ class Host:
                     doc = None
             if not isinstance(doc, dict):  # no batch: each file is read on its own
                 doc = {"dirs": {}, "files": {}, "exists": {}, "writable": []}
+            from dtnkit.host.kernel import named_dumps
+
             self._batch[None] = _Batch(
                 doc["dirs"],
                 doc["files"],
@@ -297,6 +310,8 @@ class Host:
         if type(self.runner) is not SubprocessRunner:
             return None
         if None not in self._kernel:
+            from dtnkit.host.kernel import KernelView
+
             self._kernel[None] = KernelView(
                 self.netns, self._helper_reply, self._batch_dumps, ethtool=self.root == Path("/")
             )
@@ -546,6 +561,8 @@ class Host:
         if not (self.netns and type(runner) is SubprocessRunner):
             return None
         if None not in self._helper:
+            from dtnkit.host.nshelper import NsHelper
+
             self._helper[None] = NsHelper(self.netns)
         return self._helper[None].ask(self._helper_request(request))
 
@@ -570,6 +587,8 @@ class Host:
         self._guard(" ".join(argv), "")
         self.writes.append(WriteRecord(" ".join(argv), ""))
         self.refresh()
+        from dtnkit.host.replay import FixtureRunner
+
         if not self.is_live and isinstance(self.runner, FixtureRunner):
             return self.runner.record_change(argv)
         return self.runner.run(self.argv(argv))
