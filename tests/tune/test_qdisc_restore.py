@@ -511,6 +511,11 @@ def tree(draw: st.DrawFn) -> list[list[str]]:
     return cmds
 
 
+def tc_lines(*lines: str) -> list[list[str]]:
+    """tc commands written as tc reads them, ``DEV`` for the device: an explicit example."""
+    return [[DEV if word == "DEV" else word for word in line.split()] for line in lines]
+
+
 @pytest.mark.needs_root
 @pytest.mark.needs_netns
 def test_random_trees_are_restored_exactly(qdns: QdNs, tmp_path: Path) -> None:
@@ -528,116 +533,37 @@ def test_random_trees_are_restored_exactly(qdns: QdNs, tmp_path: Path) -> None:
     # found by this test: a burst the kernel keeps a hair short of one second (tc shows
     # burst 63663), which tc's own arithmetic put on the tick's edge
     @example(
-        [
-            [
-                "qdisc",
-                "add",
-                "dev",
-                DEV,
-                "root",
-                "handle",
-                "199:",
-                "tbf",
-                "rate",
-                "63664bps",
-                "burst",
-                "63664b",
-                "limit",
-                "65076",
-            ]
-        ]
+        tc_lines("qdisc add dev DEV root handle 199: tbf rate 63664bps burst 63664b limit 65076")
     )
     # and one of many seconds at a low rate (burst 170135b at 14679 bytes/s)
     @example(
-        [
-            ["qdisc", "add", "dev", DEV, "root", "handle", "49c:", "mq"],
-            [
-                "qdisc",
-                "add",
-                "dev",
-                DEV,
-                "parent",
-                "49c:1",
-                "handle",
-                "146:",
-                "tbf",
-                "rate",
-                "14679bps",
-                "burst",
-                "170135b",
-                "latency",
-                "50380us",
-            ],
-        ]
+        tc_lines(
+            "qdisc add dev DEV root handle 49c: mq",
+            "qdisc add dev DEV parent 49c:1 handle 146: tbf rate 14679bps burst 170135b "
+            "latency 50380us",
+        )
     )
     # found by this test: a burst below one tick at its rate, which tc shows as 0 and
     # refuses to write as `burst 0b`
     @example(
-        [
-            [
-                "qdisc",
-                "add",
-                "dev",
-                DEV,
-                "root",
-                "handle",
-                "6c8:",
-                "tbf",
-                "rate",
-                "2856364494bps",
-                "burst",
-                "1845b",
-                "limit",
-                "4024",
-            ]
-        ]
+        tc_lines("qdisc add dev DEV root handle 6c8: tbf rate 2856364494bps burst 1845b limit 4024")
     )
     # found by this test: lat 0 written as a limit whose latency is just under 0, which tc
     # shows as "limit", not "lat 0"
     @example(
-        [
-            ["qdisc", "add", "dev", DEV, "root", "handle", "35d:", "mq"],
-            [
-                "qdisc",
-                "add",
-                "dev",
-                DEV,
-                "parent",
-                "35d:3",
-                "handle",
-                "1f48:",
-                "tbf",
-                "rate",
-                "1999209017bps",
-                "burst",
-                "280177b",
-                "limit",
-                "280240",
-            ],
-        ]
+        tc_lines(
+            "qdisc add dev DEV root handle 35d: mq",
+            "qdisc add dev DEV parent 35d:3 handle 1f48: tbf rate 1999209017bps burst 280177b "
+            "limit 280240",
+        )
     )
     # and at a low rate the latency shown depends on the exact buffer, not only on the burst
     @example(
-        [
-            ["qdisc", "add", "dev", DEV, "root", "handle", "35d:", "mq"],
-            [
-                "qdisc",
-                "add",
-                "dev",
-                DEV,
-                "parent",
-                "35d:3",
-                "handle",
-                "1f48:",
-                "tbf",
-                "rate",
-                "50000bps",
-                "burst",
-                "574065b",
-                "latency",
-                "95921us",
-            ],
-        ]
+        tc_lines(
+            "qdisc add dev DEV root handle 35d: mq",
+            "qdisc add dev DEV parent 35d:3 handle 1f48: tbf rate 50000bps burst 574065b "
+            "latency 95921us",
+        )
     )
     def check(cmds: list[list[str]]) -> None:
         qdns.reset()
