@@ -42,7 +42,7 @@ from dtnkit.host.tree import check as check_tree
 # The netlink decoders (kernel), the namespace helper and the captured trees' runner (replay)
 # are imported where they are first used: a process that reads a few files of its own
 # namespace (`dtnkit cp --streams auto`: buffer limits and the link's speed) needs none of
-# them, and they are a seventh of cp's start-up.
+# them, and they were 9 % of cp's start-up (477 -> 434 M instructions, bench cp-start).
 if TYPE_CHECKING:
     from dtnkit.host.kernel import KernelView
     from dtnkit.host.nshelper import NsHelper
@@ -587,10 +587,11 @@ class Host:
         self._guard(" ".join(argv), "")
         self.writes.append(WriteRecord(" ".join(argv), ""))
         self.refresh()
-        from dtnkit.host.replay import FixtureRunner
+        if not self.is_live:
+            from dtnkit.host.replay import FixtureRunner
 
-        if not self.is_live and isinstance(self.runner, FixtureRunner):
-            return self.runner.record_change(argv)
+            if isinstance(self.runner, FixtureRunner):
+                return self.runner.record_change(argv)
         return self.runner.run(self.argv(argv))
 
     def has_tool(self, name: str) -> bool:

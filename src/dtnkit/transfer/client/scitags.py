@@ -35,7 +35,7 @@ def fetch(source: str) -> bytes:
     what = f"SciTags registry {source[:200]}"
     if source.startswith(("http://", "https://")):
         # here, not at the top: every `dtnkit cp` imports this module, and urllib.request
-        # (with tempfile, email and logging) is a tenth of its start-up
+        # (with tempfile) was 2.5 % of its start-up (489 -> 477 M instructions)
         import urllib.error
         import urllib.request
 
