@@ -51,9 +51,17 @@ DTNKIT = [str(_SCRIPT)] if _SCRIPT.is_file() else [sys.executable, "-m", "dtnkit
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 SIZE = 1024
 #: the start-up figure's denominator: what any Python HTTPS client imports
-IMPORTS = 'python -c "import socket, ssl"'
+IMPORTS_CODE = "import socket, ssl"
 #: what dtnkit cp's parts import before any code of its own: click and http.client
-PARTS = 'python -c "import socket, ssl, click, http.client"'
+PARTS_CODE = "import socket, ssl, click, http.client"
+
+
+def python_c(code: str) -> str:
+    """The name of the case that runs ``python -c CODE``, as a user types it."""
+    return f'python -c "{code}"' if " " in code else f"python -c {code}"
+
+
+IMPORTS, PARTS = python_c(IMPORTS_CODE), python_c(PARTS_CODE)
 
 
 def options(p: argparse.ArgumentParser) -> None:
@@ -147,9 +155,10 @@ def run(b: Bench) -> None:
     ca = str(pki.ca_file)
     Cmd = tuple[list[str], Path | None, dict[str, str]]
     cases: dict[str, Cmd] = {
-        "python -c pass": ([sys.executable, "-c", "pass"], None, ENV),
-        IMPORTS: ([sys.executable, "-c", "import socket, ssl"], None, ENV),
-        PARTS: ([sys.executable, "-c", "import socket, ssl, click, http.client"], None, ENV),
+        **{
+            python_c(code): ([sys.executable, "-c", code], None, ENV)
+            for code in ("pass", IMPORTS_CODE, PARTS_CODE)
+        },
         "curl http": (
             ["curl", "-sS", "-o", str(out / "curl-http"), http + "f"],
             out / "curl-http",
