@@ -137,17 +137,24 @@ def test_untuned_ends_start_four_streams_not_eight(lab22: ServeLab) -> None:
 def test_more_join_while_all_are_window_bound(lab22: ServeLab) -> None:
     """512 KiB windows at both ends: four streams carry 335 Mbit/s of the 1 Gbit/s path,
     all bound by their windows, so four more join (the cap of 8 for a link's rate).  This
-    held before too (8 at once): it guards the faster paths against the start of 4."""
+    held before too (8 at once): it guards the faster paths against the start of 4.  The
+    four that join do so on connections opened while the first four started: no TCP
+    handshake ends after the first of them joined (before: each opened its own then)."""
+    timeline = lab22.got.with_name("timeline.json")
     lab22.sysctl("net.ipv4.tcp_wmem", SMALL_WMEM)
     try:
-        doc, err, seen = lab22.cp("--streams", "auto", name="big")
+        doc, err, seen = lab22.cp("--streams", "auto", "--timeline", str(timeline), name="big")
     finally:
         lab22.sysctl("net.ipv4.tcp_wmem", UNTUNED_WMEM)
     auto = doc["streams_auto"]
     assert isinstance(auto, dict) and auto["start"] == 4
     assert doc["streams"] == 8, err
-    assert "4 streams moved" in err and "bound by them" in err, err
+    assert "4 streams moved" in err and "bound by them, so 4 more joined" in err, err
     assert [m for m, _ in seen].count("GET") >= 8, seen
+    events = json.loads(timeline.read_text())["events"]
+    joined = min(e["t"] for e in events if e["what"] == "stream starts" and e["stream"] >= 4)
+    handshakes = [e["t"] for e in events if e["what"] == "tcp"]
+    assert len(handshakes) >= 8 and max(handshakes) < joined, events
 
 
 def test_the_rules_constants_agree_with_their_docs() -> None:
