@@ -3,7 +3,9 @@ copy's time: docs/benchmarks.md).  A real copy, `--streams auto` and verified, f
 `dtnkit serve` on loopback, run with ``python -X importtime``; the modules it imported are
 read from what Python printed.  Left out until they are needed: urllib.request (a SciTags
 registry given as a URL), the netlink decoders, the namespace helper and the captured
-trees' runner (a Host of another namespace or a tree), rich (a terminal to draw the bar on).
+trees' runner (a Host of another namespace or a tree), rich (a terminal to draw the bar on),
+the SciTags tables (a tag asked for), the other directions' modules (uploads, relays) and a
+tree's listing (``-r``), third-party copy and its performance markers (``--tpc``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,14 @@ NOT_NEEDED = (
     "dtnkit.host.nshelper",
     "dtnkit.host.replay",
     "rich",
+    "dtnkit.transfer.wire.scitags",
+    "dtnkit.transfer.client.scitags",
+    "dtnkit.transfer.client.upload",
+    "dtnkit.transfer.client.relay",
+    "dtnkit.transfer.client.tree",
+    "dtnkit.transfer.wire.multistatus",
+    "dtnkit.transfer.client.tpc",
+    "dtnkit.transfer.wire.markers",
 )
 
 

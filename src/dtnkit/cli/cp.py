@@ -6,6 +6,7 @@ import signal
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from click.core import ParameterSource
@@ -17,7 +18,7 @@ from dtnkit.errors import BadInput
 from dtnkit.host.parsers import is_uint
 from dtnkit.host.signals import interrupting
 from dtnkit.transfer.checksum import ALGORITHMS
-from dtnkit.transfer.client import bearer, scitags, streamtable, tpc
+from dtnkit.transfer.client import bearer, streamtable
 from dtnkit.transfer.client import timeline as timelines
 from dtnkit.transfer.client.copy import copy, total_size
 from dtnkit.transfer.client.metrics import CopyMetrics, check_path
@@ -25,7 +26,6 @@ from dtnkit.transfer.client.policy import StreamPolicy
 from dtnkit.transfer.client.request import CopyRequest
 from dtnkit.transfer.client.session import is_url
 from dtnkit.transfer.client.verify import Level, Verify
-from dtnkit.transfer.wire.markers import Marker
 from dtnkit.units import (
     counted,
     format_bytes,
@@ -34,6 +34,9 @@ from dtnkit.units import (
     parse_bytes,
     parse_rate,
 )
+
+if TYPE_CHECKING:
+    from dtnkit.transfer.wire.markers import Marker
 
 
 def _streams(ctx: click.Context, param: click.Parameter, value: object) -> int | str:
@@ -125,6 +128,8 @@ def _scitag(
                 "pass --experiment NAME, or drop --scitags-registry",
             )
         return None
+    from dtnkit.transfer.client import scitags  # a copy without a tag never loads it
+
     loaded = (
         scitags.load(registry, env.state_dir) if scitag is None and experiment is not None else None
     )
@@ -689,6 +694,8 @@ def _third_party(
     parents: bool = False,
 ) -> int:
     """``cp --tpc``: ask one server to copy from/to the other; the active side verifies."""
+    from dtnkit.transfer.client import tpc  # only a third-party copy loads it
+
     show = env.stderr_isatty and not as_json
     # the markers tell the bytes moved, not the size: ask the source for the bar's total
     total = (

@@ -14,11 +14,8 @@ from typing import TYPE_CHECKING
 from dtnkit.errors import BadInput
 from dtnkit.transfer.client.download import download, download_to_device, is_device
 from dtnkit.transfer.client.policy import StreamPolicy
-from dtnkit.transfer.client.relay import relay, relay_walk
 from dtnkit.transfer.client.request import CopyRequest, CopyRun, FileResult, Summary
 from dtnkit.transfer.client.session import Session, Url, is_url, make_parents, mkcol
-from dtnkit.transfer.client.tree import walk
-from dtnkit.transfer.client.upload import upload
 from dtnkit.transfer.files import make_dirs
 
 if TYPE_CHECKING:
@@ -103,6 +100,8 @@ def download_jobs(src: str, dst: str, run: CopyRun) -> list[FileJob]:
 
 def upload_jobs(src: str, dst: str, run: CopyRun) -> list[FileJob]:
     """To a server: a local file, or a tree (its collections made on the way)."""
+    from dtnkit.transfer.client.upload import upload  # each direction loads its own module
+
     request = run.request
     url = Url.parse(dst)
     session = Session(url, run)
@@ -129,6 +128,8 @@ def upload_jobs(src: str, dst: str, run: CopyRun) -> list[FileJob]:
 def relay_jobs(src: str, dst: str, run: CopyRun) -> list[FileJob]:
     """Remote to remote through this client (not third-party copy): GET ranges from the
     source, PUT them to the destination; separate tokens with ``src_token``/``dst_token``."""
+    from dtnkit.transfer.client.relay import relay, relay_walk
+
     request = run.request
     src_url, dst_url = Url.parse(src), Url.parse(dst)
     src_session, dst_session = Session(src_url, run), Session(dst_url, run)
@@ -153,6 +154,8 @@ def remote_walk(session: Session, url: Url, dst: Path) -> Iterator[tuple[Url, Pa
     """(remote file, local file) pairs of a tree, every name checked
     (:func:`~dtnkit.transfer.client.tree.walk`); makes the local directories, never through
     a symbolic link."""
+    from dtnkit.transfer.client.tree import walk  # only a tree's copy lists one
+
     dst.mkdir(parents=True, exist_ok=True)
     for member in walk(session, url):
         target = dst.joinpath(*member.names)

@@ -16,8 +16,6 @@ import socket
 import struct
 import threading
 
-from dtnkit.transfer.wire.scitags import flow_label
-
 IPV6_FLOWLABEL_MGR = 32
 IPV6_FLOWINFO_SEND = 33
 IPV6_FL_A_GET = 0
@@ -62,6 +60,8 @@ def request(address: str, label: int) -> bytes:
 def label_for(tag: int) -> int | None:
     """A label for a new flow of *tag* (fresh entropy); None when the tag's experiment does
     not fit the label."""
+    from dtnkit.transfer.wire.scitags import flow_label  # a copy without a tag never loads it
+
     try:
         return flow_label(tag, secrets.randbelow(32))
     except ValueError:
