@@ -27,14 +27,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from dtnkit.transfer import sending
 from dtnkit.transfer.client import flowlabel
 from dtnkit.transfer.client.errors import DeadlinePassed, TooSlow
 from dtnkit.transfer.client.request import CopyRun
 
 _monotonic = time.monotonic
-
-#: Sends are counted (and checked) in pieces of this size.
-SEND_PIECE = 256 * 1024
 
 
 def deadline_left(run: CopyRun, now: float | None = None) -> float | None:
@@ -150,17 +148,17 @@ class PacedSocket:
         return n
 
     def sendall(self, data: Any, flags: int = 0) -> None:
-        view = memoryview(data).cast("B")
-        for at in range(0, len(view), SEND_PIECE):
-            piece = view[at : at + SEND_PIECE]
-            self._before(True)
-            try:
-                self._sock.sendall(piece, flags)
-            except TimeoutError as exc:
-                raise self._timed_out(exc) from None
-            self._after(len(piece))
-        if not len(view):
-            self._sock.sendall(view, flags)
+        """All of *data*, its send buffer kept full (:func:`~dtnkit.transfer.sending.send_all`),
+        each piece counted; each wait for room lasts the stall timeout at most, cut by the
+        deadline."""
+        if self._sending is not True:  # a new request: a new window
+            self._sending, self._start, self._moved = True, None, 0
+        try:
+            sending.send_all(
+                self._sock, data, wait=lambda: socket_timeout(self._run), sent=self._after
+            )
+        except TimeoutError as exc:
+            raise self._timed_out(exc) from None
 
     def makefile(self, mode: str = "r", buffering: int | None = None, **_kw: Any) -> Any:
         """A binary file over this socket (what http.client reads answers from), so that

@@ -33,7 +33,7 @@ from typing import TextIO
 from dtnkit import __version__
 from dtnkit.errors import BadInput, DtnkitError
 from dtnkit.host.host import Host
-from dtnkit.transfer import files, paths, pipeline
+from dtnkit.transfer import files, paths, pipeline, sending
 from dtnkit.transfer.client import autostreams
 from dtnkit.transfer.server import access, accesslog, conn, flows, http11, routes
 from dtnkit.transfer.server.config import (
@@ -598,8 +598,10 @@ class RequestHandler:
 
     def _send_tls(self, fd: int, start: int, count: int) -> int:
         sent = 0
+        sock = self.connection
+        timeout = sock.gettimeout()  # each wait for room in the send buffer, at most
         for view in pipeline.read_chunks(fd, start, count, TLS_BLOCK):
-            self.connection.sendall(view)
+            sending.send_all(sock, view, wait=lambda: timeout)
             sent += len(view)
         return sent
 
