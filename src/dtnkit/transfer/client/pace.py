@@ -149,16 +149,23 @@ class PacedSocket:
 
     def sendall(self, data: Any, flags: int = 0) -> None:
         """All of *data*, its send buffer kept full (:func:`~dtnkit.transfer.sending.send_all`),
-        each piece counted; each wait for room lasts the stall timeout at most, cut by the
-        deadline."""
+        each piece counted and the deadline checked after it; each wait for room lasts the
+        stall timeout at most, cut by the deadline.  No *flags* (a TLS socket takes none)."""
+        if flags:
+            raise ValueError("sendall() flags are not taken here")
         if self._sending is not True:  # a new request: a new window
             self._sending, self._start, self._moved = True, None, 0
         try:
             sending.send_all(
-                self._sock, data, wait=lambda: socket_timeout(self._run), sent=self._after
+                self._sock, data, wait=lambda: socket_timeout(self._run), sent=self._sent
             )
         except TimeoutError as exc:
             raise self._timed_out(exc) from None
+
+    def _sent(self, n: int) -> None:
+        self._after(n)
+        if self._deadline:
+            deadline_left(self._run)  # DeadlinePassed once it has
 
     def makefile(self, mode: str = "r", buffering: int | None = None, **_kw: Any) -> Any:
         """A binary file over this socket (what http.client reads answers from), so that
