@@ -153,8 +153,7 @@ class PacedSocket:
         stall timeout at most, cut by the deadline.  No *flags* (a TLS socket takes none)."""
         if flags:
             raise ValueError("sendall() flags are not taken here")
-        if self._sending is not True:  # a new request: a new window
-            self._sending, self._start, self._moved = True, None, 0
+        self._before(True)
         try:
             sending.send_all(
                 self._sock, data, wait=lambda: socket_timeout(self._run), sent=self._sent

@@ -323,15 +323,13 @@ class StreamPolicy:
                 break
             added = crew.add(min(active, plan.most - active), catch_up(per_rtt / active))
             active += added
-            why += (
-                f", so {added} more joined"
-                if added
-                else ", but none joined: "
-                + (
-                    f"{show_bytes(crew.left() or 0)} left, and a stream that joined now would "
-                    "end after the others"
+            if added:
+                why += f", so {added} more joined"
+            else:
+                why += (
+                    f", but none joined: {show_bytes(crew.left() or 0)} left, and a stream "
+                    "that joined now would end after the others"
                 )
-            )
             if not added or active >= plan.most:
                 break
         if not crew.failed():
