@@ -22,7 +22,7 @@ from dtnkit.host.parsers import is_uint
 from dtnkit.transfer import checksum, pipeline
 from dtnkit.transfer.checksum import Buffer
 from dtnkit.transfer.client.answers import check_content_range
-from dtnkit.transfer.client.blocks import BufferPool, pwrite_all, read_back
+from dtnkit.transfer.client.blocks import BlockBuffer, BufferPool, pwrite_all, read_back
 from dtnkit.transfer.client.errors import (
     FatalHttp,
     Refused,
@@ -43,7 +43,7 @@ def fetch_range(
     url: Url,
     etag: str | None,
     b: pipeline.Block,
-    buf: bytearray,
+    buf: BlockBuffer,
     conn: http.client.HTTPConnection,
     *,
     label: str,
@@ -114,7 +114,7 @@ class HttpRangeSource:
             "check that the server is up; raise --retries or --stall-timeout",
         )
 
-    def read(self, b: pipeline.Block, buf: bytearray) -> memoryview:
+    def read(self, b: pipeline.Block, buf: BlockBuffer) -> memoryview:
         def once() -> memoryview:
             conn: http.client.HTTPConnection | None = getattr(self._local, "conn", None)
             if conn is None:
@@ -171,7 +171,7 @@ class LocalFileSource:
     def __init__(self, fd: int, path: Path | str) -> None:
         self.fd, self.path = fd, path
 
-    def read(self, b: pipeline.Block, buf: bytearray) -> memoryview:
+    def read(self, b: pipeline.Block, buf: BlockBuffer) -> memoryview:
         view = memoryview(buf)[: b.length]
         got = pipeline.pread_into(self.fd, view, b.offset)
         if got < b.length:
@@ -193,7 +193,7 @@ class LocalFileSource:
 class ReadBlock(Protocol):
     """A source that fills a block without the move loop's connections."""
 
-    def read(self, b: pipeline.Block, buf: bytearray) -> memoryview: ...
+    def read(self, b: pipeline.Block, buf: BlockBuffer) -> memoryview: ...
 
 
 # =========================================================================== sinks

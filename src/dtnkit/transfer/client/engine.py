@@ -46,7 +46,7 @@ from typing import Any, Protocol
 
 from dtnkit.transfer import checksum, pipeline
 from dtnkit.transfer.client.answers import check_content_range
-from dtnkit.transfer.client.blocks import CHUNK, BufferPool, Landing
+from dtnkit.transfer.client.blocks import CHUNK, BlockBuffer, Landing
 from dtnkit.transfer.client.ends import FileSink, HttpRangeSource, ReadBlock, SessionSink
 from dtnkit.transfer.client.errors import Abort, FatalHttp, Refused, Retryable
 from dtnkit.transfer.client.first import Spare
@@ -380,13 +380,13 @@ class OpenResponse:
 
 @dataclass(slots=True)
 class _Receiving:
-    buf: bytearray
+    buf: BlockBuffer
     tries: int = 0
 
 
 #: What a receiving stream hands its writer: a chunk to write at its offset (buf None), or
 #: the end of a block (data empty) with the block's buffer.
-_Item = tuple[int, pipeline.Block, memoryview, bytearray | None]
+_Item = tuple[int, pipeline.Block, memoryview, BlockBuffer | None]
 
 
 class ReceiveLane:
@@ -554,7 +554,7 @@ class ReceiveLane:
 
 
 #: a block being sent: its buffer, its bytes, their adler32/crc32c value (or None)
-_Sending = tuple[bytearray, memoryview, int | None]
+_Sending = tuple[BlockBuffer, memoryview, int | None]
 
 
 class SendLane:
@@ -896,7 +896,7 @@ def move(
     where the streams that ended well leave their connections (open)."""
     request = run.request
     stop = threading.Event()
-    pool = BufferPool(min(request.block_size, max(1, size)))
+    pool = run.pool(size)
     if isinstance(sink, SessionSink):
         landing = Landing(pool, verifier, done, run.progress, stop, values_read=sink.range_digest)
         lane = SendLane(source, sink, landing, request.checksum)

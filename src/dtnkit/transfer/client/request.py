@@ -5,6 +5,7 @@ and what it did (:class:`FileResult`, :class:`Summary`)."""
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from dtnkit.errors import BadInput
 from dtnkit.transfer import checksum, pipeline
+from dtnkit.transfer.client.blocks import BufferPool
 from dtnkit.transfer.client.policy import StreamPolicy
 from dtnkit.transfer.client.retry import RetryPolicy
 from dtnkit.transfer.client.verify import Level, Verify, VerifyPlan
@@ -126,6 +128,9 @@ class CopyRun:
     on_size: Callable[[int], None] | None = None
     started: float = field(default_factory=time.monotonic)  # the deadline's 0
     timeline: Timeline | None = None  # cp --timeline: told the copy's steps and connections
+    # block buffers, kept for the run: the files of a tree reuse the pages of the first ones
+    _pool: BufferPool | None = field(default=None, init=False, repr=False)
+    _pool_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     @classmethod
     def of(
@@ -146,6 +151,18 @@ class CopyRun:
             on_size,
             timeline=timeline,
         )
+
+    def pool(self, size: int) -> BufferPool:
+        """A pool of buffers for the blocks of a file of *size* bytes: the run's, of
+        ``--block-size`` buffers, for every file of a block or more (a tree's files reuse
+        the pages the first ones were given), a pool of its own for a smaller file."""
+        block = self.request.block_size
+        if size < block:
+            return BufferPool(max(1, size))
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = BufferPool(block)
+            return self._pool
 
     def mark(self, what: str, **where: int | str | None) -> None:
         """A step of the copy, for its timeline (nothing without one)."""
