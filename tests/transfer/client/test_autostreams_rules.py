@@ -32,7 +32,7 @@ def test_one_stream_starts_when_the_rate_is_a_bound_and_one_window_carries_1_gbi
     assert assumed.grow
     # the user's rate is the path's: the formula's streams from the start
     assert not au.decide(0.05, 10e9, "--rate", TUNED).grow
-    # untuned: 2 MiB windows carry 335 Mbit/s at 50 ms, bound on any DTN's path: all at once
+    # untuned: 3 MiB windows carry 503 Mbit/s at 50 ms, bound on any DTN's path: not one first
     untuned = au.decide(0.05, 10e9, "link speed of dklink0", UNTUNED)
     assert untuned.streams == 8 and not untuned.grow
     assert "one stream starts" not in untuned.reason

@@ -57,15 +57,20 @@ def test_streams_formula_refuses_nonsense() -> None:
     assert au.streams_for(1e12, 1.0, 1, cap=5) == 5
 
 
-def test_window_is_half_the_smaller_buffer_and_rcvbuf_only_when_it_beats_autotuning() -> None:
-    assert UNTUNED.receive_window == 16 * MiB and UNTUNED.send_window == 2 * MiB
-    assert UNTUNED.window == 2 * MiB
+def test_window_is_the_smaller_share_of_the_buffers_and_rcvbuf_only_when_it_beats_autotuning() -> (
+    None
+):
+    """A receiver's window is half its buffer, a sender's three quarters (au.SEND_SHARE)."""
+    assert UNTUNED.receive_window == 16 * MiB and UNTUNED.send_window == 3 * MiB
+    assert UNTUNED.window == 3 * MiB
+    debian = au.BufferLimits(6 * MiB, 4 * MiB, 212992, 212992)  # Debian 12's defaults
+    assert debian.receive_window == 3 * MiB and debian.send_window == 3 * MiB
     assert UNTUNED.rcvbuf_to_set() is None  # 4 MiB cap < 16 MiB autotuning reaches
     tuned = au.BufferLimits(
         tcp_rmem_max=256 * MiB, tcp_wmem_max=256 * MiB, rmem_max=256 * MiB, wmem_max=256 * MiB
     )
     assert tuned.rcvbuf_to_set() == 256 * MiB  # SO_RCVBUF's cap beats autotuning's half
-    assert tuned.window == 128 * MiB
+    assert tuned.window == 192 * MiB  # the sender's three quarters of 256 MiB
 
 
 def test_limits_parse_from_sysctl_text() -> None:
@@ -92,17 +97,18 @@ def test_limits_are_read_through_the_host_seam(tmp_path: Path) -> None:
     (tmp_path / "cmd").mkdir()
     limits = au.host_limits(Host.from_tree(tmp_path))
     assert limits == au.BufferLimits(6291456, 4194304, 212992, 212992)
-    assert limits.window == 2 * MiB
+    assert limits.window == 3 * MiB
     (tmp_path / "proc/sys/net/core/rmem_max").unlink()
     assert au.host_limits(Host.from_tree(tmp_path)) is None
 
 
 def test_decision_says_why() -> None:
     d = au.decide(0.0503, 1e9, "--rate", UNTUNED)
-    assert d.streams == 3
-    for part in ("3 streams", "1 Gbit/s (--rate)", "RTT 50.3 ms", "tcp_wmem max 4194304"):
+    assert d.streams == 2
+    for part in ("2 streams", "1 Gbit/s (--rate)", "RTT 50.3 ms", "3/4 of tcp_wmem max 4194304"):
         assert part in d.reason
-    assert d.as_dict()["rtt_ms"] == 50.3 and d.as_dict()["window_bytes"] == 2 * MiB
+    assert d.as_dict()["rtt_ms"] == 50.3 and d.as_dict()["window_bytes"] == 3 * MiB
+    assert d.brief == "2 streams: 1 Gbit/s x 50.3 ms / 3 MiB window"  # as docs/transfer.md
     assert "capped at 16" in au.decide(0.1, 100e9, "--rate", UNTUNED).reason
 
 
@@ -117,8 +123,8 @@ def test_a_link_rate_is_an_upper_bound_so_auto_stops_at_eight() -> None:
     assert assumed.streams == 8
     given = au.decide(0.05, 10e9, "--rate", UNTUNED)
     assert given.streams == au.CAP and "give --rate" not in given.reason
-    # below the cap nothing changes: 1 Gbit/s x 50 ms over a 2 MiB window is 3 streams
-    assert au.decide(0.05, 1e9, "link speed of eth0", UNTUNED).streams == 3
+    # below the cap nothing changes: 1 Gbit/s x 50 ms over a 3 MiB window is 2 streams
+    assert au.decide(0.05, 1e9, "link speed of eth0", UNTUNED).streams == 2
     assert au.decide(None, 1e9, "--rate", UNTUNED).streams == 1
     assert "could not be read" in au.decide(0.05, 1e9, "--rate", None).reason
 
@@ -141,7 +147,7 @@ def test_auto_decides_once_for_parallel_files() -> None:
     for t in threads:
         t.join()
     assert len(calls) == 1 and len({id(d) for d in seen}) == 1
-    assert seen[0].streams == 3 and seen[0].rate_from == "link speed of eth9"
+    assert seen[0].streams == 2 and seen[0].rate_from == "link speed of eth9"
     unknown = StreamPolicy.auto(None, lambda: UNTUNED, lambda _a: None)
     assert unknown.decide(lambda: 0.05, lambda: None).rate_from.startswith("assumed")
 

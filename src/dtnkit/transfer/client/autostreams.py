@@ -4,10 +4,13 @@ One TCP stream moves at most one window per round trip.  The window a stream can
 bounded by the socket buffers both ends allow (Linux autotuning grows a socket's buffer up to
 ``net.ipv4.tcp_rmem``/``tcp_wmem``'s third value; ``SO_RCVBUF``/``SO_SNDBUF`` set by hand are
 capped by ``net.core.rmem_max``/``wmem_max`` and turn autotuning off), and the kernel keeps
-part of each buffer for its own bookkeeping (``tcp_adv_win_scale`` 1, the default: half;
-kernels since 6.6 measure that share per connection, about half again for GSO traffic), so
+part of each buffer for its own bookkeeping: a receiver advertises half of its buffer
+(``tcp_adv_win_scale`` 1, the default; kernels since 6.6 measure that share per connection,
+about half again for GSO traffic), a sender has about three quarters of its buffer in flight
+(the rest is the skbs' overhead and data not sent yet), so
 
-    streams = ceil(rate x RTT / window),    window = min(receive buffer, send buffer) / 2
+    streams = ceil(rate x RTT / window),
+    window = min(receive buffer / 2, send buffer x 3/4)
 
 with the RTT measured by the kernel on the first connection (``TCP_INFO``), the rate given
 (``--rate``) or, failing that, the link speed of the interface the server is reached through
@@ -41,8 +44,18 @@ CAP = 16
 UNKNOWN_PATH_CAP = 8
 #: Most streams a sweep's table may choose (as ``--streams N``).
 TABLE_CAP = 256
-#: Share of a socket buffer that carries data in flight (tcp_adv_win_scale = 1).
+#: Share of a receiving socket's buffer it advertises as its window (tcp_adv_win_scale = 1;
+#: kernels since 6.6 advertise more, 0.77 of tcp_rmem's third value measured on 6.18 with
+#: iperf3 on a 50 ms lab path, so this is the lower bound).
 WINDOW_SHARE = 0.5
+#: Share of a sending socket's buffer that is in flight when the buffer, not the path or
+#: the far end's window, holds the stream: one iperf3 stream on a 50 ms / 5 Gbit/s lab path
+#: (BBR, kernel 6.18, a receiver with 32 MiB) moved 0.85 of tcp_wmem's third value per
+#: round trip with 4 MiB and 0.76 with 1 MiB.  (Half, as for a receiver, made four untuned
+#: senders' 14 MB per round trip read 160 % of their windows, and a 1 Gbit/s path that
+#: holds them read up to 97 % over 200 ms: :func:`~.policy.all_bound` could not tell the
+#: two apart in fewer than 300 ms.)
+SEND_SHARE = 0.75
 #: Rate assumed when neither --rate nor a link speed is known (a DTN's common NIC).
 ASSUMED_RATE = 10 * 10**9
 #: A stream whose window carries this much per round trip starts alone when the rate is
@@ -51,13 +64,13 @@ ASSUMED_RATE = 10 * 10**9
 #: 10 Gbit/s veths, tuned ends (32 MiB windows), the two streams the link rate asked for took
 #: 1.1-1.2x the time of one: BBR flows leaving startup together into a one-BDP queue lose
 #: more, and the second stream's set-up costs round trips (docs/benchmarks.md).  Below it
-#: (untuned ends: 2 MiB windows carry 335 Mbit/s at 50 ms) one stream is window-bound on any
+#: (untuned ends: 3 MiB windows carry 503 Mbit/s at 50 ms) one stream is window-bound on any
 #: path a DTN has, and waiting for it to show that would only delay the others.
 SOLO_RATE = 10**9
 #: Streams that start together when the rate is only an upper bound and one window carries
 #: less than :data:`SOLO_RATE` (untuned ends on a long path): more join, doubling, while they
 #: are all bound by their windows (:class:`StreamsDecision` ``start``).  On a 50 ms / 1 Gbit/s lab
-#: path behind 10 Gbit/s veths (2 MiB windows) the 8 streams the cap gave, all leaving BBR's
+#: path behind 10 Gbit/s veths (untuned ends) the 8 streams the cap gave, all leaving BBR's
 #: startup together, put 16 MiB in flight into a path that holds 6 MiB plus a one-BDP queue
 #: and retransmitted 6-17 % of their segments; 4 put 8 MiB and lost 0-2 % (docs/transfer.md).
 START_UNKNOWN = 4
@@ -82,8 +95,9 @@ class BufferLimits:
 
     @property
     def send_window(self) -> int:
-        """Bytes a sending socket can have in flight (autotuning's share of tcp_wmem)."""
-        return int(self.tcp_wmem_max * WINDOW_SHARE)
+        """Bytes a sending socket can have in flight (:data:`SEND_SHARE` of tcp_wmem's
+        third value, the most autotuning grows its buffer to)."""
+        return int(self.tcp_wmem_max * SEND_SHARE)
 
     @property
     def window(self) -> int:
@@ -220,7 +234,7 @@ def decide(
         f"RTT {rtt_s * 1e3:.3g} ms = {show_bytes(bdp)} in flight, window "
         f"{show_bytes(window)} per stream (receive {limits.receive_window}, send "
         f"{limits.send_window} bytes: half of tcp_rmem max {limits.tcp_rmem_max}, "
-        f"tcp_wmem max {limits.tcp_wmem_max}; rmem_max {limits.rmem_max})"
+        f"3/4 of tcp_wmem max {limits.tcp_wmem_max}; rmem_max {limits.rmem_max})"
         + (f", capped at {cap}" if capped else "")
         + (
             " (the rate is not the path's: give --rate for more)"

@@ -536,18 +536,25 @@ def second_helps(
 
 #: Streams are all bound by their windows when together they move this share of their
 #: windows per round trip (the handshake's RTT), in :data:`ALL_BOUND_SPELLS` spells of
-#: :data:`ALL_BOUND_RTTS` round trips running: more streams would carry more.  Four 2 MiB
-#: windows on a 50 ms / 1 Gbit/s path move 75 % at most (the path holds 6 MiB), 83 % with
-#: the RTT measured 10 % long on a loaded host.  Bytes count when the kernel has them (read,
-#: or waiting in the socket's receive queue): a receiving thread that was not scheduled for
-#: a while reads a backlog at once, which on a loaded host showed 119 % for two round trips.
-ALL_BOUND_SHARE = 0.9
+#: :data:`ALL_BOUND_RTTS` round trips running: more streams would carry more.  Four untuned
+#: senders' windows (3 MiB: :data:`~.autostreams.SEND_SHARE` of tcp_wmem's 4 MiB) bound on a
+#: 50 ms / 5 Gbit/s lab path read 93-113 % per spell; on a 50 ms / 1 Gbit/s path, which holds
+#: 6.25 MB a round trip, they move 50 % (55 % with the RTT measured 10 % long on a loaded
+#: host).  Bytes count when the kernel has them (read, or waiting in the socket's receive
+#: queue): a receiving thread that was not scheduled for a while reads a backlog at once,
+#: which on a loaded host showed 79 % for two round trips.
+ALL_BOUND_SHARE = 0.8
 #: Round trips per spell of :func:`all_bound`, and the spells running above the share.
-#: (Spells of one round trip are too short: windows sent in bursts land on either side of
-#: a spell's end, and four 512 KiB windows on a 50 ms / 1 Gbit/s lab path, moving 197 % of
-#: their windows, read below 90 % in one of three spells running.)
+#: Paths deliver in bursts (the lab's delay stage releases what it held after a pause of up
+#: to 0.1 s): the four streams on the 1 Gbit/s path read up to 84 % of their windows over
+#: one spell of 100 ms, 65 % over two (timelines of two copies, from any start), so two
+#: spells running tell the paths apart.  Spells of one round trip are too short the other
+#: way: windows sent in bursts land on either side of a spell's end (four windows well bound
+#: on a 50 ms / 1 Gbit/s lab path read below the share in one of three such spells).  Three
+#: spells running, with the senders' windows taken as half their buffers, made joiners start
+#: 0.3 s after the four were bound on the 5 Gbit/s path, a third of the way into 256 MiB.
 ALL_BOUND_RTTS = 2
-ALL_BOUND_SPELLS = 3
+ALL_BOUND_SPELLS = 2
 
 
 def all_bound(
