@@ -156,7 +156,10 @@ def test_a_deadline_raised_by_wait_stops_the_send(
 
 def test_a_tls_body_arrives_whole_through_many_waits(pki: Pki) -> None:
     """Over TLS a piece that did not fit is written again, the same bytes, after the wait
-    (OpenSSL has taken part of it): the body arrives whole through many waits."""
+    (OpenSSL has taken part of it): the body arrives whole through many waits.  The reader
+    reads 1 MiB for each wait (more than a third of the send buffer, so the wait ends), and
+    the rest once the sender is done: the buffers hold about 2 MiB of a 12 MiB body, so
+    the sender cannot finish without waiting several times, however fast the reader is."""
     sender, receiver = pair()
     server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     server_ctx.load_cert_chain(Path(pki.cert), Path(pki.key))
@@ -169,20 +172,37 @@ def test_a_tls_body_arrives_whole_through_many_waits(pki: Pki) -> None:
     tls = client_ctx.wrap_socket(sender, server_hostname="localhost")
     t.join(10)
     server = accepted[0]
+    size = 2 * BODY
+    budget = threading.Semaphore(0)  # MiB the reader may read
+
+    def read_as_allowed(digest: list[str]) -> None:
+        h, got = hashlib.sha256(), 0
+        while got < size:
+            assert budget.acquire(timeout=30), f"no budget after {got} bytes"
+            end = min(size, got + MiB)
+            while got < end:
+                data = server.recv(min(16 * 1024, end - got))
+                assert data, f"closed after {got} bytes"
+                h.update(data)
+                got += len(data)
+        digest.append(h.hexdigest())
+
     try:
         tls.settimeout(9.0)
-        body = secrets.token_bytes(BODY)
+        body = secrets.token_bytes(size)
         digest: list[str] = []
-        reader = threading.Thread(target=drain, args=(server, BODY, digest))
+        reader = threading.Thread(target=read_as_allowed, args=(digest,))
         waits: list[int] = []
 
         def wait() -> float:
             waits.append(1)
             if len(waits) == 1:
                 reader.start()
+            budget.release()
             return 5.0
 
         sending.send_all(tls, body, wait=wait)
+        budget.release(size // MiB)  # the rest
         reader.join(30)
         assert digest == [hashlib.sha256(body).hexdigest()]
         assert len(waits) >= 3
