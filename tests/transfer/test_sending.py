@@ -46,13 +46,20 @@ def pair(sndbuf: int = MiB, rcvbuf: int = 64 * 1024) -> tuple[socket.socket, soc
     return sender, receiver
 
 
-def drain(sock: socket.socket | ssl.SSLSocket, size: int, digest: list[str]) -> None:
+def drain(
+    sock: socket.socket | ssl.SSLSocket,
+    size: int,
+    digest: list[str],
+    budget: threading.Semaphore | None = None,
+) -> None:
     """Read *size* bytes in small reads (each one frees only a little room), then their
-    sha256 into *digest*."""
+    sha256 into *digest*; with a *budget*, 1 MiB for each release of it."""
     h = hashlib.sha256()
     got = 0
     while got < size:
-        data = sock.recv(min(16 * 1024, size - got))
+        if budget is not None and got % MiB == 0:
+            assert budget.acquire(timeout=30), f"no budget after {got} bytes"
+        data = sock.recv(min(16 * 1024, size - got, MiB - got % MiB))
         assert data, f"closed after {got} bytes"
         h.update(data)
         got += len(data)
@@ -175,23 +182,11 @@ def test_a_tls_body_arrives_whole_through_many_waits(pki: Pki) -> None:
     size = 2 * BODY
     budget = threading.Semaphore(0)  # MiB the reader may read
 
-    def read_as_allowed(digest: list[str]) -> None:
-        h, got = hashlib.sha256(), 0
-        while got < size:
-            assert budget.acquire(timeout=30), f"no budget after {got} bytes"
-            end = min(size, got + MiB)
-            while got < end:
-                data = server.recv(min(16 * 1024, end - got))
-                assert data, f"closed after {got} bytes"
-                h.update(data)
-                got += len(data)
-        digest.append(h.hexdigest())
-
     try:
         tls.settimeout(9.0)
         body = secrets.token_bytes(size)
         digest: list[str] = []
-        reader = threading.Thread(target=read_as_allowed, args=(digest,))
+        reader = threading.Thread(target=drain, args=(server, size, digest, budget))
         waits: list[int] = []
 
         def wait() -> float:
