@@ -46,7 +46,7 @@ from typing import Any, Protocol
 
 from dtnkit.transfer import checksum, pipeline
 from dtnkit.transfer.client.answers import check_content_range
-from dtnkit.transfer.client.blocks import CHUNK, BlockBuffer, Landing
+from dtnkit.transfer.client.blocks import CHUNK, READ, BlockBuffer, Landing
 from dtnkit.transfer.client.ends import FileSink, HttpRangeSource, ReadBlock, SessionSink
 from dtnkit.transfer.client.errors import Abort, FatalHttp, Refused, Retryable
 from dtnkit.transfer.client.first import Spare
@@ -489,7 +489,7 @@ class ReceiveLane:
         while got < b.length:
             if stop.is_set():
                 raise Abort()
-            n = r.readinto(view[got : min(b.length, posted + CHUNK)])
+            n = r.readinto(view[got : min(b.length, posted + CHUNK, got + READ)])
             if not n:
                 self.open = None
                 raise Retryable(
