@@ -16,11 +16,6 @@ from dtnkit.transfer.checksum import Buffer
 #: Receive granularity: each chunk is written and hashed while still in the CPU cache; large
 #: enough for zlib/crc32c to release the GIL and for few syscalls.
 CHUNK = 2**20
-#: A stream reads a chunk this much at a time, and counts each read (what ``--streams
-#: auto`` watches): a read returns only once it is full, so 1 MiB reads made four streams'
-#: bytes show in steps of 1 MiB, and what they moved per round trip read 2.0, 2.5 or 3.5 MiB
-#: of their 3 MiB of windows on a 50 ms lab path, never 3.
-READ = 2**18
 
 
 #: A block's buffer: anonymous memory mapped for it (:meth:`BufferPool.get`).

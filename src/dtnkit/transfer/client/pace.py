@@ -75,6 +75,7 @@ class PacedSocket:
         self._sending: bool | None = None
         self._start: float | None = None  # when the window opened (first byte of it)
         self._moved = 0
+        self.received = 0  # bytes received so far, as each receive returns them
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._sock, name)
@@ -131,6 +132,7 @@ class PacedSocket:
             n: int = self._sock.recv_into(buffer, nbytes, flags)
         except TimeoutError as exc:
             raise self._timed_out(exc) from None
+        self.received += n
         now = _monotonic()
         if self._start is None:
             self._start = now
@@ -141,6 +143,7 @@ class PacedSocket:
 
     def recv(self, bufsize: int, flags: int = 0) -> bytes:
         data: bytes = self._paced(False, lambda: self._sock.recv(bufsize, flags))
+        self.received += len(data)
         return data
 
     def send(self, data: Any, flags: int = 0) -> int:

@@ -24,7 +24,6 @@ class DigestProbe:
     stream when the server gives no per-block digests (no ranges, or no digests)."""
 
     depth = 1
-    received = 0
 
     def __init__(
         self, session: Session, url: Url, info: RemoteInfo, name: str, stop: threading.Event
@@ -38,6 +37,9 @@ class DigestProbe:
         self.unsupported.set()  # no ranges (or the source changed) or no digests
         self.stop.set()
         raise Abort()
+
+    def counted(self) -> int:
+        return 0
 
     def send(self, conn: http.client.HTTPConnection, b: pipeline.Block, _state: None) -> None:
         info, url = self.info, self.url
