@@ -4,43 +4,42 @@ reuse the buffers of those before them (:class:`~dtnkit.transfer.client.blocks.B
 
 from __future__ import annotations
 
+import ctypes
+import mmap
 import resource
-import threading
-from collections.abc import Callable
 
 from dtnkit.transfer.client.blocks import BufferPool
 from dtnkit.transfer.client.request import CopyRequest, CopyRun
 
 MiB = 2**20
-PAGES = 8 * MiB // resource.getpagesize()
+PAGE = resource.getpagesize()
+PAGES = 8 * MiB // PAGE
 
 
-def _faults_in_a_thread(work: Callable[[], object]) -> int:
-    """Minor page faults of a thread of its own while it runs *work*."""
-    out: list[int] = []
-
-    def run() -> None:
-        before = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
-        keep = work()
-        out.append(resource.getrusage(resource.RUSAGE_THREAD).ru_minflt - before)
-        del keep
-
-    t = threading.Thread(target=run)
-    t.start()
-    t.join()
-    return out[0]
+def _resident(buf: bytearray | mmap.mmap) -> int:
+    """Pages of *buf* in memory (``mincore``): zero-filled, written or not yet given."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    addr = ctypes.addressof(ctypes.c_char.from_buffer(buf))
+    start = addr - addr % PAGE
+    length = addr + len(buf) - start
+    vec = (ctypes.c_ubyte * ((length + PAGE - 1) // PAGE))()
+    if libc.mincore(ctypes.c_void_p(start), ctypes.c_size_t(length), vec) != 0:
+        raise OSError(ctypes.get_errno(), "mincore")
+    return sum(v & 1 for v in vec)
 
 
 def test_a_new_buffer_takes_its_pages_as_bytes_land() -> None:
-    """Zero-filling 8 MiB up front (``bytearray``) faults every page while holding the GIL,
-    and each stream's GET waited for that; a pool's new buffer faults none until written."""
+    """``bytearray(8 MiB)`` zero-fills every page up front, holding the GIL, and each
+    stream's GET waited for that; a pool's new buffer has no page until bytes land in it."""
     pool = BufferPool(8 * MiB)
-    assert _faults_in_a_thread(lambda: bytearray(8 * MiB)) >= PAGES // 2  # the old way
-    assert _faults_in_a_thread(pool.get) < 64
+    assert _resident(bytearray(8 * MiB)) >= PAGES  # the old way: all of it, at once
     buf = pool.get()
+    assert _resident(buf) == 0
     view = memoryview(buf)
     view[: 3 * MiB] = b"x" * (3 * MiB)
+    assert 3 * MiB // PAGE <= _resident(buf) < PAGES
     assert len(buf) == 8 * MiB and bytes(view[3 * MiB - 1 : 3 * MiB + 1]) == b"x\0"
+    view.release()
 
 
 def test_buffers_go_back_to_the_pool_and_out_again() -> None:
