@@ -418,7 +418,6 @@ class ReceiveLane:
         self.source, self.sink, self.landing, self.size = source, sink, landing, size
         self.reach = reach
         self.open = opened  # a GET already answered on the stream's first connection
-        self.received = 0  # bytes read, a chunk (1 MiB) at a time
         # the sockets it has received on, each counting its bytes as they come (counted())
         self._socks: list[PacedSocket] = []
         self.current: http.client.HTTPConnection | None = None  # the one being read
@@ -444,10 +443,10 @@ class ReceiveLane:
 
     def counted(self) -> int:
         """Bytes received on the stream's sockets, counted as each receive returns them.
-        :attr:`received` grows a 1 MiB chunk at a time (a read returns once full): four
-        streams' bytes per round trip then read 2.0, 2.5 or 3.5 MiB of their 3 MiB of
-        windows on a 50 ms lab path, and a loaded CI run took bound streams for path-bound."""
-        return sum(s.received for s in self._socks) if self._socks else self.received
+        (Counted as each 1 MiB read of a body returned, once full, four streams' bytes per
+        round trip read 2.0, 2.5 or 3.5 MiB of their 3 MiB of windows on a 50 ms lab path,
+        and a loaded CI run took bound streams for path-bound.)"""
+        return sum(s.received for s in self._socks)
 
     def prepare(self, b: pipeline.Block) -> _Receiving:
         return _Receiving(self.landing.pool.get())
@@ -513,7 +512,6 @@ class ReceiveLane:
                     f"after {got} of {b.length} bytes"
                 )
             got += n
-            self.received += n
             if got - posted >= CHUNK or got == b.length:
                 self._hand((b.offset + posted, b, view[posted:got], None))
                 posted = got
