@@ -4,14 +4,13 @@ test_autostreams_grow.py."""
 
 from __future__ import annotations
 
-import math
 import time
 
 from dtnkit.transfer import pipeline as pl
 from dtnkit.transfer.client import autostreams as au
 from dtnkit.transfer.client import policy
 from dtnkit.transfer.client.engine import STEAL_MIN_S, Shares, spans
-from dtnkit.transfer.client.policy import StreamPlan, StreamPolicy
+from dtnkit.transfer.client.policy import StreamPolicy
 
 MiB = 2**20
 UNTUNED = au.BufferLimits(
@@ -131,43 +130,20 @@ def test_a_late_joiner_with_no_block_yet_gives_up_its_tail() -> None:
     assert late.stop == 2 and late.left == 1
 
 
-def joined_after(first_done: int, lag: int) -> list[int] | None:
-    """The blocks a stream joining with *lag* bytes takes of one 32 MiB span (1 MiB blocks)
-    whose stream has started *first_done* of them."""
+def joined_after(first_done: int) -> list[int] | None:
+    """The blocks a stream that joins takes of one 32 MiB span (1 MiB blocks) whose stream
+    has started *first_done* of them."""
     shares, blocks = shares_of(32, 1)
     for blk in blocks[:first_done]:
         assert shares.claim(shares.all[0], blk)
-    got = shares.halve(lag)
+    got = shares.halve()
     return None if got is None else [x.index for x in got.blocks]
 
 
-def test_a_joiner_takes_less_than_half_by_what_its_slow_start_costs() -> None:
-    """A stream that joins moves less than the one it joins while its window grows: it
-    takes half of what is left less that lag, so that the two end together.  Before, it
-    took half whatever the lag (the first's tail then waited for the joiner: on a 50 ms /
-    5 Gbit/s lab path with jumbo frames and untuned ends, 0.22-0.29 s)."""
-    assert joined_after(8, 0) == list(range(20, 32))  # 24 left: half, as before
-    assert joined_after(8, 8 * MiB) == list(range(24, 32))  # (24 - 8) / 2
-    assert joined_after(8, 22 * MiB) == [31]  # (24 - 22) / 2: one block
-    assert joined_after(8, 23 * MiB) is None  # half a block: joining does not pay
-    assert joined_after(9, 0) == list(range(21, 32))  # 23 left: the half rounds down
-    # the lag of a joiner: its request's round trip, and its slow start from 10 segments
-    # to the rate of those it joins
-    assert policy.catch_up(3 * MiB) == int(3 * MiB * math.log2(3 * MiB / (10 * 1448)))
-    assert 23 * MiB < policy.catch_up(3 * MiB) < 24 * MiB  # 22 MiB measured (docstring)
-    assert policy.catch_up(8000) == 8000  # within the first window: a round trip
-    assert policy.catch_up(0) == 0
-
-
-def test_connections_are_opened_for_the_streams_that_may_join() -> None:
-    """A download that starts some of its streams together opens connections for those
-    that join first (as many again, up to the most), when the file is long enough for a
-    joiner to grow its window; none for a fixed count or one that starts alone."""
-    joining = StreamPlan(8, 4, rtt_s=0.05, window=2 * MiB)
-    assert StreamPolicy.joiners(joining, 256 * MiB, 4) == 4
-    assert StreamPolicy.joiners(StreamPlan(6, 4, rtt_s=0.05, window=2 * MiB), 256 * MiB, 4) == 2
-    # 8 MiB: 4 windows take one round trip, a joiner's window 7 to grow
-    assert StreamPolicy.joiners(joining, 8 * MiB, 4) == 0
-    assert StreamPolicy.joiners(StreamPlan(8, 8), 256 * MiB, 8) == 0  # --streams 8
-    alone = StreamPlan(2, 1, grow=True, rtt_s=0.05, window=32 * MiB)
-    assert StreamPolicy.joiners(alone, 256 * MiB, 1) == 0  # its first request opened one
+def test_a_joiner_takes_the_second_half_of_what_is_left() -> None:
+    """A stream that joins takes the second half of the blocks the share with most left
+    has not started, the half rounding down; none when that is not one block."""
+    assert joined_after(8) == list(range(20, 32))  # 24 left: the last 12
+    assert joined_after(9) == list(range(21, 32))  # 23 left: the last 11
+    assert joined_after(30) == [31]  # 2 left: one each
+    assert joined_after(31) is None  # the block being received and nothing after it

@@ -1,8 +1,7 @@
-"""``--streams auto`` with untuned ends on a long path (issue 11): the other streams'
-connections opened beside the first request (first.Spare), and, when the rate is only an
-upper bound, four streams starting instead of the cap of eight, more joining only while all
-are bound by their windows (policy.all_bound).  A real 50 ms / 1 Gbit/s lab path behind
-10 Gbit/s veths, a real ``dtnkit serve`` and the kernel's own windows; about 20 s."""
+"""``--streams auto`` with untuned ends on a long path: the other streams' connections
+opened beside the first request (first.Spare), and all the streams the formula gives
+starting together when the rate is only an upper bound.  A real 50 ms / 1 Gbit/s lab path
+behind 10 Gbit/s veths, a real ``dtnkit serve`` and the kernel's own windows; about 15 s."""
 
 from __future__ import annotations
 
@@ -16,12 +15,10 @@ import pytest
 from tests.support.serve_lab import ServeLab, serve_lab
 
 from dtnkit.transfer.client import autostreams as au
-from dtnkit.transfer.client import policy
 
 MiB = 2**20
 LAB_TOOLS = [t for t in ("iptables", "sysctl") if shutil.which(t) is None]
 UNTUNED_WMEM = "4096 16384 4194304"  # the kernel's default: 3 MiB windows
-SMALL_WMEM = "4096 16384 1048576"  # 768 KiB windows: four carry 503 Mbit/s at 50 ms
 UNTUNED = au.BufferLimits(
     tcp_rmem_max=32 * MiB, tcp_wmem_max=4 * MiB, rmem_max=4 * MiB, wmem_max=4 * MiB
 )
@@ -68,7 +65,7 @@ raise SystemExit(code)
 
 @pytest.fixture(scope="module")
 def lab22(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeLab]:
-    # "big": long enough for four streams to leave slow start and show what holds them
+    # "big": long enough for eight streams to leave slow start
     with serve_lab(
         tmp_path_factory.mktemp("ast"),
         f"autos{secrets.token_hex(2)}",
@@ -80,23 +77,23 @@ def lab22(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeLab]:
         yield lab_
 
 
-def test_four_start_when_the_rate_is_only_an_upper_bound() -> None:
+def test_all_start_when_the_rate_is_only_an_upper_bound() -> None:
     """Untuned ends (3 MiB windows carry 503 Mbit/s at 50 ms) behind a 10 Gbit/s link: the
-    formula asks for the cap of 8, but the path may be a tenth of the link: 4 start and the
-    others may join (before: 8 at once, no ``start``).  A rate the user gave is the path's:
-    all start; tuned ends start one (``grow``), as before."""
+    formula asks for the cap of 8 and all 8 start together, as with a rate the user gave
+    (before: 4 started and 4 more joined only once the 4 were bound by their windows,
+    0.6 s late on a 50 ms / 5 Gbit/s lab path).  Tuned ends start one (``grow``)."""
     link = au.decide(0.05, 10e9, "link speed of dklink0", UNTUNED)
-    assert link.streams == 8 and link.start == au.START_UNKNOWN == 4 and not link.grow
-    assert "a download starts 4: the rate is only an upper bound" in link.reason
-    assert link.as_dict()["start"] == 4
+    assert link.streams == 8 and not link.grow
+    assert link.as_dict()["start"] == 8
+    assert link.short() == "8 streams: 10 Gbit/s x 50 ms / 3 MiB window"
+    assert "join" not in link.reason and "capped at 8" in link.reason
     given = au.decide(0.05, 10e9, "--rate", UNTUNED)
-    assert given.start == 0 and given.as_dict()["start"] == given.streams
-    few = au.decide(0.05, 1e9, "link speed of dklink0", UNTUNED)  # 2 streams: all start
-    assert few.streams == 2 and few.start == 0
+    assert given.as_dict()["start"] == given.streams == 16
     tuned = au.decide(
         0.05, 10e9, "link speed of dklink0", au.BufferLimits(64 * MiB, 64 * MiB, 4 * MiB, 4 * MiB)
     )
-    assert tuned.grow and tuned.start == 0 and tuned.as_dict()["start"] == 1
+    assert tuned.grow and tuned.as_dict()["start"] == 1
+    assert tuned.short().startswith("1 of up to 2 streams: ")
 
 
 @pytest.mark.serial
@@ -115,50 +112,19 @@ def test_the_other_streams_connect_beside_the_head(lab22: ServeLab) -> None:
 
 @pytest.mark.serial
 @on_lab
-def test_untuned_ends_start_four_streams_not_eight(lab22: ServeLab) -> None:
-    """The cell of issue 11: 50 ms / 1 Gbit/s, untuned ends, the link's 10 Gbit/s as the
-    rate.  Before: 8 streams at once (16 MiB in flight into 6 MiB plus a one-BDP queue:
-    6-17 % retransmitted).  Now 4 start; together they stop growing at what the path
-    carries (75 % of their windows), so no others join."""
-    doc, err, seen = lab22.cp("--streams", "auto", name="big")
+def test_untuned_ends_start_all_their_streams_at_once(lab22: ServeLab) -> None:
+    """50 ms / 1 Gbit/s, untuned ends, the link's 10 Gbit/s as the rate: the 8 streams of
+    the cap all start before any of them ends, each on its own span, and none joins later
+    (before: 4 started, and the copy watched whether they were bound by their windows)."""
+    timeline = lab22.got.with_name("timeline.json")
+    doc, err, seen = lab22.cp("--streams", "auto", "--timeline", str(timeline), name="big")
     auto = doc["streams_auto"]
     assert isinstance(auto, dict)
-    assert auto["streams"] == 8 and auto["start"] == 4, auto
-    assert doc["streams"] == 4, err
-    assert "4 streams: " in err and (
-        "the path, not the windows, holds them" in err or "the file was done before" in err
-    ), err
-    # four spans of 16 MiB (one may be cut where a stream that ended took its tail)
-    assert sum(n == 16 * MiB for m, n in seen if m == "GET") >= 2, seen
-
-
-@pytest.mark.serial
-@on_lab
-def test_more_join_while_all_are_window_bound(lab22: ServeLab) -> None:
-    """768 KiB windows at both ends: four streams carry 503 Mbit/s of the 1 Gbit/s path,
-    all bound by their windows, so four more join (the cap of 8 for a link's rate).  This
-    held before too (8 at once): it guards the faster paths against the start of 4.  The
-    four that join do so on connections opened while the first four started: no TCP
-    handshake ends after the first of them joined (before: each opened its own then)."""
-    timeline = lab22.got.with_name("timeline.json")
-    lab22.sysctl("net.ipv4.tcp_wmem", SMALL_WMEM)
-    try:
-        doc, err, seen = lab22.cp("--streams", "auto", "--timeline", str(timeline), name="big")
-    finally:
-        lab22.sysctl("net.ipv4.tcp_wmem", UNTUNED_WMEM)
-    auto = doc["streams_auto"]
-    assert isinstance(auto, dict) and auto["start"] == 4
+    assert auto["streams"] == 8 and auto["start"] == 8 and not auto["grow"], auto
     assert doc["streams"] == 8, err
-    assert "4 streams moved" in err and "bound by them, so 4 more joined" in err, err
-    assert [m for m, _ in seen].count("GET") >= 8, seen
+    assert "--streams auto: 8 streams: rate 10 Gbit/s" in err and "joined" not in err, err
     events = json.loads(timeline.read_text())["events"]
-    joined = min(e["t"] for e in events if e["what"] == "stream starts" and e["stream"] >= 4)
-    handshakes = [e["t"] for e in events if e["what"] == "tcp"]
-    assert len(handshakes) >= 8 and max(handshakes) < joined, events
-
-
-def test_the_rules_constants_agree_with_their_docs() -> None:
-    """The numbers docs/transfer.md names for ``--streams auto``'s start."""
-    assert au.START_UNKNOWN == 4
-    assert policy.ALL_BOUND_SHARE == 0.8 and policy.ALL_BOUND_RTTS == 2
-    assert policy.ALL_BOUND_SPELLS == 2
+    starts = [e["t"] for e in events if e["what"] == "stream starts"]
+    ends = [e["t"] for e in events if e["what"] == "stream ends"]
+    assert len(starts) == 8 and max(starts) < min(ends), events
+    assert [m for m, _ in seen].count("GET") >= 8, seen  # a span each (and stolen tails)

@@ -41,6 +41,11 @@ CAP = 16
 #: the path's real rate may be a tenth of it, and streams that all leave slow start into a
 #: queue of one bandwidth-delay product lose together.  On a 50 ms / 1 Gbit/s lab path with
 #: 10 Gbit/s veths, 16 streams took 1.1-2.2x the time of 8 for 256 MiB (docs/benchmarks.md).
+#: They all start together: on that path, untuned ends (3 MiB windows), 8 at once took
+#: 0.95-0.97x the time of 4 that started and watched for 8 to join, and on a 50 ms / 5
+#: Gbit/s path with jumbo frames 0.83-0.84x (each stream's window takes some 8 round trips
+#: to grow, so joiners came 0.6 s late), though they retransmitted 17-20 % of their
+#: segments on the 1 Gbit/s path where 4 did 9-12 % (docs/transfer.md).
 UNKNOWN_PATH_CAP = 8
 #: Most streams a sweep's table may choose (as ``--streams N``).
 TABLE_CAP = 256
@@ -51,10 +56,8 @@ WINDOW_SHARE = 0.5
 #: Share of a sending socket's buffer that is in flight when the buffer, not the path or
 #: the far end's window, holds the stream: one iperf3 stream on a 50 ms / 5 Gbit/s lab path
 #: (BBR, kernel 6.18, a receiver with 32 MiB) moved 0.85 of tcp_wmem's third value per
-#: round trip with 4 MiB and 0.76 with 1 MiB.  (Half, as for a receiver, made four untuned
-#: senders' 14 MB per round trip read 160 % of their windows, and a 1 Gbit/s path that
-#: holds them read up to 97 % over 200 ms: :func:`~.policy.all_bound` could not tell the
-#: two apart in fewer than 300 ms.)
+#: round trip with 4 MiB and 0.76 with 1 MiB.  (Half, as for a receiver, took four untuned
+#: senders' 14 MB per round trip for 160 % of their windows.)
 SEND_SHARE = 0.75
 #: Rate assumed when neither --rate nor a link speed is known (a DTN's common NIC).
 ASSUMED_RATE = 10 * 10**9
@@ -67,13 +70,6 @@ ASSUMED_RATE = 10 * 10**9
 #: (untuned ends: 3 MiB windows carry 503 Mbit/s at 50 ms) one stream is window-bound on any
 #: path a DTN has, and waiting for it to show that would only delay the others.
 SOLO_RATE = 10**9
-#: Streams that start together when the rate is only an upper bound and one window carries
-#: less than :data:`SOLO_RATE` (untuned ends on a long path): more join, doubling, while they
-#: are all bound by their windows (:class:`StreamsDecision` ``start``).  On a 50 ms / 1 Gbit/s lab
-#: path behind 10 Gbit/s veths (untuned ends) the 8 streams the cap gave, all leaving BBR's
-#: startup together, put 16 MiB in flight into a path that holds 6 MiB plus a one-BDP queue
-#: and retransmitted 6-17 % of their segments; 4 put 8 MiB and lost 0-2 % (docs/transfer.md).
-START_UNKNOWN = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,12 +151,8 @@ class StreamsDecision:
     window_bytes: int | None
     reason: str
     #: start one stream and add the others only when it is bound by its window (the rate is
-    #: an upper bound and one window already carries :data:`SOLO_RATE`)
+    #: an upper bound and one window already carries :data:`SOLO_RATE`); else all start
     grow: bool = False
-    #: streams that start together (0: all :attr:`streams`); the others join, doubling,
-    #: while all are bound by their windows (the rate is an upper bound and one window
-    #: carries less than :data:`SOLO_RATE`: :data:`START_UNKNOWN`)
-    start: int = 0
     #: the decision in one short line (``reason`` says why in full)
     brief: str = ""
 
@@ -177,7 +169,7 @@ class StreamsDecision:
             "window_bytes": self.window_bytes,
             "reason": self.reason,
             "grow": self.grow,
-            "start": self.start or (1 if self.grow else self.streams),
+            "start": 1 if self.grow else self.streams,
         }
 
 
@@ -249,18 +241,11 @@ def decide(
             "Gbit/s and the rate is only an upper bound, so the others join when it "
             "is bound by its window"
         )
-    start = 0
-    if n > START_UNKNOWN and rate_from != "--rate" and not grow:
-        start = START_UNKNOWN
-        reason += (
-            f"; a download starts {start}: the rate is only an upper bound, so more "
-            f"join (up to {n}) while they are all bound by their windows"
-        )
-    first = 1 if grow else start  # one line of a terminal: the cap, the rate's source in -v
-    brief = (f"{first} of up to {n} streams" if first else counted(n, "stream")) + (
+    # one line of a terminal: the cap and the rate's source are in -v
+    brief = (f"1 of up to {n} streams" if grow else counted(n, "stream")) + (
         f": {show_rate(rate_bps)} x {rtt_s * 1e3:.3g} ms / {show_bytes(window)} window"
     )
-    return StreamsDecision(n, rtt_s, rate_bps, rate_from, window, reason, grow, start, brief)
+    return StreamsDecision(n, rtt_s, rate_bps, rate_from, window, reason, grow, brief)
 
 
 def from_table(

@@ -14,11 +14,10 @@ Three parts, each replaceable on its own:
   before is read); a caller may bring its own (a ``HEAD`` per block);
 * **the streams** (:class:`StreamEngine`): a thread and a connection each, the first stream on a
   connection already open (the first request's), the others on connections opened beside it
-  (:class:`~dtnkit.transfer.client.first.Spare`), and those that may join on connections
-  opened for them beforehand (:meth:`StreamEngine.prepare`; the first to join with the first
-  request when the plan starts one stream alone); a failed block is retried on a new
-  connection as the run's :class:`~dtnkit.transfer.client.retry.RetryPolicy` says; the first
-  error stops every stream; streams join while the copy runs as the
+  (:class:`~dtnkit.transfer.client.first.Spare`), and the first to join, when the plan
+  starts one stream alone, on one opened beside the first request; a failed block is
+  retried on a new connection as the run's :class:`~dtnkit.transfer.client.retry.RetryPolicy`
+  says; the first error stops every stream; streams join while the copy runs as the
   :class:`~dtnkit.transfer.client.policy.StreamPolicy` decides (:meth:`StreamEngine.add`).
 
 A download's blocks are received as spans, so no stream waits a round trip per block: one
@@ -135,9 +134,8 @@ class Dispatch(Protocol):
         """More work for a stream whose work ended well (its connection still open)."""
         ...
 
-    def join(self, stream: Stream, lag: int = 0) -> bool:
-        """Work for a stream that joins while the others run, *lag* bytes behind a running
-        stream by the time its window has grown (False: none worth it)."""
+    def join(self, stream: Stream) -> bool:
+        """Work for a stream that joins while the others run (False: none worth it)."""
         ...
 
 
@@ -164,7 +162,7 @@ class BlockQueue:
     def more(self, stream: Stream) -> bool:
         return False
 
-    def join(self, stream: Stream, lag: int = 0) -> bool:
+    def join(self, stream: Stream) -> bool:
         return False
 
 
@@ -231,8 +229,8 @@ class Shares:
             stream.share = share
         return share is not None
 
-    def join(self, stream: Stream, lag: int = 0) -> bool:
-        share = self.halve(lag)
+    def join(self, stream: Stream) -> bool:
+        share = self.halve()
         if share is not None:
             stream.share = share
         return share is not None
@@ -284,22 +282,15 @@ class Shares:
         self.all.append(share)
         return share
 
-    def halve(self, lag: int = 0) -> Share | None:
-        """A new share for a stream that joins: the tail of the share with most left, so
-        that the two end together when the joiner carries *lag* bytes less while its window
-        grows (the second half of the blocks left when *lag* is 0); None when that is not
-        one block, or no share has two blocks left.  A joiner given half (*lag* 0) on a
-        50 ms / 5 Gbit/s lab path (jumbo frames, untuned ends) was 22 MiB behind the streams
-        it joined when its window had grown, and ended 0.22-0.29 s after them."""
+    def halve(self) -> Share | None:
+        """A new share for a stream that joins: the second half of the blocks left of the
+        share with most left (a half rounding down); None when no share has two blocks
+        left."""
         with self.lock:
             victim = max(self.all, key=lambda s: s.left, default=None)
             if victim is None or victim.left < 2:
                 return None
-            left = victim.blocks[victim.taken : victim.stop]
-            share = 1 - lag / max(1, sum(b.length for b in left))
-            # to the nearest block, a half rounding down (lag 0: the second half)
-            k = round(len(left) * share / 2 - 1e-9)
-            return self._take(victim, k) if k >= 1 else None
+            return self._take(victim, victim.left // 2)
 
     def split(self, victim: Share, parts: int) -> Share | None:
         """A new share: the last 1/*parts* of the blocks *victim* has left (None when that
@@ -695,22 +686,14 @@ class StreamEngine:
         # the others are for streams that join (add), closed at the end when none did
         self._ready.extend(spares[max(0, len(self.streams) - 1) :])
 
-    def prepare(self, k: int) -> None:
-        """Have *k* connections ready for streams that may join (:meth:`add`): those short
-        open now, each in a thread of its own; those unused are closed at the end."""
-        with self.lock:
-            short = k - len(self._ready)
-            if short > 0 and not self.errors:
-                self._ready.extend(Spare(self.session) for _ in range(short))
-
-    def add(self, k: int, lag: int = 0) -> int:
-        """Start up to *k* streams that join, each with work the dispatch gives it (each
-        will be *lag* bytes behind a running stream: :meth:`Dispatch.join`)."""
+    def add(self, k: int) -> int:
+        """Start up to *k* streams that join, each with work the dispatch gives it
+        (:meth:`Dispatch.join`), the first on a connection opened for it if there is one."""
         added = 0
         with self.lock:
             for _ in range(k):
                 stream = Stream(len(self.streams))
-                if self.errors or not self.dispatch.join(stream, lag):
+                if self.errors or not self.dispatch.join(stream):
                     break
                 self._launch(stream, None, self._ready.pop(0) if self._ready else None)
                 added += 1
@@ -979,7 +962,6 @@ def move(
     engine.start(count, first, spares)
     if isinstance(dispatch, Shares):
         try:
-            engine.prepare(run.streams.joiners(plan, size, len(engine.streams)))
             run.streams.watch(plan, engine)
         except BaseException:
             engine.stop.set()

@@ -3,13 +3,11 @@
 formula), decided once per run, on the first connection, and said with its reason (as
 rclone's multi-thread copy logs its choice).
 
-A decision becomes a :class:`StreamPlan` for each file: how many streams at most, how many
-start together, and whether one starts alone.  While the streams run,
-:meth:`StreamPolicy.watch` decides when more join (the engine adds them:
-:class:`Crew`): an auto plan that starts one stream adds a second once the first looks bound
-by its window (:func:`window_bound`), and the others only if the two carry more
-(:func:`second_helps`); one that starts some of its streams adds more, doubling, while they
-are all bound by their windows (:func:`all_bound`).
+A decision becomes a :class:`StreamPlan` for each file: how many streams at most, and
+whether one starts alone (else all start together).  While the streams run,
+:meth:`StreamPolicy.watch` decides when more join (the engine adds them: :class:`Crew`): an
+auto plan that starts one stream adds a second once the first looks bound by its window
+(:func:`window_bound`), and the others only if the two carry more (:func:`second_helps`).
 """
 
 from __future__ import annotations
@@ -39,10 +37,10 @@ from dtnkit.units import counted
 
 @dataclass(frozen=True, slots=True)
 class StreamPlan:
-    """The streams of one file: at most :attr:`most`, :attr:`start` of them together (the
-    others join as :meth:`StreamPolicy.watch` decides); with :attr:`grow` one starts alone
-    and the others join once it is bound by its window.  :attr:`rtt_s` and :attr:`window`
-    are what the watching measures against (None: nothing is watched)."""
+    """The streams of one file: at most :attr:`most`, :attr:`start` of them together (all,
+    or one); with :attr:`grow` one starts alone and the others join once it is bound by its
+    window (:meth:`StreamPolicy.watch`).  :attr:`rtt_s` and :attr:`window` are what the
+    watching measures against (None: nothing is watched)."""
 
     most: int
     start: int
@@ -58,13 +56,8 @@ class StreamPlan:
 
     @property
     def watched(self) -> bool:
-        """Whether streams join while the copy runs (grow, or a start below the most)."""
-        return (
-            self.rtt_s is not None
-            and self.window is not None
-            and self.most > 1
-            and (self.grow or 1 < self.start < self.most)
-        )
+        """Whether streams join while the copy runs (one started alone, others may)."""
+        return self.grow and self.most > 1 and self.rtt_s is not None and self.window is not None
 
 
 class Measured(Protocol):
@@ -87,9 +80,8 @@ class Crew(Protocol):
         (the receive queue) included when *queued*."""
         ...
 
-    def add(self, k: int, lag: int = 0) -> int:
-        """Start up to *k* more streams, each *lag* bytes behind a running stream by the
-        time its window has grown (it is given that much less); how many started."""
+    def add(self, k: int) -> int:
+        """Start up to *k* more streams; how many started."""
         ...
 
     def failed(self) -> bool:
@@ -184,8 +176,7 @@ class StreamPolicy:
         if self.fixed_streams is not None:
             return StreamPlan(self.fixed_streams, self.fixed_streams)
         d = self.decide(server.measure_path, lambda: server.peer)
-        start = 1 if d.grow else (d.start if 1 < d.start < d.streams else d.streams)
-        return StreamPlan(d.streams, start, d.grow, d.rtt_s, d.window_bytes)
+        return StreamPlan(d.streams, 1 if d.grow else d.streams, d.grow, d.rtt_s, d.window_bytes)
 
     def decide(
         self, rtt_s: Callable[[], float | None], peer: Callable[[], str | None]
@@ -268,72 +259,37 @@ class StreamPolicy:
         return True
 
     # ------------------------------------------------------------------ when one joins
-    @staticmethod
-    def joiners(plan: StreamPlan, size: int, started: int) -> int:
-        """Connections to open for a download's streams that may join, beside the *started*
-        ones of *plan* (a file of *size* bytes), so that they join without their TCP and TLS
-        handshakes: as many as join first (:meth:`watch` doubles them) when some of the
-        streams start together and joiners could still carry a share of the file at full
-        windows (:func:`join_pays`); else none (a plan that starts one stream alone has one
-        opened with its first request: :func:`~dtnkit.transfer.client.first.ready`)."""
-        if plan.grow or not plan.watched or plan.window is None or started < 1:
-            return 0
-        pays, _ = join_pays(size, plan.window, started)
-        return min(started, plan.most - started) if pays else 0
-
     def watch(self, plan: StreamPlan, crew: Crew) -> None:
         """While *crew* runs: add streams as *plan* says (nothing unless it is
         :attr:`~StreamPlan.watched`), and say how many were used and why."""
         if not plan.watched or not crew.threads:
             return
         assert plan.rtt_s is not None and plan.window is not None
-        if plan.grow:
-            bound, why, alone = window_bound(
-                lambda: crew.received(0, queued=False), crew.threads[0], plan.rtt_s, plan.window
-            )
-            added = 0
-            if bound:
-                pays, late = join_pays(crew.left(), alone, 1)
-                if not pays:
-                    bound, why = False, f"{why}; {late}"
-            if bound:
-                # one joins first: only if the two carry more do the others (the first's
-                # rate cannot tell its window from the path's rate)
-                added = crew.add(1)
-                if added and not crew.failed():
-                    helps, how = second_helps(
-                        crew.received, lambda: crew.received(1), crew.threads, plan.rtt_s, alone
-                    )
-                    why += f"; {how}"
-                    if helps and not crew.failed():
-                        pays, late = join_pays(crew.left(), alone, 2)
-                        if pays:
-                            added += crew.add(plan.most - 2)
-                        else:
-                            why += f"; {late}"
-            if not crew.failed():
-                self.note_used(1 + added, f"{counted(1 + added, 'stream')}: {why}")
-            return
-        active, why = len(crew.threads), ""
-        while True:
-            bound, why, per_rtt = all_bound(
-                crew.received, crew.threads, plan.rtt_s, plan.window, active
-            )
-            if not bound or crew.failed():
-                break
-            added = crew.add(min(active, plan.most - active), catch_up(per_rtt / active))
-            active += added
-            if added:
-                why += f", so {added} more joined"
-            else:
-                why += (
-                    f", but none joined: {show_bytes(crew.left() or 0)} left, and a stream "
-                    "that joined now would end after the others"
+        bound, why, alone = window_bound(
+            lambda: crew.received(0, queued=False), crew.threads[0], plan.rtt_s, plan.window
+        )
+        added = 0
+        if bound:
+            pays, late = join_pays(crew.left(), alone, 1)
+            if not pays:
+                bound, why = False, f"{why}; {late}"
+        if bound:
+            # one joins first: only if the two carry more do the others (the first's
+            # rate cannot tell its window from the path's rate)
+            added = crew.add(1)
+            if added and not crew.failed():
+                helps, how = second_helps(
+                    crew.received, lambda: crew.received(1), crew.threads, plan.rtt_s, alone
                 )
-            if not added or active >= plan.most:
-                break
+                why += f"; {how}"
+                if helps and not crew.failed():
+                    pays, late = join_pays(crew.left(), alone, 2)
+                    if pays:
+                        added += crew.add(plan.most - 2)
+                    else:
+                        why += f"; {late}"
         if not crew.failed():
-            self.note_used(active, f"{counted(active, 'stream')}: {why}")
+            self.note_used(1 + added, f"{counted(1 + added, 'stream')}: {why}")
 
 
 #: A stream is bound by its window when it moves this share of it per round trip.
@@ -350,19 +306,6 @@ UNTUNED_SEND_BUFFER = 4 * 2**20
 #: Linux's initial congestion window: 10 segments, of 1448 bytes at MTU 1500 (a jumbo path's
 #: are larger and grow faster: this is the slower start, so streams join less often).
 INITIAL_WINDOW = 10 * 1448
-
-
-def catch_up(per_rtt: float) -> int:
-    """Bytes a stream moving *per_rtt* a round trip carries beyond one that joins it now,
-    by the time the joiner's window has grown to that rate: the joiner's request takes a
-    round trip, and its slow start doubles from :data:`INITIAL_WINDOW` each round trip,
-    moving about one window of that rate meanwhile, so ``per_rtt x log2(per_rtt /
-    INITIAL_WINDOW)`` (one round trip's worth at least).  On a 50 ms / 5 Gbit/s lab path
-    (jumbo frames, untuned ends: 3 MiB a round trip, 23 MiB by this rule) streams that
-    joined were 22 MiB behind when they reached that rate."""
-    if per_rtt <= 0:
-        return 0
-    return int(per_rtt * max(1.0, math.log2(per_rtt / INITIAL_WINDOW)))
 
 
 def join_pays(left: int | None, per_rtt: float, running: int) -> tuple[bool, str]:
@@ -532,72 +475,3 @@ def second_helps(
                 f"{show_bytes(alone)} alone: the path, not a window, held it"
             )
     return False, "the file was done before a second stream was known to help"
-
-
-#: Streams are all bound by their windows when together they move this share of their
-#: windows per round trip (the handshake's RTT), in :data:`ALL_BOUND_SPELLS` spells of
-#: :data:`ALL_BOUND_RTTS` round trips running: more streams would carry more.  Four untuned
-#: senders' windows (3 MiB: :data:`~.autostreams.SEND_SHARE` of tcp_wmem's 4 MiB) bound on a
-#: 50 ms / 5 Gbit/s lab path read 93-113 % per spell; on a 50 ms / 1 Gbit/s path, which holds
-#: 6.25 MB a round trip, they move 50 % (55 % with the RTT measured 10 % long on a loaded
-#: host).  Bytes count when the kernel has them (read, or waiting in the socket's receive
-#: queue): a receiving thread that was not scheduled for a while reads a backlog at once,
-#: which on a loaded host showed 79 % for two round trips.
-ALL_BOUND_SHARE = 0.8
-#: Round trips per spell of :func:`all_bound`, and the spells running above the share.
-#: Paths deliver in bursts (the lab's delay stage releases what it held after a pause of up
-#: to 0.1 s): the four streams on the 1 Gbit/s path read up to 84 % of their windows over
-#: one spell of 100 ms, 65 % over two (timelines of two copies, from any start), so two
-#: spells running tell the paths apart.  Spells of one round trip are too short the other
-#: way: windows sent in bursts land on either side of a spell's end (four windows well bound
-#: on a 50 ms / 1 Gbit/s lab path read below the share in one of three such spells).  Three
-#: spells running, with the senders' windows taken as half their buffers, made joiners start
-#: 0.3 s after the four were bound on the 5 Gbit/s path, a third of the way into 256 MiB.
-ALL_BOUND_RTTS = 2
-ALL_BOUND_SPELLS = 2
-
-
-def all_bound(
-    received: Callable[[], int],
-    threads: list[threading.Thread],
-    rtt_s: float,
-    window: int,
-    streams: int,
-) -> tuple[bool, str, float]:
-    """Watch *streams* streams together, :data:`ALL_BOUND_RTTS` round trips at a time, until
-    they show whether they are all bound by their windows: per round trip they move
-    :data:`ALL_BOUND_SHARE` of *streams* windows in :data:`ALL_BOUND_SPELLS` spells running
-    (bound: more streams would carry more), or their rate stops growing below that
-    (:data:`FLAT_ROUNDS` spells without 25 % more: the path holds them), or they end.
-    *received*: the bytes they have received so far.  Returns (bound, why in words, what they
-    moved in the last round trip measured)."""
-    full = streams * window
-    per_rtt = 0.0
-    growth = Growth()
-    above = 0
-    for (per_rtt,) in round_trips([received], threads, rtt_s, ALL_BOUND_RTTS * max(rtt_s, 0.01)):
-        above = above + 1 if per_rtt >= ALL_BOUND_SHARE * full else 0
-        if above >= ALL_BOUND_SPELLS:
-            return (
-                True,
-                (
-                    f"{counted(streams, 'stream')} moved {show_bytes(per_rtt)} per round "
-                    f"trip, {per_rtt / full:.0%} of their windows: bound by them"
-                ),
-                per_rtt,
-            )
-        if growth.stopped(per_rtt):
-            return (
-                False,
-                (
-                    f"together their rate stopped growing at {show_bytes(growth.best)} "
-                    f"per round trip, {growth.best / full:.0%} of their windows: the "
-                    "path, not the windows, holds them"
-                ),
-                per_rtt,
-            )
-    return (
-        False,
-        f"the file was done before {counted(streams, 'stream')} were known to be window-bound",
-        per_rtt,
-    )
