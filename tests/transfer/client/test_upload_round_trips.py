@@ -75,6 +75,11 @@ class TripRelay(Relay):
         self.cut_pipelined = False
         self.cut_link: int | None = None  # the connection that was cut
         self.cut = threading.Event()
+        #: hold the answer to the session start until this many connections are open (or
+        #: HOLD seconds: then start_waited is set), to see what the client opened meanwhile
+        self.start_held_for = 0
+        self.start_waited = False
+        self.opened = threading.Condition()
         super().__init__(target)
 
     @property
@@ -89,6 +94,8 @@ class TripRelay(Relay):
         with self._lock:
             link = Link(len(self.links), client=client, upstream=upstream)
             self.links.append(link)
+        with self.opened:
+            self.opened.notify_all()
         threading.Thread(target=self._up, args=(client, upstream, link), daemon=True).start()
         threading.Thread(target=self._down, args=(upstream, client, link), daemon=True).start()
 
@@ -180,6 +187,14 @@ class TripRelay(Relay):
                     continue
                 answered += 1
                 with link.cond:
+                    asked = link.requests[answered - 1]
+                if asked == "POST start" and self.start_held_for:
+                    with self.opened:
+                        if not self.opened.wait_for(
+                            lambda: self.connections >= self.start_held_for, HOLD
+                        ):
+                            self.start_waited = True
+                with link.cond:
                     held = link.requests[answered - 1] == "PUT range"
                     if held and not link.cond.wait_for(
                         functools.partial(lambda n: link.started > n, answered), HOLD
@@ -247,6 +262,25 @@ def test_a_session_upload_pipelines_its_ranges_on_two_connections(
     assert relay.connections == 2  # the start on the first stream's, the commit on a stream's
     assert relay.links[0].requests[0] == "POST start"
     assert handle.counters["range_bytes"] == SIZE  # every range once
+
+
+def test_the_other_streams_connect_while_the_session_start_is_asked(
+    relayed: tuple[ServerHandle, Path, TripRelay], tmp_path: Path
+) -> None:
+    """Four streams: the relay holds the answer to the session start until four connections
+    are open, and they are, without waiting it out: the three other streams' connections
+    (TCP, and TLS on https) open beside the start, so their handshakes overlap its round
+    trip.  Before: they opened once the start was answered, two round trips later on TLS
+    (an 8-stream upload took 1.06x the download on a 50 ms / 1 Gbit/s lab path)."""
+    _handle, root, relay = relayed
+    relay.start_held_for = 4
+    src, data = source(tmp_path, 23)
+    summary = copy(str(src), f"http://127.0.0.1:{relay.port}/four.bin", opts(streams=4))
+    assert (root / "four.bin").read_bytes() == data
+    assert summary.files[0].upload_streams == 4
+    assert not relay.start_waited, relay.requests()
+    assert relay.connections == 4  # no connection more than the streams
+    assert relay.links[0].requests[0] == "POST start"
 
 
 def test_a_single_put_asks_its_head_on_the_put_connection(

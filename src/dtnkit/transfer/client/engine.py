@@ -909,7 +909,7 @@ def move(
             stop=stop,
             keep=keep,
         )
-        engine.start(min(plan.most, len(blocks)), first)
+        engine.start(min(plan.most, len(blocks)), first, spares)
         return engine.wait()
     assert isinstance(source, HttpRangeSource), "a local sink needs a networked source"
     landing = Landing(

@@ -39,6 +39,7 @@ from dtnkit.transfer.client.errors import (
     TransferError,
     UseSinglePut,
 )
+from dtnkit.transfer.client.first import Spare
 from dtnkit.transfer.client.journals import UploadJournal, journal_dir
 from dtnkit.transfer.client.oneput import upload_once
 from dtnkit.transfer.client.policy import StreamPlan
@@ -145,12 +146,16 @@ def upload_session_once(
     conn: http.client.HTTPConnection | None = None,
 ) -> FileResult:
     """One session: its start (or status, to resume) on *conn* (a new one when None), which
-    then carries the first stream's pipelined ranges; the commit goes on a connection that a
-    stream ended with, so no request after the first waits for a new handshake."""
+    then carries the first stream's pipelined ranges; the other streams' connections are
+    opened beside the start (:class:`~dtnkit.transfer.client.first.Spare`), so their TCP and
+    TLS handshakes overlap its round trip instead of following it; the commit goes on a
+    connection that a stream ended with, so no request after the first waits for a new
+    handshake."""
     request = run.request
     verify = request.verify_plan()
     ctl = conn or session.connect()
     kept: list[http.client.HTTPConnection] = []
+    spares: list[Spare] = []
     name = verify.algorithm
     fd = os.open(src, os.O_RDONLY | os.O_CLOEXEC)
     verifier: pipeline.BlockVerifier | None = None
@@ -159,6 +164,8 @@ def upload_session_once(
     try:
         size = os.fstat(fd).st_size
         blocks = pipeline.plan_blocks(size, request.block_size)
+        if not upload_session.refused(session):  # a server known to refuse gets one PUT
+            spares = [Spare(session) for _ in range(min(plan.most, len(blocks)) - 1)]
         have: list[tuple[int, int]] = []
         old = journal.load() if resume and request.resume else None
         if old is not None:
@@ -210,6 +217,7 @@ def upload_session_once(
             size=size,
             verifier=verifier,
             first=ctl if todo else None,
+            spares=spares,
             keep=kept,
         )
         if verifier is not None:
@@ -254,6 +262,8 @@ def upload_session_once(
         if verifier is not None:
             verifier.close()
         os.close(fd)
+        for spare in spares:  # those no stream took (the taken ones are done with by now)
+            spare.close()
         for c in kept:
             c.close()
         if conn is None:

@@ -45,6 +45,12 @@ _unsupported: weakref.WeakSet[Session] = weakref.WeakSet()  # sessions refused b
 _unsupported_lock = threading.Lock()
 
 
+def refused(session: Session) -> bool:
+    """Whether *session*'s server has refused upload sessions before (one PUT goes)."""
+    with _unsupported_lock:
+        return session in _unsupported
+
+
 def start(
     session: Session,
     url: Url,
