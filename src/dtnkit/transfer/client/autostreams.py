@@ -42,10 +42,11 @@ CAP = 16
 #: queue of one bandwidth-delay product lose together.  On a 50 ms / 1 Gbit/s lab path with
 #: 10 Gbit/s veths, 16 streams took 1.1-2.2x the time of 8 for 256 MiB (docs/benchmarks.md).
 #: They all start together: on that path, untuned ends (3 MiB windows), 8 at once took
-#: 0.95-0.97x the time of 4 that started and watched for 8 to join, and on a 50 ms / 5
-#: Gbit/s path with jumbo frames 0.83-0.84x (each stream's window takes some 8 round trips
-#: to grow, so joiners came 0.6 s late), though they retransmitted 17-20 % of their
-#: segments on the 1 Gbit/s path where 4 did 9-12 % (docs/transfer.md).
+#: 0.95-0.97x the time of 4 that started and let 4 more join once they were bound by their
+#: windows, and on a 50 ms / 5 Gbit/s path with jumbo frames 0.83-0.84x (each stream's
+#: window takes some 8 round trips to grow, so the joiners came 0.6 s late), though they
+#: retransmitted 17-20 % of their segments on the 1 Gbit/s path where 4 did 9-12 %
+#: (docs/transfer.md).
 UNKNOWN_PATH_CAP = 8
 #: Most streams a sweep's table may choose (as ``--streams N``).
 TABLE_CAP = 256
