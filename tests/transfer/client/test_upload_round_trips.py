@@ -271,7 +271,7 @@ def test_the_other_streams_connect_while_the_session_start_is_asked(
     are open, and they are, without waiting it out: the three other streams' connections
     (TCP, and TLS on https) open beside the start, so their handshakes overlap its round
     trip.  Before: they opened once the start was answered, two round trips later on TLS
-    (an 8-stream upload took 1.06x the download on a 50 ms / 1 Gbit/s lab path)."""
+    (an 8-stream upload took 1.03x the time on a 50 ms / 5 Gbit/s jumbo lab path)."""
     _handle, root, relay = relayed
     relay.start_held_for = 4
     src, data = source(tmp_path, 23)
